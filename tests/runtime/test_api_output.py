@@ -129,7 +129,15 @@ class Money:
     """A sum, with a schema rule and no structure hook."""
 
 
-@pytest.mark.parametrize("output_type", [dict[str, Money], list[Money]])
+class Till(TypedDict):
+    """An object output type with a field of a type without hooks."""
+
+    cash: Money
+
+
+@pytest.mark.parametrize(
+    "output_type", [dict[str, Money], list[Money], frozenset[Money], tuple[Money, ...], Till]
+)
 def test_an_output_type_the_converter_cannot_structure_is_a_definition_error(
     output_type: Any,
 ) -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import enum
 import sys
+import typing
 import uuid
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -15,7 +16,7 @@ from typing import Annotated, Any, Generic, Literal, NamedTuple, NewType, TypedD
 
 import attrs
 import pytest
-from typing_extensions import NotRequired
+from typing_extensions import NotRequired, ReadOnly
 from typing_extensions import TypedDict as TypedDictX
 
 from toolfold import (
@@ -869,6 +870,137 @@ def test_a_type_without_hooks_in_a_union_is_a_definition_error_too() -> None:
     assert maybe.split(" (")[0].endswith("Money | None")
     assert invoice.startswith("parameter 'invoice': cannot structure JSON into Invoice (")
     assert all(p.endswith("register_type_hooks()") for p in info.value.problems)
+
+
+class MoneyFields(TypedDictX):
+    paid: NotRequired[ReadOnly[Money]]
+    note: str
+
+
+@attrs.define
+class MoneyBag:
+    coins: set[Money]
+
+
+class AnnotatedMoney(TypedDictX):
+    paid: Annotated[NotRequired[Money], Field(description="What was paid.")]
+    note: str
+
+
+class MoneyPage(TypedDictX, Generic[T]):
+    items: list[int]
+    cursor: Annotated[NotRequired[T], "Where the next page starts."]
+
+
+@pytest.mark.parametrize(
+    "tp",
+    [
+        set[Money],
+        frozenset[Money],
+        tuple[Money, ...],
+        tuple[int, Money],
+        MoneyFields,
+        AnnotatedMoney,
+        MoneyPage[Money],
+        dict[str, frozenset[Money]],
+        list[tuple[int, Money | None]],
+        MoneyBag,
+    ],
+)
+def test_a_type_without_hooks_anywhere_in_a_parameter_is_a_definition_error(tp: Any) -> None:
+    """Money in a set, frozenset, tuple, TypedDict field (under NotRequired/ReadOnly, inside
+    or outside Annotated, of a generic TypedDict too) or a class's set field is refused when the checker is made, not blamed on the model by a call."""
+    schema = {"type": "object", "properties": {"price": {}}}
+    check = ArgumentChecker("pay", schema, {"price": tp}, False)
+    with pytest.raises(ToolDefinitionError) as info:
+        check.build_hooks()
+    (problem,) = info.value.problems
+    assert problem.startswith("parameter 'price': cannot structure JSON into ")
+    assert f"Unsupported type: {Money!r}" in problem
+    assert problem.endswith("register_type_hooks()")
+
+
+class Receipt(TypedDictX):
+    paid: Annotated[NotRequired[Decimal], Field(description="What was paid.")]
+    number: Annotated[ReadOnly[int], "The receipt's number."]
+
+
+class Page(TypedDictX, Generic[T]):
+    items: list[T]
+    cursor: Annotated[NotRequired[T], Field(description="Where the next page starts.")]
+
+
+def test_typeddict_qualifiers_inside_annotated_are_optional_keys_with_their_metadata() -> None:
+    """Annotated[NotRequired[T], Field(...)] and Annotated[ReadOnly[T], ...] TypedDict fields:
+    the key is optional as qualified, described by the metadata, and calls structure it
+    (no error blamed on the model)."""
+
+    def file(receipt: Receipt) -> None:
+        """File a receipt.
+
+        Args:
+            receipt: The receipt.
+        """
+
+    made = tool(file)
+    schema = made.parameters["properties"]["receipt"]
+    assert schema["properties"] == {
+        "paid": {"type": "string", "format": "decimal", "description": "What was paid."},
+        "number": {"type": "integer", "description": "The receipt's number."},
+    }
+    assert schema["required"] == ["number"]
+    full = {"receipt": {"paid": "1.50", "number": 7}}
+    assert made.validate_arguments(full) == {"receipt": {"paid": Decimal("1.50"), "number": 7}}
+    assert made.validate_arguments({"receipt": {"number": 7}}) == {"receipt": {"number": 7}}
+
+
+def test_a_generic_typeddicts_annotated_not_required_field_is_optional_in_calls() -> None:
+    """Page[Decimal]'s Annotated[NotRequired[T], Field(...)] field (string annotations too)
+    is an optional, described key that calls structure, not a definition error."""
+
+    def read(page: Page[Decimal]) -> None:
+        """Read a page.
+
+        Args:
+            page: A page of amounts.
+        """
+
+    made = tool(read)
+    schema = made.parameters["properties"]["page"]
+    assert schema["required"] == ["items"]
+    assert schema["properties"]["cursor"]["description"] == "Where the next page starts."
+    assert made.validate_arguments({"page": {"items": ["1"], "cursor": "2"}}) == {
+        "page": {"items": [Decimal("1")], "cursor": Decimal("2")}
+    }
+    assert made.validate_arguments({"page": {"items": []}}) == {"page": {"items": []}}
+
+
+@dataclasses.dataclass
+class Branch:
+    label: str
+    children: tuple[Branch, ...] = ()
+
+
+Box = TypeVar("Box")
+
+
+@dataclasses.dataclass
+class Wrapper(Generic[Box]):
+    inner: frozenset[Box]
+
+
+def test_the_definition_time_walk_stops_at_recursion_and_at_the_users_own_hooks() -> None:
+    """A recursive class is walked once, and the parts of a type the user's hook
+    structures (Wrapper[Money]) are that hook's business, not a definition error."""
+    schema = {"type": "object", "properties": {"tree": {}, "wrapped": {}}}
+    register_type_hooks(
+        lambda tp: typing.get_origin(tp) is Wrapper,
+        structure=lambda value, tp: Wrapper(frozenset(value)),
+    )
+    check = ArgumentChecker("walk", schema, {"tree": Branch, "wrapped": Wrapper[Money]}, False)
+    got = check.check({"tree": {"label": "a", "children": [{"label": "b"}]}, "wrapped": ["1 EUR"]})
+    assert got["tree"] == Branch("a", (Branch("b"),))
+    assert got["wrapped"] == Wrapper(frozenset({"1 EUR"}))
 
 
 def test_registered_hooks_structure_and_unstructure_a_user_type() -> None:

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import warnings
 
 import attrs
 import pytest
@@ -20,6 +21,7 @@ from toolfold import (
     ArgumentValidationError,
     RunContext,
     ToolDefinitionError,
+    ToolDefinitionWarning,
     UndocumentedParameterWarning,
     agenerate_text,
     tool,
@@ -146,9 +148,19 @@ def test_callable_instance_gets_the_run_context() -> None:
 
 
 def test_partial_needs_a_name_and_is_described_by_its_function() -> None:
-    """A partial has no name of its own (ask for name=); its function's docstring describes it."""
-    with pytest.raises(ToolDefinitionError, match=r"tool name None is invalid.*pass name="):
+    """A partial has no name of its own (ask for name=, suggesting its function's only when
+    that is a valid tool name); its function's docstring describes it."""
+    with pytest.raises(ToolDefinitionError) as info:
         tool(functools.partial(power, exp=2))
+    assert info.value.problems == (
+        "a functools.partial has no name of its own: pass name=...,"
+        ' e.g. tool(name="power")(partial) for its function\'s',
+    )
+    lambda_power = lambda base, exp: base**exp  # noqa: E731
+    lambda_power.__annotations__ = {"base": int, "exp": int}
+    with pytest.raises(ToolDefinitionError) as info:  # "<lambda>" is no tool name to suggest
+        tool(functools.partial(lambda_power, exp=2))
+    assert info.value.problems == ("a functools.partial has no name of its own: pass name=...",)
     square = tool(name="square")(functools.partial(power, exp=2))
     assert square.description == "Raise a number to a power."
     assert square.parameters["properties"]["exp"] == {
@@ -158,6 +170,86 @@ def test_partial_needs_a_name_and_is_described_by_its_function() -> None:
     }
     assert square.parameters["required"] == ["base"]
     assert square.invoke({"base": 4}) == 16
+
+
+def fetch(token: str, url: str) -> str:
+    """Fetch a URL.
+
+    Args:
+        token: The API token.
+        url: The URL to fetch.
+    """
+    return url
+
+
+SECRET = "sk-live-SECRET-TOKEN-123"
+
+
+def test_a_parameter_a_partial_binds_by_position_may_be_documented() -> None:
+    """The function's docstring documenting what a partial binds by position is no
+    mismatch: no warning, and no error with require_parameter_descriptions."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = tool(name="fetch")(functools.partial(fetch, SECRET))
+        strict = tool(name="fetch", require_parameter_descriptions=True)(
+            functools.partial(fetch, SECRET)
+        )
+    assert list(made.parameters["properties"]) == ["url"] == list(strict.parameters["properties"])
+    assert made.invoke({"url": "u"}) == "u"
+
+
+class Client:
+    """A client holding a secret in its repr."""
+
+    def __repr__(self) -> str:
+        return f"Client({SECRET!r})"
+
+
+def fetch_with(client: Client, url: str, retries: int) -> str:
+    """Fetch a URL.
+
+    Args:
+        client: The client.
+        url: The URL to fetch.
+        retries: How often to retry.
+        colour: Not a parameter.
+    """
+    return url
+
+
+def test_messages_about_a_partial_name_its_function_never_what_it_binds() -> None:
+    """Errors and warnings about a partial name functools.partial(<function>, ...), never
+    its repr with the bound values (a token, a client's repr), also when the partial
+    binds arguments its function does not take."""
+    with pytest.warns(ToolDefinitionWarning) as caught:
+        tool(name="fetch")(functools.partial(fetch_with, Client(), retries=SECRET))
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(name="fetch")(functools.partial(fetch_with, url=SECRET, client=Client()))
+    texts = [str(w.message) for w in caught] + [str(info.value)]
+    bad_bindings = {
+        "keywords it has no parameter for: 'tokn'": functools.partial(fetch, tokn=SECRET),
+        "3 positional arguments, where it takes 2": functools.partial(fetch, SECRET, "u", "x"),
+        "bound both by position and by keyword: 'token'": functools.partial(
+            fetch, Client(), token=SECRET
+        ),
+    }
+    for misfit, partial in bad_bindings.items():  # inspect's refusal quotes the partial's repr
+        with pytest.raises(ToolDefinitionError) as refused:
+            tool(name="fetch")(partial)
+        assert refused.value.problems == (
+            f"the functools.partial binds arguments fetch does not take ({misfit});"
+            " bind only parameters of fetch, each once",
+        )
+        texts.append(str(refused.value))
+    assert texts[0] == (
+        "functools.partial(fetch_with, ...): the docstring documents parameter 'colour',"
+        " which functools.partial(fetch_with, ...) does not have"
+    )
+    assert str(info.value).startswith("cannot make a tool of functools.partial(fetch_with, ...)")
+    assert "parameter 'client': the value the functools.partial binds it to (a Client)" in str(
+        info.value
+    )
+    assert not any(SECRET in text or "0x" in text for text in texts)
 
 
 def test_partial_with_update_wrapper_keeps_what_it_bound() -> None:

@@ -316,3 +316,61 @@ def test_explicit_schema_reports_every_meta_schema_error() -> None:
     assert all(p.startswith("parameters is not a valid JSON Schema: ") for p in problems)
     assert any("['properties']['b']['minimum']" in p for p in problems)
     assert any("['required']" in p for p in problems)
+
+
+def test_explicit_schema_that_is_not_json_is_refused_naming_each_pointer() -> None:
+    """NaN or an infinity, a key that is not a string, a set, a date or a cycle in an
+    explicit schema is a definition error at its JSON pointer, not a failed run later."""
+    import datetime
+
+    from toolfold import Tool
+
+    bad: dict[Any, Any] = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "maximum": float("nan")},
+            1: {"type": "string"},
+            "b/c": {"type": "number", "minimum": float("-inf"), "enum": [{1, 2}]},
+            "d": {"default": datetime.date(2024, 1, 1)},
+        },
+    }
+    bad["properties"]["e"] = bad
+    assert _explicit(bad) == (
+        "parameters is not JSON at /properties/a/maximum: nan is not a JSON number"
+        " (no NaN or infinity)",
+        "parameters is not JSON at /properties: a key of type int (1) is not a string",
+        "parameters is not JSON at /properties/b~1c/minimum: -inf is not a JSON number"
+        " (no NaN or infinity)",
+        "parameters is not JSON at /properties/b~1c/enum/0: a set is not JSON"
+        " (use objects, arrays and scalars)",
+        "parameters is not JSON at /properties/d/default: a date is not JSON"
+        " (use objects, arrays and scalars)",
+        "parameters is not JSON at /properties/e: the value contains itself",
+    )
+    fine = {"type": "object", "properties": {"a": {"enum": [1, 2.5, None]}}, "required": ["a"]}
+    assert Tool("t", "d", fine).validate_arguments({"a": 2.5}) == {"a": 2.5}
+
+
+class Gauge:
+    """A type whose schema rule writes NaN."""
+
+
+def test_a_schema_rule_that_makes_no_json_is_a_definition_error() -> None:
+    """A register_schema_rule rule returning NaN is refused when the tool is made, at its
+    pointer, instead of every request failing to be written."""
+    from toolfold import register_schema_rule
+    from toolfold.toolkit import _schema
+
+    register_schema_rule(Gauge, lambda tp, ctx: {"type": "number", "maximum": float("nan")})
+    try:
+
+        def read(g: Gauge) -> None:
+            """Read."""
+
+        assert _problems(read) == (
+            "parameter 'g': the schema rule for Gauge made no JSON: at /maximum: nan is not"
+            " a JSON number (no NaN or infinity)",
+        )
+    finally:
+        del _schema._class_rules[Gauge]
+        _schema._cache.clear()

@@ -533,6 +533,7 @@ def test_field_values_no_schema_allows_are_definition_errors_naming_tool_and_par
         empty: Annotated[int, Field(ge=5, le=1)],
         none: Annotated[float, Field(gt=1, lt=1)],
         short: Annotated[list[int], Field(min_items=3, max_items=2)],
+        mixed: Annotated[int, Field(ge=5, extra={"maximum": 1})],
         form: Annotated[str, Field(pattern=5)],  # type: ignore[arg-type]
         blob: Annotated[str, Field(examples=[object])],
     ) -> None:
@@ -554,12 +555,69 @@ def test_field_values_no_schema_allows_are_definition_errors_naming_tool_and_par
         " 2.5 is not of type 'integer'",
         "parameter 'size': Field min_length=-1 is not a valid minLength:"
         " -1 is less than the minimum of 0",
-        "parameter 'empty': Field ge=5 and le=1 admit no value",
-        "parameter 'none': Field gt=1 and lt=1 admit no value",
-        "parameter 'short': Field min_items=3 and max_items=2 admit no value",
+        "parameter 'empty': Field(ge=5, le=1) admits no value",
+        "parameter 'none': Field(gt=1, lt=1) admits no value",
+        "parameter 'short': Field(min_items=3, max_items=2) admits no value",
+        "parameter 'mixed': Field(ge=5, extra={'maximum': 1}) admits no value",
         "parameter 'form': Field pattern=5 is not a valid pattern: 5 is not of type 'string'",
         "parameter 'blob': Field example <class 'object'> is not JSON-representable; use JSON"
         " values (str, int, float, bool, None, list, dict), enums, dates, UUIDs or decimals",
+    )
+
+
+class Perm(enum.IntFlag):
+    """Permissions."""
+
+    READ = 1
+    WRITE = 2
+
+
+def test_bounds_that_admit_nothing_together_are_definition_errors_naming_their_items() -> None:
+    """Bounds fine one by one but admitting no value together (annotated_types markers,
+    several Fields, a mix, a type's own range, no integer or multiple between them) are
+    refused when the tool is made, naming the parameter, the items that clash (a Field
+    setting several once) and, in a union, the branch that admits nothing."""
+    import annotated_types as at
+
+    def clash(
+        interval: Annotated[int, at.Interval(ge=5, le=1)],
+        pair: Annotated[int, at.Ge(5), at.Le(1)],
+        open_: Annotated[float, at.Gt(5), at.Lt(5)],
+        length: Annotated[str, at.Len(5, 1)],
+        lengths: Annotated[str, at.MinLen(5), at.MaxLen(1)],
+        mixed: Annotated[int, Field(ge=5), at.Le(1)],
+        fields: Annotated[int, Field(ge=5), Field(le=1)],
+        whole: Annotated[int, Field(gt=4, lt=5)],
+        tens: Annotated[int, Field(ge=1, le=9), at.MultipleOf(10)],
+        items: Annotated[list[int] | None, Field(min_length=3), at.MaxLen(2)],
+        either: Annotated[int | str, at.Ge(5), at.Le(1)],
+        perm: Annotated[Perm, Field(ge=4)],
+        fine: Annotated[float, Field(gt=4, lt=5), at.MultipleOf(0.25)],
+        point: Annotated[int, at.Ge(3), at.Le(3)],
+    ) -> None:
+        """Clash."""
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(clash)
+    assert "clash" in str(info.value)
+    assert info.value.problems == (
+        "parameter 'interval': annotated_types.Interval(gt=None, ge=5, lt=None, le=1)"
+        " admits no value",
+        "parameter 'pair': annotated_types.Ge(ge=5) and annotated_types.Le(le=1) admit no value",
+        "parameter 'open_': annotated_types.Gt(gt=5) and annotated_types.Lt(lt=5) admit no value",
+        "parameter 'length': annotated_types.Len(min_length=5, max_length=1) admits no value",
+        "parameter 'lengths': annotated_types.MinLen(min_length=5) and"
+        " annotated_types.MaxLen(max_length=1) admit no value",
+        "parameter 'mixed': Field(ge=5) and annotated_types.Le(le=1) admit no value",
+        "parameter 'fields': Field(ge=5) and Field(le=1) admit no value",
+        "parameter 'whole': Field(gt=4, lt=5) admits no integer",
+        "parameter 'tens': Field(ge=1, le=9) and"
+        " annotated_types.MultipleOf(multiple_of=10) admit no integer",
+        "parameter 'items': Field(min_length=3) and annotated_types.MaxLen(max_length=2)"
+        " admit no array (the list[int] of list[int] | None)",
+        "parameter 'either': annotated_types.Ge(ge=5) and annotated_types.Le(le=1)"
+        " admit no integer (the int of int | str)",
+        "parameter 'perm': Field(ge=4) and Perm's own maximum=3 admit no value",
     )
 
 

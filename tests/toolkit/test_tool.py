@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -362,8 +364,98 @@ def test_check_tool_names_refuses_duplicates() -> None:
         " give each a distinct name=..."
     )
     assert str(info.value).startswith("duplicate tool names: every tool of a list needs its own")
-    with pytest.raises(ToolDefinitionError, match=r"the same function .*ping is listed 2 times"):
+    with pytest.raises(ToolDefinitionError, match=r"the same tool, made from .*ping, is listed 2"):
         check_tool_names([ping, ping])
+
+
+def _lambda_tool(reply: str) -> Tool[..., Any]:
+    return Tool(name="a", function=lambda args: reply)
+
+
+def _closure(reply: str) -> Callable[[], str]:
+    def answer() -> str:
+        return reply
+
+    return answer
+
+
+def _fetch(token: str, url: str) -> str:
+    """Fetch a URL.
+
+    Args:
+        token: The API token.
+        url: The URL to fetch.
+    """
+    return url
+
+
+class _Client:
+    """A client."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __call__(self, url: str) -> str:
+        """Fetch a URL.
+
+        Args:
+            url: The URL to fetch.
+        """
+        return url
+
+    def search(self, query: str) -> str:
+        """Search.
+
+        Args:
+            query: What to look for.
+        """
+        return query
+
+
+def test_duplicate_names_tell_different_functions_from_the_same_one_listed_again() -> None:
+    """Distinct functions that share a qualname are called different, with where they
+    were defined (closures of one definition said to be one, in a mixed list too);
+    partials of one function, instances of one class and one method bound to several
+    objects are said to be that; only the very same tool or function is listed again."""
+    line = _lambda_tool.__code__.co_firstlineno + 1
+    inner = _closure.__code__.co_firstlineno + 1
+    module = __name__
+    cases = [
+        (
+            [_lambda_tool("one"), _lambda_tool("two")],
+            f"2 different functions named {module}:_lambda_tool.<locals>.<lambda>,"
+            f" made by one definition, at test_tool.py:{line}, run 2 times",
+        ),
+        (
+            [tool(name="a")(_closure("x")), tool(name="a")(_closure("y")), Tool(name="a")],
+            f"made from 2 different functions named {module}:_closure.<locals>.answer,"
+            f" made by one definition, at test_tool.py:{inner}, run 2 times; a schema-only tool",
+        ),
+        ([Tool(name="a"), Tool(name="a")], "2 schema-only tools"),
+        (
+            [tool(name="a")(functools.partial(_fetch, "k1")), tool(name="a")(_fetch)],
+            f"made from {module}:functools.partial(_fetch, ...), {module}:_fetch",
+        ),
+        (
+            [tool(name="a")(functools.partial(_fetch, k)) for k in ("k1", "k2")],
+            f"2 partials of {module}:_fetch",
+        ),
+        ([tool(name="a")(_Client(k)) for k in ("k1", "k2")], f"2 instances of {module}:_Client"),
+        (
+            [tool(name="a")(_Client(k).search) for k in ("k1", "k2")],
+            f"{module}:_Client.search bound to 2 objects",
+        ),
+    ]
+    for tools, where in cases:
+        with pytest.raises(ToolDefinitionError) as info:
+            check_tool_names(tools)
+        assert info.value.problems == (
+            f"tool name 'a' is used by {len(tools)} tools ({where}); give each a distinct name=...",
+        )
+    answer = _closure("z")
+    with pytest.raises(ToolDefinitionError) as info:
+        check_tool_names([tool(name="a")(answer), tool(name="a")(answer)])
+    assert f"(2 tools made from the same function {module}:_closure" in info.value.problems[0]
 
 
 def test_check_tool_names_names_the_owner_of_the_tools() -> None:
@@ -410,7 +502,6 @@ def test_runtime_gathering_refuses_duplicate_names() -> None:
 
 def test_bound_methods_partials_and_callable_objects() -> None:
     """Already-bound methods, functools.partial and callable objects become tools too."""
-    import functools
 
     class Scaler:
         def __init__(self, factor: int) -> None:
@@ -443,7 +534,6 @@ def test_bound_methods_partials_and_callable_objects() -> None:
 
 def test_wrapped_functions_keep_their_signature() -> None:
     """A functools.wraps decorator under @tool exposes the wrapped signature."""
-    import functools
 
     def logged(fn: Any) -> Any:
         @functools.wraps(fn)

@@ -29,11 +29,12 @@ import json
 import re
 import types
 import typing
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
-from toolfold.toolkit._field import has_checks
+from toolfold.toolkit._field import has_checks, is_hashable
 from toolfold.toolkit._flags import flag_class
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
@@ -402,7 +403,96 @@ def structure_hook(tp: Any) -> _Hook | None:
     """
     from toolfold.toolkit._converter import get_converter
 
-    return None if is_plain(tp) else get_converter().get_structure_hook(tp)
+    if is_plain(tp):
+        return None
+    converter = get_converter()
+    hook: _Hook = converter.get_structure_hook(tp)
+    _look_up_parts(converter, tp, hook)
+    return hook
+
+
+def _look_up_parts(converter: Any, tp: Any, hook: _Hook) -> None:
+    """Look up the hook of every type inside ``tp`` now, not on the first value.
+
+    cattrs makes the hook of a set, a frozenset or a tuple (and the toolkit the
+    hook of a TypedDict, or of a class that may refer back to itself) without
+    its parts' hooks, which it looks up as values come. A part with no hook
+    (a class with a schema rule and no `register_type_hooks`) would then be
+    found by a call, and blamed on the model, instead of at definition time.
+    The walk stops at a type the user's own hook structures, which handles its parts.
+
+    Raises:
+        StructureHandlerNotFoundError: The converter has no hook for a part.
+    """
+    from cattrs.errors import StructureHandlerNotFoundError
+
+    from toolfold.toolkit._hooks import user_hooks
+
+    done = _LOOKED_UP.setdefault(converter, set())
+    if is_hashable(tp) and tp in done:
+        return
+    users = {id(structure) for _, structure, _ in user_hooks if structure is not None}
+    seen: set[Any] = {tp if is_hashable(tp) else id(tp)}
+    todo: list[tuple[Any, _Hook | None]] = [(tp, hook)]
+    while todo:
+        node, found = todo.pop()
+        if found is None:
+            try:
+                found = converter.get_structure_hook(node)
+            except StructureHandlerNotFoundError:
+                raise
+            except Exception:  # e.g. a class whose hints do not resolve: a call says why
+                continue
+        if id(found) in users:
+            continue
+        for part in _parts(node):
+            key = part if is_hashable(part) else id(part)
+            if key not in seen and not is_plain(part):  # (None has no hook of its own)
+                seen.add(key)
+                todo.append((part, None))
+    if is_hashable(tp):
+        done.add(tp)  # a hook added later cannot make a part go missing
+
+
+# Per converter, the types whose parts were all found (a program uses a class in
+# many tools); a converter is only replaced by tests.
+_LOOKED_UP: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
+
+
+def _parts(tp: Any) -> list[Any]:
+    """The types a value of ``tp`` holds: a generic's arguments, a class's fields."""
+    from toolfold.toolkit._classes import (
+        MISSING,
+        UnresolvedHints,
+        class_fields,
+        substitute_type_vars,
+        unqualified,
+    )
+
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Literal:
+        return []
+    if origin is typing.Annotated:
+        return [args[0]]
+    cls = origin if origin is not None else tp
+    found = None
+    if isinstance(cls, type):
+        try:
+            found = class_fields(cls)
+        except (UnresolvedHints, NameError, TypeError):
+            return []  # its own hook says what it cannot resolve
+    if found is not None:
+        if origin is not None:
+            found = substitute_type_vars(cls, args, found)
+        types_ = [unqualified(t)[0] for _n, t, *_ in found]
+    else:
+        types_ = list(args)
+    return [
+        t
+        for t in types_
+        if t is not MISSING and t is not Ellipsis and not isinstance(t, (typing.TypeVar, str, list))
+    ]
 
 
 def no_hook_problem(tp: Any, exc: Exception) -> str:

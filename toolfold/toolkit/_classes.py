@@ -373,15 +373,48 @@ def unhashable_not_problem(exc: BaseException) -> str:
     )
 
 
+# TypedDict item qualifiers, by name: typing's or typing_extensions' (which is not
+# imported here: it costs more than the rest of the toolkit).
+_QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
+
+
+def unqualified(annotation: Any) -> tuple[Any, bool | None]:
+    """A TypedDict field's type without its Required/NotRequired/ReadOnly, and whether
+    they make the key required (None: they do not say).
+
+    PEP 655 lets the qualifiers sit on either side of ``Annotated``; the metadata is
+    kept: ``Annotated[NotRequired[str], Field(...)]`` is ``(Annotated[str, Field(...)],
+    False)``. A type without qualifiers is returned as it is.
+    """
+    tp, required, found = annotation, None, False
+    layers: list[tuple[Any, ...]] = []  # the Annotated metadata met, outermost first
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            layers.append(tp.__metadata__)
+            tp = tp.__origin__
+            continue
+        qualifier = getattr(origin, "_name", None)
+        if qualifier not in _QUALIFIERS:
+            break
+        found = True
+        if required is None and qualifier != "ReadOnly":
+            required = qualifier == "Required"
+        tp = typing.get_args(tp)[0]
+    if not found:
+        return annotation, None
+    if not layers:
+        return tp, required
+    # the metadata in the order Annotated's own nesting gives it, innermost first
+    params = (tp, *(item for layer in reversed(layers) for item in layer))
+    return typing.Annotated[params], required
+
+
 def _typeddict_required(name: str, annotation: Any, required_keys: Any) -> bool:
     # With string annotations TypedDict cannot see Required/NotRequired when the
     # class is made, so __required_keys__ is wrong there: the resolved hint says.
-    qualifier = getattr(typing.get_origin(annotation), "_name", None)
-    if qualifier == "Required":
-        return True
-    if qualifier == "NotRequired":
-        return False
-    return name in required_keys
+    required = unqualified(annotation)[1]
+    return name in required_keys if required is None else required
 
 
 def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:

@@ -402,37 +402,38 @@ def _literal_factory(tp: Any) -> Callable[[Any, Any], Any]:
     return structure
 
 
-_QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
-
-
-def _typeddict_fields(cls: Any) -> dict[str, tuple[Any, bool]]:
-    """Field name -> (type without Required/NotRequired/ReadOnly, required?).
+def _typeddict_fields(tp: Any) -> dict[str, tuple[Any, bool]]:
+    """Field name -> (type without Required/NotRequired/ReadOnly, required?), of a
+    TypedDict class or of a generic one given its arguments (``Page[int]``).
 
     The types are the schema's (`class_fields`): the type variables of generic bases
-    bound as the class statements bind them (``class IntBox(Box[int])``).
+    bound as the class statements bind them (``class IntBox(Box[int])``), the
+    qualifiers taken off inside ``Annotated`` too (`unqualified`).
     """
-    from toolfold.toolkit._classes import class_fields
+    from toolfold.toolkit._classes import class_fields, substitute_type_vars, unqualified
 
-    fields: dict[str, tuple[Any, bool]] = {}
-    hint: Any
-    for name, hint, *_ in class_fields(cls) or []:
-        required = name in cls.__required_keys__
-        while getattr(typing.get_origin(hint), "_name", None) in _QUALIFIERS:
-            qualifier = typing.get_origin(hint)._name
-            required = {"Required": True, "NotRequired": False}.get(qualifier, required)
-            hint = typing.get_args(hint)[0]
-        fields[name] = (hint, required)
-    return fields
+    origin = typing.get_origin(tp)
+    cls = tp if origin is None else origin
+    found = class_fields(cls) or []
+    if origin is not None:
+        found = substitute_type_vars(cls, typing.get_args(tp), found)
+    return {name: (unqualified(hint)[0], required) for name, hint, required, *_ in found}
 
 
-def _typeddict_factory(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+def _is_typeddict_type(tp: Any) -> bool:
+    """A TypedDict class, or a generic one given its arguments (``Page[int]``)."""
+    return _is_typeddict(tp) or _is_typeddict(typing.get_origin(tp))
+
+
+def _typeddict_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Structure a TypedDict, reading Required/NotRequired from the resolved hints.
 
     With string annotations (``from __future__ import annotations``) a TypedDict
     cannot see ``NotRequired`` when the class is made, so ``__required_keys__``
-    (which cattrs trusts) calls every key required; the schema does not.
+    (which cattrs trusts, for a generic one's ``Page[int]`` too) calls every key
+    required; the schema does not.
     """
-    return _fields_structure(cls, _typeddict_fields(cls), converter, lambda out: out)
+    return _fields_structure(tp, _typeddict_fields(tp), converter, lambda out: out)
 
 
 def _fields_structure(
@@ -867,7 +868,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
-    conv.register_structure_hook_factory(_is_typeddict, _typeddict_factory)
+    conv.register_structure_hook_factory(_is_typeddict_type, _typeddict_factory)
     conv.register_structure_hook_factory(_reads_own_fields, _own_fields_structure)
     conv.register_structure_hook_factory(_has_checks, _checked_structure)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above

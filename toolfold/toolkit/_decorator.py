@@ -11,8 +11,8 @@ from typing import Any, NamedTuple, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._docstrings import ToolDefinitionWarning, UndocumentedParameterWarning
-from toolfold.toolkit._options import ApprovalPolicy, ToolOptions
-from toolfold.toolkit._signature import FunctionSchema, derive
+from toolfold.toolkit._options import ApprovalPolicy, ToolOptions, name_problems
+from toolfold.toolkit._signature import FunctionSchema, callable_name, derive
 from toolfold.toolkit._tool import P, Tool, generator_problems, is_async_callable
 
 R = TypeVar("R")
@@ -128,14 +128,17 @@ def _make_tool(
         return _rebind(function.__func__, function.__self__, options)
     function, receiver = _receiver(function)
     if not callable(function):
-        raise ToolDefinitionError(repr(function), ["@tool needs a function"])
+        what = f"an object of type {type(function).__qualname__}"
+        raise ToolDefinitionError(what, [f"@tool needs a function, not {what}"])
     derived = _derive(function, receiver, how, stacklevel)
     options = options.resolved(default_name(function), derived.description)
     is_async = is_async_callable(function)
     problems = generator_problems(function) + options.problems(is_async) + derived.problems
+    if options.name is None and isinstance(function, functools.partial):
+        asked = _partial_name_problem(function)
+        problems = [asked if p.startswith("tool name None ") else p for p in problems]
     if problems:
-        qualname = str(getattr(function, "__qualname__", repr(function)))
-        raise ToolDefinitionError(qualname, problems)
+        raise ToolDefinitionError(callable_name(function), problems)
     for message in derived.warnings:
         warnings.warn(message, ToolDefinitionWarning, stacklevel=stacklevel)
     for message in derived.undocumented:
@@ -178,6 +181,18 @@ def _derive(
             localns=localns,
         )
     return derived
+
+
+def _partial_name_problem(partial: functools.partial[Any]) -> str:
+    """The problem of a partial given no name: which name= to pass, its function's as a
+    hint when that is a valid tool name (a lambda's ``<lambda>`` is not)."""
+    inner: Any = partial
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    name = getattr(inner, "__name__", None)
+    valid = isinstance(name, str) and not name_problems(name)
+    example = f', e.g. tool(name="{name}")(partial) for its function\'s' if valid else ""
+    return f"a functools.partial has no name of its own: pass name=...{example}"
 
 
 def default_name(function: Any) -> Any:

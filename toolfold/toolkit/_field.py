@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TypeGuard
+from typing import Any
 
 # keyword -> (JSON Schema keyword, the schema "type"s it applies to)
 _NUMBER = frozenset({"integer", "number"})
@@ -323,8 +323,7 @@ def _json_values(field: Field) -> _Values:
     They are turned into JSON as defaults are (an Enum gives its value, a date
     its ISO text); then they must be what the JSON Schema meta-schema allows
     (``multiple_of`` above 0, lengths whole and not negative, numbers for
-    bounds, a string for ``pattern``...), a ``pattern`` must compile, and a
-    lower bound may not exceed its upper one.
+    bounds, a string for ``pattern``...) and a ``pattern`` must compile.
     """
     from toolfold.toolkit._classes import to_json
 
@@ -366,7 +365,8 @@ def _json_values(field: Field) -> _Values:
 def _schema_problems(
     field: Field, values: dict[str, Any], examples: list[Any] | None, extra: dict[str, Any]
 ) -> list[str]:
-    """What the meta-schema refuses in the Field's keywords, and bounds that admit nothing."""
+    """What the meta-schema refuses in the Field's keywords (bounds that admit nothing
+    together are `toolfold.toolkit._bounds`'s, which sees every item of the Annotated)."""
     labels = {CONSTRAINTS[key][0]: f"{key}={getattr(field, key)!r}" for key in values}
     fragment = {CONSTRAINTS[key][0]: value for key, value in values.items()}
     if examples is not None:
@@ -377,38 +377,7 @@ def _schema_problems(
         extra_labels = {k: f"extra[{k!r}]={v!r}" for k, v in (field.extra or {}).items()}
         problems += _meta_problems(extra, extra_labels)
         labels.update(extra_labels)
-    if not problems:
-        problems = _bound_problems({**fragment, **extra}, labels)
     return problems
-
-
-# Lower bound keyword, upper bound keyword, and whether either excludes its value.
-_BOUNDS = (
-    ("minimum", "maximum", False),
-    ("minimum", "exclusiveMaximum", True),
-    ("exclusiveMinimum", "maximum", True),
-    ("exclusiveMinimum", "exclusiveMaximum", True),
-    ("minLength", "maxLength", False),
-    ("minItems", "maxItems", False),
-)
-
-
-def _bound_problems(fragment: dict[str, Any], labels: dict[str, str]) -> list[str]:
-    """A lower bound above its upper one (or equal, either exclusive): no value fits."""
-    problems = []
-    for low, high, exclusive in _BOUNDS:
-        lo, hi = fragment.get(low), fragment.get(high)
-        if not (_is_number(lo) and _is_number(hi)):
-            continue
-        if lo > hi or (exclusive and lo == hi):
-            problems.append(
-                f"Field {labels.get(low, low)} and {labels.get(high, high)} admit no value"
-            )
-    return problems
-
-
-def _is_number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 _checked: dict[str, list[tuple[str, str]]] = {}

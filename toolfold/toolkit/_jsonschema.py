@@ -7,6 +7,7 @@ the test model samples values with them. They read a schema and never mutate it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 from urllib.parse import unquote
@@ -17,6 +18,7 @@ __all__ = [
     "deref",
     "drop_optional_nulls",
     "escape",
+    "not_json",
     "resolve_local",
     "unescape",
 ]
@@ -35,6 +37,47 @@ def escape(token: str) -> str:
 def unescape(token: str) -> str:
     """Undo `escape`."""
     return token.replace("~1", "/").replace("~0", "~")
+
+
+def not_json(value: Any) -> list[str]:
+    """Where ``value`` (a schema given as Python data) is not JSON, each place by its
+    JSON pointer: NaN or an infinity, an object key that is not a string (which
+    ``json.dumps`` would quietly turn into one), a value of a type JSON has not (a
+    set, a date, any object), a container that holds itself. Lists and tuples
+    are arrays, any mapping an object. Empty when it is JSON."""
+    problems: list[str] = []
+    inside: set[int] = set()  # the containers on the path walked, to stop at a cycle
+
+    def walk(node: Any, pointer: str) -> None:
+        where = pointer or "/"
+        if node is None or isinstance(node, (str, bool, int)):
+            return
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                problems.append(f"{where}: {node!r} is not a JSON number (no NaN or infinity)")
+            return
+        if not isinstance(node, (Mapping, list, tuple)):
+            kind = type(node).__qualname__
+            problems.append(f"{where}: a {kind} is not JSON (use objects, arrays and scalars)")
+            return
+        if id(node) in inside:
+            problems.append(f"{where}: the value contains itself")
+            return
+        inside.add(id(node))
+        if isinstance(node, Mapping):
+            for key, item in node.items():
+                if isinstance(key, str):
+                    walk(item, f"{pointer}/{escape(key)}")
+                else:
+                    kind = type(key).__qualname__
+                    problems.append(f"{where}: a key of type {kind} ({key!r}) is not a string")
+        else:
+            for index, item in enumerate(node):
+                walk(item, f"{pointer}/{index}")
+        inside.discard(id(node))
+
+    walk(value, "")
+    return problems
 
 
 def resolve_local(root: Any, ref: str) -> Any:

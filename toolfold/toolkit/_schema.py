@@ -22,6 +22,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from toolfold.toolkit._bounds import SourcedBounds, empty_bounds
 from toolfold.toolkit._classes import substitute_type_vars
 from toolfold.toolkit._field import (
     Field,
@@ -36,6 +37,7 @@ from toolfold.toolkit._field import (
 )
 from toolfold.toolkit._field import is_typeddict as _is_typeddict
 from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
+from toolfold.toolkit._jsonschema import not_json
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
 
@@ -211,7 +213,12 @@ class SchemaContext:
             return dict(simple)
         rule = _user_rule(tp)
         if rule is not None:
-            return rule(tp, self)
+            made = rule(tp, self)
+            wrong = not_json(made)
+            if wrong:  # else every run would fail when its request is written
+                where = "; ".join(wrong)
+                return self.problem(f"the schema rule for {type_repr(tp)} made no JSON: at {where}")
+            return made
         if simple is not None:
             return dict(simple)
         origin = typing.get_origin(tp)
@@ -270,33 +277,19 @@ class SchemaContext:
         schema = self.schema_for(inner)
         problems: list[str] = []
         name = type_repr(inner)
-        for item in expand_metadata(metadata):
-            kind = metadata_kind(item)
-            if kind == "description":
-                schema["description"] = item if isinstance(item, str) else doc_text(item)
-            elif kind == "field":
-                apply_field(schema, item, problems, name)
-            elif kind == "keyword":
-                apply_field(schema, _from_annotated_types(item), problems, name)
-            elif kind == "unsupported":
-                problems.append(
-                    f"annotated_types.{type(item).__name__} ({item!r}) has no JSON Schema"
-                    " keyword and toolfold does not check it; check the value in the"
-                    " function, or with annotated_types.Predicate(...)"
-                )
-            elif kind == "check" and not is_hashable(hashable_item(item)):
-                problems.append(
-                    f"{item!r} cannot be checked: converters find hooks by type, and a type"
-                    " holding it is not hashable (its function is not); use a function,"
-                    " a lambda or a functools.partial of hashable arguments"
-                )
-            elif kind == "alias":
-                problems.append(alias_problem(item, inner))
-            elif kind == "check" and type(item).__name__ == "Timezone":
-                wrong = timezone_problem(item, inner)
-                if wrong is not None:
-                    problems.append(wrong)
-            # a hashable "check" (Predicate, Timezone) is structuring's; "other" is ignored
+        bounds: SourcedBounds | None = None  # made by the first item that bounds the value
+        for original in metadata:
+            for item in expand_metadata((original,)):
+                kind = metadata_kind(item)
+                if kind == "field" or kind == "keyword":
+                    bounds = bounds or SourcedBounds(schema, name, _branch_names(inner))
+                    field = item if kind == "field" else _from_annotated_types(item)
+                    apply_field(schema, field, problems, name)
+                    bounds.note(schema, original)
+                else:
+                    _other_metadata(schema, inner, item, kind, problems)
+        if bounds is not None and not problems:  # each part fine, together perhaps not
+            problems = empty_bounds(schema, bounds)
         for message in problems:
             self.problem(message)
         if "description" in schema:  # a Flag's names stay in a description given here
@@ -487,6 +480,45 @@ def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
         "maximum": flag_mask(cls),
         "description": with_flag_note(_class_description(cls), cls),
     }
+
+
+def _branch_names(tp: Any) -> list[str]:
+    """How messages name the branches of a union's schema, one per argument in order
+    (``int``, without its own Annotated metadata); empty for another type."""
+    if typing.get_origin(tp) not in _UNION_ORIGINS:
+        return []
+    return [
+        type_repr(arg.__origin__ if typing.get_origin(arg) is typing.Annotated else arg)
+        for arg in typing.get_args(tp)
+    ]
+
+
+def _other_metadata(
+    schema: dict[str, Any], inner: Any, item: Any, kind: str, problems: list[str]
+) -> None:
+    """Apply one ``Annotated`` item that bounds nothing (`metadata_kind`) to ``schema``,
+    or append what is wrong with it to ``problems``."""
+    if kind == "description":
+        schema["description"] = item if isinstance(item, str) else doc_text(item)
+    elif kind == "unsupported":
+        problems.append(
+            f"annotated_types.{type(item).__name__} ({item!r}) has no JSON Schema"
+            " keyword and toolfold does not check it; check the value in the"
+            " function, or with annotated_types.Predicate(...)"
+        )
+    elif kind == "check" and not is_hashable(hashable_item(item)):
+        problems.append(
+            f"{item!r} cannot be checked: converters find hooks by type, and a type"
+            " holding it is not hashable (its function is not); use a function,"
+            " a lambda or a functools.partial of hashable arguments"
+        )
+    elif kind == "alias":
+        problems.append(alias_problem(item, inner))
+    elif kind == "check" and type(item).__name__ == "Timezone":
+        wrong = timezone_problem(item, inner)
+        if wrong is not None:
+            problems.append(wrong)
+    # a hashable "check" (Predicate, Timezone) is structuring's; "other" is ignored
 
 
 def _from_annotated_types(item: Any) -> Field:

@@ -283,15 +283,13 @@ def derive(
     try:
         params = _parameters(fn)
     except (ValueError, TypeError) as exc:  # a builtin without a signature, like dict
-        out.problems.append(
-            f"cannot read the parameters of {getattr(fn, '__qualname__', repr(fn))} ({exc});"
-            " wrap it in a function with annotated parameters"
-        )
+        out.problems.append(_unreadable_problem(fn, exc))
         params = []
     if skip_receiver and params:
         params = params[1:]
     ctx = SchemaContext(localns)
     fields = _constructor_fields(fn, localns)
+    partial_keywords = _partial_keywords(fn)
     # a class tool's fields its bases' docstrings describe (its own docstring wins)
     inherited = (
         inherited_descriptions(fn, docstring_style) if fields and isinstance(fn, type) else {}
@@ -320,7 +318,8 @@ def derive(
             if _is_unbound(annotation):  # InitVar[int]; a generic base's `item: T`
                 annotation = field_type
             described = own or doc.attributes.get(name) or described or inherited.get(name)
-        schema = _parameter_schema(name, annotation, default, described, ctx, out)
+        bound = name in partial_keywords
+        schema = _parameter_schema(name, annotation, default, described, ctx, out, bound)
         if require_parameter_descriptions and "description" not in schema:
             out.problems.append(
                 f"parameter {name!r} has no description; document it in the docstring"
@@ -438,8 +437,10 @@ def _parameter_schema(
     described: str | None,
     ctx: SchemaContext,
     out: FunctionSchema,
+    bound: bool = False,
 ) -> dict[str, Any]:
-    """One parameter's schema: its type's, with the docstring's description and the default."""
+    """One parameter's schema: its type's, with the docstring's description and the default
+    (``bound``: one a ``functools.partial`` binds, which messages do not show)."""
     before = len(ctx.problems)
     schema: dict[str, Any] = ctx.schema_for(annotation, name)
     for path, message in ctx.problems[before:]:
@@ -451,6 +452,9 @@ def _parameter_schema(
         try:
             schema["default"] = default_json(default, schema)
         except ValueError:
+            if bound:
+                out.problems.append(_bound_default_problem(name, default))
+                return schema
             out.problems.append(
                 f"parameter {name!r}: default {default!r} is not JSON-representable;"
                 " use a JSON value (str, int, float, bool, None, list, dict), or None"
@@ -471,6 +475,96 @@ def _object_schema(
     return schema
 
 
+def callable_name(fn: Any) -> str:
+    """How a message names a tool's callable: its qualified name; a ``functools.partial``
+    by its function's (``functools.partial(fetch, ...)``), never by the values it binds,
+    which may be secrets; a callable object by its class, never its repr."""
+    if isinstance(fn, functools.partial):
+        return f"functools.partial({callable_name(fn.func)}, ...)"
+    qualname = getattr(fn, "__qualname__", None)
+    if isinstance(qualname, str):
+        return qualname
+    return f"{type(fn).__qualname__} object"
+
+
+def _unreadable_problem(fn: Any, exc: Exception) -> str:
+    """Why the parameters of ``fn`` cannot be read. Of a ``functools.partial`` whose
+    function has readable parameters: it binds arguments the function does not take,
+    named by what is wrong, never by the values (``exc``'s text has the partial's repr,
+    with them)."""
+    if not isinstance(fn, functools.partial):
+        return (
+            f"cannot read the parameters of {callable_name(fn)} ({exc});"
+            " wrap it in a function with annotated parameters"
+        )
+    try:
+        params = _parameters(fn.func)
+    except (ValueError, TypeError) as inner:
+        return _unreadable_problem(fn.func, inner)
+    name = callable_name(fn.func)
+    misfits = _partial_misfits(fn, params)
+    detail = f" ({'; '.join(misfits)})" if misfits else ""
+    return (
+        f"the functools.partial binds arguments {name} does not take{detail};"
+        f" bind only parameters of {name}, each once"
+    )
+
+
+def _partial_misfits(
+    partial: functools.partial[Any], params: list[tuple[str, int, Any]]
+) -> list[str]:
+    """What a partial binds that its function's parameters do not take, by name or count."""
+    kinds = {name: kind for name, kind, _ in params}
+    found: list[str] = []
+    if _VAR_KEYWORD not in kinds.values():
+        unknown = [k for k in partial.keywords if kinds.get(k) in (None, _POSITIONAL_ONLY)]
+        if unknown:
+            found.append("keywords it has no parameter for: " + ", ".join(map(repr, unknown)))
+    positional = [n for n, kind in kinds.items() if kind in (_POSITIONAL_ONLY, _POSITIONAL)]
+    if _VAR_POSITIONAL not in kinds.values() and len(partial.args) > len(positional):
+        found.append(f"{len(partial.args)} positional arguments, where it takes {len(positional)}")
+    twice = [
+        n
+        for n in positional[: len(partial.args)]
+        if n in partial.keywords and kinds[n] == _POSITIONAL
+    ]
+    if twice:
+        found.append("bound both by position and by keyword: " + ", ".join(map(repr, twice)))
+    return found
+
+
+def _bound_by_partial(fn: Any) -> set[str]:
+    """The parameters of a ``functools.partial``'s function (at any depth), which its
+    docstring may document although the partial binds them."""
+    found: set[str] = set()
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+        try:
+            found.update(name for name, _, _ in _parameters(fn))
+        except (ValueError, TypeError):
+            break
+    return found
+
+
+def _partial_keywords(fn: Any) -> set[str]:
+    """The keywords a ``functools.partial`` binds (at any depth): their values became
+    defaults, which messages never show."""
+    found: set[str] = set()
+    while isinstance(fn, functools.partial):
+        found.update(fn.keywords)
+        fn = fn.func
+    return found
+
+
+def _bound_default_problem(name: str, default: Any) -> str:
+    return (
+        f"parameter {name!r}: the value the functools.partial binds it to (a"
+        f" {type(default).__qualname__}) is not JSON-representable, and a bound keyword is"
+        " a default the model may replace; bind it by position, or wrap the function in"
+        " one without the parameter"
+    )
+
+
 def _check_documented(
     fn: Callable[..., Any],
     documented: dict[str, str],
@@ -479,9 +573,10 @@ def _check_documented(
     out: FunctionSchema,
     required: bool,
 ) -> None:
-    qualname = getattr(fn, "__qualname__", repr(fn))
+    qualname = callable_name(fn)
+    bound = _bound_by_partial(fn)
     for name in documented:
-        if name not in names:
+        if name not in names and name not in bound:
             text = f"the docstring documents parameter {name!r}, which {qualname} does not have"
             if required:
                 out.problems.append(text + "; fix the name or remove the entry")
@@ -527,7 +622,7 @@ def function_schema(
     if out.problems:
         from toolfold._errors import ToolDefinitionError
 
-        raise ToolDefinitionError(getattr(fn, "__qualname__", repr(fn)), out.problems)
+        raise ToolDefinitionError(callable_name(fn), out.problems)
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._jsonschema import MISSING, escape, resolve_local
+from toolfold.toolkit._jsonschema import MISSING, escape, not_json, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
 
@@ -443,6 +444,9 @@ def schema_problems(schema: object) -> list[str]:
             "parameters must be an object schema ({'type': 'object', 'properties': {...}}),"
             f" not type {schema.get('type')!r}"
         ]
+    wrong = not_json(schema)
+    if wrong:  # checked first: the meta-schema takes NaN for a number, and 1 for a key
+        return [f"parameters is not JSON at {problem}" for problem in wrong]
     from jsonschema import validators
 
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
@@ -556,20 +560,100 @@ def check_tool_names(
 
 
 def _duplicate(name: str, group: list[Tool[..., Any]]) -> str:
-    origins = [_origin(t) for t in group]
-    if len(set(origins)) == 1:
-        where = f"the same function {origins[0]} is listed {len(group)} times"
+    """The problem of one name used by several tools: which functions they come from,
+    telling apart the same object listed again from different ones that share a name."""
+    count, first = len(group), group[0]
+    if all(t is first for t in group):
+        where = f"the same tool, made from {_origin(first)}, is listed {count} times"
     else:
-        where = "made from " + ", ".join(origins)
-    return (
-        f"tool name {name!r} is used by {len(group)} tools ({where}); give each a distinct name=..."
+        by_label: dict[str, list[Tool[..., Any]]] = {}
+        for t in group:
+            by_label.setdefault(_origin(t), []).append(t)
+        parts = [_same_origin(label, tools) for label, tools in by_label.items()]
+        if len(parts) == 1:
+            where = parts[0]
+        elif all(len(tools) == 1 for tools in by_label.values()):
+            where = "made from " + ", ".join(parts)
+        else:  # a part may list places with commas
+            where = "made from " + "; ".join(parts)
+    return f"tool name {name!r} is used by {count} tools ({where}); give each a distinct name=..."
+
+
+def _same_origin(label: str, tools: list[Tool[..., Any]]) -> str:
+    """How a duplicate-name message names tools whose functions share ``label``: the
+    same function listed again, partials of one function, instances of one class, one
+    method bound to several objects, or different functions (closures) with one name."""
+    count = len(tools)
+    if count == 1:
+        return label
+    functions: list[Any] = [t.function for t in tools]
+    first = functions[0]
+    if first is None:
+        return f"{count} schema-only tools"
+    if all(f is first for f in functions):
+        return f"{count} tools made from the same function {label}"
+    if all(isinstance(f, functools.partial) for f in functions):
+        inner = _unwrapped(tools[0])
+        if all(_unwrapped(t) is inner for t in tools):
+            return f"{count} partials of {_label(inner)}"
+    if all(isinstance(f, types.MethodType) and f.__func__ is first.__func__ for f in functions):
+        objects = {id(f.__self__) for f in functions}
+        if len(objects) == 1:
+            return f"{count} tools made from the same function {label}"
+        return f"{label} bound to {len(objects)} objects"
+    if all(type(f) is type(first) and not _is_function(f) for f in functions):
+        return f"{count} instances of {_label(type(first))}"
+    places = list(dict.fromkeys(_place(t) for t in tools))
+    return f"{count} different functions named {label}, " + (
+        f"made by one definition, at {places[0]}, run {count} times"  # closures
+        if len(places) == 1
+        else "defined at " + ", ".join(places)
     )
 
 
+def _is_function(value: Any) -> bool:
+    """A function, method, partial or class, as opposed to an instance with ``__call__``."""
+    kinds = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+    return isinstance(value, (*kinds, type))
+
+
+def _unwrapped(t: Tool[..., Any]) -> Any:
+    """The function a tool calls, through any ``functools.partial``."""
+    function: Any = t.function
+    while isinstance(function, functools.partial):
+        function = function.func
+    return function
+
+
 def _origin(t: Tool[..., Any]) -> str:
-    function = t.function
-    if function is None:
+    """``module:qualname`` of the function behind a tool (never a repr, which may show
+    what a partial binds)."""
+    from toolfold.toolkit._signature import callable_name
+
+    if t.function is None:
         return "a schema-only tool"
+    module = getattr(_unwrapped(t), "__module__", None)
+    name = callable_name(t.function)
+    return f"{module}:{name}" if isinstance(module, str) else name
+
+
+def _label(function: Any) -> str:
+    """``module:qualname`` of a function or class."""
+    from toolfold.toolkit._signature import callable_name
+
     module = getattr(function, "__module__", None)
-    qualname = str(getattr(function, "__qualname__", repr(function)))
-    return f"{module}.{qualname}" if module and module != "__main__" else qualname
+    name = callable_name(function)
+    return f"{module}:{name}" if isinstance(module, str) else name
+
+
+def _place(t: Tool[..., Any]) -> str:
+    """``file:line`` where the function behind a tool is defined, to tell apart two that
+    share a name."""
+    function = _unwrapped(t)
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        call: Any = type(function).__call__ if callable(function) else None  # an object's
+        code = getattr(call, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return f"an unknown place (a {type(function).__qualname__})"
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
