@@ -313,7 +313,9 @@ def part_problem(part: object) -> str:
     """What makes ``part`` unfit for a message's parts ("" if nothing).
 
     A part must be of a part class (the JSON form of a state stores each by its
-    ``kind``), and a tool call's decoded arguments an object or None.
+    ``kind``), its text fields text (or None where they may be), a tool call's
+    decoded arguments an object or None, and a result's parts text, images
+    or files that are fit themselves.
     """
     if not isinstance(part, _PART_CLASSES):
         advice = ": wrap text in TextPart(...)" if isinstance(part, str) else ""
@@ -321,14 +323,138 @@ def part_problem(part: object) -> str:
             "expected a part (TextPart, ImagePart, FilePart, ReasoningPart, ToolCallPart, "
             f"ToolResultPart), got {type(part).__name__} {_shown(part)}{advice}"
         )
-    if isinstance(part, ToolCallPart):
+    return _field_problem(part)
+
+
+# The fields of each part class that hold text, each with whether it may be None.
+_TEXT_FIELDS: dict[type[Any], tuple[tuple[str, bool], ...]] = {
+    TextPart: (("text", False),),
+    ReasoningPart: (("text", False), ("signature", True), ("provider", True)),
+    ToolCallPart: (("id", False), ("name", False), ("arguments_text", False)),
+    ToolResultPart: (("call_id", False), ("tool_name", False), ("content", False)),
+    ImagePart: (("url", True), ("media_type", False)),
+    FilePart: (("url", True), ("media_type", False), ("filename", True)),
+}
+
+_CONTENT_CLASSES = (TextPart, ImagePart, FilePart)
+
+
+def _field_problem(part: object) -> str:
+    """What makes a field of ``part`` (of a part class) unfit ("" if nothing)."""
+    name = type(part).__name__
+    base = next(cls for cls in _TEXT_FIELDS if isinstance(part, cls))
+    for field, optional in _TEXT_FIELDS[base]:
+        value = getattr(part, field)
+        if not isinstance(value, str) and not (optional and value is None):
+            expected = "a str or None" if optional else "a str"
+            return (
+                f"{name}.{field}: expected {expected}, got {type(value).__name__} {_shown(value)}"
+            )
+    if isinstance(part, (ImagePart, FilePart)):
+        data: object = part.data  # (typed bytes; callers' values come unchecked)
+        if data is not None and not isinstance(data, (bytes, bytearray)):
+            advice = (
+                " (for base64 text give base64.b64decode(text))" if isinstance(data, str) else ""
+            )
+            return (
+                f"{name}.data: expected bytes or None, got {type(data).__name__} "
+                f"{_shown(data)}{advice}"
+            )
+    elif isinstance(part, ToolCallPart):
         arguments: object = part.arguments  # (typed a mapping; a part made around its check)
         if arguments is not None and not isinstance(arguments, Mapping):
             return (
                 f"tool call {part.id!r} ({part.name}) has arguments that are not an object "
                 f"(a {type(arguments).__name__})"
             )
+    elif isinstance(part, ToolResultPart):
+        is_error: object = part.is_error
+        if not isinstance(is_error, bool):
+            return f"{name}.is_error: expected True or False, got {_shown(is_error)}"
+        contents: tuple[object, ...] = part.parts  # (typed as content; made around its check)
+        for index, content in enumerate(contents):
+            if not isinstance(content, _CONTENT_CLASSES):
+                return (
+                    f"{name}.parts[{index}]: expected a TextPart, ImagePart or FilePart, "
+                    f"got {type(content).__name__} {_shown(content)}"
+                )
+            problem = _field_problem(content)
+            if problem:
+                return f"{name}.parts[{index}]: {problem}"
     return ""
+
+
+_STR_OR_NONE = frozenset({str, type(None)})
+_BYTES_OR_NONE = frozenset({bytes, type(None)})
+# What a stored call's decoded arguments are (`ToolCallPart` freezes a mapping).
+_ARGUMENT_TYPES = frozenset({FrozenDict, type(None)})
+
+
+def parts_fit(parts: tuple[Any, ...]) -> bool:
+    """Whether every one of ``parts`` is surely fit: a scan of the exact types only.
+
+    The usual case (parts made by their classes from text) is answered here
+    with no function call a part; False only means `part_problem` must look
+    (a subclass of str, say, is fit but not scanned as such).
+    """
+    for part in parts:
+        kind = type(part)
+        if kind is TextPart:
+            if type(part.text) is not str:
+                return False
+        elif kind is ToolCallPart:
+            if (
+                type(part.id) is not str
+                or type(part.name) is not str
+                or type(part.arguments_text) is not str
+                or type(part.arguments) not in _ARGUMENT_TYPES
+            ):
+                return False
+        elif kind is ToolResultPart:
+            if (
+                type(part.call_id) is not str
+                or type(part.tool_name) is not str
+                or type(part.content) is not str
+                or type(part.is_error) is not bool
+                or (part.parts and not _content_fit(part.parts))
+            ):
+                return False
+        elif kind is ReasoningPart:
+            if (
+                type(part.text) is not str
+                or type(part.signature) not in _STR_OR_NONE
+                or type(part.provider) not in _STR_OR_NONE
+            ):
+                return False
+        elif kind is ImagePart or kind is FilePart:
+            if not _media_fit(part):
+                return False
+        else:
+            return False
+    return True
+
+
+def _content_fit(parts: tuple[Any, ...]) -> bool:
+    for part in parts:
+        kind = type(part)
+        if kind is TextPart:
+            if type(part.text) is not str:
+                return False
+        elif kind is ImagePart or kind is FilePart:
+            if not _media_fit(part):
+                return False
+        else:
+            return False
+    return True
+
+
+def _media_fit(part: Any) -> bool:
+    return (
+        type(part.media_type) is str
+        and type(part.url) in _STR_OR_NONE
+        and type(part.data) in _BYTES_OR_NONE
+        and type(getattr(part, "filename", None)) in _STR_OR_NONE
+    )
 
 
 def _shown(value: object) -> str:
@@ -365,12 +491,23 @@ def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
                 f"Message.parts must be a list of parts, got {type(given).__name__}"
             ) from None
     made: tuple[Part, ...] = given  # checked below
-    # A loop over the types only (the usual case); the index is found when one is wrong.
-    for part in made:
-        if type(part) not in PART_TYPES:
-            _check_parts(made)  # (every part: once is enough)
-            break
+    # A scan of the types only (the usual case); the index is found when one is wrong.
+    if not parts_fit(made):
+        _check_parts(made)
     return made
+
+
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def _to_role(role: Role) -> Role:
+    given: object = role  # (typed as a role; callers' values come unchecked)
+    if not isinstance(given, str) or given not in _ROLES:
+        raise UsageError(
+            "Message.role: expected one of 'system', 'user', 'assistant', 'tool', "
+            f"got {type(given).__name__} {_shown(given)}"
+        )
+    return role
 
 
 def _check_parts(parts: tuple[object, ...]) -> None:
@@ -392,10 +529,13 @@ class Message:
             ``system`` / ``assistant``).
 
     Raises:
-        UsageError: ``parts`` is a str, or holds something that is not a part.
+        UsageError: ``role`` is not one of the four, ``parts`` is a str, or
+            holds something that is not a part or a part with a field of
+            the wrong type (``TextPart(42)``: text must be a str), naming
+            the part's index and the field.
     """
 
-    role: Role
+    role: Role = attrs.field(converter=_to_role)
     parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
     # Not part of the value (no init, eq, hash, repr, or serialized form): a
     # codec's memo of this message's encoding as ``(key, encoded)``. A message
