@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import functools
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -134,3 +137,104 @@ def test_a_generator_given_as_a_tool_result_to_resume_is_refused() -> None:
     state = agent.run("Look it up.").state
     with pytest.raises(UsageError, match=r"tool_results\['r1'\] is a generator"):
         agent.resume(state, tool_results={"r1": (i for i in range(3))})
+
+
+class _Countdown:
+    """An iterator of its own: ``__iter__`` and ``__next__``, nothing JSON knows."""
+
+    def __init__(self) -> None:
+        self.left = 2
+
+    def __iter__(self) -> _Countdown:
+        return self
+
+    def __next__(self) -> int:
+        self.left -= 1
+        if self.left < 0:
+            raise StopIteration
+        return self.left
+
+
+_ITERATORS = [
+    (lambda: map(str, [1, 2]), "map"),
+    (lambda: iter([1, 2]), "list_iterator"),
+    (lambda: zip([1], [2], strict=True), "zip"),
+    (lambda: filter(None, [1, 0]), "filter"),
+    (lambda: itertools.count(), "count"),
+    (lambda: itertools.islice([1, 2], 1), "islice"),
+    (_Countdown, "_Countdown"),
+]
+
+
+def _returning(make: Any) -> Tool[..., Any]:
+    def numbers(n: int) -> Any:
+        """Count.
+
+        Args:
+            n: How many.
+        """
+        return make()
+
+    return tool(numbers)
+
+
+@pytest.mark.parametrize(("make", "name"), _ITERATORS)
+def test_a_tool_returning_an_iterator_gives_the_model_an_error_naming_it(
+    make: Any, name: str
+) -> None:
+    """A map, zip, iter(...), itertools or own iterator returned is a tool error, not its repr."""
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    result = Agent(model, tools=[_returning(make)]).run("Count.").messages[2].parts[0]
+    assert result.is_error  # type: ignore[union-attr]
+    assert f"tool 'numbers' returned an iterator ({name})" in result.content  # type: ignore[union-attr]
+    assert "return the values (e.g. a list)" in result.content  # type: ignore[union-attr]
+    assert " object at 0x" not in result.content  # type: ignore[union-attr]
+
+
+def test_an_async_tool_returning_an_iterator_gives_the_model_an_error() -> None:
+    """An async tool's returned map is a tool error naming the tool on the async path too."""
+
+    @tool
+    async def numbers(n: int) -> Any:
+        """Count.
+
+        Args:
+            n: How many.
+        """
+        return map(str, range(n))
+
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    response = asyncio.run(Agent(model, tools=[numbers]).arun("Count."))
+    result = response.messages[2].parts[0]
+    assert result.is_error  # type: ignore[union-attr]
+    assert "tool 'numbers' returned an iterator (map)" in result.content  # type: ignore[union-attr]
+
+
+def test_an_iterator_given_as_a_tool_result_to_resume_is_refused() -> None:
+    """resume(tool_results=...) refuses a map, naming the call, instead of storing its repr."""
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    with pytest.raises(UsageError, match=r"tool_results\['r1'\] is an iterator \(map\)"):
+        agent.resume(state, tool_results={"r1": map(str, [1])})
+
+
+@dataclasses.dataclass
+class _Page:
+    """A dataclass that also iterates: still a result written as JSON."""
+
+    items: list[int]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.items)
+
+    def __next__(self) -> int:
+        raise StopIteration
+
+
+def test_a_dataclass_with_next_is_still_written_as_json() -> None:
+    """A result toolfold serializes (a dataclass) stays a result even with ``__next__``."""
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    result = Agent(model, tools=[_returning(lambda: _Page([1, 2]))]).run("Go.").messages[2].parts[0]
+    assert not result.is_error  # type: ignore[union-attr]
+    assert result.content == '{"items":[1,2]}'  # type: ignore[union-attr]

@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import json
 import re
-import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -53,7 +52,7 @@ from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import WAITING_PHASES, CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, iterator_kind
 from toolfold.toolkit._tool import Tool
 
 # The stored configuration a resume cannot change, by the name the user gave it.
@@ -647,9 +646,10 @@ def _result_part(
     parts = result_content(value)
     if parts is not None:
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
-    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
+    kind = iterator_kind(value)
+    if kind:
         raise UsageError(
-            f"tool_results[{call_id!r}] is a generator, whose values were never produced: "
+            f"tool_results[{call_id!r}] is {kind}, whose values were never produced: "
             "give the result itself (e.g. a list of the values)"
         )
     tool = tools.get(name)

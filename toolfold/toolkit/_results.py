@@ -13,7 +13,9 @@
 - Objects with a ``model_dump`` method (pydantic v2 models) are written as
   ``model_dump(mode="json")`` gives them, wherever they are.
 - Any other object returned on its own is sent as its ``str()`` text.
-- Nothing here raises. A value JSON cannot hold (an arbitrary object inside a
+- A generator or any other iterator (``map(...)``, ``zip``, ``iter(...)``...)
+  is refused with a ``TypeError`` saying to return a list: its repr is no result.
+- Nothing else here raises. A value JSON cannot hold (an arbitrary object inside a
   list, say) is written as its ``str()`` text in its place; ``NaN`` and the
   infinities, which JSON lacks, are written as the strings ``"NaN"``,
   ``"Infinity"`` and ``"-Infinity"``; a value that cannot be unstructured at
@@ -23,17 +25,45 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import types
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-__all__ = ["describe_exception", "format_result"]
+import attrs
+
+__all__ = ["describe_exception", "format_result", "iterator_kind"]
 
 _SIMPLE = (int, float, bool, type(None))
-# What a tool returns that is no result (a generator function's call, passed on).
-_GENERATORS = (types.GeneratorType, types.AsyncGeneratorType)
+
+
+def iterator_kind(value: Any) -> str:
+    """What ``value`` is when it is an iterator and no result ("" when it is none).
+
+    A generator, an async generator, or any other object with ``__next__``
+    or ``__anext__`` (``map``, ``zip``, ``filter``, ``iter(...)``, itertools
+    objects...) that is not a value toolfold writes as JSON (an attrs class,
+    a dataclass, a mapping, a pydantic model): its values were never read,
+    and its repr is no result.
+    """
+    if isinstance(value, types.GeneratorType):
+        return "a generator"
+    if isinstance(value, types.AsyncGeneratorType):
+        return "an async generator"
+    cls = type(value)
+    if not (hasattr(cls, "__next__") or hasattr(cls, "__anext__")):
+        return ""
+    if (
+        attrs.has(cls)
+        or dataclasses.is_dataclass(cls)
+        or isinstance(value, Mapping)
+        or callable(getattr(value, "model_dump", None))
+    ):
+        return ""
+    return f"an iterator ({cls.__name__})"
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -53,8 +83,9 @@ def format_result(value: Any) -> str:
         fallback for values JSON cannot hold.
 
     Raises:
-        TypeError: ``value`` is a generator or an async generator (a tool
-            that passes one on): its values were never produced, and its repr
+        TypeError: ``value`` is a generator, an async generator or another
+            iterator (``map(...)``, ``iter(...)``, ``zip``...; see
+            `iterator_kind`): its values were never produced, and its repr
             is no result. The run reads the error as the call's result.
     """
     if type(value) is str:
@@ -70,10 +101,8 @@ def format_result(value: Any) -> str:
         return str.__str__(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return str(_default(value))  # its text if UTF-8, else base64, like bytes inside JSON
-    if isinstance(value, _GENERATORS):
-        kind = (
-            "an async generator" if isinstance(value, types.AsyncGeneratorType) else "a generator"
-        )
+    kind = iterator_kind(value)
+    if kind:
         raise TypeError(
             f"returned {kind}, whose values were never produced: a tool returns its result "
             "once; return the values (e.g. a list) instead"
