@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import decimal
 import email.utils
+import fractions
 import numbers
 import operator
 import re
@@ -135,9 +136,17 @@ def _shown(value: Any) -> str:
 
 
 def _whole(value: Any) -> Any:
-    """A whole number (numpy's integers, a float such as ``8e6``) as an int; else as it is."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    """A whole number as an int: numpy's integers, a float such as ``8e6``, an
+    integral Decimal or Fraction (``Decimal(10)``); anything else as it is."""
+    if isinstance(value, (float, decimal.Decimal, fractions.Fraction)) and not isinstance(
+        value, bool
+    ):
+        try:
+            if value == int(value):
+                return int(value)
+        except (OverflowError, ValueError):  # (inf, NaN: left for the validator)
+            pass
+        return value
     return _count(value)
 
 
@@ -161,13 +170,24 @@ def _keepalive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         )
 
 
+def _expiry_seconds(value: Any) -> Any:
+    """Seconds as a float (`_seconds`), an int too; what no float holds is left as it is."""
+    value = _seconds(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # (10**400: refused by its range)
+            return value
+    return value
+
+
 def _expiry(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ModelConfigError(  # (NaN fails ``>= 0``)
-            f"HttpLimits.{attribute.name} must be a number of seconds >= 0, or None, "
-            f"got {_shown(value)}"
+    # Finite and at most a day, as a Timeouts' limit: ``inf`` or ``1e300`` is taken
+    # here but breaks a request later (OverflowError from the pool's timer).
+    if value is not None and not _is_seconds(value, zero=True):
+        raise ModelConfigError(
+            f"HttpLimits.{attribute.name} must be a number of seconds >= 0 and at most "
+            f"{_LONGEST_WAIT:,} (a day), or None, got {_shown(value)}"
         )
 
 
@@ -198,13 +218,17 @@ class HttpLimits:
     Raises:
         ModelConfigError: A field that cannot be used, naming it and what it
             takes: a count or a byte limit that is no whole number (a bool, a
-            string, ``2.5``) or is too small, an expiry that is negative, NaN
-            or no number. A whole float (``8e6``) is taken as an int.
+            string, ``2.5``) or is too small, an expiry that is negative, NaN,
+            past a day (86,400 s; ``inf`` too) or no number. A whole float
+            (``8e6``, ``10.0``) or an integral Decimal or Fraction is taken
+            as an int; an expiry is kept as a float.
     """
 
-    max_connections: int = attrs.field(default=100, converter=_count, validator=_connections)
-    max_keepalive: int = attrs.field(default=100, converter=_count, validator=_keepalive)
-    keepalive_expiry: float = attrs.field(default=30.0, converter=_seconds, validator=_expiry)
+    max_connections: int = attrs.field(default=100, converter=_whole, validator=_connections)
+    max_keepalive: int = attrs.field(default=100, converter=_whole, validator=_keepalive)
+    keepalive_expiry: float = attrs.field(
+        default=30.0, converter=_expiry_seconds, validator=_expiry
+    )
     max_body_bytes: int | None = attrs.field(default=64 * 2**20, converter=_whole, validator=_bytes)
     max_decoded_bytes: int | None = attrs.field(
         default=128 * 2**20, converter=_whole, validator=_bytes
