@@ -45,7 +45,9 @@ from toolfold.runtime.core._messages import (
     Message,
     ToolCallPart,
     ToolResultPart,
+    content_problem,
     describe_content,
+    part_problem,
     result_content,
 )
 from toolfold.runtime.core._reducer import reduce
@@ -644,11 +646,19 @@ def _result_part(
                 f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
                 "key each result by the id of the call it answers"
             )
+        problem = part_problem(value)
+        if problem:
+            raise UsageError(f"tool_results[{call_id!r}] cannot be given to the model: {problem}")
         return value
     if isinstance(value, BaseException):
         return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
     parts = result_content(value)
     if parts is not None:
+        problem = content_problem(parts)
+        if problem:
+            raise UsageError(
+                f"tool_results[{call_id!r}] holds a part the model cannot be given: {problem}"
+            )
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
     kind = iterator_kind(value)
     if kind:

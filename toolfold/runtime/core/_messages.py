@@ -352,7 +352,7 @@ def _field_problem(part: object) -> str:
             )
     if isinstance(part, (ImagePart, FilePart)):
         data: object = part.data  # (typed bytes; callers' values come unchecked)
-        if data is not None and not isinstance(data, (bytes, bytearray)):
+        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
             advice = (
                 " (for base64 text give base64.b64decode(text))" if isinstance(data, str) else ""
             )
@@ -767,6 +767,23 @@ def result_content(value: Any) -> tuple[ResultContent, ...] | None:
     if not all(isinstance(item, (str, TextPart, ImagePart, FilePart)) for item in value):
         return None
     return tuple(TextPart(item) if isinstance(item, str) else item for item in value)
+
+
+def content_problem(parts: tuple[ResultContent, ...]) -> str:
+    """What makes one of a tool result's ``parts`` (`result_content`) unfit ("" if nothing).
+
+    A tool's value is checked here, where it comes in, so that a part with a
+    wrong-typed field (``ImagePart(data="aGk=")``, ``TextPart(42)``) is the
+    call's error rather than a refused event, or a ``TypeError`` from
+    `describe_content`, that ends the run.
+    """
+    if _content_fit(parts):
+        return ""
+    for index, part in enumerate(parts):
+        problem = _field_problem(part)
+        if problem:
+            return problem if len(parts) == 1 else f"item {index} of the list, {problem}"
+    return ""
 
 
 def describe_content(parts: Iterable[ResultContent]) -> str:
