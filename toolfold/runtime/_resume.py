@@ -54,7 +54,7 @@ from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import WAITING_PHASES, CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
-from toolfold.toolkit._results import describe_exception, iterator_kind
+from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
 from toolfold.toolkit._tool import Tool
 
 # The stored configuration a resume cannot change, by the name the user gave it.
@@ -660,6 +660,9 @@ def _result_part(
                 f"tool_results[{call_id!r}] holds a part the model cannot be given: {problem}"
             )
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
+    kind = stream_kind(value)
+    if kind:
+        raise UsageError(f"tool_results[{call_id!r}] is {kind}: read it and give its text")
     kind = iterator_kind(value)
     if kind:
         raise UsageError(

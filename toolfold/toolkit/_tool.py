@@ -290,12 +290,12 @@ class Tool(Generic[P, R]):
 
         Raises:
             TypeError: ``value`` is a generator or another iterator (``map(...)``,
-                ``iter(...)``...), naming the tool (a run gives the model the
+                ``iter(...)``...) or an open file or stream, naming the tool (a run gives the model the
                 error as the call's result).
         """
         try:
             return _format_result(value)
-        except TypeError as exc:  # (format_result raises only for an iterator)
+        except TypeError as exc:  # (format_result raises only for an iterator or a stream)
             raise TypeError(f"tool {self.name!r} {exc}") from None
 
     def replace(self, **changes: Any) -> Tool[P, R]:
