@@ -469,7 +469,12 @@ def _shown(value: object) -> str:
 _PARTS_SHOWN = 4
 
 
-def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
+def _to_parts(parts: Iterable[Part], message: Message) -> tuple[Part, ...]:
+    """``Message.parts`` as a tuple, checked; ``message.role`` (set before) is checked here
+    too, so that making a message costs one converter call (see `parts_fit`)."""
+    role: object = message.role  # (typed as a role; callers' values come unchecked)
+    if type(role) is not str or role not in _ROLES:
+        _check_role(role)
     given: object = parts  # (typed as parts; callers' values come unchecked)
     if type(given) is not tuple:
         if isinstance(given, str):
@@ -490,24 +495,50 @@ def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
             raise UsageError(
                 f"Message.parts must be a list of parts, got {type(given).__name__}"
             ) from None
-    made: tuple[Part, ...] = given  # checked below
-    # A scan of the types only (the usual case); the index is found when one is wrong.
-    if not parts_fit(made):
-        _check_parts(made)
+    made: tuple[Any, ...] = given  # checked below
+    # A scan of the exact types only (the usual case): `parts_fit` inlined for the
+    # common parts; any other (or a field to look at) goes to it, then to the
+    # check that names the index and the field.
+    for part in made:
+        kind = type(part)
+        if kind is TextPart:
+            if type(part.text) is str:
+                continue
+        elif kind is ToolCallPart:
+            if (
+                type(part.id) is str
+                and type(part.name) is str
+                and type(part.arguments_text) is str
+                and type(part.arguments) in _ARGUMENT_TYPES
+            ):
+                continue
+        elif (
+            kind is ToolResultPart
+            and not part.parts
+            and (
+                type(part.call_id) is str
+                and type(part.tool_name) is str
+                and type(part.content) is str
+                and type(part.is_error) is bool
+            )
+        ):
+            continue
+        if not parts_fit(made):
+            _check_parts(made)
+        break
     return made
 
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-def _to_role(role: Role) -> Role:
-    given: object = role  # (typed as a role; callers' values come unchecked)
-    if not isinstance(given, str) or given not in _ROLES:
+def _check_role(role: object) -> None:
+    """Refuse a role that is none of the four (a str subclass, a StrEnum, of one is fine)."""
+    if not isinstance(role, str) or role not in _ROLES:
         raise UsageError(
             "Message.role: expected one of 'system', 'user', 'assistant', 'tool', "
-            f"got {type(given).__name__} {_shown(given)}"
+            f"got {type(role).__name__} {_shown(role)}"
         )
-    return role
 
 
 def _check_parts(parts: tuple[object, ...]) -> None:
@@ -535,8 +566,9 @@ class Message:
             the part's index and the field.
     """
 
-    role: Role = attrs.field(converter=_to_role)
-    parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
+    role: Role
+    # (its converter checks ``role`` too: one call a message)
+    parts: tuple[Part, ...] = attrs.field(converter=attrs.Converter(_to_parts, takes_self=True))
     # Not part of the value (no init, eq, hash, repr, or serialized form): a
     # codec's memo of this message's encoding as ``(key, encoded)``. A message
     # never changes, so a tool loop that resends the whole conversation on
