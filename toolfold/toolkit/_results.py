@@ -72,7 +72,8 @@ def iterator_kind(value: Any) -> str:
         or callable(getattr(value, "model_dump", None))
     ):
         return ""
-    own_text = cls.__str__ is not object.__str__ or cls.__repr__ is not object.__repr__
+    methods: Any = cls  # (its __str__ and __repr__ compared with object's, as functions)
+    own_text = methods.__str__ is not object.__str__ or methods.__repr__ is not object.__repr__
     if own_text and cls.__module__.partition(".")[0] not in sys.stdlib_module_names:
         return ""
     return f"an iterator ({cls.__name__})"

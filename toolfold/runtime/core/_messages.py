@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
 
@@ -469,7 +469,7 @@ def _shown(value: object) -> str:
 _PARTS_SHOWN = 4
 
 
-def _to_parts(parts: Iterable[Part], message: Message) -> tuple[Part, ...]:
+def _to_parts(parts: Iterable[Part], message: Any) -> tuple[Part, ...]:
     """``Message.parts`` as a tuple, checked; ``message.role`` (set before) is checked here
     too, so that making a message costs one converter call (see `parts_fit`)."""
     role: object = message.role  # (typed as a role; callers' values come unchecked)
@@ -541,6 +541,14 @@ def _check_role(role: object) -> None:
         )
 
 
+if TYPE_CHECKING:  # (attrs' mypy plugin reads a named function as the converter only)
+
+    def _parts_converter(parts: Iterable[Part]) -> tuple[Part, ...]: ...
+
+else:
+    _parts_converter = attrs.Converter(_to_parts, takes_self=True)
+
+
 def _check_parts(parts: tuple[object, ...]) -> None:
     for index, part in enumerate(parts):
         problem = part_problem(part)
@@ -568,7 +576,7 @@ class Message:
 
     role: Role
     # (its converter checks ``role`` too: one call a message)
-    parts: tuple[Part, ...] = attrs.field(converter=attrs.Converter(_to_parts, takes_self=True))
+    parts: tuple[Part, ...] = attrs.field(converter=_parts_converter)
     # Not part of the value (no init, eq, hash, repr, or serialized form): a
     # codec's memo of this message's encoding as ``(key, encoded)``. A message
     # never changes, so a tool loop that resends the whole conversation on
