@@ -8,8 +8,11 @@ import pytest
 
 from toolfold import (
     Agent,
+    FilePart,
+    ImagePart,
     InvalidEventError,
     Message,
+    ReasoningPart,
     RunState,
     TextPart,
     ToolCallPart,
@@ -21,6 +24,7 @@ from toolfold.runtime import (
     ModelResponse,
     RunConfig,
     ToolDefinition,
+    ToolReturned,
     ToolSpec,
     UserMessageAdded,
     initial_state,
@@ -182,3 +186,93 @@ def test_message_describes_a_part_whose_repr_fails_by_its_type() -> None:
 
     with pytest.raises(UsageError, match=r"parts\[0\]: expected a part.*got Broken"):
         Message("user", [Broken()])  # type: ignore[list-item]
+
+
+_WRONG_FIELDS = [
+    (lambda: TextPart(42), r"TextPart\.text: expected a str, got int 42"),
+    (lambda: ReasoningPart(text=42), r"ReasoningPart\.text: expected a str, got int"),
+    (lambda: ReasoningPart(signature=5), r"ReasoningPart\.signature: expected a str or None"),
+    (lambda: ToolCallPart(1, "add"), r"ToolCallPart\.id: expected a str, got int 1"),
+    (lambda: ToolCallPart("c1", None), r"ToolCallPart\.name: expected a str, got NoneType"),
+    (lambda: ToolResultPart("c1", "add", 3), r"ToolResultPart\.content: expected a str, got int"),
+    (lambda: ToolResultPart("c1", "add", "3", 1), r"ToolResultPart\.is_error: expected True"),
+    (
+        lambda: ToolResultPart("c1", "add", "3", parts=[TextPart(3)]),
+        r"ToolResultPart\.parts\[0\]: TextPart\.text: expected a str",
+    ),
+    (
+        lambda: ToolResultPart("c1", "add", "3", parts=["x"]),
+        r"ToolResultPart\.parts\[0\]: expected a TextPart, ImagePart or FilePart, got str",
+    ),
+    (
+        lambda: ImagePart(data="aGk="),
+        r"ImagePart\.data: expected bytes or None, got str.*b64decode",
+    ),
+    (lambda: FilePart(url=b"x"), r"FilePart\.url: expected a str or None, got bytes"),
+    (lambda: FilePart(filename=7), r"FilePart\.filename: expected a str or None, got int"),
+]
+
+
+@pytest.mark.parametrize(("make", "expected"), _WRONG_FIELDS)
+def test_message_refuses_a_part_with_a_wrong_typed_field(make: Any, expected: str) -> None:
+    """A part whose text (or data) field has the wrong type is refused, naming index and field."""
+    with pytest.raises(UsageError, match=r"Message\.parts\[1\]: " + expected):
+        Message("user", [TextPart("ok"), make()])
+
+
+def test_message_shortcuts_refuse_text_that_is_no_str() -> None:
+    """``Message.system(42)`` and ``Message.user(TextPart(42))`` fail where they are made."""
+    with pytest.raises(UsageError, match=r"TextPart\.text: expected a str, got int 42"):
+        Message.system(42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"Message\.parts\[0\]: TextPart\.text"):
+        Message.user(TextPart(42))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("role", [42, "bogus", None])
+def test_message_refuses_a_role_that_is_none_of_the_four(role: Any) -> None:
+    """A role other than system/user/assistant/tool is refused, naming what was expected."""
+    with pytest.raises(UsageError, match=r"Message\.role: expected one of 'system', 'user'") as e:
+        Message(role, [TextPart("x")])
+    assert type(role).__name__ in str(e.value)
+
+
+def test_message_takes_text_of_a_str_subclass() -> None:
+    """A str subclass (an enum's value, say) is text: the message is made and round-trips."""
+
+    class Label(str):
+        pass
+
+    message = Message("user", [TextPart(Label("Refund order 7"))])
+    response = Agent(ScriptedModel(["ok"])).run("Go on.", history=[message])
+    assert RunState.from_json(response.state.to_json()).messages[0] == Message.user(
+        "Refund order 7"
+    )
+
+
+def test_reducer_refuses_an_added_message_with_a_wrong_typed_field() -> None:
+    """UserMessageAdded refuses a message made around the checks whose text is no str."""
+    state = initial_state("hi", run_id="r")
+    state = reduce(state, ModelResponded(ModelResponse(Message.assistant("ok"))))
+    bad = _raw_message("user", (TextPart(42),))
+    with pytest.raises(InvalidEventError, match=r"part 0 of the user message: TextPart\.text"):
+        reduce(state, UserMessageAdded(bad))
+
+
+def test_reducer_names_the_position_of_a_history_part_with_a_wrong_typed_field() -> None:
+    """RunStarted's quick scan finds a wrong-typed field and names the message's position."""
+    bad = _raw_message("assistant", (ReasoningPart("thinking", provider=3),))
+    with pytest.raises(
+        InvalidEventError,
+        match=r"part 0 of message 1 \(assistant\): ReasoningPart\.provider: expected a str or None",
+    ):
+        initial_state([Message.user("hi"), bad], run_id="r")
+
+
+def test_reducer_refuses_tool_returned_content_parts_with_a_wrong_typed_field() -> None:
+    """ToolReturned refuses result parts whose text is no str before they enter the state."""
+    config = RunConfig(tools=[ToolSpec(ToolDefinition("add"))])
+    state = initial_state("hi", config, run_id="r")
+    call = ToolCallPart("c1", "add", "{}")
+    state = reduce(state, ModelResponded(ModelResponse(Message.assistant("", [call]))))
+    with pytest.raises(InvalidEventError, match=r"a result's part 0: TextPart\.text: expected"):
+        reduce(state, ToolReturned("c1", "3", parts=(TextPart(3),)))  # type: ignore[arg-type]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import functools
+import io
+import itertools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -134,3 +138,175 @@ def test_a_generator_given_as_a_tool_result_to_resume_is_refused() -> None:
     state = agent.run("Look it up.").state
     with pytest.raises(UsageError, match=r"tool_results\['r1'\] is a generator"):
         agent.resume(state, tool_results={"r1": (i for i in range(3))})
+
+
+class _Countdown:
+    """An iterator of its own: ``__iter__`` and ``__next__``, nothing JSON knows."""
+
+    def __init__(self) -> None:
+        self.left = 2
+
+    def __iter__(self) -> _Countdown:
+        return self
+
+    def __next__(self) -> int:
+        self.left -= 1
+        if self.left < 0:
+            raise StopIteration
+        return self.left
+
+
+_ITERATORS = [
+    (lambda: map(str, [1, 2]), "map"),
+    (lambda: iter([1, 2]), "list_iterator"),
+    (lambda: zip([1], [2], strict=True), "zip"),
+    (lambda: filter(None, [1, 0]), "filter"),
+    (lambda: itertools.count(), "count"),
+    (lambda: itertools.islice([1, 2], 1), "islice"),
+    (_Countdown, "_Countdown"),
+]
+
+
+def _returning(make: Any) -> Tool[..., Any]:
+    def numbers(n: int) -> Any:
+        """Count.
+
+        Args:
+            n: How many.
+        """
+        return make()
+
+    return tool(numbers)
+
+
+@pytest.mark.parametrize(("make", "name"), _ITERATORS)
+def test_a_tool_returning_an_iterator_gives_the_model_an_error_naming_it(
+    make: Any, name: str
+) -> None:
+    """A map, zip, iter(...), itertools or own iterator returned is a tool error, not its repr."""
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    result = Agent(model, tools=[_returning(make)]).run("Count.").messages[2].parts[0]
+    assert result.is_error  # type: ignore[union-attr]
+    assert f"tool 'numbers' returned an iterator ({name})" in result.content  # type: ignore[union-attr]
+    assert "return the values (e.g. a list)" in result.content  # type: ignore[union-attr]
+    assert " object at 0x" not in result.content  # type: ignore[union-attr]
+
+
+def test_an_async_tool_returning_an_iterator_gives_the_model_an_error() -> None:
+    """An async tool's returned map is a tool error naming the tool on the async path too."""
+
+    @tool
+    async def numbers(n: int) -> Any:
+        """Count.
+
+        Args:
+            n: How many.
+        """
+        return map(str, range(n))
+
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    response = asyncio.run(Agent(model, tools=[numbers]).arun("Count."))
+    result = response.messages[2].parts[0]
+    assert result.is_error  # type: ignore[union-attr]
+    assert "tool 'numbers' returned an iterator (map)" in result.content  # type: ignore[union-attr]
+
+
+def test_an_iterator_given_as_a_tool_result_to_resume_is_refused() -> None:
+    """resume(tool_results=...) refuses a map, naming the call, instead of storing its repr."""
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    with pytest.raises(UsageError, match=r"tool_results\['r1'\] is an iterator \(map\)"):
+        agent.resume(state, tool_results={"r1": map(str, [1])})
+
+
+@dataclasses.dataclass
+class _Page:
+    """A dataclass that also iterates: still a result written as JSON."""
+
+    items: list[int]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.items)
+
+    def __next__(self) -> int:
+        raise StopIteration
+
+
+def test_a_dataclass_with_next_is_still_written_as_json() -> None:
+    """A result toolfold serializes (a dataclass) stays a result even with ``__next__``."""
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    result = Agent(model, tools=[_returning(lambda: _Page([1, 2]))]).run("Go.").messages[2].parts[0]
+    assert not result.is_error  # type: ignore[union-attr]
+    assert result.content == '{"items":[1,2]}'  # type: ignore[union-attr]
+
+
+class _Cursor:
+    """An iterator class of the user's own that shows itself with its own ``__str__``."""
+
+    def __iter__(self) -> _Cursor:
+        return self
+
+    def __next__(self) -> int:
+        raise StopIteration
+
+    def __str__(self) -> str:
+        return "Cursor(rows=0)"
+
+
+class _Shown(_Countdown):
+    """An iterator class of the user's own with its own ``__repr__`` only."""
+
+    def __repr__(self) -> str:
+        return "Countdown(2)"
+
+
+@pytest.mark.parametrize(("make", "text"), [(_Cursor, "Cursor(rows=0)"), (_Shown, "Countdown(2)")])
+def test_an_own_iterator_class_with_its_own_text_reaches_the_model_as_that_text(
+    make: Any, text: str
+) -> None:
+    """A user's iterator class with its own __str__ or __repr__ is sent as that text, no error."""
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    result = Agent(model, tools=[_returning(make)]).run("Count.").messages[2].parts[0]
+    assert not result.is_error  # type: ignore[union-attr]
+    assert result.content == text  # type: ignore[union-attr]
+
+
+def test_a_stdlib_iterator_with_its_own_repr_is_still_refused() -> None:
+    """itertools.count has its own repr but is Python's own iterator: still a tool error."""
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    made = _returning(lambda: itertools.count(3))
+    result = Agent(model, tools=[made]).run("Count.").messages[2].parts[0]
+    assert "returned an iterator (count)" in result.content  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda: io.StringIO("notes"), "StringIO"),
+        (lambda: io.BytesIO(b"notes"), "BytesIO"),
+        (lambda: open(__file__), "TextIOWrapper"),  # noqa: SIM115 (the tool's result)
+    ],
+)
+def test_a_tool_returning_an_open_stream_is_told_to_read_it(make: Any, name: str) -> None:
+    """A file, StringIO or BytesIO returned is a tool error saying to read it and return its text."""
+    made = make()
+    try:
+        model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+        result = Agent(model, tools=[_returning(lambda: made)]).run("Go.").messages[2].parts[0]
+    finally:
+        made.close()
+    assert result.is_error  # type: ignore[union-attr]
+    expected = f"tool 'numbers' returned an open file/stream ({name}): read it and return its text"
+    assert expected in result.content  # type: ignore[union-attr]
+
+
+def test_resume_refuses_an_open_stream_as_a_tool_result() -> None:
+    """resume(tool_results=...) refuses a StringIO, naming the call and saying to read it."""
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    with pytest.raises(
+        UsageError, match=r"tool_results\['r1'\] is an open file/stream \(StringIO\)"
+    ):
+        agent.resume(state, tool_results={"r1": io.StringIO("text")})

@@ -316,9 +316,7 @@ def _userinfo_holds(userinfo: str | None) -> bool:
     user, colon, password = userinfo.partition(":")
     if colon:
         return bool(password) and not _REFERENCE.fullmatch(urllib.parse.unquote(password))
-    return bool(
-        _KNOWN_PREFIX.match(user) or _KNOWN_TOKEN.search(user) or _has_jwt(user)
-    ) or looks_random(user)
+    return token_shaped(user) or _has_jwt(user)
 
 
 def path_tokens(url: str) -> list[int]:
@@ -402,6 +400,13 @@ def looks_random(text: str) -> bool:
         and _PUBLIC_ID.fullmatch(text) is None
         and not _camel_name(text, len(digits))
     )
+
+
+def token_shaped(text: str) -> bool:
+    """Whether ``text`` (a URL's user, ``-k``'s value) has a token's shape: it starts
+    with a well-known prefix, however short (``sk-abc``), holds a token with one,
+    or `looks_random`."""
+    return bool(_KNOWN_PREFIX.match(text) or _KNOWN_TOKEN.search(text)) or looks_random(text)
 
 
 def _camel_name(text: str, digit_runs: int) -> bool:
@@ -540,8 +545,7 @@ def _value_after(flag: str, arg: str) -> bool:
 def _flag_holds(flag: str, value: str) -> bool:
     """Whether ``value``, given to the flag ``flag``, may be a credential."""
     if flag in _KEY_SHORT_FLAGS:  # (a key file, a word, a host:port: no secret)
-        value = value.strip()
-        return bool(_KNOWN_PREFIX.match(value) or _KNOWN_TOKEN.search(value) or looks_random(value))
+        return token_shaped(value.strip())
     return _holds_credential(_flag_name(flag), value)
 
 

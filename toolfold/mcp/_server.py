@@ -26,7 +26,13 @@ import anyio
 from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
 from toolfold._ports import port_problem
 from toolfold.mcp._client import APPROVAL_META_KEY
-from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, result_content
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    TextPart,
+    content_problem,
+    result_content,
+)
 from toolfold.toolkit import RunContext, Tool, tool
 from toolfold.toolkit._tool import check_tool_names, reads_context
 
@@ -177,6 +183,9 @@ async def _run(found: Tool[..., Any], arguments: dict[str, Any], deps: Any, call
     parts = result_content(result)
     if parts is None:
         return types.CallToolResult(content=[types.TextContent(text=found.format_result(result))])
+    problem = content_problem(parts)
+    if problem:
+        return _error(f"tool {found.name!r} returned a part the model cannot be given: {problem}")
     return types.CallToolResult(content=[_block(part) for part in parts])
 
 

@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import json
 import re
-import types
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -46,14 +45,16 @@ from toolfold.runtime.core._messages import (
     Message,
     ToolCallPart,
     ToolResultPart,
+    content_problem,
     describe_content,
+    part_problem,
     result_content,
 )
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._state import WAITING_PHASES, CallState, CallStatus, RunState
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
 from toolfold.toolkit._tool import Tool
 
 # The stored configuration a resume cannot change, by the name the user gave it.
@@ -197,16 +198,15 @@ def resumed(
     # The answers are made into events once (a result is converted once), reduced
     # unobserved so that a message the run cannot take is refused before any is shown.
     after, made = _answered(live, state, tool_results, approvals)
-    if messages:
-        _check_message(after, messages)
+    added = _added_messages(after, messages) if messages else []
     for event, reached in made:
         show_event(live, event, reached)
-    state = after
-    settled = answered(state, waiting) if waiting else None
+    settled = answered(after, waiting) if waiting else None
     if settled is not None:  # the run's loop shows them first, as a step's results
         live = attrs.evolve(live, answered=settled)
-    for item in messages or ():
-        state = apply_event(live, state, UserMessageAdded(item))
+    for event, reached in added:
+        show_event(live, event, reached)
+    state = added[-1][1] if added else after
     limit = max_steps if max_steps is not None else options.config.max_steps
     # (answers that settle the step's last calls at the limit are progress: the run then
     # ends at max_steps with them, as it does when the answer is an approval)
@@ -222,22 +222,27 @@ def resumed(
     return live, state
 
 
-def _check_message(after: RunState, messages: tuple[Message, ...]) -> None:
-    """Refuse ``message=`` when the run cannot take it after the answers, before any event.
+def _added_messages(after: RunState, messages: tuple[Message, ...]) -> list[tuple[Event, RunState]]:
+    """``message=`` as events reduced into ``after``, each with the state it led to.
 
     A message follows the step's results: it can be added to a run that
     finished or awaits the model once the answers are applied (``after``),
     not to one whose calls still wait for an answer or still have to run (a
-    provider takes no message between calls and their results). ``after`` was
-    reached unobserved, so a refusal leaves nothing shown.
+    provider takes no message between calls and their results). The events
+    are reduced here, unobserved, so that a refusal leaves nothing shown;
+    the caller shows them (`show_event`) once every check has passed.
 
     Raises:
         UsageError: ``message=`` names what it cannot be added to, and what to do.
     """
     if after.phase in _MID_STEP:
         raise UsageError(f"resume(message=...) cannot add the message now: {_no_message(after)}")
+    added: list[tuple[Event, RunState]] = []
     for item in messages:  # a message the run refuses (tool calls in it...) is refused as before
-        after = reduce(after, UserMessageAdded(item))
+        event = UserMessageAdded(item)
+        after = reduce(after, event)
+        added.append((event, after))
+    return added
 
 
 # The phases of a run whose step's calls are not all answered: no message can come in.
@@ -641,15 +646,27 @@ def _result_part(
                 f"tool_results[{call_id!r}] is a ToolResultPart for call {value.call_id!r}: "
                 "key each result by the id of the call it answers"
             )
+        problem = part_problem(value)
+        if problem:
+            raise UsageError(f"tool_results[{call_id!r}] cannot be given to the model: {problem}")
         return value
     if isinstance(value, BaseException):
         return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
     parts = result_content(value)
     if parts is not None:
+        problem = content_problem(parts)
+        if problem:
+            raise UsageError(
+                f"tool_results[{call_id!r}] holds a part the model cannot be given: {problem}"
+            )
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
-    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
+    kind = stream_kind(value)
+    if kind:
+        raise UsageError(f"tool_results[{call_id!r}] is {kind}: read it and give its text")
+    kind = iterator_kind(value)
+    if kind:
         raise UsageError(
-            f"tool_results[{call_id!r}] is a generator, whose values were never produced: "
+            f"tool_results[{call_id!r}] is {kind}, whose values were never produced: "
             "give the result itself (e.g. a list of the values)"
         )
     tool = tools.get(name)

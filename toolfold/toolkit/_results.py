@@ -13,7 +13,11 @@
 - Objects with a ``model_dump`` method (pydantic v2 models) are written as
   ``model_dump(mode="json")`` gives them, wherever they are.
 - Any other object returned on its own is sent as its ``str()`` text.
-- Nothing here raises. A value JSON cannot hold (an arbitrary object inside a
+- A generator or another iterator (``map(...)``, ``zip``, ``iter(...)``..., not
+  a class of the user's own with its own ``__str__``/``__repr__``) is refused
+  with a ``TypeError`` saying to return a list: its repr is no result; an
+  open file or stream (``io.IOBase``) with one saying to read it.
+- Nothing else here raises. A value JSON cannot hold (an arbitrary object inside a
   list, say) is written as its ``str()`` text in its place; ``NaN`` and the
   infinities, which JSON lacks, are written as the strings ``"NaN"``,
   ``"Infinity"`` and ``"-Infinity"``; a value that cannot be unstructured at
@@ -23,17 +27,64 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import math
+import sys
 import types
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-__all__ = ["describe_exception", "format_result"]
+import attrs
+
+__all__ = ["describe_exception", "format_result", "iterator_kind", "stream_kind"]
 
 _SIMPLE = (int, float, bool, type(None))
-# What a tool returns that is no result (a generator function's call, passed on).
-_GENERATORS = (types.GeneratorType, types.AsyncGeneratorType)
+
+
+def iterator_kind(value: Any) -> str:
+    """What ``value`` is when it is an iterator and no result ("" when it is none).
+
+    A generator, an async generator, an iterator of Python's own (``map``,
+    ``zip``, ``filter``, ``iter(...)``, itertools and csv objects...), or any
+    other object with ``__next__`` or ``__anext__`` whose class keeps
+    ``object``'s repr: its values were never read, and its repr is no result.
+    An iterator class of the user's own with a ``__str__`` or ``__repr__`` of
+    its own (a cursor printing its rows, say) is left alone: its text is what
+    it chose to show, and the model reads it as before. So is a value
+    toolfold writes as JSON (an attrs class, a dataclass, a mapping, a
+    pydantic model). An open file or stream is an iterator too: see
+    `stream_kind`, which callers ask first.
+    """
+    if isinstance(value, types.GeneratorType):
+        return "a generator"
+    if isinstance(value, types.AsyncGeneratorType):
+        return "an async generator"
+    cls = type(value)
+    if not (hasattr(cls, "__next__") or hasattr(cls, "__anext__")):
+        return ""
+    if (
+        attrs.has(cls)
+        or dataclasses.is_dataclass(cls)
+        or isinstance(value, Mapping)
+        or callable(getattr(value, "model_dump", None))
+    ):
+        return ""
+    methods: Any = cls  # (its __str__ and __repr__ compared with object's, as functions)
+    own_text = methods.__str__ is not object.__str__ or methods.__repr__ is not object.__repr__
+    if own_text and cls.__module__.partition(".")[0] not in sys.stdlib_module_names:
+        return ""
+    return f"an iterator ({cls.__name__})"
+
+
+def stream_kind(value: Any) -> str:
+    """What ``value`` is when it is an open file or stream (`io.IOBase`: a file,
+    ``StringIO``, ``BytesIO``), whose text was never read ("" when it is none)."""
+    if isinstance(value, io.IOBase):
+        return f"an open file/stream ({type(value).__name__})"
+    return ""
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -53,9 +104,11 @@ def format_result(value: Any) -> str:
         fallback for values JSON cannot hold.
 
     Raises:
-        TypeError: ``value`` is a generator or an async generator (a tool
-            that passes one on): its values were never produced, and its repr
-            is no result. The run reads the error as the call's result.
+        TypeError: ``value`` is a generator, an async generator or another
+            iterator (``map(...)``, ``iter(...)``, ``zip``...; see
+            `iterator_kind`): its values were never produced, and its repr
+            is no result; or an open file or stream (`stream_kind`), to be
+            read. The run reads the error as the call's result.
     """
     if type(value) is str:
         return value
@@ -70,10 +123,11 @@ def format_result(value: Any) -> str:
         return str.__str__(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return str(_default(value))  # its text if UTF-8, else base64, like bytes inside JSON
-    if isinstance(value, _GENERATORS):
-        kind = (
-            "an async generator" if isinstance(value, types.AsyncGeneratorType) else "a generator"
-        )
+    kind = stream_kind(value)
+    if kind:
+        raise TypeError(f"returned {kind}: read it and return its text")
+    kind = iterator_kind(value)
+    if kind:
         raise TypeError(
             f"returned {kind}, whose values were never produced: a tool returns its result "
             "once; return the values (e.g. a list) instead"

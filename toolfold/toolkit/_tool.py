@@ -290,12 +290,13 @@ class Tool(Generic[P, R]):
         """Turn a tool's return value into text for the model.
 
         Raises:
-            TypeError: ``value`` is a generator or an async generator, naming
-                the tool (a run gives the model the error as the call's result).
+            TypeError: ``value`` is a generator or another iterator (``map(...)``,
+                ``iter(...)``...) or an open file or stream, naming the tool (a run gives the model the
+                error as the call's result).
         """
         try:
             return _format_result(value)
-        except TypeError as exc:  # (format_result raises only for a generator)
+        except TypeError as exc:  # (format_result raises only for an iterator or a stream)
             raise TypeError(f"tool {self.name!r} {exc}") from None
 
     def replace(self, **changes: Any) -> Tool[P, R]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import decimal
 import email.utils
-import math
+import fractions
 import numbers
 import operator
 import re
@@ -29,11 +29,6 @@ from toolfold._errors import ModelConfigError
 #: Statuses below 500 worth another attempt; every status >= 500 is retried too
 #: (``RetryPolicy.retry_server_errors``), as the OpenAI and Anthropic SDKs do.
 DEFAULT_RETRY_STATUSES = frozenset({408, 409, 429})
-
-
-def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (value < 0 or math.isnan(value)):
-        raise ValueError(f"{attribute.name} must be >= 0 or None, got {value!r}")
 
 
 #: The longest timeout (and wait) toolfold takes, in seconds: a day. None is
@@ -133,9 +128,75 @@ class Timeouts:
         return cls(read=float(seconds), write=float(seconds), total=float(seconds))
 
 
-def _positive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1 or None, got {value!r}")
+def _shown(value: Any) -> str:
+    """A number as its repr; anything else by its type alone (it may be a secret put there)."""
+    if isinstance(value, (bool, int, float, decimal.Decimal)) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _whole(value: Any) -> Any:
+    """A whole number as an int: numpy's integers, a float such as ``8e6``, an
+    integral Decimal or Fraction (``Decimal(10)``); anything else as it is."""
+    if isinstance(value, (float, decimal.Decimal, fractions.Fraction)) and not isinstance(
+        value, bool
+    ):
+        try:
+            if value == int(value):
+                return int(value)
+        except (OverflowError, ValueError):  # (inf, NaN: left for the validator)
+            pass
+        return value
+    return _count(value)
+
+
+def _is_count(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _connections(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not _is_count(value, 1):
+        raise ModelConfigError(
+            f"HttpLimits.{attribute.name} must be a whole number of connections >= 1 (an int), "
+            f"or None, got {_shown(value)}"
+        )
+
+
+def _keepalive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not _is_count(value, 0):
+        raise ModelConfigError(
+            f"HttpLimits.{attribute.name} must be a whole number of connections >= 0 (an int), "
+            f"got {_shown(value)}"
+        )
+
+
+def _expiry_seconds(value: Any) -> Any:
+    """Seconds as a float (`_seconds`), an int too; what no float holds is left as it is."""
+    value = _seconds(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # (10**400: refused by its range)
+            return value
+    return value
+
+
+def _expiry(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # Finite and at most a day, as a Timeouts' limit: ``inf`` or ``1e300`` is taken
+    # here but breaks a request later (OverflowError from the pool's timer).
+    if value is not None and not _is_seconds(value, zero=True):
+        raise ModelConfigError(
+            f"HttpLimits.{attribute.name} must be a number of seconds >= 0 and at most "
+            f"{_LONGEST_WAIT:,} (a day), or None, got {_shown(value)}"
+        )
+
+
+def _bytes(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not _is_count(value, 1):
+        raise ModelConfigError(
+            f"HttpLimits.{attribute.name} must be a whole number of bytes >= 1 (an int), "
+            f"or None for no limit, got {_shown(value)}"
+        )
 
 
 @attrs.frozen
@@ -153,13 +214,25 @@ class HttpLimits:
         max_body_bytes: Bytes read from the network for one answer (None: no limit).
         max_decoded_bytes: Bytes after decompression (gzip/deflate) for one
             answer (None: no limit).
+
+    Raises:
+        ModelConfigError: A field that cannot be used, naming it and what it
+            takes: a count or a byte limit that is no whole number (a bool, a
+            string, ``2.5``) or is too small, an expiry that is negative, NaN,
+            past a day (86,400 s; ``inf`` too) or no number. A whole float
+            (``8e6``, ``10.0``) or an integral Decimal or Fraction is taken
+            as an int; an expiry is kept as a float.
     """
 
-    max_connections: int = attrs.field(default=100, validator=_positive)
-    max_keepalive: int = attrs.field(default=100, validator=attrs.validators.ge(0))
-    keepalive_expiry: float = attrs.field(default=30.0, validator=_non_negative)
-    max_body_bytes: int | None = attrs.field(default=64 * 2**20, validator=_positive)
-    max_decoded_bytes: int | None = attrs.field(default=128 * 2**20, validator=_positive)
+    max_connections: int = attrs.field(default=100, converter=_whole, validator=_connections)
+    max_keepalive: int = attrs.field(default=100, converter=_whole, validator=_keepalive)
+    keepalive_expiry: float = attrs.field(
+        default=30.0, converter=_expiry_seconds, validator=_expiry
+    )
+    max_body_bytes: int | None = attrs.field(default=64 * 2**20, converter=_whole, validator=_bytes)
+    max_decoded_bytes: int | None = attrs.field(
+        default=128 * 2**20, converter=_whole, validator=_bytes
+    )
 
 
 def _finite_seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -8,7 +8,7 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import nine_alphanumerics
@@ -32,6 +32,7 @@ from toolfold.runtime.core._messages import (
 from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
 
 Body = dict[str, Any]
+T = TypeVar("T")
 ToolCompiler = Callable[[ToolDefinition, ChatProvider], Mapping[str, Any]]
 OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
 
@@ -105,7 +106,7 @@ def encode_body(
     rewrite_id = mistral_id if provider.id_rule == "mistral9" else None
     fragments: list[str] = []
     bridge = provider.assistant_after_tool
-    after_tool = False  # the last message sent is a tool message (with a `bridge` only)
+    edges: list[tuple[bool, bool]] = []  # with a `bridge`: each fragment's (see `_bridged`)
     for position, message in enumerate(request.messages):
         memo = message._wire  # `wire_memo`, inlined: once per message per request
         fragment = memo[1] if memo is not None and memo[0] is provider else None
@@ -125,11 +126,12 @@ def encode_body(
             notes.extend([f"messages[{position}]: {why}" for why in noted.reasons])
             fragment = noted.text
         if fragment:
-            if bridge is not None:  # as `_bridged` puts it between two messages
-                if after_tool and _starts_with_user(message):
-                    fragments.append(encode_text({"role": "assistant", "content": bridge}))
-                after_tool = _ends_with_tool(message)
+            if bridge is not None:
+                edges.append((_starts_with_user(message), _ends_with_tool(message)))
             fragments.append(fragment)
+    if bridge is not None:
+        turn = encode_text({"role": "assistant", "content": bridge})
+        fragments = _bridged(zip(edges, fragments, strict=True), lambda: turn)
     frame = _frame(request, model_name, provider, stream)
     if frame is None:
         return None  # a setting named model, messages or tools: let build_body place it
@@ -492,19 +494,28 @@ def encode_messages(
             out.append({"role": "user", "content": _user_content(rest, provider)})
     if attached:
         out.append({"role": "user", "content": attached})
-    if provider.assistant_after_tool is not None:
-        return _bridged(out, provider.assistant_after_tool)
+    text = provider.assistant_after_tool
+    if text is not None:
+        edges = [((m["role"] == "user", m["role"] == "tool"), m) for m in out]
+        return _bridged(edges, lambda: {"role": "assistant", "content": text})
     return out
 
 
-def _bridged(messages: list[Body], text: str) -> list[Body]:
-    """``messages`` with an assistant message of ``text`` between each tool message and a
-    user message right after it (see `ChatProvider.assistant_after_tool`)."""
-    out: list[Body] = []
-    for message in messages:
-        if out and message["role"] == "user" and out[-1]["role"] == "tool":
-            out.append({"role": "assistant", "content": text})
-        out.append(message)
+def _bridged(items: Iterable[tuple[tuple[bool, bool], T]], bridge: Callable[[], T]) -> list[T]:
+    """The items with ``bridge()`` between each one that ends with a tool message and
+    one right after it that starts with a user message (`ChatProvider.assistant_after_tool`).
+
+    Each item comes as ``((starts with a user message, ends with a tool
+    message), item)``: a message's dict, or a message's JSON fragment, which
+    may hold several wire messages (`_starts_with_user`, `_ends_with_tool`).
+    """
+    out: list[T] = []
+    after_tool = False
+    for (starts_with_user, ends_with_tool), item in items:
+        if after_tool and starts_with_user:
+            out.append(bridge())
+        out.append(item)
+        after_tool = ends_with_tool
     return out
 
 

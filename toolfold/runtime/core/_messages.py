@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
 
@@ -313,7 +313,9 @@ def part_problem(part: object) -> str:
     """What makes ``part`` unfit for a message's parts ("" if nothing).
 
     A part must be of a part class (the JSON form of a state stores each by its
-    ``kind``), and a tool call's decoded arguments an object or None.
+    ``kind``), its text fields text (or None where they may be), a tool call's
+    decoded arguments an object or None, and a result's parts text, images
+    or files that are fit themselves.
     """
     if not isinstance(part, _PART_CLASSES):
         advice = ": wrap text in TextPart(...)" if isinstance(part, str) else ""
@@ -321,14 +323,138 @@ def part_problem(part: object) -> str:
             "expected a part (TextPart, ImagePart, FilePart, ReasoningPart, ToolCallPart, "
             f"ToolResultPart), got {type(part).__name__} {_shown(part)}{advice}"
         )
-    if isinstance(part, ToolCallPart):
+    return _field_problem(part)
+
+
+# The fields of each part class that hold text, each with whether it may be None.
+_TEXT_FIELDS: dict[type[Any], tuple[tuple[str, bool], ...]] = {
+    TextPart: (("text", False),),
+    ReasoningPart: (("text", False), ("signature", True), ("provider", True)),
+    ToolCallPart: (("id", False), ("name", False), ("arguments_text", False)),
+    ToolResultPart: (("call_id", False), ("tool_name", False), ("content", False)),
+    ImagePart: (("url", True), ("media_type", False)),
+    FilePart: (("url", True), ("media_type", False), ("filename", True)),
+}
+
+_CONTENT_CLASSES = (TextPart, ImagePart, FilePart)
+
+
+def _field_problem(part: object) -> str:
+    """What makes a field of ``part`` (of a part class) unfit ("" if nothing)."""
+    name = type(part).__name__
+    base = next(cls for cls in _TEXT_FIELDS if isinstance(part, cls))
+    for field, optional in _TEXT_FIELDS[base]:
+        value = getattr(part, field)
+        if not isinstance(value, str) and not (optional and value is None):
+            expected = "a str or None" if optional else "a str"
+            return (
+                f"{name}.{field}: expected {expected}, got {type(value).__name__} {_shown(value)}"
+            )
+    if isinstance(part, (ImagePart, FilePart)):
+        data: object = part.data  # (typed bytes; callers' values come unchecked)
+        if data is not None and not isinstance(data, (bytes, bytearray, memoryview)):
+            advice = (
+                " (for base64 text give base64.b64decode(text))" if isinstance(data, str) else ""
+            )
+            return (
+                f"{name}.data: expected bytes or None, got {type(data).__name__} "
+                f"{_shown(data)}{advice}"
+            )
+    elif isinstance(part, ToolCallPart):
         arguments: object = part.arguments  # (typed a mapping; a part made around its check)
         if arguments is not None and not isinstance(arguments, Mapping):
             return (
                 f"tool call {part.id!r} ({part.name}) has arguments that are not an object "
                 f"(a {type(arguments).__name__})"
             )
+    elif isinstance(part, ToolResultPart):
+        is_error: object = part.is_error
+        if not isinstance(is_error, bool):
+            return f"{name}.is_error: expected True or False, got {_shown(is_error)}"
+        contents: tuple[object, ...] = part.parts  # (typed as content; made around its check)
+        for index, content in enumerate(contents):
+            if not isinstance(content, _CONTENT_CLASSES):
+                return (
+                    f"{name}.parts[{index}]: expected a TextPart, ImagePart or FilePart, "
+                    f"got {type(content).__name__} {_shown(content)}"
+                )
+            problem = _field_problem(content)
+            if problem:
+                return f"{name}.parts[{index}]: {problem}"
     return ""
+
+
+_STR_OR_NONE = frozenset({str, type(None)})
+_BYTES_OR_NONE = frozenset({bytes, type(None)})
+# What a stored call's decoded arguments are (`ToolCallPart` freezes a mapping).
+_ARGUMENT_TYPES = frozenset({FrozenDict, type(None)})
+
+
+def parts_fit(parts: tuple[Any, ...]) -> bool:
+    """Whether every one of ``parts`` is surely fit: a scan of the exact types only.
+
+    The usual case (parts made by their classes from text) is answered here
+    with no function call a part; False only means `part_problem` must look
+    (a subclass of str, say, is fit but not scanned as such).
+    """
+    for part in parts:
+        kind = type(part)
+        if kind is TextPart:
+            if type(part.text) is not str:
+                return False
+        elif kind is ToolCallPart:
+            if (
+                type(part.id) is not str
+                or type(part.name) is not str
+                or type(part.arguments_text) is not str
+                or type(part.arguments) not in _ARGUMENT_TYPES
+            ):
+                return False
+        elif kind is ToolResultPart:
+            if (
+                type(part.call_id) is not str
+                or type(part.tool_name) is not str
+                or type(part.content) is not str
+                or type(part.is_error) is not bool
+                or (part.parts and not _content_fit(part.parts))
+            ):
+                return False
+        elif kind is ReasoningPart:
+            if (
+                type(part.text) is not str
+                or type(part.signature) not in _STR_OR_NONE
+                or type(part.provider) not in _STR_OR_NONE
+            ):
+                return False
+        elif kind is ImagePart or kind is FilePart:
+            if not _media_fit(part):
+                return False
+        else:
+            return False
+    return True
+
+
+def _content_fit(parts: tuple[Any, ...]) -> bool:
+    for part in parts:
+        kind = type(part)
+        if kind is TextPart:
+            if type(part.text) is not str:
+                return False
+        elif kind is ImagePart or kind is FilePart:
+            if not _media_fit(part):
+                return False
+        else:
+            return False
+    return True
+
+
+def _media_fit(part: Any) -> bool:
+    return (
+        type(part.media_type) is str
+        and type(part.url) in _STR_OR_NONE
+        and type(part.data) in _BYTES_OR_NONE
+        and type(getattr(part, "filename", None)) in _STR_OR_NONE
+    )
 
 
 def _shown(value: object) -> str:
@@ -343,7 +469,12 @@ def _shown(value: object) -> str:
 _PARTS_SHOWN = 4
 
 
-def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
+def _to_parts(parts: Iterable[Part], message: Any) -> tuple[Part, ...]:
+    """``Message.parts`` as a tuple, checked; ``message.role`` (set before) is checked here
+    too, so that making a message costs one converter call (see `parts_fit`)."""
+    role: object = message.role  # (typed as a role; callers' values come unchecked)
+    if type(role) is not str or role not in _ROLES:
+        _check_role(role)
     given: object = parts  # (typed as parts; callers' values come unchecked)
     if type(given) is not tuple:
         if isinstance(given, str):
@@ -364,13 +495,58 @@ def _to_parts(parts: Iterable[Part]) -> tuple[Part, ...]:
             raise UsageError(
                 f"Message.parts must be a list of parts, got {type(given).__name__}"
             ) from None
-    made: tuple[Part, ...] = given  # checked below
-    # A loop over the types only (the usual case); the index is found when one is wrong.
+    made: tuple[Any, ...] = given  # checked below
+    # A scan of the exact types only (the usual case): `parts_fit` inlined for the
+    # common parts; any other (or a field to look at) goes to it, then to the
+    # check that names the index and the field.
     for part in made:
-        if type(part) not in PART_TYPES:
-            _check_parts(made)  # (every part: once is enough)
-            break
+        kind = type(part)
+        if kind is TextPart:
+            if type(part.text) is str:
+                continue
+        elif kind is ToolCallPart:
+            if (
+                type(part.id) is str
+                and type(part.name) is str
+                and type(part.arguments_text) is str
+                and type(part.arguments) in _ARGUMENT_TYPES
+            ):
+                continue
+        elif (
+            kind is ToolResultPart
+            and not part.parts
+            and (
+                type(part.call_id) is str
+                and type(part.tool_name) is str
+                and type(part.content) is str
+                and type(part.is_error) is bool
+            )
+        ):
+            continue
+        if not parts_fit(made):
+            _check_parts(made)
+        break
     return made
+
+
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def _check_role(role: object) -> None:
+    """Refuse a role that is none of the four (a str subclass, a StrEnum, of one is fine)."""
+    if not isinstance(role, str) or role not in _ROLES:
+        raise UsageError(
+            "Message.role: expected one of 'system', 'user', 'assistant', 'tool', "
+            f"got {type(role).__name__} {_shown(role)}"
+        )
+
+
+if TYPE_CHECKING:  # (attrs' mypy plugin reads a named function as the converter only)
+
+    def _parts_converter(parts: Iterable[Part]) -> tuple[Part, ...]: ...
+
+else:
+    _parts_converter = attrs.Converter(_to_parts, takes_self=True)
 
 
 def _check_parts(parts: tuple[object, ...]) -> None:
@@ -392,11 +568,15 @@ class Message:
             ``system`` / ``assistant``).
 
     Raises:
-        UsageError: ``parts`` is a str, or holds something that is not a part.
+        UsageError: ``role`` is not one of the four, ``parts`` is a str, or
+            holds something that is not a part or a part with a field of
+            the wrong type (``TextPart(42)``: text must be a str), naming
+            the part's index and the field.
     """
 
     role: Role
-    parts: tuple[Part, ...] = attrs.field(converter=_to_parts)
+    # (its converter checks ``role`` too: one call a message)
+    parts: tuple[Part, ...] = attrs.field(converter=_parts_converter)
     # Not part of the value (no init, eq, hash, repr, or serialized form): a
     # codec's memo of this message's encoding as ``(key, encoded)``. A message
     # never changes, so a tool loop that resends the whole conversation on
@@ -627,6 +807,23 @@ def result_content(value: Any) -> tuple[ResultContent, ...] | None:
     if not all(isinstance(item, (str, TextPart, ImagePart, FilePart)) for item in value):
         return None
     return tuple(TextPart(item) if isinstance(item, str) else item for item in value)
+
+
+def content_problem(parts: tuple[ResultContent, ...]) -> str:
+    """What makes one of a tool result's ``parts`` (`result_content`) unfit ("" if nothing).
+
+    A tool's value is checked here, where it comes in, so that a part with a
+    wrong-typed field (``ImagePart(data="aGk=")``, ``TextPart(42)``) is the
+    call's error rather than a refused event, or a ``TypeError`` from
+    `describe_content`, that ends the run.
+    """
+    if _content_fit(parts):
+        return ""
+    for index, part in enumerate(parts):
+        problem = _field_problem(part)
+        if problem:
+            return problem if len(parts) == 1 else f"item {index} of the list, {problem}"
+    return ""
 
 
 def describe_content(parts: Iterable[ResultContent]) -> str:

@@ -28,7 +28,6 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import (
     NO_USAGE,
-    PART_TYPES,
     FilePart,
     FrozenDict,
     ImagePart,
@@ -39,6 +38,7 @@ from toolfold.runtime.core._messages import (
     ToolResultPart,
     Usage,
     part_problem,
+    parts_fit,
     tool_calls_of,
 )
 from toolfold.runtime.core._request import ModelResponse
@@ -122,6 +122,8 @@ def message_problem(message: object, roles: tuple[str, ...], position: int | Non
     parts: object = message.parts
     if type(parts) is not tuple:
         return f"{prefix}a message's parts must be a tuple of parts, got {type(parts).__name__}"
+    if parts_fit(parts):  # (the usual case: a scan of the types only)
+        return ""
     role = message.role
     name = f"the {role} message" if position is None else f"message {position} ({role})"
     for index, part in enumerate(parts):
@@ -129,10 +131,6 @@ def message_problem(message: object, roles: tuple[str, ...], position: int | Non
         if problem:
             return f"part {index} of {name}: {problem}"
     return ""
-
-
-# What a stored call's decoded arguments are (`ToolCallPart` freezes a mapping).
-_ARGUMENT_TYPES = frozenset({FrozenDict, type(None)})
 
 
 def messages_problem(messages: Iterable[object], roles: tuple[str, ...]) -> str:
@@ -146,18 +144,9 @@ def messages_problem(messages: Iterable[object], roles: tuple[str, ...]) -> str:
     for message in listed:
         if type(message) is not Message or message.role not in roles:
             break
-        parts: tuple[Any, ...] = message.parts  # (Any: a ToolCallPart is read by its type)
-        if type(parts) is not tuple:
+        parts: object = message.parts  # (typed a tuple; a message made around its check)
+        if type(parts) is not tuple or not parts_fit(parts):
             break
-        for part in parts:
-            kind = type(part)
-            if kind not in PART_TYPES or (
-                kind is ToolCallPart and type(part.arguments) not in _ARGUMENT_TYPES
-            ):
-                break
-        else:
-            continue
-        break
     else:
         return ""
     for position, message in enumerate(listed):
@@ -176,9 +165,12 @@ def _result_problem(
         return f"is_error must be True or False, got {is_error!r}"
     if outcome not in OUTCOMES:
         return f"unknown outcome {outcome!r} (expected one of: {', '.join(sorted(OUTCOMES))})"
-    for part in parts if isinstance(parts, tuple) else (parts,):
+    for index, part in enumerate(parts if isinstance(parts, tuple) else (parts,)):
         if not isinstance(part, _CONTENT):
             return f"a result's parts are text, images or files, got {type(part).__name__}"
+        problem = part_problem(part)
+        if problem:
+            return f"a result's part {index}: {problem}"
     return ""
 
 

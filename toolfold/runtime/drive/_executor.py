@@ -36,6 +36,7 @@ from toolfold.runtime.core._messages import (
     ResultContent,
     ToolCallPart,
     ToolResultPart,
+    content_problem,
     describe_content,
     result_content,
     thaw,
@@ -401,6 +402,14 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
         )
     parts = result_content(value)
     if parts is not None:  # images or files: the model gets them as parts
+        problem = content_problem(parts)
+        if problem:  # (the model reads it, as it reads a returned iterator's error)
+            return _failed(
+                job,
+                TypeError(
+                    f"tool {call.name!r} returned a part the model cannot be given: {problem}"
+                ),
+            )
         text = describe_content(parts)
         return ToolOutcome(call.id, call.name, text, ended=time.monotonic(), parts=parts)
     try:

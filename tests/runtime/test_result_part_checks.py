@@ -1,0 +1,121 @@
+"""A tool's image or file result is checked where it comes in: a bad field is the call's error."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, FilePart, ImagePart, RunState, TextPart, Tool, UsageError, tool
+from toolfold.mcp._server import _run
+from toolfold.runtime import Message, ToolResultPart
+from toolfold.testing import ScriptedModel
+
+call = ScriptedModel.call
+
+_BAD = [
+    (ImagePart(data="aGk="), "ImagePart.data: expected bytes or None, got str"),  # type: ignore[arg-type]
+    (ImagePart(url=5), "ImagePart.url: expected a str or None, got int 5"),  # type: ignore[arg-type]
+    (FilePart(data=b"%PDF", filename=7), "FilePart.filename: expected a str or None"),  # type: ignore[arg-type]
+    (
+        [TextPart(42), ImagePart(data=b"x")],  # type: ignore[arg-type]
+        "item 0 of the list, TextPart.text: expected a str, got int 42",
+    ),
+]
+
+
+def _shot(value: Any) -> Tool[..., Any]:
+    @tool
+    def shot() -> object:
+        """Take a screenshot."""
+        return value
+
+    return shot
+
+
+def _result(state: RunState) -> ToolResultPart:
+    (part,) = [p for m in state.messages for p in m.parts if isinstance(p, ToolResultPart)]
+    return part
+
+
+@pytest.mark.parametrize(("value", "problem"), _BAD)
+def test_a_tool_returning_a_bad_part_gives_the_model_an_error_naming_tool_and_field(
+    value: Any, problem: str
+) -> None:
+    """A part with a wrong-typed field is the call's error (tool and field named); the run ends."""
+    model = ScriptedModel([call("shot", {}, id="c1"), "ok"])
+    response = Agent(model, tools=[_shot(value)]).run("Look.")
+    assert response.state.is_done
+    assert response.text == "ok"
+    result = _result(response.state)
+    assert result.is_error
+    assert "tool 'shot' returned a part the model cannot be given" in result.content
+    assert problem in result.content
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+def test_an_async_tool_returning_a_bad_part_gives_an_error_too() -> None:
+    """The async path makes a bad part the call's error as the sync one does."""
+
+    @tool
+    async def shot() -> object:
+        """Take a screenshot."""
+        return ImagePart(url=5)  # type: ignore[arg-type]
+
+    model = ScriptedModel([call("shot", {}, id="c1"), "ok"])
+    response = asyncio.run(Agent(model, tools=[shot]).arun("Look."))
+    result = _result(response.state)
+    assert result.is_error
+    assert "ImagePart.url: expected a str or None" in result.content
+
+
+@pytest.mark.parametrize(("value", "problem"), _BAD)
+def test_resume_refuses_a_bad_part_naming_the_call_and_field(value: Any, problem: str) -> None:
+    """resume(tool_results=...) with a bad part raises UsageError naming the call and field."""
+    snap = Tool("snap", "Take a picture.")
+    agent = Agent(ScriptedModel([call("snap", {}, id="c1"), "ok"]), tools=[snap])
+    state = agent.run("Look.").state
+    with pytest.raises(UsageError) as caught:
+        agent.resume(state, tool_results={"c1": value})
+    assert str(caught.value).startswith("tool_results['c1'] holds a part")
+    assert problem in str(caught.value)
+
+
+def test_resume_refuses_a_tool_result_part_with_a_bad_field() -> None:
+    """A ToolResultPart given to resume with non-text content is a UsageError, not a refused event."""
+    snap = Tool("snap", "Take a picture.")
+    agent = Agent(ScriptedModel([call("snap", {}, id="c1"), "ok"]), tools=[snap])
+    state = agent.run("Look.").state
+    given = ToolResultPart("c1", "snap", 3)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"tool_results\['c1'\].*ToolResultPart.content"):
+        agent.resume(state, tool_results={"c1": given})
+
+
+def test_the_mcp_server_answers_a_bad_part_with_an_error_result() -> None:
+    """Served over MCP, a tool's bad part is an error result naming the tool and the field."""
+    served = _shot(ImagePart(data="aGk="))  # type: ignore[arg-type]
+    answer = asyncio.run(_run(served, {}, None, "c1"))
+    assert answer.is_error
+    (block,) = answer.content
+    assert "tool 'shot' returned a part the model cannot be given" in block.text
+    assert "ImagePart.data: expected bytes or None" in block.text
+
+
+def test_memoryview_data_is_taken_like_bytes() -> None:
+    """An image's or file's data may be a memoryview, as bytearray: a message takes it."""
+    image = ImagePart(data=memoryview(b"\x89PNG"))  # type: ignore[arg-type]
+    file = FilePart(data=memoryview(b"%PDF"), filename="a.pdf")  # type: ignore[arg-type]
+    assert Message("user", (image, file)).parts == (image, file)
+
+
+def test_a_tool_returning_memoryview_data_gives_the_model_the_image() -> None:
+    """A tool's image with memoryview data reaches the model as an image; the state round-trips."""
+    model = ScriptedModel([call("shot", {}, id="c1"), "ok"])
+    response = Agent(model, tools=[_shot(ImagePart(data=memoryview(b"abc")))]).run("Look.")  # type: ignore[arg-type]
+    result = _result(response.state)
+    assert not result.is_error
+    assert result.content == "[image: image/png, 3 bytes]"
+    assert (
+        RunState.from_json(response.state.to_json()).messages[-2].parts[0].parts[0].data == b"abc"
+    )  # type: ignore[union-attr]
