@@ -621,6 +621,28 @@ def test_bounds_that_admit_nothing_together_are_definition_errors_naming_their_i
     )
 
 
+class _QualifiedBounds(typing_extensions.TypedDict):
+    """Clashing bounds on a union under a TypedDict key's qualifier, inside Annotated."""
+
+    a: Annotated[typing_extensions.NotRequired[int | None], Field(ge=5, le=1)]
+    c: Annotated[typing_extensions.ReadOnly[int | str], Field(min_length=5, max_length=1)]
+
+
+def test_bounds_under_a_typeddict_qualifier_name_the_branch_not_the_qualifier() -> None:
+    """A union under NotRequired/ReadOnly inside Annotated is named as without them."""
+
+    def keyed(x: _QualifiedBounds) -> None:
+        """Keyed."""
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(keyed)
+    assert info.value.problems == (
+        "parameter 'x' at x.a: Field(ge=5, le=1) admits no integer (the int of int | None)",
+        "parameter 'x' at x.c: Field(min_length=5, max_length=1) admits no string"
+        " (the str of int | str)",
+    )
+
+
 def test_field_examples_become_json_as_defaults_do() -> None:
     """An Enum member or a date among the examples is shown by its JSON form, so every
     dialect can send the schema."""

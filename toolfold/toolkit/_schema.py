@@ -276,13 +276,16 @@ class SchemaContext:
     def _annotated(self, inner: Any, metadata: Iterable[Any]) -> dict[str, Any]:
         schema = self.schema_for(inner)
         problems: list[str] = []
-        name = type_repr(inner)
+        shown = inner  # named without a TypedDict key's qualifiers (NotRequired[...])
+        while getattr(typing.get_origin(shown), "_name", None) in _WRAPPERS:
+            shown = typing.get_args(shown)[0]
+        name = type_repr(shown)
         bounds: SourcedBounds | None = None  # made by the first item that bounds the value
         for original in metadata:
             for item in expand_metadata((original,)):
                 kind = metadata_kind(item)
                 if kind == "field" or kind == "keyword":
-                    bounds = bounds or SourcedBounds(schema, name, _branch_names(inner))
+                    bounds = bounds or SourcedBounds(schema, name, _branch_names(shown))
                     field = item if kind == "field" else _from_annotated_types(item)
                     apply_field(schema, field, problems, name)
                     bounds.note(schema, original)
