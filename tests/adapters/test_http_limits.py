@@ -40,7 +40,13 @@ _REFUSED = [
     ("keepalive_expiry", "30", _SECONDS, "got a str"),
     ("keepalive_expiry", float("inf"), _SECONDS, "got inf"),
     ("keepalive_expiry", 86_401, _SECONDS, "got 86401.0"),
-    ("keepalive_expiry", 10**400, _SECONDS, "0" * 20),
+    ("keepalive_expiry", 10**400, _SECONDS, "got an int of about 401 digits"),
+    (
+        "max_body_bytes",
+        decimal.Decimal("1e1000000"),
+        "a whole number of bytes >= 1",
+        "got Decimal('1E+1000000')",
+    ),
     ("max_body_bytes", 0, "a whole number of bytes >= 1", "got 0"),
     ("max_body_bytes", 1.5, "a whole number of bytes >= 1", "got 1.5"),
     ("max_decoded_bytes", False, "a whole number of bytes >= 1", "got False"),
@@ -102,3 +108,10 @@ def test_http_limits_keeps_an_expiry_as_a_float_up_to_a_day() -> None:
     assert HttpLimits(keepalive_expiry=86_400).keepalive_expiry == 86_400.0
     assert type(HttpLimits(keepalive_expiry=86_400).keepalive_expiry) is float
     assert HttpLimits(keepalive_expiry=decimal.Decimal("1.5")).keepalive_expiry == 1.5  # type: ignore[arg-type]
+
+
+def test_http_limits_names_an_int_too_large_to_print_by_its_size() -> None:
+    """An int past Python's 4,300 digits of repr is named by its size, not a ValueError."""
+    with pytest.raises(ModelConfigError) as caught:
+        HttpLimits(keepalive_expiry=10**5000)
+    assert str(caught.value).endswith("got an int of about 5001 digits")

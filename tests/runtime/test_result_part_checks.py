@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import array
 import asyncio
+import pickle
 from typing import Any
 
 import pytest
 
 from toolfold import Agent, FilePart, ImagePart, RunState, TextPart, Tool, UsageError, tool
 from toolfold.mcp._server import _run
-from toolfold.runtime import Message, ToolResultPart
+from toolfold.runtime import Message, ToolCallPart, ToolResultPart
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -119,3 +121,29 @@ def test_a_tool_returning_memoryview_data_gives_the_model_the_image() -> None:
     assert (
         RunState.from_json(response.state.to_json()).messages[-2].parts[0].parts[0].data == b"abc"
     )  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        memoryview(b"# Notes\n\nline"),
+        memoryview(b"#_N_o_t_e_s")[::2],  # not contiguous
+        bytearray(b"# Notes"),
+        memoryview(array.array("i", [1, 2, 3])),  # not of bytes: its 12 bytes
+    ],
+)
+def test_buffer_data_is_kept_as_bytes(data: Any) -> None:
+    """A bytearray or memoryview given as data is kept as bytes (a copy): the part pickles,
+    hashes, and a text file of it goes into a provider request as any bytes do."""
+    part = FilePart(data=data, media_type="text/markdown")
+    assert type(part.data) is bytes
+    assert part.data == bytes(data)
+    assert pickle.loads(pickle.dumps(part)) == part
+    assert hash(Message("user", [TextPart("see"), part])) is not None
+    from toolfold.adapters.openai_chat import PROVIDERS, build_body
+    from toolfold.runtime import ModelRequest
+
+    call_message = Message("assistant", [ToolCallPart("c1", "notes", "{}")])
+    result = Message.tool(ToolResultPart("c1", "notes", "[file]", parts=(part,)))
+    request = ModelRequest((Message.user("go"), call_message, result))
+    assert build_body(request, "gpt-4o", PROVIDERS["openai"])["messages"]

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import io
 import itertools
+import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -278,6 +279,33 @@ def test_a_stdlib_iterator_with_its_own_repr_is_still_refused() -> None:
     made = _returning(lambda: itertools.count(3))
     result = Agent(model, tools=[made]).run("Count.").messages[2].parts[0]
     assert "returned an iterator (count)" in result.content  # type: ignore[union-attr]
+
+
+def test_an_own_iterator_in_a_package_named_like_the_stdlib_reaches_the_model(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app's package named like a standard module (``sched``) is not Python's own:
+    its iterator class with its own text is sent as that text."""
+    import importlib.util
+
+    source = tmp_path / "cursors.py"
+    source.write_text(
+        "class Cursor:\n"
+        "    def __iter__(self): return self\n"
+        "    def __next__(self): raise StopIteration\n"
+        "    def __str__(self): return 'Cursor(rows=0)'\n"
+    )
+    spec = importlib.util.spec_from_file_location("sched.cursors", source)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "sched.cursors", module)
+    spec.loader.exec_module(module)
+    assert module.Cursor.__module__ == "sched.cursors"
+    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
+    result = Agent(model, tools=[_returning(module.Cursor)]).run("Count.").messages[2].parts[0]
+    assert not result.is_error  # type: ignore[union-attr]
+    assert result.content == "Cursor(rows=0)"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

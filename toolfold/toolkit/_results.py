@@ -32,6 +32,7 @@ import io
 import json
 import math
 import sys
+import sysconfig
 import types
 from collections.abc import Mapping
 from enum import Enum
@@ -74,9 +75,32 @@ def iterator_kind(value: Any) -> str:
         return ""
     methods: Any = cls  # (its __str__ and __repr__ compared with object's, as functions)
     own_text = methods.__str__ is not object.__str__ or methods.__repr__ is not object.__repr__
-    if own_text and cls.__module__.partition(".")[0] not in sys.stdlib_module_names:
+    if own_text and not _of_python(cls):
         return ""
     return f"an iterator ({cls.__name__})"
+
+
+def _of_python(cls: type) -> bool:
+    """Whether ``cls`` is one of Python's own: from a module of the standard library by
+    name and, when the module has a file, by where it lies (an app's package named
+    ``profile`` or ``queue`` is not)."""
+    if cls.__module__.partition(".")[0] not in sys.stdlib_module_names:
+        return False
+    where = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not isinstance(where, str):
+        return True
+    return where.startswith(_STDLIB) and not where.startswith(_INSTALLED)
+
+
+def _paths(*keys: str) -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({paths[key] for key in keys if key in paths})
+
+
+#: Where the standard library's files lie, and installed packages (a venv's stdlib
+#: path may hold its site-packages).
+_STDLIB = _paths("stdlib", "platstdlib")
+_INSTALLED = _paths("purelib", "platlib")
 
 
 def stream_kind(value: Any) -> str:

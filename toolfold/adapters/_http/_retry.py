@@ -130,9 +130,17 @@ class Timeouts:
 
 def _shown(value: Any) -> str:
     """A number as its repr; anything else by its type alone (it may be a secret put there)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _HUGE:
+        return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
     if isinstance(value, (bool, int, float, decimal.Decimal)) or value is None:
-        return repr(value)
+        shown = repr(value)
+        return shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
     return f"a {type(value).__name__}"
+
+
+#: Past this no limit means anything (and an int past 4,300 digits has no repr): a
+#: number this large is shown by its size and never turned into an int.
+_HUGE = 10**100
 
 
 def _whole(value: Any) -> Any:
@@ -142,9 +150,12 @@ def _whole(value: Any) -> Any:
         value, bool
     ):
         try:
-            if value == int(value):
+            if abs(value) < _HUGE and value == int(value):  # (1e100000: no int of it)
                 return int(value)
-        except (OverflowError, ValueError):  # (inf, NaN: left for the validator)
+        except (
+            ArithmeticError,
+            ValueError,
+        ):  # (inf, NaN, past Decimal's range: left for the validator)
             pass
         return value
     return _count(value)

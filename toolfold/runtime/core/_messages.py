@@ -178,6 +178,15 @@ class ToolCallPart:
         )
 
 
+def _as_bytes(
+    data: bytes | bytearray | memoryview | None,
+) -> bytes | None:
+    """A part's inline data as bytes: a bytearray or memoryview copied (a state keeps
+    bytes, which every codec encodes, pickles and compares; a view over a buffer need
+    not be contiguous, nor of bytes). Anything else is left for the checks to name."""
+    return bytes(data) if isinstance(data, (bytearray, memoryview)) else data
+
+
 @attrs.frozen
 class ImagePart:
     """An image, inline or by URL.
@@ -188,7 +197,7 @@ class ImagePart:
         media_type: The MIME type, e.g. ``image/png``.
     """
 
-    data: bytes | None = None
+    data: bytes | None = attrs.field(default=None, converter=_as_bytes)
     url: str | None = None
     media_type: str = "image/png"
     kind: Literal["image"] = "image"
@@ -208,7 +217,7 @@ class FilePart:
         filename: An optional file name for providers that want one.
     """
 
-    data: bytes | None = None
+    data: bytes | None = attrs.field(default=None, converter=_as_bytes)
     url: str | None = None
     media_type: str = "application/octet-stream"
     filename: str | None = None
