@@ -149,13 +149,11 @@ def _whole(value: Any) -> Any:
     if isinstance(value, (float, decimal.Decimal, fractions.Fraction)) and not isinstance(
         value, bool
     ):
-        try:
-            if abs(value) < _HUGE and value == int(value):  # (1e100000: no int of it)
-                return int(value)
-        except (
-            ArithmeticError,
-            ValueError,
-        ):  # (inf, NaN, past Decimal's range: left for the validator)
+        number: float | decimal.Decimal | fractions.Fraction = value
+        try:  # (inf, NaN, past Decimal's range: left for the validator, as 1e100000 is)
+            if abs(float(number)) < _HUGE and number == int(number):
+                return int(number)
+        except (ArithmeticError, ValueError):
             pass
         return value
     return _count(value)
