@@ -255,10 +255,11 @@ def resume(args: argparse.Namespace) -> int:
 class _Held:
     """A run file as a resume read it: its text, and the descriptor that holds its lock."""
 
-    def __init__(self, raw: bytes, handle: int = -1, writable: bool = False) -> None:
+    def __init__(self, raw: bytes, handle: int = -1, writable: bool = False, out: int = -1) -> None:
         self.raw = raw
         self.handle = handle  # -1: not held (a pipe, Windows)
         self.writable = writable  # handle was opened for writing (the write-back goes through it)
+        self.out = out  # an existing --state-out file opened for writing and locked, or -1
 
 
 _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -278,7 +279,9 @@ def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     for writing is refused before anything runs, as its approved tools would run again
     on every resume. Only a regular file is locked: a pipe or FIFO (``/dev/stdin``,
     ``<(...)``) is read as it is, to its end. Where no lock can be had (Windows, a
-    file system refusing locks) the resume goes on unlocked.
+    file system refusing locks) the resume goes on unlocked. A ``--state-out`` file
+    other than the run file is checked the same way, before anything runs
+    (`_claimed`).
     """
     if sys.platform == "win32":
         yield _Held(_read(path, lambda: path.read_bytes()))
@@ -286,10 +289,12 @@ def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     # Read-only and non-blocking first: a FIFO's open does not wait for a writer, and
     # a descriptor opened for writing would keep a pipe's reader from its end.
     probe = _read(path, lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-    handle = probe
+    handle = out = probe
     try:
         if not stat.S_ISREG(os.fstat(probe).st_mode):
-            yield _Held(_read(path, lambda: path.read_bytes()))  # (as it is, to its end)
+            out = _claimed(path, state_out, probe)
+            raw = _read(path, lambda: path.read_bytes())  # (as it is, to its end)
+            yield _Held(raw, out=out)
             return
         writable, refusal = False, None
         try:
@@ -320,12 +325,67 @@ def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
                 "goes back to the run file, so make it writable, or give --state-out FILE",
             )
             raise _Stop(PROBLEM)
+        out = _claimed(path, state_out, handle)
         os.set_blocking(handle, True)
-        yield _Held(_read(path, lambda: _read_all(handle)), handle, writable)
+        yield _Held(_read(path, lambda: _read_all(handle)), handle, writable, out)
     finally:
+        if out not in (probe, -1):
+            os.close(out)  # (and its lock)
         if handle != probe:
             os.close(handle)  # (and its lock)
         os.close(probe)
+
+
+def _claimed(path: Path, state_out: str | None, handle: int) -> int:
+    """A ``--state-out`` file other than the run file, made sure of before anything runs.
+
+    An approved tool whose new state cannot be written runs again on every resume
+    (the run file still waits for it), so a --state-out file that exists is opened
+    for writing (not truncated: that waits for the write) and locked like a run file
+    (another resume of it holds it), and one that does not exist needs a folder it
+    can be created in; else the resume is refused, with nothing run. The descriptor
+    returned holds the lock until the command ends, and the new state is written
+    through it (`_Session._write_text`); -1 where there is nothing to hold (no
+    --state-out, the run file itself, a new file, or not a regular file, such as
+    ``/dev/stdout``, which is opened when written). A file system refusing locks
+    leaves it unlocked.
+    """
+    if state_out is None or _names(state_out, handle):
+        return -1
+    why = None
+    try:
+        # (non-blocking: a FIFO's open would wait for a reader)
+        out = os.open(state_out, os.O_WRONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        folder = Path(state_out).parent
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            why = f"its folder {folder} cannot be written to"
+        out = -1
+    except OSError as exc:
+        if exc.errno not in (*_UNWRITABLE, errno.EISDIR):
+            return -1  # (another trouble: found out when it is written, as before)
+        why, out = exc.strerror or str(exc), -1
+    if out >= 0 and not stat.S_ISREG(os.fstat(out).st_mode):
+        os.close(out)
+        return -1
+    if out >= 0:
+        try:
+            fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(out)
+            why, out = "another process holds its lock: a resume of it is under way", -1
+        except OSError:  # a file system refusing locks: unlocked
+            pass
+    if why is not None:
+        _say(
+            "resume",
+            f"--state-out {state_out} cannot be written ({why}): nothing ran and {path} is "
+            "unchanged; make it writable, or give another --state-out FILE",
+        )
+        raise _Stop(PROBLEM)
+    if out >= 0:
+        os.set_blocking(out, True)
+    return out
 
 
 def _read(path: Path, read: Callable[[], Any]) -> Any:
@@ -790,6 +850,9 @@ class _Session:
         ours = held >= 0 and _names(str(self.run_file), held)
         if ours and self.held.writable:
             handle = held  # (the file this resume read and holds)
+        elif self.held.out >= 0 and _names(str(self.run_file), self.held.out):
+            held = handle = self.held.out  # (the --state-out file this resume holds)
+            ours = True
         else:
             handle = os.open(self.run_file, os.O_WRONLY | os.O_CREAT, 0o666)
         try:

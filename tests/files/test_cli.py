@@ -1313,6 +1313,124 @@ def test_resume_of_a_run_file_it_cannot_write_runs_nothing(
     assert run_file.read_text() == kept
 
 
+def test_resume_into_a_state_out_it_cannot_write_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --state-out file that cannot be opened for writing is refused before the approved
+    tool runs (exit 1), as the run file would still wait and the tool run again."""
+    from toolfold._cli import main
+
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    (tmp_path / "out.json").write_text("{}")
+    opening = os.open
+
+    def read_only(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & (os.O_WRONLY | os.O_RDWR) and os.fspath(path).endswith("out.json"):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return opening(path, flags, *args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "open", read_only)
+    command = ["resume", "toolfold-run.json", "--approve", "call_4_0", "--state-out", "out.json"]
+    assert main(command) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the refund did not run
+    assert captured.err == (
+        "toolfold resume: --state-out out.json cannot be written (Read-only file system): "
+        "nothing ran and toolfold-run.json is unchanged; make it writable, or give another "
+        "--state-out FILE\n"
+    )
+    assert (run_file.read_text(), (tmp_path / "out.json").read_text()) == (kept, "{}")
+
+
+def test_resume_into_a_state_out_another_resume_holds_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --state-out file another resume holds (its flock) is refused before the approved tool
+    runs (exit 1); once free, the new state is written through the descriptor locked first."""
+    import fcntl
+
+    from toolfold._cli import main
+
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    kept = run_file.read_text()
+    out = tmp_path / "out.json"
+    out.write_text("held, and longer than nothing")
+    monkeypatch.chdir(tmp_path)
+    command = ["resume", "toolfold-run.json", "--approve", "call_4_0", "--state-out", "out.json"]
+    with open(out, "rb") as holder:  # what a resume of out.json under way holds
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(command) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the refund did not run
+    assert captured.err == (
+        "toolfold resume: --state-out out.json cannot be written (another process holds its "
+        "lock: a resume of it is under way): nothing ran and toolfold-run.json is unchanged; "
+        "make it writable, or give another --state-out FILE\n"
+    )
+    assert (run_file.read_text(), out.read_text()) == (kept, "held, and longer than nothing")
+    assert (main(command), capsys.readouterr().out) == (0, "order A17 refunded\n")
+    assert json.loads(out.read_text())["state"]["phase"] == "finished"
+    assert run_file.read_text() == kept
+
+
+def test_resume_into_a_new_state_out_in_a_folder_it_cannot_write_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new --state-out file whose folder cannot be written to is refused before the approved
+    tool runs (exit 1)."""
+    from toolfold._cli import main
+
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    (tmp_path / "locked").mkdir()
+    checking = os.access
+
+    def access(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
+        if os.fspath(path) == "locked" and mode == os.W_OK:
+            return False
+        return checking(path, mode, *args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "access", access)
+    out = os.path.join("locked", "out.json")
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0", "--state-out", out]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the refund did not run
+    assert captured.err.startswith(
+        f"toolfold resume: --state-out {out} cannot be written (its folder locked cannot be "
+        "written to): nothing ran"
+    )
+
+
+def test_resume_into_a_state_out_on_a_file_system_without_locks_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where flock is refused (ENOLCK), an existing --state-out file is written unlocked."""
+    import fcntl
+
+    from toolfold._cli import main
+
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    out = tmp_path / "out.json"
+    out.write_text("an older state, longer than the new one " * 400)
+
+    def no_locks(handle: Any, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    command = ["resume", "toolfold-run.json", "--approve", "call_4_0", "--state-out", "out.json"]
+    assert (main(command), capsys.readouterr().out) == (0, "order A17 refunded\n")
+    assert json.loads(out.read_text())["state"]["phase"] == "finished"
+
+
 @pytest.mark.parametrize("stream", [[], ["--stream"]])
 @pytest.mark.parametrize(
     ("model", "failure"),

@@ -287,8 +287,9 @@ def serve(
             IPv6 address (brackets around it are taken off), with no port.
         port: The port to listen on, for HTTP (0 picks a free one). The
             address is printed to stderr once the socket listens.
-        path: The endpoint path, for HTTP: starting with ``/``, with no query,
-            fragment or white space.
+        path: The endpoint path, for HTTP: starting with ``/``, with no query
+            or fragment (white space is served: ``/my path`` answers at
+            ``/my%20path``).
         name: The server name hosts show.
         deps: What the tools' `RunContext` carries as ``deps`` (`mcp_server`).
         approved_by_host: Serve tools that require approval, the host asking
@@ -319,7 +320,7 @@ def serve_server(
         UsageError: It cannot listen on ``host`` and ``port`` (an invalid host
             name, a host with a port in it, a port that is not an ``int`` from
             0 to 65535 or is in use), or ``path`` is not a path alone starting
-            with ``/`` (a query, a fragment or white space in it).
+            with ``/`` (a query or a fragment in it).
     """
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
@@ -383,17 +384,18 @@ def _check_path(path: object) -> None:
 
     Raises:
         UsageError: It is not a string, does not start with ``/``, or holds a
-            query (``?``), a fragment (``#``) or white space.
+            query (``?``) or a fragment (``#``). White space is kept: Starlette
+            matches the decoded path, so ``/my path`` answers at ``/my%20path``.
     """
     if not isinstance(path, str):
         raise UsageError(f"the endpoint path must be a string such as '/mcp', got {path!r}")
     if not path.startswith("/"):
         # (Starlette's router asserts it, with no word of the option)
         raise UsageError(f"the endpoint path must start with '/', got {path!r}; e.g. '/{path}'")
-    if "?" in path or "#" in path or any(c.isspace() for c in path):
+    if "?" in path or "#" in path:
         raise UsageError(
-            f"the endpoint path {path!r} holds a '?', '#' or white space: it is a path alone "
-            "(no query, fragment or white space), as requests to it are routed by path alone"
+            f"the endpoint path {path!r} holds a '?' or '#': it is a path alone "
+            "(no query or fragment), as requests to it are routed by path alone"
         )
 
 
