@@ -234,7 +234,12 @@ class ProviderModel:
             # model is built, and each of its requests raises this instead.
             if api_key is not None or not keys_are_deferred():
                 raise
-            key, refusal = None, str(exc)
+            key = None
+            refusal = (
+                f"{exc} (this model was built without its key where only its spec was read, "
+                "under keys_deferred: Ray's driver importing a batch's agent; build it again, "
+                "its module imported anew, once the key is set)"
+            )
         self.provider_name = endpoint.provider
         self._logged_notes = LoggedNotes()
         self._transport = Transport(

@@ -20,7 +20,7 @@ import attrs
 import ray
 from ray import cloudpickle
 
-from toolfold._errors import ModelConfigError, RunError, UsageError
+from toolfold._errors import RunError, UsageError
 from toolfold.adapters._http._keys import keys_deferred
 from toolfold.runtime import Agent, Workflow
 
@@ -46,17 +46,15 @@ def driver_spec(path: str) -> Spec:
     The driver reads the spec (inputs checked against it, responses made from
     the states that come back) and never calls its models, so the key may be
     set only where the actors run (they import the path again, key required).
-    The path is imported as any import: with the key set, exactly so. Only
-    when that import fails for want of a key (`ModelConfigError`) is it
-    imported again under `keys_deferred`; the modules stay imported (one
-    module object for the driver, its output classes included), and a model
-    built there without its key refuses to send, raising that error.
+    The path is imported once, under `keys_deferred`: a model whose key is set
+    is built with it, as by any import; one whose key is missing is built
+    without it and refuses to send, raising the `ModelConfigError` it would
+    have raised when built. The modules stay imported (one module object for
+    the driver, its output classes included), and their top-level code runs
+    once.
     """
-    try:
+    with keys_deferred():
         return load_spec(path)
-    except ModelConfigError:
-        with keys_deferred():
-            return load_spec(path)
 
 
 def _import(path: str) -> Any:
