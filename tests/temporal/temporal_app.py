@@ -1063,6 +1063,52 @@ workflow_tool = TemporalAgent(
 )
 
 
+# Agents and workflows used as tools with an attrs `input_type`: the sub-run's input is
+# structured (cattrs, attrs) in workflow code, as locally.
+@attrs.frozen
+class Trip:
+    """A trip to plan."""
+
+    city: str
+    days: int
+
+
+def _echo(request: ModelRequest) -> Any:
+    return "step saw: " + request.messages[-1].text
+
+
+def _runs_typed(tool_name: str) -> Any:
+    def run(request: ModelRequest) -> Any:
+        done = _results(request)
+        if not done:
+            return FunctionModel.call(tool_name, {"input": {"city": "Paris", "days": 3}})
+        return "outer: " + done[0]
+
+    return run
+
+
+typed_agent_tool = TemporalAgent(
+    Agent(
+        FunctionModel(_runs_typed("techo")),
+        tools=[Agent(FunctionModel(_echo), name="techo").as_tool(input_type=Trip)],
+        name="typed_agent_tool",
+    ),
+    settings=SETTINGS,
+)
+typed_workflow_tool = TemporalAgent(
+    Agent(
+        FunctionModel(_runs_typed("tflow")),
+        tools=[
+            Sequence(Agent(FunctionModel(_echo), name="echo"), name="tflow").as_tool(
+                input_type=Trip
+            )
+        ],
+        name="typed_workflow_tool",
+    ),
+    settings=SETTINGS,
+)
+
+
 # stop_when=[tool_called(...)] inside an agent used as a tool: the caller sees
 # that call's result (an error result when it failed), as locally; one stopped
 # at max_steps gives an error result naming it and the limit.
@@ -1118,6 +1164,8 @@ AGENTS = [
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     stopped_transfer,
     stricter,
+    typed_agent_tool,
+    typed_workflow_tool,
     asking,
     settling,
     misfit,

@@ -1093,6 +1093,27 @@ def test_a_workflow_used_as_a_tool_suspends_for_approval_and_finishes_as_locally
     _replays(history)
 
 
+@pytest.mark.parametrize("name", ["typed_agent_tool", "typed_workflow_tool"])
+def test_a_sub_run_tool_with_an_attrs_input_type_runs_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """An agent's or a workflow's as_tool(input_type=<attrs class>) structures its input in
+    workflow code (cattrs and attrs pass through the sandbox): the same answer as locally."""
+    agent = getattr(temporal_app, name)
+
+    async def go() -> tuple[Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            durable = await agent.run(client, "go", id=f"{name}-1", task_queue=queue)
+            handle = agent.handle(client, f"{name}-1")
+            return durable, await handle.workflow.fetch_history()
+
+    durable, history = asyncio.run(go())
+    local = agent.agent.run("go", run_id=f"{name}-1")
+    assert durable.output == local.output == 'outer: step saw: {"city": "Paris", "days": 3}'
+    assert durable.state == local.state
+    _replays(history)
+
+
 def test_runs_recorded_before_workflow_tools_ran_replay_only_through_the_patch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

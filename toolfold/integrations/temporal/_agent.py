@@ -483,7 +483,10 @@ class ToolfoldPlugin(SimplePlugin):
 
 def _passing_toolfold(runner: WorkflowRunner | None) -> WorkflowRunner:
     if isinstance(runner, SandboxedWorkflowRunner):
-        # jsonschema checks a sub-run's arguments in workflow code (imported lazily).
-        restrictions = runner.restrictions.with_passthrough_modules("toolfold", "jsonschema")
+        # jsonschema checks a sub-run's arguments in workflow code (imported lazily), and
+        # cattrs and attrs structure its typed input (an as_tool(input_type=...)) there.
+        restrictions = runner.restrictions.with_passthrough_modules(
+            "toolfold", "jsonschema", "cattrs", "attr", "attrs"
+        )
         return dataclasses.replace(runner, restrictions=restrictions)
     return runner if runner is not None else SandboxedWorkflowRunner()
