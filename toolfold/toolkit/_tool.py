@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -657,4 +656,6 @@ def _place(t: Tool[..., Any]) -> str:
         code = getattr(call, "__code__", None)
     if not isinstance(code, types.CodeType):
         return f"an unknown place (a {type(function).__qualname__})"
-    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    # (the file's name by string, not os.path: workflow code reaches this, and os is refused)
+    name = code.co_filename.replace("\\", "/").rpartition("/")[2]
+    return f"{name}:{code.co_firstlineno}"
