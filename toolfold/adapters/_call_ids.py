@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, tool_calls_of
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
@@ -109,9 +109,12 @@ def unique_calls(
     ``sent_id``: how the codec rewrites the ids it sends (see `taken_ids`).
     """
     message = response.message
-    if not any(type(part) is ToolCallPart for part in message.parts):
+    calls = tool_calls_of(message)
+    if not calls:
         return response
     taken = taken_ids(request.messages, sent_id)
+    if len(calls) == 1 and calls[0].id not in taken:
+        return response  # the commonest answer: one call, with a new id
     parts = list(message.parts)
     renamed = False
     for position, part in enumerate(parts):
