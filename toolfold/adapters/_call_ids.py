@@ -35,6 +35,7 @@ with its result within one request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable
@@ -57,6 +58,18 @@ def nine_alphanumerics(text: str) -> str:
         number, digit = divmod(number, 62)
         chars.append(_BASE62[digit])
     return "".join(chars)
+
+
+@functools.lru_cache(maxsize=4096)
+def mistral_id(call_id: str) -> str:
+    """A 9-alphanumeric id for Mistral, the same for the same input [C4].
+
+    Ids that already fit pass unchanged, so Mistral's own ids round-trip; any
+    other id maps through a hash, so a call and its result still match.
+    """
+    if _NINE.fullmatch(call_id):
+        return call_id
+    return nine_alphanumerics(call_id)
 
 
 def taken_ids(messages: Iterable[Message], sent_id: Callable[[str], str] | None = None) -> set[str]:
