@@ -35,13 +35,14 @@ with its result within one request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable
 
 import attrs
 
-from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart
+from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, tool_calls_of
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
@@ -57,6 +58,18 @@ def nine_alphanumerics(text: str) -> str:
         number, digit = divmod(number, 62)
         chars.append(_BASE62[digit])
     return "".join(chars)
+
+
+@functools.lru_cache(maxsize=4096)
+def mistral_id(call_id: str) -> str:
+    """A 9-alphanumeric id for Mistral, the same for the same input [C4].
+
+    Ids that already fit pass unchanged, so Mistral's own ids round-trip; any
+    other id maps through a hash, so a call and its result still match.
+    """
+    if _NINE.fullmatch(call_id):
+        return call_id
+    return nine_alphanumerics(call_id)
 
 
 def taken_ids(messages: Iterable[Message], sent_id: Callable[[str], str] | None = None) -> set[str]:
@@ -109,9 +122,12 @@ def unique_calls(
     ``sent_id``: how the codec rewrites the ids it sends (see `taken_ids`).
     """
     message = response.message
-    if not any(type(part) is ToolCallPart for part in message.parts):
+    calls = tool_calls_of(message)
+    if not calls:
         return response
     taken = taken_ids(request.messages, sent_id)
+    if len(calls) == 1 and calls[0].id not in taken:
+        return response  # the commonest answer: one call, with a new id
     parts = list(message.parts)
     renamed = False
     for position, part in enumerate(parts):

@@ -28,11 +28,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import math
 import sys
-import sysconfig
 import types
 from collections.abc import Mapping
 from enum import Enum
@@ -43,6 +43,9 @@ import attrs
 __all__ = ["describe_exception", "format_result", "iterator_kind", "stream_kind"]
 
 _SIMPLE = (int, float, bool, type(None))
+#: Exact types that are neither an iterator nor a stream: `format_result` skips
+#: those checks for them.
+_PLAIN = frozenset({dict, list, tuple, float})
 
 
 def iterator_kind(value: Any) -> str:
@@ -89,18 +92,23 @@ def _of_python(cls: type) -> bool:
     where = getattr(sys.modules.get(cls.__module__), "__file__", None)
     if not isinstance(where, str):
         return True
-    return where.startswith(_STDLIB) and not where.startswith(_INSTALLED)
+    stdlib, installed = _where_python()
+    return where.startswith(stdlib) and not where.startswith(installed)
 
 
-def _paths(*keys: str) -> tuple[str, ...]:
+@functools.cache
+def _where_python() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Where the standard library's files lie, and installed packages (a venv's stdlib
+    path may hold its site-packages); read once, when first asked (sysconfig is not
+    imported with toolfold)."""
+    import sysconfig
+
     paths = sysconfig.get_paths()
-    return tuple({paths[key] for key in keys if key in paths})
 
+    def of(*keys: str) -> tuple[str, ...]:
+        return tuple({paths[key] for key in keys if key in paths})
 
-#: Where the standard library's files lie, and installed packages (a venv's stdlib
-#: path may hold its site-packages).
-_STDLIB = _paths("stdlib", "platstdlib")
-_INSTALLED = _paths("purelib", "platlib")
+    return of("stdlib", "platstdlib"), of("purelib", "platlib")
 
 
 def stream_kind(value: Any) -> str:
@@ -147,15 +155,16 @@ def format_result(value: Any) -> str:
         return str.__str__(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return str(_default(value))  # its text if UTF-8, else base64, like bytes inside JSON
-    kind = stream_kind(value)
-    if kind:
-        raise TypeError(f"returned {kind}: read it and return its text")
-    kind = iterator_kind(value)
-    if kind:
-        raise TypeError(
-            f"returned {kind}, whose values were never produced: a tool returns its result "
-            "once; return the values (e.g. a list) instead"
-        )
+    if type(value) not in _PLAIN:
+        kind = stream_kind(value)
+        if kind:
+            raise TypeError(f"returned {kind}: read it and return its text")
+        kind = iterator_kind(value)
+        if kind:
+            raise TypeError(
+                f"returned {kind}, whose values were never produced: a tool returns its "
+                "result once; return the values (e.g. a list) instead"
+            )
     try:
         if isinstance(value, _SIMPLE) and not isinstance(value, Enum):
             data: Any = value

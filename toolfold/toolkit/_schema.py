@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolfold.toolkit._bounds import SourcedBounds, empty_bounds
-from toolfold.toolkit._classes import substitute_type_vars
+from toolfold.toolkit._classes import _QUALIFIERS, substitute_type_vars
 from toolfold.toolkit._field import (
     Field,
     alias_problem,
@@ -92,9 +92,6 @@ _MAP_ORIGINS = {
 _TYPING_TUPLE: Any = getattr(typing, "Tuple")  # noqa: B009 (ruff would rewrite typing.Tuple)
 # Unparametrised containers: their items are of any type.
 _BARE = frozenset({tuple, *_ARRAY_ORIGINS, *_SET_ORIGINS, *_MAP_ORIGINS})
-# TypedDict item qualifiers, by name: typing's or typing_extensions' (which is
-# not imported here, it costs more than the rest of toolkit).
-_WRAPPERS = frozenset({"Required", "NotRequired", "ReadOnly"})
 
 _HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
 _class_rules: dict[type, Rule] = {}
@@ -267,7 +264,7 @@ class SchemaContext:
             return self._tuple(args)
         if origin in _MAP_ORIGINS:
             return self._mapping(args)
-        if getattr(origin, "_name", None) in _WRAPPERS:
+        if getattr(origin, "_name", None) in _QUALIFIERS:
             return self.schema_for(args[0])
         if isinstance(origin, type) and origin is not type:
             return self._class(origin, tp)
@@ -277,7 +274,7 @@ class SchemaContext:
         schema = self.schema_for(inner)
         problems: list[str] = []
         shown = inner  # named without a TypedDict key's qualifiers (NotRequired[...])
-        while getattr(typing.get_origin(shown), "_name", None) in _WRAPPERS:
+        while getattr(typing.get_origin(shown), "_name", None) in _QUALIFIERS:
             shown = typing.get_args(shown)[0]
         name = type_repr(shown)
         bounds: SourcedBounds | None = None  # made by the first item that bounds the value

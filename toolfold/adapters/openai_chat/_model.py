@@ -28,7 +28,7 @@ from toolfold.adapters.openai_chat._request import (
     build_body,
     compiled_tool,
     encode_body,
-    mistral_id,
+    id_rewrite,
     reasoning_notes,
 )
 from toolfold.adapters.openai_chat._response import parse_response
@@ -175,7 +175,7 @@ class OpenAIChatModel(ProviderModel):
 
     def _sent_id(self) -> Callable[[str], str] | None:
         # Mistral sees each id as its 9 characters and may say one of those again.
-        return mistral_id if self.provider.id_rule == "mistral9" else None
+        return id_rewrite(self.provider)
 
 
 def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:

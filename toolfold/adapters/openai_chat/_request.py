@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import operator
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._call_ids import nine_alphanumerics
+from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._dialects._compile import same_json, typed_leaves
@@ -38,7 +36,6 @@ OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
 
 # Neutral settings the codec places itself; everything else goes to the body as is.
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
-_MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
 # OpenAI's input_audio part takes only these formats [O4 chat_completion_content_part_input_audio_param.py].
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
@@ -67,7 +64,7 @@ def build_body(
         ModelConfigError: The request cannot be expressed for this provider (a
             named tool choice for a tool not in ``tools``, a file by URL...).
     """
-    rewrite_id = mistral_id if provider.id_rule == "mistral9" else _same
+    rewrite_id = id_rewrite(provider) or _same
     messages = encode_messages(request.messages, provider, rewrite_id)
     return _body(request, model_name, provider, messages, stream, compile_tool, compile_output)
 
@@ -103,7 +100,7 @@ def encode_body(
     """
     if request.output is not None and not provider.json_schema_output:
         return None
-    rewrite_id = mistral_id if provider.id_rule == "mistral9" else None
+    rewrite_id = id_rewrite(provider)
     fragments: list[str] = []
     bridge = provider.assistant_after_tool
     edges: list[tuple[bool, bool]] = []  # with a `bridge`: each fragment's (see `_bridged`)
@@ -346,16 +343,10 @@ def _same(call_id: str) -> str:
     return call_id
 
 
-@functools.lru_cache(maxsize=4096)
-def mistral_id(call_id: str) -> str:
-    """A 9-alphanumeric id for Mistral, the same for the same input [C4].
-
-    Ids that already fit pass unchanged, so Mistral's own ids round-trip; any
-    other id maps through a hash, so a call and its result still match.
-    """
-    if _MISTRAL_ID.fullmatch(call_id):
-        return call_id
-    return nine_alphanumerics(call_id)
+def id_rewrite(provider: ChatProvider) -> Callable[[str], str] | None:
+    """How ``provider``'s call ids are rewritten when sent: `mistral_id` for Mistral's
+    9-alphanumeric rule, else None (sent as they are)."""
+    return mistral_id if provider.id_rule == "mistral9" else None
 
 
 def default_function(tool: ToolDefinition, provider: ChatProvider) -> dict[str, Any]:

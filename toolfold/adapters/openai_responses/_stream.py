@@ -127,9 +127,9 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
         handler = _HANDLERS.get(kind)
         if handler is None:
             return state, []
-        held: list[StreamEvent] = []
-        if state.finished is not None:
-            state, held = _release_reasoning(state, state.finished, kind, data)
+        if state.finished is None:  # nothing held: the handler's list (each is a new one)
+            return handler(state, data)
+        state, held = _release_reasoning(state, state.finished, kind, data)
         state, events = handler(state, data)
         return state, [*held, *events]
 
