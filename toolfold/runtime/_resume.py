@@ -417,10 +417,10 @@ def _answered(
 
     named: dict[tuple[tuple[str, ...], str], str] = {}  # the call a key means -> the key
 
-    def address(
+    def named_call(
         option: str, key: str, status: CallStatus, given: str | None = None
     ) -> tuple[tuple[str, ...], str]:
-        path, call_id = _address(state, key, status)
+        path, call_id = address(state, key, status)
         given = key if given is None else given  # (a bound key's call key, and the key given)
         earlier = named.setdefault((path, call_id), given)
         if earlier != given:  # e.g. a sub-run's only call of an id, by its id and by its path
@@ -431,7 +431,7 @@ def _answered(
         return path, call_id
 
     for given_key, decision in (approvals or {}).items():
-        path, call_id = address(
+        path, call_id = named_call(
             "approvals", _unbound(state, given_key), "awaiting_approval", given_key
         )
         if isinstance(decision, Denied):
@@ -452,8 +452,8 @@ def _answered(
     if tool_results:
         own: list[ToolResultPart] = []
         for key, value in tool_results.items():
-            path, call_id = address("tool_results", key, "to_return")
-            found = _call_at(state, path, call_id, "to_return")
+            path, call_id = named_call("tool_results", key, "to_return")
+            found = call_at(state, path, call_id, "to_return")
             part = _result_part(call_id, found.call if found else None, value, live.tools)
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
@@ -475,7 +475,7 @@ def _answered(
 
 
 # An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
-_BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
+BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
 
 
 def approval_key(state: RunState, call_id: str) -> str:
@@ -509,8 +509,8 @@ def approval_key(state: RunState, call_id: str) -> str:
 
 def _awaiting(state: RunState, key: str) -> tuple[tuple[str, ...], CallState | None]:
     """The path to the call ``key`` names and that call, if it awaits approval (else None)."""
-    path, own_id = _address(state, key, "awaiting_approval")
-    return path, _call_at(state, path, own_id, "awaiting_approval")
+    path, own_id = address(state, key, "awaiting_approval")
+    return path, call_at(state, path, own_id, "awaiting_approval")
 
 
 def _fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str:
@@ -543,7 +543,7 @@ def _unbound(state: RunState, key: str) -> str:
     Raises:
         UsageError: A bound key made for another call than this state's.
     """
-    match = _BOUND_KEY.fullmatch(key)
+    match = BOUND_KEY.fullmatch(key)
     if match is None:
         return key
     plain, fingerprint = match[1], match[2]
@@ -560,7 +560,7 @@ def _unbound(state: RunState, key: str) -> str:
     return plain
 
 
-def _address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+def address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
     """The path to the call an answer's key means, and the call's own id.
 
     A plain id means the top run's call of that id, else the one call of the
@@ -587,7 +587,7 @@ def _address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, 
 def answer_keys(state: RunState, status: CallStatus) -> list[tuple[str, ToolCallPart]]:
     """Each call of the tree in ``status``, with the key `resume` answers it by.
 
-    The key is the call's id, or its path (see `_address`) when sub-runs wait
+    The key is the call's id, or its path (see `address`) when sub-runs wait
     on calls of the same id, so that every key names one call. The calls come
     in the order of ``state.pending_approvals`` / ``state.tool_calls``.
     """
@@ -611,10 +611,10 @@ def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | N
     Raises:
         UsageError: ``key`` is an id that calls of several sub-runs wait under.
     """
-    return _call_at(state, *_address(state, key, status), status)
+    return call_at(state, *address(state, key, status), status)
 
 
-def _call_at(
+def call_at(
     state: RunState, path: tuple[str, ...], call_id: str, status: CallStatus
 ) -> CallState | None:
     """The current call ``call_id`` of the run at ``path`` (suspended call ids from the top)."""

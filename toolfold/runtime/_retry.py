@@ -27,11 +27,11 @@ from toolfold.runtime.core._events import (
     ToolReturned,
     ToolSuspended,
 )
-from toolfold.runtime.core._messages import NO_USAGE, Usage
+from toolfold.runtime.core._messages import NO_USAGE
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.core._steps import _FAILING, retry_limit
+from toolfold.runtime.core._steps import FAILING_OUTCOMES, retry_limit
 
 
 def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
@@ -44,7 +44,7 @@ def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
     again too. A failure its tool still allows (a step with
     ``on_error="skip"``, a tool with retries left) is a result like any other.
     """
-    if outcome not in _FAILING:
+    if outcome not in FAILING_OUTCOMES:
         return False
     error = state.error
     if error is not None and name == error.tool_name:
@@ -90,7 +90,9 @@ def retry_state(state: RunState) -> RunState | None:
         # before the model gave it, to ask the model again (what ran before is kept).
         answered = max(i for i, e in enumerate(events) if isinstance(e, ModelResponded))
         kept = list(events[:answered])
-        dropped = _usage_of(events[answered:])
+        last = events[answered]
+        assert isinstance(last, ModelResponded)  # (the one left out)
+        dropped = last.response.usage
     else:
         error = state.error
         name = error.tool_name if error is not None else None
@@ -143,12 +145,3 @@ def retry_state(state: RunState) -> RunState | None:
         # (A count a model reported that no sum can take, a NaN, is left out as 0.)
         base = reduce(base, AttemptDropped(dropped, dropped_sub_runs))
     return base
-
-
-def _usage_of(events: tuple[Event, ...]) -> Usage:
-    """The usage of the model responses among ``events``."""
-    total = NO_USAGE
-    for event in events:
-        if isinstance(event, ModelResponded):
-            total = total + event.response.usage
-    return total

@@ -112,10 +112,10 @@ def run_batch(
             (or a function returning one) that each actor imports. Both
             pickle as their spec: a model string is resolved again in each
             actor, which reads the API key from its own environment. The
-            driver imports a path too (it stays imported there), to read the
-            spec: when that import fails for want of an API key it is done
-            again with keys not required, so a key set only on the actors is
-            enough; a model built so refuses to send (`ModelConfigError`).
+            driver imports a path too, once, with keys not required (it stays
+            imported there), to read the spec: a key set only on the actors
+            is enough; a model built there without its key refuses to send
+            (`ModelConfigError`).
         inputs: The prompts: each what the agent's or workflow's ``arun``
             accepts (for an agent text, a `Message`, a list of messages; for
             a workflow also plain data: a dict, a list, an attrs instance).

@@ -60,10 +60,8 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._serialize import from_json
-from toolfold.runtime.core._state import DONE_PHASES, WAITING_PHASES, RunState
+from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.drive._failures import run_failure
-
-_SETTLED = frozenset(WAITING_PHASES + DONE_PHASES)
 
 
 @attrs.frozen(init=False)
@@ -273,7 +271,7 @@ class AgentHandle:
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
                 state = await self.workflow.result()
-            if state.phase in _SETTLED:
+            if state.phase in WAITING_PHASES or state.is_done:
                 return state
             # It is handing over to its next history: ask again once that has begun
             # (at once, each question would hold the leaving run up, as a handler in flight).

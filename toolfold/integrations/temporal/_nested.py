@@ -59,8 +59,6 @@ from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
-_WAITING = frozenset(WAITING_PHASES)
-
 
 @attrs.frozen(kw_only=True)
 class Node:
@@ -277,7 +275,7 @@ class SubRunTool:
         invocation: ToolInvocation,
         tool: Tool[..., Any],
         caller: RunState,
-        workflow_tools: Callable[[], bool] = lambda: True,
+        workflow_tools: Callable[[], bool],
     ) -> RunState | ToolReturned:
         """The sub-run's first state, as the tool's function would start it locally.
 
@@ -323,7 +321,7 @@ class SubRunTool:
     def ended(self, call: ToolCallPart, state: RunState) -> ToolReturned | ToolSuspended:
         """The event reporting the sub-run of ``call``: waiting, finished, or failed (as locally)."""
         call_id = call.id
-        if state.phase in _WAITING:
+        if state.phase in WAITING_PHASES:
             return ToolSuspended(call_id, state)
         if state.phase == "failed":  # locally the tool raises the run's error
             error = self._failure(state)

@@ -38,10 +38,8 @@ with workflow.unsafe.imports_passed_through():
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
-    from toolfold.runtime._resume import _BOUND_KEY as BOUND_KEY
-    from toolfold.runtime._resume import _address as address
+    from toolfold.runtime._resume import BOUND_KEY, address, call_at
     from toolfold.runtime._resume import _nest as nest_answers
-    from toolfold.runtime._resume import waiting_call
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         CallModel,
@@ -67,7 +65,6 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._request import ModelResponse
     from toolfold.runtime.core._serialize import to_json
     from toolfold.runtime.core._state import (
-        DONE_PHASES,
         WAITING_PHASES,
         CallStatus,
         Disposition,
@@ -124,8 +121,6 @@ each in UTF-8, twice that escaped: well under `QUERY_LIMIT`)."""
 # sub-run once it stopped; elsewhere as soon as the workflow asked (Temporal's default).
 _WAIT = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 _ASK = ActivityCancellationType.TRY_CANCEL
-_WAITING = frozenset(WAITING_PHASES)
-_OVER = frozenset(DONE_PHASES)
 
 
 @attrs.frozen(kw_only=True)
@@ -311,10 +306,10 @@ class AgentWorkflow:
                 raise ApplicationError(
                     str(exc), type=RUN_ERROR + type(exc).__name__, non_retryable=True
                 ) from None
-            if state.phase not in _WAITING:  # a failed run is a result, not an exception
+            if state.phase not in WAITING_PHASES:  # a failed run is a result, not an exception
                 _check_size(agent, "the run's result", state)
                 return state
-            await workflow.wait_condition(lambda: self._phase() not in _WAITING)
+            await workflow.wait_condition(lambda: self._phase() not in WAITING_PHASES)
 
     async def _sourced(self, agent: Registered, given: AgentInput) -> None:
         """List the top agent's sources' tools now (a new run), or check the carried listing.
@@ -710,7 +705,7 @@ class AgentWorkflow:
                     kept = stopped if workflow.patched(TIMED_OUT_SUB_RUNS) else None
                     return ToolReturned(call.id, message, True, "timeout", child=kept)
                 child = timed
-            suspended = child.phase in _WAITING
+            suspended = child.phase in WAITING_PHASES
         except ActivityError as exc:
             if not isinstance(exc.cause, ApplicationError):  # cancelled, or timed out
                 raise
@@ -784,7 +779,7 @@ class AgentWorkflow:
             call = invocation.call
             if event is None:  # a sub-run still running is kept where it stops
                 child = self._stopped_at((*path, call.name, call.id), None)
-                if child is None or child.phase in _OVER:
+                if child is None or child.is_done:
                     continue
                 event = ToolSuspended(call.id, child)
             elif (  # a failed call of on_tool_error="raise": it runs again, as locally
@@ -869,7 +864,7 @@ class AgentWorkflow:
 
     @answer.validator
     def _check_answer(self, answers: Answers) -> None:
-        if self._state is None or self._state.phase not in _WAITING:
+        if self._state is None or self._state.phase not in WAITING_PHASES:
             phase = "not started" if self._state is None else self._state.phase
             raise ApplicationError(f"the run is not waiting for answers (phase: {phase})")
         # raises InvalidEventError for a wrong answer, UsageError for an ambiguous id
@@ -880,7 +875,13 @@ class AgentWorkflow:
         """Wait until the run waits for answers or is over; returns its state."""
         # (or continues as new: the client asks the next run, see `AgentHandle.suspended`)
         await workflow.wait_condition(
-            lambda: self._leaving or (self._state is not None and self._phase() in _WAITING | _OVER)
+            lambda: (
+                self._leaving
+                or (
+                    self._state is not None
+                    and (self._state.phase in WAITING_PHASES or self._state.is_done)
+                )
+            )
         )
         assert self._state is not None
         return self._answering(self._state, "of the run")
@@ -998,8 +999,8 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
             if checked:
                 raise
             return state.path_to(call_id, status) or (), call_id
-        bound = BOUND_KEY.fullmatch(call_id)
-        if checked and bound and waiting_call(state, call_id, status) is None:
+        bound = BOUND_KEY.fullmatch(call_id) if checked else None
+        if bound and call_at(state, path, own_id, status) is None:
             # (a call whose own id has this form is answered by it, as before)
             raise UsageError(
                 f"{call_id!r} is an approval key bound to its call (approval_key): bound "

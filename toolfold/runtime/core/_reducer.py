@@ -520,22 +520,25 @@ def _attempt_dropped(state: RunState, event: AttemptDropped, changes: Changes) -
             raise refused(state, event.kind, f"its {name}: {problem}")
     if own == NO_USAGE and sub_runs == NO_USAGE:
         raise refused(state, event.kind, "it carries no usage (both usage and sub_run_usage are 0)")
-    if state.phase == "awaiting_model" and sub_runs != NO_USAGE:
-        raise refused(
-            state,
-            event.kind,
-            "sub_run_usage is kept only while the dropped sub-runs' calls are to run again "
-            "(running_tools); a run waiting for its model takes only its own usage",
-        )
-    if state.phase == "running_tools" and own != NO_USAGE:
-        raise refused(
-            state,
-            event.kind,
-            "the run's own usage is kept only for a dropped answer, before the model is asked "
-            "again (awaiting_model); a run whose calls are to run takes only sub_run_usage",
-        )
+    # (`TRANSITIONS` takes the event only awaiting_model and running_tools.)
+    stray = sub_runs if state.phase == "awaiting_model" else own
+    if stray != NO_USAGE:
+        raise refused(state, event.kind, _STRAY_USAGE[state.phase])
     if own != NO_USAGE:
         changes["usage"] = state.usage + own
+
+
+# Why `AttemptDropped` is refused a usage its phase does not keep, by phase.
+_STRAY_USAGE: Mapping[Phase, str] = {
+    "awaiting_model": (
+        "sub_run_usage is kept only while the dropped sub-runs' calls are to run again "
+        "(running_tools); a run waiting for its model takes only its own usage"
+    ),
+    "running_tools": (
+        "the run's own usage is kept only for a dropped answer, before the model is asked "
+        "again (awaiting_model); a run whose calls are to run takes only sub_run_usage"
+    ),
+}
 
 
 def _usage_problem(usage: object) -> str:

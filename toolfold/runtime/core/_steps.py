@@ -59,7 +59,9 @@ Changes = dict[str, Any]
 DEFAULT_MAX_RETRIES = 3
 """Consecutive failures allowed for a tool the config does not know."""
 
-_FAILING: frozenset[str] = frozenset({"error", "invalid_arguments", "timeout", "unknown_tool"})
+FAILING_OUTCOMES: frozenset[str] = frozenset(
+    {"error", "invalid_arguments", "timeout", "unknown_tool"}
+)
 
 
 # The reducer's records are built from values it made or checked (see `builder`).
@@ -560,7 +562,7 @@ def _commit(state: RunState, changes: Changes) -> None:
     for call in calls:
         if call.result is not None:
             results.append(call.result)
-        if call.outcome in _FAILING:
+        if call.outcome in FAILING_OUTCOMES:
             failed[call.call.name] = None
     conversation = changes.get("conversation", state.conversation)
     failures = state.failures
