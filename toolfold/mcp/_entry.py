@@ -535,11 +535,7 @@ def _value_after(flag: str, arg: str) -> bool:
         return False
     if not arg.startswith("-"):
         return True
-    return (
-        _FLAG_SHAPE.fullmatch(arg) is None
-        and flag not in _KEY_SHORT_FLAGS
-        and strong_name(_flag_name(flag))
-    )
+    return _FLAG_SHAPE.fullmatch(arg) is None and strong_name(_flag_name(flag))
 
 
 def _flag_holds(flag: str, value: str) -> bool:
