@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, NamedTuple, TextIO
 
 from toolfold._errors import (
     AgentFileError,
@@ -252,14 +252,13 @@ def resume(args: argparse.Namespace) -> int:
         return _resume(args, path, held)
 
 
-class _Held:
+class _Held(NamedTuple):
     """A run file as a resume read it: its text, and the descriptor that holds its lock."""
 
-    def __init__(self, raw: bytes, handle: int = -1, writable: bool = False, out: int = -1) -> None:
-        self.raw = raw
-        self.handle = handle  # -1: not held (a pipe, Windows)
-        self.writable = writable  # handle was opened for writing (the write-back goes through it)
-        self.out = out  # an existing --state-out file opened for writing and locked, or -1
+    raw: bytes
+    handle: int = -1  # -1: not held (a pipe, Windows)
+    writable: bool = False  # handle was opened for writing (the write-back goes through it)
+    out: int = -1  # an existing --state-out file opened for writing and locked, or -1
 
 
 _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -284,7 +283,7 @@ def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     (`_claimed`).
     """
     if sys.platform == "win32":
-        yield _Held(_read(path, lambda: path.read_bytes()))
+        yield _Held(_read(path, path.read_bytes))
         return
     # Read-only and non-blocking first: a FIFO's open does not wait for a writer, and
     # a descriptor opened for writing would keep a pipe's reader from its end.
@@ -293,7 +292,7 @@ def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     try:
         if not stat.S_ISREG(os.fstat(probe).st_mode):
             out = _claimed(path, state_out, probe)
-            raw = _read(path, lambda: path.read_bytes())  # (as it is, to its end)
+            raw = _read(path, path.read_bytes)  # (as it is, to its end)
             yield _Held(raw, out=out)
             return
         writable, refusal = False, None

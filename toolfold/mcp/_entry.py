@@ -535,11 +535,7 @@ def _value_after(flag: str, arg: str) -> bool:
         return False
     if not arg.startswith("-"):
         return True
-    return (
-        _FLAG_SHAPE.fullmatch(arg) is None
-        and flag not in _KEY_SHORT_FLAGS
-        and strong_name(_flag_name(flag))
-    )
+    return _FLAG_SHAPE.fullmatch(arg) is None and strong_name(_flag_name(flag))
 
 
 def _flag_holds(flag: str, value: str) -> bool:
@@ -569,7 +565,7 @@ def _glued_key(arg: str) -> bool:
     """Whether ``arg`` is a key glued to ``-k`` (``-kZv8Q...``, ``-ksk-abc``): its rest,
     without ``=``, has a token's shape as ``-k``'s value must (``-keep``, ``-kv`` have none)."""
     flag, rest = arg[:2], arg[2:]
-    return flag in _KEY_SHORT_FLAGS and bool(rest) and "=" not in arg and _flag_holds(flag, rest)
+    return flag in _KEY_SHORT_FLAGS and bool(rest) and "=" not in arg and token_shaped(rest.strip())
 
 
 def _flag_name(arg: str) -> str:

@@ -324,12 +324,6 @@ def serve_server(
     """
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
-    if transport == "http":
-        host = _host(host)
-        _check_path(path)
-        problem = port_problem(port)
-        if problem is not None:
-            raise UsageError(problem)
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
 
@@ -339,6 +333,11 @@ def serve_server(
 
         anyio.run(over_stdio)
     else:
+        host = _host(host)
+        _check_path(path)
+        problem = port_problem(port)
+        if problem is not None:
+            raise UsageError(problem)
         import uvicorn
 
         app = server.streamable_http_app(streamable_http_path=path, host=host)
