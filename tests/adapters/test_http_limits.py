@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import decimal
 import fractions
-import numbers
 from typing import Any
 
 import pytest
+from numpy_like import Int64
 
 from toolfold import ModelConfigError
 from toolfold.adapters import HttpLimits
-
-
-class _Int64:
-    """Stands in for numpy.int64: an integral number that is no int subclass."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def __index__(self) -> int:
-        return self.value
-
-
-numbers.Integral.register(_Int64)
 
 _SECONDS = "a number of seconds >= 0 and at most 86,400 (a day), or None"
 
@@ -77,8 +64,8 @@ def test_http_limits_does_not_echo_a_string_it_refuses() -> None:
 def test_http_limits_takes_whole_numbers_of_any_type() -> None:
     """Integral numbers (numpy's) and whole floats (8e6) become ints; None stays no limit."""
     limits = HttpLimits(
-        max_connections=_Int64(20),  # type: ignore[arg-type]
-        max_keepalive=_Int64(0),  # type: ignore[arg-type]
+        max_connections=Int64(20),  # type: ignore[arg-type]
+        max_keepalive=Int64(0),  # type: ignore[arg-type]
         max_body_bytes=8e6,  # type: ignore[arg-type]
         max_decoded_bytes=None,
         keepalive_expiry=0,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import email.utils
-import numbers
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -12,6 +11,7 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy_like import Int64
 
 import toolfold
 from toolfold import ModelConfigError
@@ -237,26 +237,7 @@ def test_a_zero_timeout_option_is_refused_when_the_model_is_built(timeout: Any) 
         toolfold.model("openai:gpt-4o-mini", api_key="sk-x", timeout=timeout)
 
 
-class _Int64:
-    """Stands in for numpy.int64: an integral number that is no int subclass."""
-
-    def __init__(self, value: int) -> None:
-        self.value = value
-
-    def __index__(self) -> int:
-        return self.value
-
-    def __int__(self) -> int:
-        return self.value
-
-    def __float__(self) -> float:
-        return float(self.value)
-
-
-numbers.Integral.register(_Int64)
-
-
-@pytest.mark.parametrize("seconds", [Decimal("2.5"), Fraction(5, 2), _Int64(30)])
+@pytest.mark.parametrize("seconds", [Decimal("2.5"), Fraction(5, 2), Int64(30)])
 def test_a_real_number_of_seconds_of_any_type_is_taken_as_a_float(seconds: Any) -> None:
     """Timeouts, Timeouts.of, timeout= and RetryPolicy delays take Decimal, Fraction or numpy-like numbers."""
     expected = float(seconds)
@@ -276,9 +257,9 @@ def test_a_real_number_outside_the_range_is_still_refused(bad: Any) -> None:
 
 def test_an_integral_retry_count_of_any_type_is_taken_as_an_int() -> None:
     """retry=numpy.int64(3) and RetryPolicy(max_retries=...) take integral numbers that are no bool."""
-    assert RetryPolicy(max_retries=_Int64(3)).max_retries == 3
-    assert type(RetryPolicy(max_retries=_Int64(3)).max_retries) is int
-    assert RetryPolicy(retry_statuses=[_Int64(429)]).retry_statuses == frozenset({429})
-    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=_Int64(3))
+    assert RetryPolicy(max_retries=Int64(3)).max_retries == 3
+    assert type(RetryPolicy(max_retries=Int64(3)).max_retries) is int
+    assert RetryPolicy(retry_statuses=[Int64(429)]).retry_statuses == frozenset({429})
+    toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=Int64(3))
     with pytest.raises(ModelConfigError, match=r"^RetryPolicy\.max_retries must be"):
-        RetryPolicy(max_retries=_Int64(-1))
+        RetryPolicy(max_retries=Int64(-1))

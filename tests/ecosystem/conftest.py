@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -34,8 +35,16 @@ def children() -> set[int]:
 @pytest.fixture
 def http_tools_server() -> Iterator[str]:
     """toolfold's own MCP server over streamable HTTP, as a subprocess; yields its URL."""
+    with serving_tools("--port", "0") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving_tools(*options: str) -> Iterator[str]:
+    """`python -m toolfold.mcp serve` of the served tools with ``--http OPTIONS``, as a
+    subprocess: its URL, the server killed on exit."""
     command = ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS", "--http"]
-    yield from _http_server([*command, "--port", "0"])
+    yield from _http_server([*command, *options])
 
 
 @pytest.fixture

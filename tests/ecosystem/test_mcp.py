@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children
+from tests.ecosystem.conftest import GUARD_TOKEN, ROOT, children, serving_tools
 from tests.ecosystem.served_tools import (
     RELEASE,
     TOOLS,
@@ -616,50 +616,21 @@ def test_a_bare_module_serves_the_tools_it_holds_once(
 
 def test_the_command_line_serves_http_on_an_ipv6_host() -> None:
     """`--host ::1` listens on IPv6 and prints the URL with the address in brackets."""
-    command = [sys.executable, "-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"]
-    process = subprocess.Popen(
-        [*command, "--http", "--host", "::1", "--port", "0"],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        assert line.startswith("serving MCP on http://[::1]:"), line
-        with MCPServerHTTP(line.removeprefix("serving MCP on ").strip()) as server:
+    with serving_tools("--host", "::1", "--port", "0") as url:
+        assert url.startswith("http://[::1]:"), url
+        with MCPServerHTTP(url) as server:
             add_tool = {t.name: t for t in server.tools()}["add"]
             assert _call(add_tool, {"a": 1, "b": 2}) == "3"
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 def test_the_command_line_serves_a_path_with_white_space() -> None:
     """`--path '/my path'` is served, and a request to `/my%20path` reaches the tools."""
-    command = [sys.executable, "-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS"]
-    process = subprocess.Popen(
-        [*command, "--http", "--host", "127.0.0.1", "--port", "0", "--path", "/my path"],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        assert line.startswith("serving MCP on http://127.0.0.1:"), line
-        assert line.rstrip("\n").endswith("/my path"), line
-        url = line.removeprefix("serving MCP on ").strip().replace(" ", "%20")
-        with MCPServerHTTP(url) as server:
+    with serving_tools("--host", "127.0.0.1", "--port", "0", "--path", "/my path") as url:
+        assert url.startswith("http://127.0.0.1:"), url
+        assert url.endswith("/my path"), url
+        with MCPServerHTTP(url.replace(" ", "%20")) as server:
             add_tool = {t.name: t for t in server.tools()}["add"]
             assert _call(add_tool, {"a": 1, "b": 2}) == "3"
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 def _serve(*arguments: str) -> subprocess.CompletedProcess[str]:

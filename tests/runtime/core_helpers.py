@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from toolfold.runtime import (
     Message,
     ModelResponded,
@@ -19,6 +21,7 @@ from toolfold.runtime import (
 )
 from toolfold.runtime.core._config import Approval
 from toolfold.runtime.core._state import Disposition
+from toolfold.runtime.drive import _workers
 
 
 def spec(
@@ -77,3 +80,9 @@ def responded(
 def answer(text: str = "done", **kwargs: Any) -> ModelResponded:
     """A final answer with no tool calls."""
     return responded(text=text, **kwargs)
+
+
+def private_pool(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    """Give the test a fresh pool of `size` workers, restored when it ends."""
+    monkeypatch.setattr(_workers, "MAX_WORKERS", size)
+    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())

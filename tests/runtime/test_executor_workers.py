@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from core_helpers import private_pool
 
 from toolfold import agenerate_text, generate_text, tool
 from toolfold.runtime.drive import _executor, _workers
@@ -291,18 +292,13 @@ def _ctrl_c_at_next_start(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
     monkeypatch.setattr(threading.Thread, "start", start)
 
 
-def _private_pool(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
-    monkeypatch.setattr(_workers, "MAX_WORKERS", size)
-    monkeypatch.setattr(_workers, "_WORKERS", _workers._Workers())
-
-
 @pytest.mark.parametrize("when", ["lost", "begun"])
 def test_ctrl_c_while_a_worker_starts_keeps_the_pool_exact(
     monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
     """Ctrl-C while submit starts a worker: the call never runs, and the pool still runs
     exactly MAX_WORKERS calls at once and gets every slot back."""
-    _private_pool(monkeypatch, 2)
+    private_pool(monkeypatch, 2)
     _ctrl_c_at_next_start(monkeypatch, when)
     ghost: list[str] = []
     with pytest.raises(KeyboardInterrupt):
@@ -329,7 +325,7 @@ def test_ctrl_c_while_abandon_starts_a_worker_keeps_the_pool_exact(
 ) -> None:
     """Ctrl-C while abandoning a stuck call starts its replacement: the queued call still
     runs, and every slot comes back."""
-    _private_pool(monkeypatch, 1)
+    private_pool(monkeypatch, 1)
     release = threading.Event()
     inbox = _workers.SyncInbox()
     stuck, queued = _workers.Ticket(0), _workers.Ticket(1)
@@ -416,7 +412,7 @@ class _LockExit:
 
 def _watched_pool(monkeypatch: pytest.MonkeyPatch) -> _Queue:
     """A private pool of one worker whose queue and marks are watched (see `_Queue`)."""
-    _private_pool(monkeypatch, 1)
+    private_pool(monkeypatch, 1)
     pool = _workers._workers()
     marks = _Marks()
     jobs = _Queue(pool._jobs, marks)
@@ -439,6 +435,18 @@ def _probe(inbox: _workers.SyncInbox, release: threading.Event) -> list[Any]:
     reports = []
     while not reports or reports[-1][:2] != (probe, None):
         reports.append(inbox.get(10))
+    return reports
+
+
+def _one_worker_left(inbox: _workers.SyncInbox) -> list[Any]:
+    """Probe the pool (see ``_probe``), check only the one worker is left, running the probe,
+    then let the probe end; the probe's reports."""
+    last = threading.Event()
+    try:
+        reports = _probe(inbox, last)
+        assert _pool_state() == (1, 0, 0, 0)  # the one worker, running the probe
+    finally:
+        last.set()
     return reports
 
 
@@ -489,12 +497,7 @@ def test_ctrl_c_just_after_a_call_is_queued_drops_it_unless_a_worker_took_it(
         assert (pool._count, pool._idle, pool._backlog) == interrupted
     jobs.hold.set()
     release.set()
-    last = threading.Event()
-    try:
-        reports = _probe(inbox, last)
-        assert _pool_state() == (1, 0, 0, 0)  # the one worker, running the probe
-    finally:
-        last.set()
+    reports = _one_worker_left(inbox)
     assert ghost == (["ran"] if taken else [])
     assert any(ticket is interrupted_call for ticket, _, _ in reports) is taken
     assert pool._dropped == set()
@@ -517,13 +520,8 @@ def test_ctrl_c_as_submit_releases_the_lock_keeps_the_pool_exact(
     with pytest.raises(KeyboardInterrupt):
         _workers.submit_sync(inbox, _workers.Ticket(9), ran.append, "ran")
     release.set()
-    last = threading.Event()
-    try:
-        _probe(inbox, last)
-        # The one worker, running the probe: its slot neither lost nor counted twice.
-        assert _pool_state() == (1, 0, 0, 0)
-    finally:
-        last.set()
+    # The one worker, running the probe: its slot neither lost nor counted twice.
+    _one_worker_left(inbox)
     assert ran == (["ran"] if runs else [])
 
 
@@ -545,12 +543,7 @@ def test_a_hand_off_interrupted_after_its_call_was_queued_never_runs_it(
 
     asyncio.run(interrupted())
     release.set()
-    last = threading.Event()
-    try:
-        _probe(inbox, last)  # the worker is done with every call queued before the probe
-        assert _pool_state() == (1, 0, 0, 0)
-    finally:
-        last.set()
+    _one_worker_left(inbox)  # the worker is done with every call queued before the probe
     assert ran == []
 
 
@@ -594,12 +587,7 @@ def test_ctrl_c_as_abandon_releases_the_lock_leaves_the_call_its_slot(
         release.set()
     _ended(inbox, stuck, queued)
     assert jobs.waited.wait(10)  # its worker took the queued call
-    last = threading.Event()
-    try:
-        _probe(inbox, last)
-        assert _pool_state() == (1, 0, 0, 0)
-    finally:
-        last.set()
+    _one_worker_left(inbox)
 
 
 @pytest.mark.parametrize("interrupted", [True, False])
@@ -635,9 +623,4 @@ def test_a_stuck_call_that_ends_before_its_replacement_begins_serves_in_its_plac
     for thread in replacements:
         thread.join(10)
         assert not thread.is_alive()
-    last = threading.Event()
-    try:
-        _probe(inbox, last)
-        assert _pool_state() == (1, 0, 0, 0)
-    finally:
-        last.set()
+    _one_worker_left(inbox)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core_helpers import start
 
 from toolfold import (
     Agent,
@@ -22,7 +23,6 @@ from toolfold import (
 from toolfold.runtime import (
     ModelResponded,
     ModelResponse,
-    RunConfig,
     ToolDefinition,
     ToolReturned,
     ToolSpec,
@@ -105,8 +105,7 @@ def test_tool_call_refuses_arguments_that_are_not_an_object() -> None:
 
 def test_tool_call_with_array_text_gets_an_argument_error_and_round_trips() -> None:
     """A call whose text is an array is answered with an argument error; its state round-trips."""
-    config = RunConfig(tools=[ToolSpec(ToolDefinition("add"))])
-    state = initial_state("hi", config, run_id="r")
+    state = start(ToolSpec(ToolDefinition("add")), run_id="r")
     call = ToolCallPart("c1", "add", "[1, 2]")
     state = reduce(state, ModelResponded(ModelResponse(Message.assistant("", [call]))))
     assert state.calls[0].outcome == "invalid_arguments"
@@ -116,8 +115,7 @@ def test_tool_call_with_array_text_gets_an_argument_error_and_round_trips() -> N
 
 def test_reducer_refuses_call_arguments_made_around_the_checks() -> None:
     """ModelResponded refuses a call whose decoded arguments are not an object."""
-    config = RunConfig(tools=[ToolSpec(ToolDefinition("add"))])
-    state = initial_state("hi", config, run_id="r")
+    state = start(ToolSpec(ToolDefinition("add")), run_id="r")
     call = _raw_call("c1", "add", "[1]", [1])
     response = ModelResponse(_raw_message("assistant", (call,)))
     with pytest.raises(InvalidEventError, match=r"tool call 'c1' \(add\) has arguments"):
@@ -270,8 +268,7 @@ def test_reducer_names_the_position_of_a_history_part_with_a_wrong_typed_field()
 
 def test_reducer_refuses_tool_returned_content_parts_with_a_wrong_typed_field() -> None:
     """ToolReturned refuses result parts whose text is no str before they enter the state."""
-    config = RunConfig(tools=[ToolSpec(ToolDefinition("add"))])
-    state = initial_state("hi", config, run_id="r")
+    state = start(ToolSpec(ToolDefinition("add")), run_id="r")
     call = ToolCallPart("c1", "add", "{}")
     state = reduce(state, ModelResponded(ModelResponse(Message.assistant("", [call]))))
     with pytest.raises(InvalidEventError, match=r"a result's part 0: TextPart\.text: expected"):

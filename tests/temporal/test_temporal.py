@@ -90,6 +90,12 @@ PACKAGE = ROOT / "toolfold"
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
 
+def _history(name: str) -> WorkflowHistory:
+    """The recorded history ``histories/<name>.json``."""
+    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
+    return WorkflowHistory.from_json(f"history-{name}", text)
+
+
 def test_activity_names_are_pinned() -> None:
     """Renaming an activity breaks running workflows: the names are pinned."""
 
@@ -686,9 +692,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
 )
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
-    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
-    history = WorkflowHistory.from_json(f"history-{name}", text)
-    _replays(history)
+    _replays(_history(name))
 
 
 @pytest.mark.parametrize("name", ["timed_out", "timed_out_kept"])
@@ -713,8 +717,7 @@ def test_a_history_replays_when_building_a_timed_out_sub_runs_state_fails(
         self._rounds = Rounds()
 
     monkeypatch.setattr(workflow_module.AgentWorkflow, "__init__", init)
-    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
-    _replays(WorkflowHistory.from_json(f"history-{name}", text))
+    _replays(_history(name))
     assert asked  # (it ran at the deadline, and raised)
 
 
@@ -1045,8 +1048,7 @@ def test_runs_recorded_before_nested_runs_replay_only_through_the_patch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A workflow spec's history from before nested runs breaks replay unless the workflow.patched branch keeps its steps whole."""
-    text = (HISTORIES / "tree.json").read_text(encoding="utf-8")
-    history = WorkflowHistory.from_json("history-tree", text)
+    history = _history("tree")
     monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     with pytest.raises(NondeterminismError, match="tree__tool__desk"):
@@ -1058,8 +1060,7 @@ def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_throu
 ) -> None:
     """A history of a run that stopped at max_steps on a transfer, from before it handed over
     there, breaks replay unless the workflow.patched branch keeps its stop as it was."""
-    text = (HISTORIES / "stopped_transfer.json").read_text(encoding="utf-8")
-    history = WorkflowHistory.from_json("history-stopped_transfer", text)
+    history = _history("stopped_transfer")
     monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     # (the patched branch lists billing's tools where the run had completed)
@@ -1100,17 +1101,8 @@ def test_a_sub_run_tool_with_an_attrs_input_type_runs_as_locally(
     """An agent's or a workflow's as_tool(input_type=<attrs class>) structures its input in
     workflow code (cattrs and attrs pass through the sandbox): the same answer as locally."""
     agent = getattr(temporal_app, name)
-
-    async def go() -> tuple[Response, WorkflowHistory]:
-        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
-            durable = await agent.run(client, "go", id=f"{name}-1", task_queue=queue)
-            handle = agent.handle(client, f"{name}-1")
-            return durable, await handle.workflow.fetch_history()
-
-    durable, history = asyncio.run(go())
-    local = agent.agent.run("go", run_id=f"{name}-1")
+    durable, history, local = _run_like_local(agent, f"{name}-1", server, tmp_path, monkeypatch)
     assert durable.output == local.output == 'outer: step saw: {"city": "Paris", "days": 3}'
-    assert durable.state == local.state
     _replays(history)
 
 
@@ -1118,8 +1110,7 @@ def test_runs_recorded_before_workflow_tools_ran_replay_only_through_the_patch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A history whose workflow-as-tool call failed with AssertionError breaks replay unless the workflow.patched branch gives that result again."""
-    text = (HISTORIES / "workflow_tool_failed.json").read_text(encoding="utf-8")
-    history = WorkflowHistory.from_json("history-workflow_tool_failed", text)
+    history = _history("workflow_tool_failed")
     patched = workflow_module.workflow.patched
     monkeypatch.setattr(  # only this patch taken regardless of the history
         workflow_module.workflow,

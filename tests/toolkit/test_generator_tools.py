@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, Tool, ToolDefinitionError, UsageError, tool
+from toolfold import Agent, Tool, ToolDefinitionError, ToolResultPart, UsageError, tool
 from toolfold.testing import ScriptedModel
+
+
+def _result_of(tool_: Tool[Any, Any]) -> ToolResultPart:
+    """The result an agent with ``tool_`` sends the model after it calls it once with n=2."""
+    model = ScriptedModel([ScriptedModel.call(tool_.name, {"n": 2}, id="c1"), "ok"])
+    response = Agent(model, tools=[tool_]).run("Count.")
+    (result,) = response.messages[2].tool_results
+    return result
 
 
 def test_a_generator_function_is_refused_at_decoration() -> None:
@@ -102,13 +110,11 @@ class _PassesOn:
 def test_a_tool_returning_a_generator_gives_the_model_an_error_naming_it() -> None:
     """A generator returned at run time is a tool error naming the tool, not its repr."""
     counter = tool(_PassesOn(), name="count")
-    model = ScriptedModel([ScriptedModel.call("count", {"n": 2}, id="c1"), "ok"])
-    response = Agent(model, tools=[counter]).run("Count.")
-    result = response.messages[2].parts[0]
-    assert result.is_error  # type: ignore[union-attr]
-    assert "tool 'count' returned a generator" in result.content  # type: ignore[union-attr]
-    assert "return the values (e.g. a list)" in result.content  # type: ignore[union-attr]
-    assert "object" not in result.content  # type: ignore[union-attr]
+    result = _result_of(counter)
+    assert result.is_error
+    assert "tool 'count' returned a generator" in result.content
+    assert "return the values (e.g. a list)" in result.content
+    assert "object" not in result.content
 
 
 def test_an_async_tool_passing_on_an_async_generator_gives_an_error() -> None:
@@ -127,9 +133,8 @@ def test_an_async_tool_passing_on_an_async_generator_gives_an_error() -> None:
         return numbers(*args, **kwargs)
 
     counter = tool(passes_on, name="count")
-    model = ScriptedModel([ScriptedModel.call("count", {"n": 2}, id="c1"), "ok"])
-    result = Agent(model, tools=[counter]).run("Count.").messages[2].parts[0]
-    assert "tool 'count' returned an async generator" in result.content  # type: ignore[union-attr]
+    result = _result_of(counter)
+    assert "tool 'count' returned an async generator" in result.content
 
 
 def test_a_generator_given_as_a_tool_result_to_resume_is_refused() -> None:
@@ -185,12 +190,11 @@ def test_a_tool_returning_an_iterator_gives_the_model_an_error_naming_it(
     make: Any, name: str
 ) -> None:
     """A map, zip, iter(...), itertools or own iterator returned is a tool error, not its repr."""
-    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
-    result = Agent(model, tools=[_returning(make)]).run("Count.").messages[2].parts[0]
-    assert result.is_error  # type: ignore[union-attr]
-    assert f"tool 'numbers' returned an iterator ({name})" in result.content  # type: ignore[union-attr]
-    assert "return the values (e.g. a list)" in result.content  # type: ignore[union-attr]
-    assert " object at 0x" not in result.content  # type: ignore[union-attr]
+    result = _result_of(_returning(make))
+    assert result.is_error
+    assert f"tool 'numbers' returned an iterator ({name})" in result.content
+    assert "return the values (e.g. a list)" in result.content
+    assert " object at 0x" not in result.content
 
 
 def test_an_async_tool_returning_an_iterator_gives_the_model_an_error() -> None:
@@ -236,10 +240,9 @@ class _Page:
 
 def test_a_dataclass_with_next_is_still_written_as_json() -> None:
     """A result toolfold serializes (a dataclass) stays a result even with ``__next__``."""
-    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
-    result = Agent(model, tools=[_returning(lambda: _Page([1, 2]))]).run("Go.").messages[2].parts[0]
-    assert not result.is_error  # type: ignore[union-attr]
-    assert result.content == '{"items":[1,2]}'  # type: ignore[union-attr]
+    result = _result_of(_returning(lambda: _Page([1, 2])))
+    assert not result.is_error
+    assert result.content == '{"items":[1,2]}'
 
 
 class _Cursor:
@@ -267,18 +270,16 @@ def test_an_own_iterator_class_with_its_own_text_reaches_the_model_as_that_text(
     make: Any, text: str
 ) -> None:
     """A user's iterator class with its own __str__ or __repr__ is sent as that text, no error."""
-    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
-    result = Agent(model, tools=[_returning(make)]).run("Count.").messages[2].parts[0]
-    assert not result.is_error  # type: ignore[union-attr]
-    assert result.content == text  # type: ignore[union-attr]
+    result = _result_of(_returning(make))
+    assert not result.is_error
+    assert result.content == text
 
 
 def test_a_stdlib_iterator_with_its_own_repr_is_still_refused() -> None:
     """itertools.count has its own repr but is Python's own iterator: still a tool error."""
-    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
     made = _returning(lambda: itertools.count(3))
-    result = Agent(model, tools=[made]).run("Count.").messages[2].parts[0]
-    assert "returned an iterator (count)" in result.content  # type: ignore[union-attr]
+    result = _result_of(made)
+    assert "returned an iterator (count)" in result.content
 
 
 def test_an_own_iterator_in_a_package_named_like_the_stdlib_reaches_the_model(
@@ -302,10 +303,9 @@ def test_an_own_iterator_in_a_package_named_like_the_stdlib_reaches_the_model(
     monkeypatch.setitem(sys.modules, "sched.cursors", module)
     spec.loader.exec_module(module)
     assert module.Cursor.__module__ == "sched.cursors"
-    model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
-    result = Agent(model, tools=[_returning(module.Cursor)]).run("Count.").messages[2].parts[0]
-    assert not result.is_error  # type: ignore[union-attr]
-    assert result.content == "Cursor(rows=0)"  # type: ignore[union-attr]
+    result = _result_of(_returning(module.Cursor))
+    assert not result.is_error
+    assert result.content == "Cursor(rows=0)"
 
 
 @pytest.mark.parametrize(
@@ -320,13 +320,12 @@ def test_a_tool_returning_an_open_stream_is_told_to_read_it(make: Any, name: str
     """A file, StringIO or BytesIO returned is a tool error saying to read it and return its text."""
     made = make()
     try:
-        model = ScriptedModel([ScriptedModel.call("numbers", {"n": 2}, id="c1"), "ok"])
-        result = Agent(model, tools=[_returning(lambda: made)]).run("Go.").messages[2].parts[0]
+        result = _result_of(_returning(lambda: made))
     finally:
         made.close()
-    assert result.is_error  # type: ignore[union-attr]
+    assert result.is_error
     expected = f"tool 'numbers' returned an open file/stream ({name}): read it and return its text"
-    assert expected in result.content  # type: ignore[union-attr]
+    assert expected in result.content
 
 
 def test_resume_refuses_an_open_stream_as_a_tool_result() -> None:
