@@ -1,0 +1,114 @@
+"""The one ``flock`` step (`toolfold._flock`): locks tried once, files checked, replaced whole."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold import _flock
+
+
+def test_try_lock_tells_locked_from_held_by_another(tmp_path: Path) -> None:
+    """A free file is locked; one another open file holds is "held", at once, not waited for."""
+    path = tmp_path / "f"
+    path.write_text("x")
+    first, second = os.open(path, os.O_RDWR), os.open(path, os.O_RDWR)
+    try:
+        assert _flock.try_lock(first) == "locked"
+        assert _flock.try_lock(second) == "held"
+    finally:
+        os.close(first)
+        os.close(second)
+
+
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EINVAL, errno.EBADF])
+def test_try_lock_on_a_file_system_refusing_locks_says_no_lock(
+    code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flock refused for another reason than a holder (ENOLCK, EINVAL...) is "no lock"."""
+
+    def refused(handle: int, operation: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    handle = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert _flock.try_lock(handle) == "no lock"
+    finally:
+        os.close(handle)
+
+
+def test_lock_named_gives_up_on_a_file_replaced_every_time(tmp_path: Path) -> None:
+    """A path that names another file each time it is locked is tried ATTEMPTS times, then an
+    EBUSY error naming the path; no descriptor is left open."""
+    path = tmp_path / "run.json"
+    path.write_text("0")
+    opened: list[int] = []
+
+    def opening() -> int:
+        opened.append(os.open(path, os.O_RDWR))
+        spare = tmp_path / "spare"
+        spare.write_text(str(len(opened)))
+        os.replace(spare, path)  # (another process's write-back, every time)
+        return opened[-1]
+
+    with pytest.raises(OSError, match="replaced by another process each of the 20 times") as info:
+        _flock.lock_named(path, opening)
+    assert (info.value.errno, info.value.filename) == (errno.EBUSY, str(path))
+    assert len(opened) == _flock.ATTEMPTS
+    for handle in opened:
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(handle)  # closed
+
+
+def test_replace_locked_locks_the_new_file_before_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new file is already locked (by the descriptor returned) when it is renamed over the
+    old one, and has the mode asked for."""
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    replacing = os.replace
+    seen: list[tuple[str, int]] = []
+
+    def renaming(source: Any, target: Any) -> None:
+        probe = os.open(source, os.O_RDWR)
+        try:
+            seen.append((_flock.try_lock(probe), stat.S_IMODE(os.fstat(probe).st_mode)))
+        finally:
+            os.close(probe)
+        replacing(source, target)
+
+    monkeypatch.setattr(os, "replace", renaming)
+    handle = _flock.replace_locked(path, b"new", 0o604)
+    try:
+        assert seen == [("held", 0o604)]
+        assert path.read_bytes() == b"new"
+        assert _flock.same_file(handle, path)
+    finally:
+        os.close(handle)
+
+
+def test_replace_locked_failing_to_rename_removes_its_file_and_names_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rename that fails leaves the old file as it was, no temporary file, and an error
+    naming the path replaced and the cause."""
+    path = tmp_path / "run.json"
+    path.write_text("old")
+
+    def refused(source: Any, target: Any) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(OSError, match="cross-device") as info:
+        _flock.replace_locked(path, b"new", None)
+    assert (info.value.strerror, info.value.filename) == ("Invalid cross-device link", str(path))
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert path.read_text() == "old"
