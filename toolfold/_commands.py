@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TextIO
 
+from toolfold import _flock
 from toolfold._errors import (
     AgentFileError,
     RunError,
@@ -34,9 +35,6 @@ from toolfold._errors import (
     ToolfoldError,
     UsageError,
 )
-
-if sys.platform != "win32":
-    import fcntl
 
 OK = 0
 PROBLEM = 1
@@ -238,7 +236,10 @@ def run(args: argparse.Namespace) -> int:
         "model": args.model,
     }
     session = _Session("run", agent, args, where, args.state_out or DEFAULT_RUN_FILE)
-    return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
+    try:
+        return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
+    finally:
+        session.close()
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -257,7 +258,6 @@ class _Held(NamedTuple):
 
     raw: bytes
     handle: int = -1  # -1: not held (a pipe, Windows)
-    writable: bool = False  # handle was opened for writing (the write-back goes through it)
     out: int = -1  # an existing --state-out file opened for writing and locked, or -1
 
 
@@ -285,54 +285,75 @@ def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     if sys.platform == "win32":
         yield _Held(_read(path, path.read_bytes))
         return
-    # Read-only and non-blocking first: a FIFO's open does not wait for a writer, and
-    # a descriptor opened for writing would keep a pipe's reader from its end.
-    probe = _read(path, lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-    handle = out = probe
+    probe = handle = out = -1
     try:
-        if not stat.S_ISREG(os.fstat(probe).st_mode):
-            out = _claimed(path, state_out, probe)
-            raw = _read(path, path.read_bytes)  # (as it is, to its end)
-            yield _Held(raw, out=out)
-            return
-        writable, refusal = False, None
-        try:
-            handle = os.open(path, os.O_RDWR)
-            if stat.S_ISREG(os.fstat(handle).st_mode):
-                writable = True
-            else:  # (swapped for something else in between: the probe is the file)
+        for _ in range(_flock.ATTEMPTS):
+            # Read-only and non-blocking first: a FIFO's open does not wait for a writer,
+            # and a descriptor opened for writing would keep a pipe's reader from its end.
+            probe = _read(path, lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            handle = out = probe
+            if not stat.S_ISREG(os.fstat(probe).st_mode):
+                out = _claimed(path, state_out, probe)
+                raw = _read(path, path.read_bytes)  # (as it is, to its end)
+                yield _Held(raw, out=out)
+                return
+            refusal: OSError | str | None = None
+            try:
+                handle = os.open(path, os.O_RDWR)
+                if not stat.S_ISREG(os.fstat(handle).st_mode):
+                    os.close(handle)  # (swapped for something else in between: the probe is it)
+                    handle = probe
+            except OSError as exc:
+                if exc.errno in _UNWRITABLE:
+                    refusal = exc
+            taken = _flock.try_lock(handle)
+            if taken == "held":
+                _say(
+                    "resume",
+                    f"{path} is being resumed by another process (the run file is locked): "
+                    f"nothing ran and {path} is unchanged; resume it once that one has ended",
+                )
+                raise _Stop(PROBLEM)
+            # Lock, then check the path still names the file locked (`_flock.lock_named`
+            # says why that suffices): a resume or run that wrote the run file back
+            # renamed a new file over it, so one opened before that rename and locked
+            # after that process ended is an old state; the file named now is tried.
+            if taken == "no lock" or _flock.same_file(handle, path):
+                break
+            if handle != probe:
                 os.close(handle)
-                handle = probe
-        except OSError as exc:
-            if exc.errno in _UNWRITABLE:
-                refusal = exc
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            os.close(probe)
+            probe = handle = out = -1
+        else:
             _say(
                 "resume",
-                f"{path} is being resumed by another process (the run file is locked): "
-                f"nothing ran and {path} is unchanged; resume it once that one has ended",
-            )
-            raise _Stop(PROBLEM) from None
-        except OSError:  # a file system refusing locks: unlocked
-            pass
-        if refusal is not None and _names(state_out, handle):
-            _say(
-                "resume",
-                f"{path} cannot be written ({refusal.strerror}): nothing ran; the new state "
-                "goes back to the run file, so make it writable, or give --state-out FILE",
+                f"cannot read {path}: it was replaced by another process each of the "
+                f"{_flock.ATTEMPTS} times it was locked; nothing ran",
             )
             raise _Stop(PROBLEM)
+        if _names(state_out, handle):
+            folder = Path(os.path.realpath(path)).parent
+            if refusal is None and not os.access(folder, os.W_OK):
+                # (the new state is written to a new file there, renamed over the run file)
+                refusal = f"its folder {folder} cannot be written to"
+            if refusal is not None:
+                why = refusal if isinstance(refusal, str) else refusal.strerror
+                _say(
+                    "resume",
+                    f"{path} cannot be written ({why}): nothing ran; the new state goes "
+                    "back to the run file, so make it writable, or give --state-out FILE",
+                )
+                raise _Stop(PROBLEM)
         out = _claimed(path, state_out, handle)
         os.set_blocking(handle, True)
-        yield _Held(_read(path, lambda: _read_all(handle)), handle, writable, out)
+        yield _Held(_read(path, lambda: _read_all(handle)), handle, out)
     finally:
         if out not in (probe, -1):
             os.close(out)  # (and its lock)
-        if handle != probe:
+        if handle not in (probe, -1):
             os.close(handle)  # (and its lock)
-        os.close(probe)
+        if probe != -1:
+            os.close(probe)
 
 
 def _claimed(path: Path, state_out: str | None, handle: int) -> int:
@@ -340,41 +361,45 @@ def _claimed(path: Path, state_out: str | None, handle: int) -> int:
 
     An approved tool whose new state cannot be written runs again on every resume
     (the run file still waits for it), so a --state-out file that exists is opened
-    for writing (not truncated: that waits for the write) and locked like a run file
-    (another resume of it holds it), and one that does not exist needs a folder it
-    can be created in; else the resume is refused, with nothing run. The descriptor
-    returned holds the lock until the command ends, and the new state is written
-    through it (`_Session._write_text`); -1 where there is nothing to hold (no
-    --state-out, the run file itself, a new file, or not a regular file, such as
-    ``/dev/stdout``, which is opened when written). A file system refusing locks
-    leaves it unlocked.
+    for writing (left as it is: the new state replaces it whole, `_Session._write_text`)
+    and locked like a run file (another resume of it holds it), and its folder, where
+    the new state is written first, must be writable; one that does not exist needs
+    a folder it can be created in; else the resume is refused, with nothing run. The
+    descriptor returned holds the lock until the command ends; -1 where there is
+    nothing to hold (no --state-out, the run file itself, a new file, or not a
+    regular file, such as ``/dev/stdout``, which is opened when written). A file
+    system refusing locks leaves it unlocked.
     """
     if state_out is None or _names(state_out, handle):
         return -1
     why = None
+    taken: _flock.Taken = "no lock"
     try:
-        # (non-blocking: a FIFO's open would wait for a reader)
-        out = os.open(state_out, os.O_WRONLY | os.O_NONBLOCK)
+        # (non-blocking: a FIFO's open would wait for a reader; locked, then checked to
+        # be still the file so named, as a run file is in `_held`)
+        out, taken = _flock.lock_named(
+            state_out, lambda: os.open(state_out, os.O_WRONLY | os.O_NONBLOCK)
+        )
     except FileNotFoundError:
         folder = Path(state_out).parent
         if folder.is_dir() and not os.access(folder, os.W_OK):
             why = f"its folder {folder} cannot be written to"
         out = -1
     except OSError as exc:
-        if exc.errno not in (*_UNWRITABLE, errno.EISDIR):
+        if exc.errno not in (*_UNWRITABLE, errno.EISDIR, errno.EBUSY):
             return -1  # (another trouble: found out when it is written, as before)
         why, out = exc.strerror or str(exc), -1
     if out >= 0 and not stat.S_ISREG(os.fstat(out).st_mode):
         os.close(out)
         return -1
+    if out >= 0 and taken == "held":
+        os.close(out)
+        why, out = "another process holds its lock: a resume of it is under way", -1
     if out >= 0:
-        try:
-            fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        folder = Path(os.path.realpath(state_out)).parent
+        if not os.access(folder, os.W_OK):
             os.close(out)
-            why, out = "another process holds its lock: a resume of it is under way", -1
-        except OSError:  # a file system refusing locks: unlocked
-            pass
+            why, out = f"its folder {folder} cannot be written to", -1
     if why is not None:
         _say(
             "resume",
@@ -459,9 +484,12 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         return PROBLEM
     answers = _answers(args, state)
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
-    return session.go(
-        lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
-    )
+    try:
+        return session.go(
+            lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
+        )
+    finally:
+        session.close()
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
@@ -551,6 +579,7 @@ class _Session:
         self.out: TextIO = sys.stdout
         self.err: TextIO = sys.stderr
         self.shown: set[str] = set()
+        self.locks: list[int] = []  # descriptors holding run files' locks until `close`
 
     def go(self, first: Callable[[Any], Any], waiting: tuple[str, ...] = ()) -> int:
         """Run ``first`` (a run or a resume), then answer at the terminal until it ends."""
@@ -820,9 +849,9 @@ class _Session:
     def _write(self, state: Any) -> None:
         """The run file written with ``state``, or, when it cannot be, printed on stdout (exit 1).
 
-        An existing run file is written under the exclusive ``flock`` a resume holds
-        it by (`_held`), not waited for: while another process resumes it, the state
-        is not written there, as that resume's write-back would replace it.
+        The run file is replaced whole (`_write_text`), under the exclusive ``flock``
+        a resume holds it by (`_held`), not waited for: while another process resumes
+        it, the state is not written there, as that resume's write-back would replace it.
         """
         document = {"format": RUN_FILE, **self.where, "state": json.loads(state.to_json())}
         text = json.dumps(document, indent=1) + "\n"
@@ -842,34 +871,55 @@ class _Session:
             raise _Stop(PROBLEM) from None
 
     def _write_text(self, data: bytes) -> None:
-        if sys.platform == "win32":
-            self.run_file.write_bytes(data)
-            return
-        held = self.held.handle
-        ours = held >= 0 and _names(str(self.run_file), held)
-        if ours and self.held.writable:
-            handle = held  # (the file this resume read and holds)
-        elif self.held.out >= 0 and _names(str(self.run_file), self.held.out):
-            held = handle = self.held.out  # (the --state-out file this resume holds)
-            ours = True
-        else:
-            handle = os.open(self.run_file, os.O_WRONLY | os.O_CREAT, 0o666)
+        """Replace the run file (a symlink's target) with ``data`` whole (`_flock.replace_locked`).
+
+        Never written in place, so a crash, a full disk or Ctrl-C mid-write leaves the
+        old file whole. Its permission bits are kept (a new file gets ``0o666`` less
+        the umask, as before). Where locks can be had, the file it replaces is held
+        first (locked, then checked to be the one named: `_flock.lock_named`) unless
+        this command holds it already (`_held`, `_claimed`, an earlier write), and
+        the new file is locked before it is renamed into place; both stay held until
+        the command ends (`close`). A pipe, FIFO or terminal (``/dev/stdout``) is
+        written as it is, unlocked.
+        """
         try:
-            if stat.S_ISREG(os.fstat(handle).st_mode):
-                if not ours:
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        raise
-                    except OSError:  # a file system refusing locks: unlocked
-                        pass
-                os.ftruncate(handle, 0)
-                os.lseek(handle, 0, os.SEEK_SET)
-            while data:
-                data = data[os.write(handle, data) :]
-        finally:
-            if handle != held:
+            found: os.stat_result | None = os.stat(self.run_file)
+        except FileNotFoundError:
+            found = None
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            handle = os.open(self.run_file, os.O_WRONLY)
+            try:
+                while data:
+                    data = data[os.write(handle, data) :]
+            finally:
                 os.close(handle)
+            return
+        target = os.path.realpath(self.run_file)  # (a pipe's /proc name is no path)
+        holding = (self.held.handle, self.held.out, *self.locks)
+        if (
+            found is not None
+            and sys.platform != "win32"  # (no locks; and a file open there cannot be replaced)
+            and not any(h >= 0 and _flock.same_file(h, target) for h in holding)
+        ):
+            # (for writing, non-blocking: NFS and CIFS lock only a file so opened, and a
+            # FIFO swapped in meanwhile fails at once instead of waiting for a reader)
+            handle, taken = _flock.lock_named(
+                target, lambda: os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+            )
+            if taken == "held":
+                os.close(handle)
+                raise BlockingIOError(errno.EWOULDBLOCK, "held by another process", target)
+            self.locks.append(handle)  # (the file replaced stays held, see `_flock.lock_named`)
+            found = os.fstat(handle)
+        mode = None if found is None else stat.S_IMODE(found.st_mode)
+        new = _flock.replace_locked(target, data, mode)
+        if new >= 0:
+            self.locks.append(new)
+
+    def close(self) -> None:
+        """Let go of the run files this command's writes hold (their locks), as it ends."""
+        while self.locks:
+            os.close(self.locks.pop())
 
     def _explain(self, response: Any) -> None:
         from toolfold.runtime._resume import answer_keys

@@ -17,6 +17,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -1466,3 +1467,145 @@ def test_ctrl_c_with_json_prints_the_state_it_wrote(tmp_path: Path) -> None:
     kept = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
     assert json.loads(proc.stdout) == kept
     assert kept["phase"] == "running_tools"
+
+
+def _waiting_run_file(tmp_path: Path) -> tuple[Path, str]:
+    """A run file (``toolfold-run.json`` in ``tmp_path``) waiting for call_4_0's approval, and its text."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    return run_file, run_file.read_text()
+
+
+@pytest.mark.parametrize("stop", [OSError(errno.ENOSPC, "No space left on device"), None])
+def test_a_write_back_stopped_halfway_leaves_the_old_run_file_whole(
+    stop: OSError | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A resume's write-back that stops after half the new run file (a full disk, Ctrl-C) leaves
+    the old run file whole and no temporary file; a full disk's error names the run file."""
+    from toolfold._cli import main
+
+    run_file, kept = _waiting_run_file(tmp_path)
+    writing = os.write
+
+    def half(handle: int, data: Any) -> int:
+        if bytes(data[:40]).startswith(b'{\n "format": "toolfold-run/1"'):
+            writing(handle, data[: len(data) // 2])
+            raise stop if stop is not None else KeyboardInterrupt
+        return writing(handle, data)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "write", half)
+    command = ["resume", "toolfold-run.json", "--approve", "call_4_0"]
+    if stop is None:
+        assert main(command) == 130
+        assert capsys.readouterr().err.endswith("toolfold resume: interrupted\n")
+    else:
+        assert main(command) == 1
+        captured = capsys.readouterr()
+        assert captured.err.endswith(
+            "toolfold resume: cannot write the run file toolfold-run.json: No space left on "
+            "device; the run file follows on stdout\n"
+        )
+        assert json.loads(captured.out.partition("\n")[2])["state"]["phase"] == "finished"
+    assert run_file.read_text() == kept  # whole: the waiting run, resumable again
+    assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]  # (no temporary file)
+
+
+def test_a_run_file_replaced_keeps_its_permission_bits(tmp_path: Path) -> None:
+    """A run file written back keeps its mode (0o640 stays 0o640); a new one gets 0o666 less
+    the umask, as a file ``open`` creates."""
+    run_file, _ = _waiting_run_file(tmp_path)
+    (tmp_path / "plain").touch()
+    assert stat.S_IMODE(run_file.stat().st_mode) == stat.S_IMODE(
+        (tmp_path / "plain").stat().st_mode
+    )
+    run_file.chmod(0o640)
+    before = run_file.stat().st_ino
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_4_0", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+    assert run_file.stat().st_ino != before  # (replaced, not written in place)
+    assert stat.S_IMODE(run_file.stat().st_mode) == 0o640
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
+
+
+def test_a_resume_that_locked_a_replaced_run_file_reads_the_new_one(tmp_path: Path) -> None:
+    """A resume that opened the run file just before another process renamed its new state over
+    it, and locked it once that one ended, drops that old file and reads the one named now."""
+    from toolfold._commands import _held
+
+    run_file = tmp_path / "run.json"
+    run_file.write_text("the old state")
+    replaced = tmp_path / "new.json"
+    replaced.write_text("the new state")
+    opening = os.open
+    opened: list[int] = []
+
+    def racing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        handle = opening(path, flags, *args, **kwargs)
+        if flags & os.O_RDWR:
+            opened.append(handle)
+            if len(opened) == 1:  # the old file, opened; then another resume's write-back:
+                os.replace(replaced, run_file)
+        return handle
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", racing)
+        with _held(run_file, None) as held:
+            assert held.raw == b"the new state"
+            assert os.path.samestat(os.fstat(held.handle), run_file.stat())
+            assert len(opened) == 2  # (locked, found replaced, and opened again)
+
+
+def test_a_write_holds_the_new_run_file_until_the_command_ends(tmp_path: Path) -> None:
+    """The new run file is locked before it is renamed into place and stays locked until the
+    command ends, so a resume started meanwhile is refused instead of reading it mid-command."""
+    import argparse
+
+    from toolfold import _flock
+    from toolfold._commands import _Session
+
+    run_file = tmp_path / "run.json"
+    run_file.write_text("the old state")
+    args = argparse.Namespace(stream=False, json=False, state_out=None)
+    session = _Session("run", None, args, {}, str(run_file))
+    session._write_text(b"the new state")
+    probe = os.open(run_file, os.O_RDWR)
+    try:
+        assert run_file.read_text() == "the new state"
+        assert _flock.try_lock(probe) == "held"
+        session.close()
+        assert _flock.try_lock(probe) == "locked"
+    finally:
+        os.close(probe)
+
+
+def test_resume_of_a_run_file_whose_folder_it_cannot_write_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The new state is written next to the run file and renamed over it, so a run file in a
+    folder that cannot be written to is refused before its approved tool runs (exit 1)."""
+    from toolfold._cli import main
+
+    run_file, kept = _waiting_run_file(tmp_path)
+    checking = os.access
+
+    def access(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
+        if os.fspath(path) == str(tmp_path) and mode == os.W_OK:
+            return False
+        return checking(path, mode, *args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "access", access)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the refund did not run
+    assert captured.err == (
+        f"toolfold resume: toolfold-run.json cannot be written (its folder {tmp_path} cannot be "
+        "written to): nothing ran; the new state goes back to the run file, so make it "
+        "writable, or give --state-out FILE\n"
+    )
+    assert run_file.read_text() == kept
