@@ -108,7 +108,35 @@ def test_replace_locked_failing_to_rename_removes_its_file_and_names_the_path(
 
     monkeypatch.setattr(os, "replace", refused)
     with pytest.raises(OSError, match="cross-device") as info:
-        _flock.replace_locked(path, b"new", None)
+        _flock.replace_locked(path, b"new", 0o644)
     assert (info.value.strerror, info.value.filename) == ("Invalid cross-device link", str(path))
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
     assert path.read_text() == "old"
+
+
+def test_replace_locked_does_not_replace_a_file_created_meanwhile(tmp_path: Path) -> None:
+    """A new file (no mode) is put in place only if nothing is there yet: a file another process
+    created meanwhile is left as it is, with no temporary file, and FileExistsError says so."""
+    path = tmp_path / "run.json"
+    path.write_text("created meanwhile")
+    with pytest.raises(FileExistsError) as info:
+        _flock.replace_locked(path, b"new", None)
+    assert info.value.filename == str(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert path.read_text() == "created meanwhile"
+
+
+def test_replace_locked_creates_a_new_file_locked(tmp_path: Path) -> None:
+    """A new file gets the content, 0o666 less the umask, and the lock of the descriptor returned."""
+    path = tmp_path / "run.json"
+    (tmp_path / "plain").touch()
+    handle = _flock.replace_locked(path, b"new", None)
+    probe = os.open(path, os.O_RDWR)
+    try:
+        assert path.read_bytes() == b"new"
+        assert path.stat().st_mode == (tmp_path / "plain").stat().st_mode
+        assert _flock.try_lock(probe) == "held"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "run.json"]
+    finally:
+        os.close(probe)
+        os.close(handle)

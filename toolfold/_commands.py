@@ -268,14 +268,16 @@ _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     """The run file ``path`` read under an exclusive ``flock``, held until the command ends.
 
-    Taken before the file is read, and the text is read from the locked descriptor
-    itself, so the state resumed is the one the last resume wrote back (not a file
-    swapped in meanwhile); held past the write of the new state, which goes through
-    the same descriptor (`_Session._write`). Not waited for: the holder may run for
-    long, or wait at the terminal for an answer, so a second resume is refused at
-    once, with nothing run. Opened for writing where it can be (NFS and CIFS lock
-    only such a file); a run file the new state would go to that cannot be opened
-    for writing is refused before anything runs, as its approved tools would run again
+    Taken before the file is read, then checked to be the file the path still names
+    (a write-back renames a new file over it: the file named now is tried instead),
+    and the text is read from the locked descriptor itself, so the state resumed is
+    the one the last resume wrote back; held past the write of the new state, which
+    replaces the file whole (`_Session._write_text`). Not waited for: the holder may
+    run for long, or wait at the terminal for an answer, so a second resume is
+    refused at once, with nothing run. Opened for writing where it can be (NFS and
+    CIFS lock only such a file); a run file the new state would go to that cannot be
+    opened for writing, or whose folder cannot be written to (the new file is made
+    there), is refused before anything runs, as its approved tools would run again
     on every resume. Only a regular file is locked: a pipe or FIFO (``/dev/stdin``,
     ``<(...)``) is read as it is, to its end. Where no lock can be had (Windows, a
     file system refusing locks) the resume goes on unlocked. A ``--state-out`` file
@@ -895,26 +897,34 @@ class _Session:
                 os.close(handle)
             return
         target = os.path.realpath(self.run_file)  # (a pipe's /proc name is no path)
-        holding = (self.held.handle, self.held.out, *self.locks)
-        if (
-            found is not None
-            and sys.platform != "win32"  # (no locks; and a file open there cannot be replaced)
-            and not any(h >= 0 and _flock.same_file(h, target) for h in holding)
-        ):
-            # (for writing, non-blocking: NFS and CIFS lock only a file so opened, and a
-            # FIFO swapped in meanwhile fails at once instead of waiting for a reader)
-            handle, taken = _flock.lock_named(
-                target, lambda: os.open(target, os.O_WRONLY | os.O_NONBLOCK)
-            )
-            if taken == "held":
-                os.close(handle)
-                raise BlockingIOError(errno.EWOULDBLOCK, "held by another process", target)
-            self.locks.append(handle)  # (the file replaced stays held, see `_flock.lock_named`)
-            found = os.fstat(handle)
-        mode = None if found is None else stat.S_IMODE(found.st_mode)
-        new = _flock.replace_locked(target, data, mode)
-        if new >= 0:
-            self.locks.append(new)
+        for _ in range(_flock.ATTEMPTS):
+            holding = (self.held.handle, self.held.out, *self.locks)
+            if (
+                found is not None
+                and sys.platform != "win32"  # (no locks; and a file open there cannot be replaced)
+                and not any(h >= 0 and _flock.same_file(h, target) for h in holding)
+            ):
+                # (for writing, non-blocking: NFS and CIFS lock only a file so opened, and
+                # a FIFO swapped in meanwhile fails at once instead of waiting for a reader)
+                handle, taken = _flock.lock_named(
+                    target, lambda: os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+                )
+                if taken == "held":
+                    os.close(handle)
+                    raise BlockingIOError(errno.EWOULDBLOCK, "held by another process", target)
+                self.locks.append(handle)  # (the file replaced stays held: `_flock.lock_named`)
+                found = os.fstat(handle)
+            try:
+                new = _flock.replace_locked(
+                    target, data, None if found is None else stat.S_IMODE(found.st_mode)
+                )
+            except FileExistsError:  # (created meanwhile, maybe held: locked first, as above)
+                found = os.stat(target)
+                continue
+            if new >= 0:
+                self.locks.append(new)
+            return
+        raise OSError(errno.EBUSY, "it kept being created by another process", target)
 
     def close(self) -> None:
         """Let go of the run files this command's writes hold (their locks), as it ends."""

@@ -118,7 +118,11 @@ def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) 
         path: The file to replace, or to create; not a symlink (give its target).
         data: The whole new content.
         mode: The new file's permission bits (the old file's, to keep them); None
-            for a new file: ``0o666`` less the umask, as ``open`` would create it.
+            for a new file: ``0o666`` less the umask, as ``open`` would create it,
+            put in place only if ``path`` still does not exist (a hard link, then
+            the temporary name removed; where the file system has no hard links,
+            a rename), so a file another process created meanwhile, which it may
+            hold locked, is not replaced unlocked.
 
     Returns:
         The new file's descriptor, which holds its lock: keep it open as long as
@@ -126,6 +130,8 @@ def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) 
         (a file open there cannot be renamed).
 
     Raises:
+        FileExistsError: ``mode`` is None and ``path`` exists by now (lock it, then
+            replace it).
         OSError: The new file cannot be created, written, synced or renamed;
             ``filename`` is ``path``.
     """
@@ -152,7 +158,10 @@ def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) 
         if sys.platform == "win32":
             os.close(handle)
             handle = -1
-        os.replace(temporary, path)
+        if mode is None and _linked(temporary, path):
+            os.unlink(temporary)
+        else:
+            os.replace(temporary, path)
     except BaseException as exc:
         if handle >= 0:
             os.close(handle)
@@ -180,3 +189,23 @@ def _sync_folder(folder: str) -> None:
 def _naming(exc: OSError, path: str | os.PathLike[str]) -> OSError:
     """``exc`` about ``path`` (not the temporary file it happened to)."""
     return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
+
+
+#: What ``link`` fails with on a file system without hard links (FAT, some network
+#: file systems), where a new file is renamed into place instead.
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
+
+
+def _linked(temporary: str, path: str | os.PathLike[str]) -> bool:
+    """Hard-link ``temporary`` at ``path`` if nothing is there; False where links cannot be made.
+
+    Raises:
+        FileExistsError: Something is at ``path``.
+    """
+    try:
+        os.link(temporary, path)
+    except OSError as exc:
+        if exc.errno in _NO_LINKS:
+            return False
+        raise
+    return True

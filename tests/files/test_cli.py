@@ -1351,7 +1351,7 @@ def test_resume_into_a_state_out_another_resume_holds_runs_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A --state-out file another resume holds (its flock) is refused before the approved tool
-    runs (exit 1); once free, the new state is written through the descriptor locked first."""
+    runs (exit 1); once free, the new state replaces it, under the lock taken first."""
     import fcntl
 
     from toolfold._cli import main
@@ -1609,3 +1609,41 @@ def test_resume_of_a_run_file_whose_folder_it_cannot_write_runs_nothing(
         "writable, or give --state-out FILE\n"
     )
     assert run_file.read_text() == kept
+
+
+def test_a_run_file_created_while_it_was_written_is_locked_before_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run file that another process created (and a resume of it holds) after ``run`` found
+    none is not replaced unlocked: the write is refused as held, the file left as it is."""
+    import argparse
+    import fcntl
+
+    from toolfold._commands import _Session
+
+    run_file = tmp_path / "run.json"
+    args = argparse.Namespace(stream=False, json=False, state_out=None)
+    session = _Session("run", None, args, {}, str(run_file))
+    looking = os.stat
+
+    def created_after_the_look(path: Any, *rest: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(path) == str(run_file) and not holder:
+            seen = FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+            run_file.write_text("another run's state")  # (after the look, before the write)
+            holder.append(os.open(run_file, os.O_RDWR))
+            fcntl.flock(holder[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+            raise seen
+        return looking(path, *rest, **kwargs)
+
+    holder: list[int] = []
+    monkeypatch.setattr(os, "stat", created_after_the_look)
+    try:
+        with pytest.raises(BlockingIOError):
+            session._write_text(b"this run's state")
+    finally:
+        session.close()
+        for handle in holder:
+            os.close(handle)
+    monkeypatch.undo()
+    assert run_file.read_text() == "another run's state"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
