@@ -107,7 +107,7 @@ def test_replace_locked_failing_to_rename_removes_its_file_and_names_the_path(
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "replace", refused)
-    with pytest.raises(OSError, match="cross-device") as info:
+    with pytest.raises(_flock.NotReplaced, match="cross-device") as info:
         _flock.replace_locked(path, b"new", 0o644)
     assert (info.value.strerror, info.value.filename) == ("Invalid cross-device link", str(path))
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
@@ -140,3 +140,86 @@ def test_replace_locked_creates_a_new_file_locked(tmp_path: Path) -> None:
     finally:
         os.close(probe)
         os.close(handle)
+
+
+def test_replace_locked_gives_the_new_file_its_mode_before_any_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 0o600 file's replacement is 0o600 from its first byte: mode set before data is written."""
+    path = tmp_path / "run.json"
+    path.write_text("secret old")
+    path.chmod(0o600)
+    writing = os.write
+    seen: list[int] = []
+
+    def write(handle: int, data: Any) -> int:
+        seen.append(stat.S_IMODE(os.fstat(handle).st_mode))
+        return writing(handle, data)
+
+    os.umask(umask := os.umask(0o022))
+    try:
+        monkeypatch.setattr(os, "write", write)
+        os.close(_flock.replace_locked(path, b"secret new", 0o600))
+    finally:
+        os.umask(umask)
+    assert seen == [0o600]
+    assert (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) == (b"secret new", 0o600)
+
+
+def test_replace_locked_that_cannot_keep_the_owner_replaces_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An owner the new file cannot be given (fchown refused) raises NotReplaced, path unchanged."""
+    path = tmp_path / "run.json"
+    path.write_text("old")
+
+    def refused(handle: int, uid: int, gid: int) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchown", refused)
+    with pytest.raises(_flock.NotReplaced) as info:
+        _flock.replace_locked(path, b"new", 0o660, (os.getuid() + 1, os.getgid()))
+    assert (info.value.errno, info.value.filename) == (errno.EPERM, str(path))
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert path.read_text() == "old"
+
+
+def test_replace_locked_on_a_full_disk_is_no_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails (ENOSPC) is a plain OSError, not NotReplaced: the old file is kept whole,
+    not written in place."""
+    path = tmp_path / "run.json"
+    path.write_text("old")
+
+    def full(handle: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError, match="No space left") as info:
+        _flock.replace_locked(path, b"new", 0o644)
+    assert not isinstance(info.value, _flock.NotReplaced)
+    assert (info.value.errno, info.value.filename) == (errno.ENOSPC, str(path))
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_replace_locked_works_for_a_name_of_255_characters(tmp_path: Path) -> None:
+    """The temporary name is short, so a file whose name is as long as allowed is replaced."""
+    path = tmp_path / ("x" * 250 + ".json")
+    path.write_text("old")
+    os.close(_flock.replace_locked(path, b"new", 0o644))
+    assert path.read_bytes() == b"new"
+
+
+def test_write_in_place_truncates_writes_and_keeps_the_file(tmp_path: Path) -> None:
+    """write_in_place leaves the same file (inode) holding only the new data."""
+    path = tmp_path / "run.json"
+    path.write_text("a longer old content")
+    before = path.stat().st_ino
+    handle = os.open(path, os.O_RDWR)
+    try:
+        os.lseek(handle, 5, os.SEEK_SET)
+        _flock.write_in_place(handle, b"new")
+    finally:
+        os.close(handle)
+    assert (path.read_bytes(), path.stat().st_ino) == (b"new", before)

@@ -103,16 +103,51 @@ def lock_named(path: str | os.PathLike[str], open_file: Callable[[], int]) -> tu
     )
 
 
-def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) -> int:
+class NotReplaced(OSError):
+    """`replace_locked` could not put a new file at the path; nothing there was changed.
+
+    Raised when the new file cannot be made in the path's folder (not writable, a
+    name too long, a read-only file system), cannot be given the old file's owner
+    and group, or cannot be renamed (or linked) into place (a bind-mounted file,
+    EBUSY; a sticky folder, EPERM; another file system, EXDEV). The caller may write
+    the file in place instead (`write_in_place`). Its ``filename`` is the path.
+    """
+
+
+#: Errors of making the new file, giving it its owner, or renaming it into place that
+#: mean it cannot be put there at all (`NotReplaced`), not that the disk failed.
+_CANNOT_REPLACE = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.EBUSY,
+    errno.EXDEV,
+    errno.ENAMETOOLONG,
+    errno.EINVAL,
+    errno.EOPNOTSUPP,
+    errno.ENOTSUP,
+    errno.ENOSYS,
+    errno.ETXTBSY,
+}
+
+
+def replace_locked(
+    path: str | os.PathLike[str],
+    data: bytes,
+    mode: int | None,
+    owner: tuple[int, int] | None = None,
+) -> int:
     """Put a new file holding ``data`` at ``path`` whole, in one rename, and lock it first.
 
-    The data go to a new file in ``path``'s folder, which is flushed to disk
-    (``fsync``), locked (`try_lock`, where locks can be had) and given its mode
-    before ``os.replace`` renames it over ``path``; the folder is then synced
-    where the system allows. So ``path`` names the old file whole or the new one
-    whole, whatever stops the write (a full disk, Ctrl-C, ``kill -9``); on an
-    error the new file is removed (``kill -9`` alone can leave it behind, named
-    ``.NAME.*.tmp``) and the old one is as it was.
+    The new file is made in ``path``'s folder (named ``.toolfold-HEX.tmp``, short, so
+    a long ``path`` name still fits), given ``owner`` and its final mode before any
+    data is written to it (a private file's data are never readable by others, not
+    even for a moment), written, flushed to disk (``fsync``), locked (`try_lock`,
+    where locks can be had) and then renamed over ``path``; the folder is then
+    synced where the system allows. So ``path`` names the old file whole or the new
+    one whole, whatever stops the write (a full disk, an exception, ``kill -9``); on
+    an error the new file is removed (``kill -9`` alone can leave it behind) and the
+    old one is as it was.
 
     Args:
         path: The file to replace, or to create; not a symlink (give its target).
@@ -123,6 +158,8 @@ def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) 
             the temporary name removed; where the file system has no hard links,
             a rename), so a file another process created meanwhile, which it may
             hold locked, is not replaced unlocked.
+        owner: The user and group ids the new file must have (the old file's, to
+            keep them); None for whatever a new file gets. Ignored on Windows.
 
     Returns:
         The new file's descriptor, which holds its lock: keep it open as long as
@@ -132,32 +169,43 @@ def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) 
     Raises:
         FileExistsError: ``mode`` is None and ``path`` exists by now (lock it, then
             replace it).
-        OSError: The new file cannot be created, written, synced or renamed;
-            ``filename`` is ``path``.
+        NotReplaced: The new file cannot be made, given ``owner``, or put in place
+            (see `NotReplaced`); ``path`` is unchanged.
+        OSError: The new file cannot be written or synced (a full disk); ``path``
+            is unchanged; ``filename`` is ``path``.
     """
-    folder, name = os.path.split(os.fspath(path))
-    while True:
-        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
-        try:
-            # (0o666 and O_EXCL, as open(path, "x") does: the umask and the folder's
-            # default ACL apply to a new file, as they did to one written in place)
-            handle = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise _naming(exc, path) from exc
+    folder = os.path.dirname(os.fspath(path))
+    handle, temporary = -1, ""
+    step = "make"  # (what failed, for `NotReplaced`: make, own, put)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(handle, view) :]
-        os.fsync(handle)
+        while handle < 0:
+            temporary = os.path.join(folder, f".toolfold-{secrets.token_hex(4)}.tmp")
+            try:
+                # (O_EXCL, as open(path, "x") does; a new file gets 0o666, so the umask
+                # and the folder's default ACL apply, as they did to one written in place;
+                # one replacing another gets 0o600, then the old file's mode below)
+                handle = os.open(
+                    temporary,
+                    os.O_RDWR | os.O_CREAT | os.O_EXCL,
+                    0o666 if mode is None else 0o600,
+                )
+            except FileExistsError:
+                continue
+        step = "own"
+        if owner is not None and sys.platform != "win32":
+            found = os.fstat(handle)
+            if (found.st_uid, found.st_gid) != owner:
+                os.fchown(handle, *owner)
+        step = "write"
         if mode is not None and stat.S_IMODE(os.fstat(handle).st_mode) != mode:
             os.chmod(handle if sys.platform != "win32" else temporary, mode)
+        write_all(handle, data)
+        os.fsync(handle)
         try_lock(handle)  # (a new file, so never held; else "no lock": unlocked)
         if sys.platform == "win32":
             os.close(handle)
             handle = -1
+        step = "put"
         if mode is None and _linked(temporary, path):
             os.unlink(temporary)
         else:
@@ -165,13 +213,35 @@ def replace_locked(path: str | os.PathLike[str], data: bytes, mode: int | None) 
     except BaseException as exc:
         if handle >= 0:
             os.close(handle)
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        if isinstance(exc, OSError):
-            raise _naming(exc, path) from exc
+        if temporary:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        if isinstance(exc, OSError):  # (FileExistsError stays one: OSError(EEXIST) is)
+            kind = NotReplaced if step != "write" and exc.errno in _CANNOT_REPLACE else OSError
+            raise kind(exc.errno, exc.strerror or str(exc), os.fspath(path)) from exc
         raise
     _sync_folder(folder)
     return handle
+
+
+def write_all(handle: int, data: bytes) -> None:
+    """Write all of ``data`` at ``handle``'s offset (``os.write`` may write part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(handle, view) :]
+
+
+def write_in_place(handle: int, data: bytes) -> None:
+    """Make the regular file open (for writing) at ``handle`` hold ``data``: truncated, written, synced.
+
+    Not whole whatever stops it (a full disk or ``kill -9`` mid-write leaves part of
+    ``data``): for a file `replace_locked` cannot replace (`NotReplaced`). Written
+    through ``handle`` itself, so the file it holds locked is the one written.
+    """
+    os.ftruncate(handle, 0)
+    os.lseek(handle, 0, os.SEEK_SET)
+    write_all(handle, data)
+    os.fsync(handle)
 
 
 def _sync_folder(folder: str) -> None:
@@ -184,11 +254,6 @@ def _sync_folder(folder: str) -> None:
             os.fsync(handle)
         finally:
             os.close(handle)
-
-
-def _naming(exc: OSError, path: str | os.PathLike[str]) -> OSError:
-    """``exc`` about ``path`` (not the temporary file it happened to)."""
-    return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
 
 
 #: What ``link`` fails with on a file system without hard links (FAT, some network
