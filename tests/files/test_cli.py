@@ -217,9 +217,9 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
         raise
     assert second.returncode == 1, second.stderr
     assert second.stderr == (
-        "toolfold resume: toolfold-run.json is being resumed by another process (the run file "
-        "is locked): nothing ran and toolfold-run.json is unchanged; resume it once that one "
-        "has ended\n"
+        "toolfold resume: toolfold-run.json is held by another toolfold process (a resume of it, "
+        "or a run writing it; the run file is locked): nothing ran and toolfold-run.json is "
+        "unchanged; resume it once that one has ended\n"
     )
     assert (first.returncode, out) == (0, b"result: 5\n"), seen + errors
     assert (tmp_path / "ran.log").read_text() == "add 2 3\n"  # the tool ran once
@@ -1270,8 +1270,8 @@ def test_run_does_not_write_a_run_file_another_process_holds(tmp_path: Path) -> 
         proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.endswith(
-        "toolfold run: cannot write the run file toolfold-run.json: another process holds it "
-        "(a resume of it is under way); the run file follows on stdout\n"
+        "toolfold run: cannot write the run file toolfold-run.json: another toolfold process "
+        "holds it (a run or resume writing it); the run file follows on stdout\n"
     )
     assert run_file.read_text() == "held"
     assert [
@@ -1370,9 +1370,9 @@ def test_resume_into_a_state_out_another_resume_holds_runs_nothing(
     captured = capsys.readouterr()
     assert captured.out == ""  # the refund did not run
     assert captured.err == (
-        "toolfold resume: --state-out out.json cannot be written (another process holds its "
-        "lock: a resume of it is under way): nothing ran and toolfold-run.json is unchanged; "
-        "make it writable, or give another --state-out FILE\n"
+        "toolfold resume: --state-out out.json cannot be written (another toolfold process "
+        "holds its lock: a run or resume writing it): nothing ran and toolfold-run.json is "
+        "unchanged; make it writable, or give another --state-out FILE\n"
     )
     assert (run_file.read_text(), out.read_text()) == (kept, "held, and longer than nothing")
     assert (main(command), capsys.readouterr().out) == (0, "order A17 refunded\n")
@@ -1477,15 +1477,11 @@ def _waiting_run_file(tmp_path: Path) -> tuple[Path, str]:
     return run_file, run_file.read_text()
 
 
-@pytest.mark.parametrize("stop", [OSError(errno.ENOSPC, "No space left on device"), None])
-def test_a_write_back_stopped_halfway_leaves_the_old_run_file_whole(
-    stop: OSError | None,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+def test_a_write_back_stopped_by_a_full_disk_leaves_the_old_run_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A resume's write-back that stops after half the new run file (a full disk, Ctrl-C) leaves
-    the old run file whole and no temporary file; a full disk's error names the run file."""
+    """A resume's write-back that fails after half the new run file (a full disk) leaves the old
+    run file whole and no temporary file, and its error names the run file."""
     from toolfold._cli import main
 
     run_file, kept = _waiting_run_file(tmp_path)
@@ -1494,25 +1490,120 @@ def test_a_write_back_stopped_halfway_leaves_the_old_run_file_whole(
     def half(handle: int, data: Any) -> int:
         if bytes(data[:40]).startswith(b'{\n "format": "toolfold-run/1"'):
             writing(handle, data[: len(data) // 2])
-            raise stop if stop is not None else KeyboardInterrupt
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return writing(handle, data)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "write", half)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.endswith(
+        "toolfold resume: cannot write the run file toolfold-run.json: No space left on "
+        "device; the run file follows on stdout\n"
+    )
+    assert json.loads(captured.out.partition("\n")[2])["state"]["phase"] == "finished"
+    assert run_file.read_text() == kept  # whole: the waiting run
+    assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]  # (no temporary file)
+
+
+def test_ctrl_c_during_the_write_back_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (SIGINT) halfway through a resume's write-back comes once the new state is written:
+    exit 130, and the run file no longer waits for the approved tool, which cannot run again."""
+    from toolfold._cli import main
+
+    run_file, _ = _waiting_run_file(tmp_path)
+    writing = os.write
+
+    def half(handle: int, data: Any) -> int:
+        if bytes(data[:40]).startswith(b'{\n "format": "toolfold-run/1"'):
+            done = writing(handle, data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGINT)  # (Ctrl-C, halfway)
+            return done
         return writing(handle, data)
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(os, "write", half)
     command = ["resume", "toolfold-run.json", "--approve", "call_4_0"]
-    if stop is None:
-        assert main(command) == 130
-        assert capsys.readouterr().err.endswith("toolfold resume: interrupted\n")
-    else:
-        assert main(command) == 1
-        captured = capsys.readouterr()
-        assert captured.err.endswith(
-            "toolfold resume: cannot write the run file toolfold-run.json: No space left on "
-            "device; the run file follows on stdout\n"
-        )
-        assert json.loads(captured.out.partition("\n")[2])["state"]["phase"] == "finished"
-    assert run_file.read_text() == kept  # whole: the waiting run, resumable again
+    assert main(command) == 130
+    assert capsys.readouterr().err.endswith("toolfold resume: interrupted\n")
+    monkeypatch.undo()
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
     assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]  # (no temporary file)
+    monkeypatch.chdir(tmp_path)
+    assert main(command) == 1  # (the refund is not made twice)
+    assert "no call 'call_4_0' waits for an approval" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "temporary",  # a folder it cannot write to: the new file cannot be made (EACCES)
+        "rename",  # a bind-mounted run file (EBUSY)
+    ],
+)
+def test_a_run_file_that_cannot_be_replaced_is_written_in_place(
+    refusal: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run file whose new file cannot be made (EACCES) or renamed over it (EBUSY) is written in
+    place, as before the replacing: the resume ends (exit 0), the same file holding the new state."""
+    from toolfold._cli import main
+
+    run_file, _ = _waiting_run_file(tmp_path)
+    before = run_file.stat().st_ino
+    opening, replacing = os.open, os.replace
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if refusal == "temporary" and ".toolfold-" in os.fspath(path):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return opening(path, flags, *args, **kwargs)
+
+    def replace(source: Any, target: Any) -> None:
+        if refusal == "rename":
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        replacing(source, target)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "order A17 refunded\n", captured.err
+    monkeypatch.undo()
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
+    assert run_file.stat().st_ino == before  # (written in place)
+    assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]
+
+
+@pytest.mark.parametrize("state_out", ["/dev/stdout", "log.txt"])
+def test_a_state_out_that_is_stdout_s_file_is_written_through_it(
+    state_out: str, tmp_path: Path
+) -> None:
+    """``--state-out /dev/stdout`` (or stdout's own file) with stdout sent to a file writes the
+    run file through that file, as before, not by putting a new file in its place."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier log line\n")
+    options = ("--state-out", state_out, "refund A17")
+    before = log.stat().st_ino
+    with log.open("a") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "toolfold._cli", "run", str(EXAMPLE), *DEMO, *options],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=_environment(None),
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    assert proc.returncode == 3, proc.stderr
+    assert log.stat().st_ino == before  # (the file stdout writes to, still)
+    assert json.loads(log.read_text())["state"]["phase"] == "awaiting_approval"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.txt"]
 
 
 def test_a_run_file_replaced_keeps_its_permission_bits(tmp_path: Path) -> None:
@@ -1581,34 +1672,6 @@ def test_a_write_holds_the_new_run_file_until_the_command_ends(tmp_path: Path) -
         assert _flock.try_lock(probe) == "locked"
     finally:
         os.close(probe)
-
-
-def test_resume_of_a_run_file_whose_folder_it_cannot_write_runs_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The new state is written next to the run file and renamed over it, so a run file in a
-    folder that cannot be written to is refused before its approved tool runs (exit 1)."""
-    from toolfold._cli import main
-
-    run_file, kept = _waiting_run_file(tmp_path)
-    checking = os.access
-
-    def access(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
-        if os.fspath(path) == str(tmp_path) and mode == os.W_OK:
-            return False
-        return checking(path, mode, *args, **kwargs)
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(os, "access", access)
-    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 1
-    captured = capsys.readouterr()
-    assert captured.out == ""  # the refund did not run
-    assert captured.err == (
-        f"toolfold resume: toolfold-run.json cannot be written (its folder {tmp_path} cannot be "
-        "written to): nothing ran; the new state goes back to the run file, so make it "
-        "writable, or give --state-out FILE\n"
-    )
-    assert run_file.read_text() == kept
 
 
 def test_a_run_file_created_while_it_was_written_is_locked_before_it_is_replaced(
