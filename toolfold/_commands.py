@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TextIO
 
+from toolfold import _flock
 from toolfold._errors import (
     AgentFileError,
     RunError,
@@ -34,9 +35,6 @@ from toolfold._errors import (
     ToolfoldError,
     UsageError,
 )
-
-if sys.platform != "win32":
-    import fcntl
 
 OK = 0
 PROBLEM = 1
@@ -238,7 +236,10 @@ def run(args: argparse.Namespace) -> int:
         "model": args.model,
     }
     session = _Session("run", agent, args, where, args.state_out or DEFAULT_RUN_FILE)
-    return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
+    try:
+        return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
+    finally:
+        session.close()
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -257,7 +258,6 @@ class _Held(NamedTuple):
 
     raw: bytes
     handle: int = -1  # -1: not held (a pipe, Windows)
-    writable: bool = False  # handle was opened for writing (the write-back goes through it)
     out: int = -1  # an existing --state-out file opened for writing and locked, or -1
 
 
@@ -268,71 +268,78 @@ _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 def _held(path: Path, state_out: str | None) -> Iterator[_Held]:
     """The run file ``path`` read under an exclusive ``flock``, held until the command ends.
 
-    Taken before the file is read, and the text is read from the locked descriptor
-    itself, so the state resumed is the one the last resume wrote back (not a file
-    swapped in meanwhile); held past the write of the new state, which goes through
-    the same descriptor (`_Session._write`). Not waited for: the holder may run for
-    long, or wait at the terminal for an answer, so a second resume is refused at
-    once, with nothing run. Opened for writing where it can be (NFS and CIFS lock
-    only such a file); a run file the new state would go to that cannot be opened
-    for writing is refused before anything runs, as its approved tools would run again
-    on every resume. Only a regular file is locked: a pipe or FIFO (``/dev/stdin``,
-    ``<(...)``) is read as it is, to its end. Where no lock can be had (Windows, a
-    file system refusing locks) the resume goes on unlocked. A ``--state-out`` file
-    other than the run file is checked the same way, before anything runs
-    (`_claimed`).
+    Taken before the file is read, then checked to be the file the path still names
+    (`_flock.lock_named`: a write-back may rename a new file over it, and the file
+    named now is tried instead), and the text is read from the locked descriptor
+    itself, so the state resumed is the one the last resume wrote back; held past
+    the write of the new state (`_Session._write_text`). Not waited for: the holder
+    may run for long, or wait at the terminal for an answer, so a second resume is
+    refused at once, with nothing run. Opened for writing where it can be (NFS and
+    CIFS lock only such a file, and the new state may be written through it); a
+    run file the new state would go to that cannot be opened for writing is refused
+    before anything runs, as its approved tools would run again on every resume.
+    Only a regular file is held: a pipe or FIFO (``/dev/stdin``, ``<(...)``) is read
+    as it is, to its end. Where no lock can be had (Windows, a file system refusing
+    locks) the resume goes on unlocked. A ``--state-out`` file other than the run
+    file is checked the same way, before anything runs (`_claimed`).
     """
     if sys.platform == "win32":
         yield _Held(_read(path, path.read_bytes))
         return
-    # Read-only and non-blocking first: a FIFO's open does not wait for a writer, and
-    # a descriptor opened for writing would keep a pipe's reader from its end.
-    probe = _read(path, lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-    handle = out = probe
-    try:
+    refusal: list[OSError] = []  # (why the file named now cannot be opened for writing)
+
+    def opened() -> int:
+        # Read-only and non-blocking first: a FIFO's open does not wait for a writer,
+        # and a descriptor opened for writing would keep a pipe's reader from its end.
+        probe: int = _read(path, lambda: os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        refusal.clear()
         if not stat.S_ISREG(os.fstat(probe).st_mode):
-            out = _claimed(path, state_out, probe)
-            raw = _read(path, path.read_bytes)  # (as it is, to its end)
-            yield _Held(raw, out=out)
-            return
-        writable, refusal = False, None
+            return probe
         try:
-            handle = os.open(path, os.O_RDWR)
-            if stat.S_ISREG(os.fstat(handle).st_mode):
-                writable = True
-            else:  # (swapped for something else in between: the probe is the file)
-                os.close(handle)
-                handle = probe
+            handle = os.open(path, os.O_RDWR | os.O_NONBLOCK)
         except OSError as exc:
             if exc.errno in _UNWRITABLE:
-                refusal = exc
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+                refusal.append(exc)
+            return probe
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)  # (swapped for something else in between: the probe is it)
+            return probe
+        os.close(probe)
+        return handle
+
+    try:
+        handle, taken = _flock.lock_named(path, opened)
+    except OSError as exc:  # (EBUSY: replaced each time it was locked)
+        _say("resume", f"cannot read {path}: {exc.strerror}; nothing ran")
+        raise _Stop(PROBLEM) from None
+    out = -1
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            out = _claimed(path, state_out, handle)
+            yield _Held(_read(path, path.read_bytes), out=out)  # (as it is, to its end)
+            return
+        if taken == "held":
             _say(
                 "resume",
-                f"{path} is being resumed by another process (the run file is locked): "
-                f"nothing ran and {path} is unchanged; resume it once that one has ended",
+                f"{path} is held by another toolfold process (a resume of it, or a run writing "
+                f"it; the run file is locked): nothing ran and {path} is unchanged; resume it "
+                "once that one has ended",
             )
-            raise _Stop(PROBLEM) from None
-        except OSError:  # a file system refusing locks: unlocked
-            pass
-        if refusal is not None and _names(state_out, handle):
+            raise _Stop(PROBLEM)
+        if refusal and _names(state_out, handle):
             _say(
                 "resume",
-                f"{path} cannot be written ({refusal.strerror}): nothing ran; the new state "
+                f"{path} cannot be written ({refusal[0].strerror}): nothing ran; the new state "
                 "goes back to the run file, so make it writable, or give --state-out FILE",
             )
             raise _Stop(PROBLEM)
         out = _claimed(path, state_out, handle)
         os.set_blocking(handle, True)
-        yield _Held(_read(path, lambda: _read_all(handle)), handle, writable, out)
+        yield _Held(_read(path, lambda: _read_all(handle)), handle, out)
     finally:
-        if out not in (probe, -1):
+        if out != -1:
             os.close(out)  # (and its lock)
-        if handle != probe:
-            os.close(handle)  # (and its lock)
-        os.close(probe)
+        os.close(handle)  # (and its lock)
 
 
 def _claimed(path: Path, state_out: str | None, handle: int) -> int:
@@ -340,41 +347,40 @@ def _claimed(path: Path, state_out: str | None, handle: int) -> int:
 
     An approved tool whose new state cannot be written runs again on every resume
     (the run file still waits for it), so a --state-out file that exists is opened
-    for writing (not truncated: that waits for the write) and locked like a run file
-    (another resume of it holds it), and one that does not exist needs a folder it
-    can be created in; else the resume is refused, with nothing run. The descriptor
-    returned holds the lock until the command ends, and the new state is written
-    through it (`_Session._write_text`); -1 where there is nothing to hold (no
-    --state-out, the run file itself, a new file, or not a regular file, such as
-    ``/dev/stdout``, which is opened when written). A file system refusing locks
-    leaves it unlocked.
+    for writing (left as it is until the new state is written, `_Session._write_text`)
+    and locked like a run file (another toolfold process writing it holds it), and
+    one that does not exist needs a folder it can be created in; else the resume is
+    refused, with nothing run. The
+    descriptor returned holds the lock until the command ends; -1 where there is
+    nothing to hold (no --state-out, the run file itself, a new file, or not a
+    regular file, such as ``/dev/stdout``, which is opened when written). A file
+    system refusing locks leaves it unlocked.
     """
     if state_out is None or _names(state_out, handle):
         return -1
     why = None
+    taken: _flock.Taken = "no lock"
     try:
-        # (non-blocking: a FIFO's open would wait for a reader)
-        out = os.open(state_out, os.O_WRONLY | os.O_NONBLOCK)
+        # (non-blocking: a FIFO's open would wait for a reader; locked, then checked to
+        # be still the file so named, as a run file is in `_held`)
+        out, taken = _flock.lock_named(
+            state_out, lambda: os.open(state_out, os.O_WRONLY | os.O_NONBLOCK)
+        )
     except FileNotFoundError:
         folder = Path(state_out).parent
         if folder.is_dir() and not os.access(folder, os.W_OK):
             why = f"its folder {folder} cannot be written to"
         out = -1
     except OSError as exc:
-        if exc.errno not in (*_UNWRITABLE, errno.EISDIR):
+        if exc.errno not in (*_UNWRITABLE, errno.EISDIR, errno.EBUSY):
             return -1  # (another trouble: found out when it is written, as before)
         why, out = exc.strerror or str(exc), -1
     if out >= 0 and not stat.S_ISREG(os.fstat(out).st_mode):
         os.close(out)
         return -1
-    if out >= 0:
-        try:
-            fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(out)
-            why, out = "another process holds its lock: a resume of it is under way", -1
-        except OSError:  # a file system refusing locks: unlocked
-            pass
+    if out >= 0 and taken == "held":
+        os.close(out)
+        why, out = "another toolfold process holds its lock: a run or resume writing it", -1
     if why is not None:
         _say(
             "resume",
@@ -385,6 +391,48 @@ def _claimed(path: Path, state_out: str | None, handle: int) -> int:
     if out >= 0:
         os.set_blocking(out, True)
     return out
+
+
+def _written_through(path: str | Path, found: os.stat_result) -> bool:
+    """Whether the new state is written through ``path`` as it is (``found``: its stat), not replaced.
+
+    So it is for what is not a regular file (a pipe, FIFO, terminal), for a name
+    under ``/dev`` or ``/proc`` (``/dev/stdout``, ``/dev/fd/3``), and for the file
+    stdout or stderr writes to (``--state-out out.txt > out.txt``), which a new file
+    would take away from them.
+    """
+    if not stat.S_ISREG(found.st_mode):
+        return True
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+        return True
+    for stream in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(stream), found):
+                return True
+    return False
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Ctrl-C (SIGINT) held off until the block ends, then delivered as it would have been.
+
+    Only on the main thread, where Python handles signals: a handler that notes
+    the signal stands in for the one in place, which is put back, then the signal
+    raised again if it came. Elsewhere, or when the handler in place was not set
+    from Python, the block runs as it is.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    came: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if came:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _read(path: Path, read: Callable[[], Any]) -> Any:
@@ -459,9 +507,12 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         return PROBLEM
     answers = _answers(args, state)
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
-    return session.go(
-        lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
-    )
+    try:
+        return session.go(
+            lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
+        )
+    finally:
+        session.close()
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
@@ -551,6 +602,7 @@ class _Session:
         self.out: TextIO = sys.stdout
         self.err: TextIO = sys.stderr
         self.shown: set[str] = set()
+        self.locks: list[int] = []  # descriptors holding run files' locks until `close`
 
     def go(self, first: Callable[[Any], Any], waiting: tuple[str, ...] = ()) -> int:
         """Run ``first`` (a run or a resume), then answer at the terminal until it ends."""
@@ -820,9 +872,9 @@ class _Session:
     def _write(self, state: Any) -> None:
         """The run file written with ``state``, or, when it cannot be, printed on stdout (exit 1).
 
-        An existing run file is written under the exclusive ``flock`` a resume holds
-        it by (`_held`), not waited for: while another process resumes it, the state
-        is not written there, as that resume's write-back would replace it.
+        Written under the exclusive ``flock`` a resume holds it by (`_held`), not
+        waited for: while another process holds it, the state is not written there,
+        as that process's own write would replace it (`_write_text`).
         """
         document = {"format": RUN_FILE, **self.where, "state": json.loads(state.to_json())}
         text = json.dumps(document, indent=1) + "\n"
@@ -830,7 +882,7 @@ class _Session:
             self._write_text(text.encode("utf-8"))
         except OSError as exc:
             why = (
-                "another process holds it (a resume of it is under way)"
+                "another toolfold process holds it (a run or resume writing it)"
                 if isinstance(exc, BlockingIOError)
                 else exc.strerror or str(exc)
             )
@@ -842,34 +894,105 @@ class _Session:
             raise _Stop(PROBLEM) from None
 
     def _write_text(self, data: bytes) -> None:
-        if sys.platform == "win32":
-            self.run_file.write_bytes(data)
-            return
-        held = self.held.handle
-        ours = held >= 0 and _names(str(self.run_file), held)
-        if ours and self.held.writable:
-            handle = held  # (the file this resume read and holds)
-        elif self.held.out >= 0 and _names(str(self.run_file), self.held.out):
-            held = handle = self.held.out  # (the --state-out file this resume holds)
-            ours = True
-        else:
-            handle = os.open(self.run_file, os.O_WRONLY | os.O_CREAT, 0o666)
-        try:
-            if stat.S_ISREG(os.fstat(handle).st_mode):
-                if not ours:
+        """The run file (a symlink's target) made to hold ``data``: replaced whole where it can be.
+
+        Ctrl-C waits until the write is done (`_uninterrupted`): a resume's run file
+        then holds the run as it went on, never the waiting state whose approved
+        tools already ran. The file is replaced whole (`_flock.replace_locked`), so a
+        crash or a full disk mid-write leaves the old file whole, keeping its mode,
+        owner and group (a new file gets ``0o666`` less the umask, as before). Where
+        it cannot be replaced (`_flock.NotReplaced`: a folder that cannot be written
+        to, a sticky folder, a bind-mounted file, an owner or group the new file
+        cannot be given) it is written in place, as before, through the descriptor
+        that holds it (`_flock.write_in_place`). A pipe, FIFO or terminal, a file
+        named under ``/dev`` or ``/proc`` (``/dev/stdout``), and the very file stdout
+        or stderr writes to are written through as they are, never replaced.
+
+        Where locks can be had, the file is held before it is written (`_holding`),
+        and a new file replacing it is locked before it is renamed into place; both
+        stay held until the command ends (`close`).
+
+        Raises:
+            BlockingIOError: Another toolfold process holds the run file.
+            OSError: It cannot be written; what it held is kept whole unless it was
+                written in place.
+        """
+        with _uninterrupted():
+            try:
+                found: os.stat_result | None = os.stat(self.run_file)
+            except FileNotFoundError:
+                found = None
+            if found is not None and _written_through(self.run_file, found):
+                if not stat.S_ISREG(found.st_mode):
+                    handle = os.open(self.run_file, os.O_WRONLY)
                     try:
-                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        raise
-                    except OSError:  # a file system refusing locks: unlocked
-                        pass
-                os.ftruncate(handle, 0)
-                os.lseek(handle, 0, os.SEEK_SET)
-            while data:
-                data = data[os.write(handle, data) :]
-        finally:
-            if handle != held:
-                os.close(handle)
+                        _flock.write_all(handle, data)
+                    finally:
+                        os.close(handle)
+                    return
+                _flock.write_in_place(self._holding(self.run_file), data)
+                return
+            self._replace(os.path.realpath(self.run_file), found, data)
+
+    def _replace(self, target: str, found: os.stat_result | None, data: bytes) -> None:
+        """``target`` (``found``: as it was looked at) replaced with ``data``, or written in place."""
+        for _ in range(_flock.ATTEMPTS):
+            handle = -1
+            if found is not None and sys.platform != "win32":
+                # (no locks on Windows; and a file open there cannot be replaced)
+                handle = self._holding(target)
+                found = os.fstat(handle)
+            try:
+                new = _flock.replace_locked(
+                    target,
+                    data,
+                    None if found is None else stat.S_IMODE(found.st_mode),
+                    None if found is None else (found.st_uid, found.st_gid),
+                )
+            except FileExistsError:  # (created meanwhile, maybe held: locked first, as above)
+                found = os.stat(target)
+                continue
+            except _flock.NotReplaced:
+                if sys.platform == "win32":
+                    Path(target).write_bytes(data)
+                    return
+                if handle < 0:  # (a new file: created as open would, then held)
+                    handle = self._holding(target, create=True)
+                _flock.write_in_place(handle, data)
+                return
+            if new >= 0:
+                self.locks.append(new)
+            return
+        raise OSError(errno.EBUSY, "it kept being created by another process", target)
+
+    def _holding(self, path: str | Path, create: bool = False) -> int:
+        """A descriptor, open for writing, that holds the lock of the regular file ``path``.
+
+        One this command holds already (`_held`, `_claimed`, an earlier write), else
+        ``path`` opened (``create``: made if missing) and locked, then checked to be
+        the file so named (`_flock.lock_named`), and kept until `close`. A file system
+        refusing locks leaves it unlocked.
+
+        Raises:
+            BlockingIOError: Another process holds its lock.
+        """
+        for held in (self.held.handle, self.held.out, *self.locks):
+            if held >= 0 and _flock.same_file(held, path):
+                return held
+        # (for writing, non-blocking: NFS and CIFS lock only a file so opened, and a
+        # FIFO swapped in meanwhile fails at once instead of waiting for a reader)
+        flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+        handle, taken = _flock.lock_named(path, lambda: os.open(path, flags, 0o666))
+        if taken == "held":
+            os.close(handle)
+            raise BlockingIOError(errno.EWOULDBLOCK, "held by another process", os.fspath(path))
+        self.locks.append(handle)
+        return handle
+
+    def close(self) -> None:
+        """Let go of the run files this command's writes hold (their locks), as it ends."""
+        while self.locks:
+            os.close(self.locks.pop())
 
     def _explain(self, response: Any) -> None:
         from toolfold.runtime._resume import answer_keys

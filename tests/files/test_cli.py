@@ -17,6 +17,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -216,9 +217,9 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
         raise
     assert second.returncode == 1, second.stderr
     assert second.stderr == (
-        "toolfold resume: toolfold-run.json is being resumed by another process (the run file "
-        "is locked): nothing ran and toolfold-run.json is unchanged; resume it once that one "
-        "has ended\n"
+        "toolfold resume: toolfold-run.json is held by another toolfold process (a resume of it, "
+        "or a run writing it; the run file is locked): nothing ran and toolfold-run.json is "
+        "unchanged; resume it once that one has ended\n"
     )
     assert (first.returncode, out) == (0, b"result: 5\n"), seen + errors
     assert (tmp_path / "ran.log").read_text() == "add 2 3\n"  # the tool ran once
@@ -1269,8 +1270,8 @@ def test_run_does_not_write_a_run_file_another_process_holds(tmp_path: Path) -> 
         proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.endswith(
-        "toolfold run: cannot write the run file toolfold-run.json: another process holds it "
-        "(a resume of it is under way); the run file follows on stdout\n"
+        "toolfold run: cannot write the run file toolfold-run.json: another toolfold process "
+        "holds it (a run or resume writing it); the run file follows on stdout\n"
     )
     assert run_file.read_text() == "held"
     assert [
@@ -1350,7 +1351,7 @@ def test_resume_into_a_state_out_another_resume_holds_runs_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A --state-out file another resume holds (its flock) is refused before the approved tool
-    runs (exit 1); once free, the new state is written through the descriptor locked first."""
+    runs (exit 1); once free, the new state replaces it, under the lock taken first."""
     import fcntl
 
     from toolfold._cli import main
@@ -1369,9 +1370,9 @@ def test_resume_into_a_state_out_another_resume_holds_runs_nothing(
     captured = capsys.readouterr()
     assert captured.out == ""  # the refund did not run
     assert captured.err == (
-        "toolfold resume: --state-out out.json cannot be written (another process holds its "
-        "lock: a resume of it is under way): nothing ran and toolfold-run.json is unchanged; "
-        "make it writable, or give another --state-out FILE\n"
+        "toolfold resume: --state-out out.json cannot be written (another toolfold process "
+        "holds its lock: a run or resume writing it): nothing ran and toolfold-run.json is "
+        "unchanged; make it writable, or give another --state-out FILE\n"
     )
     assert (run_file.read_text(), out.read_text()) == (kept, "held, and longer than nothing")
     assert (main(command), capsys.readouterr().out) == (0, "order A17 refunded\n")
@@ -1466,3 +1467,246 @@ def test_ctrl_c_with_json_prints_the_state_it_wrote(tmp_path: Path) -> None:
     kept = json.loads((tmp_path / "toolfold-run.json").read_text())["state"]
     assert json.loads(proc.stdout) == kept
     assert kept["phase"] == "running_tools"
+
+
+def _waiting_run_file(tmp_path: Path) -> tuple[Path, str]:
+    """A run file (``toolfold-run.json`` in ``tmp_path``) waiting for call_4_0's approval, and its text."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    run_file = tmp_path / "toolfold-run.json"
+    return run_file, run_file.read_text()
+
+
+def test_a_write_back_stopped_by_a_full_disk_leaves_the_old_run_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A resume's write-back that fails after half the new run file (a full disk) leaves the old
+    run file whole and no temporary file, and its error names the run file."""
+    from toolfold._cli import main
+
+    run_file, kept = _waiting_run_file(tmp_path)
+    writing = os.write
+
+    def half(handle: int, data: Any) -> int:
+        if bytes(data[:40]).startswith(b'{\n "format": "toolfold-run/1"'):
+            writing(handle, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return writing(handle, data)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "write", half)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.endswith(
+        "toolfold resume: cannot write the run file toolfold-run.json: No space left on "
+        "device; the run file follows on stdout\n"
+    )
+    assert json.loads(captured.out.partition("\n")[2])["state"]["phase"] == "finished"
+    assert run_file.read_text() == kept  # whole: the waiting run
+    assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]  # (no temporary file)
+
+
+def test_ctrl_c_during_the_write_back_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (SIGINT) halfway through a resume's write-back comes once the new state is written:
+    exit 130, and the run file no longer waits for the approved tool, which cannot run again."""
+    from toolfold._cli import main
+
+    run_file, _ = _waiting_run_file(tmp_path)
+    writing = os.write
+
+    def half(handle: int, data: Any) -> int:
+        if bytes(data[:40]).startswith(b'{\n "format": "toolfold-run/1"'):
+            done = writing(handle, data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGINT)  # (Ctrl-C, halfway)
+            return done
+        return writing(handle, data)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "write", half)
+    command = ["resume", "toolfold-run.json", "--approve", "call_4_0"]
+    assert main(command) == 130
+    assert capsys.readouterr().err.endswith("toolfold resume: interrupted\n")
+    monkeypatch.undo()
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
+    assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]  # (no temporary file)
+    monkeypatch.chdir(tmp_path)
+    assert main(command) == 1  # (the refund is not made twice)
+    assert "no call 'call_4_0' waits for an approval" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "temporary",  # a folder it cannot write to: the new file cannot be made (EACCES)
+        "rename",  # a bind-mounted run file (EBUSY)
+    ],
+)
+def test_a_run_file_that_cannot_be_replaced_is_written_in_place(
+    refusal: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run file whose new file cannot be made (EACCES) or renamed over it (EBUSY) is written in
+    place, as before the replacing: the resume ends (exit 0), the same file holding the new state."""
+    from toolfold._cli import main
+
+    run_file, _ = _waiting_run_file(tmp_path)
+    before = run_file.stat().st_ino
+    opening, replacing = os.open, os.replace
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if refusal == "temporary" and ".toolfold-" in os.fspath(path):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return opening(path, flags, *args, **kwargs)
+
+    def replace(source: Any, target: Any) -> None:
+        if refusal == "rename":
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        replacing(source, target)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "order A17 refunded\n", captured.err
+    monkeypatch.undo()
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
+    assert run_file.stat().st_ino == before  # (written in place)
+    assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]
+
+
+@pytest.mark.parametrize("state_out", ["/dev/stdout", "log.txt"])
+def test_a_state_out_that_is_stdout_s_file_is_written_through_it(
+    state_out: str, tmp_path: Path
+) -> None:
+    """``--state-out /dev/stdout`` (or stdout's own file) with stdout sent to a file writes the
+    run file through that file, as before, not by putting a new file in its place."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier log line\n")
+    options = ("--state-out", state_out, "refund A17")
+    before = log.stat().st_ino
+    with log.open("a") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "toolfold._cli", "run", str(EXAMPLE), *DEMO, *options],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=_environment(None),
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    assert proc.returncode == 3, proc.stderr
+    assert log.stat().st_ino == before  # (the file stdout writes to, still)
+    assert json.loads(log.read_text())["state"]["phase"] == "awaiting_approval"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.txt"]
+
+
+def test_a_run_file_replaced_keeps_its_permission_bits(tmp_path: Path) -> None:
+    """A run file written back keeps its mode (0o640 stays 0o640); a new one gets 0o666 less
+    the umask, as a file ``open`` creates."""
+    run_file, _ = _waiting_run_file(tmp_path)
+    (tmp_path / "plain").touch()
+    assert stat.S_IMODE(run_file.stat().st_mode) == stat.S_IMODE(
+        (tmp_path / "plain").stat().st_mode
+    )
+    run_file.chmod(0o640)
+    before = run_file.stat().st_ino
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "call_4_0", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "order A17 refunded\n"), proc.stderr
+    assert run_file.stat().st_ino != before  # (replaced, not written in place)
+    assert stat.S_IMODE(run_file.stat().st_mode) == 0o640
+    assert json.loads(run_file.read_text())["state"]["phase"] == "finished"
+
+
+def test_a_resume_that_locked_a_replaced_run_file_reads_the_new_one(tmp_path: Path) -> None:
+    """A resume that opened the run file just before another process renamed its new state over
+    it, and locked it once that one ended, drops that old file and reads the one named now."""
+    from toolfold._commands import _held
+
+    run_file = tmp_path / "run.json"
+    run_file.write_text("the old state")
+    replaced = tmp_path / "new.json"
+    replaced.write_text("the new state")
+    opening = os.open
+    opened: list[int] = []
+
+    def racing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        handle = opening(path, flags, *args, **kwargs)
+        if flags & os.O_RDWR:
+            opened.append(handle)
+            if len(opened) == 1:  # the old file, opened; then another resume's write-back:
+                os.replace(replaced, run_file)
+        return handle
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", racing)
+        with _held(run_file, None) as held:
+            assert held.raw == b"the new state"
+            assert os.path.samestat(os.fstat(held.handle), run_file.stat())
+            assert len(opened) == 2  # (locked, found replaced, and opened again)
+
+
+def test_a_write_holds_the_new_run_file_until_the_command_ends(tmp_path: Path) -> None:
+    """The new run file is locked before it is renamed into place and stays locked until the
+    command ends, so a resume started meanwhile is refused instead of reading it mid-command."""
+    import argparse
+
+    from toolfold import _flock
+    from toolfold._commands import _Session
+
+    run_file = tmp_path / "run.json"
+    run_file.write_text("the old state")
+    args = argparse.Namespace(stream=False, json=False, state_out=None)
+    session = _Session("run", None, args, {}, str(run_file))
+    session._write_text(b"the new state")
+    probe = os.open(run_file, os.O_RDWR)
+    try:
+        assert run_file.read_text() == "the new state"
+        assert _flock.try_lock(probe) == "held"
+        session.close()
+        assert _flock.try_lock(probe) == "locked"
+    finally:
+        os.close(probe)
+
+
+def test_a_run_file_created_while_it_was_written_is_locked_before_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run file that another process created (and a resume of it holds) after ``run`` found
+    none is not replaced unlocked: the write is refused as held, the file left as it is."""
+    import argparse
+    import fcntl
+
+    from toolfold._commands import _Session
+
+    run_file = tmp_path / "run.json"
+    args = argparse.Namespace(stream=False, json=False, state_out=None)
+    session = _Session("run", None, args, {}, str(run_file))
+    looking = os.stat
+
+    def created_after_the_look(path: Any, *rest: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(path) == str(run_file) and not holder:
+            seen = FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+            run_file.write_text("another run's state")  # (after the look, before the write)
+            holder.append(os.open(run_file, os.O_RDWR))
+            fcntl.flock(holder[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+            raise seen
+        return looking(path, *rest, **kwargs)
+
+    holder: list[int] = []
+    monkeypatch.setattr(os, "stat", created_after_the_look)
+    try:
+        with pytest.raises(BlockingIOError):
+            session._write_text(b"this run's state")
+    finally:
+        session.close()
+        for handle in holder:
+            os.close(handle)
+    monkeypatch.undo()
+    assert run_file.read_text() == "another run's state"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]

@@ -42,11 +42,9 @@ from typing import IO
 
 import httpx
 
+from toolfold._flock import same_file, try_lock
 from toolfold._ports import port_problem
 from toolfold.local._paths import LocalSetupError, cache_dir
-
-if sys.platform != "win32":
-    import fcntl
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
@@ -216,8 +214,7 @@ class LocalServer:
             # output: locked while any of them runs, even after this process is gone.
             # (a new file: never held; on a file system refusing locks, ENOLCK, the
             # log goes unlocked, and pruning, which cannot lock it either, keeps it)
-            with contextlib.suppress(OSError):
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try_lock(handle)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
         watchdog = Path(__file__).with_name("_watchdog.py")
@@ -376,9 +373,7 @@ def prune_logs(logs: Path, kept: int = KEPT_LOGS) -> list[Path]:
                 handle = os.open(path, os.O_RDWR | os.O_APPEND)
             except OSError:
                 continue  # (gone already, or not ours to write: not ours to delete)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # a running server's
+            if try_lock(handle) != "locked":  # a running server's (or no locks here)
                 os.close(handle)
                 continue
             try:
@@ -400,12 +395,12 @@ def _delete_locked(path: Path, handle: int) -> bool:
     with _folder_locked(path.parent) as locked:
         if not locked:
             return False
-        try:
-            if os.path.samestat(os.stat(path), os.fstat(handle)):
+        if same_file(handle, path):
+            try:
                 path.unlink()
                 return True
-        except OSError:
-            pass  # (gone already, or another process's to handle)
+            except OSError:
+                pass  # (gone already, or another process's to handle)
     return False
 
 
@@ -436,19 +431,11 @@ def _folder_locked(folder: Path) -> Iterator[bool]:
 
 def _lock_within(handle: int, deadline: float) -> bool:
     """Take ``handle``'s ``flock``, trying until ``deadline`` (monotonic); whether taken."""
-    if sys.platform == "win32":
-        return False
-    else:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:  # held: try again shortly, until the deadline
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(0.02)
-            except OSError:  # a file system refusing locks
-                return False
+    while (taken := try_lock(handle)) == "held":  # try again shortly, until the deadline
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return taken == "locked"  # (else Windows, or a file system refusing locks)
 
 
 def check_port(port: object) -> int:
