@@ -942,6 +942,9 @@ class _Session:
                 # (no locks on Windows; and a file open there cannot be replaced)
                 handle = self._holding(target)
                 found = os.fstat(handle)
+                if found.st_nlink > 1:  # (its other names would keep the old state)
+                    _flock.write_in_place(handle, data)
+                    return
             try:
                 new = _flock.replace_locked(
                     target,

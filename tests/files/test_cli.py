@@ -1579,6 +1579,23 @@ def test_a_run_file_that_cannot_be_replaced_is_written_in_place(
     assert [p.name for p in tmp_path.iterdir()] == ["toolfold-run.json"]
 
 
+def test_a_run_file_with_another_hard_link_is_written_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run file with a second hard link is written in place, so both names hold the new state
+    (a replacing file would leave the other name with the waiting run, to be resumed again)."""
+    from toolfold._cli import main
+
+    run_file, _ = _waiting_run_file(tmp_path)
+    other = tmp_path / "shared-run.json"
+    os.link(run_file, other)
+    monkeypatch.chdir(tmp_path)
+    assert main(["resume", "toolfold-run.json", "--approve", "call_4_0"]) == 0
+    assert capsys.readouterr().out == "order A17 refunded\n"
+    assert run_file.stat().st_ino == other.stat().st_ino
+    assert json.loads(other.read_text())["state"]["phase"] == "finished"
+
+
 @pytest.mark.parametrize("state_out", ["/dev/stdout", "log.txt"])
 def test_a_state_out_that_is_stdout_s_file_is_written_through_it(
     state_out: str, tmp_path: Path
