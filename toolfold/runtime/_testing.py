@@ -523,8 +523,11 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     resolved: list[str] = []
 
     def resolve(spec: str) -> Model:
+        found = model if isinstance(model, Model) else model(spec)
+        # Recorded once the function has answered: one that raised is called
+        # again at the next run, and the string is listed once per agent.
         resolved.append(spec)
-        return model if isinstance(model, Model) else model(spec)
+        return found
 
     token = MODEL_OVERRIDE.set(ModelOverride(resolve))
     try:
