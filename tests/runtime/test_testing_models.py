@@ -25,6 +25,7 @@ from toolfold import (
     TextPart,
     ToolfoldError,
     ToolResultPart,
+    UsageError,
     tool,
 )
 from toolfold.runtime import (
@@ -97,6 +98,64 @@ def test_exhausted_script_raises_clear_error() -> None:
     model.request_sync(REQ)
     with pytest.raises(ToolfoldError, match="no entry left for request 2"):
         model.request_sync(REQ)
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        (None, "got NoneType None"),
+        (5, "got int 5"),
+        ({"text": "x"}, "got dict {'text': 'x'}"),
+        (b"hi", "got bytes b'hi'"),
+        (["ok", 3], "item 1 of the list: got int 3"),
+        (Message.user("x"), "got a Message with role 'user'"),
+        (ModelResponse(Message.user("x")), "got a ModelResponse's message with role 'user'"),
+        (Message.tool(ToolResultPart("c", "add", "x")), "got a Message with role 'tool'"),
+        (["text", ToolResultPart("c", "add", "x")], "got a ToolResultPart (for tool 'add')"),
+    ],
+)
+def test_a_script_entry_that_is_no_reply_is_refused_when_the_script_is_made(
+    entry: Any, named: str
+) -> None:
+    """A bad script entry raises at construction, naming its index, what it is and the kinds."""
+    with pytest.raises(ToolfoldError) as raised:
+        ScriptedModel(["fine", entry])
+    message = str(raised.value)
+    assert message.startswith("ScriptedModel script entry 1 is no reply: ")
+    assert named in message
+    assert "give text (a str), a tool call" in message
+
+
+def test_a_function_reply_that_is_no_reply_names_the_function() -> None:
+    """A FunctionModel function (sync or async) or a script function returning None says so."""
+
+    async def nothing(request: ModelRequest) -> None:
+        return None
+
+    for model in (FunctionModel(lambda request: None), FunctionModel(nothing)):  # type: ignore[arg-type, return-value]
+        with pytest.raises(
+            ToolfoldError,
+            match="FunctionModel's function returned a value that is no reply: got NoneType None",
+        ):
+            model.request_sync(REQ)
+        with pytest.raises(ToolfoldError, match="FunctionModel's function returned"):
+            asyncio.run(model.request(REQ))
+    scripted = ScriptedModel(["fine", lambda request: {"text": "x"}])
+    scripted.request_sync(REQ)
+    with pytest.raises(
+        ToolfoldError,
+        match=r"script entry 1 \(a function\) returned a value "
+        "that is no reply: got dict",
+    ):
+        scripted.request_sync(REQ)
+
+
+def test_a_run_on_a_function_returning_none_raises_the_usage_error() -> None:
+    """An agent whose FunctionModel returns None fails with the reply's error, not a TypeError."""
+    agent = Agent(FunctionModel(lambda request: None))  # type: ignore[arg-type, return-value]
+    with pytest.raises(UsageError, match="returned a value that is no reply") as raised:
+        agent.run("x")
+    assert "not iterable" not in str(raised.value)
 
 
 def test_full_response_entry_kept_with_its_usage() -> None:
