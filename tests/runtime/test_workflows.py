@@ -15,10 +15,10 @@ from toolfold import (
     Sequence,
     SubRunEvent,
     Task,
-    UsageError,
     TextDelta,
     ToolCallEvent,
     ToolResultEvent,
+    UsageError,
     WorkflowResponse,
 )
 from toolfold.runtime import RunEndEvent, replay

@@ -398,7 +398,7 @@ class ScriptedModel(_BaseTestModel):
         """How many entries have not been used yet."""
         return len(self._script) - self._position
 
-    def _reply(self, request: ModelRequest) -> Reply:
+    def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
         with self._lock:
             if self._position >= len(self._script):
                 raise UsageError(
