@@ -145,6 +145,91 @@ def test_a_suspended_and_resumed_run_is_two_agent_spans_of_one_conversation(
     assert len(traces.named("execute_tool")) == 1
 
 
+def _settled_script() -> list[Any]:
+    """A step whose calls the core answers itself, and one that runs, then an answer."""
+    return [
+        [
+            call("nope", {}),
+            call("add", '{"a": 1'),
+            call("add", "[1, 2]"),
+            call("add", {"a": 1, "b": 2}),
+        ],
+        "done",
+    ]
+
+
+def _drive(agent: Agent, how: str) -> None:
+    import asyncio
+
+    if how == "run":
+        agent.run("go")
+    elif how == "arun":
+        asyncio.run(agent.arun("go"))
+    elif how == "stream":
+        list(agent.stream("go"))
+    else:
+
+        async def collect() -> None:
+            async for _ in agent.stream("go"):
+                pass
+
+        asyncio.run(collect())
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream", "astream"])
+def test_calls_the_core_answers_itself_get_execute_tool_spans(traces: Traces, how: str) -> None:
+    """An unknown tool and argument text that is no JSON object each get an ERROR
+    execute_tool span, a child of the run's span, with their outcome as error.type."""
+    _drive(Agent(ScriptedModel(_settled_script()), tools=[add], name="t"), how)
+    (agent,) = traces.named("invoke_agent")
+    spans = traces.named("execute_tool")
+    errors = sorted(
+        (s.name, s.attributes.get("error.type"))
+        for s in spans
+        if s.status.status_code == StatusCode.ERROR
+    )
+    assert errors == [
+        ("execute_tool add", "invalid_arguments"),
+        ("execute_tool add", "invalid_arguments"),
+        ("execute_tool nope", "unknown_tool"),
+    ]
+    assert len(spans) == 4  # and the call that ran
+    for span in spans:
+        assert span.parent is not None
+        assert span.parent.span_id == agent.context.span_id
+    settled = [s for s in spans if s.status.status_code == StatusCode.ERROR]
+    assert all(s.start_time == s.end_time for s in settled)  # settled, not run: no length
+
+
+def test_a_settled_call_records_its_arguments_and_result_when_asked() -> None:
+    """With capture_content, a call settled without running records its arguments and result."""
+    recorded = Traces()
+    toolfold.otel.instrument(recorded.tracer_provider, capture_content=True)
+    try:
+        Agent(ScriptedModel([call("nope", {"q": 1}), "done"]), tools=[add]).run("go")
+    finally:
+        toolfold.otel.uninstrument()
+    (span,) = recorded.named("execute_tool")
+    assert span.attributes["gen_ai.tool.call.arguments"] == '{"q": 1}'
+    assert "Unknown tool 'nope'" in str(span.attributes["gen_ai.tool.call.result"])
+
+
+def test_a_denied_call_gets_an_execute_tool_span_with_error_type_denied(traces: Traces) -> None:
+    """A call denied on resume gets an ERROR execute_tool span under the resume's agent span."""
+    model = ScriptedModel([call("pay", {"amount": 5}), "done"])
+    agent = Agent(model, tools=[pay])
+    first = agent.run("pay")
+    (pending,) = first.state.pending_approvals
+    agent.resume(first.state, approvals={pending.id: False})
+    (span,) = traces.named("execute_tool")
+    assert span.name == "execute_tool pay"
+    assert span.attributes["error.type"] == "denied"
+    assert span.status.status_code == StatusCode.ERROR
+    resumed = traces.named("invoke_agent")[1]
+    assert span.parent is not None
+    assert span.parent.span_id == resumed.context.span_id
+
+
 def test_streamed_and_async_runs_are_traced(traces: Traces) -> None:
     """A streamed run and an async run each make their spans."""
     import asyncio

@@ -137,6 +137,34 @@ def test_stream_is_single_use_and_response_needs_the_end() -> None:
         list(stream)
 
 
+def test_a_stream_stopped_by_break_says_the_caller_stopped_it() -> None:
+    """After `break`, `response` and a second iteration say the run was abandoned, not unfinished."""
+    stream = _agent(["hello world"]).stream("go")
+    for event in stream:
+        if event.kind == "text_delta":
+            break
+    with pytest.raises(ToolfoldError, match="caller stopped iterating it") as raised:
+        _ = stream.response
+    assert "not finished" not in str(raised.value)
+    assert "state was not kept" in str(raised.value)
+    with pytest.raises(ToolfoldError, match="only once: the caller stopped iterating it"):
+        list(stream)
+
+
+def test_an_async_stream_closed_early_says_the_caller_stopped_it() -> None:
+    """An async stream closed before its end says the caller stopped it, in `response`."""
+    stream = _agent(["hello world"]).stream("go")
+
+    async def stop_early() -> None:
+        events = stream.__aiter__()
+        await anext(events)
+        await events.aclose()
+
+    asyncio.run(stop_early())
+    with pytest.raises(ToolfoldError, match="caller stopped iterating it"):
+        _ = stream.response
+
+
 def test_stream_suspends_for_approval_and_resume_streams() -> None:
     """A streamed run stops at an approval; resume_stream continues it."""
 

@@ -258,6 +258,29 @@ def test_a_raising_override_function_is_called_again_by_the_next_run(
     assert len(calls) == 2
 
 
+def test_a_string_whose_override_function_raised_is_listed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`resolved` lists an agent's string once, after the function answered, not per attempt."""
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    agent = Agent("openai:gpt-4o-mini")
+    attempts: list[str] = []
+
+    def flaky(spec: str) -> TestModel:
+        attempts.append(spec)
+        if len(attempts) == 1:
+            raise RuntimeError("not yet")
+        return TestModel(text="second try")
+
+    with override_models(flaky) as resolved:
+        with pytest.raises(RuntimeError, match="not yet"):
+            agent.run("x")
+        assert resolved == []
+        agent.run("x")
+        agent.run("y")
+    assert resolved == ["openai:gpt-4o-mini"]
+
+
 def test_threads_sharing_the_block_resolve_an_agent_made_before_it_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

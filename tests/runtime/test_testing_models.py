@@ -25,6 +25,7 @@ from toolfold import (
     TextPart,
     ToolfoldError,
     ToolResultPart,
+    UsageError,
     tool,
 )
 from toolfold.runtime import (
@@ -97,6 +98,64 @@ def test_exhausted_script_raises_clear_error() -> None:
     model.request_sync(REQ)
     with pytest.raises(ToolfoldError, match="no entry left for request 2"):
         model.request_sync(REQ)
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        (None, "got NoneType None"),
+        (5, "got int 5"),
+        ({"text": "x"}, "got dict {'text': 'x'}"),
+        (b"hi", "got bytes b'hi'"),
+        (["ok", 3], "item 1 of the list: got int 3"),
+        (Message.user("x"), "got a Message with role 'user'"),
+        (ModelResponse(Message.user("x")), "got a ModelResponse's message with role 'user'"),
+        (Message.tool(ToolResultPart("c", "add", "x")), "got a Message with role 'tool'"),
+        (["text", ToolResultPart("c", "add", "x")], "got a ToolResultPart (for tool 'add')"),
+    ],
+)
+def test_a_script_entry_that_is_no_reply_is_refused_when_the_script_is_made(
+    entry: Any, named: str
+) -> None:
+    """A bad script entry raises at construction, naming its index, what it is and the kinds."""
+    with pytest.raises(ToolfoldError) as raised:
+        ScriptedModel(["fine", entry])
+    message = str(raised.value)
+    assert message.startswith("ScriptedModel script entry 1 is no reply: ")
+    assert named in message
+    assert "give text (a str), a tool call" in message
+
+
+def test_a_function_reply_that_is_no_reply_names_the_function() -> None:
+    """A FunctionModel function (sync or async) or a script function returning None says so."""
+
+    async def nothing(request: ModelRequest) -> None:
+        return None
+
+    for model in (FunctionModel(lambda request: None), FunctionModel(nothing)):  # type: ignore[arg-type, return-value]
+        with pytest.raises(
+            ToolfoldError,
+            match="FunctionModel's function returned a value that is no reply: got NoneType None",
+        ):
+            model.request_sync(REQ)
+        with pytest.raises(ToolfoldError, match="FunctionModel's function returned"):
+            asyncio.run(model.request(REQ))
+    scripted = ScriptedModel(["fine", lambda request: {"text": "x"}])
+    scripted.request_sync(REQ)
+    with pytest.raises(
+        ToolfoldError,
+        match=r"script entry 1 \(a function\) returned a value "
+        "that is no reply: got dict",
+    ):
+        scripted.request_sync(REQ)
+
+
+def test_a_run_on_a_function_returning_none_raises_the_usage_error() -> None:
+    """An agent whose FunctionModel returns None fails with the reply's error, not a TypeError."""
+    agent = Agent(FunctionModel(lambda request: None))  # type: ignore[arg-type, return-value]
+    with pytest.raises(UsageError, match="returned a value that is no reply") as raised:
+        agent.run("x")
+    assert "not iterable" not in str(raised.value)
 
 
 def test_full_response_entry_kept_with_its_usage() -> None:
@@ -356,6 +415,142 @@ def test_a_pattern_no_sample_is_found_for_names_the_tool_and_parameter() -> None
     assert "tool 'check'" in message
     assert "@ $.code" in message
     assert "'^[a-z]{2}$'" in message
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string", "format": "email", "maxLength": 10}, "a@b.co"),
+        ({"type": "string", "format": "email", "maxLength": 3}, "a@b"),
+        ({"type": "string", "format": "ipv4", "minLength": 12}, "198.51.100.1"),
+        ({"type": "string", "format": "hostname", "maxLength": 2}, "a"),
+    ],
+)
+def test_a_format_sample_fits_the_length_bounds(schema: dict[str, Any], expected: str) -> None:
+    """A format's sample is one that fits minLength/maxLength, not the longest one."""
+    assert sample_value(schema) == expected
+
+
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        ({"type": "string", "minLength": 3, "maxLength": 2}, "(minLength 3, maxLength 2)"),
+        ({"type": "array", "minItems": 2, "maxItems": 1}, "(minItems 2, maxItems 1)"),
+        ({"type": "object", "minProperties": 2, "maxProperties": 1}, "(minProperties 2"),
+        ({"type": "string", "format": "date-time", "maxLength": 19}, "'format' keyword"),
+        (
+            {
+                "oneOf": [
+                    {"type": "object", "properties": {"a": {"type": "integer"}}},
+                    {"type": "object", "properties": {"b": {"type": "string"}}},
+                ]
+            },
+            "'oneOf' keyword",
+        ),
+        ({"type": "object", "dependentRequired": {"a": ["b"]}, "required": ["a"]}, "dependent"),
+    ],
+)
+def test_a_schema_no_sample_fits_is_a_usage_error_naming_the_keyword(
+    schema: dict[str, Any], named: str
+) -> None:
+    """Impossible bounds, or a sample the schema still refuses, raise naming the keyword."""
+    with pytest.raises(UsageError, match="no sample value could be made") as raised:
+        sample_value(schema)
+    assert named in str(raised.value)
+
+
+def test_an_overlapping_one_of_takes_a_branch_whose_value_no_other_accepts() -> None:
+    """A oneOf whose first branch's value two branches accept gives a later branch's value."""
+    schema = {"oneOf": [{"type": "integer"}, {"type": "integer", "minimum": 1}, {"type": "string"}]}
+    assert sample_value(schema) == "aaaaa"
+
+
+def test_a_default_its_schema_refuses_is_not_used() -> None:
+    """A parameter whose default fails its own schema gets a generated value instead."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "default": "notint"}},
+        "required": ["a"],
+    }
+    assert sample_value(schema) == {"a": 1}
+
+
+def test_test_model_names_the_tool_parameter_and_keyword_no_argument_fits() -> None:
+    """A parameter whose format no sample within maxLength has is a UsageError, not a bad call."""
+    from toolfold import Tool
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "email": {"type": "string", "format": "email", "maxLength": 10},
+            "when": {"type": "string", "format": "date-time", "maxLength": 19},
+        },
+        "required": ["email", "when"],
+    }
+    signup = Tool("signup", "Sign up.", schema, function=lambda args: "ok")
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), tools=[signup]).run("x")
+    message = str(raised.value)
+    assert "tool 'signup'" in message
+    assert "@ $.when" in message
+    assert "'format' keyword" in message
+
+
+def test_test_model_calls_a_tool_with_a_short_email_valid_under_its_max_length() -> None:
+    """TestModel's email argument under maxLength 10 passes the tool's own check."""
+    from toolfold import Tool
+
+    schema = {
+        "type": "object",
+        "properties": {"email": {"type": "string", "format": "email", "maxLength": 10}},
+        "required": ["email"],
+    }
+    signup = Tool("signup", "Sign up.", schema, function=lambda args: "ok " + args["email"])
+    response = Agent(TestModel(), tools=[signup]).run("x")
+    assert response.steps[0].tool_results[0].content == "ok a@b.co"
+
+
+_checked_leaf = st.sampled_from(
+    [
+        {"type": "string", "format": "email", "maxLength": 4},
+        {"type": "string", "format": "date-time", "maxLength": 19},
+        {"type": "string", "format": "uuid", "pattern": "^f"},
+        {"type": "string", "minLength": 3, "maxLength": 2},
+        {"type": "array", "minItems": 2, "maxItems": 1},
+        {"type": "integer", "minimum": 1},
+        {"type": "number"},
+        {"type": "object", "propertyNames": {"pattern": "^z"}, "required": ["a"]},
+        {"type": "string", "format": "ipv4", "minLength": 12},
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.recursive(
+        _checked_leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=1, max_size=3).map(lambda alts: {"oneOf": alts}),
+            st.lists(inner, min_size=1, max_size=3).map(lambda alts: {"anyOf": alts}),
+            st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2).map(
+                lambda props: {"type": "object", "properties": props, "required": sorted(props)}
+            ),
+        ),
+        max_leaves=6,
+    )
+)
+def test_a_sample_passes_the_argument_check_or_is_refused(schema: dict[str, Any]) -> None:
+    """Whatever the schema, sample_value gives a value the argument check accepts, or a UsageError."""
+    from toolfold.toolkit._arguments import compile_validator
+
+    try:
+        value = sample_value(schema)
+    except UsageError as exc:
+        refused: str | None = str(exc)
+    else:
+        refused = None
+        assert compile_validator(schema).is_valid(value), value
+    assert refused is None or "no sample value could be made" in refused
 
 
 _leaf = st.sampled_from(

@@ -18,6 +18,7 @@ from toolfold import (
     TextDelta,
     ToolCallEvent,
     ToolResultEvent,
+    UsageError,
     WorkflowResponse,
 )
 from toolfold.runtime import RunEndEvent, replay
@@ -88,6 +89,16 @@ def test_sequence_streams_its_steps_events_tagged_with_their_path() -> None:
     assert stream.response.output == "b(a(x))"
     plain = Sequence(echo("a"), echo("b")).run("x", run_id="s")
     assert stream.response.state == plain.state
+
+
+def test_a_workflow_stream_stopped_by_break_says_the_caller_stopped_it() -> None:
+    """After `break`, a workflow stream's `response` says the run was abandoned."""
+    stream = Sequence(echo("a"), echo("b")).stream("x")
+    for event in stream:
+        if isinstance(event, SubRunEvent):
+            break
+    with pytest.raises(UsageError, match="caller stopped iterating it"):
+        _ = stream.response
 
 
 def test_sequence_runs_on_the_event_loop() -> None:

@@ -23,7 +23,7 @@ from toolfold.runtime.core._messages import (
     ToolResultPart,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.drive._executor import ToolJob, ToolOutcome, with_tool
 from toolfold.runtime.drive._loop import Live
 from toolfold.runtime.drive._trace import set_tracer
@@ -124,6 +124,30 @@ class _RunTrace:
     def tools(self, jobs: Sequence[ToolJob]) -> _ToolsTrace:
         return _ToolsTrace(self, jobs)
 
+    def settled(self, calls: Sequence[CallState]) -> None:
+        """Calls settled without running (an unknown tool, bad arguments, a denial):
+        each an execute_tool span of no length, under the agent span as the others."""
+        tracer, capture, now = self.owner.tracer, self.owner.capture, time.time_ns()
+        for settled in calls:
+            result = settled.result
+            if result is None:
+                continue
+            call = settled.call
+            attributes = _tool_attributes(call, capture)
+            if capture:
+                attributes["gen_ai.tool.call.result"] = result.content
+            span = tracer.start_span(
+                f"execute_tool {call.name}",
+                context=self.context,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=now,
+            )
+            if result.is_error:
+                span.set_attribute("error.type", settled.outcome or "error")
+                span.set_status(Status(StatusCode.ERROR, result.content[:200]))
+            span.end(end_time=now)
+
     def handoff(self, live: Live) -> None:
         """The run goes on with ``live``'s agent: its spans nest under a new agent span."""
         name = live.name or "agent"
@@ -162,14 +186,7 @@ class _ToolsTrace:
         self.spans: dict[str, Any] = {}
         for job in jobs:
             call = job.invocation.call
-            attributes: dict[str, Any] = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.name,
-                "gen_ai.tool.call.id": call.id,
-                "gen_ai.tool.type": "function",
-            }
-            if capture:
-                attributes["gen_ai.tool.call.arguments"] = call.arguments_text
+            attributes = _tool_attributes(call, capture)
             span = tracer.start_span(
                 f"execute_tool {call.name}",
                 context=run.context,
@@ -209,6 +226,19 @@ class _ToolsTrace:
         for call_id in self.spans.keys() | {o.call_id for o in outcomes}:
             calls.pop(f"{self.run.run_id}/{call_id}", None)
         self.spans = {}
+
+
+def _tool_attributes(call: ToolCallPart, capture: bool) -> dict[str, Any]:
+    """An execute_tool span's attributes for ``call`` (its arguments with ``capture``)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": "function",
+    }
+    if capture:
+        attributes["gen_ai.tool.call.arguments"] = call.arguments_text
+    return attributes
 
 
 def _current(span: Any) -> Any:

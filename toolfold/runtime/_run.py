@@ -474,7 +474,10 @@ class RunStream:
 
     Yields step boundaries, the model's stream events (text deltas...), tool
     calls and results, and finally a `RunEndEvent` with the response, which
-    is also `response` afterwards. A stream can be iterated once.
+    is also `response` afterwards. A stream can be iterated once. A caller
+    that stops iterating before the end (``break``, or closing the
+    iteration) abandons the run: it has no response, and its state is not
+    kept.
     """
 
     def __init__(self, live: Live, state: RunState) -> None:
@@ -482,23 +485,49 @@ class RunStream:
         self._state = state
         self._response: Response | None = None
         self._started = False
+        self._stopped = False
 
     @property
     def response(self) -> Response:
-        """The response, once the stream is exhausted."""
+        """The response, once the stream is exhausted.
+
+        Raises:
+            UsageError: The stream has not been iterated to its end yet, or
+                was stopped before it (the run was then abandoned).
+        """
         if self._response is None:
+            if self._stopped:
+                raise UsageError(f"the stream has no response: {_STOPPED}")
+            if self._started:  # still iterated, or an ``async for`` left not closed yet
+                raise UsageError(
+                    "the stream has not finished: iterate it to the end first (a stream "
+                    "the caller stops before its end abandons its run: no response)"
+                )
             raise UsageError("the stream has not finished: iterate it to the end first")
         return self._response
 
     def _claim(self) -> Live:
         if self._started:
+            if self._stopped:
+                raise UsageError(f"a run stream can be iterated only once: {_STOPPED}")
+            if self._response is not None:
+                raise UsageError(
+                    "a run stream can be iterated only once: this one ended, its response "
+                    "is `stream.response`"
+                )
             raise UsageError("a run stream can be iterated only once")
         self._started = True
         return self._live
 
     def __iter__(self) -> Generator[RunStreamEvent, None, None]:
         live = self._claim()
-        ended = yield from stream_sync(live, run_loop(live, self._state, notify=True), self._state)
+        try:
+            ended = yield from stream_sync(
+                live, run_loop(live, self._state, notify=True), self._state
+            )
+        except GeneratorExit:
+            self._stopped = True
+            raise
         self._response = finish(*ended)
         yield RunEndEvent(self._response)
 
@@ -513,8 +542,19 @@ class RunStream:
                     continue
                 try:
                     yield item
+                except GeneratorExit:
+                    self._stopped = True
+                    raise
                 except BaseException as exc:
                     # Ctrl-C or a cancellation thrown in here (``athrow``): into the
                     # run's stream, so it carries the state the run reached.
                     await throw_into(items, exc)
                     raise
+
+
+_STOPPED = (
+    "the caller stopped iterating it before its end (a `break` out of the loop, or the "
+    "iteration closed), which abandoned the run there: it has no response and its state "
+    "was not kept; iterate a stream to its end (or use `run`) to get the response and its "
+    "state, and start a new run to go on"
+)

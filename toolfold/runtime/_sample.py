@@ -3,37 +3,42 @@
 No randomness and no hypothesis at runtime: the same schema always gives the
 same value, the simplest one that satisfies the common keywords (types, enums,
 bounds (`_sample_numbers`), lengths, patterns (`_pattern`), formats, required properties,
-``contains``, ``$ref``/``$defs``, unions).
+``contains``, ``$ref``/``$defs``, unions), then checked against the whole
+schema as a tool's argument check reads it: a value that fails is an error,
+never an argument.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeGuard
 
 from toolfold._errors import UsageError
 from toolfold.runtime._pattern import pattern_matches, pattern_sample
 from toolfold.runtime._sample_numbers import NoNumber, numbers
+from toolfold.toolkit._arguments import compile_validator
 from toolfold.toolkit._jsonschema import resolve_local
 
-_FORMATS: dict[str, str] = {
-    "date-time": "2024-01-01T00:00:00Z",
-    "date": "2024-01-01",
-    "time": "00:00:00",
-    "uuid": "00000000-0000-4000-8000-000000000000",
-    "email": "user@example.com",
-    "uri": "https://example.com",
-    "duration": "P1D",
-    "ipv4": "192.0.2.1",
-    "ipv6": "2001:db8::1",
-    "hostname": "example.com",
-    "idn-hostname": "example.com",
-    "uri-reference": "https://example.com",
-    "iri": "https://example.com",
-    "iri-reference": "https://example.com",
-    "idn-email": "user@example.com",
+# Samples of each format, the most realistic first: the first that fits the
+# schema's lengths (and pattern) is used, e.g. a short email under maxLength.
+_FORMATS: dict[str, tuple[str, ...]] = {
+    "date-time": ("2024-01-01T00:00:00Z",),
+    "date": ("2024-01-01",),
+    "time": ("00:00:00",),
+    "uuid": ("00000000-0000-4000-8000-000000000000",),
+    "email": ("user@example.com", "a@example.com", "a@b.co", "a@b"),
+    "uri": ("https://example.com", "https://a.co", "a:b"),
+    "duration": ("P1D",),
+    "ipv4": ("192.0.2.1", "1.1.1.1", "198.51.100.1", "203.0.113.100", "255.255.255.255"),
+    "ipv6": ("2001:db8::1", "::1", "2001:db8:0:0:0:0:0:1"),
+    "hostname": ("example.com", "a.co", "a"),
+    "idn-hostname": ("example.com", "a.co", "a"),
+    "uri-reference": ("https://example.com", "https://a.co", "a"),
+    "iri": ("https://example.com", "https://a.co", "a:b"),
+    "iri-reference": ("https://example.com", "https://a.co", "a"),
+    "idn-email": ("user@example.com", "a@example.com", "a@b.co", "a@b"),
 }
 
 _MAX_DEPTH = 8
@@ -42,17 +47,53 @@ _MAX_DEPTH = 8
 def sample_value(schema: Mapping[str, Any] | bool) -> Any:
     """The simplest value that fits ``schema`` (a JSON Schema dict).
 
+    The value passes the schema as a tool's argument check reads it
+    (formats included), or is not returned.
+
     Raises:
         UsageError: No value could be made for a part of it (a ``pattern``
-            too intricate for the sampler, numeric bounds that leave no
-            value), named by its path.
+            too intricate for the sampler, numeric or length bounds that
+            leave no value), or the value made fails a keyword it does not
+            meet (an overlapping ``oneOf``, ``propertyNames``, a format no
+            sample within the lengths has), named with its path.
     """
     root = schema if isinstance(schema, Mapping) else {}
     try:
-        return _Sampler(root).value(schema, 0)
+        value = _Sampler(root).value(schema, 0)
     except _NoSample as exc:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(exc.path))
-        raise UsageError(f"no sample value could be made: {exc.problem} @ ${where}") from None
+        raise UsageError(
+            f"no sample value could be made: {exc.problem} @ {_where(reversed(exc.path))}"
+        ) from None
+    _check(root, value)
+    return value
+
+
+def _where(path: Iterable[Any]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _check(root: Mapping[str, Any], value: Any) -> None:
+    """Refuse ``value`` unless it passes ``root`` as a tool's argument check reads it.
+
+    The sampler meets the common keywords one at a time; what it misses (a
+    ``oneOf`` whose branches all accept its value, ``propertyNames``,
+    ``dependentRequired``, a format no sample of which fits the lengths)
+    must not reach a tool as an argument that fails its own schema.
+    """
+    from jsonschema.exceptions import best_match
+
+    validator = compile_validator(root)
+    if validator.is_valid(value):
+        return
+    error = best_match(validator.iter_errors(value))
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise UsageError(
+        f"no sample value could be made: the simplest value found, {shown}, fails the "
+        f"schema's {error.validator!r} keyword ({error.message[:200]}) "
+        f"@ {_where(error.absolute_path)} (give the parameter a default that fits its schema)"
+    ) from None
 
 
 class _NoSample(Exception):
@@ -81,10 +122,13 @@ class _Sampler:
             fits = self._checker({k: v for k, v in schema.items() if k != "enum"})
             return next((v for v in schema["enum"] if fits(v)), schema["enum"][0])
         if "default" in schema and depth > 0:
-            return schema["default"]
+            rest = {k: v for k, v in schema.items() if k != "default"}
+            if self._checker(rest)(schema["default"]):
+                return schema["default"]
+            schema = rest  # a default its own schema refuses: a value of the schema instead
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                return self.value(self._pick_branch(schema[key], depth), depth)
+                return self._union(schema, key, depth)
         if "allOf" in schema:
             merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
             for part in schema["allOf"]:
@@ -119,6 +163,31 @@ class _Sampler:
             return resolved if isinstance(resolved, Mapping) else {}
         return schema if isinstance(schema, Mapping) else {}
 
+    def _union(self, schema: Mapping[str, Any], key: str, depth: int) -> Any:
+        """The value of the first branch the whole schema accepts (a ``oneOf`` value
+        no other branch accepts too), else of the preferred branch."""
+        branches = schema[key]
+        if not isinstance(branches, list) or not branches:
+            return self.value({k: v for k, v in schema.items() if k != key}, depth)
+        preferred = self._pick_branch(branches, depth)
+        ordered = [preferred, *(b for b in branches if b is not preferred)]
+        fits = self._checker(schema)
+        first: tuple[Any] | None = None
+        failure: _NoSample | None = None
+        for branch in ordered:
+            try:
+                found = self.value(branch, depth)
+            except _NoSample as exc:
+                failure = failure or exc
+                continue
+            if fits(found):
+                return found
+            first = first or (found,)
+        if first is not None:
+            return first[0]  # the final check names what it fails
+        assert failure is not None
+        raise failure
+
     def _pick_branch(self, branches: list[Any], depth: int) -> Any:
         # Deep in a recursive type, prefer the branch that ends the recursion.
         non_null = [b for b in branches if self._resolve(b).get("type") != "null"]
@@ -135,12 +204,18 @@ class _Sampler:
         return True
 
     def _string(self, schema: Mapping[str, Any], depth: int) -> Any:
+        _counts(schema, "minLength", "maxLength", "string")
         fmt = schema.get("format")
         pattern = schema.get("pattern")
         if isinstance(fmt, str) and fmt in _FORMATS:
-            sample = _FORMATS[fmt]
-            if not isinstance(pattern, str) or pattern_matches(pattern, sample):
-                return sample
+            low, high = schema.get("minLength", 0), schema.get("maxLength")
+            for sample in _FORMATS[fmt]:
+                if not low <= len(sample) <= (len(sample) if high is None else high):
+                    continue
+                if not isinstance(pattern, str) or pattern_matches(pattern, sample):
+                    return sample
+            # none fits: a plain string of the lengths (the final check refuses
+            # it if the format is one the argument check checks)
         if isinstance(pattern, str):
             high = schema.get("maxLength")
             found = pattern_sample(
@@ -177,6 +252,7 @@ class _Sampler:
         items = schema.get("items", {})
         if isinstance(items, list):  # draft 4-7 tuple form
             return self._tuple(schema, items, depth)
+        _counts(schema, "minItems", "maxItems", "array")
         count = int(schema.get("minItems", 0 if depth >= _MAX_DEPTH else 1))
         if schema.get("maxItems") is not None:
             count = min(count, int(schema["maxItems"]))
@@ -272,6 +348,7 @@ class _Sampler:
             return []
 
     def _object(self, schema: Mapping[str, Any], depth: int) -> Any:
+        _counts(schema, "minProperties", "maxProperties", "object")
         properties: Mapping[str, Any] = schema.get("properties", {})
         required = set(schema.get("required", ()))
         result: dict[str, Any] = {}
@@ -293,6 +370,17 @@ class _Sampler:
             if key not in result:
                 result[key] = self._at(key, others, depth + 1)
         return result
+
+
+def _counts(schema: Mapping[str, Any], low: str, high: str, kind: str) -> None:
+    """Refuse a lower count above the upper one (``minLength: 3, maxLength: 2``), naming both."""
+    least, most = schema.get(low), schema.get(high)
+    if _is_count(least) and _is_count(most) and least > most:
+        raise _NoSample(f"no {kind} satisfies the bounds ({low} {least!r}, {high} {most!r})")
+
+
+def _is_count(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _infer_type(schema: Mapping[str, Any]) -> str:

@@ -28,11 +28,14 @@ from toolfold.runtime._model import MODEL_OVERRIDE, Model, ModelOverride
 from toolfold.runtime._sample import sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
     Message,
     Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
+    ToolResultPart,
     Usage,
 )
 from toolfold.runtime.core._repr import EXCERPT
@@ -109,6 +112,58 @@ _DEFAULT_USAGE = Usage(requests=1)
 
 def _as_part(item: str | Part) -> Part:
     return TextPart(item) if isinstance(item, str) else item
+
+
+_REPLY_KINDS = (
+    "text (a str), a tool call (`.call(name, arguments)`), a list of text pieces and "
+    "tool calls, an assistant `Message` or a `ModelResponse`"
+)
+_ANSWER_PARTS = (TextPart, ToolCallPart, ReasoningPart, ImagePart, FilePart)
+
+
+def reply_problem(reply: object) -> str | None:
+    """Why ``reply`` is no `Reply` (None: it is one), naming what it is.
+
+    A reply is the model's answer: an assistant message's parts. A message of
+    another role, or a tool's result, would silently become one (its role
+    dropped), and a value that is no list (None, a number, a dict, bytes)
+    would fail deep in the run, or be iterated (a dict's keys, bytes' ints).
+    """
+    if isinstance(reply, (str, ToolCallPart)):
+        return None
+    if isinstance(reply, (Message, ModelResponse)):
+        message = reply if isinstance(reply, Message) else reply.message
+        if message.role != "assistant":
+            held = "" if message is reply else "'s message"
+            return (
+                f"got a {type(reply).__name__}{held} with role {message.role!r}: a reply "
+                f"is the model's answer, role 'assistant' (Message.assistant(...))"
+            )
+        return _parts_problem(message.parts)
+    if isinstance(reply, (list, tuple)):
+        for index, item in enumerate(reply):
+            if not isinstance(item, (str, *_ANSWER_PARTS)):
+                problem = _parts_problem((item,)) or _kind(item)
+                return f"item {index} of the list: {problem}"
+        return None
+    return _kind(reply)
+
+
+def _parts_problem(parts: Iterable[object]) -> str | None:
+    for part in parts:
+        if isinstance(part, ToolResultPart):
+            return (
+                f"got a ToolResultPart (for tool {part.tool_name!r}): a tool's result is not "
+                f"part of the model's answer; the run adds the results of the calls it makes"
+            )
+    return None
+
+
+def _kind(value: object) -> str:
+    shown = repr(value)
+    if len(shown) > EXCERPT:
+        shown = shown[:EXCERPT] + "..."
+    return f"got {type(value).__name__} {shown}"
 
 
 def _with_id(part: Part, position: int, index: int) -> Part:
@@ -250,6 +305,19 @@ class _BaseTestModel:
     def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
         raise NotImplementedError
 
+    def _checked(self, reply: object, source: str | None = None) -> Reply:
+        """``reply`` once it is one (a function's answer: checked when it comes).
+
+        Raises:
+            UsageError: It is none, naming ``source`` (what gave it), what it
+                is and what a reply is.
+        """
+        problem = reply_problem(reply)
+        if problem is not None:
+            source = source or f"{type(self).__name__}'s reply"
+            raise UsageError(f"{source} is no reply: {problem}; give {_REPLY_KINDS}")
+        return reply  # type: ignore[return-value]
+
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
         if self.keep_requests:
@@ -258,7 +326,7 @@ class _BaseTestModel:
         if inspect.isawaitable(reply):
             pending = reply
             reply = run_blocking(lambda: _await(pending))
-        return to_response(reply, request, self._name, self._count_input)
+        return to_response(self._checked(reply), request, self._name, self._count_input)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously."""
@@ -267,7 +335,7 @@ class _BaseTestModel:
         reply = self._reply(request)
         if inspect.isawaitable(reply):
             reply = await reply
-        return to_response(reply, request, self._name, self._count_input)
+        return to_response(self._checked(reply), request, self._name, self._count_input)
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
@@ -302,7 +370,10 @@ class ScriptedModel(_BaseTestModel):
             then holds no request, nor the conversation each one carries.
 
     Raises:
-        UsageError: At request time, when the script has no entry left.
+        UsageError: An entry is none of these (None, a number, a dict, bytes,
+            a message of another role than ``assistant``, a tool result),
+            naming its index; at request time, when the script has no entry
+            left, or a function entry returns none of these.
     """
 
     call = staticmethod(make_call)
@@ -316,6 +387,9 @@ class ScriptedModel(_BaseTestModel):
     ) -> None:
         super().__init__(name, keep_requests)
         self._script = list(script)
+        for index, entry in enumerate(self._script):
+            if not callable(entry):
+                self._checked(entry, f"ScriptedModel script entry {index}")
         self._position = 0
         self._lock = threading.Lock()
 
@@ -324,16 +398,26 @@ class ScriptedModel(_BaseTestModel):
         """How many entries have not been used yet."""
         return len(self._script) - self._position
 
-    def _reply(self, request: ModelRequest) -> Reply:
+    def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
         with self._lock:
             if self._position >= len(self._script):
                 raise UsageError(
                     f"ScriptedModel has no entry left for request {self._position + 1} "
                     f"(the script has {len(self._script)}); add entries to the script"
                 )
-            entry = self._script[self._position]
+            index = self._position
+            entry = self._script[index]
             self._position += 1
-        return entry(request) if callable(entry) else entry
+        if not callable(entry):
+            return entry
+        reply = entry(request)
+        source = f"ScriptedModel script entry {index} (a function) returned a value that"
+        if inspect.isawaitable(reply):
+            return self._checked_later(reply, source)
+        return self._checked(reply, source)
+
+    async def _checked_later(self, pending: Awaitable[object], source: str) -> Reply:
+        return self._checked(await pending, source)
 
 
 class FunctionModel(_BaseTestModel):
@@ -375,6 +459,9 @@ class FunctionModel(_BaseTestModel):
 
     def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
         return self.function(request)
+
+    def _checked(self, reply: object, source: str | None = None) -> Reply:
+        return super()._checked(reply, source or "FunctionModel's function returned a value that")
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
@@ -523,8 +610,11 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     resolved: list[str] = []
 
     def resolve(spec: str) -> Model:
+        found = model if isinstance(model, Model) else model(spec)
+        # Recorded once the function has answered: one that raised is called
+        # again at the next run, and the string is listed once per agent.
         resolved.append(spec)
-        return model if isinstance(model, Model) else model(spec)
+        return found
 
     token = MODEL_OVERRIDE.set(ModelOverride(resolve))
     try:

@@ -838,8 +838,14 @@ class WorkflowStream:
 
     @property
     def response(self) -> WorkflowResponse:
-        """The response, once the stream is exhausted."""
+        """The response, once the stream is exhausted.
+
+        Raises:
+            UsageError: The stream has not been iterated to its end yet, or
+                was stopped before it (the run was then abandoned).
+        """
         if self._response is None:
+            _ = self._stream.response  # raises, saying whether the caller stopped it
             raise UsageError("the stream has not finished: iterate it to the end first")
         return self._response
 

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from jsonschema import FormatChecker
     from jsonschema.protocols import Validator
 
-__all__ = ["ArgumentChecker"]
+__all__ = ["ArgumentChecker", "compile_validator"]
 
 _Hook = Callable[[Any, Any], Any]
 
@@ -306,6 +306,16 @@ def _exact_int(value: Any, tp: Any) -> Any:
     from toolfold.toolkit._converter import _structure_int
 
     return _structure_int(value, tp)
+
+
+def compile_validator(schema: Mapping[str, Any]) -> Validator:
+    """jsonschema's validator for ``schema`` as the argument check reads it.
+
+    The schema's ``$schema`` draft (else 2020-12), toolfold's formats and a
+    decimal-exact ``multipleOf``: what a tool call's arguments must pass
+    (`toolfold.testing.sample_value` checks its samples with it).
+    """
+    return _compile(dict(schema))
 
 
 def _compile(schema: dict[str, Any]) -> Validator:

@@ -14,7 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, Union
@@ -54,7 +54,7 @@ from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
-from toolfold.runtime.core._state import Disposition, RunState
+from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.core._stop import StopPredicate, stop_event
 from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
@@ -82,6 +82,7 @@ from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.runtime.drive._relay import Relay
+from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool, reads_context
 
@@ -224,8 +225,22 @@ class _NoticeOp(NamedTuple):
     event: RunStreamEvent
 
 
+class _SettledOp(NamedTuple):
+    """Calls settled without the executor (an unknown tool, arguments that are no JSON
+    object, a denial, a result the caller gave), for a trace to record; yielded only
+    while one is installed."""
+
+    calls: tuple[CallState, ...]
+
+
+def _settled(calls: Iterable[CallState]) -> _SettledOp | None:
+    """The op for those of ``calls`` that have their result, or None when none has."""
+    done = tuple(c for c in calls if c.result is not None)
+    return _SettledOp(done) if done else None
+
+
 # The model op is the core's own `CallModel` effect: no wrapper to build.
-_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp, _OpenOp]  # noqa: UP007
+_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp, _OpenOp, _SettledOp]  # noqa: UP007
 Loop = Generator[_Op, Any, Ended]
 _Part = Generator[_Op, Any, RunState]  # a piece of the loop: the state after it
 
@@ -250,6 +265,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         _observe(live.on_event, state.log[0], state, "on_event")
     if live.answered is not None:  # a resume's denials and results: shown as a step's are
         try:
+            if tracing():  # (their spans: no executor ran them)
+                ids = {result.call_id for result, _ in live.answered.results}
+                answered_op = _settled(c for c in state.calls if c.call.id in ids)
+                if answered_op is not None:
+                    yield answered_op
             if notify:
                 for result, outcome in live.answered.results:
                     yield _NoticeOp(ToolResultEvent(result, outcome))
@@ -300,6 +320,14 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     # Nobody watches the state between the response and the results:
                     # the step runs its calls from an `OpenStep` and builds one state.
                     opened = open_step(state, event)
+                    if tracing():  # the calls the core answered at once: their spans
+                        at_once = _settled(
+                            opened.changes["calls"]
+                            if isinstance(opened, OpenStep)
+                            else opened.calls
+                        )
+                        if at_once is not None:
+                            yield at_once
                     if not isinstance(opened, OpenStep):
                         state = opened
                     else:  # `_run_tools` for an `OpenStep`, here: no generator of its own
@@ -345,6 +373,10 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         del opened, changes, messages, c, to_run, jobs, finished, outcomes
                 else:
                     state = apply_event(live, state, event)
+                    if tracing():  # the calls the core answered at once: their spans
+                        at_once = _settled(state.calls)
+                        if at_once is not None:
+                            yield at_once
                     if notify:
                         try:
                             for call, disposition in zip(

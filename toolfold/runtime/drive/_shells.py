@@ -44,6 +44,7 @@ from toolfold.runtime.drive._loop import (
     _NoticeOp,
     _OpenOp,
     _RunToolsOp,
+    _SettledOp,
     _SwitchOp,
     interrupted,
     resumed_round,
@@ -129,6 +130,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
                 value = held.enter_context(opened(op.sources))
             except Exception as exc:
                 failure = exc
+        elif isinstance(op, _SettledOp) and trace is not None:
+            trace.settled(op.calls)
 
 
 def stamp(loop: Generator[Any, Any, Any], exc: BaseException) -> None:
@@ -216,6 +219,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                         value = await held.enter_async_context(aopened(op.sources))
                     except Exception as exc:
                         failure = exc
+                elif isinstance(op, _SettledOp) and trace is not None:
+                    trace.settled(op.calls)
         except BaseException as exc:
             stamp(loop, exc)
             if held is not None:  # told the error, so a close error is noted on it, not raised
@@ -279,6 +284,8 @@ def _stream_sync(
                 value = held.enter_context(opened(op.sources))
             except Exception as exc:
                 failure = exc
+        elif isinstance(op, _SettledOp) and trace is not None:
+            trace.settled(op.calls)
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
@@ -503,6 +510,8 @@ async def _stream_async(
                 value = await held.enter_async_context(aopened(op.sources))
             except Exception as exc:
                 failure = exc
+        elif isinstance(op, _SettledOp) and trace is not None:
+            trace.settled(op.calls)
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):

@@ -1,5 +1,9 @@
 """The drivers' tracing seam: one optional tracer sees every run, model call and tool call.
 
+Tool calls the executor runs come as a step's `ToolsTrace`; the calls settled
+without it (an unknown tool, arguments that are no JSON object, a denial, a
+result the caller gave) come to `RunTrace.settled` when they are settled.
+
 `toolfold.otel.instrument()` installs one; with none installed a shell pays one
 global read per op. The tracer sees what the shells perform, never the pure
 core, so replaying a log (which performs nothing) traces nothing.
@@ -12,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from toolfold.runtime.core._request import ModelRequest, ModelResponse
-    from toolfold.runtime.core._state import RunState
+    from toolfold.runtime.core._state import CallState, RunState
     from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
     from toolfold.runtime.drive._loop import Live
 
@@ -60,6 +64,11 @@ class RunTrace(Protocol):
     def tools(self, jobs: Sequence[ToolJob]) -> ToolsTrace:
         """A step's tool calls start now (a sub-run a call makes nests under it)."""
         ...
+
+    def settled(self, calls: Sequence[CallState]) -> None:
+        """Calls settled now without running: the core answered them (an unknown
+        tool, arguments that are no JSON object) or the caller did (a denial, a
+        result given on resume); each has its result and outcome."""
 
     def handoff(self, live: Live) -> None:
         """The run continues with another agent (``live`` is its live half)."""
