@@ -18,7 +18,9 @@ from toolfold.runtime import (
     RunFailed,
     StopRequested,
     StreamFinish,
+    TextPart,
     TokenBudget,
+    ToolCallPart,
     ToolResultPart,
     ToolResultsProvided,
     ToolReturned,
@@ -330,3 +332,69 @@ def test_a_result_part_is_still_taken() -> None:
     after = reduce(state, ToolResultsProvided([ToolResultPart(call_id, "ask", "yes")]))
     assert after.phase == "awaiting_model"
     assert reduce(after, answer()).phase == "finished"
+
+
+# --- 8. histories no provider takes, refused where a local run starts ----------------
+
+_CALL = ToolCallPart("c1", "add", "{}", {})
+_RESULT = ToolResultPart("c9", "add", "x")
+
+
+@pytest.mark.parametrize(
+    ("history", "problem"),
+    [
+        (
+            [Message.user("q"), Message.tool(_RESULT), Message.user("go")],
+            "message 1 \\(tool\\): the result for 'c9' answers no open call",
+        ),
+        (
+            [Message.user("q"), Message("assistant", [_RESULT]), Message.user("go")],
+            "message 1 \\(assistant\\): a tool result \\(for 'c9'\\) belongs in a tool message",
+        ),
+        (
+            [Message.user("q"), Message("user", [_RESULT])],
+            "message 1 \\(user\\): a tool result \\(for 'c9'\\) belongs in a tool message",
+        ),
+        (
+            [Message.user("q"), Message("tool", [TextPart("x")]), Message.user("go")],
+            "message 1 \\(tool\\): a tool message needs tool results",
+        ),
+        (
+            [Message("user", [_CALL])],
+            "message 0 \\(user\\): a tool call \\('c1'\\) belongs in an assistant message",
+        ),
+    ],
+)
+def test_a_local_run_refuses_a_history_no_provider_takes(
+    history: list[Message], problem: str
+) -> None:
+    """Agent.run with an orphan result, a misplaced call or result, or a text-only tool message
+    is refused before any model call, naming the message."""
+    model = ScriptedModel(["ok"])
+    with pytest.raises(InvalidEventError, match=f"the history: {problem}"):
+        Agent(model).run(history)
+    assert model.remaining == 1
+
+
+def test_a_history_a_run_wrote_still_starts() -> None:
+    """A run's own messages (calls answered, one tool message a result or a step) start a new run."""
+    ok = Tool("ok", "Ok.", {"type": "object", "properties": {}}, function=lambda: "ok")
+    first = Agent(ScriptedModel([ScriptedModel.call("ok", {}), "done"]), tools=[ok]).run("go")
+    call_ = ToolCallPart("a", "ok", "{}", {})
+    split = [
+        Message.user("q"),
+        Message.assistant("", [call_, ToolCallPart("b", "ok", "{}", {})]),
+        Message.tool(ToolResultPart("b", "ok", "1")),
+        Message.tool(ToolResultPart("a", "ok", "2")),
+    ]
+    for history in (first.messages, split):
+        assert (
+            Agent(ScriptedModel(["again"]), tools=[ok]).run("more", history=history).text == "again"
+        )
+
+
+def test_initial_state_keeps_taking_such_histories() -> None:
+    """initial_state (what stored logs and durable workflows replay through) is unchanged."""
+    state = initial_state([Message.user("q"), Message.tool(_RESULT)], RunConfig(), run_id="r")
+    assert state.phase == "awaiting_model"
+    assert RunState.from_json(state.to_json()) == state

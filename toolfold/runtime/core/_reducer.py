@@ -410,6 +410,42 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
     return missing
 
 
+def history_problem(messages: Iterable[Message]) -> str:
+    """What in a new run's history no provider takes ("" if nothing), beyond `RunStarted`'s checks.
+
+    A tool call outside an assistant message, a tool result outside a tool
+    message, a tool message with no result (its text would be dropped), or a
+    result that answers no call of the assistant message before it. Checked
+    where a local run starts (`fresh`), not when `RunStarted` is reduced: a
+    stored log (or a durable workflow's history) with such a history replays
+    as it did.
+    """
+    open_calls: set[str] = set()
+    for position, message in enumerate(messages):
+        role = message.role
+        where = f"message {position} ({role})"
+        if role == "assistant":
+            open_calls = {c.id for c in message.tool_calls}
+        for part in message.parts:
+            if isinstance(part, ToolCallPart) and role != "assistant":
+                return f"{where}: a tool call ({part.id!r}) belongs in an assistant message"
+            if isinstance(part, ToolResultPart):
+                if role != "tool":
+                    return (
+                        f"{where}: a tool result (for {part.call_id!r}) belongs in a tool "
+                        "message answering the assistant message before it"
+                    )
+                if part.call_id not in open_calls:
+                    return (
+                        f"{where}: the result for {part.call_id!r} answers no open call of "
+                        "the assistant message before it"
+                    )
+                open_calls.discard(part.call_id)
+        if role == "tool" and not message.tool_results:
+            return f"{where}: a tool message needs tool results (its text alone would be dropped)"
+    return ""
+
+
 def _user_message_added(state: RunState, event: UserMessageAdded, changes: Changes) -> None:
     problem = _steps.message_problem(event.message, ("user", "system", "assistant"))
     if not problem and any(
