@@ -305,7 +305,7 @@ def test_a_rejected_answer_with_float_counts_resumes_and_stays_counted() -> None
     workflow = Sequence(agent, name="top")
     with pytest.raises(RunError) as failed:
         workflow.run("x")
-    state = failed.value.state  # as it is in memory (a JSON round trip makes the counts ints)
+    state = failed.value.state  # as it is in memory (a JSON round trip keeps the floats too)
     assert state is not None
     response = workflow.resume(state)
     assert response.output == "a"
@@ -313,11 +313,11 @@ def test_a_rejected_answer_with_float_counts_resumes_and_stays_counted() -> None
     _round_trips(response.state)
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -5])
+@pytest.mark.parametrize("bad", [-5, -0.5])
 def test_a_rejected_answer_with_a_bad_count_still_resumes(bad: float) -> None:
-    """A model reporting a NaN, infinite or negative count (as ModelResponded takes it): the
-    workflow still resumes after its rejected answer, that count left out of the dropped
-    usage (0) and the others kept."""
+    """A model reporting a negative count (as ModelResponded takes it; `Usage` refuses NaN and
+    infinities): the workflow still resumes after its rejected answer, that count left out of
+    the dropped usage (0) and the others kept."""
     model = _rejected_then_a(Usage(bad, 3, requests=1))  # type: ignore[arg-type]
     agent = Agent(model, name="ag", output_type=Literal["a"], output_retries=0)
     workflow = Sequence(agent, name="top")

@@ -499,8 +499,14 @@ def approval_key(state: RunState, call_id: str) -> str:
             `resume` takes it: ``"call_1/call_0"``).
 
     Raises:
-        UsageError: No call of ``state`` awaits approval under ``call_id``.
+        UsageError: ``call_id`` is no str, or no call of ``state`` awaits
+            approval under it.
     """
+    if not isinstance(call_id, str):
+        raise UsageError(
+            f"approval_key(): call_id must be a call's id (a str), "
+            f"got {type(call_id).__name__} {call_id!r}"
+        )
     path, found = _awaiting(state, call_id)
     if found is None:
         raise UsageError(f"no call {call_id!r} awaits approval in this state")

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import attrs
 
-from toolfold._errors import ModelConfigError, UsageError
+from toolfold._errors import InvalidEventError, ModelConfigError, UsageError
 from toolfold.runtime._model import Model, agent_model, in_force
 from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._build import builder
@@ -33,7 +33,7 @@ from toolfold.runtime.core._events import (
     Event,
 )
 from toolfold.runtime.core._messages import FrozenDict, Message, TextPart
-from toolfold.runtime.core._reducer import initial_state
+from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -437,8 +437,18 @@ def fresh(
     agent: str | None = None,
     handoffs: Mapping[str, Handover] | None = None,
 ) -> tuple[Live, RunState]:
-    """A new run of ``options``: its live half and first state (``run_id`` None: a random one)."""
-    state = start(options, messages, new_run_id(run_id), agent)
+    """A new run of ``options``: its live half and first state (``run_id`` None: a random one).
+
+    Raises:
+        InvalidEventError: The history holds what no provider takes
+            (`history_problem`) or what `RunStarted` refuses.
+    """
+    listed = to_messages(messages)
+    # Here, where a local run starts, not in `start` (durable workflow code calls it).
+    problem = history_problem(listed)
+    if problem:
+        raise InvalidEventError("new", "run_started", f"the history: {problem}", blank_state())
+    state = start(options, listed, new_run_id(run_id), agent)
     live = options.live(
         deps=deps, on_event=on_event, on_step=on_step, announce_start=True, handoffs=handoffs
     )

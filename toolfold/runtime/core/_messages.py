@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -744,9 +745,33 @@ def _as_part(content: str | Part) -> Part:
     return TextPart(content) if isinstance(content, str) else content
 
 
+def _count(usage: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse a count that a saved state cannot hold exactly (`Usage`'s validator)."""
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return  # (the usual case: exact types first)
+    if is_count_value(value):
+        return
+    raise UsageError(
+        f"Usage.{attribute.name}: expected an int or a finite float, "
+        f"got {type(value).__name__} {value!r}"
+    )
+
+
+def is_count_value(value: object) -> bool:
+    """Whether ``value`` is a count a `Usage` may hold: an int (no bool) or a finite float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
+
+
 @attrs.frozen
 class Usage:
     """Token and request counts, added up with ``+``.
+
+    Each count is an int, or a finite float (as a custom model may report);
+    anything else (a bool, text, None, NaN, an infinity) raises a `UsageError`
+    naming the field, since a saved state could not hold it. Counts are kept
+    as given otherwise (a negative one too).
 
     Attributes:
         input_tokens: Prompt tokens, cached ones (read or written) included.
@@ -760,12 +785,12 @@ class Usage:
             positional order of the other counts stays as it was.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-    requests: int = 0
-    cache_write_tokens: int = 0
+    input_tokens: int = attrs.field(default=0, validator=_count)
+    output_tokens: int = attrs.field(default=0, validator=_count)
+    cached_tokens: int = attrs.field(default=0, validator=_count)
+    reasoning_tokens: int = attrs.field(default=0, validator=_count)
+    requests: int = attrs.field(default=0, validator=_count)
+    cache_write_tokens: int = attrs.field(default=0, validator=_count)
 
     def __repr__(self) -> str:
         # Only the counts that are not zero: most providers report two of five.
@@ -786,6 +811,21 @@ class Usage:
             self.requests + other.requests,
             self.cache_write_tokens + other.cache_write_tokens,
         )
+
+
+def usage_problem(usage: object) -> str:
+    """What makes ``usage`` unfit for a saved state ("" if nothing): no `Usage`, or a
+    count that is no int or finite float (one made around `Usage`'s check)."""
+    if not isinstance(usage, Usage):
+        return f"expected a Usage, got {type(usage).__name__}"
+    for field in attrs.fields(Usage):
+        count = getattr(usage, field.name)
+        if not is_count_value(count):
+            return (
+                f"Usage.{field.name}: expected an int or a finite float, "
+                f"got {type(count).__name__} {count!r}"
+            )
+    return ""
 
 
 from toolfold.runtime.core._build import builder  # noqa: E402  (needs the classes above)

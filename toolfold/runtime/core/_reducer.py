@@ -19,11 +19,12 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import InvalidEventError
+from toolfold._errors import InvalidEventError, UsageError
 from toolfold.runtime.core import _steps
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import (
+    EVENT_TYPES,
     AttemptDropped,
     Event,
     EventKind,
@@ -116,12 +117,15 @@ TRANSITIONS: Mapping[Phase, Mapping[EventKind, tuple[Phase, ...]]] = {
 """Which events each phase accepts, and the phases each may lead to."""
 
 
+_EVENT_CLASSES = frozenset(EVENT_TYPES)
+
 # Frozen, so every run may share it (one config fewer to build per run).
 _DEFAULT_CONFIG = RunConfig()
 
 
 # Built from values of the fields' final types (see `builder`).
 _blank = builder(RunState)
+_usage = builder(Usage)
 _started = builder(RunStarted)
 
 
@@ -149,7 +153,20 @@ def initial_state(
         config: The run's configuration.
         run_id: The run's id (the driver makes it; the core reads no uuid).
         agent: The name of the agent that runs it.
+
+    Raises:
+        UsageError: ``run_id`` is no str, or ``agent`` neither a str nor None.
+        InvalidEventError: The history or the config is refused (as `reduce`
+            refuses their `RunStarted`).
     """
+    if type(run_id) is not str and not isinstance(run_id, str):
+        raise UsageError(
+            f"initial_state(): run_id must be a str, got {type(run_id).__name__} {run_id!r}"
+        )
+    if agent is not None and not isinstance(agent, str):
+        raise UsageError(
+            f"initial_state(): agent must be a str or None, got {type(agent).__name__} {agent!r}"
+        )
     initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
     # `initial_state` makes the messages a tuple: the event's converter would only copy it.
     event = _started(run_id, config or _DEFAULT_CONFIG, initial, agent)
@@ -172,8 +189,12 @@ def reduce(state: RunState, event: Event) -> RunState:
     Raises:
         InvalidEventError: The event is not allowed in the state's phase, or
             contradicts the state (unknown call id, second result for a call,
-            a result for a call awaiting approval...). The state is attached.
+            a result for a call awaiting approval...), or is no event at
+            all. The state is attached.
     """
+    if type(event) not in _EVENT_CLASSES and not isinstance(event, EVENT_TYPES):
+        got = type(event).__name__
+        raise refused(state, got, f"expected an event, got {got} {event!r:.60}")
     kind = event.kind
     targets = TRANSITIONS[state.phase].get(kind)
     if targets is None:
@@ -340,6 +361,11 @@ def _refuse_bad_tools(state: RunState, kind: str, config: Any, agent: str | None
 
 
 def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
+    # (a stored log holds text here: its run id is a str, its agent a str or None)
+    if type(event.run_id) is not str and not isinstance(event.run_id, str):
+        raise refused(state, event.kind, f"the run id must be a str, got {event.run_id!r}")
+    if event.agent is not None and not isinstance(event.agent, str):
+        raise refused(state, event.kind, f"the agent must be a str or None, got {event.agent!r}")
     _refuse_bad_tools(state, event.kind, event.config)
     problem = _steps.messages_problem(event.messages, ("system", "user", "assistant", "tool"))
     if problem:
@@ -382,6 +408,42 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
     if open_calls:
         missing.extend(f"{i!r} ({n})" for i, n in open_calls.items())
     return missing
+
+
+def history_problem(messages: Iterable[Message]) -> str:
+    """What in a new run's history no provider takes ("" if nothing), beyond `RunStarted`'s checks.
+
+    A tool call outside an assistant message, a tool result outside a tool
+    message, a tool message with no result (its text would be dropped), or a
+    result that answers no call of the assistant message before it. Checked
+    where a local run starts (`fresh`), not when `RunStarted` is reduced: a
+    stored log (or a durable workflow's history) with such a history replays
+    as it did.
+    """
+    open_calls: set[str] = set()
+    for position, message in enumerate(messages):
+        role = message.role
+        where = f"message {position} ({role})"
+        if role == "assistant":
+            open_calls = {c.id for c in message.tool_calls}
+        for part in message.parts:
+            if isinstance(part, ToolCallPart) and role != "assistant":
+                return f"{where}: a tool call ({part.id!r}) belongs in an assistant message"
+            if isinstance(part, ToolResultPart):
+                if role != "tool":
+                    return (
+                        f"{where}: a tool result (for {part.call_id!r}) belongs in a tool "
+                        "message answering the assistant message before it"
+                    )
+                if part.call_id not in open_calls:
+                    return (
+                        f"{where}: the result for {part.call_id!r} answers no open call of "
+                        "the assistant message before it"
+                    )
+                open_calls.discard(part.call_id)
+        if role == "tool" and not message.tool_results:
+            return f"{where}: a tool message needs tool results (its text alone would be dropped)"
+    return ""
 
 
 def _user_message_added(state: RunState, event: UserMessageAdded, changes: Changes) -> None:
@@ -430,6 +492,8 @@ def _output_rejected(state: RunState, event: OutputRejected, changes: Changes) -
 
 
 def _stop_requested(state: RunState, event: StopRequested, changes: Changes) -> None:
+    if type(event.reason) is not str:  # (a finish reason: a stored state holds text)
+        raise refused(state, event.kind, f"the reason must be text (str), got {event.reason!r}")
     condition = event.condition
     if condition is not None:
         if not isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
@@ -561,17 +625,26 @@ def _is_count(count: object) -> bool:
 
 
 def countable(usage: Usage) -> Usage:
-    """``usage`` with each count `AttemptDropped` refuses (a model's NaN, a negative) as 0.
+    """``usage`` with each count `AttemptDropped` refuses (a negative one) as 0.
 
-    A model may report such counts, and `ModelResponded` takes them as given;
-    the usage a resume or a raised tool error keeps of dropped work is what
-    of it can be counted, so that a bad count never stops a run's resume.
+    A model may report a negative count, and `ModelResponded` takes it as
+    given (it refuses NaN and infinities, which no saved state can hold); the
+    usage a resume or a raised tool error keeps of dropped work is what of it
+    can be counted, so that a bad count never stops a run's resume.
     """
     bad = [a.name for a in attrs.fields(Usage) if not _is_count(getattr(usage, a.name))]
-    return attrs.evolve(usage, **dict.fromkeys(bad, 0)) if bad else usage
+    # (built around `Usage`'s check: the counts kept passed it, the zeros are ints)
+    return _usage(**{**attrs.asdict(usage), **dict.fromkeys(bad, 0)}) if bad else usage
 
 
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:
+    for name, value in (("error_kind", event.error_kind), ("message", event.message)):
+        if type(value) is not str:
+            raise refused(state, event.kind, f"{name} must be text (str), got {value!r}")
+    if event.tool_name is not None and type(event.tool_name) is not str:
+        raise refused(
+            state, event.kind, f"tool_name must be text (str) or None, got {event.tool_name!r}"
+        )
     fail(changes, RunFailure(event.error_kind, event.message, event.tool_name))
 
 

@@ -42,11 +42,19 @@ def fork(
             fork still replays to itself.
 
     Raises:
-        UsageError: Neither or both of ``step`` and ``events`` are given, or
-            the point lies beyond the run.
+        UsageError: Neither or both of ``step`` and ``events`` are given, one
+            is no int (a bool neither), the point lies beyond the run, or
+            ``run_id`` is no str.
     """
     if (step is None) == (events is None):
         raise UsageError("fork needs exactly one of step= or events=")
+    for name, value in (("step", step), ("events", events)):
+        if value is not None and (type(value) is not int and not _plain_int(value)):
+            raise UsageError(
+                f"fork(): {name}= must be an int, got {type(value).__name__} {value!r}"
+            )
+    if run_id is not None and not isinstance(run_id, str):
+        raise UsageError(f"fork(): run_id= must be a str, got {type(run_id).__name__} {run_id!r}")
     log = state.events
     if events is not None:
         if not 1 <= events <= len(log):
@@ -62,6 +70,10 @@ def fork(
         assert isinstance(first, RunStarted)
         prefix = (attrs.evolve(first, run_id=run_id), *prefix[1:])
     return replay(prefix)
+
+
+def _plain_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _before_step(log: tuple[Event, ...], step: int) -> tuple[Event, ...]:

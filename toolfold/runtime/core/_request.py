@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._messages import (
     Message,
     ToolCallPart,
@@ -27,6 +28,31 @@ It shows on that answer (the last `Step`'s ``response``, the log's last
 ``ModelResponded``), and the run finishes with it: an answer that says
 ``max_iterations`` finishes its run so, whichever model gave it (a
 `ScriptedModel` entry may, to test a caller's handling)."""
+
+
+FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
+"""The values `FinishReason` allows, in order."""
+
+
+def finish_reason_problem(value: object) -> str:
+    """Why ``value`` is no `FinishReason` ("" if it is one)."""
+    if type(value) is str and value in FINISH_REASONS:
+        return ""
+    allowed = ", ".join(repr(r) for r in FINISH_REASONS)
+    return f"expected one of {allowed}, got {value!r}"
+
+
+def _finish_reason(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    problem = finish_reason_problem(value)
+    if problem:
+        raise UsageError(f"{type(owner).__name__}.{attribute.name}: {problem}")
+
+
+def _usage(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Usage):
+        raise UsageError(
+            f"{type(owner).__name__}.{attribute.name}: expected a Usage, got {type(value).__name__}"
+        )
 
 
 @attrs.frozen
@@ -107,15 +133,17 @@ class ModelResponse:
             ``length``, ``tool_calls``, ``content_filter``, ``error``,
             ``other``, or ``max_iterations``, which only a workflow's planner
             answers with (a `Loop` ran out of iterations before its
-            ``until`` held; the run finishes with it too).
+            ``until`` held; the run finishes with it too). Anything else
+            (None, another word) raises a `UsageError` naming the field and
+            the values allowed: a saved state could not hold it.
         raw_finish_reason: The provider's own word for it.
         model_name: The model that answered, as the provider names it.
         response_id: The provider's response id, when it gives one.
     """
 
     message: Message
-    usage: Usage = Usage(requests=1)
-    finish_reason: FinishReason = "stop"
+    usage: Usage = attrs.field(default=Usage(requests=1), validator=_usage)
+    finish_reason: FinishReason = attrs.field(default="stop", validator=_finish_reason)
     raw_finish_reason: str | None = None
     model_name: str | None = None
     response_id: str | None = None

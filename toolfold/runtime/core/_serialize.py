@@ -15,11 +15,12 @@ import hmac
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 import attrs
 import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.gen import make_dict_structure_fn, override
 from cattrs.v import format_exception
 
 from toolfold._errors import InvalidEventError, SerializationError, UsageError
@@ -36,6 +37,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    Usage,
 )
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import RunState
@@ -127,6 +129,55 @@ def _structure_bytes(value: Any, _: Any) -> bytes:
         raise ValueError(f"invalid base64: {exc}") from exc
 
 
+def _structure_int(value: Any, _: Any) -> int:
+    """An integer field: an int as is, never a fraction truncated.
+
+    A float with no fraction (``2.0``, as another JSON writer may put it) is
+    that int. Text and bools are read as `int` reads them, as before (a state
+    that held one loaded so).
+    """
+    if type(value) is int:
+        return value
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, (str, bool, int)):
+        return int(value)
+    raise ValueError(f"expected an integer, got {type(value).__name__}")
+
+
+def _structure_count(value: Any, _: Any) -> Any:
+    """A count (`Usage`'s, a stop condition's bound): an int, or a float kept exact.
+
+    Counts may be floats (a custom model's usage); NaN and infinities are
+    refused, as `Usage` refuses them. Text and bools are read as `int` reads
+    them, as before (a state that held one loaded so).
+    """
+    if type(value) is int:
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise ValueError(f"expected an int or a finite float, got {value!r}")
+    if isinstance(value, (str, bool, int)):
+        return int(value)
+    raise ValueError(f"expected an int or a finite float, got {type(value).__name__}")
+
+
+def _count_hooks(conv: cattrs.Converter) -> None:
+    """Structure `Usage`'s counts and the stop conditions' bounds with `_structure_count`."""
+    for cls, names in (
+        (Usage, [a.name for a in attrs.fields(Usage)]),
+        (MaxSteps, ["steps"]),
+        (TokenBudget, ["tokens"]),
+    ):
+        overrides = {name: override(struct_hook=_structure_count) for name in names}
+        # (cast: cattrs types its keyword overrides and its own options as one **kwargs)
+        hook = cast(Any, make_dict_structure_fn)(cls, conv, **overrides)
+        conv.register_structure_hook(cls, hook)
+
+
 def make_converter() -> cattrs.Converter:
     """A fresh converter with toolfold's hooks (the module keeps one: `converter`)."""
     namespace = {**vars(_state), "Event": Event, "RunState": RunState}
@@ -137,6 +188,10 @@ def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
     conv.register_structure_hook(bytes, _structure_bytes)
+    conv.register_structure_hook(int, _structure_int)
+    # cattrs' own (``bool(value)``): without it a bool field would take the int hook above.
+    conv.register_structure_hook(bool, lambda value, _: bool(value))
+    _count_hooks(conv)
     _register_union(conv, ResultContent, (TextPart, ImagePart, FilePart))
     _register_union(
         conv, Part, (TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart)
@@ -166,7 +221,7 @@ def structure(data: Any, type_: type[T] | Any) -> Any:
     """
     try:
         return converter.structure(data, type_)
-    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, RecursionError) as exc:
         problems = (
             cattrs.transform_error(exc, format_exception=_format)
             if isinstance(exc, cattrs.BaseValidationError)
@@ -198,11 +253,19 @@ def from_json(text: str | bytes, type_: Any) -> Any:
     Raises:
         SerializationError: The text is not JSON or does not fit the type.
     """
+    return structure(_loads(text, _name(type_)), type_)
+
+
+def _loads(text: str | bytes, name: str) -> Any:
+    """``json.loads(text)``, or a `SerializationError` for ``name`` saying why not."""
     try:
-        data = json.loads(text)
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
+        return _DECODER.decode(text)
     except ValueError as exc:
-        raise SerializationError(_name(type_), [f"not JSON: {exc}"]) from exc
-    return structure(data, type_)
+        raise SerializationError(name, [f"not JSON: {exc}"]) from exc
+    except RecursionError as exc:  # (arrays or objects nested deeper than Python recurses)
+        raise SerializationError(name, ["not JSON this reader takes: nested too deeply"]) from exc
 
 
 def _name(type_: Any) -> str:
@@ -227,9 +290,13 @@ out when there is none; a document that has it is tagged
 `STATE_FORMAT_NON_FINITE`, so a reader that does not know the field refuses it.
 """
 
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# A bare NaN (a log `events_to_json` wrote, a state written before `NON_FINITE_FIELD`)
+# is read as `math.nan` itself, as `NON_FINITE_FIELD`'s strings are: containers compare
+# NaN by identity (NaN != NaN), so values loaded twice compare equal.
+_DECODER = json.JSONDecoder(parse_constant=_NON_FINITE.__getitem__)
 _SCHEME = "hmac-sha256:"
 _HEX = frozenset("0123456789abcdef")
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def state_to_json(state: RunState, key: SigningKey | Sequence[SigningKey] | None = None) -> str:
@@ -290,10 +357,7 @@ def state_from_json(
         SerializationError: The text is not a serialized state of this format,
             or (with ``key``) it is unsigned or its signature does not match.
     """
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise SerializationError("RunState", [f"not JSON: {exc}"]) from exc
+    data = _loads(text, "RunState")
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
@@ -444,9 +508,10 @@ def _verified(state: RunState, at: str = "$") -> RunState:
     """
     try:
         replayed = replay(state.log)
-    except InvalidEventError as exc:
+    except Exception as exc:  # a refusal, or whatever else a log no run wrote may raise
+        what = str(exc) if isinstance(exc, InvalidEventError) else f"{type(exc).__name__}: {exc}"
         raise SerializationError(
-            "RunState", [f"the event log does not replay: {exc} @ {at}.log"]
+            "RunState", [f"the event log does not replay: {what} @ {at}.log"]
         ) from exc
     if replayed != state:
         problems: list[str] = []
@@ -492,6 +557,16 @@ def events_to_json(events: Iterable[Event]) -> str:
 
 
 def events_from_json(text: str | bytes) -> tuple[Event, ...]:
-    """An event log written by `events_to_json`."""
-    events: tuple[Event, ...] = from_json(text, tuple[Event, ...])
+    """An event log written by `events_to_json`.
+
+    Raises:
+        SerializationError: The text is not JSON, not a JSON array (``{}``
+            is no log), or an item is no event.
+    """
+    data = _loads(text, "tuple")
+    if not isinstance(data, list):
+        raise SerializationError(
+            "tuple", [f"expected a JSON array of events, got {type(data).__name__} @ $"]
+        )
+    events: tuple[Event, ...] = structure(data, tuple[Event, ...])
     return events

@@ -9,7 +9,7 @@ at a few microseconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, get_args
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
 from toolfold.runtime.core._approval import disposition_problem, dispositions
@@ -40,8 +40,9 @@ from toolfold.runtime.core._messages import (
     part_problem,
     parts_fit,
     tool_calls_of,
+    usage_problem,
 )
-from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._request import FINISH_REASONS, ModelResponse, finish_reason_problem
 from toolfold.runtime.core._state import (
     WAITING_PHASES,
     CallState,
@@ -178,6 +179,16 @@ def _result_problem(
 
 _CONTENT = (TextPart, ImagePart, FilePart)
 
+DISPOSITIONS: tuple[str, ...] = get_args(Disposition)
+"""The values a `ModelResponded` disposition may take."""
+
+
+def duration_problem(duration: object) -> str:
+    """What makes a `ToolReturned` duration unfit ("" if nothing): it is seconds or None."""
+    if duration is None or (isinstance(duration, (int, float)) and not isinstance(duration, bool)):
+        return ""
+    return f"duration must be seconds (a float) or None, got {duration!r}"
+
 
 # --- a model response ------------------------------------------------------
 
@@ -210,13 +221,31 @@ def answered_reason(state: RunState) -> str:
 def model_responded(state: RunState, event: ModelResponded, changes: Changes) -> None:
     """Record the response; finish, validate the answer, or set up its tool calls."""
     response = event.response
+    if type(response) is not ModelResponse and not isinstance(response, ModelResponse):
+        raise refused(state, event.kind, f"expected a ModelResponse, got {type(response).__name__}")
     message = response.message
     if type(message) is not Message or message.role != "assistant":
         problem = message_problem(message, ("assistant",))
         raise refused(state, event.kind, f"the model's answer: {problem}")
+    if response.finish_reason not in FINISH_REASONS:
+        problem = finish_reason_problem(response.finish_reason)
+        raise refused(state, event.kind, f"the response's finish_reason: {problem}")
+    usage = response.usage
+    if not (
+        # Exact types first (the usual case); a saved state holds ints and finite floats only.
+        type(usage) is Usage
+        and type(usage.input_tokens) is int
+        and type(usage.output_tokens) is int
+        and type(usage.cached_tokens) is int
+        and type(usage.reasoning_tokens) is int
+        and type(usage.requests) is int
+        and type(usage.cache_write_tokens) is int
+    ):
+        problem = usage_problem(usage)
+        if problem:
+            raise refused(state, event.kind, f"the response's usage: {problem}")
     changes["conversation"] = state.conversation.append(message)
     changes["step"] = state.step + 1
-    usage = response.usage
     total = state.usage
     if usage is not NO_USAGE:
         # A fresh run's first answer: the sum is its own usage (a frozen `Usage`).
@@ -243,7 +272,18 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         if len(seen) != len(calls):
             ids = [c.id for c in calls]
             raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
-    dispositions = event.dispositions or _default_dispositions(state, event.kind, calls)
+    dispositions = event.dispositions
+    if dispositions:
+        for disposition in dispositions:
+            if disposition not in DISPOSITIONS:  # (a stored log could not hold it)
+                raise refused(
+                    state,
+                    event.kind,
+                    f"unknown disposition {disposition!r} "
+                    f"(expected one of: {', '.join(map(repr, DISPOSITIONS))})",
+                )
+    else:
+        dispositions = _default_dispositions(state, event.kind, calls)
     if len(dispositions) != len(calls):
         raise refused(
             state, event.kind, f"{len(dispositions)} dispositions for {len(calls)} tool calls"
@@ -374,13 +414,17 @@ def _put(state: RunState, changes: Changes, new: CallState) -> None:
 
 def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> None:
     """One executed call's result."""
+    duration = event.duration
     if (
         type(event.content) is not str
         or type(event.is_error) is not bool
         or event.outcome not in OUTCOMES
         or event.parts
+        or (duration is not None and type(duration) is not float)
     ):
-        problem = _result_problem(event.content, event.is_error, event.outcome, event.parts)
+        problem = _result_problem(
+            event.content, event.is_error, event.outcome, event.parts
+        ) or duration_problem(duration)
         if problem:
             raise refused(state, event.kind, f"call {event.call_id!r}: {problem}")
     call = _take(state, changes, event.kind, event.call_id, "to_run")
@@ -395,12 +439,14 @@ def _plain(event: Event) -> TypeGuard[ToolReturned]:
     if not isinstance(event, ToolReturned):  # anything else is reduced as reduce does
         return False
     child = event.child
+    duration = event.duration
     return (
         type(event.content) is str
         and type(event.is_error) is bool
         and event.outcome in OUTCOMES
         and not event.parts
         and (child is None or type(child) is RunState)
+        and (duration is None or type(duration) is float)
     )
 
 
@@ -499,17 +545,23 @@ def approval_denied(state: RunState, event: ApprovalDenied, changes: Changes) ->
 
 def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: Changes) -> None:
     """The caller's results for calls returned to it."""
-    ids = [r.call_id for r in event.results]
-    if len(set(ids)) != len(ids):
-        raise refused(state, event.kind, f"results repeat a call id: {ids}")
-    for result in event.results:
+    results: object = event.results
+    if not isinstance(results, tuple) or not results:
+        # (no result would leave the step as it is, with nothing for the log to say)
+        got = f"{type(results).__name__}" if not isinstance(results, tuple) else "none"
+        raise refused(state, event.kind, f"expected one or more ToolResultParts, got {got}")
+    for index, result in enumerate(results):
         problem = (
             _result_problem(result.content, result.is_error, "ok", result.parts)
             if isinstance(result, ToolResultPart)
             else f"expected a ToolResultPart, got {type(result).__name__}"
         )
         if problem:
-            raise refused(state, event.kind, problem)
+            raise refused(state, event.kind, f"result {index}: {problem}")
+    ids = [r.call_id for r in event.results]
+    if len(set(ids)) != len(ids):
+        raise refused(state, event.kind, f"results repeat a call id: {ids}")
+    for result in event.results:
         call = _take(state, changes, event.kind, result.call_id, "to_return")
         outcome: Outcome = "error" if result.is_error else "ok"
         _put(

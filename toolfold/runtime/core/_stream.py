@@ -18,7 +18,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     Usage,
 )
-from toolfold.runtime.core._request import FinishReason, ModelResponse
+from toolfold.runtime.core._request import FinishReason, ModelResponse, _finish_reason, _usage
 
 # --- stream events ---------------------------------------------------------
 
@@ -93,17 +93,24 @@ class ToolCallEnd:
 
 @attrs.frozen
 class UsageUpdate:
-    """Token counts for the response (replaces earlier counts)."""
+    """Token counts for the response (replaces earlier counts).
 
-    usage: Usage
+    A ``usage`` that is no `Usage` raises a `UsageError`.
+    """
+
+    usage: Usage = attrs.field(validator=_usage)
     kind: Literal["usage"] = "usage"
 
 
 @attrs.frozen
 class StreamFinish:
-    """The response ended."""
+    """The response ended.
 
-    finish_reason: FinishReason
+    A ``finish_reason`` that is no `FinishReason` raises a `UsageError` naming
+    the values allowed, as `ModelResponse` does.
+    """
+
+    finish_reason: FinishReason = attrs.field(validator=_finish_reason)
     raw_finish_reason: str | None = None
     kind: Literal["finish"] = "finish"
 

@@ -97,7 +97,7 @@ def with_dropped_sub_runs(
         if before is not None:
             used = _less(used, before.tree_usage)
         dropped = dropped + used
-    dropped = countable(dropped)  # (a model's NaN count is left out as 0)
+    dropped = countable(dropped)  # (a model's negative count is left out as 0)
     if dropped == NO_USAGE:
         return state
     return reduce(state, AttemptDropped(sub_run_usage=dropped))
