@@ -600,8 +600,13 @@ class _Session:
 
     def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
         """The response of ``call`` shown, or the exit code of its failure."""
+        from toolfold.runtime.drive._shells import interrupt_waits
+
         try:
-            outcome = call()
+            # Ctrl-C while tools run on worker threads waits for them (and says so) so
+            # that the run file keeps them: they must not run again on resume.
+            with interrupt_waits(self._waits):
+                outcome = call()
             if not hasattr(outcome, "finish_reason"):  # a stream: show it as it arrives
                 return self._streamed(outcome, waiting)
             self._catch_up(outcome, waiting)
