@@ -124,12 +124,12 @@ def test_ctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
     """Ctrl-C while a sync call runs on a worker waits for it: its result is kept, resume skips it."""
     agent = payments.agent()
     state = payments.run(agent, how)
-    assert payments.told == ["waiting"]  # said once, while ``pay`` still ran
     assert [(c.call.id, c.status) for c in state.calls] == [
         ("a", "done"),
         ("b", "done"),
         ("c", "to_run"),  # not started when Ctrl-C came: it never started
     ]
+    assert payments.told == ["waiting"]  # said once, while ``pay`` still ran
     assert payments.ran == ["pay 1"]
     response = agent.resume(RunState.from_json(state.to_json()))
     assert payments.ran == ["pay 1", "note x"]  # pay did not run again
@@ -158,9 +158,9 @@ def test_a_call_waited_for_still_times_out() -> None:
         state = payments.run(payments.agent(), "run")
     finally:
         payments.release.set()
-    assert payments.told == ["waiting"]
     paying, kicking, noting = state.calls
     assert (paying.status, kicking.status, noting.status) == ("done", "done", "to_run")
+    assert payments.told == ["waiting"]
     assert paying.outcome == "timeout"
     assert paying.result is not None
     assert paying.result.content == "Error: tool 'pay' timed out after 0.5 s."
