@@ -730,10 +730,14 @@ class _Session:
         return response
 
     def _waits(self) -> None:
-        """Ctrl-C waits for a blocking tool (or model call) to return before the run is kept."""
+        """Ctrl-C waits for a blocking tool (or model call) to return before the run is kept.
+
+        A second Ctrl-C stops the wait: the run is kept as it stood (the calls still
+        running then run again on resume), as a Ctrl-C that did not wait keeps it.
+        """
         print(
             f"toolfold {self.command}: stopping once the running tool or model call returns; "
-            "press Ctrl-C again to quit without keeping the run",
+            "press Ctrl-C again to stop now (what still runs then runs again on resume)",
             file=self.err,
             flush=True,
         )
