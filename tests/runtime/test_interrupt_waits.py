@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
+from toolfold.runtime.drive import _executor, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
@@ -164,3 +165,22 @@ def test_a_call_waited_for_still_times_out() -> None:
     assert paying.outcome == "timeout"
     assert paying.result is not None
     assert paying.result.content == "Error: tool 'pay' timed out after 0.5 s."
+
+
+def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
+    """A round's wait in the main thread is bounded, so a Ctrl-C that came just before it blocked
+    is raised soon (a signal that arrives before a lock wait begins does not wake it)."""
+    ticket = _workers.Ticket(0)
+    ticket.started = 0.0  # running, with no timeout of its own
+    job = _executor.ToolJob(None, None, None)  # type: ignore[arg-type]  # (no tool: no timeout)
+    ready = [(job, {})]
+    bound = _executor._next_deadline({0: ticket}, ready)
+    assert bound is not None
+    assert 0.0 < bound <= 1.0
+    elsewhere: list[float | None] = []
+    thread = threading.Thread(
+        target=lambda: elsewhere.append(_executor._next_deadline({0: ticket}, ready))
+    )
+    thread.start()
+    thread.join(30)
+    assert elsewhere == [None]  # other threads get no Ctrl-C: they wait for the report alone
