@@ -652,8 +652,13 @@ class _Session:
 
     def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
         """The response of ``call`` shown, or the exit code of its failure."""
+        from toolfold.runtime.drive._shells import interrupt_waits
+
         try:
-            outcome = call()
+            # Ctrl-C while tools run on worker threads waits for them (and says so) so
+            # that the run file keeps them: they must not run again on resume.
+            with interrupt_waits(self._waits):
+                outcome = call()
             if not hasattr(outcome, "finish_reason"):  # a stream: show it as it arrives
                 return self._streamed(outcome, waiting)
             self._catch_up(outcome, waiting)
@@ -777,10 +782,14 @@ class _Session:
         return response
 
     def _waits(self) -> None:
-        """Ctrl-C waits for a blocking tool (or model call) to return before the run is kept."""
+        """Ctrl-C waits for a blocking tool (or model call) to return before the run is kept.
+
+        A second Ctrl-C stops the wait: the run is kept as it stood (the calls still
+        running then run again on resume), as a Ctrl-C that did not wait keeps it.
+        """
         print(
             f"toolfold {self.command}: stopping once the running tool or model call returns; "
-            "press Ctrl-C again to quit without keeping the run",
+            "press Ctrl-C again to stop now (what still runs then runs again on resume)",
             file=self.err,
             flush=True,
         )

@@ -276,6 +276,20 @@ def _lead_and_holder(request: ModelRequest) -> Reply:
 lead_and_holder = FunctionModel(_lead_and_holder, name="files:lead-and-holder")
 
 
+def _holder_beside_note(request: ModelRequest) -> Reply:
+    """Calls ``hold_at_gate`` and ``note`` in one step, then answers with their results."""
+    results = [r.content for m in request.messages for r in m.tool_results]
+    if results:
+        return "done: " + ", ".join(results)
+    return [
+        FunctionModel.call("hold_at_gate", {"text": "x"}),
+        FunctionModel.call("note", {"text": "y"}),
+    ]
+
+
+holder_beside_note = FunctionModel(_holder_beside_note, name="files:holder-beside-note")
+
+
 @tool(requires_approval=True)
 def add_at_gate(a: int, b: int) -> int:
     """Add two numbers once approved, logging each run to ``ran.log`` here; says ``adding`` on

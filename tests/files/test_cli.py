@@ -502,7 +502,7 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
     assert proc.stderr is not None
     notice = (
         b"toolfold run: stopping once the running tool or model call returns; "
-        b"press Ctrl-C again to quit without keeping the run\n"
+        b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
     )
     try:
         seen = b""
@@ -532,6 +532,126 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
     proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
     assert (proc2.returncode, proc2.stdout) == (0, "lead: worker: held x\n"), proc2.stderr
     assert (tmp_path / "ran.log").read_text() == "held x\n"  # the tool's return was kept
+
+
+def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_path: Path) -> None:
+    """``run`` (no --stream) interrupted while a sync tool runs beside another says it waits,
+    waits for the tool, and writes its result to the run file: resuming does not run it again."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "pair.toml").write_text(
+        '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
+        'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
+        # (a process started in the background inherits SIGINT ignored: Python's own handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stderr is not None
+    notice = (
+        b"toolfold run: stopping once the running tool or model call returns; "
+        b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
+    )
+    try:
+        seen = b""
+        while notice not in seen:  # the tool holds until the gate opens: said before it returns
+            ready, _, _ = select.select([proc.stderr], [], [], 60)
+            assert ready, f"no notice; so far: {seen!r}"
+            chunk = os.read(proc.stderr.fileno(), 1024)
+            assert chunk, f"stderr ended early; so far: {seen!r}"
+            seen += chunk
+        assert "held x" not in _ran(tmp_path)  # said while the tool still ran
+        with open(gate, "w", encoding="utf-8") as opened:
+            opened.write("go\n")
+        _, errors = proc.communicate(timeout=60)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    assert proc.returncode == 130, seen + errors
+    assert (
+        (seen + errors)
+        .decode()
+        .endswith(
+            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+            "toolfold resume toolfold-run.json\n"
+        )
+    )
+    state = RunState.from_json(
+        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
+    )
+    held = [c for c in state.calls if c.call.name == "hold_at_gate"]
+    assert [(c.status, c.result.content if c.result else None) for c in held] == [
+        ("done", "held x")
+    ]
+    proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc2.returncode, proc2.stdout) == (0, "done: held x, noted y\n"), proc2.stderr
+    # Each tool ran once: the held one before Ctrl-C was kept ("note" ran then or on resume).
+    assert sorted(_ran(tmp_path)) == ["held x", "note y"]
+
+
+def test_a_second_ctrl_c_stops_waiting_and_keeps_the_run_as_it_stood(tmp_path: Path) -> None:
+    """A second Ctrl-C while ``run`` waits for a tool exits at once (130) with the run file
+    written: the tool still running stays to run, and resuming runs it."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "pair.toml").write_text(
+        '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
+        'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stderr is not None
+    try:
+        seen = b""
+        while b"stopping once" not in seen:
+            ready, _, _ = select.select([proc.stderr], [], [], 60)
+            assert ready, f"no notice; so far: {seen!r}"
+            chunk = os.read(proc.stderr.fileno(), 1024)
+            assert chunk, f"stderr ended early; so far: {seen!r}"
+            seen += chunk
+        proc.send_signal(signal.SIGINT)  # the gate stays shut: the tool never returns
+        _, errors = proc.communicate(timeout=60)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    assert proc.returncode == 130, seen + errors
+    assert (
+        (seen + errors)
+        .decode()
+        .endswith(
+            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+            "toolfold resume toolfold-run.json\n"
+        )
+    )
+    state = RunState.from_json(
+        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
+    )
+    assert [c.status for c in state.calls if c.call.name == "hold_at_gate"] == ["to_run"]
+    assert "held x" not in _ran(tmp_path)
+    proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc2.returncode, proc2.stdout) == (0, "done: held x, noted y\n"), proc2.stderr
+    assert _ran(tmp_path).count("held x") == 1  # run by the resume (the first never returned)
+
+
+def _ran(folder: Path) -> list[str]:
+    """The lines of ``ran.log`` in ``folder`` (each a tool's run), none when it is missing."""
+    log = folder / "ran.log"
+    return log.read_text().splitlines() if log.exists() else []
 
 
 def test_a_provider_error_after_an_approved_tool_keeps_its_result(tmp_path: Path) -> None:

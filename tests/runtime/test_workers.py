@@ -8,7 +8,14 @@ import threading
 
 import pytest
 
-from toolfold.runtime.drive._workers import MAX_WORKERS, hand_off
+from toolfold.runtime.drive._workers import (
+    MAX_WORKERS,
+    NOT_RUN,
+    SyncInbox,
+    Ticket,
+    hand_off,
+    submit_sync,
+)
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
@@ -110,3 +117,21 @@ def test_works_across_successive_loops() -> None:
 
 async def _square(i: int) -> int:
     return int(await hand_off(pow, i, 2))
+
+
+def test_a_blocking_call_cancelled_as_a_worker_starts_it_reports_that_it_did_not_run() -> None:
+    """A ticket cancelled once a worker checked it, before the call began, reports NOT_RUN."""
+
+    class CancelledLate(Ticket):
+        """Reads as not cancelled at the worker's check: the cancel came just after it."""
+
+        def cancelled(self) -> bool:
+            self.cancel()
+            return False
+
+    ran: list[int] = []
+    inbox, ticket = SyncInbox(), CancelledLate(0)
+    submit_sync(inbox, ticket, ran.append, 1)
+    assert inbox.get(30) == (ticket, True, NOT_RUN)  # no start notice: it never began
+    assert ticket.started is not None  # what the caller reads to know a report comes
+    assert ran == []

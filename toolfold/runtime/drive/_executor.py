@@ -44,6 +44,7 @@ from toolfold.runtime.core._messages import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
+    NOT_RUN,
     SyncInbox,
     Ticket,
     abandon,
@@ -880,6 +881,13 @@ def _nothing() -> None:
     """What cancels a round's blocking calls: nothing (they check `watched_interrupt`)."""
 
 
+# Told when Ctrl-C waits for a round's blocking calls to return (set by `interrupt_waits`):
+# a blocking stream's round, or the sync calls a blocking run's round runs on workers.
+INTERRUPT_WAITS: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar(
+    "toolfold_interrupt_waits", default=None
+)
+
+
 # The interruption a round on this thread (the thread's ident) answers to, for
 # the blocking sub-runs it runs (and their own rounds, on the same thread).
 _WATCHED: contextvars.ContextVar[tuple[RoundInterrupt, int] | None] = contextvars.ContextVar(
@@ -1169,6 +1177,9 @@ def _run_threaded(
     call's ticket is in ``running`` before the call is handed to a worker
     (Ctrl-C may land in the hand-off, once a worker has it: its report is then
     read, or it is cancelled), and leaves it only once its outcome is stored.
+    Calls not started then never start, and those running are waited for
+    (`_wait_running`), so that what they did is kept too: a thread cannot be
+    stopped, and a call left running would run again on resume, beside itself.
     """
     limit = max(1, max_concurrency)
     inbox = SyncInbox()
@@ -1194,28 +1205,81 @@ def _run_threaded(
                     outcomes[ticket.index] = _settled(ready[ticket.index][0], ok, value)
                     del running[ticket.index]
                 taken = None
-            now = time.monotonic()
-            for index, ticket in list(running.items()):
-                timeout = _timeout_of(ready[index][0])
-                # The timeout counts from the start: time queued for a worker is not the tool's.
-                started = ticket.started
-                if timeout is not None and started is not None and now - started >= timeout:
-                    ticket.cancel()
-                    outcomes[index] = _timed_out(ready[index][0], timeout)
-                    del running[index]
-                    # Its thread cannot be stopped: another worker takes its place
-                    # (unless the call ended on its thread meanwhile, see `abandon`).
-                    abandon(ticket)
-    except BaseException:
+            _time_out(running, ready, outcomes)
+    except BaseException as exc:
         if taken is not None:
-            ticket, ok, value = taken
-            if ok is not None and running.get(ticket.index) is ticket:
-                _keep_ended(outcomes, ticket.index, ready[ticket.index][0], ok, value)
+            _keep_report(taken, running, ready, outcomes)
         _read_ended(inbox, running, ready, outcomes)
+        if not isinstance(exc, Exception):  # Ctrl-C (not a failure of ours): wait
+            _wait_running(inbox, running, ready, outcomes)
         raise
     finally:
         for ticket in running.values():
             ticket.cancel()
+
+
+def _time_out(
+    running: dict[int, Ticket],
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
+    outcomes: list[ToolOutcome | None],
+) -> None:
+    """Give up on the running calls that outlived their timeout: each gets a timed-out outcome."""
+    now = time.monotonic()
+    for index, ticket in list(running.items()):
+        timeout = _timeout_of(ready[index][0])
+        # The timeout counts from the start: time queued for a worker is not the tool's.
+        started = ticket.started
+        if timeout is not None and started is not None and now - started >= timeout:
+            ticket.cancel()
+            outcomes[index] = _timed_out(ready[index][0], timeout)
+            del running[index]
+            # Its thread cannot be stopped: another worker takes its place
+            # (unless the call ended on its thread meanwhile, see `abandon`).
+            abandon(ticket)
+
+
+def _wait_running(
+    inbox: SyncInbox,
+    running: dict[int, Ticket],
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
+    outcomes: list[ToolOutcome | None],
+) -> None:
+    """Once the round was interrupted: the calls that had not started never start, and those
+    running are waited for, their outcomes put in ``outcomes`` as they end (a call's timeout
+    still ends the wait for it, with a timed-out outcome).
+
+    Whoever shows the run is told first (see `interrupt_waits`). A second Ctrl-C stops the
+    wait: the calls that had ended are kept, and the others are left running (they run again
+    on resume).
+    """
+    for ticket in running.values():
+        ticket.cancel()
+    # Read after every cancel: unstarted now, a call never runs (see `submit_sync`).
+    for index, ticket in list(running.items()):
+        if ticket.started is None:
+            del running[index]
+    if not running:
+        return
+    taken: tuple[Ticket, bool | None, Any] | None = None
+    try:
+        tell = INTERRUPT_WAITS.get()
+        if tell is not None:  # (the command line's "stopping once ... returns")
+            with contextlib.suppress(Exception):  # (a notice that fails must not lose the run)
+                tell()
+        while running:
+            try:
+                taken = inbox.get(_next_deadline(running, ready))
+            except Empty:
+                pass
+            else:
+                _keep_report(taken, running, ready, outcomes)
+                taken = None
+            _time_out(running, ready, outcomes)
+    except BaseException:  # a second Ctrl-C: what ended is kept, the rest runs again on resume
+        if taken is not None:
+            _keep_report(taken, running, ready, outcomes)
+        _read_ended(inbox, running, ready, outcomes)
+        raise
 
 
 def _read_ended(
@@ -1228,31 +1292,37 @@ def _read_ended(
     read) when the round was interrupted; nothing more of them runs (see `_ended`)."""
     while True:
         try:
-            ticket, ok, value = inbox.get(0.0)
+            report = inbox.get(0.0)
         except Empty:
             return
-        if ok is not None and running.get(ticket.index) is ticket:
-            _keep_ended(outcomes, ticket.index, ready[ticket.index][0], ok, value)
+        _keep_report(report, running, ready, outcomes)
 
 
-def _keep_ended(
-    outcomes: list[ToolOutcome | None], index: int, job: ToolJob, ok: bool, value: Any
+def _keep_report(
+    report: tuple[Ticket, bool | None, Any],
+    running: dict[int, Ticket],
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
+    outcomes: list[ToolOutcome | None],
 ) -> None:
-    """Store in ``outcomes[index]``, unless it holds one already, the outcome of a call that
-    ended (see `_ended`) when its round was interrupted."""
-    if outcomes[index] is None:
-        outcome = _ended(job, ok, value)
-        if outcome is not None:
-            outcomes[index] = outcome
+    """``report``, read once the round was interrupted: a running call's end is stored in
+    ``outcomes`` (unless it holds one already, see `_ended`), and the call leaves ``running``."""
+    ticket, ok, value = report
+    index = ticket.index
+    if ok is not None and running.get(index) is ticket:
+        if outcomes[index] is None:
+            outcome = _ended(ready[index][0], ok, value)
+            if outcome is not None:
+                outcomes[index] = outcome
+        del running[index]
 
 
 def _ended(job: ToolJob, ok: bool, value: Any) -> ToolOutcome | None:
     """The outcome of a call that returned (``ok``) or raised ``value`` before its round was
-    interrupted; None when it has none yet without running more (it returned an awaitable)
-    or must run again (it raised an interruption itself)."""
+    interrupted; None when it has none yet without running more (it returned an awaitable),
+    must run again (it raised an interruption itself) or never ran (`NOT_RUN`)."""
     if not ok:
         return _failed(job, value) if isinstance(value, Exception) else None
-    if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+    if value is NOT_RUN or (type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value)):
         return None
     return _finish(job, value)
 
@@ -1261,9 +1331,16 @@ def _timeout_of(job: ToolJob) -> float | None:
     return job.tool.timeout if job.tool is not None else None
 
 
+# How long the main thread waits for a report at most: Ctrl-C that arrives just before it
+# blocks (after Python last checked for signals) wakes no wait, and is raised once it returns.
+_SIGNAL_POLL = 0.25
+
+
 def _next_deadline(
     running: dict[int, Ticket], ready: Sequence[tuple[ToolJob, dict[str, Any]]]
 ) -> float | None:
+    """How long to wait for the next report: until the next timeout, and in the main
+    thread (where Ctrl-C lands) at most `_SIGNAL_POLL`; None: no limit."""
     # Calls not started yet have no deadline: their start notice wakes the wait.
     now = time.monotonic()
     waits = [
@@ -1272,6 +1349,8 @@ def _next_deadline(
         if (started := ticket.started) is not None
         and (timeout := _timeout_of(ready[index][0])) is not None
     ]
+    if threading.current_thread() is threading.main_thread():
+        waits.append(_SIGNAL_POLL)
     return min(waits) if waits else None
 
 

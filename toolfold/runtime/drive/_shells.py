@@ -28,6 +28,7 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
+    INTERRUPT_WAITS,
     RoundInterrupt,
     ToolJob,
     ToolOutcome,
@@ -374,7 +375,7 @@ def _relayed_sync(
         if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
             raise
         if interrupt.waits and not done.is_set():
-            tell = _INTERRUPT_WAITS.get()
+            tell = INTERRUPT_WAITS.get()
             if tell is not None:  # (the command line's "stopping once ... returns")
                 with suppress(Exception):  # (a notice that fails must not lose the run)
                     tell()
@@ -391,28 +392,23 @@ def _relayed_sync(
 
 _STEP_DONE = object()
 
-# Told when Ctrl-C waits for a round's blocking calls to return (see `interrupt_waits`).
-_INTERRUPT_WAITS: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar(
-    "toolfold_interrupt_waits", default=None
-)
-
 
 @contextmanager
 def interrupt_waits(tell: Callable[[], object]) -> Iterator[None]:
-    """Call ``tell`` (in the caller's thread) when Ctrl-C, in a blocking stream iterated
-    inside this, interrupts a round that goes on until its blocking calls return (a sync
-    tool, a blocking sub-run's model call or tool: see `RoundInterrupt.waits`) and the
-    stream waits for them before it raises the KeyboardInterrupt that keeps the run. A
-    second Ctrl-C stops the wait (the run is not kept).
+    """Call ``tell`` (in the thread Ctrl-C reached) when Ctrl-C, in a blocking run or a
+    blocking stream iterated inside this, interrupts a round that goes on until its blocking
+    calls return (sync tools running on worker threads; in a stream, a sub-run's blocking
+    model call or tool too: see `RoundInterrupt.waits`) and the run waits for them before it
+    raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the wait (the
+    calls still running are not kept).
 
-    What shows a stream to a person says so then (``toolfold run --stream``): the run is
-    not stuck.
+    What shows a run to a person says so then (``toolfold run``): the run is not stuck.
     """
-    token = _INTERRUPT_WAITS.set(tell)
+    token = INTERRUPT_WAITS.set(tell)
     try:
         yield
     finally:
-        _INTERRUPT_WAITS.reset(token)
+        INTERRUPT_WAITS.reset(token)
 
 
 async def _relayed_async(

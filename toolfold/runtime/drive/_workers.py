@@ -383,15 +383,27 @@ class Ticket:
         self._cancelled = True
 
 
+NOT_RUN = object()
+"""What a `submit_sync` call reports as its value when it was cancelled as it started."""
+
+
 def submit_sync(inbox: SyncInbox, ticket: Ticket, function: Callable[..., Any], *args: Any) -> None:
     """Run ``function(*args)`` in a worker for a blocking caller; the result goes to ``inbox``.
 
     The worker first sets ``ticket.started`` and reports ``(ticket, None, None)``,
     so a timeout can count from the start, not from the time spent queued.
+
+    A caller that cancels the ticket, then reads ``ticket.started``, knows
+    whether the call runs: None, it never does (a worker skips it, or sees
+    the cancel once it set the start); set, a report of its end comes,
+    ``(ticket, True, NOT_RUN)`` when the worker saw the cancel as it started.
+    (Each side writes before it reads the other's mark: one sees the other's.)
     """
 
     def run() -> Any:
         ticket.started = time.monotonic()
+        if ticket._cancelled:
+            return NOT_RUN
         inbox.put(ticket, None, None)
         return function(*args)
 

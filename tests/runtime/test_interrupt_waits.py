@@ -1,0 +1,186 @@
+"""Ctrl-C in a blocking round waits for the sync calls running on worker threads.
+
+A thread cannot be stopped from outside: a call left running would run again
+on resume, beside itself (a payment made twice). So the first Ctrl-C lets no
+further call start, waits for those running, and keeps their results in the
+interruption's ``.state``; a second Ctrl-C stops the wait. Ctrl-C is a real
+SIGINT sent to the main thread from a tool; the tools wait on events, never
+on time.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
+from toolfold.runtime.drive import _executor, _workers
+from toolfold.runtime.drive._shells import interrupt_waits
+from toolfold.testing import FunctionModel
+
+call = FunctionModel.call
+
+
+def _ctrl_c() -> None:
+    """As a terminal's Ctrl-C: SIGINT to the main thread, where Python raises it."""
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+class _Round:
+    """A step calling ``pay`` (order 1, id "a"; blocks until released), ``kick`` (id "b":
+    Ctrl-C once ``pay`` runs) and ``note`` (id "c", queued behind them)."""
+
+    def __init__(self, *, timeout: float | None = None) -> None:
+        self.ran: list[str] = []
+        self.paying = threading.Event()
+        self.release = threading.Event()
+        self.told: list[str] = []
+        self.on_tell: Callable[[], None] = self.release.set
+
+        @tool(timeout=timeout)
+        def pay(order: int) -> str:
+            """Pay an order (a side effect that must not run twice).
+
+            Args:
+                order: The order to pay.
+            """
+            self.paying.set()
+            assert self.release.wait(30)
+            self.ran.append(f"pay {order}")
+            return f"paid {order}"
+
+        @tool
+        def kick() -> str:
+            """Press Ctrl-C once ``pay`` runs."""
+            assert self.paying.wait(30)
+            _ctrl_c()
+            return "kicked"
+
+        @tool
+        def note(text: str) -> str:
+            """Note a text.
+
+            Args:
+                text: What to note.
+            """
+            self.ran.append(f"note {text}")
+            return f"noted {text}"
+
+        self.tools: list[Tool[..., Any]] = [pay, kick, note]
+
+    def agent(self) -> Agent[Any, Any]:
+        """Two calls at once: ``note`` waits for a slot, and never starts before Ctrl-C."""
+        calls = [
+            call("pay", {"order": 1}, id="a"),
+            call("kick", {}, id="b"),
+            call("note", {"text": "x"}, id="c"),
+        ]
+
+        def reply(request: ModelRequest) -> Any:
+            results = [r.content for m in request.messages for r in m.tool_results]
+            return "saw: " + " | ".join(results) if results else calls
+
+        return Agent(FunctionModel(reply), tools=self.tools, max_concurrency=2)
+
+    def tell(self) -> None:
+        self.told.append("waiting")
+        self.on_tell()
+
+    def run(self, agent: Agent[Any, Any], how: str) -> RunState:
+        """Run ``agent`` blocking (``run``, or a blocking ``stream``); the state Ctrl-C left."""
+        with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
+            _blocking(agent, how)
+        state = state_of(caught.value)
+        assert isinstance(state, RunState), f"no state on {caught.value!r}"
+        return state
+
+
+def _blocking(agent: Agent[Any, Any], how: str) -> None:
+    if how == "run":
+        agent.run("go")
+    else:
+        for _ in agent.stream("go"):
+            pass
+
+
+@pytest.fixture
+def payments() -> Iterator[_Round]:
+    """A round whose blocked ``pay`` is released at the end, whatever the test did."""
+    round_ = _Round()
+    try:
+        yield round_
+    finally:
+        round_.on_tell = lambda: None
+        round_.release.set()
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
+    how: str, payments: _Round
+) -> None:
+    """Ctrl-C while a sync call runs on a worker waits for it: its result is kept, resume skips it."""
+    agent = payments.agent()
+    state = payments.run(agent, how)
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("a", "done"),
+        ("b", "done"),
+        ("c", "to_run"),  # not started when Ctrl-C came: it never started
+    ]
+    assert payments.told == ["waiting"]  # said once, while ``pay`` still ran
+    assert payments.ran == ["pay 1"]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert payments.ran == ["pay 1", "note x"]  # pay did not run again
+    assert response.text == "saw: paid 1 | kicked | noted x"
+
+
+def test_a_second_ctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
+    payments: _Round,
+) -> None:
+    """A second Ctrl-C while the run waits raises at once; the running call is not kept."""
+    payments.on_tell = _ctrl_c  # the second Ctrl-C, as the wait is announced
+    agent = payments.agent()
+    state = payments.run(agent, "run")
+    assert payments.told == ["waiting"]
+    assert not payments.release.is_set()  # ``pay`` was still running
+    [paying] = [c for c in state.calls if c.call.id == "a"]
+    assert paying.status == "to_run"  # as before the wait existed: it runs again on resume
+    assert payments.ran == []
+
+
+def test_a_call_waited_for_still_times_out() -> None:
+    """A call with its own timeout, waited for after Ctrl-C, ends the wait with a timeout result."""
+    payments = _Round(timeout=0.5)
+    payments.on_tell = lambda: None  # ``pay`` is never released: only its timeout ends the wait
+    try:
+        state = payments.run(payments.agent(), "run")
+    finally:
+        payments.release.set()
+    paying, kicking, noting = state.calls
+    assert (paying.status, kicking.status, noting.status) == ("done", "done", "to_run")
+    assert payments.told == ["waiting"]
+    assert paying.outcome == "timeout"
+    assert paying.result is not None
+    assert paying.result.content == "Error: tool 'pay' timed out after 0.5 s."
+
+
+def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
+    """A round's wait in the main thread is bounded, so a Ctrl-C that came just before it blocked
+    is raised soon (a signal that arrives before a lock wait begins does not wake it)."""
+    ticket = _workers.Ticket(0)
+    ticket.started = 0.0  # running, with no timeout of its own
+    job = _executor.ToolJob(None, None, None)  # type: ignore[arg-type]  # (no tool: no timeout)
+    ready = [(job, {})]
+    bound = _executor._next_deadline({0: ticket}, ready)
+    assert bound is not None
+    assert 0.0 < bound <= 1.0
+    elsewhere: list[float | None] = []
+    thread = threading.Thread(
+        target=lambda: elsewhere.append(_executor._next_deadline({0: ticket}, ready))
+    )
+    thread.start()
+    thread.join(30)
+    assert elsewhere == [None]  # other threads get no Ctrl-C: they wait for the report alone
