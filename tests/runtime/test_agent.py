@@ -23,7 +23,7 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolCallDelta
-from toolfold.testing import ScriptedModel, TestModel
+from toolfold.testing import FunctionModel, ScriptedModel, TestModel
 
 call = ScriptedModel.call
 
@@ -163,6 +163,81 @@ def test_an_async_stream_closed_early_says_the_caller_stopped_it() -> None:
     asyncio.run(stop_early())
     with pytest.raises(ToolfoldError, match="caller stopped iterating it"):
         _ = stream.response
+
+
+class _Source:
+    """A tool source (as an MCP server is) that gives `get_weather` when opened."""
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def tools(self) -> list[Any]:
+        return [get_weather]
+
+
+def _sourced(model: Any) -> Agent:
+    return Agent(model, tools=[_Source()])
+
+
+def _counting(asked: list[Any]) -> FunctionModel:
+    """A model that answers a long text and notes each request it is asked."""
+
+    def answer(request: Any) -> str:
+        asked.append(request)
+        return "first run " * 10
+
+    return FunctionModel(answer)
+
+
+def test_a_sourced_stream_response_before_iterating_says_it_has_not_finished() -> None:
+    """An agent with a tool source: `stream.response` before iterating is the usual UsageError."""
+    stream = _sourced(ScriptedModel(["hi"])).stream("go")
+    with pytest.raises(UsageError, match="the stream has not finished"):
+        _ = stream.response
+
+
+def test_a_sourced_stream_stopped_by_break_is_not_run_again() -> None:
+    """A tool-source stream iterated again after `break` raises, as documented, and calls no model."""
+    asked: list[Any] = []
+    stream = _sourced(_counting(asked)).stream("go")
+    for _event in stream:
+        break
+    with pytest.raises(UsageError, match="only once: the caller stopped iterating it"):
+        list(stream)
+    with pytest.raises(UsageError, match="caller stopped iterating it"):
+        _ = stream.response
+    assert asked == []  # the break came before the first model call; no second run asked it
+
+
+def test_a_sourced_stream_iterated_to_its_end_cannot_be_iterated_again() -> None:
+    """A finished tool-source stream keeps its response and refuses a second iteration."""
+    stream = _sourced(ScriptedModel(["hi"])).stream("go")
+    list(stream)
+    assert stream.response.text == "hi"
+    with pytest.raises(UsageError, match="only once: this one ended"):
+        list(stream)
+
+
+def test_an_async_sourced_stream_closed_early_is_not_run_again() -> None:
+    """An async tool-source stream closed early says so in `response` and refuses a new iteration."""
+    asked: list[Any] = []
+    stream = _sourced(_counting(asked)).stream("go")
+
+    async def stop_early_then_again() -> None:
+        events = stream.__aiter__()
+        await anext(events)
+        await events.aclose()
+        with pytest.raises(UsageError, match="only once: the caller stopped iterating it"):
+            async for _event in stream:
+                pass
+
+    asyncio.run(stop_early_then_again())
+    with pytest.raises(UsageError, match="caller stopped iterating it"):
+        _ = stream.response
+    assert asked == []  # the break came before the first model call; no second run asked it
 
 
 def test_stream_suspends_for_approval_and_resume_streams() -> None:

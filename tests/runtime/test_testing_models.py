@@ -23,6 +23,7 @@ from toolfold import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    Tool,
     ToolfoldError,
     ToolResultPart,
     UsageError,
@@ -39,6 +40,7 @@ from toolfold.runtime import (
     fold_stream,
 )
 from toolfold.testing import FunctionModel, ScriptedModel, TestModel, sample_value
+from toolfold.toolkit._arguments import compile_validator
 
 REQ = ModelRequest((Message.user("hi"),))
 
@@ -796,3 +798,165 @@ def test_sample_values_meet_enums_lengths_required_names_formats_and_contains(
     value = sample_value(schema)
     checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     assert checker.is_valid(value), value
+
+
+ZOD_STYLE_REF = {
+    "type": "object",
+    "properties": {
+        "origin": {"type": "string", "minLength": 3},
+        "destination": {"anyOf": [{"$ref": "#/properties/origin"}, {"type": "null"}]},
+    },
+    "required": ["origin", "destination"],
+}
+LINKED_LIST = {
+    "type": "object",
+    "properties": {
+        "value": {"type": "integer"},
+        "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
+    },
+    "required": ["value", "next"],
+}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        ZOD_STYLE_REF,
+        LINKED_LIST,
+        {"enum": ["aa", 3], "$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}},
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer", "minimum": 5},
+                "b": {"anyOf": [{"$ref": "#/properties/a"}, {"type": "string"}]},
+            },
+            "required": ["a", "b"],
+        },
+    ],
+    ids=["zod-properties-ref", "recursive-hash-ref", "enum-with-ref", "ref-to-a-bounded-property"],
+)
+def test_root_relative_refs_inside_unions_and_enums_are_resolved_in_the_root(
+    schema: dict[str, Any],
+) -> None:
+    """A `#`/`#/properties/x` $ref inside anyOf (or beside an enum) resolves in the root schema."""
+    value = sample_value(schema)
+    assert compile_validator(schema).is_valid(value)
+
+
+def test_test_model_calls_a_tool_whose_union_refers_to_another_property() -> None:
+    """TestModel calls a zod-style tool (anyOf with `#/properties/...`) with arguments its check accepts."""
+    seen: list[Any] = []
+    book = Tool("book", "Book.", ZOD_STYLE_REF, lambda args: seen.append(args) or "booked")
+    Agent(TestModel(), tools=[book]).run("go")
+    assert len(seen) == 1
+    assert compile_validator(ZOD_STYLE_REF).is_valid(seen[0])
+
+
+def test_a_ref_the_root_does_not_hold_is_a_usage_error_naming_it() -> None:
+    """A $ref to nothing in a union is a UsageError naming the reference, not a jsonschema crash."""
+    schema = {"anyOf": [{"$ref": "#/properties/missing"}, {"type": "integer"}]}
+    with pytest.raises(UsageError, match=r"no sample value could be made.*missing"):
+        sample_value(schema)
+
+
+def test_a_schema_recursing_without_end_is_a_usage_error() -> None:
+    """A required property of the schema's own type (no finite value) is a UsageError, not a RecursionError."""
+    schema = {"type": "object", "properties": {"n": {"$ref": "#"}}, "required": ["n"]}
+    with pytest.raises(UsageError, match="recurse"):
+        sample_value(schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        (
+            {
+                "anyOf": [
+                    {"type": "string", "format": "date-time", "maxLength": 10},
+                    {"type": "integer"},
+                ]
+            },
+            1,
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"d": {"type": "string", "format": "date", "default": "today"}},
+                "required": ["d"],
+            },
+            {"d": "2024-01-01"},
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"x": {"type": "number", "multipleOf": 0.1, "default": 0.3}},
+                "required": ["x"],
+            },
+            {"x": 0.3},
+        ),
+    ],
+    ids=["union-branch-format", "default-format", "default-decimal-multiple"],
+)
+def test_union_branches_and_defaults_are_checked_as_the_argument_check_reads_them(
+    schema: dict[str, Any], expected: Any
+) -> None:
+    """Branches and defaults are judged with formats and the decimal multipleOf, as the final check."""
+    assert sample_value(schema) == expected
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string", "format": "email", "minLength": 20}, "useraaaa@example.com"),
+        ({"type": "string", "format": "hostname", "minLength": 15}, "aaa.example.com"),
+        ({"type": "string", "format": "hostname", "minLength": 12}, "a.example.com"),
+        ({"type": "string", "format": "uri", "minLength": 25}, "https://aaaaa.example.com"),
+        (
+            {"type": "string", "format": "date-time", "minLength": 24},
+            "2024-01-01T00:00:00.000Z",
+        ),
+        ({"type": "string", "format": "time", "minLength": 9}, "00:00:00.0"),
+    ],
+)
+def test_a_format_sample_is_lengthened_to_a_min_length_within_its_format(
+    schema: dict[str, Any], expected: str
+) -> None:
+    """A minLength above every format sample pads a realistic one (local part, subdomain, fraction)."""
+    value = sample_value(schema)
+    assert value == expected
+    assert compile_validator(schema).is_valid(value)
+
+
+def test_a_long_hostname_sample_keeps_its_labels_short() -> None:
+    """A hostname padded far (minLength 200) keeps every label at 63 characters or fewer."""
+    value = sample_value({"type": "string", "format": "hostname", "minLength": 200})
+    assert len(value) == 200
+    assert value.endswith(".example.com")
+    assert all(1 <= len(label) <= 63 for label in value.split("."))
+
+
+def test_a_checked_format_no_length_reaches_is_refused_naming_the_format() -> None:
+    """An ipv4 with minLength 16 (no address is that long) is a UsageError naming the format keyword."""
+    with pytest.raises(UsageError, match=r"fails the schema's 'format' keyword .*is not a 'ipv4'"):
+        sample_value({"type": "string", "format": "ipv4", "minLength": 16})
+
+
+def test_a_false_schema_has_no_sample() -> None:
+    """`sample_value(False)` (and a required property whose schema is false) is a UsageError."""
+    with pytest.raises(UsageError, match="`false`, it accepts no value"):
+        sample_value(False)
+    schema = {"type": "object", "properties": {"x": False}, "required": ["x"]}
+    with pytest.raises(UsageError, match=r"`false`.* @ \$\.x"):
+        sample_value(schema)
+
+
+def test_a_test_model_output_that_cannot_be_made_points_to_the_output_argument() -> None:
+    """An output schema no sample fits says to pass TestModel(output=...), not a parameter default."""
+    schema = {"type": "string", "format": "date-time", "maxLength": 19}
+    request = ModelRequest((Message.user("go"),), output=OutputSpec("when", schema))
+    with pytest.raises(UsageError) as raised:
+        TestModel().request_sync(request)
+    message = str(raised.value)
+    assert "TestModel cannot make the run's output" in message
+    assert "TestModel(output=...)" in message
+    assert "parameter" not in message

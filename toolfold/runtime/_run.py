@@ -517,6 +517,11 @@ class RunStream:
         return self._response
 
     def _claim(self) -> Live:
+        self._claim_once()
+        return self._live
+
+    def _claim_once(self) -> None:
+        """Mark the stream iterated, refusing a second iteration (naming how the first ended)."""
         if self._started:
             if self._stopped:
                 raise UsageError(f"a run stream can be iterated only once: {_STOPPED}")
@@ -527,7 +532,6 @@ class RunStream:
                 )
             raise UsageError("a run stream can be iterated only once")
         self._started = True
-        return self._live
 
     def __iter__(self) -> Generator[RunStreamEvent, None, None]:
         live = self._claim()

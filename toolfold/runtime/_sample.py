@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 from toolfold._errors import UsageError
@@ -43,6 +44,9 @@ _FORMATS: dict[str, tuple[str, ...]] = {
 
 _MAX_DEPTH = 8
 
+# What a failure tells the caller to do: for a tool's parameter (`sample_value`)...
+_PARAMETER_HINT = "give the parameter a default that fits its schema"
+
 
 def sample_value(schema: Mapping[str, Any] | bool) -> Any:
     """The simplest value that fits ``schema`` (a JSON Schema dict).
@@ -53,18 +57,38 @@ def sample_value(schema: Mapping[str, Any] | bool) -> Any:
     Raises:
         UsageError: No value could be made for a part of it (a ``pattern``
             too intricate for the sampler, numeric or length bounds that
-            leave no value), or the value made fails a keyword it does not
-            meet (an overlapping ``oneOf``, ``propertyNames``, a format no
-            sample within the lengths has), named with its path.
+            leave no value, a ``false`` schema, which accepts nothing), or the
+            value made fails a keyword it does not meet (an overlapping
+            ``oneOf``, ``propertyNames``, a format no sample within the
+            lengths has), named with its path.
     """
+    return sample_for(schema, hint=_PARAMETER_HINT)
+
+
+def sample_for(schema: Mapping[str, Any] | bool, *, hint: str) -> Any:
+    """`sample_value`, whose errors end with ``hint`` (what to do instead).
+
+    Raises:
+        UsageError: As `sample_value`'s.
+    """
+    if schema is False:
+        raise UsageError(
+            "no sample value could be made: the schema is `false`, it accepts no value"
+        )
     root = schema if isinstance(schema, Mapping) else {}
     try:
-        value = _Sampler(root).value(schema, 0)
+        sampler = _Sampler(root)
+        value = sampler.value(schema, 0)
+        _check(sampler.validator, value, hint)
     except _NoSample as exc:
         raise UsageError(
-            f"no sample value could be made: {exc.problem} @ {_where(reversed(exc.path))}"
+            f"no sample value could be made: {exc.problem} @ {_where(reversed(exc.path))} ({hint})"
         ) from None
-    _check(root, value)
+    except RecursionError:
+        raise UsageError(
+            "no sample value could be made: the schema's references recurse without end "
+            f"(a required property or item of its own type accepts no finite value) ({hint})"
+        ) from None
     return value
 
 
@@ -72,8 +96,8 @@ def _where(path: Iterable[Any]) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
-def _check(root: Mapping[str, Any], value: Any) -> None:
-    """Refuse ``value`` unless it passes ``root`` as a tool's argument check reads it.
+def _check(validator: Any, value: Any, hint: str) -> None:
+    """Refuse ``value`` unless it passes ``validator`` (the root's, as a tool's argument check reads it).
 
     The sampler meets the common keywords one at a time; what it misses (a
     ``oneOf`` whose branches all accept its value, ``propertyNames``,
@@ -82,8 +106,7 @@ def _check(root: Mapping[str, Any], value: Any) -> None:
     """
     from jsonschema.exceptions import best_match
 
-    validator = compile_validator(root)
-    if validator.is_valid(value):
+    if _valid(validator, value):
         return
     error = best_match(validator.iter_errors(value))
     shown = repr(value)
@@ -92,8 +115,21 @@ def _check(root: Mapping[str, Any], value: Any) -> None:
     raise UsageError(
         f"no sample value could be made: the simplest value found, {shown}, fails the "
         f"schema's {error.validator!r} keyword ({error.message[:200]}) "
-        f"@ {_where(error.absolute_path)} (give the parameter a default that fits its schema)"
+        f"@ {_where(error.absolute_path)} ({hint})"
     ) from None
+
+
+def _valid(validator: Any, value: Any) -> bool:
+    """``validator.is_valid(value)``; a ``$ref`` it cannot follow, or one that
+    refers to itself without end, is a `_NoSample` naming it."""
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return bool(validator.is_valid(value))
+    except Unresolvable as exc:
+        raise _NoSample(f"the schema has a $ref that cannot be followed ({exc})"[:300]) from None
+    except RecursionError:
+        raise _NoSample("the schema's $refs refer to themselves without end") from None
 
 
 class _NoSample(Exception):
@@ -108,8 +144,14 @@ class _NoSample(Exception):
 class _Sampler:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
+        # The argument check's validator (formats, decimal multipleOf), built
+        # once on the root: a part is checked with it evolved to that part, so
+        # its `$ref`s (`#`, `#/properties/x`) resolve in the root, not the part.
+        self.validator = compile_validator(root)
 
     def value(self, schema: Mapping[str, Any] | bool, depth: int) -> Any:
+        if schema is False:
+            raise _NoSample("the schema is `false`, it accepts no value")
         if not isinstance(schema, Mapping):
             return None
         if "$ref" in schema:
@@ -149,13 +191,10 @@ class _Sampler:
             exc.path.append(key)
             raise
 
-    def _checker(self, schema: Mapping[str, Any]) -> Any:
-        """``is_valid`` of jsonschema's validator for ``schema`` (its refs in the root's)."""
-        from jsonschema.validators import validator_for
-
-        whole = {**schema, **{k: self.root[k] for k in ("$defs", "definitions") if k in self.root}}
-        cls = validator_for(self.root)  # the root's $schema, else the newest draft
-        return cls(whole).is_valid
+    def _checker(self, schema: Mapping[str, Any]) -> Callable[[Any], bool]:
+        """Whether a value passes the part ``schema`` as the argument check reads it (its refs in the root)."""
+        part = self.validator.evolve(schema=dict(schema))
+        return lambda value: _valid(part, value)
 
     def _resolve(self, schema: Any) -> Mapping[str, Any]:
         if isinstance(schema, Mapping) and "$ref" in schema:
@@ -209,13 +248,12 @@ class _Sampler:
         pattern = schema.get("pattern")
         if isinstance(fmt, str) and fmt in _FORMATS:
             low, high = schema.get("minLength", 0), schema.get("maxLength")
-            for sample in _FORMATS[fmt]:
-                if not low <= len(sample) <= (len(sample) if high is None else high):
-                    continue
+            for sample in _format_samples(fmt, low, high):
                 if not isinstance(pattern, str) or pattern_matches(pattern, sample):
                     return sample
-            # none fits: a plain string of the lengths (the final check refuses
-            # it if the format is one the argument check checks)
+            # none fits, even lengthened: a plain string of the lengths (the
+            # final check refuses it, naming the format, if the argument check
+            # checks that format)
         if isinstance(pattern, str):
             high = schema.get("maxLength")
             found = pattern_sample(
@@ -224,7 +262,7 @@ class _Sampler:
             if found is None:
                 raise _NoSample(
                     f"no string of the schema's lengths was found that matches the pattern "
-                    f"{pattern!r} (give the parameter a default, or a simpler pattern)"
+                    f"{pattern!r} (the sampler reads simpler patterns)"
                 )
             return found
         low = int(schema.get("minLength", 1))
@@ -370,6 +408,68 @@ class _Sampler:
             if key not in result:
                 result[key] = self._at(key, others, depth + 1)
         return result
+
+
+def _format_samples(fmt: str, low: Any, high: Any) -> Iterator[str]:
+    """Samples of ``fmt`` within the lengths: the listed ones that fit, then each
+    lengthened to ``low`` (or a little more, within ``high``) where the format allows."""
+    fits = [s for s in _FORMATS[fmt] if low <= len(s) and (high is None or len(s) <= high)]
+    yield from fits
+    if fits or not _is_count(low) or low <= 0:
+        return
+    least = math.ceil(low)
+    for sample in _FORMATS[fmt]:
+        for length in range(least, least + 3):  # a pad may need a few more (".0")
+            if high is not None and length > high:
+                break
+            padded = _pad(fmt, sample, length)
+            if padded is not None:
+                yield padded
+                break
+
+
+def _pad(fmt: str, sample: str, length: int) -> str | None:
+    """``sample`` lengthened to ``length`` as the format allows (None: it cannot be).
+
+    An email's local part grows (up to 64 characters), then its domain as a
+    hostname; a hostname or a URI's host gains subdomain labels (``a.example.com``);
+    a date-time or time gains fractional seconds (``00:00:00.000``).
+    """
+    extra = length - len(sample)
+    if extra == 0:
+        return sample
+    if fmt in ("email", "idn-email") and "@" in sample:
+        local, domain = sample.split("@", 1)
+        grow = min(extra, 64 - len(local))
+        longer = _pad_host(domain, len(domain) + extra - grow) if extra > grow else domain
+        return None if longer is None else f"{local}{'a' * grow}@{longer}"
+    if fmt in ("hostname", "idn-hostname"):
+        return _pad_host(sample, length) if "." in sample else None
+    if fmt in ("uri", "iri", "uri-reference", "iri-reference") and "://" in sample:
+        scheme, host = sample.split("://", 1)
+        longer = _pad_host(host, len(host) + extra)
+        return None if longer is None else f"{scheme}://{longer}"
+    if fmt in ("date-time", "time") and extra >= 2:
+        body, zone = (sample[:-1], sample[-1]) if sample.endswith("Z") else (sample, "")
+        return f"{body}.{'0' * (extra - 1)}{zone}"
+    return None
+
+
+def _pad_host(host: str, length: int) -> str | None:
+    """``host`` with subdomain labels of ``a`` in front, ``length`` characters in all
+    (None: not a hostname's length, at most 253, or one character more than ``host``)."""
+    prefix = length - len(host) - 1  # the labels, joined by dots, before the last dot
+    if prefix == -1:
+        return host
+    if prefix < 1 or length > 253:
+        return None
+    labels = []
+    while prefix > 63:
+        size = min(63, prefix - 2)  # leave a label of one character at least
+        labels.append("a" * size)
+        prefix -= size + 1
+    labels.append("a" * prefix)
+    return ".".join([*labels, host])
 
 
 def _counts(schema: Mapping[str, Any], low: str, high: str, kind: str) -> None:

@@ -51,24 +51,37 @@ class SourcedStream(RunStream):
     def __init__(
         self, sources: Sequence[ToolSource], make: Callable[[list[Tool[..., Any]]], RunStream]
     ) -> None:
+        # No `RunStream.__init__`: the run (its live drive and state) is made
+        # only once the sources are open; the flags it reads are set here.
         self._sources = tuple(sources)
         self._make = make
         self._inner: RunStream | None = None
         self._response = None
         self._started = False
+        self._stopped = False
 
     @property
     def response(self) -> Response:
-        """The response, once the stream is exhausted."""
-        if self._inner is None:
-            return super().response  # raises the usual "not finished" error
+        """The response, once the stream is exhausted.
+
+        Raises:
+            UsageError: The stream has not been iterated to its end yet, or
+                was stopped before it (the run was then abandoned).
+        """
+        if self._inner is None or self._stopped:
+            return super().response  # raises the usual "not finished" / "stopped" error
         return self._inner.response
 
     def __iter__(self) -> Generator[RunStreamEvent, None, None]:
+        self._claim_once()  # iterated once, as `RunStream`: a second one is refused
         try:
             with opened(self._sources) as listed:
                 self._inner = self._make(listed)
                 yield from self._inner
+            self._response = self._inner._response
+        except GeneratorExit:
+            self._stopped = True
+            raise
         except Exception as exc:
             failed = self._close_failed(exc)
             if failed is exc:
@@ -76,6 +89,7 @@ class SourcedStream(RunStream):
             raise failed from exc
 
     async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
+        self._claim_once()
         try:
             async with aopened(self._sources) as listed:
                 self._inner = self._make(listed)
@@ -84,9 +98,13 @@ class SourcedStream(RunStream):
                     async for event in events:
                         try:
                             yield event
+                        except GeneratorExit:
+                            self._stopped = True
+                            raise
                         except BaseException as exc:
                             await throw_into(events, exc)  # (so it carries the run's state)
                             raise
+            self._response = self._inner._response
         except Exception as exc:
             failed = self._close_failed(exc)
             if failed is exc:

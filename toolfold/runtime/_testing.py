@@ -25,7 +25,7 @@ from typing import Any, Union
 
 from toolfold._errors import UsageError
 from toolfold.runtime._model import MODEL_OVERRIDE, Model, ModelOverride
-from toolfold.runtime._sample import sample_value
+from toolfold.runtime._sample import sample_for, sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -526,7 +526,7 @@ class TestModel(_BaseTestModel):
         if results is None and tools:
             return [make_call(t.name, _arguments_for(t)) for t in tools]
         if request.output is not None:
-            value = self.output if self.output is not None else sample_value(request.output.schema)
+            value = self.output if self.output is not None else _output_for(request.output.schema)
             return json.dumps(value)
         if self.text is not None:
             return self.text
@@ -544,6 +544,19 @@ class TestModel(_BaseTestModel):
         if self.call_tools == "all":
             return tools
         return [t for t in tools if t.name in self.call_tools]
+
+
+def _output_for(schema: Mapping[str, Any]) -> Any:
+    """A final output that fits the run's output ``schema``.
+
+    Raises:
+        UsageError: None could be made (naming the keyword and the path).
+    """
+    hint = "pass `TestModel(output=...)` a value that fits the output schema"
+    try:
+        return sample_for(schema, hint=hint)
+    except UsageError as exc:
+        raise UsageError(f"TestModel cannot make the run's output: {exc}") from None
 
 
 def _arguments_for(tool: ToolDefinition) -> Any:
