@@ -240,6 +240,30 @@ def test_an_async_sourced_stream_closed_early_is_not_run_again() -> None:
     assert asked == []  # the break came before the first model call; no second run asked it
 
 
+def test_a_sourced_stream_left_on_its_last_event_keeps_its_response() -> None:
+    """A tool-source stream the caller breaks out of on its `RunEndEvent`, sync or async and
+    closed, keeps the run's response (the run ended) and says so to a second iteration."""
+    stream = _sourced(ScriptedModel(["hi"])).stream("go")
+    for event in stream:
+        if isinstance(event, RunEndEvent):
+            break
+    assert stream.response.text == "hi"
+    with pytest.raises(UsageError, match="only once: this one ended"):
+        list(stream)
+
+    later = _sourced(ScriptedModel(["hi"])).stream("go")
+
+    async def break_on_the_end() -> None:
+        events = later.__aiter__()
+        async for event in events:
+            if isinstance(event, RunEndEvent):
+                break
+        await events.aclose()
+
+    asyncio.run(break_on_the_end())
+    assert later.response.text == "hi"
+
+
 def test_stream_suspends_for_approval_and_resume_streams() -> None:
     """A streamed run stops at an approval; resume_stream continues it."""
 

@@ -960,3 +960,16 @@ def test_a_test_model_output_that_cannot_be_made_points_to_the_output_argument()
     assert "TestModel cannot make the run's output" in message
     assert "TestModel(output=...)" in message
     assert "parameter" not in message
+
+
+def test_a_default_inside_a_part_with_its_own_id_is_used_when_the_whole_schema_takes_it() -> None:
+    """A default in a part with an `$id` of its own, whose refs resolve in that scope, is judged by
+    the whole schema's check rather than refused as a $ref the part alone cannot follow."""
+    part = {
+        "$id": "https://example.com/p.json",
+        "$defs": {"z": {"type": "integer", "minimum": 3}},
+        "anyOf": [{"$ref": "#/$defs/z"}, {"type": "string"}],
+        "default": 5,
+    }
+    schema = {"type": "object", "properties": {"p": part}, "required": ["p"]}
+    assert sample_value(schema) == {"p": 5}

@@ -194,7 +194,18 @@ class _Sampler:
     def _checker(self, schema: Mapping[str, Any]) -> Callable[[Any], bool]:
         """Whether a value passes the part ``schema`` as the argument check reads it (its refs in the root)."""
         part = self.validator.evolve(schema=dict(schema))
-        return lambda value: _valid(part, value)
+
+        def fits(value: Any) -> bool:
+            try:
+                return _valid(part, value)
+            except _NoSample:
+                # A $ref the part cannot follow on its own (one inside a part with an
+                # `$id` of its own resolves in that scope, which only the whole
+                # schema's check enters): taken, and the final check of the whole
+                # schema decides (`_check`).
+                return True
+
+        return fits
 
     def _resolve(self, schema: Any) -> Mapping[str, Any]:
         if isinstance(schema, Mapping) and "$ref" in schema:

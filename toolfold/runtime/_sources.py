@@ -68,9 +68,9 @@ class SourcedStream(RunStream):
             UsageError: The stream has not been iterated to its end yet, or
                 was stopped before it (the run was then abandoned).
         """
-        if self._inner is None or self._stopped:
-            return super().response  # raises the usual "not finished" / "stopped" error
-        return self._inner.response
+        if self._inner is not None and self._inner._response is not None:
+            return self._inner._response  # (the run ended, whether or not the caller broke off)
+        return super().response  # raises the usual "not finished" / "stopped" error
 
     def __iter__(self) -> Generator[RunStreamEvent, None, None]:
         self._claim_once()  # iterated once, as `RunStream`: a second one is refused
@@ -80,7 +80,7 @@ class SourcedStream(RunStream):
                 yield from self._inner
             self._response = self._inner._response
         except GeneratorExit:
-            self._stopped = True
+            self._ended_or_stopped()
             raise
         except Exception as exc:
             failed = self._close_failed(exc)
@@ -99,7 +99,7 @@ class SourcedStream(RunStream):
                         try:
                             yield event
                         except GeneratorExit:
-                            self._stopped = True
+                            self._ended_or_stopped()
                             raise
                         except BaseException as exc:
                             await throw_into(events, exc)  # (so it carries the run's state)
@@ -110,6 +110,15 @@ class SourcedStream(RunStream):
             if failed is exc:
                 raise
             raise failed from exc
+
+    def _ended_or_stopped(self) -> None:
+        """The caller stopped iterating: keep the response if the run had ended (a
+        ``break`` on its last event), else mark the run abandoned."""
+        ended = None if self._inner is None else self._inner._response
+        if ended is None:
+            self._stopped = True
+        else:
+            self._response = ended
 
     def _close_failed(self, exc: Exception) -> Exception:
         """What to raise for ``exc``: itself, unless the run ended and a source's close failed."""
