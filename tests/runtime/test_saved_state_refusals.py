@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from typing import Any
 
+import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
+from temporalio.api.common.v1 import Payload
 
 from toolfold import Agent, InvalidEventError, RunState, SerializationError, Tool, UsageError
+from toolfold.integrations.temporal import data_converter
 from toolfold.runtime import (
     Message,
     ModelResponded,
@@ -27,6 +31,7 @@ from toolfold.runtime import (
     Usage,
     UsageUpdate,
     approval_key,
+    converter,
     events_from_json,
     events_to_json,
     fork,
@@ -158,6 +163,43 @@ def test_an_integral_float_in_an_integer_field_still_loads() -> None:
     assert loaded.config.max_steps == 4
 
 
+class _Priority(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@attrs.frozen
+class _Order:
+    priority: _Priority
+    quantity: int
+
+
+def test_users_int_types_load_as_before_through_the_public_converter() -> None:
+    """A user's IntEnum field stays an IntEnum and their int field still takes 2.5 (as 2)."""
+    order = converter.structure({"priority": 2, "quantity": 2.5}, _Order)
+    assert order.priority is _Priority.HIGH
+    assert order.quantity == 2
+    assert converter.structure(1, _Priority) is _Priority.LOW
+
+
+def test_users_int_types_load_as_before_through_the_temporal_converter() -> None:
+    """ToolfoldPlugin's payload converter gives a user's IntEnum back, not a plain int."""
+    payloads = data_converter.payload_converter
+    (payload,) = payloads.to_payloads([_Order(_Priority.HIGH, 3)])
+    (order,) = payloads.from_payloads([payload], [_Order])
+    assert order.priority is _Priority.HIGH
+    recorded = Payload(metadata={"encoding": b"json/plain"}, data=b'{"priority":1,"quantity":2.5}')
+    assert payloads.from_payloads([recorded], [_Order]) == [_Order(_Priority.LOW, 2)]
+
+
+def test_a_fraction_in_the_failures_table_is_refused_with_its_path() -> None:
+    """A failure count of 1.5 in a saved state is refused naming $.failures, not read as 1."""
+    data = json.loads(Agent(ScriptedModel(["hello"])).run("hi").state.to_json())
+    data["failures"] = {"add": 1.5}
+    with pytest.raises(SerializationError, match=r"expected an integer, got 1.5 @ \$.failures"):
+        RunState.from_json(json.dumps(data))
+
+
 # --- 3. no bare KeyError or AttributeError -----------------------------------------
 
 
@@ -234,7 +276,7 @@ def test_reduce_refuses_events_whose_state_could_not_load(make: Any, refusal: st
 
 
 def test_an_unknown_disposition_never_stands_for_approve() -> None:
-    """A disposition of "explode" for an approval=always tool is refused, not read as "approve"."""
+    """A disposition of "EXECUTE" for an approval=always tool is refused, not read as "approve"."""
     state = start(spec("rm", approval="always"))
     with pytest.raises(InvalidEventError, match="unknown disposition 'EXECUTE'"):
         reduce(state, responded(call("c1", "rm"), dispositions=("EXECUTE",)))  # type: ignore[arg-type]
