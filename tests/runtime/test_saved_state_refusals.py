@@ -282,6 +282,19 @@ def test_an_unknown_disposition_never_stands_for_approve() -> None:
         reduce(state, responded(call("c1", "rm"), dispositions=("EXECUTE",)))  # type: ignore[arg-type]
 
 
+def test_an_unknown_disposition_is_refused_on_an_answer_without_calls() -> None:
+    """responded(text, dispositions=("explode",)) is refused, as its state could not load."""
+    with pytest.raises(InvalidEventError, match="unknown disposition 'explode'"):
+        reduce(start(), responded(text="hi", dispositions=("explode",)))  # type: ignore[arg-type]
+
+
+def test_known_dispositions_on_an_answer_without_calls_are_still_taken() -> None:
+    """A stored log with ["execute"] and no calls loaded before and still does."""
+    state = reduce(start(), responded(text="hi", dispositions=("execute",)))
+    assert state.phase == "finished"
+    assert RunState.from_json(state.to_json()) == state
+
+
 @pytest.mark.parametrize("duration", ["slow", True, [1.0]])
 def test_tool_returned_refuses_a_duration_that_is_no_seconds(duration: Any) -> None:
     """ToolReturned's duration must be seconds or None: "slow" is refused naming the call."""
