@@ -15,6 +15,7 @@ from temporalio.api.common.v1 import Payload
 from toolfold import Agent, InvalidEventError, RunState, SerializationError, Tool, UsageError
 from toolfold.integrations.temporal import data_converter
 from toolfold.runtime import (
+    MaxSteps,
     Message,
     ModelResponded,
     ModelResponse,
@@ -141,6 +142,23 @@ def test_a_float_token_budget_round_trips_exactly() -> None:
     state = initial_state("x", RunConfig(stop_when=(TokenBudget(1500.5),)), run_id="r")  # type: ignore[arg-type]
     loaded = RunState.from_json(state.to_json())
     assert loaded.config.stop_when[0].tokens == 1500.5  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: MaxSteps(math.inf), "MaxSteps.steps"),  # type: ignore[arg-type]
+        (lambda: TokenBudget(math.inf), "TokenBudget.tokens"),  # type: ignore[arg-type]
+        (lambda: TokenBudget(math.nan), "TokenBudget.tokens"),  # type: ignore[arg-type]
+        (lambda: TokenBudget(-math.inf), "TokenBudget.tokens"),  # type: ignore[arg-type]
+    ],
+)
+def test_stop_conditions_refuse_a_bound_a_saved_state_cannot_hold(make: Any, field: str) -> None:
+    """TokenBudget(math.inf) is a UsageError naming the field and saying to leave it out."""
+    with pytest.raises(UsageError, match=f"{field}: expected a finite number") as info:
+        make()
+    assert "leave" in str(info.value)
+    assert "out of stop_when" in str(info.value)
 
 
 def test_a_fraction_in_an_integer_field_is_refused_with_its_path() -> None:
