@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import importlib
 import json
 import math
 from typing import Any
@@ -42,6 +43,7 @@ from toolfold.runtime import (
 )
 from toolfold.runtime.core import _serialize
 from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._request import FINISH_REASONS
 from toolfold.testing import FunctionModel, ScriptedModel
 
 _ALLOWED = "'stop', 'length', 'tool_calls', 'content_filter', 'error', 'other', 'max_iterations'"
@@ -84,6 +86,52 @@ def test_stream_events_refuse_what_a_response_cannot_hold() -> None:
         StreamFinish("banana")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match=r"UsageUpdate\.usage: expected a Usage, got dict"):
         UsageUpdate({"input_tokens": 1})  # type: ignore[arg-type]
+
+
+class _Reason(str, enum.Enum):
+    STOP = "stop"
+    USER = "user_stop"
+
+
+def test_a_str_enum_finish_reason_is_taken_by_constructor_and_reducer_alike() -> None:
+    """ModelResponse(finish_reason=<StrEnum "stop">) is made, reduced and round-trips."""
+    response = ModelResponse(Message.assistant("hi"), finish_reason=_Reason.STOP)  # type: ignore[arg-type]
+    state = reduce(start(), ModelResponded(response))
+    assert state.phase == "finished"
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_str_enum_texts_in_stop_and_failure_events_are_taken() -> None:
+    """StopRequested(<StrEnum>) and RunFailed(<StrEnum>, ...) reduce and round-trip, as before."""
+    stopped = reduce(start(), StopRequested(_Reason.USER))
+    failed = reduce(start(), RunFailed(_Reason.USER, _Reason.STOP, _Reason.USER))
+    assert stopped.finish_reason == "user_stop"
+    assert RunState.from_json(stopped.to_json()) == stopped
+    assert RunState.from_json(failed.to_json()) == failed
+
+
+def test_model_response_checks_usage_before_finish_reason() -> None:
+    """Both wrong: the UsageError names ModelResponse.usage (the first field), as before."""
+    with pytest.raises(UsageError, match=r"ModelResponse\.usage: expected a Usage, got int"):
+        ModelResponse(Message.assistant("hi"), 5, "banana")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "anthropic._provider.STOP_REASONS",
+        "gemini._providers.FINISH_REASONS",
+        "ollama._provider.DONE_REASONS",
+        "openai_responses._providers.INCOMPLETE_REASONS",
+        "openai_chat._response.FINISH_REASONS",
+    ],
+)
+def test_codec_finish_reason_tables_hold_only_finish_reasons(table: str) -> None:
+    """Codecs build responses unchecked from these tables: every value is a FinishReason."""
+    module, name = table.rsplit(".", 1)
+    values = set(getattr(importlib.import_module(f"toolfold.adapters.{module}"), name).values())
+    assert values
+    assert values <= set(FINISH_REASONS)
 
 
 def test_a_custom_models_bad_finish_reason_reaches_the_caller_named() -> None:

@@ -12,8 +12,6 @@ conversation in call order when the step's last one arrives.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -39,7 +37,14 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._log import Log
-from toolfold.runtime.core._messages import NO_USAGE, Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._messages import (
+    NO_USAGE,
+    Message,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    is_count_value,
+)
 from toolfold.runtime.core._state import Phase, RunFailure, RunState
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
 from toolfold.runtime.core._stop import (
@@ -492,7 +497,8 @@ def _output_rejected(state: RunState, event: OutputRejected, changes: Changes) -
 
 
 def _stop_requested(state: RunState, event: StopRequested, changes: Changes) -> None:
-    if type(event.reason) is not str:  # (a finish reason: a stored state holds text)
+    reason = event.reason
+    if type(reason) is not str and not isinstance(reason, str):  # (a stored state holds text)
         raise refused(state, event.kind, f"the reason must be text (str), got {event.reason!r}")
     condition = event.condition
     if condition is not None:
@@ -617,11 +623,9 @@ def _usage_problem(usage: object) -> str:
 
 
 def _is_count(count: object) -> bool:
-    # What a model reported and `ModelResponded` took (a custom model's float counts
-    # too), but a sum that stays a count: no bool, NaN, infinity or negative.
-    if isinstance(count, bool) or not isinstance(count, numbers.Real):
-        return False
-    return math.isfinite(count) and float(count) >= 0
+    # What `Usage` holds (`is_count_value`: an int or a finite float, a custom
+    # model's float counts too), but a sum that stays a count: no negative.
+    return is_count_value(count) and count >= 0  # type: ignore[operator]
 
 
 def countable(usage: Usage) -> Usage:
@@ -639,9 +643,9 @@ def countable(usage: Usage) -> Usage:
 
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:
     for name, value in (("error_kind", event.error_kind), ("message", event.message)):
-        if type(value) is not str:
+        if type(value) is not str and not isinstance(value, str):
             raise refused(state, event.kind, f"{name} must be text (str), got {value!r}")
-    if event.tool_name is not None and type(event.tool_name) is not str:
+    if event.tool_name is not None and not isinstance(event.tool_name, str):
         raise refused(
             state, event.kind, f"tool_name must be text (str) or None, got {event.tool_name!r}"
         )
