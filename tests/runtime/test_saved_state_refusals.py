@@ -459,6 +459,7 @@ def test_a_result_part_is_still_taken() -> None:
 
 _CALL = ToolCallPart("c1", "add", "{}", {})
 _RESULT = ToolResultPart("c9", "add", "x")
+_LATE = Message.tool(ToolResultPart("c1", "add", "1"))  # c1's result, after another message
 
 
 @pytest.mark.parametrize(
@@ -481,6 +482,14 @@ _RESULT = ToolResultPart("c9", "add", "x")
             "message 1 \\(tool\\): a tool message needs tool results",
         ),
         (
+            [Message.user("q"), Message.assistant("", [_CALL]), Message.user("hm"), _LATE],
+            "message 3 \\(tool\\): the result for 'c1' answers no open call",
+        ),
+        (
+            [Message.user("q"), Message.assistant("", [_CALL]), Message.system("s"), _LATE],
+            "message 3 \\(tool\\): the result for 'c1' answers no open call",
+        ),
+        (
             [Message("user", [_CALL])],
             "message 0 \\(user\\): a tool call \\('c1'\\) belongs in an assistant message",
         ),
@@ -489,8 +498,8 @@ _RESULT = ToolResultPart("c9", "add", "x")
 def test_a_local_run_refuses_a_history_no_provider_takes(
     history: list[Message], problem: str
 ) -> None:
-    """Agent.run with an orphan result, a misplaced call or result, or a text-only tool message
-    is refused before any model call, naming the message."""
+    """Agent.run with an orphan or late result, a misplaced call or result, or a text-only tool
+    message is refused before any model call, naming the message."""
     model = ScriptedModel(["ok"])
     with pytest.raises(InvalidEventError, match=f"the history: {problem}"):
         Agent(model).run(history)

@@ -420,7 +420,8 @@ def history_problem(messages: Iterable[Message]) -> str:
 
     A tool call outside an assistant message, a tool result outside a tool
     message, a tool message with no result (its text would be dropped), or a
-    result that answers no call of the assistant message before it. Checked
+    result that answers no call of the assistant message right before it (a
+    user or system message in between closes its calls). Checked
     where a local run starts (`fresh`), not when `RunStarted` is reduced: a
     stored log (or a durable workflow's history) with such a history replays
     as it did.
@@ -431,6 +432,10 @@ def history_problem(messages: Iterable[Message]) -> str:
         where = f"message {position} ({role})"
         if role == "assistant":
             open_calls = {c.id for c in message.tool_calls}
+        elif role != "tool":
+            # Results follow their calls' assistant message at once: after a user or
+            # system message in between, no provider takes them.
+            open_calls = set()
         for part in message.parts:
             if isinstance(part, ToolCallPart) and role != "assistant":
                 return f"{where}: a tool call ({part.id!r}) belongs in an assistant message"
@@ -443,7 +448,8 @@ def history_problem(messages: Iterable[Message]) -> str:
                 if part.call_id not in open_calls:
                     return (
                         f"{where}: the result for {part.call_id!r} answers no open call of "
-                        "the assistant message before it"
+                        "the assistant message before it (results follow their calls' "
+                        "assistant message with no other message between)"
                     )
                 open_calls.discard(part.call_id)
         if role == "tool" and not message.tool_results:
