@@ -405,6 +405,23 @@ def test_fork_refuses_arguments_of_the_wrong_type(
         fork(two_steps, **options)
 
 
+class _Index:
+    """An index-like int that is no int subclass (as numpy.int64 is)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+@pytest.mark.parametrize("options", [{"events": _Index(1)}, {"step": _Index(1)}])
+def test_fork_takes_an_index_like_int(two_steps: RunState, options: dict[str, Any]) -> None:
+    """fork(step=numpy.int64(1)) forks as fork(step=1) does (operator.index, no bool)."""
+    plain = {name: value.value for name, value in options.items()}
+    assert fork(two_steps, **options) == fork(two_steps, **plain)
+
+
 def test_initial_state_refuses_a_run_id_that_is_no_text() -> None:
     """initial_state(run_id=5) raises a UsageError (the id would not round-trip)."""
     with pytest.raises(UsageError, match="initial_state\\(\\): run_id must be a str, got int 5"):
