@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,11 +75,11 @@ def _index(name: str, value: Any) -> int | None:
     """``value`` as an int: an int, or what ``operator.index`` takes (a numpy int); no bool."""
     if value is None or type(value) is int:
         return value
-    if not isinstance(value, bool):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
+    index = getattr(type(value), "__index__", None)  # (what ``operator.index`` calls)
+    if index is not None and not isinstance(value, bool):
+        number = index(value)
+        if type(number) is int:
+            return number
     raise UsageError(f"fork(): {name}= must be an int, got {type(value).__name__} {value!r}")
 
 
