@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import enum
+import importlib
 import json
 import math
 from typing import Any
 
+import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
+from temporalio.api.common.v1 import Payload
 
 from toolfold import Agent, InvalidEventError, RunState, SerializationError, Tool, UsageError
+from toolfold.integrations.temporal import data_converter
 from toolfold.runtime import (
+    MaxSteps,
     Message,
     ModelResponded,
     ModelResponse,
@@ -27,6 +33,7 @@ from toolfold.runtime import (
     Usage,
     UsageUpdate,
     approval_key,
+    converter,
     events_from_json,
     events_to_json,
     fork,
@@ -36,6 +43,7 @@ from toolfold.runtime import (
 )
 from toolfold.runtime.core import _serialize
 from toolfold.runtime.core._build import builder
+from toolfold.runtime.core._request import FINISH_REASONS
 from toolfold.testing import FunctionModel, ScriptedModel
 
 _ALLOWED = "'stop', 'length', 'tool_calls', 'content_filter', 'error', 'other', 'max_iterations'"
@@ -78,6 +86,52 @@ def test_stream_events_refuse_what_a_response_cannot_hold() -> None:
         StreamFinish("banana")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match=r"UsageUpdate\.usage: expected a Usage, got dict"):
         UsageUpdate({"input_tokens": 1})  # type: ignore[arg-type]
+
+
+class _Reason(str, enum.Enum):
+    STOP = "stop"
+    USER = "user_stop"
+
+
+def test_a_str_enum_finish_reason_is_taken_by_constructor_and_reducer_alike() -> None:
+    """ModelResponse(finish_reason=<StrEnum "stop">) is made, reduced and round-trips."""
+    response = ModelResponse(Message.assistant("hi"), finish_reason=_Reason.STOP)  # type: ignore[arg-type]
+    state = reduce(start(), ModelResponded(response))
+    assert state.phase == "finished"
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_str_enum_texts_in_stop_and_failure_events_are_taken() -> None:
+    """StopRequested(<StrEnum>) and RunFailed(<StrEnum>, ...) reduce and round-trip, as before."""
+    stopped = reduce(start(), StopRequested(_Reason.USER))
+    failed = reduce(start(), RunFailed(_Reason.USER, _Reason.STOP, _Reason.USER))
+    assert stopped.finish_reason == "user_stop"
+    assert RunState.from_json(stopped.to_json()) == stopped
+    assert RunState.from_json(failed.to_json()) == failed
+
+
+def test_model_response_checks_usage_before_finish_reason() -> None:
+    """Both wrong: the UsageError names ModelResponse.usage (the first field), as before."""
+    with pytest.raises(UsageError, match=r"ModelResponse\.usage: expected a Usage, got int"):
+        ModelResponse(Message.assistant("hi"), 5, "banana")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "anthropic._provider.STOP_REASONS",
+        "gemini._providers.FINISH_REASONS",
+        "ollama._provider.DONE_REASONS",
+        "openai_responses._providers.INCOMPLETE_REASONS",
+        "openai_chat._response.FINISH_REASONS",
+    ],
+)
+def test_codec_finish_reason_tables_hold_only_finish_reasons(table: str) -> None:
+    """Codecs build responses unchecked from these tables: every value is a FinishReason."""
+    module, name = table.rsplit(".", 1)
+    values = set(getattr(importlib.import_module(f"toolfold.adapters.{module}"), name).values())
+    assert values
+    assert values <= set(FINISH_REASONS)
 
 
 def test_a_custom_models_bad_finish_reason_reaches_the_caller_named() -> None:
@@ -138,6 +192,23 @@ def test_a_float_token_budget_round_trips_exactly() -> None:
     assert loaded.config.stop_when[0].tokens == 1500.5  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: MaxSteps(math.inf), "MaxSteps.steps"),  # type: ignore[arg-type]
+        (lambda: TokenBudget(math.inf), "TokenBudget.tokens"),  # type: ignore[arg-type]
+        (lambda: TokenBudget(math.nan), "TokenBudget.tokens"),  # type: ignore[arg-type]
+        (lambda: TokenBudget(-math.inf), "TokenBudget.tokens"),  # type: ignore[arg-type]
+    ],
+)
+def test_stop_conditions_refuse_a_bound_a_saved_state_cannot_hold(make: Any, field: str) -> None:
+    """TokenBudget(math.inf) is a UsageError naming the field and saying to leave it out."""
+    with pytest.raises(UsageError, match=f"{field}: expected a finite number") as info:
+        make()
+    assert "leave" in str(info.value)
+    assert "out of stop_when" in str(info.value)
+
+
 def test_a_fraction_in_an_integer_field_is_refused_with_its_path() -> None:
     """max_steps 1.5 (edited consistently) is a SerializationError naming both paths, not 1."""
     data = json.loads(Agent(ScriptedModel(["hello"])).run("hi").state.to_json())
@@ -156,6 +227,43 @@ def test_an_integral_float_in_an_integer_field_still_loads() -> None:
     loaded = RunState.from_json(json.dumps(data))
     assert type(loaded.config.max_steps) is int
     assert loaded.config.max_steps == 4
+
+
+class _Priority(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@attrs.frozen
+class _Order:
+    priority: _Priority
+    quantity: int
+
+
+def test_users_int_types_load_as_before_through_the_public_converter() -> None:
+    """A user's IntEnum field stays an IntEnum and their int field still takes 2.5 (as 2)."""
+    order = converter.structure({"priority": 2, "quantity": 2.5}, _Order)
+    assert order.priority is _Priority.HIGH
+    assert order.quantity == 2
+    assert converter.structure(1, _Priority) is _Priority.LOW
+
+
+def test_users_int_types_load_as_before_through_the_temporal_converter() -> None:
+    """ToolfoldPlugin's payload converter gives a user's IntEnum back, not a plain int."""
+    payloads = data_converter.payload_converter
+    (payload,) = payloads.to_payloads([_Order(_Priority.HIGH, 3)])
+    (order,) = payloads.from_payloads([payload], [_Order])
+    assert order.priority is _Priority.HIGH
+    recorded = Payload(metadata={"encoding": b"json/plain"}, data=b'{"priority":1,"quantity":2.5}')
+    assert payloads.from_payloads([recorded], [_Order]) == [_Order(_Priority.LOW, 2)]
+
+
+def test_a_fraction_in_the_failures_table_is_refused_with_its_path() -> None:
+    """A failure count of 1.5 in a saved state is refused naming $.failures, not read as 1."""
+    data = json.loads(Agent(ScriptedModel(["hello"])).run("hi").state.to_json())
+    data["failures"] = {"add": 1.5}
+    with pytest.raises(SerializationError, match=r"expected an integer, got 1.5 @ \$.failures"):
+        RunState.from_json(json.dumps(data))
 
 
 # --- 3. no bare KeyError or AttributeError -----------------------------------------
@@ -234,10 +342,23 @@ def test_reduce_refuses_events_whose_state_could_not_load(make: Any, refusal: st
 
 
 def test_an_unknown_disposition_never_stands_for_approve() -> None:
-    """A disposition of "explode" for an approval=always tool is refused, not read as "approve"."""
+    """A disposition of "EXECUTE" for an approval=always tool is refused, not read as "approve"."""
     state = start(spec("rm", approval="always"))
     with pytest.raises(InvalidEventError, match="unknown disposition 'EXECUTE'"):
         reduce(state, responded(call("c1", "rm"), dispositions=("EXECUTE",)))  # type: ignore[arg-type]
+
+
+def test_an_unknown_disposition_is_refused_on_an_answer_without_calls() -> None:
+    """responded(text, dispositions=("explode",)) is refused, as its state could not load."""
+    with pytest.raises(InvalidEventError, match="unknown disposition 'explode'"):
+        reduce(start(), responded(text="hi", dispositions=("explode",)))  # type: ignore[arg-type]
+
+
+def test_known_dispositions_on_an_answer_without_calls_are_still_taken() -> None:
+    """A stored log with ["execute"] and no calls loaded before and still does."""
+    state = reduce(start(), responded(text="hi", dispositions=("execute",)))
+    assert state.phase == "finished"
+    assert RunState.from_json(state.to_json()) == state
 
 
 @pytest.mark.parametrize("duration", ["slow", True, [1.0]])
@@ -282,6 +403,23 @@ def test_fork_refuses_arguments_of_the_wrong_type(
     """fork(step=1.5) and the like raise a UsageError naming the argument, not the whole run."""
     with pytest.raises(UsageError, match=message):
         fork(two_steps, **options)
+
+
+class _Index:
+    """An index-like int that is no int subclass (as numpy.int64 is)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+@pytest.mark.parametrize("options", [{"events": _Index(1)}, {"step": _Index(1)}])
+def test_fork_takes_an_index_like_int(two_steps: RunState, options: dict[str, Any]) -> None:
+    """fork(step=numpy.int64(1)) forks as fork(step=1) does (operator.index, no bool)."""
+    plain = {name: value.value for name, value in options.items()}
+    assert fork(two_steps, **options) == fork(two_steps, **plain)
 
 
 def test_initial_state_refuses_a_run_id_that_is_no_text() -> None:
@@ -338,6 +476,7 @@ def test_a_result_part_is_still_taken() -> None:
 
 _CALL = ToolCallPart("c1", "add", "{}", {})
 _RESULT = ToolResultPart("c9", "add", "x")
+_LATE = Message.tool(ToolResultPart("c1", "add", "1"))  # c1's result, after another message
 
 
 @pytest.mark.parametrize(
@@ -360,6 +499,14 @@ _RESULT = ToolResultPart("c9", "add", "x")
             "message 1 \\(tool\\): a tool message needs tool results",
         ),
         (
+            [Message.user("q"), Message.assistant("", [_CALL]), Message.user("hm"), _LATE],
+            "message 3 \\(tool\\): the result for 'c1' answers no open call",
+        ),
+        (
+            [Message.user("q"), Message.assistant("", [_CALL]), Message.system("s"), _LATE],
+            "message 3 \\(tool\\): the result for 'c1' answers no open call",
+        ),
+        (
             [Message("user", [_CALL])],
             "message 0 \\(user\\): a tool call \\('c1'\\) belongs in an assistant message",
         ),
@@ -368,8 +515,8 @@ _RESULT = ToolResultPart("c9", "add", "x")
 def test_a_local_run_refuses_a_history_no_provider_takes(
     history: list[Message], problem: str
 ) -> None:
-    """Agent.run with an orphan result, a misplaced call or result, or a text-only tool message
-    is refused before any model call, naming the message."""
+    """Agent.run with an orphan or late result, a misplaced call or result, or a text-only tool
+    message is refused before any model call, naming the message."""
     model = ScriptedModel(["ok"])
     with pytest.raises(InvalidEventError, match=f"the history: {problem}"):
         Agent(model).run(history)

@@ -16,11 +16,14 @@ import temporal_app
 from temporal_runs import _worker
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Replayer
 
 import toolfold.integrations.temporal._agent as agent_module
+import toolfold.integrations.temporal._workflow as workflow_module
 from toolfold import (
     Agent,
     OutputValidationError,
@@ -34,7 +37,7 @@ from toolfold import (
     tool,
 )
 from toolfold.files import loads
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
 from toolfold.integrations.temporal._activities import (
     SourceCallInput,
     SourceHost,
@@ -43,9 +46,10 @@ from toolfold.integrations.temporal._activities import (
 )
 from toolfold.integrations.temporal._agent import _raised
 from toolfold.integrations.temporal._converter import data_converter
+from toolfold.runtime import Message, TokenBudget, Usage
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._request import ModelRequest
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.testing import FunctionModel
 
 # A sub-agent whose first step is cut short after one of its calls ended (another call
@@ -541,3 +545,57 @@ def test_a_listed_tool_clashing_with_an_agent_s_own_is_refused_naming_the_agent(
         ToolDefinitionError, match=r"^duplicate tool names in the tools of agent 'billing': "
     ):
         listed(top, ((source.listing()[0],),))
+
+
+# --- a custom model's fractional counts: exact in new runs, truncated in recorded ones ---
+
+
+@tool
+def noop() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+def _fractional_counts(request: ModelRequest) -> ModelResponse:
+    """Calls `noop` every step, reporting 1.5 input and 1.5 output tokens a call."""
+    call = ToolCallPart(f"call_{len(request.messages)}", "noop", "{}", {})
+    usage = Usage(1.5, 1.5, requests=1)  # type: ignore[arg-type]
+    return ModelResponse(Message.assistant("", [call]), usage, "tool_calls")
+
+
+fractional = TemporalAgent(
+    Agent(
+        FunctionModel(_fractional_counts),
+        name="fractional",
+        tools=[noop],
+        stop_when=[TokenBudget(3)],
+    ),
+    settings=temporal_app.SETTINGS,
+)
+
+
+def test_fractional_counts_decide_as_recorded_and_exactly_in_new_runs(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run recorded when counts loaded truncated (1+1 < 3: two calls) replays; a new run
+    counts 1.5+1.5 and its TokenBudget(3) stops after one call."""
+
+    async def run(id: str) -> tuple[Any, WorkflowHistory]:
+        async with _worker(server, [fractional]) as (client, queue):
+            response = await fractional.run(client, "go", id=id, task_queue=queue)
+            return response, await fractional.handle(client, id).workflow.fetch_history()
+
+    patched = workflow_module.workflow.patched
+    with monkeypatch.context() as before:  # a worker from before: no marker, counts truncated
+        before.setattr(
+            workflow_module.workflow,
+            "patched",
+            lambda patch_id: patch_id != "toolfold-exact-counts" and patched(patch_id),
+        )
+        recorded, history = asyncio.run(run("fractional-recorded"))
+    new, _ = asyncio.run(run("fractional-new"))
+    assert (recorded.state.usage.requests, recorded.state.usage.total_tokens) == (2, 4)
+    assert (new.state.usage.requests, new.state.usage.total_tokens) == (1, 3.0)
+    assert new.state == fractional.agent.run("go", run_id="fractional-new").state
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin([fractional])])
+    asyncio.run(replayer.replay_workflow(history))  # decides as recorded: no NondeterminismError

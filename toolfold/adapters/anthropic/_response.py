@@ -19,6 +19,7 @@ from typing import Any
 from toolfold.adapters import _wire as wire
 from toolfold.adapters.anthropic._errors import error_in_body, is_error_body
 from toolfold.adapters.anthropic._provider import STOP_REASONS
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -28,6 +29,12 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+# Counts come from `wire.count` (non-negative ints), finish reasons from the
+# provider's table (a `FinishReason`): these records are built without the
+# constructors' checks (see `builder`), which cost more than the parse.
+_usage = builder(Usage)
+_model_response = builder(ModelResponse)
 
 PROVIDER = "anthropic"
 REDACTED: Mapping[str, Any] = {"type": "redacted_thinking"}
@@ -61,7 +68,7 @@ def parse_usage(usage: Any, at: str = "$.usage") -> Usage:
     written = wire.count(usage, "cache_creation_input_tokens", at)
     read = wire.count(usage, "cache_read_input_tokens", at)
     output = wire.count(usage, "output_tokens", at)
-    return Usage(fresh + written + read, output, read, 0, 1, cache_write_tokens=written)
+    return _usage(fresh + written + read, output, read, 0, 1, written)
 
 
 def parse_response(body: Mapping[str, Any]) -> ModelResponse:
@@ -89,7 +96,7 @@ def _parse(body: Mapping[str, Any]) -> ModelResponse:
             parts.append(part)
             calls += isinstance(part, ToolCallPart)
     raw = wire.text(body, "stop_reason", "$")
-    return ModelResponse(
+    return _model_response(
         Message("assistant", parts),
         parse_usage(body.get("usage")),
         finish_reason(raw, bool(calls)),

@@ -19,6 +19,7 @@ from toolfold.adapters import _wire as wire
 from toolfold.adapters.gemini._errors import stream_error
 from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -28,6 +29,12 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+# Counts come from `wire.count` (non-negative ints), finish reasons from the
+# provider's table (a `FinishReason`): these records are built without the
+# constructors' checks (see `builder`), which cost more than the parse.
+_usage = builder(Usage)
+_model_response = builder(ModelResponse)
 
 PROVIDER = "gemini"
 
@@ -44,7 +51,7 @@ def parse_usage(usage: Mapping[str, Any], at: str = "$.usageMetadata") -> Usage:
     if not usage:
         return Usage(requests=1)
     thoughts = wire.count(usage, "thoughtsTokenCount", at)
-    return Usage(
+    return _usage(
         wire.count(usage, "promptTokenCount", at)
         + wire.count(usage, "toolUsePromptTokenCount", at),
         wire.count(usage, "candidatesTokenCount", at) + thoughts,
@@ -170,7 +177,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     else:
         raw = wire.text(candidate, "finishReason", _CANDIDATE)
         finish = finish_reason(raw, calls > 0)
-    return ModelResponse(
+    return _model_response(
         Message("assistant", tuple(parts)),
         parse_usage(wire.mapping(body, "usageMetadata", "$")),
         finish,

@@ -19,6 +19,7 @@ from toolfold.adapters import _wire as wire
 from toolfold.adapters.ollama._provider import DONE_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -28,6 +29,12 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+# Counts come from `wire.count` (non-negative ints), finish reasons from the
+# provider's table (a `FinishReason`): these records are built without the
+# constructors' checks (see `builder`), which cost more than the parse.
+_usage = builder(Usage)
+_model_response = builder(ModelResponse)
 
 PROVIDER = "ollama"
 
@@ -60,7 +67,7 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
 
 def parse_usage(data: Mapping[str, Any]) -> Usage:
     """Usage from the final object: ``prompt_eval_count`` in, ``eval_count`` out [L1 usage.mdx]."""
-    return Usage(
+    return _usage(
         wire.count(data, "prompt_eval_count", "$"), wire.count(data, "eval_count", "$"), 0, 0, 1
     )
 
@@ -138,7 +145,7 @@ def _parse(data: Mapping[str, Any]) -> ModelResponse:
     if content:
         parts.append(TextPart(content))
     raw = wire.text(data, "done_reason", "$")
-    return ModelResponse(
+    return _model_response(
         Message("assistant", (*parts, *calls)),
         parse_usage(data),
         finish_reason(raw, bool(calls)),

@@ -126,7 +126,7 @@ def parse_usage(
     if thinking_in_total and not reasoning and total > prompt + completion:
         reasoning = total - prompt - completion
         completion += reasoning
-    return Usage(prompt, completion, cached, reasoning, 1, written)
+    return _usage(prompt, completion, cached, reasoning, 1, written)
 
 
 _PLAIN_USAGE = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})

@@ -22,6 +22,7 @@ from toolfold.adapters import _wire as wire
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
 from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     Message,
     Part,
@@ -31,6 +32,12 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
+
+# Counts come from `wire.count` (non-negative ints), finish reasons from the
+# provider's table (a `FinishReason`): these records are built without the
+# constructors' checks (see `builder`), which cost more than the parse.
+_usage = builder(Usage)
+_model_response = builder(ModelResponse)
 
 
 def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
@@ -48,7 +55,7 @@ def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
     inputs = wire.mapping(usage, "input_tokens_details", at)
     outputs = wire.mapping(usage, "output_tokens_details", at)
     inputs_at = f"{at}.input_tokens_details"
-    return Usage(
+    return _usage(
         wire.count(usage, "input_tokens", at),
         wire.count(usage, "output_tokens", at),
         wire.count(inputs, "cached_tokens", inputs_at),
@@ -232,7 +239,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
             # stream makes it (`_stream._item_added`), before the ids are made unique.
             parts[i] = attrs.evolve(call, id=synthetic_id(response_id or "", position))
     reason, raw = finish(body, bool(calls))
-    return ModelResponse(
+    return _model_response(
         Message("assistant", tuple(parts)),
         parse_usage(wire.mapping(body, "usage", "$")),
         reason,

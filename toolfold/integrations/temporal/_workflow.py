@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
         ToolReturned,
         ToolSuspended,
     )
-    from toolfold.runtime.core._messages import ToolCallPart
+    from toolfold.runtime.core._messages import ToolCallPart, Usage
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
@@ -103,6 +103,10 @@ RAISED_SUB_RUN_USAGE = "toolfold-raised-sub-run-usage"
 """The `workflow.patched` id of counting, in the state of an ``on_tool_error="raise"``
 error, the usage of the sub-runs its round made (`AttemptDropped`; runs recorded before
 it left them out: their states stay as they were)."""
+EXACT_COUNTS = "toolfold-exact-counts"
+"""The `workflow.patched` id of a model response's float counts kept exact (runs recorded
+before read them truncated to ints, as the data converter did: a budget or stop condition
+reading the usage decides on replay as it did)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -501,6 +505,8 @@ class AgentWorkflow:
         name = model_activity_name(node.name)
         response = await self._activity(agent, path, name, given, ModelResponse, s.model_timeout)
         response = unique_call_ids(response)
+        if _has_float_counts(response.usage) and not workflow.patched(EXACT_COUNTS):
+            response = attrs.evolve(response, usage=_truncated(response.usage))
 
         # The worker's tools decide, as in a local run: an approval predicate
         # runs here, in workflow code, so it must be deterministic (a pure
@@ -1041,3 +1047,14 @@ def _validate(node: Node, effect: ValidateOutput) -> Event:
     except _Rejected as rejected:
         return OutputRejected(rejected.message)
     return OutputAccepted(plain)
+
+
+def _has_float_counts(usage: Usage) -> bool:
+    """Whether a count of ``usage`` is a float (a custom model's; providers' are ints)."""
+    return any(type(getattr(usage, a.name)) is not int for a in attrs.fields(Usage))
+
+
+def _truncated(usage: Usage) -> Usage:
+    """``usage`` with each float count truncated to an int, as the data converter read
+    it before counts loaded exactly (runs recorded then replay as they decided)."""
+    return Usage(*(int(getattr(usage, a.name)) for a in attrs.fields(Usage)))

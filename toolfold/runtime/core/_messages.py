@@ -745,23 +745,40 @@ def _as_part(content: str | Part) -> Part:
     return TextPart(content) if isinstance(content, str) else content
 
 
-def _count(usage: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """Refuse a count that a saved state cannot hold exactly (`Usage`'s validator)."""
-    if type(value) is int or (type(value) is float and math.isfinite(value)):
-        return  # (the usual case: exact types first)
-    if is_count_value(value):
-        return
-    raise UsageError(
-        f"Usage.{attribute.name}: expected an int or a finite float, "
-        f"got {type(value).__name__} {value!r}"
-    )
-
-
 def is_count_value(value: object) -> bool:
     """Whether ``value`` is a count a `Usage` may hold: an int (no bool) or a finite float."""
+    if type(value) is int:
+        return True  # (the usual case: the exact type first)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return isinstance(value, int) or math.isfinite(value)
+
+
+def _counts(usage: Usage, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse a count a saved state cannot hold exactly (`Usage`'s one validator).
+
+    One validator for all six counts (attrs runs it once every field is set),
+    exact types first: what a provider's codec makes costs six type tests.
+    """
+    if (
+        type(usage.input_tokens) is int
+        and type(usage.output_tokens) is int
+        and type(usage.cached_tokens) is int
+        and type(usage.reasoning_tokens) is int
+        and type(usage.requests) is int
+        and type(value) is int
+    ):
+        return
+    problem = usage_problem(usage)
+    if problem:
+        raise UsageError(problem)
+
+
+def count_problem(name: str, value: object) -> str:
+    """Why ``value`` is no count for `Usage`'s field ``name`` ("" if it is one)."""
+    if is_count_value(value):
+        return ""
+    return f"Usage.{name}: expected an int or a finite float, got {type(value).__name__} {value!r}"
 
 
 @attrs.frozen
@@ -785,12 +802,12 @@ class Usage:
             positional order of the other counts stays as it was.
     """
 
-    input_tokens: int = attrs.field(default=0, validator=_count)
-    output_tokens: int = attrs.field(default=0, validator=_count)
-    cached_tokens: int = attrs.field(default=0, validator=_count)
-    reasoning_tokens: int = attrs.field(default=0, validator=_count)
-    requests: int = attrs.field(default=0, validator=_count)
-    cache_write_tokens: int = attrs.field(default=0, validator=_count)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    requests: int = 0
+    cache_write_tokens: int = attrs.field(default=0, validator=_counts)
 
     def __repr__(self) -> str:
         # Only the counts that are not zero: most providers report two of five.
@@ -819,12 +836,9 @@ def usage_problem(usage: object) -> str:
     if not isinstance(usage, Usage):
         return f"expected a Usage, got {type(usage).__name__}"
     for field in attrs.fields(Usage):
-        count = getattr(usage, field.name)
-        if not is_count_value(count):
-            return (
-                f"Usage.{field.name}: expected an int or a finite float, "
-                f"got {type(count).__name__} {count!r}"
-            )
+        problem = count_problem(field.name, getattr(usage, field.name))
+        if problem:
+            return problem
     return ""
 
 

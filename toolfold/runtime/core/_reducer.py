@@ -12,8 +12,6 @@ conversation in call order when the step's last one arrives.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -39,7 +37,14 @@ from toolfold.runtime.core._events import (
     UserMessageAdded,
 )
 from toolfold.runtime.core._log import Log
-from toolfold.runtime.core._messages import NO_USAGE, Message, ToolCallPart, ToolResultPart, Usage
+from toolfold.runtime.core._messages import (
+    NO_USAGE,
+    Message,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    is_count_value,
+)
 from toolfold.runtime.core._state import Phase, RunFailure, RunState
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
 from toolfold.runtime.core._stop import (
@@ -415,7 +420,8 @@ def history_problem(messages: Iterable[Message]) -> str:
 
     A tool call outside an assistant message, a tool result outside a tool
     message, a tool message with no result (its text would be dropped), or a
-    result that answers no call of the assistant message before it. Checked
+    result that answers no call of the assistant message right before it (a
+    user or system message in between closes its calls). Checked
     where a local run starts (`fresh`), not when `RunStarted` is reduced: a
     stored log (or a durable workflow's history) with such a history replays
     as it did.
@@ -426,6 +432,10 @@ def history_problem(messages: Iterable[Message]) -> str:
         where = f"message {position} ({role})"
         if role == "assistant":
             open_calls = {c.id for c in message.tool_calls}
+        elif role != "tool":
+            # Results follow their calls' assistant message at once: after a user or
+            # system message in between, no provider takes them.
+            open_calls = set()
         for part in message.parts:
             if isinstance(part, ToolCallPart) and role != "assistant":
                 return f"{where}: a tool call ({part.id!r}) belongs in an assistant message"
@@ -438,7 +448,8 @@ def history_problem(messages: Iterable[Message]) -> str:
                 if part.call_id not in open_calls:
                     return (
                         f"{where}: the result for {part.call_id!r} answers no open call of "
-                        "the assistant message before it"
+                        "the assistant message before it (results follow their calls' "
+                        "assistant message with no other message between)"
                     )
                 open_calls.discard(part.call_id)
         if role == "tool" and not message.tool_results:
@@ -492,7 +503,8 @@ def _output_rejected(state: RunState, event: OutputRejected, changes: Changes) -
 
 
 def _stop_requested(state: RunState, event: StopRequested, changes: Changes) -> None:
-    if type(event.reason) is not str:  # (a finish reason: a stored state holds text)
+    reason = event.reason
+    if type(reason) is not str and not isinstance(reason, str):  # (a stored state holds text)
         raise refused(state, event.kind, f"the reason must be text (str), got {event.reason!r}")
     condition = event.condition
     if condition is not None:
@@ -617,11 +629,9 @@ def _usage_problem(usage: object) -> str:
 
 
 def _is_count(count: object) -> bool:
-    # What a model reported and `ModelResponded` took (a custom model's float counts
-    # too), but a sum that stays a count: no bool, NaN, infinity or negative.
-    if isinstance(count, bool) or not isinstance(count, numbers.Real):
-        return False
-    return math.isfinite(count) and float(count) >= 0
+    # What `Usage` holds (`is_count_value`: an int or a finite float, a custom
+    # model's float counts too), but a sum that stays a count: no negative.
+    return is_count_value(count) and count >= 0  # type: ignore[operator]
 
 
 def countable(usage: Usage) -> Usage:
@@ -639,9 +649,9 @@ def countable(usage: Usage) -> Usage:
 
 def _run_failed(state: RunState, event: RunFailed, changes: Changes) -> None:
     for name, value in (("error_kind", event.error_kind), ("message", event.message)):
-        if type(value) is not str:
+        if type(value) is not str and not isinstance(value, str):
             raise refused(state, event.kind, f"{name} must be text (str), got {value!r}")
-    if event.tool_name is not None and type(event.tool_name) is not str:
+    if event.tool_name is not None and not isinstance(event.tool_name, str):
         raise refused(
             state, event.kind, f"tool_name must be text (str) or None, got {event.tool_name!r}"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -43,16 +44,14 @@ def fork(
 
     Raises:
         UsageError: Neither or both of ``step`` and ``events`` are given, one
-            is no int (a bool neither), the point lies beyond the run, or
+            is no int (a bool neither; a numpy int is one), the point lies
+            beyond the run, or
             ``run_id`` is no str.
     """
     if (step is None) == (events is None):
         raise UsageError("fork needs exactly one of step= or events=")
-    for name, value in (("step", step), ("events", events)):
-        if value is not None and (type(value) is not int and not _plain_int(value)):
-            raise UsageError(
-                f"fork(): {name}= must be an int, got {type(value).__name__} {value!r}"
-            )
+    step = _index("step", step)
+    events = _index("events", events)
     if run_id is not None and not isinstance(run_id, str):
         raise UsageError(f"fork(): run_id= must be a str, got {type(run_id).__name__} {run_id!r}")
     log = state.events
@@ -72,8 +71,16 @@ def fork(
     return replay(prefix)
 
 
-def _plain_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _index(name: str, value: Any) -> int | None:
+    """``value`` as an int: an int, or what ``operator.index`` takes (a numpy int); no bool."""
+    if value is None or type(value) is int:
+        return value
+    index = getattr(type(value), "__index__", None)  # (what ``operator.index`` calls)
+    if index is not None and not isinstance(value, bool):
+        number = index(value)
+        if type(number) is int:
+            return number
+    raise UsageError(f"fork(): {name}= must be an int, got {type(value).__name__} {value!r}")
 
 
 def _before_step(log: tuple[Event, ...], step: int) -> tuple[Event, ...]:

@@ -36,23 +36,34 @@ FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
 
 def finish_reason_problem(value: object) -> str:
     """Why ``value`` is no `FinishReason` ("" if it is one)."""
-    if type(value) is str and value in FINISH_REASONS:
-        return ""
+    if isinstance(value, str) and value in FINISH_REASONS:
+        return ""  # (a str subclass, a StrEnum, too: a saved state holds its text)
     allowed = ", ".join(repr(r) for r in FINISH_REASONS)
     return f"expected one of {allowed}, got {value!r}"
 
 
 def _finish_reason(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is str and value in FINISH_REASONS:
+        return  # (the usual case: the exact type first)
     problem = finish_reason_problem(value)
     if problem:
         raise UsageError(f"{type(owner).__name__}.{attribute.name}: {problem}")
 
 
 def _usage(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, Usage):
+    if type(value) is not Usage and not isinstance(value, Usage):
         raise UsageError(
             f"{type(owner).__name__}.{attribute.name}: expected a Usage, got {type(value).__name__}"
         )
+
+
+def _usage_and_finish_reason(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """`ModelResponse`'s one validator (attrs runs it once every field is set): its
+    usage, then its finish reason, exact types first."""
+    if type(owner.usage) is Usage and type(value) is str and value in FINISH_REASONS:
+        return
+    _usage(owner, attrs.fields(type(owner)).usage, owner.usage)
+    _finish_reason(owner, attribute, value)
 
 
 @attrs.frozen
@@ -142,8 +153,8 @@ class ModelResponse:
     """
 
     message: Message
-    usage: Usage = attrs.field(default=Usage(requests=1), validator=_usage)
-    finish_reason: FinishReason = attrs.field(default="stop", validator=_finish_reason)
+    usage: Usage = Usage(requests=1)
+    finish_reason: FinishReason = attrs.field(default="stop", validator=_usage_and_finish_reason)
     raw_finish_reason: str | None = None
     model_name: str | None = None
     response_id: str | None = None

@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 import attrs
@@ -31,6 +31,7 @@ from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
+    Message,
     Part,
     ReasoningPart,
     ResultContent,
@@ -40,6 +41,7 @@ from toolfold.runtime.core._messages import (
     Usage,
 )
 from toolfold.runtime.core._replay import replay
+from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
@@ -165,17 +167,65 @@ def _structure_count(value: Any, _: Any) -> Any:
     raise ValueError(f"expected an int or a finite float, got {type(value).__name__}")
 
 
-def _count_hooks(conv: cattrs.Converter) -> None:
-    """Structure `Usage`'s counts and the stop conditions' bounds with `_structure_count`."""
-    for cls, names in (
-        (Usage, [a.name for a in attrs.fields(Usage)]),
-        (MaxSteps, ["steps"]),
-        (TokenBudget, ["tokens"]),
-    ):
-        overrides = {name: override(struct_hook=_structure_count) for name in names}
+def _structure_int_table(value: Any, _: Any) -> dict[str, int]:
+    """A table of integer counts (`RunState.failures`): text keys, `_structure_int` values."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object, got {type(value).__name__}")
+    return {str(key): _structure_int(number, int) for key, number in value.items()}
+
+
+_COUNT_FIELDS: dict[type[Any], frozenset[str]] = {
+    Usage: frozenset(a.name for a in attrs.fields(Usage)),
+    MaxSteps: frozenset({"steps"}),
+    TokenBudget: frozenset({"tokens"}),
+}
+
+
+def _own_classes(roots: Iterable[Any]) -> frozenset[type[Any]]:
+    """Toolfold's attrs classes reachable from ``roots`` (their types resolved)."""
+    found: set[type[Any]] = set()
+    todo = list(roots)
+    while todo:
+        t = todo.pop()
+        todo.extend(get_args(t))
+        if isinstance(t, type) and attrs.has(t) and t not in found:
+            found.add(t)
+            attrs.resolve_types(t)  # (once done, a no-op: RunState's is, with its namespace)
+            todo.extend(a.type for a in attrs.fields(t))
+    return frozenset(t for t in found if t.__module__.split(".")[0] == "toolfold")
+
+
+def _own_number_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
+    """Read the number fields of toolfold's own classes strictly.
+
+    An ``int`` field takes `_structure_int` (no fraction truncated), a count
+    `_structure_count`. Only these classes' fields: the converter's hook for
+    ``int`` itself stays cattrs' own, so users' types (an IntEnum, an int
+    subclass, an int field of their own Temporal payloads) load as they did.
+    """
+
+    def hooks_for(cls: type[Any]) -> dict[str, Any]:
+        overrides: dict[str, Any] = {}
+        for a in attrs.fields(cls):
+            if a.name in _COUNT_FIELDS.get(cls, ()):
+                overrides[a.name] = override(struct_hook=_structure_count)
+            elif a.type is int:
+                overrides[a.name] = override(struct_hook=_structure_int)
+            elif get_origin(a.type) in (dict, Mapping) and get_args(a.type) == (str, int):
+                overrides[a.name] = override(struct_hook=_structure_int_table)
+        return overrides
+
+    strict = {cls: hooks_for(cls) for cls in classes}
+    strict = {cls: overrides for cls, overrides in strict.items() if overrides}
+
+    def factory(cls: Any) -> Callable[[Any, Any], Any]:
         # (cast: cattrs types its keyword overrides and its own options as one **kwargs)
-        hook = cast(Any, make_dict_structure_fn)(cls, conv, **overrides)
-        conv.register_structure_hook(cls, hook)
+        return cast(
+            Callable[[Any, Any], Any], cast(Any, make_dict_structure_fn)(cls, conv, **strict[cls])
+        )
+
+    # A factory, so each class's hook is made on first use, with every other hook in place.
+    conv.register_structure_hook_factory(lambda t: t in strict, factory)
 
 
 def make_converter() -> cattrs.Converter:
@@ -188,10 +238,6 @@ def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
     conv.register_structure_hook(bytes, _structure_bytes)
-    conv.register_structure_hook(int, _structure_int)
-    # cattrs' own (``bool(value)``): without it a bool field would take the int hook above.
-    conv.register_structure_hook(bool, lambda value, _: bool(value))
-    _count_hooks(conv)
     _register_union(conv, ResultContent, (TextPart, ImagePart, FilePart))
     _register_union(
         conv, Part, (TextPart, ToolCallPart, ToolResultPart, ImagePart, FilePart, ReasoningPart)
@@ -200,6 +246,8 @@ def make_converter() -> cattrs.Converter:
     _register_union(conv, Effect, EFFECT_TYPES)
     _register_union(conv, StopCondition, (MaxSteps, TokenBudget, ToolCalled))
     _log_hooks(conv)
+    roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)
+    _own_number_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
     return conv
 
 

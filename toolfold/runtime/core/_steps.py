@@ -244,6 +244,16 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
         problem = usage_problem(usage)
         if problem:
             raise refused(state, event.kind, f"the response's usage: {problem}")
+    for disposition in event.dispositions or ():
+        # Checked whether or not the answer calls tools: a stored log could not hold it.
+        # (No count check here: a log with dispositions and no calls has always loaded.)
+        if disposition not in DISPOSITIONS:
+            raise refused(
+                state,
+                event.kind,
+                f"unknown disposition {disposition!r} "
+                f"(expected one of: {', '.join(map(repr, DISPOSITIONS))})",
+            )
     changes["conversation"] = state.conversation.append(message)
     changes["step"] = state.step + 1
     total = state.usage
@@ -273,16 +283,7 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
             ids = [c.id for c in calls]
             raise refused(state, event.kind, f"the response repeats a tool call id: {ids}")
     dispositions = event.dispositions
-    if dispositions:
-        for disposition in dispositions:
-            if disposition not in DISPOSITIONS:  # (a stored log could not hold it)
-                raise refused(
-                    state,
-                    event.kind,
-                    f"unknown disposition {disposition!r} "
-                    f"(expected one of: {', '.join(map(repr, DISPOSITIONS))})",
-                )
-    else:
+    if not dispositions:
         dispositions = _default_dispositions(state, event.kind, calls)
     if len(dispositions) != len(calls):
         raise refused(

@@ -12,8 +12,9 @@ which limit, ended the run).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
 
@@ -25,15 +26,29 @@ if TYPE_CHECKING:
     from toolfold.runtime.core._state import RunState
 
 
+def _finite_bound(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse NaN and infinities as a bound: a saved state cannot hold them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        name = f"{type(instance).__name__}.{attribute.name}"
+        raise UsageError(
+            f"{name}: expected a finite number, got {value!r} (a saved state cannot "
+            f"hold it); for no limit, leave {type(instance).__name__} out of stop_when"
+        )
+
+
 @attrs.frozen
 class MaxSteps:
     """Stop once the current turn has made ``steps`` model calls.
 
     Attributes:
         steps: The number of model calls allowed in a turn.
+
+    Raises:
+        UsageError: ``steps`` is NaN or infinite (for no limit, leave the
+            condition out).
     """
 
-    steps: int
+    steps: int = attrs.field(validator=_finite_bound)
     kind: Literal["max_steps"] = "max_steps"
 
     def __call__(self, state: RunState) -> bool:
@@ -50,9 +65,13 @@ class TokenBudget:
 
     Attributes:
         tokens: The budget in total tokens of the run's own model calls.
+
+    Raises:
+        UsageError: ``tokens`` is NaN or infinite (for no budget, leave the
+            condition out).
     """
 
-    tokens: int
+    tokens: int = attrs.field(validator=_finite_bound)
     kind: Literal["token_budget"] = "token_budget"
 
     def __call__(self, state: RunState) -> bool:

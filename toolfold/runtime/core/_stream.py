@@ -18,7 +18,13 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     Usage,
 )
-from toolfold.runtime.core._request import FinishReason, ModelResponse, _finish_reason, _usage
+from toolfold.runtime.core._request import (
+    FINISH_REASONS,
+    FinishReason,
+    ModelResponse,
+    _finish_reason,
+    _usage,
+)
 
 # --- stream events ---------------------------------------------------------
 
@@ -273,6 +279,7 @@ _with_pieces = replacer(_OpenCall, "pieces")
 _with_done = replacer(_OpenCall, "done")
 _growing_text = builder(_OpenPart)
 _text = builder(TextPart)
+_response = builder(ModelResponse)
 
 
 def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
@@ -391,7 +398,10 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
         for position, c in enumerate(state.calls)
     )
     finish = state.finish_reason or "stop"
-    return ModelResponse(
+    # What the fold took came through `UsageUpdate` and `StreamFinish`, which check
+    # it: built without the constructor's checks then (a state made by hand keeps them).
+    checked = type(state.usage) is Usage and finish in FINISH_REASONS
+    return (_response if checked else ModelResponse)(
         Message("assistant", (*state.parts, *calls)),
         state.usage,
         finish,
