@@ -184,3 +184,46 @@ def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
     thread.start()
     thread.join(30)
     assert elsewhere == [None]  # other threads get no Ctrl-C: they wait for the report alone
+
+
+def test_ctrl_c_as_a_report_is_read_loses_no_call(
+    payments: _Round, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing as the main thread reads a call's end report keeps that call's result,
+    and the wait ends once the running call returns (the end is read from the call's ticket)."""
+    read = _workers.SyncInbox.get
+    lost: list[str] = []
+    reads_after_release = [0]
+
+    def get(inbox: _workers.SyncInbox, timeout: float | None) -> Any:
+        if payments.release.is_set():
+            reads_after_release[0] += 1
+            if reads_after_release[0] > 20:  # the wait goes on (each read ends within 0.25 s)
+                raise KeyboardInterrupt  # for a report that never comes: a second Ctrl-C
+        report = read(inbox, timeout)
+        _ticket, ok, value = report
+        if not lost and ok is not None and value == "kicked":
+            lost.append(value)  # as a SIGINT handled once the C call returned, before the
+            raise KeyboardInterrupt  # report is stored: what the caller got is lost
+        return report
+
+    @tool(name="kick")
+    def kick_quietly() -> str:
+        """End once ``pay`` runs, with no Ctrl-C: the one as its end is read is the only one."""
+        assert payments.paying.wait(30)
+        return "kicked"
+
+    monkeypatch.setattr(_workers.SyncInbox, "get", get)
+    payments.tools[1] = kick_quietly
+    agent = payments.agent()
+    state = payments.run(agent, "run")
+    assert lost == ["kicked"]
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("a", "done"),
+        ("b", "done"),  # its report was lost to the Ctrl-C, its end was not
+        ("c", "to_run"),
+    ]
+    assert payments.told == ["waiting"]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert payments.ran == ["pay 1", "note x"]  # nothing ran twice
+    assert response.text == "saw: paid 1 | kicked | noted x"
