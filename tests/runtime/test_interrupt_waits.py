@@ -227,3 +227,53 @@ def test_ctrl_c_as_a_report_is_read_loses_no_call(
     response = agent.resume(RunState.from_json(state.to_json()))
     assert payments.ran == ["pay 1", "note x"]  # nothing ran twice
     assert response.text == "saw: paid 1 | kicked | noted x"
+
+
+def test_a_tool_raising_system_exit_ends_the_run_without_waiting(payments: _Round) -> None:
+    """A tool's SystemExit beside a running call is raised at once: no Ctrl-C wait, no notice."""
+
+    @tool(name="kick")
+    def bail() -> str:
+        """Exit once ``pay`` runs."""
+        assert payments.paying.wait(30)
+        raise SystemExit(3)
+
+    payments.tools[1] = bail
+    with pytest.raises(SystemExit) as caught, interrupt_waits(payments.tell):
+        payments.agent().run("go")
+    assert caught.value.code == 3
+    assert payments.told == []  # (a wait would be told, and would release ``pay``)
+    assert not payments.release.is_set()  # ``pay`` still runs: nothing waited for it
+    assert payments.ran == []
+
+
+def test_ctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _Round) -> None:
+    """Ctrl-C in a blocking stream whose sub-agent's round runs sync calls on workers (on the
+    round's own thread): a call queued in that round never starts; the running one is kept."""
+    fired = threading.Event()
+
+    def tell() -> None:  # told by the stream's thread once the round's interruption fired
+        payments.release.set()
+        fired.set()
+
+    @tool(name="kick")
+    def kick_then_end() -> str:
+        """Ctrl-C once ``pay`` runs; end once the round was interrupted, ``note`` still queued."""
+        assert payments.paying.wait(30)
+        _ctrl_c()
+        assert fired.wait(30)
+        return "kicked"
+
+    payments.tools[1] = kick_then_end
+    payments.on_tell = tell
+    sub = payments.agent()
+    calls_sub = call("sub", {"input": "go"}, id="s")
+
+    def lead_reply(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.tool_results]
+        return "lead: " + results[0] if results else calls_sub
+
+    lead = Agent(FunctionModel(lead_reply), name="lead", tools=[sub.as_tool(name="sub")])
+    payments.run(lead, "stream")
+    assert payments.told == ["waiting"]
+    assert payments.ran == ["pay 1"]  # ``note`` (queued behind ``pay`` and ``kick``) never ran
