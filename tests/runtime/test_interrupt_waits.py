@@ -151,10 +151,17 @@ def test_a_second_ctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
     assert payments.ran == []
 
 
-def test_a_call_waited_for_still_times_out() -> None:
+def test_a_call_waited_for_still_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call with its own timeout, waited for after Ctrl-C, ends the wait with a timeout result."""
     payments = _Round(timeout=0.5)
-    payments.on_tell = lambda: None  # ``pay`` is never released: only its timeout ends the wait
+    told = threading.Event()
+    payments.on_tell = told.set  # ``pay`` is never released: only its timeout ends the wait
+    timeout_of = _executor._timeout_of
+    # No deadline until the wait is told: ``pay`` cannot time out before Ctrl-C is handled,
+    # however late (its 0.5 s count from its start then).
+    monkeypatch.setattr(
+        _executor, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
+    )
     try:
         state = payments.run(payments.agent(), "run")
     finally:
