@@ -489,7 +489,7 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
         'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
         'model = "files_helpers:lead_and_holder"\ntools = ["files_helpers:hold_at_gate"]\n'
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -498,28 +498,27 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
         env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
         # (a process started in the background inherits SIGINT ignored: Python's own handler)
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert proc.stderr is not None
-    notice = (
-        b"toolfold run: stopping once the running tool or model call returns; "
-        b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
-    )
-    try:
-        seen = b""
-        while notice not in seen:  # the tool holds until the gate opens: said before it returns
-            ready, _, _ = select.select([proc.stderr], [], [], 60)
-            assert ready, f"no notice; so far: {seen!r}"
-            chunk = os.read(proc.stderr.fileno(), 1024)
-            assert chunk, f"stderr ended early; so far: {seen!r}"
-            seen += chunk
-        assert not (tmp_path / "ran.log").exists()  # said while the tool still ran
-        with open(gate, "w", encoding="utf-8") as opened:
-            opened.write("go\n")
-        _, errors = proc.communicate(timeout=60)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    ) as proc:
+        assert proc.stderr is not None
+        notice = (
+            b"toolfold run: stopping once the running tool or model call returns; "
+            b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
+        )
+        try:
+            seen = b""
+            while notice not in seen:  # the tool holds until the gate opens: said before it returns
+                ready, _, _ = select.select([proc.stderr], [], [], 60)
+                assert ready, f"no notice; so far: {seen!r}"
+                chunk = os.read(proc.stderr.fileno(), 1024)
+                assert chunk, f"stderr ended early; so far: {seen!r}"
+                seen += chunk
+            assert not (tmp_path / "ran.log").exists()  # said while the tool still ran
+            with open(gate, "w", encoding="utf-8") as opened:
+                opened.write("go\n")
+            _, errors = proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()  # (the with then closes its pipes and reaps it)
+            raise
     assert proc.returncode == 130, seen + errors
     assert (
         (seen + errors)
@@ -543,7 +542,7 @@ def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_pa
         '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
         'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -552,28 +551,27 @@ def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_pa
         env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
         # (a process started in the background inherits SIGINT ignored: Python's own handler)
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert proc.stderr is not None
-    notice = (
-        b"toolfold run: stopping once the running tool or model call returns; "
-        b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
-    )
-    try:
-        seen = b""
-        while notice not in seen:  # the tool holds until the gate opens: said before it returns
-            ready, _, _ = select.select([proc.stderr], [], [], 60)
-            assert ready, f"no notice; so far: {seen!r}"
-            chunk = os.read(proc.stderr.fileno(), 1024)
-            assert chunk, f"stderr ended early; so far: {seen!r}"
-            seen += chunk
-        assert "held x" not in _ran(tmp_path)  # said while the tool still ran
-        with open(gate, "w", encoding="utf-8") as opened:
-            opened.write("go\n")
-        _, errors = proc.communicate(timeout=60)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    ) as proc:
+        assert proc.stderr is not None
+        notice = (
+            b"toolfold run: stopping once the running tool or model call returns; "
+            b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
+        )
+        try:
+            seen = b""
+            while notice not in seen:  # the tool holds until the gate opens: said before it returns
+                ready, _, _ = select.select([proc.stderr], [], [], 60)
+                assert ready, f"no notice; so far: {seen!r}"
+                chunk = os.read(proc.stderr.fileno(), 1024)
+                assert chunk, f"stderr ended early; so far: {seen!r}"
+                seen += chunk
+            assert "held x" not in _ran(tmp_path)  # said while the tool still ran
+            with open(gate, "w", encoding="utf-8") as opened:
+                opened.write("go\n")
+            _, errors = proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()  # (the with then closes its pipes and reaps it)
+            raise
     assert proc.returncode == 130, seen + errors
     assert (
         (seen + errors)
@@ -605,7 +603,7 @@ def test_a_second_ctrl_c_stops_waiting_and_keeps_the_run_as_it_stood(tmp_path: P
         '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
         'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -613,22 +611,21 @@ def test_a_second_ctrl_c_stops_waiting_and_keeps_the_run_as_it_stood(tmp_path: P
         cwd=tmp_path,
         env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert proc.stderr is not None
-    try:
-        seen = b""
-        while b"stopping once" not in seen:
-            ready, _, _ = select.select([proc.stderr], [], [], 60)
-            assert ready, f"no notice; so far: {seen!r}"
-            chunk = os.read(proc.stderr.fileno(), 1024)
-            assert chunk, f"stderr ended early; so far: {seen!r}"
-            seen += chunk
-        proc.send_signal(signal.SIGINT)  # the gate stays shut: the tool never returns
-        _, errors = proc.communicate(timeout=60)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+    ) as proc:
+        assert proc.stderr is not None
+        try:
+            seen = b""
+            while b"stopping once" not in seen:
+                ready, _, _ = select.select([proc.stderr], [], [], 60)
+                assert ready, f"no notice; so far: {seen!r}"
+                chunk = os.read(proc.stderr.fileno(), 1024)
+                assert chunk, f"stderr ended early; so far: {seen!r}"
+                seen += chunk
+            proc.send_signal(signal.SIGINT)  # the gate stays shut: the tool never returns
+            _, errors = proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()  # (the with then closes its pipes and reaps it)
+            raise
     assert proc.returncode == 130, seen + errors
     assert (
         (seen + errors)

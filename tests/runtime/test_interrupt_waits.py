@@ -151,10 +151,17 @@ def test_a_second_ctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
     assert payments.ran == []
 
 
-def test_a_call_waited_for_still_times_out() -> None:
+def test_a_call_waited_for_still_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call with its own timeout, waited for after Ctrl-C, ends the wait with a timeout result."""
     payments = _Round(timeout=0.5)
-    payments.on_tell = lambda: None  # ``pay`` is never released: only its timeout ends the wait
+    told = threading.Event()
+    payments.on_tell = told.set  # ``pay`` is never released: only its timeout ends the wait
+    timeout_of = _executor._timeout_of
+    # No deadline until the wait is told: ``pay`` cannot time out before Ctrl-C is handled,
+    # however late (its 0.5 s count from its start then).
+    monkeypatch.setattr(
+        _executor, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
+    )
     try:
         state = payments.run(payments.agent(), "run")
     finally:
@@ -184,3 +191,96 @@ def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
     thread.start()
     thread.join(30)
     assert elsewhere == [None]  # other threads get no Ctrl-C: they wait for the report alone
+
+
+def test_ctrl_c_as_a_report_is_read_loses_no_call(
+    payments: _Round, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing as the main thread reads a call's end report keeps that call's result,
+    and the wait ends once the running call returns (the end is read from the call's ticket)."""
+    read = _workers.SyncInbox.get
+    lost: list[str] = []
+    reads_after_release = [0]
+
+    def get(inbox: _workers.SyncInbox, timeout: float | None) -> Any:
+        if payments.release.is_set():
+            reads_after_release[0] += 1
+            if reads_after_release[0] > 20:  # the wait goes on (each read ends within 0.25 s)
+                raise KeyboardInterrupt  # for a report that never comes: a second Ctrl-C
+        report = read(inbox, timeout)
+        _ticket, ok, value = report
+        if not lost and ok is not None and value == "kicked":
+            lost.append(value)  # as a SIGINT handled once the C call returned, before the
+            raise KeyboardInterrupt  # report is stored: what the caller got is lost
+        return report
+
+    @tool(name="kick")
+    def kick_quietly() -> str:
+        """End once ``pay`` runs, with no Ctrl-C: the one as its end is read is the only one."""
+        assert payments.paying.wait(30)
+        return "kicked"
+
+    monkeypatch.setattr(_workers.SyncInbox, "get", get)
+    payments.tools[1] = kick_quietly
+    agent = payments.agent()
+    state = payments.run(agent, "run")
+    assert lost == ["kicked"]
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("a", "done"),
+        ("b", "done"),  # its report was lost to the Ctrl-C, its end was not
+        ("c", "to_run"),
+    ]
+    assert payments.told == ["waiting"]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert payments.ran == ["pay 1", "note x"]  # nothing ran twice
+    assert response.text == "saw: paid 1 | kicked | noted x"
+
+
+def test_a_tool_raising_system_exit_ends_the_run_without_waiting(payments: _Round) -> None:
+    """A tool's SystemExit beside a running call is raised at once: no Ctrl-C wait, no notice."""
+
+    @tool(name="kick")
+    def bail() -> str:
+        """Exit once ``pay`` runs."""
+        assert payments.paying.wait(30)
+        raise SystemExit(3)
+
+    payments.tools[1] = bail
+    with pytest.raises(SystemExit) as caught, interrupt_waits(payments.tell):
+        payments.agent().run("go")
+    assert caught.value.code == 3
+    assert payments.told == []  # (a wait would be told, and would release ``pay``)
+    assert not payments.release.is_set()  # ``pay`` still runs: nothing waited for it
+    assert payments.ran == []
+
+
+def test_ctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _Round) -> None:
+    """Ctrl-C in a blocking stream whose sub-agent's round runs sync calls on workers (on the
+    round's own thread): a call queued in that round never starts; the running one is kept."""
+    fired = threading.Event()
+
+    def tell() -> None:  # told by the stream's thread once the round's interruption fired
+        payments.release.set()
+        fired.set()
+
+    @tool(name="kick")
+    def kick_then_end() -> str:
+        """Ctrl-C once ``pay`` runs; end once the round was interrupted, ``note`` still queued."""
+        assert payments.paying.wait(30)
+        _ctrl_c()
+        assert fired.wait(30)
+        return "kicked"
+
+    payments.tools[1] = kick_then_end
+    payments.on_tell = tell
+    sub = payments.agent()
+    calls_sub = call("sub", {"input": "go"}, id="s")
+
+    def lead_reply(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.tool_results]
+        return "lead: " + results[0] if results else calls_sub
+
+    lead = Agent(FunctionModel(lead_reply), name="lead", tools=[sub.as_tool(name="sub")])
+    payments.run(lead, "stream")
+    assert payments.told == ["waiting"]
+    assert payments.ran == ["pay 1"]  # ``note`` (queued behind ``pay`` and ``kick``) never ran

@@ -1082,7 +1082,7 @@ def _run_calls_sync(
         elif ready:
             ran: list[ToolOutcome | None] = [None] * len(ready)
             try:
-                _run_threaded(ready, max_concurrency, ran)
+                _run_threaded(ready, max_concurrency, ran, interrupt)
             finally:
                 for slot, outcome in zip(slots, ran, strict=True):
                     results[slot] = outcome
@@ -1167,55 +1167,81 @@ def _run_threaded(
     ready: Sequence[tuple[ToolJob, dict[str, Any]]],
     max_concurrency: int,
     outcomes: list[ToolOutcome | None],
+    interrupt: RoundInterrupt | None = None,
 ) -> None:
     """Run ``ready`` on worker threads; each call's outcome is put in ``outcomes`` (by
     index) as it ends.
 
-    Interrupted (Ctrl-C in this thread, or a call that raised it), ``outcomes``
-    holds those of the calls that had ended, the ones whose report was not
-    read yet included: the caller keeps them (see `run_calls_sync`). So a
+    Interrupted (Ctrl-C in this thread, a call that raised it, or ``interrupt``
+    fired: a round on a thread of its own), ``outcomes`` holds those of the
+    calls that had ended: the caller keeps them (see `run_calls_sync`). So a
     call's ticket is in ``running`` before the call is handed to a worker
-    (Ctrl-C may land in the hand-off, once a worker has it: its report is then
-    read, or it is cancelled), and leaves it only once its outcome is stored.
-    Calls not started then never start, and those running are waited for
-    (`_wait_running`), so that what they did is kept too: a thread cannot be
-    stopped, and a call left running would run again on resume, beside itself.
+    (Ctrl-C may land in the hand-off, once a worker has it: it ends, or it is
+    cancelled), and leaves it only once its outcome is stored; ends are read
+    from the tickets (a report only wakes the wait: see `SyncInbox`), so one
+    whose report Ctrl-C took is kept all the same. Calls not started then
+    never start, and those running are waited for (`_wait_running`), so that
+    what they did is kept too: a thread cannot be stopped, and a call left
+    running would run again on resume, beside itself.
     """
     limit = max(1, max_concurrency)
     inbox = SyncInbox()
     running: dict[int, Ticket] = {}
     queue = list(range(len(ready)))
     queue.reverse()
-    # A report read from the inbox whose outcome is not stored yet (Ctrl-C while it is built).
-    taken: tuple[Ticket, bool | None, Any] | None = None
     try:
         while queue or running:
+            # (fired from the caller's thread, which told whoever shows the run)
+            if interrupt is not None and interrupt.fired:
+                raise _Fired
             while queue and len(running) < limit:
                 index = queue.pop()
                 job, arguments = ready[index]
                 ticket = running[index] = Ticket(index)  # (not started: no deadline yet)
                 submit_sync(inbox, ticket, _call_sync, job, arguments)
-            try:
-                taken = inbox.get(_next_deadline(running, ready))
-            except Empty:
-                pass
-            else:
-                ticket, ok, value = taken
-                if ok is not None and running.get(ticket.index) is ticket:
-                    outcomes[ticket.index] = _settled(ready[ticket.index][0], ok, value)
-                    del running[ticket.index]
-                taken = None
+            with contextlib.suppress(Empty):
+                inbox.get(_next_deadline(running, ready))
+            _store_ended(running, ready, outcomes, _settled)
             _time_out(running, ready, outcomes)
     except BaseException as exc:
-        if taken is not None:
-            _keep_report(taken, running, ready, outcomes)
-        _read_ended(inbox, running, ready, outcomes)
-        if not isinstance(exc, Exception):  # Ctrl-C (not a failure of ours): wait
+        _store_ended(running, ready, outcomes, _ended)
+        if isinstance(exc, _Fired):
+            _wait_running(inbox, running, ready, outcomes, tell=False)
+            raise KeyboardInterrupt from None
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C (not SystemExit, nor a failure): wait
             _wait_running(inbox, running, ready, outcomes)
         raise
     finally:
         for ticket in running.values():
             ticket.cancel()
+
+
+class _Fired(BaseException):
+    """A round's `RoundInterrupt` fired while its calls ran on workers (see `_run_threaded`)."""
+
+
+def _store_ended(
+    running: dict[int, Ticket],
+    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
+    outcomes: list[ToolOutcome | None],
+    outcome_of: Callable[[ToolJob, bool, Any], ToolOutcome | None],
+) -> None:
+    """Put in ``outcomes`` those of the running calls that ended (``ticket.ended``), each
+    made by ``outcome_of`` (`_settled`; `_ended` once the round was interrupted: nothing
+    more of them runs), and take them out of ``running``.
+
+    A call leaves ``running`` only once its outcome is stored (unless it has none:
+    see `_ended`): interrupted in between, this called again keeps what is stored.
+    """
+    for index, ticket in list(running.items()):
+        ended = ticket.ended
+        if ended is None:
+            continue
+        if outcomes[index] is None:
+            outcome = outcome_of(ready[index][0], *ended)
+            if outcome is not None:
+                outcomes[index] = outcome
+        del running[index]
 
 
 def _time_out(
@@ -1238,19 +1264,31 @@ def _time_out(
             abandon(ticket)
 
 
+def tell_interrupt_waits() -> None:
+    """Tell whoever shows the run (see `interrupt_waits`) that Ctrl-C waits for blocking
+    calls to return (the command line's "stopping once ... returns"); a notice that fails
+    must not lose the run, so what it raises (an `Exception`) is dropped."""
+    tell = INTERRUPT_WAITS.get()
+    if tell is not None:
+        with contextlib.suppress(Exception):
+            tell()
+
+
 def _wait_running(
     inbox: SyncInbox,
     running: dict[int, Ticket],
     ready: Sequence[tuple[ToolJob, dict[str, Any]]],
     outcomes: list[ToolOutcome | None],
+    *,
+    tell: bool = True,
 ) -> None:
     """Once the round was interrupted: the calls that had not started never start, and those
     running are waited for, their outcomes put in ``outcomes`` as they end (a call's timeout
     still ends the wait for it, with a timed-out outcome).
 
-    Whoever shows the run is told first (see `interrupt_waits`). A second Ctrl-C stops the
-    wait: the calls that had ended are kept, and the others are left running (they run again
-    on resume).
+    Whoever shows the run is told first (see `interrupt_waits`), unless ``tell`` is False
+    (the thread Ctrl-C reached told it). A second Ctrl-C stops the wait: the calls that had
+    ended are kept, and the others are left running (they run again on resume).
     """
     for ticket in running.values():
         ticket.cancel()
@@ -1258,62 +1296,20 @@ def _wait_running(
     for index, ticket in list(running.items()):
         if ticket.started is None:
             del running[index]
+    _store_ended(running, ready, outcomes, _ended)
     if not running:
         return
-    taken: tuple[Ticket, bool | None, Any] | None = None
     try:
-        tell = INTERRUPT_WAITS.get()
-        if tell is not None:  # (the command line's "stopping once ... returns")
-            with contextlib.suppress(Exception):  # (a notice that fails must not lose the run)
-                tell()
+        if tell:
+            tell_interrupt_waits()
         while running:
-            try:
-                taken = inbox.get(_next_deadline(running, ready))
-            except Empty:
-                pass
-            else:
-                _keep_report(taken, running, ready, outcomes)
-                taken = None
+            with contextlib.suppress(Empty):
+                inbox.get(_next_deadline(running, ready))
+            _store_ended(running, ready, outcomes, _ended)
             _time_out(running, ready, outcomes)
     except BaseException:  # a second Ctrl-C: what ended is kept, the rest runs again on resume
-        if taken is not None:
-            _keep_report(taken, running, ready, outcomes)
-        _read_ended(inbox, running, ready, outcomes)
+        _store_ended(running, ready, outcomes, _ended)
         raise
-
-
-def _read_ended(
-    inbox: SyncInbox,
-    running: dict[int, Ticket],
-    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
-    outcomes: list[ToolOutcome | None],
-) -> None:
-    """Put in ``outcomes`` those of the calls that ended (their reports in ``inbox``, not
-    read) when the round was interrupted; nothing more of them runs (see `_ended`)."""
-    while True:
-        try:
-            report = inbox.get(0.0)
-        except Empty:
-            return
-        _keep_report(report, running, ready, outcomes)
-
-
-def _keep_report(
-    report: tuple[Ticket, bool | None, Any],
-    running: dict[int, Ticket],
-    ready: Sequence[tuple[ToolJob, dict[str, Any]]],
-    outcomes: list[ToolOutcome | None],
-) -> None:
-    """``report``, read once the round was interrupted: a running call's end is stored in
-    ``outcomes`` (unless it holds one already, see `_ended`), and the call leaves ``running``."""
-    ticket, ok, value = report
-    index = ticket.index
-    if ok is not None and running.get(index) is ticket:
-        if outcomes[index] is None:
-            outcome = _ended(ready[index][0], ok, value)
-            if outcome is not None:
-                outcomes[index] = outcome
-        del running[index]
 
 
 def _ended(job: ToolJob, ok: bool, value: Any) -> ToolOutcome | None:

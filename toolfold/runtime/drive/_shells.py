@@ -36,6 +36,7 @@ from toolfold.runtime.drive._executor import (
     forwards,
     run_calls,
     run_calls_sync,
+    tell_interrupt_waits,
     watched_interrupt,
 )
 from toolfold.runtime.drive._loop import (
@@ -375,10 +376,7 @@ def _relayed_sync(
         if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
             raise
         if interrupt.waits and not done.is_set():
-            tell = INTERRUPT_WAITS.get()
-            if tell is not None:  # (the command line's "stopping once ... returns")
-                with suppress(Exception):  # (a notice that fails must not lose the run)
-                    tell()
+            tell_interrupt_waits()
         done.wait()  # (a second Ctrl-C stops waiting)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept

@@ -347,7 +347,11 @@ if hasattr(os, "register_at_fork"):
 class SyncInbox:
     """Where workers report to a blocking caller: ``(ticket, ok, value)`` items.
 
-    ``ok`` is None for a start notice (see `Ticket.notify_start`).
+    ``ok`` is None for a start notice (see `submit_sync`). A call's end is
+    stored on its ticket (``ticket.ended``) before it is reported, so the
+    caller reads ends from its tickets and takes reports as wake-ups only: a
+    report read as Ctrl-C lands (Python runs a signal handler once a C call
+    returned, before its result is stored) is lost, the end it told is not.
     """
 
     __slots__ = ("_items",)
@@ -356,7 +360,9 @@ class SyncInbox:
         self._items: queue.SimpleQueue[tuple[Ticket, bool | None, Any]] = queue.SimpleQueue()
 
     def put(self, ticket: Ticket, ok: bool | None, value: Any) -> None:
-        """Called from a worker."""
+        """Called from a worker: a call's end (``ok`` not None) is stored on ``ticket`` first."""
+        if ok is not None:
+            ticket.ended = (ok, value)
         self._items.put((ticket, ok, value))
 
     def get(self, timeout: float | None) -> tuple[Ticket, bool | None, Any]:
@@ -365,13 +371,19 @@ class SyncInbox:
 
 
 class Ticket:
-    """A blocking caller's handle on one call: its index, start time, and cancellation."""
+    """A blocking caller's handle on one call: its index, start time, end, and cancellation.
 
-    __slots__ = ("_cancelled", "index", "started")
+    ``ended`` is ``(ok, value)`` once the call returned (``ok``, ``value``
+    its result, `NOT_RUN` if it was cancelled as it started) or raised
+    ``value``; set by the worker before it reports the end (see `SyncInbox`).
+    """
+
+    __slots__ = ("_cancelled", "ended", "index", "started")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.started: float | None = None
+        self.ended: tuple[bool, Any] | None = None
         self._cancelled = False
 
     def cancelled(self) -> bool:
@@ -391,12 +403,13 @@ def submit_sync(inbox: SyncInbox, ticket: Ticket, function: Callable[..., Any], 
     """Run ``function(*args)`` in a worker for a blocking caller; the result goes to ``inbox``.
 
     The worker first sets ``ticket.started`` and reports ``(ticket, None, None)``,
-    so a timeout can count from the start, not from the time spent queued.
+    so a timeout can count from the start, not from the time spent queued. Its
+    end is set as ``ticket.ended``, then reported (see `SyncInbox`).
 
     A caller that cancels the ticket, then reads ``ticket.started``, knows
     whether the call runs: None, it never does (a worker skips it, or sees
-    the cancel once it set the start); set, a report of its end comes,
-    ``(ticket, True, NOT_RUN)`` when the worker saw the cancel as it started.
+    the cancel once it set the start); set, its end comes, ``(True, NOT_RUN)``
+    when the worker saw the cancel as it started.
     (Each side writes before it reads the other's mark: one sees the other's.)
     """
 
