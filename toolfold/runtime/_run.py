@@ -448,7 +448,8 @@ def fresh(
     problem = history_problem(listed)
     if problem:
         raise InvalidEventError("new", "run_started", f"the history: {problem}", blank_state())
-    state = start(options, listed, new_run_id(run_id), agent)
+    # (`start` with the messages listed once)
+    state = initial_state(listed, options.config, run_id=new_run_id(run_id), agent=agent)
     live = options.live(
         deps=deps, on_event=on_event, on_step=on_step, announce_start=True, handoffs=handoffs
     )

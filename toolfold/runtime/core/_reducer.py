@@ -40,6 +40,7 @@ from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     NO_USAGE,
     Message,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
@@ -429,31 +430,43 @@ def history_problem(messages: Iterable[Message]) -> str:
     open_calls: set[str] = set()
     for position, message in enumerate(messages):
         role = message.role
-        where = f"message {position} ({role})"
         if role == "assistant":
             open_calls = {c.id for c in message.tool_calls}
         elif role != "tool":
             # Results follow their calls' assistant message at once: after a user or
             # system message in between, no provider takes them.
-            open_calls = set()
-        for part in message.parts:
-            if isinstance(part, ToolCallPart) and role != "assistant":
-                return f"{where}: a tool call ({part.id!r}) belongs in an assistant message"
-            if isinstance(part, ToolResultPart):
-                if role != "tool":
-                    return (
-                        f"{where}: a tool result (for {part.call_id!r}) belongs in a tool "
-                        "message answering the assistant message before it"
-                    )
-                if part.call_id not in open_calls:
-                    return (
-                        f"{where}: the result for {part.call_id!r} answers no open call of "
-                        "the assistant message before it (results follow their calls' "
-                        "assistant message with no other message between)"
-                    )
-                open_calls.discard(part.call_id)
-        if role == "tool" and not message.tool_results:
-            return f"{where}: a tool message needs tool results (its text alone would be dropped)"
+            if open_calls:
+                open_calls = set()
+            parts = message.parts
+            if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
+                continue  # (a prompt, the usual history: nothing more to look at)
+        problem = _history_part_problem(message, open_calls)
+        if problem:
+            return f"message {position} ({role}): {problem}"
+    return ""
+
+
+def _history_part_problem(message: Message, open_calls: set[str]) -> str:
+    """`history_problem` for one message, ``open_calls`` the ids it may answer (taken off)."""
+    role = message.role
+    for part in message.parts:
+        if isinstance(part, ToolCallPart) and role != "assistant":
+            return f"a tool call ({part.id!r}) belongs in an assistant message"
+        if isinstance(part, ToolResultPart):
+            if role != "tool":
+                return (
+                    f"a tool result (for {part.call_id!r}) belongs in a tool "
+                    "message answering the assistant message before it"
+                )
+            if part.call_id not in open_calls:
+                return (
+                    f"the result for {part.call_id!r} answers no open call of "
+                    "the assistant message before it (results follow their calls' "
+                    "assistant message with no other message between)"
+                )
+            open_calls.discard(part.call_id)
+    if role == "tool" and not message.tool_results:
+        return "a tool message needs tool results (its text alone would be dropped)"
     return ""
 
 

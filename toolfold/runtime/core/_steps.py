@@ -179,6 +179,8 @@ def _result_problem(
 
 _CONTENT = (TextPart, ImagePart, FilePart)
 
+_FINISH_REASONS = frozenset(FINISH_REASONS)  # (one hash a response, not a scan)
+
 DISPOSITIONS: tuple[str, ...] = get_args(Disposition)
 """The values a `ModelResponded` disposition may take."""
 
@@ -227,7 +229,7 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     if type(message) is not Message or message.role != "assistant":
         problem = message_problem(message, ("assistant",))
         raise refused(state, event.kind, f"the model's answer: {problem}")
-    if response.finish_reason not in FINISH_REASONS:
+    if response.finish_reason not in _FINISH_REASONS:
         problem = finish_reason_problem(response.finish_reason)
         raise refused(state, event.kind, f"the response's finish_reason: {problem}")
     usage = response.usage
