@@ -135,3 +135,27 @@ def test_a_blocking_call_cancelled_as_a_worker_starts_it_reports_that_it_did_not
     assert inbox.get(30) == (ticket, True, NOT_RUN)  # no start notice: it never began
     assert ticket.started is not None  # what the caller reads to know a report comes
     assert ran == []
+
+
+def test_an_idle_worker_keeps_no_result_alive() -> None:
+    """Once a worker has handed a call's result on and gone idle, it holds no reference to it."""
+    import gc
+    import weakref
+
+    class Big:
+        pass
+
+    made: list[weakref.ref[Big]] = []
+
+    def make() -> Big:
+        big = Big()
+        made.append(weakref.ref(big))
+        return big
+
+    async def main() -> None:
+        got = await hand_off(make)
+        assert isinstance(got, Big)
+
+    asyncio.run(main())
+    gc.collect()
+    assert [ref() for ref in made] == [None]

@@ -1329,14 +1329,14 @@ def _timeout_of(job: ToolJob) -> float | None:
 
 # How long the main thread waits for a report at most: Ctrl-C that arrives just before it
 # blocks (after Python last checked for signals) wakes no wait, and is raised once it returns.
-_SIGNAL_POLL = 0.25
+SIGNAL_POLL = 0.25
 
 
 def _next_deadline(
     running: dict[int, Ticket], ready: Sequence[tuple[ToolJob, dict[str, Any]]]
 ) -> float | None:
     """How long to wait for the next report: until the next timeout, and in the main
-    thread (where Ctrl-C lands) at most `_SIGNAL_POLL`; None: no limit."""
+    thread (where Ctrl-C lands) at most `SIGNAL_POLL`; None: no limit."""
     # Calls not started yet have no deadline: their start notice wakes the wait.
     now = time.monotonic()
     waits = [
@@ -1346,7 +1346,7 @@ def _next_deadline(
         and (timeout := _timeout_of(ready[index][0])) is not None
     ]
     if threading.current_thread() is threading.main_thread():
-        waits.append(_SIGNAL_POLL)
+        waits.append(SIGNAL_POLL)
     return min(waits) if waits else None
 
 

@@ -29,6 +29,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
     INTERRUPT_WAITS,
+    SIGNAL_POLL,
     RoundInterrupt,
     ToolJob,
     ToolOutcome,
@@ -368,16 +369,27 @@ def _relayed_sync(
     with resumed_round(live):  # (the round's context: set and reset in this one next())
         context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(work,), name="toolfold-step", daemon=True)
+    # In the main thread (where Ctrl-C lands) the waits are bounded: a signal that
+    # arrives just before one blocks wakes no wait, and would be raised only once
+    # the round ended (its queued calls started meanwhile).
+    poll = SIGNAL_POLL if threading.current_thread() is threading.main_thread() else None
     try:
         thread.start()
-        while (item := inbox.get()) is not _STEP_DONE:
+        while True:
+            try:
+                item = inbox.get(timeout=poll)
+            except queue.Empty:
+                continue
+            if item is _STEP_DONE:
+                break
             yield item
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
             raise
         if interrupt.waits and not done.is_set():
             tell_interrupt_waits()
-        done.wait()  # (a second Ctrl-C stops waiting)
+        while not done.wait(poll):  # (a second Ctrl-C stops waiting)
+            pass
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
             op.finished.update(enumerate(value))

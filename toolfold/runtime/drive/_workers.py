@@ -251,6 +251,7 @@ class _Workers:
                     inbox.put(future, False, exc)
                 else:
                     inbox.put(future, True, value)
+                    del value  # (an idle worker keeps no result alive)
             with lock:
                 running.discard(future)
                 if self._abandoned and future in self._abandoned:
