@@ -533,16 +533,15 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
     assert (tmp_path / "ran.log").read_text() == "held x\n"  # the tool's return was kept
 
 
-def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_path: Path) -> None:
-    """``run`` (no --stream) interrupted while a sync tool runs beside another says it waits,
-    waits for the tool, and writes its result to the run file: resuming does not run it again."""
-    gate = tmp_path / "gate"
+def _pair_run(tmp_path: Path, gate: Path) -> subprocess.Popen[bytes]:
+    """``toolfold run`` of an agent calling a tool held at the FIFO ``gate`` beside another,
+    started with Ctrl-C's default handling; used as ``with _pair_run(...) as proc``."""
     os.mkfifo(gate)
     (tmp_path / "pair.toml").write_text(
         '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
         'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
     )
-    with subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -551,7 +550,14 @@ def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_pa
         env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
         # (a process started in the background inherits SIGINT ignored: Python's own handler)
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    ) as proc:
+    )
+
+
+def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_path: Path) -> None:
+    """``run`` (no --stream) interrupted while a sync tool runs beside another says it waits,
+    waits for the tool, and writes its result to the run file: resuming does not run it again."""
+    gate = tmp_path / "gate"
+    with _pair_run(tmp_path, gate) as proc:
         assert proc.stderr is not None
         notice = (
             b"toolfold run: stopping once the running tool or model call returns; "
@@ -598,20 +604,7 @@ def test_a_second_ctrl_c_stops_waiting_and_keeps_the_run_as_it_stood(tmp_path: P
     """A second Ctrl-C while ``run`` waits for a tool exits at once (130) with the run file
     written: the tool still running stays to run, and resuming runs it."""
     gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    (tmp_path / "pair.toml").write_text(
-        '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
-        'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
-    )
-    with subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    ) as proc:
+    with _pair_run(tmp_path, gate) as proc:
         assert proc.stderr is not None
         try:
             seen = b""
