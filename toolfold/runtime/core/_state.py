@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
@@ -355,3 +356,17 @@ class RunState:
         from toolfold.runtime.core._serialize import state_from_json
 
         return state_from_json(text, key)
+
+
+def not_a_state(function: str, value: object) -> UsageError:
+    """The error for ``function`` given ``value``, no `RunState`, where a state goes.
+
+    The public pure functions raise it only once their work failed on the
+    value (an attribute missing), so a state costs no type test.
+    """
+    # A `Response` (or an error) holds one: say where it is.
+    hint = " (pass its .state)" if isinstance(getattr(value, "state", None), RunState) else ""
+    return UsageError(
+        f"{function}(): the state must be a RunState, got {type(value).__name__} "
+        f"{value!r:.60}{hint}"
+    )

@@ -125,8 +125,15 @@ def stop_reason(state: RunState, conditions: Iterable[StopCondition | StopPredic
     A data condition's reason is its kind (``"max_steps"``,
     ``"token_budget"``, ``"tool_called"``); a callable's is
     ``"stop_condition"``.
+
+    Raises:
+        UsageError: ``state`` is no `RunState` (and a condition failed on it).
     """
-    condition = _holding(state, conditions)
+    try:
+        condition = _holding(state, conditions)
+    except AttributeError:
+        _refuse_non_state("stop_reason", state)
+        raise
     return None if condition is None else _reason(condition)
 
 
@@ -153,6 +160,14 @@ def _holding(
         if condition(state):
             return condition
     return None
+
+
+def _refuse_non_state(function: str, state: object) -> None:
+    """Raise `not_a_state` if ``state`` is no `RunState` (on a failure path only)."""
+    from toolfold.runtime.core._state import RunState, not_a_state  # (it imports this module)
+
+    if not isinstance(state, RunState):
+        raise not_a_state(function, state) from None
 
 
 def _reason(condition: StopCondition | StopPredicate) -> str:
@@ -196,8 +211,16 @@ def stopping_result(state: RunState) -> ToolResultPart | None:
     `stop_reason` names, or the one the stop names when the run does not
     store it: given to `resume` only). A workflow step, or an agent used as a
     tool, stopped this way passes that result on as its output.
+
+    Raises:
+        UsageError: ``state`` is no `RunState`.
     """
-    condition = stopping_condition(state) if state.finish_reason == "tool_called" else None
+    try:
+        finish_reason = state.finish_reason
+    except AttributeError:
+        _refuse_non_state("stopping_result", state)
+        raise
+    condition = stopping_condition(state) if finish_reason == "tool_called" else None
     if isinstance(condition, ToolCalled):
         for record in reversed(state.calls):
             if record.call.name == condition.name and record.result is not None:
