@@ -128,6 +128,13 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, attached))
         if message.role == "tool":
+            if len(results) < len(parts):
+                # Text (or an image) beside the results: a tool message holds one
+                # result, so it goes in a user message after the run of tool messages.
+                rest = [p for p in parts if not isinstance(p, ToolResultPart)]
+                extra = _user_or_system(Message("user", rest))
+                if extra["content"] or "images" in extra:
+                    attached.append(extra)
             continue
         if attached:
             out.extend(attached)

@@ -85,7 +85,8 @@ def encode_body(
     each message once instead of once per request; each tool's entry is
     memoized per compilation (`compile_tool` makes a new one when a schema
     changes). None where the messages do not encode one by one (a tool's
-    images and files travel in a user message after the run of tool messages;
+    images and files, and a tool message's parts beside its results, travel in
+    a user message after the run of tool messages;
     json_object output appends a message) or a setting overrides ``model``,
     ``messages`` or ``tools``: `build_body` then.
 
@@ -110,7 +111,7 @@ def encode_body(
         if fragment is None:
             fragment = _loop_fragment(message, provider, rewrite_id)
             if fragment is None:
-                if _has_media_results(message):
+                if _sent_after(message):
                     return None
                 text = encode_text(encode_messages((message,), provider, rewrite_id or _same))
                 reasons = _left_out(message, provider)
@@ -295,8 +296,14 @@ def _loop_fragment(
     return f'{{"role":"assistant","content":null,"tool_calls":[{",".join(calls)}]}}'
 
 
-def _has_media_results(message: Message) -> bool:
-    return any(type(part) is ToolResultPart and part.parts for part in message.parts)
+def _sent_after(message: Message) -> bool:
+    """Part of ``message`` goes in the user message after the run of tool messages.
+
+    A result's images or files, or a tool message's parts beside its results
+    (`encode_messages`): its JSON is no fragment of its own.
+    """
+    tool = message.role == "tool"
+    return any(part.parts if type(part) is ToolResultPart else tool for part in message.parts)
 
 
 def _body(
@@ -448,7 +455,7 @@ def encode_messages(
         role = message.role
         parts = message.parts
         if attached and role != "tool":
-            out.append({"role": "user", "content": attached})
+            out.append(_attached_message(attached))
             attached = []
         # Fast paths for the shapes every tool loop resends on each request:
         # a plain text prompt and a message of tool results.
@@ -468,9 +475,18 @@ def encode_messages(
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
         if attached and role != "tool":  # a user message holding results: media go first
-            out.append({"role": "user", "content": attached})
+            out.append(_attached_message(attached))
             attached = []
         if role == "tool":
+            # Text (or an image, a file) beside the results: a tool message holds one
+            # result, and no user message may come between the tool messages answering
+            # one assistant message, so it goes in the user message after their run.
+            beside: list[Part] = [p for p in parts if not isinstance(p, ToolResultPart)]
+            content = _user_content(beside, provider) if beside else ""
+            if content:
+                attached.extend(
+                    [{"type": "text", "text": content}] if isinstance(content, str) else content
+                )
             continue
         rest: list[Part] = (
             [p for p in parts if not isinstance(p, ToolResultPart)] if results else list(parts)
@@ -484,12 +500,23 @@ def encode_messages(
         else:
             out.append({"role": "user", "content": _user_content(rest, provider)})
     if attached:
-        out.append({"role": "user", "content": attached})
+        out.append(_attached_message(attached))
     text = provider.assistant_after_tool
     if text is not None:
         edges = [((m["role"] == "user", m["role"] == "tool"), m) for m in out]
         return _bridged(edges, lambda: {"role": "assistant", "content": text})
     return out
+
+
+def _attached_message(attached: list[Body]) -> Body:
+    """The user message after a run of tool messages, carrying ``attached``.
+
+    Text alone (a tool message's text beside its results) is sent as a
+    string, the form every Chat Completions server takes.
+    """
+    if all(part["type"] == "text" for part in attached):
+        return {"role": "user", "content": "\n\n".join(part["text"] for part in attached)}
+    return {"role": "user", "content": attached}
 
 
 def _bridged(items: Iterable[tuple[tuple[bool, bool], T]], bridge: Callable[[], T]) -> list[T]:
