@@ -11,6 +11,7 @@ from core_helpers import start
 from toolfold import Agent, InvalidEventError, UsageError
 from toolfold.runtime import (
     Message,
+    ToolCallPart,
     UserMessageAdded,
     approval_key,
     build_request,
@@ -22,6 +23,7 @@ from toolfold.runtime import (
     replay,
     stop_reason,
     stopping_result,
+    tool_called,
 )
 from toolfold.testing import ScriptedModel
 
@@ -108,3 +110,84 @@ def test_replay_refuses_events_that_are_not_iterable() -> None:
     """replay(None) raises UsageError naming events."""
     with pytest.raises(UsageError, match=r"^replay\(\): events must be an iterable of events"):
         replay(None)  # type: ignore[arg-type]
+
+
+def _submit(x: int) -> str:
+    """Submit a number.
+
+    Args:
+        x: The number.
+    """
+    return f"got {x}"
+
+
+def _responses() -> dict[str, Any]:
+    answered = Agent(ScriptedModel(["hello"])).run("hi")
+    model = ScriptedModel([[ToolCallPart("c1", "_submit", '{"x": 1}')]])
+    stopped = Agent(model, tools=[_submit], stop_when=[tool_called("_submit")]).run("go")
+    assert stopped.finish_reason == "tool_called"
+    return {"answered": answered, "tool_called": stopped}
+
+
+@pytest.mark.parametrize("kind", ["answered", "tool_called"])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_function_given_a_response_says_to_pass_its_state(name: str, kind: str) -> None:
+    """Each function given a Response (answered, or stopped by tool_called) says to pass its .state."""
+    response = _responses()[kind]
+    with pytest.raises(UsageError) as caught:
+        CALLS[name](response)
+    message = str(caught.value)
+    assert message.startswith(f"{name}(): the state must be a RunState, got Response ")
+    assert message.endswith("(pass its .state)")
+
+
+def test_stopping_result_reads_the_state_of_a_response_stopped_by_tool_called() -> None:
+    """stopping_result(response.state) still gives the result of the call that stopped the run."""
+    result = stopping_result(_responses()["tool_called"].state)
+    assert result is not None
+    assert result.content == "got 1"
+
+
+@pytest.mark.parametrize("conditions", [[], [lambda state: True]])
+def test_stop_reason_refuses_no_state_even_when_no_condition_fails_on_it(
+    conditions: list[Any],
+) -> None:
+    """stop_reason(None, ...) raises UsageError with no condition, or one that holds for anything."""
+    with pytest.raises(UsageError, match=r"^stop_reason\(\): the state must be a RunState"):
+        stop_reason(None, conditions)  # type: ignore[arg-type]
+
+
+def test_stop_reason_keeps_a_conditions_own_error_on_a_real_state() -> None:
+    """A callable condition failing on a real state propagates its own error unchanged."""
+
+    def broken(state: Any) -> bool:
+        raise AttributeError("the condition's own bug")
+
+    with pytest.raises(AttributeError, match="the condition's own bug"):
+        stop_reason(start(), [broken])
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr boom")
+
+
+class _BadStateProperty:
+    @property
+    def state(self) -> object:
+        raise RuntimeError("property boom")
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_value_whose_repr_fails_is_still_named(name: str) -> None:
+    """A value whose repr raises gives the UsageError, naming its type, not the repr's error."""
+    with pytest.raises(UsageError, match=r"got _BadRepr \(a _BadRepr whose repr fails\)$"):
+        CALLS[name](_BadRepr())
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_value_whose_state_property_fails_is_still_named(name: str) -> None:
+    """A value whose .state raises gives the UsageError with no hint, not the property's error."""
+    with pytest.raises(UsageError, match=r"got _BadStateProperty <") as caught:
+        CALLS[name](_BadStateProperty())
+    assert "pass its .state" not in str(caught.value)

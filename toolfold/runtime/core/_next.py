@@ -15,7 +15,7 @@ from toolfold.runtime.core._effects import (
     ValidateOutput,
 )
 from toolfold.runtime.core._request import ModelRequest
-from toolfold.runtime.core._state import RunState, not_a_state
+from toolfold.runtime.core._state import RunState, not_a_state, refuse_non_state
 
 _NOT_FORCING = (None, "auto", "none")
 
@@ -87,10 +87,8 @@ def build_request(state: RunState) -> ModelRequest:
         config = state.config
         # The fields themselves, not their properties (a call each, for every request).
         messages = state.conversation.as_tuple()
-    except AttributeError:
-        if not isinstance(state, RunState):
-            raise not_a_state("build_request", state) from None
-        raise
+    except AttributeError as error:
+        refuse_non_state("build_request", state, error)
     try:
         system = config._system
     except AttributeError:  # a config unpickled from a version without the slot

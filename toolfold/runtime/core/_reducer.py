@@ -46,14 +46,20 @@ from toolfold.runtime.core._messages import (
     Usage,
     is_count_value,
 )
-from toolfold.runtime.core._state import Phase, RunFailure, RunState, not_a_state
+from toolfold.runtime.core._state import (
+    Phase,
+    RunFailure,
+    RunState,
+    not_a_state,
+    refuse_non_state,
+)
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
 from toolfold.runtime.core._stop import (
     MaxSteps,
     TokenBudget,
     ToolCalled,
     describe_condition,
-    stop_reason,
+    holding_reason,
 )
 
 _TOOLS: tuple[Phase, ...] = (
@@ -216,11 +222,9 @@ def reduce(state: RunState, event: Event) -> RunState:
     kind = event.kind
     try:
         targets = TRANSITIONS[state.phase].get(kind)
-    except (AttributeError, KeyError):
+    except (AttributeError, KeyError) as error:
         # Only here is the state's type tested: a state costs no test on the way in.
-        if not isinstance(state, RunState):
-            raise not_a_state("reduce", state) from None
-        raise
+        refuse_non_state("reduce", state, error)
     if targets is None:
         raise refused(state, kind, _why_not(state, event))
     changes: Changes = {}
@@ -577,7 +581,7 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
         and state.finish_reason == "max_steps"
         and made < limit
         # A max_steps(n) stop condition finishes with the same reason: it still holds.
-        and stop_reason(state, config.stop_when) is None
+        and holding_reason(state, config.stop_when) is None
     ):
         changes.update(phase="awaiting_model", finish_reason=None)
 

@@ -127,13 +127,18 @@ def stop_reason(state: RunState, conditions: Iterable[StopCondition | StopPredic
     ``"stop_condition"``.
 
     Raises:
-        UsageError: ``state`` is no `RunState` (and a condition failed on it).
+        UsageError: ``state`` is no `RunState` (a `Response` holds one: pass
+            its ``.state``).
     """
-    try:
-        condition = _holding(state, conditions)
-    except AttributeError:
-        _refuse_non_state("stop_reason", state)
-        raise
+    _check_state("stop_reason", state)
+    return holding_reason(state, conditions)
+
+
+def holding_reason(
+    state: RunState, conditions: Iterable[StopCondition | StopPredicate]
+) -> str | None:
+    """`stop_reason` for the reducer, whose state is a `RunState` (no test per step)."""
+    condition = _holding(state, conditions)
     return None if condition is None else _reason(condition)
 
 
@@ -162,12 +167,17 @@ def _holding(
     return None
 
 
-def _refuse_non_state(function: str, state: object) -> None:
-    """Raise `not_a_state` if ``state`` is no `RunState` (on a failure path only)."""
+def _check_state(function: str, state: object) -> None:
+    """Refuse ``state`` with `not_a_state` unless it is a `RunState`.
+
+    A type test up front, not after a failure: a `Response` has a
+    ``finish_reason`` of its own, and a callable condition may hold for
+    anything, so the work would not fail on a wrong value.
+    """
     from toolfold.runtime.core._state import RunState, not_a_state  # (it imports this module)
 
     if not isinstance(state, RunState):
-        raise not_a_state(function, state) from None
+        raise not_a_state(function, state)
 
 
 def _reason(condition: StopCondition | StopPredicate) -> str:
@@ -213,14 +223,11 @@ def stopping_result(state: RunState) -> ToolResultPart | None:
     tool, stopped this way passes that result on as its output.
 
     Raises:
-        UsageError: ``state`` is no `RunState`.
+        UsageError: ``state`` is no `RunState` (a `Response` holds one: pass
+            its ``.state``).
     """
-    try:
-        finish_reason = state.finish_reason
-    except AttributeError:
-        _refuse_non_state("stopping_result", state)
-        raise
-    condition = stopping_condition(state) if finish_reason == "tool_called" else None
+    _check_state("stopping_result", state)
+    condition = stopping_condition(state) if state.finish_reason == "tool_called" else None
     if isinstance(condition, ToolCalled):
         for record in reversed(state.calls):
             if record.call.name == condition.name and record.result is not None:
