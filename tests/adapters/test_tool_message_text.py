@@ -11,7 +11,7 @@ from openai_spec import problems as openai_problems
 from test_native_request_specs import gemini_problems
 from test_native_request_specs import problems as responses_problems
 
-from toolfold import Agent
+from toolfold import Agent, ModelConfigError
 from toolfold.adapters.anthropic import build_body as anthropic_body
 from toolfold.adapters.gemini import GeminiModel
 from toolfold.adapters.ollama import build_body as ollama_body
@@ -20,6 +20,8 @@ from toolfold.adapters.openai_chat import build_body as chat_body
 from toolfold.adapters.openai_chat._request import encode_body
 from toolfold.adapters.openai_responses import OpenAIResponsesModel
 from toolfold.runtime import (
+    FilePart,
+    ImagePart,
     Message,
     ModelRequest,
     TextPart,
@@ -111,3 +113,97 @@ def test_a_run_from_such_a_history_sends_the_text_to_the_model() -> None:
     assert response.text == "done"
     body = chat_body(seen[0], "gpt-4o-mini", PROVIDERS["openai"])
     assert "NOTE-A" in _sent(body)
+
+
+def _beside(*parts: Any) -> ModelRequest:
+    """A request whose tool message holds ``parts`` beside its one result."""
+    call = ToolCallPart("call_1", "weather", "{}")
+    return ModelRequest(
+        (
+            Message.user("weather?"),
+            Message.assistant("", [call]),
+            Message("tool", [ToolResultPart("call_1", "weather", "sunny"), *parts]),
+            Message.user("thanks"),
+        ),
+        (WEATHER,),
+    )
+
+
+PDF = FilePart(data=b"%PDF", media_type="application/pdf", filename="a.pdf")
+PDF_BY_URL = FilePart(url="https://example.com/a.pdf", media_type="application/pdf")
+PNG = ImagePart(data=b"\x89PNG", media_type="image/png")
+PNG_BY_URL = ImagePart(url="https://example.com/a.png")
+SVG = ImagePart(data=b"<svg/>", media_type="image/svg+xml")
+NOTES = FilePart(data=b"hello", media_type="text/plain", filename="notes.txt")
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [
+        (PDF, "[file a.pdf: application/pdf, 4 bytes]"),
+        (PDF_BY_URL, "[file: application/pdf, https://example.com/a.pdf]"),
+        (PNG_BY_URL, "[image: image/png, https://example.com/a.png]"),
+        (SVG, "[image: image/svg+xml, 6 bytes]"),
+        (NOTES, "[file notes.txt: text/plain]\nhello"),
+    ],
+)
+def test_ollama_describes_media_beside_results_it_cannot_take(part: Any, expected: str) -> None:
+    """Ollama sends a file, an image by URL or an SVG beside results described, not a failed request."""
+    body = ollama_body(_beside(part), "qwen3")
+    assert body["messages"][3] == {"role": "user", "content": expected}
+    assert body["messages"][4] == {"role": "user", "content": "thanks"}
+
+
+def test_ollama_sends_an_inline_image_beside_results_with_the_text() -> None:
+    """Ollama sends an inline PNG beside results in `images`, and the text beside it as content."""
+    body = ollama_body(_beside(TextPart("look"), PNG), "qwen3")
+    assert body["messages"][3] == {"role": "user", "content": "look", "images": ["iVBORw=="]}
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [
+        (PDF_BY_URL, "[file: application/pdf, https://example.com/a.pdf]"),
+        (SVG, "[image: image/svg+xml, 6 bytes]"),
+        (NOTES, "[file notes.txt: text/plain]\nhello"),
+    ],
+)
+def test_chat_describes_media_beside_results_it_cannot_take(part: Any, expected: str) -> None:
+    """OpenAI's Chat Completions describes a file by URL or an SVG beside results, as a result's."""
+    body = chat_body(_beside(part), "gpt-4o-mini", PROVIDERS["openai"])
+    assert body["messages"][3] == {"role": "user", "content": expected}
+    assert openai_problems("CreateChatCompletionRequest", body) == []
+
+
+def test_chat_sends_media_beside_results_that_it_takes() -> None:
+    """Chat Completions sends a PDF and an image by URL beside results as file and image_url parts."""
+    body = chat_body(_beside(PDF, PNG_BY_URL), "gpt-4o-mini", PROVIDERS["openai"])
+    content = body["messages"][3]["content"]
+    assert [item["type"] for item in content] == ["file", "image_url"]
+    assert content[1]["image_url"] == {"url": "https://example.com/a.png"}
+    assert openai_problems("CreateChatCompletionRequest", body) == []
+
+
+def test_mistral_takes_a_file_by_url_beside_results() -> None:
+    """Mistral, which takes documents by URL, sends a file by URL beside results as document_url."""
+    body = chat_body(_beside(PDF_BY_URL), "mistral-large", PROVIDERS["mistral"])
+    user = [m for m in body["messages"] if m["role"] == "user"][1]
+    assert user["content"] == [
+        {"type": "document_url", "document_url": "https://example.com/a.pdf"}
+    ]
+
+
+_ENCODERS: dict[str, Any] = {
+    "chat": lambda request: chat_body(request, "gpt-4o-mini", PROVIDERS["openai"]),
+    "ollama": lambda request: ollama_body(request, "qwen3"),
+}
+
+
+@pytest.mark.parametrize("encode", sorted(_ENCODERS))
+def test_a_tool_call_beside_results_is_refused_naming_the_tool_message(encode: str) -> None:
+    """A tool call beside results raises ModelConfigError saying a tool message cannot carry it."""
+    request = _beside(ToolCallPart("call_2", "weather", "{}"))
+    with pytest.raises(
+        ModelConfigError, match=r"^a tool message cannot carry a tool call: call 'call_2'"
+    ):
+        _ENCODERS[encode](request)

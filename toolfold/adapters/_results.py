@@ -16,13 +16,15 @@ module walks the parts, and keeps two rules the same everywhere:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
+    Part,
+    TextPart,
     ToolResultPart,
     describe_media,
 )
@@ -54,8 +56,23 @@ def result_items(
     media: Callable[[ImagePart | FilePart], Any],
 ) -> list[Any]:
     """The result's parts in a provider's format, in order (empty text left out)."""
+    return media_items(result.parts, text, media)
+
+
+def media_items(
+    parts: Iterable[Part],
+    text: Callable[[str], Any],
+    media: Callable[[ImagePart | FilePart], Any],
+) -> list[Any]:
+    """Text, images and files in a provider's format, in order, by the module's rules.
+
+    A result's parts, or those a tool message holds beside its results (sent
+    the same way: a history is no more the caller's mistake than a tool's
+    output). Empty text, and parts that are no text, image or file (a
+    reasoning part), are left out.
+    """
     items: list[Any] = []
-    for part in result.parts:
+    for part in parts:
         if isinstance(part, (ImagePart, FilePart)):
             inline = file_text(part) if isinstance(part, FilePart) else None
             if inline is not None:
@@ -68,7 +85,7 @@ def result_items(
                 items.append(media(part))
             except ModelConfigError:
                 items.append(text(describe_media(part)))
-        elif part.text:
+        elif isinstance(part, TextPart) and part.text:
             items.append(text(part.text))
     return items
 

@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
-from toolfold.adapters._results import media_of, text_of
+from toolfold.adapters._results import media_items, media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -129,11 +130,10 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
         out.extend(_tool_messages(results, attached))
         if message.role == "tool":
             if len(results) < len(parts):
-                # Text (or an image) beside the results: a tool message holds one
+                # Text (or an image, a file) beside the results: a tool message holds one
                 # result, so it goes in a user message after the run of tool messages.
-                rest = [p for p in parts if not isinstance(p, ToolResultPart)]
-                extra = _user_or_system(Message("user", rest))
-                if extra["content"] or "images" in extra:
+                extra = _beside([p for p in parts if not isinstance(p, ToolResultPart)])
+                if extra is not None:
                     attached.append(extra)
             continue
         if attached:
@@ -183,6 +183,42 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
     if images:
         out.append({"role": "user", "content": " ".join(heads), "images": images})
     return out
+
+
+def _beside(parts: list[Part]) -> Body | None:
+    """A tool message's parts beside its results, as a user message after the run (or None).
+
+    Sent as a result's own content is (`media_items`): images inline, a text
+    file as text, and the rest (an image by URL, an SVG, any other file)
+    described, never failing the request. Text alone is joined as a user
+    message's text is.
+    """
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            raise ModelConfigError(
+                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
+                "sits beside tool results; a call belongs in an assistant message"
+            )
+    if all(type(part) is TextPart for part in parts):
+        text = "".join(cast("TextPart", part).text for part in parts)
+        return {"role": "user", "content": text} if text else None
+    texts: list[str] = []
+    images: list[str] = []
+    for kind, value in media_items(parts, lambda text: ("text", text), _inline_image):
+        (texts if kind == "text" else images).append(value)
+    if not (texts or images):
+        return None
+    encoded: Body = {"role": "user", "content": "\n".join(texts)}
+    if images:
+        encoded["images"] = images
+    return encoded
+
+
+def _inline_image(part: ImagePart | FilePart) -> tuple[str, str]:
+    """An image as Ollama takes it (inline base64); `ModelConfigError` for anything else."""
+    if isinstance(part, ImagePart) and part.data is not None:
+        return ("image", base64.b64encode(part.data).decode())
+    raise ModelConfigError(f"Ollama cannot take {part.kind!r} {part.media_type} here")
 
 
 def _assistant(message: Message, position: int, notes: list[str] | None) -> Body:

@@ -14,7 +14,7 @@ from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
-from toolfold.adapters._results import media_of, text_of
+from toolfold.adapters._results import media_items, media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -481,12 +481,9 @@ def encode_messages(
             # Text (or an image, a file) beside the results: a tool message holds one
             # result, and no user message may come between the tool messages answering
             # one assistant message, so it goes in the user message after their run.
-            beside: list[Part] = [p for p in parts if not isinstance(p, ToolResultPart)]
-            content = _user_content(beside, provider) if beside else ""
-            if content:
-                attached.extend(
-                    [{"type": "text", "text": content}] if isinstance(content, str) else content
-                )
+            attached.extend(
+                _beside([p for p in parts if not isinstance(p, ToolResultPart)], provider)
+            )
             continue
         rest: list[Part] = (
             [p for p in parts if not isinstance(p, ToolResultPart)] if results else list(parts)
@@ -587,11 +584,40 @@ def _tool_messages(
 def _attachment(part: ImagePart | FilePart, provider: ChatProvider) -> Body | None:
     """A tool's image or file as a user content part, or None when the provider cannot take it."""
     try:
-        if isinstance(part, ImagePart):
-            return {"type": "image_url", "image_url": {"url": _image_url(part)}}
-        return _mistral_file(part) if provider.files == "mistral" else _file(part)
+        return _media_part(part, provider)
     except ModelConfigError:
         return None  # its description is in the tool message already
+
+
+def _media_part(part: ImagePart | FilePart, provider: ChatProvider) -> Body:
+    """An image or file as a user content part; `ModelConfigError` if the provider cannot take it."""
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": _image_url(part)}}
+    return _mistral_file(part) if provider.files == "mistral" else _file(part)
+
+
+def _beside(parts: list[Part], provider: ChatProvider) -> list[Body]:
+    """A tool message's parts beside its results, as parts of the user message after the run.
+
+    Sent as a result's own content is (`media_items`): what the provider
+    takes as it is, a text file as text, and the rest (an SVG, a file by URL
+    where only inline data goes) described, never failing the request. Text
+    alone is joined as a user message's text is.
+    """
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            raise ModelConfigError(
+                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
+                "sits beside tool results; a call belongs in an assistant message"
+            )
+    if all(type(part) is TextPart for part in parts):
+        text = "".join(cast("TextPart", part).text for part in parts)
+        return [{"type": "text", "text": text}] if text else []
+    return media_items(
+        parts,
+        lambda text: {"type": "text", "text": text},
+        lambda part: _media_part(part, provider),
+    )
 
 
 def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:
