@@ -207,3 +207,14 @@ def test_a_tool_call_beside_results_is_refused_naming_the_tool_message(encode: s
         ModelConfigError, match=r"^a tool message cannot carry a tool call: call 'call_2'"
     ):
         _ENCODERS[encode](request)
+
+
+def test_ollama_sends_a_text_only_tool_message_as_chat_does() -> None:
+    """A tool message with text and no result goes as a user message on Ollama, as on Chat Completions."""
+    request = ModelRequest(
+        (*_beside().messages[:3], Message("tool", [TextPart("NOTE")]), Message.user("next")), ()
+    )
+    ollama = ollama_body(request, "qwen3")["messages"]
+    chat = chat_body(request, "gpt-4o-mini", PROVIDERS["openai"])["messages"]
+    assert ollama[3:] == [{"role": "user", "content": "NOTE"}, {"role": "user", "content": "next"}]
+    assert chat[3:] == ollama[3:]

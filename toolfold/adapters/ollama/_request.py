@@ -44,6 +44,10 @@ Body = dict[str, Any]
 
 PROVIDER = "ollama"
 
+# Roles whose one text part is not sent as a plain message of that role: an assistant
+# message may carry thinking and calls, and a tool message's text is no result.
+_NOT_PLAIN = ("assistant", "tool")
+
 
 def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
     """`build_body`, with the report of what was left out (another provider's reasoning)."""
@@ -122,8 +126,9 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
         if attached and message.role != "tool":
             out.extend(attached)
             attached = []
-        # Fast path for what every step resends: a plain text message.
-        if len(parts) == 1 and type(parts[0]) is TextPart and message.role != "assistant":
+        # Fast path for what every step resends: a plain text message. (A tool message's
+        # text is no result: it goes after the run of tool messages, below.)
+        if len(parts) == 1 and type(parts[0]) is TextPart and message.role not in _NOT_PLAIN:
             out.append({"role": message.role, "content": parts[0].text})
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
