@@ -442,7 +442,7 @@ def history_problem(messages: Iterable[Message]) -> str:
     """What in a new run's history no provider takes ("" if nothing), beyond `RunStarted`'s checks.
 
     A tool call outside an assistant message, a tool result outside a tool
-    message, a tool message with no result (its text would be dropped), or a
+    message, a tool message with no result (it answers no call), or a
     result that answers no call of the assistant message right before it (a
     user or system message in between closes its calls). Checked
     where a local run starts (`fresh`), not when `RunStarted` is reduced: a
@@ -488,7 +488,7 @@ def _history_part_problem(message: Message, open_calls: set[str]) -> str:
                 )
             open_calls.discard(part.call_id)
     if role == "tool" and not message.tool_results:
-        return "a tool message needs tool results (its text alone would be dropped)"
+        return "a tool message needs tool results (it answers no call)"
     return ""
 
 
