@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from anthropic_cassettes import spec_problems
@@ -65,13 +66,12 @@ def test_chat_completions_sends_the_text_after_the_run_of_tool_messages(provider
 
 
 def test_ollama_sends_the_text_after_the_run_of_tool_messages() -> None:
-    """Ollama sends each tool message's text as a user message after the run of tool messages."""
+    """Ollama sends the run's tool messages' text in one user message after them, as Chat does."""
     body = ollama_body(REQUEST, "qwen3")
     assert [(m["role"], m["content"]) for m in body["messages"][2:]] == [
         ("tool", "sunny"),
         ("tool", "rain"),
-        ("user", "NOTE-A"),
-        ("user", "NOTE-B"),
+        ("user", "NOTE-A\n\nNOTE-B"),
         ("user", "thanks"),
     ]
 
@@ -204,9 +204,23 @@ def test_a_tool_call_beside_results_is_refused_naming_the_tool_message(encode: s
     """A tool call beside results raises ModelConfigError saying a tool message cannot carry it."""
     request = _beside(ToolCallPart("call_2", "weather", "{}"))
     with pytest.raises(
-        ModelConfigError, match=r"^a tool message cannot carry a tool call: call 'call_2'"
+        ModelConfigError,
+        match=r"^a tool message cannot carry a tool call: call 'call_2' \(weather\) "
+        r"sits beside tool results; a call belongs in an assistant message$",
     ):
         _ENCODERS[encode](request)
+
+
+@pytest.mark.parametrize("encode", sorted(_ENCODERS))
+def test_a_tool_call_in_a_tool_message_without_results_is_refused_saying_so(encode: str) -> None:
+    """A tool call in a tool message with no results is refused without claiming results beside it."""
+    messages = (*_beside().messages[:3], Message("tool", [ToolCallPart("call_2", "weather", "{}")]))
+    with pytest.raises(
+        ModelConfigError,
+        match=r"^a tool message cannot carry a tool call: call 'call_2' \(weather\) "
+        r"is in a tool message with no results; a call belongs in an assistant message$",
+    ):
+        _ENCODERS[encode](ModelRequest(messages, ()))
 
 
 def test_ollama_sends_a_text_only_tool_message_as_chat_does() -> None:
@@ -218,3 +232,104 @@ def test_ollama_sends_a_text_only_tool_message_as_chat_does() -> None:
     chat = chat_body(request, "gpt-4o-mini", PROVIDERS["openai"])["messages"]
     assert ollama[3:] == [{"role": "user", "content": "NOTE"}, {"role": "user", "content": "next"}]
     assert chat[3:] == ollama[3:]
+
+
+# A tool message holding two results (the first with a screenshot) and, beside them,
+# the user's own words and photo: a history in Anthropic's format.
+SHOT = ImagePart(data=b"\x89PNG-shot", media_type="image/png")
+PHOTO = ImagePart(data=b"\xff\xd8-photo", media_type="image/jpeg")
+_SHOTS = ModelRequest(
+    (
+        Message.user("go"),
+        Message.assistant(
+            "", [ToolCallPart("c1", "weather", "{}"), ToolCallPart("c2", "weather", "{}")]
+        ),
+        Message(
+            "tool",
+            [
+                ToolResultPart("c1", "weather", "shot", parts=(SHOT,)),
+                ToolResultPart("c2", "weather", "failed", is_error=True),
+                TextPart("Here is MY photo, not a screenshot:"),
+                PHOTO,
+            ],
+        ),
+    ),
+    (WEATHER,),
+)
+
+
+@pytest.mark.parametrize("provider", ["openai", "mistral"])
+def test_chat_keeps_parts_beside_results_out_from_under_a_results_heading(provider: str) -> None:
+    """Chat sends a tool message's own text and image before the results' headed media, not under them."""
+    body = chat_body(_SHOTS, "gpt-4o-mini", PROVIDERS[provider])
+    roles = [m["role"] for m in body["messages"][2:] if m.get("content") != "OK"]
+    assert roles == ["tool", "tool", "user"]  # (Mistral's "OK" between them left aside)
+    content = body["messages"][-1]["content"]
+    urls = [item.get("text") or item["image_url"]["url"][:15] for item in content]
+    assert urls == [
+        "Here is MY photo, not a screenshot:",
+        "data:image/jpeg",
+        "Images and files returned by tool call c1 (weather):",
+        "data:image/png;",
+    ]
+    if provider == "openai":
+        assert openai_problems("CreateChatCompletionRequest", body) == []
+
+
+def _joined(*messages: Message) -> ModelRequest:
+    """A request whose assistant message's calls are answered by ``messages``, then a user turn."""
+    calls = [ToolCallPart("call_1", "weather", "{}"), ToolCallPart("call_2", "weather", "{}")]
+    return ModelRequest(
+        (Message.user("q"), Message.assistant("", calls), *messages, Message.user("next")),
+        (WEATHER,),
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_", "chat", "ollama"),
+    [
+        (  # a tool message's text parts: joined as a user message's are, with nothing between
+            _joined(
+                Message(
+                    "tool",
+                    [ToolResultPart("call_1", "weather", "ok"), TextPart("a"), TextPart("b")],
+                )
+            ),
+            "ab",
+            {"content": "ab"},
+        ),
+        (  # the same beside an image: still joined, the image apart
+            _joined(
+                Message(
+                    "tool",
+                    [ToolResultPart("call_1", "weather", "ok"), TextPart("a"), TextPart("b"), PNG],
+                )
+            ),
+            [{"type": "text", "text": "ab"}, {"type": "image_url", "image_url": {"url": ANY}}],
+            {"content": "ab", "images": ["iVBORw=="]},
+        ),
+        (  # two tool messages' text: one user message, a blank line apart
+            _joined(
+                Message("tool", [ToolResultPart("call_1", "weather", "ok"), TextPart("a")]),
+                Message("tool", [ToolResultPart("call_2", "weather", "ok"), TextPart("b")]),
+            ),
+            "a\n\nb",
+            {"content": "a\n\nb"},
+        ),
+        (  # text and a described file: pieces a blank line apart
+            _joined(
+                Message("tool", [ToolResultPart("call_1", "weather", "ok"), TextPart("a"), SVG])
+            ),
+            "a\n\n[image: image/svg+xml, 6 bytes]",
+            {"content": "a\n\n[image: image/svg+xml, 6 bytes]"},
+        ),
+    ],
+)
+def test_chat_and_ollama_join_text_beside_results_alike(
+    request_: ModelRequest, chat: Any, ollama: dict[str, Any]
+) -> None:
+    """Chat Completions and Ollama send the same text beside results, joined by one rule."""
+    chat_user = chat_body(request_, "gpt-4o-mini", PROVIDERS["openai"])["messages"][-2]
+    ollama_user = ollama_body(request_, "qwen3")["messages"][-2]
+    assert chat_user == {"role": "user", "content": chat}
+    assert ollama_user == {"role": "user", **ollama}

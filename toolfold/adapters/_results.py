@@ -25,6 +25,7 @@ from toolfold.runtime.core._messages import (
     ImagePart,
     Part,
     TextPart,
+    ToolCallPart,
     ToolResultPart,
     describe_media,
 )
@@ -87,6 +88,49 @@ def media_items(
                 items.append(text(describe_media(part)))
         elif isinstance(part, TextPart) and part.text:
             items.append(text(part.text))
+    return items
+
+
+def beside_items(
+    parts: Iterable[Part],
+    has_results: bool,
+    text: Callable[[str], Any],
+    media: Callable[[ImagePart | FilePart], Any],
+) -> list[Any]:
+    """A tool message's parts beside its results, in a provider's format, in order.
+
+    What Chat Completions and Ollama, whose tool message holds one result's
+    text, send in a user message after the run of tool messages. Text parts
+    in a row are joined with nothing between, as a user message's text is on
+    both; images and files go by `media_items`' rules (described, never
+    failing the request, where the provider cannot take them).
+
+    Raises:
+        ModelConfigError: A part is a tool call, which belongs in an
+            assistant message.
+    """
+    items: list[Any] = []
+    pending: list[str] = []
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            where = (
+                "sits beside tool results"
+                if has_results
+                else "is in a tool message with no results"
+            )
+            raise ModelConfigError(
+                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
+                f"{where}; a call belongs in an assistant message"
+            )
+        if isinstance(part, TextPart):
+            pending.append(part.text)
+        elif isinstance(part, (ImagePart, FilePart)):
+            if "".join(pending):
+                items.append(text("".join(pending)))
+            pending = []
+            items.extend(media_items((part,), text, media))
+    if "".join(pending):
+        items.append(text("".join(pending)))
     return items
 
 

@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
-from toolfold.adapters._results import media_items, media_of, text_of
+from toolfold.adapters._results import beside_items, media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
-    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -121,11 +120,12 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     """The ``messages`` array: one message per tool result, the rest one to one."""
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
+    beside: list[tuple[str, str]] = []  # the tool messages' own parts beside their results
     for position, message in enumerate(messages):
         parts = message.parts
-        if attached and message.role != "tool":
-            out.extend(attached)
-            attached = []
+        if message.role != "tool" and (attached or beside):
+            out.extend(_after_run(beside, attached))
+            attached, beside = [], []
         # Fast path for what every step resends: a plain text message. (A tool message's
         # text is no result: it goes after the run of tool messages, below.)
         if len(parts) == 1 and type(parts[0]) is TextPart and message.role not in _NOT_PLAIN:
@@ -137,9 +137,14 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             if len(results) < len(parts):
                 # Text (or an image, a file) beside the results: a tool message holds one
                 # result, so it goes in a user message after the run of tool messages.
-                extra = _beside([p for p in parts if not isinstance(p, ToolResultPart)])
-                if extra is not None:
-                    attached.append(extra)
+                beside.extend(
+                    beside_items(
+                        [p for p in parts if not isinstance(p, ToolResultPart)],
+                        bool(results),
+                        lambda text: ("text", text),
+                        _inline_image,
+                    )
+                )
             continue
         if attached:
             out.extend(attached)
@@ -150,8 +155,27 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             out.append(_assistant(message, position, notes))
         else:
             out.append(_user_or_system(message))
-    out.extend(attached)
+    out.extend(_after_run(beside, attached))
     return out
+
+
+def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body]:
+    """The user messages after a run of tool messages: ``attached``, then one of ``beside``.
+
+    ``beside`` holds what the run's tool messages hold beside their results
+    (`beside_items`: text, inline images, described files) as ``(kind,
+    value)``: they go in one user message, its text pieces a blank line apart
+    as Chat Completions joins them, its images in ``images``. Nothing when
+    every piece was empty.
+    """
+    texts = [value for kind, value in beside if kind == "text"]
+    images = [value for kind, value in beside if kind == "image"]
+    if not (texts or images):
+        return attached
+    encoded: Body = {"role": "user", "content": "\n\n".join(texts)}
+    if images:
+        encoded["images"] = images
+    return [*attached, encoded]
 
 
 def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[Body]:
@@ -188,35 +212,6 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
     if images:
         out.append({"role": "user", "content": " ".join(heads), "images": images})
     return out
-
-
-def _beside(parts: list[Part]) -> Body | None:
-    """A tool message's parts beside its results, as a user message after the run (or None).
-
-    Sent as a result's own content is (`media_items`): images inline, a text
-    file as text, and the rest (an image by URL, an SVG, any other file)
-    described, never failing the request. Text alone is joined as a user
-    message's text is.
-    """
-    for part in parts:
-        if isinstance(part, ToolCallPart):
-            raise ModelConfigError(
-                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
-                "sits beside tool results; a call belongs in an assistant message"
-            )
-    if all(type(part) is TextPart for part in parts):
-        text = "".join(cast("TextPart", part).text for part in parts)
-        return {"role": "user", "content": text} if text else None
-    texts: list[str] = []
-    images: list[str] = []
-    for kind, value in media_items(parts, lambda text: ("text", text), _inline_image):
-        (texts if kind == "text" else images).append(value)
-    if not (texts or images):
-        return None
-    encoded: Body = {"role": "user", "content": "\n".join(texts)}
-    if images:
-        encoded["images"] = images
-    return encoded
 
 
 def _inline_image(part: ImagePart | FilePart) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
-from toolfold.adapters._results import media_items, media_of, text_of
+from toolfold.adapters._results import beside_items, media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -451,12 +451,13 @@ def encode_messages(
     """The ``messages`` array: tool results become one ``role: tool`` message each."""
     out: list[Body] = []
     attached: list[Body] = []  # tools' images and files, sent after the run of tool messages
+    beside: list[Body] = []  # the tool messages' own parts beside their results, sent before them
     for message in messages:
         role = message.role
         parts = message.parts
-        if attached and role != "tool":
-            out.append(_attached_message(attached))
-            attached = []
+        if (attached or beside) and role != "tool":
+            out.append(_after_run(beside, attached))
+            attached, beside = [], []
         # Fast paths for the shapes every tool loop resends on each request:
         # a plain text prompt and a message of tool results.
         if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -475,14 +476,19 @@ def encode_messages(
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
         if attached and role != "tool":  # a user message holding results: media go first
-            out.append(_attached_message(attached))
+            out.append(_after_run([], attached))
             attached = []
         if role == "tool":
             # Text (or an image, a file) beside the results: a tool message holds one
             # result, and no user message may come between the tool messages answering
             # one assistant message, so it goes in the user message after their run.
-            attached.extend(
-                _beside([p for p in parts if not isinstance(p, ToolResultPart)], provider)
+            beside.extend(
+                beside_items(
+                    [p for p in parts if not isinstance(p, ToolResultPart)],
+                    bool(results),
+                    lambda text: {"type": "text", "text": text},
+                    lambda part: _media_part(part, provider),
+                )
             )
             continue
         rest: list[Part] = (
@@ -496,8 +502,8 @@ def encode_messages(
             out.append({"role": "system", "content": _only_text(rest, "system")})
         else:
             out.append({"role": "user", "content": _user_content(rest, provider)})
-    if attached:
-        out.append(_attached_message(attached))
+    if attached or beside:
+        out.append(_after_run(beside, attached))
     text = provider.assistant_after_tool
     if text is not None:
         edges = [((m["role"] == "user", m["role"] == "tool"), m) for m in out]
@@ -505,15 +511,20 @@ def encode_messages(
     return out
 
 
-def _attached_message(attached: list[Body]) -> Body:
-    """The user message after a run of tool messages, carrying ``attached``.
+def _after_run(beside: list[Body], attached: list[Body]) -> Body:
+    """The user message after a run of tool messages.
 
-    Text alone (a tool message's text beside its results) is sent as a
-    string, the form every Chat Completions server takes.
+    First what the tool messages hold beside their results (``beside``), then
+    the results' images and files (``attached``), each group under its call's
+    heading: so the tool messages' own text or images never sit under a
+    result's heading, read as that tool's output. All text (a tool message's
+    text beside its results, a described file) is sent as one string, the
+    pieces a blank line apart: the form every Chat Completions server takes.
     """
-    if all(part["type"] == "text" for part in attached):
-        return {"role": "user", "content": "\n\n".join(part["text"] for part in attached)}
-    return {"role": "user", "content": attached}
+    content = [*beside, *attached]
+    if all(part["type"] == "text" for part in content):
+        return {"role": "user", "content": "\n\n".join(part["text"] for part in content)}
+    return {"role": "user", "content": content}
 
 
 def _bridged(items: Iterable[tuple[tuple[bool, bool], T]], bridge: Callable[[], T]) -> list[T]:
@@ -594,30 +605,6 @@ def _media_part(part: ImagePart | FilePart, provider: ChatProvider) -> Body:
     if isinstance(part, ImagePart):
         return {"type": "image_url", "image_url": {"url": _image_url(part)}}
     return _mistral_file(part) if provider.files == "mistral" else _file(part)
-
-
-def _beside(parts: list[Part], provider: ChatProvider) -> list[Body]:
-    """A tool message's parts beside its results, as parts of the user message after the run.
-
-    Sent as a result's own content is (`media_items`): what the provider
-    takes as it is, a text file as text, and the rest (an SVG, a file by URL
-    where only inline data goes) described, never failing the request. Text
-    alone is joined as a user message's text is.
-    """
-    for part in parts:
-        if isinstance(part, ToolCallPart):
-            raise ModelConfigError(
-                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
-                "sits beside tool results; a call belongs in an assistant message"
-            )
-    if all(type(part) is TextPart for part in parts):
-        text = "".join(cast("TextPart", part).text for part in parts)
-        return [{"type": "text", "text": text}] if text else []
-    return media_items(
-        parts,
-        lambda text: {"type": "text", "text": text},
-        lambda part: _media_part(part, provider),
-    )
 
 
 def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:
