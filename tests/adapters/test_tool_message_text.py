@@ -18,14 +18,13 @@ from toolfold.adapters.gemini import GeminiModel
 from toolfold.adapters.ollama import build_body as ollama_body
 from toolfold.adapters.openai_chat import PROVIDERS
 from toolfold.adapters.openai_chat import build_body as chat_body
-from toolfold.adapters.openai_chat._request import encode_body, reasoning_notes
+from toolfold.adapters.openai_chat._request import encode_body
 from toolfold.adapters.openai_responses import OpenAIResponsesModel
 from toolfold.runtime import (
     FilePart,
     ImagePart,
     Message,
     ModelRequest,
-    ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolDefinition,
@@ -334,39 +333,3 @@ def test_chat_and_ollama_join_text_beside_results_alike(
     ollama_user = ollama_body(request_, "qwen3")["messages"][-2]
     assert chat_user == {"role": "user", "content": chat}
     assert ollama_user == {"role": "user", **ollama}
-
-
-@pytest.mark.parametrize("provider", ["openai", "deepseek", "mistral"])
-def test_encode_body_still_memoizes_a_history_with_parts_after_the_tool_messages(
-    provider: str,
-) -> None:
-    """encode_body sends build_body's bytes and notes for a run with media and text beside results, memoizing the rest."""
-    messages = (
-        Message.user("q"),
-        Message(
-            "assistant",
-            [
-                ReasoningPart("think"),
-                ToolCallPart("call_1", "weather", "{}"),
-                ToolCallPart("call_2", "weather", "{}"),
-            ],
-        ),
-        Message(
-            "tool",
-            [
-                ToolResultPart("call_1", "weather", "ok", parts=(PNG,)),
-                ReasoningPart("odd", signature="s"),
-            ],
-        ),
-        Message("tool", [ToolResultPart("call_2", "weather", "ok2"), TextPart("note")]),
-        Message.user("next"),
-    )
-    request = ModelRequest(messages, (WEATHER,))
-    chat = PROVIDERS[provider]
-    for _ in range(2):  # the second request reads the memo
-        notes: list[str] = []
-        encoded = encode_body(request, "m", chat, notes=notes)
-        assert encoded is not None
-        assert json.loads(encoded) == chat_body(request, "m", chat)
-        assert tuple(notes) == reasoning_notes(messages, chat)
-    assert messages[1]._wire is not None  # the assistant message before the run: memoized

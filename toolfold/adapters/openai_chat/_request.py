@@ -84,10 +84,10 @@ def encode_body(
     tool loop, which resends the whole conversation on every request, encodes
     each message once instead of once per request; each tool's entry is
     memoized per compilation (`compile_tool` makes a new one when a schema
-    changes). A run of tool messages whose images, files or parts beside
-    the results go in a user message after it is encoded anew on each
-    request, from its first such message on (`_run_fragment`). None where
-    json_object output appends a message or a setting overrides ``model``,
+    changes). None where the messages do not encode one by one (a tool's
+    images and files, and a tool message's parts beside its results, travel in
+    a user message after the run of tool messages;
+    json_object output appends a message) or a setting overrides ``model``,
     ``messages`` or ``tools``: `build_body` then.
 
     Reasoning the provider does not take back is left out as `build_body`
@@ -105,26 +105,14 @@ def encode_body(
     fragments: list[str] = []
     bridge = provider.assistant_after_tool
     edges: list[tuple[bool, bool]] = []  # with a `bridge`: each fragment's (see `_bridged`)
-    messages = request.messages
-    after = 0  # messages before it are in a fragment already (see `_run_fragment`)
-    for position, message in enumerate(messages):
-        if position < after:
-            continue
+    for position, message in enumerate(request.messages):
         memo = message._wire  # `wire_memo`, inlined: once per message per request
         fragment = memo[1] if memo is not None and memo[0] is provider else None
         if fragment is None:
             fragment = _loop_fragment(message, provider, rewrite_id)
             if fragment is None:
                 if _sent_after(message):
-                    run = _run_fragment(messages, position, provider, rewrite_id or _same, notes)
-                    if run is None:
-                        return None
-                    after, text, edge = run
-                    if text:
-                        if bridge is not None:
-                            edges.append(edge)
-                        fragments.append(text)
-                    continue
+                    return None
                 text = encode_text(encode_messages((message,), provider, rewrite_id or _same))
                 reasons = _left_out(message, provider)
                 fragment = _Noted(text[1:-1], reasons) if reasons else text[1:-1]
@@ -150,42 +138,6 @@ def encode_body(
         return text.encode()
     except UnicodeEncodeError:
         return None  # a lone surrogate: build_body's dict is sent with escapes
-
-
-def _run_fragment(
-    messages: Sequence[Message],
-    position: int,
-    provider: ChatProvider,
-    rewrite_id: Callable[[str], str],
-    notes: list[str] | None,
-) -> tuple[int, str, tuple[bool, bool]] | None:
-    """The JSON of the messages from ``position`` whose parts go after a run of tool messages.
-
-    A tool message's images and files, or its parts beside its results, go in
-    a user message after the run of tool messages it is in (`encode_messages`):
-    its JSON depends on the tool messages after it, so the run from it on is
-    encoded on each request, unmemoized, and the rest of the conversation
-    still comes from the memo. (A user message holding results with media
-    sends them at once: it is its own run.) Returns the position after the
-    run, its JSON and its edges (`_bridged`); None when reasoning is left out
-    and there are no ``notes`` to say it in.
-    """
-    end = position + 1
-    if messages[position].role == "tool":
-        while end < len(messages) and messages[end].role == "tool":
-            end += 1
-    run = messages[position:end]
-    for offset, message in enumerate(run):
-        reasons = _left_out(message, provider)
-        if reasons:
-            if notes is None:
-                return None
-            notes.extend([f"messages[{position + offset}]: {why}" for why in reasons])
-    wire = encode_messages(run, provider, rewrite_id)
-    if not wire:
-        return end, "", (False, False)
-    edge = (wire[0]["role"] == "user", wire[-1]["role"] == "tool")
-    return end, encode_text(wire)[1:-1], edge
 
 
 class _Noted(NamedTuple):
