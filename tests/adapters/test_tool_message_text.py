@@ -333,3 +333,34 @@ def test_chat_and_ollama_join_text_beside_results_alike(
     ollama_user = ollama_body(request_, "qwen3")["messages"][-2]
     assert chat_user == {"role": "user", "content": chat}
     assert ollama_user == {"role": "user", **ollama}
+
+
+def test_ollama_sends_result_images_after_the_run_of_tool_messages() -> None:
+    """Ollama keeps a run's tool messages adjacent: results' images follow them, after the text beside."""
+    png = ImagePart(b"\x89PNG", "image/png")
+    request = ModelRequest(
+        (
+            Message.user("look"),
+            Message.assistant(
+                "", [ToolCallPart("c1", "weather", "{}", {}), ToolCallPart("c2", "weather", "{}")]
+            ),
+            Message("tool", [ToolResultPart("c1", "weather", "shot", parts=(png,))]),
+            Message("tool", [ToolResultPart("c2", "weather", "rain"), TextPart("NOTE")]),
+            Message.user("thanks"),
+        ),
+        (WEATHER,),
+    )
+    messages = ollama_body(request, "llama3.2")["messages"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+        "user",
+        "user",
+    ]
+    assert messages[4]["content"] == "NOTE"
+    assert messages[5]["images"]
+    assert "returned by tool call c1" in messages[5]["content"]
+    assert messages[6]["content"] == "thanks"

@@ -160,7 +160,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
 
 
 def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body]:
-    """The user messages after a run of tool messages: ``attached``, then one of ``beside``.
+    """The user messages after a run of tool messages: one of ``beside``, then ``attached``.
 
     ``beside`` holds what the run's tool messages hold beside their results
     (`beside_items`: text, inline images, described files) as ``(kind,
@@ -175,7 +175,7 @@ def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body
     encoded: Body = {"role": "user", "content": "\n\n".join(texts)}
     if images:
         encoded["images"] = images
-    return [*attached, encoded]
+    return [encoded, *attached]
 
 
 def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[Body]:
@@ -209,8 +209,8 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
                 f"{len(found)} image(s) returned by tool call {result.call_id} ({result.tool_name})."
             )
             images.extend(found)
-    if images:
-        out.append({"role": "user", "content": " ".join(heads), "images": images})
+    if images:  # (after the run of tool messages, as on Chat Completions)
+        attached.append({"role": "user", "content": " ".join(heads), "images": images})
     return out
 
 
