@@ -439,7 +439,7 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
 
 
 def history_problem(messages: Iterable[Message]) -> str:
-    """What in a new run's history no provider takes ("" if nothing), beyond `RunStarted`'s checks.
+    """What in a new run's history is not a well-formed conversation ("" if nothing), beyond `RunStarted`'s checks.
 
     A tool call outside an assistant message, a tool result outside a tool
     message, a tool message with no result (it answers no call), or a
