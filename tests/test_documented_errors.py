@@ -238,6 +238,10 @@ def _script_exhausted() -> None:
     generate_text(ScriptedModel([]), "go")
 
 
+def _no_state() -> None:
+    reduce(None, ApprovalGranted("c1"))  # type: ignore[arg-type]
+
+
 def _fork_without_point() -> None:
     fork(generate_text(ScriptedModel(["x"]), "go").state)
 
@@ -452,6 +456,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a stream's `response` before the stream ended, or iterating it twice": _stream_out_of_order,
     "a `ScriptedModel` asked for more answers than its script has": _script_exhausted,
     "`fork` without exactly one of `step=` and `events=`": _fork_without_point,
+    "`reduce`, `next_effect`, `build_request`, `fork`, `stop_reason`, `stopping_result` or "
+    "`approval_key` given a state that is no `RunState` (`None`, a `Response`...), "
+    "`replay(None)`, `initial_state(None, ...)`": _no_state,
     "a run that ended (finished or suspended) whose tool source's `close()` raised": (
         _source_close_fails
     ),

@@ -1,9 +1,10 @@
 """Whole-file ``flock`` locks, taken without waiting, and files replaced whole under them.
 
-Used by the CLI's run files (`toolfold._commands`) and the local model's server
-logs (`toolfold.local._server`). A lock is an exclusive ``flock`` on an open
-file (its inode), tried once: `try_lock` says whether it was taken, held by
-another process, or cannot be had at all (Windows, a file system refusing locks).
+Used by the CLI's run files (`toolfold._run_files`, `toolfold._session`) and
+the local model's server logs (`toolfold.local._server`). A lock is an
+exclusive ``flock`` on an open file (its inode), tried once: `try_lock` says
+whether it was taken, held by another process, or cannot be had at all
+(Windows, a file system refusing locks).
 
 A file replaced by a rename is a new inode, so a lock on the old one no longer
 guards what the path names. `lock_named` therefore locks, then checks the path

@@ -496,7 +496,7 @@ _LATE = Message.tool(ToolResultPart("c1", "add", "1"))  # c1's result, after ano
         ),
         (
             [Message.user("q"), Message("tool", [TextPart("x")]), Message.user("go")],
-            "message 1 \\(tool\\): a tool message needs tool results",
+            "message 1 \\(tool\\): a tool message needs tool results \\(it answers no call\\)",
         ),
         (
             [Message.user("q"), Message.assistant("", [_CALL]), Message.user("hm"), _LATE],

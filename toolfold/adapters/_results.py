@@ -16,13 +16,16 @@ module walks the parts, and keeps two rules the same everywhere:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
+    Part,
+    TextPart,
+    ToolCallPart,
     ToolResultPart,
     describe_media,
 )
@@ -54,8 +57,23 @@ def result_items(
     media: Callable[[ImagePart | FilePart], Any],
 ) -> list[Any]:
     """The result's parts in a provider's format, in order (empty text left out)."""
+    return media_items(result.parts, text, media)
+
+
+def media_items(
+    parts: Iterable[Part],
+    text: Callable[[str], Any],
+    media: Callable[[ImagePart | FilePart], Any],
+) -> list[Any]:
+    """Text, images and files in a provider's format, in order, by the module's rules.
+
+    A result's parts, or those a tool message holds beside its results (sent
+    the same way: a history is no more the caller's mistake than a tool's
+    output). Empty text, and parts that are no text, image or file (a
+    reasoning part), are left out.
+    """
     items: list[Any] = []
-    for part in result.parts:
+    for part in parts:
         if isinstance(part, (ImagePart, FilePart)):
             inline = file_text(part) if isinstance(part, FilePart) else None
             if inline is not None:
@@ -68,8 +86,51 @@ def result_items(
                 items.append(media(part))
             except ModelConfigError:
                 items.append(text(describe_media(part)))
-        elif part.text:
+        elif isinstance(part, TextPart) and part.text:
             items.append(text(part.text))
+    return items
+
+
+def beside_items(
+    parts: Iterable[Part],
+    has_results: bool,
+    text: Callable[[str], Any],
+    media: Callable[[ImagePart | FilePart], Any],
+) -> list[Any]:
+    """A tool message's parts beside its results, in a provider's format, in order.
+
+    What Chat Completions and Ollama, whose tool message holds one result's
+    text, send in a user message after the run of tool messages. Text parts
+    in a row are joined with nothing between, as a user message's text is on
+    both; images and files go by `media_items`' rules (described, never
+    failing the request, where the provider cannot take them).
+
+    Raises:
+        ModelConfigError: A part is a tool call, which belongs in an
+            assistant message.
+    """
+    items: list[Any] = []
+    pending: list[str] = []
+    for part in parts:
+        if isinstance(part, ToolCallPart):
+            where = (
+                "sits beside tool results"
+                if has_results
+                else "is in a tool message with no results"
+            )
+            raise ModelConfigError(
+                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
+                f"{where}; a call belongs in an assistant message"
+            )
+        if isinstance(part, TextPart):
+            pending.append(part.text)
+        elif isinstance(part, (ImagePart, FilePart)):
+            if "".join(pending):
+                items.append(text("".join(pending)))
+            pending = []
+            items.extend(media_items((part,), text, media))
+    if "".join(pending):
+        items.append(text("".join(pending)))
     return items
 
 

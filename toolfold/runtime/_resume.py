@@ -51,7 +51,13 @@ from toolfold.runtime.core._messages import (
     result_content,
 )
 from toolfold.runtime.core._reducer import reduce
-from toolfold.runtime.core._state import WAITING_PHASES, CallState, CallStatus, RunState
+from toolfold.runtime.core._state import (
+    WAITING_PHASES,
+    CallState,
+    CallStatus,
+    RunState,
+    not_a_state,
+)
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
 from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
@@ -499,9 +505,11 @@ def approval_key(state: RunState, call_id: str) -> str:
             `resume` takes it: ``"call_1/call_0"``).
 
     Raises:
-        UsageError: ``call_id`` is no str, or no call of ``state`` awaits
-            approval under it.
+        UsageError: ``state`` is no `RunState`, ``call_id`` is no str, or no
+            call of ``state`` awaits approval under it.
     """
+    if not isinstance(state, RunState):
+        raise not_a_state("approval_key", state)
     if not isinstance(call_id, str):
         raise UsageError(
             f"approval_key(): call_id must be a call's id (a str), "

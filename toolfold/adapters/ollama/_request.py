@@ -26,7 +26,7 @@ from typing import Any
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
-from toolfold.adapters._results import media_of, text_of
+from toolfold.adapters._results import beside_items, media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -42,6 +42,10 @@ from toolfold.runtime.core._request import ModelRequest, ToolDefinition
 Body = dict[str, Any]
 
 PROVIDER = "ollama"
+
+# Roles whose one text part is not sent as a plain message of that role: an assistant
+# message may carry thinking and calls, and a tool message's text is no result.
+_NOT_PLAIN = ("assistant", "tool")
 
 
 def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
@@ -116,18 +120,31 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     """The ``messages`` array: one message per tool result, the rest one to one."""
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
+    beside: list[tuple[str, str]] = []  # the tool messages' own parts beside their results
     for position, message in enumerate(messages):
         parts = message.parts
-        if attached and message.role != "tool":
-            out.extend(attached)
-            attached = []
-        # Fast path for what every step resends: a plain text message.
-        if len(parts) == 1 and type(parts[0]) is TextPart and message.role != "assistant":
+        if message.role != "tool" and (attached or beside):
+            out.extend(_after_run(beside, attached))
+            attached, beside = [], []
+        # Fast path for what every step resends: a plain text message. (A tool message's
+        # text is no result: it goes after the run of tool messages, below.)
+        if len(parts) == 1 and type(parts[0]) is TextPart and message.role not in _NOT_PLAIN:
             out.append({"role": message.role, "content": parts[0].text})
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, attached))
         if message.role == "tool":
+            if len(results) < len(parts):
+                # Text (or an image, a file) beside the results: a tool message holds one
+                # result, so it goes in a user message after the run of tool messages.
+                beside.extend(
+                    beside_items(
+                        [p for p in parts if not isinstance(p, ToolResultPart)],
+                        bool(results),
+                        lambda text: ("text", text),
+                        _inline_image,
+                    )
+                )
             continue
         if attached:
             out.extend(attached)
@@ -138,8 +155,27 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             out.append(_assistant(message, position, notes))
         else:
             out.append(_user_or_system(message))
-    out.extend(attached)
+    out.extend(_after_run(beside, attached))
     return out
+
+
+def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body]:
+    """The user messages after a run of tool messages: one of ``beside``, then ``attached``.
+
+    ``beside`` holds what the run's tool messages hold beside their results
+    (`beside_items`: text, inline images, described files) as ``(kind,
+    value)``: they go in one user message, its text pieces a blank line apart
+    as Chat Completions joins them, its images in ``images``. Nothing when
+    every piece was empty.
+    """
+    texts = [value for kind, value in beside if kind == "text"]
+    images = [value for kind, value in beside if kind == "image"]
+    if not (texts or images):
+        return attached
+    encoded: Body = {"role": "user", "content": "\n\n".join(texts)}
+    if images:
+        encoded["images"] = images
+    return [encoded, *attached]
 
 
 def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[Body]:
@@ -173,9 +209,16 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
                 f"{len(found)} image(s) returned by tool call {result.call_id} ({result.tool_name})."
             )
             images.extend(found)
-    if images:
-        out.append({"role": "user", "content": " ".join(heads), "images": images})
+    if images:  # (after the run of tool messages, as on Chat Completions)
+        attached.append({"role": "user", "content": " ".join(heads), "images": images})
     return out
+
+
+def _inline_image(part: ImagePart | FilePart) -> tuple[str, str]:
+    """An image as Ollama takes it (inline base64); `ModelConfigError` for anything else."""
+    if isinstance(part, ImagePart) and part.data is not None:
+        return ("image", base64.b64encode(part.data).decode())
+    raise ModelConfigError(f"Ollama cannot take {part.kind!r} {part.media_type} here")
 
 
 def _assistant(message: Message, position: int, notes: list[str] | None) -> Body:

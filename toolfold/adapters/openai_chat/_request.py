@@ -14,7 +14,7 @@ from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
-from toolfold.adapters._results import media_of, text_of
+from toolfold.adapters._results import beside_items, media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -85,7 +85,8 @@ def encode_body(
     each message once instead of once per request; each tool's entry is
     memoized per compilation (`compile_tool` makes a new one when a schema
     changes). None where the messages do not encode one by one (a tool's
-    images and files travel in a user message after the run of tool messages;
+    images and files, and a tool message's parts beside its results, travel in
+    a user message after the run of tool messages;
     json_object output appends a message) or a setting overrides ``model``,
     ``messages`` or ``tools``: `build_body` then.
 
@@ -110,7 +111,7 @@ def encode_body(
         if fragment is None:
             fragment = _loop_fragment(message, provider, rewrite_id)
             if fragment is None:
-                if _has_media_results(message):
+                if _sent_after(message):
                     return None
                 text = encode_text(encode_messages((message,), provider, rewrite_id or _same))
                 reasons = _left_out(message, provider)
@@ -295,8 +296,14 @@ def _loop_fragment(
     return f'{{"role":"assistant","content":null,"tool_calls":[{",".join(calls)}]}}'
 
 
-def _has_media_results(message: Message) -> bool:
-    return any(type(part) is ToolResultPart and part.parts for part in message.parts)
+def _sent_after(message: Message) -> bool:
+    """Part of ``message`` goes in the user message after the run of tool messages.
+
+    A result's images or files, or a tool message's parts beside its results
+    (`encode_messages`): its JSON is no fragment of its own.
+    """
+    tool = message.role == "tool"
+    return any(part.parts if type(part) is ToolResultPart else tool for part in message.parts)
 
 
 def _body(
@@ -444,12 +451,13 @@ def encode_messages(
     """The ``messages`` array: tool results become one ``role: tool`` message each."""
     out: list[Body] = []
     attached: list[Body] = []  # tools' images and files, sent after the run of tool messages
+    beside: list[Body] = []  # the tool messages' own parts beside their results, sent before them
     for message in messages:
         role = message.role
         parts = message.parts
-        if attached and role != "tool":
-            out.append({"role": "user", "content": attached})
-            attached = []
+        if (attached or beside) and role != "tool":
+            out.append(_after_run(beside, attached))
+            attached, beside = [], []
         # Fast paths for the shapes every tool loop resends on each request:
         # a plain text prompt and a message of tool results.
         if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -468,9 +476,20 @@ def encode_messages(
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
         if attached and role != "tool":  # a user message holding results: media go first
-            out.append({"role": "user", "content": attached})
+            out.append(_after_run([], attached))
             attached = []
         if role == "tool":
+            # Text (or an image, a file) beside the results: a tool message holds one
+            # result, and no user message may come between the tool messages answering
+            # one assistant message, so it goes in the user message after their run.
+            beside.extend(
+                beside_items(
+                    [p for p in parts if not isinstance(p, ToolResultPart)],
+                    bool(results),
+                    lambda text: {"type": "text", "text": text},
+                    lambda part: _media_part(part, provider),
+                )
+            )
             continue
         rest: list[Part] = (
             [p for p in parts if not isinstance(p, ToolResultPart)] if results else list(parts)
@@ -483,13 +502,29 @@ def encode_messages(
             out.append({"role": "system", "content": _only_text(rest, "system")})
         else:
             out.append({"role": "user", "content": _user_content(rest, provider)})
-    if attached:
-        out.append({"role": "user", "content": attached})
+    if attached or beside:
+        out.append(_after_run(beside, attached))
     text = provider.assistant_after_tool
     if text is not None:
         edges = [((m["role"] == "user", m["role"] == "tool"), m) for m in out]
         return _bridged(edges, lambda: {"role": "assistant", "content": text})
     return out
+
+
+def _after_run(beside: list[Body], attached: list[Body]) -> Body:
+    """The user message after a run of tool messages.
+
+    First what the tool messages hold beside their results (``beside``), then
+    the results' images and files (``attached``), each group under its call's
+    heading: so the tool messages' own text or images never sit under a
+    result's heading, read as that tool's output. All text (a tool message's
+    text beside its results, a described file) is sent as one string, the
+    pieces a blank line apart: the form every Chat Completions server takes.
+    """
+    content = [*beside, *attached]
+    if all(part["type"] == "text" for part in content):
+        return {"role": "user", "content": "\n\n".join(part["text"] for part in content)}
+    return {"role": "user", "content": content}
 
 
 def _bridged(items: Iterable[tuple[tuple[bool, bool], T]], bridge: Callable[[], T]) -> list[T]:
@@ -560,11 +595,16 @@ def _tool_messages(
 def _attachment(part: ImagePart | FilePart, provider: ChatProvider) -> Body | None:
     """A tool's image or file as a user content part, or None when the provider cannot take it."""
     try:
-        if isinstance(part, ImagePart):
-            return {"type": "image_url", "image_url": {"url": _image_url(part)}}
-        return _mistral_file(part) if provider.files == "mistral" else _file(part)
+        return _media_part(part, provider)
     except ModelConfigError:
         return None  # its description is in the tool message already
+
+
+def _media_part(part: ImagePart | FilePart, provider: ChatProvider) -> Body:
+    """An image or file as a user content part; `ModelConfigError` if the provider cannot take it."""
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": _image_url(part)}}
+    return _mistral_file(part) if provider.files == "mistral" else _file(part)
 
 
 def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:

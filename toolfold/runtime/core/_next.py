@@ -15,7 +15,7 @@ from toolfold.runtime.core._effects import (
     ValidateOutput,
 )
 from toolfold.runtime.core._request import ModelRequest
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import RunState, not_a_state, refuse_non_state
 
 _NOT_FORCING = (None, "auto", "none")
 
@@ -37,8 +37,12 @@ def next_effect(state: RunState) -> Effect:
 
     Raises:
         RunError: The state has not started (phase ``new``).
+        UsageError: ``state`` is no `RunState`.
     """
-    phase = state.phase
+    try:
+        phase = state.phase
+    except AttributeError:
+        raise not_a_state("next_effect", state) from None
     if phase == "awaiting_model":
         step = state.step + 1
         return _call_model(build_request(state), step, f"{state.run_id}:{step}:model")
@@ -62,6 +66,8 @@ def next_effect(state: RunState) -> Effect:
         return _finish(state.finish_reason or "stop", state.output)
     if phase == "failed":
         return _finish("error", None, state.error)
+    if not isinstance(state, RunState):
+        raise not_a_state("next_effect", state)
     raise RunError("the run has not started: reduce a RunStarted event first", state)
 
 
@@ -73,10 +79,16 @@ def build_request(state: RunState) -> ModelRequest:
     applies to the first step of a turn only when ``reset_tool_choice`` is set
     (the default): later steps use ``"auto"``, otherwise the model could never
     give a final answer.
+
+    Raises:
+        UsageError: ``state`` is no `RunState`.
     """
-    config = state.config
-    # The fields themselves, not their properties (a call each, for every request).
-    messages = state.conversation.as_tuple()
+    try:
+        config = state.config
+        # The fields themselves, not their properties (a call each, for every request).
+        messages = state.conversation.as_tuple()
+    except AttributeError as error:
+        refuse_non_state("build_request", state, error)
     try:
         system = config._system
     except AttributeError:  # a config unpickled from a version without the slot

@@ -46,14 +46,20 @@ from toolfold.runtime.core._messages import (
     Usage,
     is_count_value,
 )
-from toolfold.runtime.core._state import Phase, RunFailure, RunState
+from toolfold.runtime.core._state import (
+    Phase,
+    RunFailure,
+    RunState,
+    not_a_state,
+    refuse_non_state,
+)
 from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
 from toolfold.runtime.core._stop import (
     MaxSteps,
     TokenBudget,
     ToolCalled,
     describe_condition,
-    stop_reason,
+    holding_reason,
 )
 
 _TOOLS: tuple[Phase, ...] = (
@@ -161,7 +167,8 @@ def initial_state(
         agent: The name of the agent that runs it.
 
     Raises:
-        UsageError: ``run_id`` is no str, or ``agent`` neither a str nor None.
+        UsageError: ``run_id`` is no str, ``agent`` neither a str nor None,
+            or ``messages`` neither a str nor an iterable.
         InvalidEventError: The history or the config is refused (as `reduce`
             refuses their `RunStarted`).
     """
@@ -173,7 +180,15 @@ def initial_state(
         raise UsageError(
             f"initial_state(): agent must be a str or None, got {type(agent).__name__} {agent!r}"
         )
-    initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
+    try:
+        initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
+    except TypeError:
+        if hasattr(messages, "__iter__"):
+            raise  # the iterable's own failure
+        raise UsageError(
+            f"initial_state(): messages must be a prompt (a str) or an iterable of Messages, "
+            f"got {type(messages).__name__} {messages!r:.60}"
+        ) from None
     # `initial_state` makes the messages a tuple: the event's converter would only copy it.
     event = _started(run_id, config or _DEFAULT_CONFIG, initial, agent)
     # `reduce(blank_state(), event)` without a blank state to build per run: the
@@ -193,16 +208,23 @@ def reduce(state: RunState, event: Event) -> RunState:
     """The state after ``event``; ``state`` itself is never changed.
 
     Raises:
+        UsageError: ``state`` is no `RunState`.
         InvalidEventError: The event is not allowed in the state's phase, or
             contradicts the state (unknown call id, second result for a call,
             a result for a call awaiting approval...), or is no event at
             all. The state is attached.
     """
     if type(event) not in _EVENT_CLASSES and not isinstance(event, EVENT_TYPES):
+        if not isinstance(state, RunState):
+            raise not_a_state("reduce", state)
         got = type(event).__name__
         raise refused(state, got, f"expected an event, got {got} {event!r:.60}")
     kind = event.kind
-    targets = TRANSITIONS[state.phase].get(kind)
+    try:
+        targets = TRANSITIONS[state.phase].get(kind)
+    except (AttributeError, KeyError) as error:
+        # Only here is the state's type tested: a state costs no test on the way in.
+        refuse_non_state("reduce", state, error)
     if targets is None:
         raise refused(state, kind, _why_not(state, event))
     changes: Changes = {}
@@ -417,10 +439,10 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
 
 
 def history_problem(messages: Iterable[Message]) -> str:
-    """What in a new run's history no provider takes ("" if nothing), beyond `RunStarted`'s checks.
+    """What in a new run's history is not a well-formed conversation ("" if nothing), beyond `RunStarted`'s checks.
 
     A tool call outside an assistant message, a tool result outside a tool
-    message, a tool message with no result (its text would be dropped), or a
+    message, a tool message with no result (it answers no call), or a
     result that answers no call of the assistant message right before it (a
     user or system message in between closes its calls). Checked
     where a local run starts (`fresh`), not when `RunStarted` is reduced: a
@@ -466,7 +488,7 @@ def _history_part_problem(message: Message, open_calls: set[str]) -> str:
                 )
             open_calls.discard(part.call_id)
     if role == "tool" and not message.tool_results:
-        return "a tool message needs tool results (its text alone would be dropped)"
+        return "a tool message needs tool results (it answers no call)"
     return ""
 
 
@@ -559,7 +581,7 @@ def _step_limit_changed(state: RunState, event: StepLimitChanged, changes: Chang
         and state.finish_reason == "max_steps"
         and made < limit
         # A max_steps(n) stop condition finishes with the same reason: it still holds.
-        and stop_reason(state, config.stop_when) is None
+        and holding_reason(state, config.stop_when) is None
     ):
         changes.update(phase="awaiting_model", finish_reason=None)
 

@@ -10,16 +10,33 @@ import attrs
 from toolfold._errors import UsageError
 from toolfold.runtime.core._events import Event, RunStarted
 from toolfold.runtime.core._reducer import blank_state, reduce
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import RunState, not_a_state
 
 
 def replay(events: Iterable[Event], initial: RunState | None = None) -> RunState:
     """Fold ``events`` into a state (from a blank run unless ``initial`` is given).
 
     ``replay(state.events)`` equals ``state``.
+
+    Raises:
+        UsageError: ``events`` is not iterable, or ``initial`` is neither a
+            `RunState` nor None.
+        InvalidEventError: As `reduce`, for the first event refused.
     """
-    state = initial if initial is not None else blank_state()
-    for event in events:
+    if initial is None:
+        state = blank_state()
+    elif isinstance(initial, RunState):
+        state = initial
+    else:
+        raise not_a_state("replay", initial)
+    try:
+        iterator = iter(events)
+    except TypeError:
+        raise UsageError(
+            f"replay(): events must be an iterable of events, "
+            f"got {type(events).__name__} {events!r:.60}"
+        ) from None
+    for event in iterator:
         state = reduce(state, event)
     return state
 
@@ -46,8 +63,10 @@ def fork(
         UsageError: Neither or both of ``step`` and ``events`` are given, one
             is no int (a bool neither; a numpy int is one), the point lies
             beyond the run, or
-            ``run_id`` is no str.
+            ``run_id`` is no str, or ``state`` is no `RunState`.
     """
+    if not isinstance(state, RunState):
+        raise not_a_state("fork", state)
     if (step is None) == (events is None):
         raise UsageError("fork needs exactly one of step= or events=")
     step = _index("step", step)

@@ -7,10 +7,11 @@ same with ten messages as with ten thousand. Only `reduce` makes new states.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
@@ -20,6 +21,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    _shown,
 )
 from toolfold.runtime.core._repr import fields, short
 
@@ -355,3 +357,35 @@ class RunState:
         from toolfold.runtime.core._serialize import state_from_json
 
         return state_from_json(text, key)
+
+
+def not_a_state(function: str, value: object) -> UsageError:
+    """The error for ``function`` given ``value``, no `RunState`, where a state goes.
+
+    The public pure functions raise it only once their work failed on the
+    value (an attribute missing), so a state costs no type test (see
+    `refuse_non_state`).
+    """
+    # A `Response` (or an error) holds one: say where it is. The probe runs the value's
+    # own code (a property, `__getattr__`), so any failure of it only means no hint.
+    try:
+        held = getattr(value, "state", None)
+    except Exception:
+        held = None
+    hint = " (pass its .state)" if isinstance(held, RunState) else ""
+    return UsageError(
+        f"{function}(): the state must be a RunState, got {type(value).__name__} "
+        f"{_shown(value)}{hint}"
+    )
+
+
+def refuse_non_state(function: str, value: object, error: BaseException) -> NoReturn:
+    """Raise `not_a_state` for ``value`` if it is no `RunState`, else ``error`` again.
+
+    Called in the ``except`` block of a public function whose work failed on
+    ``value`` with ``error``: the failure was either a wrong argument (named
+    for the caller) or a real one (propagated unchanged).
+    """
+    if not isinstance(value, RunState):
+        raise not_a_state(function, value) from None
+    raise error

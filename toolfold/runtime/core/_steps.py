@@ -52,7 +52,7 @@ from toolfold.runtime.core._state import (
     RunFailure,
     RunState,
 )
-from toolfold.runtime.core._stop import stop_reason
+from toolfold.runtime.core._stop import holding_reason
 from toolfold.toolkit._problems import not_an_object
 
 Changes = dict[str, Any]
@@ -90,7 +90,7 @@ def fail(changes: Changes, failure: RunFailure) -> None:
 def boundary(state: RunState, changes: Changes) -> None:
     """Between steps: finish if a stop condition holds, else call the model again."""
     config = state.config
-    reason = stop_reason(evolve(state, changes), config.stop_when) if config.stop_when else None
+    reason = holding_reason(evolve(state, changes), config.stop_when) if config.stop_when else None
     step = changes.get("step", state.step)
     turn_start = changes.get("turn_start", state.turn_start)
     if reason is None and step - turn_start >= config.max_steps:

@@ -125,7 +125,19 @@ def stop_reason(state: RunState, conditions: Iterable[StopCondition | StopPredic
     A data condition's reason is its kind (``"max_steps"``,
     ``"token_budget"``, ``"tool_called"``); a callable's is
     ``"stop_condition"``.
+
+    Raises:
+        UsageError: ``state`` is no `RunState` (a `Response` holds one: pass
+            its ``.state``).
     """
+    _check_state("stop_reason", state)
+    return holding_reason(state, conditions)
+
+
+def holding_reason(
+    state: RunState, conditions: Iterable[StopCondition | StopPredicate]
+) -> str | None:
+    """`stop_reason` for the reducer, whose state is a `RunState` (no test per step)."""
     condition = _holding(state, conditions)
     return None if condition is None else _reason(condition)
 
@@ -153,6 +165,19 @@ def _holding(
         if condition(state):
             return condition
     return None
+
+
+def _check_state(function: str, state: object) -> None:
+    """Refuse ``state`` with `not_a_state` unless it is a `RunState`.
+
+    A type test up front, not after a failure: a `Response` has a
+    ``finish_reason`` of its own, and a callable condition may hold for
+    anything, so the work would not fail on a wrong value.
+    """
+    from toolfold.runtime.core._state import RunState, not_a_state  # (it imports this module)
+
+    if not isinstance(state, RunState):
+        raise not_a_state(function, state)
 
 
 def _reason(condition: StopCondition | StopPredicate) -> str:
@@ -196,7 +221,12 @@ def stopping_result(state: RunState) -> ToolResultPart | None:
     `stop_reason` names, or the one the stop names when the run does not
     store it: given to `resume` only). A workflow step, or an agent used as a
     tool, stopped this way passes that result on as its output.
+
+    Raises:
+        UsageError: ``state`` is no `RunState` (a `Response` holds one: pass
+            its ``.state``).
     """
+    _check_state("stopping_result", state)
     condition = stopping_condition(state) if state.finish_reason == "tool_called" else None
     if isinstance(condition, ToolCalled):
         for record in reversed(state.calls):

@@ -1,0 +1,71 @@
+"""What the agent-file commands share: exit codes, the run file's format, messages.
+
+A command ends early by raising `_Stop` with its exit code, after `_say` put
+the message on stderr; `_read_line` asks at the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import threading
+from typing import TextIO
+
+OK = 0
+PROBLEM = 1
+USAGE = 2
+WAITING = 3
+FAILED = 4
+INTERRUPTED = 130
+
+RUN_FILE = "toolfold-run/1"
+DEFAULT_RUN_FILE = "toolfold-run.json"
+_EXCERPT = 160
+
+
+def _read_line(stream: TextIO) -> str:
+    """A line from the terminal, or ``""`` at its end; Ctrl-C always interrupts the wait.
+
+    A plain ``readline()`` loses a Ctrl-C that lands after Python last checked for
+    signals but before the read begins: the handler only marks the signal, the read
+    then blocks, and the question hangs until a line is typed (a program driving the
+    command through a terminal hits that window). A wakeup file descriptor closes it:
+    the signal's C-level handler writes to it whenever the signal lands, so the wait on
+    it and the terminal ends at once and Python raises ``KeyboardInterrupt``. Off the
+    main thread, off POSIX (no ``select`` on a console) or for a stream with no file
+    descriptor, it is a plain ``readline()``.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd < 0 or os.name != "posix" or threading.current_thread() is not threading.main_thread():
+        return stream.readline()
+    wake_r, wake_w = os.pipe()
+    try:
+        os.set_blocking(wake_w, False)
+        earlier = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        try:
+            while True:
+                ready, _, _ = select.select([fd, wake_r], [], [])
+                if fd in ready:
+                    return stream.readline()
+                os.read(wake_r, 512)  # a signal whose handler did not raise: wait again
+        finally:
+            signal.set_wakeup_fd(earlier)
+    finally:
+        os.close(wake_r)
+        os.close(wake_w)
+
+
+class _Stop(Exception):
+    """Ends a command with an exit code, after its message went to stderr."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _say(command: str, message: str) -> None:
+    print(f"toolfold {command}: {message}", file=sys.stderr)

@@ -1,0 +1,551 @@
+"""One command's run (`_Session`): shows it, asks at the terminal, writes the run file.
+
+Output: the answer's text goes to stdout (as it arrives with ``--stream``);
+tool calls and results, one compact line each, and every message go to
+stderr. `_start` and `_continue` begin the run a session drives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import functools
+import json
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from toolfold import _flock
+from toolfold._cli_common import (
+    _EXCERPT,
+    FAILED,
+    INTERRUPTED,
+    OK,
+    PROBLEM,
+    RUN_FILE,
+    WAITING,
+    _read_line,
+    _say,
+    _Stop,
+)
+from toolfold._errors import (
+    RunError,
+    SourceCloseError,
+    ToolfoldError,
+    UsageError,
+)
+from toolfold._run_files import _Held, _uninterrupted, _written_through
+
+
+def _start(agent: Any, prompt: str, stream: bool, on_step: Any) -> Any:
+    if stream:
+        return agent.stream(prompt)
+    return agent.run(prompt, on_step=on_step)
+
+
+def _continue(agent: Any, state: Any, answers: dict[str, Any], stream: bool, on_step: Any) -> Any:
+    if stream:
+        return agent.resume_stream(state, **answers)
+    return agent.resume(state, on_step=on_step, **answers)
+
+
+def _ended(stream: Any) -> Any:
+    """The response of ``stream`` if the run it streams has ended, else None."""
+    try:
+        return stream.response
+    except UsageError:  # (it has not ended)
+        return None
+
+
+class _Session:
+    """One command's run: shows it, asks at the terminal, writes the run file, picks the code."""
+
+    def __init__(
+        self,
+        command: str,
+        agent: Any,
+        args: argparse.Namespace,
+        where: dict[str, Any],
+        run_file: str,
+        held: _Held | None = None,
+    ) -> None:
+        self.command = command
+        self.held = held or _Held(b"")
+        self.agent = agent
+        self.args = args
+        self.where = where
+        self.run_file = Path(run_file)
+        if not self.run_file.parent.is_dir():  # found out before the run, not after it
+            _say(command, f"cannot write the run file {run_file}: no folder {self.run_file.parent}")
+            raise _Stop(PROBLEM)
+        self.out: TextIO = sys.stdout
+        self.err: TextIO = sys.stderr
+        self.shown: set[str] = set()
+        self.locks: list[int] = []  # descriptors holding run files' locks until `close`
+
+    def go(self, first: Callable[[Any], Any], waiting: tuple[str, ...] = ()) -> int:
+        """Run ``first`` (a run or a resume), then answer at the terminal until it ends."""
+        response = self._attempt(lambda: first(self._step), waiting)
+        while not isinstance(response, int) and response.finish_reason in (
+            "approval_required",
+            "tool_calls",
+        ):
+            try:
+                answers = self._ask(response) if sys.stdin.isatty() else None
+            except KeyboardInterrupt:  # Ctrl-C at a question: the waiting run is kept
+                return self._interrupted(response.state)
+            if answers is None:
+                self._keep(response.state)  # (--json: the waiting state, which resumes with --file)
+                self._explain(response)
+                return WAITING
+            state = response.state
+            ids = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
+            go_on = functools.partial(
+                _continue, self.agent, state, answers, self.args.stream, self._step
+            )
+            response = self._attempt(go_on, ids)
+        if isinstance(response, int):
+            return response
+        if self.args.state_out or self.command == "resume":
+            # A resumed run file holds the run's end, so its answers cannot be given twice.
+            self._write(response.state)
+        if self.args.json:
+            self.out.write(response.state.to_json() + "\n")
+        if response.finish_reason == "error":
+            _say(self.command, "the run failed (see the state's error)")
+            return FAILED
+        reason = response.finish_reason
+        if reason == "max_iterations":
+            _say(
+                self.command, f"the run stopped: max_iterations ({_RAN_OUT}; the answer is {_LAST})"
+            )
+        elif reason != "stop":
+            _say(self.command, f"the run stopped: {reason}")
+        for path in _loops_ran_out(response.state):
+            _say(
+                self.command,
+                f"note: the loop step {'/'.join(path)} stopped at max_iterations "
+                f"({_RAN_OUT}; it passed on {_LAST})",
+            )
+        return OK
+
+    def _attempt(self, call: Callable[[], Any], waiting: tuple[str, ...]) -> Any:
+        """The response of ``call`` shown, or the exit code of its failure."""
+        from toolfold.runtime.drive._shells import interrupt_waits
+
+        try:
+            # Ctrl-C while tools run on worker threads waits for them (and says so) so
+            # that the run file keeps them: they must not run again on resume.
+            with interrupt_waits(self._waits):
+                outcome = call()
+            if not hasattr(outcome, "finish_reason"):  # a stream: show it as it arrives
+                return self._streamed(outcome, waiting)
+            self._catch_up(outcome, waiting)
+            if not self.args.json:
+                self.out.write(outcome.text + ("\n" if outcome.text else ""))
+                self.out.flush()
+            return outcome
+        except RunError as exc:
+            _say(self.command, f"the run failed: {exc}")
+            if exc.state is not None:
+                self._keep(exc.state)
+            return FAILED
+        except SourceCloseError as exc:  # the run ended: it goes on as it ended
+            failures = "; ".join(f"{type(e).__name__}: {e}" for e in exc.close_errors)
+            _say(
+                self.command,
+                f"warning: the run ended, but closing a tool source failed: {failures}",
+            )
+            outcome = exc.response
+            self._catch_up(outcome, waiting)
+            if not self.args.json and not self.args.stream:  # a stream showed its text
+                self.out.write(outcome.text + ("\n" if outcome.text else ""))
+                self.out.flush()
+            return outcome
+        except ToolfoldError as exc:
+            from toolfold.runtime._api import state_of
+
+            # A provider error carries the run as it stood (an approved tool may
+            # have run): kept, so resuming the file again cannot run it twice.
+            state = state_of(exc)
+            if state is None and isinstance(exc, UsageError):
+                # Refused before the run went on (an error of a run under way
+                # carries its state): the input does not fit, and nothing ran.
+                _say(self.command, f"{self._refused()}: {exc}")
+                return PROBLEM
+            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
+            if state is not None:
+                self._keep(state)
+            return FAILED
+        except KeyboardInterrupt as exc:  # Ctrl-C: what the run did is kept
+            from toolfold.runtime._api import state_of
+
+            state = state_of(exc)
+            if state is None:
+                raise
+            return self._interrupted(state, ended=state.is_done)
+
+    def _refused(self) -> str:
+        """What could not be done, naming the agent and its file (and the state resumed)."""
+        from toolfold.runtime._agent import Agent
+
+        kind = "agent" if isinstance(self.agent, Agent) else "workflow"
+        target = f"{kind} {self.agent.name!r} of {self.where['file']}"
+        if self.command == "run":
+            return f"cannot run {target} (nothing ran)"
+        state = self.args.state
+        return f"cannot resume {state} with {target} (nothing ran; {state} is unchanged)"
+
+    def _interrupted(self, state: Any, ended: bool = False) -> int:
+        """Ctrl-C: the run file written with ``state``, and the code to exit with.
+
+        ``ended``: the run had ended (Ctrl-C came as its end was shown); ``state`` is
+        its end, which only a run that waits for answers continues.
+        """
+        from toolfold.runtime.core._state import WAITING_PHASES
+
+        self._keep(state)
+        if ended and state.phase not in WAITING_PHASES:
+            _say(self.command, f"interrupted as the run ended; state written to {self.run_file}")
+            return INTERRUPTED
+        _say(
+            self.command,
+            f"interrupted; state written to {self.run_file}; continue with: "
+            f"toolfold resume {self.run_file}",
+        )
+        return INTERRUPTED
+
+    def _catch_up(self, response: Any, waiting: tuple[str, ...]) -> None:
+        """Show the results of answered calls no step or event showed (denials)."""
+        from toolfold.runtime._response import steps_of
+
+        for step in steps_of(response.state):
+            for result in step.tool_results:
+                if result.call_id in waiting and result.call_id not in self.shown:
+                    self._result_line(result, 0, "")
+
+    # -- showing -------------------------------------------------------------------
+
+    def _streamed(self, outcome: Any, waiting: tuple[str, ...]) -> Any:
+        """The response of a stream, its text and tool lines shown as they arrive."""
+        from toolfold.runtime._api import state_of
+        from toolfold.runtime.drive._shells import interrupt_waits
+
+        ended_line = True
+        shown = False
+        events: Any = iter(outcome)  # (a generator: Ctrl-C can be thrown into it)
+        try:
+            with interrupt_waits(self._waits):
+                for event in events:
+                    try:
+                        ended_line, shown = self._show(event, ended_line, shown)
+                    except KeyboardInterrupt as exc:
+                        # Ctrl-C while an event is shown: thrown into the stream where it
+                        # waits, so the run keeps what it did (the error carries its state)
+                        # as it would had Ctrl-C come a moment later, while the run worked.
+                        events.throw(exc)
+                        raise
+        except KeyboardInterrupt as exc:
+            ended = _ended(outcome)
+            if state_of(exc) is not None or ended is None:
+                raise
+            # Ctrl-C once the run had ended (as its last event was shown): no run is
+            # under way to keep; the run file holds the run as it ended.
+            return self._interrupted(ended.state, ended=True)
+        response = outcome.response
+        if not shown and not self.args.json and response.text:
+            # A workflow's answer is its output, which arrives with no deltas of its own.
+            self.out.write(response.text + "\n")
+            self.out.flush()
+        self._catch_up(response, waiting)
+        return response
+
+    def _waits(self) -> None:
+        """Ctrl-C waits for a blocking tool (or model call) to return before the run is kept.
+
+        A second Ctrl-C stops the wait: the run is kept as it stood (the calls still
+        running then run again on resume), as a Ctrl-C that did not wait keeps it.
+        """
+        print(
+            f"toolfold {self.command}: stopping once the running tool or model call returns; "
+            "press Ctrl-C again to stop now (what still runs then runs again on resume)",
+            file=self.err,
+            flush=True,
+        )
+
+    def _show(self, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
+        """Show one event of a stream; whether the output ends a line, and whether text was shown."""
+        for depth, name, inner in _unwrap(event):
+            kind = getattr(inner, "kind", "")
+            if kind == "text_delta" and depth == 0 and not self.args.json:
+                self.out.write(inner.text)
+                self.out.flush()
+                ended_line = inner.text.endswith("\n")
+                shown = True
+            elif kind == "tool_call":
+                self._call_line(inner.call, depth, name, inner.disposition)
+            elif kind == "tool_result":
+                self._result_line(inner.result, depth, name)
+            elif kind == "step_end" and depth == 0 and not ended_line:
+                self.out.write("\n")
+                self.out.flush()
+                ended_line = True
+        return ended_line, shown
+
+    def _step(self, step: Any) -> None:
+        for call in step.tool_calls:
+            self._call_line(call, 0, "", "")
+        for result in step.tool_results:
+            self._result_line(result, 0, "")
+
+    def _call_line(self, call: Any, depth: int, name: str, disposition: str) -> None:
+        waits = " (waits for approval)" if disposition == "approve" else ""
+        where = f"[{name}] " if name else ""
+        text = _excerpt(_arguments_shown(call))
+        print(f"{'  ' * depth}{where}→ {call.name}({text}) [{call.id}]{waits}", file=self.err)
+
+    def _result_line(self, result: Any, depth: int, name: str) -> None:
+        if depth == 0:
+            self.shown.add(result.call_id)
+        mark = "✗" if result.is_error else "←"
+        where = f"[{name}] " if name else ""
+        text = _excerpt(result.content)
+        print(f"{'  ' * depth}{where}{mark} {result.tool_name}: {text}", file=self.err)
+
+    # -- waiting -------------------------------------------------------------------
+
+    def _ask(self, response: Any) -> dict[str, Any] | None:
+        """Answers typed at the terminal, or None when stdin ends."""
+        from toolfold.runtime._resume import answer_keys
+
+        approvals: dict[str, Any] = {}
+        results: dict[str, Any] = {}
+        for key, call in answer_keys(response.state, "awaiting_approval"):
+            question = f"approve {call.name}({_excerpt(call.arguments_text)}) [{key}]? [y/n] "
+            answer = self._prompt(question, ("y", "yes", "n", "no"))
+            if answer is None:
+                return None
+            approvals[key] = answer in ("y", "yes")
+        for key, call in answer_keys(response.state, "to_return"):
+            question = f"result of {call.name}({_excerpt(call.arguments_text)}) [{key}] as JSON: "
+            while True:
+                text = self._prompt(question, None)
+                if text is None:
+                    return None
+                try:
+                    results[key] = json.loads(text)
+                    break
+                except ValueError:
+                    print('not JSON; quote text as "text"', file=self.err)
+        return {"approvals": approvals or None, "tool_results": results or None}
+
+    def _prompt(self, question: str, choices: tuple[str, ...] | None) -> str | None:
+        while True:
+            self.err.write(question)
+            self.err.flush()
+            line = _read_line(sys.stdin)
+            if not line:
+                return None
+            answer = line.strip()
+            if choices is None or answer.lower() in choices:
+                return answer.lower() if choices else answer
+            self.err.write(f"answer {' or '.join(choices[::2])}\n")
+
+    def _keep(self, state: Any) -> None:
+        """The run file written with ``state``, and with ``--json`` the state on stdout."""
+        self._write(state)
+        if self.args.json:
+            self.out.write(state.to_json() + "\n")
+
+    def _write(self, state: Any) -> None:
+        """The run file written with ``state``, or, when it cannot be, printed on stdout (exit 1).
+
+        Written under the exclusive ``flock`` a resume holds it by (`_held`), not
+        waited for: while another process holds it, the state is not written there,
+        as that process's own write would replace it (`_write_text`).
+        """
+        document = {"format": RUN_FILE, **self.where, "state": json.loads(state.to_json())}
+        text = json.dumps(document, indent=1) + "\n"
+        try:
+            self._write_text(text.encode("utf-8"))
+        except OSError as exc:
+            why = (
+                "another toolfold process holds it (a run or resume writing it)"
+                if isinstance(exc, BlockingIOError)
+                else exc.strerror or str(exc)
+            )
+            _say(
+                self.command,
+                f"cannot write the run file {self.run_file}: {why}; the run file follows on stdout",
+            )
+            self.out.write(text)
+            raise _Stop(PROBLEM) from None
+
+    def _write_text(self, data: bytes) -> None:
+        """The run file (a symlink's target) made to hold ``data``: replaced whole where it can be.
+
+        Ctrl-C waits until the write is done (`_uninterrupted`): a resume's run file
+        then holds the run as it went on, never the waiting state whose approved
+        tools already ran. The file is replaced whole (`_flock.replace_locked`), so a
+        crash or a full disk mid-write leaves the old file whole, keeping its mode,
+        owner and group (a new file gets ``0o666`` less the umask, as before). Where
+        it cannot be replaced (`_flock.NotReplaced`: a folder that cannot be written
+        to, a sticky folder, a bind-mounted file, an owner or group the new file
+        cannot be given) it is written in place, as before, through the descriptor
+        that holds it (`_flock.write_in_place`). A pipe, FIFO or terminal, a file
+        named under ``/dev`` or ``/proc`` (``/dev/stdout``), and the very file stdout
+        or stderr writes to are written through as they are, never replaced.
+
+        Where locks can be had, the file is held before it is written (`_holding`),
+        and a new file replacing it is locked before it is renamed into place; both
+        stay held until the command ends (`close`).
+
+        Raises:
+            BlockingIOError: Another toolfold process holds the run file.
+            OSError: It cannot be written; what it held is kept whole unless it was
+                written in place.
+        """
+        with _uninterrupted():
+            try:
+                found: os.stat_result | None = os.stat(self.run_file)
+            except FileNotFoundError:
+                found = None
+            if found is not None and _written_through(self.run_file, found):
+                if not stat.S_ISREG(found.st_mode):
+                    handle = os.open(self.run_file, os.O_WRONLY)
+                    try:
+                        _flock.write_all(handle, data)
+                    finally:
+                        os.close(handle)
+                    return
+                _flock.write_in_place(self._holding(self.run_file), data)
+                return
+            self._replace(os.path.realpath(self.run_file), found, data)
+
+    def _replace(self, target: str, found: os.stat_result | None, data: bytes) -> None:
+        """``target`` (``found``: as it was looked at) replaced with ``data``, or written in place."""
+        for _ in range(_flock.ATTEMPTS):
+            handle = -1
+            if found is not None and sys.platform != "win32":
+                # (no locks on Windows; and a file open there cannot be replaced)
+                handle = self._holding(target)
+                found = os.fstat(handle)
+                if found.st_nlink > 1:  # (its other names would keep the old state)
+                    _flock.write_in_place(handle, data)
+                    return
+            try:
+                new = _flock.replace_locked(
+                    target,
+                    data,
+                    None if found is None else stat.S_IMODE(found.st_mode),
+                    None if found is None else (found.st_uid, found.st_gid),
+                )
+            except FileExistsError:  # (created meanwhile, maybe held: locked first, as above)
+                found = os.stat(target)
+                continue
+            except _flock.NotReplaced:
+                if sys.platform == "win32":
+                    Path(target).write_bytes(data)
+                    return
+                if handle < 0:  # (a new file: created as open would, then held)
+                    handle = self._holding(target, create=True)
+                _flock.write_in_place(handle, data)
+                return
+            if new >= 0:
+                self.locks.append(new)
+            return
+        raise OSError(errno.EBUSY, "it kept being created by another process", target)
+
+    def _holding(self, path: str | Path, create: bool = False) -> int:
+        """A descriptor, open for writing, that holds the lock of the regular file ``path``.
+
+        One this command holds already (`_held`, `_claimed`, an earlier write), else
+        ``path`` opened (``create``: made if missing) and locked, then checked to be
+        the file so named (`_flock.lock_named`), and kept until `close`. A file system
+        refusing locks leaves it unlocked.
+
+        Raises:
+            BlockingIOError: Another process holds its lock.
+        """
+        for held in (self.held.handle, self.held.out, *self.locks):
+            if held >= 0 and _flock.same_file(held, path):
+                return held
+        # (for writing, non-blocking: NFS and CIFS lock only a file so opened, and a
+        # FIFO swapped in meanwhile fails at once instead of waiting for a reader)
+        flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+        handle, taken = _flock.lock_named(path, lambda: os.open(path, flags, 0o666))
+        if taken == "held":
+            os.close(handle)
+            raise BlockingIOError(errno.EWOULDBLOCK, "held by another process", os.fspath(path))
+        self.locks.append(handle)
+        return handle
+
+    def close(self) -> None:
+        """Let go of the run files this command's writes hold (their locks), as it ends."""
+        while self.locks:
+            os.close(self.locks.pop())
+
+    def _explain(self, response: Any) -> None:
+        from toolfold.runtime._resume import answer_keys
+
+        state = response.state
+        waiting = [*answer_keys(state, "awaiting_approval"), *answer_keys(state, "to_return")]
+        lines = [f"{key} ({call.name})" for key, call in waiting]
+        what = "approvals" if response.pending_approvals else "tool results"
+        _say(
+            self.command,
+            f"the run waits for {what}: {', '.join(lines)}; state written to {self.run_file}; "
+            f"continue with: toolfold resume {self.run_file} --approve ID / --deny ID / "
+            "--result ID=JSON",
+        )
+
+
+_RAN_OUT = "its until never held"
+_LAST = "its last iteration's output"
+
+
+def _loops_ran_out(state: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The sub-runs (any depth) of loops that ran out of iterations, by the call ids down to them."""
+    for call_id, child in state.sub_runs.items():
+        here = (*path, call_id)
+        if child.finish_reason == "max_iterations":
+            yield here
+        yield from _loops_ran_out(child, here)
+
+
+def _unwrap(event: Any) -> Iterator[tuple[int, str, Any]]:
+    """(depth, the sub-agent's tool name or "", the event) of a possibly nested event."""
+    if getattr(event, "kind", "") == "sub_run":
+        path = event.path
+        yield len(path) // 2, path[-2] if len(path) >= 2 else "", event.event
+    else:
+        yield 0, "", event
+
+
+def _arguments_shown(call: Any) -> str:
+    """A call's arguments as the user wrote them: a workflow step's input, as JSON.
+
+    A workflow calls its steps with its input and the earlier outputs their
+    templates read (``{"input": ..., "values": {...}}``), under the step's
+    name as the call id (``.n`` for a loop's iteration, ``#n`` for a retry).
+    """
+    name, arguments = call.name, call.arguments
+    if (
+        arguments is not None
+        and arguments.keys() == {"input", "values"}
+        and (call.id == name or call.id.startswith((name + ".", name + "#")))
+    ):
+        step = json.loads(call.arguments_text)
+        shown = json.dumps(step["input"], ensure_ascii=False)
+        if not step["values"]:
+            return shown
+        return f"{shown}, values {json.dumps(step['values'], ensure_ascii=False)}"
+    return str(call.arguments_text)
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…"
