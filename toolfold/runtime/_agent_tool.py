@@ -22,7 +22,7 @@ from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime._resume import continuing
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
+from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget, stop_answer
 from toolfold.runtime.drive._executor import (
     SubRun,
     checks_resume,
@@ -95,9 +95,12 @@ def _nested(
     who = agent_label(spec, tool_name)
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
+        runner = _runner(spec, ctx)
+        if runner is None:
+            return _not_started(ctx, who)
         try:
             if ctx.forward is not None:  # the caller streams: so does the sub-run
-                stream = _stream(spec, ctx, prompt, input)
+                stream = _stream(runner, ctx, prompt, input)
                 for event in stream:
                     if not isinstance(event, RunEndEvent):
                         ctx.forward(event)
@@ -106,15 +109,18 @@ def _nested(
                 with continuing(ctx.sub_run):
                     response = spec.resume(ctx.sub_run, deps=ctx.deps)
             else:
-                response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+                response = runner.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name, who)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
+        runner = _runner(spec, ctx)
+        if runner is None:
+            return _not_started(ctx, who)
         try:
             if ctx.forward is not None:
-                stream = _stream(spec, ctx, prompt, input)
+                stream = _stream(runner, ctx, prompt, input)
                 async for event in stream:
                     if not isinstance(event, RunEndEvent):
                         ctx.forward(event)
@@ -123,7 +129,7 @@ def _nested(
                 with continuing(ctx.sub_run):
                     response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
             else:
-                response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+                response = await runner.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name, who)
@@ -179,6 +185,49 @@ def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input
         with continuing(ctx.sub_run):
             return spec.resume_stream(ctx.sub_run, deps=ctx.deps)
     return spec.stream(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+
+
+def within(spec: Any, budget: TokenBudget) -> Any:
+    """``spec`` as a sub-run of a run with a tree budget starts it, or None when none is left.
+
+    An agent gets ``budget`` (what is left of its caller's, see
+    `handed_budget`) among its stop conditions, so its run stores it and stops
+    there too; it goes on down to the agents it uses in turn. A workflow runs
+    as it is: its steps are not given the budget (its caller counts what it
+    spent once it returns). None when nothing is left (the step's own model
+    call spent the budget): the sub-run is not started.
+    """
+    from toolfold.runtime._agent import Agent
+
+    if budget.tokens <= 0:
+        return None
+    if not isinstance(spec, Agent):
+        return spec
+    return spec.evolve(stop_when=(*spec.stop_when, budget))
+
+
+def not_started_text(who: str, budget: TokenBudget) -> str:
+    """The error result of a call whose sub-run was not started: the caller's tree budget is spent."""
+    return (
+        f"Error: {who} was not started: the caller's token_budget(tree=True) is spent "
+        f"({-budget.tokens} tokens over it when this step began)"
+        if budget.tokens < 0
+        else f"Error: {who} was not started: the caller's token_budget(tree=True) is spent"
+    )
+
+
+def _runner(spec: Any, ctx: RunContext[Any]) -> Any:
+    """What runs the call's sub-run: ``spec``, within the caller's tree budget when it has one.
+
+    A sub-run the call continues (``ctx.sub_run``) goes on with the budget it stored.
+    """
+    if ctx.token_budget is None or ctx.sub_run is not None:
+        return spec
+    return within(spec, ctx.token_budget)
+
+
+def _not_started(ctx: RunContext[Any], who: str) -> SubRun:
+    return SubRun(None, not_started_text(who, ctx.token_budget), is_error=True)
 
 
 def _as_is(value: Any) -> Any:

@@ -37,8 +37,10 @@ from toolfold.runtime._agent_tool import (
     _prompt,
     agent_label,
     as_tool_of,
+    not_started_text,
     stopped_content,
     sub_run_id_of,
+    within,
 )
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import RunOptions, start, to_tools
@@ -51,7 +53,7 @@ from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
-from toolfold.runtime.core._stop import STOP_REASONS
+from toolfold.runtime.core._stop import STOP_REASONS, handed_budget
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
@@ -296,8 +298,13 @@ class SubRunTool:
         sub_id = sub_run_id_of(caller.run_id, call.id, invocation.step, caller.conversation)
         task = self.task
         if task is None:  # an agent or a workflow used as a tool (see `_agent_tool`)
+            budget = handed_budget(caller)  # the caller's tree budget, as locally (`within`)
+            if budget is not None and budget.tokens <= 0:  # spent: nothing starts
+                who = agent_label(self.target, call.name)
+                return ToolReturned(call.id, not_started_text(who, budget), True, "error")
             if isinstance(self.target, Agent):
-                return self.target._start(_prompt(prepared["input"]), (), sub_id)
+                agent: Agent = self.target if budget is None else within(self.target, budget)
+                return agent._start(_prompt(prepared["input"]), (), sub_id)
             if not workflow_tools():
                 return ToolReturned(call.id, "Error: AssertionError", True, "error")
             # the input as is, as locally (`Workflow.as_tool` runs `workflow.run(input)`)

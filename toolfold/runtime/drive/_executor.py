@@ -133,13 +133,14 @@ class SubRun(NamedTuple):
     """What a tool that runs a sub-run returns (an agent used as a tool).
 
     Attributes:
-        state: The sub-run's state, finished or waiting for the caller.
+        state: The sub-run's state, finished or waiting for the caller; None
+            for one that was not started (``content`` says why: an error).
         content: The text the calling model sees once it finished.
         is_error: Whether ``content`` is an error result (the sub-run
             finished, but what the model sees of it could not be made).
     """
 
-    state: RunState
+    state: RunState | None
     content: str
     is_error: bool = False
 
