@@ -278,3 +278,16 @@ stop_when = [{ token_budget = 5000, tree = true }, { token_budget = 90 }]
     bad = text.replace("{ token_budget = 90 }", "{ max_steps = 3, tree = true }")
     with pytest.raises(toolfold.AgentFileError, match=r"stop_when\[1\]\.tree: tree goes with"):
         loads(bad)
+
+
+def test_a_run_stopped_at_its_tree_budget_resumes_with_it_spent() -> None:
+    """A new turn after the stop makes one model call, starts no sub-run, and stops again."""
+    lead = _lead(token_budget(450, tree=True), sub_calls=10)
+    stopped = RunState.from_json(lead.run("go").state.to_json())
+    response = lead.resume(stopped, message="more")
+    state = response.state
+    assert (state.finish_reason, state.step) == ("token_budget", 2)
+    assert len(state.sub_runs) == 1  # the first step's only
+    assert _results(response)[-1].startswith("Error: agent 'sub' was not started")
+    assert state.tree_usage.total_tokens == 600
+    _exact(state)
