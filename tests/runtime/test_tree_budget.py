@@ -13,7 +13,7 @@ from toolfold import Agent, RunContext, UsageError, token_budget
 from toolfold.files import loads
 from toolfold.runtime import RunState, TokenBudget, replay
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
-from toolfold.runtime.core._stop import describe_condition, handed_budget, stop_answer
+from toolfold.runtime.core._stop import stop_answer
 from toolfold.testing import FunctionModel
 
 # Every model call of these tests costs 50 + 50 tokens.
@@ -226,6 +226,8 @@ def test_a_handoff_target_keeps_the_tree_budget() -> None:
 
 def test_a_tree_budget_reads_every_step_from_its_state() -> None:
     """handed_budget and open_step: a run with a tree budget builds its step's state; others do not."""
+    from toolfold.runtime.core._stop import handed_budget
+
     response = toolfold.ModelResponse(
         toolfold.Message.assistant("", [toolfold.ToolCallPart("c", "t", "{}")]), _SPEND
     )
@@ -257,6 +259,8 @@ def test_a_tree_budget_round_trips_through_json_and_old_states_load_unchanged() 
 
 def test_a_tree_budget_refuses_what_is_not_a_flag() -> None:
     """token_budget(n, tree=...) takes True or False, and names the field otherwise."""
+    from toolfold.runtime.core._stop import describe_condition
+
     with pytest.raises(UsageError, match=r"TokenBudget.tree: expected True or False, got 'yes'"):
         token_budget(5, tree="yes")  # type: ignore[arg-type]
     assert describe_condition(token_budget(5, tree=True)) == "token_budget=5, tree=True"
