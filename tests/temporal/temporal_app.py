@@ -30,6 +30,7 @@ from toolfold import (
     Handoff,
     Loop,
     Message,
+    ModelResponse,
     Parallel,
     RateLimitError,
     Response,
@@ -38,6 +39,8 @@ from toolfold import (
     Sequence,
     Task,
     Tool,
+    Usage,
+    token_budget,
     tool,
     tool_called,
 )
@@ -1154,6 +1157,45 @@ settling = TemporalAgent(
     settings=SETTINGS,
 )
 
+# A tree budget (token_budget(n, tree=True)): two workers called in one step each
+# start with what was left, and stop mid-run there; with 90 nothing is left once the
+# lead's own first call is made, and no worker starts. Every model call costs 100 tokens.
+_HUNDRED = Usage(50, 50, requests=1)
+
+
+@tool
+def tick() -> str:
+    """Tick."""
+    return "tick"
+
+
+def _ticking(request: ModelRequest) -> Any:
+    done = sum(1 for m in request.messages if m.role == "tool")
+    part = ToolCallPart(f"t{done}", "tick", "{}")
+    return ModelResponse(Message.assistant("", [part]), _HUNDRED)
+
+
+def _two_workers(request: ModelRequest) -> Any:
+    step = sum(1 for m in request.messages if m.role == "assistant")
+    parts = [ToolCallPart(f"w{step}_{i}", "worker", '{"input": "go"}') for i in range(2)]
+    return ModelResponse(Message.assistant("", parts), _HUNDRED)
+
+
+def _budgeted(name: str, tokens: int) -> TemporalAgent:
+    worker = Agent(FunctionModel(_ticking), name="worker", tools=[tick], max_steps=20)
+    lead = Agent(
+        FunctionModel(_two_workers),
+        name=name,
+        tools=[worker.as_tool()],
+        stop_when=[token_budget(tokens, tree=True)],
+    )
+    return TemporalAgent(lead, settings=SETTINGS)
+
+
+budgeted = _budgeted("budgeted", 700)
+broke = _budgeted("broke", 90)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1170,6 +1212,8 @@ AGENTS = [
     settling,
     misfit,
     misfit_step,
+    budgeted,
+    broke,
     twins,
     twin_askers,
     workflow_tool,

@@ -78,7 +78,7 @@ from toolfold.integrations.temporal import (
     data_converter,
 )
 from toolfold.integrations.temporal._activities import _application_error
-from toolfold.runtime import StreamEvent, SubRunEvent, ToolCallStart
+from toolfold.runtime import StreamEvent, SubRunEvent, TokenBudget, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._events import ToolReturned
@@ -1488,4 +1488,26 @@ def test_a_sub_run_failing_inside_its_own_run_stays_in_the_durable_tree(
     assert failed.phase == "failed"
     assert durable.usage.requests == local.usage.requests
     assert durable.usage.requests >= 2  # the sub-run's two tries are counted
+    _replays(history)
+
+
+@pytest.mark.parametrize(
+    "agent", [temporal_app.budgeted, temporal_app.broke], ids=["left", "spent"]
+)
+def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """token_budget(n, tree=True) durably: the workers of one step start with what was left
+    (stored in their states) and stop there, or do not start when nothing is left: as locally."""
+    durable, history, _ = _run_like_local(agent, f"{agent.name}-1", server, tmp_path, monkeypatch)
+    state = durable.state
+    assert state.finish_reason == "token_budget"
+    workers = list(state.sub_runs.values())
+    if agent is temporal_app.budgeted:
+        assert [w.config.stop_when for w in workers] == [(TokenBudget(600, tree=True),)] * 2
+        assert [w.finish_reason for w in workers] == ["token_budget"] * 2
+        assert state.tree_usage.total_tokens == 100 + 2 * 600
+    else:
+        assert workers == []
+        assert state.tree_usage.total_tokens == 100
     _replays(history)
