@@ -295,3 +295,21 @@ def test_a_run_stopped_at_its_tree_budget_resumes_with_it_spent() -> None:
     assert _results(response)[-1].startswith("Error: agent 'sub' was not started")
     assert state.tree_usage.total_tokens == 600
     _exact(state)
+
+
+# `pickle.dumps(TokenBudget(5), protocol=4)` made by toolfold before `tree` existed.
+_OLD_PICKLE = (
+    b"\x80\x04\x95M\x00\x00\x00\x00\x00\x00\x00\x8c\x10toolfold.runtime\x94\x8c\x0bTokenBudget"
+    b"\x94\x93\x94)\x81\x94}\x94(\x8c\x06tokens\x94K\x05\x8c\x04kind\x94\x8c\x0ctoken_budget\x94ub."
+)
+
+
+def test_a_budget_pickled_before_tree_existed_loads_as_the_runs_own() -> None:
+    """An old pickle (a Ray object, a cached agent) loads with tree=False; a new one round-trips."""
+    import pickle
+
+    old = pickle.loads(_OLD_PICKLE)
+    assert (old, old.tree) == (TokenBudget(5), False)
+    assert old(initial_state("go", run_id="r")) is False
+    budget = token_budget(7, tree=True)
+    assert pickle.loads(pickle.dumps(budget)) == budget

@@ -93,6 +93,15 @@ class TokenBudget:
         used = tree_tokens(state) if self.tree else state.usage.total_tokens
         return used >= self.tokens
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "kind": self.kind, "tree": self.tree}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # One pickled before ``tree`` existed has none: it counted the run's own calls.
+        for name in ("tokens", "kind"):
+            object.__setattr__(self, name, state[name])
+        object.__setattr__(self, "tree", state.get("tree", False))
+
 
 @attrs.frozen
 class ToolCalled:
