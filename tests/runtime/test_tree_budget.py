@@ -313,3 +313,20 @@ def test_a_budget_pickled_before_tree_existed_loads_as_the_runs_own() -> None:
     assert old(initial_state("go", run_id="r")) is False
     budget = token_budget(7, tree=True)
     assert pickle.loads(pickle.dumps(budget)) == budget
+
+
+def test_a_streamed_run_hands_the_budget_down_too() -> None:
+    """A stream's sub-runs (run beside the iteration) start with the same budget as run's."""
+    stream = _lead(token_budget(450, tree=True), sub_calls=10).stream("go")
+    for _ in stream:
+        pass
+    state = stream.response.state
+    (sub,) = state.sub_runs.values()
+    assert (sub.config.stop_when, sub.finish_reason) == (
+        (TokenBudget(350, tree=True),),
+        "token_budget",
+    )
+    assert (
+        state
+        == _lead(token_budget(450, tree=True), sub_calls=10).run("go", run_id=state.run_id).state
+    )
