@@ -330,3 +330,27 @@ def test_a_streamed_run_hands_the_budget_down_too() -> None:
         state
         == _lead(token_budget(450, tree=True), sub_calls=10).run("go", run_id=state.run_id).state
     )
+
+
+def test_a_sub_agent_under_a_tree_budget_keeps_the_model_it_resolved() -> None:
+    """Three sub-agent calls with a handed budget resolve the sub-agent's model string once, not per call."""
+    from toolfold.testing import override_models
+
+    made: list[str] = []
+
+    def factory(spec: str) -> FunctionModel:
+        made.append(spec)
+        return _worker(0)
+
+    with override_models(factory):
+        sub = Agent("openai:gpt-4o-mini", name="sub")
+        lead = Agent(
+            _boss(), tools=[sub.as_tool()], stop_when=[token_budget(1000, tree=True)], max_steps=3
+        )
+        state = lead.run("go").state
+    assert made == ["openai:gpt-4o-mini"]
+    assert [s.config.stop_when for s in state.sub_runs.values()] == [
+        (TokenBudget(900, tree=True),),
+        (TokenBudget(700, tree=True),),
+        (TokenBudget(500, tree=True),),
+    ]

@@ -203,7 +203,7 @@ def within(spec: Any, budget: TokenBudget) -> Any:
         return None
     if not isinstance(spec, Agent):
         return spec
-    return spec.evolve(stop_when=(*spec.stop_when, budget))
+    return spec._within(budget)  # (not `evolve`: that resolves its model again, per call)
 
 
 def not_started_text(who: str, budget: TokenBudget) -> str:
