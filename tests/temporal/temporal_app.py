@@ -1196,6 +1196,32 @@ budgeted = _budgeted("budgeted", 700)
 broke = _budgeted("broke", 90)
 
 
+@tool
+def peek(ctx: RunContext[None]) -> str:
+    """What is left of the run's tree budget, as this tool's context reads it."""
+    return "none" if ctx.token_budget is None else str(ctx.token_budget.tokens)
+
+
+def _peek_once(request: ModelRequest) -> Any:
+    if any(m.role == "tool" for m in request.messages):
+        return ModelResponse(
+            Message.assistant(request.messages[-1].tool_results[0].content), _HUNDRED
+        )
+    return ModelResponse(Message.assistant("", [ToolCallPart("p", "peek", "{}")]), _HUNDRED)
+
+
+# A plain tool (a tool activity) reads what is left of the tree budget: 1000 - 100.
+peeking = TemporalAgent(
+    Agent(
+        FunctionModel(_peek_once),
+        name="peeking",
+        tools=[peek],
+        stop_when=[token_budget(1000, tree=True)],
+    ),
+    settings=SETTINGS,
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1214,6 +1240,7 @@ AGENTS = [
     misfit_step,
     budgeted,
     broke,
+    peeking,
     twins,
     twin_askers,
     workflow_tool,

@@ -74,6 +74,7 @@ from toolfold.integrations.temporal import (
     FileStorageDriver,
     ModelCallInput,
     TemporalAgent,
+    ToolCallInput,
     ToolfoldPlugin,
     data_converter,
 )
@@ -1511,3 +1512,29 @@ def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
         assert workers == []
         assert state.tree_usage.total_tokens == 100
     _replays(history)
+
+
+def test_a_tool_activity_reads_what_is_left_of_the_tree_budget(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ctx.token_budget in a durable tool activity is the step's handed budget, as locally (not None)."""
+    agent = temporal_app.peeking
+    durable, history, _ = _run_like_local(agent, "peeking-1", server, tmp_path, monkeypatch)
+    assert durable.text == "900"
+    _replays(history)
+
+
+def test_a_tool_call_input_carries_a_tree_budget_and_reads_old_payloads() -> None:
+    """ToolCallInput's payload leaves token_budget out when None (as recorded before it existed); a set one round-trips."""
+    from toolfold.runtime.core._effects import ToolInvocation
+    from toolfold.runtime.core._messages import ToolCallPart
+
+    convert = data_converter.payload_converter
+    invocation = ToolInvocation(ToolCallPart("c", "peek", "{}"), 0, 1, "k")
+    plain = ToolCallInput(invocation, "r")
+    payload = convert.to_payloads([plain])[0]
+    assert b"token_budget" not in payload.data
+    assert convert.from_payloads([payload], [ToolCallInput]) == [plain]
+    given = ToolCallInput(invocation, "r", (), TokenBudget(900, tree=True))
+    (back,) = convert.from_payloads(convert.to_payloads([given]), [ToolCallInput])
+    assert back == given

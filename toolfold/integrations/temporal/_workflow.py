@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         Disposition,
         RunState,
     )
-    from toolfold.runtime.core._stop import stop_event
+    from toolfold.runtime.core._stop import handed_budget, stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
     from toolfold.runtime.drive._handoff import at_limit, settle_events
@@ -528,6 +528,7 @@ class AgentWorkflow:
         path: tuple[str, ...],
     ) -> RunState:
         messages = tuple(state.conversation)
+        budget = handed_budget(state)  # the step's, for every call (`RunContext.token_budget`)
         for invocation in effect.calls:
             if invocation.tool_name not in node.tools:
                 raise ApplicationError(
@@ -570,7 +571,7 @@ class AgentWorkflow:
             if sub is not None and (path or workflow.patched(NESTED_RUNS)):
                 return await self._sub_run(agent, node, sub, state, invocation, path)
             name = tool_activity_name(node.name, invocation.tool_name)
-            given: Any = ToolCallInput(invocation, state.run_id, messages)
+            given: Any = ToolCallInput(invocation, state.run_id, messages, budget)
             sourced = node.sourced.get(invocation.tool_name)
             if sourced is not None:  # a tool source's: the worker's dynamic activity
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
