@@ -354,3 +354,37 @@ def test_a_sub_agent_under_a_tree_budget_keeps_the_model_it_resolved() -> None:
         (TokenBudget(700, tree=True),),
         (TokenBudget(500, tree=True),),
     ]
+
+
+@pytest.mark.parametrize(("tokens", "sub_calls"), [(90, 3), (450, 10)], ids=["spent", "mid-run"])
+def test_under_on_tool_error_raise_the_tree_budget_stops_the_run_instead_of_raising(
+    tokens: int, sub_calls: int
+) -> None:
+    """A sub-agent not started, or stopped by the handed budget, is the budget's stop, not a tool failure."""
+    sub = Agent(_worker(sub_calls), name="sub", tools=[t])
+    lead = Agent(
+        _boss(),
+        name="lead",
+        tools=[sub.as_tool()],
+        stop_when=[token_budget(tokens, tree=True)],
+        on_tool_error="raise",
+    )
+    state = lead.run("go").state
+    assert state.finish_reason == "token_budget"
+    assert [m.tool_results[0].is_error for m in state.messages if m.tool_results] == [True]
+    again = lead.resume(state, message="more").state  # one model call, and it stops again
+    assert (again.finish_reason, again.usage.requests) == ("token_budget", state.usage.requests + 1)
+    _exact(again)
+
+
+def test_under_on_tool_error_raise_a_sub_agents_own_limit_still_raises() -> None:
+    """A sub-agent that stops at its own max_steps under a tree budget is a tool failure, as ever."""
+    sub = Agent(_worker(10), name="sub", tools=[t], max_steps=2)
+    lead = Agent(
+        _boss(),
+        tools=[sub.as_tool()],
+        stop_when=[token_budget(10_000, tree=True)],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError, match="stopped at its limit max_steps=2"):
+        lead.run("go")

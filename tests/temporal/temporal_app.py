@@ -1181,19 +1181,23 @@ def _two_workers(request: ModelRequest) -> Any:
     return ModelResponse(Message.assistant("", parts), _HUNDRED)
 
 
-def _budgeted(name: str, tokens: int) -> TemporalAgent:
+def _budgeted(name: str, tokens: int, on_tool_error: Any = "return") -> TemporalAgent:
     worker = Agent(FunctionModel(_ticking), name="worker", tools=[tick], max_steps=20)
     lead = Agent(
         FunctionModel(_two_workers),
         name=name,
         tools=[worker.as_tool()],
         stop_when=[token_budget(tokens, tree=True)],
+        on_tool_error=on_tool_error,
     )
     return TemporalAgent(lead, settings=SETTINGS)
 
 
 budgeted = _budgeted("budgeted", 700)
 broke = _budgeted("broke", 90)
+# on_tool_error="raise": the budget's stop is no tool failure, the run stops as above.
+budgeted_raising = _budgeted("budgeted_raising", 700, "raise")
+broke_raising = _budgeted("broke_raising", 90, "raise")
 
 
 @tool
@@ -1240,6 +1244,8 @@ AGENTS = [
     misfit_step,
     budgeted,
     broke,
+    budgeted_raising,
+    broke_raising,
     peeking,
     twins,
     twin_askers,

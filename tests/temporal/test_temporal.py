@@ -1493,7 +1493,14 @@ def test_a_sub_run_failing_inside_its_own_run_stays_in_the_durable_tree(
 
 
 @pytest.mark.parametrize(
-    "agent", [temporal_app.budgeted, temporal_app.broke], ids=["left", "spent"]
+    "agent",
+    [
+        temporal_app.budgeted,
+        temporal_app.broke,
+        temporal_app.budgeted_raising,
+        temporal_app.broke_raising,
+    ],
+    ids=["left", "spent", "left-raise", "spent-raise"],
 )
 def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
     agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -1504,7 +1511,7 @@ def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
     state = durable.state
     assert state.finish_reason == "token_budget"
     workers = list(state.sub_runs.values())
-    if agent is temporal_app.budgeted:
+    if agent in (temporal_app.budgeted, temporal_app.budgeted_raising):
         assert [w.config.stop_when for w in workers] == [(TokenBudget(600, tree=True),)] * 2
         assert [w.finish_reason for w in workers] == ["token_budget"] * 2
         assert state.tree_usage.total_tokens == 100 + 2 * 600

@@ -590,7 +590,9 @@ class AgentWorkflow:
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
             for invocation, event in zip(effect.calls, results, strict=True):
                 if isinstance(event, ToolReturned):
-                    error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
+                    error = tool_failure(
+                        state, invocation.tool_name, event.outcome, event.content, event.child
+                    )
                     if error is not None:
                         if workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
                             ran = (ToolReturned, ToolSuspended)
@@ -792,7 +794,8 @@ class AgentWorkflow:
             elif (  # a failed call of on_tool_error="raise": it runs again, as locally
                 node.on_tool_error == "raise"
                 and isinstance(event, ToolReturned)
-                and tool_failure(state, call.name, event.outcome, event.content) is not None
+                and tool_failure(state, call.name, event.outcome, event.content, event.child)
+                is not None
             ):
                 continue
             events.append(event)

@@ -27,6 +27,7 @@ from toolfold.runtime.core._events import AttemptDropped
 from toolfold.runtime.core._messages import NO_USAGE, Usage
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import StopCondition, StopPredicate, handed_budget
 from toolfold.runtime.drive._executor import ToolOutcome
 
 # What resuming the state of an `observer_failure` does, by what raised. An
@@ -45,6 +46,11 @@ _RESUMING = {
 }
 
 
+# What the error result of a call whose sub-agent a spent tree budget did not start says
+# (`not_started_text`), after the agent's label.
+NOT_STARTED = " was not started: "
+
+
 def observer_failure(
     what: str,
     exc: Exception,
@@ -59,15 +65,21 @@ def observer_failure(
     )
 
 
-def raise_tool_error(state: RunState, outcomes: Sequence[ToolOutcome]) -> None:
+def raise_tool_error(
+    state: RunState,
+    outcomes: Sequence[ToolOutcome],
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+) -> None:
     """Raise the `ToolExecutionError` of the round's first failed call, if any.
 
     The error's state is the run before the round (``state``, its calls to run
     again), counting the usage of the sub-runs the round made (see
-    `with_dropped_sub_runs`).
+    `with_dropped_sub_runs`). ``conditions``: those given to a resume only.
     """
     for outcome in outcomes:
-        error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
+        error = tool_failure(
+            state, outcome.tool_name, outcome.outcome, outcome.content, outcome.child, conditions
+        )
         if error is not None:
             error.state = with_dropped_sub_runs(state, [(o.call_id, o.child) for o in outcomes])
             if outcome.exception is not None:
@@ -112,15 +124,54 @@ def _less(usage: Usage, earlier: Usage) -> Usage:
 
 
 def tool_failure(
-    state: RunState, tool_name: str, outcome: str | None, content: str
+    state: RunState,
+    tool_name: str,
+    outcome: str | None,
+    content: str,
+    child: RunState | None = None,
+    conditions: Iterable[StopCondition | StopPredicate] = (),
 ) -> ToolExecutionError | None:
     """The error ``on_tool_error="raise"`` raises for a call's outcome, or None when it succeeded.
 
-    ``state`` is the run before the step's results (the error's state).
+    ``state`` is the run before the step's results (the error's state);
+    ``child`` the call's sub-run, if it ran one; ``conditions`` the stop
+    conditions given to a resume only. A sub-run the run's tree budget ended
+    is no failure (see `budget_stopped`): the run stops at that budget instead.
     """
     if outcome not in ("error", "timeout"):
         return None
+    if outcome == "error" and budget_stopped(state, child, content, conditions):
+        return None
     return ToolExecutionError(f"tool {tool_name!r} failed: {content}", state)
+
+
+def budget_stopped(
+    state: RunState,
+    child: RunState | None,
+    content: str,
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+) -> bool:
+    """Whether a call's error result is the stop of the tree budget ``state``'s step handed down.
+
+    Either its sub-run stopped at that budget (``token_budget(left,
+    tree=True)`` from `handed_budget`, in its configuration, reached), or
+    nothing was left when the step began and its sub-agent was not started
+    (no sub-run, `not_started_text`'s result). Either way the run's own tree
+    budget is spent once the step's results are in, and the run stops there
+    (``finish_reason == "token_budget"``), as with ``on_tool_error="return"``.
+    Read from the state and the call's result only: a replay decides the same.
+    A run without a tree budget has none (what it always did).
+    """
+    if not state.config.stop_when and not conditions:
+        return False
+    handed = handed_budget(state, conditions)
+    if handed is None:
+        return False
+    if child is None:
+        return handed.tokens <= 0 and NOT_STARTED in content
+    return (
+        child.finish_reason == "token_budget" and handed in child.config.stop_when and handed(child)
+    )
 
 
 def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:

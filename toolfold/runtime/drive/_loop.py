@@ -506,7 +506,7 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
             raise
     if live.on_tool_error == "raise":
-        raise_tool_error(state, outcomes)
+        raise_tool_error(state, outcomes, live.stop_when)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     events = list(map(returned, outcomes))
@@ -536,7 +536,15 @@ def _round_interrupted(
         # A failed call raises when its round ends: kept out of the state, it
         # runs again on resume and raises there, as it would have.
         for index, outcome in list(finished.items()):
-            if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
+            failure = tool_failure(
+                state,
+                outcome.tool_name,
+                outcome.outcome,
+                outcome.content,
+                outcome.child,
+                live.stop_when,
+            )
+            if failure is not None:
                 del finished[index]
     interrupted(exc, state, finished)
 
