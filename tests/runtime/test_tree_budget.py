@@ -388,3 +388,40 @@ def test_under_on_tool_error_raise_a_sub_agents_own_limit_still_raises() -> None
     )
     with pytest.raises(toolfold.ToolExecutionError, match="stopped at its limit max_steps=2"):
         lead.run("go")
+
+
+def test_a_long_run_under_a_tree_budget_reads_each_sub_run_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """40 steps of one sub-agent call each read the sub-runs' usage O(steps) times, not once per step each."""
+    reads: list[str | None] = []
+    tree_usage = RunState.tree_usage
+
+    def counted(state: RunState) -> toolfold.Usage:
+        reads.append(state.agent)
+        return tree_usage.fget(state)  # type: ignore[attr-defined,no-any-return]
+
+    monkeypatch.setattr(RunState, "tree_usage", property(counted))
+    lead = _lead(token_budget(10**9, tree=True), sub_calls=0)
+    state = lead.evolve(max_steps=40).run("go").state
+    assert (state.finish_reason, len(state.sub_runs)) == ("max_steps", 40)
+    assert reads.count("sub") <= 3 * 40  # (a rescan of the log at every step read 1600)
+
+
+def test_a_log_fold_resumes_from_the_version_it_was_appended_to() -> None:
+    """Log.folded folds each item once across appended versions, and a fork folds its own items."""
+    from toolfold.runtime.core._log import Log
+
+    seen: list[int] = []
+
+    def add(total: int, item: int) -> int:
+        seen.append(item)
+        return total + item
+
+    base = Log([1, 2])
+    assert base.folded(add, 0) == 3
+    grown = base.append(3).append(4)
+    assert (grown.folded(add, 0), grown.folded(add, 0)) == (10, 10)
+    fork = base.append(30)  # (a fork of base after grown took its buffer)
+    assert fork.folded(add, 0) == 33
+    assert seen == [1, 2, 3, 4, 30]

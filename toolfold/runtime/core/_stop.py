@@ -361,17 +361,8 @@ def step_start_tokens(state: RunState) -> int:
     returned since its model answered, and those still open); the sub-runs a
     resume dropped to run again (`AttemptDropped`) count, as they do there.
     """
-    from toolfold.runtime.core._events import AttemptDropped, ToolReturned  # (it imports this)
+    from toolfold.runtime.core._state import logged_sub_runs  # (it imports this module)
 
-    done = 0
-    since_answer = 0  # the sub-runs returned since the last model answer: the step's own
-    for event in state.log:
-        kind = event.kind
-        if kind == "model_responded" or kind == "handed_off":  # (a handoff clears the calls)
-            done += since_answer
-            since_answer = 0
-        elif type(event) is ToolReturned and event.child is not None:
-            since_answer += event.child.tree_usage.total_tokens
-        elif type(event) is AttemptDropped:
-            done += event.sub_run_usage.total_tokens
+    logged = logged_sub_runs(state)
+    done = logged.total.total_tokens - logged.since_answer.total_tokens
     return state.usage.total_tokens + done
