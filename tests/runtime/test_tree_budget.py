@@ -145,13 +145,14 @@ def test_parallel_sub_agents_each_get_what_was_left_when_the_step_began() -> Non
     _exact(state)
 
 
-def test_a_step_whose_own_model_call_spent_the_budget_starts_no_sub_run() -> None:
-    """Nothing is left when the call is made: the call's error result says so, no model is asked."""
-    response = _lead(token_budget(90, tree=True), sub_calls=3).run("go")
+@pytest.mark.parametrize("tokens", [90, 100], ids=["over", "exactly"])
+def test_a_step_whose_own_model_call_spent_the_budget_starts_no_sub_run(tokens: int) -> None:
+    """Nothing is left when the call is made: the error result names the caller, its budget and the tokens used."""
+    response = _lead(token_budget(tokens, tree=True), sub_calls=3).run("go")
     state = response.state
     assert _results(response) == [
-        "Error: agent 'sub' was not started: the caller's token_budget(tree=True) is spent "
-        "(10 tokens over it when this step began)"
+        "Error: agent 'sub' was not started: its caller, agent 'lead', has spent its "
+        f"token_budget={tokens}, tree=True (100 tokens used when this step began)"
     ]
     assert state.sub_runs == {}
     assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 100)

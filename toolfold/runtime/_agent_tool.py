@@ -29,6 +29,7 @@ from toolfold.runtime.drive._executor import (
     runs_sub_runs,
     with_blocking_twin,
 )
+from toolfold.runtime.drive._failures import NOT_STARTED
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -206,14 +207,12 @@ def within(spec: Any, budget: TokenBudget) -> Any:
     return spec._within(budget)  # (not `evolve`: that resolves its model again, per call)
 
 
-def not_started_text(who: str, budget: TokenBudget) -> str:
-    """The error result of a call whose sub-run was not started: the caller's tree budget is spent."""
-    return (
-        f"Error: {who} was not started: the caller's token_budget(tree=True) is spent "
-        f"({-budget.tokens} tokens over it when this step began)"
-        if budget.tokens < 0
-        else f"Error: {who} was not started: the caller's token_budget(tree=True) is spent"
-    )
+def not_started_text(who: str, reason: str) -> str:
+    """The error result of a call whose sub-run was not started: its caller's tree budget is spent.
+
+    ``reason`` says whose budget and how far it is spent (`spent_reason`).
+    """
+    return f"Error: {who}{NOT_STARTED}{reason}"
 
 
 def _runner(spec: Any, ctx: RunContext[Any]) -> Any:
@@ -227,7 +226,10 @@ def _runner(spec: Any, ctx: RunContext[Any]) -> Any:
 
 
 def _not_started(ctx: RunContext[Any], who: str) -> SubRun:
-    return SubRun(None, not_started_text(who, ctx.token_budget), is_error=True)
+    reason = ctx._spent  # (set by the run, which knows its state: see `_job_in`)
+    if reason is None:  # a context built by hand
+        reason = f"its caller's token_budget(tree=True) has {ctx.token_budget.tokens} tokens left"
+    return SubRun(None, not_started_text(who, reason), is_error=True)
 
 
 def _as_is(value: Any) -> Any:

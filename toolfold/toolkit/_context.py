@@ -52,6 +52,9 @@ class RunContext(Generic[DepsT]):
     sub_run: Any = None
     forward: Callable[[Any], object] | None = None
     token_budget: Any = None
+    # Set by the run when nothing is left of its tree budget (`spent_reason`): whose
+    # budget and how far it is spent, for the error result of a sub-run not started.
+    _spent: str | None = attrs.field(default=None, alias="_spent", repr=False)
 
     @property
     def tool_call_id(self) -> str:

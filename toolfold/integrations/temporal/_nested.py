@@ -53,7 +53,7 @@ from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
-from toolfold.runtime.core._stop import STOP_REASONS, handed_budget
+from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
@@ -301,7 +301,8 @@ class SubRunTool:
             budget = handed_budget(caller)  # the caller's tree budget, as locally (`within`)
             if budget is not None and budget.tokens <= 0:  # spent: nothing starts
                 who = agent_label(self.target, call.name)
-                return ToolReturned(call.id, not_started_text(who, budget), True, "error")
+                text = not_started_text(who, spent_reason(caller))
+                return ToolReturned(call.id, text, True, "error")
             if isinstance(self.target, Agent):
                 agent: Agent = self.target if budget is None else within(self.target, budget)
                 return agent._start(_prompt(prepared["input"]), (), sub_id)

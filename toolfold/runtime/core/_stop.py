@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, cast
 
 import attrs
 
@@ -338,6 +338,24 @@ def handed_budget(
     if not budgets:
         return None
     return TokenBudget(min(budgets) - step_start_tokens(state), tree=True)
+
+
+def spent_reason(state: RunState, conditions: Iterable[StopCondition | StopPredicate] = ()) -> str:
+    """Why a sub-run of ``state``'s current step is not started: whose tree budget is spent.
+
+    For a step whose `handed_budget` is 0 or less: the caller (``state``'s
+    agent), its tightest tree budget, and the tree's tokens when the step
+    began (`step_start_tokens`), as in ``its caller, agent 'lead', has spent
+    its token_budget=90, tree=True (100 tokens used when this step began)``.
+    """
+    budgets = [c for c in (*state.config.stop_when, *conditions) if is_tree_budget(c)]
+    tightest = min(budgets, key=lambda c: cast(TokenBudget, c).tokens)
+    caller = "its caller" if state.agent is None else f"its caller, agent {state.agent!r},"
+    used = step_start_tokens(state)
+    return (
+        f"{caller} has spent its {describe_condition(cast(TokenBudget, tightest))} "
+        f"({used} tokens used when this step began)"
+    )
 
 
 def tree_tokens(state: RunState) -> int:

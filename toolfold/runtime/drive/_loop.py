@@ -55,7 +55,13 @@ from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import CallState, Disposition, RunState
-from toolfold.runtime.core._stop import StopPredicate, handed_budget, has_tree_budget, stop_event
+from toolfold.runtime.core._stop import (
+    StopPredicate,
+    handed_budget,
+    has_tree_budget,
+    spent_reason,
+    stop_event,
+)
 from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
@@ -726,9 +732,11 @@ def _job_in(
     if tool is None or not reads_context(tool):  # (nor its blocking twin: `with_blocking_twin`)
         # Nothing reads a context: none to build (`ToolJob(...)` without its Python __new__).
         return new_tuple(ToolJob, (invocation, tool, None))
-    budget = None
+    budget = spent = None
     if state is not None and (state.config.stop_when or live.stop_when):
         budget = handed_budget(state, live.stop_when)
+        if budget is not None and budget.tokens <= 0:
+            spent = spent_reason(state, live.stop_when)
     context: RunContext[Any] = RunContext(
         run_id,
         invocation.step,
@@ -740,5 +748,6 @@ def _job_in(
         invocation.child,
         forward,
         budget,
+        spent,
     )
     return ToolJob(invocation, tool, context)
