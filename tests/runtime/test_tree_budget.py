@@ -391,6 +391,46 @@ def test_under_on_tool_error_raise_a_sub_agents_own_limit_still_raises() -> None
         lead.run("go")
 
 
+@toolfold.tool
+def deploy() -> str:
+    """Deploy."""
+    raise RuntimeError("service 'db' was not started: missing DATABASE_URL")
+
+
+@pytest.mark.parametrize("tokens", [90, 1000], ids=["spent", "left"])
+def test_under_on_tool_error_raise_a_plain_tool_failing_in_a_spent_step_still_raises(
+    tokens: int,
+) -> None:
+    """A plain tool's error that reads like a sub-agent not started is a tool failure, spent budget or not."""
+    lead = Agent(
+        _boss(tool="deploy", arguments="{}"),
+        name="lead",
+        tools=[deploy],
+        stop_when=[token_budget(tokens, tree=True)],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError, match=r"tool 'deploy' failed.*was not started"):
+        lead.run("go")
+
+
+def test_under_on_tool_error_raise_a_failing_output_function_on_a_budget_stop_raises() -> None:
+    """An as_tool(output=...) function that fails on a sub-agent stopped at the handed budget is a tool failure."""
+
+    def summary(response: Any) -> str:
+        return str(response.output["summary"])  # no output: the sub-agent stopped
+
+    sub = Agent(_worker(10), name="sub", tools=[t])
+    lead = Agent(
+        _boss(),
+        name="lead",
+        tools=[sub.as_tool(output=summary)],
+        stop_when=[token_budget(450, tree=True)],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError, match="output= function of tool 'sub' failed"):
+        lead.run("go")
+
+
 def test_a_long_run_under_a_tree_budget_reads_each_sub_run_a_bounded_number_of_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -22,14 +22,14 @@ from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime._resume import continuing
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget, stop_answer
+from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget
 from toolfold.runtime.drive._executor import (
     SubRun,
     checks_resume,
     runs_sub_runs,
     with_blocking_twin,
 )
-from toolfold.runtime.drive._failures import NOT_STARTED
+from toolfold.runtime.drive._failures import not_started_text, stopped_content
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -158,7 +158,7 @@ def _nested(
     def check(call: ToolCallPart, sub_run: RunState) -> None:
         spec._check_resume(sub_run)
 
-    tool, twin = (checks_resume(runs_sub_runs(m), check) for m in made)
+    tool, twin = (checks_resume(runs_sub_runs(m, who), check) for m in made)
     return with_blocking_twin(tool, twin)
 
 
@@ -205,14 +205,6 @@ def within(spec: Any, budget: TokenBudget) -> Any:
     if not isinstance(spec, Agent):
         return spec
     return spec._within(budget)  # (not `evolve`: that resolves its model again, per call)
-
-
-def not_started_text(who: str, reason: str) -> str:
-    """The error result of a call whose sub-run was not started: its caller's tree budget is spent.
-
-    ``reason`` says whose budget and how far it is spent (`spent_reason`).
-    """
-    return f"Error: {who}{NOT_STARTED}{reason}"
 
 
 def _runner(spec: Any, ctx: RunContext[Any]) -> Any:
@@ -264,22 +256,6 @@ def _sub_run(
         message = f"Error: the output= function of tool {tool_name!r} failed: "
         return SubRun(state, message + describe_exception(exc), is_error=True)
     return SubRun(state, text)
-
-
-def stopped_content(state: RunState, who: str) -> tuple[str, bool]:
-    """What the calling model sees of a sub-run a stop condition (or a limit) ended.
-
-    As (text, is_error). A `tool_called` stop: that call's result (an error
-    result when the call failed). A limit (``max_steps``, ``token_budget``)
-    or a ``stop_when`` callable: the sub-run did not answer, so an error
-    naming ``who`` (``agent 'research'``) and why it stopped, with the
-    limit, that the model can react to (a workflow step fails the same way).
-    """
-    answer = stop_answer(state, who)
-    if isinstance(answer, str):
-        return answer, True
-    assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"
-    return answer.content, answer.is_error
 
 
 def agent_label(spec: Agent | Workflow, tool_name: str) -> str:

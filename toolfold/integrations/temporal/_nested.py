@@ -37,8 +37,6 @@ from toolfold.runtime._agent_tool import (
     _prompt,
     agent_label,
     as_tool_of,
-    not_started_text,
-    stopped_content,
     sub_run_id_of,
     within,
 )
@@ -55,7 +53,7 @@ from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
-from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._failures import not_started_text, run_failure, stopped_content
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
@@ -104,6 +102,18 @@ class Node:
     team: Mapping[str, Member] = attrs.field(factory=dict, eq=False, repr=False)
     sources: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
     sourced: Mapping[str, Sourced] = attrs.field(factory=dict)
+
+    def agent_run_by(self, tool_name: str) -> str | None:
+        """How errors name the agent (or workflow) tool ``tool_name`` runs, or None.
+
+        As `SubRunTool.start` and `SubRunTool.ended` name it (`agent_label`), for
+        an agent or a workflow used as a tool; None for any other tool, a
+        workflow's step included (see `budget_stopped`).
+        """
+        sub = self.nested.get(tool_name)
+        if sub is None or sub.task is not None:
+            return None
+        return agent_label(sub.target, tool_name)
 
     def running(self, state: RunState) -> Node:
         """The node of the agent that runs ``state`` now (another one after a handoff)."""

@@ -591,7 +591,12 @@ class AgentWorkflow:
             for invocation, event in zip(effect.calls, results, strict=True):
                 if isinstance(event, ToolReturned):
                     error = tool_failure(
-                        state, invocation.tool_name, event.outcome, event.content, event.child
+                        state,
+                        invocation.tool_name,
+                        event.outcome,
+                        event.content,
+                        event.child,
+                        who=node.agent_run_by(invocation.tool_name),
                     )
                     if error is not None:
                         if workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
@@ -794,7 +799,14 @@ class AgentWorkflow:
             elif (  # a failed call of on_tool_error="raise": it runs again, as locally
                 node.on_tool_error == "raise"
                 and isinstance(event, ToolReturned)
-                and tool_failure(state, call.name, event.outcome, event.content, event.child)
+                and tool_failure(
+                    state,
+                    call.name,
+                    event.outcome,
+                    event.content,
+                    event.child,
+                    who=node.agent_run_by(call.name),
+                )
                 is not None
             ):
                 continue

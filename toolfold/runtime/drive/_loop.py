@@ -66,6 +66,7 @@ from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    agent_run_by,
     forwards,
     returned,
 )
@@ -512,7 +513,7 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
             raise
     if live.on_tool_error == "raise":
-        raise_tool_error(state, outcomes, live.stop_when)
+        raise_tool_error(state, outcomes, live.stop_when, live.tools)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     events = list(map(returned, outcomes))
@@ -549,6 +550,7 @@ def _round_interrupted(
                 outcome.content,
                 outcome.child,
                 live.stop_when,
+                who=agent_run_by(live.tools.get(outcome.tool_name)),
             )
             if failure is not None:
                 del finished[index]
