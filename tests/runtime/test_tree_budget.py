@@ -13,7 +13,7 @@ from toolfold import Agent, RunContext, UsageError, token_budget
 from toolfold.files import loads
 from toolfold.runtime import RunState, TokenBudget, replay
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
-from toolfold.runtime.core._stop import stop_answer
+from toolfold.runtime.core._stop import step_start_tokens, stop_answer
 from toolfold.testing import FunctionModel
 
 # Every model call of these tests costs 50 + 50 tokens.
@@ -466,3 +466,47 @@ def test_a_log_fold_resumes_from_the_version_it_was_appended_to() -> None:
     fork = base.append(30)  # (a fork of base after grown took its buffer)
     assert fork.folded(add, 0) == 33
     assert seen == [1, 2, 3, 4, 30]
+
+
+def _scanned_step_start(state: RunState) -> float:
+    """`step_start_tokens` as a scan of the whole log sums it, step by step in log order."""
+    done = since_answer = 0.0
+    for event in state.log:
+        if event.kind in ("model_responded", "handed_off"):
+            done, since_answer = done + since_answer, 0.0
+        elif event.kind == "tool_returned" and event.child is not None:
+            since_answer += event.child.tree_usage.total_tokens
+        elif event.kind == "attempt_dropped":
+            done += event.sub_run_usage.total_tokens
+    return state.usage.total_tokens + done
+
+
+def test_float_counts_give_the_step_start_tokens_a_scan_of_the_log_gives() -> None:
+    """A custom model's float counts sum, in the fold, in the order a scan of the log sums them."""
+    spends = [
+        toolfold.Usage(0.1, 0.2, requests=1),
+        toolfold.Usage(0.7, 0.3, requests=1),
+        toolfold.Usage(1e16, 1.0, requests=1),
+        toolfold.Usage(0.3, 0.6, requests=1),
+    ]
+
+    def worker(request: Any) -> Any:
+        return toolfold.ModelResponse(toolfold.Message.assistant("worked"), spends[1])
+
+    def boss(request: Any) -> Any:
+        step = sum(1 for m in request.messages if m.role == "assistant")
+        parts = [toolfold.ToolCallPart(f"b{step}_{i}", "sub", '{"input": "go"}') for i in range(3)]
+        return toolfold.ModelResponse(toolfold.Message.assistant("", parts), spends[step % 4])
+
+    seen: list[RunState] = []
+    sub = Agent(FunctionModel(worker), name="sub")
+    lead = Agent(
+        FunctionModel(boss),
+        name="lead",
+        tools=[sub.as_tool()],
+        stop_when=[token_budget(10**17, tree=True), lambda s: seen.append(s) or False],
+        max_steps=5,
+    )
+    lead.run("go")
+    assert [step_start_tokens(s) for s in seen] == [_scanned_step_start(s) for s in seen]
+    assert len(seen) == 4

@@ -123,29 +123,36 @@ class SubRunTotals(NamedTuple):
     Attributes:
         total: Every sub-run the log holds (`ToolReturned` children, any
             depth) and those a resume dropped (`AttemptDropped`).
-        since_answer: Of those, the sub-runs returned since the last model
+        done: The tokens of those before the current step's own (the
+            sub-runs of earlier steps, and those a resume dropped), summed
+            step by step in log order (`step_start_tokens`).
+        step: The tokens of the sub-runs returned since the last model
             answer or handoff: the current step's own.
     """
 
     total: Usage
-    since_answer: Usage
+    done: int
+    step: int
 
 
-_NO_SUB_RUNS = SubRunTotals(NO_USAGE, NO_USAGE)
+_NO_SUB_RUNS = SubRunTotals(NO_USAGE, 0, 0)
 
 
 def _add_sub_run(totals: SubRunTotals, event: Any) -> SubRunTotals:
+    # Token counts are summed in the order a scan of the log sums them: float counts (a
+    # custom model's) give `step_start_tokens` the same value, bit for bit.
     kind = event.kind
     if kind == "tool_returned":
         child = event.child
         if child is None:
             return totals
         used = child.tree_usage
-        return SubRunTotals(totals.total + used, totals.since_answer + used)
+        return SubRunTotals(totals.total + used, totals.done, totals.step + used.total_tokens)
     if kind == "attempt_dropped":
-        return SubRunTotals(totals.total + event.sub_run_usage, totals.since_answer)
-    if (kind == "model_responded" or kind == "handed_off") and totals.since_answer is not NO_USAGE:
-        return SubRunTotals(totals.total, NO_USAGE)  # (a handoff clears the calls)
+        dropped = event.sub_run_usage
+        return SubRunTotals(totals.total + dropped, totals.done + dropped.total_tokens, totals.step)
+    if (kind == "model_responded" or kind == "handed_off") and totals.step != 0:
+        return SubRunTotals(totals.total, totals.done + totals.step, 0)  # (a handoff: no calls)
     return totals
 
 

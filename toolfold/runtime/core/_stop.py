@@ -381,6 +381,4 @@ def step_start_tokens(state: RunState) -> int:
     """
     from toolfold.runtime.core._state import logged_sub_runs  # (it imports this module)
 
-    logged = logged_sub_runs(state)
-    done = logged.total.total_tokens - logged.since_answer.total_tokens
-    return state.usage.total_tokens + done
+    return state.usage.total_tokens + logged_sub_runs(state).done
