@@ -13,7 +13,7 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -1181,12 +1181,17 @@ def _two_workers(request: ModelRequest) -> Any:
     return ModelResponse(Message.assistant("", parts), _HUNDRED)
 
 
-def _budgeted(name: str, tokens: int, on_tool_error: Any = "return") -> TemporalAgent:
+def _budgeted(
+    name: str,
+    tokens: int,
+    on_tool_error: Any = "return",
+    output: Callable[[Response], Any] | None = None,
+) -> TemporalAgent:
     worker = Agent(FunctionModel(_ticking), name="worker", tools=[tick], max_steps=20)
     lead = Agent(
         FunctionModel(_two_workers),
         name=name,
-        tools=[worker.as_tool()],
+        tools=[worker.as_tool(output=output)],
         stop_when=[token_budget(tokens, tree=True)],
         on_tool_error=on_tool_error,
     )
@@ -1198,6 +1203,38 @@ broke = _budgeted("broke", 90)
 # on_tool_error="raise": the budget's stop is no tool failure, the run stops as above.
 budgeted_raising = _budgeted("budgeted_raising", 700, "raise")
 broke_raising = _budgeted("broke_raising", 90, "raise")
+
+
+def _summary(response: Response) -> str:
+    """What the caller sees of a worker: its answer's summary (it has none when stopped)."""
+    return str(response.output["summary"])
+
+
+# ...but an as_tool(output=...) function that fails on the stopped worker is a tool failure.
+budgeted_summary_raising = _budgeted("budgeted_summary_raising", 700, "raise", _summary)
+
+
+@tool
+def deploy() -> str:
+    """Deploy."""
+    raise RuntimeError("service 'db' was not started: missing DATABASE_URL")
+
+
+def _deploy(request: ModelRequest) -> Any:
+    return ModelResponse(Message.assistant("", [ToolCallPart("d", "deploy", "{}")]), _HUNDRED)
+
+
+# ...and so is a plain tool's error, whatever its text says, in a step that spent the budget.
+broke_deploy_raising = TemporalAgent(
+    Agent(
+        FunctionModel(_deploy),
+        name="broke_deploy_raising",
+        tools=[deploy],
+        stop_when=[token_budget(90, tree=True)],
+        on_tool_error="raise",
+    ),
+    settings=SETTINGS,
+)
 
 
 @tool
@@ -1246,6 +1283,8 @@ AGENTS = [
     broke,
     budgeted_raising,
     broke_raising,
+    budgeted_summary_raising,
+    broke_deploy_raising,
     peeking,
     twins,
     twin_askers,

@@ -62,6 +62,7 @@ from toolfold import (
     RunError,
     Sequence,
     TextDelta,
+    ToolExecutionError,
     ToolResultPart,
     UsageError,
     WorkflowResponse,
@@ -1519,6 +1520,33 @@ def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
         assert workers == []
         assert state.tree_usage.total_tokens == 100
     _replays(history)
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (
+            temporal_app.budgeted_summary_raising,
+            "tool 'worker' failed: Error: the output= function of tool 'worker' failed",
+        ),
+        (
+            temporal_app.broke_deploy_raising,
+            "tool 'deploy' failed: Error: RuntimeError: service 'db' was not started",
+        ),
+    ],
+    ids=["output-function", "plain-tool"],
+)
+def test_under_a_spent_tree_budget_other_failures_still_raise_durably(
+    agent: TemporalAgent,
+    message: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """on_tool_error="raise": a failing output= function on a worker stopped at the handed
+    budget, or a plain tool failing in a spent step, raises durably as locally."""
+    durable = _failing(agent, f"{agent.name}-1", ToolExecutionError, server, tmp_path, monkeypatch)
+    assert str(durable).startswith(message)
 
 
 def test_a_tool_activity_reads_what_is_left_of_the_tree_budget(
