@@ -13,7 +13,7 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,7 @@ from toolfold import (
     Handoff,
     Loop,
     Message,
+    ModelResponse,
     Parallel,
     RateLimitError,
     Response,
@@ -38,6 +39,8 @@ from toolfold import (
     Sequence,
     Task,
     Tool,
+    Usage,
+    token_budget,
     tool,
     tool_called,
 )
@@ -1154,6 +1157,112 @@ settling = TemporalAgent(
     settings=SETTINGS,
 )
 
+# A tree budget (token_budget(n, tree=True)): two workers called in one step each
+# start with what was left, and stop mid-run there; with 90 nothing is left once the
+# lead's own first call is made, and no worker starts. Every model call costs 100 tokens.
+_HUNDRED = Usage(50, 50, requests=1)
+
+
+@tool
+def tick() -> str:
+    """Tick."""
+    return "tick"
+
+
+def _ticking(request: ModelRequest) -> Any:
+    done = sum(1 for m in request.messages if m.role == "tool")
+    part = ToolCallPart(f"t{done}", "tick", "{}")
+    return ModelResponse(Message.assistant("", [part]), _HUNDRED)
+
+
+def _two_workers(request: ModelRequest) -> Any:
+    step = sum(1 for m in request.messages if m.role == "assistant")
+    parts = [ToolCallPart(f"w{step}_{i}", "worker", '{"input": "go"}') for i in range(2)]
+    return ModelResponse(Message.assistant("", parts), _HUNDRED)
+
+
+def _budgeted(
+    name: str,
+    tokens: int,
+    on_tool_error: Any = "return",
+    output: Callable[[Response], Any] | None = None,
+) -> TemporalAgent:
+    worker = Agent(FunctionModel(_ticking), name="worker", tools=[tick], max_steps=20)
+    lead = Agent(
+        FunctionModel(_two_workers),
+        name=name,
+        tools=[worker.as_tool(output=output)],
+        stop_when=[token_budget(tokens, tree=True)],
+        on_tool_error=on_tool_error,
+    )
+    return TemporalAgent(lead, settings=SETTINGS)
+
+
+budgeted = _budgeted("budgeted", 700)
+broke = _budgeted("broke", 90)
+# on_tool_error="raise": the budget's stop is no tool failure, the run stops as above.
+budgeted_raising = _budgeted("budgeted_raising", 700, "raise")
+broke_raising = _budgeted("broke_raising", 90, "raise")
+
+
+def _summary(response: Response) -> str:
+    """What the caller sees of a worker: its answer's summary (it has none when stopped)."""
+    return str(response.output["summary"])
+
+
+# ...but an as_tool(output=...) function that fails on the stopped worker is a tool failure.
+budgeted_summary_raising = _budgeted("budgeted_summary_raising", 700, "raise", _summary)
+
+
+@tool
+def deploy() -> str:
+    """Deploy."""
+    raise RuntimeError("service 'db' was not started: missing DATABASE_URL")
+
+
+def _deploy(request: ModelRequest) -> Any:
+    return ModelResponse(Message.assistant("", [ToolCallPart("d", "deploy", "{}")]), _HUNDRED)
+
+
+# ...and so is a plain tool's error, whatever its text says, in a step that spent the budget.
+broke_deploy_raising = TemporalAgent(
+    Agent(
+        FunctionModel(_deploy),
+        name="broke_deploy_raising",
+        tools=[deploy],
+        stop_when=[token_budget(90, tree=True)],
+        on_tool_error="raise",
+    ),
+    settings=SETTINGS,
+)
+
+
+@tool
+def peek(ctx: RunContext[None]) -> str:
+    """What is left of the run's tree budget, as this tool's context reads it."""
+    return "none" if ctx.token_budget is None else str(ctx.token_budget.tokens)
+
+
+def _peek_once(request: ModelRequest) -> Any:
+    if any(m.role == "tool" for m in request.messages):
+        return ModelResponse(
+            Message.assistant(request.messages[-1].tool_results[0].content), _HUNDRED
+        )
+    return ModelResponse(Message.assistant("", [ToolCallPart("p", "peek", "{}")]), _HUNDRED)
+
+
+# A plain tool (a tool activity) reads what is left of the tree budget: 1000 - 100.
+peeking = TemporalAgent(
+    Agent(
+        FunctionModel(_peek_once),
+        name="peeking",
+        tools=[peek],
+        stop_when=[token_budget(1000, tree=True)],
+    ),
+    settings=SETTINGS,
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1170,6 +1279,13 @@ AGENTS = [
     settling,
     misfit,
     misfit_step,
+    budgeted,
+    broke,
+    budgeted_raising,
+    broke_raising,
+    budgeted_summary_raising,
+    broke_deploy_raising,
+    peeking,
     twins,
     twin_askers,
     workflow_tool,

@@ -62,6 +62,7 @@ from toolfold import (
     RunError,
     Sequence,
     TextDelta,
+    ToolExecutionError,
     ToolResultPart,
     UsageError,
     WorkflowResponse,
@@ -74,11 +75,12 @@ from toolfold.integrations.temporal import (
     FileStorageDriver,
     ModelCallInput,
     TemporalAgent,
+    ToolCallInput,
     ToolfoldPlugin,
     data_converter,
 )
 from toolfold.integrations.temporal._activities import _application_error
-from toolfold.runtime import StreamEvent, SubRunEvent, ToolCallStart
+from toolfold.runtime import StreamEvent, SubRunEvent, TokenBudget, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._events import ToolReturned
@@ -1489,3 +1491,85 @@ def test_a_sub_run_failing_inside_its_own_run_stays_in_the_durable_tree(
     assert durable.usage.requests == local.usage.requests
     assert durable.usage.requests >= 2  # the sub-run's two tries are counted
     _replays(history)
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        temporal_app.budgeted,
+        temporal_app.broke,
+        temporal_app.budgeted_raising,
+        temporal_app.broke_raising,
+    ],
+    ids=["left", "spent", "left-raise", "spent-raise"],
+)
+def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """token_budget(n, tree=True) durably: the workers of one step start with what was left
+    (stored in their states) and stop there, or do not start when nothing is left: as locally."""
+    durable, history, _ = _run_like_local(agent, f"{agent.name}-1", server, tmp_path, monkeypatch)
+    state = durable.state
+    assert state.finish_reason == "token_budget"
+    workers = list(state.sub_runs.values())
+    if agent in (temporal_app.budgeted, temporal_app.budgeted_raising):
+        assert [w.config.stop_when for w in workers] == [(TokenBudget(600, tree=True),)] * 2
+        assert [w.finish_reason for w in workers] == ["token_budget"] * 2
+        assert state.tree_usage.total_tokens == 100 + 2 * 600
+    else:
+        assert workers == []
+        assert state.tree_usage.total_tokens == 100
+    _replays(history)
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (
+            temporal_app.budgeted_summary_raising,
+            "tool 'worker' failed: Error: the output= function of tool 'worker' failed",
+        ),
+        (
+            temporal_app.broke_deploy_raising,
+            "tool 'deploy' failed: Error: RuntimeError: service 'db' was not started",
+        ),
+    ],
+    ids=["output-function", "plain-tool"],
+)
+def test_under_a_spent_tree_budget_other_failures_still_raise_durably(
+    agent: TemporalAgent,
+    message: str,
+    server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """on_tool_error="raise": a failing output= function on a worker stopped at the handed
+    budget, or a plain tool failing in a spent step, raises durably as locally."""
+    durable = _failing(agent, f"{agent.name}-1", ToolExecutionError, server, tmp_path, monkeypatch)
+    assert str(durable).startswith(message)
+
+
+def test_a_tool_activity_reads_what_is_left_of_the_tree_budget(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ctx.token_budget in a durable tool activity is the step's handed budget, as locally (not None)."""
+    agent = temporal_app.peeking
+    durable, history, _ = _run_like_local(agent, "peeking-1", server, tmp_path, monkeypatch)
+    assert durable.text == "900"
+    _replays(history)
+
+
+def test_a_tool_call_input_carries_a_tree_budget_and_reads_old_payloads() -> None:
+    """ToolCallInput's payload leaves token_budget out when None (as recorded before it existed); a set one round-trips."""
+    from toolfold.runtime.core._effects import ToolInvocation
+    from toolfold.runtime.core._messages import ToolCallPart
+
+    convert = data_converter.payload_converter
+    invocation = ToolInvocation(ToolCallPart("c", "peek", "{}"), 0, 1, "k")
+    plain = ToolCallInput(invocation, "r")
+    payload = convert.to_payloads([plain])[0]
+    assert b"token_budget" not in payload.data
+    assert convert.from_payloads([payload], [ToolCallInput]) == [plain]
+    given = ToolCallInput(invocation, "r", (), TokenBudget(900, tree=True))
+    (back,) = convert.from_payloads(convert.to_payloads([given]), [ToolCallInput])
+    assert back == given

@@ -595,6 +595,13 @@ class _Loader:
             self._function(condition, path)
             return
         given = {k: v for k, v in attrs.asdict(condition).items() if v is not None}
+        tree = given.pop("tree", None)
+        if tree is not None and set(given) != {"token_budget"}:
+            self.problem(
+                f"{path}.tree",
+                "tree goes with token_budget only ({token_budget = 5000, tree = true})",
+            )
+            return
         if len(given) != 1:
             self.problem(
                 path,

@@ -172,7 +172,7 @@ async def _run(found: Tool[..., Any], arguments: dict[str, Any], deps: Any, call
     if limit.cancelled_caught:
         return _error(f"tool {found.name!r} timed out after {found.timeout:g} s")
     if type(result) is SubRun:  # an agent used as a tool: its sub-run's answer
-        if not result.state.is_done:
+        if result.state is not None and not result.state.is_done:
             return _error(
                 f"tool {found.name!r} runs an agent that stopped to wait for an approval or a "
                 "tool result, which nothing can give it over MCP"

@@ -36,7 +36,7 @@ from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.core._stop import StopCondition, StopPredicate
+from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
@@ -370,6 +370,25 @@ class Agent:
             options = attrs.evolve(agent._options, spec=self._options.spec)
             object.__setattr__(agent, "_options", options)
         return agent
+
+    def _within(self, budget: TokenBudget) -> Agent:
+        """This agent with ``budget`` (a caller's tree budget) among its stop conditions.
+
+        Not built again (`evolve` resolves the model anew: a provider client,
+        and its connection pool, per sub-run, or an `override_models`
+        factory called per call): a copy sharing the resolved options, the
+        budget added to their plain-data config as `make_options` would put
+        it (after the agent's own data conditions).
+        """
+        made: Agent = object.__new__(Agent)
+        for field in attrs.fields(Agent):
+            object.__setattr__(made, field.name, getattr(self, field.name))
+        object.__setattr__(made, "stop_when", (*self.stop_when, budget))
+        options = self._options
+        config = attrs.evolve(options.config, stop_when=(*options.config.stop_when, budget))
+        object.__setattr__(made, "_options", attrs.evolve(options, config=config))
+        object.__setattr__(made, "_described", None)  # (made from the options without it)
+        return made
 
     def _spec(self) -> dict[str, Any]:
         """The run options by name (every field but the name and the resolved options)."""

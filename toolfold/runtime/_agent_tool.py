@@ -22,13 +22,14 @@ from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime._resume import continuing
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
+from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget
 from toolfold.runtime.drive._executor import (
     SubRun,
     checks_resume,
     runs_sub_runs,
     with_blocking_twin,
 )
+from toolfold.runtime.drive._failures import not_started_text, stopped_content
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._tool import Tool
 
@@ -95,9 +96,12 @@ def _nested(
     who = agent_label(spec, tool_name)
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
+        runner = _runner(spec, ctx)
+        if runner is None:
+            return _not_started(ctx, who)
         try:
             if ctx.forward is not None:  # the caller streams: so does the sub-run
-                stream = _stream(spec, ctx, prompt, input)
+                stream = _stream(runner, ctx, prompt, input)
                 for event in stream:
                     if not isinstance(event, RunEndEvent):
                         ctx.forward(event)
@@ -106,15 +110,18 @@ def _nested(
                 with continuing(ctx.sub_run):
                     response = spec.resume(ctx.sub_run, deps=ctx.deps)
             else:
-                response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+                response = runner.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name, who)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
+        runner = _runner(spec, ctx)
+        if runner is None:
+            return _not_started(ctx, who)
         try:
             if ctx.forward is not None:
-                stream = _stream(spec, ctx, prompt, input)
+                stream = _stream(runner, ctx, prompt, input)
                 async for event in stream:
                     if not isinstance(event, RunEndEvent):
                         ctx.forward(event)
@@ -123,7 +130,7 @@ def _nested(
                 with continuing(ctx.sub_run):
                     response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
             else:
-                response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+                response = await runner.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name, who)
@@ -151,7 +158,7 @@ def _nested(
     def check(call: ToolCallPart, sub_run: RunState) -> None:
         spec._check_resume(sub_run)
 
-    tool, twin = (checks_resume(runs_sub_runs(m), check) for m in made)
+    tool, twin = (checks_resume(runs_sub_runs(m, who), check) for m in made)
     return with_blocking_twin(tool, twin)
 
 
@@ -179,6 +186,42 @@ def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input
         with continuing(ctx.sub_run):
             return spec.resume_stream(ctx.sub_run, deps=ctx.deps)
     return spec.stream(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+
+
+def within(spec: Any, budget: TokenBudget) -> Any:
+    """``spec`` as a sub-run of a run with a tree budget starts it, or None when none is left.
+
+    An agent gets ``budget`` (what is left of its caller's, see
+    `handed_budget`) among its stop conditions, so its run stores it and stops
+    there too; it goes on down to the agents it uses in turn. A workflow runs
+    as it is: its steps are not given the budget (its caller counts what it
+    spent once it returns). None when nothing is left (the step's own model
+    call spent the budget): the sub-run is not started.
+    """
+    from toolfold.runtime._agent import Agent
+
+    if budget.tokens <= 0:
+        return None
+    if not isinstance(spec, Agent):
+        return spec
+    return spec._within(budget)  # (not `evolve`: that resolves its model again, per call)
+
+
+def _runner(spec: Any, ctx: RunContext[Any]) -> Any:
+    """What runs the call's sub-run: ``spec``, within the caller's tree budget when it has one.
+
+    A sub-run the call continues (``ctx.sub_run``) goes on with the budget it stored.
+    """
+    if ctx.token_budget is None or ctx.sub_run is not None:
+        return spec
+    return within(spec, ctx.token_budget)
+
+
+def _not_started(ctx: RunContext[Any], who: str) -> SubRun:
+    reason = ctx._spent  # (set by the run, which knows its state: see `_job_in`)
+    if reason is None:  # a context built by hand
+        reason = f"its caller's token_budget(tree=True) has {ctx.token_budget.tokens} tokens left"
+    return SubRun(None, not_started_text(who, reason), is_error=True)
 
 
 def _as_is(value: Any) -> Any:
@@ -213,22 +256,6 @@ def _sub_run(
         message = f"Error: the output= function of tool {tool_name!r} failed: "
         return SubRun(state, message + describe_exception(exc), is_error=True)
     return SubRun(state, text)
-
-
-def stopped_content(state: RunState, who: str) -> tuple[str, bool]:
-    """What the calling model sees of a sub-run a stop condition (or a limit) ended.
-
-    As (text, is_error). A `tool_called` stop: that call's result (an error
-    result when the call failed). A limit (``max_steps``, ``token_budget``)
-    or a ``stop_when`` callable: the sub-run did not answer, so an error
-    naming ``who`` (``agent 'research'``) and why it stopped, with the
-    limit, that the model can react to (a workflow step fails the same way).
-    """
-    answer = stop_answer(state, who)
-    if isinstance(answer, str):
-        return answer, True
-    assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"
-    return answer.content, answer.is_error
 
 
 def agent_label(spec: Agent | Workflow, tool_name: str) -> str:

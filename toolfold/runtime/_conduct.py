@@ -598,7 +598,9 @@ def _ran(
                 task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
             )
         except SourceCloseError as error:
-            state, text, is_error = close_failed_result(error)
+            closed = close_failed_result(error)
+            assert closed.state is not None  # (a step's sub-run ran: its close failed after)
+            state, text, is_error = closed.state, closed.content, closed.is_error
         else:
             text, is_error = step_text(state)
     except Exception as exc:
@@ -626,7 +628,9 @@ async def _ran_async(
                 task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
             )
         except SourceCloseError as error:
-            state, text, is_error = close_failed_result(error)
+            closed = close_failed_result(error)
+            assert closed.state is not None  # (a step's sub-run ran: its close failed after)
+            state, text, is_error = closed.state, closed.content, closed.is_error
         else:  # (`ended_result` without its `SubRun`)
             state = ended.state
             text, is_error = step_text(state)

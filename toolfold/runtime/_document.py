@@ -81,11 +81,15 @@ class MCPEntry:
 
 @attrs.frozen
 class StopEntry:
-    """A built-in stop condition: ``{max_steps = 3}``, ``{token_budget = 5000}`` or ``{tool_called = "submit"}``."""
+    """A built-in stop condition: ``{max_steps = 3}``, ``{token_budget = 5000}`` or ``{tool_called = "submit"}``.
+
+    ``{token_budget = 5000, tree = true}`` is a tree budget (``token_budget(5000, tree=True)``).
+    """
 
     max_steps: int | None = None
     token_budget: int | None = None
     tool_called: str | None = None
+    tree: bool | None = None
 
 
 ToolEntry = str | AgentToolEntry
@@ -759,7 +763,7 @@ def _dump_stop(condition: Any, where: str) -> StopRef:
     if isinstance(condition, MaxSteps):
         return StopEntry(max_steps=condition.steps)
     if isinstance(condition, TokenBudget):
-        return StopEntry(token_budget=condition.tokens)
+        return StopEntry(token_budget=condition.tokens, tree=True if condition.tree else None)
     if isinstance(condition, ToolCalled):
         return StopEntry(tool_called=condition.name)
     return required_path(condition, where)
@@ -772,7 +776,7 @@ def stop_condition(entry: StopEntry) -> Any:
     if entry.max_steps is not None:
         return max_steps(entry.max_steps)
     if entry.token_budget is not None:
-        return token_budget(entry.token_budget)
+        return token_budget(entry.token_budget, tree=bool(entry.tree))
     assert entry.tool_called is not None
     return tool_called(entry.tool_called)
 

@@ -33,6 +33,13 @@ class RunContext(Generic[DepsT]):
         forward: Where a sub-run sends its events, as they happen, when the
             caller streams (an agent used as a tool, a workflow step); None
             otherwise.
+        token_budget: What is left of the run's tree budget
+            (``token_budget(n, tree=True)``) for a sub-run this call starts:
+            a ``TokenBudget(left, tree=True)`` counted from the state the
+            step began with (the same for every call of the step, on every
+            replay); ``left`` may be 0 or less when the step's own model call
+            spent it. None when the run has no tree budget. An agent used as
+            a tool starts its sub-run with it.
     """
 
     run_id: str
@@ -44,6 +51,10 @@ class RunContext(Generic[DepsT]):
     idempotency_key: str = ""
     sub_run: Any = None
     forward: Callable[[Any], object] | None = None
+    token_budget: Any = None
+    # Set by the run when nothing is left of its tree budget (`spent_reason`): whose
+    # budget and how far it is spent, for the error result of a sub-run not started.
+    _spent: str | None = attrs.field(default=None, alias="_spent", repr=False)
 
     @property
     def tool_call_id(self) -> str:

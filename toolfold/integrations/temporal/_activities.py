@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import attrs
+from cattrs.gen import make_dict_unstructure_fn, override
 from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
@@ -52,7 +53,9 @@ from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message
 from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._serialize import converter
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
 from toolfold.runtime.drive._open import source_closer
@@ -73,11 +76,24 @@ class ToolCallInput:
         invocation: The core's effect (call, index, step, idempotency key).
         run_id: The run's id.
         messages: The conversation so far (the tool's `RunContext.messages`).
+        token_budget: What is left of the run's tree budget for the call's
+            step (the tool's `RunContext.token_budget`, see `handed_budget`);
+            None for a run without one. Left out of the payload when None,
+            so inputs recorded before it existed read back the same.
     """
 
     invocation: ToolInvocation
     run_id: str
     messages: tuple[Message, ...] = ()
+    token_budget: TokenBudget | None = None
+
+
+# ``token_budget`` only when set: the payload of a run without a tree budget is what it
+# always was (registered before any class holding a `ToolCallInput` gets its hook).
+converter.register_unstructure_hook(
+    ToolCallInput,
+    make_dict_unstructure_fn(ToolCallInput, converter, token_budget=override(omit_if_default=True)),
+)
 
 
 @attrs.frozen
@@ -324,6 +340,7 @@ async def _called(
         messages=given.messages,
         deps=deps,
         idempotency_key=invocation.key,
+        token_budget=given.token_budget,
     )
     job = ToolJob(invocation, tool, context)
     (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)

@@ -37,8 +37,8 @@ from toolfold.runtime._agent_tool import (
     _prompt,
     agent_label,
     as_tool_of,
-    stopped_content,
     sub_run_id_of,
+    within,
 )
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import RunOptions, start, to_tools
@@ -51,9 +51,9 @@ from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
-from toolfold.runtime.core._stop import STOP_REASONS
+from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
-from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._failures import not_started_text, run_failure, stopped_content
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
 from toolfold.runtime.drive._output import OutputSchema
 from toolfold.toolkit._results import describe_exception
@@ -102,6 +102,18 @@ class Node:
     team: Mapping[str, Member] = attrs.field(factory=dict, eq=False, repr=False)
     sources: tuple[Any, ...] = attrs.field(default=(), eq=False, repr=False)
     sourced: Mapping[str, Sourced] = attrs.field(factory=dict)
+
+    def agent_run_by(self, tool_name: str) -> str | None:
+        """How errors name the agent (or workflow) tool ``tool_name`` runs, or None.
+
+        As `SubRunTool.start` and `SubRunTool.ended` name it (`agent_label`), for
+        an agent or a workflow used as a tool; None for any other tool, a
+        workflow's step included (see `budget_stopped`).
+        """
+        sub = self.nested.get(tool_name)
+        if sub is None or sub.task is not None:
+            return None
+        return agent_label(sub.target, tool_name)
 
     def running(self, state: RunState) -> Node:
         """The node of the agent that runs ``state`` now (another one after a handoff)."""
@@ -296,8 +308,14 @@ class SubRunTool:
         sub_id = sub_run_id_of(caller.run_id, call.id, invocation.step, caller.conversation)
         task = self.task
         if task is None:  # an agent or a workflow used as a tool (see `_agent_tool`)
+            budget = handed_budget(caller)  # the caller's tree budget, as locally (`within`)
+            if budget is not None and budget.tokens <= 0:  # spent: nothing starts
+                who = agent_label(self.target, call.name)
+                text = not_started_text(who, spent_reason(caller))
+                return ToolReturned(call.id, text, True, "error")
             if isinstance(self.target, Agent):
-                return self.target._start(_prompt(prepared["input"]), (), sub_id)
+                agent: Agent = self.target if budget is None else within(self.target, budget)
+                return agent._start(_prompt(prepared["input"]), (), sub_id)
             if not workflow_tools():
                 return ToolReturned(call.id, "Error: AssertionError", True, "error")
             # the input as is, as locally (`Workflow.as_tool` runs `workflow.run(input)`)

@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         Disposition,
         RunState,
     )
-    from toolfold.runtime.core._stop import stop_event
+    from toolfold.runtime.core._stop import handed_budget, stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
     from toolfold.runtime.drive._handoff import at_limit, settle_events
@@ -528,6 +528,7 @@ class AgentWorkflow:
         path: tuple[str, ...],
     ) -> RunState:
         messages = tuple(state.conversation)
+        budget = handed_budget(state)  # the step's, for every call (`RunContext.token_budget`)
         for invocation in effect.calls:
             if invocation.tool_name not in node.tools:
                 raise ApplicationError(
@@ -570,7 +571,7 @@ class AgentWorkflow:
             if sub is not None and (path or workflow.patched(NESTED_RUNS)):
                 return await self._sub_run(agent, node, sub, state, invocation, path)
             name = tool_activity_name(node.name, invocation.tool_name)
-            given: Any = ToolCallInput(invocation, state.run_id, messages)
+            given: Any = ToolCallInput(invocation, state.run_id, messages, budget)
             sourced = node.sourced.get(invocation.tool_name)
             if sourced is not None:  # a tool source's: the worker's dynamic activity
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
@@ -589,7 +590,14 @@ class AgentWorkflow:
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
             for invocation, event in zip(effect.calls, results, strict=True):
                 if isinstance(event, ToolReturned):
-                    error = tool_failure(state, invocation.tool_name, event.outcome, event.content)
+                    error = tool_failure(
+                        state,
+                        invocation.tool_name,
+                        event.outcome,
+                        event.content,
+                        event.child,
+                        who=node.agent_run_by(invocation.tool_name),
+                    )
                     if error is not None:
                         if workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
                             ran = (ToolReturned, ToolSuspended)
@@ -791,7 +799,15 @@ class AgentWorkflow:
             elif (  # a failed call of on_tool_error="raise": it runs again, as locally
                 node.on_tool_error == "raise"
                 and isinstance(event, ToolReturned)
-                and tool_failure(state, call.name, event.outcome, event.content) is not None
+                and tool_failure(
+                    state,
+                    call.name,
+                    event.outcome,
+                    event.content,
+                    event.child,
+                    who=node.agent_run_by(call.name),
+                )
+                is not None
             ):
                 continue
             events.append(event)

@@ -15,11 +15,12 @@ view's end costs memory, never correctness.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 T = TypeVar("T")
+A = TypeVar("A")
 _new = object.__new__
 
 
@@ -27,19 +28,24 @@ class Log(Sequence[T], Generic[T]):
     """An immutable sequence that appends in O(1) amortised time.
 
     Compares equal to another `Log` with the same items; ``tuple(log)`` or
-    `as_tuple` give a plain tuple (cached per version).
+    `as_tuple` give a plain tuple (cached per version); `folded` a running
+    fold over the items, resumed from where the version it was made from left it.
     """
 
-    __slots__ = ("_items", "_n", "_tuple")
+    __slots__ = ("_fold", "_items", "_n", "_tuple")
 
     _items: list[T]
     _n: int
     _tuple: tuple[T, ...] | None
+    # The last `folded` result: (its function, the items it covered, its value). A version
+    # made by appending starts from its parent's: those items are its own first ones too.
+    _fold: tuple[Callable[[Any, T], Any], int, Any] | None
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         self._items = list(items)
         self._n = len(self._items)
         self._tuple = None
+        self._fold = None
 
     @classmethod
     def _view(cls, items: list[T], n: int) -> Log[T]:
@@ -47,6 +53,7 @@ class Log(Sequence[T], Generic[T]):
         log._items = items
         log._n = n
         log._tuple = None
+        log._fold = None
         return log
 
     def append(self, item: T) -> Log[T]:
@@ -67,6 +74,7 @@ class Log(Sequence[T], Generic[T]):
         log._items = copy
         log._n = n + 1
         log._tuple = None
+        log._fold = self._fold
         return log
 
     def extend(self, new: Iterable[T]) -> Log[T]:
@@ -98,6 +106,7 @@ class Log(Sequence[T], Generic[T]):
         log._items = copy
         log._n = n + len(added)
         log._tuple = None
+        log._fold = self._fold
         return log
 
     def prefix(self, n: int) -> Log[T]:
@@ -105,6 +114,27 @@ class Log(Sequence[T], Generic[T]):
         if not 0 <= n <= self._n:
             raise IndexError(f"prefix length {n} outside 0..{self._n}")
         return Log._view(self._items, n)
+
+    def folded(self, step: Callable[[A, T], A], start: A) -> A:
+        """``functools.reduce(step, self, start)``, resumed where this version's parent left it.
+
+        The result is kept on this version, and a version appended to it
+        starts from it: calling this at every new version (as a run's stop
+        conditions read its log at every step) folds each item once, not
+        the whole log again. One ``step`` per log is cached (by identity);
+        ``step`` must be pure, and ``start`` the same each call.
+        """
+        n, acc = 0, start
+        cached = self._fold
+        if cached is not None and cached[0] is step and cached[1] <= self._n:
+            n, acc = cached[1], cached[2]
+            if n == self._n:
+                return cast("A", acc)
+        items = self._items
+        for index in range(n, self._n):
+            acc = step(acc, items[index])
+        self._fold = (step, self._n, acc)
+        return acc
 
     def as_tuple(self) -> tuple[T, ...]:
         """The items as a tuple (built once per version)."""

@@ -59,6 +59,7 @@ from toolfold.runtime.core._stop import (
     TokenBudget,
     ToolCalled,
     describe_condition,
+    has_tree_budget,
     holding_reason,
 )
 
@@ -319,6 +320,9 @@ def open_step(state: RunState, event: ModelResponded) -> RunState | OpenStep:
         InvalidEventError: As `reduce`.
     """
     if state.phase != "awaiting_model" or event.kind != "model_responded":
+        return reduce(state, event)
+    stop_when = state.config.stop_when
+    if stop_when and has_tree_budget(stop_when):  # its tools' jobs read the state (`handed_budget`)
         return reduce(state, event)
     changes: Changes = {}
     _steps.model_responded(state, event, changes)

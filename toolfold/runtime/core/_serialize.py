@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
-from cattrs.gen import make_dict_structure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
 from toolfold._errors import InvalidEventError, SerializationError, UsageError
@@ -167,6 +167,13 @@ def _structure_count(value: Any, _: Any) -> Any:
     raise ValueError(f"expected an int or a finite float, got {type(value).__name__}")
 
 
+def _structure_flag(value: Any, _: Any) -> bool:
+    """A flag (`TokenBudget.tree`): true or false, not text or a number read as one."""
+    if type(value) is not bool:
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 def _structure_int_table(value: Any, _: Any) -> dict[str, int]:
     """A table of integer counts (`RunState.failures`): text keys, `_structure_int` values."""
     if not isinstance(value, dict):
@@ -207,7 +214,9 @@ def _own_number_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> 
     def hooks_for(cls: type[Any]) -> dict[str, Any]:
         overrides: dict[str, Any] = {}
         for a in attrs.fields(cls):
-            if a.name in _COUNT_FIELDS.get(cls, ()):
+            if cls is TokenBudget and a.name == "tree":
+                overrides[a.name] = override(struct_hook=_structure_flag)
+            elif a.name in _COUNT_FIELDS.get(cls, ()):
                 overrides[a.name] = override(struct_hook=_structure_count)
             elif a.type is int:
                 overrides[a.name] = override(struct_hook=_structure_int)
@@ -245,6 +254,12 @@ def make_converter() -> cattrs.Converter:
     _register_union(conv, Event, EVENT_TYPES)
     _register_union(conv, Effect, EFFECT_TYPES)
     _register_union(conv, StopCondition, (MaxSteps, TokenBudget, ToolCalled))
+    # ``tree`` only when set: a budget of the run's own calls writes what it always
+    # wrote, so states and histories read and written before compare equal.
+    conv.register_unstructure_hook(
+        TokenBudget,
+        make_dict_unstructure_fn(TokenBudget, conv, tree=override(omit_if_default=True)),
+    )
     _log_hooks(conv)
     roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)
     _own_number_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))

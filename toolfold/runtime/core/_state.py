@@ -7,7 +7,7 @@ same with ten messages as with ten thousand. Only `reduce` makes new states.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn
 
 import attrs
 
@@ -118,6 +118,56 @@ def _counts(value: Mapping[str, int]) -> Mapping[str, int]:
 #: The phases of a run that has ended (`RunState.is_done`).
 DONE_PHASES = ("finished", "failed")
 
+
+class SubRunTotals(NamedTuple):
+    """What a run's log says its sub-runs used (`logged_sub_runs`).
+
+    Attributes:
+        total: Every sub-run the log holds (`ToolReturned` children, any
+            depth) and those a resume dropped (`AttemptDropped`).
+        done: The tokens of those before the current step's own (the
+            sub-runs of earlier steps, and those a resume dropped), summed
+            step by step in log order (`step_start_tokens`).
+        step: The tokens of the sub-runs returned since the last model
+            answer or handoff: the current step's own.
+    """
+
+    total: Usage
+    done: int
+    step: int
+
+
+_NO_SUB_RUNS = SubRunTotals(NO_USAGE, 0, 0)
+
+
+def _add_sub_run(totals: SubRunTotals, event: Any) -> SubRunTotals:
+    # Token counts are summed in the order a scan of the log sums them: float counts (a
+    # custom model's) give `step_start_tokens` the same value, bit for bit.
+    kind = event.kind
+    if kind == "tool_returned":
+        child = event.child
+        if child is None:
+            return totals
+        used = child.tree_usage
+        return SubRunTotals(totals.total + used, totals.done, totals.step + used.total_tokens)
+    if kind == "attempt_dropped":
+        dropped = event.sub_run_usage
+        return SubRunTotals(totals.total + dropped, totals.done + dropped.total_tokens, totals.step)
+    if (kind == "model_responded" or kind == "handed_off") and totals.step != 0:
+        return SubRunTotals(totals.total, totals.done + totals.step, 0)  # (a handoff: no calls)
+    return totals
+
+
+def logged_sub_runs(state: RunState) -> SubRunTotals:
+    """The usage of the sub-runs ``state``'s log holds (`RunState.tree_usage`, a tree budget).
+
+    A fold over the log that each new state resumes from its previous one's
+    (`Log.folded`; sub-runs are immutable): reading it at every step costs
+    the step's new events, not the whole log again.
+    """
+    return state.log.folded(_add_sub_run, _NO_SUB_RUNS)
+
+
 #: The phases of a run that waits for its caller's answers (approvals, tool results).
 WAITING_PHASES = ("awaiting_approval", "awaiting_tool_results")
 
@@ -218,12 +268,9 @@ class RunState:
         (`AttemptDropped`): their model calls were billed.
         """
         total = self.usage
-        # Every sub-run, not `sub_runs` (by call id): a model may reuse a call id across steps.
-        for event in self.log:
-            if event.kind == "tool_returned" and event.child is not None:
-                total = total + event.child.tree_usage
-            elif event.kind == "attempt_dropped":
-                total = total + event.sub_run_usage
+        logged = logged_sub_runs(self).total
+        if logged is not NO_USAGE:
+            total = total + logged
         for call in self.calls:  # open calls' sub-runs (a finished one is in the log)
             if call.child is not None and call.status != "done":
                 total = total + call.child.tree_usage

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, cast
 
 import attrs
 
@@ -34,6 +34,12 @@ def _finite_bound(instance: Any, attribute: attrs.Attribute[Any], value: Any) ->
             f"{name}: expected a finite number, got {value!r} (a saved state cannot "
             f"hold it); for no limit, leave {type(instance).__name__} out of stop_when"
         )
+
+
+def _a_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not bool:
+        name = f"{type(instance).__name__}.{attribute.name}"
+        raise UsageError(f"{name}: expected True or False, got {value!r}")
 
 
 @attrs.frozen
@@ -57,25 +63,44 @@ class MaxSteps:
 
 @attrs.frozen
 class TokenBudget:
-    """Stop once the run's own model calls have used ``tokens`` tokens (input plus output).
+    """Stop once ``tokens`` tokens (input plus output) are used: the run's own, or its tree's.
 
-    The run's own calls (`RunState.usage`): the tokens of agents it uses as
-    tools are in its `RunState.tree_usage` (and ``response.usage``) but not
-    counted here. Give such an agent a budget of its own.
+    Without ``tree`` the run's own model calls count (`RunState.usage`): the
+    tokens of agents it uses as tools are in its `RunState.tree_usage` (and
+    ``response.usage``) but not counted here. With ``tree=True`` the whole
+    tree counts (`RunState.tree_usage`: the run's calls and every sub-run's,
+    any depth, failed and dropped attempts included), and the budget goes
+    down the tree: each agent the run uses as a tool starts with what is left
+    of it when the step that calls it began (`handed_budget`), and a handoff
+    target keeps it.
 
     Attributes:
-        tokens: The budget in total tokens of the run's own model calls.
+        tokens: The budget in total tokens.
+        tree: Count the sub-runs' tokens too and hand the budget down to them.
 
     Raises:
         UsageError: ``tokens`` is NaN or infinite (for no budget, leave the
-            condition out).
+            condition out), or ``tree`` is not a bool.
     """
 
     tokens: int = attrs.field(validator=_finite_bound)
     kind: Literal["token_budget"] = "token_budget"
+    # Last and False by default: a state, agent file or history written before it loads
+    # (and reads back) unchanged, and `TokenBudget(n)` is the same condition as ever.
+    tree: bool = attrs.field(default=False, validator=_a_bool, kw_only=True)
 
     def __call__(self, state: RunState) -> bool:
-        return state.usage.total_tokens >= self.tokens
+        used = tree_tokens(state) if self.tree else state.usage.total_tokens
+        return used >= self.tokens
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "kind": self.kind, "tree": self.tree}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # One pickled before ``tree`` existed has none: it counted the run's own calls.
+        for name in ("tokens", "kind"):
+            object.__setattr__(self, name, state[name])
+        object.__setattr__(self, "tree", state.get("tree", False))
 
 
 @attrs.frozen
@@ -106,12 +131,23 @@ def max_steps(steps: int) -> MaxSteps:
     return MaxSteps(steps)
 
 
-def token_budget(tokens: int) -> TokenBudget:
-    """Stop once the run's own model calls have used ``tokens`` tokens (input plus output);
-    the tokens of agents it uses as tools are not counted (see `TokenBudget`)."""
+def token_budget(tokens: int, *, tree: bool = False) -> TokenBudget:
+    """Stop once ``tokens`` tokens (input plus output) are used.
+
+    Args:
+        tokens: The budget, at least 1.
+        tree: False (the default): count the run's own model calls only; the
+            tokens of agents it uses as tools are not counted. True: count
+            the whole tree (the run and every sub-run, any depth), and hand
+            what is left of the budget down to each sub-run it starts, which
+            stops there too (see `TokenBudget`).
+
+    Raises:
+        UsageError: ``tokens`` is below 1, or ``tree`` is not a bool.
+    """
     if tokens < 1:
         raise UsageError(f"token_budget must be at least 1, got {tokens}")
-    return TokenBudget(tokens)
+    return TokenBudget(tokens, tree=tree)
 
 
 def tool_called(name: str) -> ToolCalled:
@@ -269,6 +305,11 @@ STOP_REASONS = frozenset((*_KINDS, "stop_condition"))
 
 def _limit(state: RunState, reason: str) -> str:
     condition = stopping_condition(state)
+    if isinstance(condition, TokenBudget) and condition.tree:
+        tree = tree_tokens(state)
+        own = state.usage.total_tokens
+        used = f"{tree} tokens used, {tree - own} of them by its sub-runs"
+        return f"{describe_condition(condition)} ({used})"
     if isinstance(condition, TokenBudget):
         used = f"{state.usage.total_tokens} tokens used"
         # Answers a resume dropped (`AttemptDropped`) were billed and count, but are
@@ -292,5 +333,82 @@ def describe_condition(condition: StopCondition) -> str:
     if isinstance(condition, MaxSteps):
         return f"max_steps={condition.steps}"
     if isinstance(condition, TokenBudget):
-        return f"token_budget={condition.tokens}"
+        return f"token_budget={condition.tokens}" + (", tree=True" if condition.tree else "")
     return f"tool_called({condition.name!r})"
+
+
+def is_tree_budget(condition: object) -> bool:
+    """Whether ``condition`` is a tree budget (``token_budget(n, tree=True)``)."""
+    return type(condition) is TokenBudget and condition.tree
+
+
+def has_tree_budget(conditions: Iterable[StopCondition | StopPredicate]) -> bool:
+    """Whether ``conditions`` hold a tree budget (``token_budget(n, tree=True)``)."""
+    return any(is_tree_budget(c) for c in conditions)
+
+
+def handed_budget(
+    state: RunState, conditions: Iterable[StopCondition | StopPredicate] = ()
+) -> TokenBudget | None:
+    """The budget a sub-run started in ``state``'s current step gets, or None.
+
+    For the run's tree budgets (``token_budget(n, tree=True)`` in its
+    config, and any in ``conditions``: those given to a resume only), the
+    tightest of what is left of them when the step began: ``n`` minus the
+    tree's tokens then (`step_start_tokens`), as ``TokenBudget(left,
+    tree=True)``. Every sub-run of one step gets the same, whatever order its
+    calls run in, so a replay, a resume or a durable run hands down the same.
+    ``left`` may be 0 or less: the step's model call spent the budget.
+    """
+    budgets = [
+        c.tokens
+        for c in (*state.config.stop_when, *conditions)
+        if type(c) is TokenBudget and c.tree
+    ]
+    if not budgets:
+        return None
+    return TokenBudget(min(budgets) - step_start_tokens(state), tree=True)
+
+
+def spent_reason(state: RunState, conditions: Iterable[StopCondition | StopPredicate] = ()) -> str:
+    """Why a sub-run of ``state``'s current step is not started: whose tree budget is spent.
+
+    For a step whose `handed_budget` is 0 or less: the caller (``state``'s
+    agent), its tightest tree budget, and the tree's tokens when the step
+    began (`step_start_tokens`), as in ``its caller, agent 'lead', has spent
+    its token_budget=90, tree=True (100 tokens used when this step began)``.
+    """
+    budgets = [c for c in (*state.config.stop_when, *conditions) if is_tree_budget(c)]
+    tightest = min(budgets, key=lambda c: cast(TokenBudget, c).tokens)
+    caller = "its caller" if state.agent is None else f"its caller, agent {state.agent!r},"
+    used = step_start_tokens(state)
+    return (
+        f"{caller} has spent its {describe_condition(cast(TokenBudget, tightest))} "
+        f"({used} tokens used when this step began)"
+    )
+
+
+def tree_tokens(state: RunState) -> int:
+    """The tokens of ``state``'s whole tree, as a tree budget counts them.
+
+    `RunState.tree_usage`'s total, with the current step's sub-runs read
+    from its calls: at the step's boundary, where the reducer checks its
+    conditions, the log does not hold the step's last result yet.
+    """
+    step = 0
+    for call in state.calls:
+        if call.child is not None:
+            step += call.child.tree_usage.total_tokens
+    return step_start_tokens(state) + step
+
+
+def step_start_tokens(state: RunState) -> int:
+    """The tree's tokens when ``state``'s current step began: its model call counted, its tools not.
+
+    `RunState.tree_usage` without the sub-runs of the step's own calls (those
+    returned since its model answered, and those still open); the sub-runs a
+    resume dropped to run again (`AttemptDropped`) count, as they do there.
+    """
+    from toolfold.runtime.core._state import logged_sub_runs  # (it imports this module)
+
+    return state.usage.total_tokens + logged_sub_runs(state).done

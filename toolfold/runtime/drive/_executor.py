@@ -133,13 +133,14 @@ class SubRun(NamedTuple):
     """What a tool that runs a sub-run returns (an agent used as a tool).
 
     Attributes:
-        state: The sub-run's state, finished or waiting for the caller.
+        state: The sub-run's state, finished or waiting for the caller; None
+            for one that was not started (``content`` says why: an error).
         content: The text the calling model sees once it finished.
         is_error: Whether ``content`` is an error result (the sub-run
             finished, but what the model sees of it could not be made).
     """
 
-    state: RunState
+    state: RunState | None
     content: str
     is_error: bool = False
 
@@ -190,14 +191,34 @@ def with_tool(job: ToolJob, wrap: Callable[[Tool[..., Any]], Tool[..., Any]]) ->
 _SUB_RUN = "_toolfold_sub_run"
 
 
-def runs_sub_runs(tool: Tool[..., Any]) -> Tool[..., Any]:
+_AGENT = "_toolfold_agent_label"
+
+
+def runs_sub_runs(tool: Tool[..., Any], who: str | None = None) -> Tool[..., Any]:
     """Mark ``tool`` as one that runs a sub-run and streams its events (``ctx.forward``).
 
     A streaming run performs a step with such a tool apart from its own
     thread or task, so it can show the sub-run's events while the step runs.
+    ``who``: how errors name the agent (or workflow) it runs, for an agent
+    used as a tool (``agent 'research'``, see `agent_label`): its results are
+    the ones a tree budget can stop (see `agent_run_by`).
     """
     tool.__dict__[_SUB_RUN] = True
+    if who is not None:
+        tool.__dict__[_AGENT] = who
     return tool
+
+
+def agent_run_by(tool: Tool[..., Any] | None) -> str | None:
+    """How errors name the agent (or workflow) ``tool`` runs as a tool, or None for any other tool.
+
+    The ``who`` `runs_sub_runs` was given: only such a call's result can be
+    the stop of its caller's tree budget (see `budget_stopped`).
+    """
+    if tool is None:
+        return None
+    who = tool.__dict__.get(_AGENT)
+    return who if isinstance(who, str) else None
 
 
 _RESUME_CHECK = "_toolfold_resume_check"

@@ -11,8 +11,8 @@ usage of the sub-runs the step made).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -27,7 +27,17 @@ from toolfold.runtime.core._events import AttemptDropped
 from toolfold.runtime.core._messages import NO_USAGE, Usage
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.drive._executor import ToolOutcome
+from toolfold.runtime.core._stop import (
+    StopCondition,
+    StopPredicate,
+    handed_budget,
+    spent_reason,
+    stop_answer,
+)
+from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
+
+if TYPE_CHECKING:
+    from toolfold.toolkit._tool import Tool
 
 # What resuming the state of an `observer_failure` does, by what raised. An
 # observer is given per call, so a resume calls only the ones given to it; a
@@ -45,6 +55,31 @@ _RESUMING = {
 }
 
 
+def not_started_text(who: str, reason: str) -> str:
+    """The error result of a call whose sub-run was not started: its caller's tree budget is spent.
+
+    ``who`` names the agent (`agent_label`); ``reason`` says whose budget
+    and how far it is spent (`spent_reason`).
+    """
+    return f"Error: {who} was not started: {reason}"
+
+
+def stopped_content(state: RunState, who: str) -> tuple[str, bool]:
+    """What the calling model sees of a sub-run a stop condition (or a limit) ended.
+
+    As (text, is_error). A `tool_called` stop: that call's result (an error
+    result when the call failed). A limit (``max_steps``, ``token_budget``)
+    or a ``stop_when`` callable: the sub-run did not answer, so an error
+    naming ``who`` (``agent 'research'``) and why it stopped, with the
+    limit, that the model can react to (a workflow step fails the same way).
+    """
+    answer = stop_answer(state, who)
+    if isinstance(answer, str):
+        return answer, True
+    assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"
+    return answer.content, answer.is_error
+
+
 def observer_failure(
     what: str,
     exc: Exception,
@@ -59,15 +94,29 @@ def observer_failure(
     )
 
 
-def raise_tool_error(state: RunState, outcomes: Sequence[ToolOutcome]) -> None:
+def raise_tool_error(
+    state: RunState,
+    outcomes: Sequence[ToolOutcome],
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+    tools: Mapping[str, Tool[..., Any]] | None = None,
+) -> None:
     """Raise the `ToolExecutionError` of the round's first failed call, if any.
 
     The error's state is the run before the round (``state``, its calls to run
     again), counting the usage of the sub-runs the round made (see
-    `with_dropped_sub_runs`).
+    `with_dropped_sub_runs`). ``conditions``: those given to a resume only;
+    ``tools``: the run's, by name (which of them run agents: `agent_run_by`).
     """
     for outcome in outcomes:
-        error = tool_failure(state, outcome.tool_name, outcome.outcome, outcome.content)
+        error = tool_failure(
+            state,
+            outcome.tool_name,
+            outcome.outcome,
+            outcome.content,
+            outcome.child,
+            conditions,
+            who=agent_run_by(tools.get(outcome.tool_name)) if tools else None,
+        )
         if error is not None:
             error.state = with_dropped_sub_runs(state, [(o.call_id, o.child) for o in outcomes])
             if outcome.exception is not None:
@@ -112,15 +161,68 @@ def _less(usage: Usage, earlier: Usage) -> Usage:
 
 
 def tool_failure(
-    state: RunState, tool_name: str, outcome: str | None, content: str
+    state: RunState,
+    tool_name: str,
+    outcome: str | None,
+    content: str,
+    child: RunState | None = None,
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+    *,
+    who: str | None = None,
 ) -> ToolExecutionError | None:
     """The error ``on_tool_error="raise"`` raises for a call's outcome, or None when it succeeded.
 
-    ``state`` is the run before the step's results (the error's state).
+    ``state`` is the run before the step's results (the error's state);
+    ``child`` the call's sub-run, if it ran one; ``conditions`` the stop
+    conditions given to a resume only; ``who`` how errors name the agent (or
+    workflow) the tool runs (`agent_label`), None for a tool that runs none.
+    A sub-run the run's tree budget ended is no failure (see
+    `budget_stopped`): the run stops at that budget instead.
     """
     if outcome not in ("error", "timeout"):
         return None
+    if outcome == "error" and budget_stopped(state, child, content, conditions, who):
+        return None
     return ToolExecutionError(f"tool {tool_name!r} failed: {content}", state)
+
+
+def budget_stopped(
+    state: RunState,
+    child: RunState | None,
+    content: str,
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+    who: str | None = None,
+) -> bool:
+    """Whether a call's error result is the stop of the tree budget ``state``'s step handed down.
+
+    Only a call of an agent (or a workflow) used as a tool, named ``who``
+    (`agent_label`), can be: either nothing was left when the step began and
+    its sub-agent was not started (no sub-run, and exactly the result
+    `not_started_text` gives for it), or its sub-run stopped at that budget
+    (``token_budget(left, tree=True)`` from `handed_budget`, in its
+    configuration, reached) and the result is what `stopped_content` says of
+    it (an ``as_tool(output=...)`` function that failed on it is a failure).
+    Either way the run's own tree budget is spent once the step's results are
+    in, and the run stops there (``finish_reason == "token_budget"``), as with
+    ``on_tool_error="return"``. Read from the state, the tool and the call's
+    result only: a replay decides the same. A run without a tree budget has
+    none (what it always did).
+    """
+    if who is None or (not state.config.stop_when and not conditions):
+        return False
+    handed = handed_budget(state, conditions)
+    if handed is None:
+        return False
+    if child is None:
+        return handed.tokens <= 0 and content == not_started_text(
+            who, spent_reason(state, conditions)
+        )
+    return (
+        child.finish_reason == "token_budget"
+        and handed in child.config.stop_when
+        and handed(child)
+        and content == stopped_content(child, who)[0]
+    )
 
 
 def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:

@@ -25,7 +25,7 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import HandedOff, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._state import CallState, RunState
-from toolfold.runtime.core._stop import stopping_condition
+from toolfold.runtime.core._stop import is_tree_budget, stopping_condition
 from toolfold.runtime.drive._executor import ToolOutcome
 from toolfold.runtime.drive._failures import observer_failure
 
@@ -215,6 +215,10 @@ def handed_off(
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
         config = attrs.evolve(config, max_steps=state.config.max_steps)
+    # So does a tree budget: it bounds the tree's tokens, whichever agent spends them.
+    kept = [c for c in state.config.stop_when if is_tree_budget(c) and c not in config.stop_when]
+    if kept:
+        config = attrs.evolve(config, stop_when=(*config.stop_when, *kept))
     return HandedOff(agent, config, messages)
 
 

@@ -55,11 +55,18 @@ from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import CallState, Disposition, RunState
-from toolfold.runtime.core._stop import StopPredicate, stop_event
+from toolfold.runtime.core._stop import (
+    StopPredicate,
+    handed_budget,
+    has_tree_budget,
+    spent_reason,
+    stop_event,
+)
 from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
+    agent_run_by,
     forwards,
     returned,
 )
@@ -316,7 +323,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 response = unique_call_ids(response)
                 dispositions = _dispositions(live, state, response)
                 event = _responded(response, dispositions)
-                if not notify and live.on_event is None and live.on_tool_error == "return":
+                if (
+                    not notify
+                    and live.on_event is None
+                    and live.on_tool_error == "return"
+                    and not (live.stop_when and has_tree_budget(live.stop_when))
+                ):
                     # Nobody watches the state between the response and the results:
                     # the step runs its calls from an `OpenStep` and builds one state.
                     opened = open_step(state, event)
@@ -501,7 +513,7 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
             raise
     if live.on_tool_error == "raise":
-        raise_tool_error(state, outcomes)
+        raise_tool_error(state, outcomes, live.stop_when, live.tools)
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     events = list(map(returned, outcomes))
@@ -531,7 +543,16 @@ def _round_interrupted(
         # A failed call raises when its round ends: kept out of the state, it
         # runs again on resume and raises there, as it would have.
         for index, outcome in list(finished.items()):
-            if tool_failure(state, outcome.tool_name, outcome.outcome, "") is not None:
+            failure = tool_failure(
+                state,
+                outcome.tool_name,
+                outcome.outcome,
+                outcome.content,
+                outcome.child,
+                live.stop_when,
+                who=agent_run_by(live.tools.get(outcome.tool_name)),
+            )
+            if failure is not None:
                 del finished[index]
     interrupted(exc, state, finished)
 
@@ -692,7 +713,7 @@ def _job(
     invocation: ToolInvocation,
     forward: Callable[[Any], object] | None = None,
 ) -> ToolJob:
-    return _job_in(live, state.run_id, state.conversation, invocation, forward)
+    return _job_in(live, state.run_id, state.conversation, invocation, forward, state)
 
 
 def _job_in(
@@ -701,12 +722,23 @@ def _job_in(
     messages: Sequence[Message],
     invocation: ToolInvocation,
     forward: Callable[[Any], object] | None = None,
+    state: RunState | None = None,
 ) -> ToolJob:
+    """The job running ``invocation``; its context's ``token_budget`` read from ``state``.
+
+    ``state`` is the run as its step runs, given when the run has a tree
+    budget (a step opened without its state has none: see `open_step`).
+    """
     call = invocation.call
     tool = live.tools.get(call.name)
     if tool is None or not reads_context(tool):  # (nor its blocking twin: `with_blocking_twin`)
         # Nothing reads a context: none to build (`ToolJob(...)` without its Python __new__).
         return new_tuple(ToolJob, (invocation, tool, None))
+    budget = spent = None
+    if state is not None and (state.config.stop_when or live.stop_when):
+        budget = handed_budget(state, live.stop_when)
+        if budget is not None and budget.tokens <= 0:
+            spent = spent_reason(state, live.stop_when)
     context: RunContext[Any] = RunContext(
         run_id,
         invocation.step,
@@ -717,5 +749,7 @@ def _job_in(
         invocation.key,
         invocation.child,
         forward,
+        budget,
+        spent,
     )
     return ToolJob(invocation, tool, context)

@@ -1,0 +1,512 @@
+"""token_budget(n, tree=True): the whole tree's tokens, bounded at every level it reaches."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, RunContext, UsageError, token_budget
+from toolfold.files import loads
+from toolfold.runtime import RunState, TokenBudget, replay
+from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
+from toolfold.runtime.core._stop import step_start_tokens, stop_answer
+from toolfold.testing import FunctionModel
+
+# Every model call of these tests costs 50 + 50 tokens.
+_SPEND = toolfold.Usage(50, 50, requests=1)
+
+
+@toolfold.tool
+def t() -> str:
+    """T."""
+    return "t"
+
+
+@toolfold.tool(requires_approval=True)
+def act() -> str:
+    """Act once approved."""
+    return "acted"
+
+
+def _worker(calls: int, tool: str = "t") -> FunctionModel:
+    """Calls ``tool`` ``calls`` times, one a step, then answers ``worked``."""
+
+    def reply(request: Any) -> Any:
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done < calls:
+            part = toolfold.ToolCallPart(f"w{done}", tool, "{}")
+            return toolfold.ModelResponse(toolfold.Message.assistant("", [part]), _SPEND)
+        return toolfold.ModelResponse(toolfold.Message.assistant("worked"), _SPEND)
+
+    return FunctionModel(reply)
+
+
+def _boss(
+    parallel: int = 1, tool: str = "sub", arguments: str = '{"input": "go"}'
+) -> FunctionModel:
+    """Calls ``tool`` ``parallel`` times in every step, never answering."""
+
+    def reply(request: Any) -> Any:
+        step = sum(1 for m in request.messages if m.role == "assistant")
+        parts = [toolfold.ToolCallPart(f"b{step}_{i}", tool, arguments) for i in range(parallel)]
+        return toolfold.ModelResponse(toolfold.Message.assistant("", parts), _SPEND)
+
+    return FunctionModel(reply)
+
+
+def _lead(budget: TokenBudget, sub_calls: int, parallel: int = 1) -> Agent:
+    sub = Agent(_worker(sub_calls), name="sub", tools=[t])
+    return Agent(
+        _boss(parallel), name="lead", tools=[sub.as_tool()], stop_when=[budget], max_steps=8
+    )
+
+
+def _results(response: Any) -> list[str]:
+    return [p.content for m in response.messages for p in m.tool_results]
+
+
+def _exact(state: RunState) -> None:
+    assert replay(state.log) == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_caller_stops_once_its_sub_runs_spend_the_tree_budget() -> None:
+    """The sub-run's 400 tokens plus the lead's 100 pass 450: the lead stops after its first step."""
+    response = _lead(token_budget(450, tree=True), sub_calls=3).run("go")
+    state = response.state
+    assert (state.finish_reason, state.step) == ("token_budget", 1)
+    assert (state.usage.total_tokens, state.tree_usage.total_tokens) == (100, 500)
+    assert _results(response) == ["worked"]  # the sub-run answered within its 350
+    assert stop_answer(state, "agent 'lead'") == (
+        "Error: agent 'lead' stopped at its limit token_budget=450, tree=True (500 tokens "
+        "used, 400 of them by its sub-runs) after 1 model call without answering"
+    )
+    _exact(state)
+
+
+def test_without_tree_the_budget_counts_the_runs_own_calls_as_before() -> None:
+    """token_budget(450) lets the lead run on to 500 tokens of its own; its sub-runs get no budget."""
+    response = _lead(token_budget(450), sub_calls=3).run("go")
+    state = response.state
+    assert (state.finish_reason, state.step) == ("token_budget", 5)
+    assert state.usage.total_tokens == 500
+    assert state.tree_usage.total_tokens == 500 + 5 * 400
+    assert all(s.config.stop_when == () for s in state.sub_runs.values())
+    assert json.loads(state.to_json())["config"]["stop_when"] == [
+        {"tokens": 450, "kind": "token_budget"}  # no "tree" key: what it always wrote
+    ]
+
+
+def test_a_sub_agent_stops_mid_run_at_what_is_left_of_the_budget() -> None:
+    """The sub-agent starts with 450 - 100 left, stores it, and stops once its own tree passes it."""
+    response = _lead(token_budget(450, tree=True), sub_calls=10).run("go")
+    state = response.state
+    (sub,) = state.sub_runs.values()
+    assert sub.config.stop_when == (TokenBudget(350, tree=True),)
+    assert (sub.finish_reason, sub.step, sub.usage.total_tokens) == ("token_budget", 4, 400)
+    assert _results(response)[-1] == (
+        "Error: agent 'sub' stopped at its limit token_budget=350, tree=True (400 tokens used, "
+        "0 of them by its sub-runs) after 4 model calls without answering"
+    )
+    assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 500)
+    _exact(state)
+
+
+def test_the_budget_goes_down_every_level() -> None:
+    """A sub-agent's own sub-agent gets what is left of the handed budget when its step began."""
+    inner = Agent(_worker(10), name="inner", tools=[t])
+    middle = Agent(_boss(tool="inner"), name="middle", tools=[inner.as_tool()])
+    lead = Agent(
+        _boss(tool="middle"),
+        tools=[middle.as_tool()],
+        stop_when=[token_budget(600, tree=True)],
+    )
+    state = lead.run("go").state
+    (mid,) = state.sub_runs.values()
+    (low,) = mid.sub_runs.values()
+    assert mid.config.stop_when == (TokenBudget(500, tree=True),)
+    assert low.config.stop_when == (TokenBudget(400, tree=True),)
+    assert [s.finish_reason for s in (low, mid, state)] == ["token_budget"] * 3
+    assert state.tree_usage.total_tokens == 100 + 100 + 400
+
+
+def test_parallel_sub_agents_each_get_what_was_left_when_the_step_began() -> None:
+    """Two sub-agents of one step both get 350: together they may spend up to twice that."""
+    response = _lead(token_budget(450, tree=True), sub_calls=10, parallel=2).run("go")
+    state = response.state
+    subs = list(state.sub_runs.values())
+    assert [s.config.stop_when for s in subs] == [(TokenBudget(350, tree=True),)] * 2
+    assert [s.usage.total_tokens for s in subs] == [400, 400]
+    assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 900)
+    _exact(state)
+
+
+@pytest.mark.parametrize("tokens", [90, 100], ids=["over", "exactly"])
+def test_a_step_whose_own_model_call_spent_the_budget_starts_no_sub_run(tokens: int) -> None:
+    """Nothing is left when the call is made: the error result names the caller, its budget and the tokens used."""
+    response = _lead(token_budget(tokens, tree=True), sub_calls=3).run("go")
+    state = response.state
+    assert _results(response) == [
+        "Error: agent 'sub' was not started: its caller, agent 'lead', has spent its "
+        f"token_budget={tokens}, tree=True (100 tokens used when this step began)"
+    ]
+    assert state.sub_runs == {}
+    assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 100)
+    _exact(state)
+
+
+def test_an_async_run_hands_the_budget_down_too() -> None:
+    """arun's sub-runs start with the same budget as run's."""
+    state = asyncio.run(_lead(token_budget(450, tree=True), sub_calls=10).arun("go")).state
+    (sub,) = state.sub_runs.values()
+    assert (sub.config.stop_when, sub.finish_reason) == (
+        (TokenBudget(350, tree=True),),
+        "token_budget",
+    )
+
+
+def test_a_suspended_sub_run_resumes_with_the_budget_it_stored() -> None:
+    """Across two approvals (and JSON in between) the sub-run keeps its 150 and stops there."""
+    sub = Agent(_worker(10, tool="act"), name="sub", tools=[act])
+    lead = Agent(_boss(), tools=[sub.as_tool()], stop_when=[token_budget(250, tree=True)])
+    response = lead.run("go")
+    while response.pending_approvals:
+        state = RunState.from_json(response.state.to_json())
+        response = lead.resume(state, approvals={c.id: True for c in state.pending_approvals})
+    state = response.state
+    (child,) = state.sub_runs.values()
+    assert child.config.stop_when == (TokenBudget(150, tree=True),)
+    assert (child.finish_reason, child.usage.total_tokens) == ("token_budget", 200)
+    assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 300)
+    _exact(state)
+
+
+def test_a_tool_reads_what_is_left_in_its_run_context() -> None:
+    """ctx.token_budget is the budget a sub-run started there would get; None without a tree budget."""
+    seen: list[Any] = []
+
+    @toolfold.tool
+    def look(ctx: RunContext[None]) -> str:
+        """Look."""
+        seen.append(ctx.token_budget)
+        return "ok"
+
+    for budget in (token_budget(1000, tree=True), token_budget(1000)):
+        Agent(
+            _boss(tool="look", arguments="{}"), tools=[look], stop_when=[budget], max_steps=2
+        ).run("go")
+    assert seen == [TokenBudget(900, tree=True), TokenBudget(800, tree=True), None, None]
+
+
+def test_a_handoff_target_keeps_the_tree_budget() -> None:
+    """The budget bounds the run whichever agent it is handed to; the target's config holds it."""
+    billing = Agent(_worker(10), name="billing", tools=[t])
+    triage = Agent(
+        FunctionModel(
+            lambda request: toolfold.ModelResponse(
+                toolfold.Message.assistant(
+                    "", [toolfold.ToolCallPart("h", "transfer_to_billing", "{}")]
+                ),
+                _SPEND,
+            )
+        ),
+        name="triage",
+        handoffs=[billing],
+        stop_when=[token_budget(350, tree=True)],
+    )
+    state = triage.run("go").state
+    assert state.agent == "billing"
+    assert state.config.stop_when == (TokenBudget(350, tree=True),)
+    assert (state.finish_reason, state.usage.total_tokens) == ("token_budget", 400)
+    _exact(state)
+
+
+def test_a_tree_budget_reads_every_step_from_its_state() -> None:
+    """handed_budget and open_step: a run with a tree budget builds its step's state; others do not."""
+    from toolfold.runtime.core._stop import handed_budget
+
+    response = toolfold.ModelResponse(
+        toolfold.Message.assistant("", [toolfold.ToolCallPart("c", "t", "{}")]), _SPEND
+    )
+    event = toolfold.runtime.ModelResponded(response)
+    for budget, fast in ((token_budget(500), True), (token_budget(500, tree=True), False)):
+        config = toolfold.runtime.RunConfig(
+            tools=[toolfold.runtime.ToolSpec.from_tool(t)], stop_when=[budget]
+        )
+        start = initial_state("go", config, run_id="r")
+        assert isinstance(open_step(start, event), OpenStep) is fast
+        left = handed_budget(reduce(start, event))
+        assert left == (None if fast else TokenBudget(400, tree=True))
+
+
+def test_a_tree_budget_round_trips_through_json_and_old_states_load_unchanged() -> None:
+    """tree is written only when set; a state written before it loads with tree=False."""
+    config = toolfold.runtime.RunConfig(stop_when=[token_budget(5, tree=True), token_budget(7)])
+    state = initial_state("go", config, run_id="r")
+    data = json.loads(state.to_json())
+    assert data["config"]["stop_when"] == [
+        {"tokens": 5, "kind": "token_budget", "tree": True},
+        {"tokens": 7, "kind": "token_budget"},
+    ]
+    assert RunState.from_json(state.to_json()) == state
+    data["config"]["stop_when"][0]["tree"] = "yes"
+    with pytest.raises(toolfold.SerializationError, match="expected true or false, got 'yes'"):
+        RunState.from_json(json.dumps(data))
+
+
+def test_a_tree_budget_refuses_what_is_not_a_flag() -> None:
+    """token_budget(n, tree=...) takes True or False, and names the field otherwise."""
+    from toolfold.runtime.core._stop import describe_condition
+
+    with pytest.raises(UsageError, match=r"TokenBudget.tree: expected True or False, got 'yes'"):
+        token_budget(5, tree="yes")  # type: ignore[arg-type]
+    assert describe_condition(token_budget(5, tree=True)) == "token_budget=5, tree=True"
+
+
+def test_an_agent_file_declares_a_tree_budget() -> None:
+    """{token_budget = n, tree = true} loads as token_budget(n, tree=True) and writes back so."""
+    text = """
+[agents.main]
+model = "toolfold.testing:TestModel"
+stop_when = [{ token_budget = 5000, tree = true }, { token_budget = 90 }]
+"""
+    agent = loads(text).agent()
+    assert agent.stop_when == (token_budget(5000, tree=True), token_budget(90))
+    assert agent.to_dict()["agents"]["main"]["stop_when"] == [
+        {"token_budget": 5000, "tree": True},
+        {"token_budget": 90},
+    ]
+    bad = text.replace("{ token_budget = 90 }", "{ max_steps = 3, tree = true }")
+    with pytest.raises(toolfold.AgentFileError, match=r"stop_when\[1\]\.tree: tree goes with"):
+        loads(bad)
+
+
+def test_a_run_stopped_at_its_tree_budget_resumes_with_it_spent() -> None:
+    """A new turn after the stop makes one model call, starts no sub-run, and stops again."""
+    lead = _lead(token_budget(450, tree=True), sub_calls=10)
+    stopped = RunState.from_json(lead.run("go").state.to_json())
+    response = lead.resume(stopped, message="more")
+    state = response.state
+    assert (state.finish_reason, state.step) == ("token_budget", 2)
+    assert len(state.sub_runs) == 1  # the first step's only
+    assert _results(response)[-1].startswith("Error: agent 'sub' was not started")
+    assert state.tree_usage.total_tokens == 600
+    _exact(state)
+
+
+# `pickle.dumps(TokenBudget(5), protocol=4)` made by toolfold before `tree` existed.
+_OLD_PICKLE = (
+    b"\x80\x04\x95M\x00\x00\x00\x00\x00\x00\x00\x8c\x10toolfold.runtime\x94\x8c\x0bTokenBudget"
+    b"\x94\x93\x94)\x81\x94}\x94(\x8c\x06tokens\x94K\x05\x8c\x04kind\x94\x8c\x0ctoken_budget\x94ub."
+)
+
+
+def test_a_budget_pickled_before_tree_existed_loads_as_the_runs_own() -> None:
+    """An old pickle (a Ray object, a cached agent) loads with tree=False; a new one round-trips."""
+    import pickle
+
+    old = pickle.loads(_OLD_PICKLE)
+    assert (old, old.tree) == (TokenBudget(5), False)
+    assert old(initial_state("go", run_id="r")) is False
+    budget = token_budget(7, tree=True)
+    assert pickle.loads(pickle.dumps(budget)) == budget
+
+
+def test_a_streamed_run_hands_the_budget_down_too() -> None:
+    """A stream's sub-runs (run beside the iteration) start with the same budget as run's."""
+    stream = _lead(token_budget(450, tree=True), sub_calls=10).stream("go")
+    for _ in stream:
+        pass
+    state = stream.response.state
+    (sub,) = state.sub_runs.values()
+    assert (sub.config.stop_when, sub.finish_reason) == (
+        (TokenBudget(350, tree=True),),
+        "token_budget",
+    )
+    assert (
+        state
+        == _lead(token_budget(450, tree=True), sub_calls=10).run("go", run_id=state.run_id).state
+    )
+
+
+def test_a_sub_agent_under_a_tree_budget_keeps_the_model_it_resolved() -> None:
+    """Three sub-agent calls with a handed budget resolve the sub-agent's model string once, not per call."""
+    from toolfold.testing import override_models
+
+    made: list[str] = []
+
+    def factory(spec: str) -> FunctionModel:
+        made.append(spec)
+        return _worker(0)
+
+    with override_models(factory):
+        sub = Agent("openai:gpt-4o-mini", name="sub")
+        lead = Agent(
+            _boss(), tools=[sub.as_tool()], stop_when=[token_budget(1000, tree=True)], max_steps=3
+        )
+        state = lead.run("go").state
+    assert made == ["openai:gpt-4o-mini"]
+    assert [s.config.stop_when for s in state.sub_runs.values()] == [
+        (TokenBudget(900, tree=True),),
+        (TokenBudget(700, tree=True),),
+        (TokenBudget(500, tree=True),),
+    ]
+
+
+@pytest.mark.parametrize(("tokens", "sub_calls"), [(90, 3), (450, 10)], ids=["spent", "mid-run"])
+def test_under_on_tool_error_raise_the_tree_budget_stops_the_run_instead_of_raising(
+    tokens: int, sub_calls: int
+) -> None:
+    """A sub-agent not started, or stopped by the handed budget, is the budget's stop, not a tool failure."""
+    sub = Agent(_worker(sub_calls), name="sub", tools=[t])
+    lead = Agent(
+        _boss(),
+        name="lead",
+        tools=[sub.as_tool()],
+        stop_when=[token_budget(tokens, tree=True)],
+        on_tool_error="raise",
+    )
+    state = lead.run("go").state
+    assert state.finish_reason == "token_budget"
+    assert [m.tool_results[0].is_error for m in state.messages if m.tool_results] == [True]
+    again = lead.resume(state, message="more").state  # one model call, and it stops again
+    assert (again.finish_reason, again.usage.requests) == ("token_budget", state.usage.requests + 1)
+    _exact(again)
+
+
+def test_under_on_tool_error_raise_a_sub_agents_own_limit_still_raises() -> None:
+    """A sub-agent that stops at its own max_steps under a tree budget is a tool failure, as ever."""
+    sub = Agent(_worker(10), name="sub", tools=[t], max_steps=2)
+    lead = Agent(
+        _boss(),
+        tools=[sub.as_tool()],
+        stop_when=[token_budget(10_000, tree=True)],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError, match="stopped at its limit max_steps=2"):
+        lead.run("go")
+
+
+@toolfold.tool
+def deploy() -> str:
+    """Deploy."""
+    raise RuntimeError("service 'db' was not started: missing DATABASE_URL")
+
+
+@pytest.mark.parametrize("tokens", [90, 1000], ids=["spent", "left"])
+def test_under_on_tool_error_raise_a_plain_tool_failing_in_a_spent_step_still_raises(
+    tokens: int,
+) -> None:
+    """A plain tool's error that reads like a sub-agent not started is a tool failure, spent budget or not."""
+    lead = Agent(
+        _boss(tool="deploy", arguments="{}"),
+        name="lead",
+        tools=[deploy],
+        stop_when=[token_budget(tokens, tree=True)],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError, match=r"tool 'deploy' failed.*was not started"):
+        lead.run("go")
+
+
+def test_under_on_tool_error_raise_a_failing_output_function_on_a_budget_stop_raises() -> None:
+    """An as_tool(output=...) function that fails on a sub-agent stopped at the handed budget is a tool failure."""
+
+    def summary(response: Any) -> str:
+        return str(response.output["summary"])  # no output: the sub-agent stopped
+
+    sub = Agent(_worker(10), name="sub", tools=[t])
+    lead = Agent(
+        _boss(),
+        name="lead",
+        tools=[sub.as_tool(output=summary)],
+        stop_when=[token_budget(450, tree=True)],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError, match="output= function of tool 'sub' failed"):
+        lead.run("go")
+
+
+def test_a_long_run_under_a_tree_budget_reads_each_sub_run_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """40 steps of one sub-agent call each read the sub-runs' usage O(steps) times, not once per step each."""
+    reads: list[str | None] = []
+    tree_usage = RunState.tree_usage
+
+    def counted(state: RunState) -> toolfold.Usage:
+        reads.append(state.agent)
+        return tree_usage.fget(state)  # type: ignore[attr-defined,no-any-return]
+
+    monkeypatch.setattr(RunState, "tree_usage", property(counted))
+    lead = _lead(token_budget(10**9, tree=True), sub_calls=0)
+    state = lead.evolve(max_steps=40).run("go").state
+    assert (state.finish_reason, len(state.sub_runs)) == ("max_steps", 40)
+    assert reads.count("sub") <= 3 * 40  # (a rescan of the log at every step read 1600)
+
+
+def test_a_log_fold_resumes_from_the_version_it_was_appended_to() -> None:
+    """Log.folded folds each item once across appended versions, and a fork folds its own items."""
+    from toolfold.runtime.core._log import Log
+
+    seen: list[int] = []
+
+    def add(total: int, item: int) -> int:
+        seen.append(item)
+        return total + item
+
+    base = Log([1, 2])
+    assert base.folded(add, 0) == 3
+    grown = base.append(3).append(4)
+    assert (grown.folded(add, 0), grown.folded(add, 0)) == (10, 10)
+    fork = base.append(30)  # (a fork of base after grown took its buffer)
+    assert fork.folded(add, 0) == 33
+    assert seen == [1, 2, 3, 4, 30]
+
+
+def _scanned_step_start(state: RunState) -> float:
+    """`step_start_tokens` as a scan of the whole log sums it, step by step in log order."""
+    done = since_answer = 0.0
+    for event in state.log:
+        if event.kind in ("model_responded", "handed_off"):
+            done, since_answer = done + since_answer, 0.0
+        elif event.kind == "tool_returned" and event.child is not None:
+            since_answer += event.child.tree_usage.total_tokens
+        elif event.kind == "attempt_dropped":
+            done += event.sub_run_usage.total_tokens
+    return state.usage.total_tokens + done
+
+
+def test_float_counts_give_the_step_start_tokens_a_scan_of_the_log_gives() -> None:
+    """A custom model's float counts sum, in the fold, in the order a scan of the log sums them."""
+    spends = [
+        toolfold.Usage(0.1, 0.2, requests=1),
+        toolfold.Usage(0.7, 0.3, requests=1),
+        toolfold.Usage(1e16, 1.0, requests=1),
+        toolfold.Usage(0.3, 0.6, requests=1),
+    ]
+
+    def worker(request: Any) -> Any:
+        return toolfold.ModelResponse(toolfold.Message.assistant("worked"), spends[1])
+
+    def boss(request: Any) -> Any:
+        step = sum(1 for m in request.messages if m.role == "assistant")
+        parts = [toolfold.ToolCallPart(f"b{step}_{i}", "sub", '{"input": "go"}') for i in range(3)]
+        return toolfold.ModelResponse(toolfold.Message.assistant("", parts), spends[step % 4])
+
+    seen: list[RunState] = []
+    sub = Agent(FunctionModel(worker), name="sub")
+    lead = Agent(
+        FunctionModel(boss),
+        name="lead",
+        tools=[sub.as_tool()],
+        stop_when=[token_budget(10**17, tree=True), lambda s: seen.append(s) or False],
+        max_steps=5,
+    )
+    lead.run("go")
+    assert [step_start_tokens(s) for s in seen] == [_scanned_step_start(s) for s in seen]
+    assert len(seen) == 4
