@@ -337,6 +337,15 @@ class Route(Workflow):
             )
 
     @property
+    def shape(self) -> str:
+        """The kind, the router (a step's name, or "a function") and which step each label runs."""
+        router = self._router_task
+        chooser = f"router {router.name!r}" if router is not None else "a router function"
+        labels = ", ".join(f"{label!r} -> {task.name!r}" for label, task in self.branches.items())
+        default = f"; default {self.default.name!r}" if self.default is not None else ""
+        return f"Route ({chooser}; {labels}{default})"
+
+    @property
     def _router_task(self) -> Task | None:
         return self.router if isinstance(self.router, Task) else None
 

@@ -61,6 +61,10 @@ from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
+# The key of the run's settings that records its workflow's shape (see `Workflow.shape`).
+# A state stored before it was recorded has no such key (its settings are empty): such a
+# run is checked by its step names alone, as it was then (see `Workflow._check_steps`).
+SHAPE_SETTING = "toolfold.workflow"
 
 
 @attrs.frozen
@@ -191,10 +195,21 @@ class Workflow:
             max_concurrency=max_concurrency,
         )
         output = workflow_output(self)
-        config = attrs.evolve(options.config, output=output.spec)
+        config = attrs.evolve(
+            options.config, output=output.spec, settings={SHAPE_SETTING: self.shape}
+        )
         object.__setattr__(
             self, "_options", attrs.evolve(options, output=output, config=config, name=self.name)
         )
+
+    @property
+    def shape(self) -> str:
+        """What decides how this workflow feeds its steps, beyond their names: its kind.
+
+        A run records it in its state (its settings), and a resume by a
+        workflow of another shape is refused (see `_check_steps`).
+        """
+        return type(self).__name__
 
     def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # pragma: no cover
         """The constructor's arguments that build this workflow again."""
@@ -407,13 +422,11 @@ class Workflow:
         return WorkflowStream(RunStream(live, state), self)
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
-        self._check_steps(state)
+        options = self._check_steps(state)
         if state.phase == "failed":
             state = self._retried(state)
         continued = caller_answered(state)
-        return resumed(
-            state, self._options, message=None, max_steps=None, **answers, continued=continued
-        )
+        return resumed(state, options, message=None, max_steps=None, **answers, continued=continued)
 
     def _retried(self, state: RunState) -> RunState:
         """A failed run of this workflow as it was before what failed it (see `retry_state`).
@@ -434,15 +447,22 @@ class Workflow:
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
-        self._check_steps(state)
-        check_sub_run(state, self._options, None)
+        check_sub_run(state, self._check_steps(state), None)
 
-    def _check_steps(self, state: RunState) -> None:
-        """Refuse a run whose steps are not this workflow's, in the same order.
+    def _check_steps(self, state: RunState) -> RunOptions:
+        """Refuse a run whose steps are not this workflow's, in the same order and shape.
 
         The steps are the workflow's program: a step added, removed or moved
         would have the run go on with a plan it was not started with (an
-        added step's call is one the stored run does not know).
+        added step's call is one the stored run does not know); so would the
+        same steps in a workflow of another kind (a `Parallel` feeds them
+        the input, a `Sequence` each other's output) or a `Route` whose
+        labels lead to other steps. A state stored before runs recorded
+        their `shape` has none: it is checked by its step names alone.
+
+        Returns:
+            The options to resume ``state`` with (without the recorded shape
+            for a state that has none, which its stored settings must match).
         """
         stored = [spec.name for spec in state.config.tools]
         given = [spec.name for spec in self._options.config.tools]
@@ -453,6 +473,21 @@ class Workflow:
                 "stored in its state); resume with the workflow that started it, or start "
                 "a new run"
             )
+        settings = state.config.settings
+        shape = settings.get(SHAPE_SETTING)
+        if shape is None:  # stored before runs recorded their shape
+            if settings:
+                return self._options  # (other settings: the stored ones differ, as said)
+            config = attrs.evolve(self._options.config, settings={})
+            return attrs.evolve(self._options, config=config)
+        if shape != self.shape:
+            raise UsageError(
+                f"the resuming {self.label} is a {self.shape}, but the run was started by a "
+                f"{shape}, with the same steps: a run keeps the workflow it started with (how "
+                "it feeds its steps is stored in its state); resume with the workflow that "
+                "started it, or start a new run"
+            )
+        return self._options
 
     def resume(
         self,
