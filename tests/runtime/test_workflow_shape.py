@@ -6,11 +6,10 @@ import re
 from typing import Any
 
 import pytest
+from workflow_helpers import echo
 
 from toolfold import Agent, Loop, Parallel, Route, RunState, Sequence, UsageError, tool
 from toolfold.testing import FunctionModel, ScriptedModel
-
-from workflow_helpers import echo
 
 PUBLISHED: list[str] = []
 
@@ -100,7 +99,8 @@ def _without_shapes(text: str) -> str:
     old, count = re.subn(
         r'"settings":\{"toolfold\.workflow":"(?:[^"\\]|\\.)*"\}', '"settings":{}', text
     )
-    assert count > 0 and "toolfold.workflow" not in old
+    assert count > 0
+    assert "toolfold.workflow" not in old
     return old
 
 
