@@ -38,7 +38,7 @@ from toolfold.runtime._planner import (
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
-from toolfold.runtime._retry import retry_state
+from toolfold.runtime._retry import held_failure, retry_state
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -54,7 +54,8 @@ from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Live
+from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
 from toolfold.toolkit._tool import Tool
@@ -340,6 +341,7 @@ class Workflow:
         closes = _Closes()
         try:
             response = self._drive_sync(live, start)
+            _fail_held(live, response)
         except BaseException as exc:
             closes.failed(self, exc)
             raise
@@ -349,6 +351,7 @@ class Workflow:
         closes = _Closes()
         try:
             response = await self._drive_async(live, start)
+            _fail_held(live, response)
         except BaseException as exc:
             closes.failed(self, exc)
             raise
@@ -581,6 +584,19 @@ def _answers(
         "on_event": on_event,
         "on_step": on_step,
     }
+
+
+def _fail_held(live: Live, response: Response | Deferred) -> None:
+    """Fail a run that waits while a step of its last round failed it (see `held_failure`).
+
+    Raises:
+        ToolRetriesExceededError: The run failed so (`_step_errors` reports it as the step's).
+    """
+    if type(response) is Deferred:  # (finished)
+        return
+    failure = held_failure(response.state)
+    if failure is not None:
+        raise run_failure(apply_event(live, response.state, failure))
 
 
 def _input_value(prompt: Any) -> Any:
@@ -888,6 +904,7 @@ class WorkflowStream:
         if isinstance(event, _PLANNER_EVENTS):
             return None  # the planner's own "model" output: the steps' events say it all
         if isinstance(event, RunEndEvent):
+            _fail_held(self._stream._live, event.response)
             self._response = _wrapped(event.response)
             return RunEndEvent(self._response)
         return event
