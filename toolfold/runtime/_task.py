@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from toolfold._errors import SourceCloseError
+from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import sub_run_id
 from toolfold.runtime._planner import json_text
@@ -227,7 +227,7 @@ class Task:
 
         target = self.target
         if isinstance(target, Agent):
-            return target.output_type if target.output_type is not None else str
+            return _agent_output_type(target)
         if isinstance(target, Workflow):
             return target.output_type
         return hints_of(target).get("return", Any)
@@ -830,6 +830,24 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
 
 def _short(value: Any) -> str:
     return clip(repr(value), 60)
+
+
+def _agent_output_type(agent: Agent) -> Any:
+    """What an agent step gives: its output type (text without one), or Any when the run may
+    end with an agent it hands off to that gives another type (which one answers is known
+    only when it runs; the step's output is then checked as the next step takes it)."""
+    own = agent.output_type if agent.output_type is not None else str
+    if not agent.handoffs:
+        return own
+    try:
+        graph = agent.handoff_graph()
+    except UsageError:  # (the run says what is wrong with its handoffs)
+        return Any
+    for other in graph.values():
+        given = other.output_type if other.output_type is not None else str
+        if repr(given) != repr(own):
+            return Any
+    return own
 
 
 def type_accepts(target: Any, source: Any) -> bool:
