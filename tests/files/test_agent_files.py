@@ -1053,3 +1053,20 @@ def test_a_yaml_key_left_null_is_one_problem_saying_got_nothing(
     with pytest.raises(AgentFileError) as info:
         load(tmp_path / "f.yaml", model=TestModel())
     assert [p.replace(str(tmp_path) + "/", "") for p in info.value.problems] == [problem]
+
+
+def test_an_input_type_path_that_is_not_a_type_is_a_file_problem() -> None:
+    """``input_type = "os:sep"`` (a value, not a type) is a problem at its path (it used to
+    load)."""
+    text = (
+        '[agents.a]\nmodel = "openai:x"\n[workflows.w]\nkind = "sequence"\n'
+        'steps = [{step = "a", input_type = "os:sep"}]\n'
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="f.toml")
+    sep = re.escape(repr(__import__("os").sep))
+    assert re.fullmatch(
+        r"f\.toml:5: workflows\.w\.steps\[0\]\.input_type: 'os:sep' must be a type "
+        rf"\(str, int, an attrs class or dataclass, list\[str\]\.\.\.\), got str {sep}",
+        info.value.problems[0],
+    )

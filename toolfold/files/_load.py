@@ -42,6 +42,7 @@ from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._workflow import Workflow
+from toolfold.runtime._task import is_type, not_a_type
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -558,7 +559,7 @@ class _Loader:
                     if item.workflow in self._table("agents"):
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
-                    self._resolve(item.input_type, f"{path}.input_type")
+                    self._type(item.input_type, f"{path}.input_type")
                 if item.output is not None:
                     found = self._resolve(item.output, f"{path}.output")
                     if found is not None and not callable(found):
@@ -654,7 +655,12 @@ class _Loader:
         else:
             self._reference(target, at, workflows=True)
         if isinstance(ref, StepEntry) and ref.input_type is not None:
-            self._resolve(ref.input_type, f"{path}.input_type")
+            self._type(ref.input_type, f"{path}.input_type")
+
+    def _type(self, spec: str, path: str) -> None:
+        found = self._resolve(spec, path)
+        if found is not None and not is_type(found):
+            self.problem(path, not_a_type(repr(spec), found))
 
     def _function(self, spec: str, path: str) -> None:
         found = self._resolve(spec, path)

@@ -173,6 +173,8 @@ class Task:
                 f"{label}: a step is an Agent, a workflow or a function, "
                 f"got {type(self.target).__name__}"
             )
+        if self.input_type is not None and not is_type(self.input_type):
+            found.append(f"{label}: {not_a_type('input_type', self.input_type)}")
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
         for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):
@@ -830,6 +832,27 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
 
 def _short(value: Any) -> str:
     return clip(repr(value), 60)
+
+
+def is_type(value: Any) -> bool:
+    """Whether ``value`` is a type annotation a step can take (a class, ``list[str]``, a
+    ``Union``, ``Literal[...]``, ``Annotated[...]``, `Any`, a ``NewType``...), not a value."""
+    return (
+        isinstance(value, type)
+        or value is Any
+        or typing.get_origin(value) is not None
+        or isinstance(value, typing.TypeVar)
+        or hasattr(value, "__supertype__")  # a NewType
+        or type(value).__name__ == "TypeAliasType"  # ``type X = ...`` (3.12)
+    )
+
+
+def not_a_type(what: str, value: Any) -> str:
+    """The problem of ``what`` given ``value``, which `is_type` refuses."""
+    return (
+        f"{what} must be a type (str, int, an attrs class or dataclass, list[str]...), "
+        f"got {type(value).__name__} {_short(value)}"
+    )
 
 
 def _agent_output_type(agent: Agent) -> Any:
