@@ -41,8 +41,8 @@ from toolfold.runtime._document import (
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
-from toolfold.runtime._workflow import Workflow
 from toolfold.runtime._task import is_type, not_a_type
+from toolfold.runtime._workflow import Workflow
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
