@@ -34,6 +34,38 @@ from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 
 
+def function_name(function: Any) -> str:
+    """A user's function as messages name it: its import path (``module:name``) where it has
+    one, else its module and qualified name (``module.make.<locals>.check``, a lambda's)."""
+    from toolfold.runtime._document import import_path
+
+    try:
+        path = import_path(function)
+    except Exception:  # (a module that cannot be imported again: the name is enough)
+        path = None
+    if path is not None:
+        return path
+    module = getattr(function, "__module__", None)
+    name = getattr(function, "__qualname__", None) or repr(function)
+    return f"{module}.{name}" if module else name
+
+
+def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: Any) -> Any:
+    """``function(value)``, a user's function of ``workflow`` (its ``what``); what it raises
+    is a `RunError` naming it (the planner's driver sets the error's state)."""
+    try:
+        return function(value)
+    except RunError:
+        raise
+    except Exception as exc:
+        raise RunError(
+            f"the {what} function ({function_name(function)}) of {workflow.label} raised "
+            f"{type(exc).__name__}: {exc}; the error's state is the workflow before this "
+            "decision (resume it to try again)",
+            None,
+        ) from exc
+
+
 def _reference_problems(task: Task, forbidden: Mapping[str, str], problems: list[str]) -> None:
     for name in sorted(task.free_names & set(forbidden)):
         problems.append(f"step {task.name!r} refers to {{{name}}}, {forbidden[name]}")
@@ -238,7 +270,7 @@ class Parallel(Workflow):
         if self.merge is None:  # the steps' outputs, as their results decode
             return new_tuple(Final, (outputs, True, "stop"))
         typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks if t.name in outputs}
-        return Final(plain_data(self.merge(typed)))
+        return Final(plain_data(_called(self, "merge", self.merge, typed)))
 
 
 def _restored(task: Task, plain: Any) -> Any:
@@ -414,7 +446,7 @@ class Route(Workflow):
                 f"the router {name!r} of {self.label}",
                 _first_parameter_name(self.router),
             )
-            label = self.router(typed)
+            label = _called(self, "router", self.router, typed)
         if chosen is None:
             chosen = self._branch(label)
         status = plan.status(chosen, chosen.name)
@@ -544,4 +576,4 @@ class Loop(Workflow):
                     f"{_short(plain)}, which has no field {until!r}"
                 )
             return bool(plain[until])
-        return bool(until(_restored(self.step, plain)))
+        return bool(_called(self, "until", until, _restored(self.step, plain)))
