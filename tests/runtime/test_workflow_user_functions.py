@@ -1,12 +1,14 @@
-"""A workflow's own functions (until, merge, a router) that raise are named in the error."""
+"""A workflow's own functions (until, merge, a router) and a stop_when callable are named."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
 
-from toolfold import Loop, Parallel, Route, RunError
+from toolfold import Agent, Loop, Parallel, Route, RunError, RunState, Sequence, tool
+from toolfold.testing import ScriptedModel
 
 
 def text(x: str) -> str:
@@ -60,3 +62,55 @@ def test_a_workflow_function_that_raises_is_named(workflow: object, message: str
     with pytest.raises(RunError, match=re.escape(message)) as info:
         workflow.run("x")  # type: ignore[attr-defined]
     assert info.value.state is not None
+
+
+def stop_after_one_call(state: RunState) -> bool:
+    """A stop_when callable: stop after the first model call."""
+    return state.step >= 1
+
+
+@tool
+def submit(answer: str) -> str:
+    """Submit an answer.
+
+    Args:
+        answer: The answer.
+    """
+    return f"submitted {answer}"
+
+
+def _stopped_agent() -> Agent:
+    return Agent(
+        ScriptedModel([ScriptedModel.call("submit", {"answer": "1"})]),
+        name="sub",
+        tools=[submit],
+        stop_when=[stop_after_one_call],
+    )
+
+
+STOPPED_BY = (
+    "was stopped by a stop_when condition (test_workflow_user_functions:stop_after_one_call)"
+)
+
+
+def test_a_step_stopped_by_a_stop_when_function_names_it() -> None:
+    """A step agent a stop_when callable stopped fails naming the callable (it used to say
+    "(stop_condition)"), run blocking, async and streamed."""
+    for run in (
+        lambda: Sequence(_stopped_agent(), name="s").run("x"),
+        lambda: asyncio.run(Sequence(_stopped_agent(), name="s").arun("x")),
+        lambda: list(Sequence(_stopped_agent(), name="s").stream("x")),
+    ):
+        with pytest.raises(RunError, match=re.escape(f"the step's run {STOPPED_BY} after 1")):
+            run()
+
+
+def test_an_agent_tool_stopped_by_a_stop_when_function_names_it() -> None:
+    """The calling model reads which stop_when callable stopped the agent used as a tool."""
+    lead = Agent(
+        ScriptedModel([ScriptedModel.call("sub", {"input": "q"}), "fin"]),
+        tools=[_stopped_agent().as_tool()],
+    )
+    result = lead.run("go").messages[-2].tool_results[0]
+    assert result.is_error
+    assert result.content == f"Error: agent 'sub' {STOPPED_BY} after 1 model call without answering"

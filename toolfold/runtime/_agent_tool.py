@@ -109,7 +109,7 @@ def _nested(
                 response = spec.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
-        return _sub_run(response, made_by.output, tool_name, who)
+        return _sub_run(response, made_by.output, tool_name, who, spec)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
         try:
@@ -126,7 +126,7 @@ def _nested(
                 response = await spec.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
-        return _sub_run(response, made_by.output, tool_name, who)
+        return _sub_run(response, made_by.output, tool_name, who, spec)
 
     # What built the tool, for diagrams and agent files (`as_tool_of`).
     for function in (acall, call):
@@ -186,7 +186,11 @@ def _as_is(value: Any) -> Any:
 
 
 def _sub_run(
-    response: Response, output: Callable[[Response], Any] | None, tool_name: str, who: str
+    response: Response,
+    output: Callable[[Response], Any] | None,
+    tool_name: str,
+    who: str,
+    target: Any = None,
 ) -> SubRun:
     """The sub-run and what the calling model sees of it.
 
@@ -200,7 +204,7 @@ def _sub_run(
     state = response.state
     if output is None or not state.is_done:
         if state.finish_reason in STOP_REASONS:
-            return SubRun(state, *stopped_content(state, who))
+            return SubRun(state, *stopped_content(state, who, target))
         value = state.output
         # The answer's text is read only when needed: it searches the conversation.
         return SubRun(state, _content(value, response.text if value is None else ""))
@@ -215,7 +219,54 @@ def _sub_run(
     return SubRun(state, text)
 
 
-def stopped_content(state: RunState, who: str) -> tuple[str, bool]:
+def function_name(function: Any) -> str:
+    """A user's function as messages name it: its import path (``module:name``) where it has
+    one, else its module and qualified name (``module.make.<locals>.check``, a lambda's)."""
+    from toolfold.runtime._document import import_path
+
+    try:
+        path = import_path(function)
+    except Exception:  # (a module that cannot be imported again: the name is enough)
+        path = None
+    if path is not None:
+        return path
+    module = getattr(function, "__module__", None)
+    name = getattr(function, "__qualname__", None) or repr(function)
+    return f"{module}.{name}" if module else name
+
+
+def stopped_by(target: Any, state: RunState) -> str | None:
+    """The ``stop_when`` callable of the agent ``target`` (or of the agent it handed the run
+    to) that stopped ``state``, by name; None when a callable did not stop it or none is known.
+
+    A run's state keeps no callables, so they are the spec's: the one that
+    holds on the finished state (the first, as the driver checked them), or
+    the only one.
+    """
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime.core._stop import MaxSteps, TokenBudget, ToolCalled
+
+    if state.finish_reason != "stop_condition" or not isinstance(target, Agent):
+        return None
+    agent = target
+    if state.agent is not None and state.agent != target.name and target.handoffs:
+        try:
+            agent = target.handoff_graph().get(state.agent, target)
+        except UsageError:
+            return None
+    callables = [
+        c for c in agent.stop_when if not isinstance(c, (MaxSteps, TokenBudget, ToolCalled))
+    ]
+    for condition in callables if len(callables) > 1 else ():
+        try:
+            if condition(state):
+                return function_name(condition)
+        except Exception:
+            continue
+    return function_name(callables[0]) if len(callables) == 1 else None
+
+
+def stopped_content(state: RunState, who: str, target: Any = None) -> tuple[str, bool]:
     """What the calling model sees of a sub-run a stop condition (or a limit) ended.
 
     As (text, is_error). A `tool_called` stop: that call's result (an error
@@ -224,7 +275,7 @@ def stopped_content(state: RunState, who: str) -> tuple[str, bool]:
     naming ``who`` (``agent 'research'``) and why it stopped, with the
     limit, that the model can react to (a workflow step fails the same way).
     """
-    answer = stop_answer(state, who)
+    answer = stop_answer(state, who, stopped_by(target, state))
     if isinstance(answer, str):
         return answer, True
     assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"

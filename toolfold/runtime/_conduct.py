@@ -600,7 +600,7 @@ def _ran(
         except SourceCloseError as error:
             state, text, is_error = close_failed_result(error)
         else:
-            text, is_error = step_text(state)
+            text, is_error = step_text(state, task.target)
     except Exception as exc:
         return _failed(call, exc, started, run_id)
     except BaseException as exc:
@@ -629,7 +629,7 @@ async def _ran_async(
             state, text, is_error = close_failed_result(error)
         else:  # (`ended_result` without its `SubRun`)
             state = ended.state
-            text, is_error = step_text(state)
+            text, is_error = step_text(state, task.target)
     except Exception as exc:
         return _failed(call, exc, started, run_id)
     except BaseException as exc:

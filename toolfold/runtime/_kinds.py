@@ -15,6 +15,7 @@ import attrs
 
 from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import function_name
 from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan
 from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
@@ -32,22 +33,6 @@ from toolfold.runtime._task import (
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-
-
-def function_name(function: Any) -> str:
-    """A user's function as messages name it: its import path (``module:name``) where it has
-    one, else its module and qualified name (``module.make.<locals>.check``, a lambda's)."""
-    from toolfold.runtime._document import import_path
-
-    try:
-        path = import_path(function)
-    except Exception:  # (a module that cannot be imported again: the name is enough)
-        path = None
-    if path is not None:
-        return path
-    module = getattr(function, "__module__", None)
-    name = getattr(function, "__qualname__", None) or repr(function)
-    return f"{module}.{name}" if module else name
 
 
 def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: Any) -> Any:

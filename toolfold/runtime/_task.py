@@ -26,7 +26,7 @@ import attrs
 
 from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import sub_run_id
+from toolfold.runtime._agent_tool import stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
@@ -475,7 +475,7 @@ def _run_runner(task: Task) -> Callable[..., Any]:
                         ctx.forward(event)
             except SourceCloseError as error:
                 return close_failed_result(error)
-            return _step_result(stream.response)
+            return _step_result(stream.response, target)
         return await arun_sub_run(
             task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
         )
@@ -496,7 +496,7 @@ async def arun_sub_run(
         ended = await sub_run_async(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
         return close_failed_result(error)
-    return ended_result(ended)
+    return ended_result(ended, task.target)
 
 
 def sub_run_async(
@@ -528,10 +528,10 @@ async def _aresumed(target: Any, sub_run: RunState, deps: Any) -> Response:
     return response
 
 
-def ended_result(ended: Response | Ended) -> SubRun:
+def ended_result(ended: Response | Ended, target: Any = None) -> SubRun:
     """The result of a step whose run ended with ``ended`` (a response, or an agent run's end):
-    ``ended.state`` and its `step_text`."""
-    return _state_result(ended.state)
+    ``ended.state`` and its `step_text` (``target``: the step's agent, see `step_result`)."""
+    return _state_result(ended.state, target)
 
 
 def close_failed_result(error: SourceCloseError) -> SubRun:
@@ -559,7 +559,7 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
                         ctx.forward(event)
             except SourceCloseError as error:
                 return close_failed_result(error)
-            return _step_result(stream.response)
+            return _step_result(stream.response, target)
         return run_sub_run(task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx))
 
     return run_step
@@ -579,7 +579,7 @@ def run_sub_run(
         state = step_state(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
         return close_failed_result(error)
-    return _state_result(state)
+    return _state_result(state, task.target)
 
 
 def step_state(
@@ -656,26 +656,26 @@ def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
     return target.stream(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
-def _step_result(response: Response) -> SubRun:
-    return _state_result(response.state)
+def _step_result(response: Response, target: Any = None) -> SubRun:
+    return _state_result(response.state, target)
 
 
-def _state_result(state: RunState) -> SubRun:
-    text, is_error = step_text(state)
+def _state_result(state: RunState, target: Any = None) -> SubRun:
+    text, is_error = step_text(state, target)
     # `SubRun(...)` without its ``__new__``'s frame.
     return new_tuple(SubRun, (state, text, is_error))
 
 
-def step_text(state: RunState) -> tuple[str, bool]:
+def step_text(state: RunState, target: Any = None) -> tuple[str, bool]:
     """`step_result`, without its look at how a run that answered stopped."""
     if state.finish_reason in STOP_REASONS:
-        return step_result(state)
+        return step_result(state, target)
     output = state.output
     # (`json_text`, without its call for text: most steps answer text)
     return encode_basestring_ascii(output) if type(output) is str else json_text(output), False
 
 
-def step_result(state: RunState) -> tuple[str, bool]:
+def step_result(state: RunState, target: Any = None) -> tuple[str, bool]:
     """What a step passes on from its finished run, as (text, is_error).
 
     The text is JSON: the run's output, or the result of the call that
@@ -683,9 +683,10 @@ def step_result(state: RunState) -> tuple[str, bool]:
     ``token_budget``) or by a ``stop_when`` callable has no output (it would
     pass ``null``): the step failed, with an error saying why, and its
     ``on_error`` applies; so it does when the `tool_called` call failed.
-    Durable runs (Temporal) say the same.
+    Durable runs (Temporal) say the same. ``target``: the step's agent,
+    whose ``stop_when`` callable the error names (see `stopped_by`).
     """
-    answer = stop_answer(state, "the step's run")
+    answer = stop_answer(state, "the step's run", stopped_by(target, state))
     if answer is None:
         return json_text(state.output), False
     if isinstance(answer, str):  # stopped without answering
