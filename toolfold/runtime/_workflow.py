@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import (
+    InvalidEventError,
     RunError,
     SourceCloseError,
     ToolRetriesExceededError,
@@ -426,6 +427,16 @@ class Workflow:
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
         options = self._check_steps(state)
+        if state.phase == "finished" and (answers["approvals"] or answers["tool_results"]):
+            # (an agent's run takes a new turn here: resume(message=...); a workflow's cannot)
+            event = "approval_granted" if answers["approvals"] else "tool_results_provided"
+            raise InvalidEventError(
+                state.phase,
+                event,
+                f"the run of {self.label} finished, so no call waits for an approval or a "
+                "result; run the workflow again for a new run",
+                state,
+            )
         if state.phase == "failed":
             state = self._retried(state)
         continued = caller_answered(state)
