@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from workflow_helpers import echo
 
-from toolfold import Sequence, Task, WorkflowDefinitionError
+from toolfold import Loop, Parallel, Route, Sequence, Task, WorkflowDefinitionError
 
 
 @pytest.mark.parametrize(("given", "shown"), [("/", "str '/'"), (3, "int 3")])
@@ -33,3 +33,45 @@ def test_type_annotations_stay_valid_input_types() -> None:
 
     for given in (str, list[int], int | None, Literal["a"], Any, type(None)):
         assert Sequence(Task(echo("a"), input_type=given)).tasks[0].input_type is given
+
+
+@pytest.mark.parametrize("name", ["", "a b", 3, "x" * 65])
+def test_a_workflow_name_that_is_not_a_tool_name_is_refused(name: Any) -> None:
+    """A workflow's name is text a tool name can be: anything else is refused when it is
+    built (it used to run, then crash in to_mermaid or as_tool)."""
+    for kind in (
+        lambda: Sequence(echo("a"), name=name),
+        lambda: Parallel(echo("a"), name=name),
+        lambda: Loop(echo("a"), name=name),
+        lambda: Route(lambda x: "a", {"a": echo("a")}, name=name),
+    ):
+        with pytest.raises(WorkflowDefinitionError) as info:
+            kind()
+        assert info.value.problems[0] == (
+            "name must be text of 1 to 64 characters among a-z A-Z 0-9 _ - (a tool's name, "
+            f"and a step's), got {type(name).__name__} {name!r}"
+        )
+
+
+def test_names_that_worked_still_build() -> None:
+    """Identifiers and tool names with a hyphen still build and run."""
+    for name in ("flow", "my-flow", "x" * 64):
+        assert Sequence(echo("a"), name=name).run("x").output == "a(x)"
+
+
+@pytest.mark.parametrize(
+    ("task", "problem"),
+    [
+        (lambda: Task(echo("a"), name=3), "a step's name must be text, got int 3"),
+        (
+            lambda: Task(echo("a"), prompt=3),
+            "step 'a': prompt must be text (a template), got int 3",
+        ),
+    ],
+)
+def test_task_arguments_of_the_wrong_type_are_refused(task: Any, problem: str) -> None:
+    """Task(name=3) and Task(prompt=3) are definition problems naming the argument (they
+    used to crash inside toolfold with a TypeError)."""
+    with pytest.raises(WorkflowDefinitionError) as info:
+        Sequence(task())
+    assert info.value.problems == (problem,)

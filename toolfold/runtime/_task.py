@@ -149,6 +149,11 @@ class Task:
                 f"{_describe(self.target)} has no name: give the agent name=..., "
                 "or wrap it in Task(..., name=...)"
             )
+        elif not isinstance(typing.cast(Any, self.name), str):
+            found.append(
+                f"a step's name must be text, got {type(self.name).__name__} {self.name!r}"
+            )
+            label = f"step {self.name!r}"
         elif not _NAME.fullmatch(self.name):
             found.append(
                 f"step name {self.name!r} is not a name (ASCII letters, digits and _, up to 64, "
@@ -178,6 +183,12 @@ class Task:
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
         for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):
+            if template is not None and not isinstance(typing.cast(Any, template), str):
+                found.append(
+                    f"{label}: {part} must be text (a template), got "
+                    f"{type(template).__name__} {_short(template)}"
+                )
+                continue
             try:
                 names_in(template)
             except TemplateError as exc:

@@ -59,6 +59,7 @@ from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
+from toolfold.toolkit._options import TOOL_NAME
 from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -174,6 +175,15 @@ class Workflow:
 
     def _build(self, problems: list[str], max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
         """Check the definition (raising every problem at once) and resolve the run options."""
+        name = self.name
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            # Its name is its tool's name, its step's name in another workflow and its
+            # runs' label: text a tool name can be (as a step, it must be an identifier too).
+            problems.insert(
+                0,
+                f"name must be text of 1 to 64 characters among a-z A-Z 0-9 _ - (a tool's "
+                f"name, and a step's), got {type(name).__name__} {name!r}",
+            )
         for task in self._tasks:
             problems.extend(task.problems())
         seen: dict[str, int] = {}
@@ -603,11 +613,12 @@ def _fail_held(live: Live, response: Response | Deferred) -> None:
     Raises:
         ToolRetriesExceededError: The run failed so (`_step_errors` reports it as the step's).
     """
-    if type(response) is Deferred:  # (finished)
+    if isinstance(response, Deferred):  # (finished)
         return
-    failure = held_failure(response.state)
+    state = response.state
+    failure = held_failure(state)
     if failure is not None:
-        raise run_failure(apply_event(live, response.state, failure))
+        raise run_failure(apply_event(live, state, failure))
 
 
 def _input_value(prompt: Any) -> Any:
