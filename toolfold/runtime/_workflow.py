@@ -29,6 +29,7 @@ from toolfold._errors import (
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
 from toolfold.runtime._planner import (
+    PLANNER_MODEL,
     Call,
     Final,
     Plan,
@@ -850,14 +851,30 @@ class WorkflowResponse(Response):
 
     @property
     def errors(self) -> Mapping[str, str]:
-        """The error of each step whose last attempt failed (skipped, or failing the run)."""
-        found: dict[str, str] = {}
-        for attempt in read_plan(self.state.messages).attempts:
-            if attempt.ok:
-                found.pop(attempt.name, None)
-            else:
-                found[attempt.name] = attempt.value
-        return found
+        """The error of each step whose last attempt failed (skipped, or failing the run).
+
+        A step skipped inside a nested workflow that ended is listed under
+        its path, the nested workflow's step name first: ``"par/bad"``.
+        """
+        return _step_errors_of(self.state, "")
+
+
+def _step_errors_of(state: RunState, prefix: str) -> dict[str, str]:
+    """`WorkflowResponse.errors` of the workflow run ``state``, its keys after ``prefix``."""
+    found: dict[str, str] = {}
+    sub_runs: Mapping[str, RunState] | None = None
+    for attempt in read_plan(state.messages).attempts:
+        key = prefix + attempt.name
+        if not attempt.ok:
+            found[key] = attempt.value
+            continue
+        found.pop(key, None)
+        if sub_runs is None:
+            sub_runs = state.sub_runs
+        child = sub_runs.get(attempt.call_id)
+        if child is not None and child.config.model == PLANNER_MODEL:  # a nested workflow's run
+            found.update(_step_errors_of(child, key + "/"))
+    return found
 
 
 class _State:
