@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 from workflow_helpers import echo
 
-from toolfold import Loop, Parallel, Route, Sequence, Task, WorkflowDefinitionError
+from toolfold import (
+    Loop,
+    Parallel,
+    Route,
+    Sequence,
+    Task,
+    ToolDefinitionError,
+    WorkflowDefinitionError,
+)
 
 
 @pytest.mark.parametrize(("given", "shown"), [("/", "str '/'"), (3, "int 3")])
@@ -35,10 +43,9 @@ def test_type_annotations_stay_valid_input_types() -> None:
         assert Sequence(Task(echo("a"), input_type=given)).tasks[0].input_type is given
 
 
-@pytest.mark.parametrize("name", ["", "a b", 3, "x" * 65])
-def test_a_workflow_name_that_is_not_a_tool_name_is_refused(name: Any) -> None:
-    """A workflow's name is text a tool name can be: anything else is refused when it is
-    built (it used to run, then crash in to_mermaid or as_tool)."""
+@pytest.mark.parametrize("name", ["", 3, None])
+def test_a_workflow_name_that_is_not_text_is_refused(name: Any) -> None:
+    """A workflow's name must be non-empty text: anything else is refused when it is built."""
     for kind in (
         lambda: Sequence(echo("a"), name=name),
         lambda: Parallel(echo("a"), name=name),
@@ -48,9 +55,27 @@ def test_a_workflow_name_that_is_not_a_tool_name_is_refused(name: Any) -> None:
         with pytest.raises(WorkflowDefinitionError) as info:
             kind()
         assert info.value.problems[0] == (
-            "name must be text of 1 to 64 characters among a-z A-Z 0-9 _ - (a tool's name, "
-            f"and a step's), got {type(name).__name__} {name!r}"
+            f"name must be non-empty text, got {type(name).__name__} {name!r}"
         )
+
+
+@pytest.mark.parametrize("name", ["My report flow", "flow.v2", "résumé", "a/b", "x" * 65])
+def test_a_workflow_name_that_is_not_a_tool_name_runs(name: str) -> None:
+    """Any non-empty text names a workflow that runs; as_tool without name= then says
+    its default tool name is not one, and name= gives it one."""
+    flow = Sequence(echo("a"), name=name)
+    assert flow.run("x").output == "a(x)"
+    with pytest.raises(ToolDefinitionError) as info:
+        flow.as_tool()
+    assert f"tool name {name!r} is invalid" in str(info.value)
+    assert flow.as_tool(name="report").name == "report"
+
+
+def test_a_workflow_named_with_a_space_as_a_step_is_refused() -> None:
+    """As a step, a workflow's name must be an identifier: the step's check says so."""
+    with pytest.raises(WorkflowDefinitionError) as info:
+        Sequence(Sequence(echo("a"), name="my flow"))
+    assert info.value.problems[0].startswith("step name 'my flow' is not a name")
 
 
 def test_names_that_worked_still_build() -> None:

@@ -60,7 +60,6 @@ from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
-from toolfold.toolkit._options import TOOL_NAME
 from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -177,13 +176,12 @@ class Workflow:
     def _build(self, problems: list[str], max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
         """Check the definition (raising every problem at once) and resolve the run options."""
         name = self.name
-        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
-            # Its name is its tool's name, its step's name in another workflow and its
-            # runs' label: text a tool name can be (as a step, it must be an identifier too).
+        if not isinstance(name, str) or not name:
+            # Its runs' label and its default step and tool name: any non-empty text (as for
+            # agents). Being a step needs an identifier (the step's check), a tool a tool
+            # name (as_tool's check); "My report flow" runs and is resumed as it always was.
             problems.insert(
-                0,
-                f"name must be text of 1 to 64 characters among a-z A-Z 0-9 _ - (a tool's "
-                f"name, and a step's), got {type(name).__name__} {name!r}",
+                0, f"name must be non-empty text, got {type(name).__name__} {name!r}"
             )
         for task in self._tasks:
             problems.extend(task.problems())
