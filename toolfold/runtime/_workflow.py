@@ -863,6 +863,10 @@ def _step_errors_of(state: RunState, prefix: str) -> dict[str, str]:
     sub_runs: Mapping[str, RunState] | None = None
     for attempt in read_plan(state.messages).attempts:
         key = prefix + attempt.name
+        # Each attempt replaces what the step's earlier attempts left, nested keys too
+        # (a Loop's second iteration that succeeds clears the first one's skips).
+        for stale in [k for k in found if k.startswith(key + "/")]:
+            del found[stale]
         if not attempt.ok:
             found[key] = attempt.value
             continue
