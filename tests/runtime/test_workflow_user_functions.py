@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
+from typing import Any
 
 import pytest
 
-from toolfold import Agent, Loop, Parallel, Route, RunError, RunState, Sequence, tool
+from toolfold import Agent, Loop, Parallel, Route, RunError, RunState, Sequence, Task, tool
 from toolfold.testing import ScriptedModel
 
 
@@ -114,3 +116,53 @@ def test_an_agent_tool_stopped_by_a_stop_when_function_names_it() -> None:
     result = lead.run("go").messages[-2].tool_results[0]
     assert result.is_error
     assert result.content == f"Error: agent 'sub' {STOPPED_BY} after 1 model call without answering"
+
+
+class _AfterOneCall:
+    """A callable object as a stop_when condition."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, state: RunState) -> bool:
+        self.calls += 1
+        return state.step >= 1
+
+
+def _after(state: RunState, calls: int) -> bool:
+    """Holds once ``calls`` model calls were made."""
+    return state.step >= calls
+
+
+def _stop_text(condition: Any) -> str:
+    """The error a step agent stopped by ``condition`` (its only stop_when) skips with."""
+    agent = Agent(
+        ScriptedModel([ScriptedModel.call("submit", {"answer": "1"})]),
+        name="sub",
+        tools=[submit],
+        stop_when=[condition],
+    )
+    return Sequence(Task(agent, on_error="skip"), name="s").run("x").errors["sub"]
+
+
+def test_a_callable_object_or_partial_stop_when_is_named_without_an_address() -> None:
+    """A callable object is named by its class and a functools.partial by its function,
+    not by a repr() with a memory address."""
+    assert "(test_workflow_user_functions._AfterOneCall instance)" in _stop_text(_AfterOneCall())
+    assert "(test_workflow_user_functions:_after)" in _stop_text(functools.partial(_after, calls=1))
+
+
+def test_several_stop_when_callables_are_not_called_again_to_name_one() -> None:
+    """With several callables the error names them all, and each ran once, at the one check (they
+    used to run again on the finished state, repeating their side effects)."""
+    never, stopper = _AfterOneCall(), _AfterOneCall()
+    agent = Agent(
+        ScriptedModel([ScriptedModel.call("submit", {"answer": "1"})]),
+        name="sub",
+        tools=[submit],
+        stop_when=[lambda state: never(state) and False, stopper],
+    )
+    error = Sequence(Task(agent, on_error="skip"), name="s").run("x").errors["sub"]
+    assert "(one of test_workflow_user_functions.test_several" in error
+    assert "_AfterOneCall instance)" in error
+    assert (never.calls, stopper.calls) == (1, 1)

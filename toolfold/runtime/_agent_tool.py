@@ -11,6 +11,7 @@ too, and its caller answers the nested calls by id (see `resume`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -221,17 +222,27 @@ def _sub_run(
 
 def function_name(function: Any) -> str:
     """A user's function as messages name it: its import path (``module:name``) where it has
-    one, else its module and qualified name (``module.make.<locals>.check``, a lambda's)."""
+    one, else its module and qualified name (``module.make.<locals>.check``, a lambda's).
+
+    A `functools.partial` is named by the function it wraps, a callable object
+    that is not bound to a module-level name by its class (never by a
+    ``repr()`` with a memory address).
+    """
     from toolfold.runtime._document import import_path
 
+    if isinstance(function, functools.partial):
+        return function_name(function.func)
     try:
         path = import_path(function)
     except Exception:  # (a module that cannot be imported again: the name is enough)
         path = None
     if path is not None:
         return path
+    name = getattr(function, "__qualname__", None)
+    if not isinstance(name, str):  # a callable object: its class says what it is
+        kind = type(function)
+        return f"{kind.__module__}.{kind.__qualname__} instance"
     module = getattr(function, "__module__", None)
-    name = getattr(function, "__qualname__", None) or repr(function)
     return f"{module}.{name}" if module else name
 
 
@@ -239,9 +250,10 @@ def stopped_by(target: Any, state: RunState) -> str | None:
     """The ``stop_when`` callable of the agent ``target`` (or of the agent it handed the run
     to) that stopped ``state``, by name; None when a callable did not stop it or none is known.
 
-    A run's state keeps no callables, so they are the spec's: the one that
-    holds on the finished state (the first, as the driver checked them), or
-    the only one.
+    A run's state keeps no callables, so they are the spec's: the only one, or
+    with several, all of them (``one of a:x, a:y``). They are never called
+    again to tell which held: a condition may have side effects, or hold no
+    longer.
     """
     from toolfold.runtime._agent import Agent
     from toolfold.runtime.core._stop import MaxSteps, TokenBudget, ToolCalled
@@ -257,13 +269,10 @@ def stopped_by(target: Any, state: RunState) -> str | None:
     callables = [
         c for c in agent.stop_when if not isinstance(c, (MaxSteps, TokenBudget, ToolCalled))
     ]
-    for condition in callables if len(callables) > 1 else ():
-        try:
-            if condition(state):
-                return function_name(condition)
-        except Exception:
-            continue
-    return function_name(callables[0]) if len(callables) == 1 else None
+    if not callables:
+        return None
+    names = [function_name(condition) for condition in callables]
+    return names[0] if len(names) == 1 else "one of " + ", ".join(names)
 
 
 def stopped_content(state: RunState, who: str, target: Any = None) -> tuple[str, bool]:
