@@ -694,8 +694,12 @@ def step_result(state: RunState, target: Any = None) -> tuple[str, bool]:
     ``token_budget``) or by a ``stop_when`` callable has no output (it would
     pass ``null``): the step failed, with an error saying why, and its
     ``on_error`` applies; so it does when the `tool_called` call failed.
-    Durable runs (Temporal) say the same. ``target``: the step's agent,
-    whose ``stop_when`` callable the error names (see `stopped_by`).
+    Durable runs (Temporal) say the same, except that a run stopped by a
+    ``stop_when`` callable says ``(stop_condition)`` there, not the callable's
+    name: the text is computed in the workflow and becomes part of the
+    history the model calls recorded, so naming the callable would change how
+    recorded histories replay. ``target``: the step's agent, whose
+    ``stop_when`` callable the error names (see `stopped_by`).
     """
     answer = stop_answer(state, "the step's run", stopped_by(target, state))
     if answer is None:
