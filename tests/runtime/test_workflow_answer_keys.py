@@ -74,3 +74,28 @@ def test_answers_to_a_finished_workflow_do_not_suggest_a_new_turn() -> None:
         workflow.resume(done.state, approvals={"nope": True})
     assert "the run of Sequence 'w' finished, so no call waits" in str(info.value)
     assert "message" not in str(info.value)
+
+
+def test_an_answer_of_the_wrong_kind_for_a_nested_call_says_which_it_waits_for() -> None:
+    """A nested call waiting for an approval given a result (and one waiting for a result
+    given an approval) says which answer it waits for (it used to list the workflow's
+    steps); nothing runs."""
+    workflow = _flow()
+    waiting = workflow.run("x")
+    with pytest.raises(InvalidEventError) as info:
+        workflow.resume(waiting.state, tool_results={"pub/call_1_0": "r"})
+    assert str(info.value).endswith(
+        "call 'pub/call_1_0' waits for an approval, not a result: answer it in approvals=, "
+        "not tool_results="
+    )
+    manual = Agent(FunctionModel(_publisher), name="pub", tools=[publish], auto_execute_tools=False)
+    returned = Sequence(echo("a"), manual, name="flow").run("x")
+    with pytest.raises(InvalidEventError) as info:
+        Sequence(echo("a"), manual, name="flow").resume(
+            returned.state, approvals={"pub/call_1_0": True}
+        )
+    assert str(info.value).endswith(
+        "call 'pub/call_1_0' waits for a result, not an approval: answer it in tool_results=, "
+        "not approvals="
+    )
+    assert RAN == []

@@ -546,19 +546,22 @@ def _check_known(
 ) -> None:
     """Refuse an answer to a call the waiting run's tree does not hold at all, listing the calls
     that wait, by the keys `resume` answers them by (at any depth: a workflow's steps are not
-    what waits). A call the tree holds in another state is the reducer's to refuse, saying
-    why (it awaits approval, it has a result...); a run that does not wait, too.
+    what waits). A call that waits for the other kind of answer (an approval given a result,
+    or the reverse) is refused saying which it waits for. A call the tree holds in another
+    state is the reducer's to refuse, saying why (it has a result...); a run that does not
+    wait, too.
 
     Raises:
         InvalidEventError: An answer names no call of the tree (the run's state is untouched).
     """
     if state.phase not in WAITING_PHASES:
         return
-    known: set[str] = set()
+    known: dict[str, set[CallStatus]] = {}  # a key -> the statuses of the calls it names
 
     def walk(run: RunState, path: tuple[str, ...]) -> None:
         for c in run.calls:
-            known.update((c.call.id, "/".join((*path, c.call.id))))
+            for key in (c.call.id, "/".join((*path, c.call.id))):
+                known.setdefault(key, set()).add(c.status)
             if c.child is not None:
                 walk(c.child, (*path, c.call.id))
 
@@ -570,8 +573,20 @@ def _check_known(
     for given, status, what, event in checks:
         for key in given or ():
             call_key = _unbound(state, key)
-            if call_key in known:
-                continue
+            statuses = known.get(call_key)
+            if statuses is not None and (status in statuses or not statuses & _ANSWERED):
+                continue  # (the reducer says why a call in another state cannot take it)
+            if statuses is not None:  # it waits, for the other kind of answer
+                waits = "an approval" if "awaiting_approval" in statuses else "a result"
+                given_as = "approvals=" if status == "awaiting_approval" else "tool_results="
+                other = "tool_results=" if given_as == "approvals=" else "approvals="
+                raise InvalidEventError(
+                    state.phase,
+                    event,
+                    f"call {call_key!r} waits for {waits}, not {what}: answer it in "
+                    f"{other}, not {given_as}",
+                    state,
+                )
             keys = answer_keys(state, status)
             listed = ", ".join(repr(k) for k, _ in keys) or "none"
             raise InvalidEventError(
@@ -580,6 +595,10 @@ def _check_known(
                 f"no tool call {call_key!r} waits for {what}; waiting: {listed}",
                 state,
             )
+
+
+_ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
+"""The statuses of calls waiting for the caller's answer: an approval, a result."""
 
 
 def _unbound(state: RunState, key: str) -> str:
