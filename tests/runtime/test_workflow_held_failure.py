@@ -6,6 +6,7 @@ import asyncio
 import re
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import Agent, Parallel, RunError, RunState, Sequence, tool
@@ -98,3 +99,38 @@ def test_resuming_the_failed_run_retries_the_step_and_keeps_the_waiting_branch()
     done = workflow.resume(RunState.from_json(again.state.to_json()), approvals={"call_1_0": True})
     assert (done.output, LOG) == ({"publisher": "Done.", "flaky": "fine"}, ["flaky", "publish"])
     assert replay(done.state.log) == done.state
+
+
+def also_down(text: str) -> str:
+    """A second step that fails."""
+    LOG.append("also_down")
+    raise ValueError("nope")
+
+
+def test_two_failing_branches_are_both_named_as_running_again() -> None:
+    """With two failing branches the message says resuming runs both again, and the second's
+    error (it used to name only the first, though both run again)."""
+    publisher = Agent(FunctionModel(_publisher), name="publisher", tools=[publish])
+    with pytest.raises(RunError) as caught:
+        Parallel(publisher, flaky, also_down, name="two").run("x")
+    assert (
+        "resuming the state runs 'flaky', 'also_down' again, then waits as it did; tool "
+        "'also_down' failed too: Error: ValueError: nope]" in str(caught.value)
+    )
+
+
+def test_a_held_failure_reworded_in_a_saved_state_resumes_the_same_way() -> None:
+    """A held failure whose message a later release words otherwise still runs the failed
+    step again and waits for the kept approval (it used to be matched byte for byte, and
+    was then resumed as another failure)."""
+    with pytest.raises(RunError) as caught:
+        _workflow().run("x")
+    state = caught.value.state
+    assert state is not None
+    *before, last = state.log
+    reworded = replay([*before, attrs.evolve(last, message="reworded in a later release")])
+    UP["flaky"] = True
+    LOG.clear()
+    again = _workflow().resume(RunState.from_json(reworded.to_json()))
+    assert (again.finish_reason, LOG) == ("approval_required", ["flaky"])
+    assert [p.id for p in again.pending_approvals] == ["call_1_0"]

@@ -49,21 +49,27 @@ def held_failure(state: RunState) -> RunFailed | None:
     """
     if state.phase not in WAITING_PHASES:
         return None
+    failed: list[tuple[str, int, int, str]] = []  # (tool, its failures, its limit, last error)
     for call in state.calls:
         name = call.call.name
         limit = retry_limit(state, name)
         count = state.failures.get(name, 0) + 1  # (as `_commit` would count it)
         if call.outcome in FAILING_OUTCOMES and count > limit:
             last = call.result.content if call.result is not None else ""
-            times = "once" if count == 1 else f"{count} times in a row"
-            waiting = "; ".join(_waits(c) for c in state.calls if c.status != "done")
-            message = (
-                f"tool {name!r} failed {times} (max_retries={limit}); last error: {last} "
-                f"[not run, kept in the state: {waiting}; resuming the state runs {name!r} "
-                "again, then waits as it did]"
-            )
-            return RunFailed("tool_retries_exceeded", message, name)
-    return None
+            failed.append((name, count, limit, last))
+    if not failed:
+        return None
+    name, count, limit, last = failed[0]  # (the one `_commit` would fail the run with)
+    times = "once" if count == 1 else f"{count} times in a row"
+    waiting = "; ".join(_waits(c) for c in state.calls if c.status != "done")
+    rerun = ", ".join(dict.fromkeys(repr(f[0]) for f in failed))  # each failing call runs again
+    also = "".join(f"; tool {other!r} failed too: {error}" for other, _, _, error in failed[1:])
+    message = (
+        f"tool {name!r} failed {times} (max_retries={limit}); last error: {last} "
+        f"[not run, kept in the state: {waiting}; resuming the state runs {rerun} "
+        f"again, then waits as it did{also}]"
+    )
+    return RunFailed("tool_retries_exceeded", message, name)
 
 
 def _waits(call: CallState) -> str:
@@ -80,14 +86,21 @@ def _waits(call: CallState) -> str:
 
 
 def _held(events: tuple[Event, ...]) -> bool:
-    """Whether the log ends with the event of a `held_failure` (not another `RunFailed`)."""
+    """Whether the log ends with the event of a `held_failure` (not another `RunFailed`).
+
+    Recognised by its kind and tool, where the run before it held that failure
+    back: not by its message, which a later release may word otherwise (a
+    saved state must resume the same way). Only `held_failure` records a
+    ``tool_retries_exceeded`` `RunFailed` (the core fails a step without one).
+    """
     last = events[-1]
     if not isinstance(last, RunFailed) or last.error_kind != "tool_retries_exceeded":
         return False
     try:
-        return held_failure(replay(events[:-1])) == last
+        held = held_failure(replay(events[:-1]))
     except Exception:  # (a log its reducer does not take: not one of these)
         return False
+    return held is not None and held.tool_name == last.tool_name
 
 
 def _fatal(state: RunState, name: str, outcome: str | None, held: bool = False) -> bool:
