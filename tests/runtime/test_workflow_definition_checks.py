@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from toolfold import (
 )
 
 
-@pytest.mark.parametrize(("given", "shown"), [("/", "str '/'"), (3, "int 3")])
+@pytest.mark.parametrize(("given", "shown"), [(b"/", "bytes b'/'"), (3, "int 3")])
 def test_a_task_input_type_that_is_not_a_type_is_refused(given: Any, shown: str) -> None:
     """``Task(input_type=<a value>)`` is a WorkflowDefinitionError naming the step and
     input_type (it used to build, and the step failed at run time or ignored it)."""
@@ -33,6 +34,25 @@ def test_a_task_input_type_that_is_not_a_type_is_refused(given: Any, shown: str)
             f"step {name!r}: input_type must be a type (str, int, an attrs class or dataclass, "
             f"list[str]...), got {shown}",
         )
+
+
+@pytest.mark.parametrize("given", ["int", typing.ForwardRef("int")])
+def test_a_type_given_by_its_name_is_refused_saying_so(given: Any) -> None:
+    """``input_type="int"`` (or a ForwardRef) is refused, telling to give the type itself, not
+    its name, and that a name was ignored before."""
+    with pytest.raises(WorkflowDefinitionError) as info:
+        Sequence(Task(echo("a"), input_type=given))
+    assert info.value.problems == (
+        "step 'a': input_type must be a type, got its name 'int': give the type itself, not "
+        "its name (a name was ignored before, the step taking any input)",
+    )
+
+
+def test_literal_string_is_a_valid_input_type() -> None:
+    """typing.LiteralString is taken as an input type, as before, and the step runs."""
+    given = getattr(typing, "LiteralString", str)  # (Python 3.11's; str on 3.10)
+    flow = Sequence(echo("a"), Task(echo("b"), input_type=given), name="w")
+    assert flow.run("x").output == "b(a(x))"
 
 
 def test_type_annotations_stay_valid_input_types() -> None:

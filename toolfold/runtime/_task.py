@@ -860,11 +860,30 @@ def is_type(value: Any) -> bool:
         or isinstance(value, typing.TypeVar)
         or hasattr(value, "__supertype__")  # a NewType
         or type(value).__name__ == "TypeAliasType"  # ``type X = ...`` (3.12)
+        or any(value is form for form in _SPECIAL_TYPES)
     )
 
 
-def not_a_type(what: str, value: Any) -> str:
-    """The problem of ``what`` given ``value``, which `is_type` refuses."""
+# Special forms that are types of values (the structurer takes them): not ClassVar, Never...
+# (LiteralString is Python 3.11's; checked by identity: special forms are not hashable)
+_SPECIAL_TYPES = tuple(
+    form for form in (getattr(typing, "LiteralString", None),) if form is not None
+)
+
+
+def not_a_type(what: str, value: Any, *, by_name: bool = True) -> str:
+    """The problem of ``what`` given ``value``, which `is_type` refuses.
+
+    A type's name (``"int"``, a ``ForwardRef``) is refused saying so: it used
+    to be ignored, the step taking any input. ``by_name=False``: ``value``
+    was found by its import path (an agent file's), so text is a value.
+    """
+    if isinstance(value, typing.ForwardRef) or (by_name and isinstance(value, str)):
+        name = value if isinstance(value, str) else value.__forward_arg__
+        return (
+            f"{what} must be a type, got its name {name!r}: give the type itself, not its "
+            "name (a name was ignored before, the step taking any input)"
+        )
     return (
         f"{what} must be a type (str, int, an attrs class or dataclass, list[str]...), "
         f"got {type(value).__name__} {_short(value)}"
