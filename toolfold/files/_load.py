@@ -23,6 +23,7 @@ from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
     CONVERTER,
+    YAML_QUOTE_HINT,
     PLAIN_KEYS,
     WORKFLOW_KEYS,
     AgentEntry,
@@ -252,6 +253,7 @@ class _Lines:
         self.file = file
         self._known: dict[str, int] = {}
         self._toml = text if kind == "toml" else None  # its lines are found when asked
+        self.yaml = kind == "yaml"
         self.twice: list[str] = []  # keys a YAML mapping gives twice
 
     def from_yaml(self, node: Any, path: str) -> None:
@@ -331,6 +333,8 @@ class _Loader:
         return f"{table}.{name}.{key}[{positions[index] if positions else index}]"
 
     def problem(self, path: str, message: str) -> None:
+        if not self.lines.yaml:  # (the structurer does not know the file's format)
+            message = message.replace(YAML_QUOTE_HINT, "")
         self.problems.append(self.lines.say(path, message))
 
     def fail(self) -> AgentFileError:

@@ -264,6 +264,10 @@ def _approval(value: Any, _: Any) -> bool | list[str]:
     raise TypeError(f"expected true, false or a list of tool names, got {describe(value)}")
 
 
+YAML_QUOTE_HINT = " (in YAML, quote them: it reads yes, no, on, off, numbers and ~ as other values)"
+"""The hint a labels problem ends with: the loader drops it for a file in another format."""
+
+
 def _output_type(value: Any, _: Any) -> str | list[str] | None:
     if value is None or isinstance(value, str):
         return value
@@ -277,8 +281,11 @@ def _output_type(value: Any, _: Any) -> str | list[str] | None:
     others = [v for v in value if not isinstance(v, str)]
     if others:
         shown = ", ".join(describe(v) for v in others)
-        quote = " (in YAML, quote them: it reads yes, no, on, off, numbers and ~ as other values)"
-        hint = quote if any(isinstance(v, bool | int | float) or v is None for v in others) else ""
+        hint = (
+            YAML_QUOTE_HINT
+            if any(isinstance(v, bool | int | float) or v is None for v in others)
+            else ""
+        )
         raise TypeError(f"labels are text, got {shown}{hint}")
     if "" in value:
         raise TypeError("a label is not empty text, got ''")
