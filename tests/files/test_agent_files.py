@@ -1157,3 +1157,17 @@ def test_two_entries_making_one_tool_name_are_named_by_their_paths(entries: str,
     (problem,) = _problems(AGENT_A + entries + '[agents.b]\nmodel = "openai:x"\n')
     assert problem.startswith(says)
     assert "<locals>" not in problem
+
+
+def test_a_workflow_named_with_a_space_loads_and_runs() -> None:
+    """``[workflows."my flow"]`` loads and runs as on earlier versions (a name with a space
+    was refused when the workflow was built)."""
+    text = (
+        'entry = "my flow"\n[agents.left]\nmodel = "openai:x"\n'
+        '[workflows."my flow"]\nkind = "sequence"\nsteps = ["left"]\n'
+    )
+    from toolfold.testing import FunctionModel
+
+    flow = loads(text, model=FunctionModel(lambda r: "done")).get()
+    assert flow.name == "my flow"
+    assert flow.run("hi").outputs == {"left": "done"}
