@@ -23,9 +23,9 @@ from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
     CONVERTER,
-    YAML_QUOTE_HINT,
     PLAIN_KEYS,
     WORKFLOW_KEYS,
+    YAML_QUOTE_HINT,
     AgentEntry,
     AgentToolEntry,
     HandoffEntry,

@@ -180,9 +180,7 @@ class Workflow:
             # Its runs' label and its default step and tool name: any non-empty text (as for
             # agents). Being a step needs an identifier (the step's check), a tool a tool
             # name (as_tool's check); "My report flow" runs and is resumed as it always was.
-            problems.insert(
-                0, f"name must be non-empty text, got {type(name).__name__} {name!r}"
-            )
+            problems.insert(0, f"name must be non-empty text, got {type(name).__name__} {name!r}")
         for task in self._tasks:
             problems.extend(task.problems())
         seen: dict[str, int] = {}
