@@ -48,9 +48,13 @@ def test_a_type_given_by_its_name_is_refused_saying_so(given: Any) -> None:
     )
 
 
-def test_literal_string_is_a_valid_input_type() -> None:
-    """typing.LiteralString is taken as an input type, as before, and the step runs."""
-    given = getattr(typing, "LiteralString", str)  # (Python 3.11's; str on 3.10)
+@pytest.mark.parametrize("where", ["typing", "typing_extensions"])
+def test_literal_string_is_a_valid_input_type(where: str) -> None:
+    """LiteralString (typing's on 3.11+, typing_extensions' on any) is taken as an input type."""
+    import typing_extensions
+
+    module = typing if where == "typing" else typing_extensions
+    given = getattr(module, "LiteralString", typing_extensions.LiteralString)
     flow = Sequence(echo("a"), Task(echo("b"), input_type=given), name="w")
     assert flow.run("x").output == "b(a(x))"
 
@@ -63,9 +67,9 @@ def test_type_annotations_stay_valid_input_types() -> None:
         assert Sequence(Task(echo("a"), input_type=given)).tasks[0].input_type is given
 
 
-@pytest.mark.parametrize("name", ["", 3, None])
+@pytest.mark.parametrize("name", ["", 3, b"flow"])
 def test_a_workflow_name_that_is_not_text_is_refused(name: Any) -> None:
-    """A workflow's name must be non-empty text: anything else is refused when it is built."""
+    """A workflow's name must be non-empty text (or None): anything else is refused when built."""
     for kind in (
         lambda: Sequence(echo("a"), name=name),
         lambda: Parallel(echo("a"), name=name),
@@ -77,6 +81,11 @@ def test_a_workflow_name_that_is_not_text_is_refused(name: Any) -> None:
         assert info.value.problems[0] == (
             f"name must be non-empty text, got {type(name).__name__} {name!r}"
         )
+
+
+def test_a_workflow_named_none_runs_as_it_did() -> None:
+    """name=None builds and runs a workflow, as before names were checked."""
+    assert Sequence(echo("a"), name=None).run("x").output == "a(x)"  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["My report flow", "flow.v2", "résumé", "a/b", "x" * 65])

@@ -864,11 +864,23 @@ def is_type(value: Any) -> bool:
     )
 
 
-# Special forms that are types of values (the structurer takes them): not ClassVar, Never...
-# (LiteralString is Python 3.11's; checked by identity: special forms are not hashable)
-_SPECIAL_TYPES = tuple(
-    form for form in (getattr(typing, "LiteralString", None),) if form is not None
-)
+def _special_types() -> tuple[Any, ...]:
+    """Special forms that are types of values (the structurer takes them): not ClassVar, Never...
+
+    LiteralString is Python 3.11's, and typing_extensions' on 3.10 (checked by
+    identity: special forms are not hashable).
+    """
+    forms = [getattr(typing, "LiteralString", None)]
+    try:
+        import typing_extensions
+    except ImportError:  # (not installed: only typing's spelling exists)
+        pass
+    else:
+        forms.append(getattr(typing_extensions, "LiteralString", None))
+    return tuple(form for form in forms if form is not None)
+
+
+_SPECIAL_TYPES = _special_types()
 
 
 def not_a_type(what: str, value: Any, *, by_name: bool = True) -> str:

@@ -176,10 +176,11 @@ class Workflow:
     def _build(self, problems: list[str], max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
         """Check the definition (raising every problem at once) and resolve the run options."""
         name = self.name
-        if not isinstance(name, str) or not name:
+        if name is not None and (not isinstance(name, str) or not name):
             # Its runs' label and its default step and tool name: any non-empty text (as for
-            # agents). Being a step needs an identifier (the step's check), a tool a tool
-            # name (as_tool's check); "My report flow" runs and is resumed as it always was.
+            # agents), or None as ever (no name: as a step, the step's check says so). Being a
+            # step needs an identifier (the step's check), a tool a tool name (as_tool's
+            # check); "My report flow" runs and is resumed as it always was.
             problems.insert(0, f"name must be non-empty text, got {type(name).__name__} {name!r}")
         for task in self._tasks:
             problems.extend(task.problems())
