@@ -301,6 +301,24 @@ def _observer_raises() -> None:
     generate_text(ScriptedModel(["x"]), "go", on_event=observer)
 
 
+def _workflow_function_raises() -> None:
+    def until(value: Any) -> bool:
+        raise ValueError(value)
+
+    toolfold.Loop(Agent(ScriptedModel(["x"]), name="a"), until=until).run("go")
+
+
+def _unknown_answer() -> None:
+    waiting = Agent(ScriptedModel([ScriptedModel.call("_asked", {})]), tools=[_asked])
+    waiting.resume(waiting.run("go").state, approvals={"nope": True})
+
+
+@tool(requires_approval=True)
+def _asked() -> str:
+    """Needs an approval."""
+    return "ok"
+
+
 def _not_started() -> None:
     from toolfold.runtime.core._reducer import blank_state
 
@@ -467,9 +485,15 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     'a tool raising with `on_tool_error="raise"`': _tool_raises,
     "a model raising an exception that is not a `ToolfoldError`": _model_raises,
     "an `on_event`, `on_step` or `stop_when` callable raising": _observer_raises,
+    "a workflow's `until`, `merge` or router function raising (named in the message)": (
+        _workflow_function_raises
+    ),
     "`next_effect` on a state no `RunStarted` was reduced into": _not_started,
     "an event the run's phase does not allow": _phase_forbids,
     "an event that contradicts the state (an unknown call id)": _contradicting_event,
+    "`resume` with an answer for a call id the waiting run's tree does not hold (the message "
+    "lists the ids that wait, at any depth: `no tool call 'nope' waits for an approval; "
+    "waiting: 'call_1_0'`)": _unknown_answer,
     "`RunState.from_json` on a damaged or edited document": _damaged_document,
     "`RunState.from_json(text, key=...)` on an unsigned state or one whose signature does not match": (
         _unsigned_document

@@ -152,6 +152,7 @@ class _Session:
             _say(self.command, f"the run failed: {exc}")
             if exc.state is not None:
                 self._keep(exc.state)
+                self._kept_failed(exc.state)
             return FAILED
         except SourceCloseError as exc:  # the run ended: it goes on as it ended
             failures = "; ".join(f"{type(e).__name__}: {e}" for e in exc.close_errors)
@@ -179,6 +180,7 @@ class _Session:
             _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
             if state is not None:
                 self._keep(state)
+                self._kept_failed(state)
             return FAILED
         except KeyboardInterrupt as exc:  # Ctrl-C: what the run did is kept
             from toolfold.runtime._api import state_of
@@ -187,6 +189,28 @@ class _Session:
             if state is None:
                 raise
             return self._interrupted(state, ended=state.is_done)
+
+    def _kept_failed(self, state: Any) -> None:
+        """Say where a failed run's state was written, and whether and how it resumes."""
+        from toolfold.runtime._retry import retry_state
+        from toolfold.runtime._workflow import Workflow
+
+        if state.phase != "failed":  # the run before what failed (a model call...): it goes on
+            again = True
+        else:  # a workflow goes on from just before its failed step; an agent's failure is final
+            again = isinstance(self.agent, Workflow) and retry_state(state) is not None
+        if again:
+            _say(
+                self.command,
+                f"state written to {self.run_file}; once the cause is fixed, continue with: "
+                f"toolfold resume {self.run_file}",
+            )
+        else:
+            _say(
+                self.command,
+                f"state written to {self.run_file} (a failed run's state is final: it cannot "
+                "be resumed; run again to start over)",
+            )
 
     def _refused(self) -> str:
         """What could not be done, naming the agent and its file (and the state resumed)."""

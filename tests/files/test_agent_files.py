@@ -175,7 +175,9 @@ def test_output_type_labels_must_be_distinct_text(labels: str) -> None:
     """An empty, non-text or repeated label list is a problem naming the key."""
     text = f'[agents.a]\nmodel = "openai:gpt-4o-mini"\noutput_type = {labels}\n'
     with (
-        pytest.raises(AgentFileError, match=r"f.toml:3: agents.a.output_type: expected an import"),
+        pytest.raises(
+            AgentFileError, match=r"f.toml:3: agents.a.output_type: (a list|labels|a label)"
+        ),
         override_models(TestModel()),
     ):
         loads(text, name="f.toml")
@@ -1053,3 +1055,119 @@ def test_a_yaml_key_left_null_is_one_problem_saying_got_nothing(
     with pytest.raises(AgentFileError) as info:
         load(tmp_path / "f.yaml", model=TestModel())
     assert [p.replace(str(tmp_path) + "/", "") for p in info.value.problems] == [problem]
+
+
+def test_an_input_type_path_that_is_not_a_type_is_a_file_problem() -> None:
+    """``input_type = "os:sep"`` (a value, not a type) is a problem at its path (it used to
+    load)."""
+    text = (
+        '[agents.a]\nmodel = "openai:x"\n[workflows.w]\nkind = "sequence"\n'
+        'steps = [{step = "a", input_type = "os:sep"}]\n'
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="f.toml")
+    sep = re.escape(repr(__import__("os").sep))
+    assert re.fullmatch(
+        r"f\.toml:5: workflows\.w\.steps\[0\]\.input_type: 'os:sep' must be a type "
+        rf"\(str, int, an attrs class or dataclass, list\[str\]\.\.\.\), got str {sep}",
+        info.value.problems[0],
+    )
+
+
+def _problems(text: str, name: str = "f.toml") -> tuple[str, ...]:
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name=name, format="yaml" if name.endswith(".yaml") else "toml")
+    return tuple(info.value.problems)
+
+
+AGENT_A = '[agents.a]\nmodel = "openai:x"\n'
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("[]", "a list of labels (a Literal) needs at least one label, got an empty list"),
+        ("[1, 2]", "labels are text, got an integer 1, an integer 2"),
+        ('["x", "x"]', "labels are distinct, got 'x' more than once"),
+    ],
+)
+def test_a_bad_list_of_labels_says_what_is_wrong(given: str, says: str) -> None:
+    """An output_type list that is empty, not text or repeats a label says which (it used to
+    say only "got a list"); a TOML file gets no hint about quoting in YAML."""
+    assert _problems(AGENT_A + f"output_type = {given}\n") == (
+        f"f.toml:3: agents.a.output_type: {says}",
+    )
+
+
+def test_yaml_labels_read_as_booleans_say_to_quote_them() -> None:
+    """YAML's ``[yes, no]`` labels are booleans: the problem says to quote them."""
+    text = "agents:\n  r:\n    model: openai:x\n    output_type: [yes, no]\n"
+    (problem,) = _problems(text, "x.yaml")
+    assert problem.startswith("x.yaml:4: agents.r.output_type: labels are text, got a boolean")
+    assert "in YAML, quote them" in problem
+
+
+def test_a_workflow_as_a_handoff_target_says_to_use_it_as_a_tool() -> None:
+    """``handoffs = ["w"]`` naming a workflow says a workflow cannot be a handoff target and
+    shows the tool table (it used to say the file does not define agent 'w')."""
+    text = (
+        AGENT_A + 'handoffs = ["w"]\n[agents.b]\nmodel = "openai:x"\n'
+        '[workflows.w]\nkind = "sequence"\nsteps = ["b"]\n'
+    )
+    assert _problems(text) == (
+        "f.toml:3: agents.a.handoffs[0]: 'w' is a workflow, and a workflow cannot be a handoff "
+        "target (a handoff gives the conversation to an agent); to call it, list it as a tool: "
+        'tools = [{workflow = "w"}]',
+    )
+
+
+def test_a_loop_step_that_is_not_a_step_is_one_problem() -> None:
+    """``step = ["a"]`` is said once, without a false "missing" beside it."""
+    text = AGENT_A + '[workflows.w]\nkind = "loop"\nstep = ["a"]\n'
+    assert _problems(text) == (
+        "f.toml:5: workflows.w.step: expected an agent or workflow name, a function's import "
+        "path or a {step = ...} table, got a list",
+    )
+
+
+def test_a_yaml_agent_named_by_a_number_is_not_a_file_without_agents() -> None:
+    """A YAML agent named ``1:`` says the name must be text, not that the file defines none."""
+    assert _problems("agents:\n  1:\n    model: openai:x\n", "x.yaml") == (
+        "x.yaml:2: agents.1: a name is text, got an integer 1 (quote it in YAML)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("entries", "says"),
+    [
+        (
+            'tools = [{agent = "b"}, {agent = "b"}]\n',
+            "f.toml:3: agents.a.tools[1]: makes a tool named 'b', as agents.a.tools[0] does",
+        ),
+        (
+            'handoffs = ["b", "b"]\n',
+            "f.toml:3: agents.a.handoffs[1]: makes a tool named 'transfer_to_b', as "
+            "agents.a.handoffs[0] does",
+        ),
+    ],
+)
+def test_two_entries_making_one_tool_name_are_named_by_their_paths(entries: str, says: str) -> None:
+    """Two {agent = "b"} tools (or two handoffs to b) name the file's entries, not toolfold's
+    internal functions (``_nested.<locals>.acall``)."""
+    (problem,) = _problems(AGENT_A + entries + '[agents.b]\nmodel = "openai:x"\n')
+    assert problem.startswith(says)
+    assert "<locals>" not in problem
+
+
+def test_a_workflow_named_with_a_space_loads_and_runs() -> None:
+    """``[workflows."my flow"]`` loads and runs as on earlier versions (a name with a space
+    was refused when the workflow was built)."""
+    text = (
+        'entry = "my flow"\n[agents.left]\nmodel = "openai:x"\n'
+        '[workflows."my flow"]\nkind = "sequence"\nsteps = ["left"]\n'
+    )
+    from toolfold.testing import FunctionModel
+
+    flow = loads(text, model=FunctionModel(lambda r: "done")).get()
+    assert flow.name == "my flow"
+    assert flow.run("hi").outputs == {"left": "done"}

@@ -1837,3 +1837,33 @@ def test_a_run_file_created_while_it_was_written_is_locked_before_it_is_replaced
     monkeypatch.undo()
     assert run_file.read_text() == "another run's state"
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_a_failed_run_says_where_its_state_was_written_and_whether_it_resumes(
+    tmp_path: Path,
+) -> None:
+    """Exit 4 says where the run file was written and how to go on, as exits 3 and 130 do: a
+    run stopped before what failed (and a workflow whose step failed) resumes; an agent's
+    failed state is final, and says so."""
+    (tmp_path / "failing.py").write_text(
+        "from toolfold.testing import ScriptedModel\n\n"
+        "empty = ScriptedModel([])\n"
+        "wrong = ScriptedModel(['not a number'])\n\n"
+        "def boom(text: str) -> str:\n"
+        "    raise ValueError('boom')\n"
+    )
+    (tmp_path / "f.toml").write_text(
+        '[agents.empty]\nmodel = "failing:empty"\n'
+        '[agents.wrong]\nmodel = "failing:wrong"\noutput_type = "builtins:int"\n'
+        "output_retries = 0\n"
+        '[workflows.flow]\nkind = "sequence"\nsteps = ["failing:boom"]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    resumes = "; once the cause is fixed, continue with: toolfold resume "
+    for agent, says in (("empty", resumes), ("flow", resumes), ("wrong", " (a failed run's")):
+        proc = toolfold("run", "f.toml", "hi", "--agent", agent, cwd=tmp_path, env=env)
+        assert proc.returncode == 4, proc.stderr
+        last = proc.stderr.splitlines()[-1]
+        assert last.startswith("toolfold run: state written to "), proc.stderr
+        assert says in last
+        assert (tmp_path / "toolfold-run.json").exists()

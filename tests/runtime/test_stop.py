@@ -238,7 +238,7 @@ def test_an_agent_tool_stopped_by_tool_called_answers_with_the_calls_result() ->
 @pytest.mark.parametrize(
     ("condition", "fails", "says"),
     [
-        (lambda s: any(c.call.name == "final" for c in s.calls), False, r"\(stop_condition\)"),
+        (lambda s: any(c.call.name == "final" for c in s.calls), False, r"\(test_stop.<lambda>\)"),
         (tool_called("final"), True, r"call to 'final' that stopped the step's run failed"),
     ],
     ids=["callable", "failed call"],
@@ -362,7 +362,7 @@ def _chatty(name: str, **kw: Any) -> Agent:
         (
             {"stop_when": [lambda s: s.step >= 2]},
             "stop_condition",
-            "was stopped by a stop_when condition (stop_condition) after 2 model calls",
+            "was stopped by a stop_when condition (test_stop.<lambda>) after 2 model calls",
         ),
     ],
     ids=["max_steps", "max_steps condition", "token_budget", "callable"],

@@ -25,6 +25,7 @@ from toolfold.runtime._document import (
     CONVERTER,
     PLAIN_KEYS,
     WORKFLOW_KEYS,
+    YAML_QUOTE_HINT,
     AgentEntry,
     AgentToolEntry,
     HandoffEntry,
@@ -41,6 +42,7 @@ from toolfold.runtime._document import (
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
+from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.toolkit._tool import Tool
 
@@ -251,6 +253,7 @@ class _Lines:
         self.file = file
         self._known: dict[str, int] = {}
         self._toml = text if kind == "toml" else None  # its lines are found when asked
+        self.yaml = kind == "yaml"
         self.twice: list[str] = []  # keys a YAML mapping gives twice
 
     def from_yaml(self, node: Any, path: str) -> None:
@@ -330,6 +333,8 @@ class _Loader:
         return f"{table}.{name}.{key}[{positions[index] if positions else index}]"
 
     def problem(self, path: str, message: str) -> None:
+        if not self.lines.yaml:  # (the structurer does not know the file's format)
+            message = message.replace(YAML_QUOTE_HINT, "")
         self.problems.append(self.lines.say(path, message))
 
     def fail(self) -> AgentFileError:
@@ -382,6 +387,8 @@ class _Loader:
         agents = self._named("agents")
         flows = self._named("workflows")
         misplaced = any(not isinstance(self.data.get(key, {}), dict) for key in TOP_KEYS[:2])
+        # A name that is not text (YAML's 1:) is said already: the file defines an agent.
+        misplaced = misplaced or any(self._table(key) for key in TOP_KEYS[:2])
         if not agents and not flows and not misplaced:  # (a table of the wrong type: said)
             self.problem("agents", "the file defines no agent (agents.<name>) nor workflow")
         for name in agents.keys() & flows.keys():
@@ -558,7 +565,7 @@ class _Loader:
                     if item.workflow in self._table("agents"):
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
-                    self._resolve(item.input_type, f"{path}.input_type")
+                    self._type(item.input_type, f"{path}.input_type")
                 if item.output is not None:
                     found = self._resolve(item.output, f"{path}.output")
                     if found is not None and not callable(found):
@@ -570,11 +577,21 @@ class _Loader:
         for index, handoff in enumerate(entry.handoffs):
             path = self.at(name, "handoffs", index)
             target = handoff.agent if isinstance(handoff, HandoffEntry) else handoff
-            self._reference(target, f"{path}.agent" if isinstance(handoff, HandoffEntry) else path)
+            at = f"{path}.agent" if isinstance(handoff, HandoffEntry) else path
+            if target in self._table("workflows") and target not in self._table("agents"):
+                self.problem(
+                    at,
+                    f"{target!r} is a workflow, and a workflow cannot be a handoff target (a "
+                    "handoff gives the conversation to an agent); to call it, list it as a "
+                    f'tool: tools = [{{workflow = "{target}"}}]',
+                )
+            else:
+                self._reference(target, at)
             if isinstance(handoff, HandoffEntry) and handoff.input_filter is not None:
                 found = self._resolve(handoff.input_filter, f"{path}.input_filter")
                 if found is not None and not callable(found):
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
+        self._unique_tools(name, entry)
         if isinstance(entry.output_type, str):
             self._resolve(entry.output_type, f"{where}.output_type")
         for index, condition in enumerate(entry.stop_when):
@@ -584,6 +601,35 @@ class _Loader:
             value = getattr(entry, key)
             if value < least:
                 self.problem(f"{where}.{key}", f"must be at least {least}, got {value}")
+
+    def _unique_tools(self, name: str, entry: AgentEntry) -> None:
+        """Each tool the file's entries make (agents and workflows as tools, handoffs) named once.
+
+        Said here, at the entries, rather than by the agent's build, which can
+        name only the functions the entries became (toolfold's own).
+        """
+        made: list[tuple[str, str]] = []
+        for index, item in enumerate(entry.tools):
+            if isinstance(item, AgentToolEntry):
+                tool_name = item.name or item.agent or item.workflow
+                if tool_name:
+                    made.append((tool_name, self.at(name, "tools", index)))
+        for index, handoff in enumerate(entry.handoffs):
+            if isinstance(handoff, HandoffEntry):
+                tool_name = handoff.name or f"transfer_to_{handoff.agent}"
+            else:
+                tool_name = f"transfer_to_{handoff}"
+            made.append((tool_name, self.at(name, "handoffs", index)))
+        first: dict[str, str] = {}
+        for tool_name, path in made:
+            if tool_name not in first:
+                first[tool_name] = path
+                continue
+            self.problem(
+                path,
+                f"makes a tool named {tool_name!r}, as {first[tool_name]} does: each tool of "
+                "an agent needs its own name (give one a distinct name = ...)",
+            )
 
     def _output_type(self, spec: str | list[str] | None) -> Any:
         if spec is None:
@@ -635,7 +681,7 @@ class _Loader:
         if flow.kind == "parallel" and flow.merge is not None:
             self._function(flow.merge, f"{where}.merge")
         if flow.kind == "route":
-            self._required_step(flow.router, f"{where}.router", "a route needs a router")
+            self._required_step(flow.router, name, "router", "a route needs a router")
             if not flow.branches and self._none_given(name, "branches", dict):
                 self.problem(f"{where}.branches", "a route needs at least one branch")
             for label, step in flow.branches.items():
@@ -643,13 +689,16 @@ class _Loader:
             if flow.default is not None:
                 self._step(flow.default, f"{where}.default")
         if flow.kind == "loop":
-            self._required_step(flow.step, f"{where}.step", "a loop needs a step")
+            self._required_step(flow.step, name, "step", "a loop needs a step")
             if flow.until is not None and ":" in flow.until:
                 self._function(flow.until, f"{where}.until")
 
-    def _required_step(self, ref: StepRef | None, path: str, why: str) -> None:
+    def _required_step(self, ref: StepRef | None, flow: str, key: str, why: str) -> None:
+        path = f"workflows.{flow}.{key}"
         if ref is None:
-            self.problem(path, f"missing ({why})")
+            raw = self._table("workflows").get(flow)
+            if not isinstance(raw, dict) or raw.get(key) is None:  # (else: not a step, said)
+                self.problem(path, f"missing ({why})")
         else:
             self._step(ref, path)
 
@@ -661,7 +710,12 @@ class _Loader:
         else:
             self._reference(target, at, workflows=True)
         if isinstance(ref, StepEntry) and ref.input_type is not None:
-            self._resolve(ref.input_type, f"{path}.input_type")
+            self._type(ref.input_type, f"{path}.input_type")
+
+    def _type(self, spec: str, path: str) -> None:
+        found = self._resolve(spec, path)
+        if found is not None and not is_type(found):
+            self.problem(path, not_a_type(repr(spec), found, by_name=False))
 
     def _function(self, spec: str, path: str) -> None:
         found = self._resolve(spec, path)

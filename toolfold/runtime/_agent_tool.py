@@ -11,6 +11,7 @@ too, and its caller answers the nested calls by id (see `resume`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -113,7 +114,7 @@ def _nested(
                 response = runner.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
-        return _sub_run(response, made_by.output, tool_name, who)
+        return _sub_run(response, made_by.output, tool_name, who, spec)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
         runner = _runner(spec, ctx)
@@ -133,7 +134,7 @@ def _nested(
                 response = await runner.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
-        return _sub_run(response, made_by.output, tool_name, who)
+        return _sub_run(response, made_by.output, tool_name, who, spec)
 
     # What built the tool, for diagrams and agent files (`as_tool_of`).
     for function in (acall, call):
@@ -229,7 +230,11 @@ def _as_is(value: Any) -> Any:
 
 
 def _sub_run(
-    response: Response, output: Callable[[Response], Any] | None, tool_name: str, who: str
+    response: Response,
+    output: Callable[[Response], Any] | None,
+    tool_name: str,
+    who: str,
+    target: Any = None,
 ) -> SubRun:
     """The sub-run and what the calling model sees of it.
 
@@ -243,7 +248,7 @@ def _sub_run(
     state = response.state
     if output is None or not state.is_done:
         if state.finish_reason in STOP_REASONS:
-            return SubRun(state, *stopped_content(state, who))
+            return SubRun(state, *stopped_content(state, who, stopped_by(target, state)))
         value = state.output
         # The answer's text is read only when needed: it searches the conversation.
         return SubRun(state, _content(value, response.text if value is None else ""))
@@ -256,6 +261,61 @@ def _sub_run(
         message = f"Error: the output= function of tool {tool_name!r} failed: "
         return SubRun(state, message + describe_exception(exc), is_error=True)
     return SubRun(state, text)
+
+
+def function_name(function: Any) -> str:
+    """A user's function as messages name it: its import path (``module:name``) where it has
+    one, else its module and qualified name (``module.make.<locals>.check``, a lambda's).
+
+    A `functools.partial` is named by the function it wraps, a callable object
+    that is not bound to a module-level name by its class (never by a
+    ``repr()`` with a memory address).
+    """
+    from toolfold.runtime._document import import_path
+
+    if isinstance(function, functools.partial):
+        return function_name(function.func)
+    try:
+        path = import_path(function)
+    except Exception:  # (a module that cannot be imported again: the name is enough)
+        path = None
+    if path is not None:
+        return path
+    name = getattr(function, "__qualname__", None)
+    if not isinstance(name, str):  # a callable object: its class says what it is
+        kind = type(function)
+        return f"{kind.__module__}.{kind.__qualname__} instance"
+    module = getattr(function, "__module__", None)
+    return f"{module}.{name}" if module else name
+
+
+def stopped_by(target: Any, state: RunState) -> str | None:
+    """The ``stop_when`` callable of the agent ``target`` (or of the agent it handed the run
+    to) that stopped ``state``, by name; None when a callable did not stop it or none is known.
+
+    A run's state keeps no callables, so they are the spec's: the only one, or
+    with several, all of them (``one of a:x, a:y``). They are never called
+    again to tell which held: a condition may have side effects, or hold no
+    longer.
+    """
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime.core._stop import MaxSteps, TokenBudget, ToolCalled
+
+    if state.finish_reason != "stop_condition" or not isinstance(target, Agent):
+        return None
+    agent = target
+    if state.agent is not None and state.agent != target.name and target.handoffs:
+        try:
+            agent = target.handoff_graph().get(state.agent, target)
+        except UsageError:
+            return None
+    callables = [
+        c for c in agent.stop_when if not isinstance(c, (MaxSteps, TokenBudget, ToolCalled))
+    ]
+    if not callables:
+        return None
+    names = [function_name(condition) for condition in callables]
+    return names[0] if len(names) == 1 else "one of " + ", ".join(names)
 
 
 def agent_label(spec: Agent | Workflow, tool_name: str) -> str:

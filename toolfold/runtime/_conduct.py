@@ -602,7 +602,7 @@ def _ran(
             assert closed.state is not None  # (a step's sub-run ran: its close failed after)
             state, text, is_error = closed.state, closed.content, closed.is_error
         else:
-            text, is_error = step_text(state)
+            text, is_error = step_text(state, task.target)
     except Exception as exc:
         return _failed(call, exc, started, run_id)
     except BaseException as exc:
@@ -633,7 +633,7 @@ async def _ran_async(
             state, text, is_error = closed.state, closed.content, closed.is_error
         else:  # (`ended_result` without its `SubRun`)
             state = ended.state
-            text, is_error = step_text(state)
+            text, is_error = step_text(state, task.target)
     except Exception as exc:
         return _failed(call, exc, started, run_id)
     except BaseException as exc:

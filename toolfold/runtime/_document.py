@@ -268,19 +268,35 @@ def _approval(value: Any, _: Any) -> bool | list[str]:
     raise TypeError(f"expected true, false or a list of tool names, got {describe(value)}")
 
 
+YAML_QUOTE_HINT = " (in YAML, quote them: it reads yes, no, on, off, numbers and ~ as other values)"
+"""The hint a labels problem ends with: the loader drops it for a file in another format."""
+
+
 def _output_type(value: Any, _: Any) -> str | list[str] | None:
     if value is None or isinstance(value, str):
         return value
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(v, str) and v for v in value)
-        and len(set(value)) == len(value)
-    ):
-        return list(value)
-    raise TypeError(
-        f"expected an import path or a list of distinct labels (a Literal), got {describe(value)}"
-    )
+    if not isinstance(value, list):
+        raise TypeError(
+            "expected an import path or a list of distinct labels (a Literal), "
+            f"got {describe(value)}"
+        )
+    if not value:
+        raise TypeError("a list of labels (a Literal) needs at least one label, got an empty list")
+    others = [v for v in value if not isinstance(v, str)]
+    if others:
+        shown = ", ".join(describe(v) for v in others)
+        hint = (
+            YAML_QUOTE_HINT
+            if any(isinstance(v, bool | int | float) or v is None for v in others)
+            else ""
+        )
+        raise TypeError(f"labels are text, got {shown}{hint}")
+    if "" in value:
+        raise TypeError("a label is not empty text, got ''")
+    repeated = sorted({v for v in value if value.count(v) > 1})
+    if repeated:
+        raise TypeError(f"labels are distinct, got {', '.join(map(repr, repeated))} more than once")
+    return list(value)
 
 
 def labels_type(labels: Sequence[str]) -> Any:

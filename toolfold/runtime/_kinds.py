@@ -15,6 +15,7 @@ import attrs
 
 from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
+from toolfold.runtime._agent_tool import function_name
 from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan
 from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
@@ -32,6 +33,22 @@ from toolfold.runtime._task import (
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+
+
+def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: Any) -> Any:
+    """``function(value)``, a user's function of ``workflow`` (its ``what``); what it raises
+    is a `RunError` naming it (the planner's driver sets the error's state)."""
+    try:
+        return function(value)
+    except RunError:
+        raise
+    except Exception as exc:
+        raise RunError(
+            f"the {what} function ({function_name(function)}) of {workflow.label} raised "
+            f"{type(exc).__name__}: {exc}; the error's state is the workflow before this "
+            "decision (resume it to try again)",
+            None,
+        ) from exc
 
 
 def _reference_problems(task: Task, forbidden: Mapping[str, str], problems: list[str]) -> None:
@@ -238,7 +255,7 @@ class Parallel(Workflow):
         if self.merge is None:  # the steps' outputs, as their results decode
             return new_tuple(Final, (outputs, True, "stop"))
         typed = {t.name: _restored(t, outputs[t.name]) for t in self._tasks if t.name in outputs}
-        return Final(plain_data(self.merge(typed)))
+        return Final(plain_data(_called(self, "merge", self.merge, typed)))
 
 
 def _restored(task: Task, plain: Any) -> Any:
@@ -337,6 +354,15 @@ class Route(Workflow):
             )
 
     @property
+    def shape(self) -> str:
+        """The kind, the router (a step's name, or "a function") and which step each label runs."""
+        router = self._router_task
+        chooser = f"router {router.name!r}" if router is not None else "a router function"
+        labels = ", ".join(f"{label!r} -> {task.name!r}" for label, task in self.branches.items())
+        default = f"; default {self.default.name!r}" if self.default is not None else ""
+        return f"Route ({chooser}; {labels}{default})"
+
+    @property
     def _router_task(self) -> Task | None:
         return self.router if isinstance(self.router, Task) else None
 
@@ -405,7 +431,7 @@ class Route(Workflow):
                 f"the router {name!r} of {self.label}",
                 _first_parameter_name(self.router),
             )
-            label = self.router(typed)
+            label = _called(self, "router", self.router, typed)
         if chosen is None:
             chosen = self._branch(label)
         status = plan.status(chosen, chosen.name)
@@ -535,4 +561,4 @@ class Loop(Workflow):
                     f"{_short(plain)}, which has no field {until!r}"
                 )
             return bool(plain[until])
-        return bool(until(_restored(self.step, plain)))
+        return bool(_called(self, "until", until, _restored(self.step, plain)))

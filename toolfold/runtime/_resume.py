@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from toolfold._errors import UsageError
+from toolfold._errors import InvalidEventError, UsageError
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
     Approval,
@@ -414,6 +414,7 @@ def _answered(
         for key in given or ():
             if not isinstance(key, str):
                 raise UsageError(f"{option}= is keyed by call ids (text), got {key!r}")
+    _check_known(state, approvals, tool_results)
     nested: list[tuple[tuple[str, ...], Event]] = []
     made: list[tuple[Event, RunState]] = []
 
@@ -544,6 +545,68 @@ def _fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> st
     who = [runs, list(path), call.id, call.name, call.arguments_text, call.arguments]
     text = json.dumps(who, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def _check_known(
+    state: RunState,
+    approvals: Mapping[str, Approval] | None,
+    tool_results: Mapping[str, Any] | None,
+) -> None:
+    """Refuse an answer to a call the waiting run's tree does not hold at all, listing the calls
+    that wait, by the keys `resume` answers them by (at any depth: a workflow's steps are not
+    what waits). A call that waits for the other kind of answer (an approval given a result,
+    or the reverse) is refused saying which it waits for. A call the tree holds in another
+    state is the reducer's to refuse, saying why (it has a result...); a run that does not
+    wait, too.
+
+    Raises:
+        InvalidEventError: An answer names no call of the tree (the run's state is untouched).
+    """
+    if state.phase not in WAITING_PHASES:
+        return
+    known: dict[str, set[CallStatus]] = {}  # a key -> the statuses of the calls it names
+
+    def walk(run: RunState, path: tuple[str, ...]) -> None:
+        for c in run.calls:
+            for key in (c.call.id, "/".join((*path, c.call.id))):
+                known.setdefault(key, set()).add(c.status)
+            if c.child is not None:
+                walk(c.child, (*path, c.call.id))
+
+    walk(state, ())
+    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus, str, str], ...] = (
+        (approvals, "awaiting_approval", "an approval", "approval_granted"),
+        (tool_results, "to_return", "a result", "tool_results_provided"),
+    )
+    for given, status, what, event in checks:
+        for key in given or ():
+            call_key = _unbound(state, key)
+            statuses = known.get(call_key)
+            if statuses is not None and (status in statuses or not statuses & _ANSWERED):
+                continue  # (the reducer says why a call in another state cannot take it)
+            if statuses is not None:  # it waits, for the other kind of answer
+                waits = "an approval" if "awaiting_approval" in statuses else "a result"
+                given_as = "approvals=" if status == "awaiting_approval" else "tool_results="
+                other = "tool_results=" if given_as == "approvals=" else "approvals="
+                raise InvalidEventError(
+                    state.phase,
+                    event,
+                    f"call {call_key!r} waits for {waits}, not {what}: answer it in "
+                    f"{other}, not {given_as}",
+                    state,
+                )
+            keys = answer_keys(state, status)
+            listed = ", ".join(repr(k) for k, _ in keys) or "none"
+            raise InvalidEventError(
+                state.phase,
+                event,
+                f"no tool call {call_key!r} waits for {what}; waiting: {listed}",
+                state,
+            )
+
+
+_ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
+"""The statuses of calls waiting for the caller's answer: an approval, a result."""
 
 
 def _unbound(state: RunState, key: str) -> str:

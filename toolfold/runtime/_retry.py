@@ -30,11 +30,80 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import NO_USAGE
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._replay import replay
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import WAITING_PHASES, CallState, RunState
 from toolfold.runtime.core._steps import FAILING_OUTCOMES, retry_limit
 
 
-def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
+def held_failure(state: RunState) -> RunFailed | None:
+    """The failure a waiting run holds back: a call of its step past its retries, or None.
+
+    The core commits a step's results once every call has one, so a call
+    that used up its retries (a workflow step with ``on_error="fail"``)
+    fails the run only after the calls beside it that wait (an approval
+    deep in another `Parallel` branch) are answered and run. A workflow
+    does not wait for them: the `RunFailed` given here (the message the
+    core would have given, and which calls wait, not run) fails the run
+    where it waits, their sub-runs kept on their calls; `retry_state` takes
+    it back like a step's failure. None when the run does not wait or no
+    call of its step failed it.
+    """
+    if state.phase not in WAITING_PHASES:
+        return None
+    failed: list[tuple[str, int, int, str]] = []  # (tool, its failures, its limit, last error)
+    for call in state.calls:
+        name = call.call.name
+        limit = retry_limit(state, name)
+        count = state.failures.get(name, 0) + 1  # (as `_commit` would count it)
+        if call.outcome in FAILING_OUTCOMES and count > limit:
+            last = call.result.content if call.result is not None else ""
+            failed.append((name, count, limit, last))
+    if not failed:
+        return None
+    name, count, limit, last = failed[0]  # (the one `_commit` would fail the run with)
+    times = "once" if count == 1 else f"{count} times in a row"
+    waiting = "; ".join(_waits(c) for c in state.calls if c.status != "done")
+    rerun = ", ".join(dict.fromkeys(repr(f[0]) for f in failed))  # each failing call runs again
+    also = "".join(f"; tool {other!r} failed too: {error}" for other, _, _, error in failed[1:])
+    message = (
+        f"tool {name!r} failed {times} (max_retries={limit}); last error: {last} "
+        f"[not run, kept in the state: {waiting}; resuming the state runs {rerun} "
+        f"again, then waits as it did{also}]"
+    )
+    return RunFailed("tool_retries_exceeded", message, name)
+
+
+def _waits(call: CallState) -> str:
+    """What a call that waits waits for, for a message: the calls (at any depth) and why."""
+    name = call.call.name
+    child = call.child
+    if call.status == "awaiting_approval" or child is None:
+        why = "an approval" if call.status == "awaiting_approval" else "its result"
+        return f"{name!r} waits for {why} (call {call.call.id!r})"
+    deep = child.pending_approvals or child.tool_calls
+    what = "an approval of" if child.pending_approvals else "the caller's results of"
+    calls = ", ".join(f"{c.name!r} (call {c.id!r})" for c in deep)
+    return f"{name!r} waits for {what} {calls}"
+
+
+def _held(events: tuple[Event, ...]) -> bool:
+    """Whether the log ends with the event of a `held_failure` (not another `RunFailed`).
+
+    Recognised by its kind and tool, where the run before it held that failure
+    back: not by its message, which a later release may word otherwise (a
+    saved state must resume the same way). Only `held_failure` records a
+    ``tool_retries_exceeded`` `RunFailed` (the core fails a step without one).
+    """
+    last = events[-1]
+    if not isinstance(last, RunFailed) or last.error_kind != "tool_retries_exceeded":
+        return False
+    try:
+        held = held_failure(replay(events[:-1]))
+    except Exception:  # (a log its reducer does not take: not one of these)
+        return False
+    return held is not None and held.tool_name == last.tool_name
+
+
+def _fatal(state: RunState, name: str, outcome: str | None, held: bool = False) -> bool:
     """Whether a call of the failed step (tool ``name``, ending in ``outcome``) failed the run.
 
     The step fails the run at its first call whose tool used up its retries
@@ -49,7 +118,8 @@ def _fatal(state: RunState, name: str, outcome: str | None) -> bool:
     error = state.error
     if error is not None and name == error.tool_name:
         return True
-    return state.failures.get(name, 0) > retry_limit(state, name)
+    # (a `held_failure`'s run failed before its step's failures were counted)
+    return state.failures.get(name, 0) + held > retry_limit(state, name)
 
 
 def retry_state(state: RunState) -> RunState | None:
@@ -57,8 +127,10 @@ def retry_state(state: RunState) -> RunState | None:
 
     The calls of the last step whose results failed the run (each failed
     call whose tool used up its retries: the one ``state.error`` names and
-    any other past its limit, see `_fatal`) are to run again; a run that a `RunFailed` event ended is back where it was before
-    it. A failed call's own run, failed too, is retried the same way and
+    any other past its limit, see `_fatal`) are to run again, as are those of
+    a run that a `held_failure` failed where it waited (the calls that
+    waited keep waiting); a run that another `RunFailed` event ended is back
+    where it was before it. A failed call's own run, failed too, is retried the same way and
     kept on the call; one stopped before it ended (the run before a model
     call that failed) is kept as it is, to go on. A run whose last answer
     did not fit its output type (no ``output_retries`` left) is back where
@@ -83,7 +155,8 @@ def retry_state(state: RunState) -> RunState | None:
     retried: list[tuple[str, RunState]] = []
     dropped = NO_USAGE  # the run's own model calls left out (a rejected answer)
     dropped_sub_runs = NO_USAGE  # the sub-runs left out, to start over
-    if isinstance(events[-1], RunFailed):
+    held = _held(events)
+    if isinstance(events[-1], RunFailed) and not held:
         kept = list(events[:-1])
     elif isinstance(events[-1], OutputRejected):
         # Its last answer did not fit the output type, with no retries left: the run just
@@ -97,7 +170,9 @@ def retry_state(state: RunState) -> RunState | None:
         error = state.error
         name = error.tool_name if error is not None else None
         failing = {
-            c.call.id: c.call.name for c in state.calls if _fatal(state, c.call.name, c.outcome)
+            c.call.id: c.call.name
+            for c in state.calls
+            if _fatal(state, c.call.name, c.outcome, held)
         }
         opened = max(
             (i for i, e in enumerate(events) if isinstance(e, ModelResponded)), default=None
@@ -107,7 +182,7 @@ def retry_state(state: RunState) -> RunState | None:
         kept = list(events[: opened + 1])
         rest: list[Event] = []
         over: set[str] = set()  # the failed calls that start over
-        for event in events[opened + 1 :]:
+        for event in events[opened + 1 : -1 if held else None]:
             if isinstance(event, ToolReturned) and event.call_id in failing:
                 child = event.child
                 again: RunState | None = None

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from toolfold._errors import SourceCloseError
+from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import sub_run_id
+from toolfold.runtime._agent_tool import stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
@@ -149,6 +149,11 @@ class Task:
                 f"{_describe(self.target)} has no name: give the agent name=..., "
                 "or wrap it in Task(..., name=...)"
             )
+        elif not isinstance(typing.cast(Any, self.name), str):
+            found.append(
+                f"a step's name must be text, got {type(self.name).__name__} {self.name!r}"
+            )
+            label = f"step {self.name!r}"
         elif not _NAME.fullmatch(self.name):
             found.append(
                 f"step name {self.name!r} is not a name (ASCII letters, digits and _, up to 64, "
@@ -173,9 +178,17 @@ class Task:
                 f"{label}: a step is an Agent, a workflow or a function, "
                 f"got {type(self.target).__name__}"
             )
+        if self.input_type is not None and not is_type(self.input_type):
+            found.append(f"{label}: {not_a_type('input_type', self.input_type)}")
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
         for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):
+            if template is not None and not isinstance(typing.cast(Any, template), str):
+                found.append(
+                    f"{label}: {part} must be text (a template), got "
+                    f"{type(template).__name__} {_short(template)}"
+                )
+                continue
             try:
                 names_in(template)
             except TemplateError as exc:
@@ -227,7 +240,7 @@ class Task:
 
         target = self.target
         if isinstance(target, Agent):
-            return target.output_type if target.output_type is not None else str
+            return _agent_output_type(target)
         if isinstance(target, Workflow):
             return target.output_type
         return hints_of(target).get("return", Any)
@@ -473,7 +486,7 @@ def _run_runner(task: Task) -> Callable[..., Any]:
                         ctx.forward(event)
             except SourceCloseError as error:
                 return close_failed_result(error)
-            return _step_result(stream.response)
+            return _step_result(stream.response, target)
         return await arun_sub_run(
             task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
         )
@@ -494,7 +507,7 @@ async def arun_sub_run(
         ended = await sub_run_async(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
         return close_failed_result(error)
-    return ended_result(ended)
+    return ended_result(ended, task.target)
 
 
 def sub_run_async(
@@ -526,10 +539,10 @@ async def _aresumed(target: Any, sub_run: RunState, deps: Any) -> Response:
     return response
 
 
-def ended_result(ended: Response | Ended) -> SubRun:
+def ended_result(ended: Response | Ended, target: Any = None) -> SubRun:
     """The result of a step whose run ended with ``ended`` (a response, or an agent run's end):
-    ``ended.state`` and its `step_text`."""
-    return _state_result(ended.state)
+    ``ended.state`` and its `step_text` (``target``: the step's agent, see `step_result`)."""
+    return _state_result(ended.state, target)
 
 
 def close_failed_result(error: SourceCloseError) -> SubRun:
@@ -557,7 +570,7 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
                         ctx.forward(event)
             except SourceCloseError as error:
                 return close_failed_result(error)
-            return _step_result(stream.response)
+            return _step_result(stream.response, target)
         return run_sub_run(task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx))
 
     return run_step
@@ -577,7 +590,7 @@ def run_sub_run(
         state = step_state(task, input, values, deps, sub_run, run_id)
     except SourceCloseError as error:
         return close_failed_result(error)
-    return _state_result(state)
+    return _state_result(state, task.target)
 
 
 def step_state(
@@ -654,26 +667,26 @@ def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
     return target.stream(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
-def _step_result(response: Response) -> SubRun:
-    return _state_result(response.state)
+def _step_result(response: Response, target: Any = None) -> SubRun:
+    return _state_result(response.state, target)
 
 
-def _state_result(state: RunState) -> SubRun:
-    text, is_error = step_text(state)
+def _state_result(state: RunState, target: Any = None) -> SubRun:
+    text, is_error = step_text(state, target)
     # `SubRun(...)` without its ``__new__``'s frame.
     return new_tuple(SubRun, (state, text, is_error))
 
 
-def step_text(state: RunState) -> tuple[str, bool]:
+def step_text(state: RunState, target: Any = None) -> tuple[str, bool]:
     """`step_result`, without its look at how a run that answered stopped."""
     if state.finish_reason in STOP_REASONS:
-        return step_result(state)
+        return step_result(state, target)
     output = state.output
     # (`json_text`, without its call for text: most steps answer text)
     return encode_basestring_ascii(output) if type(output) is str else json_text(output), False
 
 
-def step_result(state: RunState) -> tuple[str, bool]:
+def step_result(state: RunState, target: Any = None) -> tuple[str, bool]:
     """What a step passes on from its finished run, as (text, is_error).
 
     The text is JSON: the run's output, or the result of the call that
@@ -681,9 +694,14 @@ def step_result(state: RunState) -> tuple[str, bool]:
     ``token_budget``) or by a ``stop_when`` callable has no output (it would
     pass ``null``): the step failed, with an error saying why, and its
     ``on_error`` applies; so it does when the `tool_called` call failed.
-    Durable runs (Temporal) say the same.
+    Durable runs (Temporal) say the same, except that a run stopped by a
+    ``stop_when`` callable says ``(stop_condition)`` there, not the callable's
+    name: the text is computed in the workflow and becomes part of the
+    history the model calls recorded, so naming the callable would change how
+    recorded histories replay. ``target``: the step's agent, whose
+    ``stop_when`` callable the error names (see `stopped_by`).
     """
-    answer = stop_answer(state, "the step's run")
+    answer = stop_answer(state, "the step's run", stopped_by(target, state))
     if answer is None:
         return json_text(state.output), False
     if isinstance(answer, str):  # stopped without answering
@@ -830,6 +848,76 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
 
 def _short(value: Any) -> str:
     return clip(repr(value), 60)
+
+
+def is_type(value: Any) -> bool:
+    """Whether ``value`` is a type annotation a step can take (a class, ``list[str]``, a
+    ``Union``, ``Literal[...]``, ``Annotated[...]``, `Any`, a ``NewType``...), not a value."""
+    return (
+        isinstance(value, type)
+        or value is Any
+        or typing.get_origin(value) is not None
+        or isinstance(value, typing.TypeVar)
+        or hasattr(value, "__supertype__")  # a NewType
+        or type(value).__name__ == "TypeAliasType"  # ``type X = ...`` (3.12)
+        or any(value is form for form in _SPECIAL_TYPES)
+    )
+
+
+def _special_types() -> tuple[Any, ...]:
+    """Special forms that are types of values (the structurer takes them): not ClassVar, Never...
+
+    LiteralString is Python 3.11's, and typing_extensions' on 3.10 (checked by
+    identity: special forms are not hashable).
+    """
+    forms = [getattr(typing, "LiteralString", None)]
+    try:
+        import typing_extensions
+    except ImportError:  # (not installed: only typing's spelling exists)
+        pass
+    else:
+        forms.append(getattr(typing_extensions, "LiteralString", None))
+    return tuple(form for form in forms if form is not None)
+
+
+_SPECIAL_TYPES = _special_types()
+
+
+def not_a_type(what: str, value: Any, *, by_name: bool = True) -> str:
+    """The problem of ``what`` given ``value``, which `is_type` refuses.
+
+    A type's name (``"int"``, a ``ForwardRef``) is refused saying so: it used
+    to be ignored, the step taking any input. ``by_name=False``: ``value``
+    was found by its import path (an agent file's), so text is a value.
+    """
+    if isinstance(value, typing.ForwardRef) or (by_name and isinstance(value, str)):
+        name = value if isinstance(value, str) else value.__forward_arg__
+        return (
+            f"{what} must be a type, got its name {name!r}: give the type itself, not its "
+            "name (a name was ignored before, the step taking any input)"
+        )
+    return (
+        f"{what} must be a type (str, int, an attrs class or dataclass, list[str]...), "
+        f"got {type(value).__name__} {_short(value)}"
+    )
+
+
+def _agent_output_type(agent: Agent) -> Any:
+    """What an agent step gives: its output type (text without one), or Any when the run may
+    end with an agent it hands off to that gives another type (which one answers is known
+    only when it runs; the step's output is then checked as the next step takes it)."""
+    own = agent.output_type if agent.output_type is not None else str
+    if not agent.handoffs:
+        return own
+    try:
+        graph = agent.handoff_graph()
+    except UsageError:  # (the run says what is wrong with its handoffs)
+        return Any
+    for other in graph.values():
+        given = other.output_type if other.output_type is not None else str
+        if repr(given) != repr(own):
+            return Any
+    return own
 
 
 def type_accepts(target: Any, source: Any) -> bool:

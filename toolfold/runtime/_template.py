@@ -27,9 +27,11 @@ def placeholders(template: str) -> tuple[tuple[str, ...], ...]:
 
     Raises:
         TemplateError: Unbalanced braces, a positional ``{}``, indexing,
-            a conversion or a format spec.
+            a conversion or a format spec; or ``template`` is not text.
     """
     found: list[tuple[str, ...]] = []
+    if not isinstance(template, str):  # (a definition's problem, said where it is checked)
+        raise TemplateError(f"a template is text, got {type(template).__name__}")
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import (
+    InvalidEventError,
     RunError,
     SourceCloseError,
     ToolRetriesExceededError,
@@ -28,6 +29,7 @@ from toolfold._errors import (
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
 from toolfold.runtime._planner import (
+    PLANNER_MODEL,
     Call,
     Final,
     Plan,
@@ -38,7 +40,7 @@ from toolfold.runtime._planner import (
 )
 from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
-from toolfold.runtime._retry import retry_state
+from toolfold.runtime._retry import held_failure, retry_state
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -54,13 +56,18 @@ from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._loop import Live
+from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
 from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
 _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the planner "model"'s own
+# The key of the run's settings that records its workflow's shape (see `Workflow.shape`).
+# A state stored before it was recorded has no such key (its settings are empty): such a
+# run is checked by its step names alone, as it was then (see `Workflow._check_steps`).
+SHAPE_SETTING = "toolfold.workflow"
 
 
 @attrs.frozen
@@ -168,6 +175,13 @@ class Workflow:
 
     def _build(self, problems: list[str], max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
         """Check the definition (raising every problem at once) and resolve the run options."""
+        name = self.name
+        if name is not None and (not isinstance(name, str) or not name):
+            # Its runs' label and its default step and tool name: any non-empty text (as for
+            # agents), or None as ever (no name: as a step, the step's check says so). Being a
+            # step needs an identifier (the step's check), a tool a tool name (as_tool's
+            # check); "My report flow" runs and is resumed as it always was.
+            problems.insert(0, f"name must be non-empty text, got {type(name).__name__} {name!r}")
         for task in self._tasks:
             problems.extend(task.problems())
         seen: dict[str, int] = {}
@@ -191,10 +205,21 @@ class Workflow:
             max_concurrency=max_concurrency,
         )
         output = workflow_output(self)
-        config = attrs.evolve(options.config, output=output.spec)
+        config = attrs.evolve(
+            options.config, output=output.spec, settings={SHAPE_SETTING: self.shape}
+        )
         object.__setattr__(
             self, "_options", attrs.evolve(options, output=output, config=config, name=self.name)
         )
+
+    @property
+    def shape(self) -> str:
+        """What decides how this workflow feeds its steps, beyond their names: its kind.
+
+        A run records it in its state (its settings), and a resume by a
+        workflow of another shape is refused (see `_check_steps`).
+        """
+        return type(self).__name__
 
     def _arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # pragma: no cover
         """The constructor's arguments that build this workflow again."""
@@ -325,6 +350,7 @@ class Workflow:
         closes = _Closes()
         try:
             response = self._drive_sync(live, start)
+            _fail_held(live, response)
         except BaseException as exc:
             closes.failed(self, exc)
             raise
@@ -334,6 +360,7 @@ class Workflow:
         closes = _Closes()
         try:
             response = await self._drive_async(live, start)
+            _fail_held(live, response)
         except BaseException as exc:
             closes.failed(self, exc)
             raise
@@ -407,13 +434,21 @@ class Workflow:
         return WorkflowStream(RunStream(live, state), self)
 
     def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
-        self._check_steps(state)
+        options = self._check_steps(state)
+        if state.phase == "finished" and (answers["approvals"] or answers["tool_results"]):
+            # (an agent's run takes a new turn here: resume(message=...); a workflow's cannot)
+            event = "approval_granted" if answers["approvals"] else "tool_results_provided"
+            raise InvalidEventError(
+                state.phase,
+                event,
+                f"the run of {self.label} finished, so no call waits for an approval or a "
+                "result; run the workflow again for a new run",
+                state,
+            )
         if state.phase == "failed":
             state = self._retried(state)
         continued = caller_answered(state)
-        return resumed(
-            state, self._options, message=None, max_steps=None, **answers, continued=continued
-        )
+        return resumed(state, options, message=None, max_steps=None, **answers, continued=continued)
 
     def _retried(self, state: RunState) -> RunState:
         """A failed run of this workflow as it was before what failed it (see `retry_state`).
@@ -434,15 +469,22 @@ class Workflow:
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
-        self._check_steps(state)
-        check_sub_run(state, self._options, None)
+        check_sub_run(state, self._check_steps(state), None)
 
-    def _check_steps(self, state: RunState) -> None:
-        """Refuse a run whose steps are not this workflow's, in the same order.
+    def _check_steps(self, state: RunState) -> RunOptions:
+        """Refuse a run whose steps are not this workflow's, in the same order and shape.
 
         The steps are the workflow's program: a step added, removed or moved
         would have the run go on with a plan it was not started with (an
-        added step's call is one the stored run does not know).
+        added step's call is one the stored run does not know); so would the
+        same steps in a workflow of another kind (a `Parallel` feeds them
+        the input, a `Sequence` each other's output) or a `Route` whose
+        labels lead to other steps. A state stored before runs recorded
+        their `shape` has none: it is checked by its step names alone.
+
+        Returns:
+            The options to resume ``state`` with (without the recorded shape
+            for a state that has none, which its stored settings must match).
         """
         stored = [spec.name for spec in state.config.tools]
         given = [spec.name for spec in self._options.config.tools]
@@ -453,6 +495,21 @@ class Workflow:
                 "stored in its state); resume with the workflow that started it, or start "
                 "a new run"
             )
+        settings = state.config.settings
+        shape = settings.get(SHAPE_SETTING)
+        if shape is None:  # stored before runs recorded their shape
+            if settings:
+                return self._options  # (other settings: the stored ones differ, as said)
+            config = attrs.evolve(self._options.config, settings={})
+            return attrs.evolve(self._options, config=config)
+        if shape != self.shape:
+            raise UsageError(
+                f"the resuming {self.label} is a {self.shape}, but the run was started by a "
+                f"{shape}, with the same steps: a run keeps the workflow it started with (how "
+                "it feeds its steps is stored in its state); resume with the workflow that "
+                "started it, or start a new run"
+            )
+        return self._options
 
     def resume(
         self,
@@ -546,6 +603,20 @@ def _answers(
         "on_event": on_event,
         "on_step": on_step,
     }
+
+
+def _fail_held(live: Live, response: Response | Deferred) -> None:
+    """Fail a run that waits while a step of its last round failed it (see `held_failure`).
+
+    Raises:
+        ToolRetriesExceededError: The run failed so (`_step_errors` reports it as the step's).
+    """
+    if isinstance(response, Deferred):  # (finished)
+        return
+    state = response.state
+    failure = held_failure(state)
+    if failure is not None:
+        raise run_failure(apply_event(live, state, failure))
 
 
 def _input_value(prompt: Any) -> Any:
@@ -777,14 +848,34 @@ class WorkflowResponse(Response):
 
     @property
     def errors(self) -> Mapping[str, str]:
-        """The error of each step whose last attempt failed (skipped, or failing the run)."""
-        found: dict[str, str] = {}
-        for attempt in read_plan(self.state.messages).attempts:
-            if attempt.ok:
-                found.pop(attempt.name, None)
-            else:
-                found[attempt.name] = attempt.value
-        return found
+        """The error of each step whose last attempt failed (skipped, or failing the run).
+
+        A step skipped inside a nested workflow that ended is listed under
+        its path, the nested workflow's step name first: ``"par/bad"``.
+        """
+        return _step_errors_of(self.state, "")
+
+
+def _step_errors_of(state: RunState, prefix: str) -> dict[str, str]:
+    """`WorkflowResponse.errors` of the workflow run ``state``, its keys after ``prefix``."""
+    found: dict[str, str] = {}
+    sub_runs: Mapping[str, RunState] | None = None
+    for attempt in read_plan(state.messages).attempts:
+        key = prefix + attempt.name
+        # Each attempt replaces what the step's earlier attempts left, nested keys too
+        # (a Loop's second iteration that succeeds clears the first one's skips).
+        for stale in [k for k in found if k.startswith(key + "/")]:
+            del found[stale]
+        if not attempt.ok:
+            found[key] = attempt.value
+            continue
+        found.pop(key, None)
+        if sub_runs is None:
+            sub_runs = state.sub_runs
+        child = sub_runs.get(attempt.call_id)
+        if child is not None and child.config.model == PLANNER_MODEL:  # a nested workflow's run
+            found.update(_step_errors_of(child, key + "/"))
+    return found
 
 
 class _State:
@@ -853,6 +944,7 @@ class WorkflowStream:
         if isinstance(event, _PLANNER_EVENTS):
             return None  # the planner's own "model" output: the steps' events say it all
         if isinstance(event, RunEndEvent):
+            _fail_held(self._stream._live, event.response)
             self._response = _wrapped(event.response)
             return RunEndEvent(self._response)
         return event

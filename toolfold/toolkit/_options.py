@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 ApprovalPolicy = bool | Callable[[Any, Any], bool]
 
-_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # fullmatch: "$" would allow a final "\n"
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # fullmatch: "$" would allow a final "\n"
 # tool_choice values in ModelRequest: a tool with one of these names could not be forced.
 RESERVED_NAMES = frozenset({"auto", "none", "required"})
 
@@ -115,7 +115,7 @@ OPTION_NAMES = ToolOptions._fields
 
 def name_problems(name: object) -> list[str]:
     """What is wrong with a tool name (empty if it is fine)."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
         return [
             f"tool name {name!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
             " (pass name=...)"

@@ -271,7 +271,9 @@ def stopping_result(state: RunState) -> ToolResultPart | None:
     return None
 
 
-def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
+def stop_answer(
+    state: RunState, who: str, stopped_by: str | None = None
+) -> ToolResultPart | str | None:
     """What a run that a stop condition finished answers, else None.
 
     A `tool_called` stop answers with that call's result (`stopping_result`).
@@ -279,8 +281,9 @@ def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
     error that names ``who`` and why it stopped, with the limit's value
     (``Error: agent 'research' stopped at its limit max_steps=3 after 3 model
     calls without answering``), so whoever reads it (a calling model, a
-    workflow's ``on_error``) can react. None for a run that answered, or that
-    did not finish.
+    workflow's ``on_error``) can react. ``stopped_by`` names the ``stop_when``
+    callable that stopped it, where the caller knows it (a state does not
+    keep callables). None for a run that answered, or that did not finish.
     """
     reason = state.finish_reason
     if state.phase != "finished" or reason not in STOP_REASONS:
@@ -291,7 +294,7 @@ def stop_answer(state: RunState, who: str) -> ToolResultPart | str | None:
             return result
         return f"Error: {who} was stopped by tool_called, but no result of that tool is found"
     if reason == "stop_condition":
-        cause = "was stopped by a stop_when condition (stop_condition)"
+        cause = f"was stopped by a stop_when condition ({stopped_by or 'stop_condition'})"
     else:
         cause = f"stopped at its limit {_limit(state, reason)}"
     steps = state.turn_steps  # (what max_steps counts: this turn's model calls)

@@ -1,0 +1,101 @@
+"""An answer to a call that does not wait says which calls wait (at any depth)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from workflow_helpers import echo
+
+from toolfold import Agent, InvalidEventError, Sequence, tool
+from toolfold.testing import FunctionModel, ScriptedModel
+
+RAN: list[str] = []
+
+
+@tool(requires_approval=True)
+def publish(text: str) -> str:
+    """Publish a text.
+
+    Args:
+        text: What to publish.
+    """
+    RAN.append(text)
+    return "published"
+
+
+def _publisher(request: Any) -> Any:
+    if request.messages[-1].role == "tool":
+        return "Done."
+    return ScriptedModel.call("publish", {"text": request.messages[-1].text})
+
+
+def _flow() -> Sequence:
+    pub = Agent(FunctionModel(_publisher), name="pub", tools=[publish])
+    return Sequence(echo("a"), pub, echo("z"), name="flow")
+
+
+def test_a_wrong_approval_id_lists_the_waiting_calls_not_the_steps() -> None:
+    """A waiting workflow resumed with an unknown id lists the call ids that wait deep in it
+    (it used to list the step ids, 'pub', which no answer can name); nothing runs."""
+    workflow = _flow()
+    waiting = workflow.run("x")
+    before = waiting.state.to_json()
+    for answers, what in (
+        ({"approvals": {"nope": True}}, "an approval; waiting: 'call_1_0'"),
+        ({"tool_results": {"nope": "x"}}, "a result; waiting: none"),
+    ):
+        with pytest.raises(
+            InvalidEventError, match=re.escape(f"no tool call 'nope' waits for {what}")
+        ) as info:
+            workflow.resume(waiting.state, **answers)
+        assert info.value.state is not None
+    assert (waiting.state.to_json(), RAN) == (before, [])
+
+
+def test_an_agent_lists_the_calls_that_wait_the_same_way() -> None:
+    """An agent resumed with an unknown id says the same, with its waiting call ids."""
+    agent = Agent(FunctionModel(_publisher), name="pub", tools=[publish])
+    waiting = agent.run("x")
+    with pytest.raises(
+        InvalidEventError,
+        match=re.escape("no tool call 'nope' waits for an approval; waiting: 'call_1_0'"),
+    ):
+        agent.resume(waiting.state, approvals={"nope": True})
+
+
+def test_answers_to_a_finished_workflow_do_not_suggest_a_new_turn() -> None:
+    """A finished workflow given approvals says nothing waits (it used to suggest adding a user
+    message, which Workflow.resume cannot take)."""
+    workflow = Sequence(echo("a"), name="w")
+    done = workflow.run("x")
+    with pytest.raises(InvalidEventError) as info:
+        workflow.resume(done.state, approvals={"nope": True})
+    assert "the run of Sequence 'w' finished, so no call waits" in str(info.value)
+    assert "message" not in str(info.value)
+
+
+def test_an_answer_of_the_wrong_kind_for_a_nested_call_says_which_it_waits_for() -> None:
+    """A nested call waiting for an approval given a result (and one waiting for a result
+    given an approval) says which answer it waits for (it used to list the workflow's
+    steps); nothing runs."""
+    workflow = _flow()
+    waiting = workflow.run("x")
+    with pytest.raises(InvalidEventError) as info:
+        workflow.resume(waiting.state, tool_results={"pub/call_1_0": "r"})
+    assert str(info.value).endswith(
+        "call 'pub/call_1_0' waits for an approval, not a result: answer it in approvals=, "
+        "not tool_results="
+    )
+    manual = Agent(FunctionModel(_publisher), name="pub", tools=[publish], auto_execute_tools=False)
+    returned = Sequence(echo("a"), manual, name="flow").run("x")
+    with pytest.raises(InvalidEventError) as info:
+        Sequence(echo("a"), manual, name="flow").resume(
+            returned.state, approvals={"pub/call_1_0": True}
+        )
+    assert str(info.value).endswith(
+        "call 'pub/call_1_0' waits for a result, not an approval: answer it in tool_results=, "
+        "not approvals="
+    )
+    assert RAN == []
