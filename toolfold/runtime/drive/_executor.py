@@ -58,6 +58,7 @@ from toolfold.toolkit._tool import Tool, quick_arguments, reads_context
 
 if TYPE_CHECKING:
     import asyncio
+    import socket
 
 T = TypeVar("T")
 
@@ -1364,9 +1365,11 @@ def _settled(job: ToolJob, ok: bool, value: Any) -> ToolOutcome:
 
 
 class _KeptLoop:
-    """One event loop kept for blocking calls from the main thread (see `run_kept`)."""
+    """One event loop kept for blocking calls from the main thread (see `run_kept`), and the
+    write end of the socket pair it reads to wake on a signal (None: it cannot read one)."""
 
     loop: asyncio.AbstractEventLoop | None = None
+    wake: socket.socket | None = None
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -1377,8 +1380,16 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     workflow run, a blocking step of sub-runs). What the coroutine leaves
     running is cancelled, as ``asyncio.run`` does. Other threads, and code
     already inside a running loop, use `run_blocking`.
+
+    Ctrl-C reaches the loop as Python's KeyboardInterrupt, raised in this
+    thread where it runs, most often as the loop waits for its next event.
+    A signal that lands just before that wait begins wakes no wait (Python
+    raises it once the wait returns): so while the loop runs, a signal also
+    wakes it (`signal.set_wakeup_fd`, as asyncio's own signal handlers do),
+    unless the program set a wakeup fd of its own.
     """
     import asyncio  # here: `import toolfold` must not pay for asyncio
+    import signal
 
     try:
         asyncio.get_running_loop()
@@ -1387,12 +1398,52 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
             loop = _KeptLoop.loop
             if loop is None or loop.is_closed():
                 loop = _KeptLoop.loop = asyncio.new_event_loop()
-                atexit.register(loop.close)
+                _KeptLoop.wake = _woken_by_signals(loop)
+            wake = _KeptLoop.wake
+            earlier = -1 if wake is None else signal.set_wakeup_fd(wake.fileno())
+            if earlier != -1:  # the program's own: it stays
+                signal.set_wakeup_fd(earlier)
             try:
                 return loop.run_until_complete(make())
             finally:
-                _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+                try:
+                    _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+                finally:
+                    if wake is not None and earlier == -1:
+                        signal.set_wakeup_fd(-1)
     return run_blocking(make)
+
+
+def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> socket.socket | None:
+    """A socket whose peer ``loop`` reads, to be woken by a signal written to it (see `run_kept`);
+    None where the loop reads no sockets (Windows' proactor). Closed with the loop at exit."""
+    import socket
+
+    read, write = socket.socketpair()
+    read.setblocking(False)
+    write.setblocking(False)  # (`set_wakeup_fd` takes a non-blocking one only)
+    try:
+        loop.add_reader(read.fileno(), _drain, read)
+    except NotImplementedError:
+        read.close()
+        write.close()
+        atexit.register(loop.close)
+        return None
+
+    def close() -> None:
+        loop.close()
+        read.close()
+        write.close()
+
+    atexit.register(close)
+    return write
+
+
+def _drain(read: socket.socket) -> None:
+    """Read what signals wrote (see `_woken_by_signals`): the wake-up was all they were for."""
+    with contextlib.suppress(OSError):  # (BlockingIOError: read to the end)
+        while read.recv(4096):
+            pass
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
