@@ -114,18 +114,22 @@ def test_ctrl_c_in_a_blocking_round_keeps_the_calls_that_had_ended(how: str) -> 
 
 def _noted(monkeypatch: pytest.MonkeyPatch, call_id: str) -> threading.Event:
     """An event set once the executor noted, on the worker thread, that call ``call_id`` ended
-    (after the tool returned: what an interruption then keeps, see `_call_noted`)."""
+    (after the tool returned: what an interruption then keeps, see `_call_noted`, and
+    `_call_ticketed` in a blocking round on an event loop)."""
     ended = threading.Event()
-    note = _executor._call_noted
 
-    def noted_then_told(job: Any, arguments: Any, noted: Any) -> Any:
-        try:
-            return note(job, arguments, noted)
-        finally:
-            if job.call.id == call_id:
-                ended.set()
+    def told_after(note: Callable[..., Any]) -> Callable[..., Any]:
+        def noted_then_told(job: Any, *args: Any) -> Any:
+            try:
+                return note(job, *args)
+            finally:
+                if job.call.id == call_id:
+                    ended.set()
 
-    monkeypatch.setattr(_executor, "_call_noted", noted_then_told)
+        return noted_then_told
+
+    monkeypatch.setattr(_executor, "_call_noted", told_after(_executor._call_noted))
+    monkeypatch.setattr(_executor, "_call_ticketed", told_after(_executor._call_ticketed))
     return ended
 
 

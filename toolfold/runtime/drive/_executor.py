@@ -542,11 +542,14 @@ async def _run_calls(
     jobs: Sequence[ToolJob],
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None = None,
+    waits: SyncWaits | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order.
 
     Cancelling the awaiting task cancels every call still running (a sync tool
-    already in a thread cannot be interrupted; its result is dropped).
+    already in a thread cannot be interrupted; its result is dropped). With
+    ``waits`` (a blocking round, see `SyncWaits`), the sync calls left running
+    are noted there instead, for the round to wait for once Ctrl-C stopped it.
     """
     if len(jobs) == 1:  # one call: no task of its own
         job = jobs[0]
@@ -557,11 +560,11 @@ async def _run_calls(
         assert tool is not None
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
-        return (await _run_one(job, prepared, finished),)
+        return (await _run_one(job, prepared, finished, 0, waits),)
     # At most ``max_concurrency`` calls run at once: the join makes the next
     # call's task when one ends. Each task is named by its call's id.
     return await gather_or_cancel(
-        [_prepared_one(job, finished, index) for index, job in enumerate(jobs)],
+        [_prepared_one(job, finished, index, waits) for index, job in enumerate(jobs)],
         finished,
         max_concurrency,
         [job.call.id for job in jobs],
@@ -569,12 +572,12 @@ async def _run_calls(
 
 
 async def _prepared_one(
-    job: ToolJob, finished: dict[int, ToolOutcome] | None, index: int
+    job: ToolJob, finished: dict[int, ToolOutcome] | None, index: int, waits: SyncWaits | None
 ) -> ToolOutcome:
     prepared = _prepare(job)
     if isinstance(prepared, ToolOutcome):
         return prepared
-    return await _run_one(job, prepared, finished, index)
+    return await _run_one(job, prepared, finished, index, waits)
 
 
 async def _run_one(
@@ -582,9 +585,11 @@ async def _run_one(
     arguments: dict[str, Any],
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
+    waits: SyncWaits | None = None,
 ) -> ToolOutcome:
     """One call on the running loop; a sub-run it runs that is interrupted is kept in
-    ``finished`` under ``index`` (see `kept_sub_run`)."""
+    ``finished`` under ``index`` (see `kept_sub_run`); a sync call still running when it
+    is interrupted is noted in ``waits``, if given (see `SyncWaits`)."""
     import asyncio
 
     assert job.tool is not None
@@ -602,6 +607,22 @@ async def _run_one(
             kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
             raise
         return _finish(job, value)
+    if waits is not None and timeout is None and not job.tool.is_async:
+        # A sync call of a blocking round on an event loop (see `SyncWaits`): one block
+        # from the hand-off to the outcome, so that Ctrl-C landing anywhere in it (the
+        # round's loop raises it in the running task), or a cancellation, leaves the call
+        # kept in ``finished`` or noted in ``waits`` (`_keep_ticketed`).
+        ticket = Ticket(index)
+        try:
+            value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+            if inspect.isawaitable(value):
+                value = await value
+            return _finish(job, value)
+        except Exception as exc:
+            return _failed(job, exc)
+        except BaseException:
+            _keep_ticketed(finished, index, job, ticket, waits)
+            raise
     # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
     # a task's cancellation reaches its awaiter as a new CancelledError, without it.
     stopped: list[BaseException] = []
@@ -622,7 +643,7 @@ async def _run_one(
                 noted = []
                 work = hand_off(_call_noted, job, arguments, noted)
         else:
-            return await _run_timed_sync(job, arguments, timeout, finished, index)
+            return await _run_timed_sync(job, arguments, timeout, finished, index, waits)
     except Exception as exc:
         return _failed(job, exc)
     if timeout is None:
@@ -693,6 +714,54 @@ def _keep_noted(
     thread (``noted``, see `_call_noted`) when its round was interrupted."""
     if finished is not None and noted:
         outcome = _ended(job, *noted[0])
+        if outcome is not None:
+            finished[index] = outcome
+
+
+def _call_ticketed(
+    job: ToolJob, arguments: dict[str, Any], ticket: Ticket, inbox: SyncInbox
+) -> Any:
+    """`_call_sync` for a blocking round on an event loop (see `SyncWaits`): its start and
+    end marked on ``ticket`` on its thread, as `submit_sync` marks them.
+
+    A call whose ticket was cancelled before it started never runs (`NOT_RUN`);
+    one cancelled while it ran reports its end to ``inbox``, which the round,
+    interrupted, waits on (`_wait_running`). Each side writes its mark before
+    it reads the other's: the round that cancelled sees the start or the end,
+    or the call sees the cancel.
+    """
+    ticket.started = _monotonic()
+    if ticket._cancelled:
+        return NOT_RUN
+    try:
+        value = _call_sync(job, arguments)
+    except BaseException as exc:
+        ticket.ended = (False, exc)
+        if ticket.cancelled():  # (read again: the round cancels it from another thread)
+            inbox.put(ticket, False, exc)
+        raise
+    ticket.ended = (True, value)
+    if ticket.cancelled():  # the round, interrupted, waits for it: wake it
+        inbox.put(ticket, True, value)
+    return value
+
+
+def _keep_ticketed(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    job: ToolJob,
+    ticket: Ticket,
+    waits: SyncWaits | None,
+) -> None:
+    """A sync call of a blocking round on a loop, interrupted: its outcome kept in ``finished``
+    (under ``index``) once it ended on its thread, else its ticket left in ``waits``, whose
+    round waits for it if Ctrl-C stopped the round (see `SyncWaits`)."""
+    ended = ticket.ended
+    if ended is None:
+        if waits is not None:
+            waits.running[index] = ticket
+    elif finished is not None:
+        outcome = _ended(job, *ended)
         if outcome is not None:
             finished[index] = outcome
 
@@ -770,34 +839,48 @@ async def _run_timed_sync(
     timeout: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
+    waits: SyncWaits | None = None,
 ) -> ToolOutcome:
     """A sync tool with a timeout counted from when a worker starts it, not from the queue.
 
     Cancelled once it had ended on its thread, its outcome is kept in
-    ``finished`` under ``index`` (see `_call_noted`).
+    ``finished`` under ``index`` (see `_call_noted`); still running, it is
+    noted in ``waits``, if given (see `SyncWaits`).
     """
     import asyncio
 
     noted: list[tuple[bool, Any]] | None = None
-    if finished is None:
-        work, started = hand_off_timed(_call_sync, job, arguments)
-    else:
-        noted = []
-        work, started = hand_off_timed(_call_noted, job, arguments, noted)
+    ticket: Ticket | None = None
+    work: asyncio.Future[Any] | None = None
+    # One block from the hand-off on: Ctrl-C landing anywhere in it (a blocking run's
+    # loop raises it in the running task) leaves the call kept or waited for.
     try:
+        if waits is not None:
+            ticket = Ticket(index)
+            work, started = hand_off_timed(_call_ticketed, job, arguments, ticket, waits.inbox)
+        elif finished is None:
+            work, started = hand_off_timed(_call_sync, job, arguments)
+        else:
+            noted = []
+            work, started = hand_off_timed(_call_noted, job, arguments, noted)
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
         if not work.done():
             remaining = started.result() + timeout - time.monotonic()
             await asyncio.wait({work}, timeout=max(0.0, remaining))
-    except asyncio.CancelledError:
+    except Exception:  # (the hand-off's: the call's error, see `_run_one`)
+        raise
+    except BaseException:  # cancelled, or Ctrl-C
         # A call a worker still runs goes on, stuck perhaps, and its worker's slot goes
         # to another, as on a timeout; `abandon` decides that under the workers' lock
         # (one that has ended on its thread, reported or not, is left alone), and
         # one not taken yet is cancelled first, so it never runs.
-        if not work.done():
+        if work is not None and not work.done():
             work.cancel()
             abandon(work)
-        _keep_noted(finished, index, job, noted)
+        if ticket is not None:
+            _keep_ticketed(finished, index, job, ticket, waits)
+        else:
+            _keep_noted(finished, index, job, noted)
         raise
     if not work.done():
         work.cancel()
@@ -1109,17 +1192,71 @@ def _kept(
     return outcomes
 
 
+class SyncWaits:
+    """The sync calls a blocking round on an event loop left running on worker threads when
+    it was stopped, and where they report their end (see `_call_ticketed`).
+
+    Ctrl-C (or its `RoundInterrupt`) cancels such a round as `arun`'s would be
+    cancelled: its async tools and sub-runs stop where they are. A sync call
+    cannot be stopped, so its end is waited for (`wait`), as a round with only
+    sync tools waits (`_run_threaded`): else it would run again on resume,
+    perhaps beside itself. An async run has none (`run_calls`): cancelled,
+    it stays prompt.
+    """
+
+    __slots__ = ("inbox", "running")
+
+    def __init__(self) -> None:
+        self.inbox = SyncInbox()
+        # The calls still running once the round was stopped, by index (see `_keep_ticketed`).
+        self.running: dict[int, Ticket] = {}
+
+    def wait(self, jobs: Sequence[ToolJob], finished: dict[int, ToolOutcome] | None) -> None:
+        """Wait for the calls of ``jobs`` left running (each bound by its timeout), keeping
+        their outcomes in ``finished``; calls not started never start. Whoever shows the run
+        is told first (see `interrupt_waits`); a second Ctrl-C stops the wait, and the calls
+        still running are not kept (they run again on resume)."""
+        if not self.running:
+            return
+        # (the arguments are not read by the wait)
+        ready: list[tuple[ToolJob, dict[str, Any]]] = [(job, {}) for job in jobs]
+        outcomes: list[ToolOutcome | None] = [None] * len(jobs)
+        try:
+            _wait_running(self.inbox, self.running, ready, outcomes)
+        finally:
+            if finished is not None:
+                for index, outcome in enumerate(outcomes):
+                    if outcome is not None:
+                        finished[index] = outcome
+
+
 def _run_on_kept_loop(
     jobs: Sequence[ToolJob],
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None,
     interrupt: RoundInterrupt | None,
 ) -> tuple[ToolOutcome, ...]:
+    """The calls on an event loop, from blocking code: Ctrl-C (in this thread, or
+    ``interrupt`` fired) cancels them as `arun`'s, and waits for the sync calls left
+    running on worker threads (see `SyncWaits`)."""
+    waits = SyncWaits()
     if interrupt is None:
-        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
-    return _run_interruptible(
-        lambda: _interruptible(_run_calls(jobs, max_concurrency, finished), interrupt), interrupt
-    )
+        try:
+            return run_kept(lambda: _run_calls(jobs, max_concurrency, finished, waits))
+        except KeyboardInterrupt:  # (not SystemExit, nor a failure: those do not wait)
+            waits.wait(jobs, finished)
+            raise
+    try:
+        return _run_interruptible(
+            lambda: _interruptible(_run_calls(jobs, max_concurrency, finished, waits), interrupt),
+            interrupt,
+        )
+    except BaseException:
+        if interrupt.fired:
+            # This thread tells whoever shows the run: the caller's cannot know that the
+            # round, on a loop, has sync calls to wait for (see `RoundInterrupt.waits`).
+            waits.wait(jobs, finished)
+        raise
 
 
 def _on_loop(job: ToolJob, count: int) -> bool:

@@ -405,12 +405,13 @@ _STEP_DONE = object()
 
 @contextmanager
 def interrupt_waits(tell: Callable[[], object]) -> Iterator[None]:
-    """Call ``tell`` (in the thread Ctrl-C reached) when Ctrl-C, in a blocking run or a
-    blocking stream iterated inside this, interrupts a round that goes on until its blocking
-    calls return (sync tools running on worker threads; in a stream, a sub-run's blocking
-    model call or tool too: see `RoundInterrupt.waits`) and the run waits for them before it
-    raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the wait (the
-    calls still running are not kept).
+    """Call ``tell`` (in the thread Ctrl-C reached, or in a stream's round's own thread once
+    its round on an event loop was cancelled: see `SyncWaits`) when Ctrl-C, in a blocking
+    run or a blocking stream iterated inside this, interrupts a round that goes on until its
+    blocking calls return (sync tools running on worker threads; in a stream, a sub-run's
+    blocking model call or tool too: see `RoundInterrupt.waits`) and the run waits for them
+    before it raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the
+    wait (the calls still running are not kept).
 
     What shows a run to a person says so then (``toolfold run``): the run is not stuck.
     """
