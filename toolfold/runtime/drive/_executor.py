@@ -58,7 +58,6 @@ from toolfold.toolkit._tool import Tool, quick_arguments, reads_context
 
 if TYPE_CHECKING:
     import asyncio
-    import socket
 
 T = TypeVar("T")
 
@@ -1502,11 +1501,9 @@ def _settled(job: ToolJob, ok: bool, value: Any) -> ToolOutcome:
 
 
 class _KeptLoop:
-    """One event loop kept for blocking calls from the main thread (see `run_kept`), and the
-    write end of the socket pair it reads to wake on a signal (None: it cannot read one)."""
+    """One event loop kept for blocking calls from the main thread (see `run_kept`)."""
 
     loop: asyncio.AbstractEventLoop | None = None
-    wake: socket.socket | None = None
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -1520,13 +1517,14 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
     Ctrl-C reaches the loop as Python's KeyboardInterrupt, raised in this
     thread where it runs, most often as the loop waits for its next event.
-    A signal that lands just before that wait begins wakes no wait (Python
-    raises it once the wait returns): so while the loop runs, a signal also
-    wakes it (`signal.set_wakeup_fd`, as asyncio's own signal handlers do),
-    unless the program set a wakeup fd of its own.
+    A signal that lands just before that wait begins (or on another thread)
+    wakes no wait: Python raises it once the wait returns. So while the
+    coroutine runs, the loop's wait lasts at most `SIGNAL_POLL`, as the main
+    thread's other waits do (toolfold leaves the process's signal wakeup fd to
+    the program). Interrupted, or failing, the loop is dropped: the next call
+    builds a new one, with nothing of the interrupted one left on it.
     """
     import asyncio  # here: `import toolfold` must not pay for asyncio
-    import signal
 
     try:
         asyncio.get_running_loop()
@@ -1535,52 +1533,75 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
             loop = _KeptLoop.loop
             if loop is None or loop.is_closed():
                 loop = _KeptLoop.loop = asyncio.new_event_loop()
-                _KeptLoop.wake = _woken_by_signals(loop)
-            wake = _KeptLoop.wake
-            earlier = -1 if wake is None else signal.set_wakeup_fd(wake.fileno())
-            if earlier != -1:  # the program's own: it stays
-                signal.set_wakeup_fd(earlier)
+                atexit.register(loop.close)
             try:
-                return loop.run_until_complete(make())
-            finally:
-                try:
-                    _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
-                finally:
-                    if wake is not None and earlier == -1:
-                        signal.set_wakeup_fd(-1)
+                result = _run_polled(loop, make())
+                _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+            except BaseException:
+                _drop_kept(loop)
+                raise
+            return result
     return run_blocking(make)
 
 
-def _woken_by_signals(loop: asyncio.AbstractEventLoop) -> socket.socket | None:
-    """A socket whose peer ``loop`` reads, to be woken by a signal written to it (see `run_kept`);
-    None where the loop reads no sockets (Windows' proactor). Closed with the loop at exit."""
-    import socket
-
-    read, write = socket.socketpair()
-    read.setblocking(False)
-    write.setblocking(False)  # (`set_wakeup_fd` takes a non-blocking one only)
+def _run_polled(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    """``loop.run_until_complete(coroutine)``, the loop's waits bounded by `SIGNAL_POLL`
+    (see `run_kept`)."""
+    poll = _Poll(loop)
     try:
-        loop.add_reader(read.fileno(), _drain, read)
-    except NotImplementedError:
-        read.close()
-        write.close()
-        atexit.register(loop.close)
-        return None
+        return loop.run_until_complete(coroutine)
+    finally:
+        poll.stop()
 
-    def close() -> None:
+
+class _Poll:
+    """A no-op the loop runs every `SIGNAL_POLL` until stopped: its wait for the next event
+    returns at least that often, and Python runs a signal's handler (see `run_kept`)."""
+
+    __slots__ = ("handle", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.handle: asyncio.TimerHandle | None = loop.call_later(SIGNAL_POLL, self.again)
+
+    def again(self) -> None:
+        if self.handle is not None:
+            self.handle = self.loop.call_later(SIGNAL_POLL, self.again)
+
+    def stop(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            handle.cancel()
+
+
+def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what ``loop`` still runs and close it, the kept loop no more: after an
+    interruption or a failure (see `run_kept`), the next call builds a new one.
+
+    Ctrl-C landing once the coroutine had ended, before the loop ran the callback
+    that stops it, leaves that callback queued: run again, the loop would stop
+    the next call early ("Event loop stopped before Future completed"). Ctrl-C
+    landing as leftovers were cancelled leaves them on it. A new loop has neither.
+    """
+    import asyncio
+
+    if _KeptLoop.loop is loop:
+        _KeptLoop.loop = None
+    if loop.is_running() or loop.is_closed():
+        return
+    try:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        # One turn runs what is queued (a stale stop callback with it: the loop stops
+        # after this turn anyway), then the cancelled tasks run to their end.
+        loop.stop()
+        loop.run_forever()
+        pending = [task for task in tasks if not task.done()]
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    finally:
         loop.close()
-        read.close()
-        write.close()
-
-    atexit.register(close)
-    return write
-
-
-def _drain(read: socket.socket) -> None:
-    """Read what signals wrote (see `_woken_by_signals`): the wake-up was all they were for."""
-    with contextlib.suppress(OSError):  # (BlockingIOError: read to the end)
-        while read.recv(4096):
-            pass
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:

@@ -1,0 +1,139 @@
+"""Ctrl-C landing at the edges of a blocking round on the main thread's kept event loop.
+
+A signal's handler runs between any two lines of Python in the main thread: these
+tests raise KeyboardInterrupt as it would, from a trace function, at the line where
+a round's result was lost or its loop was left broken (no timing involved).
+"""
+
+from __future__ import annotations
+
+import inspect
+import selectors
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, ModelRequest, RunState, state_of, tool
+from toolfold.runtime.drive import _executor
+from toolfold.testing import FunctionModel
+
+call = FunctionModel.call
+
+Tracer = Callable[[FrameType, str, Any], Any]
+
+
+class _PayRound:
+    """A step calling ``watch`` (async, id "w") and ``pay`` (sync, id "a"): on the kept loop."""
+
+    def __init__(self) -> None:
+        self.paid = 0
+
+        @tool
+        def pay() -> str:
+            """Pay (a side effect that must not run twice)."""
+            self.paid += 1
+            return "paid"
+
+        @tool
+        async def watch() -> str:
+            """Watch."""
+            return "watched"
+
+        def reply(request: ModelRequest) -> Any:
+            results = [r.content for m in request.messages for r in m.tool_results]
+            if results:
+                return "saw: " + " | ".join(results)
+            return [call("watch", {}, id="w"), call("pay", {}, id="a")]
+
+        self.agent = Agent(FunctionModel(reply), tools=[watch, pay])
+
+    def interrupted(self, tracer: Tracer) -> RunState:
+        """The state a blocking run leaves when ``tracer`` raises Ctrl-C in it."""
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(KeyboardInterrupt) as caught:
+                self.agent.run("go")
+        finally:
+            sys.settrace(None)
+        state = state_of(caught.value)
+        assert isinstance(state, RunState), f"no state on {caught.value!r}"
+        return state
+
+
+def _line_of(function: Callable[..., Any], text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _ctrl_c_at(
+    function: Callable[..., Any], text: str, when: Callable[[FrameType], bool]
+) -> tuple[Tracer, list[int]]:
+    """A trace function raising KeyboardInterrupt once, at ``function``'s line holding
+    ``text``, when ``when`` holds there; and the list it notes that it did in."""
+    code = function.__code__
+    line = _line_of(function, text)
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == line and not fired and when(frame):
+            fired.append(line)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    return tracer, fired
+
+
+@pytest.fixture
+def pays() -> Iterator[_PayRound]:
+    """A `_PayRound`; the kept loop is dropped after it, whatever the test left on it."""
+    yield _PayRound()
+    loop = _executor._KeptLoop.loop
+    if loop is not None:
+        _executor._drop_kept(loop)
+
+
+def test_ctrl_c_before_the_kept_loop_stopped_leaves_the_next_run_working(
+    pays: _PayRound,
+) -> None:
+    """Ctrl-C landing once a round on the kept loop completed, before the loop ran its stop
+    callback, leaves no stale stop behind: the next blocking run completes."""
+    fired: list[str] = []
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if event == "call" and code.co_name == "select" and code.co_filename == selectors.__file__:
+            loop = frame.f_back.f_locals.get("self") if frame.f_back is not None else None
+            ready = getattr(loop, "_ready", ())
+            names = [getattr(getattr(h, "_callback", None), "__name__", "") for h in ready]
+            if "_run_until_complete_cb" in names and not fired:
+                fired.append("select")
+                raise KeyboardInterrupt  # as a signal arriving during that poll
+        return None
+
+    pays.interrupted(tracer)
+    assert fired
+    assert pays.agent.run("again").text == "saw: watched | paid"
+
+
+def test_a_blocking_round_on_the_kept_loop_leaves_the_signal_wakeup_fd_alone(
+    pays: _PayRound, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blocking round on the kept loop installs no signal wakeup fd of its own (process
+    state the program owns): it neither sets nor reads one."""
+    touched: list[tuple[Any, ...]] = []
+    original = signal.set_wakeup_fd
+
+    def recorded(*args: Any, **options: Any) -> int:
+        touched.append(args)
+        return original(*args, **options)
+
+    monkeypatch.setattr(signal, "set_wakeup_fd", recorded)
+    assert pays.agent.run("go").text == "saw: watched | paid"
+    assert touched == []
