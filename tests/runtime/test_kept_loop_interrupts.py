@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, state_of, tool
-from toolfold.runtime.drive import _executor
+from toolfold.runtime.drive import _executor, _join
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -99,6 +99,38 @@ def pays() -> Iterator[_PayRound]:
         _executor._drop_kept(loop)
 
 
+def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_sync_call(
+    pays: _PayRound,
+) -> None:
+    """Ctrl-C landing once a round on the kept loop returned, before the run stored its
+    outcomes, keeps the sync call that ran: resuming does not run it again."""
+    tracer, fired = _ctrl_c_at(
+        _executor.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 1
+    )
+    state = pays.interrupted(tracer)
+    assert fired
+    assert [(c.call.id, c.status) for c in state.calls] == [("w", "to_run"), ("a", "done")]
+    assert pays.agent.resume(RunState.from_json(state.to_json())).text == "saw: watched | paid"
+    assert pays.paid == 1
+
+
+def test_ctrl_c_as_a_branch_of_the_join_ends_keeps_the_call_it_returned(
+    pays: _PayRound,
+) -> None:
+    """Ctrl-C landing in the join's branch just after the sync call's outcome was stored
+    there (the task not ended yet) keeps the call: resuming does not run it again."""
+
+    def after_pay(frame: FrameType) -> bool:
+        return getattr(frame.f_locals.get("value"), "tool_name", None) == "pay"
+
+    tracer, fired = _ctrl_c_at(_join._branch, "join.running -= 1", after_pay)
+    state = pays.interrupted(tracer)
+    assert fired
+    assert ("a", "done") in [(c.call.id, c.status) for c in state.calls]
+    assert pays.agent.resume(RunState.from_json(state.to_json())).text == "saw: watched | paid"
+    assert pays.paid == 1
+
+
 def test_ctrl_c_before_the_kept_loop_stopped_leaves_the_next_run_working(
     pays: _PayRound,
 ) -> None:
@@ -117,9 +149,12 @@ def test_ctrl_c_before_the_kept_loop_stopped_leaves_the_next_run_working(
                 raise KeyboardInterrupt  # as a signal arriving during that poll
         return None
 
-    pays.interrupted(tracer)
+    state = pays.interrupted(tracer)
     assert fired
     assert pays.agent.run("again").text == "saw: watched | paid"
+    resumed = pays.agent.resume(RunState.from_json(state.to_json()))
+    assert resumed.text == "saw: watched | paid"
+    assert pays.paid == 2  # once for each run: the first's was kept
 
 
 def test_a_blocking_round_on_the_kept_loop_leaves_the_signal_wakeup_fd_alone(

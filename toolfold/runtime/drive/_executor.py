@@ -608,20 +608,26 @@ async def _run_one(
         return _finish(job, value)
     if waits is not None and timeout is None and not job.tool.is_async:
         # A sync call of a blocking round on an event loop (see `SyncWaits`): one block
-        # from the hand-off to the outcome, so that Ctrl-C landing anywhere in it (the
-        # round's loop raises it in the running task), or a cancellation, leaves the call
-        # kept in ``finished`` or noted in ``waits`` (`_keep_ticketed`).
+        # from the hand-off to the outcome kept in ``finished``, so that Ctrl-C landing
+        # anywhere in it (the round's loop raises it in the running task), or a
+        # cancellation, leaves the call kept in ``finished`` or noted in ``waits``
+        # (`_keep_ticketed`). Kept as it ends, not once the round returns: Ctrl-C landing
+        # on the way (in the join, as the loop stops) would lose it, to run again on resume.
         ticket = Ticket(index)
         try:
-            value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
-            if inspect.isawaitable(value):
-                value = await value
-            return _finish(job, value)
-        except Exception as exc:
-            return _failed(job, exc)
+            try:
+                value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+                if inspect.isawaitable(value):
+                    value = await value
+                outcome = _finish(job, value)
+            except Exception as exc:
+                outcome = _failed(job, exc)
+            if finished is not None:
+                finished[index] = outcome
         except BaseException:
             _keep_ticketed(finished, index, job, ticket, waits)
             raise
+        return outcome
     # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
     # a task's cancellation reaches its awaiter as a new CancelledError, without it.
     stopped: list[BaseException] = []
@@ -881,6 +887,22 @@ async def _run_timed_sync(
         else:
             _keep_noted(finished, index, job, noted)
         raise
+    if ticket is None:
+        return await _timed_outcome(job, work, timeout)
+    # A blocking round's call: kept as it ends (see `_run_one`).
+    try:
+        outcome = await _timed_outcome(job, work, timeout)
+        if finished is not None:
+            finished[index] = outcome
+    except BaseException:
+        if finished is None or index not in finished:
+            _keep_ticketed(finished, index, job, ticket, waits)
+        raise
+    return outcome
+
+
+async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float) -> ToolOutcome:
+    """The outcome of a sync call with a timeout once its wait ended (see `_run_timed_sync`)."""
     if not work.done():
         work.cancel()
         # Its thread cannot be stopped: another worker takes its place (unless the

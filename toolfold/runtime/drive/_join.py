@@ -35,13 +35,17 @@ _EAGER = sys.version_info >= (3, 12)
 _CONTEXT_ARG = sys.version_info >= (3, 11)
 
 
+_NONE: Any = object()
+
+
 class _Join:
     """The state of one `gather_or_cancel`: what ended, its tasks, and the join's waiter."""
 
     __slots__ = ("failed", "failure", "relay", "results", "running", "tasks", "waiter")
 
     def __init__(self, count: int) -> None:
-        self.results: list[Any] = [None] * count
+        # What each coroutine returned, by index (`_NONE`: it has not returned).
+        self.results: list[Any] = [_NONE] * count
         self.running = 0
         self.failure: BaseException | None = None
         self.failed: list[asyncio.Task[Any] | None] = []  # the tasks that raised
@@ -60,7 +64,7 @@ async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) ->
     until the last one ends (no turn of the loop to wake it in between).
     """
     try:
-        value = join.results[index] = await coroutine
+        join.results[index] = value = await coroutine
     except BaseException as exc:
         import asyncio
 
@@ -165,13 +169,15 @@ async def gather_or_cancel(
             await join.waiter
             join.waiter = None
     except BaseException:  # (a cancellation, or Ctrl-C raised in one of them)
-        for failed in join.failed:  # its error is raised here: not "never retrieved"
-            if failed is not None and failed.done() and not failed.cancelled():
-                failed.exception()
+        for task in (*join.failed, *tasks):  # their errors are raised here: not "never retrieved"
+            if task is not None and task.done() and not task.cancelled():
+                task.exception()
         if finished is not None:
-            for index, task in enumerate(tasks):
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    finished[index] = task.result()
+            # What returned, read as it was stored: a branch whose coroutine returned
+            # can still fail after (Ctrl-C landing in its ``finally``), its result kept.
+            for index, result in enumerate(join.results):
+                if result is not _NONE:
+                    finished[index] = result
         raise
     finally:
         join.relay = None  # (no branch ending now starts another)
