@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
-from toolfold.runtime.drive import _executor, _workers
+from toolfold.runtime.drive import _executor, _loop, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
@@ -434,6 +434,33 @@ def test_a_second_ctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
         ("c", "to_run"),
     ]
     assert payments.ran == []
+
+
+def test_a_round_going_on_after_a_second_ctrl_c_does_not_write_into_the_state_being_built(
+    monkeypatch: pytest.MonkeyPatch, on_loop: Callable[..., _LoopRound]
+) -> None:
+    """After a second Ctrl-C in a blocking stream, a sync call that ends on the round's thread
+    while the run builds its interrupted state is not slipped into it (unsettled, unfiltered):
+    the state holds what had ended at the second Ctrl-C."""
+    payments = on_loop("agent")
+    payments.on_tell = _ctrl_c
+    building = _loop._round_interrupted
+
+    def round_ends_meanwhile(*args: Any) -> None:
+        if threading.current_thread() is threading.main_thread():  # (not the sub-agent's)
+            payments.release.set()  # ``pay`` ends, and its round with it, on its thread
+            for thread in threading.enumerate():
+                if thread.name == "toolfold-step":
+                    thread.join(30)
+        building(*args)
+
+    monkeypatch.setattr(_loop, "_round_interrupted", round_ends_meanwhile)
+    state = payments.run(payments.agent(), "stream")
+    assert payments.ran == ["pay 1"]  # it did end, once the state was being built
+    assert [(c.call.id, c.status) for c in state.calls if c.call.id != "w"] == [
+        ("a", "to_run"),
+        ("c", "to_run"),
+    ]
 
 
 def test_a_sync_call_waited_for_on_an_event_loop_still_times_out(
