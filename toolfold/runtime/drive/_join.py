@@ -169,9 +169,9 @@ async def gather_or_cancel(
             await join.waiter
             join.waiter = None
     except BaseException:  # (a cancellation, or Ctrl-C raised in one of them)
-        for task in (*join.failed, *tasks):  # their errors are raised here: not "never retrieved"
-            if task is not None and task.done() and not task.cancelled():
-                task.exception()
+        for ended in (*join.failed, *tasks):  # their errors are raised here: not "never retrieved"
+            if ended is not None and ended.done() and not ended.cancelled():
+                ended.exception()
         if finished is not None:
             # What returned, read as it was stored: a branch whose coroutine returned
             # can still fail after (Ctrl-C landing in its ``finally``), its result kept.
