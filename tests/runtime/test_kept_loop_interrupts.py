@@ -7,10 +7,12 @@ a round's result was lost or its loop was left broken (no timing involved).
 
 from __future__ import annotations
 
+import gc
 import inspect
 import selectors
 import signal
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
@@ -172,3 +174,21 @@ def test_a_blocking_round_on_the_kept_loop_leaves_the_signal_wakeup_fd_alone(
     monkeypatch.setattr(signal, "set_wakeup_fd", recorded)
     assert pays.agent.run("go").text == "saw: watched | paid"
     assert touched == []
+
+
+def test_a_kept_loop_dropped_after_ctrl_c_is_closed_and_not_kept_alive(pays: _PayRound) -> None:
+    """The kept loop a Ctrl-C dropped is closed, and nothing (an exit hook) keeps it alive:
+    runs interrupted again and again leave no loops behind."""
+    tracer, fired = _ctrl_c_at(
+        _executor.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 2
+    )
+    assert pays.agent.run("go").text == "saw: watched | paid"
+    first = _executor._KeptLoop.loop
+    assert first is not None
+    dropped = weakref.ref(first)
+    del first
+    pays.interrupted(tracer)
+    assert fired
+    assert _executor._KeptLoop.loop is None
+    gc.collect()
+    assert dropped() is None

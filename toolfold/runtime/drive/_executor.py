@@ -1526,6 +1526,13 @@ class _KeptLoop:
     """One event loop kept for blocking calls from the main thread (see `run_kept`)."""
 
     loop: asyncio.AbstractEventLoop | None = None
+    closed_at_exit = False  # (`_close_kept` registered with atexit)
+
+
+def _close_kept() -> None:
+    loop, _KeptLoop.loop = _KeptLoop.loop, None
+    if loop is not None and not loop.is_running():
+        loop.close()
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -1554,8 +1561,11 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         if threading.current_thread() is threading.main_thread():
             loop = _KeptLoop.loop
             if loop is None or loop.is_closed():
+                if not _KeptLoop.closed_at_exit:
+                    # Once: a loop dropped since (`_drop_kept`) is closed there, not kept alive.
+                    _KeptLoop.closed_at_exit = True
+                    atexit.register(_close_kept)
                 loop = _KeptLoop.loop = asyncio.new_event_loop()
-                atexit.register(loop.close)
             try:
                 result = _run_polled(loop, make())
                 _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
