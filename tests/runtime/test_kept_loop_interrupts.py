@@ -7,11 +7,13 @@ a round's result was lost or its loop was left broken (no timing involved).
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import inspect
 import selectors
 import signal
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -192,3 +194,48 @@ def test_a_kept_loop_dropped_after_ctrl_c_is_closed_and_not_kept_alive(pays: _Pa
     assert _executor._KeptLoop.loop is None
     gc.collect()
     assert dropped() is None
+
+
+def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
+    pays: _PayRound,
+) -> None:
+    """A second Ctrl-C landing as an interrupted round's loop is cleaned up leaves that loop,
+    its cancelled tasks unfinished, to the next blocking run, which ends them and closes it
+    (closed at once, they would be destroyed pending)."""
+    release = threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Wait to be released."""
+        assert release.wait(30)
+        return "held"
+
+    @tool
+    async def stop() -> str:
+        """Ctrl-C, as a tool that raises it."""
+        raise KeyboardInterrupt
+
+    def reply(request: ModelRequest) -> Any:
+        if any(m.tool_results for m in request.messages):
+            return "ended"
+        return [call("hold", {}, id="h"), call("stop", {}, id="s")]
+
+    agent = Agent(FunctionModel(reply), tools=[hold, stop])
+    tracer, fired = _ctrl_c_at(_executor._drop_kept, "loop.run_forever()", lambda frame: True)
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.run("go")
+    finally:
+        sys.settrace(None)
+        release.set()
+    assert fired
+    left = _executor._KeptLoop.dropped
+    assert left is not None
+    tasks = asyncio.all_tasks(left)
+    assert tasks
+    assert not any(task.done() for task in tasks)
+    assert pays.agent.run("next").text == "saw: watched | paid"
+    assert _executor._KeptLoop.dropped is None
+    assert left.is_closed()
+    assert all(task.done() for task in tasks)

@@ -1526,10 +1526,15 @@ class _KeptLoop:
     """One event loop kept for blocking calls from the main thread (see `run_kept`)."""
 
     loop: asyncio.AbstractEventLoop | None = None
+    # One dropped whose clean-up a further Ctrl-C stopped (see `_drop_kept`).
+    dropped: asyncio.AbstractEventLoop | None = None
     closed_at_exit = False  # (`_close_kept` registered with atexit)
 
 
 def _close_kept() -> None:
+    dropped = _KeptLoop.dropped
+    if dropped is not None:
+        _drop_kept(dropped)
     loop, _KeptLoop.loop = _KeptLoop.loop, None
     if loop is not None and not loop.is_running():
         loop.close()
@@ -1559,6 +1564,9 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         if threading.current_thread() is threading.main_thread():
+            dropped = _KeptLoop.dropped
+            if dropped is not None:  # (its clean-up interrupted: done before this call's)
+                _drop_kept(dropped)
             loop = _KeptLoop.loop
             if loop is None or loop.is_closed():
                 if not _KeptLoop.closed_at_exit:
@@ -1614,6 +1622,8 @@ def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
     that stops it, leaves that callback queued: run again, the loop would stop
     the next call early ("Event loop stopped before Future completed"). Ctrl-C
     landing as leftovers were cancelled leaves them on it. A new loop has neither.
+    A further Ctrl-C landing here leaves ``loop`` to the next call (or the exit) to
+    finish (`_KeptLoop.dropped`): closed now, its tasks would be destroyed pending.
     """
     import asyncio
 
@@ -1621,19 +1631,19 @@ def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
         _KeptLoop.loop = None
     if loop.is_running() or loop.is_closed():
         return
-    try:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        # One turn runs what is queued (a stale stop callback with it: the loop stops
-        # after this turn anyway), then the cancelled tasks run to their end.
-        loop.stop()
-        loop.run_forever()
-        pending = [task for task in tasks if not task.done()]
-        if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-    finally:
-        loop.close()
+    _KeptLoop.dropped = loop
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    # One turn runs what is queued (a stale stop callback with it: the loop stops
+    # after this turn anyway), then the cancelled tasks run to their end.
+    loop.stop()
+    loop.run_forever()
+    pending = [task for task in tasks if not task.done()]
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+    _KeptLoop.dropped = None
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
