@@ -1642,8 +1642,8 @@ def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
     pending = [task for task in tasks if not task.done()]
     if pending:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    _KeptLoop.dropped = None  # (before: a close that Ctrl-C cut short cannot be done again)
     loop.close()
-    _KeptLoop.dropped = None
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
