@@ -17,12 +17,12 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, state_of, tool
-from toolfold.runtime.drive import _executor, _join
+from toolfold.runtime.drive import _executor, _join, _loop
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -80,7 +80,7 @@ def _ctrl_c_at(
     ``text``, when ``when`` holds there; and the list it notes that it did in."""
     code = function.__code__
     line = _line_of(function, text)
-    fired: list[int] = []
+    fired: ClassVar[list[int]] = []
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line" and frame.f_lineno == line and not fired and when(frame):
@@ -103,17 +103,17 @@ def pays() -> Iterator[_PayRound]:
         _executor._drop_kept(loop)
 
 
-def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_sync_call(
+def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_calls(
     pays: _PayRound,
 ) -> None:
     """Ctrl-C landing once a round on the kept loop returned, before the run stored its
-    outcomes, keeps the sync call that ran: resuming does not run it again."""
+    outcomes, keeps every call that ran, async and sync: resuming runs neither again."""
     tracer, fired = _ctrl_c_at(
         _executor.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 1
     )
     state = pays.interrupted(tracer)
     assert fired
-    assert [(c.call.id, c.status) for c in state.calls] == [("w", "to_run"), ("a", "done")]
+    assert [(c.call.id, c.status) for c in state.calls] == [("w", "done"), ("a", "done")]
     assert pays.agent.resume(RunState.from_json(state.to_json())).text == "saw: watched | paid"
     assert pays.paid == 1
 
@@ -202,12 +202,10 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
     """A second Ctrl-C landing as an interrupted round's loop is cleaned up leaves that loop,
     its cancelled tasks unfinished, to the next blocking run, which ends them and closes it
     (closed at once, they would be destroyed pending)."""
-    release = threading.Event()
 
     @tool
     def hold() -> str:
-        """Wait to be released."""
-        assert release.wait(30)
+        """Hold (its outcome waits on the dropped loop, unread)."""
         return "held"
 
     @tool
@@ -228,7 +226,6 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
             agent.run("go")
     finally:
         sys.settrace(None)
-        release.set()
     assert fired
     left = _executor._KeptLoop.dropped
     assert left is not None
@@ -239,3 +236,225 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
     assert _executor._KeptLoop.dropped is None
     assert left.is_closed()
     assert all(task.done() for task in tasks)
+
+
+class _SubRunRound:
+    """A step calling the sub-agent ``payer`` (id "s", whose own sync tool ``pay`` pays),
+    the sync ``note`` ("n") and the async ``watch`` ("w"): on the kept loop."""
+
+    def __init__(self) -> None:
+        self.ran = {"pay": 0, "note": 0, "watch": 0}
+        self.answered = False  # the sub-agent gave its answer
+
+        @tool
+        def pay() -> str:
+            """Pay (inside the sub-agent; a side effect that must not run twice)."""
+            self.ran["pay"] += 1
+            return "paid"
+
+        @tool
+        def note() -> str:
+            """Note."""
+            self.ran["note"] += 1
+            return "noted"
+
+        @tool
+        async def watch() -> str:
+            """Watch, once the sub-agent answered (its own tool ran, its run no longer)."""
+            while not self.answered:
+                await asyncio.sleep(0)
+            self.ran["watch"] += 1
+            return "watched"
+
+        def sub_reply(request: ModelRequest) -> Any:
+            if any(m.tool_results for m in request.messages):
+                self.answered = True
+                return "sub done"
+            return [call("pay", {}, id="p")]
+
+        sub = Agent(FunctionModel(sub_reply), tools=[pay], name="payer")
+
+        def reply(request: ModelRequest) -> Any:
+            results = [r.content for m in request.messages for r in m.tool_results]
+            if results:
+                return "saw: " + " | ".join(results)
+            return [
+                call("payer", {"input": "go"}, id="s"),
+                call("note", {}, id="n"),
+                call("watch", {}, id="w"),
+            ]
+
+        self.agent = Agent(FunctionModel(reply), tools=[sub.as_tool(), note, watch])
+
+    def run_interrupted_then_resumed(self, tracer: Tracer) -> RunState:
+        """The state Ctrl-C from ``tracer`` leaves; the run is then resumed from it (stored)."""
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(KeyboardInterrupt) as caught:
+                self.agent.run("go")
+        finally:
+            sys.settrace(None)
+        state = state_of(caught.value)
+        assert isinstance(state, RunState), f"no state on {caught.value!r}"
+        resumed = self.agent.resume(RunState.from_json(state.to_json()))
+        assert resumed.text == "saw: sub done | noted | watched"
+        return state
+
+
+def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_sub_run_and_async_call() -> None:
+    """Ctrl-C landing once a round of a sub-agent, a sync and an async tool on the kept loop
+    returned keeps all three: resuming runs none again (the sub-agent's own tool included)."""
+    round_ = _SubRunRound()
+    tracer, fired = _ctrl_c_at(_executor.run_kept, "_cancel_leftovers(loop)", lambda frame: True)
+    state = round_.run_interrupted_then_resumed(tracer)
+    assert fired
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("s", "done"),
+        ("n", "done"),
+        ("w", "done"),
+    ]
+    assert round_.ran == {"pay": 1, "note": 1, "watch": 1}
+
+
+def test_ctrl_c_as_an_async_call_on_the_kept_loop_returns_keeps_it() -> None:
+    """Ctrl-C landing once an async tool's task ended, as its call reads the result, keeps
+    it (beside the sub-agent and the sync tool): resuming does not run it again."""
+    round_ = _SubRunRound()
+    code = _executor._run_one.__code__
+    line = _line_of(_executor._run_one, "value = await work") + 1  # (back from the await)
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        job = frame.f_locals.get("job")
+        if event == "line" and frame.f_lineno == line and not fired and job.call.id == "w":
+            fired.append(line)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    state = round_.run_interrupted_then_resumed(tracer)
+    assert fired
+    assert ("w", "done") in [(c.call.id, c.status) for c in state.calls]
+    assert round_.ran == {"pay": 1, "note": 1, "watch": 1}
+
+
+def test_a_second_ctrl_c_in_the_kept_loop_clean_up_keeps_a_sync_call_that_had_returned(
+    pays: _PayRound, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second Ctrl-C landing in the dropped loop's clean-up keeps the sync call that had
+    returned on its thread before the first: resuming does not run it again."""
+    ended = threading.Event()
+    called = _executor._call_ticketed
+
+    def noting_its_end(*args: Any) -> Any:
+        try:
+            return called(*args)
+        finally:
+            ended.set()  # (its ticket marked ended)
+
+    monkeypatch.setattr(_executor, "_call_ticketed", noting_its_end)
+    paid: list[int] = []
+    stops: list[int] = []
+
+    @tool
+    def pay() -> str:
+        """Pay (a side effect that must not run twice)."""
+        paid.append(1)
+        return "paid"
+
+    @tool
+    async def stop() -> str:
+        """Ctrl-C once ``pay`` ended on its thread, the loop held so its task never resumed."""
+        if not stops:  # the first time only
+            stops.append(1)
+            assert ended.wait(30)
+            raise KeyboardInterrupt
+        return "stopped"
+
+    def reply(request: ModelRequest) -> Any:
+        if any(m.tool_results for m in request.messages):
+            return "ended"
+        return [call("pay", {}, id="p"), call("stop", {}, id="s")]
+
+    agent = Agent(FunctionModel(reply), tools=[pay, stop])
+    tracer, fired = _ctrl_c_at(_executor._drop_kept, "loop.run_forever()", lambda frame: True)
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            agent.run("go")
+    finally:
+        sys.settrace(None)
+    assert fired
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    assert [(c.call.id, c.status) for c in state.calls] == [("p", "done"), ("s", "to_run")]
+    assert agent.resume(RunState.from_json(state.to_json())).text == "ended"
+    assert paid == [1]
+
+
+class _Formatted:
+    """A tool's result that counts how often it was made into text."""
+
+    made = 0
+
+    def __str__(self) -> str:
+        _Formatted.made += 1
+        return "formatted"
+
+    __repr__ = __str__
+
+
+class _CtrlCAfterStore(dict[int, Any]):
+    """A round's record raising Ctrl-C just after `_run_one` stored the ``make`` call's
+    outcome in it, once: as a signal handled there (before the call's code leaves its
+    ``try``) would."""
+
+    fired: ClassVar[list[int]] = []
+
+    def __setitem__(self, index: int, outcome: Any) -> None:
+        super().__setitem__(index, outcome)
+        caller = sys._getframe(1).f_code
+        if caller is _executor._run_one.__code__ and outcome.tool_name == "make" and not self.fired:
+            self.fired.append(index)
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_as_a_sync_call_on_the_kept_loop_is_kept_keeps_its_outcome_made_once(
+    pays: _PayRound, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing just after a sync call's outcome was kept keeps that outcome: the
+    result is not made into text a second time, and resuming does not run the call again."""
+    _Formatted.made = 0
+    _CtrlCAfterStore.fired = []
+    monkeypatch.setattr(_loop, "_round_record", lambda jobs: _CtrlCAfterStore())
+    ran: list[int] = []
+
+    @tool
+    def make() -> _Formatted:
+        """Make a result."""
+        ran.append(1)
+        return _Formatted()
+
+    @tool
+    async def watch() -> str:
+        """Watch."""
+        return "watched"
+
+    def reply(request: ModelRequest) -> Any:
+        results = [r.content for m in request.messages for r in m.tool_results]
+        if results:
+            return "saw: " + " | ".join(results)
+        return [call("watch", {}, id="w"), call("make", {}, id="m")]
+
+    agent = Agent(FunctionModel(reply), tools=[watch, make])
+    with pytest.raises(KeyboardInterrupt) as caught:
+        agent.run("go")
+    assert _CtrlCAfterStore.fired
+    assert _Formatted.made == 1
+    state = state_of(caught.value)
+    assert isinstance(state, RunState)
+    assert ("m", "done") in [(c.call.id, c.status) for c in state.calls]
+    assert agent.resume(RunState.from_json(state.to_json())).text == "saw: watched | formatted"
+    assert ran == [1]

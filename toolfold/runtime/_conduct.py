@@ -75,6 +75,7 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     failed_sub_run,
+    kept_now,
     kept_sub_run,
     returned,
     run_calls,
@@ -635,7 +636,9 @@ async def _ran_async(
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
         raise
-    return _outcome(call, state, text, is_error, started)
+    # Kept as it ends: Ctrl-C landing once the round returned (in the kept loop's clean-up)
+    # leaves it kept, not run again on resume (see `kept_now`).
+    return kept_now(finished, index, _outcome(call, state, text, is_error, started))
 
 
 async def _side_by_side(

@@ -559,7 +559,7 @@ async def _run_calls(
         assert tool is not None
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
-        return (await _run_one(job, prepared, finished, 0, waits),)
+        return (await _run_one(job, prepared, finished, 0, waits),)  # (kept there)
     # At most ``max_concurrency`` calls run at once: the join makes the next
     # call's task when one ends. Each task is named by its call's id.
     return await gather_or_cancel(
@@ -605,15 +605,17 @@ async def _run_one(
         except BaseException as exc:
             kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
             raise
-        return _finish(job, value)
+        # Kept as it ends (see `kept_now`): the sub-run's own tools ran.
+        return kept_now(finished, index, _finish(job, value))
     if waits is not None and timeout is None and not job.tool.is_async:
         # A sync call of a blocking round on an event loop (see `SyncWaits`): one block
         # from the hand-off to the outcome kept in ``finished``, so that Ctrl-C landing
         # anywhere in it (the round's loop raises it in the running task), or a
-        # cancellation, leaves the call kept in ``finished`` or noted in ``waits``
-        # (`_keep_ticketed`). Kept as it ends, not once the round returns: Ctrl-C landing
-        # on the way (in the join, as the loop stops) would lose it, to run again on resume.
-        ticket = Ticket(index)
+        # cancellation, leaves the call kept in ``finished`` (`_keep_ticketed`), or its
+        # ticket, noted in ``waits`` at the hand-off, for the round to read or wait on.
+        # Kept as it ends, not once the round returns: Ctrl-C landing on the way (in the
+        # join, as the loop stops) would lose it, to run again on resume.
+        ticket = waits.tickets[index] = Ticket(index)
         try:
             try:
                 value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
@@ -625,7 +627,7 @@ async def _run_one(
             if finished is not None:
                 finished[index] = outcome
         except BaseException:
-            _keep_ticketed(finished, index, job, ticket, waits)
+            _keep_ticketed(finished, index, job, ticket)
             raise
         return outcome
     # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
@@ -650,7 +652,7 @@ async def _run_one(
         else:
             return await _run_timed_sync(job, arguments, timeout, finished, index, waits)
     except Exception as exc:
-        return _failed(job, exc)
+        return kept_now(finished, index, _failed(job, exc))
     if timeout is None:
         # Awaiting the future itself cancels it when the caller is cancelled,
         # as asyncio.wait below does by hand: no waiter to build per call.
@@ -659,16 +661,20 @@ async def _run_one(
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:
-            return _failed(job, exc)
+            return kept_now(finished, index, _failed(job, exc))
         except BaseException:
-            _keep_noted(finished, index, job, noted)
+            if noted is None:  # an async tool: its task may have ended, unread
+                _keep_done(finished, index, job, work)
+            else:
+                _keep_noted(finished, index, job, noted)
             raise
-        return _finish(job, value)
+        return kept_now(finished, index, _finish(job, value))
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
         done, _ = await asyncio.wait({work}, timeout=timeout)
     except asyncio.CancelledError:
+        _keep_done(finished, index, job, work)
         work.cancel()
         if finished is not None and _SUB_RUN in job.tool.__dict__:
             # The sub-run stops on a task of its own: wait until it kept its state.
@@ -681,14 +687,45 @@ async def _run_one(
     if not done:
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
-        return _timed_out(job, timeout, stopped[0] if stopped else None)
+        return kept_now(finished, index, _timed_out(job, timeout, stopped[0] if stopped else None))
     try:
         value = work.result()
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:
-        return _failed(job, exc)
-    return _finish(job, value)
+        return kept_now(finished, index, _failed(job, exc))
+    return kept_now(finished, index, _finish(job, value))
+
+
+def kept_now(
+    finished: dict[int, ToolOutcome] | None, index: int, outcome: ToolOutcome
+) -> ToolOutcome:
+    """``outcome``, the call's, also kept in ``finished`` under ``index`` as it ends.
+
+    What a round keeps once interrupted is read from ``finished``: an outcome
+    kept only once the round returned is lost to Ctrl-C landing on the way (in
+    the join, as the loop stops, in `run_kept`'s clean-up), its call to run
+    again on resume, perhaps beside what it had done (a sub-run's own tools).
+    """
+    if finished is not None:
+        finished[index] = outcome
+    return outcome
+
+
+def _keep_done(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    job: ToolJob,
+    work: asyncio.Future[Any],
+) -> None:
+    """Keep in ``finished``, under ``index``, the outcome of an async call whose task had
+    ended, unread, when its round was interrupted (its awaiter cancelled first)."""
+    if finished is None or index in finished or not work.done() or work.cancelled():
+        return
+    error = work.exception()
+    outcome = _ended(job, True, work.result()) if error is None else _ended(job, False, error)
+    if outcome is not None:
+        finished[index] = outcome
 
 
 def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool, Any]]) -> Any:
@@ -752,20 +789,14 @@ def _call_ticketed(
 
 
 def _keep_ticketed(
-    finished: dict[int, ToolOutcome] | None,
-    index: int,
-    job: ToolJob,
-    ticket: Ticket,
-    waits: SyncWaits | None,
+    finished: dict[int, ToolOutcome] | None, index: int, job: ToolJob, ticket: Ticket
 ) -> None:
     """A sync call of a blocking round on a loop, interrupted: its outcome kept in ``finished``
-    (under ``index``) once it ended on its thread, else its ticket left in ``waits``, whose
-    round waits for it if Ctrl-C stopped the round (see `SyncWaits`)."""
+    (under ``index``) once it ended on its thread, unless kept there already (its outcome,
+    made once, is not made again). One still running is in its round's `SyncWaits`, whose
+    round waits for it if Ctrl-C stopped the round."""
     ended = ticket.ended
-    if ended is None:
-        if waits is not None:
-            waits.running[index] = ticket
-    elif finished is not None:
+    if ended is not None and finished is not None and index not in finished:
         outcome = _ended(job, *ended)
         if outcome is not None:
             finished[index] = outcome
@@ -861,7 +892,7 @@ async def _run_timed_sync(
     # loop raises it in the running task) leaves the call kept or waited for.
     try:
         if waits is not None:
-            ticket = Ticket(index)
+            ticket = waits.tickets[index] = Ticket(index)
             work, started = hand_off_timed(_call_ticketed, job, arguments, ticket, waits.inbox)
         elif finished is None:
             work, started = hand_off_timed(_call_sync, job, arguments)
@@ -883,7 +914,7 @@ async def _run_timed_sync(
             work.cancel()
             abandon(work)
         if ticket is not None:
-            _keep_ticketed(finished, index, job, ticket, waits)
+            _keep_ticketed(finished, index, job, ticket)
         else:
             _keep_noted(finished, index, job, noted)
         raise
@@ -895,8 +926,7 @@ async def _run_timed_sync(
         if finished is not None:
             finished[index] = outcome
     except BaseException:
-        if finished is None or index not in finished:
-            _keep_ticketed(finished, index, job, ticket, waits)
+        _keep_ticketed(finished, index, job, ticket)
         raise
     return outcome
 
@@ -1225,29 +1255,34 @@ class SyncWaits:
     it stays prompt.
     """
 
-    __slots__ = ("inbox", "running")
+    __slots__ = ("inbox", "tickets")
 
     def __init__(self) -> None:
         self.inbox = SyncInbox()
-        # The calls still running once the round was stopped, by index (see `_keep_ticketed`).
-        self.running: dict[int, Ticket] = {}
+        # Every sync call handed to a worker, by index, its ticket noted at the hand-off: read
+        # once the round was stopped, not from the calls' tasks, which a further Ctrl-C may
+        # leave unfinished (in the kept loop's clean-up, see `_drop_kept`).
+        self.tickets: dict[int, Ticket] = {}
 
     def wait(self, jobs: Sequence[ToolJob], finished: dict[int, ToolOutcome] | None) -> None:
-        """Wait for the calls of ``jobs`` left running (each bound by its timeout), keeping
-        their outcomes in ``finished``; calls not started never start. Whoever shows the run
+        """Keep in ``finished`` the outcomes of the calls of ``jobs`` that had ended on their
+        threads (unless kept there already), and wait for those still running (each bound by
+        its timeout), keeping theirs; calls not started never start. Whoever shows the run
         is told first (see `interrupt_waits`); a second Ctrl-C stops the wait, and the calls
         still running are not kept (they run again on resume)."""
-        if not self.running:
+        if not self.tickets:
             return
+        done = finished if finished is not None else {}
+        running = {i: t for i, t in self.tickets.items() if i not in done}
         # (the arguments are not read by the wait)
         ready: list[tuple[ToolJob, dict[str, Any]]] = [(job, {}) for job in jobs]
         outcomes: list[ToolOutcome | None] = [None] * len(jobs)
         try:
-            _wait_running(self.inbox, self.running, ready, outcomes)
+            _wait_running(self.inbox, running, ready, outcomes)
         finally:
             if finished is not None:
                 for index, outcome in enumerate(outcomes):
-                    if outcome is not None:
+                    if outcome is not None and index not in finished:
                         finished[index] = outcome
 
 
