@@ -605,8 +605,10 @@ async def _run_one(
         except BaseException as exc:
             kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
             raise
-        # Kept as it ends (see `kept_now`): the sub-run's own tools ran.
-        return kept_now(finished, index, _finish(job, value))
+        outcome = _finish(job, value)
+        if finished is not None:  # kept as it ends (see `kept_now`): its own tools ran
+            finished[index] = outcome
+        return outcome
     if waits is not None and timeout is None and not job.tool.is_async:
         # A sync call of a blocking round on an event loop (see `SyncWaits`): one block
         # from the hand-off to the outcome kept in ``finished``, so that Ctrl-C landing
@@ -668,7 +670,10 @@ async def _run_one(
             else:
                 _keep_noted(finished, index, job, noted)
             raise
-        return kept_now(finished, index, _finish(job, value))
+        outcome = _finish(job, value)
+        if finished is not None:  # kept as it ends (see `kept_now`), without a call more
+            finished[index] = outcome
+        return outcome
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
