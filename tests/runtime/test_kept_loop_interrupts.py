@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from toolfold import Agent, ModelRequest, RunState, state_of, tool
+from toolfold import Agent, ModelRequest, Parallel, RunState, state_of, tool
+from toolfold.runtime import _conduct
 from toolfold.runtime.drive import _executor, _join, _loop
 from toolfold.testing import FunctionModel
 
@@ -68,19 +69,26 @@ class _PayRound:
         return state
 
 
-def _line_of(function: Callable[..., Any], text: str) -> int:
+def _line_of(function: Callable[..., Any], text: str, after: str | None = None) -> int:
+    """The number of ``function``'s first line holding ``text`` (after the first holding
+    ``after``, if given)."""
     lines, first = inspect.getsourcelines(function)
-    return first + next(i for i, line in enumerate(lines) if text in line)
+    start = 0 if after is None else next(i for i, line in enumerate(lines) if after in line)
+    return first + next(i for i, line in enumerate(lines) if i >= start and text in line)
 
 
 def _ctrl_c_at(
-    function: Callable[..., Any], text: str, when: Callable[[FrameType], bool]
+    function: Callable[..., Any],
+    text: str,
+    when: Callable[[FrameType], bool],
+    after: str | None = None,
 ) -> tuple[Tracer, list[int]]:
     """A trace function raising KeyboardInterrupt once, at ``function``'s line holding
-    ``text``, when ``when`` holds there; and the list it notes that it did in."""
+    ``text`` (after ``after``'s, if given), when ``when`` holds there; and the list it
+    notes that it did in."""
     code = function.__code__
-    line = _line_of(function, text)
-    fired: ClassVar[list[int]] = []
+    line = _line_of(function, text, after)
+    fired: list[int] = []
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line" and frame.f_lineno == line and not fired and when(frame):
@@ -242,7 +250,8 @@ class _SubRunRound:
     """A step calling the sub-agent ``payer`` (id "s", whose own sync tool ``pay`` pays),
     the sync ``note`` ("n") and the async ``watch`` ("w"): on the kept loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float | None = None) -> None:
+        """``timeout``: the sub-agent's and ``watch``'s (their calls then wait with one)."""
         self.ran = {"pay": 0, "note": 0, "watch": 0}
         self.answered = False  # the sub-agent gave its answer
 
@@ -258,11 +267,14 @@ class _SubRunRound:
             self.ran["note"] += 1
             return "noted"
 
-        @tool
+        @tool(timeout=timeout)
         async def watch() -> str:
             """Watch, once the sub-agent answered (its own tool ran, its run no longer)."""
-            while not self.answered:
+            for _ in range(10_000):  # (bounded: a sub-run that never answers fails the test)
+                if self.answered:
+                    break
                 await asyncio.sleep(0)
+            assert self.answered, "the sub-agent never answered"
             self.ran["watch"] += 1
             return "watched"
 
@@ -284,7 +296,7 @@ class _SubRunRound:
                 call("watch", {}, id="w"),
             ]
 
-        self.agent = Agent(FunctionModel(reply), tools=[sub.as_tool(), note, watch])
+        self.agent = Agent(FunctionModel(reply), tools=[sub.as_tool(timeout=timeout), note, watch])
 
     def run_interrupted_then_resumed(self, tracer: Tracer) -> RunState:
         """The state Ctrl-C from ``tracer`` leaves; the run is then resumed from it (stored)."""
@@ -316,6 +328,12 @@ def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_sub_run_and_async
     assert round_.ran == {"pay": 1, "note": 1, "watch": 1}
 
 
+def _call_id(frame: FrameType) -> str | None:
+    """The id of the call that ``frame`` (the executor's, with a ``job``) runs."""
+    job = frame.f_locals.get("job")
+    return job.call.id if isinstance(job, _executor.ToolJob) else None
+
+
 def test_ctrl_c_as_an_async_call_on_the_kept_loop_returns_keeps_it() -> None:
     """Ctrl-C landing once an async tool's task ended, as its call reads the result, keeps
     it (beside the sub-agent and the sync tool): resuming does not run it again."""
@@ -325,8 +343,7 @@ def test_ctrl_c_as_an_async_call_on_the_kept_loop_returns_keeps_it() -> None:
     fired: list[int] = []
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
-        job = frame.f_locals.get("job")
-        if event == "line" and frame.f_lineno == line and not fired and job.call.id == "w":
+        if event == "line" and frame.f_lineno == line and not fired and _call_id(frame) == "w":
             fired.append(line)
             raise KeyboardInterrupt
         return local
@@ -338,6 +355,104 @@ def test_ctrl_c_as_an_async_call_on_the_kept_loop_returns_keeps_it() -> None:
     assert fired
     assert ("w", "done") in [(c.call.id, c.status) for c in state.calls]
     assert round_.ran == {"pay": 1, "note": 1, "watch": 1}
+
+
+def _kept_and_ran_once(
+    round_: _SubRunRound, tracer: Tracer, fired: list[int], call_id: str
+) -> None:
+    """Ctrl-C from ``tracer`` fired in call ``call_id``, which ended, and left it kept:
+    resuming ``round_`` runs none of its tools twice."""
+    state = round_.run_interrupted_then_resumed(tracer)
+    assert fired
+    assert (call_id, "done") in [(c.call.id, c.status) for c in state.calls]
+    assert round_.ran == {"pay": 1, "note": 1, "watch": 1}
+
+
+def test_ctrl_c_as_a_sub_run_call_on_the_kept_loop_makes_its_outcome_keeps_it() -> None:
+    """Ctrl-C landing once a sub-agent used as a tool (no timeout) ended, as its call makes
+    its outcome, keeps it: resuming runs neither it nor its own tool again."""
+    round_ = _SubRunRound()
+    tracer, fired = _ctrl_c_at(
+        _executor._run_one,
+        "outcome = _finish(job, value)",
+        lambda frame: _call_id(frame) == "s",
+        after="job.tool.invoke(arguments, job.context)",
+    )
+    _kept_and_ran_once(round_, tracer, fired, "s")
+
+
+def test_ctrl_c_as_an_async_call_on_the_kept_loop_makes_its_outcome_keeps_it() -> None:
+    """Ctrl-C landing once an async tool (no timeout) returned, as its call makes its
+    outcome, keeps it: resuming does not run it again."""
+    round_ = _SubRunRound()
+    tracer, fired = _ctrl_c_at(
+        _executor._run_one,
+        "outcome = _finish(job, value)",
+        lambda frame: _call_id(frame) == "w",
+        after="value = await work",
+    )
+    _kept_and_ran_once(round_, tracer, fired, "w")
+
+
+@pytest.mark.parametrize("call_id", ["s", "w"])
+def test_ctrl_c_as_a_timed_call_on_the_kept_loop_ends_keeps_it(call_id: str) -> None:
+    """Ctrl-C landing once a sub-agent or async tool with a timeout ended, at the first line
+    its call runs after its wait, keeps it: resuming runs neither again."""
+    round_ = _SubRunRound(timeout=60)
+    code = _executor._run_one.__code__
+    waited = _line_of(_executor._run_one, "await asyncio.wait({work}, timeout=timeout)")
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno > waited and not fired and _call_id(frame) == call_id:
+            fired.append(frame.f_lineno)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    _kept_and_ran_once(round_, tracer, fired, call_id)
+
+
+def test_ctrl_c_as_a_parallel_step_on_the_kept_loop_ends_keeps_it() -> None:
+    """Ctrl-C landing once a step of a blocking `Parallel` (on the kept loop) ended, as its
+    outcome is made, keeps it: resuming does not run the step (its own tool) again."""
+    paid = {"A": 0, "B": 0}
+
+    def agent(name: str) -> Agent:
+        @tool(name=f"pay_{name}")
+        def pay() -> str:
+            """Pay (a side effect that must not run twice)."""
+            paid[name] += 1
+            return "paid"
+
+        def reply(request: ModelRequest) -> Any:
+            if any(m.tool_results for m in request.messages):
+                return f"{name} done"
+            return [call(f"pay_{name}", {}, id="p")]
+
+        return Agent(FunctionModel(reply), tools=[pay], name=name)
+
+    flow = Parallel(agent("A"), agent("B"), name="both")
+    tracer, fired = _ctrl_c_at(
+        _conduct._ran_async,
+        "state = ended.state",
+        lambda frame: frame.f_locals["step"][0].name == "A",
+    )
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            flow.run("go")
+    finally:
+        sys.settrace(None)
+    assert fired
+    state = state_of(caught.value)
+    assert isinstance(state, RunState), f"no state on {caught.value!r}"
+    assert ("A", "done") in [(c.call.id, c.status) for c in state.calls]
+    resumed = flow.resume(RunState.from_json(state.to_json()))
+    assert resumed.output == {"A": "A done", "B": "B done"}
+    assert paid["A"] == 1
 
 
 def test_a_second_ctrl_c_in_the_kept_loop_clean_up_keeps_a_sync_call_that_had_returned(

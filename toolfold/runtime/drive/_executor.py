@@ -598,16 +598,26 @@ async def _run_one(
     if timeout is None and _SUB_RUN in job.tool.__dict__:
         # A sub-run (an agent or a workflow step) changes no context variable
         # of the caller's: awaited right here, it needs no task of its own.
+        # One block from the call to its outcome kept in ``finished`` (see `kept_now`):
+        # Ctrl-C landing once the sub-run had ended keeps what it ended with (`_keep_ended`).
+        value: Any = _NO_VALUE
+        error: Exception | None = None
         try:
-            value = await job.tool.invoke(arguments, job.context)
-        except Exception as exc:
-            return _failed(job, exc)
-        except BaseException as exc:
-            kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
+            try:
+                value = await job.tool.invoke(arguments, job.context)
+            except Exception as exc:
+                error = exc
+                outcome = _failed(job, exc)
+            except BaseException as exc:
+                kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
+                raise
+            else:
+                outcome = _finish(job, value)
+            if finished is not None:  # kept as it ends: its own tools ran
+                finished[index] = outcome
+        except BaseException:
+            _keep_ended(finished, index, job, value, error)
             raise
-        outcome = _finish(job, value)
-        if finished is not None:  # kept as it ends (see `kept_now`): its own tools ran
-            finished[index] = outcome
         return outcome
     if waits is not None and timeout is None and not job.tool.is_async:
         # A sync call of a blocking round on an event loop (see `SyncWaits`): one block
@@ -658,48 +668,70 @@ async def _run_one(
     if timeout is None:
         # Awaiting the future itself cancels it when the caller is cancelled,
         # as asyncio.wait below does by hand: no waiter to build per call.
+        # One block from the hand-off to the outcome kept in ``finished`` (see `kept_now`),
+        # without a call more: Ctrl-C landing once the call had ended keeps its outcome.
         try:
-            value = await work
-            if inspect.isawaitable(value):
-                value = await value
-        except Exception as exc:
-            return kept_now(finished, index, _failed(job, exc))
+            try:
+                value = await work
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                outcome = _failed(job, exc)
+            else:
+                outcome = _finish(job, value)
+            if finished is not None:
+                finished[index] = outcome
         except BaseException:
             if noted is None:  # an async tool: its task may have ended, unread
                 _keep_done(finished, index, job, work)
             else:
                 _keep_noted(finished, index, job, noted)
             raise
-        outcome = _finish(job, value)
-        if finished is not None:  # kept as it ends (see `kept_now`), without a call more
-            finished[index] = outcome
         return outcome
+    # One block from the wait to the outcome kept in ``finished``, as above: whatever
+    # interrupts it (a cancellation, Ctrl-C) keeps the call's outcome once it had one.
+    done: set[asyncio.Future[Any]] | None = None
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
         done, _ = await asyncio.wait({work}, timeout=timeout)
-    except asyncio.CancelledError:
-        _keep_done(finished, index, job, work)
-        work.cancel()
-        if finished is not None and _SUB_RUN in job.tool.__dict__:
-            # The sub-run stops on a task of its own: wait until it kept its state.
+        if done:
+            try:
+                value = work.result()
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                outcome = _failed(job, exc)
+            else:
+                outcome = _finish(job, value)
+        else:
+            work.cancel()
             await asyncio.gather(work, return_exceptions=True)
-            for interruption in stopped:
-                kept_sub_run(
-                    finished, index, job.call.id, job.call.name, interruption, _run_id_of(job)
-                )
-        raise
-    if not done:
+            outcome = _timed_out(job, timeout, stopped[0] if stopped else None)
+        if finished is not None:
+            finished[index] = outcome
+    except BaseException as exc:
+        timed_out = done is not None and not done
+        if not timed_out:
+            _keep_done(finished, index, job, work)
         work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
-        return kept_now(finished, index, _timed_out(job, timeout, stopped[0] if stopped else None))
-    try:
-        value = work.result()
-        if inspect.isawaitable(value):
-            value = await value
-    except Exception as exc:
-        return kept_now(finished, index, _failed(job, exc))
-    return kept_now(finished, index, _finish(job, value))
+        # The sub-run stops on a task of its own: wait until it kept its state, but only
+        # when cancelled (never with a Ctrl-C on its way out, which must not wait).
+        if (
+            isinstance(exc, asyncio.CancelledError)
+            and finished is not None
+            and _SUB_RUN in job.tool.__dict__
+        ):
+            await asyncio.gather(work, return_exceptions=True)
+            if not timed_out:
+                for interruption in stopped:
+                    kept_sub_run(
+                        finished, index, job.call.id, job.call.name, interruption, _run_id_of(job)
+                    )
+        if timed_out and finished is not None and index not in finished:
+            finished[index] = _timed_out(job, timeout, stopped[0] if stopped else None)
+        raise
+    return outcome
 
 
 def kept_now(
@@ -733,6 +765,32 @@ def _keep_done(
         finished[index] = outcome
 
 
+# A call's value not yet in hand (see `_keep_ended`).
+_NO_VALUE: Any = object()
+
+
+def _keep_ended(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    job: ToolJob,
+    value: Any,
+    error: Exception | None,
+) -> None:
+    """Keep in ``finished``, under ``index``, the outcome of a call that had returned
+    ``value`` (`_NO_VALUE`: not yet) or raised ``error`` when its round was interrupted,
+    unless kept there already."""
+    if finished is None or index in finished:
+        return
+    if error is not None:
+        outcome = _ended(job, False, error)
+    elif value is not _NO_VALUE:
+        outcome = _ended(job, True, value)
+    else:
+        return
+    if outcome is not None:
+        finished[index] = outcome
+
+
 def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool, Any]]) -> Any:
     """`_call_sync`, what the call returned or raised noted in ``noted`` on its thread.
 
@@ -758,8 +816,9 @@ def _keep_noted(
     noted: list[tuple[bool, Any]] | None,
 ) -> None:
     """Keep in ``finished``, under ``index``, the outcome of a call that had ended on its
-    thread (``noted``, see `_call_noted`) when its round was interrupted."""
-    if finished is not None and noted:
+    thread (``noted``, see `_call_noted`) when its round was interrupted, unless kept
+    there already."""
+    if finished is not None and noted and index not in finished:
         outcome = _ended(job, *noted[0])
         if outcome is not None:
             finished[index] = outcome
