@@ -573,3 +573,35 @@ def test_ctrl_c_as_a_sync_call_on_the_kept_loop_is_kept_keeps_its_outcome_made_o
     assert ("m", "done") in [(c.call.id, c.status) for c in state.calls]
     assert agent.resume(RunState.from_json(state.to_json())).text == "saw: watched | formatted"
     assert ran == [1]
+
+
+def test_ctrl_c_as_a_dropped_kept_loop_closes_is_held_until_it_closed() -> None:
+    """A Ctrl-C landing as a dropped kept loop closes (in the middle of closing its self-pipe)
+    is raised once the loop is closed: half closed, its garbage collection would fail."""
+    import asyncio.selector_events
+
+    loop = asyncio.new_event_loop()
+    close_pipe = asyncio.selector_events.BaseSelectorEventLoop._close_self_pipe  # type: ignore[attr-defined]
+    code = close_pipe.__code__
+    line = _line_of(close_pipe, "self._ssock = None")
+    fired: list[int] = []
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == line and not fired:
+            fired.append(line)
+            signal.raise_signal(signal.SIGINT)  # (Python's handler runs at the next line)
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        return local if frame.f_code is code else None
+
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _executor._drop_kept(loop)
+    finally:
+        sys.settrace(None)
+    assert fired
+    assert loop.is_closed()
+    assert _executor._KeptLoop.dropped is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

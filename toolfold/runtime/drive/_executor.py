@@ -1635,8 +1635,8 @@ def _close_kept() -> None:
     if dropped is not None:
         _drop_kept(dropped)
     loop, _KeptLoop.loop = _KeptLoop.loop, None
-    if loop is not None and not loop.is_running():
-        loop.close()
+    if loop is not None and not loop.is_running() and _close_whole(loop):
+        raise KeyboardInterrupt
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -1723,12 +1723,17 @@ def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
     landing as leftovers were cancelled leaves them on it. A new loop has neither.
     A further Ctrl-C landing here leaves ``loop`` to the next call (or the exit) to
     finish (`_KeptLoop.dropped`): closed now, its tasks would be destroyed pending.
+    One landing as it closes waits until it is closed (`_close_whole`).
     """
     import asyncio
 
     if _KeptLoop.loop is loop:
         _KeptLoop.loop = None
-    if loop.is_running() or loop.is_closed():
+    if loop.is_closed():
+        if _KeptLoop.dropped is loop:  # (closed, then Ctrl-C: see `_close_whole`)
+            _KeptLoop.dropped = None
+        return
+    if loop.is_running():
         return
     _KeptLoop.dropped = loop
     tasks = asyncio.all_tasks(loop)
@@ -1741,8 +1746,36 @@ def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
     pending = [task for task in tasks if not task.done()]
     if pending:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-    _KeptLoop.dropped = None  # (before: a close that Ctrl-C cut short cannot be done again)
-    loop.close()
+    held = _close_whole(loop)
+    _KeptLoop.dropped = None
+    if held:
+        raise KeyboardInterrupt
+
+
+def _close_whole(loop: asyncio.AbstractEventLoop) -> bool:
+    """``loop.close()``, not cut short by Ctrl-C; whether a Ctrl-C was held meanwhile.
+
+    A close cut short leaves the loop half closed, and its garbage collection
+    closes it again, which fails ("Exception ignored in BaseEventLoop.__del__
+    ... Invalid file descriptor: -1"). So in the main thread, while Python's
+    own handler is SIGINT's, a SIGINT that arrives during the close is held,
+    for the caller to raise KeyboardInterrupt once it is done.
+    """
+    import signal
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        loop.close()
+        return False
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        loop.close()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return bool(held)
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
