@@ -290,6 +290,39 @@ def _holder_beside_note(request: ModelRequest) -> Reply:
 holder_beside_note = FunctionModel(_holder_beside_note, name="files:holder-beside-note")
 
 
+@tool
+async def wait_for_cancel(text: str) -> str:
+    """The first time (no ``interrupted`` file here), wait until cancelled, which adds a line
+    ``cancelled TEXT`` to ``ran.log`` here; then answer at once.
+
+    Args:
+        text: What to answer with.
+    """
+    if not Path("interrupted").exists():
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            with Path("ran.log").open("a") as log:
+                log.write(f"cancelled {text}\n")
+            raise
+    return f"waited {text}"
+
+
+def _holder_beside_waiter(request: ModelRequest) -> Reply:
+    """Calls ``wait_for_cancel`` and ``hold_at_gate`` in one step (run on an event loop, the
+    async tool's task started first), then answers with their results."""
+    results = [r.content for m in request.messages for r in m.tool_results]
+    if results:
+        return "done: " + ", ".join(results)
+    return [
+        FunctionModel.call("wait_for_cancel", {"text": "w"}),
+        FunctionModel.call("hold_at_gate", {"text": "x"}),
+    ]
+
+
+holder_beside_waiter = FunctionModel(_holder_beside_waiter, name="files:holder-beside-waiter")
+
+
 @tool(requires_approval=True)
 def add_at_gate(a: int, b: int) -> int:
     """Add two numbers once approved, logging each run to ``ran.log`` here; says ``adding`` on

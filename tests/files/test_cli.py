@@ -533,16 +533,20 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
     assert (tmp_path / "ran.log").read_text() == "held x\n"  # the tool's return was kept
 
 
-def _pair_run(tmp_path: Path, gate: Path) -> subprocess.Popen[bytes]:
-    """``toolfold run`` of an agent calling a tool held at the FIFO ``gate`` beside another,
-    started with Ctrl-C's default handling; used as ``with _pair_run(...) as proc``."""
+def _pair_run(
+    tmp_path: Path, gate: Path, beside: str = "note", options: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """``toolfold run`` (with ``options``) of an agent calling a tool held at the FIFO ``gate``
+    beside another (``note``, or the async ``wait_for_cancel``: then the step runs on an
+    event loop), started with Ctrl-C's default handling; used as ``with _pair_run(...) as proc``."""
     os.mkfifo(gate)
+    model = "holder_beside_note" if beside == "note" else "holder_beside_waiter"
     (tmp_path / "pair.toml").write_text(
-        '[agents.pair]\nmodel = "files_helpers:holder_beside_note"\n'
-        'tools = ["files_helpers:hold_at_gate", "files_helpers:note"]\n'
+        f'[agents.pair]\nmodel = "files_helpers:{model}"\n'
+        f'tools = ["files_helpers:hold_at_gate", "files_helpers:{beside}"]\n'
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", "go"],
+        [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", *options, "go"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -598,6 +602,57 @@ def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_pa
     assert (proc2.returncode, proc2.stdout) == (0, "done: held x, noted y\n"), proc2.stderr
     # Each tool ran once: the held one before Ctrl-C was kept ("note" ran then or on resume).
     assert sorted(_ran(tmp_path)) == ["held x", "note y"]
+
+
+@pytest.mark.parametrize("options", [(), ("--stream",)])
+def test_ctrl_c_in_a_step_on_an_event_loop_waits_for_its_running_tool_and_keeps_it(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """``run`` (and ``run --stream``) interrupted while a sync tool runs beside an async tool
+    (the step runs on an event loop) cancels the async tool, says it waits, waits for the sync
+    tool and writes its result to the run file: resuming does not run it again."""
+    gate = tmp_path / "gate"
+    with _pair_run(tmp_path, gate, "wait_for_cancel", options) as proc:
+        assert proc.stderr is not None
+        notice = (
+            b"toolfold run: stopping once the running tool or model call returns; "
+            b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
+        )
+        try:
+            seen = b""
+            while notice not in seen:  # the tool holds until the gate opens: said before it returns
+                ready, _, _ = select.select([proc.stderr], [], [], 60)
+                assert ready, f"no notice; so far: {seen!r}"
+                chunk = os.read(proc.stderr.fileno(), 1024)
+                assert chunk, f"stderr ended early; so far: {seen!r}"
+                seen += chunk
+            assert "held x" not in _ran(tmp_path)  # said while the tool still ran
+            with open(gate, "w", encoding="utf-8") as opened:
+                opened.write("go\n")
+            _, errors = proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()  # (the with then closes its pipes and reaps it)
+            raise
+    assert proc.returncode == 130, seen + errors
+    assert (
+        (seen + errors)
+        .decode()
+        .endswith(
+            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+            "toolfold resume toolfold-run.json\n"
+        )
+    )
+    state = RunState.from_json(
+        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
+    )
+    assert [(c.call.name, c.status) for c in state.calls] == [
+        ("wait_for_cancel", "to_run"),
+        ("hold_at_gate", "done"),
+    ]
+    assert _ran(tmp_path) == ["cancelled w", "held x"]
+    proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc2.returncode, proc2.stdout) == (0, "done: waited w, held x\n"), proc2.stderr
+    assert _ran(tmp_path) == ["cancelled w", "held x"]  # the held tool ran once in all
 
 
 def test_a_second_ctrl_c_stops_waiting_and_keeps_the_run_as_it_stood(tmp_path: Path) -> None:

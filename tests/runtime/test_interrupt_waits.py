@@ -10,6 +10,7 @@ on time.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
-from toolfold.runtime.drive import _executor, _workers
+from toolfold.runtime.drive import _executor, _loop, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
@@ -284,3 +285,246 @@ def test_ctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _R
     payments.run(lead, "stream")
     assert payments.told == ["waiting"]
     assert payments.ran == ["pay 1"]  # ``note`` (queued behind ``pay`` and ``kick``) never ran
+
+
+class _LoopRound:
+    """A step that runs on an event loop: ``watch`` (id "w", an async tool, or a sub-agent
+    calling it: waits until cancelled), ``pay`` (id "a": presses Ctrl-C once ``watch`` runs,
+    then blocks until released) and ``note`` (id "c", queued behind them)."""
+
+    def __init__(self, beside: str, *, timeout: float | None = None) -> None:
+        self.ran: list[str] = []
+        self.cancelled: list[str] = []
+        self.watching = threading.Event()
+        self.release = threading.Event()
+        self.told: list[str] = []
+        self.on_tell: Callable[[], None] = self.release.set
+
+        @tool(timeout=timeout)
+        def pay(order: int) -> str:
+            """Pay an order (a side effect that must not run twice); Ctrl-C the first time.
+
+            Args:
+                order: The order to pay.
+            """
+            if not self.cancelled:
+                assert self.watching.wait(30)
+                _ctrl_c()
+                assert self.release.wait(30)
+            self.ran.append(f"pay {order}")
+            return f"paid {order}"
+
+        @tool
+        async def watch() -> str:
+            """Wait until cancelled (the first time); then answer at once."""
+            if not self.cancelled:
+                self.watching.set()
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    self.cancelled.append("watch")
+                    raise
+            self.ran.append("watch")
+            return "watched"
+
+        @tool
+        def note(text: str) -> str:
+            """Note a text.
+
+            Args:
+                text: What to note.
+            """
+            self.ran.append(f"note {text}")
+            return f"noted {text}"
+
+        watcher: Tool[..., Any] = watch
+        if beside == "agent":
+
+            def sub_reply(request: ModelRequest) -> Any:
+                results = [r.content for m in request.messages for r in m.tool_results]
+                return "sub " + results[0] if results else call("watch", {})
+
+            sub = Agent(FunctionModel(sub_reply), name="watch", tools=[watch])
+            watcher = sub.as_tool(name="watch")
+        self.tools: list[Tool[..., Any]] = [watcher, pay, note]
+        self.watch_input: dict[str, Any] = {"input": "go"} if beside == "agent" else {}
+
+    def agent(self) -> Agent[Any, Any]:
+        """Two calls at once: ``note`` waits for a slot, and never starts before Ctrl-C."""
+        calls = [
+            call("watch", self.watch_input, id="w"),
+            call("pay", {"order": 1}, id="a"),
+            call("note", {"text": "x"}, id="c"),
+        ]
+
+        def reply(request: ModelRequest) -> Any:
+            results = [r.content for m in request.messages for r in m.tool_results]
+            return "saw: " + " | ".join(results) if results else calls
+
+        return Agent(FunctionModel(reply), tools=self.tools, max_concurrency=2)
+
+    def tell(self) -> None:
+        self.told.append("waiting")
+        self.on_tell()
+
+    def run(self, agent: Agent[Any, Any], how: str) -> RunState:
+        """Run ``agent`` blocking (``run``, or a blocking ``stream``); the state Ctrl-C left."""
+        with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
+            _blocking(agent, how)
+        state = state_of(caught.value)
+        assert isinstance(state, RunState), f"no state on {caught.value!r}"
+        return state
+
+
+@pytest.fixture
+def on_loop() -> Iterator[Callable[..., _LoopRound]]:
+    """Makes `_LoopRound`s whose blocked ``pay`` is released at the end, whatever the test did."""
+    made: list[_LoopRound] = []
+
+    def make(beside: str, **options: Any) -> _LoopRound:
+        made.append(_LoopRound(beside, **options))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for round_ in made:
+            round_.on_tell = lambda: None
+            round_.release.set()
+
+
+@pytest.mark.parametrize("beside", ["async", "agent"])
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_ctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
+    how: str, beside: str, on_loop: Callable[..., _LoopRound]
+) -> None:
+    """Ctrl-C in a blocking round on an event loop (a sync tool beside an async tool or a
+    sub-agent) cancels the async part, waits for the running sync call and keeps its result:
+    resuming runs it no more, and the queued call never started before."""
+    payments = on_loop(beside)
+    agent = payments.agent()
+    state = payments.run(agent, how)
+    assert payments.cancelled == ["watch"]  # the async part was cancelled, as arun's
+    assert payments.told == ["waiting"]  # said once, while ``pay`` still ran
+    assert payments.ran == ["pay 1"]  # ``note`` (queued) never started
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("w", "to_run"),
+        ("a", "done"),
+        ("c", "to_run"),
+    ]
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(payments.ran) == ["note x", "pay 1", "watch"]  # pay ran once over both
+    watched = "sub watched" if beside == "agent" else "watched"
+    assert response.text == f"saw: {watched} | paid 1 | noted x"
+
+
+@pytest.mark.parametrize(("how", "beside"), [("run", "async"), ("stream", "agent")])
+def test_a_second_ctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
+    how: str, beside: str, on_loop: Callable[..., _LoopRound]
+) -> None:
+    """A second Ctrl-C while a round on an event loop waits raises at once; the running sync
+    call is not kept (it runs again on resume)."""
+    payments = on_loop(beside)
+    payments.on_tell = _ctrl_c  # the second Ctrl-C, as the wait is announced
+    state = payments.run(payments.agent(), how)
+    assert payments.told == ["waiting"]
+    assert not payments.release.is_set()  # ``pay`` was still running
+    assert [(c.call.id, c.status) for c in state.calls if c.call.id != "w"] == [
+        ("a", "to_run"),
+        ("c", "to_run"),
+    ]
+    assert payments.ran == []
+
+
+def test_a_round_going_on_after_a_second_ctrl_c_does_not_write_into_the_state_being_built(
+    monkeypatch: pytest.MonkeyPatch, on_loop: Callable[..., _LoopRound]
+) -> None:
+    """After a second Ctrl-C in a blocking stream, a sync call that ends on the round's thread
+    while the run builds its interrupted state is not slipped into it (unsettled, unfiltered):
+    the state holds what had ended at the second Ctrl-C."""
+    payments = on_loop("agent")
+    payments.on_tell = _ctrl_c
+    building = _loop._round_interrupted
+
+    def round_ends_meanwhile(*args: Any) -> None:
+        if threading.current_thread() is threading.main_thread():  # (not the sub-agent's)
+            payments.release.set()  # ``pay`` ends, and its round with it, on its thread
+            for thread in threading.enumerate():
+                if thread.name == "toolfold-step":
+                    thread.join(30)
+        building(*args)
+
+    monkeypatch.setattr(_loop, "_round_interrupted", round_ends_meanwhile)
+    state = payments.run(payments.agent(), "stream")
+    assert payments.ran == ["pay 1"]  # it did end, once the state was being built
+    assert [(c.call.id, c.status) for c in state.calls if c.call.id != "w"] == [
+        ("a", "to_run"),
+        ("c", "to_run"),
+    ]
+
+
+def test_a_sync_call_waited_for_on_an_event_loop_still_times_out(
+    monkeypatch: pytest.MonkeyPatch, on_loop: Callable[..., _LoopRound]
+) -> None:
+    """A sync call with a timeout, waited for after Ctrl-C in a round on an event loop, ends
+    the wait with a timeout result."""
+    payments = on_loop("async", timeout=0.5)
+    told = threading.Event()
+    payments.on_tell = told.set  # ``pay`` is never released: only its timeout ends the wait
+    timeout_of = _executor._timeout_of
+    original_wait = asyncio.wait
+
+    async def wait_without_timeout(*args: Any, **options: Any) -> Any:
+        options.pop("timeout", None)  # on the loop, ``pay`` times out only once Ctrl-C came
+        return await original_wait(*args, **options)
+
+    monkeypatch.setattr(asyncio, "wait", wait_without_timeout)
+    # Nor in the wait before it is told: its 0.5 s count from its start then.
+    monkeypatch.setattr(
+        _executor, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
+    )
+    state = payments.run(payments.agent(), "run")
+    assert payments.told == ["waiting"]
+    assert payments.cancelled == ["watch"]
+    [paying] = [c for c in state.calls if c.call.id == "a"]
+    assert (paying.status, paying.outcome) == ("done", "timeout")
+    assert paying.result is not None
+    assert paying.result.content == "Error: tool 'pay' timed out after 0.5 s."
+
+
+def test_a_cancelled_arun_does_not_wait_for_its_running_sync_call(
+    on_loop: Callable[..., _LoopRound],
+) -> None:
+    """Cancelling ``arun`` (not a blocking run's Ctrl-C) stays prompt: the sync call running
+    beside an async tool is not waited for."""
+    payments = on_loop("async")
+    paying = threading.Event()
+    paid = threading.Event()
+
+    @tool(name="pay")
+    def pay_quietly(order: int) -> str:
+        """Pay an order once released, pressing no Ctrl-C: the test cancels the run itself.
+
+        Args:
+            order: The order to pay.
+        """
+        paying.set()
+        try:
+            assert payments.release.wait(30)
+            return f"paid {order}"
+        finally:
+            paid.set()
+
+    payments.tools[1] = pay_quietly
+
+    async def main() -> bool:
+        task = asyncio.ensure_future(payments.agent().arun("go"))
+        await asyncio.to_thread(paying.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return paid.is_set()
+
+    assert asyncio.run(main()) is False  # cancelled while ``pay`` still ran: not waited for
+    assert payments.cancelled == ["watch"]
+    assert payments.told == []

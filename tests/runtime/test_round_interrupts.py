@@ -11,6 +11,7 @@ itself once the calls it waits for have ended.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import pytest
 from toolfold import Agent, ModelRequest, RunError, RunState, Tool, state_of, tool
 from toolfold.runtime import Event, ToolReturned
 from toolfold.runtime.drive import _executor, _workers
+from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -112,18 +114,22 @@ def test_ctrl_c_in_a_blocking_round_keeps_the_calls_that_had_ended(how: str) -> 
 
 def _noted(monkeypatch: pytest.MonkeyPatch, call_id: str) -> threading.Event:
     """An event set once the executor noted, on the worker thread, that call ``call_id`` ended
-    (after the tool returned: what an interruption then keeps, see `_call_noted`)."""
+    (after the tool returned: what an interruption then keeps, see `_call_noted`, and
+    `_call_ticketed` in a blocking round on an event loop)."""
     ended = threading.Event()
-    note = _executor._call_noted
 
-    def noted_then_told(job: Any, arguments: Any, noted: Any) -> Any:
-        try:
-            return note(job, arguments, noted)
-        finally:
-            if job.call.id == call_id:
-                ended.set()
+    def told_after(note: Callable[..., Any]) -> Callable[..., Any]:
+        def noted_then_told(job: Any, *args: Any) -> Any:
+            try:
+                return note(job, *args)
+            finally:
+                if job.call.id == call_id:
+                    ended.set()
 
-    monkeypatch.setattr(_executor, "_call_noted", noted_then_told)
+        return noted_then_told
+
+    monkeypatch.setattr(_executor, "_call_noted", told_after(_executor._call_noted))
+    monkeypatch.setattr(_executor, "_call_ticketed", told_after(_executor._call_ticketed))
     return ended
 
 
@@ -699,3 +705,53 @@ def test_an_interruption_thrown_into_a_stream_carries_the_state_but_at_its_end(
     end = _thrown_at(_charge_twice(ran), how, "run_end", thrown())
     assert type(end) is thrown
     assert state_of(end) is None
+
+
+def test_ctrl_c_landing_off_the_loop_thread_still_stops_a_blocking_round_on_its_loop() -> None:
+    """A SIGINT that interrupts no wait of the loop's (it lands on a worker thread, as one
+    landing just before the loop's wait begins) still stops a blocking round idle on its loop
+    at once: the async tool is cancelled, the sync tool beside it has not given up waiting."""
+    watching = threading.Event()
+    release = threading.Event()
+    ended = threading.Event()
+    gave_up: list[str] = []
+    cancelled: list[str] = []
+
+    @tool
+    def pay(order: int) -> str:
+        """Press Ctrl-C (on this worker thread) once ``watch`` runs; wait to be released.
+
+        Args:
+            order: The order to pay.
+        """
+        try:
+            assert watching.wait(30)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            if not release.wait(30):
+                gave_up.append("pay")
+            return f"paid {order}"
+        finally:
+            ended.set()
+
+    @tool
+    async def watch() -> str:
+        """Wait until cancelled."""
+        watching.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append("watch")
+            raise
+        return "never"
+
+    calls = [call("watch", {}, id="w"), call("pay", {"order": 1}, id="a")]
+    agent = Agent(FunctionModel(_answer(calls)), tools=[pay, watch])
+    try:
+        # (a run that waits for ``pay`` once interrupted is told so: it releases it)
+        with pytest.raises(KeyboardInterrupt), interrupt_waits(release.set):
+            agent.run("go")
+    finally:
+        release.set()
+        assert ended.wait(60)
+    assert cancelled == ["watch"]
+    assert gave_up == []  # the interruption came at once, not once ``pay`` gave up

@@ -83,7 +83,7 @@ from toolfold.runtime.drive._executor import (
 )
 from toolfold.runtime.drive._failures import model_failure
 from toolfold.runtime.drive._join import gather_or_cancel
-from toolfold.runtime.drive._loop import Live, _job, interrupted, resumed_round
+from toolfold.runtime.drive._loop import Ended, Live, _job, interrupted, resumed_round
 from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
@@ -619,27 +619,43 @@ async def _ran_async(
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
 ) -> ToolOutcome:
-    """Like `_ran`, on the running event loop."""
+    """Like `_ran`, on the running event loop.
+
+    One block from the step's run to its outcome kept in ``finished`` (see `kept_now`):
+    Ctrl-C landing once the sub-run had ended keeps what it ended with, so resuming
+    does not run it again.
+    """
     task, call, child = step
+    ended: Response | Ended | None = None
     try:
-        # `arun_sub_run`, its run awaited right here: one coroutine fewer per step.
         try:
-            ended = await sub_run_async(
-                task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
-            )
-        except SourceCloseError as error:
-            closed = close_failed_result(error)
-            assert closed.state is not None  # (a step's sub-run ran: its close failed after)
-            state, text, is_error = closed.state, closed.content, closed.is_error
-        else:  # (`ended_result` without its `SubRun`)
+            # `arun_sub_run`, its run awaited right here: one coroutine fewer per step.
+            try:
+                ended = await sub_run_async(
+                    task, *_arguments(call), live.deps, child, f"{run_id}/{call.call_id}".__str__
+                )
+            except SourceCloseError as error:
+                closed = close_failed_result(error)
+                assert closed.state is not None  # (a step's sub-run ran: its close failed after)
+                state, text, is_error = closed.state, closed.content, closed.is_error
+            else:  # (`ended_result` without its `SubRun`)
+                state = ended.state
+                text, is_error = step_text(state, task.target)
+        except Exception as exc:
+            outcome = _failed(call, exc, started, run_id)
+        except BaseException as exc:
+            kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
+            raise
+        else:
+            outcome = _outcome(call, state, text, is_error, started)
+        if finished is not None:
+            finished[index] = outcome
+    except BaseException:
+        if ended is not None and finished is not None and index not in finished:
             state = ended.state
-            text, is_error = step_text(state, task.target)
-    except Exception as exc:
-        return _failed(call, exc, started, run_id)
-    except BaseException as exc:
-        kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
+            finished[index] = _outcome(call, state, *step_text(state, task.target), started)
         raise
-    return _outcome(call, state, text, is_error, started)
+    return outcome
 
 
 async def _side_by_side(

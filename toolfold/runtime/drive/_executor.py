@@ -562,11 +562,14 @@ async def _run_calls(
     jobs: Sequence[ToolJob],
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None = None,
+    waits: SyncWaits | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls concurrently; outcomes in call order.
 
     Cancelling the awaiting task cancels every call still running (a sync tool
-    already in a thread cannot be interrupted; its result is dropped).
+    already in a thread cannot be interrupted; its result is dropped). With
+    ``waits`` (a blocking round, see `SyncWaits`), the sync calls left running
+    are noted there instead, for the round to wait for once Ctrl-C stopped it.
     """
     if len(jobs) == 1:  # one call: no task of its own
         job = jobs[0]
@@ -577,11 +580,11 @@ async def _run_calls(
         assert tool is not None
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
             return (await _run_on_loop(job, prepared),)
-        return (await _run_one(job, prepared, finished),)
+        return (await _run_one(job, prepared, finished, 0, waits),)  # (kept there)
     # At most ``max_concurrency`` calls run at once: the join makes the next
     # call's task when one ends. Each task is named by its call's id.
     return await gather_or_cancel(
-        [_prepared_one(job, finished, index) for index, job in enumerate(jobs)],
+        [_prepared_one(job, finished, index, waits) for index, job in enumerate(jobs)],
         finished,
         max_concurrency,
         [job.call.id for job in jobs],
@@ -589,12 +592,12 @@ async def _run_calls(
 
 
 async def _prepared_one(
-    job: ToolJob, finished: dict[int, ToolOutcome] | None, index: int
+    job: ToolJob, finished: dict[int, ToolOutcome] | None, index: int, waits: SyncWaits | None
 ) -> ToolOutcome:
     prepared = _prepare(job)
     if isinstance(prepared, ToolOutcome):
         return prepared
-    return await _run_one(job, prepared, finished, index)
+    return await _run_one(job, prepared, finished, index, waits)
 
 
 async def _run_one(
@@ -602,9 +605,11 @@ async def _run_one(
     arguments: dict[str, Any],
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
+    waits: SyncWaits | None = None,
 ) -> ToolOutcome:
     """One call on the running loop; a sub-run it runs that is interrupted is kept in
-    ``finished`` under ``index`` (see `kept_sub_run`)."""
+    ``finished`` under ``index`` (see `kept_sub_run`); a sync call still running when it
+    is interrupted is noted in ``waits``, if given (see `SyncWaits`)."""
     import asyncio
 
     assert job.tool is not None
@@ -614,14 +619,50 @@ async def _run_one(
     if timeout is None and _SUB_RUN in job.tool.__dict__:
         # A sub-run (an agent or a workflow step) changes no context variable
         # of the caller's: awaited right here, it needs no task of its own.
+        # One block from the call to its outcome kept in ``finished`` (see `kept_now`):
+        # Ctrl-C landing once the sub-run had ended keeps what it ended with (`_keep_ended`).
+        value: Any = _NO_VALUE
+        error: Exception | None = None
         try:
-            value = await job.tool.invoke(arguments, job.context)
-        except Exception as exc:
-            return _failed(job, exc)
-        except BaseException as exc:
-            kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
+            try:
+                value = await job.tool.invoke(arguments, job.context)
+            except Exception as exc:
+                error = exc
+                outcome = _failed(job, exc)
+            except BaseException as exc:
+                kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
+                raise
+            else:
+                outcome = _finish(job, value)
+            if finished is not None:  # kept as it ends: its own tools ran
+                finished[index] = outcome
+        except BaseException:
+            _keep_ended(finished, index, job, value, error)
             raise
-        return _finish(job, value)
+        return outcome
+    if waits is not None and timeout is None and not job.tool.is_async:
+        # A sync call of a blocking round on an event loop (see `SyncWaits`): one block
+        # from the hand-off to the outcome kept in ``finished``, so that Ctrl-C landing
+        # anywhere in it (the round's loop raises it in the running task), or a
+        # cancellation, leaves the call kept in ``finished`` (`_keep_ticketed`), or its
+        # ticket, noted in ``waits`` at the hand-off, for the round to read or wait on.
+        # Kept as it ends, not once the round returns: Ctrl-C landing on the way (in the
+        # join, as the loop stops) would lose it, to run again on resume.
+        ticket = waits.tickets[index] = Ticket(index)
+        try:
+            try:
+                value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+                if inspect.isawaitable(value):
+                    value = await value
+                outcome = _finish(job, value)
+            except Exception as exc:
+                outcome = _failed(job, exc)
+            if finished is not None:
+                finished[index] = outcome
+        except BaseException:
+            _keep_ticketed(finished, index, job, ticket)
+            raise
+        return outcome
     # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
     # a task's cancellation reaches its awaiter as a new CancelledError, without it.
     stopped: list[BaseException] = []
@@ -642,47 +683,133 @@ async def _run_one(
                 noted = []
                 work = hand_off(_call_noted, job, arguments, noted)
         else:
-            return await _run_timed_sync(job, arguments, timeout, finished, index)
+            return await _run_timed_sync(job, arguments, timeout, finished, index, waits)
     except Exception as exc:
-        return _failed(job, exc)
+        return kept_now(finished, index, _failed(job, exc))
     if timeout is None:
         # Awaiting the future itself cancels it when the caller is cancelled,
         # as asyncio.wait below does by hand: no waiter to build per call.
+        # One block from the hand-off to the outcome kept in ``finished`` (see `kept_now`),
+        # without a call more: Ctrl-C landing once the call had ended keeps its outcome.
         try:
-            value = await work
-            if inspect.isawaitable(value):
-                value = await value
-        except Exception as exc:
-            return _failed(job, exc)
+            try:
+                value = await work
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                outcome = _failed(job, exc)
+            else:
+                outcome = _finish(job, value)
+            if finished is not None:
+                finished[index] = outcome
         except BaseException:
-            _keep_noted(finished, index, job, noted)
+            if noted is None:  # an async tool: its task may have ended, unread
+                _keep_done(finished, index, job, work)
+            else:
+                _keep_noted(finished, index, job, noted)
             raise
-        return _finish(job, value)
+        return outcome
+    # One block from the wait to the outcome kept in ``finished``, as above: whatever
+    # interrupts it (a cancellation, Ctrl-C) keeps the call's outcome once it had one.
+    done: set[asyncio.Future[Any]] | None = None
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
         done, _ = await asyncio.wait({work}, timeout=timeout)
-    except asyncio.CancelledError:
-        work.cancel()
-        if finished is not None and _SUB_RUN in job.tool.__dict__:
-            # The sub-run stops on a task of its own: wait until it kept its state.
+        if done:
+            try:
+                value = work.result()
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                outcome = _failed(job, exc)
+            else:
+                outcome = _finish(job, value)
+        else:
+            work.cancel()
             await asyncio.gather(work, return_exceptions=True)
-            for interruption in stopped:
-                kept_sub_run(
-                    finished, index, job.call.id, job.call.name, interruption, _run_id_of(job)
-                )
-        raise
-    if not done:
+            outcome = _timed_out(job, timeout, stopped[0] if stopped else None)
+        if finished is not None:
+            finished[index] = outcome
+    except BaseException as exc:
+        timed_out = done is not None and not done
+        if not timed_out:
+            _keep_done(finished, index, job, work)
         work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
-        return _timed_out(job, timeout, stopped[0] if stopped else None)
-    try:
-        value = work.result()
-        if inspect.isawaitable(value):
-            value = await value
-    except Exception as exc:
-        return _failed(job, exc)
-    return _finish(job, value)
+        # The sub-run stops on a task of its own: wait until it kept its state, but only
+        # when cancelled (never with a Ctrl-C on its way out, which must not wait).
+        if (
+            isinstance(exc, asyncio.CancelledError)
+            and finished is not None
+            and _SUB_RUN in job.tool.__dict__
+        ):
+            await asyncio.gather(work, return_exceptions=True)
+            if not timed_out:
+                for interruption in stopped:
+                    kept_sub_run(
+                        finished, index, job.call.id, job.call.name, interruption, _run_id_of(job)
+                    )
+        if timed_out and finished is not None and index not in finished:
+            finished[index] = _timed_out(job, timeout, stopped[0] if stopped else None)
+        raise
+    return outcome
+
+
+def kept_now(
+    finished: dict[int, ToolOutcome] | None, index: int, outcome: ToolOutcome
+) -> ToolOutcome:
+    """``outcome``, the call's, also kept in ``finished`` under ``index`` as it ends.
+
+    What a round keeps once interrupted is read from ``finished``: an outcome
+    kept only once the round returned is lost to Ctrl-C landing on the way (in
+    the join, as the loop stops, in `run_kept`'s clean-up), its call to run
+    again on resume, perhaps beside what it had done (a sub-run's own tools).
+    """
+    if finished is not None:
+        finished[index] = outcome
+    return outcome
+
+
+def _keep_done(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    job: ToolJob,
+    work: asyncio.Future[Any],
+) -> None:
+    """Keep in ``finished``, under ``index``, the outcome of an async call whose task had
+    ended, unread, when its round was interrupted (its awaiter cancelled first)."""
+    if finished is None or index in finished or not work.done() or work.cancelled():
+        return
+    error = work.exception()
+    outcome = _ended(job, True, work.result()) if error is None else _ended(job, False, error)
+    if outcome is not None:
+        finished[index] = outcome
+
+
+# A call's value not yet in hand (see `_keep_ended`).
+_NO_VALUE: Any = object()
+
+
+def _keep_ended(
+    finished: dict[int, ToolOutcome] | None,
+    index: int,
+    job: ToolJob,
+    value: Any,
+    error: Exception | None,
+) -> None:
+    """Keep in ``finished``, under ``index``, the outcome of a call that had returned
+    ``value`` (`_NO_VALUE`: not yet) or raised ``error`` when its round was interrupted,
+    unless kept there already."""
+    if finished is None or index in finished:
+        return
+    if error is not None:
+        outcome = _ended(job, False, error)
+    elif value is not _NO_VALUE:
+        outcome = _ended(job, True, value)
+    else:
+        return
+    if outcome is not None:
+        finished[index] = outcome
 
 
 def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool, Any]]) -> Any:
@@ -710,9 +837,52 @@ def _keep_noted(
     noted: list[tuple[bool, Any]] | None,
 ) -> None:
     """Keep in ``finished``, under ``index``, the outcome of a call that had ended on its
-    thread (``noted``, see `_call_noted`) when its round was interrupted."""
-    if finished is not None and noted:
+    thread (``noted``, see `_call_noted`) when its round was interrupted, unless kept
+    there already."""
+    if finished is not None and noted and index not in finished:
         outcome = _ended(job, *noted[0])
+        if outcome is not None:
+            finished[index] = outcome
+
+
+def _call_ticketed(
+    job: ToolJob, arguments: dict[str, Any], ticket: Ticket, inbox: SyncInbox
+) -> Any:
+    """`_call_sync` for a blocking round on an event loop (see `SyncWaits`): its start and
+    end marked on ``ticket`` on its thread, as `submit_sync` marks them.
+
+    A call whose ticket was cancelled before it started never runs (`NOT_RUN`);
+    one cancelled while it ran reports its end to ``inbox``, which the round,
+    interrupted, waits on (`_wait_running`). Each side writes its mark before
+    it reads the other's: the round that cancelled sees the start or the end,
+    or the call sees the cancel.
+    """
+    ticket.started = _monotonic()
+    if ticket._cancelled:
+        return NOT_RUN
+    try:
+        value = _call_sync(job, arguments)
+    except BaseException as exc:
+        ticket.ended = (False, exc)
+        if ticket.cancelled():  # (read again: the round cancels it from another thread)
+            inbox.put(ticket, False, exc)
+        raise
+    ticket.ended = (True, value)
+    if ticket.cancelled():  # the round, interrupted, waits for it: wake it
+        inbox.put(ticket, True, value)
+    return value
+
+
+def _keep_ticketed(
+    finished: dict[int, ToolOutcome] | None, index: int, job: ToolJob, ticket: Ticket
+) -> None:
+    """A sync call of a blocking round on a loop, interrupted: its outcome kept in ``finished``
+    (under ``index``) once it ended on its thread, unless kept there already (its outcome,
+    made once, is not made again). One still running is in its round's `SyncWaits`, whose
+    round waits for it if Ctrl-C stopped the round."""
+    ended = ticket.ended
+    if ended is not None and finished is not None and index not in finished:
+        outcome = _ended(job, *ended)
         if outcome is not None:
             finished[index] = outcome
 
@@ -790,35 +960,64 @@ async def _run_timed_sync(
     timeout: float,
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
+    waits: SyncWaits | None = None,
 ) -> ToolOutcome:
     """A sync tool with a timeout counted from when a worker starts it, not from the queue.
 
     Cancelled once it had ended on its thread, its outcome is kept in
-    ``finished`` under ``index`` (see `_call_noted`).
+    ``finished`` under ``index`` (see `_call_noted`); still running, it is
+    noted in ``waits``, if given (see `SyncWaits`).
     """
     import asyncio
 
     noted: list[tuple[bool, Any]] | None = None
-    if finished is None:
-        work, started = hand_off_timed(_call_sync, job, arguments)
-    else:
-        noted = []
-        work, started = hand_off_timed(_call_noted, job, arguments, noted)
+    ticket: Ticket | None = None
+    work: asyncio.Future[Any] | None = None
+    # One block from the hand-off on: Ctrl-C landing anywhere in it (a blocking run's
+    # loop raises it in the running task) leaves the call kept or waited for.
     try:
+        if waits is not None:
+            ticket = waits.tickets[index] = Ticket(index)
+            work, started = hand_off_timed(_call_ticketed, job, arguments, ticket, waits.inbox)
+        elif finished is None:
+            work, started = hand_off_timed(_call_sync, job, arguments)
+        else:
+            noted = []
+            work, started = hand_off_timed(_call_noted, job, arguments, noted)
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
         if not work.done():
             remaining = started.result() + timeout - time.monotonic()
             await asyncio.wait({work}, timeout=max(0.0, remaining))
-    except asyncio.CancelledError:
+    except Exception:  # (the hand-off's: the call's error, see `_run_one`)
+        raise
+    except BaseException:  # cancelled, or Ctrl-C
         # A call a worker still runs goes on, stuck perhaps, and its worker's slot goes
         # to another, as on a timeout; `abandon` decides that under the workers' lock
         # (one that has ended on its thread, reported or not, is left alone), and
         # one not taken yet is cancelled first, so it never runs.
-        if not work.done():
+        if work is not None and not work.done():
             work.cancel()
             abandon(work)
-        _keep_noted(finished, index, job, noted)
+        if ticket is not None:
+            _keep_ticketed(finished, index, job, ticket)
+        else:
+            _keep_noted(finished, index, job, noted)
         raise
+    if ticket is None:
+        return await _timed_outcome(job, work, timeout)
+    # A blocking round's call: kept as it ends (see `_run_one`).
+    try:
+        outcome = await _timed_outcome(job, work, timeout)
+        if finished is not None:
+            finished[index] = outcome
+    except BaseException:
+        _keep_ticketed(finished, index, job, ticket)
+        raise
+    return outcome
+
+
+async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float) -> ToolOutcome:
+    """The outcome of a sync call with a timeout once its wait ended (see `_run_timed_sync`)."""
     if not work.done():
         work.cancel()
         # Its thread cannot be stopped: another worker takes its place (unless the
@@ -1129,17 +1328,76 @@ def _kept(
     return outcomes
 
 
+class SyncWaits:
+    """The sync calls a blocking round on an event loop left running on worker threads when
+    it was stopped, and where they report their end (see `_call_ticketed`).
+
+    Ctrl-C (or its `RoundInterrupt`) cancels such a round as `arun`'s would be
+    cancelled: its async tools and sub-runs stop where they are. A sync call
+    cannot be stopped, so its end is waited for (`wait`), as a round with only
+    sync tools waits (`_run_threaded`): else it would run again on resume,
+    perhaps beside itself. An async run has none (`run_calls`): cancelled,
+    it stays prompt.
+    """
+
+    __slots__ = ("inbox", "tickets")
+
+    def __init__(self) -> None:
+        self.inbox = SyncInbox()
+        # Every sync call handed to a worker, by index, its ticket noted at the hand-off: read
+        # once the round was stopped, not from the calls' tasks, which a further Ctrl-C may
+        # leave unfinished (in the kept loop's clean-up, see `_drop_kept`).
+        self.tickets: dict[int, Ticket] = {}
+
+    def wait(self, jobs: Sequence[ToolJob], finished: dict[int, ToolOutcome] | None) -> None:
+        """Keep in ``finished`` the outcomes of the calls of ``jobs`` that had ended on their
+        threads (unless kept there already), and wait for those still running (each bound by
+        its timeout), keeping theirs; calls not started never start. Whoever shows the run
+        is told first (see `interrupt_waits`); a second Ctrl-C stops the wait, and the calls
+        still running are not kept (they run again on resume)."""
+        if not self.tickets:
+            return
+        done = finished if finished is not None else {}
+        running = {i: t for i, t in self.tickets.items() if i not in done}
+        # (the arguments are not read by the wait)
+        ready: list[tuple[ToolJob, dict[str, Any]]] = [(job, {}) for job in jobs]
+        outcomes: list[ToolOutcome | None] = [None] * len(jobs)
+        try:
+            _wait_running(self.inbox, running, ready, outcomes)
+        finally:
+            if finished is not None:
+                for index, outcome in enumerate(outcomes):
+                    if outcome is not None and index not in finished:
+                        finished[index] = outcome
+
+
 def _run_on_kept_loop(
     jobs: Sequence[ToolJob],
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None,
     interrupt: RoundInterrupt | None,
 ) -> tuple[ToolOutcome, ...]:
+    """The calls on an event loop, from blocking code: Ctrl-C (in this thread, or
+    ``interrupt`` fired) cancels them as `arun`'s, and waits for the sync calls left
+    running on worker threads (see `SyncWaits`)."""
+    waits = SyncWaits()
     if interrupt is None:
-        return run_kept(lambda: _run_calls(jobs, max_concurrency, finished))
-    return _run_interruptible(
-        lambda: _interruptible(_run_calls(jobs, max_concurrency, finished), interrupt), interrupt
-    )
+        try:
+            return run_kept(lambda: _run_calls(jobs, max_concurrency, finished, waits))
+        except KeyboardInterrupt:  # (not SystemExit, nor a failure: those do not wait)
+            waits.wait(jobs, finished)
+            raise
+    try:
+        return _run_interruptible(
+            lambda: _interruptible(_run_calls(jobs, max_concurrency, finished, waits), interrupt),
+            interrupt,
+        )
+    except BaseException:
+        if interrupt.fired:
+            # This thread tells whoever shows the run: the caller's cannot know that the
+            # round, on a loop, has sync calls to wait for (see `RoundInterrupt.waits`).
+            waits.wait(jobs, finished)
+        raise
 
 
 def _on_loop(job: ToolJob, count: int) -> bool:
@@ -1388,6 +1646,18 @@ class _KeptLoop:
     """One event loop kept for blocking calls from the main thread (see `run_kept`)."""
 
     loop: asyncio.AbstractEventLoop | None = None
+    # One dropped whose clean-up a further Ctrl-C stopped (see `_drop_kept`).
+    dropped: asyncio.AbstractEventLoop | None = None
+    closed_at_exit = False  # (`_close_kept` registered with atexit)
+
+
+def _close_kept() -> None:
+    dropped = _KeptLoop.dropped
+    if dropped is not None:
+        _drop_kept(dropped)
+    loop, _KeptLoop.loop = _KeptLoop.loop, None
+    if loop is not None and not loop.is_running() and _close_whole(loop):
+        raise KeyboardInterrupt
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -1398,6 +1668,15 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     workflow run, a blocking step of sub-runs). What the coroutine leaves
     running is cancelled, as ``asyncio.run`` does. Other threads, and code
     already inside a running loop, use `run_blocking`.
+
+    Ctrl-C reaches the loop as Python's KeyboardInterrupt, raised in this
+    thread where it runs, most often as the loop waits for its next event.
+    A signal that lands just before that wait begins (or on another thread)
+    wakes no wait: Python raises it once the wait returns. So while the
+    coroutine runs, the loop's wait lasts at most `SIGNAL_POLL`, as the main
+    thread's other waits do (toolfold leaves the process's signal wakeup fd to
+    the program). Interrupted, or failing, the loop is dropped: the next call
+    builds a new one, with nothing of the interrupted one left on it.
     """
     import asyncio  # here: `import toolfold` must not pay for asyncio
 
@@ -1405,15 +1684,119 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         if threading.current_thread() is threading.main_thread():
+            dropped = _KeptLoop.dropped
+            if dropped is not None:  # (its clean-up interrupted: done before this call's)
+                _drop_kept(dropped)
             loop = _KeptLoop.loop
             if loop is None or loop.is_closed():
+                if not _KeptLoop.closed_at_exit:
+                    # Once: a loop dropped since (`_drop_kept`) is closed there, not kept alive.
+                    _KeptLoop.closed_at_exit = True
+                    atexit.register(_close_kept)
                 loop = _KeptLoop.loop = asyncio.new_event_loop()
-                atexit.register(loop.close)
             try:
-                return loop.run_until_complete(make())
-            finally:
+                result = _run_polled(loop, make())
                 _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+            except BaseException:
+                _drop_kept(loop)
+                raise
+            return result
     return run_blocking(make)
+
+
+def _run_polled(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    """``loop.run_until_complete(coroutine)``, the loop's waits bounded by `SIGNAL_POLL`
+    (see `run_kept`)."""
+    poll = _Poll(loop)
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        poll.stop()
+
+
+class _Poll:
+    """A no-op the loop runs every `SIGNAL_POLL` until stopped: its wait for the next event
+    returns at least that often, and Python runs a signal's handler (see `run_kept`)."""
+
+    __slots__ = ("handle", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.handle: asyncio.TimerHandle | None = loop.call_later(SIGNAL_POLL, self.again)
+
+    def again(self) -> None:
+        if self.handle is not None:
+            self.handle = self.loop.call_later(SIGNAL_POLL, self.again)
+
+    def stop(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            handle.cancel()
+
+
+def _drop_kept(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what ``loop`` still runs and close it, the kept loop no more: after an
+    interruption or a failure (see `run_kept`), the next call builds a new one.
+
+    Ctrl-C landing once the coroutine had ended, before the loop ran the callback
+    that stops it, leaves that callback queued: run again, the loop would stop
+    the next call early ("Event loop stopped before Future completed"). Ctrl-C
+    landing as leftovers were cancelled leaves them on it. A new loop has neither.
+    A further Ctrl-C landing here leaves ``loop`` to the next call (or the exit) to
+    finish (`_KeptLoop.dropped`): closed now, its tasks would be destroyed pending.
+    One landing as it closes waits until it is closed (`_close_whole`).
+    """
+    import asyncio
+
+    if _KeptLoop.loop is loop:
+        _KeptLoop.loop = None
+    if loop.is_closed():
+        if _KeptLoop.dropped is loop:  # (closed, then Ctrl-C: see `_close_whole`)
+            _KeptLoop.dropped = None
+        return
+    if loop.is_running():
+        return
+    _KeptLoop.dropped = loop
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    # One turn runs what is queued (a stale stop callback with it: the loop stops
+    # after this turn anyway), then the cancelled tasks run to their end.
+    loop.stop()
+    loop.run_forever()
+    pending = [task for task in tasks if not task.done()]
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    held = _close_whole(loop)
+    _KeptLoop.dropped = None
+    if held:
+        raise KeyboardInterrupt
+
+
+def _close_whole(loop: asyncio.AbstractEventLoop) -> bool:
+    """``loop.close()``, not cut short by Ctrl-C; whether a Ctrl-C was held meanwhile.
+
+    A close cut short leaves the loop half closed, and its garbage collection
+    closes it again, which fails ("Exception ignored in BaseEventLoop.__del__
+    ... Invalid file descriptor: -1"). So in the main thread, while Python's
+    own handler is SIGINT's, a SIGINT that arrives during the close is held,
+    for the caller to raise KeyboardInterrupt once it is done.
+    """
+    import signal
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        loop.close()
+        return False
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        loop.close()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return bool(held)
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:

@@ -35,13 +35,19 @@ _EAGER = sys.version_info >= (3, 12)
 _CONTEXT_ARG = sys.version_info >= (3, 11)
 
 
+_NONE: Any = object()
+
+
 class _Join:
     """The state of one `gather_or_cancel`: what ended, its tasks, and the join's waiter."""
 
-    __slots__ = ("failed", "failure", "relay", "results", "running", "tasks", "waiter")
+    __slots__ = ("failed", "failure", "finished", "relay", "results", "running", "tasks", "waiter")
 
-    def __init__(self, count: int) -> None:
-        self.results: list[Any] = [None] * count
+    def __init__(self, count: int, finished: dict[int, Any] | None = None) -> None:
+        # What each coroutine returned, by index (`_NONE`: it has not returned).
+        self.results: list[Any] = [_NONE] * count
+        # The caller's record of what returned, written as each returns (see `_branch`).
+        self.finished = finished
         self.running = 0
         self.failure: BaseException | None = None
         self.failed: list[asyncio.Task[Any] | None] = []  # the tasks that raised
@@ -60,7 +66,12 @@ async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) ->
     until the last one ends (no turn of the loop to wake it in between).
     """
     try:
-        value = join.results[index] = await coroutine
+        join.results[index] = value = await coroutine
+        # Kept as it returns: Ctrl-C landing once the join (or the loop) ended raises
+        # where the join's own keeping (`gather_or_cancel`) never runs.
+        finished = join.finished
+        if finished is not None:
+            finished[index] = value
     except BaseException as exc:
         import asyncio
 
@@ -92,9 +103,9 @@ async def gather_or_cancel(
     awaited, none left behind, and those not started are closed.
 
     The first error (an exception a coroutine raised, or its cancellation)
-    is raised as ``asyncio.gather`` raises it. When the join is cancelled (or
-    Ctrl-C stops it), ``finished`` (if given) receives the results of the
-    coroutines that had returned, by index. ``names``: the tasks' names, by
+    is raised as ``asyncio.gather`` raises it. ``finished`` (if given) receives
+    each coroutine's result, by index, as it returns: when the join is cancelled
+    (or Ctrl-C stops it, even once it returned), it holds those that had returned. ``names``: the tasks' names, by
     index (what a debugger or ``asyncio.all_tasks`` shows; default ``Task-<n>``).
     """
     import asyncio
@@ -103,7 +114,7 @@ async def gather_or_cancel(
     count = len(coroutines)
     assert names is None or len(names) == count, "a name for each coroutine"
     most = count if limit is None else max(1, limit)
-    join = _Join(count)
+    join = _Join(count, finished)
     tasks = join.tasks
     base = contextvars.copy_context()  # each task runs in its own copy of it
     # Tasks made here as `loop.create_task` makes them (without its checks of
@@ -165,13 +176,15 @@ async def gather_or_cancel(
             await join.waiter
             join.waiter = None
     except BaseException:  # (a cancellation, or Ctrl-C raised in one of them)
-        for failed in join.failed:  # its error is raised here: not "never retrieved"
-            if failed is not None and failed.done() and not failed.cancelled():
-                failed.exception()
+        for ended in (*join.failed, *tasks):  # their errors are raised here: not "never retrieved"
+            if ended is not None and ended.done() and not ended.cancelled():
+                ended.exception()
         if finished is not None:
-            for index, task in enumerate(tasks):
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    finished[index] = task.result()
+            # What returned, read as it was stored: a branch whose coroutine returned
+            # can still fail after (Ctrl-C landing in its ``finally``), its result kept.
+            for index, result in enumerate(join.results):
+                if result is not _NONE:
+                    finished[index] = result
         raise
     finally:
         join.relay = None  # (no branch ending now starts another)

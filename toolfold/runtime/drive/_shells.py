@@ -343,14 +343,25 @@ def _relayed_sync(
     ended: list[tuple[bool, Any]] = []
     done = threading.Event()
     interrupt = RoundInterrupt()
+    # The round's thread keeps what ended in a dict of its own, copied into ``op.finished``
+    # in this thread only: after a second Ctrl-C the round goes on writing to it while this
+    # thread builds the interrupted state from ``op.finished`` (settles, filters, reads it).
+    own: dict[int, ToolOutcome] | None = None if op.finished is None else {}
+
+    def keep() -> None:
+        """What the round's thread kept so far, into ``op.finished`` (one `dict.update` of an
+        int-keyed dict: it runs in C, whole, under the GIL: no write of the thread's lands
+        midway)."""
+        if own is not None and op.finished is not None:
+            op.finished.update(own)
 
     def work() -> None:
         try:
-            # Calls that ended before an interruption are kept (`finished`), as inline.
+            # Calls that ended before an interruption are kept (`own`), as inline.
             outcomes = run_calls_sync(
                 jobs,
                 max_concurrency=live.max_concurrency,
-                finished=op.finished,
+                finished=own,
                 interrupt=interrupt,
             )
             ended.append((True, outcomes))
@@ -383,13 +394,18 @@ def _relayed_sync(
             if item is _STEP_DONE:
                 break
             yield item
+        keep()
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
+            keep()
             raise
         if interrupt.waits and not done.is_set():
             tell_interrupt_waits()
-        while not done.wait(poll):  # (a second Ctrl-C stops waiting)
-            pass
+        try:
+            while not done.wait(poll):  # (a second Ctrl-C stops waiting)
+                pass
+        finally:
+            keep()  # (after a second Ctrl-C: what had ended by then)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
             op.finished.update(enumerate(value))
@@ -405,12 +421,13 @@ _STEP_DONE = object()
 
 @contextmanager
 def interrupt_waits(tell: Callable[[], object]) -> Iterator[None]:
-    """Call ``tell`` (in the thread Ctrl-C reached) when Ctrl-C, in a blocking run or a
-    blocking stream iterated inside this, interrupts a round that goes on until its blocking
-    calls return (sync tools running on worker threads; in a stream, a sub-run's blocking
-    model call or tool too: see `RoundInterrupt.waits`) and the run waits for them before it
-    raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the wait (the
-    calls still running are not kept).
+    """Call ``tell`` (in the thread Ctrl-C reached, or in a stream's round's own thread once
+    its round on an event loop was cancelled: see `SyncWaits`) when Ctrl-C, in a blocking
+    run or a blocking stream iterated inside this, interrupts a round that goes on until its
+    blocking calls return (sync tools running on worker threads; in a stream, a sub-run's
+    blocking model call or tool too: see `RoundInterrupt.waits`) and the run waits for them
+    before it raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the
+    wait (the calls still running are not kept).
 
     What shows a run to a person says so then (``toolfold run``): the run is not stuck.
     """

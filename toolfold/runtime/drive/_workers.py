@@ -65,7 +65,9 @@ class _Inbox:
     __slots__ = ("__weakref__", "_armed", "_items", "_lock", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Weak: `_INBOXES` holds this inbox under its loop, weakly; a strong reference
+        # back would keep every loop that ever handed off a call alive for good.
+        self._loop = weakref.ref(loop)
         self._items: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = collections.deque()
         self._lock = threading.Lock()
         self._armed = False
@@ -77,9 +79,11 @@ class _Inbox:
             if self._armed:
                 return
             self._armed = True
-        # A closed loop raises RuntimeError: nobody waits for these results then.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._settle)
+        # A closed loop raises RuntimeError (one gone is None): nobody waits for these results then.
+        loop = self._loop()
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._settle)
 
     def _settle(self) -> None:
         with self._lock:
