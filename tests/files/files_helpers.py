@@ -335,6 +335,25 @@ def _holder_beside_waiter(request: ModelRequest) -> Reply:
 holder_beside_waiter = FunctionModel(_holder_beside_waiter, name="files:holder-beside-waiter")
 
 
+def _lead_beside_holder(request: ModelRequest) -> Reply:
+    """The lead calls the ``worker`` agent and ``hold_at_gate`` in one step (run on an event
+    loop); the worker calls ``wait_for_cancel``; each answers with its results."""
+    results = [r.content for m in request.messages for r in m.tool_results]
+    if any(t.name == "worker" for t in request.tools):
+        if results:
+            return "done: " + ", ".join(results)
+        return [
+            FunctionModel.call("worker", {"input": "go"}),
+            FunctionModel.call("hold_at_gate", {"text": "x"}),
+        ]
+    return (
+        "worker: " + results[0] if results else FunctionModel.call("wait_for_cancel", {"text": "w"})
+    )
+
+
+lead_beside_holder = FunctionModel(_lead_beside_holder, name="files:lead-beside-holder")
+
+
 @tool(requires_approval=True)
 def add_at_gate(a: int, b: int) -> int:
     """Add two numbers once approved, logging each run to ``ran.log`` here; says ``adding`` on

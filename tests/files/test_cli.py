@@ -537,14 +537,22 @@ def _pair_run(
     tmp_path: Path, gate: Path, beside: str = "note", options: tuple[str, ...] = ()
 ) -> subprocess.Popen[bytes]:
     """``toolfold run`` (with ``options``) of an agent calling a tool held at the FIFO ``gate``
-    beside another (``note``, or the async ``wait_for_cancel``: then the step runs on an
-    event loop), started with Ctrl-C's default handling; used as ``with _pair_run(...) as proc``."""
+    beside another (``note``; the async ``wait_for_cancel``, or the agent ``worker`` calling it:
+    then the step runs on an event loop), started with Ctrl-C's default handling; used as
+    ``with _pair_run(...) as proc``."""
     os.mkfifo(gate)
-    model = "holder_beside_note" if beside == "note" else "holder_beside_waiter"
-    (tmp_path / "pair.toml").write_text(
-        f'[agents.pair]\nmodel = "files_helpers:{model}"\n'
-        f'tools = ["files_helpers:hold_at_gate", "files_helpers:{beside}"]\n'
-    )
+    if beside == "worker":
+        (tmp_path / "pair.toml").write_text(
+            'entry = "pair"\n\n[agents.pair]\nmodel = "files_helpers:lead_beside_holder"\n'
+            'tools = [{ agent = "worker" }, "files_helpers:hold_at_gate"]\n\n[agents.worker]\n'
+            'model = "files_helpers:lead_beside_holder"\ntools = ["files_helpers:wait_for_cancel"]\n'
+        )
+    else:
+        model = "holder_beside_note" if beside == "note" else "holder_beside_waiter"
+        (tmp_path / "pair.toml").write_text(
+            f'[agents.pair]\nmodel = "files_helpers:{model}"\n'
+            f'tools = ["files_helpers:hold_at_gate", "files_helpers:{beside}"]\n'
+        )
     return subprocess.Popen(
         [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", *options, "go"],
         stdout=subprocess.PIPE,
@@ -556,7 +564,7 @@ def _pair_run(
                 "PYTHONPATH": str(FILES),
                 "TOOLFOLD_TEST_GATE": str(gate),
                 # (Ctrl-C only once ``wait_for_cancel`` waits: see `files_helpers.hold_at_gate`)
-                "TOOLFOLD_TEST_AFTER_WAITER": "1" if beside == "wait_for_cancel" else "",
+                "TOOLFOLD_TEST_AFTER_WAITER": "" if beside == "note" else "1",
             }
         ),
         # (a process started in the background inherits SIGINT ignored: Python's own handler)
@@ -611,15 +619,17 @@ def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_pa
     assert sorted(_ran(tmp_path)) == ["held x", "note y"]
 
 
+@pytest.mark.parametrize("beside", ["wait_for_cancel", "worker"])
 @pytest.mark.parametrize("options", [(), ("--stream",)])
 def test_ctrl_c_in_a_step_on_an_event_loop_waits_for_its_running_tool_and_keeps_it(
-    tmp_path: Path, options: tuple[str, ...]
+    tmp_path: Path, options: tuple[str, ...], beside: str
 ) -> None:
     """``run`` (and ``run --stream``) interrupted while a sync tool runs beside an async tool
-    (the step runs on an event loop) cancels the async tool, says it waits, waits for the sync
-    tool and writes its result to the run file: resuming does not run it again."""
+    or an agent calling one (the step runs on an event loop) cancels the async tool, says it
+    waits, waits for the sync tool and writes its result to the run file: resuming does not
+    run it again."""
     gate = tmp_path / "gate"
-    with _pair_run(tmp_path, gate, "wait_for_cancel", options) as proc:
+    with _pair_run(tmp_path, gate, beside, options) as proc:
         assert proc.stderr is not None
         notice = (
             b"toolfold run: stopping once the running tool or model call returns; "
@@ -655,12 +665,13 @@ def test_ctrl_c_in_a_step_on_an_event_loop_waits_for_its_running_tool_and_keeps_
     # The async tool, waiting when Ctrl-C came, was cancelled (its handler ran before the
     # command exited) and is to run again; the held sync tool was waited for and kept.
     assert [(c.call.name, c.status) for c in state.calls] == [
-        ("wait_for_cancel", "to_run"),
+        (beside, "to_run"),
         ("hold_at_gate", "done"),
     ]
     assert _ran(tmp_path) == ["cancelled w", "held x"]
     proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
-    assert (proc2.returncode, proc2.stdout) == (0, "done: waited w, held x\n"), proc2.stderr
+    waited = "worker: waited w" if beside == "worker" else "waited w"
+    assert (proc2.returncode, proc2.stdout) == (0, f"done: {waited}, held x\n"), proc2.stderr
     assert _ran(tmp_path) == ["cancelled w", "held x"]  # the held tool ran once in all
 
 
