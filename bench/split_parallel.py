@@ -28,7 +28,7 @@ import sys
 from bench_compose import bench_model, lookup, worker
 
 from toolfold import Agent, Parallel
-from toolfold.runtime.drive._executor import run_kept
+from toolfold.runtime.drive._kept_loop import run_kept
 
 agents = [Agent(bench_model(worker), name=f"branch{i}", tools=[lookup]) for i in range(10)]
 workflow = Parallel(*agents)

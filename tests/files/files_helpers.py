@@ -243,17 +243,27 @@ def _lead_and_worker(request: ModelRequest) -> Reply:
 lead_and_worker = FunctionModel(_lead_and_worker, name="files:lead-and-worker")
 
 
+# Set once ``wait_for_cancel`` waits to be cancelled (see `hold_at_gate`).
+_WAITER_WAITS = threading.Event()
+
+
 @tool
 def hold_at_gate(text: str) -> str:
-    """The first time (no ``interrupted`` file here), Ctrl-C reaches the process, and this
-    returns only once a line arrives on the FIFO named by TOOLFOLD_TEST_GATE; each return
-    is a line of ``ran.log`` here.
+    """The first time (no ``interrupted`` file here), Ctrl-C reaches the process (once
+    ``wait_for_cancel`` waits, when TOOLFOLD_TEST_AFTER_WAITER is set), and this returns only
+    once a line arrives on the FIFO named by TOOLFOLD_TEST_GATE; each return is a line of
+    ``ran.log`` here.
 
     Args:
         text: What to answer with.
     """
     marker = Path("interrupted")
     if not marker.exists():
+        # Beside ``wait_for_cancel`` (TOOLFOLD_TEST_AFTER_WAITER set), only once it waits:
+        # Ctrl-C then cancels it there. Before, its first step could come after the marker
+        # (it answered at once) or never (Ctrl-C landed first): either way it was not cancelled.
+        if os.environ.get("TOOLFOLD_TEST_AFTER_WAITER") and not _WAITER_WAITS.wait(60):
+            raise RuntimeError("hold_at_gate: wait_for_cancel never began to wait")
         marker.write_text("once")
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         with open(os.environ["TOOLFOLD_TEST_GATE"], encoding="utf-8") as gate:
@@ -300,6 +310,8 @@ async def wait_for_cancel(text: str) -> str:
     """
     if not Path("interrupted").exists():
         try:
+            # Told at the loop's next turn, when this task waits below (see `hold_at_gate`).
+            asyncio.get_running_loop().call_soon(_WAITER_WAITS.set)
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             with Path("ran.log").open("a") as log:
@@ -321,6 +333,25 @@ def _holder_beside_waiter(request: ModelRequest) -> Reply:
 
 
 holder_beside_waiter = FunctionModel(_holder_beside_waiter, name="files:holder-beside-waiter")
+
+
+def _lead_beside_holder(request: ModelRequest) -> Reply:
+    """The lead calls the ``worker`` agent and ``hold_at_gate`` in one step (run on an event
+    loop); the worker calls ``wait_for_cancel``; each answers with its results."""
+    results = [r.content for m in request.messages for r in m.tool_results]
+    if any(t.name == "worker" for t in request.tools):
+        if results:
+            return "done: " + ", ".join(results)
+        return [
+            FunctionModel.call("worker", {"input": "go"}),
+            FunctionModel.call("hold_at_gate", {"text": "x"}),
+        ]
+    return (
+        "worker: " + results[0] if results else FunctionModel.call("wait_for_cancel", {"text": "w"})
+    )
+
+
+lead_beside_holder = FunctionModel(_lead_beside_holder, name="files:lead-beside-holder")
 
 
 @tool(requires_approval=True)

@@ -28,12 +28,8 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolReturned, replay
-from toolfold.runtime.drive._executor import (
-    RoundInterrupt,
-    _interruptible,
-    run_calls_sync,
-    watched_interrupt,
-)
+from toolfold.runtime.drive._executor import run_calls_sync
+from toolfold.runtime.drive._kept_loop import RoundInterrupt, _interruptible, watched_interrupt
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = FunctionModel.call

@@ -17,8 +17,8 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     run_calls,
     run_calls_sync,
-    run_kept,
 )
+from toolfold.runtime.drive._kept_loop import run_kept
 from toolfold.testing import ScriptedModel
 
 SCHEMA = {

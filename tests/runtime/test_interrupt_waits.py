@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -528,3 +530,59 @@ def test_a_cancelled_arun_does_not_wait_for_its_running_sync_call(
     assert asyncio.run(main()) is False  # cancelled while ``pay`` still ran: not waited for
     assert payments.cancelled == ["watch"]
     assert payments.told == []
+
+
+@pytest.mark.parametrize("beside", ["async", "agent"])
+def test_ctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
+    beside: str, on_loop: Callable[..., _LoopRound]
+) -> None:
+    """Ctrl-C landing in a blocking round on an event loop as its async tool (alone, or a
+    sub-agent's) is about to begin, a sync call running: the async call never ran, so it is
+    kept to run (not ended), and the sync call is waited for and kept; resuming runs each once."""
+    payments = on_loop(beside)
+    paying = threading.Event()
+
+    @tool(name="pay")
+    def pay_quietly(order: int) -> str:
+        """Pay an order once released, pressing no Ctrl-C: the test's trace function does.
+
+        Args:
+            order: The order to pay.
+        """
+        if not paying.is_set():
+            paying.set()
+            assert payments.release.wait(30)
+        payments.ran.append(f"pay {order}")
+        return f"paid {order}"
+
+    payments.tools[1] = pay_quietly
+    fired: list[str] = []
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> None:
+        # The tool's coroutine entered for its first step (a signal's handler runs there too).
+        code = frame.f_code
+        entered = event == "call" and code.co_name == "watch" and code.co_filename == __file__
+        if entered and not fired and paying.wait(30):  # ``pay`` runs on its worker thread
+            fired.append(event)
+            raise KeyboardInterrupt
+
+    agent = payments.agent()
+    sys.settrace(tracer)
+    try:
+        state = payments.run(agent, "run")
+    finally:
+        sys.settrace(None)
+    assert fired
+    assert payments.told == ["waiting"]  # said while ``pay`` still ran
+    assert payments.cancelled == []  # ``watch`` never began: nothing of it to cancel
+    assert payments.ran == ["pay 1"]
+    assert [(c.call.id, c.status) for c in state.calls] == [
+        ("w", "to_run"),
+        ("a", "done"),
+        ("c", "to_run"),
+    ]
+    payments.cancelled.append("(resuming)")  # (``watch`` now answers at once)
+    response = agent.resume(RunState.from_json(state.to_json()))
+    assert sorted(payments.ran) == ["note x", "pay 1", "watch"]  # pay ran once over both
+    watched = "sub watched" if beside == "agent" else "watched"
+    assert response.text == f"saw: {watched} | paid 1 | noted x"

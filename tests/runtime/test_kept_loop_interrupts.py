@@ -23,7 +23,7 @@ import pytest
 
 from toolfold import Agent, ModelRequest, Parallel, RunState, state_of, tool
 from toolfold.runtime import _conduct
-from toolfold.runtime.drive import _executor, _join, _loop
+from toolfold.runtime.drive import _executor, _join, _kept_loop, _loop
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
@@ -106,9 +106,9 @@ def _ctrl_c_at(
 def pays() -> Iterator[_PayRound]:
     """A `_PayRound`; the kept loop is dropped after it, whatever the test left on it."""
     yield _PayRound()
-    loop = _executor._KeptLoop.loop
+    loop = _kept_loop._KeptLoop.loop
     if loop is not None:
-        _executor._drop_kept(loop)
+        _kept_loop._drop_kept(loop)
 
 
 def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_calls(
@@ -117,7 +117,7 @@ def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_calls(
     """Ctrl-C landing once a round on the kept loop returned, before the run stored its
     outcomes, keeps every call that ran, async and sync: resuming runs neither again."""
     tracer, fired = _ctrl_c_at(
-        _executor.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 1
+        _kept_loop.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 1
     )
     state = pays.interrupted(tracer)
     assert fired
@@ -190,16 +190,16 @@ def test_a_kept_loop_dropped_after_ctrl_c_is_closed_and_not_kept_alive(pays: _Pa
     """The kept loop a Ctrl-C dropped is closed, and nothing (an exit hook) keeps it alive:
     runs interrupted again and again leave no loops behind."""
     tracer, fired = _ctrl_c_at(
-        _executor.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 2
+        _kept_loop.run_kept, "_cancel_leftovers(loop)", lambda frame: pays.paid == 2
     )
     assert pays.agent.run("go").text == "saw: watched | paid"
-    first = _executor._KeptLoop.loop
+    first = _kept_loop._KeptLoop.loop
     assert first is not None
     dropped = weakref.ref(first)
     del first
     pays.interrupted(tracer)
     assert fired
-    assert _executor._KeptLoop.loop is None
+    assert _kept_loop._KeptLoop.loop is None
     gc.collect()
     assert dropped() is None
 
@@ -227,7 +227,7 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
         return [call("hold", {}, id="h"), call("stop", {}, id="s")]
 
     agent = Agent(FunctionModel(reply), tools=[hold, stop])
-    tracer, fired = _ctrl_c_at(_executor._drop_kept, "loop.run_forever()", lambda frame: True)
+    tracer, fired = _ctrl_c_at(_kept_loop._drop_kept, "loop.run_forever()", lambda frame: True)
     sys.settrace(tracer)
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -235,13 +235,13 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
     finally:
         sys.settrace(None)
     assert fired
-    left = _executor._KeptLoop.dropped
+    left = _kept_loop._KeptLoop.dropped
     assert left is not None
     tasks = asyncio.all_tasks(left)
     assert tasks
     assert not any(task.done() for task in tasks)
     assert pays.agent.run("next").text == "saw: watched | paid"
-    assert _executor._KeptLoop.dropped is None
+    assert _kept_loop._KeptLoop.dropped is None
     assert left.is_closed()
     assert all(task.done() for task in tasks)
 
@@ -317,7 +317,7 @@ def test_ctrl_c_after_a_round_on_the_kept_loop_ended_keeps_its_sub_run_and_async
     """Ctrl-C landing once a round of a sub-agent, a sync and an async tool on the kept loop
     returned keeps all three: resuming runs none again (the sub-agent's own tool included)."""
     round_ = _SubRunRound()
-    tracer, fired = _ctrl_c_at(_executor.run_kept, "_cancel_leftovers(loop)", lambda frame: True)
+    tracer, fired = _ctrl_c_at(_kept_loop.run_kept, "_cancel_leftovers(loop)", lambda frame: True)
     state = round_.run_interrupted_then_resumed(tracer)
     assert fired
     assert [(c.call.id, c.status) for c in state.calls] == [
@@ -494,7 +494,7 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_keeps_a_sync_call_that_had_re
         return [call("pay", {}, id="p"), call("stop", {}, id="s")]
 
     agent = Agent(FunctionModel(reply), tools=[pay, stop])
-    tracer, fired = _ctrl_c_at(_executor._drop_kept, "loop.run_forever()", lambda frame: True)
+    tracer, fired = _ctrl_c_at(_kept_loop._drop_kept, "loop.run_forever()", lambda frame: True)
     sys.settrace(tracer)
     try:
         with pytest.raises(KeyboardInterrupt) as caught:
@@ -598,10 +598,10 @@ def test_ctrl_c_as_a_dropped_kept_loop_closes_is_held_until_it_closed() -> None:
     sys.settrace(tracer)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _executor._drop_kept(loop)
+            _kept_loop._drop_kept(loop)
     finally:
         sys.settrace(None)
     assert fired
     assert loop.is_closed()
-    assert _executor._KeptLoop.dropped is None
+    assert _kept_loop._KeptLoop.dropped is None
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -56,7 +56,7 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
-from toolfold.runtime.drive._executor import _await, run_blocking
+from toolfold.runtime.drive._kept_loop import _await, run_blocking
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a

@@ -28,15 +28,17 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
-    INTERRUPT_WAITS,
-    SIGNAL_POLL,
-    RoundInterrupt,
     ToolJob,
     ToolOutcome,
-    check_interrupt,
     forwards,
     run_calls,
     run_calls_sync,
+)
+from toolfold.runtime.drive._kept_loop import (
+    INTERRUPT_WAITS,
+    SIGNAL_POLL,
+    RoundInterrupt,
+    check_interrupt,
     tell_interrupt_waits,
     watched_interrupt,
 )
