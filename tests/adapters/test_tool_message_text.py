@@ -101,6 +101,48 @@ def test_gemini_and_responses_send_the_text() -> None:
     assert responses_problems("CreateResponse", responses) == []
 
 
+def test_responses_keeps_the_outputs_together_and_sends_the_text_after_them() -> None:
+    """Responses sends both function_call_outputs in a row, then one user message with both notes."""
+    body = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).body(REQUEST)
+    shown = [(item.get("type") or item["role"], item.get("content")) for item in body["input"][3:]]
+    assert [item.get("type") for item in body["input"][1:3]] == ["function_call", "function_call"]
+    assert shown == [
+        ("function_call_output", None),
+        ("function_call_output", None),
+        (
+            "user",
+            [{"type": "input_text", "text": "NOTE-A"}, {"type": "input_text", "text": "NOTE-B"}],
+        ),
+        ("user", "thanks"),
+    ]
+    assert responses_problems("CreateResponse", body) == []
+
+
+def test_responses_keeps_outputs_together_across_a_user_message_holding_results() -> None:
+    """A user message holding a result and text, then a tool message: the outputs come first."""
+    calls = [ToolCallPart("call_1", "weather", "{}"), ToolCallPart("call_2", "weather", "{}")]
+    picture = ImagePart(data=b"\x89PNG\r\n\x1a\n")
+    history = (
+        Message.user("weather?"),
+        Message.assistant("", calls),
+        Message("user", [ToolResultPart("call_1", "weather", "sunny"), TextPart("NOTE-A")]),
+        Message("tool", [picture, ToolResultPart("call_2", "weather", "rain")]),
+        Message.assistant("done"),
+    )
+    body = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).body(ModelRequest(history, (WEATHER,)))
+    kinds = [item.get("type") or item["role"] for item in body["input"]]
+    assert kinds[1:] == [
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+        "user",
+        "assistant",
+    ]
+    assert [part["type"] for part in body["input"][5]["content"]] == ["input_text", "input_image"]
+    assert responses_problems("CreateResponse", body) == []
+
+
 def test_a_run_from_such_a_history_sends_the_text_to_the_model() -> None:
     """Agent.run accepts a history whose tool message holds text and results; the model sees the text."""
     seen: list[ModelRequest] = []
