@@ -20,7 +20,7 @@ Rules (providers.md §5 [L1, L2]):
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -32,6 +32,7 @@ from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -154,7 +155,11 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
         if message.role == "assistant":
             out.append(_assistant(message, position, notes))
         else:
-            out.append(_user_or_system(message))
+            # A user message holding results (a history from Anthropic's format) sends
+            # them as tool messages above and its other parts after them, as Chat
+            # Completions does.
+            rest = [p for p in parts if not isinstance(p, ToolResultPart)] if results else parts
+            out.append(_user_or_system(message.role, rest))
     out.extend(_after_run(beside, attached))
     return out
 
@@ -256,11 +261,14 @@ def _call(call: ToolCallPart) -> Body:
     return {"id": call.id, "function": {"name": call.name, "arguments": arguments}}
 
 
-def _user_or_system(message: Message) -> Body:
-    encoded: Body = {"role": message.role, "content": message.text}
+def _user_or_system(role: str, parts: Sequence[Part]) -> Body:
+    """A user or system message of ``parts`` (no tool results: they go as tool messages)."""
+    text: list[str] = []
     images: list[str] = []
-    for part in message.parts:
-        if isinstance(part, ImagePart):
+    for part in parts:
+        if isinstance(part, TextPart):
+            text.append(part.text)
+        elif isinstance(part, ImagePart):
             if part.data is None:
                 raise ModelConfigError(
                     f"Ollama takes images inline only; ImagePart {part.url!r} has a url and no data"
@@ -271,9 +279,10 @@ def _user_or_system(message: Message) -> Body:
                 f"Ollama's chat API takes text and images, not files ({part.media_type})"
             )
         elif isinstance(part, ToolCallPart):
-            raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
-        elif not isinstance(part, (TextPart, ReasoningPart)):
+            raise ModelConfigError(f"a {role} message cannot carry a tool call")
+        elif not isinstance(part, ReasoningPart):
             raise ModelConfigError(f"Ollama cannot take a {part.kind!r} part here")
+    encoded: Body = {"role": role, "content": "".join(text)}
     if images:
         encoded["images"] = images
     return encoded
