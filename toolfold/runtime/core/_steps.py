@@ -52,7 +52,7 @@ from toolfold.runtime.core._state import (
     RunFailure,
     RunState,
 )
-from toolfold.runtime.core._stop import holding_reason
+from toolfold.runtime.core._stop import WORKFLOW_SETTING, handed_budget, holding_reason
 from toolfold.toolkit._problems import not_an_object
 
 Changes = dict[str, Any]
@@ -606,6 +606,25 @@ def retry_limit(state: RunState, name: str) -> int:
     return spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
 
 
+def _stopped_at_handed(state: RunState, call: CallState) -> bool:
+    """Whether ``call``, a workflow's failed step, is its run stopped at the tree budget the
+    workflow handed it: then no failure of the step (the workflow stops at its boundary).
+
+    Only a workflow used as a tool under a tree budget has one in its config
+    (see `Workflow._within`), so every run recorded before stays as it was:
+    an agent's sub-agent stopped there is a failed call as ever (its caller's
+    driver reads it as the budget's stop for ``on_tool_error="raise"``).
+    """
+    child = call.child
+    if child is None or child.finish_reason != "token_budget":
+        return False
+    config = state.config
+    if not config.stop_when or WORKFLOW_SETTING not in config.settings:
+        return False
+    handed = handed_budget(state)
+    return handed is not None and handed in child.config.stop_when and handed(child)
+
+
 def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
     results: list[ToolResultPart] = []
@@ -617,7 +636,7 @@ def _commit(state: RunState, changes: Changes) -> None:
     for call in calls:
         if call.result is not None:
             results.append(call.result)
-        if call.outcome in FAILING_OUTCOMES:
+        if call.outcome in FAILING_OUTCOMES and not _stopped_at_handed(state, call):
             failed[call.call.name] = None
     conversation = changes.get("conversation", state.conversation)
     failures = state.failures

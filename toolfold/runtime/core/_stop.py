@@ -350,6 +350,11 @@ def has_tree_budget(conditions: Iterable[StopCondition | StopPredicate]) -> bool
     return any(is_tree_budget(c) for c in conditions)
 
 
+WORKFLOW_SETTING = "toolfold.workflow"
+"""The setting a workflow's run records its kind under (`Workflow.shape`): it marks the
+run as a workflow's for the reducer (see `_steps._stopped_at_handed`)."""
+
+
 def handed_budget(
     state: RunState, conditions: Iterable[StopCondition | StopPredicate] = ()
 ) -> TokenBudget | None:
