@@ -657,3 +657,58 @@ def test_an_agents_sub_agent_stopped_at_the_budget_still_counts_as_its_tools_fai
     assert state.error is not None
     assert (state.phase, state.error.kind) == ("failed", "tool_retries_exceeded")
     _exact(state)
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize(("tokens", "calls"), [(450, 3), (200, 0)])
+def test_a_workflow_hands_back_the_answer_of_a_step_that_spent_its_budget(
+    how: str, tokens: int, calls: int
+) -> None:
+    """A step that answers past (or exactly at) the budget it was handed: the workflow answers with it."""
+    flow = toolfold.Sequence(Agent(_worker(calls), name="a", tools=[t]), name="flow")
+    response = _ran(_flow_lead(flow, tokens=tokens), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    (step,) = run.sub_runs.values()
+    assert step.finish_reason == "stop"
+    assert (run.finish_reason, run.output) == ("stop", "worked")
+    assert _results(response) == ["worked"]
+    assert state.finish_reason == "token_budget"
+    _exact(state)
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_a_workflow_starts_no_step_once_its_budget_is_spent(how: str) -> None:
+    """The first step answers past the 350 it was handed: the second never starts, the workflow stops."""
+    first = Agent(_worker(3), name="a", tools=[t])
+    flow = toolfold.Sequence(first, Agent(_worker(0), name="b"), name="flow")
+    response = _ran(_flow_lead(flow), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert [s.agent for s in run.sub_runs.values()] == ["a"]
+    assert (run.phase, run.finish_reason, run.step) == ("finished", "token_budget", 1)
+    assert _results(response) == [
+        "Error: workflow 'flow' stopped at its limit token_budget=350, tree=True (400 tokens "
+        "used, 400 of them by its sub-runs) after 1 model call without answering"
+    ]
+    _exact(state)
+
+
+@pytest.mark.parametrize("mode", ["return", "raise"])
+def test_a_parallel_branch_stopped_at_its_budget_keeps_its_siblings_approval(mode: str) -> None:
+    """Parallel(asks, b): 'asks' waits for an approval, 'b' stops at its 700: the approval waits, no failure."""
+    asks = Agent(_worker(1, tool="act"), name="asks", tools=[act])
+    flow = toolfold.Parallel(asks, Agent(_worker(10), name="b", tools=[t]), name="flow")
+    lead = _flow_lead(flow, tokens=800, on_tool_error=mode)
+    response = lead.run("go")
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert (state.phase, run.phase, run.error) == ("awaiting_approval", "awaiting_approval", None)
+    assert len(state.pending_approvals) == 1
+    _exact(state)
+    approvals = {c.id: True for c in state.pending_approvals}
+    state = lead.resume(RunState.from_json(state.to_json()), approvals=approvals).state
+    (run,) = state.sub_runs.values()
+    assert (run.phase, run.finish_reason, run.error) == ("finished", "token_budget", None)
+    assert state.finish_reason == "token_budget"
+    _exact(state)

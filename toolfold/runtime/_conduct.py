@@ -71,7 +71,7 @@ from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.core._state import DONE_PHASES, Disposition, RunState
-from toolfold.runtime.core._stop import has_tree_budget
+from toolfold.runtime.core._stop import has_tree_budget, steps_stop
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
@@ -382,6 +382,11 @@ def _course(
                 continue
             decision, plan = decided
             decided = None
+            if type(decision) is list and decision and state.config.stop_when:
+                spent = steps_stop(state)  # its steps would start with its tree budget spent
+                if spent is not None:
+                    state, plan = reduce(state, spent), None
+                    continue
             opened = open_step(state, _responded(planner, state, decision))
             if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
                 state, plan = opened, None

@@ -60,6 +60,7 @@ from toolfold.runtime.core._stop import (
     handed_budget,
     has_tree_budget,
     spent_reason,
+    steps_stop,
     stop_event,
 )
 from toolfold.runtime.drive._executor import (
@@ -321,6 +322,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     interrupted(exc, state)
                     raise
                 response = unique_call_ids(response)
+                if response.tool_calls and state.config.stop_when:
+                    # A workflow's planner would start steps with its tree budget spent.
+                    spent = steps_stop(state)
+                    if spent is not None:
+                        state = apply_event(live, state, spent)
+                        continue
                 dispositions = _dispositions(live, state, response)
                 event = _responded(response, dispositions)
                 if (
