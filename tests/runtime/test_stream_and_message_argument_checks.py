@@ -7,9 +7,18 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunError, UsageError, drop_tool_calls, state_of
+from toolfold import Agent, RunError, Usage, UsageError, drop_tool_calls, state_of
 from toolfold.runtime import Message, StreamState, TextPart, finish_stream, fold_stream
-from toolfold.runtime.core._stream import ResponseInfo, TextDelta, ToolCallEnd, ToolCallStart
+from toolfold.runtime.core._stream import (
+    ResponseInfo,
+    StreamEvent,
+    StreamFinish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
 from toolfold.testing import ScriptedModel
 
 
@@ -73,6 +82,41 @@ def test_finish_stream_given_no_callable_make_id_names_it() -> None:
     started = fold_stream(StreamState(), ToolCallStart(0, None, "f"))
     response = finish_stream(fold_stream(started, ToolCallEnd(0)), lambda i: f"c{i}")
     assert response.message.tool_calls[0].id == "c0"
+
+
+EVENTS: list[StreamEvent] = [
+    TextDelta("x"),
+    ToolCallStart(0, "c", "f"),
+    ToolCallDelta(0, "{}"),
+    ToolCallEnd(0),
+    UsageUpdate(Usage(1, 1)),
+    StreamFinish("stop", "stop"),
+    ResponseInfo("m", "r"),
+]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("kind", ["RunState", "the StreamState class"])
+def test_fold_stream_given_a_run_state_or_the_class_names_it(kind: str, event: StreamEvent) -> None:
+    """A RunState (which has calls) or StreamState without () is refused by a UsageError for every event."""
+    state: Any = StreamState
+    if kind == "RunState":
+        state = Agent(ScriptedModel(["hello"])).run("hi").state
+    with pytest.raises(UsageError) as caught:
+        fold_stream(state, event)
+    assert str(caught.value).startswith(
+        f"fold_stream(): the state must be a StreamState, got {type(state).__name__} "
+    )
+
+
+@pytest.mark.parametrize("kind", ["RunState", "the StreamState class"])
+def test_finish_stream_given_a_run_state_or_the_class_names_it(kind: str) -> None:
+    """finish_stream(RunState or StreamState class) is a UsageError, not an AttributeError/TypeError."""
+    state: Any = StreamState
+    if kind == "RunState":
+        state = Agent(ScriptedModel(["hello"])).run("hi").state
+    with pytest.raises(UsageError, match=r"^finish_stream\(\): the state must be a StreamState"):
+        finish_stream(state, str)
 
 
 CALLS: dict[str, Callable[[], object]] = {

@@ -318,15 +318,26 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
             return _with_calls(
                 state, _update_call(state.calls, event.index, lambda c: _with_done(c, True))
             )
+        # These three copy every other field of ``state`` and read nothing that
+        # fails on a wrong one (the StreamState class itself gives its slots'
+        # descriptors): checked first. A stream sends each once or so.
         if isinstance(event, UsageUpdate):
+            if not isinstance(state, StreamState):
+                _refuse_stream_state("fold_stream", state, None)
             return _with_usage(state, event.usage)
         if isinstance(event, StreamFinish):
+            if not isinstance(state, StreamState):
+                _refuse_stream_state("fold_stream", state, None)
             return _with_finish(state, event.finish_reason, event.raw_finish_reason)
         if isinstance(event, ResponseInfo):
+            if not isinstance(state, StreamState):
+                _refuse_stream_state("fold_stream", state, None)
             return _with_info(
                 state, event.model_name or state.model_name, event.response_id or state.response_id
             )
-    except AttributeError as error:
+    except (AttributeError, TypeError, StreamError) as error:
+        # A `RunState` has ``calls`` too (a call's event fails as the stream's fault), and
+        # the class itself gives descriptors (a TypeError): the state is checked first.
         _refuse_stream_state("fold_stream", state, error)
     raise wrong_argument("fold_stream", "the event", _EVENTS, event)
 
@@ -334,12 +345,13 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
 _EVENTS = "a stream event (" + ", ".join(t.__name__ for t in get_args(StreamEvent)) + ")"
 
 
-def _refuse_stream_state(function: str, value: object, error: BaseException) -> NoReturn:
+def _refuse_stream_state(function: str, value: object, error: BaseException | None) -> NoReturn:
     """Raise a `UsageError` for ``value`` if it is no `StreamState`, else ``error`` again."""
     if not isinstance(value, StreamState):
-        fresh = value is None and function == "fold_stream"
+        fresh = (value is None or value is StreamState) and function == "fold_stream"
         hint = " (start a stream with StreamState())" if fresh else ""
         raise wrong_argument(function, "the state", "a StreamState", value, hint) from None
+    assert error is not None  # (only a failure of a real state's fold is raised again)
     raise error
 
 
@@ -408,11 +420,9 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
         raise wrong_argument(
             "finish_stream", "make_id", "a callable that makes a call id from a position", make_id
         )
-    try:
-        calls_in = state.calls
-    except AttributeError as error:
-        _refuse_stream_state("finish_stream", state, error)
-    open_calls = [c.name for c in calls_in if not c.done]
+    if not isinstance(state, StreamState):  # (once a stream: a `RunState` has calls too)
+        _refuse_stream_state("finish_stream", state, None)
+    open_calls = [c.name for c in state.calls if not c.done]
     if open_calls:
         raise StreamError(
             f"the model's stream ended before tool calls completed: {', '.join(open_calls)}"
