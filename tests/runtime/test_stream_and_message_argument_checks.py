@@ -126,6 +126,16 @@ CALLS: dict[str, Callable[[], object]] = {
 }
 
 
+@pytest.mark.parametrize("value", ["", b"", b"hi"])
+def test_drop_tool_calls_refuses_empty_text_and_bytes_as_it_refuses_text(value: Any) -> None:
+    """drop_tool_calls("") and (b"") raise the UsageError drop_tool_calls("hello") does, not return []."""
+    with pytest.raises(UsageError) as caught:
+        drop_tool_calls(value)
+    assert str(caught.value).startswith(
+        f"drop_tool_calls(): messages must be an iterable of Messages, got {type(value).__name__} "
+    )
+
+
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_drop_tool_calls_given_no_iterable_of_messages_names_it(name: str) -> None:
     """drop_tool_calls(non-iterable or str) raises UsageError naming its messages argument."""

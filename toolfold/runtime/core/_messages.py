@@ -716,6 +716,9 @@ def drop_tool_calls(messages: Iterable[Message]) -> list[Message]:
     """
     kept: list[Message] = []
     position, message = -1, None
+    given: object = messages  # (typed as messages, a caller may pass anything)
+    if isinstance(given, str | bytes):  # ("" and b"" hold no item to fail on)
+        _refuse_messages("drop_tool_calls", given, position, message, None)
     try:
         for position, message in enumerate(messages):  # noqa: B007  (read on failure)
             parts = message.parts
@@ -731,7 +734,7 @@ def drop_tool_calls(messages: Iterable[Message]) -> list[Message]:
 
 
 def _refuse_messages(
-    function: str, messages: object, position: int, message: object, error: BaseException
+    function: str, messages: object, position: int, message: object, error: BaseException | None
 ) -> NoReturn:
     """Name what made ``function`` fail on ``messages`` (at ``message``, its ``position``th),
     or raise ``error`` again when it was no wrong argument."""
@@ -744,6 +747,7 @@ def _refuse_messages(
         raise wrong_argument(function, "messages", expected, messages, hint) from None
     if position >= 0 and not isinstance(message, Message):
         raise wrong_argument(function, f"messages[{position}]", "a Message", message) from None
+    assert error is not None  # (only str and bytes are refused before anything failed)
     raise error
 
 
