@@ -118,23 +118,30 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
 
 
 def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
-    """The ``messages`` array: one message per tool result, the rest one to one."""
+    """The ``messages`` array: one message per tool result, the rest one to one.
+
+    What a tool message holds beside its results, and what a user message
+    holding results (a history from Anthropic's format) holds beside them,
+    goes in one user message after the run of tool messages (`_after_run`):
+    no user message comes between the tool messages answering one call.
+    """
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
-    beside: list[tuple[str, str]] = []  # the tool messages' own parts beside their results
+    beside: list[tuple[str, str]] = []  # the run's own parts beside its results
     for position, message in enumerate(messages):
         parts = message.parts
-        if message.role != "tool" and (attached or beside):
+        role = message.role
+        if (attached or beside) and role != "tool" and not _joins_run(message):
             out.extend(_after_run(beside, attached))
             attached, beside = [], []
         # Fast path for what every step resends: a plain text message. (A tool message's
         # text is no result: it goes after the run of tool messages, below.)
-        if len(parts) == 1 and type(parts[0]) is TextPart and message.role not in _NOT_PLAIN:
-            out.append({"role": message.role, "content": parts[0].text})
+        if len(parts) == 1 and type(parts[0]) is TextPart and role not in _NOT_PLAIN:
+            out.append({"role": role, "content": parts[0].text})
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, attached))
-        if message.role == "tool":
+        if role == "tool" or (results and len(results) < len(parts) and role == "user"):
             if len(results) < len(parts):
                 # Text (or an image, a file) beside the results: a tool message holds one
                 # result, so it goes in a user message after the run of tool messages.
@@ -144,6 +151,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
                         bool(results),
                         lambda text: ("text", text),
                         _inline_image,
+                        role,
                     )
                 )
             continue
@@ -152,16 +160,22 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             attached = []
         if results and len(results) == len(parts):
             continue
-        if message.role == "assistant":
+        if role == "assistant":
             out.append(_assistant(message, position, notes))
         else:
-            # A user message holding results (a history from Anthropic's format) sends
-            # them as tool messages above and its other parts after them, as Chat
-            # Completions does.
             rest = [p for p in parts if not isinstance(p, ToolResultPart)] if results else parts
-            out.append(_user_or_system(message.role, rest))
+            out.append(_user_or_system(role, rest))
     out.extend(_after_run(beside, attached))
     return out
+
+
+def _joins_run(message: Message) -> bool:
+    """Whether ``message``, no tool message, joins the run of tool messages before it:
+    a user message holding results and more (the rest goes after the run)."""
+    if message.role != "user":
+        return False
+    kinds = [isinstance(part, ToolResultPart) for part in message.parts]
+    return any(kinds) and not all(kinds)
 
 
 def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body]:
