@@ -712,3 +712,19 @@ def test_a_parallel_branch_stopped_at_its_budget_keeps_its_siblings_approval(mod
     assert (run.phase, run.finish_reason, run.error) == ("finished", "token_budget", None)
     assert state.finish_reason == "token_budget"
     _exact(state)
+
+
+def test_a_streamed_workflow_stopped_before_a_step_shows_no_step_it_never_took() -> None:
+    """Streamed: the workflow's steps started are the steps it ended (no start for the decision it stopped)."""
+    from toolfold import StepEndEvent, StepStartEvent, SubRunEvent
+
+    flow = toolfold.Sequence(
+        Agent(_worker(3), name="a", tools=[t]), Agent(_worker(0), name="b"), name="flow"
+    )
+    stream = _flow_lead(flow).stream("go")
+    seen = [e.event for e in stream if isinstance(e, SubRunEvent) and len(e.path) == 2]
+    starts = [e.step for e in seen if isinstance(e, StepStartEvent)]
+    ends = [e.step.index for e in seen if isinstance(e, StepEndEvent)]
+    assert starts == ends == [1]
+    (run,) = stream.response.state.sub_runs.values()
+    assert (run.finish_reason, run.step) == ("token_budget", 1)
