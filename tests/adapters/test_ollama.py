@@ -362,3 +362,44 @@ def test_another_providers_reasoning_is_left_out_and_reported(
         "content": "Hi",
     }
     assert [r.getMessage() for r in caplog.records] == [f"ollama:qwen3 request: {note}"]
+
+
+def test_a_user_message_holding_results_and_text_is_sent_as_chat_completions_sends_it(
+    http_server: ScriptedServer,
+) -> None:
+    """Results in a user message go as role tool messages, its text and image in a user message after them."""
+    from toolfold.adapters.openai_chat import PROVIDERS
+    from toolfold.adapters.openai_chat import build_body as chat_body
+
+    call = ToolCallPart("call_1", "get_weather", '{"city": "Paris"}', {"city": "Paris"})
+    history = (
+        Message.user("Weather in Paris?"),
+        Message.assistant("", [call]),
+        Message(
+            "user",
+            [
+                ToolResultPart("call_1", "get_weather", "sunny"),
+                TextPart("Thanks. "),
+                TextPart("And tomorrow?"),
+                ImagePart(b"\x89PNG"),
+            ],
+        ),
+    )
+    http_server.add(
+        Reply(json={"model": "m", "message": {"role": "assistant", "content": "ok"}, "done": True})
+    )
+    model = OllamaModel("qwen3", base_url=http_server.url, retry=0)
+    model.request_sync(ModelRequest(history, (WEATHER,)))
+    model.close()
+    sent = http_server.wait_request().json()["messages"]
+    assert sent[2:] == [
+        {
+            "role": "tool",
+            "tool_name": "get_weather",
+            "tool_call_id": "call_1",
+            "content": "sunny",
+        },
+        {"role": "user", "content": "Thanks. And tomorrow?", "images": ["iVBORw=="]},
+    ]
+    chat = chat_body(ModelRequest(history, (WEATHER,)), "gpt-4o", PROVIDERS["openai"])["messages"]
+    assert [m["role"] for m in chat[2:]] == [m["role"] for m in sent[2:]]

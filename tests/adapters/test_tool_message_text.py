@@ -101,6 +101,48 @@ def test_gemini_and_responses_send_the_text() -> None:
     assert responses_problems("CreateResponse", responses) == []
 
 
+def test_responses_keeps_the_outputs_together_and_sends_the_text_after_them() -> None:
+    """Responses sends both function_call_outputs in a row, then one user message with both notes."""
+    body = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).body(REQUEST)
+    shown = [(item.get("type") or item["role"], item.get("content")) for item in body["input"][3:]]
+    assert [item.get("type") for item in body["input"][1:3]] == ["function_call", "function_call"]
+    assert shown == [
+        ("function_call_output", None),
+        ("function_call_output", None),
+        (
+            "user",
+            [{"type": "input_text", "text": "NOTE-A"}, {"type": "input_text", "text": "NOTE-B"}],
+        ),
+        ("user", "thanks"),
+    ]
+    assert responses_problems("CreateResponse", body) == []
+
+
+def test_responses_keeps_outputs_together_across_a_user_message_holding_results() -> None:
+    """A user message holding a result and text, then a tool message: the outputs come first."""
+    calls = [ToolCallPart("call_1", "weather", "{}"), ToolCallPart("call_2", "weather", "{}")]
+    picture = ImagePart(data=b"\x89PNG\r\n\x1a\n")
+    history = (
+        Message.user("weather?"),
+        Message.assistant("", calls),
+        Message("user", [ToolResultPart("call_1", "weather", "sunny"), TextPart("NOTE-A")]),
+        Message("tool", [picture, ToolResultPart("call_2", "weather", "rain")]),
+        Message.assistant("done"),
+    )
+    body = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).body(ModelRequest(history, (WEATHER,)))
+    kinds = [item.get("type") or item["role"] for item in body["input"]]
+    assert kinds[1:] == [
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+        "user",
+        "assistant",
+    ]
+    assert [part["type"] for part in body["input"][5]["content"]] == ["input_text", "input_image"]
+    assert responses_problems("CreateResponse", body) == []
+
+
 def test_a_run_from_such_a_history_sends_the_text_to_the_model() -> None:
     """Agent.run accepts a history whose tool message holds text and results; the model sees the text."""
     seen: list[ModelRequest] = []
@@ -364,3 +406,75 @@ def test_ollama_sends_result_images_after_the_run_of_tool_messages() -> None:
     assert messages[5]["images"]
     assert "returned by tool call c1" in messages[5]["content"]
     assert messages[6]["content"] == "thanks"
+
+
+# One turn's two results: the first in a user message with text (Anthropic's format), the
+# second in a tool message.
+SPLIT = ModelRequest(
+    (
+        Message.user("weather?"),
+        Message.assistant(
+            "", [ToolCallPart("call_1", "weather", "{}"), ToolCallPart("call_2", "weather", "{}")]
+        ),
+        Message("user", [ToolResultPart("call_1", "weather", "sunny"), TextPart("NOTE")]),
+        Message("tool", [ToolResultPart("call_2", "weather", "rain")]),
+        Message.user("thanks"),
+    ),
+    (WEATHER,),
+)
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_chat_keeps_tool_messages_together_across_a_user_message_holding_results(
+    provider: str,
+) -> None:
+    """The user message's text goes after both tool messages, not between them (Chat's own rule)."""
+    body = chat_body(SPLIT, "gpt-4o-mini", PROVIDERS[provider])
+    messages = [m for m in body["messages"] if m["role"] != "assistant" or "tool_calls" in m]
+    shown = [(m["role"], m.get("content")) for m in messages[2:]]
+    assert shown == [("tool", "sunny"), ("tool", "rain"), ("user", "NOTE"), ("user", "thanks")]
+    encoded = encode_body(SPLIT, "gpt-4o-mini", PROVIDERS[provider])
+    assert encoded is None or json.loads(encoded) == body
+    if provider == "openai":
+        assert openai_problems("CreateChatCompletionRequest", body) == []
+
+
+def test_ollama_keeps_tool_messages_together_across_a_user_message_holding_results() -> None:
+    """Ollama sends both tool messages in a row, then the user message's text, as Responses keeps them."""
+    body = ollama_body(SPLIT, "qwen3")
+    assert [(m["role"], m["content"]) for m in body["messages"][2:]] == [
+        ("tool", "sunny"),
+        ("tool", "rain"),
+        ("user", "NOTE"),
+        ("user", "thanks"),
+    ]
+
+
+@pytest.mark.parametrize("role", ["tool", "user"])
+def test_ollama_describes_a_file_beside_results_whichever_message_holds_them(role: str) -> None:
+    """A file beside a result is described in a user message holding results too, not refused."""
+    history = (
+        Message.user("q"),
+        Message.assistant("", [ToolCallPart("call_1", "weather", "{}")]),
+        Message(role, [ToolResultPart("call_1", "weather", "r1"), TextPart("see"), NOTES]),
+    )
+    body = ollama_body(ModelRequest(history, (WEATHER,)), "qwen3")
+    assert body["messages"][2:] == [
+        {"role": "tool", "tool_name": "weather", "tool_call_id": "call_1", "content": "r1"},
+        {"role": "user", "content": "see\n\n[file notes.txt: text/plain]\nhello"},
+    ]
+
+
+@pytest.mark.parametrize("encode", sorted(_ENCODERS))
+def test_a_tool_call_beside_results_in_a_user_message_is_refused_naming_it(encode: str) -> None:
+    """A tool call beside results in a user message is refused naming the user message."""
+    history = (
+        Message.user("q"),
+        Message.assistant("", [ToolCallPart("call_1", "weather", "{}")]),
+        Message(
+            "user",
+            [ToolResultPart("call_1", "weather", "r1"), ToolCallPart("call_2", "weather", "{}")],
+        ),
+    )
+    with pytest.raises(ModelConfigError, match=r"^a user message cannot carry a tool call"):
+        _ENCODERS[encode](ModelRequest(history, ()))

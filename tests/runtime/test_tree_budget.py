@@ -510,3 +510,221 @@ def test_float_counts_give_the_step_start_tokens_a_scan_of_the_log_gives() -> No
     lead.run("go")
     assert [step_start_tokens(s) for s in seen] == [_scanned_step_start(s) for s in seen]
     assert len(seen) == 4
+
+
+# --- a workflow used as a tool ------------------------------------------------
+
+
+def _flow_lead(flow: Any, tokens: int = 450, **options: Any) -> Agent:
+    """A lead that calls the workflow ``flow`` (as tool 'flow') every step, under a tree budget."""
+    return Agent(
+        _boss(tool="flow"),
+        name="lead",
+        tools=[flow.as_tool(name="flow")],
+        stop_when=[token_budget(tokens, tree=True)],
+        max_steps=8,
+        **options,
+    )
+
+
+def _ran(lead: Agent, how: str) -> Any:
+    if how == "run":
+        return lead.run("go")
+    if how == "arun":
+        return asyncio.run(lead.arun("go"))
+    stream = lead.stream("go")
+    for _ in stream:
+        pass
+    return stream.response
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_a_workflow_used_as_a_tool_hands_the_budget_to_its_step(how: str) -> None:
+    """The workflow and its step agent start with 450 - 100; the step stops there, and so does the workflow."""
+    flow = toolfold.Sequence(Agent(_worker(10), name="a", tools=[t]), name="flow")
+    response = _ran(_flow_lead(flow), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    (step,) = run.sub_runs.values()
+    assert run.config.stop_when == step.config.stop_when == (TokenBudget(350, tree=True),)
+    assert (step.finish_reason, step.step, step.usage.total_tokens) == ("token_budget", 4, 400)
+    assert (run.phase, run.finish_reason) == ("finished", "token_budget")
+    assert _results(response) == [
+        "Error: workflow 'flow' stopped at its limit token_budget=350, tree=True (400 tokens "
+        "used, 400 of them by its sub-runs) after 1 model call without answering"
+    ]
+    assert (state.finish_reason, state.step, state.tree_usage.total_tokens) == (
+        "token_budget",
+        1,
+        500,
+    )
+    _exact(state)
+
+
+def test_each_step_of_a_sequence_gets_what_is_left_when_it_begins() -> None:
+    """The first step answers within its 350 (300 spent); the second starts with 50 and stops there."""
+    first = Agent(_worker(2), name="a", tools=[t])
+    flow = toolfold.Sequence(first, Agent(_worker(10), name="b", tools=[t]), name="flow")
+    state = _flow_lead(flow).run("go").state
+    (run,) = state.sub_runs.values()
+    steps = list(run.sub_runs.values())
+    assert [s.config.stop_when for s in steps] == [
+        (TokenBudget(350, tree=True),),
+        (TokenBudget(50, tree=True),),
+    ]
+    assert [(s.finish_reason, s.usage.total_tokens) for s in steps] == [
+        ("stop", 300),
+        ("token_budget", 100),
+    ]
+    assert (run.finish_reason, state.finish_reason) == ("token_budget", "token_budget")
+    _exact(state)
+
+
+def test_parallel_branches_each_get_what_was_left_when_their_step_began() -> None:
+    """Both branches of a Parallel start with 350 and stop there: the documented bound of k times it."""
+    branches = [Agent(_worker(10), name=n, tools=[t]) for n in ("a", "b")]
+    state = _flow_lead(toolfold.Parallel(*branches, name="flow")).run("go").state
+    (run,) = state.sub_runs.values()
+    steps = list(run.sub_runs.values())
+    assert [s.config.stop_when for s in steps] == [(TokenBudget(350, tree=True),)] * 2
+    assert [(s.finish_reason, s.usage.total_tokens) for s in steps] == [("token_budget", 400)] * 2
+    assert (run.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 900)
+    _exact(state)
+
+
+def test_the_budget_goes_down_a_workflow_inside_a_workflow() -> None:
+    """A workflow step of the workflow gets the budget too, and hands it to its own step."""
+    inner = toolfold.Sequence(Agent(_worker(10), name="a", tools=[t]), name="inner")
+    state = _flow_lead(toolfold.Sequence(inner, name="flow")).run("go").state
+    (run,) = state.sub_runs.values()
+    (nested,) = run.sub_runs.values()
+    (step,) = nested.sub_runs.values()
+    assert nested.config.stop_when == step.config.stop_when == (TokenBudget(350, tree=True),)
+    finished = [s.finish_reason for s in (step, nested, run, state)]
+    assert finished == ["token_budget"] * 4
+    _exact(state)
+
+
+def test_a_workflow_stopped_at_the_handed_budget_is_no_failure_under_raise() -> None:
+    """on_tool_error="raise": the lead stops at its budget instead of raising ToolExecutionError."""
+    flow = toolfold.Sequence(Agent(_worker(10), name="a", tools=[t]), name="flow")
+    state = _flow_lead(flow, on_tool_error="raise").run("go").state
+    (run,) = state.sub_runs.values()
+    assert (run.finish_reason, state.finish_reason) == ("token_budget", "token_budget")
+
+
+def test_a_workflow_suspended_in_a_step_resumes_with_the_budget_it_stored() -> None:
+    """After an approval (and JSON), the workflow keeps its 700; its next step gets 700 - 200."""
+    asks = Agent(_worker(1, tool="act"), name="asks", tools=[act])
+    flow = toolfold.Sequence(asks, Agent(_worker(10), name="b", tools=[t]), name="flow")
+    lead = _flow_lead(flow, tokens=800)
+    response = lead.run("go")
+    assert response.state.phase == "awaiting_approval"
+    state = RunState.from_json(response.state.to_json())
+    response = lead.resume(state, approvals={c.id: True for c in state.pending_approvals})
+    state = response.state
+    (run,) = state.sub_runs.values()
+    steps = list(run.sub_runs.values())
+    assert run.config.stop_when == (TokenBudget(700, tree=True),)
+    assert [s.config.stop_when for s in steps] == [
+        (TokenBudget(700, tree=True),),
+        (TokenBudget(500, tree=True),),
+    ]
+    assert [(s.finish_reason, s.usage.total_tokens) for s in steps] == [
+        ("stop", 200),
+        ("token_budget", 500),
+    ]
+    _exact(state)
+
+
+def test_a_workflow_run_on_its_own_gives_its_steps_no_budget() -> None:
+    """Without a caller's tree budget a workflow's steps run as they always did."""
+    flow = toolfold.Sequence(Agent(_worker(2), name="a", tools=[t]), name="flow")
+    state = flow.run("go").state
+    (step,) = state.sub_runs.values()
+    assert state.config.stop_when == step.config.stop_when == ()
+    assert (state.finish_reason, step.usage.total_tokens) == ("stop", 300)
+
+
+def test_an_agents_sub_agent_stopped_at_the_budget_still_counts_as_its_tools_failure() -> None:
+    """max_retries=0 on the sub-agent's tool: the lead fails as before (recorded runs replay unchanged)."""
+    sub = Agent(_worker(10), name="sub", tools=[t])
+    tool = sub.as_tool().replace(max_retries=0)
+    lead = Agent(_boss(), tools=[tool], stop_when=[token_budget(450, tree=True)], max_steps=8)
+    with pytest.raises(toolfold.ToolRetriesExceededError) as caught:
+        lead.run("go")
+    state = caught.value.state
+    assert state.error is not None
+    assert (state.phase, state.error.kind) == ("failed", "tool_retries_exceeded")
+    _exact(state)
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize(("tokens", "calls"), [(450, 3), (200, 0)])
+def test_a_workflow_hands_back_the_answer_of_a_step_that_spent_its_budget(
+    how: str, tokens: int, calls: int
+) -> None:
+    """A step that answers past (or exactly at) the budget it was handed: the workflow answers with it."""
+    flow = toolfold.Sequence(Agent(_worker(calls), name="a", tools=[t]), name="flow")
+    response = _ran(_flow_lead(flow, tokens=tokens), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    (step,) = run.sub_runs.values()
+    assert step.finish_reason == "stop"
+    assert (run.finish_reason, run.output) == ("stop", "worked")
+    assert _results(response) == ["worked"]
+    assert state.finish_reason == "token_budget"
+    _exact(state)
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_a_workflow_starts_no_step_once_its_budget_is_spent(how: str) -> None:
+    """The first step answers past the 350 it was handed: the second never starts, the workflow stops."""
+    first = Agent(_worker(3), name="a", tools=[t])
+    flow = toolfold.Sequence(first, Agent(_worker(0), name="b"), name="flow")
+    response = _ran(_flow_lead(flow), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert [s.agent for s in run.sub_runs.values()] == ["a"]
+    assert (run.phase, run.finish_reason, run.step) == ("finished", "token_budget", 1)
+    assert _results(response) == [
+        "Error: workflow 'flow' stopped at its limit token_budget=350, tree=True (400 tokens "
+        "used, 400 of them by its sub-runs) after 1 model call without answering"
+    ]
+    _exact(state)
+
+
+@pytest.mark.parametrize("mode", ["return", "raise"])
+def test_a_parallel_branch_stopped_at_its_budget_keeps_its_siblings_approval(mode: str) -> None:
+    """Parallel(asks, b): 'asks' waits for an approval, 'b' stops at its 700: the approval waits, no failure."""
+    asks = Agent(_worker(1, tool="act"), name="asks", tools=[act])
+    flow = toolfold.Parallel(asks, Agent(_worker(10), name="b", tools=[t]), name="flow")
+    lead = _flow_lead(flow, tokens=800, on_tool_error=mode)
+    response = lead.run("go")
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert (state.phase, run.phase, run.error) == ("awaiting_approval", "awaiting_approval", None)
+    assert len(state.pending_approvals) == 1
+    _exact(state)
+    approvals = {c.id: True for c in state.pending_approvals}
+    state = lead.resume(RunState.from_json(state.to_json()), approvals=approvals).state
+    (run,) = state.sub_runs.values()
+    assert (run.phase, run.finish_reason, run.error) == ("finished", "token_budget", None)
+    assert state.finish_reason == "token_budget"
+    _exact(state)
+
+
+def test_a_streamed_workflow_stopped_before_a_step_shows_no_step_it_never_took() -> None:
+    """Streamed: the workflow's steps started are the steps it ended (no start for the decision it stopped)."""
+    from toolfold import StepEndEvent, StepStartEvent, SubRunEvent
+
+    flow = toolfold.Sequence(
+        Agent(_worker(3), name="a", tools=[t]), Agent(_worker(0), name="b"), name="flow"
+    )
+    stream = _flow_lead(flow).stream("go")
+    seen = [e.event for e in stream if isinstance(e, SubRunEvent) and len(e.path) == 2]
+    starts = [e.step for e in seen if isinstance(e, StepStartEvent)]
+    ends = [e.step.index for e in seen if isinstance(e, StepEndEvent)]
+    assert starts == ends == [1]
+    (run,) = stream.response.state.sub_runs.values()
+    assert (run.finish_reason, run.step) == ("token_budget", 1)

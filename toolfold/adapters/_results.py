@@ -96,11 +96,14 @@ def beside_items(
     has_results: bool,
     text: Callable[[str], Any],
     media: Callable[[ImagePart | FilePart], Any],
+    role: str = "tool",
 ) -> list[Any]:
     """A tool message's parts beside its results, in a provider's format, in order.
 
     What Chat Completions and Ollama, whose tool message holds one result's
-    text, send in a user message after the run of tool messages. Text parts
+    text, send in a user message after the run of tool messages; a user
+    message holding results (``role="user"``, a history in Anthropic's
+    format) sends its other parts the same way. Text parts
     in a row are joined with nothing between, as a user message's text is on
     both; images and files go by `media_items`' rules (described, never
     failing the request, where the provider cannot take them).
@@ -116,10 +119,10 @@ def beside_items(
             where = (
                 "sits beside tool results"
                 if has_results
-                else "is in a tool message with no results"
+                else f"is in a {role} message with no results"
             )
             raise ModelConfigError(
-                f"a tool message cannot carry a tool call: call {part.id!r} ({part.name}) "
+                f"a {role} message cannot carry a tool call: call {part.id!r} ({part.name}) "
                 f"{where}; a call belongs in an assistant message"
             )
         if isinstance(part, TextPart):

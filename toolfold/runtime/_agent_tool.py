@@ -192,20 +192,16 @@ def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input
 def within(spec: Any, budget: TokenBudget) -> Any:
     """``spec`` as a sub-run of a run with a tree budget starts it, or None when none is left.
 
-    An agent gets ``budget`` (what is left of its caller's, see
+    An agent or a workflow gets ``budget`` (what is left of its caller's, see
     `handed_budget`) among its stop conditions, so its run stores it and stops
-    there too; it goes on down to the agents it uses in turn. A workflow runs
-    as it is: its steps are not given the budget (its caller counts what it
-    spent once it returns). None when nothing is left (the step's own model
-    call spent the budget): the sub-run is not started.
+    there too; it goes on down to the agents (or a workflow's steps) it runs
+    in turn. None when nothing is left (the step's own model call spent the
+    budget): the sub-run is not started.
     """
-    from toolfold.runtime._agent import Agent
-
     if budget.tokens <= 0:
         return None
-    if not isinstance(spec, Agent):
-        return spec
-    return spec._within(budget)  # (not `evolve`: that resolves its model again, per call)
+    # (not `evolve`: an agent's resolves its model again, per call)
+    return spec._within(budget)
 
 
 def _runner(spec: Any, ctx: RunContext[Any]) -> Any:

@@ -25,6 +25,7 @@ from toolfold.runtime._run import (
 )
 from toolfold.runtime._sources import ToolSource, split_sources
 from toolfold.runtime.core._events import Event
+from toolfold.runtime.core._messages import wrong_argument
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -284,6 +285,23 @@ async def aresume(
     return await agent._async(begin)
 
 
+def _check_exception(value: object) -> None:
+    """Refuse ``value`` with a `UsageError` unless it is an exception (state_of's argument).
+
+    A type test up front: a `Response` has a ``.state`` of its own, which
+    `state_of` would otherwise return as if it came from an error.
+    """
+    if not isinstance(value, BaseException):
+        # Say where a Response's state is. (The probe runs the value's own code,
+        # so any failure of it only means no hint.)
+        try:
+            held = getattr(value, "state", None)
+        except Exception:
+            held = None
+        hint = " (read its .state)" if isinstance(held, RunState) else ""
+        raise wrong_argument("state_of", "error", "an exception", value, hint)
+
+
 def state_of(error: BaseException) -> RunState | None:
     """The run state an error or a cancellation carries, to inspect, save or resume.
 
@@ -308,9 +326,13 @@ def state_of(error: BaseException) -> RunState | None:
 
     Returns:
         The state, or None when no exception in the chain carries one.
+
+    Raises:
+        UsageError: ``error`` is no exception.
     """
     import asyncio  # here: `import toolfold` should not pay for asyncio
 
+    _check_exception(error)
     remade = (asyncio.CancelledError, asyncio.TimeoutError, TimeoutError)
     seen: set[int] = set()
     todo = [error]

@@ -71,6 +71,7 @@ from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
 from toolfold.runtime.core._rounds import reduce_all
 from toolfold.runtime.core._state import DONE_PHASES, Disposition, RunState
+from toolfold.runtime.core._stop import has_tree_budget, steps_stop
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
@@ -381,6 +382,11 @@ def _course(
                 continue
             decision, plan = decided
             decided = None
+            if type(decision) is list and decision and state.config.stop_when:
+                spent = steps_stop(state)  # its steps would start with its tree budget spent
+                if spent is not None:
+                    state, plan = reduce(state, spent), None
+                    continue
             opened = open_step(state, _responded(planner, state, decision))
             if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
                 state, plan = opened, None
@@ -399,10 +405,16 @@ def _course(
                 plan = read_plan((state.conversation.last(),), plan, _known(outcomes))  # type: ignore[arg-type]
             else:
                 plan = None
-        elif phase == "running_tools":  # resumed mid-step
+        elif phase == "running_tools":  # resumed mid-step, or a step under a tree budget
             finished = {}
+            # Under a tree budget each step gets what is left of it (`handed_budget`, read
+            # from the state by the executor's jobs): none runs in place, which gives none.
+            stop_when = state.config.stop_when
+            steps = (
+                None if stop_when and has_tree_budget(stop_when) else planner.in_place(state.calls)
+            )
             try:
-                outcomes = yield state.run_id, planner.in_place(state.calls), state, finished
+                outcomes = yield state.run_id, steps, state, finished
             except BaseException as exc:
                 interrupted(exc, state, finished)
                 raise

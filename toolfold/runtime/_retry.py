@@ -31,7 +31,7 @@ from toolfold.runtime.core._messages import NO_USAGE
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import WAITING_PHASES, CallState, RunState
-from toolfold.runtime.core._steps import FAILING_OUTCOMES, retry_limit
+from toolfold.runtime.core._steps import counts_as_failure, retry_limit
 
 
 def held_failure(state: RunState) -> RunFailed | None:
@@ -54,7 +54,7 @@ def held_failure(state: RunState) -> RunFailed | None:
         name = call.call.name
         limit = retry_limit(state, name)
         count = state.failures.get(name, 0) + 1  # (as `_commit` would count it)
-        if call.outcome in FAILING_OUTCOMES and count > limit:
+        if count > limit and counts_as_failure(state, call):
             last = call.result.content if call.result is not None else ""
             failed.append((name, count, limit, last))
     if not failed:
@@ -103,8 +103,8 @@ def _held(events: tuple[Event, ...]) -> bool:
     return held is not None and held.tool_name == last.tool_name
 
 
-def _fatal(state: RunState, name: str, outcome: str | None, held: bool = False) -> bool:
-    """Whether a call of the failed step (tool ``name``, ending in ``outcome``) failed the run.
+def _fatal(state: RunState, call: CallState, held: bool = False) -> bool:
+    """Whether ``call``, of the failed step, failed the run.
 
     The step fails the run at its first call whose tool used up its retries
     (`_commit`), but every such call's failure is fatal: a call of another tool
@@ -113,8 +113,9 @@ def _fatal(state: RunState, name: str, outcome: str | None, held: bool = False) 
     again too. A failure its tool still allows (a step with
     ``on_error="skip"``, a tool with retries left) is a result like any other.
     """
-    if outcome not in FAILING_OUTCOMES:
+    if not counts_as_failure(state, call):
         return False
+    name = call.call.name
     error = state.error
     if error is not None and name == error.tool_name:
         return True
@@ -169,11 +170,7 @@ def retry_state(state: RunState) -> RunState | None:
     else:
         error = state.error
         name = error.tool_name if error is not None else None
-        failing = {
-            c.call.id: c.call.name
-            for c in state.calls
-            if _fatal(state, c.call.name, c.outcome, held)
-        }
+        failing = {c.call.id: c.call.name for c in state.calls if _fatal(state, c, held)}
         opened = max(
             (i for i, e in enumerate(events) if isinstance(e, ModelResponded)), default=None
         )

@@ -26,14 +26,14 @@ import attrs
 
 from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import stopped_by, sub_run_id
+from toolfold.runtime._agent_tool import _not_started, agent_label, stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import ToolCallPart, thaw
-from toolfold.runtime.core._stop import STOP_REASONS, stop_answer
+from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget, stop_answer
 from toolfold.runtime.drive._executor import (
     SubRun,
     checks_resume,
@@ -477,9 +477,12 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
+        budget = _handed(ctx)
+        if budget is not None and budget.tokens <= 0:
+            return _not_started(ctx, agent_label(task.target, task.name))
         if ctx.forward is not None:  # the workflow streams: so does the step
             target, prompt = _target_and_prompt(task, input, values)
-            stream = _step_stream(target, prompt, ctx)
+            stream = _step_stream(target if budget is None else target._within(budget), prompt, ctx)
             try:
                 async for event in stream:
                     if not isinstance(event, RunEndEvent):
@@ -488,10 +491,19 @@ def _run_runner(task: Task) -> Callable[..., Any]:
                 return close_failed_result(error)
             return _step_result(stream.response, target)
         return await arun_sub_run(
-            task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx)
+            task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx), budget
         )
 
     return run_step
+
+
+def _handed(ctx: RunContext[Any]) -> TokenBudget | None:
+    """The tree budget a new step's run gets from the workflow's (None without one).
+
+    A step's run the call continues (``ctx.sub_run``) goes on with the budget
+    it stored, as an agent used as a tool does (see `_agent_tool._runner`).
+    """
+    return ctx.token_budget if ctx.sub_run is None else None
 
 
 async def arun_sub_run(
@@ -501,10 +513,11 @@ async def arun_sub_run(
     deps: Any,
     sub_run: RunState | None,
     run_id: Callable[[], str],
+    budget: TokenBudget | None = None,
 ) -> SubRun:
     """Like `run_sub_run`, on the running event loop."""
     try:
-        ended = await sub_run_async(task, input, values, deps, sub_run, run_id)
+        ended = await sub_run_async(task, input, values, deps, sub_run, run_id, budget)
     except SourceCloseError as error:
         return close_failed_result(error)
     return ended_result(ended, task.target)
@@ -517,16 +530,22 @@ def sub_run_async(
     deps: Any,
     sub_run: RunState | None,
     run_id: Callable[[], str],
+    budget: TokenBudget | None = None,
 ) -> Awaitable[Response | Ended]:
     """The run `arun_sub_run` awaits, for a caller that awaits it itself (one coroutine
     fewer per step): its end's ``.state`` gives the step's result (`ended_result`), and a
-    `SourceCloseError` it raises is `close_failed_result`'s."""
+    `SourceCloseError` it raises is `close_failed_result`'s. ``budget``: the workflow's
+    tree budget left for a new step (`_handed`), among its run's stop conditions."""
     agent = _plain_start(task, input, values, sub_run)
     if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
+        if budget is not None:
+            agent = agent._within(budget)
         return agent._astep_run(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         return _aresumed(target, sub_run, deps)
+    if budget is not None:
+        target = target._within(budget)
     if isinstance(target, Agent):  # the step reads the run's state only
         return target._astep_run(prompt, deps, run_id())
     return target.arun(prompt, deps=deps, run_id=run_id())  # type: ignore[no-any-return]
@@ -561,9 +580,12 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
     def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
+        budget = _handed(ctx)
+        if budget is not None and budget.tokens <= 0:
+            return _not_started(ctx, agent_label(task.target, task.name))
         if ctx.forward is not None:
             target, prompt = _target_and_prompt(task, input, values)
-            stream = _step_stream(target, prompt, ctx)
+            stream = _step_stream(target if budget is None else target._within(budget), prompt, ctx)
             try:
                 for event in stream:
                     if not isinstance(event, RunEndEvent):
@@ -571,7 +593,9 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
             except SourceCloseError as error:
                 return close_failed_result(error)
             return _step_result(stream.response, target)
-        return run_sub_run(task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx))
+        return run_sub_run(
+            task, input, values, ctx.deps, ctx.sub_run, lambda: sub_run_id(ctx), budget
+        )
 
     return run_step
 
@@ -583,11 +607,13 @@ def run_sub_run(
     deps: Any,
     sub_run: RunState | None,
     run_id: Callable[[], str],
+    budget: TokenBudget | None = None,
 ) -> SubRun:
     """An agent or workflow step's run from blocking code (not streamed): a new one, or
-    ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id."""
+    ``sub_run`` (suspended, answered) resumed; ``run_id`` gives a new run's id, ``budget``
+    the tree budget a new one gets (see `sub_run_async`)."""
     try:
-        state = step_state(task, input, values, deps, sub_run, run_id)
+        state = step_state(task, input, values, deps, sub_run, run_id, budget)
     except SourceCloseError as error:
         return close_failed_result(error)
     return _state_result(state, task.target)
@@ -600,14 +626,19 @@ def step_state(
     deps: Any,
     sub_run: RunState | None,
     run_id: Callable[[], str],
+    budget: TokenBudget | None = None,
 ) -> RunState:
     """The end state of `run_sub_run`'s run, for a caller that reads it itself (no
     `SubRun` made to be taken apart): its `step_text` is the step's result, and a
     `SourceCloseError` it raises is `close_failed_result`'s."""
     agent = _plain_start(task, input, values, sub_run)
     if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
+        if budget is not None:
+            agent = agent._within(budget)
         return agent._step_state(input, deps, run_id())
     target, prompt = _target_and_prompt(task, input, values)
+    if sub_run is None and budget is not None:
+        target = target._within(budget)
     if sub_run is not None:  # answered by the caller: go on where it stopped
         with continuing(sub_run):
             response: Response = target.resume(sub_run, deps=deps)

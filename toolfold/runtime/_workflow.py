@@ -54,6 +54,7 @@ from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structur
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._failures import run_failure
@@ -67,7 +68,7 @@ _PLANNER_EVENTS: tuple[type[Any], ...] = typing.get_args(StreamEvent)  # the pla
 # The key of the run's settings that records its workflow's shape (see `Workflow.shape`).
 # A state stored before it was recorded has no such key (its settings are empty): such a
 # run is checked by its step names alone, as it was then (see `Workflow._check_steps`).
-SHAPE_SETTING = "toolfold.workflow"
+SHAPE_SETTING = WORKFLOW_SETTING
 
 
 @attrs.frozen
@@ -466,6 +467,24 @@ class Workflow:
                 "first n events, to resume from the point to try again (with a new run_id)"
             )
         return again
+
+    def _within(self, budget: TokenBudget) -> Workflow:
+        """This workflow with ``budget`` (a caller's tree budget) among its run's stop conditions.
+
+        Its run stores the budget and stops at its boundary once its tree
+        reaches it, and each step's run gets what is left when the step
+        begins (`handed_budget`), as the sub-agents of an agent with the
+        budget do. A copy sharing the definition and the resolved options
+        (not built again), the budget added to their plain-data config.
+        """
+        kind: Any = type(self)  # (each kind is an attrs class; this base is none)
+        made: Workflow = object.__new__(kind)
+        for field in attrs.fields(kind):
+            object.__setattr__(made, field.name, getattr(self, field.name))
+        options = self._options
+        config = attrs.evolve(options.config, stop_when=(*options.config.stop_when, budget))
+        object.__setattr__(made, "_options", attrs.evolve(options, config=config))
+        return made
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""

@@ -20,7 +20,7 @@ Rules (providers.md §5 [L1, L2]):
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolfold._errors import ModelConfigError
@@ -32,6 +32,7 @@ from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -117,23 +118,30 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
 
 
 def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
-    """The ``messages`` array: one message per tool result, the rest one to one."""
+    """The ``messages`` array: one message per tool result, the rest one to one.
+
+    What a tool message holds beside its results, and what a user message
+    holding results (a history from Anthropic's format) holds beside them,
+    goes in one user message after the run of tool messages (`_after_run`):
+    no user message comes between the tool messages answering one call.
+    """
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
-    beside: list[tuple[str, str]] = []  # the tool messages' own parts beside their results
+    beside: list[tuple[str, str]] = []  # the run's own parts beside its results
     for position, message in enumerate(messages):
         parts = message.parts
-        if message.role != "tool" and (attached or beside):
+        role = message.role
+        if (attached or beside) and role != "tool" and not _joins_run(message):
             out.extend(_after_run(beside, attached))
             attached, beside = [], []
         # Fast path for what every step resends: a plain text message. (A tool message's
         # text is no result: it goes after the run of tool messages, below.)
-        if len(parts) == 1 and type(parts[0]) is TextPart and message.role not in _NOT_PLAIN:
-            out.append({"role": message.role, "content": parts[0].text})
+        if len(parts) == 1 and type(parts[0]) is TextPart and role not in _NOT_PLAIN:
+            out.append({"role": role, "content": parts[0].text})
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, attached))
-        if message.role == "tool":
+        if role == "tool" or (results and len(results) < len(parts) and role == "user"):
             if len(results) < len(parts):
                 # Text (or an image, a file) beside the results: a tool message holds one
                 # result, so it goes in a user message after the run of tool messages.
@@ -143,6 +151,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
                         bool(results),
                         lambda text: ("text", text),
                         _inline_image,
+                        role,
                     )
                 )
             continue
@@ -151,12 +160,22 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             attached = []
         if results and len(results) == len(parts):
             continue
-        if message.role == "assistant":
+        if role == "assistant":
             out.append(_assistant(message, position, notes))
         else:
-            out.append(_user_or_system(message))
+            rest = [p for p in parts if not isinstance(p, ToolResultPart)] if results else parts
+            out.append(_user_or_system(role, rest))
     out.extend(_after_run(beside, attached))
     return out
+
+
+def _joins_run(message: Message) -> bool:
+    """Whether ``message``, no tool message, joins the run of tool messages before it:
+    a user message holding results and more (the rest goes after the run)."""
+    if message.role != "user":
+        return False
+    kinds = [isinstance(part, ToolResultPart) for part in message.parts]
+    return any(kinds) and not all(kinds)
 
 
 def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body]:
@@ -256,11 +275,14 @@ def _call(call: ToolCallPart) -> Body:
     return {"id": call.id, "function": {"name": call.name, "arguments": arguments}}
 
 
-def _user_or_system(message: Message) -> Body:
-    encoded: Body = {"role": message.role, "content": message.text}
+def _user_or_system(role: str, parts: Sequence[Part]) -> Body:
+    """A user or system message of ``parts`` (no tool results: they go as tool messages)."""
+    text: list[str] = []
     images: list[str] = []
-    for part in message.parts:
-        if isinstance(part, ImagePart):
+    for part in parts:
+        if isinstance(part, TextPart):
+            text.append(part.text)
+        elif isinstance(part, ImagePart):
             if part.data is None:
                 raise ModelConfigError(
                     f"Ollama takes images inline only; ImagePart {part.url!r} has a url and no data"
@@ -271,9 +293,10 @@ def _user_or_system(message: Message) -> Body:
                 f"Ollama's chat API takes text and images, not files ({part.media_type})"
             )
         elif isinstance(part, ToolCallPart):
-            raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
-        elif not isinstance(part, (TextPart, ReasoningPart)):
+            raise ModelConfigError(f"a {role} message cannot carry a tool call")
+        elif not isinstance(part, ReasoningPart):
             raise ModelConfigError(f"Ollama cannot take a {part.kind!r} part here")
+    encoded: Body = {"role": role, "content": "".join(text)}
     if images:
         encoded["images"] = images
     return encoded

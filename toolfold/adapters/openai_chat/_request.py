@@ -300,9 +300,10 @@ def _sent_after(message: Message) -> bool:
     """Part of ``message`` goes in the user message after the run of tool messages.
 
     A result's images or files, or a tool message's parts beside its results
-    (`encode_messages`): its JSON is no fragment of its own.
+    (or a user message's, beside the results it holds: `encode_messages`):
+    its JSON is no fragment of its own.
     """
-    tool = message.role == "tool"
+    tool = message.role == "tool" or _joins_run(message)
     return any(part.parts if type(part) is ToolResultPart else tool for part in message.parts)
 
 
@@ -455,7 +456,7 @@ def encode_messages(
     for message in messages:
         role = message.role
         parts = message.parts
-        if (attached or beside) and role != "tool":
+        if (attached or beside) and role != "tool" and not _joins_run(message):
             out.append(_after_run(beside, attached))
             attached, beside = [], []
         # Fast paths for the shapes every tool loop resends on each request:
@@ -475,10 +476,13 @@ def encode_messages(
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
-        if attached and role != "tool":  # a user message holding results: media go first
+        # A user message holding results and more (a history from Anthropic's format)
+        # joins the run of tool messages as a tool message does.
+        joins = role == "user" and results and len(results) < len(parts)
+        if attached and role != "tool" and not joins:  # only results: media go first
             out.append(_after_run([], attached))
             attached = []
-        if role == "tool":
+        if role == "tool" or joins:
             # Text (or an image, a file) beside the results: a tool message holds one
             # result, and no user message may come between the tool messages answering
             # one assistant message, so it goes in the user message after their run.
@@ -488,6 +492,7 @@ def encode_messages(
                     bool(results),
                     lambda text: {"type": "text", "text": text},
                     lambda part: _media_part(part, provider),
+                    role,
                 )
             )
             continue
@@ -509,6 +514,15 @@ def encode_messages(
         edges = [((m["role"] == "user", m["role"] == "tool"), m) for m in out]
         return _bridged(edges, lambda: {"role": "assistant", "content": text})
     return out
+
+
+def _joins_run(message: Message) -> bool:
+    """Whether ``message``, no tool message, joins the run of tool messages before it:
+    a user message holding results and more (the rest goes after the run)."""
+    if message.role != "user":
+        return False
+    kinds = [isinstance(part, ToolResultPart) for part in message.parts]
+    return any(kinds) and not all(kinds)
 
 
 def _after_run(beside: list[Body], attached: list[Body]) -> Body:

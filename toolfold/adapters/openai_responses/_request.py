@@ -18,6 +18,9 @@ provider without depending on what OpenAI stored.
 - A tool result is a ``function_call_output`` linked by ``call_id``; the API
   has no error flag, so the text says what failed. Its images and PDF files go
   as ``input_image`` / ``input_file`` items; another file as its description.
+  What a run of tool messages holds beside its results (text, images, files)
+  goes in one user message after the run's outputs, which stay together as
+  the API's guide shows them (one output per call after the calls).
 - Reasoning made by another provider cannot be sent: it is dropped with a note
   in the `RequestReport`.
 """
@@ -47,6 +50,7 @@ from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -132,6 +136,12 @@ def _output_format(output: OutputSpec) -> Body:
 def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
     """The ``input`` items for the conversation; notes what could not be sent."""
     items: list[Body] = []
+    # The user message holding what a run of messages with results (tool messages,
+    # or a user message holding results) has beside them. It stays after the run's
+    # outputs: a later message of the run puts its outputs before it, so the outputs
+    # answering one turn's calls stay together. (Checked only for messages with
+    # results, so other messages cost what they did.)
+    after_run: Body | None = None
     for position, message in enumerate(messages):
         role = message.role
         parts = message.parts
@@ -142,8 +152,24 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
         elif role == "assistant":
             _assistant(message, position, items, notes)
         else:
-            _user_or_tool(message, items)
+            if (
+                after_run is not None
+                and items[-1] is after_run
+                and (role == "tool" or _has_results(parts))
+            ):
+                items.pop()
+                after_run["content"].extend(_outputs(message, items))
+                items.append(after_run)
+                continue
+            content = _outputs(message, items)
+            if content:
+                items.append({"role": "user", "content": content})
+                after_run = items[-1] if role == "tool" or _has_results(parts) else None
     return items
+
+
+def _has_results(parts: tuple[Part, ...]) -> bool:
+    return any(isinstance(p, ToolResultPart) for p in parts)
 
 
 def _system_text(message: Message) -> str:
@@ -153,7 +179,12 @@ def _system_text(message: Message) -> str:
     return "".join(p.text for p in message.parts if isinstance(p, TextPart))
 
 
-def _user_or_tool(message: Message, items: list[Body]) -> None:
+def _outputs(message: Message, items: list[Body]) -> list[Body]:
+    """Add the user or tool message's results to ``items``; its other parts' content.
+
+    The caller sends that content in a user message after the outputs (of
+    the whole run of tool messages, for a tool message).
+    """
     content: list[Body] = []
     for part in message.parts:
         if isinstance(part, ToolResultPart):
@@ -167,8 +198,7 @@ def _user_or_tool(message: Message, items: list[Body]) -> None:
             content.append(_input_media(part))
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
-    if content:
-        items.append({"role": "user", "content": content})
+    return content
 
 
 def _result_output(part: ToolResultPart) -> list[Body]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Union
 
 import attrs
 
@@ -475,6 +475,21 @@ def _shown(value: object) -> str:
         return f"(a {type(value).__name__} whose repr fails)"
 
 
+def wrong_argument(
+    function: str, argument: str, expected: str, value: object, hint: str = ""
+) -> UsageError:
+    """The error for ``function`` given ``value`` as ``argument``, which must be ``expected``.
+
+    Reads ``f(): <argument> must be <expected>, got <type> <repr><hint>``;
+    ``hint`` (with its leading space) says what to pass instead when the
+    wrong value has an obvious right one.
+    """
+    return UsageError(
+        f"{function}(): {argument} must be {expected}, got {type(value).__name__} "
+        f"{_shown(value)}{hint}"
+    )
+
+
 # A repr shows this many parts of a message, then a count of the rest.
 _PARTS_SHOWN = 4
 
@@ -694,17 +709,67 @@ def drop_tool_calls(messages: Iterable[Message]) -> list[Message]:
 
     Returns:
         The messages to continue with.
+
+    Raises:
+        UsageError: ``messages`` is no iterable of `Message` (one of them is
+            something else, or it is a single message).
     """
     kept: list[Message] = []
-    for message in messages:
-        parts = message.parts
-        if not any(isinstance(p, ToolCallPart | ToolResultPart) for p in parts):
-            kept.append(message)
-            continue
-        left = tuple(p for p in parts if not isinstance(p, ToolCallPart | ToolResultPart))
-        if any(not isinstance(p, ReasoningPart) for p in left):
-            kept.append(Message(message.role, left))
+    position, message = -1, None
+    given: object = messages  # (typed as messages, a caller may pass anything)
+    if isinstance(given, str | bytes):  # ("" and b"" hold no item to fail on)
+        _refuse_messages("drop_tool_calls", given, position, message, None)
+    try:
+        for position, message in enumerate(messages):  # noqa: B007  (read on failure)
+            parts = message.parts
+            if not any(isinstance(p, ToolCallPart | ToolResultPart) for p in parts):
+                kept.append(message)
+                continue
+            left = tuple(p for p in parts if not isinstance(p, ToolCallPart | ToolResultPart))
+            if any(not isinstance(p, ReasoningPart) for p in left):
+                kept.append(Message(message.role, left))
+    except (AttributeError, TypeError) as error:
+        _refuse_messages("drop_tool_calls", messages, position, message, error)
     return kept
+
+
+def _refuse_messages(
+    function: str, messages: object, position: int, message: object, error: BaseException | None
+) -> NoReturn:
+    """Name what made ``function`` fail on ``messages`` (at ``message``, its ``position``th),
+    or raise ``error`` again when it was no wrong argument."""
+    expected = "an iterable of Messages"
+    if isinstance(messages, Message):
+        hint = " (pass [message])"
+        raise wrong_argument(function, "messages", expected, messages, hint) from None
+    if isinstance(messages, str | bytes) or (position < 0 and not _iterable(messages)):
+        hint = " (pass its .messages)" if _held_messages(messages) else ""
+        raise wrong_argument(function, "messages", expected, messages, hint) from None
+    if position >= 0 and not isinstance(message, Message):
+        raise wrong_argument(function, f"messages[{position}]", "a Message", message) from None
+    assert error is not None  # (only str and bytes are refused before anything failed)
+    raise error
+
+
+def _iterable(value: object) -> bool:
+    try:
+        iter(value)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return True
+
+
+def _held_messages(value: object) -> bool:
+    """Whether ``value.messages`` is a tuple of Messages (as a state's or a response's is).
+
+    The probe runs the value's own code (a property, ``__getattr__``), so any
+    failure of it only means no hint.
+    """
+    try:
+        held = getattr(value, "messages", None)
+    except Exception:
+        return False
+    return isinstance(held, tuple) and all(isinstance(m, Message) for m in held)
 
 
 def tool_calls_of(message: Message) -> tuple[ToolCallPart, ...]:

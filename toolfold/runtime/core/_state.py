@@ -21,7 +21,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
-    _shown,
+    wrong_argument,
 )
 from toolfold.runtime.core._repr import fields, short
 
@@ -420,10 +420,7 @@ def not_a_state(function: str, value: object) -> UsageError:
     except Exception:
         held = None
     hint = " (pass its .state)" if isinstance(held, RunState) else ""
-    return UsageError(
-        f"{function}(): the state must be a RunState, got {type(value).__name__} "
-        f"{_shown(value)}{hint}"
-    )
+    return wrong_argument(function, "the state", "a RunState", value, hint)
 
 
 def refuse_non_state(function: str, value: object, error: BaseException) -> NoReturn:

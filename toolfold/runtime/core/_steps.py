@@ -52,7 +52,12 @@ from toolfold.runtime.core._state import (
     RunFailure,
     RunState,
 )
-from toolfold.runtime.core._stop import holding_reason
+from toolfold.runtime.core._stop import (
+    holding_reason,
+    is_tree_budget,
+    stopped_at_handed,
+    workflow_budget,
+)
 from toolfold.toolkit._problems import not_an_object
 
 Changes = dict[str, Any]
@@ -88,9 +93,21 @@ def fail(changes: Changes, failure: RunFailure) -> None:
 
 
 def boundary(state: RunState, changes: Changes) -> None:
-    """Between steps: finish if a stop condition holds, else call the model again."""
+    """Between steps: finish if a stop condition holds, else call the model again.
+
+    A workflow's run with a tree budget (`workflow_budget`) does not stop at
+    it after a round whose steps all answered: its planner's next decision
+    costs no tokens, and a final answer hands back what the steps gave; the
+    driver stops before a decision that would start steps (`steps_stop`).
+    After a round with a step stopped at the budget it was handed, it stops.
+    """
     config = state.config
-    reason = holding_reason(evolve(state, changes), config.stop_when) if config.stop_when else None
+    conditions = config.stop_when
+    if conditions and workflow_budget(state):
+        calls: tuple[CallState, ...] = changes.get("calls", state.calls)
+        if not any(stopped_at_handed(state, call.child) for call in calls):
+            conditions = tuple(c for c in conditions if not is_tree_budget(c))
+    reason = holding_reason(evolve(state, changes), conditions) if conditions else None
     step = changes.get("step", state.step)
     turn_start = changes.get("turn_start", state.turn_start)
     if reason is None and step - turn_start >= config.max_steps:
@@ -606,6 +623,24 @@ def retry_limit(state: RunState, name: str) -> int:
     return spec.max_retries if spec is not None else DEFAULT_MAX_RETRIES
 
 
+def counts_as_failure(state: RunState, call: CallState) -> bool:
+    """Whether ``call``, of ``state``'s current step, counts as its tool's failure (`_commit`).
+
+    A call that ended in a failing outcome does, unless it is a workflow's
+    step whose run stopped at the tree budget the workflow handed it
+    (`stopped_at_handed`): that is no failure of the step (its ``on_error``
+    does not apply), and the workflow stops at its boundary. Only a workflow
+    used as a tool under a tree budget has one in its config (see
+    `Workflow._within`), so every run recorded before counts as it did: an
+    agent's sub-agent stopped there is a failed call as ever (its caller's
+    driver reads it as the budget's stop for ``on_tool_error="raise"``).
+    `held_failure` and `retry_state` count with this too.
+    """
+    if call.outcome not in FAILING_OUTCOMES:
+        return False
+    return not (workflow_budget(state) and stopped_at_handed(state, call.child))
+
+
 def _commit(state: RunState, changes: Changes) -> None:
     calls: tuple[CallState, ...] = changes["calls"]
     results: list[ToolResultPart] = []
@@ -617,7 +652,7 @@ def _commit(state: RunState, changes: Changes) -> None:
     for call in calls:
         if call.result is not None:
             results.append(call.result)
-        if call.outcome in FAILING_OUTCOMES:
+        if counts_as_failure(state, call):
             failed[call.call.name] = None
     conversation = changes.get("conversation", state.conversation)
     failures = state.failures

@@ -350,6 +350,59 @@ def has_tree_budget(conditions: Iterable[StopCondition | StopPredicate]) -> bool
     return any(is_tree_budget(c) for c in conditions)
 
 
+WORKFLOW_SETTING = "toolfold.workflow"
+"""The setting a workflow's run records its kind under (`Workflow.shape`): it marks the
+run as a workflow's for the reducer (see `_steps.counts_as_failure`)."""
+
+
+def workflow_budget(state: RunState) -> bool:
+    """Whether ``state`` is a workflow's run with a tree budget (one used as a tool under one).
+
+    Only `Workflow._within` gives a workflow's config stop conditions, so no
+    run recorded before the tree budget reached workflows has one: what
+    depends on this leaves their replay unchanged.
+    """
+    config = state.config
+    return (
+        bool(config.stop_when)
+        and WORKFLOW_SETTING in config.settings
+        and has_tree_budget(config.stop_when)
+    )
+
+
+def stopped_at_handed(
+    state: RunState,
+    child: RunState | None,
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+) -> bool:
+    """Whether ``child``, the sub-run of a call of ``state``'s current step, stopped at the
+    tree budget the step handed it (`handed_budget`, with ``conditions`` given to a resume).
+
+    That is: it finished with ``token_budget``, that very budget is in its
+    configuration, and it holds there.
+    """
+    if child is None or child.finish_reason != "token_budget":
+        return False
+    handed = handed_budget(state, conditions)
+    return handed is not None and handed in child.config.stop_when and handed(child)
+
+
+def steps_stop(state: RunState) -> StopRequested | None:
+    """The stop a workflow's driver records instead of a decision that would start steps.
+
+    In a workflow's run with a tree budget (`workflow_budget`) the step
+    boundary does not stop at that budget after a round whose steps all
+    answered (see `_steps.boundary`): the planner's decision costs no
+    tokens, and its final answer hands back what the steps gave. A decision
+    that starts steps is not recorded once the budget holds: this
+    `StopRequested` (reason ``token_budget``, naming the budget) is. None
+    when the run is no such workflow's or its budget does not hold.
+    """
+    if not workflow_budget(state):
+        return None
+    return stop_event(state, [c for c in state.config.stop_when if is_tree_budget(c)])
+
+
 def handed_budget(
     state: RunState, conditions: Iterable[StopCondition | StopPredicate] = ()
 ) -> TokenBudget | None:

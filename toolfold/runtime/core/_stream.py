@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal, NoReturn, Union, get_args
 
 import attrs
 
@@ -17,6 +17,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     Usage,
+    wrong_argument,
 )
 from toolfold.runtime.core._request import (
     FINISH_REASONS,
@@ -291,35 +292,67 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
     Raises:
         StreamError: An event for a tool call that never started (a decoder
             that broke the stream's rules).
+        UsageError: ``state`` is no `StreamState` or ``event`` no stream event.
     """
-    if isinstance(event, TextDelta):
-        return _add_text(state, event.text)
-    if isinstance(event, ReasoningDelta):
-        return _add_reasoning(state, event)
-    if isinstance(event, ToolCallStart):
-        call = _OpenCall(event.index, event.id, event.name, provider_data=event.provider_data)
-        return _with_calls(state, (*state.calls, call))
-    if isinstance(event, ToolCallDelta):
-        text = event.arguments
-        return _with_calls(
-            state,
-            _update_call(
-                state.calls,
-                event.index,
-                lambda c: _with_pieces(c, c.pieces.append(text) if c.pieces else Log((text,))),
-            ),
-        )
-    if isinstance(event, ToolCallEnd):
-        return _with_calls(
-            state, _update_call(state.calls, event.index, lambda c: _with_done(c, True))
-        )
-    if isinstance(event, UsageUpdate):
-        return _with_usage(state, event.usage)
-    if isinstance(event, StreamFinish):
-        return _with_finish(state, event.finish_reason, event.raw_finish_reason)
-    return _with_info(
-        state, event.model_name or state.model_name, event.response_id or state.response_id
-    )
+    # The argument checks run only once the fold failed (or no event type
+    # matched), so a real state and event pay nothing for them.
+    try:
+        if isinstance(event, TextDelta):
+            return _add_text(state, event.text)
+        if isinstance(event, ReasoningDelta):
+            return _add_reasoning(state, event)
+        if isinstance(event, ToolCallStart):
+            call = _OpenCall(event.index, event.id, event.name, provider_data=event.provider_data)
+            return _with_calls(state, (*state.calls, call))
+        if isinstance(event, ToolCallDelta):
+            text = event.arguments
+            return _with_calls(
+                state,
+                _update_call(
+                    state.calls,
+                    event.index,
+                    lambda c: _with_pieces(c, c.pieces.append(text) if c.pieces else Log((text,))),
+                ),
+            )
+        if isinstance(event, ToolCallEnd):
+            return _with_calls(
+                state, _update_call(state.calls, event.index, lambda c: _with_done(c, True))
+            )
+        # These three copy every other field of ``state`` and read nothing that
+        # fails on a wrong one (the StreamState class itself gives its slots'
+        # descriptors): checked first. A stream sends each once or so.
+        if isinstance(event, UsageUpdate):
+            if not isinstance(state, StreamState):
+                _refuse_stream_state("fold_stream", state, None)
+            return _with_usage(state, event.usage)
+        if isinstance(event, StreamFinish):
+            if not isinstance(state, StreamState):
+                _refuse_stream_state("fold_stream", state, None)
+            return _with_finish(state, event.finish_reason, event.raw_finish_reason)
+        if isinstance(event, ResponseInfo):
+            if not isinstance(state, StreamState):
+                _refuse_stream_state("fold_stream", state, None)
+            return _with_info(
+                state, event.model_name or state.model_name, event.response_id or state.response_id
+            )
+    except (AttributeError, TypeError, StreamError) as error:
+        # A `RunState` has ``calls`` too (a call's event fails as the stream's fault), and
+        # the class itself gives descriptors (a TypeError): the state is checked first.
+        _refuse_stream_state("fold_stream", state, error)
+    raise wrong_argument("fold_stream", "the event", _EVENTS, event)
+
+
+_EVENTS = "a stream event (" + ", ".join(t.__name__ for t in get_args(StreamEvent)) + ")"
+
+
+def _refuse_stream_state(function: str, value: object, error: BaseException | None) -> NoReturn:
+    """Raise a `UsageError` for ``value`` if it is no `StreamState`, else ``error`` again."""
+    if not isinstance(value, StreamState):
+        fresh = (value is None or value is StreamState) and function == "fold_stream"
+        hint = " (start a stream with StreamState())" if fresh else ""
+        raise wrong_argument(function, "the state", "a StreamState", value, hint) from None
+    assert error is not None  # (only a failure of a real state's fold is raised again)
+    raise error
 
 
 def _add_text(state: StreamState, text: str) -> StreamState:
@@ -379,9 +412,16 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
 
     Raises:
         StreamError: A tool call never ended: its arguments are not final.
+        UsageError: ``state`` is no `StreamState` or ``make_id`` is not callable.
     """
     from toolfold.runtime.core._arguments import parse_arguments
 
+    if not callable(make_id):  # (checked here: it is called only for a call with no id)
+        raise wrong_argument(
+            "finish_stream", "make_id", "a callable that makes a call id from a position", make_id
+        )
+    if not isinstance(state, StreamState):  # (once a stream: a `RunState` has calls too)
+        _refuse_stream_state("finish_stream", state, None)
     open_calls = [c.name for c in state.calls if not c.done]
     if open_calls:
         raise StreamError(

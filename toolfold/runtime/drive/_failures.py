@@ -33,6 +33,7 @@ from toolfold.runtime.core._stop import (
     handed_budget,
     spent_reason,
     stop_answer,
+    stopped_at_handed,
 )
 from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
 
@@ -218,12 +219,7 @@ def budget_stopped(
         return handed.tokens <= 0 and content == not_started_text(
             who, spent_reason(state, conditions)
         )
-    return (
-        child.finish_reason == "token_budget"
-        and handed in child.config.stop_when
-        and handed(child)
-        and content == stopped_content(child, who)[0]
-    )
+    return stopped_at_handed(state, child, conditions) and content == stopped_content(child, who)[0]
 
 
 def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:

@@ -60,6 +60,7 @@ from toolfold.runtime.core._stop import (
     handed_budget,
     has_tree_budget,
     spent_reason,
+    steps_stop,
     stop_event,
 )
 from toolfold.runtime.drive._executor import (
@@ -304,7 +305,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             if stop is not None:
                 state = apply_event(live, state, stop)
             else:
-                if notify:
+                # A workflow's planner with its tree budget spent may still answer (its
+                # decision costs nothing) but starts no step (`steps_stop`): its step is
+                # shown started once the decision is known, so a stop shows none.
+                spent = steps_stop(state) if state.config.stop_when else None
+                if notify and spent is None:
                     try:
                         yield _NoticeOp(StepStartEvent(effect.step))
                     except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
@@ -321,6 +326,16 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     interrupted(exc, state)
                     raise
                 response = unique_call_ids(response)
+                if spent is not None:
+                    if response.tool_calls:  # steps to start with the budget spent: stop
+                        state = apply_event(live, state, spent)
+                        continue
+                    if notify:  # the final answer: its step after all
+                        try:
+                            yield _NoticeOp(StepStartEvent(effect.step))
+                        except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
+                            interrupted(exc, state)
+                            raise
                 dispositions = _dispositions(live, state, response)
                 event = _responded(response, dispositions)
                 if (
