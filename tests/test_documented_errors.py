@@ -116,6 +116,10 @@ def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
 
+def _not_a_prompt() -> None:
+    generate_text(ScriptedModel(["x"]), 42)  # type: ignore[arg-type]
+
+
 @tool(requires_approval=True)
 def _delete(path: str) -> str:
     """Delete a file."""
@@ -442,7 +446,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
-    "a message dict whose role is not system, user or assistant": _bad_role,
+    "a message dict whose role is not system, user or assistant, that has no `content` key "
+    '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message) or whose '
+    "`content` is not a str": _bad_role,
+    'a prompt that is not a str, a `Message`, a `{"role", "content"}` dict or a list of '
+    "them (`42`, `None`: the error names its type; one dict is one message)": _not_a_prompt,
     "an agent file with unknown keys, wrong types, import paths that do not resolve, "
     "things that are not tools, references to undefined agents or a cycle (all listed at once)": (
         _agent_file_problems

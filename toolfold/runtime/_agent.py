@@ -522,7 +522,8 @@ class Agent:
         """Run until the model answers, or the run waits for the caller (blocking).
 
         Args:
-            prompt: The user's prompt, a `Message`, or a list of messages.
+            prompt: The user's prompt, a `Message`, a role/content dict, or a list
+                of messages or dicts.
             history: Earlier messages (e.g. ``previous_response.messages``).
             deps: Anything tools need, handed to them in their `RunContext`.
             on_event: Called with every event of the run (read-only).
