@@ -116,6 +116,10 @@ def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
 
+def _run_option_to_agent() -> None:
+    Agent(ScriptedModel(["x"]), deps={"user": "ann"})
+
+
 def _not_a_prompt() -> None:
     generate_text(ScriptedModel(["x"]), 42)  # type: ignore[arg-type]
 
@@ -446,6 +450,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
+    "a run's option given to `Agent(...)` (`deps=`, `history=`, `run_id=`, `on_event=`, "
+    "`on_step=`, `approvals=`...: the error says which method takes it)": _run_option_to_agent,
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message) or whose '
     "`content` is not a str": _bad_role,

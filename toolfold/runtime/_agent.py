@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -86,6 +87,12 @@ class Agent:
             handoff cycle (triage -> billing -> triage) is written.
         settings: Model settings as a mapping; keyword arguments not listed
             here (``temperature=0``...) are model settings too.
+
+    Raises:
+        UsageError: A keyword argument that is an option of a run, not of
+            the agent (``deps``, ``history``, ``run_id``, ``on_event``,
+            ``on_step``, or ``resume``'s ``approvals``...): pass it to
+            `run` / `arun` / `stream` (or `resume`) instead.
     """
 
     model: str | Model
@@ -139,6 +146,8 @@ class Agent:
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
+        if more_settings and not _run_options().keys().isdisjoint(more_settings):
+            _refuse_run_options(more_settings)
         self.__attrs_init__(
             model=model,
             instructions=instructions,
@@ -907,3 +916,34 @@ _RUN_FIELDS = tuple(
     if f.name
     not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph", "_handed", "_described")
 )
+
+
+# The methods whose keyword-only options a caller may mistake for the agent's.
+_RUN_METHODS = ("run", "arun", "stream", "resume", "aresume")
+
+
+@functools.cache
+def _run_options() -> Mapping[str, tuple[str, ...]]:
+    """Each keyword a run method takes and `Agent` does not, with the methods that take it.
+
+    Read from the signatures, so a new run option is refused as a model setting too.
+    """
+    own = set(inspect.signature(Agent.__init__).parameters)
+    taken: dict[str, list[str]] = {}
+    for method in _RUN_METHODS:
+        for name, parameter in inspect.signature(getattr(Agent, method)).parameters.items():
+            if parameter.kind is parameter.KEYWORD_ONLY and name not in own:
+                taken.setdefault(name, []).append(f"{method}()")
+    return {name: tuple(methods) for name, methods in taken.items()}
+
+
+def _refuse_run_options(given: Mapping[str, Any]) -> None:
+    """Refuse run options given to `Agent` (they would be sent to the provider as settings)."""
+    options = _run_options()
+    named = [name for name in given if name in options]
+    where = "; ".join(f"pass {name}= to {' / '.join(options[name])}" for name in named)
+    raise UsageError(
+        f"Agent() got {', '.join(f'{n}=' for n in named)}: an option of a run, not of the "
+        f"agent (it would be sent to the model as a setting): {where}, e.g. "
+        f"agent.{options[named[0]][0][:-2]}(..., {named[0]}=...)"
+    )
