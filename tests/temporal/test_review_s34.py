@@ -15,7 +15,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolfold import Agent, UsageError, tool
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal import (
+    ActivitySettings,
+    AgentHandle,
+    TemporalAgent,
+    ToolfoldPlugin,
+)
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
 
@@ -162,3 +167,55 @@ def test_agents_whose_activity_names_clash_are_refused_naming_both() -> None:
         "agents 'desk' and 'desk.ask' both make the activity 'desk.ask__model_request'"
     )
     assert ToolfoldPlugin([dotted]) is not None  # a dotted name alone still runs
+
+
+class _NoServer:
+    """A workflow handle that records what would be sent: none of these calls may get that far."""
+
+    id = "s34-no-server"
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def execute_update(self, update: Any, arg: Any) -> Any:
+        self.sent.append(arg)
+        raise AssertionError("approve() sent an update it should have refused")
+
+
+@pytest.mark.parametrize(
+    ("args", "deny", "expected"),
+    [
+        (
+            (["call_1", "call_2"],),
+            None,
+            "approve() takes call ids (str) as separate arguments, approve(*ids); "
+            "got list ['call_1', 'call_2']",
+        ),
+        (
+            (7,),
+            None,
+            "approve() takes call ids (str) as separate arguments, approve(*ids); got int 7",
+        ),
+        (
+            ("call_1",),
+            ["call_2"],
+            "approve(deny=) takes a mapping of call id to reason, deny={'call_1': 'reason'}; "
+            "got list ['call_2']",
+        ),
+        (
+            (),
+            {"call_2": None},
+            "approve(deny=) maps call ids (str) to reasons (str), got 'call_2': None",
+        ),
+    ],
+)
+def test_approve_refuses_ids_that_are_not_str_and_a_deny_that_is_no_mapping(
+    args: tuple[Any, ...], deny: Any, expected: str
+) -> None:
+    """approve([ids]) or deny=[ids] is a UsageError saying how to pass them, before anything is sent."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(handle.approve(*args, deny=deny))
+    assert str(raised.value) == expected
+    assert workflow.sent == []

@@ -338,13 +338,32 @@ class AgentHandle:
         (``"left/call_0"``) when calls of several sub-runs wait under that id.
 
         Raises:
-            UsageError: No call is named, a call is named twice, or is both
+            UsageError: An id is not a str (a list of ids is passed as
+                ``approve(*ids)``), ``deny`` is not a mapping of ids to str
+                reasons, no call is named, a call is named twice, or is both
                 approved and denied (checked before anything is sent).
             temporalio.client.WorkflowUpdateFailedError: As `answer`; its
                 cause is a ``UsageError`` for an id that calls of several
                 sub-runs wait under.
         """
+        for call_id in call_ids:
+            if not isinstance(call_id, str):
+                raise UsageError(
+                    "approve() takes call ids (str) as separate arguments, approve(*ids); "
+                    f"got {type(call_id).__name__} {call_id!r}"
+                )
+        if deny is not None and not isinstance(deny, Mapping):
+            raise UsageError(
+                "approve(deny=) takes a mapping of call id to reason, "
+                f"deny={{'call_1': 'reason'}}; got {type(deny).__name__} {deny!r}"
+            )
         denied = dict(deny or {})
+        for call_id, reason in denied.items():
+            if not isinstance(call_id, str) or not isinstance(reason, str):
+                raise UsageError(
+                    "approve(deny=) maps call ids (str) to reasons (str), "
+                    f"got {call_id!r}: {reason!r}"
+                )
         if not call_ids and not denied:
             raise UsageError(
                 "approve() got no call id: name the calls to approve, approve('call_1'), "
