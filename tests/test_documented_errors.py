@@ -450,8 +450,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
-    "a run's option given to `Agent(...)` (`deps=`, `history=`, `run_id=`, `on_event=`, "
-    "`on_step=`, `approvals=`...: the error says which method takes it)": _run_option_to_agent,
+    "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
+    "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
+    "`run_id=`, `on_event=`, `on_step=`, `approvals=`...: the error names the call and says "
+    "which method takes the option)": _run_option_to_agent,
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message) or whose '
     "`content` is not a str": _bad_role,

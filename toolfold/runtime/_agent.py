@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
+from toolfold.runtime._misplaced import refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
@@ -90,9 +90,11 @@ class Agent:
 
     Raises:
         UsageError: A keyword argument that is an option of a run, not of
-            the agent (``deps``, ``history``, ``run_id``, ``on_event``,
-            ``on_step``, or ``resume``'s ``approvals``...): pass it to
-            `run` / `arun` / `stream` (or `resume`) instead.
+            the agent (``prompt``, ``deps``, ``history``, ``run_id``,
+            ``on_event``, ``on_step``, or ``resume``'s ``state``,
+            ``approvals``...): pass it to `run` / `arun` / `stream` (or
+            `resume`) instead, or a model setting of that name in
+            ``settings={...}``.
     """
 
     model: str | Model
@@ -146,8 +148,8 @@ class Agent:
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
-        if more_settings and not _run_options().keys().isdisjoint(more_settings):
-            _refuse_run_options(more_settings)
+        if more_settings and not _agent_run_options().keys().isdisjoint(more_settings):
+            refuse_run_options("Agent()", more_settings, _agent_run_options())
         self.__attrs_init__(
             model=model,
             instructions=instructions,
@@ -405,6 +407,7 @@ class Agent:
 
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
+        refuse_run_options("evolve()", changes, _agent_run_options())
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
@@ -918,32 +921,12 @@ _RUN_FIELDS = tuple(
 )
 
 
-# The methods whose keyword-only options a caller may mistake for the agent's.
-_RUN_METHODS = ("run", "arun", "stream", "resume", "aresume")
+# The methods whose options a caller may mistake for the agent's.
+_RUN_METHODS = ("run", "arun", "stream", "resume", "aresume", "resume_stream")
 
 
 @functools.cache
-def _run_options() -> Mapping[str, tuple[str, ...]]:
-    """Each keyword a run method takes and `Agent` does not, with the methods that take it.
-
-    Read from the signatures, so a new run option is refused as a model setting too.
-    """
-    own = set(inspect.signature(Agent.__init__).parameters)
-    taken: dict[str, list[str]] = {}
-    for method in _RUN_METHODS:
-        for name, parameter in inspect.signature(getattr(Agent, method)).parameters.items():
-            if parameter.kind is parameter.KEYWORD_ONLY and name not in own:
-                taken.setdefault(name, []).append(f"{method}()")
-    return {name: tuple(methods) for name, methods in taken.items()}
-
-
-def _refuse_run_options(given: Mapping[str, Any]) -> None:
-    """Refuse run options given to `Agent` (they would be sent to the provider as settings)."""
-    options = _run_options()
-    named = [name for name in given if name in options]
-    where = "; ".join(f"pass {name}= to {' / '.join(options[name])}" for name in named)
-    raise UsageError(
-        f"Agent() got {', '.join(f'{n}=' for n in named)}: an option of a run, not of the "
-        f"agent (it would be sent to the model as a setting): {where}, e.g. "
-        f"agent.{options[named[0]][0][:-2]}(..., {named[0]}=...)"
-    )
+def _agent_run_options() -> Mapping[str, str]:
+    """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
+    methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
+    return run_options(methods, Agent.__init__, "agent.")
