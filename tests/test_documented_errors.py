@@ -458,7 +458,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message) or whose '
     "`content` is not a str": _bad_role,
     'a prompt that is not a str, a `Message`, a `{"role", "content"}` dict or a list of '
-    "them (`42`, `None`: the error names its type; one dict is one message)": _not_a_prompt,
+    "Messages or dicts (`42`, `None`, `bytes`, `memoryview`: the error names its type; one dict "
+    "is one message; a list of str names the first item that is neither, and its index)": (
+        _not_a_prompt
+    ),
     "an agent file with unknown keys, wrong types, import paths that do not resolve, "
     "things that are not tools, references to undefined agents or a cycle (all listed at once)": (
         _agent_file_problems

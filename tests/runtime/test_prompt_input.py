@@ -46,12 +46,37 @@ def test_a_dict_whose_content_is_not_text_is_refused_naming_its_type() -> None:
         agent.run([{"role": "user", "content": ["hi"]}])
 
 
-@pytest.mark.parametrize(("prompt", "named"), [(42, "int"), (None, "NoneType"), (b"hi", "bytes")])
+@pytest.mark.parametrize(
+    ("prompt", "named"),
+    [
+        (42, "int"),
+        (None, "NoneType"),
+        (b"hi", "bytes"),
+        (bytearray(b"hi"), "bytearray"),
+        (memoryview(b"hi"), "memoryview"),
+    ],
+)
 def test_a_prompt_of_another_type_is_a_usage_error_naming_it(prompt: Any, named: str) -> None:
-    """A prompt that is no text, message or dict is a UsageError naming its type."""
-    agent, _ = _echoing()
-    with pytest.raises(UsageError, match=f"a prompt must be a str, .* got {named}$"):
+    """A prompt that is no text, message or dict (binary data too) is a UsageError naming its type."""
+    agent, seen = _echoing()
+    with pytest.raises(UsageError) as raised:
         agent.run(prompt)
+    assert str(raised.value) == (
+        "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
+        f"Messages or dicts, got {named}"
+    )
+    assert seen == []
+
+
+def test_a_list_of_str_is_refused_naming_the_item_and_its_index() -> None:
+    """A list of str is no prompt: the error says what the list must hold and which item is not."""
+    agent, seen = _echoing()
+    with pytest.raises(UsageError) as raised:
+        agent.run([Message.user("a"), "hi", "there"])  # type: ignore[list-item]
+    assert str(raised.value) == (
+        "a prompt's list must hold Messages or {'role', 'content'} dicts, got str at index 1"
+    )
+    assert seen == []
 
 
 def test_texts_messages_and_dicts_mix_in_a_list() -> None:

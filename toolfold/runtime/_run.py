@@ -95,21 +95,22 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
         return (messages,)
     if isinstance(messages, Mapping):  # one role/content dict, as in a list
         return (_dict_message(messages),)
-    given: object = messages  # bytes are iterable too (of ints), but no prompt
-    if isinstance(given, (bytes, bytearray)) or not isinstance(given, Iterable):
+    given: object = messages  # binary data is iterable too (of ints), but no prompt
+    if isinstance(given, (bytes, bytearray, memoryview)) or not isinstance(given, Iterable):
         raise UsageError(
             "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
-            f"them, got {type(messages).__name__}"
+            f"Messages or dicts, got {type(messages).__name__}"
         )
     out: list[Message] = []
-    for item in messages:
+    for index, item in enumerate(messages):
         if isinstance(item, Message):
             out.append(item)
         elif isinstance(item, Mapping):
             out.append(_dict_message(item))
         else:
             raise UsageError(
-                f"expected a Message or a {{'role', 'content'}} dict, got {type(item).__name__}"
+                "a prompt's list must hold Messages or {'role', 'content'} dicts, got "
+                f"{type(item).__name__} at index {index}"
             )
     return tuple(out)
 
