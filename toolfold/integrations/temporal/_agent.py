@@ -285,9 +285,10 @@ class AgentHandle:
         Raises:
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
-                A run that is over (completed, failed, cancelled...) is not
+                A run that is over (completed, failed, canceled...) is not
                 waiting either: the error's ``cause`` is an
-                ``ApplicationError`` saying so, naming how it ended.
+                ``ApplicationError`` saying so, naming how it ended as
+                Temporal spells the status (``"canceled"``).
         """
         delays = iter(_BACKOFF)
         while True:
