@@ -116,6 +116,14 @@ def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
 
+def _run_option_to_agent() -> None:
+    Agent(ScriptedModel(["x"]), deps={"user": "ann"})
+
+
+def _not_a_prompt() -> None:
+    generate_text(ScriptedModel(["x"]), 42)  # type: ignore[arg-type]
+
+
 @tool(requires_approval=True)
 def _delete(path: str) -> str:
     """Delete a file."""
@@ -442,7 +450,18 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
-    "a message dict whose role is not system, user or assistant": _bad_role,
+    "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
+    "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
+    "`run_id=`, `on_event=`, `on_step=`, `approvals=`...: the error names the call and says "
+    "which method takes the option)": _run_option_to_agent,
+    "a message dict whose role is not system, user or assistant, that has no `content` key "
+    '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message) or whose '
+    "`content` is not a str": _bad_role,
+    'a prompt that is not a str, a `Message`, a `{"role", "content"}` dict or a list of '
+    "Messages or dicts (`42`, `None`, `bytes`, `memoryview`: the error names its type; one dict "
+    "is one message; a list of str names the first item that is neither, and its index)": (
+        _not_a_prompt
+    ),
     "an agent file with unknown keys, wrong types, import paths that do not resolve, "
     "things that are not tools, references to undefined agents or a cycle (all listed at once)": (
         _agent_file_problems

@@ -613,3 +613,11 @@ def test_a_run_that_waits_for_an_approval_is_a_result_to_resume(ray_address: str
     (call,) = waiting.pending_approvals
     done = agent.resume(waiting.state, approvals={call.id: True})
     assert done.text == expected(2)
+
+
+def test_an_input_dict_without_content_is_refused_before_running() -> None:
+    """A batch input dict with a mistyped key is refused naming its index and keys."""
+    with pytest.raises(
+        toolfold.UsageError, match=r"input 1 is not a prompt: .*got keys \['text'\]"
+    ):
+        run_batch(make_agent(), ["1", [{"text": "2"}]], progress=False)

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import re
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -29,7 +30,7 @@ from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
-from toolfold.toolkit._options import ApprovalPolicy
+from toolfold.toolkit._options import TOOL_NAME, ApprovalPolicy
 
 __all__ = [
     "MCPError",
@@ -418,18 +419,34 @@ class MCPServer:
         ``toolfold/requires_approval``) requires it whatever
         ``requires_approval`` says.
 
+        A listed name providers refuse (a ``.``, which MCP allows, or over 64
+        characters with the prefix) is given to the model as `model_name`
+        makes it; calls go to the server under its own name.
+
         Raises:
-            ToolDefinitionError: A listed tool has an invalid name or schema.
+            ToolDefinitionError: A listed tool has an invalid name or schema,
+                or two listed tools get one name for the model.
         """
         made: list[Tool[..., Any]] = []
         problems: list[str] = []
+        remotes: dict[str, str] = {}  # the model's name -> the server's
         for spec in listed:
             if self.include is not None and spec["name"] not in self.include:
                 continue
             try:
-                made.append(self._tool(spec))
+                tool = self._tool(spec)
             except ToolDefinitionError as exc:
                 problems.extend(exc.problems)
+                continue
+            other = remotes.setdefault(tool.name, str(spec["name"]))
+            if other != spec["name"]:
+                problems.append(
+                    f"tools {other!r} and {spec['name']!r} are both {tool.name!r} for the "
+                    "model (characters providers refuse become '_'): keep one of them "
+                    "with include=[...]"
+                )
+                continue
+            made.append(tool)
         if problems:
             raise ToolDefinitionError(f"MCP server {self.name!r}", problems)
         return tuple(made)
@@ -446,7 +463,7 @@ class MCPServer:
 
     def _tool(self, spec: Mapping[str, Any]) -> Tool[..., Any]:
         remote = spec["name"]
-        name = f"{self.prefix}_{remote}" if self.prefix else remote
+        name = model_name(f"{self.prefix}_{remote}" if self.prefix else remote)
         policy: ApprovalPolicy
         if (spec.get("_meta") or {}).get(APPROVAL_META_KEY) is True:
             policy = True  # the server says so (a toolfold server's tool served approved_by_host)
@@ -872,3 +889,29 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
 
 def _bytes(data: str) -> bytes:
     return base64.b64decode(data, validate=False)
+
+
+_REFUSED = re.compile(r"[^a-zA-Z0-9_-]")
+_LONGEST = 64
+
+
+def model_name(listed: str) -> str:
+    """A listed tool's name as providers accept it (1 to 64 of ``a-z A-Z 0-9 _ -``).
+
+    A name that fits is kept. Otherwise each other character (MCP allows
+    ``.``) becomes ``_``, and a name still over 64 characters keeps its first
+    55 and ends with ``_`` and 8 hex digits of its SHA-256, so that two long
+    names stay apart. Pure: the same listing gives the same names (a durable
+    run makes its tools again from the recorded listing).
+
+    Example:
+        >>> model_name("files.read")
+        'files_read'
+    """
+    if TOOL_NAME.fullmatch(listed) or not listed:
+        return listed
+    name = _REFUSED.sub("_", listed)
+    if len(name) > _LONGEST:
+        digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
+        name = f"{name[: _LONGEST - 9]}_{digest}"
+    return name

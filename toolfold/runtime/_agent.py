@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
+from toolfold.runtime._misplaced import refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
@@ -86,6 +87,14 @@ class Agent:
             handoff cycle (triage -> billing -> triage) is written.
         settings: Model settings as a mapping; keyword arguments not listed
             here (``temperature=0``...) are model settings too.
+
+    Raises:
+        UsageError: A keyword argument that is an option of a run, not of
+            the agent (``prompt``, ``deps``, ``history``, ``run_id``,
+            ``on_event``, ``on_step``, or ``resume``'s ``state``,
+            ``approvals``...): pass it to `run` / `arun` / `stream` (or
+            `resume`) instead, or a model setting of that name in
+            ``settings={...}``.
     """
 
     model: str | Model
@@ -139,6 +148,8 @@ class Agent:
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
+        if more_settings and not _agent_run_options().keys().isdisjoint(more_settings):
+            refuse_run_options("Agent()", more_settings, _agent_run_options())
         self.__attrs_init__(
             model=model,
             instructions=instructions,
@@ -396,6 +407,7 @@ class Agent:
 
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
+        refuse_run_options("evolve()", changes, _agent_run_options())
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)
@@ -522,7 +534,8 @@ class Agent:
         """Run until the model answers, or the run waits for the caller (blocking).
 
         Args:
-            prompt: The user's prompt, a `Message`, or a list of messages.
+            prompt: The user's prompt, a `Message`, a role/content dict, or a list
+                of messages or dicts.
             history: Earlier messages (e.g. ``previous_response.messages``).
             deps: Anything tools need, handed to them in their `RunContext`.
             on_event: Called with every event of the run (read-only).
@@ -906,3 +919,14 @@ _RUN_FIELDS = tuple(
     if f.name
     not in ("name", "handoffs", "_options", "_sources", "_scope", "_graph", "_handed", "_described")
 )
+
+
+# The methods whose options a caller may mistake for the agent's.
+_RUN_METHODS = ("run", "arun", "stream", "resume", "aresume", "resume_stream")
+
+
+@functools.cache
+def _agent_run_options() -> Mapping[str, str]:
+    """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
+    methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
+    return run_options(methods, Agent.__init__, "agent.")

@@ -6,10 +6,12 @@ driver. `Agent` (in `_agent`) is the same thing kept as a reusable spec.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toolfold.runtime._agent import Agent, _Answers
+from toolfold.runtime._misplaced import refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -109,8 +111,16 @@ def generate_text(
         RunError: Any other failure of the model, an observer or a stop
             condition; ``.state`` is the run up to that point.
         UsageError: An argument cannot be used (``max_steps=0``, a
-            ``tool_choice`` that is not a tool, a message that is not one).
+            ``tool_choice`` that is not a tool, a message that is not one),
+            or a keyword is an option of a run that ``generate_text`` does
+            not take (``history=``, ``prompt=``: put earlier messages in
+            ``messages``; `resume`'s ``approvals=``, ``tool_results=``,
+            ``message=``, ``state=``) rather than a model setting.
     """
+    if settings and not _function_run_options().keys().isdisjoint(settings):
+        refuse_run_options(
+            "generate_text()", settings, _function_run_options(), agent="Agent(model, "
+        )
     options = _one_off(locals())
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
@@ -138,6 +148,10 @@ async def agenerate_text(
     **settings: Any,
 ) -> Response:
     """Like `generate_text`, on the running event loop (see it for the arguments)."""
+    if settings and not _function_run_options().keys().isdisjoint(settings):
+        refuse_run_options(
+            "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
+        )
     options = _one_off(locals())
     if isinstance(options, Agent):
         return await options.arun(
@@ -175,6 +189,19 @@ def _one_off(arguments: Mapping[str, Any]) -> RunOptions | Agent:
     if not sources:
         return make_options(arguments["model"], tools=static, **options)
     return Agent(arguments["model"], tools=arguments["tools"], **options)
+
+
+@functools.cache
+def _function_run_options() -> Mapping[str, str]:
+    """The run options `generate_text` would take as model settings, with where each goes."""
+    hints = run_options({"resume": resume, "aresume": aresume}, generate_text, "toolfold.")
+    fresh_run = run_options({"run": Agent.run}, generate_text, "agent.")
+    for name in sorted(fresh_run.keys() - hints.keys()):  # a fresh run's prompt and history
+        hints[name] = (
+            f"{name}= is Agent.run()'s; here the prompt, after any earlier messages, goes in "
+            "messages, e.g. messages=[*history, prompt]"
+        )
+    return hints
 
 
 def _resume_agent(

@@ -58,7 +58,7 @@ from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
 from toolfold.toolkit._tool import Tool
 
-MessagesInput = str | Message | Iterable[Message | Mapping[str, Any]]
+MessagesInput = str | Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]]
 
 
 @attrs.frozen
@@ -82,27 +82,53 @@ Approval = bool | Denied
 
 
 def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
-    """Normalise a prompt, a message or a list of messages (or role/content dicts)."""
+    """Normalise a prompt, a message, a role/content dict, or a list of messages or dicts.
+
+    Raises:
+        UsageError: A dict without a text ``content`` (naming its keys) or with
+            another role than system, user or assistant; anything else that is
+            not text, a `Message`, or an iterable of them (naming its type).
+    """
     if isinstance(messages, str):
         return (Message.user(messages),)
     if isinstance(messages, Message):
         return (messages,)
+    if isinstance(messages, Mapping):  # one role/content dict, as in a list
+        return (_dict_message(messages),)
+    given: object = messages  # binary data is iterable too (of ints), but no prompt
+    if isinstance(given, (bytes, bytearray, memoryview)) or not isinstance(given, Iterable):
+        raise UsageError(
+            "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
+            f"Messages or dicts, got {type(messages).__name__}"
+        )
     out: list[Message] = []
-    for item in messages:
+    for index, item in enumerate(messages):
         if isinstance(item, Message):
             out.append(item)
-        elif isinstance(item, Mapping) and isinstance(item.get("content", ""), str):
-            role = item.get("role", "user")
-            if role not in ("system", "user", "assistant"):
-                raise UsageError(
-                    f"a message dict must have role system, user or assistant, got {role!r}"
-                )
-            out.append(Message(role, (TextPart(item.get("content", "")),)))
+        elif isinstance(item, Mapping):
+            out.append(_dict_message(item))
         else:
             raise UsageError(
-                f"expected a Message or a {{'role', 'content'}} dict, got {type(item).__name__}"
+                "a prompt's list must hold Messages or {'role', 'content'} dicts, got "
+                f"{type(item).__name__} at index {index}"
             )
     return tuple(out)
+
+
+def _dict_message(item: Mapping[Any, Any]) -> Message:
+    """A message from a role/content dict (role defaults to user)."""
+    if "content" not in item:
+        raise UsageError(
+            "a message dict needs a 'content' key (its text) and may have a 'role', "
+            f"got keys {sorted(map(str, item))}"
+        )
+    content = item["content"]
+    if not isinstance(content, str):
+        raise UsageError(f"a message dict's 'content' must be a str, got {type(content).__name__}")
+    role = item.get("role", "user")
+    if role not in ("system", "user", "assistant"):
+        raise UsageError(f"a message dict must have role system, user or assistant, got {role!r}")
+    return Message(role, (TextPart(content),))
 
 
 def to_tools(

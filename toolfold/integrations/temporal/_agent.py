@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from temporalio import activity
 from temporalio.api.common.v1 import Payloads
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -283,16 +285,52 @@ class AgentHandle:
         Raises:
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
+                A run that is over (completed, failed, canceled...) is not
+                waiting either: the error's ``cause`` is an
+                ``ApplicationError`` saying so, naming how it ended as
+                Temporal spells the status (``"canceled"``).
         """
-        try:
-            state: RunState = await self.workflow.execute_update(
-                AgentWorkflow.answer, Answers(events)
-            )
-        except WorkflowUpdateFailedError as exc:
-            if not _too_large(exc.cause):  # else the answers are applied, the state too large
-                raise
-            return await self.state()
-        return state
+        delays = iter(_BACKOFF)
+        while True:
+            try:
+                state: RunState = await self.workflow.execute_update(
+                    AgentWorkflow.answer, Answers(events)
+                )
+            except WorkflowUpdateFailedError as exc:
+                if not _too_large(exc.cause):  # else the answers are applied, the state too large
+                    raise
+                return await self.state()
+            except RPCError as exc:  # "workflow execution already completed": nothing applied
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                ended = await self._ended_as()
+                if ended is None:  # still running: it was handing over to its next history
+                    delay = next(delays, None)
+                    if delay is None:
+                        raise
+                    await _pause(delay)
+                    continue
+                over = ApplicationError(
+                    f"the run {self.workflow.id!r} is over (its workflow is {ended}): "
+                    "it waits for no answers",
+                    non_retryable=True,
+                )  # the documented error of a run not waiting; the RPCError is its context
+                raise WorkflowUpdateFailedError(over) from over
+            return state
+
+    async def _ended_as(self) -> str | None:
+        """How the run's workflow ended (``"completed"``...), None while it runs.
+
+        Raises:
+            temporalio.service.RPCError: No workflow has this id.
+        """
+        status = (await self.workflow.describe()).status
+        if status is None or status in (
+            WorkflowExecutionStatus.RUNNING,
+            WorkflowExecutionStatus.CONTINUED_AS_NEW,
+        ):
+            return None
+        return status.name.lower()
 
     async def approve(self, *call_ids: str, deny: Mapping[str, str] | None = None) -> RunState:
         """Approve these calls (and deny those in ``deny``: call id -> reason).
@@ -301,12 +339,47 @@ class AgentHandle:
         (``"left/call_0"``) when calls of several sub-runs wait under that id.
 
         Raises:
+            UsageError: An id is not a str (a list of ids is passed as
+                ``approve(*ids)``), ``deny`` is not a mapping of ids to str
+                reasons, no call is named, a call is named twice, or is both
+                approved and denied (checked before anything is sent).
             temporalio.client.WorkflowUpdateFailedError: As `answer`; its
                 cause is a ``UsageError`` for an id that calls of several
                 sub-runs wait under.
         """
+        for call_id in call_ids:
+            if not isinstance(call_id, str):
+                raise UsageError(
+                    "approve() takes call ids (str) as separate arguments, approve(*ids); "
+                    f"got {type(call_id).__name__} {call_id!r}"
+                )
+        if deny is not None and not isinstance(deny, Mapping):
+            raise UsageError(
+                "approve(deny=) takes a mapping of call id to reason, "
+                f"deny={{'call_1': 'reason'}}; got {type(deny).__name__} {deny!r}"
+            )
+        denied = dict(deny or {})
+        for call_id, reason in denied.items():
+            if not isinstance(call_id, str) or not isinstance(reason, str):
+                raise UsageError(
+                    "approve(deny=) maps call ids (str) to reasons (str), "
+                    f"got {call_id!r}: {reason!r}"
+                )
+        if not call_ids and not denied:
+            raise UsageError(
+                "approve() got no call id: name the calls to approve, approve('call_1'), "
+                "or to deny, approve(deny={'call_1': 'reason'})"
+            )
+        twice = sorted({c for c in call_ids if call_ids.count(c) > 1})
+        if twice:
+            raise UsageError(f"approve() got call {', '.join(map(repr, twice))} twice")
+        both = sorted(set(call_ids) & set(denied))
+        if both:
+            raise UsageError(
+                f"approve() got call {', '.join(map(repr, both))} approved and denied at once"
+            )
         events: list[Event] = [ApprovalGranted(call_id) for call_id in call_ids]
-        events += [ApprovalDenied(call_id, reason) for call_id, reason in (deny or {}).items()]
+        events += [ApprovalDenied(call_id, reason) for call_id, reason in denied.items()]
         return await self.answer(*events)
 
     async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
@@ -451,6 +524,8 @@ class ToolfoldPlugin(SimplePlugin):
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")
+        made = {agent.name: agent.activities for agent in agents}
+        _check_activity_names(made)
         unlimited = [a.name for a in agents if a.settings.max_result_bytes is None]
         if unlimited and external_storage is None:
             raise UsageError(
@@ -463,7 +538,7 @@ class ToolfoldPlugin(SimplePlugin):
             if external_storage is not None:  # large payloads go by reference
                 registered = attrs.evolve(registered, payload_limit=None)
             register(registered)
-        activities = [act for agent in agents for act in agent.activities]
+        activities = [act for acts in made.values() for act in acts]
         hosts = {name: host for a in agents for name, host in a._source_hosts().items()}
         if hosts:  # one dynamic activity calls the tools every source lists
             activities.append(source_call_activity(hosts))
@@ -477,6 +552,30 @@ class ToolfoldPlugin(SimplePlugin):
             workflows=lambda given: [*(given or ()), AgentWorkflow],
             workflow_runner=_passing_toolfold,
         )
+
+
+def _check_activity_names(made: Mapping[str, list[Callable[..., Any]]]) -> None:
+    """Refuse two agents whose activities share a name (the worker would refuse them).
+
+    ``made``: each agent's activities, by agent name. ``.`` joins a sub-run's
+    path and ``@`` names a handoff's agent in activity names, so an agent named
+    ``desk.ask`` makes the activities of agent ``desk``'s sub-run ``ask``. Such
+    a name is allowed (renaming an agent breaks its running workflows); two
+    agents clashing is refused here, naming both.
+    """
+    owners: dict[str, str] = {}
+    for agent, activities in made.items():
+        for each in activities:
+            name = activity._Definition.must_from_callable(each).name
+            if name is None:  # a dynamic activity (none of an agent's)
+                continue
+            other = owners.setdefault(name, agent)
+            if other != agent:
+                raise UsageError(
+                    f"agents {other!r} and {agent!r} both make the activity {name!r} "
+                    "('.' joins a sub-run's path, '@' a handoff's agent, in activity "
+                    "names): rename one of them"
+                )
 
 
 def _passing_toolfold(runner: WorkflowRunner | None) -> WorkflowRunner:

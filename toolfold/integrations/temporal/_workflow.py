@@ -127,6 +127,29 @@ _WAIT = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 _ASK = ActivityCancellationType.TRY_CANCEL
 
 
+def _positive_duration(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise UsageError(
+            f"ActivitySettings.{attribute.name} must be a datetime.timedelta greater than "
+            f"zero, got {value!r}"
+        )
+
+
+def _positive_or_none(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise UsageError(
+            f"ActivitySettings.{attribute.name} must be an integer >= 1, or None, got {value!r}"
+        )
+
+
+def _retry_policy(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, RetryPolicy):
+        raise UsageError(
+            f"ActivitySettings.{attribute.name} must be a temporalio.common.RetryPolicy, "
+            f"got {value!r}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ActivitySettings:
     """How the workflow calls an agent's activities (Temporal owns the retries).
@@ -146,16 +169,30 @@ class ActivitySettings:
             limited to 2 MB, and the state carries every result. None: no
             limit (with external storage for large payloads, see
             `ToolfoldPlugin`).
+
+    Raises:
+        UsageError: A timeout that is not a `datetime.timedelta` greater than
+            zero, ``continue_as_new_steps`` or ``max_result_bytes`` that is not
+            None or an integer >= 1, or a ``retry_policy`` that is not a
+            `temporalio.common.RetryPolicy` (each would make every workflow
+            task of its runs fail and retry without end).
     """
 
-    model_timeout: timedelta = timedelta(minutes=5)
-    tool_timeout: timedelta = timedelta(minutes=5)
-    heartbeat_timeout: timedelta = timedelta(seconds=10)
-    retry_policy: RetryPolicy = attrs.field(
-        factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1))
+    model_timeout: timedelta = attrs.field(
+        default=timedelta(minutes=5), validator=_positive_duration
     )
-    continue_as_new_steps: int | None = None
-    max_result_bytes: int | None = 1_000_000
+    tool_timeout: timedelta = attrs.field(
+        default=timedelta(minutes=5), validator=_positive_duration
+    )
+    heartbeat_timeout: timedelta = attrs.field(
+        default=timedelta(seconds=10), validator=_positive_duration
+    )
+    retry_policy: RetryPolicy = attrs.field(
+        factory=lambda: RetryPolicy(maximum_interval=timedelta(minutes=1)),
+        validator=_retry_policy,
+    )
+    continue_as_new_steps: int | None = attrs.field(default=None, validator=_positive_or_none)
+    max_result_bytes: int | None = attrs.field(default=1_000_000, validator=_positive_or_none)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,45 @@
+"""A raw JSON-RPC MCP server over stdio listing tool names providers refuse.
+
+Its tools are named with dots (MCP allows ``^[A-Za-z0-9._-]{1,128}$``) and one
+is 70 characters long; each call answers with the name the server was called
+by. With ``clash`` as its argument it also lists ``files_read``, which a dot
+mapped to ``_`` would make ``files.read``'s twin.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+LONG = "long." + "x" * 65
+NAMES = ["files.read", LONG, *(["files_read"] if sys.argv[1:] == ["clash"] else [])]
+
+
+def main() -> None:
+    """Answer requests line by line until stdin closes."""
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        method = message.get("method")
+        if method == "initialize":
+            result: dict[str, object] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "dotted", "version": "0"},
+            }
+        elif method == "tools/list":
+            schema = {"type": "object", "properties": {}}
+            result = {"tools": [{"name": name, "inputSchema": schema} for name in NAMES]}
+        elif method == "tools/call":
+            called = message["params"]["name"]
+            result = {"content": [{"type": "text", "text": f"server called as {called}"}]}
+        else:
+            error = {"code": -32601, "message": method}
+            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}), flush=True)
+            continue
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

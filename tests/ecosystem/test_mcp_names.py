@@ -1,0 +1,61 @@
+"""Listed MCP tool names providers refuse (dots, over 64 characters) are mapped, not fatal."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.ecosystem.conftest import ROOT
+from toolfold import Agent, ToolDefinitionError
+from toolfold.mcp import MCPServerStdio
+from toolfold.runtime import ModelRequest
+from toolfold.testing import FunctionModel
+
+SERVER = str(ROOT / "tests/ecosystem/dotted_server.py")
+LONG = "long." + "x" * 65
+
+
+def test_model_name_keeps_valid_names_and_maps_others_to_64_characters() -> None:
+    """A valid name is kept; a dot becomes '_'; a long name is cut with a hash that keeps two apart."""
+    from toolfold.mcp._client import model_name
+
+    assert model_name("files_read-2") == "files_read-2"
+    assert model_name("files.read") == "files_read"
+    long_a, long_b = model_name(LONG), model_name(LONG + "y")
+    assert len(long_a) == 64
+    assert long_a.startswith("long_xxxx")
+    assert long_a != long_b
+
+
+def test_tools_with_dotted_and_long_names_are_called_by_their_server_names() -> None:
+    """The model calls 'docs_files_read'; the server is called as 'files.read' (and the long one)."""
+    server = MCPServerStdio(sys.executable, [SERVER], prefix="docs")
+    long_name = "docs_long_" + "x" * 45 + "_9c22efbe"  # its first 55 characters, its hash
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return " | ".join(part.content for part in last.tool_results)
+        return [FunctionModel.call("docs_files_read", {}), FunctionModel.call(long_name, {})]
+
+    with server:
+        assert sorted(tool.name for tool in server.tools()) == sorted(
+            ["docs_files_read", long_name]
+        )
+    response = Agent(FunctionModel(reply), tools=[server]).run("read")
+    assert response.text == f"server called as files.read | server called as {LONG}"
+
+
+def test_two_listed_names_mapped_to_one_are_refused_pointing_at_include() -> None:
+    """'files.read' beside 'files_read' is refused naming both and include=; include= keeps one."""
+    clashing = MCPServerStdio(sys.executable, [SERVER, "clash"], name="dotted")
+    with clashing, pytest.raises(ToolDefinitionError) as raised:
+        clashing.tools()
+    assert "tools 'files.read' and 'files_read' are both 'files_read' for the model" in str(
+        raised.value
+    )
+    assert "include=[...]" in str(raised.value)
+    kept = MCPServerStdio(sys.executable, [SERVER, "clash"], include=["files.read", LONG])
+    with kept:
+        assert len(kept.tools()) == 2

@@ -1,0 +1,86 @@
+"""What a run takes as its prompt: text, messages, role/content dicts; anything else refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, Message, UsageError
+from toolfold.runtime import ModelRequest
+from toolfold.testing import FunctionModel
+
+
+def _echoing() -> tuple[Agent, list[list[tuple[str, str]]]]:
+    seen: list[list[tuple[str, str]]] = []
+
+    def reply(request: ModelRequest) -> str:
+        seen.append([(m.role, m.text) for m in request.messages])
+        return "ok"
+
+    return Agent(FunctionModel(reply)), seen
+
+
+def test_one_role_content_dict_is_one_message() -> None:
+    """A lone {'role', 'content'} dict is sent as that message, as it would be in a list."""
+    agent, seen = _echoing()
+    agent.run({"role": "user", "content": "hi"})
+    agent.run({"role": "system", "content": "be brief"})
+    assert seen == [[("user", "hi")], [("system", "be brief")]]
+
+
+def test_a_dict_without_content_is_refused_naming_its_keys() -> None:
+    """A dict with a mistyped key is refused, not sent as an empty user message."""
+    agent, seen = _echoing()
+    with pytest.raises(UsageError, match=r"needs a 'content' key .* got keys \['text'\]"):
+        agent.run([{"text": "Where is my order A17?"}])
+    with pytest.raises(UsageError, match=r"got keys \['role', 'text'\]"):
+        agent.run({"role": "user", "text": "hi"})
+    assert seen == []
+
+
+def test_a_dict_whose_content_is_not_text_is_refused_naming_its_type() -> None:
+    """A dict whose content is not a str says so, naming the type it got."""
+    agent, _ = _echoing()
+    with pytest.raises(UsageError, match="'content' must be a str, got list"):
+        agent.run([{"role": "user", "content": ["hi"]}])
+
+
+@pytest.mark.parametrize(
+    ("prompt", "named"),
+    [
+        (42, "int"),
+        (None, "NoneType"),
+        (b"hi", "bytes"),
+        (bytearray(b"hi"), "bytearray"),
+        (memoryview(b"hi"), "memoryview"),
+    ],
+)
+def test_a_prompt_of_another_type_is_a_usage_error_naming_it(prompt: Any, named: str) -> None:
+    """A prompt that is no text, message or dict (binary data too) is a UsageError naming its type."""
+    agent, seen = _echoing()
+    with pytest.raises(UsageError) as raised:
+        agent.run(prompt)
+    assert str(raised.value) == (
+        "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
+        f"Messages or dicts, got {named}"
+    )
+    assert seen == []
+
+
+def test_a_list_of_str_is_refused_naming_the_item_and_its_index() -> None:
+    """A list of str is no prompt: the error says what the list must hold and which item is not."""
+    agent, seen = _echoing()
+    with pytest.raises(UsageError) as raised:
+        agent.run([Message.user("a"), "hi", "there"])  # type: ignore[list-item]
+    assert str(raised.value) == (
+        "a prompt's list must hold Messages or {'role', 'content'} dicts, got str at index 1"
+    )
+    assert seen == []
+
+
+def test_texts_messages_and_dicts_mix_in_a_list() -> None:
+    """A list may mix Messages and role/content dicts; a role defaults to user."""
+    agent, seen = _echoing()
+    agent.run([Message.system("sys"), {"content": "q"}, {"role": "assistant", "content": "a"}])
+    assert seen == [[("system", "sys"), ("user", "q"), ("assistant", "a")]]

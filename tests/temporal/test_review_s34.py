@@ -1,0 +1,221 @@
+"""What a user review of the durable docs found: bad settings, names and answers refused clearly."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporal_runs import _worker
+from temporal_servers import DevServer
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from toolfold import Agent, UsageError, tool
+from toolfold.integrations.temporal import (
+    ActivitySettings,
+    AgentHandle,
+    TemporalAgent,
+    ToolfoldPlugin,
+)
+from toolfold.runtime import ModelRequest
+from toolfold.testing import FunctionModel
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "expected"),
+    [
+        ("model_timeout", 0, "datetime.timedelta greater than zero, got 0"),
+        ("tool_timeout", "5m", "datetime.timedelta greater than zero, got '5m'"),
+        ("heartbeat_timeout", timedelta(seconds=-1), "greater than zero"),
+        ("model_timeout", timedelta(0), "greater than zero"),
+        ("continue_as_new_steps", 0, "integer >= 1, or None, got 0"),
+        ("continue_as_new_steps", -1, "integer >= 1, or None, got -1"),
+        ("continue_as_new_steps", True, "integer >= 1, or None, got True"),
+        ("max_result_bytes", 0, "integer >= 1, or None, got 0"),
+        ("max_result_bytes", -5, "integer >= 1, or None, got -5"),
+        ("retry_policy", None, "RetryPolicy, got None"),
+    ],
+)
+def test_activity_settings_refuse_values_that_make_runs_retry_forever(
+    setting: str, value: Any, expected: str
+) -> None:
+    """A setting that would fail every workflow task is a UsageError naming it and its value."""
+    with pytest.raises(UsageError, match=f"ActivitySettings.{setting} must be") as raised:
+        ActivitySettings(**{setting: value})
+    assert expected in str(raised.value)
+
+
+def test_activity_settings_accept_none_where_documented() -> None:
+    """None stays allowed for continue_as_new_steps and max_result_bytes, 1 for both."""
+    settings = ActivitySettings(continue_as_new_steps=None, max_result_bytes=None)
+    assert settings.continue_as_new_steps is None
+    assert settings.max_result_bytes is None
+    assert ActivitySettings(continue_as_new_steps=1, max_result_bytes=1).max_result_bytes == 1
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay an amount.
+
+    Args:
+        amount: How much.
+    """
+    return f"paid {amount}"
+
+
+def _pay_then_answer(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "tool":
+        return "done: " + last.tool_results[0].content
+    return FunctionModel.call("pay", {"amount": 5})
+
+
+payer = TemporalAgent(Agent(FunctionModel(_pay_then_answer), tools=[pay], name="s34payer"))
+echo = TemporalAgent(
+    Agent(
+        FunctionModel(lambda request: f"{request.messages[-1].role}: {request.messages[-1].text}")
+    ),
+    name="s34echo",
+)
+
+
+def test_answering_a_run_that_is_over_raises_the_documented_update_error(
+    server: DevServer,
+) -> None:
+    """approve() on a finished run raises WorkflowUpdateFailedError saying the run is over."""
+
+    async def go() -> tuple[BaseException, BaseException, str]:
+        async with _worker(server, [payer]) as (client, queue):
+            handle = await payer.start(
+                client, "pay", id=f"s34-over-{uuid.uuid4().hex}", task_queue=queue
+            )
+            state = await handle.suspended()
+            await handle.approve(*(call.id for call in state.pending_approvals))
+            text = (await handle.result()).text
+            with pytest.raises(WorkflowUpdateFailedError) as over:
+                await handle.approve("call_1_0")
+            with pytest.raises(RPCError) as unknown:  # no such workflow: Temporal's own error
+                await payer.handle(client, f"s34-none-{uuid.uuid4().hex}").approve("call_1_0")
+            return over.value, unknown.value, text
+
+    over, unknown, text = asyncio.run(go())
+    assert text == "done: paid 5"
+    assert isinstance(over, WorkflowUpdateFailedError)
+    assert isinstance(over.cause, ApplicationError)
+    assert "is over (its workflow is completed): it waits for no answers" in str(over.cause)
+    assert isinstance(unknown, RPCError)
+    assert unknown.status == RPCStatusCode.NOT_FOUND
+
+
+def test_approve_refuses_no_call_a_call_twice_or_approved_and_denied(server: DevServer) -> None:
+    """approve() with no ids, an id twice, or one id approved and denied is a UsageError naming it."""
+
+    async def go() -> tuple[list[str], str]:
+        refused: list[str] = []
+        async with _worker(server, [payer]) as (client, queue):
+            handle = await payer.start(
+                client, "pay", id=f"s34-twice-{uuid.uuid4().hex}", task_queue=queue
+            )
+            state = await handle.suspended()
+            call = state.pending_approvals[0].id
+            for args, deny in [((), None), ((call, call), None), ((call,), {call: "no"})]:
+                with pytest.raises(UsageError) as raised:
+                    await handle.approve(*args, deny=deny)
+                refused.append(str(raised.value))
+            assert (await handle.state()).phase == "awaiting_approval"  # nothing was sent
+            await handle.approve(call)
+            return refused, (await handle.result()).text
+
+    refused, text = asyncio.run(go())
+    assert refused == [
+        "approve() got no call id: name the calls to approve, approve('call_1'), or to deny, "
+        "approve(deny={'call_1': 'reason'})",
+        "approve() got call 'call_1_0' twice",
+        "approve() got call 'call_1_0' approved and denied at once",
+    ]
+    assert text == "done: paid 5"
+
+
+def test_a_durable_run_takes_one_role_content_dict_as_its_prompt(server: DevServer) -> None:
+    """TemporalAgent.start takes a lone role/content dict as one message, and refuses 42."""
+
+    async def go() -> str:
+        async with _worker(server, [echo]) as (client, queue):
+            with pytest.raises(UsageError, match=r"a prompt must be a str, .* got int"):
+                await echo.start(client, 42, id=f"s34-int-{uuid.uuid4().hex}", task_queue=queue)  # type: ignore[arg-type]
+            prompt = {"role": "user", "content": "hi"}
+            run_id = f"s34-dict-{uuid.uuid4().hex}"
+            return (await echo.run(client, prompt, id=run_id, task_queue=queue)).text
+
+    assert asyncio.run(go()) == "user: hi"
+
+
+def test_agents_whose_activity_names_clash_are_refused_naming_both() -> None:
+    """An agent named 'desk.ask' beside agent 'desk' with sub-agent 'ask' is refused by the plugin."""
+    ask = Agent(FunctionModel(lambda request: "y"), name="ask")
+    desk = TemporalAgent(
+        Agent(FunctionModel(lambda request: "x"), tools=[ask.as_tool()], name="desk")
+    )
+    dotted = TemporalAgent(Agent(FunctionModel(lambda request: "z"), name="desk.ask"))
+    with pytest.raises(UsageError) as raised:
+        ToolfoldPlugin([desk, dotted])
+    assert str(raised.value).startswith(
+        "agents 'desk' and 'desk.ask' both make the activity 'desk.ask__model_request'"
+    )
+    assert ToolfoldPlugin([dotted]) is not None  # a dotted name alone still runs
+
+
+class _NoServer:
+    """A workflow handle that records what would be sent: none of these calls may get that far."""
+
+    id = "s34-no-server"
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def execute_update(self, update: Any, arg: Any) -> Any:
+        self.sent.append(arg)
+        raise AssertionError("approve() sent an update it should have refused")
+
+
+@pytest.mark.parametrize(
+    ("args", "deny", "expected"),
+    [
+        (
+            (["call_1", "call_2"],),
+            None,
+            "approve() takes call ids (str) as separate arguments, approve(*ids); "
+            "got list ['call_1', 'call_2']",
+        ),
+        (
+            (7,),
+            None,
+            "approve() takes call ids (str) as separate arguments, approve(*ids); got int 7",
+        ),
+        (
+            ("call_1",),
+            ["call_2"],
+            "approve(deny=) takes a mapping of call id to reason, deny={'call_1': 'reason'}; "
+            "got list ['call_2']",
+        ),
+        (
+            (),
+            {"call_2": None},
+            "approve(deny=) maps call ids (str) to reasons (str), got 'call_2': None",
+        ),
+    ],
+)
+def test_approve_refuses_ids_that_are_not_str_and_a_deny_that_is_no_mapping(
+    args: tuple[Any, ...], deny: Any, expected: str
+) -> None:
+    """approve([ids]) or deny=[ids] is a UsageError saying how to pass them, before anything is sent."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(handle.approve(*args, deny=deny))
+    assert str(raised.value) == expected
+    assert workflow.sent == []

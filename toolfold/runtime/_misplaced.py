@@ -1,0 +1,83 @@
+"""A run's options given where keywords are model settings: `Agent(...)`, `generate_text(...)`.
+
+`Agent`, `Agent.evolve`, `generate_text` and `agenerate_text` take unknown
+keywords as model settings, sent to the provider as they are. A run's option
+given there by mistake (``Agent(model, deps=...)``, ``generate_text(...,
+history=...)``) would reach the provider while the run goes without it; these
+keywords are refused instead, naming the caller and where the option goes.
+The options are read from the run methods' signatures, so a new one is covered
+as soon as it exists.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolfold._errors import UsageError
+
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def run_options(
+    methods: Mapping[str, Callable[..., Any]], own: Callable[..., Any], spelled: str
+) -> dict[str, str]:
+    """The parameters of ``methods`` that ``own`` does not take, each with where it goes.
+
+    Args:
+        methods: The run methods or functions, by the name a hint gives them
+            (``"run"``).
+        own: The caller, whose own parameters are not refused.
+        spelled: What comes before a method's name in a hint's example
+            (``"agent."``).
+
+    Returns:
+        A hint by parameter name: ``"pass deps= to run() / arun(), e.g.
+        agent.run(..., deps=...)"``.
+    """
+    mine = set(inspect.signature(own).parameters)
+    takers: dict[str, list[str]] = {}
+    keyword: dict[str, bool] = {}
+    for label, method in methods.items():
+        for name, parameter in inspect.signature(method).parameters.items():
+            if name in mine or name == "self" or parameter.kind not in _NAMED:
+                continue
+            takers.setdefault(name, []).append(label)
+            keyword[name] = parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    hints: dict[str, str] = {}
+    for name, labels in takers.items():
+        where = " / ".join(f"{label}()" for label in labels)
+        if keyword[name]:
+            hints[name] = f"pass {name}= to {where}, e.g. {spelled}{labels[0]}(..., {name}=...)"
+        else:
+            hints[name] = f"give the {name} to {where}, e.g. {spelled}{labels[0]}({name}, ...)"
+    return hints
+
+
+def refuse_run_options(
+    caller: str, given: Mapping[str, Any], options: Mapping[str, str], *, agent: str = ""
+) -> None:
+    """Raise a `UsageError` naming ``caller`` if ``given`` (its model settings) has a run option.
+
+    Args:
+        caller: The call, as the error names it (``"Agent()"``).
+        given: The keywords the caller would send as model settings.
+        options: `run_options` for the caller.
+        agent: How a model setting of such a name is given instead, before
+            ``settings={...}``: "" where the caller takes ``settings=``
+            itself, ``"Agent(model, "`` where it does not.
+
+    Raises:
+        UsageError: A keyword of ``given`` is in ``options``; the error names
+            every such keyword and where each goes.
+    """
+    named = [name for name in given if name in options]
+    if not named:
+        return
+    raise UsageError(
+        f"{caller} got {', '.join(f'{name}=' for name in named)}: an option of a run, not a "
+        f"model setting (it would be sent to the model as one): "
+        f"{'; '.join(options[name] for name in named)}. A model setting of that name goes "
+        f"in {agent}settings={{{named[0]!r}: ...}}{')' if agent else ''}"
+    )
