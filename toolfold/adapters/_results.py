@@ -96,14 +96,15 @@ def joins_run(message: Message) -> bool:
     """Whether ``message``, no tool message, joins the run of tool messages before it.
 
     For Chat Completions and Ollama, whose tool message holds one result: a
-    user message holding results and more (a history in Anthropic's format)
-    is sent as its results' tool messages, its other parts going with the
-    run's (`beside_items`) in the user message after the run.
+    user message holding results (a history in Anthropic's format) is sent as
+    its results' tool messages, its other parts going with the run's
+    (`beside_items`) in the user message after the run, as a tool message's
+    do. So no user message comes between two tool messages, whichever of the
+    run's messages holds results only.
     """
-    if message.role != "user":
-        return False
-    kinds = [isinstance(part, ToolResultPart) for part in message.parts]
-    return any(kinds) and not all(kinds)
+    return message.role == "user" and any(
+        isinstance(part, ToolResultPart) for part in message.parts
+    )
 
 
 def beside_items(

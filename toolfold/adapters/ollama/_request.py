@@ -123,7 +123,8 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     What a tool message holds beside its results, and what a user message
     holding results (a history from Anthropic's format) holds beside them,
     goes in one user message after the run of tool messages (`_after_run`):
-    no user message comes between the tool messages answering one call.
+    no user message comes between the tool messages answering one call,
+    whichever of them a user message holds (`joins_run`).
     """
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages

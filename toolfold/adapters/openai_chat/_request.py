@@ -300,8 +300,8 @@ def _sent_after(message: Message) -> bool:
     """Part of ``message`` goes in the user message after the run of tool messages.
 
     A result's images or files, or a tool message's parts beside its results
-    (or a user message's, beside the results it holds: `encode_messages`):
-    its JSON is no fragment of its own.
+    (or a user message's, beside the results it holds: `joins_run`): its
+    JSON is no fragment of its own.
     """
     tool = message.role == "tool" or joins_run(message)
     return any(part.parts if type(part) is ToolResultPart else tool for part in message.parts)
@@ -476,10 +476,10 @@ def encode_messages(
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
-        # A user message holding results and more (a history from Anthropic's format)
-        # joins the run of tool messages as a tool message does.
+        # A user message holding results (a history from Anthropic's format) joins the
+        # run of tool messages as a tool message does.
         joins = joins_run(message)
-        if attached and role != "tool" and not joins:  # only results: media go first
+        if attached and role != "tool" and not joins:  # (another role's results): media first
             out.append(_after_run([], attached))
             attached = []
         if role == "tool" or joins:
