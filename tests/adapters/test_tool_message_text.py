@@ -478,3 +478,55 @@ def test_a_tool_call_beside_results_in_a_user_message_is_refused_naming_it(encod
     )
     with pytest.raises(ModelConfigError, match=r"^a user message cannot carry a tool call"):
         _ENCODERS[encode](ModelRequest(history, ()))
+
+
+# One turn's two results split so that the LATER message is a user message holding only a
+# result: what the first holds beside its result (text, an image) goes after both.
+_R1 = ToolResultPart("call_1", "weather", "sunny")
+_R1_SHOT = ToolResultPart("call_1", "weather", "sunny", parts=(TextPart("sunny"), PNG))
+_R2_ALONE = Message("user", [ToolResultPart("call_2", "weather", "rain")])
+_LATER_USER = {
+    "user(r1+NOTE), user(r2)": Message("user", [_R1, TextPart("NOTE")]),
+    "tool(r1+NOTE), user(r2)": Message("tool", [_R1, TextPart("NOTE")]),
+    "tool(r1 w/ image), user(r2)": Message("tool", [_R1_SHOT]),
+}
+
+
+def _later_user(first: Message) -> ModelRequest:
+    calls = [ToolCallPart("call_1", "weather", "{}"), ToolCallPart("call_2", "weather", "{}")]
+    history = (Message.user("weather?"), Message.assistant("", calls), first, _R2_ALONE)
+    return ModelRequest((*history, Message.user("thanks")), (WEATHER,))
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+@pytest.mark.parametrize("case", sorted(_LATER_USER))
+def test_chat_keeps_tool_messages_together_when_the_later_user_message_holds_only_results(
+    case: str, provider: str
+) -> None:
+    """Chat Completions sends both tool messages in a row, then what the first held beside its result."""
+    request = _later_user(_LATER_USER[case])
+    body = chat_body(request, "gpt-4o-mini", PROVIDERS[provider])
+    roles = [m["role"] for m in body["messages"] if m["role"] != "assistant"]
+    assert roles == ["user", "tool", "tool", "user", "user"]
+    assert body["messages"][-1]["content"] == "thanks"
+    encoded = encode_body(request, "gpt-4o-mini", PROVIDERS[provider])
+    assert encoded is None or json.loads(encoded) == body
+    if provider == "openai":
+        assert openai_problems("CreateChatCompletionRequest", body) == []
+
+
+@pytest.mark.parametrize("case", sorted(_LATER_USER))
+def test_ollama_keeps_tool_messages_together_when_the_later_user_message_holds_only_results(
+    case: str,
+) -> None:
+    """Ollama sends both tool messages in a row, then what the first held beside its result."""
+    body = ollama_body(_later_user(_LATER_USER[case]), "qwen3")
+    assert [m["role"] for m in body["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+        "user",
+    ]
+    assert [m["tool_call_id"] for m in body["messages"][2:4]] == ["call_1", "call_2"]

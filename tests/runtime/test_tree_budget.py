@@ -728,3 +728,35 @@ def test_a_streamed_workflow_stopped_before_a_step_shows_no_step_it_never_took()
     assert starts == ends == [1]
     (run,) = stream.response.state.sub_runs.values()
     assert (run.finish_reason, run.step) == ("token_budget", 1)
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize(("until", "reason"), [(None, "stop"), (lambda _: False, "max_iterations")])
+def test_a_loop_stopped_by_its_budget_answers_with_its_last_output(
+    how: str, until: Any, reason: str
+) -> None:
+    """A Loop whose next iteration would start past its budget answers with its last iteration's output."""
+    flow = toolfold.Loop(
+        Agent(_worker(0), name="body"), until=until, max_iterations=10, name="flow"
+    )
+    response = _ran(_flow_lead(flow), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert [s.output for s in run.sub_runs.values()] == ["worked"] * 4
+    assert (run.phase, run.finish_reason, run.output) == ("finished", reason, "worked")
+    assert _results(response)[0] == "worked"
+    _exact(state)
+
+
+def test_a_loop_with_no_iteration_answered_has_no_answer_to_give_at_its_budget() -> None:
+    """Loop.spent_answer: None before any iteration answered or when each was skipped, else the last output."""
+    from toolfold.runtime._planner import Attempt, Final, first_plan
+
+    body = toolfold.Task(Agent(_worker(0), name="body"), on_error="skip")
+    flow = toolfold.Loop(body, until=lambda _: False, max_iterations=10, name="flow")
+    plan = first_plan("go", {})
+    assert flow.spent_answer(plan) is None
+    failed = plan.extended([Attempt("body.1", "body", False, "boom")])
+    assert flow.spent_answer(failed) is None
+    answered = failed.extended([Attempt("body.2", "body", True, {"done": False})])
+    assert flow.spent_answer(answered) == Final({"done": False}, reason="max_iterations")

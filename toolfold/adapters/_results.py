@@ -23,6 +23,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
+    Message,
     Part,
     TextPart,
     ToolCallPart,
@@ -89,6 +90,21 @@ def media_items(
         elif isinstance(part, TextPart) and part.text:
             items.append(text(part.text))
     return items
+
+
+def joins_run(message: Message) -> bool:
+    """Whether ``message``, no tool message, joins the run of tool messages before it.
+
+    For Chat Completions and Ollama, whose tool message holds one result: a
+    user message holding results (a history in Anthropic's format) is sent as
+    its results' tool messages, its other parts going with the run's
+    (`beside_items`) in the user message after the run, as a tool message's
+    do. So no user message comes between two tool messages, whichever of the
+    run's messages holds results only.
+    """
+    return message.role == "user" and any(
+        isinstance(part, ToolResultPart) for part in message.parts
+    )
 
 
 def beside_items(

@@ -385,8 +385,12 @@ def _course(
             if type(decision) is list and decision and state.config.stop_when:
                 spent = steps_stop(state)  # its steps would start with its tree budget spent
                 if spent is not None:
-                    state, plan = reduce(state, spent), None
-                    continue
+                    assert plan is not None  # (the decision was made on it)
+                    instead = planner.spent_decision(plan)  # a `Loop`'s last output
+                    if instead is None:
+                        state, plan = reduce(state, spent), None
+                        continue
+                    decision = instead
             opened = open_step(state, _responded(planner, state, decision))
             if not isinstance(opened, OpenStep):  # the answer, or calls the core answered
                 state, plan = opened, None

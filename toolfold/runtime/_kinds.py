@@ -550,6 +550,26 @@ class Loop(Workflow):
         # Out of iterations: the last output is the answer, and the run says `until` never held.
         return Final(value, reason="stop" if self.until is None else "max_iterations")
 
+    def spent_answer(self, plan: Plan) -> Final | None:
+        """The last output of the iterations that answered, as at ``max_iterations``.
+
+        None when no iteration answered yet. Its reason is the one the loop
+        would end with having run out of iterations (``stop`` with no
+        ``until``, else ``max_iterations``: ``until`` never held).
+        """
+        task = self.step
+        value: Any = None
+        answered = False
+        for iteration in range(1, self.max_iterations + 1):
+            status = plan.status(task, f"{task.name}.{iteration}")
+            if isinstance(status, str):
+                break
+            if not status.skipped:
+                value, answered = status.value, True
+        if not answered:
+            return None
+        return Final(value, reason="stop" if self.until is None else "max_iterations")
+
     def _holds(self, plain: Any) -> bool:
         until = self.until
         if until is None:

@@ -283,8 +283,9 @@ class Final(NamedTuple):
             decode (an `Attempt`'s value), so its JSON decodes to an equal
             value: the run accepts it as it is, not decoded again from its JSON.
         reason: ``stop``, or ``max_iterations`` for a `Loop` that ran out of
-            iterations before its ``until`` held (its answer's finish reason,
-            which the run finishes with).
+            iterations (or was stopped by its tree budget: `Loop.spent_answer`)
+            before its ``until`` held (its answer's finish reason, which the
+            run finishes with).
     """
 
     value: Any
@@ -459,6 +460,18 @@ class Planner:
                 "workflow before this decision (resume it to try again)",
                 None,
             ) from exc
+
+    def spent_decision(self, plan: Plan) -> Final | None:
+        """The workflow's answer on ``plan`` when its tree budget lets it start no step.
+
+        See `Workflow.spent_answer`; None: the run stops at its budget.
+        """
+        return self._workflow.spent_answer(plan)
+
+    def spent_response(self, messages: tuple[Message, ...]) -> ModelResponse | None:
+        """`spent_decision` on the run's conversation ``messages``, as a model response."""
+        final = self.spent_decision(self.read(messages))
+        return None if final is None else respond(final)
 
     def executes(self, config: RunConfig) -> bool:
         """Whether every call the planner makes under ``config`` executes (as `dispositions` says).

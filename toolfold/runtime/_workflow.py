@@ -236,6 +236,17 @@ class Workflow:
         """The step calls to make next, or the final output."""
         raise NotImplementedError
 
+    def spent_answer(self, plan: Plan) -> Final | None:
+        """The answer to give instead of starting steps once a tree budget is spent, or None.
+
+        A workflow used as a tool under its caller's ``token_budget(n,
+        tree=True)`` starts no step once that budget is spent. When `plan`
+        would start steps then, the run answers with this, if it is not
+        None, and stops at the budget (``finish_reason == "token_budget"``)
+        otherwise. None here: only a `Loop` has an answer before its end.
+        """
+        return None
+
     @property
     def free_names(self) -> frozenset[str]:
         """Names the steps' templates need that no step of this workflow defines before them."""

@@ -26,7 +26,7 @@ from typing import Any
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
-from toolfold.adapters._results import beside_items, media_of, text_of
+from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -123,7 +123,8 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     What a tool message holds beside its results, and what a user message
     holding results (a history from Anthropic's format) holds beside them,
     goes in one user message after the run of tool messages (`_after_run`):
-    no user message comes between the tool messages answering one call.
+    no user message comes between the tool messages answering one call,
+    whichever of them a user message holds (`joins_run`).
     """
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
@@ -131,7 +132,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     for position, message in enumerate(messages):
         parts = message.parts
         role = message.role
-        if (attached or beside) and role != "tool" and not _joins_run(message):
+        if (attached or beside) and role != "tool" and not joins_run(message):
             out.extend(_after_run(beside, attached))
             attached, beside = [], []
         # Fast path for what every step resends: a plain text message. (A tool message's
@@ -141,7 +142,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, attached))
-        if role == "tool" or (results and len(results) < len(parts) and role == "user"):
+        if role == "tool" or joins_run(message):
             if len(results) < len(parts):
                 # Text (or an image, a file) beside the results: a tool message holds one
                 # result, so it goes in a user message after the run of tool messages.
@@ -167,15 +168,6 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             out.append(_user_or_system(role, rest))
     out.extend(_after_run(beside, attached))
     return out
-
-
-def _joins_run(message: Message) -> bool:
-    """Whether ``message``, no tool message, joins the run of tool messages before it:
-    a user message holding results and more (the rest goes after the run)."""
-    if message.role != "user":
-        return False
-    kinds = [isinstance(part, ToolResultPart) for part in message.parts]
-    return any(kinds) and not all(kinds)
 
 
 def _after_run(beside: list[tuple[str, str]], attached: list[Body]) -> list[Body]:

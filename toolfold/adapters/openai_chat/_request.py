@@ -14,7 +14,7 @@ from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
-from toolfold.adapters._results import beside_items, media_of, text_of
+from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -300,10 +300,10 @@ def _sent_after(message: Message) -> bool:
     """Part of ``message`` goes in the user message after the run of tool messages.
 
     A result's images or files, or a tool message's parts beside its results
-    (or a user message's, beside the results it holds: `encode_messages`):
-    its JSON is no fragment of its own.
+    (or a user message's, beside the results it holds: `joins_run`): its
+    JSON is no fragment of its own.
     """
-    tool = message.role == "tool" or _joins_run(message)
+    tool = message.role == "tool" or joins_run(message)
     return any(part.parts if type(part) is ToolResultPart else tool for part in message.parts)
 
 
@@ -456,7 +456,7 @@ def encode_messages(
     for message in messages:
         role = message.role
         parts = message.parts
-        if (attached or beside) and role != "tool" and not _joins_run(message):
+        if (attached or beside) and role != "tool" and not joins_run(message):
             out.append(_after_run(beside, attached))
             attached, beside = [], []
         # Fast paths for the shapes every tool loop resends on each request:
@@ -476,10 +476,10 @@ def encode_messages(
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
-        # A user message holding results and more (a history from Anthropic's format)
-        # joins the run of tool messages as a tool message does.
-        joins = role == "user" and results and len(results) < len(parts)
-        if attached and role != "tool" and not joins:  # only results: media go first
+        # A user message holding results (a history from Anthropic's format) joins the
+        # run of tool messages as a tool message does.
+        joins = joins_run(message)
+        if attached and role != "tool" and not joins:  # (another role's results): media first
             out.append(_after_run([], attached))
             attached = []
         if role == "tool" or joins:
@@ -514,15 +514,6 @@ def encode_messages(
         edges = [((m["role"] == "user", m["role"] == "tool"), m) for m in out]
         return _bridged(edges, lambda: {"role": "assistant", "content": text})
     return out
-
-
-def _joins_run(message: Message) -> bool:
-    """Whether ``message``, no tool message, joins the run of tool messages before it:
-    a user message holding results and more (the rest goes after the run)."""
-    if message.role != "user":
-        return False
-    kinds = [isinstance(part, ToolResultPart) for part in message.parts]
-    return any(kinds) and not all(kinds)
 
 
 def _after_run(beside: list[Body], attached: list[Body]) -> Body:

@@ -327,9 +327,18 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     raise
                 response = unique_call_ids(response)
                 if spent is not None:
-                    if response.tool_calls:  # steps to start with the budget spent: stop
-                        state = apply_event(live, state, spent)
-                        continue
+                    if response.tool_calls:  # steps to start with the budget spent: stop...
+                        # ...unless the workflow has an answer by then (a `Loop`'s last output).
+                        spent_response = getattr(live.model, "spent_response", None)
+                        instead = (
+                            spent_response(effect.request.messages)
+                            if spent_response is not None
+                            else None
+                        )
+                        if instead is None:
+                            state = apply_event(live, state, spent)
+                            continue
+                        response = instead
                     if notify:  # the final answer: its step after all
                         try:
                             yield _NoticeOp(StepStartEvent(effect.step))
