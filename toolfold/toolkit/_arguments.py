@@ -49,6 +49,7 @@ from toolfold.toolkit._problems import (
     structure_problems,
     type_name,
 )
+from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from jsonschema import FormatChecker
@@ -208,7 +209,7 @@ class ArgumentChecker:
                 return typing.cast("dict[str, Any]", stripped)
             problems = schema_problems(self._validator, stripped)
         except Exception as exc:  # jsonschema itself fails, e.g. 10**400 against multipleOf 0.1
-            problems = [f"$: the arguments could not be checked ({type(exc).__name__}: {exc})"]
+            problems = [f"$: the arguments could not be checked ({describe_exception(exc)})"]
         self._fail(self._in_flag_words(value, problems))
 
     def _in_flag_words(self, value: dict[str, Any], problems: list[str]) -> list[str]:
