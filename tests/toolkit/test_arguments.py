@@ -202,13 +202,22 @@ def test_an_unterminated_string_is_said_once() -> None:
     )
 
 
-def test_numbers_python_cannot_hold_are_json_errors() -> None:
-    """1e400 (a float overflow) and a 5000-digit integer are refused with a JSON error."""
-    with pytest.raises(ArgumentJSONError) as info:
+def test_numbers_python_cannot_hold_are_refused() -> None:
+    """1e400 (a float overflow) is too large at its path; a 5000-digit integer is a JSON error."""
+    with pytest.raises(ArgumentValidationError) as info:
         explicit().check('{"query": "x", "limit": 1e400}')
-    assert info.value.errors[0].startswith("1e400 is not a finite JSON number at char 24")
+    assert list(info.value.errors) == [
+        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)"
+    ]
+    with pytest.raises(ArgumentValidationError) as nested:
+        explicit().check('{"query": "x", "limit": [1, -2E+999]}')
+    assert list(nested.value.errors) == [
+        "$.limit[1]: the number -2E+999 is too large for float (at most about 1.8e308)"
+    ]
     with pytest.raises(ArgumentJSONError):
         explicit().check('{"query": "x", "limit": ' + "9" * 5000 + "}")
+    with pytest.raises(ArgumentJSONError, match="is not a finite JSON number"):  # (NaN too)
+        explicit().check('{"query": "x", "limit": 1e400, "n": NaN}')
 
 
 def test_multiple_of_is_decimal_exact_in_both_checks() -> None:
