@@ -1201,9 +1201,30 @@ def test_message_for_model_keeps_fifteen_problem_lines() -> None:
         f.validate_arguments({"xs": ["a"] * 500})
     lines = info.value.message_for_model.splitlines()
     assert len(info.value.errors) == 500
-    assert lines[-2] == "... and 486 more problems"
-    assert len(lines) == 1 + 14 + 1 + 1
+    assert lines[-2] == "... and 485 more problems"
+    assert len(lines) == 1 + 15 + 1 + 1
     assert len(info.value.message_for_model) < 1000
+
+
+@pytest.mark.parametrize(
+    ("count", "shown", "more"), [(15, 15, None), (16, 15, "... and 1 more problem")]
+)
+def test_the_model_reads_at_most_15_problem_lines(count: int, shown: int, more: str | None) -> None:
+    """15 problems are all shown; a 16th is summed up on a line of its own after 15."""
+
+    @tool
+    def f(xs: list[int]) -> None:
+        """F.
+
+        Args:
+            xs: Numbers.
+        """
+
+    with pytest.raises(ArgumentValidationError) as info:
+        f.validate_arguments({"xs": ["a"] * count})
+    lines = info.value.message_for_model.splitlines()
+    assert sum(line.startswith("- ") for line in lines) == shown
+    assert [line for line in lines if line.startswith("...")] == ([more] if more else [])
 
 
 def test_size_bounds_and_overflow_are_worded_plainly() -> None:
