@@ -257,7 +257,7 @@ def test_an_enum_without_members_is_refused() -> None:
     def pick(kind: Nothing, n: int) -> None:
         """Pick."""
 
-    with pytest.raises(ToolDefinitionError, match="tool of .*pick") as info:
+    with pytest.raises(ToolDefinitionError, match=r"tool of .*pick") as info:
         tool(pick)
     assert info.value.problems == (
         "parameter 'kind': Enum test_an_enum_without_members_is_refused.<locals>.Nothing has"
