@@ -173,7 +173,7 @@ _MODEL_PROBLEM_LINES = 15
 
 
 def _message_for_model(tool_name: str, summary: str, errors: tuple[str, ...]) -> str:
-    shown = errors if len(errors) <= _MODEL_PROBLEM_LINES else errors[: _MODEL_PROBLEM_LINES - 1]
+    shown = errors[:_MODEL_PROBLEM_LINES]  # as documented: 15 lines, then how many more
     lines = [f"Invalid arguments for tool {tool_name!r}: {summary}", *(f"- {e}" for e in shown)]
     if len(shown) < len(errors):
         rest = len(errors) - len(shown)

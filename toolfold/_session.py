@@ -38,6 +38,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold._run_files import _Held, _uninterrupted, _written_through
+from toolfold.toolkit._results import describe_exception
 
 
 def _start(agent: Any, prompt: str, stream: bool, on_step: Any) -> Any:
@@ -155,7 +156,7 @@ class _Session:
                 self._kept_failed(exc.state)
             return FAILED
         except SourceCloseError as exc:  # the run ended: it goes on as it ended
-            failures = "; ".join(f"{type(e).__name__}: {e}" for e in exc.close_errors)
+            failures = "; ".join(describe_exception(e) for e in exc.close_errors)
             _say(
                 self.command,
                 f"warning: the run ended, but closing a tool source failed: {failures}",
@@ -177,7 +178,7 @@ class _Session:
                 # carries its state): the input does not fit, and nothing ran.
                 _say(self.command, f"{self._refused()}: {exc}")
                 return PROBLEM
-            _say(self.command, f"the run failed: {type(exc).__name__}: {exc}")
+            _say(self.command, f"the run failed: {describe_exception(exc)}")
             if state is not None:
                 self._keep(state)
                 self._kept_failed(state)

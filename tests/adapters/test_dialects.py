@@ -402,6 +402,68 @@ def test_gemini_openapi_refuses_what_the_openapi_form_cannot_say() -> None:
         compile_tool(tool(TREE), "gemini-openapi", strict=True)
 
 
+# What Gemini's OpenAPI `Schema` cannot say: it requires a type on every node
+# (the v1beta document marks Schema.type "Required"), items on arrays, and drops
+# additionalProperties.
+UNTYPED = {
+    "type": "object",
+    "properties": {
+        "anything": {},
+        "mixed": {"enum": [1, "x"]},
+        "bag": {"type": "array"},
+        "meta": {"type": "object", "additionalProperties": {"type": "string"}},
+        "blob": {"type": "object"},
+    },
+    "required": ["anything"],
+}
+
+
+@pytest.mark.parametrize("allow_loss", [False, True])
+def test_gemini_openapi_strict_refuses_untyped_values_arrays_and_maps(allow_loss: bool) -> None:
+    """strict=True refuses (even with allow_loss) each node the OpenAPI form cannot type."""
+    with pytest.raises(SchemaCompileError) as raised:
+        compile_tool(tool(UNTYPED), "gemini-openapi", strict=True, allow_loss=allow_loss)
+    text = str(raised.value)
+    assert "tool 'get_weather' for gemini-openapi" in text
+    assert "/properties/anything: type refused" in text
+    assert (
+        "/properties/mixed: type refused [lossy]: Gemini parameters (OpenAPI Schema) needs a type"
+        in text
+    )
+    assert "/properties/bag: items refused" in text
+    assert "/properties/meta: additionalProperties refused" in text
+    assert "/properties/blob: properties refused" in text
+
+
+def test_gemini_openapi_non_strict_gives_every_node_a_type() -> None:
+    """The non-strict form types what has no type, each a lossy rewrite the caller can read."""
+    compiled = compile_tool(tool(UNTYPED), "gemini-openapi")
+    assert compiled.strict is False
+    props = compiled.schema_sent["properties"]
+    assert props["anything"] == {"type": "STRING"}
+    assert props["mixed"] == {
+        "description": 'enum: [1, "x"]',
+        "anyOf": [{"type": "INTEGER"}, {"type": "STRING", "enum": ["x"]}],
+    }
+    assert props["bag"] == {"type": "ARRAY", "items": {"type": "STRING"}}
+    assert props["meta"] == {"type": "OBJECT"}
+    assert [(r.path, r.keyword, r.action) for r in compiled.losses] == [
+        ("/properties/anything", "type", "added"),
+        ("/properties/mixed", "enum", "moved_to_description"),
+        ("/properties/mixed", "type", "added"),
+        ("/properties/bag", "items", "added"),
+        ("/properties/meta", "additionalProperties", "dropped"),
+    ]
+    assert {r.keyword for r in compiled.strict_blockers} >= {"type", "items", "properties"}
+
+
+def test_gemini_openapi_sends_a_tool_without_parameters_as_recorded() -> None:
+    """A tool with no parameters is an OBJECT with empty properties, as recorded Gemini traffic sends."""
+    compiled = compile_tool(tool({"type": "object", "properties": {}}), "gemini-openapi")
+    assert compiled.payload["parameters"] == {"type": "OBJECT", "properties": {}}
+    assert compiled.strict is True
+
+
 @pytest.mark.parametrize("strict", [None, False, True])
 def test_gemini_openapi_refuses_recursion_in_every_mode(strict: bool | None) -> None:
     """The OpenAPI form has no references: a recursive schema is a SchemaCompileError, never a cut."""

@@ -202,13 +202,22 @@ def test_an_unterminated_string_is_said_once() -> None:
     )
 
 
-def test_numbers_python_cannot_hold_are_json_errors() -> None:
-    """1e400 (a float overflow) and a 5000-digit integer are refused with a JSON error."""
-    with pytest.raises(ArgumentJSONError) as info:
+def test_numbers_python_cannot_hold_are_refused() -> None:
+    """1e400 (a float overflow) is too large at its path; a 5000-digit integer is a JSON error."""
+    with pytest.raises(ArgumentValidationError) as info:
         explicit().check('{"query": "x", "limit": 1e400}')
-    assert info.value.errors[0].startswith("1e400 is not a finite JSON number at char 24")
+    assert list(info.value.errors) == [
+        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)"
+    ]
+    with pytest.raises(ArgumentValidationError) as nested:
+        explicit().check('{"query": "x", "limit": [1, -2E+999]}')
+    assert list(nested.value.errors) == [
+        "$.limit[1]: the number -2E+999 is too large for float (at most about 1.8e308)"
+    ]
     with pytest.raises(ArgumentJSONError):
         explicit().check('{"query": "x", "limit": ' + "9" * 5000 + "}")
+    with pytest.raises(ArgumentJSONError, match="is not a finite JSON number"):  # (NaN too)
+        explicit().check('{"query": "x", "limit": 1e400, "n": NaN}')
 
 
 def test_multiple_of_is_decimal_exact_in_both_checks() -> None:
@@ -1192,9 +1201,30 @@ def test_message_for_model_keeps_fifteen_problem_lines() -> None:
         f.validate_arguments({"xs": ["a"] * 500})
     lines = info.value.message_for_model.splitlines()
     assert len(info.value.errors) == 500
-    assert lines[-2] == "... and 486 more problems"
-    assert len(lines) == 1 + 14 + 1 + 1
+    assert lines[-2] == "... and 485 more problems"
+    assert len(lines) == 1 + 15 + 1 + 1
     assert len(info.value.message_for_model) < 1000
+
+
+@pytest.mark.parametrize(
+    ("count", "shown", "more"), [(15, 15, None), (16, 15, "... and 1 more problem")]
+)
+def test_the_model_reads_at_most_15_problem_lines(count: int, shown: int, more: str | None) -> None:
+    """15 problems are all shown; a 16th is summed up on a line of its own after 15."""
+
+    @tool
+    def f(xs: list[int]) -> None:
+        """F.
+
+        Args:
+            xs: Numbers.
+        """
+
+    with pytest.raises(ArgumentValidationError) as info:
+        f.validate_arguments({"xs": ["a"] * count})
+    lines = info.value.message_for_model.splitlines()
+    assert sum(line.startswith("- ") for line in lines) == shown
+    assert [line for line in lines if line.startswith("...")] == ([more] if more else [])
 
 
 def test_size_bounds_and_overflow_are_worded_plainly() -> None:

@@ -600,3 +600,58 @@ def test_a_tool_using_local_names_leaves_a_module_attrs_class_meaning_its_module
     assert pack.invoke(pack.validate_arguments(arguments)) == f"{__name__}:Sku"
     assert attrs.fields(Crate).items.type in ("list[Sku]", list[globals()["Sku"]])
     assert attrs.fields(Sku)[0].name == "weight"
+
+
+@attrs.define
+class Renamed:
+    """A class whose __init__ names two fields otherwise.
+
+    Attributes:
+        x: The x.
+    """
+
+    x: int
+    _hidden: int = 0
+    shown: int = attrs.field(default=1, alias="other")
+
+
+def test_a_nested_attrs_class_is_named_as_its_init_names_it() -> None:
+    """A nested attrs class's schema, arguments and results use the __init__ names, as a class tool does."""
+
+    @tool
+    def take(item: Renamed) -> Renamed:
+        """Take.
+
+        Args:
+            item: The item.
+        """
+        return item
+
+    nested = take.parameters["properties"]["item"]["properties"]
+    assert list(nested) == ["x", "hidden", "other"]
+    assert list(tool(Renamed).parameters["properties"]) == list(nested)
+    made = take.validate_arguments({"item": {"x": 1, "hidden": 2, "other": 3}})["item"]
+    assert made == Renamed(1, hidden=2, other=3)
+    assert take.format_result(made) == '{"x":1,"hidden":2,"other":3}'
+
+
+def test_data_written_with_attribute_names_is_still_read() -> None:
+    """Data stored before (keyed `_hidden`, `shown`) structures into the class; unknown keys are refused."""
+    converter = get_converter()
+    old = converter.structure({"x": 1, "_hidden": 2, "shown": 3}, Renamed)
+    assert old == Renamed(1, hidden=2, other=3)
+    with pytest.raises(ClassValidationError):
+        converter.structure({"x": 1, "bogus": 2}, Renamed)
+
+
+def test_a_class_without_renamed_fields_keeps_its_keys() -> None:
+    """Classes whose __init__ names are their attribute names are written and read as before."""
+
+    @attrs.define
+    class Plain:
+        a: int
+        b: str = "x"
+
+    converter = get_converter()
+    assert converter.unstructure(Plain(1)) == {"a": 1, "b": "x"}
+    assert converter.structure({"a": 1, "b": "y"}, Plain) == Plain(1, "y")

@@ -247,6 +247,24 @@ def test_enum_and_literal_values_must_be_json() -> None:
     )
 
 
+def test_an_enum_without_members_is_refused() -> None:
+    """An Enum with no members admits no value: a definition error naming the tool and parameter."""
+    import enum
+
+    class Nothing(enum.Enum):
+        pass
+
+    def pick(kind: Nothing, n: int) -> None:
+        """Pick."""
+
+    with pytest.raises(ToolDefinitionError, match=r"tool of .*pick") as info:
+        tool(pick)
+    assert info.value.problems == (
+        "parameter 'kind': Enum test_an_enum_without_members_is_refused.<locals>.Nothing has"
+        " no members, so no value fits it; give it members",
+    )
+
+
 def test_local_dataclass_naming_another_local_class() -> None:
     """Under future annotations, a local dataclass whose field names another local class works."""
 

@@ -107,6 +107,18 @@ def test_optional_run_context_is_injected_too() -> None:
     assert step.invoke({"query": "q"}, CONTEXT) == "q@1"
 
 
+def test_two_run_context_parameters_are_refused_at_decoration() -> None:
+    """A tool with two RunContext parameters is a ToolDefinitionError naming both, not a failing call."""
+
+    def both(first: RunContext[Any], query: str, second: RunContext[Any] | None = None) -> str:
+        """Both."""
+        return query
+
+    with pytest.raises(ToolDefinitionError, match=r"tool of \S*both: 1 problem") as raised:
+        tool(both)
+    assert "parameters 'first' and 'second' both take the RunContext" in str(raised.value)
+
+
 def test_positional_only_parameters_are_passed_positionally() -> None:
     """invoke passes positional-only parameters by position."""
 

@@ -44,6 +44,7 @@ from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -537,7 +538,7 @@ class _Loader:
             self.problem(path, str(exc))
             return None
         except Exception as exc:  # ImportError, or whatever the module raised importing
-            self.problem(path, f"cannot import {spec!r}: {type(exc).__name__}: {exc}")
+            self.problem(path, f"cannot import {spec!r}: {describe_exception(exc)}")
             return None
         self.resolved[spec] = value
         return value

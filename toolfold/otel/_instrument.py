@@ -27,6 +27,7 @@ from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.drive._executor import ToolJob, ToolOutcome, with_tool
 from toolfold.runtime.drive._loop import Live
 from toolfold.runtime.drive._trace import set_tracer
+from toolfold.toolkit._results import exception_text
 from toolfold.toolkit._tool import Tool
 
 _SCOPE = "toolfold"
@@ -363,7 +364,7 @@ def _describe(error: BaseException) -> str:
         return "cancelled before the response ended"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted before the response ended"
-    return str(error)[:200]
+    return exception_text(error)[:200]
 
 
 def _messages_json(messages: Sequence[Message], finish_reason: str | None = None) -> str:

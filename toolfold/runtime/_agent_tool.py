@@ -32,6 +32,7 @@ from toolfold.runtime.drive._executor import (
 )
 from toolfold.runtime.drive._failures import not_started_text, stopped_content
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
@@ -252,8 +253,6 @@ def _sub_run(
         extracted = output(response)
         text = extracted if isinstance(extracted, str) else _json_text(extracted)
     except Exception as exc:
-        from toolfold.toolkit._results import describe_exception
-
         message = f"Error: the output= function of tool {tool_name!r} failed: "
         return SubRun(state, message + describe_exception(exc), is_error=True)
     return SubRun(state, text)
@@ -428,7 +427,7 @@ def _ended(error: SourceCloseError, tool_name: str) -> Response:
     if kept is not None:
         kept.append(error)
     else:
-        failures = "; ".join(f"{type(e).__name__}: {e}" for e in error.close_errors)
+        failures = "; ".join(describe_exception(e) for e in error.close_errors)
         _log.warning(
             "the sub-run of tool %r ended, but closing a tool source failed (its answer is "
             "kept): %s",

@@ -49,6 +49,7 @@ from toolfold.toolkit._problems import (
     structure_problems,
     type_name,
 )
+from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from jsonschema import FormatChecker
@@ -77,6 +78,48 @@ def _finite_float(text: str) -> float:
 _INF = float("inf")
 # NaN and Infinity are Python extensions to JSON; 1e400 is JSON but overflows.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+class _TooLarge(float):
+    """A JSON number that overflows a float (``1e400``), found by `too_large_problems`."""
+
+    text: str
+
+
+def _marked_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):
+        marked = _TooLarge(value)
+        marked.text = text
+        return marked
+    return value
+
+
+_MARKING = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_marked_float)
+
+
+def too_large_problems(text: str) -> list[str] | None:
+    """The lines for numbers in argument ``text`` too large for a float (``1e400``),
+    each at its path, as the same value written in digits is reported; None when
+    the text holds none, or is not JSON for another reason (NaN, a syntax error)."""
+    try:
+        value = _MARKING.decode(text)
+    except (ValueError, RecursionError):
+        return None
+    found: list[str] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:  # iterative: the nesting is not checked yet
+        path, item = stack.pop()
+        if isinstance(item, _TooLarge):
+            found.append(
+                f"{format_path(path)}: the number {item.text} is too large for float"
+                " (at most about 1.8e308)"
+            )
+        elif isinstance(item, dict):
+            stack += [((*path, k), v) for k, v in reversed(item.items())]
+        elif isinstance(item, list):
+            stack += [((*path, i), v) for i, v in reversed(list(enumerate(item)))]
+    return found or None
 
 
 def strict_loads(text: str) -> Any:
@@ -176,6 +219,9 @@ class ArgumentChecker:
             except json.JSONDecodeError as exc:
                 raise ArgumentJSONError(self._tool_name, json_problem(raw, exc), exc.pos) from exc
             except NotJSONNumber as exc:
+                too_large = too_large_problems(raw)
+                if too_large is not None:
+                    raise ArgumentValidationError(self._tool_name, too_large) from None
                 problem, pos = number_problem(raw, str(exc))
                 raise ArgumentJSONError(self._tool_name, problem, pos) from exc
             except ValueError as exc:  # e.g. an integer of more than 4300 digits
@@ -208,7 +254,7 @@ class ArgumentChecker:
                 return typing.cast("dict[str, Any]", stripped)
             problems = schema_problems(self._validator, stripped)
         except Exception as exc:  # jsonschema itself fails, e.g. 10**400 against multipleOf 0.1
-            problems = [f"$: the arguments could not be checked ({type(exc).__name__}: {exc})"]
+            problems = [f"$: the arguments could not be checked ({describe_exception(exc)})"]
         self._fail(self._in_flag_words(value, problems))
 
     def _in_flag_words(self, value: dict[str, Any], problems: list[str]) -> list[str]:

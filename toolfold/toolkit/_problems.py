@@ -16,7 +16,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, exception_text
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -378,14 +378,14 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
     from toolfold.toolkit._converter import CheckFailedError
 
     if isinstance(exc, CheckFailedError):  # says what the value failed, not a conversion
-        return str(exc)
+        return exception_text(exc)
     if isinstance(exc, OverflowError):  # float(10**400)
         return (
             f"the number is too large for {type_name(tp) if tp is not None else 'a float'}"
             " (at most about 1.8e308)"
         )
     if isinstance(exc, (ValueError, TypeError)) and tp is not None:
-        return f"cannot convert to {type_name(tp)}: {exc}"
+        return f"cannot convert to {type_name(tp)}: {exception_text(exc)}"
     return describe_exception(exc)
 
 

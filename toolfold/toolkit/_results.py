@@ -40,7 +40,14 @@ from typing import Any
 
 import attrs
 
-__all__ = ["describe_exception", "format_result", "iterator_kind", "stream_kind"]
+__all__ = [
+    "class_name",
+    "describe_exception",
+    "exception_text",
+    "format_result",
+    "iterator_kind",
+    "stream_kind",
+]
 
 _SIMPLE = (int, float, bool, type(None))
 #: Exact types that are neither an iterator nor a stream: `format_result` skips
@@ -120,9 +127,33 @@ def stream_kind(value: Any) -> str:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """An exception as a model reads it: ``ValueError: no such city`` (or just the class name)."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """An exception as a model reads it: ``ValueError: no such city`` (or just the class name).
+
+    Never raises: an exception whose ``str()`` fails (or is no string) reads
+    ``BadError: <unprintable BadError>`` (see `exception_text`).
+    """
+    name = class_name(exc)
+    text = exception_text(exc)
+    return f"{name}: {text}" if text else name
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, which never raises: ``<unprintable T>`` when the exception's
+    ``__str__`` raises or gives no string (a tool's exception is the user's code,
+    and describing it must not fail the run)."""
+    try:
+        text = str(exc)
+    except Exception:
+        return f"<unprintable {class_name(exc)}>"
+    return str.__str__(text)  # (a str subclass's own __str__ is the user's code too)
+
+
+def class_name(value: object) -> str:
+    """The name of ``value``'s class, which never raises (a metaclass may make
+    ``__name__`` anything)."""
+    cls = type(value)
+    name = type.__dict__["__name__"].__get__(cls)
+    return name if isinstance(name, str) else "object"
 
 
 def format_result(value: Any) -> str:
@@ -244,4 +275,4 @@ def _fallback(value: Any) -> str:
     try:
         return repr(value)
     except Exception:
-        return f"<unprintable {type(value).__name__}>"
+        return f"<unprintable {class_name(value)}>"

@@ -442,7 +442,12 @@ def _enum_schema(ctx: SchemaContext, values: list[Any], what: str) -> dict[str, 
 
 
 def _enum_class(ctx: SchemaContext, cls: type[enum.Enum]) -> dict[str, Any]:
-    schema = _enum_schema(ctx, [m.value for m in cls], cls.__qualname__)
+    members = [m.value for m in cls]
+    if not members:  # `{"enum": []}` admits no value: no call could ever be valid
+        return ctx.problem(
+            f"Enum {cls.__qualname__} has no members, so no value fits it; give it members"
+        )
+    schema = _enum_schema(ctx, members, cls.__qualname__)
     description = _class_description(cls)
     if description and schema:
         schema["description"] = description

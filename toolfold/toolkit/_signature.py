@@ -306,6 +306,12 @@ def derive(
             if default is not MISSING:
                 out.positional_defaults[name] = default
         if _is_context(annotation):
+            if out.context_param is not None:  # only one would be passed: every call would fail
+                out.problems.append(
+                    f"parameters {out.context_param!r} and {name!r} both take the RunContext;"
+                    " a tool receives one RunContext: keep one of them"
+                )
+                continue
             out.context_param = name
             continue
         is_required = default is MISSING

@@ -23,6 +23,7 @@ from toolfold.adapters._dialects._profiles import (
     DEEPSEEK_STRICT,
     GEMINI,
     GEMINI_OPENAPI,
+    GEMINI_OPENAPI_LOOSE,
     OLLAMA,
     OPENAI_STRICT,
     Profile,
@@ -134,7 +135,7 @@ _SPECS: dict[str, _Spec] = {
     # Gemini has no per-tool strict flag: "strict" means the schema went through
     # without loss, so the adapter may ask for VALIDATED function calling.
     "gemini": _Spec(GEMINI, GEMINI, _gemini, _GEMINI_NAME),
-    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI, _gemini_openapi, _GEMINI_NAME),
+    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI_LOOSE, _gemini_openapi, _GEMINI_NAME),
     "ollama": _Spec(None, OLLAMA, _ollama, None),
     "json-schema": _Spec(None, None, _plain, None),
 }

@@ -184,6 +184,10 @@ OLLAMA = Profile(
 # additionalProperties is mishandled (map fields arrive empty): drop it.
 # Recursion cannot be written without references, and a schema cut at the first
 # repeat would let the model send anything below it: refused.
+# [G4] Schema.type is "Required" (the v1beta OpenAPI document): strict refuses a
+# schema with no type, an array without items, a map and an object without
+# properties below the root; the non-strict form repairs what it can
+# (`GEMINI_OPENAPI_LOOSE`).
 GEMINI_OPENAPI = Profile(
     label="Gemini parameters (OpenAPI Schema)",
     keep=frozenset(
@@ -212,6 +216,12 @@ GEMINI_OPENAPI = Profile(
     inline_refs=True,
     type_lists=False,
     integer_exclusive=True,
+    need_types=True,
     openapi=True,
     refuse_recursion=True,
 )
+
+# The non-strict form: a schema with no type gets one (STRING; an enum of mixed
+# types the union of its types) and an array without items STRING items, each a
+# lossy rewrite (`Walker._openapi_typed`), so no request breaks the required type.
+GEMINI_OPENAPI_LOOSE = attrs.evolve(GEMINI_OPENAPI, need_types=False)

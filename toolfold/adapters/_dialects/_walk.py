@@ -64,6 +64,13 @@ _DEFINITIONS = ("$defs", "definitions")
 # Kept keywords whose value a profile may still refuse (`Walker._refused_value`).
 _VALUE_CHECKED = frozenset({"format", "pattern", "minItems"})
 _OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties"})
+# Gemini's OpenAPI type names for the JSON types a repaired enum may hold.
+_OPENAPI_TYPES = {
+    "boolean": "BOOLEAN",
+    "integer": "INTEGER",
+    "number": "NUMBER",
+    "string": "STRING",
+}
 # Handled by `Walker._object`, after the other keywords.
 _LEFT_TO_OBJECT = frozenset({"required", "additionalProperties"})
 
@@ -143,12 +150,17 @@ class Walker:
             desc = out.get("description")
             joined = "; ".join(notes)
             out["description"] = f"{desc} ({joined})" if desc else joined
-        return self._finish(out, path)
+        out = self._finish(out, path)
+        if profile.openapi and typed:
+            return self._openapi_typed(out, path, schema.get("enum"))
+        return out
 
     def _bare(self, schema: Any, path: str, typed: bool) -> Any:
         """A schema that is not a non-empty object: ``true``/``{}`` (anything) or not a schema."""
         label = self.profile.label
         if schema is True or isinstance(schema, dict):
+            if self.profile.openapi and typed and not self.profile.need_types:
+                return self._openapi_typed({}, path, None)
             if self.profile.need_types and typed:
                 self.note(
                     path,
@@ -187,6 +199,50 @@ class Walker:
 
     def _finish(self, out: dict[str, Any], path: str) -> dict[str, Any]:
         return to_openapi(out, path, self.note, self.profile.label) if self.profile.openapi else out
+
+    def _openapi_typed(self, out: dict[str, Any], path: str, enum: Any) -> dict[str, Any]:
+        """``out`` with the type Gemini's OpenAPI ``Schema`` requires, and arrays with ``items``.
+
+        Strict (``need_types``) refuses what has none; the non-strict form
+        repairs it, each a lossy rewrite: no type is STRING (the model sends
+        text), an enum of non-strings (moved to the description) the union of
+        its values' types, an array without items STRING items.
+        """
+        label = self.profile.label
+        kind = out.get("type")
+        if kind == "ARRAY" and "items" not in out and not self.profile.need_types:
+            out["items"] = {"type": "STRING"}
+            self.note(
+                path,
+                "items",
+                "added",
+                f"{label} needs arrays to declare items; items of any type are sent as STRING",
+                True,
+            )
+        if kind is not None or "anyOf" in out:
+            return out
+        if self.profile.need_types:  # (a node with no type at all is refused by `_types`)
+            self.note(path, "type", "refused", f"{label} needs a type on every schema", True)
+            return out
+        values = [v for v in enum if v is not None] if isinstance(enum, list) else []
+        kinds = sorted({json_type(v) for v in values})
+        if values and set(kinds) <= _OPENAPI_TYPES.keys():
+            strings = [v for v in values if isinstance(v, str)]
+            branches = [
+                {"type": _OPENAPI_TYPES[k], **({"enum": strings} if k == "string" else {})}
+                for k in kinds
+            ]
+            if len(branches) == 1:
+                out.update(branches[0])
+            else:
+                out["anyOf"] = branches
+            sent = " or ".join(_OPENAPI_TYPES[k] for k in kinds)
+            detail = f"{label} needs a type on every schema; the enum's values are sent as {sent}"
+        else:
+            out["type"] = "STRING"
+            detail = f"{label} needs a type on every schema; a value of any type is sent as STRING"
+        self.note(path, "type", "added", detail, True)
+        return out
 
     def _drop_nested_defs(self, schema: dict[str, Any], path: str) -> None:
         for key in _DEFINITIONS:
@@ -311,6 +367,8 @@ class Walker:
             self._close(schema, path, root)
             out.setdefault("properties", {})
             out["additionalProperties"] = False
+        elif self.profile.need_types and self._open_object_refused(schema, path, root):
+            pass
         elif "additionalProperties" in schema:
             extra = schema["additionalProperties"]
             if "additionalProperties" in keep:
@@ -337,6 +395,32 @@ class Walker:
             else:
                 label = self.profile.label
                 self.note(path, "required", "dropped", f"{label} does not accept required", True)
+
+    def _open_object_refused(self, schema: dict[str, Any], path: str, root: bool) -> bool:
+        """Refuse a map or an object without properties below the root (Gemini's
+        OpenAPI form drops additionalProperties); True when it was refused."""
+        label = self.profile.label
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict) and extra:
+            self.note(
+                path,
+                "additionalProperties",
+                "refused",
+                f"{label} cannot send a map (additionalProperties with a schema); "
+                "declare its properties instead",
+                lossy=True,
+            )
+            return True
+        if not root and not schema.get("properties"):
+            self.note(
+                path,
+                "properties",
+                "refused",
+                f"{label} cannot send an object without declared properties",
+                True,
+            )
+            return True
+        return False
 
     def _close(self, schema: dict[str, Any], path: str, root: bool) -> None:
         """Note what closing an object (``additionalProperties: false``) costs."""

@@ -23,6 +23,7 @@ from ray import cloudpickle
 from toolfold._errors import RunError, UsageError
 from toolfold.adapters._http._keys import keys_deferred
 from toolfold.runtime import Agent, Workflow
+from toolfold.toolkit._results import describe_exception, exception_text
 
 Spec = Agent | Workflow
 """What a batch runs: an agent, or a workflow spec (`Sequence`, `Parallel`, `Route`, `Loop`)."""
@@ -79,7 +80,7 @@ def pickled(spec: Spec) -> bytes:
         return bytes(cloudpickle.dumps(spec))  # type: ignore[no-untyped-call]
     except Exception as exc:
         raise UsageError(
-            f"the {what} cannot be sent to Ray actors: {type(exc).__name__}: {exc}. Give "
+            f"the {what} cannot be sent to Ray actors: {describe_exception(exc)}. Give "
             "models as 'provider:model' strings (each actor builds its own client and reads "
             "its key from its environment), use tools, models and functions that pickle, or "
             f"pass the {what} as an import path 'package.module:name' that the actors import"
@@ -92,7 +93,7 @@ def error_data(exc: BaseException) -> dict[str, Any]:
     state = exc.state if isinstance(exc, RunError) else None
     return {
         "type": f"{kind.__module__}.{kind.__qualname__}",
-        "message": str(exc),
+        "message": exception_text(exc),
         "traceback": "".join(traceback.format_exception(kind, exc, exc.__traceback__)),
         "state": state.to_json() if state is not None else None,
     }
@@ -128,7 +129,7 @@ class BatchActor:
         try:
             self.spec = load_spec(source)
         except Exception as exc:  # said by `ready`, plainly (not as a dead actor's traceback)
-            self.unbuilt = f"{type(exc).__name__}: {exc}"
+            self.unbuilt = f"{describe_exception(exc)}"
         self.with_json = with_json
         self.running: set[asyncio.Task[None]] = set()
         self.finished: list[Finished] = []

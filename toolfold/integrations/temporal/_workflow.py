@@ -1026,7 +1026,7 @@ def _stop(node: Node, state: RunState) -> StopRequested | None:
         return stop_event(state, node.stop_when)
     except Exception as exc:
         raise ApplicationError(
-            f"a stop_when condition of agent {node.name!r} raised {type(exc).__name__}: {exc}",
+            f"a stop_when condition of agent {node.name!r} raised {describe_exception(exc)}",
             type=type(exc).__name__,
             non_retryable=True,
         ) from exc

@@ -58,6 +58,7 @@ from toolfold.runtime.core._stop import (
     stopped_at_handed,
     workflow_budget,
 )
+from toolfold.toolkit._arguments import too_large_problems
 from toolfold.toolkit._problems import not_an_object
 
 Changes = dict[str, Any]
@@ -384,6 +385,9 @@ def _unknown_tool_message(name: str, config: RunConfig) -> str:
 
 def _bad_json_message(call: ToolCallPart) -> str:
     problem = argument_problem(call.arguments_text)
+    too_large = None if problem is None else too_large_problems(call.arguments_text)
+    if too_large is not None:  # `1e400`: said at its path, as 400 digits would be
+        return ArgumentValidationError(call.name, too_large).message_for_model
     if problem is not None:
         return ArgumentJSONError(call.name, *problem).message_for_model
     value = decode_arguments(call.arguments_text)

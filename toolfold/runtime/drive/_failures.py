@@ -36,6 +36,7 @@ from toolfold.runtime.core._stop import (
     stopped_at_handed,
 )
 from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
+from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -91,7 +92,7 @@ def observer_failure(
     """The error of a run whose ``what`` (of ``kind``) raised ``exc``: it says what resuming does."""
     # Tools may already have run: the error must keep the state they produced.
     return RunError(
-        f"the {what} raised {type(exc).__name__}: {exc}; the error's state is {_RESUMING[kind]}",
+        f"the {what} raised {describe_exception(exc)}; the error's state is {_RESUMING[kind]}",
         state,
     )
 
@@ -229,7 +230,7 @@ def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
         exc.state = state  # type: ignore[attr-defined]
         return exc
     return RunError(
-        f"the model call of step {step} failed: {type(exc).__name__}: {exc}; "
+        f"the model call of step {step} failed: {describe_exception(exc)}; "
         "the error's state is the run before that call, resume it to retry",
         state,
     )

@@ -92,6 +92,7 @@ from toolfold.runtime.drive._output import OutputSchema
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
@@ -484,7 +485,7 @@ def _open(
             raise
         raise RunError(
             f"the tool sources of agent {handover.agent!r} could not be opened for the "
-            f"handoff: {type(exc).__name__}: {exc}; the error's state is the run before "
+            f"handoff: {describe_exception(exc)}; the error's state is the run before "
             "the handoff, resume it to try again",
             state,
         ) from exc
@@ -499,8 +500,8 @@ def _hand_off(
         config, new_live = handover.take_over(live, listed)
     except Exception as exc:  # e.g. a source listing a tool named like one of the agent's
         raise RunError(
-            f"agent {handover.agent!r} could not take the run over: {type(exc).__name__}: "
-            f"{exc}; the error's state is the run before the handoff, resume it to try again",
+            f"agent {handover.agent!r} could not take the run over: "
+            f"{describe_exception(exc)}; the error's state is the run before the handoff, resume it to try again",
             state,
         ) from exc
     event = handed_off(state, handover.agent, config, handover.input_filter, live.handoffs)
