@@ -15,9 +15,11 @@ import functools
 import gzip
 import importlib
 import json
+import socket
 import threading
 import uuid
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,24 +47,26 @@ KEY = "sk-limits-0123456789"
 MODES = ("post-sync", "post-async", "stream-sync", "stream-async")
 
 
-def call(transport: Transport, mode: str, headers: dict[str, str] | None = None) -> Any:
-    """One call in ``mode`` (``post``/``stream`` x ``sync``/``async``); the transport is closed after."""
+def call(
+    transport: Transport, mode: str, headers: dict[str, str] | None = None, body: Any = None
+) -> Any:
+    """One call in ``mode`` (``post``/``stream`` x ``sync``/``async``) posting ``body`` (by
+    default ``{"m": 1}``); the transport is closed after."""
     what, flavour = mode.split("-")
+    body = {"m": 1} if body is None else body
     if flavour == "sync":
         try:
             if what == "post":
-                return transport.post_json_sync("chat/completions", {"m": 1}, headers=headers)
-            return list(transport.stream_sync("chat/completions", {"m": 1}, headers=headers))
+                return transport.post_json_sync("chat/completions", body, headers=headers)
+            return list(transport.stream_sync("chat/completions", body, headers=headers))
         finally:
             transport.close()
 
     async def run() -> Any:
         try:
             if what == "post":
-                return await transport.post_json("chat/completions", {"m": 1}, headers=headers)
-            return [
-                e async for e in transport.stream("chat/completions", {"m": 1}, headers=headers)
-            ]
+                return await transport.post_json("chat/completions", body, headers=headers)
+            return [e async for e in transport.stream("chat/completions", body, headers=headers)]
         finally:
             await transport.aclose()
 
@@ -238,6 +242,64 @@ def test_a_body_failing_as_the_total_runs_out_is_a_total_timeout(
     )
     with pytest.raises(ProviderTimeoutError, match=r"total timeout of 30\.0 s"):
         call(transport, mode)
+
+
+# --- write timeout --------------------------------------------------------------------
+
+
+@pytest.fixture
+def deaf_url() -> Iterator[str]:
+    """The base URL of a listener on 127.0.0.1 whose connections are never accepted nor read.
+
+    The kernel completes each connection in the backlog and takes a few KiB
+    of the request into its small receive buffer: then the client's writes wait.
+    """
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+# Past every buffer between the client and the deaf listener (Linux lets a
+# socket on 127.0.0.1 queue 4 MiB at most); a read timeout and a total far
+# beyond the write timeout, so only the write timeout can end the call early.
+BIG_REQUEST = {"m": "x" * (16 * 2**20)}
+WRITE_SHORT = Timeouts(connect=10.0, write=0.3, read=20.0, total=20.0)
+# aiohttp advises streaming a body over 1 MiB (a ResourceWarning): the body is in memory anyway.
+LARGE_BODY_ADVICE = "ignore:Sending a large body directly:ResourceWarning"
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+def test_a_request_never_read_ends_at_the_write_timeout(
+    deaf_url: str, backend: str, mode: str
+) -> None:
+    """A 16 MiB request to a server that never reads it fails at the write timeout, on aiohttp too.
+
+    aiohttp has no write timeout of its own (its read timeout starts once the
+    request is written): the call waited for the total, for ever without one.
+    """
+    transport = Transport("openai", deaf_url, KEY, http=backend, retry=0, timeout=WRITE_SHORT)
+    with pytest.raises(ProviderTimeoutError, match="not written within the write timeout"):
+        call(transport, mode, body=BIG_REQUEST)
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+def test_an_injected_aiohttp_session_keeps_the_write_timeout(deaf_url: str) -> None:
+    """An injected aiohttp session's request that is never read fails at the model's write timeout."""
+    import aiohttp
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as session:
+            transport = Transport(
+                "openai", deaf_url, KEY, http_client=session, retry=0, timeout=WRITE_SHORT
+            )
+            await transport.post_json("chat/completions", BIG_REQUEST)
+
+    with pytest.raises(ProviderTimeoutError, match="timeout of 0.3 s") as caught:
+        asyncio.run(run())
+    assert "sending the request to openai at" in str(caught.value)
 
 
 # --- body limits ------------------------------------------------------------------------

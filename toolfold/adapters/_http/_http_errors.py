@@ -231,6 +231,12 @@ def transport_error(
         return ProviderTimeoutError(
             f"no free connection to {where} within the pool timeout{detail}", provider=provider
         )
+    if "WriteTimeout" in names:  # httpx's, httpx2's, and toolfold's own under aiohttp
+        return ProviderTimeoutError(
+            f"sending the request to {where} timed out: its body was not written within "
+            f"the write timeout{detail}",
+            provider=provider,
+        )
     if names & {"TimeoutException", "ServerTimeoutError"} or isinstance(exc, TimeoutError):
         what = "the stream from" if streaming else "the response from"
         return ProviderTimeoutError(f"{what} {where} timed out{detail}", provider=provider)
