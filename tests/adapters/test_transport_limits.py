@@ -297,7 +297,7 @@ def test_an_injected_aiohttp_session_keeps_the_write_timeout(deaf_url: str) -> N
             )
             await transport.post_json("chat/completions", BIG_REQUEST)
 
-    with pytest.raises(ProviderTimeoutError, match="timeout of 0.3 s") as caught:
+    with pytest.raises(ProviderTimeoutError, match=r"timeout of 0\.3 s") as caught:
         asyncio.run(run())
     assert "sending the request to openai at" in str(caught.value)
 
@@ -897,6 +897,32 @@ def test_a_request_the_server_read_is_resent_only_when_the_policy_says(
 
 async def _no_sleep(_: float) -> None:
     pass
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("line", ["retry-after: 300", "x-should-retry: false"])
+def test_a_header_sent_twice_still_keeps_the_request_from_being_sent_again(
+    http_server: ScriptedServer, backend: str, mode: str, line: str
+) -> None:
+    """A 429 with ``retry-after: 300`` twice, or a 500 with ``x-should-retry: false`` twice, is not retried.
+
+    httpx and httpx2 joined the two lines into one value ("false, false"),
+    read as nonsense: the paid request was sent again at once (aiohttp read the first).
+    """
+    status = 429 if line.startswith("retry-after") else 500
+    body = b'{"error": {"message": "slow down"}}'
+    head = f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n"
+    head += f"content-length: {len(body)}\r\n{line}\r\n{line}\r\n\r\n"
+    http_server.add(Reply(raw=head.encode() + body), Reply(json={"sent": "again"}))
+    transport = make(
+        http_server, backend, retry=RetryPolicy(), sleep=_no_sleep, sleep_sync=lambda _: None
+    )
+    with pytest.raises(RateLimitError if status == 429 else ServerError) as caught:
+        call(transport, mode)
+    assert len(http_server.requests) == 1
+    if status == 429:
+        assert isinstance(caught.value, RateLimitError)
+        assert caught.value.retry_after == 300.0
 
 
 # --- answers that are not HTTP ---------------------------------------------------------
