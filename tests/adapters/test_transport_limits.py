@@ -456,6 +456,101 @@ def test_a_deflate_answer_sent_one_byte_at_a_time_is_read(
     assert call(make(http_server, backend), mode) == json.loads(data)
 
 
+def _members(*parts: bytes) -> bytes:
+    """A gzip body of one member per part (RFC 1952: a gzip file is a series of members)."""
+    return b"".join(gzip.compress(part) for part in parts)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _members(b'{"choices": ', b"[], ", b'"ok": 1}'),
+        _members(b'{"choices": ', b"", b'[], "ok": 1}'),  # an empty member between
+        _members(b'{"choices": [], ', b'"ok": 1}') + b"\0" * 5,  # zero padding, as gzip allows
+        gzip.compress(b'{"choices": ') + b"\0\0" + _members(b'[], "ok": 1}'),
+    ],
+    ids=["three", "empty-member", "padding-after", "padding-between"],
+)
+@pytest.mark.parametrize("piece", [1, 7, 10**6])
+def test_a_gzip_body_of_several_members_inflates_whole(body: bytes, piece: int) -> None:
+    """Every member inflates, whatever the pieces, as Python's gzip.decompress reads the body.
+
+    Only the first member was read and the rest dropped without a word.
+    """
+    reader = BodyReader("gzip", HttpLimits())
+    out = b"".join(reader.feed(body[i : i + piece]) for i in range(0, len(body), piece))
+    assert out + reader.close() == gzip.decompress(body) == b'{"choices": [], "ok": 1}'
+
+
+@pytest.mark.parametrize("piece", [1, 10**6])
+@pytest.mark.parametrize(
+    "after", [b"JUNK", b"\0\0junk", b"\x1f\x8c", b"\x1f"], ids=["junk", "padded", "near", "lone"]
+)
+def test_bytes_after_a_gzip_member_that_start_no_member_are_refused(
+    piece: int, after: bytes
+) -> None:
+    """Trailing bytes that are no gzip member are an error naming the gzip problem, not dropped."""
+    from toolfold.adapters._http._body import BodyError
+
+    body = gzip.compress(b'{"ok": 1}') + after
+    with pytest.raises(gzip.BadGzipFile):
+        gzip.decompress(body)
+    reader = BodyReader("gzip", HttpLimits())
+
+    def read() -> None:
+        for i in range(0, len(body), piece):
+            reader.feed(body[i : i + piece])
+        reader.close()
+
+    with pytest.raises(BodyError, match=r"gzip data is followed by \d+ bytes that are not another"):
+        read()
+
+
+def test_the_decoded_cap_holds_over_all_gzip_members() -> None:
+    """Members each below max_decoded_bytes but past it together are refused."""
+    from toolfold.adapters._http._body import BodyError
+
+    reader = BodyReader("gzip", HttpLimits(max_decoded_bytes=3000))
+    with pytest.raises(BodyError, match="max_decoded_bytes=3000"):
+        reader.feed(_members(b"x" * 2000, b"y" * 2000))
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_gzip_answer_of_several_members_is_read_whole(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """A whole answer or a stream gzipped as two members reads to its end on every backend.
+
+    The stream read as cut ("stream ended before the response finished"), the
+    whole answer as a MalformedResponseError, not JSON.
+    """
+    if mode.startswith("stream"):
+        first, second = sse({"i": 0})[0], b"".join(sse({"i": 1}, "[DONE]"))
+    else:
+        first, second = b'{"choices": ', b'[], "ok": 1}'
+    http_server.add(Reply(headers={"content-encoding": "gzip"}, body=_members(first, second)))
+    got = call(make(http_server, backend), mode)
+    if mode.startswith("stream"):
+        assert [event.data for event in got] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+    else:
+        assert got == {"choices": [], "ok": 1}
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_gzip_answer_with_bytes_after_its_data_is_refused(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """Junk after a gzip answer's data is an error naming it, on every backend; it was accepted."""
+    payload = b"".join(sse({"i": 0}, "[DONE]")) if mode.startswith("stream") else b'{"ok": 1}'
+    http_server.add(
+        Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(payload) + b"JUNK")
+    )
+    with pytest.raises(
+        ProviderError, match="gzip data is followed by 4 bytes that are not another"
+    ):
+        call(make(http_server, backend), mode)
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 def test_an_empty_compressed_body_is_empty(encoding: str) -> None:
     """No bytes at all under content-encoding gzip (a 204, a proxy's empty error) are no data, not a cut."""

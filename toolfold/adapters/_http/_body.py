@@ -48,7 +48,16 @@ class BodyReader:
         limits: The body limits to enforce.
     """
 
-    __slots__ = ("_decoded", "_encoding", "_head", "_inflater", "_limits", "_raw_deflate", "_wire")
+    __slots__ = (
+        "_decoded",
+        "_encoding",
+        "_gzip",
+        "_head",
+        "_inflater",
+        "_limits",
+        "_raw_deflate",
+        "_wire",
+    )
 
     def __init__(self, encoding: str | None, limits: HttpLimits) -> None:
         self._limits = limits
@@ -56,6 +65,7 @@ class BodyReader:
         self._decoded = 0
         self._raw_deflate = False
         self._head = b""  # "deflate": its first byte, until a second tells the two forms apart
+        self._gzip = False  # gzip: members may follow one another (RFC 1952 2.2)
         name = (encoding or "").strip().lower()
         self._encoding = name
         self._inflater: zlib._Decompress | None
@@ -63,6 +73,7 @@ class BodyReader:
             self._inflater = None
         elif name in ("gzip", "x-gzip"):
             self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._gzip = True
         elif name == "deflate":
             self._inflater = zlib.decompressobj()
             self._raw_deflate = True  # may still turn out to be raw deflate (no zlib header)
@@ -109,6 +120,8 @@ class BodyReader:
         """
         if self._inflater is None:
             return b""
+        if self._head and self._gzip:  # one byte after a member: no member's start
+            raise _not_a_member(self._head)
         try:
             rest = self._count(self._inflater.flush())
         except zlib.error as exc:
@@ -132,6 +145,10 @@ class BodyReader:
         pieces = []
         cap = self._limits.max_decoded_bytes
         while data:
+            if self._inflater.eof:
+                data = self._next_member(data)
+                if not data:
+                    break
             # Never more than one byte past the cap: a bomb costs the cap, not a whole step.
             step = _STEP if cap is None else max(1, min(_STEP, cap - self._decoded + 1))
             try:
@@ -145,8 +162,29 @@ class BodyReader:
                 continue
             self._raw_deflate = False
             pieces.append(self._count(piece))
-            data = self._inflater.unconsumed_tail
+            data = self._inflater.unconsumed_tail or self._inflater.unused_data
         return b"".join(pieces)
+
+    def _next_member(self, data: bytes) -> bytes:
+        """``data`` after the compressed data ended: what a next gzip member's inflater takes.
+
+        As Python's ``gzip.decompress`` reads a body: gzip members may follow one
+        another (RFC 1952), each inflated under the same cap; zero bytes after a
+        member are padding; anything else is an error (a body cut at the first
+        member's end silently lost the others). After a deflate stream's end the
+        rest is ignored, as ``zlib.decompress`` does.
+        """
+        if not self._gzip:
+            return b""
+        data = data.lstrip(b"\0")
+        if data == b"\x1f":  # a member's first byte: the second tells (kept as deflate's is)
+            self._head = data
+            return b""
+        if data and data[:2] != b"\x1f\x8b":
+            raise _not_a_member(data)
+        if data:
+            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return data
 
     def _count(self, decoded: bytes) -> bytes:
         self._decoded += len(decoded)
@@ -154,3 +192,10 @@ class BodyReader:
         if cap is not None and self._decoded > cap:
             raise BodyError(f"the decompressed answer is larger than max_decoded_bytes={cap} bytes")
         return decoded
+
+
+def _not_a_member(data: bytes) -> BodyError:
+    return BodyError(
+        f"cannot decompress the answer: its gzip data is followed by {len(data)} "
+        f"bytes that are not another gzip member (starting {data[:16]!r})"
+    )
