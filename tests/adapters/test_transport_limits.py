@@ -1020,6 +1020,27 @@ def test_a_header_sent_twice_still_keeps_the_request_from_being_sent_again(
         assert caught.value.retry_after == 300.0
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+@pytest.mark.parametrize("encoding", [None, "gzip"])
+def test_a_whole_answer_to_a_streamed_request_is_named_on_every_backend(
+    http_server: ScriptedServer, backend: str, mode: str, encoding: str | None
+) -> None:
+    """A 200 JSON answer (a server ignoring "stream": true) to a stream is a StreamError quoting it.
+
+    It read as a stream that ended without an event, and nothing showed what came instead.
+    """
+    answer = b'{"id": "c1", "choices": [{"message": {"content": "hi"}}]}'
+    headers = {"content-type": "application/json"}
+    if encoding:
+        headers["content-encoding"] = encoding
+    http_server.add(Reply(headers=headers, body=gzip.compress(answer) if encoding else answer))
+    with pytest.raises(
+        StreamError, match=r"not an event stream \(content-type: application/json\): '\{\"id"
+    ) as caught:
+        call(make(http_server, backend), mode)
+    assert caught.value.body == answer.decode()
+
+
 # --- answers that are not HTTP ---------------------------------------------------------
 
 # Past h11's 100 KiB (httpx, httpx2) and aiohttp's 8,190 bytes: refused by every client.

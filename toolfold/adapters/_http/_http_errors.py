@@ -335,6 +335,26 @@ def malformed_error(provider: str, url: str, what: str) -> ProviderConnectionErr
     )
 
 
+def not_an_event_stream(
+    provider: str, url: str, status: int, headers: Mapping[str, str], text: str
+) -> StreamError:
+    """The error of a 2xx answer to a streamed request that was no event stream.
+
+    ``text`` is its start (`SSEDecoder.unread`): a whole JSON answer from a
+    server that ignored ``"stream": true``, a proxy's login page. It read as
+    a stream that ended early, with nothing to show what came instead.
+    """
+    kind = headers.get("content-type") or "none"
+    return StreamError(
+        f"{provider} answered the streamed POST {url} with HTTP {status} that is not an "
+        f"event stream (content-type: {kind}): {text[:200]!r}",
+        provider=provider,
+        status_code=status,
+        body=text,
+        headers=headers,
+    )
+
+
 def inband_error(provider: str, event_name: str | None, data: str) -> StreamError | None:
     """A `StreamError` for an error sent inside a 200 stream, else None.
 

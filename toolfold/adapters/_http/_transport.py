@@ -33,7 +33,7 @@ from toolfold.adapters._http._checks import (
     check_url_credentials,
 )
 from toolfold.adapters._http._clients import Clients
-from toolfold.adapters._http._http_errors import parse_error_body
+from toolfold.adapters._http._http_errors import not_an_event_stream, parse_error_body
 from toolfold.adapters._http._json import dumps
 from toolfold.adapters._http._keys import Secret, api_key_secrets, mask_url, url_secrets
 from toolfold.adapters._http._logs import guard_logs
@@ -358,6 +358,10 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
+            if type(decoder) is SSEDecoder and (unread := decoder.unread()) is not None:
+                raise not_an_event_stream(
+                    self.provider, call.url, response.status_code, response.headers, unread
+                )
         except ProviderError as exc:
             self.scrub(exc)
             raise
@@ -392,6 +396,10 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
+            if type(decoder) is SSEDecoder and (unread := decoder.unread()) is not None:
+                raise not_an_event_stream(
+                    self.provider, call.url, response.status_code, response.headers, unread
+                )
         except ProviderError as exc:
             self.scrub(exc)
             raise
