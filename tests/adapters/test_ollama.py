@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -60,6 +61,37 @@ REQUEST = ModelRequest((Message.user("Hi"),))
 def test_ollama_host_forms(value: str, url: str) -> None:
     """OLLAMA_HOST is read in every form the Ollama CLI accepts."""
     assert host_from_env({"OLLAMA_HOST": value}) == url
+
+
+@pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("myhost:abc", "http://myhost:11434"),
+        ("myhost:99999", "http://myhost:11434"),
+        ("[::1]:abc", "http://[::1]:11434"),
+        ("http://myhost:abc/api", "http://myhost/api"),  # the scheme's own port
+        ("https://myhost:99999", "https://myhost"),
+    ],
+)
+def test_a_port_that_is_no_port_falls_back_to_the_default_as_the_ollama_cli_does(
+    value: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OLLAMA_HOST with a bad port gives the default port, as the CLI and server do (envconfig.Host),
+    with a warning naming OLLAMA_HOST: it was a bare ValueError naming neither."""
+    with caplog.at_level("WARNING", logger="toolfold.http"):
+        assert host_from_env({"OLLAMA_HOST": value}) == url
+    assert "OLLAMA_HOST=" in caplog.text
+    assert "default port is used" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("http://", "'http://'"), ("ftp://x", "'ftp://x'"), ("https:///v1", "'https:///v1'")],
+)
+def test_an_ollama_host_naming_no_server_is_a_model_config_error(value: str, shown: str) -> None:
+    """OLLAMA_HOST that names no server is refused by name, as written: "http://" read as "base_url 'http:'"."""
+    with pytest.raises(ModelConfigError, match=f"^OLLAMA_HOST {re.escape(shown)} must start"):
+        host_from_env({"OLLAMA_HOST": value})
 
 
 def test_the_model_uses_ollama_host_unless_given_a_base_url(

@@ -1432,3 +1432,40 @@ def test_a_base_url_with_a_percent_escape_is_taken(model: str) -> None:
     """A well-formed escape (``%2F``, ``%7e``) is no bad escape: the model is built."""
     built = toolfold.model(model, base_url="http://127.0.0.1:9/v1%2Fx/%7e", api_key=KEY)
     assert built.base_url == "http://127.0.0.1:9/v1%2Fx/%7e"
+
+
+#: Options of the wrong type: each raised a bare AttributeError or TypeError from
+#: deep in the transport (``'int' object has no attribute 'strip'``).
+WRONG_TYPES = [
+    ({"api_key": 123}, r"^api_key for provider '[\w-]+' must be a string or a Secret, not int$"),
+    ({"api_key": ["sk-k"]}, r"must be a string or a Secret, not list$"),
+    ({"api_key": 1.5}, r"must be a string or a Secret, not float$"),
+    ({"headers": "x"}, r"^headers must be a mapping of header names to values.*, not str$"),
+    ({"headers": [("a", "b")]}, r"^headers must be a mapping .*, not list$"),
+    ({"base_url": 123}, r"^base_url must be a string, not int$"),
+    ({"base_url": b"http://127.0.0.1:9/v1"}, r"^base_url must be a string, not bytes$"),
+    ({"limits": "x"}, r"^limits must be an HttpLimits .*, not str$"),
+    ({"limits": {"max_connections": 1}}, r"^limits must be an HttpLimits .*, not dict$"),
+]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "openai-compatible:m",
+        "openai:m",
+        "anthropic:m",
+        "gemini:m",
+        "ollama:m",
+        "openai-responses:m",
+    ],
+)
+@pytest.mark.parametrize(("options", "message"), WRONG_TYPES)
+def test_an_option_of_the_wrong_type_is_a_model_config_error_naming_it(
+    model: str, options: dict[str, Any], message: str
+) -> None:
+    """api_key, headers, base_url and limits of the wrong type are refused by name, on every provider."""
+    options = {"base_url": "http://127.0.0.1:9/v1", "api_key": KEY, **options}
+    with pytest.raises(ModelConfigError, match=message) as caught:
+        toolfold.model(model, **options)
+    assert "sk-k" not in str(caught.value)

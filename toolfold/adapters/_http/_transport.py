@@ -30,6 +30,7 @@ from toolfold.adapters._http._checks import (
     check_base_url,
     check_header_value,
     check_headers,
+    check_limits,
     check_url_credentials,
 )
 from toolfold.adapters._http._clients import Clients
@@ -156,7 +157,10 @@ class Transport:
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         injected = http_client is not None or async_http_client is not None
         timeouts = (None if injected else Timeouts()) if timeout is _UNSET else _timeouts(timeout)
-        limits = limits or HttpLimits()
+        if limits is None:
+            limits = HttpLimits()
+        else:
+            check_limits(limits)
         self._sender = Sender(
             provider=provider,
             clients=Clients(
