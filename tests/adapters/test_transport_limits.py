@@ -994,6 +994,34 @@ async def _no_sleep(_: float) -> None:
     pass
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_whole_answer_cut_before_its_end_says_so_and_is_not_sent_again(
+    http_server: ScriptedServer, backend: str, mode: str, framing: str
+) -> None:
+    """A 200 whose body the connection cuts is a ProviderConnectionError saying the answer was cut.
+
+    It read "cannot reach openai at ...": the server was reached and answered.
+    The class, and the request sent once, are unchanged.
+    """
+    body = b'{"choices": [], "pad": "' + b"x" * 200 + b'"}'
+    if framing == "chunked":
+        reply = Reply(headers={"content-type": "application/json"}, chunks=[body[:100], Cut()])
+    else:
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        reply = Reply(raw=head + b"content-length: %d\r\n\r\n" % len(body) + body[:100])
+    http_server.add(reply, Reply(json={"sent": "again"}))
+    transport = make(
+        http_server, backend, retry=RetryPolicy(), sleep=_no_sleep, sleep_sync=lambda _: None
+    )
+    with pytest.raises(ProviderConnectionError) as caught:
+        call(transport, mode)
+    assert str(caught.value).startswith(f"the answer from openai at {http_server.url}/v1/")
+    assert "was cut before it ended (" in str(caught.value)
+    assert "cannot reach" not in str(caught.value)
+    assert len(http_server.requests) == 1
+
+
 @pytest.mark.parametrize(("backend", "mode"), cases(MODES))
 @pytest.mark.parametrize("line", ["retry-after: 300", "x-should-retry: false"])
 def test_a_header_sent_twice_still_keeps_the_request_from_being_sent_again(

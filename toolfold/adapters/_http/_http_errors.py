@@ -212,7 +212,7 @@ def is_client_error(exc: BaseException) -> bool:
 
 
 def transport_error(
-    provider: str, exc: BaseException, url: str, *, streaming: bool = False
+    provider: str, exc: BaseException, url: str, *, streaming: bool = False, answered: bool = False
 ) -> ProviderError:
     """The `ProviderError` child for an exception raised while talking HTTP.
 
@@ -221,6 +221,9 @@ def transport_error(
         exc: What the HTTP client raised.
         url: The request URL, for the message.
         streaming: The response had started: a lost connection is a cut stream.
+        answered: The head of a whole (not streamed) answer had arrived: a lost
+            connection cut its body (a `ProviderConnectionError` that says so,
+            not "cannot reach": the server was reached and answered).
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
@@ -255,6 +258,10 @@ def transport_error(
     if names & {"TransportError", "ClientConnectionError", "ClientPayloadError"} or isinstance(
         exc, (OSError, EOFError)
     ):
+        if answered:
+            return ProviderConnectionError(
+                f"the answer from {where} was cut before it ended{detail}", provider=provider
+            )
         return ProviderConnectionError(f"cannot reach {where}{detail}", provider=provider)
     if "DecodingError" in names:
         return ProviderError(f"cannot decode the response from {where}{detail}", provider=provider)
