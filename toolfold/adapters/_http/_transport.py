@@ -362,7 +362,8 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
-            if type(decoder) is SSEDecoder and (unread := decoder.unread()) is not None:
+            unread = _unread(decoder)
+            if unread is not None:
                 raise not_an_event_stream(
                     self.provider, call.url, response.status_code, response.headers, unread
                 )
@@ -400,7 +401,8 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
-            if type(decoder) is SSEDecoder and (unread := decoder.unread()) is not None:
+            unread = _unread(decoder)
+            if unread is not None:
                 raise not_an_event_stream(
                     self.provider, call.url, response.status_code, response.headers, unread
                 )
@@ -542,3 +544,8 @@ def _end_seen(decoder: object) -> Callable[[], bool] | None:
         if callable(ended):  # a subclass may have made it something else
             return ended
     return None
+
+
+def _unread(decoder: object) -> str | None:
+    """The start of a body toolfold's own SSE decoder found no event stream (`SSEDecoder.unread`)."""
+    return decoder.unread() if type(decoder) is SSEDecoder else None
