@@ -85,6 +85,24 @@ def test_a_port_that_is_no_port_falls_back_to_the_default_as_the_ollama_cli_does
 
 
 @pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("http://bob:pw@ollama.example.com", "http://bob:pw@ollama.example.com"),
+        ("https://bob:pw@ollama.example.com/api", "https://bob:pw@ollama.example.com/api"),
+        ("http://bob:pw@10.0.0.5:11434", "http://bob:pw@10.0.0.5:11434"),
+        ("http://bob:pw@[::1]", "http://bob:pw@[::1]"),
+        ("http://bob:pw@[::1]:8080", "http://bob:pw@[::1]:8080"),
+        ("http://bob:pw@ollama.example.com:abc", "http://bob:pw@ollama.example.com"),
+        ("http://bob:pw@[::1]:abc", "http://bob:pw@[::1]"),
+        ("http://bob:pw@ollama.example.com:", "http://bob:pw@ollama.example.com"),
+    ],
+)
+def test_an_ollama_host_with_a_user_and_password_keeps_its_host(value: str, url: str) -> None:
+    """The port is read from the host alone: 'http://bob:pw@host' went to the server 'http://bob'."""
+    assert host_from_env({"OLLAMA_HOST": value}) == url
+
+
+@pytest.mark.parametrize(
     ("value", "shown"),
     [("http://", "'http://'"), ("ftp://x", "'ftp://x'"), ("https:///v1", "'https:///v1'")],
 )

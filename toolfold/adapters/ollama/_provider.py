@@ -60,8 +60,9 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
     if "://" in value:
         url = value.rstrip("/") if "://" in value.rstrip("/") else value  # ("http://": as given)
         parts = urlsplit(url)
-        if _port(parts, value) is None and parts.netloc.endswith(f":{_given_port(parts)}"):
-            url = parts._replace(netloc=parts.netloc.rpartition(":")[0]).geturl()
+        given = _given_port(parts)
+        if given is not None and _port(parts, value) is None:  # "host:abc", "host:": the scheme's port
+            url = parts._replace(netloc=parts.netloc[: -len(given) - 1]).geturl()
     else:
         parts = urlsplit(f"http://{value}")
         host = parts.hostname or "127.0.0.1"
@@ -79,9 +80,14 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
     return url
 
 
-def _given_port(parts: SplitResult) -> str:
-    """What ``parts`` has after the host's last colon (its port as written)."""
-    return parts.netloc.rpartition("]")[2].rpartition(":")[2]
+def _given_port(parts: SplitResult) -> str | None:
+    """The port of ``parts`` as written (``"abc"``, ``""`` for ``host:``); None when none is written.
+
+    Read from the host part alone: a ``user:password@`` before it has colons
+    of its own, and an IPv6 address in brackets too.
+    """
+    host = parts.netloc.rpartition("@")[2].rpartition("]")[2]
+    return host.rpartition(":")[2] if ":" in host else None
 
 
 def _port(parts: SplitResult, value: str) -> int | None:
