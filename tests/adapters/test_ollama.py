@@ -412,3 +412,15 @@ def test_another_providers_reasoning_is_left_out_and_reported(
         "content": "Hi",
     }
     assert [r.getMessage() for r in caplog.records] == [f"ollama:qwen3 request: {note}"]
+
+
+@pytest.mark.parametrize("value", ["bob:hunter2pw@myhost:abc", "http://bob:hunter2pw@myhost:abc"])
+def test_the_bad_port_warning_masks_the_password(
+    value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bad-port warning masks the password also without a scheme (it was logged as written)."""
+    with caplog.at_level("WARNING", logger="toolfold.http"):
+        host_from_env({"OLLAMA_HOST": value})
+    assert "default port is used" in caplog.text
+    assert "bob:***@myhost:abc" in caplog.text
+    assert "hunter2pw" not in caplog.text

@@ -61,14 +61,14 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
         url = value.rstrip("/") if "://" in value.rstrip("/") else value  # ("http://": as given)
         parts = urlsplit(url)
         given = _given_port(parts)
-        if given is not None and _port(parts, value) is None:  # "host:abc", "host:": the scheme's port
+        if given is not None and _port(parts) is None:  # "host:abc", "host:": the scheme's port
             url = parts._replace(netloc=parts.netloc[: -len(given) - 1]).geturl()
     else:
         parts = urlsplit(f"http://{value}")
         host = parts.hostname or "127.0.0.1"
         if ":" in host:  # an IPv6 address
             host = f"[{host}]"
-        port = _port(parts, value) or DEFAULT_PORT
+        port = _port(parts) or DEFAULT_PORT
         url = f"http://{host}:{port}{parts.path.rstrip('/')}"
     try:
         check_base_url(url, "OLLAMA_HOST")
@@ -90,15 +90,15 @@ def _given_port(parts: SplitResult) -> str | None:
     return host.rpartition(":")[2] if ":" in host else None
 
 
-def _port(parts: SplitResult, value: str) -> int | None:
-    """The port of ``parts``; None when none is given or it is no port (logged, as the CLI does)."""
+def _port(parts: SplitResult) -> int | None:
+    """The port of ``parts``; None when none is given or it is no port (logged, password masked)."""
     try:
         return parts.port
     except ValueError:
         _log.warning(
             "OLLAMA_HOST=%r: the port %r is no number from 0 to 65535, so the default "
             "port is used, as the Ollama CLI and server do",
-            mask_url(value),
+            mask_url(parts.geturl()),
             _given_port(parts),
         )
         return None
