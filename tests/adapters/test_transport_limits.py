@@ -1069,6 +1069,24 @@ def test_a_whole_answer_to_a_streamed_request_is_named_on_every_backend(
     assert caught.value.body == answer.decode()
 
 
+@pytest.mark.parametrize("at", [190, 1990])
+@pytest.mark.parametrize("mode", ["stream-sync", "stream-async"])
+def test_a_page_that_is_no_event_stream_never_shows_the_start_of_an_echoed_key(
+    http_server: ScriptedServer, mode: str, at: int
+) -> None:
+    """A key echoed across the message's 200-character or the body's 2,000-character cut is masked.
+
+    The text was cut before the key was looked for, and a cut key is no whole key to scrub.
+    """
+    page = f"<html>{'x' * (at - 13)}Bearer {KEY}</html>{'y' * 3000}"
+    http_server.add(Reply(headers={"content-type": "text/html"}, body=page.encode()))
+    with pytest.raises(StreamError, match="not an event stream") as caught:
+        call(make(http_server, "httpx"), mode)
+    shown = f"{caught.value} {caught.value.body}"
+    assert KEY[:6] not in shown
+    assert "Bearer ***" in shown
+
+
 # --- answers that are not HTTP ---------------------------------------------------------
 
 # Past h11's 100 KiB (httpx, httpx2) and aiohttp's 8,190 bytes: refused by every client.

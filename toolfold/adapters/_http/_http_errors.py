@@ -15,7 +15,7 @@ with another shape passes its own parser to the transport.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -33,7 +33,9 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._codec import inband_stream_error
+from toolfold.adapters._http._keys import Secret, mask_cut_tail, redact
 from toolfold.adapters._http._retry import retry_after_seconds
+from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
 
 
@@ -342,22 +344,40 @@ def malformed_error(provider: str, url: str, what: str) -> ProviderConnectionErr
     )
 
 
+#: Characters of a non-event-stream body quoted in its message (all of it is ``body``).
+_SHOWN = 200
+
+
 def not_an_event_stream(
-    provider: str, url: str, status: int, headers: Mapping[str, str], text: str
+    provider: str,
+    url: str,
+    status: int,
+    headers: Mapping[str, str],
+    text: str,
+    secrets: Iterable[Secret | None] = (),
 ) -> StreamError:
     """The error of a 2xx answer to a streamed request that was no event stream.
 
-    ``text`` is its start (`SSEDecoder.unread`): a whole JSON answer from a
-    server that ignored ``"stream": true``, a proxy's login page. It read as
-    a stream that ended early, with nothing to show what came instead.
+    ``text`` is its start (`SSEDecoder.unread`, at most 2,000 characters): a
+    whole JSON answer from a server that ignored ``"stream": true``, a
+    proxy's login page. It read as a stream that ended early, with nothing
+    to show what came instead. ``secrets`` are redacted before the text is
+    cut (200 characters in the message), and a cut that lands inside an
+    echoed one masks the start that shows (`mask_cut_tail`), in the message
+    and in ``body`` alike: scrubbing the error later finds whole secrets only.
     """
+    kept = tuple(secrets)
+    body = redact(text, kept)
+    if len(text) >= SSE_KEEP:  # the decoder kept only the body's start
+        body = mask_cut_tail(body, kept)
+    shown = body if len(body) <= _SHOWN else mask_cut_tail(body[:_SHOWN], kept)
     kind = headers.get("content-type") or "none"
     return StreamError(
         f"{provider} answered the streamed POST {url} with HTTP {status} that is not an "
-        f"event stream (content-type: {kind}): {text[:200]!r}",
+        f"event stream (content-type: {kind}): {shown!r}",
         provider=provider,
         status_code=status,
-        body=text,
+        body=body,
         headers=headers,
     )
 

@@ -26,7 +26,7 @@ from toolfold.adapters._http._json import decode_cut
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _FIELDS = frozenset({"data", "event", "id", "retry"})
-_KEEP = 2000  # characters of a stream's start kept until an event arrives (`SSEDecoder.unread`)
+KEEP = 2000  # characters of a stream's start kept until an event arrives (`SSEDecoder.unread`)
 
 
 @attrs.frozen
@@ -121,7 +121,7 @@ class SSEDecoder:
             self._told, self._seen, self._seen_size = False, [], 0
             if text[0] == "\ufeff":
                 text = text[1:]
-        if not self._told and self._seen_size < _KEEP:
+        if not self._told and self._seen_size < KEEP:
             self._seen.append(text)
             self._seen_size += len(text)
         if self._cr:
@@ -160,9 +160,9 @@ class SSEDecoder:
         """
         if self._told or not self._seen:
             return None
-        text = "".join(self._seen)[:_KEEP]
+        text = "".join(self._seen)[:KEEP]
         lines = _LINE_BREAK.split(text)
-        if len(text) == _KEEP and ":" not in lines[-1]:
+        if len(text) == KEEP and ":" not in lines[-1]:
             # Cut where the kept text ends: its name may be cut too ("da").
             last = lines.pop()
             if not any(name.startswith(last) for name in _FIELDS):

@@ -365,7 +365,12 @@ class Transport:
             unread = _unread(decoder)
             if unread is not None:
                 raise not_an_event_stream(
-                    self.provider, call.url, response.status_code, response.headers, unread
+                    self.provider,
+                    call.url,
+                    response.status_code,
+                    response.headers,
+                    unread,
+                    self._sender.secrets,
                 )
         except ProviderError as exc:
             self.scrub(exc)
@@ -404,7 +409,12 @@ class Transport:
             unread = _unread(decoder)
             if unread is not None:
                 raise not_an_event_stream(
-                    self.provider, call.url, response.status_code, response.headers, unread
+                    self.provider,
+                    call.url,
+                    response.status_code,
+                    response.headers,
+                    unread,
+                    self._sender.secrets,
                 )
         except ProviderError as exc:
             self.scrub(exc)
