@@ -10,6 +10,7 @@ long before memory grows. httpx itself inflates a whole network read at once
 
 from __future__ import annotations
 
+import re
 import sys
 import zlib
 
@@ -21,6 +22,9 @@ __all__ = ["ACCEPT_ENCODING", "BodyCut", "BodyError", "BodyReader", "plain_limit
 ACCEPT_ENCODING = "gzip, deflate"
 
 _STEP = 2**20  # the most zlib inflates in one call
+_WINDOW = 2**14  # the most compressed bytes given to zlib in one call
+_FIRST_WINDOW = 64  # the first window of a gzip member after the first
+_NOT_ZERO = re.compile(rb"[^\0]")  # where the zero padding after a gzip member ends
 _NO_CAP = sys.maxsize  # `BodyReader.passthrough` without any limit
 
 
@@ -144,15 +148,22 @@ class BodyReader:
             data, self._head = self._head + data, b""
         pieces = []
         cap = self._limits.max_decoded_bytes
-        while data:
+        # The inflater is given bounded windows of ``data``, never its whole rest:
+        # zlib copies what it leaves (``unused_data``, ``unconsumed_tail``), and a
+        # body of many tiny gzip members copied the rest of the piece per member.
+        view, at, size = memoryview(data), 0, _WINDOW
+        while at < len(view):
             if self._inflater.eof:
-                data = self._next_member(data)
-                if not data:
+                if not self._gzip:  # after a deflate stream's end the rest is ignored
                     break
+                at = self._next_member(data, at)
+                size = _FIRST_WINDOW  # grown while the member goes on: linear in all
+                continue
             # Never more than one byte past the cap: a bomb costs the cap, not a whole step.
             step = _STEP if cap is None else max(1, min(_STEP, cap - self._decoded + 1))
+            window = view[at : at + size]
             try:
-                piece = self._inflater.decompress(data, step)
+                piece = self._inflater.decompress(window, step)
             except zlib.error as exc:
                 if not self._raw_deflate:
                     raise BodyError(f"cannot decompress the answer: {exc}") from exc
@@ -162,29 +173,34 @@ class BodyReader:
                 continue
             self._raw_deflate = False
             pieces.append(self._count(piece))
-            data = self._inflater.unconsumed_tail or self._inflater.unused_data
+            left = len(self._inflater.unconsumed_tail) + len(self._inflater.unused_data)
+            if not left:
+                size = min(2 * size, _WINDOW)
+            at += len(window) - left
         return b"".join(pieces)
 
-    def _next_member(self, data: bytes) -> bytes:
-        """``data`` after the compressed data ended: what a next gzip member's inflater takes.
+    def _next_member(self, data: bytes, at: int) -> int:
+        """Where the next gzip member starts in ``data`` after a member ended at ``at``.
 
         As Python's ``gzip.decompress`` reads a body: gzip members may follow one
         another (RFC 1952), each inflated under the same cap; zero bytes after a
         member are padding; anything else is an error (a body cut at the first
-        member's end silently lost the others). After a deflate stream's end the
-        rest is ignored, as ``zlib.decompress`` does.
+        member's end silently lost the others). ``len(data)`` when the piece
+        holds no next member's start (zeros, or its first byte alone, kept).
         """
-        if not self._gzip:
-            return b""
-        data = data.lstrip(b"\0")
-        if data == b"\x1f":  # a member's first byte: the second tells (kept as deflate's is)
-            self._head = data
-            return b""
-        if data and data[:2] != b"\x1f\x8b":
-            raise _not_a_member(data)
-        if data:
-            self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return data
+        found = _NOT_ZERO.search(data, at)
+        if found is None:
+            return len(data)
+        at = found.start()
+        if (
+            at == len(data) - 1 and data[at] == 0x1F
+        ):  # the second byte tells (kept, as deflate's is)
+            self._head = b"\x1f"
+            return len(data)
+        if data[at : at + 2] != b"\x1f\x8b":
+            raise _not_a_member(bytes(data[at:]))
+        self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return at
 
     def _count(self, decoded: bytes) -> bytes:
         self._decoded += len(decoded)
