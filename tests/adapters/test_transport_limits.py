@@ -15,6 +15,7 @@ import functools
 import gzip
 import importlib
 import json
+import os
 import socket
 import threading
 import uuid
@@ -300,6 +301,41 @@ def test_an_injected_aiohttp_session_keeps_the_write_timeout(deaf_url: str) -> N
     with pytest.raises(ProviderTimeoutError, match=r"timeout of 0\.3 s") as caught:
         asyncio.run(run())
     assert "sending the request to openai at" in str(caught.value)
+
+
+def _open_fds() -> int:
+    """How many file descriptors this process has open (a held socket is one)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+@pytest.mark.parametrize("how", ["total-timeout", "caller-cancel"])
+def test_an_aiohttp_request_ended_mid_body_releases_its_socket(deaf_url: str, how: str) -> None:
+    """A call ended while its body is written (total timeout, caller's cancel) closes its socket.
+
+    Only the write timeout aborted the connection: closed, its socket waited for
+    the queued body the server never reads, held while the loop ran.
+    """
+    timeout = Timeouts(
+        connect=10.0, write=30.0, read=30.0, total=0.3 if how == "total-timeout" else 30.0
+    )
+
+    async def run() -> int:
+        before = _open_fds()
+        transport = Transport("openai", deaf_url, KEY, http="aiohttp", retry=0, timeout=timeout)
+        with pytest.raises((ProviderTimeoutError, TimeoutError)):
+            await asyncio.wait_for(
+                transport.post_json("chat/completions", BIG_REQUEST),
+                0.3 if how == "caller-cancel" else 30.0,
+            )
+        await transport.aclose()
+        for _ in range(100):  # the loop's turns that close what was aborted; no waiting
+            if _open_fds() <= before:
+                break
+            await asyncio.sleep(0)
+        return _open_fds() - before
+
+    assert asyncio.run(run()) == 0
 
 
 # --- body limits ------------------------------------------------------------------------

@@ -52,28 +52,44 @@ class TimedBody(BytesPayload):
         await self._within(super().write_with_length(writer, content_length), writer)
 
     async def _within(self, writing: Awaitable[None], writer: Any) -> None:
-        if sys.version_info >= (3, 11):
-            scope = asyncio.timeout(self._seconds)
-            try:
-                async with scope:
-                    await writing
-            except TimeoutError:
-                if scope.expired():
-                    raise self._timed_out(writer) from None
-                raise
-            return
-        try:  # Python 3.10
-            await asyncio.wait_for(writing, self._seconds)
-        except asyncio.TimeoutError:
-            raise self._timed_out(writer) from None
-
-    def _timed_out(self, writer: Any) -> WriteTimeout:
-        # Aborted, not closed: a closed transport keeps its socket until the
-        # queued body is written, which the peer never reads (a socket held
-        # for good, "unclosed" when the loop ends).
+        # Taken now: a cancelled request closes its connection before its body's
+        # write is cancelled, and the writer's transport is gone by then.
         transport = getattr(writer, "transport", None)
-        if transport is not None:
-            transport.abort()
+        try:
+            if sys.version_info >= (3, 11):
+                scope = asyncio.timeout(self._seconds)
+                try:
+                    async with scope:
+                        await writing
+                except TimeoutError:
+                    if scope.expired():
+                        raise self._timed_out(transport) from None
+                    raise
+                return
+            try:  # Python 3.10
+                await asyncio.wait_for(writing, self._seconds)
+            except asyncio.TimeoutError:
+                raise self._timed_out(transport) from None
+        except asyncio.CancelledError:
+            # The caller's cancel or the total timeout, mid-body: the connection
+            # is half written (never to be used again) and its peer may never
+            # read the rest, so its socket would be held as a timed-out one's was.
+            _abort(transport)
+            raise
+
+    def _timed_out(self, transport: Any) -> WriteTimeout:
+        _abort(transport)
         return WriteTimeout(
             f"the request body was not written within the write timeout of {self._seconds} s"
         )
+
+
+def _abort(transport: Any) -> None:
+    """Drop the connection of ``transport`` (if any) at once, its queued bytes with it.
+
+    Aborted, not closed: a closed transport keeps its socket until the queued
+    body is written, which the peer never reads (a socket held for good,
+    "unclosed" when the loop ends).
+    """
+    if transport is not None:
+        transport.abort()
