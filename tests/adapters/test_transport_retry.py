@@ -149,6 +149,31 @@ def test_a_repeated_retry_after_counts_for_its_longest_wait(
     assert retry_after_seconds(ms) == 2.0
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("retry-after", "300, 300", 300.0),  # one line a merging proxy made
+        ("retry-after", "5,300", 300.0),
+        ("retry-after-ms", "2000, 1000", 2.0),
+        ("retry-after", "300, soon", None),  # a part that is no delay: the line is nonsense
+    ],
+)
+def test_one_line_of_merged_delays_counts_for_its_longest(
+    name: str, value: str, expected: float | None
+) -> None:
+    """retry-after: 300, 300 on one line (a proxy merged two) is its longest wait; it read as nonsense and was retried."""
+    assert retry_after_seconds({name: value}) == expected
+    policy = RetryPolicy(max_retry_after=60.0)
+    assert (policy.status_delay(0, 429, {name: value}) is None) is (expected == 300.0)
+
+
+def test_an_http_date_is_not_split_on_its_comma() -> None:
+    """A date's own comma (Wed, 21 Oct ...) is no list of delays: the date is read."""
+    now = 1_700_000_000.0
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert retry_after_seconds({"retry-after": date}, now) == pytest.approx(30.0)
+
+
 @pytest.mark.parametrize("kind", HEADER_KINDS)
 @pytest.mark.parametrize(
     ("values", "expected"),

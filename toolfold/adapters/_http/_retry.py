@@ -427,18 +427,20 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     A header sent more than once (by a server, or by two proxies on the way)
     counts for its longest wait, on every client alike: httpx joined the lines
     into one value (``300, 300``) that read as nonsense, and the call was
-    retried at once. A number of seconds of any length is read: one past what
+    retried at once; one line of delays a proxy merged (``300, 300``) counts
+    for its longest too. A number of seconds of any length is read: one past what
     a float holds is ``inf``, beyond any ``max_retry_after``, so the error goes
     to the caller (only nonsense is ignored, and the backoff used).
     """
     waits = [
-        float(ms) / 1000.0 for ms in _values(headers, "retry-after-ms") if _DELAY.fullmatch(ms)
+        float(ms) / 1000.0 for value in _values(headers, "retry-after-ms") for ms in _delays(value)
     ]
     if waits:
         return max(waits)
     for raw in _values(headers, "retry-after"):
-        if _DELAY.fullmatch(raw):
-            waits.append(float(raw))
+        delays = _delays(raw)
+        if delays:
+            waits.extend(float(seconds) for seconds in delays)
             continue
         parsed = email.utils.parsedate_tz(raw)
         if parsed is None:  # nonsense ("inf", "-3", "1_0", "+3"): ignored
@@ -449,6 +451,15 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
             continue
         waits.append(max(at - (time.time() if now is None else now), 0.0))
     return max(waits) if waits else None
+
+
+def _delays(value: str) -> list[str]:
+    """The delays in one header line: ``300``, or ``300, 300`` (a proxy merged two lines); else none.
+
+    Split on commas only when every part is a delay: an HTTP date has a comma of its own.
+    """
+    parts = [part.strip() for part in value.split(",")]
+    return parts if all(_DELAY.fullmatch(part) for part in parts) else []
 
 
 # RFC 9110's delay-seconds is digits; a fraction (some providers send one) is read too.
