@@ -338,6 +338,49 @@ def test_an_aiohttp_request_ended_mid_body_releases_its_socket(deaf_url: str, ho
     assert asyncio.run(run()) == 0
 
 
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+def test_an_aiohttp_request_answered_before_its_body_was_read_releases_its_socket() -> None:
+    """A 413 sent before the server reads the body leaves no client socket once the loop ends.
+
+    The body's write goes on after the answer until the write timeout or the
+    loop's end cancels it: cancelled, the connection was closed, not aborted,
+    and its socket stayed open for the queued body ("unclosed transport").
+    """
+    held: list[socket.socket] = []
+    answer = b'{"error": {"message": "too large"}}'
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+
+        def answer_early() -> None:
+            conn, _ = listener.accept()
+            held.append(conn)
+            conn.recv(2048)
+            head = f"HTTP/1.1 413 Too Large\r\ncontent-length: {len(answer)}\r\n\r\n"
+            conn.sendall(head.encode() + answer)
+
+        server = threading.Thread(target=answer_early, daemon=True)
+        server.start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+        async def run() -> None:
+            transport = Transport("openai", url, KEY, http="aiohttp", retry=0, timeout=30.0)
+            with pytest.raises(ProviderError, match="HTTP 413"):
+                await transport.post_json("chat/completions", BIG_REQUEST)
+            await transport.aclose()
+
+        before = _open_fds()
+        try:
+            asyncio.run(run())  # ends with the body's write still waiting: cancelled
+            server.join()
+            assert _open_fds() - len(held) <= before  # the server's end is still open
+        finally:
+            for conn in held:
+                conn.close()
+
+
 # --- body limits ------------------------------------------------------------------------
 
 
