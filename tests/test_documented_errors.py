@@ -422,6 +422,20 @@ def _failure(exc: BaseException, *, streaming: bool = False) -> Callable[[], Non
     return trigger
 
 
+def _not_an_event_stream() -> None:
+    from toolfold.adapters._http._http_errors import not_an_event_stream
+    from toolfold.adapters._http._sse import SSEDecoder
+
+    decoder = SSEDecoder()  # what the transport's stream reads the answer with
+    decoder.feed(b"<html>Please log in</html>")
+    decoder.close()
+    unread = decoder.unread()
+    assert unread is not None
+    raise not_an_event_stream(
+        "openai", "http://127.0.0.1/v1", 200, {"content-type": "text/html"}, unread
+    )
+
+
 _TOOL_USE_FAILED = (
     '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
@@ -534,6 +548,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "any other HTTP status (402, 409...)": _status(409),
     "a connection refused or reset, DNS or TLS failure": _failure(ConnectionRefusedError()),
     "a stream cut before its end": _failure(ConnectionResetError(), streaming=True),
+    "a 200 answer to a streamed request that is no event stream (a whole JSON answer, a proxy's "
+    "HTML page), quoted with its content type and `body` set": _not_an_event_stream,
     "a 200 body or stream event with a field of the wrong type, NaN or nesting too deep": (
         _malformed_body
     ),

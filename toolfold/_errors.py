@@ -375,7 +375,8 @@ class RateLimitError(ProviderError):
     """The provider is rate limiting (429).
 
     Attributes:
-        retry_after: Seconds the provider asked to wait, when it said so.
+        retry_after: Seconds the provider asked to wait, when it said so (``inf`` for a
+            number of seconds past what a float holds; the longest of a header sent twice).
     """
 
     def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:

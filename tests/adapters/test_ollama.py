@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -60,6 +61,55 @@ REQUEST = ModelRequest((Message.user("Hi"),))
 def test_ollama_host_forms(value: str, url: str) -> None:
     """OLLAMA_HOST is read in every form the Ollama CLI accepts."""
     assert host_from_env({"OLLAMA_HOST": value}) == url
+
+
+@pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("myhost:abc", "http://myhost:11434"),
+        ("myhost:99999", "http://myhost:11434"),
+        ("[::1]:abc", "http://[::1]:11434"),
+        ("http://myhost:abc/api", "http://myhost/api"),  # the scheme's own port
+        ("https://myhost:99999", "https://myhost"),
+    ],
+)
+def test_a_port_that_is_no_port_falls_back_to_the_default_as_the_ollama_cli_does(
+    value: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OLLAMA_HOST with a bad port gives the default port, as the CLI and server do (envconfig.Host),
+    with a warning naming OLLAMA_HOST: it was a bare ValueError naming neither."""
+    with caplog.at_level("WARNING", logger="toolfold.http"):
+        assert host_from_env({"OLLAMA_HOST": value}) == url
+    assert "OLLAMA_HOST=" in caplog.text
+    assert "default port is used" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("http://bob:pw@ollama.example.com", "http://bob:pw@ollama.example.com"),
+        ("https://bob:pw@ollama.example.com/api", "https://bob:pw@ollama.example.com/api"),
+        ("http://bob:pw@10.0.0.5:11434", "http://bob:pw@10.0.0.5:11434"),
+        ("http://bob:pw@[::1]", "http://bob:pw@[::1]"),
+        ("http://bob:pw@[::1]:8080", "http://bob:pw@[::1]:8080"),
+        ("http://bob:pw@ollama.example.com:abc", "http://bob:pw@ollama.example.com"),
+        ("http://bob:pw@[::1]:abc", "http://bob:pw@[::1]"),
+        ("http://bob:pw@ollama.example.com:", "http://bob:pw@ollama.example.com"),
+    ],
+)
+def test_an_ollama_host_with_a_user_and_password_keeps_its_host(value: str, url: str) -> None:
+    """The port is read from the host alone: 'http://bob:pw@host' went to the server 'http://bob'."""
+    assert host_from_env({"OLLAMA_HOST": value}) == url
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("http://", "'http://'"), ("ftp://x", "'ftp://x'"), ("https:///v1", "'https:///v1'")],
+)
+def test_an_ollama_host_naming_no_server_is_a_model_config_error(value: str, shown: str) -> None:
+    """OLLAMA_HOST that names no server is refused by name, as written: "http://" read as "base_url 'http:'"."""
+    with pytest.raises(ModelConfigError, match=f"^OLLAMA_HOST {re.escape(shown)} must start"):
+        host_from_env({"OLLAMA_HOST": value})
 
 
 def test_the_model_uses_ollama_host_unless_given_a_base_url(
@@ -403,3 +453,15 @@ def test_a_user_message_holding_results_and_text_is_sent_as_chat_completions_sen
     ]
     chat = chat_body(ModelRequest(history, (WEATHER,)), "gpt-4o", PROVIDERS["openai"])["messages"]
     assert [m["role"] for m in chat[2:]] == [m["role"] for m in sent[2:]]
+
+
+@pytest.mark.parametrize("value", ["bob:hunter2pw@myhost:abc", "http://bob:hunter2pw@myhost:abc"])
+def test_the_bad_port_warning_masks_the_password(
+    value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bad-port warning masks the password also without a scheme (it was logged as written)."""
+    with caplog.at_level("WARNING", logger="toolfold.http"):
+        host_from_env({"OLLAMA_HOST": value})
+    assert "default port is used" in caplog.text
+    assert "bob:***@myhost:abc" in caplog.text
+    assert "hunter2pw" not in caplog.text

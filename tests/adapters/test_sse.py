@@ -215,3 +215,46 @@ def test_a_long_line_in_small_chunks_is_decoded_in_linear_time(decoder: Any) -> 
         assert out == ["data: " + "a" * 2**24]
     else:
         assert [event.data for event in out] == ["a" * 2**24]
+
+
+@pytest.mark.parametrize(("name", "text"), STREAMS, ids=[name for name, _ in STREAMS])
+def test_a_recorded_stream_is_never_taken_for_something_else(name: str, text: str) -> None:
+    """No recorded stream, whatever its content type, reads as a body that was no event stream."""
+    decoder = SSEDecoder()
+    for piece in (text[i : i + 7] for i in range(0, len(text), 7)):
+        decoder.feed(piece.encode())
+    decoder.close()
+    assert decoder.unread() is None, name
+
+
+@pytest.mark.parametrize(
+    ("body", "unread"),
+    [
+        ('{"id": "c1", "choices": []}', '{"id": "c1", "choices": []}'),
+        ("<html>\n<body>log in</body>\n</html>\n", "<html>\n<body>log in</body>\n</html>\n"),
+        ("\ufeff{}", "{}"),  # the byte-order mark dropped, as the stream's
+        (": keep-alive\n\n: keep-alive\n\n", None),  # comments alone: a stream that told nothing
+        ("event: ping\n\nid: 3\nretry: 10\n\n", None),  # fields without data: no event, a stream
+        ("", None),
+        ('data: {"a": 1}\n\n<html>', None),  # an event came: a stream, cut or not
+        ("x" * 5000, "x" * 2000),  # kept to its first 2,000 characters
+    ],
+    ids=["json", "html", "bom", "comments", "no-data", "empty", "event-first", "long"],
+)
+def test_unread_names_a_body_that_was_no_event_stream(body: str, unread: str | None) -> None:
+    """`SSEDecoder.unread` gives the start of a body with no event and a line no SSE line, else None."""
+    decoder = SSEDecoder()
+    for i in range(0, len(body), 3):
+        decoder.feed(body[i : i + 3].encode())
+    decoder.close()
+    assert decoder.unread() == unread
+
+
+def test_a_decoder_used_again_forgets_the_stream_before() -> None:
+    """A second stream through the same decoder is judged on its own."""
+    decoder = SSEDecoder()
+    decoder.feed(b'data: {"a": 1}\n\n')
+    decoder.close()
+    decoder.feed(b"<html>")
+    decoder.close()
+    assert decoder.unread() == "<html>"

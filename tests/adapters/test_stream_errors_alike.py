@@ -105,6 +105,41 @@ def test_an_event_that_is_not_json_reads_alike_for_every_provider(
         list(model.stream_sync(REQUEST))
 
 
+NOT_STREAMS = {
+    # A server that ignored "stream": true and sent its whole answer, key echoed in it.
+    "json": (
+        {"content-type": "application/json"},
+        b'{"id": "c1", "object": "chat.completion", "echo": "' + b"k" * 24 + b'"}',
+    ),
+    "html": ({"content-type": "text/html"}, b"<html><body>Please log in</body></html>"),
+    # A proxy's page labelled as a stream: told apart by its lines, not its type.
+    "mislabelled": (SSE, b"<html>\n<body>Please log in</body>\n</html>\n"),
+}
+
+
+@pytest.mark.parametrize("body", list(NOT_STREAMS))
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini", "openai-responses"])
+def test_a_200_that_is_not_an_event_stream_says_what_came(
+    http_server: ScriptedServer, opened: list[Any], provider: str, body: str
+) -> None:
+    """A whole JSON answer or an HTML page for a streamed request is a StreamError quoting its
+    start and content type, with ``body`` set and the key scrubbed.
+
+    It read as "stream ended before the response finished", with an empty ``body``.
+    """
+    headers, sent = NOT_STREAMS[body]
+    http_server.add(Reply(headers=headers, body=sent))
+    model = _model(provider, http_server.url)
+    opened.append(model)
+    with pytest.raises(StreamError, match=" that is not an event stream ") as raised:
+        list(model.stream_sync(REQUEST))
+    error = raised.value
+    assert f"(content-type: {headers['content-type']}): {sent[:12].decode()!r}"[:-1] in str(error)
+    assert error.status_code == 200
+    assert "k" * 24 not in str(error)
+    assert error.body == sent.decode().replace("k" * 24, "***")
+
+
 def _gzip_cut(payload: bytes) -> bytes:
     """``payload`` gzipped without its 8-byte trailer (CRC-32, length): every byte of it inflates."""
     return gzip.compress(payload)[:-8]

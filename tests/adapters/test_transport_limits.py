@@ -15,9 +15,12 @@ import functools
 import gzip
 import importlib
 import json
+import os
+import socket
 import threading
 import uuid
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,24 +48,26 @@ KEY = "sk-limits-0123456789"
 MODES = ("post-sync", "post-async", "stream-sync", "stream-async")
 
 
-def call(transport: Transport, mode: str, headers: dict[str, str] | None = None) -> Any:
-    """One call in ``mode`` (``post``/``stream`` x ``sync``/``async``); the transport is closed after."""
+def call(
+    transport: Transport, mode: str, headers: dict[str, str] | None = None, body: Any = None
+) -> Any:
+    """One call in ``mode`` (``post``/``stream`` x ``sync``/``async``) posting ``body`` (by
+    default ``{"m": 1}``); the transport is closed after."""
     what, flavour = mode.split("-")
+    body = {"m": 1} if body is None else body
     if flavour == "sync":
         try:
             if what == "post":
-                return transport.post_json_sync("chat/completions", {"m": 1}, headers=headers)
-            return list(transport.stream_sync("chat/completions", {"m": 1}, headers=headers))
+                return transport.post_json_sync("chat/completions", body, headers=headers)
+            return list(transport.stream_sync("chat/completions", body, headers=headers))
         finally:
             transport.close()
 
     async def run() -> Any:
         try:
             if what == "post":
-                return await transport.post_json("chat/completions", {"m": 1}, headers=headers)
-            return [
-                e async for e in transport.stream("chat/completions", {"m": 1}, headers=headers)
-            ]
+                return await transport.post_json("chat/completions", body, headers=headers)
+            return [e async for e in transport.stream("chat/completions", body, headers=headers)]
         finally:
             await transport.aclose()
 
@@ -240,6 +245,142 @@ def test_a_body_failing_as_the_total_runs_out_is_a_total_timeout(
         call(transport, mode)
 
 
+# --- write timeout --------------------------------------------------------------------
+
+
+@pytest.fixture
+def deaf_url() -> Iterator[str]:
+    """The base URL of a listener on 127.0.0.1 whose connections are never accepted nor read.
+
+    The kernel completes each connection in the backlog and takes a few KiB
+    of the request into its small receive buffer: then the client's writes wait.
+    """
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+# Past every buffer between the client and the deaf listener (Linux lets a
+# socket on 127.0.0.1 queue 4 MiB at most); a read timeout and a total far
+# beyond the write timeout, so only the write timeout can end the call early.
+BIG_REQUEST = {"m": "x" * (16 * 2**20)}
+WRITE_SHORT = Timeouts(connect=10.0, write=0.3, read=20.0, total=20.0)
+# aiohttp advises streaming a body over 1 MiB (a ResourceWarning): the body is in memory anyway.
+LARGE_BODY_ADVICE = "ignore:Sending a large body directly:ResourceWarning"
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+def test_a_request_never_read_ends_at_the_write_timeout(
+    deaf_url: str, backend: str, mode: str
+) -> None:
+    """A 16 MiB request to a server that never reads it fails at the write timeout, on aiohttp too.
+
+    aiohttp has no write timeout of its own (its read timeout starts once the
+    request is written): the call waited for the total, for ever without one.
+    """
+    transport = Transport("openai", deaf_url, KEY, http=backend, retry=0, timeout=WRITE_SHORT)
+    with pytest.raises(ProviderTimeoutError, match="not written within the write timeout"):
+        call(transport, mode, body=BIG_REQUEST)
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+def test_an_injected_aiohttp_session_keeps_the_write_timeout(deaf_url: str) -> None:
+    """An injected aiohttp session's request that is never read fails at the model's write timeout."""
+    import aiohttp
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as session:
+            transport = Transport(
+                "openai", deaf_url, KEY, http_client=session, retry=0, timeout=WRITE_SHORT
+            )
+            await transport.post_json("chat/completions", BIG_REQUEST)
+
+    with pytest.raises(ProviderTimeoutError, match=r"timeout of 0\.3 s") as caught:
+        asyncio.run(run())
+    assert "sending the request to openai at" in str(caught.value)
+
+
+def _open_fds() -> int:
+    """How many file descriptors this process has open (a held socket is one)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+@pytest.mark.parametrize("how", ["total-timeout", "caller-cancel"])
+def test_an_aiohttp_request_ended_mid_body_releases_its_socket(deaf_url: str, how: str) -> None:
+    """A call ended while its body is written (total timeout, caller's cancel) closes its socket.
+
+    Only the write timeout aborted the connection: closed, its socket waited for
+    the queued body the server never reads, held while the loop ran.
+    """
+    timeout = Timeouts(
+        connect=10.0, write=30.0, read=30.0, total=0.3 if how == "total-timeout" else 30.0
+    )
+
+    async def run() -> int:
+        before = _open_fds()
+        transport = Transport("openai", deaf_url, KEY, http="aiohttp", retry=0, timeout=timeout)
+        with pytest.raises((ProviderTimeoutError, TimeoutError)):
+            await asyncio.wait_for(
+                transport.post_json("chat/completions", BIG_REQUEST),
+                0.3 if how == "caller-cancel" else 30.0,
+            )
+        await transport.aclose()
+        for _ in range(100):  # the loop's turns that close what was aborted; no waiting
+            if _open_fds() <= before:
+                break
+            await asyncio.sleep(0)
+        return _open_fds() - before
+
+    assert asyncio.run(run()) == 0
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+def test_an_aiohttp_request_answered_before_its_body_was_read_releases_its_socket() -> None:
+    """A 413 sent before the server reads the body leaves no client socket once the loop ends.
+
+    The body's write goes on after the answer until the write timeout or the
+    loop's end cancels it: cancelled, the connection was closed, not aborted,
+    and its socket stayed open for the queued body ("unclosed transport").
+    """
+    held: list[socket.socket] = []
+    answer = b'{"error": {"message": "too large"}}'
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+
+        def answer_early() -> None:
+            conn, _ = listener.accept()
+            held.append(conn)
+            conn.recv(2048)
+            head = f"HTTP/1.1 413 Too Large\r\ncontent-length: {len(answer)}\r\n\r\n"
+            conn.sendall(head.encode() + answer)
+
+        server = threading.Thread(target=answer_early, daemon=True)
+        server.start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+        async def run() -> None:
+            transport = Transport("openai", url, KEY, http="aiohttp", retry=0, timeout=30.0)
+            with pytest.raises(ProviderError, match="HTTP 413"):
+                await transport.post_json("chat/completions", BIG_REQUEST)
+            await transport.aclose()
+
+        before = _open_fds()
+        try:
+            asyncio.run(run())  # ends with the body's write still waiting: cancelled
+            server.join()
+            assert _open_fds() - len(held) <= before  # the server's end is still open
+        finally:
+            for conn in held:
+                conn.close()
+
+
 # --- body limits ------------------------------------------------------------------------
 
 
@@ -392,6 +533,136 @@ def test_a_deflate_answer_sent_one_byte_at_a_time_is_read(
     raw = head + b"content-length: %d\r\n\r\n" % len(body) + body
     http_server.add(Reply(drip=0.001, raw=raw))
     assert call(make(http_server, backend), mode) == json.loads(data)
+
+
+def _members(*parts: bytes) -> bytes:
+    """A gzip body of one member per part (RFC 1952: a gzip file is a series of members)."""
+    return b"".join(gzip.compress(part) for part in parts)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _members(b'{"choices": ', b"[], ", b'"ok": 1}'),
+        _members(b'{"choices": ', b"", b'[], "ok": 1}'),  # an empty member between
+        _members(b'{"choices": [], ', b'"ok": 1}') + b"\0" * 5,  # zero padding, as gzip allows
+        gzip.compress(b'{"choices": ') + b"\0\0" + _members(b'[], "ok": 1}'),
+    ],
+    ids=["three", "empty-member", "padding-after", "padding-between"],
+)
+@pytest.mark.parametrize("piece", [1, 7, 10**6])
+def test_a_gzip_body_of_several_members_inflates_whole(body: bytes, piece: int) -> None:
+    """Every member inflates, whatever the pieces, as Python's gzip.decompress reads the body.
+
+    Only the first member was read and the rest dropped without a word.
+    """
+    reader = BodyReader("gzip", HttpLimits())
+    out = b"".join(reader.feed(body[i : i + piece]) for i in range(0, len(body), piece))
+    assert out + reader.close() == gzip.decompress(body) == b'{"choices": [], "ok": 1}'
+
+
+@pytest.mark.parametrize("piece", [1, 10**6])
+@pytest.mark.parametrize(
+    "after", [b"JUNK", b"\0\0junk", b"\x1f\x8c", b"\x1f"], ids=["junk", "padded", "near", "lone"]
+)
+def test_bytes_after_a_gzip_member_that_start_no_member_are_refused(
+    piece: int, after: bytes
+) -> None:
+    """Trailing bytes that are no gzip member are an error naming the gzip problem, not dropped."""
+    from toolfold.adapters._http._body import BodyError
+
+    body = gzip.compress(b'{"ok": 1}') + after
+    with pytest.raises(gzip.BadGzipFile):
+        gzip.decompress(body)
+    reader = BodyReader("gzip", HttpLimits())
+
+    def read() -> None:
+        for i in range(0, len(body), piece):
+            reader.feed(body[i : i + piece])
+        reader.close()
+
+    with pytest.raises(BodyError, match=r"gzip data is followed by \d+ bytes that are not another"):
+        read()
+
+
+def test_the_decoded_cap_holds_over_all_gzip_members() -> None:
+    """Members each below max_decoded_bytes but past it together are refused."""
+    from toolfold.adapters._http._body import BodyError
+
+    reader = BodyReader("gzip", HttpLimits(max_decoded_bytes=3000))
+    with pytest.raises(BodyError, match="max_decoded_bytes=3000"):
+        reader.feed(_members(b"x" * 2000, b"y" * 2000))
+
+
+class _CountingInflater:
+    """A zlib inflater counting the compressed bytes it is given (zlib copies what it leaves)."""
+
+    fed = 0
+
+    def __init__(self, wbits: int) -> None:
+        self._inner = _REAL_DECOMPRESSOBJ(wbits)
+
+    def decompress(self, data: Any, max_length: int = 0) -> bytes:
+        _CountingInflater.fed += len(data)
+        return self._inner.decompress(data, max_length)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+_REAL_DECOMPRESSOBJ = zlib.decompressobj
+
+
+def test_a_body_of_many_tiny_gzip_members_costs_work_linear_in_its_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """20,000 empty gzip members in one piece give zlib a bounded window each, not the piece's rest.
+
+    Each member was given (and zlib copied) the whole rest of the piece: quadratic
+    in the piece's size, 19 s for 4 MiB. Counted in bytes given to zlib, not timed.
+    """
+    monkeypatch.setattr(zlib, "decompressobj", _CountingInflater)
+    monkeypatch.setattr(_CountingInflater, "fed", 0)
+    body = gzip.compress(b"") * 20_000 + gzip.compress(b'{"ok": 1}')
+    reader = BodyReader("gzip", HttpLimits())
+    assert reader.feed(body) + reader.close() == b'{"ok": 1}'
+    assert 0 < _CountingInflater.fed <= 4 * len(body)
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_gzip_answer_of_several_members_is_read_whole(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """A whole answer or a stream gzipped as two members reads to its end on every backend.
+
+    The stream read as cut ("stream ended before the response finished"), the
+    whole answer as a MalformedResponseError, not JSON.
+    """
+    if mode.startswith("stream"):
+        first, second = sse({"i": 0})[0], b"".join(sse({"i": 1}, "[DONE]"))
+    else:
+        first, second = b'{"choices": ', b'[], "ok": 1}'
+    http_server.add(Reply(headers={"content-encoding": "gzip"}, body=_members(first, second)))
+    got = call(make(http_server, backend), mode)
+    if mode.startswith("stream"):
+        assert [event.data for event in got] == ['{"i": 0}', '{"i": 1}', "[DONE]"]
+    else:
+        assert got == {"choices": [], "ok": 1}
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+def test_a_gzip_answer_with_bytes_after_its_data_is_refused(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """Junk after a gzip answer's data is an error naming it, on every backend; it was accepted."""
+    payload = b"".join(sse({"i": 0}, "[DONE]")) if mode.startswith("stream") else b'{"ok": 1}'
+    http_server.add(
+        Reply(headers={"content-encoding": "gzip"}, body=gzip.compress(payload) + b"JUNK")
+    )
+    with pytest.raises(
+        ProviderError, match="gzip data is followed by 4 bytes that are not another"
+    ):
+        call(make(http_server, backend), mode)
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -837,6 +1108,99 @@ async def _no_sleep(_: float) -> None:
     pass
 
 
+@pytest.mark.parametrize(("backend", "mode"), cases(("post-sync", "post-async")))
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_whole_answer_cut_before_its_end_says_so_and_is_not_sent_again(
+    http_server: ScriptedServer, backend: str, mode: str, framing: str
+) -> None:
+    """A 200 whose body the connection cuts is a ProviderConnectionError saying the answer was cut.
+
+    It read "cannot reach openai at ...": the server was reached and answered.
+    The class, and the request sent once, are unchanged.
+    """
+    body = b'{"choices": [], "pad": "' + b"x" * 200 + b'"}'
+    if framing == "chunked":
+        reply = Reply(headers={"content-type": "application/json"}, chunks=[body[:100], Cut()])
+    else:
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        reply = Reply(raw=head + b"content-length: %d\r\n\r\n" % len(body) + body[:100])
+    http_server.add(reply, Reply(json={"sent": "again"}))
+    transport = make(
+        http_server, backend, retry=RetryPolicy(), sleep=_no_sleep, sleep_sync=lambda _: None
+    )
+    with pytest.raises(ProviderConnectionError) as caught:
+        call(transport, mode)
+    assert str(caught.value).startswith(f"the answer from openai at {http_server.url}/v1/")
+    assert "was cut before it ended (" in str(caught.value)
+    assert "cannot reach" not in str(caught.value)
+    assert len(http_server.requests) == 1
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(MODES))
+@pytest.mark.parametrize("line", ["retry-after: 300", "x-should-retry: false"])
+def test_a_header_sent_twice_still_keeps_the_request_from_being_sent_again(
+    http_server: ScriptedServer, backend: str, mode: str, line: str
+) -> None:
+    """A 429 with ``retry-after: 300`` twice, or a 500 with ``x-should-retry: false`` twice, is not retried.
+
+    httpx and httpx2 joined the two lines into one value ("false, false"),
+    read as nonsense: the paid request was sent again at once (aiohttp read the first).
+    """
+    status = 429 if line.startswith("retry-after") else 500
+    body = b'{"error": {"message": "slow down"}}'
+    head = f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n"
+    head += f"content-length: {len(body)}\r\n{line}\r\n{line}\r\n\r\n"
+    http_server.add(Reply(raw=head.encode() + body), Reply(json={"sent": "again"}))
+    transport = make(
+        http_server, backend, retry=RetryPolicy(), sleep=_no_sleep, sleep_sync=lambda _: None
+    )
+    with pytest.raises(RateLimitError if status == 429 else ServerError) as caught:
+        call(transport, mode)
+    assert len(http_server.requests) == 1
+    if status == 429:
+        assert isinstance(caught.value, RateLimitError)
+        assert caught.value.retry_after == 300.0
+
+
+@pytest.mark.parametrize(("backend", "mode"), cases(("stream-sync", "stream-async")))
+@pytest.mark.parametrize("encoding", [None, "gzip"])
+def test_a_whole_answer_to_a_streamed_request_is_named_on_every_backend(
+    http_server: ScriptedServer, backend: str, mode: str, encoding: str | None
+) -> None:
+    """A 200 JSON answer (a server ignoring "stream": true) to a stream is a StreamError quoting it.
+
+    It read as a stream that ended without an event, and nothing showed what came instead.
+    """
+    answer = b'{"id": "c1", "choices": [{"message": {"content": "hi"}}]}'
+    headers = {"content-type": "application/json"}
+    if encoding:
+        headers["content-encoding"] = encoding
+    http_server.add(Reply(headers=headers, body=gzip.compress(answer) if encoding else answer))
+    with pytest.raises(
+        StreamError, match=r"not an event stream \(content-type: application/json\): '\{\"id"
+    ) as caught:
+        call(make(http_server, backend), mode)
+    assert caught.value.body == answer.decode()
+
+
+@pytest.mark.parametrize("at", [190, 1990])
+@pytest.mark.parametrize("mode", ["stream-sync", "stream-async"])
+def test_a_page_that_is_no_event_stream_never_shows_the_start_of_an_echoed_key(
+    http_server: ScriptedServer, mode: str, at: int
+) -> None:
+    """A key echoed across the message's 200-character or the body's 2,000-character cut is masked.
+
+    The text was cut before the key was looked for, and a cut key is no whole key to scrub.
+    """
+    page = f"<html>{'x' * (at - 13)}Bearer {KEY}</html>{'y' * 3000}"
+    http_server.add(Reply(headers={"content-type": "text/html"}, body=page.encode()))
+    with pytest.raises(StreamError, match="not an event stream") as caught:
+        call(make(http_server, "httpx"), mode)
+    shown = f"{caught.value} {caught.value.body}"
+    assert KEY[:6] not in shown
+    assert "Bearer ***" in shown
+
+
 # --- answers that are not HTTP ---------------------------------------------------------
 
 # Past h11's 100 KiB (httpx, httpx2) and aiohttp's 8,190 bytes: refused by every client.
@@ -1228,3 +1592,40 @@ def test_a_base_url_with_a_percent_escape_is_taken(model: str) -> None:
     """A well-formed escape (``%2F``, ``%7e``) is no bad escape: the model is built."""
     built = toolfold.model(model, base_url="http://127.0.0.1:9/v1%2Fx/%7e", api_key=KEY)
     assert built.base_url == "http://127.0.0.1:9/v1%2Fx/%7e"
+
+
+#: Options of the wrong type: each raised a bare AttributeError or TypeError from
+#: deep in the transport (``'int' object has no attribute 'strip'``).
+WRONG_TYPES = [
+    ({"api_key": 123}, r"^api_key for provider '[\w-]+' must be a string or a Secret, not int$"),
+    ({"api_key": ["sk-k"]}, r"must be a string or a Secret, not list$"),
+    ({"api_key": 1.5}, r"must be a string or a Secret, not float$"),
+    ({"headers": "x"}, r"^headers must be a mapping of header names to values.*, not str$"),
+    ({"headers": [("a", "b")]}, r"^headers must be a mapping .*, not list$"),
+    ({"base_url": 123}, r"^base_url must be a string, not int$"),
+    ({"base_url": b"http://127.0.0.1:9/v1"}, r"^base_url must be a string, not bytes$"),
+    ({"limits": "x"}, r"^limits must be an HttpLimits .*, not str$"),
+    ({"limits": {"max_connections": 1}}, r"^limits must be an HttpLimits .*, not dict$"),
+]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "openai-compatible:m",
+        "openai:m",
+        "anthropic:m",
+        "gemini:m",
+        "ollama:m",
+        "openai-responses:m",
+    ],
+)
+@pytest.mark.parametrize(("options", "message"), WRONG_TYPES)
+def test_an_option_of_the_wrong_type_is_a_model_config_error_naming_it(
+    model: str, options: dict[str, Any], message: str
+) -> None:
+    """api_key, headers, base_url and limits of the wrong type are refused by name, on every provider."""
+    options = {"base_url": "http://127.0.0.1:9/v1", "api_key": KEY, **options}
+    with pytest.raises(ModelConfigError, match=message) as caught:
+        toolfold.model(model, **options)
+    assert "sk-k" not in str(caught.value)

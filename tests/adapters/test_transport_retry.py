@@ -8,7 +8,10 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import httpx
+import multidict
 import pytest
+from backends import httpx2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy_like import Int64
@@ -20,6 +23,7 @@ from toolfold.adapters._http._retry import (
     RetryPolicy,
     Timeouts,
     retry_after_seconds,
+    should_retry_hint,
 )
 
 
@@ -87,6 +91,110 @@ def test_jitter_stays_within_its_share(retry: int, rand: float) -> None:
 def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
     """retry-after-ms, then retry-after in seconds; nonsense is ignored."""
     assert retry_after_seconds(headers) == expected
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "9" * 13}, 9_999_999_999_999.0),
+        ({"retry-after": "9" * 26}, 1e26),
+        ({"retry-after-ms": "9" * 23}, 1e23 / 1000),
+        ({"retry-after": "9" * 400}, float("inf")),  # past a float: inf, not an OverflowError
+        ({"retry-after": "9" * 400 + ".5"}, float("inf")),
+    ],
+)
+def test_a_wait_of_any_number_of_digits_is_read(headers: dict[str, str], expected: float) -> None:
+    """A retry-after of 13 digits or more is a (long) wait, not nonsense; past a float it is inf."""
+    assert retry_after_seconds(headers) == expected
+    assert RetryPolicy(max_retry_after=86_400).delay(0, headers, None, 0.0) is None
+
+
+def test_a_wait_beyond_12_digits_goes_to_the_caller_not_the_backoff() -> None:
+    """13 digits were read as nonsense and the request retried after the backoff; now it is too long."""
+    policy = RetryPolicy()
+    assert policy.status_delay(0, 429, {"retry-after": "1" + "0" * 12}) is None
+    assert policy.status_delay(0, 429, {"retry-after-ms": "1" + "0" * 20}) is None
+
+
+def _repeated(kind: str, pairs: list[tuple[str, str]]) -> Any:
+    """Headers holding ``pairs`` (a name may repeat) as each client hands them over."""
+    if kind == "httpx":
+        return httpx.Headers(pairs)
+    if kind == "httpx2":
+        return httpx2.Headers(pairs) if httpx2 is not None else httpx.Headers(pairs)
+    return multidict.CIMultiDictProxy(multidict.CIMultiDict(pairs))  # aiohttp's
+
+
+HEADER_KINDS = ["httpx", "httpx2", "aiohttp"]
+
+
+@pytest.mark.parametrize("kind", HEADER_KINDS)
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["300", "300"], 300.0),
+        (["5", "300"], 300.0),  # conflicting: the longest wait
+        (["300", "5"], 300.0),
+        (["soon", "7"], 7.0),  # nonsense beside a number: the number
+        (["soon", "later"], None),
+    ],
+)
+def test_a_repeated_retry_after_counts_for_its_longest_wait(
+    kind: str, values: list[str], expected: float | None
+) -> None:
+    """A retry-after sent twice is read line by line on every client: httpx's "300, 300" was nonsense."""
+    headers = _repeated(kind, [("retry-after", value) for value in values])
+    assert retry_after_seconds(headers) == expected
+    ms = _repeated(kind, [("retry-after-ms", "2000"), ("Retry-After-Ms", "1000")])
+    assert retry_after_seconds(ms) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("retry-after", "300, 300", 300.0),  # one line a merging proxy made
+        ("retry-after", "5,300", 300.0),
+        ("retry-after-ms", "2000, 1000", 2.0),
+        ("retry-after", "300, soon", None),  # a part that is no delay: the line is nonsense
+    ],
+)
+def test_one_line_of_merged_delays_counts_for_its_longest(
+    name: str, value: str, expected: float | None
+) -> None:
+    """retry-after: 300, 300 on one line (a proxy merged two) is its longest wait; it read as nonsense and was retried."""
+    assert retry_after_seconds({name: value}) == expected
+    policy = RetryPolicy(max_retry_after=60.0)
+    assert (policy.status_delay(0, 429, {name: value}) is None) is (expected == 300.0)
+
+
+def test_an_http_date_is_not_split_on_its_comma() -> None:
+    """A date's own comma (Wed, 21 Oct ...) is no list of delays: the date is read."""
+    now = 1_700_000_000.0
+    date = email.utils.formatdate(now + 30, usegmt=True)
+    assert retry_after_seconds({"retry-after": date}, now) == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("kind", HEADER_KINDS)
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["false", "false"], False),
+        (["true", "false"], False),  # conflicting: not sent again
+        (["false", "true"], False),
+        (["true", "true"], True),
+        (["false, false"], False),  # one line holding a list
+        (["true", "maybe"], None),  # nonsense: no verdict, the status decides
+    ],
+)
+def test_a_repeated_x_should_retry_is_read_on_every_client(
+    kind: str, values: list[str], expected: bool | None
+) -> None:
+    """x-should-retry sent twice decides alike everywhere, and any "false" keeps the request unsent."""
+    headers = _repeated(kind, [("x-should-retry", value) for value in values])
+    assert should_retry_hint(headers) is expected
+    policy = RetryPolicy()
+    assert policy.should_retry_status(500, headers) is (expected is not False)
+    assert (policy.status_delay(0, 500, headers) is None) is (expected is False)
 
 
 def test_retry_after_http_date() -> None:

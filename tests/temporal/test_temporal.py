@@ -79,7 +79,7 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
     data_converter,
 )
-from toolfold.integrations.temporal._activities import _application_error
+from toolfold.integrations.temporal._activities import MAX_RETRY_DELAY, _application_error
 from toolfold.runtime import StreamEvent, SubRunEvent, TokenBudget, ToolCallStart
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
@@ -1154,6 +1154,15 @@ def test_provider_errors_map_to_application_errors_with_the_providers_delay() ->
     busy = _application_error(ProviderError("503", provider="p", status_code=503))
     assert not busy.non_retryable
     assert busy.next_retry_delay is None
+
+
+@pytest.mark.parametrize("retry_after", [float("inf"), 99_999_999_999_999.0, 1e300])
+def test_a_retry_after_past_any_bound_is_capped_not_an_overflow(retry_after: float) -> None:
+    """A retry_after of inf or 14+ digits is Temporal's longest delay; it raised OverflowError, losing the error."""
+    mapped = _application_error(RateLimitError("429", provider="p", retry_after=retry_after))
+    assert mapped.next_retry_delay == timedelta(seconds=MAX_RETRY_DELAY)
+    assert mapped.type == "RateLimitError"
+    assert not mapped.non_retryable
 
 
 def test_retry_after_is_the_next_delay_in_the_history(

@@ -44,7 +44,7 @@ from toolfold._errors import (
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
 from toolfold.adapters._dialects import CompiledTool, check_arguments
-from toolfold.adapters._http._checks import check_base_url
+from toolfold.adapters._http._checks import check_base_url, check_mapping
 from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import Secret, keys_are_deferred, mask_url, resolve_api_key
 from toolfold.adapters._http._retry import HttpLimits
@@ -220,6 +220,8 @@ class ProviderModel:
             # The URL as given: an empty one would read as none and fall back
             # to the provider's own (see `check_base_url`).
             check_base_url(base_url)
+        if headers is not None:
+            check_mapping(headers)
         endpoint = self._endpoint(base_url)
         refusal: str | None = None
         try:

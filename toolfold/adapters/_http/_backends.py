@@ -533,7 +533,9 @@ class AiohttpBackend:
         "_post",
         "_proxy",
         "_proxy_headers",
+        "_timed_body",
         "_timeouts",
+        "_waits_above",
         "owned",
         "session",
     )
@@ -553,6 +555,9 @@ class AiohttpBackend:
         self._timeouts, self._proxy, self._proxy_headers = timeouts, proxy, proxy_headers
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
         self._post: Callable[..., Any] = _posting(session) if owned else session.post
+        from toolfold.adapters._http._aiohttp_body import WAITS_ABOVE, TimedBody
+
+        self._timed_body, self._waits_above = TimedBody, WAITS_ABOVE
 
     def send(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
@@ -572,13 +577,17 @@ class AiohttpBackend:
             and not _own_timeouts(timeout, self._timeouts, self._defaults)
         ):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
+        data: Any = content
+        if timeout is not None and timeout.write is not None and len(content) > self._waits_above:
+            # aiohttp has no write timeout: the body's write is bounded here (`TimedBody`).
+            data = self._timed_body(content, timeout.write)
         if self._proxy_headers is not None and url[:5].lower() == "http:":
             # aiohttp sends `proxy_headers` in the CONNECT of an https request
             # only: a plain-HTTP one, which the proxy forwards, carries them itself.
             headers = {**headers, **self._proxy_headers}
         request = self._post(
             url,
-            data=content,
+            data=data,
             headers=headers,
             allow_redirects=False,
             auto_decompress=False,
@@ -766,7 +775,8 @@ def _make_aiohttp(
 
 
 def _aiohttp_timeout(aiohttp: Any, t: Timeouts) -> Any:
-    # aiohttp's "connect" is the wait for a pool slot plus the connection.
+    # aiohttp's "connect" is the wait for a pool slot plus the connection; it
+    # has no write timeout: `AiohttpBackend.send` bounds the body's write itself.
     return aiohttp.ClientTimeout(
         total=None, connect=t.pool, sock_connect=t.connect, sock_read=t.read
     )

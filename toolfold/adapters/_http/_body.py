@@ -10,6 +10,7 @@ long before memory grows. httpx itself inflates a whole network read at once
 
 from __future__ import annotations
 
+import re
 import sys
 import zlib
 
@@ -21,6 +22,9 @@ __all__ = ["ACCEPT_ENCODING", "BodyCut", "BodyError", "BodyReader", "plain_limit
 ACCEPT_ENCODING = "gzip, deflate"
 
 _STEP = 2**20  # the most zlib inflates in one call
+_WINDOW = 2**14  # the most compressed bytes given to zlib in one call
+_FIRST_WINDOW = 64  # the first window of a gzip member after the first
+_NOT_ZERO = re.compile(rb"[^\0]")  # where the zero padding after a gzip member ends
 _NO_CAP = sys.maxsize  # `BodyReader.passthrough` without any limit
 
 
@@ -48,7 +52,16 @@ class BodyReader:
         limits: The body limits to enforce.
     """
 
-    __slots__ = ("_decoded", "_encoding", "_head", "_inflater", "_limits", "_raw_deflate", "_wire")
+    __slots__ = (
+        "_decoded",
+        "_encoding",
+        "_gzip",
+        "_head",
+        "_inflater",
+        "_limits",
+        "_raw_deflate",
+        "_wire",
+    )
 
     def __init__(self, encoding: str | None, limits: HttpLimits) -> None:
         self._limits = limits
@@ -56,6 +69,7 @@ class BodyReader:
         self._decoded = 0
         self._raw_deflate = False
         self._head = b""  # "deflate": its first byte, until a second tells the two forms apart
+        self._gzip = False  # gzip: members may follow one another (RFC 1952 2.2)
         name = (encoding or "").strip().lower()
         self._encoding = name
         self._inflater: zlib._Decompress | None
@@ -63,6 +77,7 @@ class BodyReader:
             self._inflater = None
         elif name in ("gzip", "x-gzip"):
             self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._gzip = True
         elif name == "deflate":
             self._inflater = zlib.decompressobj()
             self._raw_deflate = True  # may still turn out to be raw deflate (no zlib header)
@@ -109,6 +124,8 @@ class BodyReader:
         """
         if self._inflater is None:
             return b""
+        if self._head and self._gzip:  # one byte after a member: no member's start
+            raise _not_a_member(self._head)
         try:
             rest = self._count(self._inflater.flush())
         except zlib.error as exc:
@@ -131,11 +148,22 @@ class BodyReader:
             data, self._head = self._head + data, b""
         pieces = []
         cap = self._limits.max_decoded_bytes
-        while data:
+        # The inflater is given bounded windows of ``data``, never its whole rest:
+        # zlib copies what it leaves (``unused_data``, ``unconsumed_tail``), and a
+        # body of many tiny gzip members copied the rest of the piece per member.
+        view, at, size = memoryview(data), 0, _WINDOW
+        while at < len(view):
+            if self._inflater.eof:
+                if not self._gzip:  # after a deflate stream's end the rest is ignored
+                    break
+                at = self._next_member(data, at)
+                size = _FIRST_WINDOW  # grown while the member goes on: linear in all
+                continue
             # Never more than one byte past the cap: a bomb costs the cap, not a whole step.
             step = _STEP if cap is None else max(1, min(_STEP, cap - self._decoded + 1))
+            window = view[at : at + size]
             try:
-                piece = self._inflater.decompress(data, step)
+                piece = self._inflater.decompress(window, step)
             except zlib.error as exc:
                 if not self._raw_deflate:
                     raise BodyError(f"cannot decompress the answer: {exc}") from exc
@@ -145,8 +173,34 @@ class BodyReader:
                 continue
             self._raw_deflate = False
             pieces.append(self._count(piece))
-            data = self._inflater.unconsumed_tail
+            left = len(self._inflater.unconsumed_tail) + len(self._inflater.unused_data)
+            if not left:
+                size = min(2 * size, _WINDOW)
+            at += len(window) - left
         return b"".join(pieces)
+
+    def _next_member(self, data: bytes, at: int) -> int:
+        """Where the next gzip member starts in ``data`` after a member ended at ``at``.
+
+        As Python's ``gzip.decompress`` reads a body: gzip members may follow one
+        another (RFC 1952), each inflated under the same cap; zero bytes after a
+        member are padding; anything else is an error (a body cut at the first
+        member's end silently lost the others). ``len(data)`` when the piece
+        holds no next member's start (zeros, or its first byte alone, kept).
+        """
+        found = _NOT_ZERO.search(data, at)
+        if found is None:
+            return len(data)
+        at = found.start()
+        if (
+            at == len(data) - 1 and data[at] == 0x1F
+        ):  # the second byte tells (kept, as deflate's is)
+            self._head = b"\x1f"
+            return len(data)
+        if data[at : at + 2] != b"\x1f\x8b":
+            raise _not_a_member(bytes(data[at:]))
+        self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return at
 
     def _count(self, decoded: bytes) -> bytes:
         self._decoded += len(decoded)
@@ -154,3 +208,10 @@ class BodyReader:
         if cap is not None and self._decoded > cap:
             raise BodyError(f"the decompressed answer is larger than max_decoded_bytes={cap} bytes")
         return decoded
+
+
+def _not_a_member(data: bytes) -> BodyError:
+    return BodyError(
+        f"cannot decompress the answer: its gzip data is followed by {len(data)} "
+        f"bytes that are not another gzip member (starting {data[:16]!r})"
+    )

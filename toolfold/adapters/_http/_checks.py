@@ -15,8 +15,16 @@ from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._http._keys import mask_url, url_userinfo
+from toolfold.adapters._http._retry import HttpLimits
 
-__all__ = ["check_base_url", "check_header_value", "check_headers", "check_url_credentials"]
+__all__ = [
+    "check_base_url",
+    "check_header_value",
+    "check_headers",
+    "check_limits",
+    "check_mapping",
+    "check_url_credentials",
+]
 
 # RFC 9110 token characters: what a header name may contain.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # fullmatch: "$" would allow a final "\n"
@@ -36,7 +44,9 @@ _FRAMING = frozenset(
 
 
 def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
-    """Refuse header names that are not tokens, framing headers, names given twice, bad values."""
+    """Refuse header names that are not tokens, framing headers, names given twice, bad values,
+    and headers that are no mapping."""
+    check_mapping(headers, option)
     seen: set[str] = set()
     for name, value in headers.items():
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
@@ -52,6 +62,24 @@ def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
             )
         seen.add(folded)
         check_header_value(value, f"{option}[{name!r}]")
+
+
+def check_mapping(headers: object, option: str = "headers") -> None:
+    """Refuse headers that are no mapping of names to values (a string, a list of pairs)."""
+    if not isinstance(headers, Mapping):
+        raise ModelConfigError(
+            f"{option} must be a mapping of header names to values, e.g. "
+            f"{{'x-team': 'a'}}, not {type(headers).__name__}"
+        )
+
+
+def check_limits(limits: object) -> None:
+    """Refuse ``limits`` that are no `HttpLimits`."""
+    if not isinstance(limits, HttpLimits):
+        raise ModelConfigError(
+            "limits must be an HttpLimits (toolfold.adapters.HttpLimits(max_connections=...)), "
+            f"not {type(limits).__name__}"
+        )
 
 
 def check_header_value(value: object, option: str, *, secret: bool = False) -> None:

@@ -15,7 +15,7 @@ with another shape passes its own parser to the transport.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -33,7 +33,9 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._codec import inband_stream_error
+from toolfold.adapters._http._keys import Secret, mask_cut_tail, redact
 from toolfold.adapters._http._retry import retry_after_seconds
+from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
 
 
@@ -212,7 +214,7 @@ def is_client_error(exc: BaseException) -> bool:
 
 
 def transport_error(
-    provider: str, exc: BaseException, url: str, *, streaming: bool = False
+    provider: str, exc: BaseException, url: str, *, streaming: bool = False, answered: bool = False
 ) -> ProviderError:
     """The `ProviderError` child for an exception raised while talking HTTP.
 
@@ -221,6 +223,9 @@ def transport_error(
         exc: What the HTTP client raised.
         url: The request URL, for the message.
         streaming: The response had started: a lost connection is a cut stream.
+        answered: The head of a whole (not streamed) answer had arrived: a lost
+            connection cut its body (a `ProviderConnectionError` that says so,
+            not "cannot reach": the server was reached and answered).
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
@@ -230,6 +235,12 @@ def transport_error(
     if "PoolTimeout" in names:
         return ProviderTimeoutError(
             f"no free connection to {where} within the pool timeout{detail}", provider=provider
+        )
+    if "WriteTimeout" in names:  # httpx's, httpx2's, and toolfold's own under aiohttp
+        return ProviderTimeoutError(
+            f"sending the request to {where} timed out: its body was not written within "
+            f"the write timeout{detail}",
+            provider=provider,
         )
     if names & {"TimeoutException", "ServerTimeoutError"} or isinstance(exc, TimeoutError):
         what = "the stream from" if streaming else "the response from"
@@ -249,6 +260,10 @@ def transport_error(
     if names & {"TransportError", "ClientConnectionError", "ClientPayloadError"} or isinstance(
         exc, (OSError, EOFError)
     ):
+        if answered:
+            return ProviderConnectionError(
+                f"the answer from {where} was cut before it ended{detail}", provider=provider
+            )
         return ProviderConnectionError(f"cannot reach {where}{detail}", provider=provider)
     if "DecodingError" in names:
         return ProviderError(f"cannot decode the response from {where}{detail}", provider=provider)
@@ -326,6 +341,44 @@ def malformed_error(provider: str, url: str, what: str) -> ProviderConnectionErr
     """The error of an answer that is not HTTP; ``what`` says why (`malformed_answer`)."""
     return ProviderConnectionError(
         f"{provider} at {url} sent a malformed HTTP answer: {what}", provider=provider
+    )
+
+
+#: Characters of a non-event-stream body quoted in its message (all of it is ``body``).
+_SHOWN = 200
+
+
+def not_an_event_stream(
+    provider: str,
+    url: str,
+    status: int,
+    headers: Mapping[str, str],
+    text: str,
+    secrets: Iterable[Secret | None] = (),
+) -> StreamError:
+    """The error of a 2xx answer to a streamed request that was no event stream.
+
+    ``text`` is its start (`SSEDecoder.unread`, at most 2,000 characters): a
+    whole JSON answer from a server that ignored ``"stream": true``, a
+    proxy's login page. It read as a stream that ended early, with nothing
+    to show what came instead. ``secrets`` are redacted before the text is
+    cut (200 characters in the message), and a cut that lands inside an
+    echoed one masks the start that shows (`mask_cut_tail`), in the message
+    and in ``body`` alike: scrubbing the error later finds whole secrets only.
+    """
+    kept = tuple(secrets)
+    body = redact(text, kept)
+    if len(text) >= SSE_KEEP:  # the decoder kept only the body's start
+        body = mask_cut_tail(body, kept)
+    shown = body if len(body) <= _SHOWN else mask_cut_tail(body[:_SHOWN], kept)
+    kind = headers.get("content-type") or "none"
+    return StreamError(
+        f"{provider} answered the streamed POST {url} with HTTP {status} that is not an "
+        f"event stream (content-type: {kind}): {shown!r}",
+        provider=provider,
+        status_code=status,
+        body=body,
+        headers=headers,
     )
 
 

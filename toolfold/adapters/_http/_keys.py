@@ -337,11 +337,17 @@ def resolve_api_key(
         required: Raise when no key is found (False for local servers).
 
     Raises:
-        ModelConfigError: No key given and none of the variables is set.
+        ModelConfigError: No key given and none of the variables is set, or
+            ``api_key`` is empty or neither a string nor a `Secret`.
     """
     if isinstance(api_key, Secret):
         return api_key
     if api_key is not None:
+        if not isinstance(api_key, str):  # (the value is a secret: its type only)
+            raise ModelConfigError(
+                f"api_key for provider {provider!r} must be a string or a Secret, "
+                f"not {type(api_key).__name__}"
+            )
         if not api_key.strip():
             raise ModelConfigError(f"api_key for provider {provider!r} is empty")
         return Secret(api_key)

@@ -246,7 +246,7 @@ class HttpLimits:
 
 def _finite_seconds(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     # A wait toolfold takes, or the bound on one: inf would let a single
-    # retry-after header (the parser reads up to 12 digits, or a date in 9999)
+    # retry-after header (the parser reads any number of digits, or a date in 9999)
     # stall a call for good, or crash the blocking sleep (OverflowError): so
     # does a finite bound past what `time.sleep` takes (about 9.2e9 s), so
     # the bound is a day.
@@ -348,11 +348,9 @@ class RetryPolicy:
 
     def should_retry_status(self, status: int, headers: Mapping[str, str]) -> bool:
         """Whether a response with ``status`` deserves another attempt (ignoring the count)."""
-        hint = _header(headers, "x-should-retry")
-        if hint == "true":
-            return True
-        if hint == "false":
-            return False
+        hint = should_retry_hint(headers)
+        if hint is not None:
+            return hint
         return self._retries_status(status)
 
     def _retries_status(self, status: int) -> bool:
@@ -382,9 +380,9 @@ class RetryPolicy:
         """
         if retry >= self.max_retries:
             return None
-        header = _header(headers, "x-should-retry")
-        if header in ("true", "false"):
-            should = header == "true"
+        header = should_retry_hint(headers)
+        if header is not None:
+            should = header
         elif retryable is not None:
             should = retryable
         else:
@@ -424,35 +422,80 @@ class RetryPolicy:
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` (seconds or date)."""
-    ms = _header(headers, "retry-after-ms")
-    if ms is not None and _DELAY.fullmatch(ms.strip()):
-        return float(ms) / 1000.0
-    raw = _header(headers, "retry-after")
-    if raw is None:
-        return None
-    if _DELAY.fullmatch(raw.strip()):
-        return float(raw)
-    parsed = email.utils.parsedate_tz(raw)
-    if parsed is None:  # nonsense ("inf", "-3", "1_0", "+3"): ignored
-        return None
-    try:
-        at = email.utils.mktime_tz(parsed)
-    except (ValueError, OverflowError):  # a year past 9999: no date the calendar holds
-        return None
-    return max(at - (time.time() if now is None else now), 0.0)
+    """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` (seconds or date).
+
+    A header sent more than once (by a server, or by two proxies on the way)
+    counts for its longest wait, on every client alike: httpx joined the lines
+    into one value (``300, 300``) that read as nonsense, and the call was
+    retried at once; one line of delays a proxy merged (``300, 300``) counts
+    for its longest too. A number of seconds of any length is read: one past what
+    a float holds is ``inf``, beyond any ``max_retry_after``, so the error goes
+    to the caller (only nonsense is ignored, and the backoff used).
+    """
+    waits = [
+        float(ms) / 1000.0 for value in _values(headers, "retry-after-ms") for ms in _delays(value)
+    ]
+    if waits:
+        return max(waits)
+    for raw in _values(headers, "retry-after"):
+        delays = _delays(raw)
+        if delays:
+            waits.extend(float(seconds) for seconds in delays)
+            continue
+        parsed = email.utils.parsedate_tz(raw)
+        if parsed is None:  # nonsense ("inf", "-3", "1_0", "+3"): ignored
+            continue
+        try:
+            at = email.utils.mktime_tz(parsed)
+        except (ValueError, OverflowError):  # a year past 9999: no date the calendar holds
+            continue
+        waits.append(max(at - (time.time() if now is None else now), 0.0))
+    return max(waits) if waits else None
+
+
+def _delays(value: str) -> list[str]:
+    """The delays in one header line: ``300``, or ``300, 300`` (a proxy merged two lines); else none.
+
+    Split on commas only when every part is a delay: an HTTP date has a comma of its own.
+    """
+    parts = [part.strip() for part in value.split(",")]
+    return parts if all(_DELAY.fullmatch(part) for part in parts) else []
 
 
 # RFC 9110's delay-seconds is digits; a fraction (some providers send one) is read too.
-_DELAY = re.compile(r"(?:[0-9]{1,12}(?:\.[0-9]{0,32})?|\.[0-9]{1,32})", re.ASCII)
+_DELAY = re.compile(r"(?:[0-9]+(?:\.[0-9]{0,32})?|\.[0-9]{1,32})", re.ASCII)
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is None and not hasattr(headers, "multi_items"):
-        # A plain dict may hold any case; httpx.Headers is already case-insensitive.
-        for key, candidate in headers.items():
-            if key.lower() == name:
-                value = candidate
-                break
-    return None if value is None else value.strip().lower()
+def should_retry_hint(headers: Mapping[str, str]) -> bool | None:
+    """What ``x-should-retry`` says: True, False, or None (absent or nonsense).
+
+    Sent more than once (or as a list, ``false, false``), any ``false`` wins:
+    a request is sent again only when every value says ``true``. httpx joined
+    the lines into one value, which read as nonsense, and the request was retried.
+    """
+    said = {
+        token.strip().lower()
+        for value in _values(headers, "x-should-retry")
+        for token in value.split(",")
+    }
+    if "false" in said:
+        return False
+    if said == {"true"}:
+        return True
+    return None
+
+
+def _values(headers: Mapping[str, str], name: str) -> list[str]:
+    """Every value of header ``name`` (lower case), each line apart and stripped."""
+    if not headers:
+        return []
+    get_list = getattr(headers, "get_list", None)  # httpx, httpx2: lines apart
+    if get_list is not None:
+        values: list[str] = get_list(name)
+    else:
+        getall = getattr(headers, "getall", None)  # aiohttp's multidict
+        if getall is not None:
+            values = getall(name, [])
+        else:  # a plain mapping may hold any case
+            values = [value for key, value in headers.items() if key.lower() == name]
+    return [value.strip() for value in values]

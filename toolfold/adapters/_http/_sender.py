@@ -592,7 +592,11 @@ class Sender:
             return self.total_timeout(call.url)
         if isinstance(exc, ProviderError) or not (self.foreign or is_client_error(exc)):
             return exc
-        return self.scrub(transport_error(self.provider, exc, call.url, streaming=call.streaming))
+        return self.scrub(
+            transport_error(
+                self.provider, exc, call.url, streaming=call.streaming, answered=not call.streaming
+            )
+        )
 
     def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError:
         """The error of a body `BodyReader` refuses or finds cut; the total timeout once the

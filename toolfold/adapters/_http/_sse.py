@@ -25,6 +25,8 @@ import attrs
 from toolfold.adapters._http._json import decode_cut
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FIELDS = frozenset({"data", "event", "id", "retry"})
+KEEP = 2000  # characters of a stream's start kept until an event arrives (`SSEDecoder.unread`)
 
 
 @attrs.frozen
@@ -82,7 +84,10 @@ class SSEDecoder:
         "_id",
         "_partial",
         "_retry",
+        "_seen",
+        "_seen_size",
         "_started",
+        "_told",
     )
 
     def __init__(self) -> None:
@@ -98,6 +103,9 @@ class SSEDecoder:
         self._id: str | None = None
         self._retry: int | None = None
         self._ended = False
+        self._told = False  # whether an event was dispatched
+        self._seen: list[str] = []  # the stream's start while it told nothing (see `unread`)
+        self._seen_size = 0
 
     def ended(self) -> bool:
         """Whether the stream's end-of-stream sentinel (``data: [DONE]``) was dispatched."""
@@ -110,8 +118,12 @@ class SSEDecoder:
             return []
         if not self._started:
             self._started = True
+            self._told, self._seen, self._seen_size = False, [], 0
             if text[0] == "\ufeff":
                 text = text[1:]
+        if not self._told and self._seen_size < KEEP:
+            self._seen.append(text)
+            self._seen_size += len(text)
         if self._cr:
             self._cr = False
             if text[:1] == "\n":
@@ -136,6 +148,29 @@ class SSEDecoder:
             if event is not None:
                 events.append(event)
         return events
+
+    def unread(self) -> str | None:
+        """The start of a body that was no event stream, once `close` read all of it; else None.
+
+        No event in it and a line that is no SSE line (a field other than
+        ``data``, ``event``, ``id``, ``retry``, or a comment): a whole JSON
+        answer from a server that ignored ``"stream": true``, a proxy's HTML page.
+        A stream of comments or empty events alone is a stream (it told nothing).
+        At most the first 2,000 characters are kept, and only until an event arrives.
+        """
+        if self._told or not self._seen:
+            return None
+        text = "".join(self._seen)[:KEEP]
+        lines = _LINE_BREAK.split(text)
+        if len(text) == KEEP and ":" not in lines[-1]:
+            # Cut where the kept text ends: its name may be cut too ("da").
+            last = lines.pop()
+            if not any(name.startswith(last) for name in _FIELDS):
+                return text
+        for line in lines:
+            if line and line[0] != ":" and line.partition(":")[0] not in _FIELDS:
+                return text
+        return None
 
     def close(self) -> list[SSEEvent]:
         """End of stream: return the last event if it was not followed by a blank line.
@@ -188,6 +223,7 @@ class SSEDecoder:
         self._has_data = False
         if data == "[DONE]":
             self._ended = True
+        self._told = True
         return SSEEvent(data, event_name or None, self._id, self._retry)
 
 

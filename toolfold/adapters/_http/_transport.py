@@ -30,10 +30,11 @@ from toolfold.adapters._http._checks import (
     check_base_url,
     check_header_value,
     check_headers,
+    check_limits,
     check_url_credentials,
 )
 from toolfold.adapters._http._clients import Clients
-from toolfold.adapters._http._http_errors import parse_error_body
+from toolfold.adapters._http._http_errors import not_an_event_stream, parse_error_body
 from toolfold.adapters._http._json import dumps
 from toolfold.adapters._http._keys import Secret, api_key_secrets, mask_url, url_secrets
 from toolfold.adapters._http._logs import guard_logs
@@ -156,7 +157,10 @@ class Transport:
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         injected = http_client is not None or async_http_client is not None
         timeouts = (None if injected else Timeouts()) if timeout is _UNSET else _timeouts(timeout)
-        limits = limits or HttpLimits()
+        if limits is None:
+            limits = HttpLimits()
+        else:
+            check_limits(limits)
         self._sender = Sender(
             provider=provider,
             clients=Clients(
@@ -358,6 +362,16 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
+            unread = _unread(decoder)
+            if unread is not None:
+                raise not_an_event_stream(
+                    self.provider,
+                    call.url,
+                    response.status_code,
+                    response.headers,
+                    unread,
+                    self._sender.secrets,
+                )
         except ProviderError as exc:
             self.scrub(exc)
             raise
@@ -392,6 +406,16 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
+            unread = _unread(decoder)
+            if unread is not None:
+                raise not_an_event_stream(
+                    self.provider,
+                    call.url,
+                    response.status_code,
+                    response.headers,
+                    unread,
+                    self._sender.secrets,
+                )
         except ProviderError as exc:
             self.scrub(exc)
             raise
@@ -530,3 +554,8 @@ def _end_seen(decoder: object) -> Callable[[], bool] | None:
         if callable(ended):  # a subclass may have made it something else
             return ended
     return None
+
+
+def _unread(decoder: object) -> str | None:
+    """The start of a body toolfold's own SSE decoder found no event stream (`SSEDecoder.unread`)."""
+    return decoder.unread() if type(decoder) is SSEDecoder else None

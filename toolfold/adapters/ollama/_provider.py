@@ -7,11 +7,17 @@ Source tags are those of the shared ``docs/providers.md`` §5 (``[L1]`` Ollama's
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
+from toolfold._errors import ModelConfigError
+from toolfold.adapters._http._checks import check_base_url
+from toolfold.adapters._http._keys import mask_url
 from toolfold.runtime.core._request import FinishReason
+
+_log = logging.getLogger("toolfold.http")
 
 DEFAULT_HOST = "http://localhost:11434"
 DEFAULT_PORT = 11434
@@ -39,17 +45,60 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
 
     ``OLLAMA_HOST`` takes the forms the Ollama CLI and Python client accept:
     ``host``, ``host:port``, ``:port``, or a URL with a scheme; a missing
-    scheme is ``http`` and a missing port (without a scheme) 11434.
+    scheme is ``http`` and a missing port (without a scheme) 11434. A port
+    that is no number from 0 to 65535 (``myhost:abc``) is replaced by the
+    default one, with a warning, as the Ollama CLI and server do (their
+    ``envconfig.Host``): the server listens where the CLI connects.
+
+    Raises:
+        ModelConfigError: ``OLLAMA_HOST`` names no server (``http://``, ``ftp://x``).
     """
     env = os.environ if environ is None else environ
     value = env.get("OLLAMA_HOST", "").strip()
     if not value:
         return DEFAULT_HOST
     if "://" in value:
-        return value.rstrip("/")
-    parts = urlsplit(f"http://{value}")
-    host = parts.hostname or "127.0.0.1"
-    if ":" in host:  # an IPv6 address
-        host = f"[{host}]"
-    port = parts.port or DEFAULT_PORT
-    return f"http://{host}:{port}{parts.path.rstrip('/')}"
+        url = value.rstrip("/") if "://" in value.rstrip("/") else value  # ("http://": as given)
+        parts = urlsplit(url)
+        given = _given_port(parts)
+        if given is not None and _port(parts) is None:  # "host:abc", "host:": the scheme's port
+            url = parts._replace(netloc=parts.netloc[: -len(given) - 1]).geturl()
+    else:
+        parts = urlsplit(f"http://{value}")
+        host = parts.hostname or "127.0.0.1"
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        port = _port(parts) or DEFAULT_PORT
+        url = f"http://{host}:{port}{parts.path.rstrip('/')}"
+    try:
+        check_base_url(url, "OLLAMA_HOST")
+    except ModelConfigError as exc:
+        raise ModelConfigError(
+            f"{exc} (OLLAMA_HOST gives the Ollama server: host, host:port or an "
+            "http(s):// URL with a host)"
+        ) from None
+    return url
+
+
+def _given_port(parts: SplitResult) -> str | None:
+    """The port of ``parts`` as written (``"abc"``, ``""`` for ``host:``); None when none is written.
+
+    Read from the host part alone: a ``user:password@`` before it has colons
+    of its own, and an IPv6 address in brackets too.
+    """
+    host = parts.netloc.rpartition("@")[2].rpartition("]")[2]
+    return host.rpartition(":")[2] if ":" in host else None
+
+
+def _port(parts: SplitResult) -> int | None:
+    """The port of ``parts``; None when none is given or it is no port (logged, password masked)."""
+    try:
+        return parts.port
+    except ValueError:
+        _log.warning(
+            "OLLAMA_HOST=%r: the port %r is no number from 0 to 65535, so the default "
+            "port is used, as the Ollama CLI and server do",
+            mask_url(parts.geturl()),
+            _given_port(parts),
+        )
+        return None

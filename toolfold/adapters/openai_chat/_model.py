@@ -7,6 +7,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._sse import SSEEvent
@@ -93,6 +94,8 @@ class OpenAIChatModel(ProviderModel):
         limits: HttpLimits | None = None,
         trust_env: bool = True,
     ) -> None:
+        if base_url is not None:
+            check_base_url(base_url)  # (a URL of another type is refused, not searched)
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
         self.provider = _row(provider, server)

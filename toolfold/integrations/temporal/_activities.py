@@ -66,6 +66,11 @@ T = TypeVar("T")
 
 # Provider errors that a retry cannot fix: the workflow fails at once.
 _PERMANENT = (AuthenticationError, BadRequestError, NotFoundError)
+#: The longest next retry delay given to Temporal, in seconds: the largest
+#: duration its protocol carries (protobuf's ``Duration``, 10,000 years). A
+#: longer ``retry_after`` (or ``inf``) is capped to it: the provider asked for
+#: a wait past any bound, so the activity waits out its own timeouts instead.
+MAX_RETRY_DELAY = 315_576_000_000
 
 
 @attrs.frozen
@@ -489,7 +494,8 @@ def _application_error(exc: ProviderError) -> ApplicationError:
     """A provider error as Temporal sees it: retryable or not, with the provider's delay."""
     delay = None
     if isinstance(exc, RateLimitError) and exc.retry_after is not None:
-        delay = timedelta(seconds=exc.retry_after)
+        # inf or 14+ digits (a nonsense header) overflowed timedelta, losing the error.
+        delay = timedelta(seconds=min(exc.retry_after, MAX_RETRY_DELAY))
     return ApplicationError(
         str(exc),
         type=type(exc).__name__,
