@@ -457,6 +457,30 @@ def test_gemini_openapi_non_strict_gives_every_node_a_type() -> None:
     assert {r.keyword for r in compiled.strict_blockers} >= {"type", "items", "properties"}
 
 
+def test_gemini_openapi_non_strict_types_tuple_items_from_prefix_items() -> None:
+    """A fixed-length tuple's items are its prefixItems' types, so the model can send what the tool takes."""
+
+    def move(to: tuple[int, int], pair: tuple[int, str], loose: tuple[Any, int]) -> str:
+        """Move.
+
+        Args:
+            to: Target cell.
+            pair: A number and a name.
+            loose: Anything and a number.
+        """
+        return str(to)
+
+    compiled = compile_tool(toolfold.tool(move), "gemini-openapi", strict=False)
+    props = compiled.schema_sent["properties"]
+    assert props["to"]["items"] == {"type": "INTEGER"}
+    assert (props["to"]["minItems"], props["to"]["maxItems"]) == (2, 2)
+    assert props["pair"]["items"] == {"anyOf": [{"type": "INTEGER"}, {"type": "STRING"}]}
+    assert props["loose"]["items"] == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
+    added = [r for r in compiled.losses if r.keyword == "items" and r.action == "added"]
+    assert [r.path for r in added] == ["/properties/to", "/properties/pair", "/properties/loose"]
+    assert "the tuple's item types" in added[0].detail
+
+
 def test_gemini_openapi_sends_a_tool_without_parameters_as_recorded() -> None:
     """A tool with no parameters is an OBJECT with empty properties, as recorded Gemini traffic sends."""
     compiled = compile_tool(tool({"type": "object", "properties": {}}), "gemini-openapi")

@@ -26,7 +26,7 @@ from tests.ecosystem.served_tools import (
     slow_async,
     slow_sync,
 )
-from toolfold import Agent, ToolDefinitionError, UsageError
+from toolfold import Agent, ToolDefinitionError, UsageError, tool
 from toolfold.mcp import (
     MCPError,
     MCPServerHTTP,
@@ -198,6 +198,45 @@ def _served(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
 
 def _texts(result: Any) -> list[str]:
     return [block.text for block in result.content]
+
+
+class _BadStr(Exception):
+    """An exception whose ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("str fails")
+
+
+def test_a_served_tool_raising_an_unprintable_exception_is_an_error_result() -> None:
+    """A tool exception whose str() fails reaches the host as an isError result, not an internal error."""
+
+    @tool
+    def lookup() -> str:
+        """Look up."""
+        raise _BadStr()
+
+    @tool
+    def quiet() -> str:
+        """Fail with no message."""
+        raise ValueError()
+
+    failed, empty, ok = _served(
+        mcp_server([lookup, quiet, add]),
+        [("lookup", {}), ("quiet", {}), ("add", {"a": 1, "b": 2})],
+    )
+    assert (_texts(failed), failed.is_error) == (["_BadStr: <unprintable _BadStr>"], True)
+    assert (_texts(empty), empty.is_error) == (["ValueError"], True)
+    assert (_texts(ok), ok.is_error) == (["3"], False)
+
+
+def test_the_client_describes_an_unprintable_failure_without_raising() -> None:
+    """The MCP client names a failure whose str() fails, each in a group, as describe_exception does."""
+    from toolfold.mcp._client import _describe
+
+    group = Exception("task group")
+    group.exceptions = (_BadStr(), OSError("pipe closed"))  # type: ignore[attr-defined]
+    assert _describe(group) == "_BadStr: <unprintable _BadStr>; OSError: pipe closed"
+    assert _describe(_BadStr()) == "_BadStr: <unprintable _BadStr>"
 
 
 def test_served_tools_get_a_run_context_their_timeout_and_sub_runs() -> None:

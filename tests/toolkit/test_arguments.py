@@ -212,12 +212,58 @@ def test_numbers_python_cannot_hold_are_refused() -> None:
     with pytest.raises(ArgumentValidationError) as nested:
         explicit().check('{"query": "x", "limit": [1, -2E+999]}')
     assert list(nested.value.errors) == [
-        "$.limit[1]: the number -2E+999 is too large for float (at most about 1.8e308)"
+        "$.limit: [1, -2E+999] is not of type 'integer'",
+        "$.limit[1]: the number -2E+999 is too large for float (at most about 1.8e308)",
     ]
     with pytest.raises(ArgumentJSONError):
         explicit().check('{"query": "x", "limit": ' + "9" * 5000 + "}")
     with pytest.raises(ArgumentJSONError, match="is not a finite JSON number"):  # (NaN too)
         explicit().check('{"query": "x", "limit": 1e400, "n": NaN}')
+
+
+def test_a_number_too_large_for_float_leaves_the_other_problems_and_the_schema_words() -> None:
+    """With 1e400 in the arguments every other problem is still listed, and the schema's
+    words stand where it refuses the number itself (a string, a minimum)."""
+    with pytest.raises(ArgumentValidationError) as info:
+        explicit().check('{"query": 1e400, "limit": -1e400, "filters": {"category": "Z"}}')
+    assert list(info.value.errors) == [
+        "$.filters.category: 'Z' is not one of ['A', 'B', 'C']",
+        "$.limit: -1e400 is less than the minimum of 1",
+        "$.query: 1e400 is not of type 'string'",
+    ]
+    with pytest.raises(ArgumentValidationError) as both:
+        explicit().check('{"query": "x", "limit": 1e400, "filters": {"category": "Z"}}')
+    assert list(both.value.errors) == [
+        "$.filters.category: 'Z' is not one of ['A', 'B', 'C']",
+        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)",
+    ]
+
+
+def test_a_run_reads_every_problem_beside_a_number_too_large_for_float() -> None:
+    """The error result a run gives for 1e400 lists the other paths' problems and a str parameter's type."""
+    from toolfold import generate_text, tool
+    from toolfold.testing import ScriptedModel
+
+    @tool
+    def move(x: float, s: str = "", n: int = 0) -> str:
+        """Move.
+
+        Args:
+            x: Distance.
+            s: Label.
+            n: Count.
+        """
+        return "moved"
+
+    call = ScriptedModel.call("move", '{"x": 1e400, "n": "five", "s": 1e400}')
+    response = generate_text(ScriptedModel([[call], "done"]), "go", tools=[move])
+    (result,) = response.steps[0].tool_results
+    assert result.is_error
+    assert result.content.splitlines()[1:4] == [
+        "- $.n: 'five' is not of type 'integer'",
+        "- $.s: 1e400 is not of type 'string'",
+        "- $.x: the number 1e400 is too large for float (at most about 1.8e308)",
+    ]
 
 
 def test_multiple_of_is_decimal_exact_in_both_checks() -> None:

@@ -31,6 +31,7 @@ from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, descr
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import TOOL_NAME, ApprovalPolicy
+from toolfold.toolkit._results import describe_exception
 
 __all__ = [
     "MCPError",
@@ -837,11 +838,12 @@ def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _describe(exc: BaseException) -> str:
+    """``exc`` as `describe_exception` reads it (never raising), each member of a group
+    in turn."""
     inner = getattr(exc, "exceptions", None)  # anyio task groups wrap what the server did
     if isinstance(inner, (list, tuple)) and inner:
         return "; ".join(_describe(one) for one in inner)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return describe_exception(exc)
 
 
 def _result_for_model(result: Any) -> Any:

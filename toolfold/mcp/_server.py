@@ -34,6 +34,7 @@ from toolfold.runtime.core._messages import (
     result_content,
 )
 from toolfold.toolkit import RunContext, Tool, tool
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import check_tool_names, reads_context
 
 __all__ = ["load_tools", "mcp_server", "serve"]
@@ -112,9 +113,8 @@ def mcp_server(
             return await _run(found, dict(params.arguments or {}), deps, call_id)
         except ToolArgumentError as exc:
             return _error(exc.message_for_model)
-        except Exception as exc:
-            message = str(exc)
-            return _error(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+        except Exception as exc:  # the tool's own error: an isError result, as in a run
+            return _error(describe_exception(exc))
 
     return Server(
         name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool

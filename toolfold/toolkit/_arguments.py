@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
+import sys
 import types
 import typing
 import weakref
@@ -44,6 +46,7 @@ from toolfold.toolkit._problems import (
     not_an_object,
     number_problem,
     render,
+    schema_problem_list,
     schema_problems,
     short_repr,
     structure_problems,
@@ -81,15 +84,23 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
 
 
 class _TooLarge(float):
-    """A JSON number that overflows a float (``1e400``), found by `too_large_problems`."""
+    """A JSON number that overflows a float (``1e400``), found by `too_large_problems`.
+
+    Its value is the largest finite float of its sign, so a schema judges it as
+    the huge number it is (``1e400 is not of type 'string'``, ``... is greater
+    than the maximum of 10``); its repr is the number as written.
+    """
 
     text: str
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _marked_float(text: str) -> float:
     value = float(text)
     if value in (_INF, -_INF):
-        marked = _TooLarge(value)
+        marked = _TooLarge(math.copysign(sys.float_info.max, value))
         marked.text = text
         return marked
     return value
@@ -98,28 +109,45 @@ def _marked_float(text: str) -> float:
 _MARKING = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_marked_float)
 
 
-def too_large_problems(text: str) -> list[str] | None:
-    """The lines for numbers in argument ``text`` too large for a float (``1e400``),
-    each at its path, as the same value written in digits is reported; None when
-    the text holds none, or is not JSON for another reason (NaN, a syntax error)."""
+def too_large_problems(text: str, schema: Mapping[str, Any] | None = None) -> list[str] | None:
+    """Every problem of argument ``text`` that holds numbers too large for a float
+    (``1e400``), each at its path, as the same value written in digits is reported;
+    None when the text holds none, or is not JSON for another reason (NaN, a syntax
+    error).
+
+    With the parameters ``schema``, every other path is validated too (every
+    problem at once), and where the schema refuses the large number itself (a
+    ``str`` parameter: ``$.s: 1e400 is not of type 'string'``) its words stand
+    instead of "too large for float".
+    """
     try:
         value = _MARKING.decode(text)
     except (ValueError, RecursionError):
         return None
-    found: list[str] = []
+    found: list[Problem] = []
     stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
     while stack:  # iterative: the nesting is not checked yet
         path, item = stack.pop()
         if isinstance(item, _TooLarge):
             found.append(
-                f"{format_path(path)}: the number {item.text} is too large for float"
-                " (at most about 1.8e308)"
+                (path, f"the number {item.text} is too large for float (at most about 1.8e308)")
             )
         elif isinstance(item, dict):
             stack += [((*path, k), v) for k, v in reversed(item.items())]
         elif isinstance(item, list):
             stack += [((*path, i), v) for i, v in reversed(list(enumerate(item)))]
-    return found or None
+    if not found:
+        return None
+    if schema is None or not isinstance(value, dict):
+        return render(found)
+    schema = dict(schema)
+    try:
+        stripped = drop_optional_nulls(value, schema, schema)
+        refused = schema_problem_list(_compile(schema), stripped)
+    except Exception:  # jsonschema itself fails: the sizes alone are reported
+        return render(found)
+    judged = {path for path, _ in refused}  # where the schema refuses the number, its words stand
+    return render(refused + [(path, message) for path, message in found if path not in judged])
 
 
 def strict_loads(text: str) -> Any:
@@ -219,7 +247,7 @@ class ArgumentChecker:
             except json.JSONDecodeError as exc:
                 raise ArgumentJSONError(self._tool_name, json_problem(raw, exc), exc.pos) from exc
             except NotJSONNumber as exc:
-                too_large = too_large_problems(raw)
+                too_large = too_large_problems(raw, self._schema)
                 if too_large is not None:
                     raise ArgumentValidationError(self._tool_name, too_large) from None
                 problem, pos = number_problem(raw, str(exc))

@@ -474,7 +474,6 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
             }
         attrs.resolve_types(cls, localns=localns)
     out = []
-    aliases = []
     for a in attrs.fields(cls):
         if not a.init:
             continue
@@ -485,12 +484,7 @@ def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
         annotation = hints.get(a.name, a.type if a.type is not None else MISSING)
         description = a.metadata.get("description")
         out.append((a.name, annotation, required, default, description))
-        aliases.append(a.alias or a.name)
-    # Named as ``__init__`` names them (``_x`` is ``x``, ``alias=`` wins), as a class
-    # tool's parameters are, and as the converter (``use_alias``) reads and writes them;
-    # bound first, by the attribute names the class statements declare.
-    bound = _bind_inherited(cls, out, localns)
-    return [(alias, *rest) for alias, (_name, *rest) in zip(aliases, bound, strict=True)]
+    return _bind_inherited(cls, out, localns)
 
 
 def _class_doc(cls: type) -> str | None:

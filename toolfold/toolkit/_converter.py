@@ -236,9 +236,9 @@ def _object_keys(tp: Any) -> tuple[frozenset[str], frozenset[str]] | None:
     if not isinstance(tp, type):
         return None
     if attrs.has(tp):
-        fields = [a for a in attrs.fields(tp) if a.init]  # keyed as __init__ names them
-        required = [a.alias or a.name for a in fields if a.default is attrs.NOTHING]
-        return frozenset(required), frozenset(a.alias or a.name for a in fields)
+        fields = [a for a in attrs.fields(tp) if a.init]
+        required = [a.name for a in fields if a.default is attrs.NOTHING]
+        return frozenset(required), frozenset(a.name for a in fields)
     if dataclasses.is_dataclass(tp):
         from toolfold.toolkit._classes import UnresolvedHints, class_fields
 
@@ -698,39 +698,6 @@ def _holds_checks(tp: Any) -> bool:
     return any(_holds_checks(arg) for arg in typing.get_args(tp))
 
 
-def _renames_fields(tp: Any) -> bool:
-    """An attrs class whose ``__init__`` names a field otherwise (``_x`` as ``x``, ``alias=``)."""
-    return (
-        isinstance(tp, type)
-        and attrs.has(tp)
-        and any(a.init and a.alias not in (None, a.name) for a in attrs.fields(tp))
-    )
-
-
-def _renamed_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """Structure such a class by its ``__init__`` names; data written before toolfold
-    named them so (an output stored with ``_x``) is still read, by its attribute names."""
-    from cattrs.gen import make_dict_structure_fn
-
-    hook = make_dict_structure_fn(tp, converter)
-    aliases = {a.alias for a in attrs.fields(tp) if a.init}
-    renamed = {
-        a.name: a.alias
-        for a in attrs.fields(tp)
-        if a.init and a.alias is not None and a.name != a.alias and a.name not in aliases
-    }
-
-    def structure(value: Any, cl: Any) -> Any:
-        if isinstance(value, Mapping) and any(k in value for k in renamed):
-            value = {
-                renamed[k] if k in renamed and renamed[k] not in value else k: v
-                for k, v in value.items()
-            }
-        return hook(value, cl)
-
-    return structure
-
-
 def _own_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Structure a class (`_reads_own_fields`) from the fields its schema shows,
     ``InitVar``s included, with the type variables its bases bind replaced."""
@@ -739,7 +706,11 @@ def _own_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any
     cls = typing.get_origin(tp) or tp
     found = substitute_type_vars(cls, typing.get_args(tp), class_fields(cls) or [])
     fields = {n: (Any if t is MISSING else t, r) for n, t, r, _d, _doc in found}
-    # (an attrs class's fields are named as its __init__ takes them: `_x` as `x`)
+    if attrs.has(cls):  # attrs' __init__ takes `_x` as `x`
+        aliases = {a.name: a.alias or a.name for a in attrs.fields(cls)}
+        return _fields_structure(
+            cls, fields, converter, lambda out: cls(**{aliases[k]: v for k, v in out.items()})
+        )
     return _fields_structure(cls, fields, converter, lambda out: cls(**out))
 
 
@@ -872,9 +843,6 @@ def get_converter() -> cattrs.Converter:
         # union of classes pick the class whose fields fit.
         forbid_extra_keys=True,
         unstruct_collection_overrides={AbstractSet: list},
-        # An attrs class's keys are its __init__ names (`_x` is `x`, `alias=` wins),
-        # as its schema and a class tool's parameters name them.
-        use_alias=True,
     )
     # Strict primitives: cattrs' defaults call the type (int("3") -> 3, str(5) -> "5"),
     # which would let a value of the wrong type through wherever no schema checked it
@@ -901,7 +869,6 @@ def get_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
     conv.register_structure_hook_factory(_is_union, _union_factory)
     conv.register_structure_hook_factory(_is_typeddict_type, _typeddict_factory)
-    conv.register_structure_hook_factory(_renames_fields, _renamed_fields_structure)
     conv.register_structure_hook_factory(_reads_own_fields, _own_fields_structure)
     conv.register_structure_hook_factory(_has_checks, _checked_structure)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above

@@ -152,10 +152,15 @@ def _sort_key(path: Any) -> tuple[tuple[int, int, str], ...]:
 
 def schema_problems(validator: Validator, value: Any) -> list[str]:
     """Every way ``value`` breaks the validator's schema, one sorted line each."""
+    return render(schema_problem_list(validator, value))
+
+
+def schema_problem_list(validator: Validator, value: Any) -> list[Problem]:
+    """Every way ``value`` breaks the validator's schema, as ``(path, message)`` pairs."""
     problems: list[Problem] = []
     for error in validator.iter_errors(value):
         problems.extend(_problems(error))
-    return render(problems)
+    return problems
 
 
 def render(problems: list[Problem]) -> list[str]:

@@ -222,6 +222,7 @@ GEMINI_OPENAPI = Profile(
 )
 
 # The non-strict form: a schema with no type gets one (STRING; an enum of mixed
-# types the union of its types) and an array without items STRING items, each a
-# lossy rewrite (`Walker._openapi_typed`), so no request breaks the required type.
+# types the union of its types) and an array without items its prefixItems' types
+# (else STRING items), each a lossy rewrite (`Walker._openapi_typed`,
+# `Walker._openapi_items`), so no request breaks the required type.
 GEMINI_OPENAPI_LOOSE = attrs.evolve(GEMINI_OPENAPI, need_types=False)

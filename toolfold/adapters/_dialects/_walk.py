@@ -152,6 +152,8 @@ class Walker:
             out["description"] = f"{desc} ({joined})" if desc else joined
         out = self._finish(out, path)
         if profile.openapi and typed:
+            if "items" not in out and not profile.need_types:
+                self._openapi_items(out, path, schema.get("prefixItems"))
             return self._openapi_typed(out, path, schema.get("enum"))
         return out
 
@@ -200,6 +202,38 @@ class Walker:
     def _finish(self, out: dict[str, Any], path: str) -> dict[str, Any]:
         return to_openapi(out, path, self.note, self.profile.label) if self.profile.openapi else out
 
+    def _openapi_items(self, out: dict[str, Any], path: str, prefix: Any) -> None:
+        """Give an array without ``items`` the items Gemini's OpenAPI ``Schema`` requires.
+
+        A tuple's ``prefixItems`` (dropped, moved to the description) decide
+        them: one type is that type, several the ``anyOf`` of them, so the
+        model can still send the values the tool takes. Only an array that says
+        nothing of its items gets STRING items. Either is a lossy rewrite.
+        """
+        if out.get("type") != "ARRAY":
+            return
+        label = self.profile.label
+        branches: list[Any] = []
+        if isinstance(prefix, list):
+            for i, item in enumerate(prefix):
+                compiled = self.node(item, f"{path}/prefixItems/{i}")
+                if compiled not in branches:
+                    branches.append(compiled)
+        if len(branches) == 1:
+            out["items"] = branches[0]
+        elif branches:
+            out["items"] = {"anyOf": branches}
+        else:
+            out["items"] = {"type": "STRING"}
+            detail = f"{label} needs arrays to declare items; items of any type are sent as STRING"
+            self.note(path, "items", "added", detail, True)
+            return
+        detail = (
+            f"{label} needs arrays to declare items and has no prefixItems; "
+            "items are sent as the tuple's item types (any of them at any position)"
+        )
+        self.note(path, "items", "added", detail, True)
+
     def _openapi_typed(self, out: dict[str, Any], path: str, enum: Any) -> dict[str, Any]:
         """``out`` with the type Gemini's OpenAPI ``Schema`` requires, and arrays with ``items``.
 
@@ -210,15 +244,6 @@ class Walker:
         """
         label = self.profile.label
         kind = out.get("type")
-        if kind == "ARRAY" and "items" not in out and not self.profile.need_types:
-            out["items"] = {"type": "STRING"}
-            self.note(
-                path,
-                "items",
-                "added",
-                f"{label} needs arrays to declare items; items of any type are sent as STRING",
-                True,
-            )
         if kind is not None or "anyOf" in out:
             return out
         if self.profile.need_types:  # (a node with no type at all is refused by `_types`)

@@ -15,7 +15,7 @@ from toolfold._errors import ArgumentJSONError, ArgumentValidationError, Invalid
 from toolfold.runtime.core._approval import disposition_problem, dispositions
 from toolfold.runtime.core._arguments import argument_problem, decode_arguments
 from toolfold.runtime.core._build import builder, evolver
-from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
     ApprovalDenied,
     ApprovalGranted,
@@ -360,7 +360,7 @@ def _classify(
     if disposition == "return":
         return _call_state(index, call, "to_return")
     if call.arguments is None:
-        return _done(index, call, _bad_json_message(call), "invalid_arguments")
+        return _done(index, call, _bad_json_message(call, spec), "invalid_arguments")
     status: CallStatus = "to_run" if disposition == "execute" else "awaiting_approval"
     return _call_state(index, call, status)
 
@@ -383,9 +383,10 @@ def _unknown_tool_message(name: str, config: RunConfig) -> str:
     return f"Unknown tool {name!r}. {available}"
 
 
-def _bad_json_message(call: ToolCallPart) -> str:
+def _bad_json_message(call: ToolCallPart, spec: ToolSpec) -> str:
     problem = argument_problem(call.arguments_text)
-    too_large = None if problem is None else too_large_problems(call.arguments_text)
+    schema = spec.definition.parameters
+    too_large = None if problem is None else too_large_problems(call.arguments_text, schema)
     if too_large is not None:  # `1e400`: said at its path, as 400 digits would be
         return ArgumentValidationError(call.name, too_large).message_for_model
     if problem is not None:
