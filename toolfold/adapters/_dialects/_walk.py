@@ -421,29 +421,36 @@ class Walker:
                 label = self.profile.label
                 self.note(path, "required", "dropped", f"{label} does not accept required", True)
 
+    def _refuse_map(self, path: str) -> None:
+        """Note a map (``additionalProperties`` with a schema) the profile cannot send."""
+        self.note(
+            path,
+            "additionalProperties",
+            "refused",
+            f"{self.profile.label} cannot send a map (additionalProperties with a schema); "
+            "declare its properties instead",
+            lossy=True,
+        )
+
+    def _refuse_open(self, path: str) -> None:
+        """Note an object without declared properties the profile cannot send."""
+        self.note(
+            path,
+            "properties",
+            "refused",
+            f"{self.profile.label} cannot send an object without declared properties",
+            True,
+        )
+
     def _open_object_refused(self, schema: dict[str, Any], path: str, root: bool) -> bool:
         """Refuse a map or an object without properties below the root (Gemini's
         OpenAPI form drops additionalProperties); True when it was refused."""
-        label = self.profile.label
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict) and extra:
-            self.note(
-                path,
-                "additionalProperties",
-                "refused",
-                f"{label} cannot send a map (additionalProperties with a schema); "
-                "declare its properties instead",
-                lossy=True,
-            )
+            self._refuse_map(path)
             return True
         if not root and not schema.get("properties"):
-            self.note(
-                path,
-                "properties",
-                "refused",
-                f"{label} cannot send an object without declared properties",
-                True,
-            )
+            self._refuse_open(path)
             return True
         return False
 
@@ -454,22 +461,9 @@ class Walker:
         if extra is False:
             return
         if isinstance(extra, dict) and extra:
-            self.note(
-                path,
-                "additionalProperties",
-                "refused",
-                f"{label} cannot send a map (additionalProperties with a schema); "
-                "declare its properties instead",
-                lossy=True,
-            )
+            self._refuse_map(path)
         elif "properties" not in schema and not root:
-            self.note(
-                path,
-                "properties",
-                "refused",
-                f"{label} cannot send an object without declared properties",
-                True,
-            )
+            self._refuse_open(path)
         else:
             self.note(
                 path,
