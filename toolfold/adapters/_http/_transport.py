@@ -362,19 +362,24 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
-            unread = _unread(decoder)
-            if unread is not None:
-                raise not_an_event_stream(
-                    self.provider,
-                    call.url,
-                    response.status_code,
-                    response.headers,
-                    unread,
-                    self._sender.secrets,
-                )
+            self._refuse_unread(decoder, call, response)
         except ProviderError as exc:
             self.scrub(exc)
             raise
+
+    def _refuse_unread(self, decoder: object, call: Call, response: Any) -> None:
+        """Raise `not_an_event_stream` when toolfold's own SSE decoder found no event stream
+        in a 2xx answer (a whole JSON answer, a proxy's page), quoting its start."""
+        unread = _unread(decoder)
+        if unread is not None:
+            raise not_an_event_stream(
+                self.provider,
+                call.url,
+                response.status_code,
+                response.headers,
+                unread,
+                self._sender.secrets,
+            )
 
     def stream_decoded_sync(
         self,
@@ -406,16 +411,7 @@ class Transport:
                 if check is not None:
                     check(item)
                 yield item
-            unread = _unread(decoder)
-            if unread is not None:
-                raise not_an_event_stream(
-                    self.provider,
-                    call.url,
-                    response.status_code,
-                    response.headers,
-                    unread,
-                    self._sender.secrets,
-                )
+            self._refuse_unread(decoder, call, response)
         except ProviderError as exc:
             self.scrub(exc)
             raise
