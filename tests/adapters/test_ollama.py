@@ -465,3 +465,30 @@ def test_the_bad_port_warning_masks_the_password(
     assert "default port is used" in caplog.text
     assert "bob:***@myhost:abc" in caplog.text
     assert "hunter2pw" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://bob:hunter2/x@host:abc",
+        "http://bob:hunter2#x@host",
+        "http://bob:hunter2?x@host:abc",
+        "bob:hunter2/x@host:abc",
+    ],
+)
+def test_a_password_with_an_unencoded_slash_is_refused_unshown(
+    value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An '@' after the host part ends (a password with '/', '?', '#') is a ModelConfigError, the value unshown.
+
+    It was read as server 'bob', port 'hunter2', and the warning logged the
+    password as "the port".
+    """
+    with (
+        caplog.at_level("WARNING", logger="toolfold.http"),
+        pytest.raises(ModelConfigError, match="percent-encoded") as caught,
+    ):
+        host_from_env({"OLLAMA_HOST": value})
+    assert "hunter2" not in caplog.text
+    assert "hunter2" not in str(caught.value)
+    assert "OLLAMA_HOST" in str(caught.value)

@@ -1156,12 +1156,29 @@ def test_provider_errors_map_to_application_errors_with_the_providers_delay() ->
     assert busy.next_retry_delay is None
 
 
-@pytest.mark.parametrize("retry_after", [float("inf"), 99_999_999_999_999.0, 1e300])
-def test_a_retry_after_past_any_bound_is_capped_not_an_overflow(retry_after: float) -> None:
-    """A retry_after of inf or 14+ digits is Temporal's longest delay; it raised OverflowError, losing the error."""
+@pytest.mark.parametrize(
+    "retry_after", [float("inf"), 99_999_999_999_999.0, 1e300, MAX_RETRY_DELAY + 1.0]
+)
+def test_a_retry_after_past_a_day_is_not_retried(retry_after: float) -> None:
+    """A retry_after past a day (inf too) is non-retryable with no delay: it waited ~forever between attempts."""
     mapped = _application_error(RateLimitError("429", provider="p", retry_after=retry_after))
-    assert mapped.next_retry_delay == timedelta(seconds=MAX_RETRY_DELAY)
+    assert mapped.next_retry_delay is None
     assert mapped.type == "RateLimitError"
+    assert mapped.non_retryable
+
+
+def test_a_retry_after_of_a_day_is_still_the_next_delay() -> None:
+    """A retry_after of exactly the bound (a day) is Temporal's next retry delay, retryable."""
+    mapped = _application_error(RateLimitError("429", provider="p", retry_after=MAX_RETRY_DELAY))
+    assert mapped.next_retry_delay == timedelta(seconds=MAX_RETRY_DELAY)
+    assert not mapped.non_retryable
+
+
+@pytest.mark.parametrize("retry_after", [float("nan"), -5.0, float("-inf")])
+def test_a_nan_or_negative_retry_after_gives_no_delay(retry_after: float) -> None:
+    """A NaN or negative retry_after (a model of the user's own) is no next delay, still retryable."""
+    mapped = _application_error(RateLimitError("429", provider="p", retry_after=retry_after))
+    assert mapped.next_retry_delay is None
     assert not mapped.non_retryable
 
 

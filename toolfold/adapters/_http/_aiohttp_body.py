@@ -7,10 +7,12 @@ by ``Timeouts.write``; here the body is an aiohttp payload whose write (the
 whole body, as httpx's) is bounded by it, for the transport's own session and
 an injected one alike, and a `WriteTimeout` is what aiohttp raises then.
 
-Only a body that can wait is wrapped: aiohttp waits for the connection to
-drain only once more than 64 KiB are queued (``StreamWriter.write``'s limit and
-asyncio's high-water mark), so a smaller body is queued at once and the read
-timeout covers the rest.
+Every body that can wait is wrapped, with a write timeout or without one
+(``Timeouts(write=None)``, no timeouts, an injected session): a body whose
+write is cancelled (the caller's cancel, the total timeout) drops its
+connection. aiohttp waits for the connection to drain only once more than
+64 KiB are queued (``StreamWriter.write``'s limit and asyncio's high-water
+mark), so a smaller body is queued at once and the read timeout covers the rest.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ else:  # asyncio's TimeoutError is not the built-in one: aiohttp passes on unwra
 
 
 class TimedBody(BytesPayload):
-    """A request body whose write is bounded by ``seconds`` (see the module)."""
+    """A request body whose write is bounded by ``seconds`` (None: not bounded), aborted if cancelled."""
 
-    def __init__(self, value: bytes, seconds: float) -> None:
+    def __init__(self, value: bytes, seconds: float | None) -> None:
         super().__init__(value)
         self._seconds = seconds
 
@@ -56,6 +58,9 @@ class TimedBody(BytesPayload):
         # write is cancelled, and the writer's transport is gone by then.
         transport = getattr(writer, "transport", None)
         try:
+            if self._seconds is None:
+                await writing
+                return
             if sys.version_info >= (3, 11):
                 scope = asyncio.timeout(self._seconds)
                 try:

@@ -578,9 +578,10 @@ class AiohttpBackend:
         ):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
         data: Any = content
-        if timeout is not None and timeout.write is not None and len(content) > self._waits_above:
-            # aiohttp has no write timeout: the body's write is bounded here (`TimedBody`).
-            data = self._timed_body(content, timeout.write)
+        if len(content) > self._waits_above:
+            # aiohttp has no write timeout: the body's write is bounded here
+            # (`TimedBody`), and dropped with its connection if cancelled mid-body.
+            data = self._timed_body(content, None if timeout is None else timeout.write)
         if self._proxy_headers is not None and url[:5].lower() == "http:":
             # aiohttp sends `proxy_headers` in the CONNECT of an https request
             # only: a plain-HTTP one, which the proxy forwards, carries them itself.

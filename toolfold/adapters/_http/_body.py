@@ -148,10 +148,12 @@ class BodyReader:
             data, self._head = self._head + data, b""
         pieces = []
         cap = self._limits.max_decoded_bytes
-        # The inflater is given bounded windows of ``data``, never its whole rest:
-        # zlib copies what it leaves (``unused_data``, ``unconsumed_tail``), and a
-        # body of many tiny gzip members copied the rest of the piece per member.
-        view, at, size = memoryview(data), 0, _WINDOW
+        # The member going on is given the whole piece (one zlib call on the hot
+        # path). Once a member ends inside the piece, the next ones get bounded
+        # windows (64 B growing to 16 KiB): zlib copies what it leaves
+        # (``unused_data``), and a body of many tiny gzip members copied the rest
+        # of the piece per member. The whole rest is copied at most once a piece.
+        view, at, size = memoryview(data), 0, len(data)
         while at < len(view):
             if self._inflater.eof:
                 if not self._gzip:  # after a deflate stream's end the rest is ignored
@@ -175,7 +177,7 @@ class BodyReader:
             pieces.append(self._count(piece))
             left = len(self._inflater.unconsumed_tail) + len(self._inflater.unused_data)
             if not left:
-                size = min(2 * size, _WINDOW)
+                size = min(2 * size, max(size, _WINDOW))
             at += len(window) - left
         return b"".join(pieces)
 

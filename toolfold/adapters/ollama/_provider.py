@@ -51,7 +51,10 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
     ``envconfig.Host``): the server listens where the CLI connects.
 
     Raises:
-        ModelConfigError: ``OLLAMA_HOST`` names no server (``http://``, ``ftp://x``).
+        ModelConfigError: ``OLLAMA_HOST`` names no server (``http://``, ``ftp://x``),
+            or has an ``@`` after its host part ends (a password holding ``/``,
+            ``?`` or ``#`` unencoded: ``http://bob:pa/ss@host``); the value is
+            not shown, as it may hold a password.
     """
     env = os.environ if environ is None else environ
     value = env.get("OLLAMA_HOST", "").strip()
@@ -60,11 +63,13 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
     if "://" in value:
         url = value.rstrip("/") if "://" in value.rstrip("/") else value  # ("http://": as given)
         parts = urlsplit(url)
+        _check_userinfo(parts)
         given = _given_port(parts)
         if given is not None and _port(parts) is None:  # "host:abc", "host:": the scheme's port
             url = parts._replace(netloc=parts.netloc[: -len(given) - 1]).geturl()
     else:
         parts = urlsplit(f"http://{value}")
+        _check_userinfo(parts)
         host = parts.hostname or "127.0.0.1"
         if ":" in host:  # an IPv6 address
             host = f"[{host}]"
@@ -78,6 +83,21 @@ def host_from_env(environ: Mapping[str, str] | None = None) -> str:
             "http(s):// URL with a host)"
         ) from None
     return url
+
+
+def _check_userinfo(parts: SplitResult) -> None:
+    """Refuse ``parts`` when an ``@`` follows the end of its host part (not shown: a password).
+
+    A password with an unencoded ``/``, ``?`` or ``#`` ends the host part there:
+    ``http://bob:hunter2/x@host`` reads as server ``bob``, port ``hunter2``
+    (logged as "the port"), path ``/x@host``.
+    """
+    if "@" not in parts.netloc and "@" in f"{parts.path}?{parts.query}#{parts.fragment}":
+        raise ModelConfigError(
+            "OLLAMA_HOST has an '@' after the end of its host part (value not shown: it may "
+            "hold a password): a password holding '/', '?' or '#' must be percent-encoded "
+            "('%2F', '%3F', '%23'), as must an '@' in the path ('%40')"
+        )
 
 
 def _given_port(parts: SplitResult) -> str | None:

@@ -66,11 +66,13 @@ T = TypeVar("T")
 
 # Provider errors that a retry cannot fix: the workflow fails at once.
 _PERMANENT = (AuthenticationError, BadRequestError, NotFoundError)
-#: The longest next retry delay given to Temporal, in seconds: the largest
-#: duration its protocol carries (protobuf's ``Duration``, 10,000 years). A
-#: longer ``retry_after`` (or ``inf``) is capped to it: the provider asked for
-#: a wait past any bound, so the activity waits out its own timeouts instead.
-MAX_RETRY_DELAY = 315_576_000_000
+#: The longest ``retry_after`` given to Temporal as the next retry delay, in
+#: seconds: a day, the longest wait a `RetryPolicy.max_retry_after` may honour
+#: (the agent's own policy is not known inside the activity). A longer wait (or
+#: ``inf``) makes the failure non-retryable, as a local run hands such a wait to
+#: the caller: an activity's ``start_to_close_timeout`` bounds each attempt, not
+#: the wait between attempts, so a capped delay left the workflow waiting for good.
+MAX_RETRY_DELAY = 86_400
 
 
 @attrs.frozen
@@ -491,15 +493,22 @@ def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturn
 
 
 def _application_error(exc: ProviderError) -> ApplicationError:
-    """A provider error as Temporal sees it: retryable or not, with the provider's delay."""
+    """A provider error as Temporal sees it: retryable or not, with the provider's delay.
+
+    A ``retry_after`` past `MAX_RETRY_DELAY` (``inf`` too) is non-retryable with
+    no delay; NaN or a negative one is no delay (Temporal's own backoff).
+    """
     delay = None
-    if isinstance(exc, RateLimitError) and exc.retry_after is not None:
-        # inf or 14+ digits (a nonsense header) overflowed timedelta, losing the error.
-        delay = timedelta(seconds=min(exc.retry_after, MAX_RETRY_DELAY))
+    permanent = isinstance(exc, _PERMANENT)
+    asked = exc.retry_after if isinstance(exc, RateLimitError) else None
+    if asked is not None and asked > MAX_RETRY_DELAY:
+        permanent = True
+    elif asked is not None and asked >= 0:  # not NaN, not negative
+        delay = timedelta(seconds=asked)
     return ApplicationError(
         str(exc),
         type=type(exc).__name__,
-        non_retryable=isinstance(exc, _PERMANENT),
+        non_retryable=permanent,
         next_retry_delay=delay,
     )
 
