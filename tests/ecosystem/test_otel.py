@@ -691,10 +691,11 @@ def test_captured_messages_carry_tool_calls_and_results(traces: Traces) -> None:
 
 
 def test_a_stream_event_that_is_none_fails_the_run_traced_as_untraced(traces: Traces) -> None:
-    """A model stream yielding None: the same RunError with tracing on as off, not an early end."""
+    """A model stream yielding None: the same UsageError naming the event (with the run's
+    state) with tracing on as off, not an early end."""
     import asyncio
 
-    from toolfold import RunError
+    from toolfold import UsageError
     from toolfold.runtime import StreamFinish, TextDelta
 
     def events(request: Any) -> Iterator[Any]:
@@ -704,8 +705,9 @@ def test_a_stream_event_that_is_none_fails_the_run_traced_as_untraced(traces: Tr
         yield StreamFinish("stop", "stop")
 
     agent = Agent(FunctionModel(lambda request: "unused", stream_function=events))
-    with pytest.raises(RunError, match="AttributeError"):
+    with pytest.raises(UsageError, match=r"must be a stream event .*got NoneType None") as raised:
         list(agent.stream("hi"))
+    assert raised.value.state.messages[-1].text == "hi"  # type: ignore[attr-defined]
     chat = traces.named("chat")[-1]
     assert chat.status.status_code == StatusCode.ERROR
 
@@ -713,5 +715,5 @@ def test_a_stream_event_that_is_none_fails_the_run_traced_as_untraced(traces: Tr
         async for _ in agent.stream("hi"):
             pass
 
-    with pytest.raises(RunError, match="AttributeError"):
+    with pytest.raises(UsageError, match=r"must be a stream event .*got NoneType None"):
         asyncio.run(main())
