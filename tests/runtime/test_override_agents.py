@@ -124,7 +124,7 @@ def test_a_provider_setting_the_factory_refuses_is_raised_when_the_agent_is_made
 ) -> None:
     """A bad OLLAMA_HOST is the provider's ModelConfigError at Agent(...), not at the first run."""
     monkeypatch.setenv("OLLAMA_HOST", "ftp://bad host:xx")
-    with pytest.raises(ModelConfigError, match="base_url 'ftp://bad host:xx'"):
+    with pytest.raises(ModelConfigError, match="OLLAMA_HOST 'ftp://bad host'"):
         Agent("ollama:llama3")
 
 
