@@ -386,7 +386,7 @@ def _course(
                 spent = steps_stop(state)  # its steps would start with its tree budget spent
                 if spent is not None:
                     assert plan is not None  # (the decision was made on it)
-                    instead = planner.spent_decision(plan)  # a `Loop`'s last output
+                    instead = planner.spent_decision(plan)  # a `Loop`'s or `Sequence`'s last output
                     if instead is None:
                         state, plan = reduce(state, spent), None
                         continue
