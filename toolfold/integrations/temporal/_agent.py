@@ -283,6 +283,9 @@ class AgentHandle:
         """Send approvals, denials or tool results to the suspended run.
 
         Raises:
+            UsageError: A call is answered twice (two approvals, two results
+                for one id), or two ways (approved and denied at once),
+                checked before anything is sent: the error names the call id.
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
                 A run that is over (completed, failed, canceled...) is not
@@ -290,6 +293,11 @@ class AgentHandle:
                 ``ApplicationError`` saying so, naming how it ended as
                 Temporal spells the status (``"canceled"``).
         """
+        _check_answered_once("answer()", events)
+        return await self._send(events)
+
+    async def _send(self, events: tuple[Event, ...]) -> RunState:
+        """`answer`, once its caller checked ``events``."""
         delays = iter(_BACKOFF)
         while True:
             try:
@@ -370,25 +378,25 @@ class AgentHandle:
                 "approve() got no call id: name the calls to approve, approve('call_1'), "
                 "or to deny, approve(deny={'call_1': 'reason'})"
             )
-        twice = sorted({c for c in call_ids if call_ids.count(c) > 1})
-        if twice:
-            raise UsageError(f"approve() got call {', '.join(map(repr, twice))} twice")
-        both = sorted(set(call_ids) & set(denied))
-        if both:
-            raise UsageError(
-                f"approve() got call {', '.join(map(repr, both))} approved and denied at once"
-            )
         events: list[Event] = [ApprovalGranted(call_id) for call_id in call_ids]
         events += [ApprovalDenied(call_id, reason) for call_id, reason in denied.items()]
-        return await self.answer(*events)
+        _check_answered_once("approve()", events)
+        return await self._send(tuple(events))
 
     async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
         """Answer calls returned to the caller with their results.
 
         Each result's ``call_id`` names its call as in `approve`: the id, or
         the path when calls of several sub-runs wait under that id.
+
+        Raises:
+            UsageError: Two results name one call (checked before anything
+                is sent).
+            temporalio.client.WorkflowUpdateFailedError: As `answer`.
         """
-        return await self.answer(ToolResultsProvided(tuple(results)))
+        events = (ToolResultsProvided(tuple(results)),)
+        _check_answered_once("provide()", events)
+        return await self._send(events)
 
     async def result(self) -> Response:
         """Wait for the run to end: the same `Response` a local run gives.
@@ -421,6 +429,41 @@ class AgentHandle:
                     raise run_failure(state)
             raise run_failure(state)
         return response_of(self.agent.agent, state)
+
+
+def _check_answered_once(function: str, events: Iterable[object]) -> None:
+    """Refuse ``events`` that answer one call more than once, before anything is sent.
+
+    Only approvals, denials and tool results answer calls (what else
+    ``events`` hold is the workflow's to judge). The run would refuse such
+    answers too, but with its phase's message about the second one, after a
+    round trip.
+
+    Raises:
+        UsageError: Naming ``function`` and the call ids answered twice the
+            same way (``approve() got call 'call_1' twice``), else those
+            answered two ways (``... got call 'call_1' approved and denied
+            at once``).
+    """
+    answers: dict[str, list[str]] = {}
+    for event in events:
+        if isinstance(event, ApprovalGranted):
+            answers.setdefault(event.call_id, []).append("approved")
+        elif isinstance(event, ApprovalDenied):
+            answers.setdefault(event.call_id, []).append("denied")
+        elif isinstance(event, ToolResultsProvided):
+            for result in event.results:
+                answers.setdefault(result.call_id, []).append("given a result")
+    twice = sorted(c for c, ways in answers.items() if len(set(ways)) < len(ways))
+    if twice:
+        raise UsageError(f"{function} got call {', '.join(map(repr, twice))} twice")
+    mixed: dict[tuple[str, ...], list[str]] = {}
+    for call_id, ways in answers.items():
+        if len(ways) > 1:
+            mixed.setdefault(tuple(ways), []).append(call_id)
+    for how, call_ids in mixed.items():
+        named = ", ".join(map(repr, sorted(call_ids)))
+        raise UsageError(f"{function} got call {named} {' and '.join(how)} at once")
 
 
 def _raised(cause: ApplicationError) -> type[RunError] | None:
