@@ -105,8 +105,8 @@ def test_answering_a_run_that_is_over_raises_the_documented_update_error(
             text = (await handle.result()).text
             with pytest.raises(WorkflowUpdateFailedError) as over:
                 await handle.approve("call_1_0")
-            with pytest.raises(RPCError) as unknown:  # no such workflow: Temporal's own error
-                await payer.handle(client, f"s34-none-{uuid.uuid4().hex}").approve("call_1_0")
+            with pytest.raises(UsageError) as unknown:  # no such workflow
+                await payer.handle(client, "s34-none").approve("call_1_0")
             return over.value, unknown.value, text
 
     over, unknown, text = asyncio.run(go())
@@ -114,8 +114,38 @@ def test_answering_a_run_that_is_over_raises_the_documented_update_error(
     assert isinstance(over, WorkflowUpdateFailedError)
     assert isinstance(over.cause, ApplicationError)
     assert "is over (its workflow is completed): it waits for no answers" in str(over.cause)
-    assert isinstance(unknown, RPCError)
-    assert unknown.status == RPCStatusCode.NOT_FOUND
+    assert str(unknown).startswith("AgentHandle.approve(): no workflow has the id 's34-none' ")
+    assert isinstance(unknown.__cause__, RPCError)
+    assert unknown.__cause__.status == RPCStatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize("method", ["state", "suspended", "result", "answer", "provide"])
+def test_a_handle_of_an_id_no_workflow_has_says_so_naming_the_id(
+    server: DevServer, method: str
+) -> None:
+    """state(), suspended(), result() and the answers on an unknown id raise a UsageError naming it, not an RPCError."""
+    calls: dict[str, Callable[[AgentHandle], Awaitable[Any]]] = {
+        "state": lambda h: h.state(),
+        "suspended": lambda h: h.suspended(),
+        "result": lambda h: h.result(),
+        "answer": lambda h: h.answer(ApprovalGranted("call_1_0")),
+        "provide": lambda h: h.provide([ToolResultPart("call_1_0", "pay", "paid")]),
+    }
+
+    async def go() -> UsageError:
+        async with _worker(server, [payer]) as (client, _):
+            with pytest.raises(UsageError) as unknown:
+                await calls[method](payer.handle(client, "s35-never-started"))
+            return unknown.value
+
+    unknown = asyncio.run(go())
+    assert str(unknown) == (
+        f"AgentHandle.{method}(): no workflow has the id 's35-never-started' on this client's "
+        "namespace (no run was started with this id, or its history was deleted after the "
+        "namespace's retention period)"
+    )
+    assert isinstance(unknown.__cause__, RPCError)
+    assert unknown.__cause__.status == RPCStatusCode.NOT_FOUND
 
 
 def test_approve_refuses_no_call_a_call_twice_or_approved_and_denied(server: DevServer) -> None:
