@@ -79,13 +79,13 @@ from toolfold.runtime.drive._executor import (
     kept_sub_run,
     returned,
     run_calls,
-    run_calls_sync,
 )
 from toolfold.runtime.drive._failures import model_failure
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._kept_loop import run_kept
 from toolfold.runtime.drive._loop import Ended, Live, _job, interrupted, resumed_round
 from toolfold.runtime.drive._shells import finish, stamp
+from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 
