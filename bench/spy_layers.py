@@ -32,7 +32,10 @@ LAYERS = [
     ("model glue (adapters/_provider_model)", r"toolfold/adapters/_provider_model"),
     ("codec (openai_chat, dialects, wire)", r"toolfold/adapters/"),
     ("core (reducer, steps, state, log)", r"toolfold/runtime/core/|toolfold\.runtime\.core"),
-    ("executor, tool, argument checks", r"toolfold/runtime/drive/_executor|toolfold/toolkit"),
+    (
+        "executor, tool, argument checks",
+        r"toolfold/runtime/drive/_executor|toolfold/runtime/drive/_sync_calls|toolfold/toolkit",
+    ),
     ("drive (run_loop, async shell)", r"toolfold/runtime/drive/"),
     ("run setup and Response (_api, _agent, _run)", r"toolfold/"),
     ("the raw loop's own dicts", r"bench_http"),

@@ -28,8 +28,8 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolReturned, replay
-from toolfold.runtime.drive._executor import run_calls_sync
 from toolfold.runtime.drive._kept_loop import RoundInterrupt, _interruptible, watched_interrupt
+from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = FunctionModel.call

@@ -16,9 +16,9 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     run_calls,
-    run_calls_sync,
 )
 from toolfold.runtime.drive._kept_loop import run_kept
+from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.testing import ScriptedModel
 
 SCHEMA = {

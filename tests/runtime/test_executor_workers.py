@@ -10,7 +10,7 @@ import pytest
 from core_helpers import private_pool
 
 from toolfold import agenerate_text, generate_text, tool
-from toolfold.runtime.drive import _executor, _workers
+from toolfold.runtime.drive import _executor, _sync_calls, _workers
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -164,7 +164,8 @@ def _ended_before_abandon(
         answers.append(answer)
         return answer
 
-    monkeypatch.setattr(_executor, "abandon", abandon)
+    for module in (_executor, _sync_calls):  # (the async and the blocking path time out calls)
+        monkeypatch.setattr(module, "abandon", abandon)
 
 
 def _pool_state() -> tuple[int, int, int, int]:

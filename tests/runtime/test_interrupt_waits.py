@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
-from toolfold.runtime.drive import _executor, _loop, _workers
+from toolfold.runtime.drive import _executor, _loop, _sync_calls, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
@@ -159,11 +159,11 @@ def test_a_call_waited_for_still_times_out(monkeypatch: pytest.MonkeyPatch) -> N
     payments = _Round(timeout=0.5)
     told = threading.Event()
     payments.on_tell = told.set  # ``pay`` is never released: only its timeout ends the wait
-    timeout_of = _executor._timeout_of
+    timeout_of = _sync_calls._timeout_of
     # No deadline until the wait is told: ``pay`` cannot time out before Ctrl-C is handled,
     # however late (its 0.5 s count from its start then).
     monkeypatch.setattr(
-        _executor, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
+        _sync_calls, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
     )
     try:
         state = payments.run(payments.agent(), "run")
@@ -184,12 +184,12 @@ def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
     ticket.started = 0.0  # running, with no timeout of its own
     job = _executor.ToolJob(None, None, None)  # type: ignore[arg-type]  # (no tool: no timeout)
     ready = [(job, {})]
-    bound = _executor._next_deadline({0: ticket}, ready)
+    bound = _sync_calls._next_deadline({0: ticket}, ready)
     assert bound is not None
     assert 0.0 < bound <= 1.0
     elsewhere: list[float | None] = []
     thread = threading.Thread(
-        target=lambda: elsewhere.append(_executor._next_deadline({0: ticket}, ready))
+        target=lambda: elsewhere.append(_sync_calls._next_deadline({0: ticket}, ready))
     )
     thread.start()
     thread.join(30)
@@ -473,7 +473,7 @@ def test_a_sync_call_waited_for_on_an_event_loop_still_times_out(
     payments = on_loop("async", timeout=0.5)
     told = threading.Event()
     payments.on_tell = told.set  # ``pay`` is never released: only its timeout ends the wait
-    timeout_of = _executor._timeout_of
+    timeout_of = _sync_calls._timeout_of
     original_wait = asyncio.wait
 
     async def wait_without_timeout(*args: Any, **options: Any) -> Any:
@@ -483,7 +483,7 @@ def test_a_sync_call_waited_for_on_an_event_loop_still_times_out(
     monkeypatch.setattr(asyncio, "wait", wait_without_timeout)
     # Nor in the wait before it is told: its 0.5 s count from its start then.
     monkeypatch.setattr(
-        _executor, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
+        _sync_calls, "_timeout_of", lambda job: timeout_of(job) if told.is_set() else None
     )
     state = payments.run(payments.agent(), "run")
     assert payments.told == ["waiting"]

@@ -39,6 +39,37 @@ def test_a_dict_without_content_is_refused_naming_its_keys() -> None:
     assert seen == []
 
 
+@pytest.mark.parametrize(
+    ("prompt", "named"),
+    [
+        (
+            {"role": "user", "content": "hi", "name": "bob"},
+            "'name' too: a message holds its role and its parts, nothing else, so it would be lost",
+        ),
+        (
+            [
+                Message.user("a"),
+                {"role": "assistant", "content": "", "tool_calls": [], "refusal": None},
+            ],
+            "'refusal', 'tool_calls' too: a message holds its role and its parts, nothing "
+            "else, so they would be lost",
+        ),
+    ],
+)
+def test_a_dict_with_keys_besides_role_and_content_is_refused_naming_them(
+    prompt: Any, named: str
+) -> None:
+    """A dict's other keys ('name', 'tool_calls'...) are refused by name, not dropped from what is sent."""
+    agent, seen = _echoing()
+    with pytest.raises(UsageError) as raised:
+        agent.run(prompt)
+    assert str(raised.value) == (
+        f"a message dict takes only 'role' and 'content', got {named} (for tool calls, "
+        "results, images or files, build a Message)"
+    )
+    assert seen == []
+
+
 def test_a_dict_whose_content_is_not_text_is_refused_naming_its_type() -> None:
     """A dict whose content is not a str says so, naming the type it got."""
     agent, _ = _echoing()

@@ -21,7 +21,7 @@ import pytest
 
 from toolfold import Agent, ModelRequest, RunError, RunState, Tool, state_of, tool
 from toolfold.runtime import Event, ToolReturned
-from toolfold.runtime.drive import _executor, _workers
+from toolfold.runtime.drive import _executor, _sync_calls, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
@@ -232,7 +232,7 @@ def _reported(monkeypatch: pytest.MonkeyPatch) -> dict[str, threading.Event]:
     """Events, by call id, set once the worker running a blocking round's call reported its end
     (the report is then in the round's inbox, read or not)."""
     reported: dict[str, threading.Event] = {}
-    submit = _executor.submit_sync
+    submit = _sync_calls.submit_sync
 
     def submit_told(
         inbox: _workers.SyncInbox, ticket: _workers.Ticket, function: Any, *args: Any
@@ -247,7 +247,7 @@ def _reported(monkeypatch: pytest.MonkeyPatch) -> dict[str, threading.Event]:
 
         submit(Telling(), ticket, function, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_executor, "submit_sync", submit_told)
+    monkeypatch.setattr(_sync_calls, "submit_sync", submit_told)
     return reported
 
 
@@ -264,7 +264,7 @@ def test_ctrl_c_while_a_call_is_handed_to_a_worker_keeps_it_once_it_ended(
 ) -> None:
     """Ctrl-C in a blocking round's hand-off of a call that a worker then ran keeps its result."""
     reported = _reported(monkeypatch)
-    submit = _executor.submit_sync
+    submit = _sync_calls.submit_sync
 
     def slow_hand_off(inbox: Any, ticket: Any, function: Any, *args: Any) -> None:
         # Ctrl-C lands as the worker starts (a cold thread's start waits for it), the call
@@ -274,7 +274,7 @@ def test_ctrl_c_while_a_call_is_handed_to_a_worker_keeps_it_once_it_ended(
             assert reported["a"].wait(30)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(_executor, "submit_sync", slow_hand_off)
+    monkeypatch.setattr(_sync_calls, "submit_sync", slow_hand_off)
     ran: list[int] = []
     agent = _charge_twice(ran)
     with pytest.raises(KeyboardInterrupt) as caught:
@@ -348,7 +348,8 @@ def test_ctrl_c_while_a_result_is_made_keeps_it_and_the_calls_ended_since(
             raise interrupts.pop()
         return finish(job, value, started)
 
-    monkeypatch.setattr(_executor, "_finish", slow_finish)
+    for module in (_executor, _sync_calls):  # (a round's results are made in both)
+        monkeypatch.setattr(module, "_finish", slow_finish)
     ran: list[int] = []
 
     @tool
@@ -385,7 +386,8 @@ def test_ctrl_c_once_a_blocking_round_ended_keeps_all_of_it(
             raise interrupts.pop()
         return timed(outcomes, started)
 
-    monkeypatch.setattr(_executor, "_timed", interrupted_timing)
+    for module in (_executor, _sync_calls):  # (both time a round's outcomes)
+        monkeypatch.setattr(module, "_timed", interrupted_timing)
     ran: list[int] = []
     agent = _charge_twice(ran)
     with pytest.raises(KeyboardInterrupt) as caught:

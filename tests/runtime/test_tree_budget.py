@@ -677,21 +677,61 @@ def test_a_workflow_hands_back_the_answer_of_a_step_that_spent_its_budget(
     _exact(state)
 
 
+def _route() -> toolfold.Route:
+    """A Route whose router answers the label 'worked' past the 350 it is handed."""
+    router = Agent(_worker(3), name="router", tools=[t])
+    return toolfold.Route(router, {"worked": Agent(_worker(0), name="b")}, name="flow")
+
+
 @pytest.mark.parametrize("how", ["run", "stream"])
 def test_a_workflow_starts_no_step_once_its_budget_is_spent(how: str) -> None:
-    """The first step answers past the 350 it was handed: the second never starts, the workflow stops."""
+    """A Route's router answers past the 350 it was handed: its branch never starts, the workflow stops."""
+    response = _ran(_flow_lead(_route()), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert [s.agent for s in run.sub_runs.values()] == ["router"]
+    assert (run.phase, run.finish_reason, run.step, run.output) == (
+        "finished",
+        "token_budget",
+        1,
+        None,
+    )
+    assert _results(response) == [
+        "Error: workflow 'flow' stopped at its limit token_budget=350, tree=True (400 tokens "
+        "used, 400 of them by its sub-runs) after 1 model call without answering"
+    ]
+    _exact(state)
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_a_sequence_stopped_by_its_budget_answers_with_its_last_steps_output(how: str) -> None:
+    """Sequence(a, b): 'a' answers past the 350 it was handed, so 'b' never starts and the sequence answers with a's output."""
     first = Agent(_worker(3), name="a", tools=[t])
     flow = toolfold.Sequence(first, Agent(_worker(0), name="b"), name="flow")
     response = _ran(_flow_lead(flow), how)
     state = response.state
     (run,) = state.sub_runs.values()
     assert [s.agent for s in run.sub_runs.values()] == ["a"]
-    assert (run.phase, run.finish_reason, run.step) == ("finished", "token_budget", 1)
-    assert _results(response) == [
-        "Error: workflow 'flow' stopped at its limit token_budget=350, tree=True (400 tokens "
-        "used, 400 of them by its sub-runs) after 1 model call without answering"
-    ]
+    assert (run.phase, run.finish_reason, run.step, run.output) == ("finished", "stop", 2, "worked")
+    assert _results(response)[0] == "worked"
+    assert state.finish_reason == "token_budget"
     _exact(state)
+
+
+def test_a_sequence_with_no_step_answered_has_no_answer_to_give_at_its_budget() -> None:
+    """Sequence.spent_answer: None before any step answered or when each was skipped, else the last output."""
+    from toolfold.runtime._planner import Attempt, Final, first_plan
+
+    skips = toolfold.Task(Agent(_worker(0), name="a"), on_error="skip")
+    flow = toolfold.Sequence(
+        skips, Agent(_worker(0), name="b"), Agent(_worker(0), name="c"), name="flow"
+    )
+    plan = first_plan("go", {})
+    assert flow.spent_answer(plan) is None
+    failed = plan.extended([Attempt("a", "a", False, "boom")])
+    assert flow.spent_answer(failed) is None
+    answered = failed.extended([Attempt("b", "b", True, {"done": False})])
+    assert flow.spent_answer(answered) == Final({"done": False})
 
 
 @pytest.mark.parametrize("mode", ["return", "raise"])
@@ -718,10 +758,7 @@ def test_a_streamed_workflow_stopped_before_a_step_shows_no_step_it_never_took()
     """Streamed: the workflow's steps started are the steps it ended (no start for the decision it stopped)."""
     from toolfold import StepEndEvent, StepStartEvent, SubRunEvent
 
-    flow = toolfold.Sequence(
-        Agent(_worker(3), name="a", tools=[t]), Agent(_worker(0), name="b"), name="flow"
-    )
-    stream = _flow_lead(flow).stream("go")
+    stream = _flow_lead(_route()).stream("go")
     seen = [e.event for e in stream if isinstance(e, SubRunEvent) and len(e.path) == 2]
     starts = [e.step for e in seen if isinstance(e, StepStartEvent)]
     ends = [e.step.index for e in seen if isinstance(e, StepEndEvent)]

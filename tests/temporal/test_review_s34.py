@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +22,13 @@ from toolfold.integrations.temporal import (
     TemporalAgent,
     ToolfoldPlugin,
 )
-from toolfold.runtime import ModelRequest
+from toolfold.runtime import (
+    ApprovalDenied,
+    ApprovalGranted,
+    ModelRequest,
+    ToolResultPart,
+    ToolResultsProvided,
+)
 from toolfold.testing import FunctionModel
 
 
@@ -98,8 +105,8 @@ def test_answering_a_run_that_is_over_raises_the_documented_update_error(
             text = (await handle.result()).text
             with pytest.raises(WorkflowUpdateFailedError) as over:
                 await handle.approve("call_1_0")
-            with pytest.raises(RPCError) as unknown:  # no such workflow: Temporal's own error
-                await payer.handle(client, f"s34-none-{uuid.uuid4().hex}").approve("call_1_0")
+            with pytest.raises(UsageError) as unknown:  # no such workflow
+                await payer.handle(client, "s34-none").approve("call_1_0")
             return over.value, unknown.value, text
 
     over, unknown, text = asyncio.run(go())
@@ -107,8 +114,38 @@ def test_answering_a_run_that_is_over_raises_the_documented_update_error(
     assert isinstance(over, WorkflowUpdateFailedError)
     assert isinstance(over.cause, ApplicationError)
     assert "is over (its workflow is completed): it waits for no answers" in str(over.cause)
-    assert isinstance(unknown, RPCError)
-    assert unknown.status == RPCStatusCode.NOT_FOUND
+    assert str(unknown).startswith("AgentHandle.approve(): no workflow has the id 's34-none' ")
+    assert isinstance(unknown.__cause__, RPCError)
+    assert unknown.__cause__.status == RPCStatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize("method", ["state", "suspended", "result", "answer", "provide"])
+def test_a_handle_of_an_id_no_workflow_has_says_so_naming_the_id(
+    server: DevServer, method: str
+) -> None:
+    """state(), suspended(), result() and the answers on an unknown id raise a UsageError naming it, not an RPCError."""
+    calls: dict[str, Callable[[AgentHandle], Awaitable[Any]]] = {
+        "state": lambda h: h.state(),
+        "suspended": lambda h: h.suspended(),
+        "result": lambda h: h.result(),
+        "answer": lambda h: h.answer(ApprovalGranted("call_1_0")),
+        "provide": lambda h: h.provide([ToolResultPart("call_1_0", "pay", "paid")]),
+    }
+
+    async def go() -> UsageError:
+        async with _worker(server, [payer]) as (client, _):
+            with pytest.raises(UsageError) as unknown:
+                await calls[method](payer.handle(client, "s35-never-started"))
+            return unknown.value
+
+    unknown = asyncio.run(go())
+    assert str(unknown) == (
+        f"AgentHandle.{method}(): no workflow has the id 's35-never-started' on this client's "
+        "namespace (no run was started with this id, or its history was deleted after the "
+        "namespace's retention period)"
+    )
+    assert isinstance(unknown.__cause__, RPCError)
+    assert unknown.__cause__.status == RPCStatusCode.NOT_FOUND
 
 
 def test_approve_refuses_no_call_a_call_twice_or_approved_and_denied(server: DevServer) -> None:
@@ -138,6 +175,73 @@ def test_approve_refuses_no_call_a_call_twice_or_approved_and_denied(server: Dev
         "approve() got call 'call_1_0' approved and denied at once",
     ]
     assert text == "done: paid 5"
+
+
+def test_answer_refuses_a_call_answered_twice_before_sending(server: DevServer) -> None:
+    """answer(*events) naming one call twice, or approved and denied, is a UsageError naming it; nothing is sent."""
+
+    async def go() -> tuple[list[str], str]:
+        refused: list[str] = []
+        async with _worker(server, [payer]) as (client, queue):
+            handle = await payer.start(
+                client, "pay", id=f"s35-twice-{uuid.uuid4().hex}", task_queue=queue
+            )
+            state = await handle.suspended()
+            call = state.pending_approvals[0].id
+            for events in [
+                (ApprovalGranted(call), ApprovalGranted(call)),
+                (ApprovalGranted(call), ApprovalDenied(call, "no")),
+            ]:
+                with pytest.raises(UsageError) as raised:
+                    await handle.answer(*events)
+                refused.append(str(raised.value))
+            assert (await handle.state()).phase == "awaiting_approval"  # nothing was sent
+            await handle.answer(ApprovalGranted(call))
+            return refused, (await handle.result()).text
+
+    refused, text = asyncio.run(go())
+    assert refused == [
+        "answer() got call 'call_1_0' twice",
+        "answer() got call 'call_1_0' approved and denied at once",
+    ]
+    assert text == "done: paid 5"
+
+
+@pytest.mark.parametrize(
+    ("send", "expected"),
+    [
+        (
+            lambda h: h.answer(
+                ToolResultsProvided(
+                    (ToolResultPart("c1", "pay", "a"), ToolResultPart("c1", "pay", "b"))
+                )
+            ),
+            "answer() got call 'c1' twice",
+        ),
+        (
+            lambda h: h.answer(
+                ApprovalGranted("c2"), ToolResultsProvided((ToolResultPart("c2", "pay", "a"),))
+            ),
+            "answer() got call 'c2' approved and given a result at once",
+        ),
+        (
+            lambda h: h.provide(
+                [ToolResultPart("c1", "pay", "a"), ToolResultPart("c1", "pay", "b")]
+            ),
+            "provide() got call 'c1' twice",
+        ),
+    ],
+)
+def test_answer_and_provide_refuse_two_answers_to_one_call_with_no_server(
+    send: Callable[[AgentHandle], Awaitable[Any]], expected: str
+) -> None:
+    """Two results for one call, or a result beside its approval, is refused on the client, naming the call."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(send(handle))
+    assert str(raised.value) == expected
+    assert workflow.sent == []
 
 
 def test_a_durable_run_takes_one_role_content_dict_as_its_prompt(server: DevServer) -> None:
@@ -179,7 +283,7 @@ class _NoServer:
 
     async def execute_update(self, update: Any, arg: Any) -> Any:
         self.sent.append(arg)
-        raise AssertionError("approve() sent an update it should have refused")
+        raise AssertionError("the handle sent an update it should have refused")
 
 
 @pytest.mark.parametrize(

@@ -534,8 +534,9 @@ class Agent:
         """Run until the model answers, or the run waits for the caller (blocking).
 
         Args:
-            prompt: The user's prompt, a `Message`, a role/content dict, or a list
-                of messages or dicts.
+            prompt: The user's prompt, a `Message`, a role/content dict (those
+                two keys only: any other is a `UsageError` naming it), or a
+                list of messages or dicts.
             history: Earlier messages (e.g. ``previous_response.messages``).
             deps: Anything tools need, handed to them in their `RunContext`.
             on_event: Called with every event of the run (read-only).

@@ -79,13 +79,13 @@ from toolfold.runtime.drive._executor import (
     kept_sub_run,
     returned,
     run_calls,
-    run_calls_sync,
 )
 from toolfold.runtime.drive._failures import model_failure
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._kept_loop import run_kept
 from toolfold.runtime.drive._loop import Ended, Live, _job, interrupted, resumed_round
 from toolfold.runtime.drive._shells import finish, stamp
+from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
 
@@ -386,7 +386,7 @@ def _course(
                 spent = steps_stop(state)  # its steps would start with its tree budget spent
                 if spent is not None:
                     assert plan is not None  # (the decision was made on it)
-                    instead = planner.spent_decision(plan)  # a `Loop`'s last output
+                    instead = planner.spent_decision(plan)  # a `Loop`'s or `Sequence`'s last output
                     if instead is None:
                         state, plan = reduce(state, spent), None
                         continue

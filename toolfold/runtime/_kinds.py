@@ -140,6 +140,24 @@ class Sequence(Workflow):
             # Skipped after failing: no output, the next step takes the same input.
         return new_tuple(Final, (value, False, "stop"))
 
+    def spent_answer(self, plan: Plan) -> Final | None:
+        """The output of the last step that answered, as when the steps after it are skipped.
+
+        What the sequence answers once its tree budget lets it start no more
+        steps: the steps not started give no output, as a step skipped after
+        failing gives none (the sequence answers with the output before it).
+        None when no step answered yet: the run stops at its budget.
+        """
+        value: Any = None
+        answered = False
+        for task in self._tasks:
+            status = plan.status(task, task.name)
+            if isinstance(status, str):  # the first step not done: none after it started
+                break
+            if not status.skipped:
+                value, answered = status.value, True
+        return Final(value) if answered else None
+
 
 @attrs.frozen(init=False)
 class Parallel(Workflow):

@@ -85,9 +85,11 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
     """Normalise a prompt, a message, a role/content dict, or a list of messages or dicts.
 
     Raises:
-        UsageError: A dict without a text ``content`` (naming its keys) or with
-            another role than system, user or assistant; anything else that is
-            not text, a `Message`, or an iterable of them (naming its type).
+        UsageError: A dict without a text ``content`` (naming its keys), with
+            keys besides ``role`` and ``content`` (naming them: a message holds
+            no more, so they would be lost) or with another role than system,
+            user or assistant; anything else that is not text, a `Message`, or
+            an iterable of them (naming its type).
     """
     if isinstance(messages, str):
         return (Message.user(messages),)
@@ -115,12 +117,24 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
     return tuple(out)
 
 
+_DICT_KEYS = frozenset(("role", "content"))
+
+
 def _dict_message(item: Mapping[Any, Any]) -> Message:
     """A message from a role/content dict (role defaults to user)."""
     if "content" not in item:
         raise UsageError(
             "a message dict needs a 'content' key (its text) and may have a 'role', "
             f"got keys {sorted(map(str, item))}"
+        )
+    extra = [key for key in item if key not in _DICT_KEYS]
+    if extra:
+        keys = ", ".join(repr(key) for key in sorted(extra, key=str))
+        lost = "it would be lost" if len(extra) == 1 else "they would be lost"
+        raise UsageError(
+            f"a message dict takes only 'role' and 'content', got {keys} too: a message "
+            f"holds its role and its parts, nothing else, so {lost} (for tool calls, "
+            "results, images or files, build a Message)"
         )
     content = item["content"]
     if not isinstance(content, str):

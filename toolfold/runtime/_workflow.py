@@ -243,7 +243,11 @@ class Workflow:
         tree=True)`` starts no step once that budget is spent. When `plan`
         would start steps then, the run answers with this, if it is not
         None, and stops at the budget (``finish_reason == "token_budget"``)
-        otherwise. None here: only a `Loop` has an answer before its end.
+        otherwise. None here: a `Sequence` answers with its last answered
+        step's output and a `Loop` with its last iteration's; a `Route`
+        started no branch yet (its router gave a label, no answer to the
+        input) and a `Parallel` starts every branch at once, so only a retry
+        is left to start.
         """
         return None
 

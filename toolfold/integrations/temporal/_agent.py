@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -228,15 +229,37 @@ class AgentHandle:
 
         A state too large for one query answer (4 MB, without external
         storage) is read in parts.
+
+        Raises:
+            UsageError: No workflow has the handle's id (see `result`).
+        """
+        with self._found("state()"):
+            try:
+                state: RunState = await self.workflow.query(AgentWorkflow.state)
+            except WorkflowQueryFailedError as failed:
+                try:
+                    return await self._state_in_parts()
+                except WorkflowQueryFailedError:
+                    raise failed from None
+            return state
+
+    @contextlib.contextmanager
+    def _found(self, method: str) -> Iterator[None]:
+        """Turn Temporal's ``NOT_FOUND`` for the handle's workflow id into a `UsageError`.
+
+        Only around a call whose ``NOT_FOUND`` means that no workflow has the
+        id (an update's also means that the workflow is closed: see `answer`).
         """
         try:
-            state: RunState = await self.workflow.query(AgentWorkflow.state)
-        except WorkflowQueryFailedError as failed:
-            try:
-                return await self._state_in_parts()
-            except WorkflowQueryFailedError:
-                raise failed from None
-        return state
+            yield
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise UsageError(
+                f"AgentHandle.{method}: no workflow has the id {self.workflow.id!r} on this "
+                "client's namespace (no run was started with this id, or its history was "
+                "deleted after the namespace's retention period)"
+            ) from exc
 
     async def _state_in_parts(self) -> RunState:
         for _ in range(_READS):  # a running workflow may change between two parts
@@ -258,9 +281,14 @@ class AgentHandle:
         """Wait until the run waits for answers (or is over); returns its state.
 
         Raises:
+            UsageError: No workflow has the handle's id (see `result`).
             temporalio.client.WorkflowFailureError: The run is over, failed
                 as a workflow (see `result`).
         """
+        with self._found("suspended()"):
+            return await self._suspended()
+
+    async def _suspended(self) -> RunState:
         delays = iter(_BACKOFF)
         while True:  # a run that continues as new answers early
             try:
@@ -283,6 +311,10 @@ class AgentHandle:
         """Send approvals, denials or tool results to the suspended run.
 
         Raises:
+            UsageError: A call is answered twice (two approvals, two results
+                for one id), or two ways (approved and denied at once),
+                checked before anything is sent: the error names the call
+                id. Or no workflow has the handle's id (see `result`).
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
                 A run that is over (completed, failed, canceled...) is not
@@ -290,6 +322,11 @@ class AgentHandle:
                 ``ApplicationError`` saying so, naming how it ended as
                 Temporal spells the status (``"canceled"``).
         """
+        _check_answered_once("answer()", events)
+        return await self._send("answer()", events)
+
+    async def _send(self, method: str, events: tuple[Event, ...]) -> RunState:
+        """`answer` (called as ``method``), once its caller checked ``events``."""
         delays = iter(_BACKOFF)
         while True:
             try:
@@ -303,7 +340,7 @@ class AgentHandle:
             except RPCError as exc:  # "workflow execution already completed": nothing applied
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
-                ended = await self._ended_as()
+                ended = await self._ended_as(method)
                 if ended is None:  # still running: it was handing over to its next history
                     delay = next(delays, None)
                     if delay is None:
@@ -318,13 +355,14 @@ class AgentHandle:
                 raise WorkflowUpdateFailedError(over) from over
             return state
 
-    async def _ended_as(self) -> str | None:
+    async def _ended_as(self, method: str) -> str | None:
         """How the run's workflow ended (``"completed"``...), None while it runs.
 
         Raises:
-            temporalio.service.RPCError: No workflow has this id.
+            UsageError: No workflow has this id.
         """
-        status = (await self.workflow.describe()).status
+        with self._found(method):
+            status = (await self.workflow.describe()).status
         if status is None or status in (
             WorkflowExecutionStatus.RUNNING,
             WorkflowExecutionStatus.CONTINUED_AS_NEW,
@@ -342,7 +380,8 @@ class AgentHandle:
             UsageError: An id is not a str (a list of ids is passed as
                 ``approve(*ids)``), ``deny`` is not a mapping of ids to str
                 reasons, no call is named, a call is named twice, or is both
-                approved and denied (checked before anything is sent).
+                approved and denied (checked before anything is sent); or no
+                workflow has the handle's id (see `result`).
             temporalio.client.WorkflowUpdateFailedError: As `answer`; its
                 cause is a ``UsageError`` for an id that calls of several
                 sub-runs wait under.
@@ -370,25 +409,25 @@ class AgentHandle:
                 "approve() got no call id: name the calls to approve, approve('call_1'), "
                 "or to deny, approve(deny={'call_1': 'reason'})"
             )
-        twice = sorted({c for c in call_ids if call_ids.count(c) > 1})
-        if twice:
-            raise UsageError(f"approve() got call {', '.join(map(repr, twice))} twice")
-        both = sorted(set(call_ids) & set(denied))
-        if both:
-            raise UsageError(
-                f"approve() got call {', '.join(map(repr, both))} approved and denied at once"
-            )
         events: list[Event] = [ApprovalGranted(call_id) for call_id in call_ids]
         events += [ApprovalDenied(call_id, reason) for call_id, reason in denied.items()]
-        return await self.answer(*events)
+        _check_answered_once("approve()", events)
+        return await self._send("approve()", tuple(events))
 
     async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
         """Answer calls returned to the caller with their results.
 
         Each result's ``call_id`` names its call as in `approve`: the id, or
         the path when calls of several sub-runs wait under that id.
+
+        Raises:
+            UsageError: Two results name one call (checked before anything
+                is sent), or no workflow has the handle's id (see `result`).
+            temporalio.client.WorkflowUpdateFailedError: As `answer`.
         """
-        return await self.answer(ToolResultsProvided(tuple(results)))
+        events = (ToolResultsProvided(tuple(results)),)
+        _check_answered_once("provide()", events)
+        return await self._send("provide()", events)
 
     async def result(self) -> Response:
         """Wait for the run to end: the same `Response` a local run gives.
@@ -401,9 +440,16 @@ class AgentHandle:
                 payload limit (``.state`` is its last state, before that
                 activity). ``.state`` is read with `state` (None when no
                 worker answers the query).
+            UsageError: No workflow has the handle's id on the client's
+                namespace: no run was started with it, or the run's history
+                was deleted after the namespace's retention period (the
+                error's ``__cause__`` is Temporal's ``RPCError``,
+                ``NOT_FOUND``). `state`, `suspended` and the answers raise
+                the same.
         """
         try:
-            state = await self.workflow.result()
+            with self._found("result()"):
+                state = await self.workflow.result()
         except WorkflowFailureError as exc:
             cause = exc.cause
             error = _raised(cause) if isinstance(cause, ApplicationError) else None
@@ -421,6 +467,41 @@ class AgentHandle:
                     raise run_failure(state)
             raise run_failure(state)
         return response_of(self.agent.agent, state)
+
+
+def _check_answered_once(function: str, events: Iterable[object]) -> None:
+    """Refuse ``events`` that answer one call more than once, before anything is sent.
+
+    Only approvals, denials and tool results answer calls (what else
+    ``events`` hold is the workflow's to judge). The run would refuse such
+    answers too, but with its phase's message about the second one, after a
+    round trip.
+
+    Raises:
+        UsageError: Naming ``function`` and the call ids answered twice the
+            same way (``approve() got call 'call_1' twice``), else those
+            answered two ways (``... got call 'call_1' approved and denied
+            at once``).
+    """
+    answers: dict[str, list[str]] = {}
+    for event in events:
+        if isinstance(event, ApprovalGranted):
+            answers.setdefault(event.call_id, []).append("approved")
+        elif isinstance(event, ApprovalDenied):
+            answers.setdefault(event.call_id, []).append("denied")
+        elif isinstance(event, ToolResultsProvided):
+            for result in event.results:
+                answers.setdefault(result.call_id, []).append("given a result")
+    twice = sorted(c for c, ways in answers.items() if len(set(ways)) < len(ways))
+    if twice:
+        raise UsageError(f"{function} got call {', '.join(map(repr, twice))} twice")
+    mixed: dict[tuple[str, ...], list[str]] = {}
+    for call_id, ways in answers.items():
+        if len(ways) > 1:
+            mixed.setdefault(tuple(ways), []).append(call_id)
+    for how, call_ids in mixed.items():
+        named = ", ".join(map(repr, sorted(call_ids)))
+        raise UsageError(f"{function} got call {named} {' and '.join(how)} at once")
 
 
 def _raised(cause: ApplicationError) -> type[RunError] | None:

@@ -329,7 +329,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 response = unique_call_ids(response)
                 if spent is not None:
                     if response.tool_calls:  # steps to start with the budget spent: stop...
-                        # ...unless the workflow has an answer by then (a `Loop`'s last output).
+                        # ...unless the workflow has an answer by then (`Workflow.spent_answer`).
                         spent_response = getattr(live.model, "spent_response", None)
                         instead = (
                             spent_response(effect.request.messages)

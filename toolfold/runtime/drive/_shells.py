@@ -32,7 +32,6 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     forwards,
     run_calls,
-    run_calls_sync,
 )
 from toolfold.runtime.drive._kept_loop import (
     INTERRUPT_WAITS,
@@ -57,6 +56,7 @@ from toolfold.runtime.drive._loop import (
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._relay import Relay
+from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 
 
