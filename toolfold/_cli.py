@@ -48,8 +48,11 @@ def _mcp(args: argparse.Namespace) -> int:
     try:
         from toolfold.mcp.__main__ import main as mcp_main
     except ImportError as exc:
+        from toolfold.toolkit._results import describe_exception  # never raises, as str() may
+
         print(
-            f"toolfold mcp: needs the mcp extra (pip install 'toolfold[mcp]'): {exc}",
+            "toolfold mcp: needs the mcp extra (pip install 'toolfold[mcp]'): "
+            f"{describe_exception(exc)}",
             file=sys.stderr,
         )
         return 1

@@ -10,7 +10,9 @@ every Python CI runs.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import threading
+import time
 from types import ModuleType
 from typing import Any
 
@@ -186,6 +188,29 @@ def test_a_retry_after_date_past_year_9999_is_ignored(
     http_server.add(Reply(status=429, headers=late), Reply(json={"ok": 1}))
     assert call(http_server, kind, mode, sleeps=sleeps, timeout=5.0) == {"ok": 1}
     assert sleeps.delays == [0.5]
+
+
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_a_merged_retry_after_of_a_delay_and_a_date_counts_for_its_longest(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """retry-after: 3, <a past date> (a proxy joined two) waits 3 s; beside a date 600 s ahead,
+    the 600 s wait is too long to retry and reaches the RateLimitError.
+
+    The line read as nonsense (a date has a comma) and the request was retried after
+    the 0.5 s backoff.
+    """
+    sleeps = Sleeps()
+    merged = {"retry-after": "3, Wed, 21 Oct 2015 07:28:00 GMT"}
+    http_server.add(Reply(status=429, headers=merged), Reply(json={"ok": 1}))
+    assert call(http_server, kind, mode, sleeps=sleeps, timeout=5.0) == {"ok": 1}
+    assert sleeps.delays == [3.0]
+    ahead = email.utils.formatdate(time.time() + 600, usegmt=True)
+    http_server.add(Reply(status=429, headers={"retry-after": f"300, {ahead}"}))
+    with pytest.raises(RateLimitError) as caught:
+        call(http_server, kind, mode, sleeps=sleeps, timeout=5.0)
+    assert caught.value.retry_after == pytest.approx(600.0, abs=30.0)
+    assert sleeps.delays == [3.0]  # not retried
 
 
 @pytest.mark.parametrize(("kind", "mode"), CASES)

@@ -404,6 +404,77 @@ def test_an_aiohttp_request_answered_before_its_body_was_read_releases_its_socke
                 conn.close()
 
 
+#: How the body of an early-answered call is sent: (its Timeouts, or None; injected session).
+_EARLY_ANSWERS: dict[str, tuple[Timeouts | None, bool]] = {
+    "default-timeouts": (Timeouts(), False),  # write 600 s
+    "no-write-timeout": (Timeouts(write=None), False),
+    "no-timeouts": (None, False),
+    "injected-session": (None, True),
+}
+
+
+@pytest.mark.filterwarnings(LARGE_BODY_ADVICE)
+@pytest.mark.parametrize("how", list(_EARLY_ANSWERS))
+def test_an_aiohttp_request_answered_early_releases_its_socket_with_the_answer(how: str) -> None:
+    """A 413 sent before the server reads the body frees the client's socket as the error is
+    raised, the loop still running, not at the write timeout (600 s) nor the loop's end.
+
+    aiohttp cancels the body's write once the answer has arrived (its response's
+    end, ``release()`` and ``close()`` do), and a cancelled body aborts its connection.
+    """
+    import aiohttp
+
+    timeout, injected = _EARLY_ANSWERS[how]
+    held: list[socket.socket] = []
+    answered = threading.Event()
+    answer = b'{"error": {"message": "too large"}}'
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+
+        def answer_early() -> None:
+            conn, _ = listener.accept()
+            held.append(conn)
+            conn.recv(2048)
+            head = f"HTTP/1.1 413 Too Large\r\ncontent-length: {len(answer)}\r\n\r\n"
+            conn.sendall(head.encode() + answer)
+            answered.set()
+
+        server = threading.Thread(target=answer_early, daemon=True)
+        server.start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+        async def run() -> int:
+            before = _open_fds()
+            session = aiohttp.ClientSession() if injected else None
+            if session is not None:
+                transport = Transport("openai", url, KEY, http_client=session, retry=0)
+            else:
+                transport = Transport("openai", url, KEY, http="aiohttp", retry=0, timeout=timeout)
+            try:
+                with pytest.raises(ProviderError, match="HTTP 413"):
+                    await transport.post_json("chat/completions", BIG_REQUEST)
+                assert answered.is_set()
+                for _ in range(100):  # the loop's turns that close what was aborted; no waiting
+                    if _open_fds() - len(held) <= before:
+                        break
+                    await asyncio.sleep(0)
+                return _open_fds() - len(held) - before  # (the server's end is still open)
+            finally:
+                await transport.aclose()
+                if session is not None:
+                    await session.close()
+
+        try:
+            assert asyncio.run(run()) <= 0
+            server.join()
+        finally:
+            for conn in held:
+                conn.close()
+
+
 # --- body limits ------------------------------------------------------------------------
 
 

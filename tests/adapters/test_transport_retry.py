@@ -174,6 +174,40 @@ def test_an_http_date_is_not_split_on_its_comma() -> None:
     assert retry_after_seconds({"retry-after": date}, now) == pytest.approx(30.0)
 
 
+PAST = "Wed, 21 Oct 2015 07:28:00 GMT"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (f"300, {PAST}", 300.0),  # a delay and a date one proxy merged: the date, past, is 0
+        (f"{PAST}, 300", 300.0),  # the date first: its trailing delay was dropped
+        (f"3, {PAST}, 5", 5.0),
+        (f"{PAST}, {PAST}", 0.0),
+        ("3, Wednesday, 21-Oct-15 07:28:00 GMT", 3.0),  # RFC 850's date, its day in full
+        ("3, Wed Oct 21 07:28:00 2015", 3.0),  # asctime's, with no comma
+        (f"300, {PAST}, soon", None),  # a part that is no wait: the line is nonsense
+        ("300, Wed", None),  # a day name with no date after it
+        ("300, Fri, 31 Dec 99999 23:59:59 GMT", None),  # a date the calendar cannot hold
+    ],
+)
+def test_a_merged_line_of_delays_and_dates_counts_for_its_longest(
+    value: str, expected: float | None
+) -> None:
+    """retry-after: 300, <HTTP date> on one line is its longest wait, a date's own comma kept."""
+    assert retry_after_seconds({"retry-after": value}, 1_700_000_000.0) == expected
+
+
+def test_a_merged_future_date_beside_a_delay_is_its_longest_wait() -> None:
+    """retry-after: 300, <a date 600 s ahead> waits 600 s (too long to retry by default)."""
+    now = 1_700_000_000.0
+    ahead = email.utils.formatdate(now + 600, usegmt=True)
+    for value in (f"300, {ahead}", f"{ahead}, 300"):
+        assert retry_after_seconds({"retry-after": value}, now) == pytest.approx(600.0)
+        assert RetryPolicy().delay(0, {"retry-after": value}, None, 0.0, now) is None
+    assert retry_after_seconds({"retry-after": f"{ahead}, 900"}, now) == 900.0
+
+
 @pytest.mark.parametrize("kind", HEADER_KINDS)
 @pytest.mark.parametrize(
     ("values", "expected"),

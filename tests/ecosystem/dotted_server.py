@@ -3,7 +3,9 @@
 Its tools are named with dots (MCP allows ``^[A-Za-z0-9._-]{1,128}$``) and one
 is 70 characters long; each call answers with the name the server was called
 by. With ``clash`` as its argument it also lists ``files_read``, which a dot
-mapped to ``_`` would make ``files.read``'s twin.
+mapped to ``_`` would make ``files.read``'s twin; with ``reserved``, ``auto``,
+``none`` and ``required`` (toolfold's reserved tool names, the ``tool_choice``
+values) and ``Auto`` (not reserved: the check is case-sensitive).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import json
 import sys
 
 LONG = "long." + "x" * 65
-NAMES = ["files.read", LONG, *(["files_read"] if sys.argv[1:] == ["clash"] else [])]
+EXTRA = {"clash": ["files_read"], "reserved": ["auto", "none", "required", "Auto"]}
+NAMES = ["files.read", LONG, *EXTRA.get(" ".join(sys.argv[1:]), [])]
 
 
 def main() -> None:

@@ -653,6 +653,74 @@ def test_a_bare_module_serves_the_tools_it_holds_once(
         load_tools(".rel:x")
 
 
+_UNPRINTABLE_MODULE = """
+class Unprintable(ImportError):
+    def __str__(self):
+        raise RuntimeError("str() of this error fails")
+
+
+raise Unprintable("x")
+"""
+
+
+def test_load_tools_names_what_a_module_raised_importing_even_if_unprintable(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module raising while importing is a ToolDefinitionError naming its exception's class
+    (an exception whose str() raises reads '<unprintable ...>')."""
+    (tmp_path / "unprintable_import.py").write_text(_UNPRINTABLE_MODULE)
+    (tmp_path / "no_database.py").write_text('raise RuntimeError("no database")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("unprintable_import:TOOLS")
+    assert raised.value.problems == (
+        "cannot import 'unprintable_import': Unprintable: <unprintable Unprintable>",
+    )
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("no_database")
+    assert raised.value.problems == ("cannot import 'no_database': RuntimeError: no database",)
+
+
+def test_the_command_line_exits_2_naming_an_unprintable_import_error(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve` of a module whose import error's str() raises prints the error's class, exits 2."""
+    from toolfold.mcp.__main__ import main
+
+    (tmp_path / "unprintable_cli.py").write_text(_UNPRINTABLE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["serve", "unprintable_cli:TOOLS"]) == 2
+    assert (
+        "cannot import 'unprintable_cli': Unprintable: <unprintable Unprintable>"
+        in capsys.readouterr().err
+    )
+
+
+def test_toolfold_mcp_without_its_extra_names_an_unprintable_import_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`toolfold mcp` whose import fails with an error whose str() raises says what to
+    install and the error's class, exiting 1."""
+    from toolfold._cli import main
+
+    class Unprintable(ImportError):
+        def __str__(self) -> str:
+            raise RuntimeError("str() of this error fails")
+
+    class Refusing:
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+            if name == "toolfold.mcp.__main__":
+                raise Unprintable("x")
+
+    monkeypatch.delitem(sys.modules, "toolfold.mcp.__main__", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Refusing(), *sys.meta_path])
+    assert main(["mcp", "serve", "tests.ecosystem.served_tools:TOOLS"]) == 1
+    assert capsys.readouterr().err == (
+        "toolfold mcp: needs the mcp extra (pip install 'toolfold[mcp]'): "
+        "Unprintable: <unprintable Unprintable>\n"
+    )
+
+
 def test_the_command_line_serves_http_on_an_ipv6_host() -> None:
     """`--host ::1` listens on IPv6 and prints the URL with the address in brackets."""
     with serving_tools("--host", "::1", "--port", "0") as url:

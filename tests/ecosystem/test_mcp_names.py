@@ -1,4 +1,5 @@
-"""Listed MCP tool names providers refuse (dots, over 64 characters) are mapped, not fatal."""
+"""Listed MCP tool names providers refuse (dots, over 64 characters) or toolfold reserves
+('auto', 'none', 'required') are mapped, not fatal."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ LONG = "long." + "x" * 65
 
 
 def test_model_name_keeps_valid_names_and_maps_others_to_64_characters() -> None:
-    """A valid name is kept; a dot becomes '_'; a long name is cut with a hash that keeps two apart."""
+    """A valid name is kept; a dot becomes '_'; a long one is cut with a hash; 'auto' is 'auto_'."""
     from toolfold.mcp._client import model_name
 
     assert model_name("files_read-2") == "files_read-2"
@@ -26,6 +27,12 @@ def test_model_name_keeps_valid_names_and_maps_others_to_64_characters() -> None
     assert len(long_a) == 64
     assert long_a.startswith("long_xxxx")
     assert long_a != long_b
+    assert [model_name(name) for name in ("auto", "none", "required")] == [
+        "auto_",
+        "none_",
+        "required_",
+    ]
+    assert model_name("Auto") == "Auto"
 
 
 def test_tools_with_dotted_and_long_names_are_called_by_their_server_names() -> None:
@@ -59,3 +66,37 @@ def test_two_listed_names_mapped_to_one_are_refused_pointing_at_include() -> Non
     kept = MCPServerStdio(sys.executable, [SERVER, "clash"], include=["files.read", LONG])
     with kept:
         assert len(kept.tools()) == 2
+
+
+def test_reserved_names_get_a_final_underscore_and_are_called_by_their_server_names() -> None:
+    """'auto', 'none', 'required' are 'auto_'... for the model; calls reach the server as 'auto'."""
+    server = MCPServerStdio(sys.executable, [SERVER, "reserved"], name="reserved")
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return " | ".join(part.content for part in last.tool_results)
+        return [FunctionModel.call(name, {}) for name in ("auto_", "none_", "required_", "Auto")]
+
+    with server:
+        names = [tool.name for tool in server.tools()]
+        assert {"auto_", "none_", "required_", "Auto", "files_read"} <= set(names)
+        assert not {"auto", "none", "required"} & set(names)
+        response = Agent(FunctionModel(reply), tools=[server]).run("go")
+    assert response.text == (
+        "server called as auto | server called as none | server called as required"
+        " | server called as Auto"
+    )
+
+
+def test_a_reserved_name_mapped_onto_a_listed_one_is_refused_naming_both() -> None:
+    """A listing of 'auto' beside 'auto_' is refused naming both tools and include=."""
+    server = MCPServerStdio(sys.executable, [SERVER], name="twins")
+    schema = {"type": "object", "properties": {}}
+    listed = [
+        {"name": name, "description": "", "inputSchema": schema} for name in ("auto", "auto_")
+    ]
+    with pytest.raises(ToolDefinitionError) as raised:
+        server.tools_from(listed)
+    assert "tools 'auto' and 'auto_' are both 'auto_' for the model" in str(raised.value)
+    assert "a reserved name such as 'auto' gets a final '_'" in str(raised.value)

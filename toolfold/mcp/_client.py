@@ -30,7 +30,7 @@ from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
-from toolfold.toolkit._options import TOOL_NAME, ApprovalPolicy
+from toolfold.toolkit._options import RESERVED_NAMES, TOOL_NAME, ApprovalPolicy
 from toolfold.toolkit._results import describe_exception
 
 __all__ = [
@@ -421,8 +421,9 @@ class MCPServer:
         ``requires_approval`` says.
 
         A listed name providers refuse (a ``.``, which MCP allows, or over 64
-        characters with the prefix) is given to the model as `model_name`
-        makes it; calls go to the server under its own name.
+        characters with the prefix) or toolfold reserves (``auto``, ``none``,
+        ``required``) is given to the model as `model_name` makes it; calls
+        go to the server under its own name.
 
         Raises:
             ToolDefinitionError: A listed tool has an invalid name or schema,
@@ -443,7 +444,8 @@ class MCPServer:
             if other != spec["name"]:
                 problems.append(
                     f"tools {other!r} and {spec['name']!r} are both {tool.name!r} for the "
-                    "model (characters providers refuse become '_'): keep one of them "
+                    "model (characters providers refuse become '_', a reserved name such "
+                    "as 'auto' gets a final '_'): keep one of them "
                     "with include=[...]"
                 )
                 continue
@@ -898,18 +900,28 @@ _LONGEST = 64
 
 
 def model_name(listed: str) -> str:
-    """A listed tool's name as providers accept it (1 to 64 of ``a-z A-Z 0-9 _ -``).
+    """A listed tool's name as providers accept it and toolfold allows.
 
-    A name that fits is kept. Otherwise each other character (MCP allows
-    ``.``) becomes ``_``, and a name still over 64 characters keeps its first
-    55 and ends with ``_`` and 8 hex digits of its SHA-256, so that two long
-    names stay apart. Pure: the same listing gives the same names (a durable
-    run makes its tools again from the recorded listing).
+    Providers take 1 to 64 of ``a-z A-Z 0-9 _ -``, and toolfold reserves
+    the ``tool_choice`` values ``auto``, ``none`` and ``required`` (a tool
+    so named could not be forced). A name that fits is kept. A reserved
+    name gets a final ``_``, as Python's ``class_``. Otherwise each other
+    character (MCP allows ``.``) becomes ``_``, and a name still over 64
+    characters keeps its first 55 and ends with ``_`` and 8 hex digits of
+    its SHA-256, so that two long names stay apart. Pure: the same listing
+    gives the same names (a durable run makes its tools again from the
+    recorded listing).
 
     Example:
         >>> model_name("files.read")
         'files_read'
+        >>> model_name("auto")
+        'auto_'
     """
+    # Safe for recorded runs: a listing with a reserved name used to be refused whole
+    # (ToolDefinitionError), so no run or history holds tools made from one.
+    if listed in RESERVED_NAMES:
+        return f"{listed}_"
     if TOOL_NAME.fullmatch(listed) or not listed:
         return listed
     name = _REFUSED.sub("_", listed)

@@ -226,8 +226,10 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
 
     Raises:
         ToolDefinitionError: The path does not resolve (an empty or relative
-            module path, a module that cannot be imported, a missing name),
-            or names something that is not a tool; the message says which.
+            module path, a module that cannot be imported or raises while
+            importing, a missing name), or names something that is not a
+            tool; the message says which (for a module's exception, its
+            class and text: ``RuntimeError: no database``).
     """
     module_name, _, attribute = spec.partition(":")
     if not module_name or module_name.startswith("."):
@@ -241,8 +243,10 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
         )
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ToolDefinitionError(spec, [f"cannot import {module_name!r}: {exc}"]) from exc
+    except Exception as exc:  # ImportError, or whatever the module raised importing
+        # describe_exception never raises (the module's own exception's __str__ may).
+        problem = f"cannot import {module_name!r}: {describe_exception(exc)}"
+        raise ToolDefinitionError(spec, [problem]) from exc
     if not attribute:
         # Every Tool the module holds, imported ones too (a package's __init__
         # gathers its tools so); one under two names, once.

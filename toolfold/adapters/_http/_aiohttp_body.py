@@ -9,8 +9,9 @@ an injected one alike, and a `WriteTimeout` is what aiohttp raises then.
 
 Every body that can wait is wrapped, with a write timeout or without one
 (``Timeouts(write=None)``, no timeouts, an injected session): a body whose
-write is cancelled (the caller's cancel, the total timeout) drops its
-connection. aiohttp waits for the connection to drain only once more than
+write is cancelled (the caller's cancel, the total timeout, or aiohttp itself
+once the answer has arrived: an early 413, its response's end, ``release()``
+and ``close()`` cancel the write) drops its connection. aiohttp waits for the connection to drain only once more than
 64 KiB are queued (``StreamWriter.write``'s limit and asyncio's high-water
 mark), so a smaller body is queued at once and the read timeout covers the rest.
 """

@@ -427,36 +427,83 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     A header sent more than once (by a server, or by two proxies on the way)
     counts for its longest wait, on every client alike: httpx joined the lines
     into one value (``300, 300``) that read as nonsense, and the call was
-    retried at once; one line of delays a proxy merged (``300, 300``) counts
-    for its longest too. A number of seconds of any length is read: one past what
-    a float holds is ``inf``, beyond any ``max_retry_after``, so the error goes
-    to the caller (only nonsense is ignored, and the backoff used).
+    retried at once; one line of waits a proxy merged (``300, 300``, or
+    ``300, Wed, 21 Oct 2015 07:28:00 GMT``: a date keeps its own comma) counts
+    for its longest too, as long as each of its parts is a wait. A number of
+    seconds of any length is read: one past what a float holds is ``inf``,
+    beyond any ``max_retry_after``, so the error goes to the caller (only
+    nonsense is ignored, and the backoff used).
     """
     waits = [
         float(ms) / 1000.0 for value in _values(headers, "retry-after-ms") for ms in _delays(value)
     ]
     if waits:
         return max(waits)
+    clock = time.time() if now is None else now
     for raw in _values(headers, "retry-after"):
-        delays = _delays(raw)
-        if delays:
-            waits.extend(float(seconds) for seconds in delays)
-            continue
-        parsed = email.utils.parsedate_tz(raw)
-        if parsed is None:  # nonsense ("inf", "-3", "1_0", "+3"): ignored
-            continue
-        try:
-            at = email.utils.mktime_tz(parsed)
-        except (ValueError, OverflowError):  # a year past 9999: no date the calendar holds
-            continue
-        waits.append(max(at - (time.time() if now is None else now), 0.0))
+        line = [_wait(part, clock) for part in _parts(raw)]
+        if line and all(wait is not None for wait in line):  # else the line is nonsense
+            waits.extend(wait for wait in line if wait is not None)
     return max(waits) if waits else None
+
+
+def _wait(part: str, now: float) -> float | None:
+    """One ``retry-after`` value as seconds from ``now``: a delay, or an HTTP date (a
+    past one is 0); None for nonsense (``inf``, ``-3``, ``1_0``, ``+3``, a year past 9999)."""
+    if _DELAY.fullmatch(part):
+        return float(part)
+    parsed = email.utils.parsedate_tz(part)
+    if parsed is None:
+        return None
+    try:
+        at = email.utils.mktime_tz(parsed)
+    except (ValueError, OverflowError):  # a year past 9999: no date the calendar holds
+        return None
+    return max(at - now, 0.0)
+
+
+def _parts(value: str) -> list[str]:
+    """The values in one header line a proxy may have merged: split on commas, but a
+    day name before a comma stays with what follows (``Wed, 21 Oct 2015 07:28:00
+    GMT``, RFC 850's ``Wednesday, 21-Oct-15 ...``: the date's own comma)."""
+    pieces = [piece.strip() for piece in value.split(",")]
+    parts: list[str] = []
+    at = 0
+    while at < len(pieces):
+        if pieces[at].lower() in _DAY_NAMES and at + 1 < len(pieces):
+            parts.append(f"{pieces[at]}, {pieces[at + 1]}")
+            at += 2
+        else:
+            parts.append(pieces[at])
+            at += 1
+    return parts
+
+
+# The day names an HTTP date starts with (IMF-fixdate's "Wed", RFC 850's "Wednesday").
+_DAY_NAMES = frozenset(
+    [
+        "mon",
+        "tue",
+        "wed",
+        "thu",
+        "fri",
+        "sat",
+        "sun",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
+)
 
 
 def _delays(value: str) -> list[str]:
     """The delays in one header line: ``300``, or ``300, 300`` (a proxy merged two lines); else none.
 
-    Split on commas only when every part is a delay: an HTTP date has a comma of its own.
+    Split on commas only when every part is a delay.
     """
     parts = [part.strip() for part in value.split(",")]
     return parts if all(_DELAY.fullmatch(part) for part in parts) else []
