@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime.core._messages import Message
-from toolfold.runtime.core._request import OutputSpec, ToolDefinition
+from toolfold.runtime.core._messages import FrozenDict, Message
+from toolfold.runtime.core._request import OutputSpec, ToolDefinition, frozen_json
 from toolfold.runtime.core._stop import StopCondition
 
 if TYPE_CHECKING:
@@ -36,8 +36,11 @@ def _at_least(minimum: int) -> Any:
     return check
 
 
-def _dict(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return {} if value is None else dict(value)
+def _settings(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return _NO_SETTINGS if value is None else frozen_json(value)
+
+
+_NO_SETTINGS: Mapping[str, Any] = FrozenDict()
 
 
 @attrs.frozen
@@ -101,7 +104,9 @@ class RunConfig:
             so the model can answer instead of calling tools forever.
         output: The structured output the final answer must follow, or None.
         output_retries: Rejected final answers allowed before the run fails.
-        settings: Model settings (temperature, max_tokens...).
+        settings: Model settings (temperature, max_tokens...), kept as a
+            read-only copy (a `FrozenDict`): the config is shared by every run
+            made with equal options, so no run can change another's.
         max_steps: Model calls allowed per turn; reaching it finishes the run
             with ``finish_reason == "max_steps"``.
         auto_execute_tools: False to return every call to the caller unexecuted.
@@ -115,7 +120,7 @@ class RunConfig:
     reset_tool_choice: bool = True
     output: OutputSpec | None = None
     output_retries: int = attrs.field(default=3, validator=_at_least(0))
-    settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_dict)
+    settings: Mapping[str, Any] = attrs.field(default=_NO_SETTINGS, converter=_settings)
     max_steps: int = attrs.field(default=10, validator=_at_least(1))
     auto_execute_tools: bool = True
     stop_when: tuple[StopCondition, ...] = attrs.field(default=(), converter=_conditions)

@@ -9,9 +9,11 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime.core._messages import (
+    FrozenDict,
     Message,
     ToolCallPart,
     Usage,
+    freeze,
 )
 
 FinishReason = Literal[
@@ -66,6 +68,22 @@ def _usage_and_finish_reason(owner: Any, attribute: attrs.Attribute[Any], value:
     _finish_reason(owner, attribute, value)
 
 
+def frozen_json(value: Any) -> Any:
+    """A mapping of JSON (a schema, settings) as a deep read-only copy; anything else as is.
+
+    A config holds its own copy: a schema or settings dict the caller keeps
+    (a `Tool`'s ``parameters``, an agent's ``settings``) can change afterwards
+    without reaching into a saved state, and the config's cannot change at
+    all (it is shared by every run made with equal options).
+    """
+    if type(value) is FrozenDict or not isinstance(value, Mapping):
+        return value  # (frozen all the way down when it was made)
+    return freeze(value)
+
+
+_EMPTY_OBJECT = FrozenDict(type="object", properties=FrozenDict())
+
+
 @attrs.frozen
 class ToolDefinition:
     """A tool as a provider sees it: plain data, no function.
@@ -73,15 +91,15 @@ class ToolDefinition:
     Attributes:
         name: The tool name.
         description: What the tool does.
-        parameters: The JSON Schema of its arguments.
+        parameters: The JSON Schema of its arguments, kept as a read-only copy
+            (a `FrozenDict`, nested arrays `FrozenList`): editing the mapping
+            given afterwards changes nothing here.
         strict: Ask for strict schema adherence (None: when the schema allows).
     """
 
     name: str
     description: str = ""
-    parameters: Mapping[str, Any] = attrs.field(
-        factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: Mapping[str, Any] = attrs.field(default=_EMPTY_OBJECT, converter=frozen_json)
     strict: bool | None = None
 
 
@@ -91,12 +109,13 @@ class OutputSpec:
 
     Attributes:
         name: A name for the schema (providers require one).
-        schema: The JSON Schema of the answer.
+        schema: The JSON Schema of the answer, kept as a read-only copy (a
+            `FrozenDict`).
         strict: Ask for strict adherence (None: when the schema allows).
     """
 
     name: str
-    schema: Mapping[str, Any]
+    schema: Mapping[str, Any] = attrs.field(converter=frozen_json)
     strict: bool | None = None
 
 
