@@ -56,3 +56,39 @@ def test_valid_stop_conditions_round_trip_unchanged() -> None:
     conditions = [max_steps(3), token_budget(50, tree=True), tool_called("add")]
     state = initial_state("x", RunConfig(stop_when=conditions), run_id="r")
     assert RunState.from_json(state.to_json()) == state
+
+
+@pytest.mark.parametrize("text", [None, 5, {"format": "toolfold.run_state/1"}])
+def test_loaders_refuse_what_is_not_json_text(text: Any) -> None:
+    """RunState.from_json / from_json / events_from_json of None, a number or a dict name the text argument."""
+    from toolfold.runtime import Message, events_from_json, from_json
+
+    with pytest.raises(UsageError, match=r"RunState\.from_json\(text\): expected JSON text"):
+        RunState.from_json(text)
+    with pytest.raises(UsageError, match=r"RunState\.from_json\(text\): expected JSON text"):
+        RunState.from_json(text, key="k")
+    with pytest.raises(UsageError, match=r"^from_json\(text\): expected JSON text"):
+        from_json(text, Message)
+    with pytest.raises(UsageError, match=r"events_from_json\(text\): expected JSON text"):
+        events_from_json(text)
+
+
+def test_a_decoded_document_is_named_as_such() -> None:
+    """Passing the dict json.loads gave says to pass the text itself."""
+    with pytest.raises(UsageError, match="already decoded"):
+        RunState.from_json({})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("messages", [b"x", bytearray(b"x"), memoryview(b"x")])
+def test_initial_state_refuses_binary_messages(messages: Any) -> None:
+    """initial_state(b'x') is a UsageError about the messages, not 'message 0: expected a Message, got int'."""
+    with pytest.raises(UsageError, match=r"initial_state\(\): messages must be a prompt.*decode"):
+        initial_state(messages, run_id="r")
+
+
+def test_text_and_bytes_documents_still_load() -> None:
+    """The loaders still take str, bytes and bytearray."""
+    text = initial_state("x", run_id="r").to_json()
+    state = RunState.from_json(text)
+    assert RunState.from_json(text.encode()) == state
+    assert RunState.from_json(bytearray(text.encode())) == state

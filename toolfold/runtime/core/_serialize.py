@@ -315,12 +315,26 @@ def from_json(text: str | bytes, type_: Any) -> Any:
 
     Raises:
         SerializationError: The text is not JSON or does not fit the type.
+        UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    return structure(_loads(text, _name(type_)), type_)
+    return structure(_loads(text, _name(type_), "from_json"), type_)
 
 
-def _loads(text: str | bytes, name: str) -> Any:
-    """``json.loads(text)``, or a `SerializationError` for ``name`` saying why not."""
+def _loads(text: str | bytes, name: str, function: str) -> Any:
+    """``json.loads(text)``, or a `SerializationError` for ``name`` saying why not.
+
+    Raises:
+        UsageError: ``text`` is no text at all (None, a number, a dict already
+            decoded), naming ``function``'s argument.
+    """
+    given: object = text
+    if not isinstance(given, (str, bytes, bytearray)):
+        decoded = isinstance(given, (dict, list))
+        hint = " (already decoded: pass the JSON text itself)" if decoded else ""
+        raise UsageError(
+            f"{function}(text): expected JSON text (str or bytes), "
+            f"got {type(given).__name__}{hint}"
+        )
     try:
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
@@ -419,8 +433,9 @@ def state_from_json(
     Raises:
         SerializationError: The text is not a serialized state of this format,
             or (with ``key``) it is unsigned or its signature does not match.
+        UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    data = _loads(text, "RunState")
+    data = _loads(text, "RunState", "RunState.from_json")
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
@@ -625,8 +640,9 @@ def events_from_json(text: str | bytes) -> tuple[Event, ...]:
     Raises:
         SerializationError: The text is not JSON, not a JSON array (``{}``
             is no log), or an item is no event.
+        UsageError: ``text`` is not str or bytes (None, a list already decoded).
     """
-    data = _loads(text, "tuple")
+    data = _loads(text, "tuple", "events_from_json")
     if not isinstance(data, list):
         raise SerializationError(
             "tuple", [f"expected a JSON array of events, got {type(data).__name__} @ $"]

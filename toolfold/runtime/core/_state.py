@@ -400,6 +400,8 @@ class RunState:
         Raises:
             SerializationError: The text is not a state, or (with ``key``) it
                 is unsigned or its signature does not match (it was edited).
+            UsageError: ``text`` is not str or bytes (None, a dict already
+                decoded), or ``key`` is no signing key.
         """
         from toolfold.runtime.core._serialize import state_from_json
 
