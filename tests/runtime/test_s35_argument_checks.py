@@ -92,3 +92,23 @@ def test_text_and_bytes_documents_still_load() -> None:
     state = RunState.from_json(text)
     assert RunState.from_json(text.encode()) == state
     assert RunState.from_json(bytearray(text.encode())) == state
+
+
+@pytest.mark.parametrize("script", ["hello", b"hi", None, 5, {"text": "hi"}])
+def test_scripted_model_refuses_a_script_that_is_no_list_of_entries(script: Any) -> None:
+    """ScriptedModel('hello') / (None) is a UsageError saying the script is a list of entries."""
+    from toolfold.testing import ScriptedModel
+
+    with pytest.raises(
+        UsageError, match=r"ScriptedModel\(script\): the script is a list of entries"
+    ):
+        ScriptedModel(script)
+
+
+def test_scripted_model_takes_lists_tuples_and_iterators() -> None:
+    """Any iterable of entries (not text) is still a script."""
+    from toolfold.testing import ScriptedModel
+
+    assert ScriptedModel(["a", "b"]).remaining == 2
+    assert ScriptedModel(("a",)).remaining == 1
+    assert ScriptedModel(iter(["a", "b", "c"])).remaining == 3
