@@ -9,9 +9,12 @@ import pytest
 from toolfold import RunState, UsageError
 from toolfold.runtime import (
     MaxSteps,
+    OutputSpec,
     RunConfig,
     TokenBudget,
     ToolCalled,
+    ToolDefinition,
+    ToolSpec,
     initial_state,
     max_steps,
     token_budget,
@@ -112,3 +115,87 @@ def test_scripted_model_takes_lists_tuples_and_iterators() -> None:
     assert ScriptedModel(["a", "b"]).remaining == 2
     assert ScriptedModel(("a",)).remaining == 1
     assert ScriptedModel(iter(["a", "b", "c"])).remaining == 3
+
+
+def _tool_spec(**changes: Any) -> Any:
+    return ToolSpec(ToolDefinition("a"), **changes)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: _tool_spec(approval="sometimes"), r"ToolSpec 'a': approval: expected one of"),
+        (lambda: _tool_spec(has_function="yes"), r"ToolSpec 'a': has_function: expected True"),
+        (
+            lambda: ToolSpec("a"),
+            r"ToolSpec None: definition: expected a ToolDefinition",
+        ),
+        (
+            lambda: ToolDefinition("a", parameters=[1]),
+            r"ToolDefinition 'a': parameters: expected a JSON Schema object \(a mapping\), got list",
+        ),
+        (
+            lambda: ToolDefinition(5),
+            r"ToolDefinition 5: name: expected a str, got int 5",
+        ),
+        (
+            lambda: ToolDefinition("a", strict="yes"),
+            r"ToolDefinition 'a': strict: expected True, False or None",
+        ),
+        (
+            lambda: OutputSpec("o", [1]),
+            r"OutputSpec 'o': schema: expected a JSON Schema object",
+        ),
+        (
+            lambda: RunConfig(tool_choice=5),
+            r"RunConfig\.tool_choice: expected a str or None, got int 5",
+        ),
+        (lambda: RunConfig(model=5), r"RunConfig\.model: expected a str or None"),
+        (
+            lambda: RunConfig(auto_execute_tools="no"),
+            r"RunConfig\.auto_execute_tools: expected True or False",
+        ),
+        (
+            lambda: RunConfig(reset_tool_choice=None),
+            r"RunConfig\.reset_tool_choice: expected True or False",
+        ),
+        (
+            lambda: RunConfig(output={"type": "object"}),
+            r"RunConfig\.output: expected an OutputSpec",
+        ),
+        (lambda: RunConfig(tools=["a"]), r"RunConfig\.tools\[0\]: expected a ToolSpec"),
+        (
+            lambda: RunConfig(settings={1: "a"}),
+            r"RunConfig\.settings: a setting's name must be a str",
+        ),
+        (
+            lambda: RunConfig(stop_when=[lambda s: True]),
+            r"RunConfig\.stop_when\[0\]: expected a MaxSteps",
+        ),
+    ],
+)
+def test_hand_built_config_parts_refuse_what_would_not_load_back(build: Any, message: str) -> None:
+    """A RunConfig part whose JSON would not load back (or load back different) is a UsageError naming the field."""
+    with pytest.raises(UsageError, match=message):
+        build()
+
+
+def test_valid_hand_built_config_parts_round_trip() -> None:
+    """A config with every field set by hand saves and loads equal."""
+    config = RunConfig(
+        model="openai:gpt-4o-mini",
+        instructions="Be brief.",
+        tools=[
+            ToolSpec(
+                ToolDefinition("a", "A.", strict=True), has_function=False, approval="predicate"
+            )
+        ],
+        tool_choice="a",
+        reset_tool_choice=False,
+        output=OutputSpec("o", {"type": "object"}, strict=False),
+        settings={"temperature": 0.1},
+        auto_execute_tools=False,
+        stop_when=[max_steps(2)],
+    )
+    state = initial_state("x", config, run_id="r")
+    assert RunState.from_json(state.to_json()) == state

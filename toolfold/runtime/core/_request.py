@@ -15,6 +15,7 @@ from toolfold.runtime.core._messages import (
     Usage,
     freeze,
 )
+from toolfold.runtime.core._repr import short
 
 FinishReason = Literal[
     "stop", "length", "tool_calls", "content_filter", "error", "other", "max_iterations"
@@ -76,12 +77,50 @@ def frozen_json(value: Any) -> Any:
     without reaching into a saved state, and the config's cannot change at
     all (it is shared by every run made with equal options).
     """
-    if type(value) is FrozenDict or not isinstance(value, Mapping):
+    kind = type(value)
+    if kind is dict:
+        return freeze(value)
+    if kind is FrozenDict or not isinstance(value, Mapping):
         return value  # (frozen all the way down when it was made)
     return freeze(value)
 
 
 _EMPTY_OBJECT = FrozenDict(type="object", properties=FrozenDict())
+
+
+def type_problem(field: str, value: object, expected: str) -> str:
+    """``field: expected <expected>, got <type> <value>`` (for a record's refusal)."""
+    return f"{field}: expected {expected}, got {type(value).__name__} {short(value)}"
+
+
+def _schema_record(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """`ToolDefinition`'s and `OutputSpec`'s one validator (on ``strict``, set last):
+    a text name and description, a mapping schema, a bool or None ``strict``, so
+    that what `to_json` writes loads back equal. Exact types first: the adapters
+    build one per request with structured output."""
+    kind = type(owner)
+    is_tool = isinstance(owner, ToolDefinition)
+    schema_field = "parameters" if is_tool else "schema"
+    schema = getattr(owner, schema_field)
+    description = owner.description if is_tool else ""
+    if (
+        type(owner.name) is str
+        and type(description) is str
+        and type(schema) is FrozenDict
+        and (value is None or type(value) is bool)
+    ):
+        return
+    problems = []
+    if not isinstance(owner.name, str):
+        problems.append(type_problem("name", owner.name, "a str"))
+    if not isinstance(description, str):
+        problems.append(type_problem("description", description, "a str"))
+    if not isinstance(schema, Mapping):
+        problems.append(type_problem(schema_field, schema, "a JSON Schema object (a mapping)"))
+    if value is not None and type(value) is not bool:
+        problems.append(type_problem("strict", value, "True, False or None"))
+    if problems:
+        raise UsageError(f"{kind.__name__} {short(owner.name)}: " + "; ".join(problems))
 
 
 @attrs.frozen
@@ -95,12 +134,17 @@ class ToolDefinition:
             (a `FrozenDict`, nested arrays `FrozenList`): editing the mapping
             given afterwards changes nothing here.
         strict: Ask for strict schema adherence (None: when the schema allows).
+
+    Raises:
+        UsageError: A field of another type (a name that is not text,
+            parameters that are not a mapping, a ``strict`` that is not a
+            bool or None), naming the tool and the field.
     """
 
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = attrs.field(default=_EMPTY_OBJECT, converter=frozen_json)
-    strict: bool | None = None
+    strict: bool | None = attrs.field(default=None, validator=_schema_record)
 
 
 @attrs.frozen
@@ -112,11 +156,15 @@ class OutputSpec:
         schema: The JSON Schema of the answer, kept as a read-only copy (a
             `FrozenDict`).
         strict: Ask for strict adherence (None: when the schema allows).
+
+    Raises:
+        UsageError: A field of another type (a name that is not text, a
+            schema that is not a mapping), naming it.
     """
 
     name: str
     schema: Mapping[str, Any] = attrs.field(converter=frozen_json)
-    strict: bool | None = None
+    strict: bool | None = attrs.field(default=None, validator=_schema_record)
 
 
 def _messages_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:
