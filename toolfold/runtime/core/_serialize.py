@@ -332,8 +332,7 @@ def _loads(text: str | bytes, name: str, function: str) -> Any:
         decoded = isinstance(given, (dict, list))
         hint = " (already decoded: pass the JSON text itself)" if decoded else ""
         raise UsageError(
-            f"{function}(text): expected JSON text (str or bytes), "
-            f"got {type(given).__name__}{hint}"
+            f"{function}(text): expected JSON text (str or bytes), got {type(given).__name__}{hint}"
         )
     try:
         if isinstance(text, (bytes, bytearray)):

@@ -49,7 +49,9 @@ def _a_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 def _a_tool_name(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str):
         name = f"{type(instance).__name__}.{attribute.name}"
-        raise UsageError(f"{name}: expected a tool name (str), got {type(value).__name__} {value!r}")
+        raise UsageError(
+            f"{name}: expected a tool name (str), got {type(value).__name__} {value!r}"
+        )
 
 
 def _at_least_one(function: str, argument: str, value: Any) -> None:
