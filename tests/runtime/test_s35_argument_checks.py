@@ -199,3 +199,33 @@ def test_valid_hand_built_config_parts_round_trip() -> None:
     )
     state = initial_state("x", config, run_id="r")
     assert RunState.from_json(state.to_json()) == state
+
+
+@pytest.mark.parametrize("damaged", [[], [1], "x"])
+def test_a_config_that_is_no_mapping_is_refused_with_its_path(damaged: Any) -> None:
+    """A document with "config": [] is a SerializationError at $.config, not a state with the default config."""
+    import json
+
+    from toolfold import SerializationError
+
+    config = RunConfig(instructions="Be nice", max_steps=3)
+    data = json.loads(initial_state("x", config, run_id="r").to_json())
+    data["config"] = damaged
+    data["log"][0]["config"] = damaged
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(data))
+    message = str(caught.value)
+    assert f"expected a mapping, got {type(damaged).__name__} @ $.config" in message
+    assert "@ $.log[0].config" in message
+
+
+def test_a_message_or_usage_that_is_no_mapping_is_refused_with_its_path() -> None:
+    """Any record of the document given as a list names its path ("expected a mapping")."""
+    import json
+
+    from toolfold import SerializationError
+
+    data = json.loads(initial_state("x", run_id="r").to_json())
+    data["usage"] = []
+    with pytest.raises(SerializationError, match=r"expected a mapping, got list @ \$\.usage"):
+        RunState.from_json(json.dumps(data))

@@ -202,8 +202,11 @@ def _own_classes(roots: Iterable[Any]) -> frozenset[type[Any]]:
     return frozenset(t for t in found if t.__module__.split(".")[0] == "toolfold")
 
 
-def _own_number_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
-    """Read the number fields of toolfold's own classes strictly.
+def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
+    """Read toolfold's own classes from mappings only, and their number fields strictly.
+
+    Anything but a mapping where a class goes is refused (``expected a
+    mapping, got list``), with its path.
 
     An ``int`` field takes `_structure_int` (no fraction truncated), a count
     `_structure_count`. Only these classes' fields: the converter's hook for
@@ -225,13 +228,22 @@ def _own_number_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> 
         return overrides
 
     strict = {cls: hooks_for(cls) for cls in classes}
-    strict = {cls: overrides for cls, overrides in strict.items() if overrides}
 
     def factory(cls: Any) -> Callable[[Any, Any], Any]:
         # (cast: cattrs types its keyword overrides and its own options as one **kwargs)
-        return cast(
+        made = cast(
             Callable[[Any, Any], Any], cast(Any, make_dict_structure_fn)(cls, conv, **strict[cls])
         )
+
+        def structure(value: Any, type_: Any) -> Any:
+            # cattrs' own hook reads fields with ``in`` and ``[]``: a list or a text
+            # had no key, so a class whose fields all have defaults (`RunConfig`)
+            # loaded from ``[]`` as the default, everything it held lost.
+            if type(value) is not dict and not isinstance(value, Mapping):
+                raise ValueError(f"expected a mapping, got {type(value).__name__}")
+            return made(value, type_)
+
+        return structure
 
     # A factory, so each class's hook is made on first use, with every other hook in place.
     conv.register_structure_hook_factory(lambda t: t in strict, factory)
@@ -262,7 +274,7 @@ def make_converter() -> cattrs.Converter:
     )
     _log_hooks(conv)
     roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)
-    _own_number_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
+    _own_class_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
     return conv
 
 
