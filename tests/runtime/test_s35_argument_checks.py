@@ -229,3 +229,21 @@ def test_a_message_or_usage_that_is_no_mapping_is_refused_with_its_path() -> Non
     data["usage"] = []
     with pytest.raises(SerializationError, match=r"expected a mapping, got list @ \$\.usage"):
         RunState.from_json(json.dumps(data))
+
+
+def test_a_bytearray_signing_key_is_its_bytes() -> None:
+    """A bytearray key signs and checks as the bytes it holds, not as a list of ints."""
+    state = initial_state("x", run_id="r")
+    text = state.to_json(key=bytearray(b"secret"))
+    assert text == state.to_json(key=b"secret")
+    assert RunState.from_json(text, key=bytearray(b"secret")) == state
+    assert RunState.from_json(text, key=[bytearray(b"old"), bytearray(b"secret")]) == state
+
+
+def test_a_dict_signing_key_is_refused() -> None:
+    """key={'a': 1} is a UsageError naming the dict, not a key list of its keys."""
+    state = initial_state("x", run_id="r")
+    with pytest.raises(UsageError, match=r"key: a signing key is str or bytes .*got dict"):
+        state.to_json(key={"a": 1})  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="got dict"):
+        RunState.from_json(state.to_json(key="a"), key={"a": 1})  # type: ignore[arg-type]

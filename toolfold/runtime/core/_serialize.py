@@ -361,7 +361,7 @@ def _name(type_: Any) -> str:
 
 
 SigningKey = str | bytes
-"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes."""
+"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes (a bytearray too)."""
 
 SIGNATURE_FIELD = "signature"
 """The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
@@ -526,18 +526,31 @@ def _step(holder: Any, step: Any, at: str) -> Any:
 
 
 def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
+    """The keys ``key`` gives, as bytes: one key (str, bytes, bytearray) or a list of them.
+
+    A bytearray is a key as the bytes it holds (what `hmac` takes), not a list
+    of ints; a mapping is refused, not read as a list of its keys.
+    """
+    given: object = key
+    if isinstance(given, Mapping):
+        raise UsageError(
+            f"key: a signing key is str or bytes (or a list of them), got {type(given).__name__} "
+            "(a mapping's keys are not a key list: pass a list)"
+        )
     try:
-        listed = [key] if isinstance(key, (str, bytes)) else list(key)
+        listed = [key] if isinstance(given, (str, bytes, bytearray)) else list(key)
     except TypeError:
         raise UsageError(
-            f"a signing key is str or bytes (or a list of them), got {type(key).__name__}"
+            f"key: a signing key is str or bytes (or a list of them), got {type(key).__name__}"
         ) from None
     if not listed:
         raise UsageError("key=[] gives no key to sign or check a state with")
     found: list[bytes] = []
     for item in listed:
+        if isinstance(item, bytearray):
+            item = bytes(item)
         if not isinstance(item, (str, bytes)):
-            raise UsageError(f"a signing key is str or bytes, got {type(item).__name__}")
+            raise UsageError(f"key: a signing key is str or bytes, got {type(item).__name__}")
         try:
             raw = item.encode("utf-8") if isinstance(item, str) else item
         except UnicodeEncodeError:
