@@ -247,3 +247,33 @@ def test_a_dict_signing_key_is_refused() -> None:
         state.to_json(key={"a": 1})  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="got dict"):
         RunState.from_json(state.to_json(key="a"), key={"a": 1})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("reason", [5, None, b"no"])
+def test_a_denied_reason_that_is_not_text_is_refused_at_resume(reason: Any) -> None:
+    """Denied(5) at resume is a UsageError naming the call (as {cid: 1} is), not an InvalidEventError."""
+    from toolfold import Agent, Denied, tool
+    from toolfold.testing import ScriptedModel
+
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: The file to delete.
+        """
+        ran.append(path)
+        return "deleted"
+
+    agent = Agent(
+        ScriptedModel([ScriptedModel.call("delete_file", {"path": "a"}), "ok"]),
+        tools=[delete_file],
+    )
+    first = agent.run("go")
+    call_id = first.pending_approvals[0].id
+    with pytest.raises(UsageError, match=rf"approval for call '{call_id}': Denied\(reason\) takes"):
+        agent.resume(first.state, approvals={call_id: Denied(reason)})
+    assert ran == []
+    assert agent.resume(first.state, approvals={call_id: Denied("no")}).finish_reason == "stop"
