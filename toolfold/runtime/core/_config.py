@@ -43,10 +43,11 @@ _APPROVALS = ("never", "always", "predicate")
 def _spec_fields(owner: ToolSpec, attribute: attrs.Attribute[Any], value: Any) -> None:
     """`ToolSpec`'s check of its definition, ``has_function`` and ``approval`` (one
     validator: exact types first), so that what `to_json` writes loads back."""
-    definition = owner.definition
+    definition: object = owner.definition
+    has_function: object = owner.has_function
     if (
         type(definition) is ToolDefinition
-        and type(owner.has_function) is bool
+        and type(has_function) is bool
         and type(value) is str
         and value in _APPROVALS
     ):
@@ -54,8 +55,8 @@ def _spec_fields(owner: ToolSpec, attribute: attrs.Attribute[Any], value: Any) -
     problems = []
     if not isinstance(definition, ToolDefinition):
         problems.append(type_problem("definition", definition, "a ToolDefinition"))
-    if type(owner.has_function) is not bool:
-        problems.append(type_problem("has_function", owner.has_function, "True or False"))
+    if type(has_function) is not bool:
+        problems.append(type_problem("has_function", has_function, "True or False"))
     if not (isinstance(value, str) and value in _APPROVALS):
         allowed = ", ".join(repr(a) for a in _APPROVALS)
         problems.append(type_problem("approval", value, f"one of {allowed}"))

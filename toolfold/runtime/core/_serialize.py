@@ -546,7 +546,8 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     if not listed:
         raise UsageError("key=[] gives no key to sign or check a state with")
     found: list[bytes] = []
-    for item in listed:
+    for given_item in listed:
+        item: object = given_item
         if isinstance(item, bytearray):
             item = bytes(item)
         if not isinstance(item, (str, bytes)):
