@@ -127,10 +127,6 @@ def _tool_spec(**changes: Any) -> Any:
         (lambda: _tool_spec(approval="sometimes"), r"ToolSpec 'a': approval: expected one of"),
         (lambda: _tool_spec(has_function="yes"), r"ToolSpec 'a': has_function: expected True"),
         (
-            lambda: ToolSpec("a"),
-            r"ToolSpec None: definition: expected a ToolDefinition",
-        ),
-        (
             lambda: ToolDefinition("a", parameters=[1]),
             r"ToolDefinition 'a': parameters: expected a JSON Schema object \(a mapping\), got list",
         ),
@@ -178,6 +174,15 @@ def test_hand_built_config_parts_refuse_what_would_not_load_back(build: Any, mes
     """A RunConfig part whose JSON would not load back (or load back different) is a UsageError naming the field."""
     with pytest.raises(UsageError, match=message):
         build()
+
+
+def test_a_model_class_is_refused_naming_the_class() -> None:
+    """Agent(TestModel) (the class) is a UsageError asking for an instance, not a run failing at its first call."""
+    from toolfold import Agent
+    from toolfold.testing import TestModel
+
+    with pytest.raises(UsageError, match=r"got the class TestModel; pass an instance"):
+        Agent(TestModel)  # type: ignore[arg-type]
 
 
 def test_valid_hand_built_config_parts_round_trip() -> None:
@@ -277,3 +282,13 @@ def test_a_denied_reason_that_is_not_text_is_refused_at_resume(reason: Any) -> N
         agent.resume(first.state, approvals={call_id: Denied(reason)})
     assert ran == []
     assert agent.resume(first.state, approvals={call_id: Denied("no")}).finish_reason == "stop"
+
+
+def test_an_agent_file_naming_a_model_class_is_refused() -> None:
+    """model = "toolfold.testing:TestModel" (a class) is an AgentFileError naming the path, not an agent that cannot run."""
+    from toolfold import AgentFileError
+    from toolfold.files import loads
+
+    text = '[agents.main]\nmodel = "toolfold.testing:TestModel"\n'
+    with pytest.raises(AgentFileError, match="is not a model string nor a Model object"):
+        loads(text)
