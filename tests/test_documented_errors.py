@@ -19,6 +19,8 @@ import toolfold
 from toolfold import Agent, Denied, RunState, Tool, ToolResultPart, generate_text, resume, tool
 from toolfold.runtime import (
     ApprovalGranted,
+    ToolDefinition,
+    ToolSpec,
     fork,
     initial_state,
     max_steps,
@@ -26,7 +28,7 @@ from toolfold.runtime import (
     reduce,
     token_budget,
 )
-from toolfold.testing import ScriptedModel
+from toolfold.testing import ScriptedModel, TestModel
 
 ROOT = Path(__file__).resolve().parents[1]
 ERRORS_MD = ROOT / "docs" / "errors.md"
@@ -138,6 +140,35 @@ def _waiting() -> tuple[Agent[Any, Any], Any]:
 def _bad_approval() -> None:
     agent, first = _waiting()
     agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})
+
+
+def _denied_without_text() -> None:
+    agent, first = _waiting()
+    agent.resume(first.state, approvals={first.pending_approvals[0].id: Denied(5)})  # type: ignore[arg-type]
+
+
+def _stop_condition_argument() -> None:
+    max_steps("3")  # type: ignore[arg-type]
+
+
+def _bad_config_part() -> None:
+    ToolSpec(ToolDefinition("a"), approval="sometimes")  # type: ignore[arg-type]
+
+
+def _load_no_text() -> None:
+    RunState.from_json(None)  # type: ignore[arg-type]
+
+
+def _dict_signing_key() -> None:
+    initial_state("x", run_id="r").to_json(key={"a": 1})  # type: ignore[arg-type]
+
+
+def _one_text_script() -> None:
+    ScriptedModel("hello")
+
+
+def _model_class() -> None:
+    Agent(TestModel)  # type: ignore[arg-type]
 
 
 def _ambiguous_call_id() -> None:
@@ -462,6 +493,19 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "argument text that is not JSON": _argument_json,
     "arguments that break the tool's schema": _argument_schema,
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
+    '`max_steps("3")`, `token_budget(True)`, `tool_called(None)` (a bound that is no number, '
+    "a tool name that is no text: the error names the argument)": _stop_condition_argument,
+    "a hand-built `RunConfig`, `ToolSpec`, `ToolDefinition` or `OutputSpec` with a field of the "
+    'wrong type (`approval="sometimes"`, `parameters=[1]`, `tool_choice=5`: the error names '
+    "the tool and the field)": _bad_config_part,
+    "`RunState.from_json(None)` (or a number, or a dict already decoded; `from_json`, "
+    "`events_from_json` alike: the error names `text`)": _load_no_text,
+    "a signing key that is not str, bytes, bytearray or a list of them (an int, None, a dict: "
+    "the error names `key`)": _dict_signing_key,
+    '`ScriptedModel("hello")` (one text, None, a dict: the script is a list of entries)': (
+        _one_text_script
+    ),
+    "a model class where a model goes (`Agent(TestModel)`: pass an instance)": _model_class,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
@@ -486,6 +530,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`agent.to_dict()` for an agent holding a lambda or a local function (a tool, a stop "
     "condition, an input filter...)": (_unwritable_agent),
     "an approval that is not `True`, `False` or `Denied(reason)`": _bad_approval,
+    "a `Denied(reason)` whose reason is not text (`Denied(5)`: the error names the call)": (
+        _denied_without_text
+    ),
     "an answer keyed by a plain call id that waits in several sub-runs (key each by its path)": (
         _ambiguous_call_id
     ),

@@ -58,6 +58,18 @@ def tool(
     )
 
 
+class Editable:
+    """A tool-like whose schema stays the caller's dict (a `ToolDefinition` keeps a frozen copy)."""
+
+    def __init__(self, parameters: dict[str, Any], name: str = "get_weather") -> None:
+        self.name, self.description, self.parameters, self.strict = (
+            name,
+            "Weather now",
+            parameters,
+            None,
+        )
+
+
 def changes(compiled: CompiledTool) -> list[tuple[str, str, str, bool]]:
     assert all(r.detail for r in compiled.rewrites)
     return [(r.path, r.keyword, r.action, r.lossy) for r in compiled.rewrites]
@@ -838,9 +850,9 @@ def test_tool_objects_and_their_strict_flag_are_honoured() -> None:
 
 
 def test_compilation_is_memoized_and_sees_mutation() -> None:
-    """The same tool compiles once; a schema mutated in place is compiled again."""
+    """The same tool compiles once; a tool-like's schema mutated in place is compiled again."""
     params = copy.deepcopy(WEATHER)
-    definition = tool(params)
+    definition = Editable(params)
     first = compile_tool(definition, "openai-chat")
     assert compile_tool(definition, "openai-chat") is first
     assert compile_tool(tool(copy.deepcopy(WEATHER)), "openai-chat") is first
@@ -856,7 +868,7 @@ def test_a_value_changed_in_place_to_an_equal_value_of_another_type_is_compiled_
         "type": "object",
         "properties": {"n": {"type": "number", "maximum": 1}, "m": {"enum": [0, 1]}},
     }
-    definition = tool(params, name="count")
+    definition = Editable(params, name="count")
     for dialect in ("json-schema", "openai-chat", "anthropic", "gemini"):
         for value in (1, 1.0, True, 1):
             params["properties"]["n"]["maximum"] = value

@@ -477,10 +477,20 @@ def test_a_look_alike_message_with_a_memo_attribute_is_encoded_and_memoized() ->
     assert encode_body(request, "m", openai) == dumps(build_body(request, "m", openai))
 
 
+@attrs.define
+class Editable:
+    """A tool-like whose schema stays the caller's dict (a `ToolDefinition` keeps a frozen copy)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool | None = None
+
+
 def test_a_tool_schema_changed_in_place_is_sent_changed() -> None:
-    """The memoized tools entry follows a schema edited between requests (as build_body does)."""
+    """The memoized tools entry follows a tool-like's schema edited between requests."""
     schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    request = ModelRequest((Message.user("x"),), (ToolDefinition("t", "", schema),))
+    request = ModelRequest((Message.user("x"),), (Editable("t", "", schema),))  # type: ignore[arg-type]
     openai = PROVIDERS["openai"]
     first = encode_body(request, "m", openai)
     schema["properties"]["b"] = {"type": "string"}
@@ -493,7 +503,7 @@ def test_a_tool_schema_changed_in_place_is_sent_changed() -> None:
 def test_the_memoized_frame_follows_settings_schemas_and_output() -> None:
     """One tools tuple, requests that differ in settings (1 vs 1.0), schema or output: each its own bytes."""
     parameters: dict[str, Any] = {"type": "object", "properties": {"city": {"type": "string"}}}
-    tools = (ToolDefinition("get_weather", "Weather.", parameters),)
+    tools = (Editable("get_weather", "Weather.", parameters),)
     messages = (Message.user("x"),)
     openai = PROVIDERS["openai"]
     requests = [
@@ -522,9 +532,9 @@ def test_the_memoized_frame_sees_a_schema_value_change_type_in_place() -> None:
     }
     tools = (
         ToolDefinition("first", "First.", {"type": "object"}),
-        ToolDefinition("count", "Count.", parameters),
+        Editable("count", "Count.", parameters),
     )
-    request = ModelRequest((Message.user("x"),), tools)
+    request = ModelRequest((Message.user("x"),), tools)  # type: ignore[arg-type]
     openai = PROVIDERS["openai"]
     for value, text in ((1, b'"maximum":1}'), (1.0, b'"maximum":1.0}'), (True, b'"maximum":true}')):
         parameters["properties"]["n"]["maximum"] = value

@@ -267,11 +267,12 @@ def test_a_tree_budget_refuses_what_is_not_a_flag() -> None:
     assert describe_condition(token_budget(5, tree=True)) == "token_budget=5, tree=True"
 
 
-def test_an_agent_file_declares_a_tree_budget() -> None:
+def test_an_agent_file_declares_a_tree_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """{token_budget = n, tree = true} loads as token_budget(n, tree=True) and writes back so."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # (the model is built, never called)
     text = """
 [agents.main]
-model = "toolfold.testing:TestModel"
+model = "openai:gpt-4o-mini"
 stop_when = [{ token_budget = 5000, tree = true }, { token_budget = 90 }]
 """
     agent = loads(text).agent()

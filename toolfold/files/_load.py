@@ -524,7 +524,8 @@ class _Loader:
         value = self._resolve(spec, path)
         if value is None:
             return None
-        if not isinstance(value, Model):
+        if not isinstance(value, Model) or isinstance(value, type):
+            # (a Model class passes the protocol check, but cannot answer: name an instance)
             self.problem(path, f"{spec!r} is not a model string nor a Model object: {value!r}")
             return None
         return value

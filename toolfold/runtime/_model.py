@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
-from toolfold._errors import ModelConfigError
+from toolfold._errors import ModelConfigError, UsageError
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -69,8 +69,16 @@ def model(spec: str | Model, **options: Any) -> Model:
 
     Raises:
         ModelConfigError: The string has no known provider prefix.
+        UsageError: ``spec`` is a model class, not a model object.
     """
     if not isinstance(spec, str):
+        if isinstance(spec, type):
+            # (A class has a model's attributes, so it passed for one: its runs
+            # failed at the first call, its name being a property object.)
+            raise UsageError(
+                f"model: expected a provider:model string or a Model object, got the class "
+                f"{spec.__name__}; pass an instance ({spec.__name__}(...))"
+            )
         if options:
             raise ModelConfigError("options can only be given with a model string")
         return spec

@@ -442,7 +442,15 @@ def _answered(
             "approvals", _unbound(state, given_key), "awaiting_approval", given_key
         )
         if isinstance(decision, Denied):
-            event: Event = ApprovalDenied(call_id, decision.reason)
+            reason: object = decision.reason
+            if not isinstance(reason, str):
+                # Refused here like any other wrong answer (no state attached), not by
+                # the reducer as an event in phase awaiting_approval.
+                raise UsageError(
+                    f"approval for call {call_id!r}: Denied(reason) takes the reason as "
+                    f"text the model reads, got {type(reason).__name__} {reason!r:.60}"
+                )
+            event: Event = ApprovalDenied(call_id, reason)
         elif decision is True:
             event = ApprovalGranted(call_id)
         elif decision is False:

@@ -370,7 +370,9 @@ class ScriptedModel(_BaseTestModel):
             then holds no request, nor the conversation each one carries.
 
     Raises:
-        UsageError: An entry is none of these (None, a number, a dict, bytes,
+        UsageError: ``script`` is not a list (an iterable) of entries (one
+            text, a dict, None: ``ScriptedModel("hi")`` would answer "h",
+            then "i"), or an entry is none of these (None, a number, a dict, bytes,
             a message of another role than ``assistant``, a tool result),
             naming its index; at request time, when the script has no entry
             left, or a function entry returns none of these.
@@ -386,6 +388,16 @@ class ScriptedModel(_BaseTestModel):
         keep_requests: bool = True,
     ) -> None:
         super().__init__(name, keep_requests)
+        given: object = script
+        # One answer is no script: a text would become one answer per letter.
+        if isinstance(given, (str, bytes, bytearray, Mapping, Message, ModelResponse)) or not (
+            isinstance(given, Iterable)
+        ):
+            raise UsageError(
+                "ScriptedModel(script): the script is a list of entries (one per request), "
+                f"got {type(given).__name__} {given!r:.60}; for one answer, "
+                f"write ScriptedModel([{given!r:.40}])"
+            )
         self._script = list(script)
         for index, entry in enumerate(self._script):
             if not callable(entry):

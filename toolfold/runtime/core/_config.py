@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime.core._messages import Message
-from toolfold.runtime.core._request import OutputSpec, ToolDefinition
-from toolfold.runtime.core._stop import StopCondition
+from toolfold.runtime.core._messages import FrozenDict, Message
+from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._request import OutputSpec, ToolDefinition, frozen_json, type_problem
+from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -36,8 +37,66 @@ def _at_least(minimum: int) -> Any:
     return check
 
 
-def _dict(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return {} if value is None else dict(value)
+_APPROVALS = ("never", "always", "predicate")
+
+
+def _spec_fields(owner: ToolSpec, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """`ToolSpec`'s check of ``has_function`` and ``approval`` (one validator: exact
+    types first), so that what `to_json` writes loads back."""
+    # (The definition is not checked: the core reads only its name and fields,
+    # and a look-alike whose name can change is a tested use.)
+    definition: object = owner.definition
+    has_function: object = owner.has_function
+    if type(has_function) is bool and type(value) is str and value in _APPROVALS:
+        return
+    problems = []
+    if type(has_function) is not bool:
+        problems.append(type_problem("has_function", has_function, "True or False"))
+    if not (isinstance(value, str) and value in _APPROVALS):
+        allowed = ", ".join(repr(a) for a in _APPROVALS)
+        problems.append(type_problem("approval", value, f"one of {allowed}"))
+    if problems:
+        name = getattr(definition, "name", None)
+        raise UsageError(f"ToolSpec {short(name)}: " + "; ".join(problems))
+
+
+def _optional_text(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, str):
+        raise UsageError(type_problem(f"RunConfig.{attribute.name}", value, "a str or None"))
+
+
+def _flag(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not bool:
+        raise UsageError(type_problem(f"RunConfig.{attribute.name}", value, "True or False"))
+
+
+def _output(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, OutputSpec):
+        raise UsageError(type_problem("RunConfig.output", value, "an OutputSpec or None"))
+
+
+def _tool_specs(owner: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    for index, spec in enumerate(value):
+        if type(spec) is not ToolSpec and not isinstance(spec, ToolSpec):
+            raise UsageError(type_problem(f"RunConfig.tools[{index}]", spec, "a ToolSpec"))
+
+
+def _setting_names(owner: Any, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
+    if type(value) is not FrozenDict and not isinstance(value, Mapping):
+        raise UsageError(type_problem("RunConfig.settings", value, "a mapping or None"))
+    for key in value:
+        if type(key) is not str and not isinstance(key, str):  # (exact type first)
+            raise UsageError(
+                f"RunConfig.settings: a setting's name must be a str, got "
+                f"{type(key).__name__} {short(key)} (a saved state would load it back as text)"
+            )
+
+
+def _settings(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return _NO_SETTINGS if value is None else frozen_json(value)
+
+
+_NO_SETTINGS: Mapping[str, Any] = FrozenDict()
 
 
 @attrs.frozen
@@ -52,11 +111,15 @@ class ToolSpec:
             ``"predicate"`` (the driver asks the live predicate and says
             ``"approve"`` or ``"execute"`` in `ModelResponded.dispositions`).
         max_retries: Consecutive failures allowed before the run fails.
+
+    Raises:
+        UsageError: A field of another type or value (``approval="sometimes"``,
+            ``has_function`` not a bool), naming the tool.
     """
 
     definition: ToolDefinition
     has_function: bool = True
-    approval: Approval = "never"
+    approval: Approval = attrs.field(default="never", validator=_spec_fields)
     max_retries: int = attrs.field(default=3, validator=_at_least(0))
 
     @property
@@ -85,6 +148,19 @@ def _conditions(items: Iterable[StopCondition]) -> tuple[StopCondition, ...]:
     return tuple(items)
 
 
+def _data_conditions(owner: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    for index, condition in enumerate(value):
+        if not isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
+            raise UsageError(
+                type_problem(
+                    f"RunConfig.stop_when[{index}]",
+                    condition,
+                    "a MaxSteps, TokenBudget or ToolCalled (plain data the state can "
+                    "hold; give a callable to the run's stop_when)",
+                )
+            )
+
+
 @attrs.frozen
 class RunConfig:
     """Everything the core needs to know about a run, as plain data.
@@ -101,24 +177,37 @@ class RunConfig:
             so the model can answer instead of calling tools forever.
         output: The structured output the final answer must follow, or None.
         output_retries: Rejected final answers allowed before the run fails.
-        settings: Model settings (temperature, max_tokens...).
+        settings: Model settings (temperature, max_tokens...), kept as a
+            read-only copy (a `FrozenDict`): the config is shared by every run
+            made with equal options, so no run can change another's.
         max_steps: Model calls allowed per turn; reaching it finishes the run
             with ``finish_reason == "max_steps"``.
         auto_execute_tools: False to return every call to the caller unexecuted.
         stop_when: Extra stop conditions checked at every step boundary.
+
+    Raises:
+        UsageError: A field of another type (``model=5``, ``tool_choice=5``,
+            ``auto_execute_tools="no"``, a setting named by a number, a stop
+            condition that is not `MaxSteps`, `TokenBudget` or `ToolCalled`:
+            a callable goes to the driver's ``stop_when``), naming it, or a
+            count out of range.
     """
 
-    model: str | None = None
-    instructions: str | None = None
-    tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_specs)
-    tool_choice: str | None = None
-    reset_tool_choice: bool = True
-    output: OutputSpec | None = None
+    model: str | None = attrs.field(default=None, validator=_optional_text)
+    instructions: str | None = attrs.field(default=None, validator=_optional_text)
+    tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_specs, validator=_tool_specs)
+    tool_choice: str | None = attrs.field(default=None, validator=_optional_text)
+    reset_tool_choice: bool = attrs.field(default=True, validator=_flag)
+    output: OutputSpec | None = attrs.field(default=None, validator=_output)
     output_retries: int = attrs.field(default=3, validator=_at_least(0))
-    settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_dict)
+    settings: Mapping[str, Any] = attrs.field(
+        default=_NO_SETTINGS, converter=_settings, validator=_setting_names
+    )
     max_steps: int = attrs.field(default=10, validator=_at_least(1))
-    auto_execute_tools: bool = True
-    stop_when: tuple[StopCondition, ...] = attrs.field(default=(), converter=_conditions)
+    auto_execute_tools: bool = attrs.field(default=True, validator=_flag)
+    stop_when: tuple[StopCondition, ...] = attrs.field(
+        default=(), converter=_conditions, validator=_data_conditions
+    )
     _by_name: Mapping[str, ToolSpec] = attrs.field(
         init=False, eq=False, repr=False, hash=False, alias="_by_name"
     )

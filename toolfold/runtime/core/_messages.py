@@ -17,13 +17,13 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 def _read_only(self: Any, *args: Any, **kwargs: Any) -> Any:
     raise TypeError(
-        f"{type(self).__name__} is read-only: a stored tool call cannot change "
-        "(copy it with dict(...) / list(...) first)"
+        f"{type(self).__name__} is read-only: stored data (a tool call's arguments, "
+        "a config's settings or schema) cannot change (copy it with dict(...) / list(...) first)"
     )
 
 
 class FrozenDict(dict[str, Any]):
-    """A dict that refuses changes: decoded JSON objects inside a stored message.
+    """A dict that refuses changes: JSON objects inside a stored message or config.
 
     A real dict underneath, so ``json.dumps``, JSON Schema checks and ``==``
     with plain dicts behave as before; only mutation raises ``TypeError``.

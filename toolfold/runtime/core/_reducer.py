@@ -169,7 +169,7 @@ def initial_state(
 
     Raises:
         UsageError: ``run_id`` is no str, ``agent`` neither a str nor None,
-            or ``messages`` neither a str nor an iterable.
+            or ``messages`` neither a str nor an iterable (bytes included).
         InvalidEventError: The history or the config is refused (as `reduce`
             refuses their `RunStarted`).
     """
@@ -180,6 +180,12 @@ def initial_state(
     if agent is not None and not isinstance(agent, str):
         raise UsageError(
             f"initial_state(): agent must be a str or None, got {type(agent).__name__} {agent!r}"
+        )
+    given: object = messages
+    if isinstance(given, (bytes, bytearray, memoryview)):  # iterable, but of ints
+        raise UsageError(
+            f"initial_state(): messages must be a prompt (a str) or an iterable of Messages, "
+            f"got {type(given).__name__} {given!r:.60} (decode binary text first)"
         )
     try:
         initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)

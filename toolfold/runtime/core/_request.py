@@ -9,10 +9,13 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime.core._messages import (
+    FrozenDict,
     Message,
     ToolCallPart,
     Usage,
+    freeze,
 )
+from toolfold.runtime.core._repr import short
 
 FinishReason = Literal[
     "stop", "length", "tool_calls", "content_filter", "error", "other", "max_iterations"
@@ -66,6 +69,60 @@ def _usage_and_finish_reason(owner: Any, attribute: attrs.Attribute[Any], value:
     _finish_reason(owner, attribute, value)
 
 
+def frozen_json(value: Any) -> Any:
+    """A mapping of JSON (a schema, settings) as a deep read-only copy; anything else as is.
+
+    A config holds its own copy: a schema or settings dict the caller keeps
+    (a `Tool`'s ``parameters``, an agent's ``settings``) can change afterwards
+    without reaching into a saved state, and the config's cannot change at
+    all (it is shared by every run made with equal options).
+    """
+    kind = type(value)
+    if kind is dict:
+        return freeze(value)
+    if kind is FrozenDict or not isinstance(value, Mapping):
+        return value  # (frozen all the way down when it was made)
+    return freeze(value)
+
+
+_EMPTY_OBJECT = FrozenDict(type="object", properties=FrozenDict())
+
+
+def type_problem(field: str, value: object, expected: str) -> str:
+    """``field: expected <expected>, got <type> <value>`` (for a record's refusal)."""
+    return f"{field}: expected {expected}, got {type(value).__name__} {short(value)}"
+
+
+def _schema_record(owner: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """`ToolDefinition`'s and `OutputSpec`'s one validator (on ``strict``, set last):
+    a text name and description, a mapping schema, a bool or None ``strict``, so
+    that what `to_json` writes loads back equal. Exact types first: the adapters
+    build one per request with structured output."""
+    kind = type(owner)
+    is_tool = isinstance(owner, ToolDefinition)
+    schema_field = "parameters" if is_tool else "schema"
+    schema = getattr(owner, schema_field)
+    description = owner.description if is_tool else ""
+    if (
+        type(owner.name) is str
+        and type(description) is str
+        and type(schema) is FrozenDict
+        and (value is None or type(value) is bool)
+    ):
+        return
+    problems = []
+    if not isinstance(owner.name, str):
+        problems.append(type_problem("name", owner.name, "a str"))
+    if not isinstance(description, str):
+        problems.append(type_problem("description", description, "a str"))
+    if not isinstance(schema, Mapping):
+        problems.append(type_problem(schema_field, schema, "a JSON Schema object (a mapping)"))
+    if value is not None and type(value) is not bool:
+        problems.append(type_problem("strict", value, "True, False or None"))
+    if problems:
+        raise UsageError(f"{kind.__name__} {short(owner.name)}: " + "; ".join(problems))
+
+
 @attrs.frozen
 class ToolDefinition:
     """A tool as a provider sees it: plain data, no function.
@@ -73,16 +130,21 @@ class ToolDefinition:
     Attributes:
         name: The tool name.
         description: What the tool does.
-        parameters: The JSON Schema of its arguments.
+        parameters: The JSON Schema of its arguments, kept as a read-only copy
+            (a `FrozenDict`, nested arrays `FrozenList`): editing the mapping
+            given afterwards changes nothing here.
         strict: Ask for strict schema adherence (None: when the schema allows).
+
+    Raises:
+        UsageError: A field of another type (a name that is not text,
+            parameters that are not a mapping, a ``strict`` that is not a
+            bool or None), naming the tool and the field.
     """
 
     name: str
     description: str = ""
-    parameters: Mapping[str, Any] = attrs.field(
-        factory=lambda: {"type": "object", "properties": {}}
-    )
-    strict: bool | None = None
+    parameters: Mapping[str, Any] = attrs.field(default=_EMPTY_OBJECT, converter=frozen_json)
+    strict: bool | None = attrs.field(default=None, validator=_schema_record)
 
 
 @attrs.frozen
@@ -91,13 +153,18 @@ class OutputSpec:
 
     Attributes:
         name: A name for the schema (providers require one).
-        schema: The JSON Schema of the answer.
+        schema: The JSON Schema of the answer, kept as a read-only copy (a
+            `FrozenDict`).
         strict: Ask for strict adherence (None: when the schema allows).
+
+    Raises:
+        UsageError: A field of another type (a name that is not text, a
+            schema that is not a mapping), naming it.
     """
 
     name: str
-    schema: Mapping[str, Any]
-    strict: bool | None = None
+    schema: Mapping[str, Any] = attrs.field(converter=frozen_json)
+    strict: bool | None = attrs.field(default=None, validator=_schema_record)
 
 
 def _messages_tuple(messages: Iterable[Message]) -> tuple[Message, ...]:

@@ -202,8 +202,11 @@ def _own_classes(roots: Iterable[Any]) -> frozenset[type[Any]]:
     return frozenset(t for t in found if t.__module__.split(".")[0] == "toolfold")
 
 
-def _own_number_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
-    """Read the number fields of toolfold's own classes strictly.
+def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
+    """Read toolfold's own classes from mappings only, and their number fields strictly.
+
+    Anything but a mapping where a class goes is refused (``expected a
+    mapping, got list``), with its path.
 
     An ``int`` field takes `_structure_int` (no fraction truncated), a count
     `_structure_count`. Only these classes' fields: the converter's hook for
@@ -225,13 +228,22 @@ def _own_number_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> 
         return overrides
 
     strict = {cls: hooks_for(cls) for cls in classes}
-    strict = {cls: overrides for cls, overrides in strict.items() if overrides}
 
     def factory(cls: Any) -> Callable[[Any, Any], Any]:
         # (cast: cattrs types its keyword overrides and its own options as one **kwargs)
-        return cast(
+        made = cast(
             Callable[[Any, Any], Any], cast(Any, make_dict_structure_fn)(cls, conv, **strict[cls])
         )
+
+        def structure(value: Any, type_: Any) -> Any:
+            # cattrs' own hook reads fields with ``in`` and ``[]``: a list or a text
+            # had no key, so a class whose fields all have defaults (`RunConfig`)
+            # loaded from ``[]`` as the default, everything it held lost.
+            if type(value) is not dict and not isinstance(value, Mapping):
+                raise ValueError(f"expected a mapping, got {type(value).__name__}")
+            return made(value, type_)
+
+        return structure
 
     # A factory, so each class's hook is made on first use, with every other hook in place.
     conv.register_structure_hook_factory(lambda t: t in strict, factory)
@@ -262,7 +274,7 @@ def make_converter() -> cattrs.Converter:
     )
     _log_hooks(conv)
     roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)
-    _own_number_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
+    _own_class_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
     return conv
 
 
@@ -315,12 +327,25 @@ def from_json(text: str | bytes, type_: Any) -> Any:
 
     Raises:
         SerializationError: The text is not JSON or does not fit the type.
+        UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    return structure(_loads(text, _name(type_)), type_)
+    return structure(_loads(text, _name(type_), "from_json"), type_)
 
 
-def _loads(text: str | bytes, name: str) -> Any:
-    """``json.loads(text)``, or a `SerializationError` for ``name`` saying why not."""
+def _loads(text: str | bytes, name: str, function: str) -> Any:
+    """``json.loads(text)``, or a `SerializationError` for ``name`` saying why not.
+
+    Raises:
+        UsageError: ``text`` is no text at all (None, a number, a dict already
+            decoded), naming ``function``'s argument.
+    """
+    given: object = text
+    if not isinstance(given, (str, bytes, bytearray)):
+        decoded = isinstance(given, (dict, list))
+        hint = " (already decoded: pass the JSON text itself)" if decoded else ""
+        raise UsageError(
+            f"{function}(text): expected JSON text (str or bytes), got {type(given).__name__}{hint}"
+        )
     try:
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
@@ -336,7 +361,7 @@ def _name(type_: Any) -> str:
 
 
 SigningKey = str | bytes
-"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes."""
+"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes (a bytearray too)."""
 
 SIGNATURE_FIELD = "signature"
 """The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
@@ -419,8 +444,9 @@ def state_from_json(
     Raises:
         SerializationError: The text is not a serialized state of this format,
             or (with ``key``) it is unsigned or its signature does not match.
+        UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    data = _loads(text, "RunState")
+    data = _loads(text, "RunState", "RunState.from_json")
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
@@ -500,18 +526,32 @@ def _step(holder: Any, step: Any, at: str) -> Any:
 
 
 def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
+    """The keys ``key`` gives, as bytes: one key (str, bytes, bytearray) or a list of them.
+
+    A bytearray is a key as the bytes it holds (what `hmac` takes), not a list
+    of ints; a mapping is refused, not read as a list of its keys.
+    """
+    given: object = key
+    if isinstance(given, Mapping):
+        raise UsageError(
+            f"key: a signing key is str or bytes (or a list of them), got {type(given).__name__} "
+            "(a mapping's keys are not a key list: pass a list)"
+        )
     try:
-        listed = [key] if isinstance(key, (str, bytes)) else list(key)
+        listed = [key] if isinstance(given, (str, bytes, bytearray)) else list(key)
     except TypeError:
         raise UsageError(
-            f"a signing key is str or bytes (or a list of them), got {type(key).__name__}"
+            f"key: a signing key is str or bytes (or a list of them), got {type(key).__name__}"
         ) from None
     if not listed:
         raise UsageError("key=[] gives no key to sign or check a state with")
     found: list[bytes] = []
-    for item in listed:
+    for given_item in listed:
+        item: object = given_item
+        if isinstance(item, bytearray):
+            item = bytes(item)
         if not isinstance(item, (str, bytes)):
-            raise UsageError(f"a signing key is str or bytes, got {type(item).__name__}")
+            raise UsageError(f"key: a signing key is str or bytes, got {type(item).__name__}")
         try:
             raw = item.encode("utf-8") if isinstance(item, str) else item
         except UnicodeEncodeError:
@@ -625,8 +665,9 @@ def events_from_json(text: str | bytes) -> tuple[Event, ...]:
     Raises:
         SerializationError: The text is not JSON, not a JSON array (``{}``
             is no log), or an item is no event.
+        UsageError: ``text`` is not str or bytes (None, a list already decoded).
     """
-    data = _loads(text, "tuple")
+    data = _loads(text, "tuple", "events_from_json")
     if not isinstance(data, list):
         raise SerializationError(
             "tuple", [f"expected a JSON array of events, got {type(data).__name__} @ $"]

@@ -380,7 +380,11 @@ class RunState:
             key: Sign the text with HMAC-SHA256 under this key (the first of a
                 list), for a state that travels through a place you do not
                 control; load it with ``RunState.from_json(text, key=...)``.
-                The key is not stored in the text.
+                The key is not stored in the text. A key is str (UTF-8),
+                bytes or bytearray.
+
+        Raises:
+            UsageError: ``key`` is no key (an int, None, a dict) or empty.
         """
         from toolfold.runtime.core._serialize import state_to_json
 
@@ -400,6 +404,8 @@ class RunState:
         Raises:
             SerializationError: The text is not a state, or (with ``key``) it
                 is unsigned or its signature does not match (it was edited).
+            UsageError: ``text`` is not str or bytes (None, a dict already
+                decoded), or ``key`` is no signing key.
         """
         from toolfold.runtime.core._serialize import state_from_json
 

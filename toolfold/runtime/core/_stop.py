@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 
 
 def _finite_bound(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """Refuse NaN and infinities as a bound: a saved state cannot hold them."""
+    """Refuse anything but a number as a bound, and NaN and infinities: a saved state
+    cannot hold them (a text or a bool would fail, or change, at the first check)."""
+    if type(value) is bool or not isinstance(value, (int, float)):
+        name = f"{type(instance).__name__}.{attribute.name}"
+        raise UsageError(f"{name}: expected a number, got {type(value).__name__} {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         name = f"{type(instance).__name__}.{attribute.name}"
         raise UsageError(
@@ -40,6 +44,23 @@ def _a_bool(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if type(value) is not bool:
         name = f"{type(instance).__name__}.{attribute.name}"
         raise UsageError(f"{name}: expected True or False, got {value!r}")
+
+
+def _a_tool_name(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str):
+        name = f"{type(instance).__name__}.{attribute.name}"
+        raise UsageError(
+            f"{name}: expected a tool name (str), got {type(value).__name__} {value!r}"
+        )
+
+
+def _at_least_one(function: str, argument: str, value: Any) -> None:
+    """Refuse a bound that is not a number >= 1, naming the function and argument."""
+    if type(value) is bool or not isinstance(value, (int, float)) or not value >= 1:
+        raise UsageError(
+            f"{function}({argument}): expected a number at least 1, "
+            f"got {type(value).__name__} {value!r}"
+        )
 
 
 @attrs.frozen
@@ -109,9 +130,13 @@ class ToolCalled:
 
     Attributes:
         name: The tool name.
+
+    Raises:
+        UsageError: ``name`` is not text (a saved state would load it back
+            as other text: ``None`` as ``'None'``).
     """
 
-    name: str
+    name: str = attrs.field(validator=_a_tool_name)
     kind: Literal["tool_called"] = "tool_called"
 
     def __call__(self, state: RunState) -> bool:
@@ -125,9 +150,15 @@ StopPredicate = Callable[["RunState"], bool]
 
 
 def max_steps(steps: int) -> MaxSteps:
-    """Stop once the current turn has made ``steps`` model calls."""
-    if steps < 1:
-        raise UsageError(f"max_steps must be at least 1, got {steps}")
+    """Stop once the current turn has made ``steps`` model calls.
+
+    Args:
+        steps: The model calls allowed in a turn, at least 1.
+
+    Raises:
+        UsageError: ``steps`` is not a number (text, a bool) or is below 1.
+    """
+    _at_least_one("max_steps", "steps", steps)
     return MaxSteps(steps)
 
 
@@ -143,15 +174,27 @@ def token_budget(tokens: int, *, tree: bool = False) -> TokenBudget:
             stops there too (see `TokenBudget`).
 
     Raises:
-        UsageError: ``tokens`` is below 1, or ``tree`` is not a bool.
+        UsageError: ``tokens`` is not a number (text, a bool) or is below 1,
+            or ``tree`` is not a bool.
     """
-    if tokens < 1:
-        raise UsageError(f"token_budget must be at least 1, got {tokens}")
+    _at_least_one("token_budget", "tokens", tokens)
     return TokenBudget(tokens, tree=tree)
 
 
 def tool_called(name: str) -> ToolCalled:
-    """Stop after the step in which the model called the tool ``name``."""
+    """Stop after the step in which the model called the tool ``name``.
+
+    Args:
+        name: The tool name.
+
+    Raises:
+        UsageError: ``name`` is not a non-empty str.
+    """
+    if not isinstance(name, str) or not name:
+        raise UsageError(
+            f"tool_called(name): expected a tool name (a non-empty str), "
+            f"got {type(name).__name__} {name!r}"
+        )
     return ToolCalled(name)
 
 
