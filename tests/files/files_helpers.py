@@ -71,6 +71,20 @@ class Verdict:
     ok: bool
 
 
+class Shelf:
+    """A class with a method tool: listed as ``files_helpers:Shelf.lookup``, taken from the
+    class, nothing binds its ``self`` (refused when the agent is built)."""
+
+    @tool
+    def lookup(self, title: str) -> str:
+        """Look a title up.
+
+        Args:
+            title: The title.
+        """
+        return title
+
+
 def users_only(messages: tuple[Message, ...]) -> list[Message]:
     """A handoff's input filter: only the user's messages."""
     return [m for m in messages if m.role == "user"]

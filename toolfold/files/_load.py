@@ -9,6 +9,7 @@ its table header).
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import typing
@@ -44,6 +45,7 @@ from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
+from toolfold.toolkit._options import name_problems
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -567,6 +569,9 @@ class _Loader:
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._type(item.input_type, f"{path}.input_type")
+                if item.name is not None:
+                    self._tool_name(item.name, f"{path}.name")
+                self._timeout(item.timeout, f"{path}.timeout")
                 if item.output is not None:
                     found = self._resolve(item.output, f"{path}.output")
                     if found is not None and not callable(found):
@@ -588,13 +593,16 @@ class _Loader:
                 )
             else:
                 self._reference(target, at)
+            if isinstance(handoff, HandoffEntry) and handoff.name is not None:
+                self._tool_name(handoff.name, f"{path}.name")
             if isinstance(handoff, HandoffEntry) and handoff.input_filter is not None:
                 found = self._resolve(handoff.input_filter, f"{path}.input_filter")
                 if found is not None and not callable(found):
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
-        self._unique_tools(name, entry)
+        names = self._unique_tools(name, entry)
+        self._tool_choice(entry, names, f"{where}.tool_choice")
         if isinstance(entry.output_type, str):
-            self._resolve(entry.output_type, f"{where}.output_type")
+            self._output(entry.output_type, f"{where}.output_type")
         for index, condition in enumerate(entry.stop_when):
             self._stop(condition, self.at(name, "stop_when", index))
         # Found here, each on its line: building the agent would name only the first.
@@ -603,18 +611,26 @@ class _Loader:
             if value < least:
                 self.problem(f"{where}.{key}", f"must be at least {least}, got {value}")
 
-    def _unique_tools(self, name: str, entry: AgentEntry) -> None:
-        """Each tool the file's entries make (agents and workflows as tools, handoffs) named once.
+    def _unique_tools(self, name: str, entry: AgentEntry) -> list[str] | None:
+        """Each tool the agent's entries make (import paths, agents and workflows as tools,
+        handoffs) named once; returns their names, None when some are not known yet.
 
-        Said here, at the entries, rather than by the agent's build, which can
-        name only the functions the entries became (toolfold's own).
+        Said here, at the entries, rather than by the agent's build, which
+        would put it on the agent's line. (An MCP server's tools are known
+        only once it runs: a clash with one is the build's to report.)
         """
         made: list[tuple[str, str]] = []
+        known = not entry.mcp
         for index, item in enumerate(entry.tools):
             if isinstance(item, AgentToolEntry):
                 tool_name = item.name or item.agent or item.workflow
-                if tool_name:
-                    made.append((tool_name, self.at(name, "tools", index)))
+            else:  # an import path: its Tool, once `_tool` resolved it (not a source's)
+                found = self.resolved.get(item)
+                tool_name = found.name if isinstance(found, Tool) else None
+            if tool_name:
+                made.append((tool_name, self.at(name, "tools", index)))
+            else:
+                known = False
         for index, handoff in enumerate(entry.handoffs):
             if isinstance(handoff, HandoffEntry):
                 tool_name = handoff.name or f"transfer_to_{handoff.agent}"
@@ -631,6 +647,43 @@ class _Loader:
                 f"makes a tool named {tool_name!r}, as {first[tool_name]} does: each tool of "
                 "an agent needs its own name (give one a distinct name = ...)",
             )
+        return list(first) if known else None
+
+    def _tool_choice(self, entry: AgentEntry, names: list[str] | None, path: str) -> None:
+        """``tool_choice`` names a mode or one of the agent's tools (``names``; None: not known)."""
+        choice = entry.tool_choice
+        if choice is None or choice in ("auto", "none", "required") or names is None:
+            return
+        if choice not in names:
+            shown = ", ".join(repr(n) for n in names) or "none"
+            self.problem(
+                path,
+                f"{choice!r} is not 'auto', 'none', 'required' nor a tool of the agent "
+                f"(its tools: {shown})",
+            )
+
+    def _tool_name(self, tool_name: str, path: str) -> None:
+        for problem in name_problems(tool_name):
+            self.problem(path, problem.replace(" (pass name=...)", ""))
+
+    def _timeout(self, timeout: float | None, path: str) -> None:
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            self.problem(path, f"must be a positive number of seconds, got {timeout!r}")
+
+    def _output(self, spec: str, path: str) -> None:
+        """An output type by import path: a type that has a JSON Schema, said at its key."""
+        from toolfold.runtime.drive._output import output_schema
+
+        found = self._resolve(spec, path)
+        if found is None:
+            return
+        if not is_type(found):
+            self.problem(path, not_a_type(repr(spec), found, by_name=False))
+            return
+        try:
+            output_schema(found)
+        except ToolDefinitionError as exc:
+            self.problem(path, f"{spec!r} cannot be an output type: {'; '.join(exc.problems)}")
 
     def _output_type(self, spec: str | list[str] | None) -> Any:
         if spec is None:
@@ -712,6 +765,8 @@ class _Loader:
             self._reference(target, at, workflows=True)
         if isinstance(ref, StepEntry) and ref.input_type is not None:
             self._type(ref.input_type, f"{path}.input_type")
+        if isinstance(ref, StepEntry):
+            self._timeout(ref.timeout, f"{path}.timeout")
 
     def _type(self, spec: str, path: str) -> None:
         found = self._resolve(spec, path)
