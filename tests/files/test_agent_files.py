@@ -1282,3 +1282,44 @@ def test_good_agent_options_still_load(entry: str) -> None:
     with override_models(TestModel()):
         agent = loads(_TWO_AGENTS + entry + "\n", name="f.toml", search=SEARCH).get("a")
     assert agent.name == "a"
+
+
+EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "agent_files" / "support.toml"
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        (3, r"^load\(\): model= must be a model string \('openai:gpt-4o-mini'\), an import "),
+        ("nope", r"^load\(\): model= must be a model string .* got str 'nope'$"),
+        ("os:sep", r"^load\(\): model='os:sep' must be a path to a Model, got str '/'$"),
+        ("nosuchmodule_s35:m", r"^load\(\): model='nosuchmodule_s35:m' does not import: "),
+    ],
+)
+def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:
+    """load(..., model=3) or a string that is no model names model= in a UsageError: it was a
+    bare AttributeError, or an AgentFileError under the CLI's --model."""
+    with pytest.raises(UsageError, match=says) as info:
+        load(EXAMPLE_FILE, model=model)
+    assert not isinstance(info.value, AgentFileError)
+    assert "--model" not in str(info.value)
+
+
+@pytest.mark.parametrize("function", ["loads", "from_dict"])
+def test_loads_and_from_dict_name_a_bad_model_argument(function: str) -> None:
+    """loads() and from_dict() refuse model=3 by their own names."""
+    calls = {
+        "loads": lambda: loads(AGENT_A, model=3),  # type: ignore[arg-type]
+        "from_dict": lambda: from_dict({"agents": {}}, model=3),  # type: ignore[arg-type]
+    }
+    with pytest.raises(UsageError, match=rf"^{function}\(\): model= must be a model string"):
+        calls[function]()
+
+
+def test_load_still_takes_a_model_string_or_a_model_path() -> None:
+    """model='openai:x' and an import path to a Model both load the file as before."""
+    with override_models(TestModel()):
+        by_string = load(EXAMPLE_FILE, model="openai:gpt-4o-mini")
+    by_path = load(EXAMPLE_FILE, model="support_tools:demo_model")
+    assert by_string.entry == by_path.entry == "triage"
+    assert by_path.get().model is importlib.import_module("support_tools").demo_model

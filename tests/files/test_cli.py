@@ -1942,3 +1942,11 @@ def test_a_failed_run_says_where_its_state_was_written_and_whether_it_resumes(
         assert last.startswith("toolfold run: state written to "), proc.stderr
         assert says in last
         assert (tmp_path / "toolfold-run.json").exists()
+
+
+def test_a_bad_model_option_is_named_as_the_option(tmp_path: Path) -> None:
+    """``--model nope`` is reported under ``--model`` (the Python API says model=)."""
+    proc = toolfold("check", str(EXAMPLE), "--model", "nope", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert f"{EXAMPLE}: --model: 'nope' is not an import path like" in proc.stderr
+    assert "model=" not in proc.stderr

@@ -75,3 +75,20 @@ def test_provide_and_answer_refuse_what_is_no_answer_before_sending(
         asyncio.run(send(handle))
     assert str(raised.value).startswith(expected)
     assert workflow.sent == []
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "expected"),
+    [
+        ((3,), {}, "TemporalAgent(): agent must be an Agent or a workflow spec"),
+        (("openai:gpt-4o-mini",), {}, "got str 'openai:gpt-4o-mini'"),
+        ((Agent(FunctionModel(lambda r: "x")),), {"name": 5}, "name= must be a str, got int 5"),
+    ],
+)
+def test_temporal_agent_refuses_what_is_no_agent(
+    args: tuple[Any, ...], kwargs: dict[str, Any], expected: str
+) -> None:
+    """TemporalAgent(3) is a UsageError naming the argument; it was a bare AttributeError."""
+    with pytest.raises(UsageError) as raised:
+        TemporalAgent(*args, **kwargs)
+    assert expected in str(raised.value)

@@ -45,6 +45,7 @@ from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
+from toolfold.runtime.core._messages import wrong_argument
 from toolfold.toolkit._options import name_problems
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
@@ -114,8 +115,17 @@ def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
 
     Raises:
         AgentFileError: Every problem of the file, at once.
+        UsageError: ``model`` is no model string, `Model` or import path
+            to one (the error names ``model=``).
     """
     source = Path(path)
+    search = str(source.resolve().parent)
+    return read_file(source, _model_argument("load", model, search), search)
+
+
+def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile:
+    """`load` of ``source``, searching ``search``, ``model`` unchecked: the CLI's ``--model``
+    is reported as a problem of the file, under that name."""
     try:
         text = source.read_text(encoding="utf-8")
     except OSError as exc:
@@ -123,9 +133,8 @@ def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
             str(source), [f"{source}: cannot read: {exc.strerror or exc}"]
         ) from exc
     kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
-    return loads(
-        text, format=kind, name=str(source), search=str(source.resolve().parent), model=model
-    )
+    lines = _Lines(str(source), text, kind)
+    return _Loader(_parse(text, kind, lines), lines, search, model).build()
 
 
 def loads(
@@ -147,7 +156,10 @@ def loads(
 
     Raises:
         AgentFileError: Every problem of the text, at once.
+        UsageError: ``model`` is no model string, `Model` or import path
+            to one (the error names ``model=``).
     """
+    model = _model_argument("loads", model, search)
     lines = _Lines(name, text, format)
     data = _parse(text, format, lines)
     return _Loader(data, lines, search, model).build()
@@ -177,7 +189,10 @@ def from_dict(
     Raises:
         AgentFileError: Every problem of the document, at once (``data`` is
             not a mapping, a key's value has the wrong type...).
+        UsageError: ``model`` is no model string, `Model` or import path
+            to one (the error names ``model=``).
     """
+    model = _model_argument("from_dict", model, search)
     if not isinstance(data, Mapping):
         raise AgentFileError(
             name,
@@ -187,6 +202,40 @@ def from_dict(
             ],
         )
     return _Loader(dict(data), _Lines(name, "", "dict"), search, model, a_file=False).build()
+
+
+def _model_argument(function: str, model: object, search: str | None) -> str | Model | None:
+    """``model=`` of ``function`` (`load`, `loads`, `from_dict`), checked before the file is read.
+
+    A model string or a `Model` is kept; an import path gives the `Model` it
+    names (resolved as the file's own paths are).
+
+    Raises:
+        UsageError: Naming ``function`` and ``model=``: a value of another
+            type, a string that is neither, a path that does not import or
+            names no `Model`.
+    """
+    if model is None or isinstance(model, Model):
+        return model
+    expected = (
+        "a model string ('openai:gpt-4o-mini'), an import path to a Model "
+        "('package.module:name') or a Model"
+    )
+    if not isinstance(model, str):
+        raise wrong_argument(function, "model=", expected, model)
+    if _is_model_string(model):
+        return model
+    try:
+        value = resolve(model, search)
+    except ValueError:  # no "module:name"
+        raise wrong_argument(function, "model=", expected, model) from None
+    except Exception as exc:  # ImportError, or whatever the module raised importing
+        raise UsageError(
+            f"{function}(): model={model!r} does not import: {describe_exception(exc)}"
+        ) from exc
+    if not isinstance(value, Model):
+        raise wrong_argument(function, f"model={model!r}", "a path to a Model", value)
+    return value
 
 
 # --- parsing --------------------------------------------------------------------

@@ -102,6 +102,10 @@ class TemporalAgent:
             given, the model activity streams the model and hands its events
             to this handler as they arrive (see `EventStreamHandler`); the
             workflow still gets only the final response.
+
+    Raises:
+        UsageError: ``agent`` is no `Agent` nor workflow spec, ``name`` is
+            not a str, or no name is given for an unnamed agent.
     """
 
     agent: Agent | Workflow
@@ -120,6 +124,15 @@ class TemporalAgent:
         deps: Any = None,
         event_stream_handler: EventStreamHandler | None = None,
     ) -> None:
+        if not isinstance(agent, (Agent, Workflow)):
+            raise wrong_argument(
+                "TemporalAgent",
+                "agent",
+                "an Agent or a workflow spec (Sequence, Parallel, Route, Loop)",
+                agent,
+            )
+        if name is not None and not isinstance(name, str):
+            raise wrong_argument("TemporalAgent", "name=", "a str", name)
         name = name if name is not None else agent.name
         if not name:
             raise UsageError("a TemporalAgent needs a name: give the agent one, or pass name=")
