@@ -248,7 +248,9 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
     try:
         return session.go(
-            lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
+            lambda on_step: _continue(agent, state, answers, args.stream, on_step),
+            waiting,
+            start=state,
         )
     finally:
         session.close()

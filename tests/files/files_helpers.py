@@ -393,3 +393,8 @@ def _breaks_after_a_result(request: ModelRequest) -> Reply:
 
 
 model_breaking = FunctionModel(_breaks_after_a_result, name="files:breaking")
+
+
+def step_fails(text: str) -> str:
+    """A function step that always fails."""
+    raise ValueError("step kaboom")
