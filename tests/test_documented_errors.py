@@ -281,6 +281,10 @@ def _no_state() -> None:
     reduce(None, ApprovalGranted("c1"))  # type: ignore[arg-type]
 
 
+def _resume_a_response() -> None:
+    Agent(ScriptedModel(["x"])).resume(generate_text(ScriptedModel(["x"]), "go"))  # type: ignore[arg-type]
+
+
 def _fork_without_point() -> None:
     fork(generate_text(ScriptedModel(["x"]), "go").state)
 
@@ -560,6 +564,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`reduce`, `next_effect`, `build_request`, `fork`, `stop_reason`, `stopping_result` or "
     "`approval_key` given a state that is no `RunState` (`None`, a `Response`...), "
     "`replay(None)`, `initial_state(None, ...)`": _no_state,
+    "`resume`, `aresume` or `resume_stream` of an agent or a workflow (or `toolfold.resume`) "
+    "given no `RunState`: a `Response` (the message says to pass its `.state`), its JSON text "
+    "(to load it with `RunState.from_json`) or `None`": _resume_a_response,
     "a run that ended (finished or suspended) whose tool source's `close()` raised": (
         _source_close_fails
     ),

@@ -56,12 +56,14 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
     """Load an agent file; ``offline``: model strings resolve to a stand-in (no key needed)."""
     from contextlib import nullcontext
 
-    from toolfold.files import load
+    from toolfold.files._load import read_file
     from toolfold.testing import TestModel, override_models
 
+    source = Path(path)
     try:
         with override_models(TestModel()) if offline else nullcontext():
-            return load(path, model=model)
+            # (not `load`, whose model= errors are the Python API's: --model's are the file's)
+            return read_file(source, model, str(source.resolve().parent))
     except AgentFileError as exc:
         print(exc, file=sys.stderr)
         raise _Stop(PROBLEM) from None
@@ -246,7 +248,9 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
     try:
         return session.go(
-            lambda on_step: _continue(agent, state, answers, args.stream, on_step), waiting
+            lambda on_step: _continue(agent, state, answers, args.stream, on_step),
+            waiting,
+            start=state,
         )
     finally:
         session.close()

@@ -85,10 +85,16 @@ class _Session:
         self.out: TextIO = sys.stdout
         self.err: TextIO = sys.stderr
         self.shown: set[str] = set()
+        self.stepped: set[int] = set()  # the steps `_step` showed
+        self.base = 0  # how much of the log the attempt under way started with (`_failed_round`)
         self.locks: list[int] = []  # descriptors holding run files' locks until `close`
 
-    def go(self, first: Callable[[Any], Any], waiting: tuple[str, ...] = ()) -> int:
-        """Run ``first`` (a run or a resume), then answer at the terminal until it ends."""
+    def go(
+        self, first: Callable[[Any], Any], waiting: tuple[str, ...] = (), start: Any = None
+    ) -> int:
+        """Run ``first`` (a run, or a resume of the state ``start``), then answer at the
+        terminal until it ends."""
+        self.base = _log_before(start)
         response = self._attempt(lambda: first(self._step), waiting)
         while not isinstance(response, int) and response.finish_reason in (
             "approval_required",
@@ -103,6 +109,7 @@ class _Session:
                 self._explain(response)
                 return WAITING
             state = response.state
+            self.base = _log_before(state)
             ids = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
             go_on = functools.partial(
                 _continue, self.agent, state, answers, self.args.stream, self._step
@@ -150,6 +157,8 @@ class _Session:
                 self.out.flush()
             return outcome
         except RunError as exc:
+            if exc.state is not None:
+                self._failed_round(exc.state)
             _say(self.command, f"the run failed: {exc}")
             if exc.state is not None:
                 self._keep(exc.state)
@@ -320,7 +329,31 @@ class _Session:
                 ended_line = True
         return ended_line, shown
 
+    def _failed_round(self, state: Any) -> None:
+        """Show the round a failure ended, which no step showed (a run not streamed).
+
+        A round whose failure comes while another of its calls waits (a
+        `Parallel` branch for an approval) never completes as a step: its
+        calls, if this attempt made them, and the results this attempt
+        gave them are shown as a stream shows them.
+        """
+        from toolfold.runtime._response import steps_of
+
+        steps = steps_of(state)
+        if self.args.stream or not steps or steps[-1].index in self.stepped:
+            return
+        new = state.log[self.base :]
+        last = steps[-1]
+        if any(event.kind == "model_responded" for event in new):  # (the last round's own)
+            for call in last.tool_calls:
+                self._call_line(call, 0, "", "")
+        returned = {event.call_id for event in new if event.kind == "tool_returned"}
+        for result in last.tool_results:
+            if result.call_id in returned:
+                self._result_line(result, 0, "")
+
     def _step(self, step: Any) -> None:
+        self.stepped.add(step.index)
         for call in step.tool_calls:
             self._call_line(call, 0, "", "")
         for result in step.tool_results:
@@ -530,6 +563,21 @@ class _Session:
 
 _RAN_OUT = "its until never held"
 _LAST = "its last iteration's output"
+
+
+def _log_before(state: Any) -> int:
+    """How many events of ``state``'s log a resume of it starts from (none for a new run).
+
+    A failed workflow goes on from just before what failed it (`retry_state`).
+    """
+    from toolfold.runtime._retry import retry_state
+
+    if state is None:
+        return 0
+    if state.phase == "failed":
+        retried = retry_state(state)
+        return len((retried or state).log)
+    return len(state.log)
 
 
 def _loops_ran_out(state: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -31,7 +31,14 @@ from toolfold import (
     generate_text,
 )
 from toolfold.adapters import Timeouts, Transport
-from toolfold.adapters._http._keys import mask_url, mask_url_credentials, redact, url_secrets
+from toolfold.adapters._http._keys import (
+    mask_url,
+    mask_url_credentials,
+    mask_url_password,
+    redact,
+    url_secrets,
+)
+from toolfold.adapters.ollama._provider import host_from_env
 
 PASSWORD = "hunter2-pw-0123456789"
 KEY = "sk-ant-secret-key-0123456789"
@@ -214,11 +221,67 @@ def test_a_bad_base_url_is_refused_without_its_password() -> None:
         ("http://bob@host/api", "http://bob@host/api"),  # no password: nothing to hide
         ("http://host/a@b", "http://host/a@b"),  # an @ in the path is not userinfo
         ("http://bob:pw@[::1/api", "http://bob:***@[::1/api"),  # urlsplit refuses it
+        (
+            "http://host/m:streamGenerateContent?alt=sse",
+            "http://host/m:streamGenerateContent?alt=sse",
+        ),
+    ],
+)
+def test_mask_url_password(url: str, shown: str) -> None:
+    """Only the password of the authority's ``user:password@`` is masked."""
+    assert mask_url_password(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://bob:pw@host/api", "http://bob:***@host/api"),
+        ("http://bob:p@ss@host:8/api?q=a@b", "http://bob:***@host:8/api?q=***"),
+        ("http://bob@host/api", "http://bob@host/api"),  # no password: nothing to hide
+        ("https://x.azure.com/v1?api-key=sk-1&v=2", "https://x.azure.com/v1?api-key=***&v=***"),
+        ("https://gw.example/v1?sk-1", "https://gw.example/v1?***"),
+        ("https://gw.example/v1#sk-1", "https://gw.example/v1#***"),
+        ("https://gw.example/v1?", "https://gw.example/v1?"),
+        ("http://bob:pw@host/v1?k=sk-1#t", "http://bob:***@host/v1?k=***#***"),
     ],
 )
 def test_mask_url(url: str, shown: str) -> None:
-    """Only the password of the authority's ``user:password@`` is masked."""
+    """The password, each query value and the fragment are masked; the user and names stay."""
     assert mask_url(url) == shown
+
+
+SECRET = "sk-proj-SECRETSECRETSECRET1234567890abcd"
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "anthropic:m", "gemini:m", "ollama:m"])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"https://x.openai.azure.com/openai/v1?api-key={SECRET}", "?api-key=***' must not"),
+        (f"https://gw.example/v1#{SECRET}", "'https://gw.example/v1#***' must not"),
+        (f"https://gw.example/v1?{SECRET}", "'https://gw.example/v1?***' must not"),
+        (f"https://gw.example/v 1?key={SECRET}", "'https://gw.example/v 1?key=***' has spaces"),
+    ],
+)
+def test_a_key_in_the_base_url_query_or_fragment_is_not_shown(
+    spec: str, url: str, shown: str
+) -> None:
+    """A base_url refused for its ?query or #fragment is quoted with their values masked."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model(spec, api_key="sk-fake", base_url=url)
+    assert shown in str(caught.value)
+    assert "SECRETSECRET" not in every_text(caught.value)
+
+
+def test_a_key_in_ollama_host_is_not_shown(caplog: pytest.LogCaptureFixture) -> None:
+    """OLLAMA_HOST with a key in its query is refused, and its bad-port warning masks it."""
+    with pytest.raises(ModelConfigError, match=r"'http://gpu:8/api\?key=\*\*\*'") as caught:
+        host_from_env({"OLLAMA_HOST": f"http://gpu:8/api?key={SECRET}"})
+    assert SECRET not in every_text(caught.value)
+    with caplog.at_level("WARNING", logger="toolfold.http"), pytest.raises(ModelConfigError):
+        host_from_env({"OLLAMA_HOST": f"http://gpu:abc/api?key={SECRET}"})
+    assert "OLLAMA_HOST='http://gpu:abc/api?key=***'" in caplog.text
+    assert SECRET not in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -446,8 +509,11 @@ def test_the_password_is_hidden_as_aiohttp_writes_it(
     shown = str(yarl.URL(url))
     assert password not in shown  # yarl rewrote it
     transport = Transport("ollama", url, None, http="aiohttp")
-    assert redact(f"cannot reach {shown}", url_secrets(url)) == f"cannot reach {mask_url(url)}"
+    assert (
+        redact(f"cannot reach {shown}", url_secrets(url))
+        == f"cannot reach {mask_url_password(url)}"
+    )
     with caplog.at_level(logging.DEBUG, logger="aiohttp.client"):
         logging.getLogger("aiohttp.client").debug("POST %s", shown)
-    assert caplog.records[-1].getMessage() == f"POST {mask_url(url)}"
+    assert caplog.records[-1].getMessage() == f"POST {mask_url_password(url)}"
     transport.close()

@@ -71,6 +71,20 @@ class Verdict:
     ok: bool
 
 
+class Shelf:
+    """A class with a method tool: listed as ``files_helpers:Shelf.lookup``, taken from the
+    class, nothing binds its ``self`` (refused when the agent is built)."""
+
+    @tool
+    def lookup(self, title: str) -> str:
+        """Look a title up.
+
+        Args:
+            title: The title.
+        """
+        return title
+
+
 def users_only(messages: tuple[Message, ...]) -> list[Message]:
     """A handoff's input filter: only the user's messages."""
     return [m for m in messages if m.role == "user"]
@@ -379,3 +393,8 @@ def _breaks_after_a_result(request: ModelRequest) -> Reply:
 
 
 model_breaking = FunctionModel(_breaks_after_a_result, name="files:breaking")
+
+
+def step_fails(text: str) -> str:
+    """A function step that always fails."""
+    raise ValueError("step kaboom")

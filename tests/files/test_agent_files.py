@@ -354,11 +354,18 @@ ERRORS = {
         "cycle in definitions: a -> b -> a",
     ),
     "an agent that cannot be built": (
-        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntool_choice = "nope"\n',
-        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tool_choice: nope\n",
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntools = ["files_helpers:Shelf.lookup"]\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tools: ['files_helpers:Shelf.lookup']\n",
         (1, 2),
         "agents.a",
         "cannot build the agent",
+    ),
+    "a tool_choice naming no tool": (
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\ntool_choice = "nope"\n',
+        "agents:\n  a:\n    model: openai:gpt-4o-mini\n    tool_choice: nope\n",
+        (3, 4),
+        "agents.a.tool_choice",
+        "'nope' is not 'auto', 'none', 'required' nor a tool of the agent",
     ),
     "unknown workflow kind": (
         '[workflows.w]\nkind = "pipeline"\nsteps = ["f:g"]\n',
@@ -1159,6 +1166,35 @@ def test_two_entries_making_one_tool_name_are_named_by_their_paths(entries: str,
     assert "<locals>" not in problem
 
 
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        (
+            '"files_helpers:add", {agent = "b", name = "add"}',
+            "f.toml:6: agents.a.tools[1]: makes a tool named 'add', as agents.a.tools[0] does",
+        ),
+        (
+            '{agent = "b", name = "add"}, "files_helpers:add"',
+            "f.toml:6: agents.a.tools[1]: makes a tool named 'add', as agents.a.tools[0] does",
+        ),
+        (
+            '"files_helpers:add", "files_helpers:add"',
+            "f.toml:6: agents.a.tools[1]: makes a tool named 'add', as agents.a.tools[0] does",
+        ),
+    ],
+)
+def test_an_import_path_tool_clashing_with_an_entry_is_named_at_the_entry(
+    tools: str, says: str
+) -> None:
+    """An import-path tool and an agent used as a tool with one name are reported on the
+    tools[i] entry that clashes, not on the agent's header line."""
+    text = f'[agents.b]\nmodel = "openai:x"\n\n[agents.a]\nmodel = "openai:x"\ntools = [{tools}]\n'
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="f.toml", search=SEARCH)
+    (problem,) = info.value.problems
+    assert problem.startswith(says)
+
+
 def test_a_workflow_named_with_a_space_loads_and_runs() -> None:
     """``[workflows."my flow"]`` loads and runs as on earlier versions (a name with a space
     was refused when the workflow was built)."""
@@ -1171,3 +1207,119 @@ def test_a_workflow_named_with_a_space_loads_and_runs() -> None:
     flow = loads(text, model=FunctionModel(lambda r: "done")).get()
     assert flow.name == "my flow"
     assert flow.run("hi").outputs == {"left": "done"}
+
+
+_TWO_AGENTS = '[agents.b]\nmodel = "openai:x"\n\n[agents.a]\nmodel = "openai:x"\n'
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        (
+            'output_type = "os:sep"',
+            "f.toml:6: agents.a.output_type: 'os:sep' must be a type (str, int, an attrs class "
+            "or dataclass, list[str]...), got str '/'",
+        ),
+        (
+            'output_type = "threading:Thread"',
+            "f.toml:6: agents.a.output_type: 'threading:Thread' cannot be an output type: "
+            "type Thread has no JSON Schema rule",
+        ),
+        (
+            'tools = [{agent = "b", timeout = 0}]',
+            "f.toml:6: agents.a.tools[0].timeout: must be a positive number of seconds, got 0.0",
+        ),
+        (
+            'tools = [{agent = "b", timeout = inf}]',
+            "f.toml:6: agents.a.tools[0].timeout: must be a positive number of seconds, got inf",
+        ),
+        (
+            'tools = [{agent = "b", name = "has space"}]',
+            "f.toml:6: agents.a.tools[0].name: tool name 'has space' is invalid: use 1 to 64 "
+            "characters among a-z A-Z 0-9 _ -",
+        ),
+        (
+            'handoffs = [{agent = "b", name = "has space"}]',
+            "f.toml:6: agents.a.handoffs[0].name: tool name 'has space' is invalid",
+        ),
+        (
+            'tool_choice = "sometimes"',
+            "f.toml:6: agents.a.tool_choice: 'sometimes' is not 'auto', 'none', 'required' nor "
+            "a tool of the agent (its tools: none)",
+        ),
+        (
+            'tools = ["files_helpers:add", {agent = "b"}]\ntool_choice = "ad"',
+            "f.toml:7: agents.a.tool_choice: 'ad' is not 'auto', 'none', 'required' nor "
+            "a tool of the agent (its tools: 'add', 'b')",
+        ),
+        (
+            '\n[workflows.w]\nkind = "sequence"\nsteps = [{step = "b", timeout = 0}]',
+            "f.toml:9: workflows.w.steps[0].timeout: must be a positive number of seconds, got 0.0",
+        ),
+    ],
+)
+def test_a_bad_agent_option_is_reported_at_its_own_key(entry: str, says: str) -> None:
+    """output_type naming a value, an agent tool's timeout 0 or bad name, an unknown
+    tool_choice, a step's timeout 0: each on its own key's line, not the header's."""
+    with pytest.raises(AgentFileError) as info, override_models(TestModel()):
+        loads(_TWO_AGENTS + entry + "\n", name="f.toml", search=SEARCH)
+    (problem,) = info.value.problems
+    assert problem.startswith(says)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        'tools = ["files_helpers:add"]\ntool_choice = "add"',
+        'handoffs = ["b"]\ntool_choice = "transfer_to_b"',
+        'tools = [{agent = "b", name = "ask", timeout = 2.5}]\ntool_choice = "required"',
+        'output_type = "builtins:int"',
+    ],
+)
+def test_good_agent_options_still_load(entry: str) -> None:
+    """A tool_choice naming one of the agent's tools or handoffs, a positive timeout and an
+    output type load as before."""
+    with override_models(TestModel()):
+        agent = loads(_TWO_AGENTS + entry + "\n", name="f.toml", search=SEARCH).get("a")
+    assert agent.name == "a"
+
+
+EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "agent_files" / "support.toml"
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        (3, r"^load\(\): model= must be a model string \('openai:gpt-4o-mini'\), an import "),
+        ("nope", r"^load\(\): model= must be a model string .* got str 'nope'$"),
+        ("os:sep", r"^load\(\): model='os:sep' must be a path to a Model, got str '/'$"),
+        ("nosuchmodule_s35:m", r"^load\(\): model='nosuchmodule_s35:m' does not import: "),
+    ],
+)
+def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:
+    """load(..., model=3) or a string that is no model names model= in a UsageError: it was a
+    bare AttributeError, or an AgentFileError under the CLI's --model."""
+    with pytest.raises(UsageError, match=says) as info:
+        load(EXAMPLE_FILE, model=model)
+    assert not isinstance(info.value, AgentFileError)
+    assert "--model" not in str(info.value)
+
+
+@pytest.mark.parametrize("function", ["loads", "from_dict"])
+def test_loads_and_from_dict_name_a_bad_model_argument(function: str) -> None:
+    """loads() and from_dict() refuse model=3 by their own names."""
+    calls = {
+        "loads": lambda: loads(AGENT_A, model=3),  # type: ignore[arg-type]
+        "from_dict": lambda: from_dict({"agents": {}}, model=3),  # type: ignore[arg-type]
+    }
+    with pytest.raises(UsageError, match=rf"^{function}\(\): model= must be a model string"):
+        calls[function]()
+
+
+def test_load_still_takes_a_model_string_or_a_model_path() -> None:
+    """model='openai:x' and an import path to a Model both load the file as before."""
+    with override_models(TestModel()):
+        by_string = load(EXAMPLE_FILE, model="openai:gpt-4o-mini")
+    by_path = load(EXAMPLE_FILE, model="support_tools:demo_model")
+    assert by_string.entry == by_path.entry == "triage"
+    assert by_path.get().model is importlib.import_module("support_tools").demo_model

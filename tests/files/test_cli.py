@@ -1942,3 +1942,37 @@ def test_a_failed_run_says_where_its_state_was_written_and_whether_it_resumes(
         assert last.startswith("toolfold run: state written to "), proc.stderr
         assert says in last
         assert (tmp_path / "toolfold-run.json").exists()
+
+
+def test_a_bad_model_option_is_named_as_the_option(tmp_path: Path) -> None:
+    """``--model nope`` is reported under ``--model`` (the Python API says model=)."""
+    proc = toolfold("check", str(EXAMPLE), "--model", "nope", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert f"{EXAMPLE}: --model: 'nope' is not an import path like" in proc.stderr
+    assert "model=" not in proc.stderr
+
+
+def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path) -> None:
+    """Without --stream, a Parallel whose branch fails while another waits for an approval
+    shows its calls and the failure (✗), as --stream does; resuming the kept state shows
+    the failure again: both printed no tool line at all."""
+    (tmp_path / "mixed.toml").write_text(
+        'entry = "mixed"\n[agents.pay]\nmodel = "files_helpers:model"\n'
+        'tools = ["files_helpers:add_approved"]\n'
+        '[workflows.mixed]\nkind = "parallel"\nsteps = ["pay", "files_helpers:step_fails"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "mixed.toml", "go", "--state-out", "run.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[:3] == [
+        '→ pay("go") [pay]',
+        '→ step_fails("go") [step_fails]',
+        "✗ step_fails: Error: ValueError: step kaboom",
+    ]
+    assert lines[3].startswith("toolfold run: the run failed: step 'step_fails'")
+    proc = toolfold("resume", "run.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "✗ step_fails: Error: ValueError: step kaboom"
+    assert lines[1].startswith("toolfold resume: the run failed: step 'step_fails'")

@@ -784,3 +784,37 @@ def test_a_resume_begun_after_another_in_one_context_does_not_change_what_the_fi
         (path, "step_end", ("call_1_0", "call_1_1")),
     ]
     assert list(second)[-1].response.state.phase == "awaiting_approval"
+
+
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        (
+            lambda m: [Agent(m, name="a").as_tool(name="x"), Agent(m, name="c").as_tool(name="x")],
+            "tool name 'x' is used by 2 tools (made from agent 'a'.as_tool(), agent 'c'.as_tool())",
+        ),
+        (
+            lambda m: [toolfold.tool(name="a")(lambda: "x"), Agent(m, name="a").as_tool()],
+            "agent 'a'.as_tool())",
+        ),
+        (
+            lambda m: [Agent(m, name="a").as_tool(), Agent(m, name="a").as_tool()],
+            "tool name 'a' is used by 2 tools (2 tools made from agent 'a'.as_tool())",
+        ),
+        (
+            lambda m: [
+                toolfold.Sequence(Agent(m, name="s"), name="f").as_tool(name="a"),
+                Agent(m, name="a").as_tool(),
+            ],
+            "(made from Sequence 'f'.as_tool(), agent 'a'.as_tool())",
+        ),
+    ],
+)
+def test_a_tool_name_clash_with_an_agent_tool_names_the_agent(tools: Any, says: str) -> None:
+    """Two tools of one name, one an agent or workflow used as a tool, name that agent, not
+    toolfold's internal function (``_nested.<locals>.acall``)."""
+    model = FunctionModel(lambda request: "x")
+    with pytest.raises(toolfold.ToolDefinitionError) as caught:
+        Agent(model, name="b", tools=tools(model))
+    assert says in str(caught.value)
+    assert "toolfold.runtime._agent_tool" not in str(caught.value)

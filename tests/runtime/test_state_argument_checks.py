@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from core_helpers import start
 
-from toolfold import Agent, InvalidEventError, UsageError
+import toolfold
+from toolfold import Agent, InvalidEventError, ModelRequest, Sequence, UsageError, Workflow, tool
 from toolfold.runtime import (
     Message,
     ToolCallPart,
@@ -25,7 +27,7 @@ from toolfold.runtime import (
     stopping_result,
     tool_called,
 )
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 _EVENT = UserMessageAdded(Message.user("again"))
 
@@ -191,3 +193,68 @@ def test_a_value_whose_state_property_fails_is_still_named(name: str) -> None:
     with pytest.raises(UsageError, match=r"got _BadStateProperty <") as caught:
         CALLS[name](_BadStateProperty())
     assert "pass its .state" not in str(caught.value)
+
+
+def _waiting_agent() -> Agent:
+    """An agent whose run waits for the approval of call p1."""
+
+    @tool(requires_approval=True)
+    def publish(text: str) -> str:
+        """Publish.
+
+        Args:
+            text: What to publish.
+        """
+        return "published"
+
+    def model(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return ScriptedModel.call("publish", {"text": "x"}, id="p1")
+
+    return Agent(FunctionModel(model), name="pub", tools=[publish])
+
+
+def _resume_calls(spec: Agent | Workflow, value: Any) -> dict[str, Callable[[], object]]:
+    answers: dict[str, Any] = {"approvals": {"p1": True}}
+    return {
+        "resume": lambda: spec.resume(value, **answers),
+        "aresume": lambda: asyncio.run(spec.aresume(value, **answers)),
+        "resume_stream": lambda: list(spec.resume_stream(value, **answers)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["Agent", "Sequence"])
+@pytest.mark.parametrize("method", ["resume", "aresume", "resume_stream"])
+@pytest.mark.parametrize("given", ["response", "json", "none"])
+def test_resuming_something_that_is_no_state_is_a_usage_error(
+    kind: str, method: str, given: str
+) -> None:
+    """An agent's or workflow's resume methods given a Response, its JSON or None name the
+    method and what to pass; it was a bare AttributeError."""
+    agent = _waiting_agent()
+    spec: Agent | Workflow = agent if kind == "Agent" else Sequence(agent, name="flow")
+    response = spec.run("x")
+    value = {"response": response, "json": response.state.to_json(), "none": None}[given]
+    hint = {
+        "response": r" \(pass its \.state\)$",
+        "json": r" \(load JSON text with RunState\.from_json\)$",
+        "none": "$",
+    }[given]
+    with pytest.raises(
+        UsageError, match=rf"^{kind}\.{method}\(\): the state must be a RunState.*{hint}"
+    ):
+        _resume_calls(spec, value)[method]()
+    assert spec.resume(response.state, approvals={"p1": True}).text == "done"
+
+
+@pytest.mark.parametrize("function", ["resume", "aresume"])
+def test_the_resume_function_given_a_response_is_a_usage_error(function: str) -> None:
+    """toolfold.resume/aresume given a Response say to pass its .state (not AttributeError)."""
+    response = Agent(ScriptedModel(["hello"])).run("hi")
+    calls: dict[str, Callable[[], object]] = {
+        "resume": lambda: toolfold.resume(response, model=ScriptedModel(["again"])),  # type: ignore[arg-type]
+        "aresume": lambda: asyncio.run(toolfold.aresume(response, model=ScriptedModel(["x"]))),  # type: ignore[arg-type]
+    }
+    with pytest.raises(UsageError, match=rf"^{function}\(\): the state .*\(pass its \.state\)$"):
+        calls[function]()

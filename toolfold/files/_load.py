@@ -9,6 +9,7 @@ its table header).
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import typing
@@ -44,6 +45,8 @@ from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
+from toolfold.runtime.core._messages import wrong_argument
+from toolfold.toolkit._options import name_problems
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -112,8 +115,17 @@ def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
 
     Raises:
         AgentFileError: Every problem of the file, at once.
+        UsageError: ``model`` is no model string, `Model` or import path
+            to one (the error names ``model=``).
     """
     source = Path(path)
+    search = str(source.resolve().parent)
+    return read_file(source, _model_argument("load", model, search), search)
+
+
+def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile:
+    """`load` of ``source``, searching ``search``, ``model`` unchecked: the CLI's ``--model``
+    is reported as a problem of the file, under that name."""
     try:
         text = source.read_text(encoding="utf-8")
     except OSError as exc:
@@ -121,9 +133,8 @@ def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
             str(source), [f"{source}: cannot read: {exc.strerror or exc}"]
         ) from exc
     kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
-    return loads(
-        text, format=kind, name=str(source), search=str(source.resolve().parent), model=model
-    )
+    lines = _Lines(str(source), text, kind)
+    return _Loader(_parse(text, kind, lines), lines, search, model).build()
 
 
 def loads(
@@ -145,7 +156,10 @@ def loads(
 
     Raises:
         AgentFileError: Every problem of the text, at once.
+        UsageError: ``model`` is no model string, `Model` or import path
+            to one (the error names ``model=``).
     """
+    model = _model_argument("loads", model, search)
     lines = _Lines(name, text, format)
     data = _parse(text, format, lines)
     return _Loader(data, lines, search, model).build()
@@ -175,7 +189,10 @@ def from_dict(
     Raises:
         AgentFileError: Every problem of the document, at once (``data`` is
             not a mapping, a key's value has the wrong type...).
+        UsageError: ``model`` is no model string, `Model` or import path
+            to one (the error names ``model=``).
     """
+    model = _model_argument("from_dict", model, search)
     if not isinstance(data, Mapping):
         raise AgentFileError(
             name,
@@ -185,6 +202,40 @@ def from_dict(
             ],
         )
     return _Loader(dict(data), _Lines(name, "", "dict"), search, model, a_file=False).build()
+
+
+def _model_argument(function: str, model: object, search: str | None) -> str | Model | None:
+    """``model=`` of ``function`` (`load`, `loads`, `from_dict`), checked before the file is read.
+
+    A model string or a `Model` is kept; an import path gives the `Model` it
+    names (resolved as the file's own paths are).
+
+    Raises:
+        UsageError: Naming ``function`` and ``model=``: a value of another
+            type, a string that is neither, a path that does not import or
+            names no `Model`.
+    """
+    if model is None or isinstance(model, Model):
+        return model
+    expected = (
+        "a model string ('openai:gpt-4o-mini'), an import path to a Model "
+        "('package.module:name') or a Model"
+    )
+    if not isinstance(model, str):
+        raise wrong_argument(function, "model=", expected, model)
+    if _is_model_string(model):
+        return model
+    try:
+        value = resolve(model, search)
+    except ValueError:  # no "module:name"
+        raise wrong_argument(function, "model=", expected, model) from None
+    except Exception as exc:  # ImportError, or whatever the module raised importing
+        raise UsageError(
+            f"{function}(): model={model!r} does not import: {describe_exception(exc)}"
+        ) from exc
+    if not isinstance(value, Model):
+        raise wrong_argument(function, f"model={model!r}", "a path to a Model", value)
+    return value
 
 
 # --- parsing --------------------------------------------------------------------
@@ -568,6 +619,9 @@ class _Loader:
                         self.problem(f"{path}.workflow", f"{item.workflow!r} is an agent")
                 if item.input_type is not None:
                     self._type(item.input_type, f"{path}.input_type")
+                if item.name is not None:
+                    self._tool_name(item.name, f"{path}.name")
+                self._timeout(item.timeout, f"{path}.timeout")
                 if item.output is not None:
                     found = self._resolve(item.output, f"{path}.output")
                     if found is not None and not callable(found):
@@ -589,13 +643,16 @@ class _Loader:
                 )
             else:
                 self._reference(target, at)
+            if isinstance(handoff, HandoffEntry) and handoff.name is not None:
+                self._tool_name(handoff.name, f"{path}.name")
             if isinstance(handoff, HandoffEntry) and handoff.input_filter is not None:
                 found = self._resolve(handoff.input_filter, f"{path}.input_filter")
                 if found is not None and not callable(found):
                     self.problem(f"{path}.input_filter", f"{found!r} is not a function")
-        self._unique_tools(name, entry)
+        names = self._unique_tools(name, entry)
+        self._tool_choice(entry, names, f"{where}.tool_choice")
         if isinstance(entry.output_type, str):
-            self._resolve(entry.output_type, f"{where}.output_type")
+            self._output(entry.output_type, f"{where}.output_type")
         for index, condition in enumerate(entry.stop_when):
             self._stop(condition, self.at(name, "stop_when", index))
         # Found here, each on its line: building the agent would name only the first.
@@ -604,18 +661,26 @@ class _Loader:
             if value < least:
                 self.problem(f"{where}.{key}", f"must be at least {least}, got {value}")
 
-    def _unique_tools(self, name: str, entry: AgentEntry) -> None:
-        """Each tool the file's entries make (agents and workflows as tools, handoffs) named once.
+    def _unique_tools(self, name: str, entry: AgentEntry) -> list[str] | None:
+        """Each tool the agent's entries make (import paths, agents and workflows as tools,
+        handoffs) named once; returns their names, None when some are not known yet.
 
-        Said here, at the entries, rather than by the agent's build, which can
-        name only the functions the entries became (toolfold's own).
+        Said here, at the entries, rather than by the agent's build, which
+        would put it on the agent's line. (An MCP server's tools are known
+        only once it runs: a clash with one is the build's to report.)
         """
         made: list[tuple[str, str]] = []
+        known = not entry.mcp
         for index, item in enumerate(entry.tools):
             if isinstance(item, AgentToolEntry):
                 tool_name = item.name or item.agent or item.workflow
-                if tool_name:
-                    made.append((tool_name, self.at(name, "tools", index)))
+            else:  # an import path: its Tool, once `_tool` resolved it (not a source's)
+                found = self.resolved.get(item)
+                tool_name = found.name if isinstance(found, Tool) else None
+            if tool_name:
+                made.append((tool_name, self.at(name, "tools", index)))
+            else:
+                known = False
         for index, handoff in enumerate(entry.handoffs):
             if isinstance(handoff, HandoffEntry):
                 tool_name = handoff.name or f"transfer_to_{handoff.agent}"
@@ -632,6 +697,43 @@ class _Loader:
                 f"makes a tool named {tool_name!r}, as {first[tool_name]} does: each tool of "
                 "an agent needs its own name (give one a distinct name = ...)",
             )
+        return list(first) if known else None
+
+    def _tool_choice(self, entry: AgentEntry, names: list[str] | None, path: str) -> None:
+        """``tool_choice`` names a mode or one of the agent's tools (``names``; None: not known)."""
+        choice = entry.tool_choice
+        if choice is None or choice in ("auto", "none", "required") or names is None:
+            return
+        if choice not in names:
+            shown = ", ".join(repr(n) for n in names) or "none"
+            self.problem(
+                path,
+                f"{choice!r} is not 'auto', 'none', 'required' nor a tool of the agent "
+                f"(its tools: {shown})",
+            )
+
+    def _tool_name(self, tool_name: str, path: str) -> None:
+        for problem in name_problems(tool_name):
+            self.problem(path, problem.replace(" (pass name=...)", ""))
+
+    def _timeout(self, timeout: float | None, path: str) -> None:
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            self.problem(path, f"must be a positive number of seconds, got {timeout!r}")
+
+    def _output(self, spec: str, path: str) -> None:
+        """An output type by import path: a type that has a JSON Schema, said at its key."""
+        from toolfold.runtime.drive._output import output_schema
+
+        found = self._resolve(spec, path)
+        if found is None:
+            return
+        if not is_type(found):
+            self.problem(path, not_a_type(repr(spec), found, by_name=False))
+            return
+        try:
+            output_schema(found)
+        except ToolDefinitionError as exc:
+            self.problem(path, f"{spec!r} cannot be an output type: {'; '.join(exc.problems)}")
 
     def _output_type(self, spec: str | list[str] | None) -> Any:
         if spec is None:
@@ -713,6 +815,8 @@ class _Loader:
             self._reference(target, at, workflows=True)
         if isinstance(ref, StepEntry) and ref.input_type is not None:
             self._type(ref.input_type, f"{path}.input_type")
+        if isinstance(ref, StepEntry):
+            self._timeout(ref.timeout, f"{path}.timeout")
 
     def _type(self, spec: str, path: str) -> None:
         found = self._resolve(spec, path)

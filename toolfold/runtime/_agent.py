@@ -36,7 +36,7 @@ from toolfold.runtime._sources import (
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
@@ -622,9 +622,15 @@ class Agent:
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 
-    def _answered(self, state: RunState, answers: _Answers) -> tuple[Agent, _Begin]:
-        """The agent that runs ``state`` now, and how the run goes on with the answers."""
+    def _answered(self, state: RunState, answers: _Answers, function: str) -> tuple[Agent, _Begin]:
+        """The agent that runs ``state`` now, and how the run goes on with the answers.
 
+        Raises:
+            UsageError: ``state`` is no `RunState` (``function`` is the method
+                called, for the message).
+        """
+        if not isinstance(state, RunState):  # a Response, its JSON, None
+            raise not_a_state(function, state)
         graph = self._graph_or_none()
         if answers.max_steps is None and state.agent not in (None, self.name):
             # the run's limit is its first agent's, whoever runs it after handoffs
@@ -742,7 +748,7 @@ class Agent:
                 stopped at ``max_steps`` and nothing continues it.
         """
         answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
-        agent, begin = self._answered(state, answers)
+        agent, begin = self._answered(state, answers, "Agent.resume")
         return agent._sync(begin)
 
     async def aresume(
@@ -759,7 +765,7 @@ class Agent:
     ) -> Response:
         """Like `resume`, on the running event loop."""
         answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
-        agent, begin = self._answered(state, answers)
+        agent, begin = self._answered(state, answers, "Agent.aresume")
         return await agent._async(begin)
 
     def resume_stream(
@@ -776,7 +782,7 @@ class Agent:
     ) -> RunStream:
         """Like `resume`, streaming (see `stream`)."""
         answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
-        agent, begin = self._answered(state, answers)
+        agent, begin = self._answered(state, answers, "Agent.resume_stream")
         return agent._streamed(begin)
 
 

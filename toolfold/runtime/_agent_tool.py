@@ -33,7 +33,7 @@ from toolfold.runtime.drive._executor import (
 from toolfold.runtime.drive._failures import not_started_text, stopped_content
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import MADE_AS, Tool
 
 if TYPE_CHECKING:
     from toolfold.runtime._agent import Agent
@@ -137,9 +137,16 @@ def _nested(
             response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name, who, spec)
 
-    # What built the tool, for diagrams and agent files (`as_tool_of`).
+    # What built the tool, for diagrams and agent files (`as_tool_of`), and for errors.
+    what = spec.label if hasattr(spec, "label") else f"agent {spec.name!r}"
+    made_as = (
+        f"{what}.as_tool()"
+        if spec.name is not None
+        else f"the as_tool() of an unnamed {type(spec).__name__}"
+    )
     for function in (acall, call):
         function.__dict__[_AS_TOOL] = made_by
+        function.__dict__[MADE_AS] = made_as
     try:
         made = [
             _made(
@@ -154,7 +161,6 @@ def _nested(
             for function in (acall, call)
         ]
     except ToolDefinitionError as exc:  # name the spec, not the function made here
-        what = spec.label if hasattr(spec, "label") else f"agent {spec.name!r}"
         raise ToolDefinitionError(f"{what}.as_tool()", exc.problems) from None
 
     def check(call: ToolCallPart, sub_run: RunState) -> None:

@@ -28,7 +28,7 @@ from toolfold.runtime._run import (
 from toolfold.runtime._sources import ToolSource, split_sources
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import wrong_argument
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import OnToolError
@@ -212,8 +212,15 @@ def _resume_agent(
     stop_when: Sequence[StopCondition | StopPredicate],
     on_tool_error: OnToolError,
     max_concurrency: int,
+    function: str,
 ) -> Agent:
-    """The agent that continues ``state``: its stored configuration, the live parts given again."""
+    """The agent that continues ``state``: its stored configuration, the live parts given again.
+
+    Raises:
+        UsageError: ``state`` is no `RunState` (``function``: the one called).
+    """
+    if not isinstance(state, RunState):  # a Response, its JSON, None
+        raise not_a_state(function, state)
     config = state.config
     return Agent(
         model,
@@ -282,8 +289,8 @@ def resume(
     """
     answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
     agent, begin = _resume_agent(
-        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
-    )._answered(state, answers)
+        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency, "resume"
+    )._answered(state, answers, "resume")
     return agent._sync(begin)
 
 
@@ -307,8 +314,8 @@ async def aresume(
     """Like `resume`, on the running event loop."""
     answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
     agent, begin = _resume_agent(
-        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency
-    )._answered(state, answers)
+        state, model, tools, output_type, stop_when, on_tool_error, max_concurrency, "aresume"
+    )._answered(state, answers, "aresume")
     return await agent._async(begin)
 
 

@@ -53,7 +53,7 @@ from toolfold.runtime._run import (
 from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
-from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -449,7 +449,11 @@ class Workflow:
         assert type(state) is RunState
         return WorkflowStream(RunStream(live, state), self)
 
-    def _resumed(self, state: RunState, answers: dict[str, Any]) -> tuple[Live, RunState]:
+    def _resumed(
+        self, state: RunState, answers: dict[str, Any], function: str
+    ) -> tuple[Live, RunState]:
+        if not isinstance(state, RunState):  # a WorkflowResponse, its JSON, None
+            raise not_a_state(f"{type(self).__name__}.{function}", state)
         options = self._check_steps(state)
         if state.phase == "finished" and (answers["approvals"] or answers["tool_results"]):
             # (an agent's run takes a new turn here: resume(message=...); a workflow's cannot)
@@ -581,7 +585,7 @@ class Workflow:
                 a usage count that cannot be kept (not a finite number >= 0).
         """
         live, state = self._resumed(
-            state, _answers(tool_results, approvals, deps, on_event, on_step)
+            state, _answers(tool_results, approvals, deps, on_event, on_step), "resume"
         )
         return self._ran_sync(live, state)
 
@@ -597,7 +601,7 @@ class Workflow:
     ) -> WorkflowResponse:
         """Like `resume`, on the running event loop."""
         live, state = self._resumed(
-            state, _answers(tool_results, approvals, deps, on_event, on_step)
+            state, _answers(tool_results, approvals, deps, on_event, on_step), "aresume"
         )
         return await self._ran_async(live, state)
 
@@ -613,7 +617,7 @@ class Workflow:
     ) -> WorkflowStream:
         """Like `resume`, streaming (see `stream`)."""
         live, state = self._resumed(
-            state, _answers(tool_results, approvals, deps, on_event, on_step)
+            state, _answers(tool_results, approvals, deps, on_event, on_step), "resume_stream"
         )
         return WorkflowStream(RunStream(live, state), self)
 

@@ -590,6 +590,8 @@ def _same_origin(label: str, tools: list[Tool[..., Any]]) -> str:
     first = functions[0]
     if first is None:
         return f"{count} schema-only tools"
+    if _made_as(first) is not None:  # e.g. one agent's as_tool() called twice
+        return f"{count} tools made from {label}"
     if all(f is first for f in functions):
         return f"{count} tools made from the same function {label}"
     if all(isinstance(f, functools.partial) for f in functions):
@@ -632,9 +634,24 @@ def _origin(t: Tool[..., Any]) -> str:
 
     if t.function is None:
         return "a schema-only tool"
+    made_as = _made_as(t.function)
+    if made_as is not None:
+        return made_as
     module = getattr(_unwrapped(t), "__module__", None)
     name = callable_name(t.function)
     return f"{module}:{name}" if isinstance(module, str) else name
+
+
+#: The attribute of a function toolfold makes for a tool (an agent's ``as_tool()``)
+#: that names what the tool was made from (``agent 'research'.as_tool()``): an
+#: error about the tool names that, not the toolfold function.
+MADE_AS = "__toolfold_made_as__"
+
+
+def _made_as(function: Any) -> str | None:
+    """What ``function`` says it was made from (`MADE_AS`), or None."""
+    made_as = getattr(function, MADE_AS, None)
+    return made_as if isinstance(made_as, str) else None
 
 
 def _label(function: Any) -> str:

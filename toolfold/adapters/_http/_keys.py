@@ -6,7 +6,8 @@ printed or put in an exception message safely. `redact` scrubs a key from any
 text (used on every error message and body the transport raises), and
 `RedactingFilter` does the same for log records, for users who log httpx's debug
 output. The password of a base URL's ``user:password@`` is a secret too
-(`url_secrets`); `mask_url` shows such a URL with it masked. A key or password
+(`url_secrets`); `mask_url` shows such a URL with it masked, and with any
+query values and fragment masked too (where a key may also be written). A key or password
 shorter than `MIN_BARE_PASSWORD` is scrubbed only where it is written as one
 (`api_key_secrets`, `url_secrets`), never letter by letter.
 """
@@ -87,7 +88,32 @@ def mask(value: str) -> str:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` masked: ``http://bob:***@host/api``."""
+    """``url`` as a user's URL may be shown: its password, query values and fragment masked.
+
+    ``http://bob:pw@host/api?api-key=sk-1#tok`` shows as
+    ``http://bob:***@host/api?api-key=***#***``: the password of
+    ``user:password@``, each query parameter's value (a parameter without
+    ``=`` as ``***``) and the ``#fragment`` are masked, as a key may sit in any
+    of them (Azure's ``?api-key=...``). The user, scheme, host, port, path and
+    the query's parameter names stay, so the URL is still recognisable.
+    """
+    head, hashed, fragment = mask_url_password(url).partition("#")
+    base, asked, query = head.partition("?")
+    if asked:
+        base += "?" + "&".join(
+            f"{piece.partition('=')[0]}={MASK}" if "=" in piece else (piece and MASK)
+            for piece in query.split("&")
+        )
+    return f"{base}#{MASK}" if hashed and fragment else base + hashed
+
+
+def mask_url_password(url: str) -> str:
+    """``url`` with only the password of its ``user:password@`` masked: ``http://bob:***@host/api``.
+
+    For a URL toolfold built on a checked base URL (which has no query nor
+    fragment), so its own query (Gemini's ``?alt=sse``) stays readable; it is
+    what `redact` leaves of the URL. A URL a user gave is shown by `mask_url`.
+    """
     userinfo = url_userinfo(url)
     if userinfo is None or ":" not in userinfo:
         return url
@@ -101,22 +127,14 @@ def mask_url_credentials(url: str) -> str:
     For URLs that may carry a credential outside a password (an MCP server's
     ``?api_key=...``, a token as the user: ``https://ghp_...@host``, also
     beside a password: ``https://ghp_...:x-oauth-basic@host``): the whole
-    ``user:password@`` as ``***@``, each query parameter's value
-    (``?api_key=***``, a parameter without ``=`` as ``***``) and the
-    ``#fragment``. What names the server (scheme, host, port, path) stays.
+    ``user:password@`` as ``***@``, and as `mask_url` does, each query
+    parameter's value and the ``#fragment``. What names the server (scheme,
+    host, port, path) stays.
     """
     userinfo = url_userinfo(url)
     if userinfo is not None:
         url = url.replace(f"{userinfo}@", f"{MASK}@", 1)
-    head, hashed, fragment = mask_url(url).partition("#")
-    base, asked, query = head.partition("?")
-    if asked:
-        pieces = query.split("&")
-        base += "?" + "&".join(
-            f"{piece.partition('=')[0]}={MASK}" if "=" in piece else (piece and MASK)
-            for piece in pieces
-        )
-    return f"{base}#{MASK}" if hashed and fragment else base + hashed
+    return mask_url(url)
 
 
 def url_query_secrets(url: str) -> tuple[Secret, ...]:

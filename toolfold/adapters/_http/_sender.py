@@ -55,7 +55,7 @@ from toolfold.adapters._http._json import loads_text, shallow
 from toolfold.adapters._http._keys import (
     Secret,
     mask_cut_tail,
-    mask_url,
+    mask_url_password,
     redact,
     redact_chain,
     redact_header,
@@ -145,7 +145,9 @@ class Sender:
                 status_failure=lambda failed: self._status_failure(failed, call.url),
                 exception_failure=lambda exc: self._exception_failure(exc, call),
                 total_timeout=lambda: self.total_timeout(call.url),
-                label=f"POST {mask_url(call.url)}",
+                # The checked base URL (no query, no fragment) and a path toolfold
+                # wrote: only a password to mask; Gemini's ?alt=sse stays readable.
+                label=f"POST {mask_url_password(call.url)}",
                 cap=cap,
             ),
             first,
@@ -629,7 +631,7 @@ class Sender:
 
     def json(self, content: bytes, response: Any, url: str) -> Any:
         if _log.isEnabledFor(logging.DEBUG):
-            _log.debug("POST %s -> HTTP %s", mask_url(url), response.status_code)
+            _log.debug("POST %s -> HTTP %s", mask_url_password(url), response.status_code)
         # A key the server wrote into the answer is masked before anything reads it
         # (`Echoes`): looked for in the text the fast path decodes anyway, else in the
         # bytes (a body in UTF-16 or UTF-32, NULs among its first bytes, read as text).

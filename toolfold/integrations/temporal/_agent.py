@@ -56,12 +56,13 @@ from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
 from toolfold.runtime._workflow import Workflow, _step_errors
 from toolfold.runtime.core._events import (
+    EVENT_TYPES,
     ApprovalDenied,
     ApprovalGranted,
     Event,
     ToolResultsProvided,
 )
-from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._messages import Message, ToolResultPart, wrong_argument
 from toolfold.runtime.core._serialize import from_json
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.drive._failures import run_failure
@@ -101,6 +102,10 @@ class TemporalAgent:
             given, the model activity streams the model and hands its events
             to this handler as they arrive (see `EventStreamHandler`); the
             workflow still gets only the final response.
+
+    Raises:
+        UsageError: ``agent`` is no `Agent` nor workflow spec, ``name`` is
+            not a str, or no name is given for an unnamed agent.
     """
 
     agent: Agent | Workflow
@@ -119,6 +124,15 @@ class TemporalAgent:
         deps: Any = None,
         event_stream_handler: EventStreamHandler | None = None,
     ) -> None:
+        if not isinstance(agent, (Agent, Workflow)):
+            raise wrong_argument(
+                "TemporalAgent",
+                "agent",
+                "an Agent or a workflow spec (Sequence, Parallel, Route, Loop)",
+                agent,
+            )
+        if name is not None and not isinstance(name, str):
+            raise wrong_argument("TemporalAgent", "name=", "a str", name)
         name = name if name is not None else agent.name
         if not name:
             raise UsageError("a TemporalAgent needs a name: give the agent one, or pass name=")
@@ -311,10 +325,12 @@ class AgentHandle:
         """Send approvals, denials or tool results to the suspended run.
 
         Raises:
-            UsageError: A call is answered twice (two approvals, two results
-                for one id), or two ways (approved and denied at once),
-                checked before anything is sent: the error names the call
-                id. Or no workflow has the handle's id (see `result`).
+            UsageError: No event is given (nor a result in them), an
+                argument is no event, or a call is answered twice (two
+                approvals, two results for one id), or two ways (approved
+                and denied at once), checked before anything is sent: the
+                error names the call id. Or no workflow has the handle's id
+                (see `result`).
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
                 A run that is over (completed, failed, canceled...) is not
@@ -322,6 +338,20 @@ class AgentHandle:
                 ``ApplicationError`` saying so, naming how it ended as
                 Temporal spells the status (``"canceled"``).
         """
+        for index, event in enumerate(events):
+            if not isinstance(event, EVENT_TYPES):
+                raise wrong_argument(
+                    "answer",
+                    f"events[{index}]",
+                    "an event (ApprovalGranted, ApprovalDenied, ToolResultsProvided)",
+                    event,
+                    " (approve() takes call ids, provide() results)",
+                )
+        if all(isinstance(e, ToolResultsProvided) and not e.results for e in events):
+            raise UsageError(
+                "answer() got nothing to send: give the answers, "
+                "answer(ApprovalGranted('call_1')), or use approve('call_1') or provide([...])"
+            )
         _check_answered_once("answer()", events)
         return await self._send("answer()", events)
 
@@ -421,11 +451,26 @@ class AgentHandle:
         the path when calls of several sub-runs wait under that id.
 
         Raises:
-            UsageError: Two results name one call (checked before anything
-                is sent), or no workflow has the handle's id (see `result`).
+            UsageError: ``results`` is not an iterable of `ToolResultPart`
+                (a str, one part not in a list), is empty, or two results
+                name one call (checked before anything is sent); or no
+                workflow has the handle's id (see `result`).
             temporalio.client.WorkflowUpdateFailedError: As `answer`.
         """
-        events = (ToolResultsProvided(tuple(results)),)
+        example = "provide([ToolResultPart('call_1', 'ask_user', 'Paris')])"
+        if isinstance(results, (str, bytes, ToolResultPart)) or not isinstance(results, Iterable):
+            raise wrong_argument(
+                "provide", "results", "a list of ToolResultPart", results, f" ({example})"
+            )
+        given = tuple(results)
+        for index, result in enumerate(given):
+            if not isinstance(result, ToolResultPart):
+                raise wrong_argument(
+                    "provide", f"results[{index}]", "a ToolResultPart", result, f" ({example})"
+                )
+        if not given:
+            raise UsageError(f"provide() got no result: give one per waiting call, {example}")
+        events = (ToolResultsProvided(given),)
         _check_answered_once("provide()", events)
         return await self._send("provide()", events)
 

@@ -426,6 +426,8 @@ def not_a_state(function: str, value: object) -> UsageError:
     except Exception:
         held = None
     hint = " (pass its .state)" if isinstance(held, RunState) else ""
+    if isinstance(value, (str, bytes)) and value.lstrip()[:1] in ("{", b"{"):
+        hint = " (load JSON text with RunState.from_json)"
     return wrong_argument(function, "the state", "a RunState", value, hint)
 
 
