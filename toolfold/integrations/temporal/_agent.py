@@ -249,11 +249,13 @@ class AgentHandle:
 
         Only around a call whose ``NOT_FOUND`` means that no workflow has the
         id (an update's also means that the workflow is closed: see `answer`).
+        A ``NOT_FOUND`` for the client's namespace (it does not exist on the
+        server) stays Temporal's ``RPCError``, which names the namespace.
         """
         try:
             yield
         except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
+            if exc.status != RPCStatusCode.NOT_FOUND or _namespace_missing(exc):
                 raise
             raise UsageError(
                 f"AgentHandle.{method}: no workflow has the id {self.workflow.id!r} on this "
@@ -446,6 +448,9 @@ class AgentHandle:
                 error's ``__cause__`` is Temporal's ``RPCError``,
                 ``NOT_FOUND``). `state`, `suspended` and the answers raise
                 the same.
+            temporalio.service.RPCError: The client's namespace does not
+                exist on the server (``NOT_FOUND``, its message naming the
+                namespace), from `state`, `suspended` and the answers too.
         """
         try:
             with self._found("result()"):
@@ -531,6 +536,19 @@ async def _pause(seconds: float) -> None:
 
 _READS = 5
 """How many times `AgentHandle.state` reads a state in parts before giving up."""
+
+
+def _namespace_missing(exc: RPCError) -> bool:
+    """Whether Temporal's ``NOT_FOUND`` is for the client's namespace, not a workflow id.
+
+    Its details say so (``NamespaceNotFoundFailure``; a workflow id's is
+    ``NotFoundFailure``); with none, its message does ("Namespace ... is not
+    found.", where a workflow's reads "workflow not found for ID: ...").
+    """
+    details = exc.grpc_status.details
+    if details:
+        return any(d.type_url.endswith(".NamespaceNotFoundFailure") for d in details)
+    return exc.message.lower().startswith("namespace ")
 
 
 def _too_large(failure: BaseException | None) -> bool:
