@@ -322,6 +322,61 @@ class _NoServer:
 
 
 @pytest.mark.parametrize(
+    ("send", "expected"),
+    [
+        (
+            lambda h: h.provide([{"call_id": "c1", "content": "x"}]),
+            "provide() result 0: expected a ToolResultPart, got dict",
+        ),
+        (
+            lambda h: h.provide([ToolResultPart("c1", "pay", "a"), ("c2", "x")]),
+            "provide() result 1: expected a ToolResultPart, got tuple",
+        ),
+        (
+            lambda h: h.answer(ApprovalGranted(["c1"])),
+            "answer() event 0 (ApprovalGranted): call_id must be a str, got list ['c1']",
+        ),
+        (
+            lambda h: h.answer(ApprovalGranted("c1"), ApprovalDenied(7, "no")),
+            "answer() event 1 (ApprovalDenied): call_id must be a str, got int 7",
+        ),
+    ],
+)
+def test_answer_and_provide_refuse_wrong_shapes_naming_where_with_no_server(
+    send: Callable[[AgentHandle], Awaitable[Any]], expected: str
+) -> None:
+    """A result that is no ToolResultPart or a call id that is no str is a UsageError naming its index and type."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(send(handle))
+    assert str(raised.value) == expected
+    assert workflow.sent == []
+
+
+def test_answer_reports_every_problem_at_once_with_no_server() -> None:
+    """Wrong shapes, calls answered twice and calls answered two ways are all named in one UsageError."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    events = (
+        ApprovalGranted("a"),
+        ApprovalGranted("a"),
+        ApprovalGranted("b"),
+        ApprovalDenied("b"),
+        ApprovalGranted("c"),
+        ToolResultsProvided((ToolResultPart("c", "pay", "x"), {"call_id": "d"})),  # type: ignore[arg-type]
+    )
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(handle.answer(*events))
+    assert str(raised.value) == (
+        "answer() event 5 (ToolResultsProvided): result 1: expected a ToolResultPart, got dict; "
+        "got call 'a' twice; got call 'b' approved and denied at once; "
+        "got call 'c' approved and given a result at once"
+    )
+    assert workflow.sent == []
+
+
+@pytest.mark.parametrize(
     ("args", "deny", "expected"),
     [
         (
