@@ -511,7 +511,8 @@ def _check_answered_once(function: str, events: Iterable[object]) -> None:
         elif isinstance(event, ApprovalDenied):
             answered(at, event.call_id, "denied")
         elif isinstance(event, ToolResultsProvided):
-            for index, result in enumerate(event.results):
+            results: tuple[object, ...] = event.results  # (typed, but given by the caller)
+            for index, result in enumerate(results):
                 where = f"{at}result {index}: "
                 if isinstance(result, ToolResultPart):
                     answered(where, result.call_id, "given a result")
