@@ -518,10 +518,12 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "which method takes the option)": _run_option_to_agent,
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message), that has '
-    'keys besides `role` and `content` (the error names them: `{"role": "user", "content": '
-    '"hi", "name": "bob"}` or a Chat Completions `tool_calls` would be lost, since a message '
-    "holds its role and parts only; build a `Message` for calls, results, images or files) or "
-    "whose `content` is not a str": _bad_role,
+    'keys besides `role` and `content` holding something (the error names them: `{"role": '
+    '"user", "content": "hi", "name": "bob"}` or a Chat Completions `tool_calls` list with '
+    "calls would be lost, since a message holds its role and parts only; build a `Message` for "
+    "calls, results, images or files; other keys that are None or empty, as in the OpenAI "
+    "SDK's `message.model_dump()` with `refusal`, `tool_calls`, `audio`... None or a "
+    "`tool_calls: []`, lose nothing and are ignored) or whose `content` is not a str": _bad_role,
     'a prompt that is not a str, a `Message`, a `{"role", "content"}` dict or a list of '
     "Messages or dicts (`42`, `None`, `bytes`, `memoryview`: the error names its type; one dict "
     "is one message; a list of str names the first item that is neither, and its index)": (

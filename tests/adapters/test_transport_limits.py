@@ -456,6 +456,9 @@ def test_an_aiohttp_request_answered_early_releases_its_socket_with_the_answer(h
             try:
                 with pytest.raises(ProviderError, match="HTTP 413"):
                     await transport.post_json("chat/completions", BIG_REQUEST)
+                # The server thread sets `answered` after its sendall returns, which may be
+                # after the client has read the answer and raised: let it end first.
+                server.join(timeout=10)
                 assert answered.is_set()
                 for _ in range(100):  # the loop's turns that close what was aborted; no waiting
                     if _open_fds() - len(held) <= before:

@@ -155,13 +155,20 @@ def test_a_repeated_retry_after_counts_for_its_longest_wait(
         ("retry-after", "300, 300", 300.0),  # one line a merging proxy made
         ("retry-after", "5,300", 300.0),
         ("retry-after-ms", "2000, 1000", 2.0),
-        ("retry-after", "300, soon", None),  # a part that is no delay: the line is nonsense
+        (
+            "retry-after",
+            "300, soon",
+            300.0,
+        ),  # a part that is no delay is ignored, as on its own line
+        ("retry-after", "soon, 300, -1", 300.0),
+        ("retry-after-ms", "300000, soon", 300.0),
+        ("retry-after", "soon, later", None),  # no part is a wait: nonsense
     ],
 )
 def test_one_line_of_merged_delays_counts_for_its_longest(
     name: str, value: str, expected: float | None
 ) -> None:
-    """retry-after: 300, 300 on one line (a proxy merged two) is its longest wait; it read as nonsense and was retried."""
+    """retry-after: 300, 300 on one line (a proxy merged two) is its longest wait, parts that are no wait ignored."""
     assert retry_after_seconds({name: value}) == expected
     policy = RetryPolicy(max_retry_after=60.0)
     assert (policy.status_delay(0, 429, {name: value}) is None) is (expected == 300.0)
@@ -186,9 +193,10 @@ PAST = "Wed, 21 Oct 2015 07:28:00 GMT"
         (f"{PAST}, {PAST}", 0.0),
         ("3, Wednesday, 21-Oct-15 07:28:00 GMT", 3.0),  # RFC 850's date, its day in full
         ("3, Wed Oct 21 07:28:00 2015", 3.0),  # asctime's, with no comma
-        (f"300, {PAST}, soon", None),  # a part that is no wait: the line is nonsense
-        ("300, Wed", None),  # a day name with no date after it
-        ("300, Fri, 31 Dec 99999 23:59:59 GMT", None),  # a date the calendar cannot hold
+        (f"300, {PAST}, soon", 300.0),  # a part that is no wait is ignored: the others count
+        ("300, Wed", 300.0),  # a day name with no date after it is no wait
+        ("300, Fri, 31 Dec 99999 23:59:59 GMT", 300.0),  # nor a date the calendar cannot hold
+        ("Wed, Fri, 31 Dec 99999 23:59:59 GMT", None),  # no part a wait: nonsense
     ],
 )
 def test_a_merged_line_of_delays_and_dates_counts_for_its_longest(
@@ -206,6 +214,26 @@ def test_a_merged_future_date_beside_a_delay_is_its_longest_wait() -> None:
         assert retry_after_seconds({"retry-after": value}, now) == pytest.approx(600.0)
         assert RetryPolicy().delay(0, {"retry-after": value}, None, 0.0, now) is None
     assert retry_after_seconds({"retry-after": f"{ahead}, 900"}, now) == 900.0
+
+
+@pytest.mark.parametrize("kind", HEADER_KINDS)
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["600", "soon"],
+        ["Tue, 14 Nov 2023 22:23:20 GMT", "soon"],
+        ["soon", "Tue, 14 Nov 2023 22:23:20 GMT", "1e3"],
+    ],
+)
+def test_a_merged_line_with_a_part_that_is_no_wait_reads_as_its_lines_apart(
+    kind: str, values: list[str]
+) -> None:
+    """600 s beside nonsense waits 600 s whether sent as lines or merged into one: not retried after the backoff."""
+    now = 1_700_000_000.0
+    apart = _repeated(kind, [("retry-after", value) for value in values])
+    merged = {"retry-after": ", ".join(values)}
+    assert retry_after_seconds(apart, now) == retry_after_seconds(merged, now) == 600.0
+    assert RetryPolicy().delay(0, merged, None, 0.0, now) is None
 
 
 @pytest.mark.parametrize("kind", HEADER_KINDS)

@@ -674,11 +674,60 @@ def test_load_tools_names_what_a_module_raised_importing_even_if_unprintable(
     with pytest.raises(ToolDefinitionError) as raised:
         load_tools("unprintable_import:TOOLS")
     assert raised.value.problems == (
-        "cannot import 'unprintable_import': Unprintable: <unprintable Unprintable>",
+        "cannot import 'unprintable_import': Unprintable: <unprintable Unprintable> "
+        f"(raised at {tmp_path / 'unprintable_import.py'}, line 7)",
     )
     with pytest.raises(ToolDefinitionError) as raised:
         load_tools("no_database")
-    assert raised.value.problems == ("cannot import 'no_database': RuntimeError: no database",)
+    assert raised.value.problems == (
+        "cannot import 'no_database': RuntimeError: no database "
+        f"(raised at {tmp_path / 'no_database.py'}, line 1)",
+    )
+
+
+def test_load_tools_names_the_file_and_line_an_imported_module_raised_at(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NameError in a helper the tools module imports names the helper's file and line, not only the module."""
+    (tmp_path / "helper_b.py").write_text("X = 1\n\n\nVALUE = X + undefined_name\n")
+    (tmp_path / "tools_a.py").write_text("import helper_b\n")
+    (tmp_path / "needs_missing.py").write_text("\n\nimport no_such_dependency_s35\n")
+    (tmp_path / "broken_syntax.py").write_text("def f(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problems = {}
+    for spec in ("tools_a", "needs_missing", "broken_syntax", "no_such_module_s35"):
+        with pytest.raises(ToolDefinitionError) as raised:
+            load_tools(spec)
+        (problems[spec],) = raised.value.problems
+    assert problems["tools_a"] == (
+        "cannot import 'tools_a': NameError: name 'undefined_name' is not defined "
+        f"(raised at {tmp_path / 'helper_b.py'}, line 4)"
+    )
+    assert problems["needs_missing"].endswith(
+        f"(raised at {tmp_path / 'needs_missing.py'}, line 3)"
+    )
+    assert "raised at" not in problems["broken_syntax"]
+    assert "broken_syntax.py, line 1" in problems["broken_syntax"]  # the SyntaxError's own text
+    assert problems["no_such_module_s35"] == (
+        "cannot import 'no_such_module_s35': ModuleNotFoundError: No module named "
+        "'no_such_module_s35'"
+    )
+
+
+def test_load_tools_raises_a_tool_definition_error_of_the_module_as_it_is(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module whose @tool is wrong raises that ToolDefinitionError itself, not one nested in 'cannot import'."""
+    (tmp_path / "bad_tools_s35.py").write_text(
+        'from toolfold import tool\n\n\n@tool\ndef bad(x) -> str:\n    """Bad."""\n    return "hi"\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("bad_tools_s35")
+    assert raised.value.problems == (
+        "parameter 'x' has no type annotation; annotate it (e.g. x: str)",
+    )
+    assert str(raised.value).startswith("cannot make a tool of bad: 1 problem")
 
 
 def test_the_command_line_exits_2_naming_an_unprintable_import_error(

@@ -39,6 +39,9 @@ def test_a_dict_without_content_is_refused_naming_its_keys() -> None:
     assert seen == []
 
 
+_CALL = {"id": "call_1", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+
+
 @pytest.mark.parametrize(
     ("prompt", "named"),
     [
@@ -49,9 +52,14 @@ def test_a_dict_without_content_is_refused_naming_its_keys() -> None:
         (
             [
                 Message.user("a"),
-                {"role": "assistant", "content": "", "tool_calls": [], "refusal": None},
+                {"role": "assistant", "content": "", "tool_calls": [_CALL], "refusal": None},
             ],
-            "'refusal', 'tool_calls' too: a message holds its role and its parts, nothing "
+            "'tool_calls' too: a message holds its role and its parts, nothing else, so it "
+            "would be lost",
+        ),
+        (
+            {"role": "tool", "content": "42", "tool_call_id": "call_1", "name": "get"},
+            "'name', 'tool_call_id' too: a message holds its role and its parts, nothing "
             "else, so they would be lost",
         ),
     ],
@@ -68,6 +76,28 @@ def test_a_dict_with_keys_besides_role_and_content_is_refused_naming_them(
         "results, images or files, build a Message)"
     )
     assert seen == []
+
+
+def test_a_dicts_other_keys_that_are_none_or_empty_are_ignored() -> None:
+    """An OpenAI SDK model_dump() (refusal, tool_calls... None) or tool_calls=[] loses nothing: it is sent."""
+    agent, seen = _echoing()
+    dumped = {
+        "content": "hello",
+        "role": "assistant",
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "tool_calls": None,
+    }
+    agent.run([{"role": "user", "content": "hi"}, dumped, {"role": "user", "content": "again"}])
+    agent.run(
+        [{"role": "assistant", "content": "x", "tool_calls": [], "name": ""}, Message.user("y")]
+    )
+    assert seen == [
+        [("user", "hi"), ("assistant", "hello"), ("user", "again")],
+        [("assistant", "x"), ("user", "y")],
+    ]
 
 
 def test_a_dict_whose_content_is_not_text_is_refused_naming_its_type() -> None:

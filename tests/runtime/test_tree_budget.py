@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 import toolfold
@@ -735,6 +736,91 @@ def test_a_sequence_with_no_step_answered_has_no_answer_to_give_at_its_budget() 
     assert flow.spent_answer(answered) == Final({"done": False})
 
 
+@toolfold.tool
+def boom() -> str:
+    """Boom."""
+    raise RuntimeError("b's tool broke")
+
+
+def _fails(request: Any) -> Any:
+    """Calls 'boom' in every step, each call costing 150 + 150 tokens."""
+    part = toolfold.ToolCallPart("x0", "boom", "{}")
+    usage = toolfold.Usage(150, 150, requests=1)
+    return toolfold.ModelResponse(toolfold.Message.assistant("", [part]), usage)
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_a_sequence_whose_step_waits_for_its_retry_at_its_budget_stops_without_answering(
+    how: str,
+) -> None:
+    """Sequence(a, Task(b, retry)): b fails past the budget, its retry never starts, and a's output is no answer."""
+    b = Agent(FunctionModel(_fails), name="b", tools=[boom], on_tool_error="raise")
+    flow = toolfold.Sequence(
+        Agent(_worker(0), name="a"), toolfold.Task(b, on_error="retry", retries=2), name="flow"
+    )
+    response = _ran(_flow_lead(flow), how)
+    state = response.state
+    (run,) = state.sub_runs.values()
+    assert [s.agent for s in run.sub_runs.values()] == ["a", "b"]
+    assert (run.phase, run.finish_reason, run.output) == ("finished", "token_budget", None)
+    assert _results(response)[0].startswith("Error: workflow 'flow' stopped at its limit")
+    _exact(state)
+
+
+def test_a_sequence_has_no_answer_at_its_budget_while_a_step_waits_for_its_retry() -> None:
+    """Sequence.spent_answer: None once the step after an answered one failed and is to be retried."""
+    from toolfold.runtime._planner import Attempt, Final, first_plan
+
+    retried = toolfold.Task(Agent(_worker(0), name="b"), on_error="retry", retries=2)
+    flow = toolfold.Sequence(Agent(_worker(0), name="a"), retried, name="flow")
+    answered = first_plan("go", {}).extended([Attempt("a", "a", True, "from a")])
+    assert flow.spent_answer(answered) == Final("from a")
+    assert flow.spent_answer(answered.extended([Attempt("b", "b", False, "boom")])) is None
+
+
+@attrs.frozen
+class _Report:
+    title: str
+    score: int
+
+
+def test_a_sequence_answers_at_its_budget_only_with_an_output_of_its_own_type() -> None:
+    """Sequence(a: str, b: Report) stopped before b: no str answer where a Report is declared, the run stops."""
+    seen: list[tuple[str | None, Any]] = []
+
+    def out(response: Any) -> str:
+        seen.append((response.finish_reason, response.output))
+        return "read"
+
+    first = Agent(_worker(3), name="a", tools=[t])
+    flow = toolfold.Sequence(first, Agent(_worker(0), name="b", output_type=_Report), name="flow")
+    lead = Agent(
+        _boss(tool="flow"),
+        name="lead",
+        tools=[flow.as_tool(name="flow", output=out)],
+        stop_when=[token_budget(450, tree=True)],
+        max_steps=8,
+    )
+    state = lead.run("go").state
+    (run,) = state.sub_runs.values()
+    assert (run.phase, run.finish_reason, run.output) == ("finished", "token_budget", None)
+    assert seen == [("token_budget", None)]
+    _exact(state)
+
+
+def test_a_sequence_answers_at_its_budget_with_an_earlier_step_of_its_own_type() -> None:
+    """Sequence.spent_answer: an earlier step giving the sequence's output type answers, another type does not."""
+    from toolfold.runtime._planner import Attempt, Final, first_plan
+
+    answered = first_plan("go", {}).extended([Attempt("a", "a", True, "from a")])
+    same = toolfold.Sequence(Agent(_worker(0), name="a"), Agent(_worker(0), name="b"))
+    assert same.spent_answer(answered) == Final("from a")
+    typed = toolfold.Sequence(
+        Agent(_worker(0), name="a"), Agent(_worker(0), name="b", output_type=_Report)
+    )
+    assert typed.spent_answer(answered) is None
+
+
 @pytest.mark.parametrize("mode", ["return", "raise"])
 def test_a_parallel_branch_stopped_at_its_budget_keeps_its_siblings_approval(mode: str) -> None:
     """Parallel(asks, b): 'asks' waits for an approval, 'b' stops at its 700: the approval waits, no failure."""
@@ -798,3 +884,14 @@ def test_a_loop_with_no_iteration_answered_has_no_answer_to_give_at_its_budget()
     assert flow.spent_answer(failed) is None
     answered = failed.extended([Attempt("body.2", "body", True, {"done": False})])
     assert flow.spent_answer(answered) == Final({"done": False}, reason="max_iterations")
+
+
+def test_a_loop_has_no_answer_at_its_budget_while_an_iteration_waits_for_its_retry() -> None:
+    """Loop.spent_answer: None once the iteration after an answered one failed and is to be retried."""
+    from toolfold.runtime._planner import Attempt, Final, first_plan
+
+    body = toolfold.Task(Agent(_worker(0), name="body"), on_error="retry", retries=2)
+    flow = toolfold.Loop(body, max_iterations=10, name="flow")
+    answered = first_plan("go", {}).extended([Attempt("body.1", "body", True, "first")])
+    assert flow.spent_answer(answered) == Final("first")
+    assert flow.spent_answer(answered.extended([Attempt("body.2", "body", False, "boom")])) is None

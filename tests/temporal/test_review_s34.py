@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporal_runs import _worker
 from temporal_servers import DevServer
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -146,6 +146,41 @@ def test_a_handle_of_an_id_no_workflow_has_says_so_naming_the_id(
     )
     assert isinstance(unknown.__cause__, RPCError)
     assert unknown.__cause__.status == RPCStatusCode.NOT_FOUND
+
+
+@pytest.mark.parametrize("method", ["state", "suspended", "result", "answer", "provide"])
+def test_a_handle_on_a_namespace_the_server_lacks_says_the_namespace_is_not_found(
+    server: DevServer, method: str
+) -> None:
+    """A client connected to a namespace that does not exist gets Temporal's error naming it, not 'no workflow has the id'."""
+    calls: dict[str, Callable[[AgentHandle], Awaitable[Any]]] = {
+        "state": lambda h: h.state(),
+        "suspended": lambda h: h.suspended(),
+        "result": lambda h: h.result(),
+        "answer": lambda h: h.answer(ApprovalGranted("call_1_0")),
+        "provide": lambda h: h.provide([ToolResultPart("call_1_0", "pay", "paid")]),
+    }
+
+    async def go() -> RPCError:
+        client = await Client.connect(
+            server.address, namespace="s35-no-such-namespace", plugins=[ToolfoldPlugin([payer])]
+        )
+        with pytest.raises(RPCError) as missing:
+            await calls[method](payer.handle(client, "s35-never-started"))
+        return missing.value
+
+    missing = asyncio.run(go())
+    assert missing.status == RPCStatusCode.NOT_FOUND
+    assert missing.message == "Namespace s35-no-such-namespace is not found."
+
+
+def test_a_not_found_without_details_is_the_namespaces_only_when_its_message_says_so() -> None:
+    """With no error details, a NOT_FOUND is the namespace's by its message, the workflow id's otherwise."""
+    from toolfold.integrations.temporal._agent import _namespace_missing
+
+    missing = RPCError("Namespace nowhere is not found.", RPCStatusCode.NOT_FOUND, b"")
+    unknown = RPCError("workflow not found for ID: namespace-1", RPCStatusCode.NOT_FOUND, b"")
+    assert (_namespace_missing(missing), _namespace_missing(unknown)) == (True, False)
 
 
 def test_approve_refuses_no_call_a_call_twice_or_approved_and_denied(server: DevServer) -> None:
@@ -284,6 +319,66 @@ class _NoServer:
     async def execute_update(self, update: Any, arg: Any) -> Any:
         self.sent.append(arg)
         raise AssertionError("the handle sent an update it should have refused")
+
+
+_EXAMPLE = " (provide([ToolResultPart('call_1', 'ask_user', 'Paris')]))"
+
+
+@pytest.mark.parametrize(
+    ("send", "expected"),
+    [
+        (
+            lambda h: h.provide([{"call_id": "c1", "content": "x"}]),
+            "provide(): results[0] must be a ToolResultPart, got dict {'call_id': 'c1', "
+            "'content': 'x'}"
+            f"{_EXAMPLE}",
+        ),
+        (
+            lambda h: h.provide([ToolResultPart("c1", "pay", "a"), ("c2", "x")]),
+            f"provide(): results[1] must be a ToolResultPart, got tuple ('c2', 'x'){_EXAMPLE}",
+        ),
+        (
+            lambda h: h.answer(ApprovalGranted(["c1"])),
+            "answer() event 0 (ApprovalGranted): call_id must be a str, got list ['c1']",
+        ),
+        (
+            lambda h: h.answer(ApprovalGranted("c1"), ApprovalDenied(7, "no")),
+            "answer() event 1 (ApprovalDenied): call_id must be a str, got int 7",
+        ),
+    ],
+)
+def test_answer_and_provide_refuse_wrong_shapes_naming_where_with_no_server(
+    send: Callable[[AgentHandle], Awaitable[Any]], expected: str
+) -> None:
+    """A result that is no ToolResultPart or a call id that is no str is a UsageError naming its index and type."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(send(handle))
+    assert str(raised.value) == expected
+    assert workflow.sent == []
+
+
+def test_answer_reports_every_problem_at_once_with_no_server() -> None:
+    """Wrong shapes, calls answered twice and calls answered two ways are all named in one UsageError."""
+    workflow = _NoServer()
+    handle = AgentHandle(payer, workflow)  # type: ignore[arg-type]
+    events = (
+        ApprovalGranted("a"),
+        ApprovalGranted("a"),
+        ApprovalGranted("b"),
+        ApprovalDenied("b"),
+        ApprovalGranted("c"),
+        ToolResultsProvided((ToolResultPart("c", "pay", "x"), {"call_id": "d"})),  # type: ignore[arg-type]
+    )
+    with pytest.raises(UsageError) as raised:
+        asyncio.run(handle.answer(*events))
+    assert str(raised.value) == (
+        "answer() event 5 (ToolResultsProvided): result 1: expected a ToolResultPart, got dict; "
+        "got call 'a' twice; got call 'b' approved and denied at once; "
+        "got call 'c' approved and given a result at once"
+    )
+    assert workflow.sent == []
 
 
 @pytest.mark.parametrize(

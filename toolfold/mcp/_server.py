@@ -16,8 +16,10 @@ import base64
 import importlib
 import inspect
 import ipaddress
+import os
 import socket
 import sys
+import traceback
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -243,9 +245,11 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
         )
     try:
         module = importlib.import_module(module_name)
+    except ToolDefinitionError:  # a tool the module defines is wrong: its own error says which
+        raise
     except Exception as exc:  # ImportError, or whatever the module raised importing
         # describe_exception never raises (the module's own exception's __str__ may).
-        problem = f"cannot import {module_name!r}: {describe_exception(exc)}"
+        problem = f"cannot import {module_name!r}: {describe_exception(exc)}{_raised_at(exc)}"
         raise ToolDefinitionError(spec, [problem]) from exc
     if not attribute:
         # Every Tool the module holds, imported ones too (a package's __init__
@@ -269,6 +273,22 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     if problems:
         raise ToolDefinitionError(spec, problems)
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
+
+
+def _raised_at(exc: BaseException) -> str:
+    """Where importing raised ``exc``: `` (raised at FILE, line N)``, its innermost frame.
+
+    The module's own code or one it imports (a helper's NameError is not the
+    named module's); importlib's frames and this module's say nothing, so an
+    exception raised only there (no such module; a SyntaxError, whose text
+    names its file and line) gets no place.
+    """
+    ours = {os.path.normcase(__file__), os.path.normcase(importlib.__file__ or "")}
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename.startswith("<") or os.path.normcase(frame.filename) in ours:
+            continue
+        return f" (raised at {frame.filename}, line {frame.lineno})"
+    return ""
 
 
 def serve(

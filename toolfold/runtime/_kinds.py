@@ -146,17 +146,24 @@ class Sequence(Workflow):
         What the sequence answers once its tree budget lets it start no more
         steps: the steps not started give no output, as a step skipped after
         failing gives none (the sequence answers with the output before it).
-        None when no step answered yet: the run stops at its budget.
+        None (the run stops at its budget) when no step answered yet, when
+        the first step not done failed and waits for its retry (its failure
+        is no answer), or when the step that answered gives another type
+        than the sequence's `output_type` (its last step's).
         """
         value: Any = None
-        answered = False
+        answering: Task | None = None
         for task in self._tasks:
             status = plan.status(task, task.name)
             if isinstance(status, str):  # the first step not done: none after it started
+                if plan.started(task.name):  # it failed and its retry is still to start
+                    return None
                 break
             if not status.skipped:
-                value, answered = status.value, True
-        return Final(value) if answered else None
+                value, answering = status.value, task
+        if answering is None or answering.output_type != self.output_type:
+            return None
+        return Final(value)
 
 
 @attrs.frozen(init=False)
@@ -572,16 +579,20 @@ class Loop(Workflow):
     def spent_answer(self, plan: Plan) -> Final | None:
         """The last output of the iterations that answered, as at ``max_iterations``.
 
-        None when no iteration answered yet. Its reason is the one the loop
-        would end with having run out of iterations (``stop`` with no
-        ``until``, else ``max_iterations``: ``until`` never held).
+        None when no iteration answered yet, or when an iteration failed and
+        waits for its retry (its failure is no answer). Its reason is the one
+        the loop would end with having run out of iterations (``stop`` with
+        no ``until``, else ``max_iterations``: ``until`` never held).
         """
         task = self.step
         value: Any = None
         answered = False
         for iteration in range(1, self.max_iterations + 1):
-            status = plan.status(task, f"{task.name}.{iteration}")
+            base = f"{task.name}.{iteration}"
+            status = plan.status(task, base)
             if isinstance(status, str):
+                if plan.started(base):  # it failed and its retry is still to start
+                    return None
                 break
             if not status.skipped:
                 value, answered = status.value, True

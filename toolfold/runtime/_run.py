@@ -18,6 +18,7 @@ from collections.abc import (
     Generator,
     Iterable,
     Mapping,
+    Sized,
 )
 from contextlib import aclosing
 from typing import Any, cast
@@ -120,6 +121,16 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
 _DICT_KEYS = frozenset(("role", "content"))
 
 
+def _holds_something(value: object) -> bool:
+    """Whether a message dict's other key would lose something: not None, not empty.
+
+    Other libraries' dicts carry such keys empty: the OpenAI SDK's
+    ``message.model_dump()`` has ``refusal``, ``tool_calls``, ``audio``...
+    all None, LiteLLM's ``tool_calls`` may be ``[]``.
+    """
+    return value is not None and not (isinstance(value, Sized) and len(value) == 0)
+
+
 def _dict_message(item: Mapping[Any, Any]) -> Message:
     """A message from a role/content dict (role defaults to user)."""
     if "content" not in item:
@@ -127,7 +138,9 @@ def _dict_message(item: Mapping[Any, Any]) -> Message:
             "a message dict needs a 'content' key (its text) and may have a 'role', "
             f"got keys {sorted(map(str, item))}"
         )
-    extra = [key for key in item if key not in _DICT_KEYS]
+    extra = [
+        key for key, value in item.items() if key not in _DICT_KEYS and _holds_something(value)
+    ]
     if extra:
         keys = ", ".join(repr(key) for key in sorted(extra, key=str))
         lost = "it would be lost" if len(extra) == 1 else "they would be lost"

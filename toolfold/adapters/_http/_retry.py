@@ -429,10 +429,12 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     into one value (``300, 300``) that read as nonsense, and the call was
     retried at once; one line of waits a proxy merged (``300, 300``, or
     ``300, Wed, 21 Oct 2015 07:28:00 GMT``: a date keeps its own comma) counts
-    for its longest too, as long as each of its parts is a wait. A number of
-    seconds of any length is read: one past what a float holds is ``inf``,
-    beyond any ``max_retry_after``, so the error goes to the caller (only
-    nonsense is ignored, and the backoff used).
+    for its longest too. A part of such a line that is no wait (``300,
+    soon``) is ignored as a line of its own would be: the line counts for
+    the longest of the parts that are waits, and is nonsense only when none
+    is. A number of seconds of any length is read: one past what a float
+    holds is ``inf``, beyond any ``max_retry_after``, so the error goes to
+    the caller (only nonsense is ignored, and the backoff used).
     """
     waits = [
         float(ms) / 1000.0 for value in _values(headers, "retry-after-ms") for ms in _delays(value)
@@ -441,9 +443,8 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
         return max(waits)
     clock = time.time() if now is None else now
     for raw in _values(headers, "retry-after"):
-        line = [_wait(part, clock) for part in _parts(raw)]
-        if line and all(wait is not None for wait in line):  # else the line is nonsense
-            waits.extend(wait for wait in line if wait is not None)
+        # Its parts that are waits, as if each had come on a line of its own.
+        waits.extend(wait for part in _parts(raw) if (wait := _wait(part, clock)) is not None)
     return max(waits) if waits else None
 
 
@@ -501,12 +502,11 @@ _DAY_NAMES = frozenset(
 
 
 def _delays(value: str) -> list[str]:
-    """The delays in one header line: ``300``, or ``300, 300`` (a proxy merged two lines); else none.
+    """The delays in one header line: ``300``, or ``300, 300`` (a proxy merged two lines).
 
-    Split on commas only when every part is a delay.
+    Its parts that are no delay (``2000, soon``) are left out, as lines of their own would be.
     """
-    parts = [part.strip() for part in value.split(",")]
-    return parts if all(_DELAY.fullmatch(part) for part in parts) else []
+    return [part for part in (p.strip() for p in value.split(",")) if _DELAY.fullmatch(part)]
 
 
 # RFC 9110's delay-seconds is digits; a fraction (some providers send one) is read too.

@@ -263,11 +263,13 @@ class AgentHandle:
 
         Only around a call whose ``NOT_FOUND`` means that no workflow has the
         id (an update's also means that the workflow is closed: see `answer`).
+        A ``NOT_FOUND`` for the client's namespace (it does not exist on the
+        server) stays Temporal's ``RPCError``, which names the namespace.
         """
         try:
             yield
         except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
+            if exc.status != RPCStatusCode.NOT_FOUND or _namespace_missing(exc):
                 raise
             raise UsageError(
                 f"AgentHandle.{method}: no workflow has the id {self.workflow.id!r} on this "
@@ -491,6 +493,9 @@ class AgentHandle:
                 error's ``__cause__`` is Temporal's ``RPCError``,
                 ``NOT_FOUND``). `state`, `suspended` and the answers raise
                 the same.
+            temporalio.service.RPCError: The client's namespace does not
+                exist on the server (``NOT_FOUND``, its message naming the
+                namespace), from `state`, `suspended` and the answers too.
         """
         try:
             with self._found("result()"):
@@ -520,33 +525,57 @@ def _check_answered_once(function: str, events: Iterable[object]) -> None:
     Only approvals, denials and tool results answer calls (what else
     ``events`` hold is the workflow's to judge). The run would refuse such
     answers too, but with its phase's message about the second one, after a
-    round trip.
+    round trip. Their shapes are checked first, as the run would: a result
+    that is no `ToolResultPart`, or a call id that is no str.
 
     Raises:
-        UsageError: Naming ``function`` and the call ids answered twice the
-            same way (``approve() got call 'call_1' twice``), else those
-            answered two ways (``... got call 'call_1' approved and denied
-            at once``).
+        UsageError: Naming ``function`` and every problem at once, separated
+            by "; ": a result that is no `ToolResultPart` or a call id that is
+            no str (``provide() result 0: expected a ToolResultPart, got
+            dict``; in `answer`, ``event 0 (ApprovalGranted): call_id must be
+            a str, got list ['c1']``), the call ids answered twice the same
+            way (``approve() got call 'call_1' twice``) and those answered
+            two ways (``... got call 'call_1' approved and denied at once``).
     """
+    problems: list[str] = []
     answers: dict[str, list[str]] = {}
-    for event in events:
+
+    def answered(where: str, call_id: object, way: str) -> None:
+        if isinstance(call_id, str):
+            answers.setdefault(call_id, []).append(way)
+        else:
+            problems.append(
+                f"{where}call_id must be a str, got {type(call_id).__name__} {call_id!r}"
+            )
+
+    for number, event in enumerate(events):
+        # provide() sends one event of its own: its results are numbered as given
+        at = "" if function == "provide()" else f"event {number} ({type(event).__name__}): "
         if isinstance(event, ApprovalGranted):
-            answers.setdefault(event.call_id, []).append("approved")
+            answered(at, event.call_id, "approved")
         elif isinstance(event, ApprovalDenied):
-            answers.setdefault(event.call_id, []).append("denied")
+            answered(at, event.call_id, "denied")
         elif isinstance(event, ToolResultsProvided):
-            for result in event.results:
-                answers.setdefault(result.call_id, []).append("given a result")
+            results: tuple[object, ...] = event.results  # (typed, but given by the caller)
+            for index, result in enumerate(results):
+                where = f"{at}result {index}: "
+                if isinstance(result, ToolResultPart):
+                    answered(where, result.call_id, "given a result")
+                else:
+                    name = type(result).__name__
+                    problems.append(f"{where}expected a ToolResultPart, got {name}")
     twice = sorted(c for c, ways in answers.items() if len(set(ways)) < len(ways))
     if twice:
-        raise UsageError(f"{function} got call {', '.join(map(repr, twice))} twice")
+        problems.append(f"got call {', '.join(map(repr, twice))} twice")
     mixed: dict[tuple[str, ...], list[str]] = {}
     for call_id, ways in answers.items():
-        if len(ways) > 1:
-            mixed.setdefault(tuple(ways), []).append(call_id)
+        if len(set(ways)) > 1:
+            mixed.setdefault(tuple(dict.fromkeys(ways)), []).append(call_id)
     for how, call_ids in mixed.items():
         named = ", ".join(map(repr, sorted(call_ids)))
-        raise UsageError(f"{function} got call {named} {' and '.join(how)} at once")
+        problems.append(f"got call {named} {' and '.join(how)} at once")
+    if problems:
+        raise UsageError(f"{function} {'; '.join(problems)}")
 
 
 def _raised(cause: ApplicationError) -> type[RunError] | None:
@@ -576,6 +605,19 @@ async def _pause(seconds: float) -> None:
 
 _READS = 5
 """How many times `AgentHandle.state` reads a state in parts before giving up."""
+
+
+def _namespace_missing(exc: RPCError) -> bool:
+    """Whether Temporal's ``NOT_FOUND`` is for the client's namespace, not a workflow id.
+
+    Its details say so (``NamespaceNotFoundFailure``; a workflow id's is
+    ``NotFoundFailure``); with none, its message does ("Namespace ... is not
+    found.", where a workflow's reads "workflow not found for ID: ...").
+    """
+    details = exc.grpc_status.details
+    if details:
+        return any(d.type_url.endswith(".NamespaceNotFoundFailure") for d in details)
+    return exc.message.lower().startswith("namespace ")
 
 
 def _too_large(failure: BaseException | None) -> bool:
