@@ -17,8 +17,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
     raise TypeError(
-        f"{type(self).__name__} is read-only: stored values (tool calls, outputs, "
-        "settings) never change; take a plain deep copy with .thaw() and change that"
+        f"{type(self).__name__} is read-only: what a run or a spec stores (a tool call's "
+        "arguments, an output, settings, a Route's branches) never changes; take a plain "
+        "deep copy with .thaw() and change that"
     )
 
 
