@@ -79,6 +79,25 @@ def test_route_with_a_router_function_and_a_default() -> None:
     assert desk.run("hello").output == "human(hello)"
 
 
+def test_route_branches_are_read_only_and_copied() -> None:
+    """A Route's branches refuse changes after the workflow was checked, and ignore the caller's dict."""
+
+    def pick(text: str) -> str:
+        return "sales" if "buy" in text else "tech"
+
+    given = {"tech": echo("tech")}
+    desk = Route(pick, given, default=echo("other"))
+    given["sales"] = echo("sales")
+    with pytest.raises(TypeError, match="read-only"):
+        desk.branches["sales"] = Task(echo("sales"))  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        desk.branches.clear()  # type: ignore[attr-defined]
+    assert list(desk.branches) == ["tech"]
+    assert desk.run("buy tea").output == "other(buy tea)"
+    assert desk.run("fix pc").output == "tech(fix pc)"
+    assert hash(desk) == hash(Route(pick, dict(desk.branches), default=desk.default))
+
+
 def test_route_label_without_branch_or_default_fails_clearly() -> None:
     """A router answering an unknown label with no default fails, naming the label."""
     desk = Route(lambda text: "nope", {"yes": echo("yes")})

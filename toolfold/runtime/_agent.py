@@ -35,7 +35,7 @@ from toolfold.runtime._sources import (
 )
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import Event
-from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._messages import Message, freeze
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -86,7 +86,11 @@ class Agent:
             run's first agent reaches through handoffs, which is how a
             handoff cycle (triage -> billing -> triage) is written.
         settings: Model settings as a mapping; keyword arguments not listed
-            here (``temperature=0``...) are model settings too.
+            here (``temperature=0``...) are model settings too. The agent
+            keeps a read-only deep copy (a `FrozenDict`, nested lists
+            `FrozenList`s): later changes to the caller's mapping do not
+            reach it, and ``agent.settings`` refuses changes (use
+            ``agent.evolve(settings={...})``).
 
     Raises:
         UsageError: A keyword argument that is an option of a run, not of
@@ -164,7 +168,9 @@ class Agent:
             max_concurrency=max_concurrency,
             name=name,
             handoffs=tuple(handoffs),
-            settings={**(settings or {}), **more_settings},
+            # A read-only deep copy: a frozen spec's runs, copies (evolve, pickling)
+            # and equality must all see the settings it was made with.
+            settings=freeze({**(settings or {}), **more_settings}),
         )
 
     def __attrs_post_init__(self) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold._errors import UsageError
+from toolfold.runtime.core._messages import thaw
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.toolkit._tool import Tool
 
@@ -752,7 +753,7 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
         handoffs=handoffs,
         stop_when=stop_when,
         output_type=output_type,
-        settings=dict(agent.settings),
+        settings=thaw(agent.settings),  # plain data to write, not the agent's read-only copy
         **{key: getattr(agent, key) for key in PLAIN_KEYS},
     )
     writer.tables["agents"][name] = CONVERTER.unstructure(entry)

@@ -32,6 +32,7 @@ from toolfold.runtime._task import (
 )
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._build import new_tuple
+from toolfold.runtime.core._messages import FrozenDict
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.toolkit._results import describe_exception
 
@@ -304,7 +305,8 @@ class Route(Workflow):
             ``output_type=Literal[...]`` of the labels; or a function of the
             input returning a label (called once per run; keep it
             deterministic).
-        branches: The step to run for each label.
+        branches: The step to run for each label (read-only: a `FrozenDict`,
+            a copy of the mapping given; make another `Route` to change them).
         default: The step for any other label (None: another label fails
             the workflow).
         name: The workflow's name.
@@ -328,7 +330,10 @@ class Route(Workflow):
     ) -> None:
         is_step = isinstance(router, (Agent, Workflow, Task))
         routing = as_task(router) if is_step else router
-        tasks_by_label = {label: as_task(step) for label, step in dict(branches).items()}
+        # Read-only: the workflow is checked (labels, references) once, here.
+        tasks_by_label = FrozenDict(
+            {label: as_task(step) for label, step in dict(branches).items()}
+        )
         fallback = as_task(default) if default is not None else None
         self.__attrs_init__(router=routing, branches=tasks_by_label, default=fallback, name=name)
         branch_tasks = [*tasks_by_label.values(), *([fallback] if fallback else [])]

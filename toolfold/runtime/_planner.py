@@ -31,6 +31,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     freeze,
+    thaw,
 )
 from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResponse, OutputSpec
 from toolfold.runtime.core._stream import StreamEvent
@@ -526,8 +527,15 @@ class WorkflowOutput(OutputSchema):
         return plain, plain
 
     def restore(self, plain: Any) -> Any:
-        """The workflow's output as its declared type where known."""
-        return self._restore(plain) if self._restore is not None else plain
+        """The workflow's output as its declared type where known.
+
+        Made from a plain deep copy of ``plain``: the run's state keeps
+        ``plain`` (read-only), and a type that takes data as it is (``Any``, a
+        function without a return annotation, a `Parallel`'s branches) would
+        otherwise hand the caller the state's own objects.
+        """
+        own = thaw(plain)
+        return self._restore(own) if self._restore is not None else own
 
 
 def workflow_output(workflow: Workflow) -> WorkflowOutput:

@@ -27,7 +27,7 @@ import inspect
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
@@ -148,10 +148,12 @@ class Tool(Generic[P, R]):
         receiver: str | None = None,
     ) -> None:
         # the only place a Tool's fields are set; options are already checked
+        # (through ``__dict__``: assigning a field is refused, see ``__setattr__``)
         self._apply(options)
-        self.parameters = parameters
-        self.function = function
-        self.is_async = is_async
+        fields = self.__dict__
+        fields["parameters"] = parameters
+        fields["function"] = function
+        fields["is_async"] = is_async
         self._pass_dict = signature is None
         self._param_types = None if signature is None else signature.param_types
         self._context_param = None if signature is None else signature.context_param
@@ -172,6 +174,16 @@ class Tool(Generic[P, R]):
 
     def _apply(self, options: ToolOptions) -> None:
         self.__dict__.update(zip(OPTION_NAMES, options, strict=True))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FIELDS:
+            _refuse(self, name, "set")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _FIELDS:
+            _refuse(self, name, "delete")
+        object.__delattr__(self, name)
 
     def _options(self) -> ToolOptions:
         fields = self.__dict__
@@ -205,7 +217,7 @@ class Tool(Generic[P, R]):
         else:
             target = instance
         bound: Tool[..., R] = self._copy()
-        bound.function = types.MethodType(self.function, target)
+        bound.__dict__["function"] = types.MethodType(self.function, target)
         bound.__dict__["__wrapped__"] = bound.function
         bound._receiver = None
         if instance is not None and self._receiver == "instance" and self._attribute:
@@ -318,6 +330,23 @@ class Tool(Generic[P, R]):
         if "name" in changes:
             new._checker = [None]  # the checker's messages name the tool
         return new
+
+
+# A tool's fields: read-only once made. Agents copy them when they are built
+# (and cache what they derive), so a change afterwards would reach some runs
+# and not others; `Tool.replace` makes a changed, checked copy instead.
+_FIELDS = frozenset({*OPTION_NAMES, "parameters", "function", "is_async"})
+
+
+def _refuse(tool: Tool[..., Any], name: str, action: str) -> NoReturn:
+    if name in OPTION_NAMES:
+        how = f"make a changed copy with tool.replace({name}=...)"
+    else:
+        how = "make a new Tool(...) (or decorate a new function with @tool)"
+    raise AttributeError(
+        f"cannot {action} {name!r} of tool {tool.__dict__.get('name')!r}: a Tool is "
+        f"read-only once made (agents built with it keep what it was); {how}"
+    )
 
 
 def reads_context(tool: Tool[..., Any]) -> bool:

@@ -20,6 +20,7 @@ from toolfold.runtime.core._messages import (
     ToolResultPart,
     Usage,
     content_tuple,
+    freeze,
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState
@@ -224,10 +225,12 @@ class OutputAccepted:
     """The final answer fits the output type.
 
     Attributes:
-        value: The validated answer as plain data (JSON values).
+        value: The validated answer as plain data (JSON values), read-only:
+            objects are `FrozenDict`s and arrays `FrozenList`s (equal to plain
+            dicts and lists), so an observer cannot change the run's output.
     """
 
-    value: Any
+    value: Any = attrs.field(converter=freeze)
     kind: Literal["output_accepted"] = "output_accepted"
 
 

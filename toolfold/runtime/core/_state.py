@@ -21,6 +21,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    freeze,
     wrong_argument,
 )
 from toolfold.runtime.core._repr import fields, short
@@ -193,7 +194,8 @@ class RunState:
         output_retries: Final answers rejected in the current turn.
         finish_reason: Why the run finished (set in ``finished`` and ``failed``).
         output: The final output as plain data (the text, or the accepted
-            structured value), or None.
+            structured value), or None; read-only (objects `FrozenDict`s,
+            arrays `FrozenList`s). A response's ``output`` is the caller's copy.
         error: Why the run failed, when it did.
         log: Every event reduced so far, in order.
         agent: The name of the agent running now (the last one handed to),
@@ -211,7 +213,7 @@ class RunState:
     failures: Mapping[str, int] = attrs.field(default=_NO_FAILURES, converter=_counts)
     output_retries: int = 0
     finish_reason: str | None = None
-    output: Any = None
+    output: Any = attrs.field(default=None, converter=freeze)
     error: RunFailure | None = None
     log: Log[Event] = attrs.field(factory=Log)
     agent: str | None = None
