@@ -3,7 +3,8 @@
 It runs on every request, so results are memoized: first by the identity of the
 tool's ``parameters`` (checked against a private copy of the schema it was
 compiled from, types included, `same_json`, so a dict mutated in place is
-recompiled), then by its JSON text.
+recompiled; a `FrozenDict`, a `ToolDefinition`'s, cannot change and is not
+checked), then by its JSON text.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from toolfold.adapters._dialects._profiles import (
 )
 from toolfold.adapters._dialects._refs import def_name
 from toolfold.adapters._dialects._walk import Walker
+from toolfold.runtime.core._messages import FrozenDict
+from toolfold.runtime.core._same_json import TypedLeaves, same_json, typed_leaves
 from toolfold.toolkit._jsonschema import escape, resolve_local
 
 
@@ -184,7 +187,12 @@ def compile_tool(
     description = getattr(tool, "description", None) or ""
     key = (id(params), name, description, dialect, strict, allow_loss)
     hit = _by_identity.get(key)
-    if hit is not None and hit[0] is params and same_json(params, hit[2].source_schema, hit[1]):
+    if (
+        hit is not None
+        and hit[0] is params
+        # (a FrozenDict is read-only all the way down: one seen is unchanged)
+        and (type(params) is FrozenDict or same_json(params, hit[2].source_schema, hit[1]))
+    ):
         return hit[2]
     try:
         text = _json_text(params)
@@ -203,48 +211,6 @@ def compile_tool(
         _by_identity.clear()
     _by_identity[key] = (params, typed_leaves(compiled.source_schema), compiled)
     return compiled
-
-
-# Where a JSON value holds numbers and booleans: the path to each, with its type.
-TypedLeaves = tuple[tuple[tuple[Any, ...], type], ...]
-
-
-def typed_leaves(schema: Any) -> TypedLeaves:
-    """Where a JSON value holds numbers and booleans (the path to each), with their types."""
-    found: list[tuple[tuple[Any, ...], type]] = []
-    todo: list[tuple[tuple[Any, ...], Any]] = [((), schema)]
-    while todo:
-        path, node = todo.pop()
-        kind = type(node)
-        if kind is dict:
-            todo.extend(((*path, key), value) for key, value in node.items())
-        elif kind is list:
-            todo.extend(((*path, index), value) for index, value in enumerate(node))
-        elif kind in _NUMBERS:
-            found.append((path, kind))
-    return tuple(found)
-
-
-_NUMBERS = (bool, int, float)
-
-
-def same_json(value: Any, copy: Any, typed: TypedLeaves) -> bool:
-    """Whether ``value`` is still the JSON ``copy`` was made from, types included.
-
-    ``typed`` is the copy's `typed_leaves`. Python's ``==`` takes ``1``,
-    ``1.0`` and ``True`` for one value, which JSON (and a schema's meaning)
-    does not: once ``==`` holds (at C speed), only where the copy holds a
-    number or a boolean can the types differ, and those are checked.
-    """
-    if value != copy:
-        return False
-    for path, kind in typed:
-        node = value
-        for step in path:
-            node = node[step]
-        if type(node) is not kind:
-            return False
-    return True
 
 
 def _json_text(schema: Any) -> str:

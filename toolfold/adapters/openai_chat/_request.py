@@ -12,7 +12,6 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
-from toolfold.adapters._dialects._compile import same_json, typed_leaves
 from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
 from toolfold.adapters.openai_chat._providers import ChatProvider
@@ -28,6 +27,7 @@ from toolfold.runtime.core._messages import (
     set_wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinition
+from toolfold.runtime.core._same_json import same_json, typed_leaves
 
 Body = dict[str, Any]
 T = TypeVar("T")

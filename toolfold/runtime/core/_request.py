@@ -16,6 +16,7 @@ from toolfold.runtime.core._messages import (
     freeze,
 )
 from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._same_json import frozen_schema
 
 FinishReason = Literal[
     "stop", "length", "tool_calls", "content_filter", "error", "other", "max_iterations"
@@ -132,7 +133,9 @@ class ToolDefinition:
         description: What the tool does.
         parameters: The JSON Schema of its arguments, kept as a read-only copy
             (a `FrozenDict`, nested arrays `FrozenList`): editing the mapping
-            given afterwards changes nothing here.
+            given afterwards changes nothing here. The copy is made once per
+            mapping (while it holds the same JSON) and shared; a `FrozenDict`
+            is kept as it is.
         strict: Ask for strict schema adherence (None: when the schema allows).
 
     Raises:
@@ -143,7 +146,7 @@ class ToolDefinition:
 
     name: str
     description: str = ""
-    parameters: Mapping[str, Any] = attrs.field(default=_EMPTY_OBJECT, converter=frozen_json)
+    parameters: Mapping[str, Any] = attrs.field(default=_EMPTY_OBJECT, converter=frozen_schema)
     strict: bool | None = attrs.field(default=None, validator=_schema_record)
 
 
@@ -163,7 +166,7 @@ class OutputSpec:
     """
 
     name: str
-    schema: Mapping[str, Any] = attrs.field(converter=frozen_json)
+    schema: Mapping[str, Any] = attrs.field(converter=frozen_schema)
     strict: bool | None = attrs.field(default=None, validator=_schema_record)
 
 

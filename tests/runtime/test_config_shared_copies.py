@@ -1,0 +1,72 @@
+"""Read-only copies are made once and shared: configs built from one tool share its frozen schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolfold import Tool, generate_text, tool
+from toolfold.adapters._dialects import _compile
+from toolfold.adapters._dialects._compile import compile_tool
+from toolfold.runtime import FrozenDict, ToolDefinition, max_steps
+from toolfold.runtime.core._config import ToolSpec
+from toolfold.testing import ScriptedModel
+
+
+@tool
+def weather(city: str, days: int = 1) -> str:
+    """Weather.
+
+    Args:
+        city: The city.
+        days: How many days.
+    """
+    return city
+
+
+def test_configs_built_from_one_tool_share_its_frozen_schema() -> None:
+    """Two generate_text calls that build their own configs send one and the same read-only schema object."""
+    model = ScriptedModel(["a", "b"])
+    for _ in range(2):  # (stop_when: a config of its own per call)
+        generate_text(model, "x", tools=[weather], stop_when=[max_steps(3)])
+    first, second = (request.tools[0].parameters for request in model.requests)
+    assert type(first) is FrozenDict
+    assert first is second
+    assert ToolSpec.from_tool(weather).definition.parameters is first
+
+
+def test_a_schema_changed_in_place_is_copied_again() -> None:
+    """Editing a tool's schema dict in place (a 1 become True too) gives the next config a copy of the new schema."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 1}},
+    }
+    count = Tool("count", "Count.", schema, lambda args: args)
+    before = ToolSpec.from_tool(count).definition.parameters
+    schema["properties"]["n"]["minimum"] = True  # == 1, another JSON value
+    changed = ToolSpec.from_tool(count).definition.parameters
+    assert changed is not before
+    assert type(changed["properties"]["n"]["minimum"]) is bool
+    assert type(before["properties"]["n"]["minimum"]) is int
+    schema["properties"]["n"]["title"] = "N"
+    assert ToolSpec.from_tool(count).definition.parameters["properties"]["n"]["title"] == "N"
+
+
+def test_a_frozen_schema_is_kept_as_it_is() -> None:
+    """A ToolDefinition given a FrozenDict keeps that very object (no second copy)."""
+    frozen = ToolSpec.from_tool(weather).definition.parameters
+    assert ToolDefinition("t", "", frozen).parameters is frozen
+
+
+def test_compiling_a_new_config_of_the_same_tool_skips_the_json_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """compile_tool finds a fresh config's definition by identity: no JSON text is made again for it."""
+    compile_tool(ToolSpec.from_tool(weather).definition, "openai-chat")
+    texts: list[Any] = []
+    real = _compile._json_text
+    monkeypatch.setattr(_compile, "_json_text", lambda schema: texts.append(schema) or real(schema))
+    again = compile_tool(ToolSpec.from_tool(weather).definition, "openai-chat")
+    assert again.source_schema == weather.parameters
+    assert texts == []
