@@ -1,15 +1,18 @@
-"""Read-only copies are made once and shared: configs built from one tool share its frozen schema."""
+"""Read-only copies are made once and shared: a tool's schema by its configs, a loaded state's config by its first event."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from toolfold import Tool, generate_text, tool
+from toolfold import Agent, RunState, Tool, generate_text, tool
+from toolfold._errors import SerializationError
 from toolfold.adapters._dialects import _compile
 from toolfold.adapters._dialects._compile import compile_tool
 from toolfold.runtime import FrozenDict, ToolDefinition, max_steps
+from toolfold.runtime.core import _same_json, _serialize
 from toolfold.runtime.core._config import ToolSpec
 from toolfold.testing import ScriptedModel
 
@@ -70,3 +73,37 @@ def test_compiling_a_new_config_of_the_same_tool_skips_the_json_text(
     again = compile_tool(ToolSpec.from_tool(weather).definition, "openai-chat")
     assert again.source_schema == weather.parameters
     assert texts == []
+
+
+def _saved() -> str:
+    agent = Agent(ScriptedModel(["hi"]), tools=[weather], settings={"extra_body": {"k": [1]}})
+    return agent.run("x").state.to_json()
+
+
+def test_a_loaded_state_reads_its_config_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RunState.from_json freezes the tool schema of a config its run_started event repeats once, not twice."""
+    text = _saved()
+    frozen: list[Any] = []
+    real = _serialize.freeze
+    monkeypatch.setattr(_serialize, "freeze", lambda value: frozen.append(value) or real(value))
+    state = RunState.from_json(text)
+    assert frozen == [weather.parameters]
+    assert state.log[0].config is state.config
+    assert type(state.config.tools[0].definition.parameters) is FrozenDict
+    assert state.to_json() == text
+
+
+def test_loading_a_state_remembers_none_of_its_schemas() -> None:
+    """The schemas a loaded state holds are frozen as they are read, not kept in the per-dict memo."""
+    text = _saved()
+    _same_json._frozen_schemas.clear()
+    RunState.from_json(text)
+    assert _same_json._frozen_schemas == {}
+
+
+def test_a_config_edited_apart_from_its_first_event_is_still_refused() -> None:
+    """A saved state whose config no longer matches its run_started event's fails to load, naming the config."""
+    data = json.loads(_saved())
+    data["config"]["tools"][0]["definition"]["description"] = "Edited."
+    with pytest.raises(SerializationError, match=r"\$\.config"):
+        RunState.from_json(json.dumps(data))

@@ -39,9 +39,10 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    freeze,
 )
 from toolfold.runtime.core._replay import replay
-from toolfold.runtime.core._request import ModelRequest, ModelResponse
+from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec, ToolDefinition
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
@@ -225,7 +226,14 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
                 overrides[a.name] = override(struct_hook=_structure_int)
             elif get_origin(a.type) in (dict, Mapping) and get_args(a.type) == (str, int):
                 overrides[a.name] = override(struct_hook=_structure_int_table)
+            elif (cls, a.name) in _SCHEMA_FIELDS:
+                overrides[a.name] = override(struct_hook=frozen_schema)
         return overrides
+
+    def frozen_schema(value: Any, type_: Any) -> Any:
+        # Frozen here, from the JSON just decoded (the state's own): the field's
+        # converter keeps a FrozenDict as it is, and remembers no dict of ours.
+        return freeze(conv.get_structure_hook(type_)(value, type_))
 
     strict = {cls: hooks_for(cls) for cls in classes}
 
@@ -247,6 +255,10 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
 
     # A factory, so each class's hook is made on first use, with every other hook in place.
     conv.register_structure_hook_factory(lambda t: t in strict, factory)
+
+
+# A schema read from JSON: frozen as it is structured (see `_own_class_hooks`).
+_SCHEMA_FIELDS = frozenset({(ToolDefinition, "parameters"), (OutputSpec, "schema")})
 
 
 def make_converter() -> cattrs.Converter:
@@ -465,8 +477,44 @@ def state_from_json(
         )
     if non_finite:
         _restore_non_finite(data, data.pop(NON_FINITE_FIELD))
-    state: RunState = structure(data, RunState)
+    first = _config_of_first_event(data)
+    try:
+        state: RunState = structure(data, RunState)
+    except SerializationError:
+        if first is None:
+            raise
+        data["log"][0] = first  # every problem, at both of its paths
+        structure(data, RunState)
+        raise
+    if first is not None:
+        started: Any = state.log[0]  # (a RunStarted: its kind was checked)
+        started = attrs.evolve(started, config=state.config)
+        state = attrs.evolve(state, log=Log([started, *state.log[1:]]))
     return _verified(state)
+
+
+def _config_of_first_event(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The log's `RunStarted` (as decoded) when it holds the state's own config (the
+    usual case, until a handoff), else None. Its config is then set aside in
+    ``data`` (a default config stands in) and the caller puts the state's one in
+    its place, so the config (and its tools' schemas) is read and frozen once,
+    not twice; a document that does not load is read again with it, so that
+    each problem is reported at both paths.
+
+    Equal as `_verified` compares them (``==``, at C speed: a ``1`` and a
+    ``1.0`` are one value to it, as they are to the check of the log).
+    """
+    log = data.get("log")
+    if type(log) is not list or not log:
+        return None
+    first = log[0]
+    if type(first) is not dict or first.get("kind") != "run_started":
+        return None
+    config, own = first.get("config"), data.get("config")
+    if type(config) is not dict or config != own:
+        return None
+    log[0] = {**first, "config": {}}
+    return first
 
 
 def _finite(value: Any, path: list[str | int], paths: list[list[str | int]]) -> Any:
