@@ -6,9 +6,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from toolfold import Agent, RunError, RunState, Tool, generate_text, tool
-from toolfold.runtime import FrozenDict, OutputSpec, RunConfig, ToolDefinition
+from toolfold.runtime import (
+    FrozenDict,
+    ModelRequest,
+    ModelResponse,
+    OutputSpec,
+    RunConfig,
+    ToolDefinition,
+)
 from toolfold.testing import ScriptedModel
 
 
@@ -152,3 +160,29 @@ def test_a_state_saved_before_loads_equal_and_writes_back_the_same_text() -> Non
         "extra_body": {"k": [1, {"n": 2}]},
     }
     assert RunState.from_json(state.to_json()) == state
+
+
+class _Recorder(ScriptedModel):
+    """A custom model that edits and dumps the settings it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(["done"] * 2)
+        self.dumped: list[str] = []
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        settings: Any = request.settings
+        settings["extra_body"]["trace"] = "abc"
+        settings["extra_body"]["k"].append(2)
+        self.dumped.append(yaml.safe_dump(settings))
+        return super().request_sync(request)
+
+
+def test_a_custom_model_gets_settings_it_can_change_and_dump() -> None:
+    """request.settings holds plain dicts and lists all the way down: edits stay in the request, yaml.safe_dump works."""
+    model = _Recorder()
+    agent = Agent(model, settings={"extra_body": {"k": [1]}})
+    for _ in range(2):
+        state = agent.run("x").state
+    assert model.dumped == ["extra_body:\n  k:\n  - 1\n  - 2\n  trace: abc\n"] * 2
+    assert state.config.settings == {"extra_body": {"k": [1]}}
+    assert agent.settings == {"extra_body": {"k": [1]}}

@@ -14,6 +14,7 @@ from toolfold.runtime.core._effects import (
     ToolInvocation,
     ValidateOutput,
 )
+from toolfold.runtime.core._messages import thaw
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._state import RunState, not_a_state, refuse_non_state
 
@@ -103,6 +104,7 @@ def build_request(state: RunState) -> ModelRequest:
         config._definitions,
         choice,
         config.output,
-        # A copy: an adapter that edits its request must not reach into the state.
-        dict(config.settings),
+        # A plain deep copy: an adapter or a custom model edits (and dumps, with
+        # yaml.safe_dump...) its own request's settings, never the state's.
+        thaw(config.settings),
     )

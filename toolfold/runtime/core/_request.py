@@ -193,7 +193,10 @@ class ModelRequest:
             ``parallel_tool_calls``...). Unknown keys go to the provider as is;
             a neutral setting the provider's API has no field for (``seed`` on
             Anthropic, ``stop`` on OpenAI's Responses API) is refused with a
-            `ModelConfigError` naming it before any request.
+            `ModelConfigError` naming it before any request. A request
+            built by a run holds a plain deep copy of the config's read-only
+            settings (dicts and lists all the way down): a model may change
+            or dump it, nested values included, without reaching the state.
     """
 
     messages: tuple[Message, ...] = attrs.field(converter=_messages_tuple)
