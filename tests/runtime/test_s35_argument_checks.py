@@ -245,6 +245,15 @@ def test_a_bytearray_signing_key_is_its_bytes() -> None:
     assert RunState.from_json(text, key=[bytearray(b"old"), bytearray(b"secret")]) == state
 
 
+def test_a_memoryview_signing_key_is_its_bytes() -> None:
+    """A memoryview key signs and checks as the bytes it holds, not as a list of ints."""
+    state = initial_state("x", run_id="r")
+    text = state.to_json(key=memoryview(b"secret"))
+    assert text == state.to_json(key=b"secret")
+    assert RunState.from_json(text, key=memoryview(b"secret")) == state
+    assert RunState.from_json(text, key=[b"old", memoryview(b"secret")]) == state
+
+
 def test_a_dict_signing_key_is_refused() -> None:
     """key={'a': 1} is a UsageError naming the dict, not a key list of its keys."""
     state = initial_state("x", run_id="r")

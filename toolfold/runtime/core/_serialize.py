@@ -373,7 +373,10 @@ def _name(type_: Any) -> str:
 
 
 SigningKey = str | bytes
-"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes (a bytearray too)."""
+"""A key for `RunState.to_json(key=...)`: text (UTF-8) or bytes (a bytearray or memoryview too)."""
+
+# One key, not a list of them (bytes-like values iterate as ints).
+_ONE_KEY = (str, bytes, bytearray, memoryview)
 
 SIGNATURE_FIELD = "signature"
 """The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
@@ -574,10 +577,11 @@ def _step(holder: Any, step: Any, at: str) -> Any:
 
 
 def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
-    """The keys ``key`` gives, as bytes: one key (str, bytes, bytearray) or a list of them.
+    """The keys ``key`` gives, as bytes: one key (str, bytes, bytearray, memoryview) or a list of them.
 
-    A bytearray is a key as the bytes it holds (what `hmac` takes), not a list
-    of ints; a mapping is refused, not read as a list of its keys.
+    A bytearray or memoryview is a key as the bytes it holds (what `hmac`
+    takes), not a list of ints; a mapping is refused, not read as a list of
+    its keys.
     """
     given: object = key
     if isinstance(given, Mapping):
@@ -586,7 +590,7 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
             "(a mapping's keys are not a key list: pass a list)"
         )
     try:
-        listed = [key] if isinstance(given, (str, bytes, bytearray)) else list(key)
+        listed = [key] if isinstance(given, _ONE_KEY) else list(key)
     except TypeError:
         raise UsageError(
             f"key: a signing key is str or bytes (or a list of them), got {type(key).__name__}"
@@ -596,7 +600,7 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     found: list[bytes] = []
     for given_item in listed:
         item: object = given_item
-        if isinstance(item, bytearray):
+        if isinstance(item, (bytearray, memoryview)):
             item = bytes(item)
         if not isinstance(item, (str, bytes)):
             raise UsageError(f"key: a signing key is str or bytes, got {type(item).__name__}")

@@ -383,7 +383,7 @@ class RunState:
                 list), for a state that travels through a place you do not
                 control; load it with ``RunState.from_json(text, key=...)``.
                 The key is not stored in the text. A key is str (UTF-8),
-                bytes or bytearray.
+                bytes, bytearray or memoryview.
 
         Raises:
             UsageError: ``key`` is no key (an int, None, a dict) or empty.
