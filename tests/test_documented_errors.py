@@ -504,7 +504,7 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "the tool and the field)": _bad_config_part,
     "`RunState.from_json(None)` (or a number, or a dict already decoded; `from_json`, "
     "`events_from_json` alike: the error names `text`)": _load_no_text,
-    "a signing key that is not str, bytes, bytearray or a list of them (an int, None, a dict: "
+    "a signing key that is not str, bytes, bytearray, memoryview or a list of them (an int, None, a dict: "
     "the error names `key`)": _dict_signing_key,
     '`ScriptedModel("hello")` (one text, None, a dict: the script is a list of entries)': (
         _one_text_script
