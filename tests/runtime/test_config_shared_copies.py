@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from toolfold import Agent, RunState, Tool, generate_text, tool
-from toolfold._errors import SerializationError
+from toolfold._errors import SerializationError, UsageError
 from toolfold.adapters._dialects import _compile
 from toolfold.adapters._dialects._compile import compile_tool
 from toolfold.runtime import FrozenDict, ToolDefinition, max_steps
@@ -107,3 +108,18 @@ def test_a_config_edited_apart_from_its_first_event_is_still_refused() -> None:
     data["config"]["tools"][0]["definition"]["description"] = "Edited."
     with pytest.raises(SerializationError, match=r"\$\.config"):
         RunState.from_json(json.dumps(data))
+
+
+def test_a_tool_look_alike_with_wrong_fields_is_still_refused() -> None:
+    """ToolSpec.from_tool of an object whose description is no str is the ToolDefinition's UsageError."""
+    fake = SimpleNamespace(
+        name="fake",
+        description=5,
+        parameters={"type": "object", "properties": {}},
+        strict=None,
+        requires_approval=False,
+        function=None,
+        max_retries=3,
+    )
+    with pytest.raises(UsageError, match=r"fake.*description"):
+        ToolSpec.from_tool(fake)  # type: ignore[arg-type]

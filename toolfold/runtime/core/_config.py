@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from toolfold._errors import UsageError
+from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import FrozenDict, Message
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition, frozen_json, type_problem
+from toolfold.runtime.core._same_json import frozen_schema
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ def _settings(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 _NO_SETTINGS: Mapping[str, Any] = FrozenDict()
+_definition = builder(ToolDefinition)
 
 
 @attrs.frozen
@@ -132,8 +135,25 @@ class ToolSpec:
         """The spec of a live `Tool`."""
         policy = tool.requires_approval
         approval: Approval = "predicate" if callable(policy) else ("always" if policy else "never")
+        name, description, schema, strict = (
+            tool.name,
+            tool.description,
+            tool.parameters,
+            tool.strict,
+        )
+        if (
+            type(name) is str
+            and type(description) is str
+            and type(schema) is dict
+            and (strict is None or type(strict) is bool)
+        ):
+            # What ToolDefinition's check passes at once (a Tool checked them when it was
+            # made): built without it, once per tool per config (generate_text, listed tools).
+            definition = _definition(name, description, frozen_schema(schema), strict)
+        else:
+            definition = ToolDefinition(name, description, schema, strict)
         return cls(
-            ToolDefinition(tool.name, tool.description, tool.parameters, tool.strict),
+            definition,
             has_function=tool.function is not None,
             approval=approval,
             max_retries=tool.max_retries,
