@@ -533,7 +533,8 @@ def test_a_base_url_whose_password_holds_a_raw_cut_is_refused_without_it(passwor
     message = str(caught.value)
     assert "'https://bob:***@api.example.com/v1'" in message
     assert "must be percent-encoded" in message
-    assert "S3cr" not in message and "etpw" not in message
+    assert "S3cr" not in message
+    assert "etpw" not in message
 
 
 @pytest.mark.parametrize("password", RAW_CUTS)
@@ -550,7 +551,7 @@ def test_mask_url_and_url_secrets_read_a_password_cut_by_a_raw_character(passwor
 
 def test_a_bad_port_is_named_in_own_words() -> None:
     """A port that is no number is said so, without urllib's text that repeats it."""
-    with pytest.raises(ModelConfigError, match="its port is not a number from 0 to 65535$"):
+    with pytest.raises(ModelConfigError, match=r"its port is not a number from 0 to 65535$"):
         toolfold.model("openai:m", base_url="https://api.example.com:8o8o/v1", api_key=KEY)
 
 
@@ -559,7 +560,8 @@ def test_ollama_host_with_a_raw_cut_in_its_password_stays_refused_unshown(passwo
     """OLLAMA_HOST keeps refusing an unencoded ``/?#`` in its userinfo, not showing the value."""
     with pytest.raises(ModelConfigError, match="must be percent-encoded") as caught:
         host_from_env({"OLLAMA_HOST": f"http://bob:{password}@ollama.example:11434"})
-    assert "S3cr" not in str(caught.value) and "etpw" not in str(caught.value)
+    assert "S3cr" not in str(caught.value)
+    assert "etpw" not in str(caught.value)
 
 
 @pytest.mark.parametrize("password", RAW_CUTS)
