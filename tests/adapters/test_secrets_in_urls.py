@@ -32,6 +32,7 @@ from toolfold import (
 )
 from toolfold.adapters import Timeouts, Transport
 from toolfold.adapters._http._keys import (
+    Secret,
     mask_url,
     mask_url_credentials,
     mask_url_password,
@@ -517,3 +518,60 @@ def test_the_password_is_hidden_as_aiohttp_writes_it(
         logging.getLogger("aiohttp.client").debug("POST %s", shown)
     assert caplog.records[-1].getMessage() == f"POST {mask_url_password(url)}"
     transport.close()
+
+
+RAW_CUTS = ["S3cr/etpw-0123", "S3cr?etpw-0123", "S3cr#etpw-0123"]
+
+
+@pytest.mark.parametrize("password", RAW_CUTS)
+def test_a_base_url_whose_password_holds_a_raw_cut_is_refused_without_it(password: str) -> None:
+    """A password with a raw ``/``, ``?`` or ``#`` (it ends the host part) is not shown, not even as "the port"."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model(
+            "openai:m", base_url=f"https://bob:{password}@api.example.com/v1", api_key=KEY
+        )
+    message = str(caught.value)
+    assert "'https://bob:***@api.example.com/v1'" in message
+    assert "must be percent-encoded" in message
+    assert "S3cr" not in message
+    assert "etpw" not in message
+
+
+@pytest.mark.parametrize("password", RAW_CUTS)
+def test_mask_url_and_url_secrets_read_a_password_cut_by_a_raw_character(password: str) -> None:
+    """`mask_url`, `mask_url_credentials` and `url_secrets` take what comes before the last ``@``."""
+    url = f"https://bob:{password}@api.example.com/v1"
+    assert mask_url(url) == "https://bob:***@api.example.com/v1"
+    assert mask_url_credentials(url) == "https://***@api.example.com/v1"
+    assert Secret(password) in url_secrets(url)
+    assert (
+        redact(f"failed: {url}", url_secrets(url)) == "failed: https://bob:***@api.example.com/v1"
+    )
+
+
+def test_a_bad_port_is_named_in_own_words() -> None:
+    """A port that is no number is said so, without urllib's text that repeats it."""
+    with pytest.raises(ModelConfigError, match=r"its port is not a number from 0 to 65535$"):
+        toolfold.model("openai:m", base_url="https://api.example.com:8o8o/v1", api_key=KEY)
+
+
+@pytest.mark.parametrize("password", RAW_CUTS)
+def test_ollama_host_with_a_raw_cut_in_its_password_stays_refused_unshown(password: str) -> None:
+    """OLLAMA_HOST keeps refusing an unencoded ``/?#`` in its userinfo, not showing the value."""
+    with pytest.raises(ModelConfigError, match="must be percent-encoded") as caught:
+        host_from_env({"OLLAMA_HOST": f"http://bob:{password}@ollama.example:11434"})
+    assert "S3cr" not in str(caught.value)
+    assert "etpw" not in str(caught.value)
+
+
+@pytest.mark.parametrize("password", RAW_CUTS)
+def test_an_mcp_http_url_with_a_raw_cut_in_its_password_is_masked(password: str) -> None:
+    """An MCPServerHTTP's shown name masks the whole userinfo, scrubs the password and refuses the file."""
+    from toolfold.mcp import MCPServerHTTP
+    from toolfold.mcp._entry import url_held
+
+    url = f"https://bob:{password}@mcp.example.com/mcp"
+    server = MCPServerHTTP(url)
+    assert server.name == "https://***@mcp.example.com/mcp"
+    assert Secret(password) in server._scrub
+    assert url_held(url)[0] == "a user:password@"

@@ -1323,3 +1323,20 @@ def test_load_still_takes_a_model_string_or_a_model_path() -> None:
     by_path = load(EXAMPLE_FILE, model="support_tools:demo_model")
     assert by_string.entry == by_path.entry == "triage"
     assert by_path.get().model is importlib.import_module("support_tools").demo_model
+
+
+def test_an_agent_with_nested_settings_dumps_with_yaml_safe_dump() -> None:
+    """to_dict() writes plain dicts and lists (settings thawed), so yaml.safe_dump takes it and loads back."""
+    import yaml
+
+    with override_models(TestModel()):
+        agent = Agent(
+            "openai:gpt-4o-mini",
+            name="writer",
+            settings={"stop": ["x"], "extra_body": {"n": [1, {"m": [2]}]}},
+        )
+        with pytest.raises(yaml.representer.RepresenterError):
+            yaml.safe_dump(agent.settings)  # the documented reason to thaw
+        text = yaml.safe_dump(agent.to_dict())
+        assert yaml.safe_load(text)["agents"]["writer"]["settings"] == agent.settings.thaw()
+        assert loads(text, format="yaml").agent() == agent

@@ -112,3 +112,52 @@ def test_a_saved_state_loads_with_a_read_only_output_equal_and_byte_identical() 
     (accepted,) = [event for event in back.log if event.kind == "output_accepted"]
     assert type(accepted.value["tags"]) is FrozenList
     assert OutputAccepted({"a": [1]}) == OutputAccepted(FrozenDict(a=[1]))
+
+
+def _pickled_as_before(state: RunState) -> bytes:
+    """``state`` pickled as a toolfold before outputs were frozen wrote it: plain dicts and lists."""
+    import copyreg
+    import io
+    import pickle
+
+    class OldPickler(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) in (RunState, OutputAccepted):
+                fields = obj.__getstate__()
+                name = "output" if type(obj) is RunState else "value"
+                fields[name] = fields[name].thaw() if fields[name] is not None else None
+                return copyreg.__newobj__, (type(obj),), fields
+            return NotImplemented
+
+    buffer = io.BytesIO()
+    OldPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(state)
+    return buffer.getvalue()
+
+
+def test_a_state_pickled_with_a_plain_output_unpickles_read_only() -> None:
+    """A RunState (and its OutputAccepted) pickled with mutable output, as before, comes back frozen."""
+    import pickle
+
+    model = ScriptedModel(['{"a": [1, {"b": [2]}]}'])
+    state = Agent(model, output_type=dict[str, Any]).run("q").state
+    old = pickle.loads(_pickled_as_before(state))
+    accepted = next(e for e in old.log if e.kind == "output_accepted")
+    assert type(old.output) is FrozenDict
+    assert type(old.output["a"]) is FrozenList
+    assert type(accepted.value) is FrozenDict
+    with pytest.raises(TypeError):
+        old.output["a"].append("MUT")
+    assert old == state
+    assert old.to_json() == state.to_json()
+
+
+def test_a_state_pickled_now_round_trips_unchanged() -> None:
+    """A RunState pickled by this version unpickles equal, its frozen output kept frozen."""
+    import pickle
+
+    state = Sequence(Task(_any, name="s")).run("q").state
+    back = pickle.loads(pickle.dumps(state))
+    assert back == state
+    assert back.to_json() == state.to_json()
+    assert type(back.output) is FrozenDict
+    assert type(back.output["wrapped"]) is FrozenList

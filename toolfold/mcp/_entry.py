@@ -36,7 +36,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from toolfold.adapters._http._keys import MASK, url_userinfo
+from toolfold.adapters._http._keys import MASK, shown_userinfo
 
 #: A name part that makes a name credential-like. ``AUTH`` but not ``AUTHOR``,
 #: ``AUTHORS``, ``AUTHORED_BY`` or ``AUTHORITY`` (``AUTHORIZATION`` is one);
@@ -290,7 +290,7 @@ def url_held(url: str) -> list[str]:
     value and so only counted; path
     segments holding a token (`path_tokens`), named by their number.
     """
-    held = ["a user:password@"] if _userinfo_holds(url_userinfo(url)) else []
+    held = ["a user:password@"] if _userinfo_holds(shown_userinfo(url)) else []
     if in_path := path_tokens(url):
         held.append(f"a token in path segment {', '.join(map(str, in_path))}")
     head, _, fragment = url.partition("#")

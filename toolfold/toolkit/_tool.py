@@ -311,25 +311,92 @@ class Tool(Generic[P, R]):
             raise TypeError(f"tool {self.name!r} {exc}") from None
 
     def replace(self, **changes: Any) -> Tool[P, R]:
-        """A copy with some options changed (``name``, ``description``, ``strict``, ...).
+        """A copy with some options, or its function, changed (``name``, ``timeout``, ``function``...).
+
+        ``function=`` swaps the function the tool runs (a test's fake, a
+        wrapper), keeping the name, description and schema: the new function
+        must be callable and accept the arguments the tool passes (the
+        schema's parameters by keyword, as the old one did; an explicit-schema
+        tool passes one dict), and ``is_async`` follows it. For a test:
+        ``agent.evolve(tools=[add.replace(function=fake_add)])``.
 
         Raises:
-            ToolDefinitionError: A changed name or option is invalid.
+            ToolDefinitionError: A changed name or option is invalid, or the new
+                function is not callable, is a generator function or does not
+                accept the tool's arguments.
+            TypeError: An unknown option is given.
         """
-        unknown = sorted(set(changes).difference(OPTION_NAMES))
+        allowed = sorted({*OPTION_NAMES, "function"})
+        unknown = sorted(set(changes).difference(allowed))
         if unknown:
-            raise TypeError(
-                f"replace() got unexpected options {unknown}; allowed: {sorted(OPTION_NAMES)}"
-            )
+            raise TypeError(f"replace() got unexpected options {unknown}; allowed: {allowed}")
+        swapping = "function" in changes
+        function = changes.pop("function", self.function)
         options = self._options()._replace(**changes)
-        problems = options.problems(self.is_async)
+        is_async = self.is_async
+        problems: list[str] = []
+        if swapping:
+            is_async = callable(function) and is_async_callable(function)
+            problems += self._function_problems(function)
+        problems = options.problems(is_async) + problems
         if problems:
             raise ToolDefinitionError(repr(options.name), problems)
         new = self._copy()
         new._apply(options)
         if "name" in changes:
             new._checker = [None]  # the checker's messages name the tool
+        if swapping:
+            fields = new.__dict__
+            fields["function"] = function
+            fields["is_async"] = is_async
+            fields["__wrapped__"] = function
+            for marker in ("_is_coroutine_marker", "_is_coroutine", "__code__"):
+                fields.pop(marker, None)
+            if is_async:
+                _mark_coroutine_function(new, function)
         return new
+
+    def _function_problems(self, function: object) -> list[str]:
+        """Why ``function`` cannot replace this tool's function (``[]``: it can)."""
+        if not callable(function):
+            return [f"function must be callable, not {function!r}"]
+        problems = [f"function {p}" for p in generator_problems(function)]
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):  # a builtin without a signature: not checkable
+            return problems
+        receiver: list[Any] = (
+            [None] if self._receiver is not None and self.function is not None else []
+        )
+        calls: dict[str, tuple[list[Any], dict[str, Any]]]
+        if self._pass_dict:
+            calls = {"the arguments as one dict": ([*receiver, {}], {})}
+        else:
+            properties = self.parameters.get("properties", {})
+            required = set(self.parameters.get("required", ()))
+            context = [self._context_param] if self._context_param is not None else []
+            positional = self._positional_only
+            names = [n for n in properties if n not in positional] + context
+            calls = {
+                f"every parameter ({', '.join(map(repr, [*positional, *names]))})": (
+                    [*receiver, *(None for _ in positional)],
+                    dict.fromkeys(names),
+                ),
+                "the required parameters alone": (
+                    [*receiver, *(None for n in positional if n in required)],
+                    dict.fromkeys(n for n in names if n in required or n in context),
+                ),
+            }
+        for what, (args, kwargs) in calls.items():
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                problems.append(
+                    f"function {_label(function)} cannot be called with {what}, as the tool "
+                    f"calls it: {exc}"
+                )
+                break
+        return problems
 
 
 # A tool's fields: read-only once made. Agents copy them when they are built
@@ -339,12 +406,19 @@ _FIELDS = frozenset({*OPTION_NAMES, "parameters", "function", "is_async"})
 
 
 def _refuse(tool: Tool[..., Any], name: str, action: str) -> NoReturn:
-    if name in OPTION_NAMES:
+    if name in OPTION_NAMES or name == "function":
         how = f"make a changed copy with tool.replace({name}=...)"
+        if name == "function":
+            how += (
+                " (in a test: agent.evolve(tools=[tool.replace(function=fake)]), see docs/tools.md)"
+            )
     else:
         how = "make a new Tool(...) (or decorate a new function with @tool)"
+    tool_name = tool.__dict__.get("name")
+    # a subclass setting a field before super().__init__() has no name yet
+    which = "a tool" if tool_name is None else f"tool {tool_name!r}"
     raise AttributeError(
-        f"cannot {action} {name!r} of tool {tool.__dict__.get('name')!r}: a Tool is "
+        f"cannot {action} {name!r} of {which}: a Tool is "
         f"read-only once made (agents built with it keep what it was); {how}"
     )
 

@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._keys import mask_url, url_userinfo
+from toolfold.adapters._http._keys import mask_url, shown_userinfo, url_userinfo
 from toolfold.adapters._http._retry import HttpLimits
 
 __all__ = [
@@ -124,11 +124,27 @@ def check_base_url(url: object, option: str = "base_url") -> None:
             f"{option} {shown!r} has spaces, control or non-ASCII characters "
             "(write an international host in its xn-- form)"
         )
+    # urllib's own messages are not quoted: the "port" it names may be a password
+    # (``https://bob:pa/ss@host`` reads as host ``bob``, port ``pa``).
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port  # raises ValueError on a bad port
-    except ValueError as exc:
-        raise ModelConfigError(f"{option} {shown!r} is not a valid URL: {exc}") from None
+    except ValueError:
+        raise ModelConfigError(
+            f"{option} {shown!r} is not a valid URL: its host is not closed by ']' "
+            "or is not an IPv6 address in brackets"
+        ) from None
+    if url_userinfo(url) is None and shown_userinfo(url) is not None:
+        raise ModelConfigError(
+            f"{option} {shown!r} has an '@' after the end of its host part: a password "
+            "holding '/', '?' or '#' must be percent-encoded ('%2F', '%3F', '%23'), "
+            "as must an '@' in the path ('%40')"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise ModelConfigError(
+            f"{option} {shown!r} is not a valid URL: its port is not a number from 0 to 65535"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ModelConfigError(
             f"{option} {shown!r} must start with http:// or https:// and name a host"

@@ -114,7 +114,7 @@ def mask_url_password(url: str) -> str:
     fragment), so its own query (Gemini's ``?alt=sse``) stays readable; it is
     what `redact` leaves of the URL. A URL a user gave is shown by `mask_url`.
     """
-    userinfo = url_userinfo(url)
+    userinfo = shown_userinfo(url)
     if userinfo is None or ":" not in userinfo:
         return url
     user = userinfo.partition(":")[0]
@@ -131,7 +131,7 @@ def mask_url_credentials(url: str) -> str:
     parameter's value and the ``#fragment``. What names the server (scheme,
     host, port, path) stays.
     """
-    userinfo = url_userinfo(url)
+    userinfo = shown_userinfo(url)
     if userinfo is not None:
         url = url.replace(f"{userinfo}@", f"{MASK}@", 1)
     return mask_url(url)
@@ -238,7 +238,7 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     password shorter than `MIN_BARE_PASSWORD` is scrubbed as ``user:password@``
     only, where the URL writes it.
     """
-    userinfo = url_userinfo(url)
+    userinfo = shown_userinfo(url)
     if userinfo is None:
         return ()
     user, _, password = userinfo.partition(":")
@@ -308,6 +308,25 @@ def url_userinfo(url: str) -> str | None:
         netloc = url.partition("//")[2].partition("/")[0]
     userinfo, at, _ = netloc.rpartition("@")
     return userinfo if at else None
+
+
+def shown_userinfo(url: str) -> str | None:
+    """What of ``url`` may be a ``user:password`` to hide: `url_userinfo`, or what a raw ``/?#`` cut off.
+
+    A password holding an unencoded ``/``, ``?`` or ``#`` ends the host part
+    there (``https://bob:pa/ss@host`` reads as host ``bob``, port ``pa``), so
+    `url_userinfo` finds none. When it finds none and an ``@`` follows the
+    scheme's ``//``, everything between the ``//`` and the last ``@`` is taken
+    as the userinfo: masking too much of an odd URL (an ``@`` in its path) is
+    better than showing a password.
+    """
+    userinfo = url_userinfo(url)
+    if userinfo is not None:
+        return userinfo
+    scheme, slashes, rest = url.partition("://")
+    if not slashes or not scheme or "@" not in rest:
+        return None
+    return rest.rpartition("@")[0]
 
 
 # Set by `keys_deferred`: a model built while it is may lack its key.

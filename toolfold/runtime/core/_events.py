@@ -23,7 +23,7 @@ from toolfold.runtime.core._messages import (
     freeze,
 )
 from toolfold.runtime.core._request import ModelResponse
-from toolfold.runtime.core._state import Disposition, Outcome, RunState
+from toolfold.runtime.core._state import Disposition, Outcome, RunState, refreeze_on_unpickle
 from toolfold.runtime.core._stop import StopCondition
 
 
@@ -232,6 +232,9 @@ class OutputAccepted:
 
     value: Any = attrs.field(converter=freeze)
     kind: Literal["output_accepted"] = "output_accepted"
+
+
+refreeze_on_unpickle(OutputAccepted, "value")  # (pickled by an older toolfold: mutable)
 
 
 @attrs.frozen

@@ -414,6 +414,30 @@ class RunState:
         return state_from_json(text, key)
 
 
+def refreeze_on_unpickle(cls: type, name: str) -> None:
+    """Make unpickling ``cls`` freeze its attribute ``name``, as its converter does on construction.
+
+    attrs' ``__setstate__`` of a slotted class sets attributes without their
+    converters, so a pickle made before ``name`` was frozen (a Ray checkpoint
+    of an older toolfold) would come back with a mutable value. Only
+    unpickling goes through this; a value frozen already is kept as it is.
+    """
+    unpickle = cls.__setstate__  # type: ignore[attr-defined]
+
+    def __setstate__(self: Any, state: Any) -> None:
+        unpickle(self, state)
+        value = getattr(self, name)
+        frozen = freeze(value)
+        if frozen is not value:
+            object.__setattr__(self, name, frozen)
+
+    __setstate__.__qualname__ = f"{cls.__qualname__}.__setstate__"
+    cls.__setstate__ = __setstate__  # type: ignore[attr-defined]
+
+
+refreeze_on_unpickle(RunState, "output")
+
+
 def not_a_state(function: str, value: object) -> UsageError:
     """The error for ``function`` given ``value``, no `RunState`, where a state goes.
 
