@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -152,19 +152,10 @@ class Sequence(Workflow):
         is no answer), or when the step that answered gives another type
         than the sequence's `output_type` (its last step's).
         """
-        value: Any = None
-        answering: Task | None = None
-        for task in self._tasks:
-            status = plan.status(task, task.name)
-            if isinstance(status, str):  # the first step not done: none after it started
-                if plan.started(task.name):  # it failed and its retry is still to start
-                    return None
-                break
-            if not status.skipped:
-                value, answering = status.value, task
-        if answering is None or answering.output_type != self.output_type:
+        answered = _last_answer(plan, ((task, task.name) for task in self._tasks))
+        if answered is None or answered[1].output_type != self.output_type:
             return None
-        return Final(value)
+        return Final(answered[0])
 
 
 @attrs.frozen(init=False)
@@ -590,20 +581,11 @@ class Loop(Workflow):
         no ``until``, else ``max_iterations``: ``until`` never held).
         """
         task = self.step
-        value: Any = None
-        answered = False
-        for iteration in range(1, self.max_iterations + 1):
-            base = f"{task.name}.{iteration}"
-            status = plan.status(task, base)
-            if isinstance(status, str):
-                if plan.started(base):  # it failed and its retry is still to start
-                    return None
-                break
-            if not status.skipped:
-                value, answered = status.value, True
-        if not answered:
+        iterations = range(1, self.max_iterations + 1)
+        answered = _last_answer(plan, ((task, f"{task.name}.{i}") for i in iterations))
+        if answered is None:
             return None
-        return Final(value, reason="stop" if self.until is None else "max_iterations")
+        return Final(answered[0], reason="stop" if self.until is None else "max_iterations")
 
     def _holds(self, plain: Any) -> bool:
         until = self.until
@@ -617,3 +599,22 @@ class Loop(Workflow):
                 )
             return bool(plain[until])
         return bool(_called(self, "until", until, _restored(self.step, plain)))
+
+
+def _last_answer(plan: Plan, steps: Iterable[tuple[Task, str]]) -> tuple[Any, Task] | None:
+    """The output of the last of ``steps`` (a task, its base name) that answered, and its task.
+
+    Steps are read in order up to the first not done. None when none
+    answered, or when that first step not done has started: it failed and
+    its retry is still to start (its failure is no answer).
+    """
+    last: tuple[Any, Task] | None = None
+    for task, base in steps:
+        status = plan.status(task, base)
+        if isinstance(status, str):  # the first step not done: none after it started
+            if plan.started(base):  # it failed and its retry is still to start
+                return None
+            break
+        if not status.skipped:
+            last = (status.value, task)
+    return last
