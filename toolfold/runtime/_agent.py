@@ -152,7 +152,7 @@ class Agent:
         settings: Mapping[str, Any] | None = None,
         **more_settings: Any,
     ) -> None:
-        if more_settings and not _agent_run_options().keys().isdisjoint(more_settings):
+        if more_settings:
             refuse_run_options("Agent()", more_settings, _agent_run_options())
         self.__attrs_init__(
             model=model,

@@ -117,7 +117,7 @@ def generate_text(
             ``messages``; `resume`'s ``approvals=``, ``tool_results=``,
             ``message=``, ``state=``) rather than a model setting.
     """
-    if settings and not _function_run_options().keys().isdisjoint(settings):
+    if settings:
         refuse_run_options(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
@@ -148,7 +148,7 @@ async def agenerate_text(
     **settings: Any,
 ) -> Response:
     """Like `generate_text`, on the running event loop (see it for the arguments)."""
-    if settings and not _function_run_options().keys().isdisjoint(settings):
+    if settings:
         refuse_run_options(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )

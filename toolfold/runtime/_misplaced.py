@@ -72,9 +72,9 @@ def refuse_run_options(
         UsageError: A keyword of ``given`` is in ``options``; the error names
             every such keyword and where each goes.
     """
-    named = [name for name in given if name in options]
-    if not named:
+    if options.keys().isdisjoint(given):  # the usual case: one set test
         return
+    named = [name for name in given if name in options]
     raise UsageError(
         f"{caller} got {', '.join(f'{name}=' for name in named)}: an option of a run, not a "
         f"model setting (it would be sent to the model as one): "
