@@ -142,7 +142,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             continue
         results = [p for p in parts if isinstance(p, ToolResultPart)]
         out.extend(_tool_messages(results, attached))
-        if role == "tool" or joins_run(message):
+        if role == "tool" or (role == "user" and bool(results)):  # joins_run, results found
             if len(results) < len(parts):
                 # Text (or an image, a file) beside the results: a tool message holds one
                 # result, so it goes in a user message after the run of tool messages.

@@ -478,7 +478,7 @@ def encode_messages(
         out.extend(_tool_messages(results, provider, rewrite_id, attached))
         # A user message holding results (a history from Anthropic's format) joins the
         # run of tool messages as a tool message does.
-        joins = joins_run(message)
+        joins = role == "user" and bool(results)  # joins_run, with the results found above
         if attached and role != "tool" and not joins:  # (another role's results): media first
             out.append(_after_run([], attached))
             attached = []

@@ -35,7 +35,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import named_tool
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
-from toolfold.adapters._results import result_items
+from toolfold.adapters._results import joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
     PREFIX,
@@ -50,7 +50,6 @@ from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
-    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -152,11 +151,8 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
         elif role == "assistant":
             _assistant(message, position, items, notes)
         else:
-            if (
-                after_run is not None
-                and items[-1] is after_run
-                and (role == "tool" or _has_results(parts))
-            ):
+            in_run = role == "tool" or joins_run(message)
+            if after_run is not None and items[-1] is after_run and in_run:
                 items.pop()
                 after_run["content"].extend(_outputs(message, items))
                 items.append(after_run)
@@ -164,12 +160,8 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
             content = _outputs(message, items)
             if content:
                 items.append({"role": "user", "content": content})
-                after_run = items[-1] if role == "tool" or _has_results(parts) else None
+                after_run = items[-1] if in_run else None
     return items
-
-
-def _has_results(parts: tuple[Part, ...]) -> bool:
-    return any(isinstance(p, ToolResultPart) for p in parts)
 
 
 def _system_text(message: Message) -> str:
