@@ -713,8 +713,8 @@ class _Loader:
             )
 
     def _tool_name(self, tool_name: str, path: str) -> None:
-        for problem in name_problems(tool_name):
-            self.problem(path, problem.replace(" (pass name=...)", ""))
+        for problem in name_problems(tool_name, hint=""):
+            self.problem(path, problem)
 
     def _timeout(self, timeout: float | None, path: str) -> None:
         if timeout is not None and not (math.isfinite(timeout) and timeout > 0):

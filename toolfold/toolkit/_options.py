@@ -113,12 +113,11 @@ class ToolOptions(NamedTuple):
 OPTION_NAMES = ToolOptions._fields
 
 
-def name_problems(name: object) -> list[str]:
-    """What is wrong with a tool name (empty if it is fine)."""
+def name_problems(name: object, hint: str = " (pass name=...)") -> list[str]:
+    """What is wrong with a tool name (empty if it is fine); ``hint`` ends an invalid one's."""
     if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
         return [
-            f"tool name {name!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -"
-            " (pass name=...)"
+            f"tool name {name!r} is invalid: use 1 to 64 characters among a-z A-Z 0-9 _ -{hint}"
         ]
     if name in RESERVED_NAMES:
         return [f"tool name {name!r} is reserved (a tool_choice value); pass another name=..."]
