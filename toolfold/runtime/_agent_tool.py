@@ -98,9 +98,9 @@ def _nested(
     who = agent_label(spec, tool_name)
 
     def call(ctx: RunContext[Any], input: Any) -> SubRun:  # blocking runs
-        runner = _runner(spec, ctx)
-        if runner is None:
-            return _not_started(ctx, who)
+        runner = _runner(spec, ctx, tool_name)
+        if isinstance(runner, SubRun):  # not started: none of the caller's tree budget is left
+            return runner
         try:
             if ctx.forward is not None:  # the caller streams: so does the sub-run
                 stream = _stream(runner, ctx, prompt, input)
@@ -118,9 +118,9 @@ def _nested(
         return _sub_run(response, made_by.output, tool_name, who, spec)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop
-        runner = _runner(spec, ctx)
-        if runner is None:
-            return _not_started(ctx, who)
+        runner = _runner(spec, ctx, tool_name)
+        if isinstance(runner, SubRun):  # not started: none of the caller's tree budget is left
+            return runner
         try:
             if ctx.forward is not None:
                 stream = _stream(runner, ctx, prompt, input)
@@ -211,14 +211,33 @@ def within(spec: Any, budget: TokenBudget) -> Any:
     return spec._within(budget)
 
 
-def _runner(spec: Any, ctx: RunContext[Any]) -> Any:
-    """What runs the call's sub-run: ``spec``, within the caller's tree budget when it has one.
-
-    A sub-run the call continues (``ctx.sub_run``) goes on with the budget it stored.
-    """
-    if ctx.token_budget is None or ctx.sub_run is not None:
+def _runner(spec: Any, ctx: RunContext[Any], tool_name: str) -> Any:
+    """What runs the call's sub-run: ``spec``, within the tree budget `handed` it when there
+    is one; or, when nothing of that budget is left, the call's result (a `SubRun`)."""
+    budget = handed(ctx, spec, tool_name)
+    if budget is None:
         return spec
-    return within(spec, ctx.token_budget)
+    if isinstance(budget, SubRun):
+        return budget
+    # (not `evolve`: an agent's resolves its model again, per call)
+    return spec._within(budget)
+
+
+def handed(ctx: RunContext[Any], spec: Any, tool_name: str) -> TokenBudget | SubRun | None:
+    """The tree budget the call's new sub-run starts within: what is left of its caller's
+    (None when the caller has none).
+
+    A sub-run the call continues (``ctx.sub_run``) goes on with the budget it
+    stored (None). When nothing is left (the step's own model call spent it),
+    the call's result instead: a `SubRun` saying that ``spec`` (an agent or a
+    workflow, run by the tool ``tool_name``, see `agent_label`) was not started.
+    """
+    budget = ctx.token_budget
+    if budget is None or ctx.sub_run is not None:
+        return None
+    if budget.tokens <= 0:
+        return _not_started(ctx, agent_label(spec, tool_name))
+    return budget  # type: ignore[no-any-return]
 
 
 def _not_started(ctx: RunContext[Any], who: str) -> SubRun:

@@ -26,7 +26,7 @@ import attrs
 
 from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._agent import Agent
-from toolfold.runtime._agent_tool import _not_started, agent_label, stopped_by, sub_run_id
+from toolfold.runtime._agent_tool import handed, stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
@@ -477,9 +477,9 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        budget = _handed(ctx)
-        if budget is not None and budget.tokens <= 0:
-            return _not_started(ctx, agent_label(task.target, task.name))
+        budget = handed(ctx, task.target, task.name)
+        if isinstance(budget, SubRun):  # not started: none of the workflow's tree budget is left
+            return budget
         if ctx.forward is not None:  # the workflow streams: so does the step
             target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target if budget is None else target._within(budget), prompt, ctx)
@@ -495,15 +495,6 @@ def _run_runner(task: Task) -> Callable[..., Any]:
         )
 
     return run_step
-
-
-def _handed(ctx: RunContext[Any]) -> TokenBudget | None:
-    """The tree budget a new step's run gets from the workflow's (None without one).
-
-    A step's run the call continues (``ctx.sub_run``) goes on with the budget
-    it stored, as an agent used as a tool does (see `_agent_tool._runner`).
-    """
-    return ctx.token_budget if ctx.sub_run is None else None
 
 
 async def arun_sub_run(
@@ -535,7 +526,7 @@ def sub_run_async(
     """The run `arun_sub_run` awaits, for a caller that awaits it itself (one coroutine
     fewer per step): its end's ``.state`` gives the step's result (`ended_result`), and a
     `SourceCloseError` it raises is `close_failed_result`'s. ``budget``: the workflow's
-    tree budget left for a new step (`_handed`), among its run's stop conditions."""
+    tree budget left for a new step (`handed`), among its run's stop conditions."""
     agent = _plain_start(task, input, values, sub_run)
     if agent is not None:  # the usual step (`_target_and_prompt`, without its call)
         if budget is not None:
@@ -580,9 +571,9 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
     def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        budget = _handed(ctx)
-        if budget is not None and budget.tokens <= 0:
-            return _not_started(ctx, agent_label(task.target, task.name))
+        budget = handed(ctx, task.target, task.name)
+        if isinstance(budget, SubRun):  # not started: none of the workflow's tree budget is left
+            return budget
         if ctx.forward is not None:
             target, prompt = _target_and_prompt(task, input, values)
             stream = _step_stream(target if budget is None else target._within(budget), prompt, ctx)
