@@ -24,6 +24,7 @@ from toolfold.runtime._run import (
     run_sync,
     start,
     to_messages,
+    within_copy,
 )
 from toolfold.runtime._sources import (
     SourcedStream,
@@ -397,15 +398,10 @@ class Agent:
         budget added to their plain-data config as `make_options` would put
         it (after the agent's own data conditions).
         """
-        made: Agent = object.__new__(Agent)
-        for field in attrs.fields(Agent):
-            object.__setattr__(made, field.name, getattr(self, field.name))
-        object.__setattr__(made, "stop_when", (*self.stop_when, budget))
-        options = self._options
-        config = attrs.evolve(options.config, stop_when=(*options.config.stop_when, budget))
-        object.__setattr__(made, "_options", attrs.evolve(options, config=config))
-        object.__setattr__(made, "_described", None)  # (made from the options without it)
-        return made
+        # (``_described`` was made from the options without the budget)
+        return within_copy(
+            self, Agent, budget, stop_when=(*self.stop_when, budget), _described=None
+        )
 
     def _spec(self) -> dict[str, Any]:
         """The run options by name (every field but the name and the resolved options)."""

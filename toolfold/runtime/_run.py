@@ -21,7 +21,7 @@ from collections.abc import (
     Sized,
 )
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -294,6 +294,28 @@ class RunOptions:
             name=self.name,
             handoffs=handoffs if handoffs is not None else {},
         )
+
+
+_Spec = TypeVar("_Spec")
+
+
+def within_copy(spec: _Spec, kind: type[_Spec], budget: TokenBudget, **changes: Any) -> _Spec:
+    """A copy of ``spec`` (an `Agent`, or a workflow of class ``kind``) with ``budget``, a
+    caller's tree budget, after the stop conditions of its resolved options' plain-data config.
+
+    Nothing is built again: the copy shares ``spec``'s field values (``kind``'s
+    attrs fields) and options, but for that config; ``changes`` are fields
+    set on it besides (see `Agent._within`, `Workflow._within`).
+    """
+    made = object.__new__(kind)
+    for field in attrs.fields(cast(Any, kind)):
+        object.__setattr__(made, field.name, getattr(spec, field.name))
+    options: RunOptions = cast(Any, spec)._options
+    config = attrs.evolve(options.config, stop_when=(*options.config.stop_when, budget))
+    object.__setattr__(made, "_options", attrs.evolve(options, config=config))
+    for name, value in changes.items():
+        object.__setattr__(made, name, value)
+    return made
 
 
 def _json_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from toolfold.runtime._run import (
     new_run_id,
     run_async,
     run_sync,
+    within_copy,
 )
 from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
 from toolfold.runtime.core._build import new_tuple
@@ -496,14 +497,7 @@ class Workflow:
         budget do. A copy sharing the definition and the resolved options
         (not built again), the budget added to their plain-data config.
         """
-        kind: Any = type(self)  # (each kind is an attrs class; this base is none)
-        made: Workflow = object.__new__(kind)
-        for field in attrs.fields(kind):
-            object.__setattr__(made, field.name, getattr(self, field.name))
-        options = self._options
-        config = attrs.evolve(options.config, stop_when=(*options.config.stop_when, budget))
-        object.__setattr__(made, "_options", attrs.evolve(options, config=config))
-        return made
+        return within_copy(self, type(self), budget)  # (each kind is an attrs class)
 
     def _check_resume(self, state: RunState) -> None:
         """Refuse, running nothing, what resuming ``state`` (a suspended sub-run) would refuse."""
