@@ -9,15 +9,15 @@ resumed in another process by re-attaching tools and the model by name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._messages import FrozenDict, Message
+from toolfold.runtime.core._messages import _EMPTY, FrozenDict, Message, freeze
 from toolfold.runtime.core._repr import short
-from toolfold.runtime.core._request import OutputSpec, ToolDefinition, frozen_json, type_problem
+from toolfold.runtime.core._request import OutputSpec, ToolDefinition, type_problem
 from toolfold.runtime.core._same_json import frozen_schema
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
 
@@ -94,11 +94,22 @@ def _setting_names(owner: Any, attribute: attrs.Attribute[Any], value: Mapping[s
             )
 
 
-def _settings(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return _NO_SETTINGS if value is None else frozen_json(value)
+def _settings(value: Any) -> Mapping[str, Any]:
+    """The config's own deep read-only copy of ``settings`` (a `FrozenDict` as it is).
+
+    A settings dict the caller keeps (an agent's ``settings``) can change
+    afterwards without reaching into a saved state, and the config's cannot
+    change at all (it is shared by every run made with equal options).
+    """
+    if value is None:
+        return _EMPTY
+    kind = type(value)
+    if kind is dict or kind is FrozenDict or isinstance(value, Mapping):  # (exact types first)
+        frozen: Mapping[str, Any] = freeze(value)
+        return frozen
+    return cast(Mapping[str, Any], value)  # refused by `_setting_names`, naming its type
 
 
-_NO_SETTINGS: Mapping[str, Any] = FrozenDict()
 _definition = builder(ToolDefinition)
 
 
@@ -221,7 +232,7 @@ class RunConfig:
     output: OutputSpec | None = attrs.field(default=None, validator=_output)
     output_retries: int = attrs.field(default=3, validator=_at_least(0))
     settings: Mapping[str, Any] = attrs.field(
-        default=_NO_SETTINGS, converter=_settings, validator=_setting_names
+        default=_EMPTY, converter=_settings, validator=_setting_names
     )
     max_steps: int = attrs.field(default=10, validator=_at_least(1))
     auto_execute_tools: bool = attrs.field(default=True, validator=_flag)

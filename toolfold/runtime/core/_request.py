@@ -13,7 +13,6 @@ from toolfold.runtime.core._messages import (
     Message,
     ToolCallPart,
     Usage,
-    freeze,
 )
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._same_json import frozen_schema
@@ -68,22 +67,6 @@ def _usage_and_finish_reason(owner: Any, attribute: attrs.Attribute[Any], value:
         return
     _usage(owner, attrs.fields(type(owner)).usage, owner.usage)
     _finish_reason(owner, attribute, value)
-
-
-def frozen_json(value: Any) -> Any:
-    """A mapping of JSON (a schema, settings) as a deep read-only copy; anything else as is.
-
-    A config holds its own copy: a schema or settings dict the caller keeps
-    (a `Tool`'s ``parameters``, an agent's ``settings``) can change afterwards
-    without reaching into a saved state, and the config's cannot change at
-    all (it is shared by every run made with equal options).
-    """
-    kind = type(value)
-    if kind is dict:
-        return freeze(value)
-    if kind is FrozenDict or not isinstance(value, Mapping):
-        return value  # (frozen all the way down when it was made)
-    return freeze(value)
 
 
 _EMPTY_OBJECT = FrozenDict(type="object", properties=FrozenDict())
