@@ -28,7 +28,7 @@ from toolfold.runtime._run import (
 from toolfold.runtime._sources import ToolSource, split_sources
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import wrong_argument
-from toolfold.runtime.core._state import RunState, not_a_state
+from toolfold.runtime.core._state import RunState, holds_state, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import OnToolError
@@ -326,13 +326,7 @@ def _check_exception(value: object) -> None:
     `state_of` would otherwise return as if it came from an error.
     """
     if not isinstance(value, BaseException):
-        # Say where a Response's state is. (The probe runs the value's own code,
-        # so any failure of it only means no hint.)
-        try:
-            held = getattr(value, "state", None)
-        except Exception:
-            held = None
-        hint = " (read its .state)" if isinstance(held, RunState) else ""
+        hint = " (read its .state)" if holds_state(value) else ""  # (a Response)
         raise wrong_argument("state_of", "error", "an exception", value, hint)
 
 

@@ -584,6 +584,19 @@ def wrong_argument(
     )
 
 
+def held(value: object, name: str) -> object:
+    """``value``'s attribute ``name``, for a wrong argument's hint (`wrong_argument`); None
+    when it has none.
+
+    The probe runs the value's own code (a property, ``__getattr__``), so any
+    failure of it only means no hint.
+    """
+    try:
+        return getattr(value, name, None)
+    except Exception:
+        return None
+
+
 # A repr shows this many parts of a message, then a count of the rest.
 _PARTS_SHOWN = 4
 
@@ -854,16 +867,9 @@ def _iterable(value: object) -> bool:
 
 
 def _held_messages(value: object) -> bool:
-    """Whether ``value.messages`` is a tuple of Messages (as a state's or a response's is).
-
-    The probe runs the value's own code (a property, ``__getattr__``), so any
-    failure of it only means no hint.
-    """
-    try:
-        held = getattr(value, "messages", None)
-    except Exception:
-        return False
-    return isinstance(held, tuple) and all(isinstance(m, Message) for m in held)
+    """Whether ``value.messages`` is a tuple of Messages (as a state's or a response's is)."""
+    messages = held(value, "messages")
+    return isinstance(messages, tuple) and all(isinstance(m, Message) for m in messages)
 
 
 def tool_calls_of(message: Message) -> tuple[ToolCallPart, ...]:

@@ -22,6 +22,7 @@ from toolfold.runtime.core._messages import (
     ToolResultPart,
     Usage,
     freeze,
+    held,
     wrong_argument,
 )
 from toolfold.runtime.core._repr import fields, short
@@ -445,16 +446,16 @@ def not_a_state(function: str, value: object) -> UsageError:
     value (an attribute missing), so a state costs no type test (see
     `refuse_non_state`).
     """
-    # A `Response` (or an error) holds one: say where it is. The probe runs the value's
-    # own code (a property, `__getattr__`), so any failure of it only means no hint.
-    try:
-        held = getattr(value, "state", None)
-    except Exception:
-        held = None
-    hint = " (pass its .state)" if isinstance(held, RunState) else ""
+    hint = " (pass its .state)" if holds_state(value) else ""
     if isinstance(value, (str, bytes)) and value.lstrip()[:1] in ("{", b"{"):
         hint = " (load JSON text with RunState.from_json)"
     return wrong_argument(function, "the state", "a RunState", value, hint)
+
+
+def holds_state(value: object) -> bool:
+    """Whether ``value`` (no state, given for one) holds a `RunState` as ``.state``, as a
+    `Response` or a run's error does: a wrong argument's hint says where it is."""
+    return isinstance(held(value, "state"), RunState)
 
 
 def refuse_non_state(function: str, value: object, error: BaseException) -> NoReturn:
