@@ -152,8 +152,7 @@ class Tool(Generic[P, R]):
         self._apply(options)
         fields = self.__dict__
         fields["parameters"] = parameters
-        fields["function"] = function
-        fields["is_async"] = is_async
+        self._set_function(function, is_async)
         self._pass_dict = signature is None
         self._param_types = None if signature is None else signature.param_types
         self._context_param = None if signature is None else signature.context_param
@@ -168,8 +167,17 @@ class Tool(Generic[P, R]):
                 value = getattr(function, attr, None)
                 if value is not None:
                     self.__dict__[attr] = value
-            self.__dict__["__wrapped__"] = function
-            if self.is_async:
+
+    def _set_function(self, function: Callable[P, R] | None, is_async: bool) -> None:
+        """Set the function the tool runs and what follows from it: ``is_async``,
+        ``__wrapped__`` and, for an async one, the marks that make the tool a coroutine
+        function to ``inspect`` (`_mark_coroutine_function`)."""
+        fields = self.__dict__
+        fields["function"] = function
+        fields["is_async"] = is_async
+        if function is not None:
+            fields["__wrapped__"] = function
+            if is_async:
                 _mark_coroutine_function(self, function)
 
     def _apply(self, options: ToolOptions) -> None:
@@ -346,14 +354,9 @@ class Tool(Generic[P, R]):
         if "name" in changes:
             new._checker = [None]  # the checker's messages name the tool
         if swapping:
-            fields = new.__dict__
-            fields["function"] = function
-            fields["is_async"] = is_async
-            fields["__wrapped__"] = function
             for marker in ("_is_coroutine_marker", "_is_coroutine", "__code__"):
-                fields.pop(marker, None)
-            if is_async:
-                _mark_coroutine_function(new, function)
+                new.__dict__.pop(marker, None)  # the old function's
+            new._set_function(function, is_async)
         return new
 
     def _function_problems(self, function: object) -> list[str]:
