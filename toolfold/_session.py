@@ -86,7 +86,9 @@ class _Session:
         self.err: TextIO = sys.stderr
         self.shown: set[str] = set()
         self.stepped: set[int] = set()  # the steps `_step` showed
-        self.base = 0  # how much of the log the attempt under way started with (`_failed_round`)
+        # The state the attempt under way resumes (None: a new run): `_failed_round` shows
+        # what the attempt added to its log (`_log_before`, read only then).
+        self.start: Any = None
         self.locks: list[int] = []  # descriptors holding run files' locks until `close`
 
     def go(
@@ -94,7 +96,7 @@ class _Session:
     ) -> int:
         """Run ``first`` (a run, or a resume of the state ``start``), then answer at the
         terminal until it ends."""
-        self.base = _log_before(start)
+        self.start = start
         response = self._attempt(lambda: first(self._step), waiting)
         while not isinstance(response, int) and response.finish_reason in (
             "approval_required",
@@ -109,7 +111,7 @@ class _Session:
                 self._explain(response)
                 return WAITING
             state = response.state
-            self.base = _log_before(state)
+            self.start = state
             ids = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
             go_on = functools.partial(
                 _continue, self.agent, state, answers, self.args.stream, self._step
@@ -342,7 +344,7 @@ class _Session:
         steps = steps_of(state)
         if self.args.stream or not steps or steps[-1].index in self.stepped:
             return
-        new = state.log[self.base :]
+        new = state.log[_log_before(self.start) :]
         last = steps[-1]
         if any(event.kind == "model_responded" for event in new):  # (the last round's own)
             for call in last.tool_calls:
