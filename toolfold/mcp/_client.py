@@ -30,7 +30,13 @@ from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
-from toolfold.toolkit._options import RESERVED_NAMES, TOOL_NAME, ApprovalPolicy
+from toolfold.toolkit._options import (
+    RESERVED_NAMES,
+    TOOL_NAME,
+    TOOL_NAME_CHARACTERS,
+    TOOL_NAME_LONGEST,
+    ApprovalPolicy,
+)
 from toolfold.toolkit._results import describe_exception
 
 __all__ = [
@@ -895,8 +901,7 @@ def _bytes(data: str) -> bytes:
     return base64.b64decode(data, validate=False)
 
 
-_REFUSED = re.compile(r"[^a-zA-Z0-9_-]")
-_LONGEST = 64
+_REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")
 
 
 def model_name(listed: str) -> str:
@@ -925,7 +930,7 @@ def model_name(listed: str) -> str:
     if TOOL_NAME.fullmatch(listed) or not listed:
         return listed
     name = _REFUSED.sub("_", listed)
-    if len(name) > _LONGEST:
+    if len(name) > TOOL_NAME_LONGEST:
         digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
-        name = f"{name[: _LONGEST - 9]}_{digest}"
+        name = f"{name[: TOOL_NAME_LONGEST - 9]}_{digest}"
     return name

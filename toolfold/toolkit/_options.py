@@ -14,7 +14,13 @@ from typing import Any, NamedTuple
 
 ApprovalPolicy = bool | Callable[[Any, Any], bool]
 
-TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # fullmatch: "$" would allow a final "\n"
+# A tool's name as providers take it: 1 to TOOL_NAME_LONGEST of these characters (the body
+# of a regex class; `mcp.model_name` replaces any other).
+TOOL_NAME_CHARACTERS = "a-zA-Z0-9_-"
+TOOL_NAME_LONGEST = 64
+TOOL_NAME = re.compile(  # fullmatch: "$" would allow a final "\n"
+    f"[{TOOL_NAME_CHARACTERS}]{{1,{TOOL_NAME_LONGEST}}}"
+)
 # tool_choice values in ModelRequest: a tool with one of these names could not be forced.
 RESERVED_NAMES = frozenset({"auto", "none", "required"})
 
