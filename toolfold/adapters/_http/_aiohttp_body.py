@@ -13,7 +13,8 @@ write is cancelled (the caller's cancel, the total timeout, or aiohttp itself
 once the answer has arrived: an early 413, its response's end, ``release()``
 and ``close()`` cancel the write) drops its connection. aiohttp waits for the connection to drain only once more than
 64 KiB are queued (``StreamWriter.write``'s limit and asyncio's high-water
-mark), so a smaller body is queued at once and the read timeout covers the rest.
+mark, `_backends.WAITS_ABOVE`), so a smaller body is queued at once and the read
+timeout covers the rest.
 """
 
 from __future__ import annotations
@@ -25,9 +26,7 @@ from typing import Any
 
 from aiohttp.payload import BytesPayload
 
-__all__ = ["WAITS_ABOVE", "TimedBody", "WriteTimeout"]
-
-WAITS_ABOVE = 0x10000  # bytes queued before aiohttp waits for the connection to drain
+__all__ = ["TimedBody", "WriteTimeout"]
 
 if sys.version_info >= (3, 11):
 

@@ -510,6 +510,10 @@ def _own_timeouts(
 
 # --- aiohttp --------------------------------------------------------------------------
 
+# Bytes aiohttp queues before it waits for the connection to drain (``StreamWriter.write``'s
+# limit and asyncio's high-water mark): only a larger body's write can wait (`TimedBody`).
+WAITS_ABOVE = 0x10000
+
 
 class AiohttpBackend:
     """An ``aiohttp.ClientSession`` (async only).
@@ -535,7 +539,6 @@ class AiohttpBackend:
         "_proxy_headers",
         "_timed_body",
         "_timeouts",
-        "_waits_above",
         "owned",
         "session",
     )
@@ -555,9 +558,10 @@ class AiohttpBackend:
         self._timeouts, self._proxy, self._proxy_headers = timeouts, proxy, proxy_headers
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
         self._post: Callable[..., Any] = _posting(session) if owned else session.post
-        from toolfold.adapters._http._aiohttp_body import WAITS_ABOVE, TimedBody
+        # (held here: its module imports aiohttp, which a transport under httpx never loads)
+        from toolfold.adapters._http._aiohttp_body import TimedBody
 
-        self._timed_body, self._waits_above = TimedBody, WAITS_ABOVE
+        self._timed_body = TimedBody
 
     def send(
         self, url: str, content: bytes, headers: Mapping[str, str], timeout: Timeouts | None
@@ -578,7 +582,7 @@ class AiohttpBackend:
         ):
             options = {"timeout": _aiohttp_timeout(self._aiohttp, timeout)}
         data: Any = content
-        if len(content) > self._waits_above:
+        if len(content) > WAITS_ABOVE:
             # aiohttp has no write timeout: the body's write is bounded here
             # (`TimedBody`), and dropped with its connection if cancelled mid-body.
             data = self._timed_body(content, None if timeout is None else timeout.write)
