@@ -724,6 +724,41 @@ def test_load_tools_names_a_value_whose_repr_raises_and_a_raising_module_getattr
     assert "cannot get 'lazy' from 'raising_values_s36'" in capsys.readouterr().err
 
 
+_CLASS_RAISING_MODULE = """
+from toolfold import tool
+
+
+class Liar:
+    @property
+    def __class__(self):
+        raise RuntimeError("no class")
+
+
+LIAR = Liar()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    \"\"\"Add.\"\"\"
+    return a + b
+"""
+
+
+def test_load_tools_takes_a_value_whose_class_attribute_raises_for_no_tool(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module value whose __class__ raises (isinstance asks it) is no tool: a bare module
+    serves its other tools, and naming it is a ToolDefinitionError, not its RuntimeError."""
+    (tmp_path / "class_raising_s36.py").write_text(_CLASS_RAISING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [t.name for t in load_tools("class_raising_s36")] == ["add"]
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("class_raising_s36:LIAR")
+    (problem,) = raised.value.problems
+    assert problem.startswith("item 0 (<class_raising_s36.Liar object at ")
+    assert problem.endswith(") is not a Tool or a function")
+
+
 def test_load_tools_names_the_file_and_line_an_imported_module_raised_at(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

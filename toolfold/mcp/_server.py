@@ -21,6 +21,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
+from types import FunctionType
 from typing import Any
 
 import anyio
@@ -255,7 +256,7 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     if not attribute:
         # Every Tool the module holds, imported ones too (a package's __init__
         # gathers its tools so); one under two names, once.
-        found = {id(value): value for value in vars(module).values() if isinstance(value, Tool)}
+        found = {id(value): value for value in vars(module).values() if _is(value, Tool)}
         if not found:
             raise ToolDefinitionError(spec, [f"module {module_name!r} holds no Tool"])
         return tuple(found.values())
@@ -273,15 +274,24 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
             f"{describe_exception(exc)}{_raised_at(exc)}"
         )
         raise ToolDefinitionError(spec, [problem]) from exc
-    items: Sequence[Any] = value if isinstance(value, (list, tuple)) else (value,)
+    items: Sequence[Any] = value if _is(value, (list, tuple)) else (value,)
     problems = [
         f"item {index} ({_shown(item)}) is not a Tool or a function"
         for index, item in enumerate(items)
-        if not (isinstance(item, Tool) or inspect.isfunction(item))
+        if not _is(item, (Tool, FunctionType))
     ]
     if problems:
         raise ToolDefinitionError(spec, problems)
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
+
+
+def _is(value: object, kinds: type | tuple[type, ...]) -> bool:
+    """``isinstance(value, kinds)``, which never raises: False for a value whose
+    ``__class__`` raises (isinstance asks it; it is the module's code)."""
+    try:
+        return isinstance(value, kinds)
+    except Exception:
+        return False
 
 
 def _shown(value: object) -> str:
