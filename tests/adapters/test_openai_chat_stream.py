@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold import StreamError, ToolUseFailedError
+from toolfold import MalformedResponseError, StreamError, ToolUseFailedError
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
 from toolfold.runtime import (
@@ -511,3 +511,38 @@ def test_a_legacy_function_call_streams_like_the_whole_response() -> None:
     assert streamed == parse_response(body, "p")
     assert streamed.finish_reason == "tool_calls"
     assert [(c.name, c.arguments) for c in streamed.tool_calls] == [("get", {"a": 1})]
+
+
+def test_a_new_name_at_a_reused_index_is_a_second_call_not_appended_arguments() -> None:
+    """index 0 reused with another name and no id (or id "") is a second call, each with its
+    own arguments, not '{"a": 1}{"b": 2}' under the first call's name."""
+    for no_id in ({}, {"id": ""}):
+        second = {"index": 0, **no_id, "function": {"name": "g", "arguments": '{"b": 2}'}}
+        datas = [
+            chunk(call_head(0, "c1", "f")),
+            chunk(fragment(0, '{"a": 1}')),
+            chunk({"tool_calls": [second]}),
+            chunk({}, "tool_calls"),
+            "[DONE]",
+        ]
+        calls = fold(decode(datas)).tool_calls
+        assert [(c.name, c.arguments) for c in calls] == [("f", {"a": 1}), ("g", {"b": 2})]
+        assert calls[0].id == "c1"
+        assert calls[1].id not in ("", "c1")
+
+
+def test_a_new_name_under_a_started_calls_id_is_a_malformed_response_naming_the_field() -> None:
+    """index 0 and id c1 again with another name cannot be told apart from the first call:
+    a MalformedResponseError at function.name, not the two calls' arguments merged."""
+    datas = [
+        chunk(call_head(0, "c1", "f")),
+        chunk(fragment(0, '{"a": 1}')),
+        chunk(call_head(0, "c1", "g")),
+        chunk(fragment(0, '{"b": 2}')),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    with pytest.raises(MalformedResponseError) as raised:
+        decode(datas)
+    assert raised.value.path == "$.choices[0].delta.tool_calls[0].function.name"
+    assert "'g' for call 'c1', which was started as 'f'" in raised.value.problem

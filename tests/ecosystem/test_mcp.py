@@ -685,6 +685,80 @@ def test_load_tools_names_what_a_module_raised_importing_even_if_unprintable(
     )
 
 
+_RAISING_MODULE = """
+class Unshowable:
+    def __repr__(self):
+        raise RuntimeError("repr() of this value fails")
+
+
+VALUE = Unshowable()
+
+
+def __getattr__(name):
+    raise KeyError(name)
+"""
+
+
+def test_load_tools_names_a_value_whose_repr_raises_and_a_raising_module_getattr(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A non-tool whose repr() raises, or a module __getattr__ raising other than
+    AttributeError, is a ToolDefinitionError naming it, and `serve` exits 2."""
+    from toolfold.mcp.__main__ import main
+
+    (tmp_path / "raising_values_s36.py").write_text(_RAISING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("raising_values_s36:VALUE")
+    assert raised.value.problems == (
+        "item 0 (<unprintable Unshowable object>) is not a Tool or a function",
+    )
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("raising_values_s36:lazy")
+    assert raised.value.problems == (
+        "cannot get 'lazy' from 'raising_values_s36': KeyError: 'lazy' "
+        f"(raised at {tmp_path / 'raising_values_s36.py'}, line 11)",
+    )
+    for spec in ("raising_values_s36:VALUE", "raising_values_s36:lazy"):
+        assert main(["serve", spec]) == 2
+    assert "cannot get 'lazy' from 'raising_values_s36'" in capsys.readouterr().err
+
+
+_CLASS_RAISING_MODULE = """
+from toolfold import tool
+
+
+class Liar:
+    @property
+    def __class__(self):
+        raise RuntimeError("no class")
+
+
+LIAR = Liar()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    \"\"\"Add.\"\"\"
+    return a + b
+"""
+
+
+def test_load_tools_takes_a_value_whose_class_attribute_raises_for_no_tool(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module value whose __class__ raises (isinstance asks it) is no tool: a bare module
+    serves its other tools, and naming it is a ToolDefinitionError, not its RuntimeError."""
+    (tmp_path / "class_raising_s36.py").write_text(_CLASS_RAISING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [t.name for t in load_tools("class_raising_s36")] == ["add"]
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("class_raising_s36:LIAR")
+    (problem,) = raised.value.problems
+    assert problem.startswith("item 0 (<class_raising_s36.Liar object at ")
+    assert problem.endswith(") is not a Tool or a function")
+
+
 def test_load_tools_names_the_file_and_line_an_imported_module_raised_at(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -717,3 +719,31 @@ def test_a_stream_event_that_is_none_fails_the_run_traced_as_untraced(traces: Tr
 
     with pytest.raises(UsageError, match=r"must be a stream event .*got NoneType None"):
         asyncio.run(main())
+
+
+def test_closing_a_traced_async_stream_closes_the_model_stream_at_once(traces: Traces) -> None:
+    """While traced too, aclosing a run's async stream after a break closes the model's
+    stream before the next line, not when asyncio closes the dropped one later."""
+    closed: list[bool] = []
+
+    class Closing(ScriptedModel):
+        async def stream(self, request: Any) -> Any:
+            try:
+                async for event in super().stream(request):
+                    yield event
+            finally:
+                closed.append(True)
+
+    agent = Agent(Closing(["hello world"]), name="calc")
+    closed_at_exit: list[bool] = []
+
+    async def stop_early() -> None:
+        async with contextlib.aclosing(aiter(agent.stream("go"))) as events:
+            async for event in events:
+                if event.kind == "text_delta":
+                    break
+        closed_at_exit.append(bool(closed))  # (no await since: the loop has not run)
+
+    asyncio.run(stop_early())
+    assert closed_at_exit == [True]
+    assert len(traces.named("chat")) == 1  # its span ended (only ended spans are exported)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import attrs
@@ -163,6 +164,40 @@ def test_an_async_stream_closed_early_says_the_caller_stopped_it() -> None:
     asyncio.run(stop_early())
     with pytest.raises(ToolfoldError, match="caller stopped iterating it"):
         _ = stream.response
+
+
+class _ClosingModel(ScriptedModel):
+    """A scripted model whose stream records when it is closed (as an HTTP stream's
+    connection is released then)."""
+
+    def __init__(self, script: list[Any]) -> None:
+        super().__init__(script)
+        self.stream_closed = False
+
+    async def stream(self, request: Any) -> Any:
+        try:
+            async for event in super().stream(request):
+                yield event
+        finally:
+            self.stream_closed = True
+
+
+def test_closing_an_async_stream_closes_the_model_stream_at_once() -> None:
+    """aclosing a run's async stream after a break closes the model's stream before the
+    next line, not turns of the event loop later when asyncio closes the dropped one."""
+    model = _ClosingModel(["hello world"])
+    agent = Agent(model)
+    closed_at_exit: list[bool] = []
+
+    async def stop_early() -> None:
+        async with contextlib.aclosing(aiter(agent.stream("go"))) as events:
+            async for event in events:
+                if event.kind == "text_delta":
+                    break
+        closed_at_exit.append(model.stream_closed)  # (no await since: the loop has not run)
+
+    asyncio.run(stop_early())
+    assert closed_at_exit == [True]
 
 
 class _Source:

@@ -21,6 +21,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
+from types import FunctionType
 from typing import Any
 
 import anyio
@@ -36,7 +37,7 @@ from toolfold.runtime.core._messages import (
     result_content,
 )
 from toolfold.toolkit import RunContext, Tool, tool
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import class_name, describe_exception
 from toolfold.toolkit._tool import check_tool_names, reads_context
 
 __all__ = ["load_tools", "mcp_server", "serve"]
@@ -229,9 +230,10 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     Raises:
         ToolDefinitionError: The path does not resolve (an empty or relative
             module path, a module that cannot be imported or raises while
-            importing, a missing name), or names something that is not a
-            tool; the message says which (for a module's exception, its
-            class and text: ``RuntimeError: no database``).
+            importing, a missing name, a module ``__getattr__`` that raises),
+            or names something that is not a tool; the message says which
+            (for a module's exception, its class and text: ``RuntimeError:
+            no database``).
     """
     module_name, _, attribute = spec.partition(":")
     if not module_name or module_name.startswith("."):
@@ -254,7 +256,7 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     if not attribute:
         # Every Tool the module holds, imported ones too (a package's __init__
         # gathers its tools so); one under two names, once.
-        found = {id(value): value for value in vars(module).values() if isinstance(value, Tool)}
+        found = {id(value): value for value in vars(module).values() if _is(value, Tool)}
         if not found:
             raise ToolDefinitionError(spec, [f"module {module_name!r} holds no Tool"])
         return tuple(found.values())
@@ -264,15 +266,44 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
         raise ToolDefinitionError(
             spec, [f"{module_name!r} has no attribute {attribute!r}"]
         ) from exc
-    items: Sequence[Any] = value if isinstance(value, (list, tuple)) else (value,)
+    except ToolDefinitionError:  # a tool a module __getattr__ makes is wrong: its own error
+        raise
+    except Exception as exc:  # a module __getattr__ that raises something else
+        problem = (
+            f"cannot get {attribute!r} from {module_name!r}: "
+            f"{describe_exception(exc)}{_raised_at(exc)}"
+        )
+        raise ToolDefinitionError(spec, [problem]) from exc
+    items: Sequence[Any] = value if _is(value, (list, tuple)) else (value,)
     problems = [
-        f"item {index} ({item!r}) is not a Tool or a function"
+        f"item {index} ({_shown(item)}) is not a Tool or a function"
         for index, item in enumerate(items)
-        if not (isinstance(item, Tool) or inspect.isfunction(item))
+        if not _is(item, (Tool, FunctionType))
     ]
     if problems:
         raise ToolDefinitionError(spec, problems)
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
+
+
+def _is(value: object, kinds: type | tuple[type, ...]) -> bool:
+    """``isinstance(value, kinds)``, which never raises: False for a value whose
+    ``__class__`` raises (isinstance asks it; it is the module's code)."""
+    try:
+        return isinstance(value, kinds)
+    except Exception:
+        return False
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, which never raises: ``<unprintable T object>`` when the
+    value's ``__repr__`` raises or gives no string (it is the module's code)."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = None
+    return (
+        str.__str__(text) if isinstance(text, str) else f"<unprintable {class_name(value)} object>"
+    )
 
 
 def _raised_at(exc: BaseException) -> str:

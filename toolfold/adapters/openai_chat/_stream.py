@@ -9,7 +9,11 @@ Rules (providers.md §1, §6 and the recorded streams):
 
 - Calls are keyed by ``index``; OpenAI sends ``id``/``name`` once per index and
   argument fragments after. llama.cpp repeats the name in every delta: a name
-  on a started index is ignored, never appended.
+  on a started index is ignored, never appended. A different id, or a
+  different name without an id, at a started index is a second call (servers
+  that reuse index 0); a different name under the call's own id is a
+  `MalformedResponseError` at ``function.name``: never one call's arguments
+  appended to another's.
 - Mistral and Gemini's OpenAI endpoint send whole calls without ``index``:
   each such entry is a new call at the next free index (by position).
 - A call ends only when the stream says so: on the chunk carrying
@@ -65,6 +69,7 @@ class _Started:
     index: int
     wire_index: int | None
     id: str
+    name: str = ""
 
 
 @attrs.frozen
@@ -258,6 +263,18 @@ def _tool_entry(
     call_id = wire.text(entry, "id", at)
     name = wire.text(function, "name", function_at)
     started = _find(state, wire_index, call_id, name)
+    if started is not None and name and started.name and name != started.name:
+        # A call never changes its name (llama.cpp repeats the same one): a new
+        # name at a started index is a second call; under the same id it
+        # cannot be told from the first, and appending it would merge two calls.
+        if call_id and call_id == started.id:
+            raise wire.WireError(
+                f"{function_at}.name",
+                f"{name!r} for call {call_id!r}, which was started as {started.name!r} "
+                f"(index {wire_index if wire_index is not None else started.index}): "
+                "a second call under the same id",
+            )
+        started = None
     if started is None:
         index = (
             wire_index
@@ -270,7 +287,7 @@ def _tool_entry(
         events.append(ToolCallStart(index, call_id, name or "", call_extra(entry, at)))
         state = attrs.evolve(
             state,
-            calls=(*state.calls, _Started(index, wire_index, call_id)),
+            calls=(*state.calls, _Started(index, wire_index, call_id, name or "")),
             open=(*state.open, index),
         )
         started = state.calls[-1]

@@ -15,7 +15,7 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._messages import _EMPTY, FrozenDict, Message, freeze
+from toolfold.runtime.core._messages import _EMPTY, FrozenDict, FrozenList, Message, freeze
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition, type_problem
 from toolfold.runtime.core._same_json import frozen_schema
@@ -86,12 +86,66 @@ def _tool_specs(owner: Any, attribute: attrs.Attribute[Any], value: tuple[Any, .
 def _setting_names(owner: Any, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
     if type(value) is not FrozenDict and not isinstance(value, Mapping):
         raise UsageError(type_problem("RunConfig.settings", value, "a mapping or None"))
-    for key in value:
+    for key, setting in value.items():
         if type(key) is not str and not isinstance(key, str):  # (exact type first)
             raise UsageError(
                 f"RunConfig.settings: a setting's name must be a str, got "
                 f"{type(key).__name__} {short(key)} (a saved state would load it back as text)"
             )
+        if type(setting) not in _JSON_ATOMS and not _is_json(setting):
+            _check_json(setting, f"RunConfig.settings[{key!r}]")
+
+
+def _is_json(value: Any) -> bool:
+    """Whether `RunState.to_json` can write ``value`` (frozen: a `FrozenDict`, a
+    `FrozenList`); exact types first, the path found only for a refusal (`_check_json`)."""
+    kind = type(value)
+    if kind in _JSON_ATOMS:
+        return True
+    if kind is FrozenDict:
+        return all(type(k) is str for k in value) and all(_is_json(v) for v in value.values())
+    if kind is FrozenList:
+        return all(_is_json(v) for v in value)
+    return False
+
+
+_JSON_ATOMS = frozenset({str, int, float, bool, type(None)})
+_JSON_KEYS = (str, int, float, bool, type(None))  # what json.dumps writes as a key (as text)
+
+
+def _check_json(value: Any, path: str) -> None:
+    """Refuse what `RunState.to_json` could not write in a setting, naming its path.
+
+    JSON's kinds only (a NaN or an infinity is written as text, so it passes);
+    the value is frozen already: a mapping is a `FrozenDict`, a list or tuple a
+    `FrozenList`.
+
+    Raises:
+        UsageError: A value or a key of another kind (a set, an object).
+    """
+    if isinstance(value, (str, int, float)) or value is None:
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, _JSON_KEYS):
+                raise UsageError(
+                    f"{path}: a key must be a str, got {type(key).__name__} {short(key)} "
+                    "(the setting is stored with the run as JSON)"
+                )
+            _check_json(item, f"{path}[{key!r}]")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+        return
+    raise UsageError(
+        type_problem(
+            path,
+            value,
+            "JSON data (str, number, bool, None, or lists and dicts of them: the setting "
+            "is stored with the run)",
+        )
+    )
 
 
 def _settings(value: Any) -> Mapping[str, Any]:
@@ -218,7 +272,8 @@ class RunConfig:
 
     Raises:
         UsageError: A field of another type (``model=5``, ``tool_choice=5``,
-            ``auto_execute_tools="no"``, a setting named by a number, a stop
+            ``auto_execute_tools="no"``, a setting named by a number or one
+            that is not JSON data (a set, an object, at any depth), a stop
             condition that is not `MaxSteps`, `TokenBudget` or `ToolCalled`:
             a callable goes to the driver's ``stop_when``), naming it, or a
             count out of range.

@@ -549,14 +549,17 @@ async def _stream_async(
                 value, failure = answered[0]
                 continue
             folded = StreamState()
+            events: AsyncIterator[StreamEvent] | None = None
             try:
-                events: AsyncIterator[StreamEvent] = live.model.stream(op.request)
+                events = live.model.stream(op.request)
                 async for event in events:
                     folded = fold_stream(folded, event)
                     yield event
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
+            finally:
+                await close_stream(events)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
@@ -662,6 +665,7 @@ async def _stream_traced(
     """Like `_stream_traced_sync`; ``answered`` receives the response or the error."""
     call = trace.model_call(op.request)
     folded = StreamState()
+    events: AsyncIterator[StreamEvent] | None = None
     try:
         token = call.attach()
         try:
@@ -684,8 +688,20 @@ async def _stream_traced(
             answered.append((None, exc))
             return
         raise
+    finally:
+        await close_stream(events)
     call.end(value, None)
     answered.append((value, None))
+
+
+async def close_stream(events: AsyncIterator[StreamEvent] | None) -> None:
+    """Close a model's stream the run stops reading (the caller stopped the run's stream,
+    a cancellation), at once: one left to the garbage collector keeps its HTTP
+    connection open until asyncio's async-generator hook closes it, turns of the
+    event loop later. One that ended (or that has no ``aclose``) is left as it is."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def call_id_maker(step: int) -> Callable[[int], str]:
