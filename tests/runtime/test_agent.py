@@ -11,6 +11,7 @@ import pytest
 from toolfold import (
     Agent,
     Message,
+    RateLimitError,
     Response,
     RunEndEvent,
     StepEndEvent,
@@ -148,6 +149,34 @@ def test_a_stream_stopped_by_break_says_the_caller_stopped_it() -> None:
     assert "not finished" not in str(raised.value)
     assert "state was not kept" in str(raised.value)
     with pytest.raises(ToolfoldError, match="only once: the caller stopped iterating it"):
+        list(stream)
+
+
+def _failing() -> Agent:
+    def fail(request: Any) -> Any:
+        raise RateLimitError("slow down")
+
+    return Agent(FunctionModel(fail))
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_stream_whose_run_failed_says_so_and_where_its_state_is(how: str) -> None:
+    """After a stream raised, `response` and a second iteration name the failure and its
+    `.state`, not an unfinished stream."""
+    stream = _failing().stream("go")
+
+    async def drain() -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(RateLimitError) as failed:
+        list(stream) if how == "sync" else asyncio.run(drain())
+    assert failed.value.state is not None
+    said = r"its run failed with RateLimitError .*`\.state`"
+    with pytest.raises(UsageError, match=said) as raised:
+        _ = stream.response
+    assert "not finished" not in str(raised.value)
+    with pytest.raises(UsageError, match="only once: " + said):
         list(stream)
 
 
