@@ -171,6 +171,10 @@ def _model_class() -> None:
     Agent(TestModel)  # type: ignore[arg-type]
 
 
+def _one_handoff() -> None:
+    Agent(TestModel(), handoffs="billing")
+
+
 def _ambiguous_call_id() -> None:
     @tool(requires_approval=True)
     def charge(amount: int) -> str:
@@ -510,6 +514,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
         _one_text_script
     ),
     "a model class where a model goes (`Agent(TestModel)`: pass an instance)": _model_class,
+    "a list parameter of `Agent(...)` or `agent.evolve(...)` given one item "
+    '(`handoffs="billing"`, which would be one handoff per letter, `handoffs=billing_agent`, '
+    "`tools=get_weather`, `stop_when=condition`, or a mapping: the error names the parameter "
+    "and says to pass a list)": _one_handoff,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "

@@ -39,6 +39,10 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
+def max_steps_reached(state: Any) -> bool:
+    return False
+
+
 def _agent(script: list[Any], **kw: Any) -> Agent:
     return Agent(ScriptedModel(script), tools=[get_weather], instructions="Be brief.", **kw)
 
@@ -397,6 +401,34 @@ def test_runs_of_the_same_tools_and_options_share_one_config() -> None:
     Agent(model, tools=[get_weather], max_steps=1)
     with pytest.raises(ToolfoldError, match="max_steps must be an integer"):
         Agent(model, tools=[get_weather], max_steps=True)  # True == 1, made just before
+
+
+def _billing() -> Agent:
+    return Agent(TestModel(), name="billing")
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (
+            {"handoffs": "billing"},
+            r"handoffs takes a list, got the string 'billing': .*=\['billing'\]",
+        ),
+        ({"handoffs": _billing()}, r"handoffs takes a list, got one agent \('billing'\)"),
+        ({"tools": get_weather}, r"tools takes a list, got one Tool \('get_weather'\)"),
+        ({"tools": {"get_weather": get_weather}}, "tools takes a list, got one dict"),
+        ({"stop_when": max_steps_reached}, "stop_when takes a list, got one function"),
+    ],
+)
+def test_a_list_parameter_given_one_item_is_refused_naming_it(
+    options: dict[str, Any], problem: str
+) -> None:
+    """A lone str/agent/tool for a list parameter is refused: a string made one handoff per
+    letter, an agent or tool a bare TypeError."""
+    with pytest.raises(UsageError, match=f"^agent 'triage': {problem}"):
+        Agent(TestModel(), name="triage", **options)
+    with pytest.raises(UsageError, match=problem):
+        Agent(TestModel(), name="triage").evolve(**options)
 
 
 @pytest.mark.parametrize(
