@@ -568,7 +568,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
         _cleared_call_now_needs_approval
     ),
     "a `ToolResultPart` under another call's key in `tool_results`": _result_under_another_key,
-    "a stream's `response` before the stream ended, or iterating it twice": _stream_out_of_order,
+    "a stream's `response` before the stream ended, or iterating it twice (after a stream "
+    "raised, the error names the run's error, which holds its `.state`)": _stream_out_of_order,
     "a `ScriptedModel` asked for more answers than its script has": _script_exhausted,
     "`fork` without exactly one of `step=` and `events=`": _fork_without_point,
     "`reduce`, `next_effect`, `build_request`, `fork`, `stop_reason`, `stopping_result` or "
