@@ -78,6 +78,15 @@ def _nonblocking_with_timeout() -> None:
         """F."""
 
 
+def _async_approval_predicate() -> None:
+    async def check(call: Any, state: Any) -> bool:
+        return False
+
+    @tool(requires_approval=check)
+    def f() -> None:
+        """F."""
+
+
 def _strict_loss() -> None:
     from toolfold import compile_tool
 
@@ -493,6 +502,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "two tools of one run with the same name": _duplicate_names,
     "an explicit JSON Schema that is not valid": _invalid_explicit_schema,
     "`@tool(blocking=False, timeout=...)`": _nonblocking_with_timeout,
+    "`@tool(requires_approval=...)` given an `async def` predicate, or one that cannot take "
+    "`(call, state)`": _async_approval_predicate,
     "a workflow with two steps of one name, a step whose input type does not accept "
     "the previous step's output, or a step `timeout` that is not a positive number": (
         _workflow_duplicate_steps
