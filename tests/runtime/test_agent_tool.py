@@ -461,6 +461,26 @@ def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
 
 
 @pytest.mark.parametrize(
+    ("ids", "keys"), [(("call_0", "call_0"), ["a/call_0", "b/call_0"]), (("x", "y"), ["x", "y"])]
+)
+def test_keyed_pending_approvals_give_each_call_the_key_that_answers_it(
+    ids: tuple[str, str], keys: list[str]
+) -> None:
+    """`state.keyed_pending_approvals` pairs each waiting call with its key (its path where
+    ids repeat across sub-runs), so the documented dict approves every call."""
+    paid: list[str] = []
+    lead = _two_cashiers(ids, paid)
+    state = RunState.from_json(lead.run("pay both").state.to_json())
+    keyed = state.keyed_pending_approvals
+    assert [key for key, _ in keyed] == keys
+    assert [call for _, call in keyed] == list(state.pending_approvals)
+    done = lead.resume(state, approvals={key: True for key, call in keyed})
+    assert done.text == "done"
+    assert sorted(paid) == ["ann", "bob"]
+    assert state.keyed_tool_calls == ()
+
+
+@pytest.mark.parametrize(
     ("ids", "answers"),
     [
         (("x", "y"), {"x": True, "y": Denied("not this one")}),
