@@ -78,6 +78,15 @@ def _nonblocking_with_timeout() -> None:
         """F."""
 
 
+def _async_approval_predicate() -> None:
+    async def check(call: Any, state: Any) -> bool:
+        return False
+
+    @tool(requires_approval=check)
+    def f() -> None:
+        """F."""
+
+
 def _strict_loss() -> None:
     from toolfold import compile_tool
 
@@ -169,6 +178,10 @@ def _one_text_script() -> None:
 
 def _model_class() -> None:
     Agent(TestModel)  # type: ignore[arg-type]
+
+
+def _one_handoff() -> None:
+    Agent(TestModel(), handoffs="billing")
 
 
 def _ambiguous_call_id() -> None:
@@ -489,6 +502,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "two tools of one run with the same name": _duplicate_names,
     "an explicit JSON Schema that is not valid": _invalid_explicit_schema,
     "`@tool(blocking=False, timeout=...)`": _nonblocking_with_timeout,
+    "`@tool(requires_approval=...)` given an `async def` predicate, or one that cannot take "
+    "`(call, state)`": _async_approval_predicate,
     "a workflow with two steps of one name, a step whose input type does not accept "
     "the previous step's output, or a step `timeout` that is not a positive number": (
         _workflow_duplicate_steps
@@ -510,6 +525,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
         _one_text_script
     ),
     "a model class where a model goes (`Agent(TestModel)`: pass an instance)": _model_class,
+    "a list parameter of `Agent(...)` or `agent.evolve(...)` given one item "
+    '(`handoffs="billing"`, which would be one handoff per letter, `handoffs=billing_agent`, '
+    "`tools=get_weather`, `stop_when=condition`, or a mapping: the error names the parameter "
+    "and says to pass a list)": _one_handoff,
     "`output_retries=-1`": _negative_retries,
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
@@ -560,7 +579,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
         _cleared_call_now_needs_approval
     ),
     "a `ToolResultPart` under another call's key in `tool_results`": _result_under_another_key,
-    "a stream's `response` before the stream ended, or iterating it twice": _stream_out_of_order,
+    "a stream's `response` before the stream ended, or iterating it twice (after a stream "
+    "raised, the error names the run's error, which holds its `.state`)": _stream_out_of_order,
     "a `ScriptedModel` asked for more answers than its script has": _script_exhausted,
     "`fork` without exactly one of `step=` and `events=`": _fork_without_point,
     "`reduce`, `next_effect`, `build_request`, `fork`, `stop_reason`, `stopping_result` or "

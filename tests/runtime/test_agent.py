@@ -12,6 +12,7 @@ import pytest
 from toolfold import (
     Agent,
     Message,
+    RateLimitError,
     Response,
     RunEndEvent,
     StepEndEvent,
@@ -37,6 +38,10 @@ def get_weather(city: str) -> str:
         city: The city name.
     """
     return f"sunny in {city}"
+
+
+def max_steps_reached(state: Any) -> bool:
+    return False
 
 
 def _agent(script: list[Any], **kw: Any) -> Agent:
@@ -149,6 +154,34 @@ def test_a_stream_stopped_by_break_says_the_caller_stopped_it() -> None:
     assert "not finished" not in str(raised.value)
     assert "state was not kept" in str(raised.value)
     with pytest.raises(ToolfoldError, match="only once: the caller stopped iterating it"):
+        list(stream)
+
+
+def _failing() -> Agent:
+    def fail(request: Any) -> Any:
+        raise RateLimitError("slow down")
+
+    return Agent(FunctionModel(fail))
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_stream_whose_run_failed_says_so_and_where_its_state_is(how: str) -> None:
+    """After a stream raised, `response` and a second iteration name the failure and its
+    `.state`, not an unfinished stream."""
+    stream = _failing().stream("go")
+
+    async def drain() -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(RateLimitError) as failed:
+        list(stream) if how == "sync" else asyncio.run(drain())
+    assert failed.value.state is not None
+    said = r"its run failed with RateLimitError .*`\.state`"
+    with pytest.raises(UsageError, match=said) as raised:
+        _ = stream.response
+    assert "not finished" not in str(raised.value)
+    with pytest.raises(UsageError, match="only once: " + said):
         list(stream)
 
 
@@ -403,6 +436,34 @@ def test_runs_of_the_same_tools_and_options_share_one_config() -> None:
     Agent(model, tools=[get_weather], max_steps=1)
     with pytest.raises(ToolfoldError, match="max_steps must be an integer"):
         Agent(model, tools=[get_weather], max_steps=True)  # True == 1, made just before
+
+
+def _billing() -> Agent:
+    return Agent(TestModel(), name="billing")
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (
+            {"handoffs": "billing"},
+            r"handoffs takes a list, got the string 'billing': .*=\['billing'\]",
+        ),
+        ({"handoffs": _billing()}, r"handoffs takes a list, got one agent \('billing'\)"),
+        ({"tools": get_weather}, r"tools takes a list, got one Tool \('get_weather'\)"),
+        ({"tools": {"get_weather": get_weather}}, "tools takes a list, got one dict"),
+        ({"stop_when": max_steps_reached}, "stop_when takes a list, got one function"),
+    ],
+)
+def test_a_list_parameter_given_one_item_is_refused_naming_it(
+    options: dict[str, Any], problem: str
+) -> None:
+    """A lone str/agent/tool for a list parameter is refused: a string made one handoff per
+    letter, an agent or tool a bare TypeError."""
+    with pytest.raises(UsageError, match=f"^agent 'triage': {problem}"):
+        Agent(TestModel(), name="triage", **options)
+    with pytest.raises(UsageError, match=problem):
+        Agent(TestModel(), name="triage").evolve(**options)
 
 
 @pytest.mark.parametrize(

@@ -461,6 +461,67 @@ def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
 
 
 @pytest.mark.parametrize(
+    ("ids", "keys"), [(("call_0", "call_0"), ["a/call_0", "b/call_0"]), (("x", "y"), ["x", "y"])]
+)
+def test_keyed_pending_approvals_give_each_call_the_key_that_answers_it(
+    ids: tuple[str, str], keys: list[str]
+) -> None:
+    """`state.keyed_pending_approvals` pairs each waiting call with its key (its path where
+    ids repeat across sub-runs), so the documented dict approves every call."""
+    paid: list[str] = []
+    lead = _two_cashiers(ids, paid)
+    state = RunState.from_json(lead.run("pay both").state.to_json())
+    keyed = state.keyed_pending_approvals
+    assert [key for key, _ in keyed] == keys
+    assert [call for _, call in keyed] == list(state.pending_approvals)
+    done = lead.resume(state, approvals={key: True for key, call in keyed})
+    assert done.text == "done"
+    assert sorted(paid) == ["ann", "bob"]
+    assert state.keyed_tool_calls == ()
+
+
+def test_keyed_tool_calls_give_each_returned_call_the_key_that_answers_it() -> None:
+    """`state.keyed_tool_calls` keys calls returned to the caller by path where their ids
+    repeat across sub-runs, so one dict of results answers them all."""
+    from toolfold import tool
+
+    @tool
+    def charge(who: str) -> str:
+        """Charge a card.
+
+        Args:
+            who: Whose card.
+        """
+        return who
+
+    def returner(name: str) -> Agent:
+        def reply(request: Any) -> Any:
+            if request.messages[-1].role == "tool":
+                return request.messages[-1].tool_results[0].content
+            return ScriptedModel.call("charge", {"who": name}, id="call_0")
+
+        return Agent(FunctionModel(reply), name=name, tools=[charge], auto_execute_tools=False)
+
+    lead = Agent(
+        ScriptedModel(
+            [
+                [
+                    ScriptedModel.call("ann", {"input": "pay"}, id="a"),
+                    ScriptedModel.call("bob", {"input": "pay"}, id="b"),
+                ],
+                "done",
+            ]
+        ),
+        tools=[returner("ann").as_tool(), returner("bob").as_tool()],
+    )
+    state = lead.run("pay both").state
+    keyed = state.keyed_tool_calls
+    assert [key for key, _ in keyed] == ["a/call_0", "b/call_0"]
+    done = lead.resume(state, tool_results={key: f"paid {key}" for key, call in keyed})
+    assert [r.content for r in done.messages[-2].tool_results] == ["paid a/call_0", "paid b/call_0"]
+
+
+@pytest.mark.parametrize(
     ("ids", "answers"),
     [
         (("x", "y"), {"x": True, "y": Denied("not this one")}),

@@ -23,6 +23,7 @@ from toolfold import (
     SubRunEvent,
     TextDelta,
     ToolResultEvent,
+    tool,
 )
 from toolfold.runtime import RunEndEvent, replay
 from toolfold.runtime.core._messages import Message, TextPart, Usage
@@ -253,3 +254,61 @@ def test_an_async_stream_left_early_cancels_the_steps_sub_runs() -> None:
         return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
 
     assert asyncio.run(main()) == []
+
+
+def _step_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "toolfold-step"]
+
+
+@pytest.mark.parametrize("helpers", [1, 2])
+@pytest.mark.parametrize("leave", ["break", "throw"])
+def test_a_blocking_stream_left_early_stops_its_sub_agents_model_calls(
+    leave: str, helpers: int
+) -> None:
+    """Leaving a blocking stream mid sub-run (break, or an error thrown in) stops its sub-agents:
+    no model call once it returned."""
+    requests: list[str] = []
+    entered: list[str] = []
+    all_in, release = threading.Event(), threading.Event()
+
+    @tool
+    def hold(x: str) -> str:
+        """Wait for the test.
+
+        Args:
+            x: anything.
+        """
+        entered.append(x)
+        if len(entered) == helpers:
+            all_in.set()
+        release.wait(_GUARD)
+        return x
+
+    def reply(request: ModelRequest) -> Any:
+        requests.append(request.messages[-1].role)
+        if request.messages[-1].role == "user":
+            return call("hold", {"x": "a"})
+        return "sub done"
+
+    helper = Agent(FunctionModel(reply), name="helper", tools=[hold])
+    lead = Agent(
+        ScriptedModel([[call("helper", {"input": str(i)}) for i in range(helpers)], "lead done"]),
+        name="lead",
+        tools=[helper.as_tool()],
+    )
+    before = set(_step_threads())
+    events = iter(lead.stream("go"))
+    next(e for e in events if isinstance(e, SubRunEvent))
+    assert all_in.wait(_GUARD)  # every sub-agent waits in its tool: its next call comes after
+    if leave == "break":
+        events.close()  # type: ignore[attr-defined]
+    else:
+        with pytest.raises(ValueError, match="consumer"):
+            events.throw(ValueError("consumer"))  # type: ignore[attr-defined]
+    made = len(requests)
+    assert made == helpers
+    release.set()
+    for thread in set(_step_threads()) - before:
+        thread.join(_GUARD)
+        assert not thread.is_alive()
+    assert len(requests) == made  # (before: each sub-agent asked its model again)

@@ -280,6 +280,34 @@ def test_an_input_filter_that_empties_the_conversation_is_a_clear_error() -> Non
     _consistent(state)
 
 
+@pytest.mark.parametrize(
+    ("returned", "got"),
+    [(None, "got None"), ("hello", "got str"), (["hello"], "got a list holding str")],
+)
+def test_an_input_filter_that_returns_no_messages_is_not_said_to_raise(
+    returned: Any, got: str
+) -> None:
+    """A filter that forgot `return` (None), or gave text, is named for what it returned,
+    not as having raised TypeError: 'NoneType' object is not iterable."""
+    target = Agent(ScriptedModel(["never asked"]), name="target")
+    source = Agent(
+        ScriptedModel([call("move", {})]),
+        name="source",
+        handoffs=[Handoff(target, name="move", input_filter=lambda messages: returned)],
+    )
+    with pytest.raises(RunError) as caught:
+        source.run("question")
+    said = str(caught.value)
+    assert said.startswith(
+        "the input_filter of the handoff to 'target' returned no list of messages "
+        f"(an input filter returns messages, {got}); the error's state is the run before "
+        "the handoff"
+    ), said
+    assert "raised" not in said
+    assert caught.value.state is not None
+    assert caught.value.state.phase == "awaiting_model"
+
+
 def test_an_input_filter_that_raises_says_resuming_calls_it_again() -> None:
     """A raising input_filter's error says its state is the run before the handoff and that
     resuming calls the filter again; so it does, and an agent with another filter goes on."""

@@ -524,6 +524,29 @@ def test_a_route_branch_whose_type_does_not_fit_the_routers_input_is_refused() -
     )
 
 
+@pytest.mark.parametrize("branches", [[echo("a")], "a", echo("a")])
+def test_a_route_whose_branches_are_not_a_mapping_is_refused(branches: Any) -> None:
+    """Route branches given as a list, a string or one step: a WorkflowDefinitionError, not
+    dict()'s bare TypeError or ValueError."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Route(_pick, branches)
+    assert caught.value.problems == (
+        "branches maps each label to its step (branches={'label': step, ...}), got "
+        + type(branches).__name__,
+    )
+
+
+@pytest.mark.parametrize("kind", [Sequence, Parallel])
+def test_steps_given_as_one_list_are_refused_saying_to_pass_them_one_by_one(kind: Any) -> None:
+    """Sequence([a, b]) says steps are arguments, not 'list has no name'."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        kind([echo("a"), echo("b")])
+    assert caught.value.problems == (
+        "a step is an Agent, a workflow or a function, got list: steps are given one by one, "
+        "as arguments (pass *steps), not as a list",
+    )
+
+
 def test_a_route_inside_a_sequence_checks_its_branches_against_the_previous_step() -> None:
     """A Route whose router takes anything still has its branches checked in a Sequence."""
     router = Agent(FunctionModel(lambda request: "a"), name="router")

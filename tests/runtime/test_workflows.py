@@ -11,6 +11,8 @@ import pytest
 from toolfold import (
     Agent,
     Parallel,
+    RateLimitError,
+    RunError,
     RunState,
     Sequence,
     SubRunEvent,
@@ -98,6 +100,25 @@ def test_a_workflow_stream_stopped_by_break_says_the_caller_stopped_it() -> None
         if isinstance(event, SubRunEvent):
             break
     with pytest.raises(UsageError, match="caller stopped iterating it"):
+        _ = stream.response
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_workflow_stream_whose_run_failed_says_so(how: str) -> None:
+    """After a workflow stream raised, `response` names the failure, not an unfinished stream."""
+
+    def fail(request: Any) -> Any:
+        raise RateLimitError("slow down")
+
+    stream = Sequence(echo("a"), Agent(FunctionModel(fail), name="b")).stream("x")
+
+    async def drain() -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(RunError, match="RateLimitError"):
+        list(stream) if how == "sync" else asyncio.run(drain())
+    with pytest.raises(UsageError, match=r"its run failed with RunError .*`\.state`"):
         _ = stream.response
 
 

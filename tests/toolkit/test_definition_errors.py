@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Literal
 
 import pytest
@@ -132,6 +133,53 @@ def test_invalid_options() -> None:
         "max_retries must be an int >= 0, not 1.5",
         "strict must be True, False or None, not 'yes'",
     )
+
+
+async def _async_check(call: Any, state: Any) -> bool:
+    return False
+
+
+class _AsyncCheck:
+    async def __call__(self, call: Any, state: Any) -> bool:
+        return False
+
+
+def _one_argument(call: Any) -> bool:
+    return False
+
+
+@pytest.mark.parametrize(
+    ("predicate", "problem"),
+    [
+        (_async_check, "requires_approval=_async_check is an async function: .* not awaited"),
+        (_AsyncCheck(), "requires_approval is an async function"),
+        (_one_argument, "requires_approval=_one_argument must take \\(call, state\\)"),
+    ],
+)
+def test_an_approval_predicate_the_run_cannot_call_is_refused(predicate: Any, problem: str) -> None:
+    """An async or one-argument predicate is a definition error naming the tool: it was
+    accepted, then asked for every call (a coroutine never awaited, or a TypeError)."""
+
+    def refund(amount: int) -> int:
+        return amount
+
+    with pytest.raises(ToolDefinitionError, match="refund") as info:
+        tool(requires_approval=predicate)(refund)
+    (said,) = info.value.problems
+    assert re.match(problem, said), said
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    [lambda call, state: False, lambda *args: False, lambda call, state, extra=1: False, max],
+)
+def test_an_approval_predicate_that_takes_call_and_state_is_kept(predicate: Any) -> None:
+    """Predicates that take (call, state), however declared (or unreadable), are accepted."""
+
+    def refund(amount: int) -> int:
+        return amount
+
+    assert tool(requires_approval=predicate)(refund).requires_approval is predicate
 
 
 def test_non_json_default_in_nested_dataclass() -> None:

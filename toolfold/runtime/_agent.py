@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import attrs
@@ -158,17 +158,17 @@ class Agent:
         self.__attrs_init__(
             model=model,
             instructions=instructions,
-            tools=tuple(tools),
+            tools=_listed(tools, "tools", name),
             max_steps=max_steps,
             tool_choice=tool_choice,
             output_type=output_type,
             output_retries=output_retries,
             auto_execute_tools=auto_execute_tools,
-            stop_when=tuple(stop_when),
+            stop_when=_listed(stop_when, "stop_when", name),
             on_tool_error=on_tool_error,
             max_concurrency=max_concurrency,
             name=name,
-            handoffs=tuple(handoffs),
+            handoffs=_listed(handoffs, "handoffs", name),
             # A read-only deep copy: a frozen spec's runs, copies (evolve, pickling)
             # and equality must all see the settings it was made with.
             settings=freeze({**(settings or {}), **more_settings}),
@@ -939,3 +939,24 @@ def _agent_run_options() -> Mapping[str, str]:
     """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
     methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
     return run_options(methods, Agent.__init__, "agent.")
+
+
+def _listed(value: Any, param: str, agent: Any) -> tuple[Any, ...]:
+    """A list parameter of `Agent` (``tools``, ``handoffs``, ``stop_when``) as a tuple.
+
+    Raises:
+        UsageError: ``value`` is one item, not a list of them: a string (which
+            would be a list of its letters), a mapping, or what is not iterable
+            (an agent, a tool, a function).
+    """
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+        return tuple(value)
+    who = "Agent()" if not isinstance(agent, str) or not agent else f"agent {agent!r}"
+    if isinstance(value, str):
+        got, item = f"the string {value!r}", repr(value)
+    else:
+        named = getattr(value, "name", None) or getattr(value, "__name__", None)
+        kind = "agent" if isinstance(value, Agent) else type(value).__name__
+        got = f"one {kind}" + (f" ({named!r})" if isinstance(named, str) else "")
+        item = named if isinstance(named, str) and named.isidentifier() else "..."
+    raise UsageError(f"{who}: {param} takes a list, got {got}: pass a list, {param}=[{item}]")

@@ -322,8 +322,9 @@ class Route(Workflow):
         is_step = isinstance(router, (Agent, Workflow, Task))
         routing = as_task(router) if is_step else router
         # Read-only: the workflow is checked (labels, references) once, here.
+        mapping = isinstance(branches, Mapping)  # (a list: the labels would be lost)
         tasks_by_label = FrozenDict(
-            {label: as_task(step) for label, step in dict(branches).items()}
+            {label: as_task(step) for label, step in branches.items()} if mapping else {}
         )
         fallback = as_task(default) if default is not None else None
         self.__attrs_init__(router=routing, branches=tasks_by_label, default=fallback, name=name)
@@ -331,7 +332,12 @@ class Route(Workflow):
         tasks = ([routing] if is_step else []) + branch_tasks
         object.__setattr__(self, "_tasks", tuple(tasks))
         problems: list[str] = []
-        if not tasks_by_label:
+        if not mapping:
+            problems.append(
+                "branches maps each label to its step (branches={'label': step, ...}), got "
+                f"{type(branches).__name__}"
+            )
+        elif not tasks_by_label:
             problems.append("a Route needs at least one branch")
         problems.extend(
             f"branch label {label!r} must be text"

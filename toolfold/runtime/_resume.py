@@ -674,20 +674,10 @@ def answer_keys(state: RunState, status: CallStatus) -> list[tuple[str, ToolCall
 
     The key is the call's id, or its path (see `address`) when sub-runs wait
     on calls of the same id, so that every key names one call. The calls come
-    in the order of ``state.pending_approvals`` / ``state.tool_calls``.
+    in the order of ``state.pending_approvals`` / ``state.tool_calls`` (see
+    `RunState.keyed_pending_approvals`).
     """
-    found: list[tuple[str, ToolCallPart]] = []
-
-    def walk(run: RunState, path: tuple[str, ...]) -> None:
-        for c in run.calls:
-            if c.status == status:
-                plain = not path or len(state.paths_to(c.call.id, status)) == 1
-                found.append((c.call.id if plain else "/".join((*path, c.call.id)), c.call))
-            elif c.status == "suspended" and c.child is not None:
-                walk(c.child, (*path, c.call.id))
-
-    walk(state, ())
-    return found
+    return list(state._keyed(status))
 
 
 def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | None:

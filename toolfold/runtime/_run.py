@@ -572,18 +572,22 @@ class RunStream:
         self._response: Response | None = None
         self._started = False
         self._stopped = False
+        self._failed: str | None = None  # how the run failed (`failed_end`), once it did
 
     @property
     def response(self) -> Response:
         """The response, once the stream is exhausted.
 
         Raises:
-            UsageError: The stream has not been iterated to its end yet, or
-                was stopped before it (the run was then abandoned).
+            UsageError: The stream has not been iterated to its end yet, was
+                stopped before it (the run was then abandoned), or raised (the
+                run failed: the state it reached is the error's ``.state``).
         """
         if self._response is None:
             if self._stopped:
                 raise UsageError(f"the stream has no response: {_STOPPED}")
+            if self._failed is not None:
+                raise UsageError(f"the stream has no response: {self._failed}")
             if self._started:  # still iterated, or an ``async for`` left not closed yet
                 raise UsageError(
                     "the stream has not finished: iterate it to the end first (a stream "
@@ -601,6 +605,8 @@ class RunStream:
         if self._started:
             if self._stopped:
                 raise UsageError(f"a run stream can be iterated only once: {_STOPPED}")
+            if self._failed is not None:
+                raise UsageError(f"a run stream can be iterated only once: {self._failed}")
             if self._response is not None:
                 raise UsageError(
                     "a run stream can be iterated only once: this one ended, its response "
@@ -618,28 +624,52 @@ class RunStream:
         except GeneratorExit:
             self._stopped = True
             raise
+        except BaseException as exc:
+            self._failing(exc)
+            raise
         self._response = finish(*ended)
         yield RunEndEvent(self._response)
 
     async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
         live = self._claim()
         items = stream_async(live, run_loop(live, self._state, notify=True), self._state)
-        async with aclosing(items):  # closing this stream closes the run's at once
-            async for item in items:
-                if isinstance(item, Ended):
-                    self._response = finish(*item)
-                    yield RunEndEvent(self._response)
-                    continue
-                try:
-                    yield item
-                except GeneratorExit:
-                    self._stopped = True
-                    raise
-                except BaseException as exc:
-                    # Ctrl-C or a cancellation thrown in here (``athrow``): into the
-                    # run's stream, so it carries the state the run reached.
-                    await throw_into(items, exc)
-                    raise
+        try:
+            async with aclosing(items):  # closing this stream closes the run's at once
+                async for item in items:
+                    if isinstance(item, Ended):
+                        self._response = finish(*item)
+                        yield RunEndEvent(self._response)
+                        continue
+                    try:
+                        yield item
+                    except GeneratorExit:
+                        self._stopped = True
+                        raise
+                    except BaseException as exc:
+                        # Ctrl-C or a cancellation thrown in here (``athrow``): into the
+                        # run's stream, so it carries the state the run reached.
+                        await throw_into(items, exc)
+                        raise
+        except BaseException as exc:
+            self._failing(exc)
+            raise
+
+    def _failing(self, exc: BaseException) -> None:
+        """The iteration raises ``exc``: unless the caller stopped it (or the run had ended),
+        the run failed, as `response` says from now on."""
+        if not isinstance(exc, GeneratorExit) and not self._stopped and self._response is None:
+            self._failed = failed_end(exc)
+
+
+def failed_end(exc: BaseException) -> str:
+    """What a stream's `response` (or a second iteration) says once its run raised ``exc``."""
+    failed = f"its run failed with {type(exc).__name__}"
+    if getattr(exc, "state", None) is None:
+        return f"{failed} (raised by the iteration)"
+    return (
+        f"{failed} (raised by the iteration); the state the run reached is that error's "
+        "`.state` (`toolfold.state_of(error)`), to inspect or resume"
+    )
 
 
 _STOPPED = (

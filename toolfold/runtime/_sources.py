@@ -59,14 +59,16 @@ class SourcedStream(RunStream):
         self._response = None
         self._started = False
         self._stopped = False
+        self._failed = None
 
     @property
     def response(self) -> Response:
         """The response, once the stream is exhausted.
 
         Raises:
-            UsageError: The stream has not been iterated to its end yet, or
-                was stopped before it (the run was then abandoned).
+            UsageError: The stream has not been iterated to its end yet, was
+                stopped before it (the run was then abandoned), or raised (the
+                run failed: the state it reached is the error's ``.state``).
         """
         if self._inner is not None and self._inner._response is not None:
             return self._inner._response  # (the run ended, whether or not the caller broke off)
@@ -84,9 +86,13 @@ class SourcedStream(RunStream):
             raise
         except Exception as exc:
             failed = self._close_failed(exc)
+            self._failing(failed)
             if failed is exc:
                 raise
             raise failed from exc
+        except BaseException as exc:  # (Ctrl-C)
+            self._failing(exc)
+            raise
 
     async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
         self._claim_once()
@@ -107,9 +113,17 @@ class SourcedStream(RunStream):
             self._response = self._inner._response
         except Exception as exc:
             failed = self._close_failed(exc)
+            self._failing(failed)
             if failed is exc:
                 raise
             raise failed from exc
+        except BaseException as exc:  # (Ctrl-C, a cancellation; not the caller's stop)
+            self._failing(exc)
+            raise
+
+    def _failing(self, exc: BaseException) -> None:
+        if self._inner is None or self._inner._response is None:  # (else: a close failed)
+            super()._failing(exc)
 
     def _ended_or_stopped(self) -> None:
         """The caller stopped iterating: keep the response if the run had ended (a

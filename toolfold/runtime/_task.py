@@ -142,6 +142,11 @@ class Task:
 
     def problems(self) -> list[str]:
         """What is wrong with this step's definition (every problem)."""
+        if isinstance(self.target, list | tuple):  # Sequence([a, b]): the rest is moot
+            return [
+                f"a step is an Agent, a workflow or a function, got {type(self.target).__name__}: "
+                "steps are given one by one, as arguments (pass *steps), not as a list"
+            ]
         found: list[str] = []
         label = f"step {self.name!r}" if self.name else "a step"
         if not self.name:

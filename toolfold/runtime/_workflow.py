@@ -45,6 +45,7 @@ from toolfold.runtime._run import (
     Approval,
     RunOptions,
     RunStream,
+    failed_end,
     make_options,
     new_run_id,
     run_async,
@@ -958,16 +959,20 @@ class WorkflowStream:
         self._stream = stream
         self._workflow = workflow
         self._response: WorkflowResponse | None = None
+        self._failed: str | None = None  # how the run failed (`failed_end`), once it did
 
     @property
     def response(self) -> WorkflowResponse:
         """The response, once the stream is exhausted.
 
         Raises:
-            UsageError: The stream has not been iterated to its end yet, or
-                was stopped before it (the run was then abandoned).
+            UsageError: The stream has not been iterated to its end yet, was
+                stopped before it (the run was then abandoned), or raised (the
+                run failed: the state it reached is the error's ``.state``).
         """
         if self._response is None:
+            if self._failed is not None:
+                raise UsageError(f"the stream has no response: {self._failed}")
             _ = self._stream.response  # raises, saying whether the caller stopped it
             raise UsageError("the stream has not finished: iterate it to the end first")
         return self._response
@@ -1006,9 +1011,14 @@ class WorkflowStream:
                             events.throw(exc)
                             raise
         except BaseException as exc:
+            self._failing(exc)
             closing.attach(exc)
             raise
         closing.checked(self.response)
+
+    def _failing(self, exc: BaseException) -> None:
+        if not isinstance(exc, GeneratorExit) and self._response is None:
+            self._failed = failed_end(exc)
 
     async def __aiter__(self) -> AsyncGenerator[RunStreamEvent, None]:
         closing = _StepCloses(self._workflow)
@@ -1030,6 +1040,7 @@ class WorkflowStream:
                                 await throw_into(events, exc)  # (as in __iter__)
                                 raise
         except BaseException as exc:
+            self._failing(exc)
             closing.attach(exc)
             raise
         closing.checked(self.response)

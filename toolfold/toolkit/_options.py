@@ -7,6 +7,7 @@ decorator, the constructor, bound copies of a method tool and
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Callable
@@ -96,6 +97,8 @@ class ToolOptions(NamedTuple):
                 f"requires_approval must be a bool or a predicate (call, state) -> bool,"
                 f" not {approval!r}"
             )
+        elif not isinstance(approval, bool):
+            problems.extend(predicate_problems(approval))
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, (int, float))
@@ -117,6 +120,32 @@ class ToolOptions(NamedTuple):
 
 
 OPTION_NAMES = ToolOptions._fields
+
+
+def predicate_problems(predicate: Callable[..., Any]) -> list[str]:
+    """What makes ``predicate`` no ``requires_approval`` predicate: an async function (the run
+    calls it without awaiting: its coroutine, never run, would ask for every call), or one
+    that cannot take ``(call, state)`` (each call would raise, and ask)."""
+    named = getattr(predicate, "__name__", None)
+    label = f"requires_approval={named}" if isinstance(named, str) else "requires_approval"
+    # (an object whose class has an async __call__)
+    call = None if inspect.isroutine(predicate) else type(predicate).__call__
+    if any(
+        inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (predicate, call)
+    ):
+        return [
+            f"{label} is an async function: the predicate is called, not awaited, as the run "
+            "decides; make it a plain function (call, state) -> bool"
+        ]
+    try:
+        signature = inspect.signature(predicate)
+    except (TypeError, ValueError):  # (no signature to read: some builtins)
+        return []
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return [f"{label} must take (call, state): it cannot be called with those two arguments"]
+    return []
 
 
 def name_problems(name: object, hint: str = " (pass name=...)") -> list[str]:

@@ -321,6 +321,41 @@ class RunState:
                 found.extend(c.child.tool_calls)
         return tuple(found)
 
+    @property
+    def keyed_pending_approvals(self) -> tuple[tuple[str, ToolCallPart], ...]:
+        """`pending_approvals`, each with the key ``resume(approvals=...)`` answers it by.
+
+        The key is the call's id, or its path when sub-runs wait on calls of
+        the same id (their models made the ids): the ids of the suspended
+        calls down to it and its own, joined by ``/`` (``"call_1_1/call_1_0"``).
+        Each key names one call, so the keys approve every waiting call:
+
+        Example:
+            >>> approvals = {key: True for key, call in state.keyed_pending_approvals}
+            >>> done = agent.resume(state, approvals=approvals)  # doctest: +SKIP
+        """
+        return self._keyed("awaiting_approval")
+
+    @property
+    def keyed_tool_calls(self) -> tuple[tuple[str, ToolCallPart], ...]:
+        """`tool_calls`, each with the key ``resume(tool_results=...)`` answers it by
+        (as `keyed_pending_approvals`)."""
+        return self._keyed("to_return")
+
+    def _keyed(self, status: CallStatus) -> tuple[tuple[str, ToolCallPart], ...]:
+        found: list[tuple[str, ToolCallPart]] = []
+
+        def walk(run: RunState, path: tuple[str, ...]) -> None:
+            for c in run.calls:
+                if c.status == status:
+                    plain = not path or len(self.paths_to(c.call.id, status)) == 1
+                    found.append((c.call.id if plain else "/".join((*path, c.call.id)), c.call))
+                elif c.status == "suspended" and c.child is not None:
+                    walk(c.child, (*path, c.call.id))
+
+        walk(self, ())
+        return tuple(found)
+
     def path_to(self, call_id: str, status: CallStatus | None = None) -> tuple[str, ...] | None:
         """The ids of the suspended calls leading to the sub-run that holds ``call_id``.
 

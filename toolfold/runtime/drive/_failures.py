@@ -97,6 +97,15 @@ def observer_failure(
     )
 
 
+def input_filter_returned(what: str, problem: str, state: RunState) -> RunError:
+    """The error of a run whose ``what`` (a handoff's input filter) returned no messages."""
+    return RunError(
+        f"the {what} returned no list of messages ({problem}); the error's state is "
+        f"{_RESUMING['input_filter']}",
+        state,
+    )
+
+
 def raise_tool_error(
     state: RunState,
     outcomes: Sequence[ToolOutcome],

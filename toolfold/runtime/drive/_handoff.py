@@ -15,7 +15,7 @@ Nothing here performs I/O; the loop (`_loop`) drives it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import attrs
@@ -27,7 +27,7 @@ from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.core._stop import is_tree_budget, stopping_condition
 from toolfold.runtime.drive._executor import ToolOutcome
-from toolfold.runtime.drive._failures import observer_failure
+from toolfold.runtime.drive._failures import input_filter_returned, observer_failure
 
 if TYPE_CHECKING:
     from toolfold.runtime.drive._loop import Live
@@ -200,6 +200,10 @@ def handed_off(
         try:
             conversation = state.messages if messages is None else messages
             messages = tuple(to_messages_list(input_filter(conversation)))
+        except _NotMessages as exc:  # (it returned, but no messages)
+            raise input_filter_returned(
+                f"input_filter of the handoff to {agent!r}", str(exc), state
+            ) from None
         except Exception as exc:
             raise observer_failure(
                 f"input_filter of the handoff to {agent!r}", exc, state, "input_filter"
@@ -259,10 +263,25 @@ def _not_transferred(
     return tuple(messages) if changed else None
 
 
+class _NotMessages(TypeError):
+    """An input filter returned what is no list of messages (it did not raise)."""
+
+
 def to_messages_list(value: Any) -> list[Message]:
-    """An input filter's result as messages."""
-    items = list(value)
+    """An input filter's result as messages.
+
+    Raises:
+        _NotMessages: ``value`` is not iterable (None: a filter without ``return``),
+            a str or a Message alone, or holds what is no `Message`.
+    """
+    if isinstance(value, str | bytes | Message) or not isinstance(value, Iterable):
+        got = "None" if value is None else type(value).__name__
+        raise _NotMessages(f"an input filter returns messages, got {got}")
+    items = list(value)  # (a generator's code runs here: what it raises is the filter's)
     for item in items:
         if not isinstance(item, Message):
-            raise TypeError(f"an input filter returns messages, got {type(item).__name__}")
+            raise _NotMessages(
+                f"an input filter returns messages, got a {type(value).__name__} holding "
+                f"{type(item).__name__}"
+            )
     return items

@@ -324,6 +324,11 @@ def _stream_sync(
                 tools.end(value)
 
 
+# How long a caller that leaves a blocking stream during a round of sub-runs waits at most
+# for the interrupted round to stop (at its next check: most often at once).
+ABANDON_WAIT = SIGNAL_POLL
+
+
 def _relayed_sync(
     op: _RunToolsOp, jobs: Sequence[ToolJob], relay: Relay, live: Live
 ) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
@@ -331,7 +336,11 @@ def _relayed_sync(
     sub-runs' events yielded as they come.
 
     The calls run in a copy of the caller's context (as they would inline). A
-    caller that stops iterating leaves them to finish on their thread.
+    caller that stops iterating (``break``: GeneratorExit), or whose error is
+    thrown in at an event, abandons the run: the round is interrupted as by
+    Ctrl-C, so that its sub-runs make no further model call, and waited for
+    at most `ABANDON_WAIT` (what it had begun, a model call or a blocking tool,
+    which cannot be stopped from outside, then ends on its thread, unkept).
 
     Ctrl-C reaches the caller's thread, here: the round is interrupted (see
     `RoundInterrupt`: calls on an event loop are cancelled, a lone sub-run
@@ -398,7 +407,12 @@ def _relayed_sync(
             yield item
         keep()
     except BaseException as exc:
-        if isinstance(exc, (Exception, GeneratorExit)) or not interrupt.fire():
+        if isinstance(exc, (Exception, GeneratorExit)):
+            interrupt.fire()  # (the run is abandoned: what its round runs stops)
+            done.wait(ABANDON_WAIT)
+            keep()
+            raise
+        if not interrupt.fire():
             keep()
             raise
         if interrupt.waits and not done.is_set():
