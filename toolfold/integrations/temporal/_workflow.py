@@ -1037,14 +1037,15 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
     (any depth) travel down to them as `CallResumed` events, as in a local resume.
 
     Each answer's call id is read as a local `resume` reads its keys
-    (`address`): the top run's call of that id, else the one call of the tree
-    that has it, else a path (``"left/call_0"``) to a sub-run's call.
-    ``checked``: the update's validator asks, and an id that calls of several
-    sub-runs wait under is refused (`UsageError`), as locally. The handler
-    does not refuse it: the validator refused it before the handler ran,
-    except in histories recorded before it did, where the handler applied it
-    to the first such call (`RunState.path_to`); it does so again when they
-    replay (a validator does not run on replay). An approval key bound to
+    (`address`): the one call of the tree that has it, else a path
+    (``"left/call_0"``) to a sub-run's call. ``checked``: the update's
+    validator asks, and an id that several calls of the tree wait under (of
+    two sub-runs, or of the top run and a sub-run) is refused (`UsageError`),
+    as locally. The handler does not refuse it: the validator refused it
+    before the handler ran, except in histories recorded before it did,
+    where the handler applied it to the first such call (`RunState.path_to`:
+    the top run's own, if it has one, as `address` once chose); it does so
+    again when they replay (a validator does not run on replay). An approval key bound to
     its call (`approval_key`, ``"call_0#<fingerprint>"``) is refused by the
     validator too, saying it is for a local resume only (the handler reads
     it as any id, as it always has: it never got one).
