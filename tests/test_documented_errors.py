@@ -558,9 +558,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a `Denied(reason)` whose reason is not text (`Denied(5)`: the error names the call)": (
         _denied_without_text
     ),
-    "an answer keyed by a plain call id that waits in several sub-runs (key each by its path)": (
-        _ambiguous_call_id
-    ),
+    "an answer (or `approval_key`) keyed by a call id that names several waiting calls: of "
+    "two sub-runs, of the top run and a sub-run, or one call's id and another's path "
+    "(key each by the key listed)": _ambiguous_call_id,
     "running an agent whose handoff by name finds no agent of its handoff graph, or whose "
     "graph has two agents of one name": _unknown_handoff_name,
     "a workflow as a handoff target, or `workflow.as_tool(input_type=...)` that the workflow "

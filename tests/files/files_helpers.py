@@ -398,3 +398,23 @@ model_breaking = FunctionModel(_breaks_after_a_result, name="files:breaking")
 def step_fails(text: str) -> str:
     """A function step that always fails."""
     raise ValueError("step kaboom")
+
+
+def _slash_ids(request: ModelRequest) -> Reply:
+    """The lead calls the agents ``h1`` and ``h2`` (call ids ``a`` and ``c``, inputs 2 and 3)
+    and ``add_logged(1, 1)`` under the id ``a/b``; each helper calls ``add_logged(n, n)`` (n
+    its input) under the id ``b``, so the top run's call's id is h1's call's path."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return "done: " + ", ".join(r.content for r in last.tool_results)
+    if any(t.name == "h1" for t in request.tools):
+        return [
+            FunctionModel.call("h1", {"input": "2"}, id="a"),
+            FunctionModel.call("h2", {"input": "3"}, id="c"),
+            FunctionModel.call("add_logged", {"a": 1, "b": 1}, id="a/b"),
+        ]
+    n = int(request.messages[0].text)
+    return FunctionModel.call("add_logged", {"a": n, "b": n}, id="b")
+
+
+slash_ids = FunctionModel(_slash_ids, name="files:slash-ids")

@@ -1200,7 +1200,7 @@ def test_calls_waiting_under_one_id_in_two_sub_runs_are_answered_by_path(
     )
     proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
     assert proc.returncode == 1
-    assert "answer each by its path instead: 'left/call_1_0', 'right/call_1_0'" in proc.stderr
+    assert "answer each by its own key instead: 'left/call_1_0', 'right/call_1_0'" in proc.stderr
     proc = toolfold("resume", "toolfold-run.json", "--approve", "left/call_1_0", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
     assert "the run waits for approvals: call_1_0 (add_approved)" in proc.stderr
@@ -1215,6 +1215,36 @@ def test_calls_waiting_under_one_id_in_two_sub_runs_are_answered_by_path(
     assert 'approve add_approved({"a": 2, "b": 3}) [left/call_1_0]? [y/n] ' in text
     assert 'approve add_approved({"a": 2, "b": 3}) [right/call_1_0]? [y/n] ' in text
     assert text.rstrip().endswith('{"left": "result: 5", "right": "result: 5"}')
+
+
+def test_a_call_id_that_is_another_calls_path_is_refused_and_every_call_gets_its_own_key(
+    tmp_path: Path,
+) -> None:
+    """The top run's call ``a/b`` (a model-chosen id) and h1's call ``b`` (path ``a/b``): the
+    run lists three distinct keys, ``--approve a/b`` is refused (exit 1, nothing ran), the
+    listed keys approve each call, and the terminal asks each under its own key."""
+    slash = str(FILES / "slash_ids.toml")
+    proc = toolfold("run", slash, "go", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    listed = re.search(r"the run waits for approvals: (.*?); state written", proc.stderr)
+    assert listed is not None, proc.stderr
+    keys = [item.rsplit(" (", 1)[0] for item in listed[1].split(", ")]
+    assert len(keys) == len(set(keys)) == 3
+    assert "c/b" in keys
+    proc = toolfold("resume", "toolfold-run.json", "--approve", "a/b", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "call key 'a/b' names 2 calls waiting for an approval" in proc.stderr
+    assert not (tmp_path / "ran.log").exists()
+    approve = [arg for key in keys for arg in ("--approve", key)]
+    proc = toolfold("resume", "toolfold-run.json", *approve, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted((tmp_path / "ran.log").read_text().split()) == ["1+1", "2+2", "3+3"]
+    (tmp_path / "ran.log").unlink()
+    code, text = on_terminal("run", slash, "go", cwd=tmp_path)
+    assert code == 0, text
+    asked = re.findall(r"approve add_logged\(.*?\) \[(.*?)\]\? \[y/n\] ", text)
+    assert len(asked) == len(set(asked)) == 3
+    assert sorted((tmp_path / "ran.log").read_text().split()) == ["1+1", "2+2", "3+3"]
 
 
 def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:

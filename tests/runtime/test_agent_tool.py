@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -448,7 +449,7 @@ def test_sub_runs_waiting_on_the_same_call_id_are_answered_by_path() -> None:
     waiting = lead.run("pay both")
     assert [c.id for c in waiting.pending_approvals] == ["call_0", "call_0"]
     with pytest.raises(
-        UsageError, match=r"answer each by its path instead: 'a/call_0', 'b/call_0'"
+        UsageError, match=r"answer each by its own key instead: 'a/call_0', 'b/call_0'"
     ):
         lead.resume(waiting.state, approvals={"call_0": True})
     state = RunState.from_json(waiting.state.to_json())
@@ -559,6 +560,135 @@ def test_one_call_answered_by_its_id_and_by_its_path_is_refused() -> None:
     done = lead.resume(waiting.state, approvals={"a/x": True, "y": True})
     assert sorted(paid) == ["ann", "bob"]  # the two sub-agents pay concurrently
     assert done.text == "done"
+
+
+def _deleter_and_helper(ran: list[str]) -> Agent:
+    """A lead whose one step calls ``delete("/")`` and a ``helper`` agent, whose model calls
+    ``delete("/tmp/harmless")``: both calls get the id ``call_1_0`` (ScriptedModel's ids)."""
+    from toolfold import tool
+
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        """Delete a path.
+
+        Args:
+            path: What to delete.
+        """
+        ran.append(path)
+        return "deleted"
+
+    call = ScriptedModel.call
+    helper = Agent(
+        ScriptedModel([call("delete", {"path": "/tmp/harmless"}), "helper done"]),
+        tools=[delete],
+        name="helper",
+    )
+    return Agent(
+        ScriptedModel([[call("delete", {"path": "/"}), call("helper", {"input": "x"})], "done"]),
+        tools=[delete, helper.as_tool(description="A helper.")],
+    )
+
+
+def test_a_plain_id_of_a_top_run_call_and_a_sub_run_call_approves_neither() -> None:
+    """The top run and its sub-run both wait on ``call_1_0``: ``{c.id: True}`` built from
+    ``pending_approvals`` (or `approval_key` of that id) is refused, listing a key per call,
+    and runs nothing; it never approves the top run's call in the sub-run's place."""
+    ran: list[str] = []
+    lead = _deleter_and_helper(ran)
+    waiting = lead.run("go")
+    state = waiting.state
+    assert [(c.id, c.arguments["path"]) for c in state.pending_approvals] == [
+        ("call_1_0", "/"),
+        ("call_1_0", "/tmp/harmless"),
+    ]
+    approvals = {c.id: c.arguments["path"] != "/" for c in state.pending_approvals}
+    with pytest.raises(UsageError, match=r"call key 'call_1_0' names 2 calls") as refused:
+        lead.resume(state, approvals=approvals)
+    assert ran == []
+    with pytest.raises(UsageError, match=r"call key 'call_1_0' names 2 calls"):
+        toolfold.approval_key(state, "call_1_0")
+    listed = re.search(r"'(call_1_0#[0-9a-f]{32})'", str(refused.value))
+    assert listed is not None  # the top run's call's key: bound to it (its path)
+    top_key = toolfold.approval_key(state, listed[1])
+    assert "'call_1_1/call_1_0'" in str(refused.value)
+    assert toolfold.approval_key(state, top_key) == top_key
+    sub_key = toolfold.approval_key(state, "call_1_1/call_1_0")
+    assert sub_key != top_key
+    half = lead.resume(state, approvals={sub_key: True})  # only the one the user approved
+    assert ran == ["/tmp/harmless"]
+    assert [c.arguments["path"] for c in half.pending_approvals] == ["/"]
+    again = lead.resume(state, approvals={top_key: False, "call_1_1/call_1_0": True})
+    assert ran == ["/tmp/harmless", "/tmp/harmless"]
+    assert again.text == "done"
+
+
+def test_a_bound_key_of_one_of_two_calls_of_one_id_approves_that_call_only() -> None:
+    """The keys `resume` lists for the top run's and the sub-run's ``call_1_0`` differ (the
+    top one's is bound to it: its plain id names both), and each approves its call only; a
+    key with a fingerprint of neither is refused."""
+    ran: list[str] = []
+    lead = _deleter_and_helper(ran)
+    state = lead.run("go").state
+    from toolfold.runtime._resume import answer_keys
+
+    keys = [key for key, _ in answer_keys(state, "awaiting_approval")]
+    assert keys[0].startswith("call_1_0#")  # not the plain id, which names both
+    assert keys[1] == "call_1_1/call_1_0"
+    half = lead.resume(state, approvals={keys[0]: True})
+    assert ran == ["/"]
+    assert [c.arguments["path"] for c in half.pending_approvals] == ["/tmp/harmless"]
+    forged = "call_1_0#" + "0" * 32
+    with pytest.raises(UsageError, match=r"was made for another call than this state's 2 calls"):
+        lead.resume(state, approvals={forged: True})
+    assert ran == ["/"]
+
+
+def test_keyed_pending_approvals_names_each_of_a_top_run_and_a_sub_run_call_of_one_id() -> None:
+    """`keyed_pending_approvals` gives the top run's and the sub-run's ``call_1_0`` two keys
+    (the top one bound to it, the sub-run's by its path), each approving exactly its call: the
+    documented idiom approves both, and one key approves only the call it was listed with."""
+    ran: list[str] = []
+    lead = _deleter_and_helper(ran)
+    state = lead.run("go").state
+    keyed = state.keyed_pending_approvals
+    assert [(key.split("#")[0], c.arguments["path"]) for key, c in keyed] == [
+        ("call_1_0", "/"),
+        ("call_1_1/call_1_0", "/tmp/harmless"),
+    ]
+    assert keyed[0][0] != keyed[1][0]
+    harmless = next(key for key, c in keyed if c.arguments["path"] == "/tmp/harmless")
+    half = lead.resume(state, approvals={harmless: True})
+    assert ran == ["/tmp/harmless"]
+    assert [c.arguments["path"] for c in half.pending_approvals] == ["/"]
+    done = lead.resume(state, approvals={key: True for key, _ in keyed})
+    assert sorted(ran) == ["/", "/tmp/harmless", "/tmp/harmless"]
+    assert done.text == "done"
+
+
+def test_results_for_a_top_run_call_and_a_sub_run_call_of_one_id_go_by_their_own_keys() -> None:
+    """The top run and its sub-run both wait for a result under ``call_1_0``: the plain id is
+    refused (nothing is answered), and the keys `resume` lists answer each call its own result."""
+    from toolfold import Tool
+    from toolfold.runtime._resume import answer_keys
+
+    snap = Tool("snap", "Take a picture.", None)
+    call = ScriptedModel.call
+    helper = Agent(ScriptedModel([call("snap", {}), "helper done"]), tools=[snap], name="helper")
+    lead = Agent(
+        ScriptedModel([[call("snap", {}), call("helper", {"input": "x"})], "done"]),
+        tools=[snap, helper.as_tool(description="A helper.")],
+    )
+    waiting = lead.run("go")
+    assert [c.id for c in waiting.tool_calls] == ["call_1_0", "call_1_0"]
+    with pytest.raises(UsageError, match=r"call key 'call_1_0' names 2 calls waiting for a result"):
+        lead.resume(waiting.state, tool_results={"call_1_0": "top"})
+    top_key, sub_key = (key for key, _ in answer_keys(waiting.state, "to_return"))
+    assert (top_key.startswith("call_1_0#"), sub_key) == (True, "call_1_1/call_1_0")
+    done = lead.resume(waiting.state, tool_results={top_key: "top", sub_key: "sub"})
+    assert done.text == "done"
+    assert [r.content for r in done.messages[-2].tool_results] == ["top", "helper done"]
+    (child,) = done.state.sub_runs.values()
+    assert child.messages[-2].tool_results[0].content == "sub"
 
 
 def test_structured_input_and_output_keep_non_ascii_text() -> None:

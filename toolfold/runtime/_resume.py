@@ -9,10 +9,8 @@ cannot (the stored configuration): never silently ignored.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,6 +39,10 @@ from toolfold.runtime.core._events import (
     ToolResultsProvided,
     UserMessageAdded,
 )
+from toolfold.runtime.core._keys import BOUND_KEY, call_at, keyed
+from toolfold.runtime.core._keys import fingerprint as _fingerprint
+from toolfold.runtime.core._keys import named as _named
+from toolfold.runtime.core._keys import own_key as _own_key
 from toolfold.runtime.core._messages import (
     Message,
     ToolCallPart,
@@ -423,24 +425,20 @@ def _answered(
         return made[-1][1]
 
     named: dict[tuple[tuple[str, ...], str], str] = {}  # the call a key means -> the key
+    shown = state  # (keys name calls of the state given: one answer applied first changes none)
 
-    def named_call(
-        option: str, key: str, status: CallStatus, given: str | None = None
-    ) -> tuple[tuple[str, ...], str]:
-        path, call_id = address(state, key, status)
-        given = key if given is None else given  # (a bound key's call key, and the key given)
-        earlier = named.setdefault((path, call_id), given)
-        if earlier != given:  # e.g. a sub-run's only call of an id, by its id and by its path
+    def named_call(option: str, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+        path, call_id = _target(shown, key, status)
+        earlier = named.setdefault((path, call_id), key)
+        if earlier != key:  # e.g. a sub-run's only call of an id, by its id and by its path
             raise UsageError(
-                f"{option}= answers call {call_id!r} twice: {earlier!r} and {given!r} "
+                f"{option}= answers call {call_id!r} twice: {earlier!r} and {key!r} "
                 "name the same call"
             )
         return path, call_id
 
     for given_key, decision in (approvals or {}).items():
-        path, call_id = named_call(
-            "approvals", _unbound(state, given_key), "awaiting_approval", given_key
-        )
+        path, call_id = named_call("approvals", given_key, "awaiting_approval")
         if isinstance(decision, Denied):
             reason: object = decision.reason
             if not isinstance(reason, str):
@@ -489,10 +487,6 @@ def _answered(
     return state, made
 
 
-# An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
-BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
-
-
 def approval_key(state: RunState, call_id: str) -> str:
     """The key that approves (or denies) one call of ``state`` and no other.
 
@@ -508,14 +502,20 @@ def approval_key(state: RunState, call_id: str) -> str:
     fingerprint binds, it does not authenticate: anyone holding the state
     can make the key, so approvals must still come from the user.
 
+    A plain id that calls of several runs of the tree wait under (the
+    models of the run and of its sub-runs made the same id) names no call:
+    it is refused, listing the key of each (`resume` lists them too); give
+    the key listed for the call the user was shown. A key that is already
+    bound to its call in ``state`` comes back as it is.
+
     Args:
         state: The suspended state whose call it approves.
         call_id: The call's id, or its path for a call of a sub-run (as
             `resume` takes it: ``"call_1/call_0"``).
 
     Raises:
-        UsageError: ``state`` is no `RunState`, ``call_id`` is no str, or no
-            call of ``state`` awaits approval under it.
+        UsageError: ``state`` is no `RunState`, ``call_id`` is no str, no
+            call of ``state`` awaits approval under it, or several do.
     """
     if not isinstance(state, RunState):
         raise not_a_state("approval_key", state)
@@ -524,35 +524,16 @@ def approval_key(state: RunState, call_id: str) -> str:
             f"approval_key(): call_id must be a call's id (a str), "
             f"got {type(call_id).__name__} {call_id!r}"
         )
-    path, found = _awaiting(state, call_id)
-    if found is None:
-        raise UsageError(f"no call {call_id!r} awaits approval in this state")
-    return f"{call_id}#{_fingerprint(state, path, found)}"
-
-
-def _awaiting(state: RunState, key: str) -> tuple[tuple[str, ...], CallState | None]:
-    """The path to the call ``key`` names and that call, if it awaits approval (else None)."""
-    path, own_id = address(state, key, "awaiting_approval")
-    return path, call_at(state, path, own_id, "awaiting_approval")
-
-
-def _fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str:
-    """What a bound key holds of its call: a digest of each run down to it, and the call.
-
-    Every run on the way counts with its id and step (a sub-run asking again
-    at a later step of its caller is another call); the call with its id,
-    tool, argument text and the arguments decoded from it (what the tool
-    gets: a stored state cannot change one and not the other unnoticed).
-    """
-    runs = [[state.run_id, state.step]]
-    holder = state
-    for suspended in path:  # (the path leads to the call: `found` was reached by it)
-        holder = next(c.child for c in holder.calls if c.call.id == suspended and c.child)
-        runs.append([holder.run_id, holder.step])
-    call = found.call
-    who = [runs, list(path), call.id, call.name, call.arguments_text, call.arguments]
-    text = json.dumps(who, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+    status: CallStatus = "awaiting_approval"
+    named = _named(state, call_id, status)
+    if len(named) > 1:
+        raise _ambiguous(state, call_id, status, named)
+    if named:
+        path, found = named[0]
+        return f"{call_id}#{_fingerprint(state, path, found)}"
+    if BOUND_KEY.fullmatch(call_id) and _bound(state, call_id, status) is not None:
+        return call_id  # (a key listed for its call: bound to it already)
+    raise UsageError(f"no call {call_id!r} awaits approval in this state")
 
 
 def _check_known(
@@ -588,7 +569,7 @@ def _check_known(
     )
     for given, status, what, event in checks:
         for key in given or ():
-            call_key = _unbound(state, key)
+            call_key = _unbound(state, key, status)
             statuses = known.get(call_key)
             if statuses is not None and (status in statuses or not statuses & _ANSWERED):
                 continue  # (the reducer says why a call in another state cannot take it)
@@ -617,8 +598,8 @@ _ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
 """The statuses of calls waiting for the caller's answer: an approval, a result."""
 
 
-def _unbound(state: RunState, key: str) -> str:
-    """The call key an approval key names; a bound key (`approval_key`) checked against ``state``.
+def _unbound(state: RunState, key: str, status: CallStatus) -> str:
+    """The call key an answer's key names; a bound key (`approval_key`) checked against ``state``.
 
     A key of the bound form is always read as one, never as a call's own id:
     a model could name its call like a key made for another call (one that
@@ -631,74 +612,124 @@ def _unbound(state: RunState, key: str) -> str:
     match = BOUND_KEY.fullmatch(key)
     if match is None:
         return key
+    _bound(state, key, status)
+    return match[1]
+
+
+def _bound(
+    state: RunState, key: str, status: CallStatus
+) -> tuple[tuple[str, ...], CallState] | None:
+    """The call in ``status`` that ``key``, a bound key, was made for, with its path; None when
+    its call key names no such call (refused as any unknown key is).
+
+    Its call key may name several calls (ids repeated across sub-runs): the
+    fingerprint holds the call's path, so it matches one of them at most.
+
+    Raises:
+        UsageError: The call key names calls, but the key was made for none of them.
+    """
+    match = BOUND_KEY.fullmatch(key)
+    assert match is not None  # (callers test the form)
     plain, fingerprint = match[1], match[2]
-    path, found = _awaiting(state, plain)
+    named = _named(state, plain, status)
+    for path, found in named:
+        if hmac.compare_digest(_fingerprint(state, path, found), fingerprint):
+            return path, found
+    if not named:
+        return None
+    option = "approvals" if status == "awaiting_approval" else "tool_results"
+    if len(named) == 1:
+        call = named[0][1].call
+        which = f"this state's call {plain!r} ({call.name} in run {state.run_id!r})"
+        again = f"approval_key(state, {plain!r})"
+    else:  # (ids repeated across the tree: the key of the call meant, as resume lists them)
+        which = f"this state's {len(named)} calls {plain!r} (in run {state.run_id!r})"
+        again = f"approval_key(state, KEY), KEY one of {_keys_of(state, status, named)}"
+    raise UsageError(
+        f"{option}={key!r} was made for another call than {which}: another run, another "
+        "step or other arguments; nothing was run. Make the key from the state the user "
+        f"approved: {again}"
+        if option == "approvals"
+        else f"{option}={key!r} was made for another call than {which}: nothing was run; "
+        f"key each result by its call's key in this state: {_keys_of(state, status, named)}"
+    )
+
+
+def _target(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+    """`address`, with a bound key (`approval_key`) read as the one call it was made for."""
+    if BOUND_KEY.fullmatch(key) is None:
+        return address(state, key, status)
+    found = _bound(state, key, status)
     if found is None:
-        return plain  # no such call: refused as any unknown id is
-    if not hmac.compare_digest(_fingerprint(state, path, found), fingerprint):
-        raise UsageError(
-            f"approvals={key!r} was made for another call than this state's call {plain!r} "
-            f"({found.call.name} in run {state.run_id!r}): another run, another "
-            "step or other arguments; nothing was run. Make the key from the state the user "
-            f"approved: approval_key(state, {plain!r})"
-        )
-    return plain
+        return (), key
+    return found[0], found[1].call.id
 
 
 def address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
     """The path to the call an answer's key means, and the call's own id.
 
-    A plain id means the top run's call of that id, else the one call of the
-    tree that has it. Sub-runs may wait on calls of the same id (their models
-    made the ids): then the key is the path, the ids of the suspended calls
-    down to it and its own, joined by ``/`` (``"call_1/call_0"``).
+    A plain id means the one call of the tree in ``status`` that has it.
+    Calls of several runs of the tree may wait under one id (their models
+    made the ids: the top run's and a sub-run's, two sub-runs'): then the
+    key is the path, the ids of the suspended calls down to it and its own,
+    joined by ``/`` (``"call_1/call_0"``), and a plain id naming several is
+    refused, never read as one of them. So is a key that is one call's id
+    and another's path (ids with ``/`` in them). `answer_keys` lists a key
+    that names each call alone.
+
+    Raises:
+        UsageError: ``key`` names several calls in ``status``, listing their keys.
     """
-    paths = state.paths_to(key, status)
-    if () in paths or len(paths) == 1:
-        return (() if () in paths else paths[0]), key
-    if len(paths) > 1:
-        keys = ", ".join(repr("/".join((*p, key))) for p in paths)
-        raise UsageError(
-            f"call id {key!r} waits in {len(paths)} sub-runs of the tree (their models made "
-            f"the same id): answer each by its path instead: {keys}"
-        )
-    if "/" in key:
-        *outer, inner = key.split("/")
-        if tuple(outer) in state.paths_to(inner, status):
-            return tuple(outer), inner
+    named = _named(state, key, status)
+    if len(named) > 1:
+        raise _ambiguous(state, key, status, named)
+    if named:
+        path, found = named[0]
+        return path, found.call.id
     return (), key
 
 
-def answer_keys(state: RunState, status: CallStatus) -> list[tuple[str, ToolCallPart]]:
-    """Each call of the tree in ``status``, with the key `resume` answers it by.
+def _ambiguous(
+    state: RunState,
+    key: str,
+    status: CallStatus,
+    named: list[tuple[tuple[str, ...], CallState]],
+) -> UsageError:
+    """The refusal of ``key``, which names each call of ``named``, listing their own keys."""
+    what = "an approval" if status == "awaiting_approval" else "a result"
+    where = ", ".join(
+        f"{found.call.name} in "
+        + (f"the sub-run of call {'/'.join(path)!r}" if path else "the top run")
+        for path, found in named
+    )
+    return UsageError(
+        f"call key {key!r} names {len(named)} calls waiting for {what} ({where}; models of "
+        f"the run and of its sub-runs made these ids), so it answers none; nothing was "
+        f"run: answer each by its own key instead: {_keys_of(state, status, named)}"
+    )
 
-    The key is the call's id, or its path (see `address`) when sub-runs wait
-    on calls of the same id, so that every key names one call. The calls come
-    in the order of ``state.pending_approvals`` / ``state.tool_calls`` (see
-    `RunState.keyed_pending_approvals`).
-    """
-    return list(state._keyed(status))
+
+def _keys_of(
+    state: RunState, status: CallStatus, calls: list[tuple[tuple[str, ...], CallState]]
+) -> str:
+    return ", ".join(repr(_own_key(state, path, found, status)) for path, found in calls)
+
+
+def answer_keys(state: RunState, status: CallStatus) -> list[tuple[str, ToolCallPart]]:
+    """Each call of the tree in ``status``, with the key `resume` answers it by
+    (`core._keys.keyed`: its id, its path, or its bound key; no two calls share
+    a key), in the order of ``state.pending_approvals`` / ``state.tool_calls``."""
+    return list(keyed(state, status))
 
 
 def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | None:
     """The call of the tree in ``status`` that `resume` would answer under ``key``, or None.
 
     Raises:
-        UsageError: ``key`` is an id that calls of several sub-runs wait under.
+        UsageError: ``key`` names several calls (listing their keys), or is a
+            bound key made for another call.
     """
-    return call_at(state, *address(state, key, status), status)
-
-
-def call_at(
-    state: RunState, path: tuple[str, ...], call_id: str, status: CallStatus
-) -> CallState | None:
-    """The current call ``call_id`` of the run at ``path`` (suspended call ids from the top)."""
-    for step in path:
-        child = next((c.child for c in state.calls if c.call.id == step and c.child), None)
-        if child is None:
-            return None
-        state = child
-    return next((c for c in state.calls if c.call.id == call_id and c.status == status), None)
+    return call_at(state, *_target(state, key, status), status)
 
 
 def _nest(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:

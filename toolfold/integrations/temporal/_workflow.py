@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
-    from toolfold.runtime._resume import BOUND_KEY, address, call_at
     from toolfold.runtime._resume import _nest as nest_answers
+    from toolfold.runtime._resume import address
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         CallModel,
@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         ToolReturned,
         ToolSuspended,
     )
+    from toolfold.runtime.core._keys import BOUND_KEY, call_at
     from toolfold.runtime.core._messages import ToolCallPart, Usage
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
@@ -1037,14 +1038,15 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
     (any depth) travel down to them as `CallResumed` events, as in a local resume.
 
     Each answer's call id is read as a local `resume` reads its keys
-    (`address`): the top run's call of that id, else the one call of the tree
-    that has it, else a path (``"left/call_0"``) to a sub-run's call.
-    ``checked``: the update's validator asks, and an id that calls of several
-    sub-runs wait under is refused (`UsageError`), as locally. The handler
-    does not refuse it: the validator refused it before the handler ran,
-    except in histories recorded before it did, where the handler applied it
-    to the first such call (`RunState.path_to`); it does so again when they
-    replay (a validator does not run on replay). An approval key bound to
+    (`address`): the one call of the tree that has it, else a path
+    (``"left/call_0"``) to a sub-run's call. ``checked``: the update's
+    validator asks, and an id that several calls of the tree wait under (of
+    two sub-runs, or of the top run and a sub-run) is refused (`UsageError`),
+    as locally. The handler does not refuse it: the validator refused it
+    before the handler ran, except in histories recorded before it did,
+    where the handler applied it to the first such call (`RunState.path_to`:
+    the top run's own, if it has one, as `address` once chose); it does so
+    again when they replay (a validator does not run on replay). An approval key bound to
     its call (`approval_key`, ``"call_0#<fingerprint>"``) is refused by the
     validator too, saying it is for a local resume only (the handler reads
     it as any id, as it always has: it never got one).

@@ -325,10 +325,13 @@ class RunState:
     def keyed_pending_approvals(self) -> tuple[tuple[str, ToolCallPart], ...]:
         """`pending_approvals`, each with the key ``resume(approvals=...)`` answers it by.
 
-        The key is the call's id, or its path when sub-runs wait on calls of
-        the same id (their models made the ids): the ids of the suspended
-        calls down to it and its own, joined by ``/`` (``"call_1_1/call_1_0"``).
-        Each key names one call, so the keys approve every waiting call:
+        The key is the call's id, or its path when other calls wait under the
+        same id (their models made the ids): the ids of the suspended calls
+        down to it and its own, joined by ``/`` (``"call_1_1/call_1_0"``); or,
+        when that path names another call too (the top run's own call, whose
+        path is its id), its bound key (``id#<fingerprint>``, as
+        `toolfold.runtime.approval_key` makes). Each key names one call, so
+        the keys approve every waiting call:
 
         Example:
             >>> approvals = {key: True for key, call in state.keyed_pending_approvals}
@@ -343,18 +346,9 @@ class RunState:
         return self._keyed("to_return")
 
     def _keyed(self, status: CallStatus) -> tuple[tuple[str, ToolCallPart], ...]:
-        found: list[tuple[str, ToolCallPart]] = []
+        from toolfold.runtime.core._keys import keyed  # (it reads RunState: imported late)
 
-        def walk(run: RunState, path: tuple[str, ...]) -> None:
-            for c in run.calls:
-                if c.status == status:
-                    plain = not path or len(self.paths_to(c.call.id, status)) == 1
-                    found.append((c.call.id if plain else "/".join((*path, c.call.id)), c.call))
-                elif c.status == "suspended" and c.child is not None:
-                    walk(c.child, (*path, c.call.id))
-
-        walk(self, ())
-        return tuple(found)
+        return keyed(self, status)
 
     def path_to(self, call_id: str, status: CallStatus | None = None) -> tuple[str, ...] | None:
         """The ids of the suspended calls leading to the sub-run that holds ``call_id``.

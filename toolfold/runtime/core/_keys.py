@@ -1,0 +1,108 @@
+"""The keys `resume` answers waiting calls by, across a run's tree of sub-runs.
+
+A call's key is its id, or its path (the ids of the suspended calls down to
+it, joined by ``/``) when other calls wait under the same id, or its bound key
+(``id#<fingerprint>``, see `toolfold.runtime.approval_key`) when that path
+names another call too: every key names one call. Pure functions of a
+`RunState` (`RunState.keyed_pending_approvals` reads them; the resume path
+checks keys with them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._state import CallState, CallStatus, RunState
+
+# An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
+BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
+
+
+def fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str:
+    """What a bound key holds of its call: a digest of each run down to it, and the call.
+
+    Every run on the way counts with its id and step (a sub-run asking again
+    at a later step of its caller is another call); the call with its id,
+    tool, argument text and the arguments decoded from it (what the tool
+    gets: a stored state cannot change one and not the other unnoticed).
+    """
+    runs = [[state.run_id, state.step]]
+    holder = state
+    for suspended in path:  # (the path leads to the call: `found` was reached by it)
+        holder = next(c.child for c in holder.calls if c.call.id == suspended and c.child)
+        runs.append([holder.run_id, holder.step])
+    call = found.call
+    who = [runs, list(path), call.id, call.name, call.arguments_text, call.arguments]
+    text = json.dumps(who, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def named(state: RunState, key: str, status: CallStatus) -> list[tuple[tuple[str, ...], CallState]]:
+    """Every call of the tree in ``status`` that ``key`` names, by its own id (at any depth)
+    or as a path (`address`), with the path to it; shallowest first."""
+    found_calls: list[tuple[tuple[str, ...], CallState]] = []
+    for path in state.paths_to(key, status):
+        found = call_at(state, path, key, status)
+        if found is not None:
+            found_calls.append((path, found))
+    if "/" in key:  # (a path: split at every "/", as it always was)
+        *outer, inner = key.split("/")
+        if tuple(outer) in state.paths_to(inner, status):
+            found = call_at(state, tuple(outer), inner, status)
+            if found is not None:
+                found_calls.append((tuple(outer), found))
+    return found_calls
+
+
+def own_key(state: RunState, path: tuple[str, ...], found: CallState, status: CallStatus) -> str:
+    """The key that names this call of the tree in ``status`` and no other.
+
+    Its id where no other call waits under it, else its path, else (a path
+    that is also another call's id or path) its bound key (`approval_key`),
+    which holds the path: that one names it alone.
+    """
+    own = found.call.id
+    for key in (own, "/".join((*path, own))):
+        if BOUND_KEY.fullmatch(key) is not None:
+            continue  # (read as a bound key)
+        found_calls = named(state, key, status)
+        if len(found_calls) == 1 and found_calls[0][0] == path and found_calls[0][1].call.id == own:
+            return key
+    return f"{own}#{fingerprint(state, path, found)}"
+
+
+def keyed(state: RunState, status: CallStatus) -> tuple[tuple[str, ToolCallPart], ...]:
+    """Each call of the tree in ``status``, with the key `resume` answers it by.
+
+    The key is the call's id, or its path (see `address`) when other calls
+    wait under the same id, or its bound key (`approval_key`) when that
+    path is another call's id or path too: every key names one call, and no
+    two calls share a key. The calls come in the order of
+    ``state.pending_approvals`` / ``state.tool_calls``.
+    """
+    found: list[tuple[str, ToolCallPart]] = []
+
+    def walk(run: RunState, path: tuple[str, ...]) -> None:
+        for c in run.calls:
+            if c.status == status:
+                found.append((own_key(state, path, c, status), c.call))
+            elif c.status == "suspended" and c.child is not None:
+                walk(c.child, (*path, c.call.id))
+
+    walk(state, ())
+    return tuple(found)
+
+
+def call_at(
+    state: RunState, path: tuple[str, ...], call_id: str, status: CallStatus
+) -> CallState | None:
+    """The current call ``call_id`` of the run at ``path`` (suspended call ids from the top)."""
+    for step in path:
+        child = next((c.child for c in state.calls if c.call.id == step and c.child), None)
+        if child is None:
+            return None
+        state = child
+    return next((c for c in state.calls if c.call.id == call_id and c.status == status), None)
