@@ -49,11 +49,18 @@ class OutputSchema:
     # with the schema, so that a type it cannot structure is a definition error
     _hook: Any = attrs.field(default=None, eq=False, repr=False)
 
-    def parse(self, text: str, *, limit_depth: bool = True) -> tuple[Any, Any]:
+    def parse(self, text: str) -> tuple[Any, Any]:
         """Read an answer: (the structured value, the same value as plain JSON data).
 
-        ``limit_depth``: refuse an answer nested deeper than tool arguments may be
-        (False for a value a state saved by an earlier version holds).
+        Raises:
+            OutputRejected: The answer is not JSON, does not fit the type, or is
+                nested deeper than tool arguments may be.
+        """
+        return self._read(text, limit_depth=True)
+
+    def _read(self, text: str, *, limit_depth: bool) -> tuple[Any, Any]:
+        """`parse`; ``limit_depth`` False for a value a state saved by an earlier
+        version holds, which no limit refused.
 
         Raises:
             OutputRejected: The answer is not JSON or does not fit the type.
@@ -110,7 +117,7 @@ class OutputSchema:
     def restore(self, plain: Any) -> Any:
         """The structured value from plain data (e.g. a state loaded from JSON)."""
         text = json.dumps({"result": plain} if self.wrapped else plain)
-        return self.parse(text, limit_depth=False)[0]
+        return self._read(text, limit_depth=False)[0]
 
 
 def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
