@@ -1,12 +1,16 @@
 """What the agent-file commands share: exit codes, the run file's format, messages.
 
 A command ends early by raising `_Stop` with its exit code, after `_say` put
-the message on stderr; `_read_line` asks at the terminal.
+the message on stderr; `_read_line` asks at the terminal. What a model, a tool
+or a server wrote is shown through `_visible`, so that it cannot drive the
+terminal (clear a line, move the cursor, hide text) to pass for toolfold's own
+lines, such as an approval question.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import sys
@@ -68,4 +72,29 @@ class _Stop(Exception):
 
 
 def _say(command: str, message: str) -> None:
-    print(f"toolfold {command}: {message}", file=sys.stderr)
+    print(f"toolfold {command}: {_visible(message, lines=True)}", file=sys.stderr)
+
+
+# What a terminal acts on instead of showing: the C0 controls (ESC starts the
+# sequences that clear a line or move the cursor, CR returns to the line's start,
+# BS steps back), DEL, the C1 controls (CSI, U+009B, is ESC [ to some terminals),
+# and the bidirectional overrides and isolates, which reorder what is shown.
+_BIDI = r"\u202a-\u202e\u2066-\u2069"
+_ONE_LINE = re.compile(rf"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")  # \t and \n kept
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _visible(text: str, *, lines: bool = False) -> str:
+    """``text`` as the commands write it to a terminal: each control character as a
+    visible escape (``\\x1b``, ``\\x0d``, ``\\u202e``); with ``lines``, newlines and
+    tabs are kept (and CR LF is a newline)."""
+    if lines:
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+        return _LINES.sub(_escaped, text)
+    return _ONE_LINE.sub(_escaped, text)

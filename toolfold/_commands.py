@@ -29,6 +29,7 @@ from toolfold._cli_common import (
     USAGE,
     _say,
     _Stop,
+    _visible,
 )
 from toolfold._cli_common import WAITING as WAITING  # (the exit codes, all here as before)
 from toolfold._cli_common import _read_line as _read_line  # (read by tests, as before)
@@ -65,7 +66,7 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
             # (not `load`, whose model= errors are the Python API's: --model's are the file's)
             return read_file(source, model, str(source.resolve().parent))
     except AgentFileError as exc:
-        print(exc, file=sys.stderr)
+        print(_visible(str(exc), lines=True), file=sys.stderr)  # (it may quote an MCP server)
         raise _Stop(PROBLEM) from None
 
 
@@ -163,12 +164,12 @@ def tools(args: argparse.Namespace) -> int:
             print(f"  tool {tool_name}")
             for dialect, entry in by_dialect.items():
                 if "error" in entry:
-                    print(f"    {dialect}: cannot compile: {entry['error']}")
+                    print(_visible(f"    {dialect}: cannot compile: {entry['error']}"))
                     continue
                 mode = "strict" if entry["strict"] else "non-strict"
                 print(f"    {dialect} ({mode}): {json.dumps(entry['payload'], sort_keys=True)}")
                 for rewrite in entry["rewrites"]:
-                    print(f"      rewrite {rewrite}")
+                    print(_visible(f"      rewrite {rewrite}"))
     return OK
 
 

@@ -30,6 +30,7 @@ from toolfold._cli_common import (
     _read_line,
     _say,
     _Stop,
+    _visible,
 )
 from toolfold._errors import (
     RunError,
@@ -84,6 +85,10 @@ class _Session:
             raise _Stop(PROBLEM)
         self.out: TextIO = sys.stdout
         self.err: TextIO = sys.stderr
+        # The answer's text is escaped on a terminal (`_visible`), where a model's
+        # escape sequences could clear a line and write a fake approval question;
+        # into a pipe or a file it goes as the model wrote it.
+        self.on_terminal = _is_terminal(self.out)
         self.shown: set[str] = set()
         self.stepped: set[int] = set()  # the steps `_step` showed
         # The state the attempt under way resumes (None: a new run): `_failed_round` shows
@@ -155,7 +160,7 @@ class _Session:
                 return self._streamed(outcome, waiting)
             self._catch_up(outcome, waiting)
             if not self.args.json:
-                self.out.write(outcome.text + ("\n" if outcome.text else ""))
+                self.out.write(self._answer(outcome.text) + ("\n" if outcome.text else ""))
                 self.out.flush()
             return outcome
         except RunError as exc:
@@ -175,7 +180,7 @@ class _Session:
             outcome = exc.response
             self._catch_up(outcome, waiting)
             if not self.args.json and not self.args.stream:  # a stream showed its text
-                self.out.write(outcome.text + ("\n" if outcome.text else ""))
+                self.out.write(self._answer(outcome.text) + ("\n" if outcome.text else ""))
                 self.out.flush()
             return outcome
         except ToolfoldError as exc:
@@ -294,7 +299,7 @@ class _Session:
         response = outcome.response
         if not shown and not self.args.json and response.text:
             # A workflow's answer is its output, which arrives with no deltas of its own.
-            self.out.write(response.text + "\n")
+            self.out.write(self._answer(response.text) + "\n")
             self.out.flush()
         self._catch_up(response, waiting)
         return response
@@ -317,7 +322,7 @@ class _Session:
         for depth, name, inner in _unwrap(event):
             kind = getattr(inner, "kind", "")
             if kind == "text_delta" and depth == 0 and not self.args.json:
-                self.out.write(inner.text)
+                self.out.write(self._answer(inner.text))
                 self.out.flush()
                 ended_line = inner.text.endswith("\n")
                 shown = True
@@ -365,7 +370,8 @@ class _Session:
         waits = " (waits for approval)" if disposition == "approve" else ""
         where = f"[{name}] " if name else ""
         text = _excerpt(_arguments_shown(call))
-        print(f"{'  ' * depth}{where}→ {call.name}({text}) [{call.id}]{waits}", file=self.err)
+        line = f"{'  ' * depth}{where}→ {call.name}({text}) [{call.id}]{waits}"
+        print(_visible(line), file=self.err)  # (the name and id are the model's, too)
 
     def _result_line(self, result: Any, depth: int, name: str) -> None:
         if depth == 0:
@@ -373,7 +379,7 @@ class _Session:
         mark = "✗" if result.is_error else "←"
         where = f"[{name}] " if name else ""
         text = _excerpt(result.content)
-        print(f"{'  ' * depth}{where}{mark} {result.tool_name}: {text}", file=self.err)
+        print(_visible(f"{'  ' * depth}{where}{mark} {result.tool_name}: {text}"), file=self.err)
 
     # -- waiting -------------------------------------------------------------------
 
@@ -403,6 +409,7 @@ class _Session:
         return {"approvals": approvals or None, "tool_results": results or None}
 
     def _prompt(self, question: str, choices: tuple[str, ...] | None) -> str | None:
+        question = _visible(question)  # a call's name, arguments and id are the model's
         while True:
             self.err.write(question)
             self.err.flush()
@@ -413,6 +420,10 @@ class _Session:
             if choices is None or answer.lower() in choices:
                 return answer.lower() if choices else answer
             self.err.write(f"answer {' or '.join(choices[::2])}\n")
+
+    def _answer(self, text: str) -> str:
+        """The answer's ``text`` as written to stdout: escaped on a terminal (`_visible`)."""
+        return _visible(text, lines=True) if self.on_terminal else text
 
     def _keep(self, state: Any) -> None:
         """The run file written with ``state``, and with ``--json`` the state on stdout."""
@@ -619,6 +630,13 @@ def _arguments_shown(call: Any) -> str:
             return shown
         return f"{shown}, values {json.dumps(step['values'], ensure_ascii=False)}"
     return str(call.arguments_text)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):  # a replaced or closed stream
+        return False
 
 
 def _excerpt(text: str) -> str:

@@ -100,3 +100,27 @@ def test_a_reserved_name_mapped_onto_a_listed_one_is_refused_naming_both() -> No
         server.tools_from(listed)
     assert "tools 'auto' and 'auto_' are both 'auto_' for the model" in str(raised.value)
     assert "a reserved name such as 'auto' gets a final '_'" in str(raised.value)
+
+
+def test_a_listed_tool_whose_refs_loop_is_refused_naming_the_server_and_the_tool() -> None:
+    """A hostile server's inputSchema whose $refs loop (A -> B -> A) is refused when its tools
+    are listed, naming the server and the tool: a call of it was a bare RecursionError."""
+    server = MCPServerStdio(sys.executable, [SERVER], name="hostile")
+    tree_part = {"properties": {"a": {"$ref": "#"}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}},
+        "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+    }
+    listed = [
+        {"name": "loop", "description": "", "inputSchema": schema},
+        {"name": "tree", "description": "", "inputSchema": {"type": "object", **tree_part}},
+    ]
+    with pytest.raises(ToolDefinitionError) as raised:
+        server.tools_from(listed)
+    assert str(raised.value).startswith("cannot make a tool of MCP server 'hostile': 1 problem")
+    assert "tool 'loop': $ref loop #/$defs/A -> #/$defs/B -> #/$defs/A never reaches" in str(
+        raised.value
+    )
+    (tree,) = server.tools_from(listed[1:])
+    assert tree.validate_arguments({"a": {"a": {}}}) == {"a": {"a": {}}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import enum
@@ -178,3 +179,51 @@ def test_test_model_with_tools_and_output_type() -> None:
     response = Agent(TestModel(), tools=[forecast], output_type=Weather).run("go")
     assert isinstance(response.output, Weather)
     assert response.steps[0].tool_results[0].content.startswith("cold in")
+
+
+def _deep(levels: int) -> str:
+    """``{"x": [[[...]]]}`` with ``levels`` nested lists (2 KB at 1,000)."""
+    return '{"x": ' + "[" * levels + "]" * levels + "}"
+
+
+@pytest.mark.parametrize("levels", [1000, 100_000, 70])
+@pytest.mark.parametrize("way", ["run", "stream", "arun"])
+def test_an_answer_nested_too_deep_goes_back_to_the_model(levels: int, way: str) -> None:
+    """A structured answer nested deeper than tool arguments may be (64 levels) is an output
+    rejection the model reads and answers again, in run, stream and arun alike: it was a
+    bare RecursionError that ended the run and lost its state."""
+    model = ScriptedModel([_deep(levels), '{"x": [[1]]}'])
+    agent = Agent(model, output_type=dict)
+    if way == "run":
+        output = agent.run("go").output
+    elif way == "stream":
+        output = list(agent.stream("go"))[-1].response.output
+    else:
+        output = asyncio.run(agent.arun("go")).output
+    assert output == {"x": [[1]]}
+    assert "$: the answer is nested more than 64 levels deep" in model.requests[1].messages[-1].text
+
+
+def test_a_too_deep_answer_past_the_retries_fails_with_the_state() -> None:
+    """Past output_retries the too-deep answer is an OutputValidationError holding the state."""
+    model = ScriptedModel([_deep(1000)] * 2)
+    with pytest.raises(OutputValidationError, match="nested more than 64 levels") as info:
+        Agent(model, output_type=dict, output_retries=1).run("go")
+    assert info.value.state.phase == "failed"
+
+
+def test_an_answer_within_the_depth_limit_and_a_deep_str_answer_are_taken() -> None:
+    """64 levels is an answer like any other; a str output takes deep brackets as its text."""
+    model = ScriptedModel([_deep(63)])
+    assert Agent(model, output_type=dict).run("go").output == json.loads(_deep(63))
+    text = "[" * 2000 + "]" * 2000
+    assert Agent(ScriptedModel([text]), output_type=str).run("go").output == text
+
+
+def test_a_deep_output_a_saved_state_holds_is_still_restored() -> None:
+    """The depth limit is for new answers: an output of 70 levels a state saved before the
+    limit holds is restored as it was."""
+    from toolfold.runtime.drive._output import output_schema
+
+    plain = json.loads(_deep(70))
+    assert output_schema(dict).restore(plain) == plain

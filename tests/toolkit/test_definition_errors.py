@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pytest
 
-from toolfold import Tool, ToolDefinitionError, tool
+from toolfold import ArgumentValidationError, Tool, ToolDefinitionError, tool
 
 HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
 
@@ -368,6 +368,72 @@ def test_explicit_schema_refs_are_resolved_when_the_tool_is_made() -> None:
     }
     made = Tool("t", "d", fine)
     assert made.validate_arguments({"a": 1, "b": "x"}) == {"a": 1, "b": "x"}
+
+
+LOOP_TAIL = (
+    " never reaches a part of the value: checking any arguments against it would never end"
+    " (a recursive type refers to itself under properties or items)"
+)
+
+
+@pytest.mark.parametrize(
+    ("schema", "loop"),
+    [
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/A"}},
+                "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+            },
+            "#/$defs/A -> #/$defs/B -> #/$defs/A",
+        ),
+        ({"type": "object", "allOf": [{"$ref": "#"}]}, "# -> #/allOf/0 -> #"),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/A"}},
+                "$defs": {"A": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/A"}]}},
+            },
+            "#/$defs/A -> #/$defs/A/anyOf/1 -> #/$defs/A",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#here"}},
+                "$defs": {"A": {"$anchor": "here", "not": {"$ref": "#here"}}},
+            },
+            "#here -> #here/not -> #here",
+        ),
+    ],
+)
+def test_a_ref_loop_on_one_value_is_a_definition_error(schema: dict[str, Any], loop: str) -> None:
+    """$refs (through allOf, anyOf, not...) that come back to themselves without going into a
+    property or an item are refused when the tool is made, naming the loop: a call was a bare
+    RecursionError."""
+    assert _explicit(schema) == (f"$ref loop {loop}{LOOP_TAIL}",)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_recursive_tree_schema_is_no_loop_and_checks_deep_values(fast: bool) -> None:
+    """A $ref to itself under properties or items (a tree) is kept, on the fast check and on
+    jsonschema's, and validates nested arguments."""
+    tree = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            "parent": {"$ref": "#"},
+        },
+        "$defs": {"node": {"type": "object", "properties": {"kids": {"items": {"$ref": "#"}}}}},
+    }
+    if not fast:  # a keyword the fast check does not compile: jsonschema does all the work
+        tree["$comment"] = "x"
+        tree["if"] = {"type": "object"}
+    made = Tool("t", "d", tree)
+    value = {"name": "a", "parent": {"name": "b", "children": [{"kids": [{"name": "c"}]}]}}
+    assert made.validate_arguments(value) == value
+    with pytest.raises(ArgumentValidationError):
+        made.validate_arguments({"parent": {"name": 5}})
 
 
 def test_explicit_schema_reports_every_meta_schema_error() -> None:

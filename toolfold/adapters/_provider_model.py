@@ -210,7 +210,7 @@ class ProviderModel:
         limits: HttpLimits | None = None,
         timeout: Any = UNSET,
         retry: Any = UNSET,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         trust_env: bool = True,
     ) -> None:
         self.model_name = model_name
@@ -271,7 +271,7 @@ class ProviderModel:
         """Where and how this model connects, given the ``base_url`` the user named (if any)."""
         raise NotImplementedError
 
-    def _configure(self, headers: Mapping[str, str]) -> None:
+    def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         """Derive what the codec needs from the user's ``headers`` (default: nothing)."""
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:

@@ -443,8 +443,8 @@ class MCPServer:
                 continue
             try:
                 tool = self._tool(spec)
-            except ToolDefinitionError as exc:
-                problems.extend(exc.problems)
+            except ToolDefinitionError as exc:  # each named by its tool: the server lists many
+                problems.extend(f"tool {spec['name']!r}: {problem}" for problem in exc.problems)
                 continue
             other = remotes.setdefault(tool.name, str(spec["name"]))
             if other != spec["name"]:

@@ -19,6 +19,7 @@ __all__ = [
     "drop_optional_nulls",
     "escape",
     "not_json",
+    "ref_loops",
     "resolve_local",
     "unescape",
 ]
@@ -103,6 +104,123 @@ def resolve_local(root: Any, ref: str) -> Any:
         else:
             return MISSING
     return node
+
+
+# Keywords whose schemas apply to the very value the schema applies to: a loop of
+# them and ``$ref``s never gets to a smaller value, so checking any value against
+# it recurses forever (jsonschema and the fast check alike).
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf")
+# Keywords whose schemas apply to a part of the value (an item, a property's
+# value, a key): a loop through one of them ends with the value (a tree).
+_INTO_ONE = (
+    "items",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+)
+_INTO_MANY = ("properties", "patternProperties")
+
+
+def ref_loops(root: Any) -> list[str]:
+    """Each loop of local ``$ref``s that never descends into the value, as a path.
+
+    ``{"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}}``
+    reached from the root gives ``"#/$defs/A -> #/$defs/B -> #/$defs/A"``;
+    ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and
+    ``dependentSchemas`` hop in place too. A reference under ``properties``,
+    ``items`` and the like (a tree: ``{"items": {"$ref": "#"}}``) is no loop.
+    Only what the root reaches is looked at; walked without recursion, so a
+    deeply nested schema is no problem either.
+    """
+    base = root.get("$id") if _is_mapping(root) else None
+    base = base.rstrip("#") if isinstance(base, str) and base else None
+    anchors = _anchors(root)
+    places: dict[int, str] = {}  # id of each schema reached -> its pointer (its $ref's)
+    hops: dict[int, list[int]] = {}  # id -> the ids of the schemas applying in place
+    todo: list[tuple[Any, str]] = [(root, "#")]
+    while todo:
+        schema, where = todo.pop()
+        if not _is_mapping(schema) or id(schema) in places:
+            continue
+        places[id(schema)] = where
+        in_place: list[tuple[Any, str]] = []
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            if base is not None and ref.startswith(base):
+                ref = ref[len(base) :] or "#"
+            target = resolve_local(root, ref)
+            if target is MISSING and ref.startswith("#"):
+                target = anchors.get(ref[1:], MISSING)
+            if target is not MISSING:
+                in_place.append((target, ref))
+        for key in _IN_PLACE_ONE:
+            if key in schema:
+                in_place.append((schema[key], f"{where}/{key}"))
+        for key in _IN_PLACE_MANY:
+            if isinstance(schema.get(key), list):
+                in_place += [(s, f"{where}/{key}/{i}") for i, s in enumerate(schema[key])]
+        dependent = schema.get("dependentSchemas")
+        if _is_mapping(dependent):
+            in_place += [(s, f"{where}/dependentSchemas/{escape(k)}") for k, s in dependent.items()]
+        hops[id(schema)] = [id(s) for s, _ in in_place if _is_mapping(s)]
+        todo += in_place
+        for key in _INTO_ONE:
+            if key in schema:
+                todo.append((schema[key], f"{where}/{key}"))
+        for key in ("items", "prefixItems"):
+            if isinstance(schema.get(key), list):
+                todo += [(s, f"{where}/{key}/{i}") for i, s in enumerate(schema[key])]
+        for key in _INTO_MANY:
+            if _is_mapping(schema.get(key)):
+                todo += [(s, f"{where}/{key}/{escape(k)}") for k, s in schema[key].items()]
+    # A depth-first walk of the in-place hops, with an explicit stack: a hop back
+    # to a schema on the path being walked closes a loop.
+    loops: list[str] = []
+    done: set[int] = set()
+    for start in places:
+        if start in done:
+            continue
+        path = [start]
+        on_path = {start}
+        stack = [iter(hops[start])]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                node = path.pop()
+                on_path.discard(node)
+                done.add(node)
+                continue
+            if step in on_path:
+                loop = [*path[path.index(step) :], step]
+                loops.append(" -> ".join(places[node] for node in loop))
+            elif step not in done:
+                path.append(step)
+                on_path.add(step)
+                stack.append(iter(hops[step]))
+    return loops
+
+
+def _anchors(root: Any) -> dict[str, Any]:
+    """Each ``$anchor`` (and ``$dynamicAnchor``) name of ``root`` -> the schema it names."""
+    found: dict[str, Any] = {}
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if _is_mapping(node):
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    found.setdefault(node[key], node)
+            todo += [
+                v for k, v in node.items() if k not in ("enum", "const", "default", "examples")
+            ]
+        elif isinstance(node, list):
+            todo += node
+    return found
 
 
 def deref(root: Any, schema: Any, limit: int = 32) -> Any:

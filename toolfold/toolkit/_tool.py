@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._jsonschema import MISSING, escape, not_json, resolve_local
+from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
 
@@ -595,6 +595,14 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
                 problems.append(f"$ref {ref!r} {at} points to nothing in the schema")
         elif local[1:] not in anchors:
             problems.append(f"$ref {ref!r} {at} names no $anchor of the schema")
+    if not problems:
+        # A loop of references on one value made every call a bare RecursionError.
+        problems += [
+            f"$ref loop {loop} never reaches a part of the value: checking any arguments "
+            "against it would never end (a recursive type refers to itself under "
+            "properties or items)"
+            for loop in ref_loops(schema)
+        ]
     return problems
 
 

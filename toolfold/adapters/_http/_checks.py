@@ -4,7 +4,8 @@ A header value with CR, LF or NUL could smuggle a second header or request; a
 value that is not Latin-1 cannot be sent at all; a base URL without scheme or
 host fails only at the first call; a framing header (``Content-Length``,
 ``Transfer-Encoding``...) is the client's to write. Each is a `ModelConfigError` naming the
-option, raised before any connection is opened. Keys (and a URL's password) are never quoted.
+option, raised before any connection is opened. Keys, header values (which may carry a
+credential: ``api-key``, ``Authorization``) and a URL's password are never quoted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import urllib.parse
 from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._keys import mask_url, shown_userinfo, url_userinfo
+from toolfold.adapters._http._keys import Secret, mask_url, shown_userinfo, url_userinfo
 from toolfold.adapters._http._retry import HttpLimits
 
 __all__ = [
@@ -43,9 +44,13 @@ _FRAMING = frozenset(
 )
 
 
-def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
+def check_headers(headers: Mapping[str, str | Secret], option: str = "headers") -> None:
     """Refuse header names that are not tokens, framing headers, names given twice, bad values,
-    and headers that are no mapping."""
+    and headers that are no mapping.
+
+    A value may be a `Secret`. It is never quoted: a key read from a file
+    ends with a newline, and the message showed it.
+    """
     check_mapping(headers, option)
     seen: set[str] = set()
     for name, value in headers.items():
@@ -61,7 +66,12 @@ def check_headers(headers: Mapping[str, str], option: str = "headers") -> None:
                 f"{option}: {name!r} is given twice (header names ignore case); keep one"
             )
         seen.add(folded)
-        check_header_value(value, f"{option}[{name!r}]")
+        check_header_value(
+            value.reveal() if isinstance(value, Secret) else value,
+            f"{option}[{name!r}]",
+            secret=True,
+            expected="a string or a Secret",
+        )
 
 
 def check_mapping(headers: object, option: str = "headers") -> None:
@@ -82,11 +92,16 @@ def check_limits(limits: object) -> None:
         )
 
 
-def check_header_value(value: object, option: str, *, secret: bool = False) -> None:
-    """Refuse a value with CR/LF/NUL or another control character, outside Latin-1, or not a string."""
+def check_header_value(
+    value: object, option: str, *, secret: bool = False, expected: str = "a string"
+) -> None:
+    """Refuse a value with CR/LF/NUL or another control character, outside Latin-1, or not a string.
+
+    ``secret``: the message says "the value", not the value.
+    """
     shown = "the value" if secret else repr(value)
     if not isinstance(value, str):
-        raise ModelConfigError(f"{option}: {shown} must be a string, not {type(value).__name__}")
+        raise ModelConfigError(f"{option}: {shown} must be {expected}, not {type(value).__name__}")
     if _FORBIDDEN.search(value):
         raise ModelConfigError(f"{option}: {shown} contains CR, LF or NUL, which HTTP forbids")
     if _CONTROL.search(value):

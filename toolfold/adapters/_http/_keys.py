@@ -228,6 +228,33 @@ def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secre
     return (_AsCredential(key.reveal(), header.lower(), scheme.strip()),)
 
 
+#: Header names that carry a credential, whose values a transport treats as
+#: secrets like the key: ``Authorization``, ``Proxy-Authorization``, ``api-key``
+#: (Azure), ``x-api-key``, ``x-goog-api-key``, ``Cookie``, any ``...-token``.
+_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|passw|cookie|credential|signature", re.I)
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether a header named ``name`` may carry a credential (see `_CREDENTIAL_HEADER`)."""
+    return _CREDENTIAL_HEADER.search(name) is not None
+
+
+def header_secrets(name: str, value: Secret) -> tuple[Secret, ...]:
+    """What to scrub for a credential ``value`` sent in the header ``name``.
+
+    The whole value and, after a scheme word (``Bearer tok``, ``Basic
+    dXNl...``), the credential alone, which a server may echo by itself;
+    each as the API key is (`api_key_secrets`: a short one only where it is
+    written as a credential).
+    """
+    whole = value.reveal()
+    scheme, _, token = whole.partition(" ")
+    found = [*api_key_secrets(value, name, "")]
+    if token.strip():
+        found += api_key_secrets(Secret(token.strip()), name, scheme)
+    return tuple(dict.fromkeys(found))
+
+
 def url_secrets(url: str) -> tuple[Secret, ...]:
     """The secrets in ``url``'s ``user:password@``: none without a password.
 

@@ -36,7 +36,14 @@ from toolfold.adapters._http._checks import (
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import not_an_event_stream, parse_error_body
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._http._keys import Secret, api_key_secrets, mask_url, url_secrets
+from toolfold.adapters._http._keys import (
+    Secret,
+    api_key_secrets,
+    header_secrets,
+    is_credential_header,
+    mask_url,
+    url_secrets,
+)
 from toolfold.adapters._http._logs import guard_logs
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts, _count
 from toolfold.adapters._http._sender import Call, ErrorParser, Sender, scrub_error
@@ -73,7 +80,11 @@ class Transport:
             Anthropic ``"x-api-key"``, Gemini ``"x-goog-api-key"``).
         auth_scheme: The prefix before the key in that header (``"Bearer"``;
             empty for a bare key).
-        headers: Extra headers sent with every request.
+        headers: Extra headers sent with every request. A value may be a
+            `Secret`; it and the value of any header whose name carries a
+            credential (``Authorization``, ``api-key``, ``x-api-key``, names
+            with ``key``, ``token``, ``secret``, ``auth``...) are kept and
+            scrubbed like the key.
         timeout: `Timeouts`, a number of seconds, or None for no limits. By
             default: an injected client's own timeouts, else `Timeouts()`.
         retry: A `RetryPolicy`, a number of retries, or None/0 to never retry
@@ -121,7 +132,7 @@ class Transport:
         refusal: str | None = None,
         auth_header: str = "authorization",
         auth_scheme: str = "Bearer",
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         timeout: Timeouts | float | None = _UNSET,
         retry: RetryPolicy | int | None = _UNSET,
         limits: HttpLimits | None = None,
@@ -143,17 +154,23 @@ class Transport:
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(api_key)
         self._auth_header = auth_header.lower()
         self._auth_value = _auth_value(self._key, auth_header, auth_scheme)
+        # The key and the credentials of headers= are not in these dicts: they are
+        # added at send time from their Secrets, so neither vars(transport) nor a
+        # stored header dict ever shows them.
+        self._headers, hidden = _default_headers(headers or {})
         # A short key is scrubbed only where it is a credential (``Bearer k``).
         secrets = (
             *api_key_secrets(self._key, auth_header, auth_scheme),
             *url_secrets(self.base_url),
+            *(found for name, value in hidden.items() for found in header_secrets(name, value)),
         )
         guard_logs(*secrets)
-        # The key is not in these dicts: it is added at send time from the Secret,
-        # so neither vars(transport) nor a stored header dict ever shows it.
-        self._headers = _default_headers(headers or {})
         keyed = self._auth_value is not None and self._auth_header == "authorization"
-        check_url_credentials(base_url, keyed or "authorization" in self._headers)
+        check_url_credentials(base_url, keyed or "authorization" in {**self._headers, **hidden})
+        if self._auth_value is not None and self._auth_header not in self._headers:
+            # A header given by the user (headers= or per request) wins over the key.
+            hidden.setdefault(self._auth_header, self._auth_value)
+        self._hidden = hidden
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         injected = http_client is not None or async_http_client is not None
         timeouts = (None if injected else Timeouts()) if timeout is _UNSET else _timeouts(timeout)
@@ -469,9 +486,15 @@ class Transport:
         if extra:
             check_headers(extra)
             headers = {**base, **{name.lower(): value for name, value in extra.items()}}
-        if self._auth_value is not None and self._auth_header not in headers:
-            # A header given by the user (headers= or per request) wins over the key.
-            headers = {**headers, self._auth_header: self._auth_value.reveal()}
+        if self._hidden:  # the key and headers= credentials; a per-request header wins
+            headers = {
+                **headers,
+                **{
+                    name: value.reveal()
+                    for name, value in self._hidden.items()
+                    if name not in headers
+                },
+            }
         content = body if type(body) is bytes else dumps(body)  # a codec's JSON, as is
         # A call to make now: its total deadline starts counting.
         sender = self._sender
@@ -499,7 +522,14 @@ def _auth_value(key: Secret | None, header: str, scheme: str) -> Secret | None:
     return Secret(f"{scheme} {value}" if scheme else value)
 
 
-def _default_headers(extra: Mapping[str, str]) -> dict[str, str]:
+def _default_headers(extra: Mapping[str, str | Secret]) -> tuple[dict[str, str], dict[str, Secret]]:
+    """The headers every request sends, and apart, those of ``extra`` that are secrets.
+
+    A value given as a `Secret`, or in a header whose name carries a credential
+    (`is_credential_header`: an Azure ``api-key``, an ``Authorization``), is
+    kept as a `Secret`: it was shown in errors, tracebacks and DEBUG logs when
+    a server echoed it, as the key never was.
+    """
     check_headers(extra)
     headers = {
         "content-type": "application/json",
@@ -507,9 +537,16 @@ def _default_headers(extra: Mapping[str, str]) -> dict[str, str]:
         "accept-encoding": ACCEPT_ENCODING,
         "user-agent": USER_AGENT,
     }
+    hidden: dict[str, Secret] = {}
     for name, value in extra.items():
-        headers[name.lower()] = value
-    return headers
+        folded = name.lower()
+        if isinstance(value, Secret):
+            hidden[folded] = value
+        elif is_credential_header(folded):
+            hidden[folded] = Secret(value)
+        else:
+            headers[folded] = value
+    return headers, hidden
 
 
 def _policy(retry: RetryPolicy | int | None) -> RetryPolicy:

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
 from toolfold.adapters.anthropic._errors import parse_error
@@ -59,10 +60,13 @@ class AnthropicModel(ProviderModel):
             error_parser=parse_error,
         )
 
-    def _configure(self, headers: Mapping[str, str]) -> None:
+    def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         # Strict tools need the beta flag: sent joined to any betas the user asked for.
         extra = {k.lower(): v for k, v in headers.items()}
-        betas = [b.strip() for b in extra.get("anthropic-beta", "").split(",") if b.strip()]
+        given = extra.get("anthropic-beta", "")
+        if isinstance(given, Secret):  # (headers= may hold Secrets)
+            given = given.reveal()
+        betas = [b.strip() for b in given.split(",") if b.strip()]
         if STRICT_BETA not in betas:
             betas.append(STRICT_BETA)
         self._beta_headers = {"anthropic-beta": ",".join(betas)}

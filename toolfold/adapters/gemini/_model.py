@@ -82,7 +82,7 @@ class GeminiModel(ProviderModel):
         trust_env: bool = True,
         timeout: Any = UNSET,
         retry: Any = UNSET,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
     ) -> None:
         schema_dialect(model_name, schema_form)  # refuses an unknown form now
         if stream_format not in _STREAM_FORMATS:

@@ -90,7 +90,7 @@ class OpenAIChatModel(ProviderModel):
         async_http_client: Any = None,
         timeout: Any = UNSET,
         retry: Any = UNSET,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         limits: HttpLimits | None = None,
         trust_env: bool = True,
     ) -> None:

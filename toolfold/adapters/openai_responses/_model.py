@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
 from toolfold.adapters.openai_responses._providers import (
     API_KEY_ENV,
@@ -58,7 +59,7 @@ class OpenAIResponsesModel(ProviderModel):
     def _endpoint(self, base_url: str | None) -> Endpoint:
         return Endpoint(PREFIX, base_url or BASE_URL, API_KEY_ENV)
 
-    def _configure(self, headers: Mapping[str, str]) -> None:
+    def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         # Settings CreateResponse lacks are refused for OpenAI only (see `build_body`).
         self._openai = is_openai(self.base_url)
 

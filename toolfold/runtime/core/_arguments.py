@@ -80,6 +80,29 @@ def argument_problem(text: str) -> tuple[str, int] | None:
     return None
 
 
+def nesting_problem(text: str) -> str | None:
+    """Why the JSON ``text`` nests too deep to be taken (more than `MAX_DEPTH` levels);
+    None when it does not, or is no JSON (whoever reads it says why).
+
+    For text read whole with ``json.loads`` (a structured answer), which raised a
+    bare RecursionError at about 1,000 levels, and whose deeper values break what
+    walks them later, as tool arguments would.
+    """
+    if text.count("{") + text.count("[") <= MAX_DEPTH:
+        return None
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return f"nested more than {MAX_DEPTH} levels deep"
+    except ValueError:
+        return None
+    try:
+        _check_depth(value)
+    except _NotJSON as exc:
+        return str(exc)
+    return None
+
+
 def _check_depth(value: Any) -> None:
     # Iterative: the point is to refuse values too deep for recursion.
     level: list[Any] = [value]

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ToolArgumentError
+from toolfold.runtime.core._arguments import nesting_problem
 from toolfold.runtime.core._request import OutputSpec
 from toolfold.toolkit._jsonschema import resolve_local
 
@@ -52,9 +53,24 @@ class OutputSchema:
         """Read an answer: (the structured value, the same value as plain JSON data).
 
         Raises:
+            OutputRejected: The answer is not JSON, does not fit the type, or is
+                nested deeper than tool arguments may be.
+        """
+        return self._read(text, limit_depth=True)
+
+    def _read(self, text: str, *, limit_depth: bool) -> tuple[Any, Any]:
+        """`parse`; ``limit_depth`` False for a value a state saved by an earlier
+        version holds, which no limit refused.
+
+        Raises:
             OutputRejected: The answer is not JSON or does not fit the type.
         """
         body = _strip_fence(text)
+        # As deep as tool arguments may be: deeper, json.loads raised a bare
+        # RecursionError that ended the run, its state lost.
+        deep = nesting_problem(body) if limit_depth and self.type is not str else None
+        if deep is not None:
+            raise OutputRejected(_rejection([f"$: the answer is {deep}"]))
         if self.wrapped:
             body = self._wrap(body, text)
         else:
@@ -88,7 +104,7 @@ class OutputSchema:
         # as the bare value; a plain-text answer is the value of a str output.
         try:
             decoded = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # (too deep: text for a str, else refused before)
             if self.type is str:
                 return json.dumps({"result": text})
             return body  # the checker says where parsing failed
@@ -100,7 +116,8 @@ class OutputSchema:
 
     def restore(self, plain: Any) -> Any:
         """The structured value from plain data (e.g. a state loaded from JSON)."""
-        return self.parse(json.dumps({"result": plain} if self.wrapped else plain))[0]
+        text = json.dumps({"result": plain} if self.wrapped else plain)
+        return self._read(text, limit_depth=False)[0]
 
 
 def output_schema(tp: Any, name: str | None = None) -> OutputSchema:

@@ -1,0 +1,133 @@
+"""Credentials given in headers= (an Azure api-key, an Authorization) are kept secret like the key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import traceback
+
+import pytest
+from backends import OWNED
+from scripted_http import Recorded, Reply, ScriptedServer
+
+import toolfold
+from toolfold import ModelConfigError, ProviderError
+from toolfold.adapters import Secret
+from toolfold.adapters._http._transport import Transport
+from toolfold.runtime import Message, ModelRequest
+
+TOKEN = "AZURESECRETVALUE123"
+REQUEST = ModelRequest(messages=(Message.user("hi"),))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"api-key": TOKEN + "\n"},  # open("key.txt").read()
+        {"Authorization": f"Bearer {TOKEN}\n"},
+        {"x-team": TOKEN + "\r\nx-b: 1"},
+        {"x-team": f" {TOKEN}"},
+        {"x-team": TOKEN + "\x7f"},
+        {"api-key": Secret(TOKEN + "\n")},
+    ],
+)
+def test_a_refused_header_value_is_never_quoted(headers: dict[str, object]) -> None:
+    """The ModelConfigError names the header and the problem, and says "the value", not the value."""
+    with pytest.raises(ModelConfigError, match=r"headers\['[\w-]+'\]: the value ") as caught:
+        toolfold.model("openai-compatible:m", base_url="http://127.0.0.1:9/v1", headers=headers)
+    assert TOKEN not in str(caught.value)
+
+
+def test_a_header_value_of_the_wrong_type_is_named_by_its_type() -> None:
+    """A value neither a string nor a Secret is refused by its type only."""
+    with pytest.raises(ModelConfigError, match=r"the value must be a string or a Secret, not int"):
+        toolfold.model("openai:m", base_url="http://127.0.0.1:9/v1", api_key="k", headers={"a": 5})
+
+
+def _echo_headers(request: Recorded) -> Reply:
+    """A 400 that writes every header it was sent into its body and its own headers."""
+    sent = dict(request.headers)
+    message = {"error": {"message": f"bad request, you sent {json.dumps(sent)}"}}
+    echoed = {f"x-echo-{name}": value for name, value in sent.items() if name != "content-length"}
+    return Reply(status=400, json=message, headers=echoed)
+
+
+@pytest.mark.parametrize("backend", OWNED)
+@pytest.mark.parametrize(
+    ("headers", "shown"),
+    [
+        ({"api-key": TOKEN}, TOKEN),
+        ({"api-key": Secret(TOKEN)}, TOKEN),
+        ({"Ocp-Apim-Subscription-Key": TOKEN}, TOKEN),
+        ({"X-Custom-Token": TOKEN}, TOKEN),
+        # a server may echo the credential after the scheme alone
+        ({"Authorization": f"Bearer {TOKEN}"}, TOKEN),
+    ],
+)
+def test_an_echoed_header_credential_is_scrubbed_from_errors_tracebacks_and_logs(
+    http_server: ScriptedServer,
+    caplog: pytest.LogCaptureFixture,
+    backend: str,
+    headers: dict[str, object],
+    shown: str,
+) -> None:
+    """A headers= credential echoed by a server is masked in the error, its headers, the whole
+    traceback and the HTTP stack's DEBUG lines, as the key is; other headers stay readable."""
+    http_server.handler = _echo_headers
+    model = toolfold.model(
+        "openai:m",
+        base_url=http_server.url,
+        api_key="sk-realkey-abcdef",
+        headers={**headers, "x-team": "research"},
+        http=backend,
+        retry=0,
+    )
+
+    async def call() -> None:
+        try:
+            await model.request(REQUEST)
+        finally:
+            await model.aclose()
+
+    with caplog.at_level(logging.DEBUG), pytest.raises(ProviderError) as caught:
+        asyncio.run(call())
+    sent = http_server.requests[0].headers
+    assert any(value.endswith(shown) for value in sent.values())  # the credential was sent
+    text = "".join(traceback.format_exception(caught.value))
+    assert "research" in text  # a plain header is shown...
+    assert shown not in text  # ...the credential never
+    assert shown not in repr(caught.value.headers)
+    assert "***" in text
+    assert shown not in caplog.text
+
+
+def test_header_credentials_are_held_as_secrets_and_sent_at_send_time(
+    http_server: ScriptedServer,
+) -> None:
+    """No attribute of a transport shows a headers= credential; it reaches the wire unchanged,
+    and a per-request header of the same name still wins."""
+    http_server.add(Reply(json={}), Reply(json={}))
+    transport = Transport(
+        "openai", http_server.url, None, headers={"api-key": TOKEN, "x-b": Secret("b-value-1")}
+    )
+    assert TOKEN not in repr(vars(transport))
+    assert "b-value-1" not in repr(vars(transport))
+    transport.post_json_sync("x", {})
+    transport.post_json_sync("x", {}, headers={"API-Key": "other"})
+    transport.close()
+    first, second = http_server.requests
+    assert first.headers["api-key"] == TOKEN
+    assert first.headers["x-b"] == "b-value-1"
+    assert second.headers["api-key"] == "other"
+
+
+def test_a_secret_anthropic_beta_header_joins_the_strict_beta() -> None:
+    """Anthropic reads the user's anthropic-beta header even when it is given as a Secret."""
+    model = toolfold.model(
+        "anthropic:claude-x",
+        base_url="http://127.0.0.1:9",
+        api_key="k",
+        headers={"anthropic-beta": Secret("files-api-2025-04-14")},
+    )
+    assert model._beta_headers["anthropic-beta"].startswith("files-api-2025-04-14,")  # type: ignore[attr-defined]
