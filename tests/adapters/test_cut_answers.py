@@ -1,0 +1,221 @@
+"""Answers a provider ended abnormally (cut by the token limit, failed, refused), whole and streamed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from scripted_http import Reply, ScriptedServer, sse
+
+import toolfold
+from toolfold import Agent, generate_text
+
+ran: list[dict[str, str]] = []
+
+
+@toolfold.tool
+def send_email(to: str, subject: str = "", body: str = "") -> str:
+    """Send an email.
+
+    Args:
+        to: Recipient.
+        subject: Subject.
+        body: Body.
+    """
+    ran.append({"to": to, "subject": subject, "body": body})
+    return "sent"
+
+
+CUT_ARGUMENTS = {"to": "ceo@corp.com", "subject": "Resignation"}  # parses; its body is missing
+
+
+def _anthropic_event(kind: str, data: dict[str, Any]) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({**data, 'type': kind})}\n\n".encode()
+
+
+def _anthropic_stream(*events: tuple[str, dict[str, Any]]) -> Reply:
+    start = {
+        "message": {
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    }
+    chunks = [_anthropic_event("message_start", start)]
+    chunks += [_anthropic_event(kind, data) for kind, data in events]
+    chunks.append(_anthropic_event("message_stop", {}))
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+def _anthropic_cut_whole() -> Reply:
+    return Reply(
+        json={
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "stop_reason": "max_tokens",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 50},
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "send_email", "input": CUT_ARGUMENTS}
+            ],
+        }
+    )
+
+
+def _anthropic_cut_stream() -> Reply:
+    return _anthropic_stream(
+        (
+            "content_block_start",
+            {
+                "index": 0,
+                "content_block": {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "send_email",
+                    "input": {},
+                },
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(CUT_ARGUMENTS)},
+            },
+        ),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 50}}),
+    )
+
+
+def _chat_body(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "usage": {"prompt_tokens": 1, "completion_tokens": 50, "total_tokens": 51},
+        "choices": [
+            {"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}
+        ],
+    }
+
+
+def _chat_chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+_CUT_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "send_email", "arguments": json.dumps(CUT_ARGUMENTS)},
+}
+
+
+def _chat_cut_whole() -> Reply:
+    return Reply(json=_chat_body({"content": None, "tool_calls": [_CUT_CALL]}, "length"))
+
+
+def _chat_cut_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "tool_calls": [{"index": 0, **_CUT_CALL}]}),
+        _chat_chunk({}, "length"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+_RESPONSES_USAGE = {
+    "input_tokens": 1,
+    "output_tokens": 50,
+    "total_tokens": 51,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0},
+}
+
+
+def _responses_cut_whole() -> Reply:
+    return Reply(
+        json={
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "model": "gpt-5-mini",
+            "error": None,
+            "usage": _RESPONSES_USAGE,
+            "output": [
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_1",
+                    "name": "send_email",
+                    "arguments": json.dumps(CUT_ARGUMENTS),
+                    "status": "incomplete",
+                }
+            ],
+        }
+    )
+
+
+def _model(server: ScriptedServer, opened: list[Any], name: str) -> Any:
+    suffix = "" if name.startswith("anthropic") else "/v1"
+    made = toolfold.model(name, base_url=server.url + suffix, api_key="k" * 20)
+    opened.append(made)
+    return made
+
+
+def _run(model: Any, streamed: bool, **options: Any) -> Any:
+    if not streamed:
+        return generate_text(model, "hi", **options)
+    run = Agent(model=model, **options).stream("hi")
+    for _ in run:
+        pass
+    return run.response
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "raw"),
+    [
+        ("anthropic:c", _anthropic_cut_whole, False, "max_tokens"),
+        ("anthropic:c", _anthropic_cut_stream, True, "max_tokens"),
+        ("openai:gpt-4o-mini", _chat_cut_whole, False, "length"),
+        ("openai:gpt-4o-mini", _chat_cut_stream, True, "length"),
+        ("openai-responses:gpt-5-mini", _responses_cut_whole, False, "max_output_tokens"),
+    ],
+    ids=["anthropic", "anthropic-stream", "chat", "chat-stream", "responses"],
+)
+def test_a_call_cut_by_the_token_limit_never_runs(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    raw: str,
+) -> None:
+    """A tool call in an answer cut at max_tokens does not run, even when its partial arguments parse: the run finishes length."""
+    ran.clear()
+    http_server.add(reply())
+    model = _model(http_server, opened, name)
+    response = _run(model, streamed, tools=[send_email], max_tokens=50)
+    assert ran == []
+    assert len(http_server.requests) == 1
+    assert response.finish_reason == "length"
+    assert response.steps[-1].response.raw_finish_reason == raw
+    assert response.steps[-1].response.tool_calls == ()
