@@ -219,3 +219,132 @@ def test_a_call_cut_by_the_token_limit_never_runs(
     assert response.finish_reason == "length"
     assert response.steps[-1].response.raw_finish_reason == raw
     assert response.steps[-1].response.tool_calls == ()
+
+
+# --- answers the provider ended abnormally ----------------------------------------------
+
+
+def _openrouter_error_whole() -> Reply:
+    body = _chat_body({"content": "The capital of"}, "error")
+    body["choices"][0]["error"] = {"code": 502, "message": "upstream died"}
+    return Reply(json=body)
+
+
+def _openrouter_error_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "content": "The capital of"}),
+        {
+            **_chat_chunk({}, "error"),
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {},
+                    "finish_reason": "error",
+                    "error": {"code": 502, "message": "upstream died"},
+                }
+            ],
+        },
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+_MALFORMED = {
+    "candidates": [
+        {
+            "content": {"role": "model"},
+            "finishReason": "MALFORMED_FUNCTION_CALL",
+            "finishMessage": "Malformed function call: print(default_api.send_email(to=))",
+            "index": 0,
+        }
+    ],
+    "usageMetadata": {"promptTokenCount": 3, "totalTokenCount": 3},
+    "responseId": "r",
+}
+
+
+def _gemini_malformed_whole() -> Reply:
+    return Reply(json=_MALFORMED)
+
+
+def _gemini_malformed_stream() -> Reply:
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(_MALFORMED))
+
+
+def _anthropic_paused_whole() -> Reply:
+    return Reply(
+        json={
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [{"type": "text", "text": "Let me search"}],
+            "stop_reason": "pause_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 3, "output_tokens": 3},
+        }
+    )
+
+
+def _anthropic_paused_stream() -> Reply:
+    return _anthropic_stream(
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        (
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "text_delta", "text": "Let me search"}},
+        ),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "pause_turn"}, "usage": {"output_tokens": 3}}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "raw", "said"),
+    [
+        ("openrouter:x/y", _openrouter_error_whole, False, "error", "upstream died"),
+        ("openrouter:x/y", _openrouter_error_stream, True, "error", "upstream died"),
+        (
+            "gemini:gemini-2.5-flash",
+            _gemini_malformed_whole,
+            False,
+            "MALFORMED_FUNCTION_CALL",
+            "Malformed function call",
+        ),
+        (
+            "gemini:gemini-2.5-flash",
+            _gemini_malformed_stream,
+            True,
+            "MALFORMED_FUNCTION_CALL",
+            "Malformed function call",
+        ),
+        ("anthropic:c", _anthropic_paused_whole, False, "pause_turn", "server tool"),
+        ("anthropic:c", _anthropic_paused_stream, True, "pause_turn", "server tool"),
+    ],
+    ids=[
+        "openrouter",
+        "openrouter-stream",
+        "gemini",
+        "gemini-stream",
+        "anthropic-pause",
+        "anthropic-pause-stream",
+    ],
+)
+def test_an_abnormal_finish_raises_naming_the_provider_and_its_reason(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    raw: str,
+    said: str,
+) -> None:
+    """A failed or paused answer raises ProviderFinishError (provider, finish reason, message), whole and streamed, instead of finishing stop."""
+    http_server.add(reply())
+    model = _model(http_server, opened, name)
+    with pytest.raises(toolfold.ProviderFinishError) as caught:
+        _run(model, streamed, tools=[send_email])
+    error = caught.value
+    provider = name.split(":")[0]
+    assert (error.provider, error.finish_reason, error.status_code) == (provider, raw, 200)
+    assert f"{provider} ended its answer with finish reason {raw!r}" in str(error)
+    assert said in str(error)

@@ -43,6 +43,7 @@ from toolfold.adapters.openai_chat._response import (
     arguments_text,
     call_extra,
     content_chunks,
+    failed_answer,
     finish_reason,
     parse_usage,
     synthetic_id,
@@ -227,12 +228,9 @@ def _choice(
     raw = wire.text(choice, "finish_reason", at)
     if raw == "error":
         # OpenRouter ends a failed stream this way; the error object usually
-        # comes first and is raised above [C8].
-        raise StreamError(
-            f"{state.provider} ended the stream with finish_reason 'error'",
-            provider=state.provider,
-            status_code=200,
-        )
+        # comes first and is a StreamError above [C8]. Without one, the error
+        # the same answer whole gives (what streamed is no answer).
+        raise failed_answer(choice, choice, state.provider, at)
     if raw is not None:
         events.extend(ToolCallEnd(i) for i in state.open)
         if not state.finished:
