@@ -348,3 +348,86 @@ def test_an_abnormal_finish_raises_naming_the_provider_and_its_reason(
     assert (error.provider, error.finish_reason, error.status_code) == (provider, raw, 200)
     assert f"{provider} ended its answer with finish reason {raw!r}" in str(error)
     assert said in str(error)
+
+
+# --- refusals -----------------------------------------------------------------------------
+
+REFUSAL = "I can't help with that."
+
+
+def _chat_refusal_whole() -> Reply:
+    return Reply(json=_chat_body({"content": None, "refusal": REFUSAL}, "stop"))
+
+
+def _chat_refusal_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "content": None, "refusal": REFUSAL}),
+        _chat_chunk({}, "stop"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+_RESPONSE_0 = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1,
+    "status": "in_progress",
+    "model": "gpt-5-mini",
+    "output": [],
+}
+_REFUSING_ITEM = {
+    "type": "message",
+    "id": "msg_1",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "refusal", "refusal": REFUSAL}],
+}
+_REFUSED = {
+    **_RESPONSE_0,
+    "status": "completed",
+    "output": [_REFUSING_ITEM],
+    "usage": _RESPONSES_USAGE,
+}
+
+
+def _responses_refusal_whole() -> Reply:
+    return Reply(json=_REFUSED)
+
+
+def _responses_refusal_stream() -> Reply:
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    added = {**_REFUSING_ITEM, "status": "in_progress", "content": []}
+    events = [
+        ("response.created", {"response": _RESPONSE_0}),
+        ("response.output_item.added", {"output_index": 0, "item": added}),
+        ("response.refusal.delta", {**at, "delta": REFUSAL}),
+        ("response.refusal.done", {**at, "refusal": REFUSAL}),
+        ("response.output_item.done", {"output_index": 0, "item": _REFUSING_ITEM}),
+        ("response.completed", {"response": _REFUSED}),
+    ]
+    chunks = [
+        f"event: {kind}\ndata: {json.dumps({**data, 'type': kind, 'sequence_number': n})}\n\n".encode()
+        for n, (kind, data) in enumerate(events)
+    ]
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed"),
+    [
+        ("openai:gpt-4o-mini", _chat_refusal_whole, False),
+        ("openai:gpt-4o-mini", _chat_refusal_stream, True),
+        ("openai-responses:gpt-5-mini", _responses_refusal_whole, False),
+        ("openai-responses:gpt-5-mini", _responses_refusal_stream, True),
+    ],
+    ids=["chat", "chat-stream", "responses", "responses-stream"],
+)
+def test_a_refusal_finishes_content_filter_with_its_text(
+    http_server: ScriptedServer, opened: list[Any], name: str, reply: Any, streamed: bool
+) -> None:
+    """A Chat message.refusal or a Responses refusal content finishes content_filter (as Anthropic's), its text kept as the answer."""
+    http_server.add(reply())
+    response = _run(_model(http_server, opened, name), streamed)
+    assert (response.finish_reason, response.text) == ("content_filter", REFUSAL)
+    assert response.steps[-1].response.finish_reason == "content_filter"

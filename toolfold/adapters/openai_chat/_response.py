@@ -65,6 +65,16 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
     return FINISH_REASONS.get(raw, "other")
 
 
+def refused(reason: FinishReason) -> FinishReason:
+    """The finish reason of an answer that is a refusal (``message.refusal``, no content).
+
+    The model declined: ``content_filter``, as an Anthropic refusal reads, not
+    ``stop``, which says it answered (the refusal stays the answer's text).
+    A cut refusal (``length``) keeps its reason.
+    """
+    return "content_filter" if reason == "stop" else reason
+
+
 def synthetic_id(seed: str, position: int) -> str:
     """A deterministic call id for a provider that sent none (or ``""``)."""
     digest = hashlib.sha256(f"{seed}:{position}".encode()).hexdigest()[:24]
@@ -261,6 +271,8 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
             )
         else:
             reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
+            if refusal and not content:
+                reason = refused(reason)
         return _model_response(
             _message("assistant", (*parts, *calls) if parts else calls),
             counts,

@@ -46,8 +46,10 @@ from toolfold.adapters.openai_chat._response import (
     failed_answer,
     finish_reason,
     parse_usage,
+    refused,
     synthetic_id,
 )
+from toolfold.runtime.core._request import FinishReason
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
@@ -82,6 +84,8 @@ class DecoderState:
         done: ``data: [DONE]`` arrived.
         thinking_in_total: See `parse_usage` (Gemini's OpenAI endpoint).
         has_content: Some ``content`` arrived (a refusal no longer counts).
+        refused: A ``refusal`` arrived (the answer finishes ``content_filter``
+            unless content came too).
     """
 
     provider: str
@@ -93,6 +97,7 @@ class DecoderState:
     done: bool = False
     thinking_in_total: bool = False
     has_content: bool = False
+    refused: bool = False
 
 
 def decode_chunk(
@@ -179,8 +184,17 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
     events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
     if not state.finished:
-        events.append(StreamFinish(finish_reason(None, bool(state.calls)), None))
+        events.append(StreamFinish(_reason(state, None), None))
     return attrs.evolve(state, open=(), finished=True), events
+
+
+def _reason(state: DecoderState, raw: str | None) -> FinishReason:
+    """The answer's finish reason: a refusal with no content and no call is
+    ``content_filter``, as a whole body's (`refused`)."""
+    reason = finish_reason(raw, bool(state.calls))
+    if state.refused and not state.has_content and not state.calls:
+        return refused(reason)
+    return reason
 
 
 def _choice(
@@ -213,6 +227,8 @@ def _choice(
         refusal = wire.text(delta, "refusal", delta_at)
         if refusal and not state.has_content:
             events.append(TextDelta(refusal))
+            if not state.refused:
+                state = attrs.evolve(state, refused=True)
     entries = wire.array(delta, "tool_calls", delta_at)
     for position in range(len(entries)):
         entry = wire.mapping(entries, position, f"{delta_at}.tool_calls")
@@ -234,7 +250,7 @@ def _choice(
     if raw is not None:
         events.extend(ToolCallEnd(i) for i in state.open)
         if not state.finished:
-            events.append(StreamFinish(finish_reason(raw, bool(state.calls)), raw))
+            events.append(StreamFinish(_reason(state, raw), raw))
         state = attrs.evolve(state, open=(), finished=True)
     return state
 
