@@ -206,6 +206,22 @@ def test_openai_body_shape() -> None:
     }
 
 
+@pytest.mark.parametrize("provider", ["openai", "mistral"])
+def test_a_users_stream_options_are_kept_when_streaming_and_not_sent_otherwise(
+    provider: str,
+) -> None:
+    """stream_options from the settings: include_usage merged into them when streaming (where the provider takes it), and no stream_options without stream (the spec's rule), in built and encoded bodies."""
+    asked = {"include_obfuscation": False}
+    request = ModelRequest([Message.user("x")], settings={"stream_options": asked})
+    row = PROVIDERS[provider]
+    streamed = {"include_usage": True, **asked} if row.stream_usage_option else asked
+    for stream, expected in ((True, streamed), (False, None)):
+        body = build_body(request, "m", row, stream=stream)
+        assert body.get("stream_options") == expected, stream
+        assert encode_body(request, "m", row, stream=stream) == dumps(body)
+    assert asked == {"include_obfuscation": False}  # the user's object is not changed
+
+
 def test_strict_mode_by_provider() -> None:
     """OpenAI sends a strict-compatible schema strict; the others only when the tool asks."""
     optional = ToolDefinition(

@@ -35,7 +35,7 @@ ToolCompiler = Callable[[ToolDefinition, ChatProvider], Mapping[str, Any]]
 OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
 
 # Neutral settings the codec places itself; everything else goes to the body as is.
-_HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
+_HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens", "stream_options"})
 # OpenAI's input_audio part takes only these formats [O4 chat_completion_content_part_input_audio_param.py].
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
@@ -342,9 +342,25 @@ def _body(
     _add_settings(body, request.settings, provider)
     if stream:
         body["stream"] = True
-        if provider.stream_usage_option:
-            body["stream_options"] = {"include_usage": True}
+        options = _stream_options(request.settings.get("stream_options"), provider)
+        if options is not None:
+            body["stream_options"] = options
     return body
+
+
+def _stream_options(asked: Any, provider: ChatProvider) -> Any:
+    """The ``stream_options`` of a streamed request: the user's setting with
+    ``include_usage`` added (the usage chunk counts the tokens) where the provider
+    takes it; the user's own keys are kept (``include_obfuscation``, vLLM's
+    ``continuous_usage_stats``), and win. A request that does not stream sends
+    none: the spec says to set it only with ``stream: true`` (OpenAI answers 400)."""
+    if not provider.stream_usage_option:
+        return asked
+    if asked is None:
+        return {"include_usage": True}
+    if isinstance(asked, Mapping):
+        return {"include_usage": True, **asked}
+    return asked  # not an object: as given, for the provider to refuse by name
 
 
 def _same(call_id: str) -> str:
