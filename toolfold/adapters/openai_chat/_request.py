@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
-from toolfold.adapters._codec import named_tool
+from toolfold.adapters._codec import named_tool, refuse_choices
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
@@ -453,6 +453,8 @@ def _add_settings(body: Body, settings: Mapping[str, Any], provider: ChatProvide
     for key, value in settings.items():
         if value is None or key in _HANDLED_SETTINGS:
             continue
+        if key == "n":
+            refuse_choices(key, value, provider.name)
         body[provider.renames.get(key, key)] = value
     max_tokens = settings.get("max_tokens")
     if max_tokens is not None:
