@@ -312,6 +312,26 @@ def test_mistral_quirks() -> None:
     assert len(set(calls)) == 2
 
 
+def test_mistral_names_a_tools_images_by_the_id_it_sent() -> None:
+    """The note before a tool's images names the call by its rewritten Mistral id, the one
+    its tool_calls and tool message carry: the original id appears nowhere in the body."""
+    image = ImagePart(b"\x89PNG\r\n\x1a\n0000", media_type="image/png")
+    messages = [
+        Message.user("go"),
+        Message("assistant", [ToolCallPart("call_1", "shot", "{}")]),
+        Message(
+            "tool", [ToolResultPart("call_1", "shot", "here", parts=[TextPart("here"), image])]
+        ),
+    ]
+    body = build_body(ModelRequest(messages), "mistral-large-latest", PROVIDERS["mistral"])
+    sent = mistral_id("call_1")
+    assert body["messages"][1]["tool_calls"][0]["id"] == sent
+    assert body["messages"][2]["tool_call_id"] == sent
+    note = body["messages"][-1]["content"][0]["text"]
+    assert note == f"Images and files returned by tool call {sent} (shot):"
+    assert "call_1" not in json.dumps(body)
+
+
 def test_mistral_ids_are_deterministic_and_keep_fitting_ids() -> None:
     """The same id always maps the same way; Mistral's own ids pass unchanged."""
     assert mistral_id("call_0fypS1hVX") == mistral_id("call_0fypS1hVX")

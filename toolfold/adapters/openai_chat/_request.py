@@ -610,7 +610,7 @@ def _tool_messages(
         media = media_of(result) if result.parts else []
         encoded = [m for m in (_attachment(part, provider) for part in media) if m is not None]
         if encoded:
-            head = f"Images and files returned by tool call {result.call_id} ({result.tool_name}):"
+            head = f"Images and files returned by tool call {rewrite_id(result.call_id)} ({result.tool_name}):"
             attached.extend([{"type": "text", "text": head}, *encoded])
     return out
 
