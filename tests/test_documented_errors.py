@@ -438,6 +438,13 @@ def _malformed_body() -> None:
     parse_response({"choices": 8}, "openai")
 
 
+def _abnormal_finish() -> None:
+    from toolfold.adapters.gemini import parse_response
+
+    candidate = {"content": {"role": "model"}, "finishReason": "MALFORMED_FUNCTION_CALL"}
+    parse_response({"candidates": [candidate]})
+
+
 def _unknown_provider() -> None:
     toolfold.model("nope:some-model")
 
@@ -632,6 +639,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a 200 body or stream event with a field of the wrong type, NaN or nesting too deep": (
         _malformed_body
     ),
+    "an answer, whole or streamed, that the provider ended abnormally: OpenRouter "
+    '`finish_reason: "error"`, Gemini `MALFORMED_FUNCTION_CALL` / `UNEXPECTED_TOOL_CALL` / '
+    "`TOO_MANY_TOOL_CALLS` (its `finishMessage` in the message and `provider_message`), "
+    "Anthropic `pause_turn`; the message names the provider and its finish reason, kept in "
+    "`.finish_reason`": _abnormal_finish,
 }
 
 

@@ -96,6 +96,7 @@ TOP = {
     "OutputValidationError",
     "MalformedResponseError",
     "ProviderError",
+    "ProviderFinishError",
     "RateLimitError",
     "RunError",
     "SchemaCompileError",

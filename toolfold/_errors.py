@@ -32,6 +32,7 @@ chained with ``raise ... from exc``::
         ├── ProviderConnectionError  the connection could not be made or was lost
         ├── ProviderTimeoutError   connect, read or total timeout
         ├── StreamError            a stream broke or reported an error in-band
+        ├── ProviderFinishError    the answer ended abnormally (finish reason ``error``...)
         └── MalformedResponseError a body or stream event toolfold cannot read (with ``path``)
 
 Optional packages add their own, under `ToolfoldError` too: ``toolfold.mcp.MCPError``
@@ -424,6 +425,28 @@ class ProviderTimeoutError(ProviderError, TimeoutError):
 
 class StreamError(ProviderError):
     """A stream was cut short or reported an error in-band after HTTP 200."""
+
+
+class ProviderFinishError(ProviderError):
+    """The provider ended its answer abnormally after HTTP 200: what came is no answer.
+
+    OpenRouter's ``finish_reason: "error"`` (an upstream failed mid-answer),
+    Gemini's ``MALFORMED_FUNCTION_CALL`` / ``UNEXPECTED_TOOL_CALL`` /
+    ``TOO_MANY_TOOL_CALLS`` (with its ``finishMessage``), Anthropic's
+    ``pause_turn`` (a server tool paused a long turn, to be sent back, which
+    toolfold cannot do). Raised alike for a whole answer and a streamed one,
+    where the text already streamed stays shown; a run keeps its state on the
+    error (``.state``, as for any provider error).
+
+    Attributes:
+        finish_reason: The provider's own finish reason
+            (``"MALFORMED_FUNCTION_CALL"``); ``provider_message`` holds what
+            the provider said of it, when it said something.
+    """
+
+    def __init__(self, message: str, *, finish_reason: str = "", **kwargs: Any) -> None:
+        self.finish_reason = finish_reason
+        super().__init__(message, **kwargs)
 
 
 class MalformedResponseError(ProviderError):

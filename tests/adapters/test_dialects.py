@@ -804,12 +804,23 @@ def test_openai_limits_are_checked_before_sending() -> None:
         ("openai-responses", "x" * 65),
         ("anthropic", "dots.not.allowed"),
         ("gemini", "1starts_with_digit"),
+        ("gemini", "g" * 65),  # Gemini's spec: "a maximum length of 64"
+        ("gemini-openapi", "g" * 65),
     ],
 )
 def test_tool_names_the_provider_would_refuse_are_refused(dialect: str, name: str) -> None:
     """A name outside the provider's pattern is an error before any request."""
-    with pytest.raises(SchemaCompileError, match="tool name must be"):
+    with pytest.raises(SchemaCompileError, match="tool name must be") as caught:
         compile_tool(tool(WEATHER, name=name), dialect)  # type: ignore[arg-type]
+    assert f"cannot compile tool {name!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize("dialect", ["gemini", "gemini-openapi"])
+def test_a_gemini_tool_name_of_64_characters_is_sent(dialect: str) -> None:
+    """64 characters is Gemini's limit (its spec's FunctionDeclaration.name), so such a name compiles."""
+    name = "_" + "g.:-" * 15 + "abc"
+    assert len(name) == 64
+    assert compile_tool(tool(WEATHER, name=name), dialect).payload["name"] == name  # type: ignore[arg-type]
 
 
 def test_root_must_be_an_object_and_dialect_must_exist() -> None:

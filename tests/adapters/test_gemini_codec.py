@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolfold import ModelConfigError, SchemaCompileError
+from toolfold import ModelConfigError, ProviderFinishError, SchemaCompileError
 from toolfold.adapters.gemini import GeminiModel, JSONArrayDecoder, parse_response, parse_usage
 from toolfold.runtime import (
     Message,
@@ -198,7 +198,6 @@ def test_bad_options_are_refused() -> None:
         ("STOP", False, "stop"),
         ("MAX_TOKENS", False, "length"),
         ("SAFETY", False, "content_filter"),
-        ("MALFORMED_FUNCTION_CALL", False, "error"),
         ("LANGUAGE", False, "other"),
         ("SOMETHING_NEW", False, "other"),
     ],
@@ -208,6 +207,15 @@ def test_finish_reasons(raw: str, calls: bool, finish: str) -> None:
     parts = [{"functionCall": {"name": "f", "args": {}}}] if calls else [{"text": "t"}]
     response = parse_response({"candidates": [{"content": {"parts": parts}, "finishReason": raw}]})
     assert (response.finish_reason, response.raw_finish_reason) == (finish, raw)
+
+
+@pytest.mark.parametrize("raw", ["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"])
+def test_a_failed_call_finish_raises_with_its_finish_message(raw: str) -> None:
+    """A finish that says the function call failed is a ProviderFinishError with Gemini's finishMessage, not an empty answer."""
+    candidate = {"content": {"role": "model"}, "finishReason": raw, "finishMessage": "bad call"}
+    with pytest.raises(ProviderFinishError, match=f"finish reason '{raw}': bad call") as caught:
+        parse_response({"candidates": [candidate]})
+    assert (caught.value.finish_reason, caught.value.provider_message) == (raw, "bad call")
 
 
 def test_a_blocked_prompt_is_an_empty_content_filter_answer() -> None:

@@ -206,6 +206,22 @@ def test_openai_body_shape() -> None:
     }
 
 
+@pytest.mark.parametrize("provider", ["openai", "mistral"])
+def test_a_users_stream_options_are_kept_when_streaming_and_not_sent_otherwise(
+    provider: str,
+) -> None:
+    """stream_options from the settings: include_usage merged into them when streaming (where the provider takes it), and no stream_options without stream (the spec's rule), in built and encoded bodies."""
+    asked = {"include_obfuscation": False}
+    request = ModelRequest([Message.user("x")], settings={"stream_options": asked})
+    row = PROVIDERS[provider]
+    streamed = {"include_usage": True, **asked} if row.stream_usage_option else asked
+    for stream, expected in ((True, streamed), (False, None)):
+        body = build_body(request, "m", row, stream=stream)
+        assert body.get("stream_options") == expected, stream
+        assert encode_body(request, "m", row, stream=stream) == dumps(body)
+    assert asked == {"include_obfuscation": False}  # the user's object is not changed
+
+
 def test_strict_mode_by_provider() -> None:
     """OpenAI sends a strict-compatible schema strict; the others only when the tool asks."""
     optional = ToolDefinition(
@@ -294,6 +310,26 @@ def test_mistral_quirks() -> None:
     assert all(re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in calls)
     assert results == calls
     assert len(set(calls)) == 2
+
+
+def test_mistral_names_a_tools_images_by_the_id_it_sent() -> None:
+    """The note before a tool's images names the call by its rewritten Mistral id, the one
+    its tool_calls and tool message carry: the original id appears nowhere in the body."""
+    image = ImagePart(b"\x89PNG\r\n\x1a\n0000", media_type="image/png")
+    messages = [
+        Message.user("go"),
+        Message("assistant", [ToolCallPart("call_1", "shot", "{}")]),
+        Message(
+            "tool", [ToolResultPart("call_1", "shot", "here", parts=[TextPart("here"), image])]
+        ),
+    ]
+    body = build_body(ModelRequest(messages), "mistral-large-latest", PROVIDERS["mistral"])
+    sent = mistral_id("call_1")
+    assert body["messages"][1]["tool_calls"][0]["id"] == sent
+    assert body["messages"][2]["tool_call_id"] == sent
+    note = body["messages"][-1]["content"][0]["text"]
+    assert note == f"Images and files returned by tool call {sent} (shot):"
+    assert "call_1" not in json.dumps(body)
 
 
 def test_mistral_ids_are_deterministic_and_keep_fitting_ids() -> None:

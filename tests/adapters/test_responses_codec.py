@@ -142,10 +142,10 @@ def test_settings_output_and_reasoning_include() -> None:
         "answer", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     )
     request = ModelRequest(
-        [Message.user("x")], output=output, settings={"max_tokens": 5, "temperature": 0}
+        [Message.user("x")], output=output, settings={"max_tokens": 50, "temperature": 0}
     )
     sent = body(request, "gpt-5-mini", stream=True)
-    assert sent["max_output_tokens"] == 5
+    assert sent["max_output_tokens"] == 50
     assert sent["temperature"] == 0
     assert sent["include"] == ["reasoning.encrypted_content"]
     assert sent["stream"] is True
@@ -173,12 +173,21 @@ def test_settings_the_api_has_no_field_for_are_refused(setting: str) -> None:
         body(ModelRequest([Message.user("x")], settings={setting: 1}))
 
 
+@pytest.mark.parametrize("key", ["max_tokens", "max_output_tokens"])
+def test_fewer_output_tokens_than_the_api_takes_are_refused(key: str) -> None:
+    """max_tokens (or max_output_tokens) below CreateResponse's minimum of 16 is a ModelConfigError naming it, not a 400; 16 is sent."""
+    with pytest.raises(ModelConfigError, match=f"the setting {key}=15 .* at least 16"):
+        body(ModelRequest([Message.user("x")], settings={key: 15}))
+    assert body(ModelRequest([Message.user("x")], settings={key: 16}))["max_output_tokens"] == 16
+
+
 def test_another_responses_server_gets_every_setting_as_given() -> None:
     """A Responses-compatible server given as base_url may define more fields: nothing is refused."""
-    request = ModelRequest([Message.user("x")], settings={"stop": ["END"], "seed": 7})
+    settings = {"stop": ["END"], "seed": 7, "max_tokens": 8}
+    request = ModelRequest([Message.user("x")], settings=settings)
     model = OpenAIResponsesModel("m", api_key="k" * 20, base_url="http://localhost:8000/v1")
     sent = model.body(request)
-    assert (sent["stop"], sent["seed"]) == (["END"], 7)
+    assert (sent["stop"], sent["seed"], sent["max_output_tokens"]) == (["END"], 7, 8)
 
 
 def test_refusals_and_incomplete_responses() -> None:

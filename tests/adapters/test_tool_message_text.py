@@ -16,7 +16,7 @@ from toolfold import Agent, ModelConfigError
 from toolfold.adapters.anthropic import build_body as anthropic_body
 from toolfold.adapters.gemini import GeminiModel
 from toolfold.adapters.ollama import build_body as ollama_body
-from toolfold.adapters.openai_chat import PROVIDERS
+from toolfold.adapters.openai_chat import PROVIDERS, mistral_id
 from toolfold.adapters.openai_chat import build_body as chat_body
 from toolfold.adapters.openai_chat._request import encode_body
 from toolfold.adapters.openai_responses import OpenAIResponsesModel
@@ -308,10 +308,11 @@ def test_chat_keeps_parts_beside_results_out_from_under_a_results_heading(provid
     assert roles == ["tool", "tool", "user"]  # (Mistral's "OK" between them left aside)
     content = body["messages"][-1]["content"]
     urls = [item.get("text") or item["image_url"]["url"][:15] for item in content]
+    sent = mistral_id("c1") if provider == "mistral" else "c1"  # the id its tool message carries
     assert urls == [
         "Here is MY photo, not a screenshot:",
         "data:image/jpeg",
-        "Images and files returned by tool call c1 (weather):",
+        f"Images and files returned by tool call {sent} (weather):",
         "data:image/png;",
     ]
     if provider == "openai":

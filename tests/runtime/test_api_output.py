@@ -15,13 +15,16 @@ import pytest
 
 from toolfold import (
     Agent,
+    Message,
+    ModelResponse,
     OutputValidationError,
+    RunState,
     ToolDefinitionError,
     generate_text,
     register_schema_rule,
     tool,
 )
-from toolfold.testing import ScriptedModel, TestModel
+from toolfold.testing import FunctionModel, ScriptedModel, TestModel
 from toolfold.toolkit import _schema
 
 
@@ -162,6 +165,39 @@ def test_output_retries_exhausted_raises_with_state() -> None:
         generate_text(model, "go", output_type=Point, output_retries=1)
     assert info.value.state.phase == "failed"
     assert model.remaining == 1
+
+
+@pytest.mark.parametrize(
+    ("finish", "raw", "text", "why"),
+    [
+        ("content_filter", "refusal", "I can't help with that.", "the model refused"),
+        ("length", "max_tokens", '{"x": 1, "y', "the token limit cut it"),
+    ],
+)
+def test_a_refused_or_cut_answer_is_not_asked_for_again(
+    finish: str, raw: str, text: str, why: str
+) -> None:
+    """An answer that does not fit and that the provider ended with a refusal or at the token
+    limit fails the run at once, naming the finish reason and the answer, not re-asked as bad JSON."""
+    response = ModelResponse(Message.assistant(text), finish_reason=finish, raw_finish_reason=raw)
+    model = FunctionModel(lambda request: response)
+    with pytest.raises(OutputValidationError) as info:
+        generate_text(model, "go", output_type=Point, output_retries=3)
+    message = str(info.value)
+    assert len(model.requests) == 1
+    assert f"finish reason {finish!r} ({raw!r}), {why}" in message
+    assert repr(text) in message
+    assert "not asked for again" in message
+    state = info.value.state
+    assert state.phase == "failed"
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_refusal_that_fits_the_output_type_is_accepted() -> None:
+    """A content_filter answer that fits the output type is the output (finish stop), as before."""
+    response = ModelResponse(Message.assistant('{"x": 1, "y": 2}'), finish_reason="content_filter")
+    result = generate_text(FunctionModel(lambda request: response), "go", output_type=Point)
+    assert (result.output, result.finish_reason) == (Point(1, 2), "stop")
 
 
 def test_test_model_with_tools_and_output_type() -> None:

@@ -521,6 +521,22 @@ def _unfit() -> Agent:
     )
 
 
+# An agent whose model refuses under an output type: the run fails at once, durably as
+# locally, naming the refusal (not asked again up to its output_retries).
+def _refuses(request: ModelRequest) -> ModelResponse:
+    return ModelResponse(
+        Message.assistant("I can't help with that."),
+        finish_reason="content_filter",
+        raw_finish_reason="refusal",
+    )
+
+
+refusing = TemporalAgent(
+    Agent(FunctionModel(_refuses), name="refusing", output_type=Literal["a", "b"]),
+    settings=SETTINGS,
+)
+
+
 def _asks_unfit(request: ModelRequest) -> Any:
     last = request.messages[-1]
     if last.role == "tool":
@@ -1279,6 +1295,7 @@ AGENTS = [
     settling,
     misfit,
     misfit_step,
+    refusing,
     budgeted,
     broke,
     budgeted_raising,

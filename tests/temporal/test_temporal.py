@@ -56,6 +56,7 @@ from toolfold import (
     BadRequestError,
     Denied,
     NotFoundError,
+    OutputValidationError,
     ProviderError,
     RateLimitError,
     Response,
@@ -690,6 +691,7 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "raised_sub_run_counted",
         "ambiguous_answer",
         "workflow_tool_failed",
+        "refused_output_retried",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -1517,6 +1519,18 @@ def test_a_sub_run_failing_inside_its_own_run_stays_in_the_durable_tree(
     assert durable.usage.requests == local.usage.requests
     assert durable.usage.requests >= 2  # the sub-run's two tries are counted
     _replays(history)
+
+
+def test_a_refused_answer_under_an_output_type_fails_at_once_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal that does not fit the output type fails the durable run at once, naming it,
+    with the message and state a local run gets (one model call, not output_retries more)."""
+    error = _failing(
+        temporal_app.refusing, "refusing-1", OutputValidationError, server, tmp_path, monkeypatch
+    )
+    assert "finish reason 'content_filter' ('refusal'), the model refused" in str(error)
+    assert error.state.usage.requests == 1
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@
   have nothing to decode (empty data, a ``ping``).
 - `named_tool` is the tool a named ``tool_choice`` forces, or the
   `ModelConfigError` saying the request has no such tool.
+- `refuse_choices` refuses a setting asking for more than one answer.
 """
 
 from __future__ import annotations
@@ -98,3 +99,21 @@ def named_tool(choice: str, tools: Sequence[ToolDefinition]) -> ToolDefinition:
             return tool
     names = ", ".join(t.name for t in tools) or "none"
     raise ModelConfigError(f"tool_choice {choice!r} names no tool of this request; tools: {names}")
+
+
+def refuse_choices(setting: str, value: Any, provider: str) -> None:
+    """Refuse a setting asking for more than one answer (Chat ``n``, Gemini ``candidate_count``).
+
+    toolfold reads one answer (the first choice or candidate): the others
+    would be generated, paid for and dropped without a word. One (or None)
+    passes; a value that is no count is left for the provider to judge.
+
+    Raises:
+        ModelConfigError: ``value`` is a count above 1, naming the setting.
+    """
+    if type(value) is int and value > 1:
+        raise ModelConfigError(
+            f"the setting {setting}={value} asks {provider} for {value} answers, but a run "
+            f"reads one: the other {value - 1} would be paid for and dropped; remove "
+            f"{setting} (or set it to 1) and make separate requests for more answers"
+        )

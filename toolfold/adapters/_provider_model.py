@@ -54,7 +54,12 @@ from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters._split_echoes import SplitEchoes
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
-from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
+from toolfold.runtime.core._request import (
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+    without_cut_calls,
+)
 from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
 _log = logging.getLogger("toolfold.adapters")
@@ -351,7 +356,8 @@ class ProviderModel:
                     raise
             else:
                 data = await transport.post_json(path, body, headers=headers)
-            return unique_calls(request, self._read(data), self._sent_id())
+            # A call the token limit cut never runs, as when the answer streams.
+            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -363,7 +369,8 @@ class ProviderModel:
         try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
-            return unique_calls(request, self._read(data), self._sent_id())
+            # A call the token limit cut never runs, as when the answer streams.
+            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:

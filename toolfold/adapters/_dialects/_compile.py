@@ -108,9 +108,11 @@ def _plain(name: str, description: str, schema: dict[str, Any], strict: bool) ->
     return {"name": name, "description": description, "parameters": schema}
 
 
+# Gemini's own OpenAPI document (`FunctionDeclaration.name`) allows 64 characters
+# (providers.md says 128): a longer name is refused before the request, naming the tool.
 _GEMINI_NAME = (
-    re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"),
-    "a letter or _ then a-z A-Z 0-9 _ . : -, at most 128 characters",
+    re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
+    "a letter or _ then a-z A-Z 0-9 _ . : -, at most 64 characters",
 )
 _OPENAI_NAME = (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ -")
 

@@ -40,7 +40,9 @@ STOP_REASONS: dict[str, FinishReason] = {
     "model_context_window_exceeded": "length",
     "tool_use": "tool_calls",
     "refusal": "content_filter",
-    "pause_turn": "other",  # a server tool paused a long turn; send it back to continue
+    # A server tool paused a long turn, to be sent back to continue: no answer, so the
+    # codec raises `ProviderFinishError` for it (`_response.paused`); kept for the table.
+    "pause_turn": "other",
 }
 
 #: Neutral settings the Messages API has no field for: ``CreateMessageParams``

@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold._errors import ProviderFinishError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters.anthropic._errors import error_in_body, is_error_body
 from toolfold.adapters.anthropic._provider import STOP_REASONS
 from toolfold.runtime.core._build import builder
@@ -43,6 +45,22 @@ REDACTED: Mapping[str, Any] = {"type": "redacted_thinking"}
 def malformed(path: str, expected: str, value: Any) -> wire.WireError:
     """The error for a response value of the wrong type at ``path`` (see `toolfold.adapters._wire`)."""
     return wire.WireError(path, f"expected {expected}, got {wire.kind(value)}")
+
+
+#: Why a ``pause_turn`` answer is no answer (`paused`).
+PAUSED = (
+    "a server tool (web search...) paused a long turn, to be sent back to continue; "
+    "toolfold does not keep server tool blocks, so it cannot continue it"
+)
+
+
+def paused(body: str) -> ProviderFinishError:
+    """The error of an answer Anthropic paused (``stop_reason: pause_turn``).
+
+    Its text is the turn so far, not an answer: read as one, the run finished
+    ``stop``. Raised for a whole answer and a streamed one alike.
+    """
+    return abnormal_finish(PROVIDER, "pause_turn", None, body=body, why=PAUSED)
 
 
 def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
@@ -96,6 +114,8 @@ def _parse(body: Mapping[str, Any]) -> ModelResponse:
             parts.append(part)
             calls += isinstance(part, ToolCallPart)
     raw = wire.text(body, "stop_reason", "$")
+    if raw == "pause_turn":
+        raise paused(wire.dumps_raw(body))
     return _model_response(
         Message("assistant", parts),
         parse_usage(body.get("usage")),

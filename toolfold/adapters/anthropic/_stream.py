@@ -38,7 +38,13 @@ from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters.anthropic._errors import stream_error
-from toolfold.adapters.anthropic._response import REDACTED, finish_reason, malformed, parse_usage
+from toolfold.adapters.anthropic._response import (
+    REDACTED,
+    finish_reason,
+    malformed,
+    parse_usage,
+    paused,
+)
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
@@ -259,6 +265,8 @@ def _message_delta(
         state = attrs.evolve(state, usage=_merged(state.usage, usage))
         events.append(UsageUpdate(parse_usage(state.usage)))
     if raw is not None:
+        if raw == "pause_turn":
+            raise paused(wire.dumps_raw(payload))
         events.append(StreamFinish(finish_reason(raw, bool(state.tools)), raw))
         state = attrs.evolve(state, finished=True)
     return state, events

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import named_tool
+from toolfold.adapters._codec import named_tool, refuse_choices
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import media_of, text_of
@@ -137,6 +137,10 @@ def _generation_config(settings: Mapping[str, Any]) -> Body:
         extra = settings.get(key)
         if isinstance(extra, Mapping):
             config.update(extra)
+    count = config.get("candidateCount")
+    if count is not None:
+        named = "candidate_count" if "candidate_count" in settings else "candidateCount"
+        refuse_choices(named, count, "gemini")
     return config
 
 

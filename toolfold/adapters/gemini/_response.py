@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold._errors import ProviderError
+from toolfold._errors import ProviderError, ProviderFinishError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters.gemini._errors import stream_error
 from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
@@ -66,6 +67,26 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
     if raw is None or raw == "STOP":
         return "tool_calls" if has_calls else "stop"
     return FINISH_REASONS.get(raw, "other")
+
+
+def failed_candidate(
+    provider: str,
+    candidate: Mapping[str, Any],
+    raw: str | None,
+    body: Mapping[str, Any],
+    at: str = "$.candidates[0]",
+) -> ProviderFinishError:
+    """The error of a candidate whose finish reason is a failure (``MALFORMED_FUNCTION_CALL``,
+    ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``), with its ``finishMessage``: its
+    text, often empty, is no answer, whole or streamed [G4 FinishReason]."""
+    said = wire.text(candidate, "finishMessage", at)
+    return abnormal_finish(
+        provider,
+        raw or "",
+        said,
+        body=wire.dumps_raw(body),
+        why="the model's function call could not be used",
+    )
 
 
 def first_candidate(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -177,6 +198,8 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     else:
         raw = wire.text(candidate, "finishReason", _CANDIDATE)
         finish = finish_reason(raw, calls > 0)
+        if finish == "error":
+            raise failed_candidate(provider, candidate, raw, body, _CANDIDATE)
     return _model_response(
         Message("assistant", tuple(parts)),
         parse_usage(wire.mapping(body, "usageMetadata", "$")),

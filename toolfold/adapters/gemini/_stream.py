@@ -28,6 +28,7 @@ from toolfold.adapters.gemini._response import (
     PROVIDER,
     block_reason,
     candidate_parts,
+    failed_candidate,
     finish_reason,
     first_candidate,
     parse_part,
@@ -127,7 +128,10 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
             if blocked is not None:
                 events.append(StreamFinish("content_filter", blocked))
             else:
-                events.append(StreamFinish(finish_reason(raw, calls > 0), raw))
+                finish = finish_reason(raw, calls > 0)
+                if finish == "error":
+                    raise failed_candidate(state.provider, candidate or {}, raw, chunk)
+                events.append(StreamFinish(finish, raw))
         state = attrs.evolve(state, finished=True)
     return state, events
 

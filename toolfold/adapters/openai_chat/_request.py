@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
-from toolfold.adapters._codec import named_tool
+from toolfold.adapters._codec import named_tool, refuse_choices
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._http._json import encode_text
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
@@ -35,7 +35,7 @@ ToolCompiler = Callable[[ToolDefinition, ChatProvider], Mapping[str, Any]]
 OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
 
 # Neutral settings the codec places itself; everything else goes to the body as is.
-_HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
+_HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens", "stream_options"})
 # OpenAI's input_audio part takes only these formats [O4 chat_completion_content_part_input_audio_param.py].
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
@@ -342,9 +342,25 @@ def _body(
     _add_settings(body, request.settings, provider)
     if stream:
         body["stream"] = True
-        if provider.stream_usage_option:
-            body["stream_options"] = {"include_usage": True}
+        options = _stream_options(request.settings.get("stream_options"), provider)
+        if options is not None:
+            body["stream_options"] = options
     return body
+
+
+def _stream_options(asked: Any, provider: ChatProvider) -> Any:
+    """The ``stream_options`` of a streamed request: the user's setting with
+    ``include_usage`` added (the usage chunk counts the tokens) where the provider
+    takes it; the user's own keys are kept (``include_obfuscation``, vLLM's
+    ``continuous_usage_stats``), and win. A request that does not stream sends
+    none: the spec says to set it only with ``stream: true`` (OpenAI answers 400)."""
+    if not provider.stream_usage_option:
+        return asked
+    if asked is None:
+        return {"include_usage": True}
+    if isinstance(asked, Mapping):
+        return {"include_usage": True, **asked}
+    return asked  # not an object: as given, for the provider to refuse by name
 
 
 def _same(call_id: str) -> str:
@@ -437,6 +453,8 @@ def _add_settings(body: Body, settings: Mapping[str, Any], provider: ChatProvide
     for key, value in settings.items():
         if value is None or key in _HANDLED_SETTINGS:
             continue
+        if key == "n":
+            refuse_choices(key, value, provider.name)
         body[provider.renames.get(key, key)] = value
     max_tokens = settings.get("max_tokens")
     if max_tokens is not None:
@@ -592,7 +610,7 @@ def _tool_messages(
         media = media_of(result) if result.parts else []
         encoded = [m for m in (_attachment(part, provider) for part in media) if m is not None]
         if encoded:
-            head = f"Images and files returned by tool call {result.call_id} ({result.tool_name}):"
+            head = f"Images and files returned by tool call {rewrite_id(result.call_id)} ({result.tool_name}):"
             attached.extend([{"type": "text", "text": head}, *encoded])
     return out
 

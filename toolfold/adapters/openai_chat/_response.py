@@ -11,8 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold._errors import ProviderError
+from toolfold._errors import ProviderError, ProviderFinishError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
@@ -62,6 +63,16 @@ def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
     if raw is None:
         return "stop"
     return FINISH_REASONS.get(raw, "other")
+
+
+def refused(reason: FinishReason) -> FinishReason:
+    """The finish reason of an answer that is a refusal (``message.refusal``, no content).
+
+    The model declined: ``content_filter``, as an Anthropic refusal reads, not
+    ``stop``, which says it answered (the refusal stays the answer's text).
+    A cut refusal (``length``) keeps its reason.
+    """
+    return "content_filter" if reason == "stop" else reason
 
 
 def synthetic_id(seed: str, position: int) -> str:
@@ -242,6 +253,8 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         raw_finish = choice.get("finish_reason")
         if type(raw_finish) is not str or not raw_finish.isascii():
             raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
+        if raw_finish == "error":
+            raise failed_answer(body, choice, provider)
         model = body.get("model")
         if type(model) is not str or not model.isascii():
             model = wire.text(body, "model", "$")
@@ -258,6 +271,8 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
             )
         else:
             reason = "stop" if raw_finish is None else FINISH_REASONS.get(raw_finish, "other")
+            if refusal and not content:
+                reason = refused(reason)
         return _model_response(
             _message("assistant", (*parts, *calls) if parts else calls),
             counts,
@@ -268,6 +283,21 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         )
     except wire.READ_ERRORS as exc:
         raise wire.malformed(provider, exc, wire.dumps_raw(raw)) from None
+
+
+#: What ``finish_reason: "error"`` means when the answer says nothing more.
+FAILED_ANSWER = "the answer failed before its end (OpenRouter: an upstream provider failed)"
+
+
+def failed_answer(
+    body: Mapping[str, Any], choice: Mapping[str, Any], provider: str, at: str = "$.choices[0]"
+) -> ProviderFinishError:
+    """The error of an answer whose choice ended with ``finish_reason: "error"``
+    (OpenRouter), with the choice's ``error.message`` when it has one: what it holds
+    is no answer, whole or streamed."""
+    error = wire.mapping(choice, "error", at)
+    said = wire.text(error, "message", f"{at}.error") if error else None
+    return abnormal_finish(provider, "error", said, body=wire.dumps_raw(body), why=FAILED_ANSWER)
 
 
 def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:

@@ -47,10 +47,13 @@ from toolfold.adapters.openai_chat._response import (
     arguments_text,
     call_extra,
     content_chunks,
+    failed_answer,
     finish_reason,
     parse_usage,
+    refused,
     synthetic_id,
 )
+from toolfold.runtime.core._request import FinishReason
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
@@ -86,6 +89,8 @@ class DecoderState:
         done: ``data: [DONE]`` arrived.
         thinking_in_total: See `parse_usage` (Gemini's OpenAI endpoint).
         has_content: Some ``content`` arrived (a refusal no longer counts).
+        refused: A ``refusal`` arrived (the answer finishes ``content_filter``
+            unless content came too).
     """
 
     provider: str
@@ -97,6 +102,7 @@ class DecoderState:
     done: bool = False
     thinking_in_total: bool = False
     has_content: bool = False
+    refused: bool = False
 
 
 def decode_chunk(
@@ -183,8 +189,17 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
     events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
     if not state.finished:
-        events.append(StreamFinish(finish_reason(None, bool(state.calls)), None))
+        events.append(StreamFinish(_reason(state, None), None))
     return attrs.evolve(state, open=(), finished=True), events
+
+
+def _reason(state: DecoderState, raw: str | None) -> FinishReason:
+    """The answer's finish reason: a refusal with no content and no call is
+    ``content_filter``, as a whole body's (`refused`)."""
+    reason = finish_reason(raw, bool(state.calls))
+    if state.refused and not state.has_content and not state.calls:
+        return refused(reason)
+    return reason
 
 
 def _choice(
@@ -217,6 +232,8 @@ def _choice(
         refusal = wire.text(delta, "refusal", delta_at)
         if refusal and not state.has_content:
             events.append(TextDelta(refusal))
+            if not state.refused:
+                state = attrs.evolve(state, refused=True)
     entries = wire.array(delta, "tool_calls", delta_at)
     for position in range(len(entries)):
         entry = wire.mapping(entries, position, f"{delta_at}.tool_calls")
@@ -232,16 +249,13 @@ def _choice(
     raw = wire.text(choice, "finish_reason", at)
     if raw == "error":
         # OpenRouter ends a failed stream this way; the error object usually
-        # comes first and is raised above [C8].
-        raise StreamError(
-            f"{state.provider} ended the stream with finish_reason 'error'",
-            provider=state.provider,
-            status_code=200,
-        )
+        # comes first and is a StreamError above [C8]. Without one, the error
+        # the same answer whole gives (what streamed is no answer).
+        raise failed_answer(choice, choice, state.provider, at)
     if raw is not None:
         events.extend(ToolCallEnd(i) for i in state.open)
         if not state.finished:
-            events.append(StreamFinish(finish_reason(raw, bool(state.calls)), raw))
+            events.append(StreamFinish(_reason(state, raw), raw))
         state = attrs.evolve(state, open=(), finished=True)
     return state
 

@@ -60,6 +60,10 @@ UNSUPPORTED_SETTINGS = frozenset(
     }
 )
 
+#: The least ``max_output_tokens`` ``CreateResponse`` takes (``minimum: 16``
+#: [openai-openapi.yaml]): a smaller ``max_tokens`` is refused before the request.
+MIN_OUTPUT_TOKENS = 16
+
 #: The host of OpenAI's own API. Only there are `UNSUPPORTED_SETTINGS` refused:
 #: a Responses-compatible server (vLLM, a gateway) given as ``base_url`` may
 #: define more fields, so its settings go as given.

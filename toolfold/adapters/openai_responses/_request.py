@@ -38,6 +38,7 @@ from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
+    MIN_OUTPUT_TOKENS,
     PREFIX,
     REASONING_PROVIDER,
     RENAMES,
@@ -103,12 +104,25 @@ def build_body(
             raise ModelConfigError(
                 f"the setting {key!r} has no equivalent in the OpenAI Responses API; remove it"
             )
-        body[RENAMES.get(key, key)] = value
+        field = RENAMES.get(key, key)
+        if openai and field == "max_output_tokens":
+            _check_output_tokens(key, value)
+        body[field] = value
     if "include" not in body and is_reasoning_model(model_name):
         body["include"] = [ENCRYPTED_REASONING]
     if stream:
         body["stream"] = True
     return Prepared(body, RequestReport(PREFIX, tuple(notes)))
+
+
+def _check_output_tokens(key: str, value: Any) -> None:
+    """Refuse a ``max_output_tokens`` below `MIN_OUTPUT_TOKENS`, which OpenAI answers with a 400."""
+    if type(value) is int and value < MIN_OUTPUT_TOKENS:
+        raise ModelConfigError(
+            f"the setting {key}={value} is below the OpenAI Responses API's minimum: "
+            f"max_output_tokens must be at least {MIN_OUTPUT_TOKENS} (CreateResponse); "
+            f"raise it to {MIN_OUTPUT_TOKENS} or more"
+        )
 
 
 def _tool_choice(choice: str, tools: list[ToolDefinition]) -> Any:

@@ -66,17 +66,44 @@ def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
 
 
 def finish(
-    response: Mapping[str, Any], has_calls: bool, at: str = "$"
+    response: Mapping[str, Any], has_calls: bool, at: str = "$", refused: bool = False
 ) -> tuple[FinishReason, str | None]:
-    """``(finish reason, raw reason)`` from the response status and incomplete details."""
+    """``(finish reason, raw reason)`` from the response status and incomplete details.
+
+    A completed answer without calls that holds a ``refusal`` (``refused``, or
+    one in the response's ``output``) is ``content_filter``: the model declined,
+    as an Anthropic refusal reads; ``stop`` would say it answered.
+    """
     status = wire.text(response, "status", at)
     if status == "incomplete":
         details = wire.mapping(response, "incomplete_details", at)
         reason = wire.text(details, "reason", f"{at}.incomplete_details")
         return INCOMPLETE_REASONS.get(reason or "", "other"), reason or status
     if status in (None, "completed"):
-        return ("tool_calls" if has_calls else "stop"), status
+        if has_calls:
+            return "tool_calls", status
+        if refused or _refuses(response, at):
+            return "content_filter", status
+        return "stop", status
     return "other", status
+
+
+def _refuses(response: Mapping[str, Any], at: str) -> bool:
+    """Whether a message item of the response's ``output`` holds a non-empty refusal."""
+    output = wire.array(response, "output", at)
+    for i in range(len(output)):
+        item = wire.mapping(output, i, f"{at}.output")
+        if wire.text(item, "type", f"{at}.output[{i}]") != "message":
+            continue
+        contents = wire.array(item, "content", f"{at}.output[{i}]")
+        for j in range(len(contents)):
+            content = wire.mapping(contents, j, f"{at}.output[{i}].content")
+            where = f"{at}.output[{i}].content[{j}]"
+            if wire.text(content, "type", where) == "refusal" and wire.text(
+                content, "refusal", where
+            ):
+                return True
+    return False
 
 
 def parse_item(item: Mapping[str, Any], at: str) -> list[Part]:

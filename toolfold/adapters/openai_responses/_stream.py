@@ -95,6 +95,8 @@ class DecoderState:
         done: The response ended (completed or incomplete).
         response_id: The response's id (from ``response.created``), the seed of
             the id made up for a call that comes with neither ``call_id`` nor ``id``.
+        refused: A refusal streamed: a completed answer without calls is
+            ``content_filter`` (`_response.finish`).
     """
 
     provider: str
@@ -109,6 +111,7 @@ class DecoderState:
     finished: ReasoningDelta | None = None
     done: bool = False
     response_id: str = ""
+    refused: bool = False
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -297,6 +300,13 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     return state, [TextDelta(delta)] if delta else []
 
 
+def _refusal_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
+    state, events = _text_delta(state, data)
+    if events and not state.refused:
+        state = attrs.evolve(state, refused=True)
+    return state, events
+
+
 def _next_reasoning(state: DecoderState) -> DecoderState:
     """``state`` with nothing streamed yet of a (new) reasoning item."""
     return attrs.evolve(
@@ -381,7 +391,7 @@ def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     events.append(
         UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
     )
-    reason, raw = finish(response, bool(state.items), "$.response")
+    reason, raw = finish(response, bool(state.items), "$.response", state.refused)
     events.append(StreamFinish(reason, raw))
     return attrs.evolve(state, open=(), done=True), events
 
@@ -402,7 +412,7 @@ _HANDLERS = {
     "response.function_call_arguments.done": _arguments_done,
     "response.output_item.done": _item_done,
     "response.output_text.delta": _text_delta,
-    "response.refusal.delta": _text_delta,
+    "response.refusal.delta": _refusal_delta,
     "response.reasoning_summary_text.delta": _summary_delta,
     "response.reasoning_text.delta": _reasoning_text_delta,
     "response.reasoning_text.done": _reasoning_text_done,

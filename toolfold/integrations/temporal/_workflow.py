@@ -77,6 +77,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.drive._handoff import at_limit, settle_events
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
+    from toolfold.runtime.drive._output import rejection
     from toolfold.toolkit._results import describe_exception
 
 WORKFLOW_NAME = "toolfold_agent"
@@ -108,6 +109,10 @@ EXACT_COUNTS = "toolfold-exact-counts"
 """The `workflow.patched` id of a model response's float counts kept exact (runs recorded
 before read them truncated to ints, as the data converter did: a budget or stop condition
 reading the usage decides on replay as it did)."""
+UNFIT_OUTPUT_FAILS = "toolfold-unfit-output-fails"
+"""The `workflow.patched` id of failing a run at once when its answer did not fit the output
+type and the provider ended it with a refusal or at the token limit (`_output.rejection`;
+runs recorded before sent it back to the model up to ``output_retries`` times: they replay so)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -420,7 +425,7 @@ class AgentWorkflow:
                     await self._pause(agent)
                 state = await self._run_tools(agent, node, state, effect, path)
             elif isinstance(effect, ValidateOutput):
-                state = reduce(state, _validate(node, effect))
+                state = reduce(state, _validate(node, state, effect))
             else:  # waiting for answers, or over
                 if (
                     at_limit(state)
@@ -1095,12 +1100,15 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
     return state
 
 
-def _validate(node: Node, effect: ValidateOutput) -> Event:
+def _validate(node: Node, state: RunState, effect: ValidateOutput) -> Event:
     assert node.output is not None, "a run with an output spec needs its output type"
     try:
         _, plain = node.output.parse(effect.text)
     except _Rejected as rejected:
-        return OutputRejected(rejected.message)
+        event = rejection(state, rejected.message)
+        if type(event) is OutputRejected or workflow.patched(UNFIT_OUTPUT_FAILS):
+            return event
+        return OutputRejected(rejected.message)  # as a run recorded before decided
     return OutputAccepted(plain)
 
 

@@ -411,7 +411,9 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
         make_id: Makes an id for a call the provider sent without one (by position).
 
     Raises:
-        StreamError: A tool call never ended: its arguments are not final.
+        StreamError: A tool call never ended: its arguments are not final
+            (unless the token limit cut the answer, finish reason ``length``:
+            then no call is kept, ended or not; see `without_cut_calls`).
         UsageError: ``state`` is no `StreamState` or ``make_id`` is not callable.
     """
     from toolfold.runtime.core._arguments import parse_arguments
@@ -423,7 +425,10 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
     if not isinstance(state, StreamState):  # (once a stream: a `RunState` has calls too)
         _refuse_stream_state("finish_stream", state, None)
     open_calls = [c.name for c in state.calls if not c.done]
-    if open_calls:
+    finish = state.finish_reason or "stop"
+    if finish == "length":  # the limit cut the calls: none runs (see `without_cut_calls`)
+        state = _with_calls(state, ())
+    elif open_calls:
         raise StreamError(
             f"the model's stream ended before tool calls completed: {', '.join(open_calls)}"
         )
@@ -437,7 +442,6 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
         )
         for position, c in enumerate(state.calls)
     )
-    finish = state.finish_reason or "stop"
     # What the fold took came through `UsageUpdate` and `StreamFinish`, which check
     # it: built without the constructor's checks then (a state made by hand keeps them).
     checked = type(state.usage) is Usage and finish in FINISH_REASONS

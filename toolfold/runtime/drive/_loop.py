@@ -47,7 +47,6 @@ from toolfold.runtime.core._events import (
     Event,
     ModelResponded,
     OutputAccepted,
-    OutputRejected,
     StopRequested,
 )
 from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
@@ -88,7 +87,7 @@ from toolfold.runtime.drive._handoff import (
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
-from toolfold.runtime.drive._output import OutputSchema
+from toolfold.runtime.drive._output import OutputSchema, rejection
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
@@ -622,7 +621,7 @@ def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
     try:
         _, plain = live.output.parse(effect.text)
     except _Rejected as rejected:
-        return apply_event(live, state, OutputRejected(rejected.message))
+        return apply_event(live, state, rejection(state, rejected.message))
     return apply_event(live, state, OutputAccepted(plain))
 
 

@@ -16,8 +16,11 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ToolArgumentError
+from toolfold.runtime.core import _events
 from toolfold.runtime.core._arguments import nesting_problem
-from toolfold.runtime.core._request import OutputSpec
+from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._request import ModelResponse, OutputSpec
+from toolfold.runtime.core._state import RunState
 from toolfold.toolkit._jsonschema import resolve_local
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
@@ -29,6 +32,55 @@ class OutputRejected(Exception):
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
+
+
+#: The finish reasons of an answer that asking again would end the same way: the
+#: token limit cut it (``length``), or the model refused (``content_filter``).
+UNFIT_AGAIN = ("length", "content_filter")
+
+
+def rejection(state: RunState, message: str) -> _events.OutputRejected | _events.RunFailed:
+    """The event for the answer ``state`` validates, which did not fit (``message``: why).
+
+    Sent back to the model to answer again (`OutputRejected`), unless the
+    provider ended it with a reason another attempt would meet too (a refusal,
+    the token limit: `UNFIT_AGAIN`). Each attempt is a paid request, and the
+    run ended in an error saying only that the answer "did not fit": then the
+    run fails at once (``output_validation``, an `OutputValidationError`)
+    naming the provider's finish reason and what it answered. A driver event,
+    not a reducer rule: a saved run replays its recorded events unchanged.
+    """
+    response = _answering(state)
+    if response is None or response.finish_reason not in UNFIT_AGAIN:
+        return _events.OutputRejected(message)
+    raw = response.raw_finish_reason
+    said = "" if raw in (None, response.finish_reason) else f" ({raw!r})"
+    why = (
+        "the model refused"
+        if response.finish_reason == "content_filter"
+        else "the token limit cut it (raise max_tokens)"
+    )
+    return _events.RunFailed(
+        "output_validation",
+        f"the final answer did not fit the output type and was not asked for again: the "
+        f"provider ended it with finish reason {response.finish_reason!r}{said}, {why}, "
+        f"which another attempt would meet too; the answer: {short(response.text)}; "
+        f"the problem: {_problems(message)}",
+    )
+
+
+def _problems(message: str) -> str:
+    """The problems a rejection ``message`` lists (`_rejection`), without its words to the model."""
+    listed = [line[2:] for line in message.splitlines() if line.startswith("- ")]
+    return "; ".join(listed) or message
+
+
+def _answering(state: RunState) -> ModelResponse | None:
+    """The response whose answer ``state`` validates: its log's last."""
+    for event in reversed(state.log):
+        if event.kind == "model_responded":
+            return event.response
+    return None
 
 
 @attrs.frozen

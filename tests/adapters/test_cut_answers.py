@@ -1,0 +1,433 @@
+"""Answers a provider ended abnormally (cut by the token limit, failed, refused), whole and streamed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from scripted_http import Reply, ScriptedServer, sse
+
+import toolfold
+from toolfold import Agent, generate_text
+
+ran: list[dict[str, str]] = []
+
+
+@toolfold.tool
+def send_email(to: str, subject: str = "", body: str = "") -> str:
+    """Send an email.
+
+    Args:
+        to: Recipient.
+        subject: Subject.
+        body: Body.
+    """
+    ran.append({"to": to, "subject": subject, "body": body})
+    return "sent"
+
+
+CUT_ARGUMENTS = {"to": "ceo@corp.com", "subject": "Resignation"}  # parses; its body is missing
+
+
+def _anthropic_event(kind: str, data: dict[str, Any]) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({**data, 'type': kind})}\n\n".encode()
+
+
+def _anthropic_stream(*events: tuple[str, dict[str, Any]]) -> Reply:
+    start = {
+        "message": {
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    }
+    chunks = [_anthropic_event("message_start", start)]
+    chunks += [_anthropic_event(kind, data) for kind, data in events]
+    chunks.append(_anthropic_event("message_stop", {}))
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+def _anthropic_cut_whole() -> Reply:
+    return Reply(
+        json={
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "stop_reason": "max_tokens",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 50},
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "send_email", "input": CUT_ARGUMENTS}
+            ],
+        }
+    )
+
+
+def _anthropic_cut_stream() -> Reply:
+    return _anthropic_stream(
+        (
+            "content_block_start",
+            {
+                "index": 0,
+                "content_block": {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "send_email",
+                    "input": {},
+                },
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(CUT_ARGUMENTS)},
+            },
+        ),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 50}}),
+    )
+
+
+def _chat_body(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "usage": {"prompt_tokens": 1, "completion_tokens": 50, "total_tokens": 51},
+        "choices": [
+            {"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}
+        ],
+    }
+
+
+def _chat_chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+_CUT_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "send_email", "arguments": json.dumps(CUT_ARGUMENTS)},
+}
+
+
+def _chat_cut_whole() -> Reply:
+    return Reply(json=_chat_body({"content": None, "tool_calls": [_CUT_CALL]}, "length"))
+
+
+def _chat_cut_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "tool_calls": [{"index": 0, **_CUT_CALL}]}),
+        _chat_chunk({}, "length"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+_RESPONSES_USAGE = {
+    "input_tokens": 1,
+    "output_tokens": 50,
+    "total_tokens": 51,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0},
+}
+
+
+def _responses_cut_whole() -> Reply:
+    return Reply(
+        json={
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "model": "gpt-5-mini",
+            "error": None,
+            "usage": _RESPONSES_USAGE,
+            "output": [
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_1",
+                    "name": "send_email",
+                    "arguments": json.dumps(CUT_ARGUMENTS),
+                    "status": "incomplete",
+                }
+            ],
+        }
+    )
+
+
+def _model(server: ScriptedServer, opened: list[Any], name: str) -> Any:
+    suffix = "" if name.startswith("anthropic") else "/v1"
+    made = toolfold.model(name, base_url=server.url + suffix, api_key="k" * 20)
+    opened.append(made)
+    return made
+
+
+def _run(model: Any, streamed: bool, **options: Any) -> Any:
+    if not streamed:
+        return generate_text(model, "hi", **options)
+    run = Agent(model=model, **options).stream("hi")
+    for _ in run:
+        pass
+    return run.response
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "raw"),
+    [
+        ("anthropic:c", _anthropic_cut_whole, False, "max_tokens"),
+        ("anthropic:c", _anthropic_cut_stream, True, "max_tokens"),
+        ("openai:gpt-4o-mini", _chat_cut_whole, False, "length"),
+        ("openai:gpt-4o-mini", _chat_cut_stream, True, "length"),
+        ("openai-responses:gpt-5-mini", _responses_cut_whole, False, "max_output_tokens"),
+    ],
+    ids=["anthropic", "anthropic-stream", "chat", "chat-stream", "responses"],
+)
+def test_a_call_cut_by_the_token_limit_never_runs(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    raw: str,
+) -> None:
+    """A tool call in an answer cut at max_tokens does not run, even when its partial arguments parse: the run finishes length."""
+    ran.clear()
+    http_server.add(reply())
+    model = _model(http_server, opened, name)
+    response = _run(model, streamed, tools=[send_email], max_tokens=50)
+    assert ran == []
+    assert len(http_server.requests) == 1
+    assert response.finish_reason == "length"
+    assert response.steps[-1].response.raw_finish_reason == raw
+    assert response.steps[-1].response.tool_calls == ()
+
+
+# --- answers the provider ended abnormally ----------------------------------------------
+
+
+def _openrouter_error_whole() -> Reply:
+    body = _chat_body({"content": "The capital of"}, "error")
+    body["choices"][0]["error"] = {"code": 502, "message": "upstream died"}
+    return Reply(json=body)
+
+
+def _openrouter_error_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "content": "The capital of"}),
+        {
+            **_chat_chunk({}, "error"),
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {},
+                    "finish_reason": "error",
+                    "error": {"code": 502, "message": "upstream died"},
+                }
+            ],
+        },
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+_MALFORMED = {
+    "candidates": [
+        {
+            "content": {"role": "model"},
+            "finishReason": "MALFORMED_FUNCTION_CALL",
+            "finishMessage": "Malformed function call: print(default_api.send_email(to=))",
+            "index": 0,
+        }
+    ],
+    "usageMetadata": {"promptTokenCount": 3, "totalTokenCount": 3},
+    "responseId": "r",
+}
+
+
+def _gemini_malformed_whole() -> Reply:
+    return Reply(json=_MALFORMED)
+
+
+def _gemini_malformed_stream() -> Reply:
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(_MALFORMED))
+
+
+def _anthropic_paused_whole() -> Reply:
+    return Reply(
+        json={
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [{"type": "text", "text": "Let me search"}],
+            "stop_reason": "pause_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 3, "output_tokens": 3},
+        }
+    )
+
+
+def _anthropic_paused_stream() -> Reply:
+    return _anthropic_stream(
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        (
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "text_delta", "text": "Let me search"}},
+        ),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "pause_turn"}, "usage": {"output_tokens": 3}}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "raw", "said"),
+    [
+        ("openrouter:x/y", _openrouter_error_whole, False, "error", "upstream died"),
+        ("openrouter:x/y", _openrouter_error_stream, True, "error", "upstream died"),
+        (
+            "gemini:gemini-2.5-flash",
+            _gemini_malformed_whole,
+            False,
+            "MALFORMED_FUNCTION_CALL",
+            "Malformed function call",
+        ),
+        (
+            "gemini:gemini-2.5-flash",
+            _gemini_malformed_stream,
+            True,
+            "MALFORMED_FUNCTION_CALL",
+            "Malformed function call",
+        ),
+        ("anthropic:c", _anthropic_paused_whole, False, "pause_turn", "server tool"),
+        ("anthropic:c", _anthropic_paused_stream, True, "pause_turn", "server tool"),
+    ],
+    ids=[
+        "openrouter",
+        "openrouter-stream",
+        "gemini",
+        "gemini-stream",
+        "anthropic-pause",
+        "anthropic-pause-stream",
+    ],
+)
+def test_an_abnormal_finish_raises_naming_the_provider_and_its_reason(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    raw: str,
+    said: str,
+) -> None:
+    """A failed or paused answer raises ProviderFinishError (provider, finish reason, message), whole and streamed, instead of finishing stop."""
+    http_server.add(reply())
+    model = _model(http_server, opened, name)
+    with pytest.raises(toolfold.ProviderFinishError) as caught:
+        _run(model, streamed, tools=[send_email])
+    error = caught.value
+    provider = name.split(":")[0]
+    assert (error.provider, error.finish_reason, error.status_code) == (provider, raw, 200)
+    assert f"{provider} ended its answer with finish reason {raw!r}" in str(error)
+    assert said in str(error)
+
+
+# --- refusals -----------------------------------------------------------------------------
+
+REFUSAL = "I can't help with that."
+
+
+def _chat_refusal_whole() -> Reply:
+    return Reply(json=_chat_body({"content": None, "refusal": REFUSAL}, "stop"))
+
+
+def _chat_refusal_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "content": None, "refusal": REFUSAL}),
+        _chat_chunk({}, "stop"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+_RESPONSE_0 = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1,
+    "status": "in_progress",
+    "model": "gpt-5-mini",
+    "output": [],
+}
+_REFUSING_ITEM = {
+    "type": "message",
+    "id": "msg_1",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "refusal", "refusal": REFUSAL}],
+}
+_REFUSED = {
+    **_RESPONSE_0,
+    "status": "completed",
+    "output": [_REFUSING_ITEM],
+    "usage": _RESPONSES_USAGE,
+}
+
+
+def _responses_refusal_whole() -> Reply:
+    return Reply(json=_REFUSED)
+
+
+def _responses_refusal_stream() -> Reply:
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    added = {**_REFUSING_ITEM, "status": "in_progress", "content": []}
+    events = [
+        ("response.created", {"response": _RESPONSE_0}),
+        ("response.output_item.added", {"output_index": 0, "item": added}),
+        ("response.refusal.delta", {**at, "delta": REFUSAL}),
+        ("response.refusal.done", {**at, "refusal": REFUSAL}),
+        ("response.output_item.done", {"output_index": 0, "item": _REFUSING_ITEM}),
+        ("response.completed", {"response": _REFUSED}),
+    ]
+    chunks = [
+        f"event: {kind}\ndata: {json.dumps({**data, 'type': kind, 'sequence_number': n})}\n\n".encode()
+        for n, (kind, data) in enumerate(events)
+    ]
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed"),
+    [
+        ("openai:gpt-4o-mini", _chat_refusal_whole, False),
+        ("openai:gpt-4o-mini", _chat_refusal_stream, True),
+        ("openai-responses:gpt-5-mini", _responses_refusal_whole, False),
+        ("openai-responses:gpt-5-mini", _responses_refusal_stream, True),
+    ],
+    ids=["chat", "chat-stream", "responses", "responses-stream"],
+)
+def test_a_refusal_finishes_content_filter_with_its_text(
+    http_server: ScriptedServer, opened: list[Any], name: str, reply: Any, streamed: bool
+) -> None:
+    """A Chat message.refusal or a Responses refusal content finishes content_filter (as Anthropic's), its text kept as the answer."""
+    http_server.add(reply())
+    response = _run(_model(http_server, opened, name), streamed)
+    assert (response.finish_reason, response.text) == ("content_filter", REFUSAL)
+    assert response.steps[-1].response.finish_reason == "content_filter"

@@ -1,0 +1,70 @@
+"""Settings asking a provider for more than one answer are refused before anything is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from scripted_http import Reply, ScriptedServer
+
+import toolfold
+from toolfold import Agent, ModelConfigError, generate_text
+
+_CHAT = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "A"}}
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "settings", "named"),
+    [
+        ("openai:gpt-4o-mini", {"n": 2}, "n=2"),
+        ("groq:llama", {"n": 3}, "n=3"),
+        ("gemini:gemini-2.5-flash", {"candidate_count": 2}, "candidate_count=2"),
+        (
+            "gemini:gemini-2.5-flash",
+            {"generation_config": {"candidateCount": 4}},
+            "candidateCount=4",
+        ),
+    ],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
+def test_more_than_one_answer_is_refused_before_sending(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    settings: dict[str, Any],
+    named: str,
+    streamed: bool,
+) -> None:
+    """n / candidate_count above 1 is a ModelConfigError naming the setting, and no request goes out (the extra answers were paid for and dropped)."""
+    model = toolfold.model(name, base_url=http_server.url + "/v1", api_key="k" * 20)
+    opened.append(model)
+    with pytest.raises(ModelConfigError, match=f"the setting {named} asks .* answers") as caught:
+        _answer(model, settings, streamed)
+    assert "would be paid for and dropped" in str(caught.value)
+    assert http_server.requests == []
+
+
+def _answer(model: Any, settings: dict[str, Any], streamed: bool) -> Any:
+    if not streamed:
+        return generate_text(model, "hi", **settings)
+    run = Agent(model=model, settings=settings).stream("hi")
+    for _ in run:
+        pass
+    return run.response
+
+
+def test_one_answer_asked_for_is_sent(http_server: ScriptedServer, opened: list[Any]) -> None:
+    """n=1 is a request for one answer: sent as given."""
+    http_server.add(Reply(json=_CHAT))
+    model = toolfold.model("openai:gpt-4o-mini", base_url=http_server.url + "/v1", api_key="k" * 20)
+    opened.append(model)
+    assert _answer(model, {"n": 1}, streamed=False).text == "A"
+    assert http_server.requests[0].json()["n"] == 1
