@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import logging
 import queue
 import threading
 from collections.abc import (
@@ -58,6 +59,8 @@ from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
+
+_log = logging.getLogger("toolfold.runtime")
 
 
 def finish(state: RunState, live: Live) -> Response:
@@ -680,42 +683,50 @@ async def _stream_traced(
     call = trace.model_call(op.request)
     folded = StreamState()
     events: AsyncIterator[StreamEvent] | None = None
-    try:
-        token = call.attach()
+    try:  # (the span ends before the model's stream is closed, however the call ends)
         try:
-            events = aiter(live.model.stream(op.request))
-            event = await anext(events, _END)
-        finally:
-            call.detach(token)
-        while event is not _END:
-            folded = fold_stream(folded, event)
-            yield event
             token = call.attach()
             try:
+                events = aiter(live.model.stream(op.request))
                 event = await anext(events, _END)
             finally:
                 call.detach(token)
-        value = finish_stream(folded, call_id_maker(op.step))
-    except BaseException as exc:
-        call.end(None, exc)
-        if isinstance(exc, Exception):
-            answered.append((None, exc))
-            return
-        raise
+            while event is not _END:
+                folded = fold_stream(folded, event)
+                yield event
+                token = call.attach()
+                try:
+                    event = await anext(events, _END)
+                finally:
+                    call.detach(token)
+            value = finish_stream(folded, call_id_maker(op.step))
+        except BaseException as exc:
+            call.end(None, exc)
+            if isinstance(exc, Exception):
+                answered.append((None, exc))
+                return
+            raise
+        call.end(value, None)
+        answered.append((value, None))
     finally:
         await close_stream(events)
-    call.end(value, None)
-    answered.append((value, None))
 
 
 async def close_stream(events: AsyncIterator[StreamEvent] | None) -> None:
     """Close a model's stream the run stops reading (the caller stopped the run's stream,
     a cancellation), at once: one left to the garbage collector keeps its HTTP
     connection open until asyncio's async-generator hook closes it, turns of the
-    event loop later. One that ended (or that has no ``aclose``) is left as it is."""
+    event loop later. One that ended or failed is closed too (a generator's ``aclose``
+    then does nothing). An ``aclose`` that fails is dropped (logged at debug): the run
+    already has its answer, its own error, or the caller's stop to report, and a
+    finished run must not fail over a stream it no longer reads."""
     aclose = getattr(events, "aclose", None)
-    if aclose is not None:
+    if aclose is None:
+        return
+    try:
         await aclose()
+    except Exception:
+        _log.debug("closing the model's stream failed; ignored", exc_info=True)
 
 
 def call_id_maker(step: int) -> Callable[[int], str]:
