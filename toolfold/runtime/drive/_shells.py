@@ -39,6 +39,7 @@ from toolfold.runtime.drive._kept_loop import (
     SIGNAL_POLL,
     RoundInterrupt,
     check_interrupt,
+    check_round_on_loop,
     tell_interrupt_waits,
     watched_interrupt,
 )
@@ -202,6 +203,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 value, failure = None, None
                 # The ops of every step first: one type test each.
                 if isinstance(op, CallModel):
+                    # (a sub-run of a blocking round on a loop stops here once it was stopped)
+                    await check_round_on_loop()
                     if trace is None:
                         try:
                             value = await live.model.request(op.request)
@@ -210,6 +213,7 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                     else:
                         value, failure = await _request_traced(live, op, trace)
                 elif isinstance(op, _RunToolsOp):
+                    await check_round_on_loop()  # (and before its round of calls)
                     tools = None if trace is None else trace.tools(op.jobs)
                     jobs = op.jobs if tools is None else tools.jobs
                     with resumed_round(live):
@@ -557,6 +561,7 @@ async def _stream_async(
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
+            await check_round_on_loop()  # (as in `drive_async`)
             if trace is not None:
                 answered: list[tuple[Any, Exception | None]] = []
                 traced = _stream_traced(live, op, trace, answered)
@@ -578,6 +583,7 @@ async def _stream_async(
             finally:
                 await close_stream(events)
         elif isinstance(op, _RunToolsOp):
+            await check_round_on_loop()
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
             if op.relay is not None and any(forwards(job) for job in jobs):
