@@ -546,3 +546,33 @@ def test_a_new_name_under_a_started_calls_id_is_a_malformed_response_naming_the_
         decode(datas)
     assert raised.value.path == "$.choices[0].delta.tool_calls[0].function.name"
     assert "'g' for call 'c1', which was started as 'f'" in raised.value.problem
+
+
+def test_a_name_in_pieces_without_an_id_before_any_arguments_stays_one_call() -> None:
+    """index 0 again without an id and with another name before the call has arguments
+    ('get_' then 'weather') continues the call (it keeps its first name, as a repeated name
+    is never appended), not a second call that takes the arguments."""
+    datas = [
+        chunk(call_head(0, "c1", "get_")),
+        chunk({"tool_calls": [{"index": 0, "function": {"name": "weather"}}]}),
+        chunk(fragment(0, '{"city": "Paris"}')),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    calls = fold(decode(datas)).tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("c1", "get_", {"city": "Paris"})]
+
+
+def test_the_same_name_again_without_an_id_is_the_same_call() -> None:
+    """index 0 repeated with the call's own name and no id (llama.cpp's repeated header)
+    appends to that call, after its arguments started too."""
+    again = {"index": 0, "function": {"name": "f", "arguments": ', "b": 2}'}}
+    datas = [
+        chunk(call_head(0, "c1", "f")),
+        chunk(fragment(0, '{"a": 1')),
+        chunk({"tool_calls": [again]}),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    calls = fold(decode(datas)).tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("c1", "f", {"a": 1, "b": 2})]

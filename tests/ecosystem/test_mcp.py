@@ -971,3 +971,29 @@ def test_an_ipv6_host_in_brackets_is_taken_without_them() -> None:
     assert _host("[::1]") == "::1"
     assert _host("::1") == "::1"
     assert _host("localhost") == "localhost"
+
+
+_ITER_RAISING_MODULE = """
+class BadList(list):
+    def __iter__(self):
+        raise RuntimeError("iter fails")
+
+
+TOOLS = BadList([1])
+"""
+
+
+def test_load_tools_names_a_list_whose_iteration_raises(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list subclass whose __iter__ raises is a ToolDefinitionError naming the attribute
+    and the module's error and line, not its bare RuntimeError."""
+    module = tmp_path / "iter_raising_s36.py"
+    module.write_text(_ITER_RAISING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolDefinitionError) as raised:
+        load_tools("iter_raising_s36:TOOLS")
+    assert raised.value.problems == (
+        "cannot read the items of 'TOOLS' (BadList): RuntimeError: iter fails "
+        f"(raised at {module}, line 4)",
+    )

@@ -747,3 +747,53 @@ def test_closing_a_traced_async_stream_closes_the_model_stream_at_once(traces: T
     asyncio.run(stop_early())
     assert closed_at_exit == [True]
     assert len(traces.named("chat")) == 1  # its span ended (only ended spans are exported)
+
+
+class _BadCloseEvents:
+    """A model stream that is an async iterator class (not a generator) whose ``aclose``
+    fails; ``broken_at`` makes its n-th event a ConnectionError instead."""
+
+    def __init__(self, events: Any, broken_at: int | None) -> None:
+        self.events = aiter(events)
+        self.broken_at = broken_at
+        self.served = 0
+
+    def __aiter__(self) -> _BadCloseEvents:
+        return self
+
+    async def __anext__(self) -> Any:
+        self.served += 1
+        if self.served == self.broken_at:
+            raise ConnectionError("model stream broke")
+        return await anext(self.events)
+
+    async def aclose(self) -> None:
+        raise RuntimeError("aclose failed")
+
+
+@pytest.mark.parametrize("broken_at", [None, 2])
+def test_a_traced_model_stream_whose_aclose_fails_ends_its_chat_span(
+    traces: Traces, broken_at: int | None
+) -> None:
+    """Traced, a model stream whose aclose fails: the chat span still ends, and the run
+    answers (stream ended) or fails with the model's own error (stream broke)."""
+
+    class BadClose(ScriptedModel):
+        def stream(self, request: Any) -> Any:
+            return _BadCloseEvents(super().stream(request), broken_at)
+
+    stream = Agent(BadClose(["hello"]), name="calc").stream("go")
+
+    async def read_all() -> None:
+        async for _event in stream:
+            pass
+
+    if broken_at is None:
+        asyncio.run(read_all())
+        assert stream.response.text == "hello"
+        (chat,) = traces.named("chat")
+        assert chat.status.status_code != StatusCode.ERROR
+    else:
+        with pytest.raises(toolfold.RunError, match="model stream broke"):
+            asyncio.run(read_all())
+        assert _chat_ended_as(traces, "ConnectionError").end_time is not None

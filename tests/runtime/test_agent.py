@@ -15,6 +15,7 @@ from toolfold import (
     RateLimitError,
     Response,
     RunEndEvent,
+    RunError,
     StepEndEvent,
     StepStartEvent,
     TextDelta,
@@ -231,6 +232,84 @@ def test_closing_an_async_stream_closes_the_model_stream_at_once() -> None:
 
     asyncio.run(stop_early())
     assert closed_at_exit == [True]
+
+
+class _BadCloseEvents:
+    """A model stream that is an async iterator class (not a generator) whose ``aclose``
+    fails; ``broken_at`` makes its n-th event a ConnectionError instead."""
+
+    def __init__(self, events: Any, broken_at: int | None = None) -> None:
+        self.events = aiter(events)
+        self.broken_at = broken_at
+        self.served = 0
+
+    def __aiter__(self) -> _BadCloseEvents:
+        return self
+
+    async def __anext__(self) -> Any:
+        self.served += 1
+        if self.served == self.broken_at:
+            raise ConnectionError("model stream broke")
+        return await anext(self.events)
+
+    async def aclose(self) -> None:
+        raise RuntimeError("aclose failed")
+
+
+class _BadCloseModel(ScriptedModel):
+    """A scripted model whose stream is a `_BadCloseEvents`."""
+
+    def __init__(self, script: list[Any], broken_at: int | None = None) -> None:
+        super().__init__(script)
+        self.broken_at = broken_at
+
+    def stream(self, request: Any) -> Any:
+        return _BadCloseEvents(super().stream(request), self.broken_at)
+
+
+def test_a_model_stream_whose_aclose_fails_does_not_fail_a_finished_run() -> None:
+    """An async stream whose model stream ended normally answers even if its aclose fails."""
+    stream = Agent(_BadCloseModel(["hello"])).stream("go")
+
+    async def read_all() -> None:
+        async for _event in stream:
+            pass
+
+    asyncio.run(read_all())
+    assert stream.response.text == "hello"
+
+
+def test_a_model_stream_whose_aclose_fails_keeps_the_model_error() -> None:
+    """A model stream that breaks mid-way fails the run with its own error (a RunError with
+    the state to resume), not its failing aclose's."""
+    stream = Agent(_BadCloseModel(["hello"], broken_at=2)).stream("go")
+
+    async def read_all() -> None:
+        async for _event in stream:
+            pass
+
+    with pytest.raises(RunError, match="ConnectionError: model stream broke") as caught:
+        asyncio.run(read_all())
+    assert isinstance(caught.value.__cause__, ConnectionError)
+    assert caught.value.state is not None
+
+
+def test_a_stream_the_caller_stops_drops_the_model_streams_failing_aclose() -> None:
+    """Closing a run's async stream mid-answer closes quietly though the model stream's
+    aclose fails."""
+    stream = Agent(_BadCloseModel(["hello world"])).stream("go")
+
+    async def stop_early() -> str:
+        events = aiter(stream)
+        event = await anext(events)
+        while event.kind != "text_delta":
+            event = await anext(events)
+        await events.aclose()  # type: ignore[attr-defined]
+        return str(event.kind)
+
+    assert asyncio.run(stop_early()) == "text_delta"
+    with pytest.raises(UsageError, match="caller stopped iterating it"):
+        _ = stream.response
 
 
 class _Source:

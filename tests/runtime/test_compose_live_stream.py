@@ -312,3 +312,49 @@ def test_a_blocking_stream_left_early_stops_its_sub_agents_model_calls(
         thread.join(_GUARD)
         assert not thread.is_alive()
     assert len(requests) == made  # (before: each sub-agent asked its model again)
+
+
+@pytest.mark.parametrize("answer", ["text", "tool call"])
+def test_a_blocking_stream_left_while_a_model_call_holds_the_loop_starts_nothing_more(
+    answer: str,
+) -> None:
+    """Leaving a blocking stream while one sub-agent's blocking model function holds its round's
+    event loop: the other sub-agent makes no model call, and the first runs no tool, after."""
+    asked: list[str] = []
+    entered: list[str] = []
+    in_model, release = threading.Event(), threading.Event()
+
+    @tool
+    def hold(x: str) -> str:
+        """Record the call.
+
+        Args:
+            x: anything.
+        """
+        entered.append(x)
+        return x
+
+    def reply(request: ModelRequest) -> Any:
+        asked.append(request.messages[-1].role)
+        if len(asked) == 1:  # the first sub-agent's call holds the loop until the test lets go
+            in_model.set()
+            release.wait(_GUARD)
+            return call("hold", {"x": "a"}) if answer == "tool call" else "sub done"
+        return "sub done"
+
+    helper = Agent(FunctionModel(reply), name="helper", tools=[hold])
+    lead = Agent(
+        ScriptedModel([[call("helper", {"input": "1"}), call("helper", {"input": "2"})], "done"]),
+        name="lead",
+        tools=[helper.as_tool()],
+    )
+    before = set(_step_threads())
+    events = iter(lead.stream("go"))
+    next(e for e in events if isinstance(e, SubRunEvent))
+    assert in_model.wait(_GUARD)
+    events.close()  # type: ignore[attr-defined]
+    release.set()
+    for thread in set(_step_threads()) - before:
+        thread.join(_GUARD)
+        assert not thread.is_alive()
+    assert (asked, entered) == (["user"], [])  # (before: the second asked, the first's tool ran)

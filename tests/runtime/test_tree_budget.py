@@ -13,6 +13,7 @@ import toolfold
 from toolfold import Agent, RunContext, UsageError, token_budget
 from toolfold.files import loads
 from toolfold.runtime import RunState, TokenBudget, replay
+from toolfold.runtime._task import Task, _run_runner, _run_runner_sync
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
 from toolfold.runtime.core._stop import step_start_tokens, stop_answer
 from toolfold.testing import FunctionModel
@@ -895,3 +896,37 @@ def test_a_loop_has_no_answer_at_its_budget_while_an_iteration_waits_for_its_ret
     answered = first_plan("go", {}).extended([Attempt("body.1", "body", True, "first")])
     assert flow.spent_answer(answered) == Final("first")
     assert flow.spent_answer(answered.extended([Attempt("body.2", "body", False, "boom")])) is None
+
+
+@pytest.mark.parametrize("kind", ["agent", "workflow"])
+@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("tokens", [0, -5])
+def test_a_workflow_step_handed_a_spent_budget_is_not_started(
+    kind: str, blocking: bool, tokens: int
+) -> None:
+    """A workflow step's tool (blocking or async) called with none of the tree budget left
+    answers that its agent or workflow was not started, asking no model."""
+    asked: list[Any] = []
+    agent = Agent(FunctionModel(lambda request: asked.append(request) or "x"), name="sub")
+    target = agent if kind == "agent" else toolfold.Sequence(agent, name="flow")
+    task = Task(target, name="step")
+    ctx: RunContext[Any] = RunContext(
+        deps=None,
+        run_id="r",
+        step=1,
+        call_id="c",
+        tool_name="step",
+        token_budget=TokenBudget(tokens, tree=True),
+        _spent="the workflow spent it",
+    )
+    if blocking:
+        result = _run_runner_sync(task)(ctx, "go")
+    else:
+        result = asyncio.run(_run_runner(task)(ctx, "go"))
+    who = "agent 'sub'" if kind == "agent" else "workflow 'flow'"
+    assert (result.state, result.is_error, result.content) == (
+        None,
+        True,
+        f"Error: {who} (tool 'step') was not started: the workflow spent it",
+    )
+    assert asked == []

@@ -524,7 +524,16 @@ def test_a_route_branch_whose_type_does_not_fit_the_routers_input_is_refused() -
     )
 
 
-@pytest.mark.parametrize("branches", [[echo("a")], "a", echo("a")])
+@pytest.mark.parametrize("as_pairs", [list, tuple, iter])
+def test_a_route_takes_its_branches_as_label_step_pairs(as_pairs: Any) -> None:
+    """Route branches given as (label, step) pairs (a list, a tuple, an iterator) are read
+    as dict() reads them, as a mapping's are."""
+    desk = Route(_pick, as_pairs([("a", echo("a")), ("b", echo("b"))]))
+    assert list(desk.branches) == ["a", "b"]
+    assert desk.run("hi").output == "a(hi)"
+
+
+@pytest.mark.parametrize("branches", [[echo("a")], [echo("a"), echo("b")], "a", "ab", echo("a")])
 def test_a_route_whose_branches_are_not_a_mapping_is_refused(branches: Any) -> None:
     """Route branches given as a list, a string or one step: a WorkflowDefinitionError, not
     dict()'s bare TypeError or ValueError."""

@@ -230,8 +230,8 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     Raises:
         ToolDefinitionError: The path does not resolve (an empty or relative
             module path, a module that cannot be imported or raises while
-            importing, a missing name, a module ``__getattr__`` that raises),
-            or names something that is not a tool; the message says which
+            importing, a missing name, a module ``__getattr__`` that raises, a
+            list whose iteration raises), or names something that is not a tool; the message says which
             (for a module's exception, its class and text: ``RuntimeError:
             no database``).
     """
@@ -274,7 +274,15 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
             f"{describe_exception(exc)}{_raised_at(exc)}"
         )
         raise ToolDefinitionError(spec, [problem]) from exc
-    items: Sequence[Any] = value if _is(value, (list, tuple)) else (value,)
+    try:
+        # (a list subclass's __iter__ is the module's code too, and may raise)
+        items: Sequence[Any] = tuple(value) if _is(value, (list, tuple)) else (value,)
+    except Exception as exc:
+        problem = (
+            f"cannot read the items of {attribute!r} ({type(value).__name__}): "
+            f"{describe_exception(exc)}{_raised_at(exc)}"
+        )
+        raise ToolDefinitionError(spec, [problem]) from exc
     problems = [
         f"item {index} ({_shown(item)}) is not a Tool or a function"
         for index, item in enumerate(items)

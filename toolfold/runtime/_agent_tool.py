@@ -197,16 +197,15 @@ def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input
 
 
 def within(spec: Any, budget: TokenBudget) -> Any:
-    """``spec`` as a sub-run of a run with a tree budget starts it, or None when none is left.
+    """``spec`` as a sub-run of a run with a tree budget starts it.
 
     An agent or a workflow gets ``budget`` (what is left of its caller's, see
     `handed_budget`) among its stop conditions, so its run stores it and stops
     there too; it goes on down to the agents (or a workflow's steps) it runs
-    in turn. None when nothing is left (the step's own model call spent the
-    budget): the sub-run is not started.
+    in turn. Its callers check first that some of it is left (`handed` here;
+    the Temporal integration's nested calls likewise): a spent budget starts
+    no sub-run.
     """
-    if budget.tokens <= 0:
-        return None
     # (not `evolve`: an agent's resolves its model again, per call)
     return spec._within(budget)
 
@@ -219,8 +218,7 @@ def _runner(spec: Any, ctx: RunContext[Any], tool_name: str) -> Any:
         return spec
     if isinstance(budget, SubRun):
         return budget
-    # (not `evolve`: an agent's resolves its model again, per call)
-    return spec._within(budget)
+    return within(spec, budget)
 
 
 def handed(ctx: RunContext[Any], spec: Any, tool_name: str) -> TokenBudget | SubRun | None:

@@ -283,6 +283,18 @@ def _restored(task: Task, plain: Any) -> Any:
         return plain
 
 
+def _labelled(branches: Any) -> dict[Any, Any] | None:
+    """A Route's ``branches`` as a dict: a mapping, or ``(label, step)`` pairs as `dict`
+    takes them; None for what gives no labels (a list of steps, one step, a string),
+    which `dict` refuses with a bare TypeError or ValueError, or, for a string, misreads."""
+    if isinstance(branches, (str, bytes)):
+        return None
+    try:
+        return dict(branches)
+    except (TypeError, ValueError):
+        return None
+
+
 @attrs.frozen(init=False)
 class Route(Workflow):
     """One branch, chosen by a router: an agent answering a label, or a function.
@@ -297,7 +309,8 @@ class Route(Workflow):
             input returning a label (called once per run; keep it
             deterministic).
         branches: The step to run for each label (read-only: a `FrozenDict`,
-            a copy of the mapping given; make another `Route` to change them).
+            a copy of the mapping, or of the ``(label, step)`` pairs, given;
+            make another `Route` to change them).
         default: The step for any other label (None: another label fails
             the workflow).
         name: The workflow's name.
@@ -314,7 +327,7 @@ class Route(Workflow):
     def __init__(
         self,
         router: Any,
-        branches: Mapping[str, Any],
+        branches: Mapping[str, Any] | Iterable[tuple[str, Any]],
         default: Any = None,
         *,
         name: str = "route",
@@ -322,9 +335,9 @@ class Route(Workflow):
         is_step = isinstance(router, (Agent, Workflow, Task))
         routing = as_task(router) if is_step else router
         # Read-only: the workflow is checked (labels, references) once, here.
-        mapping = isinstance(branches, Mapping)  # (a list: the labels would be lost)
+        labelled = _labelled(branches)
         tasks_by_label = FrozenDict(
-            {label: as_task(step) for label, step in branches.items()} if mapping else {}
+            {label: as_task(step) for label, step in (labelled or {}).items()}
         )
         fallback = as_task(default) if default is not None else None
         self.__attrs_init__(router=routing, branches=tasks_by_label, default=fallback, name=name)
@@ -332,7 +345,7 @@ class Route(Workflow):
         tasks = ([routing] if is_step else []) + branch_tasks
         object.__setattr__(self, "_tasks", tuple(tasks))
         problems: list[str] = []
-        if not mapping:
+        if labelled is None:
             problems.append(
                 "branches maps each label to its step (branches={'label': step, ...}), got "
                 f"{type(branches).__name__}"

@@ -10,10 +10,14 @@ Rules (providers.md §1, §6 and the recorded streams):
 - Calls are keyed by ``index``; OpenAI sends ``id``/``name`` once per index and
   argument fragments after. llama.cpp repeats the name in every delta: a name
   on a started index is ignored, never appended. A different id, or a
-  different name without an id, at a started index is a second call (servers
-  that reuse index 0); a different name under the call's own id is a
-  `MalformedResponseError` at ``function.name``: never one call's arguments
-  appended to another's.
+  different name without an id once the call has arguments, at a started index
+  is a second call (servers that reuse index 0); a different name under the
+  call's own id is a `MalformedResponseError` at ``function.name``: never one
+  call's arguments appended to another's. The same name again without an id is
+  the same call (a second call repeating it cannot be told from llama.cpp's
+  repeated name), and so is a new name without an id before any arguments (a
+  name sent in pieces, ``get_`` then ``weather``; OpenAI sends it whole): that
+  call keeps its first name, as a call's name is never appended.
 - Mistral and Gemini's OpenAI endpoint send whole calls without ``index``:
   each such entry is a new call at the next free index (by position).
 - A call ends only when the stream says so: on the chunk carrying
@@ -73,6 +77,7 @@ class _Started:
     wire_index: int | None
     id: str
     name: str = ""
+    has_arguments: bool = False
 
 
 @attrs.frozen
@@ -277,10 +282,19 @@ def _tool_entry(
     call_id = wire.text(entry, "id", at)
     name = wire.text(function, "name", function_at)
     started = _find(state, wire_index, call_id, name)
-    if started is not None and name and started.name and name != started.name:
+    if (
+        started is not None
+        and name
+        and started.name
+        and name != started.name
+        and (call_id or started.has_arguments)
+    ):
         # A call never changes its name (llama.cpp repeats the same one): a new
         # name at a started index is a second call; under the same id it
         # cannot be told from the first, and appending it would merge two calls.
+        # Without an id and before any arguments, it is the rest of a name sent
+        # in pieces (ignored, as a repeated name is): a second call there would
+        # take the arguments, leaving the first with none.
         if call_id and call_id == started.id:
             raise wire.WireError(
                 f"{function_at}.name",
@@ -306,6 +320,10 @@ def _tool_entry(
         )
         started = state.calls[-1]
     if fragment:
+        if not started.has_arguments:
+            argued = attrs.evolve(started, has_arguments=True)
+            calls = tuple(argued if c is started else c for c in state.calls)
+            state = attrs.evolve(state, calls=calls)
         events.append(ToolCallDelta(started.index, fragment))
     return state
 

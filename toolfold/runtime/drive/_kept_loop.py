@@ -148,6 +148,32 @@ def check_interrupt(interrupt: RoundInterrupt | None) -> None:
         raise KeyboardInterrupt
 
 
+# The interruption of the round whose event loop runs this task (set by `_interruptible`;
+# the tasks the round makes inherit it), for `check_round_on_loop`.
+_ON_LOOP: contextvars.ContextVar[RoundInterrupt | None] = contextvars.ContextVar(
+    "toolfold_round_on_loop", default=None
+)
+
+
+async def check_round_on_loop() -> None:
+    """Cancel the running task (a sub-run's, about to call its model or run its calls)
+    once the round whose event loop runs it was interrupted.
+
+    `fire` cancels such a round from another thread, by a callback the loop
+    runs only after what it runs first: a sub-run whose turn came while
+    another's blocking model call held the loop (a sync model function) would
+    start its model call before it, after the caller had stopped the round.
+    """
+    interrupt = _ON_LOOP.get()
+    if interrupt is not None and interrupt.fired:
+        import asyncio
+
+        task = asyncio.current_task()
+        if task is not None:
+            task.cancel()
+            await asyncio.sleep(0)  # (CancelledError, here)
+
+
 async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt) -> T:
     """``work`` on the running loop, cancelled when ``interrupt`` fires (from another thread)."""
     import asyncio
@@ -164,6 +190,7 @@ async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt
     if not interrupt.attach(cancel):  # interrupted before it began: nothing runs
         work.close()
         raise asyncio.CancelledError
+    _ON_LOOP.set(interrupt)  # (this task's own context: the loop's only task, and its tasks)
     return await work
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import logging
 import queue
 import threading
 from collections.abc import (
@@ -38,6 +39,7 @@ from toolfold.runtime.drive._kept_loop import (
     SIGNAL_POLL,
     RoundInterrupt,
     check_interrupt,
+    check_round_on_loop,
     tell_interrupt_waits,
     watched_interrupt,
 )
@@ -58,6 +60,8 @@ from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
+
+_log = logging.getLogger("toolfold.runtime")
 
 
 def finish(state: RunState, live: Live) -> Response:
@@ -199,6 +203,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 value, failure = None, None
                 # The ops of every step first: one type test each.
                 if isinstance(op, CallModel):
+                    # (a sub-run of a blocking round on a loop stops here once it was stopped)
+                    await check_round_on_loop()
                     if trace is None:
                         try:
                             value = await live.model.request(op.request)
@@ -207,6 +213,7 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                     else:
                         value, failure = await _request_traced(live, op, trace)
                 elif isinstance(op, _RunToolsOp):
+                    await check_round_on_loop()  # (and before its round of calls)
                     tools = None if trace is None else trace.tools(op.jobs)
                     jobs = op.jobs if tools is None else tools.jobs
                     with resumed_round(live):
@@ -554,6 +561,7 @@ async def _stream_async(
         elif isinstance(op, _NoticeOp):
             yield op.event
         elif isinstance(op, CallModel):
+            await check_round_on_loop()  # (as in `drive_async`)
             if trace is not None:
                 answered: list[tuple[Any, Exception | None]] = []
                 traced = _stream_traced(live, op, trace, answered)
@@ -575,6 +583,7 @@ async def _stream_async(
             finally:
                 await close_stream(events)
         elif isinstance(op, _RunToolsOp):
+            await check_round_on_loop()
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
             if op.relay is not None and any(forwards(job) for job in jobs):
@@ -680,42 +689,50 @@ async def _stream_traced(
     call = trace.model_call(op.request)
     folded = StreamState()
     events: AsyncIterator[StreamEvent] | None = None
-    try:
-        token = call.attach()
+    try:  # (the span ends before the model's stream is closed, however the call ends)
         try:
-            events = aiter(live.model.stream(op.request))
-            event = await anext(events, _END)
-        finally:
-            call.detach(token)
-        while event is not _END:
-            folded = fold_stream(folded, event)
-            yield event
             token = call.attach()
             try:
+                events = aiter(live.model.stream(op.request))
                 event = await anext(events, _END)
             finally:
                 call.detach(token)
-        value = finish_stream(folded, call_id_maker(op.step))
-    except BaseException as exc:
-        call.end(None, exc)
-        if isinstance(exc, Exception):
-            answered.append((None, exc))
-            return
-        raise
+            while event is not _END:
+                folded = fold_stream(folded, event)
+                yield event
+                token = call.attach()
+                try:
+                    event = await anext(events, _END)
+                finally:
+                    call.detach(token)
+            value = finish_stream(folded, call_id_maker(op.step))
+        except BaseException as exc:
+            call.end(None, exc)
+            if isinstance(exc, Exception):
+                answered.append((None, exc))
+                return
+            raise
+        call.end(value, None)
+        answered.append((value, None))
     finally:
         await close_stream(events)
-    call.end(value, None)
-    answered.append((value, None))
 
 
 async def close_stream(events: AsyncIterator[StreamEvent] | None) -> None:
     """Close a model's stream the run stops reading (the caller stopped the run's stream,
     a cancellation), at once: one left to the garbage collector keeps its HTTP
     connection open until asyncio's async-generator hook closes it, turns of the
-    event loop later. One that ended (or that has no ``aclose``) is left as it is."""
+    event loop later. One that ended or failed is closed too (a generator's ``aclose``
+    then does nothing). An ``aclose`` that fails is dropped (logged at debug): the run
+    already has its answer, its own error, or the caller's stop to report, and a
+    finished run must not fail over a stream it no longer reads."""
     aclose = getattr(events, "aclose", None)
-    if aclose is not None:
+    if aclose is None:
+        return
+    try:
         await aclose()
+    except Exception:
+        _log.debug("closing the model's stream failed; ignored", exc_info=True)
 
 
 def call_id_maker(step: int) -> Callable[[int], str]:
