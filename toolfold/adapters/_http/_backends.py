@@ -788,11 +788,15 @@ def is_aiohttp_session(client: Any) -> bool:
     return type(client).__module__.split(".")[0] == "aiohttp"
 
 
-async def close_when_loop_ends(backend: Any) -> AsyncIterator[None]:
-    """An async generator to start on a loop; when the loop shuts down it closes ``backend``."""
+async def close_when_loop_ends(backend: Any, ended: Callable[[], None]) -> AsyncIterator[None]:
+    """An async generator to start on a loop; when the loop shuts down it closes ``backend``.
+
+    ``ended`` is called first (the owner forgets the backend).
+    """
     # asyncio.run() finalises live async generators before closing the loop, so
     # the owned client's connections close on the loop that opened them.
     try:
         yield
     finally:
+        ended()
         await backend.aclose()

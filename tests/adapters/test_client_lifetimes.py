@@ -1,0 +1,87 @@
+"""The clients a transport makes, used from several event loops and threads, closed and reused.
+
+Over real sockets on 127.0.0.1 (`scripted_http`): every wait is on an event
+or a request the server received, never on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from backends import OWNED
+from scripted_http import Recorded, Reply, ScriptedServer
+
+from toolfold.adapters._http._transport import Transport
+
+KEY = "sk-test-key-0123456789"
+
+
+class LoopThread:
+    """An event loop running forever in a thread of its own (a server's, a notebook's)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine: Any) -> Any:
+        """``coroutine`` run on the loop: a concurrent future."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def settle(self) -> None:
+        """Wait until the loop has run what was scheduled on it so far (a few passes)."""
+        for _ in range(5):
+            self.submit(asyncio.sleep(0)).result(timeout=10)
+
+    def stop(self) -> None:
+        self.submit(self.loop.shutdown_asyncgens()).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    """A loop running in another thread, stopped (its async generators shut down) after the test."""
+    running = LoopThread()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _transport(server: ScriptedServer, http: str, **options: Any) -> Transport:
+    return Transport("openai", f"{server.url}/v1", KEY, http=http, **options)
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_a_loop_in_another_thread_keeps_its_client_while_a_call_is_in_flight(
+    http_server: ScriptedServer, loop_thread: LoopThread, http: str
+) -> None:
+    """A second loop's first call does not close the first loop's client under its call."""
+    hold = threading.Event()
+    first = [True]
+
+    def answer(request: Recorded) -> Reply:
+        if first[0]:
+            first[0] = False
+            return Reply(json={"n": 1}, delay_headers=hold)
+        return Reply(json={"n": 2})
+
+    http_server.handler = answer
+    transport = _transport(http_server, http)
+    in_flight = loop_thread.submit(transport.post_json("x", {}))
+    try:
+        http_server.wait_request()  # the first loop's call is at the server
+        assert asyncio.run(transport.post_json("x", {})) == {"n": 2}  # another loop, ended
+        loop_thread.settle()  # whatever the second loop scheduled on the first has run
+    finally:
+        hold.set()
+    assert in_flight.result(timeout=10) == {"n": 1}
+    # The first loop's client is still open, and still its own.
+    assert loop_thread.submit(transport.post_json("x", {})).result(timeout=10) == {"n": 2}
+    loop_thread.submit(transport.aclose()).result(timeout=10)
