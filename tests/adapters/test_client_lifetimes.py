@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -85,3 +86,33 @@ def test_a_loop_in_another_thread_keeps_its_client_while_a_call_is_in_flight(
     # The first loop's client is still open, and still its own.
     assert loop_thread.submit(transport.post_json("x", {})).result(timeout=10) == {"n": 2}
     loop_thread.submit(transport.aclose()).result(timeout=10)
+
+
+def test_threads_first_blocking_calls_at_once_make_one_client(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight threads' first blocking calls, released together, share one client; close() closes it."""
+    from toolfold.adapters._http import _clients
+
+    made: list[Any] = []
+    real = _clients.make_sync
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_clients, "make_sync", counted)
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "httpx")
+    start = threading.Barrier(8)
+
+    def first_call() -> Any:
+        start.wait(timeout=10)
+        return transport.post_json_sync("x", {})
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: first_call(), range(8)))
+    transport.close()
+    assert answers == [{"ok": 1}] * 8
+    assert len(made) == 1
+    assert made[0].client.is_closed

@@ -105,6 +105,7 @@ class Clients:
         # would be finalised and close the backend under that loop's runs).
         self._loops: dict[asyncio.AbstractEventLoop, tuple[Any, Any]] = {}
         self._lock = threading.Lock()  # guards `_loops` (loops in several threads)
+        self._sync_lock = threading.Lock()  # guards the blocking client's making and closing
         # The last (loop, backend) used, as one value read once: the usual
         # call (one loop) is answered without the lock; a thread running
         # another loop never pairs its loop with this one's client.
@@ -167,16 +168,21 @@ class Clients:
             self._bound = None
 
     def get_sync(self) -> HttpxBackend:
-        """The blocking backend."""
-        if self._sync is None:
-            if not self.owns_async:
-                raise _one_mode_only("a blocking", "httpx.Client", "http_client")
-            self._sync = make_sync(
-                self.name, self._timeouts, self._limits, self._url, self._trust_env
-            )
-            # A model dropped without close() still closes its sockets (no ResourceWarning).
-            weakref.finalize(self, self._sync.close)
-        backend: HttpxBackend = self._sync
+        """The blocking backend (made once, by the first call of whichever thread)."""
+        backend: HttpxBackend | None = self._sync
+        if backend is not None:
+            return backend
+        if not self.owns_async:
+            raise _one_mode_only("a blocking", "httpx.Client", "http_client")
+        with self._sync_lock:  # threads' first calls at once make one client, not one each
+            backend = self._sync
+            if backend is None:
+                backend = make_sync(
+                    self.name, self._timeouts, self._limits, self._url, self._trust_env
+                )
+                self._sync = backend
+                # A model dropped without close() still closes its sockets (no ResourceWarning).
+                weakref.finalize(self, backend.close)
         return backend
 
     async def aclose(self) -> None:
@@ -206,8 +212,10 @@ class Clients:
     def close(self) -> None:
         """Close the blocking backend this transport made."""
         if self.owns_sync and self._sync is not None:
-            backend, self._sync = self._sync, None
-            backend.close()
+            with self._sync_lock:
+                backend, self._sync = self._sync, None
+            if backend is not None:
+                backend.close()
 
 
 def _forgetting(
