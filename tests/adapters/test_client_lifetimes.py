@@ -7,7 +7,9 @@ or a request the server received, never on time.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -116,3 +118,18 @@ def test_threads_first_blocking_calls_at_once_make_one_client(
     assert answers == [{"ok": 1}] * 8
     assert len(made) == 1
     assert made[0].client.is_closed
+
+
+def test_a_closed_blocking_client_is_freed_when_the_transport_is_reused(
+    http_server: ScriptedServer,
+) -> None:
+    """Call, close(), call again: each closed client is freed, not kept by its finaliser."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "httpx")
+    closed: list[weakref.ref[Any]] = []
+    for _ in range(3):
+        assert transport.post_json_sync("x", {}) == {"ok": 1}
+        closed.append(weakref.ref(transport._sender.clients.get_sync().client))
+        transport.close()
+    gc.collect()
+    assert [ref() for ref in closed] == [None, None, None]

@@ -106,6 +106,7 @@ class Clients:
         self._loops: dict[asyncio.AbstractEventLoop, tuple[Any, Any]] = {}
         self._lock = threading.Lock()  # guards `_loops` (loops in several threads)
         self._sync_lock = threading.Lock()  # guards the blocking client's making and closing
+        self._sync_finalizer: weakref.finalize[Any, Any] | None = None
         # The last (loop, backend) used, as one value read once: the usual
         # call (one loop) is answered without the lock; a thread running
         # another loop never pairs its loop with this one's client.
@@ -181,8 +182,9 @@ class Clients:
                     self.name, self._timeouts, self._limits, self._url, self._trust_env
                 )
                 self._sync = backend
-                # A model dropped without close() still closes its sockets (no ResourceWarning).
-                weakref.finalize(self, backend.close)
+                # A model dropped without close() still closes its sockets (no
+                # ResourceWarning); close() detaches it, so a closed client is freed.
+                self._sync_finalizer = weakref.finalize(self, backend.close)
         return backend
 
     async def aclose(self) -> None:
@@ -214,6 +216,9 @@ class Clients:
         if self.owns_sync and self._sync is not None:
             with self._sync_lock:
                 backend, self._sync = self._sync, None
+                finalizer, self._sync_finalizer = self._sync_finalizer, None
+            if finalizer is not None:
+                finalizer.detach()
             if backend is not None:
                 backend.close()
 
