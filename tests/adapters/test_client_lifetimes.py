@@ -18,6 +18,7 @@ import pytest
 from backends import OWNED
 from scripted_http import Recorded, Reply, ScriptedServer
 
+from toolfold import UsageError
 from toolfold.adapters._http._transport import Transport
 
 KEY = "sk-test-key-0123456789"
@@ -133,3 +134,43 @@ def test_a_closed_blocking_client_is_freed_when_the_transport_is_reused(
         transport.close()
     gc.collect()
     assert [ref() for ref in closed] == [None, None, None]
+
+
+def _is_closed(backend: Any) -> bool:
+    session = getattr(backend, "session", None)
+    return bool(session.closed if session is not None else backend.client.is_closed)
+
+
+def test_aclose_from_another_loop_names_the_idle_loop_owning_an_aiohttp_session(
+    http_server: ScriptedServer,
+) -> None:
+    """An aiohttp session of a loop that is not running: aclose() elsewhere is a UsageError; its loop closes it."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "aiohttp")
+    owner = asyncio.new_event_loop()
+    try:
+        assert owner.run_until_complete(transport.post_json("x", {})) == {"ok": 1}
+        (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
+        with pytest.raises(UsageError, match="only on the loop it was opened on") as caught:
+            asyncio.run(transport.aclose())
+        assert repr(owner) in str(caught.value)
+        assert not _is_closed(backend)
+        owner.run_until_complete(transport.aclose())
+        assert _is_closed(backend)
+    finally:
+        owner.run_until_complete(owner.shutdown_asyncgens())
+        owner.close()
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_aclose_closes_the_client_of_a_loop_running_in_another_thread(
+    http_server: ScriptedServer, loop_thread: LoopThread, http: str
+) -> None:
+    """aclose() on one loop closes another running loop's client, on that loop."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, http)
+    assert loop_thread.submit(transport.post_json("x", {})).result(timeout=10) == {"ok": 1}
+    (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
+    asyncio.run(transport.aclose())
+    loop_thread.settle()
+    assert _is_closed(backend)

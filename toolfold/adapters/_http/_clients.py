@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from toolfold._errors import ModelConfigError
+from toolfold._errors import ModelConfigError, UsageError
 from toolfold.adapters._http._backends import (
     BACKENDS,
     AiohttpBackend,
@@ -193,23 +193,45 @@ class Clients:
         The running loop's is closed here; one of a loop running in another
         thread is closed on that loop (scheduled there, not awaited: that loop
         may be waiting for this one); one of a loop already closed was closed
-        when it shut down.
+        when it shut down. An httpx client of a loop that is not running is
+        marked closed here (its connections close when that loop runs again);
+        an aiohttp session, which closes only on its own loop, stays open for
+        that loop to close, and is a `UsageError` naming the loop, once
+        everything else is closed.
+
+        Raises:
+            UsageError: An aiohttp session belongs to a loop that is not running.
         """
+        stuck: list[tuple[asyncio.AbstractEventLoop, tuple[Any, Any]]] = []
         if self.owns_async:
             running = asyncio.get_running_loop()
             with self._lock:
                 entries, self._loops = list(self._loops.items()), {}
                 self._bound = None
-            for loop, (_, closer) in entries:
+            for loop, (backend, closer) in entries:
                 if loop is running:
                     await closer.aclose()
                 elif loop.is_closed():
                     continue
                 elif loop.is_running():
                     asyncio.run_coroutine_threadsafe(closer.aclose(), loop)
+                elif isinstance(backend, AiohttpBackend):
+                    stuck.append((loop, (backend, closer)))
                 else:
                     await closer.aclose()
         self.close()
+        if stuck:
+            with self._lock:
+                for loop, entry in stuck:
+                    self._loops.setdefault(loop, entry)
+            raise UsageError(
+                f"aclose() cannot close the model's aiohttp session of event loop {stuck[0][0]!r}: "
+                "aiohttp closes a session only on the loop it was opened on, and that loop is "
+                "not running; await model.aclose() on that loop "
+                "(loop.run_until_complete(model.aclose())), or shut that loop down "
+                "(asyncio.run does; else loop.run_until_complete(loop.shutdown_asyncgens())), "
+                "which closes it"
+            )
 
     def close(self) -> None:
         """Close the blocking backend this transport made."""
