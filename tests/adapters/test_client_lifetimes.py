@@ -174,3 +174,57 @@ def test_aclose_closes_the_client_of_a_loop_running_in_another_thread(
     asyncio.run(transport.aclose())
     loop_thread.settle()
     assert _is_closed(backend)
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_aclose_during_a_call_is_a_usage_error_and_nothing_is_sent_again(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """The model closed under an async call: a UsageError saying so, no retry sent."""
+    hold = threading.Event()
+    http_server.handler = lambda request: Reply(json={"ok": 1}, delay_headers=hold)
+    transport = _transport(http_server, http, retry=3, sleep=_no_sleep)
+
+    async def close_under_the_call() -> None:
+        call = asyncio.ensure_future(transport.post_json("x", {}))
+        await asyncio.to_thread(http_server.wait_request)
+        await transport.aclose()
+        with pytest.raises(UsageError, match=r"closed .* while its call to openai was in flight"):
+            await call
+
+    try:
+        asyncio.run(close_under_the_call())
+    finally:
+        hold.set()
+    assert len(http_server.requests) == 1
+
+
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_close_during_a_blocking_call_is_a_usage_error_and_nothing_is_sent_again(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """The model closed under a blocking call in another thread: a UsageError saying so, no retry.
+
+    (A blocking read is not woken by the close: the server then drops the
+    connection, which would be retried on an open client.)
+    """
+    hold = threading.Event()
+    http_server.handler = lambda request: Reply(stall=hold)
+    transport = _transport(http_server, http, retry=3, sleep_sync=lambda seconds: None)
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(transport.post_json_sync, "x", {})
+        try:
+            http_server.wait_request()
+            transport.close()
+            hold.set()
+            with pytest.raises(
+                UsageError, match=r"closed .* while its call to openai was in flight"
+            ):
+                call.result(timeout=10)
+        finally:
+            hold.set()
+    assert len(http_server.requests) == 1

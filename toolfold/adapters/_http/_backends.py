@@ -170,6 +170,10 @@ class HttpxBackend:
             return self.client.send(request, stream=True, follow_redirects=False)
         return self.client.send(request, stream=True)
 
+    def is_closed(self) -> bool:
+        """Whether the client is closed (by the transport, or its owner)."""
+        return getattr(self.client, "is_closed", False) is True
+
     async def aclose(self) -> None:
         """Close the client if the transport made it."""
         if self.owned:
@@ -600,6 +604,10 @@ class AiohttpBackend:
         if self.owned:
             return request  # type: ignore[no-any-return]
         return _wrapped(request)
+
+    def is_closed(self) -> bool:
+        """Whether the session is closed (by the transport, or its owner)."""
+        return getattr(self.session, "closed", False) is True
 
     async def aclose(self) -> None:
         """Close the session if the transport made it."""
