@@ -228,3 +228,35 @@ def test_close_during_a_blocking_call_is_a_usage_error_and_nothing_is_sent_again
         finally:
             hold.set()
     assert len(http_server.requests) == 1
+
+
+def _ssl_context(backend: Any) -> Any:
+    return backend.client._transport._pool._ssl_context
+
+
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_new_models_share_one_ssl_context_unless_the_certificate_settings_change(
+    http_server: ScriptedServer, http: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new model's client reuses the SSL context (no 30-60 ms build on the loop); SSL_CERT_FILE changes it."""
+    import certifi
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+
+    async def async_client_context() -> Any:
+        transport = _transport(http_server, http)
+        try:
+            assert await transport.post_json("x", {}) == {"ok": 1}
+            return _ssl_context(transport._sender.clients.ready_async())
+        finally:
+            await transport.aclose()
+
+    first, second = asyncio.run(async_client_context()), asyncio.run(async_client_context())
+    blocking = _transport(http_server, http)
+    assert blocking.post_json_sync("x", {}) == {"ok": 1}
+    assert first is second is _ssl_context(blocking._sender.clients.get_sync())
+    blocking.close()
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    assert asyncio.run(async_client_context()) is not first

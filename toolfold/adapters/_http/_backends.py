@@ -30,6 +30,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import re
 import sys
 import urllib.parse
@@ -400,6 +401,7 @@ def _owned_client(
         return make(
             limits=_pool_limits(package, limits),
             timeout=_package_timeout(package, timeouts),
+            verify=_shared_ssl_context(package, trust_env),
             http1=True,
             follow_redirects=False,
             trust_env=trust_env,
@@ -417,6 +419,35 @@ def _owned_client(
                 f"in its xn-- form ({names}), whatever host it sends to: use http='httpx'"
             )
         raise ModelConfigError(said) from exc
+
+
+_SSL_CONTEXTS: dict[tuple[str | None, ...], Any] = {}
+
+
+def _shared_ssl_context(package: Any, trust_env: bool) -> Any:
+    """The certificate checks of every client of ``package``'s toolfold makes: one SSL context.
+
+    What the package's own client makes when given no ``verify`` (its
+    ``create_ssl_context``: the system's or certifi's certificates, the ones
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name when ``trust_env``), made once
+    per package and settings instead of once per client: 30-60 ms of CPU,
+    which an async client's first call spent on the event loop. Made again
+    when those variables change. True (the client makes its own) for a
+    package without ``create_ssl_context``.
+    """
+    make = getattr(package, "create_ssl_context", None)
+    if make is None:
+        return True
+    read = ("SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE")
+    key = (
+        package.__name__,
+        str(trust_env),
+        *(os.environ.get(n) if trust_env else None for n in read),
+    )
+    context = _SSL_CONTEXTS.get(key)
+    if context is None:  # (two threads at once may each make one: either serves)
+        context = _SSL_CONTEXTS[key] = make(trust_env=trust_env)
+    return context
 
 
 def _idna_entries() -> str:
