@@ -593,6 +593,28 @@ def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
     return None
 
 
+_RAISED_IN_RUN = "_toolfold_raised_in_run"
+
+
+def is_interruption(exc: BaseException) -> bool:
+    """Whether ``exc`` interrupts a run, which then hands it its state (`interrupted`).
+
+    Any exception but an `Exception` (an error carries its own state) or a
+    `GeneratorExit` thrown in by a caller that stops iterating a stream (it
+    abandons the run): one a tool, a step or a hook raised is marked so by
+    `stamp` and interrupts the run as a `SystemExit` would.
+    """
+    if isinstance(exc, Exception):
+        return False
+    return not isinstance(exc, GeneratorExit) or exc.__dict__.get(_RAISED_IN_RUN, False) is True
+
+
+def raised_in_run(exc: BaseException) -> None:
+    """Mark a `GeneratorExit` the run's own code raised (not a stream's caller): an interruption."""
+    if isinstance(exc, GeneratorExit):
+        exc.__dict__[_RAISED_IN_RUN] = True
+
+
 def interrupted(
     exc: BaseException, state: RunState, finished: Mapping[int, ToolOutcome] | None = None
 ) -> None:
@@ -602,9 +624,10 @@ def interrupted(
     outcomes of that round's calls that had ended, which are committed, so
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
-    (`Exception`) carry their own, and a generator's exit is no interruption.
+    (`Exception`) carry their own, and a generator's exit is no interruption
+    unless the run's own code raised it (`is_interruption`).
     """
-    if isinstance(exc, (Exception, GeneratorExit)):
+    if not is_interruption(exc):
         return
     base = state
     try:
