@@ -14,6 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -538,7 +539,9 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
             raise
     if live.on_tool_error == "raise":
-        raise_tool_error(state, outcomes, live.stop_when, live.tools)
+        raise_tool_error(
+            state, outcomes, live.stop_when, live.tools, functools.partial(_committed, live)
+        )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     events = list(map(returned, outcomes))
@@ -554,6 +557,15 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     except BaseException as exc:  # Ctrl-C thrown in at a result shown: the round is in the state
         interrupted(exc, state)
         raise
+    return state
+
+
+def _committed(live: Live, state: RunState, ended: dict[int, ToolOutcome]) -> RunState:
+    """``state`` (where a round began) with the outcomes of its calls that had ended (by index)."""
+    if live.handoffs:
+        settle_finished(state.calls, ended, live.handoffs)
+    for index in sorted(ended):
+        state = reduce(state, returned(ended[index]))
     return state
 
 
