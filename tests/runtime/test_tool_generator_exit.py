@@ -43,7 +43,9 @@ def test_a_blocking_run_hands_the_tools_generator_exit_its_state(calls: list[str
     assert state.phase == "running_tools"
 
 
-@pytest.mark.parametrize("calls", [["leaves", "fine"], ["aleaves", "fine"]])
+@pytest.mark.parametrize(
+    "calls", [["leaves"], ["aleaves"], ["leaves", "fine"], ["aleaves", "fine"]]
+)
 def test_an_async_run_hands_the_tools_generator_exit_its_state(calls: list[str]) -> None:
     """arun(): the GeneratorExit a tool raised carries the run's state."""
     agent = toolfold.Agent(

@@ -65,12 +65,14 @@ from toolfold.runtime.core._stop import (
     stop_event,
 )
 from toolfold.runtime.drive._executor import (
+    _RAISED_IN_RUN,
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
     agent_run_by,
     forwards,
     returned,
+    thrown_exit,
 )
 from toolfold.runtime.drive._failures import (
     model_failure,
@@ -605,9 +607,6 @@ def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
     return None
 
 
-_RAISED_IN_RUN = "_toolfold_raised_in_run"
-
-
 def is_interruption(exc: BaseException) -> bool:
     """Whether ``exc`` interrupts a run, which then hands it its state (`interrupted`).
 
@@ -619,12 +618,6 @@ def is_interruption(exc: BaseException) -> bool:
     if isinstance(exc, Exception):
         return False
     return not isinstance(exc, GeneratorExit) or exc.__dict__.get(_RAISED_IN_RUN, False) is True
-
-
-def raised_in_run(exc: BaseException) -> None:
-    """Mark a `GeneratorExit` the run's own code raised (not a stream's caller): an interruption."""
-    if isinstance(exc, GeneratorExit):
-        exc.__dict__[_RAISED_IN_RUN] = True
 
 
 def interrupted(
@@ -649,6 +642,10 @@ def interrupted(
     except Exception:  # (not expected) the interruption must stay the exception raised
         state = base
     exc.state = state  # type: ignore[attr-defined]
+    if isinstance(exc, GeneratorExit):
+        thrown = thrown_exit()
+        if thrown is not None:
+            thrown.state = state  # type: ignore[attr-defined]
 
 
 def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:

@@ -31,6 +31,7 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     forwards,
+    raised_in_run,
     run_calls,
 )
 from toolfold.runtime.drive._kept_loop import (
@@ -52,7 +53,6 @@ from toolfold.runtime.drive._loop import (
     _SwitchOp,
     interrupted,
     is_interruption,
-    raised_in_run,
     resumed_round,
     run_loop,
 )
