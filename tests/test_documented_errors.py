@@ -47,6 +47,23 @@ def documented() -> dict[str, str]:
 # --- triggers ------------------------------------------------------------------
 
 
+def _aclose_off_the_sessions_loop() -> None:
+    import asyncio
+
+    model = toolfold.model(
+        "openai:m", base_url="http://127.0.0.1:9/v1", api_key="sk-x", http="aiohttp"
+    )
+    owner = asyncio.new_event_loop()
+    try:
+        owner.run_until_complete(model._transport._sender.clients.get_async())  # no request sent
+        try:
+            asyncio.run(model.aclose())
+        finally:
+            owner.run_until_complete(model.aclose())
+    finally:
+        owner.close()
+
+
 class _NoSchema:
     """A class toolfold has no schema for."""
 
@@ -573,6 +590,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a workflow as a handoff target, or `workflow.as_tool(input_type=...)` that the workflow "
     "cannot take": _workflow_handoff,
     "resuming without the tools the state names": _resume_without_tools,
+    "`await model.aclose()` while the model's aiohttp session belongs to another event loop "
+    "that is alive but not running (the error names that loop; the rest is closed)": (
+        _aclose_off_the_sessions_loop
+    ),
     "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "
     "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,
     "resuming with an `Agent` whose stored options (instructions, settings...) "

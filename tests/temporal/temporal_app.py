@@ -817,6 +817,37 @@ strict_agent = Agent(FunctionModel(_crashing), tools=[crash], name="strict", on_
 strict = TemporalAgent(strict_agent, settings=SETTINGS)
 
 
+@tool
+def note(text: str) -> str:
+    """Note ``text`` (a side effect beside a failing call).
+
+    Args:
+        text: What to note.
+    """
+    _log(f"note {text}")
+    return f"noted {text}"
+
+
+def _crashing_beside(request: ModelRequest) -> Any:
+    done = _results(request)
+    if done:
+        return "never: " + done[0]
+    return [FunctionModel.call("crash", {"text": "x"}), FunctionModel.call("note", {"text": "y"})]
+
+
+# on_tool_error="raise" with a call beside the failing one: the error's state keeps
+# that call's result, as locally, so a resume runs only the failed call again.
+strict_beside = TemporalAgent(
+    Agent(
+        FunctionModel(_crashing_beside),
+        tools=[crash, note],
+        name="strict_beside",
+        on_tool_error="raise",
+    ),
+    settings=SETTINGS,
+)
+
+
 def _ask_strict(request: ModelRequest) -> Any:
     done = _results(request)
     return "lenient: " + done[0] if done else FunctionModel.call("strict", {"input": "x"})
@@ -1289,6 +1320,7 @@ AGENTS = [
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     stopped_transfer,
     stricter,
+    strict_beside,
     typed_agent_tool,
     typed_workflow_tool,
     asking,

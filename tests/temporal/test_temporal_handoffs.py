@@ -111,6 +111,27 @@ def test_on_tool_error_raise_fails_the_durable_run_as_locally(
     assert durable.state.phase == "running_tools"  # before the step's results, as locally
 
 
+def test_on_tool_error_raise_keeps_the_result_of_a_call_beside_the_failing_one_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The durable error's state is the local one: the call that ended beside the failing one
+    has its result committed, the failed call is still to run."""
+    durable = _failing(
+        temporal_app.strict_beside,
+        "strict-beside-1",
+        ToolExecutionError,
+        server,
+        tmp_path,
+        monkeypatch,
+    )
+    state = durable.state
+    assert state is not None
+    results = {c.call.name: c.result for c in state.calls}
+    assert results["crash"] is None
+    assert results["note"] is not None
+    assert results["note"].content == "noted y"
+
+
 def test_on_tool_error_raise_above_a_failing_sub_agent_keeps_its_usage_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -83,7 +83,14 @@ from toolfold.runtime.drive._executor import (
 from toolfold.runtime.drive._failures import model_failure
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._kept_loop import run_kept
-from toolfold.runtime.drive._loop import Ended, Live, _job, interrupted, resumed_round
+from toolfold.runtime.drive._loop import (
+    Ended,
+    Live,
+    _job,
+    interrupted,
+    is_interruption,
+    resumed_round,
+)
 from toolfold.runtime.drive._shells import finish, stamp
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import tracing
@@ -495,7 +502,7 @@ def _plain_rounds(
         try:
             outcomes = yield run_id, steps, None, finished
         except BaseException as exc:
-            if not isinstance(exc, (Exception, GeneratorExit)):  # an interruption
+            if is_interruption(exc):
                 interrupted(exc, _reached(start, records), finished)
             raise
         records.extend(outcomes)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
+import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
-from toolfold._errors import ModelConfigError
+from toolfold._errors import ModelConfigError, UsageError
 from toolfold.adapters._http._backends import (
     BACKENDS,
     AiohttpBackend,
@@ -97,10 +99,18 @@ class Clients:
         self._async: Any = None if async_client is None else _wrap_async(async_client)
         self.owns_sync, self.owns_async = self._sync is None, self._async is None
         self.injected = not (self.owns_sync and self.owns_async)
-        # (loop, backend) as one value, read once: threads running their own
-        # loops never pair one loop with another loop's client.
+        # Each live loop's (backend, closer): the closer, an async generator
+        # started on that loop, closes the backend when the loop shuts down, so
+        # it is held here as long as the loop may use the backend (dropped, it
+        # would be finalised and close the backend under that loop's runs).
+        self._loops: dict[asyncio.AbstractEventLoop, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()  # guards `_loops` (loops in several threads)
+        self._sync_lock = threading.Lock()  # guards the blocking client's making and closing
+        self._sync_finalizer: weakref.finalize[Any, Any] | None = None
+        # The last (loop, backend) used, as one value read once: the usual
+        # call (one loop) is answered without the lock; a thread running
+        # another loop never pairs its loop with this one's client.
         self._bound: tuple[asyncio.AbstractEventLoop, Any] | None = None
-        self._closer: Any = None
 
     def ready_async(self) -> Any:
         """The async backend for the running loop if it is made already, else None."""
@@ -112,56 +122,145 @@ class Clients:
         return None
 
     async def get_async(self) -> Any:
-        """The async backend for the running loop."""
+        """The async backend for the running loop (made on the loop's first call)."""
         if not self.owns_async:
             return self._async
         loop = asyncio.get_running_loop()
         bound = self._bound
         if bound is not None and bound[0] is loop:
             return bound[1]
+        with self._lock:
+            entry = self._loops.get(loop)
+        if entry is not None:
+            self._bound = (loop, entry[0])
+            return entry[0]
         if not self.owns_sync:
             raise _one_mode_only("an async", "httpx.AsyncClient", "async_http_client")
         backend = await make_async(
             self.name, self._timeouts, self._limits, self._url, self._trust_env
         )
-        bound = self._bound
-        if bound is not None and bound[0] is loop:
+        with self._lock:
+            entry = self._loops.get(loop)
+        if entry is not None:
             # Another task made this loop's client while this one awaited (the proxy
             # settings are read in a thread): use that one, so no caller's client is
             # replaced, and closed by its replaced closer, while in use.
             await backend.aclose()
-            return bound[1]
-        closer = close_when_loop_ends(backend)
+            return entry[0]
+        closer = close_when_loop_ends(backend, _forgetting(self, loop, backend))
         await closer.__anext__()
-        self._bound, self._closer = (loop, backend), closer
+        with self._lock:
+            # A loop closed without shutting down its async generators never
+            # ran its closer: its entry goes now.
+            for gone in [old for old in self._loops if old.is_closed()]:
+                del self._loops[gone]
+            self._loops[loop] = (backend, closer)
+        self._bound = (loop, backend)
         return backend
 
+    def _forget(self, loop: asyncio.AbstractEventLoop, backend: Any) -> None:
+        """Drop ``loop``'s entry if it still holds ``backend`` (its closer runs: the loop ends)."""
+        with self._lock:
+            entry = self._loops.get(loop)
+            if entry is not None and entry[0] is backend:
+                del self._loops[loop]
+        bound = self._bound
+        if bound is not None and bound[1] is backend:
+            self._bound = None
+
     def get_sync(self) -> HttpxBackend:
-        """The blocking backend."""
-        if self._sync is None:
-            if not self.owns_async:
-                raise _one_mode_only("a blocking", "httpx.Client", "http_client")
-            self._sync = make_sync(
-                self.name, self._timeouts, self._limits, self._url, self._trust_env
-            )
-            # A model dropped without close() still closes its sockets (no ResourceWarning).
-            weakref.finalize(self, self._sync.close)
-        backend: HttpxBackend = self._sync
+        """The blocking backend (made once, by the first call of whichever thread)."""
+        backend: HttpxBackend | None = self._sync
+        if backend is not None:
+            return backend
+        if not self.owns_async:
+            raise _one_mode_only("a blocking", "httpx.Client", "http_client")
+        with self._sync_lock:  # threads' first calls at once make one client, not one each
+            backend = self._sync
+            if backend is None:
+                backend = make_sync(
+                    self.name, self._timeouts, self._limits, self._url, self._trust_env
+                )
+                self._sync = backend
+                # A model dropped without close() still closes its sockets (no
+                # ResourceWarning); close() detaches it, so a closed client is freed.
+                self._sync_finalizer = weakref.finalize(self, backend.close)
         return backend
 
     async def aclose(self) -> None:
-        """Close the async backend this transport made, then the blocking one."""
-        if self.owns_async and self._closer is not None:
-            closer, self._closer = self._closer, None
-            self._bound = None
-            await closer.aclose()
+        """Close the async backends this transport made, then the blocking one.
+
+        The running loop's is closed here; one of a loop running in another
+        thread is closed on that loop (scheduled there, not awaited: that loop
+        may be waiting for this one); one of a loop already closed was closed
+        when it shut down. An httpx client of a loop that is not running is
+        marked closed here (its connections close when that loop runs again);
+        an aiohttp session, which closes only on its own loop, stays open for
+        that loop to close, and is a `UsageError` naming the loop, once
+        everything else is closed.
+
+        Raises:
+            UsageError: An aiohttp session belongs to a loop that is not running.
+        """
+        stuck: list[tuple[asyncio.AbstractEventLoop, tuple[Any, Any]]] = []
+        if self.owns_async:
+            running = asyncio.get_running_loop()
+            with self._lock:
+                entries, self._loops = list(self._loops.items()), {}
+                self._bound = None
+            for loop, (backend, closer) in entries:
+                if loop is running:
+                    await closer.aclose()
+                elif loop.is_closed():
+                    continue
+                elif loop.is_running():
+                    asyncio.run_coroutine_threadsafe(closer.aclose(), loop)
+                elif isinstance(backend, AiohttpBackend):
+                    stuck.append((loop, (backend, closer)))
+                else:
+                    await closer.aclose()
         self.close()
+        if stuck:
+            with self._lock:
+                for loop, entry in stuck:
+                    self._loops.setdefault(loop, entry)
+            raise UsageError(
+                f"aclose() cannot close the model's aiohttp session of event loop {stuck[0][0]!r}: "
+                "aiohttp closes a session only on the loop it was opened on, and that loop is "
+                "not running; await model.aclose() on that loop "
+                "(loop.run_until_complete(model.aclose())), or shut that loop down "
+                "(asyncio.run does; else loop.run_until_complete(loop.shutdown_asyncgens())), "
+                "which closes it"
+            )
 
     def close(self) -> None:
         """Close the blocking backend this transport made."""
         if self.owns_sync and self._sync is not None:
-            backend, self._sync = self._sync, None
-            backend.close()
+            with self._sync_lock:
+                backend, self._sync = self._sync, None
+                finalizer, self._sync_finalizer = self._sync_finalizer, None
+            if finalizer is not None:
+                finalizer.detach()
+            if backend is not None:
+                backend.close()
+
+
+def _forgetting(
+    clients: Clients, loop: asyncio.AbstractEventLoop, backend: Any
+) -> Callable[[], None]:
+    """What a closer calls as its loop ends: ``clients`` forgets ``backend`` (if still alive).
+
+    Weakly held: a model dropped without ``aclose()`` is freed at once, its
+    closers finalised (each closes its client on its own loop).
+    """
+    held = weakref.ref(clients)
+
+    def forget() -> None:
+        owner = held()
+        if owner is not None:
+            owner._forget(loop, backend)
+
+    return forget
 
 
 def _is_blocking(client: Any) -> bool:

@@ -35,6 +35,7 @@ from toolfold._errors import (
     ProviderError,
     ProviderTimeoutError,
     StreamError,
+    UsageError,
 )
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
 from toolfold.adapters._http._backends import READ_IN_PIECES
@@ -265,6 +266,8 @@ class Sender:
             if not isinstance(outcome, BaseException):
                 ok = outcome.status_code < 300
                 outcome = outcome if ok else await self._failed(outcome, call, per_await)
+            elif backend.is_closed():
+                raise self.closed_during() from outcome
             plan, step = self._retry(plan, call, outcome, cap=not bounded)
             if plan is None:
                 return step
@@ -295,6 +298,8 @@ class Sender:
                 with sync_deadline(self._left(call)):
                     response = backend.send_sync(call.url, call.content, call.headers, timeout)
             except Exception as exc:
+                if backend.is_closed():
+                    raise self.closed_during() from exc
                 outcome = exc
             else:
                 if response.status_code < 200:
@@ -620,6 +625,14 @@ class Sender:
             f"{self.provider} answered POST {call.url} with a body toolfold refuses: {exc}",
             provider=self.provider,
             status_code=None if response is None else int(response.status_code),
+        )
+
+    def closed_during(self) -> UsageError:
+        """The error of a call whose client was closed under it: never sent again."""
+        return UsageError(
+            f"the model was closed (model.close() or aclose(), or its injected HTTP client "
+            f"closed) while its call to {self.provider} was in flight: the call is not sent "
+            "again (the server may have received it); close a model once its calls have ended"
         )
 
     def total_timeout(self, url: str) -> ProviderTimeoutError:

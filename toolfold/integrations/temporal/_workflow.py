@@ -105,6 +105,10 @@ RAISED_SUB_RUN_USAGE = "toolfold-raised-sub-run-usage"
 """The `workflow.patched` id of counting, in the state of an ``on_tool_error="raise"``
 error, the usage of the sub-runs its round made (`AttemptDropped`; runs recorded before
 it left them out: their states stay as they were)."""
+RAISED_KEEPS_ENDED = "toolfold-raised-keeps-ended-calls"
+"""The `workflow.patched` id of keeping, in the state of an ``on_tool_error="raise"`` error,
+the results of the round's calls that did not fail, as a local run does (runs recorded
+before it gave the state before the round's results: their states stay as they were)."""
 EXACT_COUNTS = "toolfold-exact-counts"
 """The `workflow.patched` id of a model response's float counts kept exact (runs recorded
 before read them truncated to ints, as the data converter did: a budget or stop condition
@@ -642,7 +646,9 @@ class AgentWorkflow:
                         who=node.agent_run_by(invocation.tool_name),
                     )
                     if error is not None:
-                        if workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
+                        if workflow.patched(RAISED_KEEPS_ENDED):  # the other calls' results kept
+                            error.state = self._raised_state(node, state, effect.calls, results)
+                        elif workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
                             ran = (ToolReturned, ToolSuspended)
                             made = [(e.call_id, e.child) for e in results if isinstance(e, ran)]
                             error.state = with_dropped_sub_runs(state, made)
@@ -652,6 +658,38 @@ class AgentWorkflow:
         for event in results:  # gather keeps call order: results commit in call order
             state = reduce(state, event)
         return state
+
+    @staticmethod
+    def _raised_state(
+        node: Any, state: RunState, calls: Sequence[ToolInvocation], results: Sequence[Any]
+    ) -> RunState:
+        """An ``on_tool_error="raise"`` error's state, as a local run's (`raise_tool_error`).
+
+        The results of the round's calls that did not fail committed (settled
+        for transfers), the failed calls still to run, their sub-runs' usage
+        counted (`with_dropped_sub_runs`).
+        """
+        failed: list[Any] = []
+        ended: list[Any] = []
+        for invocation, event in zip(calls, results, strict=True):
+            fails = isinstance(event, ToolReturned) and (
+                tool_failure(
+                    state,
+                    invocation.tool_name,
+                    event.outcome,
+                    event.content,
+                    event.child,
+                    who=node.agent_run_by(invocation.tool_name),
+                )
+                is not None
+            )
+            (failed if fails else ended).append(event)
+        if node.transfers:
+            ended = settle_events(state.calls, ended, node.transfers)
+        reached = state
+        for event in ended:
+            reached = reduce(reached, event)
+        return with_dropped_sub_runs(reached, [(e.call_id, e.child) for e in failed])
 
     async def _tool_activity(
         self, agent: Registered, path: tuple[str, ...], name: str, given: Any

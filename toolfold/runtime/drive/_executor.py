@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
@@ -686,6 +687,7 @@ async def _run_one(
             if finished is not None:
                 finished[index] = outcome
         except BaseException:
+            note_thrown_exit(work)
             if noted is None:  # an async tool: its task may have ended, unread
                 _keep_done(finished, index, job, work)
             else:
@@ -736,6 +738,55 @@ async def _run_one(
             finished[index] = _timed_out(job, timeout, stopped[0] if stopped else None)
         raise
     return outcome
+
+
+_RAISED_IN_RUN = "_toolfold_raised_in_run"
+
+
+def raised_in_run(exc: BaseException) -> None:
+    """Mark a `GeneratorExit` the run's own code raised (not a stream's caller): an interruption."""
+    if isinstance(exc, GeneratorExit):
+        exc.__dict__[_RAISED_IN_RUN] = True
+
+
+# A GeneratorExit a tool raised, by the task whose run awaited it (see `note_thrown_exit`).
+_THROWN_EXITS: weakref.WeakKeyDictionary[Any, GeneratorExit] = weakref.WeakKeyDictionary()
+
+
+def note_thrown_exit(work: Any) -> None:
+    """Note the GeneratorExit that ``work`` (a call's future, awaited by the run) ended with.
+
+    asyncio throws a future's exception into the awaiting task's outermost
+    coroutine; a GeneratorExit thrown so closes the coroutines under it (the
+    run's among them) with a new GeneratorExit each, and is raised in that
+    outermost one. `interrupted`, given the run's, gives its state to the
+    one noted here, the exception the caller gets.
+    """
+    if not work.done() or work.cancelled():
+        return
+    exc = work.exception()
+    if isinstance(exc, GeneratorExit):
+        raised_in_run(exc)
+        task = current_task()
+        if task is not None:
+            _THROWN_EXITS[task] = exc
+
+
+def thrown_exit() -> GeneratorExit | None:
+    """The GeneratorExit noted for the running task (`note_thrown_exit`), if any."""
+    if not _THROWN_EXITS:
+        return None
+    task = current_task()
+    return None if task is None else _THROWN_EXITS.get(task)
+
+
+def current_task() -> Any:
+    import asyncio
+
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
 
 
 def kept_now(

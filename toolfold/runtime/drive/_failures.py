@@ -11,7 +11,7 @@ usage of the sub-runs the step made).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -111,15 +111,19 @@ def raise_tool_error(
     outcomes: Sequence[ToolOutcome],
     conditions: Iterable[StopCondition | StopPredicate] = (),
     tools: Mapping[str, Tool[..., Any]] | None = None,
+    commit: Callable[[RunState, dict[int, ToolOutcome]], RunState] | None = None,
 ) -> None:
     """Raise the `ToolExecutionError` of the round's first failed call, if any.
 
-    The error's state is the run before the round (``state``, its calls to run
-    again), counting the usage of the sub-runs the round made (see
-    `with_dropped_sub_runs`). ``conditions``: those given to a resume only;
-    ``tools``: the run's, by name (which of them run agents: `agent_run_by`).
+    The error's state is the run before the round (``state``) with the
+    results of the round's calls that did not fail committed by ``commit``
+    (by index; None commits none), so that resuming it runs only the failed
+    calls again, and counting the usage of the sub-runs the failed calls made
+    (see `with_dropped_sub_runs`). ``conditions``: those given to a resume
+    only; ``tools``: the run's, by name (which of them run agents: `agent_run_by`).
     """
-    for outcome in outcomes:
+    failed: list[tuple[int, ToolExecutionError]] = []
+    for index, outcome in enumerate(outcomes):
         error = tool_failure(
             state,
             outcome.tool_name,
@@ -130,10 +134,20 @@ def raise_tool_error(
             who=agent_run_by(tools.get(outcome.tool_name)) if tools else None,
         )
         if error is not None:
-            error.state = with_dropped_sub_runs(state, [(o.call_id, o.child) for o in outcomes])
-            if outcome.exception is not None:
-                raise error from outcome.exception
-            raise error
+            failed.append((index, error))
+    if not failed:
+        return
+    first, error = failed[0]
+    dropped = {index for index, _ in failed}
+    ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
+    reached = commit(state, ended) if commit is not None and ended else state
+    error.state = with_dropped_sub_runs(
+        reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
+    )
+    cause = outcomes[first].exception
+    if cause is not None:
+        raise error from cause
+    raise error
 
 
 def with_dropped_sub_runs(

@@ -14,6 +14,7 @@ call raises, the error carries the state from before the call, and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -63,12 +64,14 @@ from toolfold.runtime.core._stop import (
     stop_event,
 )
 from toolfold.runtime.drive._executor import (
+    _RAISED_IN_RUN,
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
     agent_run_by,
     forwards,
     returned,
+    thrown_exit,
 )
 from toolfold.runtime.drive._failures import (
     model_failure,
@@ -537,7 +540,9 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
             _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
             raise
     if live.on_tool_error == "raise":
-        raise_tool_error(state, outcomes, live.stop_when, live.tools)
+        raise_tool_error(
+            state, outcomes, live.stop_when, live.tools, functools.partial(_committed, live)
+        )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
     events = list(map(returned, outcomes))
@@ -553,6 +558,15 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
     except BaseException as exc:  # Ctrl-C thrown in at a result shown: the round is in the state
         interrupted(exc, state)
         raise
+    return state
+
+
+def _committed(live: Live, state: RunState, ended: dict[int, ToolOutcome]) -> RunState:
+    """``state`` (where a round began) with the outcomes of its calls that had ended (by index)."""
+    if live.handoffs:
+        settle_finished(state.calls, ended, live.handoffs)
+    for index in sorted(ended):
+        state = reduce(state, returned(ended[index]))
     return state
 
 
@@ -592,6 +606,19 @@ def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
     return None
 
 
+def is_interruption(exc: BaseException) -> bool:
+    """Whether ``exc`` interrupts a run, which then hands it its state (`interrupted`).
+
+    Any exception but an `Exception` (an error carries its own state) or a
+    `GeneratorExit` thrown in by a caller that stops iterating a stream (it
+    abandons the run): one a tool, a step or a hook raised is marked so by
+    `stamp` and interrupts the run as a `SystemExit` would.
+    """
+    if isinstance(exc, Exception):
+        return False
+    return not isinstance(exc, GeneratorExit) or exc.__dict__.get(_RAISED_IN_RUN, False) is True
+
+
 def interrupted(
     exc: BaseException, state: RunState, finished: Mapping[int, ToolOutcome] | None = None
 ) -> None:
@@ -601,9 +628,10 @@ def interrupted(
     outcomes of that round's calls that had ended, which are committed, so
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
-    (`Exception`) carry their own, and a generator's exit is no interruption.
+    (`Exception`) carry their own, and a generator's exit is no interruption
+    unless the run's own code raised it (`is_interruption`).
     """
-    if isinstance(exc, (Exception, GeneratorExit)):
+    if not is_interruption(exc):
         return
     base = state
     try:
@@ -613,6 +641,10 @@ def interrupted(
     except Exception:  # (not expected) the interruption must stay the exception raised
         state = base
     exc.state = state  # type: ignore[attr-defined]
+    if isinstance(exc, GeneratorExit):
+        thrown = thrown_exit()
+        if thrown is not None:
+            thrown.state = state  # type: ignore[attr-defined]
 
 
 def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:

@@ -32,6 +32,7 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     forwards,
+    raised_in_run,
     run_calls,
 )
 from toolfold.runtime.drive._kept_loop import (
@@ -53,6 +54,7 @@ from toolfold.runtime.drive._loop import (
     _SettledOp,
     _SwitchOp,
     interrupted,
+    is_interruption,
     resumed_round,
     run_loop,
 )
@@ -143,15 +145,19 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
             trace.settled(op.calls)
 
 
-def stamp(loop: Generator[Any, Any, Any], exc: BaseException) -> None:
+def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool = False) -> None:
     """An interruption of the run (a cancellation, Ctrl-C) gets the state it reached.
 
     Thrown into the run's loop (or a workflow's course) where it waits for
     the interrupted I/O, which sets ``exc.state`` (`interrupted`) and raises
-    it again. Errors carry their
-    own state already, and a caller that stops a stream abandons the run.
+    it again. Errors carry their own state already. A `GeneratorExit` of a
+    stream (``streamed``) is its caller stopping iterating, which abandons
+    the run; elsewhere one came from the run's own code (a tool that raised
+    it) and interrupts the run as a `SystemExit` does (`raised_in_run`).
     """
-    if isinstance(exc, (Exception, GeneratorExit)):
+    if not streamed:
+        raised_in_run(exc)
+    if not is_interruption(exc):
         return
     with suppress(BaseException):  # the very exception comes back: the caller raises it
         loop.throw(exc)
@@ -266,7 +272,7 @@ def stream_sync(live: Live, loop: Loop, state: RunState) -> Generator[RunStreamE
                 raise
             raise close_failed(exc, finish(*ended)) from exc
     except BaseException as exc:
-        stamp(loop, exc)
+        stamp(loop, exc, streamed=True)
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise
     end_run(trace, ended.state, None)
@@ -532,7 +538,7 @@ async def stream_async(
                 raise
             raise close_failed(exc, finish(*ended)) from exc
     except BaseException as exc:
-        stamp(loop, exc)
+        stamp(loop, exc, streamed=True)
         end_run(trace, getattr(exc, "state", None), _failure(exc))
         raise
 

@@ -1,0 +1,262 @@
+"""The clients a transport makes, used from several event loops and threads, closed and reused.
+
+Over real sockets on 127.0.0.1 (`scripted_http`): every wait is on an event
+or a request the server received, never on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from backends import OWNED
+from scripted_http import Recorded, Reply, ScriptedServer
+
+from toolfold import UsageError
+from toolfold.adapters._http._transport import Transport
+
+KEY = "sk-test-key-0123456789"
+
+
+class LoopThread:
+    """An event loop running forever in a thread of its own (a server's, a notebook's)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine: Any) -> Any:
+        """``coroutine`` run on the loop: a concurrent future."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def settle(self) -> None:
+        """Wait until the loop has run what was scheduled on it so far (a few passes)."""
+        for _ in range(5):
+            self.submit(asyncio.sleep(0)).result(timeout=10)
+
+    def stop(self) -> None:
+        self.submit(self.loop.shutdown_asyncgens()).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    """A loop running in another thread, stopped (its async generators shut down) after the test."""
+    running = LoopThread()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _transport(server: ScriptedServer, http: str, **options: Any) -> Transport:
+    return Transport("openai", f"{server.url}/v1", KEY, http=http, **options)
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_a_loop_in_another_thread_keeps_its_client_while_a_call_is_in_flight(
+    http_server: ScriptedServer, loop_thread: LoopThread, http: str
+) -> None:
+    """A second loop's first call does not close the first loop's client under its call."""
+    hold = threading.Event()
+    first = [True]
+
+    def answer(request: Recorded) -> Reply:
+        if first[0]:
+            first[0] = False
+            return Reply(json={"n": 1}, delay_headers=hold)
+        return Reply(json={"n": 2})
+
+    http_server.handler = answer
+    transport = _transport(http_server, http)
+    in_flight = loop_thread.submit(transport.post_json("x", {}))
+    try:
+        http_server.wait_request()  # the first loop's call is at the server
+        assert asyncio.run(transport.post_json("x", {})) == {"n": 2}  # another loop, ended
+        loop_thread.settle()  # whatever the second loop scheduled on the first has run
+    finally:
+        hold.set()
+    assert in_flight.result(timeout=10) == {"n": 1}
+    # The first loop's client is still open, and still its own.
+    assert loop_thread.submit(transport.post_json("x", {})).result(timeout=10) == {"n": 2}
+    loop_thread.submit(transport.aclose()).result(timeout=10)
+
+
+def test_threads_first_blocking_calls_at_once_make_one_client(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight threads' first blocking calls, released together, share one client; close() closes it."""
+    from toolfold.adapters._http import _clients
+
+    made: list[Any] = []
+    real = _clients.make_sync
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_clients, "make_sync", counted)
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "httpx")
+    start = threading.Barrier(8)
+
+    def first_call() -> Any:
+        start.wait(timeout=10)
+        return transport.post_json_sync("x", {})
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: first_call(), range(8)))
+    transport.close()
+    assert answers == [{"ok": 1}] * 8
+    assert len(made) == 1
+    assert made[0].client.is_closed
+
+
+def test_a_closed_blocking_client_is_freed_when_the_transport_is_reused(
+    http_server: ScriptedServer,
+) -> None:
+    """Call, close(), call again: each closed client is freed, not kept by its finaliser."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "httpx")
+    closed: list[weakref.ref[Any]] = []
+    for _ in range(3):
+        assert transport.post_json_sync("x", {}) == {"ok": 1}
+        closed.append(weakref.ref(transport._sender.clients.get_sync().client))
+        transport.close()
+    gc.collect()
+    assert [ref() for ref in closed] == [None, None, None]
+
+
+def _is_closed(backend: Any) -> bool:
+    session = getattr(backend, "session", None)
+    return bool(session.closed if session is not None else backend.client.is_closed)
+
+
+def test_aclose_from_another_loop_names_the_idle_loop_owning_an_aiohttp_session(
+    http_server: ScriptedServer,
+) -> None:
+    """An aiohttp session of a loop that is not running: aclose() elsewhere is a UsageError; its loop closes it."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "aiohttp")
+    owner = asyncio.new_event_loop()
+    try:
+        assert owner.run_until_complete(transport.post_json("x", {})) == {"ok": 1}
+        (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
+        with pytest.raises(UsageError, match="only on the loop it was opened on") as caught:
+            asyncio.run(transport.aclose())
+        assert repr(owner) in str(caught.value)
+        assert not _is_closed(backend)
+        owner.run_until_complete(transport.aclose())
+        assert _is_closed(backend)
+    finally:
+        owner.run_until_complete(owner.shutdown_asyncgens())
+        owner.close()
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_aclose_closes_the_client_of_a_loop_running_in_another_thread(
+    http_server: ScriptedServer, loop_thread: LoopThread, http: str
+) -> None:
+    """aclose() on one loop closes another running loop's client, on that loop."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, http)
+    assert loop_thread.submit(transport.post_json("x", {})).result(timeout=10) == {"ok": 1}
+    (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
+    asyncio.run(transport.aclose())
+    loop_thread.settle()
+    assert _is_closed(backend)
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_aclose_during_a_call_is_a_usage_error_and_nothing_is_sent_again(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """The model closed under an async call: a UsageError saying so, no retry sent."""
+    hold = threading.Event()
+    http_server.handler = lambda request: Reply(json={"ok": 1}, delay_headers=hold)
+    transport = _transport(http_server, http, retry=3, sleep=_no_sleep)
+
+    async def close_under_the_call() -> None:
+        call = asyncio.ensure_future(transport.post_json("x", {}))
+        await asyncio.to_thread(http_server.wait_request)
+        await transport.aclose()
+        with pytest.raises(UsageError, match=r"closed .* while its call to openai was in flight"):
+            await call
+
+    try:
+        asyncio.run(close_under_the_call())
+    finally:
+        hold.set()
+    assert len(http_server.requests) == 1
+
+
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_close_during_a_blocking_call_is_a_usage_error_and_nothing_is_sent_again(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """The model closed under a blocking call in another thread: a UsageError saying so, no retry.
+
+    (A blocking read is not woken by the close: the server then drops the
+    connection, which would be retried on an open client.)
+    """
+    hold = threading.Event()
+    http_server.handler = lambda request: Reply(stall=hold)
+    transport = _transport(http_server, http, retry=3, sleep_sync=lambda seconds: None)
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(transport.post_json_sync, "x", {})
+        try:
+            http_server.wait_request()
+            transport.close()
+            hold.set()
+            with pytest.raises(
+                UsageError, match=r"closed .* while its call to openai was in flight"
+            ):
+                call.result(timeout=10)
+        finally:
+            hold.set()
+    assert len(http_server.requests) == 1
+
+
+def _ssl_context(backend: Any) -> Any:
+    return backend.client._transport._pool._ssl_context
+
+
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_new_models_share_one_ssl_context_unless_the_certificate_settings_change(
+    http_server: ScriptedServer, http: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new model's client reuses the SSL context (no 30-60 ms build on the loop); SSL_CERT_FILE changes it."""
+    import certifi
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+
+    async def async_client_context() -> Any:
+        transport = _transport(http_server, http)
+        try:
+            assert await transport.post_json("x", {}) == {"ok": 1}
+            return _ssl_context(transport._sender.clients.ready_async())
+        finally:
+            await transport.aclose()
+
+    first, second = asyncio.run(async_client_context()), asyncio.run(async_client_context())
+    blocking = _transport(http_server, http)
+    assert blocking.post_json_sync("x", {}) == {"ok": 1}
+    assert first is second is _ssl_context(blocking._sender.clients.get_sync())
+    blocking.close()
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    assert asyncio.run(async_client_context()) is not first
