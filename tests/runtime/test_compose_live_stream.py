@@ -23,12 +23,14 @@ from toolfold import (
     SubRunEvent,
     TextDelta,
     ToolResultEvent,
+    state_of,
     tool,
 )
 from toolfold.runtime import RunEndEvent, replay
 from toolfold.runtime.core._messages import Message, TextPart, Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent, StreamFinish, UsageUpdate
+from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
@@ -358,3 +360,86 @@ def test_a_blocking_stream_left_while_a_model_call_holds_the_loop_starts_nothing
         thread.join(_GUARD)
         assert not thread.is_alive()
     assert (asked, entered) == (["user"], [])  # (before: the second asked, the first's tool ran)
+
+
+def _sync_tool_running_an_agent(
+    outcomes: list[str], ended: threading.Event, started: threading.Event, go: threading.Event
+) -> tuple[Agent, list[str]]:
+    """A lead whose one round runs a sync tool (it waits for ``go``, then runs an agent with
+    ``asyncio.run``, recording how that ended in ``outcomes``) beside a sub-agent."""
+    runs: list[str] = []
+    inner = Agent(FunctionModel(lambda request: "inner ok"), name="inner")
+
+    @tool
+    def lookup(x: str) -> str:
+        """Record the call, wait for the test, then ask an agent of its own.
+
+        Args:
+            x: anything.
+        """
+        runs.append(x)
+        started.set()
+        try:
+            if not go.wait(_GUARD):
+                outcomes.append("nobody let it go")
+            try:
+                out = asyncio.run(inner.arun("q")).output
+            except BaseException as exc:
+                outcomes.append(type(exc).__name__)
+                raise
+            outcomes.append(out)
+            return f"looked {out}"
+        finally:
+            ended.set()
+
+    def slow(request: ModelRequest) -> Any:
+        started.wait(_GUARD)
+        return "helper done"
+
+    helper = Agent(FunctionModel(slow), name="helper")
+    lead = Agent(
+        ScriptedModel([[call("lookup", {"x": "a"}), call("helper", {"input": "1"})], "done"]),
+        name="lead",
+        tools=[lookup, helper.as_tool()],
+    )
+    return lead, runs
+
+
+def test_ctrl_c_in_a_blocking_stream_keeps_what_a_sync_tool_running_an_agent_returns() -> None:
+    """Ctrl-C in a blocking stream whose round waits for a sync tool that then runs an agent
+    with asyncio.run: that agent is not cancelled, the result is kept, resume runs it no more."""
+    outcomes: list[str] = []
+    ended, started, go = threading.Event(), threading.Event(), threading.Event()
+    lead, runs = _sync_tool_running_an_agent(outcomes, ended, started, go)
+    # (the round, stopped, waits for the sync tool: the test is told, and lets it go on)
+    with interrupt_waits(go.set):
+        events = iter(lead.stream("go"))
+        next(e for e in events if isinstance(e, SubRunEvent))
+        assert started.wait(_GUARD)
+        with pytest.raises(KeyboardInterrupt) as caught:
+            events.throw(KeyboardInterrupt())  # type: ignore[attr-defined]
+    assert ended.wait(_GUARD)
+    assert outcomes == ["inner ok"]  # (before: CancelledError at the inner agent's model call)
+    state = state_of(caught.value)
+    assert state is not None
+    assert lead.resume(state).output == "done"
+    assert runs == ["a"]  # (before: its result was lost, and it ran again on resume)
+
+
+def test_a_blocking_stream_left_lets_a_sync_tool_running_an_agent_finish() -> None:
+    """Leaving a blocking stream (close) while a sync tool waits: the agent that tool then runs
+    with asyncio.run finishes on the tool's thread, not cancelled by the abandoned round."""
+    outcomes: list[str] = []
+    ended, started, go = threading.Event(), threading.Event(), threading.Event()
+    lead, runs = _sync_tool_running_an_agent(outcomes, ended, started, go)
+    before = set(_step_threads())
+    events = iter(lead.stream("go"))
+    next(e for e in events if isinstance(e, SubRunEvent))
+    assert started.wait(_GUARD)
+    events.close()  # type: ignore[attr-defined]
+    go.set()
+    assert ended.wait(_GUARD)
+    for thread in set(_step_threads()) - before:
+        thread.join(_GUARD)
+        assert not thread.is_alive()
+    assert (outcomes, runs) == (["inner ok"], ["a"])  # (before: ["CancelledError"])

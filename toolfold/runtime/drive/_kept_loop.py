@@ -148,10 +148,13 @@ def check_interrupt(interrupt: RoundInterrupt | None) -> None:
         raise KeyboardInterrupt
 
 
-# The interruption of the round whose event loop runs this task (set by `_interruptible`;
-# the tasks the round makes inherit it), for `check_round_on_loop`.
-_ON_LOOP: contextvars.ContextVar[RoundInterrupt | None] = contextvars.ContextVar(
-    "toolfold_round_on_loop", default=None
+# The interruption of the round whose event loop runs this task, and that loop (set by
+# `_interruptible`; the tasks the round makes inherit it), for `check_round_on_loop`. The
+# threads the round hands sync tools to (and `asyncio.to_thread`) inherit it as well, with
+# the event loops they run of their own (a sync tool's `asyncio.run`): only the round's
+# loop answers to it, as only the round's thread answers to `_WATCHED`.
+_ON_LOOP: contextvars.ContextVar[tuple[RoundInterrupt, asyncio.AbstractEventLoop] | None] = (
+    contextvars.ContextVar("toolfold_round_on_loop", default=None)
 )
 
 
@@ -164,10 +167,12 @@ async def check_round_on_loop() -> None:
     another's blocking model call held the loop (a sync model function) would
     start its model call before it, after the caller had stopped the round.
     """
-    interrupt = _ON_LOOP.get()
-    if interrupt is not None and interrupt.fired:
-        import asyncio
+    on_loop = _ON_LOOP.get()
+    if on_loop is None or not on_loop[0].fired:
+        return
+    import asyncio
 
+    if asyncio.get_running_loop() is on_loop[1]:  # (not a loop a sync tool runs: it finishes)
         task = asyncio.current_task()
         if task is not None:
             task.cancel()
@@ -190,7 +195,9 @@ async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt
     if not interrupt.attach(cancel):  # interrupted before it began: nothing runs
         work.close()
         raise asyncio.CancelledError
-    _ON_LOOP.set(interrupt)  # (this task's own context: the loop's only task, and its tasks)
+    _ON_LOOP.set(
+        (interrupt, loop)
+    )  # (this task's own context: the loop's only task, and its tasks)
     return await work
 
 
