@@ -576,3 +576,24 @@ def test_the_same_name_again_without_an_id_is_the_same_call() -> None:
     ]
     calls = fold(decode(datas)).tool_calls
     assert [(c.id, c.name, c.arguments) for c in calls] == [("c1", "f", {"a": 1, "b": 2})]
+
+
+def test_a_new_name_without_an_id_after_a_no_argument_call_is_a_second_call() -> None:
+    """index 0 reused without ids: a no-argument call ("arguments": "") then another name with
+    an arguments field (even "") is a second call, not the first call taking its arguments."""
+    for arguments in ('{"city": "Paris"}', ""):
+        second = {"index": 0, "function": {"name": "get_weather", "arguments": arguments}}
+        datas = [
+            chunk(
+                {"tool_calls": [{"index": 0, "function": {"name": "get_time", "arguments": ""}}]}
+            ),
+            chunk({"tool_calls": [second]}),
+            chunk({}, "tool_calls"),
+            "[DONE]",
+        ]
+        calls = fold(decode(datas)).tool_calls
+        assert [(c.name, c.arguments) for c in calls] == [
+            ("get_time", {}),
+            ("get_weather", json.loads(arguments or "{}")),
+        ]
+        assert calls[0].id != calls[1].id

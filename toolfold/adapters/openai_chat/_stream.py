@@ -10,14 +10,16 @@ Rules (providers.md §1, §6 and the recorded streams):
 - Calls are keyed by ``index``; OpenAI sends ``id``/``name`` once per index and
   argument fragments after. llama.cpp repeats the name in every delta: a name
   on a started index is ignored, never appended. A different id, or a
-  different name without an id once the call has arguments, at a started index
-  is a second call (servers that reuse index 0); a different name under the
-  call's own id is a `MalformedResponseError` at ``function.name``: never one
-  call's arguments appended to another's. The same name again without an id is
-  the same call (a second call repeating it cannot be told from llama.cpp's
-  repeated name), and so is a new name without an id before any arguments (a
-  name sent in pieces, ``get_`` then ``weather``; OpenAI sends it whole): that
-  call keeps its first name, as a call's name is never appended.
+  different name without an id once the call has arguments or with an
+  ``arguments`` field of its own (even ``""``: a no-argument call's head), at a
+  started index is a second call (servers that reuse index 0); a different name
+  under the call's own id is a `MalformedResponseError` at ``function.name``:
+  never one call's arguments appended to another's. The same name again without
+  an id is the same call (a second call repeating it cannot be told from
+  llama.cpp's repeated name), and so is a new name alone (no id, no
+  ``arguments``) before any arguments (a name sent in pieces, ``get_`` then
+  ``weather``; OpenAI sends it whole): that call keeps its first name, as a
+  call's name is never appended.
 - Mistral and Gemini's OpenAI endpoint send whole calls without ``index``:
   each such entry is a new call at the next free index (by position).
 - A call ends only when the stream says so: on the chunk carrying
@@ -287,14 +289,15 @@ def _tool_entry(
         and name
         and started.name
         and name != started.name
-        and (call_id or started.has_arguments)
+        and (call_id or started.has_arguments or function.get("arguments") is not None)
     ):
         # A call never changes its name (llama.cpp repeats the same one): a new
         # name at a started index is a second call; under the same id it
         # cannot be told from the first, and appending it would merge two calls.
-        # Without an id and before any arguments, it is the rest of a name sent
-        # in pieces (ignored, as a repeated name is): a second call there would
-        # take the arguments, leaving the first with none.
+        # Without an id, without an ``arguments`` field (a call's head carries
+        # one, if only ""), and before the call has arguments, it is the rest
+        # of a name sent in pieces (ignored, as a repeated name is): a second
+        # call there would take the arguments, leaving the first with none.
         if call_id and call_id == started.id:
             raise wire.WireError(
                 f"{function_at}.name",
