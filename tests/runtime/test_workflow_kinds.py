@@ -533,15 +533,46 @@ def test_a_route_takes_its_branches_as_label_step_pairs(as_pairs: Any) -> None:
     assert desk.run("hi").output == "a(hi)"
 
 
-@pytest.mark.parametrize("branches", [[echo("a")], [echo("a"), echo("b")], "a", "ab", echo("a")])
+class _FailingList(list[Any]):
+    """A list whose iteration fails (with something else than TypeError or ValueError)."""
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [echo("a")],
+        [echo("a"), echo("b")],
+        "a",
+        "ab",
+        echo("a"),
+        ["ab"],
+        ["ab", "cd"],
+        [("a", echo("a"), echo("b"))],
+        _FailingList([("a", echo("a"))]),
+    ],
+)
 def test_a_route_whose_branches_are_not_a_mapping_is_refused(branches: Any) -> None:
-    """Route branches given as a list, a string or one step: a WorkflowDefinitionError, not
-    dict()'s bare TypeError or ValueError."""
+    """Route branches given as a list (of steps, or of strings: not read as 'a' -> 'b'), a
+    string, one step, or what fails to iterate: a WorkflowDefinitionError, not dict()'s bare
+    error nor a misread."""
     with pytest.raises(WorkflowDefinitionError) as caught:
         Route(_pick, branches)
     assert caught.value.problems == (
         "branches maps each label to its step (branches={'label': step, ...}), got "
         + type(branches).__name__,
+    )
+
+
+def test_a_route_given_a_label_twice_in_its_pairs_is_refused_naming_the_label() -> None:
+    """Route branches as pairs that give a label twice: a WorkflowDefinitionError naming it,
+    not the first of its steps dropped."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Route(_pick, [("a", echo("a")), ["b", echo("b")], ("a", echo("c")), ("a", echo("d"))])
+    assert caught.value.problems == (
+        "branch label 'a' is given more than once (each label has one step)",
     )
 
 

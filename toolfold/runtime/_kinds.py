@@ -283,16 +283,32 @@ def _restored(task: Task, plain: Any) -> Any:
         return plain
 
 
-def _labelled(branches: Any) -> dict[Any, Any] | None:
-    """A Route's ``branches`` as a dict: a mapping, or ``(label, step)`` pairs as `dict`
-    takes them; None for what gives no labels (a list of steps, one step, a string),
-    which `dict` refuses with a bare TypeError or ValueError, or, for a string, misreads."""
+def _labelled(branches: Any) -> tuple[dict[Any, Any] | None, list[Any]]:
+    """A Route's ``branches`` as a dict, and the labels its pairs gave more than once: a
+    mapping, or ``(label, step)`` pairs (2-tuples or 2-lists); None for what gives no labels
+    (a list of steps or of strings, one step, a string, what fails to iterate), which `dict`
+    refuses with a bare error of its own or, for strings of two characters, misreads."""
     if isinstance(branches, (str, bytes)):
-        return None
+        return None, []
     try:
-        return dict(branches)
-    except (TypeError, ValueError):
-        return None
+        if isinstance(branches, Mapping):
+            return dict(branches), []
+        pairs = list(branches)
+    except Exception:  # (not a mapping, and no pairs: the caller names its type)
+        return None, []
+    labelled: dict[Any, Any] = {}
+    twice: list[Any] = []
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            return None, []
+        label, step = pair
+        try:
+            if label in labelled and label not in twice:
+                twice.append(label)
+            labelled[label] = step
+        except TypeError:  # (an unhashable label: never text, as a label must be)
+            return None, []
+    return labelled, twice
 
 
 @attrs.frozen(init=False)
@@ -335,7 +351,7 @@ class Route(Workflow):
         is_step = isinstance(router, (Agent, Workflow, Task))
         routing = as_task(router) if is_step else router
         # Read-only: the workflow is checked (labels, references) once, here.
-        labelled = _labelled(branches)
+        labelled, twice = _labelled(branches)
         tasks_by_label = FrozenDict(
             {label: as_task(step) for label, step in (labelled or {}).items()}
         )
@@ -352,6 +368,10 @@ class Route(Workflow):
             )
         elif not tasks_by_label:
             problems.append("a Route needs at least one branch")
+        problems.extend(
+            f"branch label {label!r} is given more than once (each label has one step)"
+            for label in twice
+        )
         problems.extend(
             f"branch label {label!r} must be text"
             for label in tasks_by_label
