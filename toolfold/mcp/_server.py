@@ -231,9 +231,9 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
         ToolDefinitionError: The path does not resolve (an empty or relative
             module path, a module that cannot be imported or raises while
             importing, a missing name, a module ``__getattr__`` that raises, a
-            list whose iteration raises), or names something that is not a tool; the message says which
-            (for a module's exception, its class and text: ``RuntimeError:
-            no database``).
+            list whose iteration raises), or names something that is not a
+            tool; the message says which (for a module's exception, its class
+            and text: ``RuntimeError: no database``).
     """
     module_name, _, attribute = spec.partition(":")
     if not module_name or module_name.startswith("."):
