@@ -69,6 +69,7 @@ from toolfold import (
     WorkflowResponse,
     approval_key,
 )
+from toolfold.adapters._finishes import abnormal_finish
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
@@ -1156,6 +1157,14 @@ def test_provider_errors_map_to_application_errors_with_the_providers_delay() ->
     busy = _application_error(ProviderError("503", provider="p", status_code=503))
     assert not busy.non_retryable
     assert busy.next_retry_delay is None
+
+
+def test_an_abnormal_finish_is_not_retried() -> None:
+    """A ProviderFinishError is non-retryable: the default policy (no attempt limit) paid for it again and again."""
+    mapped = _application_error(abnormal_finish("anthropic", "pause_turn", None, why="paused"))
+    assert mapped.type == "ProviderFinishError"
+    assert mapped.non_retryable
+    assert mapped.next_retry_delay is None
 
 
 @pytest.mark.parametrize(

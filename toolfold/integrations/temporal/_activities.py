@@ -30,6 +30,7 @@ from toolfold._errors import (
     BadRequestError,
     NotFoundError,
     ProviderError,
+    ProviderFinishError,
     RateLimitError,
     ToolDefinitionError,
     ToolfoldError,
@@ -64,8 +65,11 @@ from toolfold.toolkit._context import RunContext
 
 T = TypeVar("T")
 
-# Provider errors that a retry cannot fix: the workflow fails at once.
-_PERMANENT = (AuthenticationError, BadRequestError, NotFoundError)
+# Provider errors that a retry cannot fix: the workflow fails at once. A
+# `ProviderFinishError` is a paid answer the provider ended abnormally (Anthropic's
+# ``pause_turn``, Gemini's ``MALFORMED_FUNCTION_CALL``): asking again under the
+# default policy (``maximum_attempts=0``, no limit) paid for it again, without end.
+_PERMANENT = (AuthenticationError, BadRequestError, NotFoundError, ProviderFinishError)
 #: The longest ``retry_after`` given to Temporal as the next retry delay, in
 #: seconds: a day, the longest wait a `RetryPolicy.max_retry_after` may honour
 #: (the agent's own policy is not known inside the activity). A longer wait (or
