@@ -82,7 +82,17 @@ from toolfold.integrations.temporal import (
     data_converter,
 )
 from toolfold.integrations.temporal._activities import MAX_RETRY_DELAY, _application_error
-from toolfold.runtime import StreamEvent, SubRunEvent, TokenBudget, ToolCallStart
+from toolfold.runtime import (
+    Message,
+    ModelResponse,
+    StreamEvent,
+    SubRunEvent,
+    TextPart,
+    TokenBudget,
+    ToolCallPart,
+    ToolCallStart,
+    Usage,
+)
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._events import ToolReturned
@@ -746,6 +756,27 @@ def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> N
     response = asyncio.run(ActivityEnvironment().run(model_request, effect))
     assert response.text == "a long answer, in many pieces"
     assert len(taken) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_model_activity_drops_a_custom_models_cut_call(streamed: bool) -> None:
+    """A custom model's answer cut at the token limit comes back from the model activity without its call, whole or streamed."""
+    call = ToolCallPart("c1", "send_email", '{"to": "ceo"}', {"to": "ceo"})
+    cut = ModelResponse(Message("assistant", (TextPart("x"), call)), Usage(1, 1), "length")
+
+    async def reads_all(context: Any, events: AsyncIterator[Any]) -> None:
+        async for _ in events:
+            pass
+
+    agent = TemporalAgent(
+        Agent(FunctionModel(lambda request: cut), name="cut"),
+        event_stream_handler=reads_all if streamed else None,
+    )
+    state = agent.agent._start("hi", (), "cut-1")
+    effect = _next.next_effect(state)
+    assert isinstance(effect, CallModel)
+    response = asyncio.run(ActivityEnvironment().run(agent.activities[0], effect))
+    assert (response.finish_reason, response.text, response.tool_calls) == ("length", "x", ())
 
 
 def test_a_workflow_spec_runs_durably_like_a_local_run(

@@ -53,7 +53,7 @@ from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message
-from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._serialize import converter
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
@@ -288,7 +288,10 @@ def _model_activity(
             context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps, path)
             work = _streamed(model, effect, stream, context)
         try:
-            return await _heartbeating(work, every)
+            # A call the provider cut never runs (as in a local run, see the loop):
+            # dropped here, so the recorded result already lacks it and a history
+            # recorded before replays the result it recorded.
+            return without_cut_calls(await _heartbeating(work, every))
         except ProviderError as exc:
             raise _application_error(exc) from exc
         except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help

@@ -237,10 +237,11 @@ def without_cut_calls(response: ModelResponse) -> ModelResponse:
     inside what it was writing: a tool call's arguments may stop short yet
     still parse (a ``send_email`` without its ``body``), and parallel calls are
     a plan the model did not finish. None of them runs: the run finishes
-    ``length`` (``content_filter``), as for a cut text. A provider
-    adapter applies this to a whole answer, and `finish_stream` to a streamed
-    one, so both read alike (a response already in a saved log is never
-    changed: it replays as it ran).
+    ``length`` (``content_filter``), as for a cut text. The driver applies this
+    to every model's answer before recording it (and Temporal's model activity
+    before returning it), whole or streamed (`finish_stream` drops a streamed
+    answer's calls too, ended or not), so every model and mode reads alike (a
+    response already in a saved log is never changed: it replays as it ran).
     """
     if response.finish_reason not in CUT_FINISHES or not response.message.tool_calls:
         return response

@@ -52,7 +52,7 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
-from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.core._stop import (
     StopPredicate,
@@ -325,7 +325,10 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 except BaseException as exc:  # cancelled while the model answers: the run before
                     interrupted(exc, state)
                     raise
-                response = unique_call_ids(response)
+                # A call the provider cut never runs, whichever model answered, whole
+                # or streamed: dropped once here, where the answer becomes the event
+                # the log records (a logged answer replays as it ran).
+                response = unique_call_ids(without_cut_calls(response))
                 if spent is not None:
                     if response.tool_calls:  # steps to start with the budget spent: stop...
                         # ...unless the workflow has an answer by then (`Workflow.spent_answer`).
