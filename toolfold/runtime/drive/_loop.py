@@ -54,6 +54,7 @@ from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
+from toolfold.runtime.core._steps import last_response
 from toolfold.runtime.core._stop import (
     StopPredicate,
     handed_budget,
@@ -706,10 +707,10 @@ def _current_step(state: RunState) -> Step:
 
 
 def _last_response(state: RunState) -> ModelResponse:
-    for event in reversed(state.log):
-        if isinstance(event, ModelResponded):
-            return event.response
-    raise AssertionError("a step without a model response")  # pragma: no cover
+    response = last_response(state)
+    if response is None:  # pragma: no cover
+        raise AssertionError("a step without a model response")
+    return response
 
 
 # A one-call answer's dispositions, shared (see `_dispositions`).
