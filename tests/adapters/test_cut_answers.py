@@ -149,14 +149,14 @@ _RESPONSES_USAGE = {
 }
 
 
-def _responses_cut_whole() -> Reply:
+def _responses_cut_whole(reason: str | None = "max_output_tokens") -> Reply:
     return Reply(
         json={
             "id": "resp_1",
             "object": "response",
             "created_at": 1,
-            "status": "incomplete",
-            "incomplete_details": {"reason": "max_output_tokens"},
+            "status": "incomplete" if reason else "completed",
+            "incomplete_details": {"reason": reason} if reason else None,
             "model": "gpt-5-mini",
             "error": None,
             "usage": _RESPONSES_USAGE,
@@ -218,6 +218,55 @@ def test_a_call_cut_by_the_token_limit_never_runs(
     assert len(http_server.requests) == 1
     assert response.finish_reason == "length"
     assert response.steps[-1].response.raw_finish_reason == raw
+    assert response.steps[-1].response.tool_calls == ()
+
+
+def _chat_filtered_whole() -> Reply:
+    return Reply(json=_chat_body({"content": None, "tool_calls": [_CUT_CALL]}, "content_filter"))
+
+
+def _chat_filtered_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "tool_calls": [{"index": 0, **_CUT_CALL}]}),
+        _chat_chunk({}, "content_filter"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+def _responses_filtered_whole() -> Reply:
+    return _responses_cut_whole("content_filter")
+
+
+def _responses_incomplete_item_whole() -> Reply:  # the response completed, its call item did not
+    return _responses_cut_whole(None)
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "finish"),
+    [
+        ("openai:gpt-4o-mini", _chat_filtered_whole, False, "content_filter"),
+        ("openai:gpt-4o-mini", _chat_filtered_stream, True, "content_filter"),
+        ("openai-responses:gpt-5-mini", _responses_filtered_whole, False, "content_filter"),
+        ("openai-responses:gpt-5-mini", _responses_incomplete_item_whole, False, "stop"),
+    ],
+    ids=["chat", "chat-stream", "responses", "responses-incomplete-item"],
+)
+def test_a_call_cut_by_the_content_filter_or_left_incomplete_never_runs(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    finish: str,
+) -> None:
+    """A tool call of an answer the content filter stopped, or a Responses function_call item left incomplete, does not run."""
+    ran.clear()
+    http_server.add(reply())
+    response = _run(_model(http_server, opened, name), streamed, tools=[send_email])
+    assert ran == []
+    assert len(http_server.requests) == 1
+    assert response.finish_reason == finish
     assert response.steps[-1].response.tool_calls == ()
 
 

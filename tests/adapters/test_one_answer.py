@@ -8,7 +8,7 @@ import pytest
 from scripted_http import Reply, ScriptedServer
 
 import toolfold
-from toolfold import Agent, ModelConfigError, generate_text
+from toolfold import Agent, Message, ModelConfigError, ModelRequest, generate_text
 
 _CHAT = {
     "id": "c1",
@@ -30,7 +30,7 @@ _CHAT = {
         (
             "gemini:gemini-2.5-flash",
             {"generation_config": {"candidateCount": 4}},
-            "candidateCount=4",
+            "generation_config.candidateCount=4",
         ),
     ],
 )
@@ -68,3 +68,55 @@ def test_one_answer_asked_for_is_sent(http_server: ScriptedServer, opened: list[
     opened.append(model)
     assert _answer(model, {"n": 1}, streamed=False).text == "A"
     assert http_server.requests[0].json()["n"] == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"candidate_count": 1, "generation_config": {"candidateCount": 3}}, "candidateCount=3"),
+        ({"generation_config": {"candidate_count": 3}}, "candidate_count=3"),
+        ({"generationConfig": {"candidate_count": 3}}, "candidate_count=3"),
+    ],
+    ids=["camel-over-one", "snake-inside", "snake-inside-camel-key"],
+)
+def test_a_candidate_count_inside_generation_config_is_refused_under_its_own_name(
+    settings: dict[str, Any], named: str
+) -> None:
+    """A candidate count above 1 in generation_config, spelt either way, is refused naming the key it came from."""
+    model = toolfold.model("gemini:gemini-2.5-flash", api_key="k" * 20)
+    config = "generationConfig" if "generationConfig" in settings else "generation_config"
+    with pytest.raises(ModelConfigError) as caught:
+        model.body(ModelRequest(messages=(Message.user("hi"),), settings=settings))
+    assert f"the setting {config}.{named} asks gemini for 3 answers" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "key"), [("openai:gpt-4o-mini", "n"), ("gemini:gemini-2.5-flash", "candidate_count")]
+)
+@pytest.mark.parametrize("value", [2.0, "2", " 3 "])
+def test_a_count_spelt_as_a_float_or_a_string_is_read_as_its_count(
+    name: str, key: str, value: Any
+) -> None:
+    """n / candidate_count of 2.0 or "2" asks for that many answers: refused like 2, not sent."""
+    model = toolfold.model(name, api_key="k" * 20)
+    with pytest.raises(ModelConfigError, match=f"the setting {key}=.* asks .* answers"):
+        model.body(ModelRequest(messages=(Message.user("hi"),), settings={key: value}))
+
+
+@pytest.mark.parametrize(
+    ("name", "key"), [("openai:gpt-4o-mini", "n"), ("gemini:gemini-2.5-flash", "candidate_count")]
+)
+@pytest.mark.parametrize("value", [True, False])
+def test_a_bool_count_is_refused_as_no_count(name: str, key: str, value: bool) -> None:
+    """n / candidate_count given a bool is refused, naming the setting: True is no count."""
+    model = toolfold.model(name, api_key="k" * 20)
+    with pytest.raises(ModelConfigError, match=f"the setting {key}={value} is no count of answers"):
+        model.body(ModelRequest(messages=(Message.user("hi"),), settings={key: value}))
+
+
+@pytest.mark.parametrize("value", [1.0, "1"])
+def test_one_answer_spelt_as_a_float_or_a_string_passes(value: Any) -> None:
+    """n of 1.0 or "1" asks for one answer: it passes the check."""
+    model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20)
+    body = model.body(ModelRequest(messages=(Message.user("hi"),), settings={"n": value}))
+    assert body["n"] == value

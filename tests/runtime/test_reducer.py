@@ -38,6 +38,7 @@ from toolfold.runtime import (
 )
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._reducer import blank_state
+from toolfold.runtime.core._steps import last_response
 
 
 def test_initial_state_asks_for_the_model() -> None:
@@ -83,6 +84,18 @@ def test_usage_is_summed_over_steps() -> None:
     state = reduce(state, ToolReturned("c1", "ok"))
     state = reduce(state, answer(usage=Usage(200, 20, 0, 0, 1)))
     assert state.usage == Usage(300, 30, 50, 3, 2)
+
+
+def test_last_response_is_the_logs_last_model_response() -> None:
+    """last_response: None before any answer, then the last ModelResponded's response, past later results."""
+    state = start(spec("t"))
+    assert last_response(state) is None
+    first = responded(call("c1", "t"))
+    state = reduce(state, first)
+    state = reduce(state, ToolReturned("c1", "ok"))
+    assert last_response(state) is first.response
+    final = answer("done", finish_reason="length")
+    assert last_response(reduce(state, final)) is final.response
 
 
 def test_the_first_response_s_usage_starts_the_sum() -> None:

@@ -69,6 +69,7 @@ from toolfold import (
     WorkflowResponse,
     approval_key,
 )
+from toolfold.adapters._finishes import abnormal_finish
 from toolfold.integrations.temporal import (
     WORKFLOW_NAME,
     AgentInput,
@@ -81,7 +82,17 @@ from toolfold.integrations.temporal import (
     data_converter,
 )
 from toolfold.integrations.temporal._activities import MAX_RETRY_DELAY, _application_error
-from toolfold.runtime import StreamEvent, SubRunEvent, TokenBudget, ToolCallStart
+from toolfold.runtime import (
+    Message,
+    ModelResponse,
+    StreamEvent,
+    SubRunEvent,
+    TextPart,
+    TokenBudget,
+    ToolCallPart,
+    ToolCallStart,
+    Usage,
+)
 from toolfold.runtime.core import _next, _reducer
 from toolfold.runtime.core._effects import CallModel, RunTools
 from toolfold.runtime.core._events import ToolReturned
@@ -747,6 +758,27 @@ def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> N
     assert len(taken) == 1
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_model_activity_drops_a_custom_models_cut_call(streamed: bool) -> None:
+    """A custom model's answer cut at the token limit comes back from the model activity without its call, whole or streamed."""
+    call = ToolCallPart("c1", "send_email", '{"to": "ceo"}', {"to": "ceo"})
+    cut = ModelResponse(Message("assistant", (TextPart("x"), call)), Usage(1, 1), "length")
+
+    async def reads_all(context: Any, events: AsyncIterator[Any]) -> None:
+        async for _ in events:
+            pass
+
+    agent = TemporalAgent(
+        Agent(FunctionModel(lambda request: cut), name="cut"),
+        event_stream_handler=reads_all if streamed else None,
+    )
+    state = agent.agent._start("hi", (), "cut-1")
+    effect = _next.next_effect(state)
+    assert isinstance(effect, CallModel)
+    response = asyncio.run(ActivityEnvironment().run(agent.activities[0], effect))
+    assert (response.finish_reason, response.text, response.tool_calls) == ("length", "x", ())
+
+
 def test_a_workflow_spec_runs_durably_like_a_local_run(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1156,6 +1188,14 @@ def test_provider_errors_map_to_application_errors_with_the_providers_delay() ->
     busy = _application_error(ProviderError("503", provider="p", status_code=503))
     assert not busy.non_retryable
     assert busy.next_retry_delay is None
+
+
+def test_an_abnormal_finish_is_not_retried() -> None:
+    """A ProviderFinishError is non-retryable: the default policy (no attempt limit) paid for it again and again."""
+    mapped = _application_error(abnormal_finish("anthropic", "pause_turn", None, why="paused"))
+    assert mapped.type == "ProviderFinishError"
+    assert mapped.non_retryable
+    assert mapped.next_retry_delay is None
 
 
 @pytest.mark.parametrize(

@@ -106,14 +106,33 @@ def refuse_choices(setting: str, value: Any, provider: str) -> None:
 
     toolfold reads one answer (the first choice or candidate): the others
     would be generated, paid for and dropped without a word. One (or None)
-    passes; a value that is no count is left for the provider to judge.
+    passes. A whole float (``2.0``) or a string of digits (``"2"``) is the
+    count it spells, as a provider reads it; any other value that is no count
+    (``2.5``, ``"two"``) is left for the provider to judge.
 
     Raises:
-        ModelConfigError: ``value`` is a count above 1, naming the setting.
+        ModelConfigError: ``value`` is a count above 1, or a bool (``True``
+            is no count, though Python reads it as 1), naming the setting.
     """
-    if type(value) is int and value > 1:
+    if type(value) is bool:
         raise ModelConfigError(
-            f"the setting {setting}={value} asks {provider} for {value} answers, but a run "
-            f"reads one: the other {value - 1} would be paid for and dropped; remove "
+            f"the setting {setting}={value!r} is no count of answers: give a whole "
+            f"number (1, as a run reads one answer) or remove {setting}"
+        )
+    count = _count(value)
+    if count is not None and count > 1:
+        raise ModelConfigError(
+            f"the setting {setting}={value!r} asks {provider} for {count} answers, but a run "
+            f"reads one: the other {count - 1} would be paid for and dropped; remove "
             f"{setting} (or set it to 1) and make separate requests for more answers"
         )
+
+
+def _count(value: Any) -> int | None:
+    """The whole number ``value`` spells (an int, a whole float, a string of digits), or None."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    text = value.strip() if type(value) is str else ""
+    return int(text) if text.isascii() and text.isdigit() else None

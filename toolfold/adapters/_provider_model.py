@@ -58,7 +58,6 @@ from toolfold.runtime.core._request import (
     ModelRequest,
     ModelResponse,
     ToolDefinition,
-    without_cut_calls,
 )
 from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
@@ -356,8 +355,7 @@ class ProviderModel:
                     raise
             else:
                 data = await transport.post_json(path, body, headers=headers)
-            # A call the token limit cut never runs, as when the answer streams.
-            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
+            return unique_calls(request, self._read(data), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -369,8 +367,7 @@ class ProviderModel:
         try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
-            # A call the token limit cut never runs, as when the answer streams.
-            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
+            return unique_calls(request, self._read(data), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:

@@ -133,15 +133,21 @@ def _generation_config(settings: Mapping[str, Any]) -> Body:
         field = GENERATION_SETTINGS.get(key)
         if field is not None and value is not None:
             config[field] = [value] if key == "stop" and isinstance(value, str) else value
+    counts = [("candidate_count", settings.get("candidate_count"))]
     for key in ("generation_config", "generationConfig"):
         extra = settings.get(key)
         if isinstance(extra, Mapping):
             config.update(extra)
-    count = config.get("candidateCount")
-    if count is not None:
-        named = "candidate_count" if "candidate_count" in settings else "candidateCount"
-        refuse_choices(named, count, "gemini")
+            # Gemini reads the field in either spelling: each is checked under its own name.
+            counts += [(f"{key}.{inner}", extra.get(inner)) for inner in _CANDIDATE_COUNT_KEYS]
+    for named, count in counts:
+        if count is not None:
+            refuse_choices(named, count, "gemini")
     return config
+
+
+#: ``candidateCount`` as a ``generation_config`` may spell it (the API takes both).
+_CANDIDATE_COUNT_KEYS = ("candidateCount", "candidate_count")
 
 
 def _output_config(output: OutputSpec, dialect: Dialect) -> Body:

@@ -110,7 +110,9 @@ def parse_item(item: Mapping[str, Any], at: str) -> list[Part]:
     """The neutral parts one output item makes."""
     kind = wire.text(item, "type", at)
     if kind == "function_call":
-        return [parse_call(item, at)]
+        # An item the provider left ``incomplete`` is a half-written call: it never
+        # runs, whatever the response's finish (see `without_cut_calls`).
+        return [] if wire.text(item, "status", at) == "incomplete" else [parse_call(item, at)]
     if kind == "message":
         texts: list[Part] = []
         contents = wire.array(item, "content", at)

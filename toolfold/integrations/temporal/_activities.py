@@ -30,6 +30,7 @@ from toolfold._errors import (
     BadRequestError,
     NotFoundError,
     ProviderError,
+    ProviderFinishError,
     RateLimitError,
     ToolDefinitionError,
     ToolfoldError,
@@ -52,7 +53,7 @@ from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message
-from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._serialize import converter
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
@@ -64,8 +65,11 @@ from toolfold.toolkit._context import RunContext
 
 T = TypeVar("T")
 
-# Provider errors that a retry cannot fix: the workflow fails at once.
-_PERMANENT = (AuthenticationError, BadRequestError, NotFoundError)
+# Provider errors that a retry cannot fix: the workflow fails at once. A
+# `ProviderFinishError` is a paid answer the provider ended abnormally (Anthropic's
+# ``pause_turn``, Gemini's ``MALFORMED_FUNCTION_CALL``): asking again under the
+# default policy (``maximum_attempts=0``, no limit) paid for it again, without end.
+_PERMANENT = (AuthenticationError, BadRequestError, NotFoundError, ProviderFinishError)
 #: The longest ``retry_after`` given to Temporal as the next retry delay, in
 #: seconds: a day, the longest wait a `RetryPolicy.max_retry_after` may honour
 #: (the agent's own policy is not known inside the activity). A longer wait (or
@@ -284,7 +288,10 @@ def _model_activity(
             context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps, path)
             work = _streamed(model, effect, stream, context)
         try:
-            return await _heartbeating(work, every)
+            # A call the provider cut never runs (as in a local run, see the loop):
+            # dropped here, so the recorded result already lacks it and a history
+            # recorded before replays the result it recorded.
+            return without_cut_calls(await _heartbeating(work, every))
         except ProviderError as exc:
             raise _application_error(exc) from exc
         except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help

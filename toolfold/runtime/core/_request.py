@@ -226,18 +226,24 @@ class ModelResponse:
         return self.message.tool_calls
 
 
-def without_cut_calls(response: ModelResponse) -> ModelResponse:
-    """``response`` without its tool calls when the token limit cut it (``length``).
+#: The finish reasons of an answer the provider cut: none of its tool calls runs.
+CUT_FINISHES = frozenset({"length", "content_filter"})
 
-    An answer cut by ``max_tokens`` ends inside what it was writing: a tool
-    call's arguments may stop short yet still parse (a ``send_email`` without
-    its ``body``), and parallel calls are a plan the model did not finish. None
-    of them runs: the run finishes ``length``, as for a cut text. A provider
-    adapter applies this to a whole answer, and `finish_stream` to a streamed
-    one, so both read alike (a response already in a saved log is never
-    changed: it replays as it ran).
+
+def without_cut_calls(response: ModelResponse) -> ModelResponse:
+    """``response`` without its tool calls when the provider cut it (``length``, ``content_filter``).
+
+    An answer cut by ``max_tokens`` (or stopped by the content filter) ends
+    inside what it was writing: a tool call's arguments may stop short yet
+    still parse (a ``send_email`` without its ``body``), and parallel calls are
+    a plan the model did not finish. None of them runs: the run finishes
+    ``length`` (``content_filter``), as for a cut text. The driver applies this
+    to every model's answer before recording it (and Temporal's model activity
+    before returning it), whole or streamed (`finish_stream` drops a streamed
+    answer's calls too, ended or not), so every model and mode reads alike (a
+    response already in a saved log is never changed: it replays as it ran).
     """
-    if response.finish_reason != "length" or not response.message.tool_calls:
+    if response.finish_reason not in CUT_FINISHES or not response.message.tool_calls:
         return response
     kept = tuple(p for p in response.message.parts if type(p) is not ToolCallPart)
     return attrs.evolve(response, message=Message("assistant", kept))

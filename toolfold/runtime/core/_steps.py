@@ -227,15 +227,24 @@ def accepted_reason(response: ModelResponse) -> str:
     return "max_iterations" if response.finish_reason == "max_iterations" else "stop"
 
 
-def answered_reason(state: RunState) -> str:
-    """`accepted_reason` of the response that gave the answer ``state`` validates.
+def last_response(state: RunState) -> ModelResponse | None:
+    """The response of ``state``'s last `ModelResponded` (None before the first).
 
-    It is the log's last response: only a changed step limit may follow it.
+    The response of the current step, and of the answer a run validates: after
+    it only the step's results, approvals or a changed step limit are logged.
     """
     for event in reversed(state.log):
         if event.kind == "model_responded":
-            return accepted_reason(event.response)
-    return "stop"  # pragma: no cover - a run validates an answer a response gave
+            return event.response
+    return None
+
+
+def answered_reason(state: RunState) -> str:
+    """`accepted_reason` of the response that gave the answer ``state`` validates (`last_response`)."""
+    response = last_response(state)
+    if response is None:  # pragma: no cover - a run validates an answer a response gave
+        return "stop"
+    return accepted_reason(response)
 
 
 def model_responded(state: RunState, event: ModelResponded, changes: Changes) -> None:

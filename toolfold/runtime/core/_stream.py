@@ -20,6 +20,7 @@ from toolfold.runtime.core._messages import (
     wrong_argument,
 )
 from toolfold.runtime.core._request import (
+    CUT_FINISHES,
     FINISH_REASONS,
     FinishReason,
     ModelResponse,
@@ -412,7 +413,8 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
 
     Raises:
         StreamError: A tool call never ended: its arguments are not final
-            (unless the token limit cut the answer, finish reason ``length``:
+            (unless the provider cut the answer, finish reason ``length`` or
+            ``content_filter``:
             then no call is kept, ended or not; see `without_cut_calls`).
         UsageError: ``state`` is no `StreamState` or ``make_id`` is not callable.
     """
@@ -426,7 +428,7 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
         _refuse_stream_state("finish_stream", state, None)
     open_calls = [c.name for c in state.calls if not c.done]
     finish = state.finish_reason or "stop"
-    if finish == "length":  # the limit cut the calls: none runs (see `without_cut_calls`)
+    if finish in CUT_FINISHES:  # the provider cut the calls: none runs (see `without_cut_calls`)
         state = _with_calls(state, ())
     elif open_calls:
         raise StreamError(

@@ -53,8 +53,9 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
-from toolfold.runtime.core._request import ModelResponse
+from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
+from toolfold.runtime.core._steps import last_response
 from toolfold.runtime.core._stop import (
     StopPredicate,
     handed_budget,
@@ -328,7 +329,10 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 except BaseException as exc:  # cancelled while the model answers: the run before
                     interrupted(exc, state)
                     raise
-                response = unique_call_ids(response)
+                # A call the provider cut never runs, whichever model answered, whole
+                # or streamed: dropped once here, where the answer becomes the event
+                # the log records (a logged answer replays as it ran).
+                response = unique_call_ids(without_cut_calls(response))
                 if spent is not None:
                     if response.tool_calls:  # steps to start with the budget spent: stop...
                         # ...unless the workflow has an answer by then (`Workflow.spent_answer`).
@@ -735,10 +739,10 @@ def _current_step(state: RunState) -> Step:
 
 
 def _last_response(state: RunState) -> ModelResponse:
-    for event in reversed(state.log):
-        if isinstance(event, ModelResponded):
-            return event.response
-    raise AssertionError("a step without a model response")  # pragma: no cover
+    response = last_response(state)
+    if response is None:  # pragma: no cover
+        raise AssertionError("a step without a model response")
+    return response
 
 
 # A one-call answer's dispositions, shared (see `_dispositions`).

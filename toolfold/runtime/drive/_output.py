@@ -19,8 +19,9 @@ from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core import _events
 from toolfold.runtime.core._arguments import nesting_problem
 from toolfold.runtime.core._repr import short
-from toolfold.runtime.core._request import ModelResponse, OutputSpec
+from toolfold.runtime.core._request import OutputSpec
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._steps import last_response
 from toolfold.toolkit._jsonschema import resolve_local
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
@@ -50,7 +51,7 @@ def rejection(state: RunState, message: str) -> _events.OutputRejected | _events
     naming the provider's finish reason and what it answered. A driver event,
     not a reducer rule: a saved run replays its recorded events unchanged.
     """
-    response = _answering(state)
+    response = last_response(state)  # the answer ``state`` validates
     if response is None or response.finish_reason not in UNFIT_AGAIN:
         return _events.OutputRejected(message)
     raw = response.raw_finish_reason
@@ -73,14 +74,6 @@ def _problems(message: str) -> str:
     """The problems a rejection ``message`` lists (`_rejection`), without its words to the model."""
     listed = [line[2:] for line in message.splitlines() if line.startswith("- ")]
     return "; ".join(listed) or message
-
-
-def _answering(state: RunState) -> ModelResponse | None:
-    """The response whose answer ``state`` validates: its log's last."""
-    for event in reversed(state.log):
-        if event.kind == "model_responded":
-            return event.response
-    return None
 
 
 @attrs.frozen
