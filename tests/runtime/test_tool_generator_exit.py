@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import toolfold
+from toolfold.runtime.core._state import RunState
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -54,3 +55,43 @@ def test_an_async_run_hands_the_tools_generator_exit_its_state(calls: list[str])
     with pytest.raises(GeneratorExit) as caught:
         asyncio.run(agent.arun("go"))
     assert toolfold.state_of(caught.value) is not None
+
+
+def test_an_async_run_keeps_no_record_of_its_tools_generator_exit() -> None:
+    """arun(): once the run ended, its task keeps no record of the tool's GeneratorExit."""
+    from toolfold.runtime.drive import _executor
+
+    agent = toolfold.Agent(ScriptedModel([[call("aleaves", {})], "done"]), tools=[aleaves])
+
+    async def main() -> bool:
+        with pytest.raises(GeneratorExit):
+            await agent.arun("go")
+        return asyncio.current_task() in _executor._THROWN_EXITS
+
+    assert asyncio.run(main()) is False
+
+
+def test_a_later_runs_generator_exit_leaves_an_earlier_runs_exception_alone() -> None:
+    """A second run in the same task, ended by its model's GeneratorExit, does not restate the first's."""
+    from toolfold.testing import FunctionModel
+
+    async def leave(request: object) -> object:
+        raise GeneratorExit
+
+    first = toolfold.Agent(ScriptedModel([[call("aleaves", {})], "done"]), tools=[aleaves])
+    second = toolfold.Agent(FunctionModel(leave))
+
+    async def main() -> tuple[GeneratorExit, RunState | None, GeneratorExit]:
+        with pytest.raises(GeneratorExit) as one:
+            await first.arun("run one")
+        state = toolfold.state_of(one.value)
+        with pytest.raises(GeneratorExit) as two:
+            await second.arun("run two")
+        return one.value, state, two.value
+
+    one, state, two = asyncio.run(main())
+    assert state is not None
+    assert toolfold.state_of(one) is state
+    later = toolfold.state_of(two)
+    assert later is not None
+    assert later.run_id != state.run_id

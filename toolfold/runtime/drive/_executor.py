@@ -780,6 +780,20 @@ def thrown_exit() -> GeneratorExit | None:
     return None if task is None else _THROWN_EXITS.get(task)
 
 
+def forget_thrown_exit() -> None:
+    """Drop the GeneratorExit noted for the running task, once its run has its state.
+
+    The task may outlive the run (a server's worker running one run after
+    another): kept, the record would hold the exception, its traceback and
+    the run's frames, and a later run's own GeneratorExit would hand its
+    state to this earlier run's exception (`interrupted`).
+    """
+    if _THROWN_EXITS:
+        task = current_task()
+        if task is not None:
+            _THROWN_EXITS.pop(task, None)
+
+
 def current_task() -> Any:
     import asyncio
 

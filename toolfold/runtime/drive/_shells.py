@@ -31,6 +31,7 @@ from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_strea
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
+    forget_thrown_exit,
     forwards,
     raised_in_run,
     run_calls,
@@ -157,10 +158,13 @@ def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool 
     """
     if not streamed:
         raised_in_run(exc)
-    if not is_interruption(exc):
-        return
-    with suppress(BaseException):  # the very exception comes back: the caller raises it
-        loop.throw(exc)
+    try:
+        if not is_interruption(exc):
+            return
+        with suppress(BaseException):  # the very exception comes back: the caller raises it
+            loop.throw(exc)
+    finally:  # the run has handed its state (if any) to a tool's GeneratorExit: the run ends
+        forget_thrown_exit()
 
 
 async def throw_into(events: AsyncGenerator[Any, Any], exc: BaseException) -> None:
