@@ -260,3 +260,32 @@ def test_new_models_share_one_ssl_context_unless_the_certificate_settings_change
     blocking.close()
     monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
     assert asyncio.run(async_client_context()) is not first
+
+
+@pytest.mark.parametrize("trust_env", [True, False])
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_the_shared_ssl_context_follows_sslkeylogfile_whatever_trust_env(
+    http_server: ScriptedServer,
+    http: str,
+    trust_env: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+) -> None:
+    """After SSLKEYLOGFILE is set, a new client's SSL context logs keys as its package's own would."""
+    import importlib
+
+    monkeypatch.delenv("SSLKEYLOGFILE", raising=False)
+    first = _transport(http_server, http, trust_env=trust_env)
+    before = _ssl_context(first._sender.clients.get_sync())
+    first.close()
+    keys = str(tmp_path / "keys.log")
+    monkeypatch.setenv("SSLKEYLOGFILE", keys)
+    second = _transport(http_server, http, trust_env=trust_env)
+    after = _ssl_context(second._sender.clients.get_sync())
+    second.close()
+    package = importlib.import_module(http)
+    own = package.create_ssl_context(trust_env=trust_env).keylog_filename
+    assert before.keylog_filename is None
+    assert after.keylog_filename == own
+    if http == "httpx":  # (ssl.create_default_context reads it; httpx2 without trust_env does not)
+        assert own == keys

@@ -432,17 +432,20 @@ def _shared_ssl_context(package: Any, trust_env: bool) -> Any:
     ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name when ``trust_env``), made once
     per package and settings instead of once per client: 30-60 ms of CPU,
     which an async client's first call spent on the event loop. Made again
-    when those variables change. True (the client makes its own) for a
-    package without ``create_ssl_context``.
+    when those variables change, or ``SSLKEYLOGFILE`` (read whatever
+    ``trust_env``). True (the client makes its own) for a package without
+    ``create_ssl_context``.
     """
     make = getattr(package, "create_ssl_context", None)
     if make is None:
         return True
-    read = ("SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE")
+    # The certificates' variables count only when ``trust_env``; the key log file
+    # always: `ssl.create_default_context` reads ``SSLKEYLOGFILE`` whatever it is.
     key = (
         package.__name__,
         str(trust_env),
-        *(os.environ.get(n) if trust_env else None for n in read),
+        *(os.environ.get(n) if trust_env else None for n in ("SSL_CERT_FILE", "SSL_CERT_DIR")),
+        os.environ.get("SSLKEYLOGFILE"),
     )
     context = _SSL_CONTEXTS.get(key)
     if context is None:  # (two threads at once may each make one: either serves)
