@@ -131,7 +131,8 @@ def ref_loops(root: Any) -> list[str]:
     ``{"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}}``
     reached from the root gives ``"#/$defs/A -> #/$defs/B -> #/$defs/A"``;
     ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and
-    ``dependentSchemas`` hop in place too. A reference under ``properties``,
+    ``dependentSchemas`` hop in place too, and so do ``$dynamicRef`` (to its
+    anchor) and, under Draft 2019-09, ``$recursiveRef``. A reference under ``properties``,
     ``items`` and the like (a tree: ``{"items": {"$ref": "#"}}``) is no loop.
     Only what the root reaches is looked at; walked without recursion, so a
     deeply nested schema is no problem either.
@@ -139,6 +140,13 @@ def ref_loops(root: Any) -> list[str]:
     base = root.get("$id") if _is_mapping(root) else None
     base = base.rstrip("#") if isinstance(base, str) and base else None
     anchors = _anchors(root)
+    # A $dynamicRef hops to its anchor in place as a $ref does (in one document
+    # its dynamic scope finds that same anchor); so does Draft 2019-09's
+    # $recursiveRef ("#": the root), which jsonschema follows under that draft.
+    draft = root.get("$schema") if _is_mapping(root) else None
+    refs: tuple[str, ...] = ("$ref", "$dynamicRef")
+    if isinstance(draft, str) and "2019-09" in draft:
+        refs += ("$recursiveRef",)
     places: dict[int, str] = {}  # id of each schema reached -> its pointer (its $ref's)
     hops: dict[int, list[int]] = {}  # id -> the ids of the schemas applying in place
     todo: list[tuple[Any, str]] = [(root, "#")]
@@ -148,8 +156,10 @@ def ref_loops(root: Any) -> list[str]:
             continue
         places[id(schema)] = where
         in_place: list[tuple[Any, str]] = []
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
+        for ref_key in refs:
+            ref = schema.get(ref_key)
+            if not isinstance(ref, str):
+                continue
             if base is not None and ref.startswith(base):
                 ref = ref[len(base) :] or "#"
             target = resolve_local(root, ref)
