@@ -131,3 +131,49 @@ def test_a_secret_anthropic_beta_header_joins_the_strict_beta() -> None:
         headers={"anthropic-beta": Secret("files-api-2025-04-14")},
     )
     assert model._beta_headers["anthropic-beta"].startswith("files-api-2025-04-14,")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("name", "credential"),
+    [
+        ("Authorization", True),
+        ("proxy-authorization", True),
+        ("api-key", True),
+        ("X-Goog-Api-Key", True),
+        ("cookie", True),
+        ("Ocp-Apim-Subscription-Key", True),
+        ("x-auth-token", True),
+        ("x_portkey_api_key", True),
+        ("x-apikey", True),
+        ("x-secret", True),
+        ("x-credentials", True),
+        ("x-hub-signature", True),
+        ("x-deployment-key", False),
+        ("x-idempotency-key", False),
+        ("x-keyword", False),
+        ("x-author", False),
+        ("x-tokenizer", False),
+        ("x-team", False),
+    ],
+)
+def test_a_header_is_a_credential_by_a_known_name_or_a_word_naming_one(
+    name: str, credential: bool
+) -> None:
+    """Known credential names and names with a credential word are secret; a word that merely holds key/auth/token is not."""
+    from toolfold.adapters._http._keys import is_credential_header
+
+    assert is_credential_header(name) is credential
+
+
+def test_a_header_naming_no_credential_is_shown_in_errors(http_server: ScriptedServer) -> None:
+    """x-deployment-key: gpt-4o-mini is no credential: the model name stays readable in an error that quotes it; a Secret value of it is still hidden."""
+    body = {"error": {"message": "unknown model gpt-4o-mini for deployment"}}
+    http_server.add(Reply(status=400, json=body), Reply(status=400, json=body))
+    for value, shown in (("gpt-4o-mini", True), (Secret("gpt-4o-mini"), False)):
+        transport = Transport(
+            "openai", http_server.url, "sk-abcdef123456", headers={"x-deployment-key": value}
+        )
+        with pytest.raises(ProviderError) as caught:
+            transport.post_json_sync("chat", {})
+        transport.close()
+        assert ("unknown model gpt-4o-mini for" in str(caught.value)) is shown

@@ -229,14 +229,35 @@ def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secre
 
 
 #: Header names that carry a credential, whose values a transport treats as
-#: secrets like the key: ``Authorization``, ``Proxy-Authorization``, ``api-key``
-#: (Azure), ``x-api-key``, ``x-goog-api-key``, ``Cookie``, any ``...-token``.
-_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|passw|cookie|credential|signature", re.I)
+#: secrets like the key, by their exact (lowercased) name.
+_CREDENTIAL_NAMES = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "api-key",  # Azure OpenAI
+        "x-api-key",
+        "x-goog-api-key",
+        "cookie",
+        "ocp-apim-subscription-key",  # Azure API Management
+        "x-functions-key",  # Azure Functions
+    }
+)
+#: ... and by a word of the name (between ``-``, ``_`` or ``.``) that names a
+#: credential: ``x-auth-token``, ``x-portkey-api-key``, ``x_secret``. A word that
+#: merely holds one does not count (``x-deployment-key`` names a deployment,
+#: ``x-idempotency-key`` a request, ``x-keyword`` a word): those are shown.
+_CREDENTIAL_WORD = re.compile(
+    r"(?:^|[-_.])(?:api[-_]?key|access[-_]?key|private[-_]?key|secret[-_]?key|token|secret"
+    r"|password|passwd|passphrase|credentials?|auth|authorization|authentication|signature"
+    r"|jwt|session[-_]?id)(?:$|[-_.])",
+    re.I,
+)
 
 
 def is_credential_header(name: str) -> bool:
-    """Whether a header named ``name`` may carry a credential (see `_CREDENTIAL_HEADER`)."""
-    return _CREDENTIAL_HEADER.search(name) is not None
+    """Whether a header named ``name`` carries a credential: a known name (`_CREDENTIAL_NAMES`),
+    or one with a word naming a credential (`_CREDENTIAL_WORD`)."""
+    return name.lower() in _CREDENTIAL_NAMES or _CREDENTIAL_WORD.search(name) is not None
 
 
 def header_secrets(name: str, value: Secret) -> tuple[Secret, ...]:
