@@ -2092,3 +2092,31 @@ def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path)
     lines = proc.stderr.splitlines()
     assert lines[0] == "✗ step_fails: Error: ValueError: step kaboom"
     assert lines[1].startswith("toolfold resume: the run failed: step 'step_fails'")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "shown"),
+    [
+        (["a line\r", "\nnext"], "a line\nnext"),  # CR LF split across two chunks
+        (["a\r", "\r\nb"], "a\\x0d\nb"),  # a bare CR, then a whole CR LF
+        (["end\r"], "end\\x0d"),  # a CR last: written when the stream ends
+    ],
+)
+def test_a_cr_lf_split_across_streamed_chunks_is_a_newline_on_a_terminal(
+    tmp_path: Path, chunks: list[str], shown: str
+) -> None:
+    """On a terminal, a chunk's trailing CR waits for the next chunk: CR LF is a newline as
+    when it comes in one chunk, a bare CR is escaped (\\x0d), a last CR is written at the end."""
+    import argparse
+    import io
+
+    from toolfold._session import _Session
+    from toolfold.runtime import TextDelta
+
+    session = _Session("run", None, argparse.Namespace(json=False), {}, str(tmp_path / "r.json"))
+    session.out = io.StringIO()
+    session.on_terminal = True
+    for chunk in chunks:
+        session._show(TextDelta(chunk), True, False)
+    session._release_cr()
+    assert session.out.getvalue() == shown
