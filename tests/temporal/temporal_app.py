@@ -1087,6 +1087,32 @@ lead_and_helper = TemporalAgent(
 )
 
 
+# The same for a manual tool's result (`keyed_tool_calls`).
+def _ask_and_helper(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return [
+            FunctionModel.call("ask_user", {"question": "which city?"}),
+            FunctionModel.call("helper", {"input": "ask"}),
+        ]
+    return "lead: " + " | ".join(done)
+
+
+ask_and_helper = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_and_helper),
+        tools=[
+            ASK_USER,
+            Agent(FunctionModel(_asks), tools=[ASK_USER], name="helper").as_tool(
+                description="Ask the helper."
+            ),
+        ],
+        name="ask_and_helper",
+    ),
+    settings=SETTINGS,
+)
+
+
 # A workflow used as a tool (`Workflow.as_tool`) by an agent: the workflow's step
 # asks for an approval, which suspends the durable run at the top.
 def _runs_payflow(request: ModelRequest) -> Any:
@@ -1334,6 +1360,7 @@ AGENTS = [
     twins,
     twin_askers,
     lead_and_helper,
+    ask_and_helper,
     workflow_tool,
 ]
 

@@ -934,6 +934,34 @@ def test_every_key_keyed_pending_approvals_lists_is_answered_by_a_durable_run(
     _replays(history)
 
 
+def test_every_key_keyed_tool_calls_lists_is_given_its_result_by_a_durable_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A top-run call and a sub-run's call waiting for results under one id: handle.provide takes the keys keyed_tool_calls lists (a bound key, a path), as a local resume does."""
+    agent = temporal_app.ask_and_helper
+
+    async def go() -> tuple[list[str], Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id="ask-and-helper", task_queue=queue)
+            waiting = await handle.suspended()
+            keys = [k for k, _ in waiting.keyed_tool_calls]
+            answers = dict(zip(keys, ("Paris", "Rome"), strict=True))
+            await handle.provide([ToolResultPart(k, "ask_user", v) for k, v in answers.items()])
+            durable = await handle.result()
+            return keys, durable, await handle.workflow.fetch_history()
+
+    keys, durable, history = asyncio.run(go())
+    local = agent.agent.run("go", run_id="ask-and-helper")
+    assert keys == [k for k, _ in local.state.keyed_tool_calls]
+    assert keys[0].startswith("call_1_0#")
+    answers = dict(zip(keys, ("Paris", "Rome"), strict=True))
+    finished = agent.agent.resume(local.state, tool_results=answers)
+    assert durable.output == finished.output
+    assert durable.output == "lead: Paris | the user said: Rome"
+    assert durable.state == finished.state
+    _replays(history)
+
+
 def test_sub_runs_waiting_on_one_call_id_are_given_results_by_path_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
