@@ -240,14 +240,18 @@ _CREDENTIAL_NAMES = frozenset(
         "cookie",
         "ocp-apim-subscription-key",  # Azure API Management
         "x-functions-key",  # Azure Functions
+        "key",
+        "x-key",
     }
 )
 #: ... and by a word of the name (between ``-``, ``_`` or ``.``) that names a
-#: credential: ``x-auth-token``, ``x-portkey-api-key``, ``x_secret``. A word that
-#: merely holds one does not count (``x-deployment-key`` names a deployment,
+#: credential: ``x-auth-token``, ``x-portkey-api-key``, ``x-rapidapi-key``,
+#: ``x_secret``. A word that merely holds one does not count, nor does
+#: a ``-key`` of something else (``x-deployment-key`` names a deployment,
 #: ``x-idempotency-key`` a request, ``x-keyword`` a word): those are shown.
 _CREDENTIAL_WORD = re.compile(
-    r"(?:^|[-_.])(?:api[-_]?key|access[-_]?key|private[-_]?key|secret[-_]?key|token|secret"
+    r"(?:^|[-_.])(?:(?:api|rapidapi|access|private|secret|app|client|master|license"
+    r"|subscription|service|account|user|functions)[-_]?key|token|secret"
     r"|password|passwd|passphrase|credentials?|auth|authorization|authentication|signature"
     r"|jwt|session[-_]?id)(?:$|[-_.])",
     re.I,
