@@ -229,39 +229,38 @@ def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secre
 
 
 #: Header names that carry a credential, whose values a transport treats as
-#: secrets like the key, by their exact (lowercased) name.
+#: secrets like the key, by their exact (lowercased) name: those no word of
+#: (`_CREDENTIAL_WORD`) says so.
 _CREDENTIAL_NAMES = frozenset(
     {
-        "authorization",
-        "proxy-authorization",
-        "api-key",  # Azure OpenAI
-        "x-api-key",
-        "x-goog-api-key",
-        "cookie",
-        "ocp-apim-subscription-key",  # Azure API Management
-        "x-functions-key",  # Azure Functions
-        "key",
-        "x-key",
+        "x-honeycomb-team",  # Honeycomb's API key
     }
 )
-#: ... and by a word of the name (between ``-``, ``_`` or ``.``) that names a
-#: credential: ``x-auth-token``, ``x-portkey-api-key``, ``x-rapidapi-key``,
-#: ``x_secret``. A word that merely holds one does not count, nor does
-#: a ``-key`` of something else (``x-deployment-key`` names a deployment,
-#: ``x-idempotency-key`` a request, ``x-keyword`` a word): those are shown.
+#: ... and by a word of the name (between ``-``, ``_`` or ``.``) that ends in
+#: ``key`` (``api-key``, ``x-apikey``, ``DD-APPLICATION-KEY``, ``Modal-Key``,
+#: ``key``) or holds ``token``, ``auth``, ``secret``, ``passw``, ``cookie``,
+#: ``credential``, ``signature``, ``session`` or ``jwt`` (``X-AuthToken``,
+#: ``X-Cookie``, ``Helicone-Auth``, ``x-amz-security-token``). Hiding a header
+#: that is no secret costs an error's readability; showing one that is leaks
+#: it: a name that may be either is hidden.
 _CREDENTIAL_WORD = re.compile(
-    r"(?:^|[-_.])(?:(?:api|rapidapi|access|private|secret|app|client|master|license"
-    r"|subscription|service|account|user|functions)[-_]?key|token|secret"
-    r"|password|passwd|passphrase|credentials?|auth|authorization|authentication|signature"
-    r"|jwt|session[-_]?id)(?:$|[-_.])",
+    r"(?:^|[-_.])(?:[^-_.]*key|[^-_.]*(?:token|auth|secret|passw|cookie|credential|signature"
+    r"|session|jwt)[^-_.]*)(?:$|[-_.])",
     re.I,
 )
+#: Names with a ``key`` word that name no credential (a request's or a cache
+#: entry's key), shown as they are.
+_NON_SECRET_KEY_NAMES = frozenset({"idempotency-key", "x-idempotency-key", "x-cache-key"})
 
 
 def is_credential_header(name: str) -> bool:
-    """Whether a header named ``name`` carries a credential: a known name (`_CREDENTIAL_NAMES`),
-    or one with a word naming a credential (`_CREDENTIAL_WORD`)."""
-    return name.lower() in _CREDENTIAL_NAMES or _CREDENTIAL_WORD.search(name) is not None
+    """Whether a header named ``name`` carries a credential: a name with a
+    word naming one (`_CREDENTIAL_WORD`) other than a known request or cache
+    key (`_NON_SECRET_KEY_NAMES`), or a known name (`_CREDENTIAL_NAMES`)."""
+    folded = name.lower()
+    if folded in _NON_SECRET_KEY_NAMES:
+        return False
+    return folded in _CREDENTIAL_NAMES or _CREDENTIAL_WORD.search(folded) is not None
 
 
 def header_secrets(name: str, value: Secret) -> tuple[Secret, ...]:
