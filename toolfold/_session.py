@@ -316,6 +316,7 @@ class _Session:
         A second Ctrl-C stops the wait: the run is kept as it stood (the calls still
         running then run again on resume), as a Ctrl-C that did not wait keeps it.
         """
+        self._release_cr()
         print(
             f"toolfold {self.command}: stopping once the running tool or model call returns; "
             "press Ctrl-C again to stop now (what still runs then runs again on resume)",
@@ -377,6 +378,7 @@ class _Session:
             self._result_line(result, 0, "")
 
     def _call_line(self, call: Any, depth: int, name: str, disposition: str) -> None:
+        self._release_cr()  # (an answer's held CR goes out before the line after it)
         waits = " (waits for approval)" if disposition == "approve" else ""
         where = f"[{name}] " if name else ""
         text = _excerpt(_arguments_shown(call))
@@ -384,6 +386,7 @@ class _Session:
         print(_visible(line), file=self.err)  # (the name and id are the model's, too)
 
     def _result_line(self, result: Any, depth: int, name: str) -> None:
+        self._release_cr()
         if depth == 0:
             self.shown.add(result.call_id)
         mark = "✗" if result.is_error else "←"
