@@ -89,6 +89,9 @@ class _Session:
         # escape sequences could clear a line and write a fake approval question;
         # into a pipe or a file it goes as the model wrote it.
         self.on_terminal = _is_terminal(self.out)
+        # A chunk's trailing CR, held back on a terminal until the next chunk shows
+        # whether it starts a CR LF (a newline) or is a bare CR (escaped).
+        self.held_cr = False
         self.shown: set[str] = set()
         self.stepped: set[int] = set()  # the steps `_step` showed
         # The state the attempt under way resumes (None: a new run): `_failed_round` shows
@@ -280,15 +283,18 @@ class _Session:
         events: Any = iter(outcome)  # (a generator: Ctrl-C can be thrown into it)
         try:
             with interrupt_waits(self._waits):
-                for event in events:
-                    try:
-                        ended_line, shown = self._show(event, ended_line, shown)
-                    except KeyboardInterrupt as exc:
-                        # Ctrl-C while an event is shown: thrown into the stream where it
-                        # waits, so the run keeps what it did (the error carries its state)
-                        # as it would had Ctrl-C come a moment later, while the run worked.
-                        events.throw(exc)
-                        raise
+                try:
+                    for event in events:
+                        try:
+                            ended_line, shown = self._show(event, ended_line, shown)
+                        except KeyboardInterrupt as exc:
+                            # Ctrl-C while an event is shown: thrown into the stream where
+                            # it waits, so the run keeps what it did (the error carries its
+                            # state) as it would had Ctrl-C come a moment later.
+                            events.throw(exc)
+                            raise
+                finally:
+                    self._release_cr()
         except KeyboardInterrupt as exc:
             ended = _ended(outcome)
             if state_of(exc) is not None or ended is None:
@@ -310,6 +316,7 @@ class _Session:
         A second Ctrl-C stops the wait: the run is kept as it stood (the calls still
         running then run again on resume), as a Ctrl-C that did not wait keeps it.
         """
+        self._release_cr()
         print(
             f"toolfold {self.command}: stopping once the running tool or model call returns; "
             "press Ctrl-C again to stop now (what still runs then runs again on resume)",
@@ -322,7 +329,10 @@ class _Session:
         for depth, name, inner in _unwrap(event):
             kind = getattr(inner, "kind", "")
             if kind == "text_delta" and depth == 0 and not self.args.json:
-                self.out.write(self._answer(inner.text))
+                text = "\r" + inner.text if self.held_cr else inner.text
+                # (a CR LF split across two chunks is a newline, as in one chunk)
+                self.held_cr = self.on_terminal and text.endswith("\r")
+                self.out.write(self._answer(text[:-1] if self.held_cr else text))
                 self.out.flush()
                 ended_line = inner.text.endswith("\n")
                 shown = True
@@ -331,6 +341,7 @@ class _Session:
             elif kind == "tool_result":
                 self._result_line(inner.result, depth, name)
             elif kind == "step_end" and depth == 0 and not ended_line:
+                self._release_cr()
                 self.out.write("\n")
                 self.out.flush()
                 ended_line = True
@@ -367,6 +378,7 @@ class _Session:
             self._result_line(result, 0, "")
 
     def _call_line(self, call: Any, depth: int, name: str, disposition: str) -> None:
+        self._release_cr()  # (an answer's held CR goes out before the line after it)
         waits = " (waits for approval)" if disposition == "approve" else ""
         where = f"[{name}] " if name else ""
         text = _excerpt(_arguments_shown(call))
@@ -374,6 +386,7 @@ class _Session:
         print(_visible(line), file=self.err)  # (the name and id are the model's, too)
 
     def _result_line(self, result: Any, depth: int, name: str) -> None:
+        self._release_cr()
         if depth == 0:
             self.shown.add(result.call_id)
         mark = "✗" if result.is_error else "←"
@@ -420,6 +433,13 @@ class _Session:
             if choices is None or answer.lower() in choices:
                 return answer.lower() if choices else answer
             self.err.write(f"answer {' or '.join(choices[::2])}\n")
+
+    def _release_cr(self) -> None:
+        """Write the CR held back from the last chunk (`_show`): no LF came after it."""
+        if self.held_cr:
+            self.held_cr = False
+            self.out.write(self._answer("\r"))
+            self.out.flush()
 
     def _answer(self, text: str) -> str:
         """The answer's ``text`` as written to stdout: escaped on a terminal (`_visible`)."""

@@ -131,3 +131,112 @@ def test_a_secret_anthropic_beta_header_joins_the_strict_beta() -> None:
         headers={"anthropic-beta": Secret("files-api-2025-04-14")},
     )
     assert model._beta_headers["anthropic-beta"].startswith("files-api-2025-04-14,")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("name", "credential"),
+    [
+        ("Authorization", True),
+        ("proxy-authorization", True),
+        ("api-key", True),
+        ("x-api-key", True),
+        ("x-goog-api-key", True),
+        ("X-Goog-Api-Key", True),
+        ("cf-aig-authorization", True),
+        ("x-portkey-api-key", True),
+        ("x_portkey_api_key", True),
+        ("x-portkey-virtual-key", True),
+        ("Helicone-Auth", True),
+        ("x-amz-security-token", True),
+        ("cookie", True),
+        ("X-Cookie", True),
+        ("Ocp-Apim-Subscription-Key", True),
+        ("x-functions-key", True),
+        ("xi-api-key", True),
+        ("apikey", True),
+        ("x-apikey", True),
+        ("AccessKey", True),
+        ("X-RapidAPI-Key", True),
+        ("key", True),
+        ("x-key", True),
+        ("x-auth-token", True),
+        ("X-Auth-Email", True),
+        ("X-AuthToken", True),
+        ("X-AccessToken", True),
+        ("PRIVATE-TOKEN", True),
+        ("X-Subscription-Token", True),
+        ("X-Shopify-Access-Token", True),
+        ("DD-API-KEY", True),
+        ("DD-APPLICATION-KEY", True),
+        ("X-Insert-Key", True),
+        ("X-License-Key", True),
+        ("X-Application-Key", True),
+        ("Modal-Key", True),
+        ("Modal-Secret", True),
+        ("x-secret", True),
+        ("X-Api-Secret", True),
+        ("CF-Access-Client-Secret", True),
+        ("x-credentials", True),
+        ("x-hub-signature", True),
+        ("X-Goog-Iap-Jwt-Assertion", True),
+        ("x-session-id", True),
+        ("x-password", True),
+        ("X-Honeycomb-Team", True),
+        ("x-deployment-key", True),
+        ("x-tokenizer", True),
+        ("x-author", True),
+        ("x-amz-date", False),
+        ("X-Goog-User-Project", False),
+        ("openai-organization", False),
+        ("OpenAI-Project", False),
+        ("anthropic-version", False),
+        ("anthropic-beta", False),
+        ("idempotency-key", False),
+        ("x-idempotency-key", False),
+        ("X-Cache-Key", False),
+        ("x-keyword", False),
+        ("x-team", False),
+        ("X-Amz-Content-Sha256", False),
+        ("HTTP-Referer", False),
+        ("X-Title", False),
+        ("x-request-id", False),
+    ],
+)
+def test_a_header_is_a_credential_unless_its_name_is_known_to_hold_none(
+    name: str, credential: bool
+) -> None:
+    """Every name with a word ending in key or holding token/auth/secret/cookie/... is secret, save known request/cache keys."""
+    from toolfold.adapters._http._keys import is_credential_header
+
+    assert is_credential_header(name) is credential
+
+
+@pytest.mark.parametrize("name", ["x-portkey-virtual-key", "DD-APPLICATION-KEY", "X-Insert-Key"])
+def test_a_key_header_value_a_server_quotes_is_hidden(
+    http_server: ScriptedServer, name: str
+) -> None:
+    """A gateway's or vendor's own key header (not api-key) given as a plain str is hidden in an error that quotes it."""
+    body = {"error": {"message": "invalid key vk-prod-9f8e7d6c5b4a"}}
+    http_server.add(Reply(status=401, json=body))
+    transport = Transport(
+        "openai", http_server.url, "sk-abcdef123456", headers={name: "vk-prod-9f8e7d6c5b4a"}
+    )
+    with pytest.raises(ProviderError) as caught:
+        transport.post_json_sync("chat", {})
+    transport.close()
+    assert "vk-prod-9f8e7d6c5b4a" not in str(caught.value)
+    assert "invalid key ***" in str(caught.value)
+
+
+def test_a_header_naming_no_credential_is_shown_in_errors(http_server: ScriptedServer) -> None:
+    """x-idempotency-key is no credential: its value stays readable in an error that quotes it; a Secret value of it is still hidden."""
+    body = {"error": {"message": "request gpt-4o-mini-0001 for idempotency was reused"}}
+    http_server.add(Reply(status=400, json=body), Reply(status=400, json=body))
+    for value, shown in (("gpt-4o-mini-0001", True), (Secret("gpt-4o-mini-0001"), False)):
+        transport = Transport(
+            "openai", http_server.url, "sk-abcdef123456", headers={"x-idempotency-key": value}
+        )
+        with pytest.raises(ProviderError) as caught:
+            transport.post_json_sync("chat", {})
+        transport.close()
+        assert ("request gpt-4o-mini-0001 for" in str(caught.value)) is shown

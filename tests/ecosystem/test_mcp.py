@@ -383,13 +383,31 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
         with pytest.raises(MCPError) as caught:
             _call(tools["fail"], {"reason": f"echo {GUARD_TOKEN}"})
     assert GUARD_TOKEN not in str(caught.value)
-    with pytest.raises(UsageError, match="header names and values must be strings"):
+    with pytest.raises(UsageError, match="header names must be strings and values strings or"):
         MCPServerHTTP(http_guarded_server, headers={"X-Port": 8000})  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="not written to an agent file"):
         server.file_entry()
     with pytest.raises(UsageError, match=r"its URL carries a user:password@, which may"):
         MCPServerHTTP("http://bob:sk-PASS-0451@127.0.0.1:9/mcp").file_entry()
     assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
+
+
+def test_a_header_value_given_as_a_secret_is_sent_and_never_shown(
+    http_guarded_server: str,
+) -> None:
+    """headers= takes a Secret value as a model's headers= does: sent as its value, scrubbed as a string one is."""
+    from toolfold.adapters import Secret
+
+    server = MCPServerHTTP(
+        http_guarded_server, headers={"Authorization": Secret(f"Bearer {GUARD_TOKEN}")}
+    )
+    assert GUARD_TOKEN not in repr(server)
+    with server:
+        tools = {t.name: t for t in server.tools()}
+        assert _call(tools["add"], {"a": 1, "b": 2}) == "3"
+        with pytest.raises(MCPError) as caught:
+            _call(tools["fail"], {"reason": f"echo {GUARD_TOKEN}"})
+    assert GUARD_TOKEN not in str(caught.value)
 
 
 def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> None:

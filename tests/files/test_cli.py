@@ -2092,3 +2092,78 @@ def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path)
     lines = proc.stderr.splitlines()
     assert lines[0] == "✗ step_fails: Error: ValueError: step kaboom"
     assert lines[1].startswith("toolfold resume: the run failed: step 'step_fails'")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "shown"),
+    [
+        (["a line\r", "\nnext"], "a line\nnext"),  # CR LF split across two chunks
+        (["a\r", "\r\nb"], "a\\x0d\nb"),  # a bare CR, then a whole CR LF
+        (["end\r"], "end\\x0d"),  # a CR last: written when the stream ends
+    ],
+)
+def test_a_cr_lf_split_across_streamed_chunks_is_a_newline_on_a_terminal(
+    tmp_path: Path, chunks: list[str], shown: str
+) -> None:
+    """On a terminal, a chunk's trailing CR waits for the next chunk: CR LF is a newline as
+    when it comes in one chunk, a bare CR is escaped (\\x0d), a last CR is written at the end."""
+    import argparse
+    import io
+
+    from toolfold._session import _Session
+    from toolfold.runtime import TextDelta
+
+    session = _Session("run", None, argparse.Namespace(json=False), {}, str(tmp_path / "r.json"))
+    session.out = io.StringIO()
+    session.on_terminal = True
+    for chunk in chunks:
+        session._show(TextDelta(chunk), True, False)
+    session._release_cr()
+    assert session.out.getvalue() == shown
+
+
+def test_a_held_cr_is_written_before_the_tool_lines_that_follow_it(tmp_path: Path) -> None:
+    """On a terminal, a streamed chunk's trailing CR that no LF follows goes out before the
+    tool call and result lines after it, not after them at the step's end."""
+    import argparse
+    import io
+
+    from toolfold import Agent
+    from toolfold._session import _Session
+    from toolfold.testing import ScriptedModel
+
+    written: list[tuple[str, str]] = []
+
+    class Tagged(io.StringIO):
+        def __init__(self, tag: str) -> None:
+            super().__init__()
+            self.tag = tag
+
+        def write(self, text: str) -> int:
+            if text.strip():
+                written.append((self.tag, text.strip("\n")))
+            return len(text)
+
+    def shout(x: int) -> str:
+        """Shout.
+
+        Args:
+            x: A number.
+        """
+        return "ok"
+
+    session = _Session(
+        "run", None, argparse.Namespace(json=False, stream=True), {}, str(tmp_path / "r.json")
+    )
+    session.out, session.err, session.on_terminal = Tagged("out"), Tagged("err"), True
+    model = ScriptedModel([["abc\r", ScriptedModel.call("shout", {"x": 1})], "done"])
+    ended, shown = True, False
+    for event in Agent(model, tools=[shout]).stream("go"):
+        ended, shown = session._show(event, ended, shown)
+    session._release_cr()
+    assert written[:4] == [
+        ("out", "abc"),
+        ("out", "\\x0d"),
+        ("err", '→ shout({"x": 1}) [call_1_1]'),
+        ("err", "← shout: ok"),
+    ]

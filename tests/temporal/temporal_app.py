@@ -1090,6 +1090,60 @@ twin_askers = TemporalAgent(
 )
 
 
+# A top-run call and a sub-run's call waiting for an approval under one id
+# (`call_1_0`): the top run's is keyed by its bound key (`approval_key`), its
+# path ("call_1_0") being the sub-run's call's id too.
+def _lead_and_helper(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return [
+            FunctionModel.call("transfer", {"amount": 1}),
+            FunctionModel.call("helper", {"input": "pay"}),
+        ]
+    return "lead: " + " ".join(done)
+
+
+lead_and_helper = TemporalAgent(
+    Agent(
+        FunctionModel(_lead_and_helper),
+        tools=[
+            transfer,
+            Agent(FunctionModel(_pays(2)), tools=[transfer], name="helper").as_tool(
+                description="Ask the helper."
+            ),
+        ],
+        name="lead_and_helper",
+    ),
+    settings=SETTINGS,
+)
+
+
+# The same for a manual tool's result (`keyed_tool_calls`).
+def _ask_and_helper(request: ModelRequest) -> Any:
+    done = _results(request)
+    if not done:
+        return [
+            FunctionModel.call("ask_user", {"question": "which city?"}),
+            FunctionModel.call("helper", {"input": "ask"}),
+        ]
+    return "lead: " + " | ".join(done)
+
+
+ask_and_helper = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_and_helper),
+        tools=[
+            ASK_USER,
+            Agent(FunctionModel(_asks), tools=[ASK_USER], name="helper").as_tool(
+                description="Ask the helper."
+            ),
+        ],
+        name="ask_and_helper",
+    ),
+    settings=SETTINGS,
+)
+
+
 # A workflow used as a tool (`Workflow.as_tool`) by an agent: the workflow's step
 # asks for an approval, which suspends the durable run at the top.
 def _runs_payflow(request: ModelRequest) -> Any:
@@ -1337,6 +1391,8 @@ AGENTS = [
     peeking,
     twins,
     twin_askers,
+    lead_and_helper,
+    ask_and_helper,
     workflow_tool,
 ]
 

@@ -905,35 +905,93 @@ def test_sub_runs_waiting_on_one_call_id_are_approved_and_denied_by_path_as_loca
     _replays(history)
 
 
-def test_a_bound_approval_key_is_refused_by_a_durable_run_as_for_local_resume_only(
+def test_a_bound_approval_key_approves_its_call_in_a_durable_run_as_in_a_local_resume(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """handle.approve(approval_key(...)) fails with a UsageError saying bound keys are for a local resume; nothing is applied."""
+    """handle.approve(approval_key(...)) approves the one call the key was made for; a key made for another state is refused as a local resume refuses it."""
     agent = temporal_app.twins
 
-    async def go() -> tuple[BaseException | None, str, list[str]]:
+    async def go() -> tuple[BaseException | None, list[str], Response, WorkflowHistory]:
         async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             handle = await agent.start(client, "go", id="twins-bound", task_queue=queue)
             waiting = await handle.suspended()
-            bound = approval_key(waiting, "right/call_1_0")
             with pytest.raises(WorkflowUpdateFailedError) as refused:
-                await handle.approve(bound)
-            still = await handle.state()
-            pending = [c.id for c in still.pending_approvals]
-            await handle.approve("right/call_1_0", "left/call_1_0")
-            await handle.result()
-            return refused.value.cause, bound, pending
+                await handle.approve(stale)
+            await handle.approve(approval_key(waiting, "right/call_1_0"))
+            still = await handle.suspended()
+            pending = [k for k, _ in still.keyed_pending_approvals]
+            await handle.approve(approval_key(still, "call_1_0"))
+            durable = await handle.result()
+            return refused.value.cause, pending, durable, await handle.workflow.fetch_history()
 
-    cause, bound, pending = asyncio.run(go())
+    other = agent.agent.run("go", run_id="another-run")
+    stale = approval_key(other.state, "right/call_1_0")  # the same call, of another run
+    cause, pending, durable, history = asyncio.run(go())
+    with pytest.raises(UsageError) as local_refusal:
+        agent.agent.resume(
+            agent.agent.run("go", run_id="twins-bound").state, approvals={stale: True}
+        )
     assert isinstance(cause, ApplicationError)
-    assert cause.type == "UsageError"
-    assert cause.message == (
-        f"{bound!r} is an approval key bound to its call (approval_key): bound keys are "
-        "for a local resume only; a durable run's call is approved by its id or its "
-        "path: 'right/call_1_0'"
-    )
-    assert pending == ["call_1_0", "call_1_0"]  # both still waiting: nothing was applied
+    assert (cause.type, cause.message) == ("UsageError", str(local_refusal.value))
+    assert pending == ["call_1_0"]  # the right branch's call was approved, the left's waits
     assert sorted(_lines(tmp_path)) == ["transfer 5", "transfer 7"]
+    assert "transfer said" in str(durable.output)
+    _replays(history)
+
+
+def test_every_key_keyed_pending_approvals_lists_is_answered_by_a_durable_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A top-run call and a sub-run's call waiting under one id: the keys keyed_pending_approvals lists (a bound key, a path) approve each, in one update, as a local resume does."""
+    agent = temporal_app.lead_and_helper
+
+    async def go() -> tuple[list[str], Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id="lead-and-helper", task_queue=queue)
+            waiting = await handle.suspended()
+            keys = [k for k, _ in waiting.keyed_pending_approvals]
+            await handle.approve(*keys)
+            durable = await handle.result()
+            return keys, durable, await handle.workflow.fetch_history()
+
+    keys, durable, history = asyncio.run(go())
+    assert sorted(_lines(tmp_path)) == ["transfer 1", "transfer 2"]
+    local = agent.agent.run("go", run_id="lead-and-helper")
+    assert keys == [k for k, _ in local.state.keyed_pending_approvals]
+    assert keys[0].startswith("call_1_0#")
+    assert keys[1] == "call_1_1/call_1_0"
+    finished = agent.agent.resume(local.state, approvals=dict.fromkeys(keys, True))
+    assert durable.output == finished.output
+    assert durable.state == finished.state
+    _replays(history)
+
+
+def test_every_key_keyed_tool_calls_lists_is_given_its_result_by_a_durable_run(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A top-run call and a sub-run's call waiting for results under one id: handle.provide takes the keys keyed_tool_calls lists (a bound key, a path), as a local resume does."""
+    agent = temporal_app.ask_and_helper
+
+    async def go() -> tuple[list[str], Response, WorkflowHistory]:
+        async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
+            handle = await agent.start(client, "go", id="ask-and-helper", task_queue=queue)
+            waiting = await handle.suspended()
+            keys = [k for k, _ in waiting.keyed_tool_calls]
+            answers = dict(zip(keys, ("Paris", "Rome"), strict=True))
+            await handle.provide([ToolResultPart(k, "ask_user", v) for k, v in answers.items()])
+            durable = await handle.result()
+            return keys, durable, await handle.workflow.fetch_history()
+
+    keys, durable, history = asyncio.run(go())
+    local = agent.agent.run("go", run_id="ask-and-helper")
+    assert keys == [k for k, _ in local.state.keyed_tool_calls]
+    assert keys[0].startswith("call_1_0#")
+    answers = dict(zip(keys, ("Paris", "Rome"), strict=True))
+    finished = agent.agent.resume(local.state, tool_results=answers)
+    assert durable.output == finished.output
+    assert durable.output == "lead: Paris | the user said: Rome"
+    assert durable.state == finished.state
+    _replays(history)
 
 
 def test_sub_runs_waiting_on_one_call_id_are_given_results_by_path_as_locally(

@@ -404,6 +404,23 @@ LOOP_TAIL = (
             },
             "#here -> #here/not -> #here",
         ),
+        (
+            {
+                "type": "object",
+                "properties": {"x": {"$ref": "#/$defs/A"}},
+                "$defs": {"A": {"$dynamicAnchor": "a", "allOf": [{"$dynamicRef": "#a"}]}},
+            },
+            "#/$defs/A -> #/$defs/A/allOf/0 -> #/$defs/A",
+        ),
+        (
+            {
+                "$schema": "https://json-schema.org/draft/2019-09/schema",
+                "type": "object",
+                "$recursiveAnchor": True,
+                "allOf": [{"$recursiveRef": "#"}],
+            },
+            "# -> #/allOf/0 -> #",
+        ),
     ],
 )
 def test_a_ref_loop_on_one_value_is_a_definition_error(schema: dict[str, Any], loop: str) -> None:
@@ -411,6 +428,44 @@ def test_a_ref_loop_on_one_value_is_a_definition_error(schema: dict[str, Any], l
     property or an item are refused when the tool is made, naming the loop: a call was a bare
     RecursionError."""
     assert _explicit(schema) == (f"$ref loop {loop}{LOOP_TAIL}",)
+
+
+@pytest.mark.parametrize(
+    ("draft", "ref"),
+    [
+        ("https://json-schema.org/draft/2019-09/schema", "$dynamicRef"),
+        ("http://json-schema.org/draft-07/schema#", "$dynamicRef"),
+        ("https://json-schema.org/draft/2020-12/schema", "$recursiveRef"),
+        (None, "$recursiveRef"),
+    ],
+)
+def test_a_ref_keyword_its_draft_ignores_is_no_loop(draft: str | None, ref: str) -> None:
+    """A $dynamicRef outside 2020-12, or a $recursiveRef outside 2019-09, which jsonschema ignores there, is no loop: the tool is made and checks arguments."""
+    from toolfold import Tool
+
+    schema: dict[str, Any] = {"type": "object", "anyOf": [{ref: "#"}]}
+    if draft is not None:
+        schema["$schema"] = draft
+    made = Tool("t", "d", schema)
+    assert made.validate_arguments({"a": 1}) == {"a": 1}
+
+
+def test_a_dynamic_ref_under_properties_is_no_loop() -> None:
+    """A $dynamicRef to its own schema under properties (a tree) is kept and checks nested arguments."""
+    from toolfold import Tool
+
+    tree = {
+        "type": "object",
+        "properties": {
+            "x": {
+                "$dynamicAnchor": "n",
+                "type": "object",
+                "properties": {"k": {"$dynamicRef": "#n"}},
+            }
+        },
+    }
+    made = Tool("t", "d", tree)
+    assert made.validate_arguments({"x": {"k": {"k": {}}}}) == {"x": {"k": {"k": {}}}}
 
 
 @pytest.mark.parametrize("fast", [True, False])

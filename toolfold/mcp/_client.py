@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -38,6 +38,9 @@ from toolfold.toolkit._options import (
     ApprovalPolicy,
 )
 from toolfold.toolkit._results import describe_exception
+
+if TYPE_CHECKING:
+    from toolfold.adapters._http._keys import Secret
 
 __all__ = [
     "MCPError",
@@ -663,6 +666,8 @@ class MCPServerHTTP(MCPServer):
         headers: HTTP headers sent with every request, e.g.
             ``{"Authorization": f"Bearer {token}"}``: the place for
             credentials, rather than the URL. Their values are never shown.
+            A value may be a `toolfold.adapters.Secret`, as in a model's
+            ``headers=``.
         name: A name for messages (default: the URL, its credentials and
             the path segments holding a token masked).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
@@ -676,7 +681,7 @@ class MCPServerHTTP(MCPServer):
         self,
         url: str,
         *,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | Secret] | None = None,
         name: str | None = None,
         **options: Any,
     ) -> None:
@@ -754,11 +759,13 @@ class MCPServerHTTP(MCPServer):
         return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
 
 
-def _checked_headers(server: str, headers: Mapping[str, str] | None) -> tuple[tuple[str, Any], ...]:
-    """``headers`` as (name, `Secret` value) pairs.
+def _checked_headers(
+    server: str, headers: Mapping[str, str | Secret] | None
+) -> tuple[tuple[str, Secret], ...]:
+    """``headers`` as (name, `Secret` value) pairs; a value given as a `Secret` is kept.
 
     Raises:
-        UsageError: Not a mapping of strings to strings.
+        UsageError: Not a mapping of strings to strings or Secrets.
     """
     from toolfold.adapters._http._keys import Secret
 
@@ -772,14 +779,17 @@ def _checked_headers(server: str, headers: Mapping[str, str] | None) -> tuple[tu
     wrong = [
         repr(key)
         for key, value in headers.items()
-        if not isinstance(key, str) or not isinstance(value, str)
+        if not isinstance(key, str) or not isinstance(value, (str, Secret))
     ]
     if wrong:
         raise UsageError(
-            f"MCP server {server!r}: header names and values must be strings "
-            f"(not so for {', '.join(wrong)})"
+            f"MCP server {server!r}: header names must be strings and values strings or "
+            f"Secrets (not so for {', '.join(wrong)})"
         )
-    return tuple((key, Secret(value)) for key, value in headers.items())
+    return tuple(
+        (key, value if isinstance(value, Secret) else Secret(value))
+        for key, value in headers.items()
+    )
 
 
 @asynccontextmanager

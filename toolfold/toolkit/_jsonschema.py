@@ -125,13 +125,35 @@ _INTO_ONE = (
 _INTO_MANY = ("properties", "patternProperties")
 
 
+# The drafts jsonschema knows by their ``$schema`` (less an empty ``#`` fragment).
+_DRAFTS = {
+    "http://json-schema.org/draft-03/schema": "draft-03",
+    "http://json-schema.org/draft-04/schema": "draft-04",
+    "http://json-schema.org/draft-06/schema": "draft-06",
+    "http://json-schema.org/draft-07/schema": "draft-07",
+    "https://json-schema.org/draft/2019-09/schema": "2019-09",
+    "https://json-schema.org/draft/2020-12/schema": "2020-12",
+}
+
+
+def _draft(root: Any) -> str:
+    """The draft a tool's ``root`` schema is checked under, as jsonschema picks it for
+    a tool: its ``$schema``'s, else (none, or one jsonschema does not know) 2020-12."""
+    named = root.get("$schema") if _is_mapping(root) else None
+    if isinstance(named, str):
+        return _DRAFTS.get(named.removesuffix("#"), "2020-12")
+    return "2020-12"
+
+
 def ref_loops(root: Any) -> list[str]:
     """Each loop of local ``$ref``s that never descends into the value, as a path.
 
     ``{"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}}``
     reached from the root gives ``"#/$defs/A -> #/$defs/B -> #/$defs/A"``;
     ``allOf``, ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and
-    ``dependentSchemas`` hop in place too. A reference under ``properties``,
+    ``dependentSchemas`` hop in place too, and so do, under Draft 2020-12 (or no
+    ``$schema``), ``$dynamicRef`` (to its anchor) and, under Draft 2019-09,
+    ``$recursiveRef``. A reference under ``properties``,
     ``items`` and the like (a tree: ``{"items": {"$ref": "#"}}``) is no loop.
     Only what the root reaches is looked at; walked without recursion, so a
     deeply nested schema is no problem either.
@@ -139,6 +161,16 @@ def ref_loops(root: Any) -> list[str]:
     base = root.get("$id") if _is_mapping(root) else None
     base = base.rstrip("#") if isinstance(base, str) and base else None
     anchors = _anchors(root)
+    # A $dynamicRef hops to its anchor in place as a $ref does (in one document
+    # its dynamic scope finds that same anchor); so does Draft 2019-09's
+    # $recursiveRef ("#": the root). Each only under the draft jsonschema checks
+    # the schema under, which ignores the other's keyword (and both, before 2019-09).
+    draft = _draft(root)
+    refs: tuple[str, ...] = ("$ref",)
+    if draft == "2020-12":
+        refs += ("$dynamicRef",)
+    elif draft == "2019-09":
+        refs += ("$recursiveRef",)
     places: dict[int, str] = {}  # id of each schema reached -> its pointer (its $ref's)
     hops: dict[int, list[int]] = {}  # id -> the ids of the schemas applying in place
     todo: list[tuple[Any, str]] = [(root, "#")]
@@ -148,8 +180,10 @@ def ref_loops(root: Any) -> list[str]:
             continue
         places[id(schema)] = where
         in_place: list[tuple[Any, str]] = []
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
+        for ref_key in refs:
+            ref = schema.get(ref_key)
+            if not isinstance(ref, str):
+                continue
             if base is not None and ref.startswith(base):
                 ref = ref[len(base) :] or "#"
             target = resolve_local(root, ref)

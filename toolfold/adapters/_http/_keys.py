@@ -229,14 +229,38 @@ def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secre
 
 
 #: Header names that carry a credential, whose values a transport treats as
-#: secrets like the key: ``Authorization``, ``Proxy-Authorization``, ``api-key``
-#: (Azure), ``x-api-key``, ``x-goog-api-key``, ``Cookie``, any ``...-token``.
-_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|passw|cookie|credential|signature", re.I)
+#: secrets like the key, by their exact (lowercased) name: those no word of
+#: (`_CREDENTIAL_WORD`) says so.
+_CREDENTIAL_NAMES = frozenset(
+    {
+        "x-honeycomb-team",  # Honeycomb's API key
+    }
+)
+#: ... and by a word of the name (between ``-``, ``_`` or ``.``) that ends in
+#: ``key`` (``api-key``, ``x-apikey``, ``DD-APPLICATION-KEY``, ``Modal-Key``,
+#: ``key``) or holds ``token``, ``auth``, ``secret``, ``passw``, ``cookie``,
+#: ``credential``, ``signature``, ``session`` or ``jwt`` (``X-AuthToken``,
+#: ``X-Cookie``, ``Helicone-Auth``, ``x-amz-security-token``). Hiding a header
+#: that is no secret costs an error's readability; showing one that is leaks
+#: it: a name that may be either is hidden.
+_CREDENTIAL_WORD = re.compile(
+    r"(?:^|[-_.])(?:[^-_.]*key|[^-_.]*(?:token|auth|secret|passw|cookie|credential|signature"
+    r"|session|jwt)[^-_.]*)(?:$|[-_.])",
+    re.I,
+)
+#: Names with a ``key`` word that name no credential (a request's or a cache
+#: entry's key), shown as they are.
+_NON_SECRET_KEY_NAMES = frozenset({"idempotency-key", "x-idempotency-key", "x-cache-key"})
 
 
 def is_credential_header(name: str) -> bool:
-    """Whether a header named ``name`` may carry a credential (see `_CREDENTIAL_HEADER`)."""
-    return _CREDENTIAL_HEADER.search(name) is not None
+    """Whether a header named ``name`` carries a credential: a name with a
+    word naming one (`_CREDENTIAL_WORD`) other than a known request or cache
+    key (`_NON_SECRET_KEY_NAMES`), or a known name (`_CREDENTIAL_NAMES`)."""
+    folded = name.lower()
+    if folded in _NON_SECRET_KEY_NAMES:
+        return False
+    return folded in _CREDENTIAL_NAMES or _CREDENTIAL_WORD.search(folded) is not None
 
 
 def header_secrets(name: str, value: Secret) -> tuple[Secret, ...]:

@@ -485,16 +485,16 @@ class Transport:
         headers = base
         if extra:
             check_headers(extra)
-            headers = {**base, **{name.lower(): value for name, value in extra.items()}}
-        if self._hidden:  # the key and headers= credentials; a per-request header wins
-            headers = {
-                **headers,
-                **{
-                    name: value.reveal()
-                    for name, value in self._hidden.items()
-                    if name not in headers
-                },
-            }
+            headers = base.copy()
+            for name, value in extra.items():
+                headers[name.lower()] = value
+        hidden = self._hidden
+        if hidden:  # the key and headers= credentials; a per-request header wins
+            if headers is base:
+                headers = base.copy()
+            for name, secret in hidden.items():
+                if name not in headers:
+                    headers[name] = secret.reveal()
         content = body if type(body) is bytes else dumps(body)  # a codec's JSON, as is
         # A call to make now: its total deadline starts counting.
         sender = self._sender

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
     from toolfold.runtime._resume import _nest as nest_answers
+    from toolfold.runtime._resume import _target as bound_target
     from toolfold.runtime._resume import address
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
@@ -59,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
         ToolReturned,
         ToolSuspended,
     )
-    from toolfold.runtime.core._keys import BOUND_KEY, call_at
+    from toolfold.runtime.core._keys import BOUND_KEY
     from toolfold.runtime.core._messages import ToolCallPart, Usage
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
@@ -117,6 +118,10 @@ UNFIT_OUTPUT_FAILS = "toolfold-unfit-output-fails"
 """The `workflow.patched` id of failing a run at once when its answer did not fit the output
 type and the provider ended it with a refusal or at the token limit (`_output.rejection`;
 runs recorded before sent it back to the model up to ``output_retries`` times: they replay so)."""
+DURABLE_BOUND_KEYS = "toolfold-durable-bound-keys"
+"""The `workflow.patched` id of an update's bound approval keys (`approval_key`) read as a
+local resume reads them, the one call each was made for (runs recorded before refused them
+in the validator; the handler read one as a call's own id: they replay so)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -1090,28 +1095,27 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
     where the handler applied it to the first such call (`RunState.path_to`:
     the top run's own, if it has one, as `address` once chose); it does so
     again when they replay (a validator does not run on replay). An approval key bound to
-    its call (`approval_key`, ``"call_0#<fingerprint>"``) is refused by the
-    validator too, saying it is for a local resume only (the handler reads
-    it as any id, as it always has: it never got one).
+    its call (`approval_key`, ``"call_0#<fingerprint>"``; the key
+    `RunState.keyed_pending_approvals` lists for a call whose path is
+    another call's id) is read as a local resume reads it (`_resume._target`):
+    the one call it was made for, refused when made for another. The handler
+    reads it so behind `DURABLE_BOUND_KEYS`: the validator refused such keys
+    before, so only a call whose own id has that form got one, read as its id;
+    it replays so.
     """
     nested: list[tuple[tuple[str, ...], Event]] = []
 
     def target(call_id: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+        if BOUND_KEY.fullmatch(call_id) is not None and (
+            checked or workflow.patched(DURABLE_BOUND_KEYS)
+        ):
+            return bound_target(state, call_id, status)  # (as a local resume reads it)
         try:
-            path, own_id = address(state, call_id, status)
+            return address(state, call_id, status)
         except UsageError:
             if checked:
                 raise
             return state.path_to(call_id, status) or (), call_id
-        bound = BOUND_KEY.fullmatch(call_id) if checked else None
-        if bound and call_at(state, path, own_id, status) is None:
-            # (a call whose own id has this form is answered by it, as before)
-            raise UsageError(
-                f"{call_id!r} is an approval key bound to its call (approval_key): bound "
-                "keys are for a local resume only; a durable run's call is approved by "
-                f"its id or its path: {bound[1]!r}"
-            )
-        return path, own_id
 
     for event in answers.events:
         if isinstance(event, (ApprovalGranted, ApprovalDenied)):

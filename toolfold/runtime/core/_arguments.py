@@ -80,21 +80,21 @@ def argument_problem(text: str) -> tuple[str, int] | None:
     return None
 
 
-def nesting_problem(text: str) -> str | None:
-    """Why the JSON ``text`` nests too deep to be taken (more than `MAX_DEPTH` levels);
-    None when it does not, or is no JSON (whoever reads it says why).
+#: Why a value is refused for its depth (`nesting_problem`).
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+
+
+def nesting_problem(text: str, value: Any) -> str | None:
+    """Why ``value``, decoded from the JSON ``text``, nests too deep to be taken (more
+    than `MAX_DEPTH` levels); None when it does not.
 
     For text read whole with ``json.loads`` (a structured answer), which raised a
-    bare RecursionError at about 1,000 levels, and whose deeper values break what
-    walks them later, as tool arguments would.
+    bare RecursionError at about 1,000 levels (its reader says `TOO_DEEP` for
+    that), and whose deeper values break what walks them later, as tool
+    arguments would. ``text`` is only counted: the value is walked only when it
+    holds more than `MAX_DEPTH` brackets.
     """
     if text.count("{") + text.count("[") <= MAX_DEPTH:
-        return None
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        return f"nested more than {MAX_DEPTH} levels deep"
-    except ValueError:
         return None
     try:
         _check_depth(value)
@@ -115,7 +115,7 @@ def _check_depth(value: Any) -> None:
         ]
         if not level:
             return
-    raise _NotJSON(f"nested more than {MAX_DEPTH} levels deep")
+    raise _NotJSON(TOO_DEEP)
 
 
 def _encodable(value: Any) -> Any:

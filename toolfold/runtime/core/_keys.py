@@ -82,17 +82,45 @@ def keyed(state: RunState, status: CallStatus) -> tuple[tuple[str, ToolCallPart]
     path is another call's id or path too: every key names one call, and no
     two calls share a key. The calls come in the order of
     ``state.pending_approvals`` / ``state.tool_calls``.
+
+    One walk of the tree counts the waiting calls under each id. Where no id
+    holds a ``/`` and no run repeats an id (as models make them), an id
+    counted once names its call alone and a path names its call alone (no id
+    is a path), so the keys come from the counts; otherwise each call's key
+    is searched for (`own_key`), which gives the same keys on any tree.
     """
-    found: list[tuple[str, ToolCallPart]] = []
+    waiting: list[tuple[tuple[str, ...], CallState]] = []
+    counts: dict[str, int] = {}
+    plain = True
 
     def walk(run: RunState, path: tuple[str, ...]) -> None:
+        nonlocal plain
+        ids: set[str] = set()
         for c in run.calls:
+            own = c.call.id
+            if plain and (own in ids or "/" in own):
+                plain = False
+            ids.add(own)
             if c.status == status:
-                found.append((own_key(state, path, c, status), c.call))
+                waiting.append((path, c))
+                counts[own] = counts.get(own, 0) + 1
             elif c.status == "suspended" and c.child is not None:
-                walk(c.child, (*path, c.call.id))
+                walk(c.child, (*path, own))
 
     walk(state, ())
+    found: list[tuple[str, ToolCallPart]] = []
+    for path, c in waiting:
+        if plain:
+            own = c.call.id
+            if counts[own] == 1 and BOUND_KEY.fullmatch(own) is None:
+                key = own
+            elif path and BOUND_KEY.fullmatch(joined := "/".join((*path, own))) is None:
+                key = joined
+            else:
+                key = f"{own}#{fingerprint(state, path, c)}"
+        else:
+            key = own_key(state, path, c, status)
+        found.append((key, c.call))
     return tuple(found)
 
 

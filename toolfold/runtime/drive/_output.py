@@ -17,7 +17,7 @@ import attrs
 
 from toolfold._errors import ToolArgumentError
 from toolfold.runtime.core import _events
-from toolfold.runtime.core._arguments import nesting_problem
+from toolfold.runtime.core._arguments import TOO_DEEP, nesting_problem
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import OutputSpec
 from toolfold.runtime.core._state import RunState
@@ -112,17 +112,23 @@ class OutputSchema:
         """
         body = _strip_fence(text)
         # As deep as tool arguments may be: deeper, json.loads raised a bare
-        # RecursionError that ended the run, its state lost.
-        deep = nesting_problem(body) if limit_depth and self.type is not str else None
-        if deep is not None:
-            raise OutputRejected(_rejection([f"$: the answer is {deep}"]))
+        # RecursionError that ended the run, its state lost. Checked on the
+        # value decoded here (decoded once).
+        limit = limit_depth and self.type is not str
         if self.wrapped:
-            body = self._wrap(body, text)
+            body = self._wrap(body, text, limit)
         else:
             try:
                 decoded = json.loads(body)
+            except RecursionError:
+                if not limit:
+                    raise
+                raise _too_deep(TOO_DEEP) from None
             except ValueError:
                 decoded = {}  # the checker says where parsing failed
+            deep = nesting_problem(body, decoded) if limit else None
+            if deep is not None:
+                raise _too_deep(deep)
             if not isinstance(decoded, dict):
                 got = _JSON_NAMES.get(type(decoded), type(decoded).__name__)
                 raise OutputRejected(_rejection([f"$: expected a JSON object, got {got}"]))
@@ -144,15 +150,21 @@ class OutputSchema:
             problems = render(structure_problems(exc, (), self.type))
             raise OutputRejected(_rejection(problems)) from exc
 
-    def _wrap(self, body: str, text: str) -> str:
+    def _wrap(self, body: str, text: str, limit: bool) -> str:
         # The answer may come as {"result": ...} (what the schema asks for) or
         # as the bare value; a plain-text answer is the value of a str output.
+        # ``limit``: refuse a value nested deeper than tool arguments may be.
         try:
             decoded = json.loads(body)
-        except (ValueError, RecursionError):  # (too deep: text for a str, else refused before)
+        except (ValueError, RecursionError) as exc:  # (too deep: text for a str)
+            if limit and isinstance(exc, RecursionError):
+                raise _too_deep(TOO_DEEP) from None
             if self.type is str:
                 return json.dumps({"result": text})
             return body  # the checker says where parsing failed
+        deep = nesting_problem(body, decoded) if limit else None
+        if deep is not None:
+            raise _too_deep(deep)
         if isinstance(decoded, dict) and set(decoded) == {"result"}:
             return body
         if self.type is str and not isinstance(decoded, str):
@@ -163,6 +175,11 @@ class OutputSchema:
         """The structured value from plain data (e.g. a state loaded from JSON)."""
         text = json.dumps({"result": plain} if self.wrapped else plain)
         return self._read(text, limit_depth=False)[0]
+
+
+def _too_deep(problem: str) -> OutputRejected:
+    """The rejection of an answer nested deeper than tool arguments may be."""
+    return OutputRejected(_rejection([f"$: the answer is {problem}"]))
 
 
 def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
