@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -10,6 +11,14 @@ from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
 from toolfold import Agent, generate_text
+from toolfold.runtime import (
+    Message,
+    ModelRequest,
+    StreamState,
+    TextPart,
+    finish_stream,
+    fold_stream,
+)
 
 ran: list[dict[str, str]] = []
 
@@ -219,6 +228,37 @@ def test_a_call_cut_by_the_token_limit_never_runs(
     assert response.finish_reason == "length"
     assert response.steps[-1].response.raw_finish_reason == raw
     assert response.steps[-1].response.tool_calls == ()
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["request_sync", "request"])
+@pytest.mark.parametrize(
+    ("name", "whole", "stream"),
+    [
+        ("anthropic:c", _anthropic_cut_whole, _anthropic_cut_stream),
+        ("openai:gpt-4o-mini", _chat_cut_whole, _chat_cut_stream),
+    ],
+    ids=["anthropic", "chat"],
+)
+def test_a_direct_request_of_a_cut_answer_keeps_no_calls_as_its_stream(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    whole: Any,
+    stream: Any,
+    blocking: bool,
+) -> None:
+    """A model's own request/request_sync of an answer cut at max_tokens gives no calls, as its folded stream does."""
+    http_server.add(whole())
+    http_server.add(stream())
+    model = _model(http_server, opened, name)
+    request = ModelRequest((Message("user", (TextPart("hi"),)),), settings={"max_tokens": 50})
+    response = model.request_sync(request) if blocking else asyncio.run(model.request(request))
+    state = StreamState()
+    for event in model.stream_sync(request):
+        state = fold_stream(state, event)
+    folded = finish_stream(state, str)
+    assert (response.finish_reason, response.tool_calls) == ("length", ())
+    assert (folded.finish_reason, folded.tool_calls) == ("length", ())
 
 
 def _chat_filtered_whole() -> Reply:
