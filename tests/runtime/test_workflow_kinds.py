@@ -533,6 +533,27 @@ def test_a_route_takes_its_branches_as_label_step_pairs(as_pairs: Any) -> None:
     assert desk.run("hi").output == "a(hi)"
 
 
+class _DuckMapping:
+    """A mapping by duck typing only: ``keys`` and item access, as dict() reads one."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def keys(self) -> Any:
+        return self._data.keys()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+
+def test_a_route_takes_its_branches_from_a_duck_typed_mapping() -> None:
+    """Route branches given as an object with keys() and item access (no Mapping) are read as
+    dict() reads them."""
+    desk = Route(_pick, _DuckMapping({"a": echo("a"), "b": echo("b")}))
+    assert list(desk.branches) == ["a", "b"]
+    assert desk.run("hi").output == "a(hi)"
+
+
 class _FailingList(list[Any]):
     """A list whose iteration fails (with something else than TypeError or ValueError)."""
 

@@ -285,13 +285,14 @@ def _restored(task: Task, plain: Any) -> Any:
 
 def _labelled(branches: Any) -> tuple[dict[Any, Any] | None, list[Any]]:
     """A Route's ``branches`` as a dict, and the labels its pairs gave more than once: a
-    mapping, or ``(label, step)`` pairs (2-tuples or 2-lists); None for what gives no labels
+    mapping (or what has ``keys``, as `dict` reads one), or ``(label, step)`` pairs (2-tuples or 2-lists); None for what gives no labels
     (a list of steps or of strings, one step, a string, what fails to iterate), which `dict`
     refuses with a bare error of its own or, for strings of two characters, misreads."""
     if isinstance(branches, (str, bytes)):
         return None, []
     try:
-        if isinstance(branches, Mapping):
+        # (a mapping by duck typing too: `keys` and item access, as `dict` reads it)
+        if isinstance(branches, Mapping) or hasattr(branches, "keys"):
             return dict(branches), []
         pairs = list(branches)
     except Exception:  # (not a mapping, and no pairs: the caller names its type)
