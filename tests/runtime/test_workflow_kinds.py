@@ -561,6 +561,40 @@ class _FailingList(list[Any]):
         raise RuntimeError("boom")
 
 
+class _FailingHash(str):
+    """A label whose hash fails."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        raise RuntimeError("boom")
+
+
+class _FailingLength(tuple[Any, ...]):
+    """A pair whose length fails."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [(_FailingHash("a"), echo("a"))],
+        [_FailingLength(("a", echo("a")))],
+    ],
+    ids=["label-hash-fails", "pair-length-fails"],
+)
+def test_a_route_whose_pairs_fail_to_read_is_refused(branches: Any) -> None:
+    """Route branches whose label's hash or pair's length raises: a WorkflowDefinitionError,
+    not the bare error."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Route(_pick, branches)
+    assert caught.value.problems == (
+        "branches maps each label to its step (branches={'label': step, ...}), got list",
+    )
+
+
 @pytest.mark.parametrize(
     "branches",
     [
