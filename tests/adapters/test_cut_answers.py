@@ -282,6 +282,30 @@ def _responses_incomplete_item_whole() -> Reply:  # the response completed, its 
     return _responses_cut_whole(None)
 
 
+def _responses_incomplete_item_stream() -> Reply:  # the same answer, streamed
+    response = _responses_cut_whole(None).json
+    item = response["output"][0]
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    events = [
+        ("response.created", {"response": started}),
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**item, "arguments": "", "status": "in_progress"}},
+        ),
+        (
+            "response.function_call_arguments.delta",
+            {"item_id": "fc_1", "output_index": 0, "delta": item["arguments"]},
+        ),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        ("response.completed", {"response": response}),
+    ]
+    chunks = [
+        f"event: {kind}\ndata: {json.dumps({**data, 'type': kind})}\n\n".encode()
+        for kind, data in events
+    ]
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
 @pytest.mark.parametrize(
     ("name", "reply", "streamed", "finish"),
     [
@@ -289,8 +313,15 @@ def _responses_incomplete_item_whole() -> Reply:  # the response completed, its 
         ("openai:gpt-4o-mini", _chat_filtered_stream, True, "content_filter"),
         ("openai-responses:gpt-5-mini", _responses_filtered_whole, False, "content_filter"),
         ("openai-responses:gpt-5-mini", _responses_incomplete_item_whole, False, "stop"),
+        ("openai-responses:gpt-5-mini", _responses_incomplete_item_stream, True, "stop"),
     ],
-    ids=["chat", "chat-stream", "responses", "responses-incomplete-item"],
+    ids=[
+        "chat",
+        "chat-stream",
+        "responses",
+        "responses-incomplete-item",
+        "responses-incomplete-item-stream",
+    ],
 )
 def test_a_call_cut_by_the_content_filter_or_left_incomplete_never_runs(
     http_server: ScriptedServer,
