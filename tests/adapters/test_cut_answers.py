@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -10,6 +11,14 @@ from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
 from toolfold import Agent, generate_text
+from toolfold.runtime import (
+    Message,
+    ModelRequest,
+    StreamState,
+    TextPart,
+    finish_stream,
+    fold_stream,
+)
 
 ran: list[dict[str, str]] = []
 
@@ -221,6 +230,37 @@ def test_a_call_cut_by_the_token_limit_never_runs(
     assert response.steps[-1].response.tool_calls == ()
 
 
+@pytest.mark.parametrize("blocking", [True, False], ids=["request_sync", "request"])
+@pytest.mark.parametrize(
+    ("name", "whole", "stream"),
+    [
+        ("anthropic:c", _anthropic_cut_whole, _anthropic_cut_stream),
+        ("openai:gpt-4o-mini", _chat_cut_whole, _chat_cut_stream),
+    ],
+    ids=["anthropic", "chat"],
+)
+def test_a_direct_request_of_a_cut_answer_keeps_no_calls_as_its_stream(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    whole: Any,
+    stream: Any,
+    blocking: bool,
+) -> None:
+    """A model's own request/request_sync of an answer cut at max_tokens gives no calls, as its folded stream does."""
+    http_server.add(whole())
+    http_server.add(stream())
+    model = _model(http_server, opened, name)
+    request = ModelRequest((Message("user", (TextPart("hi"),)),), settings={"max_tokens": 50})
+    response = model.request_sync(request) if blocking else asyncio.run(model.request(request))
+    state = StreamState()
+    for event in model.stream_sync(request):
+        state = fold_stream(state, event)
+    folded = finish_stream(state, str)
+    assert (response.finish_reason, response.tool_calls) == ("length", ())
+    assert (folded.finish_reason, folded.tool_calls) == ("length", ())
+
+
 def _chat_filtered_whole() -> Reply:
     return Reply(json=_chat_body({"content": None, "tool_calls": [_CUT_CALL]}, "content_filter"))
 
@@ -242,6 +282,30 @@ def _responses_incomplete_item_whole() -> Reply:  # the response completed, its 
     return _responses_cut_whole(None)
 
 
+def _responses_incomplete_item_stream() -> Reply:  # the same answer, streamed
+    response = _responses_cut_whole(None).json
+    item = response["output"][0]
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    events = [
+        ("response.created", {"response": started}),
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**item, "arguments": "", "status": "in_progress"}},
+        ),
+        (
+            "response.function_call_arguments.delta",
+            {"item_id": "fc_1", "output_index": 0, "delta": item["arguments"]},
+        ),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        ("response.completed", {"response": response}),
+    ]
+    chunks = [
+        f"event: {kind}\ndata: {json.dumps({**data, 'type': kind})}\n\n".encode()
+        for kind, data in events
+    ]
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
 @pytest.mark.parametrize(
     ("name", "reply", "streamed", "finish"),
     [
@@ -249,8 +313,15 @@ def _responses_incomplete_item_whole() -> Reply:  # the response completed, its 
         ("openai:gpt-4o-mini", _chat_filtered_stream, True, "content_filter"),
         ("openai-responses:gpt-5-mini", _responses_filtered_whole, False, "content_filter"),
         ("openai-responses:gpt-5-mini", _responses_incomplete_item_whole, False, "stop"),
+        ("openai-responses:gpt-5-mini", _responses_incomplete_item_stream, True, "stop"),
     ],
-    ids=["chat", "chat-stream", "responses", "responses-incomplete-item"],
+    ids=[
+        "chat",
+        "chat-stream",
+        "responses",
+        "responses-incomplete-item",
+        "responses-incomplete-item-stream",
+    ],
 )
 def test_a_call_cut_by_the_content_filter_or_left_incomplete_never_runs(
     http_server: ScriptedServer,

@@ -120,3 +120,24 @@ def test_one_answer_spelt_as_a_float_or_a_string_passes(value: Any) -> None:
     model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20)
     body = model.body(ModelRequest(messages=(Message.user("hi"),), settings={"n": value}))
     assert body["n"] == value
+
+
+@pytest.mark.parametrize(
+    "value", ["9" * 5000, "0" * 5000 + "2", 10**5000], ids=["many-digits", "zeros", "huge-int"]
+)
+def test_a_count_of_thousands_of_digits_is_refused_as_a_count(value: Any) -> None:
+    """n spelt with thousands of digits is a ModelConfigError naming n, not Python's bare digit-limit ValueError."""
+    model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20)
+    with pytest.raises(
+        ModelConfigError, match=r"the setting n=.* asks openai for .*answers"
+    ) as caught:
+        model.body(ModelRequest(messages=(Message.user("hi"),), settings={"n": value}))
+    assert len(str(caught.value)) < 500
+
+
+@pytest.mark.parametrize("value", ["0" * 5000 + "1", "0" * 5000])
+def test_one_answer_spelt_with_thousands_of_zeros_passes(value: str) -> None:
+    """n of "000…1" or "000…0" is no more than one answer: it passes the check."""
+    model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20)
+    body = model.body(ModelRequest(messages=(Message.user("hi"),), settings={"n": value}))
+    assert body["n"] == value

@@ -267,6 +267,45 @@ def test_a_call_finished_without_being_announced_still_arrives_whole() -> None:
     assert [(c.id, c.arguments) for c in response.tool_calls] == [("call_9", {"x": "b"})]
 
 
+@pytest.mark.parametrize("announced", [True, False])
+def test_a_streamed_call_item_done_incomplete_is_dropped_as_in_the_whole_response(
+    announced: bool,
+) -> None:
+    """A function_call item done 'incomplete' is dropped streamed as whole: the other call stays, the finish agrees."""
+    cut = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "send"}
+    cut_done = {**cut, "arguments": '{"to": "ceo"}', "status": "incomplete"}
+    kept = {**cut, "id": "fc_2", "call_id": "call_2", "arguments": '{"to": "me"}'}
+    kept_done = {**kept, "status": "completed"}
+    added = [
+        ("response.output_item.added", {"output_index": 0, "item": {**cut, "arguments": ""}}),
+        (
+            "response.function_call_arguments.delta",
+            {"item_id": "fc_1", "output_index": 0, "delta": '{"to": "ceo"}'},
+        ),
+    ]
+    late = (
+        "response.function_call_arguments.done",
+        {"item_id": "fc_1", "output_index": 0, "arguments": '{"to": "ceo"}'},
+    )
+    cut_events = [
+        *(added if announced else []),
+        ("response.output_item.done", {"output_index": 0, "item": cut_done}),
+        late,
+    ]
+    kept_event = ("response.output_item.done", {"output_index": 1, "item": kept_done})
+    status = {"status": "completed", "usage": {"input_tokens": 3, "output_tokens": 2}}
+    for items, events in (
+        ([cut_done], cut_events),
+        ([cut_done, kept_done], [*cut_events, kept_event]),
+    ):
+        whole = parse_response({**status, "output": items}, "openai-responses")
+        streamed = _fold(*events, ("response.completed", {"response": status}))
+        assert [c.id for c in streamed.tool_calls] == [c.id for c in whole.tool_calls]
+        assert streamed.finish_reason == whole.finish_reason
+    assert [c.id for c in streamed.tool_calls] == ["call_2"]
+    assert _fold(*cut_events, COMPLETED).finish_reason == "stop"
+
+
 def test_streamed_reasoning_keeps_its_summary_id_and_encrypted_content() -> None:
     """Summary deltas and the finished item fold into one part that goes back as the same item
     (keeping the id of the message whose text follows it)."""

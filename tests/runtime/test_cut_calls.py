@@ -10,7 +10,14 @@ import pytest
 
 import toolfold
 from toolfold import Agent, Response, RunState
-from toolfold.runtime import Message, ModelResponse, TextPart, ToolCallPart, Usage
+from toolfold.runtime import (
+    Message,
+    ModelResponded,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
 from toolfold.testing import ScriptedModel
 
 ran: list[str] = []
@@ -74,7 +81,8 @@ def test_a_state_saved_before_the_drop_loads_and_resumes_as_it_ran() -> None:
         text = (_SAVED / name).read_text()
         state = RunState.from_json(text)
         assert state.to_json() == text
-        assert [c.id for c in state.log_calls()] if False else True
+        first = next(e for e in state.events if isinstance(e, ModelResponded)).response
+        assert (first.finish_reason, [c.id for c in first.tool_calls]) == ("length", ["c1"])
         assert [c.id for m in state.conversation for c in m.tool_calls] == ["c1"]
     paused = RunState.from_json((_SAVED / "cut_call_paused.json").read_text())
     assert paused.phase == "awaiting_tool_results"

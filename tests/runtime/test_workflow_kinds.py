@@ -533,11 +533,66 @@ def test_a_route_takes_its_branches_as_label_step_pairs(as_pairs: Any) -> None:
     assert desk.run("hi").output == "a(hi)"
 
 
+class _DuckMapping:
+    """A mapping by duck typing only: ``keys`` and item access, as dict() reads one."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def keys(self) -> Any:
+        return self._data.keys()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+
+def test_a_route_takes_its_branches_from_a_duck_typed_mapping() -> None:
+    """Route branches given as an object with keys() and item access (no Mapping) are read as
+    dict() reads them."""
+    desk = Route(_pick, _DuckMapping({"a": echo("a"), "b": echo("b")}))
+    assert list(desk.branches) == ["a", "b"]
+    assert desk.run("hi").output == "a(hi)"
+
+
 class _FailingList(list[Any]):
     """A list whose iteration fails (with something else than TypeError or ValueError)."""
 
     def __iter__(self) -> Any:
         raise RuntimeError("boom")
+
+
+class _FailingHash(str):
+    """A label whose hash fails."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        raise RuntimeError("boom")
+
+
+class _FailingLength(tuple[Any, ...]):
+    """A pair whose length fails."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [(_FailingHash("a"), echo("a"))],
+        [_FailingLength(("a", echo("a")))],
+    ],
+    ids=["label-hash-fails", "pair-length-fails"],
+)
+def test_a_route_whose_pairs_fail_to_read_is_refused(branches: Any) -> None:
+    """Route branches whose label's hash or pair's length raises: a WorkflowDefinitionError,
+    not the bare error."""
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        Route(_pick, branches)
+    assert caught.value.problems == (
+        "branches maps each label to its step (branches={'label': step, ...}), got list",
+    )
 
 
 @pytest.mark.parametrize(

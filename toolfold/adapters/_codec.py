@@ -19,6 +19,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError, StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import ToolDefinition
 
 
@@ -121,18 +122,35 @@ def refuse_choices(setting: str, value: Any, provider: str) -> None:
         )
     count = _count(value)
     if count is not None and count > 1:
+        many = f"{count} answers" if count < _MANY else "more answers than any model gives"
+        others = f"the other {count - 1}" if count < _MANY else "all but one"
+        # (a huge int is not written out: Python refuses to write one of over 4,300 digits)
+        shown = (
+            short(value)
+            if type(value) is not int or count < _MANY
+            else f"(an int of {value.bit_length()} bits)"
+        )
         raise ModelConfigError(
-            f"the setting {setting}={value!r} asks {provider} for {count} answers, but a run "
-            f"reads one: the other {count - 1} would be paid for and dropped; remove "
+            f"the setting {setting}={shown} asks {provider} for {many}, but a run "
+            f"reads one: {others} would be paid for and dropped; remove "
             f"{setting} (or set it to 1) and make separate requests for more answers"
         )
 
 
+# A count this large or more is not read out: a string of many digits is not converted
+# (Python refuses an int of over 4,300 digits with a bare ValueError).
+_MANY = 10**9
+
+
 def _count(value: Any) -> int | None:
-    """The whole number ``value`` spells (an int, a whole float, a string of digits), or None."""
+    """The whole number ``value`` spells (an int, a whole float, a string of digits), or None;
+    `_MANY` for a string of more digits than it has (leading zeros aside)."""
     if type(value) is int:
         return value
     if type(value) is float and value.is_integer():
         return int(value)
     text = value.strip() if type(value) is str else ""
-    return int(text) if text.isascii() and text.isdigit() else None
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) < len(str(_MANY)) else _MANY

@@ -58,6 +58,7 @@ from toolfold.runtime.core._request import (
     ModelRequest,
     ModelResponse,
     ToolDefinition,
+    without_cut_calls,
 )
 from toolfold.runtime.core._stream import StreamEvent, ToolCallStart
 
@@ -355,7 +356,9 @@ class ProviderModel:
                     raise
             else:
                 data = await transport.post_json(path, body, headers=headers)
-            return unique_calls(request, self._read(data), self._sent_id())
+            # A cut answer keeps no calls, as a folded stream (`finish_stream`); the run
+            # drops them again for any model (idempotent).
+            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -367,7 +370,9 @@ class ProviderModel:
         try:
             path, body, headers = self._outgoing(request, False)
             data = self._transport.post_json_sync(path, body, headers=headers)
-            return unique_calls(request, self._read(data), self._sent_id())
+            # A cut answer keeps no calls, as a folded stream (`finish_stream`); the run
+            # drops them again for any model (idempotent).
+            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:

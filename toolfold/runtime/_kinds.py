@@ -285,13 +285,16 @@ def _restored(task: Task, plain: Any) -> Any:
 
 def _labelled(branches: Any) -> tuple[dict[Any, Any] | None, list[Any]]:
     """A Route's ``branches`` as a dict, and the labels its pairs gave more than once: a
-    mapping, or ``(label, step)`` pairs (2-tuples or 2-lists); None for what gives no labels
-    (a list of steps or of strings, one step, a string, what fails to iterate), which `dict`
-    refuses with a bare error of its own or, for strings of two characters, misreads."""
+    mapping (or what has ``keys``, as `dict` reads one), or ``(label, step)`` pairs (2-tuples
+    or 2-lists); None for what gives no labels (a list of steps or of strings, one step, a
+    string, what fails to iterate or to read: a label whose hash fails, a pair whose length
+    fails), which `dict` refuses with a bare error of its own or, for strings of two
+    characters, misreads."""
     if isinstance(branches, (str, bytes)):
         return None, []
     try:
-        if isinstance(branches, Mapping):
+        # (a mapping by duck typing too: `keys` and item access, as `dict` reads it)
+        if isinstance(branches, Mapping) or hasattr(branches, "keys"):
             return dict(branches), []
         pairs = list(branches)
     except Exception:  # (not a mapping, and no pairs: the caller names its type)
@@ -299,14 +302,14 @@ def _labelled(branches: Any) -> tuple[dict[Any, Any] | None, list[Any]]:
     labelled: dict[Any, Any] = {}
     twice: list[Any] = []
     for pair in pairs:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            return None, []
-        label, step = pair
         try:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                return None, []
+            label, step = pair
             if label in labelled and label not in twice:
                 twice.append(label)
             labelled[label] = step
-        except TypeError:  # (an unhashable label: never text, as a label must be)
+        except Exception:  # (an unhashable label, a hash or length that fails: never a pair)
             return None, []
     return labelled, twice
 

@@ -97,6 +97,9 @@ class DecoderState:
             the id made up for a call that comes with neither ``call_id`` nor ``id``.
         refused: A refusal streamed: a completed answer without calls is
             ``content_filter`` (`_response.finish`).
+        dropped: Indexes of calls whose item was done ``incomplete``: dropped
+            (`ToolCallEnd.dropped`), as the whole response drops them
+            (`_response.parse_item`); not counted as calls for the finish.
     """
 
     provider: str
@@ -112,6 +115,7 @@ class DecoderState:
     done: bool = False
     response_id: str = ""
     refused: bool = False
+    dropped: frozenset[int] = frozenset()
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -227,7 +231,7 @@ def _find(state: DecoderState, item_id: str | None, index: int | None) -> tuple[
 def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
     delta = wire.text(data, "delta", "$")
-    if found is None or not delta:
+    if found is None or not delta or found[1] in state.dropped:
         return state, []
     item_id, index = found
     if item_id not in state.fragments:
@@ -238,7 +242,12 @@ def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
 def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
     arguments = wire.text(data, "arguments", "$")
-    if found is None or found[0] in state.fragments or arguments is None:
+    if (
+        found is None
+        or found[0] in state.fragments
+        or arguments is None
+        or found[1] in state.dropped
+    ):
         return state, []
     # No fragment came: the whole text is here.
     return attrs.evolve(state, fragments=state.fragments | {found[0]}), [
@@ -259,6 +268,17 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if kind != "function_call":
         return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
+    if wire.text(item, "status", "$.item") == "incomplete":
+        # A half-written call never runs, streamed or whole (`_response.parse_item`):
+        # one that started is taken back, start and fragments; one that did not is no call.
+        if found is None or found[1] in state.dropped:
+            return state, []
+        state = attrs.evolve(
+            state,
+            open=tuple(i for i in state.open if i != found[1]),
+            dropped=state.dropped | {found[1]},
+        )
+        return state, [ToolCallEnd(found[1], dropped=True)]
     events: list[StreamEvent] = []
     if found is None:  # done without added: the whole call at once
         state, events = _item_added(state, data)
@@ -391,7 +411,8 @@ def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     events.append(
         UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
     )
-    reason, raw = finish(response, bool(state.items), "$.response", state.refused)
+    has_calls = len(state.items) > len(state.dropped)
+    reason, raw = finish(response, has_calls, "$.response", state.refused)
     events.append(StreamFinish(reason, raw))
     return attrs.evolve(state, open=(), done=True), events
 

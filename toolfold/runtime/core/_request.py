@@ -239,7 +239,7 @@ def without_cut_calls(response: ModelResponse) -> ModelResponse:
     a plan the model did not finish. None of them runs: the run finishes
     ``length`` (``content_filter``), as for a cut text. The driver applies this
     to every model's answer before recording it (and Temporal's model activity
-    before returning it), whole or streamed (`finish_stream` drops a streamed
+    before returning it, and a provider model's own ``request``), whole or streamed (`finish_stream` drops a streamed
     answer's calls too, ended or not), so every model and mode reads alike (a
     response already in a saved log is never changed: it replays as it ran).
     """

@@ -93,9 +93,15 @@ class ToolCallDelta:
 
 @attrs.frozen
 class ToolCallEnd:
-    """The call at ``index`` is complete: only now are its arguments final."""
+    """The call at ``index`` is complete: only now are its arguments final.
+
+    ``dropped``: the provider left the call unfinished (a Responses ``function_call``
+    item done with ``status: "incomplete"``): it is taken out of the answer, its start
+    and fragments with it, and never runs.
+    """
 
     index: int
+    dropped: bool = False
     kind: Literal["tool_call_end"] = "tool_call_end"
 
 
@@ -316,6 +322,8 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
                 ),
             )
         if isinstance(event, ToolCallEnd):
+            if event.dropped:
+                return _with_calls(state, _drop_call(state.calls, event.index))
             return _with_calls(
                 state, _update_call(state.calls, event.index, lambda c: _with_done(c, True))
             )
@@ -401,6 +409,14 @@ def _update_call(
     for position in range(len(calls) - 1, -1, -1):
         if calls[position].index == index:
             return (*calls[:position], change(calls[position]), *calls[position + 1 :])
+    raise StreamError(f"the model's stream sent an event for tool call {index} before its start")
+
+
+def _drop_call(calls: tuple[_OpenCall, ...], index: int) -> tuple[_OpenCall, ...]:
+    """``calls`` without the (last) call at ``index``."""
+    for position in range(len(calls) - 1, -1, -1):
+        if calls[position].index == index:
+            return (*calls[:position], *calls[position + 1 :])
     raise StreamError(f"the model's stream sent an event for tool call {index} before its start")
 
 

@@ -195,9 +195,8 @@ async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt
     if not interrupt.attach(cancel):  # interrupted before it began: nothing runs
         work.close()
         raise asyncio.CancelledError
-    _ON_LOOP.set(
-        (interrupt, loop)
-    )  # (this task's own context: the loop's only task, and its tasks)
+    # (this task's own context: the loop's only task, and its tasks)
+    _ON_LOOP.set((interrupt, loop))
     return await work
 
 
