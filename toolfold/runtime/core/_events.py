@@ -301,9 +301,10 @@ class AttemptDropped:
     billed those model calls all the same, so it appends this event, with what
     they used, to the log it rebuilds: ``usage`` is added to
     `RunState.usage`, ``sub_run_usage`` counts in `RunState.tree_usage`.
-    The error ``on_tool_error="raise"`` raises carries one too: its state is
-    the run before the step's results, without the sub-runs (agents used as
-    tools) the step made, whose usage it keeps in ``sub_run_usage``.
+    The error ``on_tool_error="raise"`` raises carries one too: its state
+    holds the results of the step's calls that ended and the failed calls
+    still to run, without the sub-runs (agents used as tools) the failed
+    calls made, whose usage it keeps in ``sub_run_usage``.
 
     Attributes:
         usage: Usage of the run's own dropped answer (the one its output

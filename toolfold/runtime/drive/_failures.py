@@ -5,8 +5,9 @@ before the call; an observer (``on_event``, ``on_step``, a stop condition,
 a handoff's input filter) that raises becomes a `RunError`; a run the core
 failed (too many tool retries, an output it could not validate) raises the
 error its failure names; ``on_tool_error="raise"`` raises a failed call's
-`ToolExecutionError` with the state before the step's results (counting the
-usage of the sub-runs the step made).
+`ToolExecutionError` with the state holding the results of the step's calls
+that ended and the failed calls still to run (counting the usage of the
+sub-runs the failed calls made).
 """
 
 from __future__ import annotations
@@ -153,11 +154,11 @@ def raise_tool_error(
 def with_dropped_sub_runs(
     state: RunState, children: Iterable[tuple[str, RunState | None]]
 ) -> RunState:
-    """``state`` (before a round of calls) counting the usage of the sub-runs the round made.
+    """``state`` counting the usage of the sub-runs a round's failed calls made.
 
-    ``on_tool_error="raise"`` leaves the round's results out of the error's
-    state, and with them the sub-runs (agents used as tools) its calls made,
-    by call id in ``children``. Their model calls were billed: an
+    ``on_tool_error="raise"`` leaves the failed calls' results out of the
+    error's state (they stay to run), and with them the sub-runs (agents used
+    as tools) those calls made, by call id in ``children``. Their model calls were billed: an
     `AttemptDropped` keeps their `RunState.tree_usage` counted in the state's.
     A sub-run a call went on with (kept on the call, which the state still
     holds) counts only for what it added.
