@@ -69,7 +69,7 @@ def main() -> None:
 
     # later, maybe in another process:
     state = RunState.from_json(saved)
-    approvals = {c.id: True for c in state.pending_approvals}
+    approvals = {key: True for key, _ in state.keyed_pending_approvals}
     stream = lead.resume_stream(state, approvals=approvals)
     said: dict[str, str] = {}  # what each sub-agent streamed, by its path in the tree
     for event in stream:

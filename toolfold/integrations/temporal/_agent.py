@@ -405,8 +405,11 @@ class AgentHandle:
     async def approve(self, *call_ids: str, deny: Mapping[str, str] | None = None) -> RunState:
         """Approve these calls (and deny those in ``deny``: call id -> reason).
 
-        A call is named as `resume` names it: its id, or its path
-        (``"left/call_0"``) when calls of several sub-runs wait under that id.
+        A call is named as `resume` names it: its id, or, when several calls
+        wait under that id (of several sub-runs, or the top run's and a
+        sub-run's), the key naming it alone, as
+        `RunState.keyed_pending_approvals` lists it: its path
+        (``"left/call_0"``) or its bound key (``"call_0#<fingerprint>"``).
 
         Raises:
             UsageError: An id is not a str (a list of ids is passed as
@@ -415,8 +418,8 @@ class AgentHandle:
                 approved and denied (checked before anything is sent); or no
                 workflow has the handle's id (see `result`).
             temporalio.client.WorkflowUpdateFailedError: As `answer`; its
-                cause is a ``UsageError`` for an id that calls of several
-                sub-runs wait under.
+                cause is a ``UsageError`` for an id that several calls wait
+                under (listing each call's own key).
         """
         for call_id in call_ids:
             if not isinstance(call_id, str):
@@ -449,8 +452,9 @@ class AgentHandle:
     async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
         """Answer calls returned to the caller with their results.
 
-        Each result's ``call_id`` names its call as in `approve`: the id, or
-        the path when calls of several sub-runs wait under that id.
+        Each result's ``call_id`` names its call as in `approve`: the id, or,
+        when several calls wait under that id, the key naming it alone, as
+        `RunState.keyed_tool_calls` lists it.
 
         Raises:
             UsageError: ``results`` is not an iterable of `ToolResultPart`

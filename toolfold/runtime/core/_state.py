@@ -341,8 +341,10 @@ class RunState:
 
     @property
     def keyed_tool_calls(self) -> tuple[tuple[str, ToolCallPart], ...]:
-        """`tool_calls`, each with the key ``resume(tool_results=...)`` answers it by
-        (as `keyed_pending_approvals`)."""
+        """`tool_calls`, each with the key ``resume(tool_results=...)`` answers it by.
+
+        Keys as in `keyed_pending_approvals`.
+        """
         return self._keyed("to_return")
 
     def _keyed(self, status: CallStatus) -> tuple[tuple[str, ToolCallPart], ...]:
