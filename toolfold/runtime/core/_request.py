@@ -197,8 +197,9 @@ class ModelResponse:
         message: The assistant message (text, reasoning, tool calls).
         usage: Tokens used by this call (``requests`` is 1).
         finish_reason: Why the model stopped, normalised: ``stop``,
-            ``length``, ``tool_calls``, ``content_filter``, ``error``,
-            ``other``, or ``max_iterations``, which only a workflow's planner
+            ``length``, ``tool_calls``, ``content_filter``, ``other``,
+            ``error``, which no adapter returns (only a model of your own
+            may), or ``max_iterations``, which only a workflow's planner
             answers with (a `Loop` ran out of iterations before its
             ``until`` held; the run finishes with it too). Anything else
             (None, another word) raises a `UsageError` naming the field and
