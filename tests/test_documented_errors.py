@@ -211,10 +211,24 @@ def _ambiguous_call_id() -> None:
         """
         return "charged"
 
-    def cashier(name: str) -> Agent:
-        script = [ScriptedModel.call("charge", {"amount": 1}, id="call_0"), "paid"]
+    def cashier(name: str, call_id: str = "call_0") -> Agent:
+        script = [ScriptedModel.call("charge", {"amount": 1}, id=call_id), "paid"]
         return Agent(ScriptedModel(script), name=name, tools=[charge])
 
+    # The top run's call and a sub-run's call under one id, then one call's id
+    # that is another call's path (top-run "a/b", call "b" in the sub-run of "a").
+    for top_id, sub_id, key in (("call_0", "call_0", "call_0"), ("a/b", "b", "a/b")):
+        mixed = [
+            ScriptedModel.call("charge", {"amount": 5}, id=top_id),
+            ScriptedModel.call("one", {"input": "pay"}, id="a" if key == "a/b" else "sub"),
+        ]
+        lead = Agent(
+            ScriptedModel([mixed, "done"]), tools=[charge, cashier("one", sub_id).as_tool()]
+        )
+        waiting = lead.run("pay")
+        with pytest.raises(toolfold.UsageError, match="names 2 calls"):
+            lead.resume(waiting.state, approvals={key: True})
+    # Calls of two sub-runs under one id.
     both = [
         ScriptedModel.call("one", {"input": "pay"}, id="a"),
         ScriptedModel.call("two", {"input": "pay"}, id="b"),
@@ -300,6 +314,18 @@ def _stream_out_of_order() -> None:
     with pytest.raises(toolfold.UsageError):
         _ = stream.response
     list(stream)
+    from toolfold.testing import FunctionModel
+
+    def fail(request: Any) -> Any:
+        raise RuntimeError("down")
+
+    failed = Agent(FunctionModel(fail)).stream("go")
+    with pytest.raises(toolfold.RunError):
+        list(failed)
+    with pytest.raises(toolfold.UsageError, match=r"failed with RunError.*`\.state`"):
+        _ = failed.response
+    with pytest.raises(toolfold.UsageError, match=r"failed with RunError.*`\.state`"):
+        list(failed)
     list(stream)
 
 
