@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold import MalformedResponseError, StreamError, ToolUseFailedError
+from toolfold import (
+    MalformedResponseError,
+    ProviderFinishError,
+    StreamError,
+    ToolUseFailedError,
+)
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
 from toolfold.runtime import (
@@ -262,6 +267,26 @@ def test_openrouter_comments_are_skipped_and_its_error_chunk_raises() -> None:
     ):
         run()
     assert texts == ["Hel"]
+
+
+def test_a_choice_that_ends_in_error_raises_with_the_whole_chunk_as_body() -> None:
+    """A streamed choice with finish_reason "error" and no chunk error raises with the chunk (not the choice) as body."""
+    data = {
+        "id": "gen-1",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {},
+                "finish_reason": "error",
+                "error": {"code": 502, "message": "upstream died"},
+            }
+        ],
+    }
+    with pytest.raises(ProviderFinishError, match="upstream died") as caught:
+        decode([chunk({"content": "Hel"}), json.dumps(data)], provider="openrouter")
+    assert caught.value.body is not None
+    assert json.loads(caught.value.body) == data
 
 
 def test_data_that_is_not_json_is_a_stream_error() -> None:

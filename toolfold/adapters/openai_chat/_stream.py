@@ -155,7 +155,7 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         choice = wire.mapping(choices, position, "$.choices")
         at = _FIRST if position == 0 else f"$.choices[{position}]"
         if (wire.integer(choice, "index", at) or 0) == 0:
-            state = _choice(state, choice, events, at)
+            state = _choice(state, chunk, choice, events, at)
     usage = wire.mapping(chunk, "usage", "$")
     at = "$.usage"
     if not usage and "x_groq" in chunk:
@@ -210,7 +210,11 @@ def _reason(state: DecoderState, raw: str | None) -> FinishReason:
 
 
 def _choice(
-    state: DecoderState, choice: Mapping[str, Any], events: list[StreamEvent], at: str
+    state: DecoderState,
+    chunk: Mapping[str, Any],
+    choice: Mapping[str, Any],
+    events: list[StreamEvent],
+    at: str,
 ) -> DecoderState:
     delta = wire.mapping(choice, "delta", at)
     delta_at = _FIRST_DELTA if at is _FIRST else f"{at}.delta"
@@ -258,7 +262,7 @@ def _choice(
         # OpenRouter ends a failed stream this way; the error object usually
         # comes first and is a StreamError above [C8]. Without one, the error
         # the same answer whole gives (what streamed is no answer).
-        raise failed_answer(choice, choice, state.provider, at)
+        raise failed_answer(chunk, choice, state.provider, at)
     if raw is not None:
         events.extend(ToolCallEnd(i) for i in state.open)
         if not state.finished:
