@@ -26,7 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from toolfold._errors import RunError, ToolDefinitionError, UsageError
+    from toolfold._errors import RunError, ToolDefinitionError, ToolExecutionError, UsageError
     from toolfold.integrations.temporal._activities import (
         ModelCallInput,
         OutputInput,
@@ -640,24 +640,19 @@ class AgentWorkflow:
             for invocation in effect.calls:
                 self._ended.pop(where(invocation), None)
         if node.on_tool_error == "raise":  # the state before the step's results, as locally
-            for invocation, event in zip(effect.calls, results, strict=True):
-                if isinstance(event, ToolReturned):
-                    error = tool_failure(
-                        state,
-                        invocation.tool_name,
-                        event.outcome,
-                        event.content,
-                        event.child,
-                        who=node.agent_run_by(invocation.tool_name),
-                    )
-                    if error is not None:
-                        if workflow.patched(RAISED_KEEPS_ENDED):  # the other calls' results kept
-                            error.state = self._raised_state(node, state, effect.calls, results)
-                        elif workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
-                            ran = (ToolReturned, ToolSuspended)
-                            made = [(e.call_id, e.child) for e in results if isinstance(e, ran)]
-                            error.state = with_dropped_sub_runs(state, made)
-                        raise error
+            failures = [
+                self._failure(node, state, invocation, event)
+                for invocation, event in zip(effect.calls, results, strict=True)
+            ]
+            error = next((f for f in failures if f is not None), None)  # the first, in call order
+            if error is not None:
+                if workflow.patched(RAISED_KEEPS_ENDED):  # the other calls' results kept
+                    error.state = self._raised_state(node, state, results, failures)
+                elif workflow.patched(RAISED_SUB_RUN_USAGE):  # the sub-runs' usage kept
+                    ran = (ToolReturned, ToolSuspended)
+                    made = [(e.call_id, e.child) for e in results if isinstance(e, ran)]
+                    error.state = with_dropped_sub_runs(state, made)
+                raise error
         if node.transfers:  # the step's transfer calls that do not hand over say so, as locally
             results = settle_events(state.calls, results, node.transfers)
         for event in results:  # gather keeps call order: results commit in call order
@@ -665,30 +660,38 @@ class AgentWorkflow:
         return state
 
     @staticmethod
+    def _failure(
+        node: Any, state: RunState, invocation: ToolInvocation, event: Any
+    ) -> ToolExecutionError | None:
+        """The error ``on_tool_error="raise"`` raises for a call's result ``event`` (`tool_failure`), or None."""
+        if not isinstance(event, ToolReturned):
+            return None
+        return tool_failure(
+            state,
+            invocation.tool_name,
+            event.outcome,
+            event.content,
+            event.child,
+            who=node.agent_run_by(invocation.tool_name),
+        )
+
+    @staticmethod
     def _raised_state(
-        node: Any, state: RunState, calls: Sequence[ToolInvocation], results: Sequence[Any]
+        node: Any,
+        state: RunState,
+        results: Sequence[Any],
+        failures: Sequence[ToolExecutionError | None],
     ) -> RunState:
         """An ``on_tool_error="raise"`` error's state, as a local run's (`raise_tool_error`).
 
-        The results of the round's calls that did not fail committed (settled
-        for transfers), the failed calls still to run, their sub-runs' usage
-        counted (`with_dropped_sub_runs`).
+        The results of the round's calls that did not fail (``failures``, by
+        result, from `_failure`) committed (settled for transfers), the failed
+        calls still to run, their sub-runs' usage counted (`with_dropped_sub_runs`).
         """
         failed: list[Any] = []
         ended: list[Any] = []
-        for invocation, event in zip(calls, results, strict=True):
-            fails = isinstance(event, ToolReturned) and (
-                tool_failure(
-                    state,
-                    invocation.tool_name,
-                    event.outcome,
-                    event.content,
-                    event.child,
-                    who=node.agent_run_by(invocation.tool_name),
-                )
-                is not None
-            )
-            (failed if fails else ended).append(event)
+        for event, failure in zip(results, failures, strict=True):
+            (ended if failure is None else failed).append(event)
         if node.transfers:
             ended = settle_events(state.calls, ended, node.transfers)
         reached = state
@@ -884,16 +887,7 @@ class AgentWorkflow:
                 event = ToolSuspended(call.id, child)
             elif (  # a failed call of on_tool_error="raise": it runs again, as locally
                 node.on_tool_error == "raise"
-                and isinstance(event, ToolReturned)
-                and tool_failure(
-                    state,
-                    call.name,
-                    event.outcome,
-                    event.content,
-                    event.child,
-                    who=node.agent_run_by(call.name),
-                )
-                is not None
+                and self._failure(node, state, invocation, event) is not None
             ):
                 continue
             events.append(event)
