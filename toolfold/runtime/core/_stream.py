@@ -403,21 +403,29 @@ def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
     return _with_text(state, settled, _OpenPart(pieces, True, provider, data, event.ends))
 
 
+def _position(calls: tuple[_OpenCall, ...], index: int) -> int:
+    """Where the (last) call at ``index`` is in ``calls``.
+
+    Raises:
+        StreamError: No call at ``index`` started.
+    """
+    for position in range(len(calls) - 1, -1, -1):
+        if calls[position].index == index:
+            return position
+    raise StreamError(f"the model's stream sent an event for tool call {index} before its start")
+
+
 def _update_call(
     calls: tuple[_OpenCall, ...], index: int, change: Callable[[_OpenCall], _OpenCall]
 ) -> tuple[_OpenCall, ...]:
-    for position in range(len(calls) - 1, -1, -1):
-        if calls[position].index == index:
-            return (*calls[:position], change(calls[position]), *calls[position + 1 :])
-    raise StreamError(f"the model's stream sent an event for tool call {index} before its start")
+    position = _position(calls, index)
+    return (*calls[:position], change(calls[position]), *calls[position + 1 :])
 
 
 def _drop_call(calls: tuple[_OpenCall, ...], index: int) -> tuple[_OpenCall, ...]:
     """``calls`` without the (last) call at ``index``."""
-    for position in range(len(calls) - 1, -1, -1):
-        if calls[position].index == index:
-            return (*calls[:position], *calls[position + 1 :])
-    raise StreamError(f"the model's stream sent an event for tool call {index} before its start")
+    position = _position(calls, index)
+    return (*calls[:position], *calls[position + 1 :])
 
 
 def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelResponse:
