@@ -37,7 +37,7 @@ from toolfold.runtime.core._messages import (
     result_content,
 )
 from toolfold.toolkit import RunContext, Tool, tool
-from toolfold.toolkit._results import class_name, describe_exception
+from toolfold.toolkit._results import describe_exception, safe_repr
 from toolfold.toolkit._tool import check_tool_names, reads_context
 
 __all__ = ["load_tools", "mcp_server", "serve"]
@@ -284,7 +284,7 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
         )
         raise ToolDefinitionError(spec, [problem]) from exc
     problems = [
-        f"item {index} ({_shown(item)}) is not a Tool or a function"
+        f"item {index} ({safe_repr(item, ' object')}) is not a Tool or a function"
         for index, item in enumerate(items)
         if not _is(item, (Tool, FunctionType))
     ]
@@ -300,18 +300,6 @@ def _is(value: object, kinds: type | tuple[type, ...]) -> bool:
         return isinstance(value, kinds)
     except Exception:
         return False
-
-
-def _shown(value: object) -> str:
-    """``repr(value)``, which never raises: ``<unprintable T object>`` when the
-    value's ``__repr__`` raises or gives no string (it is the module's code)."""
-    try:
-        text = repr(value)
-    except Exception:
-        text = None
-    return (
-        str.__str__(text) if isinstance(text, str) else f"<unprintable {class_name(value)} object>"
-    )
 
 
 def _raised_at(exc: BaseException) -> str:

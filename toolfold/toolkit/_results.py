@@ -179,7 +179,7 @@ def format_result(value: Any) -> str:
         try:
             return int.__repr__(value)
         except ValueError:  # more digits than Python will print
-            return _fallback(value)
+            return safe_repr(value)
     if value is None or type(value) is bool:
         return "null" if value is None else ("true" if value else "false")
     if isinstance(value, str) and not isinstance(value, Enum):
@@ -212,7 +212,7 @@ def format_result(value: Any) -> str:
                 data = dumped
         return _dumps(data)
     except Exception:
-        return _fallback(value)
+        return safe_repr(value)
 
 
 def _dumps(data: Any) -> str:
@@ -271,8 +271,12 @@ def _replace_nonfinite(data: Any) -> Any:
     return data
 
 
-def _fallback(value: Any) -> str:
+def safe_repr(value: object, suffix: str = "") -> str:
+    """``repr(value)``, which never raises: ``<unprintable T>`` (``T`` then
+    ``suffix``) when the value's ``__repr__`` raises or gives no string (it is
+    the user's code)."""
     try:
-        return repr(value)
+        text = repr(value)
     except Exception:
-        return f"<unprintable {class_name(value)}>"
+        return f"<unprintable {class_name(value)}{suffix}>"
+    return str.__str__(text)  # (a str subclass's own __str__ is the user's code too)
