@@ -428,7 +428,7 @@ def _answered(
     shown = state  # (keys name calls of the state given: one answer applied first changes none)
 
     def named_call(option: str, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
-        path, call_id = _target(shown, key, status)
+        path, call_id = bound_address(shown, key, status)
         earlier = named.setdefault((path, call_id), key)
         if earlier != key:  # e.g. a sub-run's only call of an id, by its id and by its path
             raise UsageError(
@@ -655,7 +655,7 @@ def _bound(
     )
 
 
-def _target(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
+def bound_address(state: RunState, key: str, status: CallStatus) -> tuple[tuple[str, ...], str]:
     """`address`, with a bound key (`approval_key`) read as the one call it was made for."""
     if BOUND_KEY.fullmatch(key) is None:
         return address(state, key, status)
@@ -729,7 +729,7 @@ def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | N
         UsageError: ``key`` names several calls (listing their keys), or is a
             bound key made for another call.
     """
-    return call_at(state, *_target(state, key, status), status)
+    return call_at(state, *bound_address(state, key, status), status)
 
 
 def _nest(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:

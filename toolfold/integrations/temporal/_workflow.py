@@ -39,8 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
     from toolfold.runtime._resume import _nest as nest_answers
-    from toolfold.runtime._resume import _target as bound_target
-    from toolfold.runtime._resume import address
+    from toolfold.runtime._resume import address, bound_address
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         CallModel,
@@ -1091,7 +1090,7 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
     again when they replay (a validator does not run on replay). An approval key bound to
     its call (`approval_key`, ``"call_0#<fingerprint>"``; the key
     `RunState.keyed_pending_approvals` lists for a call whose path is
-    another call's id) is read as a local resume reads it (`_resume._target`):
+    another call's id) is read as a local resume reads it (`_resume.bound_address`):
     the one call it was made for, refused when made for another. The handler
     reads it so behind `DURABLE_BOUND_KEYS`: the validator refused such keys
     before, so only a call whose own id has that form got one, read as its id;
@@ -1103,7 +1102,7 @@ def _applied(state: RunState, answers: Answers, *, checked: bool = False) -> Run
         if BOUND_KEY.fullmatch(call_id) is not None and (
             checked or workflow.patched(DURABLE_BOUND_KEYS)
         ):
-            return bound_target(state, call_id, status)  # (as a local resume reads it)
+            return bound_address(state, call_id, status)  # (as a local resume reads it)
         try:
             return address(state, call_id, status)
         except UsageError:

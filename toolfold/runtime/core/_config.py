@@ -15,7 +15,13 @@ import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._messages import _EMPTY, FrozenDict, FrozenList, Message, freeze
+from toolfold.runtime.core._messages import (
+    EMPTY_MAPPING,
+    FrozenDict,
+    FrozenList,
+    Message,
+    freeze,
+)
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition, type_problem
 from toolfold.runtime.core._same_json import frozen_schema
@@ -156,7 +162,7 @@ def _settings(value: Any) -> Mapping[str, Any]:
     change at all (it is shared by every run made with equal options).
     """
     if value is None:
-        return _EMPTY
+        return EMPTY_MAPPING
     kind = type(value)
     if kind is dict or kind is FrozenDict or isinstance(value, Mapping):  # (exact types first)
         frozen: Mapping[str, Any] = freeze(value)
@@ -287,7 +293,7 @@ class RunConfig:
     output: OutputSpec | None = attrs.field(default=None, validator=_output)
     output_retries: int = attrs.field(default=3, validator=_at_least(0))
     settings: Mapping[str, Any] = attrs.field(
-        default=_EMPTY, converter=_settings, validator=_setting_names
+        default=EMPTY_MAPPING, converter=_settings, validator=_setting_names
     )
     max_steps: int = attrs.field(default=10, validator=_at_least(1))
     auto_execute_tools: bool = attrs.field(default=True, validator=_flag)

@@ -189,7 +189,7 @@ def thaw(value: Any) -> Any:
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if value is None:
-        return _EMPTY
+        return EMPTY_MAPPING
     if type(value) is FrozenDict:
         return value
     frozen: Mapping[str, Any] = freeze(value)
@@ -217,7 +217,8 @@ def _decoded(text: str) -> Mapping[str, Any] | None:
     return _frozen_arguments(parse_arguments(text))
 
 
-_EMPTY: FrozenDict = FrozenDict()
+EMPTY_MAPPING: FrozenDict = FrozenDict()
+"""The empty read-only mapping, shared (a default of ``provider_data`` and settings)."""
 
 
 @attrs.frozen
@@ -259,7 +260,7 @@ class ToolCallPart:
         default=attrs.Factory(lambda self: _decoded(self.arguments_text), takes_self=True),
         converter=_frozen_arguments,
     )
-    provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
+    provider_data: Mapping[str, Any] = attrs.field(default=EMPTY_MAPPING, converter=_frozen_mapping)
     kind: Literal["tool_call"] = "tool_call"
 
     def __repr__(self) -> str:
@@ -341,7 +342,7 @@ class ReasoningPart:
     text: str = ""
     signature: str | None = None
     provider: str | None = None
-    provider_data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_frozen_mapping)
+    provider_data: Mapping[str, Any] = attrs.field(default=EMPTY_MAPPING, converter=_frozen_mapping)
     kind: Literal["reasoning"] = "reasoning"
 
     def __repr__(self) -> str:

@@ -749,6 +749,11 @@ def raised_in_run(exc: BaseException) -> None:
         exc.__dict__[_RAISED_IN_RUN] = True
 
 
+def was_raised_in_run(exc: BaseException) -> bool:
+    """Whether `raised_in_run` marked ``exc`` (a GeneratorExit the run's own code raised)."""
+    return exc.__dict__.get(_RAISED_IN_RUN, False) is True
+
+
 # A GeneratorExit a tool raised, by the task whose run awaited it (see `note_thrown_exit`).
 _THROWN_EXITS: weakref.WeakKeyDictionary[Any, GeneratorExit] = weakref.WeakKeyDictionary()
 

@@ -65,7 +65,6 @@ from toolfold.runtime.core._stop import (
     stop_event,
 )
 from toolfold.runtime.drive._executor import (
-    _RAISED_IN_RUN,
     DEFAULT_MAX_CONCURRENCY,
     ToolJob,
     ToolOutcome,
@@ -73,6 +72,7 @@ from toolfold.runtime.drive._executor import (
     forwards,
     returned,
     thrown_exit,
+    was_raised_in_run,
 )
 from toolfold.runtime.drive._failures import (
     model_failure,
@@ -620,7 +620,7 @@ def is_interruption(exc: BaseException) -> bool:
     """
     if isinstance(exc, Exception):
         return False
-    return not isinstance(exc, GeneratorExit) or exc.__dict__.get(_RAISED_IN_RUN, False) is True
+    return not isinstance(exc, GeneratorExit) or was_raised_in_run(exc)
 
 
 def interrupted(
