@@ -800,6 +800,7 @@ def forget_thrown_exit() -> None:
 
 
 def current_task() -> Any:
+    """The running asyncio task, or None outside a running event loop (never raises)."""
     import asyncio
 
     try:
