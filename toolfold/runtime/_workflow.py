@@ -1017,6 +1017,11 @@ class WorkflowStream:
         closing.checked(self.response)
 
     def _failing(self, exc: BaseException) -> None:
+        """The iteration raises ``exc``: unless the caller stopped it (or the run had ended),
+        the run failed, as `response` says from now on."""
+        # As `RunStream._failing`, without its ``_stopped`` check: this stream keeps
+        # no stop flag of its own. A caller's stop is the inner `RunStream`'s (closing
+        # this iteration closes it, and it records the stop), and `response` asks it.
         if not isinstance(exc, GeneratorExit) and self._response is None:
             self._failed = failed_end(exc)
 
