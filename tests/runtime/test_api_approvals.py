@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import toolfold
 from toolfold import (
     Agent,
     Denied,
@@ -132,6 +133,10 @@ def test_approval_for_unknown_call_is_a_clear_error() -> None:
         agent.resume(first.state, approvals={"nope": True})
     with pytest.raises(UsageError, match="must be True, False or Denied"):
         agent.resume(first.state, approvals={first.pending_approvals[0].id: "yes"})  # type: ignore[dict-item]
+    bound = toolfold.approval_key(first.state, first.pending_approvals[0].id)
+    for wrong in ("yes", Denied(5)):  # (named by the key given: another call may share its id)
+        with pytest.raises(UsageError, match=f"approval for call {bound!r}"):
+            agent.resume(first.state, approvals={bound: wrong})  # type: ignore[dict-item]
 
 
 def test_answers_that_are_not_a_mapping_of_call_ids_are_a_clear_error() -> None:

@@ -18,7 +18,9 @@ from toolfold import (
     Message,
     ModelResponse,
     OutputValidationError,
+    RunError,
     RunState,
+    Sequence,
     ToolDefinitionError,
     generate_text,
     register_schema_rule,
@@ -191,6 +193,26 @@ def test_a_refused_or_cut_answer_is_not_asked_for_again(
     state = info.value.state
     assert state.phase == "failed"
     assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_workflow_step_failed_by_a_cut_answer_resumes_by_asking_its_model_again() -> None:
+    """Resuming a workflow whose agent step a cut answer failed (not asked for again) asks the
+    step's model again from before that answer: it re-validated the same answer and failed the
+    same way, so such a state could never go on."""
+    answers: list[Any] = [
+        ModelResponse(Message.assistant("the answer is"), finish_reason="length"),
+        "42",
+    ]
+
+    def answer(request: Any) -> Any:
+        return answers.pop(0)
+
+    flow = Sequence(Agent(FunctionModel(answer), name="c", output_type=int))
+    with pytest.raises(RunError, match="finish reason 'length'") as failed:
+        flow.run("go")
+    state = RunState.from_json(failed.value.state.to_json())
+    assert flow.resume(state).output == 42
+    assert answers == []
 
 
 def test_a_refusal_that_fits_the_output_type_is_accepted() -> None:

@@ -445,7 +445,7 @@ def _answered(
                 # Refused here like any other wrong answer (no state attached), not by
                 # the reducer as an event in phase awaiting_approval.
                 raise UsageError(
-                    f"approval for call {call_id!r}: Denied(reason) takes the reason as "
+                    f"approval for call {given_key!r}: Denied(reason) takes the reason as "
                     f"text the model reads, got {type(reason).__name__} {reason!r:.60}"
                 )
             event: Event = ApprovalDenied(call_id, reason)
@@ -455,7 +455,7 @@ def _answered(
             event = ApprovalDenied(call_id, "")
         else:
             raise UsageError(
-                f"approval for call {call_id!r} must be True, False or Denied(reason), "
+                f"approval for call {given_key!r} must be True, False or Denied(reason), "
                 f"got {decision!r}"
             )
         if path:

@@ -134,7 +134,8 @@ def retry_state(state: RunState) -> RunState | None:
     where it was before it. A failed call's own run, failed too, is retried the same way and
     kept on the call; one stopped before it ended (the run before a model
     call that failed) is kept as it is, to go on. A run whose last answer
-    did not fit its output type (no ``output_retries`` left) is back where
+    did not fit its output type (no ``output_retries`` left, or one the
+    provider ended with a refusal or at the token limit) is back where
     it was before the model gave that answer, to ask again: its tools'
     results are kept. A failed call whose sub-run ended with an error of its
     own (``max_steps`` reached...) runs again from the start. The usage of
@@ -157,11 +158,15 @@ def retry_state(state: RunState) -> RunState | None:
     dropped = NO_USAGE  # the run's own model calls left out (a rejected answer)
     dropped_sub_runs = NO_USAGE  # the sub-runs left out, to start over
     held = _held(events)
-    if isinstance(events[-1], RunFailed) and not held:
+    last_event = events[-1]
+    unfit = isinstance(last_event, RunFailed) and last_event.error_kind == "output_validation"
+    if isinstance(last_event, RunFailed) and not held and not unfit:
         kept = list(events[:-1])
-    elif isinstance(events[-1], OutputRejected):
-        # Its last answer did not fit the output type, with no retries left: the run just
-        # before the model gave it, to ask the model again (what ran before is kept).
+    elif isinstance(last_event, OutputRejected) or (unfit and not held):
+        # Its last answer did not fit the output type, with no retries left (or ended by a
+        # refusal or the token limit, which the driver does not ask again: `rejection`):
+        # the run just before the model gave it, to ask the model again (what ran before
+        # is kept); re-validating that answer would only fail the same way.
         answered = max(i for i, e in enumerate(events) if isinstance(e, ModelResponded))
         kept = list(events[:answered])
         last = events[answered]
