@@ -213,12 +213,10 @@ class _Session:
     def _kept_failed(self, state: Any) -> None:
         """Say where a failed run's state was written, and whether and how it resumes."""
         from toolfold.runtime._retry import retry_state
-        from toolfold.runtime._workflow import Workflow
 
-        if state.phase != "failed":  # the run before what failed (a model call...): it goes on
-            again = True
-        else:  # a workflow goes on from just before its failed step; an agent's failure is final
-            again = isinstance(self.agent, Workflow) and retry_state(state) is not None
+        # a run stopped before what failed (a model call...) goes on; a failed workflow or
+        # agent goes on from just before what failed it (`retry_state`), as `resume` does
+        again = state.phase != "failed" or retry_state(state) is not None
         if again:
             _say(
                 self.command,

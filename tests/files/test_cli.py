@@ -2034,8 +2034,8 @@ def test_a_failed_run_says_where_its_state_was_written_and_whether_it_resumes(
     tmp_path: Path,
 ) -> None:
     """Exit 4 says where the run file was written and how to go on, as exits 3 and 130 do: a
-    run stopped before what failed (and a workflow whose step failed) resumes; an agent's
-    failed state is final, and says so."""
+    run stopped before what failed, a workflow whose step failed and an agent whose answer
+    did not fit its output type (asked again on resume) resume."""
     (tmp_path / "failing.py").write_text(
         "from toolfold.testing import ScriptedModel\n\n"
         "empty = ScriptedModel([])\n"
@@ -2051,7 +2051,7 @@ def test_a_failed_run_says_where_its_state_was_written_and_whether_it_resumes(
     )
     env = {"PYTHONPATH": str(tmp_path)}
     resumes = "; once the cause is fixed, continue with: toolfold resume "
-    for agent, says in (("empty", resumes), ("flow", resumes), ("wrong", " (a failed run's")):
+    for agent, says in (("empty", resumes), ("flow", resumes), ("wrong", resumes)):
         proc = toolfold("run", "f.toml", "hi", "--agent", agent, cwd=tmp_path, env=env)
         assert proc.returncode == 4, proc.stderr
         last = proc.stderr.splitlines()[-1]

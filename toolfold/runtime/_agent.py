@@ -13,6 +13,7 @@ from toolfold.runtime._misplaced import refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
+from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
     Approval,
     MessagesInput,
@@ -627,6 +628,11 @@ class Agent:
     def _answered(self, state: RunState, answers: _Answers, function: str) -> tuple[Agent, _Begin]:
         """The agent that runs ``state`` now, and how the run goes on with the answers.
 
+        A failed ``state`` goes on from before what failed it, as a failed
+        workflow step does (`retry_state`): an answer unfit for the output
+        type is asked for again, calls whose tools used up their retries run
+        again. A failure nothing can retry is raised again when the run goes on.
+
         Raises:
             UsageError: ``state`` is no `RunState` (``function`` is the method
                 called, for the message).
@@ -637,6 +643,8 @@ class Agent:
         if answers.max_steps is None and state.agent not in (None, self.name):
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
+        if state.phase == "failed":  # retried as a workflow's failed step is (see `retry_state`)
+            state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
         continued = caller_answered(state)  # (asked now: the run may begin in another context)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
@@ -729,6 +737,10 @@ class Agent:
         does its ``max_steps``; an agent whose stored options (instructions,
         settings, ``tool_choice``, ``output_retries``,
         ``auto_execute_tools``, output type) differ from the run's is refused.
+        A failed run (an error's ``.state``) is retried from before what
+        failed it, as a failed workflow step is: an answer that did not fit
+        the output type is asked for again, the calls of a tool that used up
+        its retries run again; a failure nothing can retry is raised again.
 
         Args:
             state: ``response.state``, an error's ``.state``, or a state

@@ -1,0 +1,96 @@
+"""An agent resuming its own failed run retries what failed, as a workflow step is retried."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, Message, ModelResponse, RunState, tool
+from toolfold.testing import FunctionModel
+
+
+@dataclass
+class Out:
+    n: int
+
+
+def _failing(kind: str) -> tuple[Agent, dict[str, Any]]:
+    """An agent whose run fails the ``kind`` way while ``counts["fail"]``, and its counts."""
+    counts: dict[str, Any] = {"model": 0, "tool": 0, "fail": True}
+
+    def work(x: int) -> str:
+        """Do work."""
+        counts["tool"] += 1
+        if kind == "tool_retries" and counts["fail"]:
+            raise ValueError("tool boom")
+        return f"ok{x}"
+
+    def respond(request: Any) -> Any:
+        counts["model"] += 1
+        if not any(m.role == "tool" for m in request.messages):
+            return FunctionModel.call("work", {"x": 1})
+        if kind == "tool_retries" and counts["fail"]:
+            return FunctionModel.call("work", {"x": 1})
+        if kind == "length" and counts["fail"]:
+            return ModelResponse(Message.assistant("x"), finish_reason="length")
+        if kind == "output" and counts["fail"]:
+            return "not json"
+        return '{"n": 3}'
+
+    worker = tool(work, max_retries=1) if kind == "tool_retries" else tool(work)
+    return Agent(FunctionModel(respond), tools=[worker], output_type=Out, name="a"), counts
+
+
+def _failed_state(agent: Agent, counts: dict[str, Any]) -> RunState:
+    """The failed run's state, through JSON, the failure then fixed."""
+    with pytest.raises(toolfold.ToolfoldError) as caught:
+        agent.run("go")
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.phase == "failed"
+    counts["fail"] = False
+    return RunState.from_json(state.to_json())
+
+
+# (kind, model calls and tool runs the resume makes)
+_AGAIN = [("output", 1, 0), ("length", 1, 0), ("tool_retries", 1, 1)]
+
+
+@pytest.mark.parametrize(("kind", "models", "tools"), _AGAIN)
+def test_resume_retries_only_what_failed(kind: str, models: int, tools: int) -> None:
+    """Agent.resume of a failed state asks again / re-runs the failed calls, nothing else."""
+    agent, counts = _failing(kind)
+    state = _failed_state(agent, counts)
+    before = (counts["model"], counts["tool"])
+    response = agent.resume(state)
+    assert response.output == Out(3)
+    assert (counts["model"] - before[0], counts["tool"] - before[1]) == (models, tools)
+
+
+@pytest.mark.parametrize(("kind", "models", "tools"), _AGAIN)
+def test_every_resume_entry_point_retries(kind: str, models: int, tools: int) -> None:
+    """aresume, resume_stream and functional resume retry a failed state as resume does."""
+    for how in ("aresume", "stream", "functional"):
+        agent, counts = _failing(kind)
+        state = _failed_state(agent, counts)
+        before = (counts["model"], counts["tool"])
+        if how == "aresume":
+            response = asyncio.run(agent.aresume(state))
+        elif how == "stream":
+            response = list(agent.resume_stream(state))[-1].response
+        else:
+            response = toolfold.resume(state, model=agent.model, tools=agent.tools, output_type=Out)
+        assert response.output == Out(3), how
+        assert (counts["model"] - before[0], counts["tool"] - before[1]) == (models, tools), how
+
+
+def test_dropped_answer_usage_stays_counted() -> None:
+    """The rejected answer a retry leaves out is still in the run's usage (AttemptDropped)."""
+    agent, counts = _failing("output")
+    state = _failed_state(agent, counts)
+    response = agent.resume(state)
+    assert response.state.usage.requests == counts["model"]
