@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import attrs
 import pytest
 
 import toolfold
-from toolfold import Agent, Message, ModelResponse, RunState, tool
+from toolfold import Agent, Message, ModelResponse, RunState, UsageError, tool
 from toolfold.testing import FunctionModel
 
 
@@ -23,7 +25,11 @@ def _failing(kind: str) -> tuple[Agent, dict[str, Any]]:
     counts: dict[str, Any] = {"model": 0, "tool": 0, "fail": True}
 
     def work(x: int) -> str:
-        """Do work."""
+        """Do work.
+
+        Args:
+            x: Any number.
+        """
         counts["tool"] += 1
         if kind == "tool_retries" and counts["fail"]:
             raise ValueError("tool boom")
@@ -94,3 +100,28 @@ def test_dropped_answer_usage_stays_counted() -> None:
     state = _failed_state(agent, counts)
     response = agent.resume(state)
     assert response.state.usage.requests == counts["model"]
+
+
+def test_changed_settings_on_a_failed_state_advise_what_works() -> None:
+    """Resuming a failed state with changed settings names err.state and a run(prompt, ...)."""
+    agent, counts = _failing("length")
+    state = _failed_state(agent, counts)
+    changed = attrs.evolve(agent, settings={"max_tokens": 500})
+    with pytest.raises(UsageError) as caught:
+        changed.resume(state)
+    message = str(caught.value)
+    assert "err.state" in message
+    assert "agent.run(prompt, history=err.state.messages)" in message
+    assert "response" not in message
+    # the advice given works: a new run from the failed run's messages
+    assert changed.run("again", history=state.messages).output == Out(3)
+
+
+def test_changed_settings_on_a_finished_run_advise_a_run_with_a_prompt() -> None:
+    """Resuming a finished run with changed settings gives a run(prompt, history=...) form."""
+    agent, counts = _failing("output")
+    counts["fail"] = False
+    response = agent.run("go")
+    changed = attrs.evolve(agent, settings={"max_tokens": 500})
+    with pytest.raises(UsageError, match=re.escape("agent.run(prompt, history=response.messages)")):
+        changed.resume(response.state, message="more")

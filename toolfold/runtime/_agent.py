@@ -643,13 +643,16 @@ class Agent:
         if answers.max_steps is None and state.agent not in (None, self.name):
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
-        if state.phase == "failed":  # retried as a workflow's failed step is (see `retry_state`)
+        failed = state.phase == "failed"
+        if failed:  # retried as a workflow's failed step is (see `retry_state`)
             state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
         continued = caller_answered(state)  # (asked now: the run may begin in another context)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
             options = agent._run_options(graph)
-            live, resumed_state = resumed(state, options, **answers._asdict(), continued=continued)
+            live, resumed_state = resumed(
+                state, options, **answers._asdict(), continued=continued, failed=failed
+            )
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin

@@ -171,6 +171,7 @@ def resumed(
     on_event: Callable[[Event], object] | None,
     on_step: Callable[[Step], object] | None,
     continued: Continued | None = None,
+    failed: bool = False,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
@@ -182,7 +183,8 @@ def resumed(
     no run of it has shown are shown as this resume's own. The live half
     notes whether the tree's resume began from a run that waited (a top
     run's own phase; a continued sub-run's caller's note), for the sub-runs
-    its tool rounds continue (`Live.from_waiting`).
+    its tool rounds continue (`Live.from_waiting`). ``failed``: ``state`` is a
+    failed run made ready to retry (`retry_state`), for the refusals' advice.
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -192,7 +194,7 @@ def resumed(
             event is made).
     """
     _check_attached(state, options)
-    _check_stored(state.config, options.config)
+    _check_stored(state.config, options.config, failed=failed or state.phase == "failed")
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
@@ -382,17 +384,28 @@ def _cannot_continue(state: RunState, limit: int) -> UsageError:
     )
 
 
-def _check_stored(stored: RunConfig, given: RunConfig) -> None:
+def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) -> None:
+    """Refuse options whose stored part differs from the run's (``failed``: an error's state)."""
     differ = [
         name for field, name in _STORED.items() if getattr(stored, field) != getattr(given, field)
     ]
-    if differ:
+    if not differ:
+        return
+    head = (
+        f"the resuming agent's {', '.join(differ)} differ from the run's: a run keeps "
+        "the configuration it started with (it is stored in its state); "
+    )
+    if failed:
         raise UsageError(
-            f"the resuming agent's {', '.join(differ)} differ from the run's: a run keeps "
-            "the configuration it started with (it is stored in its state); resume with "
-            "the agent that started it, or start a new run from its messages "
-            "(history=response.messages)"
+            head + "resume the error's state (err.state) with the agent that started it to "
+            "retry what failed, or start a new run with this agent from the failed run's "
+            "messages: agent.run(prompt, history=err.state.messages) (they end with what "
+            "failed it, such as the rejected answer; leave out what it should not see)"
         )
+    raise UsageError(
+        head + "resume with the agent that started it, or start a new run from its "
+        "messages: agent.run(prompt, history=response.messages)"
+    )
 
 
 def _answered(
