@@ -12,6 +12,7 @@ import pytest
 
 import toolfold
 from toolfold import Agent, Message, ModelResponse, RunState, UsageError, tool
+from toolfold.runtime import fork
 from toolfold.testing import FunctionModel
 
 
@@ -125,3 +126,12 @@ def test_changed_settings_on_a_finished_run_advise_a_run_with_a_prompt() -> None
     changed = attrs.evolve(agent, settings={"max_tokens": 500})
     with pytest.raises(UsageError, match=re.escape("agent.run(prompt, history=response.messages)")):
         changed.resume(response.state, message="more")
+
+
+def test_a_fork_before_run_failed_keeps_the_rejected_answer() -> None:
+    """fork(events=len-1) of an output failure still fails; resuming the failed state answers."""
+    agent, counts = _failing("length")
+    state = _failed_state(agent, counts)
+    with pytest.raises(toolfold.OutputValidationError):
+        agent.resume(fork(state, events=len(state.events) - 1, run_id="again"))
+    assert agent.resume(state).output == Out(3)
