@@ -250,9 +250,7 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     except ToolDefinitionError:  # a tool the module defines is wrong: its own error says which
         raise
     except Exception as exc:  # ImportError, or whatever the module raised importing
-        # describe_exception never raises (the module's own exception's __str__ may).
-        problem = f"cannot import {module_name!r}: {describe_exception(exc)}{_raised_at(exc)}"
-        raise ToolDefinitionError(spec, [problem]) from exc
+        raise _module_failed(spec, f"cannot import {module_name!r}", exc) from exc
     if not attribute:
         # Every Tool the module holds, imported ones too (a package's __init__
         # gathers its tools so); one under two names, once.
@@ -269,20 +267,13 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     except ToolDefinitionError:  # a tool a module __getattr__ makes is wrong: its own error
         raise
     except Exception as exc:  # a module __getattr__ that raises something else
-        problem = (
-            f"cannot get {attribute!r} from {module_name!r}: "
-            f"{describe_exception(exc)}{_raised_at(exc)}"
-        )
-        raise ToolDefinitionError(spec, [problem]) from exc
+        raise _module_failed(spec, f"cannot get {attribute!r} from {module_name!r}", exc) from exc
     try:
         # (a list subclass's __iter__ is the module's code too, and may raise)
         items: Sequence[Any] = tuple(value) if _is(value, (list, tuple)) else (value,)
     except Exception as exc:
-        problem = (
-            f"cannot read the items of {attribute!r} ({type(value).__name__}): "
-            f"{describe_exception(exc)}{_raised_at(exc)}"
-        )
-        raise ToolDefinitionError(spec, [problem]) from exc
+        what = f"cannot read the items of {attribute!r} ({type(value).__name__})"
+        raise _module_failed(spec, what, exc) from exc
     problems = [
         f"item {index} ({safe_repr(item, ' object')}) is not a Tool or a function"
         for index, item in enumerate(items)
@@ -291,6 +282,13 @@ def load_tools(spec: str) -> tuple[Tool[..., Any], ...]:
     if problems:
         raise ToolDefinitionError(spec, problems)
     return tuple(item if isinstance(item, Tool) else tool(item) for item in items)
+
+
+def _module_failed(spec: str, what: str, exc: Exception) -> ToolDefinitionError:
+    """The error for the module's own code raising ``exc`` while ``what`` was done: its class,
+    text and where it was raised (`describe_exception` never raises, though the exception's
+    own ``__str__`` may)."""
+    return ToolDefinitionError(spec, [f"{what}: {describe_exception(exc)}{_raised_at(exc)}"])
 
 
 def _is(value: object, kinds: type | tuple[type, ...]) -> bool:
