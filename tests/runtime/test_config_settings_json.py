@@ -49,3 +49,20 @@ def test_json_settings_still_save_and_load() -> None:
     assert loaded["logit_bias"] == {"50256": -100}
     assert loaded["stop"] == ["x", "y"]
     assert math.isnan(loaded["penalty"])
+
+
+def test_nested_non_text_keys_are_text_from_the_start() -> None:
+    """A nested int, float, bool or None key is the text JSON writes for it as soon as the
+    config is built, so a saved state loads back equal to the one that was saved."""
+    settings = {"logit_bias": {50256: -100, 1.5: 1}, "extra": {"a": [{True: None, None: 2}]}}
+    state = initial_state("hi", RunConfig(settings=settings), run_id="r1")
+    assert state.config.settings["logit_bias"] == {"50256": -100, "1.5": 1}
+    assert state.config.settings["extra"] == {"a": [{"true": None, "null": 2}]}
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_keys_written_as_the_same_text_are_refused() -> None:
+    """``{1: ..., "1": ...}`` would lose one of them when the state is saved: refused,
+    naming the setting and both keys."""
+    with pytest.raises(UsageError, match=r"settings\['logit_bias'\]: the keys 1 and '1'"):
+        RunConfig(settings={"logit_bias": {1: -100, "1": 5}})

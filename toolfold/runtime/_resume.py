@@ -487,7 +487,7 @@ def _answered(
                 own.append(part)
         if own:
             state = apply(ToolResultsProvided(tuple(own)))
-    for event in _nest(nested):
+    for event in nest_answers(nested):
         state = apply(event)
     blocked = [f"{c.call.id!r} ({c.call.name})" for c in unapproved(state, live.tools)]
     if blocked:
@@ -745,14 +745,14 @@ def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | N
     return call_at(state, *bound_address(state, key, status), status)
 
 
-def _nest(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:
+def nest_answers(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:
     """Answers by path as `CallResumed` events, one per suspended call, nested down the path."""
     own = [event for path, event in answers if not path]
     below: dict[str, list[tuple[tuple[str, ...], Event]]] = {}
     for path, event in answers:
         if path:
             below.setdefault(path[0], []).append((path[1:], event))
-    return [*own, *(CallResumed(call_id, _nest(inner)) for call_id, inner in below.items())]
+    return [*own, *(CallResumed(call_id, nest_answers(inner)) for call_id, inner in below.items())]
 
 
 def _result_part(

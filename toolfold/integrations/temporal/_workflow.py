@@ -38,8 +38,7 @@ with workflow.unsafe.imports_passed_through():
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
-    from toolfold.runtime._resume import _nest as nest_answers
-    from toolfold.runtime._resume import address, bound_address
+    from toolfold.runtime._resume import address, bound_address, nest_answers
     from toolfold.runtime.core._approval import dispositions, policy_says
     from toolfold.runtime.core._effects import (
         CallModel,

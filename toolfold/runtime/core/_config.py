@@ -8,6 +8,7 @@ resumed in another process by re-attaching tools and the model by name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -166,8 +167,42 @@ def _settings(value: Any) -> Mapping[str, Any]:
     kind = type(value)
     if kind is dict or kind is FrozenDict or isinstance(value, Mapping):  # (exact types first)
         frozen: Mapping[str, Any] = freeze(value)
+        for key, setting in frozen.items():
+            if type(setting) not in _JSON_ATOMS and type(key) is str and not _is_json(setting):
+                # A nested key JSON writes as text (``logit_bias``'s token ids) is
+                # text from the start, so a saved state loads back equal to this one.
+                texts = {
+                    k: _keys_as_text(v, f"RunConfig.settings[{k!r}]") for k, v in frozen.items()
+                }
+                return cast(Mapping[str, Any], freeze(texts))
         return frozen
     return cast(Mapping[str, Any], value)  # refused by `_setting_names`, naming its type
+
+
+def _keys_as_text(value: Any, path: str) -> Any:
+    """``value`` (frozen) with its mappings' int, float, bool and None keys as the text
+    `json.dumps` writes for them; what is no JSON stays for `_check_json` to refuse.
+
+    Raises:
+        UsageError: Two keys of one mapping that would be written as the same text
+            (``{1: ..., "1": ...}``): one would be lost when the state is saved.
+    """
+    if isinstance(value, Mapping):
+        texts: dict[Any, Any] = {}
+        keys: dict[Any, Any] = {}  # each text's key as given
+        for key, item in value.items():
+            text = json.dumps(key) if isinstance(key, _JSON_KEYS[1:]) else key
+            if text in texts:
+                raise UsageError(
+                    f"{path}: the keys {keys[text]!r} and {key!r} are both written "
+                    f"{short(text)} in JSON (the setting is stored with the run as JSON)"
+                )
+            keys[text] = key
+            texts[text] = _keys_as_text(item, f"{path}[{key!r}]")
+        return texts
+    if isinstance(value, list):
+        return [_keys_as_text(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    return value
 
 
 _definition = builder(ToolDefinition)
