@@ -10,17 +10,29 @@
 - `named_tool` is the tool a named ``tool_choice`` forces, or the
   `ModelConfigError` saying the request has no such tool.
 - `refuse_choices` refuses a setting asking for more than one answer.
+- `refuse_setting` refuses a setting naming a body field the codec builds
+  itself (``messages``, ``stream``...), saying what to use instead.
+- `inlined` turns an image or file given as a ``data:`` URL into inline
+  bytes; `url_excerpt` is a URL as an error may quote it (short, no query).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn, TypeVar
+from urllib.parse import unquote_to_bytes
+
+import attrs
 
 from toolfold._errors import ModelConfigError, StreamError
 from toolfold.adapters import _wire as wire
+from toolfold.runtime.core._messages import FilePart, ImagePart
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import ToolDefinition
+
+Media = TypeVar("Media", bound=ImagePart | FilePart)
 
 
 def inband_stream_error(
@@ -154,3 +166,75 @@ def _count(value: Any) -> int | None:
         return None
     digits = text.lstrip("0") or "0"
     return int(digits) if len(digits) < len(str(_MANY)) else _MANY
+
+
+def refuse_setting(key: str, provider: str, instead: str) -> NoReturn:
+    """Refuse the setting ``key``, a request field ``provider``'s codec builds itself.
+
+    Sent as given, it would replace what the codec built (the conversation,
+    the model, the stream switch) without a word.
+
+    Raises:
+        ModelConfigError: Always, naming the setting and what to use instead.
+    """
+    raise ModelConfigError(
+        f"the setting {key!r} names a field of the {provider} request that toolfold builds "
+        f"itself; it would replace it: remove it and {instead}"
+    )
+
+
+#: What a `refuse_setting` says to use instead of ``stream``: a blocking call
+#: given ``stream=True`` would be answered with a stream it cannot read.
+STREAM_INSTEAD = (
+    "stream with the stream API instead (agent.stream(...), or model.stream() / "
+    "stream_sync()); toolfold asks for a stream itself there"
+)
+
+#: The most characters of a URL an error quotes (`url_excerpt`).
+URL_EXCERPT = 60
+
+
+def url_excerpt(url: str) -> str:
+    """A URL as an error quotes it: without query or fragment (a presigned URL's
+    signature), a ``data:`` URL as its header only, and at most `URL_EXCERPT`
+    characters, with the full length."""
+    if url[:5].lower() == "data:":
+        shown = url.partition(",")[0] + ",..."
+    else:
+        shown = url.partition("?")[0].partition("#")[0]
+        if len(shown) < len(url):
+            shown += "?..."
+    if len(shown) > URL_EXCERPT:
+        shown = shown[: URL_EXCERPT - 3] + "..."
+    return repr(shown) if len(shown) == len(url) else f"{shown!r} ({len(url):,} chars)"
+
+
+def inlined(part: Media) -> Media:
+    """``part``, with a ``data:`` URL given as ``url`` decoded into inline ``data``.
+
+    A data URL carries the bytes: sent as a URL, a provider would try to fetch
+    it (Anthropic, Gemini's ``fileUri``) or refuse it as a remote file. The
+    media type it names wins over the part's (whose default may not have been
+    chosen). Any other part is returned as it is.
+
+    Raises:
+        ModelConfigError: The data URL cannot be decoded (no comma, bad base64).
+    """
+    url = part.url
+    if url is None or part.data is not None or url[:5].lower() != "data:":
+        return part
+    header, comma, payload = url[5:].partition(",")
+    kind, _, parameters = header.partition(";")
+    try:
+        if not comma:
+            raise ValueError("no ',' before the data")
+        if parameters.lower().endswith("base64"):
+            data = base64.b64decode(unquote_to_bytes(payload), validate=True)
+        else:
+            data = unquote_to_bytes(payload)
+    except (ValueError, binascii.Error) as error:
+        raise ModelConfigError(
+            f"the {type(part).__name__}'s data: URL {url_excerpt(url)} cannot be decoded "
+            f"({error}); give the bytes as data= instead"
+        ) from None
+    return attrs.evolve(part, data=data, url=None, media_type=kind.strip() or part.media_type)

@@ -37,6 +37,42 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-yaml")
 
 
+#: File name extensions by media type, for `default_filename`.
+_EXTENSIONS = {
+    "application/pdf": ".pdf",
+    "text/plain": ".txt",
+    "text/csv": ".csv",
+    "text/markdown": ".md",
+    "text/html": ".html",
+    "application/json": ".json",
+    "application/xml": ".xml",
+    "text/xml": ".xml",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/mpeg": ".mp3",
+    "audio/mp3": ".mp3",
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "application/msword": ".doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+}
+
+
+def default_filename(media_type: str) -> str:
+    """The name an inline file without one is sent with: ``file`` and the media
+    type's extension (``file.pdf``); ``file`` for a type not known here.
+
+    OpenAI's Chat Completions and Responses APIs refuse inline ``file_data``
+    without a ``filename`` (their spec marks it optional).
+    """
+    kind = media_type.split(";")[0].strip().lower()
+    return "file" + _EXTENSIONS.get(kind, "")
+
+
 def file_text(part: FilePart) -> str | None:
     """A text file's content headed by its name and type, or None for other files."""
     if part.data is None:

@@ -8,6 +8,7 @@ non-streaming call gives.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
@@ -68,7 +69,9 @@ def model(spec: str | Model, **options: Any) -> Model:
             retries: whatever the provider accepts.
 
     Raises:
-        ModelConfigError: The string has no known provider prefix.
+        ModelConfigError: The string has no known provider prefix, or an
+            option is no option of its provider (a model setting such as
+            ``temperature`` given here: it goes to ``Agent``/``generate_text``).
         UsageError: ``spec`` is a model class, not a model object.
     """
     if not isinstance(spec, str):
@@ -86,7 +89,28 @@ def model(spec: str | Model, **options: Any) -> Model:
     override = MODEL_OVERRIDE.get()
     if override is not None:
         return override(spec)
-    return factory(name, **options)
+    try:
+        return factory(name, **options)
+    except TypeError as error:
+        unknown = _unexpected_keyword(error, options)
+        if unknown is None:
+            raise
+        raise ModelConfigError(
+            f"model({spec!r}, {unknown}=...): {unknown!r} is no option of the model (its "
+            f"options are the connection's: base_url, api_key, timeout, retry, headers...); "
+            f"a model setting goes to the run: Agent(model, {unknown}=...) or "
+            f"generate_text(model, ..., {unknown}=...) (or their settings={{{unknown!r}: ...}})"
+        ) from None
+
+
+_UNEXPECTED = re.compile(r"got an unexpected keyword argument '(\w+)'")
+
+
+def _unexpected_keyword(error: TypeError, options: dict[str, Any]) -> str | None:
+    """The option of ``options`` that ``error`` says the factory does not take, or None
+    (another TypeError, raised for another reason, goes on as it is)."""
+    match = _UNEXPECTED.search(str(error))
+    return match[1] if match is not None and match[1] in options else None
 
 
 def _factory(spec: str) -> tuple[ModelFactory, str]:

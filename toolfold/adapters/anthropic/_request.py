@@ -24,12 +24,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import named_tool
+from toolfold.adapters._codec import (
+    STREAM_INSTEAD,
+    inlined,
+    named_tool,
+    refuse_setting,
+    url_excerpt,
+)
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import result_items
@@ -56,6 +64,10 @@ Body = dict[str, Any]
 
 PROVIDER = "anthropic"
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
+# Settings naming a field the codec builds: each merged with it or refused (`_own_setting`).
+_OWNED = frozenset(
+    {"model", "messages", "stream", "system", "tools", "tool_choice", "output_format"}
+)
 _NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -106,10 +118,15 @@ def build_body(
             cannot be sent strict.
     """
     settings = request.settings
-    body: Body = {
-        "model": model_name,
-        "max_tokens": settings.get("max_tokens") or _default_max_tokens(settings),
-    }
+    max_tokens = settings.get("max_tokens")
+    if max_tokens is None:
+        max_tokens = _default_max_tokens(settings)
+    elif isinstance(max_tokens, numbers.Real) and max_tokens < 1:
+        raise ModelConfigError(
+            f"the setting max_tokens={max_tokens!r} is below the Anthropic Messages API's "
+            "minimum: max_tokens must be at least 1 (CreateMessageParams); raise it"
+        )
+    body: Body = {"model": model_name, "max_tokens": max_tokens}
     system = "\n\n".join(m.text for m in request.messages if m.role == "system")
     if system:
         body["system"] = system
@@ -118,7 +135,7 @@ def build_body(
         _add_tools(body, request)
     if request.output is not None:
         body["output_format"] = {"type": "json_schema", "schema": output_schema(request.output)}
-    _add_settings(body, settings)
+    _add_settings(body, settings, request.tool_choice)
     if stream:
         body["stream"] = True
     return body
@@ -131,13 +148,16 @@ def _default_max_tokens(settings: Mapping[str, Any]) -> int:
     4096 or more and no ``max_tokens`` given, the default leaves
     `DEFAULT_MAX_TOKENS` for the answer after the budget. (A ``max_tokens``
     the user gives is sent as it is: with interleaved thinking the budget may
-    exceed it.)
+    exceed it.) A budget given as any real number counts (``5000.0``, a
+    NumPy integer), as the API reads it.
     """
     thinking = settings.get("thinking")
     if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
         budget = thinking.get("budget_tokens")
-        if type(budget) is int and budget >= DEFAULT_MAX_TOKENS:
-            return budget + DEFAULT_MAX_TOKENS
+        if type(budget) is not bool and isinstance(budget, numbers.Real):
+            tokens = math.ceil(float(budget))
+            if tokens >= DEFAULT_MAX_TOKENS:
+                return tokens + DEFAULT_MAX_TOKENS
     return DEFAULT_MAX_TOKENS
 
 
@@ -197,9 +217,12 @@ def _tool_choice(choice: str | None, tools: list[ToolDefinition]) -> dict[str, A
     return {"type": "tool", "name": choice}
 
 
-def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
+def _add_settings(body: Body, settings: Mapping[str, Any], tool_choice: str | None) -> None:
     for key, value in settings.items():
         if value is None or key in _HANDLED_SETTINGS:
+            continue
+        if key in _OWNED:
+            _own_setting(body, key, value, settings, tool_choice)
             continue
         if key in UNSUPPORTED_SETTINGS:
             raise ModelConfigError(
@@ -208,6 +231,83 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
         if key == "stop" and isinstance(value, str):
             value = [value]
         body[RENAMED_SETTINGS.get(key, key)] = value
+
+
+def _own_setting(
+    body: Body, key: str, value: Any, settings: Mapping[str, Any], tool_choice: str | None
+) -> None:
+    """Place a setting naming a field `build_body` builds: merged with it, or refused.
+
+    ``system`` (a string or a list of text blocks, e.g. with ``cache_control``)
+    goes before the system messages' text, which follows as one more block;
+    ``tools`` (server tools such as web search) go after the function tools;
+    ``tool_choice`` goes as given when the request chose none (a forced tool
+    while thinking is on still refused); ``output_format`` goes as given when
+    the request has no output type. ``model``, ``messages``, ``stream`` are
+    refused.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    if key == "system":
+        body["system"] = _merged_system(value, body.get("system"))
+    elif key == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                f"the setting 'tools' must be a list of Anthropic tool objects (server tools "
+                f"such as web search, sent after the run's tools), got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif key == "tool_choice":
+        if "tool_choice" in body:
+            raise ModelConfigError(
+                f"the setting 'tool_choice' and the run's tool_choice={tool_choice!r} (or "
+                "parallel_tool_calls=False) both set Anthropic's tool_choice; give one"
+            )
+        thinking = settings.get("thinking")
+        forced = isinstance(value, Mapping) and value.get("type") in ("any", "tool")
+        if forced and isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+            raise ModelConfigError(
+                f"the setting tool_choice={value!r} forces a tool, which Anthropic rejects "
+                "while extended thinking is on; use 'auto' or turn thinking off"
+            )
+        body["tool_choice"] = value
+    elif key == "output_format" and "output_format" in body:
+        raise ModelConfigError(
+            "the setting 'output_format' and the run's output type both set Anthropic's "
+            "output_format; give one (the output type sends its schema there)"
+        )
+    elif key == "output_format":
+        body["output_format"] = value
+    elif key == "stream":
+        refuse_setting(key, "Anthropic", STREAM_INSTEAD)
+    elif key == "model":
+        refuse_setting(key, "Anthropic", "name the model in the model string ('anthropic:<model>')")
+    else:
+        refuse_setting(key, "Anthropic", "give the conversation as the run's prompt or messages")
+
+
+def _merged_system(value: Any, instructions: str | None) -> Any:
+    """The ``system`` field of a ``system`` setting and the system messages' text.
+
+    The setting's blocks come first: a ``cache_control`` breakpoint on them
+    caches them whatever instructions follow.
+    """
+    if isinstance(value, str):
+        if not instructions:
+            return value
+        blocks: list[Any] = [{"type": "text", "text": value}]
+    elif isinstance(value, (list, tuple)) and all(isinstance(b, Mapping) for b in value):
+        blocks = list(value)
+    else:
+        raise ModelConfigError(
+            "the setting 'system' must be a string or a list of text blocks "
+            f"({{'type': 'text', 'text': ..., 'cache_control': ...}}), got {type(value).__name__}"
+        )
+    if instructions:
+        blocks.append({"type": "text", "text": instructions})
+    return blocks
 
 
 # --- messages --------------------------------------------------------------
@@ -330,6 +430,7 @@ def thinking_block(part: ReasoningPart) -> Body | None:
 
 
 def _image(part: ImagePart) -> Body:
+    part = inlined(part)
     if part.url is not None:
         return {"type": "image", "source": {"type": "url", "url": part.url}}
     if part.data is None:
@@ -345,6 +446,7 @@ def _image(part: ImagePart) -> Body:
 
 
 def _document(part: FilePart) -> Body:
+    part = inlined(part)
     if part.media_type == "application/pdf":
         if part.url is not None:
             source: Body = {"type": "url", "url": part.url}
@@ -358,7 +460,7 @@ def _document(part: FilePart) -> Body:
     else:
         raise ModelConfigError(
             "Anthropic takes PDF files (inline or by URL) and inline text/plain files, "
-            f"not {part.media_type!r}" + (f" by URL ({part.url})" if part.url else "")
+            f"not {part.media_type!r}" + (f" by URL ({url_excerpt(part.url)})" if part.url else "")
         )
     block: Body = {"type": "document", "source": source}
     if part.filename:

@@ -21,7 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import named_tool, refuse_choices
+from toolfold.adapters._codec import (
+    STREAM_INSTEAD,
+    inlined,
+    named_tool,
+    refuse_choices,
+    refuse_setting,
+)
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import media_of, text_of
@@ -47,6 +53,18 @@ Body = dict[str, Any]
 #: The providers whose reasoning parts are Gemini's own.
 OWN = frozenset({"gemini", "google"})
 _HANDLED = frozenset({"parallel_tool_calls", "generationConfig", "generation_config"})
+# Settings naming a field the codec builds (in either spelling the API reads), by
+# the field's camelCase name: each merged with it or refused (`_own_setting`).
+_OWNED = {
+    "contents": "contents",
+    "model": "model",
+    "stream": "stream",
+    "tools": "tools",
+    "systemInstruction": "systemInstruction",
+    "system_instruction": "systemInstruction",
+    "toolConfig": "toolConfig",
+    "tool_config": "toolConfig",
+}
 
 
 def schema_dialect(model_name: str, schema_form: str | None = None) -> Dialect:
@@ -93,11 +111,11 @@ def build_body(
         config = _calling_config(request.tool_choice, tools, dialect)
         if config is not None:
             body["toolConfig"] = {"functionCallingConfig": config}
-    if request.settings.get("parallel_tool_calls") is False:
-        raise ModelConfigError(
-            "Gemini has no switch for one tool call per turn; "
-            "remove parallel_tool_calls=False (or ask for it in the instructions)"
-        )
+        if request.settings.get("parallel_tool_calls") is False:
+            raise ModelConfigError(
+                "Gemini has no switch for one tool call per turn; "
+                "remove parallel_tool_calls=False (or ask for it in the instructions)"
+            )
     generation = _generation_config(request.settings)
     if request.output is not None:
         generation.update(_output_config(request.output, dialect))
@@ -105,8 +123,67 @@ def build_body(
         body["generationConfig"] = generation
     for key, value in request.settings.items():
         if value is not None and key not in GENERATION_SETTINGS and key not in _HANDLED:
-            body[key] = value
+            field = _OWNED.get(key)
+            if field is None:
+                body[key] = value
+            else:
+                _own_setting(body, key, field, value)
     return Prepared(body, RequestReport("gemini", tuple(notes)))
+
+
+def _own_setting(body: Body, key: str, field: str, value: Any) -> None:
+    """Place a setting naming a field `build_body` builds: merged with it, or refused.
+
+    ``tools`` (built-in tools such as ``{"googleSearch": {}}``) go after the
+    function declarations; ``systemInstruction`` parts go before the system
+    messages'; ``toolConfig`` (``retrievalConfig``) is merged with the built
+    ``functionCallingConfig``, which it may not set as well. ``contents``,
+    ``model`` and ``stream`` are refused.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    if field == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                "the setting 'tools' must be a list of Gemini Tool objects (built-in tools "
+                f"such as googleSearch, sent after the run's tools), got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif field == "systemInstruction":
+        if isinstance(value, str):
+            value = {"parts": [{"text": value}]}
+        parts = value.get("parts") if isinstance(value, Mapping) else None
+        if not isinstance(parts, (list, tuple)):
+            raise ModelConfigError(
+                f"the setting {key!r} must be a Content object ({{'parts': [{{'text': ...}}]}}) "
+                f"or a string, got {type(value).__name__}"
+            )
+        built = body.get("systemInstruction")
+        merged = [*parts, *(built["parts"] if built is not None else ())]
+        body["systemInstruction"] = {**value, "parts": merged}
+    elif field == "toolConfig":
+        built = body.get("toolConfig")
+        if not isinstance(value, Mapping):
+            raise ModelConfigError(
+                f"the setting {key!r} must be a ToolConfig object, got {type(value).__name__}"
+            )
+        if built is not None and not {
+            "functionCallingConfig",
+            "function_calling_config",
+        }.isdisjoint(value):
+            raise ModelConfigError(
+                f"the setting {key!r} sets functionCallingConfig, which the run's tool_choice "
+                "(or strict tools) sets too; give tool_choice only"
+            )
+        body["toolConfig"] = {**built, **value} if built is not None else value
+    elif field == "stream":
+        refuse_setting(key, "Gemini", STREAM_INSTEAD)
+    elif field == "model":
+        refuse_setting(key, "Gemini", "name the model in the model string ('gemini:<model>')")
+    else:
+        refuse_setting(key, "Gemini", "give the conversation as the run's prompt or messages")
 
 
 def _calling_config(
@@ -221,6 +298,7 @@ RESPONSE_MEDIA = frozenset({"image/png", "image/jpeg", "image/webp", "applicatio
 
 def _response_media(part: ImagePart | FilePart) -> Body | None:
     """An image or document of a tool result as inline bytes, or None (then only described)."""
+    part = inlined(part)
     if part.data is None or part.media_type not in RESPONSE_MEDIA:
         return None
     data = base64.b64encode(part.data).decode()
@@ -228,6 +306,7 @@ def _response_media(part: ImagePart | FilePart) -> Body | None:
 
 
 def _media(part: ImagePart | FilePart) -> Body:
+    part = inlined(part)
     if part.data is not None:
         data = base64.b64encode(part.data).decode()
         return {"inlineData": {"mimeType": part.media_type, "data": data}}

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._codec import STREAM_INSTEAD, inlined, refuse_setting, url_excerpt
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
@@ -47,6 +48,8 @@ PROVIDER = "ollama"
 # Roles whose one text part is not sent as a plain message of that role: an assistant
 # message may carry thinking and calls, and a tool message's text is no result.
 _NOT_PLAIN = ("assistant", "tool")
+# Settings naming a field the codec builds: each merged with it or refused (`_own_setting`).
+_OWNED = frozenset({"model", "messages", "stream", "tools", "format"})
 
 
 def prepare(request: ModelRequest, model_name: str, *, stream: bool = False) -> Prepared:
@@ -105,7 +108,9 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
     for key, value in settings.items():
         if value is None or key == "parallel_tool_calls":
             continue
-        if key == "options" and isinstance(value, Mapping):
+        if key in _OWNED:
+            _own_setting(body, key, value)
+        elif key == "options" and isinstance(value, Mapping):
             options.update(value)
         elif key in TOP_LEVEL_SETTINGS:
             body[key] = value
@@ -115,6 +120,39 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
             options[RENAMED_OPTIONS.get(key, key)] = value
     if options:
         body["options"] = options
+
+
+def _own_setting(body: Body, key: str, value: Any) -> None:
+    """Place a setting naming a field `build_body` builds: merged with it, or refused.
+
+    ``tools`` go after the run's tools; ``format`` goes as given when the
+    request has no output type. ``model``, ``messages`` and ``stream`` are
+    refused.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    if key == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                f"the setting 'tools' must be a list of tool objects (sent after the run's "
+                f"tools), got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif key == "format":
+        if "format" in body:
+            raise ModelConfigError(
+                "the setting 'format' and the run's output type both set Ollama's format; "
+                "give one (the output type sends its JSON schema there)"
+            )
+        body["format"] = value
+    elif key == "stream":
+        refuse_setting(key, "Ollama", STREAM_INSTEAD)
+    elif key == "model":
+        refuse_setting(key, "Ollama", "name the model in the model string ('ollama:<model>')")
+    else:
+        refuse_setting(key, "Ollama", "give the conversation as the run's prompt or messages")
 
 
 def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
@@ -227,6 +265,7 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
 
 def _inline_image(part: ImagePart | FilePart) -> tuple[str, str]:
     """An image as Ollama takes it (inline base64); `ModelConfigError` for anything else."""
+    part = inlined(part)
     if isinstance(part, ImagePart) and part.data is not None:
         return ("image", base64.b64encode(part.data).decode())
     raise ModelConfigError(f"Ollama cannot take {part.kind!r} {part.media_type} here")
@@ -275,9 +314,11 @@ def _user_or_system(role: str, parts: Sequence[Part]) -> Body:
         if isinstance(part, TextPart):
             text.append(part.text)
         elif isinstance(part, ImagePart):
+            part = inlined(part)
             if part.data is None:
                 raise ModelConfigError(
-                    f"Ollama takes images inline only; ImagePart {part.url!r} has a url and no data"
+                    f"Ollama takes images inline only; ImagePart {url_excerpt(part.url or '')} "
+                    "has a url and no data: give its bytes as data="
                 )
             images.append(base64.b64encode(part.data).decode())
         elif isinstance(part, FilePart):

@@ -10,10 +10,23 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
-from toolfold.adapters._codec import named_tool, refuse_choices
+from toolfold.adapters._codec import (
+    STREAM_INSTEAD,
+    inlined,
+    named_tool,
+    refuse_choices,
+    refuse_setting,
+    url_excerpt,
+)
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._http._json import encode_text
-from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
+from toolfold.adapters._results import (
+    beside_items,
+    default_filename,
+    joins_run,
+    media_of,
+    text_of,
+)
 from toolfold.adapters.openai_chat._providers import ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -36,6 +49,8 @@ OutputCompiler = Callable[[OutputSpec, ChatProvider], Mapping[str, Any]]
 
 # Neutral settings the codec places itself; everything else goes to the body as is.
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens", "stream_options"})
+# Settings naming a field the codec builds: each merged with it or refused (`_own_setting`).
+_OWNED = frozenset({"model", "messages", "stream", "tools", "tool_choice", "response_format"})
 # OpenAI's input_audio part takes only these formats [O4 chat_completion_content_part_input_audio_param.py].
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
@@ -87,8 +102,8 @@ def encode_body(
     changes). None where the messages do not encode one by one (a tool's
     images and files, and a tool message's parts beside its results, travel in
     a user message after the run of tool messages;
-    json_object output appends a message) or a setting overrides ``model``,
-    ``messages`` or ``tools``: `build_body` then.
+    json_object output appends a message) or a ``tools`` setting adds to
+    the tools: `build_body` then.
 
     Reasoning the provider does not take back is left out as `build_body`
     leaves it out, and said: with ``notes`` (a list), each part left out is
@@ -132,7 +147,7 @@ def encode_body(
         fragments = _bridged(zip(edges, fragments, strict=True), lambda: turn)
     frame = _frame(request, model_name, provider, stream)
     if frame is None:
-        return None  # a setting named model, messages or tools: let build_body place it
+        return None  # a tools setting adds to the tools: let build_body place them
     text = f"{frame[0]}{','.join(fragments)}{frame[1]}"
     try:
         return text.encode()
@@ -453,12 +468,49 @@ def _add_settings(body: Body, settings: Mapping[str, Any], provider: ChatProvide
     for key, value in settings.items():
         if value is None or key in _HANDLED_SETTINGS:
             continue
+        if key in _OWNED:
+            _own_setting(body, key, value, provider)
+            continue
         if key == "n":
             refuse_choices(key, value, provider.name)
         body[provider.renames.get(key, key)] = value
     max_tokens = settings.get("max_tokens")
     if max_tokens is not None:
         body[provider.max_tokens_key] = max_tokens
+
+
+def _own_setting(body: Body, key: str, value: Any, provider: ChatProvider) -> None:
+    """Place a setting naming a field `_body` builds: merged with it, or refused.
+
+    ``tools`` go after the run's function tools; ``tool_choice`` and
+    ``response_format`` go as given when the request has no tool choice or
+    output type of its own. ``model``, ``messages`` and ``stream`` are refused.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    if key == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                f"the setting 'tools' must be a list of tool objects (sent after the run's "
+                f"tools), got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif key in ("tool_choice", "response_format"):
+        if key in body:
+            given = "tool_choice" if key == "tool_choice" else "output type"
+            raise ModelConfigError(
+                f"the setting {key!r} and the run's {given} both set {provider.name}'s "
+                f"{key}; give one"
+            )
+        body[key] = value
+    elif key == "stream":
+        refuse_setting(key, provider.name, STREAM_INSTEAD)
+    elif key == "model":
+        refuse_setting(key, provider.name, "name the model in the model string")
+    else:
+        refuse_setting(key, provider.name, "give the conversation as the run's prompt or messages")
 
 
 # --- messages --------------------------------------------------------------
@@ -753,12 +805,13 @@ def _image_url(part: ImagePart) -> str:
 
 
 def _mistral_file(part: FilePart) -> Body:
+    part = inlined(part)
     if part.data is None and part.url is None:
         raise ModelConfigError("a FilePart needs data or a url")
     if part.media_type in _AUDIO_FORMATS:
         if part.data is None:
             raise ModelConfigError(
-                f"Mistral takes audio inline only; FilePart {part.url!r} has no data"
+                f"Mistral takes audio inline only; FilePart {url_excerpt(part.url or '')} has no data"
             )
         return {"type": "input_audio", "input_audio": base64.b64encode(part.data).decode()}
     url = part.url
@@ -771,15 +824,19 @@ def _mistral_file(part: FilePart) -> Body:
 
 
 def _file(part: FilePart) -> Body:
+    part = inlined(part)
     if part.data is None:
         raise ModelConfigError(
-            f"Chat Completions takes files inline only; FilePart {part.url!r} has a url and no data"
+            f"Chat Completions takes files inline only; FilePart {url_excerpt(part.url or '')} "
+            "has a url and no data: give its bytes as data="
         )
     encoded = base64.b64encode(part.data).decode()
     audio = _AUDIO_FORMATS.get(part.media_type)
     if audio is not None:
         return {"type": "input_audio", "input_audio": {"data": encoded, "format": audio}}
-    file: Body = {"file_data": f"data:{part.media_type};base64,{encoded}"}
-    if part.filename:
-        file["filename"] = part.filename
+    # OpenAI refuses inline file_data without a filename (its 400 asks for a file_id)
+    file: Body = {
+        "file_data": f"data:{part.media_type};base64,{encoded}",
+        "filename": part.filename or default_filename(part.media_type),
+    }
     return {"type": "file", "file": file}

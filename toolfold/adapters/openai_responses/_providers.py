@@ -68,6 +68,7 @@ MIN_OUTPUT_TOKENS = 16
 #: a Responses-compatible server (vLLM, a gateway) given as ``base_url`` may
 #: define more fields, so its settings go as given.
 OPENAI_HOST = "api.openai.com"
+_REGIONAL = "." + OPENAI_HOST
 
 
 def is_reasoning_model(model_name: str) -> bool:
@@ -76,5 +77,8 @@ def is_reasoning_model(model_name: str) -> bool:
 
 
 def is_openai(base_url: str) -> bool:
-    """Whether ``base_url`` is OpenAI's own API (whose fields `CreateResponse` lists)."""
-    return urlsplit(base_url).hostname == OPENAI_HOST
+    """Whether ``base_url`` is OpenAI's own API (whose fields `CreateResponse` lists):
+    `OPENAI_HOST`, or a regional host of it (``eu.api.openai.com``, ``us.api.openai.com``:
+    OpenAI's data-residency endpoints of the same API)."""
+    host = urlsplit(base_url).hostname or ""
+    return host == OPENAI_HOST or host.endswith(_REGIONAL)

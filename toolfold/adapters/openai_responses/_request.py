@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import named_tool
+from toolfold.adapters._codec import STREAM_INSTEAD, inlined, named_tool, refuse_setting
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
-from toolfold.adapters._results import joins_run, result_items
+from toolfold.adapters._results import default_filename, joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
     MIN_OUTPUT_TOKENS,
@@ -60,6 +60,8 @@ from toolfold.runtime.core._request import ModelRequest, OutputSpec, ToolDefinit
 
 Body = dict[str, Any]
 _HANDLED = frozenset({"parallel_tool_calls"})
+# Settings naming a field the codec builds: each merged with it or refused (`_own_setting`).
+_OWNED = frozenset({"model", "input", "stream", "tools", "tool_choice", "text"})
 
 
 def compiled_tool(tool: ToolDefinition) -> CompiledTool:
@@ -100,6 +102,9 @@ def build_body(
     for key, value in request.settings.items():
         if value is None or key in _HANDLED:
             continue
+        if key in _OWNED:
+            _own_setting(body, key, value)
+            continue
         if openai and key in UNSUPPORTED_SETTINGS:
             raise ModelConfigError(
                 f"the setting {key!r} has no equivalent in the OpenAI Responses API; remove it"
@@ -113,6 +118,56 @@ def build_body(
     if stream:
         body["stream"] = True
     return Prepared(body, RequestReport(PREFIX, tuple(notes)))
+
+
+def _own_setting(body: Body, key: str, value: Any) -> None:
+    """Place a setting naming a field `build_body` builds: merged with it, or refused.
+
+    ``tools`` (built-in tools such as ``{"type": "web_search"}``) go after the
+    function tools; ``text`` (``{"verbosity": "low"}``) is merged with the
+    output type's ``text.format``; ``tool_choice`` goes as given when the
+    request chose none. ``model``, ``input`` and ``stream`` are refused.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    if key == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                "the setting 'tools' must be a list of Responses tool objects (built-in tools "
+                f"such as web_search, sent after the run's tools), got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif key == "text":
+        built = body.get("text")
+        if not isinstance(value, Mapping):
+            raise ModelConfigError(
+                f"the setting 'text' must be an object (e.g. {{'verbosity': 'low'}}), "
+                f"got {type(value).__name__}"
+            )
+        if built is not None and "format" in value:
+            raise ModelConfigError(
+                "the setting text={'format': ...} and the run's output type both set the "
+                "Responses text.format; give one (the output type sends its JSON schema "
+                "there; other text fields such as verbosity merge with it)"
+            )
+        body["text"] = {**built, **value} if built is not None else value
+    elif key == "tool_choice":
+        if "tool_choice" in body:
+            raise ModelConfigError(
+                f"the setting 'tool_choice' and the run's tool_choice={body['tool_choice']!r} "
+                "both set the Responses tool_choice; give one"
+            )
+        body["tool_choice"] = value
+    elif key == "stream":
+        refuse_setting(key, "OpenAI Responses", STREAM_INSTEAD)
+    elif key == "model":
+        refuse_setting(key, "OpenAI Responses", "name the model in the model string")
+    else:
+        refuse_setting(
+            key, "OpenAI Responses", "give the conversation as the run's prompt or messages"
+        )
 
 
 def _check_output_tokens(key: str, value: Any) -> None:
@@ -244,11 +299,15 @@ def _data_url(part: ImagePart | FilePart) -> str:
 
 
 def _file(part: FilePart) -> Body:
+    part = inlined(part)
     if part.data is None and part.url is not None:
         return {"type": "input_file", "file_url": part.url}
-    file: Body = {"type": "input_file", "file_data": _data_url(part)}
-    if part.filename:
-        file["filename"] = part.filename
+    # OpenAI refuses inline file_data without a filename (its 400 asks for a file_id)
+    file: Body = {
+        "type": "input_file",
+        "file_data": _data_url(part),
+        "filename": part.filename or default_filename(part.media_type),
+    }
     return file
 
 
