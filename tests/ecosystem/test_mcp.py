@@ -537,6 +537,30 @@ def test_cancelling_an_async_open_stops_the_servers_start(tmp_path: Any) -> None
     assert children() == before  # the server's process was ended by the SDK
 
 
+def test_cancelling_an_async_run_while_its_server_lists_stops_the_listing(tmp_path: Any) -> None:
+    """A run cancelled while its server has not answered tools/list cancels the request and
+    closes the server: asyncio.run's end does not wait for `timeout`, nothing is left."""
+    before, threads = children(), threading.active_count()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    script = str(ROOT / "tests/ecosystem/hanging_list_server.py")
+    # timeout is past _run_in_a_thread's join: a listing left to time out keeps asyncio.run going
+    server = MCPServerStdio(sys.executable, [script, str(asked)], name="hanging", timeout=60)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(Agent(ScriptedModel(["done"]), tools=[server]).arun("x"))
+        await asyncio.to_thread(lambda: asked.open().close())  # the server has tools/list
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    runner = _run_in_a_thread(main())
+    assert not runner.is_alive()  # the listing's worker thread ended, so asyncio.run returned
+    assert threading.active_count() == threads
+    assert not server.is_open
+    assert children() == before
+
+
 def test_cancelling_one_async_open_leaves_another_servers_open_alone(tmp_path: Any) -> None:
     """Of two servers opening at once, cancelling the task opening one stops only that
     one's start: the other opens and serves."""

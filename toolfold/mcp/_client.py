@@ -18,6 +18,7 @@ import re
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
@@ -526,10 +527,15 @@ class MCPServer:
         assert portal is not None
         asked = portal.start_task_soon(self._on_session, fn, self._client, self._task)
         try:
-            return asked.result(timeout=self.timeout)
+            # an async caller's cancellation (`tools_off_loop`) cancels the request too,
+            # rather than leave it, and this thread holding the session, until `timeout`
+            with when_open_cancelled(asked.cancel):
+                return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             asked.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
+        except FutureCancelled:
+            raise MCPError(self.name, "stopped: the task listing it was cancelled") from None
         except Exception as exc:
             raise self._error(_describe(exc), exc) from exc
 
