@@ -70,6 +70,13 @@ def http_dropping_server() -> Iterator[str]:
     yield from _http_server(["-m", "tests.ecosystem.dropping_server"])
 
 
+@pytest.fixture
+def http_echoing_server() -> Iterator[str]:
+    """A raw MCP server over streamable HTTP that echoes the Authorization header into a
+    malformed notification before a call's answer; yields its URL."""
+    yield from _http_server(["-m", "tests.ecosystem.echoing_server"])
+
+
 def _http_server(arguments: list[str]) -> Iterator[str]:
     """Start ``python ARGUMENTS`` (a server printing its URL to stderr); yield the URL, then kill it."""
     process = subprocess.Popen(

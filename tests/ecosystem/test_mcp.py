@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -390,6 +391,75 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
     with pytest.raises(UsageError, match=r"its URL carries a user:password@, which may"):
         MCPServerHTTP("http://bob:sk-PASS-0451@127.0.0.1:9/mcp").file_entry()
     assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
+
+
+def test_a_header_a_server_echoes_into_the_sdks_own_log_lines_never_shows(
+    http_echoing_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A header echoed by the server into a message the MCP SDK's client logs (its
+    ``client`` logger's WARNING, with a traceback) is scrubbed from the record."""
+    caplog.set_level(logging.DEBUG)
+    headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
+    server = MCPServerHTTP(http_echoing_server, headers=headers, name="echoing")
+    with server:
+        (echo,) = server.tools()
+        assert _call(echo, {}) == "ok"
+    warned = [r for r in caplog.records if r.name == "client" and r.levelno == logging.WARNING]
+    assert warned  # the SDK logged the malformed notification
+    assert "Failed to validate notification" in caplog.text
+    assert GUARD_TOKEN not in caplog.text
+
+
+_LOGGERS_MADE = """
+import importlib, json, logging, pathlib, sys
+made = set()
+real = logging.getLogger
+def recording(name=None):
+    if sys._getframe(1).f_globals.get("__name__", "").split(".")[0] == "mcp":
+        made.add(name)
+    return real(name)
+logging.getLogger = recording
+import mcp
+root = pathlib.Path(mcp.__file__).parent
+for path in sorted(root.rglob("*.py")):
+    parts = ("mcp", *path.relative_to(root).with_suffix("").parts)
+    try:
+        importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    except (Exception, SystemExit):  # for another platform (mcp.os.win32), an extra (mcp.cli)
+        pass
+from toolfold.adapters._http._logs import package_loggers
+print(json.dumps([len(made), sorted(made - package_loggers("mcp"))]))
+"""
+
+
+def test_every_logger_the_mcp_sdk_makes_is_guarded() -> None:
+    """Every logger an MCP SDK module makes as it is imported (recorded by a getLogger
+    wrapper, in a fresh interpreter) is one `package_loggers` finds in the SDK's source."""
+    found = subprocess.run(
+        [sys.executable, "-c", _LOGGERS_MADE], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    made, missed = json.loads(found.stdout.splitlines()[-1])
+    assert made > 10  # the SDK's modules were imported
+    assert missed == []
+
+
+def test_a_logger_a_new_sdk_module_makes_is_found(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`package_loggers` finds, without importing them, a module's own-named logger and a
+    literal name, in any module of the package."""
+    from toolfold.adapters._http._logs import package_loggers
+
+    package = tmp_path / "fresh_sdk"
+    (package / "client").mkdir(parents=True)
+    (package / "__init__.py").write_text("import logging\nlog = logging.getLogger(__name__)\n")
+    (package / "client" / "__init__.py").write_text("")
+    (package / "client" / "session.py").write_text(
+        "raise ImportError('never imported')\nimport logging\n"
+        "a = logging.getLogger(__name__)\nb = logging.getLogger( 'plain' )\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert package_loggers("fresh_sdk") == {"fresh_sdk", "fresh_sdk.client.session", "plain"}
 
 
 def test_a_header_value_given_as_a_secret_is_sent_and_never_shown(

@@ -704,7 +704,8 @@ class MCPServerHTTP(MCPServer):
         from toolfold.adapters._http._logs import guard_logs
 
         self._scrub = self._secrets()
-        guard_logs(*self._scrub)  # httpx logs each request's URL at INFO
+        # httpx logs each request's URL at INFO, the MCP SDK a server's messages
+        guard_logs(*self._scrub, package="mcp")
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
