@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import hashlib
 import json
 import re
@@ -515,11 +516,16 @@ class MCPServer:
             result = await asyncio.wrap_future(asked)
         except Exception as exc:
             raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
-        if result.is_error:
+        try:  # a block the SDK let through may still be unreadable (data that is no base64)
+            if not result.is_error:
+                return _result_for_model(result)
             texts = [describe_content(_block_parts(block)) for block in result.content]
-            shown = " ".join(texts) or "(no text)"
-            raise self._error(f"tool {remote!r} reported an error: {shown}")
-        return _result_for_model(result)
+        except Exception as exc:
+            raise self._error(
+                f"tool {remote!r} answered a malformed result: {_describe(exc)}", exc
+            ) from exc
+        shown = " ".join(texts) or "(no text)"
+        raise self._error(f"tool {remote!r} reported an error: {shown}")
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
@@ -894,9 +900,9 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
     if kind == "text":
         return [TextPart(str(block.text))]
     if kind == "image":
-        return [ImagePart(_bytes(block.data), media_type=block.mime_type)]
+        return [ImagePart(_bytes(block.data, kind), media_type=block.mime_type)]
     if kind == "audio":
-        return [FilePart(_bytes(block.data), media_type=block.mime_type)]
+        return [FilePart(_bytes(block.data, kind), media_type=block.mime_type)]
     if kind == "resource":
         resource = block.resource
         uri = str(resource.uri)
@@ -905,7 +911,7 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
         if text is not None:
             data = str(text).encode()
             return [FilePart(data, media_type=mime or "text/plain", filename=uri)]
-        data = _bytes(resource.blob)
+        data = _bytes(resource.blob, "resource")
         if mime and mime.startswith("image/"):
             return [ImagePart(data, media_type=mime)]
         return [FilePart(data, media_type=mime or "application/octet-stream", filename=uri)]
@@ -914,8 +920,16 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
     return [TextPart(json.dumps(block.model_dump(mode="json"), sort_keys=True))]
 
 
-def _bytes(data: str) -> bytes:
-    return base64.b64decode(data, validate=False)
+def _bytes(data: str, block: str) -> bytes:
+    """A block's base64 ``data`` decoded.
+
+    Raises:
+        ValueError: It is no base64, naming the ``block``.
+    """
+    try:
+        return base64.b64decode(data, validate=False)
+    except binascii.Error as exc:
+        raise ValueError(f"its {block} block's data is not base64 ({exc})") from None
 
 
 _REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")
