@@ -40,10 +40,12 @@ def http_tools_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serving_tools(*options: str) -> Iterator[str]:
-    """`python -m toolfold.mcp serve` of the served tools with ``--http OPTIONS``, as a
+def serving_tools(
+    *options: str, tools: str = "tests.ecosystem.served_tools:TOOLS"
+) -> Iterator[str]:
+    """`python -m toolfold.mcp serve TOOLS` (the served tools) with ``--http OPTIONS``, as a
     subprocess: its URL, the server killed on exit."""
-    command = ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS", "--http"]
+    command = ["-m", "toolfold.mcp", "serve", tools, "--http"]
     yield from _http_server([*command, *options])
 
 

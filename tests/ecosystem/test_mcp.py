@@ -230,6 +230,62 @@ def test_a_served_tool_raising_an_unprintable_exception_is_an_error_result() -> 
     assert (_texts(ok), ok.is_error) == (["3"], False)
 
 
+@pytest.mark.parametrize("http", [False, True])
+def test_a_tool_raising_a_stray_cancel_or_system_exit_is_an_error_result(http: bool) -> None:
+    """A served tool that raises CancelledError while its call was not cancelled, or calls
+    sys.exit(), gives an isError result; the server goes on serving (stdio and HTTP)."""
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    odd = "tests.ecosystem.odd_tools:TOOLS"
+
+    async def calls(target: Any) -> list[Any]:
+        with anyio.fail_after(60):  # bounds a hang
+            async with Client(target) as client:
+                names = [("stray_cancel", {}), ("exits", {}), ("add", {"a": 1, "b": 2})]
+                return [await client.call_tool(name, arguments) for name, arguments in names]
+
+    if http:
+        with serving_tools("--port", "0", tools=odd) as url:
+            stray, exited, added = asyncio.run(calls(url))
+    else:
+        arguments = ["-m", "toolfold.mcp", "serve", odd]
+        target = StdioServerParameters(command=sys.executable, args=arguments, cwd=str(ROOT))
+        stray, exited, added = asyncio.run(calls(target))
+    assert (_texts(stray), stray.is_error) == (["CancelledError"], True)
+    assert (_texts(exited), exited.is_error) == (["SystemExit: 3"], True)
+    assert (_texts(added), added.is_error) == (["3"], False)
+
+
+def test_a_cancelled_scope_is_a_real_cancel_and_a_tools_own_cancelled_error_is_not() -> None:
+    """The server tells the host's cancel (a cancelled scope around the call) from a
+    CancelledError a tool raised while nothing cancelled it."""
+    import anyio
+
+    from toolfold.mcp._server import _cancelled
+
+    seen: list[bool] = []
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await anyio.sleep(0)
+            except anyio.get_cancelled_exc_class():
+                seen.append(_cancelled())
+                raise
+        inner = asyncio.ensure_future(asyncio.Event().wait())
+        inner.cancel()
+        try:
+            await inner
+        except asyncio.CancelledError:
+            seen.append(_cancelled())
+
+    asyncio.run(main())
+    assert seen == [True, False]
+
+
 def test_the_client_describes_an_unprintable_failure_without_raising() -> None:
     """The MCP client names a failure whose str() fails, each in a group, as describe_exception does."""
     from toolfold.mcp._client import _describe
