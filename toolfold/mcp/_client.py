@@ -192,7 +192,14 @@ class MCPServer:
 
     @property
     def is_open(self) -> bool:
-        """Whether a session to the server is open now (False once its server crashed)."""
+        """Whether a session to the server is open now.
+
+        False once a call or a listing found its server gone (crashed, or an
+        HTTP server that went away). A server that dies while nothing is
+        asked of it is not watched for: it stays True until the next request
+        finds it gone; the next run's listing (or ``open``) then starts a
+        fresh one.
+        """
         task = self._task
         return self._client is not None and not self._ended and task is not None and not task.done()
 
