@@ -197,7 +197,7 @@ class MCPServer:
         False once a call or a listing found its server gone (crashed, or an
         HTTP server that went away). A server that dies while nothing is
         asked of it is not watched for: it stays True until the next request
-        finds it gone; the next run's listing (or ``open``) then starts a
+        finds it gone; the next listing (each run lists its tools) starts a
         fresh one.
         """
         task = self._task
