@@ -153,6 +153,36 @@ def test_names_that_match_no_listed_tool_are_errors() -> None:
         _time_server(requires_approval=3)
 
 
+@pytest.mark.parametrize("bad", ["5", None, True, 0, -1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("option", ["timeout", "startup_timeout"])
+def test_a_timeout_that_is_no_positive_finite_number_is_a_usage_error(
+    option: str, bad: Any
+) -> None:
+    """A timeout given as a string, None, a bool, zero or less, NaN or infinity is refused
+    when the server is made, naming the server, the option and the value."""
+    for make in (
+        lambda: MCPServerStdio(sys.executable, ["x"], name="s", **{option: bad}),
+        lambda: MCPServerHTTP("http://127.0.0.1:9/mcp", name="s", **{option: bad}),
+    ):
+        with pytest.raises(UsageError) as caught:
+            make()
+        assert str(caught.value) == (
+            f"MCP server 's': {option} takes a positive, finite number of seconds, got {bad!r}"
+        )
+
+
+def test_stdio_args_given_as_one_string_is_a_usage_error() -> None:
+    """``args`` as one string (which would be split into its characters) is refused,
+    saying to give a list."""
+    with pytest.raises(UsageError) as caught:
+        MCPServerStdio(sys.executable, "server.py")
+    assert str(caught.value) == (
+        f"MCP server {sys.executable!r}: args takes a list of arguments, got the string "
+        "'server.py' (write ['server.py']; split a command line with shlex.split)"
+    )
+    assert MCPServerStdio(sys.executable, ["server.py"]).args == ("server.py",)
+
+
 def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     """`python -m toolfold.mcp serve` lists each tool with exactly its derived schema."""
 

@@ -100,7 +100,8 @@ class MCPServer:
 
     Raises:
         UsageError: An option has the wrong type (a single string where a
-            list of names is wanted, a timeout that is not positive).
+            list of names is wanted, a timeout that is no positive, finite
+            number).
 
     A name in ``include`` or ``requires_approval`` that the server does not
     list is a `ToolDefinitionError` when its tools are listed: a misspelt
@@ -118,8 +119,15 @@ class MCPServer:
         include: Sequence[str] | None = None,
     ) -> None:
         for option, value in (("timeout", timeout), ("startup_timeout", startup_timeout)):
-            if not value > 0:
-                raise UsageError(f"MCP server {name!r}: {option} must be positive, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 < value <= threading.TIMEOUT_MAX  # not NaN, nor infinite
+            ):
+                raise UsageError(
+                    f"MCP server {name!r}: {option} takes a positive, finite number of "
+                    f"seconds, got {value!r}"
+                )
         self.name = name
         self.prefix = prefix
         self.timeout = timeout
@@ -624,6 +632,10 @@ class MCPServerStdio(MCPServer):
         name: A name for messages (default: the command).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
+
+    Raises:
+        UsageError: ``args`` is a single string, or an option is wrong (see
+            `MCPServer`).
     """
 
     def __init__(
@@ -637,6 +649,11 @@ class MCPServerStdio(MCPServer):
         **options: Any,
     ) -> None:
         super().__init__(name or command, **options)
+        if isinstance(args, (str, bytes)):  # tuple() would split it into characters
+            raise UsageError(
+                f"MCP server {self.name!r}: args takes a list of arguments, got the string "
+                f"{args!r} (write [{args!r}]; split a command line with shlex.split)"
+            )
         self.command = command
         self.args = tuple(args)
         self.env = None if env is None else dict(env)
