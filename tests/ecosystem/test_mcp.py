@@ -183,6 +183,36 @@ def test_stdio_args_given_as_one_string_is_a_usage_error() -> None:
     assert MCPServerStdio(sys.executable, ["server.py"]).args == ("server.py",)
 
 
+def test_a_local_tool_named_as_an_mcp_tool_is_refused_saying_prefix_or_include() -> None:
+    """A local tool sharing a name with an unprefixed MCP server's tool is refused naming
+    both, with the remedies each takes: name= for the local one, prefix= or include= for
+    the server's (which takes no name=)."""
+    before = children()
+    server = _our_server()
+    with pytest.raises(ToolDefinitionError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[add, server]).run("x")
+    assert str(caught.value).endswith(
+        "tool name 'add' is used by 2 tools (made from tests.ecosystem.served_tools:add, "
+        "tool 'add' of MCP server 'ours'); give them distinct names: name=... for a tool "
+        "of your own; prefix=... on MCP server 'ours', or include=[...] to leave 'add' out"
+    )
+    assert not server.is_open
+    assert children() == before
+
+
+def test_one_mcp_server_listed_twice_is_refused_saying_so() -> None:
+    """The same server object twice in an agent's tools is refused when the agent is made,
+    saying it is listed twice (not as tools sharing names at the run)."""
+    server = _our_server()
+    with pytest.raises(ToolDefinitionError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[server, add, server], name="a")
+    assert str(caught.value) == (
+        "the tool source MCPServerStdio 'ours' is listed 2 times in the tools of agent 'a': "
+        "list it once (each of its tools would be there twice)"
+    )
+    assert not server.is_open
+
+
 def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     """`python -m toolfold.mcp serve` lists each tool with exactly its derived schema."""
 

@@ -40,6 +40,7 @@ from toolfold.toolkit._options import (
     ApprovalPolicy,
 )
 from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._tool import MADE_AS, RENAMED_WITH
 
 if TYPE_CHECKING:
     from toolfold.adapters._http._keys import Secret
@@ -506,6 +507,11 @@ class MCPServer:
 
         call.__name__ = name
         call.__qualname__ = f"{type(self).__name__}({self.name}).{remote}"
+        # what a duplicate-name error names, and its remedy: an MCP tool takes no name=
+        call.__dict__[MADE_AS] = f"tool {remote!r} of MCP server {self.name!r}"
+        call.__dict__[RENAMED_WITH] = (
+            f"prefix=... on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
+        )
         return Tool(
             name,
             spec["description"],
