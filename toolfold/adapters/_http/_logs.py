@@ -54,11 +54,8 @@ def package_loggers(package: str) -> frozenset[str]:
     ``package``'s name. Empty when ``package`` is not installed.
     """
     spec = importlib.util.find_spec(package)
-    names = {
-        name
-        for name in logging.root.manager.loggerDict
-        if name == package or name.startswith(f"{package}.")
-    }
+    made = list(logging.root.manager.loggerDict)  # (copied at once: other threads add to it)
+    names = {name for name in made if name == package or name.startswith(f"{package}.")}
     for root in (spec.submodule_search_locations or ()) if spec is not None else ():
         for path in Path(root).rglob("*.py"):
             try:
