@@ -40,10 +40,12 @@ def http_tools_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serving_tools(*options: str) -> Iterator[str]:
-    """`python -m toolfold.mcp serve` of the served tools with ``--http OPTIONS``, as a
+def serving_tools(
+    *options: str, tools: str = "tests.ecosystem.served_tools:TOOLS"
+) -> Iterator[str]:
+    """`python -m toolfold.mcp serve TOOLS` (the served tools) with ``--http OPTIONS``, as a
     subprocess: its URL, the server killed on exit."""
-    command = ["-m", "toolfold.mcp", "serve", "tests.ecosystem.served_tools:TOOLS", "--http"]
+    command = ["-m", "toolfold.mcp", "serve", tools, "--http"]
     yield from _http_server([*command, *options])
 
 
@@ -68,6 +70,13 @@ def http_dropping_server() -> Iterator[str]:
     """The served tools over streamable HTTP, cutting the stream of a request holding
     ``DROP``; yields its URL."""
     yield from _http_server(["-m", "tests.ecosystem.dropping_server"])
+
+
+@pytest.fixture
+def http_echoing_server() -> Iterator[str]:
+    """A raw MCP server over streamable HTTP that echoes the Authorization header into a
+    malformed notification before a call's answer; yields its URL."""
+    yield from _http_server(["-m", "tests.ecosystem.echoing_server"])
 
 
 def _http_server(arguments: list[str]) -> Iterator[str]:

@@ -59,6 +59,9 @@ def _content(name: str) -> types.CallToolResult:
             content=[types.TextContent(text='{"city": "Oslo", "celsius": -3}')],
             structured_content=data,
         )
+    if name in ("garbled", "garbled_error"):  # an image whose data is no base64
+        image = types.ImageContent(data="!!!notbase64@@@", mime_type="image/png")
+        return types.CallToolResult(content=[image], is_error=name == "garbled_error")
     if name == "link":
         return types.CallToolResult(
             content=[types.ResourceLink(uri="file:///notes/big.csv", name="big.csv")]
@@ -70,7 +73,7 @@ def main() -> None:
     """Serve the tools over stdio until the client goes away."""
     tools = [
         types.Tool(name=name, description=f"The {name} tool.", input_schema=EMPTY)
-        for name in ("chart", "readme", "weather", "link")
+        for name in ("chart", "readme", "weather", "link", "garbled", "garbled_error")
     ]
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:

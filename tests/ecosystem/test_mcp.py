@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -152,6 +153,66 @@ def test_names_that_match_no_listed_tool_are_errors() -> None:
         _time_server(requires_approval=3)
 
 
+@pytest.mark.parametrize("bad", ["5", None, True, 0, -1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("option", ["timeout", "startup_timeout"])
+def test_a_timeout_that_is_no_positive_finite_number_is_a_usage_error(
+    option: str, bad: Any
+) -> None:
+    """A timeout given as a string, None, a bool, zero or less, NaN or infinity is refused
+    when the server is made, naming the server, the option and the value."""
+    for make in (
+        lambda: MCPServerStdio(sys.executable, ["x"], name="s", **{option: bad}),
+        lambda: MCPServerHTTP("http://127.0.0.1:9/mcp", name="s", **{option: bad}),
+    ):
+        with pytest.raises(UsageError) as caught:
+            make()
+        assert str(caught.value) == (
+            f"MCP server 's': {option} takes a positive, finite number of seconds, got {bad!r}"
+        )
+
+
+def test_stdio_args_given_as_one_string_is_a_usage_error() -> None:
+    """``args`` as one string (which would be split into its characters) is refused,
+    saying to give a list."""
+    with pytest.raises(UsageError) as caught:
+        MCPServerStdio(sys.executable, "server.py")
+    assert str(caught.value) == (
+        f"MCP server {sys.executable!r}: args takes a list of arguments, got the string "
+        "'server.py' (write ['server.py']; split a command line with shlex.split)"
+    )
+    assert MCPServerStdio(sys.executable, ["server.py"]).args == ("server.py",)
+
+
+def test_a_local_tool_named_as_an_mcp_tool_is_refused_saying_prefix_or_include() -> None:
+    """A local tool sharing a name with an unprefixed MCP server's tool is refused naming
+    both, with the remedies each takes: name= for the local one, prefix= or include= for
+    the server's (which takes no name=)."""
+    before = children()
+    server = _our_server()
+    with pytest.raises(ToolDefinitionError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[add, server]).run("x")
+    assert str(caught.value).endswith(
+        "tool name 'add' is used by 2 tools (made from tests.ecosystem.served_tools:add, "
+        "tool 'add' of MCP server 'ours'); give them distinct names: name=... for a tool "
+        "of your own; prefix=... on MCP server 'ours', or include=[...] to leave 'add' out"
+    )
+    assert not server.is_open
+    assert children() == before
+
+
+def test_one_mcp_server_listed_twice_is_refused_saying_so() -> None:
+    """The same server object twice in an agent's tools is refused when the agent is made,
+    saying it is listed twice (not as tools sharing names at the run)."""
+    server = _our_server()
+    with pytest.raises(ToolDefinitionError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[server, add, server], name="a")
+    assert str(caught.value) == (
+        "the tool source MCPServerStdio 'ours' is listed 2 times in the tools of agent 'a': "
+        "list it once (each of its tools would be there twice)"
+    )
+    assert not server.is_open
+
+
 def test_our_server_lists_the_derived_schemas_to_the_sdk_client() -> None:
     """`python -m toolfold.mcp serve` lists each tool with exactly its derived schema."""
 
@@ -227,6 +288,62 @@ def test_a_served_tool_raising_an_unprintable_exception_is_an_error_result() -> 
     assert (_texts(failed), failed.is_error) == (["_BadStr: <unprintable _BadStr>"], True)
     assert (_texts(empty), empty.is_error) == (["ValueError"], True)
     assert (_texts(ok), ok.is_error) == (["3"], False)
+
+
+@pytest.mark.parametrize("http", [False, True])
+def test_a_tool_raising_a_stray_cancel_or_system_exit_is_an_error_result(http: bool) -> None:
+    """A served tool that raises CancelledError while its call was not cancelled, or calls
+    sys.exit(), gives an isError result; the server goes on serving (stdio and HTTP)."""
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    odd = "tests.ecosystem.odd_tools:TOOLS"
+
+    async def calls(target: Any) -> list[Any]:
+        with anyio.fail_after(60):  # bounds a hang
+            async with Client(target) as client:
+                names = [("stray_cancel", {}), ("exits", {}), ("add", {"a": 1, "b": 2})]
+                return [await client.call_tool(name, arguments) for name, arguments in names]
+
+    if http:
+        with serving_tools("--port", "0", tools=odd) as url:
+            stray, exited, added = asyncio.run(calls(url))
+    else:
+        arguments = ["-m", "toolfold.mcp", "serve", odd]
+        target = StdioServerParameters(command=sys.executable, args=arguments, cwd=str(ROOT))
+        stray, exited, added = asyncio.run(calls(target))
+    assert (_texts(stray), stray.is_error) == (["CancelledError"], True)
+    assert (_texts(exited), exited.is_error) == (["SystemExit: 3"], True)
+    assert (_texts(added), added.is_error) == (["3"], False)
+
+
+def test_a_cancelled_scope_is_a_real_cancel_and_a_tools_own_cancelled_error_is_not() -> None:
+    """The server tells the host's cancel (a cancelled scope around the call) from a
+    CancelledError a tool raised while nothing cancelled it."""
+    import anyio
+
+    from toolfold.mcp._server import _cancelled
+
+    seen: list[bool] = []
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            try:
+                await anyio.sleep(0)
+            except anyio.get_cancelled_exc_class():
+                seen.append(_cancelled())
+                raise
+        inner = asyncio.ensure_future(asyncio.Event().wait())
+        inner.cancel()
+        try:
+            await inner
+        except asyncio.CancelledError:
+            seen.append(_cancelled())
+
+    asyncio.run(main())
+    assert seen == [True, False]
 
 
 def test_the_client_describes_an_unprintable_failure_without_raising() -> None:
@@ -392,6 +509,75 @@ def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> N
     assert MCPServerHTTP("http://127.0.0.1:9/mcp").file_entry()["url"] == "http://127.0.0.1:9/mcp"
 
 
+def test_a_header_a_server_echoes_into_the_sdks_own_log_lines_never_shows(
+    http_echoing_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A header echoed by the server into a message the MCP SDK's client logs (its
+    ``client`` logger's WARNING, with a traceback) is scrubbed from the record."""
+    caplog.set_level(logging.DEBUG)
+    headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
+    server = MCPServerHTTP(http_echoing_server, headers=headers, name="echoing")
+    with server:
+        (echo,) = server.tools()
+        assert _call(echo, {}) == "ok"
+    warned = [r for r in caplog.records if r.name == "client" and r.levelno == logging.WARNING]
+    assert warned  # the SDK logged the malformed notification
+    assert "Failed to validate notification" in caplog.text
+    assert GUARD_TOKEN not in caplog.text
+
+
+_LOGGERS_MADE = """
+import importlib, json, logging, pathlib, sys
+made = set()
+real = logging.getLogger
+def recording(name=None):
+    if sys._getframe(1).f_globals.get("__name__", "").split(".")[0] == "mcp":
+        made.add(name)
+    return real(name)
+logging.getLogger = recording
+import mcp
+root = pathlib.Path(mcp.__file__).parent
+for path in sorted(root.rglob("*.py")):
+    parts = ("mcp", *path.relative_to(root).with_suffix("").parts)
+    try:
+        importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    except (Exception, SystemExit):  # for another platform (mcp.os.win32), an extra (mcp.cli)
+        pass
+from toolfold.adapters._http._logs import package_loggers
+print(json.dumps([len(made), sorted(made - package_loggers("mcp"))]))
+"""
+
+
+def test_every_logger_the_mcp_sdk_makes_is_guarded() -> None:
+    """Every logger an MCP SDK module makes as it is imported (recorded by a getLogger
+    wrapper, in a fresh interpreter) is one `package_loggers` finds in the SDK's source."""
+    found = subprocess.run(
+        [sys.executable, "-c", _LOGGERS_MADE], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    made, missed = json.loads(found.stdout.splitlines()[-1])
+    assert made > 10  # the SDK's modules were imported
+    assert missed == []
+
+
+def test_a_logger_a_new_sdk_module_makes_is_found(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`package_loggers` finds, without importing them, a module's own-named logger and a
+    literal name, in any module of the package."""
+    from toolfold.adapters._http._logs import package_loggers
+
+    package = tmp_path / "fresh_sdk"
+    (package / "client").mkdir(parents=True)
+    (package / "__init__.py").write_text("import logging\nlog = logging.getLogger(__name__)\n")
+    (package / "client" / "__init__.py").write_text("")
+    (package / "client" / "session.py").write_text(
+        "raise ImportError('never imported')\nimport logging\n"
+        "a = logging.getLogger(__name__)\nb = logging.getLogger( 'plain' )\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert package_loggers("fresh_sdk") == {"fresh_sdk", "fresh_sdk.client.session", "plain"}
+
+
 def test_a_header_value_given_as_a_secret_is_sent_and_never_shown(
     http_guarded_server: str,
 ) -> None:
@@ -535,6 +721,30 @@ def test_cancelling_an_async_open_stops_the_servers_start(tmp_path: Any) -> None
     assert threading.active_count() == threads  # no portal or worker thread left
     assert not mute.is_open
     assert children() == before  # the server's process was ended by the SDK
+
+
+def test_cancelling_an_async_run_while_its_server_lists_stops_the_listing(tmp_path: Any) -> None:
+    """A run cancelled while its server has not answered tools/list cancels the request and
+    closes the server: asyncio.run's end does not wait for `timeout`, nothing is left."""
+    before, threads = children(), threading.active_count()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    script = str(ROOT / "tests/ecosystem/hanging_list_server.py")
+    # timeout is past _run_in_a_thread's join: a listing left to time out keeps asyncio.run going
+    server = MCPServerStdio(sys.executable, [script, str(asked)], name="hanging", timeout=60)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(Agent(ScriptedModel(["done"]), tools=[server]).arun("x"))
+        await asyncio.to_thread(lambda: asked.open().close())  # the server has tools/list
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    runner = _run_in_a_thread(main())
+    assert not runner.is_alive()  # the listing's worker thread ended, so asyncio.run returned
+    assert threading.active_count() == threads
+    assert not server.is_open
+    assert children() == before
 
 
 def test_cancelling_one_async_open_leaves_another_servers_open_alone(tmp_path: Any) -> None:

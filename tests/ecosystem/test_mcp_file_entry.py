@@ -471,7 +471,7 @@ def test_an_http_servers_default_name_masks_a_path_token_wherever_it_is_shown() 
         MCPServerHTTP(url, requires_approval=lambda tool: True).file_entry()
     assert masked in str(caught.value)
     assert "0451" not in str(caught.value)
-    with pytest.raises(UsageError, match="timeout must be positive") as caught:
+    with pytest.raises(UsageError, match="timeout takes a positive, finite number") as caught:
         MCPServerHTTP(url, timeout=0)
     assert masked in str(caught.value)
     server = MCPServerHTTP(url)

@@ -216,6 +216,69 @@ def test_a_settled_call_records_its_arguments_and_result_when_asked() -> None:
     assert "Unknown tool 'nope'" in str(span.attributes["gen_ai.tool.call.result"])
 
 
+PRIVATE = "alice.private@example.com"
+
+
+@tool
+def lookup(email: str, age: int) -> str:
+    """Look a user up.
+
+    Args:
+        email: Their address.
+        age: Their age.
+    """
+    raise ValueError(f"no user with email {email}")
+
+
+def _lookups() -> ScriptedModel:
+    """A step calling `lookup` once with good arguments, once with bad, and an unknown tool,
+    each holding `PRIVATE`."""
+    return ScriptedModel(
+        [
+            [
+                call("lookup", {"email": PRIVATE, "age": 3}),
+                call("lookup", {"email": PRIVATE, "age": f"age of {PRIVATE}"}),
+                call("nosuch", {"q": PRIVATE}),
+            ],
+            "done",
+        ]
+    )
+
+
+def test_without_capture_span_statuses_hold_no_arguments_or_results(traces: Traces) -> None:
+    """Without capture_content, an error span's status says the outcome or the exception's
+    class, never a tool's arguments, result or exception text."""
+    Agent(_lookups(), tools=[lookup]).run("hi")
+    with pytest.raises(toolfold.ToolExecutionError):
+        Agent(_lookups(), tools=[lookup], on_tool_error="raise").run("hi")
+    statuses = sorted(
+        (s.name, s.status.description)
+        for s in traces.spans()
+        if s.status.status_code == StatusCode.ERROR
+    )
+    assert statuses == [
+        ("execute_tool lookup", "error"),
+        ("execute_tool lookup", "error"),
+        ("execute_tool lookup", "invalid_arguments"),
+        ("execute_tool lookup", "invalid_arguments"),
+        ("execute_tool nosuch", "unknown_tool"),
+        ("execute_tool nosuch", "unknown_tool"),
+        ("invoke_agent agent", "ToolExecutionError"),  # its message holds the tool's
+    ]
+
+
+def test_with_capture_span_statuses_say_what_failed() -> None:
+    """With capture_content, an error span's status holds the tool's error text."""
+    recorded = Traces()
+    toolfold.otel.instrument(recorded.tracer_provider, capture_content=True)
+    try:
+        Agent(_lookups(), tools=[lookup]).run("hi")
+    finally:
+        toolfold.otel.uninstrument()
+    shown = [s.status.description or "" for s in recorded.named("execute_tool")]
+    assert sum(f"no user with email {PRIVATE}" in text for text in shown) == 1
+
+
 def test_a_denied_call_gets_an_execute_tool_span_with_error_type_denied(traces: Traces) -> None:
     """A call denied on resume gets an ERROR execute_tool span under the resume's agent span."""
     model = ScriptedModel([call("pay", {"amount": 5}), "done"])

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import hashlib
 import json
 import re
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
@@ -38,6 +40,7 @@ from toolfold.toolkit._options import (
     ApprovalPolicy,
 )
 from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._tool import MADE_AS, RENAMED_WITH
 
 if TYPE_CHECKING:
     from toolfold.adapters._http._keys import Secret
@@ -98,7 +101,8 @@ class MCPServer:
 
     Raises:
         UsageError: An option has the wrong type (a single string where a
-            list of names is wanted, a timeout that is not positive).
+            list of names is wanted, a timeout that is no positive, finite
+            number).
 
     A name in ``include`` or ``requires_approval`` that the server does not
     list is a `ToolDefinitionError` when its tools are listed: a misspelt
@@ -116,8 +120,15 @@ class MCPServer:
         include: Sequence[str] | None = None,
     ) -> None:
         for option, value in (("timeout", timeout), ("startup_timeout", startup_timeout)):
-            if not value > 0:
-                raise UsageError(f"MCP server {name!r}: {option} must be positive, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 < value <= threading.TIMEOUT_MAX  # not NaN, nor infinite
+            ):
+                raise UsageError(
+                    f"MCP server {name!r}: {option} takes a positive, finite number of "
+                    f"seconds, got {value!r}"
+                )
         self.name = name
         self.prefix = prefix
         self.timeout = timeout
@@ -190,7 +201,14 @@ class MCPServer:
 
     @property
     def is_open(self) -> bool:
-        """Whether a session to the server is open now (False once its server crashed)."""
+        """Whether a session to the server is open now.
+
+        False once a call or a listing found its server gone (crashed, or an
+        HTTP server that went away). A server that dies while nothing is
+        asked of it is not watched for: it stays True until the next request
+        finds it gone; the next listing (each run lists its tools) starts a
+        fresh one.
+        """
         task = self._task
         return self._client is not None and not self._ended and task is not None and not task.done()
 
@@ -489,6 +507,11 @@ class MCPServer:
 
         call.__name__ = name
         call.__qualname__ = f"{type(self).__name__}({self.name}).{remote}"
+        # what a duplicate-name error names, and its remedy: an MCP tool takes no name=
+        call.__dict__[MADE_AS] = f"tool {remote!r} of MCP server {self.name!r}"
+        call.__dict__[RENAMED_WITH] = (
+            f"prefix=... on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
+        )
         return Tool(
             name,
             spec["description"],
@@ -514,11 +537,16 @@ class MCPServer:
             result = await asyncio.wrap_future(asked)
         except Exception as exc:
             raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
-        if result.is_error:
+        try:  # a block the SDK let through may still be unreadable (data that is no base64)
+            if not result.is_error:
+                return _result_for_model(result)
             texts = [describe_content(_block_parts(block)) for block in result.content]
-            shown = " ".join(texts) or "(no text)"
-            raise self._error(f"tool {remote!r} reported an error: {shown}")
-        return _result_for_model(result)
+        except Exception as exc:
+            raise self._error(
+                f"tool {remote!r} answered a malformed result: {_describe(exc)}", exc
+            ) from exc
+        shown = " ".join(texts) or "(no text)"
+        raise self._error(f"tool {remote!r} reported an error: {shown}")
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
@@ -526,10 +554,15 @@ class MCPServer:
         assert portal is not None
         asked = portal.start_task_soon(self._on_session, fn, self._client, self._task)
         try:
-            return asked.result(timeout=self.timeout)
+            # an async caller's cancellation (`tools_off_loop`) cancels the request too,
+            # rather than leave it, and this thread holding the session, until `timeout`
+            with when_open_cancelled(asked.cancel):
+                return asked.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
             asked.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
+        except FutureCancelled:
+            raise MCPError(self.name, "stopped: the task listing it was cancelled") from None
         except Exception as exc:
             raise self._error(_describe(exc), exc) from exc
 
@@ -605,6 +638,10 @@ class MCPServerStdio(MCPServer):
         name: A name for messages (default: the command).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
+
+    Raises:
+        UsageError: ``args`` is a single string, or an option is wrong (see
+            `MCPServer`).
     """
 
     def __init__(
@@ -618,6 +655,11 @@ class MCPServerStdio(MCPServer):
         **options: Any,
     ) -> None:
         super().__init__(name or command, **options)
+        if isinstance(args, (str, bytes)):  # tuple() would split it into characters
+            raise UsageError(
+                f"MCP server {self.name!r}: args takes a list of arguments, got the string "
+                f"{args!r} (write [{args!r}]; split a command line with shlex.split)"
+            )
         self.command = command
         self.args = tuple(args)
         self.env = None if env is None else dict(env)
@@ -698,7 +740,8 @@ class MCPServerHTTP(MCPServer):
         from toolfold.adapters._http._logs import guard_logs
 
         self._scrub = self._secrets()
-        guard_logs(*self._scrub)  # httpx logs each request's URL at INFO
+        # httpx logs each request's URL at INFO, the MCP SDK a server's messages
+        guard_logs(*self._scrub, package="mcp")
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
@@ -887,9 +930,9 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
     if kind == "text":
         return [TextPart(str(block.text))]
     if kind == "image":
-        return [ImagePart(_bytes(block.data), media_type=block.mime_type)]
+        return [ImagePart(_bytes(block.data, kind), media_type=block.mime_type)]
     if kind == "audio":
-        return [FilePart(_bytes(block.data), media_type=block.mime_type)]
+        return [FilePart(_bytes(block.data, kind), media_type=block.mime_type)]
     if kind == "resource":
         resource = block.resource
         uri = str(resource.uri)
@@ -898,7 +941,7 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
         if text is not None:
             data = str(text).encode()
             return [FilePart(data, media_type=mime or "text/plain", filename=uri)]
-        data = _bytes(resource.blob)
+        data = _bytes(resource.blob, "resource")
         if mime and mime.startswith("image/"):
             return [ImagePart(data, media_type=mime)]
         return [FilePart(data, media_type=mime or "application/octet-stream", filename=uri)]
@@ -907,8 +950,16 @@ def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
     return [TextPart(json.dumps(block.model_dump(mode="json"), sort_keys=True))]
 
 
-def _bytes(data: str) -> bytes:
-    return base64.b64decode(data, validate=False)
+def _bytes(data: str, block: str) -> bytes:
+    """A block's base64 ``data`` decoded.
+
+    Raises:
+        ValueError: It is no base64, naming the ``block``.
+    """
+    try:
+        return base64.b64decode(data, validate=False)
+    except binascii.Error as exc:
+        raise ValueError(f"its {block} block's data is not base64 ({exc})") from None
 
 
 _REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")

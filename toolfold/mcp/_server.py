@@ -6,16 +6,19 @@ exactly as in a toolfold run, a tool's ``timeout`` holds, a tool that takes a
 `RunContext` gets one made for the call (with the server's ``deps``), an agent
 used as a tool runs its sub-run, and a bad argument, a tool exception or a
 timeout comes back as an error result (``isError``) the host's model can read
-and correct. A tool that requires approval is refused unless the host is
+and correct (a tool's ``sys.exit()`` or stray `CancelledError` too: one call
+does not end the server; a host cancelling its request still cancels it). A tool that requires approval is refused unless the host is
 trusted to ask its user (``approved_by_host=True``): toolfold cannot ask.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import importlib
 import inspect
 import ipaddress
+import math
 import os
 import socket
 import sys
@@ -118,10 +121,30 @@ def mcp_server(
             return _error(exc.message_for_model)
         except Exception as exc:  # the tool's own error: an isError result, as in a run
             return _error(describe_exception(exc))
+        except SystemExit as exc:  # a tool's sys.exit(): one call must not end the server
+            return _error(describe_exception(exc))
+        except anyio.get_cancelled_exc_class() as exc:
+            if _cancelled():  # the host cancelled the request, or the server is stopping
+                raise
+            # the tool's own (an inner task it awaited was cancelled): not the server's end
+            return _error(describe_exception(exc))
 
     return Server(
         name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
     )
+
+
+def _cancelled() -> bool:
+    """Whether the current task is being cancelled: a cancelled anyio scope around it, or
+    (Python 3.11+) a pending ``Task.cancel()``, rather than a tool's stray `CancelledError`."""
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio
+        return False
+    cancelling = getattr(task, "cancelling", None)  # 3.11+
+    return bool(cancelling is not None and cancelling())
 
 
 def _listed(served: Tool[..., Any]) -> Any:

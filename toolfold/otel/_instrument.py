@@ -145,8 +145,11 @@ class _RunTrace:
                 start_time=now,
             )
             if result.is_error:
-                span.set_attribute("error.type", settled.outcome or "error")
-                span.set_status(Status(StatusCode.ERROR, result.content[:200]))
+                outcome = settled.outcome or "error"
+                span.set_attribute("error.type", outcome)
+                span.set_status(
+                    Status(StatusCode.ERROR, result.content[:200] if capture else outcome)
+                )
             span.end(end_time=now)
 
     def handoff(self, live: Live) -> None:
@@ -173,7 +176,7 @@ class _RunTrace:
             span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
         if error is not None:
             span.set_attribute("error.type", type(error).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, _describe(error)))
+            span.set_status(Status(StatusCode.ERROR, _describe(error, self.owner.capture)))
         span.end()
 
 
@@ -216,7 +219,8 @@ class _ToolsTrace:
                 span.set_attribute("gen_ai.tool.call.result", outcome.content)
             if outcome.is_error:
                 span.set_attribute("error.type", outcome.outcome)
-                span.set_status(Status(StatusCode.ERROR, outcome.content[:200]))
+                shown = outcome.content[:200] if self.run.owner.capture else outcome.outcome
+                span.set_status(Status(StatusCode.ERROR, shown))
             # when the call ended, on the wall clock spans use
             ended = now - int((clock - outcome.ended) * 1e9) if outcome.ended else now
             span.end(end_time=max(self.started, ended))
@@ -351,20 +355,24 @@ class _CallTrace:
         if error is not None:
             common = {**common, "error.type": type(error).__qualname__}
             span.set_attribute("error.type", type(error).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, _describe(error)))
+            span.set_status(Status(StatusCode.ERROR, _describe(error, run.owner.capture)))
         run.owner.duration.record(time.monotonic() - self.started, common)
         span.end()
 
 
-def _describe(error: BaseException) -> str:
-    """A span status's description of ``error`` (an interruption has no message of its own)."""
+def _describe(error: BaseException, capture: bool) -> str:
+    """A span status's description of ``error`` (an interruption has no message of its own).
+
+    Its message only with ``capture`` (content capture): a tool's exception
+    text may hold its arguments; without, the exception's class names it.
+    """
     if isinstance(error, GeneratorExit):
         return "abandoned: the caller stopped the stream before the response ended"
     if type(error).__name__ == "CancelledError":  # asyncio's, or anyio's
         return "cancelled before the response ended"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted before the response ended"
-    return exception_text(error)[:200]
+    return exception_text(error)[:200] if capture else type(error).__qualname__
 
 
 def _messages_json(messages: Sequence[Message], finish_reason: str | None = None) -> str:

@@ -189,6 +189,7 @@ class Agent:
         # Its tools and its transfer tools are checked here, before any run:
         # a name two of them share is refused naming the agent.
         owner = None if self.name is None else f"agent {self.name!r}"
+        _refuse_repeated_sources(sources, owner)
         options = make_options(**{**self._spec(), "tools": (*static, *transfers)}, owner=owner)
         if self.name is not None:  # options are made without a name: no copy for none
             options = attrs.evolve(options, name=self.name)
@@ -877,6 +878,32 @@ class _Answers(NamedTuple):
 
 
 _Begin = Callable[[Agent], tuple[Live, RunState]]
+
+
+def _refuse_repeated_sources(sources: Sequence[Any], owner: str | None) -> None:
+    """A tool source (an MCP server) listed more than once would give each of its tools
+    twice: refused now, saying so, rather than as tools sharing names at the first run.
+
+    Raises:
+        ToolDefinitionError: One is.
+    """
+    problems = []
+    where = f" in the tools of {owner}" if owner else ""
+    for index, source in enumerate(sources):
+        if any(source is other for other in sources[:index]):
+            continue
+        count = sum(source is other for other in sources)
+        if count > 1:
+            name = getattr(source, "name", None)
+            label = type(source).__name__ + (f" {name!r}" if isinstance(name, str) else "")
+            problems.append(
+                f"the tool source {label} is listed {count} times{where}: list it once "
+                "(each of its tools would be there twice)"
+            )
+    if problems:
+        error = ToolDefinitionError(f"the tools of {owner}" if owner else "the tool list", problems)
+        error.args = ("; ".join(problems),)
+        raise error
 
 
 def _after_the_run(exc: BaseException, response: Response | None) -> None:

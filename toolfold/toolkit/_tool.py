@@ -690,7 +690,20 @@ def _duplicate(name: str, group: list[Tool[..., Any]]) -> str:
             where = "made from " + ", ".join(parts)
         else:  # a part may list places with commas
             where = "made from " + "; ".join(parts)
-    return f"tool name {name!r} is used by {count} tools ({where}); give each a distinct name=..."
+    return f"tool name {name!r} is used by {count} tools ({where}); {_remedy(group)}"
+
+
+def _remedy(group: list[Tool[..., Any]]) -> str:
+    """How to give tools sharing a name their own names: ``name=``, or what a tool made
+    elsewhere says it takes (`RENAMED_WITH`: an MCP server's ``prefix=``)."""
+    ways = [getattr(t.function, RENAMED_WITH, None) for t in group]
+    others = list(dict.fromkeys(way for way in ways if isinstance(way, str)))
+    if not others:
+        return "give each a distinct name=..."
+    own = ["name=... for a tool of your own"] if len(others) < len(ways) else []
+    if len(own) + len(others) == 1:
+        return f"give them distinct names: {others[0]}"
+    return "give them distinct names: " + "; ".join([*own, *others])
 
 
 def _same_origin(label: str, tools: list[Tool[..., Any]]) -> str:
@@ -760,6 +773,11 @@ def _origin(t: Tool[..., Any]) -> str:
 #: that names what the tool was made from (``agent 'research'.as_tool()``): an
 #: error about the tool names that, not the toolfold function.
 MADE_AS = "__toolfold_made_as__"
+
+
+#: The attribute of a function toolfold makes for a tool that cannot be given
+#: ``name=`` (an MCP server's): how to rename it instead, for a duplicate-name error.
+RENAMED_WITH = "__toolfold_renamed_with__"
 
 
 def _made_as(function: Any) -> str | None:

@@ -72,7 +72,7 @@ async def aopened(sources: Sequence[ToolSource]) -> AsyncIterator[list[Tool[...,
         for source in sources:
             await open_off_loop(source)
             stack.push_async_exit(source_closer(source, partial(asyncio.to_thread, source.close)))
-            listed.extend(await asyncio.to_thread(source.tools))
+            listed.extend(await tools_off_loop(source))
         yield listed
 
 
@@ -103,18 +103,37 @@ async def open_off_loop(source: ToolSource) -> None:
         raise
 
 
+async def tools_off_loop(source: ToolSource) -> list[Tool[..., Any]]:
+    """``source.tools()`` in a worker thread, stopped when the caller is cancelled.
+
+    As for `open_off_loop`: a thread cannot be stopped, so the caller gets its
+    `CancelledError` at once, and a listing that watches for it
+    (`when_open_cancelled`, as an MCP server's request does) stops waiting,
+    rather than hold the worker thread, and the source, until its timeout.
+    """
+    import asyncio
+
+    listing = _Listing()
+    try:
+        return await asyncio.to_thread(listing.run, source)
+    except asyncio.CancelledError:
+        listing.abandon()
+        raise
+
+
 @contextmanager
 def when_open_cancelled(stop: Callable[[], object]) -> Iterator[None]:
-    """Within the block, ``stop()`` is called if the caller of this open is cancelled.
+    """Within the block, ``stop()`` is called if the caller of this open (or listing) is cancelled.
 
-    For a source's ``open`` that waits (a server's handshake): run by
-    `open_off_loop`, whose caller may be cancelled while it waits, the open
+    For a source's ``open`` that waits (a server's handshake), or its
+    ``tools`` (a server's listing): run by `open_off_loop` or
+    `tools_off_loop`, whose caller may be cancelled while it waits, the open
     can then stop waiting rather than hold the worker thread (which
     ``asyncio.run`` waits for at its end) until it finishes. ``stop`` is
     called on the event loop's thread (it must not block), or at once when
     the caller was cancelled before the block; only this open's caller
     counts, not other opens running meanwhile, even of the same source.
-    Outside `open_off_loop` (a blocking open) it is never called.
+    Outside those two (a blocking open or listing) it is never called.
     """
     opening = _current_opening.get()
     if opening is None:
@@ -127,15 +146,53 @@ def when_open_cancelled(stop: Callable[[], object]) -> Iterator[None]:
         opening.unwatch(stop)
 
 
-class _Opening:
+class _Watched:
+    """Work on a worker thread that its caller may abandon: the stops to call then."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._stops: list[Callable[[], object]] = []
+
+    def watch(self, stop: Callable[[], object]) -> None:
+        """Call ``stop`` when the caller abandons the work (now, if it has)."""
+        with self._lock:
+            if not self._abandoned:
+                self._stops.append(stop)
+                return
+        stop()
+
+    def unwatch(self, stop: Callable[[], object]) -> None:
+        """No longer call ``stop``."""
+        with self._lock:
+            if stop in self._stops:  # not when it was called at once
+                self._stops.remove(stop)
+
+
+class _Listing(_Watched):
+    """A source's listing on a worker thread, which its caller may abandon (`tools_off_loop`)."""
+
+    def run(self, source: ToolSource) -> list[Tool[..., Any]]:
+        """List the source's tools, watched for the caller's cancellation."""
+        _current_opening.set(self)  # in the worker's copy of the caller's context only
+        return list(source.tools())
+
+    def abandon(self) -> None:
+        """Tell a listing still running to stop (`when_open_cancelled`)."""
+        with self._lock:
+            self._abandoned = True
+            stops = list(self._stops)
+        for stop in stops:
+            stop()
+
+
+class _Opening(_Watched):
     """A source's open on a worker thread, which its caller may abandon (`open_off_loop`)."""
 
     def __init__(self, source: ToolSource) -> None:
+        super().__init__()
         self._source = source
-        self._lock = threading.Lock()
         self._opened = False
-        self._abandoned = False
-        self._stops: list[Callable[[], object]] = []
 
     def run(self) -> None:
         """Open the source; close it again if the caller abandoned it meanwhile."""
@@ -171,23 +228,10 @@ class _Opening:
             stop()
         return True
 
-    def watch(self, stop: Callable[[], object]) -> None:
-        """Call ``stop`` when the caller abandons the open (now, if it has)."""
-        with self._lock:
-            if not self._abandoned:
-                self._stops.append(stop)
-                return
-        stop()
 
-    def unwatch(self, stop: Callable[[], object]) -> None:
-        """No longer call ``stop``."""
-        with self._lock:
-            if stop in self._stops:  # not when it was called at once
-                self._stops.remove(stop)
-
-
-#: The open `open_off_loop` runs in this (worker) thread's context, for `when_open_cancelled`.
-_current_opening: ContextVar[_Opening | None] = ContextVar("toolfold_opening", default=None)
+#: The open (or listing) `open_off_loop` (`tools_off_loop`) runs in this (worker) thread's
+#: context, for `when_open_cancelled`.
+_current_opening: ContextVar[_Watched | None] = ContextVar("toolfold_opening", default=None)
 
 
 def _closer(source: ToolSource) -> Callable[..., bool]:
