@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toolfold.runtime._agent import Agent, _Answers
-from toolfold.runtime._misplaced import refuse_run_options, run_options
+from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -115,12 +115,16 @@ def generate_text(
             or a keyword is an option of a run that ``generate_text`` does
             not take (``history=``, ``prompt=``: put earlier messages in
             ``messages``; `resume`'s ``approvals=``, ``tool_results=``,
-            ``message=``, ``state=``) rather than a model setting.
+            ``message=``, ``state=``) rather than a model setting, or an
+            option of the model (``api_key=``, ``base_url=``, ``timeout=``...:
+            pass it to ``toolfold.model("provider:model", api_key=...)`` and
+            give that model).
     """
     if settings:
         refuse_run_options(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
+        refuse_model_options("generate_text()", settings, model)
     options = _one_off(locals())
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
@@ -152,6 +156,7 @@ async def agenerate_text(
         refuse_run_options(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
+        refuse_model_options("agenerate_text()", settings, model)
     options = _one_off(locals())
     if isinstance(options, Agent):
         return await options.arun(
