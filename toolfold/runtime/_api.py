@@ -345,8 +345,11 @@ def state_of(error: BaseException) -> RunState | None:
     the others). asyncio sometimes raises another exception to the awaiting
     code: a `TimeoutError` from `asyncio.timeout` or `wait_for` (raised from
     the cancellation), or on Python 3.10 a new `CancelledError` whose context
-    is the cancelled one. This looks at the error, then its causes (and the
-    contexts of those re-made exceptions), nearest first.
+    is the cancelled one. This looks at the error, then along the chain a
+    traceback shows, nearest first: its cause (``raise ... from err``) and
+    its context (an error raised while handling ``err``, as a ``raise
+    ValueError(...)`` in an ``except RunError:`` block), unless ``raise ...
+    from None`` hid it.
 
     Example:
         >>> try:
@@ -363,10 +366,7 @@ def state_of(error: BaseException) -> RunState | None:
     Raises:
         UsageError: ``error`` is no exception.
     """
-    import asyncio  # here: `import toolfold` should not pay for asyncio
-
     _check_exception(error)
-    remade = (asyncio.CancelledError, asyncio.TimeoutError, TimeoutError)
     seen: set[int] = set()
     todo = [error]
     while todo:
@@ -379,8 +379,9 @@ def state_of(error: BaseException) -> RunState | None:
             return state
         if exc.__cause__ is not None:
             todo.append(exc.__cause__)
-        # asyncio's re-made exceptions keep the cancelled one as their context;
-        # any other error's context is one it was raised while handling.
-        if exc.__context__ is not None and isinstance(exc, remade):
+        # The chain a traceback prints: asyncio's re-made exceptions keep the
+        # cancelled one as their context, and an error raised while handling a
+        # run's error (a wrapper in an ``except`` block) has it as its context.
+        if exc.__context__ is not None and not exc.__suppress_context__:
             todo.append(exc.__context__)
     return None
