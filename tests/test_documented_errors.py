@@ -586,7 +586,7 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a testing model given what it cannot use (`ScriptedModel.call(5, {})`, arguments that are "
     'not JSON, `FunctionModel("hello")`, an async `stream_function`, `TestModel(call_tools=None)`, '
     "`override_models(None)` or a model class; when it is called: a `stream_function` returning "
-    "`None`, a `call_tools` name that is no tool of the request, a usage with a negative count, "
+    "`None`, a `call_tools` name that is no tool of the request, "
     "an `override_models` function returning no model)": _call_tools_none,
     "a list parameter of `Agent(...)` or `agent.evolve(...)` given one item "
     '(`handoffs="billing"`, which would be one handoff per letter, `handoffs=billing_agent`, '

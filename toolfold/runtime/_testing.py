@@ -92,7 +92,7 @@ def to_response(
         parts = tuple(_with_id(p, position, i) for i, p in enumerate(parts))
     message = Message("assistant", parts)
     if given is not None and given.usage != _DEFAULT_USAGE:
-        usage = answer_usage(given.usage, "the reply's ModelResponse")
+        usage = answer_usage(given.usage)
     else:
         counted = (count_input or _count_words)(request.messages)
         usage = Usage(counted, _count_words((message,)), requests=1)
@@ -112,24 +112,15 @@ def to_response(
 _DEFAULT_USAGE = Usage(requests=1)
 
 
-def answer_usage(usage: Usage, source: str) -> Usage:
+def answer_usage(usage: Usage) -> Usage:
     """The usage of one answer of a test model: ``usage``, one request if it counts none.
 
     Every answer is one request, as a provider adapter reports it: a usage
     given with its tokens only (``Usage(input_tokens=7)``, ``requests=0``)
     counted no request, so a ``state.usage.requests`` limit undercounted.
-
-    Raises:
-        UsageError: A count is negative (the run's totals would go down),
-            naming ``source`` and the count.
+    Other counts are kept as given, a negative one too (`Usage` keeps it, and
+    tests of how a run takes such a model use these models).
     """
-    for field in attrs.fields(Usage):
-        value = getattr(usage, field.name)
-        if value < 0:
-            raise UsageError(
-                f"{source} has a negative usage count, {field.name}={value!r}: a model's "
-                f"usage counts what it used, 0 or more"
-            )
     return usage if usage.requests else attrs.evolve(usage, requests=1)
 
 
@@ -519,8 +510,7 @@ class FunctionModel(_BaseTestModel):
             then holds no request, nor the conversation each one carries.
 
     Usage a reply or a stream gives with tokens only (``Usage(input_tokens=7,
-    output_tokens=3)``) counts one request, as a provider's does; a negative
-    count is a `UsageError`.
+    output_tokens=3)``) counts one request, as a provider's does.
 
     Raises:
         UsageError: ``function`` or ``stream_function`` is not callable, or
@@ -611,7 +601,7 @@ def _counted(events: Iterable[StreamEvent]) -> Iterator[StreamEvent]:
     """``events``, a usage among them counting one request if it counts none (`answer_usage`)."""
     for event in events:
         if isinstance(event, UsageUpdate):
-            usage = answer_usage(event.usage, "FunctionModel's stream_function's UsageUpdate")
+            usage = answer_usage(event.usage)
             if usage is not event.usage:
                 event = UsageUpdate(usage)
         yield event
