@@ -197,6 +197,14 @@ def _model_class() -> None:
     Agent(TestModel)  # type: ignore[arg-type]
 
 
+def _model_option_as_setting() -> None:
+    Agent(TestModel(), api_key="sk-not-a-key")
+
+
+def _call_tools_none() -> None:
+    TestModel(call_tools=None)  # type: ignore[arg-type]
+
+
 def _one_handoff() -> None:
     Agent(TestModel(), handoffs="billing")
 
@@ -575,6 +583,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
         _one_text_script
     ),
     "a model class where a model goes (`Agent(TestModel)`: pass an instance)": _model_class,
+    "a testing model given what it cannot use (`ScriptedModel.call(5, {})`, arguments that are "
+    'not JSON, `FunctionModel("hello")`, an async `stream_function`, `TestModel(call_tools=None)`, '
+    "`override_models(None)` or a model class; when it is called: a `stream_function` returning "
+    "`None`, a `call_tools` name that is no tool of the request, "
+    "an `override_models` function returning no model)": _call_tools_none,
     "a list parameter of `Agent(...)` or `agent.evolve(...)` given one item "
     '(`handoffs="billing"`, which would be one handoff per letter, `handoffs=billing_agent`, '
     "`tools=get_weather`, `stop_when=condition`, or a mapping: the error names the parameter "
@@ -585,6 +598,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
     "`run_id=`, `on_event=`, `on_step=`, `approvals=`...: the error names the call and says "
     "which method takes the option)": _run_option_to_agent,
+    "an option of the model (`api_key=`, `base_url=`, `timeout=`, `headers=`...) given to "
+    "`Agent(...)`, `agent.evolve(...)`, `generate_text` or `agenerate_text` as a keyword or in "
+    "`settings={...}` (an agent file's `settings` too), where it would be sent in every request "
+    "body and stored in the state: the error names the option, never its value, and shows "
+    '`toolfold.model("provider:model", api_key=...)`': _model_option_as_setting,
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message), that has '
     'keys besides `role` and `content` holding something (the error names them: `{"role": '

@@ -129,7 +129,7 @@ def test_a_model_built_without_its_key_under_keys_deferred_refuses_to_send(
         provider = spec.partition(":")[0]
         assert str(refused.value).startswith(f"{unbuilt.value} (this model was built without")
         assert str(refused.value).startswith(
-            f"no API key for provider {provider!r}: pass api_key=... or set {variable} ("
+            f"no API key for provider {provider!r}: pass api_key=... to the model (toolfold.model('{provider}:...', api_key=...)) or set {variable} ("
         )
         assert "once the key is set" in str(refused.value)
     model.close()

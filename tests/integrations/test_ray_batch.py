@@ -522,7 +522,10 @@ def test_a_keyless_model_left_in_a_sub_module_refuses_to_send(
     from ray_keyed_models import chat
 
     agent = toolfold.Agent(chat)
-    missing = "no API key for provider 'deepseek': pass api_key=... or set DEEPSEEK_API_KEY"
+    missing = (
+        "no API key for provider 'deepseek': pass api_key=... to the model "
+        "(toolfold.model('deepseek:...', api_key=...)) or set DEEPSEEK_API_KEY"
+    )
     with pytest.raises(toolfold.ModelConfigError) as refused:
         agent.run("hello")
     assert str(refused.value).startswith(f"{missing} (this model was built without its key")
@@ -551,7 +554,8 @@ def test_an_actor_without_the_api_key_fails_the_batch_with_a_usage_error(
     message = str(refused.value)
     assert message.startswith(
         "the spec could not be built in a Ray actor: ModelConfigError: no API key for "
-        "provider 'deepseek': pass api_key=... or set DEEPSEEK_API_KEY (an actor"
+        "provider 'deepseek': pass api_key=... to the model "
+        "(toolfold.model('deepseek:...', api_key=...)) or set DEEPSEEK_API_KEY (an actor"
     )
     assert "Traceback" not in message
     assert seen == []  # no input ran

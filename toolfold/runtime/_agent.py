@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
-from toolfold.runtime._misplaced import refuse_run_options, run_options
+from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
@@ -100,7 +100,11 @@ class Agent:
             ``on_event``, ``on_step``, or ``resume``'s ``state``,
             ``approvals``...): pass it to `run` / `arun` / `stream` (or
             `resume`) instead, or a model setting of that name in
-            ``settings={...}``.
+            ``settings={...}``; or a model setting (a keyword, or a key of
+            ``settings``) that is an option of the model (``api_key``,
+            ``base_url``, ``timeout``, ``headers``...): pass it to
+            ``toolfold.model("provider:model", api_key=...)`` and give the
+            agent that model.
     """
 
     model: str | Model
@@ -156,6 +160,9 @@ class Agent:
     ) -> None:
         if more_settings:
             refuse_run_options("Agent()", more_settings, _agent_run_options())
+            refuse_model_options("Agent()", more_settings, model)
+        if settings:
+            refuse_model_options("Agent()", settings, model, keywords=False)
         self.__attrs_init__(
             model=model,
             instructions=instructions,
@@ -412,6 +419,7 @@ class Agent:
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
         refuse_run_options("evolve()", changes, _agent_run_options())
+        refuse_model_options("evolve()", changes, changes.get("model", self.model))
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)

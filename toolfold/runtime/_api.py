@@ -13,7 +13,7 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 
 from toolfold._errors import UsageError
 from toolfold.runtime._agent import Agent, _Answers
-from toolfold.runtime._misplaced import refuse_run_options, run_options
+from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -117,12 +117,16 @@ def generate_text(
             or a keyword is an option of a run that ``generate_text`` does
             not take (``history=``, ``prompt=``: put earlier messages in
             ``messages``; `resume`'s ``approvals=``, ``tool_results=``,
-            ``message=``, ``state=``) rather than a model setting.
+            ``message=``, ``state=``) rather than a model setting, or an
+            option of the model (``api_key=``, ``base_url=``, ``timeout=``...:
+            pass it to ``toolfold.model("provider:model", api_key=...)`` and
+            give that model).
     """
     if settings:
         refuse_run_options(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
+        refuse_model_options("generate_text()", settings, model)
     options = _one_off(locals())
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
@@ -154,6 +158,7 @@ async def agenerate_text(
         refuse_run_options(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
+        refuse_model_options("agenerate_text()", settings, model)
     options = _one_off(locals())
     if isinstance(options, Agent):
         return await options.arun(
@@ -388,8 +393,11 @@ def state_of(error: BaseException) -> RunState | None:
     the others). asyncio sometimes raises another exception to the awaiting
     code: a `TimeoutError` from `asyncio.timeout` or `wait_for` (raised from
     the cancellation), or on Python 3.10 a new `CancelledError` whose context
-    is the cancelled one. This looks at the error, then its causes (and the
-    contexts of those re-made exceptions), nearest first.
+    is the cancelled one. This looks at the error, then along the chain a
+    traceback shows, nearest first: its cause (``raise ... from err``) and
+    its context (an error raised while handling ``err``, as a ``raise
+    ValueError(...)`` in an ``except RunError:`` block), unless ``raise ...
+    from None`` hid it.
 
     Example:
         >>> try:
@@ -406,10 +414,7 @@ def state_of(error: BaseException) -> RunState | None:
     Raises:
         UsageError: ``error`` is no exception.
     """
-    import asyncio  # here: `import toolfold` should not pay for asyncio
-
     _check_exception(error)
-    remade = (asyncio.CancelledError, asyncio.TimeoutError, TimeoutError)
     seen: set[int] = set()
     todo = [error]
     while todo:
@@ -422,8 +427,9 @@ def state_of(error: BaseException) -> RunState | None:
             return state
         if exc.__cause__ is not None:
             todo.append(exc.__cause__)
-        # asyncio's re-made exceptions keep the cancelled one as their context;
-        # any other error's context is one it was raised while handling.
-        if exc.__context__ is not None and isinstance(exc, remade):
+        # The chain a traceback prints: asyncio's re-made exceptions keep the
+        # cancelled one as their context, and an error raised while handling a
+        # run's error (a wrapper in an ``except`` block) has it as its context.
+        if exc.__context__ is not None and not exc.__suppress_context__:
             todo.append(exc.__context__)
     return None

@@ -1,4 +1,4 @@
-"""A run's options given where keywords are model settings: `Agent(...)`, `generate_text(...)`.
+"""A run's or a model's options given where keywords are model settings: `Agent(...)`, `generate_text(...)`.
 
 `Agent`, `Agent.evolve`, `generate_text` and `agenerate_text` take unknown
 keywords as model settings, sent to the provider as they are. A run's option
@@ -7,6 +7,12 @@ history=...)``) would reach the provider while the run goes without it; these
 keywords are refused instead, naming the caller and where the option goes.
 The options are read from the run methods' signatures, so a new one is covered
 as soon as it exists.
+
+The options of `toolfold.model` (``api_key=``, ``base_url=``, ``timeout=``...)
+are refused as model settings too, given as keywords or in ``settings={...}``:
+a key given so was sent in every request body and stored, in plain text, in the
+run's state, the agent's repr and its agent file. The error names the option,
+never its value.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
+from toolfold.runtime._model import MODEL_OPTIONS
 
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -80,4 +87,42 @@ def refuse_run_options(
         f"model setting (it would be sent to the model as one): "
         f"{'; '.join(options[name] for name in named)}. A model setting of that name goes "
         f"in {agent}settings={{{named[0]!r}: ...}}{')' if agent else ''}"
+    )
+
+
+def refuse_model_options(
+    caller: str, given: Mapping[str, Any], model: object, *, keywords: bool = True
+) -> None:
+    """Raise a `UsageError` naming ``caller`` if ``given`` (its model settings) has a model option.
+
+    Args:
+        caller: The call, as the error names it (``"Agent()"``).
+        given: The model settings the caller got.
+        model: The caller's model (a ``provider:model`` string is shown in
+            the hint).
+        keywords: The settings were given as keywords (``api_key=...``),
+            not in ``settings={...}``.
+
+    Raises:
+        UsageError: A key of ``given`` is an option of `toolfold.model`; the
+            error names every such key, and no value (it may be a secret).
+    """
+    if MODEL_OPTIONS.isdisjoint(given):  # the usual case: one set test
+        return
+    named = [name for name in given if name in MODEL_OPTIONS]
+    shown = (
+        ", ".join(f"{name}=" for name in named)
+        if keywords
+        else f"settings={{{', '.join(f'{name!r}: ...' for name in named)}}}"
+    )
+    spec = model if isinstance(model, str) else "provider:model"
+    made = f"toolfold.model({spec!r}, {', '.join(f'{name}=...' for name in named)})"
+    example = (
+        f"agent.evolve(model={made})" if caller == "evolve()" else f"{caller[:-2]}({made}, ...)"
+    )
+    raise UsageError(
+        f"{caller} got {shown}: {'an option' if len(named) == 1 else 'options'} of the "
+        f"model, not a model setting (it would be "
+        f"sent to the provider in every request body and stored in the run's state): pass "
+        f"it to the model, e.g. {example}"
     )

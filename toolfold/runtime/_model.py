@@ -48,6 +48,33 @@ class Model(Protocol):
 ModelFactory = Callable[..., Model]
 _PROVIDERS: dict[str, ModelFactory] = {}
 
+#: The options `model` passes to a provider's model class: how to reach the
+#: model (key, URL, clients, limits, timeout, retry, headers...), none of them
+#: a setting sent with a request. `Agent` and `generate_text` refuse these
+#: names as model settings (``Agent(..., api_key=...)`` sent the key in every
+#: request body and stored it in the run's state). The runtime cannot import
+#: the adapters that define them; a test checks this is exactly the keyword
+#: parameters of the built-in model classes (their ``provider=`` aside, which
+#: a model string's prefix sets).
+MODEL_OPTIONS = frozenset(
+    {
+        "api_key",
+        "async_http_client",
+        "base_url",
+        "headers",
+        "http",
+        "http_client",
+        "limits",
+        "progress",
+        "retry",
+        "schema_form",
+        "server",
+        "stream_format",
+        "timeout",
+        "trust_env",
+    }
+)
+
 
 def register_provider(prefix: str, factory: ModelFactory) -> None:
     """Make ``prefix:model-name`` strings resolve through ``factory``.

@@ -21,7 +21,9 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, Union
+from typing import Any, Union, cast
+
+import attrs
 
 from toolfold._errors import UsageError
 from toolfold.runtime._model import MODEL_OVERRIDE, Model, ModelOverride
@@ -90,7 +92,7 @@ def to_response(
         parts = tuple(_with_id(p, position, i) for i, p in enumerate(parts))
     message = Message("assistant", parts)
     if given is not None and given.usage != _DEFAULT_USAGE:
-        usage = given.usage
+        usage = answer_usage(given.usage)
     else:
         counted = (count_input or _count_words)(request.messages)
         usage = Usage(counted, _count_words((message,)), requests=1)
@@ -108,6 +110,18 @@ def to_response(
 
 
 _DEFAULT_USAGE = Usage(requests=1)
+
+
+def answer_usage(usage: Usage) -> Usage:
+    """The usage of one answer of a test model: ``usage``, one request if it counts none.
+
+    Every answer is one request, as a provider adapter reports it: a usage
+    given with its tokens only (``Usage(input_tokens=7)``, ``requests=0``)
+    counted no request, so a ``state.usage.requests`` limit undercounted.
+    Other counts are kept as given, a negative one too (`Usage` keeps it, and
+    tests of how a run takes such a model use these models).
+    """
+    return usage if usage.requests else attrs.evolve(usage, requests=1)
 
 
 def _as_part(item: str | Part) -> Part:
@@ -129,8 +143,10 @@ def reply_problem(reply: object) -> str | None:
     dropped), and a value that is no list (None, a number, a dict, bytes)
     would fail deep in the run, or be iterated (a dict's keys, bytes' ints).
     """
-    if isinstance(reply, (str, ToolCallPart)):
+    if isinstance(reply, str):
         return None
+    if isinstance(reply, ToolCallPart):
+        return _parts_problem((reply,))
     if isinstance(reply, (Message, ModelResponse)):
         message = reply if isinstance(reply, Message) else reply.message
         if message.role != "assistant":
@@ -142,8 +158,10 @@ def reply_problem(reply: object) -> str | None:
         return _parts_problem(message.parts)
     if isinstance(reply, (list, tuple)):
         for index, item in enumerate(reply):
-            if not isinstance(item, (str, *_ANSWER_PARTS)):
-                problem = _parts_problem((item,)) or _kind(item)
+            problem = _parts_problem((item,))
+            if problem is None and not isinstance(item, (str, *_ANSWER_PARTS)):
+                problem = _kind(item)
+            if problem is not None:
                 return f"item {index} of the list: {problem}"
         return None
     return _kind(reply)
@@ -151,6 +169,10 @@ def reply_problem(reply: object) -> str | None:
 
 def _parts_problem(parts: Iterable[object]) -> str | None:
     for part in parts:
+        # (its annotation says str, but a hand-made part is not checked)
+        name: object = part.name if isinstance(part, ToolCallPart) else ""
+        if not isinstance(name, str):
+            return f"got a ToolCallPart whose tool name is no str: {_kind(name)[4:]}"
         if isinstance(part, ToolResultPart):
             return (
                 f"got a ToolResultPart (for tool {part.tool_name!r}): a tool's result is not "
@@ -216,15 +238,25 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
     """A tool call for a script: ``arguments`` is a dict, or raw JSON text.
 
     Raises:
-        UsageError: ``arguments`` is neither (a list: give arguments that are
-            not an object as text, ``'[1, 2]'``, and the model reads an argument error).
+        UsageError: ``name`` is no str, or ``arguments`` is neither (a list:
+            give arguments that are not an object as text, ``'[1, 2]'``, and
+            the model reads an argument error) or holds what is not JSON.
     """
+    if not isinstance(name, str):
+        raise UsageError(f"call(name, ...): a tool's name is a str, {_kind(name)}")
     if isinstance(arguments, str):
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
     if arguments is not None and not isinstance(arguments, Mapping):
         raise UsageError(_not_arguments(name, arguments))
     args = dict(arguments or {})
-    return ToolCallPart(id, name, json.dumps(args), args)
+    try:
+        text = json.dumps(args)
+    except (TypeError, ValueError) as exc:  # (an object, a set, a tuple key: no JSON value)
+        raise UsageError(
+            f"call({name!r}, ...): the arguments are not JSON ({exc}): give a dict of JSON "
+            f"values (str, number, bool, None, lists and dicts of them)"
+        ) from None
+    return ToolCallPart(id, name, text, args)
 
 
 def _not_arguments(name: str, arguments: object) -> str:
@@ -432,6 +464,29 @@ class ScriptedModel(_BaseTestModel):
         return self._checked(await pending, source)
 
 
+def _named(function: object) -> str:
+    return getattr(function, "__qualname__", None) or type(function).__name__
+
+
+def _check_function(param: str, function: object) -> None:
+    """Refuse a ``FunctionModel`` argument that is no function, naming ``param`` and what it is.
+
+    Raises:
+        UsageError: ``function`` is not callable.
+    """
+    if not callable(function):
+        raise UsageError(
+            f"FunctionModel({'' if param == 'function' else param + '='}...): expected a "
+            f"function of the ModelRequest, {_kind(function)}"
+            + (
+                f"; to answer with this text, return it: FunctionModel(lambda request: "
+                f"{function!r:.40})"
+                if isinstance(function, str) and param == "function"
+                else ""
+            )
+        )
+
+
 class FunctionModel(_BaseTestModel):
     """A model whose answers come from a function of the request.
 
@@ -453,6 +508,16 @@ class FunctionModel(_BaseTestModel):
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
             then holds no request, nor the conversation each one carries.
+
+    Usage a reply or a stream gives with tokens only (``Usage(input_tokens=7,
+    output_tokens=3)``) counts one request, as a provider's does.
+
+    Raises:
+        UsageError: ``function`` or ``stream_function`` is not callable, or
+            ``stream_function`` is async (its events are taken without
+            awaiting it); at request time, when ``function`` returns no
+            reply or ``stream_function`` no iterable of events (None, an
+            async generator).
     """
 
     call = staticmethod(make_call)
@@ -466,6 +531,17 @@ class FunctionModel(_BaseTestModel):
         keep_requests: bool = True,
     ) -> None:
         super().__init__(name, keep_requests)
+        _check_function("function", function)
+        if stream_function is not None:
+            _check_function("stream_function", stream_function)
+            if inspect.isasyncgenfunction(stream_function) or inspect.iscoroutinefunction(
+                stream_function
+            ):
+                raise UsageError(
+                    f"FunctionModel(stream_function=...): {_named(stream_function)} is async; "
+                    "the stream events are taken without awaiting it: write it as a plain "
+                    "function returning them, or a generator yielding them"
+                )
         self.function = function
         self.stream_function = stream_function
 
@@ -481,7 +557,7 @@ class FunctionModel(_BaseTestModel):
             return super().stream_sync(request)
         if self.keep_requests:
             self.requests.append(request)
-        return iter(self.stream_function(request))
+        return _counted(self._stream_events(self.stream_function, request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
@@ -491,8 +567,44 @@ class FunctionModel(_BaseTestModel):
             return
         if self.keep_requests:
             self.requests.append(request)
-        for event in self.stream_function(request):
+        for event in _counted(self._stream_events(self.stream_function, request)):
             yield event
+
+    @staticmethod
+    def _stream_events(
+        stream_function: Callable[[ModelRequest], Iterable[StreamEvent]], request: ModelRequest
+    ) -> Iterable[StreamEvent]:
+        """What ``stream_function`` gave for ``request``, once it is an iterable of events.
+
+        Raises:
+            UsageError: It gave None, an async iterable or what is not iterable.
+        """
+        events: object = stream_function(request)
+        if hasattr(events, "__aiter__") or inspect.isawaitable(events):
+            if inspect.iscoroutine(events):
+                events.close()  # (never awaited: no "was never awaited" warning)
+            raise UsageError(
+                f"FunctionModel's stream_function returned {type(events).__name__}: it is "
+                "called without being awaited, and returns (or, as a generator, yields) the "
+                "stream events; write it as a plain function or generator"
+            )
+        if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Iterable):
+            raise UsageError(
+                f"FunctionModel's stream_function returned {_kind(events)[4:]}: it returns (or, "
+                "as a generator, yields) the stream events (TextDelta, ToolCallStart, ..., "
+                "StreamFinish)"
+            )
+        return events
+
+
+def _counted(events: Iterable[StreamEvent]) -> Iterator[StreamEvent]:
+    """``events``, a usage among them counting one request if it counts none (`answer_usage`)."""
+    for event in events:
+        if isinstance(event, UsageUpdate):
+            usage = answer_usage(event.usage)
+            if usage is not event.usage:
+                event = UsageUpdate(usage)
+        yield event
 
 
 class TestModel(_BaseTestModel):
@@ -506,7 +618,10 @@ class TestModel(_BaseTestModel):
     or with a summary of the tool results.
 
     Args:
-        call_tools: ``"all"``, or the names of the tools to call.
+        call_tools: ``"all"``, or the name of the tool to call, or a list of
+            names. Each name must be a tool of every request the model gets
+            (a typo would call nothing): give each agent its own `TestModel`
+            when their tools differ.
         text: The final answer to give instead of the summary.
         output: The structured answer to give (a JSON-able value) instead of
             one generated from the output schema.
@@ -514,6 +629,12 @@ class TestModel(_BaseTestModel):
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
             then holds no request, nor the conversation each one carries.
+
+    Raises:
+        UsageError: ``call_tools`` is neither ``"all"``, a name nor a list of
+            names (None, a number, an empty name); at request time, when a
+            name is no tool of the request (naming it and the tools there
+            are).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -528,7 +649,7 @@ class TestModel(_BaseTestModel):
         keep_requests: bool = True,
     ) -> None:
         super().__init__(name, keep_requests)
-        self.call_tools = call_tools
+        self.call_tools: str | tuple[str, ...] = _tool_names(call_tools)
         self.text = text
         self.output = output
 
@@ -555,7 +676,43 @@ class TestModel(_BaseTestModel):
             return [t for t in tools if t.name == request.tool_choice]
         if self.call_tools == "all":
             return tools
+        names = {t.name for t in tools}
+        unknown = [n for n in self.call_tools if n not in names]
+        if unknown:
+            raise UsageError(
+                f"TestModel(call_tools=...) names {', '.join(map(repr, unknown))}, no tool of "
+                f"this request (its tools: {', '.join(map(repr, sorted(names))) or 'none'}); "
+                "name tools the agent has (a model shared by agents with other tools: give "
+                "each its own TestModel)"
+            )
         return [t for t in tools if t.name in self.call_tools]
+
+
+def _tool_names(call_tools: object) -> str | tuple[str, ...]:
+    """``TestModel``'s ``call_tools`` as ``"all"`` or a tuple of names (one name: a tuple of it).
+
+    Raises:
+        UsageError: It is none of ``"all"``, a name or a list of names.
+    """
+    if isinstance(call_tools, str):
+        names: tuple[object, ...] = (call_tools,)
+        if call_tools == "all":
+            return "all"
+    elif isinstance(call_tools, (bytes, bytearray, Mapping)) or not isinstance(
+        call_tools, Iterable
+    ):
+        raise UsageError(
+            f"TestModel(call_tools=...): expected 'all', a tool's name or a list of names, "
+            f"{_kind(call_tools)}"
+        )
+    else:
+        names = tuple(call_tools)
+    for index, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise UsageError(
+                f"TestModel(call_tools=...): item {index} is no tool name: {_kind(name)}"
+            )
+    return cast("tuple[str, ...]", names)
 
 
 def _output_for(schema: Mapping[str, Any]) -> Any:
@@ -619,6 +776,11 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
         model: The model every string resolves to, or a function of the model
             string returning one (e.g. a fresh `TestModel` per string).
 
+    Raises:
+        UsageError: ``model`` is neither (None, a string, a model class: pass
+            an instance); when a string is resolved, if the function returned
+            no model for it (None for a string it has no model for).
+
     Yields:
         The model strings resolved inside the block, in order (an agent made
         outside any block: once, at its first run in the block).
@@ -633,9 +795,26 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
         ['openai:gpt-4o-mini']
     """
     resolved: list[str] = []
+    given: object = model
+    if isinstance(given, type):  # (a class has a model's attributes: it passed for one)
+        raise UsageError(
+            f"override_models(model): expected a model object, got the class "
+            f"{given.__name__}; pass an instance ({given.__name__}(...))"
+        )
+    if not isinstance(given, Model) and not callable(given):
+        raise UsageError(
+            f"override_models(model): expected a model object or a function of the model "
+            f"string returning one, {_kind(given)}"
+        )
 
     def resolve(spec: str) -> Model:
-        found = model if isinstance(model, Model) else model(spec)
+        found: object = model if isinstance(model, Model) else model(spec)
+        if isinstance(found, type) or not isinstance(found, Model):
+            raise UsageError(
+                f"override_models's function returned {_kind(found)[4:]} for {spec!r}: it "
+                "must return a model object (e.g. TestModel()) for every model string "
+                "resolved in the block"
+            )
         # Recorded once the function has answered: one that raised is called
         # again at the next run, and the string is listed once per agent.
         resolved.append(spec)

@@ -448,7 +448,11 @@ def resolve_api_key(
     if not required:
         return None
     where = " or ".join(names) if names else "an environment variable"
-    raise ModelConfigError(f"no API key for provider {provider!r}: pass api_key=... or set {where}")
+    # (where the key goes: an Agent or generate_text refuses api_key= as a model setting)
+    raise ModelConfigError(
+        f"no API key for provider {provider!r}: pass api_key=... to the model "
+        f"(toolfold.model('{provider}:...', api_key=...)) or set {where}"
+    )
 
 
 Scrubs = tuple[tuple[str, int, int, re.Pattern[str] | None], ...]

@@ -986,6 +986,8 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):  # (Usage + 1: Python's TypeError, not an AttributeError)
+            return NotImplemented
         return _usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,

@@ -174,11 +174,17 @@ def logged_sub_runs(state: RunState) -> SubRunTotals:
 WAITING_PHASES = ("awaiting_approval", "awaiting_tool_results")
 
 
-@attrs.frozen(eq=True)
+# Not hashable (``unsafe_hash=False``; attrs would make a frozen class hashable): a
+# hash would walk the run's whole log at each call, and the `Log` is no hashable
+# value (``hash(state)`` raised "unhashable type: 'Log'").
+@attrs.frozen(eq=True, unsafe_hash=False)
 class RunState:
     """Everything a run knows, as one immutable value.
 
-    Build one with `initial_state`; only `reduce` makes the next one.
+    Build one with `initial_state`; only `reduce` makes the next one. States
+    compare with ``==`` but are not hashable (``hash(state)`` raises
+    ``TypeError: unhashable type: 'RunState'``): key them by ``run_id`` (with
+    ``len(state.log)`` for one version of a run), or by their `to_json` text.
 
     Attributes:
         run_id: The run's id (given by the driver; stable across resumes).

@@ -1,0 +1,114 @@
+"""`toolfold.model`'s options (``api_key=``...) given where model settings go are refused.
+
+A key given as ``Agent(model, api_key=...)`` was taken as a model setting: sent
+in every request body, stored in plain text in the run's state, the agent's
+repr and its agent file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, AgentFileError, UsageError, agenerate_text, generate_text
+from toolfold.files import loads
+from toolfold.runtime._model import MODEL_OPTIONS
+from toolfold.testing import TestModel, override_models
+
+SECRET = "sk-SECRET-value-123"
+
+
+@pytest.mark.parametrize("option", sorted(MODEL_OPTIONS))
+def test_agent_refuses_each_model_option_given_as_a_setting(option: str) -> None:
+    """Agent("openai:...", <option>=...) is a UsageError that says to give it to toolfold.model."""
+    with override_models(TestModel()), pytest.raises(UsageError) as raised:
+        Agent("openai:gpt-4o-mini", **{option: SECRET})
+    message = str(raised.value)
+    assert message.startswith(f"Agent() got {option}=: an option of the model, not a model setting")
+    assert f"Agent(toolfold.model('openai:gpt-4o-mini', {option}=...), ...)" in message
+    assert SECRET not in message
+
+
+def test_a_key_given_to_agent_never_reaches_its_state_or_repr() -> None:
+    """Agent(..., api_key=...) fails before a run could store or send the key; the error hides it."""
+    with override_models(TestModel()), pytest.raises(UsageError) as raised:
+        Agent("openai:gpt-4o-mini", api_key=SECRET, temperature=0)
+    assert SECRET not in str(raised.value)
+    assert SECRET not in repr(raised.value)
+
+
+def test_a_model_option_in_settings_is_refused_too() -> None:
+    """Agent(model, settings={"api_key": ...}) is refused, showing the key's name, not its value."""
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), settings={"temperature": 0, "api_key": SECRET, "base_url": "x"})
+    message = str(raised.value)
+    assert message.startswith(
+        "Agent() got settings={'api_key': ..., 'base_url': ...}: options of the model"
+    )
+    assert "toolfold.model('provider:model', api_key=..., base_url=...)" in message
+    assert SECRET not in message
+
+
+def test_evolve_refuses_a_model_option_naming_evolve() -> None:
+    """agent.evolve(api_key=...) is refused, with a hint that gives evolve a model instead."""
+    with pytest.raises(UsageError, match=r"^evolve\(\) got api_key=") as raised:
+        Agent(TestModel()).evolve(api_key=SECRET)
+    assert "agent.evolve(model=toolfold.model('provider:model', api_key=...))" in str(raised.value)
+    with pytest.raises(UsageError, match=r"^Agent\(\) got settings=\{'headers': \.\.\.\}"):
+        Agent(TestModel()).evolve(settings={"headers": {"Authorization": SECRET}})
+
+
+@pytest.mark.parametrize("option", ["api_key", "base_url", "timeout", "headers"])
+def test_generate_text_refuses_a_model_option(option: str) -> None:
+    """generate_text(..., api_key=...) is a UsageError naming generate_text, not a setting sent."""
+    with override_models(TestModel()), pytest.raises(UsageError) as raised:
+        generate_text("openai:gpt-4o-mini", "hi", **{option: SECRET})
+    message = str(raised.value)
+    assert message.startswith(f"generate_text() got {option}=: an option of the model")
+    assert f"generate_text(toolfold.model('openai:gpt-4o-mini', {option}=...), ...)" in message
+    assert SECRET not in message
+
+
+def test_agenerate_text_refuses_a_model_option_naming_itself() -> None:
+    """agenerate_text(..., api_key=...) is refused as generate_text's is."""
+    with pytest.raises(UsageError, match=r"^agenerate_text\(\) got api_key="):
+        asyncio.run(agenerate_text(TestModel(), "hi", api_key=SECRET))
+
+
+def test_an_agent_file_with_a_key_in_its_settings_does_not_load() -> None:
+    """An agent file's settings holding api_key are refused at load, without the key's value."""
+    text = f'[agents.main]\nmodel = "openai:gpt-4o-mini"\nsettings = {{api_key = "{SECRET}"}}\n'
+    with override_models(TestModel()), pytest.raises(AgentFileError) as raised:
+        loads(text)
+    assert "settings={'api_key': ...}: an option of the model" in str(raised.value)
+    assert SECRET not in str(raised.value)
+
+
+def test_ordinary_settings_are_still_model_settings() -> None:
+    """Settings that are no model option (temperature, a provider's own) still reach the state."""
+    with override_models(TestModel()):
+        response = generate_text("openai:gpt-4o-mini", "hi", temperature=0, provider={"x": 1})
+    assert response.state.config.settings == {"temperature": 0, "provider": {"x": 1}}
+
+
+def test_model_options_are_exactly_the_built_in_model_classes_options() -> None:
+    """MODEL_OPTIONS (which the runtime refuses as settings) is every model class's own keyword."""
+    from toolfold.adapters._provider_model import ProviderModel
+    from toolfold.local import LocalModel
+
+    toolfold_model_classes: list[type[Any]] = [LocalModel]
+    todo: list[type[Any]] = [ProviderModel]
+    while todo:
+        cls = todo.pop()
+        toolfold_model_classes.append(cls)
+        todo.extend(cls.__subclasses__())
+    names: set[str] = set()
+    for cls in toolfold_model_classes:
+        for name, parameter in inspect.signature(cls.__init__).parameters.items():
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+                names.add(name)
+    # provider= is set by the model string's prefix: toolfold.model takes none.
+    assert names - {"provider"} == MODEL_OPTIONS
