@@ -29,6 +29,8 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
+    STANDING,
+    Standing,
     ToolJob,
     ToolOutcome,
     forget_thrown_exit,
@@ -56,6 +58,7 @@ from toolfold.runtime.drive._loop import (
     _SwitchOp,
     interrupted,
     is_interruption,
+    kept_standing,
     resumed_round,
     run_loop,
 )
@@ -375,6 +378,14 @@ def _relayed_sync(
     # in this thread only: after a second Ctrl-C the round goes on writing to it while this
     # thread builds the interrupted state from ``op.finished`` (settles, filters, reads it).
     own: dict[int, ToolOutcome] | None = None if op.finished is None else {}
+    # Where the round's lone blocking sub-run stands (see `Standing`), noted by it as it
+    # goes: after a second Ctrl-C this thread keeps it from there, not waiting for it.
+    standings: dict[int, Standing] | None = None if op.finished is None else {}
+    above = STANDING.get()  # (this round is a sub-run's, itself run so: noted on its standing)
+    if standings is not None and above is not None:
+        at = above.at
+        if at is not None and at.finished is op.finished:
+            above.calls = (op.finished, standings)
 
     def keep() -> None:
         """What the round's thread kept so far, into ``op.finished`` (one `dict.update` of an
@@ -382,6 +393,23 @@ def _relayed_sync(
         midway)."""
         if own is not None and op.finished is not None:
             op.finished.update(own)
+
+    def keep_standing() -> None:
+        """The sub-runs still running on the round's thread (a second Ctrl-C stopped the wait
+        for them), into ``op.finished`` where they stand, as Ctrl-C landing in them keeps them
+        (the non-streamed run's sub-run runs in this thread: it does so)."""
+        if standings is None or op.finished is None:
+            return
+        for index, standing in list(standings.items()):
+            if index in op.finished:
+                continue
+            try:
+                outcome = kept_standing(standing)
+            except Exception:  # (not expected) the interruption must stay what is raised
+                _log.debug("keeping a sub-run where it stood failed", exc_info=True)
+                continue
+            if outcome is not None:
+                op.finished[index] = outcome
 
     def work() -> None:
         try:
@@ -391,6 +419,7 @@ def _relayed_sync(
                 max_concurrency=live.max_concurrency,
                 finished=own,
                 interrupt=interrupt,
+                standings=standings,
             )
             ended.append((True, outcomes))
         except BaseException as exc:  # handed to the caller's thread, raised there
@@ -438,7 +467,9 @@ def _relayed_sync(
             while not done.wait(poll):  # (a second Ctrl-C stops waiting)
                 pass
         finally:
-            keep()  # (after a second Ctrl-C: what had ended by then)
+            keep()  # (after a second Ctrl-C: what had ended by then...)
+            if not done.is_set():
+                keep_standing()  # (...and the sub-runs still running, where they stood)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
             op.finished.update(enumerate(value))
