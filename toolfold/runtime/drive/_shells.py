@@ -315,18 +315,19 @@ def _stream_sync(
             yield op.event
         elif isinstance(op, CallModel):
             # A blocking sub-run of a stream's round stops before the call once Ctrl-C
-            # reached it, or at the reply's next chunk (the call is made again on resume).
-            interrupt = watched_interrupt()
-            check_interrupt(interrupt)
+            # reached it. Once the call began, its reply is read to its end and kept, as a
+            # call that does not stream is (the caller said it waits for it): the sub-run
+            # stops at its next step. A second Ctrl-C does not wait: the call is made again
+            # on resume (see `Standing`).
+            check_interrupt(watched_interrupt())
             if trace is not None:
-                value, failure = yield from _stream_traced_sync(live, op, trace, interrupt)
+                value, failure = yield from _stream_traced_sync(live, op, trace)
                 continue
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
-                    check_interrupt(interrupt)
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
@@ -691,7 +692,7 @@ _END: Any = object()
 
 
 def _stream_traced_sync(
-    live: Live, op: CallModel, trace: RunTrace, interrupt: RoundInterrupt | None = None
+    live: Live, op: CallModel, trace: RunTrace
 ) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
     """The model's stream, its span current while the model makes each event (not while
     the caller holds it)."""
@@ -707,7 +708,6 @@ def _stream_traced_sync(
         while event is not _END:
             folded = fold_stream(folded, event)
             yield event
-            check_interrupt(interrupt)
             token = call.attach()
             try:
                 event = next(events, _END)
