@@ -462,10 +462,10 @@ def _relayed_sync(
         if not interrupt.fire():
             keep()
             raise
-        if interrupt.waits and not done.is_set():
-            tell_interrupt_waits()
-        try:
-            while not done.wait(poll):  # (a second Ctrl-C stops waiting)
+        try:  # (a second Ctrl-C stops waiting, also as the wait is told)
+            if interrupt.waits and not done.is_set():
+                tell_interrupt_waits()
+            while not done.wait(poll):
                 pass
         finally:
             keep()  # (after a second Ctrl-C: what had ended by then...)
