@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
+from toolfold import Agent, ModelRequest, RunState, Sequence, Tool, state_of, tool
 from toolfold.runtime.drive import _executor, _loop, _sync_calls, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
@@ -625,7 +625,7 @@ class _SubAgentRound:
 
         paying = call("pay", {"order": 1}, id="p")
         first = [paying] if shape == "alone" else [call("fast", {"x": "1"}, id="f"), paying]
-        sub = self._agent("sub", [fast, pay], first)
+        sub = self.sub = self._agent("sub", [fast, pay], first)
         inner = sub.as_tool()
         if shape == "deep":
             inner = self._agent("mid", [inner], [call("sub", {"input": "go"}, id="s")]).as_tool()
@@ -643,10 +643,17 @@ class _SubAgentRound:
         self.told.append("waiting")
         _ctrl_c()  # the second Ctrl-C, as the wait is announced
 
-    def run(self, how: str) -> RunState:
-        """The state two Ctrl-Cs left in the lead run (``run``, or a blocking ``stream``)."""
-        with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
-            _blocking(self.lead, how)
+    def run(self, how: str, runner: Any = None) -> RunState:
+        """The state two Ctrl-Cs left in the lead run (or ``runner``'s: ``run``, or a
+        blocking ``stream``), its step's thread ended (released once its state was kept)."""
+        try:
+            with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
+                _blocking(self.lead if runner is None else runner, how)
+        finally:
+            self.release.set()
+            for thread in threading.enumerate():  # (a stream's round goes on on its thread)
+                if thread.name == "toolfold-step":
+                    thread.join(30)
         state = state_of(caught.value)
         assert isinstance(state, RunState), f"no state on {caught.value!r}"
         return RunState.from_json(state.to_json())
@@ -667,13 +674,7 @@ def test_a_second_ctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) 
     two deep) where it stood, blocking stream or not: resuming runs none of its finished model
     calls or tools again, only the tool that still ran."""
     round_ = _SubAgentRound(shape)
-    try:
-        state = round_.run(how)
-    finally:
-        round_.release.set()
-        for thread in threading.enumerate():  # (a stream's round goes on on its thread)
-            if thread.name == "toolfold-step":
-                thread.join(30)
+    state = round_.run(how)
     assert round_.told == ["waiting"]
     depth, kept = 0, state
     while kept.calls and kept.calls[0].child is not None:  # the sub-runs kept, down to ``sub``
@@ -695,3 +696,19 @@ def test_a_second_ctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) 
     assert round_.ran["model:sub"] == 2  # its first step was not asked again
     assert round_.ran["model:lead"] == 2
     assert round_.ran["model:mid"] == (2 if shape == "deep" else 0)
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_a_second_ctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -> None:
+    """A second Ctrl-C while a workflow step's agent waits for its sync tool keeps the agent
+    where it stood, streamed or not: resuming runs only the tool that still ran."""
+    round_ = _SubAgentRound("beside")
+    flow = Sequence(round_.sub, name="flow")
+    state = round_.run(how, flow)
+    assert round_.told == ["waiting"]
+    [kept] = [c.child for c in state.calls if c.child is not None]
+    assert kept is not None
+    assert [(c.call.name, c.status) for c in kept.calls] == [("fast", "done"), ("pay", "to_run")]
+    response = flow.resume(state)
+    assert response.output == "sub(fast 1, paid 1)"
+    assert (round_.ran["fast"], round_.ran["pay"], round_.ran["model:sub"]) == (1, 2, 2)
