@@ -370,6 +370,8 @@ def _relayed_sync(
     are kept in ``op.finished`` as an interruption in this thread keeps them.
     The round of a blocking sub-run that such a round runs (a sub-agent's
     sub-agents, this thread being the outer round's) is interrupted with it.
+    A second Ctrl-C stops waiting for it: the lone sub-run still running is
+    kept where it stood (`Standing`), as Ctrl-C landing in it would keep it.
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
@@ -492,7 +494,7 @@ def interrupt_waits(tell: Callable[[], object]) -> Iterator[None]:
     blocking calls return (sync tools running on worker threads; in a stream, a sub-run's
     blocking model call or tool too: see `RoundInterrupt.waits`) and the run waits for them
     before it raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the
-    wait (the calls still running are not kept).
+    wait (the calls still running are not kept; a sub-run is, where it stood).
 
     What shows a run to a person says so then (``toolfold run``): the run is not stuck.
     """
