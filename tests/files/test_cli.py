@@ -533,6 +533,62 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
     assert (tmp_path / "ran.log").read_text() == "held x\n"  # the tool's return was kept
 
 
+def test_a_second_ctrl_c_keeps_a_streamed_sub_agent_where_it_stood(tmp_path: Path) -> None:
+    """A second Ctrl-C while ``run --stream`` waits for a sub-agent's sync tool exits at once
+    (130) with the sub-agent kept where it stood: resuming runs only the tool that still ran,
+    not the sub-agent's model call before it (it was kept, with its answer)."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (tmp_path / "team.toml").write_text(
+        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_holder"\n'
+        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
+        'model = "files_helpers:lead_and_holder"\ntools = ["files_helpers:hold_at_gate"]\n'
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
+        # (a process started in the background inherits SIGINT ignored: Python's own handler)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    ) as proc:
+        assert proc.stderr is not None
+        try:
+            seen = b""
+            while b"stopping once" not in seen:
+                ready, _, _ = select.select([proc.stderr], [], [], 60)
+                assert ready, f"no notice; so far: {seen!r}"
+                chunk = os.read(proc.stderr.fileno(), 1024)
+                assert chunk, f"stderr ended early; so far: {seen!r}"
+                seen += chunk
+            proc.send_signal(signal.SIGINT)  # the gate stays shut: the tool never returns
+            _, errors = proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()  # (the with then closes its pipes and reaps it)
+            raise
+    assert proc.returncode == 130, seen + errors
+    assert (
+        (seen + errors)
+        .decode()
+        .endswith(
+            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+            "toolfold resume toolfold-run.json\n"
+        )
+    )
+    state = RunState.from_json(
+        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
+    )
+    [worker] = [c.child for c in state.calls if c.call.name == "worker"]
+    assert worker is not None  # kept where it stood: its model had answered
+    assert [e.kind for e in worker.log] == ["run_started", "model_responded"]
+    assert [c.status for c in worker.calls] == ["to_run"]
+    proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
+    assert (proc2.returncode, proc2.stdout) == (0, "lead: worker: held x\n"), proc2.stderr
+    assert _ran(tmp_path) == ["held x"]  # run by the resume (the first never returned)
+
+
 def _pair_run(
     tmp_path: Path, gate: Path, beside: str = "note", options: tuple[str, ...] = ()
 ) -> subprocess.Popen[bytes]:

@@ -10,6 +10,7 @@ finished again.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections import Counter
 from typing import Any
@@ -22,6 +23,7 @@ from toolfold import (
     ModelRequest,
     RunState,
     Sequence,
+    SubRunEvent,
     Task,
     ToolCallEvent,
     state_of,
@@ -29,6 +31,7 @@ from toolfold import (
 )
 from toolfold.runtime import ToolReturned, replay
 from toolfold.runtime.drive._kept_loop import RoundInterrupt, _interruptible, watched_interrupt
+from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -556,6 +559,72 @@ def test_ctrl_c_in_a_blocking_stream_stops_a_lone_sub_agent_after_its_blocking_t
     response = _resumed(lead, state, stream=True)
     assert response.text == "lead(bottom done)"
     assert ran == {"wait": 1, "model:bottom": 2}
+
+
+@pytest.mark.parametrize("second", [False, True], ids=["once", "twice"])
+def test_ctrl_c_in_a_blocking_stream_keeps_the_reply_a_lone_sub_agent_waited_for(
+    second: bool,
+) -> None:
+    """Ctrl-C while a lone sub-agent (run blocking on the step's thread) waits for its model's
+    streamed reply: the stream says it waits, the reply is read to its end and kept, and
+    resuming does not ask for it again; a second Ctrl-C as the wait is told stops at once,
+    and the reply, cut, is asked for again on resume."""
+    ran: Counter[str] = Counter()
+    asking = threading.Event()
+    answer = threading.Event()
+    told: list[str] = []
+
+    @tool
+    def look(key: str) -> str:
+        """A tool that answers at once.
+
+        Args:
+            key: What to look up.
+        """
+        ran["look"] += 1
+        return f"looked {key}"
+
+    def bottom_reply(request: ModelRequest) -> Any:
+        ran["model:bottom"] += 1
+        if _results(request):
+            return "bottom done"
+        if ran["model:bottom"] == 1:
+            asking.set()
+            assert answer.wait(60)  # (the reply comes once the stream waits for it)
+        return call("look", {"key": "x"})
+
+    def tell() -> None:
+        told.append("waiting")
+        if second:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        else:
+            answer.set()
+
+    bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
+    lead = _caller(Gate(), "lead", bottom.as_tool())
+    try:
+        events = iter(lead.stream("go"))
+        for event in events:
+            if isinstance(event, SubRunEvent):  # (the sub-agent's step began)
+                break
+        assert asking.wait(60)
+        with interrupt_waits(tell), pytest.raises(KeyboardInterrupt) as caught:
+            events.throw(KeyboardInterrupt())
+    finally:
+        answer.set()
+        for thread in threading.enumerate():  # (cut, the sub-agent goes on on its thread)
+            if thread.name == "toolfold-step":
+                thread.join(30)
+    assert told == ["waiting"]
+    state = RunState.from_json(state_of(caught.value).to_json())
+    assert _kept_path(state) == ["bottom"]
+    (kept,) = [c.child for c in state.calls if c.child is not None]
+    assert kept is not None
+    kinds = [e.kind for e in kept.log]
+    assert kinds == (["run_started"] if second else ["run_started", "model_responded"])
+    response = _resumed(lead, state, stream=True)
+    assert response.text == "lead(bottom done)"
+    assert ran == {"model:bottom": 3 if second else 2, "look": 1}
 
 
 class _SyncOnly:

@@ -14,13 +14,14 @@ import asyncio
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, ModelRequest, RunState, Tool, state_of, tool
+from toolfold import Agent, ModelRequest, RunState, Sequence, Tool, state_of, tool
 from toolfold.runtime.drive import _executor, _loop, _sync_calls, _workers
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
@@ -586,3 +587,128 @@ def test_ctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
     assert sorted(payments.ran) == ["note x", "pay 1", "watch"]  # pay ran once over both
     watched = "sub watched" if beside == "agent" else "watched"
     assert response.text == f"saw: {watched} | paid 1 | noted x"
+
+
+class _SubAgentRound:
+    """``lead`` calls the agent ``sub`` as a tool (through the agent ``mid`` when ``deep``);
+    ``sub``'s step calls ``fast`` then ``pay`` one at a time (or ``pay`` alone), and ``pay``
+    presses Ctrl-C the first time, then blocks until released; the wait it causes is told,
+    and a second Ctrl-C answers that."""
+
+    def __init__(self, shape: str) -> None:
+        self.ran: Counter[str] = Counter()
+        self.release = threading.Event()
+        self.told: list[str] = []
+
+        @tool
+        def fast(x: str) -> str:
+            """A tool that answers at once.
+
+            Args:
+                x: What to answer.
+            """
+            self.ran["fast"] += 1
+            return f"fast {x}"
+
+        @tool
+        def pay(order: int) -> str:
+            """Pay an order (a side effect that must not run twice).
+
+            Args:
+                order: The order to pay.
+            """
+            self.ran["pay"] += 1
+            if self.ran["pay"] == 1:
+                _ctrl_c()
+                assert self.release.wait(30)
+            return f"paid {order}"
+
+        paying = call("pay", {"order": 1}, id="p")
+        first = [paying] if shape == "alone" else [call("fast", {"x": "1"}, id="f"), paying]
+        sub = self.sub = self._agent("sub", [fast, pay], first)
+        inner = sub.as_tool()
+        if shape == "deep":
+            inner = self._agent("mid", [inner], [call("sub", {"input": "go"}, id="s")]).as_tool()
+        self.lead = self._agent("lead", [inner], [call(inner.name, {"input": "go"}, id="c")])
+
+    def _agent(self, name: str, tools: list[Any], first: list[Any]) -> Agent[Any, Any]:
+        def reply(request: ModelRequest) -> Any:
+            self.ran[f"model:{name}"] += 1
+            results = [r.content for m in request.messages for r in m.tool_results]
+            return f"{name}({', '.join(results)})" if results else first
+
+        return Agent(FunctionModel(reply), name=name, tools=tools, max_concurrency=1)
+
+    def tell(self) -> None:
+        self.told.append("waiting")
+        _ctrl_c()  # the second Ctrl-C, as the wait is announced
+
+    def run(self, how: str, runner: Any = None) -> RunState:
+        """The state two Ctrl-Cs left in the lead run (or ``runner``'s: ``run``, or a
+        blocking ``stream``), its step's thread ended (released once its state was kept)."""
+        try:
+            with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
+                _blocking(self.lead if runner is None else runner, how)
+        finally:
+            self.release.set()
+            for thread in threading.enumerate():  # (a stream's round goes on on its thread)
+                if thread.name == "toolfold-step":
+                    thread.join(30)
+        state = state_of(caught.value)
+        assert isinstance(state, RunState), f"no state on {caught.value!r}"
+        return RunState.from_json(state.to_json())
+
+
+@pytest.mark.parametrize(
+    ("how", "shape"),
+    [
+        ("run", "beside"),
+        ("stream", "beside"),
+        ("stream", "alone"),
+        ("run", "deep"),
+        ("stream", "deep"),
+    ],
+)
+def test_a_second_ctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) -> None:
+    """A second Ctrl-C while a sub-agent's sync tool is waited for keeps the sub-agent (one or
+    two deep) where it stood, blocking stream or not: resuming runs none of its finished model
+    calls or tools again, only the tool that still ran."""
+    round_ = _SubAgentRound(shape)
+    state = round_.run(how)
+    assert round_.told == ["waiting"]
+    depth, kept = 0, state
+    while kept.calls and kept.calls[0].child is not None:  # the sub-runs kept, down to ``sub``
+        depth, kept = depth + 1, kept.calls[0].child
+    assert depth == (2 if shape == "deep" else 1)
+    ended = [(c.call.name, c.status) for c in kept.calls]
+    assert ended == (
+        [("pay", "to_run")] if shape == "alone" else [("fast", "done"), ("pay", "to_run")]
+    )
+    before = dict(round_.ran)
+    response = round_.lead.resume(state)
+    done = "paid 1" if shape == "alone" else "fast 1, paid 1"
+    expected = f"sub({done})"
+    if shape == "deep":
+        expected = f"mid({expected})"
+    assert response.text == f"lead({expected})"
+    assert round_.ran["fast"] == (0 if shape == "alone" else 1)  # it ran once over both
+    assert round_.ran["pay"] == before["pay"] + 1  # cut by the second Ctrl-C: run again
+    assert round_.ran["model:sub"] == 2  # its first step was not asked again
+    assert round_.ran["model:lead"] == 2
+    assert round_.ran["model:mid"] == (2 if shape == "deep" else 0)
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_a_second_ctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -> None:
+    """A second Ctrl-C while a workflow step's agent waits for its sync tool keeps the agent
+    where it stood, streamed or not: resuming runs only the tool that still ran."""
+    round_ = _SubAgentRound("beside")
+    flow = Sequence(round_.sub, name="flow")
+    state = round_.run(how, flow)
+    assert round_.told == ["waiting"]
+    [kept] = [c.child for c in state.calls if c.child is not None]
+    assert kept is not None
+    assert [(c.call.name, c.status) for c in kept.calls] == [("fast", "done"), ("pay", "to_run")]
+    response = flow.resume(state)
+    assert response.output == "sub(fast 1, paid 1)"
+    assert (round_.ran["fast"], round_.ran["pay"], round_.ran["model:sub"]) == (1, 2, 2)

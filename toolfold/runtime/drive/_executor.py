@@ -300,6 +300,50 @@ def kept_sub_run(
     finished[index] = ToolOutcome(call_id, name, "", ended=time.monotonic(), child=child)
 
 
+class Stand(NamedTuple):
+    """Where a sub-run stands (see `Standing`): what its loop would give an interruption."""
+
+    live: Any  # (the run's `Live`: the loop's, which imports this module)
+    state: RunState  # the run where its model call or round of calls began
+    finished: dict[int, ToolOutcome] | None  # that round's record (see `_round_record`)
+
+
+class Standing:
+    """Where the sub-run of one call stands, for a caller that cannot wait for it to stop.
+
+    A blocking stream runs its round of calls on a thread of its own; a lone
+    sub-run there runs blocking, and Ctrl-C stops it only at its next model
+    call or round of calls (see `RoundInterrupt`). A second Ctrl-C stops the
+    wait for that: the caller's thread builds the interrupted state while
+    the sub-run's thread is still in its blocking call. So the sub-run's
+    loop notes here, before each model call and round of calls, the state
+    it would give an interruption there (`at`; one assignment, read whole
+    from the other thread), and the shell running its round notes the
+    standings of that round's own sub-runs (`calls`, with the record of the
+    round they belong to). `kept_standing` builds from it what Ctrl-C landing
+    in the sub-run would have kept (`kept_sub_run`).
+    """
+
+    __slots__ = ("at", "call_id", "calls", "name", "run_id")
+
+    def __init__(self, call_id: str, name: str, run_id: str | None) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.run_id = run_id
+        self.at: Stand | None = None
+        self.calls: tuple[dict[int, ToolOutcome] | None, dict[int, Standing]] | None = None
+
+    def is_of(self, state: RunState) -> bool:
+        """Whether ``state`` is the call's own sub-run (a layer below notes nothing here)."""
+        return self.run_id is not None and _own_sub_run(state, self.call_id, self.run_id)
+
+
+# The standing of the call whose sub-run this context runs (set by the round that runs it).
+STANDING: contextvars.ContextVar[Standing | None] = contextvars.ContextVar(
+    "toolfold_standing", default=None
+)
+
+
 def _own_sub_run(child: RunState, call_id: str, run_id: str) -> bool:
     """Whether ``child`` is the sub-run of call ``call_id`` of run ``run_id`` (see `sub_run_id`)."""
     own = f"{run_id}/{call_id}"

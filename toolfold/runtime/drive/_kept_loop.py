@@ -49,7 +49,8 @@ class RoundInterrupt:
     cancels it. Fired before the round attached, the round never starts. A
     lone sub-run runs as its blocking twin on the round's thread, watched
     (`watched_interrupt`): it stops at its next model call or round of calls
-    (or the next chunk of a streamed reply) once `fire` was called, and the
+    once `fire` was called (a reply it is reading, streamed or not, is read to
+    its end and kept first), and the
     async tools it runs on an event loop are cancelled as the round's are.
     A blocking tool cannot be stopped from outside: the round ends once it
     returns.

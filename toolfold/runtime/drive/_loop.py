@@ -66,10 +66,14 @@ from toolfold.runtime.core._stop import (
 )
 from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
+    STANDING,
+    Stand,
+    Standing,
     ToolJob,
     ToolOutcome,
     agent_run_by,
     forwards,
+    kept_sub_run,
     returned,
     thrown_exit,
     was_raised_in_run,
@@ -273,6 +277,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     listings: dict[tuple[int, ...], Sequence[Tool[..., Any]]] = {}
     for sources, its_tools in live.opened:
         listings[_identity(sources)] = its_tools
+    # The call that runs this run as a sub-run on a stream's round thread notes where it
+    # stands before each model call and round of calls (see `Standing`); else None.
+    standing = STANDING.get()
+    if standing is not None and not standing.is_of(state):
+        standing = None
     if live.announce_start and live.on_event is not None and len(state.log) == 1:
         _observe(live.on_event, state.log[0], state, "on_event")
     if live.answered is not None:  # a resume's denials and results: shown as a step's are
@@ -319,6 +328,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     except BaseException as exc:  # (Ctrl-C thrown in by the stream's reader)
                         interrupted(exc, state)
                         raise
+                if standing is not None:
+                    standing.at = Stand(live, state, None)
                 try:
                     response = yield effect
                 except Exception as exc:
@@ -397,6 +408,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                 )
                         jobs = tuple(to_run)
                         finished = _round_record(jobs)
+                        if standing is not None:
+                            standing.at = Stand(live, opened.state, finished)
                         try:
                             outcomes: Sequence[ToolOutcome] = yield new_tuple(
                                 _RunToolsOp, (jobs, None, finished)
@@ -435,7 +448,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                             interrupted(exc, state)
                             raise
         elif isinstance(effect, RunTools):
-            state = yield from _run_tools(live, state, effect, notify)
+            state = yield from _run_tools(live, state, effect, notify, standing)
         elif isinstance(effect, ValidateOutput):
             state = _validate(live, state, effect)
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
@@ -521,8 +534,10 @@ def _live_stop(live: Live, state: RunState) -> StopRequested | None:
         raise observer_failure("stop_when condition", exc, state, "stop_when") from exc
 
 
-def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _Part:
-    """Run the step's calls and report each outcome."""
+def _run_tools(
+    live: Live, state: RunState, effect: RunTools, notify: bool, standing: Standing | None = None
+) -> _Part:
+    """Run the step's calls and report each outcome (``standing``: see `run_loop`)."""
     relay = Relay() if notify else None
     jobs = tuple(
         [
@@ -531,6 +546,8 @@ def _run_tools(live: Live, state: RunState, effect: RunTools, notify: bool) -> _
         ]
     )
     finished = _round_record(jobs)
+    if standing is not None:
+        standing.at = Stand(live, state, finished)
     try:
         outcomes: Sequence[ToolOutcome] = yield _RunToolsOp(jobs, relay, finished)
     except BaseException as exc:
@@ -597,6 +614,33 @@ def _round_interrupted(
             if failure is not None:
                 del finished[index]
     interrupted(exc, state, finished)
+
+
+def kept_standing(standing: Standing) -> ToolOutcome | None:
+    """What Ctrl-C landing in the sub-run of ``standing``'s call where it stands would keep
+    of the call (see `kept_sub_run`): read from another thread while the sub-run's goes on
+    (see `Standing`), or None when it noted nothing to keep.
+
+    Its round's calls that had ended are kept, and its round's own sub-runs where they
+    stand, as an interruption of its round keeps them.
+    """
+    at = standing.at
+    if at is None:
+        return None
+    # Copies (one C call each: no write of the other thread's lands midway), read once.
+    finished = None if at.finished is None else dict(at.finished)
+    calls = standing.calls
+    if finished is not None and calls is not None and calls[0] is at.finished:
+        for index, inner in list(calls[1].items()):
+            if index not in finished:
+                kept = kept_standing(inner)
+                if kept is not None:
+                    finished[index] = kept
+    exc = KeyboardInterrupt()
+    _round_interrupted(exc, at.live, at.state, finished)
+    kept_here: dict[int, ToolOutcome] = {}
+    kept_sub_run(kept_here, 0, standing.call_id, standing.name, exc, standing.run_id)
+    return kept_here.get(0)
 
 
 def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:

@@ -29,6 +29,8 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import (
+    STANDING,
+    Standing,
     ToolJob,
     ToolOutcome,
     forget_thrown_exit,
@@ -56,6 +58,7 @@ from toolfold.runtime.drive._loop import (
     _SwitchOp,
     interrupted,
     is_interruption,
+    kept_standing,
     resumed_round,
     run_loop,
 )
@@ -312,18 +315,19 @@ def _stream_sync(
             yield op.event
         elif isinstance(op, CallModel):
             # A blocking sub-run of a stream's round stops before the call once Ctrl-C
-            # reached it, or at the reply's next chunk (the call is made again on resume).
-            interrupt = watched_interrupt()
-            check_interrupt(interrupt)
+            # reached it. Once the call began, its reply is read to its end and kept, as a
+            # call that does not stream is (the caller said it waits for it): the sub-run
+            # stops at its next step. A second Ctrl-C does not wait: the call is made again
+            # on resume (see `Standing`).
+            check_interrupt(watched_interrupt())
             if trace is not None:
-                value, failure = yield from _stream_traced_sync(live, op, trace, interrupt)
+                value, failure = yield from _stream_traced_sync(live, op, trace)
                 continue
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
-                    check_interrupt(interrupt)
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
@@ -366,6 +370,8 @@ def _relayed_sync(
     are kept in ``op.finished`` as an interruption in this thread keeps them.
     The round of a blocking sub-run that such a round runs (a sub-agent's
     sub-agents, this thread being the outer round's) is interrupted with it.
+    A second Ctrl-C stops waiting for it: the lone sub-run still running is
+    kept where it stood (`Standing`), as Ctrl-C landing in it would keep it.
     """
     inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
     ended: list[tuple[bool, Any]] = []
@@ -375,6 +381,14 @@ def _relayed_sync(
     # in this thread only: after a second Ctrl-C the round goes on writing to it while this
     # thread builds the interrupted state from ``op.finished`` (settles, filters, reads it).
     own: dict[int, ToolOutcome] | None = None if op.finished is None else {}
+    # Where the round's lone blocking sub-run stands (see `Standing`), noted by it as it
+    # goes: after a second Ctrl-C this thread keeps it from there, not waiting for it.
+    standings: dict[int, Standing] | None = None if op.finished is None else {}
+    above = STANDING.get()  # (this round is a sub-run's, itself run so: noted on its standing)
+    if standings is not None and above is not None:
+        at = above.at
+        if at is not None and at.finished is op.finished:
+            above.calls = (op.finished, standings)
 
     def keep() -> None:
         """What the round's thread kept so far, into ``op.finished`` (one `dict.update` of an
@@ -382,6 +396,23 @@ def _relayed_sync(
         midway)."""
         if own is not None and op.finished is not None:
             op.finished.update(own)
+
+    def keep_standing() -> None:
+        """The sub-runs still running on the round's thread (a second Ctrl-C stopped the wait
+        for them), into ``op.finished`` where they stand, as Ctrl-C landing in them keeps them
+        (the non-streamed run's sub-run runs in this thread: it does so)."""
+        if standings is None or op.finished is None:
+            return
+        for index, standing in list(standings.items()):
+            if index in op.finished:
+                continue
+            try:
+                outcome = kept_standing(standing)
+            except Exception:  # (not expected) the interruption must stay what is raised
+                _log.debug("keeping a sub-run where it stood failed", exc_info=True)
+                continue
+            if outcome is not None:
+                op.finished[index] = outcome
 
     def work() -> None:
         try:
@@ -391,6 +422,7 @@ def _relayed_sync(
                 max_concurrency=live.max_concurrency,
                 finished=own,
                 interrupt=interrupt,
+                standings=standings,
             )
             ended.append((True, outcomes))
         except BaseException as exc:  # handed to the caller's thread, raised there
@@ -432,13 +464,15 @@ def _relayed_sync(
         if not interrupt.fire():
             keep()
             raise
-        if interrupt.waits and not done.is_set():
-            tell_interrupt_waits()
-        try:
-            while not done.wait(poll):  # (a second Ctrl-C stops waiting)
+        try:  # (a second Ctrl-C stops waiting, also as the wait is told)
+            if interrupt.waits and not done.is_set():
+                tell_interrupt_waits()
+            while not done.wait(poll):
                 pass
         finally:
-            keep()  # (after a second Ctrl-C: what had ended by then)
+            keep()  # (after a second Ctrl-C: what had ended by then...)
+            if not done.is_set():
+                keep_standing()  # (...and the sub-runs still running, where they stood)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
             op.finished.update(enumerate(value))
@@ -460,7 +494,7 @@ def interrupt_waits(tell: Callable[[], object]) -> Iterator[None]:
     blocking calls return (sync tools running on worker threads; in a stream, a sub-run's
     blocking model call or tool too: see `RoundInterrupt.waits`) and the run waits for them
     before it raises the KeyboardInterrupt that keeps the run. A second Ctrl-C stops the
-    wait (the calls still running are not kept).
+    wait (the calls still running are not kept; a sub-run is, where it stood).
 
     What shows a run to a person says so then (``toolfold run``): the run is not stuck.
     """
@@ -660,7 +694,7 @@ _END: Any = object()
 
 
 def _stream_traced_sync(
-    live: Live, op: CallModel, trace: RunTrace, interrupt: RoundInterrupt | None = None
+    live: Live, op: CallModel, trace: RunTrace
 ) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
     """The model's stream, its span current while the model makes each event (not while
     the caller holds it)."""
@@ -676,7 +710,6 @@ def _stream_traced_sync(
         while event is not _END:
             folded = fold_stream(folded, event)
             yield event
-            check_interrupt(interrupt)
             token = call.attach()
             try:
                 event = next(events, _END)

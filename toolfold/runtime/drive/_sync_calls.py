@@ -25,6 +25,8 @@ from toolfold.runtime.drive._executor import (
     _SUB_RUN,
     _TWIN,
     DEFAULT_MAX_CONCURRENCY,
+    STANDING,
+    Standing,
     ToolJob,
     ToolOutcome,
     _blocking,
@@ -68,6 +70,7 @@ def run_calls_sync(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     finished: dict[int, ToolOutcome] | None = None,
     interrupt: RoundInterrupt | None = None,
+    standings: dict[int, Standing] | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """Run the calls from blocking code; outcomes in call order, each with its duration.
 
@@ -78,7 +81,9 @@ def run_calls_sync(
     sub-run runs as its blocking twin, watched: it stops at its next step
     (see `RoundInterrupt`), and is kept in ``finished`` the same way. Without
     ``interrupt``, the round answers to the one this thread is watched for
-    (a round of such a blocking sub-run).
+    (a round of such a blocking sub-run). With ``standings`` (a stream's round on a
+    thread of its own), such a lone sub-run notes there (under index 0) where it stands,
+    for the caller to keep it without waiting for it (see `Standing`).
     """
     if interrupt is None:
         interrupt = watched_interrupt()
@@ -90,7 +95,7 @@ def run_calls_sync(
         raise KeyboardInterrupt
     token = _WATCHED.set((interrupt, threading.get_ident()))
     try:
-        return _run_calls_now(jobs, max_concurrency, finished, interrupt)
+        return _run_calls_now(jobs, max_concurrency, finished, interrupt, standings)
     finally:
         _WATCHED.reset(token)
 
@@ -100,6 +105,7 @@ def _run_calls_now(
     max_concurrency: int,
     finished: dict[int, ToolOutcome] | None,
     interrupt: RoundInterrupt | None,
+    standings: dict[int, Standing] | None = None,
 ) -> tuple[ToolOutcome, ...]:
     """`run_calls_sync`, its interruption (if any) attached and watched."""
     started = time.monotonic()
@@ -110,20 +116,25 @@ def _run_calls_now(
             # a sync tool, or an agent or workflow step as its blocking twin.
             job = jobs[0]
             tool = job.tool
+            standing = None
             if tool is not None and tool.timeout is None and _TWIN in tool.__dict__:
+                if standings is not None and _SUB_RUN in tool.__dict__:
+                    standing = standings[0] = Standing(job.call.id, job.call.name, _run_id_of(job))
                 job = _blocking(job)
                 tool = job.tool
             if tool is not None and not tool.is_async and tool.timeout is None:
                 stored = job.invocation.call.arguments
                 arguments = None if stored is None else quick_arguments(tool, stored)
                 if arguments is not None:  # nothing between the call and the function
-                    outcome = _run_inline(job, arguments, finished, started, tool.function)
+                    outcome = _run_inline(
+                        job, arguments, finished, started, tool.function, standing=standing
+                    )
                 else:
                     prepared = _prepare(job, quick=False)
                     if isinstance(prepared, ToolOutcome):
                         outcome = prepared
                     else:
-                        outcome = _run_inline(job, prepared, finished, started)
+                        outcome = _run_inline(job, prepared, finished, started, standing=standing)
                 if finished is not None:  # (a sub-run: see `_kept`)
                     finished[0] = outcome
                 if outcome.duration is None:
@@ -171,8 +182,14 @@ def _run_calls_sync(
             results[slots[0]] = _run_inline(*ready[0], finished, index=slots[0])
         elif ready:
             ran: list[ToolOutcome | None] = [None] * len(ready)
+            kept = None
+            if finished is not None:  # kept as they end (read by a caller's thread: `Standing`)
+
+                def kept(index: int, outcome: ToolOutcome) -> None:
+                    finished[slots[index]] = outcome
+
             try:
-                _run_threaded(ready, max_concurrency, ran, interrupt)
+                _run_threaded(ready, max_concurrency, ran, interrupt, kept)
             finally:
                 for slot, outcome in zip(slots, ran, strict=True):
                     results[slot] = outcome
@@ -288,12 +305,16 @@ def _run_inline(
     started: float | None = None,
     function: Callable[..., Any] | None = None,
     index: int = 0,
+    standing: Standing | None = None,
 ) -> ToolOutcome:
     """``job`` in this thread; ``started`` and ``function`` as for `_on_loop_now`; a sub-run
-    it runs that is interrupted is kept in ``finished`` under ``index`` (see `kept_sub_run`)."""
+    it runs that is interrupted is kept in ``finished`` under ``index`` (see `kept_sub_run`),
+    and notes where it stands in ``standing``, if given (see `Standing`)."""
     try:
         # In a copy of the context, as a worker thread would run it: what it sets stays its own.
         context = contextvars.copy_context()
+        if standing is not None:
+            context.run(STANDING.set, standing)
         if function is None:
             value = context.run(_call_sync, job, arguments)
         else:
@@ -313,9 +334,10 @@ def _run_threaded(
     max_concurrency: int,
     outcomes: list[ToolOutcome | None],
     interrupt: RoundInterrupt | None = None,
+    kept: Callable[[int, ToolOutcome], None] | None = None,
 ) -> None:
     """Run ``ready`` on worker threads; each call's outcome is put in ``outcomes`` (by
-    index) as it ends.
+    index) as it ends, and given to ``kept``, if given.
 
     Interrupted (Ctrl-C in this thread, a call that raised it, or ``interrupt``
     fired: a round on a thread of its own), ``outcomes`` holds those of the
@@ -346,15 +368,15 @@ def _run_threaded(
                 submit_sync(inbox, ticket, _call_sync, job, arguments)
             with contextlib.suppress(Empty):
                 inbox.get(_next_deadline(running, ready))
-            _store_ended(running, ready, outcomes, _settled)
-            _time_out(running, ready, outcomes)
+            _store_ended(running, ready, outcomes, _settled, kept)
+            _time_out(running, ready, outcomes, kept)
     except BaseException as exc:
-        _store_ended(running, ready, outcomes, _ended)
+        _store_ended(running, ready, outcomes, _ended, kept)
         if isinstance(exc, _Fired):
-            _wait_running(inbox, running, ready, outcomes, tell=False)
+            _wait_running(inbox, running, ready, outcomes, tell=False, kept=kept)
             raise KeyboardInterrupt from None
         if isinstance(exc, KeyboardInterrupt):  # Ctrl-C (not SystemExit, nor a failure): wait
-            _wait_running(inbox, running, ready, outcomes)
+            _wait_running(inbox, running, ready, outcomes, kept=kept)
         raise
     finally:
         for ticket in running.values():
@@ -370,10 +392,11 @@ def _store_ended(
     ready: Sequence[tuple[ToolJob, dict[str, Any]]],
     outcomes: list[ToolOutcome | None],
     outcome_of: Callable[[ToolJob, bool, Any], ToolOutcome | None],
+    kept: Callable[[int, ToolOutcome], None] | None = None,
 ) -> None:
     """Put in ``outcomes`` those of the running calls that ended (``ticket.ended``), each
     made by ``outcome_of`` (`_settled`; `_ended` once the round was interrupted: nothing
-    more of them runs), and take them out of ``running``.
+    more of them runs), given to ``kept`` too, and take them out of ``running``.
 
     A call leaves ``running`` only once its outcome is stored (unless it has none:
     see `_ended`): interrupted in between, this called again keeps what is stored.
@@ -386,6 +409,8 @@ def _store_ended(
             outcome = outcome_of(ready[index][0], *ended)
             if outcome is not None:
                 outcomes[index] = outcome
+                if kept is not None:
+                    kept(index, outcome)
         del running[index]
 
 
@@ -393,8 +418,10 @@ def _time_out(
     running: dict[int, Ticket],
     ready: Sequence[tuple[ToolJob, dict[str, Any]]],
     outcomes: list[ToolOutcome | None],
+    kept: Callable[[int, ToolOutcome], None] | None = None,
 ) -> None:
-    """Give up on the running calls that outlived their timeout: each gets a timed-out outcome."""
+    """Give up on the running calls that outlived their timeout: each gets a timed-out outcome
+    (given to ``kept`` too, if given)."""
     now = time.monotonic()
     for index, ticket in list(running.items()):
         timeout = _timeout_of(ready[index][0])
@@ -402,7 +429,9 @@ def _time_out(
         started = ticket.started
         if timeout is not None and started is not None and now - started >= timeout:
             ticket.cancel()
-            outcomes[index] = _timed_out(ready[index][0], timeout)
+            outcomes[index] = timed_out = _timed_out(ready[index][0], timeout)
+            if kept is not None:
+                kept(index, timed_out)
             del running[index]
             # Its thread cannot be stopped: another worker takes its place
             # (unless the call ended on its thread meanwhile, see `abandon`).
@@ -416,10 +445,11 @@ def _wait_running(
     outcomes: list[ToolOutcome | None],
     *,
     tell: bool = True,
+    kept: Callable[[int, ToolOutcome], None] | None = None,
 ) -> None:
     """Once the round was interrupted: the calls that had not started never start, and those
-    running are waited for, their outcomes put in ``outcomes`` as they end (a call's timeout
-    still ends the wait for it, with a timed-out outcome).
+    running are waited for, their outcomes put in ``outcomes`` (and given to ``kept``, if
+    given) as they end (a call's timeout still ends the wait for it, with a timed-out outcome).
 
     Whoever shows the run is told first (see `interrupt_waits`), unless ``tell`` is False
     (the thread Ctrl-C reached told it). A second Ctrl-C stops the wait: the calls that had
@@ -431,7 +461,7 @@ def _wait_running(
     for index, ticket in list(running.items()):
         if ticket.started is None:
             del running[index]
-    _store_ended(running, ready, outcomes, _ended)
+    _store_ended(running, ready, outcomes, _ended, kept)
     if not running:
         return
     try:
@@ -440,10 +470,10 @@ def _wait_running(
         while running:
             with contextlib.suppress(Empty):
                 inbox.get(_next_deadline(running, ready))
-            _store_ended(running, ready, outcomes, _ended)
-            _time_out(running, ready, outcomes)
+            _store_ended(running, ready, outcomes, _ended, kept)
+            _time_out(running, ready, outcomes, kept)
     except BaseException:  # a second Ctrl-C: what ended is kept, the rest runs again on resume
-        _store_ended(running, ready, outcomes, _ended)
+        _store_ended(running, ready, outcomes, _ended, kept)
         raise
 
 
