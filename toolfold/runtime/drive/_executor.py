@@ -501,6 +501,23 @@ def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
     return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
 
 
+def _stray_cancel(work: asyncio.Future[Any]) -> bool:
+    """Whether the `CancelledError` a tool's ``work`` ended with is the tool's own (it
+    awaited a task it had cancelled, say) and no cancellation of the run: an error the
+    model reads, as any other the tool raises, not the run's end.
+
+    The run's task is not being cancelled (`asyncio.Task.cancelling`, Python 3.11 and
+    later; on 3.10 it cannot be told apart, and the run ends as if cancelled).
+    """
+    import asyncio
+
+    if not work.done():
+        return False
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() == 0
+
+
 def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = None) -> ToolOutcome:
     """The outcome of a call that outlived its ``timeout``.
 
@@ -726,6 +743,10 @@ async def _run_one(
                     value = await value
             except Exception as exc:
                 outcome = _failed(job, exc)
+            except asyncio.CancelledError as exc:
+                if not _stray_cancel(work):
+                    raise
+                outcome = _failed(job, exc)
             else:
                 outcome = _finish(job, value)
             if finished is not None:
@@ -751,6 +772,8 @@ async def _run_one(
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
+                outcome = _failed(job, exc)
+            except asyncio.CancelledError as exc:  # (the wait is over: the tool's own)
                 outcome = _failed(job, exc)
             else:
                 outcome = _finish(job, value)
