@@ -10,9 +10,7 @@ Anthropic's ``max_tokens``, OpenAI's regional hosts, options given to
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -335,18 +333,3 @@ def test_gemini_takes_parallel_tool_calls_false_when_no_tools_are_offered(made: 
     assert "tools" not in body(model, {"parallel_tool_calls": False}, tools=())
     with pytest.raises(ModelConfigError, match="parallel_tool_calls"):
         body(model, {"parallel_tool_calls": False})
-
-
-# --- the review's #4: resume takes no model settings -------------------------
-
-
-def test_resume_refuses_a_model_setting_by_name_not_with_a_bare_type_error() -> None:
-    """``resume(..., thinking=None)`` is a UsageError naming it and the way to change settings."""
-    with pytest.raises(
-        toolfold.UsageError, match=r"resume\(\) has no parameter thinking=.*history="
-    ):
-        toolfold.resume(None, model="openai:gpt-4o-mini", thinking=None)  # type: ignore[arg-type, call-arg]
-    with pytest.raises(toolfold.UsageError, match=r"aresume\(\) has no parameter thinking="):
-        asyncio.run(toolfold.aresume(None, model="openai:gpt-4o-mini", thinking=None))  # type: ignore[arg-type, call-arg]
-    assert inspect.iscoroutinefunction(toolfold.aresume)
-    assert "thinking" not in inspect.signature(toolfold.resume).parameters

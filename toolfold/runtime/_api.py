@@ -7,11 +7,9 @@ driver. `Agent` (in `_agent`) is the same thing kept as a reusable spec.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any
 
-from toolfold._errors import UsageError
 from toolfold.runtime._agent import Agent, _Answers
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import Model
@@ -246,51 +244,6 @@ def _resume_agent(
     )
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _no_settings(function: Callable[P, R]) -> Callable[P, R]:
-    """``function`` (`resume` or `aresume`), refusing a keyword it has no parameter for with
-    a `UsageError` that says why, instead of Python's bare ``TypeError``.
-
-    The keyword is most often a model setting (``thinking=None`` to drop a
-    setting before resuming with another provider's model): a run's settings
-    are stored in its state, and resume takes none. The signature seen by type
-    checkers and `inspect` is ``function``'s own.
-    """
-    name = function.__name__
-    known = frozenset(inspect.signature(function).parameters)
-
-    def refuse(given: Mapping[str, Any]) -> NoReturn:
-        unknown = [key for key in given if key not in known]
-        raise UsageError(
-            f"{name}() has no parameter {', '.join(f'{key}=' for key in unknown)}: a run's "
-            "model settings, instructions and tool choice are stored in its state and "
-            f"{name}() takes none of them; to change them, start a new run from its messages "
-            "(agent.run(prompt, history=state.messages) with the settings you want)"
-        )
-
-    if inspect.iscoroutinefunction(function):
-
-        @functools.wraps(function)
-        async def checked_async(*args: Any, **kwargs: Any) -> Any:
-            if not known.issuperset(kwargs):
-                refuse(kwargs)
-            return await function(*args, **kwargs)
-
-        return checked_async  # type: ignore[return-value]
-
-    @functools.wraps(function)
-    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not known.issuperset(kwargs):
-            refuse(kwargs)
-        return function(*args, **kwargs)
-
-    return checked
-
-
-@_no_settings
 def resume(
     state: RunState,
     *,
@@ -346,7 +299,6 @@ def resume(
     return agent._sync(begin)
 
 
-@_no_settings
 async def aresume(
     state: RunState,
     *,
