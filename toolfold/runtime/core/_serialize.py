@@ -27,6 +27,7 @@ from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event
+from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -393,11 +394,10 @@ out when there is none; a document that has it is tagged
 `STATE_FORMAT_NON_FINITE`, so a reader that does not know the field refuses it.
 """
 
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # A bare NaN (a log `events_to_json` wrote, a state written before `NON_FINITE_FIELD`)
 # is read as `math.nan` itself, as `NON_FINITE_FIELD`'s strings are: containers compare
 # NaN by identity (NaN != NaN), so values loaded twice compare equal.
-_DECODER = json.JSONDecoder(parse_constant=_NON_FINITE.__getitem__)
+_DECODER = json.JSONDecoder(parse_constant=NON_FINITE_NUMBERS.__getitem__)
 _SCHEME = "hmac-sha256:"
 _HEX = frozenset("0123456789abcdef")
 
@@ -558,13 +558,13 @@ def _restore_non_finite(data: dict[str, Any], paths: Any) -> None:
             holder = _step(holder, step, at)
         last = path[-1]
         found = _step(holder, last, at)
-        if not isinstance(found, str) or found not in _NON_FINITE:
+        if not isinstance(found, str) or found not in NON_FINITE_NUMBERS:
             shown = repr(found[:40]) if isinstance(found, str) else f"a {type(found).__name__}"
             raise SerializationError(
                 "RunState",
                 [f"the value there is {shown}, not 'NaN', 'Infinity' or '-Infinity' @ {at}"],
             )
-        holder[last] = _NON_FINITE[found]
+        holder[last] = NON_FINITE_NUMBERS[found]
 
 
 def _step(holder: Any, step: Any, at: str) -> Any:
