@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import attrs
+import pytest
 from core_helpers import answer, start
 
-from toolfold import Agent, RunState, Sequence, tool
+from toolfold import Agent, RunState, Sequence, SerializationError, tool
 from toolfold.runtime import (
     Finish,
     OutputAccepted,
     OutputSpec,
+    from_json,
     next_effect,
     reduce,
     replay,
+    to_json,
 )
+from toolfold.runtime.core._serialize import snapshot_from_json, snapshot_to_json, unstructure
 from toolfold.testing import ScriptedModel
 
 
@@ -93,3 +99,66 @@ def test_a_workflow_output_holding_nan_in_an_object_loads_equal() -> None:
     state = Sequence(_produce_in_a_dict, name="wf").run("go").state
     assert state.output["mean"] is math.nan
     assert RunState.from_json(state.to_json()) == state
+
+
+@tool(requires_approval=True)
+def _delete(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file to delete.
+    """
+    return "deleted " + path
+
+
+def _awaiting_delete() -> RunState:
+    model = ScriptedModel([ScriptedModel.call("_delete", {"path": "/tmp/x"}), "ok"])
+    return Agent(model, tools=[_delete]).run("go").state
+
+
+def test_the_generic_from_json_refuses_a_state_edited_apart_from_its_log() -> None:
+    """from_json(text, RunState) checks the event log as RunState.from_json does: an edited call is refused."""
+    data = json.loads(_awaiting_delete().to_json())
+    data["calls"][0]["call"]["arguments"] = {"path": "/"}
+    data["calls"][0]["call"]["arguments_text"] = '{"path": "/"}'
+    with pytest.raises(SerializationError, match=r"the event log gives .*@ \$\.calls\[0\]\.call"):
+        from_json(json.dumps(data), RunState)
+
+
+def test_the_generic_to_json_of_a_state_is_what_run_state_from_json_reads() -> None:
+    """to_json(state) writes RunState.to_json's document (format tag, non_finite), and both loaders read it."""
+    state = _nan_output_state()
+    text = to_json(state)
+    assert text == state.to_json()
+    assert json.loads(text)["format"] == "toolfold.run_state/2"
+    assert RunState.from_json(text) == state
+    assert from_json(text, RunState) == state
+    assert to_json(state, RunState) == text
+
+
+def test_a_state_the_generic_to_json_wrote_without_a_format_still_loads() -> None:
+    """A document from the old to_json(state) (no format tag, bare NaN) loads through from_json(text, RunState)."""
+    state = _nan_output_state()
+    old = json.dumps(unstructure(state, RunState), ensure_ascii=False, separators=(",", ":"))
+    assert "format" not in json.loads(old)
+    assert "NaN" in old
+    loaded = from_json(old, RunState)
+    assert loaded == state
+    assert loaded.output is math.nan
+
+
+def test_a_type_given_by_name_is_a_serialization_error_saying_so() -> None:
+    """from_json('"x"', "Message") names the problem (a name, not the class), not a bare cattrs error."""
+    with pytest.raises(SerializationError, match="pass the class itself, not its name"):
+        from_json('"x"', "Message")
+
+
+def test_a_temporal_snapshot_with_a_sub_run_in_flight_reads_back_as_it_is() -> None:
+    """A snapshot (a sub-run in flight in its call, which the log does not hold) is written untagged and read back unchecked."""
+    state = _awaiting_delete()
+    view = attrs.evolve(state, calls=(attrs.evolve(state.calls[0], child=_nan_output_state()),))
+    text = snapshot_to_json(view)
+    assert "format" not in json.loads(text)
+    assert snapshot_from_json(text) == view
+    with pytest.raises(SerializationError, match=r"@ \$\.calls\[0\]\.child"):
+        from_json(text, RunState)

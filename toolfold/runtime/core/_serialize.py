@@ -19,7 +19,11 @@ from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.errors import (
+    IterableValidationError,
+    IterableValidationNote,
+    StructureHandlerNotFoundError,
+)
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
@@ -309,6 +313,10 @@ def structure(data: Any, type_: type[T] | Any) -> Any:
     """
     try:
         return converter.structure(data, type_)
+    except StructureHandlerNotFoundError as exc:  # (no class: a name, `object`...)
+        name = getattr(type_, "__name__", repr(type_))
+        hint = ": pass the class itself, not its name" if isinstance(type_, str) else ""
+        raise SerializationError(name, [f"no loader for the type {name}{hint}"]) from exc
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, RecursionError) as exc:
         problems = (
             cattrs.transform_error(exc, format_exception=_format)
@@ -331,18 +339,56 @@ def _format(exc: BaseException, type_: Any) -> str:
 
 
 def to_json(value: Any, type_: Any = None) -> str:
-    """``value`` (state, event, effect, message...) as compact JSON text."""
+    """``value`` (state, event, effect, message...) as compact JSON text.
+
+    A `RunState` is written as `RunState.to_json` writes it (its format tag,
+    and NaN or infinities listed in `NON_FINITE_FIELD`), so `RunState.from_json`
+    reads it.
+    """
+    if type(value) is RunState and type_ in (None, RunState):
+        return state_to_json(value)
     return json.dumps(unstructure(value, type_), ensure_ascii=False, separators=(",", ":"))
 
 
 def from_json(text: str | bytes, type_: Any) -> Any:
     """Rebuild a value of ``type_`` from `to_json` output.
 
+    A `RunState` is loaded as `RunState.from_json` loads it (without a key):
+    checked against its own event log, so an edited document is refused. A
+    document with no format tag (what ``to_json(state)`` wrote before it wrote
+    one) is read as ``toolfold.run_state/1``.
+
     Raises:
         SerializationError: The text is not JSON or does not fit the type.
         UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
+    if type_ is RunState:
+        data = _loads(text, "RunState", "from_json")
+        if isinstance(data, dict) and "format" not in data:
+            data["format"] = STATE_FORMAT
+        return _state_from_data(data, None)
     return structure(_loads(text, _name(type_), "from_json"), type_)
+
+
+def snapshot_to_json(state: RunState) -> str:
+    """A state as plain JSON text, with no format tag: a Temporal workflow's snapshot.
+
+    A snapshot holds its sub-runs in flight in their calls, so it is no state
+    its own event log replays to, and `from_json` would refuse it. Read it
+    with `snapshot_from_json`. (What ``to_json(state)`` wrote before it wrote
+    `RunState.to_json`'s document: workers of either version read each other's.)
+    """
+    return json.dumps(unstructure(state, RunState), ensure_ascii=False, separators=(",", ":"))
+
+
+def snapshot_from_json(text: str | bytes) -> RunState:
+    """A state `snapshot_to_json` wrote, as it is (not checked against its event log).
+
+    Raises:
+        SerializationError: The text is not JSON or does not fit the type.
+    """
+    state: RunState = structure(_loads(text, "RunState", "snapshot_from_json"), RunState)
+    return state
 
 
 def _loads(text: str | bytes, name: str, function: str) -> Any:
@@ -461,7 +507,11 @@ def state_from_json(
             or (with ``key``) it is unsigned or its signature does not match.
         UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    data = _loads(text, "RunState", "RunState.from_json")
+    return _state_from_data(_loads(text, "RunState", "RunState.from_json"), key)
+
+
+def _state_from_data(data: Any, key: SigningKey | Sequence[SigningKey] | None) -> RunState:
+    """The state a document holds (``data``: its JSON just decoded), as `state_from_json` reads it."""
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
