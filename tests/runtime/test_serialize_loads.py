@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
-from core_helpers import answer, start
+from core_helpers import answer, call, responded, spec, start
 
 from toolfold import Agent, RunState, Sequence, SerializationError, tool
 from toolfold.runtime import (
@@ -162,3 +164,84 @@ def test_a_temporal_snapshot_with_a_sub_run_in_flight_reads_back_as_it_is() -> N
     assert snapshot_from_json(text) == view
     with pytest.raises(SerializationError, match=r"@ \$\.calls\[0\]\.child"):
         from_json(text, RunState)
+
+
+_SAVED = Path(__file__).parent / "saved"
+
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    """Delete a file (the saved states' tool).
+
+    Args:
+        path: The file to delete.
+    """
+    return "deleted " + path
+
+
+def _as_a_browser_writes(text: str) -> str:
+    """``JSON.stringify(JSON.parse(text))``'s numbers (1.0 as 1, -0.0 as 0), keys reordered and re-indented."""
+
+    def js(value: Any) -> Any:
+        if type(value) is float:
+            return int(value) if value.is_integer() else value
+        if type(value) is dict:
+            return {k: js(v) for k, v in reversed(value.items())}
+        if type(value) is list:
+            return [js(v) for v in value]
+        return value
+
+    return json.dumps(js(json.loads(text)), indent=1)
+
+
+def _with_numbers(arguments: dict[str, Any]) -> RunState:
+    state = start(spec("f"))
+    return reduce(state, responded(call("c1", "f", arguments)))
+
+
+def test_a_signed_state_with_integral_floats_verifies_after_a_browser_round_trip() -> None:
+    """1.0, -0.0 and 1e308 written as a browser writes them (1, 0, digits) keep the signature valid."""
+    state = _with_numbers({"ratio": 1.0, "zero": -0.0, "big": 1e308, "third": 1 / 3})
+    text = state.to_json(key="k")
+    browsed = _as_a_browser_writes(text)
+    assert '"ratio": 1,' in browsed or '"ratio": 1\n' in browsed
+    loaded = RunState.from_json(browsed, key="k")
+    assert loaded == state
+    assert loaded.calls[0].call.arguments["third"] == 1 / 3
+
+
+def test_a_number_a_browser_rounds_is_a_change_the_signature_refuses() -> None:
+    """An integer past 2**53 that JavaScript rounds (2**53 + 1 -> 2**53) no longer verifies; one it holds exactly does."""
+    kept = _with_numbers({"id": 2**53}).to_json(key="k")
+    assert RunState.from_json(kept, key="k").calls[0].call.arguments["id"] == 2**53
+    text = _with_numbers({"id": 2**53 + 1}).to_json(key="k")
+    rounded = text.replace(str(2**53 + 1), str(2**53))
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(rounded, key="k")
+
+
+def test_a_state_signed_before_numbers_were_signed_by_value_still_verifies() -> None:
+    """A state signed by toolfold 1709bfb6 (temperature 1.0, arguments 1.0, -0.0, 1e308) loads with its key and resumes."""
+    text = (_SAVED / "signed_before_numbers_by_value.json").read_text()
+    assert '"temperature":1.0' in text
+    loaded = RunState.from_json(text, key="old secret")
+    assert loaded.config.settings["temperature"] == 1.0
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(text, key="another secret")
+    tampered = text.replace('"temperature":1.0', '"temperature":2.0')
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(tampered, key="old secret")
+    # signed again, it is signed by value
+    resigned = loaded.to_json(key="old secret")
+    assert RunState.from_json(_as_a_browser_writes(resigned), key="old secret") == loaded
+
+
+def test_a_workflow_suspended_after_a_nan_step_saved_before_loads_and_resumes() -> None:
+    """The state toolfold 1709bfb6 saved (a NaN step, then an approval) loads and resumes now."""
+    inner = Sequence(_produce, name="inner")
+    model = ScriptedModel(["done"])  # (the call it answered before was saved)
+    flow = Sequence(inner, Agent(model, name="publisher", tools=[delete]), name="flow")
+    loaded = RunState.from_json((_SAVED / "nan_step_suspended.json").read_text())
+    assert loaded.phase == "awaiting_approval"
+    approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
+    assert flow.resume(loaded, approvals=approvals).text == "done"

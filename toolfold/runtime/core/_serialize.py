@@ -665,11 +665,53 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
 
 
 def _signature(data: dict[str, Any], key: bytes) -> str:
-    # Canonical form: sorted keys, no spaces, ASCII escapes, so the same state
-    # signs the same whatever the JSON text's own layout. (A document written
-    # before `NON_FINITE_FIELD` has bare NaN: it is checked as it was signed.)
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return _SCHEME + hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
+    """The signature of ``data`` (the document as decoded, its signature left out)."""
+    return _digest(_canonical(data), key)
+
+
+def _canonical(data: dict[str, Any]) -> bytes:
+    """The canonical JSON of a document: what a signature covers.
+
+    Sorted keys, no spaces, ASCII escapes, and numbers by value (as RFC 8785
+    writes them): a float with no fraction is written as the integer (``1.0``
+    and ``1``, ``-0.0`` and ``0``, ``1e308`` and its digits are one number), so
+    the same state signs the same whatever the JSON text's own layout, and
+    after a browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0``
+    as ``1``. (A document written before `NON_FINITE_FIELD` has bare NaN: it
+    is checked as it was signed.)
+    """
+    return _canonical_before(_by_value(data))
+
+
+def _canonical_before(data: dict[str, Any]) -> bytes:
+    """The canonical JSON signatures were made over before `_canonical` (numbers as
+    written: ``1.0`` and ``1`` apart): states signed then still verify."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return text.encode("ascii")
+
+
+def _by_value(value: Any) -> Any:
+    """``value`` (decoded JSON) with each float that has no fraction as that int:
+    ``value`` itself when it holds none (nothing copied)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        changed: dict[str, Any] | None = None
+        for k, v in value.items():
+            new = _by_value(v)
+            if new is not v:
+                changed = changed if changed is not None else dict(value)
+                changed[k] = new
+        return value if changed is None else changed
+    if kind is list:
+        items = [_by_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
+def _digest(canonical: bytes, key: bytes) -> str:
+    return _SCHEME + hmac.new(key, canonical, hashlib.sha256).hexdigest()
 
 
 def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) -> None:
@@ -689,8 +731,14 @@ def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) ->
             "RunState",
             [f"the signature is not '{_SCHEME}<hex digest>' @ $.{SIGNATURE_FIELD}"],
         )
-    # compare_digest over every key: the time taken says nothing about the digest.
-    matches = [hmac.compare_digest(_signature(data, k), signature) for k in keys]
+    # Each key against the canonical form, then the one signatures were made over
+    # before it (when it differs: the document has a float with no fraction).
+    # compare_digest over every one: the time taken says nothing about the digest.
+    by_value = _by_value(data)
+    forms = [_canonical_before(by_value)]
+    if by_value is not data:
+        forms.append(_canonical_before(data))
+    matches = [hmac.compare_digest(_digest(form, k), signature) for form in forms for k in keys]
     if not any(matches):
         noun = "the key" if len(keys) == 1 else f"any of the {len(keys)} keys"
         raise SerializationError(
