@@ -245,3 +245,16 @@ def test_a_workflow_suspended_after_a_nan_step_saved_before_loads_and_resumes() 
     assert loaded.phase == "awaiting_approval"
     approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
     assert flow.resume(loaded, approvals=approvals).text == "done"
+
+
+def test_a_stored_config_value_out_of_range_is_named_with_its_message_and_path() -> None:
+    """max_steps 0 in a stored state gives RunConfig's own message at $.config.max_steps, not 'invalid value'."""
+    data = json.loads(start().to_json())
+    data["config"]["max_steps"] = 0
+    data["log"][0]["config"]["max_steps"] = 0
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(data))
+    assert caught.value.problems == (
+        "RunConfig.max_steps must be an integer >= 1, got 0 @ $.config.max_steps",
+        "RunConfig.max_steps must be an integer >= 1, got 0 @ $.log[0].config.max_steps",
+    )

@@ -20,6 +20,8 @@ from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
     IterableValidationError,
     IterableValidationNote,
     StructureHandlerNotFoundError,
@@ -254,12 +256,32 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
             # loaded from ``[]`` as the default, everything it held lost.
             if type(value) is not dict and not isinstance(value, Mapping):
                 raise ValueError(f"expected a mapping, got {type(value).__name__}")
-            return made(value, type_)
+            try:
+                return made(value, type_)
+            except ClassValidationError as exc:
+                # The class's own check (its fields read): cattrs gives no attribute.
+                if len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], UsageError):
+                    _at_field(cls, exc.exceptions[0])
+                raise
 
         return structure
 
     # A factory, so each class's hook is made on first use, with every other hook in place.
     conv.register_structure_hook_factory(lambda t: t in strict, factory)
+
+
+def _at_field(cls: type[Any], exc: UsageError) -> None:
+    """Place ``exc`` (a class's own check: ``"RunConfig.max_steps must be ..."``) at the
+    field it names, so its path is ``$.config.max_steps``; nowhere when it names none."""
+    message = str(exc)
+    if getattr(exc, _NOTES, None):
+        return
+    for a in attrs.fields(cls):
+        prefix = f"{cls.__name__}.{a.name}"
+        if message.startswith(prefix) and not message[len(prefix) : len(prefix) + 1].isidentifier():
+            where = f"Structuring class {cls.__qualname__} @ attribute {a.name}"
+            setattr(exc, _NOTES, [AttributeValidationNote(where, a.name, a.type)])
+            return
 
 
 # A schema read from JSON: frozen as it is structured (see `_own_class_hooks`).
@@ -328,8 +350,9 @@ def structure(data: Any, type_: type[T] | Any) -> Any:
 
 
 def _format(exc: BaseException, type_: Any) -> str:
-    # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64).
-    if type(exc) is ValueError:
+    # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64)
+    # and of a class's own checks (a UsageError: "RunConfig.max_steps must be ...").
+    if isinstance(exc, ValueError):
         return str(exc)
     if get_origin(type_) is Literal:  # cattrs: "unknown error (x not in literal ...)"
         allowed = ", ".join(repr(a) for a in get_args(type_))
