@@ -11,11 +11,15 @@ import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
-from toolfold import Agent, RunState, Sequence, SerializationError, tool
+from toolfold import Agent, InvalidEventError, RunState, Sequence, SerializationError, tool
 from toolfold.runtime import (
+    AttemptDropped,
     Finish,
+    Message,
     OutputAccepted,
     OutputSpec,
+    Usage,
+    UserMessageAdded,
     from_json,
     next_effect,
     reduce,
@@ -258,3 +262,29 @@ def test_a_stored_config_value_out_of_range_is_named_with_its_message_and_path()
         "RunConfig.max_steps must be an integer >= 1, got 0 @ $.config.max_steps",
         "RunConfig.max_steps must be an integer >= 1, got 0 @ $.log[0].config.max_steps",
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (Usage(input_tokens=1e308, requests=1), Usage(input_tokens=1e308, requests=1)),
+        (Usage(output_tokens=1.5, requests=1), Usage(output_tokens=10**400, requests=1)),
+    ],
+    ids=["float-sum-to-inf", "int-too-large-for-float"],
+)
+def test_usage_that_would_overflow_is_refused_where_it_enters(first: Usage, second: Usage) -> None:
+    """A response whose usage sums past a finite count is an InvalidEventError; the state before it saves and loads."""
+    state = reduce(start(), responded(text="a", usage=first))
+    state = reduce(state, UserMessageAdded(Message.user("more")))
+    with pytest.raises(InvalidEventError, match="overflows: a count is no finite number") as caught:
+        reduce(state, responded(text="b", usage=second))
+    assert caught.value.state == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_dropped_attempts_usage_that_would_overflow_is_refused() -> None:
+    """AttemptDropped adding usage past a finite count is refused, not kept as infinity."""
+    state = reduce(start(), responded(text="a", usage=Usage(input_tokens=1e308, requests=1)))
+    state = reduce(state, UserMessageAdded(Message.user("more")))
+    with pytest.raises(InvalidEventError, match="overflows"):
+        reduce(state, AttemptDropped(usage=Usage(input_tokens=1e308, requests=1)))
