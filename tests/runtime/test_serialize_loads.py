@@ -18,8 +18,11 @@ from toolfold.runtime import (
     Message,
     OutputAccepted,
     OutputSpec,
+    ToolReturned,
     Usage,
     UserMessageAdded,
+    events_from_json,
+    events_to_json,
     from_json,
     next_effect,
     reduce,
@@ -288,3 +291,53 @@ def test_a_dropped_attempts_usage_that_would_overflow_is_refused() -> None:
     state = reduce(state, UserMessageAdded(Message.user("more")))
     with pytest.raises(InvalidEventError, match="overflows"):
         reduce(state, AttemptDropped(usage=Usage(input_tokens=1e308, requests=1)))
+
+
+def _done_with_a_call() -> RunState:
+    state = reduce(start(spec("f")), responded(call("c1", "f", {"a": 1})))
+    return reduce(state, ToolReturned("c1", "x"))
+
+
+@pytest.mark.parametrize(
+    ("where", "path"),
+    [
+        (lambda d: d, "$"),
+        (lambda d: d["log"][2], "$.log[2]"),
+        (lambda d: d["log"][1]["response"], "$.log[1].response"),
+        (
+            lambda d: d["log"][1]["response"]["message"]["parts"][0],
+            "$.log[1].response.message.parts[0]",
+        ),
+        (lambda d: d["config"], "$.config"),
+    ],
+    ids=["state", "event", "response", "part", "config"],
+)
+def test_a_saved_state_with_an_unknown_field_is_refused_naming_it(where: Any, path: str) -> None:
+    """A key that is no field (a newer toolfold's) is refused with its path, not dropped on load and lost on save."""
+    data = json.loads(_done_with_a_call().to_json())
+    where(data)["priority"] = 1
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(data))
+    expected = (
+        "unknown field 'priority' (the document may be from a newer toolfold: "
+        f"load it with that version) @ {path}"
+    )
+    assert expected in caught.value.problems
+
+
+def test_an_event_log_with_an_unknown_field_is_refused() -> None:
+    """events_from_json refuses an event carrying a key that is no field."""
+    events = json.loads(events_to_json(_done_with_a_call().events))
+    events[2]["priority"] = 1
+    with pytest.raises(SerializationError, match=r"unknown field 'priority' .* @ \$\[2\]"):
+        events_from_json(json.dumps(events))
+
+
+def test_every_saved_state_in_the_tests_loads_under_the_unknown_field_check() -> None:
+    """Every saved state in tests/runtime/saved (written by earlier toolfolds) has no unknown field: each loads."""
+    names = sorted(p.name for p in _SAVED.glob("*.json"))
+    assert len(names) >= 5
+    for name in names:
+        text = (_SAVED / name).read_text()
+        key = "old secret" if name.startswith("signed") else None
+        assert RunState.from_json(text, key=key).log

@@ -22,6 +22,7 @@ import cattrs
 from cattrs.errors import (
     AttributeValidationNote,
     ClassValidationError,
+    ForbiddenExtraKeysError,
     IterableValidationError,
     IterableValidationNote,
     StructureHandlerNotFoundError,
@@ -210,14 +211,17 @@ def _own_classes(roots: Iterable[Any]) -> frozenset[type[Any]]:
     return frozenset(t for t in found if t.__module__.split(".")[0] == "toolfold")
 
 
-def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
+def _own_class_hooks(
+    conv: cattrs.Converter, classes: frozenset[type[Any]], forbid_extra_keys: bool = False
+) -> None:
     """Read toolfold's own classes from mappings only, and their number fields strictly.
 
     Anything but a mapping where a class goes is refused (``expected a
     mapping, got list``), with its path.
 
     An ``int`` field takes `_structure_int` (no fraction truncated), a count
-    `_structure_count`. Only these classes' fields: the converter's hook for
+    `_structure_count`. With ``forbid_extra_keys``, a key that is no field is
+    refused (`state_converter`). Only these classes' fields: the converter's hook for
     ``int`` itself stays cattrs' own, so users' types (an IntEnum, an int
     subclass, an int field of their own Temporal payloads) load as they did.
     """
@@ -246,8 +250,10 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
 
     def factory(cls: Any) -> Callable[[Any, Any], Any]:
         # (cast: cattrs types its keyword overrides and its own options as one **kwargs)
+        make = cast(Any, make_dict_structure_fn)
         made = cast(
-            Callable[[Any, Any], Any], cast(Any, make_dict_structure_fn)(cls, conv, **strict[cls])
+            Callable[[Any, Any], Any],
+            make(cls, conv, _cattrs_forbid_extra_keys=forbid_extra_keys, **strict[cls]),
         )
 
         def structure(value: Any, type_: Any) -> Any:
@@ -288,8 +294,13 @@ def _at_field(cls: type[Any], exc: UsageError) -> None:
 _SCHEMA_FIELDS = frozenset({(ToolDefinition, "parameters"), (OutputSpec, "schema")})
 
 
-def make_converter() -> cattrs.Converter:
-    """A fresh converter with toolfold's hooks (the module keeps one: `converter`)."""
+def make_converter(forbid_extra_keys: bool = False) -> cattrs.Converter:
+    """A fresh converter with toolfold's hooks (the module keeps one: `converter`).
+
+    Args:
+        forbid_extra_keys: Refuse a key that is no field of toolfold's classes
+            (`state_converter`, for saved states and event logs).
+    """
     namespace = {**vars(_state), "Event": Event, "RunState": RunState}
     attrs.resolve_types(RunState, namespace)
     attrs.resolve_types(_state.CallState, namespace)
@@ -313,12 +324,21 @@ def make_converter() -> cattrs.Converter:
     )
     _log_hooks(conv)
     roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)
-    _own_class_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
+    _own_class_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)), forbid_extra_keys)
     return conv
 
 
 converter = make_converter()
 """The one converter for state, events and effects."""
+
+state_converter = make_converter(forbid_extra_keys=True)
+"""`converter` refusing a key that is no field: what reads saved states and event logs.
+
+A newer toolfold's field would otherwise be dropped without a word (and lost
+on the next save). No field of a stored class was ever removed, so every
+state an earlier version wrote has none. (The Temporal payload converter
+keeps `converter`: workers of two versions may run side by side.)
+"""
 
 
 def unstructure(value: Any, type_: Any = None) -> Any:
@@ -326,15 +346,20 @@ def unstructure(value: Any, type_: Any = None) -> Any:
     return converter.unstructure(value, type_ if type_ is not None else type(value))
 
 
-def structure(data: Any, type_: type[T] | Any) -> Any:
+def structure(data: Any, type_: type[T] | Any, conv: cattrs.Converter | None = None) -> Any:
     """Rebuild a value of ``type_`` from `unstructure` output.
+
+    Args:
+        data: The data.
+        type_: Its type.
+        conv: The converter (default `converter`; `state_converter` for a saved state).
 
     Raises:
         SerializationError: The data does not fit the type; the message lists
             every problem with its path.
     """
     try:
-        return converter.structure(data, type_)
+        return (converter if conv is None else conv).structure(data, type_)
     except StructureHandlerNotFoundError as exc:  # (no class: a name, `object`...)
         name = getattr(type_, "__name__", repr(type_))
         hint = ": pass the class itself, not its name" if isinstance(type_, str) else ""
@@ -350,6 +375,13 @@ def structure(data: Any, type_: type[T] | Any) -> Any:
 
 
 def _format(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        names = ", ".join(repr(k) for k in sorted(exc.extra_fields, key=str))
+        noun = "field" if len(exc.extra_fields) == 1 else "fields"
+        return (
+            f"unknown {noun} {names} (the document may be from a newer toolfold: "
+            "load it with that version)"
+        )
     # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64)
     # and of a class's own checks (a UsageError: "RunConfig.max_steps must be ...").
     if isinstance(exc, ValueError):
@@ -555,12 +587,12 @@ def _state_from_data(data: Any, key: SigningKey | Sequence[SigningKey] | None) -
         _restore_non_finite(data, data.pop(NON_FINITE_FIELD))
     first = _config_of_first_event(data)
     try:
-        state: RunState = structure(data, RunState)
+        state: RunState = structure(data, RunState, state_converter)
     except SerializationError:
         if first is None:
             raise
         data["log"][0] = first  # every problem, at both of its paths
-        structure(data, RunState)
+        structure(data, RunState, state_converter)
         raise
     if first is not None:
         started: Any = state.log[0]  # (a RunStarted: its kind was checked)
@@ -845,5 +877,5 @@ def events_from_json(text: str | bytes) -> tuple[Event, ...]:
         raise SerializationError(
             "tuple", [f"expected a JSON array of events, got {type(data).__name__} @ $"]
         )
-    events: tuple[Event, ...] = structure(data, tuple[Event, ...])
+    events: tuple[Event, ...] = structure(data, tuple[Event, ...], state_converter)
     return events
