@@ -29,7 +29,7 @@ from toolfold.runtime import (
     replay,
     to_json,
 )
-from toolfold.runtime.core._serialize import snapshot_from_json, snapshot_to_json, unstructure
+from toolfold.runtime.core._serialize import unstructure
 from toolfold.testing import ScriptedModel
 
 
@@ -164,6 +164,8 @@ def test_a_type_given_by_name_is_a_serialization_error_saying_so() -> None:
 
 def test_a_temporal_snapshot_with_a_sub_run_in_flight_reads_back_as_it_is() -> None:
     """A snapshot (a sub-run in flight in its call, which the log does not hold) is written untagged and read back unchecked."""
+    from toolfold.runtime.core._serialize import snapshot_from_json, snapshot_to_json
+
     state = _awaiting_delete()
     view = attrs.evolve(state, calls=(attrs.evolve(state.calls[0], child=_nan_output_state()),))
     text = snapshot_to_json(view)
