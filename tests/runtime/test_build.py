@@ -32,7 +32,7 @@ from toolfold.runtime.core._messages import (
     wire_memo,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
-from toolfold.runtime.core._serialize import from_json, to_json, unstructure
+from toolfold.runtime.core._serialize import structure, to_json, unstructure
 from toolfold.runtime.core._state import CallState
 from toolfold.testing import ScriptedModel
 
@@ -114,7 +114,8 @@ def test_built_records_serialize_as_the_class_s() -> None:
     built = builder(RunState)(*CASES[0][1])
     assert unstructure(built) == unstructure(_STATE)
     assert to_json(built) == to_json(_STATE)
-    assert from_json(to_json(built), RunState) == _STATE
+    # (the converter itself: from_json checks a state against its log, which this one has not)
+    assert structure(unstructure(built), RunState) == _STATE
 
 
 def test_fields_left_out_of_init_get_their_defaults() -> None:

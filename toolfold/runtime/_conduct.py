@@ -34,7 +34,6 @@ reached exactly as any run in that state.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
@@ -66,6 +65,7 @@ from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import RunTools
 from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
+from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import Message, TextPart, Usage, freeze, thaw
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, initial_state, open_step, reduce
@@ -572,7 +572,7 @@ def _attempts(outcomes: tuple[ToolOutcome, ...]) -> list[Attempt] | None:
         if kind != "ok" or is_error or parts or child is None or child.phase not in DONE_PHASES:
             return None
         output = child.output
-        value = output if type(output) is str else json.loads(content)
+        value = output if type(output) is str else json_value(content)
         found.append(new_tuple(Attempt, (call_id, name, True, value)))
     return found
 

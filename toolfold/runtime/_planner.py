@@ -24,6 +24,7 @@ from toolfold._errors import RunError
 from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig
+from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import (
     NO_USAGE,
     FrozenDict,
@@ -207,7 +208,7 @@ def read_plan(
     read = since is not None
     for message in messages:
         if message.role == "user" and not read:
-            data = json.loads(message.text)
+            data = json_value(message.text)
             input_, values, read = data["input"], data.get("values") or {}, True
         elif message.role == "tool":
             for result in message.tool_results:
@@ -217,7 +218,7 @@ def read_plan(
                     )
                 else:
                     call_id = result.call_id
-                    value = known[call_id] if call_id in known else json.loads(result.content)
+                    value = known[call_id] if call_id in known else json_value(result.content)
                     attempts.append(Attempt(result.call_id, result.tool_name, True, value))
     if since is None:
         return _plan(input_, values, tuple(attempts))
@@ -521,7 +522,7 @@ class WorkflowOutput(OutputSchema):
         be thrown away. The response types it once, when it is made.
         """
         try:
-            plain = json.loads(text)
+            plain = json_value(text)
         except ValueError as exc:  # pragma: no cover - the planner writes JSON
             raise OutputRejected(f"not JSON: {exc}") from exc
         return plain, plain

@@ -63,7 +63,7 @@ from toolfold.runtime.core._events import (
     ToolResultsProvided,
 )
 from toolfold.runtime.core._messages import Message, ToolResultPart, wrong_argument
-from toolfold.runtime.core._serialize import from_json
+from toolfold.runtime.core._serialize import snapshot_from_json
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.drive._failures import run_failure
 
@@ -287,7 +287,7 @@ class AgentHandle:
                     break
                 texts.append(part.text)
             else:
-                state: RunState = from_json("".join(texts), RunState)
+                state = snapshot_from_json("".join(texts))
                 return state
         raise ToolfoldError(
             f"the run's state changed while it was read in parts, {_READS} times: try again"

@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.core._next import next_effect
     from toolfold.runtime.core._reducer import reduce
     from toolfold.runtime.core._request import ModelResponse
-    from toolfold.runtime.core._serialize import to_json
+    from toolfold.runtime.core._serialize import snapshot_to_json
     from toolfold.runtime.core._state import (
         WAITING_PHASES,
         CallStatus,
@@ -923,7 +923,7 @@ class AgentWorkflow:
     @workflow.query
     def state_part(self, index: int) -> StatePart:
         """Part ``index`` (from 0) of the run's current state as JSON text (see `StatePart`)."""
-        text = to_json(self._snapshot(), RunState)
+        text = snapshot_to_json(self._snapshot())
         start = index * PART_CHARS
         parts = max(1, -(-len(text) // PART_CHARS))
         return StatePart(text[start : start + PART_CHARS], parts, zlib.crc32(text.encode()))

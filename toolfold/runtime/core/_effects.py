@@ -14,7 +14,7 @@ from typing import Any, Literal, Union
 
 import attrs
 
-from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._messages import ToolCallPart, as_item
 from toolfold.runtime.core._request import ModelRequest, OutputSpec
 from toolfold.runtime.core._state import RunFailure, RunState
 
@@ -144,7 +144,7 @@ class Finish:
     """
 
     reason: str
-    output: Any = None
+    output: Any = attrs.field(default=None, eq=as_item)
     error: RunFailure | None = None
     kind: Literal["finish"] = "finish"
 

@@ -19,6 +19,7 @@ from toolfold.runtime.core._messages import (
     ResultContent,
     ToolResultPart,
     Usage,
+    as_item,
     content_tuple,
     freeze,
 )
@@ -230,7 +231,7 @@ class OutputAccepted:
             dicts and lists), so an observer cannot change the run's output.
     """
 
-    value: Any = attrs.field(converter=freeze)
+    value: Any = attrs.field(converter=freeze, eq=as_item)
     kind: Literal["output_accepted"] = "output_accepted"
 
 

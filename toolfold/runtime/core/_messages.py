@@ -164,6 +164,24 @@ def freeze(value: Any) -> Any:
     return value
 
 
+def as_item(value: Any) -> tuple[Any]:
+    """The ``eq`` key of a field holding a JSON value bare (an output).
+
+    attrs compares a field with ``==`` alone, and a NaN is not equal to itself,
+    so a state whose output is NaN would not equal itself, nor its own replay
+    or load. The key is the value in a tuple, which compares its items by
+    identity first, as a dict or a list compares its values; a NaN (any: a
+    model's answer, a numpy value) is keyed as `math.nan` itself, so it equals
+    every NaN, as a load gives `math.nan` for each.
+    """
+    if isinstance(value, float) and value != value:  # (NaN)
+        return _NAN_ITEM
+    return (value,)
+
+
+_NAN_ITEM = (math.nan,)
+
+
 def thaw(value: Any) -> Any:
     """A plain, independent deep copy of decoded JSON (what a tool may mutate).
 

@@ -53,7 +53,7 @@ from toolfold.runtime.core._state import (
     not_a_state,
     refuse_non_state,
 )
-from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused
+from toolfold.runtime.core._steps import Changes, boundary, evolve, fail, refused, summed_usage
 from toolfold.runtime.core._stop import (
     MaxSteps,
     TokenBudget,
@@ -646,7 +646,7 @@ def _attempt_dropped(state: RunState, event: AttemptDropped, changes: Changes) -
     if stray != NO_USAGE:
         raise refused(state, event.kind, _STRAY_USAGE[state.phase])
     if own != NO_USAGE:
-        changes["usage"] = state.usage + own
+        changes["usage"] = summed_usage(state, event.kind, state.usage, own)
 
 
 # Why `AttemptDropped` is refused a usage its phase does not keep, by phase.

@@ -19,7 +19,14 @@ from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import IterableValidationError, IterableValidationNote
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+    StructureHandlerNotFoundError,
+)
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
@@ -27,6 +34,7 @@ from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event
+from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -203,14 +211,17 @@ def _own_classes(roots: Iterable[Any]) -> frozenset[type[Any]]:
     return frozenset(t for t in found if t.__module__.split(".")[0] == "toolfold")
 
 
-def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> None:
+def _own_class_hooks(
+    conv: cattrs.Converter, classes: frozenset[type[Any]], forbid_extra_keys: bool = False
+) -> None:
     """Read toolfold's own classes from mappings only, and their number fields strictly.
 
     Anything but a mapping where a class goes is refused (``expected a
     mapping, got list``), with its path.
 
     An ``int`` field takes `_structure_int` (no fraction truncated), a count
-    `_structure_count`. Only these classes' fields: the converter's hook for
+    `_structure_count`. With ``forbid_extra_keys``, a key that is no field is
+    refused (`state_converter`). Only these classes' fields: the converter's hook for
     ``int`` itself stays cattrs' own, so users' types (an IntEnum, an int
     subclass, an int field of their own Temporal payloads) load as they did.
     """
@@ -239,8 +250,10 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
 
     def factory(cls: Any) -> Callable[[Any, Any], Any]:
         # (cast: cattrs types its keyword overrides and its own options as one **kwargs)
+        make = cast(Any, make_dict_structure_fn)
         made = cast(
-            Callable[[Any, Any], Any], cast(Any, make_dict_structure_fn)(cls, conv, **strict[cls])
+            Callable[[Any, Any], Any],
+            make(cls, conv, _cattrs_forbid_extra_keys=forbid_extra_keys, **strict[cls]),
         )
 
         def structure(value: Any, type_: Any) -> Any:
@@ -249,7 +262,13 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
             # loaded from ``[]`` as the default, everything it held lost.
             if type(value) is not dict and not isinstance(value, Mapping):
                 raise ValueError(f"expected a mapping, got {type(value).__name__}")
-            return made(value, type_)
+            try:
+                return made(value, type_)
+            except ClassValidationError as exc:
+                # The class's own check (its fields read): cattrs gives no attribute.
+                if len(exc.exceptions) == 1 and isinstance(exc.exceptions[0], UsageError):
+                    _at_field(cls, exc.exceptions[0])
+                raise
 
         return structure
 
@@ -257,12 +276,31 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
     conv.register_structure_hook_factory(lambda t: t in strict, factory)
 
 
+def _at_field(cls: type[Any], exc: UsageError) -> None:
+    """Place ``exc`` (a class's own check: ``"RunConfig.max_steps must be ..."``) at the
+    field it names, so its path is ``$.config.max_steps``; nowhere when it names none."""
+    message = str(exc)
+    if getattr(exc, _NOTES, None):
+        return
+    for a in attrs.fields(cls):
+        prefix = f"{cls.__name__}.{a.name}"
+        if message.startswith(prefix) and not message[len(prefix) : len(prefix) + 1].isidentifier():
+            where = f"Structuring class {cls.__qualname__} @ attribute {a.name}"
+            setattr(exc, _NOTES, [AttributeValidationNote(where, a.name, a.type)])
+            return
+
+
 # A schema read from JSON: frozen as it is structured (see `_own_class_hooks`).
 _SCHEMA_FIELDS = frozenset({(ToolDefinition, "parameters"), (OutputSpec, "schema")})
 
 
-def make_converter() -> cattrs.Converter:
-    """A fresh converter with toolfold's hooks (the module keeps one: `converter`)."""
+def make_converter(forbid_extra_keys: bool = False) -> cattrs.Converter:
+    """A fresh converter with toolfold's hooks (the module keeps one: `converter`).
+
+    Args:
+        forbid_extra_keys: Refuse a key that is no field of toolfold's classes
+            (`state_converter`, for saved states and event logs).
+    """
     namespace = {**vars(_state), "Event": Event, "RunState": RunState}
     attrs.resolve_types(RunState, namespace)
     attrs.resolve_types(_state.CallState, namespace)
@@ -286,12 +324,21 @@ def make_converter() -> cattrs.Converter:
     )
     _log_hooks(conv)
     roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)
-    _own_class_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)))
+    _own_class_hooks(conv, _own_classes((*roots, ModelRequest, ModelResponse)), forbid_extra_keys)
     return conv
 
 
 converter = make_converter()
 """The one converter for state, events and effects."""
+
+state_converter = make_converter(forbid_extra_keys=True)
+"""`converter` refusing a key that is no field: what reads saved states and event logs.
+
+A newer toolfold's field would otherwise be dropped without a word (and lost
+on the next save). No field of a stored class was ever removed, so every
+state an earlier version wrote has none. (The Temporal payload converter
+keeps `converter`: workers of two versions may run side by side.)
+"""
 
 
 def unstructure(value: Any, type_: Any = None) -> Any:
@@ -299,15 +346,24 @@ def unstructure(value: Any, type_: Any = None) -> Any:
     return converter.unstructure(value, type_ if type_ is not None else type(value))
 
 
-def structure(data: Any, type_: type[T] | Any) -> Any:
+def structure(data: Any, type_: type[T] | Any, conv: cattrs.Converter | None = None) -> Any:
     """Rebuild a value of ``type_`` from `unstructure` output.
+
+    Args:
+        data: The data.
+        type_: Its type.
+        conv: The converter (default `converter`; `state_converter` for a saved state).
 
     Raises:
         SerializationError: The data does not fit the type; the message lists
             every problem with its path.
     """
     try:
-        return converter.structure(data, type_)
+        return (converter if conv is None else conv).structure(data, type_)
+    except StructureHandlerNotFoundError as exc:  # (no class: a name, `object`...)
+        name = getattr(type_, "__name__", repr(type_))
+        hint = ": pass the class itself, not its name" if isinstance(type_, str) else ""
+        raise SerializationError(name, [f"no loader for the type {name}{hint}"]) from exc
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError, RecursionError) as exc:
         problems = (
             cattrs.transform_error(exc, format_exception=_format)
@@ -319,8 +375,16 @@ def structure(data: Any, type_: type[T] | Any) -> Any:
 
 
 def _format(exc: BaseException, type_: Any) -> str:
-    # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64).
-    if type(exc) is ValueError:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        names = ", ".join(repr(k) for k in sorted(exc.extra_fields, key=str))
+        noun = "field" if len(exc.extra_fields) == 1 else "fields"
+        return (
+            f"unknown {noun} {names} (the document may be from a newer toolfold: "
+            "load it with that version)"
+        )
+    # cattrs' default drops the message of our own ValueErrors (unknown kind, bad base64)
+    # and of a class's own checks (a UsageError: "RunConfig.max_steps must be ...").
+    if isinstance(exc, ValueError):
         return str(exc)
     if get_origin(type_) is Literal:  # cattrs: "unknown error (x not in literal ...)"
         allowed = ", ".join(repr(a) for a in get_args(type_))
@@ -330,18 +394,56 @@ def _format(exc: BaseException, type_: Any) -> str:
 
 
 def to_json(value: Any, type_: Any = None) -> str:
-    """``value`` (state, event, effect, message...) as compact JSON text."""
+    """``value`` (state, event, effect, message...) as compact JSON text.
+
+    A `RunState` is written as `RunState.to_json` writes it (its format tag,
+    and NaN or infinities listed in `NON_FINITE_FIELD`), so `RunState.from_json`
+    reads it.
+    """
+    if type(value) is RunState and type_ in (None, RunState):
+        return state_to_json(value)
     return json.dumps(unstructure(value, type_), ensure_ascii=False, separators=(",", ":"))
 
 
 def from_json(text: str | bytes, type_: Any) -> Any:
     """Rebuild a value of ``type_`` from `to_json` output.
 
+    A `RunState` is loaded as `RunState.from_json` loads it (without a key):
+    checked against its own event log, so an edited document is refused. A
+    document with no format tag (what ``to_json(state)`` wrote before it wrote
+    one) is read as ``toolfold.run_state/1``.
+
     Raises:
         SerializationError: The text is not JSON or does not fit the type.
         UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
+    if type_ is RunState:
+        data = _loads(text, "RunState", "from_json")
+        if isinstance(data, dict) and "format" not in data:
+            data["format"] = STATE_FORMAT
+        return _state_from_data(data, None)
     return structure(_loads(text, _name(type_), "from_json"), type_)
+
+
+def snapshot_to_json(state: RunState) -> str:
+    """A state as plain JSON text, with no format tag: a Temporal workflow's snapshot.
+
+    A snapshot holds its sub-runs in flight in their calls, so it is no state
+    its own event log replays to, and `from_json` would refuse it. Read it
+    with `snapshot_from_json`. (What ``to_json(state)`` wrote before it wrote
+    `RunState.to_json`'s document: workers of either version read each other's.)
+    """
+    return json.dumps(unstructure(state, RunState), ensure_ascii=False, separators=(",", ":"))
+
+
+def snapshot_from_json(text: str | bytes) -> RunState:
+    """A state `snapshot_to_json` wrote, as it is (not checked against its event log).
+
+    Raises:
+        SerializationError: The text is not JSON or does not fit the type.
+    """
+    state: RunState = structure(_loads(text, "RunState", "snapshot_from_json"), RunState)
+    return state
 
 
 def _loads(text: str | bytes, name: str, function: str) -> Any:
@@ -393,11 +495,10 @@ out when there is none; a document that has it is tagged
 `STATE_FORMAT_NON_FINITE`, so a reader that does not know the field refuses it.
 """
 
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # A bare NaN (a log `events_to_json` wrote, a state written before `NON_FINITE_FIELD`)
 # is read as `math.nan` itself, as `NON_FINITE_FIELD`'s strings are: containers compare
 # NaN by identity (NaN != NaN), so values loaded twice compare equal.
-_DECODER = json.JSONDecoder(parse_constant=_NON_FINITE.__getitem__)
+_DECODER = json.JSONDecoder(parse_constant=NON_FINITE_NUMBERS.__getitem__)
 _SCHEME = "hmac-sha256:"
 _HEX = frozenset("0123456789abcdef")
 
@@ -461,7 +562,11 @@ def state_from_json(
             or (with ``key``) it is unsigned or its signature does not match.
         UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    data = _loads(text, "RunState", "RunState.from_json")
+    return _state_from_data(_loads(text, "RunState", "RunState.from_json"), key)
+
+
+def _state_from_data(data: Any, key: SigningKey | Sequence[SigningKey] | None) -> RunState:
+    """The state a document holds (``data``: its JSON just decoded), as `state_from_json` reads it."""
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
@@ -482,12 +587,12 @@ def state_from_json(
         _restore_non_finite(data, data.pop(NON_FINITE_FIELD))
     first = _config_of_first_event(data)
     try:
-        state: RunState = structure(data, RunState)
+        state: RunState = structure(data, RunState, state_converter)
     except SerializationError:
         if first is None:
             raise
         data["log"][0] = first  # every problem, at both of its paths
-        structure(data, RunState)
+        structure(data, RunState, state_converter)
         raise
     if first is not None:
         started: Any = state.log[0]  # (a RunStarted: its kind was checked)
@@ -558,13 +663,13 @@ def _restore_non_finite(data: dict[str, Any], paths: Any) -> None:
             holder = _step(holder, step, at)
         last = path[-1]
         found = _step(holder, last, at)
-        if not isinstance(found, str) or found not in _NON_FINITE:
+        if not isinstance(found, str) or found not in NON_FINITE_NUMBERS:
             shown = repr(found[:40]) if isinstance(found, str) else f"a {type(found).__name__}"
             raise SerializationError(
                 "RunState",
                 [f"the value there is {shown}, not 'NaN', 'Infinity' or '-Infinity' @ {at}"],
             )
-        holder[last] = _NON_FINITE[found]
+        holder[last] = NON_FINITE_NUMBERS[found]
 
 
 def _step(holder: Any, step: Any, at: str) -> Any:
@@ -615,11 +720,53 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
 
 
 def _signature(data: dict[str, Any], key: bytes) -> str:
-    # Canonical form: sorted keys, no spaces, ASCII escapes, so the same state
-    # signs the same whatever the JSON text's own layout. (A document written
-    # before `NON_FINITE_FIELD` has bare NaN: it is checked as it was signed.)
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return _SCHEME + hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
+    """The signature of ``data`` (the document as decoded, its signature left out)."""
+    return _digest(_canonical(data), key)
+
+
+def _canonical(data: dict[str, Any]) -> bytes:
+    """The canonical JSON of a document: what a signature covers.
+
+    Sorted keys, no spaces, ASCII escapes, and numbers by value (as RFC 8785
+    writes them): a float with no fraction is written as the integer (``1.0``
+    and ``1``, ``-0.0`` and ``0``, ``1e308`` and its digits are one number), so
+    the same state signs the same whatever the JSON text's own layout, and
+    after a browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0``
+    as ``1``. (A document written before `NON_FINITE_FIELD` has bare NaN: it
+    is checked as it was signed.)
+    """
+    return _canonical_before(_by_value(data))
+
+
+def _canonical_before(data: dict[str, Any]) -> bytes:
+    """The canonical JSON signatures were made over before `_canonical` (numbers as
+    written: ``1.0`` and ``1`` apart): states signed then still verify."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return text.encode("ascii")
+
+
+def _by_value(value: Any) -> Any:
+    """``value`` (decoded JSON) with each float that has no fraction as that int:
+    ``value`` itself when it holds none (nothing copied)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        changed: dict[str, Any] | None = None
+        for k, v in value.items():
+            new = _by_value(v)
+            if new is not v:
+                changed = changed if changed is not None else dict(value)
+                changed[k] = new
+        return value if changed is None else changed
+    if kind is list:
+        items = [_by_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
+def _digest(canonical: bytes, key: bytes) -> str:
+    return _SCHEME + hmac.new(key, canonical, hashlib.sha256).hexdigest()
 
 
 def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) -> None:
@@ -639,8 +786,14 @@ def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) ->
             "RunState",
             [f"the signature is not '{_SCHEME}<hex digest>' @ $.{SIGNATURE_FIELD}"],
         )
-    # compare_digest over every key: the time taken says nothing about the digest.
-    matches = [hmac.compare_digest(_signature(data, k), signature) for k in keys]
+    # Each key against the canonical form, then the one signatures were made over
+    # before it (when it differs: the document has a float with no fraction).
+    # compare_digest over every one: the time taken says nothing about the digest.
+    by_value = _by_value(data)
+    forms = [_canonical_before(by_value)]
+    if by_value is not data:
+        forms.append(_canonical_before(data))
+    matches = [hmac.compare_digest(_digest(form, k), signature) for form in forms for k in keys]
     if not any(matches):
         noun = "the key" if len(keys) == 1 else f"any of the {len(keys)} keys"
         raise SerializationError(
@@ -724,5 +877,5 @@ def events_from_json(text: str | bytes) -> tuple[Event, ...]:
         raise SerializationError(
             "tuple", [f"expected a JSON array of events, got {type(data).__name__} @ $"]
         )
-    events: tuple[Event, ...] = structure(data, tuple[Event, ...])
+    events: tuple[Event, ...] = structure(data, tuple[Event, ...], state_converter)
     return events

@@ -21,6 +21,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    as_item,
     freeze,
     held,
     wrong_argument,
@@ -220,7 +221,7 @@ class RunState:
     failures: Mapping[str, int] = attrs.field(default=_NO_FAILURES, converter=_counts)
     output_retries: int = 0
     finish_reason: str | None = None
-    output: Any = attrs.field(default=None, converter=freeze)
+    output: Any = attrs.field(default=None, converter=freeze, eq=as_item)
     error: RunFailure | None = None
     log: Log[Event] = attrs.field(factory=Log)
     agent: str | None = None

@@ -289,7 +289,7 @@ def model_responded(state: RunState, event: ModelResponded, changes: Changes) ->
     if usage is not NO_USAGE:
         # A fresh run's first answer: the sum is its own usage (a frozen `Usage`).
         fresh = total is NO_USAGE and type(usage) is Usage
-        total = usage if fresh else total + usage
+        total = usage if fresh else summed_usage(state, event.kind, total, usage)
     changes["usage"] = total
     calls = tool_calls_of(message)
     if not calls:
@@ -693,3 +693,34 @@ def _commit(state: RunState, changes: Changes) -> None:
             fail(changes, RunFailure("tool_retries_exceeded", message, name))
             return
     boundary(state, changes)
+
+
+def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usage:
+    """``total + usage`` (the run's usage and what an event adds), refused with
+    `InvalidEventError` when a count no longer is one: float counts summed past
+    the largest float give infinity, which a saved state cannot hold, and an
+    int too large for a float count it is added to overflows.
+    """
+    try:
+        summed = total + usage
+    except OverflowError:  # (an int count too large for the float it is added to)
+        summed = None
+    if summed is not None:
+        if (
+            # Exact types first (the usual case): ints never overflow.
+            type(summed.input_tokens) is int
+            and type(summed.output_tokens) is int
+            and type(summed.cached_tokens) is int
+            and type(summed.reasoning_tokens) is int
+            and type(summed.requests) is int
+            and type(summed.cache_write_tokens) is int
+        ):
+            return summed
+        if not usage_problem(summed):
+            return summed
+    raise refused(
+        state,
+        kind,
+        f"the run's usage {total!r} plus this {usage!r} overflows: a count is no finite "
+        "number, which a saved state cannot hold",
+    )

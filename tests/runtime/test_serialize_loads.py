@@ -1,0 +1,345 @@
+"""Saved states load as they were saved: bare NaN outputs, the generic loader, signatures, usage."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from core_helpers import answer, call, responded, spec, start
+
+from toolfold import Agent, InvalidEventError, RunState, Sequence, SerializationError, tool
+from toolfold.runtime import (
+    AttemptDropped,
+    Finish,
+    Message,
+    OutputAccepted,
+    OutputSpec,
+    ToolReturned,
+    Usage,
+    UserMessageAdded,
+    events_from_json,
+    events_to_json,
+    from_json,
+    next_effect,
+    reduce,
+    replay,
+    to_json,
+)
+from toolfold.runtime.core._serialize import unstructure
+from toolfold.testing import ScriptedModel
+
+
+def _nan_output_state() -> RunState:
+    state = start(output=OutputSpec("out", schema={"type": "number"}))
+    state = reduce(state, answer("NaN"))
+    return reduce(state, OutputAccepted(math.nan))
+
+
+def test_a_bare_nan_output_equals_its_replay_and_its_load() -> None:
+    """A state whose output is math.nan equals its replay and its own saved and loaded copy."""
+    state = _nan_output_state()
+    assert state.output is math.nan
+    assert OutputAccepted(math.nan) == OutputAccepted(math.nan)
+    assert replay(state.events) == state
+    loaded = RunState.from_json(state.to_json())
+    assert loaded == state
+    assert math.isnan(loaded.output)
+    assert next_effect(loaded) == Finish("stop", math.nan)
+
+
+def test_a_nan_held_bare_equals_any_nan_and_other_values_compare_by_eq() -> None:
+    """A bare NaN output equals any NaN (a model's, numpy's); other values compare with == as before."""
+    assert OutputAccepted(float("nan")) == OutputAccepted(math.nan)
+    assert hash(OutputAccepted(float("nan"))) == hash(OutputAccepted(math.nan))
+    assert OutputAccepted(math.nan) != OutputAccepted(None)
+    assert OutputAccepted(1) == OutputAccepted(1.0)
+    assert OutputAccepted({"a": [1]}) == OutputAccepted({"a": [1]})
+    assert OutputAccepted(1) != OutputAccepted(2)
+    assert Finish("stop", float("nan")) == Finish("stop", math.nan)
+
+
+def _produce(text: str) -> float:
+    """Return NaN."""
+    return math.nan
+
+
+@tool(requires_approval=True)
+def _publish(text: str) -> str:
+    """Publish.
+
+    Args:
+        text: The text.
+    """
+    return "published"
+
+
+def test_a_workflow_suspended_after_a_nan_step_loads_and_resumes() -> None:
+    """A workflow whose sub-run ended in math.nan, suspended for an approval, loads from its saved text and resumes."""
+    inner = Sequence(_produce, name="inner")
+    model = ScriptedModel([ScriptedModel.call("_publish", {"text": "x"}), "done"])
+    flow = Sequence(inner, Agent(model, name="publisher", tools=[_publish]), name="flow")
+    suspended = flow.run("go").state
+    assert suspended.phase == "awaiting_approval"
+    loaded = RunState.from_json(suspended.to_json())
+    assert loaded == suspended
+    approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
+    assert flow.resume(loaded, approvals=approvals).text == "done"
+
+
+def test_a_finished_workflow_with_a_nan_output_replays_and_loads() -> None:
+    """Sequence(step returning math.nan): replay(state.events) == state, and the saved state loads equal."""
+    state = Sequence(_produce, name="wf").run("go").state
+    assert math.isnan(state.output)
+    assert replay(state.events) == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+def _produce_in_a_dict(text: str) -> dict[str, float]:
+    """Return NaN in an object."""
+    return {"mean": math.nan}
+
+
+def test_a_workflow_output_holding_nan_in_an_object_loads_equal() -> None:
+    """A step's {"mean": math.nan} is kept as math.nan itself, so the saved state loads equal."""
+    state = Sequence(_produce_in_a_dict, name="wf").run("go").state
+    assert state.output["mean"] is math.nan
+    assert RunState.from_json(state.to_json()) == state
+
+
+@tool(requires_approval=True)
+def _delete(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file to delete.
+    """
+    return "deleted " + path
+
+
+def _awaiting_delete() -> RunState:
+    model = ScriptedModel([ScriptedModel.call("_delete", {"path": "/tmp/x"}), "ok"])
+    return Agent(model, tools=[_delete]).run("go").state
+
+
+def test_the_generic_from_json_refuses_a_state_edited_apart_from_its_log() -> None:
+    """from_json(text, RunState) checks the event log as RunState.from_json does: an edited call is refused."""
+    data = json.loads(_awaiting_delete().to_json())
+    data["calls"][0]["call"]["arguments"] = {"path": "/"}
+    data["calls"][0]["call"]["arguments_text"] = '{"path": "/"}'
+    with pytest.raises(SerializationError, match=r"the event log gives .*@ \$\.calls\[0\]\.call"):
+        from_json(json.dumps(data), RunState)
+
+
+def test_the_generic_to_json_of_a_state_is_what_run_state_from_json_reads() -> None:
+    """to_json(state) writes RunState.to_json's document (format tag, non_finite), and both loaders read it."""
+    state = _nan_output_state()
+    text = to_json(state)
+    assert text == state.to_json()
+    assert json.loads(text)["format"] == "toolfold.run_state/2"
+    assert RunState.from_json(text) == state
+    assert from_json(text, RunState) == state
+    assert to_json(state, RunState) == text
+
+
+def test_a_state_the_generic_to_json_wrote_without_a_format_still_loads() -> None:
+    """A document from the old to_json(state) (no format tag, bare NaN) loads through from_json(text, RunState)."""
+    state = _nan_output_state()
+    old = json.dumps(unstructure(state, RunState), ensure_ascii=False, separators=(",", ":"))
+    assert "format" not in json.loads(old)
+    assert "NaN" in old
+    loaded = from_json(old, RunState)
+    assert loaded == state
+    assert loaded.output is math.nan
+
+
+def test_a_type_given_by_name_is_a_serialization_error_saying_so() -> None:
+    """from_json('"x"', "Message") names the problem (a name, not the class), not a bare cattrs error."""
+    with pytest.raises(SerializationError, match="pass the class itself, not its name"):
+        from_json('"x"', "Message")
+
+
+def test_a_temporal_snapshot_with_a_sub_run_in_flight_reads_back_as_it_is() -> None:
+    """A snapshot (a sub-run in flight in its call, which the log does not hold) is written untagged and read back unchecked."""
+    from toolfold.runtime.core._serialize import snapshot_from_json, snapshot_to_json
+
+    state = _awaiting_delete()
+    view = attrs.evolve(state, calls=(attrs.evolve(state.calls[0], child=_nan_output_state()),))
+    text = snapshot_to_json(view)
+    assert "format" not in json.loads(text)
+    assert snapshot_from_json(text) == view
+    with pytest.raises(SerializationError, match=r"@ \$\.calls\[0\]\.child"):
+        from_json(text, RunState)
+
+
+_SAVED = Path(__file__).parent / "saved"
+
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    """Delete a file (the saved states' tool).
+
+    Args:
+        path: The file to delete.
+    """
+    return "deleted " + path
+
+
+def _as_a_browser_writes(text: str) -> str:
+    """``JSON.stringify(JSON.parse(text))``'s numbers (1.0 as 1, -0.0 as 0), keys reordered and re-indented."""
+
+    def js(value: Any) -> Any:
+        if type(value) is float:
+            return int(value) if value.is_integer() else value
+        if type(value) is dict:
+            return {k: js(v) for k, v in reversed(value.items())}
+        if type(value) is list:
+            return [js(v) for v in value]
+        return value
+
+    return json.dumps(js(json.loads(text)), indent=1)
+
+
+def _with_numbers(arguments: dict[str, Any]) -> RunState:
+    state = start(spec("f"))
+    return reduce(state, responded(call("c1", "f", arguments)))
+
+
+def test_a_signed_state_with_integral_floats_verifies_after_a_browser_round_trip() -> None:
+    """1.0, -0.0 and 1e308 written as a browser writes them (1, 0, digits) keep the signature valid."""
+    state = _with_numbers({"ratio": 1.0, "zero": -0.0, "big": 1e308, "third": 1 / 3})
+    text = state.to_json(key="k")
+    browsed = _as_a_browser_writes(text)
+    assert '"ratio": 1,' in browsed or '"ratio": 1\n' in browsed
+    loaded = RunState.from_json(browsed, key="k")
+    assert loaded == state
+    assert loaded.calls[0].call.arguments["third"] == 1 / 3
+
+
+def test_a_number_a_browser_rounds_is_a_change_the_signature_refuses() -> None:
+    """An integer past 2**53 that JavaScript rounds (2**53 + 1 -> 2**53) no longer verifies; one it holds exactly does."""
+    kept = _with_numbers({"id": 2**53}).to_json(key="k")
+    assert RunState.from_json(kept, key="k").calls[0].call.arguments["id"] == 2**53
+    text = _with_numbers({"id": 2**53 + 1}).to_json(key="k")
+    rounded = text.replace(str(2**53 + 1), str(2**53))
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(rounded, key="k")
+
+
+def test_a_state_signed_before_numbers_were_signed_by_value_still_verifies() -> None:
+    """A state signed by toolfold 1709bfb6 (temperature 1.0, arguments 1.0, -0.0, 1e308) loads with its key and resumes."""
+    text = (_SAVED / "signed_before_numbers_by_value.json").read_text()
+    assert '"temperature":1.0' in text
+    loaded = RunState.from_json(text, key="old secret")
+    assert loaded.config.settings["temperature"] == 1.0
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(text, key="another secret")
+    tampered = text.replace('"temperature":1.0', '"temperature":2.0')
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(tampered, key="old secret")
+    # signed again, it is signed by value
+    resigned = loaded.to_json(key="old secret")
+    assert RunState.from_json(_as_a_browser_writes(resigned), key="old secret") == loaded
+
+
+def test_a_workflow_suspended_after_a_nan_step_saved_before_loads_and_resumes() -> None:
+    """The state toolfold 1709bfb6 saved (a NaN step, then an approval) loads and resumes now."""
+    inner = Sequence(_produce, name="inner")
+    model = ScriptedModel(["done"])  # (the call it answered before was saved)
+    flow = Sequence(inner, Agent(model, name="publisher", tools=[delete]), name="flow")
+    loaded = RunState.from_json((_SAVED / "nan_step_suspended.json").read_text())
+    assert loaded.phase == "awaiting_approval"
+    approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
+    assert flow.resume(loaded, approvals=approvals).text == "done"
+
+
+def test_a_stored_config_value_out_of_range_is_named_with_its_message_and_path() -> None:
+    """max_steps 0 in a stored state gives RunConfig's own message at $.config.max_steps, not 'invalid value'."""
+    data = json.loads(start().to_json())
+    data["config"]["max_steps"] = 0
+    data["log"][0]["config"]["max_steps"] = 0
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(data))
+    assert caught.value.problems == (
+        "RunConfig.max_steps must be an integer >= 1, got 0 @ $.config.max_steps",
+        "RunConfig.max_steps must be an integer >= 1, got 0 @ $.log[0].config.max_steps",
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (Usage(input_tokens=1e308, requests=1), Usage(input_tokens=1e308, requests=1)),
+        (Usage(output_tokens=1.5, requests=1), Usage(output_tokens=10**400, requests=1)),
+    ],
+    ids=["float-sum-to-inf", "int-too-large-for-float"],
+)
+def test_usage_that_would_overflow_is_refused_where_it_enters(first: Usage, second: Usage) -> None:
+    """A response whose usage sums past a finite count is an InvalidEventError; the state before it saves and loads."""
+    state = reduce(start(), responded(text="a", usage=first))
+    state = reduce(state, UserMessageAdded(Message.user("more")))
+    with pytest.raises(InvalidEventError, match="overflows: a count is no finite number") as caught:
+        reduce(state, responded(text="b", usage=second))
+    assert caught.value.state == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_dropped_attempts_usage_that_would_overflow_is_refused() -> None:
+    """AttemptDropped adding usage past a finite count is refused, not kept as infinity."""
+    state = reduce(start(), responded(text="a", usage=Usage(input_tokens=1e308, requests=1)))
+    state = reduce(state, UserMessageAdded(Message.user("more")))
+    with pytest.raises(InvalidEventError, match="overflows"):
+        reduce(state, AttemptDropped(usage=Usage(input_tokens=1e308, requests=1)))
+
+
+def _done_with_a_call() -> RunState:
+    state = reduce(start(spec("f")), responded(call("c1", "f", {"a": 1})))
+    return reduce(state, ToolReturned("c1", "x"))
+
+
+@pytest.mark.parametrize(
+    ("where", "path"),
+    [
+        (lambda d: d, "$"),
+        (lambda d: d["log"][2], "$.log[2]"),
+        (lambda d: d["log"][1]["response"], "$.log[1].response"),
+        (
+            lambda d: d["log"][1]["response"]["message"]["parts"][0],
+            "$.log[1].response.message.parts[0]",
+        ),
+        (lambda d: d["config"], "$.config"),
+    ],
+    ids=["state", "event", "response", "part", "config"],
+)
+def test_a_saved_state_with_an_unknown_field_is_refused_naming_it(where: Any, path: str) -> None:
+    """A key that is no field (a newer toolfold's) is refused with its path, not dropped on load and lost on save."""
+    data = json.loads(_done_with_a_call().to_json())
+    where(data)["priority"] = 1
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(data))
+    expected = (
+        "unknown field 'priority' (the document may be from a newer toolfold: "
+        f"load it with that version) @ {path}"
+    )
+    assert expected in caught.value.problems
+
+
+def test_an_event_log_with_an_unknown_field_is_refused() -> None:
+    """events_from_json refuses an event carrying a key that is no field."""
+    events = json.loads(events_to_json(_done_with_a_call().events))
+    events[2]["priority"] = 1
+    with pytest.raises(SerializationError, match=r"unknown field 'priority' .* @ \$\[2\]"):
+        events_from_json(json.dumps(events))
+
+
+def test_every_saved_state_in_the_tests_loads_under_the_unknown_field_check() -> None:
+    """Every saved state in tests/runtime/saved (written by earlier toolfolds) has no unknown field: each loads."""
+    names = sorted(p.name for p in _SAVED.glob("*.json"))
+    assert len(names) >= 5
+    for name in names:
+        text = (_SAVED / name).read_text()
+        key = "old secret" if name.startswith("signed") else None
+        assert RunState.from_json(text, key=key).log
