@@ -147,3 +147,47 @@ def test_buffer_data_is_kept_as_bytes(data: Any) -> None:
     result = Message.tool(ToolResultPart("c1", "notes", "[file]", parts=(part,)))
     request = ModelRequest((Message.user("go"), call_message, result))
     assert build_body(request, "gpt-4o", PROVIDERS["openai"])["messages"]
+
+
+_PNG = ImagePart(b"\x89PNG" + b"\x00" * 3000, media_type="image/png")
+
+
+def test_a_list_with_an_image_and_other_values_sends_the_image_as_a_part() -> None:
+    """``["Sales for", 2024, image]``: the number is a text part as the tool writes it and
+    the image a part (it was the whole list as JSON, the image as ~4 KB of base64 text)."""
+    response = Agent(
+        ScriptedModel([call("shot", {}), "ok"]), tools=[_shot(["Sales for", 2024, {"q": 1}, _PNG])]
+    ).run("Look.")
+    result = _result(response.state)
+    assert [type(p).__name__ for p in result.parts] == [
+        "TextPart",
+        "TextPart",
+        "TextPart",
+        "ImagePart",
+    ]
+    assert [p.text for p in result.parts[:3]] == ["Sales for", "2024", '{"q":1}']
+    assert result.content == 'Sales for\n2024\n{"q":1}\n[image: image/png, 3,004 bytes]'
+    assert RunState.from_json(response.state.to_json()) == response.state
+
+
+def test_a_text_part_alone_is_its_text() -> None:
+    """A tool returning ``TextPart("hi")`` gives the model ``hi``, not the part as JSON; so
+    does a result given to resume and one served over MCP."""
+    response = Agent(ScriptedModel([call("shot", {}), "ok"]), tools=[_shot(TextPart("hi"))]).run(
+        "Look."
+    )
+    assert _result(response.state).content == "hi"
+    snap = Tool("snap", "Take a picture.")
+    agent = Agent(ScriptedModel([call("snap", {}, id="c1"), "ok"]), tools=[snap])
+    resumed = agent.resume(agent.run("Look.").state, tool_results={"c1": TextPart("there")})
+    assert _result(resumed.state).content == "there"
+    answer = asyncio.run(_run(_shot(TextPart("served")), {}, None, "c1"))
+    assert [block.text for block in answer.content] == ["served"]
+
+
+def test_resume_writes_a_lists_other_values_as_text_parts() -> None:
+    """A result given to resume with an image beside other values keeps the image a part."""
+    snap = Tool("snap", "Take a picture.")
+    agent = Agent(ScriptedModel([call("snap", {}, id="c1"), "ok"]), tools=[snap])
+    resumed = agent.resume(agent.run("Look.").state, tool_results={"c1": [7, _PNG]})
+    assert [type(p).__name__ for p in _result(resumed.state).parts] == ["TextPart", "ImagePart"]

@@ -206,7 +206,9 @@ async def _run(found: Tool[..., Any], arguments: dict[str, Any], deps: Any, call
         return types.CallToolResult(
             content=[types.TextContent(text=result.content)], is_error=result.is_error
         )
-    parts = result_content(result)
+    if isinstance(result, TextPart):  # a text part alone: its text
+        result = result.text
+    parts = result_content(result, found.format_result)
     if parts is None:
         return types.CallToolResult(content=[types.TextContent(text=found.format_result(result))])
     problem = content_problem(parts)

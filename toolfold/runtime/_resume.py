@@ -45,6 +45,7 @@ from toolfold.runtime.core._keys import named as _named
 from toolfold.runtime.core._keys import own_key as _own_key
 from toolfold.runtime.core._messages import (
     Message,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
     content_problem,
@@ -771,7 +772,10 @@ def _result_part(
         return value
     if isinstance(value, BaseException):
         return ToolResultPart(call_id, name, f"Error: {describe_exception(value)}", True)
-    parts = result_content(value)
+    if isinstance(value, TextPart):  # a text part alone: its text
+        value = value.text
+    tool = tools.get(name)
+    parts = result_content(value, _text_of(tool))
     if parts is not None:
         problem = content_problem(parts)
         if problem:
@@ -788,14 +792,20 @@ def _result_part(
             f"tool_results[{call_id!r}] is {kind}, whose values were never produced: "
             "give the result itself (e.g. a list of the values)"
         )
-    tool = tools.get(name)
-    if isinstance(value, str):
-        content = value
-    elif tool is not None:
-        content = tool.format_result(value)
-    else:
-        content = json.dumps(value, default=str)
+    content = value if isinstance(value, str) else _text_of(tool)(value)
     return ToolResultPart(call_id, name, content)
+
+
+def _text_of(tool: Tool[..., Any] | None) -> Callable[[Any], str]:
+    """How a given result (or an item of one with images) is written as text: as
+    ``tool`` writes its results, or as JSON for a call to no tool."""
+    if tool is not None:
+        return tool.format_result
+    return _as_json
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, default=str)
 
 
 def _check_attached(state: RunState, options: RunOptions) -> None:

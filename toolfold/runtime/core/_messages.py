@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, Union
 
 import attrs
@@ -1040,12 +1040,20 @@ NO_USAGE = Usage()
 changes no count, so the reducer keeps the run's usage as it is."""
 
 
-def result_content(value: Any) -> tuple[ResultContent, ...] | None:
+def result_content(
+    value: Any, text: Callable[[Any], str] | None = None
+) -> tuple[ResultContent, ...] | None:
     """A tool's return value as result parts, when it holds an image or a file.
 
-    An `ImagePart` or `FilePart`, or a list/tuple of parts and strings with at
-    least one of them, is a rich result; anything else (None) is formatted as
-    text the usual way.
+    An `ImagePart` or `FilePart`, or a list/tuple with at least one of them,
+    is a rich result; anything else (None) is formatted as text the usual way.
+    The list's strings and `TextPart` items are its text; any other item
+    (``2024``, a dict) is written by ``text`` (the tool's `format_result`) as
+    a text part of its own, so the image is never sent as base64 text. Without
+    ``text``, such a list is no rich result.
+
+    Raises:
+        Exception: What ``text`` raised for an item.
     """
     if isinstance(value, (ImagePart, FilePart)):
         return (value,)
@@ -1053,9 +1061,17 @@ def result_content(value: Any) -> tuple[ResultContent, ...] | None:
         return None
     if not any(isinstance(item, (ImagePart, FilePart)) for item in value):
         return None
-    if not all(isinstance(item, (str, TextPart, ImagePart, FilePart)) for item in value):
-        return None
-    return tuple(TextPart(item) if isinstance(item, str) else item for item in value)
+    parts: list[ResultContent] = []
+    for item in value:
+        if isinstance(item, (TextPart, ImagePart, FilePart)):
+            parts.append(item)
+        elif isinstance(item, str):
+            parts.append(TextPart(item))
+        elif text is None:
+            return None
+        else:
+            parts.append(TextPart(text(item)))
+    return tuple(parts)
 
 
 def content_problem(parts: tuple[ResultContent, ...]) -> str:

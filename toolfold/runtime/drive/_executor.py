@@ -31,6 +31,7 @@ from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import (
     ResultContent,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
     content_problem,
@@ -464,7 +465,12 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
             ended=ended,
             child=value.state,
         )
-    parts = result_content(value)
+    if isinstance(value, TextPart):  # a text part alone: its text, not the part as JSON
+        value = value.text
+    try:
+        parts = result_content(value, job.tool.format_result)
+    except Exception as exc:  # (an item the tool's formatting refuses)
+        return _failed(job, exc)
     if parts is not None:  # images or files: the model gets them as parts
         problem = content_problem(parts)
         if problem:  # (the model reads it, as it reads a returned iterator's error)
