@@ -31,12 +31,14 @@ from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
+    NotJSONError,
     Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
+    frozen_json,
 )
 from toolfold.runtime.core._repr import EXCERPT
 from toolfold.runtime.core._request import (
@@ -217,13 +219,22 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
 
     Raises:
         UsageError: ``arguments`` is neither (a list: give arguments that are
-            not an object as text, ``'[1, 2]'``, and the model reads an argument error).
+            not an object as text, ``'[1, 2]'``, and the model reads an argument error),
+            or the dict holds what a model's JSON cannot (a set, a tuple key, nesting
+            deeper than 64 levels...); an int or float key is taken as its JSON text.
     """
     if isinstance(arguments, str):
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
     if arguments is not None and not isinstance(arguments, Mapping):
         raise UsageError(_not_arguments(name, arguments))
-    args = dict(arguments or {})
+    try:
+        # Checked before the text is written (json.dumps would raise a bare error).
+        args = frozen_json(dict(arguments or {}))
+    except NotJSONError as error:
+        raise UsageError(
+            f"call({name!r}, ...): arguments{error.path}: {error.problem}; arguments are "
+            "what a model sends, a JSON object"
+        ) from None
     return ToolCallPart(id, name, json.dumps(args), args)
 
 

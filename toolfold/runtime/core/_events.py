@@ -12,15 +12,19 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import (
     NO_USAGE,
+    FrozenDict,
+    FrozenList,
     Message,
+    NotJSONError,
     ResultContent,
     ToolResultPart,
     Usage,
     content_tuple,
-    freeze,
+    frozen_json,
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState, refreeze_on_unpickle
@@ -220,6 +224,24 @@ class ToolResultsProvided:
     kind: Literal["tool_results_provided"] = "tool_results_provided"
 
 
+def _output_value(value: Any) -> Any:
+    """The output frozen, checked to come back equal from a saved state (`frozen_json`).
+
+    A frozen mapping or list is taken as it is: one is made from JSON just read
+    (a saved state's own output) or by an earlier check.
+    """
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList or kind is str:
+        return value
+    try:
+        return frozen_json(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"OutputAccepted.value{error.path}: {error.problem}; an output is JSON data, "
+            "stored with the run"
+        ) from None
+
+
 @attrs.frozen
 class OutputAccepted:
     """The final answer fits the output type.
@@ -230,7 +252,7 @@ class OutputAccepted:
             dicts and lists), so an observer cannot change the run's output.
     """
 
-    value: Any = attrs.field(converter=freeze)
+    value: Any = attrs.field(converter=_output_value)
     kind: Literal["output_accepted"] = "output_accepted"
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, Union
 
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._arguments import MAX_DEPTH, parse_arguments
 from toolfold.runtime.core._repr import excerpt, fields, short
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -187,6 +189,133 @@ def thaw(value: Any) -> Any:
     return value
 
 
+#: The most digits an int in a stored value may have: what Python converts to and
+#: from text by default (`sys.int_info.default_max_str_digits`); a longer one could
+#: neither be written to a saved state nor read back from one.
+MAX_INT_DIGITS = sys.int_info.default_max_str_digits
+_INT_BOUND = 10**MAX_INT_DIGITS
+_NEG_BOUND = -_INT_BOUND
+
+# Keys JSON writes as text (``1`` as ``"1"``): taken as that text.
+_TEXT_KEYS = (int, float, type(None))
+
+
+class NotJSONError(ValueError):
+    """A value a saved state cannot hold (see `frozen_json`).
+
+    Attributes:
+        path: Where in the value, as subscripts (``['a'][0]``); "" for the value itself.
+        problem: What is wrong there.
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.steps: list[str] = []  # innermost first, added on the way out
+        self.problem = problem
+
+    @property
+    def path(self) -> str:
+        path = "".join(reversed(self.steps))
+        return path if len(path) <= _PATH_SHOWN else f"{path[: _PATH_SHOWN - 3]}..."
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}" if self.steps else self.problem
+
+
+_PATH_SHOWN = 80
+
+
+def frozen_json(value: Any) -> Any:
+    """``value`` (JSON data: a tool call's arguments, an output) frozen as `freeze`
+    does, checked to come back equal from a saved state's JSON.
+
+    A key JSON writes as text (an int, a float, a bool, None) is that text from
+    the start (``{1: "a"}`` is ``{"1": "a"}``), as the state would load it.
+    Flat objects of text, numbers, booleans and None (the usual arguments) are
+    checked in one pass without recursion.
+
+    Raises:
+        NotJSONError: A value is no JSON (a set, bytes, an object...), a key is
+            not one JSON writes (a tuple), two keys would be written as the
+            same text, an int has more than `MAX_INT_DIGITS` digits, or the
+            value nests more than `MAX_DEPTH` levels deep (what argument text
+            may nest); its ``path`` names where.
+    """
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is str:
+                kind = type(item)
+                if kind is str or kind is float or kind is bool or item is None:
+                    continue
+                if kind is int and _NEG_BOUND < item < _INT_BOUND:
+                    continue
+            return _checked(value, 0)
+        return _new_dict(FrozenDict, value)
+    return _checked(value, 0)
+
+
+def _checked(value: Any, depth: int) -> Any:
+    # Recursion bounded by `MAX_DEPTH`; each level adds its step to the path on the way out.
+    if depth > MAX_DEPTH:
+        raise NotJSONError(f"nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, (str, float, bool)) or value is None:
+        return value
+    if isinstance(value, int):
+        if _NEG_BOUND < value < _INT_BOUND:
+            return value
+        raise NotJSONError(
+            f"an int of more than {MAX_INT_DIGITS:,} digits, which Python does not read "
+            "back from JSON text by default (give it as a str)"
+        )
+    if isinstance(value, Mapping):
+        items: dict[str, Any] = {}
+        given: dict[str, Any] = {}  # each text's key as given (to name a clash)
+        for key, item in value.items():
+            text = _key_text(key)
+            if text in given:
+                raise NotJSONError(
+                    f"the keys {given[text]!r} and {key!r} are both written {text!r} in JSON, "
+                    "so one would be lost when the state is saved"
+                )
+            given[text] = key
+            try:
+                items[text] = _checked(item, depth + 1)
+            except NotJSONError as error:
+                error.steps.append(f"[{text!r}]")
+                raise
+        return _new_dict(FrozenDict, items)
+    if isinstance(value, (list, tuple)):
+        frozen = []
+        for index, item in enumerate(value):
+            try:
+                frozen.append(_checked(item, depth + 1))
+            except NotJSONError as error:
+                error.steps.append(f"[{index}]")
+                raise
+        return _new_list(FrozenList, frozen)
+    raise NotJSONError(
+        f"{type(value).__name__} {short(value)} is no JSON value (text, a number, a boolean, "
+        "None, a dict with text keys or a list), which a saved state could not hold"
+    )
+
+
+def _key_text(key: Any) -> str:
+    """The text JSON writes for the object key ``key``."""
+    if type(key) is str:
+        return key
+    if isinstance(key, str):
+        return str.__str__(key)  # (a str subclass, e.g. an enum: the text JSON writes)
+    if isinstance(key, _TEXT_KEYS) and not (
+        isinstance(key, int) and not _NEG_BOUND < key < _INT_BOUND
+    ):
+        text: str = json.dumps(key)
+        return text
+    raise NotJSONError(
+        f"the key {type(key).__name__} {short(key)} is no JSON object key "
+        "(text, or a number, boolean or None that JSON writes as text)"
+    )
+
+
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if value is None:
         return EMPTY_MAPPING
@@ -208,7 +337,13 @@ def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
             "leave it out to decode arguments_text: a call whose text is not an object "
             "gets an argument error the model reads"
         )
-    frozen: Mapping[str, Any] = freeze(value)
+    try:
+        frozen: Mapping[str, Any] = frozen_json(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"ToolCallPart.arguments{error.path}: {error.problem}; arguments are a JSON "
+            "object, as a model writes them"
+        ) from None
     return frozen
 
 
@@ -472,6 +607,13 @@ def _field_problem(part: object) -> str:
                 f"tool call {part.id!r} ({part.name}) has arguments that are not an object "
                 f"(a {type(arguments).__name__})"
             )
+        if arguments is not None and type(arguments) is not FrozenDict:
+            try:  # (the part's converter checks them: a part made around it)
+                frozen_json(arguments)
+            except NotJSONError as error:
+                return (
+                    f"tool call {part.id!r} ({part.name}): arguments{error.path}: {error.problem}"
+                )
     elif isinstance(part, ToolResultPart):
         is_error: object = part.is_error
         if not isinstance(is_error, bool):

@@ -26,7 +26,7 @@ from cattrs.v import format_exception
 from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
-from toolfold.runtime.core._events import EVENT_TYPES, Event
+from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -257,8 +257,17 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
     conv.register_structure_hook_factory(lambda t: t in strict, factory)
 
 
-# A schema read from JSON: frozen as it is structured (see `_own_class_hooks`).
-_SCHEMA_FIELDS = frozenset({(ToolDefinition, "parameters"), (OutputSpec, "schema")})
+# A schema read from JSON: frozen as it is structured (see `_own_class_hooks`). So are
+# a call's arguments and an output: JSON just read, which the fields' converters then
+# keep as they are (a state saved before they checked nesting depth loads as it did).
+_SCHEMA_FIELDS = frozenset(
+    {
+        (ToolDefinition, "parameters"),
+        (OutputSpec, "schema"),
+        (ToolCallPart, "arguments"),
+        (OutputAccepted, "value"),
+    }
+)
 
 
 def make_converter() -> cattrs.Converter:
