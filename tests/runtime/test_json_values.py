@@ -14,6 +14,7 @@ from toolfold.runtime import (
     ModelResponse,
     OutputAccepted,
     OutputSpec,
+    ReasoningPart,
     RunConfig,
     ToolCallPart,
     ToolDefinition,
@@ -171,3 +172,13 @@ def test_a_run_with_flat_arguments_saves_and_loads() -> None:
     call = result.state.messages[1].tool_calls[0]
     assert call.arguments == arguments
     assert RunState.from_json(result.state.to_json()) == result.state
+
+
+def test_provider_data_no_saved_state_holds_is_refused_naming_where() -> None:
+    """A call's or a reasoning part's provider data that JSON cannot carry raises at its path."""
+    with pytest.raises(UsageError, match=r"provider_data\['x'\]\[0\]: set \{1\} is no JSON value"):
+        ToolCallPart("c1", "f", "{}", {}, {"x": [{1}]})
+    with pytest.raises(UsageError, match=r"provider_data: the key tuple \(1, 2\) is no JSON"):
+        ReasoningPart("t", provider_data={(1, 2): "x"})
+    part = ReasoningPart("t", provider_data={"n": {7: "x"}})
+    assert part.provider_data == {"n": {"7": "x"}}

@@ -223,6 +223,7 @@ class NotJSONError(ValueError):
 
 
 _PATH_SHOWN = 80
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 
 
 def frozen_json(value: Any) -> Any:
@@ -255,9 +256,16 @@ def frozen_json(value: Any) -> Any:
 
 
 def _checked(value: Any, depth: int) -> Any:
-    # Recursion bounded by `MAX_DEPTH`; each level adds its step to the path on the way out.
+    # Recursion bounded by `MAX_DEPTH`; each level adds its step to the path on the way
+    # out. Items that are text, floats, booleans, None or ints in bounds (most) are
+    # taken in the loops, without a call.
     if depth > MAX_DEPTH:
-        raise NotJSONError(f"nested more than {MAX_DEPTH} levels deep")
+        raise NotJSONError(_TOO_DEEP)
+    kind = type(value)
+    if kind is dict or kind is FrozenDict:
+        return _checked_object(value, depth)
+    if kind is list or kind is FrozenList:
+        return _checked_array(value, depth)
     if isinstance(value, (str, float, bool)) or value is None:
         return value
     if isinstance(value, int):
@@ -268,35 +276,69 @@ def _checked(value: Any, depth: int) -> Any:
             "back from JSON text by default (give it as a str)"
         )
     if isinstance(value, Mapping):
-        items: dict[str, Any] = {}
-        given: dict[str, Any] = {}  # each text's key as given (to name a clash)
-        for key, item in value.items():
-            text = _key_text(key)
-            if text in given:
-                raise NotJSONError(
-                    f"the keys {given[text]!r} and {key!r} are both written {text!r} in JSON, "
-                    "so one would be lost when the state is saved"
-                )
-            given[text] = key
-            try:
-                items[text] = _checked(item, depth + 1)
-            except NotJSONError as error:
-                error.steps.append(f"[{text!r}]")
-                raise
-        return _new_dict(FrozenDict, items)
+        return _checked_object(value, depth)
     if isinstance(value, (list, tuple)):
-        frozen = []
-        for index, item in enumerate(value):
+        return _checked_array(value, depth)
+    raise NotJSONError(
+        f"{type(value).__name__} {short(value)} is no JSON value (text, a number, a boolean, "
+        "None, a dict with text keys or a list), which a saved state could not hold"
+    )
+
+
+def _checked_object(value: Mapping[Any, Any], depth: int) -> FrozenDict:
+    if depth >= MAX_DEPTH and value:  # (its items would be deeper)
+        raise NotJSONError(_TOO_DEEP)
+    items: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            key = _key_text(key)
+        kind = type(item)
+        if (kind is str or kind is float or kind is bool or item is None) or (
+            kind is int and _NEG_BOUND < item < _INT_BOUND
+        ):
+            items[key] = item
+        else:
+            try:
+                items[key] = _checked(item, depth + 1)
+            except NotJSONError as error:
+                error.steps.append(f"[{key!r}]")
+                raise
+    if len(items) != len(value):
+        _refuse_clash(value)
+    return _new_dict(FrozenDict, items)
+
+
+def _checked_array(value: list[Any] | tuple[Any, ...], depth: int) -> FrozenList:
+    if depth >= MAX_DEPTH and value:  # (its items would be deeper)
+        raise NotJSONError(_TOO_DEEP)
+    frozen = []
+    for index, item in enumerate(value):
+        kind = type(item)
+        if (kind is str or kind is float or kind is bool or item is None) or (
+            kind is int and _NEG_BOUND < item < _INT_BOUND
+        ):
+            frozen.append(item)
+        else:
             try:
                 frozen.append(_checked(item, depth + 1))
             except NotJSONError as error:
                 error.steps.append(f"[{index}]")
                 raise
-        return _new_list(FrozenList, frozen)
-    raise NotJSONError(
-        f"{type(value).__name__} {short(value)} is no JSON value (text, a number, a boolean, "
-        "None, a dict with text keys or a list), which a saved state could not hold"
-    )
+    return _new_list(FrozenList, frozen)
+
+
+def _refuse_clash(value: Mapping[Any, Any]) -> NoReturn:
+    """Name two keys of ``value`` that JSON writes as the same text."""
+    given: dict[str, Any] = {}
+    for key in value:
+        text = _key_text(key)
+        if text in given:
+            raise NotJSONError(
+                f"the keys {given[text]!r} and {key!r} are both written {text!r} in JSON, "
+                "so one would be lost when the state is saved"
+            )
+        given[text] = key
+    raise AssertionError("no two keys clash")  # pragma: no cover - the caller found a clash
 
 
 def _key_text(key: Any) -> str:
@@ -321,7 +363,17 @@ def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
         return EMPTY_MAPPING
     if type(value) is FrozenDict:
         return value
-    frozen: Mapping[str, Any] = freeze(value)
+    given: object = value  # (typed a mapping; callers' values come unchecked)
+    if type(given) is not dict and not isinstance(given, Mapping):
+        kept: Mapping[str, Any] = freeze(given)  # (no mapping: frozen as it always was)
+        return kept
+    try:
+        frozen: Mapping[str, Any] = frozen_json(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"provider_data{error.path}: {error.problem}; provider fields go back to the "
+            "provider as JSON"
+        ) from None
     return frozen
 
 
@@ -347,9 +399,15 @@ def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     return frozen
 
 
-def _decoded(text: str) -> Mapping[str, Any] | None:
-    """The arguments a call's text holds, read-only; None when it is not a JSON object."""
-    return _frozen_arguments(parse_arguments(text))
+def decoded_arguments(text: str) -> Mapping[str, Any] | None:
+    """The arguments a call's text holds, read-only; None when it is not a JSON object.
+
+    Decoded JSON is what `frozen_json` checks for (text keys, depth as
+    `MAX_DEPTH`, no NaN), so it is only frozen: a codec that gives a call these
+    costs it no second walk.
+    """
+    frozen: Mapping[str, Any] | None = freeze(parse_arguments(text))
+    return frozen
 
 
 EMPTY_MAPPING: FrozenDict = FrozenDict()
@@ -392,7 +450,7 @@ class ToolCallPart:
     name: str
     arguments_text: str = "{}"
     arguments: Mapping[str, Any] | None = attrs.field(
-        default=attrs.Factory(lambda self: _decoded(self.arguments_text), takes_self=True),
+        default=attrs.Factory(lambda self: decoded_arguments(self.arguments_text), takes_self=True),
         converter=_frozen_arguments,
     )
     provider_data: Mapping[str, Any] = attrs.field(default=EMPTY_MAPPING, converter=_frozen_mapping)

@@ -258,13 +258,15 @@ def _own_class_hooks(conv: cattrs.Converter, classes: frozenset[type[Any]]) -> N
 
 
 # A schema read from JSON: frozen as it is structured (see `_own_class_hooks`). So are
-# a call's arguments and an output: JSON just read, which the fields' converters then
+# a call's arguments, provider data and an output: JSON just read, which the fields' converters then
 # keep as they are (a state saved before they checked nesting depth loads as it did).
 _SCHEMA_FIELDS = frozenset(
     {
         (ToolDefinition, "parameters"),
         (OutputSpec, "schema"),
         (ToolCallPart, "arguments"),
+        (ToolCallPart, "provider_data"),
+        (ReasoningPart, "provider_data"),
         (OutputAccepted, "value"),
     }
 )
