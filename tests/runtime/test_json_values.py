@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from toolfold.runtime import (
     reduce,
 )
 from toolfold.runtime.core._arguments import MAX_DEPTH, argument_problem
-from toolfold.runtime.core._messages import freeze
+from toolfold.runtime.core._messages import MAX_INT_DIGITS, freeze
 from toolfold.testing import ScriptedModel
 
 
@@ -112,6 +113,7 @@ def test_arguments_with_number_keys_hold_the_text_json_writes_and_round_trip() -
 
 def test_the_largest_int_python_reads_back_is_kept() -> None:
     """An int of 4,300 digits (the default limit of int text) is held and comes back equal."""
+    assert sys.int_info.default_max_str_digits == MAX_INT_DIGITS == 4300
     big = 10**4300 - 1
     state = _responded(ToolCallPart("c1", "f", "{}", {"n": big, "m": -big}))
     loaded = RunState.from_json(state.to_json())

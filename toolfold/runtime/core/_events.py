@@ -250,6 +250,9 @@ class OutputAccepted:
         value: The validated answer as plain data (JSON values), read-only:
             objects are `FrozenDict`s and arrays `FrozenList`s (equal to plain
             dicts and lists), so an observer cannot change the run's output.
+            A value a saved state could not give back equal raises `UsageError`
+            naming where (see `ToolCallPart.arguments`); an int, float, bool or
+            None key is held as the text JSON writes for it.
     """
 
     value: Any = attrs.field(converter=_output_value)

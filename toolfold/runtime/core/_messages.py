@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, Union
 
@@ -190,9 +189,10 @@ def thaw(value: Any) -> Any:
 
 
 #: The most digits an int in a stored value may have: what Python converts to and
-#: from text by default (`sys.int_info.default_max_str_digits`); a longer one could
-#: neither be written to a saved state nor read back from one.
-MAX_INT_DIGITS = sys.int_info.default_max_str_digits
+#: from text by default (``sys.int_info.default_max_str_digits``, a constant here: the
+#: core reads no interpreter setting); a longer one could neither be written to a saved
+#: state nor read back from one.
+MAX_INT_DIGITS = 4300
 _INT_BOUND = 10**MAX_INT_DIGITS
 _NEG_BOUND = -_INT_BOUND
 
@@ -441,9 +441,14 @@ class ToolCallPart:
             object; decoded from ``arguments_text`` when not given. Read-only (a `FrozenDict`, nested arrays `FrozenList`):
             a stored call never changes; tools get a copy of their own.
             Anything but a mapping or None raises `UsageError` (a tool takes
-            an object of arguments; give the text alone when it may be another value).
+            an object of arguments; give the text alone when it may be another value),
+            and so does a mapping a saved state could not give back equal
+            (`frozen_json`: no JSON value or key, nested deeper than 64 levels,
+            an int of over 4,300 digits); an int, float, bool or None key is
+            held as the text JSON writes for it.
         provider_data: Opaque provider fields that must go back unchanged
-            (e.g. a Responses item id or a Gemini thought signature); read-only.
+            (e.g. a Responses item id or a Gemini thought signature); read-only,
+            checked as ``arguments`` are.
     """
 
     id: str
