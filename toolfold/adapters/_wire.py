@@ -32,6 +32,7 @@ from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.adapters._http._json import decode_cut
+from toolfold.runtime.core._messages import freeze
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -181,7 +182,9 @@ def call_arguments(found: Mapping[str, Any], at: str) -> tuple[str, Mapping[str,
         except (RecursionError, ValueError):  # deeper than the encoder goes
             text = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
         return text, None
-    return json.dumps(value, ensure_ascii=False), value
+    # Frozen here: checked as `frozen_json` would (text keys, depth, finite numbers), so
+    # the call keeps it without a second walk.
+    return json.dumps(value, ensure_ascii=False), freeze(value)
 
 
 class _TooDeep(WireError):

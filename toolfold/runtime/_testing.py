@@ -33,12 +33,14 @@ from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
     Message,
+    NotJSONError,
     Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
+    frozen_json,
 )
 from toolfold.runtime.core._repr import EXCERPT
 from toolfold.runtime.core._request import (
@@ -238,9 +240,11 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
     """A tool call for a script: ``arguments`` is a dict, or raw JSON text.
 
     Raises:
-        UsageError: ``name`` is no str, or ``arguments`` is neither (a list:
-            give arguments that are not an object as text, ``'[1, 2]'``, and
-            the model reads an argument error) or holds what is not JSON.
+        UsageError: ``name`` is no str, or ``arguments`` is neither (a list: give
+            arguments that are not an object as text, ``'[1, 2]'``, and the model reads
+            an argument error), or the dict holds what a model's JSON cannot (a set, a
+            tuple key, nesting deeper than 64 levels...); an int or float key is taken
+            as its JSON text.
     """
     if not isinstance(name, str):
         raise UsageError(f"call(name, ...): a tool's name is a str, {_kind(name)}")
@@ -248,15 +252,15 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
     if arguments is not None and not isinstance(arguments, Mapping):
         raise UsageError(_not_arguments(name, arguments))
-    args = dict(arguments or {})
     try:
-        text = json.dumps(args)
-    except (TypeError, ValueError) as exc:  # (an object, a set, a tuple key: no JSON value)
+        # Checked before the text is written (json.dumps would raise a bare error).
+        args = frozen_json(dict(arguments or {}))
+    except NotJSONError as error:
         raise UsageError(
-            f"call({name!r}, ...): the arguments are not JSON ({exc}): give a dict of JSON "
-            f"values (str, number, bool, None, lists and dicts of them)"
+            f"call({name!r}, ...): arguments{error.path}: {error.problem}; arguments are "
+            "what a model sends, a JSON object"
         ) from None
-    return ToolCallPart(id, name, text, args)
+    return ToolCallPart(id, name, json.dumps(args), args)
 
 
 def _not_arguments(name: str, arguments: object) -> str:

@@ -18,7 +18,6 @@ from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters.ollama._provider import DONE_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
-from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     Message,
@@ -27,6 +26,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     Usage,
+    decoded_arguments,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
 
@@ -115,7 +115,7 @@ def _call(raw: Any, seed: str, position: int, path: str) -> ToolCallPart:
         text, decoded = wire.call_arguments(arguments, f"{path}.function.arguments")
     elif isinstance(arguments, str):  # tolerated: the OpenAI-style string
         arguments = wire.encodable(arguments)
-        text, decoded = arguments or "{}", parse_arguments(arguments)
+        text, decoded = arguments or "{}", decoded_arguments(arguments)
     else:
         raise malformed(f"{path}.function.arguments", "an object", arguments)
     call_id = wire.text(raw, "id", path)

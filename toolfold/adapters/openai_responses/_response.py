@@ -21,7 +21,6 @@ from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
-from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     Message,
@@ -30,6 +29,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     Usage,
+    decoded_arguments,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
 
@@ -140,7 +140,7 @@ def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
         wire.text(item, "call_id", at) or item_id or "",
         wire.text(item, "name", at) or "",
         text or "{}",
-        parse_arguments(text),
+        decoded_arguments(text),
         {"item_id": item_id} if item_id else None,
     )
 

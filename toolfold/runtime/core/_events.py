@@ -12,16 +12,20 @@ from typing import Any, Literal, Union
 
 import attrs
 
+from toolfold._errors import UsageError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._messages import (
     NO_USAGE,
+    FrozenDict,
+    FrozenList,
     Message,
+    NotJSONError,
     ResultContent,
     ToolResultPart,
     Usage,
     as_item,
     content_tuple,
-    freeze,
+    frozen_json,
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState, refreeze_on_unpickle
@@ -221,6 +225,24 @@ class ToolResultsProvided:
     kind: Literal["tool_results_provided"] = "tool_results_provided"
 
 
+def _output_value(value: Any) -> Any:
+    """The output frozen, checked to come back equal from a saved state (`frozen_json`).
+
+    A frozen mapping or list is taken as it is: one is made from JSON just read
+    (a saved state's own output) or by an earlier check.
+    """
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList or kind is str:
+        return value
+    try:
+        return frozen_json(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"OutputAccepted.value{error.path}: {error.problem}; an output is JSON data, "
+            "stored with the run"
+        ) from None
+
+
 @attrs.frozen
 class OutputAccepted:
     """The final answer fits the output type.
@@ -229,9 +251,12 @@ class OutputAccepted:
         value: The validated answer as plain data (JSON values), read-only:
             objects are `FrozenDict`s and arrays `FrozenList`s (equal to plain
             dicts and lists), so an observer cannot change the run's output.
+            A value a saved state could not give back equal raises `UsageError`
+            naming where (see `ToolCallPart.arguments`); an int, float, bool or
+            None key is held as the text JSON writes for it.
     """
 
-    value: Any = attrs.field(converter=freeze, eq=as_item)
+    value: Any = attrs.field(converter=_output_value, eq=as_item)
     kind: Literal["output_accepted"] = "output_accepted"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, Union
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, Union
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime.core._arguments import parse_arguments
+from toolfold.runtime.core._arguments import MAX_DEPTH, parse_arguments
 from toolfold.runtime.core._repr import excerpt, fields, short
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -205,12 +206,192 @@ def thaw(value: Any) -> Any:
     return value
 
 
+#: The most digits an int in a stored value may have: what Python converts to and
+#: from text by default (``sys.int_info.default_max_str_digits``, a constant here: the
+#: core reads no interpreter setting); a longer one could neither be written to a saved
+#: state nor read back from one.
+MAX_INT_DIGITS = 4300
+_INT_BOUND = 10**MAX_INT_DIGITS
+_NEG_BOUND = -_INT_BOUND
+
+# Keys JSON writes as text (``1`` as ``"1"``): taken as that text.
+_TEXT_KEYS = (int, float, type(None))
+
+
+class NotJSONError(ValueError):
+    """A value a saved state cannot hold (see `frozen_json`).
+
+    Attributes:
+        path: Where in the value, as subscripts (``['a'][0]``); "" for the value itself.
+        problem: What is wrong there.
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.steps: list[str] = []  # innermost first, added on the way out
+        self.problem = problem
+
+    @property
+    def path(self) -> str:
+        path = "".join(reversed(self.steps))
+        return path if len(path) <= _PATH_SHOWN else f"{path[: _PATH_SHOWN - 3]}..."
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}" if self.steps else self.problem
+
+
+_PATH_SHOWN = 80
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+
+
+def frozen_json(value: Any) -> Any:
+    """``value`` (JSON data: a tool call's arguments, an output) frozen as `freeze`
+    does, checked to come back equal from a saved state's JSON.
+
+    A key JSON writes as text (an int, a float, a bool, None) is that text from
+    the start (``{1: "a"}`` is ``{"1": "a"}``), as the state would load it.
+    Flat objects of text, numbers, booleans and None (the usual arguments) are
+    checked in one pass without recursion.
+
+    Raises:
+        NotJSONError: A value is no JSON (a set, bytes, an object...), a key is
+            not one JSON writes (a tuple), two keys would be written as the
+            same text, an int has more than `MAX_INT_DIGITS` digits, or the
+            value nests more than `MAX_DEPTH` levels deep (what argument text
+            may nest); its ``path`` names where.
+    """
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is str:
+                kind = type(item)
+                if kind is str or kind is float or kind is bool or item is None:
+                    continue
+                if kind is int and _NEG_BOUND < item < _INT_BOUND:
+                    continue
+            return _checked(value, 0)
+        return _new_dict(FrozenDict, value)
+    return _checked(value, 0)
+
+
+def _checked(value: Any, depth: int) -> Any:
+    # Recursion bounded by `MAX_DEPTH`; each level adds its step to the path on the way
+    # out. Items that are text, floats, booleans, None or ints in bounds (most) are
+    # taken in the loops, without a call.
+    if depth > MAX_DEPTH:
+        raise NotJSONError(_TOO_DEEP)
+    kind = type(value)
+    if kind is dict or kind is FrozenDict:
+        return _checked_object(value, depth)
+    if kind is list or kind is FrozenList:
+        return _checked_array(value, depth)
+    if isinstance(value, (str, float, bool)) or value is None:
+        return value
+    if isinstance(value, int):
+        if _NEG_BOUND < value < _INT_BOUND:
+            return value
+        raise NotJSONError(
+            f"an int of more than {MAX_INT_DIGITS:,} digits, which Python does not read "
+            "back from JSON text by default (give it as a str)"
+        )
+    if isinstance(value, Mapping):
+        return _checked_object(value, depth)
+    if isinstance(value, (list, tuple)):
+        return _checked_array(value, depth)
+    raise NotJSONError(
+        f"{type(value).__name__} {short(value)} is no JSON value (text, a number, a boolean, "
+        "None, a dict with text keys or a list), which a saved state could not hold"
+    )
+
+
+def _checked_object(value: Mapping[Any, Any], depth: int) -> FrozenDict:
+    if depth >= MAX_DEPTH and value:  # (its items would be deeper)
+        raise NotJSONError(_TOO_DEEP)
+    items: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            key = _key_text(key)
+        kind = type(item)
+        if (kind is str or kind is float or kind is bool or item is None) or (
+            kind is int and _NEG_BOUND < item < _INT_BOUND
+        ):
+            items[key] = item
+        else:
+            try:
+                items[key] = _checked(item, depth + 1)
+            except NotJSONError as error:
+                error.steps.append(f"[{key!r}]")
+                raise
+    if len(items) != len(value):
+        _refuse_clash(value)
+    return _new_dict(FrozenDict, items)
+
+
+def _checked_array(value: list[Any] | tuple[Any, ...], depth: int) -> FrozenList:
+    if depth >= MAX_DEPTH and value:  # (its items would be deeper)
+        raise NotJSONError(_TOO_DEEP)
+    frozen = []
+    for index, item in enumerate(value):
+        kind = type(item)
+        if (kind is str or kind is float or kind is bool or item is None) or (
+            kind is int and _NEG_BOUND < item < _INT_BOUND
+        ):
+            frozen.append(item)
+        else:
+            try:
+                frozen.append(_checked(item, depth + 1))
+            except NotJSONError as error:
+                error.steps.append(f"[{index}]")
+                raise
+    return _new_list(FrozenList, frozen)
+
+
+def _refuse_clash(value: Mapping[Any, Any]) -> NoReturn:
+    """Name two keys of ``value`` that JSON writes as the same text."""
+    given: dict[str, Any] = {}
+    for key in value:
+        text = _key_text(key)
+        if text in given:
+            raise NotJSONError(
+                f"the keys {given[text]!r} and {key!r} are both written {text!r} in JSON, "
+                "so one would be lost when the state is saved"
+            )
+        given[text] = key
+    raise AssertionError("no two keys clash")  # pragma: no cover - the caller found a clash
+
+
+def _key_text(key: Any) -> str:
+    """The text JSON writes for the object key ``key``."""
+    if type(key) is str:
+        return key
+    if isinstance(key, str):
+        return str.__str__(key)  # (a str subclass, e.g. an enum: the text JSON writes)
+    if isinstance(key, _TEXT_KEYS) and not (
+        isinstance(key, int) and not _NEG_BOUND < key < _INT_BOUND
+    ):
+        text: str = json.dumps(key)
+        return text
+    raise NotJSONError(
+        f"the key {type(key).__name__} {short(key)} is no JSON object key "
+        "(text, or a number, boolean or None that JSON writes as text)"
+    )
+
+
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if value is None:
         return EMPTY_MAPPING
     if type(value) is FrozenDict:
         return value
-    frozen: Mapping[str, Any] = freeze(value)
+    given: object = value  # (typed a mapping; callers' values come unchecked)
+    if type(given) is not dict and not isinstance(given, Mapping):
+        kept: Mapping[str, Any] = freeze(given)  # (no mapping: frozen as it always was)
+        return kept
+    try:
+        frozen: Mapping[str, Any] = frozen_json(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"provider_data{error.path}: {error.problem}; provider fields go back to the "
+            "provider as JSON"
+        ) from None
     return frozen
 
 
@@ -226,13 +407,25 @@ def _frozen_arguments(value: Mapping[str, Any] | None) -> Mapping[str, Any] | No
             "leave it out to decode arguments_text: a call whose text is not an object "
             "gets an argument error the model reads"
         )
-    frozen: Mapping[str, Any] = freeze(value)
+    try:
+        frozen: Mapping[str, Any] = frozen_json(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"ToolCallPart.arguments{error.path}: {error.problem}; arguments are a JSON "
+            "object, as a model writes them"
+        ) from None
     return frozen
 
 
-def _decoded(text: str) -> Mapping[str, Any] | None:
-    """The arguments a call's text holds, read-only; None when it is not a JSON object."""
-    return _frozen_arguments(parse_arguments(text))
+def decoded_arguments(text: str) -> Mapping[str, Any] | None:
+    """The arguments a call's text holds, read-only; None when it is not a JSON object.
+
+    Decoded JSON is what `frozen_json` checks for (text keys, depth as
+    `MAX_DEPTH`, no NaN), so it is only frozen: a codec that gives a call these
+    costs it no second walk.
+    """
+    frozen: Mapping[str, Any] | None = freeze(parse_arguments(text))
+    return frozen
 
 
 EMPTY_MAPPING: FrozenDict = FrozenDict()
@@ -266,16 +459,21 @@ class ToolCallPart:
             object; decoded from ``arguments_text`` when not given. Read-only (a `FrozenDict`, nested arrays `FrozenList`):
             a stored call never changes; tools get a copy of their own.
             Anything but a mapping or None raises `UsageError` (a tool takes
-            an object of arguments; give the text alone when it may be another value).
+            an object of arguments; give the text alone when it may be another value),
+            and so does a mapping a saved state could not give back equal
+            (`frozen_json`: no JSON value or key, nested deeper than 64 levels,
+            an int of over 4,300 digits); an int, float, bool or None key is
+            held as the text JSON writes for it.
         provider_data: Opaque provider fields that must go back unchanged
-            (e.g. a Responses item id or a Gemini thought signature); read-only.
+            (e.g. a Responses item id or a Gemini thought signature); read-only,
+            checked as ``arguments`` are.
     """
 
     id: str
     name: str
     arguments_text: str = "{}"
     arguments: Mapping[str, Any] | None = attrs.field(
-        default=attrs.Factory(lambda self: _decoded(self.arguments_text), takes_self=True),
+        default=attrs.Factory(lambda self: decoded_arguments(self.arguments_text), takes_self=True),
         converter=_frozen_arguments,
     )
     provider_data: Mapping[str, Any] = attrs.field(default=EMPTY_MAPPING, converter=_frozen_mapping)
@@ -490,6 +688,13 @@ def _field_problem(part: object) -> str:
                 f"tool call {part.id!r} ({part.name}) has arguments that are not an object "
                 f"(a {type(arguments).__name__})"
             )
+        if arguments is not None and type(arguments) is not FrozenDict:
+            try:  # (the part's converter checks them: a part made around it)
+                frozen_json(arguments)
+            except NotJSONError as error:
+                return (
+                    f"tool call {part.id!r} ({part.name}): arguments{error.path}: {error.problem}"
+                )
     elif isinstance(part, ToolResultPart):
         is_error: object = part.is_error
         if not isinstance(is_error, bool):

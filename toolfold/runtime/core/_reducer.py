@@ -39,11 +39,15 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     NO_USAGE,
+    FrozenDict,
+    FrozenList,
     Message,
+    NotJSONError,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
+    frozen_json,
     is_count_value,
 )
 from toolfold.runtime.core._state import (
@@ -525,6 +529,13 @@ def _user_message_added(state: RunState, event: UserMessageAdded, changes: Chang
 
 
 def _output_accepted(state: RunState, event: OutputAccepted, changes: Changes) -> None:
+    value = event.value
+    kind = type(value)
+    if kind is not FrozenDict and kind is not FrozenList and kind is not str:
+        try:  # (the event's converter checks it: an event made around it)
+            frozen_json(value)
+        except NotJSONError as error:
+            raise refused(state, event.kind, f"the output{error.path}: {error.problem}") from None
     changes.update(
         phase="finished", finish_reason=_steps.answered_reason(state), output=event.value
     )

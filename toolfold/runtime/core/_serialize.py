@@ -33,7 +33,7 @@ from cattrs.v import format_exception
 from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
-from toolfold.runtime.core._events import EVENT_TYPES, Event
+from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
 from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
@@ -290,8 +290,19 @@ def _at_field(cls: type[Any], exc: UsageError) -> None:
             return
 
 
-# A schema read from JSON: frozen as it is structured (see `_own_class_hooks`).
-_SCHEMA_FIELDS = frozenset({(ToolDefinition, "parameters"), (OutputSpec, "schema")})
+# A schema read from JSON: frozen as it is structured (see `_own_class_hooks`). So are
+# a call's arguments, provider data and an output: JSON just read, which the fields' converters then
+# keep as they are (a state saved before they checked nesting depth loads as it did).
+_SCHEMA_FIELDS = frozenset(
+    {
+        (ToolDefinition, "parameters"),
+        (OutputSpec, "schema"),
+        (ToolCallPart, "arguments"),
+        (ToolCallPart, "provider_data"),
+        (ReasoningPart, "provider_data"),
+        (OutputAccepted, "value"),
+    }
+)
 
 
 def make_converter(forbid_extra_keys: bool = False) -> cattrs.Converter:

@@ -17,6 +17,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     Usage,
+    decoded_arguments,
     wrong_argument,
 )
 from toolfold.runtime.core._request import (
@@ -442,8 +443,6 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
             then no call is kept, ended or not; see `without_cut_calls`).
         UsageError: ``state`` is no `StreamState` or ``make_id`` is not callable.
     """
-    from toolfold.runtime.core._arguments import parse_arguments
-
     if not callable(make_id):  # (checked here: it is called only for a call with no id)
         raise wrong_argument(
             "finish_stream", "make_id", "a callable that makes a call id from a position", make_id
@@ -463,7 +462,7 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
             c.id or make_id(position),
             c.name,
             c.arguments or "{}",
-            parse_arguments(c.arguments),
+            decoded_arguments(c.arguments),
             c.provider_data,
         )
         for position, c in enumerate(state.calls)

@@ -50,7 +50,7 @@ from toolfold.runtime.core._events import (
     OutputAccepted,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
+from toolfold.runtime.core._messages import Message, ToolCallPart, freeze, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
@@ -702,7 +702,9 @@ def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
         _, plain = live.output.parse(effect.text)
     except _Rejected as rejected:
         return apply_event(live, state, rejection(state, rejected.message))
-    return apply_event(live, state, OutputAccepted(plain))
+    # Decoded from the answer's text, its depth checked: JSON a saved state holds, frozen
+    # without the second walk the event's check would give a mapping or a list.
+    return apply_event(live, state, OutputAccepted(freeze(plain)))
 
 
 def _finish(state: RunState, effect: Effect) -> RunState:
