@@ -25,6 +25,7 @@ from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
+from toolfold import _errors as errors
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
@@ -32,6 +33,7 @@ from toolfold._errors import (
     ProviderError,
     ProviderFinishError,
     RateLimitError,
+    RunError,
     ToolDefinitionError,
     ToolfoldError,
 )
@@ -518,6 +520,27 @@ def _application_error(exc: ProviderError) -> ApplicationError:
         non_retryable=permanent,
         next_retry_delay=delay,
     )
+
+
+def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
+    """The toolfold error an activity failed with, rebuilt from its Temporal failure.
+
+    The model and listing activities fail with an ``ApplicationError`` whose
+    type is the error's class name (`_application_error`): a `ProviderError`
+    (any subclass) or another toolfold error that is made from its message
+    alone (`ModelConfigError`, `UsageError`) comes back as that class, with
+    the same message (the provider's status, body and headers stay on the
+    worker). None for any other failure: a class of its own (made from more
+    than a message, such as `ToolDefinitionError`), or no toolfold error.
+    """
+    raised = getattr(errors, failure.type or "", None)
+    if not (isinstance(raised, type) and issubclass(raised, ToolfoldError)):
+        return None
+    if issubclass(raised, RunError):  # a run's failure carries its own type prefix
+        return None
+    if not issubclass(raised, ProviderError) and raised.__init__ is not Exception.__init__:
+        return None
+    return raised(failure.message)
 
 
 async def _heartbeating(work: Awaitable[T], every: float) -> T:

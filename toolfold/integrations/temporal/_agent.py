@@ -20,7 +20,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.converter import ExternalStorage
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.plugin import SimplePlugin
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkflowRunner
@@ -34,6 +34,7 @@ from toolfold.integrations.temporal._activities import (
     durable_model,
     make_activities,
     nested_models,
+    rebuilt_error,
     source_call_activity,
 )
 from toolfold.integrations.temporal._converter import data_converter
@@ -491,6 +492,15 @@ class AgentHandle:
                 payload limit (``.state`` is its last state, before that
                 activity). ``.state`` is read with `state` (None when no
                 worker answers the query).
+            ProviderError: The run's own model request failed for good (a
+                non-retryable provider error, or Temporal's retries used up):
+                the provider's error class (`AuthenticationError`,
+                `BadRequestError`...) with its message, as locally, its
+                ``.state`` the run before that request (read with `state`);
+                its ``__cause__`` is Temporal's ``WorkflowFailureError``. The
+                status, body and headers stay on the worker. Another toolfold
+                error the request or a tool listing raised comes back the same
+                way when its class is made from its message alone.
             UsageError: No workflow has the handle's id on the client's
                 namespace: no run was started with it, or the run's history
                 was deleted after the namespace's retention period (the
@@ -507,14 +517,22 @@ class AgentHandle:
         except WorkflowFailureError as exc:
             cause = exc.cause
             error = _raised(cause) if isinstance(cause, ApplicationError) else None
-            if error is not None:
-                assert isinstance(cause, ApplicationError)
-                try:
-                    last: RunState | None = await self.state()
-                except WorkflowQueryFailedError:  # no worker answers it
-                    last = None
-                raise error(cause.message, last) from exc
-            raise
+            # The run's own model request (or listing) failed for good: locally the
+            # run raises the provider's error, carrying the state before that request.
+            failed = cause.cause if isinstance(cause, ActivityError) else None
+            made = rebuilt_error(failed) if isinstance(failed, ApplicationError) else None
+            if error is None and made is None:
+                raise
+            try:
+                last: RunState | None = await self.state()
+            except WorkflowQueryFailedError:  # no worker answers it
+                last = None
+            if made is not None:
+                made.state = last  # type: ignore[attr-defined]
+                raise made from exc
+            assert isinstance(cause, ApplicationError)
+            assert error is not None
+            raise error(cause.message, last) from exc
         if state.phase == "failed":
             if isinstance(self.agent.agent, Workflow):
                 with _step_errors(self.agent.agent):  # names the step, as a local run does
