@@ -139,8 +139,10 @@ def run_batch(
     Raises:
         UsageError: Bad arguments, an input that is not a prompt, an agent
             or workflow that cannot reach the actors or cannot be built there,
-            a checkpoint written for other inputs, or one whose recorded
-            states do not load (another toolfold version wrote them).
+            a checkpoint in use by another `run_batch` (it stays locked
+            until the batch ends), a checkpoint written for other inputs,
+            or one whose recorded states do not load (another toolfold
+            version wrote them).
         WorkflowDefinitionError: The workflow's templates name values no
             step defines (checked before anything runs).
     """
