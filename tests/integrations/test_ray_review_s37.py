@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from ray_agents import expected, make_agent
 
 import toolfold
@@ -84,3 +85,40 @@ def test_a_second_run_batch_on_a_checkpoint_in_use_is_refused_and_runs_nothing(
     assert all(r.from_checkpoint for r in again)
     assert sorted(log.read_text(encoding="utf-8").split()) == ["1", "2"]
     assert json.loads(lines[0])["inputs"] == 2
+
+
+@pytest.mark.parametrize(
+    ("inputs", "shown"),
+    [
+        ("ok a", "str 'ok a'"),
+        (b"ok", "bytes b'ok'"),
+        ({"role": "user", "content": "hi"}, "dict "),
+        (toolfold.Message.user("hi"), "Message "),
+        (None, "NoneType None"),
+        (3, "int 3"),
+    ],
+)
+def test_inputs_that_are_one_prompt_or_no_iterable_are_refused_before_running(
+    inputs: object, shown: str
+) -> None:
+    """A str, bytes, dict or Message as inputs (one run per character or key) or no iterable is a UsageError saying to wrap it in a list."""
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(make_agent(), inputs, progress=False)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert message.startswith("run_batch(): inputs must be an iterable of prompts")
+    assert f"got {shown}" in message
+    assert "wrap a single prompt in a list" in message
+
+
+@pytest.mark.parametrize("argument", ["concurrency", "num_actors"])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(True, "bool True"), ("4", "str '4'"), (None, "NoneType None"), (0, "int 0")],
+)
+def test_a_concurrency_or_actor_count_that_is_no_int_of_at_least_one_is_refused(
+    argument: str, value: object, shown: str
+) -> None:
+    """concurrency and num_actors must be ints >= 1 (not bool, not a str): a UsageError naming the argument and the value."""
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(make_agent(), ["1"], progress=False, **{argument: value})  # type: ignore[arg-type]
+    assert str(refused.value) == f"run_batch(): {argument} must be an int >= 1, got {shown}"
