@@ -10,11 +10,18 @@ from typing import Any
 import pytest
 from temporal_runs import _worker
 from temporal_servers import DevServer
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import RetryPolicy
 
-from toolfold import Agent, AuthenticationError, BadRequestError, ProviderError, ServerError
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent
+from toolfold import (
+    Agent,
+    AuthenticationError,
+    BadRequestError,
+    ProviderError,
+    ServerError,
+    UsageError,
+)
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
 
@@ -75,3 +82,63 @@ def test_a_retryable_provider_error_with_the_retries_used_up_raises_its_class(
             return caught.value
 
     assert str(asyncio.run(go())) == "503 down"
+
+
+echo = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), name="s37echo"))
+
+
+def test_a_client_connected_without_the_plugin_is_refused_saying_to_connect_it_with_the_plugin(
+    server: DevServer,
+) -> None:
+    """start(), run() and handle() on a client without ToolfoldPlugin raise a UsageError naming the fix, not a bare TypeError."""
+
+    async def go() -> list[str]:
+        plain = await Client.connect(server.address)
+        refused = []
+        for call in (
+            lambda: echo.start(plain, "hi", id="s37-plain", task_queue="s37-none"),
+            lambda: echo.run(plain, "hi", id="s37-plain", task_queue="s37-none"),
+        ):
+            with pytest.raises(UsageError) as raised:
+                await call()
+            refused.append(str(raised.value))
+        with pytest.raises(UsageError) as raised:
+            echo.handle(plain, "s37-plain")
+        refused.append(str(raised.value))
+        return refused
+
+    started, ran, handled = asyncio.run(go())
+    fix = "connect the client with plugins=[ToolfoldPlugin(...)]"
+    assert started.startswith("TemporalAgent.start(): the client has no toolfold data converter")
+    assert fix in started
+    assert ran == started
+    assert handled.startswith("TemporalAgent.handle(): the client has no toolfold data converter")
+    assert fix in handled
+
+
+def test_a_client_that_is_none_is_refused_naming_the_argument() -> None:
+    """start(None, ...) and handle(None, ...) raise a UsageError naming client, not an AttributeError."""
+    with pytest.raises(UsageError) as started:
+        asyncio.run(echo.start(None, "hi", id="s37-none", task_queue="q"))  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as handled:
+        echo.handle(None, "s37-none")  # type: ignore[arg-type]
+    assert str(started.value).startswith(
+        "TemporalAgent.start(): client must be a temporalio.client.Client, got NoneType None"
+    )
+    assert str(handled.value).startswith("TemporalAgent.handle(): client must be a temporalio")
+
+
+def test_the_plugin_given_one_agent_not_in_a_list_says_to_list_it() -> None:
+    """ToolfoldPlugin(agent) and ToolfoldPlugin([Agent(...)]) raise a UsageError saying what to pass."""
+    with pytest.raises(UsageError) as one:
+        ToolfoldPlugin(echo)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as plain:
+        ToolfoldPlugin([echo.agent])  # type: ignore[list-item]
+    assert str(one.value).startswith(
+        "ToolfoldPlugin(): agents must be a list of TemporalAgent, got TemporalAgent "
+    )
+    assert str(one.value).endswith(" (ToolfoldPlugin([agent]))")
+    assert str(plain.value).startswith(
+        "ToolfoldPlugin(): agents[0] must be a TemporalAgent, got Agent "
+    )
+    assert str(plain.value).endswith(" (TemporalAgent(agent))")

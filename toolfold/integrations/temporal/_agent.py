@@ -37,7 +37,7 @@ from toolfold.integrations.temporal._activities import (
     rebuilt_error,
     source_call_activity,
 )
-from toolfold.integrations.temporal._converter import data_converter
+from toolfold.integrations.temporal._converter import ToolfoldPayloadConverter, data_converter
 from toolfold.integrations.temporal._nested import ListedSource, node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
     PAYLOAD_LIMIT,
@@ -195,9 +195,13 @@ class TemporalAgent:
         """Start a run as the workflow ``id`` (also the run's id); returns its handle.
 
         Raises:
-            UsageError: The run's first state (its prompt and history) is over
+            UsageError: ``client`` is no Temporal client connected with
+                `ToolfoldPlugin` (``Client.connect(..., plugins=[ToolfoldPlugin()])``:
+                without its data converter no state crosses to the workflow);
+                or the run's first state (its prompt and history) is over
                 Temporal's payload limit, and the client has no external storage.
         """
+        _check_client("TemporalAgent.start", client)
         if isinstance(self.agent, Agent):
             state = self.agent._start(prompt, history, id)
         elif history:
@@ -223,7 +227,13 @@ class TemporalAgent:
         return await handle.result()
 
     def handle(self, client: Client, id: str) -> AgentHandle:
-        """The handle of the run started as workflow ``id``."""
+        """The handle of the run started as workflow ``id``.
+
+        Raises:
+            UsageError: ``client`` is no Temporal client connected with
+                `ToolfoldPlugin` (checked before anything is sent).
+        """
+        _check_client("TemporalAgent.handle", client)
         return AgentHandle(self, client.get_workflow_handle(id, result_type=RunState))
 
 
@@ -647,6 +657,28 @@ def _too_large(failure: BaseException | None) -> bool:
     return isinstance(failure, ApplicationError) and failure.type == PAYLOAD_TOO_LARGE
 
 
+def _check_client(function: str, client: object) -> None:
+    """Refuse a ``client`` that is no Temporal client, or one connected without `ToolfoldPlugin`.
+
+    Without the plugin's data converter the client cannot encode a run's
+    state nor decode one: every call failed with a bare ``TypeError``.
+    """
+    if not isinstance(client, Client):
+        raise wrong_argument(
+            function,
+            "client",
+            "a temporalio.client.Client",
+            client,
+            " (Client.connect(address, plugins=[ToolfoldPlugin()]))",
+        )
+    if issubclass(client.data_converter.payload_converter_class, ToolfoldPayloadConverter):
+        return
+    raise UsageError(
+        f"{function}(): the client has no toolfold data converter: connect the client with "
+        "plugins=[ToolfoldPlugin(...)] (Client.connect(address, plugins=[ToolfoldPlugin()]))"
+    )
+
+
 def _check_input(client: Client, given: AgentInput) -> None:
     """Refuse a workflow input over Temporal's payload limit before sending it."""
     converter = client.data_converter
@@ -703,6 +735,12 @@ class ToolfoldPlugin(SimplePlugin):
             threshold go to the store and the history keeps a reference, so
             tool results and states may outgrow Temporal's 2 MB limit. Give
             the same to the worker's and the client's plugin.
+
+    Raises:
+        UsageError: ``agents`` is no list of `TemporalAgent` (one agent not
+            in a list, a plain `Agent`), two share a name or an activity
+            name, or one has ``max_result_bytes=None`` without
+            ``external_storage``.
     """
 
     def __init__(
@@ -711,6 +749,19 @@ class ToolfoldPlugin(SimplePlugin):
         *,
         external_storage: ExternalStorage | None = None,
     ) -> None:
+        example = " (ToolfoldPlugin([agent]))"
+        given: object = agents  # (typed, but given by the caller)
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            expected = "a list of TemporalAgent"
+            raise wrong_argument("ToolfoldPlugin", "agents", expected, given, example)
+        agents = tuple(agents)
+        listed: tuple[object, ...] = agents
+        for index, each in enumerate(listed):
+            if not isinstance(each, TemporalAgent):
+                hint = " (TemporalAgent(agent))" if isinstance(each, (Agent, Workflow)) else example
+                raise wrong_argument(
+                    "ToolfoldPlugin", f"agents[{index}]", "a TemporalAgent", each, hint
+                )
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")
