@@ -20,6 +20,7 @@ from toolfold import (
     ProviderError,
     ServerError,
     UsageError,
+    tool,
 )
 from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
 from toolfold.runtime import ModelRequest
@@ -142,3 +143,48 @@ def test_the_plugin_given_one_agent_not_in_a_list_says_to_list_it() -> None:
         "ToolfoldPlugin(): agents[0] must be a TemporalAgent, got Agent "
     )
     assert str(plain.value).endswith(" (TemporalAgent(agent))")
+
+
+_RAN: list[str] = []
+
+
+@tool
+async def flaky_library(kind: str) -> str:
+    """Call a library that raises CancelledError of its own (no cancellation).
+
+    Args:
+        kind: What to ask.
+    """
+    _RAN.append(kind)
+    raise asyncio.CancelledError("lib said cancelled")
+
+
+def _call_then_answer(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "tool":
+        result = last.tool_results[0]
+        return f"is_error={result.is_error}: {result.content}"
+    return FunctionModel.call("flaky_library", {"kind": "x"})
+
+
+def test_a_tool_raising_cancelled_error_itself_is_its_error_result_not_retried(
+    server: DevServer,
+) -> None:
+    """A tool that raises asyncio.CancelledError with no cancellation gives the model its error result, run once, not a retried activity."""
+    policy = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(milliseconds=10))
+    agent = TemporalAgent(
+        Agent(FunctionModel(_call_then_answer), tools=[flaky_library], name="s37cancelling"),
+        settings=ActivitySettings(retry_policy=policy),
+    )
+    _RAN.clear()
+
+    async def go() -> str:
+        async with _worker(server, [agent]) as (client, queue):
+            response = await agent.run(
+                client, "go", id=f"s37-cancel-{uuid.uuid4().hex}", task_queue=queue
+            )
+            return response.text
+
+    text = asyncio.run(go())
+    assert text == "is_error=True: Error: CancelledError: lib said cancelled"
+    assert _RAN == ["x"]  # run once: the activity did not fail, so nothing was retried

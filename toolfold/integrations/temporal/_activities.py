@@ -61,6 +61,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
+from toolfold.runtime.drive._executor import _failed as failed_outcome
 from toolfold.runtime.drive._open import source_closer
 from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext
@@ -359,7 +360,15 @@ async def _called(
         token_budget=given.token_budget,
     )
     job = ToolJob(invocation, tool, context)
-    (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
+    try:
+        (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
+    except asyncio.CancelledError as exc:
+        if activity.is_cancelled():  # Temporal cancelled the activity (every way it does)
+            raise
+        # The tool raised CancelledError itself (a library's own, no cancellation):
+        # failing the activity had Temporal retry it, and the tool run again, without
+        # end. It is the tool's error, which the model reads.
+        outcome = failed_outcome(job, exc)
     event = returned(outcome)
     if not isinstance(event, ToolReturned):
         # Only runs recorded before sub-runs were driven in the workflow
