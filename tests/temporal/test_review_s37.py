@@ -188,3 +188,29 @@ def test_a_tool_raising_cancelled_error_itself_is_its_error_result_not_retried(
     text = asyncio.run(go())
     assert text == "is_error=True: Error: CancelledError: lib said cancelled"
     assert _RAN == ["x"]  # run once: the activity did not fail, so nothing was retried
+
+
+@pytest.mark.parametrize(
+    ("type_name", "rebuilt"),
+    [
+        ("RateLimitError", "RateLimitError"),
+        ("MalformedResponseError", "MalformedResponseError"),
+        ("ModelConfigError", "ModelConfigError"),
+        ("UsageError", "UsageError"),
+        ("ToolDefinitionError", None),  # made from a qualname and problems, not a message
+        ("RunError", None),  # a run's failure: its type carries the 'toolfold.' prefix
+        ("ValueError", None),
+        (None, None),
+    ],
+)
+def test_an_activity_failure_comes_back_as_the_toolfold_class_it_names(
+    type_name: str | None, rebuilt: str | None
+) -> None:
+    """An ApplicationError naming a toolfold error made from its message alone is rebuilt as that class, with its message."""
+    from temporalio.exceptions import ApplicationError
+
+    from toolfold.integrations.temporal._activities import rebuilt_error
+
+    made = rebuilt_error(ApplicationError("the message", type=type_name))
+    assert (type(made).__name__ if made is not None else None) == rebuilt
+    assert made is None or str(made) == "the message"

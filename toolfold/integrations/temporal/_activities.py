@@ -547,7 +547,8 @@ def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
         return None
     if issubclass(raised, RunError):  # a run's failure carries its own type prefix
         return None
-    if not issubclass(raised, ProviderError) and raised.__init__ is not Exception.__init__:
+    own = [c for c in raised.__mro__ if issubclass(c, ToolfoldError) and "__init__" in vars(c)]
+    if not issubclass(raised, ProviderError) and own:  # made from other parts
         return None
     return raised(failure.message)
 
