@@ -198,3 +198,42 @@ def test_provider_strings_resolve_to_a_test_model(tmp_path: Path) -> None:
     )
     outcomes = run_page(page)
     assert [printed for printed, _ in outcomes.values()] == ["test:model\n", "scripted:x\n"]
+
+
+def _doc_references() -> list[tuple[str, str, str | None]]:
+    """Every ``docs/<page>.md`` toolfold's source names (not in double backticks: another
+    project's docs), with the section named after it ("docs/durable.md, Heading"), if any.
+
+    Adjacent string literals are joined first, so a reference split over two lines counts.
+    """
+    found = []
+    for path in sorted((ROOT / "toolfold").rglob("*.py")):
+        text = re.sub(r"\"\s*\n\s*f?\"", "", path.read_text(encoding="utf-8"))
+        for match in re.finditer(r"(?<!`)docs/([\w-]+\.md)(?:, ([A-Z][^)\"\n]*))?", text):
+            found.append((str(path.relative_to(ROOT)), match.group(1), match.group(2)))
+    return found
+
+
+def test_every_docs_page_and_section_the_source_names_exists() -> None:
+    """A "docs/X.md, Section" reference in toolfold's source (an error message's pointer) names a page and a heading that exist."""
+    references = _doc_references()
+    missing = []
+    for source, page, section in references:
+        doc = ROOT / "docs" / page
+        if not doc.exists():
+            missing.append(f"{source}: docs/{page}")
+            continue
+        headings = {
+            line.lstrip("#").strip()
+            for line in doc.read_text(encoding="utf-8").splitlines()
+            if line.startswith("#")
+        }
+        if section is not None and section not in headings:
+            missing.append(f"{source}: docs/{page}, {section}")
+    assert missing == []
+    # (the scan finds the references: the one the payload limit's error names)
+    assert (
+        "toolfold/integrations/temporal/_workflow.py",
+        "durable.md",
+        "Payloads and long runs",
+    ) in references

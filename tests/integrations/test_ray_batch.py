@@ -206,7 +206,7 @@ def test_bad_arguments_are_refused() -> None:
         run_batch(make_agent(), ["1", 2], progress=False)
     with pytest.raises(toolfold.UsageError, match=r"reads 'package\.module:name'"):
         run_batch("ray_agents.default_agent", ["1"], progress=False)
-    with pytest.raises(toolfold.UsageError, match="concurrency and num_actors must be at least 1"):
+    with pytest.raises(toolfold.UsageError, match="concurrency must be an int >= 1, got int 0"):
         run_batch(make_agent(), ["1"], concurrency=0, progress=False)
 
 

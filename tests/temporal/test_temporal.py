@@ -447,9 +447,10 @@ def test_provider_errors_map_to_temporal_retries(
         async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             response = await temporal_app.flaky.run(client, "hi", id="flaky-1", task_queue=queue)
             assert response.text == "answered on attempt 2"
-            with pytest.raises(WorkflowFailureError) as caught:
+            with pytest.raises(AuthenticationError) as caught:
                 await temporal_app.unauthorized.run(client, "hi", id="unauth-1", task_queue=queue)
-        failure = caught.value.cause
+        assert isinstance(caught.value.__cause__, WorkflowFailureError)
+        failure = caught.value.__cause__.cause
         assert isinstance(failure, ActivityError)
         assert isinstance(failure.cause, ApplicationError)
         assert failure.cause.type == "AuthenticationError"

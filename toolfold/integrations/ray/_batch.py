@@ -27,6 +27,7 @@ from toolfold.integrations.ray._actor import (
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
 from toolfold.runtime import Agent, Response, RunState, Workflow, WorkflowResponse
 from toolfold.runtime._run import to_messages
+from toolfold.runtime.core._messages import Message, wrong_argument
 from toolfold.runtime.drive._shells import finish
 
 
@@ -116,11 +117,13 @@ def run_batch(
             imported there), to read the spec: a key set only on the actors
             is enough; a model built there without its key refuses to send
             (`ModelConfigError`).
-        inputs: The prompts: each what the agent's or workflow's ``arun``
-            accepts (for an agent text, a `Message`, a list of messages; for
-            a workflow also plain data: a dict, a list, an attrs instance).
-        concurrency: Runs in flight at once, over all actors.
-        num_actors: Ray actors (processes) to spread the runs over.
+        inputs: The prompts, an iterable (a list, a generator): each what
+            the agent's or workflow's ``arun`` accepts (for an agent text, a
+            `Message`, a list of messages; for a workflow also plain data: a
+            dict, a list, an attrs instance). One prompt alone (a str, bytes,
+            a dict, a `Message`) is refused: wrap it in a list.
+        concurrency: Runs in flight at once, over all actors (an int >= 1).
+        num_actors: Ray actors (processes) to spread the runs over (an int >= 1).
         checkpoint: A JSON-lines file: each finished input's final state is
             appended to it as it finishes, and a rerun with the same file and
             inputs skips the inputs recorded there. Run ids are stable per
@@ -137,16 +140,30 @@ def run_batch(
         One `BatchResult` per input, in input order.
 
     Raises:
-        UsageError: Bad arguments, an input that is not a prompt, an agent
+        UsageError: Bad arguments (``inputs`` that is one prompt or no
+            iterable, a ``concurrency`` or ``num_actors`` that is no int
+            >= 1), an input that is not a prompt, an agent
             or workflow that cannot reach the actors or cannot be built there,
-            a checkpoint written for other inputs, or one whose recorded
-            states do not load (another toolfold version wrote them).
+            a checkpoint in use by another `run_batch` (it stays locked
+            until the batch ends), a checkpoint written for other inputs,
+            or one whose recorded states do not load (another toolfold
+            version wrote them).
         WorkflowDefinitionError: The workflow's templates name values no
             step defines (checked before anything runs).
     """
-    if concurrency < 1 or num_actors < 1:
-        raise UsageError(
-            f"concurrency and num_actors must be at least 1, got {concurrency} and {num_actors}"
+    for name, count in (("concurrency", concurrency), ("num_actors", num_actors)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise wrong_argument("run_batch", name, "an int >= 1", count)
+    if isinstance(inputs, (str, bytes, bytearray, Mapping, Message)) or not isinstance(
+        inputs, Iterable
+    ):
+        # A str (or bytes, a dict) is iterable: each character (key) would be a paid run.
+        raise wrong_argument(
+            "run_batch",
+            "inputs",
+            "an iterable of prompts (a list, a generator)",
+            inputs,
+            " (wrap a single prompt in a list: run_batch(agent, ['...']))",
         )
     local = driver_spec(agent) if isinstance(agent, str) else agent
     if not isinstance(local, (Agent, Workflow)):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolfold._errors import UsageError
+from toolfold._flock import try_lock
 from toolfold.runtime import Message, converter
 from toolfold.runtime._task import plain_data
 
@@ -58,17 +59,41 @@ class Checkpoint:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], digests: list[str]) -> Checkpoint:
-        """Read ``path`` (if it exists) for these inputs, ready to append.
+        """Lock ``path`` (created if missing) and read it for these inputs, ready to append.
+
+        The file stays locked (an exclusive ``flock``) until `close`: a second
+        `run_batch` on the same file, in another process or thread, would run
+        every input again (each paid for twice) and append its own lines.
 
         Raises:
-            UsageError: The file is not a checkpoint, or was written for other inputs.
+            UsageError: The file is in use by another `run_batch`, is not a
+                checkpoint, or was written for other inputs.
         """
         path = Path(path)
-        if not path.exists() or path.stat().st_size == 0:
-            checkpoint = cls(path, uuid.uuid4().hex, {})
-            checkpoint._start(header=len(digests))
-            return checkpoint
-        raw = path.read_bytes()
+        handle = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            if try_lock(handle) == "held":  # ("no lock": a file system without locks)
+                raise UsageError(
+                    f"checkpoint {path} is in use by another run_batch (its driver holds "
+                    "the file's lock until the batch ends): wait for it to end, or pass "
+                    "another checkpoint path"
+                )
+            checkpoint = cls._read(path, handle, digests)
+        except BaseException:
+            os.close(handle)
+            raise
+        checkpoint._file = os.fdopen(handle, "a", encoding="utf-8")
+        if os.fstat(handle).st_size == 0:  # a new file: its header first
+            header = {"toolfold_batch": FORMAT, "batch_id": checkpoint.batch_id}
+            checkpoint._write({**header, "inputs": len(digests)})
+        return checkpoint
+
+    @classmethod
+    def _read(cls, path: Path, handle: int, digests: list[str]) -> Checkpoint:
+        """The checkpoint of the file open (and locked) at ``handle``; a cut-off last line dropped."""
+        raw = _read_all(handle)
+        if not raw:
+            return cls(path, uuid.uuid4().hex, {})
         complete = raw[: raw.rfind(b"\n") + 1]  # a line cut off by a crash is dropped
         lines = complete.decode("utf-8").splitlines()
         header = _parse(path, 1, lines[0]) if lines else {}
@@ -93,18 +118,9 @@ class Checkpoint:
                     "from the one it recorded; pass a new checkpoint path or delete the file"
                 )
             found[index] = record
-        checkpoint = cls(path, header["batch_id"], found)
         if len(complete) != len(raw):
-            with path.open("r+b") as file:
-                file.truncate(len(complete))
-        checkpoint._start(header=None)
-        return checkpoint
-
-    def _start(self, *, header: int | None) -> None:
-        """Open for appending; ``header``: the input count of a new file's header."""
-        self._file = self.path.open("a", encoding="utf-8")
-        if header is not None:
-            self._write({"toolfold_batch": FORMAT, "batch_id": self.batch_id, "inputs": header})
+            os.ftruncate(handle, len(complete))
+        return cls(path, header["batch_id"], found)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Add one finished input's line."""
@@ -127,6 +143,15 @@ class Checkpoint:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _read_all(handle: int) -> bytes:
+    """The whole file open at ``handle``, read from its start."""
+    os.lseek(handle, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(handle, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _parse(path: Path, number: int, line: str) -> dict[str, Any]:

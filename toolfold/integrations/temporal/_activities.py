@@ -25,6 +25,7 @@ from temporalio import activity
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
+from toolfold import _errors as errors
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
@@ -32,6 +33,7 @@ from toolfold._errors import (
     ProviderError,
     ProviderFinishError,
     RateLimitError,
+    RunError,
     ToolDefinitionError,
     ToolfoldError,
 )
@@ -59,6 +61,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
+from toolfold.runtime.drive._executor import _failed as failed_outcome
 from toolfold.runtime.drive._open import source_closer
 from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext
@@ -357,7 +360,15 @@ async def _called(
         token_budget=given.token_budget,
     )
     job = ToolJob(invocation, tool, context)
-    (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
+    try:
+        (outcome,) = await _heartbeating(run_calls((job,), max_concurrency=1), every)
+    except asyncio.CancelledError as exc:
+        if activity.is_cancelled():  # Temporal cancelled the activity (every way it does)
+            raise
+        # The tool raised CancelledError itself (a library's own, no cancellation):
+        # failing the activity had Temporal retry it, and the tool run again, without
+        # end. It is the tool's error, which the model reads.
+        outcome = failed_outcome(job, exc)
     event = returned(outcome)
     if not isinstance(event, ToolReturned):
         # Only runs recorded before sub-runs were driven in the workflow
@@ -518,6 +529,28 @@ def _application_error(exc: ProviderError) -> ApplicationError:
         non_retryable=permanent,
         next_retry_delay=delay,
     )
+
+
+def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
+    """The toolfold error an activity failed with, rebuilt from its Temporal failure.
+
+    The model and listing activities fail with an ``ApplicationError`` whose
+    type is the error's class name (`_application_error`): a `ProviderError`
+    (any subclass) or another toolfold error that is made from its message
+    alone (`ModelConfigError`, `UsageError`) comes back as that class, with
+    the same message (the provider's status, body and headers stay on the
+    worker). None for any other failure: a class of its own (made from more
+    than a message, such as `ToolDefinitionError`), or no toolfold error.
+    """
+    raised = getattr(errors, failure.type or "", None)
+    if not (isinstance(raised, type) and issubclass(raised, ToolfoldError)):
+        return None
+    if issubclass(raised, RunError):  # a run's failure carries its own type prefix
+        return None
+    own = [c for c in raised.__mro__ if issubclass(c, ToolfoldError) and "__init__" in vars(c)]
+    if not issubclass(raised, ProviderError) and own:  # made from other parts
+        return None
+    return raised(failure.message)
 
 
 async def _heartbeating(work: Awaitable[T], every: float) -> T:

@@ -20,7 +20,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.converter import ExternalStorage
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.plugin import SimplePlugin
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkflowRunner
@@ -34,9 +34,10 @@ from toolfold.integrations.temporal._activities import (
     durable_model,
     make_activities,
     nested_models,
+    rebuilt_error,
     source_call_activity,
 )
-from toolfold.integrations.temporal._converter import data_converter
+from toolfold.integrations.temporal._converter import ToolfoldPayloadConverter, data_converter
 from toolfold.integrations.temporal._nested import ListedSource, node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
     PAYLOAD_LIMIT,
@@ -194,9 +195,13 @@ class TemporalAgent:
         """Start a run as the workflow ``id`` (also the run's id); returns its handle.
 
         Raises:
-            UsageError: The run's first state (its prompt and history) is over
+            UsageError: ``client`` is no Temporal client connected with
+                `ToolfoldPlugin` (``Client.connect(..., plugins=[ToolfoldPlugin()])``:
+                without its data converter no state crosses to the workflow);
+                or the run's first state (its prompt and history) is over
                 Temporal's payload limit, and the client has no external storage.
         """
+        _check_client("TemporalAgent.start", client)
         if isinstance(self.agent, Agent):
             state = self.agent._start(prompt, history, id)
         elif history:
@@ -222,7 +227,13 @@ class TemporalAgent:
         return await handle.result()
 
     def handle(self, client: Client, id: str) -> AgentHandle:
-        """The handle of the run started as workflow ``id``."""
+        """The handle of the run started as workflow ``id``.
+
+        Raises:
+            UsageError: ``client`` is no Temporal client connected with
+                `ToolfoldPlugin` (checked before anything is sent).
+        """
+        _check_client("TemporalAgent.handle", client)
         return AgentHandle(self, client.get_workflow_handle(id, result_type=RunState))
 
 
@@ -491,6 +502,15 @@ class AgentHandle:
                 payload limit (``.state`` is its last state, before that
                 activity). ``.state`` is read with `state` (None when no
                 worker answers the query).
+            ProviderError: The run's own model request failed for good (a
+                non-retryable provider error, or Temporal's retries used up):
+                the provider's error class (`AuthenticationError`,
+                `BadRequestError`...) with its message, as locally, its
+                ``.state`` the run before that request (read with `state`);
+                its ``__cause__`` is Temporal's ``WorkflowFailureError``. The
+                status, body and headers stay on the worker. Another toolfold
+                error the request or a tool listing raised comes back the same
+                way when its class is made from its message alone.
             UsageError: No workflow has the handle's id on the client's
                 namespace: no run was started with it, or the run's history
                 was deleted after the namespace's retention period (the
@@ -507,14 +527,22 @@ class AgentHandle:
         except WorkflowFailureError as exc:
             cause = exc.cause
             error = _raised(cause) if isinstance(cause, ApplicationError) else None
-            if error is not None:
-                assert isinstance(cause, ApplicationError)
-                try:
-                    last: RunState | None = await self.state()
-                except WorkflowQueryFailedError:  # no worker answers it
-                    last = None
-                raise error(cause.message, last) from exc
-            raise
+            # The run's own model request (or listing) failed for good: locally the
+            # run raises the provider's error, carrying the state before that request.
+            failed = cause.cause if isinstance(cause, ActivityError) else None
+            made = rebuilt_error(failed) if isinstance(failed, ApplicationError) else None
+            if error is None and made is None:
+                raise
+            try:
+                last: RunState | None = await self.state()
+            except WorkflowQueryFailedError:  # no worker answers it
+                last = None
+            if made is not None:
+                made.state = last  # type: ignore[attr-defined]
+                raise made from exc
+            assert isinstance(cause, ApplicationError)
+            assert error is not None
+            raise error(cause.message, last) from exc
         if state.phase == "failed":
             if isinstance(self.agent.agent, Workflow):
                 with _step_errors(self.agent.agent):  # names the step, as a local run does
@@ -629,6 +657,28 @@ def _too_large(failure: BaseException | None) -> bool:
     return isinstance(failure, ApplicationError) and failure.type == PAYLOAD_TOO_LARGE
 
 
+def _check_client(function: str, client: object) -> None:
+    """Refuse a ``client`` that is no Temporal client, or one connected without `ToolfoldPlugin`.
+
+    Without the plugin's data converter the client cannot encode a run's
+    state nor decode one: every call failed with a bare ``TypeError``.
+    """
+    if not isinstance(client, Client):
+        raise wrong_argument(
+            function,
+            "client",
+            "a temporalio.client.Client",
+            client,
+            " (Client.connect(address, plugins=[ToolfoldPlugin()]))",
+        )
+    if issubclass(client.data_converter.payload_converter_class, ToolfoldPayloadConverter):
+        return
+    raise UsageError(
+        f"{function}(): the client has no toolfold data converter: connect the client with "
+        "plugins=[ToolfoldPlugin(...)] (Client.connect(address, plugins=[ToolfoldPlugin()]))"
+    )
+
+
 def _check_input(client: Client, given: AgentInput) -> None:
     """Refuse a workflow input over Temporal's payload limit before sending it."""
     converter = client.data_converter
@@ -685,6 +735,12 @@ class ToolfoldPlugin(SimplePlugin):
             threshold go to the store and the history keeps a reference, so
             tool results and states may outgrow Temporal's 2 MB limit. Give
             the same to the worker's and the client's plugin.
+
+    Raises:
+        UsageError: ``agents`` is no list of `TemporalAgent` (one agent not
+            in a list, a plain `Agent`), two share a name or an activity
+            name, or one has ``max_result_bytes=None`` without
+            ``external_storage``.
     """
 
     def __init__(
@@ -693,6 +749,19 @@ class ToolfoldPlugin(SimplePlugin):
         *,
         external_storage: ExternalStorage | None = None,
     ) -> None:
+        example = " (ToolfoldPlugin([agent]))"
+        given: object = agents  # (typed, but given by the caller)
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            expected = "a list of TemporalAgent"
+            raise wrong_argument("ToolfoldPlugin", "agents", expected, given, example)
+        agents = tuple(agents)
+        listed: tuple[object, ...] = agents
+        for index, each in enumerate(listed):
+            if not isinstance(each, TemporalAgent):
+                hint = " (TemporalAgent(agent))" if isinstance(each, (Agent, Workflow)) else example
+                raise wrong_argument(
+                    "ToolfoldPlugin", f"agents[{index}]", "a TemporalAgent", each, hint
+                )
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")

@@ -1032,7 +1032,8 @@ def _check_size(agent: Registered, activity: str, given: Any) -> None:
     raise _too_large(
         f"{what} (the conversation so far) is {size} bytes, "
         f"over Temporal's {agent.payload_limit}-byte payload limit: give ToolfoldPlugin an "
-        "external_storage, or keep the conversation smaller (docs/durable.md, Large payloads)"
+        "external_storage, or keep the conversation smaller "
+        "(docs/durable.md, Payloads and long runs)"
     )
 
 

@@ -1,0 +1,216 @@
+"""What a review of durable runs found (session 37): errors a durable run raises as a local one does."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporal_runs import _worker
+from temporal_servers import DevServer
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
+
+from toolfold import (
+    Agent,
+    AuthenticationError,
+    BadRequestError,
+    ProviderError,
+    ServerError,
+    UsageError,
+    tool,
+)
+from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.runtime import ModelRequest
+from toolfold.testing import FunctionModel
+
+
+def _refused(error: ProviderError) -> Any:
+    def answer(request: ModelRequest) -> Any:
+        raise error
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        AuthenticationError("401 bad key", provider="test", status_code=401),
+        BadRequestError("400 context too long", provider="test", status_code=400),
+    ],
+)
+def test_a_top_level_model_call_failing_for_good_raises_the_providers_error_with_the_state(
+    server: DevServer, error: ProviderError
+) -> None:
+    """handle.result() raises the provider's error class (as a local run does) with .state, not Temporal's WorkflowFailureError."""
+    name = f"s37refused{type(error).__name__.lower()}"
+    agent = TemporalAgent(Agent(FunctionModel(_refused(error)), name=name))
+
+    async def go() -> BaseException:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(client, "hi", id=f"s37-{uuid.uuid4().hex}", task_queue=queue)
+            with pytest.raises(ProviderError) as caught:
+                await handle.result()
+            return caught.value
+
+    durable = asyncio.run(go())
+    with pytest.raises(ProviderError) as locally:
+        agent.agent.run("hi")
+    assert type(durable) is type(locally.value) is type(error)
+    assert str(durable) == str(locally.value) == str(error)
+    assert isinstance(durable.__cause__, WorkflowFailureError)
+    state = durable.state  # type: ignore[attr-defined]
+    assert state is not None
+    assert (state.phase, state.step) == (locally.value.state.phase, locally.value.state.step)  # type: ignore[attr-defined]
+    assert state.messages == locally.value.state.messages  # type: ignore[attr-defined]
+
+
+def test_a_retryable_provider_error_with_the_retries_used_up_raises_its_class(
+    server: DevServer,
+) -> None:
+    """A ServerError retried until the retry policy's attempts are used up raises ServerError on the client."""
+    policy = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(milliseconds=10))
+    settings = ActivitySettings(retry_policy=policy)
+    error = ServerError("503 down", provider="test", status_code=503)
+    agent = TemporalAgent(Agent(FunctionModel(_refused(error)), name="s37down"), settings=settings)
+
+    async def go() -> BaseException:
+        async with _worker(server, [agent]) as (client, queue):
+            with pytest.raises(ServerError) as caught:
+                await agent.run(client, "hi", id=f"s37-{uuid.uuid4().hex}", task_queue=queue)
+            return caught.value
+
+    assert str(asyncio.run(go())) == "503 down"
+
+
+echo = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), name="s37echo"))
+
+
+def test_a_client_connected_without_the_plugin_is_refused_saying_to_connect_it_with_the_plugin(
+    server: DevServer,
+) -> None:
+    """start(), run() and handle() on a client without ToolfoldPlugin raise a UsageError naming the fix, not a bare TypeError."""
+
+    async def go() -> list[str]:
+        plain = await Client.connect(server.address)
+        refused = []
+        for call in (
+            lambda: echo.start(plain, "hi", id="s37-plain", task_queue="s37-none"),
+            lambda: echo.run(plain, "hi", id="s37-plain", task_queue="s37-none"),
+        ):
+            with pytest.raises(UsageError) as raised:
+                await call()
+            refused.append(str(raised.value))
+        with pytest.raises(UsageError) as raised:
+            echo.handle(plain, "s37-plain")
+        refused.append(str(raised.value))
+        return refused
+
+    started, ran, handled = asyncio.run(go())
+    fix = "connect the client with plugins=[ToolfoldPlugin(...)]"
+    assert started.startswith("TemporalAgent.start(): the client has no toolfold data converter")
+    assert fix in started
+    assert ran == started
+    assert handled.startswith("TemporalAgent.handle(): the client has no toolfold data converter")
+    assert fix in handled
+
+
+def test_a_client_that_is_none_is_refused_naming_the_argument() -> None:
+    """start(None, ...) and handle(None, ...) raise a UsageError naming client, not an AttributeError."""
+    with pytest.raises(UsageError) as started:
+        asyncio.run(echo.start(None, "hi", id="s37-none", task_queue="q"))  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as handled:
+        echo.handle(None, "s37-none")  # type: ignore[arg-type]
+    assert str(started.value).startswith(
+        "TemporalAgent.start(): client must be a temporalio.client.Client, got NoneType None"
+    )
+    assert str(handled.value).startswith("TemporalAgent.handle(): client must be a temporalio")
+
+
+def test_the_plugin_given_one_agent_not_in_a_list_says_to_list_it() -> None:
+    """ToolfoldPlugin(agent) and ToolfoldPlugin([Agent(...)]) raise a UsageError saying what to pass."""
+    with pytest.raises(UsageError) as one:
+        ToolfoldPlugin(echo)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as plain:
+        ToolfoldPlugin([echo.agent])  # type: ignore[list-item]
+    assert str(one.value).startswith(
+        "ToolfoldPlugin(): agents must be a list of TemporalAgent, got TemporalAgent "
+    )
+    assert str(one.value).endswith(" (ToolfoldPlugin([agent]))")
+    assert str(plain.value).startswith(
+        "ToolfoldPlugin(): agents[0] must be a TemporalAgent, got Agent "
+    )
+    assert str(plain.value).endswith(" (TemporalAgent(agent))")
+
+
+_RAN: list[str] = []
+
+
+@tool
+async def flaky_library(kind: str) -> str:
+    """Call a library that raises CancelledError of its own (no cancellation).
+
+    Args:
+        kind: What to ask.
+    """
+    _RAN.append(kind)
+    raise asyncio.CancelledError("lib said cancelled")
+
+
+def _call_then_answer(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if last.role == "tool":
+        result = last.tool_results[0]
+        return f"is_error={result.is_error}: {result.content}"
+    return FunctionModel.call("flaky_library", {"kind": "x"})
+
+
+def test_a_tool_raising_cancelled_error_itself_is_its_error_result_not_retried(
+    server: DevServer,
+) -> None:
+    """A tool that raises asyncio.CancelledError with no cancellation gives the model its error result, run once, not a retried activity."""
+    policy = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(milliseconds=10))
+    agent = TemporalAgent(
+        Agent(FunctionModel(_call_then_answer), tools=[flaky_library], name="s37cancelling"),
+        settings=ActivitySettings(retry_policy=policy),
+    )
+    _RAN.clear()
+
+    async def go() -> str:
+        async with _worker(server, [agent]) as (client, queue):
+            response = await agent.run(
+                client, "go", id=f"s37-cancel-{uuid.uuid4().hex}", task_queue=queue
+            )
+            return response.text
+
+    text = asyncio.run(go())
+    assert text == "is_error=True: Error: CancelledError: lib said cancelled"
+    assert _RAN == ["x"]  # run once: the activity did not fail, so nothing was retried
+
+
+@pytest.mark.parametrize(
+    ("type_name", "rebuilt"),
+    [
+        ("RateLimitError", "RateLimitError"),
+        ("MalformedResponseError", "MalformedResponseError"),
+        ("ModelConfigError", "ModelConfigError"),
+        ("UsageError", "UsageError"),
+        ("ToolDefinitionError", None),  # made from a qualname and problems, not a message
+        ("RunError", None),  # a run's failure: its type carries the 'toolfold.' prefix
+        ("ValueError", None),
+        (None, None),
+    ],
+)
+def test_an_activity_failure_comes_back_as_the_toolfold_class_it_names(
+    type_name: str | None, rebuilt: str | None
+) -> None:
+    """An ApplicationError naming a toolfold error made from its message alone is rebuilt as that class, with its message."""
+    from temporalio.exceptions import ApplicationError
+
+    from toolfold.integrations.temporal._activities import rebuilt_error
+
+    made = rebuilt_error(ApplicationError("the message", type=type_name))
+    assert (type(made).__name__ if made is not None else None) == rebuilt
+    assert made is None or str(made) == "the message"
