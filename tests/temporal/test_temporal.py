@@ -307,7 +307,7 @@ def test_what_workflow_code_calls_in_toolfold_makes_no_nondeterministic_calls() 
         "runtime._task._scope",
         "runtime._template.render",
         "runtime._agent_tool._prompt",
-        "runtime._resume._nest",
+        "runtime._resume.nest_answers",
         "runtime.drive._loop.unique_call_ids",
     ):
         assert helper in reached, helper
