@@ -1,16 +1,175 @@
-"""Provider options' edges: errors that name what was wrong without a wrong suggestion."""
+"""Provider options' edges: stream=False, include, errors' words.
+
+A ``stream=False`` setting (harmless, and in states saved before it
+was refused) is dropped; a Responses ``include`` setting adds to the
+encrypted reasoning toolfold asks for; errors name what was wrong without a
+URL's password or a wrong suggestion. Requests are only prepared, except the
+resume, which runs against a local fake server.
+"""
 
 from __future__ import annotations
 
+import base64
 import inspect
+import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from scripted_http import Reply, ScriptedServer
 
 import toolfold
-from toolfold import ModelConfigError
+from toolfold import ModelConfigError, RunState
 from toolfold.adapters._provider_model import ProviderModel
+from toolfold.adapters.openai_chat import _request as chat_request
 from toolfold.adapters.openai_chat._model import OpenAIChatModel
+from toolfold.runtime import (
+    FilePart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
 from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS
+
+SHOT = ToolDefinition("shot", "Screenshot.", {"type": "object", "properties": {}})
+SPECS = (
+    "openai:gpt-4o-mini",
+    "mistral:mistral-large-latest",
+    "anthropic:claude-sonnet-4-5",
+    "gemini:gemini-2.5-flash",
+    "openai-responses:gpt-5-mini",
+    "ollama:qwen3",
+)
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+WAV = b"RIFF" + bytes(range(256)) * 10
+
+
+@pytest.fixture
+def made() -> Iterator[Any]:
+    """``made(spec, **options)``: a model, closed after the test."""
+    models: list[Any] = []
+
+    def make(spec: str, **options: Any) -> Any:
+        if not spec.startswith("ollama:"):
+            options.setdefault("api_key", "k")
+        models.append(toolfold.model(spec, **options))
+        return models[-1]
+
+    yield make
+    for model in models:
+        model.close()
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """``data`` as a base64 ``data:`` URL."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def tool_loop(*parts: ImagePart | FilePart | TextPart) -> tuple[Message, ...]:
+    """A conversation whose tool call returned ``parts``."""
+    call = ToolCallPart("call_1", "shot", "{}")
+    result = ToolResultPart("call_1", "shot", "screenshot", parts=parts)
+    return (Message.user("Look"), Message("assistant", [call]), Message("tool", [result]))
+
+
+def sent(model: Any, messages: tuple[Message, ...], **settings: Any) -> str:
+    """The JSON text of the body ``model`` would send for ``messages``."""
+    request = ModelRequest(messages, (SHOT,), settings=settings)
+    return json.dumps(model.prepare(request).body)
+
+
+# --- 2. stream=False ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_stream_false_setting_is_dropped_not_refused(
+    made: Any, spec: str, streamed: bool
+) -> None:
+    """``stream=False`` as a setting is taken and the body streams as the call asks (True still refused)."""
+    model = made(spec)
+    request = ModelRequest((Message.user("hi"),), (), settings={"stream": False})
+    plain = ModelRequest((Message.user("hi"),), ())
+    body = model.prepare(request, stream=streamed).body
+    assert body == model.prepare(plain, stream=streamed).body
+    with pytest.raises(ModelConfigError, match="'stream'"):
+        model.prepare(ModelRequest((Message.user("hi"),), (), settings={"stream": True}))
+
+
+@toolfold.tool(requires_approval=True)
+def pay() -> str:
+    """Pay."""
+    return "paid"
+
+
+def _chat_reply(message: dict[str, Any], finish: str) -> Reply:
+    """A Chat Completions answer holding ``message``."""
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    }
+    return Reply(json=answer)
+
+
+def test_a_state_saved_with_stream_false_resumes(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A run suspended with the setting stream=False, saved and loaded, resumes to its answer."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "pay", "arguments": "{}"}}
+    http_server.add(
+        _chat_reply({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"),
+        _chat_reply({"role": "assistant", "content": "Paid."}, "stop"),
+    )
+    model = toolfold.model("openai:gpt-4o-mini", api_key="k", base_url=f"{http_server.url}/v1")
+    opened.append(model)
+    first = toolfold.Agent(model, tools=[pay], settings={"stream": False}).run("pay")
+    assert first.finish_reason == "approval_required"
+    state = RunState.from_json(first.state.to_json())
+    assert state.config.settings == {"stream": False}
+    done = toolfold.resume(state, model=model, tools=[pay], approvals={"call_1": True})
+    assert done.text == "Paid."
+    bodies = [http_server.wait_request().json() for _ in range(2)]
+    assert [body.get("stream") for body in bodies] == [None, None]
+
+
+# --- 3. Responses include -------------------------------------------------------
+
+
+def test_a_responses_include_setting_adds_to_the_encrypted_reasoning(made: Any) -> None:
+    """Responses, reasoning model: include=[...] is sent with reasoning.encrypted_content added, [] with none."""
+    model = made("openai-responses:gpt-5-mini")
+    request = ModelRequest(
+        (Message.user("hi"),), (), settings={"include": ["web_search_call.action.sources"]}
+    )
+    assert model.prepare(request).body["include"] == [
+        "web_search_call.action.sources",
+        "reasoning.encrypted_content",
+    ]
+    none = ModelRequest((Message.user("hi"),), (), settings={"include": []})
+    assert model.prepare(none).body["include"] == []
+    plain = ModelRequest((Message.user("hi"),), ())
+    assert model.prepare(plain).body["include"] == ["reasoning.encrypted_content"]
+
+
+# --- 4. Anthropic thinking budget -------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [float("inf"), float("nan")])
+def test_an_anthropic_budget_that_is_no_number_is_a_config_error(made: Any, budget: float) -> None:
+    """Anthropic: a thinking budget of inf or nan is a ModelConfigError naming budget_tokens."""
+    model = made("anthropic:claude-sonnet-4-5")
+    thinking = {"type": "enabled", "budget_tokens": budget}
+    request = ModelRequest((Message.user("hi"),), (), settings={"thinking": thinking})
+    with pytest.raises(ModelConfigError, match="budget_tokens"):
+        model.prepare(request)
+
 
 # --- 5. options given to toolfold.model ---------------------------------------------
 
@@ -45,3 +204,27 @@ def test_the_options_model_suggests_are_options_of_the_models() -> None:
     taken |= set(inspect.signature(OpenAIChatModel.__init__).parameters)
     assert set(CONNECTION_OPTIONS) <= taken
     assert set(_OPTION_ALIASES.values()) <= set(CONNECTION_OPTIONS)
+
+
+# --- 9. the Chat fast path and a tools setting ---------------------------------------
+
+
+def test_the_chat_fast_path_leaves_a_tools_setting_to_build_body(
+    made: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chat: with a tools setting the fast path gives up before building a body, and the body has both tools."""
+    model = made("openai:gpt-4o-mini")
+    search = {"type": "web_search_preview"}
+    request = ModelRequest((Message.user("hi"),), (SHOT,), settings={"tools": [search]})
+
+    def no_body(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the fast path built a body")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(chat_request, "_body", no_body)
+        assert chat_request._frame(request, "gpt-4o-mini", model.provider, False) is None
+    tools = model.prepare(request).body["tools"]
+    assert [t.get("function", t).get("name", t.get("type")) for t in tools] == [
+        "shot",
+        "web_search_preview",
+    ]

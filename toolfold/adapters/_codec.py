@@ -12,6 +12,8 @@
 - `refuse_choices` refuses a setting asking for more than one answer.
 - `refuse_setting` refuses a setting naming a body field the codec builds
   itself (``messages``, ``stream``...), saying what to use instead.
+- `place_shared_setting` places a ``tools``, ``stream``, ``model`` or
+  conversation setting the same way on every codec (merged or refused).
 - `inlined` turns an image or file given as a ``data:`` URL into inline
   bytes; `url_excerpt` is a URL as an error may quote it (short, no query).
 """
@@ -189,6 +191,65 @@ STREAM_INSTEAD = (
     "stream with the stream API instead (agent.stream(...), or model.stream() / "
     "stream_sync()); toolfold asks for a stream itself there"
 )
+
+
+def place_shared_setting(
+    body: dict[str, Any],
+    key: str,
+    value: Any,
+    provider: str,
+    *,
+    tools: str,
+    model: str = "",
+    field: str | None = None,
+) -> None:
+    """Place a setting naming a body field every codec builds the same way.
+
+    Each codec's own settings of that kind (``system``, ``tool_choice``, an
+    output field...) are placed by the codec; the rest goes here:
+
+    - ``tools`` (a list: a provider's built-in or server tools) is sent after
+      the run's function tools, which stay;
+    - ``stream``: a true value is refused (a blocking call would be answered
+      with a stream it cannot read), a false one dropped: the stream switch
+      is the codec's, which sends what the call asks for (a state saved
+      with ``stream=False``, once sent as given, still runs);
+    - ``model`` is refused, pointing at the model string;
+    - anything else (the conversation: ``messages``, ``contents``,
+      ``input``) is refused, pointing at the run's prompt or messages.
+
+    Args:
+        body: The body built so far (``tools`` merged into it).
+        key: The setting's name, as an error quotes it.
+        value: The setting's value.
+        provider: The provider's name, as an error says it.
+        tools: What ``tools`` must hold, as an error words it
+            (``"Anthropic tool objects (server tools such as web search)"``).
+        model: The model string's form, as the ``model`` refusal shows it
+            (``" ('anthropic:<model>')"``).
+        field: The body field ``key`` names, when the API reads two spellings
+            (Gemini's ``tool_config``); ``key`` when None.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    field = key if field is None else field
+    if field == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                f"the setting {key!r} must be a list of {tools}, sent after the run's tools; "
+                f"got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif field == "stream":
+        if value:
+            refuse_setting(key, provider, STREAM_INSTEAD)
+    elif field == "model":
+        refuse_setting(key, provider, f"name the model in the model string{model}")
+    else:
+        refuse_setting(key, provider, "give the conversation as the run's prompt or messages")
+
 
 #: The most characters of a URL an error quotes (`url_excerpt`).
 URL_EXCERPT = 60
