@@ -1,6 +1,8 @@
-"""Provider options' edges: stream=False, include, errors' words.
+"""Provider options' edges: data: URLs in tool results, stream=False, include, errors' words.
 
-A ``stream=False`` setting (harmless, and in states saved before it
+A ``data:`` URL is decoded once, before any codec encodes a message, so a
+tool's screenshot given as one is sent and described as if given as
+``data=``; a ``stream=False`` setting (harmless, and in states saved before it
 was refused) is dropped; a Responses ``include`` setting adds to the
 encrypted reasoning toolfold asks for; errors name what was wrong without a
 URL's password or a wrong suggestion. Requests are only prepared, except the
@@ -20,6 +22,7 @@ from scripted_http import Reply, ScriptedServer
 
 import toolfold
 from toolfold import ModelConfigError, RunState
+from toolfold.adapters._codec import url_excerpt
 from toolfold.adapters._provider_model import ProviderModel
 from toolfold.adapters.openai_chat import _request as chat_request
 from toolfold.adapters.openai_chat._model import OpenAIChatModel
@@ -34,6 +37,7 @@ from toolfold.runtime import (
     ToolResultPart,
 )
 from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS
+from toolfold.runtime.core._messages import describe_media
 
 SHOT = ToolDefinition("shot", "Screenshot.", {"type": "object", "properties": {}})
 SPECS = (
@@ -80,6 +84,83 @@ def sent(model: Any, messages: tuple[Message, ...], **settings: Any) -> str:
     """The JSON text of the body ``model`` would send for ``messages``."""
     request = ModelRequest(messages, (SHOT,), settings=settings)
     return json.dumps(model.prepare(request).body)
+
+
+# --- 1. a data: URL is decoded once, before encoding, tool results included ----
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_data_url_in_a_tool_result_is_sent_as_if_given_as_data(made: Any, spec: str) -> None:
+    """A tool's image and audio given as data: URLs give the very body data= gives (no base64 in a description)."""
+    model = made(spec)
+    by_url = tool_loop(
+        ImagePart(url=data_url("image/png", PNG)), FilePart(url=data_url("audio/wav", WAV))
+    )
+    by_data = tool_loop(
+        ImagePart(data=PNG, media_type="image/png"), FilePart(data=WAV, media_type="audio/wav")
+    )
+    text = sent(model, by_url)
+    assert text == sent(model, by_data)
+    assert "data: URL" not in text  # described (where described) by its size, as data= is
+    assert text.count(base64.b64encode(PNG).decode()) <= 1  # sent once, or only described
+
+
+def test_ollama_attaches_a_tool_image_given_as_a_data_url(made: Any) -> None:
+    """Ollama: a tool's image given as a data: URL goes in the images of the message after the results."""
+    body = made("ollama:qwen3").prepare(
+        ModelRequest(tool_loop(ImagePart(url=data_url("image/png", PNG))), (SHOT,))
+    )
+    images = [m["images"] for m in body.body["messages"] if "images" in m]
+    assert images == [[base64.b64encode(PNG).decode()]]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_data_url_in_a_user_message_is_sent_as_if_given_as_data(made: Any, spec: str) -> None:
+    """A user's image given as a data: URL gives the very body data= gives, on every provider."""
+    model = made(spec)
+    by_url = (Message.user("Look", ImagePart(url=data_url("image/png", PNG))),)
+    by_data = (Message.user("Look", ImagePart(data=PNG, media_type="image/png")),)
+    assert sent(model, by_url) == sent(model, by_data)
+
+
+def test_a_description_never_quotes_a_data_url() -> None:
+    """describe_media gives a data: URL's length, not the URL (which would put all its bytes in the text)."""
+    url = data_url("image/png", PNG)
+    described = describe_media(ImagePart(url=url))
+    assert described == f"[image: image/png, a data: URL of {len(url):,} chars]"
+    link = describe_media(ImagePart(url="https://example.com/a.png"))
+    assert link == "[image: image/png, https://example.com/a.png]"
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_tool_data_url_that_cannot_be_decoded_is_described_not_sent(made: Any, spec: str) -> None:
+    """A tool's undecodable data: URL is described without its data, not sent nor failing the request."""
+    bad = "data:image/png;base64," + "@" * 5000
+    text = sent(made(spec), tool_loop(ImagePart(url=bad)))
+    assert "@@@@" not in text
+    assert "a data: URL of 5,022 chars" in text
+
+
+# --- 8. data: URL parsing ------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_data_url_is_read_as_browsers_read_it(made: Any, spec: str) -> None:
+    """An upper-case media type is lower-cased, and base64 wrapped on lines is decoded."""
+    model = made(spec)
+    encoded = base64.encodebytes(PNG).decode()  # MIME: 76-character lines
+    assert "\n" in encoded
+    url = f"data:IMAGE/PNG;base64,{encoded}"
+    by_data = (Message.user("Look", ImagePart(data=PNG, media_type="image/png")),)
+    assert sent(model, (Message.user("Look", ImagePart(url=url)),)) == sent(model, by_data)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_user_data_url_that_cannot_be_decoded_is_refused_everywhere(made: Any, spec: str) -> None:
+    """Bad base64 in a user's data: URL is a ModelConfigError on every provider (Chat and Responses included)."""
+    bad = (Message.user("Look", ImagePart(url="data:image/png;base64,@@@@")),)
+    with pytest.raises(ModelConfigError, match="cannot be decoded"):
+        sent(made(spec), bad)
 
 
 # --- 2. stream=False ------------------------------------------------------------
@@ -204,6 +285,21 @@ def test_the_options_model_suggests_are_options_of_the_models() -> None:
     taken |= set(inspect.signature(OpenAIChatModel.__init__).parameters)
     assert set(CONNECTION_OPTIONS) <= taken
     assert set(_OPTION_ALIASES.values()) <= set(CONNECTION_OPTIONS)
+
+
+# --- 7. a URL's password in an error ---------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["ollama:qwen3", "openai:gpt-4o-mini"])
+def test_a_refused_url_is_quoted_without_its_password(made: Any, spec: str) -> None:
+    """A URL Ollama or Chat refuses is quoted with its user:password@'s password masked."""
+    url = "https://alice:s3cr3tpass@files.example.com/a.pdf"
+    part = ImagePart(url=url) if spec.startswith("ollama") else FilePart(url=url)
+    with pytest.raises(ModelConfigError) as caught:
+        sent(made(spec), (Message.user("x", part),))
+    assert "s3cr3tpass" not in str(caught.value)
+    assert "files.example.com/a.pdf" in str(caught.value)
+    assert url_excerpt("https://h.example/a#frag") == "'https://h.example/a#...' (24 chars)"
 
 
 # --- 9. the Chat fast path and a tools setting ---------------------------------------

@@ -32,7 +32,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
-    inlined,
+    inline_media,
     named_tool,
     place_shared_setting,
     url_excerpt,
@@ -323,7 +323,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
     """
     turns: list[tuple[str, list[Body]]] = []
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             continue
         role = "assistant" if message.role == "assistant" else "user"
@@ -434,7 +434,6 @@ def thinking_block(part: ReasoningPart) -> Body | None:
 
 
 def _image(part: ImagePart) -> Body:
-    part = inlined(part)
     if part.url is not None:
         return {"type": "image", "source": {"type": "url", "url": part.url}}
     if part.data is None:
@@ -450,7 +449,6 @@ def _image(part: ImagePart) -> Body:
 
 
 def _document(part: FilePart) -> Body:
-    part = inlined(part)
     if part.media_type == "application/pdf":
         if part.url is not None:
             source: Body = {"type": "url", "url": part.url}

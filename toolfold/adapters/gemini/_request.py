@@ -22,7 +22,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
-    inlined,
+    inline_media,
     named_tool,
     place_shared_setting,
     refuse_choices,
@@ -241,7 +241,7 @@ def encode_messages(
     system: list[Body] = []
     contents: list[Body] = []
     signed = needs_signature(model_name)
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             system.extend(_system_parts(message))
             continue
@@ -295,7 +295,6 @@ RESPONSE_MEDIA = frozenset({"image/png", "image/jpeg", "image/webp", "applicatio
 
 def _response_media(part: ImagePart | FilePart) -> Body | None:
     """An image or document of a tool result as inline bytes, or None (then only described)."""
-    part = inlined(part)
     if part.data is None or part.media_type not in RESPONSE_MEDIA:
         return None
     data = base64.b64encode(part.data).decode()
@@ -303,7 +302,6 @@ def _response_media(part: ImagePart | FilePart) -> Body | None:
 
 
 def _media(part: ImagePart | FilePart) -> Body:
-    part = inlined(part)
     if part.data is not None:
         data = base64.b64encode(part.data).decode()
         return {"inlineData": {"mimeType": part.media_type, "data": data}}

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import inlined, place_shared_setting, url_excerpt
+from toolfold.adapters._codec import inline_media, place_shared_setting, url_excerpt
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
@@ -158,7 +158,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
     beside: list[tuple[str, str]] = []  # the run's own parts beside its results
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         parts = message.parts
         role = message.role
         if (attached or beside) and role != "tool" and not joins_run(message):
@@ -256,7 +256,6 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
 
 def _inline_image(part: ImagePart | FilePart) -> tuple[str, str]:
     """An image as Ollama takes it (inline base64); `ModelConfigError` for anything else."""
-    part = inlined(part)
     if isinstance(part, ImagePart) and part.data is not None:
         return ("image", base64.b64encode(part.data).decode())
     raise ModelConfigError(f"Ollama cannot take {part.kind!r} {part.media_type} here")
@@ -305,7 +304,6 @@ def _user_or_system(role: str, parts: Sequence[Part]) -> Body:
         if isinstance(part, TextPart):
             text.append(part.text)
         elif isinstance(part, ImagePart):
-            part = inlined(part)
             if part.data is None:
                 raise ModelConfigError(
                     f"Ollama takes images inline only; ImagePart {url_excerpt(part.url or '')} "

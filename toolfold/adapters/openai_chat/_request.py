@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import (
-    inlined,
+    inline_media,
     named_tool,
     place_shared_setting,
     refuse_choices,
@@ -510,7 +510,7 @@ def encode_messages(
     out: list[Body] = []
     attached: list[Body] = []  # tools' images and files, sent after the run of tool messages
     beside: list[Body] = []  # the tool messages' own parts beside their results, sent before them
-    for message in messages:
+    for message in inline_media(messages):
         role = message.role
         parts = message.parts
         if (attached or beside) and role != "tool" and not joins_run(message):
@@ -792,7 +792,6 @@ def _image_url(part: ImagePart) -> str:
 
 
 def _mistral_file(part: FilePart) -> Body:
-    part = inlined(part)
     if part.data is None and part.url is None:
         raise ModelConfigError("a FilePart needs data or a url")
     if part.media_type in _AUDIO_FORMATS:
@@ -811,7 +810,6 @@ def _mistral_file(part: FilePart) -> Body:
 
 
 def _file(part: FilePart) -> Body:
-    part = inlined(part)
     if part.data is None:
         raise ModelConfigError(
             f"Chat Completions takes files inline only; FilePart {url_excerpt(part.url or '')} "

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import inlined, named_tool, place_shared_setting
+from toolfold.adapters._codec import inline_media, named_tool, place_shared_setting
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import default_filename, joins_run, result_items
@@ -216,7 +216,7 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
     # answering one turn's calls stay together. (Checked only for messages with
     # results, so other messages cost what they did.)
     after_run: Body | None = None
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         role = message.role
         parts = message.parts
         if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -305,7 +305,6 @@ def _data_url(part: ImagePart | FilePart) -> str:
 
 
 def _file(part: FilePart) -> Body:
-    part = inlined(part)
     if part.data is None and part.url is not None:
         return {"type": "input_file", "file_url": part.url}
     # OpenAI refuses inline file_data without a filename (its 400 asks for a file_id)
