@@ -12,23 +12,40 @@
 - `refuse_choices` refuses a setting asking for more than one answer.
 - `refuse_setting` refuses a setting naming a body field the codec builds
   itself (``messages``, ``stream``...), saying what to use instead.
-- `inlined` turns an image or file given as a ``data:`` URL into inline
-  bytes; `url_excerpt` is a URL as an error may quote it (short, no query).
+- `place_shared_setting` places a ``tools``, ``stream``, ``model`` or
+  conversation setting the same way on every codec (merged or refused).
+- `inline_media` decodes the images and files a message gives as ``data:``
+  URLs, before any codec encodes it; `url_excerpt` is a URL as an error may
+  quote it (short, no password, query nor fragment).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
-from typing import Any, NoReturn, TypeVar
+import contextlib
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import unquote_to_bytes
 
 import attrs
 
 from toolfold._errors import ModelConfigError, StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.runtime.core._messages import FilePart, ImagePart
+from toolfold.adapters._http._keys import mask_url_password
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    ResultContent,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    describe_media,
+)
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import ToolDefinition
 
@@ -190,51 +207,201 @@ STREAM_INSTEAD = (
     "stream_sync()); toolfold asks for a stream itself there"
 )
 
+
+def place_shared_setting(
+    body: dict[str, Any],
+    key: str,
+    value: Any,
+    provider: str,
+    *,
+    tools: str,
+    model: str = "",
+    field: str | None = None,
+) -> None:
+    """Place a setting naming a body field every codec builds the same way.
+
+    Each codec's own settings of that kind (``system``, ``tool_choice``, an
+    output field...) are placed by the codec; the rest goes here:
+
+    - ``tools`` (a list: a provider's built-in or server tools) is sent after
+      the run's function tools, which stay;
+    - ``stream``: a true value is refused (a blocking call would be answered
+      with a stream it cannot read), a false one dropped: the stream switch
+      is the codec's, which sends what the call asks for (a state saved
+      with ``stream=False``, once sent as given, still runs);
+    - ``model`` is refused, pointing at the model string;
+    - anything else (the conversation: ``messages``, ``contents``,
+      ``input``) is refused, pointing at the run's prompt or messages.
+
+    Args:
+        body: The body built so far (``tools`` merged into it).
+        key: The setting's name, as an error quotes it.
+        value: The setting's value.
+        provider: The provider's name, as an error says it.
+        tools: What ``tools`` must hold, as an error words it
+            (``"Anthropic tool objects (server tools such as web search)"``).
+        model: The model string's form, as the ``model`` refusal shows it
+            (``" ('anthropic:<model>')"``).
+        field: The body field ``key`` names, when the API reads two spellings
+            (Gemini's ``tool_config``); ``key`` when None.
+
+    Raises:
+        ModelConfigError: The setting cannot be placed, naming it and what to
+            use instead.
+    """
+    field = key if field is None else field
+    if field == "tools":
+        if not isinstance(value, (list, tuple)):
+            raise ModelConfigError(
+                f"the setting {key!r} must be a list of {tools}, sent after the run's tools; "
+                f"got {type(value).__name__}"
+            )
+        body["tools"] = [*body.get("tools", ()), *value]
+    elif field == "stream":
+        if value:
+            refuse_setting(key, provider, STREAM_INSTEAD)
+    elif field == "model":
+        refuse_setting(key, provider, f"name the model in the model string{model}")
+    else:
+        refuse_setting(key, provider, "give the conversation as the run's prompt or messages")
+
+
 #: The most characters of a URL an error quotes (`url_excerpt`).
 URL_EXCERPT = 60
 
 
 def url_excerpt(url: str) -> str:
-    """A URL as an error quotes it: without query or fragment (a presigned URL's
-    signature), a ``data:`` URL as its header only, and at most `URL_EXCERPT`
-    characters, with the full length."""
+    """A URL as an error quotes it: without the password of its ``user:password@``
+    (`mask_url_password`), its query and fragment (a presigned URL's signature),
+    a ``data:`` URL as its header only, and at most `URL_EXCERPT` characters,
+    with the full length."""
     if url[:5].lower() == "data:":
-        shown = url.partition(",")[0] + ",..."
+        whole = url
+        header, comma, _ = url.partition(",")
+        shown = header + ",..." if comma else url
     else:
-        shown = url.partition("?")[0].partition("#")[0]
-        if len(shown) < len(url):
-            shown += "?..."
+        whole = mask_url_password(url)
+        base, hashed, _ = whole.partition("#")
+        base, asked, _ = base.partition("?")
+        shown = base + ("?..." if asked else "#..." if hashed else "")
     if len(shown) > URL_EXCERPT:
         shown = shown[: URL_EXCERPT - 3] + "..."
-    return repr(shown) if len(shown) == len(url) else f"{shown!r} ({len(url):,} chars)"
+    return repr(shown) if shown == whole else f"{shown!r} ({len(url):,} chars)"
 
 
-def inlined(part: Media) -> Media:
-    """``part``, with a ``data:`` URL given as ``url`` decoded into inline ``data``.
+def is_data_url(part: object) -> bool:
+    """Whether ``part`` is an image or file given as a ``data:`` URL (and no data)."""
+    if not isinstance(part, (ImagePart, FilePart)):
+        return False
+    url = part.url
+    return url is not None and part.data is None and url[:5].lower() == "data:"
 
-    A data URL carries the bytes: sent as a URL, a provider would try to fetch
-    it (Anthropic, Gemini's ``fileUri``) or refuse it as a remote file. The
-    media type it names wins over the part's (whose default may not have been
-    chosen). Any other part is returned as it is.
+
+def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
+    """``messages`` with each image or file given as a ``data:`` URL decoded into ``data=``.
+
+    The one place a data URL is read: every codec passes the conversation
+    here before encoding it, so an image or file given as a data URL, in a
+    message or in a tool's result, is sent and described (``[image:
+    image/png, 300,004 bytes]``) exactly as if given as ``data=``, with the
+    data URL's media type. ``messages`` itself comes back when none has one
+    (one pass over the parts, a type test each), and a part is decoded once
+    for as long as it lives (`_decoded`), not on every request of a tool loop.
+
+    A data URL that cannot be decoded is refused in a message the caller
+    gave, and described (never quoted) in a tool's result or beside it, as
+    an image the provider cannot take is there.
 
     Raises:
-        ModelConfigError: The data URL cannot be decoded (no comma, bad base64).
+        ModelConfigError: A data URL outside a tool's result cannot be
+            decoded, quoting its header and saying why.
     """
-    url = part.url
-    if url is None or part.data is not None or url[:5].lower() != "data:":
+    if not isinstance(messages, (tuple, list)):
+        messages = tuple(messages)
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            kind = type(part)
+            if kind in _NO_MEDIA or (kind is ToolResultPart and not part.parts):
+                continue
+            if _carries_data_url(part):
+                return [*messages[:index], *map(_inlined_message, messages[index:])]
+    return messages
+
+
+# The part types that hold no image or file (a type test: cheaper than isinstance).
+_NO_MEDIA = frozenset({TextPart, ToolCallPart, ReasoningPart})
+
+
+def _carries_data_url(part: Part) -> bool:
+    """Whether ``part`` is, or is a tool result holding, an image or file given as a data URL."""
+    if isinstance(part, ToolResultPart):
+        return any(map(is_data_url, part.parts))
+    return is_data_url(part)
+
+
+def _inlined_message(message: Message) -> Message:
+    """``message`` with its data URLs decoded (`inline_media`), or itself when it has none."""
+    if not any(map(_carries_data_url, message.parts)):
+        return message
+    lenient = message.role == "tool"
+    parts: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, ToolResultPart) and _carries_data_url(part):
+            content = tuple(_inline(item, lenient=True) for item in part.parts)
+            part = attrs.evolve(part, parts=content)
+        elif isinstance(part, (ImagePart, FilePart)):
+            part = _inline(part, lenient=lenient)
+        parts.append(part)
+    return Message(message.role, parts)
+
+
+# Each part given as a data URL, decoded, by the part: a tool loop resends it
+# on every request. Weak keys: an entry goes with its part.
+_decoded: weakref.WeakKeyDictionary[ImagePart | FilePart, ImagePart | FilePart] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
+    """``part`` decoded (`inline_media`); with ``lenient``, a part that cannot be
+    decoded is its description instead of a `ModelConfigError`."""
+    if not isinstance(part, (ImagePart, FilePart)) or not is_data_url(part):
         return part
+    hit = _decoded.get(part)
+    if hit is not None:
+        return hit
+    try:
+        decoded = _decode(part)
+    except ModelConfigError:
+        if not lenient:
+            raise
+        return TextPart(describe_media(part))
+    with contextlib.suppress(TypeError):  # (a part of a subclass without weak references)
+        _decoded[part] = decoded
+    return decoded
+
+
+def _decode(part: Media) -> Media:
+    """``part``, whose ``url`` is a data URL, with its bytes as ``data``.
+
+    The media type the URL names wins over the part's (whose default may not
+    have been chosen), lower-cased (media types are case-insensitive, and
+    Anthropic takes lower case only). ASCII whitespace in base64 (MIME's
+    76-character lines) is skipped, as browsers skip it.
+    """
+    url = cast(str, part.url)
     header, comma, payload = url[5:].partition(",")
     kind, _, parameters = header.partition(";")
     try:
         if not comma:
             raise ValueError("no ',' before the data")
-        if parameters.lower().endswith("base64"):
-            data = base64.b64decode(unquote_to_bytes(payload), validate=True)
-        else:
-            data = unquote_to_bytes(payload)
+        data = unquote_to_bytes(payload)
+        if parameters.lower().rstrip().endswith("base64"):
+            data = base64.b64decode(b"".join(data.split()), validate=True)
     except (ValueError, binascii.Error) as error:
         raise ModelConfigError(
             f"the {type(part).__name__}'s data: URL {url_excerpt(url)} cannot be decoded "
             f"({error}); give the bytes as data= instead"
         ) from None
-    return attrs.evolve(part, data=data, url=None, media_type=kind.strip() or part.media_type)
+    media_type = kind.strip().lower() or part.media_type
+    return attrs.evolve(part, data=data, url=None, media_type=media_type)

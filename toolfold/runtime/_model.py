@@ -8,6 +8,7 @@ non-streaming call gives.
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -122,12 +123,65 @@ def model(spec: str | Model, **options: Any) -> Model:
         unknown = _unexpected_keyword(error, options)
         if unknown is None:
             raise
-        raise ModelConfigError(
-            f"model({spec!r}, {unknown}=...): {unknown!r} is no option of the model (its "
-            f"options are the connection's: base_url, api_key, timeout, retry, headers...); "
-            f"a model setting goes to the run: Agent(model, {unknown}=...) or "
-            f"generate_text(model, ..., {unknown}=...) (or their settings={{{unknown!r}: ...}})"
-        ) from None
+        raise ModelConfigError(_unknown_option(spec, unknown)) from None
+
+
+#: The connection options every built-in provider's model takes (``model()``'s
+#: ``**options``), for `_unknown_option`'s suggestion.
+CONNECTION_OPTIONS = (
+    "base_url",
+    "api_key",
+    "timeout",
+    "retry",
+    "headers",
+    "http_client",
+    "async_http_client",
+    "http",
+    "limits",
+    "trust_env",
+    "provider",
+    "server",
+)
+# Names other libraries give a connection option, and toolfold's name for it.
+_OPTION_ALIASES = {
+    "max_retries": "retry",
+    "retries": "retry",
+    "api_base": "base_url",
+    "base": "base_url",
+    "url": "base_url",
+    "endpoint": "base_url",
+    "key": "api_key",
+    "default_headers": "headers",
+    "extra_headers": "headers",
+    "client": "http_client",
+}
+
+
+def _unknown_option(spec: str, unknown: str) -> str:
+    """What `model` says of ``unknown``, an option its provider does not take.
+
+    A near miss of a connection option (``base_ulr=``, ``max_retries=``) is
+    told the option's name; ``settings=`` where settings go; any other name
+    where a model setting goes, if it is one (said so: advice taken for a
+    misspelt option would send its name to the provider as a setting).
+    """
+    head = f"model({spec!r}, {unknown}=...): {unknown!r} is no option of the model"
+    close = _OPTION_ALIASES.get(unknown) or next(
+        iter(difflib.get_close_matches(unknown, CONNECTION_OPTIONS, n=1, cutoff=0.6)), None
+    )
+    if close is not None:
+        return f"{head}; did you mean {close}=? (its options are the connection's)"
+    options = ", ".join(CONNECTION_OPTIONS[:5])
+    if unknown == "settings":
+        return (
+            f"{head} (its options are the connection's: {options}...); model settings go to "
+            "the run: Agent(model, settings={...}) or generate_text(model, ..., settings={...})"
+        )
+    return (
+        f"{head} (its options are the connection's: {options}...); if it is a model setting "
+        f"(temperature, max_tokens...), it goes to the run and is sent to the provider as given: "
+        f"Agent(model, {unknown}=...) or generate_text(model, ..., {unknown}=...)"
+    )
 
 
 _UNEXPECTED = re.compile(r"got an unexpected keyword argument '(\w+)'")

@@ -32,10 +32,9 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
-    STREAM_INSTEAD,
-    inlined,
+    inline_media,
     named_tool,
-    refuse_setting,
+    place_shared_setting,
     url_excerpt,
 )
 from toolfold.adapters._dialects import CompiledTool, compile_tool
@@ -151,14 +150,26 @@ def _default_max_tokens(settings: Mapping[str, Any]) -> int:
     exceed it.) A budget given as any real number counts (``5000.0``, a
     NumPy integer), as the API reads it.
     """
-    thinking = settings.get("thinking")
-    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
-        budget = thinking.get("budget_tokens")
+    if _thinking_on(settings):
+        budget = settings["thinking"].get("budget_tokens")
         if type(budget) is not bool and isinstance(budget, numbers.Real):
-            tokens = math.ceil(float(budget))
+            try:
+                tokens = int(budget if isinstance(budget, numbers.Integral) else math.ceil(budget))
+            except (OverflowError, ValueError):  # inf, nan
+                raise ModelConfigError(
+                    f"the setting thinking={{..., 'budget_tokens': {budget!r}}} is no number of "
+                    "tokens: the Anthropic Messages API wants a whole number of at least 1024 "
+                    "(below max_tokens); give one"
+                ) from None
             if tokens >= DEFAULT_MAX_TOKENS:
                 return tokens + DEFAULT_MAX_TOKENS
     return DEFAULT_MAX_TOKENS
+
+
+def _thinking_on(settings: Mapping[str, Any]) -> bool:
+    """Whether the ``thinking`` setting turns extended thinking on (``{"type": "enabled"}``)."""
+    thinking = settings.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("type") == "enabled"
 
 
 def is_beta(body: Mapping[str, Any]) -> bool:
@@ -196,9 +207,7 @@ def _add_tools(body: Body, request: ModelRequest) -> None:
     if request.settings.get("parallel_tool_calls") is False and request.tool_choice != "none":
         choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
     if choice is not None:
-        thinking = request.settings.get("thinking")
-        forced = choice["type"] in ("any", "tool")
-        if forced and isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        if choice["type"] in ("any", "tool") and _thinking_on(request.settings):
             raise ModelConfigError(
                 f"tool_choice {request.tool_choice!r} forces a tool, which Anthropic rejects "
                 "while extended thinking is on; use 'auto' or turn thinking off"
@@ -243,8 +252,8 @@ def _own_setting(
     ``tools`` (server tools such as web search) go after the function tools;
     ``tool_choice`` goes as given when the request chose none (a forced tool
     while thinking is on still refused); ``output_format`` goes as given when
-    the request has no output type. ``model``, ``messages``, ``stream`` are
-    refused.
+    the request has no output type. ``tools``, ``model``, ``messages`` and
+    ``stream`` as every codec places them (`place_shared_setting`).
 
     Raises:
         ModelConfigError: The setting cannot be placed, naming it and what to
@@ -252,22 +261,14 @@ def _own_setting(
     """
     if key == "system":
         body["system"] = _merged_system(value, body.get("system"))
-    elif key == "tools":
-        if not isinstance(value, (list, tuple)):
-            raise ModelConfigError(
-                f"the setting 'tools' must be a list of Anthropic tool objects (server tools "
-                f"such as web search, sent after the run's tools), got {type(value).__name__}"
-            )
-        body["tools"] = [*body.get("tools", ()), *value]
     elif key == "tool_choice":
         if "tool_choice" in body:
             raise ModelConfigError(
                 f"the setting 'tool_choice' and the run's tool_choice={tool_choice!r} (or "
                 "parallel_tool_calls=False) both set Anthropic's tool_choice; give one"
             )
-        thinking = settings.get("thinking")
         forced = isinstance(value, Mapping) and value.get("type") in ("any", "tool")
-        if forced and isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        if forced and _thinking_on(settings):
             raise ModelConfigError(
                 f"the setting tool_choice={value!r} forces a tool, which Anthropic rejects "
                 "while extended thinking is on; use 'auto' or turn thinking off"
@@ -280,12 +281,15 @@ def _own_setting(
         )
     elif key == "output_format":
         body["output_format"] = value
-    elif key == "stream":
-        refuse_setting(key, "Anthropic", STREAM_INSTEAD)
-    elif key == "model":
-        refuse_setting(key, "Anthropic", "name the model in the model string ('anthropic:<model>')")
     else:
-        refuse_setting(key, "Anthropic", "give the conversation as the run's prompt or messages")
+        place_shared_setting(
+            body,
+            key,
+            value,
+            "Anthropic",
+            tools="Anthropic tool objects (server tools such as web search)",
+            model=" ('anthropic:<model>')",
+        )
 
 
 def _merged_system(value: Any, instructions: str | None) -> Any:
@@ -319,7 +323,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
     """
     turns: list[tuple[str, list[Body]]] = []
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             continue
         role = "assistant" if message.role == "assistant" else "user"
@@ -430,7 +434,6 @@ def thinking_block(part: ReasoningPart) -> Body | None:
 
 
 def _image(part: ImagePart) -> Body:
-    part = inlined(part)
     if part.url is not None:
         return {"type": "image", "source": {"type": "url", "url": part.url}}
     if part.data is None:
@@ -446,7 +449,6 @@ def _image(part: ImagePart) -> Body:
 
 
 def _document(part: FilePart) -> Body:
-    part = inlined(part)
     if part.media_type == "application/pdf":
         if part.url is not None:
             source: Body = {"type": "url", "url": part.url}

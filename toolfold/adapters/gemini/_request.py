@@ -22,11 +22,10 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
-    STREAM_INSTEAD,
-    inlined,
+    inline_media,
     named_tool,
+    place_shared_setting,
     refuse_choices,
-    refuse_setting,
 )
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
@@ -137,21 +136,15 @@ def _own_setting(body: Body, key: str, field: str, value: Any) -> None:
     ``tools`` (built-in tools such as ``{"googleSearch": {}}``) go after the
     function declarations; ``systemInstruction`` parts go before the system
     messages'; ``toolConfig`` (``retrievalConfig``) is merged with the built
-    ``functionCallingConfig``, which it may not set as well. ``contents``,
-    ``model`` and ``stream`` are refused.
+    ``functionCallingConfig``, which it may not set as well. ``tools``,
+    ``contents``, ``model`` and ``stream`` as every codec places them
+    (`place_shared_setting`).
 
     Raises:
         ModelConfigError: The setting cannot be placed, naming it and what to
             use instead.
     """
-    if field == "tools":
-        if not isinstance(value, (list, tuple)):
-            raise ModelConfigError(
-                "the setting 'tools' must be a list of Gemini Tool objects (built-in tools "
-                f"such as googleSearch, sent after the run's tools), got {type(value).__name__}"
-            )
-        body["tools"] = [*body.get("tools", ()), *value]
-    elif field == "systemInstruction":
+    if field == "systemInstruction":
         if isinstance(value, str):
             value = {"parts": [{"text": value}]}
         parts = value.get("parts") if isinstance(value, Mapping) else None
@@ -178,12 +171,16 @@ def _own_setting(body: Body, key: str, field: str, value: Any) -> None:
                 "(or strict tools) sets too; give tool_choice only"
             )
         body["toolConfig"] = {**built, **value} if built is not None else value
-    elif field == "stream":
-        refuse_setting(key, "Gemini", STREAM_INSTEAD)
-    elif field == "model":
-        refuse_setting(key, "Gemini", "name the model in the model string ('gemini:<model>')")
     else:
-        refuse_setting(key, "Gemini", "give the conversation as the run's prompt or messages")
+        place_shared_setting(
+            body,
+            key,
+            value,
+            "Gemini",
+            tools="Gemini Tool objects (built-in tools such as googleSearch)",
+            model=" ('gemini:<model>')",
+            field=field,
+        )
 
 
 def _calling_config(
@@ -244,7 +241,7 @@ def encode_messages(
     system: list[Body] = []
     contents: list[Body] = []
     signed = needs_signature(model_name)
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             system.extend(_system_parts(message))
             continue
@@ -298,7 +295,6 @@ RESPONSE_MEDIA = frozenset({"image/png", "image/jpeg", "image/webp", "applicatio
 
 def _response_media(part: ImagePart | FilePart) -> Body | None:
     """An image or document of a tool result as inline bytes, or None (then only described)."""
-    part = inlined(part)
     if part.data is None or part.media_type not in RESPONSE_MEDIA:
         return None
     data = base64.b64encode(part.data).decode()
@@ -306,7 +302,6 @@ def _response_media(part: ImagePart | FilePart) -> Body | None:
 
 
 def _media(part: ImagePart | FilePart) -> Body:
-    part = inlined(part)
     if part.data is not None:
         data = base64.b64encode(part.data).decode()
         return {"inlineData": {"mimeType": part.media_type, "data": data}}

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import STREAM_INSTEAD, inlined, refuse_setting, url_excerpt
+from toolfold.adapters._codec import inline_media, place_shared_setting, url_excerpt
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
@@ -125,34 +125,25 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
 def _own_setting(body: Body, key: str, value: Any) -> None:
     """Place a setting naming a field `build_body` builds: merged with it, or refused.
 
-    ``tools`` go after the run's tools; ``format`` goes as given when the
-    request has no output type. ``model``, ``messages`` and ``stream`` are
-    refused.
+    ``format`` goes as given when the request has no output type;
+    ``tools``, ``model``, ``messages`` and ``stream`` as every codec places
+    them (`place_shared_setting`).
 
     Raises:
         ModelConfigError: The setting cannot be placed, naming it and what to
             use instead.
     """
-    if key == "tools":
-        if not isinstance(value, (list, tuple)):
-            raise ModelConfigError(
-                f"the setting 'tools' must be a list of tool objects (sent after the run's "
-                f"tools), got {type(value).__name__}"
-            )
-        body["tools"] = [*body.get("tools", ()), *value]
-    elif key == "format":
+    if key == "format":
         if "format" in body:
             raise ModelConfigError(
                 "the setting 'format' and the run's output type both set Ollama's format; "
                 "give one (the output type sends its JSON schema there)"
             )
         body["format"] = value
-    elif key == "stream":
-        refuse_setting(key, "Ollama", STREAM_INSTEAD)
-    elif key == "model":
-        refuse_setting(key, "Ollama", "name the model in the model string ('ollama:<model>')")
     else:
-        refuse_setting(key, "Ollama", "give the conversation as the run's prompt or messages")
+        place_shared_setting(
+            body, key, value, "Ollama", tools="tool objects", model=" ('ollama:<model>')"
+        )
 
 
 def encode_messages(messages: Iterable[Message], notes: list[str] | None = None) -> list[Body]:
@@ -167,7 +158,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     out: list[Body] = []
     attached: list[Body] = []  # tools' images, sent after the run of tool messages
     beside: list[tuple[str, str]] = []  # the run's own parts beside its results
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         parts = message.parts
         role = message.role
         if (attached or beside) and role != "tool" and not joins_run(message):
@@ -265,7 +256,6 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
 
 def _inline_image(part: ImagePart | FilePart) -> tuple[str, str]:
     """An image as Ollama takes it (inline base64); `ModelConfigError` for anything else."""
-    part = inlined(part)
     if isinstance(part, ImagePart) and part.data is not None:
         return ("image", base64.b64encode(part.data).decode())
     raise ModelConfigError(f"Ollama cannot take {part.kind!r} {part.media_type} here")
@@ -314,7 +304,6 @@ def _user_or_system(role: str, parts: Sequence[Part]) -> Body:
         if isinstance(part, TextPart):
             text.append(part.text)
         elif isinstance(part, ImagePart):
-            part = inlined(part)
             if part.data is None:
                 raise ModelConfigError(
                     f"Ollama takes images inline only; ImagePart {url_excerpt(part.url or '')} "

@@ -11,11 +11,10 @@ from typing import Any, NamedTuple, TypeVar, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import (
-    STREAM_INSTEAD,
-    inlined,
+    inline_media,
     named_tool,
+    place_shared_setting,
     refuse_choices,
-    refuse_setting,
     url_excerpt,
 )
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
@@ -188,6 +187,8 @@ def _frame(
     become ``True`` included, misses and compiles anew).
     """
     tools, settings = request.tools, request.settings
+    if settings.get("tools") is not None:
+        return None  # the tools setting goes after the built tools: `build_body` merges them
     key = (
         id(provider),
         id(tools),
@@ -209,14 +210,10 @@ def _frame(
     def entries(chosen: list[ToolDefinition], provider: ChatProvider) -> Any:
         return _tools_json([compiled[id(tool)] for tool in chosen])
 
+    # (``model``, ``messages`` and ``tools`` settings never reach the body: the first
+    # two are refused, the last is merged by `build_body`, above.)
     body = _body(request, model_name, provider, _SPLICED, stream, None, None, entries)
     spliced = body.get("tools")
-    if (
-        body["messages"] is not _SPLICED
-        or body["model"] is not model_name
-        or (spliced is not None and type(spliced) is not _JSONText)
-    ):
-        return None
     rest = {key: value for key, value in body.items() if key not in _SPLICED_KEYS}
     tail = encode_text(rest)[1:] if rest else "}"
     after = f',"tools":{spliced}' if spliced is not None else ""
@@ -482,22 +479,16 @@ def _add_settings(body: Body, settings: Mapping[str, Any], provider: ChatProvide
 def _own_setting(body: Body, key: str, value: Any, provider: ChatProvider) -> None:
     """Place a setting naming a field `_body` builds: merged with it, or refused.
 
-    ``tools`` go after the run's function tools; ``tool_choice`` and
-    ``response_format`` go as given when the request has no tool choice or
-    output type of its own. ``model``, ``messages`` and ``stream`` are refused.
+    ``tool_choice`` and ``response_format`` go as given when the request has
+    no tool choice or output type of its own; ``tools``, ``model``,
+    ``messages`` and ``stream`` as every codec places them
+    (`place_shared_setting`).
 
     Raises:
         ModelConfigError: The setting cannot be placed, naming it and what to
             use instead.
     """
-    if key == "tools":
-        if not isinstance(value, (list, tuple)):
-            raise ModelConfigError(
-                f"the setting 'tools' must be a list of tool objects (sent after the run's "
-                f"tools), got {type(value).__name__}"
-            )
-        body["tools"] = [*body.get("tools", ()), *value]
-    elif key in ("tool_choice", "response_format"):
+    if key in ("tool_choice", "response_format"):
         if key in body:
             given = "tool_choice" if key == "tool_choice" else "output type"
             raise ModelConfigError(
@@ -505,12 +496,8 @@ def _own_setting(body: Body, key: str, value: Any, provider: ChatProvider) -> No
                 f"{key}; give one"
             )
         body[key] = value
-    elif key == "stream":
-        refuse_setting(key, provider.name, STREAM_INSTEAD)
-    elif key == "model":
-        refuse_setting(key, provider.name, "name the model in the model string")
     else:
-        refuse_setting(key, provider.name, "give the conversation as the run's prompt or messages")
+        place_shared_setting(body, key, value, provider.name, tools="tool objects")
 
 
 # --- messages --------------------------------------------------------------
@@ -523,7 +510,7 @@ def encode_messages(
     out: list[Body] = []
     attached: list[Body] = []  # tools' images and files, sent after the run of tool messages
     beside: list[Body] = []  # the tool messages' own parts beside their results, sent before them
-    for message in messages:
+    for message in inline_media(messages):
         role = message.role
         parts = message.parts
         if (attached or beside) and role != "tool" and not joins_run(message):
@@ -805,7 +792,6 @@ def _image_url(part: ImagePart) -> str:
 
 
 def _mistral_file(part: FilePart) -> Body:
-    part = inlined(part)
     if part.data is None and part.url is None:
         raise ModelConfigError("a FilePart needs data or a url")
     if part.media_type in _AUDIO_FORMATS:
@@ -824,7 +810,6 @@ def _mistral_file(part: FilePart) -> Body:
 
 
 def _file(part: FilePart) -> Body:
-    part = inlined(part)
     if part.data is None:
         raise ModelConfigError(
             f"Chat Completions takes files inline only; FilePart {url_excerpt(part.url or '')} "

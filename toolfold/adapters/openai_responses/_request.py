@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import STREAM_INSTEAD, inlined, named_tool, refuse_setting
+from toolfold.adapters._codec import inline_media, named_tool, place_shared_setting
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import default_filename, joins_run, result_items
@@ -113,8 +113,8 @@ def build_body(
         if openai and field == "max_output_tokens":
             _check_output_tokens(key, value)
         body[field] = value
-    if "include" not in body and is_reasoning_model(model_name):
-        body["include"] = [ENCRYPTED_REASONING]
+    if is_reasoning_model(model_name):
+        _include_reasoning(body)
     if stream:
         body["stream"] = True
     return Prepared(body, RequestReport(PREFIX, tuple(notes)))
@@ -126,20 +126,14 @@ def _own_setting(body: Body, key: str, value: Any) -> None:
     ``tools`` (built-in tools such as ``{"type": "web_search"}``) go after the
     function tools; ``text`` (``{"verbosity": "low"}``) is merged with the
     output type's ``text.format``; ``tool_choice`` goes as given when the
-    request chose none. ``model``, ``input`` and ``stream`` are refused.
+    request chose none. ``tools``, ``model``, ``input`` and ``stream`` as
+    every codec places them (`place_shared_setting`).
 
     Raises:
         ModelConfigError: The setting cannot be placed, naming it and what to
             use instead.
     """
-    if key == "tools":
-        if not isinstance(value, (list, tuple)):
-            raise ModelConfigError(
-                "the setting 'tools' must be a list of Responses tool objects (built-in tools "
-                f"such as web_search, sent after the run's tools), got {type(value).__name__}"
-            )
-        body["tools"] = [*body.get("tools", ()), *value]
-    elif key == "text":
+    if key == "text":
         built = body.get("text")
         if not isinstance(value, Mapping):
             raise ModelConfigError(
@@ -160,14 +154,26 @@ def _own_setting(body: Body, key: str, value: Any) -> None:
                 "both set the Responses tool_choice; give one"
             )
         body["tool_choice"] = value
-    elif key == "stream":
-        refuse_setting(key, "OpenAI Responses", STREAM_INSTEAD)
-    elif key == "model":
-        refuse_setting(key, "OpenAI Responses", "name the model in the model string")
     else:
-        refuse_setting(
-            key, "OpenAI Responses", "give the conversation as the run's prompt or messages"
+        place_shared_setting(
+            body,
+            key,
+            value,
+            "OpenAI Responses",
+            tools="Responses tool objects (built-in tools such as web_search)",
         )
+
+
+def _include_reasoning(body: Body) -> None:
+    """Ask a reasoning model for its encrypted reasoning (`ENCRYPTED_REASONING`),
+    which toolfold sends back on the next step, after an ``include`` setting's items
+    (``["web_search_call.action.sources"]``), which add to it and never drop it. An
+    empty ``include=[]`` asks for none (for a server that refuses the item)."""
+    given = body.get("include")
+    if given is None:
+        body["include"] = [ENCRYPTED_REASONING]
+    elif isinstance(given, (list, tuple)) and given and ENCRYPTED_REASONING not in given:
+        body["include"] = [*given, ENCRYPTED_REASONING]
 
 
 def _check_output_tokens(key: str, value: Any) -> None:
@@ -210,7 +216,7 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
     # answering one turn's calls stay together. (Checked only for messages with
     # results, so other messages cost what they did.)
     after_run: Body | None = None
-    for position, message in enumerate(messages):
+    for position, message in enumerate(inline_media(messages)):
         role = message.role
         parts = message.parts
         if role == "user" and len(parts) == 1 and type(parts[0]) is TextPart:
@@ -299,7 +305,6 @@ def _data_url(part: ImagePart | FilePart) -> str:
 
 
 def _file(part: FilePart) -> Body:
-    part = inlined(part)
     if part.data is None and part.url is not None:
         return {"type": "input_file", "file_url": part.url}
     # OpenAI refuses inline file_data without a filename (its 400 asks for a file_id)

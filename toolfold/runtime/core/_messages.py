@@ -1308,9 +1308,20 @@ def describe_content(parts: Iterable[ResultContent]) -> str:
 
 
 def describe_media(part: ImagePart | FilePart) -> str:
-    """One image or file as a bracketed line of text (for text-only readers)."""
+    """One image or file as a bracketed line of text (for text-only readers).
+
+    Its size when inline, else its URL; a ``data:`` URL, which carries the
+    bytes, is never quoted (it would put all of them in the text): its
+    length is given instead (``[image: image/png, a data: URL of 400,032 chars]``).
+    """
     what = "image" if isinstance(part, ImagePart) else "file"
     name = getattr(part, "filename", None)
     where = f" {name}" if name else ""
-    size = f", {len(part.data):,} bytes" if part.data is not None else f", {part.url}"
+    url = part.url
+    if part.data is not None:
+        size = f", {len(part.data):,} bytes"
+    elif url is not None and url[:5].lower() == "data:":
+        size = f", a data: URL of {len(url):,} chars"
+    else:
+        size = f", {url}"
     return f"[{what}{where}: {part.media_type}{size}]"

@@ -1,0 +1,326 @@
+"""Provider options' edges: data: URLs in tool results, stream=False, include, errors' words.
+
+A ``data:`` URL is decoded once, before any codec encodes a message, so a
+tool's screenshot given as one is sent and described as if given as
+``data=``; a ``stream=False`` setting (harmless, and in states saved before it
+was refused) is dropped; a Responses ``include`` setting adds to the
+encrypted reasoning toolfold asks for; errors name what was wrong without a
+URL's password or a wrong suggestion. Requests are only prepared, except the
+resume, which runs against a local fake server.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scripted_http import Reply, ScriptedServer
+
+import toolfold
+from toolfold import ModelConfigError, RunState
+from toolfold.adapters._codec import url_excerpt
+from toolfold.adapters._provider_model import ProviderModel
+from toolfold.adapters.openai_chat import _request as chat_request
+from toolfold.adapters.openai_chat._model import OpenAIChatModel
+from toolfold.runtime import (
+    FilePart,
+    ImagePart,
+    Message,
+    ModelRequest,
+    TextPart,
+    ToolCallPart,
+    ToolDefinition,
+    ToolResultPart,
+)
+from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS
+from toolfold.runtime.core._messages import describe_media
+
+SHOT = ToolDefinition("shot", "Screenshot.", {"type": "object", "properties": {}})
+SPECS = (
+    "openai:gpt-4o-mini",
+    "mistral:mistral-large-latest",
+    "anthropic:claude-sonnet-4-5",
+    "gemini:gemini-2.5-flash",
+    "openai-responses:gpt-5-mini",
+    "ollama:qwen3",
+)
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+WAV = b"RIFF" + bytes(range(256)) * 10
+
+
+@pytest.fixture
+def made() -> Iterator[Any]:
+    """``made(spec, **options)``: a model, closed after the test."""
+    models: list[Any] = []
+
+    def make(spec: str, **options: Any) -> Any:
+        if not spec.startswith("ollama:"):
+            options.setdefault("api_key", "k")
+        models.append(toolfold.model(spec, **options))
+        return models[-1]
+
+    yield make
+    for model in models:
+        model.close()
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """``data`` as a base64 ``data:`` URL."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def tool_loop(*parts: ImagePart | FilePart | TextPart) -> tuple[Message, ...]:
+    """A conversation whose tool call returned ``parts``."""
+    call = ToolCallPart("call_1", "shot", "{}")
+    result = ToolResultPart("call_1", "shot", "screenshot", parts=parts)
+    return (Message.user("Look"), Message("assistant", [call]), Message("tool", [result]))
+
+
+def sent(model: Any, messages: tuple[Message, ...], **settings: Any) -> str:
+    """The JSON text of the body ``model`` would send for ``messages``."""
+    request = ModelRequest(messages, (SHOT,), settings=settings)
+    return json.dumps(model.prepare(request).body)
+
+
+# --- 1. a data: URL is decoded once, before encoding, tool results included ----
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_data_url_in_a_tool_result_is_sent_as_if_given_as_data(made: Any, spec: str) -> None:
+    """A tool's image and audio given as data: URLs give the very body data= gives (no base64 in a description)."""
+    model = made(spec)
+    by_url = tool_loop(
+        ImagePart(url=data_url("image/png", PNG)), FilePart(url=data_url("audio/wav", WAV))
+    )
+    by_data = tool_loop(
+        ImagePart(data=PNG, media_type="image/png"), FilePart(data=WAV, media_type="audio/wav")
+    )
+    text = sent(model, by_url)
+    assert text == sent(model, by_data)
+    assert "data: URL" not in text  # described (where described) by its size, as data= is
+    assert text.count(base64.b64encode(PNG).decode()) <= 1  # sent once, or only described
+
+
+def test_ollama_attaches_a_tool_image_given_as_a_data_url(made: Any) -> None:
+    """Ollama: a tool's image given as a data: URL goes in the images of the message after the results."""
+    body = made("ollama:qwen3").prepare(
+        ModelRequest(tool_loop(ImagePart(url=data_url("image/png", PNG))), (SHOT,))
+    )
+    images = [m["images"] for m in body.body["messages"] if "images" in m]
+    assert images == [[base64.b64encode(PNG).decode()]]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_data_url_in_a_user_message_is_sent_as_if_given_as_data(made: Any, spec: str) -> None:
+    """A user's image given as a data: URL gives the very body data= gives, on every provider."""
+    model = made(spec)
+    by_url = (Message.user("Look", ImagePart(url=data_url("image/png", PNG))),)
+    by_data = (Message.user("Look", ImagePart(data=PNG, media_type="image/png")),)
+    assert sent(model, by_url) == sent(model, by_data)
+
+
+def test_a_description_never_quotes_a_data_url() -> None:
+    """describe_media gives a data: URL's length, not the URL (which would put all its bytes in the text)."""
+    url = data_url("image/png", PNG)
+    described = describe_media(ImagePart(url=url))
+    assert described == f"[image: image/png, a data: URL of {len(url):,} chars]"
+    link = describe_media(ImagePart(url="https://example.com/a.png"))
+    assert link == "[image: image/png, https://example.com/a.png]"
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_tool_data_url_that_cannot_be_decoded_is_described_not_sent(made: Any, spec: str) -> None:
+    """A tool's undecodable data: URL is described without its data, not sent nor failing the request."""
+    bad = "data:image/png;base64," + "@" * 5000
+    text = sent(made(spec), tool_loop(ImagePart(url=bad)))
+    assert "@@@@" not in text
+    assert "a data: URL of 5,022 chars" in text
+
+
+# --- 8. data: URL parsing ------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_data_url_is_read_as_browsers_read_it(made: Any, spec: str) -> None:
+    """An upper-case media type is lower-cased, and base64 wrapped on lines is decoded."""
+    model = made(spec)
+    encoded = base64.encodebytes(PNG).decode()  # MIME: 76-character lines
+    assert "\n" in encoded
+    url = f"data:IMAGE/PNG;base64,{encoded}"
+    by_data = (Message.user("Look", ImagePart(data=PNG, media_type="image/png")),)
+    assert sent(model, (Message.user("Look", ImagePart(url=url)),)) == sent(model, by_data)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_user_data_url_that_cannot_be_decoded_is_refused_everywhere(made: Any, spec: str) -> None:
+    """Bad base64 in a user's data: URL is a ModelConfigError on every provider (Chat and Responses included)."""
+    bad = (Message.user("Look", ImagePart(url="data:image/png;base64,@@@@")),)
+    with pytest.raises(ModelConfigError, match="cannot be decoded"):
+        sent(made(spec), bad)
+
+
+# --- 2. stream=False ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_stream_false_setting_is_dropped_not_refused(
+    made: Any, spec: str, streamed: bool
+) -> None:
+    """``stream=False`` as a setting is taken and the body streams as the call asks (True still refused)."""
+    model = made(spec)
+    request = ModelRequest((Message.user("hi"),), (), settings={"stream": False})
+    plain = ModelRequest((Message.user("hi"),), ())
+    body = model.prepare(request, stream=streamed).body
+    assert body == model.prepare(plain, stream=streamed).body
+    with pytest.raises(ModelConfigError, match="'stream'"):
+        model.prepare(ModelRequest((Message.user("hi"),), (), settings={"stream": True}))
+
+
+@toolfold.tool(requires_approval=True)
+def pay() -> str:
+    """Pay."""
+    return "paid"
+
+
+def _chat_reply(message: dict[str, Any], finish: str) -> Reply:
+    """A Chat Completions answer holding ``message``."""
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    }
+    return Reply(json=answer)
+
+
+def test_a_state_saved_with_stream_false_resumes(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A run suspended with the setting stream=False, saved and loaded, resumes to its answer."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "pay", "arguments": "{}"}}
+    http_server.add(
+        _chat_reply({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"),
+        _chat_reply({"role": "assistant", "content": "Paid."}, "stop"),
+    )
+    model = toolfold.model("openai:gpt-4o-mini", api_key="k", base_url=f"{http_server.url}/v1")
+    opened.append(model)
+    first = toolfold.Agent(model, tools=[pay], settings={"stream": False}).run("pay")
+    assert first.finish_reason == "approval_required"
+    state = RunState.from_json(first.state.to_json())
+    assert state.config.settings == {"stream": False}
+    done = toolfold.resume(state, model=model, tools=[pay], approvals={"call_1": True})
+    assert done.text == "Paid."
+    bodies = [http_server.wait_request().json() for _ in range(2)]
+    assert [body.get("stream") for body in bodies] == [None, None]
+
+
+# --- 3. Responses include -------------------------------------------------------
+
+
+def test_a_responses_include_setting_adds_to_the_encrypted_reasoning(made: Any) -> None:
+    """Responses, reasoning model: include=[...] is sent with reasoning.encrypted_content added, [] with none."""
+    model = made("openai-responses:gpt-5-mini")
+    request = ModelRequest(
+        (Message.user("hi"),), (), settings={"include": ["web_search_call.action.sources"]}
+    )
+    assert model.prepare(request).body["include"] == [
+        "web_search_call.action.sources",
+        "reasoning.encrypted_content",
+    ]
+    none = ModelRequest((Message.user("hi"),), (), settings={"include": []})
+    assert model.prepare(none).body["include"] == []
+    plain = ModelRequest((Message.user("hi"),), ())
+    assert model.prepare(plain).body["include"] == ["reasoning.encrypted_content"]
+
+
+# --- 4. Anthropic thinking budget -------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [float("inf"), float("nan")])
+def test_an_anthropic_budget_that_is_no_number_is_a_config_error(made: Any, budget: float) -> None:
+    """Anthropic: a thinking budget of inf or nan is a ModelConfigError naming budget_tokens."""
+    model = made("anthropic:claude-sonnet-4-5")
+    thinking = {"type": "enabled", "budget_tokens": budget}
+    request = ModelRequest((Message.user("hi"),), (), settings={"thinking": thinking})
+    with pytest.raises(ModelConfigError, match="budget_tokens"):
+        model.prepare(request)
+
+
+# --- 5. options given to toolfold.model ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [("base_ulr", "base_url"), ("max_retries", "retry"), ("timout", "timeout")],
+)
+def test_a_misspelt_model_option_is_told_its_name_not_sent_to_the_run(
+    given: str, meant: str
+) -> None:
+    """``model(spec, base_ulr=...)`` suggests base_url=, and gives no advice to pass it to the run."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model("openai:gpt-4o-mini", api_key="k", **{given: 1})
+    message = str(caught.value)
+    assert f"did you mean {meant}=?" in message
+    assert "Agent(" not in message
+
+
+def test_settings_given_to_model_are_pointed_at_the_runs_settings() -> None:
+    """``model(spec, settings=...)`` points at Agent(model, settings={...}), not at a setting named 'settings'."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model("openai:gpt-4o-mini", api_key="k", settings={"temperature": 0})
+    message = str(caught.value)
+    assert "Agent(model, settings={...})" in message
+    assert "'settings': " not in message
+
+
+def test_the_options_model_suggests_are_options_of_the_models() -> None:
+    """Every option name model() may suggest is a keyword a built-in provider's model takes."""
+    taken = set(inspect.signature(ProviderModel.__init__).parameters)
+    taken |= set(inspect.signature(OpenAIChatModel.__init__).parameters)
+    assert set(CONNECTION_OPTIONS) <= taken
+    assert set(_OPTION_ALIASES.values()) <= set(CONNECTION_OPTIONS)
+
+
+# --- 7. a URL's password in an error ---------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["ollama:qwen3", "openai:gpt-4o-mini"])
+def test_a_refused_url_is_quoted_without_its_password(made: Any, spec: str) -> None:
+    """A URL Ollama or Chat refuses is quoted with its user:password@'s password masked."""
+    url = "https://alice:s3cr3tpass@files.example.com/a.pdf"
+    part = ImagePart(url=url) if spec.startswith("ollama") else FilePart(url=url)
+    with pytest.raises(ModelConfigError) as caught:
+        sent(made(spec), (Message.user("x", part),))
+    assert "s3cr3tpass" not in str(caught.value)
+    assert "files.example.com/a.pdf" in str(caught.value)
+    assert url_excerpt("https://h.example/a#frag") == "'https://h.example/a#...' (24 chars)"
+
+
+# --- 9. the Chat fast path and a tools setting ---------------------------------------
+
+
+def test_the_chat_fast_path_leaves_a_tools_setting_to_build_body(
+    made: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chat: with a tools setting the fast path gives up before building a body, and the body has both tools."""
+    model = made("openai:gpt-4o-mini")
+    search = {"type": "web_search_preview"}
+    request = ModelRequest((Message.user("hi"),), (SHOT,), settings={"tools": [search]})
+
+    def no_body(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the fast path built a body")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(chat_request, "_body", no_body)
+        assert chat_request._frame(request, "gpt-4o-mini", model.provider, False) is None
+    tools = model.prepare(request).body["tools"]
+    assert [t.get("function", t).get("name", t.get("type")) for t in tools] == [
+        "shot",
+        "web_search_preview",
+    ]
