@@ -190,3 +190,18 @@ def test_nesting_beyond_the_documented_depth_is_a_problem_of_the_file() -> None:
         assert deepest.run("hi").text
     with override_models(TestModel()), pytest.raises(AgentFileError, match="nests 101 levels"):
         loads(_nested(MAX_NESTING + 1))
+
+
+def test_a_folder_without_init_does_not_shadow_a_module_imported(
+    tmp_path: Path, forgets: list[str]
+) -> None:
+    """A data folder named like an imported module (no ``__init__.py``) is no clash: Python
+    imports the module found on ``sys.path`` over it, as in a script."""
+    forgets.append("plain_helpers")
+    first = _folder(tmp_path, "A", "plain_helpers")
+    second = tmp_path / "B"
+    (second / "plain_helpers").mkdir(parents=True)
+    (second / "f.toml").write_text(FILE.format(module="plain_helpers"))
+    with override_models(TestModel()):
+        assert load(first).agent().tools[0].function("x") == "A"
+        assert load(second / "f.toml").agent().tools[0].function("x") == "A"

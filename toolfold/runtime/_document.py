@@ -540,17 +540,13 @@ def _not_imported_elsewhere(module_name: str, folder: str) -> None:
         spec = importlib.machinery.PathFinder.find_spec(top, [folder])
     except (ImportError, ValueError):  # (a finder's own trouble: the import says it)
         return
-    if spec is None:
-        return  # the folder has no such module: the one imported is the one meant
-    ours = spec.origin if spec.has_location else None
-    if ours is None:  # a namespace package: its folders
-        ours = next(iter(spec.submodule_search_locations or ()), None)
-        theirs = next(iter(getattr(cached, "__path__", None) or ()), None)
-    else:
-        theirs = getattr(cached, "__file__", None)
-    if ours is None or (
-        isinstance(theirs, str) and os.path.realpath(theirs) == os.path.realpath(ours)
-    ):
+    if spec is None or not spec.has_location or spec.origin is None:
+        # The folder has no such module (the one imported is the one meant), or only a
+        # folder without __init__.py, which a module found anywhere on sys.path wins over.
+        return
+    ours = spec.origin
+    theirs = getattr(cached, "__file__", None)
+    if isinstance(theirs, str) and os.path.realpath(theirs) == os.path.realpath(ours):
         return
     where = theirs if isinstance(theirs, str) else f"{cached!r}"
     raise ImportError(
