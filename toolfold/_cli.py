@@ -4,8 +4,8 @@ Exit codes: 0 success; 1 the input could not be used (an agent file or a state
 file that does not load, an unknown agent or call id, a state that does not fit
 the agent resuming it); 2 the command line
 itself is wrong (argparse's own code); 3 the run waits for approvals or tool
-results (its run file is written); 4 the run failed; 130 interrupted. See
-docs/cli.md.
+results (its run file is written); 4 the run failed; 130 interrupted; 141
+stdout's reader went away (a broken pipe). See docs/cli.md.
 
 Plain `argparse`: the standard library covers subcommands, repeated options
 and ``--help`` on each command, and keeps the console script free of extra
@@ -103,6 +103,16 @@ def _agent_commands(commands: Any) -> None:
         resume.add_argument(
             flag, nargs="+", default=[], action="extend", metavar=metavar, help=text
         )
+    resume.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="N",
+        help="an agent's new limit of model calls per turn (the total): continues a run "
+        "that stopped at max_steps",
+    )
+    resume.add_argument(
+        "--message", metavar="TEXT", help="a new user message: a new turn of an agent's ended run"
+    )
     _run_options(resume)
     tools = add(
         "tools",
@@ -152,7 +162,8 @@ def _run_options(command: argparse.ArgumentParser) -> None:
 
 _EXIT_CODES = (
     "exit codes: 0 done, 1 bad input (file, state, id), 2 bad command line, "
-    "3 the run waits (run file written), 4 the run failed, 130 interrupted (run file written when a run was under way)"
+    "3 the run waits (run file written), 4 the run failed, 130 interrupted (run file written when a run was under way), "
+    "141 stdout closed by its reader"
 )
 
 

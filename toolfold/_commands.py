@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,6 @@ from typing import Any, Literal
 
 from toolfold._cli_common import (
     DEFAULT_RUN_FILE,
-    FAILED,
     INTERRUPTED,
     OK,
     PROBLEM,
@@ -31,7 +31,8 @@ from toolfold._cli_common import (
     _Stop,
     _visible,
 )
-from toolfold._cli_common import WAITING as WAITING  # (the exit codes, all here as before)
+from toolfold._cli_common import FAILED as FAILED  # (the exit codes, all here as before)
+from toolfold._cli_common import WAITING as WAITING
 from toolfold._cli_common import _read_line as _read_line  # (read by tests, as before)
 from toolfold._errors import (
     AgentFileError,
@@ -139,8 +140,9 @@ def tools(args: argparse.Namespace) -> int:
                 own = agent._run_options(agent._graph_or_none()).tools  # handoffs described
                 every = [*own.values(), *listed]
         except ToolfoldError as exc:
+            # (a server of the file that does not start is the file's input: no run failed)
             _say("tools", f"agent {name!r}: cannot list its tool sources: {exc}")
-            return FAILED
+            return PROBLEM
         report.setdefault(name, {})  # an agent without tools is listed as such
         for tool in every:
             for dialect in dialects:
@@ -180,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
     """``toolfold run FILE PROMPT``: run the entry agent (or ``--agent``) on a prompt."""
     loaded = _load("run", args.file, args.model)
     agent = _agent("run", loaded, args.agent)
+    _not_a_source("run", args.state_out, args.file)
+    if not args.state_out:
+        _no_waiting_run_replaced(Path(DEFAULT_RUN_FILE))
     where = {
         "file": str(Path(args.file).resolve()),
         "agent": agent.name,
@@ -190,6 +195,56 @@ def run(args: argparse.Namespace) -> int:
         return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
     finally:
         session.close()
+
+
+def _not_a_source(command: str, state_out: str | None, agent_file: str) -> None:
+    """Refuse a ``--state-out`` that is the agent file or a module imported (its tools' code).
+
+    The run file would replace it with JSON: the agent file would no longer
+    load, nor the run file resume.
+    """
+    if not state_out:
+        return
+    target = os.path.realpath(state_out)
+    if target == os.path.realpath(agent_file):
+        what = f"the agent file {agent_file}"
+    else:
+        imported = (getattr(module, "__file__", None) for module in list(sys.modules.values()))
+        if not any(isinstance(f, str) and os.path.realpath(f) == target for f in imported):
+            return
+        what = "the source of a module the agent file imports"
+    _say(
+        command,
+        f"--state-out {state_out} is {what}: the run file would replace it; "
+        "give another path (nothing ran)",
+    )
+    raise _Stop(USAGE)
+
+
+def _no_waiting_run_replaced(path: Path) -> None:
+    """Refuse to start a run whose run file (the default one) holds a run waiting for answers.
+
+    Its waiting calls would be lost with it: resume it, move it, or give
+    ``--state-out``.
+    """
+    from toolfold.runtime.core._state import WAITING_PHASES, RunState
+
+    try:
+        document = json.loads(path.read_bytes())
+        if not isinstance(document, dict) or document.get("format") != RUN_FILE:
+            return
+        state = RunState.from_json(json.dumps(document["state"]))
+    except (OSError, ValueError, KeyError, ToolfoldError):
+        return  # no run file, or none that resumes: replacing it loses nothing
+    if state.phase not in WAITING_PHASES:  # (an ended or interrupted run is replaced, as before)
+        return
+    _say(
+        "run",
+        f"{path} holds a run that waits for answers ({state.phase}): a new run would replace it; "
+        f"continue it with `toolfold resume {path}`, move it aside, or give --state-out PATH "
+        "(nothing ran)",
+    )
+    raise _Stop(USAGE)
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -220,6 +275,21 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         given = getattr(args, key)
         if given is not None:
             where[key] = str(Path(given).resolve()) if key == "file" else given
+    form = document.get("format") if isinstance(document, dict) else None
+    if isinstance(document, dict) and not wrapped and not _state_format(form):
+        _say(
+            "resume",
+            f"{path} is not a run file this toolfold reads: its format is "
+            f"{_shown(document['format'])}, not {RUN_FILE!r} (a newer toolfold's, or not a run file)",
+        )
+        return PROBLEM
+    if not isinstance(document, dict):
+        _say(
+            "resume",
+            f"{path} is not a run file nor a run's state: expected a JSON object, "
+            f"got {_shown(document)}",
+        )
+        return PROBLEM
     if wrapped and "state" not in document:
         _say("resume", f"{path} does not load as a run's state: the run file has no 'state'")
         return PROBLEM
@@ -233,6 +303,7 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         return PROBLEM
     loaded = _load("resume", str(where["file"]), where.get("model"))
     agent = _agent("resume", loaded, where.get("agent"))
+    _not_a_source("resume", args.state_out, str(where["file"]))
     where["agent"] = agent.name
     session = _Session("resume", agent, args, where, args.state_out or str(path), held)
     started = started_by(state)
@@ -246,6 +317,13 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         )
         return PROBLEM
     answers = _answers(args, state)
+    for option, key in (("--max-steps", "max_steps"), ("--message", "message")):
+        if getattr(args, key) is None:
+            continue
+        if not hasattr(agent, "_sources"):  # (a workflow's resume takes answers only)
+            _say("resume", f"{option} continues an agent's run; {agent.name!r} is a workflow")
+            return USAGE
+        answers[key] = getattr(args, key)
     waiting = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
     try:
         return session.go(
@@ -255,6 +333,19 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         )
     finally:
         session.close()
+
+
+def _state_format(form: Any) -> bool:
+    """Whether a JSON object's ``format`` is a bare state's (any version: `RunState.from_json`
+    says which it reads), or absent (whatever it is, loading it as a state says what is wrong)."""
+    return form is None or (isinstance(form, str) and form.startswith("toolfold.run_state/"))
+
+
+def _shown(value: Any) -> str:
+    """A value of a JSON document, short, for a message (a run file's wrong ``format``)."""
+    from toolfold.runtime._document import describe
+
+    return describe(value)
 
 
 def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:

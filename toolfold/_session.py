@@ -16,7 +16,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from toolfold import _flock
 from toolfold._cli_common import (
@@ -83,7 +83,10 @@ class _Session:
         if not self.run_file.parent.is_dir():  # found out before the run, not after it
             _say(command, f"cannot write the run file {run_file}: no folder {self.run_file.parent}")
             raise _Stop(PROBLEM)
-        self.out: TextIO = sys.stdout
+        self.out: TextIO = sys.stdout if sys.stdout is not None else cast(TextIO, _Closed())
+        # The exit code once stdout could not be written (`_emit`): its reader went away
+        # (`| head`: SIGPIPE's 141, no traceback) or it was closed (`>&-`: 1); 0 until then.
+        self.gone = 0
         self.err: TextIO = sys.stderr
         # The answer's text is escaped on a terminal (`_visible`), where a model's
         # escape sequences could clear a line and write a fake approval question;
@@ -103,7 +106,15 @@ class _Session:
         self, first: Callable[[Any], Any], waiting: tuple[str, ...] = (), start: Any = None
     ) -> int:
         """Run ``first`` (a run, or a resume of the state ``start``), then answer at the
-        terminal until it ends."""
+        terminal until it ends.
+
+        When stdout cannot be written (`gone`), the run file is written as the run
+        left it, and the code says stdout's failure rather than the run's end.
+        """
+        code = self._go(first, waiting, start)
+        return self.gone if self.gone and code in (OK, WAITING) else code
+
+    def _go(self, first: Callable[[Any], Any], waiting: tuple[str, ...], start: Any) -> int:
         self.start = start
         response = self._attempt(lambda: first(self._step), waiting)
         while not isinstance(response, int) and response.finish_reason in (
@@ -118,6 +129,8 @@ class _Session:
                 self._keep(response.state)  # (--json: the waiting state, which resumes with --file)
                 self._explain(response)
                 return WAITING
+            if getattr(self.args, "max_steps", None) is not None:  # (resume's: for the whole run)
+                answers["max_steps"] = self.args.max_steps
             state = response.state
             self.start = state
             ids = tuple(c.id for c in (*state.pending_approvals, *state.tool_calls))
@@ -131,7 +144,7 @@ class _Session:
             # A resumed run file holds the run's end, so its answers cannot be given twice.
             self._write(response.state)
         if self.args.json:
-            self.out.write(response.state.to_json() + "\n")
+            self._emit(response.state.to_json() + "\n")
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
             return FAILED
@@ -163,8 +176,7 @@ class _Session:
                 return self._streamed(outcome, waiting)
             self._catch_up(outcome, waiting)
             if not self.args.json:
-                self.out.write(self._answer(outcome.text) + ("\n" if outcome.text else ""))
-                self.out.flush()
+                self._emit(self._answer(outcome.text) + ("\n" if outcome.text else ""))
             return outcome
         except RunError as exc:
             if exc.state is not None:
@@ -183,8 +195,7 @@ class _Session:
             outcome = exc.response
             self._catch_up(outcome, waiting)
             if not self.args.json and not self.args.stream:  # a stream showed its text
-                self.out.write(self._answer(outcome.text) + ("\n" if outcome.text else ""))
-                self.out.flush()
+                self._emit(self._answer(outcome.text) + ("\n" if outcome.text else ""))
             return outcome
         except ToolfoldError as exc:
             from toolfold.runtime._api import state_of
@@ -195,7 +206,7 @@ class _Session:
             if state is None and isinstance(exc, UsageError):
                 # Refused before the run went on (an error of a run under way
                 # carries its state): the input does not fit, and nothing ran.
-                _say(self.command, f"{self._refused()}: {exc}")
+                _say(self.command, f"{self._refused()}: {_as_options(self.command, str(exc))}")
                 return PROBLEM
             _say(self.command, f"the run failed: {describe_exception(exc)}")
             if state is not None:
@@ -250,6 +261,17 @@ class _Session:
         from toolfold.runtime.core._state import WAITING_PHASES
 
         self._keep(state)
+        if self.gone:  # (stdout could not be written: the run stopped there)
+            again = (
+                ""
+                if ended and state.phase not in WAITING_PHASES
+                else (f"; continue with: toolfold resume {self.run_file}")
+            )
+            _say(
+                self.command,
+                f"stdout was closed; the run stopped; state written to {self.run_file}{again}",
+            )
+            return self.gone
         if ended and state.phase not in WAITING_PHASES:
             _say(self.command, f"interrupted as the run ended; state written to {self.run_file}")
             return INTERRUPTED
@@ -291,6 +313,11 @@ class _Session:
                             # state) as it would had Ctrl-C come a moment later.
                             events.throw(exc)
                             raise
+                        if self.gone:
+                            # stdout's reader went away (`| head`): the run stops as at
+                            # Ctrl-C, kept in the run file, instead of going on unseen.
+                            events.throw(KeyboardInterrupt())
+                            raise KeyboardInterrupt
                 finally:
                     self._release_cr()
         except KeyboardInterrupt as exc:
@@ -303,8 +330,7 @@ class _Session:
         response = outcome.response
         if not shown and not self.args.json and response.text:
             # A workflow's answer is its output, which arrives with no deltas of its own.
-            self.out.write(self._answer(response.text) + "\n")
-            self.out.flush()
+            self._emit(self._answer(response.text) + "\n")
         self._catch_up(response, waiting)
         return response
 
@@ -330,8 +356,7 @@ class _Session:
                 text = "\r" + inner.text if self.held_cr else inner.text
                 # (a CR LF split across two chunks is a newline, as in one chunk)
                 self.held_cr = self.on_terminal and text.endswith("\r")
-                self.out.write(self._answer(text[:-1] if self.held_cr else text))
-                self.out.flush()
+                self._emit(self._answer(text[:-1] if self.held_cr else text))
                 ended_line = inner.text.endswith("\n")
                 shown = True
             elif kind == "tool_call":
@@ -340,8 +365,7 @@ class _Session:
                 self._result_line(inner.result, depth, name)
             elif kind == "step_end" and depth == 0 and not ended_line:
                 self._release_cr()
-                self.out.write("\n")
-                self.out.flush()
+                self._emit("\n")
                 ended_line = True
         return ended_line, shown
 
@@ -436,8 +460,27 @@ class _Session:
         """Write the CR held back from the last chunk (`_show`): no LF came after it."""
         if self.held_cr:
             self.held_cr = False
-            self.out.write(self._answer("\r"))
+            self._emit(self._answer("\r"))
+
+    def _emit(self, text: str) -> None:
+        """``text`` written to stdout and flushed, unless stdout cannot be written (`gone`).
+
+        A reader that went away (``| head -c 10``: a broken pipe) ends the output
+        quietly, as well-behaved commands do (code 141, as a shell reports SIGPIPE);
+        a closed stdout (``>&-``) is said once (code 1). Either way the run file is
+        still written, and nothing more goes to stdout.
+        """
+        if self.gone:
+            return
+        try:
+            self.out.write(text)
             self.out.flush()
+        except (OSError, ValueError) as exc:  # (ValueError: a closed file object)
+            self.gone = _SIGPIPE if isinstance(exc, BrokenPipeError) else PROBLEM
+            if self.gone == PROBLEM:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                _say(self.command, f"cannot write to stdout: {why}")
+            _quiet_stdout(self.out)
 
     def _answer(self, text: str) -> str:
         """The answer's ``text`` as written to stdout: escaped on a terminal (`_visible`)."""
@@ -447,7 +490,7 @@ class _Session:
         """The run file written with ``state``, and with ``--json`` the state on stdout."""
         self._write(state)
         if self.args.json:
-            self.out.write(state.to_json() + "\n")
+            self._emit(state.to_json() + "\n")
 
     def _write(self, state: Any) -> None:
         """The run file written with ``state``, or, when it cannot be, printed on stdout (exit 1).
@@ -470,7 +513,7 @@ class _Session:
                 self.command,
                 f"cannot write the run file {self.run_file}: {why}; the run file follows on stdout",
             )
-            self.out.write(text)
+            self._emit(text)
             raise _Stop(PROBLEM) from None
 
     def _write_text(self, data: bytes) -> None:
@@ -590,6 +633,46 @@ class _Session:
             f"continue with: toolfold resume {self.run_file} --approve ID / --deny ID / "
             "--result ID=JSON",
         )
+
+
+def _as_options(command: str, text: str) -> str:
+    """``Agent.resume``'s advice (``max_steps=N``, ``message=...``) as ``resume``'s options."""
+    if command != "resume":
+        return text
+    return text.replace("with max_steps=N", "with --max-steps N").replace(
+        "with message=...", "with --message TEXT"
+    )
+
+
+#: The code a shell reports for a command that SIGPIPE ended (128 + 13).
+_SIGPIPE = 141
+
+
+class _Closed:
+    """What stdout is when the command started with it closed (``>&-``): writes fail."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _quiet_stdout(stream: Any) -> None:
+    """Point ``stream``'s descriptor at the null device, so that what it still buffers
+    is dropped at exit instead of failing again there (as the Python docs advise)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 _RAN_OUT = "its until never held"

@@ -504,7 +504,7 @@ def test_a_yaml_name_that_is_not_text_is_a_problem() -> None:
         loads(text, format="yaml", name="f.yaml", search=SEARCH)
     assert info.value.problems == (
         "f.yaml:4: agents.1: a name is text, got an integer 1 (quote it in YAML)",
-        "f.yaml:6: workflows.None: a name is text, got nothing (quote it in YAML)",
+        "f.yaml:7: workflows.None: a name is text, got nothing (quote it in YAML)",
     )
 
 

@@ -170,6 +170,8 @@ def test_a_waiting_run_with_json_prints_its_state(tmp_path: Path) -> None:
         assert proc.returncode == 3, proc.stderr
         state = RunState.from_json(proc.stdout)
         assert [c.id for c in state.pending_approvals] == ["call_4_0"]
+        # (the next run would not replace the waiting run's file: moved aside)
+        (tmp_path / "toolfold-run.json").rename(tmp_path / f"waiting{len(stream)}.json")
     (tmp_path / "bare.json").write_text(proc.stdout)
     proc = toolfold(
         "resume", "bare.json", "--file", str(EXAMPLE), *DEMO, "--approve", "call_4_0", cwd=tmp_path

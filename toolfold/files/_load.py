@@ -229,13 +229,22 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
         value = resolve(model, search)
     except ValueError:  # no "module:name"
         raise wrong_argument(function, "model=", expected, model) from None
-    except Exception as exc:  # ImportError, or whatever the module raised importing
+    except (Exception, SystemExit) as exc:  # ImportError, or what the module raised importing
         raise UsageError(
-            f"{function}(): model={model!r} does not import: {describe_exception(exc)}"
+            f"{function}(): model={model!r} does not import: {_import_failure(exc)}"
         ) from exc
     if not isinstance(value, Model):
         raise wrong_argument(function, f"model={model!r}", "a path to a Model", value)
     return value
+
+
+def _import_failure(exc: BaseException) -> str:
+    """Why a module did not import: its exception, or its exit (``sys.exit``, argparse)
+    while imported, which would otherwise end the loading program with its code."""
+    if isinstance(exc, SystemExit):
+        code = exc.code if exc.code is not None else 0
+        return f"the module exited while imported (sys.exit), code {code!r}"
+    return describe_exception(exc)
 
 
 # --- parsing --------------------------------------------------------------------
@@ -322,6 +331,11 @@ class _Lines:
                     )
                 first[child] = line
                 self._known[child] = line
+                # A key YAML reads as another value (yes: True, null: None, 1: 1) is
+                # named in problems as that value is written by str(): found there too.
+                read = _yaml_key(key)
+                if read != key.value:
+                    self._known.setdefault(f"{path}.{read}" if path else read, line)
                 self.from_yaml(value, child)
         elif isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
@@ -351,6 +365,53 @@ class _Lines:
         """A problem at the key ``path``."""
         where = f"{path}: " if path else ""
         return self.at(self.line(path), f"{where}{message}")
+
+
+def _yaml_key(node: Any) -> str:
+    """A YAML mapping key as the problems name it: ``str()`` of the value YAML reads."""
+    import yaml
+
+    if node.tag == "tag:yaml.org,2002:str" or not isinstance(node, yaml.ScalarNode):
+        return str(node.value)
+    try:
+        return str(yaml.constructor.SafeConstructor().construct_object(node, deep=True))
+    except Exception:  # (a tag the safe constructor does not know: its text)
+        return str(node.value)
+
+
+#: How deep an agent file's agents and workflows may nest (an agent used as a tool,
+#: a workflow's step, each inside the next, the innermost counting 1): a run goes a
+#: few dozen Python frames down per level, so much deeper ones run out of stack.
+MAX_NESTING = 100
+
+
+def _deepest(contains: Mapping[str, list[str]]) -> tuple[str, int] | None:
+    """The name nesting most levels deep and its depth, if more than `MAX_NESTING`.
+
+    Walked with a stack of its own (no recursion, however deep the file nests);
+    a cycle's way back is not counted (the cycle is reported by `_order`).
+    """
+    depth: dict[str, int] = {}
+    for root in contains:
+        if root in depth:
+            continue
+        stack = [(root, iter(contains[root]))]
+        on_path = {root}
+        while stack:
+            name, children = stack[-1]
+            for child in children:
+                if child not in depth and child not in on_path:
+                    stack.append((child, iter(contains[child])))
+                    on_path.add(child)
+                    break
+            else:
+                stack.pop()
+                on_path.discard(name)
+                depth[name] = 1 + max((depth.get(c, 0) for c in contains[name]), default=0)
+    if not depth:
+        return None
+    name = max(depth, key=lambda n: depth[n])
+    return (name, depth[name]) if depth[name] > MAX_NESTING else None
 
 
 # --- checking and building ---------------------------------------------------------
@@ -589,8 +650,8 @@ class _Loader:
         except ValueError as exc:
             self.problem(path, str(exc))
             return None
-        except Exception as exc:  # ImportError, or whatever the module raised importing
-            self.problem(path, f"cannot import {spec!r}: {describe_exception(exc)}")
+        except (Exception, SystemExit) as exc:  # ImportError, or what the module raised importing
+            self.problem(path, f"cannot import {spec!r}: {_import_failure(exc)}")
             return None
         self.resolved[spec] = value
         return value
@@ -881,6 +942,17 @@ class _Loader:
             name: [t for t in _handoff_references(self.entries[name]) if t in self.entries]
             for name in self.entries
         }
+        deepest = _deepest(contains)
+        if deepest is not None:
+            name, levels = deepest
+            table = "agents" if name in self.entries else "workflows"
+            self.problem(
+                f"{table}.{name}",
+                f"nests {levels} levels deep (agents used as tools and workflow steps, each "
+                f"inside the next); at most {MAX_NESTING} load, as deeper runs would exhaust "
+                "Python's recursion limit: flatten it (a sequence takes many steps)",
+            )
+            return names
         inside: dict[str, set[str]] = {}
 
         def closure(name: str) -> set[str]:
@@ -1107,7 +1179,7 @@ def _validation_problems(
             if name is not None:
                 child = f"{path}.{name}"
                 item = value.get(name) if isinstance(value, dict) else None
-            elif isinstance(index, int):
+            elif isinstance(index, int) and not isinstance(index, bool):  # (a YAML key True)
                 child = f"{path}[{index}]"
                 item = value[index] if isinstance(value, list) and index < len(value) else None
             else:

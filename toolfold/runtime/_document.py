@@ -381,6 +381,11 @@ def _table(value: Any, kind: Any, *, secret: bool = False) -> dict[str, Any]:
     errors: list[Exception] = []
     for key, each in value.items():
         try:
+            if key_kind is str and not isinstance(key, str):  # (YAML reads yes: as True)
+                raise TypeError(
+                    f"a name or label is text, got {describe(key)}: YAML reads yes, no, on, "
+                    "off, null, ~ and numbers as other values; quote it ('yes': ...)"
+                )
             text = _secret_text(each) if secret else CONVERTER.structure(each, item)
             table[CONVERTER.structure(key, key_kind)] = text
         except Exception as exc:
@@ -499,6 +504,8 @@ def resolve(path: str, search: str | None = None) -> Any:
     if not sep or not module_name or not attribute:
         raise ValueError(f"{path!r} is not an import path like 'package.module:name'")
     with _searching(search):
+        if search is not None:
+            _not_imported_elsewhere(module_name, search)
         value: Any = importlib.import_module(module_name)
     for part in attribute.split("."):
         try:
@@ -509,16 +516,56 @@ def resolve(path: str, search: str | None = None) -> Any:
     return value
 
 
+def _not_imported_elsewhere(module_name: str, folder: str) -> None:
+    """Refuse a module ``folder`` has that is already imported from another place.
+
+    Python imports a module once per process, by its name: a file whose folder
+    has its own ``helpers.py`` would otherwise get the ``helpers`` another
+    file's folder (or any other place) gave first, tools and all. Loading it
+    under another name instead would break what names a module by its name
+    (``to_dict``, a worker process importing a tool, pickling), so it is refused.
+
+    Raises:
+        ImportError: Naming the module, where it was imported from, and the
+            file of ``folder`` that would have been imported.
+    """
+    import importlib.machinery
+    import os
+
+    top = module_name.partition(".")[0]
+    cached = sys.modules.get(top)
+    if cached is None:
+        return
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, [folder])
+    except (ImportError, ValueError):  # (a finder's own trouble: the import says it)
+        return
+    if spec is None or not spec.has_location or spec.origin is None:
+        # The folder has no such module (the one imported is the one meant), or only a
+        # folder without __init__.py, which a module found anywhere on sys.path wins over.
+        return
+    ours = spec.origin
+    theirs = getattr(cached, "__file__", None)
+    if isinstance(theirs, str) and os.path.realpath(theirs) == os.path.realpath(ours):
+        return
+    where = theirs if isinstance(theirs, str) else f"{cached!r}"
+    raise ImportError(
+        f"module {top!r} is already imported from {where}, not from {ours} in the file's "
+        f"folder (a process imports a module name once: rename one of them)"
+    )
+
+
 @contextmanager
 def _searching(folder: str | None) -> Iterator[None]:
-    if folder is None or folder in sys.path:
+    """``folder`` first on ``sys.path`` (as a script's own folder is) while importing."""
+    if folder is None or (sys.path and sys.path[0] == folder):
         yield
         return
     sys.path.insert(0, folder)
     try:
         yield
     finally:
-        sys.path.remove(folder)
+        sys.path.remove(folder)  # (the first occurrence: the one put first here)
 
 
 def import_path(value: Any) -> str | None:

@@ -97,6 +97,8 @@ class Task:
     input_type: Any
     timeout: float | None
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # Whether name= was given (an empty one is then the problem, not the target's name).
+    _named: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
     # The agent the step runs as it is, its input its prompt, when no values are
     # given (no prompt template, no brace in its instructions), else None.
     _plain_agent: Agent | None = attrs.field(init=False, eq=False, repr=False, hash=False)
@@ -122,6 +124,7 @@ class Task:
             timeout=timeout,
         )
         object.__setattr__(self, "_free", self._find_free_names())
+        object.__setattr__(self, "_named", name is not None)
         instructions = target.instructions if isinstance(target, Agent) else None
         as_is = (
             isinstance(target, Agent)
@@ -150,7 +153,13 @@ class Task:
             ]
         found: list[str] = []
         label = f"step {self.name!r}" if self.name else "a step"
-        if not self.name:
+        if self.name == "" and self._named:
+            default = default_name(self.target)
+            found.append(
+                "a step's name is empty (name=''): give it a name"
+                + (f", or leave name out for the default, {default!r}" if default else "")
+            )
+        elif not self.name:
             found.append(
                 f"{_describe(self.target)} has no name: give the agent name=..., "
                 "or wrap it in Task(..., name=...)"
