@@ -631,6 +631,9 @@ def kept_standing(standing: Standing) -> ToolOutcome | None:
     finished = None if at.finished is None else dict(at.finished)
     calls = standing.calls
     if finished is not None and calls is not None and calls[0] is at.finished:
+        # What the round's thread kept (not yet copied to the record: its caller's thread,
+        # waiting for it, copies it once it ends), such as a sub-run Ctrl-C stopped.
+        finished.update(dict(calls[2]))
         for index, inner in list(calls[1].items()):
             if index not in finished:
                 kept = kept_standing(inner)

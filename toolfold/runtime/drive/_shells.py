@@ -385,10 +385,12 @@ def _relayed_sync(
     # goes: after a second Ctrl-C this thread keeps it from there, not waiting for it.
     standings: dict[int, Standing] | None = None if op.finished is None else {}
     above = STANDING.get()  # (this round is a sub-run's, itself run so: noted on its standing)
-    if standings is not None and above is not None:
+    if standings is not None and own is not None and above is not None:
         at = above.at
         if at is not None and at.finished is op.finished:
-            above.calls = (op.finished, standings)
+            # (with ``own``: a second Ctrl-C while this thread waits for the round keeps
+            # what it kept, such as a sub-run beside a sync tool that the first one stopped)
+            above.calls = (op.finished, standings, own)
 
     def keep() -> None:
         """What the round's thread kept so far, into ``op.finished`` (one `dict.update` of an
@@ -461,10 +463,12 @@ def _relayed_sync(
             done.wait(ABANDON_WAIT)
             keep()
             raise
-        if not interrupt.fire():
-            keep()
-            raise
-        try:  # (a second Ctrl-C stops waiting, also as the wait is told)
+        # A second Ctrl-C stops waiting, also as the wait is told (from the round's own
+        # thread, it can land as soon as the round is interrupted: inside this try too).
+        try:
+            if not interrupt.fire():
+                keep()
+                raise
             if interrupt.waits and not done.is_set():
                 tell_interrupt_waits()
             while not done.wait(poll):
