@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Sequence, Tool, state_of, tool
-from toolfold.runtime.drive import _executor, _loop, _sync_calls, _workers
+from toolfold.runtime.drive import _executor, _loop, _shells, _sync_calls, _workers
 from toolfold.runtime.drive._kept_loop import RoundInterrupt
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
@@ -837,3 +837,39 @@ def test_a_second_ctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
     assert round_.ran["fast"] == 1  # it ran once over both
     assert round_.ran["pay"] == 2  # cut by the second Ctrl-C: run again
     assert round_.ran["model:s1"] == 3  # its first step was not asked again
+
+
+def test_a_second_ctrl_c_keeps_a_sub_agent_whose_round_ends_as_it_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A blocking stream's lone sub-agent whose round ends just as a second Ctrl-C keeps
+    what had ended (its thread keeping the sub-agent, stopped at its next step) is kept:
+    resuming runs none of its finished model calls or tools again."""
+    round_ = _SubAgentRound("beside")
+
+    class _Ending(threading.Event):
+        """The round's end: once the wait was told, the main thread's next look at it lets
+        the round end first (pay returns, the sub-agent stops at its next step)."""
+
+        def is_set(self) -> bool:
+            if threading.current_thread() is threading.main_thread() and round_.told:
+                round_.release.set()
+                assert self.wait(30)
+            return super().is_set()
+
+    class _Threading:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(threading, name)
+
+    ending = _Threading()
+    ending.Event = _Ending  # type: ignore[attr-defined]
+    monkeypatch.setattr(_shells, "threading", ending)
+    state = round_.run("stream")
+    monkeypatch.undo()
+    assert round_.told == ["waiting"]
+    [kept] = [c.child for c in state.calls if c.child is not None]
+    assert kept is not None
+    assert [(c.call.name, c.status) for c in kept.calls] == [("fast", "done"), ("pay", "done")]
+    response = round_.lead.resume(state)
+    assert response.text == "lead(sub(fast 1, paid 1))"
+    assert (round_.ran["fast"], round_.ran["pay"], round_.ran["model:sub"]) == (1, 1, 2)

@@ -474,8 +474,11 @@ def _relayed_sync(
             while not done.wait(poll):
                 pass
         finally:
+            # Whether the round still runs, read first: were it to end between the two, the
+            # sub-runs it kept as it ended would not be kept (they are in ``own`` only then).
+            running = not done.is_set()
             keep()  # (after a second Ctrl-C: what had ended by then...)
-            if not done.is_set():
+            if running:
                 keep_standing()  # (...and the sub-runs still running, where they stood)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
