@@ -627,6 +627,52 @@ def test_ctrl_c_in_a_blocking_stream_keeps_the_reply_a_lone_sub_agent_waited_for
     assert ran == {"model:bottom": 3 if second else 2, "look": 1}
 
 
+@pytest.mark.parametrize("how", ["abandoned", "twice"])
+def test_a_lone_sub_agent_stops_reading_a_streamed_reply_nobody_keeps(how: str) -> None:
+    """Once nobody keeps a blocking stream's lone sub-agent's streamed reply (the caller left
+    the stream, or a second Ctrl-C stopped waiting for it), the sub-agent's thread stops
+    reading it at its next chunk, not at its end."""
+    read: list[Any] = []
+    sizes: list[int] = []
+    reading = threading.Event()
+    go = threading.Event()
+    text = FunctionModel(lambda request: "x" * 160)
+
+    def chunks(request: ModelRequest) -> Any:
+        events = list(text.stream_sync(request))
+        sizes.append(len(events))
+        for event in events:
+            read.append(event)
+            if len(read) == 3:
+                reading.set()
+                assert go.wait(30)
+            yield event
+
+    def tell() -> None:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    sub = Agent(FunctionModel(lambda request: "x" * 160, stream_function=chunks), name="sub")
+    lead = _caller(Gate(), "lead", sub.as_tool())
+    events = iter(lead.stream("go"))
+    try:
+        for event in events:
+            if isinstance(event, SubRunEvent):  # (the sub-agent began)
+                break
+        assert reading.wait(30)
+        if how == "abandoned":
+            events.close()  # (as ``break``)
+        else:
+            with interrupt_waits(tell), pytest.raises(KeyboardInterrupt):
+                events.throw(KeyboardInterrupt())
+    finally:
+        go.set()
+        for thread in threading.enumerate():  # (the sub-agent's thread ends its read)
+            if thread.name == "toolfold-step":
+                thread.join(30)
+    assert sizes[0] > 3
+    assert len(read) == 3
+
+
 class _SyncOnly:
     """A user's model with blocking methods only: its async API raises."""
 

@@ -319,15 +319,20 @@ def _stream_sync(
             # call that does not stream is (the caller said it waits for it): the sub-run
             # stops at its next step. A second Ctrl-C does not wait: the call is made again
             # on resume (see `Standing`).
-            check_interrupt(watched_interrupt())
+            # Once the caller left the run (abandoned, or a second Ctrl-C), nobody keeps the
+            # reply: it stops at its next chunk (`RoundInterrupt.cut`).
+            interrupt = watched_interrupt()
+            check_interrupt(interrupt)
             if trace is not None:
-                value, failure = yield from _stream_traced_sync(live, op, trace)
+                value, failure = yield from _stream_traced_sync(live, op, trace, interrupt)
                 continue
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
+                    if interrupt is not None and interrupt.is_cut:
+                        raise KeyboardInterrupt
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
@@ -459,7 +464,7 @@ def _relayed_sync(
         keep()
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)):
-            interrupt.fire()  # (the run is abandoned: what its round runs stops)
+            interrupt.cut()  # (the run is abandoned: what its round runs stops, reply or not)
             done.wait(ABANDON_WAIT)
             keep()
             raise
@@ -479,6 +484,7 @@ def _relayed_sync(
             running = not done.is_set()
             keep()  # (after a second Ctrl-C: what had ended by then...)
             if running:
+                interrupt.cut()  # (nobody keeps the reply it reads: it stops at its next chunk)
                 keep_standing()  # (...and the sub-runs still running, where they stood)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
@@ -701,10 +707,10 @@ _END: Any = object()
 
 
 def _stream_traced_sync(
-    live: Live, op: CallModel, trace: RunTrace
+    live: Live, op: CallModel, trace: RunTrace, interrupt: RoundInterrupt | None = None
 ) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
     """The model's stream, its span current while the model makes each event (not while
-    the caller holds it)."""
+    the caller holds it); stopped at the next event once ``interrupt`` is cut."""
     call = trace.model_call(op.request)
     folded = StreamState()
     try:
@@ -717,6 +723,8 @@ def _stream_traced_sync(
         while event is not _END:
             folded = fold_stream(folded, event)
             yield event
+            if interrupt is not None and interrupt.is_cut:
+                raise KeyboardInterrupt
             token = call.attach()
             try:
                 event = next(events, _END)
