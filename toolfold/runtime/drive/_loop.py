@@ -408,8 +408,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                 )
                         jobs = tuple(to_run)
                         finished = _round_record(jobs)
-                        if standing is not None:
-                            standing.at = Stand(live, opened.state, finished)
+                        # (No `Standing` to note here: only a stream's sub-run has one, and
+                        # it streams: ``notify``.)
                         try:
                             outcomes: Sequence[ToolOutcome] = yield new_tuple(
                                 _RunToolsOp, (jobs, None, finished)
