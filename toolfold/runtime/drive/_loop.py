@@ -429,6 +429,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         del opened, changes, messages, c, to_run, jobs, finished, outcomes
                 else:
                     state = apply_event(live, state, event)
+                    if standing is not None and state.phase == "running_tools":
+                        # Its reply kept from here on, not only once its calls run (see below).
+                        standing.at = Stand(live, state, None)
                     if tracing():  # the calls the core answered at once: their spans
                         at_once = _settled(state.calls)
                         if at_once is not None:
