@@ -30,6 +30,7 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ToolReturned, replay
+from toolfold.runtime.drive import _loop
 from toolfold.runtime.drive._kept_loop import RoundInterrupt, _interruptible, watched_interrupt
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.runtime.drive._sync_calls import run_calls_sync
@@ -625,6 +626,125 @@ def test_ctrl_c_in_a_blocking_stream_keeps_the_reply_a_lone_sub_agent_waited_for
     response = _resumed(lead, state, stream=True)
     assert response.text == "lead(bottom done)"
     assert ran == {"model:bottom": 3 if second else 2, "look": 1}
+
+
+@pytest.mark.parametrize("how", ["abandoned", "twice"])
+def test_a_lone_sub_agent_stops_reading_a_streamed_reply_nobody_keeps(how: str) -> None:
+    """Once nobody keeps a blocking stream's lone sub-agent's streamed reply (the caller left
+    the stream, or a second Ctrl-C stopped waiting for it), the sub-agent's thread stops
+    reading it at its next chunk, not at its end."""
+    read: list[Any] = []
+    sizes: list[int] = []
+    reading = threading.Event()
+    go = threading.Event()
+    text = FunctionModel(lambda request: "x" * 160)
+
+    def chunks(request: ModelRequest) -> Any:
+        events = list(text.stream_sync(request))
+        sizes.append(len(events))
+        for event in events:
+            read.append(event)
+            if len(read) == 3:
+                reading.set()
+                assert go.wait(30)
+            yield event
+
+    def tell() -> None:
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    sub = Agent(FunctionModel(lambda request: "x" * 160, stream_function=chunks), name="sub")
+    lead = _caller(Gate(), "lead", sub.as_tool())
+    events = iter(lead.stream("go"))
+    try:
+        for event in events:
+            if isinstance(event, SubRunEvent):  # (the sub-agent began)
+                break
+        assert reading.wait(30)
+        if how == "abandoned":
+            events.close()  # (as ``break``)
+        else:
+            with interrupt_waits(tell), pytest.raises(KeyboardInterrupt):
+                events.throw(KeyboardInterrupt())
+    finally:
+        go.set()
+        for thread in threading.enumerate():  # (the sub-agent's thread ends its read)
+            if thread.name == "toolfold-step":
+                thread.join(30)
+    assert sizes[0] > 3
+    assert len(read) == 3
+
+
+def test_a_second_ctrl_c_keeps_the_reply_a_lone_sub_agent_read_before_its_calls_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second Ctrl-C landing once a blocking stream's lone sub-agent read its reply, as it
+    shows the calls it makes (before they run), keeps the reply: resuming runs its call
+    without asking its model again."""
+    ran: Counter[str] = Counter()
+    asking = threading.Event()
+    answer = threading.Event()
+    release = threading.Event()
+    told: list[str] = []
+    shown = _loop.ToolCallEvent
+
+    def showing(call_: Any, disposition: Any) -> Any:
+        if call_.name == "look" and not ran["shown"]:
+            ran["shown"] += 1
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            assert release.wait(30)  # (the second Ctrl-C lands while it stands here)
+        return shown(call_, disposition)
+
+    @tool
+    def look(key: str) -> str:
+        """A tool that answers at once.
+
+        Args:
+            key: What to look up.
+        """
+        ran["look"] += 1
+        return f"looked {key}"
+
+    def bottom_reply(request: ModelRequest) -> Any:
+        ran["model:bottom"] += 1
+        if _results(request):
+            return "bottom done"
+        if ran["model:bottom"] == 1:
+            asking.set()
+            assert answer.wait(60)  # (the reply comes once the stream waits for it)
+        return call("look", {"key": "x"})
+
+    def tell() -> None:
+        told.append("waiting")
+        answer.set()
+
+    monkeypatch.setattr(_loop, "ToolCallEvent", showing)
+    bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
+    lead = _caller(Gate(), "lead", bottom.as_tool())
+    try:
+        events = iter(lead.stream("go"))
+        for event in events:
+            if isinstance(event, SubRunEvent):  # (the sub-agent's step began)
+                break
+        assert asking.wait(60)
+        with interrupt_waits(tell), pytest.raises(KeyboardInterrupt) as caught:
+            events.throw(KeyboardInterrupt())
+    finally:
+        answer.set()
+        release.set()
+        for thread in threading.enumerate():  # (cut, the sub-agent goes on on its thread)
+            if thread.name == "toolfold-step":
+                thread.join(30)
+    monkeypatch.undo()
+    assert told == ["waiting"]
+    assert ran["shown"] == 1
+    state = RunState.from_json(state_of(caught.value).to_json())
+    (kept,) = [c.child for c in state.calls if c.child is not None]
+    assert kept is not None
+    assert [e.kind for e in kept.log] == ["run_started", "model_responded"]
+    response = _resumed(lead, state, stream=True)
+    assert response.text == "lead(bottom done)"
+    assert ran["model:bottom"] == 2
+    assert ran["look"] == 1
 
 
 class _SyncOnly:

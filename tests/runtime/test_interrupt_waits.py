@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, ModelRequest, RunState, Sequence, Tool, state_of, tool
-from toolfold.runtime.drive import _executor, _loop, _sync_calls, _workers
+from toolfold.runtime.drive import _executor, _loop, _shells, _sync_calls, _workers
+from toolfold.runtime.drive._kept_loop import RoundInterrupt
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
@@ -712,3 +713,163 @@ def test_a_second_ctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -
     response = flow.resume(state)
     assert response.output == "sub(fast 1, paid 1)"
     assert (round_.ran["fast"], round_.ran["pay"], round_.ran["model:sub"]) == (1, 2, 2)
+
+
+class _BesideRound:
+    """``mid``'s step runs the agent ``s1`` beside the sync tool ``pay`` (``mid`` called as a
+    tool by ``lead`` when ``deep``). ``s1`` runs ``fast``, then waits for its model until
+    cancelled; ``pay`` then presses Ctrl-C and blocks until released; the wait it causes is
+    told, and a second Ctrl-C answers that."""
+
+    def __init__(self, deep: bool) -> None:
+        self.ran: Counter[str] = Counter()
+        self.asking = threading.Event()
+        self.release = threading.Event()
+        self.told: list[str] = []
+        self.sent = threading.Event()
+
+        @tool
+        def fast(x: str) -> str:
+            """A tool that answers at once.
+
+            Args:
+                x: What to answer.
+            """
+            self.ran["fast"] += 1
+            return f"fast {x}"
+
+        @tool
+        def pay(order: int) -> str:
+            """Pay an order (a side effect that must not run twice).
+
+            Args:
+                order: The order to pay.
+            """
+            self.ran["pay"] += 1
+            if self.ran["pay"] == 1:
+                assert self.asking.wait(30)
+                _ctrl_c()
+                assert self.release.wait(30)
+            return f"paid {order}"
+
+        async def s1_reply(request: ModelRequest) -> Any:
+            self.ran["model:s1"] += 1
+            done = [r.content for m in request.messages for r in m.tool_results]
+            if not done:
+                return call("fast", {"x": "1"})
+            if self.ran["model:s1"] == 2:  # (its answer, asked for once: cancelled by Ctrl-C)
+                self.asking.set()
+                await asyncio.wait_for(asyncio.Event().wait(), 30)
+            return f"s1({', '.join(done)})"
+
+        s1 = Agent(FunctionModel(s1_reply), name="s1", tools=[fast])
+        first = [call("s1", {"input": "go"}, id="s"), call("pay", {"order": 1}, id="p")]
+        self.top = mid = self._agent("mid", [s1.as_tool(), pay], first)
+        if deep:
+            self.top = self._agent("lead", [mid.as_tool()], [call("mid", {"input": "go"})])
+
+    def _agent(self, name: str, tools: list[Any], first: list[Any]) -> Agent[Any, Any]:
+        def reply(request: ModelRequest) -> Any:
+            self.ran[f"model:{name}"] += 1
+            results = [r.content for m in request.messages for r in m.tool_results]
+            return f"{name}({', '.join(results)})" if results else first
+
+        return Agent(FunctionModel(reply), name=name, tools=tools, max_concurrency=2)
+
+    def tell(self) -> None:
+        self.told.append("waiting")
+        _ctrl_c()  # the second Ctrl-C, as the wait is announced (from whichever thread)
+        self.sent.set()  # (the main thread got it first: it is a signal)
+
+    def run(self, how: str) -> RunState:
+        """The state two Ctrl-Cs left in the top run, its step's threads ended."""
+        try:
+            with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
+                _blocking(self.top, how)
+        finally:
+            self.release.set()
+            for thread in threading.enumerate():
+                if thread.name == "toolfold-step":
+                    thread.join(30)
+        state = state_of(caught.value)
+        assert isinstance(state, RunState), f"no state on {caught.value!r}"
+        return RunState.from_json(state.to_json())
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+@pytest.mark.parametrize("deep", [False, True], ids=["top", "deep"])
+def test_a_second_ctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
+    how: str, deep: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-agent the first Ctrl-C stopped beside a sync tool (in the top run, or in a
+    sub-agent's step) is kept where it stopped when a second Ctrl-C stops the wait for the
+    tool, blocking stream or not, even a second Ctrl-C landing as soon as the round was
+    interrupted: resuming runs only the tool and the sub-agent's next model call."""
+    round_ = _BesideRound(deep)
+    fire = RoundInterrupt.fire
+    held: list[bool] = []
+
+    def fire_then_told(interrupt: RoundInterrupt) -> bool:
+        fired = fire(interrupt)
+        if threading.current_thread() is threading.main_thread() and not held:
+            held.append(True)
+            if not interrupt.waits:  # the round's own thread tells: its Ctrl-C lands here
+                assert round_.sent.wait(30)
+        return fired
+
+    monkeypatch.setattr(RoundInterrupt, "fire", fire_then_told)
+    state = round_.run(how)
+    assert round_.told == ["waiting"]
+    kept = state
+    if deep:
+        (mid,) = [c.child for c in state.calls]
+        assert mid is not None
+        kept = mid
+    [(name, s1)] = [(c.call.name, c.child) for c in kept.calls if c.child is not None]
+    assert name == "s1"
+    assert s1 is not None
+    assert [(c.call.name, c.status) for c in s1.calls] == [("fast", "done")]
+    assert [(c.call.name, c.status) for c in kept.calls] == [("s1", "to_run"), ("pay", "to_run")]
+    monkeypatch.undo()
+    response = round_.top.resume(state)
+    expected = "mid(s1(fast 1), paid 1)"
+    assert response.text == (f"lead({expected})" if deep else expected)
+    assert round_.ran["fast"] == 1  # it ran once over both
+    assert round_.ran["pay"] == 2  # cut by the second Ctrl-C: run again
+    assert round_.ran["model:s1"] == 3  # its first step was not asked again
+
+
+def test_a_second_ctrl_c_keeps_a_sub_agent_whose_round_ends_as_it_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A blocking stream's lone sub-agent whose round ends just as a second Ctrl-C keeps
+    what had ended (its thread keeping the sub-agent, stopped at its next step) is kept:
+    resuming runs none of its finished model calls or tools again."""
+    round_ = _SubAgentRound("beside")
+
+    class _Ending(threading.Event):
+        """The round's end: once the wait was told, the main thread's next look at it lets
+        the round end first (pay returns, the sub-agent stops at its next step)."""
+
+        def is_set(self) -> bool:
+            if threading.current_thread() is threading.main_thread() and round_.told:
+                round_.release.set()
+                assert self.wait(30)
+            return super().is_set()
+
+    class _Threading:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(threading, name)
+
+    ending = _Threading()
+    ending.Event = _Ending  # type: ignore[attr-defined]
+    monkeypatch.setattr(_shells, "threading", ending)
+    state = round_.run("stream")
+    monkeypatch.undo()
+    assert round_.told == ["waiting"]
+    [kept] = [c.child for c in state.calls if c.child is not None]
+    assert kept is not None
+    assert [(c.call.name, c.status) for c in kept.calls] == [("fast", "done"), ("pay", "done")]
+    response = round_.lead.resume(state)
+    assert response.text == "lead(sub(fast 1, paid 1))"
+    assert (round_.ran["fast"], round_.ran["pay"], round_.ran["model:sub"]) == (1, 1, 2)

@@ -321,7 +321,8 @@ class Standing:
     it would give an interruption there (`at`; one assignment, read whole
     from the other thread), and the shell running its round notes the
     standings of that round's own sub-runs (`calls`, with the record of the
-    round they belong to). `kept_standing` builds from it what Ctrl-C landing
+    round they belong to and what that round's thread kept so far: the calls
+    that ended, and the sub-runs an interruption of it had stopped). `kept_standing` builds from it what Ctrl-C landing
     in the sub-run would have kept (`kept_sub_run`).
     """
 
@@ -332,7 +333,10 @@ class Standing:
         self.name = name
         self.run_id = run_id
         self.at: Stand | None = None
-        self.calls: tuple[dict[int, ToolOutcome] | None, dict[int, Standing]] | None = None
+        # (the round's record, its sub-runs' standings, and what its thread kept so far)
+        self.calls: (
+            tuple[dict[int, ToolOutcome] | None, dict[int, Standing], dict[int, ToolOutcome]] | None
+        ) = None
 
     def is_of(self, state: RunState) -> bool:
         """Whether ``state`` is the call's own sub-run (a layer below notes nothing here)."""

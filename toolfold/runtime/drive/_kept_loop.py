@@ -53,13 +53,21 @@ class RoundInterrupt:
     its end and kept first), and the
     async tools it runs on an event loop are cancelled as the round's are.
     A blocking tool cannot be stopped from outside: the round ends once it
-    returns.
+    returns. Once nobody keeps what the round does (the caller abandoned the
+    run, or a second Ctrl-C stopped waiting for it), `cut` stops a streamed
+    reply such a sub-run reads at its next chunk too.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._cancel: Callable[[], object] | RoundInterrupt | None = None
         self._fired = False
+        self._cut = False
+
+    @property
+    def is_cut(self) -> bool:
+        """Whether `cut` was called (checked at each chunk of a streamed reply)."""
+        return self._cut
 
     @property
     def fired(self) -> bool:
@@ -101,6 +109,16 @@ class RoundInterrupt:
             else:
                 cancel()
             return True
+
+    def cut(self) -> None:
+        """`fire`, and stop a streamed reply a blocking sub-run of the round reads (at its
+        next chunk), in the rounds it waits for too: nobody keeps it (the caller left)."""
+        with self._lock:
+            self._cut = True
+            cancel = self._cancel
+        if isinstance(cancel, RoundInterrupt):
+            cancel.cut()
+        self.fire()
 
 
 def _nothing() -> None:

@@ -408,8 +408,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                 )
                         jobs = tuple(to_run)
                         finished = _round_record(jobs)
-                        if standing is not None:
-                            standing.at = Stand(live, opened.state, finished)
+                        # (No `Standing` to note here: only a stream's sub-run has one, and
+                        # it streams: ``notify``.)
                         try:
                             outcomes: Sequence[ToolOutcome] = yield new_tuple(
                                 _RunToolsOp, (jobs, None, finished)
@@ -429,6 +429,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         del opened, changes, messages, c, to_run, jobs, finished, outcomes
                 else:
                     state = apply_event(live, state, event)
+                    if standing is not None and state.phase == "running_tools":
+                        # Its reply kept from here on, not only once its calls run (see below).
+                        standing.at = Stand(live, state, None)
                     if tracing():  # the calls the core answered at once: their spans
                         at_once = _settled(state.calls)
                         if at_once is not None:
@@ -631,6 +634,9 @@ def kept_standing(standing: Standing) -> ToolOutcome | None:
     finished = None if at.finished is None else dict(at.finished)
     calls = standing.calls
     if finished is not None and calls is not None and calls[0] is at.finished:
+        # What the round's thread kept (not yet copied to the record: its caller's thread,
+        # waiting for it, copies it once it ends), such as a sub-run Ctrl-C stopped.
+        finished.update(dict(calls[2]))
         for index, inner in list(calls[1].items()):
             if index not in finished:
                 kept = kept_standing(inner)

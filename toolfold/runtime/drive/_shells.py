@@ -319,15 +319,20 @@ def _stream_sync(
             # call that does not stream is (the caller said it waits for it): the sub-run
             # stops at its next step. A second Ctrl-C does not wait: the call is made again
             # on resume (see `Standing`).
-            check_interrupt(watched_interrupt())
+            # Once the caller left the run (abandoned, or a second Ctrl-C), nobody keeps the
+            # reply: it stops at its next chunk (`RoundInterrupt.cut`).
+            interrupt = watched_interrupt()
+            check_interrupt(interrupt)
             if trace is not None:
-                value, failure = yield from _stream_traced_sync(live, op, trace)
+                value, failure = yield from _stream_traced_sync(live, op, trace, interrupt)
                 continue
             folded = StreamState()
             try:
                 for event in live.model.stream_sync(op.request):
                     folded = fold_stream(folded, event)
                     yield event
+                    if interrupt is not None and interrupt.is_cut:
+                        raise KeyboardInterrupt
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 failure = exc
@@ -385,10 +390,12 @@ def _relayed_sync(
     # goes: after a second Ctrl-C this thread keeps it from there, not waiting for it.
     standings: dict[int, Standing] | None = None if op.finished is None else {}
     above = STANDING.get()  # (this round is a sub-run's, itself run so: noted on its standing)
-    if standings is not None and above is not None:
+    if standings is not None and own is not None and above is not None:
         at = above.at
         if at is not None and at.finished is op.finished:
-            above.calls = (op.finished, standings)
+            # (with ``own``: a second Ctrl-C while this thread waits for the round keeps
+            # what it kept, such as a sub-run beside a sync tool that the first one stopped)
+            above.calls = (op.finished, standings, own)
 
     def keep() -> None:
         """What the round's thread kept so far, into ``op.finished`` (one `dict.update` of an
@@ -457,21 +464,27 @@ def _relayed_sync(
         keep()
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)):
-            interrupt.fire()  # (the run is abandoned: what its round runs stops)
+            interrupt.cut()  # (the run is abandoned: what its round runs stops, reply or not)
             done.wait(ABANDON_WAIT)
             keep()
             raise
-        if not interrupt.fire():
-            keep()
-            raise
-        try:  # (a second Ctrl-C stops waiting, also as the wait is told)
+        # A second Ctrl-C stops waiting, also as the wait is told (from the round's own
+        # thread, it can land as soon as the round is interrupted: inside this try too).
+        try:
+            if not interrupt.fire():
+                keep()
+                raise
             if interrupt.waits and not done.is_set():
                 tell_interrupt_waits()
             while not done.wait(poll):
                 pass
         finally:
+            # Whether the round still runs, read first: were it to end between the two, the
+            # sub-runs it kept as it ended would not be kept (they are in ``own`` only then).
+            running = not done.is_set()
             keep()  # (after a second Ctrl-C: what had ended by then...)
-            if not done.is_set():
+            if running:
+                interrupt.cut()  # (nobody keeps the reply it reads: it stops at its next chunk)
                 keep_standing()  # (...and the sub-runs still running, where they stood)
         ok, value = ended[0]
         if ok and op.finished is not None:  # it ended before the cancel: every call is kept
@@ -694,10 +707,10 @@ _END: Any = object()
 
 
 def _stream_traced_sync(
-    live: Live, op: CallModel, trace: RunTrace
+    live: Live, op: CallModel, trace: RunTrace, interrupt: RoundInterrupt | None = None
 ) -> Generator[StreamEvent, None, tuple[Any, Exception | None]]:
     """The model's stream, its span current while the model makes each event (not while
-    the caller holds it)."""
+    the caller holds it); stopped at the next event once ``interrupt`` is cut."""
     call = trace.model_call(op.request)
     folded = StreamState()
     try:
@@ -710,6 +723,8 @@ def _stream_traced_sync(
         while event is not _END:
             folded = fold_stream(folded, event)
             yield event
+            if interrupt is not None and interrupt.is_cut:
+                raise KeyboardInterrupt
             token = call.attach()
             try:
                 event = next(events, _END)
