@@ -15,7 +15,15 @@ import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
-from toolfold import Agent, InvalidEventError, RunState, Sequence, SerializationError, tool
+from toolfold import (
+    Agent,
+    InvalidEventError,
+    Route,
+    RunState,
+    Sequence,
+    SerializationError,
+    tool,
+)
 from toolfold.runtime import (
     AttemptDropped,
     Finish,
@@ -111,6 +119,51 @@ def test_a_workflow_output_holding_nan_in_an_object_loads_equal() -> None:
     """A step's {"mean": math.nan} is kept as math.nan itself, so the saved state loads equal."""
     state = Sequence(_produce_in_a_dict, name="wf").run("go").state
     assert state.output["mean"] is math.nan
+    assert RunState.from_json(state.to_json()) == state
+
+
+def _unchanged(value: Any) -> Any:
+    """Return the input."""
+    return value
+
+
+def _fresh_nan_in_a_dict(text: str) -> dict[str, Any]:
+    """Return a NaN made by float() (another object than math.nan) in an object."""
+    return {"a": float("nan"), "b": [float("nan")]}
+
+
+@pytest.mark.parametrize(
+    "given", [{"x": float("nan")}, math.nan, [float("nan")]], ids=["dict", "bare", "list"]
+)
+def test_a_nan_in_a_workflows_input_loads_equal(given: Any) -> None:
+    """Sequence(step).run({"x": nan}): the input, in the step's call, is math.nan itself, so the state loads equal."""
+    state = Sequence(_unchanged, name="wf").run(given).state
+    assert state.phase == "finished"
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_nan_object_passed_on_to_the_next_step_loads_equal() -> None:
+    """A step's {"a": float("nan")} goes to the next step as math.nan itself: the saved state loads equal."""
+    state = Sequence(_fresh_nan_in_a_dict, _unchanged, name="wf").run("go").state
+    assert state.output["a"] is math.nan
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_routes_branch_chosen_after_a_load_gets_the_input_as_a_load_gives_it() -> None:
+    """A router that awaited approval, loaded and resumed: its branch's call holds the input's NaN as math.nan, so the state loads equal."""
+
+    def route(resumed: bool) -> Route:
+        script = [ScriptedModel.call("_delete", {"path": "x"}), "a"][resumed:]
+        router = Agent(ScriptedModel(script), name="router", tools=[_delete])
+        return Route(router, {"a": _unchanged}, name="route")
+
+    suspended = route(False).run({"x": math.nan}).state
+    assert suspended.phase == "awaiting_approval"
+    loaded = RunState.from_json(suspended.to_json())
+    approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
+    state = route(True).resume(loaded, approvals=approvals).state
+    assert state.phase == "finished"
+    assert state.output["x"] is math.nan
     assert RunState.from_json(state.to_json()) == state
 
 
