@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -18,6 +19,7 @@ from core_helpers import answer, call, responded, spec, start
 from toolfold import (
     Agent,
     InvalidEventError,
+    MalformedResponseError,
     Route,
     RunState,
     Sequence,
@@ -28,6 +30,7 @@ from toolfold.runtime import (
     AttemptDropped,
     Finish,
     Message,
+    ModelResponse,
     OutputAccepted,
     OutputSpec,
     ToolReturned,
@@ -42,7 +45,7 @@ from toolfold.runtime import (
     to_json,
 )
 from toolfold.runtime.core._serialize import unstructure
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 
 def _nan_output_state() -> RunState:
@@ -453,6 +456,52 @@ def test_usage_that_would_overflow_is_refused_where_it_enters(first: Usage, seco
     with pytest.raises(InvalidEventError, match="overflows: a count is no finite number") as caught:
         reduce(state, responded(text="b", usage=second))
     assert caught.value.state == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+@tool
+def _noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def _absurd_usage_model(second: Usage) -> FunctionModel:
+    answers = [
+        ModelResponse(
+            Message.assistant("", [ScriptedModel.call("_noop", {})]),
+            usage=Usage(input_tokens=1e308, output_tokens=1.5, requests=1),
+        ),
+        ModelResponse(Message.assistant("b"), usage=second),
+    ]
+    return FunctionModel(lambda messages, info=None: answers.pop(0))
+
+
+@pytest.mark.parametrize(
+    ("second", "field"),
+    [
+        (Usage(input_tokens=1e308, requests=1), "input_tokens"),
+        (Usage(output_tokens=10**400, requests=1), "output_tokens"),
+    ],
+    ids=["float-sum-to-inf", "int-too-large-for-float"],
+)
+@pytest.mark.parametrize("how", ["run", "arun"])
+def test_a_models_usage_the_run_cannot_add_up_is_a_malformed_response(
+    second: Usage, field: str, how: str
+) -> None:
+    """Agent.run with a model whose second usage overflows the sum: MalformedResponseError naming the count, state before the answer."""
+    agent = Agent(_absurd_usage_model(second), tools=[_noop])
+
+    def go() -> object:
+        return agent.run("go") if how == "run" else asyncio.run(agent.arun("go"))
+
+    with pytest.raises(MalformedResponseError) as caught:
+        go()
+    error = caught.value
+    assert error.path == f"$.usage.{field}"
+    assert f"step 2 reports a usage the run cannot add up: Usage.{field}" in str(error)
+    state = error.state  # type: ignore[attr-defined]
+    assert state.phase == "awaiting_model"
+    assert state.usage.input_tokens == 1e308
     assert RunState.from_json(state.to_json()) == state
 
 

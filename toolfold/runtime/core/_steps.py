@@ -37,6 +37,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    is_count_value,
     part_problem,
     parts_fit,
     tool_calls_of,
@@ -697,30 +698,56 @@ def _commit(state: RunState, changes: Changes) -> None:
 
 def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usage:
     """``total + usage`` (the run's usage and what an event adds), refused with
-    `InvalidEventError` when a count no longer is one: float counts summed past
-    the largest float give infinity, which a saved state cannot hold, and an
-    int too large for a float count it is added to overflows.
+    `InvalidEventError` when a count no longer is one (see `usage_sum_problem`).
     """
     try:
         summed = total + usage
     except OverflowError:  # (an int count too large for the float it is added to)
         summed = None
-    if summed is not None:
-        if (
-            # Exact types first (the usual case): ints never overflow.
-            type(summed.input_tokens) is int
-            and type(summed.output_tokens) is int
-            and type(summed.cached_tokens) is int
-            and type(summed.reasoning_tokens) is int
-            and type(summed.requests) is int
-            and type(summed.cache_write_tokens) is int
-        ):
-            return summed
-        if not usage_problem(summed):
-            return summed
+    if summed is not None and (_all_ints(summed) or not usage_problem(summed)):
+        return summed
     raise refused(
         state,
         kind,
         f"the run's usage {total!r} plus this {usage!r} overflows: a count is no finite "
         "number, which a saved state cannot hold",
+    )
+
+
+def usage_sum_problem(total: Usage, usage: Usage) -> str:
+    """The count of ``total + usage`` that is no finite number, named (``""`` if none):
+    float counts summed past the largest float give infinity, and an int too large
+    for a float count it is added to overflows. Ints alone never overflow.
+    """
+    if _all_ints(usage) and _all_ints(total):
+        return ""
+    for name in _COUNTS:
+        try:
+            count = getattr(total, name) + getattr(usage, name)
+        except OverflowError:
+            return f"Usage.{name}"
+        if not is_count_value(count):
+            return f"Usage.{name}"
+    return ""
+
+
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "requests",
+    "cache_write_tokens",
+)
+
+
+def _all_ints(usage: Usage) -> bool:
+    # Exact types first (the usual case): ints never overflow.
+    return (
+        type(usage.input_tokens) is int
+        and type(usage.output_tokens) is int
+        and type(usage.cached_tokens) is int
+        and type(usage.reasoning_tokens) is int
+        and type(usage.requests) is int
+        and type(usage.cache_write_tokens) is int
     )

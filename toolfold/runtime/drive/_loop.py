@@ -23,6 +23,7 @@ from typing import Any, Literal, NamedTuple, Union
 import attrs
 
 from toolfold._errors import (
+    MalformedResponseError,
     RunError,
 )
 from toolfold.runtime._model import Model
@@ -50,12 +51,12 @@ from toolfold.runtime.core._events import (
     OutputAccepted,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, tool_calls_of
+from toolfold.runtime.core._messages import Message, ToolCallPart, Usage, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
-from toolfold.runtime.core._steps import last_response
+from toolfold.runtime.core._steps import last_response, usage_sum_problem
 from toolfold.runtime.core._stop import (
     StopPredicate,
     handed_budget,
@@ -333,6 +334,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 # or streamed: dropped once here, where the answer becomes the event
                 # the log records (a logged answer replays as it ran).
                 response = unique_call_ids(without_cut_calls(response))
+                _check_usage(state, response, effect.step)
                 if spent is not None:
                     if response.tool_calls:  # steps to start with the budget spent: stop...
                         # ...unless the workflow has an answer by then (`Workflow.spent_answer`).
@@ -699,6 +701,32 @@ def _observe(observer: Callable[[Any], object], value: Any, state: RunState, nam
         observer(value)
     except Exception as exc:
         raise observer_failure(f"{name} observer", exc, state, "observer") from exc
+
+
+def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
+    """Refuse, as the model's fault, an answer whose usage the run cannot add up.
+
+    A usage that would sum to no finite count with the run's (float counts past
+    1.8e308, an int too large for a float count) is a `MalformedResponseError`
+    naming the count, with the run before the answer as its state; the reducer
+    refuses such an answer too (the backstop for events not from a model call).
+    """
+    usage = response.usage
+    if type(usage) is not Usage or type(state.usage) is not Usage:
+        return  # (no `Usage` at all: the reducer names it)
+    field = usage_sum_problem(state.usage, usage)
+    if field:
+        problem = f"the run's {state.usage!r} plus this {usage!r} is no finite number"
+        raise model_failure(
+            MalformedResponseError(
+                f"the model's answer in step {step} reports a usage the run cannot add "
+                f"up: {field} of {problem}, which a saved state cannot hold",
+                path=f"$.usage.{field.partition('.')[2]}",
+                problem=problem,
+            ),
+            state,
+            step,
+        )
 
 
 def unique_call_ids(response: ModelResponse) -> ModelResponse:
