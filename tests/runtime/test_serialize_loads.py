@@ -484,7 +484,7 @@ def _absurd_usage_model(second: Usage) -> FunctionModel:
     ],
     ids=["float-sum-to-inf", "int-too-large-for-float"],
 )
-@pytest.mark.parametrize("how", ["run", "arun"])
+@pytest.mark.parametrize("how", ["run", "arun", "observed"])
 def test_a_models_usage_the_run_cannot_add_up_is_a_malformed_response(
     second: Usage, field: str, how: str
 ) -> None:
@@ -492,6 +492,8 @@ def test_a_models_usage_the_run_cannot_add_up_is_a_malformed_response(
     agent = Agent(_absurd_usage_model(second), tools=[_noop])
 
     def go() -> object:
+        if how == "observed":  # (each event reduced and shown, not an open step)
+            return agent.run("go", on_event=lambda event: None)
         return agent.run("go") if how == "run" else asyncio.run(agent.arun("go"))
 
     with pytest.raises(MalformedResponseError) as caught:

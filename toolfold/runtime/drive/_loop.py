@@ -23,6 +23,7 @@ from typing import Any, Literal, NamedTuple, Union
 import attrs
 
 from toolfold._errors import (
+    InvalidEventError,
     MalformedResponseError,
     RunError,
 )
@@ -334,7 +335,6 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 # or streamed: dropped once here, where the answer becomes the event
                 # the log records (a logged answer replays as it ran).
                 response = unique_call_ids(without_cut_calls(response))
-                _check_usage(state, response, effect.step)
                 if spent is not None:
                     if response.tool_calls:  # steps to start with the budget spent: stop...
                         # ...unless the workflow has an answer by then (`Workflow.spent_answer`).
@@ -364,7 +364,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 ):
                     # Nobody watches the state between the response and the results:
                     # the step runs its calls from an `OpenStep` and builds one state.
-                    opened = open_step(state, event)
+                    try:
+                        opened = open_step(state, event)
+                    except InvalidEventError:
+                        _check_usage(state, response, effect.step)
+                        raise
                     if tracing():  # the calls the core answered at once: their spans
                         at_once = _settled(
                             opened.changes["calls"]
@@ -417,7 +421,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         # response, its event and dispositions) is in the new state's log.
                         del opened, changes, messages, c, to_run, jobs, finished, outcomes
                 else:
-                    state = apply_event(live, state, event)
+                    try:
+                        state = apply_event(live, state, event)
+                    except InvalidEventError:
+                        _check_usage(state, response, effect.step)
+                        raise
                     if tracing():  # the calls the core answered at once: their spans
                         at_once = _settled(state.calls)
                         if at_once is not None:
@@ -706,10 +714,11 @@ def _observe(observer: Callable[[Any], object], value: Any, state: RunState, nam
 def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
     """Refuse, as the model's fault, an answer whose usage the run cannot add up.
 
-    A usage that would sum to no finite count with the run's (float counts past
+    Called when the reducer refused the answer (`InvalidEventError`), so that a
+    usage that would sum to no finite count with the run's (float counts past
     1.8e308, an int too large for a float count) is a `MalformedResponseError`
-    naming the count, with the run before the answer as its state; the reducer
-    refuses such an answer too (the backstop for events not from a model call).
+    naming the count, with the run before the answer as its state, not a bare
+    refusal. (Nothing is checked on the way of an answer the reducer takes.)
     """
     usage = response.usage
     if type(usage) is not Usage or type(state.usage) is not Usage:
