@@ -704,8 +704,19 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
         summed = total + usage
     except OverflowError:  # (an int count too large for the float it is added to)
         summed = None
-    if summed is not None and (_all_ints(summed) or not usage_problem(summed)):
-        return summed
+    if summed is not None:
+        if (
+            # Exact types first (the usual case), inline (each answer sums): ints never overflow.
+            type(summed.input_tokens) is int
+            and type(summed.output_tokens) is int
+            and type(summed.cached_tokens) is int
+            and type(summed.reasoning_tokens) is int
+            and type(summed.requests) is int
+            and type(summed.cache_write_tokens) is int
+        ):
+            return summed
+        if not usage_problem(summed):
+            return summed
     raise refused(
         state,
         kind,
@@ -717,10 +728,8 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
 def usage_sum_problem(total: Usage, usage: Usage) -> str:
     """The count of ``total + usage`` that is no finite number, named (``""`` if none):
     float counts summed past the largest float give infinity, and an int too large
-    for a float count it is added to overflows. Ints alone never overflow.
+    for a float count it is added to overflows.
     """
-    if _all_ints(usage) and _all_ints(total):
-        return ""
     for name in _COUNTS:
         try:
             count = getattr(total, name) + getattr(usage, name)
@@ -739,15 +748,3 @@ _COUNTS = (
     "requests",
     "cache_write_tokens",
 )
-
-
-def _all_ints(usage: Usage) -> bool:
-    # Exact types first (the usual case): ints never overflow.
-    return (
-        type(usage.input_tokens) is int
-        and type(usage.output_tokens) is int
-        and type(usage.cached_tokens) is int
-        and type(usage.reasoning_tokens) is int
-        and type(usage.requests) is int
-        and type(usage.cache_write_tokens) is int
-    )
