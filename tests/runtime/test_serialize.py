@@ -417,7 +417,11 @@ def test_a_state_with_only_finite_numbers_has_no_non_finite_field() -> None:
 def test_a_document_with_bare_nan_from_before_still_loads_and_verifies() -> None:
     """States written before the field (bare NaN, as Python's json writes it) load as they
     did, signed ones included: their signature was made over the bare numbers."""
-    from toolfold.runtime.core._serialize import SIGNATURE_FIELD, _restore_non_finite, _signature
+    from toolfold.runtime.core._serialize import (
+        SIGNATURE_FIELD,
+        _restore_non_finite,
+        _signature_before,
+    )
 
     _, suspended = _suspended_with_non_finite_arguments([])
     data = _strict(suspended.state.to_json())
@@ -427,7 +431,7 @@ def test_a_document_with_bare_nan_from_before_still_loads_and_verifies() -> None
     assert "NaN" in old
     assert "non_finite" not in old
     assert math.isnan(RunState.from_json(old).calls[0].call.arguments["x"])
-    signed = json.dumps({**data, SIGNATURE_FIELD: _signature(data, b"k")})
+    signed = json.dumps({**data, SIGNATURE_FIELD: _signature_before(data, b"k")})
     assert math.isnan(RunState.from_json(signed, key="k").calls[0].call.arguments["x"])
 
 

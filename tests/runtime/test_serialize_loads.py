@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import json
 import math
+import random
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +16,21 @@ import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
-from toolfold import Agent, InvalidEventError, RunState, Sequence, SerializationError, tool
+from toolfold import (
+    Agent,
+    InvalidEventError,
+    MalformedResponseError,
+    Route,
+    RunState,
+    Sequence,
+    SerializationError,
+    tool,
+)
 from toolfold.runtime import (
     AttemptDropped,
     Finish,
     Message,
+    ModelResponse,
     OutputAccepted,
     OutputSpec,
     ToolReturned,
@@ -30,7 +45,7 @@ from toolfold.runtime import (
     to_json,
 )
 from toolfold.runtime.core._serialize import unstructure
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 
 def _nan_output_state() -> RunState:
@@ -107,6 +122,51 @@ def test_a_workflow_output_holding_nan_in_an_object_loads_equal() -> None:
     """A step's {"mean": math.nan} is kept as math.nan itself, so the saved state loads equal."""
     state = Sequence(_produce_in_a_dict, name="wf").run("go").state
     assert state.output["mean"] is math.nan
+    assert RunState.from_json(state.to_json()) == state
+
+
+def _unchanged(value: Any) -> Any:
+    """Return the input."""
+    return value
+
+
+def _fresh_nan_in_a_dict(text: str) -> dict[str, Any]:
+    """Return a NaN made by float() (another object than math.nan) in an object."""
+    return {"a": float("nan"), "b": [float("nan")]}
+
+
+@pytest.mark.parametrize(
+    "given", [{"x": float("nan")}, math.nan, [float("nan")]], ids=["dict", "bare", "list"]
+)
+def test_a_nan_in_a_workflows_input_loads_equal(given: Any) -> None:
+    """Sequence(step).run({"x": nan}): the input, in the step's call, is math.nan itself, so the state loads equal."""
+    state = Sequence(_unchanged, name="wf").run(given).state
+    assert state.phase == "finished"
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_nan_object_passed_on_to_the_next_step_loads_equal() -> None:
+    """A step's {"a": float("nan")} goes to the next step as math.nan itself: the saved state loads equal."""
+    state = Sequence(_fresh_nan_in_a_dict, _unchanged, name="wf").run("go").state
+    assert state.output["a"] is math.nan
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_routes_branch_chosen_after_a_load_gets_the_input_as_a_load_gives_it() -> None:
+    """A router that awaited approval, loaded and resumed: its branch's call holds the input's NaN as math.nan, so the state loads equal."""
+
+    def route(resumed: bool) -> Route:
+        script = [ScriptedModel.call("_delete", {"path": "x"}), "a"][resumed:]
+        router = Agent(ScriptedModel(script), name="router", tools=[_delete])
+        return Route(router, {"a": _unchanged}, name="route")
+
+    suspended = route(False).run({"x": math.nan}).state
+    assert suspended.phase == "awaiting_approval"
+    loaded = RunState.from_json(suspended.to_json())
+    approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
+    state = route(True).resume(loaded, approvals=approvals).state
+    assert state.phase == "finished"
+    assert state.output["x"] is math.nan
     assert RunState.from_json(state.to_json()) == state
 
 
@@ -188,19 +248,94 @@ def delete(path: str) -> str:
     return "deleted " + path
 
 
+def _js_number(value: float) -> str:
+    """Number::toString (ECMA-262), written from the spec, not from toolfold's code: the
+    fewest digits k that read back as the value, laid out by the exponent n."""
+    if value == 0:
+        return "0"
+    if value < 0:
+        return "-" + _js_number(-value)
+    k, text = next((k, t) for k in range(1, 18) if float(t := f"{value:.{k - 1}e}") == value)
+    mantissa, exponent = text.split("e")
+    digits, n = mantissa.replace(".", ""), int(exponent) + 1
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    return digits[0] + ("." + digits[1:] if k > 1 else "") + f"e{n - 1:+d}"
+
+
+# What node writes (`String(v)`, which JSON.stringify uses), v22: values around 2**53,
+# integral floats past it up to 1e21 written without an exponent, and the smallest double.
+_NODE_WRITES = [
+    (2.0**53, "9007199254740992"),
+    (2.0**53 + 2, "9007199254740994"),
+    (2.0**53 - 1, "9007199254740991"),
+    (2.0**60, "1152921504606847000"),
+    (-(2.0**60), "-1152921504606847000"),
+    (1e20, "100000000000000000000"),
+    (1.2345678901234567e20, "123456789012345670000"),
+    (1e21, "1e+21"),
+    (9.999999999999999e20, "999999999999999900000"),
+    (1.2345678901234567e21, "1.2345678901234568e+21"),
+    (5e-324, "5e-324"),
+    (-0.0, "0"),
+    (1.0, "1"),
+    (0.1, "0.1"),
+    (1 / 3, "0.3333333333333333"),
+    (1e-6, "0.000001"),
+    (1.5e-7, "1.5e-7"),
+    (1e-7, "1e-7"),
+    (123.456, "123.456"),
+    (1e16, "10000000000000000"),
+    (1.7976931348623157e308, "1.7976931348623157e+308"),
+    (2.2250738585072014e-308, "2.2250738585072014e-308"),
+    (0.000001234, "0.000001234"),
+]
+
+
+@pytest.mark.parametrize(("value", "written"), _NODE_WRITES, ids=[w for _, w in _NODE_WRITES])
+def test_numbers_are_written_as_javascript_writes_them(value: float, written: str) -> None:
+    """number_text gives node's String(value); so does the test's own Number::toString."""
+    from toolfold.runtime.core._json_numbers import number_text
+
+    assert number_text(value) == written
+    assert _js_number(value) == written
+
+
+def test_number_text_agrees_with_number_to_string_on_random_doubles() -> None:
+    """number_text and the spec's Number::toString agree on 3000 random finite doubles."""
+    from toolfold.runtime.core._json_numbers import number_text
+
+    randomly = random.Random(37)
+    values = []
+    while len(values) < 3000:
+        value = struct.unpack("<d", randomly.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(value):
+            values.append(value)
+    values += [float(2**e) for e in range(40, 80)] + [10.0**e for e in range(-10, 25)]
+    assert [number_text(v) for v in values] == [_js_number(v) for v in values]
+
+
 def _as_a_browser_writes(text: str) -> str:
-    """``JSON.stringify(JSON.parse(text))``'s numbers (1.0 as 1, -0.0 as 0), keys reordered and re-indented."""
+    """``JSON.stringify(JSON.parse(text), null, 1)``, keys reordered: each number a double,
+    written as JavaScript writes it (1.0 as 1, -0.0 as 0, 2.0**60 as 1152921504606847000)."""
 
-    def js(value: Any) -> Any:
-        if type(value) is float:
-            return int(value) if value.is_integer() else value
+    def js(value: Any) -> str:
+        if value is None or type(value) is bool:
+            return json.dumps(value)
+        if type(value) in (int, float):
+            return _js_number(float(value))
         if type(value) is dict:
-            return {k: js(v) for k, v in reversed(value.items())}
+            items = [f"{json.dumps(k)}: {js(v)}" for k, v in reversed(value.items())]
+            return "{\n" + ",\n".join(items) + "\n}"
         if type(value) is list:
-            return [js(v) for v in value]
-        return value
+            return "[\n" + ",\n".join(js(v) for v in value) + "\n]"
+        return json.dumps(value)
 
-    return json.dumps(js(json.loads(text)), indent=1)
+    return js(json.loads(text))
 
 
 def _with_numbers(arguments: dict[str, Any]) -> RunState:
@@ -217,6 +352,43 @@ def test_a_signed_state_with_integral_floats_verifies_after_a_browser_round_trip
     loaded = RunState.from_json(browsed, key="k")
     assert loaded == state
     assert loaded.calls[0].call.arguments["third"] == 1 / 3
+
+
+@pytest.mark.parametrize(
+    "number",
+    [2.0**60, 1.2345678901234567e20, -(2.0**60), 2.0**53 + 2, 1e20, 1e21, 5e-324, -0.0],
+    ids=str,
+)
+def test_a_big_integral_float_verifies_after_a_browser_round_trip(number: float) -> None:
+    """2.0**60 (which JavaScript writes 1152921504606847000) and other doubles keep the signature."""
+    text = _with_numbers({"n": number}).to_json(key="k")
+    browsed = _as_a_browser_writes(text)
+    loaded = RunState.from_json(browsed, key="k")
+    assert float(loaded.calls[0].call.arguments["n"]) == number
+
+
+def _verifies_as_1709bfb6_did(text: str, key: bytes) -> str:
+    """What toolfold 1709bfb6's check of a signed state said (its code, as it was)."""
+    data = json.loads(text)
+    signature = data.pop("signature")
+    if not signature.startswith("hmac-sha256:") or len(signature) != len("hmac-sha256:") + 64:
+        return "the signature is not 'hmac-sha256:<hex digest>'"
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    digest = hmac.new(key, canonical.encode("ascii"), hashlib.sha256).hexdigest()
+    if hmac.compare_digest("hmac-sha256:" + digest, signature):
+        return "verified"
+    return "the signature does not match the key: the state was changed after it was signed"
+
+
+def test_a_reader_from_before_refuses_a_new_signature_as_an_unknown_scheme_not_a_change() -> None:
+    """A state signed now (temperature 1.0) is refused by 1709bfb6's check for its scheme, never
+    as changed after signing (a rolling deploy or rollback)."""
+    state = _with_numbers({"ratio": 1.0, "big": 1e308})
+    state = attrs.evolve(state, config=attrs.evolve(state.config, settings={"temperature": 1.0}))
+    text = state.to_json(key="k")
+    assert _verifies_as_1709bfb6_did(text, b"k") == (
+        "the signature is not 'hmac-sha256:<hex digest>'"
+    )
 
 
 def test_a_number_a_browser_rounds_is_a_change_the_signature_refuses() -> None:
@@ -284,6 +456,54 @@ def test_usage_that_would_overflow_is_refused_where_it_enters(first: Usage, seco
     with pytest.raises(InvalidEventError, match="overflows: a count is no finite number") as caught:
         reduce(state, responded(text="b", usage=second))
     assert caught.value.state == state
+    assert RunState.from_json(state.to_json()) == state
+
+
+@tool
+def _noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def _absurd_usage_model(second: Usage) -> FunctionModel:
+    answers = [
+        ModelResponse(
+            Message.assistant("", [ScriptedModel.call("_noop", {})]),
+            usage=Usage(input_tokens=1e308, output_tokens=1.5, requests=1),
+        ),
+        ModelResponse(Message.assistant("b"), usage=second),
+    ]
+    return FunctionModel(lambda messages, info=None: answers.pop(0))
+
+
+@pytest.mark.parametrize(
+    ("second", "field"),
+    [
+        (Usage(input_tokens=1e308, requests=1), "input_tokens"),
+        (Usage(output_tokens=10**400, requests=1), "output_tokens"),
+    ],
+    ids=["float-sum-to-inf", "int-too-large-for-float"],
+)
+@pytest.mark.parametrize("how", ["run", "arun", "observed"])
+def test_a_models_usage_the_run_cannot_add_up_is_a_malformed_response(
+    second: Usage, field: str, how: str
+) -> None:
+    """Agent.run with a model whose second usage overflows the sum: MalformedResponseError naming the count, state before the answer."""
+    agent = Agent(_absurd_usage_model(second), tools=[_noop])
+
+    def go() -> object:
+        if how == "observed":  # (each event reduced and shown, not an open step)
+            return agent.run("go", on_event=lambda event: None)
+        return agent.run("go") if how == "run" else asyncio.run(agent.arun("go"))
+
+    with pytest.raises(MalformedResponseError) as caught:
+        go()
+    error = caught.value
+    assert error.path == f"$.usage.{field}"
+    assert f"step 2 reports a usage the run cannot add up: Usage.{field}" in str(error)
+    state = error.state  # type: ignore[attr-defined]
+    assert state.phase == "awaiting_model"
+    assert state.usage.input_tokens == 1e308
     assert RunState.from_json(state.to_json()) == state
 
 

@@ -41,7 +41,7 @@ def test_a_signed_state_round_trips_without_the_key_in_it() -> None:
     text = state.to_json(key=KEY)
     assert KEY not in text
     assert KEY.encode().hex() not in text
-    assert json.loads(text)["signature"].startswith("hmac-sha256:")
+    assert json.loads(text)["signature"].startswith("hmac-sha256-v2:")
     assert RunState.from_json(text, key=KEY) == state
     assert RunState.from_json(text) == state  # without a key, the signature is not checked
     assert RunState.from_json(state.to_json(key=KEY.encode()), key=KEY) == state
@@ -81,9 +81,20 @@ def test_any_edit_of_a_signed_state_is_refused() -> None:
     data["signature"] = data["signature"][:-1] + ("0" if last != "0" else "1")
     with pytest.raises(SerializationError, match="signature does not match"):
         RunState.from_json(json.dumps(data), key=KEY)
-    for bad in (12, "hmac-sha256:\u00e9", "hmac-sha256:" + "0" * 63 + "\u00e9", "hmac-sha256:"):
+    bad_ones = (
+        12,
+        "hmac-sha256:\u00e9",
+        "hmac-sha256:" + "0" * 63 + "\u00e9",
+        "hmac-sha256:",
+        "hmac-sha256-v2:" + "0" * 63,
+        "hmac-sha256-v3:" + "0" * 64,
+    )
+    for bad in bad_ones:
         data["signature"] = bad
-        with pytest.raises(SerializationError, match=r"not 'hmac-sha256:<hex digest>'"):
+        with pytest.raises(
+            SerializationError,
+            match=r"not 'hmac-sha256-v2:<hex digest>' \(nor 'hmac-sha256:<hex digest>'",
+        ):
             RunState.from_json(json.dumps(data), key=KEY)
 
 

@@ -32,7 +32,6 @@ from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
-from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import ToolCallPart, thaw
 from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget, stop_answer
 from toolfold.runtime.drive._executor import (
@@ -439,9 +438,7 @@ def plain_data(value: Any) -> Any:
     from toolfold.toolkit._converter import get_converter
 
     plain = get_converter().unstructure(value)
-    # A NaN comes back as `math.nan` itself, as every load of the state gives it:
-    # a saved and loaded state then compares equal to the one that ran.
-    return json_value(json.dumps(plain, default=_not_data))
+    return json.loads(json.dumps(plain, default=_not_data))
 
 
 def _not_data(value: Any) -> Any:

@@ -54,6 +54,7 @@ from toolfold.runtime._run import (
 )
 from toolfold.runtime._task import STEP_CLOSE_ERRORS, Task, plain_data, structured
 from toolfold.runtime.core._build import new_tuple
+from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
@@ -314,7 +315,7 @@ class Workflow:
         """The run of ``prompt`` not started yet: its first message and its first plan."""
         if isinstance(prompt, Input):
             text = prompt.text
-            data = json.loads(text)  # the first plan, as `read_plan` reads it
+            data = json_value(text)  # the first plan, as `read_plan` reads it
             input_, values = data["input"], data.get("values") or {}
         else:
             if self._free:
@@ -323,8 +324,8 @@ class Workflow:
             text = envelope(input_, {})
             if type(input_) is str:  # its JSON gives it back unchanged
                 values = {}
-            else:
-                data = json.loads(text)
+            else:  # (a NaN in it: `math.nan` itself, as the state's load gives it)
+                data = json_value(text)
                 input_, values = data["input"], data.get("values") or {}
         return new_tuple(Fresh, (text, self._options.config, run_id, self.name, input_, values))
 

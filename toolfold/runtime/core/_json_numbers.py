@@ -25,3 +25,57 @@ def json_value(text: str | bytes) -> Any:
     first) to the same value in the state loaded from its saved text.
     """
     return json.loads(text, parse_constant=NON_FINITE_NUMBERS.__getitem__)
+
+
+def number_text(value: float) -> str:
+    """A float as JavaScript writes it (``Number.prototype.toString``, ECMA-262
+    Number::toString, which ``JSON.stringify`` and RFC 8785 use).
+
+    The shortest digits that read back as ``value`` (Python's `repr` gives the
+    same ones), laid out as JavaScript lays them out: without an exponent from
+    1e-6 up to below 1e21 (``1e20`` is ``100000000000000000000``, ``2.0**60``
+    ``1152921504606847000``), ``1e+21`` and ``1e-7`` past them; ``-0.0`` is
+    ``0``. NaN and infinities are ``NaN``, ``Infinity`` and ``-Infinity``.
+    """
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr: d.ddd or d.ddde±x, its digits the shortest that read back as the value.
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    significant = digits.lstrip("0")
+    # value = 0.<significant> * 10**point
+    point = len(whole) + (int(exponent) if exponent else 0) - (len(digits) - len(significant))
+    significant = significant.rstrip("0")
+    k = len(significant)
+    if k <= point <= 21:
+        text = significant + "0" * (point - k)
+    elif 0 < point <= 21:
+        text = significant[:point] + "." + significant[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + significant
+    else:
+        shown = point - 1
+        power = f"e{'+' if shown >= 0 else '-'}{abs(shown)}"
+        text = significant[0] + ("." + significant[1:] if k > 1 else "") + power
+    return sign + text
+
+
+def canonical_number(text: str) -> float | int:
+    """A JSON number with a fraction or an exponent (``json``'s ``parse_float``), by value.
+
+    A float with no fraction below 1e21 is the integer JavaScript writes for it
+    (`number_text`: ``1.0`` is ``1``, ``2.0**60`` is ``1152921504606847000``),
+    so a document reads the same after a browser's ``JSON.parse`` and
+    ``JSON.stringify``, which write such floats as integers; any other float is
+    itself (written back in its shortest digits, as JavaScript writes them).
+    """
+    value = float(text)
+    if value.is_integer() and -1e21 < value < 1e21:
+        return int(number_text(value))
+    return value

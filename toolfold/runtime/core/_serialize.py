@@ -34,7 +34,7 @@ from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
-from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS
+from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS, canonical_number
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -492,7 +492,8 @@ SigningKey = str | bytes
 _ONE_KEY = (str, bytes, bytearray, memoryview)
 
 SIGNATURE_FIELD = "signature"
-"""The top-level field a signed state carries: ``"hmac-sha256:<64 hex digits>"``."""
+"""The top-level field a signed state carries: ``"hmac-sha256-v2:<64 hex digits>"``
+(``"hmac-sha256:<64 hex digits>"`` in a state signed before numbers were signed by value)."""
 
 NON_FINITE_FIELD = "non_finite"
 """The top-level field listing where a state's NaN and infinities are.
@@ -510,7 +511,17 @@ out when there is none; a document that has it is tagged
 # is read as `math.nan` itself, as `NON_FINITE_FIELD`'s strings are: containers compare
 # NaN by identity (NaN != NaN), so values loaded twice compare equal.
 _DECODER = json.JSONDecoder(parse_constant=NON_FINITE_NUMBERS.__getitem__)
-_SCHEME = "hmac-sha256:"
+# The document as a signature covers it now: each float with no fraction (below 1e21) the
+# integer JavaScript writes for it, made while decoding (no second walk of the document).
+_BY_VALUE = json.JSONDecoder(
+    parse_constant=NON_FINITE_NUMBERS.__getitem__, parse_float=canonical_number
+)
+# Signatures over the document with numbers by value (`_canonical`) carry their own scheme:
+# a reader from before them refuses it as a scheme it does not know ("the signature is not
+# 'hmac-sha256:<hex digest>'"), not as a changed state. States signed before carry
+# `_SCHEME_BEFORE`, over the numbers as written, and still verify.
+_SCHEME = "hmac-sha256-v2:"
+_SCHEME_BEFORE = "hmac-sha256:"
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -553,7 +564,7 @@ def _text(data: dict[str, Any], key: bytes | None) -> str:
         return text
     # Signed as `state_from_json` reads it back: keys that are not text (a step's
     # output {9: "a", 10: "b"}) are text there, and sort so ("10" before "9").
-    signature = _signature(json.loads(text), key)
+    signature = _digest(_SCHEME, _canonical(text), key)
     return f'{text[:-1]},"{SIGNATURE_FIELD}":"{signature}"}}'
 
 
@@ -573,18 +584,21 @@ def state_from_json(
             or (with ``key``) it is unsigned or its signature does not match.
         UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    return _state_from_data(_loads(text, "RunState", "RunState.from_json"), key)
+    return _state_from_data(_loads(text, "RunState", "RunState.from_json"), key, text)
 
 
-def _state_from_data(data: Any, key: SigningKey | Sequence[SigningKey] | None) -> RunState:
-    """The state a document holds (``data``: its JSON just decoded), as `state_from_json` reads it."""
+def _state_from_data(
+    data: Any, key: SigningKey | Sequence[SigningKey] | None, text: str | bytes = ""
+) -> RunState:
+    """The state a document holds (``data``: its JSON ``text`` just decoded), as
+    `state_from_json` reads it (``text`` is read again to check a signature)."""
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
         raise SerializationError("RunState", [f"expected format {expected}, got {found!r}"])
     signature = data.pop(SIGNATURE_FIELD, None)
     if key is not None:
-        _check_signature(data, signature, _keys(key))
+        _check_signature(data, text, signature, _keys(key))
     non_finite = data.get("format") == STATE_FORMAT_NON_FINITE
     data = {k: v for k, v in data.items() if k != "format"}
     if non_finite != (NON_FINITE_FIELD in data):
@@ -730,81 +744,73 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     return found
 
 
-def _signature(data: dict[str, Any], key: bytes) -> str:
-    """The signature of ``data`` (the document as decoded, its signature left out)."""
-    return _digest(_canonical(data), key)
+def _canonical(text: str | bytes) -> bytes:
+    """The canonical JSON of a document's ``text``: what a signature covers now.
 
-
-def _canonical(data: dict[str, Any]) -> bytes:
-    """The canonical JSON of a document: what a signature covers.
-
-    Sorted keys, no spaces, ASCII escapes, and numbers by value (as RFC 8785
-    writes them): a float with no fraction is written as the integer (``1.0``
-    and ``1``, ``-0.0`` and ``0``, ``1e308`` and its digits are one number), so
-    the same state signs the same whatever the JSON text's own layout, and
-    after a browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0``
-    as ``1``. (A document written before `NON_FINITE_FIELD` has bare NaN: it
-    is checked as it was signed.)
+    Sorted keys, no spaces, ASCII escapes, and numbers by value: a float with no
+    fraction below 1e21 is the integer JavaScript writes for it (``1.0`` and
+    ``1``, ``-0.0`` and ``0``, ``2.0**60`` and ``1152921504606847000`` are one
+    number), other floats their shortest digits, integers exactly. So the same
+    state signs the same whatever the JSON text's own layout, and after a
+    browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0`` as ``1``.
+    The signature field, if any, is left out.
     """
-    return _canonical_before(_by_value(data))
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
+    data = _BY_VALUE.decode(text)
+    data.pop(SIGNATURE_FIELD, None)
+    return _canonical_before(data)
 
 
 def _canonical_before(data: dict[str, Any]) -> bytes:
-    """The canonical JSON signatures were made over before `_canonical` (numbers as
-    written: ``1.0`` and ``1`` apart): states signed then still verify."""
+    """The canonical JSON `_SCHEME_BEFORE` signatures cover: ``data`` (the document as
+    decoded, its signature left out) with numbers as written (``1.0`` and ``1`` apart)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return text.encode("ascii")
 
 
-def _by_value(value: Any) -> Any:
-    """``value`` (decoded JSON) with each float that has no fraction as that int:
-    ``value`` itself when it holds none (nothing copied)."""
-    kind = type(value)
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    if kind is dict:
-        changed: dict[str, Any] | None = None
-        for k, v in value.items():
-            new = _by_value(v)
-            if new is not v:
-                changed = changed if changed is not None else dict(value)
-                changed[k] = new
-        return value if changed is None else changed
-    if kind is list:
-        items = [_by_value(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    return value
+def _signature_before(data: dict[str, Any], key: bytes) -> str:
+    """A `_SCHEME_BEFORE` signature, as toolfold made them before `_SCHEME` (tests make old states)."""
+    return _digest(_SCHEME_BEFORE, _canonical_before(data), key)
 
 
-def _digest(canonical: bytes, key: bytes) -> str:
-    return _SCHEME + hmac.new(key, canonical, hashlib.sha256).hexdigest()
+def _digest(scheme: str, canonical: bytes, key: bytes) -> str:
+    return scheme + hmac.new(key, canonical, hashlib.sha256).hexdigest()
 
 
-def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) -> None:
+def _check_signature(
+    data: dict[str, Any], text: str | bytes, signature: Any, keys: list[bytes]
+) -> None:
+    """Check ``signature`` of the document ``text`` (``data``: it decoded, the signature popped)."""
     if signature is None:
         raise SerializationError(
             "RunState",
             [f"the state is not signed, but a key was given: refusing it @ $.{SIGNATURE_FIELD}"],
         )
+    scheme = next(
+        (
+            s
+            for s in (_SCHEME, _SCHEME_BEFORE)
+            if isinstance(signature, str) and signature.startswith(s)
+        ),
+        None,
+    )
     # Checked in full before compare_digest, which raises TypeError on non-ASCII text.
     if not (
-        isinstance(signature, str)
-        and signature.startswith(_SCHEME)
-        and len(signature) == len(_SCHEME) + 64
-        and _HEX.issuperset(signature[len(_SCHEME) :])
+        scheme is not None
+        and len(signature) == len(scheme) + 64
+        and _HEX.issuperset(signature[len(scheme) :])
     ):
         raise SerializationError(
             "RunState",
-            [f"the signature is not '{_SCHEME}<hex digest>' @ $.{SIGNATURE_FIELD}"],
+            [
+                f"the signature is not '{_SCHEME}<hex digest>' (nor '{_SCHEME_BEFORE}<hex "
+                f"digest>', as states were signed before) @ $.{SIGNATURE_FIELD}"
+            ],
         )
-    # Each key against the canonical form, then the one signatures were made over
-    # before it (when it differs: the document has a float with no fraction).
-    # compare_digest over every one: the time taken says nothing about the digest.
-    by_value = _by_value(data)
-    forms = [_canonical_before(by_value)]
-    if by_value is not data:
-        forms.append(_canonical_before(data))
-    matches = [hmac.compare_digest(_digest(form, k), signature) for form in forms for k in keys]
+    canonical = _canonical(text) if scheme == _SCHEME else _canonical_before(data)
+    # compare_digest over every key: the time taken says nothing about the digest.
+    matches = [hmac.compare_digest(_digest(scheme, canonical, k), signature) for k in keys]
     if not any(matches):
         noun = "the key" if len(keys) == 1 else f"any of the {len(keys)} keys"
         raise SerializationError(

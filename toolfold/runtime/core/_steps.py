@@ -37,6 +37,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    is_count_value,
     part_problem,
     parts_fit,
     tool_calls_of,
@@ -697,9 +698,7 @@ def _commit(state: RunState, changes: Changes) -> None:
 
 def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usage:
     """``total + usage`` (the run's usage and what an event adds), refused with
-    `InvalidEventError` when a count no longer is one: float counts summed past
-    the largest float give infinity, which a saved state cannot hold, and an
-    int too large for a float count it is added to overflows.
+    `InvalidEventError` when a count no longer is one (see `usage_sum_problem`).
     """
     try:
         summed = total + usage
@@ -707,7 +706,7 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
         summed = None
     if summed is not None:
         if (
-            # Exact types first (the usual case): ints never overflow.
+            # Exact types first (the usual case), inline (each answer sums): ints never overflow.
             type(summed.input_tokens) is int
             and type(summed.output_tokens) is int
             and type(summed.cached_tokens) is int
@@ -724,3 +723,28 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
         f"the run's usage {total!r} plus this {usage!r} overflows: a count is no finite "
         "number, which a saved state cannot hold",
     )
+
+
+def usage_sum_problem(total: Usage, usage: Usage) -> str:
+    """The count of ``total + usage`` that is no finite number, named (``""`` if none):
+    float counts summed past the largest float give infinity, and an int too large
+    for a float count it is added to overflows.
+    """
+    for name in _COUNTS:
+        try:
+            count = getattr(total, name) + getattr(usage, name)
+        except OverflowError:
+            return f"Usage.{name}"
+        if not is_count_value(count):
+            return f"Usage.{name}"
+    return ""
+
+
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "requests",
+    "cache_write_tokens",
+)

@@ -23,6 +23,8 @@ from typing import Any, Literal, NamedTuple, Union
 import attrs
 
 from toolfold._errors import (
+    InvalidEventError,
+    MalformedResponseError,
     RunError,
 )
 from toolfold.runtime._model import Model
@@ -50,12 +52,12 @@ from toolfold.runtime.core._events import (
     OutputAccepted,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, freeze, tool_calls_of
+from toolfold.runtime.core._messages import Message, ToolCallPart, Usage, freeze, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
-from toolfold.runtime.core._steps import last_response
+from toolfold.runtime.core._steps import last_response, usage_sum_problem
 from toolfold.runtime.core._stop import (
     StopPredicate,
     handed_budget,
@@ -373,7 +375,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 ):
                     # Nobody watches the state between the response and the results:
                     # the step runs its calls from an `OpenStep` and builds one state.
-                    opened = open_step(state, event)
+                    try:
+                        opened = open_step(state, event)
+                    except InvalidEventError:
+                        _check_usage(state, response, effect.step)
+                        raise
                     if tracing():  # the calls the core answered at once: their spans
                         at_once = _settled(
                             opened.changes["calls"]
@@ -428,7 +434,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         # response, its event and dispositions) is in the new state's log.
                         del opened, changes, messages, c, to_run, jobs, finished, outcomes
                 else:
-                    state = apply_event(live, state, event)
+                    try:
+                        state = apply_event(live, state, event)
+                    except InvalidEventError:
+                        _check_usage(state, response, effect.step)
+                        raise
                     if standing is not None and state.phase == "running_tools":
                         # Its reply kept from here on, not only once its calls run (see below).
                         standing.at = Stand(live, state, None)
@@ -751,6 +761,33 @@ def _observe(observer: Callable[[Any], object], value: Any, state: RunState, nam
         observer(value)
     except Exception as exc:
         raise observer_failure(f"{name} observer", exc, state, "observer") from exc
+
+
+def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
+    """Refuse, as the model's fault, an answer whose usage the run cannot add up.
+
+    Called when the reducer refused the answer (`InvalidEventError`), so that a
+    usage that would sum to no finite count with the run's (float counts past
+    1.8e308, an int too large for a float count) is a `MalformedResponseError`
+    naming the count, with the run before the answer as its state, not a bare
+    refusal. (Nothing is checked on the way of an answer the reducer takes.)
+    """
+    usage = response.usage
+    if type(usage) is not Usage or type(state.usage) is not Usage:
+        return  # (no `Usage` at all: the reducer names it)
+    field = usage_sum_problem(state.usage, usage)
+    if field:
+        problem = f"the run's {state.usage!r} plus this {usage!r} is no finite number"
+        raise model_failure(
+            MalformedResponseError(
+                f"the model's answer in step {step} reports a usage the run cannot add "
+                f"up: {field} of {problem}, which a saved state cannot hold",
+                path=f"$.usage.{field.partition('.')[2]}",
+                problem=problem,
+            ),
+            state,
+            step,
+        )
 
 
 def unique_call_ids(response: ModelResponse) -> ModelResponse:
