@@ -200,6 +200,19 @@ def test_a_local_tool_named_as_an_mcp_tool_is_refused_saying_prefix_or_include()
     assert children() == before
 
 
+def test_two_mcp_servers_of_one_name_sharing_a_tool_name_offer_no_name_remedy() -> None:
+    """Two server objects of one name sharing a tool name are refused offering only what an
+    MCP tool takes (prefix= or include=), not name= for a tool of one's own: there is none."""
+    first, second = _our_server(include=["add"]), _our_server(include=["add"])
+    with pytest.raises(ToolDefinitionError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[first, second]).run("x")
+    assert str(caught.value).endswith(
+        "tool name 'add' is used by 2 tools (2 tools made from tool 'add' of MCP server "
+        "'ours'); give them distinct names: prefix=... on MCP server 'ours', or "
+        "include=[...] to leave 'add' out"
+    )
+
+
 def test_one_mcp_server_listed_twice_is_refused_saying_so() -> None:
     """The same server object twice in an agent's tools is refused when the agent is made,
     saying it is listed twice (not as tools sharing names at the run)."""
