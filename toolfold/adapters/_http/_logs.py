@@ -118,7 +118,11 @@ def _loggers_named(code: CodeType, module: str) -> Iterator[str]:
     spells out: ``getLogger("name")`` or ``getLogger(__name__)`` (``module``)."""
     # (disassembling only code that names a logger call: dis reads the rest 20x slower)
     named = not _LOGGER_CALLS.isdisjoint(code.co_names)
-    instructions = list(dis.get_instructions(code)) if named else []
+    instructions = [
+        instruction
+        for instruction in (dis.get_instructions(code) if named else ())
+        if instruction.opname != "PUSH_NULL"  # (3.11: before the callable; 3.13: after it)
+    ]
     for call, argument, after in zip(
         instructions, instructions[1:], instructions[2:], strict=False
     ):
