@@ -288,6 +288,29 @@ def _record(message: str, *args: object) -> logging.LogRecord:
 
 
 @pytest.mark.parametrize("make", ["guard", "redacting"])
+def test_a_log_filter_passes_a_record_it_cannot_format_to_logging(make: str) -> None:
+    """A record whose message does not format (``log.info("%d", "x")``) passes the
+    transports' log guard and `RedactingFilter` as it was, for logging to report the
+    mistake, instead of the filter raising it out of the caller's log call; its
+    traceback is still scrubbed."""
+    from toolfold.adapters import RedactingFilter, Secret
+    from toolfold.adapters._http import _logs
+
+    secret = Secret("secret-0123")
+    found: logging.Filter
+    if make == "guard":
+        found = guard = _logs._KeyFilter()
+        guard.add(secret)
+    else:
+        found = RedactingFilter([secret])
+    record = _record("port %d", "x")
+    record.stack_info = "Stack (most recent call last): secret-0123"
+    assert found.filter(record)
+    assert (record.msg, record.args) == ("port %d", ("x",))
+    assert record.stack_info == "Stack (most recent call last): ***"
+
+
+@pytest.mark.parametrize("make", ["guard", "redacting"])
 def test_a_log_filter_sorts_its_secrets_once_not_per_record(
     make: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

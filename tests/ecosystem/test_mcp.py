@@ -200,6 +200,19 @@ def test_a_local_tool_named_as_an_mcp_tool_is_refused_saying_prefix_or_include()
     assert children() == before
 
 
+def test_two_mcp_servers_of_one_name_sharing_a_tool_name_offer_no_name_remedy() -> None:
+    """Two server objects of one name sharing a tool name are refused offering only what an
+    MCP tool takes (prefix= or include=), not name= for a tool of one's own: there is none."""
+    first, second = _our_server(include=["add"]), _our_server(include=["add"])
+    with pytest.raises(ToolDefinitionError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[first, second]).run("x")
+    assert str(caught.value).endswith(
+        "tool name 'add' is used by 2 tools (2 tools made from tool 'add' of MCP server "
+        "'ours'); give them distinct names: prefix=... on MCP server 'ours', or "
+        "include=[...] to leave 'add' out"
+    )
+
+
 def test_one_mcp_server_listed_twice_is_refused_saying_so() -> None:
     """The same server object twice in an agent's tools is refused when the agent is made,
     saying it is listed twice (not as tools sharing names at the run)."""
@@ -528,11 +541,12 @@ def test_a_header_a_server_echoes_into_the_sdks_own_log_lines_never_shows(
 
 _LOGGERS_MADE = """
 import importlib, json, logging, pathlib, sys
-made = set()
+made, server_side = set(), set()
 real = logging.getLogger
 def recording(name=None):
-    if sys._getframe(1).f_globals.get("__name__", "").split(".")[0] == "mcp":
-        made.add(name)
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    if module.split(".")[0] == "mcp":
+        (server_side if module.startswith(("mcp.server", "mcp.cli")) else made).add(name)
     return real(name)
 logging.getLogger = recording
 import mcp
@@ -543,39 +557,155 @@ for path in sorted(root.rglob("*.py")):
         importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     except (Exception, SystemExit):  # for another platform (mcp.os.win32), an extra (mcp.cli)
         pass
-from toolfold.adapters._http._logs import package_loggers
-print(json.dumps([len(made), sorted(made - package_loggers("mcp"))]))
+from toolfold.adapters._http._logs import _LEFT, package_loggers
+found = package_loggers("mcp", _LEFT["mcp"])
+print(json.dumps([len(made), sorted(made - found), sorted(found & {"server", "cli"})]))
 """
 
 
-def test_every_logger_the_mcp_sdk_makes_is_guarded() -> None:
-    """Every logger an MCP SDK module makes as it is imported (recorded by a getLogger
-    wrapper, in a fresh interpreter) is one `package_loggers` finds in the SDK's source."""
+def test_every_logger_the_mcp_sdks_client_side_makes_is_guarded() -> None:
+    """Every logger an MCP SDK module outside its server side and CLI makes as it is
+    imported (recorded by a getLogger wrapper, in a fresh interpreter) is one
+    `package_loggers` finds; the server side's ``server`` and the CLI's ``cli`` are not."""
     found = subprocess.run(
         [sys.executable, "-c", _LOGGERS_MADE], capture_output=True, text=True, cwd=ROOT, check=True
     )
-    made, missed = json.loads(found.stdout.splitlines()[-1])
-    assert made > 10  # the SDK's modules were imported
+    made, missed, server_side = json.loads(found.stdout.splitlines()[-1])
+    assert made > 4  # the SDK's modules were imported
     assert missed == []
+    assert server_side == []
 
 
+def _fresh_sdk(where: Any, name: str) -> Any:
+    """A package ``name`` under ``where`` whose modules make loggers (one fails if imported)."""
+    package = where / name
+    for part in ("client", "server"):
+        (package / part).mkdir(parents=True)
+        (package / part / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("import logging\nlog = logging.getLogger(__name__)\n")
+    (package / "client" / "session.py").write_text(
+        "import no_such_module_0451  # never imported\nimport logging\n"
+        "a = logging.getLogger(__name__)\nb = logging.getLogger( 'plain' )\n"
+        "def later():\n    return logging.getLogger('inside')\n"
+    )
+    (package / "server" / "main.py").write_text(
+        "import logging\nlog = logging.getLogger('server')\n"
+    )
+    return package
+
+
+@pytest.mark.parametrize("installed", ["source", "compiled only", "zipped"])
 def test_a_logger_a_new_sdk_module_makes_is_found(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    installed: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`package_loggers` finds, without importing them, a module's own-named logger and a
-    literal name, in any module of the package."""
+    """`package_loggers` finds, without importing them, a module's own-named logger and
+    literal names, in any module of the package outside the parts left, whether it is
+    installed as source, as compiled files only or in a zip."""
+    import compileall
+    import shutil
+    import zipfile
+
     from toolfold.adapters._http._logs import package_loggers
 
-    package = tmp_path / "fresh_sdk"
-    (package / "client").mkdir(parents=True)
-    (package / "__init__.py").write_text("import logging\nlog = logging.getLogger(__name__)\n")
-    (package / "client" / "__init__.py").write_text("")
-    (package / "client" / "session.py").write_text(
-        "raise ImportError('never imported')\nimport logging\n"
-        "a = logging.getLogger(__name__)\nb = logging.getLogger( 'plain' )\n"
+    name = "fresh_sdk_" + installed.replace(" ", "_")
+    package = _fresh_sdk(tmp_path / "src", name)
+    where = tmp_path / "src"
+    if installed == "compiled only":
+        assert compileall.compile_dir(package, legacy=True, quiet=1)
+        for source in package.rglob("*.py"):
+            source.unlink()
+    elif installed == "zipped":
+        where = tmp_path / "sdk.zip"
+        with zipfile.ZipFile(where, "w") as zipped:
+            for source in package.rglob("*.py"):
+                zipped.write(source, source.relative_to(tmp_path / "src").as_posix())
+        shutil.rmtree(package)
+    monkeypatch.syspath_prepend(str(where))
+    assert package_loggers(name, (f"{name}.server",)) == {
+        name,
+        f"{name}.client.session",
+        "plain",
+        "inside",
+    }
+    assert "server" in package_loggers(name)
+
+
+_ZIPPED_SDK = """
+import json, logging, sys
+sys.path.insert(0, sys.argv[1])
+import mcp
+from toolfold.mcp import MCPServerHTTP
+MCPServerHTTP("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer sk-ZIPPED-0451"})
+guarded = [n for n in ("client", "mcp.client.streamable_http", "mcp.client.stdio",
+                       "mcp.shared.dispatcher", "server", "cli") if logging.getLogger(n).filters]
+slip = logging.getLogger("client")
+try:
+    slip.warning("port %d", "x")  # a format mistake: logging reports it and carries on
+    raised = None
+except Exception as error:
+    raised = type(error).__name__
+print(json.dumps([mcp.__file__, guarded, raised]))
+"""
+
+
+def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: Any) -> None:
+    """With the MCP SDK imported from a zip (no source files to read), its client session's
+    ``client`` logger and its client modules' loggers are guarded, its server side's and
+    CLI's names (``server``, ``cli``, often an application's own) are not, and a format
+    mistake in a guarded logger's call is reported by logging, not raised at the call."""
+    import zipfile
+
+    import mcp
+
+    installed = os.path.dirname(mcp.__file__)
+    zipped = tmp_path / "mcp.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        for folder, _, files in os.walk(installed):
+            for file in files:
+                if file.endswith(".py"):
+                    path = os.path.join(folder, file)
+                    archive.write(path, os.path.relpath(path, os.path.dirname(installed)))
+    found = subprocess.run(
+        [sys.executable, "-c", _ZIPPED_SDK, str(zipped)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert package_loggers("fresh_sdk") == {"fresh_sdk", "fresh_sdk.client.session", "plain"}
+    where, guarded, raised = json.loads(found.stdout.splitlines()[-1])
+    assert where.startswith(str(zipped))
+    assert guarded == [
+        "client",
+        "mcp.client.streamable_http",
+        "mcp.client.stdio",
+        "mcp.shared.dispatcher",
+    ]
+    assert raised is None
+    assert "--- Logging error ---" in found.stderr
+    assert "sk-ZIPPED-0451" not in found.stderr
+
+
+def test_an_applications_server_and_cli_loggers_are_left_alone() -> None:
+    """An HTTP server's key guards the MCP SDK's client loggers, not the names its server
+    side and CLI log as (``server``, ``cli``), which an application's own loggers often have."""
+    from toolfold.adapters._http._logs import _FILTER
+
+    MCPServerHTTP("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer sk-APP-0451"})
+    assert _FILTER in logging.getLogger("client").filters
+    assert _FILTER not in logging.getLogger("server").filters
+    assert _FILTER not in logging.getLogger("cli").filters
+
+
+def test_an_mcp_logger_made_after_a_first_server_is_guarded_by_the_next() -> None:
+    """A logger under ``mcp.`` made after a first HTTP server was built (the SDK's modules
+    scanned) is guarded when the next one adds its key."""
+    from toolfold.adapters._http._logs import _FILTER
+
+    MCPServerHTTP("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer sk-FIRST-0451"})
+    later = logging.getLogger("mcp.client.made_later_by_a_test")
+    assert _FILTER not in later.filters
+    MCPServerHTTP("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer sk-NEXT-0451"})
+    assert _FILTER in later.filters
 
 
 def test_a_header_value_given_as_a_secret_is_sent_and_never_shown(

@@ -267,6 +267,45 @@ def test_without_capture_span_statuses_hold_no_arguments_or_results(traces: Trac
     ]
 
 
+def test_without_capture_a_provider_errors_status_says_provider_status_class_and_code(
+    traces: Traces,
+) -> None:
+    """Without capture_content, a provider error's chat and agent span statuses say the
+    provider, HTTP status, class and error code (not the provider's message, which may echo
+    the prompt), and the chat span records the status as http.response.status_code."""
+    from toolfold import RateLimitError, ServerError
+
+    def raising(error: Exception) -> Any:
+        def answer(request: Any) -> Any:
+            raise error
+
+        return answer
+
+    errors = [
+        RateLimitError(
+            f"openai: HTTP 429 {PRIVATE}",
+            provider="openai",
+            status_code=429,
+            provider_message=f"slow down, {PRIVATE}",
+            code="rate_limit_exceeded",
+        ),
+        ServerError(f"anthropic: {PRIVATE}", provider="anthropic", code=f"bad {PRIVATE}"),
+    ]
+    for error in errors:
+        with pytest.raises(type(error)):
+            Agent(ScriptedModel([raising(error)])).run("hi")
+    statuses = sorted(
+        (s.name.split()[0], s.status.description, s.attributes.get("http.response.status_code"))
+        for s in traces.named(("chat", "invoke_agent"))
+    )
+    assert statuses == [
+        ("chat", "anthropic: ServerError", None),
+        ("chat", "openai: HTTP 429 RateLimitError (rate_limit_exceeded)", 429),
+        ("invoke_agent", "anthropic: ServerError", None),
+        ("invoke_agent", "openai: HTTP 429 RateLimitError (rate_limit_exceeded)", None),
+    ]
+
+
 def test_with_capture_span_statuses_say_what_failed() -> None:
     """With capture_content, an error span's status holds the tool's error text."""
     recorded = Traces()

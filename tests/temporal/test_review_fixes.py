@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -599,3 +601,80 @@ def test_fractional_counts_decide_as_recorded_and_exactly_in_new_runs(
     assert new.state == fractional.agent.run("go", run_id="fractional-new").state
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin([fractional])])
     asyncio.run(replayer.replay_workflow(history))  # decides as recorded: no NondeterminismError
+
+
+def test_a_list_activity_cancelled_while_its_server_lists_stops_the_listing(
+    tmp_path: Path,
+) -> None:
+    """The list activity, cancelled while its MCP server has not answered tools/list, cancels
+    the request and closes the server, as a local run does: its worker thread ends, so
+    asyncio.run returns without waiting for `timeout`, and no process is left."""
+    from tests.ecosystem.conftest import ROOT, children
+    from toolfold.integrations.temporal._activities import list_activity_name
+    from toolfold.mcp import MCPServerStdio
+    from toolfold.testing import ScriptedModel
+
+    before, threads = children(), threading.active_count()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    script = str(ROOT / "tests/ecosystem/hanging_list_server.py")
+    # timeout is past the join below: a listing left to time out keeps asyncio.run going
+    server = MCPServerStdio(sys.executable, [script, str(asked)], name="hanging", timeout=60)
+    agent = TemporalAgent(Agent(ScriptedModel(["done"]), tools=[server], name="lister"))
+    (list_tools,) = [
+        made
+        for made in agent.activities
+        if getattr(made, "__temporal_activity_definition").name == list_activity_name("lister")
+    ]
+    environment = ActivityEnvironment()
+
+    async def main() -> None:
+        listing = asyncio.ensure_future(environment.run(list_tools))
+        await asyncio.to_thread(lambda: asked.open().close())  # the server has tools/list
+        environment.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await listing
+
+    runner = threading.Thread(target=asyncio.run, args=(main(),))
+    runner.start()
+    runner.join(timeout=30)  # bounds a hang, well under the listing's timeout
+    assert not runner.is_alive()  # the listing's worker thread ended, so asyncio.run returned
+    assert threading.active_count() == threads
+    assert not server.is_open
+    assert children() == before
+
+
+def test_a_durable_run_cancelled_while_its_server_lists_stops_the_listing(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """A durable run cancelled while its MCP server has not answered the list activity's
+    tools/list (on a real dev server) stops the listing: the worker shuts down, asyncio.run
+    returns without waiting for the server's `timeout`, and no process is left."""
+    from temporalio.client import WorkflowFailureError
+
+    from tests.ecosystem.conftest import ROOT, children
+    from toolfold.mcp import MCPServerStdio
+    from toolfold.testing import ScriptedModel
+
+    before = children()
+    asked = tmp_path / "asked"
+    os.mkfifo(asked)
+    script = str(ROOT / "tests/ecosystem/hanging_list_server.py")
+    # timeout is past the join below: a listing left to time out keeps asyncio.run going
+    mcp = MCPServerStdio(sys.executable, [script, str(asked)], name="hanging", timeout=60)
+    agent = TemporalAgent(Agent(ScriptedModel(["done"]), tools=[mcp], name="durable-lister"))
+
+    async def go() -> None:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(client, "go", id="durable-lister-1", task_queue=queue)
+            await asyncio.to_thread(lambda: asked.open().close())  # the server has tools/list
+            await handle.workflow.cancel()
+            with pytest.raises(WorkflowFailureError):
+                await handle.workflow.result()
+
+    runner = threading.Thread(target=asyncio.run, args=(go(),))
+    runner.start()
+    runner.join(timeout=45)  # bounds a hang, under the listing's timeout
+    assert not runner.is_alive()  # the listing's worker thread ended, so asyncio.run returned
+    assert not mcp.is_open
+    assert children() == before

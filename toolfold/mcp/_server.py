@@ -7,8 +7,9 @@ exactly as in a toolfold run, a tool's ``timeout`` holds, a tool that takes a
 used as a tool runs its sub-run, and a bad argument, a tool exception or a
 timeout comes back as an error result (``isError``) the host's model can read
 and correct (a tool's ``sys.exit()`` or stray `CancelledError` too: one call
-does not end the server; a host cancelling its request still cancels it). A tool that requires approval is refused unless the host is
-trusted to ask its user (``approved_by_host=True``): toolfold cannot ask.
+does not end the server; a host cancelling its request still cancels it). A
+tool that requires approval is refused unless the host is trusted to ask its
+user (``approved_by_host=True``): toolfold cannot ask.
 """
 
 from __future__ import annotations

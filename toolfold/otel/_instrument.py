@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import re
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from toolfold._errors import ProviderError
 from toolfold.runtime._planner import Planner
 from toolfold.runtime.core._messages import (
     Message,
@@ -355,6 +357,8 @@ class _CallTrace:
         if error is not None:
             common = {**common, "error.type": type(error).__qualname__}
             span.set_attribute("error.type", type(error).__qualname__)
+            if isinstance(error, ProviderError) and error.status_code is not None:
+                span.set_attribute("http.response.status_code", error.status_code)
             span.set_status(Status(StatusCode.ERROR, _describe(error, run.owner.capture)))
         run.owner.duration.record(time.monotonic() - self.started, common)
         span.end()
@@ -364,7 +368,8 @@ def _describe(error: BaseException, capture: bool) -> str:
     """A span status's description of ``error`` (an interruption has no message of its own).
 
     Its message only with ``capture`` (content capture): a tool's exception
-    text may hold its arguments; without, the exception's class names it.
+    text may hold its arguments; without, the exception's class names it, and
+    a provider's error what is no content (`_provider_summary`).
     """
     if isinstance(error, GeneratorExit):
         return "abandoned: the caller stopped the stream before the response ended"
@@ -372,7 +377,28 @@ def _describe(error: BaseException, capture: bool) -> str:
         return "cancelled before the response ended"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted before the response ended"
-    return exception_text(error)[:200] if capture else type(error).__qualname__
+    if capture:
+        return exception_text(error)[:200]
+    if isinstance(error, ProviderError):
+        return _provider_summary(error)
+    return type(error).__qualname__
+
+
+#: A provider's error code shown without capture: an identifier, not a message.
+_CODE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def _provider_summary(error: ProviderError) -> str:
+    """``error`` without its message (the provider's text may echo the request's content):
+    the provider, the HTTP status, the class and the provider's error code, e.g.
+    ``openai: HTTP 429 RateLimitError (rate_limit_exceeded)``."""
+    parts = [f"{error.provider}:"] if error.provider else []
+    if error.status_code is not None:
+        parts.append(f"HTTP {error.status_code}")
+    parts.append(type(error).__qualname__)
+    if error.code and _CODE.fullmatch(error.code):
+        parts.append(f"({error.code})")
+    return " ".join(parts)
 
 
 def _messages_json(messages: Sequence[Message], finish_reason: str | None = None) -> str:

@@ -700,7 +700,7 @@ def _remedy(group: list[Tool[..., Any]]) -> str:
     others = list(dict.fromkeys(way for way in ways if isinstance(way, str)))
     if not others:
         return "give each a distinct name=..."
-    own = ["name=... for a tool of your own"] if len(others) < len(ways) else []
+    own = ["name=... for a tool of your own"] if any(way is None for way in ways) else []
     if len(own) + len(others) == 1:
         return f"give them distinct names: {others[0]}"
     return "give them distinct names: " + "; ".join([*own, *others])

@@ -775,13 +775,19 @@ def scrub_record(record: logging.LogRecord, found: Scrubs) -> None:
     when it held a secret, the scrubbed text replaces it and ``exc_info`` is
     dropped, so no formatter can write the exception out again with the key.
     ``stack_info`` (``stack_info=True``) is scrubbed too. A record without a
-    secret is left as it was.
+    secret is left as it was, and so is the message of a record that cannot be
+    formatted (``log.info("%d", "x")``): logging reports that mistake when a
+    handler formats it, as ever, rather than the filter raising it at the call.
     """
-    message = record.getMessage()
-    cleaned = scrub(message, found)
-    if cleaned != message:
-        record.msg = cleaned
-        record.args = None
+    try:
+        message = record.getMessage()
+    except Exception:  # the caller's format mistake, for logging to report
+        pass
+    else:
+        cleaned = scrub(message, found)
+        if cleaned != message:
+            record.msg = cleaned
+            record.args = None
     text = record.exc_text
     if (
         not text

@@ -11,18 +11,23 @@ user's own.
 
 The MCP SDK makes many loggers, some not under its package's name (its
 client session logs as ``client``, at WARNING with the server's message in
-a traceback): `MCPServerHTTP` guards every logger the installed SDK's modules
-make (`package_loggers`), found in their source, rather than a list of names
-that goes stale with the SDK's next release.
+a traceback): `MCPServerHTTP` guards the loggers of the installed SDK's
+client side, found in its modules' compiled code (`package_loggers`: source,
+compiled-only or zipped alike), the names the SDK used when this was written
+(`_KNOWN`) whatever the scan finds, and each logger under ``mcp.`` made by
+the time a key is added. Its server side and CLI are left alone: they log as
+``server`` and ``cli``, names an application's own loggers often have.
 """
 
 from __future__ import annotations
 
+import dis
 import functools
 import importlib.util
 import logging
-import re
-from pathlib import Path
+import pkgutil
+from collections.abc import Iterator
+from types import CodeType
 
 from toolfold.adapters._http._keys import Scrubs, Secret, scrub_record, scrubs
 
@@ -41,34 +46,105 @@ _EMITTERS = (
     "toolfold.http",
 )
 
-#: ``logging.getLogger(NAME)`` (or the MCP SDK's ``get_logger(NAME)``), ``NAME`` a
-#: literal or the module's ``__name__``.
-_GET_LOGGER = re.compile(r"""\b(?:getLogger|get_logger)\(\s*(__name__|"[^"\n]*"|'[^'\n]*')\s*\)""")
+#: Per package: its parts not scanned (the MCP SDK's server side and CLI, whose
+#: loggers are named ``server`` and ``cli``), and the loggers guarded whatever a
+#: scan finds (the names the SDK's client used when this was written).
+_LEFT: dict[str, tuple[str, ...]] = {"mcp": ("mcp.server", "mcp.cli")}
+_KNOWN: dict[str, tuple[str, ...]] = {
+    "mcp": (
+        "client",
+        "mcp.client.streamable_http",
+        "mcp.client.sse",
+        "mcp.client.client",
+        "mcp.client.stdio",
+        "mcp.shared.jsonrpc_dispatcher",
+        "mcp.shared.dispatcher",
+    ),
+}
+_LOGGER_CALLS = frozenset({"getLogger", "get_logger"})
+
+
+def _left(name: str, left: tuple[str, ...]) -> bool:
+    """Whether module or logger ``name`` is in one of the parts ``left``."""
+    return any(name == part or name.startswith(f"{part}.") for part in left)
 
 
 @functools.cache
-def package_loggers(package: str) -> frozenset[str]:
+def package_loggers(package: str, left: tuple[str, ...] = ()) -> frozenset[str]:
     """The names of the loggers the installed ``package``'s modules make, found in their
-    source (not imported): a module's ``getLogger(__name__)`` is its own name, a
-    ``getLogger("client")`` that literal name; and the loggers made already under
-    ``package``'s name. Empty when ``package`` is not installed.
+    compiled code (not imported): a module's ``getLogger(__name__)`` is its own name, a
+    ``getLogger("client")`` that literal name. Modules in the subpackages ``left``
+    (full names) are not read. Empty when ``package`` is not installed.
+
+    Each module is read through its loader, so a package installed as compiled
+    files only, in a zip or frozen (PyInstaller) is read as one of source files.
     """
-    spec = importlib.util.find_spec(package)
-    made = list(logging.root.manager.loggerDict)  # (copied at once: other threads add to it)
-    names = {name for name in made if name == package or name.startswith(f"{package}.")}
-    for root in (spec.submodule_search_locations or ()) if spec is not None else ():
-        for path in Path(root).rglob("*.py"):
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            module = (package, *path.relative_to(root).with_suffix("").parts)
-            if module[-1] == "__init__":
-                module = module[:-1]
-            for found in _GET_LOGGER.finditer(text):
-                given = found.group(1)
-                names.add(".".join(module) if given == "__name__" else given[1:-1])
+    names: set[str] = set()
+    for module, code in _package_code(package, left):
+        names.update(_loggers_named(code, module))
     return frozenset(names)
+
+
+def _package_code(package: str, left: tuple[str, ...]) -> Iterator[tuple[str, CodeType]]:
+    """Each module of ``package`` outside ``left`` with its code, found by the finders
+    its modules are imported by (no module is imported)."""
+    try:
+        top = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return
+    pending = [(package, top)] if top is not None else []
+    while pending:
+        module, spec = pending.pop()
+        try:
+            code = spec.loader.get_code(module) if spec.loader is not None else None  # type: ignore[attr-defined]
+        except Exception:  # a module that will not compile, an unusual loader: not read
+            code = None
+        if isinstance(code, CodeType):
+            yield module, code
+        for found in pkgutil.iter_modules(spec.submodule_search_locations or ()):
+            name = f"{module}.{found.name}"
+            if _left(name, left):
+                continue
+            try:
+                sub = found.module_finder.find_spec(name)  # type: ignore[call-arg]
+            except Exception:
+                continue
+            if sub is not None:
+                pending.append((name, sub))
+
+
+def _loggers_named(code: CodeType, module: str) -> Iterator[str]:
+    """The loggers ``code`` (and the functions and classes in it) gets by a name it
+    spells out: ``getLogger("name")`` or ``getLogger(__name__)`` (``module``)."""
+    # (disassembling only code that names a logger call: dis reads the rest 20x slower)
+    named = not _LOGGER_CALLS.isdisjoint(code.co_names)
+    instructions = [
+        instruction
+        for instruction in (dis.get_instructions(code) if named else ())
+        if instruction.opname != "PUSH_NULL"  # (3.11: before the callable; 3.13: after it)
+    ]
+    for call, argument, after in zip(
+        instructions, instructions[1:], instructions[2:], strict=False
+    ):
+        if call.argval not in _LOGGER_CALLS or not after.opname.startswith(("CALL", "PRECALL")):
+            continue
+        if argument.opname == "LOAD_CONST" and isinstance(argument.argval, str):
+            yield argument.argval
+        elif argument.opname in ("LOAD_NAME", "LOAD_GLOBAL") and argument.argval == "__name__":
+            yield module
+    for inner in code.co_consts:
+        if isinstance(inner, CodeType):
+            yield from _loggers_named(inner, module)
+
+
+def _made(package: str, left: tuple[str, ...]) -> set[str]:
+    """The loggers made by now under ``package``'s name, outside ``left``."""
+    made = list(logging.root.manager.loggerDict)  # (copied at once: other threads add to it)
+    return {
+        name
+        for name in made
+        if (name == package or name.startswith(f"{package}.")) and not _left(name, left)
+    }
 
 
 class _KeyFilter(logging.Filter):
@@ -102,9 +178,14 @@ _GUARDED: set[str] = set()
 
 def guard_logs(*secrets: Secret | None, package: str | None = None) -> None:
     """Keep ``secrets`` out of the records of httpx, httpcore, httpx2, httpcore2 and aiohttp
-    (and of every logger of ``package``, an SDK's: `package_loggers`)."""
+    (and of the loggers of ``package``, an SDK's: `package_loggers`, those it is known
+    to make and those made by now under its name; a logger made beforehand by the name
+    of a module not yet imported is the one that module gets)."""
     if package is not None:
-        _WANTED.update(package_loggers(package))
+        left = _LEFT.get(package, ())
+        _WANTED.update(
+            package_loggers(package, left), _KNOWN.get(package, ()), _made(package, left)
+        )
     for secret in secrets:
         if secret and secret not in _FILTER.keys:
             _FILTER.add(secret)

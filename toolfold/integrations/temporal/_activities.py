@@ -62,7 +62,7 @@ from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
 from toolfold.runtime.drive._executor import _failed as failed_outcome
-from toolfold.runtime.drive._open import source_closer
+from toolfold.runtime.drive._open import listing_off_loop, source_closer
 from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext
 
@@ -387,7 +387,7 @@ def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> 
         made = []
         for source in sources:
             try:
-                listing = await _heartbeating(asyncio.to_thread(source.listing), every)
+                listing = await _heartbeating(listing_off_loop(source.listing), every)
                 source.tools_from(listing)  # a listing the workflow cannot use fails here
             except ToolDefinitionError as exc:  # the server's tools are wrong: retrying cannot help
                 raise ApplicationError(

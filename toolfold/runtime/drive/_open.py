@@ -23,12 +23,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from toolfold._errors import SourceCloseError
 from toolfold.toolkit._tool import Tool
 
 _log = logging.getLogger("toolfold.sources")
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -111,13 +112,19 @@ async def tools_off_loop(source: ToolSource) -> list[Tool[..., Any]]:
     (`when_open_cancelled`, as an MCP server's request does) stops waiting,
     rather than hold the worker thread, and the source, until its timeout.
     """
+    return await listing_off_loop(lambda: list(source.tools()))
+
+
+async def listing_off_loop(listing: Callable[[], T]) -> T:
+    """``listing()`` (a source's listing: its ``tools``, an MCP server's ``listing``) in a
+    worker thread, stopped when the caller is cancelled, as `tools_off_loop` does."""
     import asyncio
 
-    listing = _Listing()
+    watched = _Listing()
     try:
-        return await asyncio.to_thread(listing.run, source)
+        return await asyncio.to_thread(watched.run, listing)
     except asyncio.CancelledError:
-        listing.abandon()
+        watched.abandon()
         raise
 
 
@@ -168,26 +175,38 @@ class _Watched:
             if stop in self._stops:  # not when it was called at once
                 self._stops.remove(stop)
 
-
-class _Listing(_Watched):
-    """A source's listing on a worker thread, which its caller may abandon (`tools_off_loop`)."""
-
-    def run(self, source: ToolSource) -> list[Tool[..., Any]]:
-        """List the source's tools, watched for the caller's cancellation."""
-        _current_opening.set(self)  # in the worker's copy of the caller's context only
-        return list(source.tools())
-
-    def abandon(self) -> None:
-        """Tell a listing still running to stop (`when_open_cancelled`)."""
+    def abandon(self) -> bool:
+        """Mark the work abandoned and tell it to stop (`when_open_cancelled`): True, or
+        False, telling nothing, when it is past stopping (`_ended`)."""
         with self._lock:
             self._abandoned = True
+            if self._ended():
+                return False
             stops = list(self._stops)
         for stop in stops:
             stop()
+        return True
+
+    def _ended(self) -> bool:
+        """Whether the work is past stopping (asked holding the lock)."""
+        return False
+
+
+class _Listing(_Watched):
+    """A source's listing on a worker thread, which its caller may abandon (`listing_off_loop`)."""
+
+    def run(self, listing: Callable[[], T]) -> T:
+        """List, watched for the caller's cancellation."""
+        _current_opening.set(self)  # in the worker's copy of the caller's context only
+        return listing()
 
 
 class _Opening(_Watched):
-    """A source's open on a worker thread, which its caller may abandon (`open_off_loop`)."""
+    """A source's open on a worker thread, which its caller may abandon (`open_off_loop`).
+
+    `abandon` is True when the worker closes the source (its open had not
+    ended), False when the open had ended (the caller closes it).
+    """
 
     def __init__(self, source: ToolSource) -> None:
         super().__init__()
@@ -214,19 +233,9 @@ class _Opening(_Watched):
                 failure,
             )
 
-    def abandon(self) -> bool:
-        """Leave the source to the worker: True when it will close it, False when open ended.
-
-        An open still running is told to stop (`when_open_cancelled`).
-        """
-        with self._lock:
-            self._abandoned = True
-            if self._opened:
-                return False
-            stops = list(self._stops)
-        for stop in stops:
-            stop()
-        return True
+    def _ended(self) -> bool:
+        # abandoned before its open ended, the worker closes the source (`run`)
+        return self._opened
 
 
 #: The open (or listing) `open_off_loop` (`tools_off_loop`) runs in this (worker) thread's
