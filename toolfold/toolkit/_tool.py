@@ -162,6 +162,8 @@ class Tool(Generic[P, R]):
         self._attribute: str | None = None
         # shared by the bound copies of a method tool, so one checker serves them all
         self._checker: list[Any] = [None]
+        # the parameters' structure hooks, when `build_hooks` built them before the checker
+        self._hooks: list[Any] = [None]
         if function is not None:
             for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
                 value = getattr(function, attr, None)
@@ -259,7 +261,7 @@ class Tool(Generic[P, R]):
             from toolfold.toolkit._arguments import ArgumentChecker
 
             checker = ArgumentChecker(
-                self.name, self.parameters, self._param_types, self._pass_dict
+                self.name, self.parameters, self._param_types, self._pass_dict, self._hooks[0]
             )
             self._checker[0] = checker
         result: dict[str, Any] = checker.check(raw)
@@ -438,6 +440,31 @@ def reads_context(tool: Tool[..., Any]) -> bool:
 # when either is replaced (a test's spy, a wrapper), every call goes through it.
 _INVOKE = Tool.invoke
 _VALIDATE = Tool.validate_arguments
+
+
+def build_hooks(tool: Tool[..., Any]) -> None:
+    """Build the structure hooks of ``tool``'s parameters now, not at its first call.
+
+    A run does this for its tools before it asks the model (as it checks its
+    output type): a parameter type the converter cannot build (a class with a
+    schema rule and no hooks) is then an error before any request is paid for,
+    not one raised by the call. The hooks alone, not the checker (whose compiled
+    schema costs far more): a run's tools cost little more to set up.
+
+    Raises:
+        ToolDefinitionError: The converter cannot structure a parameter's type.
+    """
+    param_types = getattr(tool, "_param_types", None)
+    hooks = getattr(tool, "_hooks", None)
+    if not param_types or hooks is None or hooks[0] is not None:
+        return  # an explicit-schema tool's arguments are a dict: nothing to build
+    checker = tool._checker[0]
+    if checker is not None:
+        checker.build_hooks()
+        return
+    from toolfold.toolkit._arguments import parameter_hooks
+
+    hooks[0] = parameter_hooks(tool.name, param_types)
 
 
 def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
