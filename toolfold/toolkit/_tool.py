@@ -2,7 +2,7 @@
 
 Contract the runtime relies on (do not change without telling everyone):
 
-- ``tool.name``, ``tool.description``, ``tool.parameters`` (JSON Schema dict),
+- ``tool.name``, ``tool.description``, ``tool.parameters`` (JSON Schema, a read-only `FrozenDict`),
   ``tool.function`` (None for schema-only tools), ``tool.strict``,
   ``tool.requires_approval`` (bool or a predicate ``(call, state) -> bool``),
   ``tool.timeout`` (seconds or None), ``tool.max_retries`` (int, default 3),
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._frozen import freeze
 from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
@@ -58,7 +59,9 @@ class Tool(Generic[P, R]):
         description: What the tool does, for the model.
         parameters: The JSON Schema of the arguments (an object schema); it is
             checked against the JSON Schema meta-schema. Its function receives
-            the arguments as one dict.
+            the arguments as one dict. The tool keeps a deep copy, read-only
+            (``tool.parameters`` is a `FrozenDict`): changing the caller's dict
+            afterwards changes no tool.
         function: The function to run, or None for a tool whose calls are
             returned to the caller.
         strict: Ask providers for strict schema adherence (None: when possible).
@@ -122,7 +125,7 @@ class Tool(Generic[P, R]):
             problems += schema_problems(schema)
         if problems:
             raise ToolDefinitionError(repr(name), problems)
-        self._init(options, dict(schema), function, is_async)
+        self._init(options, freeze(schema), function, is_async)
 
     @classmethod
     def _derived(
@@ -135,7 +138,7 @@ class Tool(Generic[P, R]):
     ) -> Tool[P, R]:
         """The tool ``@tool`` makes: options checked, schema derived from ``function``."""
         made: Tool[P, R] = cls.__new__(cls)
-        made._init(options, signature.parameters, function, is_async, signature, receiver)
+        made._init(options, freeze(signature.parameters), function, is_async, signature, receiver)
         return made
 
     def _init(
