@@ -210,6 +210,17 @@ class Tool(Generic[P, R]):
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A module-level ``@tool`` (or one in a class body) replaced its function in the
+        # module: pickle's own way, which names the function by module and qualname,
+        # would find this tool there instead and refuse. Such a tool pickles as that
+        # name, as a function does; any other (a copy from `replace`, a bound method
+        # tool, one made in a function) as its attributes, as before.
+        found = _module_attribute_name(self)
+        if found is not None:
+            return (_module_attribute, found)
+        return object.__reduce_ex__(self, protocol)
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
             raise TypeError(f"tool {self.name!r} has no function to call")
@@ -443,6 +454,35 @@ def reads_context(tool: Tool[..., Any]) -> bool:
 # when either is replaced (a test's spy, a wrapper), every call goes through it.
 _INVOKE = Tool.invoke
 _VALIDATE = Tool.validate_arguments
+
+
+def _module_attribute_name(tool: Tool[..., Any]) -> tuple[str, str] | None:
+    """(module, qualname) where ``tool`` itself is found, importable, or None.
+
+    Not in ``__main__`` nor in a module made without an import (no ``__spec__``):
+    another process could not import that name, and cloudpickle (Ray) pickles
+    such a module's functions by value, as it did the tool's function.
+    """
+    fields = tool.__dict__
+    module_name, qualname = fields.get("__module__"), fields.get("__qualname__")
+    if not isinstance(module_name, str) or not isinstance(qualname, str):
+        return None
+    found: Any = sys.modules.get(module_name)
+    if module_name == "__main__" or getattr(found, "__spec__", None) is None:
+        return None
+    for part in qualname.split("."):  # (a "<locals>" part is found nowhere)
+        found = getattr(found, part, None)
+    return (module_name, qualname) if found is tool else None
+
+
+def _module_attribute(module_name: str, qualname: str) -> Any:
+    """What a module holds at ``qualname`` (a pickled module-level tool, loaded)."""
+    import importlib
+
+    found: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def build_hooks(tool: Tool[..., Any]) -> None:
