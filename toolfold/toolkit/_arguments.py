@@ -58,9 +58,15 @@ if TYPE_CHECKING:
     from jsonschema import FormatChecker
     from jsonschema.protocols import Validator
 
-__all__ = ["ArgumentChecker", "compile_validator", "parameter_hooks"]
+__all__ = ["MAX_DEPTH", "ArgumentChecker", "compile_validator", "parameter_hooks"]
 
 _Hook = Callable[[Any, Any], Any]
+
+#: Arguments nested deeper than this are refused in a run (`toolfold.runtime.core._arguments`):
+#: no tool needs them, and deeper values break the recursion of everything that walks them.
+MAX_DEPTH = 64
+#: Why a value too deep to check is refused, as a run says it of argument text.
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 
 
 class NotJSONNumber(ValueError):
@@ -235,12 +241,15 @@ class ArgumentChecker:
             ArgumentValidationError: The value breaks the schema or cannot
                 become the declared types; every problem is listed with its path.
         """
-        value = self._decode(raw)
-        if not self.is_valid(value):
-            value = self._recover(value)
-        if self._pass_dict:
-            return dict(value) if value is raw else value  # never hand back the caller's dict
-        return self._structure(value)
+        try:
+            value = self._decode(raw)
+            if not self.is_valid(value):
+                value = self._recover(value)
+            if self._pass_dict:
+                return dict(value) if value is raw else value  # never hand back the caller's dict
+            return self._structure(value)
+        except RecursionError:  # a value deeper than checking or structuring recurses
+            self._fail([f"$: the arguments are {TOO_DEEP}"])
 
     def _decode(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
         value: Any = raw

@@ -31,6 +31,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import json
 import re
 import types
 import typing
@@ -298,6 +299,10 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         exact.sort(key=lambda p: p[0] is not same)
         loose = [p for p in plan if p[1] != kind and (kind in p[2] or also in p[2])]
         candidates = exact + loose
+        if kind == "array" and len(candidates) > 1 and _has_duplicates(value):
+            # A set's schema has uniqueItems: the value validated against another
+            # alternative (a list), which keeps its repeated items.
+            candidates.sort(key=lambda p: _is_set_type(p[0]))
         if kind == "object":
             # Classes whose fields fit the keys first: no exception on the happy path.
             present = value.keys()
@@ -315,6 +320,31 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         raise UnionStructureError(f"expected one of {names}, got {kind}", tp, errors)
 
     return structure
+
+
+def _is_set_type(tp: Any) -> bool:
+    """Whether ``tp`` (``set[int]``, ``Annotated[frozenset[str], ...]``) is a set type."""
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    cls = typing.get_origin(tp) or tp
+    return isinstance(cls, type) and issubclass(cls, AbstractSet)
+
+
+def _has_duplicates(items: Any) -> bool:
+    """Whether JSON array ``items`` repeats an item, as JSON Schema's uniqueItems
+    counts it (``1`` and ``1.0`` are one item, ``1`` and ``true`` two)."""
+    seen: set[Any] = set()
+    for item in items:
+        key: tuple[Any, Any] = (type(item) is bool, item)
+        if isinstance(item, (dict, list)):
+            try:
+                key = (None, json.dumps(item, sort_keys=True))
+            except (TypeError, ValueError):  # (not from JSON text: counted as its own)
+                key = (None, id(item))
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 _Arm = tuple[
