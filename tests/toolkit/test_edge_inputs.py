@@ -8,7 +8,7 @@ from typing import Annotated
 
 import pytest
 
-from toolfold import ArgumentValidationError, Field, ToolDefinitionError, tool
+from toolfold import ArgumentValidationError, Field, Tool, ToolDefinitionError, tool
 
 
 def _g(x: int) -> str:
@@ -46,6 +46,32 @@ def test_a_bound_too_large_for_a_float_is_kept_exactly() -> None:
     assert made.validate_arguments({"v": 10**401}) == {"v": 10**401}
     with pytest.raises(ArgumentValidationError, match="5 is less than the minimum"):
         made.validate_arguments({"v": 5})
+
+
+def _endless(v: Annotated[int, Field(ge=10**5000)]) -> str:
+    """Endless.
+
+    Args:
+        v: A number.
+    """
+    return "ok"
+
+
+def test_an_integer_json_text_cannot_carry_is_a_definition_error() -> None:
+    """A bound or a schema number of more digits than ``json.dumps`` writes is a
+    ToolDefinitionError saying so, not a bare ValueError (nor a schema no request can send)."""
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(_endless)
+    assert raised.value.problems == (
+        "parameter 'v': Field ge=an integer of about 5001 digits is more than JSON text can carry",
+    )
+    schema = {"type": "object", "properties": {"v": {"type": "integer", "minimum": 10**5000}}}
+    with pytest.raises(ToolDefinitionError) as raised:
+        Tool("t", "d", schema)
+    assert raised.value.problems == (
+        "parameters is not JSON at /properties/v/minimum: an integer of about 5001 digits"
+        " is more than JSON text can carry",
+    )
 
 
 @dataclasses.dataclass
