@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, Tool, tool
+from toolfold.testing import ScriptedModel
 
 
 @tool
@@ -54,3 +55,35 @@ def test_an_agent_holding_a_module_level_tool_pickles(monkeypatch: pytest.Monkey
     loaded = pickle.loads(pickle.dumps(agent))
     assert loaded.tools == (plain,)
     assert loaded.tools[0] is plain
+
+
+def _fetch(arguments: dict[str, Any]) -> str:
+    return "sunny"
+
+
+def _double(a: int) -> int:
+    """Double.
+
+    Args:
+        a: A number.
+    """
+    return 2 * a
+
+
+weather = Tool(
+    "weather", "W.", {"type": "object", "properties": {"day": {"format": "date"}}}, _fetch
+)
+doubled = tool(name="doubled")(_double)  # its module holds the function under its name
+
+
+@pytest.mark.parametrize("made", [weather, doubled], ids=["explicit", "decorated"])
+def test_a_tool_pickled_by_its_attributes_pickles_after_use(made: Tool[..., Any]) -> None:
+    """A tool that is not its module's attribute pickles by its attributes after an agent
+    built its hooks and a call built its checker (caches, left out and built again)."""
+    Agent(ScriptedModel(["x"]), tools=[made])
+    arguments = {"day": "2024-05-01"} if made is weather else {"a": 2}
+    made.validate_arguments(arguments)
+    back = pickle.loads(pickle.dumps(made))
+    assert back is not made
+    assert back.name == made.name
+    assert back.validate_arguments(arguments) == made.validate_arguments(arguments)

@@ -221,6 +221,16 @@ class Tool(Generic[P, R]):
             return (_module_attribute, found)
         return object.__reduce_ex__(self, protocol)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (or copied) by its attributes: without its argument checker and
+        # structure hooks, caches built again on use, which hold what pickle cannot
+        # take (a compiled validator's class, generated hooks); a tool pickled only
+        # until its first call, or until an agent built its hooks.
+        state = dict(self.__dict__)
+        state["_checker"] = [None]
+        state["_hooks"] = [None]
+        return state
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
             raise TypeError(f"tool {self.name!r} has no function to call")
