@@ -41,20 +41,34 @@ def test_configs_built_from_one_tool_share_its_frozen_schema() -> None:
 
 
 def test_a_schema_changed_in_place_is_copied_again() -> None:
-    """Editing a tool's schema dict in place (a 1 become True too) gives the next config a copy of the new schema."""
+    """The frozen copy of a schema dict edited in place (a 1 become True too) is a copy of the new schema."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 1}},
+    }
+    before = _same_json.frozen_schema(schema)
+    assert _same_json.frozen_schema(schema) is before
+    schema["properties"]["n"]["minimum"] = True  # == 1, another JSON value
+    changed = _same_json.frozen_schema(schema)
+    assert changed is not before
+    assert type(changed["properties"]["n"]["minimum"]) is bool
+    assert type(before["properties"]["n"]["minimum"]) is int
+    schema["properties"]["n"]["title"] = "N"
+    assert _same_json.frozen_schema(schema)["properties"]["n"]["title"] == "N"
+
+
+def test_a_tool_keeps_its_schema_when_the_callers_dict_changes() -> None:
+    """A Tool's configs send the schema it was made with: the caller's dict edited afterwards reaches none."""
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {"n": {"type": "integer", "minimum": 1}},
     }
     count = Tool("count", "Count.", schema, lambda args: args)
     before = ToolSpec.from_tool(count).definition.parameters
-    schema["properties"]["n"]["minimum"] = True  # == 1, another JSON value
-    changed = ToolSpec.from_tool(count).definition.parameters
-    assert changed is not before
-    assert type(changed["properties"]["n"]["minimum"]) is bool
-    assert type(before["properties"]["n"]["minimum"]) is int
-    schema["properties"]["n"]["title"] = "N"
-    assert ToolSpec.from_tool(count).definition.parameters["properties"]["n"]["title"] == "N"
+    schema["properties"]["n"]["minimum"] = True
+    after = ToolSpec.from_tool(count).definition.parameters
+    assert after is before
+    assert type(after["properties"]["n"]["minimum"]) is int
 
 
 def test_a_frozen_schema_is_kept_as_it_is() -> None:

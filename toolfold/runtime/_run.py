@@ -57,7 +57,7 @@ from toolfold.runtime.drive._shells import (
 )
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, build_hooks
 
 MessagesInput = str | Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]]
 
@@ -387,6 +387,8 @@ def make_options(
         )
     output = output_schema(output_type) if output_type is not None else None
     by_name = to_tools(tools, owner)
+    for made_tool in by_name.values():  # a type no hook builds fails here, not in a paid call
+        build_hooks(made_tool)
     if max_steps < 1:
         raise UsageError(f"max_steps must be at least 1, got {max_steps}")
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:

@@ -58,9 +58,15 @@ if TYPE_CHECKING:
     from jsonschema import FormatChecker
     from jsonschema.protocols import Validator
 
-__all__ = ["ArgumentChecker", "compile_validator"]
+__all__ = ["MAX_DEPTH", "ArgumentChecker", "compile_validator", "parameter_hooks"]
 
 _Hook = Callable[[Any, Any], Any]
+
+#: Arguments nested deeper than this are refused in a run (`toolfold.runtime.core._arguments`):
+#: no tool needs them, and deeper values break the recursion of everything that walks them.
+MAX_DEPTH = 64
+#: Why a value too deep to check is refused, as a run says it of argument text.
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 
 
 class NotJSONNumber(ValueError):
@@ -181,6 +187,8 @@ class ArgumentChecker:
         param_types: Parameter name -> annotated type, for decorated tools.
         pass_dict: True for explicit-schema tools: `check` returns the validated
             dict unchanged instead of structured keyword arguments.
+        hooks: The parameters' structure hooks, built already (`parameter_hooks`);
+            None: built on the first `check` that structures.
     """
 
     __slots__ = (
@@ -200,6 +208,7 @@ class ArgumentChecker:
         schema: Mapping[str, Any],
         param_types: Mapping[str, Any] | None,
         pass_dict: bool,
+        hooks: Mapping[str, tuple[Any, _Hook | None]] | None = None,
     ) -> None:
         self._tool_name = tool_name
         self._schema = dict(schema)
@@ -210,9 +219,11 @@ class ArgumentChecker:
         self.is_valid = _fast_check(self._schema, self._validator)
         self._hooks: dict[str, tuple[Any, _Hook | None]] | None = None
         #: Per parameter of a decorated tool, the types of the JSON scalars that
-        #: structuring hands on unchanged; made with the hooks, on the first
-        #: `check` that structures (None until then, and for explicit-schema tools).
+        #: structuring hands on unchanged; made with the hooks (given, or on the
+        #: first `check` that structures; None until then, and for explicit-schema tools).
         self.as_is: dict[str, frozenset[type]] | None = None
+        if hooks is not None:
+            self._keep_hooks(dict(hooks))
 
     def check(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
         """Decode, validate and structure arguments from a model.
@@ -230,12 +241,15 @@ class ArgumentChecker:
             ArgumentValidationError: The value breaks the schema or cannot
                 become the declared types; every problem is listed with its path.
         """
-        value = self._decode(raw)
-        if not self.is_valid(value):
-            value = self._recover(value)
-        if self._pass_dict:
-            return dict(value) if value is raw else value  # never hand back the caller's dict
-        return self._structure(value)
+        try:
+            value = self._decode(raw)
+            if not self.is_valid(value):
+                value = self._recover(value)
+            if self._pass_dict:
+                return dict(value) if value is raw else value  # never hand back the caller's dict
+            return self._structure(value)
+        except RecursionError:  # a value deeper than checking or structuring recurses
+            self._fail([f"$: the arguments are {TOO_DEEP}"])
 
     def _decode(self, raw: str | Mapping[str, Any]) -> dict[str, Any]:
         value: Any = raw
@@ -344,20 +358,11 @@ class ArgumentChecker:
         return result
 
     def _build_hooks(self) -> dict[str, tuple[Any, _Hook | None]]:
-        from toolfold.toolkit._converter import _structure_int
+        return self._keep_hooks(parameter_hooks(self._tool_name, self._param_types))
 
-        hooks: dict[str, tuple[Any, _Hook | None]] = {}
-        missing: list[str] = []
-        for name, tp in self._param_types.items():
-            try:
-                hook = structure_hook(tp)
-                if tp is int and hook is _structure_int:
-                    hook = _exact_int  # the same hook, skipped for a value that is an int
-                hooks[name] = (tp, hook)
-            except Exception as exc:  # cattrs has no rule for the type (or a part of it)
-                missing.append(f"parameter {name!r}: {no_hook_problem(tp, exc)}")
-        if missing:
-            raise ToolDefinitionError(self._tool_name, missing)
+    def _keep_hooks(
+        self, hooks: dict[str, tuple[Any, _Hook | None]]
+    ) -> dict[str, tuple[Any, _Hook | None]]:
         self.as_is = {
             name: _SCALARS if hook is None else _INT if hook is _exact_int else frozenset()
             for name, (_, hook) in hooks.items()
@@ -367,6 +372,33 @@ class ArgumentChecker:
 
     def _fail(self, problems: list[str]) -> typing.NoReturn:
         raise ArgumentValidationError(self._tool_name, problems)
+
+
+def parameter_hooks(
+    tool_name: str, param_types: Mapping[str, Any]
+) -> dict[str, tuple[Any, _Hook | None]]:
+    """Parameter name -> (type, structure hook) of a decorated tool (hook None: the
+    validated JSON value is one of the type already).
+
+    Raises:
+        ToolDefinitionError: The converter cannot structure a parameter's type
+            (every such parameter named at once).
+    """
+    from toolfold.toolkit._converter import _structure_int
+
+    hooks: dict[str, tuple[Any, _Hook | None]] = {}
+    missing: list[str] = []
+    for name, tp in param_types.items():
+        try:
+            hook = structure_hook(tp)
+            if tp is int and hook is _structure_int:
+                hook = _exact_int  # the same hook, skipped for a value that is an int
+            hooks[name] = (tp, hook)
+        except Exception as exc:  # cattrs has no rule for the type (or a part of it)
+            missing.append(f"parameter {name!r}: {no_hook_problem(tp, exc)}")
+    if missing:
+        raise ToolDefinitionError(tool_name, missing)
+    return hooks
 
 
 # What `as_is` holds: any JSON scalar (nothing nested) for a parameter without a

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = ["SourcedBounds", "empty_bounds"]
 
@@ -188,7 +191,10 @@ def _clashes(node: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:
 
 
 def _is_number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool):
+        return False
+    # (an int is finite however large: math.isfinite(10**400) would overflow)
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _no_whole_number(lo: float, lo_excl: bool, hi: float, hi_excl: bool) -> bool:
@@ -207,10 +213,18 @@ def _no_multiple(
 
     if step <= 0:
         return False  # the meta-schema check reports it
-    spacing = Fraction(repr(step))
+    spacing = _exact(step)
     if whole:  # the whole multiples of p/q are the multiples of p
         spacing = Fraction(spacing.numerator)
-    low, high = Fraction(repr(lo)), Fraction(repr(hi))
+    low, high = _exact(lo), _exact(hi)
     first = math.floor(low / spacing) + 1 if lo_excl else math.ceil(low / spacing)
     last = math.ceil(high / spacing) - 1 if hi_excl else math.floor(high / spacing)
     return first > last
+
+
+def _exact(number: float) -> Fraction:
+    """``number`` as the decimal it is written as (0.1 is 1/10), an int as itself
+    (``repr`` of an int of more than 4300 digits raises)."""
+    from fractions import Fraction
+
+    return Fraction(number) if isinstance(number, int) else Fraction(repr(number))

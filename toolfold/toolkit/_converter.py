@@ -31,6 +31,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import json
 import re
 import types
 import typing
@@ -298,6 +299,10 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         exact.sort(key=lambda p: p[0] is not same)
         loose = [p for p in plan if p[1] != kind and (kind in p[2] or also in p[2])]
         candidates = exact + loose
+        if kind == "array" and len(candidates) > 1 and _has_duplicates(value):
+            # A set's schema has uniqueItems: the value validated against another
+            # alternative (a list), which keeps its repeated items.
+            candidates.sort(key=lambda p: _is_set_type(p[0]))
         if kind == "object":
             # Classes whose fields fit the keys first: no exception on the happy path.
             present = value.keys()
@@ -315,6 +320,31 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         raise UnionStructureError(f"expected one of {names}, got {kind}", tp, errors)
 
     return structure
+
+
+def _is_set_type(tp: Any) -> bool:
+    """Whether ``tp`` (``set[int]``, ``Annotated[frozenset[str], ...]``) is a set type."""
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    cls = typing.get_origin(tp) or tp
+    return isinstance(cls, type) and issubclass(cls, AbstractSet)
+
+
+def _has_duplicates(items: Any) -> bool:
+    """Whether JSON array ``items`` repeats an item, as JSON Schema's uniqueItems
+    counts it (``1`` and ``1.0`` are one item, ``1`` and ``true`` two)."""
+    seen: set[Any] = set()
+    for item in items:
+        key: tuple[Any, Any] = (type(item) is bool, item)
+        if isinstance(item, (dict, list)):
+            try:
+                key = (None, json.dumps(item, sort_keys=True))
+            except (TypeError, ValueError):  # (not from JSON text: counted as its own)
+                key = (None, id(item))
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 _Arm = tuple[
@@ -623,7 +653,9 @@ def _reads_own_fields(tp: Any) -> bool:
     variables of one generic base only (``class IntBox(Box[int])``, not
     ``class B(ListBox[int])`` over ``ListBox(Box[list[U]])``, nor ``ListBox[int]``);
     it reads a dataclass's string annotations without their ``Annotated``
-    metadata, so that a Predicate there would go unchecked.
+    metadata, so that a Predicate there would go unchecked; and it resolves a
+    string annotation only when the whole annotation is one: a quoted name inside
+    a type (``Optional["Node"]``, ``list["B"]``) would reach it unresolved.
     """
     cls = typing.get_origin(tp) or tp
     if not isinstance(cls, type):
@@ -648,8 +680,16 @@ def _reads_own_fields(tp: Any) -> bool:
             # cattrs resolves string annotations (`from __future__ import annotations`)
             # without their Annotated metadata, and would drop the Predicates
             return True
+        if any(_nests_forward_ref(f.type) for f in own):
+            return True
     elif not attrs.has(cls):
         return False
+    elif any(_nests_forward_ref(a.type) for a in attrs.fields(cls)):
+        try:
+            class_fields(cls)
+        except UnresolvedHints:
+            return False  # cattrs says what it cannot resolve
+        return True
     field_types = _cattrs_field_types(cls)
     if not all(is_hashable(t) for t in field_types):
         return True  # annotated_types' Not (at.IsNotNan[float]): its fields' hashable form
@@ -661,6 +701,22 @@ def _reads_own_fields(tp: Any) -> bool:
     # a field typed by a variable, or by a generic alias holding one; not a field
     # typed ``Annotated[T, ...]`` (or ``Annotated[list[T], ...]``), which it leaves as is
     return any(_left_unbound(t) for t in field_types)
+
+
+def _nests_forward_ref(tp: Any) -> bool:
+    """Whether annotation ``tp`` holds a quoted name inside it (``Optional["Node"]``
+    holds ``ForwardRef('Node')``, ``list["B"]`` holds ``'B'``), which cattrs would
+    meet unresolved; not a string that is the whole annotation (cattrs resolves
+    that), nor a `Literal`'s strings or ``Annotated`` metadata."""
+    if isinstance(tp, typing.ForwardRef):
+        return True
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return False
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        args = args[:1]
+    return any(isinstance(a, str) or _nests_forward_ref(a) for a in args)
 
 
 def _cattrs_field_types(cls: type) -> list[Any]:

@@ -126,7 +126,7 @@ def _make_tool(
         # `@classmethod` over `@tool`: from Python 3.13 on, classmethod no longer
         # calls the tool's __get__, so `Shop.search` is a method of the tool.
         return _rebind(function.__func__, function.__self__, options)
-    function, receiver = _receiver(function)
+    function, receiver = _receiver(_over_tool_function(function))
     if not callable(function):
         what = f"an object of type {type(function).__qualname__}"
         raise ToolDefinitionError(what, [f"@tool needs a function, not {what}"])
@@ -144,6 +144,20 @@ def _make_tool(
     for message in derived.undocumented:
         warnings.warn(message, UndocumentedParameterWarning, stacklevel=stacklevel)
     return Tool._derived(function, derived, options, receiver, is_async)
+
+
+def _over_tool_function(function: Any) -> Any:
+    """A ``functools.partial`` of a tool (``partial(base_tool, b=1)``) as the same partial
+    of the tool's function, which calling the tool calls: a `Tool` has no signature
+    ``inspect`` can read (it is a descriptor, for method tools)."""
+    if not isinstance(function, functools.partial):
+        return function
+    inner = _over_tool_function(function.func)
+    if isinstance(inner, Tool) and inner.function is not None:
+        inner = inner.function
+    if inner is function.func:
+        return function
+    return functools.partial(inner, *function.args, **function.keywords)
 
 
 def _receiver(function: Any) -> tuple[Any, str | None]:

@@ -326,12 +326,16 @@ def _json_values(field: Field) -> _Values:
     bounds, a string for ``pattern``...) and a ``pattern`` must compile.
     """
     from toolfold.toolkit._classes import to_json
+    from toolfold.toolkit._jsonschema import short_int, too_many_digits
 
     problems: list[str] = []
     values: dict[str, Any] = {}
     for key in CONSTRAINTS:
         value = getattr(field, key)
         if value is None:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and too_many_digits(value):
+            problems.append(f"Field {key}={short_int(value)} is more than JSON text can carry")
             continue
         try:
             values[key] = to_json(value)

@@ -21,6 +21,8 @@ __all__ = [
     "not_json",
     "ref_loops",
     "resolve_local",
+    "short_int",
+    "too_many_digits",
     "unescape",
 ]
 
@@ -40,6 +42,25 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
+def too_many_digits(number: int) -> bool:
+    """Whether ``json.dumps`` cannot write ``number``: more digits than Python turns
+    into text (``sys.get_int_max_str_digits()``, 4300 unless changed)."""
+    if number.bit_length() <= 14_000:  # under 4300 digits: the usual case, no text made
+        return False
+    try:
+        str(number)
+    except ValueError:
+        return True
+    return False
+
+
+def short_int(number: int) -> str:
+    """An int for a message: its digits, or its size when it has many (its repr may fail)."""
+    if number.bit_length() <= 200:
+        return repr(number)
+    return f"an integer of about {int(number.bit_length() * 0.30103) + 1} digits"
+
+
 def not_json(value: Any) -> list[str]:
     """Where ``value`` (a schema given as Python data) is not JSON, each place by its
     JSON pointer: NaN or an infinity, an object key that is not a string (which
@@ -51,6 +72,9 @@ def not_json(value: Any) -> list[str]:
 
     def walk(node: Any, pointer: str) -> None:
         where = pointer or "/"
+        if isinstance(node, int) and not isinstance(node, bool) and too_many_digits(node):
+            problems.append(f"{where}: {short_int(node)} is more than JSON text can carry")
+            return
         if node is None or isinstance(node, (str, bool, int)):
             return
         if isinstance(node, float):

@@ -102,11 +102,12 @@ class ToolOptions(NamedTuple):
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, (int, float))
-            or not math.isfinite(timeout)
+            or not _finite_float(timeout)
             or timeout <= 0
         ):
             problems.append(
-                f"timeout must be a positive number of seconds or None, not {timeout!r}"
+                "timeout must be a positive number of seconds or None,"
+                f" not {_short_number(timeout)}"
             )
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             problems.append(f"max_retries must be an int >= 0, not {retries!r}")
@@ -120,6 +121,24 @@ class ToolOptions(NamedTuple):
 
 
 OPTION_NAMES = ToolOptions._fields
+
+
+def _finite_float(number: float) -> bool:
+    """Whether ``number`` is finite as a float: an int too large for one (``10**400``)
+    is not, and `math.isfinite` would raise OverflowError on it."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
+def _short_number(value: object) -> str:
+    """``repr(value)``; an int too large for a float said by its size (its repr may
+    fail past 4300 digits, and would fill the message)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not _finite_float(value):
+        digits = int(value.bit_length() * 0.30103) + 1
+        return f"an int of about {digits} digits (too large for a float)"
+    return repr(value)
 
 
 def predicate_problems(predicate: Callable[..., Any]) -> list[str]:

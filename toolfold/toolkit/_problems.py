@@ -16,7 +16,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold.toolkit._results import describe_exception, exception_text
+from toolfold.toolkit._results import class_name, describe_exception, exception_text
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -351,7 +351,7 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
         found: list[Problem] = []
         by_field, unnamed = exc.group_exceptions()
         for sub, field in by_field:
-            if type(sub) is KeyError:  # said of the object, as jsonschema does
+            if _missing_key(sub):  # said of the object, as jsonschema does
                 found.append((path, f"{field.name!r} is a required property"))
             else:
                 found.extend(structure_problems(sub, (*path, field.name), field.type))
@@ -367,16 +367,19 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
             f"as {type_name(arm)}: {_leaf_message(sub, arm)}" for arm, sub in exc.errors
         )
         return [(path, f"{exc}" + (f" ({tried})" if tried else ""))]
-    if isinstance(exc, KeyError):
-        return [
-            (
-                path,
-                f"missing required property {exc.args[0]!r}"
-                if exc.args
-                else "missing required property",
-            )
-        ]
     return [(path, _leaf_message(exc, tp))]
+
+
+def _missing_key(exc: BaseException) -> bool:
+    """Whether a field's ``KeyError`` is the structuring's own for a key the object
+    lacks: raised by the field's lookup in the hook that caught it (cattrs' generated
+    one: no frame below it), or made without raising (`_fields_structure`'s). One
+    from the user's code (a field type's own hook, a lookup it made) came from a
+    frame below, and is a conversion failure like any other exception."""
+    if type(exc) is not KeyError:
+        return False
+    raised = exc.__traceback__
+    return raised is None or raised.tb_next is None
 
 
 def _leaf_message(exc: BaseException, tp: Any) -> str:
@@ -391,6 +394,10 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
         )
     if isinstance(exc, (ValueError, TypeError)) and tp is not None:
         return f"cannot convert to {type_name(tp)}: {exception_text(exc)}"
+    if isinstance(exc, LookupError) and tp is not None:
+        # the user's code looked a key up (a __post_init__'s ``RATES[currency]``,
+        # a hook's table): no property is missing, the value could not be converted
+        return f"cannot convert to {type_name(tp)}: {class_name(exc)} {exception_text(exc)}"
     return describe_exception(exc)
 
 

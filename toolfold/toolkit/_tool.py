@@ -2,7 +2,7 @@
 
 Contract the runtime relies on (do not change without telling everyone):
 
-- ``tool.name``, ``tool.description``, ``tool.parameters`` (JSON Schema dict),
+- ``tool.name``, ``tool.description``, ``tool.parameters`` (JSON Schema, a read-only `FrozenDict`),
   ``tool.function`` (None for schema-only tools), ``tool.strict``,
   ``tool.requires_approval`` (bool or a predicate ``(call, state) -> bool``),
   ``tool.timeout`` (seconds or None), ``tool.max_retries`` (int, default 3),
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._frozen import freeze
 from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._results import format_result as _format_result
@@ -58,7 +59,9 @@ class Tool(Generic[P, R]):
         description: What the tool does, for the model.
         parameters: The JSON Schema of the arguments (an object schema); it is
             checked against the JSON Schema meta-schema. Its function receives
-            the arguments as one dict.
+            the arguments as one dict. The tool keeps a deep copy, read-only
+            (``tool.parameters`` is a `FrozenDict`): changing the caller's dict
+            afterwards changes no tool.
         function: The function to run, or None for a tool whose calls are
             returned to the caller.
         strict: Ask providers for strict schema adherence (None: when possible).
@@ -122,7 +125,7 @@ class Tool(Generic[P, R]):
             problems += schema_problems(schema)
         if problems:
             raise ToolDefinitionError(repr(name), problems)
-        self._init(options, dict(schema), function, is_async)
+        self._init(options, freeze(schema), function, is_async)
 
     @classmethod
     def _derived(
@@ -135,7 +138,7 @@ class Tool(Generic[P, R]):
     ) -> Tool[P, R]:
         """The tool ``@tool`` makes: options checked, schema derived from ``function``."""
         made: Tool[P, R] = cls.__new__(cls)
-        made._init(options, signature.parameters, function, is_async, signature, receiver)
+        made._init(options, freeze(signature.parameters), function, is_async, signature, receiver)
         return made
 
     def _init(
@@ -162,6 +165,8 @@ class Tool(Generic[P, R]):
         self._attribute: str | None = None
         # shared by the bound copies of a method tool, so one checker serves them all
         self._checker: list[Any] = [None]
+        # the parameters' structure hooks, when `build_hooks` built them before the checker
+        self._hooks: list[Any] = [None]
         if function is not None:
             for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
                 value = getattr(function, attr, None)
@@ -204,6 +209,27 @@ class Tool(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r})"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A module-level ``@tool`` (or one in a class body) replaced its function in the
+        # module: pickle's own way, which names the function by module and qualname,
+        # would find this tool there instead and refuse. Such a tool pickles as that
+        # name, as a function does; any other (a copy from `replace`, a bound method
+        # tool, one made in a function) as its attributes, as before.
+        found = _module_attribute_name(self)
+        if found is not None:
+            return (_module_attribute, found)
+        return object.__reduce_ex__(self, protocol)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (or copied) by its attributes: without its argument checker and
+        # structure hooks, caches built again on use, which hold what pickle cannot
+        # take (a compiled validator's class, generated hooks); a tool pickled only
+        # until its first call, or until an agent built its hooks.
+        state = dict(self.__dict__)
+        state["_checker"] = [None]
+        state["_hooks"] = [None]
+        return state
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
@@ -259,7 +285,7 @@ class Tool(Generic[P, R]):
             from toolfold.toolkit._arguments import ArgumentChecker
 
             checker = ArgumentChecker(
-                self.name, self.parameters, self._param_types, self._pass_dict
+                self.name, self.parameters, self._param_types, self._pass_dict, self._hooks[0]
             )
             self._checker[0] = checker
         result: dict[str, Any] = checker.check(raw)
@@ -438,6 +464,60 @@ def reads_context(tool: Tool[..., Any]) -> bool:
 # when either is replaced (a test's spy, a wrapper), every call goes through it.
 _INVOKE = Tool.invoke
 _VALIDATE = Tool.validate_arguments
+
+
+def _module_attribute_name(tool: Tool[..., Any]) -> tuple[str, str] | None:
+    """(module, qualname) where ``tool`` itself is found, importable, or None.
+
+    Not in ``__main__`` nor in a module made without an import (no ``__spec__``):
+    another process could not import that name, and cloudpickle (Ray) pickles
+    such a module's functions by value, as it did the tool's function.
+    """
+    fields = tool.__dict__
+    module_name, qualname = fields.get("__module__"), fields.get("__qualname__")
+    if not isinstance(module_name, str) or not isinstance(qualname, str):
+        return None
+    found: Any = sys.modules.get(module_name)
+    if module_name == "__main__" or getattr(found, "__spec__", None) is None:
+        return None
+    for part in qualname.split("."):  # (a "<locals>" part is found nowhere)
+        found = getattr(found, part, None)
+    return (module_name, qualname) if found is tool else None
+
+
+def _module_attribute(module_name: str, qualname: str) -> Any:
+    """What a module holds at ``qualname`` (a pickled module-level tool, loaded)."""
+    import importlib
+
+    found: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def build_hooks(tool: Tool[..., Any]) -> None:
+    """Build the structure hooks of ``tool``'s parameters now, not at its first call.
+
+    A run does this for its tools before it asks the model (as it checks its
+    output type): a parameter type the converter cannot build (a class with a
+    schema rule and no hooks) is then an error before any request is paid for,
+    not one raised by the call. The hooks alone, not the checker (whose compiled
+    schema costs far more): a run's tools cost little more to set up.
+
+    Raises:
+        ToolDefinitionError: The converter cannot structure a parameter's type.
+    """
+    param_types = getattr(tool, "_param_types", None)
+    hooks = getattr(tool, "_hooks", None)
+    if not param_types or hooks is None or hooks[0] is not None:
+        return  # an explicit-schema tool's arguments are a dict: nothing to build
+    checker = tool._checker[0]
+    if checker is not None:
+        checker.build_hooks()
+        return
+    from toolfold.toolkit._arguments import parameter_hooks
+
+    hooks[0] = parameter_hooks(tool.name, param_types)
 
 
 def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:

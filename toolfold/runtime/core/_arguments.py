@@ -15,12 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold.toolkit._arguments import MAX_DEPTH as MAX_DEPTH
 from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
 from toolfold.toolkit._problems import json_problem, number_problem
-
-#: Arguments nested deeper than this are refused: no tool needs them, and
-#: deeper values break the recursion of everything that walks them later.
-MAX_DEPTH = 64
 
 
 class _NotJSON(ValueError):

@@ -250,7 +250,7 @@ class ToolSpec:
         if (
             type(name) is str
             and type(description) is str
-            and type(schema) is dict
+            and (type(schema) is FrozenDict or type(schema) is dict)
             and (strict is None or type(strict) is bool)
         ):
             # What ToolDefinition's check passes at once (a Tool checked them when it was

@@ -63,13 +63,14 @@ _frozen_schemas: dict[int, tuple[Any, TypedLeaves, FrozenDict]] = {}
 def frozen_schema(schema: Any) -> Any:
     """A JSON Schema mapping as a deep read-only copy, made once per schema.
 
-    A `Tool` keeps one ``parameters`` dict and every config built from it
-    (once per ``generate_text``, per run with listed tools, per workflow
-    step) needs its frozen copy: the copy is remembered by the dict's
-    identity and reused while the dict still holds the same JSON (an edit in
-    place, a ``1`` become ``True`` included, makes a new copy). Sharing one
-    copy also lets `compile_tool`'s identity memo find it. A `FrozenDict`
-    is returned as it is; anything but a mapping too (the caller refuses it).
+    A `Tool` keeps its ``parameters`` frozen already (returned as they are);
+    a schema given as a plain dict elsewhere, whose every config (once per
+    ``generate_text``, per run with listed tools, per workflow step) needs
+    its frozen copy, has the copy remembered by the dict's identity and
+    reused while the dict still holds the same JSON (an edit in place, a
+    ``1`` become ``True`` included, makes a new copy). Sharing one copy also
+    lets `compile_tool`'s identity memo find it. A `FrozenDict` is returned
+    as it is; anything but a mapping too (the caller refuses it).
     """
     kind = type(schema)
     if kind is FrozenDict or (kind is not dict and not isinstance(schema, Mapping)):

@@ -26,6 +26,7 @@ from toolfold._errors import (
     InvalidEventError,
     MalformedResponseError,
     RunError,
+    ToolDefinitionError,
 )
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import (
@@ -421,7 +422,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                 _RunToolsOp, (jobs, None, finished)
                             )
                         except BaseException as exc:
-                            if not isinstance(exc, Exception):  # (not the shell's own error)
+                            # (not the shell's own error; a tool unfit at its call is not either)
+                            if not isinstance(exc, Exception) or is_unfit_tool(exc):
                                 if finished and live.handoffs:
                                     settle_finished(changes["calls"], finished, live.handoffs)
                                 interrupted(exc, opened.state, finished)
@@ -683,6 +685,15 @@ def is_interruption(exc: BaseException) -> bool:
     return not isinstance(exc, GeneratorExit) or was_raised_in_run(exc)
 
 
+def is_unfit_tool(exc: BaseException) -> bool:
+    """Whether ``exc`` is a `ToolDefinitionError` a call raised without a state: a tool
+    found unfit only at its call (a `Tool` subclass's own checker), which is no error
+    of the run's. The shell throws it into the run's loop, as an interruption, so that
+    it gets the state to resume from once the tool is fixed (`interrupted`): the paid
+    answer and the results of the round's calls that had ended are kept."""
+    return isinstance(exc, ToolDefinitionError) and getattr(exc, "state", None) is None
+
+
 def interrupted(
     exc: BaseException, state: RunState, finished: Mapping[int, ToolOutcome] | None = None
 ) -> None:
@@ -692,23 +703,30 @@ def interrupted(
     outcomes of that round's calls that had ended, which are committed, so
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
-    (`Exception`) carry their own, and a generator's exit is no interruption
-    unless the run's own code raised it (`is_interruption`).
+    (`Exception`) carry their own, but for a tool found unfit at its call
+    (`is_unfit_tool`), and a generator's exit is no interruption unless the
+    run's own code raised it (`is_interruption`).
     """
-    if not is_interruption(exc):
+    if not is_interruption(exc) and not is_unfit_tool(exc):
         return
-    base = state
-    try:
-        for index in sorted(finished or ()):
-            assert finished is not None
-            state = reduce(state, returned(finished[index]))
-    except Exception:  # (not expected) the interruption must stay the exception raised
-        state = base
+    state = _with_finished(state, finished)
     exc.state = state  # type: ignore[attr-defined]
     if isinstance(exc, GeneratorExit):
         thrown = thrown_exit()
         if thrown is not None:
             thrown.state = state  # type: ignore[attr-defined]
+
+
+def _with_finished(state: RunState, finished: Mapping[int, ToolOutcome] | None) -> RunState:
+    """``state`` with the outcomes of the round's calls that had ended committed (by index)."""
+    base = state
+    try:
+        for index in sorted(finished or ()):
+            assert finished is not None
+            state = reduce(state, returned(finished[index]))
+    except Exception:  # (not expected) the exception raised must stay the one raised
+        return base
+    return state
 
 
 def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:

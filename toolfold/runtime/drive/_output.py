@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ToolArgumentError
+from toolfold._errors import ToolArgumentError, ToolDefinitionError
 from toolfold.runtime.core import _events
 from toolfold.runtime.core._arguments import TOO_DEEP, nesting_problem
 from toolfold.runtime.core._repr import short
@@ -210,8 +210,26 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     if defs:
         wrapped["$defs"] = defs
     checker = ArgumentChecker(title, wrapped, {"result": tp}, False)
-    checker.build_hooks()  # a type it cannot structure is a definition error now
+    try:
+        checker.build_hooks()  # a type it cannot structure is a definition error now
+    except ToolDefinitionError as exc:
+        raise _not_an_output(
+            tp, [p.replace("parameter 'result': ", "", 1) for p in exc.problems]
+        ) from exc
     return OutputSchema(tp, OutputSpec(title, wrapped), True, checker)
+
+
+def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
+    """The definition error of an output type the converter cannot structure, in
+    words about the output type (it is no tool, whatever the error's class says)."""
+    from toolfold.toolkit._schema import type_repr
+
+    error = ToolDefinitionError(type_repr(tp), problems)
+    count = len(problems)
+    lines = "\n".join(f"  - {p}" for p in problems)
+    noun = "problem" if count == 1 else "problems"
+    error.args = (f"cannot use {type_repr(tp)} as the output type: {count} {noun}\n{lines}",)
+    return error
 
 
 def _structure_hook(tp: Any, title: str) -> Any:
@@ -221,13 +239,12 @@ def _structure_hook(tp: Any, title: str) -> Any:
     Raises:
         ToolDefinitionError: The converter has no hook for the type or a part of it.
     """
-    from toolfold._errors import ToolDefinitionError
     from toolfold.toolkit._arguments import no_hook_problem, structure_hook
 
     try:
         return structure_hook(tp)
     except Exception as exc:  # cattrs has no rule for the type (or a part of it)
-        raise ToolDefinitionError(title, [f"output type: {no_hook_problem(tp, exc)}"]) from exc
+        raise _not_an_output(tp, [no_hook_problem(tp, exc)]) from exc
 
 
 _JSON_NAMES: dict[type, str] = {

@@ -58,6 +58,7 @@ from toolfold.runtime.drive._loop import (
     _SwitchOp,
     interrupted,
     is_interruption,
+    is_unfit_tool,
     kept_standing,
     resumed_round,
     run_loop,
@@ -162,7 +163,7 @@ def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool 
     if not streamed:
         raised_in_run(exc)
     try:
-        if not is_interruption(exc):
+        if not is_interruption(exc) and not is_unfit_tool(exc):
             return
         with suppress(BaseException):  # the very exception comes back: the caller raises it
             loop.throw(exc)

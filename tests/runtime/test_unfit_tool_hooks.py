@@ -1,0 +1,96 @@
+"""A tool whose parameters cannot be structured fails before the model is asked, or keeps the run."""
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, Tool, ToolDefinitionError, generate_text, register_schema_rule, tool
+from toolfold.testing import ScriptedModel
+
+
+class Money:
+    """A class with a schema rule and no structure hook."""
+
+
+register_schema_rule(Money, lambda tp, ctx: {"type": "string"})
+
+
+@tool
+def pay(m: Money) -> str:
+    """Pay.
+
+    Args:
+        m: The amount.
+    """
+    return "paid"
+
+
+@tool
+def other(x: int) -> str:
+    """Other.
+
+    Args:
+        x: A number.
+    """
+    return f"other {x}"
+
+
+def test_an_agent_with_a_tool_no_hook_structures_is_refused_when_built() -> None:
+    """`Agent(tools=[pay])` raises the definition error naming the parameter, before any model call."""
+    model = ScriptedModel([[ScriptedModel.call("pay", {"m": "1 EUR"})], "done"])
+    with pytest.raises(ToolDefinitionError) as raised:
+        Agent(model, tools=[pay, other])
+    assert "parameter 'm': cannot structure JSON into Money" in str(raised.value)
+    assert model.requests == []
+
+
+def test_a_run_with_a_tool_no_hook_structures_fails_before_the_model_is_asked() -> None:
+    """`generate_text(tools=[pay])` raises the definition error without a paid request."""
+    model = ScriptedModel([[ScriptedModel.call("pay", {"m": "1 EUR"})], "done"])
+    with pytest.raises(ToolDefinitionError, match="cannot structure JSON into Money"):
+        generate_text(model, "go", tools=[pay])
+    assert model.requests == []
+
+
+class _Unfit(Tool[..., Any]):
+    """A tool whose own checker finds it unfit only when called."""
+
+    def validate_arguments(self, raw: Any) -> dict[str, Any]:
+        raise ToolDefinitionError(self.name, ["parameter 'm': cannot structure"])
+
+
+def _unfit() -> Tool[..., Any]:
+    return _Unfit("unfit", "Unfit.", {"type": "object", "properties": {}}, lambda args: "x")
+
+
+def _run(agent: Agent, how: str) -> None:
+    if how == "sync":
+        agent.run("go")
+    elif how == "async":
+        asyncio.run(agent.arun("go"))
+    else:
+        for _ in agent.stream("go"):
+            pass
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+def test_a_definition_error_raised_by_a_call_carries_the_state(how: str) -> None:
+    """A ToolDefinitionError a call raises mid-run carries the state of the round, with the
+    model's paid answer in it: once the tool is fixed, resuming runs the calls without
+    asking the model again."""
+    calls = [ScriptedModel.call("other", {"x": 1}), ScriptedModel.call("unfit", {})]
+    model = ScriptedModel([calls, "done"])
+    with pytest.raises(ToolDefinitionError) as raised:
+        _run(Agent(model, tools=[_unfit(), other]), how)
+    state = toolfold.state_of(raised.value)
+    assert state is not None
+    assert state.phase == "running_tools"
+    assert [c.call.name for c in state.calls] == ["other", "unfit"]
+    assert len(model.requests) == 1
+    fixed = Tool("unfit", "Unfit.", {"type": "object", "properties": {}}, lambda args: "fixed")
+    response = Agent(model, tools=[fixed, other]).resume(state)
+    assert response.text == "done"
+    assert [r.content for r in response.steps[0].tool_results] == ["other 1", "fixed"]
+    assert len(model.requests) == 2

@@ -1,0 +1,89 @@
+"""A module-level ``@tool`` pickles with the standard library, as the function it replaced would."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, Tool, tool
+from toolfold.testing import ScriptedModel
+
+
+@tool
+def plain(a: int) -> int:
+    """Plain.
+
+    Args:
+        a: A number.
+    """
+    return a
+
+
+@tool
+async def waiting(a: int) -> int:
+    """Waiting.
+
+    Args:
+        a: A number.
+    """
+    return a
+
+
+class Shop:
+    @tool
+    def search(self, q: str) -> str:
+        """Search.
+
+        Args:
+            q: The query.
+        """
+        return q
+
+
+@pytest.mark.parametrize("made", [plain, waiting, Shop.search], ids=["sync", "async", "method"])
+def test_a_module_level_tool_pickles_as_its_name(made: Tool[..., Any]) -> None:
+    """``pickle.dumps`` of a module-level tool (its module's attribute) works, and loads the very tool."""
+    assert pickle.loads(pickle.dumps(made)) is made
+
+
+def test_an_agent_holding_a_module_level_tool_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent with a module-level tool pickles and loads with that tool."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = Agent("openai:gpt-4o-mini", tools=[plain])
+    loaded = pickle.loads(pickle.dumps(agent))
+    assert loaded.tools == (plain,)
+    assert loaded.tools[0] is plain
+
+
+def _fetch(arguments: dict[str, Any]) -> str:
+    return "sunny"
+
+
+def _double(a: int) -> int:
+    """Double.
+
+    Args:
+        a: A number.
+    """
+    return 2 * a
+
+
+weather = Tool(
+    "weather", "W.", {"type": "object", "properties": {"day": {"format": "date"}}}, _fetch
+)
+doubled = tool(name="doubled")(_double)  # its module holds the function under its name
+
+
+@pytest.mark.parametrize("made", [weather, doubled], ids=["explicit", "decorated"])
+def test_a_tool_pickled_by_its_attributes_pickles_after_use(made: Tool[..., Any]) -> None:
+    """A tool that is not its module's attribute pickles by its attributes after an agent
+    built its hooks and a call built its checker (caches, left out and built again)."""
+    Agent(ScriptedModel(["x"]), tools=[made])
+    arguments = {"day": "2024-05-01"} if made is weather else {"a": 2}
+    made.validate_arguments(arguments)
+    back = pickle.loads(pickle.dumps(made))
+    assert back is not made
+    assert back.name == made.name
+    assert back.validate_arguments(arguments) == made.validate_arguments(arguments)
