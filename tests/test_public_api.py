@@ -34,6 +34,7 @@ TOP = {
     # runtime: messages, models, the loop
     "Agent",
     "Denied",
+    "ExtraToolsWarning",
     "FilePart",
     "Handoff",
     "ImagePart",
@@ -130,6 +131,7 @@ RUNTIME = {
     "WorkflowResponse",
     "WorkflowStream",
     "Denied",
+    "ExtraToolsWarning",
     "Handoff",
     "Response",
     "RunEndEvent",

@@ -43,6 +43,7 @@ from toolfold._public import publish as _publish
 from toolfold.runtime import (
     Agent,
     Denied,
+    ExtraToolsWarning,
     FilePart,
     Handoff,
     ImagePart,
@@ -150,6 +151,7 @@ __all__ = [
     "CompiledTool",
     "Denied",
     "Dialect",
+    "ExtraToolsWarning",
     "Field",
     "FilePart",
     "Handoff",

@@ -124,9 +124,49 @@ def test_values_become_json(value: Any, text: str) -> None:
     assert format_result(value) == text
 
 
-def test_an_int_too_long_to_print_does_not_raise() -> None:
-    """An int past Python's digit limit falls back instead of raising."""
-    assert format_result(10**5000) == "<unprintable int>"
+def _digits(value: int) -> str:
+    """``value``'s decimal digits, built without Python's int printing (and its digit limit)."""
+    sign, value = ("-", -value) if value < 0 else ("", value)
+    out = []
+    while value:
+        value, chunk = divmod(value, 10**1000)
+        out.append(f"{chunk:01000d}" if value else str(chunk))
+    return sign + "".join(reversed(out))
+
+
+@pytest.mark.parametrize(
+    "value", [10**5000, -(3**20000) - 7, 2**100_000 + 1], ids=["10**5000", "-3**20000", "2**100000"]
+)
+def test_an_int_too_long_to_print_is_written_in_full(value: int) -> None:
+    """An int past Python's digit limit (4300) is written as all its digits, alone or nested."""
+    assert format_result(value) == _digits(value)
+    nested = format_result({"n": [value, float("nan")], "m": 1})
+    assert nested == f'{{"n":[{_digits(value)},"NaN"],"m":1}}'
+
+
+def test_an_int_key_too_long_to_print_is_written_in_full() -> None:
+    """A mapping's int key past the digit limit is its digits as the JSON key."""
+    assert format_result({10**5000: "big"}) == f'{{"{_digits(10**5000)}":"big"}}'
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({1: "a", "1": "b"}, "{1: 'a', '1': 'b'}"),
+        ([{True: 1, "true": 2}], "[{True: 1, 'true': 2}]"),
+        ({"x": {None: 1, "null": 2}}, "{'x': {None: 1, 'null': 2}}"),
+    ],
+)
+def test_keys_json_would_write_alike_fall_back_to_repr(value: Any, text: str) -> None:
+    """Two keys JSON writes as one text (1 and "1") are never sent as duplicate JSON keys."""
+    assert format_result(value) == text
+
+
+def test_keys_of_other_types_that_do_not_clash_stay_json() -> None:
+    """Non-text keys that stay distinct as JSON text are written as JSON as before."""
+    assert format_result({1: "a", 2: "b", None: 0, "x": [{True: 1}]}) == (
+        '{"1":"a","2":"b","null":0,"x":[{"true":1}]}'
+    )
 
 
 def test_bytes_become_text_or_base64() -> None:
@@ -146,6 +186,32 @@ def test_nan_and_infinity_become_strings() -> None:
 def test_unknown_objects_inside_json_become_their_str() -> None:
     """An object JSON cannot hold is written as its str() in its place; the rest stays JSON."""
     assert format_result({"thing": Opaque(), "n": 1}) == '{"thing":"opaque thing","n":1}'
+
+
+class BadStr:
+    """Neither str() nor repr() works (both raise)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+class ReprOnly:
+    """str() raises, repr() works."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        return "ReprOnly()"
+
+
+def test_an_item_whose_str_raises_is_replaced_in_its_place() -> None:
+    """Only the item whose str() raises is replaced (by its repr, else <unprintable T>)."""
+    assert format_result({"ok": 1, "bad": BadStr()}) == '{"ok":1,"bad":"<unprintable BadStr>"}'
+    assert format_result([ReprOnly(), 2]) == '["ReprOnly()",2]'
 
 
 def test_cycles_fall_back_to_repr() -> None:

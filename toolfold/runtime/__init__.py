@@ -28,7 +28,7 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from toolfold.runtime._resume import approval_key
+from toolfold.runtime._resume import ExtraToolsWarning, approval_key
 from toolfold.runtime._task import Task
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, WorkflowStream
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -126,6 +126,7 @@ __all__ = [
     "Denied",
     "Effect",
     "Event",
+    "ExtraToolsWarning",
     "FilePart",
     "Finish",
     "FrozenDict",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -54,6 +55,8 @@ from toolfold.runtime.core._messages import (
     result_content,
 )
 from toolfold.runtime.core._reducer import reduce
+from toolfold.runtime.core._request import ToolDefinition
+from toolfold.runtime.core._same_json import same_json, typed_leaves
 from toolfold.runtime.core._state import (
     WAITING_PHASES,
     CallState,
@@ -199,6 +202,9 @@ def resumed(
     _check_sub_runs(state, options.tools)
     extra = tuple(c for c in options.config.stop_when if c not in state.config.stop_when)
     live = options.live(deps=deps, on_event=on_event, on_step=on_step, stop_when=extra)
+    sent = live_definitions(state, options.config)
+    if sent is not None:
+        live = attrs.evolve(live, definitions=sent)
     if state.phase in WAITING_PHASES if continued is None else continued.from_waiting:
         live = attrs.evolve(live, from_waiting=True)
     messages = None if message is None else to_messages(message)
@@ -231,6 +237,68 @@ def resumed(
             "max_steps does not lift it: start a new turn with message=..."
         )
     return live, state
+
+
+class ExtraToolsWarning(UserWarning):
+    """A resume was given tools the run did not start with: the model is not offered them.
+
+    A run's tool set is fixed when it starts (its state stores it, and a
+    call to a tool outside it reads "Unknown tool"). To give the model more
+    tools, start a new run from the run's messages:
+    ``agent.run(prompt, history=response.messages)``.
+    """
+
+
+def live_definitions(state: RunState, given: RunConfig) -> tuple[ToolDefinition, ...] | None:
+    """The definitions a resume of ``state`` sends the model, if not the stored ones (else None).
+
+    A run stores its tools' definitions, but the live tools given to the
+    resume check the model's calls: a tool that changed its description or
+    schema under the same name since the run started (a new version
+    deployed while the run waited) would refuse every call the model makes
+    from the stored schema. So each request of the resumed run carries the
+    live tool's definition for each tool of the run that was given again
+    (a tool without a function that was not given keeps its stored one).
+    Compared once here: a resume whose tools did not change (and every run
+    that is no resume) sends the stored tuple, with no work per step.
+
+    Tools given that the run does not have are not offered (the run's tool
+    set is fixed at its start): an `ExtraToolsWarning` names them, as an
+    MCP server whose listing changed warns.
+    """
+    stored = state.config.definitions
+    by_name = {spec.name: spec.definition for spec in given.tools}
+    sent = tuple(_newer(definition, by_name.get(definition.name)) for definition in stored)
+    known = {definition.name for definition in stored}
+    extra = [name for name in by_name if name not in known]
+    if extra:
+        agent = state.agent or started_by(state)
+        whose = f"agent {agent!r}'s run" if agent else "the run"
+        warnings.warn(
+            f"resume: tools {', '.join(repr(n) for n in extra)} are not offered to the model: "
+            f"{whose} {state.run_id!r} started without them, and a run's tool set is fixed at "
+            "its start (stored in its state; a call to them would read 'Unknown tool'); to "
+            "give them, start a new run from its messages: "
+            "agent.run(prompt, history=state.messages)",
+            ExtraToolsWarning,
+            stacklevel=2,
+        )
+    if all(a is b for a, b in zip(sent, stored, strict=True)):
+        return None
+    return sent
+
+
+def _newer(stored: ToolDefinition, live: ToolDefinition | None) -> ToolDefinition:
+    """``stored``, or ``live`` when it differs (as JSON: ``1`` and ``True`` differ)."""
+    if live is None or live is stored:
+        return stored
+    if (
+        live.description == stored.description
+        and live.strict is stored.strict
+        and same_json(live.parameters, stored.parameters, typed_leaves(stored.parameters))
+    ):
+        return stored
+    return live
 
 
 def _added_messages(after: RunState, messages: tuple[Message, ...]) -> list[tuple[Event, RunState]]:

@@ -18,11 +18,15 @@
   with a ``TypeError`` saying to return a list: its repr is no result; an
   open file or stream (``io.IOBase``) with one saying to read it.
 - Nothing else here raises. A value JSON cannot hold (an arbitrary object inside a
-  list, say) is written as its ``str()`` text in its place; ``NaN`` and the
-  infinities, which JSON lacks, are written as the strings ``"NaN"``,
-  ``"Infinity"`` and ``"-Infinity"``; a value that cannot be unstructured at
-  all (a cycle, a failing property) falls back to its ``repr()``, or to
-  ``<unprintable T>`` if even that fails.
+  list, say) is written as its ``str()`` text in its place (its ``repr()``, or
+  ``<unprintable T>``, when ``str()`` raises); ``NaN`` and the infinities,
+  which JSON lacks, are written as the strings ``"NaN"``, ``"Infinity"`` and
+  ``"-Infinity"``; an ``int`` with more digits than Python prints
+  (``sys.get_int_max_str_digits()``, 4300 by default) is written in full, as a
+  JSON number. A value that cannot be unstructured at all (a cycle, a failing
+  property), or a mapping two of whose keys JSON would write as one
+  (``{1: "a", "1": "b"}``: JSON object keys are text), falls back to its
+  ``repr()``, or to ``<unprintable T>`` if even that fails.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import sys
 import types
 from collections.abc import Mapping
 from enum import Enum
+from itertools import compress
 from typing import Any
 
 import attrs
@@ -179,7 +184,7 @@ def format_result(value: Any) -> str:
         try:
             return int.__repr__(value)
         except ValueError:  # more digits than Python will print
-            return safe_repr(value)
+            return int_digits(value)
     if value is None or type(value) is bool:
         return "null" if value is None else ("true" if value else "false")
     if isinstance(value, str) and not isinstance(value, Enum):
@@ -210,6 +215,8 @@ def format_result(value: Any) -> str:
                 if dumped is _NOTHING:
                     return str(value)
                 data = dumped
+        if type(data) in _CONTAINERS and _keys_clash(data):
+            return safe_repr(value)
         return _dumps(data)
     except Exception:
         return safe_repr(value)
@@ -223,14 +230,109 @@ def _dumps(data: Any) -> str:
     except ValueError as exc:
         if "Circular reference" in str(exc):
             raise
-        # NaN or an infinity somewhere: JSON has no such number.
-        return json.dumps(
-            _replace_nonfinite(data),
+        # NaN or an infinity somewhere (JSON has no such number), or an int with more
+        # digits than Python prints: written as placeholders, the digits put in after.
+        huge: list[str] = []
+        text = json.dumps(
+            _replace_unwritable(data, huge),
             ensure_ascii=False,
             separators=(",", ":"),
             allow_nan=False,
             default=_default,
         )
+        for index, digits in enumerate(huge):
+            text = text.replace(f'"{_HUGE_MARK}{index}{_HUGE_MARK}"', digits, 1)
+        return text
+
+
+# Around the number of a huge int's placeholder string (private-use characters,
+# which json writes as they are with ensure_ascii=False).
+_HUGE_MARK = "\ue000toolfold-int\ue000"
+_CONTAINERS = frozenset({dict, list})
+_is_container = _CONTAINERS.__contains__
+_ONLY_TEXT = frozenset({str})
+# Fewer bits than this: Python prints the int (4300 digits take about 14284 bits).
+_PRINTABLE_BITS = 14000
+
+
+def _keys_clash(data: Any) -> bool:
+    """Whether a mapping in ``data`` (unstructured: dicts and lists) has two keys that
+    JSON writes as the same text (``1`` and ``"1"``, ``True`` and ``"true"``)."""
+    todo = [data]
+    while todo:
+        node = todo.pop()
+        if type(node) is dict:
+            # A key that is not text (rare) may be written like another key.
+            if not _ONLY_TEXT.issuperset(map(type, node)) and len(set(map(_key_text, node))) < len(
+                node
+            ):
+                return True
+            node = node.values()
+        # (C loops only: most keys are text, most items no containers)
+        todo.extend(compress(node, map(_is_container, map(type, node))))
+    return False
+
+
+def _key_text(key: Any) -> Any:
+    """What json writes for a mapping's ``key`` (the key itself when json refuses it)."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None or isinstance(key, bool):
+        return "null" if key is None else ("true" if key else "false")
+    if isinstance(key, int):
+        return _int_text(key)
+    if isinstance(key, float):
+        return float.__repr__(key)
+    return key
+
+
+def _int_text(value: int) -> str:
+    try:
+        return int.__repr__(value)
+    except ValueError:  # more digits than Python will print
+        return int_digits(value)
+
+
+def int_digits(value: int) -> str:
+    """``value``'s decimal digits, however many (Python refuses to print more than
+    ``sys.get_int_max_str_digits()``, since its own conversion takes time quadratic
+    in the length): the number is split in halves of bits and put together in
+    `decimal`, whose multiplication of long numbers is fast (as Python 3.12's
+    ``_pylong`` does), so a million digits take well under a second."""
+    import decimal  # rare: only ints with thousands of digits
+
+    number = decimal.Decimal
+    powers: dict[int, decimal.Decimal] = {}
+
+    def power(bits: int) -> decimal.Decimal:  # 2 ** bits, made once
+        found = powers.get(bits)
+        if found is None:
+            if bits <= 1024:
+                found = number(1 << bits)
+            elif bits & 1:
+                found = power(bits - 1) * 2
+            else:
+                half = power(bits >> 1)
+                found = half * half
+            powers[bits] = found
+        return found
+
+    def join(value: int, bits: int) -> decimal.Decimal:
+        if bits <= 4096:  # (about 1233 digits: printed by Python itself)
+            return number(value)
+        low_bits = bits >> 1
+        high = value >> low_bits
+        return join(value - (high << low_bits), low_bits) + join(high, bits - low_bits) * power(
+            low_bits
+        )
+
+    with decimal.localcontext() as context:
+        context.prec = decimal.MAX_PREC
+        context.Emax = decimal.MAX_EMAX
+        context.Emin = decimal.MIN_EMIN
+        context.traps[decimal.Inexact] = True  # exact, or an error (never rounded)
+        digits = str(join(abs(value), value.bit_length()))
+    return f"-{digits}" if value < 0 else digits
 
 
 _JSON_CONTAINERS = (dict, list, tuple, str, int, float)  # and their subclasses (str enums)
@@ -258,17 +360,44 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, (set, frozenset)):
         return list(obj)
     dumped = _model_dump(obj)
-    return str(obj) if dumped is _NOTHING else dumped
+    return _text(obj) if dumped is _NOTHING else dumped
 
 
-def _replace_nonfinite(data: Any) -> Any:
+def _text(obj: Any) -> str:
+    """``str(obj)``, else its ``repr()``, else ``<unprintable T>``: an item of a
+    result whose ``__str__`` raises is written in its place, the rest kept."""
+    try:
+        return str.__str__(str(obj))
+    except Exception:
+        return safe_repr(obj)
+
+
+def _replace_unwritable(data: Any, huge: list[str]) -> Any:
+    """``data`` with its non-finite floats as text and its ints with more digits than
+    Python prints as placeholders (their digits appended to ``huge``): keys as text."""
     if isinstance(data, float) and not math.isfinite(data):
         return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
+    if isinstance(data, int) and not isinstance(data, bool):
+        if data.bit_length() < _PRINTABLE_BITS:
+            return data
+        try:
+            int.__repr__(data)
+        except ValueError:
+            huge.append(int_digits(data))
+            return f"{_HUGE_MARK}{len(huge) - 1}{_HUGE_MARK}"
+        return data
     if isinstance(data, dict):
-        return {k: _replace_nonfinite(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_replace_nonfinite(v) for v in data]
+        return {_written_key(k): _replace_unwritable(v, huge) for k, v in data.items()}
+    if isinstance(data, (list, tuple, set, frozenset)):
+        return [_replace_unwritable(v, huge) for v in data]
     return data
+
+
+def _written_key(key: Any) -> Any:
+    """A mapping's key as json writes it: a huge int as its digits, others as they are."""
+    if isinstance(key, int) and not isinstance(key, bool) and key.bit_length() >= _PRINTABLE_BITS:
+        return _int_text(key)
+    return key
 
 
 def safe_repr(value: object, suffix: str = "") -> str:

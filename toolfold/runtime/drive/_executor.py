@@ -46,6 +46,7 @@ from toolfold.runtime.drive._workers import (
     SyncInbox,
     Ticket,
     abandon,
+    carried,
     hand_off,
     hand_off_timed,
 )
@@ -508,6 +509,7 @@ def _error(
 
 
 def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
+    exc = carried(exc)  # (a sync tool's StopIteration, from its worker thread)
     return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
 
 

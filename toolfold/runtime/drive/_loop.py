@@ -56,7 +56,7 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage, freeze, tool_calls_of
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
-from toolfold.runtime.core._request import ModelResponse, without_cut_calls
+from toolfold.runtime.core._request import ModelResponse, ToolDefinition, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.core._steps import last_response, usage_sum_problem
 from toolfold.runtime.core._stop import (
@@ -166,6 +166,14 @@ class Live:
         from_waiting: The run is a resume of a tree that waited for answers
             (or a sub-run such a resume continues): its tool rounds tell the
             sub-runs they continue so (see `resumed_round`).
+        definitions: The tool definitions each model request carries in place
+            of those stored in the run's configuration, or None to send the
+            stored ones: a resume's live tools, when one of the run's tools
+            changed its description or schema since the run started (the
+            live tool checks the calls, so the model must see its schema).
+            Never stored: a request is not part of the state. A handoff
+            makes a live half without it (the next agent's tools are its
+            configuration's).
     """
 
     model: Model
@@ -183,6 +191,7 @@ class Live:
     opened: tuple[tuple[tuple[ToolSource, ...], Sequence[Tool[..., Any]]], ...] = ()
     answered: Answered | None = None
     from_waiting: bool = False
+    definitions: tuple[ToolDefinition, ...] | None = None
 
 
 # Whether the tool round under way is one of a run resumed from waiting for answers
@@ -321,6 +330,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             if stop is not None:
                 state = apply_event(live, state, stop)
             else:
+                if live.definitions is not None:  # a resume's live tools (see `Live`)
+                    effect = _with_tools(effect, live.definitions)
                 # A workflow's planner with its tree budget spent may still answer (its
                 # decision costs nothing) but starts no step (`steps_stop`): its step is
                 # shown started once the decision is known, so a stop shows none.
@@ -481,6 +492,11 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             reported = state.step
             if live.on_step is not None or notify:
                 yield from _step_end(live, state, notify)
+
+
+def _with_tools(effect: CallModel, definitions: tuple[ToolDefinition, ...]) -> CallModel:
+    """``effect`` with its request carrying ``definitions`` as its tools."""
+    return attrs.evolve(effect, request=attrs.evolve(effect.request, tools=definitions))
 
 
 def _identity(sources: tuple[ToolSource, ...]) -> tuple[int, ...]:

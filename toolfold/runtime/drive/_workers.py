@@ -48,6 +48,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from toolfold.toolkit._results import exception_text
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -57,6 +59,24 @@ MAX_WORKERS = 32
 # loop callers) or a `SyncInbox` (blocking callers); the future anything hashable
 # with ``cancelled()``.
 _Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
+
+
+class StopIterationCarrier(RuntimeError):
+    """A tool's `StopIteration`, carried through an `asyncio.Future` (which refuses one).
+
+    ``__cause__`` is the tool's exception; `carried` gives it back.
+    """
+
+    def __init__(self, raised: StopIteration) -> None:
+        super().__init__(f"the tool raised StopIteration: {exception_text(raised)}")
+        self.__cause__ = raised
+
+
+def carried(exc: BaseException) -> BaseException:
+    """``exc``, or the tool's own `StopIteration` it carries (`StopIterationCarrier`)."""
+    if type(exc) is StopIterationCarrier and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
 
 
 class _Inbox:
@@ -97,9 +117,9 @@ class _Inbox:
                 future.set_result(value)
             elif isinstance(value, StopIteration):
                 # A future refuses StopIteration; without this the caller would wait forever.
-                error = RuntimeError(f"the tool raised StopIteration: {value}")
-                error.__cause__ = value
-                future.set_exception(error)
+                # Carried instead, and taken out where the call's outcome is made
+                # (`carried`): the model reads it as a blocking run's call shows it.
+                future.set_exception(StopIterationCarrier(value))
             else:
                 future.set_exception(value)
 
