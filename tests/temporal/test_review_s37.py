@@ -28,6 +28,8 @@ from toolfold import (
     BadRequestError,
     ProviderError,
     ServerError,
+    ToolDefinitionError,
+    ToolfoldError,
     UsageError,
     tool,
 )
@@ -38,6 +40,8 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
 )
 from toolfold.integrations.temporal import _agent as temporal_agent
+from toolfold.local._paths import LocalSetupError
+from toolfold.mcp._client import MCPError
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
 
@@ -309,3 +313,84 @@ def test_an_activity_failure_comes_back_as_the_toolfold_class_it_names(
     made = rebuilt_error(ApplicationError("the message", type=type_name))
     assert (type(made).__name__ if made is not None else None) == rebuilt
     assert made is None or str(made) == "the message"
+
+
+@pytest.mark.parametrize(
+    ("exc", "rebuilt"),
+    [
+        (LocalSetupError("the server did not start"), "LocalSetupError"),
+        (MCPError("files", "it crashed"), "MCPError"),
+        (ToolDefinitionError("f", ["bad"]), None),  # made from a qualname and problems
+    ],
+)
+def test_a_toolfold_error_outside_toolfold_errors_comes_back_as_its_class(
+    exc: ToolfoldError, rebuilt: str | None
+) -> None:
+    """LocalSetupError and MCPError (not in toolfold._errors) come back as their class from the details an activity's failure carries."""
+    from temporalio.exceptions import ApplicationError
+
+    from toolfold.integrations.temporal._activities import _details, rebuilt_error
+
+    made = rebuilt_error(ApplicationError(str(exc), *_details(exc), type=type(exc).__name__))
+    assert (type(made).__name__ if made is not None else None) == rebuilt
+    assert made is None or str(made) == str(exc)
+    if isinstance(made, MCPError):
+        assert made.server == "files"
+
+
+def test_a_third_party_class_named_like_a_toolfold_error_is_not_rebuilt_as_toolfolds() -> None:
+    """A failure whose details name another module's AuthenticationError is not rebuilt; one with no details (an older worker's) still is, by its name."""
+    from temporalio.exceptions import ApplicationError
+
+    from toolfold.integrations.temporal._activities import rebuilt_error
+
+    theirs = ApplicationError("401", "class:openai:AuthenticationError", type="AuthenticationError")
+    older = ApplicationError("401", type="AuthenticationError")
+    assert rebuilt_error(theirs) is None
+    assert type(rebuilt_error(older)) is AuthenticationError
+
+
+class AuthenticationError3p(Exception):
+    """A library's own error (as openai.AuthenticationError), raised by a custom model."""
+
+
+AuthenticationError3p.__name__ = "AuthenticationError"
+AuthenticationError3p.__qualname__ = "AuthenticationError"
+
+
+def test_a_custom_models_own_error_named_like_a_toolfold_one_comes_back_raw(
+    server: DevServer,
+) -> None:
+    """A third-party AuthenticationError escaping a custom model is Temporal's WorkflowFailureError on the client, not toolfold's AuthenticationError."""
+    policy = RetryPolicy(maximum_attempts=1)
+
+    def refuse(request: ModelRequest) -> Any:
+        raise AuthenticationError3p("their 401")
+
+    def setup(request: ModelRequest) -> Any:
+        raise LocalSetupError("the local server did not start")
+
+    theirs = TemporalAgent(
+        Agent(FunctionModel(refuse), name="s37theirs"),
+        settings=ActivitySettings(retry_policy=policy),
+    )
+    local = TemporalAgent(
+        Agent(FunctionModel(setup), name="s37setup"), settings=ActivitySettings(retry_policy=policy)
+    )
+
+    async def go() -> tuple[BaseException, BaseException]:
+        caught = []
+        async with _worker(server, [theirs, local]) as (client, queue):
+            for agent in (theirs, local):
+                handle = await agent.start(
+                    client, "hi", id=f"s37-3p-{uuid.uuid4().hex}", task_queue=queue
+                )
+                with pytest.raises((WorkflowFailureError, ToolfoldError)) as raised:
+                    await handle.result()
+                caught.append(raised.value)
+        return caught[0], caught[1]
+
+    raw, setup_error = asyncio.run(go())
+    assert type(raw) is WorkflowFailureError
+    assert type(setup_error) is LocalSetupError
+    assert str(setup_error) == "the local server did not start"

@@ -537,7 +537,11 @@ class AgentHandle:
                 its ``__cause__`` is Temporal's ``WorkflowFailureError``. The
                 status, body and headers stay on the worker. Another toolfold
                 error the request or a tool listing raised comes back the same
-                way when its class is made from its message alone.
+                way (`ModelConfigError`, `UsageError`, `LocalSetupError`,
+                `MCPError`...) when its class is made from its message alone
+                (or from str fields, as `MCPError`'s server). An error of
+                another library escaping a custom model is no toolfold error,
+                whatever its name: Temporal's ``WorkflowFailureError``.
             UsageError: No workflow has the handle's id on the client's
                 namespace: no run was started with it, or the run's history
                 was deleted after the namespace's retention period (the
