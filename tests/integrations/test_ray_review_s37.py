@@ -122,3 +122,45 @@ def test_a_concurrency_or_actor_count_that_is_no_int_of_at_least_one_is_refused(
     with pytest.raises(toolfold.UsageError) as refused:
         run_batch(make_agent(), ["1"], progress=False, **{argument: value})  # type: ignore[arg-type]
     assert str(refused.value) == f"run_batch(): {argument} must be an int >= 1, got {shown}"
+
+
+class _Int64:
+    """A stand-in for numpy.int64: an integer type that is no int subclass (it has __index__)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_a_concurrency_and_actor_count_of_another_integer_type_run(ray_address: str) -> None:
+    """concurrency=np.int64(2) and num_actors=np.int64(1) (integers that are no int) run the batch, not a UsageError."""
+    results = run_batch(
+        make_agent(),
+        ["1", "2", "3"],
+        concurrency=_Int64(2),  # type: ignore[arg-type]
+        num_actors=_Int64(1),  # type: ignore[arg-type]
+        progress=False,
+    )
+    assert [r.text for r in results] == [expected(n) for n in (1, 2, 3)]
+
+
+class _DataFrame:
+    """A stand-in for a pandas DataFrame: it iterates its column labels, and has columns and iloc."""
+
+    columns = ("prompt", "label")
+    iloc = None
+
+    def __iter__(self) -> object:
+        return iter(self.columns)
+
+
+def test_a_dataframe_as_inputs_is_refused_saying_to_pass_a_column_as_a_list() -> None:
+    """A DataFrame as inputs (one paid run per column label) is a UsageError pointing at df['prompt'].tolist()."""
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(make_agent(), _DataFrame(), progress=False)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert message.startswith("run_batch(): inputs must be an iterable of prompts")
+    assert "got _DataFrame" in message
+    assert "run_batch(agent, df['prompt'].tolist())" in message

@@ -8,10 +8,19 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporal_runs import _worker
+from temporal_runs import _client, _worker
 from temporal_servers import DevServer
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import RetryPolicy
+from temporalio.converter import (
+    BinaryNullPayloadConverter,
+    BinaryPlainPayloadConverter,
+    BinaryProtoPayloadConverter,
+    CompositePayloadConverter,
+    DataConverter,
+    JSONProtoPayloadConverter,
+)
 
 from toolfold import (
     Agent,
@@ -19,10 +28,20 @@ from toolfold import (
     BadRequestError,
     ProviderError,
     ServerError,
+    ToolDefinitionError,
+    ToolfoldError,
     UsageError,
     tool,
 )
-from toolfold.integrations.temporal import ActivitySettings, TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal import (
+    ActivitySettings,
+    TemporalAgent,
+    ToolfoldJSONPayloadConverter,
+    ToolfoldPlugin,
+)
+from toolfold.integrations.temporal import _agent as temporal_agent
+from toolfold.local._paths import LocalSetupError
+from toolfold.mcp._client import MCPError
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
 
@@ -91,30 +110,110 @@ echo = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), name="s37echo"))
 def test_a_client_connected_without_the_plugin_is_refused_saying_to_connect_it_with_the_plugin(
     server: DevServer,
 ) -> None:
-    """start(), run() and handle() on a client without ToolfoldPlugin raise a UsageError naming the fix, not a bare TypeError."""
+    """start(), run() and the handle's methods on a client without ToolfoldPlugin raise a UsageError naming the fix, not a bare TypeError."""
 
     async def go() -> list[str]:
         plain = await Client.connect(server.address)
+        handle = echo.handle(plain, "s37-plain")
         refused = []
         for call in (
             lambda: echo.start(plain, "hi", id="s37-plain", task_queue="s37-none"),
             lambda: echo.run(plain, "hi", id="s37-plain", task_queue="s37-none"),
+            handle.result,
+            handle.state,
+            handle.suspended,
+            lambda: handle.approve("call_1"),
         ):
             with pytest.raises(UsageError) as raised:
                 await call()
             refused.append(str(raised.value))
-        with pytest.raises(UsageError) as raised:
-            echo.handle(plain, "s37-plain")
-        refused.append(str(raised.value))
         return refused
 
-    started, ran, handled = asyncio.run(go())
+    started, ran, *handled = asyncio.run(go())
     fix = "connect the client with plugins=[ToolfoldPlugin(...)]"
     assert started.startswith("TemporalAgent.start(): the client has no toolfold data converter")
     assert fix in started
     assert ran == started
-    assert handled.startswith("TemporalAgent.handle(): the client has no toolfold data converter")
-    assert fix in handled
+    methods = ["result", "state", "suspended", "approve"]
+    assert [m.split("(")[0] for m in handled] == [f"AgentHandle.{m}" for m in methods]
+    assert all(fix in m for m in handled)
+
+
+def test_a_handle_on_a_client_without_the_plugin_still_gives_temporals_raw_operations(
+    server: DevServer,
+) -> None:
+    """handle(plain_client, id).workflow.describe() and .cancel() work: only the handle's own methods need the plugin."""
+
+    async def go() -> tuple[Any, list[str]]:
+        id = f"s37-raw-{uuid.uuid4().hex}"
+        await echo.start(await _client(server, [echo]), "hi", id=id, task_queue="s37-nobody")
+        plain = await Client.connect(server.address)
+        handle = echo.handle(plain, id)
+        running = (await handle.workflow.describe()).status
+        await handle.workflow.cancel()
+        history = await handle.workflow.fetch_history()
+        return running, [EventType.Name(e.event_type) for e in history.events]
+
+    running, events = asyncio.run(go())
+    assert running == WorkflowExecutionStatus.RUNNING
+    assert "EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED" in events
+
+
+class _Composed(CompositePayloadConverter):
+    """A user's own payload converter: Temporal's, with toolfold's JSON converter composed in."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            BinaryNullPayloadConverter(),
+            BinaryPlainPayloadConverter(),
+            JSONProtoPayloadConverter(),
+            BinaryProtoPayloadConverter(),
+            ToolfoldJSONPayloadConverter(),
+        )
+
+
+def test_a_client_whose_own_composed_converter_holds_toolfolds_json_converter_runs(
+    server: DevServer,
+) -> None:
+    """A client whose CompositePayloadConverter holds ToolfoldJSONPayloadConverter (no plugin) runs an agent, not refused."""
+
+    async def go() -> str:
+        async with _worker(server, [echo]) as (_, queue):
+            composed = await Client.connect(
+                server.address, data_converter=DataConverter(payload_converter_class=_Composed)
+            )
+            response = await echo.run(
+                composed, "hi", id=f"s37-composed-{uuid.uuid4().hex}", task_queue=queue
+            )
+            return response.text
+
+    assert asyncio.run(go()) == "hi"
+
+
+def test_a_provider_failed_run_with_no_worker_left_raises_its_error_without_its_state(
+    server: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """result() of a run failed by a provider error, with no worker running, raises the provider's class (.state None), not Temporal's RPCError after the query's wait."""
+    monkeypatch.setattr(temporal_agent, "_STATE_TIMEOUT", timedelta(seconds=1))
+    error = AuthenticationError("401 bad key", provider="test", status_code=401)
+    agent = TemporalAgent(Agent(FunctionModel(_refused(error)), name="s37gone"))
+
+    async def go() -> BaseException:
+        id = f"s37-gone-{uuid.uuid4().hex}"
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(client, "hi", id=id, task_queue=queue)
+            with pytest.raises(AuthenticationError):
+                await handle.result()
+        # the worker is stopped: nobody answers the state query
+        with pytest.raises(ProviderError) as caught:
+            await agent.handle(client, id).result()
+        return caught.value
+
+    failed = asyncio.run(go())
+    assert type(failed) is AuthenticationError
+    assert str(failed) == "401 bad key"
+    assert failed.state is None  # type: ignore[attr-defined]
+    assert isinstance(failed.__cause__, WorkflowFailureError)
 
 
 def test_a_client_that_is_none_is_refused_naming_the_argument() -> None:
@@ -214,3 +313,84 @@ def test_an_activity_failure_comes_back_as_the_toolfold_class_it_names(
     made = rebuilt_error(ApplicationError("the message", type=type_name))
     assert (type(made).__name__ if made is not None else None) == rebuilt
     assert made is None or str(made) == "the message"
+
+
+@pytest.mark.parametrize(
+    ("exc", "rebuilt"),
+    [
+        (LocalSetupError("the server did not start"), "LocalSetupError"),
+        (MCPError("files", "it crashed"), "MCPError"),
+        (ToolDefinitionError("f", ["bad"]), None),  # made from a qualname and problems
+    ],
+)
+def test_a_toolfold_error_outside_toolfold_errors_comes_back_as_its_class(
+    exc: ToolfoldError, rebuilt: str | None
+) -> None:
+    """LocalSetupError and MCPError (not in toolfold._errors) come back as their class from the details an activity's failure carries."""
+    from temporalio.exceptions import ApplicationError
+
+    from toolfold.integrations.temporal._activities import _details, rebuilt_error
+
+    made = rebuilt_error(ApplicationError(str(exc), *_details(exc), type=type(exc).__name__))
+    assert (type(made).__name__ if made is not None else None) == rebuilt
+    assert made is None or str(made) == str(exc)
+    if isinstance(made, MCPError):
+        assert made.server == "files"
+
+
+def test_a_third_party_class_named_like_a_toolfold_error_is_not_rebuilt_as_toolfolds() -> None:
+    """A failure whose details name another module's AuthenticationError is not rebuilt; one with no details (an older worker's) still is, by its name."""
+    from temporalio.exceptions import ApplicationError
+
+    from toolfold.integrations.temporal._activities import rebuilt_error
+
+    theirs = ApplicationError("401", "class:openai:AuthenticationError", type="AuthenticationError")
+    older = ApplicationError("401", type="AuthenticationError")
+    assert rebuilt_error(theirs) is None
+    assert type(rebuilt_error(older)) is AuthenticationError
+
+
+class AuthenticationError3p(Exception):
+    """A library's own error (as openai.AuthenticationError), raised by a custom model."""
+
+
+AuthenticationError3p.__name__ = "AuthenticationError"
+AuthenticationError3p.__qualname__ = "AuthenticationError"
+
+
+def test_a_custom_models_own_error_named_like_a_toolfold_one_comes_back_raw(
+    server: DevServer,
+) -> None:
+    """A third-party AuthenticationError escaping a custom model is Temporal's WorkflowFailureError on the client, not toolfold's AuthenticationError."""
+    policy = RetryPolicy(maximum_attempts=1)
+
+    def refuse(request: ModelRequest) -> Any:
+        raise AuthenticationError3p("their 401")
+
+    def setup(request: ModelRequest) -> Any:
+        raise LocalSetupError("the local server did not start")
+
+    theirs = TemporalAgent(
+        Agent(FunctionModel(refuse), name="s37theirs"),
+        settings=ActivitySettings(retry_policy=policy),
+    )
+    local = TemporalAgent(
+        Agent(FunctionModel(setup), name="s37setup"), settings=ActivitySettings(retry_policy=policy)
+    )
+
+    async def go() -> tuple[BaseException, BaseException]:
+        caught = []
+        async with _worker(server, [theirs, local]) as (client, queue):
+            for agent in (theirs, local):
+                handle = await agent.start(
+                    client, "hi", id=f"s37-3p-{uuid.uuid4().hex}", task_queue=queue
+                )
+                with pytest.raises((WorkflowFailureError, ToolfoldError)) as raised:
+                    await handle.result()
+                caught.append(raised.value)
+        return caught[0], caught[1]
+
+    raw, setup_error = asyncio.run(go())
+    assert type(raw) is WorkflowFailureError
+    assert type(setup_error) is LocalSetupError
+    assert str(setup_error) == "the local server did not start"

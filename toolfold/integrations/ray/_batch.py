@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import pickle
 import uuid
@@ -122,8 +123,10 @@ def run_batch(
             `Message`, a list of messages; for a workflow also plain data: a
             dict, a list, an attrs instance). One prompt alone (a str, bytes,
             a dict, a `Message`) is refused: wrap it in a list.
-        concurrency: Runs in flight at once, over all actors (an int >= 1).
-        num_actors: Ray actors (processes) to spread the runs over (an int >= 1).
+        concurrency: Runs in flight at once, over all actors (an integer >= 1:
+            an int, or any integer type such as ``numpy.int64``; not a bool).
+        num_actors: Ray actors (processes) to spread the runs over (an
+            integer >= 1, as ``concurrency``).
         checkpoint: A JSON-lines file: each finished input's final state is
             appended to it as it finishes, and a rerun with the same file and
             inputs skips the inputs recorded there. Run ids are stable per
@@ -140,9 +143,10 @@ def run_batch(
         One `BatchResult` per input, in input order.
 
     Raises:
-        UsageError: Bad arguments (``inputs`` that is one prompt or no
-            iterable, a ``concurrency`` or ``num_actors`` that is no int
-            >= 1), an input that is not a prompt, an agent
+        UsageError: Bad arguments (``inputs`` that is one prompt, a table
+            such as a DataFrame (it iterates its column labels: pass
+            ``df["prompt"].tolist()``) or no iterable, a ``concurrency`` or
+            ``num_actors`` that is no integer >= 1), an input that is not a prompt, an agent
             or workflow that cannot reach the actors or cannot be built there,
             a checkpoint in use by another `run_batch` (it stays locked
             until the batch ends), a checkpoint written for other inputs,
@@ -151,9 +155,18 @@ def run_batch(
         WorkflowDefinitionError: The workflow's templates name values no
             step defines (checked before anything runs).
     """
-    for name, count in (("concurrency", concurrency), ("num_actors", num_actors)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise wrong_argument("run_batch", name, "an int >= 1", count)
+    concurrency = _count("concurrency", concurrency)
+    num_actors = _count("num_actors", num_actors)
+    if _is_table(inputs):
+        # A DataFrame iterates its column labels: each would be a paid run.
+        raise wrong_argument(
+            "run_batch",
+            "inputs",
+            "an iterable of prompts (a list, a generator)",
+            inputs,
+            " (a table iterates its column labels: pass one column's prompts, "
+            "run_batch(agent, df['prompt'].tolist()))",
+        )
     if isinstance(inputs, (str, bytes, bytearray, Mapping, Message)) or not isinstance(
         inputs, Iterable
     ):
@@ -402,6 +415,32 @@ def response_of(spec: Spec, state: RunState) -> Response:
         return WorkflowResponse(response.state, response.output)
     # after a handoff the agent that answered reads the output
     return finish(state, spec._for_state(state)._options.live())
+
+
+def _count(name: str, count: object) -> int:
+    """``count`` as an int >= 1 (any integer type, ``numpy.int64`` too; not a bool).
+
+    Raises:
+        UsageError: It is a bool, no integer, or below 1, naming ``name``.
+    """
+    if not isinstance(count, bool):
+        try:
+            value = operator.index(count)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+        else:
+            if value >= 1:
+                return value
+    raise wrong_argument("run_batch", name, "an int >= 1", count)
+
+
+def _is_table(inputs: object) -> bool:
+    """Whether ``inputs`` looks like a DataFrame (pandas', polars'...): it has ``columns``.
+
+    A table iterates its column labels, not its rows. A column of prompts
+    (a pandas ``Series``, which has no ``columns``) iterates its values.
+    """
+    return hasattr(inputs, "columns") and not isinstance(inputs, (str, bytes, bytearray))
 
 
 def _check_inputs(spec: Spec, prompts: list[Any]) -> None:

@@ -63,7 +63,9 @@ class Checkpoint:
 
         The file stays locked (an exclusive ``flock``) until `close`: a second
         `run_batch` on the same file, in another process or thread, would run
-        every input again (each paid for twice) and append its own lines.
+        every input again (each paid for twice) and append its own lines. On
+        NFS or CIFS (``flock`` emulated with POSIX locks, held per process)
+        another thread of the same process is not kept out.
 
         Raises:
             UsageError: The file is in use by another `run_batch`, is not a

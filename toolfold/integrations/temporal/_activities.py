@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -23,7 +24,7 @@ import attrs
 from cattrs.gen import make_dict_unstructure_fn, override
 from temporalio import activity
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 from toolfold import _errors as errors
 from toolfold._errors import (
@@ -36,6 +37,7 @@ from toolfold._errors import (
     RunError,
     ToolDefinitionError,
     ToolfoldError,
+    _restored,
 )
 from toolfold.integrations.temporal._nested import (
     ListedSource,
@@ -298,7 +300,16 @@ def _model_activity(
         except ProviderError as exc:
             raise _application_error(exc) from exc
         except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+            raise ApplicationError(
+                str(exc), *_details(exc), type=type(exc).__name__, non_retryable=True
+            ) from exc
+        except FailureError:  # Temporal's own (an ApplicationError the model raised): as is
+            raise
+        except Exception as exc:
+            # What Temporal would make of it (retryable, typed by its bare class name),
+            # with its full class name, so the client tells a third-party class from a
+            # toolfold one of the same name (`rebuilt_error`).
+            raise ApplicationError(str(exc), _qualified(exc), type=type(exc).__name__) from exc
 
     if nested:
 
@@ -391,10 +402,10 @@ def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> 
                 source.tools_from(listing)  # a listing the workflow cannot use fails here
             except ToolDefinitionError as exc:  # the server's tools are wrong: retrying cannot help
                 raise ApplicationError(
-                    str(exc), type=type(exc).__name__, non_retryable=True
+                    str(exc), *_details(exc), type=type(exc).__name__, non_retryable=True
                 ) from exc
             except ToolfoldError as exc:  # the server is down or slow: Temporal retries
-                raise ApplicationError(str(exc), type=type(exc).__name__) from exc
+                raise ApplicationError(str(exc), *_details(exc), type=type(exc).__name__) from exc
             made.append(tuple(listing))
         return tuple(made)
 
@@ -525,32 +536,97 @@ def _application_error(exc: ProviderError) -> ApplicationError:
         delay = timedelta(seconds=asked)
     return ApplicationError(
         str(exc),
+        _qualified(exc),
         type=type(exc).__name__,
         non_retryable=permanent,
         next_retry_delay=delay,
     )
 
 
+_CLASS = "class:"
+"""The prefix of the detail naming the class a model or listing activity failed with."""
+
+
+def _qualified(exc: BaseException) -> str:
+    """The detail naming ``exc``'s class in full: ``class:<module>:<qualname>``.
+
+    A failure's type is the class's bare name (what Temporal gives an exception,
+    and what retry policies' ``non_retryable_error_types`` and recorded tool
+    errors name): the detail tells ``toolfold.AuthenticationError`` from a
+    library's own ``AuthenticationError``. It is no workflow command: a history
+    recorded before it replays the same.
+    """
+    return f"{_CLASS}{type(exc).__module__}:{type(exc).__qualname__}"
+
+
+def _details(exc: ToolfoldError) -> tuple[Any, ...]:
+    """The details of a toolfold error's failure: its full class name, and its fields.
+
+    The fields (its attributes) go along only when every one is a str (an
+    `MCPError`'s ``server``): an error made from them comes back whole. A
+    provider error's (status, body, headers) stay on the worker.
+    """
+    fields = vars(exc)
+    if isinstance(exc, ProviderError) or not fields:
+        return (_qualified(exc),)
+    if not all(isinstance(v, str) for v in fields.values()):
+        return (_qualified(exc),)
+    return (_qualified(exc), dict(fields))
+
+
+def _named_class(failure: ApplicationError) -> type | None:
+    """The class ``failure``'s detail names, when it names a toolfold one (imported on demand).
+
+    None when it names no class, or one outside toolfold (never imported), or
+    one the client cannot import (an optional extra it lacks).
+    """
+    named = failure.details[0] if failure.details else None
+    if not (isinstance(named, str) and named.startswith(_CLASS)):
+        return None
+    module, _, qualname = named.removeprefix(_CLASS).partition(":")
+    if module != "toolfold" and not module.startswith("toolfold."):
+        return None
+    try:
+        found: object = importlib.import_module(module)
+    except Exception:  # an extra the client lacks (toolfold.mcp without mcp...)
+        return None
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found if isinstance(found, type) else None
+
+
 def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
     """The toolfold error an activity failed with, rebuilt from its Temporal failure.
 
     The model and listing activities fail with an ``ApplicationError`` whose
-    type is the error's class name (`_application_error`): a `ProviderError`
-    (any subclass) or another toolfold error that is made from its message
-    alone (`ModelConfigError`, `UsageError`) comes back as that class, with
-    the same message (the provider's status, body and headers stay on the
-    worker). None for any other failure: a class of its own (made from more
-    than a message, such as `ToolDefinitionError`), or no toolfold error.
+    type is the error's class name and whose first detail names its class in
+    full (`_qualified`): a `ProviderError` (any subclass) or another toolfold
+    error that is made from its message alone (`ModelConfigError`,
+    `UsageError`, `LocalSetupError`), or one made from str fields the
+    details carry (`MCPError`), comes back as that class, with the same
+    message (the provider's status, body and headers stay on the worker).
+    A failure with no details (recorded by a worker before
+    they were added) is matched by its type among the classes of
+    ``toolfold._errors``, as before. None for any other failure: a class of
+    its own (made from more than a message, such as `ToolDefinitionError`),
+    or no toolfold error (a library's own ``AuthenticationError`` that a
+    custom model raised included).
     """
-    raised = getattr(errors, failure.type or "", None)
+    by_type = getattr(errors, failure.type or "", None)
+    raised = _named_class(failure) if failure.details else by_type
     if not (isinstance(raised, type) and issubclass(raised, ToolfoldError)):
         return None
     if issubclass(raised, RunError):  # a run's failure carries its own type prefix
         return None
     own = [c for c in raised.__mro__ if issubclass(c, ToolfoldError) and "__init__" in vars(c)]
-    if not issubclass(raised, ProviderError) and own:  # made from other parts
-        return None
-    return raised(failure.message)
+    if not issubclass(raised, ProviderError) and own:  # made from other parts: its fields
+        fields = failure.details[1] if len(failure.details) > 1 else None
+        if not (isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values())):
+            return None
+        restored: ToolfoldError = _restored(raised, (failure.message,), fields)
+        return restored
+    made: ToolfoldError = raised(failure.message)
+    return made
 
 
 async def _heartbeating(work: Awaitable[T], every: float) -> T:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -19,7 +20,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.converter import ExternalStorage
+from temporalio.converter import CompositePayloadConverter, ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.plugin import SimplePlugin
 from temporalio.service import RPCError, RPCStatusCode
@@ -37,7 +38,11 @@ from toolfold.integrations.temporal._activities import (
     rebuilt_error,
     source_call_activity,
 )
-from toolfold.integrations.temporal._converter import ToolfoldPayloadConverter, data_converter
+from toolfold.integrations.temporal._converter import (
+    ToolfoldJSONPayloadConverter,
+    ToolfoldPayloadConverter,
+    data_converter,
+)
 from toolfold.integrations.temporal._nested import ListedSource, node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
     PAYLOAD_LIMIT,
@@ -229,11 +234,14 @@ class TemporalAgent:
     def handle(self, client: Client, id: str) -> AgentHandle:
         """The handle of the run started as workflow ``id``.
 
+        The handle's own methods need a client connected with `ToolfoldPlugin`
+        (they check it before anything is sent); Temporal's raw operations on
+        ``.workflow`` (``describe()``, ``cancel()``...) work on any client.
+
         Raises:
-            UsageError: ``client`` is no Temporal client connected with
-                `ToolfoldPlugin` (checked before anything is sent).
+            UsageError: ``client`` is no Temporal client.
         """
-        _check_client("TemporalAgent.handle", client)
+        _check_client("TemporalAgent.handle", client, converter=False)
         return AgentHandle(self, client.get_workflow_handle(id, result_type=RunState))
 
 
@@ -256,17 +264,29 @@ class AgentHandle:
         storage) is read in parts.
 
         Raises:
-            UsageError: No workflow has the handle's id (see `result`).
+            UsageError: No workflow has the handle's id (see `result`), or
+                the handle's client has no toolfold data converter.
         """
+        self._check("state")
+        return await self._state(None)
+
+    async def _state(self, timeout: timedelta | None) -> RunState:
+        """`state`, each query waiting at most ``timeout`` for its answer (None: Temporal's)."""
         with self._found("state()"):
             try:
-                state: RunState = await self.workflow.query(AgentWorkflow.state)
+                state: RunState = await self.workflow.query(
+                    AgentWorkflow.state, rpc_timeout=timeout
+                )
             except WorkflowQueryFailedError as failed:
                 try:
-                    return await self._state_in_parts()
+                    return await self._state_in_parts(timeout)
                 except WorkflowQueryFailedError:
                     raise failed from None
             return state
+
+    def _check(self, method: str) -> None:
+        """Refuse a client without toolfold's data converter, before ``method`` sends anything."""
+        _check_client(f"AgentHandle.{method}", self.workflow._client)
 
     @contextlib.contextmanager
     def _found(self, method: str) -> Iterator[None]:
@@ -288,12 +308,14 @@ class AgentHandle:
                 "deleted after the namespace's retention period)"
             ) from exc
 
-    async def _state_in_parts(self) -> RunState:
+    async def _state_in_parts(self, timeout: timedelta | None) -> RunState:
         for _ in range(_READS):  # a running workflow may change between two parts
-            first = await self.workflow.query(AgentWorkflow.state_part, 0)
+            first = await self.workflow.query(AgentWorkflow.state_part, 0, rpc_timeout=timeout)
             texts = [first.text]
             for index in range(1, first.parts):
-                part = await self.workflow.query(AgentWorkflow.state_part, index)
+                part = await self.workflow.query(
+                    AgentWorkflow.state_part, index, rpc_timeout=timeout
+                )
                 if part.checksum != first.checksum:
                     break
                 texts.append(part.text)
@@ -312,6 +334,7 @@ class AgentHandle:
             temporalio.client.WorkflowFailureError: The run is over, failed
                 as a workflow (see `result`).
         """
+        self._check("suspended")
         with self._found("suspended()"):
             return await self._suspended()
 
@@ -366,6 +389,7 @@ class AgentHandle:
                 "answer(ApprovalGranted('call_1')), or use approve('call_1') or provide([...])"
             )
         _check_answered_once("answer()", events)
+        self._check("answer")
         return await self._send("answer()", events)
 
     async def _send(self, method: str, events: tuple[Event, ...]) -> RunState:
@@ -458,6 +482,7 @@ class AgentHandle:
         events: list[Event] = [ApprovalGranted(call_id) for call_id in call_ids]
         events += [ApprovalDenied(call_id, reason) for call_id, reason in denied.items()]
         _check_answered_once("approve()", events)
+        self._check("approve")
         return await self._send("approve()", tuple(events))
 
     async def provide(self, results: Iterable[ToolResultPart]) -> RunState:
@@ -489,6 +514,7 @@ class AgentHandle:
             raise UsageError(f"provide() got no result: give one per waiting call, {example}")
         events = (ToolResultsProvided(given),)
         _check_answered_once("provide()", events)
+        self._check("provide")
         return await self._send("provide()", events)
 
     async def result(self) -> Response:
@@ -501,7 +527,8 @@ class AgentHandle:
                 locally), or its next activity input was over Temporal's
                 payload limit (``.state`` is its last state, before that
                 activity). ``.state`` is read with `state` (None when no
-                worker answers the query).
+                worker answers the query within 5 seconds: with no worker
+                running, the error comes at once, without its state).
             ProviderError: The run's own model request failed for good (a
                 non-retryable provider error, or Temporal's retries used up):
                 the provider's error class (`AuthenticationError`,
@@ -510,17 +537,24 @@ class AgentHandle:
                 its ``__cause__`` is Temporal's ``WorkflowFailureError``. The
                 status, body and headers stay on the worker. Another toolfold
                 error the request or a tool listing raised comes back the same
-                way when its class is made from its message alone.
+                way (`ModelConfigError`, `UsageError`, `LocalSetupError`,
+                `MCPError`...) when its class is made from its message alone
+                (or from str fields, as `MCPError`'s server). An error of
+                another library escaping a custom model is no toolfold error,
+                whatever its name: Temporal's ``WorkflowFailureError``.
             UsageError: No workflow has the handle's id on the client's
                 namespace: no run was started with it, or the run's history
                 was deleted after the namespace's retention period (the
                 error's ``__cause__`` is Temporal's ``RPCError``,
                 ``NOT_FOUND``). `state`, `suspended` and the answers raise
-                the same.
+                the same, and a `UsageError` when the handle's client was
+                connected without `ToolfoldPlugin` (checked before anything
+                is sent).
             temporalio.service.RPCError: The client's namespace does not
                 exist on the server (``NOT_FOUND``, its message naming the
                 namespace), from `state`, `suspended` and the answers too.
         """
+        self._check("result")
         try:
             with self._found("result()"):
                 state = await self.workflow.result()
@@ -534,9 +568,9 @@ class AgentHandle:
             if error is None and made is None:
                 raise
             try:
-                last: RunState | None = await self.state()
-            except WorkflowQueryFailedError:  # no worker answers it
-                last = None
+                last: RunState | None = await self._state(_STATE_TIMEOUT)
+            except (WorkflowQueryFailedError, RPCError, asyncio.TimeoutError):
+                last = None  # no worker answers it (in time): the error, at once, without it
             if made is not None:
                 made.state = last  # type: ignore[attr-defined]
                 raise made from exc
@@ -635,6 +669,11 @@ async def _pause(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+_STATE_TIMEOUT = timedelta(seconds=5)
+"""How long `AgentHandle.result` waits for a worker to answer the state query of a run
+that failed (its error's ``.state``): with no worker running, the server would hold
+the query about 30 s before saying no worker polls the queue."""
+
 _READS = 5
 """How many times `AgentHandle.state` reads a state in parts before giving up."""
 
@@ -657,11 +696,14 @@ def _too_large(failure: BaseException | None) -> bool:
     return isinstance(failure, ApplicationError) and failure.type == PAYLOAD_TOO_LARGE
 
 
-def _check_client(function: str, client: object) -> None:
+def _check_client(function: str, client: object, *, converter: bool = True) -> None:
     """Refuse a ``client`` that is no Temporal client, or one connected without `ToolfoldPlugin`.
 
-    Without the plugin's data converter the client cannot encode a run's
-    state nor decode one: every call failed with a bare ``TypeError``.
+    Without toolfold's JSON payload converter the client cannot encode a
+    run's state nor decode one: every call failed with a bare ``TypeError``.
+    A converter of the user's own that holds it (a ``CompositePayloadConverter``
+    with `ToolfoldJSONPayloadConverter` among its converters) is accepted.
+    ``converter=False`` checks only that ``client`` is a client.
     """
     if not isinstance(client, Client):
         raise wrong_argument(
@@ -671,12 +713,31 @@ def _check_client(function: str, client: object) -> None:
             client,
             " (Client.connect(address, plugins=[ToolfoldPlugin()]))",
         )
-    if issubclass(client.data_converter.payload_converter_class, ToolfoldPayloadConverter):
+    converters = client.data_converter
+    if (
+        not converter
+        or issubclass(converters.payload_converter_class, ToolfoldPayloadConverter)
+        or _holds_toolfold_json(converters.payload_converter)
+    ):
         return
     raise UsageError(
         f"{function}(): the client has no toolfold data converter: connect the client with "
         "plugins=[ToolfoldPlugin(...)] (Client.connect(address, plugins=[ToolfoldPlugin()]))"
     )
+
+
+def _holds_toolfold_json(converter: object) -> bool:
+    """Whether ``converter`` is, or composes (at any depth), toolfold's JSON payload converter.
+
+    Temporal wraps a data converter's payload converter in one of its own (for its
+    transfer types, in ``_inner_payload_converter``): it is looked through.
+    """
+    if isinstance(converter, ToolfoldJSONPayloadConverter):
+        return True
+    if isinstance(converter, CompositePayloadConverter):
+        return any(_holds_toolfold_json(c) for c in converter.converters.values())
+    inner = getattr(converter, "_inner_payload_converter", None)
+    return inner is not None and _holds_toolfold_json(inner)
 
 
 def _check_input(client: Client, given: AgentInput) -> None:
