@@ -13,6 +13,7 @@ run file is JSON: the state (``state``) and what rebuilds the agent (``file``,
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -40,7 +41,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold._run_files import _Held, _held
-from toolfold._session import _continue, _Session, _start
+from toolfold._session import _SIGPIPE, _continue, _quiet_stdout, _Session, _start
 
 
 def state_text(raw: bytes) -> bytes:
@@ -90,6 +91,17 @@ def guarded(command: str, body: Callable[[argparse.Namespace], int]) -> Callable
         except KeyboardInterrupt:
             _say(command, "interrupted")
             return INTERRUPTED
+        except RecursionError:
+            # A file whose agents (used as tools) and workflows nest hundreds of levels
+            # deep loads, but showing or streaming it goes a few frames down per level.
+            _say(
+                command,
+                "the agent file nests too deep for this command: its agents used as tools "
+                "and workflow steps, each inside the next, went past Python's recursion "
+                f"limit ({sys.getrecursionlimit()} frames); flatten it (a sequence takes many "
+                "steps at one level)",
+            )
+            return PROBLEM
 
     return handler
 
@@ -105,15 +117,13 @@ def check(args: argparse.Namespace) -> int:
     counted = f"{len(loaded.agents)} agent(s): {names}" if loaded.agents else "no agents"
     if loaded.workflows:
         counted += f"; {len(loaded.workflows)} workflow(s): {flows}"
-    print(f"{args.file}: ok: {counted} (entry: {loaded.entry})")
-    return OK
+    return _out("check", f"{args.file}: ok: {counted} (entry: {loaded.entry})\n")
 
 
 def graph(args: argparse.Namespace) -> int:
     """``toolfold graph FILE``: the Mermaid diagram of the entry (or ``--agent``)."""
     loaded = _load("graph", args.file, None, offline=True)
-    sys.stdout.write(_agent("graph", loaded, args.agent).to_mermaid())
-    return OK
+    return _out("graph", _agent("graph", loaded, args.agent).to_mermaid())
 
 
 def tools(args: argparse.Namespace) -> int:
@@ -158,20 +168,43 @@ def tools(args: argparse.Namespace) -> int:
                     }
                 report.setdefault(name, {}).setdefault(tool.name, {})[dialect] = entry
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
-        return OK
+        return _out("tools", json.dumps(report, indent=2, default=str) + "\n")
+    lines: list[str] = []
     for name, by_tool in report.items():
-        print(f"agent {name}" if by_tool else f"agent {name}: no tools")
+        lines.append(f"agent {name}" if by_tool else f"agent {name}: no tools")
         for tool_name, by_dialect in by_tool.items():
-            print(f"  tool {tool_name}")
+            lines.append(f"  tool {tool_name}")
             for dialect, entry in by_dialect.items():
                 if "error" in entry:
-                    print(_visible(f"    {dialect}: cannot compile: {entry['error']}"))
+                    lines.append(_visible(f"    {dialect}: cannot compile: {entry['error']}"))
                     continue
                 mode = "strict" if entry["strict"] else "non-strict"
-                print(f"    {dialect} ({mode}): {json.dumps(entry['payload'], sort_keys=True)}")
-                for rewrite in entry["rewrites"]:
-                    print(_visible(f"      rewrite {rewrite}"))
+                payload = json.dumps(entry["payload"], sort_keys=True)
+                lines.append(f"    {dialect} ({mode}): {payload}")
+                lines.extend(_visible(f"      rewrite {rewrite}") for rewrite in entry["rewrites"])
+    return _out("tools", "".join(f"{line}\n" for line in lines))
+
+
+def _out(command: str, text: str) -> int:
+    """``text`` written to stdout: OK, or the code of a stdout that cannot be written.
+
+    As for ``run`` (`_Session._emit`): a reader that went away (``| head``) ends
+    quietly with SIGPIPE's 141, a closed stdout (``>&-``) is said and exits 1.
+    """
+    out = sys.stdout
+    try:
+        if out is None:  # (started with stdout closed)
+            raise OSError(errno.EBADF, "stdout is closed")
+        out.write(text)
+        out.flush()
+    except (OSError, ValueError) as exc:  # (ValueError: a closed file object)
+        if out is not None:
+            _quiet_stdout(out)
+        if isinstance(exc, BrokenPipeError):
+            return _SIGPIPE
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _say(command, f"cannot write to stdout: {why}")
+        return PROBLEM
     return OK
 
 
@@ -206,11 +239,11 @@ def _not_a_source(command: str, state_out: str | None, agent_file: str) -> None:
     if not state_out:
         return
     target = os.path.realpath(state_out)
-    if target == os.path.realpath(agent_file):
+    if _same_file(state_out, target, agent_file):
         what = f"the agent file {agent_file}"
     else:
         imported = (getattr(module, "__file__", None) for module in list(sys.modules.values()))
-        if not any(isinstance(f, str) and os.path.realpath(f) == target for f in imported):
+        if not any(isinstance(f, str) and _same_file(state_out, target, f) for f in imported):
             return
         what = "the source of a module the agent file imports"
     _say(
@@ -219,6 +252,17 @@ def _not_a_source(command: str, state_out: str | None, agent_file: str) -> None:
         "give another path (nothing ran)",
     )
     raise _Stop(USAGE)
+
+
+def _same_file(path: str, real: str, other: str) -> bool:
+    """``path`` (whose real path is ``real``) is ``other``: the same path, or the same
+    file under another name (a hard link), which writing ``path`` would replace too."""
+    if os.path.realpath(other) == real:
+        return True
+    try:
+        return os.path.samefile(path, other)
+    except (OSError, ValueError):  # (one of them does not exist: not the same file)
+        return False
 
 
 def _no_waiting_run_replaced(path: Path) -> None:

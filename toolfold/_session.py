@@ -206,7 +206,10 @@ class _Session:
             if state is None and isinstance(exc, UsageError):
                 # Refused before the run went on (an error of a run under way
                 # carries its state): the input does not fit, and nothing ran.
-                _say(self.command, f"{self._refused()}: {_as_options(self.command, str(exc))}")
+                _say(
+                    self.command,
+                    f"{self._refused()}: {_as_options(self.command, str(exc), self.run_file)}",
+                )
                 return PROBLEM
             _say(self.command, f"the run failed: {describe_exception(exc)}")
             if state is not None:
@@ -635,13 +638,35 @@ class _Session:
         )
 
 
-def _as_options(command: str, text: str) -> str:
-    """``Agent.resume``'s advice (``max_steps=N``, ``message=...``) as ``resume``'s options."""
+def _as_options(command: str, text: str, run_file: object = "RUN.json") -> str:
+    """``Agent.resume``'s words (``max_steps=N``, ``message=...``, ``approvals=``) as
+    ``resume``'s options (``--max-steps``, ``--message``, ``--approve``), for ``run_file``."""
     if command != "resume":
         return text
-    return text.replace("with max_steps=N", "with --max-steps N").replace(
-        "with message=...", "with --message TEXT"
+    import re
+
+    text = re.sub(r"max_steps=(\S+) \(given to resume\)", r"--max-steps \1", text)
+    text = text.replace(
+        "max_steps is the total per turn", "max_steps (--max-steps) is the total per turn"
     )
+    for api, option in (
+        ("resume(message=...) cannot", "--message cannot"),
+        ("with approvals= and", "with --approve ID / --deny ID and"),
+        ("resume without message= (nothing was run)", "resume without --message (nothing was run)"),
+        (
+            "resume(response.state, message=...)",
+            f"`toolfold resume {run_file} --message TEXT`",
+        ),
+        (
+            "with tool_results= in the same resume as message=",
+            "with --result ID=JSON in the same resume as --message",
+        ),
+        ("a larger max_steps does not", "a larger --max-steps does not"),
+        ("with max_steps=N", "with --max-steps N"),
+        ("with message=...", "with --message TEXT"),
+    ):
+        text = text.replace(api, option)
+    return text
 
 
 #: The code a shell reports for a command that SIGPIPE ended (128 + 13).

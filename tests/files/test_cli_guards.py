@@ -275,3 +275,138 @@ def test_a_module_that_exits_while_imported_is_a_problem_of_the_file(tmp_path: P
             f"{module}.toml:3: agents.a.tools[0]: cannot import '{module}:x': the module "
             f"exited while imported (sys.exit), code {code}" in proc.stderr
         )
+
+
+def _into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``toolfold ARGS | true``: stdout a pipe whose reader has already gone away."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "toolfold._cli", *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=_environment(),
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+
+
+def test_tools_graph_and_check_stop_quietly_on_a_closed_pipe_or_stdout(tmp_path: Path) -> None:
+    """``tools``, ``tools --json``, ``graph``, ``check``: a gone reader exits 141 with no
+    traceback; a closed stdout (``>&-``) is said and exits 1, not 0 having printed nothing."""
+    _folder(tmp_path)
+    for args in (
+        ["tools", "agents.toml"],
+        ["tools", "agents.toml", "--json"],
+        ["graph", "agents.toml"],
+        ["check", "agents.toml"],
+    ):
+        piped = _into_closed_pipe(args, tmp_path)
+        assert piped.returncode == 141, (args, piped.stderr)
+        assert piped.stderr == "", args
+        closed = subprocess.run(
+            [sys.executable, "-m", "toolfold._cli", *args],
+            stdout=None,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            cwd=tmp_path,
+            env=_environment(),
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.close(1),
+        )
+        assert closed.returncode == 1, (args, closed.stderr)
+        assert "Traceback" not in closed.stderr
+        assert f"toolfold {args[0]}: cannot write to stdout: stdout is closed" in closed.stderr
+
+
+def test_a_state_out_hard_linked_to_the_agent_file_is_refused(tmp_path: Path) -> None:
+    """``--state-out`` naming a hard link of the agent file exits 2 and leaves the file whole."""
+    agents = _folder(tmp_path)
+    os.link(agents, tmp_path / "hard.toml")
+    proc = toolfold(
+        "run", "agents.toml", "--agent", "waits", "go", "--state-out", "hard.toml", cwd=tmp_path
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--state-out hard.toml is the agent file agents.toml" in proc.stderr
+    assert agents.read_text() == AGENTS
+
+
+def test_resume_refusals_name_the_commands_options(tmp_path: Path) -> None:
+    """A message or max steps a waiting run cannot take are refused in --message and
+    --max-steps terms, not in the Python API's (message=, max_steps=, approvals=)."""
+    _folder(tmp_path)
+    proc = toolfold(
+        "run", "agents.toml", "--agent", "waits", "go", "--state-out", "w.json", cwd=tmp_path
+    )
+    assert proc.returncode == 3, proc.stderr
+    message = toolfold("resume", "w.json", "--message", "more", cwd=tmp_path)
+    assert message.returncode == 1, message.stderr
+    assert "--message cannot add the message now" in message.stderr
+    assert "answer them with --approve ID / --deny ID and resume without --message" in (
+        message.stderr
+    )
+    assert "then add it with `toolfold resume w.json --message TEXT`" in message.stderr
+    steps = toolfold("resume", "w.json", "--max-steps", "0", cwd=tmp_path)
+    assert steps.returncode == 1, steps.stderr
+    assert "--max-steps 0 is below the 1 model calls this turn" in steps.stderr
+    for said in (message.stderr, steps.stderr):
+        assert "message=" not in said
+        assert "max_steps=" not in said
+        assert "approvals=" not in said
+        assert "given to resume" not in said
+
+
+DEEP_MODEL = """
+from toolfold.testing import FunctionModel
+
+
+def _next(request):
+    last = request.messages[-1]
+    if last.role == "tool":
+        return "up"
+    if not request.tools:
+        return "bottom"
+    return FunctionModel.call(request.tools[0].name, {"input": "go on"})
+
+
+model = FunctionModel(_next, name="fake:deep", keep_requests=False)
+"""
+
+
+def _chain(levels: int) -> str:
+    parts = ['entry = "a0"\n']
+    for i in range(levels):
+        parts.append(f'[agents.a{i}]\nmodel = "deep_model:model"\n')
+        if i < levels - 1:
+            parts.append(f'tools = [{{agent = "a{i + 1}", description = "next"}}]\n')
+    return "".join(parts)
+
+
+def test_a_file_nesting_too_deep_for_graph_or_stream_is_said_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A 600-level chain of agents loads (``check``); ``graph`` of it and ``run --stream`` of
+    a 200-level one run out of stack: each says so and exits 1, with no traceback."""
+    (tmp_path / "deep_model.py").write_text(DEEP_MODEL)
+    (tmp_path / "c600.toml").write_text(_chain(600))
+    (tmp_path / "c200.toml").write_text(_chain(200))
+    checked = toolfold("check", "c600.toml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    for command, args in (
+        ("graph", ["graph", "c600.toml"]),
+        ("run", ["run", "c200.toml", "hi", "--stream", "--state-out", "r.json"]),
+    ):
+        proc = toolfold(*args, cwd=tmp_path)
+        assert proc.returncode == 1, (args, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr
+        assert (
+            f"toolfold {command}: the agent file nests too deep for this command: its agents "
+            "used as tools and workflow steps, each inside the next, went past Python's "
+            "recursion limit (1000 frames)" in proc.stderr
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -176,20 +177,39 @@ def _nested(levels: int) -> str:
     return "".join(parts)
 
 
-def test_nesting_beyond_the_documented_depth_is_a_problem_of_the_file() -> None:
-    """1200 nested workflows: one problem naming the depth (no RecursionError); 100 levels load."""
-    from toolfold.files._load import MAX_NESTING
+def _chain(levels: int) -> str:
+    """A file of ``levels`` agents, each using the next as a tool."""
+    parts = ['entry = "a0"\n']
+    for i in range(levels):
+        parts.append(f'[agents.a{i}]\nmodel = "openai:gpt-4o-mini"\n')
+        if i < levels - 1:
+            parts.append(f'tools = [{{agent = "a{i + 1}", description = "next"}}]\n')
+    return "".join(parts)
 
+
+def test_a_deep_chain_loads_and_runs_and_past_the_stack_is_a_problem_naming_the_spec() -> None:
+    """Chains of 101 and 300 agents, each the next's tool, load (no blanket depth limit) and
+    60 levels run; 1200 nested workflows are one problem naming where loading ran out of
+    stack (no RecursionError)."""
+    from toolfold.testing import FunctionModel
+
+    def next_level(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return f"{last.tool_results[0].content}+"
+        if not request.tools:
+            return "bottom"
+        return FunctionModel.call(request.tools[0].name, {"input": "go on"})
+
+    with override_models(FunctionModel(next_level, keep_requests=False)):
+        assert [len(loads(_chain(n)).agents) for n in (101, 300)] == [101, 300]
+        assert loads(_chain(60)).get().run("hi").text == "bottom" + "+" * 59
     with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
         loads(_nested(1200))
     (problem,) = caught.value.problems
-    assert "workflows.w1198: nests 1200 levels deep" in problem
-    assert f"at most {MAX_NESTING} load" in problem
-    with override_models(TestModel()):
-        deepest = loads(_nested(MAX_NESTING)).get()
-        assert deepest.run("hi").text
-    with override_models(TestModel()), pytest.raises(AgentFileError, match="nests 101 levels"):
-        loads(_nested(MAX_NESTING + 1))
+    assert ": nests too deep to load (" in problem
+    assert problem.partition(": workflows.w")[2].partition(":")[0].isdigit()
+    assert f"recursion limit of {sys.getrecursionlimit()} frames" in problem
 
 
 def test_a_folder_without_init_does_not_shadow_a_module_imported(
@@ -205,3 +225,41 @@ def test_a_folder_without_init_does_not_shadow_a_module_imported(
     with override_models(TestModel()):
         assert load(first).agent().tools[0].function("x") == "A"
         assert load(second / "f.toml").agent().tools[0].function("x") == "A"
+
+
+def test_a_namespace_package_module_from_another_folder_is_refused(
+    tmp_path: Path, forgets: list[str]
+) -> None:
+    """``nsp_tools/mod.py`` (no ``__init__.py``) in two folders: the second file is refused,
+    not handed the first folder's module."""
+    forgets.extend(["nsp_tools", "nsp_tools.mod"])
+    for name in ("A", "B"):
+        (tmp_path / name / "nsp_tools").mkdir(parents=True)
+        (tmp_path / name / "nsp_tools" / "mod.py").write_text(TOOL.format(where=name))
+        (tmp_path / name / "f.toml").write_text(FILE.format(module="nsp_tools.mod"))
+    with override_models(TestModel()):
+        assert load(tmp_path / "A" / "f.toml").agent().tools[0].function("x") == "A"
+        with pytest.raises(AgentFileError) as caught:
+            load(tmp_path / "B" / "f.toml")
+    (problem,) = caught.value.problems
+    assert "cannot import 'nsp_tools.mod:which'" in problem
+    assert f"already imported from {tmp_path / 'A' / 'nsp_tools' / 'mod.py'}" in problem
+    assert f"not from {tmp_path / 'B' / 'nsp_tools' / 'mod.py'} in the file's folder" in problem
+
+
+def test_a_package_the_program_imported_is_used_though_the_folder_has_its_source(
+    tmp_path: Path, forgets: list[str]
+) -> None:
+    """An installed package the program imported, whose source the file's folder also holds
+    (a checkout), is used as imported, as before: no clash with another agent file."""
+    import importlib
+
+    forgets.append("inst_proj")
+    for where in ("site", "app"):
+        (tmp_path / where / "inst_proj").mkdir(parents=True)
+        (tmp_path / where / "inst_proj" / "__init__.py").write_text(TOOL.format(where=where))
+    (tmp_path / "app" / "f.toml").write_text(FILE.format(module="inst_proj"))
+    sys.path.append(str(tmp_path / "site"))
+    importlib.import_module("inst_proj")
+    with override_models(TestModel()):
+        assert load(tmp_path / "app" / "f.toml").agent().tools[0].function("x") == "site"

@@ -379,41 +379,6 @@ def _yaml_key(node: Any) -> str:
         return str(node.value)
 
 
-#: How deep an agent file's agents and workflows may nest (an agent used as a tool,
-#: a workflow's step, each inside the next, the innermost counting 1): a run goes a
-#: few dozen Python frames down per level, so much deeper ones run out of stack.
-MAX_NESTING = 100
-
-
-def _deepest(contains: Mapping[str, list[str]]) -> tuple[str, int] | None:
-    """The name nesting most levels deep and its depth, if more than `MAX_NESTING`.
-
-    Walked with a stack of its own (no recursion, however deep the file nests);
-    a cycle's way back is not counted (the cycle is reported by `_order`).
-    """
-    depth: dict[str, int] = {}
-    for root in contains:
-        if root in depth:
-            continue
-        stack = [(root, iter(contains[root]))]
-        on_path = {root}
-        while stack:
-            name, children = stack[-1]
-            for child in children:
-                if child not in depth and child not in on_path:
-                    stack.append((child, iter(contains[child])))
-                    on_path.add(child)
-                    break
-            else:
-                stack.pop()
-                on_path.discard(name)
-                depth[name] = 1 + max((depth.get(c, 0) for c in contains[name]), default=0)
-    if not depth:
-        return None
-    name = max(depth, key=lambda n: depth[n])
-    return (name, depth[name]) if depth[name] > MAX_NESTING else None
-
-
 # --- checking and building ---------------------------------------------------------
 
 
@@ -538,6 +503,9 @@ class _Loader:
             except ToolfoldError as exc:
                 kind = "agent" if table == "agents" else "workflow"
                 self.problem(f"{table}.{name}", f"cannot build the {kind}: {exc}")
+            except RecursionError:  # (a workflow gathers what its steps nest, level by level)
+                self._too_deep(f"{table}.{name}")
+                break  # (the rest contain it)
             except KeyError as exc:
                 missing = exc.args[0] if exc.args else None
                 if not (self.problems and missing in self.entries.keys() | self.flows.keys()):
@@ -942,17 +910,6 @@ class _Loader:
             name: [t for t in _handoff_references(self.entries[name]) if t in self.entries]
             for name in self.entries
         }
-        deepest = _deepest(contains)
-        if deepest is not None:
-            name, levels = deepest
-            table = "agents" if name in self.entries else "workflows"
-            self.problem(
-                f"{table}.{name}",
-                f"nests {levels} levels deep (agents used as tools and workflow steps, each "
-                f"inside the next); at most {MAX_NESTING} load, as deeper runs would exhaust "
-                "Python's recursion limit: flatten it (a sequence takes many steps)",
-            )
-            return names
         inside: dict[str, set[str]] = {}
 
         def closure(name: str) -> set[str]:
@@ -991,8 +948,21 @@ class _Loader:
             order.append(name)
 
         for name in names:
-            visit(name, [])
+            try:
+                visit(name, [])
+            except RecursionError:  # (each level nests a call: a chain deeper than the stack)
+                self._too_deep(f"{'agents' if name in self.entries else 'workflows'}.{name}")
+                return names
         return order
+
+    def _too_deep(self, path: str) -> None:
+        """The spec at ``path`` nests deeper than loading it can go (a RecursionError)."""
+        self.problem(
+            path,
+            "nests too deep to load (agents used as tools and workflow steps, each inside "
+            f"the next, past Python's recursion limit of {sys.getrecursionlimit()} frames): "
+            "flatten it (a sequence takes many steps at one level)",
+        )
 
     def _check_free_names(self, built: Mapping[str, Any]) -> None:
         """A workflow no other one of the file nests runs on its own: every name its templates use must be defined in it."""

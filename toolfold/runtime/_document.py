@@ -507,6 +507,8 @@ def resolve(path: str, search: str | None = None) -> Any:
         if search is not None:
             _not_imported_elsewhere(module_name, search)
         value: Any = importlib.import_module(module_name)
+        if search is not None:  # (what was imported just now, under the folder's package)
+            _not_imported_elsewhere(module_name, search)
     for part in attribute.split("."):
         try:
             value = getattr(value, part)
@@ -516,43 +518,74 @@ def resolve(path: str, search: str | None = None) -> Any:
     return value
 
 
+#: Per module name, the folder `resolve` imported it for (an agent file's folder) and
+#: the real path of its file: a later file whose folder has its own module of that
+#: name would get this one.
+_IMPORTED_FOR: dict[str, tuple[str, str]] = {}
+
+
 def _not_imported_elsewhere(module_name: str, folder: str) -> None:
-    """Refuse a module ``folder`` has that is already imported from another place.
+    """Refuse a module ``folder`` has that another agent file's folder gave first.
 
     Python imports a module once per process, by its name: a file whose folder
     has its own ``helpers.py`` would otherwise get the ``helpers`` another
-    file's folder (or any other place) gave first, tools and all. Loading it
-    under another name instead would break what names a module by its name
-    (``to_dict``, a worker process importing a tool, pickling), so it is refused.
+    file's folder gave first, tools and all. Loading it under another name
+    instead would break what names a module by its name (``to_dict``, a worker
+    process importing a tool, pickling), so it is refused. Checked for the
+    module named and each package above it (a namespace package's modules by
+    their own files). A module imported by the program itself (an installed
+    package beside its source in the folder) is used as imported, as Python
+    would. Modules those modules import in turn are not checked.
 
     Raises:
         ImportError: Naming the module, where it was imported from, and the
             file of ``folder`` that would have been imported.
     """
-    import importlib.machinery
     import os
 
-    top = module_name.partition(".")[0]
-    cached = sys.modules.get(top)
-    if cached is None:
-        return
-    try:
-        spec = importlib.machinery.PathFinder.find_spec(top, [folder])
-    except (ImportError, ValueError):  # (a finder's own trouble: the import says it)
-        return
-    if spec is None or not spec.has_location or spec.origin is None:
-        # The folder has no such module (the one imported is the one meant), or only a
-        # folder without __init__.py, which a module found anywhere on sys.path wins over.
-        return
-    ours = spec.origin
-    theirs = getattr(cached, "__file__", None)
-    if isinstance(theirs, str) and os.path.realpath(theirs) == os.path.realpath(ours):
-        return
-    where = theirs if isinstance(theirs, str) else f"{cached!r}"
-    raise ImportError(
-        f"module {top!r} is already imported from {where}, not from {ours} in the file's "
-        f"folder (a process imports a module name once: rename one of them)"
-    )
+    parts = module_name.split(".")
+    for end in range(1, len(parts) + 1):
+        name = ".".join(parts[:end])
+        cached = sys.modules.get(name)
+        if cached is None:
+            continue
+        theirs = getattr(cached, "__file__", None)
+        if not isinstance(theirs, str):  # (a namespace package: its modules say)
+            continue
+        ours = _file_in(folder, parts[:end])
+        real = os.path.realpath(theirs)
+        if ours is None or real == os.path.realpath(ours):
+            if ours is not None:
+                _IMPORTED_FOR[name] = (folder, real)
+            continue
+        first, recorded = _IMPORTED_FOR.get(name, ("", ""))
+        if recorded != real:
+            continue  # (imported by the program, not for another file: used as it is)
+        raise ImportError(
+            f"module {name!r} is already imported from {theirs} (for an agent file in "
+            f"{first}), not from {ours} in the file's folder (a process imports a module "
+            "name once: rename one of them)"
+        )
+
+
+def _file_in(folder: str, parts: list[str]) -> str | None:
+    """The file ``folder`` has for the module ``parts`` (a package's ``__init__``), if any."""
+    import importlib.machinery
+
+    locations = [folder]
+    for index, part in enumerate(parts):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(part, locations)
+        except (ImportError, ValueError):  # (a finder's own trouble: the import says it)
+            return None
+        if spec is None:
+            return None
+        if index == len(parts) - 1:
+            return spec.origin if spec.has_location and spec.origin is not None else None
+        if not spec.submodule_search_locations:
+            return None
+        locations = list(spec.submodule_search_locations)
+    return None
 
 
 @contextmanager
