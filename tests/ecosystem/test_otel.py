@@ -899,3 +899,19 @@ def test_a_traced_model_stream_whose_aclose_fails_ends_its_chat_span(
         with pytest.raises(toolfold.RunError, match="model stream broke"):
             asyncio.run(read_all())
         assert _chat_ended_as(traces, "ConnectionError").end_time is not None
+
+
+def test_tracing_a_module_level_tool_leaves_the_tool_as_it_was() -> None:
+    """Traced calls of a module-level tool wrap a copy: the tool itself gets no ``invoke``, during or after."""
+    recorded = Traces()
+    toolfold.otel.instrument(recorded.tracer_provider, recorded.meter_provider)
+    try:
+        for b in range(3):
+            model = ScriptedModel([call("add", {"a": 1, "b": b}), "done"])
+            Agent(model, tools=[add]).run("go")
+            assert "invoke" not in add.__dict__
+    finally:
+        toolfold.otel.uninstrument()
+    assert len(recorded.named("execute_tool")) == 3
+    assert "invoke" not in add.__dict__
+    assert add.invoke({"a": 1, "b": 2}) == 3

@@ -82,6 +82,27 @@ def test_a_class_with_a_quoted_name_inside_a_field_type_is_a_tool(
     assert tool(cls).validate_arguments(arguments)[field] == expected
 
 
+def plant(forest: list["Tree"], named: "dict[str, list[Tree]] | None" = None) -> str:
+    """Plant.
+
+    Args:
+        forest: Trees.
+        named: Trees by name.
+    """
+    return repr(forest)
+
+
+def test_a_quoted_name_inside_a_builtin_generic_parameter_type_is_resolved() -> None:
+    """A parameter typed ``list["Tree"]`` (a string Python 3.10's typing leaves unresolved)
+    is a tool whose arguments structure into the class, on every supported Python."""
+    made = tool(plant)
+    arguments = {"forest": [{"v": 1, "kids": []}], "named": {"a": [{"v": 2, "kids": []}]}}
+    assert made.validate_arguments(arguments) == {
+        "forest": [Tree(1, [])],
+        "named": {"a": [Tree(2, [])]},
+    }
+
+
 def test_a_quoted_name_inside_a_field_type_structures_as_the_output_type() -> None:
     """An output type with an ``Optional["Order"]`` field is built from the answer."""
     model = ScriptedModel(['{"sku": "A", "parent": {"sku": "B"}}'])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import pathlib
 import pickle
 from typing import Any
 
 import pytest
 
 from toolfold import Agent, Tool, tool
+from toolfold.runtime import FrozenDict
 from toolfold.testing import ScriptedModel
 
 
@@ -87,3 +90,29 @@ def test_a_tool_pickled_by_its_attributes_pickles_after_use(made: Tool[..., Any]
     assert back is not made
     assert back.name == made.name
     assert back.validate_arguments(arguments) == made.validate_arguments(arguments)
+
+
+@pytest.mark.parametrize("made", [plain, waiting, Shop.search, weather], ids=str)
+def test_a_copy_of_a_tool_is_a_new_tool(made: Tool[..., Any]) -> None:
+    """``copy.copy`` and ``copy.deepcopy`` of a tool (a module-level one too) make a new
+    tool: setting an attribute on the copy leaves the original as it was."""
+    for copied in (copy.copy(made), copy.deepcopy(made)):
+        assert copied is not made
+        assert type(copied) is type(made)
+        assert copied.name == made.name
+        assert copied.parameters == made.parameters
+        copied.__dict__["invoke"] = None
+        assert "invoke" not in made.__dict__
+
+
+def test_a_tool_pickled_by_an_earlier_version_validates_and_runs() -> None:
+    """Tools pickled before a Tool had structure hooks (saved/README.md) load, validate and run."""
+    saved = pathlib.Path(__file__).parent / "saved" / "tools_1709bfb6.pkl"
+    loaded = pickle.loads(saved.read_bytes())
+    assert loaded["weather"].validate_arguments({"day": "2024-05-01"}) == {"day": "2024-05-01"}
+    assert loaded["doubled"].validate_arguments('{"a": 2}') == {"a": 2}
+    assert isinstance(loaded["weather"].parameters, FrozenDict)
+    model = ScriptedModel([[ScriptedModel.call("doubled", {"a": 2})], "done"])
+    response = Agent(model, tools=[loaded["doubled"], loaded["weather"]]).run("go")
+    assert response.text == "done"
+    assert response.steps[0].tool_results[0].content == "4"

@@ -345,7 +345,7 @@ class ArgumentChecker:
                 problems.append(((name,), "unexpected argument"))
                 continue
             tp, hook = entry
-            if hook is None or (hook is _exact_int and type(item) is int):
+            if hook is None or (hook in _AS_IS and type(item) in _AS_IS[hook]):
                 result[name] = item  # already a value of its type
                 continue
             try:
@@ -364,7 +364,7 @@ class ArgumentChecker:
         self, hooks: dict[str, tuple[Any, _Hook | None]]
     ) -> dict[str, tuple[Any, _Hook | None]]:
         self.as_is = {
-            name: _SCALARS if hook is None else _INT if hook is _exact_int else frozenset()
+            name: _SCALARS if hook is None else _AS_IS.get(hook, frozenset())
             for name, (_, hook) in hooks.items()
         }
         self._hooks = hooks
@@ -384,11 +384,15 @@ def parameter_hooks(
         ToolDefinitionError: The converter cannot structure a parameter's type
             (every such parameter named at once).
     """
-    from toolfold.toolkit._converter import _structure_int
-
     hooks: dict[str, tuple[Any, _Hook | None]] = {}
     missing: list[str] = []
     for name, tp in param_types.items():
+        light = _scalar_hook(tp)
+        if light is not _NOT_SCALAR:
+            hooks[name] = (tp, light)  # (no converter, so no cattrs import, for these)
+            continue
+        from toolfold.toolkit._converter import _structure_int
+
         try:
             hook = structure_hook(tp)
             if tp is int and hook is _structure_int:
@@ -401,10 +405,37 @@ def parameter_hooks(
     return hooks
 
 
-# What `as_is` holds: any JSON scalar (nothing nested) for a parameter without a
-# hook; an int for one whose hook is `_exact_int`; nothing for the others.
-_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-_INT: frozenset[type] = frozenset({int})
+_NOT_SCALAR: Any = object()
+
+
+def _scalar_hook(tp: Any) -> Any:
+    """The hook of a JSON scalar type (str, int, float, bool, None, a Literal of
+    strs and bools, Optional of them), found without the converter; `_NOT_SCALAR`
+    for any other type, or one a user registered hooks for (the converter's then)."""
+    if is_plain(tp):
+        return None  # (as `structure_hook`, which looks no further either)
+    if not is_hashable(tp):
+        return _NOT_SCALAR
+    light = _LIGHT_HOOKS.get(tp)
+    if light is None or _user_hooked(tp):
+        return _NOT_SCALAR
+    return light
+
+
+def _user_hooked(tp: Any) -> bool:
+    """Whether a structure hook a user registered matches ``tp`` or one of its arms."""
+    from toolfold.toolkit._hooks import user_hooks
+
+    for match, structure, _ in user_hooks:
+        if structure is None:
+            continue
+        for part in (tp, *typing.get_args(tp)):
+            try:
+                if match(part):
+                    return True
+            except Exception:
+                return True  # (the converter then says what it makes of it)
+    return False
 
 
 def _exact_int(value: Any, tp: Any) -> Any:
@@ -412,6 +443,43 @@ def _exact_int(value: Any, tp: Any) -> Any:
     from toolfold.toolkit._converter import _structure_int
 
     return _structure_int(value, tp)
+
+
+def _exact_float(value: Any, tp: Any) -> Any:
+    """The converter's own ``float`` hook (`_structure` passes a ``float`` value through without it)."""
+    from toolfold.toolkit._converter import _structure_float
+
+    return _structure_float(value, tp)
+
+
+def _optional_int(value: Any, tp: Any) -> Any:
+    """The converter's hook of ``int | None``: None, or its ``int`` hook's value."""
+    return None if value is None else _exact_int(value, int)
+
+
+def _optional_float(value: Any, tp: Any) -> Any:
+    """The converter's hook of ``float | None``: None, or its ``float`` hook's value."""
+    return None if value is None else _exact_float(value, float)
+
+
+_LIGHT_HOOKS: dict[Any, _Hook] = {
+    int: _exact_int,
+    float: _exact_float,
+    int | None: _optional_int,  # (equal to Optional[int] and Union[None, int], hash too)
+    float | None: _optional_float,
+}
+
+# What `as_is` holds: any JSON scalar (nothing nested) for a parameter without a
+# hook; for one with a hook of `_AS_IS`, the types it hands on unchanged (an int
+# for `_exact_int`); nothing for the others.
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_INT: frozenset[type] = frozenset({int})
+_AS_IS: dict[Any, frozenset[type]] = {
+    _exact_int: _INT,
+    _exact_float: frozenset({float}),
+    _optional_int: frozenset({int, type(None)}),
+    _optional_float: frozenset({float, type(None)}),
+}
 
 
 def compile_validator(schema: Mapping[str, Any]) -> Validator:
@@ -517,10 +585,10 @@ def structure_hook(tp: Any) -> _Hook | None:
         Exception: The converter has no hook for the type or a part of it
             (`no_hook_problem` words the definition error).
     """
-    from toolfold.toolkit._converter import get_converter
-
     if is_plain(tp):
         return None
+    from toolfold.toolkit._converter import get_converter
+
     converter = get_converter()
     hook: _Hook = converter.get_structure_hook(tp)
     _look_up_parts(converter, tp, hook)

@@ -316,6 +316,14 @@ def _hints(cls: type, localns: dict[str, Any] | None = None) -> dict[str, Any]:
     fast = _string_hints(cls, localns)
     if fast is not None:
         return fast
+    from toolfold.toolkit._signature import quoted_args_resolved
+
+    module = sys.modules.get(cls.__module__)
+    globalns: dict[str, Any] = {} if module is None else module.__dict__
+    return quoted_args_resolved(_typing_hints(cls, localns), globalns, localns)
+
+
+def _typing_hints(cls: type, localns: dict[str, Any] | None) -> dict[str, Any]:
     try:
         try:
             if localns is not None and "<locals>" in cls.__qualname__:

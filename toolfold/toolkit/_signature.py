@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -132,15 +134,15 @@ _UNRESOLVED: Any = object()
 def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> dict[str, Any]:
     """``typing.get_type_hints(fn, include_extras=True)``, faster for string annotations."""
     annotations = getattr(fn, "__annotations__", None)
-    if localns is not None:
-        return typing.get_type_hints(fn, localns=localns, include_extras=True)
-    if (
+    if localns is not None or (
         type(fn) is not types.FunctionType
         or hasattr(fn, "__wrapped__")  # typing finds the wrapped function's module
         or not annotations
         or not any(type(v) is str for v in annotations.values())
     ):
-        return typing.get_type_hints(fn, include_extras=True)
+        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+        globalns = getattr(inspect.unwrap(fn), "__globals__", None)
+        return quoted_args_resolved(hints, globalns or {}, localns)
     globalns = fn.__globals__
     hints = {}
     for name, value in annotations.items():
@@ -149,7 +151,8 @@ def type_hints(fn: Callable[..., Any], localns: dict[str, Any] | None = None) ->
         if value is None:
             value = type(None)
         elif type(value) is str or _has_forward_ref(value):
-            return typing.get_type_hints(fn, include_extras=True)
+            hints = typing.get_type_hints(fn, include_extras=True)
+            return quoted_args_resolved(hints, globalns)
         hints[name] = value
     return hints
 
@@ -232,6 +235,42 @@ def evaluate_annotation(text: str, globalns: dict[str, Any]) -> Any:
 def has_forward_ref(tp: Any) -> bool:
     """Whether a type's arguments still hold a string or a ForwardRef."""
     return _has_forward_ref(tp)
+
+
+def quoted_args_resolved(
+    hints: dict[str, Any], globalns: dict[str, Any], localns: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``typing.get_type_hints`` output with the quoted names inside builtin generics
+    (``list["Tree"]``) evaluated, as Python 3.11's typing does: 3.10's leaves them strings.
+
+    A name that does not evaluate stays a string (the schema then says which).
+    """
+    if sys.version_info >= (3, 11):
+        return hints
+    return {name: _resolve_quoted(tp, globalns, localns) for name, tp in hints.items()}
+
+
+def _resolve_quoted(tp: Any, globalns: dict[str, Any], localns: dict[str, Any] | None) -> Any:
+    if type(tp) is str:
+        try:
+            return eval(compile(tp, "<annotation>", "eval"), globalns, localns)
+        except Exception:
+            return tp
+    args = getattr(tp, "__args__", None)
+    origin = typing.get_origin(tp)
+    if not args or origin is None or origin is typing.Literal or not _has_forward_ref(tp):
+        return tp
+    if origin is typing.Annotated:
+        inner = _resolve_quoted(tp.__origin__, globalns, localns)
+        parts = (inner, *tp.__metadata__)
+        return typing.Annotated[parts]
+    new = tuple(_resolve_quoted(a, globalns, localns) for a in args)
+    if isinstance(tp, types.GenericAlias):
+        return types.GenericAlias(origin, new)
+    if isinstance(tp, types.UnionType):
+        return functools.reduce(operator.or_, new)
+    copy_with = getattr(tp, "copy_with", None)
+    return tp if copy_with is None else copy_with(new)
 
 
 def _has_forward_ref(tp: Any) -> bool:

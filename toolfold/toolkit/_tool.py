@@ -216,10 +216,28 @@ class Tool(Generic[P, R]):
         # would find this tool there instead and refuse. Such a tool pickles as that
         # name, as a function does; any other (a copy from `replace`, a bound method
         # tool, one made in a function) as its attributes, as before.
+        # A module cloudpickle was told to pickle by value (``register_pickle_by_value``,
+        # how a module the Ray workers lack is shipped) keeps its tools pickling by
+        # attributes: the other side has no module to find the name in.
         found = _module_attribute_name(self)
-        if found is not None:
+        if found is not None and not _pickled_by_value(found[0]):
             return (_module_attribute, found)
         return object.__reduce_ex__(self, protocol)
+
+    def __copy__(self) -> Tool[P, R]:
+        # A new tool, even of a module-level one (which pickles as its name, the very
+        # tool): a copy's changes (otel sets its ``invoke``) stay off the original.
+        new: Tool[P, R] = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tool[P, R]:
+        import copy
+
+        new: Tool[P, R] = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        return new
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled (or copied) by its attributes: without its argument checker and
@@ -230,6 +248,16 @@ class Tool(Generic[P, R]):
         state["_checker"] = [None]
         state["_hooks"] = [None]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A tool pickled by an earlier version has no ``_hooks`` (and its parameters
+        # are a plain dict): filled in, so that it validates and runs when loaded.
+        fields = self.__dict__
+        fields.update(state)
+        fields.setdefault("_checker", [None])
+        fields.setdefault("_hooks", [None])
+        if "parameters" in fields:
+            fields["parameters"] = freeze(fields["parameters"])
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
@@ -483,6 +511,22 @@ def _module_attribute_name(tool: Tool[..., Any]) -> tuple[str, str] | None:
     for part in qualname.split("."):  # (a "<locals>" part is found nowhere)
         found = getattr(found, part, None)
     return (module_name, qualname) if found is tool else None
+
+
+def _pickled_by_value(module_name: str) -> bool:
+    """Whether a loaded cloudpickle (its own or Ray's copy) pickles ``module_name`` by
+    value (`cloudpickle.register_pickle_by_value` of it or of a package holding it).
+
+    cloudpickle is not imported here: not loaded, it registered nothing.
+    """
+    names = {module_name}
+    parts = module_name.split(".")
+    names.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    for library in ("cloudpickle", "ray.cloudpickle"):
+        registry = getattr(sys.modules.get(library), "list_registry_pickle_by_value", None)
+        if registry is not None and names & set(registry()):
+            return True
+    return False
 
 
 def _module_attribute(module_name: str, qualname: str) -> Any:
