@@ -630,6 +630,27 @@ def test_a_logger_a_new_sdk_module_makes_is_found(
     assert "server" in package_loggers(name)
 
 
+def test_the_logger_scan_writes_no_bytecode(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`package_loggers` on a package installed without ``.pyc`` files (uv's default, pip
+    --no-compile) writes none next to it, even where Python would write bytecode, and
+    still finds its loggers; a valid cached ``.pyc`` is read as it is."""
+    import compileall
+
+    from toolfold.adapters._http._logs import package_loggers
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    package = _fresh_sdk(tmp_path / "src", "fresh_sdk_no_pyc")
+    before = sorted(path.relative_to(package) for path in package.rglob("*"))
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    found = package_loggers("fresh_sdk_no_pyc", ("fresh_sdk_no_pyc.server",))
+    assert sorted(path.relative_to(package) for path in package.rglob("*")) == before
+    assert found == {"fresh_sdk_no_pyc", "fresh_sdk_no_pyc.client.session", "plain", "inside"}
+    assert compileall.compile_dir(package, quiet=1)
+    pycs = {path: path.stat().st_mtime_ns for path in package.rglob("*.pyc")}
+    assert package_loggers("fresh_sdk_no_pyc") >= found | {"server"}
+    assert {path: path.stat().st_mtime_ns for path in package.rglob("*.pyc")} == pycs
+
+
 _ZIPPED_SDK = """
 import json, logging, sys
 sys.path.insert(0, sys.argv[1])
