@@ -658,7 +658,8 @@ import mcp
 from toolfold.mcp import MCPServerHTTP
 MCPServerHTTP("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer sk-ZIPPED-0451"})
 guarded = [n for n in ("client", "mcp.client.streamable_http", "mcp.client.stdio",
-                       "mcp.shared.dispatcher", "server", "cli") if logging.getLogger(n).filters]
+                       "mcp.shared.dispatcher", "mcp.client.added_0451", "added_inside_0451",
+                       "server", "cli") if logging.getLogger(n).filters]
 slip = logging.getLogger("client")
 try:
     slip.warning("port %d", "x")  # a format mistake: logging reports it and carries on
@@ -671,9 +672,10 @@ print(json.dumps([mcp.__file__, guarded, raised]))
 
 def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: Any) -> None:
     """With the MCP SDK imported from a zip (no source files to read), its client session's
-    ``client`` logger and its client modules' loggers are guarded, its server side's and
-    CLI's names (``server``, ``cli``, often an application's own) are not, and a format
-    mistake in a guarded logger's call is reported by logging, not raised at the call."""
+    ``client`` logger and its client modules' loggers (those of a module no list names
+    among them) are guarded, its server side's and CLI's names (``server``, ``cli``, often
+    an application's own) are not, and a format mistake in a guarded logger's call is
+    reported by logging, not raised at the call."""
     import zipfile
 
     import mcp
@@ -686,6 +688,12 @@ def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: 
                 if file.endswith(".py"):
                     path = os.path.join(folder, file)
                     archive.write(path, os.path.relpath(path, os.path.dirname(installed)))
+        # a client module no list names, whose loggers only the scan can find
+        archive.writestr(
+            "mcp/client/added_0451.py",
+            "import logging\nlog = logging.getLogger(__name__)\n"
+            "def later():\n    return logging.getLogger('added_inside_0451')\n",
+        )
     found = subprocess.run(
         [sys.executable, "-c", _ZIPPED_SDK, str(zipped)],
         capture_output=True,
@@ -700,6 +708,8 @@ def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: 
         "mcp.client.streamable_http",
         "mcp.client.stdio",
         "mcp.shared.dispatcher",
+        "mcp.client.added_0451",
+        "added_inside_0451",
     ]
     assert raised is None
     assert "--- Logging error ---" in found.stderr
