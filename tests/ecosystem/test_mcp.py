@@ -630,6 +630,27 @@ def test_a_logger_a_new_sdk_module_makes_is_found(
     assert "server" in package_loggers(name)
 
 
+def test_the_logger_scan_writes_no_bytecode(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`package_loggers` on a package installed without ``.pyc`` files (uv's default, pip
+    --no-compile) writes none next to it, even where Python would write bytecode, and
+    still finds its loggers; a valid cached ``.pyc`` is read as it is."""
+    import compileall
+
+    from toolfold.adapters._http._logs import package_loggers
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    package = _fresh_sdk(tmp_path / "src", "fresh_sdk_no_pyc")
+    before = sorted(path.relative_to(package) for path in package.rglob("*"))
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    found = package_loggers("fresh_sdk_no_pyc", ("fresh_sdk_no_pyc.server",))
+    assert sorted(path.relative_to(package) for path in package.rglob("*")) == before
+    assert found == {"fresh_sdk_no_pyc", "fresh_sdk_no_pyc.client.session", "plain", "inside"}
+    assert compileall.compile_dir(package, quiet=1)
+    pycs = {path: path.stat().st_mtime_ns for path in package.rglob("*.pyc")}
+    assert package_loggers("fresh_sdk_no_pyc") >= found | {"server"}
+    assert {path: path.stat().st_mtime_ns for path in package.rglob("*.pyc")} == pycs
+
+
 _ZIPPED_SDK = """
 import json, logging, sys
 sys.path.insert(0, sys.argv[1])
@@ -637,7 +658,8 @@ import mcp
 from toolfold.mcp import MCPServerHTTP
 MCPServerHTTP("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer sk-ZIPPED-0451"})
 guarded = [n for n in ("client", "mcp.client.streamable_http", "mcp.client.stdio",
-                       "mcp.shared.dispatcher", "server", "cli") if logging.getLogger(n).filters]
+                       "mcp.shared.dispatcher", "mcp.client.added_0451", "added_inside_0451",
+                       "server", "cli") if logging.getLogger(n).filters]
 slip = logging.getLogger("client")
 try:
     slip.warning("port %d", "x")  # a format mistake: logging reports it and carries on
@@ -650,9 +672,10 @@ print(json.dumps([mcp.__file__, guarded, raised]))
 
 def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: Any) -> None:
     """With the MCP SDK imported from a zip (no source files to read), its client session's
-    ``client`` logger and its client modules' loggers are guarded, its server side's and
-    CLI's names (``server``, ``cli``, often an application's own) are not, and a format
-    mistake in a guarded logger's call is reported by logging, not raised at the call."""
+    ``client`` logger and its client modules' loggers (those of a module no list names
+    among them) are guarded, its server side's and CLI's names (``server``, ``cli``, often
+    an application's own) are not, and a format mistake in a guarded logger's call is
+    reported by logging, not raised at the call."""
     import zipfile
 
     import mcp
@@ -665,6 +688,12 @@ def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: 
                 if file.endswith(".py"):
                     path = os.path.join(folder, file)
                     archive.write(path, os.path.relpath(path, os.path.dirname(installed)))
+        # a client module no list names, whose loggers only the scan can find
+        archive.writestr(
+            "mcp/client/added_0451.py",
+            "import logging\nlog = logging.getLogger(__name__)\n"
+            "def later():\n    return logging.getLogger('added_inside_0451')\n",
+        )
     found = subprocess.run(
         [sys.executable, "-c", _ZIPPED_SDK, str(zipped)],
         capture_output=True,
@@ -679,6 +708,8 @@ def test_an_mcp_sdk_installed_in_a_zip_has_its_client_loggers_guarded(tmp_path: 
         "mcp.client.streamable_http",
         "mcp.client.stdio",
         "mcp.shared.dispatcher",
+        "mcp.client.added_0451",
+        "added_inside_0451",
     ]
     assert raised is None
     assert "--- Logging error ---" in found.stderr

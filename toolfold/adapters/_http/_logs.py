@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import importlib.machinery
 import importlib.util
 import logging
 import pkgutil
@@ -96,7 +97,7 @@ def _package_code(package: str, left: tuple[str, ...]) -> Iterator[tuple[str, Co
     while pending:
         module, spec = pending.pop()
         try:
-            code = spec.loader.get_code(module) if spec.loader is not None else None  # type: ignore[attr-defined]
+            code = _loader(spec.loader).get_code(module) if spec.loader is not None else None  # type: ignore[attr-defined]
         except Exception:  # a module that will not compile, an unusual loader: not read
             code = None
         if isinstance(code, CodeType):
@@ -111,6 +112,24 @@ def _package_code(package: str, left: tuple[str, ...]) -> Iterator[tuple[str, Co
                 continue
             if sub is not None:
                 pending.append((name, sub))
+
+
+class _Reading(importlib.machinery.SourceFileLoader):
+    """A source file's loader that writes no bytecode: its cached ``.pyc`` is read when
+    it is valid for the source (as an import checks it), else the source is compiled in
+    memory. (A scan writing ``.pyc`` files into site-packages would leave them there for
+    modules never imported, on installs made without bytecode.)"""
+
+    def set_data(self, path: str, data: object, *, _mode: int = 0o666) -> None:
+        """Writes nothing."""
+
+
+def _loader(loader: object) -> object:
+    """``loader``, or for a source file's loader, one reading the same file that writes
+    no bytecode (a compiled-only, zipped or frozen module's loader writes none)."""
+    if isinstance(loader, importlib.machinery.SourceFileLoader):
+        return _Reading(loader.name, loader.path)
+    return loader
 
 
 def _loggers_named(code: CodeType, module: str) -> Iterator[str]:
