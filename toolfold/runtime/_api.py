@@ -12,7 +12,7 @@ from typing import Any
 
 from toolfold.runtime._agent import Agent, _Answers
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
-from toolfold.runtime._model import Model
+from toolfold.runtime._model import CLIENT_OPTIONS, Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
     Approval,
@@ -124,7 +124,7 @@ def generate_text(
         refuse_run_options(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
-        refuse_model_options("generate_text()", settings, model)
+        refuse_model_options("generate_text()", settings, model, agent="Agent(model, ")
     options = _one_off(locals())
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
@@ -156,7 +156,7 @@ async def agenerate_text(
         refuse_run_options(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
-        refuse_model_options("agenerate_text()", settings, model)
+        refuse_model_options("agenerate_text()", settings, model, agent="Agent(model, ")
     options = _one_off(locals())
     if isinstance(options, Agent):
         return await options.arun(
@@ -232,7 +232,9 @@ def _resume_agent(
         name=state.agent,  # the agent running the state now (after a handoff too)
         tools=tools,
         output_type=output_type,
-        settings=config.settings,
+        # (a state saved before a key in settings was refused keeps it: the run
+        # sends it as before, but no agent can be built with it; see _check_stored)
+        settings={k: v for k, v in config.settings.items() if k not in CLIENT_OPTIONS},
         instructions=config.instructions,
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
