@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent import Agent, _Answers
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import CLIENT_OPTIONS, Model
@@ -351,7 +352,10 @@ def state_of(error: BaseException) -> RunState | None:
     traceback shows, nearest first: its cause (``raise ... from err``) and
     its context (an error raised while handling ``err``, as a ``raise
     ValueError(...)`` in an ``except RunError:`` block), unless ``raise ...
-    from None`` hid it.
+    from None`` hid it. A context is followed only from an error that is no
+    `ToolfoldError`: a toolfold error without a state is a failure of its own
+    (a fallback ``generate_text`` that fails in an ``except RunError:`` block
+    gives None, not the first run's state); its cause is still followed.
 
     Example:
         >>> try:
@@ -384,6 +388,13 @@ def state_of(error: BaseException) -> RunState | None:
         # The chain a traceback prints: asyncio's re-made exceptions keep the
         # cancelled one as their context, and an error raised while handling a
         # run's error (a wrapper in an ``except`` block) has it as its context.
-        if exc.__context__ is not None and not exc.__suppress_context__:
+        # Not a toolfold error's context: one without a state is a failure of
+        # its own (a fallback run's, raised while handling another run's error),
+        # not the failure of the run it was raised next to.
+        if (
+            exc.__context__ is not None
+            and not exc.__suppress_context__
+            and not isinstance(exc, ToolfoldError)
+        ):
             todo.append(exc.__context__)
     return None
