@@ -184,3 +184,11 @@ def test_provider_data_no_saved_state_holds_is_refused_naming_where() -> None:
         ReasoningPart("t", provider_data={(1, 2): "x"})
     part = ReasoningPart("t", provider_data={"n": {7: "x"}})
     assert part.provider_data == {"n": {"7": "x"}}
+
+
+def test_an_int_key_too_long_for_json_text_is_refused_naming_it() -> None:
+    """A key of over 4,300 digits is a UsageError saying so (its repr raised a bare ValueError)."""
+    with pytest.raises(UsageError, match=r"arguments\['a'\]: an int key of over 4,300 digits"):
+        ToolCallPart("c", "f", "{}", {"a": {10**4300: 1}})
+    with pytest.raises(UsageError, match=r"^ToolCallPart.arguments: an int key of over 4,300"):
+        ToolCallPart("c", "f", "{}", {-(10**4300): 1})

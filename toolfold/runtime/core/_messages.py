@@ -370,6 +370,11 @@ def _key_text(key: Any) -> str:
     ):
         text: str = json.dumps(key)
         return text
+    if isinstance(key, int) and not isinstance(key, bool):  # (its repr would raise)
+        raise NotJSONError(
+            f"an int key of over {MAX_INT_DIGITS:,} digits, which Python does not write "
+            "as JSON text by default (give it as a str)"
+        )
     raise NotJSONError(
         f"the key {type(key).__name__} {short(key)} is no JSON object key "
         "(text, or a number, boolean or None that JSON writes as text)"
