@@ -192,3 +192,29 @@ def test_an_int_key_too_long_for_json_text_is_refused_naming_it() -> None:
         ToolCallPart("c", "f", "{}", {"a": {10**4300: 1}})
     with pytest.raises(UsageError, match=r"^ToolCallPart.arguments: an int key of over 4,300"):
         ToolCallPart("c", "f", "{}", {-(10**4300): 1})
+
+
+def _deep_output(text: str) -> dict[str, Any]:
+    """A workflow step whose output nests deeper than a model's arguments may."""
+    return _nested(MAX_DEPTH + 10)
+
+
+def test_a_workflows_output_may_nest_deeper_than_a_models_and_round_trips() -> None:
+    """A workflow's own output nested past MAX_DEPTH runs, saves and loads equal (as it did)."""
+    from toolfold import Sequence
+
+    state = Sequence(_deep_output, name="wf").run("go").state
+    assert state.output == _nested(MAX_DEPTH + 10)
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_workflows_output_is_still_checked_and_bounded() -> None:
+    """planned_output refuses a set and a nesting past OUTPUT_MAX_DEPTH, naming where."""
+    from toolfold.runtime.core._events import planned_output
+    from toolfold.runtime.core._messages import OUTPUT_MAX_DEPTH
+
+    with pytest.raises(UsageError, match=r"^OutputAccepted.value\['a'\]: set"):
+        planned_output({"a": {1, 2}})
+    with pytest.raises(UsageError, match=f"nested more than {OUTPUT_MAX_DEPTH} levels deep"):
+        planned_output(_nested(OUTPUT_MAX_DEPTH + 2))
+    assert planned_output(_nested(OUTPUT_MAX_DEPTH)) == _nested(OUTPUT_MAX_DEPTH)

@@ -273,6 +273,28 @@ def frozen_json(value: Any) -> Any:
     return _checked(value, 0)
 
 
+#: How deep a workflow's own output (its planner's, from its steps' values) may
+#: nest: not a model's text, so not held to `MAX_DEPTH`, but a state holding it
+#: must still save and load (JSON's and Python's recursion bound that well above).
+OUTPUT_MAX_DEPTH = 400
+
+
+def frozen_output(value: Any) -> Any:
+    """A workflow's own output frozen and checked as `frozen_json` does, but
+    allowed to nest `OUTPUT_MAX_DEPTH` levels (as a state saved before the
+    depth was checked holds it).
+
+    Raises:
+        NotJSONError: As `frozen_json`'s, the depth being `OUTPUT_MAX_DEPTH`.
+    """
+    try:
+        return _checked(value, MAX_DEPTH - OUTPUT_MAX_DEPTH)  # (the same walk, started lower)
+    except NotJSONError as error:
+        if error.problem == _TOO_DEEP:
+            error.problem = f"nested more than {OUTPUT_MAX_DEPTH} levels deep"
+        raise
+
+
 def _checked(value: Any, depth: int) -> Any:
     # Recursion bounded by `MAX_DEPTH`; each level adds its step to the path on the way
     # out. Items that are text, floats, booleans, None or ints in bounds (most) are
