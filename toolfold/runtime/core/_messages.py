@@ -224,12 +224,20 @@ class NotJSONError(ValueError):
     Attributes:
         path: Where in the value, as subscripts (``['a'][0]``); "" for the value itself.
         problem: What is wrong there.
+        refused: What was refused: ``"value"`` (no JSON kind) or ``"key"`` (no
+            JSON object key), ``got`` being it; None for the others (a clash,
+            a depth, a huge int).
+        got: The value or key refused (``refused``), else None.
     """
 
-    def __init__(self, problem: str) -> None:
+    def __init__(
+        self, problem: str, refused: Literal["value", "key"] | None = None, got: object = None
+    ) -> None:
         super().__init__(problem)
         self.steps: list[str] = []  # innermost first, added on the way out
         self.problem = problem
+        self.refused = refused
+        self.got = got
 
     @property
     def path(self) -> str:
@@ -279,19 +287,25 @@ def frozen_json(value: Any) -> Any:
 OUTPUT_MAX_DEPTH = 400
 
 
-def frozen_output(value: Any) -> Any:
-    """A workflow's own output frozen and checked as `frozen_json` does, but
-    allowed to nest `OUTPUT_MAX_DEPTH` levels (as a state saved before the
-    depth was checked holds it).
+#: How deep a run's setting may nest: the user's own data too, and a state holding
+#: one nested this deep saves, loads and resumes (as states saved before the depth
+#: was checked did; a few levels more, and Python's recursion failed them).
+SETTING_MAX_DEPTH = 300
+
+
+def frozen_output(value: Any, levels: int = OUTPUT_MAX_DEPTH) -> Any:
+    """The user's own data (a workflow's output, a run's setting) frozen and
+    checked as `frozen_json` does, but allowed to nest ``levels`` levels (as
+    a state saved before the depth was checked holds it).
 
     Raises:
-        NotJSONError: As `frozen_json`'s, the depth being `OUTPUT_MAX_DEPTH`.
+        NotJSONError: As `frozen_json`'s, the depth being ``levels``.
     """
     try:
-        return _checked(value, MAX_DEPTH - OUTPUT_MAX_DEPTH)  # (the same walk, started lower)
+        return _checked(value, MAX_DEPTH - levels)  # (the same walk, started lower)
     except NotJSONError as error:
         if error.problem == _TOO_DEEP:
-            error.problem = f"nested more than {OUTPUT_MAX_DEPTH} levels deep"
+            error.problem = f"nested more than {levels} levels deep"
         raise
 
 
@@ -321,7 +335,9 @@ def _checked(value: Any, depth: int) -> Any:
         return _checked_array(value, depth)
     raise NotJSONError(
         f"{type(value).__name__} {short(value)} is no JSON value (text, a number, a boolean, "
-        "None, a dict with text keys or a list), which a saved state could not hold"
+        "None, a dict with text keys or a list), which a saved state could not hold",
+        "value",
+        value,
     )
 
 
@@ -399,7 +415,9 @@ def _key_text(key: Any) -> str:
         )
     raise NotJSONError(
         f"the key {type(key).__name__} {short(key)} is no JSON object key "
-        "(text, or a number, boolean or None that JSON writes as text)"
+        "(text, or a number, boolean or None that JSON writes as text)",
+        "key",
+        key,
     )
 
 
