@@ -45,6 +45,12 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
     frozen too (nested mappings become `FrozenDict`, lists and tuples
     `FrozenList`). It hashes when its values do, consistently with ``==``.
     `thaw` gives a plain, independent deep copy to change.
+
+    Where a value must be JSON a saved state gives back equal (a call's
+    arguments, an output, a run's setting), a `FrozenDict` is taken as it
+    is, unchecked: it is what the argument decoder and a saved state's
+    loader make. Build one only from JSON data (or give a plain dict, which
+    is checked).
     """
 
     __slots__ = ()
