@@ -218,3 +218,26 @@ def test_a_workflows_output_is_still_checked_and_bounded() -> None:
     with pytest.raises(UsageError, match=f"nested more than {OUTPUT_MAX_DEPTH} levels deep"):
         planned_output(_nested(OUTPUT_MAX_DEPTH + 2))
     assert planned_output(_nested(OUTPUT_MAX_DEPTH)) == _nested(OUTPUT_MAX_DEPTH)
+
+
+def test_a_frozendict_a_caller_builds_is_checked_as_a_dict_is() -> None:
+    """FrozenDict({...}) given as arguments, an output or a setting is checked, not taken as JSON."""
+    from toolfold.runtime import FrozenDict
+
+    with pytest.raises(UsageError, match=r"^ToolCallPart.arguments\['a'\]: set"):
+        ToolCallPart("c", "f", "{}", FrozenDict({"a": {1, 2}}))
+    assert ToolCallPart("c", "f", "{}", FrozenDict({1: "x"})).arguments == {"1": "x"}
+    with pytest.raises(UsageError, match=r"^OutputAccepted.value\['a'\]: object"):
+        OutputAccepted(FrozenDict({"a": object()}))
+    with pytest.raises(UsageError, match=r"^RunConfig.settings\['x'\]\['y'\]"):
+        RunConfig(settings=FrozenDict({"x": {"y": {1}}}))
+
+
+def test_toolfolds_own_frozen_values_are_still_taken_as_they_are() -> None:
+    """Decoded arguments and a loaded output are kept as the very objects (no second walk)."""
+    from toolfold.runtime.core._messages import decoded_arguments
+
+    decoded = decoded_arguments('{"a": {"b": [1]}}')
+    assert ToolCallPart("c", "f", "{}", decoded).arguments is decoded
+    output = OutputAccepted({"a": [1]}).value
+    assert OutputAccepted(output).value is output

@@ -22,6 +22,8 @@ from toolfold.runtime.core._messages import (
     FrozenList,
     Message,
     NotJSONError,
+    _CallersDict,
+    frozen_dict,
     frozen_output,
 )
 from toolfold.runtime.core._repr import short
@@ -114,8 +116,9 @@ def _settings(value: Any) -> Mapping[str, Any]:
     afterwards without reaching into a saved state, and the config's cannot
     change at all (it is shared by every run made with equal options). A
     nested key JSON writes as text (``logit_bias``'s token ids) is that text
-    from the start. A setting that is a `FrozenDict` or `FrozenList` is taken
-    as it is: one read from a saved state's JSON (states saved before the
+    from the start. A setting that is toolfold's own `FrozenDict` or
+    `FrozenList` is taken as it is (one a caller built is checked): one read
+    from a saved state's JSON (states saved before the
     depth was checked load as they did), or from another config.
 
     Raises:
@@ -129,15 +132,17 @@ def _settings(value: Any) -> Mapping[str, Any]:
     if type(value) is not dict and not isinstance(value, Mapping):
         return cast(Mapping[str, Any], value)  # refused by `_setting_names`, naming its type
     frozen: dict[Any, Any] = {}
+    # (a caller's FrozenDict: its nested frozen values are the caller's too)
+    own = type(value) is not _CallersDict
     for key, setting in value.items():
         kind = type(setting)
-        if kind in _JSON_ATOMS or kind is FrozenDict or kind is FrozenList:
+        if kind in _JSON_ATOMS or (own and (kind is FrozenDict or kind is FrozenList)):
             frozen[key] = setting
         else:
             frozen[key] = _frozen_setting(key, setting)
     if type(value) is FrozenDict and all(frozen[k] is v for k, v in value.items()):
         return cast(Mapping[str, Any], value)  # (unchanged: a loaded state's, another config's)
-    return cast(Mapping[str, Any], FrozenDict(frozen))
+    return cast(Mapping[str, Any], frozen_dict(frozen))
 
 
 def _frozen_setting(key: Any, setting: Any) -> Any:

@@ -47,10 +47,8 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
     `thaw` gives a plain, independent deep copy to change.
 
     Where a value must be JSON a saved state gives back equal (a call's
-    arguments, an output, a run's setting), a `FrozenDict` is taken as it
-    is, unchecked: it is what the argument decoder and a saved state's
-    loader make. Build one only from JSON data (or give a plain dict, which
-    is checked).
+    arguments, an output, a run's setting), one built by ``FrozenDict(...)``
+    is checked as a plain dict is.
     """
 
     __slots__ = ()
@@ -59,8 +57,9 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
 
     @classmethod
     def _made(cls, *args: Any, **kwargs: Any) -> FrozenDict:
+        # (a caller's: not known to be JSON, so checked where JSON must go; see `frozen_dict`)
         plain = dict(*args, **kwargs)
-        return _new_dict(cls, {k: freeze(v) for k, v in plain.items()})
+        return _new_dict(_CallersDict, {k: freeze(v) for k, v in plain.items()})
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset(dict.items(self)))
@@ -75,7 +74,8 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
         return copied
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenDict, (dict(self),))
+        # (toolfold's own comes back its own; a caller's, `_CallersDict`, a caller's)
+        return (frozen_dict if type(self) is FrozenDict else FrozenDict, (dict(self),))
 
     def __copy__(self) -> FrozenDict:
         return self
@@ -98,7 +98,7 @@ class FrozenList(list[Any], metaclass=_Sealed):
     @classmethod
     def _made(cls, *args: Any, **kwargs: Any) -> FrozenList:
         plain: list[Any] = list(*args, **kwargs)
-        return _new_list(cls, [freeze(v) for v in plain])
+        return _new_list(_CallersList, [freeze(v) for v in plain])
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(self))
@@ -113,13 +113,39 @@ class FrozenList(list[Any], metaclass=_Sealed):
         return copied
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenList, (list(self),))
+        return (frozen_list if type(self) is FrozenList else FrozenList, (list(self),))
 
     def __copy__(self) -> FrozenList:
         return self
 
     def __deepcopy__(self, memo: Any) -> FrozenList:
         return self
+
+
+class _CallersDict(FrozenDict):
+    """A `FrozenDict` a caller built (``FrozenDict(...)``): its values are not known to
+    be JSON, so where JSON must go (arguments, an output, a setting) it is checked,
+    where toolfold's own (decoded, checked or loaded: exactly `FrozenDict`) is taken."""
+
+    __slots__ = ()
+
+
+class _CallersList(FrozenList):
+    """A `FrozenList` a caller built (see `_CallersDict`)."""
+
+    __slots__ = ()
+
+
+def frozen_dict(*args: Any, **kwargs: Any) -> FrozenDict:
+    """A `FrozenDict` of toolfold's own (its values frozen), taken unchecked where JSON
+    must go: for values toolfold made, never a caller's (``FrozenDict(...)`` is checked)."""
+    plain = dict(*args, **kwargs)
+    return _new_dict(FrozenDict, {k: freeze(v) for k, v in plain.items()})
+
+
+def frozen_list(items: Iterable[Any] = ()) -> FrozenList:
+    """A `FrozenList` of toolfold's own (see `frozen_dict`)."""
+    return _new_list(FrozenList, [freeze(v) for v in items])
 
 
 def _new_dict(cls: type[FrozenDict], items: Mapping[str, Any]) -> FrozenDict:
@@ -479,7 +505,7 @@ def decoded_arguments(text: str) -> Mapping[str, Any] | None:
     return frozen
 
 
-EMPTY_MAPPING: FrozenDict = FrozenDict()
+EMPTY_MAPPING: FrozenDict = frozen_dict()
 """The empty read-only mapping, shared (a default of ``provider_data`` and settings)."""
 
 
