@@ -598,11 +598,15 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
     "`run_id=`, `on_event=`, `on_step=`, `approvals=`...: the error names the call and says "
     "which method takes the option)": _run_option_to_agent,
-    "an option of the model (`api_key=`, `base_url=`, `timeout=`, `headers=`...) given to "
-    "`Agent(...)`, `agent.evolve(...)`, `generate_text` or `agenerate_text` as a keyword or in "
-    "`settings={...}` (an agent file's `settings` too), where it would be sent in every request "
-    "body and stored in the state: the error names the option, never its value, and shows "
-    '`toolfold.model("provider:model", api_key=...)`': _model_option_as_setting,
+    "an option of the model given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
+    "`agenerate_text` where it would be sent in every request body and stored in the state: a "
+    "credential or client option (`api_key`, `base_url`, `http_client`...) as a keyword or in "
+    "`settings={...}` (an agent file's `settings` too: its error says to give "
+    "`load(..., model=...)` a model), another (`timeout=`, `retry=`, `headers=`...) as a bare "
+    "keyword (in `settings={...}` it is a request body field, and taken): the error names the "
+    'option, never its value, and shows `toolfold.model("provider:model", api_key=...)`': (
+        _model_option_as_setting
+    ),
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message), that has '
     'keys besides `role` and `content` holding something (the error names them: `{"role": '

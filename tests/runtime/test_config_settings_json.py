@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import toolfold
 from toolfold import RunState, UsageError
 from toolfold.runtime import RunConfig, initial_state
+from toolfold.testing import ScriptedModel
 
 
 class _Opaque:
@@ -66,3 +69,45 @@ def test_keys_written_as_the_same_text_are_refused() -> None:
     naming the setting and both keys."""
     with pytest.raises(UsageError, match=r"settings\['logit_bias'\]: the keys 1 and '1'"):
         RunConfig(settings={"logit_bias": {1: -100, "1": 5}})
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_a_setting_too_deep_to_save_is_refused_naming_it() -> None:
+    """A setting nested 400 levels is a UsageError naming it (was a bare RecursionError)."""
+    with pytest.raises(UsageError, match=r"^RunConfig\.settings\['extra'\]\['a'\].*nested more"):
+        RunConfig(settings={"extra": _nested(400)})
+
+
+@pytest.mark.parametrize(
+    ("settings", "path"),
+    [
+        ({"seed": 10**5000}, r"\['seed'\]"),
+        ({"logit_bias": {1: 10**5000}}, r"\['logit_bias'\]\['1'\]"),
+    ],
+)
+def test_an_int_too_long_for_json_text_is_refused(settings: dict[str, Any], path: str) -> None:
+    """{"seed": 10**5000} is refused at construction, not accepted to fail in to_json."""
+    with pytest.raises(UsageError, match=r"^RunConfig\.settings" + path + ": an int of more than"):
+        RunConfig(settings=settings)
+
+
+def test_a_setting_nested_deeper_than_arguments_saves_loads_and_resumes() -> None:
+    """A 100-level setting (the user's data, not a model's) builds, saves and loads equal."""
+    state = initial_state("hi", RunConfig(settings={"extra": _nested(100)}), run_id="r1")
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_state_saved_with_a_deeply_nested_setting_by_old_code_loads_and_resumes() -> None:
+    """A state saved before settings were checked, with a 100-level setting, loads and resumes."""
+    text = (Path(__file__).parent / "saved" / "setting_nested_100_finished.json").read_text()
+    state = RunState.from_json(text)
+    assert state.config.settings["extra"] == _nested(100)
+    resumed = toolfold.resume(state, model=ScriptedModel(["b"]), message="more")
+    assert resumed.state.phase == "finished"
+    assert RunState.from_json(resumed.state.to_json()) == resumed.state

@@ -102,7 +102,8 @@ def test_a_loaded_state_reads_its_config_once(monkeypatch: pytest.MonkeyPatch) -
     real = _serialize.freeze
     monkeypatch.setattr(_serialize, "freeze", lambda value: frozen.append(value) or real(value))
     state = RunState.from_json(text)
-    assert frozen == [weather.parameters]
+    # (the settings are frozen as read too: kept as they are, as a saved state holds them)
+    assert frozen == [weather.parameters, {"extra_body": {"k": [1]}}]
     assert state.log[0].config is state.config
     assert type(state.config.tools[0].definition.parameters) is FrozenDict
     assert state.to_json() == text

@@ -184,3 +184,60 @@ def test_provider_data_no_saved_state_holds_is_refused_naming_where() -> None:
         ReasoningPart("t", provider_data={(1, 2): "x"})
     part = ReasoningPart("t", provider_data={"n": {7: "x"}})
     assert part.provider_data == {"n": {"7": "x"}}
+
+
+def test_an_int_key_too_long_for_json_text_is_refused_naming_it() -> None:
+    """A key of over 4,300 digits is a UsageError saying so (its repr raised a bare ValueError)."""
+    with pytest.raises(UsageError, match=r"arguments\['a'\]: an int key of over 4,300 digits"):
+        ToolCallPart("c", "f", "{}", {"a": {10**4300: 1}})
+    with pytest.raises(UsageError, match=r"^ToolCallPart.arguments: an int key of over 4,300"):
+        ToolCallPart("c", "f", "{}", {-(10**4300): 1})
+
+
+def _deep_output(text: str) -> dict[str, Any]:
+    """A workflow step whose output nests deeper than a model's arguments may."""
+    return _nested(MAX_DEPTH + 10)
+
+
+def test_a_workflows_output_may_nest_deeper_than_a_models_and_round_trips() -> None:
+    """A workflow's own output nested past MAX_DEPTH runs, saves and loads equal (as it did)."""
+    from toolfold import Sequence
+
+    state = Sequence(_deep_output, name="wf").run("go").state
+    assert state.output == _nested(MAX_DEPTH + 10)
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_workflows_output_is_still_checked_and_bounded() -> None:
+    """planned_output refuses a set and a nesting past OUTPUT_MAX_DEPTH, naming where."""
+    from toolfold.runtime.core._events import planned_output
+    from toolfold.runtime.core._messages import OUTPUT_MAX_DEPTH
+
+    with pytest.raises(UsageError, match=r"^OutputAccepted.value\['a'\]: set"):
+        planned_output({"a": {1, 2}})
+    with pytest.raises(UsageError, match=f"nested more than {OUTPUT_MAX_DEPTH} levels deep"):
+        planned_output(_nested(OUTPUT_MAX_DEPTH + 2))
+    assert planned_output(_nested(OUTPUT_MAX_DEPTH)) == _nested(OUTPUT_MAX_DEPTH)
+
+
+def test_a_frozendict_a_caller_builds_is_checked_as_a_dict_is() -> None:
+    """FrozenDict({...}) given as arguments, an output or a setting is checked, not taken as JSON."""
+    from toolfold.runtime import FrozenDict
+
+    with pytest.raises(UsageError, match=r"^ToolCallPart.arguments\['a'\]: set"):
+        ToolCallPart("c", "f", "{}", FrozenDict({"a": {1, 2}}))
+    assert ToolCallPart("c", "f", "{}", FrozenDict({1: "x"})).arguments == {"1": "x"}
+    with pytest.raises(UsageError, match=r"^OutputAccepted.value\['a'\]: object"):
+        OutputAccepted(FrozenDict({"a": object()}))
+    with pytest.raises(UsageError, match=r"^RunConfig.settings\['x'\]\['y'\]"):
+        RunConfig(settings=FrozenDict({"x": {"y": {1}}}))
+
+
+def test_toolfolds_own_frozen_values_are_still_taken_as_they_are() -> None:
+    """Decoded arguments and a loaded output are kept as the very objects (no second walk)."""
+    from toolfold.runtime.core._messages import decoded_arguments
+
+    decoded = decoded_arguments('{"a": {"b": [1]}}')
+    assert ToolCallPart("c", "f", "{}", decoded).arguments is decoded
+    output = OutputAccepted({"a": [1]}).value
+    assert OutputAccepted(output).value is output

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, AgentFileError, UsageError, agenerate_text, generate_text
+import toolfold
+from toolfold import Agent, AgentFileError, RunState, UsageError, agenerate_text, generate_text
 from toolfold.files import loads
-from toolfold.runtime._model import MODEL_OPTIONS
-from toolfold.testing import TestModel, override_models
+from toolfold.runtime._model import CLIENT_OPTIONS, MODEL_OPTIONS
+from toolfold.testing import ScriptedModel, TestModel, override_models
 
 SECRET = "sk-SECRET-value-123"
 
@@ -57,8 +59,8 @@ def test_evolve_refuses_a_model_option_naming_evolve() -> None:
     with pytest.raises(UsageError, match=r"^evolve\(\) got api_key=") as raised:
         Agent(TestModel()).evolve(api_key=SECRET)
     assert "agent.evolve(model=toolfold.model('provider:model', api_key=...))" in str(raised.value)
-    with pytest.raises(UsageError, match=r"^Agent\(\) got settings=\{'headers': \.\.\.\}"):
-        Agent(TestModel()).evolve(settings={"headers": {"Authorization": SECRET}})
+    with pytest.raises(UsageError, match=r"^evolve\(\) got settings=\{'api_key': \.\.\.\}"):
+        Agent(TestModel()).evolve(settings={"api_key": SECRET})
 
 
 @pytest.mark.parametrize("option", ["api_key", "base_url", "timeout", "headers"])
@@ -112,3 +114,89 @@ def test_model_options_are_exactly_the_built_in_model_classes_options() -> None:
                 names.add(name)
     # provider= is set by the model string's prefix: toolfold.model takes none.
     assert names - {"provider"} == MODEL_OPTIONS
+
+
+@pytest.mark.parametrize("option", sorted(MODEL_OPTIONS - CLIENT_OPTIONS))
+def test_a_generic_model_option_name_is_a_body_field_in_settings(option: str) -> None:
+    """settings={"timeout": ...} (orq.ai's body field) is taken; only the bare keyword is refused."""
+    agent = Agent(TestModel(), settings={option: {"call_timeout": 30000}})
+    assert agent.settings == {option: {"call_timeout": 30000}}
+    assert agent.run("hi").state.config.settings == {option: {"call_timeout": 30000}}
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), **{option: 1})
+    assert f"give it in settings={{{option!r}: ...}}" in str(raised.value)
+
+
+def test_generate_text_says_a_body_field_goes_in_an_agents_settings() -> None:
+    """generate_text(..., timeout=...) points a body field to Agent(model, settings={...})."""
+    with pytest.raises(UsageError) as raised:
+        generate_text(TestModel(), "hi", timeout=1)
+    assert "give it in Agent(model, settings={'timeout': ...})" in str(raised.value)
+
+
+@pytest.mark.parametrize("option", sorted(CLIENT_OPTIONS))
+def test_a_client_option_is_refused_in_settings_too(option: str) -> None:
+    """A credential or client option in settings={...} is still refused, naming no value."""
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), settings={option: SECRET})
+    assert str(raised.value).startswith(f"Agent() got settings={{{option!r}: ...}}: an option")
+    assert SECRET not in str(raised.value)
+
+
+def test_evolve_refuses_a_key_in_settings_naming_evolve() -> None:
+    """agent.evolve(settings={"api_key": ...}) names evolve(), not Agent(), and takes body fields."""
+    agent = Agent(TestModel())
+    with pytest.raises(UsageError, match=r"^evolve\(\) got settings=\{'base_url': \.\.\.\}"):
+        agent.evolve(settings={"base_url": SECRET})
+    assert agent.evolve(settings={"headers": {"x": "1"}}).settings == {"headers": {"x": "1"}}
+
+
+def test_an_agent_file_is_told_to_give_load_a_model() -> None:
+    """An agent file's key in settings gets the file's advice (load(path, model=...)), not Python's."""
+    text = f'[agents.main]\nmodel = "openai:gpt-4o-mini"\nsettings = {{api_key = "{SECRET}"}}\n'
+    with override_models(TestModel()), pytest.raises(AgentFileError) as raised:
+        loads(text)
+    message = str(raised.value)
+    assert "agents.main.settings: settings={'api_key': ...}" in message
+    assert "give load(path, model=...) a model made with it" in message
+    assert "Agent(" not in message
+    assert SECRET not in message
+
+
+def test_an_agent_file_takes_a_body_field_named_timeout() -> None:
+    """An agent file's settings = {timeout = {...}} is a model setting, as in Python."""
+    text = '[agents.main]\nmodel = "openai:gpt-4o-mini"\nsettings = {timeout = {ms = 3}}\n'
+    with override_models(TestModel()):
+        agent = loads(text).agent("main")
+    assert agent.settings == {"timeout": {"ms": 3}}
+
+
+@toolfold.tool(name="f", requires_approval=True)
+def _gated(x: int) -> str:
+    """A tool that waits for approval."""
+    return "ok"
+
+
+# Saved by the code that took settings={"api_key": ...} (and timeout) as settings:
+# awaiting approval of call c1.
+_OLD_STATE = Path(__file__).parent / "saved" / "key_in_settings_awaiting_approval.json"
+
+
+def test_a_state_saved_with_a_key_in_its_settings_resumes() -> None:
+    """A state whose settings hold api_key (saved before it was refused) resumes without it."""
+    state = RunState.from_json(_OLD_STATE.read_text())
+    assert state.config.settings["api_key"] == "sk-old"
+    agent = Agent(
+        ScriptedModel(["done"]),
+        tools=[_gated],
+        settings={"timeout": {"call_timeout": 30000}, "temperature": 0},
+    )
+    response = agent.resume(state, approvals={"c1": True})
+    assert response.state.phase == "finished"
+    resumed = toolfold.resume(
+        state, model=ScriptedModel(["done"]), tools=[_gated], approvals={"c1": True}
+    )
+    assert resumed.state.phase == "finished"
+    # a setting the state does not have still differs
+    with pytest.raises(UsageError, match="settings differ"):
+        agent.evolve(settings={"temperature": 1}).resume(state, approvals={"c1": True})

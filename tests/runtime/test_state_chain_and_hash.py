@@ -6,7 +6,7 @@ import collections.abc
 
 import pytest
 
-from toolfold import Agent, RunError, RunState, Usage, UsageError, state_of
+from toolfold import Agent, ModelConfigError, RunError, RunState, Usage, UsageError, state_of
 from toolfold.runtime import initial_state
 from toolfold.testing import ScriptedModel
 
@@ -59,3 +59,27 @@ def test_usage_plus_a_number_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="unsupported operand"):
         Usage(input_tokens=1) + 1  # type: ignore[operator]
     assert Usage(input_tokens=1) + Usage(requests=1) == Usage(input_tokens=1, requests=1)
+
+
+def test_state_of_a_stateless_toolfold_error_in_an_except_block_is_none() -> None:
+    """A fallback run's ModelConfigError raised while handling another run's error has no state."""
+    first = _failed()
+
+    def fallback() -> None:
+        try:
+            raise first
+        except UsageError:
+            Agent(ScriptedModel([])).evolve(model="nosuchprovider:m")  # fails: no state
+
+    with pytest.raises(ModelConfigError) as second:
+        fallback()
+    assert second.value.__context__ is first
+    assert state_of(second.value) is None
+
+
+def test_state_of_follows_a_toolfold_errors_cause() -> None:
+    """``raise ToolfoldError(...) from run_error`` still gives the run's state."""
+    run_error = RunError("x", state=initial_state("hi", run_id="r"))
+    wrapper = UsageError("wrapped")
+    wrapper.__cause__ = run_error
+    assert state_of(wrapper) is run_error.state

@@ -41,6 +41,7 @@ from toolfold.runtime._document import (
     stop_condition,
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
+from toolfold.runtime._misplaced import client_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
@@ -631,6 +632,17 @@ class _Loader:
         elif override is None and self.data["agents"][name].get("model") == "":  # not missing
             self.problem(
                 f"{where}.model", "expected a provider:model string or an import path, got ''"
+            )
+        clients = client_options(entry.settings)
+        if clients:  # (said here: Agent()'s error would advise Python code)
+            self.problem(
+                f"{where}.settings",
+                f"settings={{{', '.join(f'{key!r}: ...' for key in clients)}}}: "
+                f"{'an option' if len(clients) == 1 else 'options'} of the model, not a model "
+                "setting (it would be sent to the provider in every request body and stored "
+                "in the run's state; a key must not be stored in the file): remove it and give "
+                "load(path, model=...) a model made with it, e.g. load(path, model="
+                f"toolfold.model('provider:model', {', '.join(f'{key}=...' for key in clients)}))",
             )
         for index, item in enumerate(entry.tools):
             path = self.at(name, "tools", index)

@@ -100,9 +100,12 @@ class Agent:
             ``on_event``, ``on_step``, or ``resume``'s ``state``,
             ``approvals``...): pass it to `run` / `arun` / `stream` (or
             `resume`) instead, or a model setting of that name in
-            ``settings={...}``; or a model setting (a keyword, or a key of
-            ``settings``) that is an option of the model (``api_key``,
-            ``base_url``, ``timeout``, ``headers``...): pass it to
+            ``settings={...}``; or a model setting that is an option of the
+            model: a credential or client option (``api_key``,
+            ``base_url``, ``http_client``...) given as a keyword or a key of
+            ``settings``, or another (``timeout``, ``retry``, ``headers``...)
+            given as a keyword (a request body field of that name goes in
+            ``settings={...}``): pass it to
             ``toolfold.model("provider:model", api_key=...)`` and give the
             agent that model.
     """
@@ -419,7 +422,10 @@ class Agent:
     def evolve(self, **changes: Any) -> Agent:
         """A copy of this agent with some fields changed."""
         refuse_run_options("evolve()", changes, _agent_run_options())
-        refuse_model_options("evolve()", changes, changes.get("model", self.model))
+        model = changes.get("model", self.model)
+        refuse_model_options("evolve()", changes, model)
+        if changes.get("settings"):
+            refuse_model_options("evolve()", changes["settings"], model, keywords=False)
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
         settings = {**fields.pop("settings"), **changes.pop("settings", {})}
         fields.update(changes)

@@ -10,9 +10,10 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent import Agent, _Answers
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
-from toolfold.runtime._model import Model
+from toolfold.runtime._model import CLIENT_OPTIONS, Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
     Approval,
@@ -124,7 +125,7 @@ def generate_text(
         refuse_run_options(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
-        refuse_model_options("generate_text()", settings, model)
+        refuse_model_options("generate_text()", settings, model, agent="Agent(model, ")
     options = _one_off(locals())
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
@@ -156,7 +157,7 @@ async def agenerate_text(
         refuse_run_options(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
-        refuse_model_options("agenerate_text()", settings, model)
+        refuse_model_options("agenerate_text()", settings, model, agent="Agent(model, ")
     options = _one_off(locals())
     if isinstance(options, Agent):
         return await options.arun(
@@ -232,7 +233,9 @@ def _resume_agent(
         name=state.agent,  # the agent running the state now (after a handoff too)
         tools=tools,
         output_type=output_type,
-        settings=config.settings,
+        # (a state saved before a key in settings was refused keeps it: the run
+        # sends it as before, but no agent can be built with it; see _check_stored)
+        settings={k: v for k, v in config.settings.items() if k not in CLIENT_OPTIONS},
         instructions=config.instructions,
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
@@ -349,7 +352,10 @@ def state_of(error: BaseException) -> RunState | None:
     traceback shows, nearest first: its cause (``raise ... from err``) and
     its context (an error raised while handling ``err``, as a ``raise
     ValueError(...)`` in an ``except RunError:`` block), unless ``raise ...
-    from None`` hid it.
+    from None`` hid it. A context is followed only from an error that is no
+    `ToolfoldError`: a toolfold error without a state is a failure of its own
+    (a fallback ``generate_text`` that fails in an ``except RunError:`` block
+    gives None, not the first run's state); its cause is still followed.
 
     Example:
         >>> try:
@@ -382,6 +388,13 @@ def state_of(error: BaseException) -> RunState | None:
         # The chain a traceback prints: asyncio's re-made exceptions keep the
         # cancelled one as their context, and an error raised while handling a
         # run's error (a wrapper in an ``except`` block) has it as its context.
-        if exc.__context__ is not None and not exc.__suppress_context__:
+        # Not a toolfold error's context: one without a state is a failure of
+        # its own (a fallback run's, raised while handling another run's error),
+        # not the failure of the run it was raised next to.
+        if (
+            exc.__context__ is not None
+            and not exc.__suppress_context__
+            and not isinstance(exc, ToolfoldError)
+        ):
             todo.append(exc.__context__)
     return None

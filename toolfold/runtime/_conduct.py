@@ -64,7 +64,7 @@ from toolfold.runtime.core._approval import dispositions
 from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import RunTools
-from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted
+from toolfold.runtime.core._events import Event, ModelResponded, OutputAccepted, planned_output
 from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import Message, TextPart, Usage, freeze, thaw
 from toolfold.runtime.core._next import next_effect
@@ -263,7 +263,7 @@ def events_of(records: list[_Record]) -> list[Event]:
         elif kind is Answered:
             response = answer_response(record.answer_text(), record.reason)  # type: ignore[union-attr]
             events.append(_responded_event(response, ()))
-            events.append(OutputAccepted(record.plain))  # type: ignore[union-attr]
+            events.append(OutputAccepted(planned_output(record.plain)))  # type: ignore[union-attr]
         else:
             parts = step_calls(record)  # type: ignore[arg-type]
             events.append(_responded_event(calls_response(parts), _EXECUTE * len(parts)))
@@ -782,7 +782,8 @@ def _accepted(live: Live, answer: Final | None, text: str) -> OutputAccepted:
     """The event accepting the planner's answer ``text`` (``answer``: its value, when known)."""
     if answer is not None and (type(answer.value) is str or answer.decoded):
         # The planner's text answer, or steps' decoded outputs: its JSON gives them back unchanged.
-        return OutputAccepted(answer.value)
+        return OutputAccepted(planned_output(answer.value))
     assert live.output is not None  # a workflow's run always has its output schema
     _, plain = live.output.parse(text)  # the planner wrote it: never rejected
-    return OutputAccepted(plain)
+    # (the workflow's own data: it may nest deeper than a model's text may)
+    return OutputAccepted(planned_output(plain))

@@ -32,7 +32,7 @@ from toolfold.runtime._task import (
 )
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._build import new_tuple
-from toolfold.runtime.core._messages import FrozenDict
+from toolfold.runtime.core._messages import frozen_dict
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.toolkit._results import describe_exception
 
@@ -355,7 +355,7 @@ class Route(Workflow):
         routing = as_task(router) if is_step else router
         # Read-only: the workflow is checked (labels, references) once, here.
         labelled, twice = _labelled(branches)
-        tasks_by_label = FrozenDict(
+        tasks_by_label = frozen_dict(
             {label: as_task(step) for label, step in (labelled or {}).items()}
         )
         fallback = as_task(default) if default is not None else None

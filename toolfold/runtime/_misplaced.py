@@ -9,10 +9,13 @@ The options are read from the run methods' signatures, so a new one is covered
 as soon as it exists.
 
 The options of `toolfold.model` (``api_key=``, ``base_url=``, ``timeout=``...)
-are refused as model settings too, given as keywords or in ``settings={...}``:
-a key given so was sent in every request body and stored, in plain text, in the
-run's state, the agent's repr and its agent file. The error names the option,
-never its value.
+are refused as model settings too: a key given so was sent in every request
+body and stored, in plain text, in the run's state, the agent's repr and its
+agent file. A credential or a client option (``api_key``, ``base_url``,
+``http_client``...) is refused however given; the others (``timeout``,
+``retry``, ``headers``...) only as a bare keyword, since a provider's request
+body may have a field of that name (given in ``settings={...}``). The error
+names the option, never its value.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
-from toolfold.runtime._model import MODEL_OPTIONS
+from toolfold.runtime._model import CLIENT_OPTIONS, MODEL_OPTIONS
 
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -91,9 +94,20 @@ def refuse_run_options(
 
 
 def refuse_model_options(
-    caller: str, given: Mapping[str, Any], model: object, *, keywords: bool = True
+    caller: str,
+    given: Mapping[str, Any],
+    model: object,
+    *,
+    keywords: bool = True,
+    agent: str = "",
 ) -> None:
     """Raise a `UsageError` naming ``caller`` if ``given`` (its model settings) has a model option.
+
+    A credential or a client option (`CLIENT_OPTIONS`: ``api_key``,
+    ``base_url``...) is refused however given. Another option of the model
+    (``timeout``, ``retry``, ``headers``...) is refused only as a bare keyword
+    (``keywords``): in ``settings={...}`` it is a field of the request body
+    (orq.ai's ``timeout`` and ``retry``), or one a user's own model reads.
 
     Args:
         caller: The call, as the error names it (``"Agent()"``).
@@ -102,14 +116,17 @@ def refuse_model_options(
             the hint).
         keywords: The settings were given as keywords (``api_key=...``),
             not in ``settings={...}``.
+        agent: How a setting of such a name is given instead, before
+            ``settings={...}`` (as `refuse_run_options`'s).
 
     Raises:
-        UsageError: A key of ``given`` is an option of `toolfold.model`; the
-            error names every such key, and no value (it may be a secret).
+        UsageError: A key of ``given`` is refused; the error names every such
+            key, and no value (it may be a secret).
     """
-    if MODEL_OPTIONS.isdisjoint(given):  # the usual case: one set test
+    refused = MODEL_OPTIONS if keywords else CLIENT_OPTIONS
+    if refused.isdisjoint(given):  # the usual case: one set test
         return
-    named = [name for name in given if name in MODEL_OPTIONS]
+    named = [name for name in given if name in refused]
     shown = (
         ", ".join(f"{name}=" for name in named)
         if keywords
@@ -120,9 +137,24 @@ def refuse_model_options(
     example = (
         f"agent.evolve(model={made})" if caller == "evolve()" else f"{caller[:-2]}({made}, ...)"
     )
+    fields = [name for name in named if name not in CLIENT_OPTIONS]
+    body = (
+        f"; if {'it is a field' if len(fields) == 1 else 'they are fields'} of the provider's "
+        f"request body, give {'it' if len(fields) == 1 else 'them'} in {agent}settings="
+        f"{{{', '.join(f'{name!r}: ...' for name in fields)}}}{')' if agent else ''}"
+        if fields
+        else ""
+    )
     raise UsageError(
         f"{caller} got {shown}: {'an option' if len(named) == 1 else 'options'} of the "
         f"model, not a model setting (it would be "
         f"sent to the provider in every request body and stored in the run's state): pass "
-        f"it to the model, e.g. {example}"
+        f"it to the model, e.g. {example}{body}"
     )
+
+
+def client_options(given: Mapping[str, Any]) -> list[str]:
+    """The keys of ``given`` (model settings) that are a credential or a client option, in order."""
+    if CLIENT_OPTIONS.isdisjoint(given):
+        return []
+    return [name for name in given if name in CLIENT_OPTIONS]

@@ -76,6 +76,17 @@ MODEL_OPTIONS = frozenset(
     }
 )
 
+#: The options of `MODEL_OPTIONS` that are a credential or a client object
+#: (how to reach the provider): refused as a model setting however given,
+#: ``Agent(m, api_key=...)`` or ``settings={"api_key": ...}``. The others
+#: (``timeout``, ``retry``, ``headers``, ``server``...) are ordinary names a
+#: provider's request body may have (orq.ai takes ``timeout`` and ``retry``
+#: objects), or a user's own model may read: refused only as a bare keyword,
+#: taken in ``settings={...}``.
+CLIENT_OPTIONS = frozenset(
+    {"api_key", "async_http_client", "base_url", "http", "http_client", "limits", "trust_env"}
+)
+
 
 def register_provider(prefix: str, factory: ModelFactory) -> None:
     """Make ``prefix:model-name`` strings resolve through ``factory``.

@@ -32,6 +32,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     freeze,
+    frozen_dict,
     thaw,
 )
 from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResponse, OutputSpec
@@ -334,17 +335,17 @@ def _step_call(call: Call) -> ToolCallPart:
     input_ = call.input
     if type(input_) is str and not call.values:  # the usual step call: text, no values
         text = _text_envelope(input_)
-        arguments = FrozenDict(input=input_, values=_NO_VALUES)
+        arguments = frozen_dict(input=input_, values=_NO_VALUES)
     else:
         values = dict(call.values)
         text = json.dumps({"input": input_, "values": values})
         # Frozen as it is built (the part's converter would keep it): only the
         # input and the values can nest, and they are frozen once each.
-        arguments = FrozenDict(input=freeze(input_), values=freeze(values))
+        arguments = frozen_dict(input=freeze(input_), values=freeze(values))
     return _call_part(call.call_id, call.task.name, text, arguments, _NO_VALUES)
 
 
-_NO_VALUES = FrozenDict()
+_NO_VALUES = frozen_dict()
 NO_VALUES: Mapping[str, Any] = _NO_VALUES
 """The values of a call whose step's templates need none (what `Plan.call` gives it)."""
 

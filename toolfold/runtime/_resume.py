@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from toolfold._errors import InvalidEventError, UsageError
+from toolfold.runtime._model import CLIENT_OPTIONS
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
     Approval,
@@ -453,10 +454,26 @@ def _cannot_continue(state: RunState, limit: int) -> UsageError:
     )
 
 
+def _settings_kept(stored: RunConfig, given: RunConfig) -> Mapping[str, Any]:
+    """The stored settings, less a credential or client option (`CLIENT_OPTIONS`) ``given`` lacks.
+
+    A state saved before ``settings={"api_key": ...}`` was refused keeps that
+    setting (the run sends it as it did); no agent can have it now, so the
+    resuming agent is not asked to.
+    """
+    settings = stored.settings
+    if CLIENT_OPTIONS.isdisjoint(settings):  # the usual case: one set test
+        return settings
+    return {k: v for k, v in settings.items() if k not in CLIENT_OPTIONS or k in given.settings}
+
+
 def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) -> None:
     """Refuse options whose stored part differs from the run's (``failed``: an error's state)."""
     differ = [
-        name for field, name in _STORED.items() if getattr(stored, field) != getattr(given, field)
+        name
+        for field, name in _STORED.items()
+        if (_settings_kept(stored, given) if field == "settings" else getattr(stored, field))
+        != getattr(given, field)
     ]
     if not differ:
         return

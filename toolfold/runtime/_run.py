@@ -33,7 +33,7 @@ from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
     Event,
 )
-from toolfold.runtime.core._messages import FrozenDict, Message, TextPart
+from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
@@ -446,7 +446,7 @@ def _alive(refs: tuple[weakref.ref[Tool[..., Any]], ...], tools: tuple[Any, ...]
 # A run's live half, from the options' own values (see `builder`): one per run.
 _live = builder(Live)
 # The handoffs of a run without any: read-only, as its `Live` may be shared.
-_NO_HANDOFFS: Mapping[str, Handover] = FrozenDict()
+_NO_HANDOFFS: Mapping[str, Handover] = frozen_dict()
 
 
 def _made_key(

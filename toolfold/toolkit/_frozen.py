@@ -8,7 +8,7 @@ read-only value (`toolfold.runtime` exports them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 __all__ = ["FrozenDict", "FrozenList", "freeze", "thaw"]
@@ -43,6 +43,10 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
     frozen too (nested mappings become `FrozenDict`, lists and tuples
     `FrozenList`). It hashes when its values do, consistently with ``==``.
     `thaw` gives a plain, independent deep copy to change.
+
+    Where a value must be JSON a saved state gives back equal (a call's
+    arguments, an output, a run's setting), one built by ``FrozenDict(...)``
+    is checked as a plain dict is.
     """
 
     __slots__ = ()
@@ -51,8 +55,9 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
 
     @classmethod
     def _made(cls, *args: Any, **kwargs: Any) -> FrozenDict:
+        # (a caller's: not known to be JSON, so checked where JSON must go; see `frozen_dict`)
         plain = dict(*args, **kwargs)
-        return new_frozen_dict(cls, {k: freeze(v) for k, v in plain.items()})
+        return new_frozen_dict(CallersDict, {k: freeze(v) for k, v in plain.items()})
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset(dict.items(self)))
@@ -67,7 +72,8 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
         return copied
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenDict, (dict(self),))
+        # (toolfold's own comes back its own; a caller's, `CallersDict`, a caller's)
+        return (frozen_dict if type(self) is FrozenDict else FrozenDict, (dict(self),))
 
     def __copy__(self) -> FrozenDict:
         return self
@@ -90,7 +96,7 @@ class FrozenList(list[Any], metaclass=_Sealed):
     @classmethod
     def _made(cls, *args: Any, **kwargs: Any) -> FrozenList:
         plain: list[Any] = list(*args, **kwargs)
-        return new_frozen_list(cls, [freeze(v) for v in plain])
+        return new_frozen_list(CallersList, [freeze(v) for v in plain])
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(self))
@@ -105,13 +111,39 @@ class FrozenList(list[Any], metaclass=_Sealed):
         return copied
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenList, (list(self),))
+        return (frozen_list if type(self) is FrozenList else FrozenList, (list(self),))
 
     def __copy__(self) -> FrozenList:
         return self
 
     def __deepcopy__(self, memo: Any) -> FrozenList:
         return self
+
+
+class CallersDict(FrozenDict):
+    """A `FrozenDict` a caller built (``FrozenDict(...)``): its values are not known to
+    be JSON, so where JSON must go (arguments, an output, a setting) it is checked,
+    where toolfold's own (decoded, checked or loaded: exactly `FrozenDict`) is taken."""
+
+    __slots__ = ()
+
+
+class CallersList(FrozenList):
+    """A `FrozenList` a caller built (see `CallersDict`)."""
+
+    __slots__ = ()
+
+
+def frozen_dict(*args: Any, **kwargs: Any) -> FrozenDict:
+    """A `FrozenDict` of toolfold's own (its values frozen), taken unchecked where JSON
+    must go: for values toolfold made, never a caller's (``FrozenDict(...)`` is checked)."""
+    plain = dict(*args, **kwargs)
+    return new_frozen_dict(FrozenDict, {k: freeze(v) for k, v in plain.items()})
+
+
+def frozen_list(items: Iterable[Any] = ()) -> FrozenList:
+    """A `FrozenList` of toolfold's own (see `frozen_dict`)."""
+    return new_frozen_list(FrozenList, [freeze(v) for v in items])
 
 
 def new_frozen_dict(cls: type[FrozenDict], items: Mapping[str, Any]) -> FrozenDict:

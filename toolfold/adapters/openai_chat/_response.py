@@ -20,7 +20,6 @@ from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
-    FrozenDict,
     Message,
     Part,
     ReasoningPart,
@@ -28,6 +27,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     Usage,
     freeze,
+    frozen_dict,
 )
 from toolfold.runtime.core._request import FinishReason, ModelResponse
 
@@ -385,7 +385,7 @@ def content_chunks(content: list[Any], at: str) -> list[tuple[bool, str]]:
 
 
 # Already frozen: the call keeps it as is instead of freezing a new empty dict.
-_NO_EXTRA: Mapping[str, Any] = FrozenDict()
+_NO_EXTRA: Mapping[str, Any] = frozen_dict()
 
 
 def call_extra(raw: Mapping[str, Any], at: str) -> Mapping[str, Any]:

@@ -8,7 +8,6 @@ resumed in another process by re-attaching tools and the model by name.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -18,15 +17,19 @@ from toolfold._errors import UsageError
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
     EMPTY_MAPPING,
+    SETTING_MAX_DEPTH,
     FrozenDict,
     FrozenList,
     Message,
-    freeze,
+    NotJSONError,
+    frozen_dict,
+    frozen_output,
 )
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition, type_problem
 from toolfold.runtime.core._same_json import frozen_schema
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
+from toolfold.toolkit._frozen import CallersDict
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -93,116 +96,78 @@ def _tool_specs(owner: Any, attribute: attrs.Attribute[Any], value: tuple[Any, .
 def _setting_names(owner: Any, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
     if type(value) is not FrozenDict and not isinstance(value, Mapping):
         raise UsageError(type_problem("RunConfig.settings", value, "a mapping or None"))
-    for key, setting in value.items():
+    for key in value:
         if type(key) is not str and not isinstance(key, str):  # (exact type first)
             raise UsageError(
                 f"RunConfig.settings: a setting's name must be a str, got "
                 f"{type(key).__name__} {short(key)} (a saved state would load it back as text)"
             )
-        if type(setting) not in _JSON_ATOMS and not _is_json(setting):
-            _check_json(setting, f"RunConfig.settings[{key!r}]")
 
 
-def _is_json(value: Any) -> bool:
-    """Whether `RunState.to_json` can write ``value`` (frozen: a `FrozenDict`, a
-    `FrozenList`); exact types first, the path found only for a refusal (`_check_json`)."""
-    kind = type(value)
-    if kind in _JSON_ATOMS:
-        return True
-    if kind is FrozenDict:
-        return all(type(k) is str for k in value) and all(_is_json(v) for v in value.values())
-    if kind is FrozenList:
-        return all(_is_json(v) for v in value)
-    return False
-
-
-_JSON_ATOMS = frozenset({str, int, float, bool, type(None)})
-_JSON_KEYS = (str, int, float, bool, type(None))  # what json.dumps writes as a key (as text)
-
-
-def _check_json(value: Any, path: str) -> None:
-    """Refuse what `RunState.to_json` could not write in a setting, naming its path.
-
-    JSON's kinds only (a NaN or an infinity is written as text, so it passes);
-    the value is frozen already: a mapping is a `FrozenDict`, a list or tuple a
-    `FrozenList`.
-
-    Raises:
-        UsageError: A value or a key of another kind (a set, an object).
-    """
-    if isinstance(value, (str, int, float)) or value is None:
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, _JSON_KEYS):
-                raise UsageError(
-                    f"{path}: a key must be a str, got {type(key).__name__} {short(key)} "
-                    "(the setting is stored with the run as JSON)"
-                )
-            _check_json(item, f"{path}[{key!r}]")
-        return
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]")
-        return
-    raise UsageError(
-        type_problem(
-            path,
-            value,
-            "JSON data (str, number, bool, None, or lists and dicts of them: the setting "
-            "is stored with the run)",
-        )
-    )
+_JSON_ATOMS = frozenset({str, float, bool, type(None)})  # (an int: its digits are checked)
 
 
 def _settings(value: Any) -> Mapping[str, Any]:
-    """The config's own deep read-only copy of ``settings`` (a `FrozenDict` as it is).
+    """The config's own deep read-only copy of ``settings``, each setting checked as
+    `frozen_json` checks (a saved state's JSON gives it back equal), to
+    `SETTING_MAX_DEPTH` levels (the user's data, not a model's text).
 
     A settings dict the caller keeps (an agent's ``settings``) can change
     afterwards without reaching into a saved state, and the config's cannot
-    change at all (it is shared by every run made with equal options).
+    change at all (it is shared by every run made with equal options). A
+    nested key JSON writes as text (``logit_bias``'s token ids) is that text
+    from the start. A setting that is toolfold's own `FrozenDict` or
+    `FrozenList` is taken as it is (one a caller built is checked): one read
+    from a saved state's JSON (states saved before the
+    depth was checked load as they did), or from another config.
+
+    Raises:
+        UsageError: A setting is no JSON (a set, an object), has a key JSON
+            does not write (a tuple), two keys written as the same text, an
+            int too long for JSON text, or nests too deep; the error names
+            its path (``RunConfig.settings['k']['a']``).
     """
     if value is None:
         return EMPTY_MAPPING
-    kind = type(value)
-    if kind is dict or kind is FrozenDict or isinstance(value, Mapping):  # (exact types first)
-        frozen: Mapping[str, Any] = freeze(value)
-        for key, setting in frozen.items():
-            if type(setting) not in _JSON_ATOMS and type(key) is str and not _is_json(setting):
-                # A nested key JSON writes as text (``logit_bias``'s token ids) is
-                # text from the start, so a saved state loads back equal to this one.
-                texts = {
-                    k: _keys_as_text(v, f"RunConfig.settings[{k!r}]") for k, v in frozen.items()
-                }
-                return cast(Mapping[str, Any], freeze(texts))
-        return frozen
-    return cast(Mapping[str, Any], value)  # refused by `_setting_names`, naming its type
+    if type(value) is not dict and not isinstance(value, Mapping):
+        return cast(Mapping[str, Any], value)  # refused by `_setting_names`, naming its type
+    frozen: dict[Any, Any] = {}
+    # (a caller's FrozenDict: its nested frozen values are the caller's too)
+    own = type(value) is not CallersDict
+    for key, setting in value.items():
+        kind = type(setting)
+        if kind in _JSON_ATOMS or (own and (kind is FrozenDict or kind is FrozenList)):
+            frozen[key] = setting
+        else:
+            frozen[key] = _frozen_setting(key, setting)
+    if type(value) is FrozenDict and all(frozen[k] is v for k, v in value.items()):
+        return cast(Mapping[str, Any], value)  # (unchanged: a loaded state's, another config's)
+    return cast(Mapping[str, Any], frozen_dict(frozen))
 
 
-def _keys_as_text(value: Any, path: str) -> Any:
-    """``value`` (frozen) with its mappings' int, float, bool and None keys as the text
-    `json.dumps` writes for them; what is no JSON stays for `_check_json` to refuse.
-
-    Raises:
-        UsageError: Two keys of one mapping that would be written as the same text
-            (``{1: ..., "1": ...}``): one would be lost when the state is saved.
-    """
-    if isinstance(value, Mapping):
-        texts: dict[Any, Any] = {}
-        keys: dict[Any, Any] = {}  # each text's key as given
-        for key, item in value.items():
-            text = json.dumps(key) if isinstance(key, _JSON_KEYS[1:]) else key
-            if text in texts:
-                raise UsageError(
-                    f"{path}: the keys {keys[text]!r} and {key!r} are both written "
-                    f"{short(text)} in JSON (the setting is stored with the run as JSON)"
-                )
-            keys[text] = key
-            texts[text] = _keys_as_text(item, f"{path}[{key!r}]")
-        return texts
-    if isinstance(value, list):
-        return [_keys_as_text(item, f"{path}[{index}]") for index, item in enumerate(value)]
-    return value
+def _frozen_setting(key: Any, setting: Any) -> Any:
+    """``setting`` frozen by `frozen_output` (to `SETTING_MAX_DEPTH` levels); a refusal
+    names ``RunConfig.settings[key]...``."""
+    try:
+        return frozen_output(setting, SETTING_MAX_DEPTH)
+    except NotJSONError as error:
+        path = f"RunConfig.settings[{key!r}]{error.path}"
+        stored = "the setting is stored with the run as JSON"
+        if error.refused == "value":
+            problem = type_problem(
+                path,
+                error.got,
+                "JSON data (str, number, bool, None, or lists and dicts of them: the setting "
+                "is stored with the run)",
+            )
+        elif error.refused == "key":
+            got = error.got
+            problem = (
+                f"{path}: a key must be a str, got {type(got).__name__} {short(got)} ({stored})"
+            )
+        else:
+            problem = f"{path}: {error.problem} ({stored})"
+        raise UsageError(problem) from None
 
 
 _definition = builder(ToolDefinition)

@@ -26,6 +26,7 @@ from toolfold.runtime.core._messages import (
     as_item,
     content_tuple,
     frozen_json,
+    frozen_output,
 )
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState, refreeze_on_unpickle
@@ -223,6 +224,25 @@ class ToolResultsProvided:
 
     results: tuple[ToolResultPart, ...] = attrs.field(converter=_results)
     kind: Literal["tool_results_provided"] = "tool_results_provided"
+
+
+def planned_output(value: Any) -> Any:
+    """A workflow's output (its planner's: the workflow's own data) frozen for
+    `OutputAccepted`, allowed to nest deeper than a model's (`frozen_output`).
+
+    Raises:
+        UsageError: The value is no JSON a saved state could hold; it names where.
+    """
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList or kind is str:
+        return value
+    try:
+        return frozen_output(value)
+    except NotJSONError as error:
+        raise UsageError(
+            f"OutputAccepted.value{error.path}: {error.problem}; an output is JSON data, "
+            "stored with the run"
+        ) from None
 
 
 def _output_value(value: Any) -> Any:

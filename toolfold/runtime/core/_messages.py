@@ -15,6 +15,8 @@ from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.toolkit._frozen import FrozenDict as FrozenDict
 from toolfold.toolkit._frozen import FrozenList as FrozenList
 from toolfold.toolkit._frozen import freeze as freeze
+from toolfold.toolkit._frozen import frozen_dict as frozen_dict
+from toolfold.toolkit._frozen import frozen_list as frozen_list
 from toolfold.toolkit._frozen import new_frozen_dict, new_frozen_list
 from toolfold.toolkit._frozen import thaw as thaw
 
@@ -57,12 +59,20 @@ class NotJSONError(ValueError):
     Attributes:
         path: Where in the value, as subscripts (``['a'][0]``); "" for the value itself.
         problem: What is wrong there.
+        refused: What was refused: ``"value"`` (no JSON kind) or ``"key"`` (no
+            JSON object key), ``got`` being it; None for the others (a clash,
+            a depth, a huge int).
+        got: The value or key refused (``refused``), else None.
     """
 
-    def __init__(self, problem: str) -> None:
+    def __init__(
+        self, problem: str, refused: Literal["value", "key"] | None = None, got: object = None
+    ) -> None:
         super().__init__(problem)
         self.steps: list[str] = []  # innermost first, added on the way out
         self.problem = problem
+        self.refused = refused
+        self.got = got
 
     @property
     def path(self) -> str:
@@ -106,6 +116,34 @@ def frozen_json(value: Any) -> Any:
     return _checked(value, 0)
 
 
+#: How deep a workflow's own output (its planner's, from its steps' values) may
+#: nest: not a model's text, so not held to `MAX_DEPTH`, but a state holding it
+#: must still save and load (JSON's and Python's recursion bound that well above).
+OUTPUT_MAX_DEPTH = 400
+
+
+#: How deep a run's setting may nest: the user's own data too, and a state holding
+#: one nested this deep saves, loads and resumes (as states saved before the depth
+#: was checked did; a few levels more, and Python's recursion failed them).
+SETTING_MAX_DEPTH = 300
+
+
+def frozen_output(value: Any, levels: int = OUTPUT_MAX_DEPTH) -> Any:
+    """The user's own data (a workflow's output, a run's setting) frozen and
+    checked as `frozen_json` does, but allowed to nest ``levels`` levels (as
+    a state saved before the depth was checked holds it).
+
+    Raises:
+        NotJSONError: As `frozen_json`'s, the depth being ``levels``.
+    """
+    try:
+        return _checked(value, MAX_DEPTH - levels)  # (the same walk, started lower)
+    except NotJSONError as error:
+        if error.problem == _TOO_DEEP:
+            error.problem = f"nested more than {levels} levels deep"
+        raise
+
+
 def _checked(value: Any, depth: int) -> Any:
     # Recursion bounded by `MAX_DEPTH`; each level adds its step to the path on the way
     # out. Items that are text, floats, booleans, None or ints in bounds (most) are
@@ -132,7 +170,9 @@ def _checked(value: Any, depth: int) -> Any:
         return _checked_array(value, depth)
     raise NotJSONError(
         f"{type(value).__name__} {short(value)} is no JSON value (text, a number, a boolean, "
-        "None, a dict with text keys or a list), which a saved state could not hold"
+        "None, a dict with text keys or a list), which a saved state could not hold",
+        "value",
+        value,
     )
 
 
@@ -203,9 +243,16 @@ def _key_text(key: Any) -> str:
     ):
         text: str = json.dumps(key)
         return text
+    if isinstance(key, int) and not isinstance(key, bool):  # (its repr would raise)
+        raise NotJSONError(
+            f"an int key of over {MAX_INT_DIGITS:,} digits, which Python does not write "
+            "as JSON text by default (give it as a str)"
+        )
     raise NotJSONError(
         f"the key {type(key).__name__} {short(key)} is no JSON object key "
-        "(text, or a number, boolean or None that JSON writes as text)"
+        "(text, or a number, boolean or None that JSON writes as text)",
+        "key",
+        key,
     )
 
 
@@ -261,7 +308,7 @@ def decoded_arguments(text: str) -> Mapping[str, Any] | None:
     return frozen
 
 
-EMPTY_MAPPING: FrozenDict = FrozenDict()
+EMPTY_MAPPING: FrozenDict = frozen_dict()
 """The empty read-only mapping, shared (a default of ``provider_data`` and settings)."""
 
 

@@ -13,6 +13,7 @@ from toolfold.runtime.core._messages import (
     Message,
     ToolCallPart,
     Usage,
+    frozen_dict,
 )
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._same_json import frozen_schema
@@ -69,7 +70,7 @@ def _usage_and_finish_reason(owner: Any, attribute: attrs.Attribute[Any], value:
     _finish_reason(owner, attribute, value)
 
 
-_EMPTY_OBJECT = FrozenDict(type="object", properties=FrozenDict())
+_EMPTY_OBJECT = frozen_dict(type="object", properties=frozen_dict())
 
 
 def type_problem(field: str, value: object, expected: str) -> str:

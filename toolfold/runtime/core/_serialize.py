@@ -32,6 +32,7 @@ from cattrs.v import format_exception
 
 from toolfold._errors import InvalidEventError, SerializationError, UsageError
 from toolfold.runtime.core import _state
+from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
 from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS, canonical_number
@@ -291,8 +292,9 @@ def _at_field(cls: type[Any], exc: UsageError) -> None:
 
 
 # A schema read from JSON: frozen as it is structured (see `_own_class_hooks`). So are
-# a call's arguments, provider data and an output: JSON just read, which the fields' converters then
-# keep as they are (a state saved before they checked nesting depth loads as it did).
+# a call's arguments, provider data, an output and a run's settings: JSON just read, which
+# the fields' converters then keep as they are (a state saved before they checked nesting
+# depth loads as it did).
 _SCHEMA_FIELDS = frozenset(
     {
         (ToolDefinition, "parameters"),
@@ -301,6 +303,7 @@ _SCHEMA_FIELDS = frozenset(
         (ToolCallPart, "provider_data"),
         (ReasoningPart, "provider_data"),
         (OutputAccepted, "value"),
+        (RunConfig, "settings"),
     }
 )
 

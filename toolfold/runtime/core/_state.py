@@ -23,6 +23,7 @@ from toolfold.runtime.core._messages import (
     Usage,
     as_item,
     freeze,
+    frozen_dict,
     held,
     wrong_argument,
 )
@@ -110,12 +111,12 @@ class RunFailure:
     tool_name: str | None = None
 
 
-_NO_FAILURES: Mapping[str, int] = FrozenDict()
+_NO_FAILURES: Mapping[str, int] = frozen_dict()
 
 
 def _counts(value: Mapping[str, int]) -> Mapping[str, int]:
     # Read-only, and never the caller's dict: states share it safely.
-    return value if type(value) is FrozenDict else FrozenDict(value)
+    return value if type(value) is FrozenDict else frozen_dict(value)
 
 
 #: The phases of a run that has ended (`RunState.is_done`).

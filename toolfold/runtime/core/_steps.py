@@ -37,6 +37,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    frozen_dict,
     is_count_value,
     part_problem,
     parts_fit,
@@ -678,7 +679,7 @@ def _commit(state: RunState, changes: Changes) -> None:
                 counts.pop(call.call.name, None)
         for name in failed:
             counts[name] = counts.get(name, 0) + 1
-        failures = FrozenDict(counts)
+        failures = frozen_dict(counts)
     changes["conversation"] = conversation.append(_message("tool", tuple(results)))
     changes["failures"] = failures
     for call in calls if failed else ():
