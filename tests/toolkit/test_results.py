@@ -254,6 +254,27 @@ def test_models_with_model_dump_are_dumped() -> None:
     assert format_result([FakeModel()]) == '[{"id":1,"at":"2024-01-01T00:00:00"}]'
 
 
+class HugeModel:
+    """A pydantic-style model whose dump holds an int past the digit limit."""
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        assert mode == "json"
+        return {"n": 10**5000, "x": float("inf")}
+
+
+def test_a_huge_int_inside_a_nested_model_is_written_in_full() -> None:
+    """A huge int in what a model inside a list or dict dumps is its digits, the rest JSON."""
+    inner = f'{{"n":{_digits(10**5000)},"x":"Infinity"}}'
+    assert format_result([HugeModel()]) == f"[{inner}]"
+    assert format_result({"m": HugeModel(), "k": 1}) == f'{{"m":{inner},"k":1}}'
+
+
+def test_many_huge_ints_each_land_in_their_own_place() -> None:
+    """Each of many huge ints (placeholders 1 and 10 alike) is written where it stood."""
+    values = [10**4400 + i for i in range(12)]
+    assert format_result(values) == "[" + ",".join(_digits(v) for v in values) + "]"
+
+
 def test_an_unknown_object_alone_is_sent_as_its_text() -> None:
     """An object with no JSON form returned on its own is its str(), not a quoted string."""
     assert format_result(Opaque()) == "opaque thing"
