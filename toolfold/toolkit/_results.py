@@ -216,9 +216,12 @@ def format_result(value: Any) -> str:
                 if dumped is _NOTHING:
                     return str(value)
                 data = dumped
-        if type(data) in _CONTAINERS and _keys_clash(data):
+        text = _dumps(data)
+        # Keys may clash only where JSON wrote a key that was no text, which reads as a
+        # number, true, false or null (a key of text may too: then the dicts are walked).
+        if type(data) in _CONTAINERS and _key_of_no_text(text) and _keys_clash(data):
             return safe_repr(value)
-        return _dumps(data)
+        return text
     except Exception:
         return safe_repr(value)
 
@@ -260,6 +263,10 @@ def _huge_placeholder() -> re.Pattern[str]:
     return re.compile(f'"{mark}([0-9]+){mark}"')
 
 
+# The end of a key json writes from an int, a float (its repr ends in a digit), a bool
+# or None: found in the text, C-fast, by its '":' (a quote inside a string is escaped).
+# Keys of text may match too ("id2", "true"): the dicts are then walked (`_keys_clash`).
+_key_of_no_text = re.compile(r'":(?:(?<=[0-9]":)|(?<=true":)|(?<=false":)|(?<=null":))').search
 _CONTAINERS = frozenset({dict, list})
 _is_container = _CONTAINERS.__contains__
 _ONLY_TEXT = frozenset({str})
