@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, ExtraToolsWarning, Response, RunState, Tool, generate_text, resume, tool
+from toolfold import (
+    Agent,
+    ExtraToolsWarning,
+    Response,
+    RunState,
+    Tool,
+    aresume,
+    generate_text,
+    resume,
+    tool,
+)
 from toolfold.runtime import Handoff
 from toolfold.testing import ScriptedModel
 
@@ -180,3 +190,31 @@ def test_the_live_definitions_end_at_a_handoff() -> None:
     handed = [t.name for t in model.requests[-1].tools]
     assert "extra" in handed  # billing's tools, not the resume's
     assert "lookup" not in handed
+
+
+async def _aresume_functional(state: RunState, model: ScriptedModel, tools: list[Any]) -> None:
+    await aresume(state, model=model, tools=tools, max_steps=5)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        _resume_functional,
+        _resume_agent,
+        _resume_stream,
+        _aresume_agent,
+        lambda s, m, t: asyncio.run(_aresume_functional(s, m, t)),
+    ],
+    ids=["resume", "Agent.resume", "Agent.resume_stream", "Agent.aresume", "aresume"],
+)
+def test_the_extra_tools_warning_points_at_the_user_s_call(run: Any) -> None:
+    """ExtraToolsWarning names the file of the user's resume call, not toolfold's, and
+    speaks of one tool in the singular."""
+    model = ScriptedModel([call("lookup", {"n": 1}), "done"])
+    state = _suspended(model)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run(state, model, [lookup, extra])
+    found = [w for w in seen if issubclass(w.category, ExtraToolsWarning)]
+    assert [w.filename for w in found] == [__file__]
+    assert "tool 'extra' is not offered" in str(found[0].message)

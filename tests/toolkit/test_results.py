@@ -169,6 +169,39 @@ def test_keys_of_other_types_that_do_not_clash_stay_json() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {1.5: "a", "1.5": "b"},
+        [{-3: "a", "-3": "b"}],
+        {"x": [{1e-05: 1, "1e-05": 2}]},
+        {False: 0, "false": 1},
+        {10**5000: "a", _digits(10**5000): "b"},
+    ],
+    ids=["float", "negative int", "float with exponent", "false", "huge int"],
+)
+def test_every_kind_of_key_that_is_no_text_is_checked_for_a_clash(value: Any) -> None:
+    """Floats, negative ints, booleans and huge ints as keys are found to clash with text."""
+    expected = "<unprintable dict>" if 10**5000 in value else repr(value)  # (repr refuses it)
+    assert format_result(value) == expected
+
+
+def test_results_whose_keys_are_all_text_are_not_walked_for_clashes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk over every dict for clashing keys is skipped when no key could be no text."""
+
+    def walked(data: Any) -> bool:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr("toolfold.toolkit._results._keys_clash", walked)
+    value = [{"id": i, "name": f"n{i}", "tags": ["a", "b"], "meta": {"x": i}} for i in range(3)]
+    assert json.loads(format_result(value)) == value
+    assert (
+        format_result({"a": 'say "1": or true": here'}) == '{"a":"say \\"1\\": or true\\": here"}'
+    )
+
+
 def test_bytes_become_text_or_base64() -> None:
     """UTF-8 bytes are sent as text, other bytes as base64."""
     assert format_result({"a": b"caf\xc3\xa9", "b": b"\xff\x00"}) == '{"a":"café","b":"/wA="}'
@@ -252,6 +285,27 @@ def test_models_with_model_dump_are_dumped() -> None:
     """pydantic-style models are written with their own JSON dump, alone or nested."""
     assert format_result(FakeModel()) == '{"id":1,"at":"2024-01-01T00:00:00"}'
     assert format_result([FakeModel()]) == '[{"id":1,"at":"2024-01-01T00:00:00"}]'
+
+
+class HugeModel:
+    """A pydantic-style model whose dump holds an int past the digit limit."""
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        assert mode == "json"
+        return {"n": 10**5000, "x": float("inf")}
+
+
+def test_a_huge_int_inside_a_nested_model_is_written_in_full() -> None:
+    """A huge int in what a model inside a list or dict dumps is its digits, the rest JSON."""
+    inner = f'{{"n":{_digits(10**5000)},"x":"Infinity"}}'
+    assert format_result([HugeModel()]) == f"[{inner}]"
+    assert format_result({"m": HugeModel(), "k": 1}) == f'{{"m":{inner},"k":1}}'
+
+
+def test_many_huge_ints_each_land_in_their_own_place() -> None:
+    """Each of many huge ints (placeholders 1 and 10 alike) is written where it stood."""
+    values = [10**4400 + i for i in range(12)]
+    assert format_result(values) == "[" + ",".join(_digits(v) for v in values) + "]"
 
 
 def test_an_unknown_object_alone_is_sent_as_its_text() -> None:

@@ -9,8 +9,12 @@ cannot (the stored configuration): never silently ignored.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import os
+import sys
+import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -275,18 +279,40 @@ def live_definitions(state: RunState, given: RunConfig) -> tuple[ToolDefinition,
     if extra:
         agent = state.agent or started_by(state)
         whose = f"agent {agent!r}'s run" if agent else "the run"
+        names = ", ".join(repr(n) for n in extra)
         warnings.warn(
-            f"resume: tools {', '.join(repr(n) for n in extra)} are not offered to the model: "
+            f"resume: {'tool' if len(extra) == 1 else 'tools'} {names} "
+            f"{'is' if len(extra) == 1 else 'are'} not offered to the model: "
             f"{whose} {state.run_id!r} started without them, and a run's tool set is fixed at "
             "its start (stored in its state; a call to them would read 'Unknown tool'); to "
             "give them, start a new run from its messages: "
             "agent.run(prompt, history=state.messages)",
             ExtraToolsWarning,
-            stacklevel=2,
+            stacklevel=_user_stacklevel(),
         )
     if all(a is b for a, b in zip(sent, stored, strict=True)):
         return None
     return sent
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside toolfold, for `live_definitions`'
+    ``warnings.warn``: the user's call of ``resume``/``aresume``/``Agent.resume``...
+    however deep the resume's own calls go (2, the caller, when none is found: a
+    resume run in a worker thread has no user frame). asyncio's frames are passed
+    over too: ``asyncio.run(agent.aresume(...))`` points at the line of that call."""
+    ours = (
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+        os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
+    )
+    frame: types.FrameType | None = sys._getframe(1)  # live_definitions: level 1
+    level = 1
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(ours):
+            return level
+        frame = frame.f_back
+        level += 1
+    return 2
 
 
 def _newer(stored: ToolDefinition, live: ToolDefinition | None) -> ToolDefinition:

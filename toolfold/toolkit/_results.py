@@ -36,6 +36,7 @@ import functools
 import io
 import json
 import math
+import re
 import sys
 import types
 from collections.abc import Mapping
@@ -215,9 +216,12 @@ def format_result(value: Any) -> str:
                 if dumped is _NOTHING:
                     return str(value)
                 data = dumped
-        if type(data) in _CONTAINERS and _keys_clash(data):
+        text = _dumps(data)
+        # Keys may clash only where JSON wrote a key that was no text, which reads as a
+        # number, true, false or null (a key of text may too: then the dicts are walked).
+        if type(data) in _CONTAINERS and _key_of_no_text(text) and _keys_clash(data):
             return safe_repr(value)
-        return _dumps(data)
+        return text
     except Exception:
         return safe_repr(value)
 
@@ -238,16 +242,31 @@ def _dumps(data: Any) -> str:
             ensure_ascii=False,
             separators=(",", ":"),
             allow_nan=False,
-            default=_default,
+            # (what stands in for an object, a pydantic model's dump, may hold them too)
+            default=lambda obj: _replace_unwritable(_default(obj), huge),
         )
-        for index, digits in enumerate(huge):
-            text = text.replace(f'"{_HUGE_MARK}{index}{_HUGE_MARK}"', digits, 1)
-        return text
+        if not huge:
+            return text
+        # The digits put in with one pass over the text (a replace per int is quadratic).
+        return _huge_placeholder().sub(lambda found: huge[int(found[1])], text)
 
 
 # Around the number of a huge int's placeholder string (private-use characters,
 # which json writes as they are with ensure_ascii=False).
 _HUGE_MARK = "\ue000toolfold-int\ue000"
+
+
+@functools.cache
+def _huge_placeholder() -> re.Pattern[str]:
+    """The placeholder of a huge int (the quoted number between two marks), compiled once."""
+    mark = re.escape(_HUGE_MARK)
+    return re.compile(f'"{mark}([0-9]+){mark}"')
+
+
+# The end of a key json writes from an int, a float (its repr ends in a digit), a bool
+# or None: found in the text, C-fast, by its '":' (a quote inside a string is escaped).
+# Keys of text may match too ("id2", "true"): the dicts are then walked (`_keys_clash`).
+_key_of_no_text = re.compile(r'":(?:(?<=[0-9]":)|(?<=true":)|(?<=false":)|(?<=null":))').search
 _CONTAINERS = frozenset({dict, list})
 _is_container = _CONTAINERS.__contains__
 _ONLY_TEXT = frozenset({str})
