@@ -446,8 +446,9 @@ def test_a_stored_config_value_out_of_range_is_named_with_its_message_and_path()
     [
         (Usage(input_tokens=1e308, requests=1), Usage(input_tokens=1e308, requests=1)),
         (Usage(output_tokens=1.5, requests=1), Usage(output_tokens=10**400, requests=1)),
+        (Usage(output_tokens=1, requests=1), Usage(output_tokens=10**5000, requests=1)),
     ],
-    ids=["float-sum-to-inf", "int-too-large-for-float"],
+    ids=["float-sum-to-inf", "int-too-large-for-float", "int-over-4300-digits"],
 )
 def test_usage_that_would_overflow_is_refused_where_it_enters(first: Usage, second: Usage) -> None:
     """A response whose usage sums past a finite count is an InvalidEventError; the state before it saves and loads."""
@@ -481,8 +482,10 @@ def _absurd_usage_model(second: Usage) -> FunctionModel:
     [
         (Usage(input_tokens=1e308, requests=1), "input_tokens"),
         (Usage(output_tokens=10**400, requests=1), "output_tokens"),
+        # JSON text holds no int of more than 4300 digits: the state could not be saved.
+        (Usage(reasoning_tokens=-(10**5000), requests=1), "reasoning_tokens"),
     ],
-    ids=["float-sum-to-inf", "int-too-large-for-float"],
+    ids=["float-sum-to-inf", "int-too-large-for-float", "int-over-4300-digits"],
 )
 @pytest.mark.parametrize("how", ["run", "arun", "observed"])
 def test_a_models_usage_the_run_cannot_add_up_is_a_malformed_response(
