@@ -417,6 +417,62 @@ def test_a_state_signed_before_numbers_were_signed_by_value_still_verifies() -> 
     assert RunState.from_json(_as_a_browser_writes(resigned), key="old secret") == loaded
 
 
+@tool
+def measure(values: dict[str, Any]) -> str:
+    """Measure the values.
+
+    Args:
+        values: The values.
+    """
+    return "measured"
+
+
+@tool(requires_approval=True)
+def delete_numbered(path: str, numbers: dict[str, Any]) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file.
+        numbers: Numbers.
+    """
+    return "deleted"
+
+
+def test_a_state_with_a_nan_and_a_sub_run_signed_before_still_verifies() -> None:
+    """A state toolfold 1709bfb6 signed (1.0, -0.0, 2.0**60, NaN, an agent-as-tool sub-run) verifies with its key, not another, nor edited.
+
+    Made by tests/runtime/saved/signed_before_nested_nan.md: it catches a change in
+    what the old scheme signs (`_canonical_before`), which a signature made by
+    today's code in the test could not.
+    """
+    text = (_SAVED / "signed_before_nested_nan.json").read_text()
+    assert '"signature":"hmac-sha256:' in text
+    loaded = RunState.from_json(text, key="old secret")
+    numbers = loaded.calls[0].call.arguments["numbers"]
+    assert numbers["ratio"] == 1.0
+    assert type(numbers["ratio"]) is float
+    assert math.copysign(1.0, numbers["zero"]) == -1.0
+    assert numbers["big"] == 2.0**60
+    assert math.isnan(numbers["nan"])
+    child = loaded.log[2].child  # type: ignore[attr-defined]
+    assert child.phase == "finished"
+    assert math.isnan(child.conversation[1].parts[0].arguments["values"]["nan"])
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(text, key="another secret")
+    tampered = text.replace('"tenth":0.1', '"tenth":0.2', 1)
+    assert tampered != text
+    with pytest.raises(SerializationError, match="the signature does not match"):
+        RunState.from_json(tampered, key="old secret")
+    worker = Agent(ScriptedModel([]), name="worker", tools=[measure])
+    agent = Agent(
+        ScriptedModel(["done"]),
+        tools=[worker.as_tool(description="Measures."), delete_numbered],
+        settings={"temperature": 1.0},
+    )
+    approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
+    assert agent.resume(loaded, approvals=approvals).text == "done"
+
+
 def test_a_workflow_suspended_after_a_nan_step_saved_before_loads_and_resumes() -> None:
     """The state toolfold 1709bfb6 saved (a NaN step, then an approval) loads and resumes now."""
     inner = Sequence(_produce, name="inner")
@@ -446,8 +502,9 @@ def test_a_stored_config_value_out_of_range_is_named_with_its_message_and_path()
     [
         (Usage(input_tokens=1e308, requests=1), Usage(input_tokens=1e308, requests=1)),
         (Usage(output_tokens=1.5, requests=1), Usage(output_tokens=10**400, requests=1)),
+        (Usage(output_tokens=1, requests=1), Usage(output_tokens=10**5000, requests=1)),
     ],
-    ids=["float-sum-to-inf", "int-too-large-for-float"],
+    ids=["float-sum-to-inf", "int-too-large-for-float", "int-over-4300-digits"],
 )
 def test_usage_that_would_overflow_is_refused_where_it_enters(first: Usage, second: Usage) -> None:
     """A response whose usage sums past a finite count is an InvalidEventError; the state before it saves and loads."""
@@ -481,8 +538,10 @@ def _absurd_usage_model(second: Usage) -> FunctionModel:
     [
         (Usage(input_tokens=1e308, requests=1), "input_tokens"),
         (Usage(output_tokens=10**400, requests=1), "output_tokens"),
+        # JSON text holds no int of more than 4300 digits: the state could not be saved.
+        (Usage(reasoning_tokens=-(10**5000), requests=1), "reasoning_tokens"),
     ],
-    ids=["float-sum-to-inf", "int-too-large-for-float"],
+    ids=["float-sum-to-inf", "int-too-large-for-float", "int-over-4300-digits"],
 )
 @pytest.mark.parametrize("how", ["run", "arun", "observed"])
 def test_a_models_usage_the_run_cannot_add_up_is_a_malformed_response(

@@ -64,18 +64,3 @@ def number_text(value: float) -> str:
         power = f"e{'+' if shown >= 0 else '-'}{abs(shown)}"
         text = significant[0] + ("." + significant[1:] if k > 1 else "") + power
     return sign + text
-
-
-def canonical_number(text: str) -> float | int:
-    """A JSON number with a fraction or an exponent (``json``'s ``parse_float``), by value.
-
-    A float with no fraction below 1e21 is the integer JavaScript writes for it
-    (`number_text`: ``1.0`` is ``1``, ``2.0**60`` is ``1152921504606847000``),
-    so a document reads the same after a browser's ``JSON.parse`` and
-    ``JSON.stringify``, which write such floats as integers; any other float is
-    itself (written back in its shortest digits, as JavaScript writes them).
-    """
-    value = float(text)
-    if value.is_integer() and -1e21 < value < 1e21:
-        return int(number_text(value))
-    return value

@@ -1014,13 +1014,22 @@ def _as_part(content: str | Part) -> Part:
     return TextPart(content) if isinstance(content, str) else content
 
 
+COUNT_LIMIT = 10**4300
+"""Int counts stay below this in size (4300 digits at most): Python writes and reads
+no longer int as JSON text by default (``sys.get_int_max_str_digits``), so a saved
+state could not hold one."""
+
+
 def is_count_value(value: object) -> bool:
-    """Whether ``value`` is a count a `Usage` may hold: an int (no bool) or a finite float."""
+    """Whether ``value`` is a count a `Usage` may hold: an int (no bool) of at most 4300
+    digits (`COUNT_LIMIT`), or a finite float."""
     if type(value) is int:
-        return True  # (the usual case: the exact type first)
+        return -COUNT_LIMIT < value < COUNT_LIMIT  # (the usual case: the exact type first)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return isinstance(value, int) or math.isfinite(value)
+    if isinstance(value, int):
+        return -COUNT_LIMIT < value < COUNT_LIMIT
+    return math.isfinite(value)
 
 
 def _counts(usage: Usage, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -1047,7 +1056,9 @@ def count_problem(name: str, value: object) -> str:
     """Why ``value`` is no count for `Usage`'s field ``name`` ("" if it is one)."""
     if is_count_value(value):
         return ""
-    return f"Usage.{name}: expected an int or a finite float, got {type(value).__name__} {value!r}"
+    too_long = isinstance(value, int) and not -COUNT_LIMIT < value < COUNT_LIMIT
+    shown = _shown_count(value) if too_long else repr(value)
+    return f"Usage.{name}: expected an int or a finite float, got {type(value).__name__} {shown}"
 
 
 @attrs.frozen
@@ -1080,7 +1091,7 @@ class Usage:
 
     def __repr__(self) -> str:
         # Only the counts that are not zero: most providers report two of five.
-        counts = [(a.name, getattr(self, a.name) or None) for a in attrs.fields(Usage)]
+        counts = [(a.name, _shown_count(getattr(self, a.name))) for a in attrs.fields(Usage)]
         return fields("Usage", counts)
 
     @property
@@ -1099,6 +1110,14 @@ class Usage:
             self.requests + other.requests,
             self.cache_write_tokens + other.cache_write_tokens,
         )
+
+
+def _shown_count(count: Any) -> Any:
+    """``count`` as `Usage`'s repr shows it: None for zero; an int too long for ``str``
+    (`COUNT_LIMIT`) by its size, so that the error refusing it can name it."""
+    if isinstance(count, int) and not -COUNT_LIMIT < count < COUNT_LIMIT:
+        return "<an int of more than 4300 digits>"
+    return count or None
 
 
 def usage_problem(usage: object) -> str:

@@ -35,7 +35,7 @@ from toolfold.runtime.core import _state
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
-from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS, canonical_number
+from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS, number_text
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -514,11 +514,6 @@ out when there is none; a document that has it is tagged
 # is read as `math.nan` itself, as `NON_FINITE_FIELD`'s strings are: containers compare
 # NaN by identity (NaN != NaN), so values loaded twice compare equal.
 _DECODER = json.JSONDecoder(parse_constant=NON_FINITE_NUMBERS.__getitem__)
-# The document as a signature covers it now: each float with no fraction (below 1e21) the
-# integer JavaScript writes for it, made while decoding (no second walk of the document).
-_BY_VALUE = json.JSONDecoder(
-    parse_constant=NON_FINITE_NUMBERS.__getitem__, parse_float=canonical_number
-)
 # Signatures over the document with numbers by value (`_canonical`) carry their own scheme:
 # a reader from before them refuses it as a scheme it does not know ("the signature is not
 # 'hmac-sha256:<hex digest>'"), not as a changed state. States signed before carry
@@ -567,7 +562,7 @@ def _text(data: dict[str, Any], key: bytes | None) -> str:
         return text
     # Signed as `state_from_json` reads it back: keys that are not text (a step's
     # output {9: "a", 10: "b"}) are text there, and sort so ("10" before "9").
-    signature = _digest(_SCHEME, _canonical(text), key)
+    signature = _digest(_SCHEME, _canonical(_DECODER.decode(text)), key)
     return f'{text[:-1]},"{SIGNATURE_FIELD}":"{signature}"}}'
 
 
@@ -587,21 +582,19 @@ def state_from_json(
             or (with ``key``) it is unsigned or its signature does not match.
         UsageError: ``text`` is not str or bytes (None, a dict already decoded).
     """
-    return _state_from_data(_loads(text, "RunState", "RunState.from_json"), key, text)
+    return _state_from_data(_loads(text, "RunState", "RunState.from_json"), key)
 
 
-def _state_from_data(
-    data: Any, key: SigningKey | Sequence[SigningKey] | None, text: str | bytes = ""
-) -> RunState:
-    """The state a document holds (``data``: its JSON ``text`` just decoded), as
-    `state_from_json` reads it (``text`` is read again to check a signature)."""
+def _state_from_data(data: Any, key: SigningKey | Sequence[SigningKey] | None) -> RunState:
+    """The state a document holds (``data``: its JSON text just decoded, once: a
+    signature is checked over it too), as `state_from_json` reads it."""
     if not isinstance(data, dict) or data.get("format") not in _FORMATS:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         expected = f"{STATE_FORMAT!r} or {STATE_FORMAT_NON_FINITE!r}"
         raise SerializationError("RunState", [f"expected format {expected}, got {found!r}"])
     signature = data.pop(SIGNATURE_FIELD, None)
     if key is not None:
-        _check_signature(data, text, signature, _keys(key))
+        _check_signature(data, signature, _keys(key))
     non_finite = data.get("format") == STATE_FORMAT_NON_FINITE
     data = {k: v for k, v in data.items() if k != "format"}
     if non_finite != (NON_FINITE_FIELD in data):
@@ -747,8 +740,9 @@ def _keys(key: SigningKey | Sequence[SigningKey]) -> list[bytes]:
     return found
 
 
-def _canonical(text: str | bytes) -> bytes:
-    """The canonical JSON of a document's ``text``: what a signature covers now.
+def _canonical(data: dict[str, Any]) -> bytes:
+    """The canonical JSON of a document (``data``: its text as decoded, not changed
+    here): what a signature covers now.
 
     Sorted keys, no spaces, ASCII escapes, and numbers by value: a float with no
     fraction below 1e21 is the integer JavaScript writes for it (``1.0`` and
@@ -758,11 +752,35 @@ def _canonical(text: str | bytes) -> bytes:
     browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0`` as ``1``.
     The signature field, if any, is left out.
     """
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
-    data = _BY_VALUE.decode(text)
-    data.pop(SIGNATURE_FIELD, None)
-    return _canonical_before(data)
+    by_value = _by_value(data)
+    by_value.pop(SIGNATURE_FIELD, None)
+    return _canonical_before(by_value)
+
+
+# What `_by_value` goes into (anything else in decoded JSON is kept as it is).
+_BY_VALUE_TYPES = frozenset((float, dict, list))
+_EXACT_INTEGERS = float(2**53)
+
+
+def _by_value(value: Any) -> Any:
+    """A copy of decoded JSON ``value`` with each float that has no fraction (below 1e21)
+    the integer JavaScript writes for it (`number_text`); the rest as it is.
+
+    The document is decoded once, by the C decoder (a ``parse_float`` hook is a
+    Python call per number: twice as slow to check a state full of numbers).
+    """
+    kind = type(value)
+    if kind is float:
+        if value.is_integer() and -1e21 < value < 1e21:
+            # Up to 2**53 every integer is exact, and `number_text` writes its digits.
+            exact = -_EXACT_INTEGERS <= value <= _EXACT_INTEGERS
+            return int(value) if exact else int(number_text(value))
+        return value
+    if kind is dict:
+        return {k: _by_value(v) if type(v) in _BY_VALUE_TYPES else v for k, v in value.items()}
+    if kind is list:
+        return [_by_value(v) if type(v) in _BY_VALUE_TYPES else v for v in value]
+    return value
 
 
 def _canonical_before(data: dict[str, Any]) -> bytes:
@@ -781,10 +799,8 @@ def _digest(scheme: str, canonical: bytes, key: bytes) -> str:
     return scheme + hmac.new(key, canonical, hashlib.sha256).hexdigest()
 
 
-def _check_signature(
-    data: dict[str, Any], text: str | bytes, signature: Any, keys: list[bytes]
-) -> None:
-    """Check ``signature`` of the document ``text`` (``data``: it decoded, the signature popped)."""
+def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) -> None:
+    """Check ``signature`` of a document (``data``: it decoded, the signature popped)."""
     if signature is None:
         raise SerializationError(
             "RunState",
@@ -811,7 +827,7 @@ def _check_signature(
                 f"digest>', as states were signed before) @ $.{SIGNATURE_FIELD}"
             ],
         )
-    canonical = _canonical(text) if scheme == _SCHEME else _canonical_before(data)
+    canonical = _canonical(data) if scheme == _SCHEME else _canonical_before(data)
     # compare_digest over every key: the time taken says nothing about the digest.
     matches = [hmac.compare_digest(_digest(scheme, canonical, k), signature) for k in keys]
     if not any(matches):

@@ -27,6 +27,7 @@ from toolfold.runtime.core._events import (
     ToolSuspended,
 )
 from toolfold.runtime.core._messages import (
+    COUNT_LIMIT,
     NO_USAGE,
     FilePart,
     FrozenDict,
@@ -707,13 +708,20 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
         summed = None
     if summed is not None:
         if (
-            # Exact types first (the usual case), inline (each answer sums): ints never overflow.
+            # Exact types first (the usual case), inline (each answer sums).
             type(summed.input_tokens) is int
             and type(summed.output_tokens) is int
             and type(summed.cached_tokens) is int
             and type(summed.reasoning_tokens) is int
             and type(summed.requests) is int
             and type(summed.cache_write_tokens) is int
+            # Ints never overflow, but one of more than 4300 digits cannot be saved.
+            and -COUNT_LIMIT < summed.input_tokens < COUNT_LIMIT
+            and -COUNT_LIMIT < summed.output_tokens < COUNT_LIMIT
+            and -COUNT_LIMIT < summed.cached_tokens < COUNT_LIMIT
+            and -COUNT_LIMIT < summed.reasoning_tokens < COUNT_LIMIT
+            and -COUNT_LIMIT < summed.requests < COUNT_LIMIT
+            and -COUNT_LIMIT < summed.cache_write_tokens < COUNT_LIMIT
         ):
             return summed
         if not usage_problem(summed):
@@ -721,15 +729,16 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
     raise refused(
         state,
         kind,
-        f"the run's usage {total!r} plus this {usage!r} overflows: a count is no finite "
-        "number, which a saved state cannot hold",
+        f"the run's usage {total!r} plus this {usage!r} overflows: a count is no "
+        "finite number (or an int of more than 4300 digits), which a saved state cannot hold",
     )
 
 
 def usage_sum_problem(total: Usage, usage: Usage) -> str:
     """The count of ``total + usage`` that is no finite number, named (``""`` if none):
-    float counts summed past the largest float give infinity, and an int too large
-    for a float count it is added to overflows.
+    float counts summed past the largest float give infinity, an int too large
+    for a float count it is added to overflows, and an int of more than 4300 digits
+    cannot be saved (`COUNT_LIMIT`).
     """
     for name in _COUNTS:
         try:

@@ -802,7 +802,8 @@ def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
 
     Called when the reducer refused the answer (`InvalidEventError`), so that a
     usage that would sum to no finite count with the run's (float counts past
-    1.8e308, an int too large for a float count) is a `MalformedResponseError`
+    1.8e308, an int too large for a float count, an int of more than 4300 digits,
+    which JSON text cannot hold) is a `MalformedResponseError`
     naming the count, with the run before the answer as its state, not a bare
     refusal. (Nothing is checked on the way of an answer the reducer takes.)
     """
@@ -811,7 +812,10 @@ def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
         return  # (no `Usage` at all: the reducer names it)
     field = usage_sum_problem(state.usage, usage)
     if field:
-        problem = f"the run's {state.usage!r} plus this {usage!r} is no finite number"
+        problem = (
+            f"the run's {state.usage!r} plus this {usage!r} is no finite number "
+            "(nor an int of at most 4300 digits)"
+        )
         raise model_failure(
             MalformedResponseError(
                 f"the model's answer in step {step} reports a usage the run cannot add "
