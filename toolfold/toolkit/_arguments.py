@@ -391,11 +391,11 @@ def parameter_hooks(
         if light is not _NOT_SCALAR:
             hooks[name] = (tp, light)  # (no converter, so no cattrs import, for these)
             continue
-        from toolfold.toolkit._converter import _structure_int
+        from toolfold.toolkit._converter import structure_int
 
         try:
             hook = structure_hook(tp)
-            if tp is int and hook is _structure_int:
+            if tp is int and hook is structure_int:
                 hook = _exact_int  # the same hook, skipped for a value that is an int
             hooks[name] = (tp, hook)
         except Exception as exc:  # cattrs has no rule for the type (or a part of it)
@@ -440,16 +440,16 @@ def _user_hooked(tp: Any) -> bool:
 
 def _exact_int(value: Any, tp: Any) -> Any:
     """The converter's own ``int`` hook (`_structure` passes an ``int`` value through without it)."""
-    from toolfold.toolkit._converter import _structure_int
+    from toolfold.toolkit._converter import structure_int
 
-    return _structure_int(value, tp)
+    return structure_int(value, tp)
 
 
 def _exact_float(value: Any, tp: Any) -> Any:
     """The converter's own ``float`` hook (`_structure` passes a ``float`` value through without it)."""
-    from toolfold.toolkit._converter import _structure_float
+    from toolfold.toolkit._converter import structure_float
 
-    return _structure_float(value, tp)
+    return structure_float(value, tp)
 
 
 def _optional_int(value: Any, tp: Any) -> Any:

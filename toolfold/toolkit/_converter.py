@@ -941,7 +941,7 @@ def _structure_str(value: Any, tp: Any) -> Any:
     return _made(tp, value)
 
 
-def _structure_int(value: Any, tp: Any) -> Any:
+def structure_int(value: Any, tp: Any) -> Any:
     if type(value) is float and value.is_integer():  # JSON counts 3.0 as an integer
         value = int(value)
     elif not isinstance(value, int) or isinstance(value, bool):
@@ -949,7 +949,7 @@ def _structure_int(value: Any, tp: Any) -> Any:
     return _made(tp, value)
 
 
-def _structure_float(value: Any, tp: Any) -> Any:
+def structure_float(value: Any, tp: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _made(tp, value)
     raise TypeError(f"expected a number, got {_json_name(value)}")
@@ -967,8 +967,8 @@ def _json_name(value: Any) -> str:
 
 _STRICT_PRIMITIVES: dict[type, Callable[[Any, Any], Any]] = {
     str: _structure_str,
-    int: _structure_int,
-    float: _structure_float,
+    int: structure_int,
+    float: structure_float,
     bool: _structure_bool,
 }
 

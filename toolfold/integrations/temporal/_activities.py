@@ -62,8 +62,13 @@ from toolfold.runtime.core._serialize import converter
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
-from toolfold.runtime.drive._executor import ToolJob, made_outcome, returned, run_calls
-from toolfold.runtime.drive._executor import _failed as failed_outcome
+from toolfold.runtime.drive._executor import (
+    ToolJob,
+    failed_outcome,
+    made_outcome,
+    returned,
+    run_calls,
+)
 from toolfold.runtime.drive._open import listing_off_loop, source_closer
 from toolfold.runtime.drive._shells import call_id_maker
 from toolfold.toolkit._context import RunContext

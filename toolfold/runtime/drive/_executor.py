@@ -451,7 +451,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
         try:
             content = job.tool.format_result(value)
         except Exception as exc:
-            return _failed(job, exc)
+            return failed_outcome(job, exc)
         ended = _monotonic()
         took = None if started is None else (ended - started if ended > started else 0.0)
         # `ToolOutcome(call.id, call.name, content, ended=..., duration=...)` without its keyword pass.
@@ -475,11 +475,11 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     try:
         parts = result_content(value, job.tool.format_result)
     except Exception as exc:  # (an item the tool's formatting refuses)
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     if parts is not None:  # images or files: the model gets them as parts
         problem = content_problem(parts)
         if problem:  # (the model reads it, as it reads a returned iterator's error)
-            return _failed(
+            return failed_outcome(
                 job,
                 TypeError(
                     f"tool {call.name!r} returned a part the model cannot be given: {problem}"
@@ -490,7 +490,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     try:
         content = job.tool.format_result(value)
     except Exception as exc:
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
 
 
@@ -508,7 +508,7 @@ def _error(
     return ToolOutcome(call.id, call.name, content, True, outcome, exc, ended, child=child)
 
 
-def _failed(job: ToolJob, exc: BaseException) -> ToolOutcome:
+def failed_outcome(job: ToolJob, exc: BaseException) -> ToolOutcome:
     exc = carried(exc)  # (a sync tool's StopIteration, from its worker thread)
     return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
 
@@ -536,7 +536,7 @@ def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = Non
     ``stopped`` is what the cancelled call ended with: a sub-run (an agent or
     a workflow used as a tool, a workflow step) stopped by the timeout leaves
     its state on its cancellation (see `interrupted`). That state is kept on
-    the call's error result, as a failed sub-run's is (`_failed`): its model
+    the call's error result, as a failed sub-run's is (`failed_outcome`): its model
     calls count in ``tree_usage``, and ``sub_runs`` shows how far it got.
     """
     return _error(job, timed_out_message(job.call.name, timeout), "timeout", None, stopped)
@@ -685,7 +685,7 @@ async def _run_one(
                 value = await job.tool.invoke(arguments, job.context)
             except Exception as exc:
                 error = exc
-                outcome = _failed(job, exc)
+                outcome = failed_outcome(job, exc)
             except BaseException as exc:
                 kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
                 raise
@@ -713,7 +713,7 @@ async def _run_one(
                     value = await value
                 outcome = _finish(job, value)
             except Exception as exc:
-                outcome = _failed(job, exc)
+                outcome = failed_outcome(job, exc)
             if finished is not None:
                 finished[index] = outcome
         except BaseException:
@@ -742,7 +742,7 @@ async def _run_one(
         else:
             return await _run_timed_sync(job, arguments, timeout, finished, index, waits)
     except Exception as exc:
-        return kept_now(finished, index, _failed(job, exc))
+        return kept_now(finished, index, failed_outcome(job, exc))
     if timeout is None:
         # Awaiting the future itself cancels it when the caller is cancelled,
         # as asyncio.wait below does by hand: no waiter to build per call.
@@ -754,11 +754,11 @@ async def _run_one(
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
-                outcome = _failed(job, exc)
+                outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
                 if not _stray_cancel(work):
                     raise
-                outcome = _failed(job, exc)
+                outcome = failed_outcome(job, exc)
             else:
                 outcome = _finish(job, value)
             if finished is not None:
@@ -784,9 +784,9 @@ async def _run_one(
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
-                outcome = _failed(job, exc)
+                outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:  # (the wait is over: the tool's own)
-                outcome = _failed(job, exc)
+                outcome = failed_outcome(job, exc)
             else:
                 outcome = _finish(job, value)
         else:
@@ -1025,7 +1025,7 @@ async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:
     try:
         return await invoked
     except BaseException as exc:
-        if not isinstance(exc, Exception):  # (an error is the call's result, see `_failed`)
+        if not isinstance(exc, Exception):  # (an error is the call's result, see `failed_outcome`)
             stopped.append(exc)
         raise
 
@@ -1069,7 +1069,7 @@ def _on_loop_now(
             # Awaited as a task made in the tool's context, so what it sets stays its own.
             return _awaited(job, context.run(_in_task, value))
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     return _finish(job, value, started)
 
 
@@ -1083,7 +1083,7 @@ async def _awaited(job: ToolJob, value: Awaitable[Any]) -> ToolOutcome:
     try:
         value = await value
     except Exception as exc:
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     return _finish(job, value)
 
 
@@ -1162,7 +1162,7 @@ async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     return _finish(job, value)
 
 
@@ -1171,7 +1171,7 @@ def _ended(job: ToolJob, ok: bool, value: Any) -> ToolOutcome | None:
     interrupted; None when it has none yet without running more (it returned an awaitable),
     must run again (it raised an interruption itself) or never ran (`NOT_RUN`)."""
     if not ok:
-        return _failed(job, value) if isinstance(value, Exception) else None
+        return failed_outcome(job, value) if isinstance(value, Exception) else None
     if value is NOT_RUN or (type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value)):
         return None
     return _finish(job, value)

@@ -32,7 +32,6 @@ from toolfold.runtime.drive._executor import (
     _blocking,
     _call_sync,
     _ended,
-    _failed,
     _finish,
     _prepare,
     _run_calls,
@@ -40,6 +39,7 @@ from toolfold.runtime.drive._executor import (
     _time_finished,
     _timed,
     _timed_out,
+    failed_outcome,
     kept_sub_run,
 )
 from toolfold.runtime.drive._kept_loop import (
@@ -322,7 +322,7 @@ def _run_inline(
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
@@ -503,10 +503,10 @@ def _settled(job: ToolJob, ok: bool, value: Any) -> ToolOutcome:
     if not ok:
         if not isinstance(value, Exception):
             raise value  # KeyboardInterrupt, SystemExit...: not the model's to read
-        return _failed(job, value)
+        return failed_outcome(job, value)
     try:
         if inspect.isawaitable(value):
             value = run_blocking(lambda: _await(value))
     except Exception as exc:
-        return _failed(job, exc)
+        return failed_outcome(job, exc)
     return _finish(job, value)
