@@ -9,7 +9,6 @@ cannot (the stored configuration): never silently ignored.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import os
@@ -301,10 +300,10 @@ def _user_stacklevel() -> int:
     however deep the resume's own calls go (2, the caller, when none is found: a
     resume run in a worker thread has no user frame). asyncio's frames are passed
     over too: ``asyncio.run(agent.aresume(...))`` points at the line of that call."""
-    ours = (
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-        os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
-    )
+    ours: tuple[str, ...] = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+    loop_package = sys.modules.get("asyncio")  # (not imported: no frame of its own to pass)
+    if loop_package is not None and loop_package.__file__ is not None:
+        ours += (os.path.dirname(os.path.abspath(loop_package.__file__)) + os.sep,)
     frame: types.FrameType | None = sys._getframe(1)  # live_definitions: level 1
     level = 1
     while frame is not None:
