@@ -12,7 +12,6 @@ resume, which runs against a local fake server.
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -23,9 +22,7 @@ from scripted_http import Reply, ScriptedServer
 import toolfold
 from toolfold import ModelConfigError, RunState
 from toolfold.adapters._codec import url_excerpt
-from toolfold.adapters._provider_model import ProviderModel
 from toolfold.adapters.openai_chat import _request as chat_request
-from toolfold.adapters.openai_chat._model import OpenAIChatModel
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -36,7 +33,7 @@ from toolfold.runtime import (
     ToolDefinition,
     ToolResultPart,
 )
-from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS
+from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS, _factory, _keywords
 from toolfold.runtime.core._messages import describe_media
 
 SHOT = ToolDefinition("shot", "Screenshot.", {"type": "object", "properties": {}})
@@ -279,12 +276,43 @@ def test_settings_given_to_model_are_pointed_at_the_runs_settings() -> None:
     assert "'settings': " not in message
 
 
+@pytest.mark.parametrize(
+    ("spec", "given"),
+    [
+        ("anthropic:claude-x", "server"),
+        ("anthropic:claude-x", "servr"),
+        ("ollama:llama3", "provider"),
+        ("gemini:gemini-2.5-flash", "server"),
+        ("openai-responses:gpt-4o", "servr"),
+    ],
+)
+def test_model_suggests_no_option_its_provider_refuses(spec: str, given: str) -> None:
+    """model() never suggests the option refused, nor one the chosen provider's model does not take."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model(spec, api_key="k", **{given: 1})
+    assert "did you mean" not in str(caught.value)
+
+
 def test_the_options_model_suggests_are_options_of_the_models() -> None:
-    """Every option name model() may suggest is a keyword a built-in provider's model takes."""
-    taken = set(inspect.signature(ProviderModel.__init__).parameters)
-    taken |= set(inspect.signature(OpenAIChatModel.__init__).parameters)
-    assert set(CONNECTION_OPTIONS) <= taken
+    """Every option model() may suggest for a built-in provider is a keyword that provider's model takes."""
     assert set(_OPTION_ALIASES.values()) <= set(CONNECTION_OPTIONS)
+    for prefix in ("anthropic", "ollama", "gemini", "openai", "groq", "openai-responses"):
+        factory, _ = _factory(f"{prefix}:m")
+        taken = _keywords(factory)
+        assert taken is not None
+        for option in set(CONNECTION_OPTIONS) & taken:
+            said = _refusal(f"{prefix}:m", option)
+            assert "is no option" not in said, (prefix, option)
+            assert "keyword argument" not in said, (prefix, option)
+
+
+def _refusal(spec: str, option: str) -> str:
+    """What model(spec, option=<an object>) raises, or '' (a refused value is fine here)."""
+    try:
+        toolfold.model(spec, **{"api_key": "k", option: object()})
+    except Exception as error:
+        return str(error)
+    return ""
 
 
 # --- 7. a URL's password in an error ---------------------------------------------
