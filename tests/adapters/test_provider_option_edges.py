@@ -239,12 +239,15 @@ def test_a_responses_include_setting_adds_to_the_encrypted_reasoning(made: Any) 
 # --- 4. Anthropic thinking budget -------------------------------------------------
 
 
+@pytest.mark.parametrize("more", [{}, {"max_tokens": 5000}])
 @pytest.mark.parametrize("budget", [float("inf"), float("nan")])
-def test_an_anthropic_budget_that_is_no_number_is_a_config_error(made: Any, budget: float) -> None:
-    """Anthropic: a thinking budget of inf or nan is a ModelConfigError naming budget_tokens."""
+def test_an_anthropic_budget_that_is_no_number_is_a_config_error(
+    made: Any, budget: float, more: dict[str, Any]
+) -> None:
+    """Anthropic: a thinking budget of inf or nan is a ModelConfigError naming budget_tokens, max_tokens given or not."""
     model = made("anthropic:claude-sonnet-4-5")
     thinking = {"type": "enabled", "budget_tokens": budget}
-    request = ModelRequest((Message.user("hi"),), (), settings={"thinking": thinking})
+    request = ModelRequest((Message.user("hi"),), (), settings={"thinking": thinking, **more})
     with pytest.raises(ModelConfigError, match="budget_tokens"):
         model.prepare(request)
 
