@@ -21,6 +21,7 @@ from scripted_http import Reply, ScriptedServer
 
 import toolfold
 from toolfold import ModelConfigError, RunState
+from toolfold.adapters import _codec as codec
 from toolfold.adapters._codec import url_excerpt
 from toolfold.adapters.openai_chat import _request as chat_request
 from toolfold.runtime import (
@@ -136,6 +137,26 @@ def test_a_tool_data_url_that_cannot_be_decoded_is_described_not_sent(made: Any,
     text = sent(made(spec), tool_loop(ImagePart(url=bad)))
     assert "@@@@" not in text
     assert "a data: URL of 5,022 chars" in text
+
+
+def test_inline_media_looks_at_a_messages_parts_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resent message's parts are looked at the first time only; a data URL is still decoded every time."""
+    looked: list[object] = []
+    carries = codec._carries_data_url
+    monkeypatch.setattr(
+        codec, "_carries_data_url", lambda part: looked.append(part) or carries(part)
+    )
+    linked = Message.user("Look", ImagePart(url="https://example.com/a.png"))
+    conversation = (linked, Message.assistant("A cat."))
+    assert codec.inline_media(conversation) is conversation
+    assert len(looked) == 1
+    assert codec.inline_media(conversation) is conversation
+    assert len(looked) == 1
+    assert linked == Message.user("Look", ImagePart(url="https://example.com/a.png"))
+    given = Message.user("Look", ImagePart(url=data_url("image/png", PNG)))
+    for _ in range(2):
+        inlined = codec.inline_media((*conversation, given))
+        assert inlined[2].parts[1] == ImagePart(data=PNG, media_type="image/png")
 
 
 # --- 8. data: URL parsing ------------------------------------------------------

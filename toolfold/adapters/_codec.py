@@ -305,8 +305,9 @@ def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
     message or in a tool's result, is sent and described (``[image:
     image/png, 300,004 bytes]``) exactly as if given as ``data=``, with the
     data URL's media type. ``messages`` itself comes back when none has one
-    (one pass over the parts, a type test each), and a part is decoded once
-    for as long as it lives (`_decoded`), not on every request of a tool loop.
+    (one pass over a message's parts, a type test each, the first time it is
+    sent; a flag on the message after that), and a part is decoded once for
+    as long as it lives (`_decoded`), not on every request of a tool loop.
 
     A data URL that cannot be decoded is refused in a message the caller
     gave, and described (never quoted) in a tool's result or beside it, as
@@ -319,13 +320,29 @@ def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
     if not isinstance(messages, (tuple, list)):
         messages = tuple(messages)
     for index, message in enumerate(messages):
-        for part in message.parts:
-            kind = type(part)
-            if kind in _NO_MEDIA or (kind is ToolResultPart and not part.parts):
-                continue
-            if _carries_data_url(part):
-                return [*messages[:index], *map(_inlined_message, messages[index:])]
+        try:
+            known = message._data_urls  # None until looked at
+        except AttributeError:  # a message-like object of the caller's own
+            known = None
+        if known is False or (known is None and not _has_data_url(message)):
+            continue
+        return [*messages[:index], *map(_inlined_message, messages[index:])]
     return messages
+
+
+def _has_data_url(message: Message) -> bool:
+    """Whether a part of ``message`` carries a data URL, remembered on the message."""
+    found = False
+    for part in message.parts:
+        kind = type(part)
+        if kind in _NO_MEDIA or (kind is ToolResultPart and not cast(ToolResultPart, part).parts):
+            continue
+        if _carries_data_url(part):
+            found = True
+            break
+    if isinstance(message, Message):  # (not on a message-like object of the caller's)
+        object.__setattr__(message, "_data_urls", found)
+    return found
 
 
 # The part types that hold no image or file (a type test: cheaper than isinstance).
