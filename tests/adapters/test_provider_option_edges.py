@@ -173,6 +173,18 @@ def test_a_data_url_is_read_as_browsers_read_it(made: Any, spec: str) -> None:
     assert sent(model, (Message.user("Look", ImagePart(url=url)),)) == sent(model, by_data)
 
 
+@pytest.mark.parametrize("space", [" ", "\t", "\n", "\r\n", "\f", "\v"])
+def test_a_data_urls_base64_skips_whitespace_and_refuses_the_rest(space: str) -> None:
+    """Base64 with any ASCII whitespace (as bytes.split() takes it) decodes; a stray other byte is refused."""
+    encoded = base64.b64encode(PNG).decode()
+    spaced = space.join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+    decoded = codec.inline_media((Message.user(ImagePart(url=f"data:image/png;base64,{spaced}")),))
+    assert decoded[0].parts[0] == ImagePart(data=PNG, media_type="image/png")
+    stray = (Message.user(ImagePart(url=f"data:image/png;base64,{spaced}%00")),)
+    with pytest.raises(ModelConfigError, match="cannot be decoded"):
+        codec.inline_media(stray)
+
+
 @pytest.mark.parametrize("spec", SPECS)
 def test_a_user_data_url_that_cannot_be_decoded_is_refused_everywhere(made: Any, spec: str) -> None:
     """Bad base64 in a user's data: URL is a ModelConfigError on every provider (Chat and Responses included)."""

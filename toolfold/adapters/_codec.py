@@ -398,6 +398,10 @@ def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
     return decoded
 
 
+# ASCII whitespace, as bytes.split() takes it (a data URL's base64 skips it).
+_SPACE = b" \t\n\r\x0b\x0c"
+
+
 def _decode(part: Media) -> Media:
     """``part``, whose ``url`` is a data URL, with its bytes as ``data``.
 
@@ -414,7 +418,10 @@ def _decode(part: Media) -> Media:
             raise ValueError("no ',' before the data")
         data = unquote_to_bytes(payload)
         if parameters.lower().rstrip().endswith("base64"):
-            data = base64.b64decode(b"".join(data.split()), validate=True)
+            try:
+                data = base64.b64decode(data, validate=True)
+            except binascii.Error:  # whitespace (MIME's lines) is skipped, only where there is some
+                data = base64.b64decode(data.translate(None, _SPACE), validate=True)
     except (ValueError, binascii.Error) as error:
         raise ModelConfigError(
             f"the {type(part).__name__}'s data: URL {url_excerpt(url)} cannot be decoded "
