@@ -366,6 +366,14 @@ def test_a_refused_url_is_quoted_without_its_password(made: Any, spec: str) -> N
     assert url_excerpt("https://h.example/a#frag") == "'https://h.example/a#...' (24 chars)"
 
 
+def test_a_token_given_as_a_urls_user_is_masked_in_an_error() -> None:
+    """url_excerpt masks the whole user:password@: a token as the user (https://ghp_...@host) is not shown."""
+    shown = url_excerpt("https://ghp_t0ken1234567890@github.com/o/r/a.png")
+    assert "ghp_" not in shown
+    assert "github.com/o/r/a.png" in shown
+    assert "alice" not in url_excerpt("https://alice:pw@files.example.com/a.pdf")
+
+
 # --- 9. the Chat fast path and a tools setting ---------------------------------------
 
 

@@ -33,7 +33,7 @@ import attrs
 
 from toolfold._errors import ModelConfigError, StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._http._keys import mask_url_password
+from toolfold.adapters._http._keys import mask_url_credentials
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -271,16 +271,17 @@ URL_EXCERPT = 60
 
 
 def url_excerpt(url: str) -> str:
-    """A URL as an error quotes it: without the password of its ``user:password@``
-    (`mask_url_password`), its query and fragment (a presigned URL's signature),
-    a ``data:`` URL as its header only, and at most `URL_EXCERPT` characters,
-    with the full length."""
+    """A URL as an error quotes it: its whole ``user:password@`` masked
+    (`mask_url_credentials`: a token may be the user, ``https://ghp_...@host``),
+    without its query and fragment (a presigned URL's signature), a ``data:``
+    URL as its header only, and at most `URL_EXCERPT` characters, with the full
+    length."""
     if url[:5].lower() == "data:":
         whole = url
         header, comma, _ = url.partition(",")
         shown = header + ",..." if comma else url
     else:
-        whole = mask_url_password(url)
+        whole = mask_url_credentials(url)
         base, hashed, _ = whole.partition("#")
         base, asked, _ = base.partition("?")
         shown = base + ("?..." if asked else "#..." if hashed else "")
