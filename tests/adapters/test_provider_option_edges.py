@@ -12,7 +12,6 @@ resume, which runs against a local fake server.
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -22,10 +21,9 @@ from scripted_http import Reply, ScriptedServer
 
 import toolfold
 from toolfold import ModelConfigError, RunState
+from toolfold.adapters import _codec as codec
 from toolfold.adapters._codec import url_excerpt
-from toolfold.adapters._provider_model import ProviderModel
 from toolfold.adapters.openai_chat import _request as chat_request
-from toolfold.adapters.openai_chat._model import OpenAIChatModel
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -36,7 +34,7 @@ from toolfold.runtime import (
     ToolDefinition,
     ToolResultPart,
 )
-from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS
+from toolfold.runtime._model import _OPTION_ALIASES, CONNECTION_OPTIONS, _factory, _keywords
 from toolfold.runtime.core._messages import describe_media
 
 SHOT = ToolDefinition("shot", "Screenshot.", {"type": "object", "properties": {}})
@@ -141,6 +139,26 @@ def test_a_tool_data_url_that_cannot_be_decoded_is_described_not_sent(made: Any,
     assert "a data: URL of 5,022 chars" in text
 
 
+def test_inline_media_looks_at_a_messages_parts_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resent message's parts are looked at the first time only; a data URL is still decoded every time."""
+    looked: list[object] = []
+    carries = codec._carries_data_url
+    monkeypatch.setattr(
+        codec, "_carries_data_url", lambda part: looked.append(part) or carries(part)
+    )
+    linked = Message.user("Look", ImagePart(url="https://example.com/a.png"))
+    conversation = (linked, Message.assistant("A cat."))
+    assert codec.inline_media(conversation) is conversation
+    assert len(looked) == 1
+    assert codec.inline_media(conversation) is conversation
+    assert len(looked) == 1
+    assert linked == Message.user("Look", ImagePart(url="https://example.com/a.png"))
+    given = Message.user("Look", ImagePart(url=data_url("image/png", PNG)))
+    for _ in range(2):
+        inlined = codec.inline_media((*conversation, given))
+        assert inlined[2].parts[1] == ImagePart(data=PNG, media_type="image/png")
+
+
 # --- 8. data: URL parsing ------------------------------------------------------
 
 
@@ -153,6 +171,18 @@ def test_a_data_url_is_read_as_browsers_read_it(made: Any, spec: str) -> None:
     url = f"data:IMAGE/PNG;base64,{encoded}"
     by_data = (Message.user("Look", ImagePart(data=PNG, media_type="image/png")),)
     assert sent(model, (Message.user("Look", ImagePart(url=url)),)) == sent(model, by_data)
+
+
+@pytest.mark.parametrize("space", [" ", "\t", "\n", "\r\n", "\f", "\v"])
+def test_a_data_urls_base64_skips_whitespace_and_refuses_the_rest(space: str) -> None:
+    """Base64 with any ASCII whitespace (as bytes.split() takes it) decodes; a stray other byte is refused."""
+    encoded = base64.b64encode(PNG).decode()
+    spaced = space.join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+    decoded = codec.inline_media((Message.user(ImagePart(url=f"data:image/png;base64,{spaced}")),))
+    assert decoded[0].parts[0] == ImagePart(data=PNG, media_type="image/png")
+    stray = (Message.user(ImagePart(url=f"data:image/png;base64,{spaced}%00")),)
+    with pytest.raises(ModelConfigError, match="cannot be decoded"):
+        codec.inline_media(stray)
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -242,12 +272,15 @@ def test_a_responses_include_setting_adds_to_the_encrypted_reasoning(made: Any) 
 # --- 4. Anthropic thinking budget -------------------------------------------------
 
 
+@pytest.mark.parametrize("more", [{}, {"max_tokens": 5000}])
 @pytest.mark.parametrize("budget", [float("inf"), float("nan")])
-def test_an_anthropic_budget_that_is_no_number_is_a_config_error(made: Any, budget: float) -> None:
-    """Anthropic: a thinking budget of inf or nan is a ModelConfigError naming budget_tokens."""
+def test_an_anthropic_budget_that_is_no_number_is_a_config_error(
+    made: Any, budget: float, more: dict[str, Any]
+) -> None:
+    """Anthropic: a thinking budget of inf or nan is a ModelConfigError naming budget_tokens, max_tokens given or not."""
     model = made("anthropic:claude-sonnet-4-5")
     thinking = {"type": "enabled", "budget_tokens": budget}
-    request = ModelRequest((Message.user("hi"),), (), settings={"thinking": thinking})
+    request = ModelRequest((Message.user("hi"),), (), settings={"thinking": thinking, **more})
     with pytest.raises(ModelConfigError, match="budget_tokens"):
         model.prepare(request)
 
@@ -279,12 +312,43 @@ def test_settings_given_to_model_are_pointed_at_the_runs_settings() -> None:
     assert "'settings': " not in message
 
 
+@pytest.mark.parametrize(
+    ("spec", "given"),
+    [
+        ("anthropic:claude-x", "server"),
+        ("anthropic:claude-x", "servr"),
+        ("ollama:llama3", "provider"),
+        ("gemini:gemini-2.5-flash", "server"),
+        ("openai-responses:gpt-4o", "servr"),
+    ],
+)
+def test_model_suggests_no_option_its_provider_refuses(spec: str, given: str) -> None:
+    """model() never suggests the option refused, nor one the chosen provider's model does not take."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model(spec, api_key="k", **{given: 1})
+    assert "did you mean" not in str(caught.value)
+
+
 def test_the_options_model_suggests_are_options_of_the_models() -> None:
-    """Every option name model() may suggest is a keyword a built-in provider's model takes."""
-    taken = set(inspect.signature(ProviderModel.__init__).parameters)
-    taken |= set(inspect.signature(OpenAIChatModel.__init__).parameters)
-    assert set(CONNECTION_OPTIONS) <= taken
+    """Every option model() may suggest for a built-in provider is a keyword that provider's model takes."""
     assert set(_OPTION_ALIASES.values()) <= set(CONNECTION_OPTIONS)
+    for prefix in ("anthropic", "ollama", "gemini", "openai", "groq", "openai-responses"):
+        factory, _ = _factory(f"{prefix}:m")
+        taken = _keywords(factory)
+        assert taken is not None
+        for option in set(CONNECTION_OPTIONS) & taken:
+            said = _refusal(f"{prefix}:m", option)
+            assert "is no option" not in said, (prefix, option)
+            assert "keyword argument" not in said, (prefix, option)
+
+
+def _refusal(spec: str, option: str) -> str:
+    """What model(spec, option=<an object>) raises, or '' (a refused value is fine here)."""
+    try:
+        toolfold.model(spec, **{"api_key": "k", option: object()})
+    except Exception as error:
+        return str(error)
+    return ""
 
 
 # --- 7. a URL's password in an error ---------------------------------------------
@@ -300,6 +364,14 @@ def test_a_refused_url_is_quoted_without_its_password(made: Any, spec: str) -> N
     assert "s3cr3tpass" not in str(caught.value)
     assert "files.example.com/a.pdf" in str(caught.value)
     assert url_excerpt("https://h.example/a#frag") == "'https://h.example/a#...' (24 chars)"
+
+
+def test_a_token_given_as_a_urls_user_is_masked_in_an_error() -> None:
+    """url_excerpt masks the whole user:password@: a token as the user (https://ghp_...@host) is not shown."""
+    shown = url_excerpt("https://ghp_t0ken1234567890@github.com/o/r/a.png")
+    assert "ghp_" not in shown
+    assert "github.com/o/r/a.png" in shown
+    assert "alice" not in url_excerpt("https://alice:pw@files.example.com/a.pdf")
 
 
 # --- 9. the Chat fast path and a tools setting ---------------------------------------

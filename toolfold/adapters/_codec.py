@@ -33,7 +33,7 @@ import attrs
 
 from toolfold._errors import ModelConfigError, StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._http._keys import mask_url_password
+from toolfold.adapters._http._keys import mask_url_credentials
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -271,16 +271,17 @@ URL_EXCERPT = 60
 
 
 def url_excerpt(url: str) -> str:
-    """A URL as an error quotes it: without the password of its ``user:password@``
-    (`mask_url_password`), its query and fragment (a presigned URL's signature),
-    a ``data:`` URL as its header only, and at most `URL_EXCERPT` characters,
-    with the full length."""
+    """A URL as an error quotes it: its whole ``user:password@`` masked
+    (`mask_url_credentials`: a token may be the user, ``https://ghp_...@host``),
+    without its query and fragment (a presigned URL's signature), a ``data:``
+    URL as its header only, and at most `URL_EXCERPT` characters, with the full
+    length."""
     if url[:5].lower() == "data:":
         whole = url
         header, comma, _ = url.partition(",")
         shown = header + ",..." if comma else url
     else:
-        whole = mask_url_password(url)
+        whole = mask_url_credentials(url)
         base, hashed, _ = whole.partition("#")
         base, asked, _ = base.partition("?")
         shown = base + ("?..." if asked else "#..." if hashed else "")
@@ -305,8 +306,9 @@ def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
     message or in a tool's result, is sent and described (``[image:
     image/png, 300,004 bytes]``) exactly as if given as ``data=``, with the
     data URL's media type. ``messages`` itself comes back when none has one
-    (one pass over the parts, a type test each), and a part is decoded once
-    for as long as it lives (`_decoded`), not on every request of a tool loop.
+    (one pass over a message's parts, a type test each, the first time it is
+    sent; a flag on the message after that), and a part is decoded once for
+    as long as it lives (`_decoded`), not on every request of a tool loop.
 
     A data URL that cannot be decoded is refused in a message the caller
     gave, and described (never quoted) in a tool's result or beside it, as
@@ -319,13 +321,29 @@ def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
     if not isinstance(messages, (tuple, list)):
         messages = tuple(messages)
     for index, message in enumerate(messages):
-        for part in message.parts:
-            kind = type(part)
-            if kind in _NO_MEDIA or (kind is ToolResultPart and not part.parts):
-                continue
-            if _carries_data_url(part):
-                return [*messages[:index], *map(_inlined_message, messages[index:])]
+        try:
+            known = message._data_urls  # None until looked at
+        except AttributeError:  # a message-like object of the caller's own
+            known = None
+        if known is False or (known is None and not _has_data_url(message)):
+            continue
+        return [*messages[:index], *map(_inlined_message, messages[index:])]
     return messages
+
+
+def _has_data_url(message: Message) -> bool:
+    """Whether a part of ``message`` carries a data URL, remembered on the message."""
+    found = False
+    for part in message.parts:
+        kind = type(part)
+        if kind in _NO_MEDIA or (kind is ToolResultPart and not cast(ToolResultPart, part).parts):
+            continue
+        if _carries_data_url(part):
+            found = True
+            break
+    if isinstance(message, Message):  # (not on a message-like object of the caller's)
+        object.__setattr__(message, "_data_urls", found)
+    return found
 
 
 # The part types that hold no image or file (a type test: cheaper than isinstance).
@@ -381,6 +399,10 @@ def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
     return decoded
 
 
+# ASCII whitespace, as bytes.split() takes it (a data URL's base64 skips it).
+_SPACE = b" \t\n\r\x0b\x0c"
+
+
 def _decode(part: Media) -> Media:
     """``part``, whose ``url`` is a data URL, with its bytes as ``data``.
 
@@ -397,7 +419,10 @@ def _decode(part: Media) -> Media:
             raise ValueError("no ',' before the data")
         data = unquote_to_bytes(payload)
         if parameters.lower().rstrip().endswith("base64"):
-            data = base64.b64decode(b"".join(data.split()), validate=True)
+            try:
+                data = base64.b64decode(data, validate=True)
+            except binascii.Error:  # whitespace (MIME's lines) is skipped, only where there is some
+                data = base64.b64decode(data.translate(None, _SPACE), validate=True)
     except (ValueError, binascii.Error) as error:
         raise ModelConfigError(
             f"the {type(part).__name__}'s data: URL {url_excerpt(url)} cannot be decoded "

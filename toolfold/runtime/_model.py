@@ -9,6 +9,7 @@ non-streaming call gives.
 from __future__ import annotations
 
 import difflib
+import inspect
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -134,11 +135,12 @@ def model(spec: str | Model, **options: Any) -> Model:
         unknown = _unexpected_keyword(error, options)
         if unknown is None:
             raise
-        raise ModelConfigError(_unknown_option(spec, unknown)) from None
+        raise ModelConfigError(_unknown_option(spec, unknown, factory)) from None
 
 
-#: The connection options every built-in provider's model takes (``model()``'s
-#: ``**options``), for `_unknown_option`'s suggestion.
+#: The connection options a built-in provider's model may take (``model()``'s
+#: ``**options``), for `_unknown_option`'s suggestion: it names only those the
+#: chosen provider's model takes (`_keywords`).
 CONNECTION_OPTIONS = (
     "base_url",
     "api_key",
@@ -150,7 +152,6 @@ CONNECTION_OPTIONS = (
     "http",
     "limits",
     "trust_env",
-    "provider",
     "server",
 )
 # Names other libraries give a connection option, and toolfold's name for it.
@@ -168,21 +169,51 @@ _OPTION_ALIASES = {
 }
 
 
-def _unknown_option(spec: str, unknown: str) -> str:
+def _keywords(factory: ModelFactory) -> frozenset[str] | None:
+    """The keywords ``factory`` takes after the model's name, or None if unknown.
+
+    A factory that hands its ``**options`` on (``anthropic_model(name,
+    **options)``) takes those of the model class its return annotation names
+    (``provider=``, which some factories set themselves, is in no suggestion:
+    it is not in `CONNECTION_OPTIONS`).
+    """
+    try:
+        signature = inspect.signature(factory, eval_str=True)
+    except (TypeError, ValueError, NameError):
+        return None
+    params = list(signature.parameters.values())[1:]
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return frozenset(names)
+    made = signature.return_annotation
+    if isinstance(factory, type) or not isinstance(made, type):
+        return None
+    try:
+        passed = inspect.signature(made).parameters
+    except (TypeError, ValueError):
+        return None
+    return frozenset(names | set(list(passed)[1:]))
+
+
+def _unknown_option(spec: str, unknown: str, factory: ModelFactory | None = None) -> str:
     """What `model` says of ``unknown``, an option its provider does not take.
 
-    A near miss of a connection option (``base_ulr=``, ``max_retries=``) is
-    told the option's name; ``settings=`` where settings go; any other name
-    where a model setting goes, if it is one (said so: advice taken for a
-    misspelt option would send its name to the provider as a setting).
+    A near miss of a connection option the provider's model takes
+    (``base_ulr=``, ``max_retries=``) is told the option's name; ``settings=``
+    where settings go; any other name where a model setting goes, if it is one
+    (said so: advice taken for a misspelt option would send its name to the
+    provider as a setting). An option of another provider (``server=`` given to
+    Anthropic) is not suggested back.
     """
+    taken = _keywords(factory) if factory is not None else None
+    known = tuple(o for o in CONNECTION_OPTIONS if o != unknown and (taken is None or o in taken))
     head = f"model({spec!r}, {unknown}=...): {unknown!r} is no option of the model"
-    close = _OPTION_ALIASES.get(unknown) or next(
-        iter(difflib.get_close_matches(unknown, CONNECTION_OPTIONS, n=1, cutoff=0.6)), None
-    )
+    alias = _OPTION_ALIASES.get(unknown)
+    close = alias if alias in known else None
+    close = close or next(iter(difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)), None)
     if close is not None:
         return f"{head}; did you mean {close}=? (its options are the connection's)"
-    options = ", ".join(CONNECTION_OPTIONS[:5])
+    options = ", ".join(known[:5])
     if unknown == "settings":
         return (
             f"{head} (its options are the connection's: {options}...); model settings go to "

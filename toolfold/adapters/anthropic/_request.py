@@ -118,8 +118,9 @@ def build_body(
     """
     settings = request.settings
     max_tokens = settings.get("max_tokens")
+    budget = _thinking_budget(settings)
     if max_tokens is None:
-        max_tokens = _default_max_tokens(settings)
+        max_tokens = _default_max_tokens(budget)
     elif isinstance(max_tokens, numbers.Real) and max_tokens < 1:
         raise ModelConfigError(
             f"the setting max_tokens={max_tokens!r} is below the Anthropic Messages API's "
@@ -140,30 +141,44 @@ def build_body(
     return body
 
 
-def _default_max_tokens(settings: Mapping[str, Any]) -> int:
-    """`DEFAULT_MAX_TOKENS`, or more when a thinking budget needs it.
+def _default_max_tokens(budget: int | None) -> int:
+    """`DEFAULT_MAX_TOKENS`, or more when a thinking ``budget`` needs it.
 
     The API wants ``budget_tokens`` below ``max_tokens``: with a budget of
     4096 or more and no ``max_tokens`` given, the default leaves
     `DEFAULT_MAX_TOKENS` for the answer after the budget. (A ``max_tokens``
     the user gives is sent as it is: with interleaved thinking the budget may
-    exceed it.) A budget given as any real number counts (``5000.0``, a
-    NumPy integer), as the API reads it.
+    exceed it.)
     """
-    if _thinking_on(settings):
-        budget = settings["thinking"].get("budget_tokens")
-        if type(budget) is not bool and isinstance(budget, numbers.Real):
-            try:
-                tokens = int(budget if isinstance(budget, numbers.Integral) else math.ceil(budget))
-            except (OverflowError, ValueError):  # inf, nan
-                raise ModelConfigError(
-                    f"the setting thinking={{..., 'budget_tokens': {budget!r}}} is no number of "
-                    "tokens: the Anthropic Messages API wants a whole number of at least 1024 "
-                    "(below max_tokens); give one"
-                ) from None
-            if tokens >= DEFAULT_MAX_TOKENS:
-                return tokens + DEFAULT_MAX_TOKENS
+    if budget is not None and budget >= DEFAULT_MAX_TOKENS:
+        return budget + DEFAULT_MAX_TOKENS
     return DEFAULT_MAX_TOKENS
+
+
+def _thinking_budget(settings: Mapping[str, Any]) -> int | None:
+    """The thinking budget as whole tokens, or None (thinking off, or no number given).
+
+    A budget given as any real number counts (``5000.0``, a NumPy integer),
+    as the API reads it.
+
+    Raises:
+        ModelConfigError: Thinking is on and its budget is inf or nan, which
+            no JSON body can carry (checked whether or not ``max_tokens`` is
+            given).
+    """
+    if not _thinking_on(settings):
+        return None
+    budget = settings["thinking"].get("budget_tokens")
+    if type(budget) is bool or not isinstance(budget, numbers.Real):
+        return None
+    try:
+        return int(budget if isinstance(budget, numbers.Integral) else math.ceil(budget))
+    except (OverflowError, ValueError):  # inf, nan
+        raise ModelConfigError(
+            f"the setting thinking={{..., 'budget_tokens': {budget!r}}} is no number of "
+            "tokens: the Anthropic Messages API wants a whole number of at least 1024 "
+            "(below max_tokens); give one"
+        ) from None
 
 
 def _thinking_on(settings: Mapping[str, Any]) -> bool:

@@ -818,6 +818,12 @@ class Message:
     # never changes, so a tool loop that resends the whole conversation on
     # every request encodes each message once (see `wire_memo`).
     _wire: Any = attrs.field(default=None, init=False, eq=False, hash=False, repr=False)
+    # Not part of the value either: None until `inline_media` looks, then
+    # whether a part holds an image or file given as a ``data:`` URL (a message
+    # never changes, so a tool loop looks at each message's parts once).
+    _data_urls: bool | None = attrs.field(
+        default=None, init=False, eq=False, hash=False, repr=False
+    )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled and copied without the memo (its key is a codec's object).
