@@ -3,7 +3,7 @@
 What a run or a spec stores (a call's arguments, an output, a config's settings,
 a tool's parameters schema) is frozen so that no one changes it in place. Here, in the lowest layer, so
 that the toolkit (a `Tool`'s ``parameters``) and the runtime share one kind of
-read-only value (`toolfold.runtime` exports them).
+read-only value (`toolfold.runtime` exports the two classes).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Union
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime.core._arguments import MAX_DEPTH, parse_arguments
+from toolfold.runtime.core._arguments import MAX_DEPTH, TOO_DEEP, parse_arguments
 from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.toolkit._frozen import FrozenDict as FrozenDict
 from toolfold.toolkit._frozen import FrozenList as FrozenList
@@ -84,7 +84,7 @@ class NotJSONError(ValueError):
 
 
 _PATH_SHOWN = 80
-_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+_TOO_DEEP = TOO_DEEP  # (the argument text's own words: one limit, one message)
 
 
 def frozen_json(value: Any) -> Any:
@@ -301,7 +301,7 @@ def decoded_arguments(text: str) -> Mapping[str, Any] | None:
     """The arguments a call's text holds, read-only; None when it is not a JSON object.
 
     Decoded JSON is what `frozen_json` checks for (text keys, depth as
-    `MAX_DEPTH`, no NaN), so it is only frozen: a codec that gives a call these
+    `MAX_DEPTH`; a NaN, which a saved state keeps, is taken), so it is only frozen: a codec that gives a call these
     costs it no second walk.
     """
     frozen: Mapping[str, Any] | None = freeze(parse_arguments(text))
@@ -1020,7 +1020,7 @@ def _as_part(content: str | Part) -> Part:
     return TextPart(content) if isinstance(content, str) else content
 
 
-COUNT_LIMIT = 10**4300
+COUNT_LIMIT: int = _INT_BOUND
 """Int counts stay below this in size (4300 digits at most): Python writes and reads
 no longer int as JSON text by default (``sys.get_int_max_str_digits``), so a saved
 state could not hold one."""
@@ -1122,7 +1122,7 @@ def _shown_count(count: Any) -> Any:
     """``count`` as `Usage`'s repr shows it: None for zero; an int too long for ``str``
     (`COUNT_LIMIT`) by its size, so that the error refusing it can name it."""
     if isinstance(count, int) and not -COUNT_LIMIT < count < COUNT_LIMIT:
-        return "<an int of more than 4300 digits>"
+        return f"<an int of more than {MAX_INT_DIGITS} digits>"
     return count or None
 
 
