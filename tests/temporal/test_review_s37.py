@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -285,7 +286,9 @@ def test_a_tool_raising_cancelled_error_itself_is_its_error_result_not_retried(
             return response.text
 
     text = asyncio.run(go())
-    assert text == "is_error=True: Error: CancelledError: lib said cancelled"
+    # (Python 3.10 loses a CancelledError's message on its way out of the tool's task.)
+    said = "" if sys.version_info < (3, 11) else ": lib said cancelled"
+    assert text == f"is_error=True: Error: CancelledError{said}"
     assert _RAN == ["x"]  # run once: the activity did not fail, so nothing was retried
 
 
