@@ -41,7 +41,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold._run_files import _Held, _held
-from toolfold._session import _SIGPIPE, _continue, _quiet_stdout, _Session, _start
+from toolfold._session import SIGPIPE_EXIT, _continue, _Session, _start, quiet_stdout
 
 
 def state_text(raw: bytes) -> bytes:
@@ -199,9 +199,9 @@ def _out(command: str, text: str) -> int:
         out.flush()
     except (OSError, ValueError) as exc:  # (ValueError: a closed file object)
         if out is not None:
-            _quiet_stdout(out)
+            quiet_stdout(out)
         if isinstance(exc, BrokenPipeError):
-            return _SIGPIPE
+            return SIGPIPE_EXIT
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         _say(command, f"cannot write to stdout: {why}")
         return PROBLEM

@@ -71,6 +71,10 @@ def _restored(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, 
     return error
 
 
+# The name pickles made by every version refer to is `_restored`; other modules call it by this one.
+restored_error = _restored
+
+
 def reduce_error(error: BaseException) -> tuple[Any, ...]:
     """``__reduce__`` for an error whose ``__init__`` takes other arguments than its ``args``.
 

@@ -479,11 +479,11 @@ class _Session:
             self.out.write(text)
             self.out.flush()
         except (OSError, ValueError) as exc:  # (ValueError: a closed file object)
-            self.gone = _SIGPIPE if isinstance(exc, BrokenPipeError) else PROBLEM
+            self.gone = SIGPIPE_EXIT if isinstance(exc, BrokenPipeError) else PROBLEM
             if self.gone == PROBLEM:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 _say(self.command, f"cannot write to stdout: {why}")
-            _quiet_stdout(self.out)
+            quiet_stdout(self.out)
 
     def _answer(self, text: str) -> str:
         """The answer's ``text`` as written to stdout: escaped on a terminal (`_visible`)."""
@@ -670,7 +670,7 @@ def _as_options(command: str, text: str, run_file: object = "RUN.json") -> str:
 
 
 #: The code a shell reports for a command that SIGPIPE ended (128 + 13).
-_SIGPIPE = 141
+SIGPIPE_EXIT = 141
 
 
 class _Closed:
@@ -686,7 +686,7 @@ class _Closed:
         return False
 
 
-def _quiet_stdout(stream: Any) -> None:
+def quiet_stdout(stream: Any) -> None:
     """Point ``stream``'s descriptor at the null device, so that what it still buffers
     is dropped at exit instead of failing again there (as the Python docs advise)."""
     try:

@@ -37,7 +37,7 @@ from toolfold._errors import (
     RunError,
     ToolDefinitionError,
     ToolfoldError,
-    _restored,
+    restored_error,
 )
 from toolfold.integrations.temporal._nested import (
     ListedSource,
@@ -628,7 +628,7 @@ def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
         fields = failure.details[1] if len(failure.details) > 1 else None
         if not (isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values())):
             return None
-        restored: ToolfoldError = _restored(raised, (failure.message,), fields)
+        restored: ToolfoldError = restored_error(raised, (failure.message,), fields)
         return restored
     made: ToolfoldError = raised(failure.message)
     return made

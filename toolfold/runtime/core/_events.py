@@ -7,7 +7,7 @@ that names it in the transition table and in the JSON form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, Union
 
 import attrs
@@ -233,20 +233,12 @@ def planned_output(value: Any) -> Any:
     Raises:
         UsageError: The value is no JSON a saved state could hold; it names where.
     """
-    kind = type(value)
-    if kind is FrozenDict or kind is FrozenList or kind is str:
-        return value
-    try:
-        return frozen_output(value)
-    except NotJSONError as error:
-        raise UsageError(
-            f"OutputAccepted.value{error.path}: {error.problem}; an output is JSON data, "
-            "stored with the run"
-        ) from None
+    return _output_value(value, frozen_output)
 
 
-def _output_value(value: Any) -> Any:
-    """The output frozen, checked to come back equal from a saved state (`frozen_json`).
+def _output_value(value: Any, check: Callable[[Any], Any] = frozen_json) -> Any:
+    """The output frozen, checked (``check``: `frozen_json`, or `frozen_output` for a
+    workflow's own) to come back equal from a saved state.
 
     A frozen mapping or list is taken as it is: one is made from JSON just read
     (a saved state's own output) or by an earlier check.
@@ -255,7 +247,7 @@ def _output_value(value: Any) -> Any:
     if kind is FrozenDict or kind is FrozenList or kind is str:
         return value
     try:
-        return frozen_json(value)
+        return check(value)
     except NotJSONError as error:
         raise UsageError(
             f"OutputAccepted.value{error.path}: {error.problem}; an output is JSON data, "
