@@ -22,43 +22,54 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
+from cli_process import COMMAND, ROOT, environment, interruptible, read_until, toolfold
 
 from toolfold import RunState
 from toolfold._commands import _read_line
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
 FILES = Path(__file__).resolve().parent
 DEMO = ["--model", "support_tools:demo_model"]
 
 
-def _environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment with no API keys, ``env`` added, and this checkout's toolfold first
-    on the path (the interpreter's installed one may be another checkout's)."""
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    given = {**clean, **(env or {})}
-    paths = [str(ROOT), *filter(None, [given.get("PYTHONPATH")])]
-    return {**given, "PYTHONPATH": os.pathsep.join(paths)}
+_INTERRUPTED = (
+    "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
+    "toolfold resume toolfold-run.json\n"
+)
+_WAITS = (
+    b"toolfold run: stopping once the running tool or model call returns; "
+    b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
+)
 
 
-def toolfold(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``toolfold ARGS`` in a subprocess with no API keys and stdin not a terminal."""
-    return subprocess.run(
-        [sys.executable, "-m", "toolfold._cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=_environment(env),
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+def _interrupted(proc: subprocess.Popen[bytes], until: bytes, then: Callable[[], object]) -> None:
+    """Read ``proc``'s stderr until ``until`` is said, do ``then`` (open the gate, or press
+    Ctrl-C again), and check that it exits 130 saying where the run's file is written."""
+    try:
+        seen = read_until(proc.stderr, until, "no notice", "stderr")
+        then()
+        _, errors = proc.communicate(timeout=60)
+    except BaseException:
+        proc.kill()  # (the with then closes its pipes and reaps it)
+        raise
+    assert proc.returncode == 130, seen + errors
+    assert (seen + errors).decode().endswith(_INTERRUPTED)
+
+
+def _open_fifo(gate: Path) -> None:
+    """Write the line a tool (or model) held at the FIFO ``gate`` waits for."""
+    with open(gate, "w", encoding="utf-8") as opened:
+        opened.write("go\n")
+
+
+def _run_file_state(folder: Path, name: str = "toolfold-run.json") -> RunState:
+    """The state in the run file ``name`` of ``folder``."""
+    return RunState.from_json(json.dumps(json.loads((folder / name).read_text())["state"]))
 
 
 @pytest.mark.parametrize("command", ["", "run", "resume", "tools", "graph", "check"])
@@ -190,24 +201,17 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
     env = {"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}
     proc = toolfold("run", "calc.toml", "go", cwd=tmp_path, env=env)
     assert proc.returncode == 3, proc.stderr
-    resume = [sys.executable, "-m", "toolfold._cli", "resume", "toolfold-run.json"]
     first = subprocess.Popen(
-        [*resume, "--approve", "call_1_0"],
+        [*COMMAND, "resume", "toolfold-run.json", "--approve", "call_1_0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         cwd=tmp_path,
-        env=_environment(env),
+        env=environment(env),
     )
-    assert first.stderr is not None
     try:
-        seen = b""
-        while b"adding\n" not in seen:  # the first runs the tool, which holds at the gate
-            ready, _, _ = select.select([first.stderr], [], [], 60)
-            assert ready, f"the tool did not start; so far: {seen!r}"
-            chunk = os.read(first.stderr.fileno(), 1024)
-            assert chunk, f"stderr ended early; so far: {seen!r}"
-            seen += chunk
+        # the first runs the tool, which holds at the gate
+        seen = read_until(first.stderr, b"adding\n", "the tool did not start", "stderr")
         second = toolfold(
             "resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path, env=env
         )
@@ -437,13 +441,8 @@ def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(Path(__file__).parent)}
     proc = toolfold("run", "adds.toml", "add 2 and 3", cwd=tmp_path, env=env)
     assert proc.returncode == 130, proc.stderr
-    assert proc.stderr == (
-        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-        "toolfold resume toolfold-run.json\n"
-    )
-    document = json.loads((tmp_path / "toolfold-run.json").read_text())
-    state = RunState.from_json(json.dumps(document["state"]))
-    assert state.phase == "running_tools"
+    assert proc.stderr == _INTERRUPTED
+    assert _run_file_state(tmp_path).phase == "running_tools"
     proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
@@ -460,21 +459,18 @@ def test_ctrl_c_in_a_streamed_sub_agent_keeps_what_it_finished(tmp_path: Path) -
         'tools = ["files_helpers:note", "files_helpers:press_ctrl_c"]\n'
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
+        [*COMMAND, "run", "team.toml", "--stream", "go"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_environment({"PYTHONPATH": str(FILES)}),
+        env=environment({"PYTHONPATH": str(FILES)}),
         stdin=subprocess.DEVNULL,
         timeout=60,
         # (a process started in the background inherits SIGINT ignored: Python's own handler)
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.returncode == 130, proc.stderr
-    assert proc.stderr.endswith(
-        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-        "toolfold resume toolfold-run.json\n"
-    )
+    assert proc.stderr.endswith(_INTERRUPTED)
     assert "stopping once" not in proc.stderr  # an async tool is cancelled: nothing waits
     proc = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
     assert (proc.returncode, proc.stdout) == (0, "lead: worker: noted x, pressed x\n"), proc.stderr
@@ -485,51 +481,13 @@ def test_ctrl_c_that_waits_for_a_blocking_tool_says_so(tmp_path: Path) -> None:
     """``run --stream`` interrupted while a sub-agent's sync tool runs tells the user at once
     that it stops once the tool returns (it is not stuck); then it keeps the run."""
     gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    (tmp_path / "team.toml").write_text(
-        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_holder"\n'
-        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
-        'model = "files_helpers:lead_and_holder"\ntools = ["files_helpers:hold_at_gate"]\n'
-    )
-    with subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
-        # (a process started in the background inherits SIGINT ignored: Python's own handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    ) as proc:
-        assert proc.stderr is not None
-        notice = (
-            b"toolfold run: stopping once the running tool or model call returns; "
-            b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
-        )
-        try:
-            seen = b""
-            while notice not in seen:  # the tool holds until the gate opens: said before it returns
-                ready, _, _ = select.select([proc.stderr], [], [], 60)
-                assert ready, f"no notice; so far: {seen!r}"
-                chunk = os.read(proc.stderr.fileno(), 1024)
-                assert chunk, f"stderr ended early; so far: {seen!r}"
-                seen += chunk
+    with _team_run(tmp_path, gate) as proc:
+
+        def said_while_held() -> None:
             assert not (tmp_path / "ran.log").exists()  # said while the tool still ran
-            with open(gate, "w", encoding="utf-8") as opened:
-                opened.write("go\n")
-            _, errors = proc.communicate(timeout=60)
-        except BaseException:
-            proc.kill()  # (the with then closes its pipes and reaps it)
-            raise
-    assert proc.returncode == 130, seen + errors
-    assert (
-        (seen + errors)
-        .decode()
-        .endswith(
-            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-            "toolfold resume toolfold-run.json\n"
-        )
-    )
+            _open_fifo(gate)
+
+        _interrupted(proc, _WAITS, said_while_held)
     proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
     assert (proc2.returncode, proc2.stdout) == (0, "lead: worker: held x\n"), proc2.stderr
     assert (tmp_path / "ran.log").read_text() == "held x\n"  # the tool's return was kept
@@ -540,48 +498,10 @@ def test_a_second_ctrl_c_keeps_a_streamed_sub_agent_where_it_stood(tmp_path: Pat
     (130) with the sub-agent kept where it stood: resuming runs only the tool that still ran,
     not the sub-agent's model call before it (it was kept, with its answer)."""
     gate = tmp_path / "gate"
-    os.mkfifo(gate)
-    (tmp_path / "team.toml").write_text(
-        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_holder"\n'
-        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
-        'model = "files_helpers:lead_and_holder"\ntools = ["files_helpers:hold_at_gate"]\n'
-    )
-    with subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", "team.toml", "--stream", "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-        env=_environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}),
-        # (a process started in the background inherits SIGINT ignored: Python's own handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    ) as proc:
-        assert proc.stderr is not None
-        try:
-            seen = b""
-            while b"stopping once" not in seen:
-                ready, _, _ = select.select([proc.stderr], [], [], 60)
-                assert ready, f"no notice; so far: {seen!r}"
-                chunk = os.read(proc.stderr.fileno(), 1024)
-                assert chunk, f"stderr ended early; so far: {seen!r}"
-                seen += chunk
-            proc.send_signal(signal.SIGINT)  # the gate stays shut: the tool never returns
-            _, errors = proc.communicate(timeout=60)
-        except BaseException:
-            proc.kill()  # (the with then closes its pipes and reaps it)
-            raise
-    assert proc.returncode == 130, seen + errors
-    assert (
-        (seen + errors)
-        .decode()
-        .endswith(
-            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-            "toolfold resume toolfold-run.json\n"
-        )
-    )
-    state = RunState.from_json(
-        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
-    )
+    with _team_run(tmp_path, gate) as proc:
+        # the gate stays shut: the tool never returns
+        _interrupted(proc, b"stopping once", lambda: proc.send_signal(signal.SIGINT))
+    state = _run_file_state(tmp_path)
     [worker] = [c.child for c in state.calls if c.call.name == "worker"]
     assert worker is not None  # kept where it stood: its model had answered
     assert [e.kind for e in worker.log] == ["run_started", "model_responded"]
@@ -589,6 +509,19 @@ def test_a_second_ctrl_c_keeps_a_streamed_sub_agent_where_it_stood(tmp_path: Pat
     proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
     assert (proc2.returncode, proc2.stdout) == (0, "lead: worker: held x\n"), proc2.stderr
     assert _ran(tmp_path) == ["held x"]  # run by the resume (the first never returned)
+
+
+def _team_run(tmp_path: Path, gate: Path) -> subprocess.Popen[bytes]:
+    """``toolfold run --stream`` of an agent whose sub-agent calls a tool held at the FIFO
+    ``gate``, started with Ctrl-C's default handling; used as ``with _team_run(...) as proc``."""
+    os.mkfifo(gate)
+    (tmp_path / "team.toml").write_text(
+        'entry = "lead"\n\n[agents.lead]\nmodel = "files_helpers:lead_and_holder"\n'
+        'tools = [{ agent = "worker" }]\n\n[agents.worker]\n'
+        'model = "files_helpers:lead_and_holder"\ntools = ["files_helpers:hold_at_gate"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)}
+    return interruptible(["run", "team.toml", "--stream", "go"], tmp_path, env)
 
 
 def _pair_run(
@@ -611,23 +544,24 @@ def _pair_run(
             f'[agents.pair]\nmodel = "files_helpers:{model}"\n'
             f'tools = ["files_helpers:hold_at_gate", "files_helpers:{beside}"]\n'
         )
-    return subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", "pair.toml", *options, "go"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        cwd=tmp_path,
-        env=_environment(
-            {
-                "PYTHONPATH": str(FILES),
-                "TOOLFOLD_TEST_GATE": str(gate),
-                # (Ctrl-C only once ``wait_for_cancel`` waits: see `files_helpers.hold_at_gate`)
-                "TOOLFOLD_TEST_AFTER_WAITER": "" if beside == "note" else "1",
-            }
-        ),
-        # (a process started in the background inherits SIGINT ignored: Python's own handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    env = {
+        "PYTHONPATH": str(FILES),
+        "TOOLFOLD_TEST_GATE": str(gate),
+        # (Ctrl-C only once ``wait_for_cancel`` waits: see `files_helpers.hold_at_gate`)
+        "TOOLFOLD_TEST_AFTER_WAITER": "" if beside == "note" else "1",
+    }
+    return interruptible(["run", "pair.toml", *options, "go"], tmp_path, env)
+
+
+def _held_then_opened(tmp_path: Path, gate: Path) -> Callable[[], None]:
+    """What a test does once ``run`` said it waits: checks the held tool has not returned,
+    then opens its ``gate``."""
+
+    def open_it() -> None:
+        assert "held x" not in _ran(tmp_path)  # said while the tool still ran
+        _open_fifo(gate)
+
+    return open_it
 
 
 def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_path: Path) -> None:
@@ -635,38 +569,8 @@ def test_ctrl_c_in_a_blocking_run_waits_for_its_running_tool_and_keeps_it(tmp_pa
     waits for the tool, and writes its result to the run file: resuming does not run it again."""
     gate = tmp_path / "gate"
     with _pair_run(tmp_path, gate) as proc:
-        assert proc.stderr is not None
-        notice = (
-            b"toolfold run: stopping once the running tool or model call returns; "
-            b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
-        )
-        try:
-            seen = b""
-            while notice not in seen:  # the tool holds until the gate opens: said before it returns
-                ready, _, _ = select.select([proc.stderr], [], [], 60)
-                assert ready, f"no notice; so far: {seen!r}"
-                chunk = os.read(proc.stderr.fileno(), 1024)
-                assert chunk, f"stderr ended early; so far: {seen!r}"
-                seen += chunk
-            assert "held x" not in _ran(tmp_path)  # said while the tool still ran
-            with open(gate, "w", encoding="utf-8") as opened:
-                opened.write("go\n")
-            _, errors = proc.communicate(timeout=60)
-        except BaseException:
-            proc.kill()  # (the with then closes its pipes and reaps it)
-            raise
-    assert proc.returncode == 130, seen + errors
-    assert (
-        (seen + errors)
-        .decode()
-        .endswith(
-            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-            "toolfold resume toolfold-run.json\n"
-        )
-    )
-    state = RunState.from_json(
-        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
-    )
+        _interrupted(proc, _WAITS, _held_then_opened(tmp_path, gate))
+    state = _run_file_state(tmp_path)
     held = [c for c in state.calls if c.call.name == "hold_at_gate"]
     assert [(c.status, c.result.content if c.result else None) for c in held] == [
         ("done", "held x")
@@ -688,38 +592,8 @@ def test_ctrl_c_in_a_step_on_an_event_loop_waits_for_its_running_tool_and_keeps_
     run it again."""
     gate = tmp_path / "gate"
     with _pair_run(tmp_path, gate, beside, options) as proc:
-        assert proc.stderr is not None
-        notice = (
-            b"toolfold run: stopping once the running tool or model call returns; "
-            b"press Ctrl-C again to stop now (what still runs then runs again on resume)\n"
-        )
-        try:
-            seen = b""
-            while notice not in seen:  # the tool holds until the gate opens: said before it returns
-                ready, _, _ = select.select([proc.stderr], [], [], 60)
-                assert ready, f"no notice; so far: {seen!r}"
-                chunk = os.read(proc.stderr.fileno(), 1024)
-                assert chunk, f"stderr ended early; so far: {seen!r}"
-                seen += chunk
-            assert "held x" not in _ran(tmp_path)  # said while the tool still ran
-            with open(gate, "w", encoding="utf-8") as opened:
-                opened.write("go\n")
-            _, errors = proc.communicate(timeout=60)
-        except BaseException:
-            proc.kill()  # (the with then closes its pipes and reaps it)
-            raise
-    assert proc.returncode == 130, seen + errors
-    assert (
-        (seen + errors)
-        .decode()
-        .endswith(
-            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-            "toolfold resume toolfold-run.json\n"
-        )
-    )
-    state = RunState.from_json(
-        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
-    )
+        _interrupted(proc, _WAITS, _held_then_opened(tmp_path, gate))
+    state = _run_file_state(tmp_path)
     # The async tool, waiting when Ctrl-C came, was cancelled (its handler ran before the
     # command exited) and is to run again; the held sync tool was waited for and kept.
     assert [(c.call.name, c.status) for c in state.calls] == [
@@ -738,32 +612,9 @@ def test_a_second_ctrl_c_stops_waiting_and_keeps_the_run_as_it_stood(tmp_path: P
     written: the tool still running stays to run, and resuming runs it."""
     gate = tmp_path / "gate"
     with _pair_run(tmp_path, gate) as proc:
-        assert proc.stderr is not None
-        try:
-            seen = b""
-            while b"stopping once" not in seen:
-                ready, _, _ = select.select([proc.stderr], [], [], 60)
-                assert ready, f"no notice; so far: {seen!r}"
-                chunk = os.read(proc.stderr.fileno(), 1024)
-                assert chunk, f"stderr ended early; so far: {seen!r}"
-                seen += chunk
-            proc.send_signal(signal.SIGINT)  # the gate stays shut: the tool never returns
-            _, errors = proc.communicate(timeout=60)
-        except BaseException:
-            proc.kill()  # (the with then closes its pipes and reaps it)
-            raise
-    assert proc.returncode == 130, seen + errors
-    assert (
-        (seen + errors)
-        .decode()
-        .endswith(
-            "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-            "toolfold resume toolfold-run.json\n"
-        )
-    )
-    state = RunState.from_json(
-        json.dumps(json.loads((tmp_path / "toolfold-run.json").read_text())["state"])
-    )
+        # the gate stays shut: the tool never returns
+        _interrupted(proc, b"stopping once", lambda: proc.send_signal(signal.SIGINT))
+    state = _run_file_state(tmp_path)
     assert [c.status for c in state.calls if c.call.name == "hold_at_gate"] == ["to_run"]
     assert "held x" not in _ran(tmp_path)
     proc2 = toolfold("resume", "toolfold-run.json", cwd=tmp_path, env={"PYTHONPATH": str(FILES)})
@@ -803,8 +654,7 @@ def test_a_provider_error_after_an_approved_tool_keeps_its_result(tmp_path: Path
 
 
 def _waiting(run_file: Path) -> tuple[Any, ...]:
-    state = RunState.from_json(json.dumps(json.loads(run_file.read_text())["state"]))
-    return state.pending_approvals
+    return _run_file_state(run_file.parent, run_file.name).pending_approvals
 
 
 def test_a_run_whose_source_fails_to_close_still_answers(tmp_path: Path) -> None:
@@ -827,12 +677,12 @@ def on_terminal(*args: str, cwd: Path, answer: bytes | None = b"y\n") -> tuple[i
     (with Ctrl-C when ``answer`` is None)."""
     main, secondary = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", *args],
+        [*COMMAND, *args],
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
         cwd=cwd,
-        env=_environment(),
+        env=environment(),
         close_fds=True,
         # A process started in the background inherits SIGINT ignored, and Python then
         # never raises KeyboardInterrupt for it: the default lets Python install its own.
@@ -881,10 +731,7 @@ def test_ctrl_c_at_a_question_keeps_the_waiting_run(tmp_path: Path) -> None:
     steps that ran are kept: it was lost), and ``resume`` answers it."""
     code, text = on_terminal("run", str(FILES / "approval.toml"), "go", cwd=tmp_path, answer=None)
     assert code == 130, text
-    assert text.rstrip().endswith(
-        "toolfold run: interrupted; state written to toolfold-run.json; continue with: "
-        "toolfold resume toolfold-run.json"
-    )
+    assert text.rstrip().endswith(_INTERRUPTED.rstrip())
     proc = toolfold("resume", "toolfold-run.json", "--approve", "call_1_0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "result: 5\n"
@@ -1190,24 +1037,16 @@ def test_stream_writes_each_piece_as_it_arrives(tmp_path: Path) -> None:
         "TOOLFOLD_TEST_GATE": str(gate),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolfold._cli", "run", "gated.toml", "--stream", "hi"],
+        [*COMMAND, "run", "gated.toml", "--stream", "hi"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
         env=env,
     )
-    assert proc.stdout is not None
     try:
-        seen = b""
-        while b"first " not in seen:
-            ready, _, _ = select.select([proc.stdout], [], [], 60)
-            assert ready, f"nothing streamed; so far: {seen!r}"
-            chunk = os.read(proc.stdout.fileno(), 1024)
-            assert chunk, f"stdout ended early; so far: {seen!r}"
-            seen += chunk
+        seen = read_until(proc.stdout, b"first ", "nothing streamed", "stdout")
         assert seen == b"first "  # the second piece is still held back by the model
-        with open(gate, "w", encoding="utf-8") as opened:
-            opened.write("go\n")
+        _open_fifo(gate)
         rest, errors = proc.communicate(timeout=60)
     except BaseException:
         proc.kill()
@@ -1454,13 +1293,13 @@ def test_the_documented_sessions_print_what_the_command_prints(tmp_path: Path) -
             assert words[0] == "toolfold"
             if words[-2:] == ["<", "/dev/null"]:
                 proc = subprocess.run(
-                    [sys.executable, "-m", "toolfold._cli", *words[1:-2]],
+                    [*COMMAND, *words[1:-2]],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     text=True,
                     cwd=folder,
-                    env=_environment(),
+                    env=environment(),
                     timeout=60,
                 )
                 printed = proc.stdout
@@ -1519,7 +1358,7 @@ def test_ctrl_c_while_a_streamed_event_is_shown_keeps_the_run(
     except KeyboardInterrupt:  # what the command then says: "interrupted", no run file
         pytest.fail("the interruption carried no state: the run's work was lost")
     assert code == INTERRUPTED
-    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    state = _run_file_state(tmp_path, "run.json")
     (kept,) = [c for c in state.calls if c.child is not None]
     assert kept.status == "to_run"  # the sub-agent where it stopped, its note ended
     monkeypatch.setattr(_Session, "_result_line", shown_by)
@@ -1558,7 +1397,7 @@ def test_ctrl_c_while_the_last_event_is_shown_keeps_the_ended_run(
     except KeyboardInterrupt:  # what the command then says: "interrupted", no run file
         pytest.fail("the interruption carried no state: the ended run was not written")
     assert code == INTERRUPTED
-    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    state = _run_file_state(tmp_path, "run.json")
     assert (state.phase, state.messages[-1].text) == ("finished", "done")
     assert (
         capsys.readouterr().err
@@ -1592,7 +1431,7 @@ def test_ctrl_c_while_the_final_step_end_is_shown_says_the_run_ended(
     monkeypatch.setattr(_Session, "_show", show)
     code = session._attempt(lambda: _start(agent, "go", True, None), ())
     assert code == INTERRUPTED
-    state = RunState.from_json(json.dumps(json.loads((tmp_path / "run.json").read_text())["state"]))
+    state = _run_file_state(tmp_path, "run.json")
     assert (state.phase, state.messages[-1].text) == ("finished", "done")
     assert (
         capsys.readouterr().err
@@ -1606,12 +1445,12 @@ def test_resume_reads_a_bare_state_from_a_pipe(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     command = ["resume", "/dev/stdin", "--file", str(EXAMPLE), *DEMO, "--approve", "call_4_0"]
     resumed = subprocess.run(
-        [sys.executable, "-m", "toolfold._cli", *command],
+        [*COMMAND, *command],
         input=proc.stdout,  # (a pipe, whose end comes once this is written)
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_environment(),
+        env=environment(),
         timeout=30,
     )
     assert (resumed.returncode, resumed.stdout) == (0, "order A17 refunded\n"), resumed.stderr
@@ -1967,12 +1806,12 @@ def test_a_state_out_that_is_stdout_s_file_is_written_through_it(
     before = log.stat().st_ino
     with log.open("a") as stdout:
         proc = subprocess.run(
-            [sys.executable, "-m", "toolfold._cli", "run", str(EXAMPLE), *DEMO, *options],
+            [*COMMAND, "run", str(EXAMPLE), *DEMO, *options],
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,
             cwd=tmp_path,
-            env=_environment(None),
+            env=environment(None),
             stdin=subprocess.DEVNULL,
             timeout=60,
         )

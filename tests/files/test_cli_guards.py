@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-FILES = Path(__file__).resolve().parent
+from cli_process import COMMAND, environment, toolfold, with_stdout_closed
 
 # A tool module and agent file of these tests: `wait` asks for approval, `big` answers
 # with much text (streamed in many chunks), `lim` calls `ping` until max_steps stops it.
@@ -74,27 +72,7 @@ steps = ["waits"]
 """
 
 
-BIG = [sys.executable, "-m", "toolfold._cli", "run", "agents.toml", "--agent", "big"]
-
-
-def _environment() -> dict[str, str]:
-    """This environment with no API keys, and this checkout's toolfold first on the path."""
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    paths = [str(ROOT), *filter(None, [clean.get("PYTHONPATH")])]
-    return {**clean, "PYTHONPATH": os.pathsep.join(paths)}
-
-
-def toolfold(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``toolfold ARGS`` in a subprocess with no API keys and stdin not a terminal."""
-    return subprocess.run(
-        [sys.executable, "-m", "toolfold._cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=_environment(),
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+BIG = [*COMMAND, "run", "agents.toml", "--agent", "big"]
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -162,7 +140,7 @@ def test_a_stream_into_a_closed_pipe_stops_quietly_and_keeps_the_run(tmp_path: P
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         cwd=tmp_path,
-        env=_environment(),
+        env=environment(),
     )
     assert proc.stdout is not None
     assert proc.stderr is not None
@@ -183,17 +161,9 @@ def test_a_closed_stdout_is_said_once_and_the_run_file_written(tmp_path: Path) -
     _folder(tmp_path)
     for stream in ([], ["--stream"]):
         out = tmp_path / f"out{len(stream)}.json"
-        proc = subprocess.run(
-            [*BIG, "hi", "--state-out", out.name, *stream],
-            stdout=None,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            cwd=tmp_path,
-            env=_environment(),
-            text=True,
-            timeout=60,
-            # the child starts with no descriptor 1 at all, as after `>&-`
-            preexec_fn=lambda: os.close(1),
+        proc = with_stdout_closed(
+            ["run", "agents.toml", "--agent", "big", "hi", "--state-out", out.name, *stream],
+            tmp_path,
         )
         assert proc.returncode == 1, proc.stderr
         assert "Traceback" not in proc.stderr
@@ -283,12 +253,12 @@ def _into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess
     os.close(read)
     try:
         return subprocess.run(
-            [sys.executable, "-m", "toolfold._cli", *args],
+            [*COMMAND, *args],
             stdout=write,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
-            env=_environment(),
+            env=environment(),
             text=True,
             timeout=60,
         )
@@ -309,17 +279,7 @@ def test_tools_graph_and_check_stop_quietly_on_a_closed_pipe_or_stdout(tmp_path:
         piped = _into_closed_pipe(args, tmp_path)
         assert piped.returncode == 141, (args, piped.stderr)
         assert piped.stderr == "", args
-        closed = subprocess.run(
-            [sys.executable, "-m", "toolfold._cli", *args],
-            stdout=None,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            cwd=tmp_path,
-            env=_environment(),
-            text=True,
-            timeout=60,
-            preexec_fn=lambda: os.close(1),
-        )
+        closed = with_stdout_closed(args, tmp_path)
         assert closed.returncode == 1, (args, closed.stderr)
         assert "Traceback" not in closed.stderr
         assert f"toolfold {args[0]}: cannot write to stdout: stdout is closed" in closed.stderr
