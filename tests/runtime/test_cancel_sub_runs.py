@@ -10,13 +10,14 @@ finished again.
 from __future__ import annotations
 
 import asyncio
-import signal
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 import pytest
+from interrupt_helpers import ctrl_c, join_step_threads, saved_state_on, thrown_into
 
 from toolfold import (
     Agent,
@@ -260,9 +261,7 @@ def test_ctrl_c_in_a_blocking_sub_agent_keeps_it_where_it_stopped(stream: bool) 
     start = (lambda: list(lead.stream("go"))) if stream else (lambda: lead.run("go"))
     with pytest.raises(KeyboardInterrupt) as caught:
         start()
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
+    state = saved_state_on(caught.value)
     assert _kept_path(state) == ["mid", "bottom"]
     response = _resumed(lead, state, stream)
     assert response.text == "lead(mid(bottom: quick bottom, halt bottom))"
@@ -309,9 +308,7 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
     lead = _side_by_side(gate, "halt")
     with pytest.raises(KeyboardInterrupt) as caught:
         lead.run("go")
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
+    state = saved_state_on(caught.value)
     assert [(c.call.name, c.status) for c in state.calls] == [
         ("first", "done"),
         ("second", "to_run"),
@@ -334,10 +331,17 @@ def test_ctrl_c_in_one_of_two_blocking_sub_agents_keeps_both() -> None:
     }
 
 
-def _calls_slow(event: Any) -> bool:
-    """Whether ``event`` is a sub-run's call to ``slow``."""
+def _calls(event: Any, name: str = "slow") -> bool:
+    """Whether ``event`` is a sub-run's call to the tool ``name``."""
     inner = getattr(event, "event", None)
-    return isinstance(inner, ToolCallEvent) and inner.call.name == "slow"
+    return isinstance(inner, ToolCallEvent) and inner.call.name == name
+
+
+def _until_call(events: Iterator[Any], name: str) -> None:
+    """Read ``events`` (a blocking stream's) up to a sub-run's call to the tool ``name``."""
+    for event in events:
+        if _calls(event, name):
+            return
 
 
 def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_agents() -> None:
@@ -348,14 +352,9 @@ def test_ctrl_c_in_a_blocking_stream_keeps_its_round_of_sub_agents() -> None:
     gate = Gate()
     lead = _side_by_side(gate, "slow")
     events = iter(lead.stream("go"))
-    for event in events:
-        if _calls_slow(event):
-            break
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events.throw(KeyboardInterrupt())
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
+    _until_call(events, "slow")
+    error = thrown_into(events)
+    state = saved_state_on(error)
     second = next(c for c in state.calls if c.call.name == "second")
     assert second.status == "to_run"
     assert second.child is not None  # kept where it stopped: not the round's start
@@ -379,12 +378,9 @@ def test_ctrl_c_in_a_blocking_stream_keeps_a_lone_sub_agent() -> None:
     gate = Gate()
     lead = _caller(gate, "lead", _worker(gate, "bottom").as_tool())
     events = iter(lead.stream("go"))
-    for event in events:
-        if _calls_slow(event):
-            break
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events.throw(KeyboardInterrupt())
-    state = RunState.from_json(state_of(caught.value).to_json())
+    _until_call(events, "slow")
+    error = thrown_into(events)
+    state = saved_state_on(error)
     assert _kept_path(state) == ["bottom"]
     gate.holding = False
     response = _resumed(lead, state, stream=True)
@@ -399,14 +395,9 @@ def test_ctrl_c_in_a_blocking_workflow_stream_keeps_its_step() -> None:
     gate = Gate()
     flow = Sequence(_worker(gate, "first", "quick"), _worker(gate, "second"), name="flow")
     events = iter(flow.stream("go"))
-    for event in events:
-        if _calls_slow(event):
-            break
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events.throw(KeyboardInterrupt())
-    state = state_of(caught.value)
-    assert isinstance(state, RunState)
-    state = RunState.from_json(state.to_json())
+    _until_call(events, "slow")
+    error = thrown_into(events)
+    state = saved_state_on(error)
     assert _kept_path(state) == ["second"]
     gate.holding = False
     resumed = flow.resume_stream(state)
@@ -430,17 +421,13 @@ def test_ctrl_c_in_a_blocking_stream_does_not_wait_for_work_a_tool_handed_to_a_t
     gate = Gate()
     lead = _side_by_side(gate, "offload")
     events = iter(lead.stream("go"))
-    for event in events:
-        inner = getattr(event, "event", None)
-        if isinstance(inner, ToolCallEvent) and inner.call.name == "offload":
-            break
+    _until_call(events, "offload")
     assert gate.offloading.wait(60)  # the work runs on its thread
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events.throw(KeyboardInterrupt())
+    error = thrown_into(events)
     assert not gate.offloaded.is_set()  # raised while the thread still works
     gate.release.set()
     assert gate.offloaded.wait(60)
-    state = RunState.from_json(state_of(caught.value).to_json())
+    state = saved_state_on(error)
     gate.holding = False
     response = _resumed(lead, state, stream=True)
     assert response.text == (
@@ -547,19 +534,35 @@ def test_ctrl_c_in_a_blocking_stream_stops_a_lone_sub_agent_after_its_blocking_t
     bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[wait])
     lead = _caller(Gate(), "lead", bottom.as_tool())
     events = iter(lead.stream("go"))
-    for event in events:
-        inner = getattr(event, "event", None)
-        if isinstance(inner, ToolCallEvent) and inner.call.name == "wait":
-            break
+    _until_call(events, "wait")
     assert reached.wait(60)
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events.throw(KeyboardInterrupt())
-    state = RunState.from_json(state_of(caught.value).to_json())
+    error = thrown_into(events)
+    state = saved_state_on(error)
     assert _kept_path(state) == ["bottom"]
     assert ran == {"wait": 1, "model:bottom": 1}
     response = _resumed(lead, state, stream=True)
     assert response.text == "lead(bottom done)"
     assert ran == {"wait": 1, "model:bottom": 2}
+
+
+def _interrupted_asking(
+    lead: Agent, asking: threading.Event, tell: Callable[[], None], let_go: Callable[[], None]
+) -> BaseException:
+    """Ctrl-C thrown into a blocking stream of ``lead`` once its lone sub-agent's step began
+    and its model is ``asking``, ``tell`` told of the wait for it: the interruption, once
+    ``let_go`` ran (whatever happened) and the sub-agent's thread ended (cut, it goes on)."""
+    try:
+        events = iter(lead.stream("go"))
+        for event in events:
+            if isinstance(event, SubRunEvent):  # (the sub-agent's step began)
+                break
+        assert asking.wait(60)
+        with interrupt_waits(tell), pytest.raises(KeyboardInterrupt) as caught:
+            events.throw(KeyboardInterrupt())
+    finally:
+        let_go()
+        join_step_threads()
+    return caught.value
 
 
 @pytest.mark.parametrize("second", [False, True], ids=["once", "twice"])
@@ -597,27 +600,14 @@ def test_ctrl_c_in_a_blocking_stream_keeps_the_reply_a_lone_sub_agent_waited_for
     def tell() -> None:
         told.append("waiting")
         if second:
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            ctrl_c()
         else:
             answer.set()
 
     bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
     lead = _caller(Gate(), "lead", bottom.as_tool())
-    try:
-        events = iter(lead.stream("go"))
-        for event in events:
-            if isinstance(event, SubRunEvent):  # (the sub-agent's step began)
-                break
-        assert asking.wait(60)
-        with interrupt_waits(tell), pytest.raises(KeyboardInterrupt) as caught:
-            events.throw(KeyboardInterrupt())
-    finally:
-        answer.set()
-        for thread in threading.enumerate():  # (cut, the sub-agent goes on on its thread)
-            if thread.name == "toolfold-step":
-                thread.join(30)
+    state = saved_state_on(_interrupted_asking(lead, asking, tell, answer.set))
     assert told == ["waiting"]
-    state = RunState.from_json(state_of(caught.value).to_json())
     assert _kept_path(state) == ["bottom"]
     (kept,) = [c.child for c in state.calls if c.child is not None]
     assert kept is not None
@@ -650,7 +640,7 @@ def test_a_lone_sub_agent_stops_reading_a_streamed_reply_nobody_keeps(how: str) 
             yield event
 
     def tell() -> None:
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        ctrl_c()
 
     sub = Agent(FunctionModel(lambda request: "x" * 160, stream_function=chunks), name="sub")
     lead = _caller(Gate(), "lead", sub.as_tool())
@@ -667,9 +657,7 @@ def test_a_lone_sub_agent_stops_reading_a_streamed_reply_nobody_keeps(how: str) 
                 events.throw(KeyboardInterrupt())
     finally:
         go.set()
-        for thread in threading.enumerate():  # (the sub-agent's thread ends its read)
-            if thread.name == "toolfold-step":
-                thread.join(30)
+        join_step_threads()  # (the sub-agent's thread ends its read)
     assert sizes[0] > 3
     assert len(read) == 3
 
@@ -690,7 +678,7 @@ def test_a_second_ctrl_c_keeps_the_reply_a_lone_sub_agent_read_before_its_calls_
     def showing(call_: Any, disposition: Any) -> Any:
         if call_.name == "look" and not ran["shown"]:
             ran["shown"] += 1
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            ctrl_c()
             assert release.wait(30)  # (the second Ctrl-C lands while it stands here)
         return shown(call_, disposition)
 
@@ -720,24 +708,16 @@ def test_a_second_ctrl_c_keeps_the_reply_a_lone_sub_agent_read_before_its_calls_
     monkeypatch.setattr(_loop, "ToolCallEvent", showing)
     bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
     lead = _caller(Gate(), "lead", bottom.as_tool())
-    try:
-        events = iter(lead.stream("go"))
-        for event in events:
-            if isinstance(event, SubRunEvent):  # (the sub-agent's step began)
-                break
-        assert asking.wait(60)
-        with interrupt_waits(tell), pytest.raises(KeyboardInterrupt) as caught:
-            events.throw(KeyboardInterrupt())
-    finally:
+
+    def let_go() -> None:
         answer.set()
         release.set()
-        for thread in threading.enumerate():  # (cut, the sub-agent goes on on its thread)
-            if thread.name == "toolfold-step":
-                thread.join(30)
+
+    caught = _interrupted_asking(lead, asking, tell, let_go)
     monkeypatch.undo()
     assert told == ["waiting"]
     assert ran["shown"] == 1
-    state = RunState.from_json(state_of(caught.value).to_json())
+    state = saved_state_on(caught)
     (kept,) = [c.child for c in state.calls if c.child is not None]
     assert kept is not None
     assert [e.kind for e in kept.log] == ["run_started", "model_responded"]
@@ -860,12 +840,9 @@ def test_ctrl_c_in_a_blocking_stream_cancels_the_sub_agents_a_lone_sub_agent_run
     mid = attrs.evolve(_side_by_side(gate, "slow"), name="mid")
     top = _caller(gate, "top", mid.as_tool())
     events = iter(top.stream("go"))
-    for event in events:
-        if _calls_slow(event):
-            break
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events.throw(KeyboardInterrupt())
-    state = RunState.from_json(state_of(caught.value).to_json())
+    _until_call(events, "slow")
+    error = thrown_into(events)
+    state = saved_state_on(error)
     (held,) = [c for c in state.calls if c.child is not None]
     second = next(c for c in held.child.calls if c.call.name == "second")
     assert second.status == "to_run"
@@ -880,7 +857,7 @@ def test_ctrl_c_in_a_blocking_stream_cancels_the_sub_agents_a_lone_sub_agent_run
 async def _athrown_at_slow(events: Any, exc: BaseException) -> None:
     """Read an async stream up to a sub-run's call to ``slow``, then throw ``exc`` into it."""
     async for event in events:
-        if _calls_slow(event):
+        if _calls(event):
             await events.athrow(exc)
 
 

@@ -11,7 +11,6 @@ on time.
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 import threading
 from collections import Counter
@@ -20,19 +19,21 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from interrupt_helpers import (
+    ctrl_c,
+    interrupted,
+    join_step_threads,
+    saved_state_on,
+    state_on,
+)
 
-from toolfold import Agent, ModelRequest, RunState, Sequence, Tool, state_of, tool
+from toolfold import Agent, ModelRequest, RunState, Sequence, Tool, tool
 from toolfold.runtime.drive import _executor, _loop, _shells, _sync_calls, _workers
 from toolfold.runtime.drive._kept_loop import RoundInterrupt
 from toolfold.runtime.drive._shells import interrupt_waits
 from toolfold.testing import FunctionModel
 
 call = FunctionModel.call
-
-
-def _ctrl_c() -> None:
-    """As a terminal's Ctrl-C: SIGINT to the main thread, where Python raises it."""
-    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
 
 class _Round:
@@ -62,7 +63,7 @@ class _Round:
         def kick() -> str:
             """Press Ctrl-C once ``pay`` runs."""
             assert self.paying.wait(30)
-            _ctrl_c()
+            ctrl_c()
             return "kicked"
 
         @tool
@@ -97,11 +98,7 @@ class _Round:
 
     def run(self, agent: Agent[Any, Any], how: str) -> RunState:
         """Run ``agent`` blocking (``run``, or a blocking ``stream``); the state Ctrl-C left."""
-        with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
-            _blocking(agent, how)
-        state = state_of(caught.value)
-        assert isinstance(state, RunState), f"no state on {caught.value!r}"
-        return state
+        return state_on(interrupted(lambda: _blocking(agent, how), self.tell))
 
 
 def _blocking(agent: Agent[Any, Any], how: str) -> None:
@@ -124,7 +121,7 @@ def payments() -> Iterator[_Round]:
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
-def test_ctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
+def testctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
     how: str, payments: _Round
 ) -> None:
     """Ctrl-C while a sync call runs on a worker waits for it: its result is kept, resume skips it."""
@@ -142,11 +139,11 @@ def test_ctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
     assert response.text == "saw: paid 1 | kicked | noted x"
 
 
-def test_a_second_ctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
+def test_a_secondctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
     payments: _Round,
 ) -> None:
     """A second Ctrl-C while the run waits raises at once; the running call is not kept."""
-    payments.on_tell = _ctrl_c  # the second Ctrl-C, as the wait is announced
+    payments.on_tell = ctrl_c  # the second Ctrl-C, as the wait is announced
     agent = payments.agent()
     state = payments.run(agent, "run")
     assert payments.told == ["waiting"]
@@ -198,7 +195,7 @@ def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
     assert elsewhere == [None]  # other threads get no Ctrl-C: they wait for the report alone
 
 
-def test_ctrl_c_as_a_report_is_read_loses_no_call(
+def testctrl_c_as_a_report_is_read_loses_no_call(
     payments: _Round, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C landing as the main thread reads a call's end report keeps that call's result,
@@ -259,7 +256,7 @@ def test_a_tool_raising_system_exit_ends_the_run_without_waiting(payments: _Roun
     assert payments.ran == []
 
 
-def test_ctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _Round) -> None:
+def testctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _Round) -> None:
     """Ctrl-C in a blocking stream whose sub-agent's round runs sync calls on workers (on the
     round's own thread): a call queued in that round never starts; the running one is kept."""
     fired = threading.Event()
@@ -272,7 +269,7 @@ def test_ctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _R
     def kick_then_end() -> str:
         """Ctrl-C once ``pay`` runs; end once the round was interrupted, ``note`` still queued."""
         assert payments.paying.wait(30)
-        _ctrl_c()
+        ctrl_c()
         assert fired.wait(30)
         return "kicked"
 
@@ -313,7 +310,7 @@ class _LoopRound:
             """
             if not self.cancelled:
                 assert self.watching.wait(30)
-                _ctrl_c()
+                ctrl_c()
                 assert self.release.wait(30)
             self.ran.append(f"pay {order}")
             return f"paid {order}"
@@ -373,11 +370,7 @@ class _LoopRound:
 
     def run(self, agent: Agent[Any, Any], how: str) -> RunState:
         """Run ``agent`` blocking (``run``, or a blocking ``stream``); the state Ctrl-C left."""
-        with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
-            _blocking(agent, how)
-        state = state_of(caught.value)
-        assert isinstance(state, RunState), f"no state on {caught.value!r}"
-        return state
+        return state_on(interrupted(lambda: _blocking(agent, how), self.tell))
 
 
 @pytest.fixture
@@ -399,7 +392,7 @@ def on_loop() -> Iterator[Callable[..., _LoopRound]]:
 
 @pytest.mark.parametrize("beside", ["async", "agent"])
 @pytest.mark.parametrize("how", ["run", "stream"])
-def test_ctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
+def testctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
     how: str, beside: str, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """Ctrl-C in a blocking round on an event loop (a sync tool beside an async tool or a
@@ -423,13 +416,13 @@ def test_ctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
 
 
 @pytest.mark.parametrize(("how", "beside"), [("run", "async"), ("stream", "agent")])
-def test_a_second_ctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
+def test_a_secondctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
     how: str, beside: str, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """A second Ctrl-C while a round on an event loop waits raises at once; the running sync
     call is not kept (it runs again on resume)."""
     payments = on_loop(beside)
-    payments.on_tell = _ctrl_c  # the second Ctrl-C, as the wait is announced
+    payments.on_tell = ctrl_c  # the second Ctrl-C, as the wait is announced
     state = payments.run(payments.agent(), how)
     assert payments.told == ["waiting"]
     assert not payments.release.is_set()  # ``pay`` was still running
@@ -440,22 +433,20 @@ def test_a_second_ctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
     assert payments.ran == []
 
 
-def test_a_round_going_on_after_a_second_ctrl_c_does_not_write_into_the_state_being_built(
+def test_a_round_going_on_after_a_secondctrl_c_does_not_write_into_the_state_being_built(
     monkeypatch: pytest.MonkeyPatch, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """After a second Ctrl-C in a blocking stream, a sync call that ends on the round's thread
     while the run builds its interrupted state is not slipped into it (unsettled, unfiltered):
     the state holds what had ended at the second Ctrl-C."""
     payments = on_loop("agent")
-    payments.on_tell = _ctrl_c
+    payments.on_tell = ctrl_c
     building = _loop._round_interrupted
 
     def round_ends_meanwhile(*args: Any) -> None:
         if threading.current_thread() is threading.main_thread():  # (not the sub-agent's)
             payments.release.set()  # ``pay`` ends, and its round with it, on its thread
-            for thread in threading.enumerate():
-                if thread.name == "toolfold-step":
-                    thread.join(30)
+            join_step_threads()
         building(*args)
 
     monkeypatch.setattr(_loop, "_round_interrupted", round_ends_meanwhile)
@@ -535,7 +526,7 @@ def test_a_cancelled_arun_does_not_wait_for_its_running_sync_call(
 
 
 @pytest.mark.parametrize("beside", ["async", "agent"])
-def test_ctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
+def testctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
     beside: str, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """Ctrl-C landing in a blocking round on an event loop as its async tool (alone, or a
@@ -620,7 +611,7 @@ class _SubAgentRound:
             """
             self.ran["pay"] += 1
             if self.ran["pay"] == 1:
-                _ctrl_c()
+                ctrl_c()
                 assert self.release.wait(30)
             return f"paid {order}"
 
@@ -642,22 +633,19 @@ class _SubAgentRound:
 
     def tell(self) -> None:
         self.told.append("waiting")
-        _ctrl_c()  # the second Ctrl-C, as the wait is announced
+        ctrl_c()  # the second Ctrl-C, as the wait is announced
 
     def run(self, how: str, runner: Any = None) -> RunState:
         """The state two Ctrl-Cs left in the lead run (or ``runner``'s: ``run``, or a
         blocking ``stream``), its step's thread ended (released once its state was kept)."""
         try:
-            with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
-                _blocking(self.lead if runner is None else runner, how)
+            error = interrupted(
+                lambda: _blocking(self.lead if runner is None else runner, how), self.tell
+            )
         finally:
             self.release.set()
-            for thread in threading.enumerate():  # (a stream's round goes on on its thread)
-                if thread.name == "toolfold-step":
-                    thread.join(30)
-        state = state_of(caught.value)
-        assert isinstance(state, RunState), f"no state on {caught.value!r}"
-        return RunState.from_json(state.to_json())
+            join_step_threads()  # (a stream's round goes on on its thread)
+        return saved_state_on(error)
 
 
 @pytest.mark.parametrize(
@@ -670,7 +658,7 @@ class _SubAgentRound:
         ("stream", "deep"),
     ],
 )
-def test_a_second_ctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) -> None:
+def test_a_secondctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) -> None:
     """A second Ctrl-C while a sub-agent's sync tool is waited for keeps the sub-agent (one or
     two deep) where it stood, blocking stream or not: resuming runs none of its finished model
     calls or tools again, only the tool that still ran."""
@@ -700,7 +688,7 @@ def test_a_second_ctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) 
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
-def test_a_second_ctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -> None:
+def test_a_secondctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -> None:
     """A second Ctrl-C while a workflow step's agent waits for its sync tool keeps the agent
     where it stood, streamed or not: resuming runs only the tool that still ran."""
     round_ = _SubAgentRound("beside")
@@ -748,7 +736,7 @@ class _BesideRound:
             self.ran["pay"] += 1
             if self.ran["pay"] == 1:
                 assert self.asking.wait(30)
-                _ctrl_c()
+                ctrl_c()
                 assert self.release.wait(30)
             return f"paid {order}"
 
@@ -778,27 +766,22 @@ class _BesideRound:
 
     def tell(self) -> None:
         self.told.append("waiting")
-        _ctrl_c()  # the second Ctrl-C, as the wait is announced (from whichever thread)
+        ctrl_c()  # the second Ctrl-C, as the wait is announced (from whichever thread)
         self.sent.set()  # (the main thread got it first: it is a signal)
 
     def run(self, how: str) -> RunState:
         """The state two Ctrl-Cs left in the top run, its step's threads ended."""
         try:
-            with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(self.tell):
-                _blocking(self.top, how)
+            error = interrupted(lambda: _blocking(self.top, how), self.tell)
         finally:
             self.release.set()
-            for thread in threading.enumerate():
-                if thread.name == "toolfold-step":
-                    thread.join(30)
-        state = state_of(caught.value)
-        assert isinstance(state, RunState), f"no state on {caught.value!r}"
-        return RunState.from_json(state.to_json())
+            join_step_threads()
+        return saved_state_on(error)
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
 @pytest.mark.parametrize("deep", [False, True], ids=["top", "deep"])
-def test_a_second_ctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
+def test_a_secondctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
     how: str, deep: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sub-agent the first Ctrl-C stopped beside a sync tool (in the top run, or in a
@@ -839,7 +822,7 @@ def test_a_second_ctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
     assert round_.ran["model:s1"] == 3  # its first step was not asked again
 
 
-def test_a_second_ctrl_c_keeps_a_sub_agent_whose_round_ends_as_it_is_kept(
+def test_a_secondctrl_c_keeps_a_sub_agent_whose_round_ends_as_it_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A blocking stream's lone sub-agent whose round ends just as a second Ctrl-C keeps
