@@ -1,5 +1,5 @@
 """Fixtures shared by the adapter tests: a scripted HTTP server on 127.0.0.1, the events it
-waits on, the fault server.
+waits on, the fault server, models made from a spec.
 
 Import the building blocks in a test module with
 ``from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse``.
@@ -16,6 +16,8 @@ import pytest
 from fault_matrix import fault_server
 from scripted_http import ScriptedServer
 
+import toolfold
+
 
 @pytest.fixture
 def http_server() -> Iterator[ScriptedServer]:
@@ -25,6 +27,23 @@ def http_server() -> Iterator[ScriptedServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def made() -> Iterator[Any]:
+    """``made(spec, **options)``: a model of ``toolfold.model`` (with an API key
+    but for Ollama), closed after the test."""
+    models: list[Any] = []
+
+    def make(spec: str, **options: Any) -> Any:
+        if not spec.startswith("ollama:"):
+            options.setdefault("api_key", "k")
+        models.append(toolfold.model(spec, **options))
+        return models[-1]
+
+    yield make
+    for model in models:
+        model.close()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ Anthropic's ``max_tokens``, OpenAI's regional hosts, options given to
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,22 +39,6 @@ SPECS = (
 )
 PDF = b"%PDF-1.4 ..."
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture
-def made() -> Iterator[Any]:
-    """``made(spec, **options)``: a model, closed after the test."""
-    models: list[Any] = []
-
-    def make(spec: str, **options: Any) -> Any:
-        if not spec.startswith("ollama:"):
-            options.setdefault("api_key", "k")
-        models.append(toolfold.model(spec, **options))
-        return models[-1]
-
-    yield make
-    for model in models:
-        model.close()
 
 
 def body(model: Any, settings: dict[str, Any], **request: Any) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,22 +47,6 @@ SPECS = (
 )
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
 WAV = b"RIFF" + bytes(range(256)) * 10
-
-
-@pytest.fixture
-def made() -> Iterator[Any]:
-    """``made(spec, **options)``: a model, closed after the test."""
-    models: list[Any] = []
-
-    def make(spec: str, **options: Any) -> Any:
-        if not spec.startswith("ollama:"):
-            options.setdefault("api_key", "k")
-        models.append(toolfold.model(spec, **options))
-        return models[-1]
-
-    yield make
-    for model in models:
-        model.close()
 
 
 def data_url(media_type: str, data: bytes) -> str:

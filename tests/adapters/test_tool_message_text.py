@@ -50,19 +50,25 @@ def _sent(body: Any) -> str:
     return json.dumps(body)
 
 
+def _chat_sent(request: ModelRequest, provider: str) -> dict[str, Any]:
+    """The Chat Completions body of ``request`` for ``provider``, checked: the bytes the model
+    sends are those of the dict (or it falls back to the dict), and OpenAI's one fits its spec."""
+    body = chat_body(request, "gpt-4o-mini", PROVIDERS[provider])
+    encoded = encode_body(request, "gpt-4o-mini", PROVIDERS[provider])
+    assert encoded is None or json.loads(encoded) == body
+    if provider == "openai":
+        assert openai_problems("CreateChatCompletionRequest", body) == []
+    return body
+
+
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
 def test_chat_completions_sends_the_text_after_the_run_of_tool_messages(provider: str) -> None:
     """Chat Completions keeps the tool messages adjacent and sends their text in a user message after them."""
-    body = chat_body(REQUEST, "gpt-4o-mini", PROVIDERS[provider])
+    body = _chat_sent(REQUEST, provider)
     messages = [m for m in body["messages"] if m["role"] != "assistant" or "tool_calls" in m]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "user", "user"]
     assert messages[4]["content"] == "NOTE-A\n\nNOTE-B"
     assert messages[5]["content"] == "thanks"
-    # The bytes the model sends are those of the dict (or it falls back to the dict).
-    encoded = encode_body(REQUEST, "gpt-4o-mini", PROVIDERS[provider])
-    assert encoded is None or json.loads(encoded) == body
-    if provider == "openai":
-        assert openai_problems("CreateChatCompletionRequest", body) == []
 
 
 def test_ollama_sends_the_text_after_the_run_of_tool_messages() -> None:
@@ -430,14 +436,10 @@ def test_chat_keeps_tool_messages_together_across_a_user_message_holding_results
     provider: str,
 ) -> None:
     """The user message's text goes after both tool messages, not between them (Chat's own rule)."""
-    body = chat_body(SPLIT, "gpt-4o-mini", PROVIDERS[provider])
+    body = _chat_sent(SPLIT, provider)
     messages = [m for m in body["messages"] if m["role"] != "assistant" or "tool_calls" in m]
     shown = [(m["role"], m.get("content")) for m in messages[2:]]
     assert shown == [("tool", "sunny"), ("tool", "rain"), ("user", "NOTE"), ("user", "thanks")]
-    encoded = encode_body(SPLIT, "gpt-4o-mini", PROVIDERS[provider])
-    assert encoded is None or json.loads(encoded) == body
-    if provider == "openai":
-        assert openai_problems("CreateChatCompletionRequest", body) == []
 
 
 def test_ollama_keeps_tool_messages_together_across_a_user_message_holding_results() -> None:
@@ -505,15 +507,10 @@ def test_chat_keeps_tool_messages_together_when_the_later_user_message_holds_onl
     case: str, provider: str
 ) -> None:
     """Chat Completions sends both tool messages in a row, then what the first held beside its result."""
-    request = _later_user(_LATER_USER[case])
-    body = chat_body(request, "gpt-4o-mini", PROVIDERS[provider])
+    body = _chat_sent(_later_user(_LATER_USER[case]), provider)
     roles = [m["role"] for m in body["messages"] if m["role"] != "assistant"]
     assert roles == ["user", "tool", "tool", "user", "user"]
     assert body["messages"][-1]["content"] == "thanks"
-    encoded = encode_body(request, "gpt-4o-mini", PROVIDERS[provider])
-    assert encoded is None or json.loads(encoded) == body
-    if provider == "openai":
-        assert openai_problems("CreateChatCompletionRequest", body) == []
 
 
 @pytest.mark.parametrize("case", sorted(_LATER_USER))
