@@ -232,15 +232,19 @@ def _refuse_clash(value: Mapping[Any, Any]) -> NoReturn:
     raise AssertionError("no two keys clash")  # pragma: no cover - the caller found a clash
 
 
+def _too_long(value: object) -> bool:
+    """Whether ``value`` is an int of more than `MAX_INT_DIGITS` digits, which Python
+    neither writes nor reads as JSON text by default (a bool is no such int)."""
+    return isinstance(value, int) and not _NEG_BOUND < value < _INT_BOUND
+
+
 def _key_text(key: Any) -> str:
     """The text JSON writes for the object key ``key``."""
     if type(key) is str:
         return key
     if isinstance(key, str):
         return str.__str__(key)  # (a str subclass, e.g. an enum: the text JSON writes)
-    if isinstance(key, _TEXT_KEYS) and not (
-        isinstance(key, int) and not _NEG_BOUND < key < _INT_BOUND
-    ):
+    if isinstance(key, _TEXT_KEYS) and not _too_long(key):
         text: str = json.dumps(key)
         return text
     if isinstance(key, int) and not isinstance(key, bool):  # (its repr would raise)
@@ -1062,8 +1066,7 @@ def count_problem(name: str, value: object) -> str:
     """Why ``value`` is no count for `Usage`'s field ``name`` ("" if it is one)."""
     if is_count_value(value):
         return ""
-    too_long = isinstance(value, int) and not -COUNT_LIMIT < value < COUNT_LIMIT
-    shown = _shown_count(value) if too_long else repr(value)
+    shown = _shown_count(value) if _too_long(value) else repr(value)
     return f"Usage.{name}: expected an int or a finite float, got {type(value).__name__} {shown}"
 
 
@@ -1121,7 +1124,7 @@ class Usage:
 def _shown_count(count: Any) -> Any:
     """``count`` as `Usage`'s repr shows it: None for zero; an int too long for ``str``
     (`COUNT_LIMIT`) by its size, so that the error refusing it can name it."""
-    if isinstance(count, int) and not -COUNT_LIMIT < count < COUNT_LIMIT:
+    if _too_long(count):
         return f"<an int of more than {MAX_INT_DIGITS} digits>"
     return count or None
 
