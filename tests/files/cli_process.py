@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,16 +42,33 @@ def toolfold(
 
 def with_stdout_closed(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``toolfold ARGS >&-``: the command starts with no descriptor 1 at all."""
+    return _with_stdout(args, cwd, None, lambda: os.close(1))
+
+
+def into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``toolfold ARGS | true``: stdout a pipe whose reader has already gone away."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return _with_stdout(args, cwd, write, None)
+    finally:
+        os.close(write)
+
+
+def _with_stdout(
+    args: list[str], cwd: Path, stdout: int | None, preexec_fn: Callable[[], object] | None
+) -> subprocess.CompletedProcess[str]:
+    """``toolfold ARGS`` with ``stdout`` (None: this process's), stderr read as text."""
     return subprocess.run(
         [*COMMAND, *args],
-        stdout=None,
+        stdout=stdout,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         cwd=cwd,
         env=environment(),
         text=True,
         timeout=60,
-        preexec_fn=lambda: os.close(1),
+        preexec_fn=preexec_fn,
     )
 
 

@@ -1309,13 +1309,24 @@ def test_the_documented_sessions_print_what_the_command_prints(tmp_path: Path) -
             assert printed == shown, line
 
 
+def _streamed_session(agent: Any, file: str, tmp_path: Path) -> Any:
+    """The session of ``toolfold run --stream`` of ``agent`` from ``file``, in-process, its
+    run file ``run.json`` in ``tmp_path``."""
+    import argparse
+
+    from toolfold._commands import _Session
+
+    args = argparse.Namespace(stream=True, json=False, state_out=None)
+    where = {"file": file, "agent": agent.name, "model": None}
+    return _Session("run", agent, args, where, str(tmp_path / "run.json"))
+
+
 def test_ctrl_c_while_a_streamed_event_is_shown_keeps_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C that lands while ``run --stream`` shows an event (not while the run waits) is
     thrown into the stream: the run file holds what the run did, and resuming runs none of the
     sub-agent's finished tools again."""
-    import argparse
     import asyncio
 
     from toolfold import Agent, tool
@@ -1342,9 +1353,7 @@ def test_ctrl_c_while_a_streamed_event_is_shown_keeps_the_run(
         files_helpers.lead_and_worker, name="worker", tools=[files_helpers.note, press_ctrl_c]
     )
     lead = Agent(files_helpers.lead_and_worker, name="lead", tools=[worker.as_tool()])
-    args = argparse.Namespace(stream=True, json=False, state_out=None)
-    where = {"file": "team.toml", "agent": "lead", "model": None}
-    session = _Session("run", lead, args, where, str(tmp_path / "run.json"))
+    session = _streamed_session(lead, "team.toml", tmp_path)
     shown_by = _Session._result_line
 
     def result_line(self: Any, result: Any, depth: int, name: str) -> None:
@@ -1374,16 +1383,13 @@ def test_ctrl_c_while_the_last_event_is_shown_keeps_the_ended_run(
     """Ctrl-C that lands while ``run --stream`` shows the stream's last event (the run has
     ended) exits 130 with the run file holding the run as it ended, not "interrupted" with
     nothing kept."""
-    import argparse
 
     from toolfold import Agent
     from toolfold._commands import INTERRUPTED, _Session, _start
     from toolfold.testing import FunctionModel
 
     agent = Agent(FunctionModel(lambda request: "done"), name="solo")
-    args = argparse.Namespace(stream=True, json=False, state_out=None)
-    where = {"file": "solo.toml", "agent": "solo", "model": None}
-    session = _Session("run", agent, args, where, str(tmp_path / "run.json"))
+    session = _streamed_session(agent, "solo.toml", tmp_path)
     shows = _Session._show
 
     def show(self: Any, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
@@ -1411,16 +1417,13 @@ def test_ctrl_c_while_the_final_step_end_is_shown_says_the_run_ended(
     """Ctrl-C that lands while ``run --stream`` shows the final step's end (the run has
     finished, its state carried by the interruption) says the run ended, not "continue
     with: toolfold resume" for a run that has nothing left to do."""
-    import argparse
 
     from toolfold import Agent
     from toolfold._commands import INTERRUPTED, _Session, _start
     from toolfold.testing import FunctionModel
 
     agent = Agent(FunctionModel(lambda request: "done"), name="solo")
-    args = argparse.Namespace(stream=True, json=False, state_out=None)
-    where = {"file": "solo.toml", "agent": "solo", "model": None}
-    session = _Session("run", agent, args, where, str(tmp_path / "run.json"))
+    session = _streamed_session(agent, "solo.toml", tmp_path)
     shows = _Session._show
 
     def show(self: Any, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:

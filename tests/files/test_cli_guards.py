@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from cli_process import COMMAND, environment, toolfold, with_stdout_closed
+from cli_process import COMMAND, environment, into_closed_pipe, toolfold, with_stdout_closed
 
 # A tool module and agent file of these tests: `wait` asks for approval, `big` answers
 # with much text (streamed in many chunks), `lim` calls `ping` until max_steps stops it.
@@ -247,25 +247,6 @@ def test_a_module_that_exits_while_imported_is_a_problem_of_the_file(tmp_path: P
         )
 
 
-def _into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``toolfold ARGS | true``: stdout a pipe whose reader has already gone away."""
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        return subprocess.run(
-            [*COMMAND, *args],
-            stdout=write,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            cwd=cwd,
-            env=environment(),
-            text=True,
-            timeout=60,
-        )
-    finally:
-        os.close(write)
-
-
 def test_tools_graph_and_check_stop_quietly_on_a_closed_pipe_or_stdout(tmp_path: Path) -> None:
     """``tools``, ``tools --json``, ``graph``, ``check``: a gone reader exits 141 with no
     traceback; a closed stdout (``>&-``) is said and exits 1, not 0 having printed nothing."""
@@ -276,7 +257,7 @@ def test_tools_graph_and_check_stop_quietly_on_a_closed_pipe_or_stdout(tmp_path:
         ["graph", "agents.toml"],
         ["check", "agents.toml"],
     ):
-        piped = _into_closed_pipe(args, tmp_path)
+        piped = into_closed_pipe(args, tmp_path)
         assert piped.returncode == 141, (args, piped.stderr)
         assert piped.stderr == "", args
         closed = with_stdout_closed(args, tmp_path)
