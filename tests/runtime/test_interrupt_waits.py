@@ -581,16 +581,18 @@ def testctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
     assert response.text == f"saw: {watched} | paid 1 | noted x"
 
 
-class _SubAgentRound:
-    """``lead`` calls the agent ``sub`` as a tool (through the agent ``mid`` when ``deep``);
-    ``sub``'s step calls ``fast`` then ``pay`` one at a time (or ``pay`` alone), and ``pay``
-    presses Ctrl-C the first time, then blocks until released; the wait it causes is told,
-    and a second Ctrl-C answers that."""
+class _SecondCtrlC:
+    """A tree whose sync tool ``pay`` presses Ctrl-C the first time it runs, then blocks
+    until released; the wait it causes is told, and a second Ctrl-C answers that. ``fast``
+    answers at once; ``ran`` counts the tools' runs and each agent's model calls."""
 
-    def __init__(self, shape: str) -> None:
+    concurrency = 1  # (the calls its agents' steps run at once)
+
+    def __init__(self) -> None:
         self.ran: Counter[str] = Counter()
         self.release = threading.Event()
         self.told: list[str] = []
+        self.sent = threading.Event()
 
         @tool
         def fast(x: str) -> str:
@@ -611,17 +613,16 @@ class _SubAgentRound:
             """
             self.ran["pay"] += 1
             if self.ran["pay"] == 1:
+                self._before_ctrl_c()
                 ctrl_c()
                 assert self.release.wait(30)
             return f"paid {order}"
 
-        paying = call("pay", {"order": 1}, id="p")
-        first = [paying] if shape == "alone" else [call("fast", {"x": "1"}, id="f"), paying]
-        sub = self.sub = self._agent("sub", [fast, pay], first)
-        inner = sub.as_tool()
-        if shape == "deep":
-            inner = self._agent("mid", [inner], [call("sub", {"input": "go"}, id="s")]).as_tool()
-        self.lead = self._agent("lead", [inner], [call(inner.name, {"input": "go"}, id="c")])
+        self.fast: Tool[..., Any] = fast
+        self.pay: Tool[..., Any] = pay
+
+    def _before_ctrl_c(self) -> None:
+        """What ``pay`` waits for before it presses Ctrl-C (nothing)."""
 
     def _agent(self, name: str, tools: list[Any], first: list[Any]) -> Agent[Any, Any]:
         def reply(request: ModelRequest) -> Any:
@@ -629,23 +630,44 @@ class _SubAgentRound:
             results = [r.content for m in request.messages for r in m.tool_results]
             return f"{name}({', '.join(results)})" if results else first
 
-        return Agent(FunctionModel(reply), name=name, tools=tools, max_concurrency=1)
+        return Agent(FunctionModel(reply), name=name, tools=tools, max_concurrency=self.concurrency)
 
     def tell(self) -> None:
         self.told.append("waiting")
-        ctrl_c()  # the second Ctrl-C, as the wait is announced
+        ctrl_c()  # the second Ctrl-C, as the wait is announced (from whichever thread)
+        self.sent.set()  # (the main thread got it first: it is a signal)
 
-    def run(self, how: str, runner: Any = None) -> RunState:
-        """The state two Ctrl-Cs left in the lead run (or ``runner``'s: ``run``, or a
-        blocking ``stream``), its step's thread ended (released once its state was kept)."""
+    def _run(self, runner: Any, how: str) -> RunState:
+        """The state two Ctrl-Cs left in ``runner``'s run (``run``, or a blocking ``stream``),
+        its step's threads ended (released once its state was kept)."""
         try:
-            error = interrupted(
-                lambda: _blocking(self.lead if runner is None else runner, how), self.tell
-            )
+            error = interrupted(lambda: _blocking(runner, how), self.tell)
         finally:
             self.release.set()
             join_step_threads()  # (a stream's round goes on on its thread)
         return saved_state_on(error)
+
+
+class _SubAgentRound(_SecondCtrlC):
+    """``lead`` calls the agent ``sub`` as a tool (through the agent ``mid`` when ``deep``);
+    ``sub``'s step calls ``fast`` then ``pay`` one at a time (or ``pay`` alone), and ``pay``
+    presses Ctrl-C the first time, then blocks until released; the wait it causes is told,
+    and a second Ctrl-C answers that."""
+
+    def __init__(self, shape: str) -> None:
+        super().__init__()
+        paying = call("pay", {"order": 1}, id="p")
+        first = [paying] if shape == "alone" else [call("fast", {"x": "1"}, id="f"), paying]
+        sub = self.sub = self._agent("sub", [self.fast, self.pay], first)
+        inner = sub.as_tool()
+        if shape == "deep":
+            inner = self._agent("mid", [inner], [call("sub", {"input": "go"}, id="s")]).as_tool()
+        self.lead = self._agent("lead", [inner], [call(inner.name, {"input": "go"}, id="c")])
+
+    def run(self, how: str, runner: Any = None) -> RunState:
+        """The state two Ctrl-Cs left in the lead run (or ``runner``'s: ``run``, or a
+        blocking ``stream``), its step's thread ended (released once its state was kept)."""
+        return self._run(self.lead if runner is None else runner, how)
 
 
 @pytest.mark.parametrize(
@@ -703,42 +725,17 @@ def test_a_secondctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) ->
     assert (round_.ran["fast"], round_.ran["pay"], round_.ran["model:sub"]) == (1, 2, 2)
 
 
-class _BesideRound:
+class _BesideRound(_SecondCtrlC):
     """``mid``'s step runs the agent ``s1`` beside the sync tool ``pay`` (``mid`` called as a
     tool by ``lead`` when ``deep``). ``s1`` runs ``fast``, then waits for its model until
     cancelled; ``pay`` then presses Ctrl-C and blocks until released; the wait it causes is
     told, and a second Ctrl-C answers that."""
 
+    concurrency = 2
+
     def __init__(self, deep: bool) -> None:
-        self.ran: Counter[str] = Counter()
+        super().__init__()
         self.asking = threading.Event()
-        self.release = threading.Event()
-        self.told: list[str] = []
-        self.sent = threading.Event()
-
-        @tool
-        def fast(x: str) -> str:
-            """A tool that answers at once.
-
-            Args:
-                x: What to answer.
-            """
-            self.ran["fast"] += 1
-            return f"fast {x}"
-
-        @tool
-        def pay(order: int) -> str:
-            """Pay an order (a side effect that must not run twice).
-
-            Args:
-                order: The order to pay.
-            """
-            self.ran["pay"] += 1
-            if self.ran["pay"] == 1:
-                assert self.asking.wait(30)
-                ctrl_c()
-                assert self.release.wait(30)
-            return f"paid {order}"
 
         async def s1_reply(request: ModelRequest) -> Any:
             self.ran["model:s1"] += 1
@@ -750,33 +747,18 @@ class _BesideRound:
                 await asyncio.wait_for(asyncio.Event().wait(), 30)
             return f"s1({', '.join(done)})"
 
-        s1 = Agent(FunctionModel(s1_reply), name="s1", tools=[fast])
+        s1 = Agent(FunctionModel(s1_reply), name="s1", tools=[self.fast])
         first = [call("s1", {"input": "go"}, id="s"), call("pay", {"order": 1}, id="p")]
-        self.top = mid = self._agent("mid", [s1.as_tool(), pay], first)
+        self.top = mid = self._agent("mid", [s1.as_tool(), self.pay], first)
         if deep:
             self.top = self._agent("lead", [mid.as_tool()], [call("mid", {"input": "go"})])
 
-    def _agent(self, name: str, tools: list[Any], first: list[Any]) -> Agent[Any, Any]:
-        def reply(request: ModelRequest) -> Any:
-            self.ran[f"model:{name}"] += 1
-            results = [r.content for m in request.messages for r in m.tool_results]
-            return f"{name}({', '.join(results)})" if results else first
-
-        return Agent(FunctionModel(reply), name=name, tools=tools, max_concurrency=2)
-
-    def tell(self) -> None:
-        self.told.append("waiting")
-        ctrl_c()  # the second Ctrl-C, as the wait is announced (from whichever thread)
-        self.sent.set()  # (the main thread got it first: it is a signal)
+    def _before_ctrl_c(self) -> None:
+        assert self.asking.wait(30)  # (s1 waits for its model)
 
     def run(self, how: str) -> RunState:
         """The state two Ctrl-Cs left in the top run, its step's threads ended."""
-        try:
-            error = interrupted(lambda: _blocking(self.top, how), self.tell)
-        finally:
-            self.release.set()
-            join_step_threads()
-        return saved_state_on(error)
+        return self._run(self.top, how)
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
