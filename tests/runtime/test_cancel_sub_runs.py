@@ -545,6 +545,33 @@ def test_ctrl_c_in_a_blocking_stream_stops_a_lone_sub_agent_after_its_blocking_t
     assert ran == {"wait": 1, "model:bottom": 2}
 
 
+def _asking_bottom(ran: Counter[str], asking: threading.Event, answer: threading.Event) -> Agent:
+    """The agent ``bottom``: its model's first reply (a call to ``look``) comes once ``answer``
+    is set, ``asking`` set meanwhile; then ``bottom done``. ``ran`` counts its model calls and
+    ``look``'s runs."""
+
+    @tool
+    def look(key: str) -> str:
+        """A tool that answers at once.
+
+        Args:
+            key: What to look up.
+        """
+        ran["look"] += 1
+        return f"looked {key}"
+
+    def bottom_reply(request: ModelRequest) -> Any:
+        ran["model:bottom"] += 1
+        if _results(request):
+            return "bottom done"
+        if ran["model:bottom"] == 1:
+            asking.set()
+            assert answer.wait(60)  # (the reply comes once the stream waits for it)
+        return call("look", {"key": "x"})
+
+    return Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
+
+
 def _interrupted_asking(
     lead: Agent, asking: threading.Event, tell: Callable[[], None], let_go: Callable[[], None]
 ) -> BaseException:
@@ -578,25 +605,6 @@ def test_ctrl_c_in_a_blocking_stream_keeps_the_reply_a_lone_sub_agent_waited_for
     answer = threading.Event()
     told: list[str] = []
 
-    @tool
-    def look(key: str) -> str:
-        """A tool that answers at once.
-
-        Args:
-            key: What to look up.
-        """
-        ran["look"] += 1
-        return f"looked {key}"
-
-    def bottom_reply(request: ModelRequest) -> Any:
-        ran["model:bottom"] += 1
-        if _results(request):
-            return "bottom done"
-        if ran["model:bottom"] == 1:
-            asking.set()
-            assert answer.wait(60)  # (the reply comes once the stream waits for it)
-        return call("look", {"key": "x"})
-
     def tell() -> None:
         told.append("waiting")
         if second:
@@ -604,8 +612,7 @@ def test_ctrl_c_in_a_blocking_stream_keeps_the_reply_a_lone_sub_agent_waited_for
         else:
             answer.set()
 
-    bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
-    lead = _caller(Gate(), "lead", bottom.as_tool())
+    lead = _caller(Gate(), "lead", _asking_bottom(ran, asking, answer).as_tool())
     state = saved_state_on(_interrupted_asking(lead, asking, tell, answer.set))
     assert told == ["waiting"]
     assert _kept_path(state) == ["bottom"]
@@ -639,9 +646,6 @@ def test_a_lone_sub_agent_stops_reading_a_streamed_reply_nobody_keeps(how: str) 
                 assert go.wait(30)
             yield event
 
-    def tell() -> None:
-        ctrl_c()
-
     sub = Agent(FunctionModel(lambda request: "x" * 160, stream_function=chunks), name="sub")
     lead = _caller(Gate(), "lead", sub.as_tool())
     events = iter(lead.stream("go"))
@@ -653,7 +657,7 @@ def test_a_lone_sub_agent_stops_reading_a_streamed_reply_nobody_keeps(how: str) 
         if how == "abandoned":
             events.close()  # (as ``break``)
         else:
-            with interrupt_waits(tell), pytest.raises(KeyboardInterrupt):
+            with interrupt_waits(ctrl_c), pytest.raises(KeyboardInterrupt):
                 events.throw(KeyboardInterrupt())
     finally:
         go.set()
@@ -682,32 +686,12 @@ def test_a_second_ctrl_c_keeps_the_reply_a_lone_sub_agent_read_before_its_calls_
             assert release.wait(30)  # (the second Ctrl-C lands while it stands here)
         return shown(call_, disposition)
 
-    @tool
-    def look(key: str) -> str:
-        """A tool that answers at once.
-
-        Args:
-            key: What to look up.
-        """
-        ran["look"] += 1
-        return f"looked {key}"
-
-    def bottom_reply(request: ModelRequest) -> Any:
-        ran["model:bottom"] += 1
-        if _results(request):
-            return "bottom done"
-        if ran["model:bottom"] == 1:
-            asking.set()
-            assert answer.wait(60)  # (the reply comes once the stream waits for it)
-        return call("look", {"key": "x"})
-
     def tell() -> None:
         told.append("waiting")
         answer.set()
 
     monkeypatch.setattr(_loop, "ToolCallEvent", showing)
-    bottom = Agent(FunctionModel(bottom_reply), name="bottom", tools=[look])
-    lead = _caller(Gate(), "lead", bottom.as_tool())
+    lead = _caller(Gate(), "lead", _asking_bottom(ran, asking, answer).as_tool())
 
     def let_go() -> None:
         answer.set()
