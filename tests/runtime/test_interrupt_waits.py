@@ -121,7 +121,7 @@ def payments() -> Iterator[_Round]:
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
-def testctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
+def test_ctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
     how: str, payments: _Round
 ) -> None:
     """Ctrl-C while a sync call runs on a worker waits for it: its result is kept, resume skips it."""
@@ -139,7 +139,7 @@ def testctrl_c_waits_for_a_running_sync_call_and_keeps_its_result(
     assert response.text == "saw: paid 1 | kicked | noted x"
 
 
-def test_a_secondctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
+def test_a_second_ctrl_c_stops_waiting_and_leaves_the_call_to_run_again(
     payments: _Round,
 ) -> None:
     """A second Ctrl-C while the run waits raises at once; the running call is not kept."""
@@ -195,7 +195,7 @@ def test_the_main_thread_never_waits_for_a_report_without_a_bound() -> None:
     assert elsewhere == [None]  # other threads get no Ctrl-C: they wait for the report alone
 
 
-def testctrl_c_as_a_report_is_read_loses_no_call(
+def test_ctrl_c_as_a_report_is_read_loses_no_call(
     payments: _Round, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C landing as the main thread reads a call's end report keeps that call's result,
@@ -256,7 +256,7 @@ def test_a_tool_raising_system_exit_ends_the_run_without_waiting(payments: _Roun
     assert payments.ran == []
 
 
-def testctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _Round) -> None:
+def test_ctrl_c_in_a_streamed_sub_agent_round_starts_no_queued_call(payments: _Round) -> None:
     """Ctrl-C in a blocking stream whose sub-agent's round runs sync calls on workers (on the
     round's own thread): a call queued in that round never starts; the running one is kept."""
     fired = threading.Event()
@@ -392,7 +392,7 @@ def on_loop() -> Iterator[Callable[..., _LoopRound]]:
 
 @pytest.mark.parametrize("beside", ["async", "agent"])
 @pytest.mark.parametrize("how", ["run", "stream"])
-def testctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
+def test_ctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
     how: str, beside: str, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """Ctrl-C in a blocking round on an event loop (a sync tool beside an async tool or a
@@ -416,7 +416,7 @@ def testctrl_c_in_a_round_on_an_event_loop_waits_for_its_running_sync_call(
 
 
 @pytest.mark.parametrize(("how", "beside"), [("run", "async"), ("stream", "agent")])
-def test_a_secondctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
+def test_a_second_ctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
     how: str, beside: str, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """A second Ctrl-C while a round on an event loop waits raises at once; the running sync
@@ -433,7 +433,7 @@ def test_a_secondctrl_c_stops_waiting_for_a_sync_call_on_an_event_loop(
     assert payments.ran == []
 
 
-def test_a_round_going_on_after_a_secondctrl_c_does_not_write_into_the_state_being_built(
+def test_a_round_going_on_after_a_second_ctrl_c_does_not_write_into_the_state_being_built(
     monkeypatch: pytest.MonkeyPatch, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """After a second Ctrl-C in a blocking stream, a sync call that ends on the round's thread
@@ -526,7 +526,7 @@ def test_a_cancelled_arun_does_not_wait_for_its_running_sync_call(
 
 
 @pytest.mark.parametrize("beside", ["async", "agent"])
-def testctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
+def test_ctrl_c_before_an_async_call_on_an_event_loop_began_leaves_it_to_run(
     beside: str, on_loop: Callable[..., _LoopRound]
 ) -> None:
     """Ctrl-C landing in a blocking round on an event loop as its async tool (alone, or a
@@ -680,7 +680,7 @@ class _SubAgentRound(_SecondCtrlC):
         ("stream", "deep"),
     ],
 )
-def test_a_secondctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) -> None:
+def test_a_second_ctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) -> None:
     """A second Ctrl-C while a sub-agent's sync tool is waited for keeps the sub-agent (one or
     two deep) where it stood, blocking stream or not: resuming runs none of its finished model
     calls or tools again, only the tool that still ran."""
@@ -710,7 +710,7 @@ def test_a_secondctrl_c_keeps_a_sub_agent_where_it_stood(how: str, shape: str) -
 
 
 @pytest.mark.parametrize("how", ["run", "stream"])
-def test_a_secondctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -> None:
+def test_a_second_ctrl_c_keeps_a_workflow_steps_agent_where_it_stood(how: str) -> None:
     """A second Ctrl-C while a workflow step's agent waits for its sync tool keeps the agent
     where it stood, streamed or not: resuming runs only the tool that still ran."""
     round_ = _SubAgentRound("beside")
@@ -763,7 +763,7 @@ class _BesideRound(_SecondCtrlC):
 
 @pytest.mark.parametrize("how", ["run", "stream"])
 @pytest.mark.parametrize("deep", [False, True], ids=["top", "deep"])
-def test_a_secondctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
+def test_a_second_ctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
     how: str, deep: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sub-agent the first Ctrl-C stopped beside a sync tool (in the top run, or in a
@@ -804,7 +804,7 @@ def test_a_secondctrl_c_keeps_a_sub_agent_cancelled_beside_a_sync_tool(
     assert round_.ran["model:s1"] == 3  # its first step was not asked again
 
 
-def test_a_secondctrl_c_keeps_a_sub_agent_whose_round_ends_as_it_is_kept(
+def test_a_second_ctrl_c_keeps_a_sub_agent_whose_round_ends_as_it_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A blocking stream's lone sub-agent whose round ends just as a second Ctrl-C keeps
