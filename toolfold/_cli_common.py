@@ -9,6 +9,7 @@ lines, such as an approval question.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import select
@@ -50,18 +51,31 @@ def _read_line(stream: TextIO) -> str:
     wake_r, wake_w = os.pipe()
     try:
         os.set_blocking(wake_w, False)
-        earlier = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        earlier: list[int] = []
         try:
+            # Installed and the earlier descriptor kept in one call from C, which no
+            # Python signal handler interrupts: a Ctrl-C whose KeyboardInterrupt came
+            # as ``set_wakeup_fd`` returned (Python runs handlers there) skipped the
+            # restore, leaving the wakeup on this pipe once closed, and a later signal
+            # wrote its number (b"\x02" for Ctrl-C) into whatever file took that
+            # descriptor next, such as the run file being written back.
+            earlier.extend(map(_install_wakeup, (wake_w,)))
             while True:
                 ready, _, _ = select.select([fd, wake_r], [], [])
                 if fd in ready:
                     return stream.readline()
                 os.read(wake_r, 512)  # a signal whose handler did not raise: wait again
         finally:
-            signal.set_wakeup_fd(earlier)
+            if earlier:
+                signal.set_wakeup_fd(earlier[0])
     finally:
-        os.close(wake_r)
-        os.close(wake_w)
+        try:
+            os.close(wake_r)
+        finally:  # (a KeyboardInterrupt as the first close returns)
+            os.close(wake_w)
+
+
+_install_wakeup = functools.partial(signal.set_wakeup_fd, warn_on_full_buffer=False)
 
 
 class _Stop(Exception):

@@ -853,6 +853,62 @@ def test_a_question_reads_a_line_and_leaves_nothing_behind(
     assert signal.set_wakeup_fd(-1) == -1  # nothing was left installed
 
 
+def _interrupted_at(point: int) -> Callable[[Any, str, Any], None]:
+    """A profile function raising `Interrupted` as the ``point``-th call to a C function
+    made by `_read_line` returns: where Python runs a signal handler, whose
+    KeyboardInterrupt (a Ctrl-C) then comes out of the read."""
+    returns = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal returns
+        if event == "c_return" and frame.f_code is _read_line.__code__:
+            returns += 1
+            if returns == point:
+                raise Interrupted(arg)
+
+    return profile
+
+
+def test_a_ctrl_c_anywhere_in_the_question_puts_the_wakeup_fd_back(
+    terminal: tuple[int, TextIO], tmp_path: Path
+) -> None:
+    """A Ctrl-C at any point of the terminal read where Python runs handlers leaves the earlier
+    wakeup descriptor in place, so a later signal writes nothing into files opened after (one
+    coming as the read's own was put in left the wakeup on its closed pipe: SIGINT's b"\\x02"
+    then went into whatever file took that descriptor, such as a run file)."""
+    main, stream = terminal
+    earlier_r, earlier_w = os.pipe()  # (an event loop's self-pipe, say)
+    os.set_blocking(earlier_w, False)
+    before = signal.set_wakeup_fd(earlier_w)
+    handler = signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+    try:
+        point, finished = 0, False
+        while not finished:
+            point += 1
+            if not select.select([stream], [], [], 0)[0]:  # (the last line was read)
+                os.write(main, b"yes\n")
+            where: object = "the read's end"
+            sys.setprofile(_interrupted_at(point))
+            try:
+                finished = _read_line(stream) == "yes\n"
+            except Interrupted as stop:
+                where = stop.args[0]
+            finally:
+                sys.setprofile(None)
+            files = [tmp_path / "one", tmp_path / "two"]  # (taking the pipe's descriptors)
+            with open(files[0], "wb"), open(files[1], "wb"):
+                signal.raise_signal(signal.SIGUSR1)
+            assert [f.read_bytes() for f in files] == [b"", b""], f"after {where}"
+            assert signal.set_wakeup_fd(earlier_w) == earlier_w, f"after {where}"
+        assert point > 5  # (the read was interrupted where it reads, too)
+        assert os.read(earlier_r, 512)  # the signals woke the earlier descriptor
+    finally:
+        signal.set_wakeup_fd(before)
+        signal.signal(signal.SIGUSR1, handler)
+        os.close(earlier_r)
+        os.close(earlier_w)
+
+
 class Interrupted(Exception):
     pass
 
@@ -905,14 +961,20 @@ class _Sender(threading.Thread):
 def sigusr1_off_the_main_thread() -> Iterator[None]:
     """SIGUSR1 blocked in the main thread (as for a signal landing on another thread,
     or after Python's last check and before a read): Python still runs its handler in
-    the main thread, but nothing interrupts a read there."""
+    the main thread, but nothing interrupts a read there. The wakeup descriptor is put
+    back after, and one left installed fails the test (a later signal would write into
+    whatever file took its number: a later test's run file read b"\\x02")."""
     earlier = signal.getsignal(signal.SIGUSR1)
+    wakeup = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
         signal.signal(signal.SIGUSR1, earlier)
+        left = signal.set_wakeup_fd(wakeup)
+        assert left == wakeup, f"the read left the wakeup descriptor {left} installed"
 
 
 @pytest.mark.usefixtures("sigusr1_off_the_main_thread")
