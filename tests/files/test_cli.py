@@ -1093,17 +1093,13 @@ def test_stream_writes_each_piece_as_it_arrives(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
     (tmp_path / "gated.toml").write_text('[agents.gated]\nmodel = "files_helpers:gated_model"\n')
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
-        "PYTHONPATH": str(FILES),
-        "TOOLFOLD_TEST_GATE": str(gate),
-    }
+    env = environment({"PYTHONPATH": str(FILES), "TOOLFOLD_TEST_GATE": str(gate)})
     proc = subprocess.Popen(
         [*COMMAND, "run", "gated.toml", "--stream", "hi"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
-        env=env,
+        env=env,  # (this checkout's toolfold first on the path, as for every CLI run here)
     )
     try:
         seen = read_until(proc.stdout, b"first ", "nothing streamed", "stdout")
