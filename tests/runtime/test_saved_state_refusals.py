@@ -68,6 +68,35 @@ def test_usage_refuses_a_count_a_saved_state_cannot_hold(value: Any, shown: str)
         Usage(output_tokens=value)
 
 
+_COUNTS = [
+    "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "requests",
+    "cache_write_tokens",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("others", [1, 1.0], ids=["ints", "floats-beside"])
+@pytest.mark.parametrize("sign", [1, -1], ids=["positive", "negative"])
+@pytest.mark.parametrize("field", _COUNTS)
+def test_usage_refuses_an_int_of_more_than_4300_digits(field: str, sign: int, others: Any) -> None:
+    """Usage refuses a count of more than 4300 digits (JSON text cannot hold it) with a
+    UsageError naming the field, whether its other counts are all ints or not (with six
+    plain ints it was taken, and the run's state then could not be saved)."""
+    counts = {**dict.fromkeys(_COUNTS, others), field: sign * 10**5000}
+    with pytest.raises(UsageError) as info:
+        Usage(**counts)
+    assert str(info.value) == (
+        f"Usage.{field}: expected an int or a finite float, "
+        "got int <an int of more than 4300 digits>"
+    )
+
+
+@pytest.mark.parametrize("value", [10**4300 - 1, -(10**4300) + 1, 2**62, 2**62 - 1, -1])
+def test_usage_takes_any_int_of_at_most_4300_digits(value: int) -> None:
+    """Usage keeps an int of 4300 digits, a negative one and one past 2**62, as given."""
+    usage = Usage(**dict.fromkeys(_COUNTS, value))
+    assert [getattr(usage, name) for name in _COUNTS] == [value] * 6
+
+
 @pytest.mark.parametrize("reason", [None, "banana"])
 def test_model_response_refuses_an_unknown_finish_reason(reason: Any) -> None:
     """ModelResponse refuses a finish_reason outside FinishReason, naming the field and the values."""

@@ -497,12 +497,15 @@ def test_a_stored_config_value_out_of_range_is_named_with_its_message_and_path()
     )
 
 
+_LONGEST = 10**4300 - 1  # (the longest int a Usage takes: two of them sum to a longer one)
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [
         (Usage(input_tokens=1e308, requests=1), Usage(input_tokens=1e308, requests=1)),
         (Usage(output_tokens=1.5, requests=1), Usage(output_tokens=10**400, requests=1)),
-        (Usage(output_tokens=1, requests=1), Usage(output_tokens=10**5000, requests=1)),
+        (Usage(output_tokens=_LONGEST, requests=1), Usage(output_tokens=_LONGEST, requests=1)),
     ],
     ids=["float-sum-to-inf", "int-too-large-for-float", "int-over-4300-digits"],
 )
@@ -526,7 +529,9 @@ def _absurd_usage_model(second: Usage) -> FunctionModel:
     answers = [
         ModelResponse(
             Message.assistant("", [ScriptedModel.call("_noop", {})]),
-            usage=Usage(input_tokens=1e308, output_tokens=1.5, requests=1),
+            usage=Usage(
+                input_tokens=1e308, output_tokens=1.5, reasoning_tokens=-_LONGEST, requests=1
+            ),
         ),
         ModelResponse(Message.assistant("b"), usage=second),
     ]
@@ -538,8 +543,9 @@ def _absurd_usage_model(second: Usage) -> FunctionModel:
     [
         (Usage(input_tokens=1e308, requests=1), "input_tokens"),
         (Usage(output_tokens=10**400, requests=1), "output_tokens"),
-        # JSON text holds no int of more than 4300 digits: the state could not be saved.
-        (Usage(reasoning_tokens=-(10**5000), requests=1), "reasoning_tokens"),
+        # (summed with the first answer's -_LONGEST: more than 4300 digits, which JSON text
+        # cannot hold, so the state could not be saved)
+        (Usage(reasoning_tokens=-_LONGEST, requests=1), "reasoning_tokens"),
     ],
     ids=["float-sum-to-inf", "int-too-large-for-float", "int-over-4300-digits"],
 )

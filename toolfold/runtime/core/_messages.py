@@ -1046,7 +1046,11 @@ def _counts(usage: Usage, attribute: attrs.Attribute[Any], value: Any) -> None:
     """Refuse a count a saved state cannot hold exactly (`Usage`'s one validator).
 
     One validator for all six counts (attrs runs it once every field is set),
-    exact types first: what a provider's codec makes costs six type tests.
+    exact types first: what a provider's codec makes (six ints, none negative,
+    each below 2**62) costs six type tests and one bound, on the counts or'ed
+    together. Anything else (a float, a negative or longer int) is checked count
+    by count: an int of more than 4300 digits is refused, as with a float beside
+    it (six plain ints took it, and the state then could not be saved).
     """
     if (
         type(usage.input_tokens) is int
@@ -1055,6 +1059,15 @@ def _counts(usage: Usage, attribute: attrs.Attribute[Any], value: Any) -> None:
         and type(usage.reasoning_tokens) is int
         and type(usage.requests) is int
         and type(value) is int
+        and not (
+            usage.input_tokens
+            | usage.output_tokens
+            | usage.cached_tokens
+            | usage.reasoning_tokens
+            | usage.requests
+            | value
+        )
+        >> 62
     ):
         return
     problem = usage_problem(usage)
@@ -1074,9 +1087,10 @@ def count_problem(name: str, value: object) -> str:
 class Usage:
     """Token and request counts, added up with ``+``.
 
-    Each count is an int, or a finite float (as a custom model may report);
-    anything else (a bool, text, None, NaN, an infinity) raises a `UsageError`
-    naming the field, since a saved state could not hold it. Counts are kept
+    Each count is an int of at most 4300 digits (`COUNT_LIMIT`), or a finite
+    float (as a custom model may report); anything else (a bool, text, None,
+    NaN, an infinity, a longer int) raises a `UsageError` naming the field,
+    since a saved state could not hold it. Counts are kept
     as given otherwise (a negative one too).
 
     Attributes:
