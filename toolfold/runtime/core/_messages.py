@@ -1034,11 +1034,11 @@ def is_count_value(value: object) -> bool:
     """Whether ``value`` is a count a `Usage` may hold: an int (no bool) of at most 4300
     digits (`COUNT_LIMIT`), or a finite float."""
     if type(value) is int:
-        return -COUNT_LIMIT < value < COUNT_LIMIT  # (the usual case: the exact type first)
+        return _NEG_BOUND < value < _INT_BOUND  # (the usual case: the exact type first)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if isinstance(value, int):
-        return -COUNT_LIMIT < value < COUNT_LIMIT
+        return _NEG_BOUND < value < _INT_BOUND
     return math.isfinite(value)
 
 

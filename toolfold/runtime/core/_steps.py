@@ -27,7 +27,6 @@ from toolfold.runtime.core._events import (
     ToolSuspended,
 )
 from toolfold.runtime.core._messages import (
-    COUNT_LIMIT,
     NO_USAGE,
     FilePart,
     FrozenDict,
@@ -715,13 +714,18 @@ def summed_usage(state: RunState, kind: str, total: Usage, usage: Usage) -> Usag
             and type(summed.reasoning_tokens) is int
             and type(summed.requests) is int
             and type(summed.cache_write_tokens) is int
-            # Ints never overflow, but one of more than 4300 digits cannot be saved.
-            and -COUNT_LIMIT < summed.input_tokens < COUNT_LIMIT
-            and -COUNT_LIMIT < summed.output_tokens < COUNT_LIMIT
-            and -COUNT_LIMIT < summed.cached_tokens < COUNT_LIMIT
-            and -COUNT_LIMIT < summed.reasoning_tokens < COUNT_LIMIT
-            and -COUNT_LIMIT < summed.requests < COUNT_LIMIT
-            and -COUNT_LIMIT < summed.cache_write_tokens < COUNT_LIMIT
+            # Ints never overflow, but one of more than 4300 digits cannot be saved:
+            # counts none negative and each below 2**62 (what codecs make) pass
+            # on one bound of the counts or'ed together, the rest count by count.
+            and not (
+                summed.input_tokens
+                | summed.output_tokens
+                | summed.cached_tokens
+                | summed.reasoning_tokens
+                | summed.requests
+                | summed.cache_write_tokens
+            )
+            >> 62
         ):
             return summed
         if not usage_problem(summed):
