@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 KEY_VARIABLES = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
@@ -49,6 +50,24 @@ def test_example_runs(path: Path) -> None:
     proc = _run(path, "test")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
+
+
+def _shape(text: str) -> list[str]:
+    """Each line's label (``user:``, ``->``, ``usage:``...), blank lines as ``""``."""
+    return [
+        m.group(1) if (m := re.match(r"\s*(->|[a-z ]+:)", line)) else ""
+        for line in text.splitlines()
+    ]
+
+
+def test_the_quickstart_docs_show_every_line_the_script_prints() -> None:
+    """docs/quickstart.md's sample output has the lines quickstart.py prints, in its order."""
+    docs = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    sample = re.search(r"the answer:\n\n```\n(.*?)```", docs, re.DOTALL)
+    assert sample, "docs/quickstart.md has no sample output after 'the answer:'"
+    proc = _run(next(p for p in EXAMPLES if p.name == "quickstart.py"), "test")
+    assert proc.returncode == 0, proc.stderr
+    assert _shape(sample.group(1)) == _shape(proc.stdout)
 
 
 # What SmolLM2-135M manages: one tool call, then an answer from its result.
