@@ -82,6 +82,19 @@ ON_LOCAL = (
 )
 
 
+@pytest.mark.parametrize("name", ON_LOCAL)
+def test_example_without_the_providers_key_says_so_without_a_traceback(name: str) -> None:
+    """With a provider MODEL and no key the example prints the missing-key message alone, exit 1."""
+    path = next(p for p in EXAMPLES if p.name == name)
+    proc = _run(path, "openai:gpt-4o-mini")  # the model refuses to be made: no request is sent
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        "no API key for provider 'openai': pass api_key=... to the model "
+        "(toolfold.model('openai:...', api_key=...)) or set OPENAI_API_KEY"
+    ]
+
+
 @pytest.mark.local
 @pytest.mark.parametrize("name", ON_LOCAL)
 def test_example_runs_on_the_local_model(name: str) -> None:
