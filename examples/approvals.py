@@ -12,8 +12,9 @@ call becomes an error result the model reads, with the reason.
 from __future__ import annotations
 
 import os
+import sys
 
-from toolfold import Agent, Denied, RunState, tool
+from toolfold import Agent, Denied, ModelConfigError, RunState, tool
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -89,4 +90,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModelConfigError as error:  # e.g. MODEL=openai:gpt-4o-mini without OPENAI_API_KEY
+        sys.exit(str(error))  # the message alone (exit status 1), not a traceback

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from toolfold import Agent, tool
+from toolfold import Agent, ModelConfigError, tool
 from toolfold.testing import ScriptedModel
 
 
@@ -60,4 +60,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModelConfigError as error:  # e.g. MODEL=openai:gpt-4o-mini without OPENAI_API_KEY
+        sys.exit(str(error))  # the message alone (exit status 1), not a traceback

@@ -11,9 +11,10 @@ keys, exactly as the model sent it after validation.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
-from toolfold import Agent, Tool
+from toolfold import Agent, ModelConfigError, Tool
 from toolfold.testing import ScriptedModel
 
 STOCK = {"apples": 12, "pears": 0, "plums": 31}
@@ -57,4 +58,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModelConfigError as error:  # e.g. MODEL=openai:gpt-4o-mini without OPENAI_API_KEY
+        sys.exit(str(error))  # the message alone (exit status 1), not a traceback

@@ -16,8 +16,9 @@ answers to ``resume(tool_results=...)`` and the loop goes on. (With
 from __future__ import annotations
 
 import os
+import sys
 
-from toolfold import Tool, generate_text, resume, tool
+from toolfold import ModelConfigError, Tool, generate_text, resume, tool
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -79,4 +80,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModelConfigError as error:  # e.g. MODEL=openai:gpt-4o-mini without OPENAI_API_KEY
+        sys.exit(str(error))  # the message alone (exit status 1), not a traceback

@@ -20,10 +20,11 @@ import json
 import operator
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from toolfold import Agent, ModelRequest, ToolCallPart, ToolResultPart, tool
+from toolfold import Agent, ModelConfigError, ModelRequest, ToolCallPart, ToolResultPart, tool
 from toolfold.testing import FunctionModel
 
 # --- the tools: plain functions; the schema comes from hints and docstrings ---
@@ -153,4 +154,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModelConfigError as error:  # e.g. MODEL=openai:gpt-4o-mini without OPENAI_API_KEY
+        sys.exit(str(error))  # the message alone (exit status 1), not a traceback

@@ -7,8 +7,17 @@ MODEL=local:smollm2 python examples/streaming.py
 from __future__ import annotations
 
 import os
+import sys
 
-from toolfold import Agent, RunEndEvent, TextDelta, ToolCallEvent, ToolResultEvent, tool
+from toolfold import (
+    Agent,
+    ModelConfigError,
+    RunEndEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    tool,
+)
 from toolfold.testing import ScriptedModel
 
 
@@ -44,4 +53,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ModelConfigError as error:  # e.g. MODEL=openai:gpt-4o-mini without OPENAI_API_KEY
+        sys.exit(str(error))  # the message alone (exit status 1), not a traceback

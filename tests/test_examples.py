@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 KEY_VARIABLES = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
@@ -51,6 +52,24 @@ def test_example_runs(path: Path) -> None:
     assert proc.stdout.strip()
 
 
+def _shape(text: str) -> list[str]:
+    """Each line's label (``user:``, ``->``, ``usage:``...), blank lines as ``""``."""
+    return [
+        m.group(1) if (m := re.match(r"\s*(->|[a-z ]+:)", line)) else ""
+        for line in text.splitlines()
+    ]
+
+
+def test_the_quickstart_docs_show_every_line_the_script_prints() -> None:
+    """docs/quickstart.md's sample output has the lines quickstart.py prints, in its order."""
+    docs = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    sample = re.search(r"the answer:\n\n```\n(.*?)```", docs, re.DOTALL)
+    assert sample, "docs/quickstart.md has no sample output after 'the answer:'"
+    proc = _run(next(p for p in EXAMPLES if p.name == "quickstart.py"), "test")
+    assert proc.returncode == 0, proc.stderr
+    assert _shape(sample.group(1)) == _shape(proc.stdout)
+
+
 # What SmolLM2-135M manages: one tool call, then an answer from its result.
 ON_LOCAL = (
     "approvals.py",
@@ -61,6 +80,19 @@ ON_LOCAL = (
     "streaming.py",
     "structured_output.py",
 )
+
+
+@pytest.mark.parametrize("name", ON_LOCAL)
+def test_example_without_the_providers_key_says_so_without_a_traceback(name: str) -> None:
+    """With a provider MODEL and no key the example prints the missing-key message alone, exit 1."""
+    path = next(p for p in EXAMPLES if p.name == name)
+    proc = _run(path, "openai:gpt-4o-mini")  # the model refuses to be made: no request is sent
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        "no API key for provider 'openai': pass api_key=... to the model "
+        "(toolfold.model('openai:...', api_key=...)) or set OPENAI_API_KEY"
+    ]
 
 
 @pytest.mark.local

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import toolfold
 from toolfold._errors import ToolfoldError
 
 
@@ -172,6 +173,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="toolfold", description=__doc__.splitlines()[0], epilog=_EXIT_CODES
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {toolfold.__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _agent_commands(commands)
     view = commands.add_parser("view", help="write a run's state as a self-contained HTML page")

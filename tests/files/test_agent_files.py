@@ -530,6 +530,29 @@ def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
     assert "max_iterations must be an integer >= 1" in problems[1]
 
 
+def test_an_agent_using_a_broken_agent_still_reports_its_own_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent whose agent-tool failed to build still reports its own missing key; one fine but for that tool does not."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = (
+        "[agents.triage]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        'tools = [{ agent = "researcher", name = "ask" }]\n'
+        "[agents.researcher]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        "[agents.fine]\n"
+        'model = "files_helpers:model"\n'
+        'tools = [{ agent = "researcher" }]\n'
+        'tool_choice = "researcher"\n'
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="desk.toml", search=SEARCH)
+    problems = info.value.problems
+    assert [p.split(": ")[1] for p in problems] == ["agents.triage", "agents.researcher"]
+    assert all("cannot build the agent: no API key" in p for p in problems), problems
+
+
 def test_a_nested_workflow_may_use_a_name_its_outer_workflow_defines() -> None:
     """A workflow of the file nested in another is checked where it is nested, not alone."""
     text = (

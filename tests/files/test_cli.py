@@ -81,6 +81,15 @@ def test_every_command_has_help(command: str, tmp_path: Path) -> None:
     assert "3 the run waits" in " ".join(proc.stdout.split())
 
 
+def test_version_prints_the_version(tmp_path: Path) -> None:
+    """``toolfold --version`` prints toolfold's version and exits 0 (no command needed)."""
+    import toolfold as package
+
+    proc = toolfold("--version", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"toolfold {package.__version__}\n"
+
+
 @pytest.mark.parametrize(
     ("command", "listed"),
     [

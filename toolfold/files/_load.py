@@ -1039,8 +1039,14 @@ class _Loader:
         tools: list[Any] = []
         for item in entry.tools:
             if isinstance(item, AgentToolEntry):
+                target = item.agent or item.workflow or ""
+                if target not in built and self.problems:
+                    # It could not be built (said): a stand-in of the same name lets this
+                    # agent's build report the agent's own problems (a missing key) too.
+                    tools.append(Tool(item.name or target, f"stands in for {target!r}"))
+                    continue
                 tools.append(
-                    built[item.agent or item.workflow or ""].as_tool(
+                    built[target].as_tool(
                         item.name,
                         item.description,
                         input_type=str
