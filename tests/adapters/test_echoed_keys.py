@@ -30,10 +30,13 @@ from toolfold.adapters._http._keys import Secret, api_key_secrets, scrubs
 from toolfold.adapters._split_echoes import SplitEchoes
 from toolfold.runtime import (
     ReasoningDelta,
+    StreamState,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    finish_stream,
+    fold_stream,
 )
 
 KEY = "sk-echo-0123456789abcdefghijXYZ"
@@ -515,9 +518,9 @@ def test_split_echoes_joins_a_key_written_across_deltas() -> None:
 def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
     out = _split([TextDelta("ask"), TextDelta("-echo-0"), TextDelta("ne")], KEY)
     assert _texts(out) == "ask-echo-0ne"
-    # Each run is held apart: the text's end waits across a call's events, the call's
-    # end is given back before the call ends.
-    events = [TextDelta("say sk-ec"), ToolCallStart(0, "c", "f"), ToolCallDelta(0, '{"a": "sk-')]
+    # Each run is held apart: the text's end waits across the fragments of a call that
+    # started before it, the call's end is given back before the call ends.
+    events = [ToolCallStart(0, "c", "f"), TextDelta("say sk-ec"), ToolCallDelta(0, '{"a": "sk-')]
     events += [ToolCallDelta(0, 'echo-0123456789abcdefghijXYZ"}'), ToolCallEnd(0)]
     events += [TextDelta("ho-0123456789abcdefghijXYZ")]
     out = _split(events, KEY)
@@ -526,6 +529,22 @@ def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
     assert arguments == '{"a": "***"}'
     ended = [type(e).__name__ for e in out].index("ToolCallEnd")
     assert not any(isinstance(e, ToolCallDelta) for e in out[ended:])
+
+
+def test_split_echoes_gives_held_text_back_before_a_call_that_starts() -> None:
+    """The text (or reasoning) a call follows ends where the call starts: its held end is given
+    back before the call's start, so the fold keeps it before the call (not after it)."""
+    for first in (TextDelta("Checking sk"), ReasoningDelta("Checking sk", provider="p")):
+        events = [first, ToolCallStart(0, "c", "f"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]
+        out = _split([*events, TextDelta("done")], KEY)
+        started = next(at for at, e in enumerate(out) if isinstance(e, ToolCallStart))
+        assert "".join(e.text for e in out[:started]) == "Checking sk"
+        assert _texts(out[started:]) == "done"
+        folded = StreamState()
+        for event in out:
+            folded = fold_stream(folded, event)
+        parts = finish_stream(folded, str).message.parts
+        assert [getattr(p, "text", "call") for p in parts] == ["Checking sk", "call", "done"]
 
 
 def test_split_echoes_passes_every_event_on() -> None:

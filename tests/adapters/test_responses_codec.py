@@ -815,3 +815,34 @@ def test_the_message_after_a_reasoning_item_goes_back_with_its_phase(streamed: b
         response = parse_response({"status": "completed", "output": [REASONED, answer]}, "p")
     request = ModelRequest([Message.user("2+2?"), response.message])
     assert body(request, model="gpt-5-mini")["input"][1:3] == [REASONED, answer]
+
+
+def test_reasoning_between_calls_streams_back_in_the_order_it_came() -> None:
+    """reasoning, call, reasoning, call go back in that order streamed as whole: OpenAI refuses a
+    reasoning item whose following call was moved after the next reasoning item (400 "provided
+    without its required following item")."""
+    first = {**REASONED, "id": "rs_A"}
+    second = {**REASONED, "id": "rs_B", "encrypted_content": "enc2"}
+    calls = [
+        {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": f"call_{n}",
+            "name": "f",
+            "arguments": '{"x":"a"}',
+            "status": "completed",
+        }
+        for n in (1, 2)
+    ]
+    output = [first, calls[0], second, calls[1]]
+    events = []
+    for index, item in enumerate(output):
+        events.append(("response.output_item.added", {"output_index": index, "item": item}))
+        events.append(("response.output_item.done", {"output_index": index, "item": item}))
+    streamed = _fold(*events, COMPLETED)
+    whole = parse_response({"status": "completed", "output": output}, "p")
+    sent = []
+    for response in (streamed, whole):
+        request = ModelRequest([Message.user("x?"), response.message])
+        sent.append([item.get("id") for item in body(request, model="gpt-5-mini")["input"][1:]])
+    assert sent[0] == sent[1] == ["rs_A", "fc_1", "rs_B", "fc_2"]

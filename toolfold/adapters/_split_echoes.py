@@ -10,7 +10,8 @@ call's arguments) it holds back the end of a delta that could be the start of
 a secret, until the run's next delta shows whether it is one (then the secret
 is masked whole) or the run ends where the fold ends it: text where reasoning
 begins, reasoning where text begins or a signature closes it (a piece
-that replaces the part's text drops what was held of it), a call's
+that replaces the part's text drops what was held of it), text and
+reasoning where a call starts (one not kept apart: the call follows them), a call's
 arguments at its `ToolCallEnd`, all of them at `StreamFinish` and at the
 stream's end. Events of other runs in between (a call's fragments between
 two pieces of text, fragments of two calls interleaved) go on meanwhile.
@@ -38,6 +39,7 @@ from toolfold.runtime.core._stream import (
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
+    ToolCallStart,
 )
 
 __all__ = ["SplitEchoes"]
@@ -80,16 +82,16 @@ class SplitEchoes:
             return self._reasoning_delta(event)
         if isinstance(event, ToolCallEnd):
             return [*self._release_call(event.index), event]
+        if isinstance(event, ToolCallStart) and not event.apart:  # the part before it ends
+            return [*self._release_reasoning(), *self._release_text(), event]
         if isinstance(event, StreamFinish):
             return [*self.end(), event]
-        return [event]  # a call's start, the counts, the response's name: no text to hold
+        return [event]  # the counts, the response's name: no text to hold
 
     def end(self) -> list[StreamEvent]:
         """The text still held, as the stream ends (or finishes)."""
         out = self._release_reasoning()
-        if self._text:
-            out.append(TextDelta(self._text))
-            self._text = ""
+        out += self._release_text()
         for index in list(self._calls):
             out += self._release_call(index)
         return out
@@ -134,6 +136,12 @@ class SplitEchoes:
         held, by = self._reasoning, self._reasoning_by
         self._reasoning, self._reasoning_by = "", None
         return [ReasoningDelta(held, provider=by)]
+
+    def _release_text(self) -> list[StreamEvent]:
+        if not self._text:
+            return []
+        held, self._text = self._text, ""
+        return [TextDelta(held)]
 
     def _release_call(self, index: int) -> list[StreamEvent]:
         held = self._calls.pop(index, "")
