@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import ModelConfigError, StreamError
@@ -152,6 +153,66 @@ def test_settings_output_and_reasoning_include() -> None:
     assert sent["text"]["format"]["type"] == "json_schema"
     assert sent["text"]["format"]["strict"] is True
     assert "include" not in body(request, "gpt-4o")
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["ft:o4-mini-2025-04-16:acme::abc123", "GPT-5", "O3-mini", "ft:gpt-5-mini:acme::x1"],
+)
+def test_fine_tuned_reasoning_models_and_any_case_ask_for_encrypted_reasoning(model: str) -> None:
+    """A fine-tune of a reasoning model (ft:o4-mini-...) and a reasoning model named in another
+    case ask for the encrypted reasoning, which goes back on the next step (without it, the item
+    goes back by id only, which OpenAI cannot find when it stored nothing)."""
+    assert body(ModelRequest([Message.user("x")]), model)["include"] == [
+        "reasoning.encrypted_content"
+    ]
+    assert "include" not in body(ModelRequest([Message.user("x")]), "ft:gpt-4o:acme::x1")
+
+
+def _with_reasoning(part: ReasoningPart, **settings: Any) -> Any:
+    """What a Responses model sends for a conversation whose answer holds ``part``."""
+    request = ModelRequest(
+        [
+            Message.user("x"),
+            Message("assistant", [part, TextPart("ok")]),
+            Message.user("more"),
+        ],
+        settings=settings,
+    )
+    return OpenAIResponsesModel("gpt-5-mini", api_key="k" * 20).prepare(request)
+
+
+def test_with_store_false_a_reasoning_item_by_id_only_is_dropped_with_a_note() -> None:
+    """store=False: a reasoning item without encrypted content or reasoning text (its id alone,
+    which OpenAI could only find in what it stored: 404 "Item with id 'rs_...' not found") is
+    left out and the report says so; one with encrypted content or reasoning text goes back."""
+    data = {"item_id": "rs_1", "message_id": "msg_1"}
+    bare = ReasoningPart("Plan.", None, "openai-responses", data)
+    prepared = _with_reasoning(bare, store=False, include=[])
+    assert [i.get("type", i.get("role")) for i in prepared.body["input"]] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert prepared.body["input"][1] == {"role": "assistant", "content": "ok"}
+    (note,) = prepared.report.notes
+    assert "messages[1]: reasoning item rs_1 dropped" in note
+    assert "store=False" in note
+    signed = attrs.evolve(bare, signature="enc")
+    raw = attrs.evolve(bare, provider_data={**data, "content": ["Plan."]})
+    for kept in (signed, raw):
+        prepared = _with_reasoning(kept, store=False)
+        assert prepared.body["input"][1]["id"] == "rs_1"
+        assert prepared.report.notes == ()
+    # OpenAI keeps the responses by default (store): there the id finds the item.
+    for settings in ({}, {"store": True}):
+        prepared = _with_reasoning(bare, **settings)
+        assert prepared.body["input"][1] == {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Plan."}],
+        }
+        assert prepared.report.notes == ()
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,8 @@ provider without depending on what OpenAI stored.
   goes in one user message after the run's outputs, which stay together as
   the API's guide shows them (one output per call after the calls).
 - Reasoning made by another provider cannot be sent: it is dropped with a note
-  in the `RequestReport`.
+  in the `RequestReport`; so is, with ``store=False``, a reasoning item that only
+  OpenAI's stored copy could give (no encrypted content, no reasoning text).
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def build_body(
             setting OpenAI's API has no field for).
     """
     notes: list[str] = []
-    body: Body = {"model": model_name, "input": encode_input(request.messages, notes)}
+    stored = request.settings.get("store") is not False
+    body: Body = {"model": model_name, "input": encode_input(request.messages, notes, stored)}
     tools = list(request.tools)
     if tools:
         body["tools"] = [compiled_tool(t).payload for t in tools]
@@ -207,8 +209,20 @@ def _output_format(output: OutputSpec) -> Body:
 # --- input items -----------------------------------------------------------
 
 
-def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
-    """The ``input`` items for the conversation; notes what could not be sent."""
+def encode_input(
+    messages: tuple[Message, ...], notes: list[str], stored: bool = True
+) -> list[Body]:
+    """The ``input`` items for the conversation; notes what could not be sent.
+
+    Args:
+        messages: The conversation.
+        notes: Receives a note for each part dropped.
+        stored: OpenAI keeps the responses (``store``, true by default). When
+            False, a reasoning item that carries no reasoning of its own (neither
+            encrypted content nor reasoning text: its id alone, which OpenAI
+            resolves only from what it stored) is dropped with a note: OpenAI
+            answers 404 "Item with id 'rs_...' not found" for it.
+    """
     items: list[Body] = []
     # The user message holding what a run of messages with results (tool messages,
     # or a user message holding results) has beside them. It stays after the run's
@@ -224,7 +238,7 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
         elif role == "system":
             items.append({"role": "developer", "content": _system_text(message)})
         elif role == "assistant":
-            _assistant(message, position, items, notes)
+            _assistant(message, position, items, notes, stored)
         else:
             in_run = role == "tool" or joins_run(message)
             if after_run is not None and items[-1] is after_run and in_run:
@@ -316,7 +330,9 @@ def _file(part: FilePart) -> Body:
     return file
 
 
-def _assistant(message: Message, position: int, items: list[Body], notes: list[str]) -> None:
+def _assistant(
+    message: Message, position: int, items: list[Body], notes: list[str], stored: bool
+) -> None:
     text: list[str] = []
     # What the reasoning item sent keeps of the message item that followed it.
     following: Mapping[str, Any] = {}
@@ -332,7 +348,13 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
             items.append(_call(part))
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
-            if item is not None:
+            if item is not None and not stored and _by_id_only(item):
+                notes.append(
+                    f"messages[{position}]: reasoning item {item['id']} dropped: it has no "
+                    "encrypted content (ask for it with include=['reasoning.encrypted_content']) "
+                    "and with store=False OpenAI keeps no item to find by its id"
+                )
+            elif item is not None:
                 items.append(item)
                 following = part.provider_data
             elif part.text or part.signature:
@@ -412,6 +434,12 @@ def reasoning_item(part: ReasoningPart) -> Body | None:
     if part.signature is not None:
         item["encrypted_content"] = part.signature
     return item
+
+
+def _by_id_only(item: Body) -> bool:
+    """Whether the reasoning ``item`` carries no reasoning of its own (no encrypted content,
+    no reasoning text), so OpenAI reads it from what it stored, found by its id."""
+    return "encrypted_content" not in item and "content" not in item
 
 
 def _texts(value: object) -> list[str]:
