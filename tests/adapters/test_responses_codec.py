@@ -439,6 +439,53 @@ def test_streamed_summary_parts_are_joined_like_the_whole_item() -> None:
     assert whole.message.parts[0].text == "**Plan**\n\nFirst part.\n\n**Check**\n\nSecond part."
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_summary_of_several_parts_goes_back_part_for_part(streamed: bool) -> None:
+    """A reasoning item whose summary has two parts goes back with the same two parts, streamed
+    or whole (they went back merged into one part, its text "Think 1\n\nThink 2")."""
+    item = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "Think 1"},
+            {"type": "summary_text", "text": "Think 2"},
+        ],
+        "encrypted_content": "enc",
+    }
+    if streamed:
+
+        def delta(index: int, text: str) -> tuple[str, dict[str, Any]]:
+            data = {"item_id": "rs_1", "output_index": 0, "summary_index": index, "delta": text}
+            return ("response.reasoning_summary_text.delta", data)
+
+        added = {"output_index": 0, "item": {**item, "summary": []}}
+        response = _fold(
+            ("response.output_item.added", added),
+            delta(0, "Think 1"),
+            delta(1, "Think 2"),
+            ("response.output_item.done", {"output_index": 0, "item": item}),
+            COMPLETED,
+        )
+    else:
+        response = parse_response({"status": "completed", "output": [item]}, "p")
+    assert response.message.parts[0].text == "Think 1\n\nThink 2"
+    request = ModelRequest([Message.user("x?"), response.message, Message.user("more")])
+    assert body(request, model="gpt-5-mini")["input"][1] == item
+
+
+def test_a_part_recorded_without_its_summary_parts_sends_its_text_as_one() -> None:
+    """A part saved before the summary parts were kept (no provider_data "summary") still goes
+    back, its text the one summary part; a one-part summary keeps no copy of its text."""
+    old = ReasoningPart("Think 1\n\nThink 2", "enc", "openai-responses", {"item_id": "rs_1"})
+    request = ModelRequest([Message.user("x?"), Message("assistant", [old]), Message.user("m")])
+    assert body(request, model="gpt-5-mini")["input"][1]["summary"] == [
+        {"type": "summary_text", "text": "Think 1\n\nThink 2"}
+    ]
+    one = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "T"}]}
+    (part,) = parse_response({"status": "completed", "output": [one]}, "p").message.parts
+    assert dict(part.provider_data) == {"item_id": "rs_1"}
+
+
 #: A reasoning item as open-weight models behind Responses-compatible servers send it:
 #: the raw reasoning as ``reasoning_text`` content, no summary, no encrypted content.
 THOUGHTS = {

@@ -47,7 +47,7 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
-from toolfold.adapters.openai_responses._response import joined
+from toolfold.adapters.openai_responses._response import as_summary, joined
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -407,23 +407,24 @@ def reasoning_item(part: ReasoningPart) -> Body | None:
     """The reasoning input item a part stands for, or None when it is not this API's.
 
     The part keeps the item id in ``provider_data["item_id"]`` and the
-    encrypted content (when asked for) in ``signature``. An item with
-    ``reasoning_text`` content is rebuilt from the texts ``provider_data``
-    keeps (``"summary"`` and ``"content"``); one without (OpenAI's) has the
-    part's text as its summary, as has one recorded before ``"summary"`` was
-    kept (``"content"`` alone, the text the summary unless it is the content).
+    encrypted content (when asked for) in ``signature``. The summary goes back
+    part for part as ``provider_data["summary"]`` keeps it (an item with
+    ``reasoning_text`` content, or a summary of several parts), the content as
+    ``provider_data["content"]`` does; a part without ``"summary"`` (OpenAI's
+    one-part summary, or a part recorded before it was kept) has its text as
+    its one summary part (none when the text is the content).
     """
     data = part.provider_data
     item_id = data.get("item_id")
     if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
     content = _texts(data.get("content"))
-    if content and "summary" in data:  # with reasoning_text content, the summary texts kept
+    if "summary" in data:  # the summary's parts as they came
         summary = _texts(data["summary"])
     elif content and part.text == joined(content):  # a part with no summary, its text the content
         summary = []
-    else:  # OpenAI's (no content), or one recorded before "summary" was kept: the text is it
-        summary = [t for t in (part.text,) if t]
+    else:  # a one-part summary, or one recorded before "summary" was kept: the text is it
+        summary = as_summary(part.text)
     item: Body = {
         "type": "reasoning",
         "id": item_id,
