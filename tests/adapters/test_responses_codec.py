@@ -215,6 +215,37 @@ def test_with_store_false_a_reasoning_item_by_id_only_is_dropped_with_a_note() -
         assert prepared.report.notes == ()
 
 
+def test_with_store_false_the_calls_of_a_dropped_reasoning_item_go_without_their_item_ids() -> None:
+    """store=False: the function calls a dropped reasoning item led to go back without their
+    item ids (OpenAI refuses an fc_ item without its reasoning item: 400 "Item 'fc_...' of type
+    'function_call' was provided without its required 'reasoning' item"), keeping call_id; the
+    calls after a reasoning item that goes back keep theirs."""
+    bare = ReasoningPart("Plan.", None, "openai-responses", {"item_id": "rs_1"})
+    kept = ReasoningPart("More.", "enc", "openai-responses", {"item_id": "rs_2"})
+    answer = [
+        bare,
+        ToolCallPart("call_1", "f", "{}", {}, {"item_id": "fc_1"}),
+        ToolCallPart("call_2", "f", "{}", {}, {"item_id": "fc_2"}),
+        kept,
+        ToolCallPart("call_3", "f", "{}", {}, {"item_id": "fc_3"}),
+    ]
+    results = [ToolResultPart(f"call_{n}", "f", "ok") for n in (1, 2, 3)]
+    request = ModelRequest(
+        [Message.user("x"), Message("assistant", answer), Message.tool(*results)],
+        settings={"store": False},
+    )
+    prepared = OpenAIResponsesModel("gpt-5-mini", api_key="k" * 20).prepare(request)
+    sent = [i for i in prepared.body["input"] if i.get("type") in ("function_call", "reasoning")]
+    assert [(i["type"], i.get("id"), i.get("call_id")) for i in sent] == [
+        ("function_call", None, "call_1"),
+        ("function_call", None, "call_2"),
+        ("reasoning", "rs_2", None),
+        ("function_call", "fc_3", "call_3"),
+    ]
+    (note,) = prepared.report.notes
+    assert "reasoning item rs_1 dropped" in note
+
+
 @pytest.mark.parametrize(
     "setting",
     [

@@ -336,6 +336,10 @@ def _assistant(
     text: list[str] = []
     # What the reasoning item sent keeps of the message item that followed it.
     following: Mapping[str, Any] = {}
+    # A reasoning item was dropped (see below): the items it led to go without their ids,
+    # which OpenAI would pair with it (400 "... provided without its required 'reasoning'
+    # item"); a call keeps its call_id.
+    orphaned = False
     for part in message.parts:
         if isinstance(part, TextPart):
             text.append(part.text)
@@ -345,10 +349,11 @@ def _assistant(
             text = []
         following = {}
         if isinstance(part, ToolCallPart):
-            items.append(_call(part))
+            items.append(_call(part, orphaned))
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
             if item is not None and not stored and _by_id_only(item):
+                orphaned = True
                 notes.append(
                     f"messages[{position}]: reasoning item {item['id']} dropped: it has no "
                     "encrypted content (ask for it with include=['reasoning.encrypted_content']) "
@@ -356,7 +361,7 @@ def _assistant(
                 )
             elif item is not None:
                 items.append(item)
-                following = part.provider_data
+                following, orphaned = part.provider_data, False
             elif part.text or part.signature:
                 notes.append(
                     f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
@@ -390,7 +395,9 @@ def _assistant_text(text: str, following: Mapping[str, Any]) -> Body:
     return item
 
 
-def _call(call: ToolCallPart) -> Body:
+def _call(call: ToolCallPart, orphaned: bool) -> Body:
+    """The function_call item of ``call``; without its item id when ``orphaned`` (the
+    reasoning item it followed was dropped)."""
     item: Body = {
         "type": "function_call",
         "call_id": call.id,
@@ -398,7 +405,7 @@ def _call(call: ToolCallPart) -> Body:
         "arguments": call.arguments_text or "{}",
     }
     item_id = call.provider_data.get("item_id")
-    if isinstance(item_id, str):
+    if isinstance(item_id, str) and not orphaned:
         item["id"] = item_id
     return item
 
