@@ -411,7 +411,9 @@ def _ends_before_call(calls: tuple[_OpenCall, ...], count: int) -> bool:
 def _add_text(state: StreamState, text: str) -> StreamState:
     growing, settled = state.growing, state.settled
     if growing is not None:
-        calls = state.calls  # (`_ends_before_call`, inline: this runs for each piece)
+        # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted:
+        # this runs for each piece)
+        calls = state.calls
         if not growing.reasoning and not (calls and calls[-1].at > len(settled)):
             return _with_text(state, settled, _growing_text(growing.pieces.append(text)))
         # reasoning ends where text begins; text after a call is another part
@@ -431,7 +433,8 @@ def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
     if growing is not None and (
         not growing.reasoning
         or growing.closed
-        or (calls and calls[-1].at > len(settled))  # (`_ends_before_call`, inline)
+        # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted)
+        or (calls and calls[-1].at > len(settled))
     ):
         # text ends where reasoning begins; a closed part takes no more, nor one a call followed
         settled, growing = (*settled, growing.part()), None
