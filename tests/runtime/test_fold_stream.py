@@ -210,3 +210,27 @@ def test_a_call_kept_apart_goes_after_the_parts_and_splits_no_text() -> None:
     )
     parts = finish_stream(state, str).message.parts
     assert [getattr(p, "text", "call") for p in parts] == ["ab", "r", "call"]
+
+
+def test_text_before_a_call_joins_the_text_the_call_follows() -> None:
+    """A piece sent ``before_call`` after a call started (held back until the text after the
+    call showed what it was) joins the text before the call, grown or given with the state;
+    the text after the call is still another part."""
+    grown = fold(
+        [
+            TextDelta("The key is "),
+            ToolCallStart(0, "c", "f"),
+            ToolCallDelta(0, "{}"),
+            ToolCallEnd(0),
+            TextDelta("sk", before_call=True),
+            TextDelta(" done"),
+        ]
+    )
+    given = fold(
+        [ToolCallStart(0, "c", "f"), ToolCallEnd(0), TextDelta("sk", before_call=True)],
+        StreamState(parts=(TextPart("The key is "),)),
+    )
+    given = fold([TextDelta(" done")], given)
+    for state in (grown, given):
+        parts = finish_stream(state, str).message.parts
+        assert [getattr(p, "text", "call") for p in parts] == ["The key is sk", "call", " done"]

@@ -34,9 +34,19 @@ from toolfold.runtime.core._request import (
 
 @attrs.frozen
 class TextDelta:
-    """A piece of answer text."""
+    """A piece of answer text.
+
+    Attributes:
+        text: The piece of text.
+        before_call: The piece belongs to the text that the tool calls started
+            since its last piece follow: it joins that text, before the calls,
+            not the text after them. (A piece held back past a call until the
+            text after it showed whether the two write a secret across the
+            call: toolfold masks an API key a model writes so.)
+    """
 
     text: str
+    before_call: bool = False
     kind: Literal["text_delta"] = "text_delta"
 
 
@@ -339,7 +349,7 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
     # matched), so a real state and event pay nothing for them.
     try:
         if isinstance(event, TextDelta):
-            return _add_text(state, event.text)
+            return _add_text(state, event)
         if isinstance(event, ReasoningDelta):
             return _add_reasoning(state, event)
         if isinstance(event, ToolCallStart):
@@ -408,20 +418,23 @@ def _ends_before_call(calls: tuple[_OpenCall, ...], count: int) -> bool:
     return bool(calls) and calls[-1].at >= count
 
 
-def _add_text(state: StreamState, text: str) -> StreamState:
+def _add_text(state: StreamState, event: TextDelta) -> StreamState:
+    text = event.text
     growing, settled = state.growing, state.settled
     if growing is not None:
         # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted:
         # this runs for each piece)
         calls = state.calls
-        if not growing.reasoning and not (calls and calls[-1].at > len(settled)):
+        if not growing.reasoning and (
+            not (calls and calls[-1].at > len(settled)) or event.before_call
+        ):
             return _with_text(state, settled, _growing_text(growing.pieces.append(text)))
         # reasoning ends where text begins; text after a call is another part
         settled = (*settled, growing.part())
     elif (
         settled
         and isinstance(settled[-1], TextPart)
-        and not _ends_before_call(state.calls, len(settled))
+        and (event.before_call or not _ends_before_call(state.calls, len(settled)))
     ):  # a state made with its parts
         text = settled[-1].text + text
         settled = settled[:-1]
