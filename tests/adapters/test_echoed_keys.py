@@ -20,6 +20,8 @@ from backends import OWNED
 from fake_gemini_responses import FakeGemini, FakeResponses
 from fake_native import FakeAnthropic, FakeOllama, _anthropic_events
 from fake_openai import Calls, FakeChat, Text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
@@ -688,6 +690,43 @@ def test_whole_split_echoes_masks_a_key_written_across_texts_as_a_stream_does() 
     assert masked(first, thought, rest) == [first.text, "r", rest.text]
     response = ModelResponse(Message("assistant", [TextPart("a"), call, TextPart("b")]))
     assert whole_split_echoes(response, pairs) is response
+
+
+_PIECES = ["a", " ", "sk", "sk-e", "sk-echo-01", "ho-0", "done", ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_PIECES), max_size=4), min_size=1, max_size=4),
+    calls=st.lists(st.integers(1, 2), min_size=3, max_size=3),
+    split=st.tuples(st.integers(0, 2), st.integers(1, len(KEY) - 1)),
+)
+def test_any_answer_of_texts_and_calls_streams_as_it_is_masked_whole(
+    texts: list[list[str]], calls: list[int], split: tuple[int, int]
+) -> None:
+    """Texts (in pieces) with calls between them, a key maybe split across two of them: the
+    stream through `SplitEchoes` folds to the whole answer `whole_split_echoes` gives, and no
+    piece shows the key's halves."""
+    pieces = [list(p) for p in texts]
+    at, cut = split
+    if at + 1 < len(pieces):
+        pieces[at].append(KEY[:cut])
+        pieces[at + 1].insert(0, KEY[cut:])
+    parts: list[Any] = []
+    events: list[Any] = []
+    for n, text in enumerate(pieces):
+        parts.append(TextPart("".join(text)))
+        events += [TextDelta(piece) for piece in text or [""]]
+        for m in range(calls[n] if n + 1 < len(pieces) else 0):
+            parts.append(ToolCallPart(f"c{n}{m}", "f", "{}", {}))
+            events += [ToolCallStart(10 * n + m, f"c{n}{m}", "f"), ToolCallEnd(10 * n + m)]
+    pairs = scrubs([Secret(KEY)])
+    whole = whole_split_echoes(ModelResponse(Message("assistant", parts)), pairs).message.parts
+    out = _split(events, KEY)
+    assert _folded(out) == [getattr(p, "text", "call") for p in whole]
+    assert not any(
+        KEY[:12] in e.text or KEY[-12:] in e.text for e in out if isinstance(e, TextDelta)
+    )
 
 
 def test_split_echoes_passes_every_event_on() -> None:

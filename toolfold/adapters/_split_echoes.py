@@ -69,6 +69,7 @@ class SplitEchoes:
         "_reasoning",
         "_reasoning_by",
         "_text",
+        "_text_after",
         "_text_before",
         "_values",
     )
@@ -81,6 +82,7 @@ class SplitEchoes:
         # How much of `_text` is the end of the text before the calls started since (held
         # past them): a secret may go on in the text after them.
         self._text_before = 0
+        self._text_after = False  # text came after those calls (all of it held, maybe none)
         self._reasoning = ""  # held: the end of the reasoning, by `_reasoning_by`
         self._reasoning_by: str | None = None
         self._calls: dict[int, str] = {}  # held: the end of each call's arguments
@@ -162,12 +164,12 @@ class SplitEchoes:
     def _release_text(self) -> list[StreamEvent]:
         if not self._text:
             return []
-        held, before = self._text, self._text_before
-        self._text, self._text_before = "", 0
+        held, before, after = self._text, self._text_before, self._text_after
+        self._text, self._text_before, self._text_after = "", 0, False
         if not before:
             return [TextDelta(held)]
         out: list[StreamEvent] = [TextDelta(held[:before], before_call=True)]
-        if len(held) > before:
+        if after:  # (the text after the calls is a part, even an empty one)
             out.append(TextDelta(held[before:]))
         return out
 
@@ -175,13 +177,14 @@ class SplitEchoes:
         """At a call's start: the text's held end waits past the call, a secret's start
         that may go on in the text after it (`_text_past_call`)."""
         held, before = self._text, self._text_before
-        if not before or before == len(held):  # (no text after the calls before this one)
+        if not before or not self._text_after:  # (no text after the calls before this one)
             self._text_before = len(held)
             return []
         # Held across another call, and text after it: a secret written across two calls
         # is not looked for. The text before that call is given back; the text after it
         # (a part of its own, which this call follows) is held past this one.
         self._text, self._text_before = held[before:], len(held) - before
+        self._text_after = False
         return [TextDelta(held[:before], before_call=True), TextDelta("")]
 
     def _text_past_call(self, text: str) -> list[StreamEvent]:
@@ -196,12 +199,13 @@ class SplitEchoes:
             cut = self._start_of_secret(joined)
             if cut < before:  # still maybe a secret's start before the calls: held on
                 self._text, self._text_before = joined[cut:], before - cut
+                self._text_after = True
                 return [TextDelta(joined[:cut], before_call=True)]
             start = before
             after = joined[before:] if len(held) == before else scrub(joined[before:], self._pairs)
         else:
             after = scrub(joined[start:], self._pairs)
-        self._text_before = 0
+        self._text_before, self._text_after = 0, False
         now, self._text = self._split("", after)
         return [TextDelta(joined[:start], before_call=True), TextDelta(now)]
 
