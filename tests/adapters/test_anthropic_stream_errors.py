@@ -22,6 +22,7 @@ from toolfold import (
 from toolfold.adapters.anthropic import (
     AnthropicModel,
     DecoderState,
+    build_body,
     decode_end,
     decode_event,
     parse_response,
@@ -407,3 +408,60 @@ def test_a_null_count_in_message_delta_keeps_the_count_message_start_gave() -> N
         0,
         12,
     )
+
+
+#: An answer that thinks between its calls (interleaved thinking), as its blocks come.
+INTERLEAVED = [
+    {"type": "thinking", "thinking": "First thought.", "signature": "SIG1"},
+    {"type": "redacted_thinking", "data": "REDACTED=="},
+    {"type": "text", "text": "Let me check."},
+    {"type": "tool_use", "id": "toolu_A", "name": "weather", "input": {"city": "Paris"}},
+    {"type": "thinking", "thinking": "Interleaved thought.", "signature": "SIG2"},
+    {"type": "tool_use", "id": "toolu_B", "name": "weather", "input": {"city": "Rome"}},
+]
+
+
+def _streamed_blocks(blocks: list[dict[str, Any]]) -> list[bytes]:
+    """The stream of a message made of ``blocks``, each block's text in two deltas."""
+    chunks = [MESSAGE_START]
+    for index, block in enumerate(blocks):
+        if block["type"] == "thinking":
+            chunks.append(start(index, {"type": "thinking", "thinking": ""}))
+            text = block["thinking"]
+            chunks.append(delta(index, type="thinking_delta", thinking=text[:5]))
+            chunks.append(delta(index, type="thinking_delta", thinking=text[5:]))
+            chunks.append(delta(index, type="signature_delta", signature=block["signature"]))
+        elif block["type"] == "text":
+            chunks.append(start(index, {"type": "text", "text": ""}))
+            chunks.append(delta(index, type="text_delta", text=block["text"]))
+        elif block["type"] == "tool_use":
+            chunks.append(start(index, {**block, "input": {}}))
+            arguments = json.dumps(block["input"])
+            chunks.append(delta(index, type="input_json_delta", partial_json=arguments[:4]))
+            chunks.append(delta(index, type="input_json_delta", partial_json=arguments[4:]))
+        else:
+            chunks.append(start(index, block))
+        chunks.append(event("content_block_stop", index=index))
+    stop = event("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 9})
+    return [*chunks, stop, event("message_stop")]
+
+
+def test_interleaved_thinking_streams_back_in_the_order_it_came() -> None:
+    """Thinking between calls keeps its place streamed as whole: the assistant turn goes back
+    block for block as the model wrote it (a call is not moved after the later thinking)."""
+    streamed = fold(_streamed_blocks(INTERLEAVED))
+    whole = parse_response(
+        {
+            "id": "msg_1",
+            "model": "claude-test",
+            "role": "assistant",
+            "content": INTERLEAVED,
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 7, "output_tokens": 9},
+        }
+    )
+    sent = []
+    for response in (streamed, whole):
+        request = ModelRequest((Message.user("Weather?"), response.message, Message.user("Ok?")))
+        sent.append(build_body(request, "claude-test")["messages"][1]["content"])
+    assert sent[0] == sent[1] == INTERLEAVED

@@ -18,8 +18,10 @@ import attrs
 import pytest
 from backends import OWNED
 from fake_gemini_responses import FakeGemini, FakeResponses
-from fake_native import FakeAnthropic, FakeOllama
+from fake_native import FakeAnthropic, FakeOllama, _anthropic_events
 from fake_openai import Calls, FakeChat, Text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
@@ -27,13 +29,21 @@ from toolfold import Agent, RunState
 from toolfold.adapters import Transport
 from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import Secret, api_key_secrets, scrubs
-from toolfold.adapters._split_echoes import SplitEchoes
+from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
 from toolfold.runtime import (
+    Message,
+    ModelResponse,
     ReasoningDelta,
+    ReasoningPart,
+    StreamState,
     TextDelta,
+    TextPart,
     ToolCallDelta,
     ToolCallEnd,
+    ToolCallPart,
     ToolCallStart,
+    finish_stream,
+    fold_stream,
 )
 
 KEY = "sk-echo-0123456789abcdefghijXYZ"
@@ -368,6 +378,59 @@ def _streamed(server: ScriptedServer, opened: list[Any], chunks: list[bytes]) ->
     return run.response
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_key_written_around_a_call_is_masked_streamed_and_whole(
+    http_server: ScriptedServer, opened: list[Any], mode: str
+) -> None:
+    """Anthropic's text block, tool_use, text block with the key split between the two texts:
+    the answer, its deltas, the state and the request that sends it back hold ``***`` and no
+    half of the key, streamed or whole alike."""
+    content = [
+        {"type": "text", "text": f"The key is {KEY[:12]}"},
+        {"type": "tool_use", "id": "toolu_1", "name": "look_up", "input": {"city": "Paris"}},
+        {"type": "text", "text": f"{KEY[12:]} done"},
+    ]
+    answers = [(content, "tool_use"), ([{"type": "text", "text": "ok"}], "end_turn")]
+
+    def reply(request: Recorded) -> Reply:
+        blocks, stop = answers[len(http_server.requests) - 1]
+        message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m"}
+        message |= {"content": blocks, "stop_reason": stop, "stop_sequence": None}
+        message["usage"] = {"input_tokens": 1, "output_tokens": 1}
+        if not request.json().get("stream"):
+            return Reply(json=message)
+        return Reply(
+            headers={"content-type": "text/event-stream"}, chunks=_anthropic_events(message)
+        )
+
+    http_server.handler = reply
+    model = _model("anthropic", http_server.url)
+    opened.append(model)
+    agent = Agent(model=model, tools=[look_up])
+    deltas: list[str] = []
+    if mode.startswith("blocking"):
+        run = agent.run if mode == "blocking-sync" else lambda p: asyncio.run(agent.arun(p))
+        response = run("Look Paris up.")
+    else:
+        stream = agent.stream("Look Paris up.")
+        if mode == "stream-sync":
+            _deltas_into(deltas, stream)
+        else:
+
+            async def read() -> None:
+                deltas.extend([e.text async for e in stream if isinstance(e, TextDelta)])
+
+            asyncio.run(read())
+        response = stream.response
+    sent = http_server.requests[1].json()["messages"][1]["content"]
+    assert [b.get("text", b["type"]) for b in sent] == ["The key is ", "tool_use", "*** done"]
+    assert "".join(deltas) == ("" if mode.startswith("blocking") else "The key is *** doneok")
+    stored = response.state.to_json()
+    for half in (KEY[:12], KEY[12:]):
+        assert half not in stored
+        assert half not in json.dumps(sent)
+
+
 def test_a_key_split_around_another_runs_events_is_joined(
     http_server: ScriptedServer, opened: list[Any]
 ) -> None:
@@ -515,9 +578,9 @@ def test_split_echoes_joins_a_key_written_across_deltas() -> None:
 def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
     out = _split([TextDelta("ask"), TextDelta("-echo-0"), TextDelta("ne")], KEY)
     assert _texts(out) == "ask-echo-0ne"
-    # Each run is held apart: the text's end waits across a call's events, the call's
-    # end is given back before the call ends.
-    events = [TextDelta("say sk-ec"), ToolCallStart(0, "c", "f"), ToolCallDelta(0, '{"a": "sk-')]
+    # Each run is held apart: the text's end waits across the fragments of a call that
+    # started before it, the call's end is given back before the call ends.
+    events = [ToolCallStart(0, "c", "f"), TextDelta("say sk-ec"), ToolCallDelta(0, '{"a": "sk-')]
     events += [ToolCallDelta(0, 'echo-0123456789abcdefghijXYZ"}'), ToolCallEnd(0)]
     events += [TextDelta("ho-0123456789abcdefghijXYZ")]
     out = _split(events, KEY)
@@ -526,6 +589,144 @@ def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
     assert arguments == '{"a": "***"}'
     ended = [type(e).__name__ for e in out].index("ToolCallEnd")
     assert not any(isinstance(e, ToolCallDelta) for e in out[ended:])
+
+
+def test_split_echoes_keeps_held_text_before_a_call_that_starts() -> None:
+    """The text (or reasoning) a call follows ends where the call starts: held reasoning is given
+    back before the call's start; held text waits past the call (a key may go on after it) and,
+    no key, goes on as text before the call; the fold keeps either before the call."""
+    for first in (TextDelta("Checking sk"), ReasoningDelta("Checking sk", provider="p")):
+        events = [first, ToolCallStart(0, "c", "f"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]
+        out = _split([*events, TextDelta("done")], KEY)
+        started = next(at for at, e in enumerate(out) if isinstance(e, ToolCallStart))
+        if isinstance(first, ReasoningDelta):
+            assert "".join(e.text for e in out[:started]) == "Checking sk"
+            assert _texts(out[started:]) == "done"
+        else:
+            assert _texts(out[:started]) == "Checking "
+            after = [e for e in out[started:] if isinstance(e, TextDelta)]
+            assert [(e.text, e.before_call) for e in after] == [("sk", True), ("done", False)]
+        folded = StreamState()
+        for event in out:
+            folded = fold_stream(folded, event)
+        parts = finish_stream(folded, str).message.parts
+        assert [getattr(p, "text", "call") for p in parts] == ["Checking sk", "call", "done"]
+
+
+def _folded(events: list[Any]) -> list[str]:
+    """The parts ``events`` fold to: each text's text, ``call`` for a call."""
+    state = StreamState()
+    for event in events:
+        state = fold_stream(state, event)
+    return [getattr(p, "text", "call") for p in finish_stream(state, str).message.parts]
+
+
+def _around_a_call(before: list[str], after: list[str]) -> list[Any]:
+    """Text pieces ``before``, an in-order call, then text pieces ``after``."""
+    call = [ToolCallStart(0, "c", "f"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]
+    return [*map(TextDelta, before), *call, *map(TextDelta, after)]
+
+
+def test_split_echoes_masks_a_key_written_around_a_call() -> None:
+    """A key whose start ends the text before a call and whose rest starts the text after it
+    (Anthropic: text block, tool_use, text block): the held start waits past the call and the
+    key is masked in the text after it; no part of the key goes on, in any piece."""
+    for before, after in [
+        (["The key is sk-echo-0123"], ["456789abcdefghijXYZ done"]),
+        (["The key ", "is sk-e", "cho-0123"], ["4567", "89abcdef", "ghijXYZ", " done"]),
+        (["sk-echo-0123"], ["456789abcdefghijXYZ done"]),
+    ]:
+        out = _split(_around_a_call(before, after), KEY)
+        assert not any(half in _texts(out) for half in ("sk-echo-0123", "456789abcdefghij"))
+        start = "" if before == ["sk-echo-0123"] else "The key is "
+        assert _folded(out) == [start, "call", "*** done"]
+
+
+def test_split_echoes_gives_held_text_that_is_no_key_back_before_the_call() -> None:
+    """Held text past a call that turns out no key (the text after the call does not go on with
+    it, or reasoning or the stream's end comes next) folds before the call, as sent; so does
+    the text after a second call."""
+    cases = [
+        (_around_a_call(["say sk-ec"], ["ho-0", "ne"]), ["say sk-ec", "call", "ho-0ne"]),
+        (_around_a_call(["say sk-ec"], []), ["say sk-ec", "call"]),
+        (
+            [*_around_a_call(["say sk-ec"], []), ReasoningDelta("r", provider="p")],
+            ["say sk-ec", "call", "r"],
+        ),
+        (
+            [
+                *_around_a_call(["say sk-ec"], ["ho-0", "1"]),
+                ToolCallStart(1, "d", "f"),
+                ToolCallEnd(1),
+                TextDelta("23 ok"),
+            ],
+            ["say sk-ec", "call", "ho-01", "call", "23 ok"],
+        ),
+    ]
+    for events, parts in cases:
+        assert _folded(_split(events, KEY)) == parts
+        assert _folded(events) == parts
+
+
+def test_whole_split_echoes_masks_a_key_written_across_texts_as_a_stream_does() -> None:
+    """A whole answer: a key across two texts with calls (or nothing) between them is masked as
+    a stream's is; reasoning between the texts separates them; texts without one stay as sent."""
+    call = ToolCallPart("c", "f", "{}", {})
+    pairs = scrubs([Secret(KEY)])
+
+    def masked(*parts: Any) -> list[Any]:
+        response = ModelResponse(Message("assistant", parts))
+        return [
+            getattr(p, "text", p.kind) for p in whole_split_echoes(response, pairs).message.parts
+        ]
+
+    first, rest = TextPart("The key is sk-echo-0123"), TextPart("456789abcdefghijXYZ done")
+    assert masked(first, call, rest) == ["The key is ", "tool_call", "*** done"]
+    assert masked(first, call, call, rest) == ["The key is ", "tool_call", "tool_call", "*** done"]
+    assert masked(first, rest) == ["The key is ", "*** done"]
+    streamed = _split(_around_a_call([first.text], [rest.text]), KEY)
+    assert _folded(streamed) == ["The key is ", "call", "*** done"]
+    thought = ReasoningPart("r")
+    assert masked(first, thought, rest) == [first.text, "r", rest.text]
+    response = ModelResponse(Message("assistant", [TextPart("a"), call, TextPart("b")]))
+    assert whole_split_echoes(response, pairs) is response
+
+
+_PIECES = ["a", " ", "sk", "sk-e", "sk-echo-01", "ho-0", "done", ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_PIECES), max_size=4), min_size=1, max_size=4),
+    calls=st.lists(st.integers(1, 2), min_size=3, max_size=3),
+    split=st.tuples(st.integers(0, 2), st.integers(1, len(KEY) - 1)),
+)
+def test_any_answer_of_texts_and_calls_streams_as_it_is_masked_whole(
+    texts: list[list[str]], calls: list[int], split: tuple[int, int]
+) -> None:
+    """Texts (in pieces) with calls between them, a key maybe split across two of them: the
+    stream through `SplitEchoes` folds to the whole answer `whole_split_echoes` gives, and no
+    piece shows the key's halves."""
+    pieces = [list(p) for p in texts]
+    at, cut = split
+    if at + 1 < len(pieces):
+        pieces[at].append(KEY[:cut])
+        pieces[at + 1].insert(0, KEY[cut:])
+    parts: list[Any] = []
+    events: list[Any] = []
+    for n, text in enumerate(pieces):
+        parts.append(TextPart("".join(text)))
+        events += [TextDelta(piece) for piece in text or [""]]
+        for m in range(calls[n] if n + 1 < len(pieces) else 0):
+            parts.append(ToolCallPart(f"c{n}{m}", "f", "{}", {}))
+            events += [ToolCallStart(10 * n + m, f"c{n}{m}", "f"), ToolCallEnd(10 * n + m)]
+    pairs = scrubs([Secret(KEY)])
+    whole = whole_split_echoes(ModelResponse(Message("assistant", parts)), pairs).message.parts
+    out = _split(events, KEY)
+    assert _folded(out) == [getattr(p, "text", "call") for p in whole]
+    assert not any(
+        KEY[:12] in e.text or KEY[-12:] in e.text for e in out if isinstance(e, TextDelta)
+    )
 
 
 def test_split_echoes_passes_every_event_on() -> None:

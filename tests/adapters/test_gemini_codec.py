@@ -10,16 +10,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolfold import ModelConfigError, ProviderFinishError, SchemaCompileError
-from toolfold.adapters.gemini import GeminiModel, JSONArrayDecoder, parse_response, parse_usage
+from toolfold.adapters.gemini import (
+    DecoderState,
+    GeminiModel,
+    JSONArrayDecoder,
+    decode_chunk,
+    parse_response,
+    parse_usage,
+)
 from toolfold.runtime import (
     Message,
     ModelRequest,
     OutputSpec,
     ReasoningPart,
+    StreamState,
     TextPart,
     ToolCallPart,
     ToolDefinition,
     ToolResultPart,
+    finish_stream,
+    fold_stream,
 )
 
 TOOL = ToolDefinition("f", "F", {"type": "object", "properties": {"x": {"type": "string"}}})
@@ -405,3 +415,31 @@ def test_the_key_comes_from_gemini_api_key_else_google_api_key(
     model = GeminiModel("gemini-2.5-flash")
     assert model._transport._key.reveal() == "gemini-key-0000000000"
     assert "gemini-key" not in repr(model)
+
+
+def test_text_between_calls_streams_back_in_the_order_it_came() -> None:
+    """Parts streamed one chunk each (signed text, a call, text, a call) go back in that order,
+    as the whole answer's do: the text after the first call is not moved before it."""
+    parts = [
+        {"text": "Planning...", "thought": True, "thoughtSignature": "TSIG0"},
+        {"text": "Looking up", "thoughtSignature": "TSIG_TEXT"},
+        {"functionCall": {"id": "c1", "name": "f", "args": {"x": "a"}}, "thoughtSignature": "F1"},
+        {"text": "and also"},
+        {"functionCall": {"id": "c2", "name": "f", "args": {"x": "b"}}},
+    ]
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
+        for part in parts
+    ]
+    chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+    state, folded = DecoderState(), StreamState()
+    for chunk in chunks:
+        state, events = decode_chunk(state, {**chunk, "responseId": "r1"})
+        for event in events:
+            folded = fold_stream(folded, event)
+    streamed = finish_stream(folded, str)
+    whole = parse_response({**chunks[0], "candidates": [{"content": {"parts": parts}}]})
+    sent = [
+        model_parts(turn(*r.message.parts), "gemini-3-flash-preview") for r in (streamed, whole)
+    ]
+    assert sent[0] == sent[1] == parts

@@ -18,17 +18,28 @@ from toolfold import (
     StreamError,
     compile_tool,
 )
-from toolfold.adapters.ollama import OllamaModel, build_body, host_from_env, parse_response
+from toolfold.adapters.ollama import (
+    DecoderState,
+    OllamaModel,
+    build_body,
+    decode_end,
+    decode_line,
+    host_from_env,
+    parse_response,
+)
 from toolfold.runtime import (
     ImagePart,
     Message,
     ModelRequest,
     OutputSpec,
     ReasoningPart,
+    StreamState,
     TextPart,
     ToolCallPart,
     ToolDefinition,
     ToolResultPart,
+    finish_stream,
+    fold_stream,
 )
 
 WEATHER = ToolDefinition(
@@ -292,6 +303,39 @@ def test_a_whole_answer_parses() -> None:
     assert (second.id, second.arguments) == ("call_x", {"city": "Oslo"})
     assert (response.finish_reason, response.raw_finish_reason) == ("tool_calls", "stop")
     assert (response.usage.input_tokens, response.usage.output_tokens) == (26, 9)
+
+
+def test_content_after_a_tool_calls_line_stays_one_text_before_the_calls_as_in_the_whole_answer() -> (
+    None
+):
+    """A stream's content after a ``tool_calls`` line joins the content before it, all before
+    the calls, as the whole message has them (``content`` and ``tool_calls`` are apart)."""
+    call = {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    head = {"model": "qwen3", "created_at": "2026-01-01T00:00:00Z"}
+    done = {**head, "done": True, "done_reason": "stop", "prompt_eval_count": 1, "eval_count": 1}
+    lines = [
+        {**head, "message": {"role": "assistant", "content": "Let me "}, "done": False},
+        {
+            **head,
+            "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+            "done": False,
+        },
+        {**head, "message": {"role": "assistant", "content": "check."}, "done": False},
+        {**done, "message": {"role": "assistant", "content": ""}},
+    ]
+    whole = {
+        **done,
+        "message": {"role": "assistant", "content": "Let me check.", "tool_calls": [call]},
+    }
+    decoder, state = DecoderState(), StreamState()
+    for line in lines:
+        decoder, events = decode_line(decoder, json.dumps(line))
+        for event in events:
+            state = fold_stream(state, event)
+    assert decode_end(decoder) == []
+    streamed = finish_stream(state, lambda position: f"never-{position}")
+    assert [p.kind for p in streamed.message.parts] == ["text", "tool_call"]
+    assert streamed == parse_response(whole)
 
 
 @pytest.mark.parametrize(

@@ -369,6 +369,24 @@ def test_stream_and_non_stream_give_the_same_response() -> None:
     assert fold(decode(datas)) == parse_response(body, "p")
 
 
+def test_content_after_a_call_chunk_stays_one_text_before_the_call_as_in_the_whole_answer() -> None:
+    """Content streamed after a call's chunk joins the content before it, all before the call,
+    as the whole message has them (``content`` and ``tool_calls`` are apart)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    body = whole({"role": "assistant", "content": "Let me check.", "tool_calls": [call]}, "stop")
+    datas = [
+        chunk({"role": "assistant", "content": "Let me "}),
+        chunk(call_head(0, "c1", "f")),
+        chunk(fragment(0, "{}")),
+        chunk({"content": "check."}),
+        chunk({}, "stop"),
+        "[DONE]",
+    ]
+    folded = fold(decode(datas))
+    assert [p.kind for p in folded.message.parts] == ["text", "tool_call"]
+    assert folded == parse_response(body, "p")
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     arguments=st.dictionaries(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import ModelConfigError, StreamError
@@ -152,6 +153,97 @@ def test_settings_output_and_reasoning_include() -> None:
     assert sent["text"]["format"]["type"] == "json_schema"
     assert sent["text"]["format"]["strict"] is True
     assert "include" not in body(request, "gpt-4o")
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["ft:o4-mini-2025-04-16:acme::abc123", "GPT-5", "O3-mini", "ft:gpt-5-mini:acme::x1"],
+)
+def test_fine_tuned_reasoning_models_and_any_case_ask_for_encrypted_reasoning(model: str) -> None:
+    """A fine-tune of a reasoning model (ft:o4-mini-...) and a reasoning model named in another
+    case ask for the encrypted reasoning, which goes back on the next step (without it, the item
+    goes back by id only, which OpenAI cannot find when it stored nothing)."""
+    assert body(ModelRequest([Message.user("x")]), model)["include"] == [
+        "reasoning.encrypted_content"
+    ]
+    assert "include" not in body(ModelRequest([Message.user("x")]), "ft:gpt-4o:acme::x1")
+
+
+def _with_reasoning(part: ReasoningPart, **settings: Any) -> Any:
+    """What a Responses model sends for a conversation whose answer holds ``part``."""
+    request = ModelRequest(
+        [
+            Message.user("x"),
+            Message("assistant", [part, TextPart("ok")]),
+            Message.user("more"),
+        ],
+        settings=settings,
+    )
+    return OpenAIResponsesModel("gpt-5-mini", api_key="k" * 20).prepare(request)
+
+
+def test_with_store_false_a_reasoning_item_by_id_only_is_dropped_with_a_note() -> None:
+    """store=False: a reasoning item without encrypted content or reasoning text (its id alone,
+    which OpenAI could only find in what it stored: 404 "Item with id 'rs_...' not found") is
+    left out and the report says so; one with encrypted content or reasoning text goes back."""
+    data = {"item_id": "rs_1", "message_id": "msg_1"}
+    bare = ReasoningPart("Plan.", None, "openai-responses", data)
+    prepared = _with_reasoning(bare, store=False, include=[])
+    assert [i.get("type", i.get("role")) for i in prepared.body["input"]] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert prepared.body["input"][1] == {"role": "assistant", "content": "ok"}
+    (note,) = prepared.report.notes
+    assert "messages[1]: reasoning item rs_1 dropped" in note
+    assert "store=False" in note
+    signed = attrs.evolve(bare, signature="enc")
+    raw = attrs.evolve(bare, provider_data={**data, "content": ["Plan."]})
+    for kept in (signed, raw):
+        prepared = _with_reasoning(kept, store=False)
+        assert prepared.body["input"][1]["id"] == "rs_1"
+        assert prepared.report.notes == ()
+    # OpenAI keeps the responses by default (store): there the id finds the item.
+    for settings in ({}, {"store": True}):
+        prepared = _with_reasoning(bare, **settings)
+        assert prepared.body["input"][1] == {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Plan."}],
+        }
+        assert prepared.report.notes == ()
+
+
+def test_with_store_false_the_calls_of_a_dropped_reasoning_item_go_without_their_item_ids() -> None:
+    """store=False: the function calls a dropped reasoning item led to go back without their
+    item ids (OpenAI refuses an fc_ item without its reasoning item: 400 "Item 'fc_...' of type
+    'function_call' was provided without its required 'reasoning' item"), keeping call_id; the
+    calls after a reasoning item that goes back keep theirs."""
+    bare = ReasoningPart("Plan.", None, "openai-responses", {"item_id": "rs_1"})
+    kept = ReasoningPart("More.", "enc", "openai-responses", {"item_id": "rs_2"})
+    answer = [
+        bare,
+        ToolCallPart("call_1", "f", "{}", {}, {"item_id": "fc_1"}),
+        ToolCallPart("call_2", "f", "{}", {}, {"item_id": "fc_2"}),
+        kept,
+        ToolCallPart("call_3", "f", "{}", {}, {"item_id": "fc_3"}),
+    ]
+    results = [ToolResultPart(f"call_{n}", "f", "ok") for n in (1, 2, 3)]
+    request = ModelRequest(
+        [Message.user("x"), Message("assistant", answer), Message.tool(*results)],
+        settings={"store": False},
+    )
+    prepared = OpenAIResponsesModel("gpt-5-mini", api_key="k" * 20).prepare(request)
+    sent = [i for i in prepared.body["input"] if i.get("type") in ("function_call", "reasoning")]
+    assert [(i["type"], i.get("id"), i.get("call_id")) for i in sent] == [
+        ("function_call", None, "call_1"),
+        ("function_call", None, "call_2"),
+        ("reasoning", "rs_2", None),
+        ("function_call", "fc_3", "call_3"),
+    ]
+    (note,) = prepared.report.notes
+    assert "reasoning item rs_1 dropped" in note
 
 
 @pytest.mark.parametrize(
@@ -376,6 +468,53 @@ def test_streamed_summary_parts_are_joined_like_the_whole_item() -> None:
     whole = parse_response({"status": "completed", "output": [item]}, "p")
     assert streamed.message.parts == whole.message.parts
     assert whole.message.parts[0].text == "**Plan**\n\nFirst part.\n\n**Check**\n\nSecond part."
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_summary_of_several_parts_goes_back_part_for_part(streamed: bool) -> None:
+    """A reasoning item whose summary has two parts goes back with the same two parts, streamed
+    or whole (they went back merged into one part, its text "Think 1\n\nThink 2")."""
+    item = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "Think 1"},
+            {"type": "summary_text", "text": "Think 2"},
+        ],
+        "encrypted_content": "enc",
+    }
+    if streamed:
+
+        def delta(index: int, text: str) -> tuple[str, dict[str, Any]]:
+            data = {"item_id": "rs_1", "output_index": 0, "summary_index": index, "delta": text}
+            return ("response.reasoning_summary_text.delta", data)
+
+        added = {"output_index": 0, "item": {**item, "summary": []}}
+        response = _fold(
+            ("response.output_item.added", added),
+            delta(0, "Think 1"),
+            delta(1, "Think 2"),
+            ("response.output_item.done", {"output_index": 0, "item": item}),
+            COMPLETED,
+        )
+    else:
+        response = parse_response({"status": "completed", "output": [item]}, "p")
+    assert response.message.parts[0].text == "Think 1\n\nThink 2"
+    request = ModelRequest([Message.user("x?"), response.message, Message.user("more")])
+    assert body(request, model="gpt-5-mini")["input"][1] == item
+
+
+def test_a_part_recorded_without_its_summary_parts_sends_its_text_as_one() -> None:
+    """A part saved before the summary parts were kept (no provider_data "summary") still goes
+    back, its text the one summary part; a one-part summary keeps no copy of its text."""
+    old = ReasoningPart("Think 1\n\nThink 2", "enc", "openai-responses", {"item_id": "rs_1"})
+    request = ModelRequest([Message.user("x?"), Message("assistant", [old]), Message.user("m")])
+    assert body(request, model="gpt-5-mini")["input"][1]["summary"] == [
+        {"type": "summary_text", "text": "Think 1\n\nThink 2"}
+    ]
+    one = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "T"}]}
+    (part,) = parse_response({"status": "completed", "output": [one]}, "p").message.parts
+    assert dict(part.provider_data) == {"item_id": "rs_1"}
 
 
 #: A reasoning item as open-weight models behind Responses-compatible servers send it:
@@ -815,3 +954,34 @@ def test_the_message_after_a_reasoning_item_goes_back_with_its_phase(streamed: b
         response = parse_response({"status": "completed", "output": [REASONED, answer]}, "p")
     request = ModelRequest([Message.user("2+2?"), response.message])
     assert body(request, model="gpt-5-mini")["input"][1:3] == [REASONED, answer]
+
+
+def test_reasoning_between_calls_streams_back_in_the_order_it_came() -> None:
+    """reasoning, call, reasoning, call go back in that order streamed as whole: OpenAI refuses a
+    reasoning item whose following call was moved after the next reasoning item (400 "provided
+    without its required following item")."""
+    first = {**REASONED, "id": "rs_A"}
+    second = {**REASONED, "id": "rs_B", "encrypted_content": "enc2"}
+    calls = [
+        {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": f"call_{n}",
+            "name": "f",
+            "arguments": '{"x":"a"}',
+            "status": "completed",
+        }
+        for n in (1, 2)
+    ]
+    output = [first, calls[0], second, calls[1]]
+    events = []
+    for index, item in enumerate(output):
+        events.append(("response.output_item.added", {"output_index": index, "item": item}))
+        events.append(("response.output_item.done", {"output_index": index, "item": item}))
+    streamed = _fold(*events, COMPLETED)
+    whole = parse_response({"status": "completed", "output": output}, "p")
+    sent = []
+    for response in (streamed, whole):
+        request = ModelRequest([Message.user("x?"), response.message])
+        sent.append([item.get("id") for item in body(request, model="gpt-5-mini")["input"][1:]])
+    assert sent[0] == sent[1] == ["rs_A", "fc_1", "rs_B", "fc_2"]

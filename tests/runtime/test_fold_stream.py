@@ -135,3 +135,102 @@ def test_a_reasoning_piece_that_replaces_takes_the_place_of_its_parts_earlier_pi
         ReasoningPart("Old.", None, "p", {"id": 1}),
         ReasoningPart("Raw text.", None, "p", {"id": 2}),
     )
+
+
+def test_a_call_keeps_its_place_among_the_parts_as_a_whole_response_has_it() -> None:
+    """Reasoning, text and calls interleaved fold in the order they came (a provider refuses
+    reasoning sent back apart from the call it led to); text after a call is another part."""
+    state = fold(
+        [
+            ReasoningDelta("First.", signature="S1"),
+            TextDelta("Let me "),
+            TextDelta("check."),
+            ToolCallStart(0, "a", "f"),
+            ToolCallDelta(0, "{}"),
+            ToolCallEnd(0),
+            ReasoningDelta("Then.", signature="S2"),
+            ToolCallStart(1, "b", "f"),
+            TextDelta("And "),
+            ToolCallDelta(1, "{}"),
+            TextDelta("more."),
+            ToolCallEnd(1),
+        ]
+    )
+    parts = finish_stream(state, str).message.parts
+    assert [(p.kind, getattr(p, "text", None) or getattr(p, "id", None)) for p in parts] == [
+        ("reasoning", "First."),
+        ("text", "Let me check."),
+        ("tool_call", "a"),
+        ("reasoning", "Then."),
+        ("tool_call", "b"),
+        ("text", "And more."),
+    ]
+
+
+def test_a_part_a_call_follows_takes_no_more_pieces() -> None:
+    """Unsigned reasoning, or text, before a call ends there: what comes after is another part,
+    whether it grew in this fold or was given with the state."""
+    unsigned = fold([ReasoningDelta("a"), ToolCallStart(0, "c", "f"), ReasoningDelta("b")])
+    unsigned = fold([ToolCallEnd(0)], unsigned)
+    assert [p.kind for p in finish_stream(unsigned, str).message.parts] == [
+        "reasoning",
+        "tool_call",
+        "reasoning",
+    ]
+    given = StreamState(parts=(TextPart("a"),))
+    grown = fold([ToolCallStart(0, "c", "f"), ToolCallEnd(0), TextDelta("b")], given)
+    parts = finish_stream(grown, str).message.parts
+    assert [getattr(p, "text", "call") for p in parts] == ["a", "call", "b"]
+
+
+def test_a_dropped_call_leaves_the_parts_around_it_as_one() -> None:
+    """A call taken back (`ToolCallEnd.dropped`) leaves no mark: the text around it is one part."""
+    state = fold(
+        [
+            TextDelta("a"),
+            ToolCallStart(0, "c", "f"),
+            ToolCallEnd(0, dropped=True),
+            TextDelta("b"),
+        ]
+    )
+    assert finish_stream(state, str).message.parts == (TextPart("ab"),)
+
+
+def test_a_call_kept_apart_goes_after_the_parts_and_splits_no_text() -> None:
+    """A call started ``apart`` (Chat Completions' tool_calls beside the content) goes after
+    every part, and the text around it stays one text, as the whole message has it."""
+    state = fold(
+        [
+            TextDelta("a"),
+            ToolCallStart(0, "c", "f", apart=True),
+            TextDelta("b"),
+            ToolCallEnd(0),
+            ReasoningDelta("r"),
+        ]
+    )
+    parts = finish_stream(state, str).message.parts
+    assert [getattr(p, "text", "call") for p in parts] == ["ab", "r", "call"]
+
+
+def test_text_before_a_call_joins_the_text_the_call_follows() -> None:
+    """A piece sent ``before_call`` after a call started (held back until the text after the
+    call showed what it was) joins the text before the call, grown or given with the state;
+    the text after the call is still another part."""
+    grown = fold(
+        [
+            TextDelta("The key is "),
+            ToolCallStart(0, "c", "f"),
+            ToolCallDelta(0, "{}"),
+            ToolCallEnd(0),
+            TextDelta("sk", before_call=True),
+            TextDelta(" done"),
+        ]
+    )
+    given = fold(
+        [ToolCallStart(0, "c", "f"), ToolCallEnd(0), TextDelta("sk", before_call=True)],
+        StreamState(parts=(TextPart("The key is "),)),
+    )
+    given = fold([TextDelta(" done")], given)
+    for state in (grown, given):
+        parts = finish_stream(state, str).message.parts
+        assert [getattr(p, "text", "call") for p in parts] == ["The key is sk", "call", " done"]

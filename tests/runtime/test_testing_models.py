@@ -205,18 +205,23 @@ def test_function_model_sync_and_async_functions() -> None:
         assert asyncio.run(model.request(REQ)).text == f"{word} hi"
 
 
-def test_a_stream_joins_texts_and_puts_calls_after_them_as_documented() -> None:
-    """Texts a stream cannot keep apart (several, or one after a call) fold into one text,
-    joined in order, then the calls; text in one piece before the calls folds back exactly."""
+def test_a_stream_joins_texts_in_a_row_and_keeps_calls_in_place_as_documented() -> None:
+    """Texts in a row (which a stream cannot keep apart) fold into one text, joined in order;
+    a call keeps its place, the text after it another part; no texts in a row fold back exactly."""
     call = ScriptedModel.call("add", {"a": 1, "b": 2}, id="c1")
     split = ["Let me", " check.", call, "after the call"]
     plain = ScriptedModel([split]).request_sync(REQ)
     assert [p.kind for p in plain.message.parts] == ["text", "text", "tool_call", "text"]
     streamed = _fold(ScriptedModel([split]).stream_sync(REQ))
     assert streamed.message.parts == (
-        TextPart("Let me check.after the call"),
+        TextPart("Let me check."),
         plain.message.parts[2],
+        TextPart("after the call"),
     )
+    interleaved = ["Let me check.", call, "after the call"]
+    assert _fold(ScriptedModel([interleaved]).stream_sync(REQ)) == ScriptedModel(
+        [interleaved]
+    ).request_sync(REQ)
     assert _fold(ScriptedModel([["two", "texts"]]).stream_sync(REQ)).text == "twotexts"
     whole = ["Let me check.", call]
     assert _fold(ScriptedModel([whole]).stream_sync(REQ)) == ScriptedModel([whole]).request_sync(

@@ -51,7 +51,7 @@ from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
-from toolfold.adapters._split_echoes import SplitEchoes
+from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import (
@@ -358,7 +358,7 @@ class ProviderModel:
                 data = await transport.post_json(path, body, headers=headers)
             # A cut answer keeps no calls, as a folded stream (`finish_stream`); the run
             # drops them again for any model (idempotent).
-            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
+            return unique_calls(request, without_cut_calls(self._whole(data)), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -372,7 +372,7 @@ class ProviderModel:
             data = self._transport.post_json_sync(path, body, headers=headers)
             # A cut answer keeps no calls, as a folded stream (`finish_stream`); the run
             # drops them again for any model (idempotent).
-            return unique_calls(request, without_cut_calls(self._read(data)), self._sent_id())
+            return unique_calls(request, without_cut_calls(self._whole(data)), self._sent_id())
         except ProviderError as exc:
             failed = self._scrubbed(exc)
             if failed is exc:
@@ -476,6 +476,13 @@ class ProviderModel:
         except wire.CODEC_ERRORS as exc:
             cause = None if isinstance(exc, wire.WireError) else exc
             raise wire.malformed(self.provider_name, exc, _raw(item)) from cause
+
+    def _whole(self, data: Any) -> ModelResponse:
+        """The whole answer ``data`` is, with a secret the model wrote across two of its
+        texts masked (`whole_split_echoes`), as a stream's is."""
+        response = self._read(data)
+        echoes = _echoes(self._transport)
+        return response if echoes is None else whole_split_echoes(response, echoes.pairs)
 
     def _read(self, data: Any) -> ModelResponse:
         # A body that is no object, or a codec crash on an unexpected one, is the

@@ -10,10 +10,19 @@ call's arguments) it holds back the end of a delta that could be the start of
 a secret, until the run's next delta shows whether it is one (then the secret
 is masked whole) or the run ends where the fold ends it: text where reasoning
 begins, reasoning where text begins or a signature closes it (a piece
-that replaces the part's text drops what was held of it), a call's
+that replaces the part's text drops what was held of it), reasoning where a
+call starts (one not kept apart: the call follows it), a call's
 arguments at its `ToolCallEnd`, all of them at `StreamFinish` and at the
 stream's end. Events of other runs in between (a call's fragments between
 two pieces of text, fragments of two calls interleaved) go on meanwhile.
+
+The text's held end waits past a call that starts (a model may write a key
+across a call: Anthropic's text block, tool_use, text block), and the text
+after the call decides: a key written across the call is masked in the text
+after it (the text before ends where the key starts: `whole_split_echoes`
+does the same to a whole answer); held text that starts none goes on
+after the call as ``TextDelta(before_call=True)``, which the fold puts
+before the call, as the model wrote it.
 
 Text goes out as soon as it cannot start a secret: only the few characters
 that could are held. Every event is passed on, in order, its text cut where
@@ -22,8 +31,9 @@ of its own run. A stream that fails gives back what it held when that is too
 short to show a secret's start (`MIN_CUT_PREFIX`), else ``***``.
 
 Not looked for across deltas: a key shorter than 4 characters (masked only
-where written as a credential), and a secret a call's argument deltas write
-with JSON escapes (``sk\\u002d...``, decoded only when the arguments are).
+where written as a credential), a secret a call's argument deltas write
+with JSON escapes (``sk\\u002d...``, decoded only when the arguments are),
+and a secret across three texts with calls between them.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from __future__ import annotations
 import attrs
 
 from toolfold.adapters._http._keys import MASK, MIN_CUT_PREFIX, Scrubs, scrub
+from toolfold.runtime.core._messages import TextPart, ToolCallPart
+from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     StreamEvent,
@@ -38,9 +50,10 @@ from toolfold.runtime.core._stream import (
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
+    ToolCallStart,
 )
 
-__all__ = ["SplitEchoes"]
+__all__ = ["SplitEchoes", "whole_split_echoes"]
 
 
 class SplitEchoes:
@@ -50,13 +63,26 @@ class SplitEchoes:
     ends, or `cut` when it fails.
     """
 
-    __slots__ = ("_calls", "_pairs", "_reasoning", "_reasoning_by", "_text", "_values")
+    __slots__ = (
+        "_calls",
+        "_pairs",
+        "_reasoning",
+        "_reasoning_by",
+        "_text",
+        "_text_after",
+        "_text_before",
+        "_values",
+    )
 
     def __init__(self, pairs: Scrubs) -> None:
         self._pairs = pairs
         # The secrets looked for across deltas: all but the short keys (a pattern each).
         self._values = tuple(value for value, _, _, where in pairs if where is None)
         self._text = ""  # held: the end of the answer's text
+        # How much of `_text` is the end of the text before the calls started since (held
+        # past them): a secret may go on in the text after them.
+        self._text_before = 0
+        self._text_after = False  # text came after those calls (all of it held, maybe none)
         self._reasoning = ""  # held: the end of the reasoning, by `_reasoning_by`
         self._reasoning_by: str | None = None
         self._calls: dict[int, str] = {}  # held: the end of each call's arguments
@@ -65,6 +91,8 @@ class SplitEchoes:
         """The events to pass on for ``event``, in order."""
         if isinstance(event, TextDelta):
             out = self._release_reasoning()  # reasoning ends where text begins
+            if self._text_before:
+                return out + self._text_past_call(event.text)
             text, self._text = self._split(self._text, event.text)
             out.append(event if text is event.text else TextDelta(text))
             return out
@@ -80,16 +108,16 @@ class SplitEchoes:
             return self._reasoning_delta(event)
         if isinstance(event, ToolCallEnd):
             return [*self._release_call(event.index), event]
+        if isinstance(event, ToolCallStart) and not event.apart:  # the part before it ends
+            return [*self._release_reasoning(), *self._hold_past_call(), event]
         if isinstance(event, StreamFinish):
             return [*self.end(), event]
-        return [event]  # a call's start, the counts, the response's name: no text to hold
+        return [event]  # the counts, the response's name: no text to hold
 
     def end(self) -> list[StreamEvent]:
         """The text still held, as the stream ends (or finishes)."""
         out = self._release_reasoning()
-        if self._text:
-            out.append(TextDelta(self._text))
-            self._text = ""
+        out += self._release_text()
         for index in list(self._calls):
             out += self._release_call(index)
         return out
@@ -110,9 +138,7 @@ class SplitEchoes:
 
     def _reasoning_delta(self, event: ReasoningDelta) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        if self._text:  # text ends where reasoning begins
-            out.append(TextDelta(self._text))
-            self._text = ""
+        out += self._release_text()  # text ends where reasoning begins
         if event.replaces:  # the part's whole text: what its earlier pieces held goes with them
             self._reasoning, self._reasoning_by = "", None
         if self._reasoning and event.provider is not None and event.provider != self._reasoning_by:
@@ -135,6 +161,54 @@ class SplitEchoes:
         self._reasoning, self._reasoning_by = "", None
         return [ReasoningDelta(held, provider=by)]
 
+    def _release_text(self) -> list[StreamEvent]:
+        if not self._text:
+            return []
+        held, before, after = self._text, self._text_before, self._text_after
+        self._text, self._text_before, self._text_after = "", 0, False
+        if not before:
+            return [TextDelta(held)]
+        out: list[StreamEvent] = [TextDelta(held[:before], before_call=True)]
+        if after:  # (the text after the calls is a part, even an empty one)
+            out.append(TextDelta(held[before:]))
+        return out
+
+    def _hold_past_call(self) -> list[StreamEvent]:
+        """At a call's start: the text's held end waits past the call, a secret's start
+        that may go on in the text after it (`_text_past_call`)."""
+        held, before = self._text, self._text_before
+        if not before or not self._text_after:  # (no text after the calls before this one)
+            self._text_before = len(held)
+            return []
+        # Held across another call, and text after it: a secret written across two calls
+        # is not looked for. The text before that call is given back; the text after it
+        # (a part of its own, which this call follows) is held past this one.
+        self._text, self._text_before = held[before:], len(held) - before
+        self._text_after = False
+        return [TextDelta(held[:before], before_call=True), TextDelta("")]
+
+    def _text_past_call(self, text: str) -> list[StreamEvent]:
+        """``text``, after the calls the held text's start waited past: a secret written
+        across them is masked in the text after them (the text before them ends where the
+        secret starts); the held end that does not start one goes before the calls
+        (`TextDelta.before_call`)."""
+        held, before = self._text, self._text_before
+        joined = held + text
+        start = self._start_across(joined, before)
+        if start is None:
+            cut = self._start_of_secret(joined)
+            if cut < before:  # still maybe a secret's start before the calls: held on
+                self._text, self._text_before = joined[cut:], before - cut
+                self._text_after = True
+                return [TextDelta(joined[:cut], before_call=True)]
+            start = before
+            after = joined[before:] if len(held) == before else scrub(joined[before:], self._pairs)
+        else:
+            after = scrub(joined[start:], self._pairs)
+        self._text_before, self._text_after = 0, False
+        now, self._text = self._split("", after)
+        return [TextDelta(joined[:start], before_call=True), TextDelta(now)]
+
     def _release_call(self, index: int) -> list[StreamEvent]:
         held = self._calls.pop(index, "")
         return [ToolCallDelta(index, held)] if held else []
@@ -147,6 +221,11 @@ class SplitEchoes:
         if cut == len(whole):
             return whole, ""
         return whole[:cut], whole[cut:]
+
+    def _start_across(self, text: str, boundary: int) -> int | None:
+        """Where the first secret written across ``boundary`` of ``text`` starts (None
+        when none is)."""
+        return _start_across(text, boundary, self._values)
 
     def _start_of_secret(self, text: str) -> int:
         """Where the longest end of ``text`` that starts a secret (and is not all of it)
@@ -161,3 +240,49 @@ class SplitEchoes:
                     break
                 at = text.find(first, at + 1)
         return start
+
+
+def _start_across(text: str, boundary: int, values: tuple[str, ...]) -> int | None:
+    """Where the first of ``values`` written across ``boundary`` of ``text`` starts (None
+    when none is)."""
+    start = None
+    for value in values:
+        at = text.find(value, max(0, boundary - len(value) + 1))
+        if 0 <= at < boundary and (start is None or at < start):
+            start = at
+    return start
+
+
+def whole_split_echoes(response: ModelResponse, pairs: Scrubs) -> ModelResponse:
+    """``response`` (a whole answer) with each secret of ``pairs`` that the model wrote
+    across two of its texts masked, as a stream's is (`SplitEchoes`).
+
+    The transport masks a secret inside one string of the answer (`Echoes`); a
+    model may write one across two texts with only tool calls (or nothing)
+    between them (Anthropic's text block, tool_use, text block). The text
+    before ends where the secret starts; the text after holds it, masked.
+    Reasoning between two texts separates them; a secret across three texts
+    is not looked for.
+    """
+    values = tuple(value for value, _, _, where in pairs if where is None)
+    parts = response.message.parts
+    if not values or sum(type(p) is TextPart for p in parts) < 2:
+        return response
+    placed = list(parts)
+    last: int | None = None  # the text the parts since are calls after
+    for at, part in enumerate(placed):
+        if isinstance(part, TextPart):
+            if last is not None:
+                before = placed[last]
+                assert isinstance(before, TextPart)  # (only a text is `last`)
+                joined = before.text + part.text
+                start = _start_across(joined, len(before.text), values)
+                if start is not None:
+                    placed[last] = attrs.evolve(before, text=joined[:start])
+                    placed[at] = attrs.evolve(part, text=scrub(joined[start:], pairs))
+            last = at
+        elif not isinstance(part, ToolCallPart):
+            last = None
+    if placed == list(parts):
+        return response
+    return attrs.evolve(response, message=attrs.evolve(response.message, parts=tuple(placed)))

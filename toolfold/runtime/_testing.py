@@ -289,11 +289,11 @@ def _not_arguments(name: str, arguments: object) -> str:
 def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamEvent]:
     """Neutral stream events that fold back into ``response``.
 
-    Into exactly it when its text comes in one piece before its calls: a
-    stream has no event that ends a text part, and its calls follow its text,
-    so several texts, or text after a call, fold into one text (joined in
-    order) followed by the calls. Each reasoning part is one piece that ends
-    it (``ends=True``), so reasoning parts fold back as they were.
+    Into exactly it when no two of its texts are in a row: a stream has no
+    event that ends a text part but a call's start (a call keeps its place
+    among the parts), so texts in a row fold into one text (joined in
+    order). Each reasoning part is one piece that ends it (``ends=True``), so
+    reasoning parts fold back as they were.
     """
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0

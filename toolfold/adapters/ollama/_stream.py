@@ -84,7 +84,8 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
             events.append(TextDelta(content))
         for n, call in enumerate(calls):
             index = state.calls + n
-            events.append(ToolCallStart(index, call.id, call.name))
+            # (the message's ``tool_calls`` are apart from its ``content``)
+            events.append(ToolCallStart(index, call.id, call.name, apart=True))
             events.append(ToolCallDelta(index, call.arguments_text))
             events.append(ToolCallEnd(index))
         state = attrs.evolve(state, calls=state.calls + len(calls))

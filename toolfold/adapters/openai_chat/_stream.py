@@ -319,7 +319,9 @@ def _tool_entry(
             else max((c.index for c in state.calls), default=-1) + 1
         )
         call_id = call_id or synthetic_id(state.seed or "", len(state.calls))
-        events.append(ToolCallStart(index, call_id, name or "", call_extra(entry, at)))
+        # (``tool_calls`` are apart from the message's ``content``: text after a call's start
+        # is the same text, as a whole message has it)
+        events.append(ToolCallStart(index, call_id, name or "", call_extra(entry, at), apart=True))
         state = attrs.evolve(
             state,
             calls=(*state.calls, _Started(index, wire_index, call_id, name or "")),

@@ -23,8 +23,12 @@ REASONING_PROVIDER = "openai-responses"
 
 # Reasoning models return their reasoning as encrypted items only when asked;
 # without them a conversation cannot carry reasoning between requests unless it
-# is stored server-side (which toolfold does not rely on) [O5 response_includable.py].
+# is stored server-side (``store``, which an item sent back by its id alone relies
+# on; with ``store=False`` such an item is dropped, see `_request.encode_input`)
+# [O5 response_includable.py].
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
+#: How a fine-tuned model's name begins: ``ft:<base model>:<org>::<id>``.
+FINE_TUNED = "ft:"
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 # ``incomplete_details.reason`` [O5 response.py IncompleteDetails].
@@ -72,8 +76,11 @@ _REGIONAL = "." + OPENAI_HOST
 
 
 def is_reasoning_model(model_name: str) -> bool:
-    """Whether the model reasons (so its encrypted reasoning is asked for)."""
-    return model_name.startswith(REASONING_MODEL_PREFIXES)
+    """Whether the model reasons (so its encrypted reasoning is asked for): a name
+    starting with one of `REASONING_MODEL_PREFIXES`, in any case, or a fine-tune of
+    one (``ft:o4-mini-2025-04-16:org::id``)."""
+    name = model_name.lower()
+    return name.removeprefix(FINE_TUNED).startswith(REASONING_MODEL_PREFIXES)
 
 
 def is_openai(base_url: str) -> bool:

@@ -22,7 +22,8 @@ provider without depending on what OpenAI stored.
   goes in one user message after the run's outputs, which stay together as
   the API's guide shows them (one output per call after the calls).
 - Reasoning made by another provider cannot be sent: it is dropped with a note
-  in the `RequestReport`.
+  in the `RequestReport`; so is, with ``store=False``, a reasoning item that only
+  OpenAI's stored copy could give (no encrypted content, no reasoning text).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
-from toolfold.adapters.openai_responses._response import joined
+from toolfold.adapters.openai_responses._response import as_summary, joined
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -88,7 +89,8 @@ def build_body(
             setting OpenAI's API has no field for).
     """
     notes: list[str] = []
-    body: Body = {"model": model_name, "input": encode_input(request.messages, notes)}
+    stored = request.settings.get("store") is not False
+    body: Body = {"model": model_name, "input": encode_input(request.messages, notes, stored)}
     tools = list(request.tools)
     if tools:
         body["tools"] = [compiled_tool(t).payload for t in tools]
@@ -207,8 +209,20 @@ def _output_format(output: OutputSpec) -> Body:
 # --- input items -----------------------------------------------------------
 
 
-def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
-    """The ``input`` items for the conversation; notes what could not be sent."""
+def encode_input(
+    messages: tuple[Message, ...], notes: list[str], stored: bool = True
+) -> list[Body]:
+    """The ``input`` items for the conversation; notes what could not be sent.
+
+    Args:
+        messages: The conversation.
+        notes: Receives a note for each part dropped.
+        stored: OpenAI keeps the responses (``store``, true by default). When
+            False, a reasoning item that carries no reasoning of its own (neither
+            encrypted content nor reasoning text: its id alone, which OpenAI
+            resolves only from what it stored) is dropped with a note: OpenAI
+            answers 404 "Item with id 'rs_...' not found" for it.
+    """
     items: list[Body] = []
     # The user message holding what a run of messages with results (tool messages,
     # or a user message holding results) has beside them. It stays after the run's
@@ -224,7 +238,7 @@ def encode_input(messages: tuple[Message, ...], notes: list[str]) -> list[Body]:
         elif role == "system":
             items.append({"role": "developer", "content": _system_text(message)})
         elif role == "assistant":
-            _assistant(message, position, items, notes)
+            _assistant(message, position, items, notes, stored)
         else:
             in_run = role == "tool" or joins_run(message)
             if after_run is not None and items[-1] is after_run and in_run:
@@ -316,10 +330,16 @@ def _file(part: FilePart) -> Body:
     return file
 
 
-def _assistant(message: Message, position: int, items: list[Body], notes: list[str]) -> None:
+def _assistant(
+    message: Message, position: int, items: list[Body], notes: list[str], stored: bool
+) -> None:
     text: list[str] = []
     # What the reasoning item sent keeps of the message item that followed it.
     following: Mapping[str, Any] = {}
+    # A reasoning item was dropped (see below): the items it led to go without their ids,
+    # which OpenAI would pair with it (400 "... provided without its required 'reasoning'
+    # item"); a call keeps its call_id.
+    orphaned = False
     for part in message.parts:
         if isinstance(part, TextPart):
             text.append(part.text)
@@ -329,12 +349,19 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
             text = []
         following = {}
         if isinstance(part, ToolCallPart):
-            items.append(_call(part))
+            items.append(_call(part, orphaned))
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
-            if item is not None:
+            if item is not None and not stored and _by_id_only(item):
+                orphaned = True
+                notes.append(
+                    f"messages[{position}]: reasoning item {item['id']} dropped: it has no "
+                    "encrypted content (ask for it with include=['reasoning.encrypted_content']) "
+                    "and with store=False OpenAI keeps no item to find by its id"
+                )
+            elif item is not None:
                 items.append(item)
-                following = part.provider_data
+                following, orphaned = part.provider_data, False
             elif part.text or part.signature:
                 notes.append(
                     f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
@@ -368,7 +395,9 @@ def _assistant_text(text: str, following: Mapping[str, Any]) -> Body:
     return item
 
 
-def _call(call: ToolCallPart) -> Body:
+def _call(call: ToolCallPart, orphaned: bool) -> Body:
+    """The function_call item of ``call``; without its item id when ``orphaned`` (the
+    reasoning item it followed was dropped)."""
     item: Body = {
         "type": "function_call",
         "call_id": call.id,
@@ -376,7 +405,7 @@ def _call(call: ToolCallPart) -> Body:
         "arguments": call.arguments_text or "{}",
     }
     item_id = call.provider_data.get("item_id")
-    if isinstance(item_id, str):
+    if isinstance(item_id, str) and not orphaned:
         item["id"] = item_id
     return item
 
@@ -385,23 +414,24 @@ def reasoning_item(part: ReasoningPart) -> Body | None:
     """The reasoning input item a part stands for, or None when it is not this API's.
 
     The part keeps the item id in ``provider_data["item_id"]`` and the
-    encrypted content (when asked for) in ``signature``. An item with
-    ``reasoning_text`` content is rebuilt from the texts ``provider_data``
-    keeps (``"summary"`` and ``"content"``); one without (OpenAI's) has the
-    part's text as its summary, as has one recorded before ``"summary"`` was
-    kept (``"content"`` alone, the text the summary unless it is the content).
+    encrypted content (when asked for) in ``signature``. The summary goes back
+    part for part as ``provider_data["summary"]`` keeps it (an item with
+    ``reasoning_text`` content, or a summary of several parts), the content as
+    ``provider_data["content"]`` does; a part without ``"summary"`` (OpenAI's
+    one-part summary, or a part recorded before it was kept) has its text as
+    its one summary part (none when the text is the content).
     """
     data = part.provider_data
     item_id = data.get("item_id")
     if part.provider != REASONING_PROVIDER or not isinstance(item_id, str):
         return None
     content = _texts(data.get("content"))
-    if content and "summary" in data:  # with reasoning_text content, the summary texts kept
+    if "summary" in data:  # the summary's parts as they came
         summary = _texts(data["summary"])
     elif content and part.text == joined(content):  # a part with no summary, its text the content
         summary = []
-    else:  # OpenAI's (no content), or one recorded before "summary" was kept: the text is it
-        summary = [t for t in (part.text,) if t]
+    else:  # a one-part summary, or one recorded before "summary" was kept: the text is it
+        summary = as_summary(part.text)
     item: Body = {
         "type": "reasoning",
         "id": item_id,
@@ -412,6 +442,12 @@ def reasoning_item(part: ReasoningPart) -> Body | None:
     if part.signature is not None:
         item["encrypted_content"] = part.signature
     return item
+
+
+def _by_id_only(item: Body) -> bool:
+    """Whether the reasoning ``item`` carries no reasoning of its own (no encrypted content,
+    no reasoning text), so OpenAI reads it from what it stored, found by its id."""
+    return "encrypted_content" not in item and "content" not in item
 
 
 def _texts(value: object) -> list[str]:

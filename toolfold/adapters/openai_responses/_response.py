@@ -163,6 +163,11 @@ def joined(texts: list[str]) -> str:
     return SUMMARY_SEPARATOR.join(t for t in texts if t)
 
 
+def as_summary(text: str) -> list[str]:
+    """The summary parts a part's text alone stands for: the text as one part (none if empty)."""
+    return [text] if text else []
+
+
 def reasoning_texts(item: Mapping[str, Any], at: str) -> list[str]:
     """The texts of a reasoning item's ``reasoning_text`` content parts (the raw reasoning
     open-weight models behind Responses-compatible servers send; OpenAI's send none)."""
@@ -180,17 +185,21 @@ def parse_reasoning(item: Mapping[str, Any], at: str) -> ReasoningPart:
 
     The encrypted content is the signature; the item id is in ``provider_data``.
     The part's text is the summary (its parts joined), as OpenAI's models send
-    it. An item with ``reasoning_text`` content (open-weight models behind
+    it; a summary the text alone does not give back (several parts, or an
+    empty one) keeps its parts' texts in ``provider_data["summary"]``. An item
+    with ``reasoning_text`` content (open-weight models behind
     Responses-compatible servers) has that raw reasoning as its text instead,
     as its stream gives it whichever comes first (see `_stream`), and keeps the texts of both in
-    ``provider_data`` (``"content"`` and ``"summary"``), from which the item
-    is rebuilt.
+    ``provider_data`` (``"content"`` and ``"summary"``). The item is rebuilt
+    from them (see `_request.reasoning_item`).
     """
     summary = summary_texts(item, at)
     data: dict[str, Any] = {"item_id": wire.text(item, "id", at)}
     texts = reasoning_texts(item, at)
     if texts:
         data["content"] = texts
+        data["summary"] = summary
+    elif summary != as_summary(joined(summary)):  # (only then: a state keeps no copy)
         data["summary"] = summary
     return ReasoningPart(
         joined(texts) or joined(summary),

@@ -34,9 +34,19 @@ from toolfold.runtime.core._request import (
 
 @attrs.frozen
 class TextDelta:
-    """A piece of answer text."""
+    """A piece of answer text.
+
+    Attributes:
+        text: The piece of text.
+        before_call: The piece belongs to the text that the tool calls started
+            since its last piece follow: it joins that text, before the calls,
+            not the text after them. (A piece held back past a call until the
+            text after it showed whether the two write a secret across the
+            call: toolfold masks an API key a model writes so.)
+    """
 
     text: str
+    before_call: bool = False
     kind: Literal["text_delta"] = "text_delta"
 
 
@@ -74,12 +84,28 @@ class ReasoningDelta:
 
 @attrs.frozen
 class ToolCallStart:
-    """A tool call begins at ``index`` (the provider's key for its fragments)."""
+    """A tool call begins at ``index`` (the provider's key for its fragments).
+
+    The call takes its place among the response's parts here, as in a whole
+    response whose content is a sequence (Anthropic's blocks, Gemini's parts,
+    Responses' items): after the text or reasoning before it, which it
+    completes (what comes after the call is another part).
+
+    Attributes:
+        index: The provider's key for the call's fragments.
+        id: The call's id (None: one is made when the stream finishes).
+        name: The tool's name.
+        provider_data: Opaque provider fields of the call.
+        apart: The provider keeps calls apart from the text (Chat Completions'
+            ``tool_calls`` beside the message's ``content``): the call goes
+            after all the parts, and text or reasoning around it stays one part.
+    """
 
     index: int
     id: str | None
     name: str
     provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+    apart: bool = False
     kind: Literal["tool_call_start"] = "tool_call_start"
 
 
@@ -157,6 +183,10 @@ def _joined(pieces: Log[str]) -> str:
 
 _NO_PIECES: Log[str] = Log()
 
+# The place of a call kept apart from the parts (`ToolCallStart.apart`): after all of
+# them. Below every count, so no part ends before it (see `_ends_before_call`).
+_APART = -1
+
 
 class _ByKey:
     """Equality and hash by ``_key()``: what a value reads as, not the pieces it keeps.
@@ -190,6 +220,10 @@ class _OpenCall(_ByKey):
     pieces: Log[str] = _NO_PIECES
     done: bool = False
     provider_data: Mapping[str, Any] = attrs.field(factory=dict)
+    # How many of the response's parts come before the call (the part growing as it
+    # started counted): where the finished message has it, as a whole response does;
+    # `_APART` for a call kept apart (after all the parts, see `ToolCallStart.apart`).
+    at: int = 0
 
     @property
     def arguments(self) -> str:
@@ -197,7 +231,15 @@ class _OpenCall(_ByKey):
         return _joined(self.pieces)
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.index, self.id, self.name, self.arguments, self.done, self.provider_data)
+        return (
+            self.index,
+            self.id,
+            self.name,
+            self.arguments,
+            self.done,
+            self.provider_data,
+            self.at,
+        )
 
 
 @attrs.frozen
@@ -233,7 +275,8 @@ class StreamState(_ByKey):
 
     Attributes:
         parts: Completed parts, in order (text and reasoning merged as they grow).
-        calls: Tool calls by stream index, in the order they started.
+        calls: Tool calls by stream index, in the order they started; each
+            keeps its place among ``parts`` (after those before its start).
         usage: The latest usage reported.
         finish_reason: Set once the stream finished.
         raw_finish_reason: The provider's own finish reason.
@@ -306,11 +349,15 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
     # matched), so a real state and event pay nothing for them.
     try:
         if isinstance(event, TextDelta):
-            return _add_text(state, event.text)
+            return _add_text(state, event)
         if isinstance(event, ReasoningDelta):
             return _add_reasoning(state, event)
         if isinstance(event, ToolCallStart):
-            call = _OpenCall(event.index, event.id, event.name, provider_data=event.provider_data)
+            # (after the growing part, which the call completes: see `_ends_before_call`)
+            at = _APART if event.apart else len(state.settled) + (state.growing is not None)
+            call = _OpenCall(
+                event.index, event.id, event.name, _NO_PIECES, False, event.provider_data, at
+            )
             return _with_calls(state, (*state.calls, call))
         if isinstance(event, ToolCallDelta):
             text = event.arguments
@@ -365,24 +412,47 @@ def _refuse_stream_state(function: str, value: object, error: BaseException | No
     raise error
 
 
-def _add_text(state: StreamState, text: str) -> StreamState:
+def _ends_before_call(calls: tuple[_OpenCall, ...], count: int) -> bool:
+    """Whether a call started after the first ``count`` parts: the part ``count`` ends
+    is complete, what comes next is another part (after the call)."""
+    return bool(calls) and calls[-1].at >= count
+
+
+def _add_text(state: StreamState, event: TextDelta) -> StreamState:
+    text = event.text
     growing, settled = state.growing, state.settled
-    if growing is not None and not growing.reasoning:
-        return _with_text(state, settled, _growing_text(growing.pieces.append(text)))
-    if growing is not None:  # reasoning ends where text begins
+    if growing is not None:
+        # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted:
+        # this runs for each piece)
+        calls = state.calls
+        if not growing.reasoning and (
+            not (calls and calls[-1].at > len(settled)) or event.before_call
+        ):
+            return _with_text(state, settled, _growing_text(growing.pieces.append(text)))
+        # reasoning ends where text begins; text after a call is another part
         settled = (*settled, growing.part())
-    elif settled and isinstance(settled[-1], TextPart):  # a state made with its parts
+    elif (
+        settled
+        and isinstance(settled[-1], TextPart)
+        and (event.before_call or not _ends_before_call(state.calls, len(settled)))
+    ):  # a state made with its parts
         text = settled[-1].text + text
         settled = settled[:-1]
     return _with_text(state, settled, _growing_text(Log((text,))))
 
 
 def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
-    growing, settled = state.growing, state.settled
-    if growing is not None and (not growing.reasoning or growing.closed):
-        # text ends where reasoning begins; a closed part takes no more
+    growing, settled, calls = state.growing, state.settled, state.calls
+    if growing is not None and (
+        not growing.reasoning
+        or growing.closed
+        # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted)
+        or (calls and calls[-1].at > len(settled))
+    ):
+        # text ends where reasoning begins; a closed part takes no more, nor one a call followed
         settled, growing = (*settled, growing.part()), None
-    elif growing is None and settled:  # a state made with its parts
+    elif growing is None and settled and not _ends_before_call(calls, len(settled)):
+        # a state made with its parts
         last = settled[-1]
         if isinstance(last, ReasoningPart) and last.signature is None:
             settled = settled[:-1]
@@ -471,10 +541,31 @@ def finish_stream(state: StreamState, make_id: Callable[[int], str]) -> ModelRes
     # it: built without the constructor's checks then (a state made by hand keeps them).
     checked = type(state.usage) is Usage and finish in FINISH_REASONS
     return (_response if checked else ModelResponse)(
-        Message("assistant", (*state.parts, *calls)),
+        Message("assistant", _placed(state.parts, state.calls, calls)),
         state.usage,
         finish,
         state.raw_finish_reason,
         state.model_name,
         state.response_id,
     )
+
+
+def _placed(
+    parts: tuple[Part, ...], started: tuple[_OpenCall, ...], calls: tuple[ToolCallPart, ...]
+) -> tuple[Part, ...]:
+    """``parts`` with each of ``calls`` where it started (``started``: their open calls),
+    as a whole response has them: interleaved reasoning, text and calls keep their order
+    (a provider refuses reasoning sent back apart from the call it led to)."""
+    if not calls:
+        return parts
+    placed: list[Part] = []
+    taken = 0
+    for opened, call in zip(started, calls, strict=True):
+        # (apart, or a state given fewer parts by hand: after them)
+        at = len(parts) if opened.at == _APART else min(opened.at, len(parts))
+        if at > taken:
+            placed += parts[taken:at]
+            taken = at
+        placed.append(call)
+    placed += parts[taken:]
+    return tuple(placed)
