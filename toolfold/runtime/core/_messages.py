@@ -46,8 +46,8 @@ _NAN_ITEM = (math.nan,)
 #: core reads no interpreter setting); a longer one could neither be written to a saved
 #: state nor read back from one.
 MAX_INT_DIGITS = 4300
-_INT_BOUND = 10**MAX_INT_DIGITS
-_NEG_BOUND = -_INT_BOUND
+_INT_BOUND: int = 10**MAX_INT_DIGITS
+_NEG_BOUND: int = -_INT_BOUND
 
 # Keys JSON writes as text (``1`` as ``"1"``): taken as that text.
 _TEXT_KEYS = (int, float, type(None))
