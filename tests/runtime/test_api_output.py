@@ -285,3 +285,79 @@ def test_a_deep_output_a_saved_state_holds_is_still_restored() -> None:
 
     plain = json.loads(_deep(70))
     assert output_schema(dict).restore(plain) == plain
+
+
+def _counted() -> tuple[type, list[int]]:
+    built: list[int] = []
+
+    @attrs.define
+    class Ticket:
+        id: int
+
+        def __attrs_post_init__(self) -> None:
+            built.append(self.id)
+
+    return Ticket, built
+
+
+def test_an_accepted_output_is_built_once() -> None:
+    """run, arun and stream build the output type once for the answer they accept."""
+    ticket, built = _counted()
+    agent = Agent(ScriptedModel(['{"id": 7}'] * 3), output_type=ticket)
+    outputs = [agent.run("q").output, asyncio.run(agent.arun("q")).output]
+    stream = agent.stream("q")
+    for _ in stream:
+        pass
+    outputs.append(stream.response.output)
+    assert built == [7, 7, 7]
+    assert [o.id for o in outputs] == [7, 7, 7]
+
+
+def test_a_validator_that_refuses_a_second_build_does_not_fail_the_run() -> None:
+    """A validator that refuses a value it accepted once: the run that accepted it keeps
+    its output (run, arun and stream)."""
+    seen: set[int] = set()
+
+    def unique(_: Any, __: Any, value: int) -> None:
+        if value in seen:
+            raise ValueError(f"id {value} already used")
+        seen.add(value)
+
+    @attrs.define
+    class Unique:
+        id: int = attrs.field(validator=unique)
+
+    agent = Agent(ScriptedModel(['{"id": 7}', '{"id": 8}', '{"id": 9}']), output_type=Unique)
+    stream = agent.stream("q")
+    for _ in stream:
+        pass
+    outputs = [agent.run("q").output, asyncio.run(agent.arun("q")).output]
+    assert [o.id for o in [*outputs, stream.response.output]] == [8, 9, 7]
+
+
+def _stored(validator: Any = None) -> type:
+    @attrs.define
+    class Stored:
+        id: int = attrs.field(validator=validator)
+
+    return Stored
+
+
+def test_a_stored_output_the_type_refuses_now_raises_with_the_state() -> None:
+    """Resuming a finished state whose output the type's new validator refuses: an
+    OutputValidationError naming the type and the problem, with the state."""
+    text = Agent(ScriptedModel(['{"id": 3}']), output_type=_stored()).run("q").state.to_json()
+
+    def at_least_5(_: Any, __: Any, value: int) -> None:
+        if value < 5:
+            raise ValueError("id must be >= 5")
+
+    state = RunState.from_json(text)
+    # the type with a validator added since the state was saved
+    with pytest.raises(OutputValidationError) as caught:
+        Agent(ScriptedModel([]), output_type=_stored(at_least_5)).resume(state)
+    message = str(caught.value)
+    assert "output type _stored.<locals>.Stored now" in message
+    assert "id must be >= 5" in message
+    assert caught.value.state == state
+    assert caught.value.state.output == {"id": 3}

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from toolfold._errors import ToolArgumentError, ToolDefinitionError
+from toolfold._errors import OutputValidationError, ToolArgumentError, ToolDefinitionError
 from toolfold.runtime.core import _events
 from toolfold.runtime.core._arguments import TOO_DEEP, nesting_problem
 from toolfold.runtime.core._repr import short
@@ -85,6 +85,9 @@ class OutputSchema:
         spec: What the model request carries.
         wrapped: True when the value sits under ``"result"``.
     """
+
+    #: `parse` gives the value of the output type (a live run keeps it: `Ended.built`).
+    parse_builds: ClassVar[bool] = True
 
     type: Any
     spec: OutputSpec
@@ -172,9 +175,37 @@ class OutputSchema:
         return json.dumps({"result": decoded})
 
     def restore(self, plain: Any) -> Any:
-        """The structured value from plain data (e.g. a state loaded from JSON)."""
+        """The structured value from plain data (e.g. a state loaded from JSON).
+
+        Raises:
+            OutputRejected: The data does not fit the type (see `restored`).
+        """
         text = json.dumps({"result": plain} if self.wrapped else plain)
         return self._read(text, limit_depth=False)[0]
+
+
+def restored(schema: OutputSchema, state: RunState) -> Any:
+    """The output of the finished ``state`` as ``schema``'s type.
+
+    Raises:
+        OutputValidationError: The output the run accepted does not fit the
+            type now (the type or its validators changed since the state was
+            saved, or a validator does not say the same twice); ``.state`` is
+            the finished run, its output the plain data.
+    """
+    try:
+        return schema.restore(state.output)
+    except OutputRejected as rejected:
+        from toolfold.toolkit._schema import type_repr
+
+        raise OutputValidationError(
+            f"the finished run's output does not fit the output type {type_repr(schema.type)} "
+            f"now: {_problems(rejected.message)}; it fitted when the run accepted it, so the "
+            "type or its validators changed since, or a validator does not give the same "
+            f"verdict twice; the output as plain data: {short(state.output)} "
+            "(the error's .state.output)",
+            state,
+        ) from None
 
 
 def _too_deep(problem: str) -> OutputRejected:
