@@ -405,3 +405,16 @@ def test_the_key_comes_from_gemini_api_key_else_google_api_key(
     model = GeminiModel("gemini-2.5-flash")
     assert model._transport._key.reveal() == "gemini-key-0000000000"
     assert "gemini-key" not in repr(model)
+
+
+def test_a_recursive_output_type_on_the_openapi_form_names_the_form_that_takes_it() -> None:
+    """A recursive output schema for a gemini-2.0 model is an error about the output type
+    that says which schema form carries it."""
+    node = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    request = ModelRequest([Message.user("x")], output=OutputSpec("Node", node))
+    with pytest.raises(SchemaCompileError) as caught:
+        body(request, "gemini-2.0-flash")
+    message = str(caught.value)
+    assert message.startswith("cannot send the output type 'Node' as gemini-openapi")
+    assert "schema_form='json-schema'" in message
+    assert body(request)["generationConfig"]["responseJsonSchema"]["properties"]
