@@ -22,6 +22,7 @@ from toolfold import (
     RunState,
     Sequence,
     ToolDefinitionError,
+    UsageError,
     generate_text,
     register_schema_rule,
     tool,
@@ -361,3 +362,41 @@ def test_a_stored_output_the_type_refuses_now_raises_with_the_state() -> None:
     assert "id must be >= 5" in message
     assert caught.value.state == state
     assert caught.value.state.output == {"id": 3}
+
+
+@pytest.mark.parametrize("value", [5, "str", Point(1, 2), [Point], ...])
+def test_an_output_type_that_is_a_value_is_a_usage_error(value: Any) -> None:
+    """A value given as output_type (no type) is a UsageError saying it must be a type."""
+    with pytest.raises(UsageError, match=r"^output_type must be a type .*, got "):
+        Agent(ScriptedModel([]), output_type=value)
+
+
+@dataclasses.dataclass
+class HasResult:
+    result: int
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer", "expected"),
+    [
+        (HasResult | None, '{"result": 5}', HasResult(5)),
+        (HasResult | None, '{"result": {"result": 5}}', HasResult(5)),
+        (dict[str, int] | None, '{"result": 3}', {"result": 3}),
+        (dict[str, int] | None, '{"result": {"result": 3}}', {"result": 3}),
+        (int | None, '{"result": 4}', 4),
+    ],
+)
+def test_a_bare_answer_whose_one_key_is_result_is_taken(
+    output_type: Any, answer: str, expected: Any
+) -> None:
+    """An answer {"result": ...} that fails as the wrapper is read as the bare value."""
+    response = Agent(ScriptedModel([answer]), output_type=output_type, output_retries=0).run("q")
+    assert response.output == expected
+
+
+def test_a_problem_shows_the_number_as_the_model_wrote_it() -> None:
+    """A wrapped answer's problem quotes the model's own text (1e999, not Infinity)."""
+    with pytest.raises(OutputValidationError) as caught:
+        Agent(ScriptedModel(["1e999"]), output_type=float, output_retries=0).run("q")
+    assert "1e999" in str(caught.value)
+    assert "Infinity" not in str(caught.value)

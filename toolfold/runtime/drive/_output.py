@@ -118,8 +118,9 @@ class OutputSchema:
         # RecursionError that ended the run, its state lost. Checked on the
         # value decoded here (decoded once).
         limit = limit_depth and self.type is not str
+        bare = None  # the answer read as the bare value, when it was taken as the wrapper
         if self.wrapped:
-            body = self._wrap(body, text, limit)
+            body, bare = self._wrap(body, text, limit)
         else:
             try:
                 decoded = json.loads(body)
@@ -138,7 +139,15 @@ class OutputSchema:
         try:
             checked = self._checker.check(body)
         except ToolArgumentError as exc:
-            raise OutputRejected(_rejection(exc.errors)) from exc
+            if bare is None:
+                raise OutputRejected(_rejection(exc.errors)) from exc
+            # {"result": ...} is the bare value too, when the type takes an object
+            # whose one key is "result" (Optional[R] for R(result: int), a dict).
+            try:
+                checked = self._checker.check(bare)
+            except ToolArgumentError:
+                raise OutputRejected(_rejection(exc.errors)) from exc
+            body = bare
         plain = json.loads(body)
         if self.wrapped:
             return checked["result"], plain["result"]
@@ -153,26 +162,33 @@ class OutputSchema:
             problems = render(structure_problems(exc, (), self.type))
             raise OutputRejected(_rejection(problems)) from exc
 
-    def _wrap(self, body: str, text: str, limit: bool) -> str:
-        # The answer may come as {"result": ...} (what the schema asks for) or
-        # as the bare value; a plain-text answer is the value of a str output.
-        # ``limit``: refuse a value nested deeper than tool arguments may be.
+    def _wrap(self, body: str, text: str, limit: bool) -> tuple[str, str | None]:
+        """The answer as the wrapper to check, and the answer as the bare value
+        (None unless ``body`` was taken as the wrapper: checked when that fails).
+
+        The answer may come as {"result": ...} (what the schema asks for) or as
+        the bare value; a plain-text answer is the value of a str output.
+        ``limit``: refuse a value nested deeper than tool arguments may be.
+        """
         try:
             decoded = json.loads(body)
         except (ValueError, RecursionError) as exc:  # (too deep: text for a str)
             if limit and isinstance(exc, RecursionError):
                 raise _too_deep(TOO_DEEP) from None
             if self.type is str:
-                return json.dumps({"result": text})
-            return body  # the checker says where parsing failed
+                return json.dumps({"result": text}), None
+            return body, None  # the checker says where parsing failed
         deep = nesting_problem(body, decoded) if limit else None
         if deep is not None:
             raise _too_deep(deep)
+        # The model's own text inside the wrapper (not the decoded value written
+        # again): a problem is shown as it wrote it (1e999, not Infinity).
+        wrapped = f'{{"result": {body}}}'
         if isinstance(decoded, dict) and set(decoded) == {"result"}:
-            return body
+            return body, wrapped
         if self.type is str and not isinstance(decoded, str):
-            return json.dumps({"result": text})
-        return json.dumps({"result": decoded})
+            return json.dumps({"result": text}), None
+        return wrapped, None
 
     def restore(self, plain: Any) -> Any:
         """The structured value from plain data (e.g. a state loaded from JSON).
