@@ -133,6 +133,10 @@ def _zero_steps() -> None:
     generate_text(ScriptedModel(["x"]), "go", max_steps=0)
 
 
+def _output_type_value() -> None:
+    generate_text(ScriptedModel(["x"]), "go", output_type=5)
+
+
 def _negative_retries() -> None:
     generate_text(ScriptedModel(["x"]), "go", output_retries=-1)
 
@@ -628,6 +632,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`tools=get_weather`, `stop_when=condition`, or a mapping: the error names the parameter "
     "and says to pass a list)": _one_handoff,
     "`output_retries=-1`": _negative_retries,
+    'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
+        _output_type_value
+    ),
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
     "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
