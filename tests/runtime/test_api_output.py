@@ -400,3 +400,19 @@ def test_a_problem_shows_the_number_as_the_model_wrote_it() -> None:
         Agent(ScriptedModel(["1e999"]), output_type=float, output_retries=0).run("q")
     assert "1e999" in str(caught.value)
     assert "Infinity" not in str(caught.value)
+
+
+@dataclasses.dataclass
+class EvenPositive:
+    n: Annotated[int, at.Predicate(is_even)]
+    m: Annotated[int, at.Gt(0)]
+
+
+def test_a_broken_predicate_goes_back_with_the_schema_problems() -> None:
+    """An answer breaking the schema in one field and a Predicate in another gets both
+    problems back at once: one more request, not two."""
+    model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
+    assert generate_text(model, "go", output_type=EvenPositive).output == EvenPositive(4, 1)
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
+    assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback

@@ -244,7 +244,7 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     title = name or (tp.__name__ if is_object and isinstance(tp, type) else "final_result")
     title = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64]
     if is_object:
-        checker = ArgumentChecker(title, schema, None, True)
+        checker = ArgumentChecker(title, schema, _field_types(tp), True)
         hook = _structure_hook(tp, title)
         return OutputSchema(tp, OutputSpec(title, schema), False, checker, hook)
     defs = schema.pop("$defs", None)
@@ -264,6 +264,21 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
             tp, [p.replace("parameter 'result': ", "", 1) for p in exc.problems]
         ) from exc
     return OutputSchema(tp, OutputSpec(title, wrapped), True, checker)
+
+
+def _field_types(tp: Any) -> dict[str, Any] | None:
+    """The types of an object output type's fields by name (None for a mapping type, a
+    generic alias...): the checker finds with them the problems of the fields that fit
+    the schema (a Predicate) as it lists the schema's, all in one rejection."""
+    from toolfold.toolkit._classes import class_fields
+
+    if not isinstance(tp, type):
+        return None
+    try:
+        fields = class_fields(tp)
+    except Exception:  # (resolved already as its schema was made; then, not at all)
+        return None
+    return None if fields is None else {field[0]: field[1] for field in fields}
 
 
 def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
