@@ -319,9 +319,11 @@ class ArgumentChecker:
         problems: list[Problem] = []
         for name, item in value.items():
             entry = None if name in broken else hooks.get(name)
-            if entry is None or entry[1] is None:
+            if entry is None:
                 continue
             tp, hook = entry
+            if hook is None:  # (a value of its type once it fits the schema)
+                continue
             try:
                 hook(item, tp)
             except Exception as exc:
