@@ -12,6 +12,8 @@ from typing import Annotated, Any, TypedDict
 import annotated_types as at
 import attrs
 import pytest
+from typing_extensions import NotRequired
+from typing_extensions import TypedDict as TypedDictX
 
 from toolfold import (
     Agent,
@@ -413,6 +415,22 @@ def test_a_broken_predicate_goes_back_with_the_schema_problems() -> None:
     problems back at once: one more request, not two."""
     model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
     assert generate_text(model, "go", output_type=EvenPositive).output == EvenPositive(4, 1)
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
+    assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
+
+
+class EvenPositiveDict(TypedDictX):
+    n: Annotated[int, at.Predicate(is_even)]
+    m: Annotated[int, at.Gt(0)]
+    note: NotRequired[str]
+
+
+def test_a_typeddict_with_a_not_required_key_gets_its_predicate_problems_too() -> None:
+    """A TypedDict output type with a NotRequired key lists a broken Predicate with the
+    schema problems (its fields' types are checked without the qualifier)."""
+    model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
+    assert generate_text(model, "go", output_type=EvenPositiveDict).output == {"n": 4, "m": 1}
     feedback = model.requests[1].messages[-1].text
     assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
     assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback

@@ -314,8 +314,8 @@ class ArgumentChecker:
             return []
         try:
             hooks = self._hooks if self._hooks is not None else self._build_hooks()
-        except ToolDefinitionError:  # (a field only its class's own hook structures)
-            return []
+        except ToolDefinitionError:  # a field only its class's own hook structures:
+            hooks = self._each_hook()  # the others are checked all the same
         problems: list[Problem] = []
         for name, item in value.items():
             entry = None if name in broken else hooks.get(name)
@@ -329,6 +329,17 @@ class ArgumentChecker:
             except Exception as exc:
                 problems.extend(structure_problems(exc, (name,), tp))
         return problems
+
+    def _each_hook(self) -> dict[str, tuple[Any, _Hook | None]]:
+        """The hooks of the parameters the converter can structure, one by one: those it
+        cannot (a field of a class with its own hook) are left out, not all of them."""
+        hooks: dict[str, tuple[Any, _Hook | None]] = {}
+        for name, tp in self._param_types.items():
+            try:
+                hooks.update(parameter_hooks(self._tool_name, {name: tp}))
+            except ToolDefinitionError:
+                continue
+        return hooks
 
     def _in_flag_words(self, value: dict[str, Any], problems: list[str]) -> list[str]:
         """``problems``, a flag parameter's in the converter's words, which name the flags.

@@ -270,7 +270,7 @@ def _field_types(tp: Any) -> dict[str, Any] | None:
     """The types of an object output type's fields by name (None for a mapping type, a
     generic alias...): the checker finds with them the problems of the fields that fit
     the schema (a Predicate) as it lists the schema's, all in one rejection."""
-    from toolfold.toolkit._classes import class_fields
+    from toolfold.toolkit._classes import class_fields, unqualified
 
     if not isinstance(tp, type):
         return None
@@ -278,7 +278,8 @@ def _field_types(tp: Any) -> dict[str, Any] | None:
         fields = class_fields(tp)
     except Exception:  # (resolved already as its schema was made; then, not at all)
         return None
-    return None if fields is None else {field[0]: field[1] for field in fields}
+    # a TypedDict's NotRequired[str] is a str to structure (as its schema made it)
+    return None if fields is None else {field[0]: unqualified(field[1])[0] for field in fields}
 
 
 def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
