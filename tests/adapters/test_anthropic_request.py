@@ -443,3 +443,14 @@ def test_a_recursive_output_schema_is_refused_before_the_request() -> None:
     assert message.startswith("cannot send the output type 'Node' as anthropic structured output")
     assert "recursive" in message
     assert "tool" not in message.split("\n")[0]
+
+
+def test_an_open_object_output_schema_is_refused_not_closed() -> None:
+    """dict[str, Any]'s schema ({"type": "object"}) or additionalProperties: true is refused
+    for output_format (no loose mode): closed, it would allow only {}."""
+    for schema in (
+        {"type": "object"},
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True},
+    ):
+        with pytest.raises(SchemaCompileError, match=r"output type 'Any'(.|\n)*\(root\)"):
+            body(Message.user("x"), output=OutputSpec("Any", schema))
