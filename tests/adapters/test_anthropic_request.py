@@ -454,3 +454,14 @@ def test_an_open_object_output_schema_is_refused_not_closed() -> None:
     ):
         with pytest.raises(SchemaCompileError, match=r"output type 'Any'(.|\n)*\(root\)"):
             body(Message.user("x"), output=OutputSpec("Any", schema))
+
+
+def test_output_problems_name_the_structured_output_not_tool_use() -> None:
+    """Each problem line of an output schema names Anthropic's structured output, not its
+    strict tool use (no tool is involved)."""
+    mapping = {"type": "object", "additionalProperties": {"type": "integer"}}
+    with pytest.raises(SchemaCompileError) as caught:
+        body(Message.user("x"), output=OutputSpec("Tally", mapping))
+    message = str(caught.value)
+    assert "(root): additionalProperties refused [lossy]: Anthropic structured output" in message
+    assert "tool" not in message

@@ -417,4 +417,6 @@ def test_a_recursive_output_type_on_the_openapi_form_names_the_form_that_takes_i
     message = str(caught.value)
     assert message.startswith("cannot send the output type 'Node' as gemini-openapi")
     assert "schema_form='json-schema'" in message
+    assert "Gemini responseSchema (OpenAPI Schema) has no references" in message
+    assert "parameters" not in message  # (the tools' form, named for a tool's schema)
     assert body(request)["generationConfig"]["responseJsonSchema"]["properties"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from toolfold._errors import SchemaCompileError, _listed
-from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._dialects import CompiledTool, Dialect
+from toolfold.adapters._dialects._compile import compile_schema
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition
 
 __all__ = ["compile_output"]
@@ -17,7 +18,8 @@ def compile_output(
     allow_loss: bool = False,
     hint: str = "",
 ) -> CompiledTool:
-    """``output``'s schema compiled by `compile_tool` as a tool's parameters would be.
+    """``output``'s schema compiled by `compile_tool` as a tool's parameters would be, its
+    problems naming the dialect's structured output (not its tools).
 
     Args:
         output: The request's output spec.
@@ -32,7 +34,7 @@ def compile_output(
     """
     as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
     try:
-        return compile_tool(as_tool, dialect, strict=strict, allow_loss=allow_loss)
+        return compile_schema(as_tool, dialect, strict, allow_loss, for_output=True)
     except SchemaCompileError as error:
         problems = [
             p.replace("the tool name must be", "the output's name must be") for p in error.problems
