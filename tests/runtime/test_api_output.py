@@ -373,6 +373,18 @@ def test_an_output_type_that_is_a_value_is_a_usage_error(value: Any) -> None:
         Agent(ScriptedModel([]), output_type=value)
 
 
+def test_an_output_type_given_by_name_says_so_without_a_steps_history() -> None:
+    """output_type=ForwardRef('int') is refused as a name, with no words about workflow
+    steps (whose input type once ignored a name)."""
+    import typing
+
+    with pytest.raises(UsageError) as caught:
+        Agent(ScriptedModel([]), output_type=typing.ForwardRef("int"))
+    assert str(caught.value) == (
+        "output_type must be a type, got its name 'int': give the type itself, not its name"
+    )
+
+
 @dataclasses.dataclass
 class HasResult:
     result: int
