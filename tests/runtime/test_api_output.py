@@ -446,3 +446,23 @@ def test_a_typeddict_with_a_not_required_key_gets_its_predicate_problems_too() -
     feedback = model.requests[1].messages[-1].text
     assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
     assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
+
+
+def test_a_wrapped_output_the_provider_cannot_take_is_named_by_its_type() -> None:
+    """The SchemaCompileError of an output type sent wrapped names the user's type
+    (dict[str, int] | None), not the wrapper's name 'final_result'."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)  # what the adapter does before the request
+        raise AssertionError("the map was sent")
+
+    with pytest.raises(SchemaCompileError) as caught:
+        Agent(FunctionModel(anthropic_like), output_type=dict[str, int] | None).run("q")
+    first = str(caught.value).splitlines()[0]
+    assert first == (
+        "cannot send the output type 'dict[str, int] | None' as anthropic structured output:"
+        " 1 problem"
+    )
+    assert caught.value.state is not None  # type: ignore[attr-defined]

@@ -98,7 +98,7 @@ from toolfold.runtime.drive._handoff import (
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
-from toolfold.runtime.drive._output import OutputSchema, rejection
+from toolfold.runtime.drive._output import OutputSchema, name_the_output_type, rejection
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
@@ -355,6 +355,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 try:
                     response = yield effect
                 except Exception as exc:
+                    name_the_output_type(exc, live.output)
                     failure = model_failure(exc, state, effect.step)
                     if failure is exc:
                         raise  # "raise exc from exc" would make the error its own cause

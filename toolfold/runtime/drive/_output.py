@@ -282,6 +282,20 @@ def _field_types(tp: Any) -> dict[str, Any] | None:
     return None if fields is None else {field[0]: unqualified(field[1])[0] for field in fields}
 
 
+def name_the_output_type(exc: Exception, output: OutputSchema | None) -> None:
+    """Name the user's type in a `SchemaCompileError` about a wrapped output's schema: the
+    adapter knows only the wrapper's name (``'final_result'``), not ``int | None``."""
+    from toolfold._errors import SchemaCompileError
+    from toolfold.toolkit._schema import type_repr
+
+    if output is None or not output.wrapped or not isinstance(exc, SchemaCompileError):
+        return
+    said = f"cannot send the output type {output.spec.name!r} "
+    if exc.args and isinstance(exc.args[0], str) and exc.args[0].startswith(said):
+        named = f"cannot send the output type '{type_repr(output.type)}' "
+        exc.args = (named + exc.args[0][len(said) :], *exc.args[1:])
+
+
 def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
     """The definition error of an output type the converter cannot structure, in
     words about the output type (it is no tool, whatever the error's class says)."""
