@@ -8,6 +8,7 @@ does not list.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -130,6 +131,10 @@ def _zero_steps() -> None:
             helper(0)
         assert type(info.value) is toolfold.UsageError
     generate_text(ScriptedModel(["x"]), "go", max_steps=0)
+
+
+def _output_type_value() -> None:
+    generate_text(ScriptedModel(["x"]), "go", output_type=5)
 
 
 def _negative_retries() -> None:
@@ -384,6 +389,36 @@ def _output_never_fits() -> None:
     generate_text(ScriptedModel(["not a number"] * 4), "go", output_type=int)
 
 
+def _stored_output_refused() -> None:
+    import attrs
+
+    def odd(_: object, __: object, value: int) -> None:
+        if value % 2 == 0:
+            raise ValueError("even")
+
+    @attrs.define
+    class Out:
+        n: int = attrs.field(validator=odd)
+
+    state = RunState.from_json(
+        Agent(ScriptedModel(['{"n": 3}']), output_type=Out).run("go").state.to_json()
+    )
+    state = attrs.evolve(state, output={"n": 4})  # (what a validator changed since would refuse)
+    Agent(ScriptedModel([]), output_type=Out).resume(state)
+
+
+@dataclasses.dataclass
+class _Node:
+    kids: list[_Node]
+
+
+def _output_cannot_compile() -> None:
+    from toolfold.adapters.anthropic import AnthropicModel
+
+    model = AnthropicModel("claude-test", api_key="k" * 20, base_url="http://127.0.0.1:9")
+    generate_text(model, "go", output_type=_Node)
+
+
 def _tool_raises() -> None:
     def boom() -> None:
         """Boom."""
@@ -567,6 +602,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
         _workflow_duplicate_steps
     ),
     "`compile_tool(..., strict=True)` for a schema the dialect cannot express": _strict_loss,
+    "an `output_type` whose schema the provider's structured output cannot express (a "
+    "recursive type for Anthropic or an older Gemini model), named in the message": (
+        _output_cannot_compile
+    ),
     "argument text that is not JSON": _argument_json,
     "arguments that break the tool's schema": _argument_schema,
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
@@ -593,6 +632,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`tools=get_weather`, `stop_when=condition`, or a mapping: the error names the parameter "
     "and says to pass a list)": _one_handoff,
     "`output_retries=-1`": _negative_retries,
+    'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
+        _output_type_value
+    ),
     "a `tool_choice` that names no tool of the run": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
     "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
@@ -670,6 +712,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     ),
     "a tool that fails more times in a row than its `max_retries`": _retries_exceeded,
     "a final answer that never fits `output_type`": _output_never_fits,
+    "resuming a finished state whose stored output the `output_type` no longer accepts (a "
+    "validator added since it was saved)": _stored_output_refused,
     'a tool raising with `on_tool_error="raise"`': _tool_raises,
     "a model raising an exception that is not a `ToolfoldError`": _model_raises,
     "an `on_event`, `on_step` or `stop_when` callable raising": _observer_raises,

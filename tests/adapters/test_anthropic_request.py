@@ -393,3 +393,75 @@ def test_every_body_validates_against_the_spec(
     """Each body is a valid CreateMessageParams (BetaCreateMessageParams when it uses a beta feature)."""
     sent = build_body(request_, "claude-sonnet-4-5", stream=stream)
     assert spec_problems(sent, beta=is_beta(sent)) == []
+
+
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "m": {"type": "integer", "exclusiveMinimum": 0},
+        "s": {"type": "string", "minLength": 2},
+        "l": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+    },
+    "required": ["m", "s", "l"],
+    "additionalProperties": False,
+}
+RECURSIVE = {
+    "type": "object",
+    "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+    "required": ["kids"],
+    "additionalProperties": False,
+    "$defs": {
+        "Node": {
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+            "required": ["kids"],
+            "additionalProperties": False,
+        }
+    },
+}
+
+
+def test_output_format_bounds_go_into_descriptions() -> None:
+    """output_format has no loose mode: bounds Anthropic's structured output refuses are
+    sent as descriptions (the strict subset), not as schema keywords."""
+    schema = body(Message.user("x"), output=OutputSpec("P", BOUNDED))["output_format"]["schema"]
+    assert schema["properties"] == {
+        "m": {"type": "integer", "description": "exclusiveMinimum: 0"},
+        "s": {"type": "string", "description": "minLength: 2"},
+        "l": {"type": "array", "items": {"type": "integer"}, "description": "maxItems: 3"},
+    }
+    with pytest.raises(SchemaCompileError, match=r"output type 'P'(.|\n)*exclusiveMinimum"):
+        body(Message.user("x"), output=OutputSpec("P", BOUNDED, strict=True))
+
+
+def test_a_recursive_output_schema_is_refused_before_the_request() -> None:
+    """A recursive output schema, which Anthropic's structured output does not take, is a
+    SchemaCompileError about the output type (no tool)."""
+    with pytest.raises(SchemaCompileError) as caught:
+        body(Message.user("x"), output=OutputSpec("Node", RECURSIVE))
+    message = str(caught.value)
+    assert message.startswith("cannot send the output type 'Node' as anthropic structured output")
+    assert "recursive" in message
+    assert "tool" not in message.split("\n")[0]
+
+
+def test_an_open_object_output_schema_is_refused_not_closed() -> None:
+    """dict[str, Any]'s schema ({"type": "object"}) or additionalProperties: true is refused
+    for output_format (no loose mode): closed, it would allow only {}."""
+    for schema in (
+        {"type": "object"},
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True},
+    ):
+        with pytest.raises(SchemaCompileError, match=r"output type 'Any'(.|\n)*\(root\)"):
+            body(Message.user("x"), output=OutputSpec("Any", schema))
+
+
+def test_output_problems_name_the_structured_output_not_tool_use() -> None:
+    """Each problem line of an output schema names Anthropic's structured output, not its
+    strict tool use (no tool is involved)."""
+    mapping = {"type": "object", "additionalProperties": {"type": "integer"}}
+    with pytest.raises(SchemaCompileError) as caught:
+        body(Message.user("x"), output=OutputSpec("Tally", mapping))
+    message = str(caught.value)
+    assert "(root): additionalProperties refused [lossy]: Anthropic structured output" in message
+    assert "tool" not in message

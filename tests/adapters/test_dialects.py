@@ -913,3 +913,36 @@ def test_the_facade_exports_the_compiler_lazily() -> None:
     assert toolfold.compile_tool is compile_tool
     assert toolfold.CompiledTool is CompiledTool
     assert issubclass(toolfold.SchemaCompileError, toolfold.ToolfoldError)
+
+
+OPEN_ROOTS = [
+    {"type": "object"},
+    {"type": "object", "additionalProperties": True},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {}},
+]
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "openai-responses", "anthropic", "deepseek"])
+@pytest.mark.parametrize("schema", OPEN_ROOTS)
+def test_an_open_root_is_not_closed_as_if_it_cost_nothing(
+    dialect: Any, schema: dict[str, Any]
+) -> None:
+    """A root open to any key (dict[str, Any], additionalProperties: true) closed would take
+    only its declared keys: strict=True refuses it, strict=None sends it loose, unchanged."""
+    with pytest.raises(SchemaCompileError, match=r"\(root\): (properties|additionalProperties)"):
+        compile_tool(tool(schema), dialect, strict=True)
+    loose = compile_tool(tool(schema), dialect, strict=None)
+    assert loose.strict is False
+    assert loose.schema_sent == schema
+    assert {r.path for r in loose.strict_blockers} == {""}
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "openai-responses", "anthropic", "deepseek"])
+@pytest.mark.parametrize("schema", [{}, {"type": "object", "properties": {}}])
+def test_a_tool_without_parameters_stays_strict(dialect: Any, schema: dict[str, Any]) -> None:
+    """A tool without parameters ({} or empty properties) compiles strict, closed, no loss."""
+    compiled = compile_tool(tool(schema), dialect, strict=True)
+    assert compiled.strict is True
+    assert compiled.schema_sent["additionalProperties"] is False
+    assert compiled.schema_sent["properties"] == {}

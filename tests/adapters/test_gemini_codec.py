@@ -443,3 +443,18 @@ def test_text_between_calls_streams_back_in_the_order_it_came() -> None:
         model_parts(turn(*r.message.parts), "gemini-3-flash-preview") for r in (streamed, whole)
     ]
     assert sent[0] == sent[1] == parts
+
+
+def test_a_recursive_output_type_on_the_openapi_form_names_the_form_that_takes_it() -> None:
+    """A recursive output schema for a gemini-2.0 model is an error about the output type
+    that says which schema form carries it."""
+    node = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    request = ModelRequest([Message.user("x")], output=OutputSpec("Node", node))
+    with pytest.raises(SchemaCompileError) as caught:
+        body(request, "gemini-2.0-flash")
+    message = str(caught.value)
+    assert message.startswith("cannot send the output type 'Node' as gemini-openapi")
+    assert "schema_form='json-schema'" in message
+    assert "Gemini responseSchema (OpenAPI Schema) has no references" in message
+    assert "parameters" not in message  # (the tools' form, named for a tool's schema)
+    assert body(request)["generationConfig"]["responseJsonSchema"]["properties"]

@@ -12,6 +12,8 @@ from typing import Annotated, Any, TypedDict
 import annotated_types as at
 import attrs
 import pytest
+from typing_extensions import NotRequired
+from typing_extensions import TypedDict as TypedDictX
 
 from toolfold import (
     Agent,
@@ -22,6 +24,7 @@ from toolfold import (
     RunState,
     Sequence,
     ToolDefinitionError,
+    UsageError,
     generate_text,
     register_schema_rule,
     tool,
@@ -285,3 +288,181 @@ def test_a_deep_output_a_saved_state_holds_is_still_restored() -> None:
 
     plain = json.loads(_deep(70))
     assert output_schema(dict).restore(plain) == plain
+
+
+def _counted() -> tuple[type, list[int]]:
+    built: list[int] = []
+
+    @attrs.define
+    class Ticket:
+        id: int
+
+        def __attrs_post_init__(self) -> None:
+            built.append(self.id)
+
+    return Ticket, built
+
+
+def test_an_accepted_output_is_built_once() -> None:
+    """run, arun and stream build the output type once for the answer they accept."""
+    ticket, built = _counted()
+    agent = Agent(ScriptedModel(['{"id": 7}'] * 3), output_type=ticket)
+    outputs = [agent.run("q").output, asyncio.run(agent.arun("q")).output]
+    stream = agent.stream("q")
+    for _ in stream:
+        pass
+    outputs.append(stream.response.output)
+    assert built == [7, 7, 7]
+    assert [o.id for o in outputs] == [7, 7, 7]
+
+
+def test_a_validator_that_refuses_a_second_build_does_not_fail_the_run() -> None:
+    """A validator that refuses a value it accepted once: the run that accepted it keeps
+    its output (run, arun and stream)."""
+    seen: set[int] = set()
+
+    def unique(_: Any, __: Any, value: int) -> None:
+        if value in seen:
+            raise ValueError(f"id {value} already used")
+        seen.add(value)
+
+    @attrs.define
+    class Unique:
+        id: int = attrs.field(validator=unique)
+
+    agent = Agent(ScriptedModel(['{"id": 7}', '{"id": 8}', '{"id": 9}']), output_type=Unique)
+    stream = agent.stream("q")
+    for _ in stream:
+        pass
+    outputs = [agent.run("q").output, asyncio.run(agent.arun("q")).output]
+    assert [o.id for o in [*outputs, stream.response.output]] == [8, 9, 7]
+
+
+def _stored(validator: Any = None) -> type:
+    @attrs.define
+    class Stored:
+        id: int = attrs.field(validator=validator)
+
+    return Stored
+
+
+def test_a_stored_output_the_type_refuses_now_raises_with_the_state() -> None:
+    """Resuming a finished state whose output the type's new validator refuses: an
+    OutputValidationError naming the type and the problem, with the state."""
+    text = Agent(ScriptedModel(['{"id": 3}']), output_type=_stored()).run("q").state.to_json()
+
+    def at_least_5(_: Any, __: Any, value: int) -> None:
+        if value < 5:
+            raise ValueError("id must be >= 5")
+
+    state = RunState.from_json(text)
+    # the type with a validator added since the state was saved
+    with pytest.raises(OutputValidationError) as caught:
+        Agent(ScriptedModel([]), output_type=_stored(at_least_5)).resume(state)
+    message = str(caught.value)
+    assert "output type _stored.<locals>.Stored now" in message
+    assert "id must be >= 5" in message
+    assert caught.value.state == state
+    assert caught.value.state.output == {"id": 3}
+
+
+@pytest.mark.parametrize("value", [5, "str", Point(1, 2), [Point], ...])
+def test_an_output_type_that_is_a_value_is_a_usage_error(value: Any) -> None:
+    """A value given as output_type (no type) is a UsageError saying it must be a type."""
+    with pytest.raises(UsageError, match=r"^output_type must be a type .*, got "):
+        Agent(ScriptedModel([]), output_type=value)
+
+
+def test_an_output_type_given_by_name_says_so_without_a_steps_history() -> None:
+    """output_type=ForwardRef('int') is refused as a name, with no words about workflow
+    steps (whose input type once ignored a name)."""
+    import typing
+
+    with pytest.raises(UsageError) as caught:
+        Agent(ScriptedModel([]), output_type=typing.ForwardRef("int"))
+    assert str(caught.value) == (
+        "output_type must be a type, got its name 'int': give the type itself, not its name"
+    )
+
+
+@dataclasses.dataclass
+class HasResult:
+    result: int
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer", "expected"),
+    [
+        (HasResult | None, '{"result": 5}', HasResult(5)),
+        (HasResult | None, '{"result": {"result": 5}}', HasResult(5)),
+        (dict[str, int] | None, '{"result": 3}', {"result": 3}),
+        (dict[str, int] | None, '{"result": {"result": 3}}', {"result": 3}),
+        (int | None, '{"result": 4}', 4),
+    ],
+)
+def test_a_bare_answer_whose_one_key_is_result_is_taken(
+    output_type: Any, answer: str, expected: Any
+) -> None:
+    """An answer {"result": ...} that fails as the wrapper is read as the bare value."""
+    response = Agent(ScriptedModel([answer]), output_type=output_type, output_retries=0).run("q")
+    assert response.output == expected
+
+
+def test_a_problem_shows_the_number_as_the_model_wrote_it() -> None:
+    """A wrapped answer's problem quotes the model's own text (1e999, not Infinity)."""
+    with pytest.raises(OutputValidationError) as caught:
+        Agent(ScriptedModel(["1e999"]), output_type=float, output_retries=0).run("q")
+    assert "1e999" in str(caught.value)
+    assert "Infinity" not in str(caught.value)
+
+
+@dataclasses.dataclass
+class EvenPositive:
+    n: Annotated[int, at.Predicate(is_even)]
+    m: Annotated[int, at.Gt(0)]
+
+
+def test_a_broken_predicate_goes_back_with_the_schema_problems() -> None:
+    """An answer breaking the schema in one field and a Predicate in another gets both
+    problems back at once: one more request, not two."""
+    model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
+    assert generate_text(model, "go", output_type=EvenPositive).output == EvenPositive(4, 1)
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
+    assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
+
+
+class EvenPositiveDict(TypedDictX):
+    n: Annotated[int, at.Predicate(is_even)]
+    m: Annotated[int, at.Gt(0)]
+    note: NotRequired[str]
+
+
+def test_a_typeddict_with_a_not_required_key_gets_its_predicate_problems_too() -> None:
+    """A TypedDict output type with a NotRequired key lists a broken Predicate with the
+    schema problems (its fields' types are checked without the qualifier)."""
+    model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
+    assert generate_text(model, "go", output_type=EvenPositiveDict).output == {"n": 4, "m": 1}
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
+    assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
+
+
+def test_a_wrapped_output_the_provider_cannot_take_is_named_by_its_type() -> None:
+    """The SchemaCompileError of an output type sent wrapped names the user's type
+    (dict[str, int] | None), not the wrapper's name 'final_result'."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)  # what the adapter does before the request
+        raise AssertionError("the map was sent")
+
+    with pytest.raises(SchemaCompileError) as caught:
+        Agent(FunctionModel(anthropic_like), output_type=dict[str, int] | None).run("q")
+    first = str(caught.value).splitlines()[0]
+    assert first == (
+        "cannot send the output type 'dict[str, int] | None' as anthropic structured output:"
+        " 1 problem"
+    )
+    assert caught.value.state is not None  # type: ignore[attr-defined]

@@ -1326,3 +1326,51 @@ def test_integer_arguments_keep_their_value_and_type_on_the_fast_path() -> None:
         count.validate_arguments({"n": True})
     with pytest.raises(ArgumentValidationError, match=r"\$\.n"):
         count.validate_arguments({"n": "5"})
+
+
+def _even(n: int) -> bool:
+    return n % 2 == 0
+
+
+def test_predicates_of_parameters_that_fit_the_schema_are_listed_with_its_problems() -> None:
+    """A schema problem in one parameter and a broken Predicate in another are listed
+    together, at their paths, in one rejection (the predicate is not held back)."""
+    import annotated_types as at
+
+    check = checker(n=Annotated[int, at.Predicate(_even)], m=Annotated[int, at.Gt(0)])
+    assert problems(check, '{"n": 3, "m": 0}') == (
+        "$.m: 0 is less than or equal to the minimum of 0",
+        "$.n: 3 does not satisfy the predicate _even",
+    )
+    # a parameter with a schema problem of its own is not structured too
+    assert problems(check, '{"n": "x", "m": 1}') == ("$.n: 'x' is not of type 'integer'",)
+
+
+class _Opaque:
+    """A class the converter has no hook for (its owner's class structures it)."""
+
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b
+
+
+def test_a_field_without_a_hook_leaves_the_others_predicates_checked() -> None:
+    """A parameter the converter cannot structure on its own (a field of an output class
+    with its own hook) is skipped; the other parameters' predicates are still listed."""
+    import annotated_types as at
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "m": {"type": "integer", "exclusiveMinimum": 0},
+            "w": {"type": "string"},
+        },
+        "required": ["n", "m", "w"],
+        "additionalProperties": False,
+    }
+    types = {"n": Annotated[int, at.Predicate(_even)], "m": Annotated[int, at.Gt(0)], "w": _Opaque}
+    check = ArgumentChecker("out", schema, types, True)
+    assert problems(check, '{"n": 3, "m": 0, "w": "a"}') == (
+        "$.m: 0 is less than or equal to the minimum of 0",
+        "$.n: 3 does not satisfy the predicate _even",
+    )

@@ -862,7 +862,7 @@ class _Loader:
     def _type(self, spec: str, path: str) -> None:
         found = self._resolve(spec, path)
         if found is not None and not is_type(found):
-            self.problem(path, not_a_type(repr(spec), found, by_name=False))
+            self.problem(path, not_a_type(repr(spec), found, by_name=False, of_step=True))
 
     def _function(self, spec: str, path: str) -> None:
         found = self._resolve(spec, path)

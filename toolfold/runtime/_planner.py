@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 import attrs
 
@@ -513,6 +513,8 @@ class WorkflowOutput(OutputSchema):
     """A workflow's final answer: JSON from the planner, restored by the workflow."""
 
     _restore: Any = attrs.field(default=None, eq=False, repr=False)
+
+    parse_builds: ClassVar[bool] = False  # (`parse` gives plain data: `finish` types it)
 
     def parse(self, text: str) -> tuple[Any, Any]:
         """The planner's final answer as plain data, twice: (not yet typed, plain).

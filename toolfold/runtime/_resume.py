@@ -503,7 +503,8 @@ def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) 
     if not differ:
         return
     head = (
-        f"the resuming agent's {', '.join(differ)} differ from the run's: a run keeps "
+        f"the resuming agent's {', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} "
+        "from the run's: a run keeps "
         "the configuration it started with (it is stored in its state); "
     )
     if failed:

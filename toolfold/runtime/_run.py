@@ -355,8 +355,9 @@ def make_options(
 
     Raises:
         UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
-            ``on_tool_error`` other than ``"return"`` / ``"raise"``, or a
-            ``tool_choice`` naming no tool.
+            ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
+            ``tool_choice`` naming no tool, or an ``output_type`` that is a
+            value (``5``, ``"str"``, an instance), not a type.
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
@@ -385,7 +386,13 @@ def make_options(
             max_concurrency=max_concurrency,
             spec=spec,
         )
-    output = output_schema(output_type) if output_type is not None else None
+    output = None
+    if output_type is not None:
+        from toolfold.runtime._task import is_type, not_a_type
+
+        if not is_type(output_type):  # (5, "str", an instance: a value, not a type)
+            raise UsageError(not_a_type("output_type", output_type, by_name=False))
+        output = output_schema(output_type)
     by_name = to_tools(tools, owner)
     for made_tool in by_name.values():  # a type no hook builds fails here, not in a paid call
         build_hooks(made_tool)

@@ -193,7 +193,7 @@ class Task:
                 f"got {type(self.target).__name__}"
             )
         if self.input_type is not None and not is_type(self.input_type):
-            found.append(f"{label}: {not_a_type('input_type', self.input_type)}")
+            found.append(f"{label}: {not_a_type('input_type', self.input_type, of_step=True)}")
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
         for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):
@@ -919,18 +919,20 @@ def _special_types() -> tuple[Any, ...]:
 _SPECIAL_TYPES = _special_types()
 
 
-def not_a_type(what: str, value: Any, *, by_name: bool = True) -> str:
+def not_a_type(what: str, value: Any, *, by_name: bool = True, of_step: bool = False) -> str:
     """The problem of ``what`` given ``value``, which `is_type` refuses.
 
-    A type's name (``"int"``, a ``ForwardRef``) is refused saying so: it used
-    to be ignored, the step taking any input. ``by_name=False``: ``value``
-    was found by its import path (an agent file's), so text is a value.
+    A type's name (``"int"``, a ``ForwardRef``) is refused saying so; ``of_step``
+    (a step's input type) adds that it used to be ignored, the step taking any
+    input. ``by_name=False``: ``value`` was found by its import path (an agent
+    file's), so text is a value.
     """
     if isinstance(value, typing.ForwardRef) or (by_name and isinstance(value, str)):
         name = value if isinstance(value, str) else value.__forward_arg__
+        before = " (a name was ignored before, the step taking any input)" if of_step else ""
         return (
             f"{what} must be a type, got its name {name!r}: give the type itself, not its "
-            "name (a name was ignored before, the step taking any input)"
+            f"name{before}"
         )
     return (
         f"{what} must be a type (str, int, an attrs class or dataclass, list[str]...), "

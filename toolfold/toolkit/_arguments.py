@@ -47,7 +47,6 @@ from toolfold.toolkit._problems import (
     number_problem,
     render,
     schema_problem_list,
-    schema_problems,
     short_repr,
     structure_problems,
     type_name,
@@ -294,10 +293,53 @@ class ArgumentChecker:
             stripped = drop_optional_nulls(value, self._schema, self._schema)
             if stripped is not value and self._validator.is_valid(stripped):
                 return typing.cast("dict[str, Any]", stripped)
-            problems = schema_problems(self._validator, stripped)
+            found = schema_problem_list(self._validator, stripped)
         except Exception as exc:  # jsonschema itself fails, e.g. 10**400 against multipleOf 0.1
             problems = [f"$: the arguments could not be checked ({describe_exception(exc)})"]
-        self._fail(self._in_flag_words(value, problems))
+            self._fail(self._in_flag_words(value, problems))
+        # With the problems of the parameters that fit the schema but not their types (a
+        # Predicate): listed now, not after the model fixed these, a paid request later.
+        broken = {path[0] for path, _ in found if path}
+        found.extend(self._structure_problems(stripped, broken))
+        self._fail(self._in_flag_words(value, render(found)))
+
+    def _structure_problems(self, value: Any, broken: set[Any]) -> list[Problem]:
+        """The problems of structuring each parameter of ``value`` not in ``broken`` (those
+        with a schema problem, whose values the types would refuse again, in other words).
+
+        A checker that passes dicts on has no parameter types (an explicit-schema tool),
+        or has its fields' types to find these with (an object output type).
+        """
+        if not self._param_types or not isinstance(value, dict):
+            return []
+        try:
+            hooks = self._hooks if self._hooks is not None else self._build_hooks()
+        except ToolDefinitionError:  # a field only its class's own hook structures:
+            hooks = self._each_hook()  # the others are checked all the same
+        problems: list[Problem] = []
+        for name, item in value.items():
+            entry = None if name in broken else hooks.get(name)
+            if entry is None:
+                continue
+            tp, hook = entry
+            if hook is None:  # (a value of its type once it fits the schema)
+                continue
+            try:
+                hook(item, tp)
+            except Exception as exc:
+                problems.extend(structure_problems(exc, (name,), tp))
+        return problems
+
+    def _each_hook(self) -> dict[str, tuple[Any, _Hook | None]]:
+        """The hooks of the parameters the converter can structure, one by one: those it
+        cannot (a field of a class with its own hook) are left out, not all of them."""
+        hooks: dict[str, tuple[Any, _Hook | None]] = {}
+        for name, tp in self._param_types.items():
+            try:
+                hooks.update(parameter_hooks(self._tool_name, {name: tp}))
+            except ToolDefinitionError:
+                continue
+        return hooks
 
     def _in_flag_words(self, value: dict[str, Any], problems: list[str]) -> list[str]:
         """``problems``, a flag parameter's in the converter's words, which name the flags.

@@ -185,9 +185,17 @@ def compile_tool(
     """
     if strict is _UNSET:
         strict = getattr(tool, "strict", None)
+    return compile_schema(tool, dialect, strict, allow_loss, for_output=False)
+
+
+def compile_schema(
+    tool: ToolLike, dialect: Dialect, strict: bool | None, allow_loss: bool, *, for_output: bool
+) -> CompiledTool:
+    """`compile_tool`, its notes naming the dialect's structured output with ``for_output``
+    ("Anthropic structured output", not "Anthropic strict tool use")."""
     name, params = tool.name, tool.parameters
     description = getattr(tool, "description", None) or ""
-    key = (id(params), name, description, dialect, strict, allow_loss)
+    key = (id(params), name, description, dialect, strict, allow_loss, for_output)
     hit = _by_identity.get(key)
     if (
         hit is not None
@@ -202,10 +210,11 @@ def compile_tool(
         raise SchemaCompileError(
             name, str(dialect), [f"the parameters are not JSON: {exc}"]
         ) from exc
-    content_key = (text, name, description, dialect, strict, allow_loss)
+    content_key = (text, name, description, dialect, strict, allow_loss, for_output)
     compiled = _by_content.get(content_key)
     if compiled is None:
-        compiled = _compile(json.loads(text), name, description, dialect, strict, allow_loss)
+        source = json.loads(text)
+        compiled = _compile(source, name, description, dialect, strict, allow_loss, for_output)
         if len(_by_content) >= _MAX_ENTRIES:
             _by_content.clear()
         _by_content[content_key] = compiled
@@ -239,12 +248,15 @@ def _compile(
     dialect: Dialect,
     strict: bool | None,
     allow_loss: bool,
+    for_output: bool = False,
 ) -> CompiledTool:
     spec = _SPECS.get(dialect)
     if spec is None:
         raise SchemaCompileError(
             name, str(dialect), [f"unknown dialect; expected one of {', '.join(DIALECTS)}"]
         )
+    if for_output:
+        spec = _output_spec(spec)
     walk_root, base, root_def, pre = _prepare(source)
     problems = _request_problems(spec, name, dialect, strict, walk_root)
     if problems:
@@ -281,6 +293,29 @@ def _compile(
         source_schema=source,
         strict_blockers=tuple(blockers),
     )
+
+
+# How problems name a dialect's structured output (its tools' labels otherwise).
+_OUTPUT_LABELS = {
+    "OpenAI strict mode": "OpenAI strict structured output",
+    "DeepSeek strict mode": "DeepSeek strict structured output",
+    "Anthropic strict tool use": "Anthropic structured output",
+    "Gemini parametersJsonSchema": "Gemini responseJsonSchema",
+    "Gemini parameters (OpenAPI Schema)": "Gemini responseSchema (OpenAPI Schema)",
+}
+
+
+def _output_spec(spec: _Spec) -> _Spec:
+    """``spec`` with profiles labelled for structured output (loose kept as strict's twin)."""
+
+    def relabel(profile: Profile | None) -> Profile | None:
+        if profile is None or profile.label not in _OUTPUT_LABELS:
+            return profile
+        return attrs.evolve(profile, label=_OUTPUT_LABELS[profile.label])
+
+    strict = relabel(spec.strict)
+    loose = strict if spec.loose is spec.strict else relabel(spec.loose)
+    return attrs.evolve(spec, strict=strict, loose=loose)
 
 
 def _request_problems(

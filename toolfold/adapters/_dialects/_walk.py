@@ -454,6 +454,11 @@ class Walker:
             return True
         return False
 
+    def _bare_root(self) -> bool:
+        """Whether the root was given as a bare ``{}`` (a tool without parameters), its
+        ``"type": "object"`` stated by the compiler, not by the schema."""
+        return self.root_def is None and not self.source.keys() - {"$defs", "definitions"}
+
     def _close(self, schema: dict[str, Any], path: str, root: bool) -> None:
         """Note what closing an object (``additionalProperties: false``) costs."""
         label = self.profile.label
@@ -462,7 +467,19 @@ class Walker:
             return
         if isinstance(extra, dict) and extra:
             self._refuse_map(path)
-        elif "properties" not in schema and not root:
+        elif extra is True or extra == {}:
+            # closed, it would refuse the extra keys its own check accepts
+            self.note(
+                path,
+                "additionalProperties",
+                "refused",
+                f"{label} cannot send an object open to any other key "
+                "(additionalProperties: true); declare its properties instead",
+                True,
+            )
+        elif "properties" not in schema and not (root and self._bare_root()):
+            # at the root too: {"type": "object"} (dict[str, Any]) takes any keys; a tool
+            # without parameters is {} or has "properties": {} (as a function's has)
             self._refuse_open(path)
         else:
             self.note(

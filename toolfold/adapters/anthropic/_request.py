@@ -38,6 +38,7 @@ from toolfold.adapters._codec import (
     url_excerpt,
 )
 from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._output import compile_output
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import result_items
 from toolfold.adapters.anthropic._provider import (
@@ -204,14 +205,29 @@ def compiled_tool(tool: ToolDefinition) -> CompiledTool:
 
 
 def output_schema(output: OutputSpec) -> dict[str, Any]:
-    """The schema of ``output_format``: the strict subset when the schema allows it.
+    """The schema of ``output_format``, always in Anthropic's strict subset.
+
+    ``output_format`` has no loose mode: Anthropic refuses a schema outside the
+    subset (a bound, a recursive schema) with a 400. Keywords the subset lacks
+    (bounds, ``pattern``...) go into descriptions, as the Anthropic SDK moves
+    them (toolfold still checks the answer against the whole schema); with
+    ``output.strict`` True, any such loss is an error instead.
 
     Raises:
-        SchemaCompileError: ``output.strict`` is True and the schema is outside
-            the subset.
+        SchemaCompileError: A schema the subset cannot carry at all (a
+            recursive one, a map, a value of any type), or with
+            ``output.strict`` True one it would lose a keyword of.
     """
-    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
-    compiled = compile_tool(as_tool, "anthropic", strict=output.strict)
+    compiled = compile_output(
+        output,
+        "anthropic",
+        strict=True,
+        allow_loss=not output.strict,
+        hint=(
+            "\n(Anthropic's structured output takes only its strict subset of JSON Schema: "
+            "no recursion, objects with declared properties, arrays with typed items)"
+        ),
+    )
     return compiled.schema_sent
 
 

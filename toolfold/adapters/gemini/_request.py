@@ -28,6 +28,7 @@ from toolfold.adapters._codec import (
     refuse_choices,
 )
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._output import compile_output
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.gemini._providers import (
@@ -225,8 +226,14 @@ _CANDIDATE_COUNT_KEYS = ("candidateCount", "candidate_count")
 
 
 def _output_config(output: OutputSpec, dialect: Dialect) -> Body:
-    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
-    compiled = compile_tool(as_tool, dialect, strict=output.strict)
+    hint = (
+        "\n(the OpenAPI form of Gemini's older models cannot carry it; a model that takes "
+        "JSON Schema, gemini-2.5 and later, or schema_form='json-schema' sends it as "
+        "responseJsonSchema)"
+        if dialect == "gemini-openapi"
+        else ""
+    )
+    compiled = compile_output(output, dialect, strict=output.strict, hint=hint)
     key = "responseJsonSchema" if dialect == "gemini" else "responseSchema"
     return {"responseMimeType": "application/json", key: compiled.schema_sent}
 

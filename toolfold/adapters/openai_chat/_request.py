@@ -19,6 +19,7 @@ from toolfold.adapters._codec import (
 )
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._http._json import encode_text
+from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import (
     beside_items,
     default_filename,
@@ -408,9 +409,8 @@ def compiled_tool(tool: ToolDefinition, provider: ChatProvider) -> CompiledTool:
 
 def default_output(output: OutputSpec, provider: ChatProvider) -> dict[str, Any]:
     """The ``json_schema`` object of ``response_format``, compiled like a tool's schema."""
-    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
-    compiled = compile_tool(
-        as_tool, cast(Dialect, provider.dialect), strict=_strict(output.strict, provider)
+    compiled = compile_output(
+        output, cast(Dialect, provider.dialect), strict=_strict(output.strict, provider)
     )
     spec: dict[str, Any] = {"name": output.name, "schema": compiled.schema_sent}
     if compiled.strict:

@@ -35,6 +35,7 @@ from typing import Any
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import inline_media, named_tool, place_shared_setting
 from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._output import compile_output
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import default_filename, joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
@@ -196,8 +197,7 @@ def _tool_choice(choice: str, tools: list[ToolDefinition]) -> Any:
 
 
 def _output_format(output: OutputSpec) -> Body:
-    as_tool = ToolDefinition(output.name, "", output.schema, output.strict)
-    compiled = compile_tool(as_tool, "openai-responses", strict=output.strict)
+    compiled = compile_output(output, "openai-responses", strict=output.strict)
     return {
         "type": "json_schema",
         "name": output.name,

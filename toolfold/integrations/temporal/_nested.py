@@ -55,7 +55,7 @@ from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reaso
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import not_started_text, run_failure, stopped_content
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
-from toolfold.runtime.drive._output import OutputSchema
+from toolfold.runtime.drive._output import OutputSchema, restored
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
@@ -462,7 +462,7 @@ def response_of(target: Agent | Workflow, state: RunState) -> Response:
     answered = target._for_state(state) if isinstance(target, Agent) else target
     schema = answered._options.output
     if output is not None and schema is not None and state.phase == "finished":
-        output = schema.restore(output)
+        output = restored(schema, state)
     if isinstance(target, Workflow):
         return WorkflowResponse(state, output)
     return Response(state, output)

@@ -98,7 +98,7 @@ from toolfold.runtime.drive._handoff import (
 )
 from toolfold.runtime.drive._open import ToolSource
 from toolfold.runtime.drive._output import OutputRejected as _Rejected
-from toolfold.runtime.drive._output import OutputSchema, rejection
+from toolfold.runtime.drive._output import OutputSchema, name_the_output_type, rejection
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
@@ -223,10 +223,17 @@ def _set_true(var: ContextVar[bool]) -> Iterator[None]:
 
 
 class Ended(NamedTuple):
-    """How a loop ends: the final (or suspended) state, and the live half of the agent running it."""
+    """How a loop ends: the final (or suspended) state, and the live half of the agent running it.
+
+    ``built``: the output the run accepted, as its answer's type built it, with the
+    plain value the state holds for it (``(plain, value)``: `finish` gives the
+    value when the state's output is that very ``plain``), or None (no answer
+    accepted by this loop: a state it resumed had finished already).
+    """
 
     state: RunState
     live: Live
+    built: tuple[Any, Any] | None = None
 
 
 class _SwitchOp(NamedTuple):
@@ -284,6 +291,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         RunError: The run failed; ``.state`` is the last consistent state.
     """
     reported = state.step if not state.pending_calls else state.step - 1
+    built: tuple[Any, Any] | None = None  # the output an accepted answer built (`Ended.built`)
     # Sources opened for this run, by identity, with their tools: a handoff cycle
     # reaching an agent again reuses them (the shell closes them when the run ends).
     listings: dict[tuple[int, ...], Sequence[Tool[..., Any]]] = {}
@@ -347,6 +355,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 try:
                     response = yield effect
                 except Exception as exc:
+                    name_the_output_type(exc, live.output)
                     failure = model_failure(exc, state, effect.step)
                     if failure is exc:
                         raise  # "raise exc from exc" would make the error its own cause
@@ -476,7 +485,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
         elif isinstance(effect, RunTools):
             state = yield from _run_tools(live, state, effect, notify, standing)
         elif isinstance(effect, ValidateOutput):
-            state = _validate(live, state, effect)
+            state, built = _validate(live, state, effect)
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
             if live.handoffs and at_limit(state):
                 # The step that reached max_steps called a transfer tool: its tools ran,
@@ -487,7 +496,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     live, state = yield from _handing_over(live, state, handover, listings)
                     continue
             # (`Ended(...)` without its Python __new__.)
-            return new_tuple(Ended, (_finish(state, effect), live))
+            return new_tuple(Ended, (_finish(state, effect), live, built))
         if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
@@ -745,16 +754,23 @@ def _with_finished(state: RunState, finished: Mapping[int, ToolOutcome] | None) 
     return state
 
 
-def _validate(live: Live, state: RunState, effect: ValidateOutput) -> RunState:
-    """Check the final answer against the output type."""
-    assert live.output is not None, "a run with an output spec needs its output type"
+def _validate(
+    live: Live, state: RunState, effect: ValidateOutput
+) -> tuple[RunState, tuple[Any, Any] | None]:
+    """Check the final answer against the output type: the state after, and the
+    output built, when accepted (see `Ended.built`)."""
+    output = live.output
+    assert output is not None, "a run with an output spec needs its output type"
     try:
-        _, plain = live.output.parse(effect.text)
+        value, plain = output.parse(effect.text)
     except _Rejected as rejected:
-        return apply_event(live, state, rejection(state, rejected.message))
+        return apply_event(live, state, rejection(state, rejected.message)), None
     # Decoded from the answer's text, its depth checked: JSON a saved state holds, frozen
     # without the second walk the event's check would give a mapping or a list.
-    return apply_event(live, state, OutputAccepted(freeze(plain)))
+    state = apply_event(live, state, OutputAccepted(freeze(plain)))
+    # The value built once: building the user's class again from the plain data
+    # ran its __attrs_post_init__ and validators twice (and a second verdict may differ).
+    return state, ((state.output, value) if output.parse_builds else None)
 
 
 def _finish(state: RunState, effect: Effect) -> RunState:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from toolfold._errors import ToolArgumentError, ToolDefinitionError
+from toolfold._errors import OutputValidationError, ToolArgumentError, ToolDefinitionError
 from toolfold.runtime.core import _events
 from toolfold.runtime.core._arguments import TOO_DEEP, nesting_problem
 from toolfold.runtime.core._repr import short
@@ -86,6 +86,9 @@ class OutputSchema:
         wrapped: True when the value sits under ``"result"``.
     """
 
+    #: `parse` gives the value of the output type (a live run keeps it: `Ended.built`).
+    parse_builds: ClassVar[bool] = True
+
     type: Any
     spec: OutputSpec
     wrapped: bool
@@ -115,8 +118,9 @@ class OutputSchema:
         # RecursionError that ended the run, its state lost. Checked on the
         # value decoded here (decoded once).
         limit = limit_depth and self.type is not str
+        bare = None  # the answer read as the bare value, when it was taken as the wrapper
         if self.wrapped:
-            body = self._wrap(body, text, limit)
+            body, bare = self._wrap(body, text, limit)
         else:
             try:
                 decoded = json.loads(body)
@@ -135,7 +139,15 @@ class OutputSchema:
         try:
             checked = self._checker.check(body)
         except ToolArgumentError as exc:
-            raise OutputRejected(_rejection(exc.errors)) from exc
+            if bare is None:
+                raise OutputRejected(_rejection(exc.errors)) from exc
+            # {"result": ...} is the bare value too, when the type takes an object
+            # whose one key is "result" (Optional[R] for R(result: int), a dict).
+            try:
+                checked = self._checker.check(bare)
+            except ToolArgumentError:
+                raise OutputRejected(_rejection(exc.errors)) from exc
+            body = bare
         plain = json.loads(body)
         if self.wrapped:
             return checked["result"], plain["result"]
@@ -150,31 +162,66 @@ class OutputSchema:
             problems = render(structure_problems(exc, (), self.type))
             raise OutputRejected(_rejection(problems)) from exc
 
-    def _wrap(self, body: str, text: str, limit: bool) -> str:
-        # The answer may come as {"result": ...} (what the schema asks for) or
-        # as the bare value; a plain-text answer is the value of a str output.
-        # ``limit``: refuse a value nested deeper than tool arguments may be.
+    def _wrap(self, body: str, text: str, limit: bool) -> tuple[str, str | None]:
+        """The answer as the wrapper to check, and the answer as the bare value
+        (None unless ``body`` was taken as the wrapper: checked when that fails).
+
+        The answer may come as {"result": ...} (what the schema asks for) or as
+        the bare value; a plain-text answer is the value of a str output.
+        ``limit``: refuse a value nested deeper than tool arguments may be.
+        """
         try:
             decoded = json.loads(body)
         except (ValueError, RecursionError) as exc:  # (too deep: text for a str)
             if limit and isinstance(exc, RecursionError):
                 raise _too_deep(TOO_DEEP) from None
             if self.type is str:
-                return json.dumps({"result": text})
-            return body  # the checker says where parsing failed
+                return json.dumps({"result": text}), None
+            return body, None  # the checker says where parsing failed
         deep = nesting_problem(body, decoded) if limit else None
         if deep is not None:
             raise _too_deep(deep)
+        # The model's own text inside the wrapper (not the decoded value written
+        # again): a problem is shown as it wrote it (1e999, not Infinity).
+        wrapped = f'{{"result": {body}}}'
         if isinstance(decoded, dict) and set(decoded) == {"result"}:
-            return body
+            return body, wrapped
         if self.type is str and not isinstance(decoded, str):
-            return json.dumps({"result": text})
-        return json.dumps({"result": decoded})
+            return json.dumps({"result": text}), None
+        return wrapped, None
 
     def restore(self, plain: Any) -> Any:
-        """The structured value from plain data (e.g. a state loaded from JSON)."""
+        """The structured value from plain data (e.g. a state loaded from JSON).
+
+        Raises:
+            OutputRejected: The data does not fit the type (see `restored`).
+        """
         text = json.dumps({"result": plain} if self.wrapped else plain)
         return self._read(text, limit_depth=False)[0]
+
+
+def restored(schema: OutputSchema, state: RunState) -> Any:
+    """The output of the finished ``state`` as ``schema``'s type.
+
+    Raises:
+        OutputValidationError: The output the run accepted does not fit the
+            type now (the type or its validators changed since the state was
+            saved, or a validator does not say the same twice); ``.state`` is
+            the finished run, its output the plain data.
+    """
+    try:
+        return schema.restore(state.output)
+    except OutputRejected as rejected:
+        from toolfold.toolkit._schema import type_repr
+
+        raise OutputValidationError(
+            f"the finished run's output does not fit the output type {type_repr(schema.type)} "
+            f"now: {_problems(rejected.message)}; it fitted when the run accepted it, so the "
+            "type or its validators changed since, or a validator does not give the same "
+            f"verdict twice; the output as plain data: {short(state.output)} "
+            "(the error's .state.output)",
+            state,
+        ) from None
 
 
 def _too_deep(problem: str) -> OutputRejected:
@@ -197,7 +244,7 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     title = name or (tp.__name__ if is_object and isinstance(tp, type) else "final_result")
     title = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64]
     if is_object:
-        checker = ArgumentChecker(title, schema, None, True)
+        checker = ArgumentChecker(title, schema, _field_types(tp), True)
         hook = _structure_hook(tp, title)
         return OutputSchema(tp, OutputSpec(title, schema), False, checker, hook)
     defs = schema.pop("$defs", None)
@@ -217,6 +264,36 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
             tp, [p.replace("parameter 'result': ", "", 1) for p in exc.problems]
         ) from exc
     return OutputSchema(tp, OutputSpec(title, wrapped), True, checker)
+
+
+def _field_types(tp: Any) -> dict[str, Any] | None:
+    """The types of an object output type's fields by name (None for a mapping type, a
+    generic alias...): the checker finds with them the problems of the fields that fit
+    the schema (a Predicate) as it lists the schema's, all in one rejection."""
+    from toolfold.toolkit._classes import class_fields, unqualified
+
+    if not isinstance(tp, type):
+        return None
+    try:
+        fields = class_fields(tp)
+    except Exception:  # (resolved already as its schema was made; then, not at all)
+        return None
+    # a TypedDict's NotRequired[str] is a str to structure (as its schema made it)
+    return None if fields is None else {field[0]: unqualified(field[1])[0] for field in fields}
+
+
+def name_the_output_type(exc: Exception, output: OutputSchema | None) -> None:
+    """Name the user's type in a `SchemaCompileError` about a wrapped output's schema: the
+    adapter knows only the wrapper's name (``'final_result'``), not ``int | None``."""
+    from toolfold._errors import SchemaCompileError
+    from toolfold.toolkit._schema import type_repr
+
+    if output is None or not output.wrapped or not isinstance(exc, SchemaCompileError):
+        return
+    said = f"cannot send the output type {output.spec.name!r} "
+    if exc.args and isinstance(exc.args[0], str) and exc.args[0].startswith(said):
+        named = f"cannot send the output type '{type_repr(output.type)}' "
+        exc.args = (named + exc.args[0][len(said) :], *exc.args[1:])
 
 
 def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:

@@ -64,6 +64,7 @@ from toolfold.runtime.drive._loop import (
     run_loop,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
+from toolfold.runtime.drive._output import restored
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
@@ -71,11 +72,20 @@ from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
 _log = logging.getLogger("toolfold.runtime")
 
 
-def finish(state: RunState, live: Live) -> Response:
-    """The response for a final or suspended state (``live``: of the agent that answered)."""
+def finish(state: RunState, live: Live, built: tuple[Any, Any] | None = None) -> Response:
+    """The response for a final or suspended state (``live``: of the agent that answered;
+    ``built``: the output its loop accepted, see `Ended.built`).
+
+    Raises:
+        OutputValidationError: The finished state's output, not built by this
+            run (a state loaded and resumed), does not fit the output type now.
+    """
     output = state.output
     if output is not None and live.output is not None and state.phase == "finished":
-        output = live.output.restore(output)
+        if built is not None and built[0] is output:
+            output = built[1]  # (built once, as the answer was accepted)
+        else:
+            output = restored(live.output, state)
     return Response(state, output)
 
 
