@@ -205,8 +205,9 @@ async def drive_async(live: Live, state: RunState) -> Ended:
     trace = start_run(live, state)
     loop = run_loop(live, state)
     del state  # the run's first state and its two logs, not kept until the run ends
-    # A count higher than at the start: a cancellation of the run that a model call
-    # swallowed (Python 3.11+, see `_cancels`); it ends the run.
+    # A count higher than at the start: a cancellation of the run that a model call, or
+    # anything in a round of calls, swallowed (Python 3.11+, see `_cancels`); it ends
+    # the run, before a further model call is made.
     cancelling = cancels_of(current_task())
     uncancelled = cancelling()
     # The tool sources the run opened on its way (a handoff's), closed when it
@@ -228,6 +229,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 if isinstance(op, CallModel):
                     # (a sub-run of a blocking round on a loop stops here once it was stopped)
                     await check_round_on_loop()
+                    if cancelling() > uncancelled:  # swallowed in the last round: no call
+                        raise swallowed_cancel()
                     if trace is None:
                         try:
                             value = await live.model.request(op.request)
