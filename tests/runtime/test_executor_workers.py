@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -625,3 +626,94 @@ def test_a_stuck_call_that_ends_before_its_replacement_begins_serves_in_its_plac
         thread.join(10)
         assert not thread.is_alive()
     _one_worker_left(inbox)
+
+
+def _nested_agents(inner_kind: str) -> tuple[Any, list[threading.Thread]]:
+    """An agent whose step makes two calls of a sync tool that runs another agent blocking
+    (``inner.run``), whose step makes two calls: two sync tools ("threads"), or a sync
+    and an async one ("loop": on an event loop of the worker's). Every call waits for its
+    fellows to run (barriers): both delegating calls hold a worker at once, and the sync
+    calls of both inner runs run at once. Returns the agent and the threads tools ran on."""
+    from toolfold import Agent
+    from toolfold.testing import FunctionModel
+
+    threads: list[threading.Thread] = []
+    leaves = threading.Barrier(4 if inner_kind == "threads" else 2, timeout=30)
+    delegates = threading.Barrier(2, timeout=30)
+
+    @tool
+    def leaf(i: int) -> str:
+        """Waits for the other sync leaves.
+
+        Args:
+            i: Which.
+        """
+        threads.append(threading.current_thread())
+        leaves.wait()
+        return "leaf"
+
+    @tool
+    async def aleaf() -> str:
+        """Returns at once."""
+        return "aleaf"
+
+    second = call("leaf", {"i": 1}) if inner_kind == "threads" else call("aleaf", {})
+
+    def inner_reply(request: Any) -> Any:
+        if request.messages[-1].role == "user":
+            return [call("leaf", {"i": 0}), second]
+        return "inner done"
+
+    inner = Agent(FunctionModel(inner_reply), tools=[leaf, aleaf])
+
+    @tool
+    def delegate(topic: str) -> str:
+        """Runs the inner agent, blocking, once both delegating calls hold a worker.
+
+        Args:
+            topic: What to ask.
+        """
+        threads.append(threading.current_thread())
+        delegates.wait()
+        return inner.run(topic).text
+
+    def outer_reply(request: Any) -> Any:
+        if request.messages[-1].role == "user":
+            return [call("delegate", {"topic": "a"}), call("delegate", {"topic": "b"})]
+        return "outer done"
+
+    return Agent(FunctionModel(outer_reply), tools=[delegate]), threads
+
+
+@pytest.mark.parametrize("inner_kind", ["threads", "loop"])
+@pytest.mark.parametrize("mode", ["run", "arun"])
+def test_a_sync_tool_running_an_agent_blocking_cannot_starve_the_workers(
+    monkeypatch: pytest.MonkeyPatch, mode: str, inner_kind: str
+) -> None:
+    """Sync tools that run another agent with `run` holding every worker: the inner runs' calls
+    get threads past the cap (no deadlock), and those threads end once their calls did."""
+    private_pool(monkeypatch, 2)
+    outer, threads = _nested_agents(inner_kind)
+    texts: list[str] = []
+    done = threading.Event()
+
+    def main() -> None:
+        if mode == "run":
+            texts.append(outer.run("go").text)
+        else:
+            texts.append(asyncio.run(outer.arun("go")).text)
+        done.set()
+
+    threading.Thread(target=main, daemon=True).start()
+    assert done.wait(60), "deadlock: the inner runs' calls wait for the workers they hold"
+    assert texts == ["outer done"]
+    ran = set(threads)
+    extra = len(ran) - 2
+    assert extra == (4 if inner_kind == "threads" else 2)  # the leaves ran past the cap
+    # The workers past the cap end (each as its call did): the pool is back to two.
+    deadline = time.monotonic() + 30
+    while sum(t.is_alive() for t in ran) > 2 and time.monotonic() < deadline:
+        for thread in ran:
+            thread.join(0.01)
+    assert sum(t.is_alive() for t in ran) == 2
+    assert _workers._workers()._count == 2

@@ -40,6 +40,12 @@ from toolfold.runtime.core._messages import (
     thaw,
 )
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.drive._cancels import (
+    COUNTS_CANCELS,
+    awaited_apart,
+    cancels_of,
+    swallowed_cancel,
+)
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
     NOT_RUN,
@@ -748,8 +754,14 @@ async def _run_one(
         # as asyncio.wait below does by hand: no waiter to build per call.
         # One block from the hand-off to the outcome kept in ``finished`` (see `kept_now`),
         # without a call more: Ctrl-C landing once the call had ended keeps its outcome.
+        # A tool that catches the run's cancellation and returns (or raises an error)
+        # does not end it: the run ends as cancelled, the call's outcome kept (`_cancels`).
+        cancelling = cancels_of(asyncio.current_task())
+        before = cancelling()
         try:
             try:
+                if not COUNTS_CANCELS and job.tool.is_async:
+                    await awaited_apart(work)
                 value = await work
                 if inspect.isawaitable(value):
                     value = await value
@@ -763,6 +775,8 @@ async def _run_one(
                 outcome = _finish(job, value)
             if finished is not None:
                 finished[index] = outcome
+            if cancelling() > before:
+                raise swallowed_cancel()
         except BaseException:
             note_thrown_exit(work)
             if noted is None:  # an async tool: its task may have ended, unread

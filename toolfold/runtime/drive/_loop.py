@@ -690,10 +690,16 @@ def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
     """Where the shell puts what a round had done when it is interrupted: the outcomes of
     the calls that had ended, and the state of sub-runs stopped midway (by index).
 
-    None for a lone call that runs no sub-run: it has nothing to keep.
+    None for a lone call that runs no sub-run and is no async tool: it has nothing to
+    keep. (An async tool may catch the run's cancellation and return: the run ends
+    cancelled all the same, its result kept, see `_cancels`.)
     """
-    if len(jobs) > 1 or (jobs and forwards(jobs[0])):
+    if len(jobs) > 1:
         return {}
+    if jobs:
+        tool = jobs[0].tool
+        if tool is not None and (tool.is_async or forwards(jobs[0])):
+            return {}
     return None
 
 

@@ -28,11 +28,16 @@ from toolfold.runtime.core._effects import (
 )
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
+from toolfold.runtime.drive._cancels import (
+    cancels_of,
+    swallowed_cancel,
+)
 from toolfold.runtime.drive._executor import (
     STANDING,
     Standing,
     ToolJob,
     ToolOutcome,
+    current_task,
     forget_thrown_exit,
     forwards,
     raised_in_run,
@@ -210,6 +215,11 @@ async def drive_async(live: Live, state: RunState) -> Ended:
     trace = start_run(live, state)
     loop = run_loop(live, state)
     del state  # the run's first state and its two logs, not kept until the run ends
+    # A count higher than at the start: a cancellation of the run that a model call, or
+    # anything in a round of calls, swallowed (Python 3.11+, see `_cancels`); it ends
+    # the run, before a further model call is made.
+    cancelling = cancels_of(current_task())
+    uncancelled = cancelling()
     # The tool sources the run opened on its way (a handoff's), closed when it
     # ends; the stack is made on the first, as most runs open none.
     held: AsyncExitStack | None = None
@@ -229,6 +239,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 if isinstance(op, CallModel):
                     # (a sub-run of a blocking round on a loop stops here once it was stopped)
                     await check_round_on_loop()
+                    if cancelling() > uncancelled:  # swallowed in the last round: no call
+                        raise swallowed_cancel()
                     if trace is None:
                         try:
                             value = await live.model.request(op.request)
@@ -236,6 +248,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                             failure = exc
                     else:
                         value, failure = await _request_traced(live, op, trace)
+                    if cancelling() > uncancelled:  # the run was cancelled, the model went on
+                        raise swallowed_cancel()
                 elif isinstance(op, _RunToolsOp):
                     await check_round_on_loop()  # (and before its round of calls)
                     tools = None if trace is None else trace.tools(op.jobs)
@@ -630,6 +644,10 @@ async def _stream_async(
             yield op.event
         elif isinstance(op, CallModel):
             await check_round_on_loop()  # (as in `drive_async`)
+            # A model's stream that swallowed a cancellation of the run ends it all the
+            # same, once the stream ends (Python 3.11+, see `_cancels`).
+            cancelling = cancels_of(current_task())
+            before = cancelling()
             if trace is not None:
                 answered: list[tuple[Any, Exception | None]] = []
                 traced = _stream_traced(live, op, trace, answered)
@@ -637,6 +655,8 @@ async def _stream_async(
                     async for event in traced:
                         yield event
                 value, failure = answered[0]
+                if cancelling() > before:
+                    raise swallowed_cancel()
                 continue
             folded = StreamState()
             events: AsyncIterator[StreamEvent] | None = None
@@ -650,6 +670,8 @@ async def _stream_async(
                 failure = exc
             finally:
                 await close_stream(events)
+            if cancelling() > before:
+                raise swallowed_cancel()
         elif isinstance(op, _RunToolsOp):
             await check_round_on_loop()
             tools = None if trace is None else trace.tools(op.jobs)

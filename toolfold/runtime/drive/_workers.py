@@ -22,6 +22,16 @@ never starve later ones, and a worker ends when the stuck call does (or,
 should the replacement not have begun yet, serves on in its place).
 Blocking callers use the same workers through `submit_sync`.
 
+A call submitted from a worker thread itself (a sync tool that runs
+another agent with `run`, whose step hands its calls to workers, or runs
+an event loop that does) never waits in the queue: with no idle worker, it
+gets a thread of its own past `MAX_WORKERS` (`_Workers.submit`). Queued,
+it would wait for a worker to free, and each could be such a tool, waiting
+for its own queued calls: with every worker so taken (32 runs at once
+delegating from a sync tool), none ever would. A worker ends once its call
+does while more than `MAX_WORKERS` are counted, so the extra threads are
+gone when the nested calls are.
+
 Ctrl-C while a call is handed over (a worker started, the call queued, a
 stuck call's slot given away) leaves the counts as they were, or as they are
 with a worker that did start waiting idle: the pool keeps running as many
@@ -169,6 +179,7 @@ class _Workers:
         # unless a worker took it (`_drop`); at the lock's exit, the call is queued. A
         # worker started for the call is settled as `_Start` says.
         new = False  # a worker's slot is reserved for this call, which is not queued yet
+        overflow = False  # a worker's call, past the cap: a thread of its own runs it
         start: _Start | None = None
         started = False  # that worker's thread is made: it serves
         try:
@@ -182,15 +193,31 @@ class _Workers:
                         raise
                     return
                 if self._count >= MAX_WORKERS:
-                    self._backlog += 1
-                    try:
-                        self._jobs.put(job)
-                    except BaseException:
-                        self._drop(job[1], "backlog")
-                        raise
-                    return
-                new = True
-                self._count += 1
+                    if type(threading.current_thread()) is _WorkerThread:
+                        # A worker's own call (see the module's docstring): a thread of its
+                        # own, given the call, not the queue (it would take one queued first).
+                        self._count += 1
+                        overflow = True
+                    else:
+                        self._backlog += 1
+                        try:
+                            self._jobs.put(job)
+                        except BaseException:
+                            self._drop(job[1], "backlog")
+                            raise
+                        return
+                else:
+                    new = True
+                    self._count += 1
+            if overflow:
+                # (no Ctrl-C here: signals reach the main thread, never a worker)
+                try:
+                    self._start(_Start(), job)
+                except BaseException:
+                    with self._lock:
+                        self._count -= 1
+                    raise
+                return
             # Started before the call is queued, so that no queued call waits for a
             # worker that never came.
             start = _Start()
@@ -237,12 +264,13 @@ class _Workers:
         else:
             self._backlog -= 1
 
-    def _start(self, start: _Start) -> None:
-        threading.Thread(
-            target=self._work, args=(start,), name=f"toolfold-tool-{self._count}", daemon=True
+    def _start(self, start: _Start, job: _Job | None = None) -> None:
+        _WorkerThread(
+            target=self._work, args=(start, job), name=f"toolfold-tool-{self._count}", daemon=True
         ).start()
 
-    def _work(self, start: _Start) -> None:
+    def _work(self, start: _Start, first: _Job | None = None) -> None:
+        """Serve calls from the queue, ``first`` (a worker's call past the cap) before them."""
         with self._lock:
             if start.state != "starting":  # given up by its starter, or taken over
                 return
@@ -252,7 +280,11 @@ class _Workers:
         dropped = self._dropped
         lock = self._lock
         while True:
-            inbox, future, context, function, args = jobs.get()
+            if first is None:
+                inbox, future, context, function, args = jobs.get()
+            else:
+                inbox, future, context, function, args = first
+                first = None
             # Marked taken before the cancel check, so a caller that cancels then abandons
             # either sees the mark or has the call skipped (see `abandon`), and before
             # dropped calls are read (see `_drop`).
@@ -286,6 +318,10 @@ class _Workers:
                         return
                     # This worker serves in its place, reserved as it was for a queued call.
                     replacement.state = "taken_over"
+                elif self._count > MAX_WORKERS:
+                    # Past the cap for workers' own calls (see `submit`): one ends.
+                    self._count -= 1
+                    return
                 elif self._backlog > 0:
                     self._backlog -= 1  # a queued call waits for a worker: this one
                 else:
@@ -320,8 +356,8 @@ class _Workers:
             with self._lock:
                 if token not in self._running:
                     return False
-                if self._backlog > 0:
-                    # A queued call gets the new worker at once.
+                if self._backlog > 0 and self._count <= MAX_WORKERS:
+                    # A queued call gets the new worker at once (unless past the cap).
                     spawn = True
                     self._backlog -= 1
                     self._abandoned[token] = start
@@ -342,6 +378,10 @@ class _Workers:
                         del self._abandoned[token]
             raise
         return True
+
+
+class _WorkerThread(threading.Thread):
+    """A worker's thread: what it submits is its own call (see `_Workers.submit`)."""
 
 
 _WORKERS: _Workers | None = None
