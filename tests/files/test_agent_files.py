@@ -553,6 +553,66 @@ def test_an_agent_using_a_broken_agent_still_reports_its_own_problem(
     assert all("cannot build the agent: no API key" in p for p in problems), problems
 
 
+def test_a_workflow_with_a_broken_agent_step_still_reports_its_own_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow whose agent step failed to build still reports its own problem (a step used twice, max_iterations)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = (
+        "[agents.r]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        "[workflows.twice]\n"
+        'kind = "sequence"\n'
+        'steps = ["r", "files_helpers:shout", "files_helpers:shout"]\n'
+        "[workflows.looped]\n"
+        'kind = "loop"\n'
+        'step = "r"\n'
+        "max_iterations = 0\n"
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="desk.toml", search=SEARCH)
+    problems = info.value.problems
+    assert [p.split(": ")[1] for p in problems] == [
+        "agents.r",
+        "workflows.twice",
+        "workflows.looped",
+    ]
+    assert "no API key" in problems[0]
+    assert "is used 2 times" in problems[1]
+    assert "max_iterations must be an integer >= 1" in problems[2]
+
+
+def test_a_workflow_fine_but_for_its_broken_steps_adds_no_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow fine apart from a broken agent or workflow step adds nothing (no type or kind mismatch)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = (
+        "[agents.r]\n"
+        'model = "openai:gpt-4o-mini"\n'
+        "[workflows.inner]\n"
+        'kind = "loop"\n'
+        'step = "files_helpers:shout"\n'
+        "max_iterations = 0\n"
+        "[workflows.prompted]\n"
+        'kind = "sequence"\n'
+        'steps = ["files_helpers:long_enough", { step = "r", prompt = "Check {input}" },'
+        ' "files_helpers:shout", "inner"]\n'
+        "[workflows.routed]\n"
+        'kind = "route"\n'
+        'router = "r"\n'
+        'branches = { a = "files_helpers:shout", b = "inner" }\n'
+        "[workflows.looped]\n"
+        'kind = "loop"\n'
+        'step = "r"\n'
+        'until = "done"\n'
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, name="desk.toml", search=SEARCH)
+    problems = info.value.problems
+    assert [p.split(": ")[1] for p in problems] == ["agents.r", "workflows.inner"], problems
+
+
 def test_a_nested_workflow_may_use_a_name_its_outer_workflow_defines() -> None:
     """A workflow of the file nested in another is checked where it is nested, not alone."""
     text = (

@@ -993,7 +993,12 @@ class _Loader:
         from toolfold.runtime._task import Task
 
         target_ref = ref.step if isinstance(ref, StepEntry) else ref
-        target = self.resolved[target_ref] if ":" in target_ref else built[target_ref]
+        if ":" in target_ref:
+            target = self.resolved[target_ref]
+        elif target_ref not in built and self.problems:
+            target = self._stand_in(target_ref)
+        else:
+            target = built[target_ref]
         if not isinstance(ref, StepEntry):
             return target
         return Task(
@@ -1005,6 +1010,19 @@ class _Loader:
             input_type=None if ref.input_type is None else self.resolved[ref.input_type],
             timeout=ref.timeout,
         )
+
+    def _stand_in(self, name: str) -> Agent | Workflow:
+        """A step standing in for the agent or workflow ``name``, which could not be built (said).
+
+        It takes any input and gives any output, so the workflow using it is
+        built and reports its own problems, and none the stand-in would cause.
+        It is made only once a problem is recorded: the file then fails to load,
+        so no stand-in ever runs or ends up in an `AgentFile`.
+        """
+        from toolfold.testing import TestModel
+
+        agent = Agent(TestModel(), name=name, output_type=Any)
+        return agent if name in self.entries else Sequence(agent, name=name)
 
     def _workflow(self, name: str, flow: WorkflowEntry, built: Mapping[str, Any]) -> Workflow:
         if flow.kind == "sequence":
