@@ -466,3 +466,42 @@ def test_a_wrapped_output_the_provider_cannot_take_is_named_by_its_type() -> Non
         " 1 problem"
     )
     assert caught.value.state is not None  # type: ignore[attr-defined]
+
+
+def test_an_output_sent_unwrapped_the_provider_cannot_take_is_named_by_its_type() -> None:
+    """The SchemaCompileError of an object output type that is no class (dict[str, Any],
+    dict[str, int]: sent as is, not wrapped) names the type, not 'final_result'."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)
+        raise AssertionError("the object was sent")
+
+    for tp, name in ((dict[str, Any], "dict[str, Any]"), (dict[str, int], "dict[str, int]")):
+        with pytest.raises(SchemaCompileError) as caught:
+            Agent(FunctionModel(anthropic_like), output_type=tp).run("q")
+        assert str(caught.value).splitlines()[0] == (
+            f"cannot send the output type '{name}' as anthropic structured output: 1 problem"
+        )
+
+
+def test_an_inner_agents_output_error_keeps_its_own_type_name() -> None:
+    """A model function that runs another agent lets that agent's output SchemaCompileError
+    through named by the inner agent's type, not relabelled with the outer run's."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)
+        raise AssertionError("the map was sent")
+
+    def runs_an_agent(request: Any) -> ModelResponse:
+        Agent(FunctionModel(anthropic_like), output_type=dict[str, int]).run("inner")
+        raise AssertionError("the inner agent answered")
+
+    with pytest.raises(SchemaCompileError) as caught:
+        Agent(FunctionModel(runs_an_agent), output_type=int | None).run("q")
+    assert str(caught.value).splitlines()[0] == (
+        "cannot send the output type 'dict[str, int]' as anthropic structured output: 1 problem"
+    )
