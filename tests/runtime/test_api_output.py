@@ -432,20 +432,26 @@ def test_a_broken_predicate_goes_back_with_the_schema_problems() -> None:
     assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
 
 
+def is_upper(value: str) -> bool:
+    return value.isupper()
+
+
 class EvenPositiveDict(TypedDictX):
     n: Annotated[int, at.Predicate(is_even)]
     m: Annotated[int, at.Gt(0)]
-    note: NotRequired[str]
+    note: NotRequired[Annotated[str, at.Predicate(is_upper)]]
 
 
 def test_a_typeddict_with_a_not_required_key_gets_its_predicate_problems_too() -> None:
     """A TypedDict output type with a NotRequired key lists a broken Predicate with the
-    schema problems (its fields' types are checked without the qualifier)."""
-    model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
-    assert generate_text(model, "go", output_type=EvenPositiveDict).output == {"n": 4, "m": 1}
+    schema problems, the NotRequired key's own too (its type is checked unqualified)."""
+    model = ScriptedModel(['{"n": 3, "m": 0, "note": "low"}', '{"n": 4, "m": 1, "note": "UP"}'])
+    output = generate_text(model, "go", output_type=EvenPositiveDict).output
+    assert output == {"n": 4, "m": 1, "note": "UP"}
     feedback = model.requests[1].messages[-1].text
     assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
     assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
+    assert "- $.note: 'low' does not satisfy the predicate is_upper\n" in feedback
 
 
 def test_a_wrapped_output_the_provider_cannot_take_is_named_by_its_type() -> None:
