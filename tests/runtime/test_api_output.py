@@ -511,3 +511,24 @@ def test_an_inner_agents_output_error_keeps_its_own_type_name() -> None:
     assert str(caught.value).splitlines()[0] == (
         "cannot send the output type 'dict[str, int]' as anthropic structured output: 1 problem"
     )
+
+
+def test_a_resumed_runs_output_the_provider_cannot_take_is_named_by_its_type() -> None:
+    """A run resumed from its saved state (its output spec a copy loaded from JSON) names
+    the output type in the SchemaCompileError too."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)
+        raise AssertionError("the object was sent")
+
+    agent = Agent(FunctionModel(anthropic_like), output_type=dict[str, Any])
+    with pytest.raises(SchemaCompileError) as first:
+        agent.run("q")
+    saved = RunState.from_json(first.value.state.to_json())  # type: ignore[attr-defined]
+    with pytest.raises(SchemaCompileError) as caught:
+        agent.resume(saved)
+    assert str(caught.value).splitlines()[0] == (
+        "cannot send the output type 'dict[str, Any]' as anthropic structured output: 1 problem"
+    )
