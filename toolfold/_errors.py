@@ -154,6 +154,41 @@ class SchemaCompileError(ToolfoldError, ValueError):
         )
 
 
+def output_compile_error(error: SchemaCompileError, output: object, hint: str = "") -> None:
+    """Word ``error`` (made by compiling ``output``, an `OutputSpec`, as a tool) as about
+    the output type, named by the spec's name until `name_output` names it by its type.
+
+    The spec and ``hint`` stay on the error (private attributes, pickled with it) so that
+    the run whose output it is, and only that run, can name the type: the adapter sees
+    the spec's name alone, ``'final_result'`` for ``int | None`` or ``dict[str, Any]``.
+    """
+    error._output_spec = output  # type: ignore[attr-defined]
+    error._output_hint = hint  # type: ignore[attr-defined]
+    error.args = (_output_message(error, str(getattr(output, "name", "")), hint),)
+
+
+def name_output(error: BaseException, output: object, type_name: str) -> None:
+    """Name the output type ``type_name`` in ``error`` if it is `output_compile_error`'s
+    error about ``output`` (an equal spec: a resumed or pickled run's is a copy) and no
+    run named it yet; an error about another run's output (a model that runs an agent)
+    is left as it is, named by that run."""
+    if not isinstance(error, SchemaCompileError):
+        return
+    spec = error.__dict__.get("_output_spec")
+    if spec is None or spec != output:
+        return
+    hint = error.__dict__.pop("_output_hint", "")
+    del error.__dict__["_output_spec"]  # named once, by the innermost run
+    error.args = (_output_message(error, type_name, str(hint)),)
+
+
+def _output_message(error: SchemaCompileError, name: str, hint: str) -> str:
+    return (
+        f"cannot send the output type {name!r} as {error.dialect} structured output: "
+        f"{_listed(error.problems)}{hint}"
+    )
+
+
 class ToolArgumentError(ToolfoldError, ValueError):
     """Arguments from a model do not fit a tool.
 

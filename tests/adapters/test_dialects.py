@@ -938,6 +938,21 @@ def test_an_open_root_is_not_closed_as_if_it_cost_nothing(
     assert {r.path for r in loose.strict_blockers} == {""}
 
 
+@pytest.mark.parametrize("extra", [True, {}])
+def test_an_open_object_refused_is_quoted_as_the_schema_has_it(extra: Any) -> None:
+    """The refusal of an object open to any other key quotes the schema's own
+    additionalProperties (true or {}), not true for both."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    with pytest.raises(SchemaCompileError) as caught:
+        compile_tool(tool({**schema, "additionalProperties": extra}), "openai-chat", strict=True)
+    shown = "true" if extra is True else "{}"
+    assert caught.value.problems == (
+        "(root): additionalProperties refused [lossy]: OpenAI strict mode cannot send an "
+        f"object open to any other key (additionalProperties: {shown}); declare its "
+        "properties instead",
+    )
+
+
 @pytest.mark.parametrize("dialect", ["openai-chat", "openai-responses", "anthropic", "deepseek"])
 @pytest.mark.parametrize("schema", [{}, {"type": "object", "properties": {}}])
 def test_a_tool_without_parameters_stays_strict(dialect: Any, schema: dict[str, Any]) -> None:

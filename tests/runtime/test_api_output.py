@@ -432,20 +432,26 @@ def test_a_broken_predicate_goes_back_with_the_schema_problems() -> None:
     assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
 
 
+def is_upper(value: str) -> bool:
+    return value.isupper()
+
+
 class EvenPositiveDict(TypedDictX):
     n: Annotated[int, at.Predicate(is_even)]
     m: Annotated[int, at.Gt(0)]
-    note: NotRequired[str]
+    note: NotRequired[Annotated[str, at.Predicate(is_upper)]]
 
 
 def test_a_typeddict_with_a_not_required_key_gets_its_predicate_problems_too() -> None:
     """A TypedDict output type with a NotRequired key lists a broken Predicate with the
-    schema problems (its fields' types are checked without the qualifier)."""
-    model = ScriptedModel(['{"n": 3, "m": 0}', '{"n": 4, "m": 1}'])
-    assert generate_text(model, "go", output_type=EvenPositiveDict).output == {"n": 4, "m": 1}
+    schema problems, the NotRequired key's own too (its type is checked unqualified)."""
+    model = ScriptedModel(['{"n": 3, "m": 0, "note": "low"}', '{"n": 4, "m": 1, "note": "UP"}'])
+    output = generate_text(model, "go", output_type=EvenPositiveDict).output
+    assert output == {"n": 4, "m": 1, "note": "UP"}
     feedback = model.requests[1].messages[-1].text
     assert "- $.m: 0 is less than or equal to the minimum of 0\n" in feedback
     assert "- $.n: 3 does not satisfy the predicate is_even\n" in feedback
+    assert "- $.note: 'low' does not satisfy the predicate is_upper\n" in feedback
 
 
 def test_a_wrapped_output_the_provider_cannot_take_is_named_by_its_type() -> None:
@@ -466,3 +472,63 @@ def test_a_wrapped_output_the_provider_cannot_take_is_named_by_its_type() -> Non
         " 1 problem"
     )
     assert caught.value.state is not None  # type: ignore[attr-defined]
+
+
+def test_an_output_sent_unwrapped_the_provider_cannot_take_is_named_by_its_type() -> None:
+    """The SchemaCompileError of an object output type that is no class (dict[str, Any],
+    dict[str, int]: sent as is, not wrapped) names the type, not 'final_result'."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)
+        raise AssertionError("the object was sent")
+
+    for tp, name in ((dict[str, Any], "dict[str, Any]"), (dict[str, int], "dict[str, int]")):
+        with pytest.raises(SchemaCompileError) as caught:
+            Agent(FunctionModel(anthropic_like), output_type=tp).run("q")
+        assert str(caught.value).splitlines()[0] == (
+            f"cannot send the output type '{name}' as anthropic structured output: 1 problem"
+        )
+
+
+def test_an_inner_agents_output_error_keeps_its_own_type_name() -> None:
+    """A model function that runs another agent lets that agent's output SchemaCompileError
+    through named by the inner agent's type, not relabelled with the outer run's."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)
+        raise AssertionError("the map was sent")
+
+    def runs_an_agent(request: Any) -> ModelResponse:
+        Agent(FunctionModel(anthropic_like), output_type=dict[str, int]).run("inner")
+        raise AssertionError("the inner agent answered")
+
+    with pytest.raises(SchemaCompileError) as caught:
+        Agent(FunctionModel(runs_an_agent), output_type=int | None).run("q")
+    assert str(caught.value).splitlines()[0] == (
+        "cannot send the output type 'dict[str, int]' as anthropic structured output: 1 problem"
+    )
+
+
+def test_a_resumed_runs_output_the_provider_cannot_take_is_named_by_its_type() -> None:
+    """A run resumed from its saved state (its output spec a copy loaded from JSON) names
+    the output type in the SchemaCompileError too."""
+    from toolfold import SchemaCompileError
+    from toolfold.adapters.anthropic._request import output_schema
+
+    def anthropic_like(request: Any) -> ModelResponse:
+        output_schema(request.output)
+        raise AssertionError("the object was sent")
+
+    agent = Agent(FunctionModel(anthropic_like), output_type=dict[str, Any])
+    with pytest.raises(SchemaCompileError) as first:
+        agent.run("q")
+    saved = RunState.from_json(first.value.state.to_json())  # type: ignore[attr-defined]
+    with pytest.raises(SchemaCompileError) as caught:
+        agent.resume(saved)
+    assert str(caught.value).splitlines()[0] == (
+        "cannot send the output type 'dict[str, Any]' as anthropic structured output: 1 problem"
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolfold._errors import SchemaCompileError, _listed
+from toolfold._errors import SchemaCompileError, output_compile_error
 from toolfold.adapters._dialects import CompiledTool, Dialect
 from toolfold.adapters._dialects._compile import compile_schema
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition
@@ -40,8 +40,5 @@ def compile_output(
             p.replace("the tool name must be", "the output's name must be") for p in error.problems
         ]
         error.problems = tuple(problems)
-        error.args = (
-            f"cannot send the output type {output.name!r} as {dialect} structured output: "
-            f"{_listed(error.problems)}{hint}",
-        )
+        output_compile_error(error, output, hint)  # the run names its type (`name_output`)
         raise

@@ -474,7 +474,8 @@ class Walker:
                 "additionalProperties",
                 "refused",
                 f"{label} cannot send an object open to any other key "
-                "(additionalProperties: true); declare its properties instead",
+                f"(additionalProperties: {'true' if extra is True else '{}'}); "
+                "declare its properties instead",
                 True,
             )
         elif "properties" not in schema and not (root and self._bare_root()):

@@ -24,6 +24,8 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._steps import last_response
 from toolfold.toolkit._jsonschema import resolve_local
 
+_DEFAULT = "final_result"
+"""The name of the output spec of a type that is no class (a class's is its name)."""
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -241,7 +243,7 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
 
     schema = schema_for_type(tp)
     is_object = _is_object_schema(schema)
-    title = name or (tp.__name__ if is_object and isinstance(tp, type) else "final_result")
+    title = name or (tp.__name__ if is_object and isinstance(tp, type) else _DEFAULT)
     title = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64]
     if is_object:
         checker = ArgumentChecker(title, schema, _field_types(tp), True)
@@ -283,17 +285,15 @@ def _field_types(tp: Any) -> dict[str, Any] | None:
 
 
 def name_the_output_type(exc: Exception, output: OutputSchema | None) -> None:
-    """Name the user's type in a `SchemaCompileError` about a wrapped output's schema: the
-    adapter knows only the wrapper's name (``'final_result'``), not ``int | None``."""
-    from toolfold._errors import SchemaCompileError
+    """Name the user's type in a `SchemaCompileError` about this run's output schema
+    (`name_output`): the adapter knows only the spec's name, ``'final_result'`` for a type
+    that is no class (``int | None``, ``dict[str, Any]``), wrapped or not."""
+    from toolfold._errors import name_output
     from toolfold.toolkit._schema import type_repr
 
-    if output is None or not output.wrapped or not isinstance(exc, SchemaCompileError):
-        return
-    said = f"cannot send the output type {output.spec.name!r} "
-    if exc.args and isinstance(exc.args[0], str) and exc.args[0].startswith(said):
-        named = f"cannot send the output type '{type_repr(output.type)}' "
-        exc.args = (named + exc.args[0][len(said) :], *exc.args[1:])
+    if output is not None:
+        spec = output.spec
+        name_output(exc, spec, type_repr(output.type) if spec.name == _DEFAULT else spec.name)
 
 
 def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
