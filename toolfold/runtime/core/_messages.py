@@ -1225,7 +1225,9 @@ def describe_media(part: ImagePart | FilePart) -> str:
     url = part.url
     if part.data is not None:
         size = f", {len(part.data):,} bytes"
-    elif url is not None and url[:5].lower() == "data:":
+    elif url is None:
+        size = ", no data or url"
+    elif url[:5].lower() == "data:":
         size = f", a data: URL of {len(url):,} chars"
     else:
         size = f", {url}"
