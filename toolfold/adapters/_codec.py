@@ -483,6 +483,16 @@ def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
     return decoded
 
 
+def prepared_media(part: ImagePart | FilePart) -> ImagePart | FilePart | TextPart:
+    """A tool's image or file as `inline_media` sends it in a tool's result:
+    a ``data:`` URL decoded into ``data=``, the media type lower-cased, and a
+    part no provider can take (`media_problem`, or a data URL that cannot be
+    decoded) its one-line description.
+
+    For what sends a tool's result elsewhere (the MCP server)."""
+    return _inline(part, lenient=True)
+
+
 # ASCII whitespace, as bytes.split() takes it (a data URL's base64 skips it).
 _SPACE = b" \t\n\r\x0b\x0c"
 

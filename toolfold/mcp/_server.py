@@ -219,9 +219,18 @@ async def _run(found: Tool[..., Any], arguments: dict[str, Any], deps: Any, call
 
 
 def _block(part: TextPart | ImagePart | FilePart) -> Any:
-    """A result part as an MCP content block (images inline; files as embedded resources)."""
+    """A result part as an MCP content block (images inline; files as embedded resources).
+
+    An image or file is first made what a model would be sent (`prepared_media`):
+    one given as a ``data:`` URL goes inline as if given as ``data=``, and one no
+    model can take (empty, a local path as url) as its description.
+    """
     import mcp_types as types
 
+    from toolfold.adapters._codec import prepared_media
+
+    if not isinstance(part, TextPart):
+        part = prepared_media(part)
     if isinstance(part, TextPart):
         return types.TextContent(text=part.text)
     if part.data is None:  # by URL only: a link to it
