@@ -819,8 +819,9 @@ class Message:
     # every request encodes each message once (see `wire_memo`).
     _wire: Any = attrs.field(default=None, init=False, eq=False, hash=False, repr=False)
     # Not part of the value either: None until `inline_media` looks, then
-    # whether a part holds an image or file given as a ``data:`` URL (a message
-    # never changes, so a tool loop looks at each message's parts once).
+    # whether a part holds an image or file it changes or refuses (a ``data:``
+    # URL, a media type not in lower case, empty data...: a message never
+    # changes, so a tool loop looks at each message's parts once).
     _data_urls: bool | None = attrs.field(
         default=None, init=False, eq=False, hash=False, repr=False
     )
