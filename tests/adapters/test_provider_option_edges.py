@@ -142,9 +142,9 @@ def test_a_tool_data_url_that_cannot_be_decoded_is_described_not_sent(made: Any,
 def test_inline_media_looks_at_a_messages_parts_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A resent message's parts are looked at the first time only; a data URL is still decoded every time."""
     looked: list[object] = []
-    carries = codec._carries_data_url
+    carries = codec._part_needs_inline
     monkeypatch.setattr(
-        codec, "_carries_data_url", lambda part: looked.append(part) or carries(part)
+        codec, "_part_needs_inline", lambda part: looked.append(part) or carries(part)
     )
     linked = Message.user("Look", ImagePart(url="https://example.com/a.png"))
     conversation = (linked, Message.assistant("A cat."))

@@ -331,29 +331,29 @@ def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
         messages = tuple(messages)
     for index, message in enumerate(messages):
         try:
-            known = message._data_urls  # None until looked at
+            known = message._needs_inline  # None until looked at
         except AttributeError:  # a message-like object of the caller's own
             known = None
-        if known is False or (known is None and not _has_data_url(message)):
+        if known is False or (known is None and not _message_needs_inline(message)):
             continue
         rest = messages[index:]
         return [*messages[:index], *map(_inlined_message, rest, range(index, len(messages)))]
     return messages
 
 
-def _has_data_url(message: Message) -> bool:
-    """Whether a part of ``message`` needs `inline_media` (`_carries_data_url`),
+def _message_needs_inline(message: Message) -> bool:
+    """Whether a part of ``message`` needs `inline_media` (`_part_needs_inline`),
     remembered on the message."""
     found = False
     for part in message.parts:
         kind = type(part)
         if kind in _NO_MEDIA or (kind is ToolResultPart and not cast(ToolResultPart, part).parts):
             continue
-        if _carries_data_url(part):
+        if _part_needs_inline(part):
             found = True
             break
     if isinstance(message, Message):  # (not on a message-like object of the caller's)
-        object.__setattr__(message, "_data_urls", found)
+        object.__setattr__(message, "_needs_inline", found)
     return found
 
 
@@ -361,28 +361,28 @@ def _has_data_url(message: Message) -> bool:
 _NO_MEDIA = frozenset({TextPart, ToolCallPart, ReasoningPart})
 
 
-def _carries_data_url(part: Part) -> bool:
+def _part_needs_inline(part: Part) -> bool:
     """Whether ``part`` is, or is a tool result holding, an image or file that
     `inline_media` changes: given as a data URL, of a media type not in lower
     case, or one no provider can take (`media_problem`)."""
     if isinstance(part, ToolResultPart):
-        return any(map(_needs_care, part.parts))
-    return _needs_care(part)
+        return any(map(_media_needs_inline, part.parts))
+    return _media_needs_inline(part)
 
 
-def _needs_care(part: object) -> bool:
+def _media_needs_inline(part: object) -> bool:
     """Whether ``part`` is an image or file that `_inline` changes or refuses."""
     if not isinstance(part, (ImagePart, FilePart)):
         return False
     media_type = part.media_type
     return (
         is_data_url(part)
-        or (isinstance(media_type, str) and _lower_type(media_type) != media_type)
+        or (isinstance(media_type, str) and lower_media_type(media_type) != media_type)
         or bool(media_problem(part))
     )
 
 
-def _lower_type(media_type: str) -> str:
+def lower_media_type(media_type: str) -> str:
     """``media_type`` with its type and subtype (before any ``;``) lower-cased."""
     kind, semicolon, parameters = media_type.partition(";")
     return kind.lower() + semicolon + parameters
@@ -408,20 +408,29 @@ def media_problem(part: ImagePart | FilePart) -> str:
         return ""
     if url is None:
         return f"the {what} has neither data nor a url: give its bytes as data= or a url="
-    if not isinstance(url, str) or url[:5].lower() == "data:":
+    if is_data_url(part):
         return ""
-    scheme = _SCHEME.match(url)
-    if scheme is None:
+    scheme = url_scheme(url)
+    if not scheme:
         return (
             f"the {what}'s url {url_excerpt(url)} is not a URL (no scheme, such as https:): "
             "a provider cannot read a local file; give its bytes as data="
         )
-    if scheme[1].lower() == "file":
+    if scheme == "file":
         return (
             f"the {what}'s url {url_excerpt(url)} is a file: URL, which a provider cannot "
             "read; give the file's bytes as data="
         )
     return ""
+
+
+def url_scheme(url: object) -> str:
+    """The scheme of ``url``, lower-cased (``https``, ``file``, ``data``), or ""
+    when it has none (a local path such as ``cat.png`` or ``C:\\chart.png``)."""
+    if not isinstance(url, str):
+        return ""
+    scheme = _SCHEME.match(url)
+    return scheme[1].lower() if scheme else ""
 
 
 # A URL's scheme (RFC 3986: a letter, then letters, digits, +, - or .), of two
@@ -431,12 +440,12 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 
 def _inlined_message(message: Message, position: int) -> Message:
     """``message`` prepared (`inline_media`), or itself when no part needs it."""
-    if not any(map(_carries_data_url, message.parts)):
+    if not any(map(_part_needs_inline, message.parts)):
         return message
     lenient = message.role == "tool"
     parts: list[Part] = []
     for index, part in enumerate(message.parts):
-        if isinstance(part, ToolResultPart) and _carries_data_url(part):
+        if isinstance(part, ToolResultPart) and _part_needs_inline(part):
             content = tuple(_inline(item, lenient=True) for item in part.parts)
             part = attrs.evolve(part, parts=content)
         elif isinstance(part, (ImagePart, FilePart)):
@@ -461,7 +470,7 @@ def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
     """``part`` decoded and its media type lower-cased (`inline_media`); with
     ``lenient``, a part no provider can take is its description instead of a
     `ModelConfigError`."""
-    if not _needs_care(part):
+    if not _media_needs_inline(part):
         return part
     part = cast("ImagePart | FilePart", part)
     hit = _decoded.get(part)
@@ -472,8 +481,8 @@ def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
         problem = media_problem(decoded)
         if problem:
             raise ModelConfigError(problem)
-        if _lower_type(decoded.media_type) != decoded.media_type:
-            decoded = attrs.evolve(decoded, media_type=_lower_type(decoded.media_type))
+        if lower_media_type(decoded.media_type) != decoded.media_type:
+            decoded = attrs.evolve(decoded, media_type=lower_media_type(decoded.media_type))
     except ModelConfigError:
         if not lenient:
             raise

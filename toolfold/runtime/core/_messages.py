@@ -822,7 +822,7 @@ class Message:
     # whether a part holds an image or file it changes or refuses (a ``data:``
     # URL, a media type not in lower case, empty data...: a message never
     # changes, so a tool loop looks at each message's parts once).
-    _data_urls: bool | None = attrs.field(
+    _needs_inline: bool | None = attrs.field(
         default=None, init=False, eq=False, hash=False, repr=False
     )
 
