@@ -214,3 +214,18 @@ def test_the_mcp_server_describes_an_image_no_model_can_take() -> None:
         ("text", "[image: image/png, 0 bytes]"),
         ("text", "[image: image/png, /tmp/chart.png]"),
     ]
+
+
+def test_the_mcp_server_links_an_image_or_file_given_by_url() -> None:
+    """A tool's image or file given as a file: or https: URL is served as a ResourceLink to it."""
+    parts = [
+        ImagePart(url="file:///tmp/chart.png", media_type="image/PNG"),
+        FilePart(url="FILE:///tmp/r.pdf", media_type="application/pdf", filename="r.pdf"),
+        ImagePart(url="https://example.com/a.png"),
+    ]
+    answer = asyncio.run(_run(_shot(parts), {}, None, "c1"))
+    assert [(b.type, str(b.uri), b.name, b.mime_type) for b in answer.content] == [
+        ("resource_link", "file:///tmp/chart.png", "file:///tmp/chart.png", "image/png"),
+        ("resource_link", "FILE:///tmp/r.pdf", "r.pdf", "application/pdf"),
+        ("resource_link", "https://example.com/a.png", "https://example.com/a.png", "image/png"),
+    ]
