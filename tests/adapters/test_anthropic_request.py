@@ -171,6 +171,35 @@ def test_parts_anthropic_cannot_take_are_refused(part: Any, words: str) -> None:
         body(Message.user("x", part))
 
 
+def test_a_text_file_not_in_utf8_is_refused_naming_it() -> None:
+    """A text/plain file whose bytes are not UTF-8 is a ModelConfigError naming it, not a UnicodeDecodeError."""
+    menu = FilePart("café".encode("latin-1"), media_type="text/plain", filename="menu.txt")
+    with pytest.raises(ModelConfigError, match=r"'menu.txt' is not UTF-8 .*at byte 3 of 4"):
+        body(Message.user("x", menu))
+
+
+def test_a_tool_result_text_file_not_in_utf8_is_described() -> None:
+    """A tool's text/plain file that is not UTF-8 goes as its description, not failing the request."""
+    menu = FilePart("café".encode("latin-1"), media_type="text/plain", filename="menu.txt")
+    result = ToolResultPart("toolu_1", "get_weather", "menu", parts=(TextPart("menu:"), menu))
+    sent = body(Message.user("x"), Message.assistant("", [CALL]), Message.tool(result))
+    content = sent["messages"][2]["content"][0]["content"]
+    assert content == [
+        {"type": "text", "text": "menu:"},
+        {"type": "text", "text": "[file menu.txt: text/plain, 4 bytes]"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [ImagePart(PNG, media_type="image/png"), FilePart(b"%PDF-1.4", media_type="application/pdf")],
+)
+def test_an_image_or_file_in_a_system_message_is_refused(part: Any) -> None:
+    """A system message holding an image or file is a ModelConfigError, as on the other providers, not dropped."""
+    with pytest.raises(ModelConfigError, match=f"system message can only hold text.*{part.kind!r}"):
+        body(Message("system", [TextPart("Answer in this style:"), part]), Message.user("hi"))
+
+
 # --- tools, choice, settings --------------------------------------------------
 
 

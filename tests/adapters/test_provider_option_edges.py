@@ -125,9 +125,9 @@ def test_a_tool_data_url_that_cannot_be_decoded_is_described_not_sent(made: Any,
 def test_inline_media_looks_at_a_messages_parts_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A resent message's parts are looked at the first time only; a data URL is still decoded every time."""
     looked: list[object] = []
-    carries = codec._carries_data_url
+    carries = codec._part_needs_inline
     monkeypatch.setattr(
-        codec, "_carries_data_url", lambda part: looked.append(part) or carries(part)
+        codec, "_part_needs_inline", lambda part: looked.append(part) or carries(part)
     )
     linked = Message.user("Look", ImagePart(url="https://example.com/a.png"))
     conversation = (linked, Message.assistant("A cat."))
@@ -140,6 +140,69 @@ def test_inline_media_looks_at_a_messages_parts_once(monkeypatch: pytest.MonkeyP
     for _ in range(2):
         inlined = codec.inline_media((*conversation, given))
         assert inlined[2].parts[1] == ImagePart(data=PNG, media_type="image/png")
+
+
+# --- 1b. media types, local paths, empty and missing data ---------------------
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_media_type_in_upper_case_is_sent_lower_cased(made: Any, spec: str) -> None:
+    """media_type='image/PNG' is image/png, in a user message and a tool's result, on every provider."""
+    model = made(spec)
+    upper, lower = ImagePart(PNG, media_type="image/PNG"), ImagePart(PNG, media_type="image/png")
+    assert sent(model, (Message.user("Look", upper),)) == sent(
+        model, (Message.user("Look", lower),)
+    )
+    assert sent(model, tool_loop(upper)) == sent(model, tool_loop(lower))
+
+
+LOCAL = ["/tmp/chart.png", "file:///tmp/chart.png", "cat.png", "C:\\charts\\chart.png"]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("url", LOCAL)
+def test_a_local_path_as_url_is_refused_in_a_user_message(made: Any, spec: str, url: str) -> None:
+    """A url that is a local path or a file: URL is a ModelConfigError naming the part, on every provider."""
+    where = r"messages\[0\] \(user\) part 1: the ImagePart's url"
+    with pytest.raises(ModelConfigError, match=f"{where} .* a provider cannot read"):
+        sent(made(spec), (Message.user("Look", ImagePart(url=url)),))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("url", LOCAL)
+def test_a_local_path_as_url_in_a_tool_result_is_described(made: Any, spec: str, url: str) -> None:
+    """A tool's image whose url is a local path is only described, never sent as a URL."""
+    text = sent(made(spec), tool_loop(TextPart("chart:"), ImagePart(url=url)))
+    described = json.dumps(f"[image: image/png, {url}]")[1:-1]
+    assert described in text
+    assert text.count(json.dumps(url)[1:-1]) == text.count(described)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("part", [ImagePart(b"", media_type="image/png"), FilePart(b"")])
+def test_empty_data_is_refused_in_a_user_message(made: Any, spec: str, part: Any) -> None:
+    """An image or file of 0 bytes is a ModelConfigError on every provider, not sent as empty base64."""
+    with pytest.raises(ModelConfigError, match=r"part 1: the \w+Part's data is empty"):
+        sent(made(spec), (Message.user("Look", part),))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_empty_data_in_a_tool_result_is_described(made: Any, spec: str) -> None:
+    """A tool's empty image is described (0 bytes), not sent as empty base64."""
+    text = sent(made(spec), tool_loop(TextPart("chart:"), ImagePart(b"", media_type="image/png")))
+    assert "[image: image/png, 0 bytes]" in text
+    assert "base64," not in text
+    assert '"data": ""' not in text
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("part", [ImagePart(), FilePart()])
+def test_a_part_with_neither_data_nor_url(made: Any, spec: str, part: Any) -> None:
+    """No data and no url: refused as such in a user message, described as such in a tool's result."""
+    with pytest.raises(ModelConfigError, match="has neither data nor a url"):
+        sent(made(spec), (Message.user("Look", part),))
+    text = sent(made(spec), tool_loop(TextPart("chart:"), part))
+    assert f"[{part.kind}: {part.media_type}, no data or url]" in text
 
 
 # --- 8. data: URL parsing ------------------------------------------------------

@@ -191,3 +191,41 @@ def test_resume_writes_a_lists_other_values_as_text_parts() -> None:
     agent = Agent(ScriptedModel([call("snap", {}, id="c1"), "ok"]), tools=[snap])
     resumed = agent.resume(agent.run("Look.").state, tool_results={"c1": [7, _PNG]})
     assert [type(p).__name__ for p in _result(resumed.state).parts] == ["TextPart", "ImagePart"]
+
+
+def test_the_mcp_server_sends_a_data_url_image_inline() -> None:
+    """A tool's ImagePart given as a data: URL is served as an ImageContent of its bytes, not a resource link."""
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n-chart"
+    url = "data:image/PNG;base64," + base64.b64encode(png).decode()
+    answer = asyncio.run(_run(_shot([TextPart("chart:"), ImagePart(url=url)]), {}, None, "c1"))
+    text, image = answer.content
+    assert (text.type, text.text) == ("text", "chart:")
+    assert (image.type, image.mime_type) == ("image", "image/png")
+    assert base64.b64decode(image.data) == png
+
+
+def test_the_mcp_server_describes_an_image_no_model_can_take() -> None:
+    """A tool's empty image, or one whose url is a local path, is served as its description."""
+    parts = [ImagePart(b"", media_type="image/png"), ImagePart(url="/tmp/chart.png")]
+    answer = asyncio.run(_run(_shot(parts), {}, None, "c1"))
+    assert [(block.type, block.text) for block in answer.content] == [
+        ("text", "[image: image/png, 0 bytes]"),
+        ("text", "[image: image/png, /tmp/chart.png]"),
+    ]
+
+
+def test_the_mcp_server_links_an_image_or_file_given_by_url() -> None:
+    """A tool's image or file given as a file: or https: URL is served as a ResourceLink to it."""
+    parts = [
+        ImagePart(url="file:///tmp/chart.png", media_type="image/PNG"),
+        FilePart(url="FILE:///tmp/r.pdf", media_type="application/pdf", filename="r.pdf"),
+        ImagePart(url="https://example.com/a.png"),
+    ]
+    answer = asyncio.run(_run(_shot(parts), {}, None, "c1"))
+    assert [(b.type, str(b.uri), b.name, b.mime_type) for b in answer.content] == [
+        ("resource_link", "file:///tmp/chart.png", "file:///tmp/chart.png", "image/png"),
+        ("resource_link", "FILE:///tmp/r.pdf", "r.pdf", "application/pdf"),
+        ("resource_link", "https://example.com/a.png", "https://example.com/a.png", "image/png"),
+    ]

@@ -15,8 +15,10 @@
 - `place_shared_setting` places a ``tools``, ``stream``, ``model`` or
   conversation setting the same way on every codec (merged or refused).
 - `inline_media` decodes the images and files a message gives as ``data:``
-  URLs, before any codec encodes it; `url_excerpt` is a URL as an error may
-  quote it (short, no password, query nor fragment).
+  URLs, lower-cases their media types, and refuses (or, in a tool's result,
+  describes) one no provider can take, before any codec encodes it;
+  `url_excerpt` is a URL as an error may quote it (short, no password, query
+  nor fragment).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import re
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TypeVar, cast
@@ -299,50 +302,58 @@ def is_data_url(part: object) -> bool:
 
 
 def inline_media(messages: Iterable[Message]) -> Sequence[Message]:
-    """``messages`` with each image or file given as a ``data:`` URL decoded into ``data=``.
+    """``messages`` with each image or file given as a ``data:`` URL decoded into
+    ``data=``, each media type lower-cased, and each part no provider can take refused.
 
     The one place a data URL is read: every codec passes the conversation
     here before encoding it, so an image or file given as a data URL, in a
     message or in a tool's result, is sent and described (``[image:
     image/png, 300,004 bytes]``) exactly as if given as ``data=``, with the
-    data URL's media type. ``messages`` itself comes back when none has one
-    (one pass over a message's parts, a type test each, the first time it is
-    sent; a flag on the message after that), and a part is decoded once for
-    as long as it lives (`_decoded`), not on every request of a tool loop.
+    data URL's media type. A media type is compared lower-cased everywhere
+    (``image/PNG`` is ``image/png``: media types are case-insensitive, and
+    Anthropic takes lower case only). ``messages`` itself comes back when no
+    part needs any of this (one pass over a message's parts, a type test
+    each, the first time it is sent; a flag on the message after that), and
+    a part is prepared once for as long as it lives (`_decoded`), not on
+    every request of a tool loop.
 
-    A data URL that cannot be decoded is refused in a message the caller
-    gave, and described (never quoted) in a tool's result or beside it, as
-    an image the provider cannot take is there.
+    A part no provider can take (`media_problem`: a data URL that cannot be
+    decoded, no data and no url, empty data, a url that is a local path or a
+    ``file:`` URL) is refused in a message the caller gave, and described
+    (never quoted) in a tool's result or beside it, as an image the provider
+    cannot take is there.
 
     Raises:
-        ModelConfigError: A data URL outside a tool's result cannot be
-            decoded, quoting its header and saying why.
+        ModelConfigError: A part outside a tool's result cannot be sent,
+            naming the message and part and saying why.
     """
     if not isinstance(messages, (tuple, list)):
         messages = tuple(messages)
     for index, message in enumerate(messages):
         try:
-            known = message._data_urls  # None until looked at
+            known = message._needs_inline  # None until looked at
         except AttributeError:  # a message-like object of the caller's own
             known = None
-        if known is False or (known is None and not _has_data_url(message)):
+        if known is False or (known is None and not _message_needs_inline(message)):
             continue
-        return [*messages[:index], *map(_inlined_message, messages[index:])]
+        rest = messages[index:]
+        return [*messages[:index], *map(_inlined_message, rest, range(index, len(messages)))]
     return messages
 
 
-def _has_data_url(message: Message) -> bool:
-    """Whether a part of ``message`` carries a data URL, remembered on the message."""
+def _message_needs_inline(message: Message) -> bool:
+    """Whether a part of ``message`` needs `inline_media` (`_part_needs_inline`),
+    remembered on the message."""
     found = False
     for part in message.parts:
         kind = type(part)
         if kind in _NO_MEDIA or (kind is ToolResultPart and not cast(ToolResultPart, part).parts):
             continue
-        if _carries_data_url(part):
+        if _part_needs_inline(part):
             found = True
             break
     if isinstance(message, Message):  # (not on a message-like object of the caller's)
-        object.__setattr__(message, "_data_urls", found)
+        object.__setattr__(message, "_needs_inline", found)
     return found
 
 
@@ -350,25 +361,100 @@ def _has_data_url(message: Message) -> bool:
 _NO_MEDIA = frozenset({TextPart, ToolCallPart, ReasoningPart})
 
 
-def _carries_data_url(part: Part) -> bool:
-    """Whether ``part`` is, or is a tool result holding, an image or file given as a data URL."""
+def _part_needs_inline(part: Part) -> bool:
+    """Whether ``part`` is, or is a tool result holding, an image or file that
+    `inline_media` changes: given as a data URL, of a media type not in lower
+    case, or one no provider can take (`media_problem`)."""
     if isinstance(part, ToolResultPart):
-        return any(map(is_data_url, part.parts))
-    return is_data_url(part)
+        return any(map(_media_needs_inline, part.parts))
+    return _media_needs_inline(part)
 
 
-def _inlined_message(message: Message) -> Message:
-    """``message`` with its data URLs decoded (`inline_media`), or itself when it has none."""
-    if not any(map(_carries_data_url, message.parts)):
+def _media_needs_inline(part: object) -> bool:
+    """Whether ``part`` is an image or file that `_inline` changes or refuses."""
+    if not isinstance(part, (ImagePart, FilePart)):
+        return False
+    media_type = part.media_type
+    return (
+        is_data_url(part)
+        or (isinstance(media_type, str) and lower_media_type(media_type) != media_type)
+        or bool(media_problem(part))
+    )
+
+
+def lower_media_type(media_type: str) -> str:
+    """``media_type`` with its type and subtype (before any ``;``) lower-cased."""
+    kind, semicolon, parameters = media_type.partition(";")
+    return kind.lower() + semicolon + parameters
+
+
+def media_problem(part: ImagePart | FilePart) -> str:
+    """Why no provider can take ``part``, given as data or a URL ("" if nothing).
+
+    Neither data nor a url; empty data (every provider refuses an empty
+    image or file); a url that is no URL a provider can fetch: a local path
+    (``/tmp/chart.png``, ``cat.png``, ``C:\\chart.png``) or a ``file:`` URL,
+    which names a file on this machine. A ``data:`` URL is `inline_media`'s to
+    decode, and not looked at here.
+    """
+    what = type(part).__name__
+    data, url = part.data, part.url
+    if data is not None:
+        if not data:
+            return (
+                f"the {what}'s data is empty (0 bytes), which no provider takes: "
+                "give its bytes, or leave the part out"
+            )
+        return ""
+    if url is None:
+        return f"the {what} has neither data nor a url: give its bytes as data= or a url="
+    if is_data_url(part):
+        return ""
+    scheme = url_scheme(url)
+    if not scheme:
+        return (
+            f"the {what}'s url {url_excerpt(url)} is not a URL (no scheme, such as https:): "
+            "a provider cannot read a local file; give its bytes as data="
+        )
+    if scheme == "file":
+        return (
+            f"the {what}'s url {url_excerpt(url)} is a file: URL, which a provider cannot "
+            "read; give the file's bytes as data="
+        )
+    return ""
+
+
+def url_scheme(url: object) -> str:
+    """The scheme of ``url``, lower-cased (``https``, ``file``, ``data``), or ""
+    when it has none (a local path such as ``cat.png`` or ``C:\\chart.png``)."""
+    if not isinstance(url, str):
+        return ""
+    scheme = _SCHEME.match(url)
+    return scheme[1].lower() if scheme else ""
+
+
+# A URL's scheme (RFC 3986: a letter, then letters, digits, +, - or .), of two
+# characters at least: ``C:\\chart.png`` is a Windows path, not the scheme ``c``.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+def _inlined_message(message: Message, position: int) -> Message:
+    """``message`` prepared (`inline_media`), or itself when no part needs it."""
+    if not any(map(_part_needs_inline, message.parts)):
         return message
     lenient = message.role == "tool"
     parts: list[Part] = []
-    for part in message.parts:
-        if isinstance(part, ToolResultPart) and _carries_data_url(part):
+    for index, part in enumerate(message.parts):
+        if isinstance(part, ToolResultPart) and _part_needs_inline(part):
             content = tuple(_inline(item, lenient=True) for item in part.parts)
             part = attrs.evolve(part, parts=content)
         elif isinstance(part, (ImagePart, FilePart)):
-            part = _inline(part, lenient=lenient)
+            try:
+                part = _inline(part, lenient=lenient)
+            except ModelConfigError as error:
+                raise ModelConfigError(
+                    f"messages[{position}] ({message.role}) part {index}: {error}"
+                ) from None
         parts.append(part)
     return Message(message.role, parts)
 
@@ -381,15 +467,22 @@ _decoded: weakref.WeakKeyDictionary[ImagePart | FilePart, ImagePart | FilePart] 
 
 
 def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
-    """``part`` decoded (`inline_media`); with ``lenient``, a part that cannot be
-    decoded is its description instead of a `ModelConfigError`."""
-    if not isinstance(part, (ImagePart, FilePart)) or not is_data_url(part):
+    """``part`` decoded and its media type lower-cased (`inline_media`); with
+    ``lenient``, a part no provider can take is its description instead of a
+    `ModelConfigError`."""
+    if not _media_needs_inline(part):
         return part
+    part = cast("ImagePart | FilePart", part)
     hit = _decoded.get(part)
     if hit is not None:
         return hit
     try:
-        decoded = _decode(part)
+        decoded = _decode(part) if is_data_url(part) else part
+        problem = media_problem(decoded)
+        if problem:
+            raise ModelConfigError(problem)
+        if lower_media_type(decoded.media_type) != decoded.media_type:
+            decoded = attrs.evolve(decoded, media_type=lower_media_type(decoded.media_type))
     except ModelConfigError:
         if not lenient:
             raise
@@ -397,6 +490,16 @@ def _inline(part: ResultContent, *, lenient: bool) -> ResultContent:
     with contextlib.suppress(TypeError):  # (a part of a subclass without weak references)
         _decoded[part] = decoded
     return decoded
+
+
+def prepared_media(part: ImagePart | FilePart) -> ImagePart | FilePart | TextPart:
+    """A tool's image or file as `inline_media` sends it in a tool's result:
+    a ``data:`` URL decoded into ``data=``, the media type lower-cased, and a
+    part no provider can take (`media_problem`, or a data URL that cannot be
+    decoded) its one-line description.
+
+    For what sends a tool's result elsewhere (the MCP server)."""
+    return _inline(part, lenient=True)
 
 
 # ASCII whitespace, as bytes.split() takes it (a data URL's base64 skips it).

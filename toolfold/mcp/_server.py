@@ -26,7 +26,7 @@ import sys
 import traceback
 from collections.abc import Iterable, Sequence
 from types import FunctionType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -219,23 +219,39 @@ async def _run(found: Tool[..., Any], arguments: dict[str, Any], deps: Any, call
 
 
 def _block(part: TextPart | ImagePart | FilePart) -> Any:
-    """A result part as an MCP content block (images inline; files as embedded resources)."""
+    """A result part as an MCP content block.
+
+    An image or file given as data is served inline (``ImageContent``, or an
+    ``EmbeddedResource`` for a file), as is one given as a ``data:`` URL (decoded,
+    as a model would be sent it: `prepared_media`); one given as any other URL
+    (``https:``, and ``file:``, which a client on this machine can open) as a
+    ``ResourceLink``; and one nothing can use (empty data, neither data nor url,
+    a url that is a local path with no scheme, a data URL that cannot be
+    decoded) as its one-line description. A media type is lower-cased.
+    """
     import mcp_types as types
+
+    from toolfold.adapters._codec import lower_media_type, prepared_media, url_scheme
 
     if isinstance(part, TextPart):
         return types.TextContent(text=part.text)
-    if part.data is None:  # by URL only: a link to it
-        name = getattr(part, "filename", None) or str(part.url)
-        return types.ResourceLink(uri=str(part.url), name=name, mime_type=part.media_type)
-    data = base64.b64encode(part.data).decode()
-    if isinstance(part, ImagePart):
-        return types.ImageContent(data=data, mime_type=part.media_type)
+    url = part.url
+    if part.data is None and url is not None and url_scheme(url) not in ("", "data"):
+        name = getattr(part, "filename", None) or url
+        return types.ResourceLink(uri=url, name=name, mime_type=lower_media_type(part.media_type))
+    prepared = prepared_media(part)
+    if isinstance(prepared, TextPart):
+        return types.TextContent(text=prepared.text)
+    # (prepared, a part has data: one given by URL alone was served above as a link)
+    data = base64.b64encode(cast(bytes, prepared.data)).decode()
+    if isinstance(prepared, ImagePart):
+        return types.ImageContent(data=data, mime_type=prepared.media_type)
     uri = (
-        part.filename
-        if part.filename and ":" in part.filename
-        else f"file:///{part.filename or 'file'}"
+        prepared.filename
+        if prepared.filename and ":" in prepared.filename
+        else f"file:///{prepared.filename or 'file'}"
     )
-    blob = types.BlobResourceContents(uri=uri, mime_type=part.media_type, blob=data)
+    blob = types.BlobResourceContents(uri=uri, mime_type=prepared.media_type, blob=data)
     return types.EmbeddedResource(resource=blob)
 
 

@@ -128,7 +128,7 @@ def build_body(
             "minimum: max_tokens must be at least 1 (CreateMessageParams); raise it"
         )
     body: Body = {"model": model_name, "max_tokens": max_tokens}
-    system = "\n\n".join(m.text for m in request.messages if m.role == "system")
+    system = "\n\n".join(_system_text(m) for m in request.messages if m.role == "system")
     if system:
         body["system"] = system
     body["messages"] = encode_messages(request.messages, notes)
@@ -140,6 +140,22 @@ def build_body(
     if stream:
         body["stream"] = True
     return body
+
+
+def _system_text(message: Message) -> str:
+    """A system message's text.
+
+    Raises:
+        ModelConfigError: It holds an image, file or other non-text part,
+            which Anthropic's ``system`` (text blocks only) cannot carry.
+    """
+    for part in message.parts:
+        if not isinstance(part, (TextPart, ReasoningPart)):
+            raise ModelConfigError(
+                f"a system message can only hold text for Anthropic, got {part.kind!r}: "
+                "put images and files in a user message"
+            )
+    return message.text
 
 
 def _default_max_tokens(budget: int | None) -> int:
@@ -489,7 +505,17 @@ def _document(part: FilePart) -> Body:
         else:
             raise ModelConfigError("a FilePart needs data or a url")
     elif part.media_type == "text/plain" and part.data is not None:
-        source = {"type": "text", "media_type": "text/plain", "data": part.data.decode()}
+        try:
+            text = part.data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            name = f" {part.filename!r}" if part.filename else ""
+            raise ModelConfigError(
+                f"the text/plain FilePart{name} is not UTF-8 ({error.reason} at byte "
+                f"{error.start:,} of {len(part.data):,}); Anthropic takes a text document as "
+                "UTF-8 text: decode it from its encoding and give the text as a TextPart, "
+                "or its UTF-8 bytes"
+            ) from None
+        source = {"type": "text", "media_type": "text/plain", "data": text}
     else:
         raise ModelConfigError(
             "Anthropic takes PDF files (inline or by URL) and inline text/plain files, "

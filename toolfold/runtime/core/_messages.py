@@ -823,9 +823,10 @@ class Message:
     # every request encodes each message once (see `wire_memo`).
     _wire: Any = attrs.field(default=None, init=False, eq=False, hash=False, repr=False)
     # Not part of the value either: None until `inline_media` looks, then
-    # whether a part holds an image or file given as a ``data:`` URL (a message
-    # never changes, so a tool loop looks at each message's parts once).
-    _data_urls: bool | None = attrs.field(
+    # whether a part holds an image or file it changes or refuses (a ``data:``
+    # URL, a media type not in lower case, empty data...: a message never
+    # changes, so a tool loop looks at each message's parts once).
+    _needs_inline: bool | None = attrs.field(
         default=None, init=False, eq=False, hash=False, repr=False
     )
 
@@ -1242,7 +1243,9 @@ def describe_media(part: ImagePart | FilePart) -> str:
     url = part.url
     if part.data is not None:
         size = f", {len(part.data):,} bytes"
-    elif url is not None and url[:5].lower() == "data:":
+    elif url is None:
+        size = ", no data or url"
+    elif url[:5].lower() == "data:":
         size = f", a data: URL of {len(url):,} chars"
     else:
         size = f", {url}"
