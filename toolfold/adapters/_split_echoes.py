@@ -81,7 +81,7 @@ class SplitEchoes:
     def __init__(self, pairs: Scrubs) -> None:
         self._pairs = pairs
         # The secrets looked for across deltas: all but the short keys (a pattern each).
-        self._values = tuple(value for value, _, _, where in pairs if where is None)
+        self._values = _split_values(pairs)
         self._text = ""  # held: the end of the answer's text
         # How much of `_text` is the end of the text before the calls started since (held
         # past them): a secret may go on in the text after them.
@@ -247,6 +247,12 @@ class SplitEchoes:
         return whole[:cut], whole[cut:]
 
 
+def _split_values(pairs: Scrubs) -> tuple[str, ...]:
+    """The secrets of ``pairs`` looked for across deltas and texts: all but the short keys
+    (a pattern each)."""
+    return tuple(value for value, _, _, where in pairs if where is None)
+
+
 def _start_of_secret(text: str, values: tuple[str, ...]) -> int:
     """Where the longest end of ``text`` that starts one of ``values`` (and is not all of
     it) begins; ``len(text)`` when none does."""
@@ -302,9 +308,11 @@ def whole_split_echoes(response: ModelResponse, pairs: Scrubs) -> ModelResponse:
     stays whole and the text after begins with the mask. Reasoning between two
     texts separates them; a secret across three texts is not looked for.
     """
-    values = tuple(value for value, _, _, where in pairs if where is None)
     parts = response.message.parts
-    if not values or sum(type(p) is TextPart for p in parts) < 2:
+    if sum(type(p) is TextPart for p in parts) < 2:
+        return response
+    values = _split_values(pairs)
+    if not values:
         return response
     placed = list(parts)
     last: int | None = None  # the text the parts since are calls after
