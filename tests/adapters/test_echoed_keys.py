@@ -642,6 +642,17 @@ def test_split_echoes_gives_text_after_a_call_that_starts_no_key_back_before_the
     assert _folded(out) == ["say sk-ec", "call", "ho-01", "call", "23 ok"]
 
 
+def test_a_split_stream_cut_masks_a_key_start_held_across_a_call_as_one() -> None:
+    """A stream that fails while the text after a call may still finish a key begun before it:
+    the pieces on either side (each shorter than MIN_CUT_PREFIX) are judged together, and the
+    one not shown yet is masked, so no more than MIN_CUT_PREFIX - 1 of the key shows."""
+    for before, after in [("sk", "-e"), ("s", "k-")]:
+        split = SplitEchoes(scrubs([Secret(KEY)]))
+        out = [e for event in _around_a_call([before], [after]) for e in split.feed(event)]
+        out += split.cut()
+        assert _texts(out) == before + "***"
+
+
 def test_split_echoes_masks_a_key_whose_first_characters_went_on_before_the_call() -> None:
     """A key whose first one or two characters end the text before a call (given back before
     it) and whose rest opens the text after it, in any pieces: the rest is masked, the text after

@@ -131,14 +131,17 @@ class SplitEchoes:
 
     def cut(self) -> list[StreamEvent]:
         """The text still held, as the stream fails: each held end shown if it is too
-        short to give a secret's start away, else as ``***``."""
+        short to give a secret's start away, else as ``***``. A secret's start held across
+        calls is judged whole: its pieces on either side of them (some shown before them
+        already) are each too short maybe, not together."""
+        across = bool(self._text_before) and len(self._text) >= MIN_CUT_PREFIX
         out = self.end()
         for at, event in enumerate(out):
             if isinstance(event, ToolCallDelta):
                 if len(event.arguments) >= MIN_CUT_PREFIX:
                     out[at] = attrs.evolve(event, arguments=MASK)
-            elif (
-                isinstance(event, (TextDelta, ReasoningDelta)) and len(event.text) >= MIN_CUT_PREFIX
+            elif isinstance(event, (TextDelta, ReasoningDelta)) and (
+                len(event.text) >= MIN_CUT_PREFIX or (across and event.text)
             ):
                 out[at] = attrs.evolve(event, text=MASK)
         return out
