@@ -28,7 +28,7 @@ import toolfold
 from toolfold import Agent, RunState
 from toolfold.adapters import Transport
 from toolfold.adapters._http._echoes import Echoes
-from toolfold.adapters._http._keys import Secret, api_key_secrets, scrubs
+from toolfold.adapters._http._keys import Secret, api_key_secrets, scrubs, url_secrets
 from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
 from toolfold.runtime import (
     Message,
@@ -593,24 +593,94 @@ def test_split_echoes_gives_back_what_turned_out_not_to_be_the_key() -> None:
 
 def test_split_echoes_keeps_held_text_before_a_call_that_starts() -> None:
     """The text (or reasoning) a call follows ends where the call starts: held reasoning is given
-    back before the call's start; held text waits past the call (a key may go on after it) and,
-    no key, goes on as text before the call; the fold keeps either before the call."""
-    for first in (TextDelta("Checking sk"), ReasoningDelta("Checking sk", provider="p")):
+    back before the call's start; held text of MIN_CUT_PREFIX characters or more waits past the
+    call (a key may go on after it) and, no key, goes on as text before the call; the fold keeps
+    either before the call."""
+    for first in (TextDelta("Checking sk-e"), ReasoningDelta("Checking sk-e", provider="p")):
         events = [first, ToolCallStart(0, "c", "f"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]
         out = _split([*events, TextDelta("done")], KEY)
         started = next(at for at, e in enumerate(out) if isinstance(e, ToolCallStart))
         if isinstance(first, ReasoningDelta):
-            assert "".join(e.text for e in out[:started]) == "Checking sk"
+            assert "".join(e.text for e in out[:started]) == "Checking sk-e"
             assert _texts(out[started:]) == "done"
         else:
             assert _texts(out[:started]) == "Checking "
             after = [e for e in out[started:] if isinstance(e, TextDelta)]
-            assert [(e.text, e.before_call) for e in after] == [("sk", True), ("done", False)]
+            assert [(e.text, e.before_call) for e in after] == [("sk-e", True), ("done", False)]
         folded = StreamState()
         for event in out:
             folded = fold_stream(folded, event)
         parts = finish_stream(folded, str).message.parts
-        assert [getattr(p, "text", "call") for p in parts] == ["Checking sk", "call", "done"]
+        assert [getattr(p, "text", "call") for p in parts] == ["Checking sk-e", "call", "done"]
+
+
+def test_split_echoes_gives_a_short_held_end_back_before_the_call() -> None:
+    """Text ending in fewer than MIN_CUT_PREFIX characters that could start the key ("cities"
+    with an "sk-..." key) goes on before the call starts, as the model sent it: an answer with
+    no key streams its events in their order, no piece sent ``before_call``."""
+    for ending, after in [("s", ["done"]), ("sk", ["done"]), ("s", []), ("sk", ["", "k"])]:
+        events = _around_a_call(["In both citie", ending], after)
+        out = _split(events, KEY)
+        started = next(at for at, e in enumerate(out) if isinstance(e, ToolCallStart))
+        assert _texts(out[:started]) == "In both citie" + ending
+        assert _texts(out[started:]) == "".join(after)
+        assert not any(getattr(e, "before_call", False) for e in out)
+        assert _folded(out) == _folded(events)
+
+
+def test_split_echoes_gives_text_after_a_call_that_starts_no_key_back_before_the_next() -> None:
+    """Text after a call that may still finish a key begun before it, when a second call starts:
+    what of it cannot start a key goes on before the second call, not held past it."""
+    first = _around_a_call(["say sk-ec"], ["ho-0", "1"])
+    events = [*first, ToolCallStart(1, "d", "f"), ToolCallEnd(1), TextDelta("23 ok")]
+    out = _split(events, KEY)
+    second = next(at for at, e in enumerate(out) if getattr(e, "index", None) == 1)
+    assert _texts(out[:second]) == "say sk-echo-01"
+    assert [(e.text, e.before_call) for e in out[second:] if isinstance(e, TextDelta)] == [
+        ("23 ok", False)
+    ]
+    assert _folded(out) == ["say sk-ec", "call", "ho-01", "call", "23 ok"]
+
+
+def test_a_split_stream_cut_masks_a_key_start_held_across_a_call_as_one() -> None:
+    """A stream that fails while the text after a call may still finish a key begun before it:
+    the pieces on either side (each shorter than MIN_CUT_PREFIX) are judged together, and the
+    one not shown yet is masked, so no more than MIN_CUT_PREFIX - 1 of the key shows."""
+    for before, after in [("sk", "-e"), ("s", "k-")]:
+        split = SplitEchoes(scrubs([Secret(KEY)]))
+        out = [e for event in _around_a_call([before], [after]) for e in split.feed(event)]
+        out += split.cut()
+        assert _texts(out) == before + "***"
+
+
+def test_split_echoes_masks_a_key_whose_first_characters_went_on_before_the_call() -> None:
+    """A key whose first one or two characters end the text before a call (given back before
+    it) and whose rest opens the text after it, in any pieces: the rest is masked, the text after
+    the call begins with ``***``; stream and whole answer alike."""
+    pairs = scrubs([Secret(KEY)])
+    for cut in (1, 2):
+        for after in (
+            [KEY[cut:] + " done"],
+            [KEY[cut : cut + 2], KEY[cut + 2 : 9], KEY[9:], " ok"],
+        ):
+            out = _split(_around_a_call(["The key is " + KEY[:cut]], after), KEY)
+            started = next(at for at, e in enumerate(out) if isinstance(e, ToolCallStart))
+            assert _texts(out[:started]) == "The key is " + KEY[:cut]
+            assert _texts(out[started:]).startswith("***")
+            assert KEY[cut : cut + 4] not in _texts(out)
+            rest = "*** done" if len(after) == 1 else "*** ok"
+            assert _folded(out) == ["The key is " + KEY[:cut], "call", rest]
+            call = ToolCallPart("c", "f", "{}", {})
+            parts = (TextPart("The key is " + KEY[:cut]), call, TextPart("".join(after)))
+            whole = whole_split_echoes(ModelResponse(Message("assistant", parts)), pairs)
+            assert [getattr(p, "text", "call") for p in whole.message.parts] == _folded(out)
+    # A short URL password: its user shows before the mask, and what of it went on is not repeated.
+    pairs = scrubs(url_secrets("http://bob:pw@host/"))
+    for cut in (1, 2):
+        events = _around_a_call(["login as " + "bob"[:cut]], ["bob:pw@"[cut:] + "host"])
+        split = SplitEchoes(pairs)
+        out = [e for event in events for e in split.feed(event)] + list(split.end())
+        assert _folded(out) == ["login as " + "bob"[:cut], "call", "bob:***@host"[cut:]]
 
 
 def _folded(events: list[Any]) -> list[str]:

@@ -16,13 +16,16 @@ arguments at its `ToolCallEnd`, all of them at `StreamFinish` and at the
 stream's end. Events of other runs in between (a call's fragments between
 two pieces of text, fragments of two calls interleaved) go on meanwhile.
 
-The text's held end waits past a call that starts (a model may write a key
-across a call: Anthropic's text block, tool_use, text block), and the text
-after the call decides: a key written across the call is masked in the text
-after it (the text before ends where the key starts: `whole_split_echoes`
-does the same to a whole answer); held text that starts none goes on
-after the call as ``TextDelta(before_call=True)``, which the fold puts
-before the call, as the model wrote it.
+A model may write a key across a call (Anthropic's text block, tool_use,
+text block): the text after the call decides whether the held end of the
+text before it starts one. A held end shorter than `MIN_CUT_PREFIX` goes on
+before the call, as a stream that fails shows it: too short to give a key's
+start away; a key it starts is masked in the text after the call, which
+begins with ``***``. A longer one waits past the call: a key it starts is
+masked in the text after the call (the text before ends where the key
+starts); held text that starts none goes on after the call as
+``TextDelta(before_call=True)``, which the fold puts before the call, as
+the model wrote it. `whole_split_echoes` does the same to a whole answer.
 
 Text goes out as soon as it cannot start a secret: only the few characters
 that could are held. Every event is passed on, in order, its text cut where
@@ -71,18 +74,22 @@ class SplitEchoes:
         "_text",
         "_text_after",
         "_text_before",
+        "_text_shown",
         "_values",
     )
 
     def __init__(self, pairs: Scrubs) -> None:
         self._pairs = pairs
         # The secrets looked for across deltas: all but the short keys (a pattern each).
-        self._values = tuple(value for value, _, _, where in pairs if where is None)
+        self._values = _split_values(pairs)
         self._text = ""  # held: the end of the answer's text
         # How much of `_text` is the end of the text before the calls started since (held
         # past them): a secret may go on in the text after them.
         self._text_before = 0
         self._text_after = False  # text came after those calls (all of it held, maybe none)
+        # That end went on before the calls (shorter than MIN_CUT_PREFIX): it is kept only
+        # to see whether the text after them goes on with a secret it starts.
+        self._text_shown = False
         self._reasoning = ""  # held: the end of the reasoning, by `_reasoning_by`
         self._reasoning_by: str | None = None
         self._calls: dict[int, str] = {}  # held: the end of each call's arguments
@@ -124,14 +131,17 @@ class SplitEchoes:
 
     def cut(self) -> list[StreamEvent]:
         """The text still held, as the stream fails: each held end shown if it is too
-        short to give a secret's start away, else as ``***``."""
+        short to give a secret's start away, else as ``***``. A secret's start held across
+        calls is judged whole: its pieces on either side of them (some shown before them
+        already) are each too short maybe, not together."""
+        across = bool(self._text_before) and len(self._text) >= MIN_CUT_PREFIX
         out = self.end()
         for at, event in enumerate(out):
             if isinstance(event, ToolCallDelta):
                 if len(event.arguments) >= MIN_CUT_PREFIX:
                     out[at] = attrs.evolve(event, arguments=MASK)
-            elif (
-                isinstance(event, (TextDelta, ReasoningDelta)) and len(event.text) >= MIN_CUT_PREFIX
+            elif isinstance(event, (TextDelta, ReasoningDelta)) and (
+                len(event.text) >= MIN_CUT_PREFIX or (across and event.text)
             ):
                 out[at] = attrs.evolve(event, text=MASK)
         return out
@@ -165,48 +175,65 @@ class SplitEchoes:
         if not self._text:
             return []
         held, before, after = self._text, self._text_before, self._text_after
-        self._text, self._text_before, self._text_after = "", 0, False
+        shown = self._text_shown
+        self._text, self._text_before, self._text_after, self._text_shown = "", 0, False, False
         if not before:
             return [TextDelta(held)]
-        out: list[StreamEvent] = [TextDelta(held[:before], before_call=True)]
+        out: list[StreamEvent] = [] if shown else [TextDelta(held[:before], before_call=True)]
         if after:  # (the text after the calls is a part, even an empty one)
             out.append(TextDelta(held[before:]))
         return out
 
     def _hold_past_call(self) -> list[StreamEvent]:
-        """At a call's start: the text's held end waits past the call, a secret's start
-        that may go on in the text after it (`_text_past_call`)."""
+        """At a call's start: the text's held end, a secret's start that may go on in the
+        text after the call (`_text_past_call`), waits past it; one shorter than
+        `MIN_CUT_PREFIX` goes on before it (and is kept to look at that text)."""
         held, before = self._text, self._text_before
-        if not before or not self._text_after:  # (no text after the calls before this one)
-            self._text_before = len(held)
+        if before and not self._text_after:  # no text since the calls before this one
             return []
-        # Held across another call, and text after it: a secret written across two calls
-        # is not looked for. The text before that call is given back; the text after it
-        # (a part of its own, which this call follows) is held past this one.
-        self._text, self._text_before = held[before:], len(held) - before
-        self._text_after = False
-        return [TextDelta(held[:before], before_call=True), TextDelta("")]
+        out: list[StreamEvent] = []
+        now = ""
+        if before:
+            # Held across another call, and text after it: a secret written across two calls
+            # is not looked for. The text before that call is given back; of the text after
+            # it (a part of its own, which this call follows) the end that may start a
+            # secret is held past this one.
+            if not self._text_shown:
+                out.append(TextDelta(held[:before], before_call=True))
+            held = held[before:]
+            cut = _start_of_secret(held, self._values)
+            now, held = held[:cut], held[cut:]
+        shown = 0 < len(held) < MIN_CUT_PREFIX
+        if shown:
+            now += held
+        if before or shown:  # (the text after the calls before this one is a part, even empty)
+            out.append(TextDelta(now))
+        self._text, self._text_before = held, len(held)
+        self._text_after, self._text_shown = False, shown
+        return out
 
     def _text_past_call(self, text: str) -> list[StreamEvent]:
         """``text``, after the calls the held text's start waited past: a secret written
         across them is masked in the text after them (the text before them ends where the
-        secret starts); the held end that does not start one goes before the calls
-        (`TextDelta.before_call`)."""
-        held, before = self._text, self._text_before
+        secret starts, unless it went on already); the held end that does not start one
+        goes before the calls (`TextDelta.before_call`)."""
+        held, before, shown = self._text, self._text_before, self._text_shown
         joined = held + text
-        start = self._start_across(joined, before)
+        start = _start_across(joined, before, self._values)
         if start is None:
-            cut = self._start_of_secret(joined)
+            cut = _start_of_secret(joined, self._values)
             if cut < before:  # still maybe a secret's start before the calls: held on
                 self._text, self._text_before = joined[cut:], before - cut
                 self._text_after = True
-                return [TextDelta(joined[:cut], before_call=True)]
+                return [] if shown else [TextDelta(joined[:cut], before_call=True)]
             start = before
             after = joined[before:] if len(held) == before else scrub(joined[before:], self._pairs)
         else:
-            after = scrub(joined[start:], self._pairs)
-        self._text_before, self._text_after = 0, False
+            after = _masked_from(joined, start, before if shown else start, self._pairs)
+        self._text_before, self._text_after, self._text_shown = 0, False, False
         now, self._text = self._split("", after)
+        if shown:
+            return [TextDelta(now)]
         return [TextDelta(joined[:start], before_call=True), TextDelta(now)]
 
     def _release_call(self, index: int) -> list[StreamEvent]:
@@ -217,29 +244,47 @@ class SplitEchoes:
         """``held`` + ``text`` masked, as what goes on now and what is held back (its end
         that could start a secret); ``text`` itself goes on when nothing changes."""
         whole = scrub(held + text, self._pairs) if held else text
-        cut = self._start_of_secret(whole)
+        cut = _start_of_secret(whole, self._values)
         if cut == len(whole):
             return whole, ""
         return whole[:cut], whole[cut:]
 
-    def _start_across(self, text: str, boundary: int) -> int | None:
-        """Where the first secret written across ``boundary`` of ``text`` starts (None
-        when none is)."""
-        return _start_across(text, boundary, self._values)
 
-    def _start_of_secret(self, text: str) -> int:
-        """Where the longest end of ``text`` that starts a secret (and is not all of it)
-        begins; ``len(text)`` when none does."""
-        start = len(text)
-        for value in self._values:
-            first = value[0]
-            at = text.find(first, max(0, len(text) - len(value) + 1))
-            while 0 <= at < start:
-                if value.startswith(text[at:]):
-                    start = at
-                    break
-                at = text.find(first, at + 1)
-        return start
+def _split_values(pairs: Scrubs) -> tuple[str, ...]:
+    """The secrets of ``pairs`` looked for across deltas and texts: all but the short keys
+    (a pattern each)."""
+    return tuple(value for value, _, _, where in pairs if where is None)
+
+
+def _start_of_secret(text: str, values: tuple[str, ...]) -> int:
+    """Where the longest end of ``text`` that starts one of ``values`` (and is not all of
+    it) begins; ``len(text)`` when none does."""
+    start = len(text)
+    for value in values:
+        first = value[0]
+        at = text.find(first, max(0, len(text) - len(value) + 1))
+        while 0 <= at < start:
+            if value.startswith(text[at:]):
+                start = at
+                break
+            at = text.find(first, at + 1)
+    return start
+
+
+def _masked_from(text: str, start: int, shown: int, pairs: Scrubs) -> str:
+    """The end of ``text`` from ``start``, where a secret starts, masked: less what of its
+    first ``shown`` characters went on already (the text before the calls, shorter than
+    `MIN_CUT_PREFIX`) and the mask leaves (a short URL password's ``user:``)."""
+    masked = scrub(text[start:], pairs)
+    if shown <= start:
+        return masked
+    # The secrets there: the mask starts after the shortest head among them.
+    head = min(
+        (h for value, h, _, where in pairs if where is None and text.startswith(value, start)),
+        default=0,
+    )
+    went = text[start : min(shown, start + head)]
+    return masked[len(went) :] if masked.startswith(went) else masked
 
 
 def _start_across(text: str, boundary: int, values: tuple[str, ...]) -> int | None:
@@ -261,12 +306,16 @@ def whole_split_echoes(response: ModelResponse, pairs: Scrubs) -> ModelResponse:
     model may write one across two texts with only tool calls (or nothing)
     between them (Anthropic's text block, tool_use, text block). The text
     before ends where the secret starts; the text after holds it, masked.
-    Reasoning between two texts separates them; a secret across three texts
-    is not looked for.
+    When the end of the text before that could start a secret is shorter than
+    `MIN_CUT_PREFIX` (a stream gives it on before the calls), the text before
+    stays whole and the text after begins with the mask. Reasoning between two
+    texts separates them; a secret across three texts is not looked for.
     """
-    values = tuple(value for value, _, _, where in pairs if where is None)
     parts = response.message.parts
-    if not values or sum(type(p) is TextPart for p in parts) < 2:
+    if sum(type(p) is TextPart for p in parts) < 2:
+        return response
+    values = _split_values(pairs)
+    if not values:
         return response
     placed = list(parts)
     last: int | None = None  # the text the parts since are calls after
@@ -276,10 +325,15 @@ def whole_split_echoes(response: ModelResponse, pairs: Scrubs) -> ModelResponse:
                 before = placed[last]
                 assert isinstance(before, TextPart)  # (only a text is `last`)
                 joined = before.text + part.text
-                start = _start_across(joined, len(before.text), values)
+                size = len(before.text)
+                start = _start_across(joined, size, values)
                 if start is not None:
-                    placed[last] = attrs.evolve(before, text=joined[:start])
-                    placed[at] = attrs.evolve(part, text=scrub(joined[start:], pairs))
+                    if size - _start_of_secret(before.text, values) < MIN_CUT_PREFIX:
+                        after = _masked_from(joined, start, size, pairs)  # (before: whole)
+                    else:
+                        placed[last] = attrs.evolve(before, text=joined[:start])
+                        after = scrub(joined[start:], pairs)
+                    placed[at] = attrs.evolve(part, text=after)
             last = at
         elif not isinstance(part, ToolCallPart):
             last = None
