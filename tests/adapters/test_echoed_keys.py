@@ -901,3 +901,16 @@ def test_split_echoes_gives_held_reasoning_to_its_own_part_only() -> None:
         ("later ", None),
         ("s", None),
     ]
+
+
+def test_split_echoes_sends_no_empty_piece_while_a_key_start_waits_past_a_call() -> None:
+    """A key's start of MIN_CUT_PREFIX or more characters waiting past a call, and text after
+    the call that neither finishes nor rules out the key (empty, or more of a possible key):
+    no empty ``before_call`` delta is sent meanwhile."""
+    key = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+    for after in ([""], ["r"], ["o", "j"]):
+        split = SplitEchoes(scrubs(api_key_secrets(Secret(key), "authorization", "Bearer")))
+        events = _around_a_call(["see sk-p"], after)
+        out = [e for event in events for e in split.feed(event)] + split.end()
+        assert all(e.text for e in out if isinstance(e, TextDelta) and e.before_call)
+        assert _texts(out) == "see sk-p" + "".join(after)

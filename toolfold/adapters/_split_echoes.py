@@ -225,7 +225,7 @@ class SplitEchoes:
             if cut < before:  # still maybe a secret's start before the calls: held on
                 self._text, self._text_before = joined[cut:], before - cut
                 self._text_after = True
-                return [] if shown else [TextDelta(joined[:cut], before_call=True)]
+                return [] if shown or not cut else [TextDelta(joined[:cut], before_call=True)]
             start = before
             after = joined[before:] if len(held) == before else scrub(joined[before:], self._pairs)
         else:
