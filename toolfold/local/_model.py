@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from toolfold._errors import ProviderConnectionError, ProviderError, StreamError
 from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
@@ -30,6 +31,14 @@ LOCAL_PROVIDER = attrs.evolve(SERVER_PRESETS["llama.cpp"], name="local", paralle
 #: Settings sent unless the caller gives their own: greedy decoding keeps a
 #: small model on its best guess, and a cap stops a runaway answer early.
 DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
+
+#: How long a connection error waits for the server's exit to tell a dead
+#: server (restarted for the next call) from a live one (the error is raised).
+_EXIT_WAIT = 2.0
+#: A client's errors for a connection never opened: the request was not written.
+_NOT_CONNECTED = frozenset({"ConnectError", "ClientConnectorError", "ConnectionRefusedError"})
+#: A client's errors for a connection lost (the server may have read the request).
+_LOST = frozenset({"TransportError", "ClientConnectionError", "ClientPayloadError"})
 
 
 class _LoopbackChatModel(OpenAIChatModel):
@@ -64,6 +73,12 @@ class LocalModel:
     format", a `ServerError`) or send an error event inside the stream (a
     `StreamError`). An explicit ``tool_choice`` is always sent as given.
 
+    A server that died (killed, out of memory) is started again by the next
+    call. A call that found it dead before its request was written (the
+    connection refused) is sent once more, to the new server; a call that lost
+    its connection after it may have been read raises its error, and the next
+    call starts a new server.
+
     Args:
         model_name: ``"smollm2"`` (SmolLM2-135M-Instruct) or a path to a ``.gguf`` file.
         progress: Called with one line per setup step (default: printed to stderr).
@@ -90,11 +105,14 @@ class LocalModel:
 
     def server(self) -> LocalServer:
         """The running server, set up and started first if needed (blocking)."""
-        self._ready()
-        assert self._server is not None
-        return self._server
+        return self._ready()[1]
 
-    def _ready(self) -> OpenAIChatModel:
+    def _ready(self) -> tuple[OpenAIChatModel, LocalServer]:
+        """The chat model and the server it calls, both set up first if needed.
+
+        A server that has exited is replaced, and the chat model with it: its
+        pooled connections went to the dead server.
+        """
         with self._lock:
             if self._chat is None or self._server is None or not self._server.alive():
                 binary = ensure_server_binary(self._progress)
@@ -107,7 +125,17 @@ class LocalModel:
                     base_url=self._server.base_url,
                     **options,
                 )
-            return self._chat
+            return self._chat, self._server
+
+    def _lost(self, server: LocalServer, exc: ProviderError) -> bool:
+        """After ``exc``, whether ``server`` has died: then the next `_ready` starts
+        another (and a new client). Only a lost connection waits for that."""
+        if not _connection_lost(exc) or not server.wait(_EXIT_WAIT):
+            return False
+        with self._lock:
+            if self._server is server:
+                self._chat = None
+        return True
 
     def prepare(self, request: ModelRequest) -> ModelRequest:
         """The request as sent: the tool-choice policy and default settings applied."""
@@ -122,25 +150,62 @@ class LocalModel:
 
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body sent for ``request`` (starts the server if needed)."""
-        return self._ready().body(self.prepare(request), stream=stream)
+        return self._ready()[0].body(self.prepare(request), stream=stream)
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        return self._ready().request_sync(self.prepare(request))
+        prepared = self.prepare(request)
+        chat, server = self._ready()
+        try:
+            return chat.request_sync(prepared)
+        except ProviderError as exc:
+            if not (self._lost(server, exc) and _not_sent(exc)):
+                raise
+        return self._ready()[0].request_sync(prepared)  # (it never reached the dead server)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously (the first setup runs in a thread)."""
-        chat = await asyncio.to_thread(self._ready)
-        return await chat.request(self.prepare(request))
+        prepared = self.prepare(request)
+        chat, server = await asyncio.to_thread(self._ready)
+        try:
+            return await chat.request(prepared)
+        except ProviderError as exc:
+            if not (await asyncio.to_thread(self._lost, server, exc) and _not_sent(exc)):
+                raise
+        chat, _ = await asyncio.to_thread(self._ready)
+        return await chat.request(prepared)
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
-        yield from self._ready().stream_sync(self.prepare(request))
+        prepared = self.prepare(request)
+        chat, server = self._ready()
+        started = False
+        try:
+            for event in chat.stream_sync(prepared):
+                started = True
+                yield event
+            return
+        except ProviderError as exc:
+            if not (self._lost(server, exc) and not started and _not_sent(exc)):
+                raise
+        yield from self._ready()[0].stream_sync(prepared)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
-        chat = await asyncio.to_thread(self._ready)
-        async for event in chat.stream(self.prepare(request)):
+        prepared = self.prepare(request)
+        chat, server = await asyncio.to_thread(self._ready)
+        started = False
+        try:
+            async for event in chat.stream(prepared):
+                started = True
+                yield event
+            return
+        except ProviderError as exc:
+            lost = await asyncio.to_thread(self._lost, server, exc)
+            if not (lost and not started and _not_sent(exc)):
+                raise
+        chat, _ = await asyncio.to_thread(self._ready)
+        async for event in chat.stream(prepared):
             yield event
 
     def close(self) -> None:
@@ -152,3 +217,33 @@ class LocalModel:
         """Close the async HTTP client (the server stays up until exit)."""
         if self._chat is not None:
             await self._chat.aclose()
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (or during, as a traceback shows)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        if current.__cause__ is not None or current.__suppress_context__:
+            current = current.__cause__
+        else:
+            current = current.__context__
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cause in _causes(exc) for cls in type(cause).__mro__}
+
+
+def _connection_lost(exc: ProviderError) -> bool:
+    """The connection failed or dropped (not an answer the server sent, an in-stream error)."""
+    if isinstance(exc, ProviderConnectionError):
+        return True
+    return isinstance(exc, StreamError) and bool(_names(exc) & (_LOST | {"OSError", "EOFError"}))
+
+
+def _not_sent(exc: ProviderError) -> bool:
+    """The connection was never opened: the request was not written, so sending it
+    again sends it once (the transport's own rule for a retry)."""
+    return isinstance(exc, ProviderConnectionError) and bool(_names(exc) & _NOT_CONNECTED)

@@ -29,12 +29,15 @@ import atexit
 import contextlib
 import os
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -80,6 +83,28 @@ _TAIL_BYTES = 1 << 14
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
+#: Variables of the user's environment that llama-server reads and that would
+#: change the API toolfold talks to: a key it then requires (a 401 for a model
+#: promised to need none), a path prefix, TLS, or a model fetched from the
+#: network in place of ``--model``. The server starts without them.
+SERVER_ENV_DROPPED = frozenset(
+    {
+        "LLAMA_API_KEY",
+        "LLAMA_ARG_API_KEY",
+        "LLAMA_ARG_API_KEY_FILE",
+        "LLAMA_ARG_API_PREFIX",
+        "LLAMA_ARG_SSL_CERT_FILE",
+        "LLAMA_ARG_SSL_KEY_FILE",
+        "LLAMA_ARG_HF_REPO",
+        "LLAMA_ARG_HF_FILE",
+        "LLAMA_ARG_HF_REPO_FILE",
+        "LLAMA_ARG_MODEL_URL",
+        "LLAMA_ARG_DOCKER_REPO",
+    }
+)
+#: How long the watchdog is waited for once the server has exited (it follows
+#: within milliseconds).
+_WATCHDOG_FOLLOWS = 5.0
 
 
 class LocalServer:
@@ -120,6 +145,10 @@ class LocalServer:
         self._requested = port
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        # The read end of a pipe whose write end only llama-server holds (not
+        # on Windows): its end of file is the server's exit, seen at once,
+        # where the watchdog exits a moment later.
+        self._exit_pipe: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -171,18 +200,49 @@ class LocalServer:
         ]
 
     def alive(self) -> bool:
-        """The server process is running."""
-        return self._process is not None and self._process.poll() is None
+        """llama-server itself is running (and its watchdog with it).
+
+        The server's own exit counts at once: the watchdog exits only a moment
+        later, and a server reused in between would refuse or cut the call.
+        """
+        process = self._process
+        if process is None or process.poll() is not None:
+            return False
+        return not _ended(self._exit_pipe, 0)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds for the server to exit; True if it has."""
-        if self._process is None:
+        """Wait up to ``timeout`` seconds for the server to exit; True if it has.
+
+        Once it has, its watchdog (which follows it within milliseconds) is
+        waited for a short while too, so that its exit status is known.
+        """
+        process = self._process
+        if process is None:
             return True
+        if self._exit_pipe is not None:
+            if not _ended(self._exit_pipe, timeout):
+                return process.poll() is not None  # (the watchdog gone: the server follows)
+            timeout = _WATCHDOG_FOLLOWS
         try:
-            self._process.wait(timeout)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
-            return False
+            return self._exit_pipe is not None  # (the server has exited)
         return True
+
+    def _exit_status(self) -> str:
+        """How the server ended, as its watchdog relays it (after its exit)."""
+        process = self._process
+        if process is None:
+            return ""
+        self.wait(_WATCHDOG_FOLLOWS)
+        code = process.poll()
+        if code is None:
+            return ""
+        if code < 0:
+            return f" (its watchdog was killed by {_signal_name(-code)})"
+        if code > 128:  # the watchdog's exit code for a death by signal (the log says too)
+            return f" (exit status {code}: killed by {_signal_name(code - 128)})"
+        return f" (exit status {code})"
 
     def start(self) -> LocalServer:
         """Start the server and wait until it says it listens and its health check answers.
@@ -217,16 +277,30 @@ class LocalServer:
             try_lock(handle)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
-        watchdog = Path(__file__).with_name("_watchdog.py")
+        watchdog = [sys.executable, str(Path(__file__).with_name("_watchdog.py"))]
+        held: tuple[int, ...] = ()
+        if sys.platform != "win32":
+            self._exit_pipe, end = os.pipe()
+            held = (end,)
+            watchdog.append(f"--exit-pipe={end}")
+        # Without what would make the server answer another API than the one called.
+        environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
         deadline = time.monotonic() + _START_TIMEOUT
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, str(watchdog), *self.command()],
-                stdin=subprocess.PIPE,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches this process, which stops the server
-            )
+            _STARTED.add(self)
+            try:
+                self._process = subprocess.Popen(
+                    [*watchdog, *self.command()],
+                    stdin=subprocess.PIPE,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    env=environment,
+                    pass_fds=held,
+                    start_new_session=True,  # Ctrl-C reaches this process, which stops the server
+                )
+            finally:
+                for end in held:
+                    os.close(end)  # the server's alone
             port = self._wait_listening(deadline)
             self._move_log(logs / f"llama-server-{port}.log")  # the port is ours now
             self.port = port
@@ -261,7 +335,9 @@ class LocalServer:
                     bind_failed = _BIND_FAILED in self._log_end().decode(errors="replace")
                     if self._requested is not None and bind_failed:
                         raise LocalSetupError(_taken(self._requested))  # since the check
-                    raise LocalSetupError("llama-server exited while starting")
+                    raise LocalSetupError(
+                        f"llama-server exited while starting{self._exit_status()}"
+                    )
                 if time.monotonic() > deadline:
                     raise LocalSetupError(
                         f"llama-server did not say it was listening within {_START_TIMEOUT:g}s"
@@ -275,7 +351,9 @@ class LocalServer:
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while True:
                 if not self.alive():
-                    raise LocalSetupError("llama-server exited while starting")
+                    raise LocalSetupError(
+                        f"llama-server exited while starting{self._exit_status()}"
+                    )
                 try:
                     answered = client.get(url).status_code == 200
                 except httpx.TransportError:
@@ -299,6 +377,9 @@ class LocalServer:
     def stop(self) -> None:
         """Stop the server (closing the watchdog's stdin) and wait for it; idempotent."""
         process, self._process = self._process, None
+        pipe, self._exit_pipe = self._exit_pipe, None
+        if pipe is not None:
+            os.close(pipe)
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
@@ -310,6 +391,22 @@ class LocalServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def _let_go(self) -> None:
+        """In a forked child: close this process's copies of the server's pipes and log,
+        leaving the server to the parent (whose exit must not wait for this child)."""
+        process, self._process = self._process, None
+        pipe, self._exit_pipe = self._exit_pipe, None
+        log, self._log = self._log, None
+        if process is not None and process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(pipe)
+        if log is not None:
+            with contextlib.suppress(OSError):
+                log.close()
 
     def _log_end(self) -> bytes:
         """The log's last bytes (all a start's error needs, whatever its size)."""
@@ -326,6 +423,25 @@ class LocalServer:
         state = "running" if self.alive() else "stopped"
         where = self.base_url if self.port is not None else "no port yet"
         return f"LocalServer({self.model.name!r}, {where!r}, {state})"
+
+
+def _ended(pipe: int | None, timeout: float | None) -> bool:
+    """Whether the write end of ``pipe`` has closed (the server has exited), waiting up
+    to ``timeout`` seconds (None: for good); False without a pipe. Nothing is read:
+    nobody writes into it, so it becomes readable only at its end of file."""
+    if pipe is None:
+        return False
+    poller = select.poll()
+    poller.register(pipe, select.POLLIN | select.POLLHUP)
+    waited = None if timeout is None else max(0, int(timeout * 1000))
+    return bool(poller.poll(waited))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name
+        return f"signal {number}"
 
 
 def _drop_stale_starts(logs: Path) -> None:
@@ -477,6 +593,8 @@ def port_taken(port: int) -> bool:
 
 _SERVERS: dict[tuple[Path, Path], LocalServer] = {}
 _LOCK = threading.Lock()
+#: Every server started in this process and not yet collected (`_forked`).
+_STARTED: weakref.WeakSet[LocalServer] = weakref.WeakSet()
 
 
 def shared_server(binary: Path, model: Path) -> LocalServer:
@@ -484,6 +602,8 @@ def shared_server(binary: Path, model: Path) -> LocalServer:
     with _LOCK:
         server = _SERVERS.get((binary, model))
         if server is None or not server.alive():
+            if server is not None:
+                server.stop()  # (gone: its watchdog follows at once, and its files close)
             server = LocalServer(binary, model).start()
             _SERVERS[binary, model] = server
         return server
@@ -504,4 +624,21 @@ def running_servers() -> list[LocalServer]:
         return [s for s in _SERVERS.values() if s.alive()]
 
 
+def _forked() -> None:
+    """In a child forked from this process: the servers stay the parent's.
+
+    The child lets go of its copies of their pipes: a child that outlived its
+    parent kept the watchdog's stdin open, and the parent's exit waited 10 s
+    for a watchdog that never saw it go. The child starts a server of its own
+    if it needs one, and stops only that one at its exit.
+    """
+    global _LOCK
+    _LOCK = threading.Lock()  # (another thread may have held it at the fork)
+    _SERVERS.clear()
+    for server in list(_STARTED):
+        server._let_go()
+
+
 atexit.register(stop_all)  # also reached on Ctrl-C and on an uncaught error
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
