@@ -19,7 +19,7 @@ from toolfold._errors import ProviderConnectionError, ProviderError, StreamError
 from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
-from toolfold.local._paths import Progress
+from toolfold.local._paths import Progress, check_cache_dir
 from toolfold.local._server import LocalServer, shared_server
 from toolfold.local._weights import ensure_model
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
@@ -83,11 +83,16 @@ class LocalModel:
         model_name: ``"smollm2"`` (SmolLM2-135M-Instruct) or a path to a ``.gguf`` file.
         progress: Called with one line per setup step (default: printed to stderr).
         **options: Passed to `OpenAIChatModel` (``timeout``, ``retry``, ``headers``...).
+
+    Raises:
+        LocalSetupError: ``$TOOLFOLD_CACHE_DIR`` cannot be a folder (a file is
+            in its way).
     """
 
     def __init__(
         self, model_name: str = "smollm2", *, progress: Progress | None = None, **options: Any
     ) -> None:
+        check_cache_dir()
         self.model_name = model_name
         self._progress = progress or print_progress
         self._options = options

@@ -47,7 +47,7 @@ import httpx
 
 from toolfold._flock import same_file, try_lock
 from toolfold._ports import port_problem
-from toolfold.local._paths import LocalSetupError, cache_dir
+from toolfold.local._paths import LocalSetupError, cache_dir, cache_error, make_folder
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
@@ -265,10 +265,13 @@ class LocalServer:
             raise LocalSetupError(_taken(self._requested))
         self.port = self._requested  # (a start again after a failed one: no stale port)
         logs = cache_dir() / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        make_folder(logs)
         _drop_stale_starts(logs)
         prune_logs(logs)
-        handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        try:
+            handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        except OSError as exc:
+            raise cache_error(logs, exc) from None
         if sys.platform != "win32":
             # Held by the description the watchdog and the server inherit as their
             # output: locked while any of them runs, even after this process is gone.
