@@ -173,6 +173,28 @@ def test_two_processes_installing_at_once_share_one_download(tmp_path: Path) -> 
     assert sorted(p.name for p in target.parent.iterdir()) == sorted([entry.file, lock_path.name])
 
 
+@pytest.mark.parametrize("name", ["llama3", "/nope/model.gguf"])
+def test_a_local_model_name_it_cannot_serve_is_refused_when_built(
+    name: str, tmp_path: Path
+) -> None:
+    """An unknown name or a missing .gguf file is refused by `toolfold.model` and `Agent()`,
+    before any run: it was taken, and failed only in the run (review s38)."""
+    with pytest.raises(LocalSetupError, match=r"unknown local model 'llama3'|no such GGUF file"):
+        toolfold.model(f"local:{name}")
+    with pytest.raises(LocalSetupError):
+        toolfold.Agent(f"local:{name}")
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[agents.writer]\nmodel = "local:{name}"\n')
+    checked = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "check", str(agents)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 1, checked.stdout
+    assert "unknown local model" in checked.stderr or "no such GGUF file" in checked.stderr
+
+
 def test_a_cache_folder_with_a_file_in_its_way_is_refused_when_the_model_is_built(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

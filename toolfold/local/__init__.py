@@ -17,10 +17,16 @@ from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_
 from toolfold.local._model import LOCAL_PROVIDER, LocalModel, print_progress
 from toolfold.local._paths import CACHE_ENV, SERVER_ENV, LocalSetupError, cache_dir
 from toolfold.local._server import LocalServer, running_servers, stop_all
-from toolfold.local._weights import MODELS, PackagedModel, ensure_model, installed_model
+from toolfold.local._weights import (
+    MODELS,
+    PackagedModel,
+    check_model_name,
+    ensure_model,
+    installed_model,
+)
 from toolfold.runtime._model import register_provider
 
-register_provider("local", LocalModel)
+register_provider("local", LocalModel, check_name=check_model_name)
 
 __all__ = [
     "CACHE_ENV",

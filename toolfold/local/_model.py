@@ -21,7 +21,7 @@ from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress, check_cache_dir
 from toolfold.local._server import LocalServer, shared_server
-from toolfold.local._weights import ensure_model
+from toolfold.local._weights import check_model_name, ensure_model
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -85,13 +85,15 @@ class LocalModel:
         **options: Passed to `OpenAIChatModel` (``timeout``, ``retry``, ``headers``...).
 
     Raises:
-        LocalSetupError: ``$TOOLFOLD_CACHE_DIR`` cannot be a folder (a file is
-            in its way).
+        LocalSetupError: ``model_name`` is neither a known model nor an existing
+            ``.gguf`` file, or ``$TOOLFOLD_CACHE_DIR`` cannot be a folder (a
+            file is in its way).
     """
 
     def __init__(
         self, model_name: str = "smollm2", *, progress: Progress | None = None, **options: Any
     ) -> None:
+        check_model_name(model_name)
         check_cache_dir()
         self.model_name = model_name
         self._progress = progress or print_progress
