@@ -26,8 +26,9 @@ from toolfold.runtime.core._stream import StreamEvent
 # model file says what the first POST of all does: "ok" answers; "exit" answers, then stops
 # the watchdog (SIGSTOP: its exit, which follows the server's, is held back) and exits; "cut"
 # stops the watchdog and exits without an answer (the request was read: it reached the server).
+# "reset": every POST is read, then its connection shut without an answer, the server living on.
 FAKE_SERVER = f"""#!{sys.executable}
-import http.server, json, os, signal, sys
+import http.server, json, os, signal, socket, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
 with open(sys.argv[sys.argv.index("--model") + 1], "rb") as file:
     model = file.read()
@@ -54,6 +55,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log.write(f"{{os.getpid()}}\\n")
         with open(requests) as log:
             first = len(log.read().split()) == 1
+        if model == b"reset":
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if first and model == b"cut":
             os.kill(os.getppid(), signal.SIGSTOP)
             os._exit(1)
@@ -225,18 +230,62 @@ def test_a_call_refused_by_a_server_that_just_died_is_sent_once_to_a_new_one(
     assert len(_requests(tmp_path)) == 2  # the first call's and this one's: no duplicate
 
 
-def test_a_call_the_dying_server_had_read_is_not_sent_again_and_the_next_one_answers(
+@pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
+def test_a_call_the_server_read_before_it_died_is_sent_once_to_a_new_one(
+    fake: Callable[[bytes], Path], tmp_path: Path, how: str
+) -> None:
+    """The server read the request (on a kept-alive connection), then died without an answer:
+    a dead server can neither answer nor act on it, so the call is sent once to a new server
+    and answers; it failed with 'Connection reset' or 'Server disconnected' (review s38)."""
+    model = LocalModel(str(fake(b"cut")))
+    first = _serving_pid(model.server())
+    assert _call(model, how) == "hi"
+    assert _requests(tmp_path)[0] == str(first)  # read by the server that died
+    assert len(_requests(tmp_path)) == 2  # and by the new one, once
+    assert _serving_pid(model.server()) != first
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
+def test_a_connection_a_live_server_dropped_fails_at_once_and_is_not_sent_again(
+    fake: Callable[[bytes], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A server that read the request and lives on, but dropped its connection: the call fails
+    without waiting for the server's exit (it waited 2 s) and is not sent again (review s38)."""
+    model = LocalModel(str(fake(b"reset")))
+    server = model.server()
+    waits: list[float | None] = []
+    ended = _server._ended
+
+    def counted(pipe: int | None, timeout: float | None) -> bool:
+        if timeout != 0:
+            waits.append(timeout)
+        return ended(pipe, timeout)
+
+    def wait(self: LocalServer, timeout: float | None = None) -> bool:
+        waits.append(timeout)
+        return False
+
+    monkeypatch.setattr(_server, "_ended", counted)
+    monkeypatch.setattr(LocalServer, "wait", wait)
+    with pytest.raises(ProviderConnectionError, match="Server disconnected"):
+        _call(model, how)
+    assert waits == []
+    assert len(_requests(tmp_path)) == 1
+    assert server.exiting() is False  # (seen without waiting)
+    assert model.server() is server
+
+
+def test_kill_then_call_at_once_is_answered_by_a_new_server(
     fake: Callable[[bytes], Path], tmp_path: Path
 ) -> None:
-    """The server read the request, then died: the call fails (it is not sent again: it had
-    reached the server), and a retry at once starts a new server and answers; it went to the
-    dead port and failed again (review s38)."""
-    model = LocalModel(str(fake(b"cut")))
-    with pytest.raises(ProviderConnectionError):
-        model.request_sync(REQUEST)
-    assert len(_requests(tmp_path)) == 1
+    """The server is killed (SIGKILL) and called at once, before its exit shows: the pooled
+    connection is reused, the request written, and the error a reset; the call is sent to a new
+    server and answers; it failed with 'Connection reset by peer' (review s38)."""
+    model = LocalModel(str(fake(b"ok")))
     assert model.request_sync(REQUEST).text == "hi"
-    assert len(_requests(tmp_path)) == 2
+    for _ in range(3):
+        os.kill(_serving_pid(model.server()), signal.SIGKILL)
+        assert model.request_sync(REQUEST).text == "hi"
 
 
 def test_the_users_llama_api_key_does_not_reach_the_server(
@@ -288,3 +337,74 @@ def test_a_forked_child_does_not_hold_the_server_past_its_parent(
     finally:
         os.close(release)
         os.waitpid(pid, 0)
+
+
+def _forked_child(run: Callable[[], bool]) -> int:
+    """Fork; the child runs ``run`` under a 20 s alarm and exits 0 if it returned True (1 if
+    False, 2 if it raised); the child's exit status, or -1 if a signal ended it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (3.12+: fork with threads)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 2
+        try:
+            signal.alarm(20)
+            code = 0 if run() else 1
+        finally:
+            _server.stop_all()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+
+
+def test_a_forked_child_drops_the_watchdog_without_a_resource_warning(
+    fake: Callable[[bytes], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child forked while the server runs lets go of the watchdog's Popen quietly: it said
+    'ResourceWarning: subprocess N is still running', an error under -W error (review s38)."""
+    _server.shared_server(Path(os.environ[SERVER_ENV]), fake(b"ok"))
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        status = _forked_child(lambda: not unraisable)  # (the fork itself let go of it)
+    assert status == 0
+
+
+def test_a_forked_child_uses_the_model_though_a_thread_held_its_lock_at_the_fork(
+    fake: Callable[[bytes], Path],
+) -> None:
+    """Another thread holds the model's lock (it is starting the server) at the fork: the
+    child's call starts its own server and answers; it hung on that lock (review s38)."""
+    model = LocalModel(str(fake(b"ok")))
+    with model._lock:  # (as a thread starting the server holds it)
+        status = _forked_child(lambda: model.request_sync(REQUEST).text == "hi")
+    assert status == 0
+
+
+def test_stop_does_not_close_the_exit_pipe_under_a_poll(
+    fake: Callable[[bytes], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop() in one thread while another polls the server's exit pipe: the pipe stays open
+    until that poll ends, then is closed; it was closed under the poll, and its number could
+    be reused by another file meanwhile (review s38)."""
+    server = _server.shared_server(Path(os.environ[SERVER_ENV]), fake(b"ok"))
+    pipe = server._exit_pipe
+    assert pipe is not None
+    ended = _server._ended
+    open_after_stop: list[bool] = []
+
+    def polled(fd: int | None, timeout: float | None) -> bool:
+        server.stop()  # (another thread's, while this one polls)
+        try:
+            os.fstat(pipe)
+            open_after_stop.append(True)
+        except OSError:
+            open_after_stop.append(False)
+        return ended(fd, timeout)
+
+    monkeypatch.setattr(_server, "_ended", polled)
+    assert server._exited(0) is True
+    assert open_after_stop == [True]
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(pipe)  # closed once the poll ended

@@ -8,8 +8,10 @@ the tool-choice policy small models need (see `LocalModel`).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -32,13 +34,12 @@ LOCAL_PROVIDER = attrs.evolve(SERVER_PRESETS["llama.cpp"], name="local", paralle
 #: small model on its best guess, and a cap stops a runaway answer early.
 DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 
-#: How long a connection error waits for the server's exit to tell a dead
-#: server (restarted for the next call) from a live one (the error is raised).
+#: How long a lost connection waits for the exit of a server seen exiting.
 _EXIT_WAIT = 2.0
-#: A client's errors for a connection never opened: the request was not written.
-_NOT_CONNECTED = frozenset({"ConnectError", "ClientConnectorError", "ConnectionRefusedError"})
-#: A client's errors for a connection lost (the server may have read the request).
+#: A client's errors for a connection lost in a stream (the server may have read the request).
 _LOST = frozenset({"TransportError", "ClientConnectionError", "ClientPayloadError"})
+#: Every LocalModel of this process not yet collected (`_forked`).
+_MODELS: weakref.WeakSet[LocalModel] = weakref.WeakSet()
 
 
 class _LoopbackChatModel(OpenAIChatModel):
@@ -74,10 +75,12 @@ class LocalModel:
     `StreamError`). An explicit ``tool_choice`` is always sent as given.
 
     A server that died (killed, out of memory) is started again by the next
-    call. A call that found it dead before its request was written (the
-    connection refused) is sent once more, to the new server; a call that lost
-    its connection after it may have been read raises its error, and the next
-    call starts a new server.
+    call. A call whose connection failed because its server had died, before
+    any of the answer came, is sent once more, to a new server: a dead server
+    can neither answer it nor act on it. A connection lost while the server
+    still runs raises its error at once (the request may have been read by a
+    server that lives: it is never sent twice), as does one lost in the midst
+    of a streamed answer.
 
     Args:
         model_name: ``"smollm2"`` (SmolLM2-135M-Instruct) or a path to a ``.gguf`` file.
@@ -101,6 +104,7 @@ class LocalModel:
         self._chat: OpenAIChatModel | None = None
         self._server: LocalServer | None = None
         self._lock = threading.Lock()
+        _MODELS.add(self)
 
     @property
     def name(self) -> str:
@@ -134,10 +138,19 @@ class LocalModel:
                 )
             return self._chat, self._server
 
-    def _lost(self, server: LocalServer, exc: ProviderError) -> bool:
-        """After ``exc``, whether ``server`` has died: then the next `_ready` starts
-        another (and a new client). Only a lost connection waits for that."""
-        if not _connection_lost(exc) or not server.wait(_EXIT_WAIT):
+    def _dead(self, server: LocalServer, exc: ProviderError) -> bool:
+        """Whether ``exc`` is a lost connection of a server that has died: then the
+        client is dropped, and the next `_ready` starts another server (and client).
+
+        A killed server's connections break while it exits, a moment (milliseconds)
+        before its exit pipe closes: its exit is waited for only when its process
+        is seen exiting already (`LocalServer.exiting`), so a server that runs on
+        adds no delay to its error. Where that cannot be seen (no ``/proc``), a
+        server whose exit has not shown yet is taken for alive.
+        """
+        if not _connection_lost(exc):
+            return False
+        if server.alive() and not (server.exiting() and server.wait(_EXIT_WAIT)):
             return False
         with self._lock:
             if self._server is server:
@@ -166,9 +179,9 @@ class LocalModel:
         try:
             return chat.request_sync(prepared)
         except ProviderError as exc:
-            if not (self._lost(server, exc) and _not_sent(exc)):
+            if not self._dead(server, exc):
                 raise
-        return self._ready()[0].request_sync(prepared)  # (it never reached the dead server)
+        return self._ready()[0].request_sync(prepared)  # (the dead server cannot answer it)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously (the first setup runs in a thread)."""
@@ -177,7 +190,7 @@ class LocalModel:
         try:
             return await chat.request(prepared)
         except ProviderError as exc:
-            if not (await asyncio.to_thread(self._lost, server, exc) and _not_sent(exc)):
+            if not self._dead(server, exc):
                 raise
         chat, _ = await asyncio.to_thread(self._ready)
         return await chat.request(prepared)
@@ -193,7 +206,7 @@ class LocalModel:
                 yield event
             return
         except ProviderError as exc:
-            if not (self._lost(server, exc) and not started and _not_sent(exc)):
+            if started or not self._dead(server, exc):
                 raise
         yield from self._ready()[0].stream_sync(prepared)
 
@@ -208,8 +221,7 @@ class LocalModel:
                 yield event
             return
         except ProviderError as exc:
-            lost = await asyncio.to_thread(self._lost, server, exc)
-            if not (lost and not started and _not_sent(exc)):
+            if started or not self._dead(server, exc):
                 raise
         chat, _ = await asyncio.to_thread(self._ready)
         async for event in chat.stream(prepared):
@@ -250,7 +262,13 @@ def _connection_lost(exc: ProviderError) -> bool:
     return isinstance(exc, StreamError) and bool(_names(exc) & (_LOST | {"OSError", "EOFError"}))
 
 
-def _not_sent(exc: ProviderError) -> bool:
-    """The connection was never opened: the request was not written, so sending it
-    again sends it once (the transport's own rule for a retry)."""
-    return isinstance(exc, ProviderConnectionError) and bool(_names(exc) & _NOT_CONNECTED)
+def _forked() -> None:
+    """In a child forked from this process: each model's lock is a new one (another
+    thread, which the child does not have, may have held it at the fork: the child's
+    first call then hung); its server is the parent's, and the next call starts one."""
+    for model in list(_MODELS):
+        model._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

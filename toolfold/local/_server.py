@@ -100,8 +100,12 @@ SERVER_ENV_DROPPED = frozenset(
         "LLAMA_ARG_HF_REPO_FILE",
         "LLAMA_ARG_MODEL_URL",
         "LLAMA_ARG_DOCKER_REPO",
+        "LLAMA_ARG_MMPROJ_URL",
+        "LLAMA_ARG_SPEC_DRAFT_HF_REPO",
     }
 )
+#: The flag of a process that is exiting, in ``/proc/PID/stat`` (``PF_EXITING``).
+_PF_EXITING = 0x4
 #: How long the watchdog is waited for once the server has exited (it follows
 #: within milliseconds).
 _WATCHDOG_FOLLOWS = 5.0
@@ -147,8 +151,14 @@ class LocalServer:
         self._log: IO[bytes] | None = None
         # The read end of a pipe whose write end only llama-server holds (not
         # on Windows): its end of file is the server's exit, seen at once,
-        # where the watchdog exits a moment later.
+        # where the watchdog exits a moment later. `alive` and `wait` poll it
+        # as readers (`_pipe_readers`, under `_pipe_lock`); `stop` closes it
+        # only when none is polling (else the last one does): a descriptor
+        # closed under a poll could be reused by another file meanwhile.
         self._exit_pipe: int | None = None
+        self._pipe_lock = threading.Lock()
+        self._pipe_readers = 0
+        self._pipe_closing: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -208,7 +218,32 @@ class LocalServer:
         process = self._process
         if process is None or process.poll() is not None:
             return False
-        return not _ended(self._exit_pipe, 0)
+        return not self._exited(0)
+
+    def exiting(self) -> bool | None:
+        """Whether llama-server has exited or is exiting, seen without waiting; None
+        where that cannot be seen (no ``/proc``: not Linux).
+
+        A killed server's connections break while it exits, a moment before its
+        exit pipe closes (its files are released in no set order): `alive` may
+        still say yes then. Its process is already exiting (``PF_EXITING`` in
+        ``/proc/PID/stat``), or a zombie, or gone.
+        """
+        if not self.alive():
+            return True
+        watchdog = self.pid
+        try:
+            children = Path(f"/proc/{watchdog}/task/{watchdog}/children").read_text().split()
+        except OSError:
+            return None
+        if not children:
+            return True  # (exited, and reaped by the watchdog)
+        try:
+            stat = Path(f"/proc/{children[0]}/stat").read_bytes()
+        except OSError:
+            return True
+        state, *fields = stat[stat.rindex(b")") + 2 :].split()
+        return state in (b"Z", b"X") or bool(int(fields[5]) & _PF_EXITING)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds for the server to exit; True if it has.
@@ -219,15 +254,45 @@ class LocalServer:
         process = self._process
         if process is None:
             return True
-        if self._exit_pipe is not None:
-            if not _ended(self._exit_pipe, timeout):
+        ended = self._exited(timeout)
+        if ended is not None:
+            if not ended:
                 return process.poll() is not None  # (the watchdog gone: the server follows)
             timeout = _WATCHDOG_FOLLOWS
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
-            return self._exit_pipe is not None  # (the server has exited)
+            return ended is not None  # (the server has exited)
         return True
+
+    def _exited(self, timeout: float | None) -> bool | None:
+        """Whether the server has exited, by its exit pipe, waiting up to ``timeout``
+        seconds (None: for good); None without a pipe (not started, stopped, Windows).
+        The pipe stays open while it is polled, whatever `stop` does meanwhile."""
+        with self._pipe_lock:
+            pipe = self._exit_pipe
+            if pipe is None:
+                return None
+            self._pipe_readers += 1
+        try:
+            return _ended(pipe, timeout)
+        finally:
+            with self._pipe_lock:
+                self._pipe_readers -= 1
+                closing, self._pipe_closing = self._pipe_closing, None
+                if closing is not None and self._pipe_readers:
+                    self._pipe_closing = closing  # (another reader's to close)
+                elif closing is not None:
+                    os.close(closing)
+
+    def _close_pipe(self) -> None:
+        """Close the exit pipe now, or, while a thread polls it, when that poll ends."""
+        with self._pipe_lock:
+            pipe, self._exit_pipe = self._exit_pipe, None
+            if pipe is not None and self._pipe_readers:
+                self._pipe_closing = pipe
+            elif pipe is not None:
+                os.close(pipe)
 
     def _exit_status(self) -> str:
         """How the server ended, as its watchdog relays it (after its exit)."""
@@ -282,28 +347,32 @@ class LocalServer:
         self._log = os.fdopen(handle, "wb")
         watchdog = [sys.executable, str(Path(__file__).with_name("_watchdog.py"))]
         held: tuple[int, ...] = ()
-        if sys.platform != "win32":
-            self._exit_pipe, end = os.pipe()
-            held = (end,)
-            watchdog.append(f"--exit-pipe={end}")
         # Without what would make the server answer another API than the one called.
         environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
         deadline = time.monotonic() + _START_TIMEOUT
         try:
             _STARTED.add(self)
-            try:
-                self._process = subprocess.Popen(
-                    [*watchdog, *self.command()],
-                    stdin=subprocess.PIPE,
-                    stdout=self._log,
-                    stderr=subprocess.STDOUT,
-                    env=environment,
-                    pass_fds=held,
-                    start_new_session=True,  # Ctrl-C reaches this process, which stops the server
-                )
-            finally:
-                for end in held:
-                    os.close(end)  # the server's alone
+            # No fork (another thread's) between the pipe and the close of its write
+            # end (`_SPAWNING`): a child would hold that end, and the server's exit
+            # would never show. Both ends are close-on-exec (os.pipe, PEP 446).
+            with _SPAWNING:
+                if sys.platform != "win32":
+                    self._exit_pipe, end = os.pipe()
+                    held = (end,)
+                    watchdog.append(f"--exit-pipe={end}")
+                try:
+                    self._process = subprocess.Popen(
+                        [*watchdog, *self.command()],
+                        stdin=subprocess.PIPE,
+                        stdout=self._log,
+                        stderr=subprocess.STDOUT,
+                        env=environment,
+                        pass_fds=held,
+                        start_new_session=True,  # Ctrl-C reaches this process, which stops it
+                    )
+                finally:
+                    for end in held:
+                        os.close(end)  # the server's alone
             port = self._wait_listening(deadline)
             self._move_log(logs / f"llama-server-{port}.log")  # the port is ours now
             self.port = port
@@ -380,9 +449,7 @@ class LocalServer:
     def stop(self) -> None:
         """Stop the server (closing the watchdog's stdin) and wait for it; idempotent."""
         process, self._process = self._process, None
-        pipe, self._exit_pipe = self._exit_pipe, None
-        if pipe is not None:
-            os.close(pipe)
+        self._close_pipe()
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
@@ -397,16 +464,30 @@ class LocalServer:
 
     def _let_go(self) -> None:
         """In a forked child: close this process's copies of the server's pipes and log,
-        leaving the server to the parent (whose exit must not wait for this child)."""
+        leaving the server to the parent (whose exit must not wait for this child).
+
+        The watchdog is not this child's: its `Popen` is marked as ended (as
+        `Popen.wait` would), so that collecting it neither warns that it "is
+        still running" (a `ResourceWarning`, an error under ``-W error``) nor
+        tries to reap another process's child. The pipe's lock is a new one
+        (another thread may have held it at the fork).
+        """
         process, self._process = self._process, None
+        self._pipe_lock = threading.Lock()
+        self._pipe_readers = 0
         pipe, self._exit_pipe = self._exit_pipe, None
+        closing, self._pipe_closing = self._pipe_closing, None
         log, self._log = self._log, None
-        if process is not None and process.stdin is not None:
-            with contextlib.suppress(OSError):
-                process.stdin.close()
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                os.close(pipe)
+        if process is not None:
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
+            if process.returncode is None:
+                process.returncode = 0  # (not this child's to wait for)
+        for end in (pipe, closing):
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    os.close(end)
         if log is not None:
             with contextlib.suppress(OSError):
                 log.close()
@@ -598,6 +679,9 @@ _SERVERS: dict[tuple[Path, Path], LocalServer] = {}
 _LOCK = threading.Lock()
 #: Every server started in this process and not yet collected (`_forked`).
 _STARTED: weakref.WeakSet[LocalServer] = weakref.WeakSet()
+#: Held from a server's exit pipe made to its write end closed here, and by a fork
+#: (`os.register_at_fork`): no child is forked holding that end.
+_SPAWNING = threading.RLock()
 
 
 def shared_server(binary: Path, model: Path) -> LocalServer:
@@ -635,13 +719,24 @@ def _forked() -> None:
     for a watchdog that never saw it go. The child starts a server of its own
     if it needs one, and stops only that one at its exit.
     """
-    global _LOCK
+    global _LOCK, _SPAWNING
     _LOCK = threading.Lock()  # (another thread may have held it at the fork)
+    _SPAWNING = threading.RLock()  # (held by the fork itself)
+    for server in list(_STARTED):  # (before the table lets go of them: no Popen collected
+        server._let_go()  # while it still looks running)
     _SERVERS.clear()
-    for server in list(_STARTED):
-        server._let_go()
+
+
+def _before_fork() -> None:
+    _SPAWNING.acquire()  # (a start between its exit pipe and Popen finishes first)
+
+
+def _after_fork_in_parent() -> None:
+    _SPAWNING.release()
 
 
 atexit.register(stop_all)  # also reached on Ctrl-C and on an uncaught error
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_forked
+    )
