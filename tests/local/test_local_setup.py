@@ -25,6 +25,7 @@ from toolfold.local import (
 )
 from toolfold.local._build import _ninja_step
 from toolfold.runtime.core._request import ToolDefinition
+from toolfold.testing import TestModel, override_models
 
 
 def _request(
@@ -183,8 +184,13 @@ def test_a_local_model_name_it_cannot_serve_is_refused_when_built(
         toolfold.model(f"local:{name}")
     with pytest.raises(LocalSetupError):
         toolfold.Agent(f"local:{name}")
+
+
+def test_toolfold_check_refuses_an_unknown_local_model(tmp_path: Path) -> None:
+    """`toolfold check` (which resolves model strings offline) refuses local:llama3: it
+    printed "ok", and only `toolfold run` failed (review s38)."""
     agents = tmp_path / "agents.toml"
-    agents.write_text(f'[agents.writer]\nmodel = "local:{name}"\n')
+    agents.write_text('[agents.writer]\nmodel = "local:llama3"\n')
     checked = subprocess.run(
         [sys.executable, "-m", "toolfold._cli", "check", str(agents)],
         capture_output=True,
@@ -192,7 +198,18 @@ def test_a_local_model_name_it_cannot_serve_is_refused_when_built(
         timeout=120,
     )
     assert checked.returncode == 1, checked.stdout
-    assert "unknown local model" in checked.stderr or "no such GGUF file" in checked.stderr
+    assert "unknown local model 'llama3'" in checked.stderr
+
+
+def test_a_gguf_path_need_not_exist_under_override_models() -> None:
+    """Inside override_models, code naming the production model file runs unchanged where
+    the file is not (a test run in CI): Agent("local:/srv/.../prod.gguf") raised "no such GGUF
+    file" there; an unknown model name still fails (review s38)."""
+    with override_models(TestModel()):
+        agent = toolfold.Agent("local:/srv/models/prod-q4.gguf")
+        assert agent.run("hi").finish_reason == "stop"
+        with pytest.raises(LocalSetupError, match="unknown local model 'llama3'"):
+            toolfold.Agent("local:llama3")
 
 
 def test_a_cache_folder_with_a_file_in_its_way_is_refused_when_the_model_is_built(

@@ -24,9 +24,10 @@ from toolfold.local._weights import (
     ensure_model,
     installed_model,
 )
-from toolfold.runtime._model import register_provider
+from toolfold.runtime._model import _NAME_CHECKS, register_provider
 
-register_provider("local", LocalModel, check_name=check_model_name)
+register_provider("local", LocalModel)
+_NAME_CHECKS["local"] = check_model_name
 
 __all__ = [
     "CACHE_ENV",

@@ -49,8 +49,11 @@ class Model(Protocol):
 
 ModelFactory = Callable[..., Model]
 _PROVIDERS: dict[str, ModelFactory] = {}
-#: The name checks of the providers that gave one (`register_provider`).
-_NAME_CHECKS: dict[str, Callable[[str], object]] = {}
+#: A built-in provider's check of a model name, by prefix (``toolfold.local`` fills
+#: its own): called by `model` with the name and whether `override_models` is on
+#: (``toolfold check`` resolves strings so), before the factory or the override;
+#: raises for a name the provider cannot serve.
+_NAME_CHECKS: dict[str, Callable[[str, bool], object]] = {}
 
 #: The options `model` passes to a provider's model class: how to reach the
 #: model (key, URL, clients, limits, timeout, retry, headers...), none of them
@@ -91,24 +94,14 @@ CLIENT_OPTIONS = frozenset(
 )
 
 
-def register_provider(
-    prefix: str, factory: ModelFactory, *, check_name: Callable[[str], object] | None = None
-) -> None:
+def register_provider(prefix: str, factory: ModelFactory) -> None:
     """Make ``prefix:model-name`` strings resolve through ``factory``.
 
     Args:
         prefix: The provider prefix, e.g. ``"openai"``.
         factory: Called as ``factory(model_name, **options)``; returns a `Model`.
-        check_name: Called with the model name each time such a string is
-            resolved, inside an `override_models` block too (where the factory
-            is not called: ``toolfold check`` resolves strings so); raises a
-            `ModelConfigError` for a name the provider cannot serve.
     """
     _PROVIDERS[prefix] = factory
-    if check_name is None:
-        _NAME_CHECKS.pop(prefix, None)
-    else:
-        _NAME_CHECKS[prefix] = check_name
 
 
 def model(spec: str | Model, **options: Any) -> Model:
@@ -138,10 +131,10 @@ def model(spec: str | Model, **options: Any) -> Model:
             raise ModelConfigError("options can only be given with a model string")
         return spec
     factory, name = _factory(spec)
+    override = MODEL_OVERRIDE.get()
     check = _NAME_CHECKS.get(spec.partition(":")[0])
     if check is not None:
-        check(name)  # (overridden too: a name its provider cannot serve fails any run)
-    override = MODEL_OVERRIDE.get()
+        check(name, override is not None)  # (overridden too: a typo fails any run)
     if override is not None:
         return override(spec)
     try:
