@@ -27,8 +27,10 @@ from toolfold.runtime.core._stream import StreamEvent
 # the watchdog (SIGSTOP: its exit, which follows the server's, is held back) and exits; "cut"
 # stops the watchdog and exits without an answer (the request was read: it reached the server).
 # "reset": every POST is read, then its connection shut without an answer, the server living on.
+# "linger": as "cut", but a child of the server (its pid in $FAKE_REQUESTS.linger) holds the
+# server's pipes until killed: the server's exit pipe stays open after its exit.
 FAKE_SERVER = f"""#!{sys.executable}
-import http.server, json, os, signal, socket, sys
+import http.server, json, os, signal, socket, stat, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
 with open(sys.argv[sys.argv.index("--model") + 1], "rb") as file:
     model = file.read()
@@ -59,7 +61,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        if first and model == b"cut":
+        if first and model in (b"cut", b"linger"):
             os.kill(os.getppid(), signal.SIGSTOP)
             os._exit(1)
         usage = {{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
@@ -89,6 +91,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 server = http.server.HTTPServer(("127.0.0.1", port), Handler)
+if model == b"linger" and os.fork() == 0:
+    for fd in range(3, 256):  # (the pipes only: no socket)
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
+        except OSError:
+            pass
+    with open(requests + ".linger", "w") as file:
+        file.write(str(os.getpid()))
+    signal.pause()
 print(f"srv  llama_server: listening on http://127.0.0.1:{{server.server_address[1]}}", flush=True)
 server.serve_forever()
 """
@@ -243,6 +255,36 @@ def test_a_call_the_server_read_before_it_died_is_sent_once_to_a_new_one(
     assert _requests(tmp_path)[0] == str(first)  # read by the server that died
     assert len(_requests(tmp_path)) == 2  # and by the new one, once
     assert _serving_pid(model.server()) != first
+
+
+def test_a_call_cut_by_a_server_seen_exiting_before_its_exit_pipe_closed_is_sent_again(
+    fake: Callable[[bytes], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server read the request and is exiting (a zombie), its exit pipe not closed yet (as
+    a killed llama-server's connections break a moment before): alive() says yes, and the call
+    is still sent to a new server once its exit shows; it failed with the connection's error
+    (review s38)."""
+    model = LocalModel(str(fake(b"linger")))
+    first = model.server()
+    lingering = int((tmp_path / "requests.linger").read_text())
+    seen: list[bool] = []
+    wait = LocalServer.wait
+
+    def exit_shows(self: LocalServer, timeout: float | None = None) -> bool:
+        if self is first and not seen:
+            seen.append(self.alive())
+            os.kill(lingering, signal.SIGKILL)  # the exit pipe closes
+        return wait(self, timeout)
+
+    monkeypatch.setattr(LocalServer, "wait", exit_shows)
+    try:
+        assert model.request_sync(REQUEST).text == "hi"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(lingering, signal.SIGKILL)
+    assert seen == [True]  # (its exit had not shown)
+    assert len(_requests(tmp_path)) == 2
+    assert model.server() is not first
 
 
 @pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
