@@ -27,8 +27,8 @@ from toolfold.runtime.core._stream import StreamEvent
 # the watchdog (SIGSTOP: its exit, which follows the server's, is held back) and exits; "cut"
 # stops the watchdog and exits without an answer (the request was read: it reached the server).
 # "reset": every POST is read, then its connection shut without an answer, the server living on.
-# "linger": as "cut", but a child of the server (its pid in $FAKE_REQUESTS.linger) holds the
-# server's pipes until killed: the server's exit pipe stays open after its exit.
+# "linger": as "cut", but a child of the first server (its pid in $FAKE_REQUESTS.linger) holds
+# the server's pipes until killed: the server's exit pipe stays open after its exit.
 FAKE_SERVER = f"""#!{sys.executable}
 import http.server, json, os, signal, socket, stat, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
@@ -91,16 +91,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 server = http.server.HTTPServer(("127.0.0.1", port), Handler)
-if model == b"linger" and os.fork() == 0:
-    for fd in range(3, 256):  # (the pipes only: no socket)
-        try:
-            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-                os.close(fd)
-        except OSError:
-            pass
+if model == b"linger" and not os.path.exists(requests + ".linger"):
+    child = os.fork()
+    if child == 0:
+        for fd in range(3, 256):  # (the pipes only: no socket)
+            try:
+                if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    os.close(fd)
+            except OSError:
+                pass
+        signal.pause()
     with open(requests + ".linger", "w") as file:
-        file.write(str(os.getpid()))
-    signal.pause()
+        file.write(str(child))
 print(f"srv  llama_server: listening on http://127.0.0.1:{{server.server_address[1]}}", flush=True)
 server.serve_forever()
 """
