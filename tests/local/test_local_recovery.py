@@ -9,6 +9,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolfold import Message, ModelRequest, ProviderConnectionError
+from toolfold import Message, ModelRequest, ProviderConnectionError, ProviderError
 from toolfold.local import CACHE_ENV, SERVER_ENV, LocalModel, LocalSetupError, _server
 from toolfold.local._server import LocalServer
 from toolfold.runtime.core._stream import StreamEvent
@@ -317,6 +318,47 @@ def test_a_connection_a_live_server_dropped_fails_at_once_and_is_not_sent_again(
     assert len(_requests(tmp_path)) == 1
     assert server.exiting() is False  # (seen without waiting)
     assert model.server() is server
+
+
+@pytest.mark.parametrize("how", ["async", "astream"])
+def test_an_async_call_looks_at_a_lost_connection_off_the_event_loop(
+    fake: Callable[[bytes], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """While an async call checks whether its server died (which may wait for the server's
+    lock and exit, seconds), other coroutines on the loop run: the check ran on the loop and
+    stalled it for up to 3 s (review s38)."""
+    model = LocalModel(str(fake(b"reset")))
+    dead = LocalModel._dead
+    checking, released = threading.Event(), threading.Event()
+    progress: list[str] = []
+    seen: list[list[str]] = []
+
+    def held_dead(self: LocalModel, server: LocalServer, exc: ProviderError) -> bool:
+        checking.set()
+        released.wait(10)  # (set by the other coroutine, if the loop runs it)
+        seen.append(list(progress))
+        return dead(self, server, exc)
+
+    async def other() -> None:
+        await asyncio.to_thread(checking.wait, 30)
+        progress.append("ran")  # (on the loop, while the check is held)
+        released.set()
+
+    async def both() -> None:
+        async def call() -> None:
+            if how == "async":
+                await model.request(REQUEST)
+            else:
+                async for _ in model.stream(REQUEST):
+                    pass
+
+        results = await asyncio.gather(call(), other(), return_exceptions=True)
+        assert isinstance(results[0], ProviderConnectionError), results
+
+    monkeypatch.setattr(LocalModel, "_dead", held_dead)
+    asyncio.run(both())
+    assert seen == [["ran"]]
+    assert len(_requests(tmp_path)) == 1
 
 
 def test_kill_then_call_at_once_is_answered_by_a_new_server(

@@ -190,7 +190,8 @@ class LocalModel:
         try:
             return await chat.request(prepared)
         except ProviderError as exc:
-            if not self._dead(server, exc):
+            # (in a thread: it may wait seconds for the lock or the server's exit)
+            if not await asyncio.to_thread(self._dead, server, exc):
                 raise
         chat, _ = await asyncio.to_thread(self._ready)
         return await chat.request(prepared)
@@ -221,7 +222,7 @@ class LocalModel:
                 yield event
             return
         except ProviderError as exc:
-            if started or not self._dead(server, exc):
+            if started or not await asyncio.to_thread(self._dead, server, exc):
                 raise
         chat, _ = await asyncio.to_thread(self._ready)
         async for event in chat.stream(prepared):
