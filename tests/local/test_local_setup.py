@@ -186,11 +186,17 @@ def test_a_local_model_name_it_cannot_serve_is_refused_when_built(
         toolfold.Agent(f"local:{name}")
 
 
-def test_toolfold_check_refuses_an_unknown_local_model(tmp_path: Path) -> None:
-    """`toolfold check` (which resolves model strings offline) refuses local:llama3: it
-    printed "ok", and only `toolfold run` failed (review s38)."""
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [("llama3", "unknown local model 'llama3'"), ("/nope/prod.gguf", "no such GGUF file")],
+)
+def test_toolfold_check_refuses_a_local_model_it_cannot_serve(
+    name: str, error: str, tmp_path: Path
+) -> None:
+    """`toolfold check` (which resolves model strings offline, under override_models) refuses
+    an unknown name and a missing .gguf file as a run would: it printed "ok" (review s38)."""
     agents = tmp_path / "agents.toml"
-    agents.write_text('[agents.writer]\nmodel = "local:llama3"\n')
+    agents.write_text(f'[agents.writer]\nmodel = "local:{name}"\n')
     checked = subprocess.run(
         [sys.executable, "-m", "toolfold._cli", "check", str(agents)],
         capture_output=True,
@@ -198,7 +204,7 @@ def test_toolfold_check_refuses_an_unknown_local_model(tmp_path: Path) -> None:
         timeout=120,
     )
     assert checked.returncode == 1, checked.stdout
-    assert "unknown local model 'llama3'" in checked.stderr
+    assert error in checked.stderr
 
 
 def test_a_gguf_path_need_not_exist_under_override_models() -> None:

@@ -54,6 +54,10 @@ _PROVIDERS: dict[str, ModelFactory] = {}
 #: (``toolfold check`` resolves strings so), before the factory or the override;
 #: raises for a name the provider cannot serve.
 _NAME_CHECKS: dict[str, Callable[[str, bool], object]] = {}
+#: Set by ``toolfold check``: its `override_models` only spares it API keys, so
+#: model names are checked as a run would check them (a missing ``.gguf`` file
+#: fails there, not under a user's `override_models`).
+_FULL_NAME_CHECK: ContextVar[bool] = ContextVar("toolfold_full_name_check", default=False)
 
 #: The options `model` passes to a provider's model class: how to reach the
 #: model (key, URL, clients, limits, timeout, retry, headers...), none of them
@@ -134,7 +138,8 @@ def model(spec: str | Model, **options: Any) -> Model:
     override = MODEL_OVERRIDE.get()
     check = _NAME_CHECKS.get(spec.partition(":")[0])
     if check is not None:
-        check(name, override is not None)  # (overridden too: a typo fails any run)
+        # (overridden too: a typo fails any run)
+        check(name, override is not None and not _FULL_NAME_CHECK.get())
     if override is not None:
         return override(spec)
     try:
