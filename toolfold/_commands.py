@@ -56,13 +56,19 @@ def state_text(raw: bytes) -> bytes:
 
 
 def _load(command: str, path: str, model: str | None, *, offline: bool = False) -> Any:
-    """Load an agent file; ``offline``: model strings resolve to a stand-in (no key needed)."""
+    """Load an agent file; ``offline``: model strings resolve to a stand-in (no key needed).
+
+    ``check`` checks model names fully all the same (a ``local:`` model file that
+    is not there), as a run would: a user's `override_models` does not.
+    """
     from contextlib import nullcontext
 
     from toolfold.files._load import read_file
+    from toolfold.runtime._model import _FULL_NAME_CHECK
     from toolfold.testing import TestModel, override_models
 
     source = Path(path)
+    full = _FULL_NAME_CHECK.set(command == "check")
     try:
         with override_models(TestModel()) if offline else nullcontext():
             # (not `load`, whose model= errors are the Python API's: --model's are the file's)
@@ -70,6 +76,8 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
     except AgentFileError as exc:
         print(_visible(str(exc), lines=True), file=sys.stderr)  # (it may quote an MCP server)
         raise _Stop(PROBLEM) from None
+    finally:
+        _FULL_NAME_CHECK.reset(full)
 
 
 def _agent(command: str, loaded: Any, name: str | None) -> Any:

@@ -25,6 +25,7 @@ from toolfold.local import (
 )
 from toolfold.local._build import _ninja_step
 from toolfold.runtime.core._request import ToolDefinition
+from toolfold.testing import TestModel, override_models
 
 
 def _request(
@@ -171,3 +172,107 @@ def test_two_processes_installing_at_once_share_one_download(tmp_path: Path) -> 
     assert sum("downloading" in err for _, err in outputs) == 1
     assert target.read_bytes() == payload
     assert sorted(p.name for p in target.parent.iterdir()) == sorted([entry.file, lock_path.name])
+
+
+@pytest.mark.parametrize("name", ["llama3", "/nope/model.gguf"])
+def test_a_local_model_name_it_cannot_serve_is_refused_when_built(
+    name: str, tmp_path: Path
+) -> None:
+    """An unknown name or a missing .gguf file is refused by `toolfold.model` and `Agent()`,
+    before any run: it was taken, and failed only in the run (review s38)."""
+    with pytest.raises(LocalSetupError, match=r"unknown local model 'llama3'|no such GGUF file"):
+        toolfold.model(f"local:{name}")
+    with pytest.raises(LocalSetupError):
+        toolfold.Agent(f"local:{name}")
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [("llama3", "unknown local model 'llama3'"), ("/nope/prod.gguf", "no such GGUF file")],
+)
+def test_toolfold_check_refuses_a_local_model_it_cannot_serve(
+    name: str, error: str, tmp_path: Path
+) -> None:
+    """`toolfold check` (which resolves model strings offline, under override_models) refuses
+    an unknown name and a missing .gguf file as a run would: it printed "ok" (review s38)."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(f'[agents.writer]\nmodel = "local:{name}"\n')
+    checked = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "check", str(agents)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 1, checked.stdout
+    assert error in checked.stderr
+
+
+def test_a_gguf_path_need_not_exist_under_override_models() -> None:
+    """Inside override_models, code naming the production model file runs unchanged where
+    the file is not (a test run in CI): Agent("local:/srv/.../prod.gguf") raised "no such GGUF
+    file" there; an unknown model name still fails (review s38)."""
+    with override_models(TestModel()):
+        agent = toolfold.Agent("local:/srv/models/prod-q4.gguf")
+        assert agent.run("hi").finish_reason == "stop"
+        with pytest.raises(LocalSetupError, match="unknown local model 'llama3'"):
+            toolfold.Agent("local:llama3")
+
+
+def test_a_cache_folder_with_a_file_in_its_way_is_refused_when_the_model_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$TOOLFOLD_CACHE_DIR naming a file (or a folder under one) is a LocalSetupError naming
+    the variable when the model is built: a bare NotADirectoryError came out of the run, with
+    'resume it to retry' (review s38)."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for place in (afile, afile / "sub"):
+        monkeypatch.setenv(CACHE_ENV, str(place))
+        with pytest.raises(LocalSetupError, match=rf"{CACHE_ENV}=.*{afile} is not a folder"):
+            LocalModel("smollm2")
+
+
+def test_a_cache_folder_that_cannot_be_made_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache folder that cannot be created (under /proc) is a LocalSetupError naming
+    $TOOLFOLD_CACHE_DIR, from the lock of a build or an install and from a server's start: a
+    bare FileNotFoundError (review s38)."""
+    from toolfold.local._paths import locked
+    from toolfold.local._server import LocalServer
+
+    monkeypatch.setenv(CACHE_ENV, "/proc/toolfold-nope")
+    with (
+        pytest.raises(LocalSetupError, match=rf"{CACHE_ENV}='/proc/toolfold-nope'"),
+        locked(cache_dir() / "models" / "x.lock", print, "installing x"),
+    ):
+        pass
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    with pytest.raises(LocalSetupError, match=rf"{CACHE_ENV}='/proc/toolfold-nope'"):
+        LocalServer(Path("/bin/true"), model).start()
+
+
+def test_the_local_commands_say_a_bad_cache_folder_without_a_traceback(tmp_path: Path) -> None:
+    """``toolfold local build`` and ``serve`` with $TOOLFOLD_CACHE_DIR naming a file print one
+    error line naming the variable and exit 1: they printed a traceback (review s38)."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    environment = {k: v for k, v in os.environ.items() if k != SERVER_ENV}
+    environment[CACHE_ENV] = str(afile)
+    for command in (["build"], ["serve", str(model)]):
+        if command[0] == "serve":
+            environment[SERVER_ENV] = "/bin/true"
+        done = subprocess.run(
+            [sys.executable, "-m", "toolfold.local", *command],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=120,
+        )
+        assert done.returncode == 1
+        assert done.stderr.startswith("error: "), done.stderr
+        assert CACHE_ENV in done.stderr
+        assert "Traceback" not in done.stderr

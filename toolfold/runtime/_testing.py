@@ -761,7 +761,9 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     Code written for a real provider (``Agent("openai:gpt-4o-mini", ...)``,
     ``generate_text("groq:...", ...)``, ``toolfold.model("mistral:...")``) runs
     unchanged against a test model: no key, no network. The string must still
-    name a known provider (a typo still raises `ModelConfigError`); options
+    name a known provider (a typo still raises `ModelConfigError`), and a
+    ``local:`` one a known model or a ``.gguf`` path (the file need not exist
+    here); options
     given with it (``api_key``, ``base_url``...) are ignored. An agent made
     from a string outside any block (a module-level ``Agent("openai:...")``)
     is overridden in the runs that start inside it: its string is resolved
