@@ -628,10 +628,11 @@ def test_a_stuck_call_that_ends_before_its_replacement_begins_serves_in_its_plac
     _one_worker_left(inbox)
 
 
-def _nested_agents(inner_kind: str) -> tuple[Any, list[threading.Thread]]:
+def _nested_agents(inner_kind: str, own_loop: bool = False) -> tuple[Any, list[threading.Thread]]:
     """An agent whose step makes two calls of a sync tool that runs another agent blocking
     (``inner.run``), whose step makes two calls: two sync tools ("threads"), or a sync
-    and an async one ("loop": on an event loop of the worker's). Every call waits for its
+    and an async one ("loop": on an event loop of the worker's). With ``own_loop`` the
+    tool calls ``inner.run`` inside an event loop it runs (``asyncio.run``). Every call waits for its
     fellows to run (barriers): both delegating calls hold a worker at once, and the sync
     calls of both inner runs run at once. Returns the agent and the threads tools ran on."""
     from toolfold import Agent
@@ -675,6 +676,12 @@ def _nested_agents(inner_kind: str) -> tuple[Any, list[threading.Thread]]:
         """
         threads.append(threading.current_thread())
         delegates.wait()
+        if own_loop:  # blocking code inside an event loop of the tool's: run hands the step on
+
+            async def ask() -> str:
+                return inner.run(topic).text
+
+            return asyncio.run(ask())
         return inner.run(topic).text
 
     def outer_reply(request: Any) -> Any:
@@ -717,3 +724,23 @@ def test_a_sync_tool_running_an_agent_blocking_cannot_starve_the_workers(
             thread.join(0.01)
     assert sum(t.is_alive() for t in ran) == 2
     assert _workers._workers()._count == 2
+
+
+def test_a_sync_tool_running_an_agent_blocking_inside_its_own_event_loop_cannot_starve_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sync tool calling `run` from an event loop of its own (the step goes to toolfold's
+    loop thread, the worker blocked on it): the inner calls still get threads past the cap."""
+    private_pool(monkeypatch, 2)
+    outer, threads = _nested_agents("loop", own_loop=True)
+    texts: list[str] = []
+    done = threading.Event()
+
+    def main() -> None:
+        texts.append(outer.run("go").text)
+        done.set()
+
+    threading.Thread(target=main, daemon=True).start()
+    assert done.wait(60), "deadlock: the inner runs' calls wait for the workers they hold"
+    assert texts == ["outer done"]
+    assert len(set(threads)) - 2 == 2  # each inner run's sync leaf ran past the cap

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from toolfold.runtime.drive._workers import for_worker
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -454,4 +456,5 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(make())
-    return _pool().submit(lambda: asyncio.run(make())).result()
+    # A worker's thread blocks here: what the run hands to workers is its own call.
+    return _pool().submit(for_worker(lambda: asyncio.run(make()))).result()
