@@ -519,21 +519,17 @@ def failed_outcome(job: ToolJob, exc: BaseException) -> ToolOutcome:
     return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
 
 
-def _stray_cancel(work: asyncio.Future[Any]) -> bool:
+def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], before: int) -> bool:
     """Whether the `CancelledError` a tool's ``work`` ended with is the tool's own (it
     awaited a task it had cancelled, say) and no cancellation of the run: an error the
     model reads, as any other the tool raises, not the run's end.
 
-    The run's task is not being cancelled (`asyncio.Task.cancelling`, Python 3.11 and
-    later; on 3.10 it cannot be told apart, and the run ends as if cancelled).
+    The run's task got no cancellation since the call began: its count (``cancelling``,
+    from `cancels_of`) is no higher than ``before``, read then. Compared with that, not
+    with 0, as a task may start the run with a cancellation it caught and never took back
+    (Python 3.11 and later; on 3.10 it cannot be told apart, and the run ends as if cancelled).
     """
-    import asyncio
-
-    if not work.done():
-        return False
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is not None and cancelling() == 0
+    return COUNTS_CANCELS and work.done() and cancelling() <= before
 
 
 def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = None) -> ToolOutcome:
@@ -768,7 +764,7 @@ async def _run_one(
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
-                if not _stray_cancel(work):
+                if not _stray_cancel(work, cancelling, before):
                     raise
                 outcome = failed_outcome(job, exc)
             else:
