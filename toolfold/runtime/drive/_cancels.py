@@ -62,9 +62,19 @@ async def awaited_apart(work: asyncio.Future[Any]) -> None:
     raised, whatever ``work`` did with it."""
     import asyncio
 
+    # A bare future woken by ``work``'s end: what `asyncio.wait` builds (a set, a
+    # counter, a callback per future), without the rest, once per call.
+    waiter = work.get_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    work.add_done_callback(wake)
     try:
-        await asyncio.wait((work,))
+        await waiter
     except asyncio.CancelledError:
+        work.remove_done_callback(wake)
         work.cancel()
         try:
             await asyncio.wait((work,))
