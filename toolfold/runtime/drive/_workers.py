@@ -31,8 +31,9 @@ for its own queued calls: with every worker so taken (32 runs at once
 delegating from a sync tool), none ever would. A worker ends once its call
 does while more than `MAX_WORKERS` are counted, so the extra threads are
 gone when the nested calls are. toolfold's own hand-over of such a run to
-another thread (`run_blocking` inside a running loop) marks that thread's
-calls as the worker's (`for_worker`). A thread of the tool's own making
+another thread (`run_blocking` inside a running loop) gives it a thread of
+its own, not one of a capped pool, and marks that thread's calls as the
+worker's (`for_worker`): so at any depth of nesting. A thread of the tool's own making
 (its own executor) is not known to be waited for by a worker: its calls
 queue, and 32 such tools at once still hang (documented: call `run` on the
 tool's thread, or `await arun` from an async tool).
