@@ -484,5 +484,5 @@ def _on_own_thread(function: Callable[[], T]) -> T:
         else:
             future.set_result(result)
 
-    threading.Thread(target=run, name="toolfold-tool-run", daemon=True).start()
+    threading.Thread(target=run, name="toolfold-run", daemon=True).start()
     return future.result()
