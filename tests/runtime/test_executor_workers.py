@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -628,18 +630,23 @@ def test_a_stuck_call_that_ends_before_its_replacement_begins_serves_in_its_plac
     _one_worker_left(inbox)
 
 
-def _nested_agents(inner_kind: str) -> tuple[Any, list[threading.Thread]]:
+def _nested_agents(
+    inner_kind: str, own_loop: bool = False, depth: int = 1
+) -> tuple[Any, list[threading.Thread]]:
     """An agent whose step makes two calls of a sync tool that runs another agent blocking
     (``inner.run``), whose step makes two calls: two sync tools ("threads"), or a sync
-    and an async one ("loop": on an event loop of the worker's). Every call waits for its
-    fellows to run (barriers): both delegating calls hold a worker at once, and the sync
-    calls of both inner runs run at once. Returns the agent and the threads tools ran on."""
+    and an async one ("loop": on an event loop of the worker's). With ``own_loop`` the
+    tool calls ``inner.run`` inside an event loop it runs (``asyncio.run``). With ``depth``
+    2, the agent it runs is itself one whose step makes two calls of such a tool (running
+    the leaves' agent). Every call waits for its fellows to run (barriers): all delegating
+    calls of a level hold a thread at once, and the sync calls of all inner runs run at
+    once. Returns the agent and the threads tools ran on."""
     from toolfold import Agent
     from toolfold.testing import FunctionModel
 
     threads: list[threading.Thread] = []
-    leaves = threading.Barrier(4 if inner_kind == "threads" else 2, timeout=30)
-    delegates = threading.Barrier(2, timeout=30)
+    runs = 2**depth  # inner (leaf-calling) runs
+    leaves = threading.Barrier(runs * (2 if inner_kind == "threads" else 1), timeout=30)
 
     @tool
     def leaf(i: int) -> str:
@@ -665,24 +672,52 @@ def _nested_agents(inner_kind: str) -> tuple[Any, list[threading.Thread]]:
         return "inner done"
 
     inner = Agent(FunctionModel(inner_reply), tools=[leaf, aleaf])
+    for level in range(depth, 0, -1):
+        # Below the top, an async call too: the step runs on an event loop (`run_kept`),
+        # handed to another thread inside the delegating tool's loop.
+        delegates = threading.Barrier(2**level, timeout=30)
+        inner = _delegating_agent(inner, delegates, threads, own_loop, aleaf if level > 1 else None)
+    return inner, threads
+
+
+def _delegating_agent(
+    inner: Any,
+    delegates: threading.Barrier,
+    threads: list[threading.Thread],
+    own_loop: bool,
+    aleaf: Any = None,
+) -> Any:
+    """An agent whose step makes two calls of a sync tool running ``inner`` blocking, once
+    every call of its level (``delegates``) holds a thread, and one of ``aleaf`` if given."""
+    from toolfold import Agent
+    from toolfold.testing import FunctionModel
 
     @tool
     def delegate(topic: str) -> str:
-        """Runs the inner agent, blocking, once both delegating calls hold a worker.
+        """Runs the inner agent, blocking, once all delegating calls of its level hold a thread.
 
         Args:
             topic: What to ask.
         """
         threads.append(threading.current_thread())
         delegates.wait()
+        if own_loop:  # blocking code inside an event loop of the tool's: run hands the step on
+
+            async def ask() -> str:
+                return inner.run(topic).text
+
+            return asyncio.run(ask())
         return inner.run(topic).text
 
     def outer_reply(request: Any) -> Any:
         if request.messages[-1].role == "user":
-            return [call("delegate", {"topic": "a"}), call("delegate", {"topic": "b"})]
+            calls = [call("delegate", {"topic": "a"}), call("delegate", {"topic": "b"})]
+            return calls if aleaf is None else [*calls, call("aleaf", {})]
         return "outer done"
 
-    return Agent(FunctionModel(outer_reply), tools=[delegate]), threads
+    return Agent(
+        FunctionModel(outer_reply), tools=[delegate] if aleaf is None else [delegate, aleaf]
+    )
 
 
 @pytest.mark.parametrize("inner_kind", ["threads", "loop"])
@@ -716,4 +751,77 @@ def test_a_sync_tool_running_an_agent_blocking_cannot_starve_the_workers(
         for thread in ran:
             thread.join(0.01)
     assert sum(t.is_alive() for t in ran) == 2
+    assert _workers._workers()._count == 2
+
+
+def test_a_sync_tool_running_an_agent_blocking_inside_its_own_event_loop_cannot_starve_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sync tool calling `run` from an event loop of its own (the step goes to toolfold's
+    loop thread, the worker blocked on it): the inner calls still get threads past the cap."""
+    private_pool(monkeypatch, 2)
+    outer, threads = _nested_agents("loop", own_loop=True)
+    texts: list[str] = []
+    done = threading.Event()
+
+    def main() -> None:
+        texts.append(outer.run("go").text)
+        done.set()
+
+    threading.Thread(target=main, daemon=True).start()
+    assert done.wait(60), "deadlock: the inner runs' calls wait for the workers they hold"
+    assert texts == ["outer done"]
+    assert len(set(threads)) - 2 == 2  # each inner run's sync leaf ran past the cap
+
+
+class _TwoThreads:
+    """A thread pool running at most two calls at once, on daemon threads (a hung call does not
+    hold up the interpreter's exit, as a `ThreadPoolExecutor`'s would)."""
+
+    def __init__(self) -> None:
+        self._slots = threading.Semaphore(2)
+
+    def submit(self, function: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            with self._slots:
+                try:
+                    future.set_result(function())
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True).start()
+        return future
+
+
+def test_sync_tools_running_agents_blocking_inside_their_own_event_loops_two_deep_cannot_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two levels of sync tools calling `run` from their own event loops, every worker and
+    every hand-over pool thread held: each hand-over gets a thread of its own, and those end."""
+    from toolfold.runtime.drive import _kept_loop
+
+    private_pool(monkeypatch, 2)
+    monkeypatch.setattr(_kept_loop, "_POOL", _TwoThreads())  # run_blocking's pool: 2, not 32
+    outer, threads = _nested_agents("loop", own_loop=True, depth=2)
+    before = set(threading.enumerate())
+    texts: list[str] = []
+    done = threading.Event()
+
+    def main() -> None:
+        texts.append(outer.run("go").text)
+        done.set()
+
+    threading.Thread(target=main, daemon=True).start()
+    assert done.wait(60), "deadlock: the second level's hand-overs wait for pool threads held"
+    assert texts == ["outer done"]
+    # 2 workers, then past the cap: 4 second-level delegates and the 4 inner runs' sync leaves.
+    assert len(set(threads)) == 2 + 4 + 4
+    # Past the cap workers and the hand-overs' threads end: the 2 workers are left.
+    deadline = time.monotonic() + 30
+    while len(set(threading.enumerate()) - before) > 2 and time.monotonic() < deadline:
+        for thread in set(threading.enumerate()) - before:
+            thread.join(0.01)
+    assert len(set(threading.enumerate()) - before) == 2
     assert _workers._workers()._count == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 
 import pytest
@@ -100,3 +101,37 @@ def test_cancelling_the_run_still_cancels_it() -> None:
             await run
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("lone", [True, False], ids=["lone", "beside_another"])
+def test_a_tools_own_cancelled_error_is_an_error_result_in_a_task_with_a_cancel_caught_before(
+    lone: bool,
+) -> None:
+    """A run awaited by a task that caught a cancel earlier and never took it back (its
+    count stays 1): the tool's own CancelledError is still its error result (it used to end
+    the run, read as the run's cancel). Python 3.10: the run ends cancelled, as documented."""
+    script = ScriptedModel(
+        [
+            call("hedged", {"url": "u"})
+            if lone
+            else [call("other", {"x": 1}), call("hedged", {"url": "u"})],
+            "fine",
+        ]
+    )
+
+    async def caught_a_cancel_then_runs() -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        # Caught, not uncancelled: Task.cancelling() stays 1 (3.11+).
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        response = await toolfold.agenerate_text(script, "go", tools=[other, hedged])
+        assert response.steps[0].tool_results[-1].is_error
+        return response.text
+
+    if sys.version_info < (3, 11):
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(caught_a_cancel_then_runs())
+        return
+    assert asyncio.run(caught_a_cancel_then_runs()) == "fine"

@@ -13,9 +13,10 @@ Python 3.11 and later count a task's pending cancellations
 (`asyncio.Task.cancelling`, lowered by `uncancel` once a timeout took its
 own back): a count higher after the await than before it is a cancellation
 of the run that was swallowed. Python 3.10 keeps no trace of it. There a
-lone async tool, which runs as a task of its own anyway, is awaited with
-`asyncio.wait`, which a cancellation of the run interrupts without passing
-it on; the tool is then cancelled and waited for (`awaited_apart`). A model
+lone async tool, which runs as a task of its own anyway (as does what a
+``blocking=False`` sync tool returns to await), is awaited apart: a
+cancellation of the run interrupts the wait without passing it on; the tool
+is then cancelled and waited for (`awaited_apart`). A model
 call is not made a task of its own for this (what it raises that is not an
 `Exception`, Ctrl-C's KeyboardInterrupt, would leave the event loop at once,
 past the run, and a stream's pieces would each be read by another task): on
@@ -61,9 +62,19 @@ async def awaited_apart(work: asyncio.Future[Any]) -> None:
     raised, whatever ``work`` did with it."""
     import asyncio
 
+    # A bare future woken by ``work``'s end: what `asyncio.wait` builds (a set, a
+    # counter, a callback per future), without the rest, once per call.
+    waiter = work.get_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    work.add_done_callback(wake)
     try:
-        await asyncio.wait((work,))
+        await waiter
     except asyncio.CancelledError:
+        work.remove_done_callback(wake)
         work.cancel()
         try:
             await asyncio.wait((work,))

@@ -519,21 +519,17 @@ def failed_outcome(job: ToolJob, exc: BaseException) -> ToolOutcome:
     return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
 
 
-def _stray_cancel(work: asyncio.Future[Any]) -> bool:
+def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], before: int) -> bool:
     """Whether the `CancelledError` a tool's ``work`` ended with is the tool's own (it
     awaited a task it had cancelled, say) and no cancellation of the run: an error the
     model reads, as any other the tool raises, not the run's end.
 
-    The run's task is not being cancelled (`asyncio.Task.cancelling`, Python 3.11 and
-    later; on 3.10 it cannot be told apart, and the run ends as if cancelled).
+    The run's task got no cancellation since the call began: its count (``cancelling``,
+    from `cancels_of`) is no higher than ``before``, read then. Compared with that, not
+    with 0, as a task may start the run with a cancellation it caught and never took back
+    (Python 3.11 and later; on 3.10 it cannot be told apart, and the run ends as if cancelled).
     """
-    import asyncio
-
-    if not work.done():
-        return False
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is not None and cancelling() == 0
+    return COUNTS_CANCELS and work.done() and cancelling() <= before
 
 
 def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = None) -> ToolOutcome:
@@ -599,14 +595,18 @@ async def run_calls(
             stored = job.invocation.call.arguments
             arguments = None if stored is None else quick_arguments(tool, stored)
             if arguments is not None:  # nothing between the call and the function
-                ran = _on_loop_now(job, arguments, started, tool.function)
+                ran = _on_loop_now(job, arguments, started, tool.function, finished)
             else:
                 prepared = _prepare(job, quick=False)
                 if isinstance(prepared, ToolOutcome):
                     return _timed((prepared,), started)
-                ran = _on_loop_now(job, prepared, started)
+                ran = _on_loop_now(job, prepared, started, None, finished)
             if not isinstance(ran, ToolOutcome):  # the tool returned an awaitable
-                ran = await ran
+                try:
+                    ran = await ran
+                except BaseException:
+                    _time_finished(finished, started)
+                    raise
             return (ran,) if ran.duration is not None else _timed((ran,), started)
     try:
         return _timed(await _run_calls(jobs, max_concurrency, finished), started)
@@ -642,7 +642,7 @@ async def _run_calls(
         tool = job.tool
         assert tool is not None
         if not tool.blocking and not tool.is_async:  # inline: one coroutine fewer
-            return (await _run_on_loop(job, prepared),)
+            return (await _run_on_loop(job, prepared, finished),)
         return (await _run_one(job, prepared, finished, 0, waits),)  # (kept there)
     # At most ``max_concurrency`` calls run at once: the join makes the next
     # call's task when one ends. Each task is named by its call's id.
@@ -677,7 +677,7 @@ async def _run_one(
 
     assert job.tool is not None
     if not job.tool.blocking and not job.tool.is_async:
-        return await _run_on_loop(job, arguments)
+        return await _run_on_loop(job, arguments, finished, index)
     timeout = job.tool.timeout
     if timeout is None and _SUB_RUN in job.tool.__dict__:
         # A sub-run (an agent or a workflow step) changes no context variable
@@ -768,7 +768,7 @@ async def _run_one(
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
-                if not _stray_cancel(work):
+                if not _stray_cancel(work, cancelling, before):
                     raise
                 outcome = failed_outcome(job, exc)
             else:
@@ -1049,14 +1049,20 @@ def _run_id_of(job: ToolJob) -> str | None:
     return job.context.run_id if job.context is not None else None
 
 
-async def _run_on_loop(job: ToolJob, arguments: dict[str, Any]) -> ToolOutcome:
+async def _run_on_loop(
+    job: ToolJob,
+    arguments: dict[str, Any],
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
+) -> ToolOutcome:
     """A ``blocking=False`` sync tool, called right here on the loop's thread.
 
     No timeout applies (the definition refuses one: nothing could interrupt
     the call). A copy of the context, as a worker thread would get, keeps the
-    context variables the tool sets its own.
+    context variables the tool sets its own. ``finished`` and ``index`` as for
+    `_on_loop_now`.
     """
-    ran = _on_loop_now(job, arguments, None)
+    ran = _on_loop_now(job, arguments, None, None, finished, index)
     return ran if isinstance(ran, ToolOutcome) else await ran
 
 
@@ -1065,13 +1071,17 @@ def _on_loop_now(
     arguments: dict[str, Any],
     started: float | None,
     function: Callable[..., Any] | None = None,
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
 ) -> ToolOutcome | Awaitable[ToolOutcome]:
     """`_run_on_loop` without a coroutine of its own: the outcome, or one to await
     when the tool returned an awaitable.
 
     With ``started``, a plain result's outcome is timed (see `_finish`). With
     ``function`` (the tool's, when `quick_arguments` made ``arguments``), that
-    is called with them as keywords: what `Tool.invoke` would do.
+    is called with them as keywords: what `Tool.invoke` would do. The outcome of
+    an awaitable that ended as the run was cancelled goes in ``finished`` under
+    ``index`` (Python 3.10, see `_awaited`).
     """
     context = contextvars.copy_context()
     try:
@@ -1081,21 +1091,41 @@ def _on_loop_now(
             value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             # Awaited as a task made in the tool's context, so what it sets stays its own.
-            return _awaited(job, context.run(_in_task, value))
+            return _awaited(job, context.run(_in_task, value), finished, index)
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
     return _finish(job, value, started)
 
 
-def _in_task(value: Awaitable[T]) -> Awaitable[T]:
+def _in_task(value: Awaitable[T]) -> asyncio.Future[T]:
     import asyncio
 
     return asyncio.ensure_future(value)
 
 
-async def _awaited(job: ToolJob, value: Awaitable[Any]) -> ToolOutcome:
+async def _awaited(
+    job: ToolJob,
+    work: asyncio.Future[Any],
+    finished: dict[int, ToolOutcome] | None = None,
+    index: int = 0,
+) -> ToolOutcome:
+    """The outcome of ``work``, the task of what a ``blocking=False`` sync tool returned.
+
+    On Python 3.10 it is awaited apart (`awaited_apart`), as a lone async tool is: a
+    cancellation of the run cancels it, waits for its end (what it returned on the way
+    is kept in ``finished`` under ``index``) and ends the run, even if it swallows the
+    cancel (3.11+ finds that from the task's count, see `_cancels`).
+    """
+    import asyncio
+
     try:
-        value = await value
+        if not COUNTS_CANCELS:
+            try:
+                await awaited_apart(work)
+            except asyncio.CancelledError:
+                _keep_done(finished, index, job, work)
+                raise
+        value = await work
     except Exception as exc:
         return failed_outcome(job, exc)
     return _finish(job, value)

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from toolfold.runtime.drive._workers import for_worker, workers_own
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -445,8 +447,11 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine to completion from blocking code.
 
     With no loop running in this thread, on a fresh loop here; inside a
-    running loop (sync API called from async code), on a worker thread so the
-    caller's loop is not re-entered.
+    running loop (sync API called from async code), on another thread so the
+    caller's loop is not re-entered: one of a pool of 32, or, called from a
+    worker (or for one: `workers_own`), a thread of its own that ends with
+    the run, so that nested sync tools doing so never wait for a pool thread
+    held by the runs they wait for, however deep.
     """
     import asyncio
 
@@ -454,4 +459,30 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(make())
+    if workers_own():
+        # A worker's thread (or one a worker waits for) blocks here: the run gets a thread
+        # of its own, not one of the pool's (each could be held by such a run, waiting for
+        # a tool two levels down that waits for a pool thread), and what it hands to
+        # workers is the worker's own call (`for_worker`).
+        return _on_own_thread(for_worker(lambda: asyncio.run(make())))
     return _pool().submit(lambda: asyncio.run(make())).result()
+
+
+def _on_own_thread(function: Callable[[], T]) -> T:
+    """``function()`` run on a new daemon thread (ending when it returns), this one waiting.
+
+    Outcomes as from `_pool`'s ``submit(...).result()``: its value, or what it raised.
+    """
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            result = function()
+        except BaseException as exc:  # delivered to the waiting caller, as the pool does
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=run, name="toolfold-run", daemon=True).start()
+    return future.result()

@@ -67,6 +67,7 @@ from toolfold.runtime.core._stop import (
     steps_stop,
     stop_event,
 )
+from toolfold.runtime.drive._cancels import COUNTS_CANCELS
 from toolfold.runtime.drive._executor import (
     DEFAULT_MAX_CONCURRENCY,
     STANDING,
@@ -692,13 +693,17 @@ def _round_record(jobs: Sequence[ToolJob]) -> dict[int, ToolOutcome] | None:
 
     None for a lone call that runs no sub-run and is no async tool: it has nothing to
     keep. (An async tool may catch the run's cancellation and return: the run ends
-    cancelled all the same, its result kept, see `_cancels`.)
+    cancelled all the same, its result kept, see `_cancels`. So may what a
+    ``blocking=False`` sync tool returns to await: on Python 3.10 that ends the run
+    before the round returns, and is kept here; 3.11+ finds it once the round returned.)
     """
     if len(jobs) > 1:
         return {}
     if jobs:
         tool = jobs[0].tool
-        if tool is not None and (tool.is_async or forwards(jobs[0])):
+        if tool is not None and (
+            tool.is_async or forwards(jobs[0]) or (not COUNTS_CANCELS and not tool.blocking)
+        ):
             return {}
     return None
 

@@ -30,7 +30,13 @@ it would wait for a worker to free, and each could be such a tool, waiting
 for its own queued calls: with every worker so taken (32 runs at once
 delegating from a sync tool), none ever would. A worker ends once its call
 does while more than `MAX_WORKERS` are counted, so the extra threads are
-gone when the nested calls are.
+gone when the nested calls are. toolfold's own hand-over of such a run to
+another thread (`run_blocking` inside a running loop) gives it a thread of
+its own, not one of a capped pool, and marks that thread's calls as the
+worker's (`for_worker`): so at any depth of nesting. A thread of the tool's own making
+(its own executor) is not known to be waited for by a worker: its calls
+queue, and 32 such tools at once still hang (documented: call `run` on the
+tool's thread, or `await arun` from an async tool).
 
 Ctrl-C while a call is handed over (a worker started, the call queued, a
 stuck call's slot given away) leaves the counts as they were, or as they are
@@ -56,7 +62,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolfold.toolkit._results import exception_text
 
@@ -64,6 +70,8 @@ if TYPE_CHECKING:
     import asyncio
 
 MAX_WORKERS = 32
+
+T = TypeVar("T")
 
 # (inbox, future, context, function, args): the inbox is an `_Inbox` (event
 # loop callers) or a `SyncInbox` (blocking callers); the future anything hashable
@@ -193,7 +201,7 @@ class _Workers:
                         raise
                     return
                 if self._count >= MAX_WORKERS:
-                    if type(threading.current_thread()) is _WorkerThread:
+                    if workers_own():
                         # A worker's own call (see the module's docstring): a thread of its
                         # own, given the call, not the queue (it would take one queued first).
                         self._count += 1
@@ -382,6 +390,37 @@ class _Workers:
 
 class _WorkerThread(threading.Thread):
     """A worker's thread: what it submits is its own call (see `_Workers.submit`)."""
+
+
+_FOR_WORKER = threading.local()  # ``.on``: this thread runs a call a worker waits for
+
+
+def workers_own() -> bool:
+    """Whether calls submitted from this thread are a worker's own (see `_Workers.submit`):
+    it is a worker's, or runs what a worker blocks on (`for_worker`)."""
+    return type(threading.current_thread()) is _WorkerThread or getattr(_FOR_WORKER, "on", False)
+
+
+def for_worker(function: Callable[[], T]) -> Callable[[], T]:
+    """``function``, to run on another thread while this one blocks until it returns: called
+    from a worker (or for one), what it submits there counts as the worker's own call.
+
+    toolfold's own hand-overs use it (`run_blocking`'s thread): without it, a sync
+    tool whose event loop runs a blocking run would have that run's calls
+    queued for the workers, each held by such a tool (see the module's docstring).
+    """
+    if not workers_own():
+        return function
+
+    def run() -> T:
+        before = getattr(_FOR_WORKER, "on", False)
+        _FOR_WORKER.on = True
+        try:
+            return function()
+        finally:
+            _FOR_WORKER.on = before
+
+    return run
 
 
 _WORKERS: _Workers | None = None
