@@ -12,11 +12,14 @@ import difflib
 import inspect
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+
+import attrs
 
 from toolfold._errors import ModelConfigError, UsageError
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -47,7 +50,78 @@ class Model(Protocol):
         ...
 
 
+@attrs.frozen
+class RequestReport:
+    """What encoding a neutral request for one API changed or left out.
+
+    Attributes:
+        provider: The provider the request was encoded for.
+        notes: One sentence per change, in message order (empty: sent as given).
+    """
+
+    provider: str
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Prepared:
+    """A request body ready to send, with the report of how it was made.
+
+    Attributes:
+        body: The JSON body.
+        report: What was dropped or rewritten on the way.
+        headers: Extra headers this request needs (e.g. a beta flag), if any.
+    """
+
+    body: dict[str, Any]
+    report: RequestReport
+    headers: Mapping[str, str] | None = None
+
+
+@runtime_checkable
+class ConnectedModel(Model, Protocol):
+    """A `Model` that holds HTTP clients: what `model` builds from a ``provider:model`` string.
+
+    The built-in providers' models implement it (``openai:``, ``anthropic:``,
+    ``gemini:``, ``ollama:``, ``openai-responses:`` and the OpenAI-compatible
+    family). Implement `Model` for a model of your own: a provider registered
+    with `register_provider` is typed as giving one of these, so give it the
+    methods your users will call. A ``local:`` model (`toolfold.local.LocalModel`)
+    has `close` and `aclose`; its ``prepare`` gives the request as sent (its body
+    is ``LocalModel.body``) and it has no `check_arguments`. Under
+    `toolfold.testing.override_models` a model string gives the test model.
+    """
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding changed.
+
+        Nothing is sent. ``prepare(request).report.notes`` says, one sentence per
+        change, what could not be sent as given (another provider's reasoning
+        left out, a placeholder signature added...).
+        """
+        ...
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against the schema this model sent for its tool.
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the schema sent, or
+                name no tool of the request.
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the blocking HTTP client this model made (an injected one stays open)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this model made, async ones included (injected ones stay open)."""
+        ...
+
+
 ModelFactory = Callable[..., Model]
+_M = TypeVar("_M", bound=Model)
 _PROVIDERS: dict[str, ModelFactory] = {}
 
 #: The options `model` passes to a provider's model class: how to reach the
@@ -99,8 +173,19 @@ def register_provider(prefix: str, factory: ModelFactory) -> None:
     _PROVIDERS[prefix] = factory
 
 
+@overload
+def model(spec: str, **options: Any) -> ConnectedModel: ...
+
+
+@overload
+def model(spec: _M) -> _M: ...
+
+
 def model(spec: str | Model, **options: Any) -> Model:
     """Build a model from a ``provider:model`` string, or pass a model through.
+
+    A string gives a `ConnectedModel` (``close``, ``aclose``, ``prepare``,
+    ``check_arguments``); a model object comes back as given.
 
     Args:
         spec: ``"openai:gpt-4o-mini"``, ``"openai-compatible:my-model"`` (with
