@@ -27,7 +27,7 @@ import inspect
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
@@ -90,6 +90,38 @@ class Tool(Generic[P, R]):
     max_retries: int
     blocking: bool
     is_async: bool
+
+    # A tool without a function (its calls go back to the caller) is a
+    # ``Tool[..., Any]``: nothing says what calling it would take or give.
+    @overload
+    def __init__(
+        self: Tool[..., Any],
+        name: str,
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+        function: None = None,
+        *,
+        strict: bool | None = None,
+        requires_approval: ApprovalPolicy = False,
+        timeout: float | None = None,
+        max_retries: int = 3,
+        blocking: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+        function: Callable[P, R] = ...,
+        *,
+        strict: bool | None = None,
+        requires_approval: ApprovalPolicy = False,
+        timeout: float | None = None,
+        max_retries: int = 3,
+        blocking: bool = True,
+    ) -> None: ...
 
     def __init__(
         self,
