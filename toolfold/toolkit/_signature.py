@@ -245,9 +245,10 @@ def quoted_args_resolved(
 
     A name that does not evaluate stays a string (the schema then says which).
     """
-    if sys.version_info >= (3, 11):
+    if sys.version_info >= (3, 11):  # (if/else: a type checker skips the other version's branch)
         return hints
-    return {name: _resolve_quoted(tp, globalns, localns) for name, tp in hints.items()}
+    else:
+        return {name: _resolve_quoted(tp, globalns, localns) for name, tp in hints.items()}
 
 
 def _resolve_quoted(tp: Any, globalns: dict[str, Any], localns: dict[str, Any] | None) -> Any:

@@ -679,22 +679,21 @@ def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any])
     """
     if sys.version_info >= (3, 12):
         inspect.markcoroutinefunction(made)
-        return
-    # Before 3.12 inspect looks at the code flags of anything function-like.
-    target: Any = function
-    while isinstance(target, functools.partial):
-        target = target.func
-    if not hasattr(target, "__code__"):
-        target = type(target).__call__  # a callable object with an async __call__
-    code = getattr(target, "__code__", None)
-    if isinstance(code, types.CodeType):
-        made.__dict__["__code__"] = code
-        made.__dict__["__defaults__"] = getattr(target, "__defaults__", None)
-        made.__dict__["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
-        made.__dict__.setdefault("__name__", made.name)  # function-like needs a name
-    from asyncio import coroutines
+    else:  # before 3.12 inspect looks at the code flags of anything function-like
+        target: Any = function
+        while isinstance(target, functools.partial):
+            target = target.func
+        if not hasattr(target, "__code__"):
+            target = type(target).__call__  # a callable object with an async __call__
+        code = getattr(target, "__code__", None)
+        if isinstance(code, types.CodeType):
+            made.__dict__["__code__"] = code
+            made.__dict__["__defaults__"] = getattr(target, "__defaults__", None)
+            made.__dict__["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
+            made.__dict__.setdefault("__name__", made.name)  # function-like needs a name
+        from asyncio import coroutines
 
-    made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
+        made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def schema_problems(schema: object) -> list[str]:
