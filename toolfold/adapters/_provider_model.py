@@ -52,8 +52,7 @@ from toolfold.adapters._http._streaming import unechoed
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters._split_echoes import SplitEchoes
-from toolfold.runtime._model import Prepared as Prepared  # (runtime's: ConnectedModel.prepare's)
-from toolfold.runtime._model import RequestReport as RequestReport
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import (

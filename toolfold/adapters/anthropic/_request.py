@@ -38,7 +38,6 @@ from toolfold.adapters._codec import (
     url_excerpt,
 )
 from toolfold.adapters._dialects import CompiledTool, compile_tool
-from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import result_items
 from toolfold.adapters.anthropic._provider import (
     BETA_ONLY_FIELDS,
@@ -47,6 +46,7 @@ from toolfold.adapters.anthropic._provider import (
     RENAMED_SETTINGS,
     UNSUPPORTED_SETTINGS,
 )
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
