@@ -44,7 +44,8 @@ from toolfold import (
 )
 from toolfold.files import loads
 from toolfold.runtime import CallModel, next_effect
-from toolfold.runtime import RequestReport
+from toolfold.local import LocalModel
+from toolfold.runtime import Prepared, RequestReport, register_provider
 from toolfold.testing import FunctionModel, Reply, ScriptedModel, TestModel
 
 agent = Agent(TestModel())
@@ -115,6 +116,16 @@ def pay(amount: int) -> str:
 def answer(request: ModelRequest) -> Reply:
     return [FunctionModel.call("pay", {"amount": 5})]
 
+
+# What a model string may give besides a provider's model: each is a ConnectedModel.
+connected: list[ConnectedModel] = [
+    TestModel(),
+    ScriptedModel(["hi"]),
+    FunctionModel(answer),
+    LocalModel("smollm2"),
+]
+assert_type(LocalModel().prepare(ModelRequest([]), stream=True), Prepared)
+register_provider("mine", lambda name, **options: TestModel())
 
 script: list[Reply] = ["done"]
 done = Agent(FunctionModel(answer), tools=[pay]).run("pay")

@@ -14,11 +14,16 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, overload, runtime_checkable
 
 import attrs
 
-from toolfold._errors import ModelConfigError, UsageError
+from toolfold._errors import (
+    ArgumentJSONError,
+    ArgumentValidationError,
+    ModelConfigError,
+    UsageError,
+)
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
@@ -80,16 +85,16 @@ class Prepared:
 
 @runtime_checkable
 class ConnectedModel(Model, Protocol):
-    """A `Model` that holds HTTP clients: what `model` builds from a ``provider:model`` string.
+    """A `Model` that can be closed and asked what it sends: what `model` builds from a string.
 
-    The built-in providers' models implement it (``openai:``, ``anthropic:``,
-    ``gemini:``, ``ollama:``, ``openai-responses:`` and the OpenAI-compatible
-    family). Implement `Model` for a model of your own: a provider registered
-    with `register_provider` is typed as giving one of these, so give it the
-    methods your users will call. A ``local:`` model (`toolfold.local.LocalModel`)
-    has `close` and `aclose`; its ``prepare`` gives the request as sent (its body
-    is ``LocalModel.body``) and it has no `check_arguments`. Under
-    `toolfold.testing.override_models` a model string gives the test model.
+    Every model a ``provider:model`` string gives has these methods: the
+    built-in providers' models (``openai:``, ``anthropic:``, ``gemini:``,
+    ``ollama:``, ``openai-responses:``, the OpenAI-compatible family and
+    ``local:``), the testing models `override_models` substitutes (their
+    ``close``/``aclose`` do nothing, ``prepare`` gives an empty body and a
+    report saying it is a test model), and a provider's model registered with
+    `register_provider` (whose factory must return one). Implement `Model` for
+    a model you pass as an object.
     """
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
@@ -120,7 +125,40 @@ class ConnectedModel(Model, Protocol):
         ...
 
 
-ModelFactory = Callable[..., Model]
+def generic_check_arguments(request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+    """Validate a call's arguments against its tool's own schema in ``request``.
+
+    The check of a model that sends each tool's schema as given (the testing
+    models); a provider's model checks against the schema it sent instead.
+
+    Raises:
+        ArgumentJSONError: The argument text is not JSON.
+        ArgumentValidationError: The arguments break the tool's schema (each
+            error with its ``$.path``), or name no tool of the request.
+    """
+    from toolfold.runtime.core._arguments import decode_arguments
+    from toolfold.toolkit._arguments import compile_validator
+
+    tool = next((t for t in request.tools if t.name == call.name), None)
+    if tool is None:
+        names = ", ".join(t.name for t in request.tools) or "none"
+        raise ArgumentValidationError(
+            call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
+        )
+    arguments: Any = call.arguments
+    if arguments is None:
+        try:
+            arguments = decode_arguments(call.arguments_text)
+        except ValueError as exc:
+            raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+    validator = compile_validator(tool.parameters)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path)))
+    if errors:
+        raise ArgumentValidationError(call.name, [f"{e.json_path}: {e.message}" for e in errors])
+    return cast("Mapping[str, Any]", arguments)
+
+
+ModelFactory = Callable[..., ConnectedModel]
 _M = TypeVar("_M", bound=Model)
 _PROVIDERS: dict[str, ModelFactory] = {}
 
@@ -166,9 +204,17 @@ CLIENT_OPTIONS = frozenset(
 def register_provider(prefix: str, factory: ModelFactory) -> None:
     """Make ``prefix:model-name`` strings resolve through ``factory``.
 
+    ``toolfold.model("prefix:...")`` is typed as a `ConnectedModel`, so the
+    factory's model must have its methods besides `Model`'s: ``prepare``
+    (the body it would send, and a `RequestReport`), ``check_arguments``,
+    ``close`` and ``aclose`` (no-ops if it holds nothing to close). The
+    registration is not checked: a model without them fails only when
+    code calls a missing method.
+
     Args:
         prefix: The provider prefix, e.g. ``"openai"``.
-        factory: Called as ``factory(model_name, **options)``; returns a `Model`.
+        factory: Called as ``factory(model_name, **options)``; returns a
+            `ConnectedModel`.
     """
     _PROVIDERS[prefix] = factory
 
