@@ -79,7 +79,9 @@ class _LocalServer(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._send(json.dumps(message).encode(), "application/json")
             return
-        events = [("message_start", {"message": {**message, "content": [], "stop_reason": None}})]
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"message": {**message, "content": [], "stop_reason": None}})
+        ]
         for index, block in enumerate(content):
             events.append(("content_block_start", {"index": index, "content_block": block}))
             events.append(("content_block_stop", {"index": index}))
@@ -138,7 +140,7 @@ def main() -> None:
                 print(event.text, end="", flush=True)
         print()
     finally:
-        model.close()  # type: ignore[attr-defined]
+        model.close()
         if server is not None:
             server.shutdown()
             server.server_close()

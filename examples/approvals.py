@@ -15,7 +15,7 @@ import os
 import sys
 
 from toolfold import Agent, Denied, ModelConfigError, RunState, tool
-from toolfold.testing import ScriptedModel
+from toolfold.testing import Reply, ScriptedModel
 
 call = ScriptedModel.call
 BALANCES = {"alice": 120, "bob": 40}
@@ -44,7 +44,7 @@ def close_account(name: str) -> str:
     return f"closed the account of {name}"
 
 
-def make_agent(script: list[object]) -> Agent:
+def make_agent(script: list[Reply]) -> Agent:
     """Both "processes" below build the agent the same way; the state names its tools.
 
     The scripted model stands in for a real one unless ``MODEL`` names one.

@@ -99,7 +99,7 @@ def main() -> None:
         except ModelConfigError as error:
             print("refused before sending:", error)
     finally:
-        model.close()  # type: ignore[attr-defined]
+        model.close()
         if server is not None:
             server.shutdown()
             server.server_close()

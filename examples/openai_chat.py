@@ -109,7 +109,7 @@ def main() -> None:
                 print(event.text, end="", flush=True)
         print()
     finally:
-        model.close()  # type: ignore[attr-defined]
+        model.close()
         if server is not None:
             server.shutdown()
             server.server_close()

@@ -21,11 +21,12 @@ import operator
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from toolfold import Agent, ModelConfigError, ModelRequest, ToolCallPart, ToolResultPart, tool
-from toolfold.testing import FunctionModel
+from toolfold.testing import FunctionModel, Reply
 
 # --- the tools: plain functions; the schema comes from hints and docstrings ---
 
@@ -62,7 +63,7 @@ def get_weather(city: str, unit: Literal["celsius", "fahrenheit"] = "celsius") -
     return Weather(city.title(), temperature, unit, conditions)
 
 
-_OPERATORS = {
+_OPERATORS: dict[type[ast.AST], Callable[..., float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -95,12 +96,12 @@ def calculate(expression: str) -> float:
 # --- MODEL=test: a scripted offline model that behaves like a real one -------
 
 
-def offline_model(request: ModelRequest) -> object:
+def offline_model(request: ModelRequest) -> Reply:
     """Call the tools the question needs; once results are in, answer from them."""
     last = request.messages[-1]
     if last.role == "tool":
-        calls = {c.id: c for c in request.messages[-2].tool_calls}
-        return " ".join(_sentence(calls[r.call_id], r) for r in last.tool_results)
+        by_id = {c.id: c for c in request.messages[-2].tool_calls}
+        return " ".join(_sentence(by_id[r.call_id], r) for r in last.tool_results)
     question = last.text
     calls = [
         FunctionModel.call("get_weather", {"city": city})

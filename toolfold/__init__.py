@@ -42,6 +42,7 @@ from toolfold._errors import (
 from toolfold._public import publish as _publish
 from toolfold.runtime import (
     Agent,
+    ConnectedModel,
     Denied,
     ExtraToolsWarning,
     FilePart,
@@ -149,6 +150,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "CompiledTool",
+    "ConnectedModel",
     "Denied",
     "Dialect",
     "ExtraToolsWarning",

@@ -47,13 +47,18 @@ too, so ``except ValueError`` or ``except TimeoutError`` catches it:
 `ProviderConnectionError` is a ``ConnectionError`` and `ProviderTimeoutError` a
 ``TimeoutError`` (both are ``OSError``).
 
-This module is a leaf: every layer may import it, it imports none of them.
+This module is a leaf: every layer may import it, it imports none of them (the
+types its attributes name are imported for type checkers only).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolfold.runtime._response import Response
+    from toolfold.runtime.core._state import RunState
 
 
 def _listed(problems: tuple[str, ...], bullet: str = "  - ") -> str:
@@ -90,7 +95,21 @@ class ToolfoldError(Exception):
     """Base class of every error toolfold raises on purpose.
 
     Every one pickles (its subclasses' ``__init__`` take fields, not the message).
+
+    Attributes:
+        state: The run's state when a run raised this error, to inspect, save
+            or resume (``agent.resume(error.state)``): a `RunError` always
+            carries one, and so does any other toolfold error a run raises (a
+            `ProviderError` keeps its type and gets the run's state). None for
+            an error raised outside a run (``model.request(...)`` called
+            directly). `toolfold.state_of` also follows the error's chain.
+        close_errors: The errors of the tool sources (MCP servers...) that
+            failed to close after the run failed with this error, in the order
+            they were raised (each also in ``__notes__``); empty when none did.
     """
+
+    state: RunState | None = None
+    close_errors: Sequence[BaseException] = ()
 
     __reduce__ = reduce_error
 
@@ -254,10 +273,11 @@ class RunError(ToolfoldError, RuntimeError):
 
     Attributes:
         state: The last consistent state of the run (a ``RunState``), so that
-            nothing is lost: it can be inspected, serialized or resumed.
+            nothing is lost: it can be inspected, serialized or resumed. Every
+            run sets it; None only for an error built without one.
     """
 
-    def __init__(self, message: str, state: Any = None) -> None:
+    def __init__(self, message: str, state: RunState | None = None) -> None:
         self.state = state
         super().__init__(message)
 
@@ -265,7 +285,7 @@ class RunError(ToolfoldError, RuntimeError):
 class InvalidTransitionError(RunError):
     """An event arrived that the run's current phase does not allow."""
 
-    def __init__(self, phase: str, event: str, state: Any = None) -> None:
+    def __init__(self, phase: str, event: str, state: RunState | None = None) -> None:
         self.phase = phase
         self.event = event
         super().__init__(f"event {event!r} is not allowed in phase {phase!r}", state)
@@ -281,7 +301,7 @@ class InvalidEventError(InvalidTransitionError):
         reason: Why the event was refused.
     """
 
-    def __init__(self, phase: str, event: str, reason: str, state: Any = None) -> None:
+    def __init__(self, phase: str, event: str, reason: str, state: RunState | None = None) -> None:
         super().__init__(phase, event, state)
         self.reason = reason
         self.args = (f"event {event!r} refused in phase {phase!r}: {reason}",)
@@ -309,13 +329,20 @@ class SourceCloseError(ToolfoldError, RuntimeError):
     attached to it.)
 
     Attributes:
-        response: The run's `Response` (a `WorkflowResponse` for a workflow).
-        state: ``response.state``.
+        response: The run's `Response` (a `WorkflowResponse` for a workflow);
+            None only when a workflow's stream was closed early (no response).
+        state: ``response.state`` (None with no response).
         close_errors: Every close error, in the order they were raised.
     """
 
+    response: Response | None
+    close_errors: list[BaseException]
+
     def __init__(
-        self, message: str, response: Any = None, close_errors: list[BaseException] | None = None
+        self,
+        message: str,
+        response: Response | None = None,
+        close_errors: list[BaseException] | None = None,
     ) -> None:
         self.response = response
         self.state = None if response is None else response.state

@@ -193,6 +193,8 @@ class _Session:
                 f"warning: the run ended, but closing a tool source failed: {failures}",
             )
             outcome = exc.response
+            if outcome is None:  # (only a workflow's stream closed early has none)
+                raise
             self._catch_up(outcome, waiting)
             if not self.args.json and not self.args.stream:  # a stream showed its text
                 self._emit(self._answer(outcome.text) + ("\n" if outcome.text else ""))

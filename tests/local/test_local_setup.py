@@ -47,20 +47,20 @@ def test_first_step_requires_a_call_and_later_steps_answer() -> None:
     """With tools and no choice: "required" before any result, "none" once results are in."""
     model = LocalModel()
     question = Message.user("Weather in Paris?")
-    first = model.prepare(_request(question))
+    first = model.as_sent(_request(question))
     assert first.tool_choice == "required"
     call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
     results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
-    second = model.prepare(_request(question, Message("assistant", (call,)), results))
+    second = model.as_sent(_request(question, Message("assistant", (call,)), results))
     assert second.tool_choice == "none"
 
 
 def test_an_explicit_tool_choice_is_sent_as_given() -> None:
     """A caller's ``tool_choice``, "auto" included, is sent unchanged."""
     model = LocalModel()
-    assert model.prepare(_request(Message.user("hi"), tool_choice="auto")).tool_choice == "auto"
-    assert model.prepare(_request(Message.user("hi"), tool_choice="none")).tool_choice == "none"
-    assert model.prepare(_request(Message.user("hi"), tool_choice="get_weather")).tool_choice == (
+    assert model.as_sent(_request(Message.user("hi"), tool_choice="auto")).tool_choice == "auto"
+    assert model.as_sent(_request(Message.user("hi"), tool_choice="none")).tool_choice == "none"
+    assert model.as_sent(_request(Message.user("hi"), tool_choice="get_weather")).tool_choice == (
         "get_weather"
     )
 
@@ -68,7 +68,7 @@ def test_an_explicit_tool_choice_is_sent_as_given() -> None:
 def test_default_settings_yield_to_the_callers() -> None:
     """Greedy decoding and a token cap are defaults; a caller's own settings win."""
     model = LocalModel()
-    sent = model.prepare(_request(Message.user("hi"), temperature=0.7))
+    sent = model.as_sent(_request(Message.user("hi"), temperature=0.7))
     assert sent.settings["temperature"] == 0.7
     assert sent.settings["max_tokens"] == 512
 

@@ -247,6 +247,43 @@ def test_static_and_class_method_tools() -> None:
     assert Shop.kind.parameters["properties"] == {"upper": {"type": "boolean", "default": False}}
 
 
+class Branch:
+    """A class whose tools' return annotations name the class itself (a string here)."""
+
+    def __init__(self, city: str) -> None:
+        self.city = city
+
+    @tool
+    def moved(self, city: str) -> Branch:
+        return Branch(city)
+
+    @tool
+    @staticmethod
+    def opened(city: str) -> Branch:
+        return Branch(city)
+
+
+def test_a_method_tool_may_return_its_own_class() -> None:
+    """A return annotation naming the class being defined makes no problem: it is not read."""
+    assert Branch("oslo").moved("rome").city == "rome"
+    assert Branch.opened.parameters["required"] == ["city"]
+    assert Branch.opened.invoke({"city": "oslo"}).city == "oslo"
+
+
+def test_a_parameter_naming_the_class_being_defined_says_so() -> None:
+    """The error says the name is the class being defined, not a missing import."""
+    with pytest.raises(ToolDefinitionError) as caught:
+
+        class Depot:
+            @tool
+            def merge(self, other: Depot) -> str:
+                return ""
+
+    message = str(caught.value)
+    assert "name 'Depot' is not defined yet: it is the class being defined" in message
+    assert "import the names" not in message
+
+
 class Namespace:
     """A class used only to group functions."""
 

@@ -52,6 +52,7 @@ from toolfold.adapters._http._streaming import unechoed
 from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._arguments import decode_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import (
@@ -66,34 +67,6 @@ _log = logging.getLogger("toolfold.adapters")
 
 #: Sentinel for "option not given": the transport's own default applies.
 UNSET: Any = object()
-
-
-@attrs.frozen
-class RequestReport:
-    """What encoding a neutral request for one API changed or left out.
-
-    Attributes:
-        provider: The provider the request was encoded for.
-        notes: One sentence per change, in message order (empty: sent as given).
-    """
-
-    provider: str
-    notes: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class Prepared:
-    """A request body ready to send, with the report of how it was made.
-
-    Attributes:
-        body: The JSON body.
-        report: What was dropped or rewritten on the way.
-        headers: Extra headers this request needs (e.g. a beta flag), if any.
-    """
-
-    body: dict[str, Any]
-    report: RequestReport
-    headers: Mapping[str, str] | None = None
 
 
 def transport_options(timeout: Any, retry: Any) -> dict[str, Any]:
@@ -188,6 +161,9 @@ def _forget(
 
 class ProviderModel:
     """Base of the provider models: a codec on the shared `Transport` (see the module docstring).
+
+    It implements `toolfold.runtime.ConnectedModel`, what ``toolfold.model(...)``
+    gives for a ``provider:model`` string.
 
     A subclass names its `Endpoint` (`_endpoint`) and gives the codec:
     `prepare`, `_path`, `_parse`, `_compiled`, and the pure stream decoder

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -24,6 +24,8 @@ from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress, check_cache_dir
 from toolfold.local._server import LocalServer, shared_server
 from toolfold.local._weights import check_model_name, ensure_model
+from toolfold.runtime._model import Prepared
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -102,6 +104,7 @@ class LocalModel:
         self._progress = progress or print_progress
         self._options = options
         self._chat: OpenAIChatModel | None = None
+        self._offline: OpenAIChatModel | None = None  # `_encoder`'s, before a server runs
         self._server: LocalServer | None = None
         self._lock = threading.Lock()
         _MODELS.add(self)
@@ -157,7 +160,7 @@ class LocalModel:
                 self._chat = None
         return True
 
-    def prepare(self, request: ModelRequest) -> ModelRequest:
+    def as_sent(self, request: ModelRequest) -> ModelRequest:
         """The request as sent: the tool-choice policy and default settings applied."""
         changes: dict[str, Any] = {}
         if request.tools and request.tool_choice is None:
@@ -168,13 +171,47 @@ class LocalModel:
             changes["settings"] = {**missing, **request.settings}
         return attrs.evolve(request, **changes) if changes else request
 
+    def _encoder(self) -> OpenAIChatModel:
+        """The chat model that encodes requests: the server's, else one not connected.
+
+        ``prepare`` and ``check_arguments`` need no server: before one runs
+        they use a chat model of the same preset and options whose URL (the
+        discard port) is never called.
+        """
+        with self._lock:
+            if self._chat is not None:
+                return self._chat
+            if self._offline is None:
+                options = {**self._options, "base_url": "http://127.0.0.1:9/v1"}
+                self._offline = _LoopbackChatModel(
+                    self.model_name, provider=LOCAL_PROVIDER, **options
+                )
+            return self._offline
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body sent for ``request`` (`as_sent`'s request), and what encoding changed.
+
+        Nothing is sent and no server is started.
+        """
+        return self._encoder().prepare(self.as_sent(request), stream=stream)
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against the schema sent for its tool.
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the schema sent, or
+                name no tool of the request.
+        """
+        return self._encoder().check_arguments(self.as_sent(request), call)
+
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body sent for ``request`` (starts the server if needed)."""
-        return self._ready()[0].body(self.prepare(request), stream=stream)
+        return self._ready()[0].body(self.as_sent(request), stream=stream)
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
         """One response, blocking."""
-        prepared = self.prepare(request)
+        prepared = self.as_sent(request)
         chat, server = self._ready()
         try:
             return chat.request_sync(prepared)
@@ -185,7 +222,7 @@ class LocalModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously (the first setup runs in a thread)."""
-        prepared = self.prepare(request)
+        prepared = self.as_sent(request)
         chat, server = await asyncio.to_thread(self._ready)
         try:
             return await chat.request(prepared)
@@ -198,7 +235,7 @@ class LocalModel:
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
-        prepared = self.prepare(request)
+        prepared = self.as_sent(request)
         chat, server = self._ready()
         started = False
         try:
@@ -213,7 +250,7 @@ class LocalModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
-        prepared = self.prepare(request)
+        prepared = self.as_sent(request)
         chat, server = await asyncio.to_thread(self._ready)
         started = False
         try:
@@ -230,13 +267,15 @@ class LocalModel:
 
     def close(self) -> None:
         """Close the HTTP client (the server stays up for other runs until exit)."""
-        if self._chat is not None:
-            self._chat.close()
+        for chat in (self._chat, self._offline):
+            if chat is not None:
+                chat.close()
 
     async def aclose(self) -> None:
         """Close the async HTTP client (the server stays up until exit)."""
-        if self._chat is not None:
-            await self._chat.aclose()
+        for chat in (self._chat, self._offline):
+            if chat is not None:
+                await chat.aclose()
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -16,7 +16,14 @@ from toolfold.runtime._api import (
     state_of,
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
-from toolfold.runtime._model import Model, model, register_provider
+from toolfold.runtime._model import (
+    ConnectedModel,
+    Model,
+    Prepared,
+    RequestReport,
+    model,
+    register_provider,
+)
 from toolfold.runtime._response import (
     Response,
     RunEndEvent,
@@ -123,6 +130,7 @@ __all__ = [
     "CallModel",
     "CallResumed",
     "CallState",
+    "ConnectedModel",
     "Denied",
     "Effect",
     "Event",
@@ -149,8 +157,10 @@ __all__ = [
     "OutputSpec",
     "Parallel",
     "Part",
+    "Prepared",
     "ReasoningDelta",
     "ReasoningPart",
+    "RequestReport",
     "Response",
     "ResponseInfo",
     "Route",

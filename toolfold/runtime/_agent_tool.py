@@ -457,4 +457,4 @@ def _ended(error: SourceCloseError, tool_name: str) -> Response:
             tool_name,
             failures,
         )
-    return error.response  # type: ignore[no-any-return]
+    return error.response

@@ -12,11 +12,19 @@ import difflib
 import inspect
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, overload, runtime_checkable
 
-from toolfold._errors import ModelConfigError, UsageError
+import attrs
+
+from toolfold._errors import (
+    ArgumentJSONError,
+    ArgumentValidationError,
+    ModelConfigError,
+    UsageError,
+)
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -47,7 +55,111 @@ class Model(Protocol):
         ...
 
 
-ModelFactory = Callable[..., Model]
+@attrs.frozen
+class RequestReport:
+    """What encoding a neutral request for one API changed or left out.
+
+    Attributes:
+        provider: The provider the request was encoded for.
+        notes: One sentence per change, in message order (empty: sent as given).
+    """
+
+    provider: str
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Prepared:
+    """A request body ready to send, with the report of how it was made.
+
+    Attributes:
+        body: The JSON body.
+        report: What was dropped or rewritten on the way.
+        headers: Extra headers this request needs (e.g. a beta flag), if any.
+    """
+
+    body: dict[str, Any]
+    report: RequestReport
+    headers: Mapping[str, str] | None = None
+
+
+@runtime_checkable
+class ConnectedModel(Model, Protocol):
+    """A `Model` that can be closed and asked what it sends: what `model` builds from a string.
+
+    Every model a ``provider:model`` string gives has these methods: the
+    built-in providers' models (``openai:``, ``anthropic:``, ``gemini:``,
+    ``ollama:``, ``openai-responses:``, the OpenAI-compatible family and
+    ``local:``), the testing models `override_models` substitutes (their
+    ``close``/``aclose`` do nothing, ``prepare`` gives an empty body and a
+    report saying it is a test model), and a provider's model registered with
+    `register_provider` (whose factory must return one). Implement `Model` for
+    a model you pass as an object.
+    """
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """The body this model sends for ``request``, and what encoding changed.
+
+        Nothing is sent. ``prepare(request).report.notes`` says, one sentence per
+        change, what could not be sent as given (another provider's reasoning
+        left out, a placeholder signature added...).
+        """
+        ...
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against the schema this model sent for its tool.
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the schema sent, or
+                name no tool of the request.
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the blocking HTTP client this model made (an injected one stays open)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this model made, async ones included (injected ones stay open)."""
+        ...
+
+
+def generic_check_arguments(request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+    """Validate a call's arguments against its tool's own schema in ``request``.
+
+    The check of a model that sends each tool's schema as given (the testing
+    models); a provider's model checks against the schema it sent instead.
+
+    Raises:
+        ArgumentJSONError: The argument text is not JSON.
+        ArgumentValidationError: The arguments break the tool's schema (each
+            error with its ``$.path``), or name no tool of the request.
+    """
+    from toolfold.runtime.core._arguments import decode_arguments
+    from toolfold.toolkit._arguments import compile_validator
+
+    tool = next((t for t in request.tools if t.name == call.name), None)
+    if tool is None:
+        names = ", ".join(t.name for t in request.tools) or "none"
+        raise ArgumentValidationError(
+            call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
+        )
+    arguments: Any = call.arguments
+    if arguments is None:
+        try:
+            arguments = decode_arguments(call.arguments_text)
+        except ValueError as exc:
+            raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+    validator = compile_validator(tool.parameters)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path)))
+    if errors:
+        raise ArgumentValidationError(call.name, [f"{e.json_path}: {e.message}" for e in errors])
+    return cast("Mapping[str, Any]", arguments)
+
+
+ModelFactory = Callable[..., ConnectedModel]
+_M = TypeVar("_M", bound=Model)
 _PROVIDERS: dict[str, ModelFactory] = {}
 #: A built-in provider's check of a model name, by prefix (``toolfold.local`` fills
 #: its own): called by `model` with the name and whether `override_models` is on
@@ -101,15 +213,34 @@ CLIENT_OPTIONS = frozenset(
 def register_provider(prefix: str, factory: ModelFactory) -> None:
     """Make ``prefix:model-name`` strings resolve through ``factory``.
 
+    ``toolfold.model("prefix:...")`` is typed as a `ConnectedModel`, so the
+    factory's model must have its methods besides `Model`'s: ``prepare``
+    (the body it would send, and a `RequestReport`), ``check_arguments``,
+    ``close`` and ``aclose`` (no-ops if it holds nothing to close). The
+    registration is not checked: a model without them fails only when
+    code calls a missing method.
+
     Args:
         prefix: The provider prefix, e.g. ``"openai"``.
-        factory: Called as ``factory(model_name, **options)``; returns a `Model`.
+        factory: Called as ``factory(model_name, **options)``; returns a
+            `ConnectedModel`.
     """
     _PROVIDERS[prefix] = factory
 
 
+@overload
+def model(spec: str, **options: Any) -> ConnectedModel: ...
+
+
+@overload
+def model(spec: _M) -> _M: ...
+
+
 def model(spec: str | Model, **options: Any) -> Model:
     """Build a model from a ``provider:model`` string, or pass a model through.
+
+    A string gives a `ConnectedModel` (``close``, ``aclose``, ``prepare``,
+    ``check_arguments``); a model object comes back as given.
 
     Args:
         spec: ``"openai:gpt-4o-mini"``, ``"openai-compatible:my-model"`` (with

@@ -477,7 +477,7 @@ def _kept(error: SourceCloseError) -> Response:
     if kept is None or error.response is None:
         raise error
     kept.append(error)
-    return error.response  # type: ignore[no-any-return]
+    return error.response
 
 
 def _run_runner(task: Task) -> Callable[..., Any]:

@@ -2,8 +2,10 @@
 
 `ScriptedModel` answers from a script, `FunctionModel` from a function,
 `TestModel` calls every tool once with schema-valid arguments and then sums
-the results up. All three implement the four `Model` methods, and their
-streams are made of the same neutral events a provider adapter yields.
+the results up. All three implement the four `Model` methods and
+`ConnectedModel`'s (``close``/``aclose`` are no-ops, ``prepare`` gives an
+empty body), and their streams are made of the same neutral events a
+provider adapter yields.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from typing import Any, Union, cast
 import attrs
 
 from toolfold._errors import UsageError
-from toolfold.runtime._model import MODEL_OVERRIDE, Model, ModelOverride
+from toolfold.runtime._model import (
+    MODEL_OVERRIDE,
+    Model,
+    ModelOverride,
+    Prepared,
+    RequestReport,
+    generic_check_arguments,
+)
 from toolfold.runtime._sample import sample_for, sample_value
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
@@ -381,6 +390,38 @@ class _BaseTestModel:
         """The response as neutral stream events, asynchronously."""
         for event in response_events(await self.request(request)):
             yield event
+
+    # `ConnectedModel`'s methods, so code written for a provider's model (its
+    # ``finally: model.close()``, a ``prepare(request).report`` check) runs
+    # unchanged under `override_models`.
+
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
+        """What a provider's model would send: here nothing, so an empty body.
+
+        A test model sends no request body; the report names the model and
+        says so (``report.notes``), so code reading a provider's report runs.
+        """
+        note = f"{type(self).__name__} {self._name} is a test model: it sends no request body"
+        return Prepared({}, RequestReport(self._name.partition(":")[0], (note,)))
+
+    def check_arguments(self, request: ModelRequest, call: ToolCallPart) -> Mapping[str, Any]:
+        """Validate a call's arguments against its tool's schema in ``request``.
+
+        A test model sends each tool's own schema, so this is the tool's
+        schema check (a provider's model checks against the schema it sent).
+
+        Raises:
+            ArgumentJSONError: The argument text is not JSON.
+            ArgumentValidationError: The arguments break the tool's schema,
+                or name no tool of the request.
+        """
+        return generic_check_arguments(request, call)
+
+    def close(self) -> None:
+        """Nothing to close (a test model holds no HTTP client): a no-op."""
+
+    async def aclose(self) -> None:
+        """Nothing to close (a test model holds no HTTP client): a no-op."""
 
 
 class ScriptedModel(_BaseTestModel):
@@ -780,7 +821,11 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
 
     Args:
         model: The model every string resolves to, or a function of the model
-            string returning one (e.g. a fresh `TestModel` per string).
+            string returning one (e.g. a fresh `TestModel` per string). The
+            testing models are `ConnectedModel` objects, as
+            ``toolfold.model(string)`` is typed; a model of your own needs
+            ``close``, ``aclose``, ``prepare`` and ``check_arguments`` too if
+            the code under test calls them (it is not checked).
 
     Raises:
         UsageError: ``model`` is neither (None, a string, a model class: pass

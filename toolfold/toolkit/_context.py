@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
-DepsT = TypeVar("DepsT")
+if TYPE_CHECKING:
+    # typing_extensions' TypeVar takes a default (PEP 696; typing's from Python 3.13):
+    # a ``RunContext(...)`` built by hand, with no deps, is a ``RunContext[Any]``.
+    # Type checkers ship its stubs; at run time the default changes nothing.
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    DepsT = _TypeVarWithDefault("DepsT", default=Any)
+else:
+    DepsT = TypeVar("DepsT")
 
 
 @attrs.frozen

@@ -245,9 +245,10 @@ def quoted_args_resolved(
 
     A name that does not evaluate stays a string (the schema then says which).
     """
-    if sys.version_info >= (3, 11):
+    if sys.version_info >= (3, 11):  # (if/else: a type checker skips the other version's branch)
         return hints
-    return {name: _resolve_quoted(tp, globalns, localns) for name, tp in hints.items()}
+    else:
+        return {name: _resolve_quoted(tp, globalns, localns) for name, tp in hints.items()}
 
 
 def _resolve_quoted(tp: Any, globalns: dict[str, Any], localns: dict[str, Any] | None) -> Any:
@@ -438,17 +439,67 @@ def _is_placeholder(default: Any) -> bool:
 
 def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: FunctionSchema) -> Any:
     """The type hints of ``fn``'s parameters; _UNRESOLVED for each when they cannot be read."""
+    target = _hint_target(fn)
     try:
-        return type_hints(_hint_target(fn), localns)
+        return type_hints(target, localns)
     except Exception as exc:  # NameError for a forward reference, and the like
+        parameters = _parameter_hints(target, localns)
+        if parameters is not None:
+            return parameters
         python_refuses = unhashable_not_problem(exc)
+        own_class = _own_class_named(exc, target)
         out.problems.append(
             f"cannot resolve the type annotations: {python_refuses}"
             if python_refuses
+            else f"cannot resolve the type annotations (name {own_class!r} is not defined yet: "
+            "it is the class being defined, whose body makes the tool); annotate the "
+            "parameter with a type defined before the class"
+            if own_class is not None
             else f"cannot resolve the type annotations ({exc}); import the names they use"
         )
         out.unresolved = True
         return dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
+
+
+def _parameter_hints(target: Any, localns: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The hints of ``target``'s parameters alone, when only its return annotation fails.
+
+    A tool's return annotation makes no schema, and a method's may name its own
+    class (``def clone(self) -> Shop`` under ``from __future__ import
+    annotations``), which is not defined yet while the class body makes the tool.
+    None when the parameters' annotations fail too (or there is no return one).
+    """
+    if type(target) is not types.FunctionType:
+        return None
+    try:
+        annotations = dict(target.__annotations__)
+    except Exception:  # (Python 3.14 evaluates them on access)
+        return None
+    if "return" not in annotations:
+        return None
+    del annotations["return"]
+    copy = types.FunctionType(
+        target.__code__,
+        target.__globals__,
+        target.__name__,
+        target.__defaults__,
+        target.__closure__,
+    )
+    copy.__annotations__ = annotations
+    copy.__kwdefaults__ = target.__kwdefaults__
+    try:
+        return type_hints(copy, localns)
+    except Exception:
+        return None
+
+
+def _own_class_named(exc: Exception, target: Any) -> str | None:
+    """The name ``exc`` did not find, when it is a class whose body defines ``target``."""
+    name = getattr(exc, "name", None) if isinstance(exc, NameError) else None
+    qualname = getattr(target, "__qualname__", "")
+    if not isinstance(name, str) or not isinstance(qualname, str):
+        return None
+    return name if name in qualname.split(".")[:-1] else None
 
 
 def _annotation(name: str, kind: int, hints: dict[str, Any], problems: list[str]) -> Any:

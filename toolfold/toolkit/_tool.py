@@ -27,7 +27,7 @@ import inspect
 import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
 from toolfold.toolkit._context import RunContext
@@ -90,6 +90,38 @@ class Tool(Generic[P, R]):
     max_retries: int
     blocking: bool
     is_async: bool
+
+    # A tool without a function (its calls go back to the caller) is a
+    # ``Tool[..., Any]``: nothing says what calling it would take or give.
+    @overload
+    def __init__(
+        self: Tool[..., Any],
+        name: str,
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+        function: None = None,
+        *,
+        strict: bool | None = None,
+        requires_approval: ApprovalPolicy = False,
+        timeout: float | None = None,
+        max_retries: int = 3,
+        blocking: bool = True,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+        function: Callable[P, R] = ...,
+        *,
+        strict: bool | None = None,
+        requires_approval: ApprovalPolicy = False,
+        timeout: float | None = None,
+        max_retries: int = 3,
+        blocking: bool = True,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -647,22 +679,21 @@ def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any])
     """
     if sys.version_info >= (3, 12):
         inspect.markcoroutinefunction(made)
-        return
-    # Before 3.12 inspect looks at the code flags of anything function-like.
-    target: Any = function
-    while isinstance(target, functools.partial):
-        target = target.func
-    if not hasattr(target, "__code__"):
-        target = type(target).__call__  # a callable object with an async __call__
-    code = getattr(target, "__code__", None)
-    if isinstance(code, types.CodeType):
-        made.__dict__["__code__"] = code
-        made.__dict__["__defaults__"] = getattr(target, "__defaults__", None)
-        made.__dict__["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
-        made.__dict__.setdefault("__name__", made.name)  # function-like needs a name
-    from asyncio import coroutines
+    else:  # before 3.12 inspect looks at the code flags of anything function-like
+        target: Any = function
+        while isinstance(target, functools.partial):
+            target = target.func
+        if not hasattr(target, "__code__"):
+            target = type(target).__call__  # a callable object with an async __call__
+        code = getattr(target, "__code__", None)
+        if isinstance(code, types.CodeType):
+            made.__dict__["__code__"] = code
+            made.__dict__["__defaults__"] = getattr(target, "__defaults__", None)
+            made.__dict__["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
+            made.__dict__.setdefault("__name__", made.name)  # function-like needs a name
+        from asyncio import coroutines
 
-    made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
+        made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def schema_problems(schema: object) -> list[str]:

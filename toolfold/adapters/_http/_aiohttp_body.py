@@ -70,11 +70,11 @@ class TimedBody(BytesPayload):
                     if scope.expired():
                         raise self._timed_out(transport) from None
                     raise
-                return
-            try:  # Python 3.10
-                await asyncio.wait_for(writing, self._seconds)
-            except asyncio.TimeoutError:
-                raise self._timed_out(transport) from None
+            else:
+                try:  # Python 3.10
+                    await asyncio.wait_for(writing, self._seconds)
+                except asyncio.TimeoutError:
+                    raise self._timed_out(transport) from None
         except asyncio.CancelledError:
             # The caller's cancel or the total timeout, mid-body: the connection
             # is half written (never to be used again) and its peer may never

@@ -232,8 +232,9 @@ class Sender:
                 if scope.expired():
                     raise self.total_timeout(call.url) from exc
                 raise
-        response = await self.send(call)  # Python 3.10: a deadline per await
-        return response, await self._read_all(response, call, per_await=True)
+        else:
+            response = await self.send(call)  # Python 3.10: a deadline per await
+            return response, await self._read_all(response, call, per_await=True)
 
     async def send(self, call: Call, *, bounded: bool = False) -> Any:
         """The response of the first attempt answering with status < 300 (see `attempts`).
@@ -548,7 +549,8 @@ class Sender:
         if sys.version_info >= (3, 11):
             async with asyncio.timeout(left):
                 return await start()
-        return await asyncio.wait_for(start(), left)  # pragma: no cover (3.10)
+        else:
+            return await asyncio.wait_for(start(), left)  # pragma: no cover (3.10)
 
     def _left(self, call: Call) -> float | None:
         return None if call.deadline is None else call.deadline - self.clock()

@@ -10,12 +10,13 @@ import attrs
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._sse import SSEEvent
-from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
+from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.anthropic._errors import parse_error
 from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
 from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
 from toolfold.adapters.anthropic._response import parse_response
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
+from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 

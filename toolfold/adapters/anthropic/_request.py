@@ -39,7 +39,6 @@ from toolfold.adapters._codec import (
 )
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._output import compile_output
-from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import result_items
 from toolfold.adapters.anthropic._provider import (
     BETA_ONLY_FIELDS,
@@ -48,6 +47,7 @@ from toolfold.adapters.anthropic._provider import (
     RENAMED_SETTINGS,
     UNSUPPORTED_SETTINGS,
 )
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,

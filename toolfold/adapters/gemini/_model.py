@@ -10,7 +10,7 @@ from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
-from toolfold.adapters._provider_model import UNSET, Endpoint, Prepared, ProviderModel
+from toolfold.adapters._provider_model import UNSET, Endpoint, ProviderModel
 from toolfold.adapters.gemini._errors import parse_error, refine
 from toolfold.adapters.gemini._providers import (
     API_KEY_ENV,
@@ -26,6 +26,7 @@ from toolfold.adapters.gemini._stream import (
     decode_end,
     decode_event,
 )
+from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 

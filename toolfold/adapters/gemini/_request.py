@@ -29,7 +29,6 @@ from toolfold.adapters._codec import (
 )
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
 from toolfold.adapters._output import compile_output
-from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.gemini._providers import (
     GENERATION_SETTINGS,
@@ -37,6 +36,7 @@ from toolfold.adapters.gemini._providers import (
     needs_signature,
     takes_json_schema,
 )
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._messages import (
     FilePart,

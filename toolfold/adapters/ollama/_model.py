@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
-from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
+from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
 from toolfold.adapters.ollama._request import compiled_tool, prepare
 from toolfold.adapters.ollama._response import parse_response
 from toolfold.adapters.ollama._stream import DecoderState, decode_end, decode_line
+from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 

@@ -26,9 +26,9 @@ from typing import Any
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import inline_media, place_shared_setting, url_excerpt
 from toolfold.adapters._dialects import CompiledTool, compile_tool
-from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,

@@ -11,13 +11,7 @@ from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._sse import SSEEvent
-from toolfold.adapters._provider_model import (
-    UNSET,
-    Endpoint,
-    Prepared,
-    ProviderModel,
-    RequestReport,
-)
+from toolfold.adapters._provider_model import UNSET, Endpoint, ProviderModel
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
     GEMINI_HOST,
@@ -34,6 +28,7 @@ from toolfold.adapters.openai_chat._request import (
 )
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 

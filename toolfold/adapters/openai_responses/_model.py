@@ -7,7 +7,7 @@ from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._keys import Secret
-from toolfold.adapters._provider_model import Endpoint, Prepared, ProviderModel
+from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.openai_responses._providers import (
     API_KEY_ENV,
     BASE_URL,
@@ -22,6 +22,7 @@ from toolfold.adapters.openai_responses._stream import (
     decode_end,
     decode_event,
 )
+from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 

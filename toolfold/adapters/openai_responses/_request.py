@@ -36,7 +36,6 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import inline_media, named_tool, place_shared_setting
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._output import compile_output
-from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import default_filename, joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
@@ -49,6 +48,7 @@ from toolfold.adapters.openai_responses._providers import (
     is_reasoning_model,
 )
 from toolfold.adapters.openai_responses._response import as_summary, joined
+from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,

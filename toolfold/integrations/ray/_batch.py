@@ -310,7 +310,7 @@ class _Batch:
             actors.append(handle)
         try:
             try:
-                unbuilt = ray.get([actor.ready.remote() for actor in actors])
+                unbuilt: list[str | None] = ray.get([actor.ready.remote() for actor in actors])
             except RayActorError as exc:
                 raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
             for reason in unbuilt:
@@ -339,6 +339,9 @@ class _Batch:
         cannot come back is dropped, and with no actor left the remaining
         inputs fail.
         """
+        # Ray's ActorHandle types an actor's methods as Never for Python 3.11+ (mypy then
+        # took the code after a call as unreachable): the calls go through Any.
+        handles: list[Any] = list(actors)
         held: list[set[int]] = [set() for _ in actors]  # inputs each actor is running
         down: set[int] = set()  # restarting: a ping is in flight
         gone: set[int] = set()  # will not come back
@@ -360,7 +363,7 @@ class _Batch:
                 room -= count
                 held[number].update(inputs)
                 sent = [(i, self.prompts[i], f"{self.batch_id}-{i}") for i in inputs]
-                calls[actors[number].exchange.remote(sent)] = (False, number)
+                calls[handles[number].exchange.remote(sent)] = (False, number)
                 asked.add(number)
             if not calls:  # every actor is gone
                 for index in reversed(queue):
@@ -378,7 +381,7 @@ class _Batch:
                         gone.add(number)
                         continue
                     down.add(number)
-                    calls[actors[number].ready.options(max_task_retries=-1).remote()] = (
+                    calls[handles[number].ready.options(max_task_retries=-1).remote()] = (
                         True,
                         number,
                     )

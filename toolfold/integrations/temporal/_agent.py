@@ -572,7 +572,7 @@ class AgentHandle:
             except (WorkflowQueryFailedError, RPCError, asyncio.TimeoutError):
                 last = None  # no worker answers it (in time): the error, at once, without it
             if made is not None:
-                made.state = last  # type: ignore[attr-defined]
+                made.state = last
                 raise made from exc
             assert isinstance(cause, ApplicationError)
             assert error is not None

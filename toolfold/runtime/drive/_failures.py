@@ -251,7 +251,7 @@ def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
     if isinstance(exc, ToolfoldError):
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
-        exc.state = state  # type: ignore[attr-defined]
+        exc.state = state
         return exc
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "
