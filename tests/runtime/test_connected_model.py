@@ -37,6 +37,11 @@ TEST_MODELS: dict[str, Callable[[], toolfold.Model]] = {
 }
 
 
+def _spec(prefix: str) -> str:
+    """A model string of ``prefix`` (``local:`` takes only a model it knows, overridden too)."""
+    return "local:smollm2" if prefix == "local" else f"{prefix}:m"
+
+
 def _used(model: ConnectedModel) -> Prepared:
     """``model`` used as a typed program uses a `ConnectedModel`: prepare, check, close."""
     assert isinstance(model, ConnectedModel)
@@ -53,7 +58,7 @@ def _used(model: ConnectedModel) -> Prepared:
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_each_provider_gives_a_connected_model(prefix: str) -> None:
     """Each provider's model string (``local:`` included) gives a model with prepare/check/close."""
-    model = toolfold.model(f"{prefix}:m", api_key="k", base_url="http://127.0.0.1:9/v1")
+    model = toolfold.model(_spec(prefix), api_key="k", base_url="http://127.0.0.1:9/v1")
     prepared = _used(model)
     assert prepared.body  # a provider's model says what it would send
 
@@ -63,7 +68,7 @@ def test_each_provider_gives_a_connected_model(prefix: str) -> None:
 def test_override_models_gives_a_connected_model(prefix: str, kind: str) -> None:
     """Under override_models, each testing model a string resolves to closes and prepares."""
     with override_models(TEST_MODELS[kind]()):
-        model = toolfold.model(f"{prefix}:m")
+        model = toolfold.model(_spec(prefix))
     prepared = _used(model)
     assert prepared.body == {}
     assert f"{kind} " in prepared.report.notes[0]
