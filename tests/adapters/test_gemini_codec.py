@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from toolfold import ModelConfigError, ProviderFinishError, SchemaCompileError
 from toolfold.adapters.gemini import GeminiModel, JSONArrayDecoder, parse_response, parse_usage
 from toolfold.runtime import (
+    FilePart,
+    ImagePart,
     Message,
     ModelRequest,
     OutputSpec,
@@ -405,3 +407,28 @@ def test_the_key_comes_from_gemini_api_key_else_google_api_key(
     model = GeminiModel("gemini-2.5-flash")
     assert model._transport._key.reveal() == "gemini-key-0000000000"
     assert "gemini-key" not in repr(model)
+
+
+PNG_B64 = "iVBORw0KGgo="
+
+
+def test_an_image_the_model_makes_is_kept_and_goes_back_as_it_came() -> None:
+    """An inlineData part of an answer (responseModalities IMAGE) is an ImagePart, returned signed."""
+    text = {"text": "Here is your cat:"}
+    image = {"inlineData": {"mimeType": "image/png", "data": PNG_B64}, "thoughtSignature": "SIG"}
+    parsed = parse_response(
+        {"candidates": [{"content": {"parts": [text, image]}, "finishReason": "STOP"}]}
+    )
+    (picture,) = [p for p in parsed.message.parts if isinstance(p, ImagePart)]
+    assert (picture.data, picture.media_type) == (b"\x89PNG\r\n\x1a\n", "image/png")
+    assert model_parts(turn(*parsed.message.parts)) == [text, image]
+
+
+def test_a_file_the_model_gives_by_uri_is_kept_and_goes_back_as_it_came() -> None:
+    """A fileData part of an answer is a FilePart by URL, sent back as fileData."""
+    wire = {"fileData": {"mimeType": "application/pdf", "fileUri": "https://x/a.pdf"}}
+    parsed = parse_response(
+        {"candidates": [{"content": {"parts": [wire]}, "finishReason": "STOP"}]}
+    )
+    assert parsed.message.parts == (FilePart(url="https://x/a.pdf", media_type="application/pdf"),)
+    assert model_parts(turn(*parsed.message.parts)) == [wire]

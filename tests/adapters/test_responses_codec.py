@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from test_native_request_specs import problems as responses_problems
 
 from toolfold import ModelConfigError, StreamError
 from toolfold.adapters._http._sse import SSEEvent
@@ -815,3 +816,38 @@ def test_the_message_after_a_reasoning_item_goes_back_with_its_phase(streamed: b
         response = parse_response({"status": "completed", "output": [REASONED, answer]}, "p")
     request = ModelRequest([Message.user("2+2?"), response.message])
     assert body(request, model="gpt-5-mini")["input"][1:3] == [REASONED, answer]
+
+
+def test_a_generated_image_is_kept_and_goes_back_as_its_item() -> None:
+    """An image_generation_call item is an ImagePart, sent back next turn as the same item."""
+    item = {
+        "type": "image_generation_call",
+        "id": "ig_1",
+        "status": "completed",
+        "result": "iVBORw0KGgo=",
+    }
+    said = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Here it is.", "annotations": []}],
+    }
+    parsed = parse_response({"id": "r", "status": "completed", "output": [item, said]}, "openai")
+    (image,) = [p for p in parsed.message.parts if isinstance(p, ImagePart)]
+    assert (image.data, image.media_type) == (b"\x89PNG\r\n\x1a\n", "image/png")
+    assert parsed.message.text == "Here it is."
+    request = ModelRequest([Message.user("draw"), parsed.message, Message.user("bluer")])
+    sent = body(request)
+    assert sent["input"][1:3] == [item, {"role": "assistant", "content": "Here it is."}]
+    assert responses_problems("CreateResponse", sent) == []
+
+
+def test_an_output_item_toolfold_does_not_read_is_noted_on_the_next_request() -> None:
+    """An unknown output item (a built-in tool's call) is no silent drop: the next report names it."""
+    item = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    parsed = parse_response({"id": "r", "status": "completed", "output": [item]}, "openai")
+    request = ModelRequest([Message.user("look"), parsed.message, Message.user("more")])
+    prepared = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).prepare(request)
+    (note,) = prepared.report.notes
+    assert "web_search_call output item ws_1 not sent back" in note

@@ -35,7 +35,13 @@ from toolfold.adapters.gemini._response import (
     parse_usage,
     seed_of,
 )
-from toolfold.runtime.core._messages import ReasoningPart, TextPart, ToolCallPart
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+)
 from toolfold.runtime.core._stream import (
     ReasoningDelta,
     ResponseInfo,
@@ -106,7 +112,12 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     candidate = first_candidate(chunk)
     calls = state.calls
     for wire_part, at in candidate_parts(candidate):
-        for part in parse_part(wire_part, at, state.seed or "", calls):
+        made = parse_part(wire_part, at, state.seed or "", calls)
+        if made and isinstance(made[0], (ImagePart, FilePart)):
+            # No stream event carries an image or file: the part is left out, its
+            # signature with it (after the text before it, it would sign that text).
+            continue
+        for part in made:
             if type(part) is TextPart:
                 events.append(TextDelta(part.text))
             elif type(part) is ReasoningPart:

@@ -27,6 +27,7 @@ from toolfold.adapters._results import (
     text_of,
 )
 from toolfold.adapters.openai_chat._providers import ChatProvider
+from toolfold.adapters.openai_chat._response import AUDIO
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -672,7 +673,10 @@ def _media_part(part: ImagePart | FilePart, provider: ChatProvider) -> Body:
 def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:
     text = "".join(p.text for p in parts if isinstance(p, TextPart))
     calls = [p for p in parts if isinstance(p, ToolCallPart)]
-    message: Body = {"role": "assistant", "content": text or (None if calls else "")}
+    audio = _audio_id(parts, provider)
+    message: Body = {"role": "assistant", "content": text or (None if calls or audio else "")}
+    if audio is not None:
+        message["audio"] = {"id": audio}  # a previous audio answer, by id [O4]
     if provider.reasoning_out is not None and calls:
         # DeepSeek wants the thinking of a tool turn back, even when empty [C7].
         reasoning = "".join(p.text for p in parts if isinstance(p, ReasoningPart))
@@ -680,6 +684,39 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
     if calls:
         message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
     return message
+
+
+def _audio_id(parts: list[Part], provider: ChatProvider) -> str | None:
+    """The id of the audio answer ``parts`` hold (`_response.audio_parts`) when
+    ``provider`` made it, or None (another's goes as its transcript, noted by `_left_out`).
+
+    An assistant message takes audio back by id only, and no image or other
+    file: those are refused, not dropped unsaid.
+
+    Raises:
+        ModelConfigError: An image, or a file that is no audio answer kept with its id.
+    """
+    found = None
+    for index, part in enumerate(parts):
+        if isinstance(part, (ImagePart, FilePart)):
+            after = parts[index + 1] if index + 1 < len(parts) else None
+            if not (isinstance(part, FilePart) and _audio_marker(after) is not None):
+                raise ModelConfigError(
+                    "an assistant message for Chat Completions can hold text, reasoning, "
+                    f"tool calls and an audio answer it made (sent back by id), not {part.kind!r}"
+                )
+        elif isinstance(part, ReasoningPart) and part.provider == provider.name:
+            found = _audio_marker(part) or found
+    return found
+
+
+def _audio_marker(part: object) -> str | None:
+    """The audio id an empty `ReasoningPart` keeps (`_response.AUDIO`), or None."""
+    if not isinstance(part, ReasoningPart) or part.text or part.signature:
+        return None
+    kept = part.provider_data.get(AUDIO)
+    audio_id = kept.get("id") if isinstance(kept, Mapping) else None
+    return audio_id if isinstance(audio_id, str) else None
 
 
 def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tuple[str, ...]:
@@ -707,6 +744,13 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
     for part in message.parts:
         if not isinstance(part, ReasoningPart):
             continue
+        if _audio_marker(part) is not None:
+            if part.provider != provider.name:
+                reasons.append(
+                    f"audio answer from {part.provider or 'an unknown provider'} left out: "
+                    f"its id means nothing to {provider.name} (its transcript is sent)"
+                )
+            continue  # an audio answer's id: sent as the message's ``audio``
         hidden = part.signature or part.provider_data
         if taken:
             if hidden:

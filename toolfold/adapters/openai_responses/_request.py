@@ -46,7 +46,7 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
-from toolfold.adapters.openai_responses._response import joined
+from toolfold.adapters.openai_responses._response import IMAGE_CALL, OUTPUT_ITEM, joined
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -320,7 +320,8 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
     text: list[str] = []
     # What the reasoning item sent keeps of the message item that followed it.
     following: Mapping[str, Any] = {}
-    for part in message.parts:
+    parts = message.parts
+    for index, part in enumerate(parts):
         if isinstance(part, TextPart):
             text.append(part.text)
             continue
@@ -330,6 +331,19 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
         following = {}
         if isinstance(part, ToolCallPart):
             items.append(_call(part))
+        elif (
+            isinstance(part, ImagePart) and index + 1 < len(parts) and _image_call(parts[index + 1])
+        ):
+            continue  # the image of the item the part after it sends back
+        elif isinstance(part, ReasoningPart) and _image_call(part):
+            before = parts[index - 1] if index else None
+            items.append(_image_item(part, before if isinstance(before, ImagePart) else None))
+        elif isinstance(part, ReasoningPart) and _output_item(part) is not None:
+            kind, item_id = _output_item(part) or ("", "")
+            notes.append(
+                f"messages[{position}]: the {kind} output item {item_id} not sent back: "
+                "toolfold does not read that item type"
+            )
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
             if item is not None:
@@ -344,6 +358,35 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
             raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
     if text and "".join(text):
         items.append(_assistant_text("".join(text), following))
+
+
+def _image_call(part: object) -> bool:
+    """Whether ``part`` keeps an ``image_generation_call`` item of this API's (`_response`)."""
+    return (
+        isinstance(part, ReasoningPart)
+        and part.provider == REASONING_PROVIDER
+        and isinstance(part.provider_data.get(IMAGE_CALL), (list, tuple))
+    )
+
+
+def _image_item(part: ReasoningPart, image: ImagePart | None) -> Body:
+    """The ``image_generation_call`` item as it came [openai-openapi.yaml ImageGenToolCall]:
+    id and status from ``part``, the image (the part before it) as the base64 ``result``."""
+    kept = [v for v in part.provider_data[IMAGE_CALL] if isinstance(v, str)]
+    item_id, status = (kept[0], kept[1]) if len(kept) == 2 else ("", "completed")
+    result = None
+    if image is not None and image.data is not None:
+        result = base64.b64encode(image.data).decode()
+    return {"type": "image_generation_call", "id": item_id, "status": status, "result": result}
+
+
+def _output_item(part: ReasoningPart) -> tuple[str, str] | None:
+    """``(type, id)`` of the output item toolfold did not read that ``part`` names, or None."""
+    found = part.provider_data.get(OUTPUT_ITEM) if part.provider == REASONING_PROVIDER else None
+    if not isinstance(found, (list, tuple)) or not found or not isinstance(found[0], str):
+        return None
+    item_id = found[1] if len(found) > 1 and isinstance(found[1], str) else ""
+    return found[0], item_id
 
 
 def _assistant_text(text: str, following: Mapping[str, Any]) -> Body:
