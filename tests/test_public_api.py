@@ -228,6 +228,7 @@ RUNTIME = {
     "ModelRequest",
     "ModelResponse",
     "OutputSpec",
+    "MediaOutput",
     "ReasoningDelta",
     "ResponseInfo",
     "StreamEvent",

@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolfold import ModelConfigError, ProviderFinishError, SchemaCompileError
-from toolfold.adapters.gemini import GeminiModel, JSONArrayDecoder, parse_response, parse_usage
+from toolfold.adapters.gemini import (
+    DecoderState,
+    GeminiModel,
+    JSONArrayDecoder,
+    decode_chunk,
+    parse_response,
+    parse_usage,
+)
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -18,10 +25,13 @@ from toolfold.runtime import (
     ModelRequest,
     OutputSpec,
     ReasoningPart,
+    StreamState,
     TextPart,
     ToolCallPart,
     ToolDefinition,
     ToolResultPart,
+    finish_stream,
+    fold_stream,
 )
 
 TOOL = ToolDefinition("f", "F", {"type": "object", "properties": {"x": {"type": "string"}}})
@@ -432,3 +442,24 @@ def test_a_file_the_model_gives_by_uri_is_kept_and_goes_back_as_it_came() -> Non
     )
     assert parsed.message.parts == (FilePart(url="https://x/a.pdf", media_type="application/pdf"),)
     assert model_parts(turn(*parsed.message.parts)) == [wire]
+
+
+def test_a_streamed_image_folds_into_the_parts_of_the_whole_answer() -> None:
+    """Streamed, an image (and its signature) makes the parts the whole response makes."""
+    text = {"text": "Here is your cat:"}
+    image = {"inlineData": {"mimeType": "image/png", "data": PNG_B64}, "thoughtSignature": "SIG"}
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [text]}}], "responseId": "r"},
+        {"candidates": [{"content": {"role": "model", "parts": [image]}, "finishReason": "STOP"}]},
+    ]
+    state, folded = DecoderState(), StreamState()
+    for chunk in chunks:
+        state, events = decode_chunk(state, chunk)
+        for event in events:
+            folded = fold_stream(folded, event)
+    streamed = finish_stream(folded, str)
+    whole = parse_response(
+        {"candidates": [{"content": {"parts": [text, image]}, "finishReason": "STOP"}]}
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert model_parts(turn(*streamed.message.parts)) == [text, image]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -18,6 +19,7 @@ from toolfold import (
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
 from toolfold.runtime import (
+    FilePart,
     ModelResponse,
     ReasoningPart,
     StreamState,
@@ -622,3 +624,32 @@ def test_a_new_name_without_an_id_after_a_no_argument_call_is_a_second_call() ->
             ("get_weather", json.loads(arguments or "{}")),
         ]
         assert calls[0].id != calls[1].id
+
+
+def test_a_streamed_audio_answer_folds_like_the_whole_one() -> None:
+    """delta.audio pieces: the transcript as text, the audio bytes and id as the whole answer has them."""
+    first, second = b"RIFF\x00\x00\x00\x00", b"WAVEdata"
+    events = decode(
+        [
+            chunk({"role": "assistant", "audio": {"id": "audio_1", "transcript": "Hel"}}),
+            chunk({"audio": {"transcript": "lo!", "data": base64.b64encode(first).decode()}}),
+            chunk({"audio": {"data": base64.b64encode(second).decode(), "expires_at": 17}}),
+            chunk({}, "stop"),
+        ],
+        provider="openai",
+    )
+    audio = {
+        "id": "audio_1",
+        "expires_at": 17,
+        "data": base64.b64encode(first + second).decode(),
+        "transcript": "Hello!",
+    }
+    expected = parse_response(
+        whole({"role": "assistant", "content": None, "audio": audio}, "stop"), "openai"
+    )
+    streamed = fold(events)
+    assert streamed.message.parts == expected.message.parts
+    assert streamed.message.text == "Hello!"
+    assert any(
+        isinstance(p, FilePart) and p.media_type == "audio/wav" for p in streamed.message.parts
+    )

@@ -851,3 +851,40 @@ def test_an_output_item_toolfold_does_not_read_is_noted_on_the_next_request() ->
     prepared = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).prepare(request)
     (note,) = prepared.report.notes
     assert "web_search_call output item ws_1 not sent back" in note
+
+
+def test_streamed_image_and_unknown_items_fold_like_the_whole_response() -> None:
+    """Streamed, an image_generation_call and an unknown item make the parts the whole response makes."""
+    image = {
+        "type": "image_generation_call",
+        "id": "ig_1",
+        "status": "completed",
+        "result": "iVBORw0KGgo=",
+    }
+    search = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    said = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Here.", "annotations": []}],
+    }
+    streamed = _fold(
+        ("response.created", {"response": {"id": "r", "model": "gpt-4o"}}),
+        ("response.output_item.done", {"output_index": 0, "item": search}),
+        ("response.output_item.done", {"output_index": 1, "item": image}),
+        ("response.output_item.added", {"output_index": 2, "item": {**said, "content": []}}),
+        ("response.output_text.delta", {"output_index": 2, "item_id": "msg_1", "delta": "Here."}),
+        ("response.output_item.done", {"output_index": 2, "item": said}),
+        COMPLETED,
+    )
+    whole = parse_response(
+        {"id": "r", "status": "completed", "output": [search, image, said]}, "openai"
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert [type(p).__name__ for p in whole.message.parts] == [
+        "ReasoningPart",
+        "ImagePart",
+        "ReasoningPart",
+        "TextPart",
+    ]

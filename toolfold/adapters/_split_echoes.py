@@ -32,6 +32,7 @@ import attrs
 
 from toolfold.adapters._http._keys import MASK, MIN_CUT_PREFIX, Scrubs, scrub
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     StreamEvent,
     StreamFinish,
@@ -82,6 +83,12 @@ class SplitEchoes:
             return [*self._release_call(event.index), event]
         if isinstance(event, StreamFinish):
             return [*self.end(), event]
+        if isinstance(event, MediaOutput):  # a part of its own: the held text goes before it
+            out = self._release_reasoning()
+            if self._text:
+                out.append(TextDelta(self._text))
+                self._text = ""
+            return [*out, event]
         return [event]  # a call's start, the counts, the response's name: no text to hold
 
     def end(self) -> list[StreamEvent]:

@@ -99,6 +99,7 @@ from toolfold.runtime.core._stop import (
     tool_called,
 )
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -139,6 +140,7 @@ __all__ = [
     "Log",
     "Loop",
     "MaxSteps",
+    "MediaOutput",
     "Message",
     "Model",
     "ModelRequest",

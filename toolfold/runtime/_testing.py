@@ -50,6 +50,7 @@ from toolfold.runtime.core._request import (
     ToolDefinition,
 )
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -293,7 +294,8 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
     stream has no event that ends a text part, and its calls follow its text,
     so several texts, or text after a call, fold into one text (joined in
     order) followed by the calls. Each reasoning part is one piece that ends
-    it (``ends=True``), so reasoning parts fold back as they were.
+    it (``ends=True``), so reasoning parts fold back as they were; an image
+    or file is one `MediaOutput`.
     """
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0
@@ -311,6 +313,8 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
                 yield ToolCallDelta(index, piece)
             yield ToolCallEnd(index)
             index += 1
+        elif isinstance(part, (ImagePart, FilePart)):
+            yield MediaOutput(part)
     yield UsageUpdate(response.usage)
     yield StreamFinish(response.finish_reason, response.raw_finish_reason)
 

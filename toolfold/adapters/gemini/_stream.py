@@ -8,6 +8,8 @@ framings end up in `decode_chunk`:
 - text and thought parts are deltas; a function call arrives whole in one
   chunk (the Gemini API never splits arguments [G4 PartialArg]), so it starts,
   gets its arguments and ends at once, with the id rule of a whole response;
+- an image or file (``inlineData``/``fileData``) arrives whole too: a
+  `MediaOutput`, with its signature after it as the whole response has it;
 - ``usageMetadata`` repeats on chunks: the last one wins;
 - the chunk with ``finishReason`` ends the response; a body that stops before
   it is a `StreamError`, never a half answer. There is no ``[DONE]``.
@@ -43,6 +45,7 @@ from toolfold.runtime.core._messages import (
     ToolCallPart,
 )
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -112,12 +115,7 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     candidate = first_candidate(chunk)
     calls = state.calls
     for wire_part, at in candidate_parts(candidate):
-        made = parse_part(wire_part, at, state.seed or "", calls)
-        if made and isinstance(made[0], (ImagePart, FilePart)):
-            # No stream event carries an image or file: the part is left out, its
-            # signature with it (after the text before it, it would sign that text).
-            continue
-        for part in made:
+        for part in parse_part(wire_part, at, state.seed or "", calls):
             if type(part) is TextPart:
                 events.append(TextDelta(part.text))
             elif type(part) is ReasoningPart:
@@ -127,6 +125,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
                 events.append(ToolCallDelta(calls, part.arguments_text))
                 events.append(ToolCallEnd(calls))
                 calls += 1
+            elif type(part) is ImagePart or type(part) is FilePart:
+                events.append(MediaOutput(part))  # whole in its chunk, as a call
     if calls != state.calls:
         state = attrs.evolve(state, calls=calls)
     usage = wire.mapping(chunk, "usageMetadata", "$")

@@ -359,6 +359,14 @@ _AUDIO_TYPES = (
 )
 
 
+def audio_type(data: bytes) -> str:
+    """The media type of audio bytes, from their header (``pcm16`` has none:
+    ``application/octet-stream``)."""
+    return next(
+        (t for magic, t in _AUDIO_TYPES if data.startswith(magic)), "application/octet-stream"
+    )
+
+
 def audio_parts(audio: Mapping[str, Any], has_text: bool, provider: str) -> list[Part]:
     """An audio answer (``message.audio``, asked for with ``modalities``) [openai-openapi.yaml
     ChatCompletionResponseMessage]: its ``transcript`` as a `TextPart` (unless the message has
@@ -372,10 +380,7 @@ def audio_parts(audio: Mapping[str, Any], has_text: bool, provider: str) -> list
         parts.append(TextPart(transcript))
     data = wire.base64_bytes(audio, "data", at)
     if data is not None:
-        media_type = next(
-            (t for magic, t in _AUDIO_TYPES if data.startswith(magic)), "application/octet-stream"
-        )
-        parts.append(FilePart(data, media_type=media_type))
+        parts.append(FilePart(data, media_type=audio_type(data)))
     audio_id = wire.text(audio, "id", at)
     if audio_id:
         kept = {"id": audio_id, "expires_at": wire.integer(audio, "expires_at", at)}

@@ -23,6 +23,10 @@ provider without depending on what OpenAI stored.
   the API's guide shows them (one output per call after the calls).
 - Reasoning made by another provider cannot be sent: it is dropped with a note
   in the `RequestReport`.
+- An image the built-in ``image_generation`` tool made goes back as its
+  ``image_generation_call`` item (id and status from the empty part after it,
+  the image as ``result``); an output item toolfold does not read is noted as
+  not sent back.
 """
 
 from __future__ import annotations

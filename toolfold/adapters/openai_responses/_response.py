@@ -296,7 +296,10 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
         if following and parts and isinstance(parts[-1], ReasoningPart):
             parts[-1] = followed_by(parts[-1], following)
         new = parse_item(item, f"$.output[{i}]")
-        follows_reasoning = bool(new) and isinstance(new[-1], ReasoningPart)
+        # (A reasoning item's part: not the empty one an image or unknown item leaves.)
+        follows_reasoning = (
+            bool(new) and isinstance(new[-1], ReasoningPart) and "item_id" in new[-1].provider_data
+        )
         parts.extend(new)
     response_id = wire.text(body, "id", "$")
     calls = [i for i, p in enumerate(parts) if type(p) is ToolCallPart]
