@@ -20,6 +20,7 @@ from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
 from toolfold.runtime import (
     FilePart,
+    Log,
     ModelResponse,
     ReasoningPart,
     StreamState,
@@ -653,3 +654,38 @@ def test_a_streamed_audio_answer_folds_like_the_whole_one() -> None:
     assert any(
         isinstance(p, FilePart) and p.media_type == "audio/wav" for p in streamed.message.parts
     )
+
+
+def test_a_streamed_audio_answer_with_content_takes_the_content_as_text_like_the_whole_one() -> (
+    None
+):
+    """Audio with content: the content is the answer's text, streamed as whole (not transcript + content)."""
+    data = base64.b64encode(b"RIFF\x00\x00\x00\x00WAVEdata").decode()
+    events = decode(
+        [
+            chunk({"role": "assistant", "audio": {"id": "a1", "transcript": "Hi"}}),
+            chunk({"content": "Text"}),
+            chunk({"audio": {"data": data}}),
+            chunk({}, "stop"),
+        ],
+        provider="openai",
+    )
+    audio = {"id": "a1", "transcript": "Hi", "data": data}
+    expected = parse_response(
+        whole({"role": "assistant", "content": "Text", "audio": audio}, "stop"), "openai"
+    )
+    streamed = fold(events)
+    assert streamed.message.text == "Text"
+    assert streamed.message.parts == expected.message.parts
+
+
+def test_streamed_audio_pieces_are_appended_not_copied() -> None:
+    """Each delta.audio piece is appended to a Log (O(1)), not copied with all before it."""
+    piece = base64.b64encode(b"\x00" * 8).decode()
+    state = DecoderState("openai")
+    for _ in range(3):
+        state, _out = decode_chunk(state, chunk({"audio": {"data": piece}}))
+    assert state.audio is not None
+    pieces = state.audio[2]
+    assert isinstance(pieces, Log)
+    assert b"".join(pieces) == b"\x00" * 24

@@ -29,9 +29,9 @@ Rules (providers.md §1, §6 and the recorded streams):
   OpenRouter's ``data: {"error": ...}``) raise with the provider's message.
 - Usage comes in ``usage`` (OpenAI's last chunk, Mistral's finishing chunk)
   or ``x_groq.usage`` (Groq [C2]).
-- ``delta.audio`` pieces (an audio answer): the transcript is answer text as
-  it comes; the audio's bytes and id are kept and come out as the answer
-  finishes, a `MediaOutput` and an ended `ReasoningDelta` keeping the id, as
+- ``delta.audio`` pieces (an audio answer): the transcript, the audio's
+  bytes and id are kept and come out as the answer finishes (the transcript
+  as answer text only if no ``content`` came), a `MediaOutput` and an ended `ReasoningDelta` keeping the id, as
   the whole answer has them (`_response.audio_parts`).
 - A ``refusal`` delta is answer text while no ``content`` has come, as a
   whole body's ``refusal`` is its text when it has no content (OpenAI sends
@@ -65,6 +65,7 @@ from toolfold.adapters.openai_chat._response import (
     refused,
     synthetic_id,
 )
+from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FilePart
 from toolfold.runtime.core._request import FinishReason
 from toolfold.runtime.core._stream import (
@@ -109,6 +110,8 @@ class DecoderState:
         audio: What ``delta.audio`` pieces gave so far: the id, ``expires_at``
             and the audio's bytes, piece by piece (sent whole as the answer
             finishes, as `_response.audio_parts` makes them), or None.
+        transcript: The audio's transcript pieces so far, or None: the answer's
+            text as it finishes unless ``content`` came (the whole answer's rule).
     """
 
     provider: str
@@ -121,7 +124,8 @@ class DecoderState:
     thinking_in_total: bool = False
     has_content: bool = False
     refused: bool = False
-    audio: tuple[str | None, int | None, tuple[bytes, ...]] | None = None
+    audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
+    transcript: Log[str] | None = None
 
 
 def decode_chunk(
@@ -290,16 +294,23 @@ def _choice(
 def _audio(
     state: DecoderState, audio: Mapping[str, Any], events: list[StreamEvent], at: str
 ) -> DecoderState:
-    """Take a ``delta.audio`` piece: its transcript is answer text (unless content came)."""
+    """Take a ``delta.audio`` piece: its transcript is kept for `_audio_end`, its bytes and id too."""
     transcript = wire.text(audio, "transcript", at)
-    if transcript and not state.has_content:
-        events.append(TextDelta(transcript))
-    audio_id, expires, pieces = state.audio or (None, None, ())
+    if transcript:
+        # Held to the end: content may still come, and then (as in the whole
+        # answer) the transcript is not the answer's text.
+        held = state.transcript
+        state = attrs.evolve(
+            state, transcript=held.append(transcript) if held else Log((transcript,))
+        )
+    audio_id, expires, pieces = state.audio or (None, None, None)
     data = wire.base64_bytes(audio, "data", at)
     kept = (
         wire.text(audio, "id", at) or audio_id,
         wire.integer(audio, "expires_at", at) or expires,
-        (*pieces, data) if data else pieces,
+        # A `Log` appends in O(1): a tuple copied per piece made a long answer
+        # quadratic. A fresh one per answer, so no shared buffer keeps old audio.
+        (pieces.append(data) if pieces else Log((data,))) if data else pieces,
     )
     return attrs.evolve(state, audio=kept)
 
@@ -307,10 +318,12 @@ def _audio(
 def _audio_end(state: DecoderState) -> list[StreamEvent]:
     """The audio answer's file and the part keeping its id, as the whole answer
     has them (`_response.audio_parts`)."""
-    if state.audio is None:
-        return []
-    audio_id, expires, pieces = state.audio
     events: list[StreamEvent] = []
+    if state.transcript and not state.has_content:
+        events.append(TextDelta("".join(state.transcript)))
+    if state.audio is None:
+        return events
+    audio_id, expires, pieces = state.audio
     if pieces:
         data = b"".join(pieces)
         events.append(MediaOutput(FilePart(data, media_type=audio_type(data))))
