@@ -463,3 +463,27 @@ def test_a_streamed_image_folds_into_the_parts_of_the_whole_answer() -> None:
     )
     assert streamed.message.parts == whole.message.parts
     assert model_parts(turn(*streamed.message.parts)) == [text, image]
+
+
+def test_a_thought_image_is_left_out_of_the_answer_streamed_and_whole() -> None:
+    """An inlineData part with thought: true (a draft) is left out with its signature, streamed and whole."""
+    draft = {
+        "inlineData": {"mimeType": "image/png", "data": PNG_B64},
+        "thought": True,
+        "thoughtSignature": "DRAFT",
+    }
+    final = {"inlineData": {"mimeType": "image/png", "data": PNG_B64}, "thoughtSignature": "SIG"}
+    parts = [{"text": "planning", "thought": True}, draft, final]
+    whole = parse_response({"candidates": [{"content": {"parts": parts}, "finishReason": "STOP"}]})
+    assert whole.message.parts == (
+        ReasoningPart("planning", provider="gemini"),
+        ImagePart(b"\x89PNG\r\n\x1a\n", media_type="image/png"),
+        ReasoningPart("", "SIG", "gemini"),
+    )
+    state, folded = DecoderState(), StreamState()
+    state, events = decode_chunk(
+        state, {"candidates": [{"content": {"parts": parts}, "finishReason": "STOP"}]}
+    )
+    for event in events:
+        folded = fold_stream(folded, event)
+    assert finish_stream(folded, str).message.parts == whole.message.parts

@@ -4,7 +4,8 @@ Parts map one to one [G4 Part]: ``text`` -> `TextPart`; ``thought: true`` ->
 `ReasoningPart` (provider ``gemini``); ``functionCall`` -> `ToolCallPart`, with
 its ``thoughtSignature`` kept in ``provider_data`` to go back unchanged [G2];
 ``inlineData``/``fileData`` (images a model generates) -> `ImagePart` or
-`FilePart`; a signature on a text or media part -> an empty signed
+`FilePart` (one with ``thought: true``, a draft made while thinking, is left
+out with its signature: it is not the answer); a signature on a text or media part -> an empty signed
 `ReasoningPart` after it (the request builder puts it back on that part). A call without an ``id`` gets a
 deterministic one from the response id and its position, so a replay gives the
 same ids.
@@ -122,6 +123,11 @@ def parse_part(part: Mapping[str, Any], at: str, seed: str, position: int) -> li
     if text is None:
         media = parse_media(part, at)
         if media is None:
+            return []
+        if part.get("thought") is True:
+            # A thought image is a draft the model made while thinking, not its
+            # answer: left out, with any signature of its own (it signs only
+            # the draft, which does not go back).
             return []
         out: list[Part] = [media]
     elif part.get("thought") is True:
