@@ -906,3 +906,18 @@ def test_an_image_or_file_in_an_assistant_message_is_refused(
     )
     with pytest.raises(ModelConfigError, match=f"assistant message.*not {media.kind!r}"):
         OpenAIChatModel("m", provider=provider, api_key="k" * 20).prepare(request)
+
+
+def test_a_responses_output_item_marker_is_noted_by_what_it_is_not_as_reasoning() -> None:
+    """A Responses output-item marker left out of a Chat request is noted as that item, not reasoning."""
+    marker = ReasoningPart("", None, "openai", {"output_item": ["web_search_call", "ws_1"]})
+    request = ModelRequest(
+        (Message.user("hi"), Message("assistant", (marker, TextPart("found"))), Message.user("ok"))
+    )
+    model = OpenAIChatModel("m", provider="openai", api_key="sk-" + "k" * 20)
+    notes = model.prepare(request).report.notes
+    model.close()
+    assert notes == (
+        "messages[1]: the web_search_call output item from openai left out: "
+        "openai cannot take it back",
+    )

@@ -751,6 +751,13 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
                     f"its id means nothing to {provider.name} (its transcript is sent)"
                 )
             continue  # an audio answer's id: sent as the message's ``audio``
+        if not (part.text or part.signature) and part.provider_data:
+            # A marker (a Responses output item, another provider's data), not reasoning.
+            reasons.append(
+                f"{_marked(part.provider_data)} from {part.provider or 'an unknown provider'} "
+                f"left out: {provider.name} cannot take it back"
+            )
+            continue
         hidden = part.signature or part.provider_data
         if taken:
             if hidden:
@@ -768,6 +775,14 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
             why = f"{provider.name} takes no reasoning back"
         reasons.append(f"reasoning left out: {why}")
     return tuple(reasons)
+
+
+def _marked(data: Mapping[str, Any]) -> str:
+    """What a marker part's ``provider_data`` stands for, named from its key."""
+    item = data.get("output_item")
+    if isinstance(item, (list, tuple)) and item and isinstance(item[0], str):
+        return f"the {item[0]} output item"
+    return "the " + ", ".join(f"'{key}'" for key in data) + " data"
 
 
 def _only(parts: tuple[Part, ...], kind: type) -> bool:
