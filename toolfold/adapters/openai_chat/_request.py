@@ -11,7 +11,9 @@ from typing import Any, NamedTuple, TypeVar, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import (
+    dropped_media_note,
     inline_media,
+    media_marker,
     named_tool,
     place_shared_setting,
     refuse_choices,
@@ -691,16 +693,18 @@ def _audio_id(parts: list[Part], provider: ChatProvider) -> str | None:
     ``provider`` made it, or None (another's goes as its transcript, noted by `_left_out`).
 
     An assistant message takes audio back by id only, and no image or other
-    file: those are refused, not dropped unsaid.
+    file: another provider's answer media is dropped (noted by `_left_out`),
+    media a user put there refused, never dropped unsaid.
 
     Raises:
-        ModelConfigError: An image, or a file that is no audio answer kept with its id.
+        ModelConfigError: An image or file with no provider's marker after it.
     """
     found = None
     for index, part in enumerate(parts):
         if isinstance(part, (ImagePart, FilePart)):
-            after = parts[index + 1] if index + 1 < len(parts) else None
-            if not (isinstance(part, FilePart) and _audio_marker(after) is not None):
+            # A provider's answer media (followed by its marker) is sent by id when
+            # it is this provider's audio, else dropped (noted by `_left_out`).
+            if media_marker(parts, index) is None:
                 raise ModelConfigError(
                     "an assistant message for Chat Completions can hold text, reasoning, "
                     f"tool calls and an audio answer it made (sent back by id), not {part.kind!r}"
@@ -741,8 +745,16 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
         and any(type(part) is ToolCallPart for part in message.parts)
     )
     reasons: list[str] = []
-    for part in message.parts:
-        if not isinstance(part, ReasoningPart):
+    marker = None  # the marker of the media part dropped just before
+    parts = message.parts
+    for index, part in enumerate(parts):
+        if isinstance(part, (ImagePart, FilePart)) and message.role == "assistant":
+            found = media_marker(parts, index)
+            if found is not None and _audio_marker(found) is None:
+                marker = found  # another provider's image or file: dropped
+                reasons.append(dropped_media_note(part, found, provider.name))
+            continue
+        if not isinstance(part, ReasoningPart) or part is marker:
             continue
         if _audio_marker(part) is not None:
             if part.provider != provider.name:
@@ -782,6 +794,8 @@ def _marked(data: Mapping[str, Any]) -> str:
     item = data.get("output_item")
     if isinstance(item, (list, tuple)) and item and isinstance(item[0], str):
         return f"the {item[0]} output item"
+    if "image_generation_call" in data:  # the Responses image tool's item
+        return "the image_generation_call output item"
     return "the " + ", ".join(f"'{key}'" for key in data) + " data"
 
 

@@ -36,7 +36,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import inline_media, named_tool, place_shared_setting
+from toolfold.adapters._codec import (
+    dropped_media_note,
+    inline_media,
+    media_marker,
+    named_tool,
+    place_shared_setting,
+)
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._provider_model import Prepared, RequestReport
 from toolfold.adapters._results import default_filename, joins_run, result_items
@@ -325,7 +331,10 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
     # What the reasoning item sent keeps of the message item that followed it.
     following: Mapping[str, Any] = {}
     parts = message.parts
+    marker = None  # the marker of another provider's media dropped just before
     for index, part in enumerate(parts):
+        if part is marker:
+            continue  # its media's note says it all
         if isinstance(part, TextPart):
             text.append(part.text)
             continue
@@ -358,6 +367,11 @@ def _assistant(message: Message, position: int, items: list[Body], notes: list[s
                     f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
                     "dropped: the Responses API takes back only its own reasoning items"
                 )
+        elif isinstance(part, (ImagePart, FilePart)) and (marker := media_marker(parts, index)):
+            # Another provider's answer media: dropped with a note, as its reasoning is.
+            notes.append(
+                f"messages[{position}]: {dropped_media_note(part, marker, 'the Responses API')}"
+            )
         else:
             raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
     if text and "".join(text):
