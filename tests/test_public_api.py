@@ -232,6 +232,7 @@ RUNTIME = {
     "RequestReport",
     "ModelResponse",
     "OutputSpec",
+    "MediaOutput",
     "ReasoningDelta",
     "ResponseInfo",
     "StreamEvent",

@@ -364,6 +364,8 @@ class _Session:
                 self._emit(self._answer(text[:-1] if self.held_cr else text))
                 ended_line = inner.text.endswith("\n")
                 shown = True
+            elif kind == "media" and depth == 0:
+                self._media_line(inner.part)
             elif kind == "tool_call":
                 self._call_line(inner.call, depth, name, inner.disposition)
             elif kind == "tool_result":
@@ -399,10 +401,21 @@ class _Session:
 
     def _step(self, step: Any) -> None:
         self.stepped.add(step.index)
+        for part in step.response.message.parts:
+            if part.kind in ("image", "file"):
+                self._media_line(part)
         for call in step.tool_calls:
             self._call_line(call, 0, "", "")
         for result in step.tool_results:
             self._result_line(result, 0, "")
+
+    def _media_line(self, part: Any) -> None:
+        """An image or file the model answered with, as one line (``[image: image/png, 9 bytes]``):
+        a terminal shows no bytes, and the run file keeps them."""
+        from toolfold.runtime.core._messages import describe_media
+
+        self._release_cr()
+        print(_visible(describe_media(part)), file=self.err)
 
     def _call_line(self, call: Any, depth: int, name: str, disposition: str) -> None:
         self._release_cr()  # (an answer's held CR goes out before the line after it)

@@ -31,6 +31,8 @@ from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import Secret, api_key_secrets, scrubs, url_secrets
 from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
 from toolfold.runtime import (
+    ImagePart,
+    MediaOutput,
     Message,
     ModelResponse,
     ReasoningDelta,
@@ -804,6 +806,19 @@ def test_split_echoes_passes_every_event_on() -> None:
     an empty reasoning delta between two texts still splits them."""
     events = [TextDelta("a"), ReasoningDelta("", provider="gemini"), TextDelta("b")]
     assert _split(events, KEY) == events
+
+
+def test_split_echoes_gives_back_the_text_it_held_before_an_image() -> None:
+    """Text held back (what may begin a key) goes on before a MediaOutput, so the image
+    stays after the text it followed, as in the whole answer."""
+    image = MediaOutput(ImagePart(b"\x89PNG"))
+    out = _split([TextDelta("Here sk-ec"), image, TextDelta("after")], KEY)
+    assert [e.text if isinstance(e, TextDelta) else "<image>" for e in out] == [
+        "Here ",
+        "sk-ec",
+        "<image>",
+        "after",
+    ]
 
 
 def test_split_echoes_keeps_reasoning_apart_and_its_provider() -> None:

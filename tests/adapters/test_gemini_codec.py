@@ -19,6 +19,8 @@ from toolfold.adapters.gemini import (
     parse_usage,
 )
 from toolfold.runtime import (
+    FilePart,
+    ImagePart,
     Message,
     ModelRequest,
     OutputSpec,
@@ -458,3 +460,73 @@ def test_a_recursive_output_type_on_the_openapi_form_names_the_form_that_takes_i
     assert "Gemini responseSchema (OpenAPI Schema) has no references" in message
     assert "parameters" not in message  # (the tools' form, named for a tool's schema)
     assert body(request)["generationConfig"]["responseJsonSchema"]["properties"]
+
+
+PNG_B64 = "iVBORw0KGgo="
+
+
+def test_an_image_the_model_makes_is_kept_and_goes_back_as_it_came() -> None:
+    """An inlineData part of an answer (responseModalities IMAGE) is an ImagePart, returned signed."""
+    text = {"text": "Here is your cat:"}
+    image = {"inlineData": {"mimeType": "image/png", "data": PNG_B64}, "thoughtSignature": "SIG"}
+    parsed = parse_response(
+        {"candidates": [{"content": {"parts": [text, image]}, "finishReason": "STOP"}]}
+    )
+    (picture,) = [p for p in parsed.message.parts if isinstance(p, ImagePart)]
+    assert (picture.data, picture.media_type) == (b"\x89PNG\r\n\x1a\n", "image/png")
+    assert model_parts(turn(*parsed.message.parts)) == [text, image]
+
+
+def test_a_file_the_model_gives_by_uri_is_kept_and_goes_back_as_it_came() -> None:
+    """A fileData part of an answer is a FilePart by URL, sent back as fileData."""
+    wire = {"fileData": {"mimeType": "application/pdf", "fileUri": "https://x/a.pdf"}}
+    parsed = parse_response(
+        {"candidates": [{"content": {"parts": [wire]}, "finishReason": "STOP"}]}
+    )
+    assert parsed.message.parts == (FilePart(url="https://x/a.pdf", media_type="application/pdf"),)
+    assert model_parts(turn(*parsed.message.parts)) == [wire]
+
+
+def test_a_streamed_image_folds_into_the_parts_of_the_whole_answer() -> None:
+    """Streamed, an image (and its signature) makes the parts the whole response makes."""
+    text = {"text": "Here is your cat:"}
+    image = {"inlineData": {"mimeType": "image/png", "data": PNG_B64}, "thoughtSignature": "SIG"}
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [text]}}], "responseId": "r"},
+        {"candidates": [{"content": {"role": "model", "parts": [image]}, "finishReason": "STOP"}]},
+    ]
+    state, folded = DecoderState(), StreamState()
+    for chunk in chunks:
+        state, events = decode_chunk(state, chunk)
+        for event in events:
+            folded = fold_stream(folded, event)
+    streamed = finish_stream(folded, str)
+    whole = parse_response(
+        {"candidates": [{"content": {"parts": [text, image]}, "finishReason": "STOP"}]}
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert model_parts(turn(*streamed.message.parts)) == [text, image]
+
+
+def test_a_thought_image_is_left_out_of_the_answer_streamed_and_whole() -> None:
+    """An inlineData part with thought: true (a draft) is left out with its signature, streamed and whole."""
+    draft = {
+        "inlineData": {"mimeType": "image/png", "data": PNG_B64},
+        "thought": True,
+        "thoughtSignature": "DRAFT",
+    }
+    final = {"inlineData": {"mimeType": "image/png", "data": PNG_B64}, "thoughtSignature": "SIG"}
+    parts = [{"text": "planning", "thought": True}, draft, final]
+    whole = parse_response({"candidates": [{"content": {"parts": parts}, "finishReason": "STOP"}]})
+    assert whole.message.parts == (
+        ReasoningPart("planning", provider="gemini"),
+        ImagePart(b"\x89PNG\r\n\x1a\n", media_type="image/png"),
+        ReasoningPart("", "SIG", "gemini"),
+    )
+    state, folded = DecoderState(), StreamState()
+    state, events = decode_chunk(
+        state, {"candidates": [{"content": {"parts": parts}, "finishReason": "STOP"}]}
+    )
+    for event in events:
+        folded = fold_stream(folded, event)
+    assert finish_stream(folded, str).message.parts == whole.message.parts

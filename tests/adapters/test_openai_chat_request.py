@@ -26,6 +26,7 @@ from toolfold.adapters.openai_chat import (
     mistral_id,
 )
 from toolfold.adapters.openai_chat._request import encode_body, reasoning_notes
+from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -855,3 +856,68 @@ def test_mistral_gets_an_assistant_turn_between_tool_results_and_a_user_message(
         assert encode_body(request, "m", mistral) == dumps(sent)
     openai = build_body(request, "m", PROVIDERS["openai"])["messages"]
     assert _roles(openai) == ["user", "assistant", "tool", "user"]
+
+
+def test_an_audio_answer_keeps_its_transcript_and_audio_and_goes_back_by_id() -> None:
+    """message.audio: the transcript is the text, the audio a FilePart; the next turn sends its id."""
+    audio = {
+        "id": "audio_1",
+        "expires_at": 1700000000,
+        "data": "UklGRgAAAABXQVZF",
+        "transcript": "Hello!",
+    }
+    message = {"role": "assistant", "content": None, "audio": audio}
+    answer = {"id": "c1", "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+    parsed = parse_response(answer, "openai")
+    assert parsed.message.text == "Hello!"
+    (sound,) = [p for p in parsed.message.parts if isinstance(p, FilePart)]
+    assert (sound.data, sound.media_type) == (b"RIFF\x00\x00\x00\x00WAVE", "audio/wav")
+    request = ModelRequest([Message.user("hi"), parsed.message, Message.user("again")])
+    prepared = OpenAIChatModel("gpt-4o-audio-preview", api_key="k" * 20).prepare(request)
+    assert prepared.body["messages"][1] == {
+        "role": "assistant",
+        "content": "Hello!",
+        "audio": {"id": "audio_1"},
+    }
+    assert prepared.report.notes == ()
+    assert problems("CreateChatCompletionRequest", prepared.body) == []
+    elsewhere = OpenAIChatModel("m", provider="mistral", api_key="k" * 20).prepare(request)
+    assert elsewhere.body["messages"][1] == {"role": "assistant", "content": "Hello!"}
+    assert elsewhere.report.notes == (
+        "messages[1]: audio answer from openai left out: its id means nothing to mistral "
+        "(its transcript is sent)",
+    )
+
+
+@pytest.mark.parametrize("provider", ["openai", "mistral"])
+@pytest.mark.parametrize(
+    "media", [ImagePart(b"\x89PNG"), FilePart(b"%PDF", media_type="application/pdf")]
+)
+def test_an_image_or_file_in_an_assistant_message_is_refused(
+    provider: str, media: ImagePart | FilePart
+) -> None:
+    """An assistant message's image or file (not an audio answer) is refused, never dropped unsaid."""
+    request = ModelRequest(
+        [
+            Message.user("draw"),
+            Message("assistant", [TextPart("here:"), media]),
+            Message.user("more"),
+        ]
+    )
+    with pytest.raises(ModelConfigError, match=f"assistant message.*not {media.kind!r}"):
+        OpenAIChatModel("m", provider=provider, api_key="k" * 20).prepare(request)
+
+
+def test_a_responses_output_item_marker_is_noted_by_what_it_is_not_as_reasoning() -> None:
+    """A Responses output-item marker left out of a Chat request is noted as that item, not reasoning."""
+    marker = ReasoningPart("", None, "openai", {"output_item": ["web_search_call", "ws_1"]})
+    request = ModelRequest(
+        (Message.user("hi"), Message("assistant", (marker, TextPart("found"))), Message.user("ok"))
+    )
+    model = OpenAIChatModel("m", provider="openai", api_key="sk-" + "k" * 20)
+    notes = model.prepare(request).report.notes
+    model.close()
+    assert notes == (
+        "messages[1]: the web_search_call output item from openai left out: "
+        "openai cannot take it back",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -18,6 +19,8 @@ from toolfold import (
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
 from toolfold.runtime import (
+    FilePart,
+    Log,
     ModelResponse,
     ReasoningPart,
     StreamState,
@@ -640,3 +643,67 @@ def test_a_new_name_without_an_id_after_a_no_argument_call_is_a_second_call() ->
             ("get_weather", json.loads(arguments or "{}")),
         ]
         assert calls[0].id != calls[1].id
+
+
+def test_a_streamed_audio_answer_folds_like_the_whole_one() -> None:
+    """delta.audio pieces: the transcript as text, the audio bytes and id as the whole answer has them."""
+    first, second = b"RIFF\x00\x00\x00\x00", b"WAVEdata"
+    events = decode(
+        [
+            chunk({"role": "assistant", "audio": {"id": "audio_1", "transcript": "Hel"}}),
+            chunk({"audio": {"transcript": "lo!", "data": base64.b64encode(first).decode()}}),
+            chunk({"audio": {"data": base64.b64encode(second).decode(), "expires_at": 17}}),
+            chunk({}, "stop"),
+        ],
+        provider="openai",
+    )
+    audio = {
+        "id": "audio_1",
+        "expires_at": 17,
+        "data": base64.b64encode(first + second).decode(),
+        "transcript": "Hello!",
+    }
+    expected = parse_response(
+        whole({"role": "assistant", "content": None, "audio": audio}, "stop"), "openai"
+    )
+    streamed = fold(events)
+    assert streamed.message.parts == expected.message.parts
+    assert streamed.message.text == "Hello!"
+    assert any(
+        isinstance(p, FilePart) and p.media_type == "audio/wav" for p in streamed.message.parts
+    )
+
+
+def test_a_streamed_audio_answer_with_content_takes_the_content_as_text_like_the_whole_one() -> (
+    None
+):
+    """Audio with content: the content is the answer's text, streamed as whole (not transcript + content)."""
+    data = base64.b64encode(b"RIFF\x00\x00\x00\x00WAVEdata").decode()
+    events = decode(
+        [
+            chunk({"role": "assistant", "audio": {"id": "a1", "transcript": "Hi"}}),
+            chunk({"content": "Text"}),
+            chunk({"audio": {"data": data}}),
+            chunk({}, "stop"),
+        ],
+        provider="openai",
+    )
+    audio = {"id": "a1", "transcript": "Hi", "data": data}
+    expected = parse_response(
+        whole({"role": "assistant", "content": "Text", "audio": audio}, "stop"), "openai"
+    )
+    streamed = fold(events)
+    assert streamed.message.text == "Text"
+    assert streamed.message.parts == expected.message.parts
+
+
+def test_streamed_audio_pieces_are_appended_not_copied() -> None:
+    """Each delta.audio piece is appended to a Log (O(1)), not copied with all before it."""
+    piece = base64.b64encode(b"\x00" * 8).decode()
+    state = DecoderState("openai")
+    for _ in range(3):
+        state, _out = decode_chunk(state, chunk({"audio": {"data": piece}}))
+    assert state.audio is not None
+    pieces = state.audio[2]
+    assert isinstance(pieces, Log)
+    assert b"".join(pieces) == b"\x00" * 24

@@ -386,3 +386,59 @@ def test_ollama_leaves_out_every_providers_reasoning_and_says_so(run: Any) -> No
         f"messages[{i}]: reasoning from {who} left out: it was written for another provider"
         for i, who in zip(turns, ["anthropic", "anthropic", "gemini"], strict=True)
     )
+
+
+_TARGETS = {
+    "openai:gpt-4o": ("openai", "messages"),
+    "mistral:mistral-large-latest": ("mistral", "messages"),
+    "openai-responses:gpt-4o": ("the Responses API", "input"),
+    "anthropic:claude-sonnet-4-5": ("Anthropic", "messages"),
+    "ollama:qwen3": ("Ollama", "messages"),
+}
+
+
+def _prepared(spec: str, *parts: Any) -> Any:
+    model = toolfold.model(spec, api_key="k" * 20, base_url="http://127.0.0.1:9/v1")
+    try:
+        conversation = (Message.user("go"), Message("assistant", parts), Message.user("more"))
+        return model.prepare(ModelRequest(conversation))
+    finally:
+        getattr(model, "close", lambda: None)()
+
+
+@pytest.mark.parametrize("spec", list(_TARGETS))
+def test_another_providers_answer_media_is_dropped_with_a_note(spec: str) -> None:
+    """A provider-made image (its marker after it) another API cannot take back is dropped and noted."""
+    from toolfold import ReasoningPart, TextPart
+
+    target, key = _TARGETS[spec]
+    prepared = _prepared(spec, TextPart("here"), ImagePart(PNG), ReasoningPart("", "SIG", "gemini"))
+    assert prepared.report.notes == (
+        f"messages[1]: image from gemini left out: {target} takes no image in an assistant turn",
+    )
+    assert "SIG" not in json.dumps(prepared.body[key])
+
+
+@pytest.mark.parametrize("spec", [s for s in _TARGETS if not s.startswith("openai:")])
+def test_another_providers_audio_answer_is_dropped_with_its_transcript_kept(spec: str) -> None:
+    """A Chat audio answer sent elsewhere: the transcript goes, the audio is dropped and noted."""
+    from toolfold import FilePart, ReasoningPart, TextPart
+
+    marker = ReasoningPart("", None, "openai", {"audio": {"id": "audio_1", "expires_at": 1}})
+    wav = FilePart(b"RIFF\x00\x00\x00\x00WAVE", media_type="audio/wav")
+    prepared = _prepared(spec, TextPart("hello"), wav, marker)
+    key = _TARGETS[spec][1]
+    assert "hello" in json.dumps(prepared.body[key])
+    assert "audio_1" not in json.dumps(prepared.body[key])
+    (note,) = prepared.report.notes
+    assert note.startswith("messages[1]: audio ")
+    assert note.endswith("(its transcript is sent)")
+
+
+@pytest.mark.parametrize("spec", list(_TARGETS))
+def test_media_a_user_put_in_an_assistant_message_is_still_refused(spec: str) -> None:
+    """An image in an assistant message with no provider's marker after it is refused, not dropped."""
+    from toolfold import ModelConfigError, TextPart
+
+    with pytest.raises(ModelConfigError, match="image"):
+        _prepared(spec, TextPart("here"), ImagePart(PNG))

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 import pytest
+from test_native_request_specs import problems as responses_problems
 
 from toolfold import ModelConfigError, StreamError
 from toolfold.adapters._http._sse import SSEEvent
@@ -985,3 +986,75 @@ def test_reasoning_between_calls_streams_back_in_the_order_it_came() -> None:
         request = ModelRequest([Message.user("x?"), response.message])
         sent.append([item.get("id") for item in body(request, model="gpt-5-mini")["input"][1:]])
     assert sent[0] == sent[1] == ["rs_A", "fc_1", "rs_B", "fc_2"]
+
+
+def test_a_generated_image_is_kept_and_goes_back_as_its_item() -> None:
+    """An image_generation_call item is an ImagePart, sent back next turn as the same item."""
+    item = {
+        "type": "image_generation_call",
+        "id": "ig_1",
+        "status": "completed",
+        "result": "iVBORw0KGgo=",
+    }
+    said = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Here it is.", "annotations": []}],
+    }
+    parsed = parse_response({"id": "r", "status": "completed", "output": [item, said]}, "openai")
+    (image,) = [p for p in parsed.message.parts if isinstance(p, ImagePart)]
+    assert (image.data, image.media_type) == (b"\x89PNG\r\n\x1a\n", "image/png")
+    assert parsed.message.text == "Here it is."
+    request = ModelRequest([Message.user("draw"), parsed.message, Message.user("bluer")])
+    sent = body(request)
+    assert sent["input"][1:3] == [item, {"role": "assistant", "content": "Here it is."}]
+    assert responses_problems("CreateResponse", sent) == []
+
+
+def test_an_output_item_toolfold_does_not_read_is_noted_on_the_next_request() -> None:
+    """An unknown output item (a built-in tool's call) is no silent drop: the next report names it."""
+    item = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    parsed = parse_response({"id": "r", "status": "completed", "output": [item]}, "openai")
+    request = ModelRequest([Message.user("look"), parsed.message, Message.user("more")])
+    prepared = OpenAIResponsesModel("gpt-4o", api_key="k" * 20).prepare(request)
+    (note,) = prepared.report.notes
+    assert "web_search_call output item ws_1 not sent back" in note
+
+
+def test_streamed_image_and_unknown_items_fold_like_the_whole_response() -> None:
+    """Streamed, an image_generation_call and an unknown item make the parts the whole response makes."""
+    image = {
+        "type": "image_generation_call",
+        "id": "ig_1",
+        "status": "completed",
+        "result": "iVBORw0KGgo=",
+    }
+    search = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    said = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Here.", "annotations": []}],
+    }
+    streamed = _fold(
+        ("response.created", {"response": {"id": "r", "model": "gpt-4o"}}),
+        ("response.output_item.done", {"output_index": 0, "item": search}),
+        ("response.output_item.done", {"output_index": 1, "item": image}),
+        ("response.output_item.added", {"output_index": 2, "item": {**said, "content": []}}),
+        ("response.output_text.delta", {"output_index": 2, "item_id": "msg_1", "delta": "Here."}),
+        ("response.output_item.done", {"output_index": 2, "item": said}),
+        COMPLETED,
+    )
+    whole = parse_response(
+        {"id": "r", "status": "completed", "output": [search, image, said]}, "openai"
+    )
+    assert streamed.message.parts == whole.message.parts
+    assert [type(p).__name__ for p in whole.message.parts] == [
+        "ReasoningPart",
+        "ImagePart",
+        "ReasoningPart",
+        "TextPart",
+    ]

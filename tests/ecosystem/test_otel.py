@@ -915,3 +915,15 @@ def test_tracing_a_module_level_tool_leaves_the_tool_as_it_was() -> None:
     assert len(recorded.named("execute_tool")) == 3
     assert "invoke" not in add.__dict__
     assert add.invoke({"a": 1, "b": 2}) == 3
+
+
+def test_a_marker_part_is_not_recorded_as_empty_reasoning(traces: Traces) -> None:
+    """An answer's marker part (no text, no signature) is left out of gen_ai.output.messages."""
+    from toolfold.runtime import ReasoningPart, TextPart
+
+    toolfold.otel.instrument(traces.tracer_provider, traces.meter_provider, capture_content=True)
+    marker = ReasoningPart("", None, "openai", {"audio": {"id": "audio_1"}})
+    Agent(ScriptedModel([[TextPart("hello"), marker]])).run("hi")
+    (chat,) = traces.named("chat")
+    (message,) = json.loads(chat.attributes["gen_ai.output.messages"])
+    assert message["parts"] == [{"type": "text", "content": "hello"}]

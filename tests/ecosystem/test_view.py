@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import socket
@@ -480,3 +481,16 @@ def test_a_call_id_reused_in_a_later_step_shows_each_call_with_its_own_result() 
     for city in ("Paris", "Tokyo"):
         assert page.count(f"alert(&#x27;{city}&#x27;)") == 1, city
         assert page.count(f"&quot;city&quot;: &quot;{city}&quot;\n}}") == 1, city
+
+
+def test_a_marker_part_draws_no_empty_reasoning_and_an_answer_image_shows() -> None:
+    """An answer's marker part (no text, no signature) draws nothing; its image shows inline."""
+    from toolfold.runtime import ImagePart, ReasoningPart, TextPart
+
+    marker = ReasoningPart("", None, "openai", {"output_item": ["image_generation_call", "ig"]})
+    answer = [ImagePart(PNG, media_type="image/png"), marker, TextPart("Here")]
+    page = generate_text(ScriptedModel([answer]), "draw").to_html()
+    assert "<summary>reasoning</summary><pre></pre>" not in page
+    assert _tags(page, "answer-image")[0]["src"] == (
+        "data:image/png;base64," + base64.b64encode(PNG).decode()
+    )

@@ -2134,3 +2134,28 @@ def test_a_held_cr_is_written_before_the_tool_lines_that_follow_it(tmp_path: Pat
         ("err", '→ shout({"x": 1}) [call_1_1]'),
         ("err", "← shout: ok"),
     ]
+
+
+_PAINTER = """
+from toolfold import ImagePart
+from toolfold.testing import FunctionModel
+
+model = FunctionModel(
+    lambda request: ["Here:", ImagePart(b"\\x89PNG\\r\\n\\x1a\\n1", media_type="image/png")],
+    name="painter:m",
+)
+"""
+
+
+@pytest.mark.parametrize("stream", [[], ["--stream"]])
+def test_an_image_the_model_answers_with_is_one_line(tmp_path: Path, stream: list[str]) -> None:
+    """An answer's image is shown as one ``[image: type, N bytes]`` line, streamed or not."""
+    (tmp_path / "painter.py").write_text(_PAINTER)
+    agent_file = tmp_path / "painter.toml"
+    agent_file.write_text('[agents.main]\nmodel = "openai:gpt-4o-mini"\n')
+    proc = toolfold(
+        "run", str(agent_file), "--model", "painter:model", *stream, "draw", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Here:\n"
+    assert "[image: image/png, 9 bytes]" in proc.stderr.splitlines()

@@ -30,6 +30,8 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import (
+    ImagePart,
+    MediaOutput,
     OutputSpec,
     ReasoningPart,
     StreamState,
@@ -240,6 +242,15 @@ def test_a_stream_keeps_reasoning_parts_apart_as_the_whole_response() -> None:
     whole = ScriptedModel([parts]).request_sync(REQ)
     assert _fold(ScriptedModel([parts]).stream_sync(REQ)) == whole
     assert [p.provider_data["id"] for p in whole.message.parts[:2]] == ["rs_1", "rs_2"]
+
+
+def test_a_stream_keeps_an_image_between_its_text_and_signature_as_the_whole_response() -> None:
+    """An image part streams as one MediaOutput: text, image, signed reasoning fold back as they were."""
+    parts = ["Here:", ImagePart(b"\x89PNG"), ReasoningPart("", "sig", "gemini"), "done"]
+    whole = ScriptedModel([parts]).request_sync(REQ)
+    events = list(ScriptedModel([parts]).stream_sync(REQ))
+    assert [e.part for e in events if isinstance(e, MediaOutput)] == [ImagePart(b"\x89PNG")]
+    assert _fold(events) == whole
 
 
 def test_function_model_custom_stream() -> None:

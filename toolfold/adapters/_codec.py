@@ -533,3 +533,34 @@ def _decode(part: Media) -> Media:
         ) from None
     media_type = kind.strip().lower() or part.media_type
     return attrs.evolve(part, data=data, url=None, media_type=media_type)
+
+
+def media_marker(parts: Sequence[Part], index: int) -> ReasoningPart | None:
+    """The marker after the image or file at ``index`` when a provider made it, or None.
+
+    A provider's own media in an answer is followed by an empty `ReasoningPart`
+    keeping what sends it back (Gemini's signature, a Responses
+    ``image_generation_call``, a Chat audio id); media a user put in an
+    assistant message has none.
+    """
+    after = parts[index + 1] if index + 1 < len(parts) else None
+    if (
+        type(after) is ReasoningPart
+        and not after.text
+        and (after.signature is not None or after.provider_data)
+    ):
+        return after
+    return None
+
+
+def dropped_media_note(part: ImagePart | FilePart, marker: ReasoningPart, target: str) -> str:
+    """The report note (after its ``messages[i]: ``) for a provider's image or file
+    ``target`` cannot take back in an assistant turn, dropped as another
+    provider's reasoning is."""
+    audio = part.media_type.lower().startswith("audio/")
+    what = "audio" if audio else "image" if isinstance(part, ImagePart) else "file"
+    kept = " (its transcript is sent)" if audio else ""
+    return (
+        f"{what} from {marker.provider or 'an unknown provider'} "
+        f"left out: {target} takes no {what} in an assistant turn{kept}"
+    )

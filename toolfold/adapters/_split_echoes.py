@@ -47,6 +47,7 @@ from toolfold.adapters._http._keys import MASK, MIN_CUT_PREFIX, Scrubs, scrub
 from toolfold.runtime.core._messages import TextPart, ToolCallPart
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     StreamEvent,
     StreamFinish,
@@ -119,6 +120,8 @@ class SplitEchoes:
             return [*self._release_reasoning(), *self._hold_past_call(), event]
         if isinstance(event, StreamFinish):
             return [*self.end(), event]
+        if isinstance(event, MediaOutput):  # a part of its own: the held text goes before it
+            return [*self._release_reasoning(), *self._release_text(), event]
         return [event]  # the counts, the response's name: no text to hold
 
     def end(self) -> list[StreamEvent]:

@@ -22,6 +22,8 @@ replaced by U+FFFD, so it cannot break the encoding of every later request.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import re
@@ -119,6 +121,17 @@ def integer(parent: Any, key: str | int, at: str) -> int | None:
     if value is None:
         return None
     raise _wrong(parent, key, at, "an integer", value)
+
+
+def base64_bytes(parent: Any, key: str | int, at: str) -> bytes | None:
+    """A base64 string field decoded (media a model made); absent or ``null`` reads as None."""
+    found = text(parent, key, at)
+    if found is None:
+        return None
+    try:
+        return base64.b64decode(found, validate=True)
+    except (binascii.Error, ValueError):
+        raise WireError(path(at, key), "expected base64 data") from None
 
 
 def count(parent: Any, key: str | int, at: str) -> int:

@@ -406,9 +406,18 @@ def _messages_json(messages: Sequence[Message], finish_reason: str | None = None
     JSON (an output message carries its ``finish_reason``)."""
     finish = {} if finish_reason is None else {"finish_reason": finish_reason}
     return json.dumps(
-        [{"role": m.role, "parts": [_part(p) for p in m.parts], **finish} for m in messages],
+        [
+            {"role": m.role, "parts": [_part(p) for p in m.parts if _shown(p)], **finish}
+            for m in messages
+        ],
         ensure_ascii=False,
     )
+
+
+def _shown(part: Part) -> bool:
+    """Whether a part is recorded: a reasoning part with neither text nor
+    signature only marks provider data (an audio id, an output item)."""
+    return not isinstance(part, ReasoningPart) or bool(part.text or part.signature)
 
 
 def _part(part: Part) -> dict[str, Any]:

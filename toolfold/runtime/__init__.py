@@ -106,6 +106,7 @@ from toolfold.runtime.core._stop import (
     tool_called,
 )
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -147,6 +148,7 @@ __all__ = [
     "Log",
     "Loop",
     "MaxSteps",
+    "MediaOutput",
     "Message",
     "Model",
     "ModelRequest",

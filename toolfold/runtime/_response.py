@@ -11,6 +11,7 @@ from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPar
 from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamFinish,
@@ -308,6 +309,7 @@ RunStreamEvent = Union[  # noqa: UP007
     UsageUpdate,
     StreamFinish,
     ResponseInfo,
+    MediaOutput,
     ToolCallEvent,
     ToolResultEvent,
     StepEndEvent,

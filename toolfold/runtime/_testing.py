@@ -59,6 +59,7 @@ from toolfold.runtime.core._request import (
     ToolDefinition,
 )
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -300,9 +301,9 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
 
     Into exactly it when no two of its texts are in a row: a stream has no
     event that ends a text part but a call's start (a call keeps its place
-    among the parts), so texts in a row fold into one text (joined in
-    order). Each reasoning part is one piece that ends it (``ends=True``), so
-    reasoning parts fold back as they were.
+    among the parts) or an image or file (one `MediaOutput`), so texts in a
+    row fold into one text (joined in order). Each reasoning part is one piece
+    that ends it (``ends=True``), so reasoning parts fold back as they were.
     """
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0
@@ -320,6 +321,8 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
                 yield ToolCallDelta(index, piece)
             yield ToolCallEnd(index)
             index += 1
+        elif isinstance(part, (ImagePart, FilePart)):
+            yield MediaOutput(part)
     yield UsageUpdate(response.usage)
     yield StreamFinish(response.finish_reason, response.raw_finish_reason)
 

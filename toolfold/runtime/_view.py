@@ -383,12 +383,15 @@ def _step(step: _Step, depth: int) -> str:
     )
     parts = []
     for part in message.parts:
-        if isinstance(part, ReasoningPart):
+        # A part with neither text nor signature only marks provider data
+        # (an audio id, an output item): nothing to show.
+        if isinstance(part, ReasoningPart) and (part.text or part.signature):
             parts.append(
                 f"<details data-kind='reasoning'><summary>reasoning</summary><pre>{_e(part.text)}</pre></details>"
             )
     if message.text:
         parts.append(f"<pre data-kind='text'>{_e(message.text)}</pre>")
+    parts.append(_images(message.parts, "answer-image"))
     if step.calls:
         rows = "".join(_call_row(c, depth) for c in step.calls)
         parts.append(
@@ -436,14 +439,14 @@ def _call_row(call: _Call, depth: int) -> str:
 _SHOWN_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
-def _images(parts: tuple[Any, ...]) -> str:
-    """A tool result's inline images, shown (an SVG is not: it could carry script)."""
+def _images(parts: tuple[Any, ...], kind: str = "result-image") -> str:
+    """A tool result's (or an answer's) inline images, shown (an SVG is not: it could carry script)."""
     shown = []
     for part in parts:
         if isinstance(part, ImagePart) and part.data and part.media_type in _SHOWN_IMAGES:
             data = base64.b64encode(part.data).decode("ascii")
             shown.append(
-                f"<img data-kind='result-image' alt='{_e(part.media_type)}' "
+                f"<img data-kind='{kind}' alt='{_e(part.media_type)}' "
                 f"style='max-width:320px;display:block;margin:4px 0' "
                 f"src='data:{part.media_type};base64,{data}'>"
             )

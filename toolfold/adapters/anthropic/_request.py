@@ -32,7 +32,9 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    dropped_media_note,
     inline_media,
+    media_marker,
     named_tool,
     place_shared_setting,
     url_excerpt,
@@ -438,7 +440,10 @@ def _assistant_blocks(
     parts: tuple[Part, ...], position: int, notes: list[str] | None
 ) -> list[Body]:
     blocks: list[Body] = []
-    for part in parts:
+    marker = None  # the marker of the media part dropped just before
+    for index, part in enumerate(parts):
+        if part is marker:
+            continue  # its media's note says it all
         if isinstance(part, TextPart):
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
@@ -462,6 +467,13 @@ def _assistant_blocks(
                 notes.append(
                     f"messages[{position}]: reasoning left out: it {why}, and Anthropic "
                     "only takes back its own signed thinking"
+                )
+        elif isinstance(part, (ImagePart, FilePart)) and (marker := media_marker(parts, index)):
+            # Another provider made it (Anthropic makes no media): dropped with a
+            # note, as another provider's reasoning is.
+            if notes is not None:
+                notes.append(
+                    f"messages[{position}]: {dropped_media_note(part, marker, 'Anthropic')}"
                 )
         else:
             raise ModelConfigError(

@@ -328,6 +328,8 @@ def _model_parts(message: Message, position: int, signed: bool, notes: list[str]
             first_call = False
         elif isinstance(part, ReasoningPart):
             _reasoning(part, parts, position, notes)
+        elif isinstance(part, (ImagePart, FilePart)):
+            parts.append(_media(part))  # an image the model made, sent back as it came
         elif isinstance(part, ToolResultPart):
             raise ModelConfigError("an assistant message cannot carry a tool result")
         else:
@@ -347,13 +349,18 @@ def _reasoning(part: ReasoningPart, parts: list[Body], position: int, notes: lis
     if part.signature is None:
         return  # a thought summary: Gemini reads signatures only [G2]
     last = parts[-1] if parts else None
-    if not part.text and last is not None and "text" in last and "thoughtSignature" not in last:
-        last["thoughtSignature"] = part.signature  # the signed text part, as received
+    if not part.text and last is not None and "thoughtSignature" not in last and _signable(last):
+        last["thoughtSignature"] = part.signature  # the signed text or media part, as received
         return
     signed: Body = {"text": part.text, "thoughtSignature": part.signature}
     if part.text:
         signed["thought"] = True
     parts.append(signed)
+
+
+def _signable(part: Body) -> bool:
+    """Whether a signature after ``part`` was received on it (a text or media part)."""
+    return "text" in part or "inlineData" in part or "fileData" in part
 
 
 def _call(call: ToolCallPart, position: int, needs_sig: bool, notes: list[str]) -> Body:

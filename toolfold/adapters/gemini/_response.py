@@ -2,9 +2,11 @@
 
 Parts map one to one [G4 Part]: ``text`` -> `TextPart`; ``thought: true`` ->
 `ReasoningPart` (provider ``gemini``); ``functionCall`` -> `ToolCallPart`, with
-its ``thoughtSignature`` kept in ``provider_data`` to go back unchanged [G2]; a
-signature on a text part -> an empty signed `ReasoningPart` after it (the
-request builder puts it back on that part). A call without an ``id`` gets a
+its ``thoughtSignature`` kept in ``provider_data`` to go back unchanged [G2];
+``inlineData``/``fileData`` (images a model generates) -> `ImagePart` or
+`FilePart` (one with ``thought: true``, a draft made while thinking, is left
+out with its signature: it is not the answer); a signature on a text or media part -> an empty signed
+`ReasoningPart` after it (the request builder puts it back on that part). A call without an ``id`` gets a
 deterministic one from the response id and its position, so a replay gives the
 same ids.
 """
@@ -22,6 +24,8 @@ from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
     Message,
     Part,
     ReasoningPart,
@@ -117,13 +121,51 @@ def parse_part(part: Mapping[str, Any], at: str, seed: str, position: int) -> li
         return [parse_call(call, f"{at}.{key}", signature, seed, position)]
     text = wire.text(part, "text", at)
     if text is None:
-        return []
-    if part.get("thought") is True:
+        media = parse_media(part, at)
+        if media is None:
+            return []
+        if part.get("thought") is True:
+            # A thought image is a draft the model made while thinking, not its
+            # answer: left out, with any signature of its own (it signs only
+            # the draft, which does not go back).
+            return []
+        out: list[Part] = [media]
+    elif part.get("thought") is True:
         return [ReasoningPart(text, signature, PROVIDER)]
-    out: list[Part] = [TextPart(text)] if text else []
+    else:
+        out = [TextPart(text)] if text else []
     if signature is not None:
         out.append(ReasoningPart("", signature, PROVIDER))
     return out
+
+
+def parse_media(part: Mapping[str, Any], at: str) -> ImagePart | FilePart | None:
+    """An ``inlineData`` (bytes) or ``fileData`` (URI) part as an `ImagePart` (an
+    ``image/*`` type) or a `FilePart`, or None for a part that is neither [G4 Part]:
+    a model asked for images (``responseModalities``) answers with them."""
+    inline = wire.mapping(part, "inlineData", at)
+    if inline:
+        where = f"{at}.inlineData"
+        mime = wire.text(inline, "mimeType", where) or "application/octet-stream"
+        data = wire.base64_bytes(inline, "data", where) or b""
+        return (
+            ImagePart(data, media_type=mime) if _is_image(mime) else FilePart(data, media_type=mime)
+        )
+    linked = wire.mapping(part, "fileData", at)
+    if linked:
+        where = f"{at}.fileData"
+        mime = wire.text(linked, "mimeType", where) or "application/octet-stream"
+        uri = wire.text(linked, "fileUri", where) or ""
+        return (
+            ImagePart(url=uri, media_type=mime)
+            if _is_image(mime)
+            else FilePart(url=uri, media_type=mime)
+        )
+    return None
+
+
+def _is_image(mime: str) -> bool:
+    return mime.lower().startswith("image/")
 
 
 def parse_call(

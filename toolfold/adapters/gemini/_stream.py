@@ -8,6 +8,8 @@ framings end up in `decode_chunk`:
 - text and thought parts are deltas; a function call arrives whole in one
   chunk (the Gemini API never splits arguments [G4 PartialArg]), so it starts,
   gets its arguments and ends at once, with the id rule of a whole response;
+- an image or file (``inlineData``/``fileData``) arrives whole too: a
+  `MediaOutput`, with its signature after it as the whole response has it;
 - ``usageMetadata`` repeats on chunks: the last one wins;
 - the chunk with ``finishReason`` ends the response; a body that stops before
   it is a `StreamError`, never a half answer. There is no ``[DONE]``.
@@ -35,8 +37,15 @@ from toolfold.adapters.gemini._response import (
     parse_usage,
     seed_of,
 )
-from toolfold.runtime.core._messages import ReasoningPart, TextPart, ToolCallPart
+from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+)
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -116,6 +125,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
                 events.append(ToolCallDelta(calls, part.arguments_text))
                 events.append(ToolCallEnd(calls))
                 calls += 1
+            elif type(part) is ImagePart or type(part) is FilePart:
+                events.append(MediaOutput(part))  # whole in its chunk, as a call
     if calls != state.calls:
         state = attrs.evolve(state, calls=calls)
     usage = wire.mapping(chunk, "usageMetadata", "$")

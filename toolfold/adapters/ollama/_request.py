@@ -24,7 +24,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import inline_media, place_shared_setting, url_excerpt
+from toolfold.adapters._codec import (
+    dropped_media_note,
+    inline_media,
+    media_marker,
+    place_shared_setting,
+    url_excerpt,
+)
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
 from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
@@ -266,7 +272,10 @@ def _assistant(message: Message, position: int, notes: list[str] | None) -> Body
     thinking: list[str] = []
     calls: list[Body] = []
     foreign: set[str] = set()
-    for part in message.parts:  # one pass: this runs for every turn of every request
+    marker = None  # the marker of the media part dropped just before
+    for index, part in enumerate(message.parts):  # one pass: this runs for every turn
+        if part is marker:
+            continue  # its media's note says it all
         if isinstance(part, TextPart):
             text.append(part.text)
         elif isinstance(part, ToolCallPart):
@@ -277,7 +286,14 @@ def _assistant(message: Message, position: int, notes: list[str] | None) -> Body
             elif part.text or part.signature:
                 foreign.add(str(part.provider))
         elif isinstance(part, (ImagePart, FilePart)):
-            raise ModelConfigError(f"an assistant message for Ollama cannot carry {part.kind!r}")
+            marker = media_marker(message.parts, index)
+            if marker is None:
+                raise ModelConfigError(
+                    f"an assistant message for Ollama cannot carry {part.kind!r}"
+                )
+            # Another provider's answer media: dropped with a note, as its reasoning is.
+            if notes is not None:
+                notes.append(f"messages[{position}]: {dropped_media_note(part, marker, 'Ollama')}")
     encoded: Body = {"role": "assistant", "content": "".join(text)}
     if foreign and notes is not None:
         notes.append(

@@ -11,7 +11,9 @@ from typing import Any, NamedTuple, TypeVar, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import (
+    dropped_media_note,
     inline_media,
+    media_marker,
     named_tool,
     place_shared_setting,
     refuse_choices,
@@ -28,6 +30,7 @@ from toolfold.adapters._results import (
     text_of,
 )
 from toolfold.adapters.openai_chat._providers import ChatProvider
+from toolfold.adapters.openai_chat._response import AUDIO
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -672,7 +675,10 @@ def _media_part(part: ImagePart | FilePart, provider: ChatProvider) -> Body:
 def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[str], str]) -> Body:
     text = "".join(p.text for p in parts if isinstance(p, TextPart))
     calls = [p for p in parts if isinstance(p, ToolCallPart)]
-    message: Body = {"role": "assistant", "content": text or (None if calls else "")}
+    audio = _audio_id(parts, provider)
+    message: Body = {"role": "assistant", "content": text or (None if calls or audio else "")}
+    if audio is not None:
+        message["audio"] = {"id": audio}  # a previous audio answer, by id [O4]
     if provider.reasoning_out is not None and calls:
         # DeepSeek wants the thinking of a tool turn back, even when empty [C7].
         reasoning = "".join(p.text for p in parts if isinstance(p, ReasoningPart))
@@ -680,6 +686,41 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
     if calls:
         message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
     return message
+
+
+def _audio_id(parts: list[Part], provider: ChatProvider) -> str | None:
+    """The id of the audio answer ``parts`` hold (`_response.audio_parts`) when
+    ``provider`` made it, or None (another's goes as its transcript, noted by `_left_out`).
+
+    An assistant message takes audio back by id only, and no image or other
+    file: another provider's answer media is dropped (noted by `_left_out`),
+    media a user put there refused, never dropped unsaid.
+
+    Raises:
+        ModelConfigError: An image or file with no provider's marker after it.
+    """
+    found = None
+    for index, part in enumerate(parts):
+        if isinstance(part, (ImagePart, FilePart)):
+            # A provider's answer media (followed by its marker) is sent by id when
+            # it is this provider's audio, else dropped (noted by `_left_out`).
+            if media_marker(parts, index) is None:
+                raise ModelConfigError(
+                    "an assistant message for Chat Completions can hold text, reasoning, "
+                    f"tool calls and an audio answer it made (sent back by id), not {part.kind!r}"
+                )
+        elif isinstance(part, ReasoningPart) and part.provider == provider.name:
+            found = _audio_marker(part) or found
+    return found
+
+
+def _audio_marker(part: object) -> str | None:
+    """The audio id an empty `ReasoningPart` keeps (`_response.AUDIO`), or None."""
+    if not isinstance(part, ReasoningPart) or part.text or part.signature:
+        return None
+    kept = part.provider_data.get(AUDIO)
+    audio_id = kept.get("id") if isinstance(kept, Mapping) else None
+    return audio_id if isinstance(audio_id, str) else None
 
 
 def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tuple[str, ...]:
@@ -704,8 +745,30 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
         and any(type(part) is ToolCallPart for part in message.parts)
     )
     reasons: list[str] = []
-    for part in message.parts:
-        if not isinstance(part, ReasoningPart):
+    marker = None  # the marker of the media part dropped just before
+    parts = message.parts
+    for index, part in enumerate(parts):
+        if isinstance(part, (ImagePart, FilePart)) and message.role == "assistant":
+            found = media_marker(parts, index)
+            if found is not None and _audio_marker(found) is None:
+                marker = found  # another provider's image or file: dropped
+                reasons.append(dropped_media_note(part, found, provider.name))
+            continue
+        if not isinstance(part, ReasoningPart) or part is marker:
+            continue
+        if _audio_marker(part) is not None:
+            if part.provider != provider.name:
+                reasons.append(
+                    f"audio answer from {part.provider or 'an unknown provider'} left out: "
+                    f"its id means nothing to {provider.name} (its transcript is sent)"
+                )
+            continue  # an audio answer's id: sent as the message's ``audio``
+        if not (part.text or part.signature) and part.provider_data:
+            # A marker (a Responses output item, another provider's data), not reasoning.
+            reasons.append(
+                f"{_marked(part.provider_data)} from {part.provider or 'an unknown provider'} "
+                f"left out: {provider.name} cannot take it back"
+            )
             continue
         hidden = part.signature or part.provider_data
         if taken:
@@ -724,6 +787,16 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
             why = f"{provider.name} takes no reasoning back"
         reasons.append(f"reasoning left out: {why}")
     return tuple(reasons)
+
+
+def _marked(data: Mapping[str, Any]) -> str:
+    """What a marker part's ``provider_data`` stands for, named from its key."""
+    item = data.get("output_item")
+    if isinstance(item, (list, tuple)) and item and isinstance(item[0], str):
+        return f"the {item[0]} output item"
+    if "image_generation_call" in data:  # the Responses image tool's item
+        return "the image_generation_call output item"
+    return "the " + ", ".join(f"'{key}'" for key in data) + " data"
 
 
 def _only(parts: tuple[Part, ...], kind: type) -> bool:

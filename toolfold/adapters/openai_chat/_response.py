@@ -20,6 +20,7 @@ from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
+    FilePart,
     Message,
     Part,
     ReasoningPart,
@@ -219,6 +220,11 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
             refusal = wire.text(message, "refusal", _MESSAGE)
         if not content and refusal:
             parts.append(TextPart(refusal))
+        audio = message.get("audio")
+        if audio is not None:
+            parts.extend(
+                audio_parts(wire.mapping(message, "audio", _MESSAGE), bool(content), provider)
+            )
         calls_at = _CALLS
         raw_calls = message.get("tool_calls")
         if raw_calls is None:  # a text answer: no array to check
@@ -333,6 +339,53 @@ def http_status(code: str | None) -> int | None:
         status = int(code)
         return status if status >= 400 else None
     return None
+
+
+#: ``provider_data`` key of the empty `ReasoningPart` after an audio answer's
+#: `FilePart`: ``{"id": ..., "expires_at": ...}``, the id the next request sends
+#: back as the assistant message's ``audio`` (`_request`).
+AUDIO = "audio"
+
+_AUDIO_TYPES = (
+    (b"RIFF", "audio/wav"),
+    (b"fLaC", "audio/flac"),
+    (b"OggS", "audio/ogg"),
+    (b"ID3", "audio/mpeg"),
+    (b"\xff\xfb", "audio/mpeg"),
+    (b"\xff\xf3", "audio/mpeg"),
+    (b"\xff\xf2", "audio/mpeg"),
+    (b"\xff\xf1", "audio/aac"),
+    (b"\xff\xf9", "audio/aac"),
+)
+
+
+def audio_type(data: bytes) -> str:
+    """The media type of audio bytes, from their header (``pcm16`` has none:
+    ``application/octet-stream``)."""
+    return next(
+        (t for magic, t in _AUDIO_TYPES if data.startswith(magic)), "application/octet-stream"
+    )
+
+
+def audio_parts(audio: Mapping[str, Any], has_text: bool, provider: str) -> list[Part]:
+    """An audio answer (``message.audio``, asked for with ``modalities``) [openai-openapi.yaml
+    ChatCompletionResponseMessage]: its ``transcript`` as a `TextPart` (unless the message has
+    text of its own), its ``data`` (base64) as a `FilePart` (its type read from the bytes: ``pcm16`` has no
+    header, ``application/octet-stream``), then an empty
+    `ReasoningPart` keeping its ``id`` and ``expires_at`` to send it back by id."""
+    at = f"{_MESSAGE}.audio"
+    parts: list[Part] = []
+    transcript = wire.text(audio, "transcript", at)
+    if transcript and not has_text:
+        parts.append(TextPart(transcript))
+    data = wire.base64_bytes(audio, "data", at)
+    if data is not None:
+        parts.append(FilePart(data, media_type=audio_type(data)))
+    audio_id = wire.text(audio, "id", at)
+    if audio_id:
+        kept = {"id": audio_id, "expires_at": wire.integer(audio, "expires_at", at)}
+        parts.append(ReasoningPart("", None, provider, {AUDIO: kept}))
+    return parts
 
 
 def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:

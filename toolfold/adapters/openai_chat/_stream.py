@@ -29,6 +29,10 @@ Rules (providers.md §1, §6 and the recorded streams):
   OpenRouter's ``data: {"error": ...}``) raise with the provider's message.
 - Usage comes in ``usage`` (OpenAI's last chunk, Mistral's finishing chunk)
   or ``x_groq.usage`` (Groq [C2]).
+- ``delta.audio`` pieces (an audio answer): the transcript, the audio's
+  bytes and id are kept and come out as the answer finishes (the transcript
+  as answer text only if no ``content`` came), a `MediaOutput` and an ended `ReasoningDelta` keeping the id, as
+  the whole answer has them (`_response.audio_parts`).
 - A ``refusal`` delta is answer text while no ``content`` has come, as a
   whole body's ``refusal`` is its text when it has no content (OpenAI sends
   one or the other).
@@ -50,7 +54,9 @@ from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
+    AUDIO,
     arguments_text,
+    audio_type,
     call_extra,
     content_chunks,
     failed_answer,
@@ -59,8 +65,11 @@ from toolfold.adapters.openai_chat._response import (
     refused,
     synthetic_id,
 )
+from toolfold.runtime.core._log import Log
+from toolfold.runtime.core._messages import FilePart
 from toolfold.runtime.core._request import FinishReason
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -98,6 +107,11 @@ class DecoderState:
         has_content: Some ``content`` arrived (a refusal no longer counts).
         refused: A ``refusal`` arrived (the answer finishes ``content_filter``
             unless content came too).
+        audio: What ``delta.audio`` pieces gave so far: the id, ``expires_at``
+            and the audio's bytes, piece by piece (sent whole as the answer
+            finishes, as `_response.audio_parts` makes them), or None.
+        transcript: The audio's transcript pieces so far, or None: the answer's
+            text as it finishes unless ``content`` came (the whole answer's rule).
     """
 
     provider: str
@@ -110,6 +124,8 @@ class DecoderState:
     thinking_in_total: bool = False
     has_content: bool = False
     refused: bool = False
+    audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
+    transcript: Log[str] | None = None
 
 
 def decode_chunk(
@@ -196,6 +212,7 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
     events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
     if not state.finished:
+        events.extend(_audio_end(state))
         events.append(StreamFinish(_reason(state, None), None))
     return attrs.evolve(state, open=(), finished=True), events
 
@@ -245,6 +262,8 @@ def _choice(
             events.append(TextDelta(refusal))
             if not state.refused:
                 state = attrs.evolve(state, refused=True)
+    if delta.get("audio") is not None:
+        state = _audio(state, wire.mapping(delta, "audio", delta_at), events, f"{delta_at}.audio")
     entries = wire.array(delta, "tool_calls", delta_at)
     for position in range(len(entries)):
         entry = wire.mapping(entries, position, f"{delta_at}.tool_calls")
@@ -266,9 +285,52 @@ def _choice(
     if raw is not None:
         events.extend(ToolCallEnd(i) for i in state.open)
         if not state.finished:
+            events.extend(_audio_end(state))
             events.append(StreamFinish(_reason(state, raw), raw))
         state = attrs.evolve(state, open=(), finished=True)
     return state
+
+
+def _audio(
+    state: DecoderState, audio: Mapping[str, Any], events: list[StreamEvent], at: str
+) -> DecoderState:
+    """Take a ``delta.audio`` piece: its transcript is kept for `_audio_end`, its bytes and id too."""
+    transcript = wire.text(audio, "transcript", at)
+    if transcript:
+        # Held to the end: content may still come, and then (as in the whole
+        # answer) the transcript is not the answer's text.
+        held = state.transcript
+        state = attrs.evolve(
+            state, transcript=held.append(transcript) if held else Log((transcript,))
+        )
+    audio_id, expires, pieces = state.audio or (None, None, None)
+    data = wire.base64_bytes(audio, "data", at)
+    kept = (
+        wire.text(audio, "id", at) or audio_id,
+        wire.integer(audio, "expires_at", at) or expires,
+        # A `Log` appends in O(1): a tuple copied per piece made a long answer
+        # quadratic. A fresh one per answer, so no shared buffer keeps old audio.
+        (pieces.append(data) if pieces else Log((data,))) if data else pieces,
+    )
+    return attrs.evolve(state, audio=kept)
+
+
+def _audio_end(state: DecoderState) -> list[StreamEvent]:
+    """The audio answer's file and the part keeping its id, as the whole answer
+    has them (`_response.audio_parts`)."""
+    events: list[StreamEvent] = []
+    if state.transcript and not state.has_content:
+        events.append(TextDelta("".join(state.transcript)))
+    if state.audio is None:
+        return events
+    audio_id, expires, pieces = state.audio
+    if pieces:
+        data = b"".join(pieces)
+        events.append(MediaOutput(FilePart(data, media_type=audio_type(data))))
+    if audio_id:
+        kept = {AUDIO: {"id": audio_id, "expires_at": expires}}
+        events.append(ReasoningDelta("", None, state.provider, kept, ends=True))
+    return events
 
 
 # What a legacy ``function_call`` delta stands for: the tool call at index 0.

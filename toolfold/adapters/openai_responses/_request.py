@@ -24,6 +24,10 @@ provider without depending on what OpenAI stored.
 - Reasoning made by another provider cannot be sent: it is dropped with a note
   in the `RequestReport`; so is, with ``store=False``, a reasoning item that only
   OpenAI's stored copy could give (no encrypted content, no reasoning text).
+- An image the built-in ``image_generation`` tool made goes back as its
+  ``image_generation_call`` item (id and status from the empty part after it,
+  the image as ``result``); an output item toolfold does not read is noted as
+  not sent back.
 """
 
 from __future__ import annotations
@@ -33,7 +37,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._codec import inline_media, named_tool, place_shared_setting
+from toolfold.adapters._codec import (
+    dropped_media_note,
+    inline_media,
+    media_marker,
+    named_tool,
+    place_shared_setting,
+)
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import default_filename, joins_run, result_items
@@ -47,7 +57,12 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
-from toolfold.adapters.openai_responses._response import as_summary, joined
+from toolfold.adapters.openai_responses._response import (
+    IMAGE_CALL,
+    OUTPUT_ITEM,
+    as_summary,
+    joined,
+)
 from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -340,7 +355,11 @@ def _assistant(
     # which OpenAI would pair with it (400 "... provided without its required 'reasoning'
     # item"); a call keeps its call_id.
     orphaned = False
-    for part in message.parts:
+    parts = message.parts
+    marker = None  # the marker of another provider's media dropped just before
+    for index, part in enumerate(parts):
+        if part is marker:
+            continue  # its media's note says it all
         if isinstance(part, TextPart):
             text.append(part.text)
             continue
@@ -350,6 +369,19 @@ def _assistant(
         following = {}
         if isinstance(part, ToolCallPart):
             items.append(_call(part, orphaned))
+        elif (
+            isinstance(part, ImagePart) and index + 1 < len(parts) and _image_call(parts[index + 1])
+        ):
+            continue  # the image of the item the part after it sends back
+        elif isinstance(part, ReasoningPart) and _image_call(part):
+            before = parts[index - 1] if index else None
+            items.append(_image_item(part, before if isinstance(before, ImagePart) else None))
+        elif isinstance(part, ReasoningPart) and _output_item(part) is not None:
+            kind, item_id = _output_item(part) or ("", "")
+            notes.append(
+                f"messages[{position}]: the {kind} output item {item_id} not sent back: "
+                "toolfold does not read that item type"
+            )
         elif isinstance(part, ReasoningPart):
             item = reasoning_item(part)
             if item is not None and not stored and _by_id_only(item):
@@ -367,10 +399,44 @@ def _assistant(
                     f"messages[{position}]: reasoning from {part.provider or 'an unknown provider'} "
                     "dropped: the Responses API takes back only its own reasoning items"
                 )
+        elif isinstance(part, (ImagePart, FilePart)) and (marker := media_marker(parts, index)):
+            # Another provider's answer media: dropped with a note, as its reasoning is.
+            notes.append(
+                f"messages[{position}]: {dropped_media_note(part, marker, 'the Responses API')}"
+            )
         else:
             raise ModelConfigError(f"an assistant message cannot carry a {part.kind!r} part")
     if text and "".join(text):
         items.append(_assistant_text("".join(text), following))
+
+
+def _image_call(part: object) -> bool:
+    """Whether ``part`` keeps an ``image_generation_call`` item of this API's (`_response`)."""
+    return (
+        isinstance(part, ReasoningPart)
+        and part.provider == REASONING_PROVIDER
+        and isinstance(part.provider_data.get(IMAGE_CALL), (list, tuple))
+    )
+
+
+def _image_item(part: ReasoningPart, image: ImagePart | None) -> Body:
+    """The ``image_generation_call`` item as it came [openai-openapi.yaml ImageGenToolCall]:
+    id and status from ``part``, the image (the part before it) as the base64 ``result``."""
+    kept = [v for v in part.provider_data[IMAGE_CALL] if isinstance(v, str)]
+    item_id, status = (kept[0], kept[1]) if len(kept) == 2 else ("", "completed")
+    result = None
+    if image is not None and image.data is not None:
+        result = base64.b64encode(image.data).decode()
+    return {"type": "image_generation_call", "id": item_id, "status": status, "result": result}
+
+
+def _output_item(part: ReasoningPart) -> tuple[str, str] | None:
+    """``(type, id)`` of the output item toolfold did not read that ``part`` names, or None."""
+    found = part.provider_data.get(OUTPUT_ITEM) if part.provider == REASONING_PROVIDER else None
+    if not isinstance(found, (list, tuple)) or not found or not isinstance(found[0], str):
+        return None
+    item_id = found[1] if len(found) > 1 and isinstance(found[1], str) else ""
+    return found[0], item_id
 
 
 def _assistant_text(text: str, following: Mapping[str, Any]) -> Body:

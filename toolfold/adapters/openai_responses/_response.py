@@ -7,7 +7,11 @@ some; encrypted content as ``signature``, the item id and, with content, the
 texts of the summary and content parts in ``provider_data``, to go back unchanged; the
 id of an assistant ``message`` item right after it as ``"message_id"``, and its
 ``phase`` as ``"message_phase"``, for that message to go back as the same item); ``function_call`` -> `ToolCallPart` with
-``call_id`` as its id and the item id (``fc_...``) in ``provider_data``.
+``call_id`` as its id and the item id (``fc_...``) in ``provider_data``;
+``image_generation_call`` (the built-in image tool) -> `ImagePart` and an
+empty `ReasoningPart` keeping the item's id (`parse_image_call`); an item of
+another type -> an empty `ReasoningPart` naming it, which the next request
+reports as left out.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
+    ImagePart,
     Message,
     Part,
     ReasoningPart,
@@ -129,7 +134,41 @@ def parse_item(item: Mapping[str, Any], at: str) -> list[Part]:
         return texts
     if kind == "reasoning" and wire.text(item, "id", at):
         return [parse_reasoning(item, at)]
-    return []
+    if kind == "image_generation_call":
+        return parse_image_call(item, at)
+    if kind == "reasoning" or kind is None:
+        return []
+    # An item toolfold does not read (a built-in tool's call, say): an empty part
+    # names it, so the next request's report says it was not sent back.
+    return [
+        ReasoningPart(
+            "", None, REASONING_PROVIDER, {OUTPUT_ITEM: [kind, wire.text(item, "id", at)]}
+        )
+    ]
+
+
+#: ``provider_data`` key of the empty `ReasoningPart` after an `ImagePart` the
+#: built-in ``image_generation`` tool made: ``[item id, status]``.
+IMAGE_CALL = "image_generation_call"
+#: ``provider_data`` key of the empty `ReasoningPart` standing for an output item
+#: toolfold does not read: ``[type, id]`` (the request notes it was left out).
+OUTPUT_ITEM = "output_item"
+
+_IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def parse_image_call(item: Mapping[str, Any], at: str) -> list[Part]:
+    """An ``image_generation_call`` item [openai-openapi.yaml ImageGenToolCall]: its image
+    (base64 ``result``; none while failed) as an `ImagePart`, then an empty `ReasoningPart`
+    keeping the item's id and status, from which the request sends the item back."""
+    item_id = wire.text(item, "id", at) or ""
+    status = wire.text(item, "status", at) or "completed"
+    data = wire.base64_bytes(item, "result", at)
+    marker = ReasoningPart("", None, REASONING_PROVIDER, {IMAGE_CALL: [item_id, status]})
+    if data is None:
+        return [marker]
+    media_type = _IMAGE_TYPES.get(wire.text(item, "output_format", at) or "", "image/png")
+    return [ImagePart(data, media_type=media_type), marker]
 
 
 def parse_call(item: Mapping[str, Any], at: str) -> ToolCallPart:
@@ -266,7 +305,10 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
         if following and parts and isinstance(parts[-1], ReasoningPart):
             parts[-1] = followed_by(parts[-1], following)
         new = parse_item(item, f"$.output[{i}]")
-        follows_reasoning = bool(new) and isinstance(new[-1], ReasoningPart)
+        # (A reasoning item's part: not the empty one an image or unknown item leaves.)
+        follows_reasoning = (
+            bool(new) and isinstance(new[-1], ReasoningPart) and "item_id" in new[-1].provider_data
+        )
         parts.extend(new)
     response_id = wire.text(body, "id", "$")
     calls = [i for i, p in enumerate(parts) if type(p) is ToolCallPart]

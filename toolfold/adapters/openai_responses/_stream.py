@@ -3,6 +3,10 @@
 Events are named by ``type`` [O5 response_stream_event.py]:
 
 - ``response.created``: the response id and model;
+- an ``image_generation_call`` item, or one toolfold does not read, comes out
+  whole at its ``response.output_item.done``: the parts the whole response makes
+  of it (a `MediaOutput` for the image, an ended `ReasoningDelta` for the part
+  keeping its id);
 - ``response.output_item.added`` with a ``function_call`` item starts a call at
   its ``output_index``; ``response.function_call_arguments.delta`` fragments are
   keyed by ``item_id`` (the ``fc_...`` id, not ``call_id``), so the decoder
@@ -51,10 +55,13 @@ from toolfold.adapters.openai_responses._response import (
     finish,
     following_message,
     parse_call,
+    parse_item,
     parse_reasoning,
     parse_usage,
 )
+from toolfold.runtime.core._messages import FilePart, ImagePart, Part, ReasoningPart
 from toolfold.runtime.core._stream import (
+    MediaOutput,
     ReasoningDelta,
     ResponseInfo,
     StreamEvent,
@@ -265,6 +272,10 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         # event, which shows whether a message follows it.
         closing = ReasoningDelta("", part.signature, REASONING_PROVIDER, part.provider_data, True)
         return attrs.evolve(_next_reasoning(state), finished=closing), rest
+    if kind not in ("function_call", "message", "reasoning", None):
+        # A generated image, or an item toolfold does not read: the parts the whole
+        # response makes of it (`_response.parse_item`), each whole.
+        return state, [_whole_part(part) for part in parse_item(item, "$.item")]
     if kind != "function_call":
         return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
@@ -291,6 +302,14 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         events.append(ToolCallEnd(found[1]))
         state = attrs.evolve(state, open=tuple(i for i in state.open if i != found[1]))
     return state, events
+
+
+def _whole_part(part: Part) -> StreamEvent:
+    """The event of an image, or of the empty part keeping an item's id, that comes whole."""
+    if isinstance(part, (ImagePart, FilePart)):
+        return MediaOutput(part)
+    assert isinstance(part, ReasoningPart)  # (what `parse_item` makes of such an item)
+    return ReasoningDelta(part.text, part.signature, part.provider, part.provider_data, True)
 
 
 def _rest_of_reasoning(

@@ -11,6 +11,8 @@ from toolfold._errors import StreamError
 from toolfold.runtime.core._build import builder, replacer
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
+    FilePart,
+    ImagePart,
     Message,
     Part,
     ReasoningPart,
@@ -157,6 +159,20 @@ class StreamFinish:
 
 
 @attrs.frozen
+class MediaOutput:
+    """An image or file the model answered with (Gemini's generated images, the
+    Responses image tool's, a Chat Completions audio answer), whole: it ends the
+    text or reasoning before it and is the next part of the answer.
+
+    Attributes:
+        part: The image or file.
+    """
+
+    part: ImagePart | FilePart
+    kind: Literal["media"] = "media"
+
+
+@attrs.frozen
 class ResponseInfo:
     """Metadata about the response (model name, response id)."""
 
@@ -174,6 +190,7 @@ StreamEvent = Union[  # noqa: UP007
     UsageUpdate,
     StreamFinish,
     ResponseInfo,
+    MediaOutput,
 ]
 
 
@@ -392,6 +409,10 @@ def fold_stream(state: StreamState, event: StreamEvent) -> StreamState:
             return _with_info(
                 state, event.model_name or state.model_name, event.response_id or state.response_id
             )
+        if isinstance(event, MediaOutput):
+            growing = state.growing
+            settled = state.settled if growing is None else (*state.settled, growing.part())
+            return _with_text(state, (*settled, event.part), None)
     except (AttributeError, TypeError, StreamError) as error:
         # A `RunState` has ``calls`` too (a call's event fails as the stream's fault), and
         # the class itself gives descriptors (a TypeError): the state is checked first.
