@@ -929,3 +929,28 @@ def test_split_echoes_sends_no_empty_piece_while_a_key_start_waits_past_a_call()
         out = [e for event in events for e in split.feed(event)] + split.end()
         assert all(e.text for e in out if isinstance(e, TextDelta) and e.before_call)
         assert _texts(out) == "see sk-p" + "".join(after)
+
+
+def test_split_echoes_gives_text_held_past_a_call_back_before_an_image() -> None:
+    """Text held past a call (a possible key start) when an image follows: the held text goes
+    where the model wrote it, before the call, and the stream folds to the whole answer's parts
+    with its keys masked as `whole_split_echoes` masks them."""
+    pairs = scrubs([Secret(KEY)])
+    image = MediaOutput(ImagePart(b"\x89PNG"))
+    call = [ToolCallStart(0, "c", "f"), ToolCallDelta(0, "{}"), ToolCallEnd(0)]
+    cases = [
+        [TextDelta("x sk-ec"), *call, image],
+        [TextDelta("x sk-ec"), *call, image, TextDelta("ho-0123456789 y")],
+        [TextDelta("x sk-ec"), *call, TextDelta("ho-01"), image, TextDelta("z")],
+        [TextDelta("x sk-ec"), *call, TextDelta(KEY[5:] + " y"), image],
+    ]
+    for events in cases:
+        split = SplitEchoes(pairs)
+        out = [e for event in events for e in split.feed(event)] + split.end()
+        streamed, raw = StreamState(), StreamState()
+        for event in out:
+            streamed = fold_stream(streamed, event)
+        for event in events:
+            raw = fold_stream(raw, event)
+        whole = whole_split_echoes(finish_stream(raw, str), pairs)
+        assert finish_stream(streamed, str).message.parts == whole.message.parts
