@@ -442,3 +442,56 @@ def test_media_a_user_put_in_an_assistant_message_is_still_refused(spec: str) ->
 
     with pytest.raises(ModelConfigError, match="image"):
         _prepared(spec, TextPart("here"), ImagePart(PNG))
+
+
+@pytest.mark.parametrize("spec", list(_TARGETS))
+@pytest.mark.parametrize("provider_data", [{"type": "redacted_thinking"}, {}])
+def test_an_image_before_anthropic_thinking_is_refused_not_dropped(
+    spec: str, provider_data: dict[str, Any]
+) -> None:
+    """Anthropic's redacted or empty signed thinking after a user's image is no media marker."""
+    from toolfold import ModelConfigError, ReasoningPart, TextPart
+
+    thinking = ReasoningPart("", "SIG", "anthropic", provider_data)
+    with pytest.raises(ModelConfigError, match="image"):
+        _prepared(spec, ImagePart(PNG), thinking, TextPart("answer"))
+
+
+@pytest.mark.parametrize("spec", list(_TARGETS))
+def test_a_chat_audio_id_after_an_image_is_no_marker(spec: str) -> None:
+    """An audio id marks an audio file only: an image before one is refused, not dropped unsaid."""
+    from toolfold import ModelConfigError, ReasoningPart, TextPart
+
+    marker = ReasoningPart("", None, "openai", {"audio": {"id": "audio_1", "expires_at": 1}})
+    with pytest.raises(ModelConfigError, match="image"):
+        _prepared(spec, TextPart("t"), ImagePart(PNG), marker)
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o", "mistral:mistral-large-latest"])
+def test_a_responses_reasoning_item_without_summary_is_noted_as_reasoning(spec: str) -> None:
+    """A Responses reasoning item with no summary (store=true) is noted as reasoning, not by its ids."""
+    from toolfold.adapters.openai_responses import parse_response
+
+    answer = parse_response(
+        {
+            "id": "resp_1",
+            "status": "completed",
+            "output": [
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+                },
+            ],
+        },
+        "openai-responses",
+    )
+    name = spec.partition(":")[0]
+    model = toolfold.model(spec, api_key="k" * 20, base_url="http://127.0.0.1:9/v1")
+    conversation = (Message.user("go"), answer.message, Message.user("more"))
+    prepared = model.prepare(ModelRequest(conversation))
+    assert prepared.report.notes == (
+        f"messages[1]: reasoning left out: {name} takes no reasoning back",
+    )

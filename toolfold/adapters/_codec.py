@@ -28,7 +28,7 @@ import binascii
 import contextlib
 import re
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import unquote_to_bytes
 
@@ -538,16 +538,33 @@ def _decode(part: Media) -> Media:
 def media_marker(parts: Sequence[Part], index: int) -> ReasoningPart | None:
     """The marker after the image or file at ``index`` when a provider made it, or None.
 
-    A provider's own media in an answer is followed by an empty `ReasoningPart`
-    keeping what sends it back (Gemini's signature, a Responses
-    ``image_generation_call``, a Chat audio id); media a user put in an
-    assistant message has none.
+    Only the markers toolfold's own parsers put after an answer's media count:
+    Gemini's signature part (``gemini/_response.parse_part``), a Responses
+    ``image_generation_call`` after its image (``openai_responses/_response``)
+    and a Chat audio id after its audio file (``openai_chat/_response.audio_parts``).
+    Anything else after it (Anthropic's signed or redacted thinking, say) is
+    reasoning, not a marker: media a user put in an assistant message has none.
     """
     after = parts[index + 1] if index + 1 < len(parts) else None
+    if type(after) is not ReasoningPart or after.text:
+        return None
+    part = parts[index]
+    data = after.provider_data
+    if after.provider == "gemini" and after.signature is not None and not data:
+        return after
+    if after.signature is not None:
+        return None
     if (
-        type(after) is ReasoningPart
-        and not after.text
-        and (after.signature is not None or after.provider_data)
+        after.provider == "openai-responses"
+        and isinstance(part, ImagePart)
+        and isinstance(data.get("image_generation_call"), (list, tuple))
+    ):
+        return after
+    audio = data.get("audio")  # a Chat audio answer's id, after its audio file only
+    if (
+        isinstance(part, FilePart)
+        and isinstance(audio, Mapping)
+        and isinstance(audio.get("id"), str)
     ):
         return after
     return None

@@ -763,10 +763,11 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
                     f"its id means nothing to {provider.name} (its transcript is sent)"
                 )
             continue  # an audio answer's id: sent as the message's ``audio``
-        if not (part.text or part.signature) and part.provider_data:
-            # A marker (a Responses output item, another provider's data), not reasoning.
+        marked = None if part.text or part.signature else _marked(part.provider_data)
+        if marked is not None:
+            # A Responses output item's marker, not reasoning.
             reasons.append(
-                f"{_marked(part.provider_data)} from {part.provider or 'an unknown provider'} "
+                f"{marked} from {part.provider or 'an unknown provider'} "
                 f"left out: {provider.name} cannot take it back"
             )
             continue
@@ -789,14 +790,15 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def _marked(data: Mapping[str, Any]) -> str:
-    """What a marker part's ``provider_data`` stands for, named from its key."""
+def _marked(data: Mapping[str, Any]) -> str | None:
+    """The Responses output item a marker part's ``provider_data`` keeps, named, or
+    None when it keeps none (a reasoning item's ids, say: that part is reasoning)."""
     item = data.get("output_item")
     if isinstance(item, (list, tuple)) and item and isinstance(item[0], str):
         return f"the {item[0]} output item"
-    if "image_generation_call" in data:  # the Responses image tool's item
+    if isinstance(data.get("image_generation_call"), (list, tuple)):  # the image tool's item
         return "the image_generation_call output item"
-    return "the " + ", ".join(f"'{key}'" for key in data) + " data"
+    return None
 
 
 def _only(parts: tuple[Part, ...], kind: type) -> bool:
