@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -93,6 +95,42 @@ def test_test_model_checks_arguments_against_the_tool_schema() -> None:
         model.check_arguments(REQUEST, ToolCallPart("c1", "get_weather", '{"city": 3}'))
     with pytest.raises(ArgumentValidationError, match="no tool 'nope'"):
         model.check_arguments(REQUEST, ToolCallPart("c1", "nope", "{}"))
+
+
+def _errors(model: Any, request: ModelRequest, text: str) -> tuple[str, ...]:
+    call = ToolCallPart("c1", request.tools[0].name, text)
+    with pytest.raises(ArgumentValidationError) as caught:
+        model.check_arguments(request, call)
+    return tuple(caught.value.errors)
+
+
+@pytest.mark.parametrize("text", ["[1]", "3", "null"])
+def test_testing_models_refuse_arguments_that_are_not_an_object(text: str) -> None:
+    """Under a schema of {}, a testing model refuses a non-object as a provider's model does."""
+    request = ModelRequest((Message.user("x"),), tools=(ToolDefinition("t", "d", {}),))
+    provider = toolfold.model("openai:gpt-4o", api_key="k" * 20)
+    expected = _errors(provider, request, text)
+    assert expected == (f"$: {json.loads(text)!r} is not of type 'object'",)
+    for make in TEST_MODELS.values():
+        assert _errors(make(), request, text) == expected
+
+
+def test_testing_models_word_schema_errors_as_a_provider_model_does() -> None:
+    """Paths of names like first-name, and the errors' order, are a provider model's."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "first-name": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    request = ModelRequest((Message.user("x"),), tools=(ToolDefinition("t", "d", schema),))
+    text = json.dumps({"first-name": 3, "tags": list(range(12))})
+    provider = toolfold.model("anthropic:claude-sonnet-4-5", api_key="k" * 20)
+    expected = _errors(provider, request, text)
+    assert expected[0] == "$.first-name: 3 is not of type 'string'"
+    assert len(expected) == 13
+    assert _errors(TestModel(), request, text) == expected
 
 
 def test_local_prepare_starts_no_server_and_applies_its_policy() -> None:

@@ -35,8 +35,6 @@ from typing import Any, Literal
 import attrs
 
 from toolfold._errors import (
-    ArgumentJSONError,
-    ArgumentValidationError,
     ModelConfigError,
     ProviderError,
     ToolfoldError,
@@ -53,7 +51,7 @@ from toolfold.adapters._http._transport import ErrorParser, Transport
 from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
 from toolfold.runtime._model import Prepared, RequestReport
-from toolfold.runtime.core._arguments import decode_arguments
+from toolfold.runtime.core._arguments import call_arguments
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._request import (
     ModelRequest,
@@ -419,18 +417,7 @@ class ProviderModel:
             ArgumentValidationError: The arguments break the schema sent (each
                 error with its ``$.path``), or name no tool of the request.
         """
-        tool = next((t for t in request.tools if t.name == call.name), None)
-        if tool is None:
-            names = ", ".join(t.name for t in request.tools) or "none"
-            raise ArgumentValidationError(
-                call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
-            )
-        arguments: Any = call.arguments
-        if arguments is None:
-            try:
-                arguments = decode_arguments(call.arguments_text)
-            except ValueError as exc:
-                raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+        tool, arguments = call_arguments(request, call)
         return check_arguments(self._compiled(tool), arguments)
 
     async def aclose(self) -> None:

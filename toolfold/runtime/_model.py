@@ -14,13 +14,11 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar, cast, overload, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 import attrs
 
 from toolfold._errors import (
-    ArgumentJSONError,
-    ArgumentValidationError,
     ModelConfigError,
     UsageError,
 )
@@ -129,33 +127,24 @@ def generic_check_arguments(request: ModelRequest, call: ToolCallPart) -> Mappin
     """Validate a call's arguments against its tool's own schema in ``request``.
 
     The check of a model that sends each tool's schema as given (the testing
-    models); a provider's model checks against the schema it sent instead.
+    models). It words a problem as a provider's model does (same ``$.path``
+    form, same order, arguments that are not an object refused), and where
+    the schemas agree gives the same verdict, with two differences: it also
+    checks ``format`` (``"email"``, ``"date"``...) and a decimal
+    ``multipleOf`` as the tool itself does, and a provider's model checks
+    against the schema it sent (which strict mode changes) instead.
 
     Raises:
         ArgumentJSONError: The argument text is not JSON.
         ArgumentValidationError: The arguments break the tool's schema (each
-            error with its ``$.path``), or name no tool of the request.
+            error with its ``$.path``), are not an object, or name no tool of
+            the request.
     """
-    from toolfold.runtime.core._arguments import decode_arguments
+    from toolfold.runtime.core._arguments import call_arguments, validate_arguments
     from toolfold.toolkit._arguments import compile_validator
 
-    tool = next((t for t in request.tools if t.name == call.name), None)
-    if tool is None:
-        names = ", ".join(t.name for t in request.tools) or "none"
-        raise ArgumentValidationError(
-            call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
-        )
-    arguments: Any = call.arguments
-    if arguments is None:
-        try:
-            arguments = decode_arguments(call.arguments_text)
-        except ValueError as exc:
-            raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
-    validator = compile_validator(tool.parameters)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.path)))
-    if errors:
-        raise ArgumentValidationError(call.name, [f"{e.json_path}: {e.message}" for e in errors])
-    return cast("Mapping[str, Any]", arguments)
+    tool, arguments = call_arguments(request, call)
+    return validate_arguments(call.name, compile_validator(tool.parameters), arguments)
 
 
 ModelFactory = Callable[..., ConnectedModel]

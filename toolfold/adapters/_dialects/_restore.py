@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold._errors import ArgumentValidationError
 from toolfold.adapters._dialects._model import CompiledTool
+from toolfold.runtime.core._arguments import validate_arguments
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 
 
@@ -59,13 +59,7 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
         if compiled.dialect == "gemini-openapi":
             schema = openapi_to_json_schema(schema)
         validator = compiled._cache["validator"] = Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: _json_path(e.absolute_path))
-    if errors:
-        raise ArgumentValidationError(
-            compiled.name, [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors]
-        )
-    if not isinstance(arguments, Mapping):  # pragma: no cover - the object schema refused it
-        raise ArgumentValidationError(compiled.name, [f"$: expected an object, got {arguments!r}"])
+    arguments = validate_arguments(compiled.name, validator, arguments)
     return restore_arguments(compiled, arguments)
 
 
@@ -102,7 +96,3 @@ def openapi_to_json_schema(schema: Any) -> Any:
         if "anyOf" in out:
             out["anyOf"] = [*out["anyOf"], {"type": "null"}]
     return out
-
-
-def _json_path(parts: Any) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from toolfold._errors import ArgumentJSONError, ArgumentValidationError
 from toolfold.toolkit._arguments import MAX_DEPTH as MAX_DEPTH
 from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
 from toolfold.toolkit._problems import json_problem, number_problem
+
+if TYPE_CHECKING:
+    from toolfold.runtime.core._messages import ToolCallPart
+    from toolfold.runtime.core._request import ModelRequest, ToolDefinition
 
 
 class _NotJSON(ValueError):
@@ -123,3 +128,53 @@ def _encodable(value: Any) -> Any:
     if isinstance(value, list):
         return [_encodable(v) for v in value]
     return value
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    """A schema error's path as ``$.name[0].key`` (names as given: ``$.first-name``)."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def call_arguments(request: ModelRequest, call: ToolCallPart) -> tuple[ToolDefinition, Any]:
+    """The tool ``call`` names in ``request``, and the call's decoded arguments.
+
+    The first half of every model's ``check_arguments`` (provider and testing
+    models), so both word an unknown tool and bad JSON the same way.
+
+    Raises:
+        ArgumentJSONError: The argument text is not JSON.
+        ArgumentValidationError: The call names no tool of the request.
+    """
+    tool = next((t for t in request.tools if t.name == call.name), None)
+    if tool is None:
+        names = ", ".join(t.name for t in request.tools) or "none"
+        raise ArgumentValidationError(
+            call.name, [f"$: no tool {call.name!r} in the request; tools: {names}"]
+        )
+    arguments: Any = call.arguments
+    if arguments is None:
+        try:
+            arguments = decode_arguments(call.arguments_text)
+        except ValueError as exc:
+            raise ArgumentJSONError(call.name, str(exc), getattr(exc, "pos", 0)) from exc
+    return tool, arguments
+
+
+def validate_arguments(name: str, validator: Any, arguments: Any) -> Mapping[str, Any]:
+    """``arguments`` if ``validator`` (a jsonschema validator) finds no error and they are an object.
+
+    The second half of every model's ``check_arguments``: errors read
+    ``<$.path>: <problem>``, sorted by that path, and arguments that are not
+    an object are refused even where the schema does not say ``"type": "object"``.
+
+    Raises:
+        ArgumentValidationError: The arguments break the schema, or are not an object.
+    """
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: json_path(e.absolute_path))
+    if errors:
+        raise ArgumentValidationError(
+            name, [f"{json_path(e.absolute_path)}: {e.message}" for e in errors]
+        )
+    if not isinstance(arguments, Mapping):
+        raise ArgumentValidationError(name, [f"$: {arguments!r} is not of type 'object'"])
+    return arguments
