@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -293,7 +294,11 @@ def name_the_output_type(exc: Exception, output: OutputSchema | None) -> None:
 
     if output is not None:
         spec = output.spec
-        name_output(exc, spec, type_repr(output.type) if spec.name == _DEFAULT else spec.name)
+        # (on Python 3.10 ``dict[str, Any]`` is a class: its spec was named ``dict``, and a
+        # saved state keeps that name, so the name is not changed; the error names the type)
+        generic = typing.get_origin(output.type) is not None
+        named = spec.name != _DEFAULT and not generic
+        name_output(exc, spec, spec.name if named else type_repr(output.type))
 
 
 def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
