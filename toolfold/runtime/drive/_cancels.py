@@ -49,11 +49,13 @@ def cancels_of(task: asyncio.Task[Any] | None) -> Callable[[], int]:
     return _none if cancelling is None else cancelling
 
 
-def swallowed_cancel() -> BaseException:
-    """The `CancelledError` a run raises once it finds its cancellation swallowed."""
-    import asyncio
+def check_swallowed(cancelling: Callable[[], int], before: int) -> None:
+    """Raise the `CancelledError` of a run whose cancellation was swallowed: ``cancelling()``
+    (see `cancels_of`) counts more than the ``before`` read before the await."""
+    if cancelling() > before:
+        import asyncio
 
-    return asyncio.CancelledError()
+        raise asyncio.CancelledError()
 
 
 async def awaited_apart(work: asyncio.Future[Any]) -> None:

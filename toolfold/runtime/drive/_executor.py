@@ -44,7 +44,7 @@ from toolfold.runtime.drive._cancels import (
     COUNTS_CANCELS,
     awaited_apart,
     cancels_of,
-    swallowed_cancel,
+    check_swallowed,
 )
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
@@ -775,8 +775,7 @@ async def _run_one(
                 outcome = _finish(job, value)
             if finished is not None:
                 finished[index] = outcome
-            if cancelling() > before:
-                raise swallowed_cancel()
+            check_swallowed(cancelling, before)
         except BaseException:
             note_thrown_exit(work)
             if noted is None:  # an async tool: its task may have ended, unread

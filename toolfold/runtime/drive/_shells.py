@@ -30,7 +30,7 @@ from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._cancels import (
     cancels_of,
-    swallowed_cancel,
+    check_swallowed,
 )
 from toolfold.runtime.drive._executor import (
     STANDING,
@@ -239,8 +239,7 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                 if isinstance(op, CallModel):
                     # (a sub-run of a blocking round on a loop stops here once it was stopped)
                     await check_round_on_loop()
-                    if cancelling() > uncancelled:  # swallowed in the last round: no call
-                        raise swallowed_cancel()
+                    check_swallowed(cancelling, uncancelled)  # in the last round: no call
                     if trace is None:
                         try:
                             value = await live.model.request(op.request)
@@ -248,8 +247,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                             failure = exc
                     else:
                         value, failure = await _request_traced(live, op, trace)
-                    if cancelling() > uncancelled:  # the run was cancelled, the model went on
-                        raise swallowed_cancel()
+                    # (the run was cancelled, the model went on)
+                    check_swallowed(cancelling, uncancelled)
                 elif isinstance(op, _RunToolsOp):
                     await check_round_on_loop()  # (and before its round of calls)
                     tools = None if trace is None else trace.tools(op.jobs)
@@ -655,8 +654,7 @@ async def _stream_async(
                     async for event in traced:
                         yield event
                 value, failure = answered[0]
-                if cancelling() > before:
-                    raise swallowed_cancel()
+                check_swallowed(cancelling, before)
                 continue
             folded = StreamState()
             events: AsyncIterator[StreamEvent] | None = None
@@ -670,8 +668,7 @@ async def _stream_async(
                 failure = exc
             finally:
                 await close_stream(events)
-            if cancelling() > before:
-                raise swallowed_cancel()
+            check_swallowed(cancelling, before)
         elif isinstance(op, _RunToolsOp):
             await check_round_on_loop()
             tools = None if trace is None else trace.tools(op.jobs)
