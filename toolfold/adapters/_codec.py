@@ -54,6 +54,17 @@ from toolfold.runtime.core._request import ToolDefinition
 
 Media = TypeVar("Media", bound=ImagePart | FilePart)
 
+#: ``provider_data`` key of the empty `ReasoningPart` after an `ImagePart` the
+#: Responses built-in ``image_generation`` tool made: ``[item id, status]``.
+IMAGE_CALL = "image_generation_call"
+#: ``provider_data`` key of the empty `ReasoningPart` standing for a Responses output
+#: item toolfold does not read: ``[type, id]`` (the request notes it was left out).
+OUTPUT_ITEM = "output_item"
+#: ``provider_data`` key of the empty `ReasoningPart` after a Chat Completions audio
+#: answer's `FilePart`: ``{"id": ..., "expires_at": ...}``, the id the next request
+#: sends back as the assistant message's ``audio``.
+AUDIO = "audio"
+
 
 def inband_stream_error(
     provider: str, body: str, message: str | None, code: str | None = None
@@ -557,10 +568,10 @@ def media_marker(parts: Sequence[Part], index: int) -> ReasoningPart | None:
     if (
         after.provider == "openai-responses"
         and isinstance(part, ImagePart)
-        and isinstance(data.get("image_generation_call"), (list, tuple))
+        and isinstance(data.get(IMAGE_CALL), (list, tuple))
     ):
         return after
-    audio = data.get("audio")  # a Chat audio answer's id, after its audio file only
+    audio = data.get(AUDIO)  # a Chat audio answer's id, after its audio file only
     if (
         isinstance(part, FilePart)
         and isinstance(audio, Mapping)

@@ -39,7 +39,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 #: How long a lost connection waits for the exit of a server seen exiting.
 _EXIT_WAIT = 2.0
 #: A client's errors for a connection lost in a stream (the server may have read the request).
-_LOST = frozenset({"TransportError", "ClientConnectionError", "ClientPayloadError"})
+_LOST = frozenset(
+    {"TransportError", "ClientConnectionError", "ClientPayloadError", "OSError", "EOFError"}
+)
 #: Every LocalModel of this process not yet collected (`_forked`).
 _MODELS: weakref.WeakSet[LocalModel] = weakref.WeakSet()
 
@@ -299,7 +301,7 @@ def _connection_lost(exc: ProviderError) -> bool:
     """The connection failed or dropped (not an answer the server sent, an in-stream error)."""
     if isinstance(exc, ProviderConnectionError):
         return True
-    return isinstance(exc, StreamError) and bool(_names(exc) & (_LOST | {"OSError", "EOFError"}))
+    return isinstance(exc, StreamError) and bool(_names(exc) & _LOST)
 
 
 def _forked() -> None:

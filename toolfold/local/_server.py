@@ -509,12 +509,10 @@ class LocalServer:
         return f"LocalServer({self.model.name!r}, {where!r}, {state})"
 
 
-def _ended(pipe: int | None, timeout: float | None) -> bool:
+def _ended(pipe: int, timeout: float | None) -> bool:
     """Whether the write end of ``pipe`` has closed (the server has exited), waiting up
-    to ``timeout`` seconds (None: for good); False without a pipe. Nothing is read:
-    nobody writes into it, so it becomes readable only at its end of file."""
-    if pipe is None:
-        return False
+    to ``timeout`` seconds (None: for good). Nothing is read: nobody writes into it, so
+    it becomes readable only at its end of file."""
     poller = select.poll()
     poller.register(pipe, select.POLLIN | select.POLLHUP)
     waited = None if timeout is None else max(0, int(timeout * 1000))

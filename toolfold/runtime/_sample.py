@@ -13,12 +13,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 from toolfold._errors import UsageError
 from toolfold.runtime._pattern import pattern_matches, pattern_sample
 from toolfold.runtime._sample_numbers import NoNumber, numbers
+from toolfold.runtime.core._arguments import json_path
 from toolfold.toolkit._arguments import compile_validator
 from toolfold.toolkit._jsonschema import resolve_local
 
@@ -82,7 +83,7 @@ def sample_for(schema: Mapping[str, Any] | bool, *, hint: str) -> Any:
         _check(sampler.validator, value, hint)
     except _NoSample as exc:
         raise UsageError(
-            f"no sample value could be made: {exc.problem} @ {_where(reversed(exc.path))} ({hint})"
+            f"no sample value could be made: {exc.problem} @ {json_path(reversed(exc.path))} ({hint})"
         ) from None
     except RecursionError:
         raise UsageError(
@@ -90,10 +91,6 @@ def sample_for(schema: Mapping[str, Any] | bool, *, hint: str) -> Any:
             f"(a required property or item of its own type accepts no finite value) ({hint})"
         ) from None
     return value
-
-
-def _where(path: Iterable[Any]) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
 def _check(validator: Any, value: Any, hint: str) -> None:
@@ -115,7 +112,7 @@ def _check(validator: Any, value: Any, hint: str) -> None:
     raise UsageError(
         f"no sample value could be made: the simplest value found, {shown}, fails the "
         f"schema's {error.validator!r} keyword ({error.message[:200]}) "
-        f"@ {_where(error.absolute_path)} ({hint})"
+        f"@ {json_path(error.absolute_path)} ({hint})"
     ) from None
 
 

@@ -11,6 +11,9 @@ from typing import Any, NamedTuple, TypeVar, cast
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._call_ids import mistral_id as mistral_id  # re-exported
 from toolfold.adapters._codec import (
+    AUDIO,
+    IMAGE_CALL,
+    OUTPUT_ITEM,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -30,7 +33,6 @@ from toolfold.adapters._results import (
     text_of,
 )
 from toolfold.adapters.openai_chat._providers import ChatProvider
-from toolfold.adapters.openai_chat._response import AUDIO
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -715,7 +717,7 @@ def _audio_id(parts: list[Part], provider: ChatProvider) -> str | None:
 
 
 def _audio_marker(part: object) -> str | None:
-    """The audio id an empty `ReasoningPart` keeps (`_response.AUDIO`), or None."""
+    """The audio id an empty `ReasoningPart` keeps (`_codec.AUDIO`), or None."""
     if not isinstance(part, ReasoningPart) or part.text or part.signature:
         return None
     kept = part.provider_data.get(AUDIO)
@@ -793,11 +795,11 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
 def _marked(data: Mapping[str, Any]) -> str | None:
     """The Responses output item a marker part's ``provider_data`` keeps, named, or
     None when it keeps none (a reasoning item's ids, say: that part is reasoning)."""
-    item = data.get("output_item")
+    item = data.get(OUTPUT_ITEM)
     if isinstance(item, (list, tuple)) and item and isinstance(item[0], str):
         return f"the {item[0]} output item"
-    if isinstance(data.get("image_generation_call"), (list, tuple)):  # the image tool's item
-        return "the image_generation_call output item"
+    if isinstance(data.get(IMAGE_CALL), (list, tuple)):  # the image tool's item
+        return f"the {IMAGE_CALL} output item"
     return None
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolfold._errors import ProviderError, ProviderFinishError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import AUDIO
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
@@ -340,11 +341,6 @@ def http_status(code: str | None) -> int | None:
         return status if status >= 400 else None
     return None
 
-
-#: ``provider_data`` key of the empty `ReasoningPart` after an audio answer's
-#: `FilePart`: ``{"id": ..., "expires_at": ...}``, the id the next request sends
-#: back as the assistant message's ``audio`` (`_request`).
-AUDIO = "audio"
 
 _AUDIO_TYPES = (
     (b"RIFF", "audio/wav"),

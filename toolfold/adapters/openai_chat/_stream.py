@@ -50,11 +50,10 @@ import attrs
 
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
-from toolfold.adapters._codec import carries_nothing, event_json
+from toolfold.adapters._codec import AUDIO, carries_nothing, event_json
 from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
-    AUDIO,
     arguments_text,
     audio_type,
     call_extra,

@@ -38,6 +38,8 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    IMAGE_CALL,
+    OUTPUT_ITEM,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -57,12 +59,7 @@ from toolfold.adapters.openai_responses._providers import (
     UNSUPPORTED_SETTINGS,
     is_reasoning_model,
 )
-from toolfold.adapters.openai_responses._response import (
-    IMAGE_CALL,
-    OUTPUT_ITEM,
-    as_summary,
-    joined,
-)
+from toolfold.adapters.openai_responses._response import as_summary, joined
 from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -376,8 +373,8 @@ def _assistant(
         elif isinstance(part, ReasoningPart) and _image_call(part):
             before = parts[index - 1] if index else None
             items.append(_image_item(part, before if isinstance(before, ImagePart) else None))
-        elif isinstance(part, ReasoningPart) and _output_item(part) is not None:
-            kind, item_id = _output_item(part) or ("", "")
+        elif isinstance(part, ReasoningPart) and (unread := _output_item(part)) is not None:
+            kind, item_id = unread
             notes.append(
                 f"messages[{position}]: the {kind} output item {item_id} not sent back: "
                 "toolfold does not read that item type"
@@ -427,7 +424,7 @@ def _image_item(part: ReasoningPart, image: ImagePart | None) -> Body:
     result = None
     if image is not None and image.data is not None:
         result = base64.b64encode(image.data).decode()
-    return {"type": "image_generation_call", "id": item_id, "status": status, "result": result}
+    return {"type": IMAGE_CALL, "id": item_id, "status": status, "result": result}
 
 
 def _output_item(part: ReasoningPart) -> tuple[str, str] | None:

@@ -23,6 +23,7 @@ import attrs
 
 from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._codec import IMAGE_CALL, OUTPUT_ITEM
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
 from toolfold.runtime.core._build import builder
@@ -146,13 +147,6 @@ def parse_item(item: Mapping[str, Any], at: str) -> list[Part]:
         )
     ]
 
-
-#: ``provider_data`` key of the empty `ReasoningPart` after an `ImagePart` the
-#: built-in ``image_generation`` tool made: ``[item id, status]``.
-IMAGE_CALL = "image_generation_call"
-#: ``provider_data`` key of the empty `ReasoningPart` standing for an output item
-#: toolfold does not read: ``[type, id]`` (the request notes it was left out).
-OUTPUT_ITEM = "output_item"
 
 _IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 

@@ -443,11 +443,9 @@ def _add_text(state: StreamState, event: TextDelta) -> StreamState:
     text = event.text
     growing, settled = state.growing, state.settled
     if growing is not None:
-        # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted:
-        # this runs for each piece)
-        calls = state.calls
+        # (the growing part counted: one more than the settled ones)
         if not growing.reasoning and (
-            not (calls and calls[-1].at > len(settled)) or event.before_call
+            not _ends_before_call(state.calls, len(settled) + 1) or event.before_call
         ):
             return _with_text(state, settled, _growing_text(growing.pieces.append(text)))
         # reasoning ends where text begins; text after a call is another part
@@ -467,8 +465,7 @@ def _add_reasoning(state: StreamState, event: ReasoningDelta) -> StreamState:
     if growing is not None and (
         not growing.reasoning
         or growing.closed
-        # (`_ends_before_call(calls, len(settled) + 1)` inline, the growing part counted)
-        or (calls and calls[-1].at > len(settled))
+        or _ends_before_call(calls, len(settled) + 1)  # (the growing part counted)
     ):
         # text ends where reasoning begins; a closed part takes no more, nor one a call followed
         settled, growing = (*settled, growing.part()), None
