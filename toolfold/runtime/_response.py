@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 import attrs
 
@@ -23,7 +23,18 @@ from toolfold.runtime.core._stream import (
 )
 
 if TYPE_CHECKING:
+    # typing_extensions' TypeVar takes a default (PEP 696; typing's from Python 3.13):
+    # a bare ``Response`` annotation is a ``Response[Any]``, as before it was generic.
+    # Type checkers ship its stubs; at run time the default changes nothing.
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
     from toolfold.runtime.core._state import RunState
+
+    OutputT = _TypeVarWithDefault("OutputT", default=Any)
+    OutputT_co = _TypeVarWithDefault("OutputT_co", covariant=True, default=Any)
+else:
+    OutputT = TypeVar("OutputT")
+    OutputT_co = TypeVar("OutputT_co", covariant=True)
 
 RunFinishReason = Literal[
     "stop",
@@ -114,18 +125,25 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
 
 
 @attrs.frozen
-class Response:
+class Response(Generic[OutputT_co]):
     """The result of a run (or of a run suspended for the caller).
+
+    Generic over the run's output type, for type checkers only: an agent's
+    ``run`` gives a ``Response[Weather]`` for ``output_type=Weather`` and a
+    ``Response[str]`` without one (a bare ``Response`` is ``Response[Any]``).
 
     Attributes:
         state: The run's state: serialize it with ``state.to_json()``, pass it
             to ``resume`` to go on.
         output: The structured answer when the run had an ``output_type``,
-            else the answer text; None while the run is suspended.
+            else the answer text; None when the run did not finish with an
+            answer (suspended for the caller, stopped at ``max_steps`` or by a
+            stop condition): check ``output is not None`` (or
+            ``finish_reason == "stop"``) before reading it.
     """
 
     state: RunState
-    output: Any = None
+    output: OutputT_co | None = None
 
     def __repr__(self) -> str:
         # The whole run is one attribute away (`state`, `steps`, `messages`).
