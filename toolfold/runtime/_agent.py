@@ -62,6 +62,13 @@ class Agent(Generic[DepsT, OutputT_co]):
     Everything a run produces lives in its `Response` and state, never in the
     agent, so one agent serves concurrent runs.
 
+    For type checkers an agent is an ``Agent[Deps, Output]``: ``Output`` is
+    read from ``output_type`` (``Agent(model, output_type=Weather)`` runs give
+    a ``Response[Weather]``; without one, ``str``; Any for what is not a class,
+    such as a union or a ``Literal``), and ``Deps`` is the type of ``deps``
+    (Any unless the agent is annotated ``Agent[MyDeps, Weather]``). The
+    parameters change nothing at run time.
+
     Example:
         >>> agent = Agent(model="openai:gpt-4o-mini", tools=[get_weather],
         ...               instructions="Be brief.", temperature=0)

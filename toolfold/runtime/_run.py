@@ -572,7 +572,8 @@ class RunStream(Generic[OutputT_co]):
     is also `response` afterwards. A stream can be iterated once. A caller
     that stops iterating before the end (``break``, or closing the
     iteration) abandons the run: it has no response, and its state is not
-    kept.
+    kept. For type checkers it is a ``RunStream[Output]``, as its agent's
+    runs give a ``Response[Output]`` (see `Agent`).
     """
 
     def __init__(self, live: Live, state: RunState) -> None:
