@@ -154,7 +154,8 @@ if isinstance(effect, CallModel):
 # What a run's output is typed as: the class given as ``output_type`` (and
 # ``str`` without one), through Agent, its runs, streams and copies, and the
 # one-call functions; Any where mypy cannot read a class (a union, a Literal, an
-# abstract class). `.output` is None when the run stops without an answer.
+# abstract class). `.output` is typed as the output, not Optional, although it
+# is None when the run stops without an answer; a bare annotation's is Any.
 OUTPUT_PROGRAM = """
 from __future__ import annotations
 
@@ -203,24 +204,23 @@ class MyDeps:
 plain = Agent(TestModel())
 assert_type(plain, Agent[Any, str])
 assert_type(plain.run("hi"), Response[str])
-assert_type(plain.run("hi").output, str | None)
+assert_type(plain.run("hi").output, str)
 
 weather = Agent(TestModel(), output_type=Weather)
 assert_type(weather, Agent[Any, Weather])
 response = weather.run("Weather in Oslo?")
 assert_type(response, Response[Weather])
-assert_type(response.output, Weather | None)
-if response.output is not None:
+assert_type(response.output, Weather)
+assert_type(response.output.city, str)
+if response.output is not None:  # what the docs advise where a run can stop early
     assert_type(response.output.city, str)
-weather.as_tool(output=lambda r: r.output.city if r.output is not None else "")
+weather.as_tool(output=lambda r: r.output.city)
 
-assert_type(Agent(TestModel(), output_type=str).run("hi").output, str | None)
-assert_type(Agent(TestModel(), output_type=Point).run("hi").output, Point | None)
-assert_type(Agent(TestModel(), output_type=Row).run("hi").output, Row | None)
-assert_type(Agent(TestModel(), output_type=list[int]).run("hi").output, list[int] | None)
-assert_type(
-    Agent(TestModel(), output_type=dict[str, Any]).run("hi").output, dict[str, Any] | None
-)
+assert_type(Agent(TestModel(), output_type=str).run("hi").output, str)
+assert_type(Agent(TestModel(), output_type=Point).run("hi").output, Point)
+assert_type(Agent(TestModel(), output_type=Row).run("hi").output, Row)
+assert_type(Agent(TestModel(), output_type=list[int]).run("hi").output, list[int])
+assert_type(Agent(TestModel(), output_type=dict[str, Any]).run("hi").output, dict[str, Any])
 assert_type(Agent(TestModel(), output_type=int | None), Agent[Any, Any])
 assert_type(Agent(TestModel(), output_type=Literal["yes", "no"]), Agent[Any, Any])
 assert_type(Agent(TestModel(), output_type=Shape), Agent[Any, Any])
@@ -231,16 +231,22 @@ assert_type(weather.evolve(output_type=None), Agent[Any, str])
 assert_type(weather.resume(response.state), Response[Weather])
 stream = weather.stream("hi")
 assert_type(stream, RunStream[Weather])
-assert_type(stream.response.output, Weather | None)
+assert_type(stream.response.output, Weather)
 assert_type(weather.resume_stream(response.state), RunStream[Weather])
 
 typed: Agent[MyDeps, Weather] = Agent(TestModel(), output_type=Weather)
 typed.run("hi", deps=MyDeps())
 assert_type(typed.evolve(name="w"), Agent[MyDeps, Weather])
-untyped: Agent = weather  # a bare annotation is Agent[Any, Any], as before
+untyped: Agent = weather  # a bare annotation is Agent[Any, Any]
 untyped.run("hi", deps=3)
+assert_type(untyped.run("hi").output, Any)
 answers: list[Response] = [response, plain.run("hi")]
 broader: Agent[Any, object] = weather
+
+
+def shout(response: Response) -> None:
+    assert_type(response.output, Any)  # as before Response was generic
+    response.output.upper()
 
 assert_type(generate_text(TestModel(), "hi"), Response[str])
 assert_type(generate_text(TestModel(), "hi", output_type=Weather), Response[Weather])
@@ -279,7 +285,7 @@ class MyDeps:
 weather = Agent(TestModel(), output_type=Weather)
 number: int = weather.run("hi").output  # error: assignment
 text: str = generate_text(TestModel(), "hi", output_type=Weather).output  # error: assignment
-unchecked = weather.run("hi").output.city  # error: union-attr
+misspelt = weather.run("hi").output.town  # error: attr-defined
 typed: Agent[MyDeps, Weather] = weather
 typed.run("hi", deps=3)  # error: arg-type
 """
@@ -328,7 +334,7 @@ def test_a_runs_output_has_the_output_type(tmp_path: Path) -> None:
 
 @pytest.mark.once
 def test_mypy_refuses_an_output_used_as_another_type(tmp_path: Path) -> None:
-    """An output assigned to the wrong type, read unchecked for None, or wrong deps are errors."""
+    """An output used as another type, a misspelt field, or wrong deps are errors."""
     done = _mypy(tmp_path, WRONG_PROGRAM)
     expected = sorted(
         f"{number}:{line.rpartition('# error: ')[2]}"

@@ -66,8 +66,9 @@ class Agent(Generic[DepsT, OutputT_co]):
     read from ``output_type`` (``Agent(model, output_type=Weather)`` runs give
     a ``Response[Weather]``; without one, ``str``; Any for what is not a class,
     such as a union or a ``Literal``), and ``Deps`` is the type of ``deps``
-    (Any unless the agent is annotated ``Agent[MyDeps, Weather]``). The
-    parameters change nothing at run time.
+    (Any unless the agent is annotated ``Agent[MyDeps, Weather]``). A bare
+    ``Agent`` annotation is ``Agent[Any, Any]``. The parameters change
+    nothing at run time.
 
     Example:
         >>> agent = Agent(model="openai:gpt-4o-mini", tools=[get_weather],
@@ -153,8 +154,8 @@ class Agent(Generic[DepsT, OutputT_co]):
     )
 
     # The output type for type checkers: text without an ``output_type``, the
-    # class given, or Any for what is not a class (``list[int]`` is one to mypy;
-    # a union, a ``Literal``, a TypedDict are not).
+    # class given (``list[int]`` and a TypedDict are classes to mypy), or Any
+    # for what is not one (a union, a ``Literal``) or is abstract.
     @overload
     def __init__(
         self: Agent[Any, str],

@@ -24,16 +24,15 @@ from toolfold.runtime.core._stream import (
 
 if TYPE_CHECKING:
     # typing_extensions' TypeVar takes a default (PEP 696; typing's from Python 3.13):
-    # a bare ``Response`` annotation is a ``Response[Any]``, as before it was generic.
-    # Type checkers ship its stubs; at run time the default changes nothing.
+    # a bare ``Response`` annotation is a ``Response[Any]`` (``output`` is Any), as
+    # before it was generic. Type checkers ship its stubs; at run time the default
+    # changes nothing.
     from typing_extensions import TypeVar as _TypeVarWithDefault
 
     from toolfold.runtime.core._state import RunState
 
-    OutputT = _TypeVarWithDefault("OutputT", default=Any)
     OutputT_co = _TypeVarWithDefault("OutputT_co", covariant=True, default=Any)
 else:
-    OutputT = TypeVar("OutputT")
     OutputT_co = TypeVar("OutputT_co", covariant=True)
 
 RunFinishReason = Literal[
@@ -130,20 +129,27 @@ class Response(Generic[OutputT_co]):
 
     Generic over the run's output type, for type checkers only: an agent's
     ``run`` gives a ``Response[Weather]`` for ``output_type=Weather`` and a
-    ``Response[str]`` without one (a bare ``Response`` is ``Response[Any]``).
+    ``Response[str]`` without one; a bare ``Response`` is ``Response[Any]``,
+    whose ``output`` is Any.
 
     Attributes:
         state: The run's state: serialize it with ``state.to_json()``, pass it
             to ``resume`` to go on.
         output: The structured answer when the run had an ``output_type``,
-            else the answer text; None when the run did not finish with an
-            answer (suspended for the caller, stopped at ``max_steps`` or by a
-            stop condition): check ``output is not None`` (or
-            ``finish_reason == "stop"``) before reading it.
+            else the answer text. None when the run stopped without an
+            answer: it waits for the caller (``finish_reason``
+            ``"approval_required"`` or ``"tool_calls"``) or stopped at
+            ``"max_steps"`` or by a stop condition. Type checkers see the
+            output type all the same (``Weather``, not ``Weather | None``, as
+            in pydantic-ai): where a run can stop early, check
+            ``output is not None`` (or ``finish_reason``) before reading it.
     """
 
     state: RunState
-    output: OutputT_co | None = None
+    # Typed as the output, not Optional, so `response.output.city` type-checks
+    # as it did when `output` was Any; None is the value of a run that stopped
+    # without an answer (see the docstring).
+    output: OutputT_co = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         # The whole run is one attribute away (`state`, `steps`, `messages`).
