@@ -237,6 +237,9 @@ assert_type(weather.resume_stream(response.state), RunStream[Weather])
 typed: Agent[MyDeps, Weather] = Agent(TestModel(), output_type=Weather)
 typed.run("hi", deps=MyDeps())
 assert_type(typed.evolve(name="w"), Agent[MyDeps, Weather])
+built = Agent[MyDeps, Weather](TestModel(), output_type=Weather)
+assert_type(built, Agent[MyDeps, Weather])
+assert_type(Agent[MyDeps, str](TestModel()), Agent[MyDeps, str])
 untyped: Agent = weather  # a bare annotation is Agent[Any, Any]
 untyped.run("hi", deps=3)
 assert_type(untyped.run("hi").output, Any)
@@ -286,6 +289,7 @@ weather = Agent(TestModel(), output_type=Weather)
 number: int = weather.run("hi").output  # error: assignment
 text: str = generate_text(TestModel(), "hi", output_type=Weather).output  # error: assignment
 misspelt = weather.run("hi").output.town  # error: attr-defined
+Agent[MyDeps, Weather](TestModel(), output_type=Weather).run("hi", deps=3)  # error: arg-type
 typed: Agent[MyDeps, Weather] = weather
 typed.run("hi", deps=3)  # error: arg-type
 """
@@ -334,7 +338,7 @@ def test_a_runs_output_has_the_output_type(tmp_path: Path) -> None:
 
 @pytest.mark.once
 def test_mypy_refuses_an_output_used_as_another_type(tmp_path: Path) -> None:
-    """An output used as another type, a misspelt field, or wrong deps are errors."""
+    """An output used as another type, a misspelt field, wrong deps (annotated or subscripted) are errors."""
     done = _mypy(tmp_path, WRONG_PROGRAM)
     expected = sorted(
         f"{number}:{line.rpartition('# error: ')[2]}"
@@ -346,7 +350,7 @@ def test_mypy_refuses_an_output_used_as_another_type(tmp_path: Path) -> None:
         for line in done.stdout.splitlines()
         if ": error: " in line
     )
-    assert len(expected) == 4
+    assert len(expected) == 5
     assert found == expected, done.stdout + done.stderr
 
 

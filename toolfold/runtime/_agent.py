@@ -66,8 +66,8 @@ class Agent(Generic[DepsT, OutputT_co]):
     read from ``output_type`` (``Agent(model, output_type=Weather)`` runs give
     a ``Response[Weather]``; without one, ``str``; Any for what is not a class,
     such as a union or a ``Literal``), and ``Deps`` is the type of ``deps``
-    (Any unless the agent is annotated ``Agent[MyDeps, Weather]``). A bare
-    ``Agent`` annotation is ``Agent[Any, Any]``. The parameters change
+    (Any unless the agent is annotated or built as ``Agent[MyDeps, Weather]``).
+    A bare ``Agent`` annotation is ``Agent[Any, Any]``. The parameters change
     nothing at run time.
 
     Example:
@@ -155,10 +155,11 @@ class Agent(Generic[DepsT, OutputT_co]):
 
     # The output type for type checkers: text without an ``output_type``, the
     # class given (``list[int]`` and a TypedDict are classes to mypy), or Any
-    # for what is not one (a union, a ``Literal``) or is abstract.
+    # for what is not one (a union, a ``Literal``) or is abstract. ``DepsT``
+    # stays free: ``Agent[MyDeps, Weather](...)`` or an annotation sets it.
     @overload
     def __init__(
-        self: Agent[Any, str],
+        self: Agent[DepsT, str],
         model: str | Model,
         *,
         instructions: str | None = None,
@@ -179,7 +180,7 @@ class Agent(Generic[DepsT, OutputT_co]):
 
     @overload
     def __init__(
-        self: Agent[Any, _T],
+        self: Agent[DepsT, _T],
         model: str | Model,
         *,
         instructions: str | None = None,
@@ -200,7 +201,7 @@ class Agent(Generic[DepsT, OutputT_co]):
 
     @overload
     def __init__(
-        self: Agent[Any, Any],
+        self: Agent[DepsT, Any],
         model: str | Model,
         *,
         instructions: str | None = None,
