@@ -10,6 +10,10 @@ import attrs
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.runtime.core._request import ModelResponse
+
+# At run time, not only for type checkers: `typing.get_type_hints` resolves
+# `Response.__init__` and `Step.__init__` with it.
+from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import (
     MediaOutput,
     ReasoningDelta,
@@ -28,8 +32,6 @@ if TYPE_CHECKING:
     # before it was generic. Type checkers ship its stubs; at run time the default
     # changes nothing.
     from typing_extensions import TypeVar as _TypeVarWithDefault
-
-    from toolfold.runtime.core._state import RunState
 
     OutputT_co = _TypeVarWithDefault("OutputT_co", covariant=True, default=Any)
 else:
