@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
+
+from toolfold import Agent, Response, RunStream
+from toolfold.testing import TestModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,14 +151,157 @@ if isinstance(effect, CallModel):
 '''
 
 
-@pytest.mark.once
-def test_a_typed_user_program_passes_mypy_strict(tmp_path: Path) -> None:
-    """A user's program written as the docs show passes mypy --strict, with the types pinned."""
+# What a run's output is typed as: the class given as ``output_type`` (and
+# ``str`` without one), through Agent, its runs, streams and copies, and the
+# one-call functions; Any where mypy cannot read a class (a union, a Literal, an
+# abstract class). `.output` is typed as the output, not Optional, although it
+# is None when the run stops without an answer; a bare annotation's is Any.
+OUTPUT_PROGRAM = """
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, Literal, TypedDict
+
+import attrs
+from typing_extensions import assert_type
+
+from toolfold import (
+    Agent,
+    Response,
+    RunStream,
+    agenerate_text,
+    aresume,
+    generate_text,
+    resume,
+)
+from toolfold.testing import TestModel
+
+
+@attrs.frozen
+class Weather:
+    city: str
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+class Row(TypedDict):
+    a: int
+
+
+class Shape(ABC):
+    @abstractmethod
+    def area(self) -> float: ...
+
+
+class MyDeps:
+    pass
+
+
+plain = Agent(TestModel())
+assert_type(plain, Agent[Any, str])
+assert_type(plain.run("hi"), Response[str])
+assert_type(plain.run("hi").output, str)
+
+weather = Agent(TestModel(), output_type=Weather)
+assert_type(weather, Agent[Any, Weather])
+response = weather.run("Weather in Oslo?")
+assert_type(response, Response[Weather])
+assert_type(response.output, Weather)
+assert_type(response.output.city, str)
+if response.output is not None:  # what the docs advise where a run can stop early
+    assert_type(response.output.city, str)
+weather.as_tool(output=lambda r: r.output.city)
+
+assert_type(Agent(TestModel(), output_type=str).run("hi").output, str)
+assert_type(Agent(TestModel(), output_type=Point).run("hi").output, Point)
+assert_type(Agent(TestModel(), output_type=Row).run("hi").output, Row)
+assert_type(Agent(TestModel(), output_type=list[int]).run("hi").output, list[int])
+assert_type(Agent(TestModel(), output_type=dict[str, Any]).run("hi").output, dict[str, Any])
+assert_type(Agent(TestModel(), output_type=int | None), Agent[Any, Any])
+assert_type(Agent(TestModel(), output_type=Literal["yes", "no"]), Agent[Any, Any])
+assert_type(Agent(TestModel(), output_type=Shape), Agent[Any, Any])
+
+assert_type(weather.evolve(max_steps=3), Agent[Any, Weather])
+assert_type(weather.evolve(output_type=Point), Agent[Any, Point])
+assert_type(weather.evolve(output_type=None), Agent[Any, str])
+assert_type(weather.resume(response.state), Response[Weather])
+stream = weather.stream("hi")
+assert_type(stream, RunStream[Weather])
+assert_type(stream.response.output, Weather)
+assert_type(weather.resume_stream(response.state), RunStream[Weather])
+
+typed: Agent[MyDeps, Weather] = Agent(TestModel(), output_type=Weather)
+typed.run("hi", deps=MyDeps())
+assert_type(typed.evolve(name="w"), Agent[MyDeps, Weather])
+built = Agent[MyDeps, Weather](TestModel(), output_type=Weather)
+assert_type(built, Agent[MyDeps, Weather])
+assert_type(Agent[MyDeps, str](TestModel()), Agent[MyDeps, str])
+untyped: Agent = weather  # a bare annotation is Agent[Any, Any]
+untyped.run("hi", deps=3)
+assert_type(untyped.run("hi").output, Any)
+answers: list[Response] = [response, plain.run("hi")]
+broader: Agent[Any, object] = weather
+
+
+def shout(response: Response) -> None:
+    assert_type(response.output, Any)  # as before Response was generic
+    response.output.upper()
+
+assert_type(generate_text(TestModel(), "hi"), Response[str])
+assert_type(generate_text(TestModel(), "hi", output_type=Weather), Response[Weather])
+assert_type(generate_text(TestModel(), "hi", output_type=int | str), Response[Any])
+assert_type(resume(response.state, model=TestModel(), output_type=Weather), Response[Weather])
+
+
+async def in_a_loop() -> None:
+    assert_type(await weather.arun("hi"), Response[Weather])
+    assert_type(await weather.aresume(response.state), Response[Weather])
+    done = await agenerate_text(TestModel(), "hi", output_type=Point)
+    assert_type(done, Response[Point])
+    assert_type(await aresume(done.state, model=TestModel()), Response[str])
+"""
+
+# What mypy refuses about those types: each line ending `# error: <code>` must
+# give that error, and no other line any.
+WRONG_PROGRAM = """
+from __future__ import annotations
+
+import attrs
+
+from toolfold import Agent, generate_text
+from toolfold.testing import TestModel
+
+
+@attrs.frozen
+class Weather:
+    city: str
+
+
+class MyDeps:
+    pass
+
+
+weather = Agent(TestModel(), output_type=Weather)
+number: int = weather.run("hi").output  # error: assignment
+text: str = generate_text(TestModel(), "hi", output_type=Weather).output  # error: assignment
+misspelt = weather.run("hi").output.town  # error: attr-defined
+Agent[MyDeps, Weather](TestModel(), output_type=Weather).run("hi", deps=3)  # error: arg-type
+typed: Agent[MyDeps, Weather] = weather
+typed.run("hi", deps=3)  # error: arg-type
+"""
+
+
+def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """mypy --strict run over ``source`` as a user's program."""
     program = tmp_path / "user_program.py"
-    program.write_text(PROGRAM, encoding="utf-8")
+    program.write_text(source, encoding="utf-8")
     # MYPYPATH: mypy finds no editable install made by setuptools' strict finder.
     env = {**os.environ, "MYPYPATH": str(ROOT)}
-    done = subprocess.run(
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -172,4 +320,56 @@ def test_a_typed_user_program_passes_mypy_strict(tmp_path: Path) -> None:
         cwd=tmp_path,
         timeout=110,
     )
+
+
+@pytest.mark.once
+def test_a_typed_user_program_passes_mypy_strict(tmp_path: Path) -> None:
+    """A user's program written as the docs show passes mypy --strict, with the types pinned."""
+    done = _mypy(tmp_path, PROGRAM)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.once
+def test_a_runs_output_has_the_output_type(tmp_path: Path) -> None:
+    """mypy --strict types agent.run(...).output as the output_type's class (str without one)."""
+    done = _mypy(tmp_path, OUTPUT_PROGRAM)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.once
+def test_mypy_refuses_an_output_used_as_another_type(tmp_path: Path) -> None:
+    """An output used as another type, a misspelt field, wrong deps (annotated or subscripted) are errors."""
+    done = _mypy(tmp_path, WRONG_PROGRAM)
+    expected = sorted(
+        f"{number}:{line.rpartition('# error: ')[2]}"
+        for number, line in enumerate(WRONG_PROGRAM.splitlines(), 1)
+        if "# error: " in line
+    )
+    found = sorted(
+        f"{line.split(':')[1]}:{line[line.rindex('[') + 1 : -1]}"
+        for line in done.stdout.splitlines()
+        if ": error: " in line
+    )
+    assert len(expected) == 5
+    assert found == expected, done.stdout + done.stderr
+
+
+@attrs.frozen
+class Weather:
+    """An output type (at module level: a pickled agent names it)."""
+
+    city: str
+
+
+def test_the_generic_classes_subscript_at_run_time() -> None:
+    """Agent[Deps, Output], Response[Output] and RunStream[Output] subscript and build plain objects."""
+    assert RunStream[Weather].__origin__ is RunStream  # type: ignore[attr-defined]
+    model = TestModel()
+    made = Agent[dict[str, int], Weather](model, output_type=Weather, name="w")
+    plain = Agent(model, output_type=Weather, name="w")
+    assert type(made) is Agent
+    assert repr(made) == repr(plain)
+    assert pickle.dumps(made) == pickle.dumps(plain)
+    response = plain.run("hi")
+    assert type(Response[Weather](response.state, response.output)) is Response
+    assert Response[Weather](response.state, response.output) == response

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import Model
-from toolfold.runtime._response import Response, Step
+from toolfold.runtime._response import OutputT_co, Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
 from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
@@ -44,20 +44,31 @@ from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
+from toolfold.toolkit._context import DepsT
 from toolfold.toolkit._tool import Tool
 
 Observer = Callable[[Event], object]
 StepObserver = Callable[[Step], object]
 
+_T = TypeVar("_T")  # an output type given as a class, in `Agent`'s overloads
+
 
 @attrs.frozen(init=False)
-class Agent:
+class Agent(Generic[DepsT, OutputT_co]):
     """A model, instructions and tools, ready to run any number of times.
 
     An agent is a frozen spec: `run` / `arun` / `stream` start a run,
     `resume` continues one that stopped for approvals or tool results.
     Everything a run produces lives in its `Response` and state, never in the
     agent, so one agent serves concurrent runs.
+
+    For type checkers an agent is an ``Agent[Deps, Output]``: ``Output`` is
+    read from ``output_type`` (``Agent(model, output_type=Weather)`` runs give
+    a ``Response[Weather]``; without one, ``str``; Any for what is not a class,
+    such as a union or a ``Literal``), and ``Deps`` is the type of ``deps``
+    (Any unless the agent is annotated or built as ``Agent[MyDeps, Weather]``).
+    A bare ``Agent`` annotation is ``Agent[Any, Any]``. The parameters change
+    nothing at run time.
 
     Example:
         >>> agent = Agent(model="openai:gpt-4o-mini", tools=[get_weather],
@@ -141,6 +152,73 @@ class Agent:
     _described: tuple[Mapping[str, Agent], RunOptions] | None = attrs.field(
         init=False, default=None, eq=False, repr=False, hash=False
     )
+
+    # The output type for type checkers: text without an ``output_type``, the
+    # class given (``list[int]`` and a TypedDict are classes to mypy), or Any
+    # for what is not one (a union, a ``Literal``) or is abstract. ``DepsT``
+    # stays free: ``Agent[MyDeps, Weather](...)`` or an annotation sets it.
+    @overload
+    def __init__(
+        self: Agent[DepsT, str],
+        model: str | Model,
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+        max_steps: int = 10,
+        tool_choice: str | None = None,
+        output_type: None = None,
+        output_retries: int = 3,
+        auto_execute_tools: bool = True,
+        stop_when: Sequence[StopCondition | StopPredicate] = (),
+        on_tool_error: OnToolError = "return",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        name: str | None = None,
+        handoffs: Sequence[Agent | Handoff | str] = (),
+        settings: Mapping[str, Any] | None = None,
+        **more_settings: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[DepsT, _T],
+        model: str | Model,
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+        max_steps: int = 10,
+        tool_choice: str | None = None,
+        output_type: type[_T],
+        output_retries: int = 3,
+        auto_execute_tools: bool = True,
+        stop_when: Sequence[StopCondition | StopPredicate] = (),
+        on_tool_error: OnToolError = "return",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        name: str | None = None,
+        handoffs: Sequence[Agent | Handoff | str] = (),
+        settings: Mapping[str, Any] | None = None,
+        **more_settings: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[DepsT, Any],
+        model: str | Model,
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+        max_steps: int = 10,
+        tool_choice: str | None = None,
+        output_type: Any,
+        output_retries: int = 3,
+        auto_execute_tools: bool = True,
+        stop_when: Sequence[StopCondition | StopPredicate] = (),
+        on_tool_error: OnToolError = "return",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        name: str | None = None,
+        handoffs: Sequence[Agent | Handoff | str] = (),
+        settings: Mapping[str, Any] | None = None,
+        **more_settings: Any,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -419,8 +497,21 @@ class Agent:
         """The run options by name (every field but the name and the resolved options)."""
         return {f.name: getattr(self, f.name) for f in _RUN_FIELDS}
 
-    def evolve(self, **changes: Any) -> Agent:
-        """A copy of this agent with some fields changed."""
+    @overload
+    def evolve(self, *, output_type: None, **changes: Any) -> Agent[DepsT, str]: ...
+
+    @overload
+    def evolve(self, *, output_type: type[_T], **changes: Any) -> Agent[DepsT, _T]: ...
+
+    @overload
+    def evolve(self, *, output_type: Any, **changes: Any) -> Agent[DepsT, Any]: ...
+
+    @overload
+    def evolve(self, **changes: Any) -> Agent[DepsT, OutputT_co]: ...
+
+    def evolve(self, **changes: Any) -> Agent[Any, Any]:
+        """A copy of this agent with some fields changed (a new ``output_type`` types its runs'
+        outputs as `Agent` does)."""
         refuse_run_options("evolve()", changes, _agent_run_options())
         model = changes.get("model", self.model)
         refuse_model_options("evolve()", changes, model)
@@ -476,7 +567,7 @@ class Agent:
         input_type: Any = str,
         requires_approval: bool = False,
         timeout: float | None = None,
-        output: Callable[[Response], Any] | None = None,
+        output: Callable[[Response[OutputT_co]], Any] | None = None,
     ) -> Tool[..., Any]:
         """This agent as a tool another agent can call.
 
@@ -544,11 +635,11 @@ class Agent:
         prompt: MessagesInput,
         *,
         history: Sequence[Message] = (),
-        deps: Any = None,
+        deps: DepsT | None = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
         run_id: str | None = None,
-    ) -> Response:
+    ) -> Response[OutputT_co]:
         """Run until the model answers, or the run waits for the caller (blocking).
 
         Args:
@@ -568,11 +659,11 @@ class Agent:
         prompt: MessagesInput,
         *,
         history: Sequence[Message] = (),
-        deps: Any = None,
+        deps: DepsT | None = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
         run_id: str | None = None,
-    ) -> Response:
+    ) -> Response[OutputT_co]:
         """Like `run`, on the running event loop."""
         if self._sources:
             return await self._sourced_async(
@@ -589,11 +680,11 @@ class Agent:
         prompt: MessagesInput,
         *,
         history: Sequence[Message] = (),
-        deps: Any = None,
+        deps: DepsT | None = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
         run_id: str | None = None,
-    ) -> RunStream:
+    ) -> RunStream[OutputT_co]:
         """Run with streaming: iterate the result with ``for`` or ``async for``.
 
         The events are `StepStartEvent`, the model's stream events as they
@@ -743,10 +834,10 @@ class Agent:
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
         max_steps: int | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
-    ) -> Response:
+    ) -> Response[OutputT_co]:
         """Continue a run that waits for the caller or stopped at ``max_steps``, or retry one.
 
         The run keeps the configuration stored in its state. This agent's
@@ -791,10 +882,10 @@ class Agent:
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
         max_steps: int | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
-    ) -> Response:
+    ) -> Response[OutputT_co]:
         """Like `resume`, on the running event loop."""
         answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
         agent, begin = self._answered(state, answers, "Agent.aresume")
@@ -808,10 +899,10 @@ class Agent:
         approvals: Mapping[str, Approval] | None = None,
         message: MessagesInput | None = None,
         max_steps: int | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         on_event: Observer | None = None,
         on_step: StepObserver | None = None,
-    ) -> RunStream:
+    ) -> RunStream[OutputT_co]:
         """Like `resume`, streaming (see `stream`)."""
         answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
         agent, begin = self._answered(state, answers, "Agent.resume_stream")

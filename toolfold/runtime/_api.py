@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent import Agent, _Answers
@@ -35,6 +35,8 @@ from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._loop import OnToolError
 from toolfold.toolkit._tool import Tool
 
+_T = TypeVar("_T")  # an output type given as a class, in the overloads
+
 __all__ = [
     "Approval",
     "Denied",
@@ -48,6 +50,75 @@ __all__ = [
 
 
 # --- the functional API ---------------------------------------------------------
+
+
+@overload
+def generate_text(
+    model: str | Model,
+    messages: MessagesInput,
+    *,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_type: None = None,
+    output_retries: int = 3,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> Response[str]: ...
+
+
+@overload
+def generate_text(
+    model: str | Model,
+    messages: MessagesInput,
+    *,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_type: type[_T],
+    output_retries: int = 3,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> Response[_T]: ...
+
+
+@overload
+def generate_text(
+    model: str | Model,
+    messages: MessagesInput,
+    *,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_type: Any,
+    output_retries: int = 3,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> Response[Any]: ...
 
 
 def generate_text(
@@ -69,7 +140,7 @@ def generate_text(
     on_step: Callable[[Step], object] | None = None,
     run_id: str | None = None,
     **settings: Any,
-) -> Response:
+) -> Response[Any]:
     """Run a model with tools until it answers (blocking).
 
     Tools with a function run automatically and their results go back to the
@@ -132,6 +203,75 @@ def generate_text(
     return run_sync(*fresh(options, messages, run_id, deps, on_event, on_step))
 
 
+@overload
+async def agenerate_text(
+    model: str | Model,
+    messages: MessagesInput,
+    *,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_type: None = None,
+    output_retries: int = 3,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> Response[str]: ...
+
+
+@overload
+async def agenerate_text(
+    model: str | Model,
+    messages: MessagesInput,
+    *,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_type: type[_T],
+    output_retries: int = 3,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> Response[_T]: ...
+
+
+@overload
+async def agenerate_text(
+    model: str | Model,
+    messages: MessagesInput,
+    *,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    instructions: str | None = None,
+    max_steps: int = 10,
+    auto_execute_tools: bool = True,
+    tool_choice: str | None = None,
+    output_type: Any,
+    output_retries: int = 3,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> Response[Any]: ...
+
+
 async def agenerate_text(
     model: str | Model,
     messages: MessagesInput,
@@ -151,7 +291,7 @@ async def agenerate_text(
     on_step: Callable[[Step], object] | None = None,
     run_id: str | None = None,
     **settings: Any,
-) -> Response:
+) -> Response[Any]:
     """Like `generate_text`, on the running event loop (see it for the arguments)."""
     if settings:
         refuse_run_options(
@@ -247,6 +387,66 @@ def _resume_agent(
     )
 
 
+@overload
+def resume(
+    state: RunState,
+    *,
+    model: str | Model,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    tool_results: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Approval] | None = None,
+    message: MessagesInput | None = None,
+    max_steps: int | None = None,
+    output_type: None = None,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+) -> Response[str]: ...
+
+
+@overload
+def resume(
+    state: RunState,
+    *,
+    model: str | Model,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    tool_results: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Approval] | None = None,
+    message: MessagesInput | None = None,
+    max_steps: int | None = None,
+    output_type: type[_T],
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+) -> Response[_T]: ...
+
+
+@overload
+def resume(
+    state: RunState,
+    *,
+    model: str | Model,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    tool_results: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Approval] | None = None,
+    message: MessagesInput | None = None,
+    max_steps: int | None = None,
+    output_type: Any,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+) -> Response[Any]: ...
+
+
 def resume(
     state: RunState,
     *,
@@ -263,7 +463,7 @@ def resume(
     deps: Any = None,
     on_event: Callable[[Event], object] | None = None,
     on_step: Callable[[Step], object] | None = None,
-) -> Response:
+) -> Response[Any]:
     """Continue a suspended, failed-before-a-model-call or finished run (blocking).
 
     The run's configuration (instructions, settings, tool choice, output
@@ -302,6 +502,66 @@ def resume(
     return agent._sync(begin)
 
 
+@overload
+async def aresume(
+    state: RunState,
+    *,
+    model: str | Model,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    tool_results: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Approval] | None = None,
+    message: MessagesInput | None = None,
+    max_steps: int | None = None,
+    output_type: None = None,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+) -> Response[str]: ...
+
+
+@overload
+async def aresume(
+    state: RunState,
+    *,
+    model: str | Model,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    tool_results: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Approval] | None = None,
+    message: MessagesInput | None = None,
+    max_steps: int | None = None,
+    output_type: type[_T],
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+) -> Response[_T]: ...
+
+
+@overload
+async def aresume(
+    state: RunState,
+    *,
+    model: str | Model,
+    tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
+    tool_results: Mapping[str, Any] | None = None,
+    approvals: Mapping[str, Approval] | None = None,
+    message: MessagesInput | None = None,
+    max_steps: int | None = None,
+    output_type: Any,
+    stop_when: Sequence[StopCondition | StopPredicate] = (),
+    on_tool_error: OnToolError = "return",
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    deps: Any = None,
+    on_event: Callable[[Event], object] | None = None,
+    on_step: Callable[[Step], object] | None = None,
+) -> Response[Any]: ...
+
+
 async def aresume(
     state: RunState,
     *,
@@ -318,7 +578,7 @@ async def aresume(
     deps: Any = None,
     on_event: Callable[[Event], object] | None = None,
     on_step: Callable[[Step], object] | None = None,
-) -> Response:
+) -> Response[Any]:
     """Like `resume`, on the running event loop."""
     answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
     agent, begin = _resume_agent(

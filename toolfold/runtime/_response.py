@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 import attrs
 
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.runtime.core._request import ModelResponse
+
+# At run time, not only for type checkers: `typing.get_type_hints` resolves
+# `Response.__init__` and `Step.__init__` with it.
+from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import (
     MediaOutput,
     ReasoningDelta,
@@ -23,7 +27,15 @@ from toolfold.runtime.core._stream import (
 )
 
 if TYPE_CHECKING:
-    from toolfold.runtime.core._state import RunState
+    # typing_extensions' TypeVar takes a default (PEP 696; typing's from Python 3.13):
+    # a bare ``Response`` annotation is a ``Response[Any]`` (``output`` is Any), as
+    # before it was generic. Type checkers ship its stubs; at run time the default
+    # changes nothing.
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    OutputT_co = _TypeVarWithDefault("OutputT_co", covariant=True, default=Any)
+else:
+    OutputT_co = TypeVar("OutputT_co", covariant=True)
 
 RunFinishReason = Literal[
     "stop",
@@ -114,18 +126,32 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
 
 
 @attrs.frozen
-class Response:
+class Response(Generic[OutputT_co]):
     """The result of a run (or of a run suspended for the caller).
+
+    Generic over the run's output type, for type checkers only: an agent's
+    ``run`` gives a ``Response[Weather]`` for ``output_type=Weather`` and a
+    ``Response[str]`` without one; a bare ``Response`` is ``Response[Any]``,
+    whose ``output`` is Any.
 
     Attributes:
         state: The run's state: serialize it with ``state.to_json()``, pass it
             to ``resume`` to go on.
         output: The structured answer when the run had an ``output_type``,
-            else the answer text; None while the run is suspended.
+            else the answer text. None when the run stopped without an
+            answer: it waits for the caller (``finish_reason``
+            ``"approval_required"`` or ``"tool_calls"``) or stopped at
+            ``"max_steps"`` or by a stop condition. Type checkers see the
+            output type all the same (``Weather``, not ``Weather | None``, as
+            in pydantic-ai): where a run can stop early, check
+            ``output is not None`` (or ``finish_reason``) before reading it.
     """
 
     state: RunState
-    output: Any = None
+    # Typed as the output, not Optional, so `response.output.city` type-checks
+    # as it did when `output` was Any; None is the value of a run that stopped
+    # without an answer (see the docstring).
+    output: OutputT_co = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         # The whole run is one attribute away (`state`, `steps`, `messages`).

@@ -21,13 +21,13 @@ from collections.abc import (
     Sized,
 )
 from contextlib import aclosing
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
 from toolfold._errors import InvalidEventError, ModelConfigError, UsageError
 from toolfold.runtime._model import Model, agent_model, in_force
-from toolfold.runtime._response import Response, RunEndEvent, RunStreamEvent, Step
+from toolfold.runtime._response import OutputT_co, Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import (
@@ -564,7 +564,7 @@ async def _response(ended: Awaitable[Ended]) -> Response:
     return finish(*await ended)
 
 
-class RunStream:
+class RunStream(Generic[OutputT_co]):
     """A run as a stream of events; iterate it with ``for`` or ``async for``.
 
     Yields step boundaries, the model's stream events (text deltas...), tool
@@ -572,19 +572,20 @@ class RunStream:
     is also `response` afterwards. A stream can be iterated once. A caller
     that stops iterating before the end (``break``, or closing the
     iteration) abandons the run: it has no response, and its state is not
-    kept.
+    kept. For type checkers it is a ``RunStream[Output]``, as its agent's
+    runs give a ``Response[Output]`` (see `Agent`).
     """
 
     def __init__(self, live: Live, state: RunState) -> None:
         self._live = live
         self._state = state
-        self._response: Response | None = None
+        self._response: Response[OutputT_co] | None = None
         self._started = False
         self._stopped = False
         self._failed: str | None = None  # how the run failed (`failed_end`), once it did
 
     @property
-    def response(self) -> Response:
+    def response(self) -> Response[OutputT_co]:
         """The response, once the stream is exhausted.
 
         Raises:

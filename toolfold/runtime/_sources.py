@@ -62,7 +62,7 @@ class SourcedStream(RunStream):
         self._failed = None
 
     @property
-    def response(self) -> Response:
+    def response(self) -> Response[Any]:
         """The response, once the stream is exhausted.
 
         Raises:

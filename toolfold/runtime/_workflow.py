@@ -38,7 +38,13 @@ from toolfold.runtime._planner import (
     read_plan,
     workflow_output,
 )
-from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
+from toolfold.runtime._response import (  # noqa: F401 (OutputT_co: see WorkflowResponse)
+    OutputT_co,
+    Response,
+    RunEndEvent,
+    RunFinishReason,
+    RunStreamEvent,
+)
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import held_failure, retry_state
 from toolfold.runtime._run import (
@@ -798,8 +804,11 @@ class _StepCloses:
         ) from failures[0]
 
 
+# attrs makes this class's __init__ in this module: `OutputT_co` (the type of
+# the `output` field it inherits) is imported so that `typing.get_type_hints`
+# resolves it. A workflow's output type is not known to type checkers: Any.
 @attrs.frozen(repr=False)  # Response's own repr
-class WorkflowResponse(Response):
+class WorkflowResponse(Response[Any]):
     """The result of a workflow run: a `Response` with each step's output and error.
 
     ``output`` is the workflow's output (typed where the last step's type is
