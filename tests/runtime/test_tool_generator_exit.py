@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
+from typing import Any
 
 import pytest
 
@@ -95,3 +98,32 @@ def test_a_later_runs_generator_exit_leaves_an_earlier_runs_exception_alone() ->
     later = toolfold.state_of(two)
     assert later is not None
     assert later.run_id != state.run_id
+
+
+@pytest.mark.parametrize("calls", [["taskleaves", "fine"], ["fine", "taskleaves"]])
+def test_a_run_ended_by_one_of_several_calls_generator_exit_keeps_none_of_its_tasks(
+    calls: list[str],
+) -> None:
+    """A round of several calls ended by one's GeneratorExit leaves nothing holding that call's task."""
+    tasks: list[weakref.ref[asyncio.Task[Any]]] = []
+
+    @toolfold.tool
+    async def taskleaves() -> str:
+        """Notes its task, then raises GeneratorExit."""
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.append(weakref.ref(task))
+        raise GeneratorExit
+
+    agent = toolfold.Agent(
+        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[taskleaves, fine]
+    )
+
+    async def main() -> None:
+        with pytest.raises(GeneratorExit):
+            await agent.arun("go")
+
+    asyncio.run(main())
+    gc.collect()
+    assert len(tasks) == 1
+    assert tasks[0]() is None
