@@ -918,6 +918,30 @@ def test_a_ctrl_c_anywhere_in_the_question_puts_the_wakeup_fd_back(
         os.close(earlier_w)
 
 
+def test_a_ctrl_c_anywhere_in_the_question_leaves_no_descriptor_open(
+    terminal: tuple[int, TextIO],
+) -> None:
+    """A Ctrl-C at any point of the terminal read where Python runs handlers closes both ends of
+    its wakeup pipe (one coming as ``os.pipe()`` returned left them open)."""
+    main, stream = terminal
+    point, finished = 0, False
+    while not finished:
+        point += 1
+        if not select.select([stream], [], [], 0)[0]:  # (the last line was read)
+            os.write(main, b"yes\n")
+        before = _open_fds()
+        where: object = "the read's end"
+        sys.setprofile(_interrupted_at(point))
+        try:
+            finished = _read_line(stream) == "yes\n"
+        except Interrupted as stop:
+            where = stop.args[0]
+        finally:
+            sys.setprofile(None)
+        assert _open_fds() == before, f"after {where}"
+    assert point > 5  # (the read was interrupted where it reads, too)
+
+
 class Interrupted(Exception):
     pass
 
