@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
+from child_processes import dies_with_this_process
 from cli_process import COMMAND, ROOT, environment, interruptible, read_until, toolfold
 
 from toolfold import RunState
@@ -217,6 +218,7 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
         stdin=subprocess.DEVNULL,
         cwd=tmp_path,
         env=environment(env),
+        preexec_fn=dies_with_this_process(),
     )
     try:
         # the first runs the tool, which holds at the gate
@@ -1133,6 +1135,7 @@ def test_stream_writes_each_piece_as_it_arrives(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         cwd=tmp_path,
         env=env,  # (this checkout's toolfold first on the path, as for every CLI run here)
+        preexec_fn=dies_with_this_process(),
     )
     try:
         seen = read_until(proc.stdout, b"first ", "nothing streamed", "stdout")

@@ -7,47 +7,17 @@ found the other one when both directories ran in one pytest.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
+
+from child_processes import dies_with_this_process
 
 HERE = Path(__file__).resolve().parent
 TEMPORAL = Path(sys.executable).parent / "temporal"
-
-_PR_SET_PDEATHSIG = 1
-# Looked up here: the child between fork and exec only calls it.
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-
-
-def _die_with(parent: int) -> None:  # pragma: no cover - runs in the forked child
-    """SIGKILL this child when ``parent`` ends, or at once if it already has."""
-    assert _PRCTL is not None
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # it ended between the fork and the prctl
-        os._exit(1)
-
-
-def dies_with_this_process() -> Callable[[], None] | None:
-    """A ``preexec_fn`` tying a server the tests start to this process's life (Linux).
-
-    The fixtures' teardown stops what they start, but a pytest ended by a signal
-    (SIGTERM, SIGKILL, a CI timeout) runs no teardown: its Temporal dev server and
-    worker processes ran on, each holding its ports and memory. The kernel's
-    ``PR_SET_PDEATHSIG`` kills them when the thread that started them ends, so they
-    must be started from the main thread (pytest's fixtures and tests run there).
-    """
-    assert threading.current_thread() is threading.main_thread(), (
-        "start test servers from the main thread: PR_SET_PDEATHSIG kills them when "
-        "the thread that started them ends"
-    )
-    return functools.partial(_die_with, os.getpid()) if _PRCTL is not None else None
 
 
 def _free_port() -> int:
