@@ -6,7 +6,8 @@ worker, an HTTP server or a command held at a gate ran on, holding its ports
 and memory, some forever. Started with `dies_with_this_process` as their
 ``preexec_fn``, the kernel kills them when pytest ends (``PR_SET_PDEATHSIG``).
 
-On the path as a top-level module: ``tests/conftest.py`` puts ``tests/`` there.
+On the path as a top-level module: pytest puts ``tests/`` there when it imports
+``tests/conftest.py`` (``tests/`` has no ``__init__.py``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import weakref
 from typing import Any
@@ -127,3 +128,33 @@ def test_a_run_ended_by_one_of_several_calls_generator_exit_keeps_none_of_its_ta
     gc.collect()
     assert len(tasks) == 1
     assert tasks[0]() is None
+
+
+def test_a_task_running_runs_ended_by_generator_exit_keeps_no_runs_context() -> None:
+    """A long-lived task whose runs each end by a tool's GeneratorExit keeps none of their contexts."""
+
+    class Request:
+        """What a server keeps in a context variable for one request."""
+
+    current: contextvars.ContextVar[Request] = contextvars.ContextVar("current")
+    requests: list[weakref.ref[Request]] = []
+
+    @toolfold.tool
+    def leaves() -> str:
+        """Raises GeneratorExit."""
+        raise GeneratorExit
+
+    async def worker() -> None:
+        for _ in range(20):
+            request = Request()
+            requests.append(weakref.ref(request))
+            token = current.set(request)
+            agent = toolfold.Agent(ScriptedModel([[call("leaves", {})], "done"]), tools=[leaves])
+            with pytest.raises(GeneratorExit):
+                await agent.arun("go")
+            current.reset(token)
+            del request
+        gc.collect()
+        assert [ref for ref in requests if ref() is not None] == []
+
+    asyncio.run(worker())

@@ -902,8 +902,11 @@ def forget_thrown_exit() -> None:
     """
     if _THROWN_EXITS:
         task = current_task()
-        if task is not None:
-            _THROWN_EXITS.pop(task, None)
+        if task is not None and _THROWN_EXITS.pop(task, None) is not None:
+            # Its `_forget_ended` too: a task running run after run would
+            # gather one callback a run, each holding a copy of the context
+            # (a request's context variables) until the task ends.
+            task.remove_done_callback(_forget_ended)
 
 
 def current_task() -> Any:
