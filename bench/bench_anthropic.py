@@ -38,6 +38,10 @@ from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.runtime import Agent, ModelRequest, StreamState, finish_stream, fold_stream
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.child_processes import dies_with_this_process  # noqa: E402
+
 CASSETTE = (
     ROOT
     / ".."
@@ -136,7 +140,10 @@ def codec_rows() -> None:
 
 def start(script: str) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / script)], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(ROOT / "bench" / script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=dies_with_this_process(),  # (a bench killed mid-run takes it along)
     )
     assert process.stdout is not None
     line = process.stdout.readline()

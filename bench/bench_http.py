@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import toolfold  # noqa: E402
+from tests.child_processes import dies_with_this_process  # noqa: E402
 from toolfold.adapters import HttpLimits  # noqa: E402
 from toolfold.adapters._http._transport import Transport  # noqa: E402
 
@@ -102,6 +103,7 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
         [sys.executable, str(ROOT / "bench" / "fake_openai_server.py")],
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=dies_with_this_process(),  # (a bench killed mid-run takes it along)
     )
     assert process.stdout is not None
     line = process.stdout.readline()

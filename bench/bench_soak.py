@@ -18,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # (child_processes, which fault_matrix imports)
 sys.path.insert(0, str(ROOT / "tests" / "adapters"))
 
 from backends import OWNED  # noqa: E402

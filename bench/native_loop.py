@@ -23,6 +23,7 @@ from typing import Any
 from bench_http import add
 
 import toolfold
+from tests.child_processes import dies_with_this_process  # (bench_http put the checkout first)
 from toolfold import generate_text
 from toolfold.runtime import ModelResponse, StreamState, finish_stream, fold_stream
 
@@ -74,6 +75,7 @@ def compare(prefix: str, repeats: int = 20) -> None:
         [sys.executable, str(Path(__file__).with_name("fake_gemini_responses_server.py"))],
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=dies_with_this_process(),  # (a bench killed mid-run takes it along)
     )
     try:
         line = server.stdout.readline() if server.stdout else ""

@@ -10,6 +10,7 @@ lines, such as an approval question.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import select
@@ -48,8 +49,13 @@ def _read_line(stream: TextIO) -> str:
         fd = -1
     if fd < 0 or os.name != "posix" or threading.current_thread() is not threading.main_thread():
         return stream.readline()
-    wake_r, wake_w = os.pipe()
+    made: list[tuple[int, int]] = []
     try:
+        # Made and kept in one call from C, as the wakeup below: a Ctrl-C whose
+        # KeyboardInterrupt came as a plain ``os.pipe()`` returned (Python runs handlers
+        # there) was raised before the ends had names, and both stayed open.
+        made.extend(itertools.starmap(os.pipe, ((),)))
+        wake_r, wake_w = made[0]
         os.set_blocking(wake_w, False)
         earlier: list[int] = []
         try:
@@ -69,10 +75,11 @@ def _read_line(stream: TextIO) -> str:
             if earlier:
                 signal.set_wakeup_fd(earlier[0])
     finally:
-        try:
-            os.close(wake_r)
-        finally:  # (a KeyboardInterrupt as the first close returns)
-            os.close(wake_w)
+        for ends in made:
+            try:
+                os.close(ends[0])
+            finally:  # (a KeyboardInterrupt as the first close returns)
+                os.close(ends[1])
 
 
 _install_wakeup = functools.partial(signal.set_wakeup_fd, warn_on_full_buffer=False)

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from child_processes import dies_with_this_process
 
 import toolfold
 from toolfold import (
@@ -122,7 +123,10 @@ def fault_server() -> contextlib.AbstractContextManager[str]:
 def server_process(script: str) -> Iterator[str]:
     """Start ``script`` (next to this file; it prints ``READY <port>``) in its own process; yield its base URL."""
     process = subprocess.Popen(
-        [sys.executable, str(HERE / script)], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(HERE / script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=dies_with_this_process(),
     )
     try:
         assert process.stdout is not None

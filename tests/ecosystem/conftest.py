@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_processes import dies_with_this_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,6 +87,7 @@ def _http_server(arguments: list[str]) -> Iterator[str]:
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=dies_with_this_process(),
     )
     drain: threading.Thread | None = None
     try:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from child_processes import dies_with_this_process
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "toolfold._cli"]
 
@@ -83,7 +85,7 @@ def interruptible(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess
         cwd=cwd,
         env=environment(env),
         # (a process started in the background inherits SIGINT ignored: Python's own handler)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=dies_with_this_process(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)),
     )
 
 

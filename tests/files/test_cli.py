@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
+from child_processes import dies_with_this_process
 from cli_process import COMMAND, ROOT, environment, interruptible, read_until, toolfold
 
 from toolfold import RunState
@@ -217,6 +218,7 @@ def test_two_resumes_of_one_run_file_at_once_run_its_tool_once(tmp_path: Path) -
         stdin=subprocess.DEVNULL,
         cwd=tmp_path,
         env=environment(env),
+        preexec_fn=dies_with_this_process(),
     )
     try:
         # the first runs the tool, which holds at the gate
@@ -918,6 +920,30 @@ def test_a_ctrl_c_anywhere_in_the_question_puts_the_wakeup_fd_back(
         os.close(earlier_w)
 
 
+def test_a_ctrl_c_anywhere_in_the_question_leaves_no_descriptor_open(
+    terminal: tuple[int, TextIO],
+) -> None:
+    """A Ctrl-C at any point of the terminal read where Python runs handlers closes both ends of
+    its wakeup pipe (one coming as ``os.pipe()`` returned left them open)."""
+    main, stream = terminal
+    point, finished = 0, False
+    while not finished:
+        point += 1
+        if not select.select([stream], [], [], 0)[0]:  # (the last line was read)
+            os.write(main, b"yes\n")
+        before = _open_fds()
+        where: object = "the read's end"
+        sys.setprofile(_interrupted_at(point))
+        try:
+            finished = _read_line(stream) == "yes\n"
+        except Interrupted as stop:
+            where = stop.args[0]
+        finally:
+            sys.setprofile(None)
+        assert _open_fds() == before, f"after {where}"
+    assert point > 5  # (the read was interrupted where it reads, too)
+
+
 class Interrupted(Exception):
     pass
 
@@ -1109,6 +1135,7 @@ def test_stream_writes_each_piece_as_it_arrives(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         cwd=tmp_path,
         env=env,  # (this checkout's toolfold first on the path, as for every CLI run here)
+        preexec_fn=dies_with_this_process(),
     )
     try:
         seen = read_until(proc.stdout, b"first ", "nothing streamed", "stdout")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from child_processes import dies_with_this_process
 from ray_agents import echo, expected, make_agent, make_workflow, workflow_expected
 
 import toolfold
@@ -104,6 +105,7 @@ def _kill_halfway(kind: str, ray_address: str, tmp_path: Path, count: int) -> se
         cwd=HERE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=dies_with_this_process(),
     )
     reported: set[int] = set()
     try:

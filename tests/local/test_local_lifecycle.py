@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from child_processes import dies_with_this_process
 
 from toolfold.local import LocalSetupError, _server, built_binary, installed_model
 
@@ -160,6 +161,7 @@ def test_cli_serve_runs_until_ctrl_c() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=dies_with_this_process(),  # its watchdog then stops llama-server
     )
     try:
         assert proc.stdout is not None

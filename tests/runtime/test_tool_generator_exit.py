@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
+import weakref
+from typing import Any
 
 import pytest
 
@@ -95,3 +99,62 @@ def test_a_later_runs_generator_exit_leaves_an_earlier_runs_exception_alone() ->
     later = toolfold.state_of(two)
     assert later is not None
     assert later.run_id != state.run_id
+
+
+@pytest.mark.parametrize("calls", [["taskleaves", "fine"], ["fine", "taskleaves"]])
+def test_a_run_ended_by_one_of_several_calls_generator_exit_keeps_none_of_its_tasks(
+    calls: list[str],
+) -> None:
+    """A round of several calls ended by one's GeneratorExit leaves nothing holding that call's task."""
+    tasks: list[weakref.ref[asyncio.Task[Any]]] = []
+
+    @toolfold.tool
+    async def taskleaves() -> str:
+        """Notes its task, then raises GeneratorExit."""
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.append(weakref.ref(task))
+        raise GeneratorExit
+
+    agent = toolfold.Agent(
+        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[taskleaves, fine]
+    )
+
+    async def main() -> None:
+        with pytest.raises(GeneratorExit):
+            await agent.arun("go")
+
+    asyncio.run(main())
+    gc.collect()
+    assert len(tasks) == 1
+    assert tasks[0]() is None
+
+
+def test_a_task_running_runs_ended_by_generator_exit_keeps_no_runs_context() -> None:
+    """A long-lived task whose runs each end by a tool's GeneratorExit keeps none of their contexts."""
+
+    class Request:
+        """What a server keeps in a context variable for one request."""
+
+    current: contextvars.ContextVar[Request] = contextvars.ContextVar("current")
+    requests: list[weakref.ref[Request]] = []
+
+    @toolfold.tool
+    def leaves() -> str:
+        """Raises GeneratorExit."""
+        raise GeneratorExit
+
+    async def worker() -> None:
+        for _ in range(20):
+            request = Request()
+            requests.append(weakref.ref(request))
+            token = current.set(request)
+            agent = toolfold.Agent(ScriptedModel([[call("leaves", {})], "done"]), tools=[leaves])
+            with pytest.raises(GeneratorExit):
+                await agent.arun("go")
+            current.reset(token)
+            del request
+        gc.collect()
+        assert [ref for ref in requests if ref() is not None] == []
+
+    asyncio.run(worker())

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from child_processes import dies_with_this_process
+
 HERE = Path(__file__).resolve().parent
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
@@ -68,7 +70,11 @@ class DevServer:
         if self.db is not None:
             args += ["--db-filename", str(self.db)]
         self.process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=dies_with_this_process(),
         )
         assert self.process.stdout is not None
         said = []
@@ -101,6 +107,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=dies_with_this_process(),
         )
         assert self.wait_for("ready") == "ready"
 

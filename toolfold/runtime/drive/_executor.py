@@ -866,7 +866,22 @@ def note_thrown_exit(work: Any) -> None:
         raised_in_run(exc)
         task = current_task()
         if task is not None:
+            if task not in _THROWN_EXITS:
+                task.add_done_callback(_forget_ended)
             _THROWN_EXITS[task] = exc
+
+
+def _forget_ended(task: Any) -> None:
+    """Drop the record of a task that ended: no run reads it any more.
+
+    The record holds the exception, whose traceback holds the frames that
+    hold the task, its key: a weak key that never dies. A call run in a
+    task of its own (one of a round's several) noted its GeneratorExit by
+    that task, which no run forgets (`forget_thrown_exit` drops the run's
+    task's): each such run kept its call's task, frames and state for the
+    life of the process.
+    """
+    _THROWN_EXITS.pop(task, None)
 
 
 def thrown_exit() -> GeneratorExit | None:
@@ -887,8 +902,11 @@ def forget_thrown_exit() -> None:
     """
     if _THROWN_EXITS:
         task = current_task()
-        if task is not None:
-            _THROWN_EXITS.pop(task, None)
+        if task is not None and _THROWN_EXITS.pop(task, None) is not None:
+            # Its `_forget_ended` too: a task running run after run would
+            # gather one callback a run, each holding a copy of the context
+            # (a request's context variables) until the task ends.
+            task.remove_done_callback(_forget_ended)
 
 
 def current_task() -> Any:
