@@ -351,13 +351,18 @@ class Agent:
 
         ``listed``: the tools of its sources, which the driver opened for the
         run; ``graph``: the run's handoff graph, where its handoffs by name go.
+        The run's live stop conditions (its callables, and those a resume gave)
+        go on bounding it beside this agent's own, as its stored ones do
+        (`handed_off`): a handoff is no way out of them.
         """
         agent = self._with(listed) if self._sources else self
         options = agent._run_options(graph)
+        own = (*options.stop_when, *options.config.stop_when)
         live = options.live(
             deps=current.deps,
             on_event=current.on_event,
             on_step=current.on_step,
+            stop_when=tuple(c for c in current.stop_when if c not in own),
             handoffs=agent._handovers(graph),
         )
         return options.config, live
@@ -655,9 +660,13 @@ class Agent:
         if not isinstance(state, RunState):  # a Response, its JSON, None
             raise not_a_state(function, state)
         graph = self._graph_or_none()
-        if answers.max_steps is None and state.agent not in (None, self.name):
+        handed = state.agent not in (None, self.name)
+        if answers.max_steps is None and handed:
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
+        # So are its stop conditions: its callables are live (not stored), and a
+        # state stored before a handoff kept them holds none of its data ones.
+        bounds = (*self._options.stop_when, *self._options.config.stop_when) if handed else ()
         failed = state.phase == "failed"
         if failed:  # retried as a workflow's failed step is (see `retry_state`)
             state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
@@ -668,6 +677,10 @@ class Agent:
             live, resumed_state = resumed(
                 state, options, **answers._asdict(), continued=continued, failed=failed
             )
+            kept = resumed_state.config.stop_when
+            added = tuple(c for c in bounds if c not in live.stop_when and c not in kept)
+            if added:
+                live = attrs.evolve(live, stop_when=(*live.stop_when, *added))
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin

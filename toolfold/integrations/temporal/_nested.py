@@ -51,7 +51,7 @@ from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
-from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
+from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, is_tree_budget, spent_reason
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import not_started_text, run_failure, stopped_content
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
@@ -133,8 +133,16 @@ class Node:
         name = transfer_called(state, self.transfers) if self.transfers else None
         return None if name is None else self.team[self.transfers[name].agent].node
 
-    def hand_off(self, state: RunState) -> tuple[Node, RunState] | None:
+    def hand_off(
+        self,
+        state: RunState,
+        keep_stops: Callable[[], bool],
+    ) -> tuple[Node, RunState] | None:
         """The node and state after the handoff the last step asked for, if it asked for one.
+
+        ``keep_stops``: whether the run keeps all its stored stop conditions across
+        it (as locally), asked only when it has one other than a tree budget (runs
+        recorded before kept only those: they replay so).
 
         Raises:
             RunError: The handoff's ``input_filter`` raised or returned no messages (as locally).
@@ -145,8 +153,14 @@ class Node:
         transfer = self.transfers[name]
         target = self.team[transfer.agent].node
         assert target.config is not None, "an agent's node has its configuration"
+        keep = any(not is_tree_budget(c) for c in state.config.stop_when) and keep_stops()
         event = handed_off(
-            state, transfer.agent, target.config, transfer.input_filter, self.transfers
+            state,
+            transfer.agent,
+            target.config,
+            transfer.input_filter,
+            self.transfers,
+            keep_stops=keep,
         )
         return target, reduce(state, event)
 

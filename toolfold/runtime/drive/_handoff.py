@@ -182,8 +182,14 @@ def handed_off(
     config: RunConfig,
     input_filter: Callable[[tuple[Message, ...]], Any] | None,
     transfers: Container[str],
+    *,
+    keep_stops: bool = True,
 ) -> HandedOff:
     """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
+
+    The run's stored stop conditions go on bounding it: ``config`` gets those
+    of the run's configuration it lacks (``keep_stops=False``: its tree
+    budgets only, as a durable run recorded before kept them replays).
 
     ``agent`` is the target of the last step's first successful call among
     ``transfers`` (see `transfer_called`). The step's other successful
@@ -219,8 +225,13 @@ def handed_off(
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
         config = attrs.evolve(config, max_steps=state.config.max_steps)
-    # So does a tree budget: it bounds the tree's tokens, whichever agent spends them.
-    kept = [c for c in state.config.stop_when if is_tree_budget(c) and c not in config.stop_when]
+    # So do its stop conditions (a tree budget bounds the tree's tokens, whichever
+    # agent spends them): a handoff is no way out of a token budget.
+    kept = [
+        c
+        for c in state.config.stop_when
+        if (keep_stops or is_tree_budget(c)) and c not in config.stop_when
+    ]
     if kept:
         config = attrs.evolve(config, stop_when=(*config.stop_when, *kept))
     return HandedOff(agent, config, messages)
