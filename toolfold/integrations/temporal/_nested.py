@@ -137,15 +137,19 @@ class Node:
         self,
         state: RunState,
         keep_stops: Callable[[], bool],
+        refuse_unfit: Callable[[], bool],
     ) -> tuple[Node, RunState] | None:
         """The node and state after the handoff the last step asked for, if it asked for one.
 
         ``keep_stops``: whether the run keeps all its stored stop conditions across
         it (as locally), asked only when it has one other than a tree budget (runs
-        recorded before kept only those: they replay so).
+        recorded before kept only those: they replay so). ``refuse_unfit``: whether a
+        conversation its input filter returned that no provider takes is refused
+        (as locally), asked only for such a conversation.
 
         Raises:
-            RunError: The handoff's ``input_filter`` raised or returned no messages (as locally).
+            RunError: The handoff's ``input_filter`` raised, returned no messages, or
+                returned a conversation no provider takes (as locally).
         """
         name = transfer_called(state, self.transfers) if self.transfers else None
         if name is None:
@@ -161,6 +165,7 @@ class Node:
             transfer.input_filter,
             self.transfers,
             keep_stops=keep,
+            refuse_unfit=refuse_unfit,
         )
         return target, reduce(state, event)
 

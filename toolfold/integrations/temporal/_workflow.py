@@ -121,6 +121,11 @@ HANDOFF_KEEPS_STOPS = "toolfold-handoff-keeps-stops"
 local run does: its stored ones go into the target's configuration, and the first
 agent's live predicates go on being checked (runs recorded before kept only its tree
 budgets and checked the running agent's predicates: they replay so)."""
+FILTERED_CONVERSATION_CHECKED = "toolfold-filtered-conversation-checked"
+"""The `workflow.patched` id of refusing a handoff whose input filter returned a conversation
+no provider takes (a tool result answering no call...), as a local run does, with a
+`RunError` naming the filter (runs recorded before sent it to the model, or refused only
+calls without results, in the reducer: they replay so)."""
 DURABLE_BOUND_KEYS = "toolfold-durable-bound-keys"
 """The `workflow.patched` id of an update's bound approval keys (`approval_key`) read as a
 local resume reads them, the one call each was made for (runs recorded before refused them
@@ -468,7 +473,7 @@ class AgentWorkflow:
                     raise ApplicationError(
                         str(exc), type=type(exc).__name__, non_retryable=True
                     ) from None
-        return node.hand_off(state, _keeps_stops)
+        return node.hand_off(state, _keeps_stops, _refuses_unfit)
 
     def _listed(self, first: Node, path: tuple[str, ...]) -> Node:
         """``first`` with the tools its sources, and those of the handoff targets reached, listed."""
@@ -1064,6 +1069,10 @@ def _encoded_size(value: Any) -> int:
 
 def _keeps_stops() -> bool:
     return workflow.patched(HANDOFF_KEEPS_STOPS)
+
+
+def _refuses_unfit() -> bool:
+    return workflow.patched(FILTERED_CONVERSATION_CHECKED)
 
 
 def _stop(node: Node, state: RunState, first: Node) -> StopRequested | None:

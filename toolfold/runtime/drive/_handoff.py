@@ -24,10 +24,15 @@ from toolfold._errors import RunError
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._events import HandedOff, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._reducer import handed_conversation_problem
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.core._stop import is_tree_budget, stopping_condition
 from toolfold.runtime.drive._executor import ToolOutcome
-from toolfold.runtime.drive._failures import input_filter_returned, observer_failure
+from toolfold.runtime.drive._failures import (
+    input_filter_returned,
+    input_filter_unfit,
+    observer_failure,
+)
 
 if TYPE_CHECKING:
     from toolfold.runtime.drive._loop import Live
@@ -184,6 +189,7 @@ def handed_off(
     transfers: Container[str],
     *,
     keep_stops: bool = True,
+    refuse_unfit: Callable[[], bool] | None = None,
 ) -> HandedOff:
     """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
 
@@ -198,8 +204,12 @@ def handed_off(
     granted later): the conversation the event carries answers those.
 
     Raises:
-        RunError: ``input_filter`` raised or returned no messages; ``.state`` is
-            the run before the handoff.
+        RunError: ``input_filter`` raised, returned no messages, or returned a
+            conversation no provider takes (`handed_conversation_problem`: a
+            tool result answering no call, a call without its result), unless
+            ``refuse_unfit`` says not to (a durable run recorded before such a
+            conversation was refused replays as it ran); ``.state`` is the run
+            before the handoff.
     """
     messages = _not_transferred(state, agent, transfers)
     if input_filter is not None:
@@ -221,6 +231,9 @@ def handed_off(
                 f"message); the error's state is the run before the handoff",
                 state,
             )
+        problem = handed_conversation_problem(messages)
+        if problem and (refuse_unfit is None or refuse_unfit()):
+            raise input_filter_unfit(f"input_filter of the handoff to {agent!r}", problem, state)
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
