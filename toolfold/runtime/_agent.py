@@ -20,6 +20,7 @@ from toolfold.runtime._run import (
     RunOptions,
     RunStream,
     fresh,
+    function_label,
     make_options,
     run_async,
     run_sync,
@@ -44,7 +45,7 @@ from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.runtime.drive._handoff import Handover
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, is_async_callable
 
 Observer = Callable[[Event], object]
 StepObserver = Callable[[Step], object]
@@ -224,6 +225,13 @@ class Agent:
                 raise UsageError(  # found now, not when the model first hands off
                     f"the input_filter of the handoff to {spec.target!r} is a function of the "
                     f"conversation, got {type(spec.input_filter).__name__}"
+                )
+            if is_async_callable(spec.input_filter):
+                raise UsageError(
+                    f"the input_filter of the handoff to {spec.target!r} is a plain function "
+                    f"of the conversation, got the async function "
+                    f"{function_label(spec.input_filter)}: a run calls it without awaiting "
+                    f"it; make it a plain def"
                 )
         return specs
 

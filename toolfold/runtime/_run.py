@@ -57,7 +57,7 @@ from toolfold.runtime.drive._shells import (
 )
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
-from toolfold.toolkit._tool import Tool, build_hooks
+from toolfold.toolkit._tool import Tool, build_hooks, is_async_callable
 
 MessagesInput = str | Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]]
 
@@ -180,6 +180,13 @@ def split_stop(
         if isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
             data.append(condition)
         elif callable(condition):
+            if is_async_callable(condition):  # its coroutine, never awaited, is truthy
+                raise UsageError(
+                    f"stop_when takes plain functions of the run's state, got the async "
+                    f"function {function_label(condition)}: a run calls its conditions without "
+                    f"awaiting them (its coroutine would stop the run at once); make it a "
+                    f"plain def"
+                )
             live.append(condition)
         else:  # found now, not after the first step
             raise UsageError(
@@ -187,6 +194,12 @@ def split_stop(
                 f"functions of the run's state, got {type(condition).__name__}: {condition!r}"
             )
     return tuple(data), tuple(live)
+
+
+def function_label(function: object) -> str:
+    """How an error names a function the user gave: its qualified name, else its repr."""
+    name = getattr(function, "__qualname__", None)
+    return repr(name) if isinstance(name, str) else repr(function)
 
 
 @attrs.frozen(kw_only=True)
