@@ -86,3 +86,86 @@ def test_a_resume_with_the_first_agent_checks_its_callables_after_the_handoff() 
     again = _triage(refunds, enough).resume(stopped, max_steps=10)
     assert (again.finish_reason, again.usage.requests) == ("stop_condition", 4)
     assert seen == [3, 4]
+
+
+def test_a_handoff_back_to_the_first_agent_drops_the_targets_conditions() -> None:
+    """On a cycle triage -> refunds -> triage, refunds' budget and callable do not bound triage."""
+    seen: list[str | None] = []
+
+    def refunds_enough(state: RunState) -> bool:
+        seen.append(state.agent)
+        return state.usage.total_tokens >= 2500
+
+    back = _big(Message.assistant("", [call("transfer_to_triage")]))
+    refunds = Agent(
+        ScriptedModel([_big(Message.assistant("", [call("work")])), back]),
+        name="refunds",
+        tools=[work],
+        handoffs=["triage"],
+        stop_when=[token_budget(2000), refunds_enough],
+    )
+    works = [_big(Message.assistant("", [call("work")]))] * 10
+    first = _big(Message.assistant("", [call("transfer_to_refunds")]))
+    triage = Agent(
+        ScriptedModel([first, *works, _big(Message.assistant("Done."))]),
+        name="triage",
+        tools=[work],
+        handoffs=[refunds],
+        stop_when=[token_budget(10000)],
+        max_steps=30,
+    )
+    response = triage.run("refund please")
+    assert (response.finish_reason, response.agent, response.usage.requests) == (
+        "stop",
+        "triage",
+        14,
+    )
+    assert response.state.config.stop_when == (TokenBudget(10000),)
+    assert seen == ["refunds", "refunds"]
+
+
+def _chain(a_seen: list[int], b_seen: list[int]) -> Agent:
+    """a -> b -> c: a and b have a callable (a's never stops, b's stops c) and a token budget."""
+
+    def a_pred(state: RunState) -> bool:
+        a_seen.append(state.usage.requests)
+        return False
+
+    def b_pred(state: RunState) -> bool:
+        b_seen.append(state.usage.requests)
+        return state.agent == "c"
+
+    c = Agent(
+        ScriptedModel(
+            [_big(Message.assistant("", [call("work")]))] * 4 + [_big(Message.assistant("C done."))]
+        ),
+        name="c",
+        tools=[work],
+    )
+    b = Agent(
+        ScriptedModel([_big(Message.assistant("", [call("transfer_to_c")]))]),
+        name="b",
+        handoffs=[c],
+        stop_when=[token_budget(1200), b_pred],
+    )
+    return Agent(
+        ScriptedModel([_big(Message.assistant("", [call("transfer_to_b")]))]),
+        name="a",
+        handoffs=[b],
+        stop_when=[token_budget(100000), a_pred],
+        max_steps=4,
+    )
+
+
+def test_an_intermediate_agents_conditions_do_not_follow_the_run() -> None:
+    """On a chain a -> b -> c, c runs under a's conditions and its own, not b's; so does a resume."""
+    a_seen: list[int] = []
+    b_seen: list[int] = []
+    a = _chain(a_seen, b_seen)
+    stopped = a.run("go")
+    assert (stopped.finish_reason, stopped.agent, stopped.usage.requests) == ("max_steps", "c", 4)
+    assert stopped.state.config.stop_when == (TokenBudget(100000),)
+    assert (b_seen, a_seen) == ([1], [1, 2, 3])  # b's only while b ran
+    done = a.resume(stopped.state, max_steps=10)
+    assert (done.finish_reason, done.output) == ("stop", "C done.")
+    assert (b_seen, a_seen) == ([1], [1, 2, 3, 4, 5, 6])

@@ -42,7 +42,7 @@ from toolfold.runtime.core._messages import Message, freeze
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._handoff import Handover
+from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._tool import Tool, is_async_callable
@@ -359,21 +359,24 @@ class Agent:
 
         ``listed``: the tools of its sources, which the driver opened for the
         run; ``graph``: the run's handoff graph, where its handoffs by name go.
-        The run's live stop conditions (its callables, and those a resume gave)
-        go on bounding it beside this agent's own, as its stored ones do
-        (`handed_off`): a handoff is no way out of them.
+        The live stop conditions of the agent that began the run (or the
+        resume: its callables, and those a resume gave) go on bounding it beside
+        this agent's own, as its stored ones do (`handed_off`), like the run's
+        step limit: a handoff is no way out of them. Those of an agent handed
+        to since are its own: they do not follow the run (as on Temporal).
         """
         agent = self._with(listed) if self._sources else self
         options = agent._run_options(graph)
         own = (*options.stop_when, *options.config.stop_when)
+        first = current.stop_when if current.first_stop_when is None else current.first_stop_when
         live = options.live(
             deps=current.deps,
             on_event=current.on_event,
             on_step=current.on_step,
-            stop_when=tuple(c for c in current.stop_when if c not in own),
+            stop_when=tuple(c for c in first if c not in own),
             handoffs=agent._handovers(graph),
         )
-        return options.config, live
+        return options.config, attrs.evolve(live, first_stop_when=first)
 
     def _for_state(self, state: RunState) -> Agent:
         """The agent of the handoff graph that runs ``state`` now."""
@@ -674,7 +677,7 @@ class Agent:
             answers = answers._replace(max_steps=self.max_steps)
         # So are its stop conditions: its callables are live (not stored), and a
         # state stored before a handoff kept them holds none of its data ones.
-        bounds = (*self._options.stop_when, *self._options.config.stop_when) if handed else ()
+        mine = (*self._options.stop_when, *self._options.config.stop_when) if handed else ()
         failed = state.phase == "failed"
         if failed:  # retried as a workflow's failed step is (see `retry_state`)
             state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
@@ -685,10 +688,15 @@ class Agent:
             live, resumed_state = resumed(
                 state, options, **answers._asdict(), continued=continued, failed=failed
             )
-            kept = resumed_state.config.stop_when
-            added = tuple(c for c in bounds if c not in live.stop_when and c not in kept)
-            if added:
-                live = attrs.evolve(live, stop_when=(*live.stop_when, *added))
+            if handed:  # this agent's bound the run beside the running one's, as after a handoff
+                kept = resumed_state.config.stop_when
+                added = tuple(c for c in mine if c not in live.stop_when and c not in kept)
+                started = started_config(resumed_state).stop_when
+                live = attrs.evolve(
+                    live,
+                    stop_when=(*live.stop_when, *added),
+                    first_stop_when=tuple(c for c in mine if c not in started),
+                )
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin

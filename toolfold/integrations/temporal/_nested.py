@@ -51,7 +51,7 @@ from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
-from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, is_tree_budget, spent_reason
+from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
 from toolfold.runtime.drive._failures import not_started_text, run_failure, stopped_content
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
@@ -141,9 +141,10 @@ class Node:
     ) -> tuple[Node, RunState] | None:
         """The node and state after the handoff the last step asked for, if it asked for one.
 
-        ``keep_stops``: whether the run keeps all its stored stop conditions across
-        it (as locally), asked only when it has one other than a tree budget (runs
-        recorded before kept only those: they replay so). ``refuse_unfit``: whether a
+        ``keep_stops``: whether the target gets the stored stop conditions of the
+        run's first agent (as locally), asked only when they differ from the tree
+        budgets of the run's configuration (runs recorded before kept only those:
+        they replay so). ``refuse_unfit``: whether a
         conversation its input filter returned that no provider takes is refused
         (as locally), asked only for such a conversation.
 
@@ -157,14 +158,13 @@ class Node:
         transfer = self.transfers[name]
         target = self.team[transfer.agent].node
         assert target.config is not None, "an agent's node has its configuration"
-        keep = any(not is_tree_budget(c) for c in state.config.stop_when) and keep_stops()
         event = handed_off(
             state,
             transfer.agent,
             target.config,
             transfer.input_filter,
             self.transfers,
-            keep_stops=keep,
+            keep_stops=keep_stops,
             refuse_unfit=refuse_unfit,
         )
         return target, reduce(state, event)

@@ -117,10 +117,11 @@ UNFIT_OUTPUT_FAILS = "toolfold-unfit-output-fails"
 type and the provider ended it with a refusal or at the token limit (`_output.rejection`;
 runs recorded before sent it back to the model up to ``output_retries`` times: they replay so)."""
 HANDOFF_KEEPS_STOPS = "toolfold-handoff-keeps-stops"
-"""The `workflow.patched` id of a handoff keeping all the run's stop conditions, as a
-local run does: its stored ones go into the target's configuration, and the first
-agent's live predicates go on being checked (runs recorded before kept only its tree
-budgets and checked the running agent's predicates: they replay so)."""
+"""The `workflow.patched` id of a handoff keeping the stop conditions of the run's first
+agent, as a local run does: its stored ones (`started_config`) go into the target's
+configuration beside the target's own, and its live predicates go on being checked beside
+the running agent's (runs recorded before kept only the tree budgets of the run's
+configuration and checked the running agent's predicates: they replay so)."""
 FILTERED_CONVERSATION_CHECKED = "toolfold-filtered-conversation-checked"
 """The `workflow.patched` id of refusing a handoff whose input filter returned a conversation
 no provider takes (a tool result answering no call...), as a local run does, with a

@@ -22,7 +22,7 @@ import attrs
 
 from toolfold._errors import RunError
 from toolfold.runtime.core._config import RunConfig
-from toolfold.runtime.core._events import HandedOff, ToolReturned
+from toolfold.runtime.core._events import HandedOff, RunStarted, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._reducer import handed_conversation_problem
 from toolfold.runtime.core._state import CallState, RunState
@@ -188,14 +188,17 @@ def handed_off(
     input_filter: Callable[[tuple[Message, ...]], Any] | None,
     transfers: Container[str],
     *,
-    keep_stops: bool = True,
+    keep_stops: Callable[[], bool] | None = None,
     refuse_unfit: Callable[[], bool] | None = None,
 ) -> HandedOff:
     """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
 
-    The run's stored stop conditions go on bounding it: ``config`` gets those
-    of the run's configuration it lacks (``keep_stops=False``: its tree
-    budgets only, as a durable run recorded before kept them replays).
+    The stored stop conditions of the run's first agent (`started_config`)
+    bound the whole turn, as its step limit does: ``config`` (the target's
+    own) gets those it lacks. A condition of an agent handed to since is its
+    own and does not follow the run. ``keep_stops`` False (asked only when it
+    makes a difference): the tree budgets of the run's configuration instead,
+    as a durable run recorded before replays.
 
     ``agent`` is the target of the last step's first successful call among
     ``transfers`` (see `transfer_called`). The step's other successful
@@ -240,14 +243,21 @@ def handed_off(
         config = attrs.evolve(config, max_steps=state.config.max_steps)
     # So do its stop conditions (a tree budget bounds the tree's tokens, whichever
     # agent spends them): a handoff is no way out of a token budget.
-    kept = [
-        c
-        for c in state.config.stop_when
-        if (keep_stops or is_tree_budget(c)) and c not in config.stop_when
-    ]
+    kept = [c for c in started_config(state).stop_when if c not in config.stop_when]
+    if keep_stops is not None:
+        before = [c for c in state.config.stop_when if is_tree_budget(c)]
+        before = [c for c in before if c not in config.stop_when]
+        if kept != before and not keep_stops():
+            kept = before
     if kept:
         config = attrs.evolve(config, stop_when=(*config.stop_when, *kept))
     return HandedOff(agent, config, messages)
+
+
+def started_config(state: RunState) -> RunConfig:
+    """The configuration ``state``'s run started with (its first agent's, in `RunStarted`)."""
+    first = state.log[0] if len(state.log) else None
+    return first.config if isinstance(first, RunStarted) else state.config
 
 
 def _not_transferred(
