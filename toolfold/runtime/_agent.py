@@ -20,7 +20,6 @@ from toolfold.runtime._run import (
     RunOptions,
     RunStream,
     fresh,
-    function_label,
     make_options,
     run_async,
     run_sync,
@@ -227,10 +226,12 @@ class Agent:
                     f"conversation, got {type(spec.input_filter).__name__}"
                 )
             if is_async_callable(spec.input_filter):
+                from toolfold.runtime._agent_tool import function_name  # (it imports this)
+
                 raise UsageError(
                     f"the input_filter of the handoff to {spec.target!r} is a plain function "
                     f"of the conversation, got the async function "
-                    f"{function_label(spec.input_filter)}: a run calls it without awaiting "
+                    f"{function_name(spec.input_filter)!r}: a run calls it without awaiting "
                     f"it; make it a plain def"
                 )
         return specs

@@ -22,7 +22,6 @@ import attrs
 from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime._resume import continuing
-from toolfold.runtime._run import function_label
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._stop import STOP_REASONS, TokenBudget
 from toolfold.runtime.drive._executor import (
@@ -64,7 +63,7 @@ def agent_tool(
     if output is not None and is_async_callable(output):
         raise UsageError(
             f"as_tool(output=...) takes a plain function of the sub-run's Response, got the "
-            f"async function {function_label(output)}: the tool calls it without awaiting "
+            f"async function {function_name(output)!r}: the tool calls it without awaiting "
             f"it; make it a plain def"
         )
     made_by = AsTool(spec, name, description, input_type, requires_approval, timeout, output)

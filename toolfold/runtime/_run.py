@@ -181,9 +181,11 @@ def split_stop(
             data.append(condition)
         elif callable(condition):
             if is_async_callable(condition):  # its coroutine, never awaited, is truthy
+                from toolfold.runtime._agent_tool import function_name  # (it imports this)
+
                 raise UsageError(
                     f"stop_when takes plain functions of the run's state, got the async "
-                    f"function {function_label(condition)}: a run calls its conditions without "
+                    f"function {function_name(condition)!r}: a run calls its conditions without "
                     f"awaiting them (its coroutine would stop the run at once); make it a "
                     f"plain def"
                 )
@@ -194,12 +196,6 @@ def split_stop(
                 f"functions of the run's state, got {type(condition).__name__}: {condition!r}"
             )
     return tuple(data), tuple(live)
-
-
-def function_label(function: object) -> str:
-    """How an error names a function the user gave: its qualified name, else its repr."""
-    name = getattr(function, "__qualname__", None)
-    return repr(name) if isinstance(name, str) else repr(function)
 
 
 @attrs.frozen(kw_only=True)
