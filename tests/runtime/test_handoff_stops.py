@@ -169,3 +169,47 @@ def test_an_intermediate_agents_conditions_do_not_follow_the_run() -> None:
     done = a.resume(stopped.state, max_steps=10)
     assert (done.finish_reason, done.output) == ("stop", "C done.")
     assert (b_seen, a_seen) == ([1], [1, 2, 3, 4, 5, 6])
+
+
+def test_a_resume_with_the_target_drops_its_conditions_once_it_hands_back() -> None:
+    """Resuming a handed-off run with the target: its callable stops nothing after it hands back."""
+    seen: list[str | None] = []
+
+    def refunds_enough(state: RunState) -> bool:
+        seen.append(state.agent)
+        return state.agent == "triage"
+
+    def triage(script: list[ModelResponse], refunds: Agent | str) -> Agent:
+        return Agent(
+            ScriptedModel(script),
+            name="triage",
+            tools=[work],
+            handoffs=[refunds],
+            stop_when=[token_budget(10000)],
+            max_steps=3,
+        )
+
+    def refunds(script: list[ModelResponse], triage: Agent | str) -> Agent:
+        return Agent(
+            ScriptedModel(script),
+            name="refunds",
+            tools=[work],
+            handoffs=[triage],
+            stop_when=[token_budget(3000), refunds_enough],
+        )
+
+    works = [_big(Message.assistant("", [call("work")]))]
+    first = _big(Message.assistant("", [call("transfer_to_refunds")]))
+    stopped = triage([first], refunds(works * 2, "triage")).run("refund please").state
+    assert (stopped.agent, stopped.finish_reason, stopped.usage.requests) == (
+        "refunds",
+        "max_steps",
+        3,
+    )
+    seen.clear()
+    back = _big(Message.assistant("", [call("transfer_to_triage")]))
+    done_script = [*works * 3, _big(Message.assistant("Done."))]
+    done = refunds([back], triage(done_script, "refunds")).resume(stopped, max_steps=10)
+    assert (done.finish_reason, done.agent, done.output) == ("stop", "triage", "Done.")
+    assert done.usage.requests == 8
+    assert seen == ["refunds"]  # called before refunds' request, never while triage ran

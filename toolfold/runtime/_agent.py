@@ -679,6 +679,9 @@ class Agent:
         # So are its stop conditions: its callables are live (not stored), and a
         # state stored before a handoff kept them holds none of its data ones.
         mine = (*self._options.stop_when, *self._options.config.stop_when) if handed else ()
+        # An agent resuming a run another agent started and handed to it is not
+        # its first agent: its conditions stop nothing once it hands the run on.
+        relayed = not handed and started_by(state) not in (None, self.name)
         failed = state.phase == "failed"
         if failed:  # retried as a workflow's failed step is (see `retry_state`)
             state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
@@ -698,6 +701,8 @@ class Agent:
                     stop_when=(*live.stop_when, *added),
                     first_stop_when=tuple(c for c in mine if c not in started),
                 )
+            elif relayed:  # (None would make its callables the first agent's)
+                live = attrs.evolve(live, first_stop_when=())
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin
