@@ -1386,9 +1386,9 @@ def _assistants(request: ModelRequest) -> int:
     return sum(1 for m in request.messages if m.role == "assistant")
 
 
-def four_requests(state: RunState) -> bool:
-    """A stop condition: the run has made four model requests."""
-    return state.usage.requests >= 4
+def three_requests(state: RunState) -> bool:
+    """A stop condition: the run has made three model requests."""
+    return state.usage.requests >= 3
 
 
 def _chores(request: ModelRequest) -> Any:
@@ -1396,14 +1396,16 @@ def _chores(request: ModelRequest) -> Any:
     return _call("chore") if _assistants(request) < 7 else _spent(Message.assistant("Done."))
 
 
-# triage's token_budget(2000) and four_requests stop refunds (as locally). The history
-# `handoff_stops_dropped.json` was recorded before: refunds ran its seven requests.
+# triage's three_requests stops refunds (as locally) before triage's token_budget(2000)
+# would (at four requests), which the state stores. The history
+# `handoff_stops_dropped.json` was recorded before (with a callable stopping at four
+# requests; a callable is no part of a history): refunds ran its seven requests.
 kept_stops = TemporalAgent(
     Agent(
         FunctionModel(lambda r: _call("transfer_to_refunds")),
         name="kept_stops",
         handoffs=[Agent(FunctionModel(_chores), name="refunds", tools=[chore])],
-        stop_when=[token_budget(2000), four_requests],
+        stop_when=[token_budget(2000), three_requests],
     ),
     settings=SETTINGS,
 )

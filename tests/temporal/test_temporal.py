@@ -1168,7 +1168,7 @@ def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_throu
 @pytest.mark.parametrize(
     ("name", "patch_id", "where"),
     [
-        # (kept, triage's budget ends the run where the history has refunds' next request)
+        # (kept, triage's callable ends the run where the history has refunds' next request)
         (
             "handoff_stops_dropped",
             workflow_module.HANDOFF_KEEPS_STOPS,

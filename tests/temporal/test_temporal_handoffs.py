@@ -239,15 +239,16 @@ def test_a_step_that_stops_at_max_steps_fails_durably_as_locally(
 def test_the_first_agents_stop_conditions_stop_the_target_durably_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """triage's token_budget and stop callable stop refunds after the handoff, as locally."""
+    """triage's stop callable stops refunds after the handoff (before its token_budget would), as locally."""
     durable, history, _ = _run_like_local(
         temporal_app.kept_stops, "kept-stops-1", server, tmp_path, monkeypatch
     )
     assert (durable.finish_reason, durable.agent, durable.state.usage.requests) == (
-        "token_budget",
+        "stop_condition",
         "refunds",
-        4,
+        3,
     )
+    assert durable.state.config.stop_when == (TokenBudget(2000),)  # the budget goes on too
     _replays(history)
 
 
