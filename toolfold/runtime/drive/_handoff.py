@@ -241,8 +241,11 @@ def handed_off(
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
         config = attrs.evolve(config, max_steps=state.config.max_steps)
-    # So do its stop conditions (a tree budget bounds the tree's tokens, whichever
-    # agent spends them): a handoff is no way out of a token budget.
+    # So do the stop conditions it started with (its first agent's, tree budgets
+    # included, and the tree budget a caller gave a sub-run): a handoff is no way
+    # out of them. Those of an agent handed to since, a tree budget too, stay with
+    # it when it hands the run on (as on Temporal); a history recorded before
+    # (``keep_stops`` False) carried the running agent's tree budgets on instead.
     kept = [c for c in started_config(state).stop_when if c not in config.stop_when]
     if keep_stops is not None:
         before = [c for c in state.config.stop_when if is_tree_budget(c)]
