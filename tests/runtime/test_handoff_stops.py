@@ -213,3 +213,33 @@ def test_a_resume_with_the_target_drops_its_conditions_once_it_hands_back() -> N
     assert (done.finish_reason, done.agent, done.output) == ("stop", "triage", "Done.")
     assert done.usage.requests == 8
     assert seen == ["refunds"]  # called before refunds' request, never while triage ran
+
+
+def test_a_middle_agents_tree_budget_stays_with_it_after_it_hands_on() -> None:
+    """On a -> b -> c, b's token_budget(tree=True) does not stop c; a's conditions alone are stored."""
+    c = Agent(
+        ScriptedModel(
+            [_big(Message.assistant("", [call("work")]))] * 4 + [_big(Message.assistant("C done."))]
+        ),
+        name="c",
+        tools=[work],
+    )
+    b = Agent(
+        ScriptedModel([_big(Message.assistant("", [call("transfer_to_c")]))]),
+        name="b",
+        handoffs=[c],
+        stop_when=[token_budget(1200, tree=True)],
+    )
+    a = Agent(
+        ScriptedModel([_big(Message.assistant("", [call("transfer_to_b")]))]),
+        name="a",
+        handoffs=[b],
+        stop_when=[token_budget(100000)],
+    )
+    response = a.run("go")
+    assert (response.finish_reason, response.output, response.usage.requests) == (
+        "stop",
+        "C done.",
+        7,
+    )
+    assert response.state.config.stop_when == (TokenBudget(100000),)
