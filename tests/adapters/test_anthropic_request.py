@@ -305,6 +305,23 @@ def test_settings_the_api_has_no_field_for_are_refused(setting: str) -> None:
         body(Message.user("x"), settings={setting: 1})
 
 
+def test_a_setting_anthropic_lacks_says_where_it_comes_from_and_how_to_drop_it() -> None:
+    """The error names the agent's settings (evolve(seed=None)) and a resumed run's stored ones."""
+    with pytest.raises(ModelConfigError) as caught:
+        body(Message.user("x"), settings={"seed": 7})
+    text = str(caught.value)
+    assert "no equivalent in the Anthropic Messages API" in text
+    assert "agent.evolve(seed=None)" in text
+    assert "settings={} changes nothing" in text
+    assert "a resume keeps" in text
+    assert "remove it" not in text
+
+
+def test_a_setting_given_as_none_is_not_sent() -> None:
+    """A None setting (how evolve(seed=None) leaves it) is left out of the body, not refused."""
+    assert "seed" not in body(Message.user("x"), settings={"seed": None})
+
+
 def test_strict_tools_and_output_use_the_beta_endpoint_with_its_header() -> None:
     """A strict tool or an output schema marks the body beta; the model adds the recorded beta header."""
     strict = ToolDefinition("get_weather", "Weather.", dict(WEATHER.parameters), strict=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import decimal
 import enum
 import json
 import re
@@ -343,6 +344,46 @@ def test_test_model_structured_output() -> None:
     jsonschema.validate(answer, schema)
     given_value = {"name": "Ada", "age": 36}
     assert json.loads(TestModel(output=given_value).request_sync(request).text) == given_value
+
+
+def test_test_model_calls_a_tool_taking_a_decimal() -> None:
+    """sample_value fills a Decimal parameter (format "decimal"), and TestModel calls the tool."""
+    got: list[decimal.Decimal] = []
+
+    @tool
+    def pay(amount: decimal.Decimal) -> str:
+        """Pay.
+
+        Args:
+            amount: How much.
+        """
+        got.append(amount)
+        return "paid"
+
+    assert sample_value(pay.parameters) == {"amount": "0.5"}
+    Agent(TestModel(), tools=[pay]).run("pay")
+    assert got == [decimal.Decimal("0.5")]
+
+
+@dataclasses.dataclass
+class _Priced:
+    name: str
+    price: decimal.Decimal
+
+
+@pytest.mark.parametrize(
+    ("output_type", "expected"),
+    [
+        (decimal.Decimal, decimal.Decimal("0.5")),
+        (_Priced, _Priced("aaaaa", decimal.Decimal("0.5"))),
+    ],
+    ids=["decimal", "dataclass"],
+)
+def test_test_model_answers_an_output_type_holding_a_decimal(
+    output_type: Any, expected: Any
+) -> None:
+    """TestModel answers a Decimal output type, and a dataclass with a Decimal field."""
+    assert Agent(TestModel(), output_type=output_type).run("go").output == expected
 
 
 def test_sample_value_handles_refs_unions_and_recursion() -> None:

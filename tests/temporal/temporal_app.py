@@ -1364,6 +1364,140 @@ peeking = TemporalAgent(
 )
 
 
+# --- stop conditions across handoffs: the first agent's bound the turn, each agent's own
+# only its own part (a cycle or a chain drops those of the agent handed the run on) ---
+
+
+@tool
+def chore() -> str:
+    """Do a chore."""
+    return "chore done"
+
+
+def _spent(message: Message) -> ModelResponse:
+    return ModelResponse(message, usage=Usage(input_tokens=400, output_tokens=100))
+
+
+def _call(name: str) -> ModelResponse:
+    return _spent(Message.assistant("", [ToolCallPart(f"c_{name}", name, "{}")]))
+
+
+def _assistants(request: ModelRequest) -> int:
+    return sum(1 for m in request.messages if m.role == "assistant")
+
+
+def three_requests(state: RunState) -> bool:
+    """A stop condition: the run has made three model requests."""
+    return state.usage.requests >= 3
+
+
+def _chores(request: ModelRequest) -> Any:
+    """Six chores, then the answer (counted on the conversation the agent sees)."""
+    return _call("chore") if _assistants(request) < 7 else _spent(Message.assistant("Done."))
+
+
+# triage's three_requests stops refunds (as locally) before triage's token_budget(2000)
+# would (at four requests), which the state stores. The history
+# `handoff_stops_dropped.json` was recorded before (with a callable stopping at four
+# requests; a callable is no part of a history): refunds ran its seven requests.
+kept_stops = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: _call("transfer_to_refunds")),
+        name="kept_stops",
+        handoffs=[Agent(FunctionModel(_chores), name="refunds", tools=[chore])],
+        stop_when=[token_budget(2000), three_requests],
+    ),
+    settings=SETTINGS,
+)
+
+
+def _looks_up_then_transfers(request: ModelRequest) -> Any:
+    return _call("chore" if _assistants(request) == 0 else "transfer_to_refunds")
+
+
+def without_tool_calls(messages: tuple[Message, ...]) -> list[Message]:
+    """An unfit input filter: drops the assistant messages with tool calls, keeps their results."""
+    return [m for m in messages if not (m.role == "assistant" and m.tool_calls)]
+
+
+# The filter leaves refunds a tool result answering no call: the run fails (as locally).
+# The history `orphan_filtered.json` was recorded before: refunds answered.
+orphaned = TemporalAgent(
+    Agent(
+        FunctionModel(_looks_up_then_transfers),
+        name="orphaned",
+        tools=[chore],
+        handoffs=[
+            Handoff(
+                Agent(FunctionModel(lambda r: "refunded"), name="refunds"),
+                input_filter=without_tool_calls,
+            )
+        ],
+    ),
+    settings=SETTINGS,
+)
+
+
+def pong_enough(state: RunState) -> bool:
+    """pong's stop condition: three requests (it would stop pinging, were it kept)."""
+    return state.usage.requests >= 3
+
+
+def _pinger(request: ModelRequest) -> Any:
+    return _call("transfer_to_ponger" if _assistants(request) == 0 else "chore")
+
+
+# pinger -> ponger -> pinger: ponger's budget and callable stop nothing once it handed back;
+# pinger's max_steps ends the run.
+looped = TemporalAgent(
+    Agent(
+        FunctionModel(_pinger),
+        name="looped",
+        tools=[chore],
+        handoffs=[
+            Agent(
+                FunctionModel(lambda r: _call("transfer_to_looped")),
+                name="ponger",
+                handoffs=["looped"],
+                stop_when=[token_budget(1200), pong_enough],
+            )
+        ],
+        max_steps=6,
+    ),
+    settings=SETTINGS,
+)
+
+
+def in_closer(state: RunState) -> bool:
+    """middle's stop condition: true once the run is closer's (it stops it, were it kept)."""
+    return state.agent == "closer"
+
+
+def never(state: RunState) -> bool:
+    """The first agent's stop condition, checked to the end: never true."""
+    return False
+
+
+# opener -> middle -> closer: closer runs under opener's conditions and its own, not middle's.
+relayed_stops = TemporalAgent(
+    Agent(
+        FunctionModel(lambda r: _call("transfer_to_middle")),
+        name="relayed_stops",
+        handoffs=[
+            Agent(
+                FunctionModel(lambda r: _call("transfer_to_closer")),
+                name="middle",
+                handoffs=[Agent(FunctionModel(_chores), name="closer", tools=[chore])],
+                stop_when=[token_budget(1200), in_closer],
+            )
+        ],
+        stop_when=[token_budget(100000), never],
+        max_steps=5,
+    ),
+    settings=SETTINGS,
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1394,6 +1528,10 @@ AGENTS = [
     lead_and_helper,
     ask_and_helper,
     workflow_tool,
+    kept_stops,
+    orphaned,
+    looped,
+    relayed_stops,
 ]
 
 

@@ -704,6 +704,8 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "ambiguous_answer",
         "workflow_tool_failed",
         "refused_output_retried",
+        "handoff_stops_dropped",
+        "orphan_filtered",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -1161,6 +1163,40 @@ def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_throu
     # (the patched branch lists billing's tools where the run had completed)
     with pytest.raises(NondeterminismError, match="Activity machine does not handle"):
         asyncio.run(replayer.replay_workflow(history))
+
+
+@pytest.mark.parametrize(
+    ("name", "patch_id", "where"),
+    [
+        # (kept, triage's callable ends the run where the history has refunds' next request)
+        (
+            "handoff_stops_dropped",
+            workflow_module.HANDOFF_KEEPS_STOPS,
+            "Complete workflow machine does not handle this event.*ActivityTaskScheduled",
+        ),
+        # (checked, the filter's conversation fails the run where refunds' model was called)
+        (
+            "orphan_filtered",
+            workflow_module.FILTERED_CONVERSATION_CHECKED,
+            "Fail workflow machine does not handle this event.*ActivityTaskScheduled",
+        ),
+    ],
+)
+def test_runs_recorded_before_a_handoff_kept_stops_or_checked_its_filter_replay_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch, name: str, patch_id: str, where: str
+) -> None:
+    """A history of a handoff that dropped the first agent's stop conditions, or handed on an
+    unfit filtered conversation, breaks replay unless its workflow.patched branch keeps it so."""
+    _replays(_history(name))  # (through the unpatched branch)
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(  # only this patch taken regardless of the history
+        workflow_module.workflow,
+        "patched",
+        lambda given: given == patch_id or patched(given),
+    )
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
+    with pytest.raises(NondeterminismError, match=where):
+        asyncio.run(replayer.replay_workflow(_history(name)))
 
 
 def test_a_workflow_used_as_a_tool_suspends_for_approval_and_finishes_as_locally(

@@ -19,6 +19,7 @@ from temporal_servers import DevServer
 
 from toolfold import RunError, ToolExecutionError
 from toolfold.integrations.temporal import TemporalAgent
+from toolfold.runtime import TokenBudget
 
 
 @pytest.mark.parametrize(
@@ -233,3 +234,61 @@ def test_a_step_that_stops_at_max_steps_fails_durably_as_locally(
     assert durable.text == "b(go)"
     assert durable.errors["looper"].startswith("Error: the step's run stopped at its limit")
     _replays(history)
+
+
+def test_the_first_agents_stop_conditions_stop_the_target_durably_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """triage's stop callable stops refunds after the handoff (before its token_budget would), as locally."""
+    durable, history, _ = _run_like_local(
+        temporal_app.kept_stops, "kept-stops-1", server, tmp_path, monkeypatch
+    )
+    assert (durable.finish_reason, durable.agent, durable.state.usage.requests) == (
+        "stop_condition",
+        "refunds",
+        3,
+    )
+    assert durable.state.config.stop_when == (TokenBudget(2000),)  # the budget goes on too
+    _replays(history)
+
+
+def test_a_cycle_drops_the_conditions_of_the_agent_that_handed_back_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """looped -> ponger -> looped: ponger's budget and callable stop nothing after it hands back; max_steps ends both runs alike."""
+    durable, history, _ = _run_like_local(
+        temporal_app.looped, "looped-1", server, tmp_path, monkeypatch
+    )
+    assert (durable.finish_reason, durable.agent, durable.state.usage.requests) == (
+        "max_steps",
+        "looped",
+        6,
+    )
+    assert durable.state.config.stop_when == ()
+    _replays(history)
+
+
+def test_a_chain_drops_the_middle_agents_conditions_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """opener -> middle -> closer: closer runs under the first agent's conditions, not middle's, as locally."""
+    durable, history, _ = _run_like_local(
+        temporal_app.relayed_stops, "relayed-stops-1", server, tmp_path, monkeypatch
+    )
+    assert (durable.finish_reason, durable.agent, durable.state.usage.requests) == (
+        "max_steps",
+        "closer",
+        5,
+    )
+    assert durable.state.config.stop_when == (TokenBudget(100000),)
+    _replays(history)
+
+
+def test_an_unfit_input_filter_fails_the_durable_run_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter leaving a tool result without its call fails the run before refunds' model runs, as locally."""
+    durable = _failing(temporal_app.orphaned, "orphaned-1", RunError, server, tmp_path, monkeypatch)
+    assert "returned a conversation no provider takes" in str(durable)
+    assert durable.state is not None
+    assert durable.state.agent == "orphaned"

@@ -214,6 +214,24 @@ def refuse_setting(key: str, provider: str, instead: str) -> NoReturn:
     )
 
 
+def no_equivalent(key: str, api: str) -> ModelConfigError:
+    """The error for the setting ``key``, which ``api`` (``"the Anthropic Messages API"``) lacks.
+
+    Where it comes from, and how to drop it from there: the agent's settings
+    (`Agent.evolve` merges ``settings=``; ``key=None`` is not sent), or
+    the state of a resumed run, which sends the settings it started with.
+    """
+    return ModelConfigError(
+        f"the setting {key!r} has no equivalent in {api}. It comes from the agent's "
+        f"settings (agent.evolve({key}=None) stops sending it: settings={{...}} merges, "
+        f"settings={{}} changes nothing) or, in a resumed run, from the settings its state stored when it "
+        f"started, which a resume keeps: resume that run with a model of the provider it "
+        f"started on, or start a new run from its messages with an agent without "
+        f"{key!r} (agent.evolve(model=..., {key}=None).run(prompt, "
+        f"history=state.messages), once no call of it waits)"
+    )
+
+
 #: What a `refuse_setting` says to use instead of ``stream``: a blocking call
 #: given ``stream=True`` would be answered with a stream it cannot read.
 STREAM_INSTEAD = (

@@ -41,11 +41,11 @@ from toolfold.runtime.core._messages import Message, freeze
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._handoff import Handover
+from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._context import DepsT
-from toolfold.toolkit._tool import Tool
+from toolfold.toolkit._tool import Tool, is_async_callable
 
 Observer = Callable[[Event], object]
 StepObserver = Callable[[Step], object]
@@ -303,6 +303,15 @@ class Agent(Generic[DepsT, OutputT_co]):
                     f"the input_filter of the handoff to {spec.target!r} is a function of the "
                     f"conversation, got {type(spec.input_filter).__name__}"
                 )
+            if is_async_callable(spec.input_filter):
+                from toolfold.runtime._agent_tool import function_name  # (it imports this)
+
+                raise UsageError(
+                    f"the input_filter of the handoff to {spec.target!r} is a plain function "
+                    f"of the conversation, got the async function "
+                    f"{function_name(spec.input_filter)!r}: a run calls it without awaiting "
+                    f"it; make it a plain def"
+                )
         return specs
 
     def handoff_graph(self) -> Mapping[str, Agent]:
@@ -429,16 +438,24 @@ class Agent(Generic[DepsT, OutputT_co]):
 
         ``listed``: the tools of its sources, which the driver opened for the
         run; ``graph``: the run's handoff graph, where its handoffs by name go.
+        The live stop conditions of the agent that began the run (or the
+        resume: its callables, and those a resume gave) go on bounding it beside
+        this agent's own, as its stored ones do (`handed_off`), like the run's
+        step limit: a handoff is no way out of them. Those of an agent handed
+        to since are its own: they do not follow the run (as on Temporal).
         """
         agent = self._with(listed) if self._sources else self
         options = agent._run_options(graph)
+        own = (*options.stop_when, *options.config.stop_when)
+        first = current.stop_when if current.first_stop_when is None else current.first_stop_when
         live = options.live(
             deps=current.deps,
             on_event=current.on_event,
             on_step=current.on_step,
+            stop_when=tuple(c for c in first if c not in own),
             handoffs=agent._handovers(graph),
         )
-        return options.config, live
+        return options.config, attrs.evolve(live, first_stop_when=first)
 
     def _for_state(self, state: RunState) -> Agent:
         """The agent of the handoff graph that runs ``state`` now."""
@@ -746,9 +763,16 @@ class Agent(Generic[DepsT, OutputT_co]):
         if not isinstance(state, RunState):  # a Response, its JSON, None
             raise not_a_state(function, state)
         graph = self._graph_or_none()
-        if answers.max_steps is None and state.agent not in (None, self.name):
+        handed = state.agent not in (None, self.name)
+        if answers.max_steps is None and handed:
             # the run's limit is its first agent's, whoever runs it after handoffs
             answers = answers._replace(max_steps=self.max_steps)
+        # So are its stop conditions: its callables are live (not stored), and a
+        # state stored before a handoff kept them holds none of its data ones.
+        mine = (*self._options.stop_when, *self._options.config.stop_when) if handed else ()
+        # An agent resuming a run another agent started and handed to it is not
+        # its first agent: its conditions stop nothing once it hands the run on.
+        relayed = not handed and started_by(state) not in (None, self.name)
         failed = state.phase == "failed"
         if failed:  # retried as a workflow's failed step is (see `retry_state`)
             state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
@@ -759,6 +783,17 @@ class Agent(Generic[DepsT, OutputT_co]):
             live, resumed_state = resumed(
                 state, options, **answers._asdict(), continued=continued, failed=failed
             )
+            if handed:  # this agent's bound the run beside the running one's, as after a handoff
+                kept = resumed_state.config.stop_when
+                added = tuple(c for c in mine if c not in live.stop_when and c not in kept)
+                started = started_config(resumed_state).stop_when
+                live = attrs.evolve(
+                    live,
+                    stop_when=(*live.stop_when, *added),
+                    first_stop_when=tuple(c for c in mine if c not in started),
+                )
+            elif relayed:  # (None would make its callables the first agent's)
+                live = attrs.evolve(live, first_stop_when=())
             return agent._live(live, graph), resumed_state
 
         return self._for_state(state), begin

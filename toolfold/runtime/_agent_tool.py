@@ -33,7 +33,7 @@ from toolfold.runtime.drive._executor import (
 from toolfold.runtime.drive._failures import not_started_text, stopped_content
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import MADE_AS, Tool
+from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 if TYPE_CHECKING:
     from toolfold.runtime._agent import Agent
@@ -59,6 +59,12 @@ def agent_tool(
         raise UsageError(
             f"as_tool(output=...) takes a function of the sub-run's Response, "
             f"got {type(output).__name__}"
+        )
+    if output is not None and is_async_callable(output):
+        raise UsageError(
+            f"as_tool(output=...) takes a plain function of the sub-run's Response, got the "
+            f"async function {function_name(output)!r}: the tool calls it without awaiting "
+            f"it; make it a plain def"
         )
     made_by = AsTool(spec, name, description, input_type, requires_approval, timeout, output)
     if isinstance(spec, Agent):

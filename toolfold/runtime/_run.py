@@ -57,7 +57,7 @@ from toolfold.runtime.drive._shells import (
 )
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
-from toolfold.toolkit._tool import Tool, build_hooks
+from toolfold.toolkit._tool import Tool, build_hooks, is_async_callable
 
 MessagesInput = str | Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]]
 
@@ -180,6 +180,15 @@ def split_stop(
         if isinstance(condition, (MaxSteps, TokenBudget, ToolCalled)):
             data.append(condition)
         elif callable(condition):
+            if is_async_callable(condition):  # its coroutine, never awaited, is truthy
+                from toolfold.runtime._agent_tool import function_name  # (it imports this)
+
+                raise UsageError(
+                    f"stop_when takes plain functions of the run's state, got the async "
+                    f"function {function_name(condition)!r}: a run calls its conditions without "
+                    f"awaiting them (its coroutine would stop the run at once); make it a "
+                    f"plain def"
+                )
             live.append(condition)
         else:  # found now, not after the first step
             raise UsageError(

@@ -33,6 +33,7 @@ _FORMATS: dict[str, tuple[str, ...]] = {
     "email": ("user@example.com", "a@example.com", "a@b.co", "a@b"),
     "uri": ("https://example.com", "https://a.co", "a:b"),
     "duration": ("P1D",),
+    "decimal": ("0.5", "0"),  # (a Decimal parameter's: toolfold's own format, text)
     "ipv4": ("192.0.2.1", "1.1.1.1", "198.51.100.1", "203.0.113.100", "255.255.255.255"),
     "ipv6": ("2001:db8::1", "::1", "2001:db8:0:0:0:0:0:1"),
     "hostname": ("example.com", "a.co", "a"),

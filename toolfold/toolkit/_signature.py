@@ -162,11 +162,41 @@ def _hint_target(fn: Any) -> Any:
     if isinstance(fn, functools.partial):
         return _hint_target(fn.func)
     if isinstance(fn, type):
+        declared = _declared_signature(fn)
+        if declared is not None:
+            return declared
         init = fn.__init__  # type: ignore[misc]
         return init if isinstance(init, types.FunctionType) else fn
     if isinstance(fn, (types.FunctionType, types.MethodType)):
         return fn
     return type(fn).__call__ if callable(fn) else fn
+
+
+def _declared_signature(cls: type) -> types.FunctionType | None:
+    """A function annotated as ``cls.__signature__`` says, when the class declares one.
+
+    Its parameters are read from that signature (`inspect.signature` prefers it
+    to ``__init__``, which may take ``**data`` alone): so are their hints, or a
+    parameter the signature annotates reads as unannotated. None without one.
+    """
+    declared = getattr(cls, "__signature__", None)
+    if not isinstance(declared, inspect.Signature):
+        return None
+    annotations = {
+        p.name: p.annotation for p in declared.parameters.values() if p.annotation is not p.empty
+    }
+    if declared.return_annotation is not declared.empty:
+        annotations["return"] = declared.return_annotation
+    module = sys.modules.get(cls.__module__)
+
+    def signed() -> None: ...
+
+    function = types.FunctionType(
+        signed.__code__, vars(module) if module is not None else {}, cls.__name__
+    )
+    function.__annotations__ = annotations
+    function.__qualname__ = cls.__qualname__
+    return function
 
 
 def _documentation(fn: Any, style: str) -> ParsedDocstring:

@@ -36,6 +36,7 @@ from toolfold.adapters._codec import (
     inline_media,
     media_marker,
     named_tool,
+    no_equivalent,
     place_shared_setting,
     url_excerpt,
 )
@@ -283,9 +284,7 @@ def _add_settings(body: Body, settings: Mapping[str, Any], tool_choice: str | No
             _own_setting(body, key, value, settings, tool_choice)
             continue
         if key in UNSUPPORTED_SETTINGS:
-            raise ModelConfigError(
-                f"the setting {key!r} has no equivalent in the Anthropic Messages API; remove it"
-            )
+            raise no_equivalent(key, "the Anthropic Messages API")
         if key == "stop" and isinstance(value, str):
             value = [value]
         body[RENAMED_SETTINGS.get(key, key)] = value

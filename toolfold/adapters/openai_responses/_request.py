@@ -44,6 +44,7 @@ from toolfold.adapters._codec import (
     inline_media,
     media_marker,
     named_tool,
+    no_equivalent,
     place_shared_setting,
 )
 from toolfold.adapters._dialects import CompiledTool, compile_tool
@@ -121,9 +122,7 @@ def build_body(
             _own_setting(body, key, value)
             continue
         if openai and key in UNSUPPORTED_SETTINGS:
-            raise ModelConfigError(
-                f"the setting {key!r} has no equivalent in the OpenAI Responses API; remove it"
-            )
+            raise no_equivalent(key, "the OpenAI Responses API")
         field = RENAMES.get(key, key)
         if openai and field == "max_output_tokens":
             _check_output_tokens(key, value)

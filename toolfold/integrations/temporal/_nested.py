@@ -133,11 +133,24 @@ class Node:
         name = transfer_called(state, self.transfers) if self.transfers else None
         return None if name is None else self.team[self.transfers[name].agent].node
 
-    def hand_off(self, state: RunState) -> tuple[Node, RunState] | None:
+    def hand_off(
+        self,
+        state: RunState,
+        keep_stops: Callable[[], bool],
+        refuse_unfit: Callable[[], bool],
+    ) -> tuple[Node, RunState] | None:
         """The node and state after the handoff the last step asked for, if it asked for one.
 
+        ``keep_stops``: whether the target gets the stored stop conditions of the
+        run's first agent (as locally), asked only when they differ from the tree
+        budgets of the run's configuration (runs recorded before kept only those:
+        they replay so). ``refuse_unfit``: whether a
+        conversation its input filter returned that no provider takes is refused
+        (as locally), asked only for such a conversation.
+
         Raises:
-            RunError: The handoff's ``input_filter`` raised or returned no messages (as locally).
+            RunError: The handoff's ``input_filter`` raised, returned no messages, or
+                returned a conversation no provider takes (as locally).
         """
         name = transfer_called(state, self.transfers) if self.transfers else None
         if name is None:
@@ -146,7 +159,13 @@ class Node:
         target = self.team[transfer.agent].node
         assert target.config is not None, "an agent's node has its configuration"
         event = handed_off(
-            state, transfer.agent, target.config, transfer.input_filter, self.transfers
+            state,
+            transfer.agent,
+            target.config,
+            transfer.input_filter,
+            self.transfers,
+            keep_stops=keep_stops,
+            refuse_unfit=refuse_unfit,
         )
         return target, reduce(state, event)
 

@@ -116,6 +116,17 @@ UNFIT_OUTPUT_FAILS = "toolfold-unfit-output-fails"
 """The `workflow.patched` id of failing a run at once when its answer did not fit the output
 type and the provider ended it with a refusal or at the token limit (`_output.rejection`;
 runs recorded before sent it back to the model up to ``output_retries`` times: they replay so)."""
+HANDOFF_KEEPS_STOPS = "toolfold-handoff-keeps-stops"
+"""The `workflow.patched` id of a handoff keeping the stop conditions of the run's first
+agent, as a local run does: its stored ones (`started_config`) go into the target's
+configuration beside the target's own, and its live predicates go on being checked beside
+the running agent's (runs recorded before kept only the tree budgets of the run's
+configuration and checked the running agent's predicates: they replay so)."""
+FILTERED_CONVERSATION_CHECKED = "toolfold-filtered-conversation-checked"
+"""The `workflow.patched` id of refusing a handoff whose input filter returned a conversation
+no provider takes (a tool result answering no call...), as a local run does, with a
+`RunError` naming the filter (runs recorded before sent it to the model, or refused only
+calls without results, in the reducer: they replay so)."""
 DURABLE_BOUND_KEYS = "toolfold-durable-bound-keys"
 """The `workflow.patched` id of an update's bound approval keys (`approval_key`) read as a
 local resume reads them, the one call each was made for (runs recorded before refused them
@@ -418,7 +429,7 @@ class AgentWorkflow:
                 if switched is not None:  # the step asked for a handoff: the next agent goes on
                     node, state = switched
                     continue
-                stop = _stop(node, state)
+                stop = _stop(node, state, first)
                 if stop is not None:
                     state = reduce(state, stop)
                     continue
@@ -463,7 +474,7 @@ class AgentWorkflow:
                     raise ApplicationError(
                         str(exc), type=type(exc).__name__, non_retryable=True
                     ) from None
-        return node.hand_off(state)
+        return node.hand_off(state, _keeps_stops, _refuses_unfit)
 
     def _listed(self, first: Node, path: tuple[str, ...]) -> Node:
         """``first`` with the tools its sources, and those of the handoff targets reached, listed."""
@@ -1057,15 +1068,32 @@ def _encoded_size(value: Any) -> int:
     return Payloads(payloads=workflow.payload_converter().to_payloads([value])).ByteSize()
 
 
-def _stop(node: Node, state: RunState) -> StopRequested | None:
+def _keeps_stops() -> bool:
+    return workflow.patched(HANDOFF_KEEPS_STOPS)
+
+
+def _refuses_unfit() -> bool:
+    return workflow.patched(FILTERED_CONVERSATION_CHECKED)
+
+
+def _stop(node: Node, state: RunState, first: Node) -> StopRequested | None:
     """The stop recorded when a live stop predicate ends the run before this model call.
 
-    As a local run checks. The predicates run in workflow code: they must be deterministic.
+    As a local run checks: the running agent's predicates, and after a handoff
+    those of the run's ``first`` agent too. The predicates run in workflow code:
+    they must be deterministic.
     """
-    if not node.stop_when or state.turn_steps == 0:
+    if state.turn_steps == 0:
+        return None
+    predicates = node.stop_when
+    if first.agent != node.agent:
+        extra = tuple(p for p in first.stop_when if p not in predicates)
+        if extra and _keeps_stops():
+            predicates = (*predicates, *extra)
+    if not predicates:
         return None
     try:
-        return stop_event(state, node.stop_when)
+        return stop_event(state, predicates)
     except Exception as exc:
         raise ApplicationError(
             f"a stop_when condition of agent {node.name!r} raised {describe_exception(exc)}",

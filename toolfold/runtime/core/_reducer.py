@@ -452,6 +452,21 @@ def _unanswered_calls(messages: tuple[Message, ...]) -> list[str]:
     return missing
 
 
+def handed_conversation_problem(messages: tuple[Message, ...]) -> str:
+    """What keeps a handoff's filtered conversation from any provider ("" if nothing).
+
+    A tool call left without its result, or what `history_problem` refuses
+    in a new run's history (a result that answers no call...). Checked where
+    a run hands off (`toolfold.runtime.drive._handoff.handed_off`); `HandedOff`
+    itself refuses only the calls without results, so a stored log replays as
+    it did.
+    """
+    unanswered = _unanswered_calls(messages)
+    if unanswered:
+        return f"it has tool calls without results: {', '.join(unanswered)}"
+    return history_problem(messages)
+
+
 def history_problem(messages: Iterable[Message]) -> str:
     """What in a new run's history is not a well-formed conversation ("" if nothing), beyond `RunStarted`'s checks.
 

@@ -107,6 +107,18 @@ def input_filter_returned(what: str, problem: str, state: RunState) -> RunError:
     )
 
 
+def input_filter_unfit(what: str, problem: str, state: RunState) -> RunError:
+    """The error of a run whose ``what`` (a handoff's input filter) returned a conversation
+    no provider takes (``problem``: `handed_conversation_problem`)."""
+    return RunError(
+        f"the {what} returned a conversation no provider takes: {problem}; keep each "
+        f"assistant message that calls tools together with the tool message of its results, "
+        f"or drop both (toolfold.drop_tool_calls does); the error's state is "
+        f"{_RESUMING['input_filter']}",
+        state,
+    )
+
+
 def raise_tool_error(
     state: RunState,
     outcomes: Sequence[ToolOutcome],

@@ -22,12 +22,17 @@ import attrs
 
 from toolfold._errors import RunError
 from toolfold.runtime.core._config import RunConfig
-from toolfold.runtime.core._events import HandedOff, ToolReturned
+from toolfold.runtime.core._events import HandedOff, RunStarted, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
+from toolfold.runtime.core._reducer import handed_conversation_problem
 from toolfold.runtime.core._state import CallState, RunState
 from toolfold.runtime.core._stop import is_tree_budget, stopping_condition
 from toolfold.runtime.drive._executor import ToolOutcome
-from toolfold.runtime.drive._failures import input_filter_returned, observer_failure
+from toolfold.runtime.drive._failures import (
+    input_filter_returned,
+    input_filter_unfit,
+    observer_failure,
+)
 
 if TYPE_CHECKING:
     from toolfold.runtime.drive._loop import Live
@@ -182,8 +187,18 @@ def handed_off(
     config: RunConfig,
     input_filter: Callable[[tuple[Message, ...]], Any] | None,
     transfers: Container[str],
+    *,
+    keep_stops: Callable[[], bool] | None = None,
+    refuse_unfit: Callable[[], bool] | None = None,
 ) -> HandedOff:
     """The event handing ``state`` to ``agent`` (its ``config``), the conversation filtered.
+
+    The stored stop conditions of the run's first agent (`started_config`)
+    bound the whole turn, as its step limit does: ``config`` (the target's
+    own) gets those it lacks. A condition of an agent handed to since is its
+    own and does not follow the run. ``keep_stops`` False (asked only when it
+    makes a difference): the tree budgets of the run's configuration instead,
+    as a durable run recorded before replays.
 
     ``agent`` is the target of the last step's first successful call among
     ``transfers`` (see `transfer_called`). The step's other successful
@@ -192,8 +207,12 @@ def handed_off(
     granted later): the conversation the event carries answers those.
 
     Raises:
-        RunError: ``input_filter`` raised or returned no messages; ``.state`` is
-            the run before the handoff.
+        RunError: ``input_filter`` raised, returned no messages, or returned a
+            conversation no provider takes (`handed_conversation_problem`: a
+            tool result answering no call, a call without its result), unless
+            ``refuse_unfit`` says not to (a durable run recorded before such a
+            conversation was refused replays as it ran); ``.state`` is the run
+            before the handoff.
     """
     messages = _not_transferred(state, agent, transfers)
     if input_filter is not None:
@@ -215,15 +234,33 @@ def handed_off(
                 f"message); the error's state is the run before the handoff",
                 state,
             )
+        problem = handed_conversation_problem(messages)
+        if problem and (refuse_unfit is None or refuse_unfit()):
+            raise input_filter_unfit(f"input_filter of the handoff to {agent!r}", problem, state)
     # The run's step limit (its first agent's, or the one given to resume) bounds
     # the whole turn, handoffs included: a cycle cannot reset it.
     if config.max_steps != state.config.max_steps:  # evolving checks the whole config again
         config = attrs.evolve(config, max_steps=state.config.max_steps)
-    # So does a tree budget: it bounds the tree's tokens, whichever agent spends them.
-    kept = [c for c in state.config.stop_when if is_tree_budget(c) and c not in config.stop_when]
+    # So do the stop conditions it started with (its first agent's, tree budgets
+    # included, and the tree budget a caller gave a sub-run): a handoff is no way
+    # out of them. Those of an agent handed to since, a tree budget too, stay with
+    # it when it hands the run on (as on Temporal); a history recorded before
+    # (``keep_stops`` False) carried the running agent's tree budgets on instead.
+    kept = [c for c in started_config(state).stop_when if c not in config.stop_when]
+    if keep_stops is not None:
+        before = [c for c in state.config.stop_when if is_tree_budget(c)]
+        before = [c for c in before if c not in config.stop_when]
+        if kept != before and not keep_stops():
+            kept = before
     if kept:
         config = attrs.evolve(config, stop_when=(*config.stop_when, *kept))
     return HandedOff(agent, config, messages)
+
+
+def started_config(state: RunState) -> RunConfig:
+    """The configuration ``state``'s run started with (its first agent's, in `RunStarted`)."""
+    first = state.log[0] if len(state.log) else None
+    return first.config if isinstance(first, RunStarted) else state.config
 
 
 def _not_transferred(

@@ -154,6 +154,10 @@ class Live:
         on_tool_error: ``"return"`` (the model sees the error) or ``"raise"``.
         max_concurrency: Calls of one step allowed to run at once.
         stop_when: Stop predicates that are live callables.
+        first_stop_when: The live conditions of the agent that began the run
+            (or the resume), which bound the whole turn across handoffs beside
+            each agent's own (see `Agent._takes_over`), or None when no
+            handoff happened since: ``stop_when`` are them.
         announce_start: The run has just started: ``on_event`` sees its
             `RunStarted` first.
         name: The agent's name, for traces (None when it has none).
@@ -186,6 +190,7 @@ class Live:
     on_tool_error: OnToolError = "return"
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     stop_when: tuple[StopPredicate, ...] = ()
+    first_stop_when: tuple[StopPredicate, ...] | None = None
     announce_start: bool = False
     name: str | None = None
     handoffs: Mapping[str, Handover] = attrs.field(factory=dict)
