@@ -1,0 +1,233 @@
+"""pydantic v2 models as tool parameters and output types, without depending on pydantic.
+
+pydantic is recognised only when a type is given: a class is a model when
+pydantic is imported already (``sys.modules``) and the class derives from its
+``BaseModel``; ``import toolfold`` never imports pydantic.
+
+- The schema is the model's own (``model_json_schema()``, validation mode, by
+  alias), brought to toolfold's conventions: no ``title``\\ s, nested models
+  inlined (``$defs`` only for the models that refer back to themselves, in the
+  root's ``$defs`` as for dataclasses), ``additionalProperties: false`` on a
+  model's object unless the model allows extra keys, and the class docstring
+  read as for a dataclass (its summary; an ``Attributes:`` section describes
+  the fields that ``Field(description=...)`` does not).
+- A value is made by ``Model.model_validate(value)`` (after the schema check),
+  so the model's validators run; a ``ValidationError`` is listed problem by
+  problem at the paths its ``loc`` names (`validation_problems`).
+- A value is written as ``model_dump(mode="json")``.
+"""
+
+from __future__ import annotations
+
+import sys
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+if typing.TYPE_CHECKING:
+    from toolfold.toolkit._schema import SchemaContext
+
+_REF = "#/$defs/"
+
+# Keywords whose value is one schema, a list of schemas, or a mapping of names to schemas.
+_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "patternProperties", "dependentSchemas")
+
+
+def is_model(tp: Any) -> bool:
+    """Whether ``tp`` is a pydantic v2 model class (False when pydantic is not imported)."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(tp, type):
+        return False
+    base = getattr(pydantic, "BaseModel", None)
+    try:
+        return base is not None and tp is not base and issubclass(tp, base)
+    except TypeError:
+        return False
+
+
+def is_validation_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a pydantic ``ValidationError`` (pydantic_core's class)."""
+    core = sys.modules.get("pydantic_core")
+    error = getattr(core, "ValidationError", None) if core is not None else None
+    return error is not None and isinstance(exc, error)
+
+
+def validation_problems(exc: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+    """The problems a pydantic ``ValidationError`` lists, at ``path`` + each error's ``loc``."""
+    from toolfold.toolkit._problems import short_repr
+
+    found: list[tuple[tuple[Any, ...], str]] = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error.get("loc", ()))
+        message = str(error.get("msg", "invalid value"))
+        if error.get("type") == "missing":
+            where = (*path, *loc[:-1])
+            found.append((where, f"{loc[-1]!r} is a required property" if loc else message))
+            continue
+        if "input" in error and error.get("type") not in ("value_error", "assertion_error"):
+            message += f" (got {short_repr(error['input'])})"
+        found.append(((*path, *loc), message))
+    return found
+
+
+def structure_model(value: Any, tp: Any) -> Any:
+    """The model ``tp`` made from validated JSON data (its validators run)."""
+    return tp.model_validate(value)
+
+
+def unstructure_model(value: Any) -> Any:
+    """A model as JSON data."""
+    return value.model_dump(mode="json")
+
+
+def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
+    """The schema of model ``cls`` in toolfold's conventions (see the module's docstring).
+
+    A model the schema cannot be made of (a field of a type pydantic cannot
+    describe) is a problem of ``ctx``.
+    """
+    try:
+        raw: dict[str, Any] = cls.model_json_schema()  # type: ignore[attr-defined]
+    except Exception as exc:  # pydantic's PydanticInvalidForJsonSchema, a forward reference...
+        from toolfold.toolkit._results import describe_exception
+
+        return ctx.problem(
+            f"pydantic cannot make the JSON Schema of {cls.__qualname__}: {describe_exception(exc)}"
+        )
+    defs: dict[str, Any] = raw.pop("$defs", {})
+    classes = _model_classes(cls)
+    recursive = _recursive(defs)
+    names: dict[str, str] = {}
+    new: list[str] = []
+    for name in sorted(recursive):
+        names[name], is_new = ctx.add_def(classes.get(name, (cls, name)), name)
+        if is_new:
+            new.append(name)
+    normal = _Normaliser(defs, recursive, names, classes)
+    for name in new:
+        ctx.defs[names[name]] = normal.schema(defs[name], name)
+    made: dict[str, Any] = normal.schema(raw, None, root=None if raw.get("$ref") else cls)
+    return made
+
+
+class _Normaliser:
+    """Rewrites pydantic's schema nodes: inlines refs, drops titles, closes objects."""
+
+    def __init__(
+        self,
+        defs: dict[str, Any],
+        recursive: set[str],
+        names: dict[str, str],
+        classes: dict[str, type],
+    ) -> None:
+        self._defs = defs
+        self._recursive = recursive
+        self._names = names
+        self._classes = classes
+
+    def schema(self, node: Any, def_name: str | None = None, root: type | None = None) -> Any:
+        if not isinstance(node, dict):
+            return node
+        node = dict(node)
+        ref = node.pop("$ref", None)
+        if isinstance(ref, str) and ref.startswith(_REF):
+            name = ref[len(_REF) :]
+            if name in self._recursive:
+                node = {"$ref": _REF + self._names[name], **node}
+            elif name in self._defs:
+                inlined = self.schema(self._defs[name], name)
+                inlined.update(node)  # a field's description, default beside the ref
+                node = inlined
+        node.pop("title", None)
+        for key in _ONE:
+            if isinstance(node.get(key), dict):
+                node[key] = self.schema(node[key])
+        for key in _LIST:
+            if isinstance(node.get(key), list):
+                node[key] = [self.schema(item) for item in node[key]]
+        for key in _MAP:
+            if isinstance(node.get(key), dict):
+                node[key] = {k: self.schema(v) for k, v in node[key].items()}
+        if "properties" in node and "additionalProperties" not in node:
+            node["additionalProperties"] = False
+        cls = root if root is not None else self._classes.get(def_name or "")
+        if cls is not None and "properties" in node:
+            _describe(node, cls)
+        return node
+
+
+def _describe(node: dict[str, Any], cls: type) -> None:
+    """Read ``cls``'s docstring as toolfold reads a dataclass's: its description, and
+    the fields its ``Attributes:`` section describes (``Field(description=...)`` wins)."""
+    from toolfold.toolkit._classes import _class_doc
+    from toolfold.toolkit._docstrings import parse_docstring
+
+    doc = parse_docstring(_class_doc(cls))
+    node.pop("description", None)  # pydantic's: the whole docstring, sections and all
+    if doc.description:
+        node["description"] = doc.description
+    for name, prop in node.get("properties", {}).items():
+        text = doc.attributes.get(name) or doc.params.get(name)
+        if text and isinstance(prop, dict) and "description" not in prop:
+            prop["description"] = text
+    # properties first, as in toolfold's own object schemas
+    ordered: dict[str, Any] = {k: node.pop(k) for k in ("type", "description") if k in node}
+    rest = dict(node)
+    node.clear()
+    node.update(ordered)
+    node.update(rest)
+
+
+def _model_classes(cls: type) -> dict[str, type]:
+    """The models ``cls`` holds (and itself), by the name pydantic gives their ``$defs``."""
+    found: dict[str, type] = {}
+    clashes: set[str] = set()
+    seen: set[int] = set()
+    todo: list[Any] = [cls]
+    while todo:
+        tp = todo.pop()
+        if id(tp) in seen:
+            continue
+        seen.add(id(tp))
+        if is_model(tp):
+            name = tp.__name__
+            if name in found and found[name] is not tp:
+                clashes.add(name)
+            found[name] = tp
+            todo.extend(f.annotation for f in getattr(tp, "model_fields", {}).values())
+        else:
+            todo.extend(typing.get_args(tp))
+    for name in clashes:  # pydantic names these by module: not guessed
+        del found[name]
+    return found
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_REF):
+            yield ref[len(_REF) :]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def _recursive(defs: dict[str, Any]) -> set[str]:
+    """The definitions on a cycle of references (kept as ``$ref``; the others are inlined)."""
+    edges = {name: set(_refs(schema)) & set(defs) for name, schema in defs.items()}
+    cyclic: set[str] = set()
+    for start in defs:
+        todo, seen = list(edges[start]), set()
+        while todo:
+            name = todo.pop()
+            if name == start:
+                cyclic.add(start)
+                break
+            if name not in seen:
+                seen.add(name)
+                todo.extend(edges.get(name, ()))
+    return cyclic
