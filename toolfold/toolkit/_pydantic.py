@@ -19,10 +19,11 @@ pydantic is imported already (``sys.modules``) and the class derives from its
 
 from __future__ import annotations
 
+import json
 import sys
 import typing
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 if typing.TYPE_CHECKING:
     from toolfold.toolkit._schema import SchemaContext
@@ -35,7 +36,7 @@ _LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAP = ("properties", "patternProperties", "dependentSchemas")
 
 
-def is_model(tp: Any) -> bool:
+def is_model(tp: Any) -> TypeGuard[type]:
     """Whether ``tp`` is a pydantic v2 model class (False when pydantic is not imported)."""
     pydantic = sys.modules.get("pydantic")
     if pydantic is None or not isinstance(tp, type):
@@ -73,8 +74,18 @@ def validation_problems(exc: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any
 
 
 def structure_model(value: Any, tp: Any) -> Any:
-    """The model ``tp`` made from validated JSON data (its validators run)."""
-    return tp.model_validate(value)
+    """The model ``tp`` made from validated JSON data (its validators run).
+
+    Validated as the JSON it is (``model_validate_json``): a strict model takes a
+    date from JSON text, which it refuses from a Python str.
+    """
+    if isinstance(value, tp):
+        return value
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):  # not JSON data (a value built in Python): as it is
+        return tp.model_validate(value)
+    return tp.model_validate_json(text)
 
 
 def unstructure_model(value: Any) -> Any:
