@@ -1,0 +1,427 @@
+"""pydantic v2 models as tool parameters, as a tool itself (``tool(Model)``) and as output types."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import subprocess
+import sys
+import uuid
+from typing import Annotated, Any, Literal, Optional
+
+import pydantic
+import pytest
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+import toolfold
+from toolfold import Agent, ArgumentValidationError, RunState, generate_text, tool
+from toolfold.adapters import compile_tool
+from toolfold.testing import ScriptedModel
+
+
+class Unit(enum.Enum):
+    C = "c"
+    F = "f"
+
+
+class Address(BaseModel):
+    street: str = pydantic.Field(description="The street.")
+    zip: int = pydantic.Field(ge=1000, le=99999)
+
+
+class Forecast(BaseModel):
+    """A forecast.
+
+    Attributes:
+        kind: What kind of forecast.
+    """
+
+    city: str = pydantic.Field(description="The city.")
+    days: int = pydantic.Field(ge=1, le=7, description="How many days.")
+    unit: Unit = Unit.C
+    kind: Literal["short", "long"] = "short"
+    address: Optional[Address] = None  # noqa: UP045 (pydantic users write it so)
+
+
+@dataclasses.dataclass
+class DAddress:
+    street: Annotated[str, toolfold.Field(description="The street.")]
+    zip: Annotated[int, toolfold.Field(ge=1000, le=99999)]
+
+
+@dataclasses.dataclass
+class DForecast:
+    """A forecast.
+
+    Attributes:
+        kind: What kind of forecast.
+    """
+
+    city: Annotated[str, toolfold.Field(description="The city.")]
+    days: Annotated[int, toolfold.Field(ge=1, le=7, description="How many days.")]
+    unit: Unit = Unit.C
+    kind: Literal["short", "long"] = "short"
+    address: DAddress | None = None
+
+
+@tool
+def forecast(request: Forecast) -> str:
+    """Forecast the weather.
+
+    Args:
+        request: What to forecast.
+    """
+    return f"{request.city}: {request.days} days"
+
+
+@tool
+def dforecast(request: DForecast) -> str:
+    """Forecast the weather.
+
+    Args:
+        request: What to forecast.
+    """
+    return f"{request.city}: {request.days} days"
+
+
+def _titles(node: Any) -> list[str]:
+    """The ``title`` keywords a schema holds (not properties named title)."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("title"), str):
+            found.append(node["title"])
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for sub in value.values():
+                    found += _titles(sub)
+            elif key not in ("default", "enum", "const"):
+                found += _titles(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _titles(item)
+    return found
+
+
+def test_a_models_schema_is_the_equivalent_dataclasss() -> None:
+    """A model parameter is described as the same dataclass is: no titles, nested model
+    inlined, objects closed, descriptions and bounds kept, docstring attributes read."""
+    assert json.loads(json.dumps(forecast.parameters)) == json.loads(
+        json.dumps(dforecast.parameters)
+    )
+    described = forecast.parameters["properties"]["request"]
+    assert _titles(forecast.parameters) == []
+    assert described["properties"]["days"]["minimum"] == 1
+    assert described["properties"]["kind"]["description"] == "What kind of forecast."
+    assert "$defs" not in forecast.parameters
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "openai-responses", "anthropic", "gemini"])
+def test_a_models_schema_compiles_as_the_dataclasss(dialect: str) -> None:
+    """Each provider's compiler makes of a model parameter what it makes of the dataclass."""
+    made = compile_tool(forecast, dialect)  # type: ignore[arg-type]
+    twin = compile_tool(dforecast, dialect)  # type: ignore[arg-type]
+    assert made.schema_sent == twin.schema_sent
+    assert made.strict == twin.strict
+    assert _titles(made.schema_sent) == []
+
+
+def test_a_strict_compile_closes_a_models_objects() -> None:
+    """OpenAI strict mode takes a model parameter (objects closed, all keys required)."""
+    made = compile_tool(forecast, "openai-chat", strict=True)
+    request = made.schema_sent["properties"]["request"]
+    assert made.strict is True
+    assert request["additionalProperties"] is False
+    assert set(request["required"]) == {"city", "days", "unit", "kind", "address"}
+
+
+class Stay(BaseModel):
+    when: dt.datetime
+    id: uuid.UUID
+    unit: Unit
+    kind: Literal["a", "b"]
+    guests: list[Address]
+
+
+@tool
+def book(stay: Stay, extra: list[Address], maybe: Address | None = None) -> str:
+    """Book a stay.
+
+    Args:
+        stay: The stay.
+        extra: More addresses.
+        maybe: One more, or none.
+    """
+    return "booked"
+
+
+def test_arguments_become_the_model() -> None:
+    """The JSON arguments become the models, their fields of their types; lists and
+    optional models too."""
+    ident = uuid.uuid4()
+    made = book.validate_arguments(
+        {
+            "stay": {
+                "when": "2026-05-01T10:00:00Z",
+                "id": str(ident),
+                "unit": "f",
+                "kind": "b",
+                "guests": [{"street": "Main", "zip": 12345}],
+            },
+            "extra": [{"street": "Side", "zip": 2000}],
+            "maybe": None,
+        }
+    )
+    stay = made["stay"]
+    assert isinstance(stay, Stay)
+    assert stay.when == dt.datetime(2026, 5, 1, 10, tzinfo=dt.timezone.utc)
+    assert stay.id == ident
+    assert stay.unit is Unit.F
+    assert stay.guests == [Address(street="Main", zip=12345)]
+    assert made["extra"] == [Address(street="Side", zip=2000)]
+    assert made["maybe"] is None
+
+
+class Checked(BaseModel):
+    city: str
+    nights: int
+
+    @field_validator("city")
+    @classmethod
+    def _capitalised(cls, value: str) -> str:
+        if not value[:1].isupper():
+            raise ValueError("the city must be capitalised")
+        return value
+
+    @model_validator(mode="after")
+    def _short(self) -> Checked:
+        if self.nights > 30:
+            raise ValueError("at most 30 nights")
+        return self
+
+
+@tool
+def reserve(request: Checked, rooms: list[Checked]) -> str:
+    """Reserve.
+
+    Args:
+        request: The request.
+        rooms: The rooms.
+    """
+    return "ok"
+
+
+def test_a_validators_refusal_is_an_argument_error_at_its_path() -> None:
+    """A field validator's and a model validator's refusals are argument problems at the
+    paths their locs name, every one listed, naming the tool."""
+    with pytest.raises(ArgumentValidationError) as raised:
+        reserve.validate_arguments(
+            {
+                "request": {"city": "paris", "nights": 2},
+                "rooms": [{"city": "Oslo", "nights": 1}, {"city": "Oslo", "nights": 40}],
+            }
+        )
+    assert list(raised.value.errors) == [
+        "$.request.city: Value error, the city must be capitalised",
+        "$.rooms[1]: Value error, at most 30 nights",
+    ]
+    assert "reserve" in raised.value.message_for_model
+
+
+def test_the_model_reads_a_validators_refusal_and_calls_again() -> None:
+    """In a run, the refusal goes back to the model as the call's result; its next call runs."""
+    model = ScriptedModel(
+        [
+            ScriptedModel.call("reserve", {"request": {"city": "paris", "nights": 2}, "rooms": []}),
+            ScriptedModel.call("reserve", {"request": {"city": "Paris", "nights": 2}, "rooms": []}),
+            "Reserved.",
+        ]
+    )
+    response = Agent(model, tools=[reserve]).run("reserve")
+    assert response.text == "Reserved."
+    refused = model.requests[1].messages[-1].tool_results[0]
+    assert refused.is_error
+    assert "$.request.city: Value error, the city must be capitalised" in refused.content
+    assert model.requests[2].messages[-1].tool_results[0].content == "ok"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    on: dt.date
+
+
+@tool
+def plan(strict: Strict) -> str:
+    """Plan.
+
+    Args:
+        strict: A strict model.
+    """
+    return strict.on.isoformat()
+
+
+def test_a_strict_model_takes_its_values_as_json() -> None:
+    """A strict model is given the arguments as the JSON they are: a date from its text."""
+    assert plan.validate_arguments({"strict": {"on": "2026-01-02"}})["strict"].on == dt.date(
+        2026, 1, 2
+    )
+
+
+class Node(BaseModel):
+    value: int
+    children: list[Node] = []
+
+
+@tool
+def walk(tree: Node, other: Node | None = None) -> int:
+    """Walk a tree.
+
+    Args:
+        tree: The tree.
+        other: Another.
+    """
+    return tree.value
+
+
+def test_a_recursive_model_is_one_definition_in_the_roots_defs() -> None:
+    """A model that holds itself is a ``$ref`` to one definition in the root's ``$defs``,
+    as a recursive dataclass is, and its values are structured at any depth."""
+    parameters = walk.parameters
+    assert parameters["properties"]["tree"] == {"$ref": "#/$defs/Node", "description": "The tree."}
+    assert list(parameters["$defs"]) == ["Node"]
+    node = parameters["$defs"]["Node"]
+    assert node["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
+    made = walk.validate_arguments({"tree": {"value": 1, "children": [{"value": 2}]}})
+    assert made["tree"].children[0] == Node(value=2)
+
+
+calls: list[str] = []
+
+
+class Booking(BaseModel):
+    """Book a room.
+
+    Attributes:
+        city: Where.
+    """
+
+    city: str
+    nights: int = pydantic.Field(1, ge=1, description="How many nights.")
+    check_in: dt.date = pydantic.Field(alias="checkIn")
+
+    @model_validator(mode="after")
+    def _noted(self) -> Booking:
+        calls.append(self.city)
+        if self.nights > 30:
+            raise ValueError("at most 30 nights")
+        return self
+
+
+def test_a_model_is_a_tool_of_its_fields() -> None:
+    """``tool(Model)``: its fields (by alias) are the parameters, its docstring the
+    description; the check makes the model (validators run once) and the call returns it."""
+    booking = tool(Booking)
+    assert booking.description == "Book a room."
+    assert booking.parameters == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "Where."},
+            "nights": {
+                "default": 1,
+                "description": "How many nights.",
+                "minimum": 1,
+                "type": "integer",
+            },
+            "checkIn": {"format": "date", "type": "string"},
+        },
+        "required": ["city", "checkIn"],
+        "additionalProperties": False,
+    }
+    calls.clear()
+    made = booking.invoke(booking.validate_arguments({"city": "Oslo", "checkIn": "2026-03-01"}))
+    assert made == Booking(city="Oslo", checkIn=dt.date(2026, 3, 1))
+    assert calls == ["Oslo", "Oslo"]  # the check's, and the comparison's model above
+    with pytest.raises(ArgumentValidationError) as raised:
+        booking.validate_arguments({"city": "Oslo", "checkIn": "2026-03-01", "nights": 31})
+    assert list(raised.value.errors) == ["$: Value error, at most 30 nights"]
+
+
+class Weather(BaseModel):
+    """A forecast."""
+
+    city: str = pydantic.Field(description="The city.")
+    celsius: float = pydantic.Field(ge=-90, le=60)
+    seen: dt.datetime
+
+    @field_validator("city")
+    @classmethod
+    def _capitalised(cls, value: str) -> str:
+        if not value[:1].isupper():
+            raise ValueError("the city must be capitalised")
+        return value
+
+
+_GOOD = '{"city": "Oslo", "celsius": 3, "seen": "2026-01-01T12:00:00Z"}'
+
+
+def test_an_output_model_is_asked_for_and_a_refusal_asked_again() -> None:
+    """``output_type=Model``: its schema is asked for, and an answer its validator refuses
+    goes back to the model with the problem at its path, then the next answer is the model."""
+    model = ScriptedModel(['{"city": "oslo", "celsius": 3, "seen": "2026-01-01T12:00:00Z"}', _GOOD])
+    response = generate_text(model, "go", output_type=Weather, output_retries=2)
+    assert response.output == Weather(
+        city="Oslo", celsius=3, seen=dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+    )
+    spec = model.requests[0].output
+    assert spec is not None
+    assert spec.name == "Weather"
+    assert _titles(spec.schema) == []
+    assert spec.schema["properties"]["city"]["description"] == "The city."
+    feedback = model.requests[1].messages[-1].text
+    assert "- $.city: Value error, the city must be capitalised" in feedback
+
+
+def test_an_output_model_saved_in_a_state_round_trips_and_resumes() -> None:
+    """The state holds the output as JSON; loaded, it equals the saved one, and resuming it
+    rebuilds the model."""
+    done = Agent(ScriptedModel([_GOOD]), output_type=Weather).run("q")
+    assert isinstance(done.output, Weather)
+    assert done.state.output == {"city": "Oslo", "celsius": 3, "seen": "2026-01-01T12:00:00Z"}
+    loaded = RunState.from_json(done.state.to_json())
+    assert loaded == done.state
+    resumed = Agent(ScriptedModel([]), output_type=Weather).resume(loaded)
+    assert resumed.output == done.output
+
+
+def test_a_list_of_models_is_an_output_type() -> None:
+    """``list[Model]`` is asked for wrapped, and read back as models."""
+    response = generate_text(
+        ScriptedModel([f'{{"result": [{_GOOD}]}}']), "go", output_type=list[Weather]
+    )
+    assert [w.city for w in response.output] == ["Oslo"]
+
+
+def test_a_model_default_is_written_as_its_json() -> None:
+    """A parameter defaulting to a model instance shows the model's JSON dump."""
+
+    @tool
+    def ship(to: Address = Address(street="Main", zip=1234)) -> str:  # noqa: B008
+        """Ship.
+
+        Args:
+            to: Where to.
+        """
+        return to.street
+
+    assert ship.parameters["properties"]["to"]["default"] == {"street": "Main", "zip": 1234}
+
+
+def test_import_toolfold_does_not_import_pydantic() -> None:
+    """toolfold recognises models through ``sys.modules``: importing it loads no pydantic."""
+    code = "import sys, toolfold; print('pydantic' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"
