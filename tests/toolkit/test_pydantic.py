@@ -19,6 +19,7 @@ import toolfold
 from toolfold import Agent, ArgumentValidationError, RunState, generate_text, tool
 from toolfold.adapters import compile_tool
 from toolfold.testing import ScriptedModel
+from toolfold.toolkit._pydantic import ModelRefused
 
 
 class Unit(enum.Enum):
@@ -295,6 +296,63 @@ def test_a_recursive_model_is_one_definition_in_the_roots_defs() -> None:
     assert node["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
     made = walk.validate_arguments({"tree": {"value": 1, "children": [{"value": 2}]}})
     assert made["tree"].children[0] == Node(value=2)
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int = 9
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    age: int
+
+
+class Pet(BaseModel):
+    pet: Annotated[Cat | Dog, pydantic.Field(discriminator="kind")]
+    other: Cat | Dog | None = None
+
+
+@tool
+def adopt(request: Pet) -> str:
+    """Adopt a pet.
+
+    Args:
+        request: Which pet.
+    """
+    return request.pet.kind
+
+
+def test_a_tagged_union_is_an_anyof_strict_dialects_take() -> None:
+    """A discriminated union is an ``anyOf`` without OpenAPI's ``discriminator`` (whose
+    mapping names ``$defs`` no longer there), which OpenAI's strict mode takes."""
+    pet = adopt.parameters["properties"]["request"]["properties"]["pet"]
+    assert "discriminator" not in pet
+    assert [branch["properties"]["kind"]["const"] for branch in pet["anyOf"]] == ["cat", "dog"]
+    assert compile_tool(adopt, "openai-chat", strict=True).strict is True
+
+
+def test_a_union_members_name_is_no_part_of_a_problems_path() -> None:
+    """The member a loc names (``dog`` of a tagged union) is left out of the JSON path."""
+
+    class Kennel(BaseModel):
+        pet: Annotated[Cat | Dog, pydantic.Field(discriminator="kind")]
+
+        @field_validator("pet")
+        @classmethod
+        def _none(cls, value: Cat | Dog) -> Cat | Dog:
+            if isinstance(value, Dog):
+                raise ValueError("no dogs today")
+            return value
+
+    with pytest.raises(ArgumentValidationError) as raised:
+        tool(Kennel).validate_arguments({"pet": {"kind": "dog", "age": 3}})
+    assert list(raised.value.errors) == ["$.pet: Value error, no dogs today"]
+    value = {"pet": {"kind": "dog", "age": 3}}
+    errors = [{"type": "value_error", "loc": ("pet", "dog", "age"), "msg": "too old"}]
+    assert ModelRefused(Pet, errors, value).problems(("request",)) == [
+        (("request", "pet", "age"), "too old")
+    ]
 
 
 calls: list[str] = []

@@ -409,18 +409,12 @@ class ArgumentChecker:
 
     def _made(self, arguments: dict[str, Any], model: type) -> dict[str, Any]:
         """The arguments of a pydantic model's own tool, with the model they make."""
-        from toolfold.toolkit._pydantic import (
-            is_validation_error,
-            structure_model,
-            validation_problems,
-        )
+        from toolfold.toolkit._pydantic import ModelRefused, structure_model
 
         try:
             built = structure_model(arguments, model)
-        except Exception as exc:
-            if not is_validation_error(exc):
-                raise
-            self._fail(render(validation_problems(exc, ())))
+        except ModelRefused as refused:
+            self._fail(render(refused.problems(())))
         return ModelArguments(arguments, model, built)
 
     def _build_hooks(self) -> dict[str, tuple[Any, _Hook | None]]:

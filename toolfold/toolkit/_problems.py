@@ -362,10 +362,10 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
         extra = ", ".join(repr(k) for k in sorted(exc.extra_fields))
         noun = "property" if len(exc.extra_fields) == 1 else "properties"
         return [(path, f"unexpected {noun} {extra}")]
-    from toolfold.toolkit._pydantic import is_validation_error, validation_problems
+    from toolfold.toolkit._pydantic import ModelRefused
 
-    if is_validation_error(exc):  # a pydantic model's: each error at the path its loc names
-        return validation_problems(exc, path)
+    if isinstance(exc, ModelRefused):  # a pydantic model's: each error at the path its loc names
+        return exc.problems(path)
     if isinstance(exc, UnionStructureError):
         tried = "; ".join(
             f"as {type_name(arm)}: {_leaf_message(sub, arm)}" for arm, sub in exc.errors

@@ -8,12 +8,13 @@ pydantic is imported already (``sys.modules``) and the class derives from its
   alias), brought to toolfold's conventions: no ``title``\\ s, nested models
   inlined (``$defs`` only for the models that refer back to themselves, in the
   root's ``$defs`` as for dataclasses), ``additionalProperties: false`` on a
-  model's object unless the model allows extra keys, and the class docstring
+  model's object unless the model allows extra keys, a tagged union's ``oneOf``
+  an ``anyOf`` (without OpenAPI's ``discriminator``), and the class docstring
   read as for a dataclass (its summary; an ``Attributes:`` section describes
   the fields that ``Field(description=...)`` does not).
-- A value is made by ``Model.model_validate(value)`` (after the schema check),
-  so the model's validators run; a ``ValidationError`` is listed problem by
-  problem at the paths its ``loc`` names (`validation_problems`).
+- A value is made by ``Model.model_validate_json`` of the JSON (after the schema
+  check), so the model's validators run; a ``ValidationError`` is listed problem by
+  problem at the path its ``loc`` names (`ModelRefused`).
 - A value is written as ``model_dump(mode="json")``.
 """
 
@@ -55,22 +56,57 @@ def is_validation_error(exc: BaseException) -> bool:
     return error is not None and isinstance(exc, error)
 
 
-def validation_problems(exc: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
-    """The problems a pydantic ``ValidationError`` lists, at ``path`` + each error's ``loc``."""
-    from toolfold.toolkit._problems import short_repr
+class ModelRefused(ValueError):
+    """A pydantic model refused a value: its errors, with the value they are about.
 
-    found: list[tuple[tuple[Any, ...], str]] = []
-    for error in exc.errors(include_url=False):
-        loc = tuple(error.get("loc", ()))
-        message = str(error.get("msg", "invalid value"))
-        if error.get("type") == "missing":
-            where = (*path, *loc[:-1])
-            found.append((where, f"{loc[-1]!r} is a required property" if loc else message))
-            continue
-        if "input" in error and error.get("type") not in ("value_error", "assertion_error"):
-            message += f" (got {short_repr(error['input'])})"
-        found.append(((*path, *loc), message))
-    return found
+    Attributes:
+        model: The model class.
+        errors: The ``ValidationError``'s ``errors()``.
+        value: The value the model was given (its JSON data).
+    """
+
+    def __init__(self, model: type, errors: list[Any], value: Any) -> None:
+        super().__init__(f"{model.__qualname__} refused the value: {len(errors)} problem(s)")
+        self.model = model
+        self.errors = errors
+        self.value = value
+
+    def problems(self, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+        """Each error at ``path`` + the JSON path its ``loc`` names.
+
+        A ``loc`` also names the union member a value was tried as (``dog`` of a
+        tagged union, ``Cat`` of another): no key of the value, so left out of the path.
+        """
+        from toolfold.toolkit._problems import short_repr
+
+        found: list[tuple[tuple[Any, ...], str]] = []
+        for error in self.errors:
+            loc = tuple(error.get("loc", ()))
+            message = str(error.get("msg", "invalid value"))
+            if error.get("type") == "missing" and loc:
+                where = (*path, *_json_path(self.value, loc[:-1]))
+                found.append((where, f"{loc[-1]!r} is a required property"))
+                continue
+            if "input" in error and error.get("type") not in _SAID:
+                message += f" (got {short_repr(error['input'])})"
+            found.append(((*path, *_json_path(self.value, loc)), message))
+        return found
+
+
+# Errors whose message says what was wrong with the value already (a validator's own).
+_SAID = frozenset({"value_error", "assertion_error"})
+
+
+def _json_path(value: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The keys and indexes of ``loc`` that walk ``value`` (the others name union members)."""
+    path: list[Any] = []
+    for item in loc:
+        is_key = isinstance(value, dict) and item in value
+        is_index = isinstance(value, list) and type(item) is int and 0 <= item < len(value)
+        if is_key or is_index:
+            value = value[item]
+            path.append(item)
+    return tuple(path)
 
 
 def structure_model(value: Any, tp: Any) -> Any:
@@ -78,14 +114,22 @@ def structure_model(value: Any, tp: Any) -> Any:
 
     Validated as the JSON it is (``model_validate_json``): a strict model takes a
     date from JSON text, which it refuses from a Python str.
+
+    Raises:
+        ModelRefused: The model's validation failed (its ``ValidationError`` is the cause).
     """
     if isinstance(value, tp):
         return value
     try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):  # not JSON data (a value built in Python): as it is
-        return tp.model_validate(value)
-    return tp.model_validate_json(text)
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):  # not JSON data (a value built in Python): as it is
+            return tp.model_validate(value)
+        return tp.model_validate_json(text)
+    except ValueError as exc:  # (pydantic's ValidationError is a ValueError)
+        if not is_validation_error(exc):
+            raise
+        raise ModelRefused(tp, exc.errors(include_url=False), value) from exc  # type: ignore[attr-defined]
 
 
 def unstructure_model(value: Any) -> Any:
@@ -152,6 +196,12 @@ class _Normaliser:
                 inlined.update(node)  # a field's description, default beside the ref
                 node = inlined
         node.pop("title", None)
+        # a tagged union: OpenAPI's keyword (its mapping names $defs inlined here) goes;
+        # each member's tag is a const, so anyOf says what oneOf did, as toolfold's own
+        # unions do (which strict dialects take, and oneOf they do not)
+        tagged = isinstance(node.pop("discriminator", None), dict)
+        if tagged and "oneOf" in node and "anyOf" not in node:
+            node["anyOf"] = node.pop("oneOf")
         for key in _ONE:
             if isinstance(node.get(key), dict):
                 node[key] = self.schema(node[key])
