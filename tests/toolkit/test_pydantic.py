@@ -335,19 +335,23 @@ def test_a_tagged_union_is_an_anyof_strict_dialects_take() -> None:
 def test_a_union_members_name_is_no_part_of_a_problems_path() -> None:
     """The member a loc names (``dog`` of a tagged union) is left out of the JSON path."""
 
-    class Kennel(BaseModel):
-        pet: Annotated[Cat | Dog, pydantic.Field(discriminator="kind")]
+    class Puppy(BaseModel):
+        kind: Literal["puppy"]
+        age: int
 
-        @field_validator("pet")
+        @field_validator("age")
         @classmethod
-        def _none(cls, value: Cat | Dog) -> Cat | Dog:
-            if isinstance(value, Dog):
-                raise ValueError("no dogs today")
+        def _young(cls, value: int) -> int:
+            if value > 1:
+                raise ValueError("a puppy is at most 1")
             return value
 
+    class Kennel(BaseModel):
+        pet: Annotated[Cat | Puppy, pydantic.Field(discriminator="kind")]
+
     with pytest.raises(ArgumentValidationError) as raised:
-        tool(Kennel).validate_arguments({"pet": {"kind": "dog", "age": 3}})
-    assert list(raised.value.errors) == ["$.pet: Value error, no dogs today"]
+        tool(Kennel).validate_arguments({"pet": {"kind": "puppy", "age": 3}})
+    assert list(raised.value.errors) == ["$.pet.age: Value error, a puppy is at most 1"]
     value = {"pet": {"kind": "dog", "age": 3}}
     errors = [{"type": "value_error", "loc": ("pet", "dog", "age"), "msg": "too old"}]
     assert ModelRefused(Pet, errors, value).problems(("request",)) == [
