@@ -16,7 +16,16 @@ import pytest
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 import toolfold
-from toolfold import Agent, ArgumentValidationError, RunState, generate_text, tool
+from toolfold import (
+    Agent,
+    ArgumentValidationError,
+    RunState,
+    Sequence,
+    Task,
+    WorkflowDefinitionError,
+    generate_text,
+    tool,
+)
 from toolfold.adapters import compile_tool
 from toolfold.testing import ScriptedModel
 from toolfold.toolkit._pydantic import ModelRefused
@@ -487,3 +496,25 @@ def test_import_toolfold_does_not_import_pydantic() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+class Draft(BaseModel):
+    text: str
+    check_in: str = pydantic.Field(alias="checkIn")
+
+
+def test_a_workflow_checks_a_model_outputs_fields_when_built() -> None:
+    """A placeholder naming a field a model output lacks is a definition error when the
+    workflow is built, the fields named by the keys of its JSON (aliases), which it reads."""
+    reviser = Agent(
+        ScriptedModel(['{"text": "v1", "checkIn": "x1"}']), name="reviser", output_type=Draft
+    )
+    editor = Agent(ScriptedModel(["edited"]), name="editor")
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        Sequence(reviser, Task(editor, prompt="Edit {reviser.check_in}"))
+    assert list(raised.value.problems) == [
+        "step 'editor' refers to {reviser.check_in}, but step 'reviser' gives Draft, which"
+        " has no field 'check_in' (fields: text, checkIn)"
+    ]
+    Sequence(reviser, Task(editor, prompt="Edit {reviser.checkIn}")).run("go")
+    assert editor.model.requests[0].messages[-1].text == "Edit x1"  # type: ignore[attr-defined]

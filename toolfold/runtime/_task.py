@@ -857,7 +857,7 @@ _NO_FIELDS = (str, bytes, int, float, bool, list, tuple, set, frozenset)
 def fields_of(tp: Any) -> dict[str, Any] | None:
     """The fields of a step output of type ``tp`` with their types; None when they cannot be known.
 
-    Attrs classes, dataclasses and TypedDicts have their fields; text,
+    Attrs classes, dataclasses, TypedDicts and pydantic models have their fields; text,
     numbers, lists and literals have none; anything else (Any, a mapping, a
     union) is unknown until the value exists.
     """
@@ -870,6 +870,10 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
         return {}
     if not isinstance(tp, type):
         return None
+    from toolfold.toolkit._pydantic import is_model, model_fields
+
+    if is_model(tp):  # by the keys of its JSON, which placeholders read
+        return model_fields(tp)
     if attrs.has(tp):
         names = [f.name for f in attrs.fields(tp)]
     elif dataclasses.is_dataclass(tp):

@@ -132,6 +132,16 @@ def structure_model(value: Any, tp: Any) -> Any:
         raise ModelRefused(tp, exc.errors(include_url=False), value) from exc  # type: ignore[attr-defined]
 
 
+def model_fields(tp: type) -> dict[str, Any]:
+    """The fields of model ``tp`` by the key its JSON gives them (the validation alias, as
+    its schema does), with their types."""
+    found: dict[str, Any] = {}
+    for name, field in getattr(tp, "model_fields", {}).items():
+        key = field.validation_alias if isinstance(field.validation_alias, str) else None
+        found[key or field.alias or name] = field.annotation
+    return found
+
+
 def unstructure_model(value: Any) -> Any:
     """A model as JSON data."""
     return value.model_dump(mode="json")
