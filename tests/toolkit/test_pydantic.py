@@ -9,9 +9,11 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Optional
 
 import pydantic
+import pydantic.dataclasses
 import pytest
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -518,3 +520,62 @@ def test_a_workflow_checks_a_model_outputs_fields_when_built() -> None:
     ]
     Sequence(reviser, Task(editor, prompt="Edit {reviser.checkIn}")).run("go")
     assert editor.model.requests[0].messages[-1].text == "Edit x1"  # type: ignore[attr-defined]
+
+
+@pydantic.dataclasses.dataclass
+class Counted:
+    count: int
+
+    @field_validator("count")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("count must be positive")
+        return value
+
+
+@tool
+def tally(counted: Counted) -> str:
+    """Tally.
+
+    Args:
+        counted: How many.
+    """
+    return str(counted.count)
+
+
+def test_a_pydantic_dataclasss_refusal_is_listed_by_loc() -> None:
+    """A pydantic dataclass is read as a dataclass; its validator's ValidationError (from
+    its ``__init__``) is a problem at the field's path, not the error's text whole."""
+    assert tally.validate_arguments({"counted": {"count": 2}})["counted"] == Counted(count=2)
+    with pytest.raises(ArgumentValidationError) as raised:
+        tally.validate_arguments({"counted": {"count": 0}})
+    assert list(raised.value.errors) == ["$.counted.count: Value error, count must be positive"]
+
+
+class Unschemable(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    apply: Callable[[int], int]
+
+
+def test_a_model_pydantic_cannot_describe_is_a_definition_error() -> None:
+    """A model whose JSON Schema pydantic cannot make is a definition error naming it, in
+    pydantic's one line (not its link to its documentation)."""
+
+    def run(model: Unschemable) -> str:
+        """Run.
+
+        Args:
+            model: The model.
+        """
+        return ""
+
+    with pytest.raises(toolfold.ToolDefinitionError) as raised:
+        tool(run)
+    (problem,) = raised.value.problems
+    assert problem.startswith(
+        "parameter 'model': pydantic cannot make the JSON Schema of Unschemable:"
+        " PydanticInvalidForJsonSchema: Cannot generate a JsonSchema"
+    )
+    assert "\n" not in problem

@@ -65,8 +65,9 @@ class ModelRefused(ValueError):
         value: The value the model was given (its JSON data).
     """
 
-    def __init__(self, model: type, errors: list[Any], value: Any) -> None:
-        super().__init__(f"{model.__qualname__} refused the value: {len(errors)} problem(s)")
+    def __init__(self, model: Any, errors: list[Any], value: Any) -> None:
+        name = getattr(model, "__qualname__", None) or repr(model)
+        super().__init__(f"{name} refused the value: {len(errors)} problem(s)")
         self.model = model
         self.errors = errors
         self.value = value
@@ -97,8 +98,14 @@ class ModelRefused(ValueError):
 _SAID = frozenset({"value_error", "assertion_error"})
 
 
+UNKNOWN: Any = object()
+"""The value of a `ModelRefused` made without it: its locs are the paths as they are."""
+
+
 def _json_path(value: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
     """The keys and indexes of ``loc`` that walk ``value`` (the others name union members)."""
+    if value is UNKNOWN:
+        return loc
     path: list[Any] = []
     for item in loc:
         is_key = isinstance(value, dict) and item in value
@@ -158,9 +165,8 @@ def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
     except Exception as exc:  # pydantic's PydanticInvalidForJsonSchema, a forward reference...
         from toolfold.toolkit._results import describe_exception
 
-        return ctx.problem(
-            f"pydantic cannot make the JSON Schema of {cls.__qualname__}: {describe_exception(exc)}"
-        )
+        said = describe_exception(exc).splitlines()[0]  # (not pydantic's link to its docs)
+        return ctx.problem(f"pydantic cannot make the JSON Schema of {cls.__qualname__}: {said}")
     defs: dict[str, Any] = raw.pop("$defs", {})
     classes = _model_classes(cls)
     recursive = _recursive(defs)
