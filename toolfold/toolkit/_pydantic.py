@@ -249,7 +249,7 @@ def _describe(node: dict[str, Any], cls: type) -> None:
         text = doc.attributes.get(name) or doc.params.get(name)
         if text and isinstance(prop, dict) and "description" not in prop:
             prop["description"] = text
-    # properties first, as in toolfold's own object schemas
+    # "type" and "description" first, as in toolfold's own object schemas
     ordered: dict[str, Any] = {k: node.pop(k) for k in ("type", "description") if k in node}
     rest = dict(node)
     node.clear()

@@ -283,12 +283,13 @@ class Tool(Generic[P, R]):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # A tool pickled by an earlier version has no ``_hooks`` (and its parameters
+        # A tool pickled by an earlier version has no ``_hooks`` nor ``_model`` (and its parameters
         # are a plain dict): filled in, so that it validates and runs when loaded.
         fields = self.__dict__
         fields.update(state)
         fields.setdefault("_checker", [None])
         fields.setdefault("_hooks", [None])
+        fields.setdefault("_model", None)  # (no tool of a pydantic model then)
         if "parameters" in fields:
             fields["parameters"] = freeze(fields["parameters"])
 
