@@ -579,3 +579,42 @@ def test_a_model_pydantic_cannot_describe_is_a_definition_error() -> None:
         " PydanticInvalidForJsonSchema: Cannot generate a JsonSchema"
     )
     assert "\n" not in problem
+
+
+class Zeroless(BaseModel):
+    """Zeroless."""
+
+    a: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_zero(cls, data: Any) -> Any:
+        if data.get("a") == 0:
+            raise TypeError("a is zero")
+        return data
+
+
+def test_a_model_tools_validator_raising_any_error_is_an_argument_error() -> None:
+    """``tool(Model)`` whose validator raises a TypeError: the model reads it as an argument
+    error at ``$`` and the run goes on (it used to end the run with the TypeError)."""
+    zeroless = tool(Zeroless)
+    model = ScriptedModel([ScriptedModel.call("Zeroless", {"a": 0}), "done"])
+    assert Agent(model, tools=[zeroless]).run("go").text == "done"
+    result = model.requests[1].messages[-1].tool_results[0].content
+    assert "- $: cannot convert to Zeroless: a is zero" in result
+
+
+class Open(BaseModel):
+    """Open."""
+
+    model_config = ConfigDict(extra="allow")
+    a: int
+
+
+def test_a_model_tool_allowing_extra_keys_takes_them() -> None:
+    """``tool(Model)`` of a model with ``extra="allow"`` takes the extra keys its schema
+    allows (they were refused as unexpected arguments)."""
+    opened = tool(Open)
+    assert opened.parameters["additionalProperties"] is True
+    made = opened.invoke(opened.validate_arguments({"a": 1, "zz": 2}))
+    assert made == Open(a=1, zz=2)

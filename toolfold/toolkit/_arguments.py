@@ -389,6 +389,9 @@ class ArgumentChecker:
         for name, item in value.items():
             entry = hooks.get(name)
             if entry is None:
+                if self._model is not None:  # an extra key the model's schema allowed
+                    result[name] = item  # (extra="allow"): the model takes it
+                    continue
                 problems = problems or []
                 problems.append(((name,), "unexpected argument"))
                 continue
@@ -409,12 +412,12 @@ class ArgumentChecker:
 
     def _made(self, arguments: dict[str, Any], model: type) -> dict[str, Any]:
         """The arguments of a pydantic model's own tool, with the model they make."""
-        from toolfold.toolkit._pydantic import ModelRefused, structure_model
+        from toolfold.toolkit._pydantic import structure_model
 
         try:
             built = structure_model(arguments, model)
-        except ModelRefused as refused:
-            self._fail(render(refused.problems(())))
+        except Exception as exc:  # a validator may raise anything: an argument error still
+            self._fail(render(structure_problems(exc, (), model)))
         return ModelArguments(arguments, model, built)
 
     def _build_hooks(self) -> dict[str, tuple[Any, _Hook | None]]:
