@@ -604,6 +604,58 @@ def test_a_model_tools_validator_raising_any_error_is_an_argument_error() -> Non
     assert "- $: cannot convert to Zeroless: a is zero" in result
 
 
+class Doubled(BaseModel):
+    x: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def doubled(self) -> int:
+        return self.x * 2
+
+
+def make_draft(value: str) -> Draft:
+    return Draft(text=value, checkIn="x1")
+
+
+def make_doubled(value: str) -> Doubled:
+    return Doubled(x=2)
+
+
+def test_a_placeholder_reads_an_aliased_or_computed_field_the_build_accepts() -> None:
+    """A function step's model output is JSON by alias, as the build check names its fields:
+    ``{make_draft.checkIn}`` runs (it failed at run time) and a computed field is one."""
+    editor = Agent(ScriptedModel(["edited"]), name="editor")
+    Sequence(make_draft, Task(editor, prompt="Edit {make_draft.checkIn}")).run("go")
+    assert editor.model.requests[0].messages[-1].text == "Edit x1"  # type: ignore[attr-defined]
+    with pytest.raises(WorkflowDefinitionError):
+        Sequence(make_draft, Task(editor, prompt="Edit {make_draft.check_in}"))
+    doubler = Agent(ScriptedModel(["ok"]), name="doubler")
+    Sequence(make_doubled, Task(doubler, prompt="D {make_doubled.doubled}")).run("go")
+    assert doubler.model.requests[0].messages[-1].text == "D 4"  # type: ignore[attr-defined]
+
+
+class Named(BaseModel):
+    user_name: str = pydantic.Field(alias="userName")
+
+
+def test_an_aliased_model_default_is_written_by_alias_and_taken_back() -> None:
+    """A parameter defaulting to an aliased model shows its JSON by alias, so the default
+    sent back as the argument passes the check (it was written by field name, refused)."""
+
+    @tool
+    def greet(who: Named = Named(userName="x")) -> str:  # noqa: B008
+        """Greet.
+
+        Args:
+            who: Whom.
+        """
+        return who.user_name
+
+    default = greet.parameters["properties"]["who"]["default"]
+    assert default == {"userName": "x"}
+    assert greet.invoke(greet.validate_arguments({"who": default})) == "x"
+
+
 class Open(BaseModel):
     """Open."""
 

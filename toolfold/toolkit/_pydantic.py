@@ -15,7 +15,8 @@ pydantic is imported already (``sys.modules``) and the class derives from its
 - A value is made by ``Model.model_validate_json`` of the JSON (after the schema
   check), so the model's validators run; a ``ValidationError`` is listed problem by
   problem at the path its ``loc`` names (`ModelRefused`).
-- A value is written as ``model_dump(mode="json")``.
+- A value is written as ``model_dump(mode="json", by_alias=True)``: the keys of
+  its schema, which the model validates again.
 """
 
 from __future__ import annotations
@@ -140,18 +141,19 @@ def structure_model(value: Any, tp: Any) -> Any:
 
 
 def model_fields(tp: type) -> dict[str, Any]:
-    """The fields of model ``tp`` by the key its JSON gives them (the validation alias, as
-    its schema does), with their types."""
+    """The fields of model ``tp`` by the key its JSON dump (`unstructure_model`) gives
+    them, with their types: its computed fields too, which the dump holds."""
     found: dict[str, Any] = {}
     for name, field in getattr(tp, "model_fields", {}).items():
-        key = field.validation_alias if isinstance(field.validation_alias, str) else None
-        found[key or field.alias or name] = field.annotation
+        found[field.serialization_alias or name] = field.annotation
+    for name, computed in getattr(tp, "model_computed_fields", {}).items():
+        found[computed.alias or name] = computed.return_type
     return found
 
 
 def unstructure_model(value: Any) -> Any:
-    """A model as JSON data."""
-    return value.model_dump(mode="json")
+    """A model as JSON data, by alias (the keys of its schema, which it validates again)."""
+    return value.model_dump(mode="json", by_alias=True)
 
 
 def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
