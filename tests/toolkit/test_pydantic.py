@@ -670,3 +670,16 @@ def test_a_model_tool_allowing_extra_keys_takes_them() -> None:
     assert opened.parameters["additionalProperties"] is True
     made = opened.invoke(opened.validate_arguments({"a": 1, "zz": 2}))
     assert made == Open(a=1, zz=2)
+
+
+class Numbers(pydantic.RootModel[list[int]]):
+    """Numbers."""
+
+
+def test_a_model_tool_of_a_model_not_an_object_is_a_definition_error() -> None:
+    """``tool(RootModel[list[int]])`` is a definition error (it was a tool with no
+    parameters whose every call failed)."""
+    with pytest.raises(toolfold.ToolDefinitionError) as raised:
+        tool(Numbers)
+    (problem,) = raised.value.problems
+    assert problem.startswith("model Numbers is not an object of fields (its schema is array)")

@@ -405,6 +405,13 @@ def _model_tool(model: type, out: FunctionSchema) -> None:
     if "$ref" in schema:  # a model that holds itself: its definition is the object
         name = schema["$ref"].rsplit("/", 1)[-1]
         schema = {**ctx.defs[name], **{k: v for k, v in schema.items() if k != "$ref"}}
+    if schema.get("type") != "object" or "properties" not in schema:  # a RootModel[list]...
+        kind = schema.get("type") or "not an object"
+        out.problems.append(
+            f"model {model.__qualname__} is not an object of fields (its schema is {kind}): "
+            "tool(Model) takes its fields as the parameters (use the model as a parameter's type)"
+        )
+        return
     out.description = schema.pop("description", "")
     properties: dict[str, Any] = schema.get("properties", {})
     parameters = _object_schema(properties, list(schema.get("required", ())), ctx.defs)
