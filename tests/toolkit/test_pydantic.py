@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Annotated, Any, Literal, Optional
 
 import pydantic
@@ -683,3 +684,55 @@ def test_a_model_tool_of_a_model_not_an_object_is_a_definition_error() -> None:
         tool(Numbers)
     (problem,) = raised.value.problems
     assert problem.startswith("model Numbers is not an object of fields (its schema is array)")
+
+
+class Configured(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"description": "Set by config."})
+    a: int
+
+
+def test_a_description_set_by_json_schema_extra_is_kept() -> None:
+    """A model's description from ``json_schema_extra`` (not its docstring) is the tool's
+    (it was dropped as if it were pydantic's docstring)."""
+    assert tool(Configured).description == "Set by config."
+
+
+@dataclasses.dataclass
+class Room:
+    """A room.
+
+    Attributes:
+        beds: How many beds.
+    """
+
+    beds: int
+
+
+class Hotel(BaseModel):
+    room: Room
+    price: Decimal
+
+
+def test_a_dataclass_and_decimal_in_a_model_are_described_as_toolfold_does() -> None:
+    """In a model, a dataclass's docstring is read as toolfold reads it (its summary; its
+    ``Attributes:`` the fields'), and a Decimal is toolfold's decimal string."""
+    schema = toolfold.schema_for_type(Hotel)
+    assert schema["properties"]["room"]["description"] == "A room."
+    assert schema["properties"]["room"]["properties"]["beds"]["description"] == "How many beds."
+    assert schema["properties"]["price"] == {"type": "string", "format": "decimal"}
+
+
+@tool
+def book_hotel(hotel: Hotel) -> str:
+    """Book.
+
+    Args:
+        hotel: The hotel.
+    """
+    return str(hotel.price)
+
+
+def test_a_decimal_in_a_model_is_taken_as_a_string() -> None:
+    """A Decimal in a model is sent and checked as text, as a dataclass's is."""
+    hotel = {"room": {"beds": 2}, "price": "1.50"}
+    assert book_hotel.invoke(book_hotel.validate_arguments({"hotel": hotel})) == "1.50"

@@ -11,7 +11,8 @@ pydantic is imported already (``sys.modules``) and the class derives from its
   model's object unless the model allows extra keys, a tagged union's ``oneOf``
   an ``anyOf`` (without OpenAPI's ``discriminator``), and the class docstring
   read as for a dataclass (its summary; an ``Attributes:`` section describes
-  the fields that ``Field(description=...)`` does not).
+  the fields that ``Field(description=...)`` does not), a dataclass's inside it
+  too; a ``Decimal`` without bounds is toolfold's ``string`` of ``format: decimal``.
 - A value is made by ``Model.model_validate_json`` of the JSON (after the schema
   check), so the model's validators run; a ``ValidationError`` is listed problem by
   problem at the path its ``loc`` names (`ModelRefused`).
@@ -21,6 +22,8 @@ pydantic is imported already (``sys.modules``) and the class derives from its
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import sys
 import typing
@@ -163,7 +166,7 @@ def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
     describe) is a problem of ``ctx``.
     """
     try:
-        raw: dict[str, Any] = cls.model_json_schema()  # type: ignore[attr-defined]
+        raw: dict[str, Any] = cls.model_json_schema(schema_generator=_generator())  # type: ignore[attr-defined]
     except Exception as exc:  # pydantic's PydanticInvalidForJsonSchema, a forward reference...
         from toolfold.toolkit._results import describe_exception
 
@@ -183,6 +186,29 @@ def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
         ctx.defs[names[name]] = normal.schema(defs[name], name)
     made: dict[str, Any] = normal.schema(raw, None, root=None if raw.get("$ref") else cls)
     return made
+
+
+_GENERATOR: list[type] = []
+
+# A Decimal's constraints: with none, it is written as toolfold writes a Decimal.
+_DECIMAL_BOUNDS = ("multiple_of", "le", "ge", "lt", "gt", "max_digits", "decimal_places")
+
+
+def _generator() -> type:
+    """pydantic's schema generator, but a Decimal without bounds is toolfold's
+    ``{"type": "string", "format": "decimal"}`` (not ``anyOf`` a number or a string),
+    as in a dataclass. Made on first use (pydantic is imported then)."""
+    if not _GENERATOR:
+        from pydantic.json_schema import GenerateJsonSchema
+
+        class _Generator(GenerateJsonSchema):
+            def decimal_schema(self, schema: Any) -> Any:
+                if any(schema.get(key) is not None for key in _DECIMAL_BOUNDS):
+                    return super().decimal_schema(schema)
+                return {"type": "string", "format": "decimal"}
+
+        _GENERATOR.append(_Generator)
+    return _GENERATOR[0]
 
 
 class _Normaliser:
@@ -243,10 +269,15 @@ def _describe(node: dict[str, Any], cls: type) -> None:
     from toolfold.toolkit._classes import _class_doc
     from toolfold.toolkit._docstrings import parse_docstring
 
-    doc = parse_docstring(_class_doc(cls))
-    node.pop("description", None)  # pydantic's: the whole docstring, sections and all
-    if doc.description:
-        node["description"] = doc.description
+    raw_doc = _class_doc(cls)
+    doc = parse_docstring(raw_doc)
+    said = node.get("description")
+    if said is None or (raw_doc is not None and said == inspect.cleandoc(raw_doc)):
+        # pydantic's: the whole docstring, sections and all (one set otherwise, by
+        # json_schema_extra, stays)
+        node.pop("description", None)
+        if doc.description:
+            node["description"] = doc.description
     for name, prop in node.get("properties", {}).items():
         text = doc.attributes.get(name) or doc.params.get(name)
         if text and isinstance(prop, dict) and "description" not in prop:
@@ -260,7 +291,8 @@ def _describe(node: dict[str, Any], cls: type) -> None:
 
 
 def _model_classes(cls: type) -> dict[str, type]:
-    """The models ``cls`` holds (and itself), by the name pydantic gives their ``$defs``."""
+    """The models and dataclasses ``cls`` holds (and itself), by the name pydantic gives
+    their ``$defs`` (whose docstrings are read as toolfold reads them)."""
     found: dict[str, type] = {}
     clashes: set[str] = set()
     seen: set[int] = set()
@@ -270,17 +302,27 @@ def _model_classes(cls: type) -> dict[str, type]:
         if id(tp) in seen:
             continue
         seen.add(id(tp))
-        if is_model(tp):
+        if is_model(tp) or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
             name = tp.__name__
             if name in found and found[name] is not tp:
                 clashes.add(name)
             found[name] = tp
-            todo.extend(f.annotation for f in getattr(tp, "model_fields", {}).values())
+            todo.extend(_field_types(tp))
         else:
             todo.extend(typing.get_args(tp))
     for name in clashes:  # pydantic names these by module: not guessed
         del found[name]
     return found
+
+
+def _field_types(cls: type) -> list[Any]:
+    """The types of the fields of a model or dataclass (none known when they do not resolve)."""
+    if is_model(cls):
+        return [f.annotation for f in getattr(cls, "model_fields", {}).values()]
+    try:
+        return list(typing.get_type_hints(cls, include_extras=True).values())
+    except Exception:  # an unresolved forward reference: its docstring is pydantic's
+        return []
 
 
 def _refs(node: Any) -> Iterator[str]:
