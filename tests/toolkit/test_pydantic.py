@@ -697,6 +697,27 @@ def test_a_description_set_by_json_schema_extra_is_kept() -> None:
     assert tool(Configured).description == "Set by config."
 
 
+class Plan(BaseModel):
+    """Plan."""
+
+    model_config = ConfigDict(strict=True)
+    on: dt.date
+    n: int
+
+
+def test_a_model_tool_in_a_run_is_checked_by_its_model() -> None:
+    """In a run, ``tool(StrictModel)`` is checked by the model (no quick path by the
+    parameters): each call returns the model's JSON, not pydantic's error text."""
+    plan = tool(Plan)
+    arguments = {"on": "2026-01-01", "n": 1}
+    plan.validate_arguments(arguments)  # its checker built, as after a first call
+    call = ScriptedModel.call("Plan", arguments)
+    model = ScriptedModel([call, call, "done"])
+    Agent(model, tools=[plan]).run("go")
+    for request in model.requests[1:]:
+        assert request.messages[-1].tool_results[0].content == '{"on":"2026-01-01","n":1}'
+
+
 @dataclasses.dataclass
 class Room:
     """A room.
