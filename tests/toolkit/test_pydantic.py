@@ -622,17 +622,162 @@ def make_doubled(value: str) -> Doubled:
     return Doubled(x=2)
 
 
-def test_a_placeholder_reads_an_aliased_or_computed_field_the_build_accepts() -> None:
-    """A function step's model output is JSON by alias, as the build check names its fields:
-    ``{make_draft.checkIn}`` runs (it failed at run time) and a computed field is one."""
+def test_a_placeholder_reads_an_aliased_field_and_no_computed_one() -> None:
+    """A function step's model output is JSON by the keys of its schema, as the build check
+    names its fields: ``{make_draft.checkIn}`` runs, and a computed field (not in the JSON,
+    not in the schema) is refused when built."""
     editor = Agent(ScriptedModel(["edited"]), name="editor")
     Sequence(make_draft, Task(editor, prompt="Edit {make_draft.checkIn}")).run("go")
     assert editor.model.requests[0].messages[-1].text == "Edit x1"  # type: ignore[attr-defined]
     with pytest.raises(WorkflowDefinitionError):
         Sequence(make_draft, Task(editor, prompt="Edit {make_draft.check_in}"))
     doubler = Agent(ScriptedModel(["ok"]), name="doubler")
-    Sequence(make_doubled, Task(doubler, prompt="D {make_doubled.doubled}")).run("go")
-    assert doubler.model.requests[0].messages[-1].text == "D 4"  # type: ignore[attr-defined]
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        Sequence(make_doubled, Task(doubler, prompt="D {make_doubled.doubled}"))
+    assert "has no field 'doubled' (fields: x)" in str(raised.value)
+    Sequence(make_doubled, Task(doubler, prompt="D {make_doubled.x}")).run("go")
+    assert doubler.model.requests[0].messages[-1].text == "D 2"  # type: ignore[attr-defined]
+
+
+class SerAliased(BaseModel):
+    a: int = pydantic.Field(serialization_alias="sA")
+
+
+class Inside(BaseModel):
+    inner: list[SerAliased]
+    both: int = pydantic.Field(validation_alias="vB", serialization_alias="sB")
+
+
+def make_ser(value: str) -> SerAliased:
+    return SerAliased(a=1)
+
+
+def use_ser(x: SerAliased) -> int:
+    return x.a
+
+
+def test_a_serialization_aliased_output_is_taken_by_the_next_step() -> None:
+    """A step's model output with a ``serialization_alias`` is written by the key the model
+    validates, so the next step typed with that model gets it (it got {'sA': 1}, refused)."""
+    result = Sequence(make_ser, use_ser).run("go")
+    assert result.output == 1
+    assert Sequence(use_ser).run(SerAliased(a=3)).output == 3
+    assert Sequence(make_ser).run("go").output == SerAliased(a=1)
+
+
+def test_a_model_is_written_by_the_keys_it_validates_at_any_depth() -> None:
+    """The JSON of a model holding models is by validation key at every depth (not the
+    serialization alias), and validates back to the equal model."""
+    from toolfold.toolkit._pydantic import unstructure_model
+
+    value = Inside(inner=[SerAliased(a=1), SerAliased(a=2)], vB=3)
+    data = unstructure_model(value)
+    assert data == {"inner": [{"a": 1}, {"a": 2}], "vB": 3}
+    assert Inside.model_validate(data) == value
+
+
+def test_a_serialization_aliased_default_is_sent_back_and_taken() -> None:
+    """A parameter default of a model with a ``serialization_alias`` is shown by the key of
+    its schema, so sent back as the argument it passes (it was {'sA': 1}, refused)."""
+
+    @tool
+    def take(d: SerAliased = SerAliased(a=1)) -> int:  # noqa: B008
+        """Take.
+
+        Args:
+            d: D.
+        """
+        return d.a
+
+    prop = take.parameters["properties"]["d"]
+    assert prop["default"] == {"a": 1}
+    assert list(prop["properties"]) == ["a"]
+    assert take.invoke(take.validate_arguments({"d": prop["default"]})) == 1
+
+
+def test_a_computed_field_is_not_in_a_default() -> None:
+    """A default holding a model with a computed field is written without it, so the closed
+    schema takes it back (it was refused: unexpected property 'doubled')."""
+
+    @tool
+    def take(d: Doubled = Doubled(x=1)) -> int:  # noqa: B008
+        """Take.
+
+        Args:
+            d: D.
+        """
+        return d.x
+
+    default = take.parameters["properties"]["d"]["default"]
+    assert default == {"x": 1}
+    assert take.invoke(take.validate_arguments({"d": default})) == 1
+
+
+def test_an_agent_steps_placeholders_name_the_keys_the_llm_answers_with() -> None:
+    """An agent step with a model output: the build takes a field by the key the LLM's JSON
+    has (``{maker.a}``) and refuses a serialization alias or computed field (they passed
+    the build and failed at run time)."""
+    for model, answer, good, bad in [
+        (SerAliased, '{"a": 2}', "{maker.a}", "{maker.sA}"),
+        (Doubled, '{"x": 2}', "{maker.x}", "{maker.doubled}"),
+    ]:
+        maker = Agent(ScriptedModel([answer]), name="maker", output_type=model)
+        reader = Agent(ScriptedModel(["ok"]), name="reader")
+        with pytest.raises(WorkflowDefinitionError):
+            Sequence(maker, Task(reader, prompt="R " + bad))
+        Sequence(maker, Task(reader, prompt="R " + good)).run("go")
+        assert reader.model.requests[0].messages[-1].text == "R 2"  # type: ignore[attr-defined]
+
+
+class Hidden(BaseModel):
+    x: int
+    hidden: str = pydantic.Field(default="h", exclude=True)
+
+
+def make_hidden(value: str) -> Hidden:
+    return Hidden(x=1, hidden="s")
+
+
+def test_an_excluded_field_is_no_field_of_a_step() -> None:
+    """A ``Field(exclude=True)`` field (left out of the model's JSON) is no field to a
+    placeholder: refused when built (it passed and failed at run time)."""
+    reader = Agent(ScriptedModel(["ok"]), name="reader")
+    with pytest.raises(WorkflowDefinitionError) as raised:
+        Sequence(make_hidden, Task(reader, prompt="R {make_hidden.hidden}"))
+    assert "has no field 'hidden' (fields: x)" in str(raised.value)
+
+
+class Choices(BaseModel):
+    a: int = pydantic.Field(validation_alias=pydantic.AliasChoices("a", "A"))
+
+
+class MustHide(BaseModel):
+    x: int
+    secret: str = pydantic.Field(exclude=True)
+
+
+def test_a_field_with_no_one_key_is_a_definition_error() -> None:
+    """A field whose validation alias is an ``AliasChoices`` (no one key to write it
+    under), or a required ``exclude=True`` one, is a definition error naming it."""
+
+    def run(c: Choices, h: MustHide) -> str:
+        """Run.
+
+        Args:
+            c: C.
+            h: H.
+        """
+        return ""
+
+    with pytest.raises(toolfold.ToolDefinitionError) as raised:
+        tool(run)
+    assert list(raised.value.problems) == [
+        "parameter 'c': field 'a' of Choices: pydantic validation_alias of kind AliasChoices"
+        " is not supported (give it one key: a str validation_alias or alias)",
+        "parameter 'h': field 'secret' of MustHide is Field(exclude=True) and required:"
+        " pydantic leaves it out of the model's JSON, which then does not validate back"
+        " (give it a default)",
+    ]
 
 
 class Named(BaseModel):

@@ -16,8 +16,14 @@ pydantic is imported already (``sys.modules``) and the class derives from its
 - A value is made by ``Model.model_validate_json`` of the JSON (after the schema
   check), so the model's validators run; a ``ValidationError`` is listed problem by
   problem at the path its ``loc`` names (`ModelRefused`).
-- A value is written as ``model_dump(mode="json", by_alias=True)``: the keys of
-  its schema, which the model validates again.
+- A value is written as JSON by the keys of its schema, which the model validates
+  again: each field under the key validation uses (its ``validation_alias`` if a
+  str, else its ``alias``, else its name; not a ``serialization_alias``), at any
+  depth, without computed fields or ``Field(exclude=True)`` fields. A workflow's
+  placeholders name a model output's fields by the same keys (`model_fields`),
+  whether a function or an agent made it. A field whose ``validation_alias`` is an
+  ``AliasChoices`` or ``AliasPath`` (no one key), or that is ``exclude=True`` and
+  required (its JSON would not validate back), is a definition error naming it.
 """
 
 from __future__ import annotations
@@ -143,20 +149,105 @@ def structure_model(value: Any, tp: Any) -> Any:
         raise ModelRefused(tp, exc.errors(include_url=False), value) from exc  # type: ignore[attr-defined]
 
 
-def model_fields(tp: type) -> dict[str, Any]:
-    """The fields of model ``tp`` by the key its JSON dump (`unstructure_model`) gives
-    them, with their types: its computed fields too, which the dump holds."""
+def model_fields(tp: type) -> dict[str, Any] | None:
+    """The fields of model ``tp`` by the key its schema and validation use (`field_key`),
+    with their types: the keys of its JSON dump (`unstructure_model`) and of an answer
+    the LLM gives for it. Computed fields and ``Field(exclude=True)`` fields are none
+    (the value's JSON does not hold them); None when a field has no one key."""
     found: dict[str, Any] = {}
-    for name, field in getattr(tp, "model_fields", {}).items():
-        found[field.serialization_alias or name] = field.annotation
-    for name, computed in getattr(tp, "model_computed_fields", {}).items():
-        found[computed.alias or name] = computed.return_type
+    for name, field in _pydantic_fields(tp).items():
+        if _excluded(field):
+            continue
+        try:
+            found[field_key(name, field)] = field.annotation
+        except _NoKey:
+            return None
+    return found
+
+
+class _NoKey(Exception):
+    """A field has no one key its value is written under (a message naming it)."""
+
+
+def field_key(name: str, field: Any) -> str:
+    """The key of a model's field in its JSON: the one its schema and validation use
+    (its ``validation_alias`` if a str, else its ``alias``, else its name).
+
+    Raises:
+        _NoKey: The ``validation_alias`` is an ``AliasChoices`` or ``AliasPath``.
+    """
+    alias = field.validation_alias
+    if alias is None or isinstance(alias, str):
+        return alias or field.alias or name
+    raise _NoKey(
+        f"pydantic validation_alias of kind {type(alias).__name__} is not supported"
+        " (give it one key: a str validation_alias or alias)"
+    )
+
+
+def _pydantic_fields(tp: Any) -> dict[str, Any]:
+    """The ``FieldInfo`` of a model's or pydantic dataclass's fields by name ({} for others)."""
+    fields = getattr(tp, "__pydantic_fields__", None)
+    return fields if isinstance(fields, dict) else {}
+
+
+def _excluded(field: Any) -> bool:
+    """Whether pydantic leaves the field out of the model's JSON (``Field(exclude=True)``)."""
+    return field.exclude is True
+
+
+def _unsupported(cls: type) -> list[str]:
+    """Why the model ``cls`` (or one it holds) cannot be written as JSON it validates back."""
+    found: list[str] = []
+    for name, tp in sorted(_model_classes(cls).items()):
+        for field_name, field in _pydantic_fields(tp).items():
+            try:
+                field_key(field_name, field)
+            except _NoKey as exc:
+                found.append(f"field {field_name!r} of {name}: {exc}")
+            if _excluded(field) and field.is_required():
+                found.append(
+                    f"field {field_name!r} of {name} is Field(exclude=True) and required:"
+                    " pydantic leaves it out of the model's JSON, which then does not"
+                    " validate back (give it a default)"
+                )
     return found
 
 
 def unstructure_model(value: Any) -> Any:
-    """A model as JSON data, by alias (the keys of its schema, which it validates again)."""
-    return value.model_dump(mode="json", by_alias=True)
+    """A model as JSON data by the keys of its schema, which it validates again.
+
+    pydantic's dump by field name, each field renamed to `field_key` (at any depth:
+    a model in a field, a list, a dict), without computed fields (the schema is closed
+    to them) and the ``Field(exclude=True)`` ones pydantic leaves out.
+    """
+    return _rekey(value, value.model_dump(mode="json", by_alias=False))
+
+
+def _rekey(value: Any, data: Any) -> Any:
+    """``data`` (pydantic's by-name JSON of ``value``) with each model's fields by `field_key`."""
+    if getattr(type(value), "__pydantic_root_model__", False):
+        return _rekey(value.root, data)
+    fields = _pydantic_fields(type(value))
+    if fields and isinstance(data, dict):
+        kept = {n: f for n, f in fields.items() if not _excluded(f)}
+        if not all(n in data for n in kept):  # a serializer of its own: as it wrote it
+            return data
+        out: dict[str, Any] = {}
+        for name, field in kept.items():
+            try:
+                key = field_key(name, field)
+            except _NoKey:
+                key = field.alias or name
+            out[key] = _rekey(getattr(value, name), data[name])
+        extra = getattr(value, "__pydantic_extra__", None) or {}
+        out.update((k, data[k]) for k in extra if k in data)
+        return out
+    if isinstance(value, (list, tuple)) and isinstance(data, list) and len(value) == len(data):
+        return [_rekey(v, d) for v, d in zip(value, data, strict=True)]
+    if isinstance(value, dict) and isinstance(data, dict) and len(value) == len(data):
+        return {k: _rekey(v, d) for (k, d), v in zip(data.items(), value.values(), strict=True)}
+    return data
 
 
 def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
@@ -172,6 +263,8 @@ def model_schema(ctx: SchemaContext, cls: type) -> dict[str, Any]:
 
         said = describe_exception(exc).splitlines()[0]  # (not pydantic's link to its docs)
         return ctx.problem(f"pydantic cannot make the JSON Schema of {cls.__qualname__}: {said}")
+    for message in _unsupported(cls):
+        ctx.problem(message)
     defs: dict[str, Any] = raw.pop("$defs", {})
     classes = _model_classes(cls)
     recursive = _recursive(defs)
