@@ -230,7 +230,12 @@ def _rekey(value: Any, data: Any) -> Any:
         return _rekey(value.root, data)
     fields = _pydantic_fields(type(value))
     if fields and isinstance(data, dict):
-        kept = {n: f for n, f in fields.items() if not _excluded(f)}
+        # (a field with exclude_if= may be left out of this value's dump)
+        kept = {
+            n: f
+            for n, f in fields.items()
+            if not _excluded(f) and (n in data or getattr(f, "exclude_if", None) is None)
+        }
         if not all(n in data for n in kept):  # a serializer of its own: as it wrote it
             return data
         out: dict[str, Any] = {}
