@@ -17,6 +17,7 @@ import pydantic
 import pydantic.dataclasses
 import pytest
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 import toolfold
 from toolfold import (
@@ -656,43 +657,133 @@ def use_ser(x: SerAliased) -> int:
     return x.a
 
 
-def test_a_serialization_aliased_output_is_taken_by_the_next_step() -> None:
-    """A step's model output with a ``serialization_alias`` is written by the key the model
-    validates, so the next step typed with that model gets it (it got {'sA': 1}, refused)."""
-    result = Sequence(make_ser, use_ser).run("go")
-    assert result.output == 1
-    assert Sequence(use_ser).run(SerAliased(a=3)).output == 3
-    assert Sequence(make_ser).run("go").output == SerAliased(a=1)
+class ByName(BaseModel):
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=False)
+    a_b: int = pydantic.Field(alias="AB")
 
 
-def test_a_model_is_written_by_the_keys_it_validates_at_any_depth() -> None:
-    """The JSON of a model holding models is by validation key at every depth (not the
-    serialization alias), and validates back to the equal model."""
+def test_a_model_written_by_a_key_it_does_not_read_is_a_definition_error() -> None:
+    """A model (at any depth) whose field pydantic writes under a key it does not read (a
+    ``serialization_alias``, ``validate_by_alias=False``) is a definition error naming the
+    field, as a tool's parameter, an agent's output type and a function step's input and
+    output (its JSON was refused by the next step, or by the tool it was sent back to)."""
+
+    def run(s: SerAliased, i: list[Inside], v: ByName) -> str:
+        """Run.
+
+        Args:
+            s: S.
+            i: I.
+            v: V.
+        """
+        return ""
+
+    with pytest.raises(toolfold.ToolDefinitionError) as raised:
+        tool(run)
+    fix = (
+        ", so the model would not validate its own JSON (give it one key: an alias,"
+        " or the same validation_alias and serialization_alias)"
+    )
+    assert list(raised.value.problems) == [
+        "parameter 's': field 'a' of SerAliased: written to JSON as 'sA' but read as 'a'" + fix,
+        "parameter 'i' at i[]: field 'both' of Inside: written to JSON as 'sB' but read as 'vB'"
+        + fix,
+        "parameter 'i' at i[]: field 'a' of SerAliased: written to JSON as 'sA' but read as 'a'"
+        + fix,
+        "parameter 'v': field 'a_b' of ByName: written to JSON as 'AB' but read as 'a_b'"
+        " (validate_by_alias=False)" + fix,
+    ]
+    with pytest.raises(WorkflowDefinitionError) as built:
+        Sequence(make_ser, use_ser)
+    assert "step 'use_ser': field 'a' of SerAliased: written to JSON as 'sA'" in str(built.value)
+    with pytest.raises(toolfold.ToolDefinitionError):
+        Agent(ScriptedModel(['{"a": 1}']), name="maker", output_type=SerAliased)
+
+
+class Leaf(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel)
+    first_name: str
+
+
+class Leaves(pydantic.RootModel[list[Leaf]]):
+    """Leaves."""
+
+
+class OpenLeaf(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="allow")
+    some_leaf: Leaf
+
+
+class BaseItem(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel)
+    base_id: int
+
+
+class SubItem(BaseItem):
+    sub_note: str
+
+
+@dataclasses.dataclass
+class LeafBox:
+    inner_leaf: Leaf
+
+
+class Grove(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel)
+    leaf_list: list[Leaf]
+    leaf_map: dict[str, Leaf]
+    rooted: Leaves
+    opened: OpenLeaf
+    item: BaseItem
+    box: LeafBox
+
+
+def make_grove(value: str) -> Grove:
+    return Grove.model_validate(
+        {
+            "leafList": [{"firstName": "a"}],
+            "leafMap": {"k": {"firstName": "b"}},
+            "rooted": [{"firstName": "c"}],
+            "opened": {"someLeaf": {"firstName": "d"}, "extra_key": 1},
+            "item": SubItem(baseId=1, subNote="n"),
+            "box": LeafBox(inner_leaf=Leaf(firstName="e")),
+        }
+    )
+
+
+def use_grove(grove: Grove) -> str:
+    return grove.box.inner_leaf.first_name + grove.leaf_map["k"].first_name
+
+
+def test_an_aliased_model_is_written_by_its_keys_at_any_depth() -> None:
+    """A to_camel model nested in a list, a dict, a RootModel, an extra="allow" model, as a
+    subclass in a base-typed field and in a stdlib dataclass is written by its aliases
+    (pydantic's by-alias dump), which the model, a tool's schema and a next step take back
+    (a subclass and a dataclass's model were written by field name, and refused)."""
     from toolfold.toolkit._pydantic import unstructure_model
 
-    value = Inside(inner=[SerAliased(a=1), SerAliased(a=2)], vB=3)
-    data = unstructure_model(value)
-    assert data == {"inner": [{"a": 1}, {"a": 2}], "vB": 3}
-    assert Inside.model_validate(data) == value
-
-
-def test_a_serialization_aliased_default_is_sent_back_and_taken() -> None:
-    """A parameter default of a model with a ``serialization_alias`` is shown by the key of
-    its schema, so sent back as the argument it passes (it was {'sA': 1}, refused)."""
+    data = unstructure_model(make_grove("go"))
+    assert data == {
+        "leafList": [{"firstName": "a"}],
+        "leafMap": {"k": {"firstName": "b"}},
+        "rooted": [{"firstName": "c"}],
+        "opened": {"someLeaf": {"firstName": "d"}, "extra_key": 1},
+        "item": {"baseId": 1},
+        "box": {"innerLeaf": {"firstName": "e"}},
+    }
+    assert unstructure_model(Grove.model_validate(data)) == data
 
     @tool
-    def take(d: SerAliased = SerAliased(a=1)) -> int:  # noqa: B008
+    def take(grove: Grove) -> str:
         """Take.
 
         Args:
-            d: D.
+            grove: The grove.
         """
-        return d.a
+        return use_grove(grove)
 
-    prop = take.parameters["properties"]["d"]
-    assert prop["default"] == {"a": 1}
-    assert list(prop["properties"]) == ["a"]
-    assert take.invoke(take.validate_arguments({"d": prop["default"]})) == 1
+    assert take.invoke(take.validate_arguments({"grove": data})) == "eb"
+    assert Sequence(make_grove, use_grove).run("go").output == "eb"
 
 
 def test_a_computed_field_is_not_in_a_default() -> None:
@@ -715,10 +806,10 @@ def test_a_computed_field_is_not_in_a_default() -> None:
 
 def test_an_agent_steps_placeholders_name_the_keys_the_llm_answers_with() -> None:
     """An agent step with a model output: the build takes a field by the key the LLM's JSON
-    has (``{maker.a}``) and refuses a serialization alias or computed field (they passed
-    the build and failed at run time)."""
+    has (``{maker.firstName}``) and refuses a field name the JSON lacks or a computed field
+    (they passed the build and failed at run time)."""
     for model, answer, good, bad in [
-        (SerAliased, '{"a": 2}', "{maker.a}", "{maker.sA}"),
+        (Leaf, '{"firstName": "2"}', "{maker.firstName}", "{maker.first_name}"),
         (Doubled, '{"x": 2}', "{maker.x}", "{maker.doubled}"),
     ]:
         maker = Agent(ScriptedModel([answer]), name="maker", output_type=model)
@@ -919,3 +1010,17 @@ def test_a_field_left_out_by_exclude_if_keeps_the_others_keys() -> None:
     assert unstructure_model(Sometimes(A=1)) == {"A": 1}
     assert unstructure_model(Sometimes(A=1, B=2)) == {"A": 1, "B": 2}
     assert Sometimes.model_validate(unstructure_model(Sometimes(A=1))) == Sometimes(A=1)
+
+
+class OldDump(Doubled):
+    def model_dump(self, *, mode: str = "python", by_alias: bool = False) -> dict[str, Any]:  # type: ignore[override]
+        """As before pydantic 2.12: no ``exclude_computed_fields``."""
+        return super().model_dump(mode=mode, by_alias=by_alias)
+
+
+def test_a_pydantic_without_exclude_computed_fields_drops_the_top_ones() -> None:
+    """Under a pydantic before 2.12 (no ``exclude_computed_fields``), a model's own
+    computed fields are still left out of its JSON."""
+    from toolfold.toolkit._pydantic import unstructure_model
+
+    assert unstructure_model(OldDump(x=1)) == {"x": 1}

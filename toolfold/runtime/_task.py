@@ -194,6 +194,13 @@ class Task:
             )
         if self.input_type is not None and not is_type(self.input_type):
             found.append(f"{label}: {not_a_type('input_type', self.input_type, of_step=True)}")
+        if self.kind == "function" and callable(self.target):
+            # a model it takes or gives must validate its own JSON (an agent's output
+            # type and a tool's are checked when their schema is made)
+            from toolfold.toolkit._pydantic import type_problems
+
+            for tp in (self.accepts, self.output_type):
+                found.extend(f"{label}: {problem}" for problem in dict.fromkeys(type_problems(tp)))
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
         for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):

@@ -16,14 +16,19 @@ pydantic is imported already (``sys.modules``) and the class derives from its
 - A value is made by ``Model.model_validate_json`` of the JSON (after the schema
   check), so the model's validators run; a ``ValidationError`` is listed problem by
   problem at the path its ``loc`` names (`ModelRefused`).
-- A value is written as JSON by the keys of its schema, which the model validates
-  again: each field under the key validation uses (its ``validation_alias`` if a
-  str, else its ``alias``, else its name; not a ``serialization_alias``), at any
-  depth, without computed fields or ``Field(exclude=True)`` fields. A workflow's
-  placeholders name a model output's fields by the same keys (`model_fields`),
-  whether a function or an agent made it. A field whose ``validation_alias`` is an
-  ``AliasChoices`` or ``AliasPath`` (no one key), or that is ``exclude=True`` and
-  required (its JSON would not validate back), is a definition error naming it.
+- A value is written as JSON by pydantic's own dump by alias, without computed
+  fields (``exclude_computed_fields``; before pydantic 2.12, only the top model's
+  are taken out) and the ``Field(exclude=True)`` ones, which its schema does not
+  hold. So that the model validates its JSON back, each field of a model (and of
+  each model or pydantic dataclass its fields' types hold, at any depth) must be
+  written under the key it is read by: the written key (``serialization_alias``,
+  else ``alias``, else the name) differing from the read one (``validation_alias``
+  if a str, else ``alias``, else the name; the name under ``validate_by_alias=False``)
+  is a definition error naming the field, as is a ``validation_alias`` that is an
+  ``AliasChoices`` or ``AliasPath`` (no one key) and a required ``exclude=True``
+  field (its JSON lacks it). Each class is checked once. A workflow's placeholders
+  name a model output's fields by the same keys (`model_fields`), whether a
+  function or an agent made it; a function step's models are checked when built.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import inspect
 import json
 import sys
 import typing
+import weakref
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 
@@ -150,39 +156,61 @@ def structure_model(value: Any, tp: Any) -> Any:
 
 
 def model_fields(tp: type) -> dict[str, Any] | None:
-    """The fields of model ``tp`` by the key its schema and validation use (`field_key`),
-    with their types: the keys of its JSON dump (`unstructure_model`) and of an answer
-    the LLM gives for it. Computed fields and ``Field(exclude=True)`` fields are none
-    (the value's JSON does not hold them); None when a field has no one key."""
+    """The fields of model ``tp`` by the key its JSON has (`field_key`), with their types:
+    the keys of its JSON dump (`unstructure_model`) and of an answer the LLM gives for
+    it. Computed fields and ``Field(exclude=True)`` fields are none (the value's JSON does
+    not hold them); None when a field has no one key (a definition error of the model)."""
     found: dict[str, Any] = {}
+    validate_by_alias = _validates_by_alias(tp)
     for name, field in _pydantic_fields(tp).items():
         if _excluded(field):
             continue
         try:
-            found[field_key(name, field)] = field.annotation
+            found[field_key(name, field, validate_by_alias)] = field.annotation
         except _NoKey:
             return None
     return found
 
 
 class _NoKey(Exception):
-    """A field has no one key its value is written under (a message naming it)."""
+    """A field has no one key its value is written and read under (a message naming it)."""
 
 
-def field_key(name: str, field: Any) -> str:
-    """The key of a model's field in its JSON: the one its schema and validation use
-    (its ``validation_alias`` if a str, else its ``alias``, else its name).
+def field_key(name: str, field: Any, validate_by_alias: bool = True) -> str:
+    """The one key of a model's field in its JSON: the key pydantic writes it under by
+    alias (its ``serialization_alias``, else its ``alias``, else its name), which must be
+    the key it reads it by (its ``validation_alias`` if a str, else its ``alias``, else its
+    name; its name when the model's config has ``validate_by_alias=False``).
 
     Raises:
-        _NoKey: The ``validation_alias`` is an ``AliasChoices`` or ``AliasPath``.
+        _NoKey: The ``validation_alias`` is an ``AliasChoices`` or ``AliasPath``, or the
+            written key is not the read one.
     """
     alias = field.validation_alias
-    if alias is None or isinstance(alias, str):
-        return alias or field.alias or name
-    raise _NoKey(
-        f"pydantic validation_alias of kind {type(alias).__name__} is not supported"
-        " (give it one key: a str validation_alias or alias)"
-    )
+    if alias is not None and not isinstance(alias, str):
+        raise _NoKey(
+            f"pydantic validation_alias of kind {type(alias).__name__} is not supported"
+            " (give it one key: a str validation_alias or alias)"
+        )
+    written = field.serialization_alias or field.alias or name
+    read = (alias or field.alias or name) if validate_by_alias else name
+    if written != read:
+        why = "" if validate_by_alias else " (validate_by_alias=False)"
+        raise _NoKey(
+            f"written to JSON as {written!r} but read as {read!r}{why}, so the model"
+            " would not validate its own JSON (give it one key: an alias, or the same"
+            " validation_alias and serialization_alias)"
+        )
+    return written
+
+
+def _validates_by_alias(tp: Any) -> bool:
+    """Whether a model or pydantic dataclass reads its fields by alias (its config's
+    ``validate_by_alias``, pydantic >= 2.11; True by default)."""
+    config = getattr(tp, "model_config", None)
+    if not isinstance(config, dict):
+        config = getattr(tp, "__pydantic_config__", None)
+    return not isinstance(config, dict) or config.get("validate_by_alias", True) is not False
 
 
 def _pydantic_fields(tp: Any) -> dict[str, Any]:
@@ -196,62 +224,85 @@ def _excluded(field: Any) -> bool:
     return field.exclude is True
 
 
-def _unsupported(cls: type) -> list[str]:
-    """Why the model ``cls`` (or one it holds) cannot be written as JSON it validates back."""
+_UNSUPPORTED: weakref.WeakKeyDictionary[type, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _unsupported(cls: Any) -> list[str]:
+    """Why the model ``cls`` (or a model or pydantic dataclass its fields' types hold, at
+    any depth; or those a type holds) cannot be written as JSON it validates back. Each
+    class is looked at once (cached by class)."""
     found: list[str] = []
-    for name, tp in sorted(_model_classes(cls).items()):
-        for field_name, field in _pydantic_fields(tp).items():
-            try:
-                field_key(field_name, field)
-            except _NoKey as exc:
-                found.append(f"field {field_name!r} of {name}: {exc}")
-            if _excluded(field) and field.is_required():
-                found.append(
-                    f"field {field_name!r} of {name} is Field(exclude=True) and required:"
-                    " pydantic leaves it out of the model's JSON, which then does not"
-                    " validate back (give it a default)"
-                )
+    for tp in _reachable(cls):
+        said = _UNSUPPORTED.get(tp)
+        if said is None:
+            said = _UNSUPPORTED[tp] = list(_class_problems(tp))
+        found.extend(said)
     return found
+
+
+def type_problems(tp: Any) -> list[str]:
+    """Why the models a type holds (``tp`` itself, or in a list, a union, a dataclass...)
+    cannot be written as JSON they validate back (`_unsupported`; none when pydantic is
+    not imported)."""
+    if "pydantic" not in sys.modules:
+        return []
+    return _unsupported(tp)
+
+
+def _class_problems(tp: type) -> Iterator[str]:
+    """The fields of one model or pydantic dataclass with no one key, or excluded and required."""
+    name = tp.__qualname__
+    validate_by_alias = _validates_by_alias(tp)
+    for field_name, field in _pydantic_fields(tp).items():
+        try:
+            field_key(field_name, field, validate_by_alias)
+        except _NoKey as exc:
+            yield f"field {field_name!r} of {name}: {exc}"
+        if _excluded(field) and field.is_required():
+            yield (
+                f"field {field_name!r} of {name} is Field(exclude=True) and required:"
+                " pydantic leaves it out of the model's JSON, which then does not"
+                " validate back (give it a default)"
+            )
+
+
+def _reachable(cls: Any) -> list[type]:
+    """``cls`` and the models and dataclasses its fields' types hold, at any depth (each once)."""
+    found: list[type] = []
+    seen: set[int] = set()
+    todo: list[Any] = [cls]
+    while todo:
+        tp = todo.pop()
+        if id(tp) in seen:
+            continue
+        seen.add(id(tp))
+        if is_model(tp) or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            found.append(tp)
+            todo.extend(_field_types(tp))
+        else:
+            todo.extend(typing.get_args(tp))
+    return sorted(found, key=lambda tp: tp.__qualname__)
 
 
 def unstructure_model(value: Any) -> Any:
     """A model as JSON data by the keys of its schema, which it validates again.
 
-    pydantic's dump by field name, each field renamed to `field_key` (at any depth:
-    a model in a field, a list, a dict), without computed fields (the schema is closed
-    to them) and the ``Field(exclude=True)`` ones pydantic leaves out.
+    pydantic's own dump by alias (a model whose written and read keys differ is a
+    definition error, `field_key`), without computed fields (the schema is closed to
+    them) and the ``Field(exclude=True)`` ones pydantic leaves out. A pydantic before
+    2.12 (no ``exclude_computed_fields``) keeps a nested model's computed fields; the
+    top model's are taken out.
     """
-    return _rekey(value, value.model_dump(mode="json", by_alias=False))
-
-
-def _rekey(value: Any, data: Any) -> Any:
-    """``data`` (pydantic's by-name JSON of ``value``) with each model's fields by `field_key`."""
-    if getattr(type(value), "__pydantic_root_model__", False):
-        return _rekey(value.root, data)
-    fields = _pydantic_fields(type(value))
-    if fields and isinstance(data, dict):
-        # (a field with exclude_if= may be left out of this value's dump)
-        kept = {
-            n: f
-            for n, f in fields.items()
-            if not _excluded(f) and (n in data or getattr(f, "exclude_if", None) is None)
-        }
-        if not all(n in data for n in kept):  # a serializer of its own: as it wrote it
-            return data
-        out: dict[str, Any] = {}
-        for name, field in kept.items():
-            try:
-                key = field_key(name, field)
-            except _NoKey:
-                key = field.alias or name
-            out[key] = _rekey(getattr(value, name), data[name])
-        extra = getattr(value, "__pydantic_extra__", None) or {}
-        out.update((k, data[k]) for k in extra if k in data)
-        return out
-    if isinstance(value, (list, tuple)) and isinstance(data, list) and len(value) == len(data):
-        return [_rekey(v, d) for v, d in zip(value, data, strict=True)]
-    if isinstance(value, dict) and isinstance(data, dict) and len(value) == len(data):
-        return {k: _rekey(v, d) for (k, d), v in zip(data.items(), value.values(), strict=True)}
+    try:
+        return value.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
+    except TypeError as exc:
+        if "exclude_computed_fields" not in str(exc):
+            raise
+    data = value.model_dump(mode="json", by_alias=True)
+    computed = getattr(type(value), "model_computed_fields", None) or {}
+    if isinstance(data, dict):
+        for name, info in computed.items():
+            data.pop(getattr(info, "alias", None) or name, None)
     return data
 
 
