@@ -194,6 +194,13 @@ class Task:
             )
         if self.input_type is not None and not is_type(self.input_type):
             found.append(f"{label}: {not_a_type('input_type', self.input_type, of_step=True)}")
+        if self.kind == "function" and callable(self.target):
+            # a model it takes or gives must validate its own JSON (an agent's output
+            # type and a tool's are checked when their schema is made)
+            from toolfold.toolkit._pydantic import type_problems
+
+            for tp in (self.accepts, self.output_type):
+                found.extend(f"{label}: {problem}" for problem in dict.fromkeys(type_problems(tp)))
         if self.prompt is not None and self.kind != "agent":
             found.append(f"{label}: prompt= is for agent steps (a {self.kind} gets its input)")
         for part, template in (("prompt", self.prompt), ("instructions", self.instructions)):
@@ -857,7 +864,7 @@ _NO_FIELDS = (str, bytes, int, float, bool, list, tuple, set, frozenset)
 def fields_of(tp: Any) -> dict[str, Any] | None:
     """The fields of a step output of type ``tp`` with their types; None when they cannot be known.
 
-    Attrs classes, dataclasses and TypedDicts have their fields; text,
+    Attrs classes, dataclasses, TypedDicts and pydantic models have their fields; text,
     numbers, lists and literals have none; anything else (Any, a mapping, a
     union) is unknown until the value exists.
     """
@@ -870,6 +877,10 @@ def fields_of(tp: Any) -> dict[str, Any] | None:
         return {}
     if not isinstance(tp, type):
         return None
+    from toolfold.toolkit._pydantic import is_model, model_fields
+
+    if is_model(tp):  # by the keys of its JSON, which placeholders read
+        return model_fields(tp)
     if attrs.has(tp):
         names = [f.name for f in attrs.fields(tp)]
     elif dataclasses.is_dataclass(tp):

@@ -188,10 +188,14 @@ class ArgumentChecker:
             dict unchanged instead of structured keyword arguments.
         hooks: The parameters' structure hooks, built already (`parameter_hooks`);
             None: built on the first `check` that structures.
+        model: The pydantic model a tool made of it (``tool(Model)``) makes: it
+            validates the arguments as a whole, and `check` returns them as
+            `ModelArguments` holding the model made.
     """
 
     __slots__ = (
         "_hooks",
+        "_model",
         "_param_types",
         "_pass_dict",
         "_schema",
@@ -208,8 +212,10 @@ class ArgumentChecker:
         param_types: Mapping[str, Any] | None,
         pass_dict: bool,
         hooks: Mapping[str, tuple[Any, _Hook | None]] | None = None,
+        model: type | None = None,
     ) -> None:
         self._tool_name = tool_name
+        self._model = model
         self._schema = dict(schema)
         self._param_types = dict(param_types or {})
         self._pass_dict = pass_dict
@@ -383,6 +389,9 @@ class ArgumentChecker:
         for name, item in value.items():
             entry = hooks.get(name)
             if entry is None:
+                if self._model is not None:  # an extra key the model's schema allowed
+                    result[name] = item  # (extra="allow"): the model takes it
+                    continue
                 problems = problems or []
                 problems.append(((name,), "unexpected argument"))
                 continue
@@ -397,7 +406,19 @@ class ArgumentChecker:
                 problems.extend(structure_problems(exc, (name,), tp))
         if problems:
             self._fail(render(problems))
+        if self._model is not None:
+            return self._made(result, self._model)
         return result
+
+    def _made(self, arguments: dict[str, Any], model: type) -> dict[str, Any]:
+        """The arguments of a pydantic model's own tool, with the model they make."""
+        from toolfold.toolkit._pydantic import structure_model
+
+        try:
+            built = structure_model(arguments, model)
+        except Exception as exc:  # a validator may raise anything: an argument error still
+            self._fail(render(structure_problems(exc, (), model)))
+        return ModelArguments(arguments, model, built)
 
     def _build_hooks(self) -> dict[str, tuple[Any, _Hook | None]]:
         return self._keep_hooks(parameter_hooks(self._tool_name, self._param_types))
@@ -414,6 +435,19 @@ class ArgumentChecker:
 
     def _fail(self, problems: list[str]) -> typing.NoReturn:
         raise ArgumentValidationError(self._tool_name, problems)
+
+
+class ModelArguments(dict[str, Any]):
+    """The checked arguments of a pydantic model's own tool (``tool(Model)``), as JSON
+    data by field alias, with the model they made: `Tool.invoke` hands that on
+    instead of making it again (its validators run once)."""
+
+    __slots__ = ("built", "model")
+
+    def __init__(self, arguments: dict[str, Any], model: type, built: Any) -> None:
+        super().__init__(arguments)
+        self.model = model
+        self.built = built
 
 
 def parameter_hooks(

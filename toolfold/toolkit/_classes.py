@@ -668,6 +668,10 @@ def to_json(value: Any) -> Any:
         if not all(isinstance(k, str) for k in value):
             raise ValueError(value)
         return {k: to_json(v) for k, v in value.items()}
+    from toolfold.toolkit._pydantic import is_model, unstructure_model
+
+    if is_model(kind):  # a pydantic model: its JSON dump
+        return unstructure_model(value)
     name = f"{kind.__module__}.{kind.__qualname__}"
     if name in ("datetime.datetime", "datetime.date", "datetime.time"):
         return value.isoformat()

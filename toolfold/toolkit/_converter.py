@@ -62,6 +62,7 @@ from toolfold.toolkit._flags import flag_names, is_flag_value
 from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 from toolfold.toolkit._problems import clip
+from toolfold.toolkit._pydantic import is_model, structure_model, unstructure_model
 
 __all__ = [
     "CheckFailedError",
@@ -927,6 +928,9 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(_is_typeddict_type, _typeddict_factory)
     conv.register_structure_hook_factory(_reads_own_fields, _own_fields_structure)
     conv.register_structure_hook_factory(_has_checks, _checked_structure)
+    # pydantic models make themselves (their validators run), recognised without importing it
+    conv.register_structure_hook_func(is_model, structure_model)
+    conv.register_unstructure_hook_func(is_model, unstructure_model)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
 

@@ -362,6 +362,13 @@ def structure_problems(exc: BaseException, path: tuple[Any, ...], tp: Any) -> li
         extra = ", ".join(repr(k) for k in sorted(exc.extra_fields))
         noun = "property" if len(exc.extra_fields) == 1 else "properties"
         return [(path, f"unexpected {noun} {extra}")]
+    from toolfold.toolkit._pydantic import UNKNOWN, ModelRefused, is_validation_error
+
+    if isinstance(exc, ModelRefused):  # a pydantic model's: each error at the path its loc names
+        return exc.problems(path)
+    if is_validation_error(exc):  # a pydantic dataclass's, made by its __init__
+        errors = exc.errors(include_url=False)  # type: ignore[attr-defined]
+        return ModelRefused(tp, errors, UNKNOWN).problems(path)
     if isinstance(exc, UnionStructureError):
         tried = "; ".join(
             f"as {type_name(arm)}: {_leaf_message(sub, arm)}" for arm, sub in exc.errors

@@ -349,6 +349,10 @@ class SchemaContext:
             return dict(found)
         if cls.__module__.startswith("pathlib"):  # pathlib._local on 3.13
             return dict(_PATH)
+        from toolfold.toolkit._pydantic import is_model, model_schema
+
+        if is_model(cls):  # its own schema, in toolfold's conventions
+            return model_schema(self, cls)
         from toolfold.toolkit._classes import UnresolvedHints, class_fields
 
         try:
@@ -385,6 +389,21 @@ class SchemaContext:
             self.defs[name] = schema
             return {"$ref": f"#/$defs/{name}"}
         return schema
+
+    def add_def(self, key: Any, name: str) -> tuple[str, bool]:
+        """The name in the root's ``$defs`` of a schema made elsewhere (a pydantic model's),
+        known by ``key``: ``name`` or a free name like it; and whether it is new (then the
+        caller puts the schema in `defs`)."""
+        self._refs += 1  # (a schema holding a $ref to the root's $defs is not cached)
+        known = self._names.get(key)
+        if known is not None:
+            return known, False
+        base, n = name, 2
+        taken = set(self._names.values()) | set(self.defs)
+        while name in taken:
+            name, n = f"{base}{n}", n + 1
+        self._names[key] = name
+        return name, True
 
     def _def_name(self, cls: type) -> str:
         name = self._names.get(cls)

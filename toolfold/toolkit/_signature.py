@@ -30,6 +30,7 @@ from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
 from toolfold.toolkit._field import hashable_type
 from toolfold.toolkit._flags import with_flag_note
+from toolfold.toolkit._pydantic import is_model
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
 _CO_VARARGS = inspect.CO_VARARGS
@@ -55,11 +56,14 @@ class FunctionSchema:
         unresolved: Whether some annotation could not be resolved.
         warnings: What looks wrong but does not stop the tool.
         undocumented: Warnings about parameters without a description.
+        model: The pydantic model a tool made of the model itself (``tool(Model)``)
+            makes, which checks the arguments as a whole (None for any other).
     """
 
     __slots__ = (
         "context_param",
         "description",
+        "model",
         "param_types",
         "parameters",
         "positional_defaults",
@@ -81,6 +85,7 @@ class FunctionSchema:
         self.warnings: list[str] = []
         self.undocumented: list[str] = []
         self.unresolved = False
+        self.model: type | None = None
 
 
 def _parameters(fn: Callable[..., Any]) -> list[tuple[str, int, Any]]:
@@ -342,6 +347,9 @@ def derive(
     defined inside a function, under ``from __future__ import annotations``).
     """
     out = FunctionSchema()
+    if is_model(fn):  # tool(Model): the model's fields are the parameters
+        _model_tool(fn, out)
+        return out
     if docstring_style not in STYLES:
         out.problems.append(
             f"docstring_style {docstring_style!r} is not one of {', '.join(STYLES)}"
@@ -411,6 +419,37 @@ def derive(
     out.parameters = _object_schema(properties, required, ctx.defs)
     out.positional_only = tuple(positional_only)
     return out
+
+
+def _model_tool(model: type, out: FunctionSchema) -> None:
+    """The tool of a pydantic model class: its fields (by alias) as the parameters, its
+    schema's description as the tool's; the model checks the arguments as a whole.
+
+    The arguments pass the schema as JSON data, which the model validates (its
+    validators run once, when the arguments are checked: see `ArgumentChecker`).
+    """
+    ctx = SchemaContext()
+    schema = ctx.schema_for(model)
+    for path, message in ctx.problems:
+        out.problems.append(f"model {model.__qualname__}{path}: {message}")
+    if "$ref" in schema:  # a model that holds itself: its definition is the object
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = {**ctx.defs[name], **{k: v for k, v in schema.items() if k != "$ref"}}
+    if schema.get("type") != "object" or "properties" not in schema:  # a RootModel[list]...
+        kind = schema.get("type") or "not an object"
+        out.problems.append(
+            f"model {model.__qualname__} is not an object of fields (its schema is {kind}): "
+            "tool(Model) takes its fields as the parameters (use the model as a parameter's type)"
+        )
+        return
+    out.description = schema.pop("description", "")
+    properties: dict[str, Any] = schema.get("properties", {})
+    parameters = _object_schema(properties, list(schema.get("required", ())), ctx.defs)
+    if "additionalProperties" in schema:  # a model that allows extra keys says so
+        parameters["additionalProperties"] = schema["additionalProperties"]
+    out.parameters = parameters
+    out.param_types = dict.fromkeys(properties, Any)
+    out.model = model
 
 
 def _constructor_fields(

@@ -190,6 +190,7 @@ class Tool(Generic[P, R]):
         self._set_function(function, is_async)
         self._pass_dict = signature is None
         self._param_types = None if signature is None else signature.param_types
+        self._model = None if signature is None else signature.model  # tool(Model)
         self._context_param = None if signature is None else signature.context_param
         self._positional_only = () if signature is None else signature.positional_only
         self._positional_defaults = {} if signature is None else signature.positional_defaults
@@ -282,12 +283,13 @@ class Tool(Generic[P, R]):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # A tool pickled by an earlier version has no ``_hooks`` (and its parameters
+        # A tool pickled by an earlier version has no ``_hooks`` nor ``_model`` (and its parameters
         # are a plain dict): filled in, so that it validates and runs when loaded.
         fields = self.__dict__
         fields.update(state)
         fields.setdefault("_checker", [None])
         fields.setdefault("_hooks", [None])
+        fields.setdefault("_model", None)  # (no tool of a pydantic model then)
         if "parameters" in fields:
             fields["parameters"] = freeze(fields["parameters"])
 
@@ -345,7 +347,12 @@ class Tool(Generic[P, R]):
             from toolfold.toolkit._arguments import ArgumentChecker
 
             checker = ArgumentChecker(
-                self.name, self.parameters, self._param_types, self._pass_dict, self._hooks[0]
+                self.name,
+                self.parameters,
+                self._param_types,
+                self._pass_dict,
+                self._hooks[0],
+                self._model,
             )
             self._checker[0] = checker
         result: dict[str, Any] = checker.check(raw)
@@ -366,6 +373,12 @@ class Tool(Generic[P, R]):
             raise TypeError(f"tool {self.name!r} has no function to call")
         if self._pass_dict:
             return function(dict(arguments))
+        if self._model is not None and function is self._model:
+            from toolfold.toolkit._arguments import ModelArguments
+
+            # the model the check made (its validators ran there); else it is made now
+            if isinstance(arguments, ModelArguments) and arguments.model is function:
+                return arguments.built
         kwargs = dict(arguments)
         if self._context_param is not None:
             kwargs[self._context_param] = context
@@ -617,6 +630,7 @@ def quick_arguments(tool: Tool[..., Any], arguments: Mapping[str, Any]) -> dict[
         or tool.function is None
         or tool._context_param is not None
         or tool._positional_only
+        or tool._model is not None  # (the model checks the arguments as a whole)
         or Tool.invoke is not _INVOKE
         or Tool.validate_arguments is not _VALIDATE
         or "invoke" in tool.__dict__
