@@ -486,6 +486,27 @@ def test_a_yaml_file_without_pyyaml_says_what_to_install(
     assert loaded.agent().name == "a"
 
 
+def test_an_mcp_entry_without_the_mcp_extra_is_a_problem_of_the_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without the mcp SDK, an agent's MCP server is a problem of the file naming the extra,
+    so `toolfold check` fails (it said ok, and `tools`/`run` then gave a traceback)."""
+    from toolfold._cli import main
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what Python does for a missing module
+    path = tmp_path / "f.toml"
+    path.write_text(
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n',
+        encoding="utf-8",
+    )
+    problem = f"{path}:3: agents.a.mcp[0]: an MCP server needs 'mcp': pip install 'toolfold[mcp]'"
+    with pytest.raises(AgentFileError) as info:
+        load(path)
+    assert info.value.problems == (problem,)
+    assert main(["check", str(path)]) == 1
+    assert problem in capsys.readouterr().err
+
+
 def test_a_yaml_key_given_twice_is_a_problem_not_silently_the_last() -> None:
     """PyYAML keeps the last of two equal keys: the file's second agent 'a' is reported, not used."""
     text = "agents:\n  a:\n    model: openai:gpt-4o-mini\n  a:\n    model: files_helpers:model\n"

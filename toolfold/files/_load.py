@@ -19,7 +19,14 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError, UsageError
+from toolfold._errors import (
+    AgentFileError,
+    ModelConfigError,
+    ToolDefinitionError,
+    ToolfoldError,
+    UsageError,
+)
+from toolfold._extras import optional
 from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
@@ -891,11 +898,9 @@ class _Loader:
         elif entry.url is not None and (entry.args or entry.env or entry.cwd):
             self.problem(path, "args, env and cwd are for stdio servers (with command)")
         try:
-            import toolfold.mcp  # noqa: F401
-        except ImportError as exc:
-            self.problem(
-                path, f"MCP servers need the mcp extra (pip install 'toolfold[mcp]'): {exc}"
-            )
+            optional("mcp", "mcp", "an MCP server")  # (toolfold.mcp imports without it)
+        except ModelConfigError as exc:
+            self.problem(path, str(exc))
 
     def _order(self) -> list[str]:
         """The agents and workflows, each after those it contains; a cycle of those is a problem.

@@ -1,0 +1,50 @@
+"""Importing a module that comes with one of toolfold's extras (``pip install 'toolfold[x]'``).
+
+Every place that needs an optional package imports it with `optional`, so a
+missing one is a toolfold error saying which extra to install, never a bare
+``ModuleNotFoundError`` about a module the user may never have heard of.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from toolfold._errors import ModelConfigError
+
+
+def missing(module: str, extra: str, what: str, exc: ImportError | None = None) -> str:
+    """The message for ``what`` whose ``module`` (of the extra ``extra``) cannot be imported.
+
+    ``exc``, when given and about another module than ``module`` (installed, but
+    one of its own imports failed), is added to the message.
+    """
+    message = f"{what} needs {module!r}: pip install 'toolfold[{extra}]'"
+    if exc is not None and exc.name not in (None, module):
+        message += f" ({type(exc).__name__}: {exc.msg})"
+    return message
+
+
+def optional(
+    module: str,
+    extra: str,
+    what: str,
+    error: Callable[[str], Exception] = ModelConfigError,
+) -> Any:
+    """The module ``module`` of the extra ``extra``, imported.
+
+    Args:
+        module: The module to import (``"mcp"``, ``"platformdirs"``).
+        extra: The extra of toolfold that installs it (``"mcp"``, ``"local"``).
+        what: What needs it, for the message (``"the local: provider"``).
+        error: Makes the error raised from the message.
+
+    Raises:
+        ModelConfigError: (or what ``error`` makes) It cannot be imported: the
+            message says ``pip install 'toolfold[extra]'``.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise error(missing(module, extra, what, exc)) from None
