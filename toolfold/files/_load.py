@@ -135,14 +135,32 @@ def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile
     """`load` of ``source``, searching ``search``, ``model`` unchecked: the CLI's ``--model``
     is reported as a problem of the file, under that name."""
     try:
-        text = source.read_text(encoding="utf-8")
+        # (utf-8-sig: a BOM, which Windows editors may write, is dropped)
+        text = source.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise AgentFileError(
             str(source), [f"{source}: cannot read: {exc.strerror or exc}"]
         ) from exc
+    except UnicodeDecodeError:
+        raise AgentFileError(str(source), [_not_utf8(source)]) from None
     kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
     lines = _Lines(str(source), text, kind)
     return _Loader(_parse(text, kind, lines), lines, search, model).build()
+
+
+def _not_utf8(source: Path) -> str:
+    """The problem of ``source``, a file that is not UTF-8: where its first bad byte is."""
+    try:
+        source.read_bytes().decode("utf-8")  # (offsets from the start, a BOM counted)
+    except (OSError, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            line = exc.object.count(b"\n", 0, exc.start) + 1
+            byte = exc.object[exc.start]
+            return (
+                f"{source}:{line}: not UTF-8: byte 0x{byte:02x} at offset {exc.start} "
+                "(saved in another encoding, such as Windows' cp1252?): save it as UTF-8"
+            )
+    return f"{source}: cannot read: not UTF-8"
 
 
 def loads(
