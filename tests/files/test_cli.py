@@ -2159,3 +2159,53 @@ def test_an_image_the_model_answers_with_is_one_line(tmp_path: Path, stream: lis
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Here:\n"
     assert "[image: image/png, 9 bytes]" in proc.stderr.splitlines()
+
+
+def _ticking(folder: Path) -> Path:
+    """An agent file whose model answers with a character cp1252 lacks (✓) and one it has (é)."""
+    (folder / "ticking_model.py").write_text(
+        "from toolfold.testing import FunctionModel\n\n"
+        "model = FunctionModel(lambda request: 'Done \\u2713 caf\\u00e9', name='tick:m')\n",
+        encoding="utf-8",
+    )
+    agent_file = folder / "tick.toml"
+    agent_file.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n', encoding="utf-8")
+    return agent_file
+
+
+@pytest.mark.parametrize("stream", [[], ["--stream"]])
+def test_an_answer_stdout_cannot_encode_is_written_escaped(
+    tmp_path: Path, stream: list[str]
+) -> None:
+    """Into a cp1252 stdout (Windows, redirected to a file) the answer is written with what
+    cp1252 lacks escaped, and the run exits 0 (it lost the answer and exited 1)."""
+    args = ["run", str(_ticking(tmp_path)), "--model", "ticking_model:model", *stream, "hi"]
+    proc = subprocess.run(
+        [*COMMAND, *args],
+        capture_output=True,
+        cwd=tmp_path,
+        env=environment({"PYTHONIOENCODING": "cp1252"}),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"Done \\u2713 caf\xe9\n"
+
+
+def test_json_into_a_stdout_that_is_not_utf8_is_ascii_json(tmp_path: Path) -> None:
+    """With ``--json`` into a cp1252 stdout the state is written as ASCII JSON (every
+    non-ASCII character a JSON escape), the same state, and the run exits 0."""
+    args = ["run", str(_ticking(tmp_path)), "--model", "ticking_model:model", "--json", "hi"]
+    proc = subprocess.run(
+        [*COMMAND, *args],
+        capture_output=True,
+        cwd=tmp_path,
+        env=environment({"PYTHONIOENCODING": "cp1252"}),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.isascii()
+    text = proc.stdout.decode("ascii")
+    RunState.from_json(text)  # (it loads)
+    assert "Done \u2713 caf\u00e9" in json.dumps(json.loads(text), ensure_ascii=False)
