@@ -1,8 +1,11 @@
-"""``toolfold local clean`` says what it did: removed, nothing to remove, or what is left."""
+"""``toolfold local`` clean says what it did (removed, nothing to remove, what is left); its
+commands end without a traceback (no local extra, a reader gone)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +100,39 @@ def test_clean_of_a_cache_path_that_is_a_link_to_a_folder_keeps_the_folder(
         assert "is not a folder (a file or a link): nothing removed" in captured.err
         assert link.is_symlink()
         assert (target / "models" / "m.gguf").read_text() == "weights"
+
+
+@pytest.mark.parametrize("command", ["status", "serve", "build", "clean"])
+def test_a_local_command_without_the_local_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Without the local extra (platformdirs), ``toolfold local CMD`` says what to install
+    and exits 1 (it ended in a ModelConfigError traceback)."""
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.delenv("TOOLFOLD_LLAMA_SERVER", raising=False)
+    monkeypatch.setitem(sys.modules, "platformdirs", None)  # what Python does for a missing module
+    assert main([command]) == 1
+    assert capsys.readouterr().err == (
+        "error: the local: provider needs 'platformdirs': pip install 'toolfold[local]'\n"
+    )
+
+
+def test_status_into_a_pipe_whose_reader_went_away_exits_141(tmp_path: Path) -> None:
+    """``toolfold local status | head -1`` with the reader gone exits 141 with nothing on
+    stderr, as the other commands do (it printed a BrokenPipeError traceback, exit 1)."""
+    root = Path(__file__).resolve().parents[2]
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "toolfold._cli", "local", "status"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, CACHE_ENV: str(tmp_path), "PYTHONPATH": str(root)},
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")

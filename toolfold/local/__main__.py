@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from toolfold._errors import ModelConfigError
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import print_progress
 from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir
@@ -23,7 +24,8 @@ from toolfold.local._weights import MODELS, ensure_model, installed_model
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local") -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code (1 for an error, 141 when the reader of
+    stdout went away)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Build, serve, show or delete the local model's llama-server ahead of time "
@@ -54,9 +56,16 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local
             _status()
         else:
             _clean(cache_dir())
-    except LocalSetupError as exc:
+        if sys.stdout is not None:
+            sys.stdout.flush()  # (a reader that went away is seen here, not at exit)
+    except ModelConfigError as exc:  # a LocalSetupError, or the local extra not installed
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the stdout reader went away (| head -1): quiet, as other commands
+        from toolfold._session import SIGPIPE_EXIT, quiet_stdout
+
+        quiet_stdout(sys.stdout)
+        return SIGPIPE_EXIT
     return 0
 
 
