@@ -26,6 +26,17 @@ def missing(module: str, extra: str, what: str, exc: ImportError | None = None) 
     return message
 
 
+def missing_extra(exc: ImportError, extra: str, what: str) -> ModuleNotFoundError:
+    """The error to raise for ``exc``, the failed import of a module of the extra ``extra``
+    that ``what`` (a toolfold package importing it at the top) needs.
+
+    It is still an ImportError (``try: import toolfold.otel`` guards keep working),
+    naming the top-level module that is missing and ``pip install 'toolfold[extra]'``.
+    """
+    module = (exc.name or extra).partition(".")[0]
+    return ModuleNotFoundError(missing(module, extra, what, exc), name=exc.name)
+
+
 def optional(
     module: str,
     extra: str,
