@@ -1,8 +1,10 @@
 """Importing a module that comes with one of toolfold's extras (``pip install 'toolfold[x]'``).
 
-Every place that needs an optional package imports it with `optional`, so a
-missing one is a toolfold error saying which extra to install, never a bare
-``ModuleNotFoundError`` about a module the user may never have heard of.
+Code that needs an optional package when it runs imports it with `optional`
+(a toolfold error); a package of toolfold that imports one at its top raises
+`missing_extra` when that import fails (an ImportError). Either way the message
+says which extra to install, never a bare ``ModuleNotFoundError`` about a module
+the user may never have heard of.
 """
 
 from __future__ import annotations
