@@ -2,14 +2,17 @@
 
 Code that needs an optional package when it runs imports it with `optional`
 (a toolfold error); a package of toolfold that imports one at its top raises
-`missing_extra` when that import fails (an ImportError). Either way the message
-says which extra to install, never a bare ``ModuleNotFoundError`` about a module
-the user may never have heard of.
+`missing_extra` when that import fails (an ImportError); code that only checks
+that the package is there (loading an agent file) asks `installed`, which does
+not import it. Each way the message says which extra to install, never a bare
+``ModuleNotFoundError`` about a module the user may never have heard of.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +40,18 @@ def missing_extra(exc: ImportError, extra: str, what: str) -> ModuleNotFoundErro
     """
     module = (exc.name or extra).partition(".")[0]
     return ModuleNotFoundError(missing(module, extra, what, exc), name=exc.name)
+
+
+def installed(module: str) -> bool:
+    """Whether the top-level ``module`` is installed, found without importing it.
+
+    Its import may still fail (`optional` says so when it is imported). A
+    ``None`` in ``sys.modules`` (what Python records for a missing module) is
+    not installed.
+    """
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    return importlib.util.find_spec(module) is not None
 
 
 def optional(

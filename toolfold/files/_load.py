@@ -21,12 +21,11 @@ import attrs
 
 from toolfold._errors import (
     AgentFileError,
-    ModelConfigError,
     ToolDefinitionError,
     ToolfoldError,
     UsageError,
 )
-from toolfold._extras import optional
+from toolfold._extras import installed, missing
 from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
@@ -915,10 +914,8 @@ class _Loader:
             self.problem(path, "give either command (a stdio server) or url (an HTTP server)")
         elif entry.url is not None and (entry.args or entry.env or entry.cwd):
             self.problem(path, "args, env and cwd are for stdio servers (with command)")
-        try:
-            optional("mcp", "mcp", "an MCP server")  # (toolfold.mcp imports without it)
-        except ModelConfigError as exc:
-            self.problem(path, str(exc))
+        if not installed("mcp"):  # (not imported: it is slow, and checking a file needs no server)
+            self.problem(path, missing("mcp", "mcp", "an MCP server"))
 
     def _order(self) -> list[str]:
         """The agents and workflows, each after those it contains; a cycle of those is a problem.
