@@ -47,3 +47,59 @@ def test_a_package_without_its_extra_names_the_extra(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{message}: pip install 'toolfold[{extra}]'\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (
+            "raise ImportError('opentelemetry needs protobuf>=5')",
+            "ImportError: opentelemetry needs protobuf>=5",
+        ),
+        ("import toolfold_no_such_module", "No module named 'toolfold_no_such_module'"),
+    ],
+)
+def test_an_installed_extra_failing_in_its_own_import_keeps_its_error(
+    tmp_path: Path, body: str, error: str
+) -> None:
+    """An installed opentelemetry whose import fails (a version conflict, a missing module of
+    its own) gives that ImportError, not "needs 'otel': pip install" hiding the cause."""
+    (tmp_path / "opentelemetry").mkdir()
+    (tmp_path / "opentelemetry" / "__init__.py").write_text(body + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import toolfold.otel"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])},
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.rstrip().endswith(error), proc.stderr
+    assert "pip install" not in proc.stderr
+    assert f"{tmp_path / 'opentelemetry' / '__init__.py'}" in proc.stderr  # its traceback
+
+
+def test_optional_names_the_import_error_of_an_installed_module(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`optional` of an installed module whose own import fails says so with that error
+    (also its cause), not "needs it: pip install" as if it were missing."""
+    from toolfold import ModelConfigError
+    from toolfold._extras import optional
+
+    (tmp_path / "toolfold_broken_extra.py").write_text("raise ImportError('needs pydantic>=3')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelConfigError) as info:
+        optional("toolfold_broken_extra", "mcp", "an MCP server")
+    assert str(info.value) == (
+        "an MCP server needs 'toolfold_broken_extra' (toolfold[mcp]), installed but failing"
+        " to import: ImportError: needs pydantic>=3"
+    )
+    assert isinstance(info.value.__cause__, ImportError)
+    monkeypatch.setitem(sys.modules, "toolfold_broken_extra", None)  # now: not installed
+    with pytest.raises(ModelConfigError) as info:
+        optional("toolfold_broken_extra", "mcp", "an MCP server")
+    assert str(info.value) == (
+        "an MCP server needs 'toolfold_broken_extra': pip install 'toolfold[mcp]'"
+    )

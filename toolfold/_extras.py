@@ -2,10 +2,12 @@
 
 Code that needs an optional package when it runs imports it with `optional`
 (a toolfold error); a package of toolfold that imports one at its top raises
-`missing_extra` when that import fails (an ImportError); code that only checks
+`raise_missing_extra` when that import fails (an ImportError); code that only checks
 that the package is there (loading an agent file) asks `installed`, which does
-not import it. Each way the message says which extra to install, never a bare
-``ModuleNotFoundError`` about a module the user may never have heard of.
+not import it. Where the package is missing, the message says which extra to
+install, never a bare ``ModuleNotFoundError`` about a module the user may never
+have heard of; where it is installed but its own import fails (a version
+conflict), the original error is kept.
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, NoReturn
 
 from toolfold._errors import ModelConfigError
+from toolfold.toolkit._results import class_name, exception_text
 
 
 def missing(module: str, extra: str, what: str, exc: ImportError | None = None) -> str:
     """The message for ``what`` whose ``module`` (of the extra ``extra``) cannot be imported.
 
-    ``exc``, when given and about another module than ``module`` (installed, but
-    one of its own imports failed), is added to the message.
+    ``exc``, when given and about another module than ``module`` (a submodule of
+    it), is added to the message.
     """
     message = f"{what} needs {module!r}: pip install 'toolfold[{extra}]'"
     if exc is not None and exc.name not in (None, module):
@@ -31,15 +34,39 @@ def missing(module: str, extra: str, what: str, exc: ImportError | None = None) 
     return message
 
 
-def missing_extra(exc: ImportError, extra: str, what: str) -> ModuleNotFoundError:
-    """The error to raise for ``exc``, the failed import of a module of the extra ``extra``
+def _is_missing(exc: ImportError, modules: Collection[str]) -> str | None:
+    """The top-level module of ``modules`` that ``exc`` says is not installed, or None
+    (``exc`` is about another module, or an installed one failing in its own import)."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name is None:
+        return None
+    top = exc.name.partition(".")[0]
+    return top if top in modules else None
+
+
+def raise_missing_extra(
+    exc: ImportError, extra: str, what: str, modules: Collection[str]
+) -> NoReturn:
+    """Raise the error for ``exc``, the failed import of a module of the extra ``extra``
     that ``what`` (a toolfold package importing it at the top) needs.
 
-    It is still an ImportError (``try: import toolfold.otel`` guards keep working),
-    naming the top-level module that is missing and ``pip install 'toolfold[extra]'``.
+    Args:
+        exc: The ImportError caught.
+        extra: The extra of toolfold (``"otel"``).
+        what: The package importing it (``"toolfold.otel"``).
+        modules: The top-level modules the extra installs (``("opentelemetry",)``).
+
+    Raises:
+        ModuleNotFoundError: One of ``modules`` is not installed: still an
+            ImportError (``try: import toolfold.otel`` guards keep working),
+            naming it and ``pip install 'toolfold[extra]'``.
+        ImportError: ``exc`` itself, with its message, cause and traceback,
+            where it is about another module or an installed one failing in its
+            own import (a version conflict): the extra is not what is missing.
     """
-    module = (exc.name or extra).partition(".")[0]
-    return ModuleNotFoundError(missing(module, extra, what, exc), name=exc.name)
+    module = _is_missing(exc, modules)
+    if module is None:
+        raise exc
+    raise ModuleNotFoundError(missing(module, extra, what, exc), name=exc.name) from None
 
 
 def installed(module: str) -> bool:
@@ -63,16 +90,23 @@ def optional(
     """The module ``module`` of the extra ``extra``, imported.
 
     Args:
-        module: The module to import (``"mcp"``, ``"platformdirs"``).
+        module: The top-level module to import (``"mcp"``, ``"platformdirs"``).
         extra: The extra of toolfold that installs it (``"mcp"``, ``"local"``).
         what: What needs it, for the message (``"the local: provider"``).
         error: Makes the error raised from the message.
 
     Raises:
-        ModelConfigError: (or what ``error`` makes) It cannot be imported: the
-            message says ``pip install 'toolfold[extra]'``.
+        ModelConfigError: (or what ``error`` makes) It cannot be imported. Not
+            installed: the message says ``pip install 'toolfold[extra]'``.
+            Installed but failing in its own import: the message gives that
+            ImportError, which is also the cause.
     """
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        if _is_missing(exc, (module,)) is None:
+            raise error(
+                f"{what} needs {module!r} (toolfold[{extra}]), installed but failing to import:"
+                f" {class_name(exc)}: {exception_text(exc)}"
+            ) from exc
         raise error(missing(module, extra, what, exc)) from None

@@ -11,14 +11,14 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from toolfold._errors import ProviderError
-from toolfold._extras import missing_extra
+from toolfold._extras import raise_missing_extra
 
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import metrics, trace
     from opentelemetry.trace import SpanKind, Status, StatusCode
-except ImportError as exc:  # the otel extra is not installed
-    raise missing_extra(exc, "otel", "toolfold.otel") from None
+except ImportError as exc:  # the otel extra is not installed, or fails to import
+    raise_missing_extra(exc, "otel", "toolfold.otel", ("opentelemetry",))
 
 from toolfold.runtime._planner import Planner
 from toolfold.runtime.core._messages import (

@@ -13,15 +13,15 @@ from typing import Any
 import attrs
 
 from toolfold._errors import SerializationError, UsageError, WorkflowDefinitionError
-from toolfold._extras import missing_extra
+from toolfold._extras import raise_missing_extra
 
 try:
     import ray
     from ray.actor import ActorHandle
     from ray.exceptions import RayActorError
     from tqdm import tqdm
-except ImportError as exc:  # the ray extra (ray and tqdm) is not installed
-    raise missing_extra(exc, "ray", "toolfold.integrations.ray") from None
+except ImportError as exc:  # the ray extra (ray and tqdm) is missing, or fails to import
+    raise_missing_extra(exc, "ray", "toolfold.integrations.ray", ("ray", "tqdm"))
 
 from toolfold.integrations.ray._actor import (
     BatchActor,
