@@ -3,6 +3,7 @@ commands end without a traceback (no local extra, a reader gone)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -136,3 +137,49 @@ def test_status_into_a_pipe_whose_reader_went_away_exits_141(tmp_path: Path) -> 
     finally:
         os.close(write)
     assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_status_into_a_cp1252_or_closed_stdout_ends_without_a_traceback(tmp_path: Path) -> None:
+    """``toolfold local status`` with a cache path a cp1252 stdout cannot write exits 0
+    with it escaped; into a closed stdout it says so and exits 1 (both were tracebacks)."""
+    root = Path(__file__).resolve().parents[2]
+    cache = tmp_path / "cache\u2713"
+    env = {**os.environ, CACHE_ENV: str(cache), "PYTHONPATH": str(root)}
+    command = [sys.executable, "-m", "toolfold._cli", "local", "status"]
+    cp1252 = subprocess.run(
+        command,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env={**env, "PYTHONIOENCODING": "cp1252"},
+        timeout=60,
+    )
+    assert cp1252.returncode == 0, cp1252.stderr
+    assert cp1252.stdout.decode("ascii").startswith(f"cache:        {tmp_path}/cache\\u2713\n")
+    closed = subprocess.run(
+        command,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert (closed.returncode, closed.stderr) == (
+        1,
+        "toolfold local: cannot write to stdout: stdout is closed\n",
+    )
+
+
+def test_clean_into_a_cp1252_stdout_escapes_what_it_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``clean`` of a cache path with a character cp1252 lacks removes it and says so,
+    escaped, exit 0 (it removed the folder, then failed with a UnicodeEncodeError)."""
+    cache = tmp_path / "cache\u2713"
+    cache.mkdir()
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="cp1252")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert main(["clean"]) == 0
+    assert stdout.buffer.getvalue() == f"removed {tmp_path}/cache\\u2713\n".encode()
+    assert not cache.exists()
