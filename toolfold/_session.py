@@ -734,7 +734,7 @@ def ascii_json(text: str, stream: TextIO) -> str:
     return _NOT_ASCII.sub(lambda found: json.dumps(found.group())[1:-1], text)
 
 
-_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")  # (runs: one json.dumps for each, not each character)
 
 
 def quiet_stdout(stream: Any) -> None:
