@@ -25,7 +25,7 @@ from toolfold._errors import ToolfoldError
 
 
 def _view(args: argparse.Namespace) -> int:
-    from toolfold._commands import state_text
+    from toolfold._commands import _out, state_text
     from toolfold.runtime._view import to_html
     from toolfold.runtime.core._state import RunState
 
@@ -41,8 +41,7 @@ def _view(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"toolfold view: cannot write {target}: {exc}", file=sys.stderr)
         return 1
-    print(target)
-    return 0
+    return _out("view", f"{target}\n")
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold._run_files import _Held, _held
-from toolfold._session import SIGPIPE_EXIT, _continue, _Session, _start, quiet_stdout
+from toolfold._session import SIGPIPE_EXIT, _continue, _Session, _start, quiet_stdout, written
 
 
 def state_text(raw: bytes) -> bytes:
@@ -203,8 +203,7 @@ def _out(command: str, text: str) -> int:
     try:
         if out is None:  # (started with stdout closed)
             raise OSError(errno.EBADF, "stdout is closed")
-        out.write(text)
-        out.flush()
+        written(out, text)
     except (OSError, ValueError) as exc:  # (ValueError: a closed file object)
         if out is not None:
             quiet_stdout(out)

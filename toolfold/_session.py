@@ -8,10 +8,12 @@ stderr. `_start` and `_continue` begin the run a session drives.
 from __future__ import annotations
 
 import argparse
+import codecs
 import errno
 import functools
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -144,7 +146,7 @@ class _Session:
             # A resumed run file holds the run's end, so its answers cannot be given twice.
             self._write(response.state)
         if self.args.json:
-            self._emit(response.state.to_json() + "\n")
+            self._emit_json(response.state.to_json() + "\n")
         if response.finish_reason == "error":
             _say(self.command, "the run failed (see the state's error)")
             return FAILED
@@ -491,14 +493,17 @@ class _Session:
         if self.gone:
             return
         try:
-            self.out.write(text)
-            self.out.flush()
+            written(self.out, text)
         except (OSError, ValueError) as exc:  # (ValueError: a closed file object)
             self.gone = SIGPIPE_EXIT if isinstance(exc, BrokenPipeError) else PROBLEM
             if self.gone == PROBLEM:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 _say(self.command, f"cannot write to stdout: {why}")
             quiet_stdout(self.out)
+
+    def _emit_json(self, text: str) -> None:
+        """JSON ``text`` written as `_emit` does, ASCII where stdout is not UTF-8 (`ascii_json`)."""
+        self._emit(ascii_json(text, self.out))
 
     def _answer(self, text: str) -> str:
         """The answer's ``text`` as written to stdout: escaped on a terminal (`_visible`)."""
@@ -508,7 +513,7 @@ class _Session:
         """The run file written with ``state``, and with ``--json`` the state on stdout."""
         self._write(state)
         if self.args.json:
-            self._emit(state.to_json() + "\n")
+            self._emit_json(state.to_json() + "\n")
 
     def _write(self, state: Any) -> None:
         """The run file written with ``state``, or, when it cannot be, printed on stdout (exit 1).
@@ -699,6 +704,37 @@ class _Closed:
 
     def isatty(self) -> bool:
         return False
+
+
+def written(stream: TextIO, text: str) -> None:
+    """``text`` written to ``stream`` (stdout) and flushed; what its encoding cannot write
+    (a cp1252 stdout redirected to a file on Windows) as ``\\u2713``-style escapes.
+
+    Raises:
+        OSError: It cannot be written (a broken pipe, a full disk).
+        ValueError: It is closed.
+    """
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # (written whole or not at all: it is encoded before writing)
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
+
+
+def ascii_json(text: str, stream: TextIO) -> str:
+    """JSON ``text`` with every non-ASCII character as a JSON escape when ``stream``'s
+    encoding is not UTF-8: the same JSON, readable whatever encoding its reader assumes."""
+    try:
+        utf8 = codecs.lookup(getattr(stream, "encoding", None) or "utf-8").name == "utf-8"
+    except (LookupError, TypeError):
+        utf8 = False
+    if utf8 or text.isascii():
+        return text
+    return _NOT_ASCII.sub(lambda found: json.dumps(found.group())[1:-1], text)
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")  # (runs: one json.dumps for each, not each character)
 
 
 def quiet_stdout(stream: Any) -> None:

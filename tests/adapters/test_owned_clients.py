@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import sys
 import traceback
 import urllib.request
 from typing import Any
@@ -794,3 +795,25 @@ def test_a_closed_owned_client_refuses_as_httpx_does(name: str) -> None:
     backend.close()
     with pytest.raises(RuntimeError, match="client has been closed"):
         backend.send_sync("http://127.0.0.1:9/x", b"{}", {}, None)
+
+
+@pytest.mark.parametrize(
+    ("version", "install"),
+    [
+        ((3, 10, 14), "on Python 3.10 use http='httpx', the default"),
+        ((3, 11, 7), "(a dependency of toolfold on Python 3.11+: pip install 'httpx2>=2.16')"),
+    ],
+)
+def test_a_missing_httpx2_says_what_is_true(
+    monkeypatch: pytest.MonkeyPatch, version: tuple[int, ...], install: str
+) -> None:
+    """Without httpx2, ``http="httpx2"`` says how to get it on this Python: on 3.10 there is
+    no extra to install (it said pip install 'toolfold[httpx2]', an extra that does not exist)."""
+    monkeypatch.setitem(sys.modules, "httpx2", None)  # what Python does for a missing module
+    monkeypatch.setattr(sys, "version_info", version)
+    with pytest.raises(ModelConfigError) as info:
+        make_sync("httpx2", Timeouts(), HttpLimits(), "http://127.0.0.1:9")
+    monkeypatch.undo()
+    assert str(info.value).startswith("http='httpx2' needs the httpx2 package")
+    assert install in str(info.value)
+    assert "toolfold[httpx2]" not in str(info.value)

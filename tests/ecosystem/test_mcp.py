@@ -1386,3 +1386,43 @@ def test_load_tools_names_a_list_whose_iteration_raises(
         "cannot read the items of 'TOOLS' (BadList): RuntimeError: iter fails "
         f"(raised at {module}, line 4)",
     )
+
+
+def _without_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Imports of the mcp SDK fail, as where the mcp extra is not installed."""
+    for name in ("mcp", "mcp_types"):
+        monkeypatch.setitem(sys.modules, name, None)  # what Python does for a missing module
+
+
+def test_an_mcp_server_without_the_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the mcp SDK, a run holding an MCP server raises a ModelConfigError naming
+    `pip install 'toolfold[mcp]'`, not a bare ModuleNotFoundError."""
+    from toolfold import ModelConfigError
+    from toolfold.testing import TestModel
+
+    _without_mcp(monkeypatch)
+    agent = Agent(TestModel(), tools=[MCPServerStdio("mcp-server-time", prefix="time")])
+    with pytest.raises(ModelConfigError) as info:
+        agent.run("what time is it?")
+    assert str(info.value) == (
+        "MCP server 'mcp-server-time' needs 'mcp': pip install 'toolfold[mcp]'"
+    )
+
+
+def test_mcp_server_and_serve_without_the_extra_say_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the mcp SDK, `mcp_server` raises a ModelConfigError naming the extra, and
+    `toolfold mcp serve` says so and exits 1 (it said "No module named 'mcp_types'")."""
+    from toolfold import ModelConfigError
+    from toolfold._cli import main
+
+    _without_mcp(monkeypatch)
+    with pytest.raises(ModelConfigError, match=r"pip install 'toolfold\[mcp\]'"):
+        mcp_server(TOOLS)
+    assert main(["mcp", "serve", "tests.ecosystem.served_tools:TOOLS"]) == 1
+    assert capsys.readouterr().err == (
+        "toolfold mcp: serving tools to MCP hosts needs 'mcp': pip install 'toolfold[mcp]'\n"
+    )

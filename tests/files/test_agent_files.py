@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -484,6 +486,47 @@ def test_a_yaml_file_without_pyyaml_says_what_to_install(
     with override_models(TestModel()):
         loaded = loads('[agents.a]\nmodel = "openai:gpt-4o-mini"\n', format="toml", name="f")
     assert loaded.agent().name == "a"
+
+
+def test_an_mcp_entry_without_the_mcp_extra_is_a_problem_of_the_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without the mcp SDK, an agent's MCP server is a problem of the file naming the extra,
+    so `toolfold check` fails (it said ok, and `tools`/`run` then gave a traceback)."""
+    from toolfold._cli import main
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what Python does for a missing module
+    path = tmp_path / "f.toml"
+    path.write_text(
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n',
+        encoding="utf-8",
+    )
+    problem = f"{path}:3: agents.a.mcp[0]: an MCP server needs 'mcp': pip install 'toolfold[mcp]'"
+    with pytest.raises(AgentFileError) as info:
+        load(path)
+    assert info.value.problems == (problem,)
+    assert main(["check", str(path)]) == 1
+    assert problem in capsys.readouterr().err
+
+
+def test_loading_a_file_with_an_mcp_server_does_not_import_the_mcp_sdk(tmp_path: Path) -> None:
+    """Loading (and so `toolfold check`) finds the mcp SDK without importing it: its import
+    took over a second, where loading the file took a fifth."""
+    path = tmp_path / "f.toml"
+    path.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n')
+    code = (
+        "import sys\nfrom toolfold.files import load\nfrom toolfold.testing import TestModel\n"
+        f"load({str(path)!r}, model=TestModel())\nprint('mcp' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "False\n"
 
 
 def test_a_yaml_key_given_twice_is_a_problem_not_silently_the_last() -> None:

@@ -266,6 +266,24 @@ def test_tools_graph_and_check_stop_quietly_on_a_closed_pipe_or_stdout(tmp_path:
         assert f"toolfold {args[0]}: cannot write to stdout: stdout is closed" in closed.stderr
 
 
+def test_view_prints_its_output_path_as_the_other_commands_print(tmp_path: Path) -> None:
+    """``view``'s output path: a gone reader exits 141 quietly, a closed stdout is said
+    (exit 1), and into a cp1252 stdout what it lacks is escaped (exit 0): each was a
+    traceback."""
+    _folder(tmp_path)
+    ran = toolfold(
+        "run", "agents.toml", "--agent", "waits", "go", "--state-out", "s\u2713.json", cwd=tmp_path
+    )
+    assert ran.returncode == 3, ran.stderr
+    piped = into_closed_pipe(["view", "s\u2713.json"], tmp_path)
+    assert (piped.returncode, piped.stderr) == (141, "")
+    closed = with_stdout_closed(["view", "s\u2713.json"], tmp_path)
+    assert closed.returncode == 1, closed.stderr
+    assert closed.stderr == "toolfold view: cannot write to stdout: stdout is closed\n"
+    cp1252 = toolfold("view", "s\u2713.json", cwd=tmp_path, env={"PYTHONIOENCODING": "cp1252"})
+    assert (cp1252.returncode, cp1252.stdout) == (0, "s\\u2713.html\n"), cp1252.stderr
+
+
 def test_a_state_out_hard_linked_to_the_agent_file_is_refused(tmp_path: Path) -> None:
     """``--state-out`` naming a hard link of the agent file exits 2 and leaves the file whole."""
     agents = _folder(tmp_path)

@@ -263,3 +263,36 @@ def test_a_package_the_program_imported_is_used_though_the_folder_has_its_source
     importlib.import_module("inst_proj")
     with override_models(TestModel()):
         assert load(tmp_path / "app" / "f.toml").agent().tools[0].function("x") == "site"
+
+
+_FRENCH = 'entry = "a"\n[agents.a]\nmodel = "openai:gpt-4o-mini"\ninstructions = "Réponds"\n'
+
+
+def test_a_file_that_is_not_utf8_is_an_agent_file_error_naming_the_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cp1252 file (Notepad's "ANSI") is one AgentFileError naming the file, the line and
+    the byte's offset, and `toolfold check` says so (exit 1), not a UnicodeDecodeError."""
+    from toolfold._cli import main
+
+    path = tmp_path / "ansi.toml"
+    path.write_bytes(_FRENCH.encode("cp1252"))
+    with pytest.raises(AgentFileError) as info:
+        load(path)
+    assert info.value.problems == (
+        f"{path}:4: not UTF-8: byte 0xe9 at offset 69 (saved in another encoding, such as "
+        "Windows' cp1252?): save it as UTF-8",
+    )
+    assert main(["check", str(path)]) == 1
+    assert "not UTF-8: byte 0xe9" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml"])
+def test_a_utf8_file_with_a_bom_loads(tmp_path: Path, suffix: str) -> None:
+    """A UTF-8 file starting with a byte order mark (Notepad's "UTF-8 with BOM") loads, TOML
+    as YAML (TOML said "not TOML: Invalid statement" at line 1)."""
+    path = tmp_path / f"bom{suffix}"
+    text = _FRENCH if suffix == ".toml" else "agents:\n  a:\n    model: openai:gpt-4o-mini\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    with override_models(TestModel()):
+        assert load(path).entry == "a"

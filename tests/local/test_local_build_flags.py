@@ -1,4 +1,4 @@
-"""The llama-server build's compiler flags and the watchdog's report of a crashed server."""
+"""The llama-server build: its compiler flags, its binary, the watchdog's report of a crash."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolfold.local import _build
+import pytest
+
+from toolfold.local import LocalSetupError, _build
 
 WATCHDOG = Path(_build.__file__).with_name("_watchdog.py")
 
@@ -91,3 +93,50 @@ def test_the_watchdog_names_a_signal_without_a_name_by_its_number() -> None:
     assert returncode == 128 + number
     assert f"died of signal {number}" in stderr
     assert "Fatal Python error" not in stderr
+
+
+def _fake_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, makes: str | None
+) -> tuple[Path, Path]:
+    """`_build._build` on simulated Windows with cmake, ninja and a compiler faked: the
+    compile writes ``build/bin/<makes>`` (nothing when None). The root and the build folder."""
+    monkeypatch.setenv("TOOLFOLD_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TOOLFOLD_LLAMA_SERVER", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/fake/{name}")
+    root = _build.server_root()
+    build = root / "work" / "build"
+    (root / "work" / "src").mkdir(parents=True)
+    (root / "work" / "src" / "CMakeLists.txt").write_text("", encoding="utf-8")
+
+    def compile(build: Path, log: Path, progress: object) -> None:
+        if makes is not None:
+            (build / "bin").mkdir(parents=True)
+            (build / "bin" / makes).write_bytes(b"MZ")
+
+    monkeypatch.setattr(_build, "_run", lambda command, log, what: None)
+    monkeypatch.setattr(_build, "_compile", compile)
+    monkeypatch.setattr(sys, "platform", "win32")
+    return root, build
+
+
+def test_the_build_on_windows_finds_llama_server_exe(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On Windows the built ``llama-server.exe`` is the binary kept and found again (the
+    build looked for ``llama-server`` and ended in a FileNotFoundError)."""
+    root, _ = _fake_build(monkeypatch, tmp_path, "llama-server.exe")
+    binary = _build._build(root, lambda line: None)
+    assert binary == root / "llama-server.exe"
+    assert binary.read_bytes() == b"MZ"
+    assert _build.built_binary() == binary
+
+
+def test_a_build_that_made_no_binary_is_a_local_setup_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A build that ends without the binary raises a LocalSetupError naming the missing file,
+    not a bare FileNotFoundError."""
+    root, build = _fake_build(monkeypatch, tmp_path, None)
+    with pytest.raises(LocalSetupError) as info:
+        _build._build(root, lambda line: None)
+    assert str(build / "bin" / "llama-server.exe") in str(info.value)

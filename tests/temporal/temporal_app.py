@@ -4,14 +4,17 @@ Run as a script it is the worker the crash tests start and SIGKILL:
 ``python temporal_app.py ADDRESS TASK_QUEUE LOG_DIR``. It prints ``ready``
 once polling, and ``hanging <key>`` when the `slow` tool blocks (while a file
 ``hang`` exists in LOG_DIR), ``cancelled <key>`` when Temporal cancels it there; every tool appends ``start <key>`` and
-``done <key>`` lines to ``LOG_DIR/tools.log``.
+``done <key>`` lines to ``LOG_DIR/tools.log`` (a temporary folder when it is not given).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -57,7 +60,19 @@ from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._state import RunState
 from toolfold.testing import FunctionModel, response_events
 
-LOG_DIR = Path(os.environ.get("TOOLFOLD_TEMPORAL_LOG_DIR", "."))
+
+def _log_dir() -> Path:
+    """``TOOLFOLD_TEMPORAL_LOG_DIR``, else a temporary folder removed at exit: never the
+    current folder (a test that set neither it nor `LOG_DIR` left tools.log in the checkout)."""
+    given = os.environ.get("TOOLFOLD_TEMPORAL_LOG_DIR")
+    if given:
+        return Path(given)
+    folder = tempfile.mkdtemp(prefix="toolfold-temporal-log-")
+    atexit.register(shutil.rmtree, folder, True)
+    return Path(folder)
+
+
+LOG_DIR = _log_dir()
 
 
 def _log(line: str) -> None:

@@ -678,3 +678,28 @@ def test_a_durable_run_cancelled_while_its_server_lists_stops_the_listing(
     assert not runner.is_alive()  # the listing's worker thread ended, so asyncio.run returned
     assert not mcp.is_open
     assert children() == before
+
+
+def test_the_app_logs_into_a_temporary_folder_when_no_log_dir_is_given(tmp_path: Path) -> None:
+    """Without ``TOOLFOLD_TEMPORAL_LOG_DIR`` the app's tools log into a temporary folder, not
+    the current one (a test run left a stray tools.log at the repository's root)."""
+    import subprocess
+
+    here = Path(temporal_app.__file__).parent
+    env = {k: v for k, v in os.environ.items() if k != "TOOLFOLD_TEMPORAL_LOG_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parents[1])])
+    code = (
+        "import temporal_app; print(temporal_app.LOG_DIR.resolve(), temporal_app.LOG_DIR.is_dir())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    folder, made = proc.stdout.split()
+    assert (Path(folder) != tmp_path.resolve(), made) == (True, "True")
+    assert not Path(folder).exists()  # removed when the process ended

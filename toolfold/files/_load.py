@@ -19,7 +19,13 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import AgentFileError, ToolDefinitionError, ToolfoldError, UsageError
+from toolfold._errors import (
+    AgentFileError,
+    ToolDefinitionError,
+    ToolfoldError,
+    UsageError,
+)
+from toolfold._extras import installed, missing
 from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
@@ -128,14 +134,32 @@ def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile
     """`load` of ``source``, searching ``search``, ``model`` unchecked: the CLI's ``--model``
     is reported as a problem of the file, under that name."""
     try:
-        text = source.read_text(encoding="utf-8")
+        # (utf-8-sig: a BOM, which Windows editors may write, is dropped)
+        text = source.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise AgentFileError(
             str(source), [f"{source}: cannot read: {exc.strerror or exc}"]
         ) from exc
+    except UnicodeDecodeError:
+        raise AgentFileError(str(source), [_not_utf8(source)]) from None
     kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
     lines = _Lines(str(source), text, kind)
     return _Loader(_parse(text, kind, lines), lines, search, model).build()
+
+
+def _not_utf8(source: Path) -> str:
+    """The problem of ``source``, a file that is not UTF-8: where its first bad byte is."""
+    try:
+        source.read_bytes().decode("utf-8")  # (offsets from the start, a BOM counted)
+    except (OSError, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            line = exc.object.count(b"\n", 0, exc.start) + 1
+            byte = exc.object[exc.start]
+            return (
+                f"{source}:{line}: not UTF-8: byte 0x{byte:02x} at offset {exc.start} "
+                "(saved in another encoding, such as Windows' cp1252?): save it as UTF-8"
+            )
+    return f"{source}: cannot read: not UTF-8"
 
 
 def loads(
@@ -890,12 +914,8 @@ class _Loader:
             self.problem(path, "give either command (a stdio server) or url (an HTTP server)")
         elif entry.url is not None and (entry.args or entry.env or entry.cwd):
             self.problem(path, "args, env and cwd are for stdio servers (with command)")
-        try:
-            import toolfold.mcp  # noqa: F401
-        except ImportError as exc:
-            self.problem(
-                path, f"MCP servers need the mcp extra (pip install 'toolfold[mcp]'): {exc}"
-            )
+        if not installed("mcp"):  # (not imported: it is slow, and checking a file needs no server)
+            self.problem(path, missing("mcp", "mcp", "an MCP server"))
 
     def _order(self) -> list[str]:
         """The agents and workflows, each after those it contains; a cycle of those is a problem.

@@ -15,6 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from toolfold._errors import ModelConfigError
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import print_progress
 from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir
@@ -23,7 +24,8 @@ from toolfold.local._weights import MODELS, ensure_model, installed_model
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local") -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code (1 for an error, or a stdout that cannot
+    be written; 141 when the reader of stdout went away)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Build, serve, show or delete the local model's llama-server ahead of time "
@@ -47,17 +49,24 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local
         if args.command == "build":
             ensure_server_binary(print_progress)
             ensure_model(args.model, print_progress)
-            print("ready")
-        elif args.command == "serve":
-            _serve(args.model, args.port)
-        elif args.command == "status":
-            _status()
-        else:
-            _clean(cache_dir())
-    except LocalSetupError as exc:
+            return _out("ready\n")
+        if args.command == "serve":
+            return _serve(args.model, args.port)
+        if args.command == "status":
+            return _out(_status())
+        return _out(_clean(cache_dir()))
+    except ModelConfigError as exc:  # a LocalSetupError, or the local extra not installed
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 0
+
+
+def _out(text: str) -> int:
+    """``text`` written to stdout as the other commands write it: 0; 141, quietly, when its
+    reader went away (``| head -1``); 1, saying so, when it cannot be written (a full
+    disk, closed). What its encoding cannot write is escaped (a cp1252 stdout on Windows)."""
+    from toolfold._commands import _out as out
+
+    return out("local", text)
 
 
 def _port(text: str) -> int:
@@ -72,30 +81,33 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _serve(model: str, port: int | None) -> None:
+def _serve(model: str, port: int | None) -> int:
+    """Serve until Ctrl-C or the server ends; the exit code (not 0 when stdout cannot
+    take the line saying where it serves, and the server is stopped)."""
     server = LocalServer(
         ensure_server_binary(print_progress), ensure_model(model, print_progress), port=port
     ).start()
-    print(f"serving {server.model.name} at {server.base_url} (Ctrl-C stops it)", flush=True)
+    code = 0
     try:
-        while server.alive():
+        code = _out(f"serving {server.model.name} at {server.base_url} (Ctrl-C stops it)\n")
+        while code == 0 and server.alive():
             server.wait(1.0)
     except KeyboardInterrupt:
         pass
     finally:
         server.stop()
+    return code
 
 
-def _clean(folder: Path) -> None:
-    """Delete the cache folder, saying what was done: ``removed``, or ``nothing to remove``.
+def _clean(folder: Path) -> str:
+    """Delete the cache folder; what was done, to print: ``removed``, or ``nothing to remove``.
 
     Raises:
         LocalSetupError: ``folder`` is not a folder (a file, a link), which is left
             alone, or some of it could not be removed (naming what is left).
     """
     if not folder.exists() and not folder.is_symlink():
-        print(f"nothing to remove at {folder}")
-        return
+        return f"nothing to remove at {folder}\n"
     if folder.is_symlink() or not folder.is_dir():
         raise LocalSetupError(
             f"the cache folder {folder} is not a folder (a file or a link): nothing removed; "
@@ -118,15 +130,20 @@ def _clean(folder: Path) -> None:
             f"{len(failures)} failed: {'; '.join(failures[:3])}"
             + ("; ..." if len(failures) > 3 else "")
         )
-    print(f"removed {folder}")
+    return f"removed {folder}\n"
 
 
-def _status() -> None:
-    binary = built_binary()
-    print(f"cache:        {cache_dir()}")
-    print(f"llama-server: {binary or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})")
-    for name in sorted(MODELS):
-        print(f"{name + ':':<13} {installed_model(name) or 'not installed'}")
+def _status() -> str:
+    """What is built and installed, and where, to print."""
+    lines = [
+        f"cache:        {cache_dir()}",
+        f"llama-server: {built_binary() or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})",
+        *(
+            f"{name + ':':<13} {installed_model(name) or 'not installed'}"
+            for name in sorted(MODELS)
+        ),
+    ]
+    return "".join(f"{line}\n" for line in lines)
 
 
 if __name__ == "__main__":

@@ -64,8 +64,13 @@ def built_binary() -> Path | None:
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise LocalSetupError(f"{SERVER_ENV}={override} is not an executable file")
         return path
-    path = server_root() / "llama-server"
+    path = server_root() / binary_name()
     return path if path.is_file() else None
+
+
+def binary_name() -> str:
+    """The server's file name on this platform (CMake adds ``.exe`` on Windows)."""
+    return "llama-server.exe" if sys.platform == "win32" else "llama-server"
 
 
 def ensure_server_binary(progress: Progress) -> Path:
@@ -111,9 +116,15 @@ def _build(root: Path, progress: Progress) -> Path:
         "cmake configure",
     )
     _compile(build, work / "compile.log", progress)
-    binary = root / "llama-server"
-    partial = root / "llama-server.partial"
-    shutil.copy2(build / "bin" / "llama-server", partial)
+    built = build / "bin" / binary_name()
+    if not built.is_file():
+        raise LocalSetupError(
+            f"the build of llama-server ended without making {built}; "
+            f"its logs are in {work} (or point {SERVER_ENV} at a llama-server you have)"
+        )
+    binary = root / binary_name()
+    partial = root / f"{binary_name()}.partial"
+    shutil.copy2(built, partial)
     os.replace(partial, binary)  # appears whole or not at all
     shutil.rmtree(work, ignore_errors=True)
     progress(f"llama-server is ready: {binary}")

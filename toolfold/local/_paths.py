@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold._extras import optional
 
 #: The environment variable that moves the cache folder.
 CACHE_ENV = "TOOLFOLD_CACHE_DIR"
@@ -118,11 +119,4 @@ def locked(path: Path, progress: Progress, what: str) -> Iterator[None]:
 
 
 def _optional(name: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise ModelConfigError(
-            f"the local: provider needs {name!r}: pip install 'toolfold[local]'"
-        ) from None
+    return optional(name, "local", "the local: provider")

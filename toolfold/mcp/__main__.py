@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolfold._errors import ToolDefinitionError, UsageError
+from toolfold._errors import ModelConfigError, ToolDefinitionError, UsageError
 from toolfold.mcp._server import load_tools, mcp_server, serve_server
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.mcp") -> int:
-    """Run the command line; returns the exit code (2 for a bad tool path or address)."""
+    """Run the command line; returns the exit code (2 for a bad tool path or address,
+    1 without the mcp extra)."""
     parser = argparse.ArgumentParser(
         prog=prog, description="Serve toolfold tools to MCP hosts (docs/mcp.md)."
     )
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.mcp")
     except ToolDefinitionError as exc:
         print(f"toolfold mcp: {exc}", file=sys.stderr)
         return 2
+    except ModelConfigError as exc:  # the mcp extra is not installed
+        print(f"toolfold mcp: {exc}", file=sys.stderr)
+        return 1
     try:
         serve_server(
             server,

@@ -29,6 +29,7 @@ import anyio
 import anyio.from_thread
 
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
+from toolfold._extras import optional
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
@@ -220,6 +221,8 @@ class MCPServer:
 
         Raises:
             MCPError: The server could not be started or did not answer in time.
+            ModelConfigError: The ``mcp`` extra is not installed
+                (``pip install 'toolfold[mcp]'``).
         """
         with self._lock:
             self._holders += 1
@@ -273,7 +276,7 @@ class MCPServer:
         await asyncio.to_thread(self.close)
 
     def _start(self) -> None:
-        from mcp import Client
+        Client = optional("mcp", "mcp", f"MCP server {self.name!r}").Client
 
         self._ended = False
         self._portal_cm = anyio.from_thread.start_blocking_portal()

@@ -31,6 +31,7 @@ from typing import Any, cast
 import anyio
 
 from toolfold._errors import ToolArgumentError, ToolDefinitionError, UsageError
+from toolfold._extras import optional
 from toolfold._ports import port_problem
 from toolfold.mcp._client import APPROVAL_META_KEY
 from toolfold.runtime.core._messages import (
@@ -85,7 +86,10 @@ def mcp_server(
         ToolDefinitionError: Two tools share a name, a tool has no function
             (its calls could not be answered), or a tool requires approval
             and ``approved_by_host`` is False.
+        ModelConfigError: The ``mcp`` extra is not installed
+            (``pip install 'toolfold[mcp]'``).
     """
+    optional("mcp", "mcp", "serving tools to MCP hosts")  # (mcp_types comes with it)
     import mcp_types as types
     from mcp.server.lowlevel import Server
 

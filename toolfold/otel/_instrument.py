@@ -10,11 +10,16 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import metrics, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
-
 from toolfold._errors import ProviderError
+from toolfold._extras import raise_missing_extra
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError as exc:  # the otel extra is not installed, or fails to import
+    raise_missing_extra(exc, "otel", "toolfold.otel", ("opentelemetry",))
+
 from toolfold.runtime._planner import Planner
 from toolfold.runtime.core._messages import (
     Message,

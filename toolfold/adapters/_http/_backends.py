@@ -81,8 +81,21 @@ def _package(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError:
-        extra = f" (pip install 'toolfold[{name}]')" if name != "httpx" else ""
-        raise ModelConfigError(f"http={name!r} needs the {name} package{extra}") from None
+        raise ModelConfigError(f"http={name!r} needs the {name} package{_install(name)}") from None
+
+
+def _install(name: str) -> str:
+    """How the package of backend ``name`` is installed, for the error of a missing one."""
+    if name == "aiohttp":
+        return " (pip install 'toolfold[aiohttp]')"
+    if name != "httpx2":  # (httpx: a dependency everywhere)
+        return ""
+    if sys.version_info >= (3, 11):
+        return " (a dependency of toolfold on Python 3.11+: pip install 'httpx2>=2.16')"
+    return (
+        ": toolfold installs it on Python 3.11+ only (httpx2 2.16+ needs 3.11); "
+        "on Python 3.10 use http='httpx', the default"
+    )
 
 
 # --- httpx and httpx2 ---------------------------------------------------------------

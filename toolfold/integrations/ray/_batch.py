@@ -11,12 +11,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import ray
-from ray.actor import ActorHandle
-from ray.exceptions import RayActorError
-from tqdm import tqdm
 
 from toolfold._errors import SerializationError, UsageError, WorkflowDefinitionError
+from toolfold._extras import raise_missing_extra
+
+try:
+    import ray
+    from ray.actor import ActorHandle
+    from ray.exceptions import RayActorError
+    from tqdm import tqdm
+except ImportError as exc:  # the ray extra (ray and tqdm) is missing, or fails to import
+    raise_missing_extra(exc, "ray", "toolfold.integrations.ray", ("ray", "tqdm"))
+
 from toolfold.integrations.ray._actor import (
     BatchActor,
     Finished,

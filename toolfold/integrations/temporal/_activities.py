@@ -22,11 +22,17 @@ from typing import Any, TypeVar
 
 import attrs
 from cattrs.gen import make_dict_unstructure_fn, override
-from temporalio import activity
-from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError, FailureError
 
 from toolfold import _errors as errors
+from toolfold._extras import raise_missing_extra
+
+try:
+    from temporalio import activity
+    from temporalio.common import RawValue
+    from temporalio.exceptions import ApplicationError, FailureError
+except ImportError as exc:  # the temporal extra is not installed, or fails to import
+    raise_missing_extra(exc, "temporal", "toolfold.integrations.temporal", ("temporalio",))
+
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
