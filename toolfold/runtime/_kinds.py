@@ -540,6 +540,8 @@ class Loop(Workflow):
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
+    # Per run (by its first attempt): what the last decision read (see `_passed`).
+    _cursors: dict[int, tuple[Any, ...]] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -552,6 +554,7 @@ class Loop(Workflow):
         task = as_task(step)
         self.__attrs_init__(step=task, until=until, max_iterations=max_iterations, name=name)
         object.__setattr__(self, "_tasks", (task,))
+        object.__setattr__(self, "_cursors", {})
         problems: list[str] = []
         if type(max_iterations) is not int or max_iterations < 1:
             problems.append(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
@@ -599,20 +602,62 @@ class Loop(Workflow):
     def plan(self, plan: Plan) -> list[Call] | Final:
         """The next iteration, or the last output once ``until`` holds."""
         task = self.step
-        value = plan.input
-        values = dict(plan.values)
-        for iteration in range(1, self.max_iterations + 1):
+        passed, value = self._passed(plan)
+        for iteration in range(passed + 1, self.max_iterations + 1):
             status = plan.status(task, f"{task.name}.{iteration}")
             if isinstance(status, str):
-                return [plan.call(task, status, value, values)]
+                self._keep(plan, iteration - 1, value)
+                return [plan.call(task, status, value, dict(plan.values))]
+            before = value
             if not status.skipped:
                 value = status.value
             if plan.started(f"{task.name}.{iteration + 1}"):
                 continue  # decided when this iteration ended: the condition did not hold
+            self._keep(plan, iteration - 1, before)
             if not status.skipped and self._holds(value):
                 return Final(value)
         # Out of iterations: the last output is the answer, and the run says `until` never held.
+        self._keep(plan, self.max_iterations, value)
         return Final(value, reason="stop" if self.until is None else "max_iterations")
+
+    def _passed(self, plan: Plan) -> tuple[int, Any]:
+        """How many iterations an earlier decision on this run read past, and the value after them.
+
+        An iteration is read past when it is done and the next one started
+        (`plan` continues over it). The decision before this one kept that
+        (`_keep`); it holds for ``plan`` when ``plan`` extends the plan it
+        was kept for and no attempt since is at an iteration read past. Else
+        (0, the input): the iterations are read from the first, as always. So
+        a decision costs the same at every iteration instead of growing with
+        the iterations before it.
+        """
+        attempts = plan.attempts
+        if not attempts:
+            return 0, plan.input
+        kept = self._cursors.get(id(attempts[0]))
+        if kept is None:
+            return 0, plan.input
+        first, last, count, passed, value = kept
+        if first is not attempts[0] or len(attempts) < count or attempts[count - 1] is not last:
+            return 0, plan.input
+        prefix = f"{self.step.name}."
+        for attempt in attempts[count:]:
+            base = attempt.base
+            if base.startswith(prefix):
+                number = base[len(prefix) :]
+                if number.isdigit() and int(number) <= passed:
+                    return 0, plan.input
+        return passed, value
+
+    def _keep(self, plan: Plan, passed: int, value: Any) -> None:
+        """Keep that this decision read past ``passed`` iterations to ``value`` (see `_passed`)."""
+        attempts = plan.attempts
+        if not attempts or not passed:
+            return
+        cursors = self._cursors
+        if len(cursors) >= _CURSORS:
+            cursors.clear()
+        cursors[id(attempts[0])] = (attempts[0], attempts[-1], len(attempts), passed, value)
 
     def spent_answer(self, plan: Plan) -> Final | None:
         """The last output of the iterations that answered, as at ``max_iterations``.
@@ -641,6 +686,10 @@ class Loop(Workflow):
                 )
             return bool(plain[until])
         return bool(_called(self, "until", until, _restored(self.step, plain)))
+
+
+_CURSORS = 64
+"""Runs a `Loop` keeps its last decision's reading for (then it forgets them all)."""
 
 
 def _last_answer(plan: Plan, steps: Iterable[tuple[Task, str]]) -> tuple[Any, Task] | None:
