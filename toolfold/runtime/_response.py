@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
@@ -113,8 +113,31 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
     return tuple(steps)
 
 
+class _Kept:
+    """A response's own slot for what it reads from its state once (see `Response.steps`).
+
+    Not an attrs field: the slot stays out of equality, hashing, the repr,
+    pickling and ``attrs.evolve`` (a copy reads its state again).
+    """
+
+    __slots__ = ("_kept",)
+
+
+def kept(response: Any, key: str, make: Callable[[], Any]) -> Any:
+    """``make()``, made once per response (its state never changes) under ``key``."""
+    try:
+        held: dict[str, Any] = response._kept
+    except AttributeError:
+        held = {}
+        object.__setattr__(response, "_kept", held)
+    if key in held:
+        return held[key]
+    value = held[key] = make()
+    return value
+
+
 @attrs.frozen
-class Response:
+class Response(_Kept):
     """The result of a run (or of a run suspended for the caller).
 
     Attributes:
@@ -209,8 +232,8 @@ class Response:
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        """Every step of the run, in order."""
-        return steps_of(self.state)
+        """Every step of the run, in order (read from the state once per response)."""
+        return kept(self, "steps", lambda: steps_of(self.state))  # type: ignore[no-any-return]
 
     @property
     def agent(self) -> str | None:

@@ -38,7 +38,7 @@ from toolfold.runtime._planner import (
     read_plan,
     workflow_output,
 )
-from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent
+from toolfold.runtime._response import Response, RunEndEvent, RunFinishReason, RunStreamEvent, kept
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import held_failure, retry_state
 from toolfold.runtime._run import (
@@ -874,11 +874,7 @@ class WorkflowResponse(Response):
     @property
     def outputs(self) -> Mapping[str, Any]:
         """Each finished step's output as plain data, by step name (the latest for a loop)."""
-        found: dict[str, Any] = {}
-        for attempt in read_plan(self.state.messages).attempts:
-            if attempt.ok:
-                found[attempt.name] = attempt.value
-        return found
+        return dict(kept(self, "outputs", lambda: _outputs_of(self.state)))
 
     @property
     def errors(self) -> Mapping[str, str]:
@@ -887,7 +883,16 @@ class WorkflowResponse(Response):
         A step skipped inside a nested workflow that ended is listed under
         its path, the nested workflow's step name first: ``"par/bad"``.
         """
-        return _step_errors_of(self.state, "")
+        return dict(kept(self, "errors", lambda: _step_errors_of(self.state, "")))
+
+
+def _outputs_of(state: RunState) -> dict[str, Any]:
+    """`WorkflowResponse.outputs` of the workflow run ``state``."""
+    found: dict[str, Any] = {}
+    for attempt in read_plan(state.messages).attempts:
+        if attempt.ok:
+            found[attempt.name] = attempt.value
+    return found
 
 
 def _step_errors_of(state: RunState, prefix: str) -> dict[str, str]:
