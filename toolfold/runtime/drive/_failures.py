@@ -247,7 +247,30 @@ def budget_stopped(
     return stopped_at_handed(state, child, conditions) and content == stopped_content(child, who)[0]
 
 
+def too_deep(where: str, exc: RecursionError) -> str:
+    """What an error says of a RecursionError at ``where``: runs nested too deep for the stack.
+
+    A blocking run (``run``, ``resume``) runs each agent or workflow it uses
+    as a tool on its own stack, about a dozen frames a level: Python's
+    recursion limit stops such a chain at about 89 levels, where ``arun``
+    and ``stream`` go on. Retrying the same blocking run fails again.
+    """
+    return (
+        f"{where} hit Python's recursion limit ({describe_exception(exc)}): the run is nested "
+        "too deep for a blocking run, which runs each agent or workflow used as a tool on the "
+        "caller's stack (about 89 levels with the default limit); run the outermost one with "
+        "arun (or stream), which does not stack nested runs, or nest fewer levels; retrying "
+        "it as a blocking run fails the same way"
+    )
+
+
 def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
+    if isinstance(exc, RecursionError):  # no model failure: resuming cannot fix it
+        return RunError(
+            f"{too_deep(f'the model call of step {step}', exc)}; the error's state is the "
+            "run before that call",
+            state,
+        )
     if isinstance(exc, ToolfoldError):
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
