@@ -227,6 +227,57 @@ def test_a_loops_decision_reads_only_the_iterations_since_the_last_one(
     assert reads <= 3 * 300  # (read from the first iteration each time: 45,000)
 
 
+def test_a_loop_keeps_nothing_of_its_finished_runs() -> None:
+    """A `Loop` used for many runs holds none of their outputs once they end."""
+    import gc
+    import tracemalloc
+
+    def step(text: str) -> str:
+        return "y" * 1_000_000
+
+    loop = Loop(step, max_iterations=3)
+    loop.run("warm")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(5):
+            loop.run(f"in{i}")
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1_000_000  # (kept per run: 2 MB a run)
+
+
+def test_many_concurrent_runs_of_one_loop_each_read_only_new_iterations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """100 concurrent runs of one `Loop` each decide reading a step status or two."""
+    from toolfold.runtime._planner import Plan
+
+    reads = 0
+    status = Plan.status
+
+    def counted(self: Plan, task: Task, base: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return status(self, task, base)
+
+    monkeypatch.setattr(Plan, "status", counted)
+
+    def step(text: str) -> str:
+        return "y"
+
+    loop = Loop(step, max_iterations=60)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*[loop.arun("hi") for _ in range(100)])
+
+    responses = asyncio.run(main())
+    assert {(r.output, r.finish_reason) for r in responses} == {("y", "stop")}
+    assert reads <= 3 * 60 * 100  # (read from the first iteration each time: 183,000)
+
+
 def test_extending_the_last_plan_of_a_chain_copies_none_of_its_attempts() -> None:
     """`Plan.extended` on the plan a chain ends with allocates for the new attempt only."""
     import tracemalloc

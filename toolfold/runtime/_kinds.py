@@ -16,7 +16,7 @@ import attrs
 from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import function_name
-from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan
+from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan, memos
 from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
     Task,
@@ -540,8 +540,6 @@ class Loop(Workflow):
     _tasks: tuple[Task, ...] = attrs.field(init=False, eq=False, repr=False, hash=False)
     _options: RunOptions = attrs.field(init=False, eq=False, repr=False, hash=False)
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
-    # Per run (by its first attempt): what the last decision read (see `_passed`).
-    _cursors: dict[int, tuple[Any, ...]] = attrs.field(init=False, eq=False, repr=False, hash=False)
 
     def __init__(
         self,
@@ -554,7 +552,6 @@ class Loop(Workflow):
         task = as_task(step)
         self.__attrs_init__(step=task, until=until, max_iterations=max_iterations, name=name)
         object.__setattr__(self, "_tasks", (task,))
-        object.__setattr__(self, "_cursors", {})
         problems: list[str] = []
         if type(max_iterations) is not int or max_iterations < 1:
             problems.append(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
@@ -625,20 +622,19 @@ class Loop(Workflow):
 
         An iteration is read past when it is done and the next one started
         (`plan` continues over it). The decision before this one kept that
-        (`_keep`); it holds for ``plan`` when ``plan`` extends the plan it
-        was kept for and no attempt since is at an iteration read past. Else
-        (0, the input): the iterations are read from the first, as always. So
-        a decision costs the same at every iteration instead of growing with
-        the iterations before it.
+        (`_keep`, on the run's plan chain: it goes with the run); it holds
+        for ``plan`` when ``plan`` extends the plan it was kept for and no
+        attempt since is at an iteration read past. Else (0, the input): the
+        iterations are read from the first, as always. So a decision costs the
+        same at every iteration instead of growing with the iterations before it.
         """
-        attempts = plan.attempts
-        if not attempts:
-            return 0, plan.input
-        kept = self._cursors.get(id(attempts[0]))
+        kept_on = memos(plan)
+        kept = None if kept_on is None else kept_on.get(id(self))
         if kept is None:
             return 0, plan.input
-        first, last, count, passed, value = kept
-        if first is not attempts[0] or len(attempts) < count or attempts[count - 1] is not last:
+        attempts = plan.attempts
+        loop, last, count, passed, value = kept
+        if loop is not self or len(attempts) < count or attempts[count - 1] is not last:
             return 0, plan.input
         prefix = f"{self.step.name}."
         for attempt in attempts[count:]:
@@ -651,13 +647,13 @@ class Loop(Workflow):
 
     def _keep(self, plan: Plan, passed: int, value: Any) -> None:
         """Keep that this decision read past ``passed`` iterations to ``value`` (see `_passed`)."""
-        attempts = plan.attempts
-        if not attempts or not passed:
+        if not passed:
             return
-        cursors = self._cursors
-        if len(cursors) >= _CURSORS:
-            cursors.clear()
-        cursors[id(attempts[0])] = (attempts[0], attempts[-1], len(attempts), passed, value)
+        kept_on = memos(plan)
+        if kept_on is None:
+            return
+        attempts = plan.attempts
+        kept_on[id(self)] = (self, attempts[-1], len(attempts), passed, value)
 
     def spent_answer(self, plan: Plan) -> Final | None:
         """The last output of the iterations that answered, as at ``max_iterations``.
@@ -686,10 +682,6 @@ class Loop(Workflow):
                 )
             return bool(plain[until])
         return bool(_called(self, "until", until, _restored(self.step, plain)))
-
-
-_CURSORS = 64
-"""Runs a `Loop` keeps its last decision's reading for (then it forgets them all)."""
 
 
 def _last_answer(plan: Plan, steps: Iterable[tuple[Task, str]]) -> tuple[Any, Task] | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from collections.abc import Mapping as MappingABC
 from collections.abc import Sequence as SequenceABC
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, overload
@@ -120,14 +119,17 @@ class _Chain:
 
     One list and one index by step, appended to in place while the plan
     extended is the chain's last: a step's plan update costs its own
-    attempts, not a copy of every attempt before them.
+    attempts, not a copy of every attempt before them. ``memos``: what a
+    workflow keeps for its next decision on this chain (a `Loop`'s reading,
+    by the Loop's id), so it lives as long as the run's plans do.
     """
 
-    __slots__ = ("by_base", "items")
+    __slots__ = ("by_base", "items", "memos")
 
     def __init__(self, items: list[Attempt], by_base: dict[str, tuple[Attempt, ...]]) -> None:
         self.items = items
         self.by_base = by_base
+        self.memos: dict[int, tuple[Any, ...]] = {}
 
 
 class _Prefix(SequenceABC[Attempt]):
@@ -172,7 +174,7 @@ class _Prefix(SequenceABC[Attempt]):
         return repr(tuple(self))
 
 
-class _ByStep(MappingABC[str, tuple[Attempt, ...]]):
+class _ByStep(Mapping[str, tuple[Attempt, ...]]):
     """The first ``n`` attempts of a chain by step: a plan's ``by_step``.
 
     The chain's own index while the chain holds just those ``n``; once a
@@ -276,6 +278,18 @@ class Plan:
             return Call(task, call_id, input, _NO_VALUES)
         needed = {n: values[n] for n in sorted(task.free_names) if n in values}
         return Call(task, call_id, input, needed)
+
+
+def memos(plan: Plan) -> dict[int, tuple[Any, ...]] | None:
+    """What workflows keep on ``plan``'s chain for their next decision (see `_Chain`).
+
+    None when ``plan`` is no chain's (a plan read whole, not extended): there
+    is nothing to keep it on, and a decision reads its attempts from the first.
+    """
+    attempts = plan.attempts
+    if type(attempts) is _Prefix:
+        return attempts._chain.memos
+    return None
 
 
 def envelope(input: Any, values: Mapping[str, Any]) -> str:
