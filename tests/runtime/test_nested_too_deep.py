@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 from typing import Any
 
-from toolfold import Agent
+import pytest
+
+from toolfold import Agent, RunError
 from toolfold.runtime import RunState
 from toolfold.runtime.core._reducer import blank_state
-from toolfold.runtime.drive._failures import model_failure
+from toolfold.runtime.drive._failures import blocking_sub_run, model_failure
 from toolfold.testing import FunctionModel
 
 
@@ -61,12 +65,34 @@ def test_the_same_chain_runs_to_the_end_with_arun() -> None:
     assert response.usage.requests == 2 * 120 + 1
 
 
-def test_a_recursion_error_in_a_model_call_is_no_retryable_model_failure() -> None:
-    """`model_failure` of a RecursionError says the run is too deep, not "resume it to retry"."""
+def test_a_recursion_error_in_a_deeply_nested_model_call_is_no_retryable_model_failure() -> None:
+    """In blocking sub-runs nested deep, `model_failure` of a RecursionError says the run is too
+    deep, not "resume it to retry"."""
     state = blank_state()
-    error = model_failure(RecursionError("maximum recursion depth exceeded"), state, 3)
+    with contextlib.ExitStack() as levels:
+        for _ in range(sys.getrecursionlimit() // 25):
+            levels.enter_context(blocking_sub_run())
+        error = model_failure(RecursionError("maximum recursion depth exceeded"), state, 3)
     assert error.state is state
     assert "the model call of step 3 hit Python's recursion limit" in str(error)
+    assert "nested too deep for a blocking run" in str(error)
     assert "resume it to retry" not in str(error)
     plain = model_failure(ValueError("no"), state, 3)
     assert "resume it to retry" in str(plain)
+
+
+@pytest.mark.parametrize("how", ["run", "arun"])
+def test_a_recursion_error_of_a_model_not_nested_stays_a_retryable_model_failure(how: str) -> None:
+    """A model raising RecursionError in a run not nested deep fails as any model call does."""
+
+    def recursing(request: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    agent = Agent(FunctionModel(recursing), name="solo")
+    with pytest.raises(RunError) as caught:
+        agent.run("hi") if how == "run" else asyncio.run(agent.arun("hi"))
+    message = str(caught.value)
+    assert message.startswith("the model call of step 1 failed: RecursionError")
+    assert "resume it to retry" in message
+    assert "too deep" not in message
+    assert caught.value.state is not None
