@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import pickle
+from typing import Any
 
 import attrs
 import pytest
@@ -97,3 +99,34 @@ def test_a_workflow_responses_outputs_and_errors_are_read_once(
     assert reads == 2
     response.outputs["a"] = "changed"
     assert response.outputs["a"] == "hi!"
+
+
+def test_changing_a_read_of_a_workflows_outputs_changes_no_later_read() -> None:
+    """Each read of `outputs` hands out values of its own, nested lists and dicts too."""
+
+    def listy(text: str) -> list[Any]:
+        return [text, {"k": 1}]
+
+    def mapping(items: list[Any]) -> dict[str, Any]:
+        return {"n": [1, 2]}
+
+    response = Sequence(Task(listy, name="a"), Task(mapping, name="b")).run("hi")
+    first = response.outputs
+    first["a"].append("changed")
+    first["a"][1]["k"] = 2
+    first["b"]["n"].append(99)
+    assert response.outputs == {"a": ["hi", {"k": 1}], "b": {"n": [1, 2]}}
+
+
+def test_changing_a_steps_sub_runs_changes_no_later_read() -> None:
+    """A step's ``sub_runs`` cannot be changed under a later read of `steps` (it is read-only)."""
+    sub = toolfold.Agent(ScriptedModel(["sub done"]), name="sub")
+    top = toolfold.Agent(
+        ScriptedModel([call("sub", {"input": "go"}), "top done"]),
+        name="top",
+        tools=[sub.as_tool()],
+    )
+    response = top.run("go")
+    with contextlib.suppress(TypeError):
+        response.steps[0].sub_runs.clear()  # type: ignore[attr-defined]
+    assert len(response.steps[0].sub_runs) == 1

@@ -21,6 +21,7 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
+from toolfold.toolkit._frozen import FrozenDict, new_frozen_dict
 
 if TYPE_CHECKING:
     from toolfold.runtime.core._state import RunState
@@ -51,7 +52,8 @@ class Step:
         tool_results: The results those calls got so far, in call order.
         usage: Tokens this step's model call used.
         sub_runs: The sub-runs of the step's calls (agents and workflows used
-            as tools) by call id: finished, or as they wait for the caller.
+            as tools) by call id: finished, or as they wait for the caller
+            (read-only: a response reads its steps once).
     """
 
     index: int
@@ -108,6 +110,8 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
             steps.append(Step(len(steps) + 1, response, calls, found, response.usage, children))
         elif event.kind in ("tool_returned", "tool_suspended") and event.child is not None:
             children[event.call_id] = event.child
+    for step in steps:  # each read of `steps` hands out these: no dict to change under another
+        object.__setattr__(step, "sub_runs", new_frozen_dict(FrozenDict, step.sub_runs))
     # the current step's calls hold their sub-runs' latest states (resumed since they waited)
     children.update((c.call.id, c.child) for c in state.calls if c.child is not None)
     return tuple(steps)

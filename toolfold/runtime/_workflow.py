@@ -873,8 +873,12 @@ class WorkflowResponse(Response):
 
     @property
     def outputs(self) -> Mapping[str, Any]:
-        """Each finished step's output as plain data, by step name (the latest for a loop)."""
-        return dict(kept(self, "outputs", lambda: _outputs_of(self.state)))
+        """Each finished step's output as plain data, by step name (the latest for a loop).
+
+        Each read gives values of its own: changing one changes no later read.
+        """
+        outputs = kept(self, "outputs", lambda: _outputs_of(self.state))
+        return {name: _fresh(value) for name, value in outputs.items()}
 
     @property
     def errors(self) -> Mapping[str, str]:
@@ -884,6 +888,16 @@ class WorkflowResponse(Response):
         its path, the nested workflow's step name first: ``"par/bad"``.
         """
         return dict(kept(self, "errors", lambda: _step_errors_of(self.state, "")))
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of the plain data ``value`` sharing no list or dict with it (the rest is immutable)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _fresh(item) for key, item in value.items()}
+    if kind is list:
+        return [_fresh(item) for item in value]
+    return value
 
 
 def _outputs_of(state: RunState) -> dict[str, Any]:
