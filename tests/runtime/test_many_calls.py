@@ -37,6 +37,35 @@ def test_each_result_of_a_step_of_many_calls_is_found_without_a_scan() -> None:
     assert _CountedId.compared <= 4 * k  # (a scan per result: about k * k / 2 = 45,000)
 
 
+class _HashedId(str):
+    """A call id that counts how often it is hashed (an index of call ids hashes each)."""
+
+    hashed = 0
+
+    def __hash__(self) -> int:
+        _HashedId.hashed += 1
+        return str.__hash__(self)
+
+    __eq__ = str.__eq__
+
+
+def test_results_of_two_steps_of_many_calls_reduced_in_turns_index_each_step_once() -> None:
+    """Results of two runs' steps reduced alternately find calls through one index per step,
+    not one rebuilt at each result."""
+    k = 100
+    states = []
+    for run in ("a", "b"):
+        ids = [_HashedId(f"c{i}") for i in range(k)]
+        states.append(reduce(start(spec("t"), run_id=run), responded(*[call(i, "t") for i in ids])))
+    _HashedId.hashed = 0
+    for i in range(k):
+        for n, state in enumerate(states):
+            states[n] = reduce(state, ToolReturned(f"c{i}", f"{n}:{i}"))
+    assert [s.phase for s in states] == ["awaiting_model", "awaiting_model"]
+    assert [r.content for r in states[1].messages[-1].tool_results] == [f"1:{i}" for i in range(k)]
+    assert _HashedId.hashed <= 8 * k  # (an index rebuilt per result: 2 * k * k = 20,000)
+
+
 def test_results_of_many_calls_in_any_order_settle_as_one_by_one() -> None:
     """Results out of call order, and a result for an unknown id, are handled as before."""
     k = 40

@@ -8,6 +8,7 @@ at a few microseconds.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeGuard, get_args
 
@@ -439,10 +440,13 @@ def _take(
 # Above this many calls in a step, `_take` finds a call by its id in an index (a scan
 # per result made a step of k calls cost O(k^2)); at or below it, the scan is cheaper.
 _FEW_CALLS = 8
-# The index of the last step with many calls looked at: its first call's part, its
-# calls' count, and the position of each call id (its first). A step's calls keep
-# their parts and positions as their states change, so it stays good for the step.
-_places: tuple[ToolCallPart | None, int, dict[str, int]] = (None, 0, {})
+# The indexes of the last steps with many calls looked at, by the id of their first
+# call's part: that part, the calls' count, and the position of each call id (its
+# first). A step's calls keep their parts and positions as their states change, so an
+# index stays good for its step; steps of several runs reduced in turns keep one each
+# (the oldest goes past `_STEPS`).
+_places: dict[int, tuple[ToolCallPart, int, dict[str, int]]] = {}
+_STEPS = 32
 
 
 def _placed(calls: tuple[CallState, ...], call_id: str) -> CallState | None:
@@ -451,13 +455,18 @@ def _placed(calls: tuple[CallState, ...], call_id: str) -> CallState | None:
     A memo only: what it finds is checked, and a call it does not know is
     looked for by a scan, so the answer is the scan's.
     """
-    global _places
-    first, count, places = _places
-    if first is not calls[0].call or count != len(calls):
+    first = calls[0].call
+    held = _places.get(id(first))
+    if held is not None and held[0] is first and held[1] == len(calls):
+        places = held[2]
+    else:
         places = {}
         for position, call in enumerate(calls):
             places.setdefault(call.call.id, position)
-        _places = (calls[0].call, len(calls), places)
+        if len(_places) >= _STEPS:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                del _places[next(iter(_places))]  # the oldest (another thread may take it first)
+        _places[id(first)] = (first, len(calls), places)
     placed = places.get(call_id)
     if placed is not None:
         call = calls[placed]
