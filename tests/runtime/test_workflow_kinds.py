@@ -203,6 +203,107 @@ def test_a_loop_without_until_runs_its_iterations_and_stops() -> None:
     assert (response.output, response.finish_reason) == ("e(e(x))", "stop")
 
 
+def test_a_loops_decision_reads_only_the_iterations_since_the_last_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each decision of a long `Loop` reads a step status or two, not every earlier iteration."""
+    from toolfold.runtime._planner import Plan
+
+    reads = 0
+    status = Plan.status
+
+    def counted(self: Plan, task: Task, base: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return status(self, task, base)
+
+    monkeypatch.setattr(Plan, "status", counted)
+
+    def step(text: str) -> str:
+        return text[:1] + "."
+
+    response = Loop(step, until=lambda text: False, max_iterations=300).run("hi")
+    assert (response.output, response.finish_reason) == ("h.", "max_iterations")
+    assert reads <= 3 * 300  # (read from the first iteration each time: 45,000)
+
+
+def test_a_loop_keeps_nothing_of_its_finished_runs() -> None:
+    """A `Loop` used for many runs holds none of their outputs once they end."""
+    import gc
+    import tracemalloc
+
+    def step(text: str) -> str:
+        return "y" * 1_000_000
+
+    loop = Loop(step, max_iterations=3)
+    loop.run("warm")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(5):
+            loop.run(f"in{i}")
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1_000_000  # (kept per run: 2 MB a run)
+
+
+def test_many_concurrent_runs_of_one_loop_each_read_only_new_iterations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """100 concurrent runs of one `Loop` each decide reading a step status or two."""
+    from toolfold.runtime._planner import Plan
+
+    reads = 0
+    status = Plan.status
+
+    def counted(self: Plan, task: Task, base: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return status(self, task, base)
+
+    monkeypatch.setattr(Plan, "status", counted)
+
+    def step(text: str) -> str:
+        return "y"
+
+    loop = Loop(step, max_iterations=60)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*[loop.arun("hi") for _ in range(100)])
+
+    responses = asyncio.run(main())
+    assert {(r.output, r.finish_reason) for r in responses} == {("y", "stop")}
+    assert reads <= 3 * 60 * 100  # (read from the first iteration each time: 183,000)
+
+
+def test_extending_the_last_plan_of_a_chain_copies_none_of_its_attempts() -> None:
+    """`Plan.extended` on the plan a chain ends with allocates for the new attempt only."""
+    import tracemalloc
+
+    from toolfold.runtime._planner import Attempt, first_plan
+
+    plan = first_plan("x", {})
+    for i in range(1, 3001):
+        plan = plan.extended([Attempt(f"s.{i}", "s", True, i)])
+    new = Attempt("s.3001", "s", True, 3001)
+    tracemalloc.start()
+    try:
+        extended = plan.extended([new])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4_000  # (a copy of 3,000 attempts and their index: over 100 kB)
+    assert len(extended.attempts) == 3001
+    assert extended.attempts[-1] is new
+    assert extended.by_step["s.3001"] == (new,)
+    # The plan extended still reads as it did.
+    assert len(plan.attempts) == 3000
+    assert "s.3001" not in plan.by_step
+    assert plan.by_step["s.3000"] == (plan.attempts[-1],)
+
+
 def test_a_nested_loop_out_of_iterations_passes_its_output_and_its_sub_run_says_so() -> None:
     """A loop step that ran out still passes its last output on (the outer run answers: ``stop``);
     its sub-run, in the outer state, finished with ``max_iterations``."""

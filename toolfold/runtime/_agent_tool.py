@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from toolfold._errors import SourceCloseError, ToolDefinitionError, UsageError
+from toolfold._errors import RunError, SourceCloseError, ToolDefinitionError, UsageError
 from toolfold.runtime._response import Response, RunEndEvent
 from toolfold.runtime._resume import continuing
 from toolfold.runtime.core._messages import ToolCallPart
@@ -30,7 +30,13 @@ from toolfold.runtime.drive._executor import (
     runs_sub_runs,
     with_blocking_twin,
 )
-from toolfold.runtime.drive._failures import not_started_text, stopped_content
+from toolfold.runtime.drive._failures import (
+    blocking_sub_run,
+    nested_too_deep,
+    not_started_text,
+    stopped_content,
+    too_deep,
+)
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
@@ -118,9 +124,14 @@ def _nested(
                 with continuing(ctx.sub_run):
                     response = spec.resume(ctx.sub_run, deps=ctx.deps)
             else:
-                response = runner.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
+                with blocking_sub_run():
+                    response = runner.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
+        except RecursionError as exc:  # the stack ran out in this sub-run's own code
+            if not nested_too_deep():
+                raise
+            raise RunError(too_deep(f"the blocking sub-run of {who}", exc)) from exc
         return _sub_run(response, made_by.output, tool_name, who, spec)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop

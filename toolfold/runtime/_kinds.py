@@ -16,7 +16,7 @@ import attrs
 from toolfold._errors import RunError
 from toolfold.runtime._agent import Agent
 from toolfold.runtime._agent_tool import function_name
-from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan
+from toolfold.runtime._planner import NO_VALUES, Call, Final, Plan, memos
 from toolfold.runtime._run import RunOptions
 from toolfold.runtime._task import (
     Task,
@@ -599,20 +599,61 @@ class Loop(Workflow):
     def plan(self, plan: Plan) -> list[Call] | Final:
         """The next iteration, or the last output once ``until`` holds."""
         task = self.step
-        value = plan.input
-        values = dict(plan.values)
-        for iteration in range(1, self.max_iterations + 1):
+        passed, value = self._passed(plan)
+        for iteration in range(passed + 1, self.max_iterations + 1):
             status = plan.status(task, f"{task.name}.{iteration}")
             if isinstance(status, str):
-                return [plan.call(task, status, value, values)]
+                self._keep(plan, iteration - 1, value)
+                return [plan.call(task, status, value, dict(plan.values))]
+            before = value
             if not status.skipped:
                 value = status.value
             if plan.started(f"{task.name}.{iteration + 1}"):
                 continue  # decided when this iteration ended: the condition did not hold
+            self._keep(plan, iteration - 1, before)
             if not status.skipped and self._holds(value):
                 return Final(value)
         # Out of iterations: the last output is the answer, and the run says `until` never held.
+        self._keep(plan, self.max_iterations, value)
         return Final(value, reason="stop" if self.until is None else "max_iterations")
+
+    def _passed(self, plan: Plan) -> tuple[int, Any]:
+        """How many iterations an earlier decision on this run read past, and the value after them.
+
+        An iteration is read past when it is done and the next one started
+        (`plan` continues over it). The decision before this one kept that
+        (`_keep`, on the run's plan chain: it goes with the run); it holds
+        for ``plan`` when ``plan`` extends the plan it was kept for and no
+        attempt since is at an iteration read past. Else (0, the input): the
+        iterations are read from the first, as always. So a decision costs the
+        same at every iteration instead of growing with the iterations before it.
+        """
+        kept_on = memos(plan)
+        kept = None if kept_on is None else kept_on.get(id(self))
+        if kept is None:
+            return 0, plan.input
+        attempts = plan.attempts
+        loop, last, count, passed, value = kept
+        if loop is not self or len(attempts) < count or attempts[count - 1] is not last:
+            return 0, plan.input
+        prefix = f"{self.step.name}."
+        for attempt in attempts[count:]:
+            base = attempt.base
+            if base.startswith(prefix):
+                number = base[len(prefix) :]
+                if number.isdigit() and int(number) <= passed:
+                    return 0, plan.input
+        return passed, value
+
+    def _keep(self, plan: Plan, passed: int, value: Any) -> None:
+        """Keep that this decision read past ``passed`` iterations to ``value`` (see `_passed`)."""
+        if not passed:
+            return
+        kept_on = memos(plan)
+        if kept_on is None:
+            return
+        attempts = plan.attempts
+        kept_on[id(self)] = (self, attempts[-1], len(attempts), passed, value)
 
     def spent_answer(self, plan: Plan) -> Final | None:
         """The last output of the iterations that answered, as at ``max_iterations``.

@@ -13,10 +13,12 @@ and a resumed run asks it only about what comes next.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import Sequence as SequenceABC
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, overload
 
 import attrs
 
@@ -112,6 +114,107 @@ def _by_base_of(plan: Plan) -> Mapping[str, tuple[Attempt, ...]]:
     return by_base
 
 
+class _Chain:
+    """The attempts of a chain of plans, each extending the one before (`Plan.extended`).
+
+    One list and one index by step, appended to in place while the plan
+    extended is the chain's last: a step's plan update costs its own
+    attempts, not a copy of every attempt before them. ``memos``: what a
+    workflow keeps for its next decision on this chain (a `Loop`'s reading,
+    by the Loop's id), so it lives as long as the run's plans do.
+    """
+
+    __slots__ = ("by_base", "items", "memos")
+
+    def __init__(self, items: list[Attempt], by_base: dict[str, tuple[Attempt, ...]]) -> None:
+        self.items = items
+        self.by_base = by_base
+        self.memos: dict[int, tuple[Any, ...]] = {}
+
+
+class _Prefix(SequenceABC[Attempt]):
+    """The first ``n`` attempts of a chain: a plan's ``attempts`` (read-only, like a tuple)."""
+
+    __slots__ = ("_chain", "_n")
+
+    def __init__(self, chain: _Chain, n: int) -> None:
+        self._chain = chain
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> Attempt: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Attempt, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Attempt | tuple[Attempt, ...]:
+        items = self._chain.items
+        if isinstance(index, slice):
+            return tuple([items[i] for i in range(*index.indices(self._n))])
+        at = index + self._n if index < 0 else index
+        if not 0 <= at < self._n:
+            raise IndexError("attempt index out of range")
+        return items[at]
+
+    def __iter__(self) -> Iterator[Attempt]:
+        return itertools.islice(self._chain.items, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, _Prefix)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class _ByStep(Mapping[str, tuple[Attempt, ...]]):
+    """The first ``n`` attempts of a chain by step: a plan's ``by_step``.
+
+    The chain's own index while the chain holds just those ``n``; once a
+    later plan extends it, an index of its own, made when first read.
+    """
+
+    __slots__ = ("_chain", "_n", "_own")
+
+    def __init__(self, chain: _Chain, n: int) -> None:
+        self._chain = chain
+        self._n = n
+        self._own: dict[str, tuple[Attempt, ...]] | None = None
+
+    def _index(self) -> dict[str, tuple[Attempt, ...]]:
+        chain = self._chain
+        if len(chain.items) == self._n:
+            return chain.by_base
+        own = self._own
+        if own is None:
+            own = {}
+            _add(own, itertools.islice(chain.items, self._n))
+            self._own = own
+        return own
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._index().get(key, default)
+
+    def __getitem__(self, key: str) -> tuple[Attempt, ...]:
+        return self._index()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index())
+
+    def __len__(self) -> int:
+        return len(self._index())
+
+
 @attrs.frozen
 class Plan:
     """What the planner reads: the workflow's input, inherited values, finished attempts.
@@ -119,14 +222,14 @@ class Plan:
     Attributes:
         input: The workflow's input.
         values: The values it inherits.
-        attempts: The finished attempts, in order.
+        attempts: The finished attempts, in order (read-only).
         by_step: The finished attempts by step (base id), in order (read it,
             never change it).
     """
 
     input: Any
     values: Mapping[str, Any]
-    attempts: tuple[Attempt, ...]
+    attempts: SequenceABC[Attempt]
     # Made from ``attempts`` unless given (`read_plan` extends the previous
     # plan's instead of reading every attempt again). A field, not a property:
     # a workflow's plan reads it once a decision.
@@ -152,11 +255,22 @@ class Plan:
         return base in self.by_step
 
     def extended(self, attempts: Iterable[Attempt]) -> Plan:
-        """This plan with ``attempts`` finished after its own."""
-        attempts = tuple(attempts)
-        by_base = dict(self.by_step)
-        _add(by_base, attempts)
-        return _plan(self.input, self.values, self.attempts + attempts, by_base)
+        """This plan with ``attempts`` finished after its own.
+
+        The new plan shares this one's attempts (see `_Chain`): extending the
+        last plan of a chain costs only the new attempts; extending an earlier
+        one (a fork) copies its attempts into a chain of its own.
+        """
+        added = list(attempts)
+        mine = self.attempts
+        if type(mine) is _Prefix and len(mine._chain.items) == mine._n:
+            chain = mine._chain  # the chain's last plan: extended in place
+        else:
+            chain = _Chain(list(mine), dict(self.by_step))
+        chain.items.extend(added)
+        _add(chain.by_base, added)
+        n = len(chain.items)
+        return _plan(self.input, self.values, _Prefix(chain, n), _ByStep(chain, n))
 
     def call(self, task: Task, call_id: str, input: Any, values: Mapping[str, Any]) -> Call:
         """A call of ``task`` with the values its templates need."""
@@ -164,6 +278,18 @@ class Plan:
             return Call(task, call_id, input, _NO_VALUES)
         needed = {n: values[n] for n in sorted(task.free_names) if n in values}
         return Call(task, call_id, input, needed)
+
+
+def memos(plan: Plan) -> dict[int, tuple[Any, ...]] | None:
+    """What workflows keep on ``plan``'s chain for their next decision (see `_Chain`).
+
+    None when ``plan`` is no chain's (a plan read whole, not extended): there
+    is nothing to keep it on, and a decision reads its attempts from the first.
+    """
+    attempts = plan.attempts
+    if type(attempts) is _Prefix:
+        return attempts._chain.memos
+    return None
 
 
 def envelope(input: Any, values: Mapping[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 import attrs
@@ -25,6 +25,7 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
+from toolfold.toolkit._frozen import FrozenDict, new_frozen_dict
 
 if TYPE_CHECKING:
     # typing_extensions' TypeVar takes a default (PEP 696; typing's from Python 3.13):
@@ -63,7 +64,8 @@ class Step:
         tool_results: The results those calls got so far, in call order.
         usage: Tokens this step's model call used.
         sub_runs: The sub-runs of the step's calls (agents and workflows used
-            as tools) by call id: finished, or as they wait for the caller.
+            as tools) by call id: finished, or as they wait for the caller
+            (read-only: a response reads its steps once).
     """
 
     index: int
@@ -120,13 +122,38 @@ def steps_of(state: RunState) -> tuple[Step, ...]:
             steps.append(Step(len(steps) + 1, response, calls, found, response.usage, children))
         elif event.kind in ("tool_returned", "tool_suspended") and event.child is not None:
             children[event.call_id] = event.child
+    for step in steps:  # each read of `steps` hands out these: no dict to change under another
+        object.__setattr__(step, "sub_runs", new_frozen_dict(FrozenDict, step.sub_runs))
     # the current step's calls hold their sub-runs' latest states (resumed since they waited)
     children.update((c.call.id, c.child) for c in state.calls if c.child is not None)
     return tuple(steps)
 
 
+class _Kept:
+    """A response's own slot for what it reads from its state once (see `Response.steps`).
+
+    Not an attrs field: the slot stays out of equality, hashing, the repr,
+    pickling and ``attrs.evolve`` (a copy reads its state again).
+    """
+
+    __slots__ = ("_kept",)
+
+
+def kept(response: Any, key: str, make: Callable[[], Any]) -> Any:
+    """``make()``, made once per response (its state never changes) under ``key``."""
+    try:
+        held: dict[str, Any] = response._kept
+    except AttributeError:
+        held = {}
+        object.__setattr__(response, "_kept", held)
+    if key in held:
+        return held[key]
+    value = held[key] = make()
+    return value
+
+
 @attrs.frozen
-class Response(Generic[OutputT_co]):
+class Response(_Kept, Generic[OutputT_co]):
     """The result of a run (or of a run suspended for the caller).
 
     Generic over the run's output type, for type checkers only: an agent's
@@ -235,8 +262,8 @@ class Response(Generic[OutputT_co]):
 
     @property
     def steps(self) -> tuple[Step, ...]:
-        """Every step of the run, in order."""
-        return steps_of(self.state)
+        """Every step of the run, in order (read from the state once per response)."""
+        return kept(self, "steps", lambda: steps_of(self.state))  # type: ignore[no-any-return]
 
     @property
     def agent(self) -> str | None:

@@ -44,6 +44,7 @@ from toolfold.runtime._response import (  # noqa: F401 (OutputT_co: see Workflow
     RunEndEvent,
     RunFinishReason,
     RunStreamEvent,
+    kept,
 )
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import held_failure, retry_state
@@ -882,12 +883,12 @@ class WorkflowResponse(Response[Any]):
 
     @property
     def outputs(self) -> Mapping[str, Any]:
-        """Each finished step's output as plain data, by step name (the latest for a loop)."""
-        found: dict[str, Any] = {}
-        for attempt in read_plan(self.state.messages).attempts:
-            if attempt.ok:
-                found[attempt.name] = attempt.value
-        return found
+        """Each finished step's output as plain data, by step name (the latest for a loop).
+
+        Each read gives values of its own: changing one changes no later read.
+        """
+        outputs = kept(self, "outputs", lambda: _outputs_of(self.state))
+        return {name: _fresh(value) for name, value in outputs.items()}
 
     @property
     def errors(self) -> Mapping[str, str]:
@@ -896,7 +897,26 @@ class WorkflowResponse(Response[Any]):
         A step skipped inside a nested workflow that ended is listed under
         its path, the nested workflow's step name first: ``"par/bad"``.
         """
-        return _step_errors_of(self.state, "")
+        return dict(kept(self, "errors", lambda: _step_errors_of(self.state, "")))
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of the plain data ``value`` sharing no list or dict with it (the rest is immutable)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _fresh(item) for key, item in value.items()}
+    if kind is list:
+        return [_fresh(item) for item in value]
+    return value
+
+
+def _outputs_of(state: RunState) -> dict[str, Any]:
+    """`WorkflowResponse.outputs` of the workflow run ``state``."""
+    found: dict[str, Any] = {}
+    for attempt in read_plan(state.messages).attempts:
+        if attempt.ok:
+            found[attempt.name] = attempt.value
+    return found
 
 
 def _step_errors_of(state: RunState, prefix: str) -> dict[str, str]:

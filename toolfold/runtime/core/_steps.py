@@ -8,6 +8,7 @@ at a few microseconds.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeGuard, get_args
 
@@ -421,14 +422,57 @@ def _take(
     state: RunState, changes: Changes, kind: str, call_id: str, status: CallStatus
 ) -> CallState:
     calls: tuple[CallState, ...] = changes.get("calls", state.calls)
-    for call in calls:
-        if call.call.id == call_id:
-            if call.status != status:
-                why = WHY[call.status]
-                raise refused(state, kind, f"call {call_id!r} to {call.call.name!r} {why}")
-            return call
+    found = _placed(calls, call_id) if len(calls) > _FEW_CALLS else None
+    if found is None:
+        for call in calls:
+            if call.call.id == call_id:
+                found = call
+                break
+    if found is not None:
+        if found.status != status:
+            why = WHY[found.status]
+            raise refused(state, kind, f"call {call_id!r} to {found.call.name!r} {why}")
+        return found
     known = ", ".join(repr(c.call.id) for c in state.calls) or "none"
     raise refused(state, kind, f"no tool call {call_id!r} in this step (calls: {known})")
+
+
+# Above this many calls in a step, `_take` finds a call by its id in an index (a scan
+# per result made a step of k calls cost O(k^2)); at or below it, the scan is cheaper.
+_FEW_CALLS = 8
+# The indexes of the last steps with many calls looked at, by the id of their first
+# call's part: that part, the calls' count, and the position of each call id (its
+# first). A step's calls keep their parts and positions as their states change, so an
+# index stays good for its step; steps of several runs reduced in turns keep one each
+# (the oldest goes past `_STEPS`).
+_places: dict[int, tuple[ToolCallPart, int, dict[str, int]]] = {}
+_STEPS = 32
+
+
+def _placed(calls: tuple[CallState, ...], call_id: str) -> CallState | None:
+    """The first of ``calls`` with ``call_id``, found through the step's index (None: no call).
+
+    A memo only: what it finds is checked, and a call it does not know is
+    looked for by a scan, so the answer is the scan's.
+    """
+    first = calls[0].call
+    held = _places.get(id(first))
+    if held is not None and held[0] is first and held[1] == len(calls):
+        places = held[2]
+    else:
+        places = {}
+        for position, call in enumerate(calls):
+            places.setdefault(call.call.id, position)
+        if len(_places) >= _STEPS:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                del _places[next(iter(_places))]  # the oldest (another thread may take it first)
+        _places[id(first)] = (first, len(calls), places)
+    placed = places.get(call_id)
+    if placed is not None:
+        call = calls[placed]
+        if call.call.id == call_id:
+            return call
+    return next((c for c in calls if c.call.id == call_id), None)
 
 
 def _returned(call: CallState, event: ToolReturned) -> CallState:
@@ -445,7 +489,8 @@ def _returned(call: CallState, event: ToolReturned) -> CallState:
 
 def _put(state: RunState, changes: Changes, new: CallState) -> None:
     calls = changes.get("calls", state.calls)
-    changes["calls"] = (*calls[: new.index], new, *calls[new.index + 1 :])
+    at = new.index  # (concatenated, not unpacked: a third cheaper at any size)
+    changes["calls"] = calls[:at] + (new,) + calls[at + 1 :]  # noqa: RUF005
 
 
 def tool_returned(state: RunState, event: ToolReturned, changes: Changes) -> None:
@@ -610,8 +655,14 @@ def tool_results_provided(state: RunState, event: ToolResultsProvided, changes: 
 
 def _settle(state: RunState, changes: Changes) -> None:
     # One loop, no set or generator: this runs for every result of every step.
+    calls = changes["calls"]
+    if (
+        calls and calls[-1].status == "to_run"
+    ):  # any call to run says it; results mostly come in order
+        changes["phase"] = "running_tools"
+        return
     approval = waiting = False
-    for c in changes["calls"]:
+    for c in calls:
         status = c.status
         if status == "done":
             continue

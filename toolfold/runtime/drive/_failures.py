@@ -12,7 +12,10 @@ sub-runs the failed calls made).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -259,7 +262,56 @@ def budget_stopped(
     return stopped_at_handed(state, child, conditions) and content == stopped_content(child, who)[0]
 
 
+_blocking_depth: ContextVar[int] = ContextVar("toolfold_blocking_depth", default=0)
+"""How many blocking sub-runs (agents or workflows used as tools) the code running is inside."""
+
+
+@contextlib.contextmanager
+def blocking_sub_run() -> Iterator[None]:
+    """Count a blocking sub-run (one level more on the caller's stack) while it runs."""
+    token = _blocking_depth.set(_blocking_depth.get() + 1)
+    try:
+        yield
+    finally:
+        _blocking_depth.reset(token)
+
+
+def nested_too_deep() -> bool:
+    """Whether the code running is in blocking sub-runs nested deep enough to fill the stack.
+
+    Each level takes about a dozen frames, so from a 25th of the recursion
+    limit on (40 levels with the default 1,000) nesting holds half the stack
+    or more: a RecursionError there comes from the depth. Shallower, it is
+    some other code's recursion (a model adapter's, say), which is not.
+    """
+    return _blocking_depth.get() >= max(sys.getrecursionlimit() // 25, 1)
+
+
+def too_deep(where: str, exc: RecursionError) -> str:
+    """What an error says of a RecursionError at ``where`` when `nested_too_deep` holds.
+
+    A blocking run (``run``, ``resume``) runs each agent or workflow it uses
+    as a tool on its own stack, about a dozen frames a level: Python's
+    recursion limit stops such a chain at about 89 levels. ``arun`` and
+    ``stream`` take fewer frames a level and go about twice as deep (they
+    stop too, near 190). Retrying the same blocking run fails again.
+    """
+    return (
+        f"{where} hit Python's recursion limit ({describe_exception(exc)}): the run is nested "
+        f"too deep for a blocking run ({_blocking_depth.get()} agents or workflows used as "
+        "tools, each run on the caller's stack; about 89 levels fit with the default limit); "
+        "run the outermost one with arun (or stream), which goes about twice as deep, or "
+        "nest fewer levels; retrying it as a blocking run fails the same way"
+    )
+
+
 def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
+    if isinstance(exc, RecursionError) and nested_too_deep():  # resuming cannot fix it
+        return RunError(
+            f"{too_deep(f'the model call of step {step}', exc)}; the error's state is the "
+            "run before that call",
+            state,
+        )
     if isinstance(exc, ToolfoldError):
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
