@@ -263,3 +263,69 @@ def test_a_package_the_program_imported_is_used_though_the_folder_has_its_source
     importlib.import_module("inst_proj")
     with override_models(TestModel()):
         assert load(tmp_path / "app" / "f.toml").agent().tools[0].function("x") == "site"
+
+
+def _laughs(depth: int) -> str:
+    """A "billion laughs" YAML file: each list holds the one before nine times, by alias."""
+    lines = ['x0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, depth):
+        lines.append(f"x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\nagents:\n  a:\n    model: openai:gpt-4o-mini\n"
+
+
+def test_a_yaml_file_of_nested_aliases_is_walked_once_per_node() -> None:
+    """Finding the lines of a file whose aliases expand to 9**6 items notes each key path
+    once per node written (an alias's path, not every path under it): linear in the file."""
+    from toolfold.files._load import _Lines, _parse
+
+    text = _laughs(6)
+    lines = _Lines("f.yaml", text, "yaml")
+    _parse(text, "yaml", lines)
+    assert len(lines._known) < 100  # 6 keys, 54 items, agents.a.model (was 9**6 and more)
+    assert lines.line("x5[3][2][1]") == 3  # (a list through aliases: where x2 is written)
+    assert lines.line("x5[3][2][1][0][0][4]") == 1
+
+
+def test_a_billion_laughs_yaml_file_says_its_real_problems() -> None:
+    """A 10-level billion-laughs file (9**10 items expanded) loads as fast as its size
+    and fails with its own problems: its top keys are unknown."""
+    with pytest.raises(AgentFileError) as caught:
+        loads(_laughs(10), format="yaml", name="f.yaml")
+    assert caught.value.problems == tuple(
+        f"f.yaml:{i + 1}: x{i}: unknown key (the file's keys are: agents, workflows, entry)"
+        for i in range(10)
+    )
+
+
+def test_a_key_under_a_yaml_alias_is_at_the_line_of_the_one_the_alias_names() -> None:
+    """A problem under an aliased agent is said at the line of the key in the anchored one."""
+    text = "base: &base\n  model: test\n  tools: [1]\nagents:\n  a: *base\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert any(p.startswith("f.yaml:3: agents.a.tools[0]: ") for p in caught.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "x: &x [*x]\n",
+            "f.yaml:1: x[0]: the alias *x is inside the node it names (&x at line 1): "
+            "the value would contain itself; repeat the value instead of the alias",
+        ),
+        (
+            "agents:\n  a: &me\n    model: test\n    tools:\n      - *me\n",
+            "f.yaml:5: agents.a.tools[0]: the alias *me is inside the node it names "
+            "(&me at line 2): the value would contain itself; repeat the value instead "
+            "of the alias",
+        ),
+    ],
+)
+def test_a_yaml_alias_inside_the_node_it_names_is_a_problem_naming_it(
+    text: str, problem: str
+) -> None:
+    """An alias loop (data that contains itself) is one problem naming the alias and its
+    line, not a RecursionError."""
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (problem,)
