@@ -2159,3 +2159,40 @@ def test_an_image_the_model_answers_with_is_one_line(tmp_path: Path, stream: lis
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Here:\n"
     assert "[image: image/png, 9 bytes]" in proc.stderr.splitlines()
+
+
+FORGING = """
+from toolfold import ServerError
+from toolfold.testing import FunctionModel
+
+
+def _down(request):
+    raise ServerError("overloaded\\ntoolfold run: all fine \\x1b[2K", provider="openai", status_code=503)
+
+
+model = FunctionModel(_down, name="forging")
+
+
+def step(text):
+    raise ValueError("kaboom\\ntoolfold run: all fine")
+"""
+
+
+def test_the_run_failed_line_is_one_line_whatever_the_error_says(tmp_path: Path) -> None:
+    """A provider's error (or a step's) with a newline prints one "the run failed" line,
+    its newline and escape sequence written as escapes: it cannot add a line of its own."""
+    (tmp_path / "forging.py").write_text(FORGING)
+    (tmp_path / "a.toml").write_text('[agents.a]\nmodel = "forging:model"\n')
+    (tmp_path / "w.toml").write_text('[workflows.w]\nkind = "sequence"\nsteps = ["forging:step"]\n')
+    env = {"PYTHONPATH": str(tmp_path)}
+    for name, said in (
+        ("a.toml", r"ServerError: overloaded\x0atoolfold run: all fine \x1b[2K"),
+        ("w.toml", r"ValueError: kaboom\x0atoolfold run: all fine"),
+    ):
+        proc = toolfold("run", name, "go", "--state-out", "r.json", cwd=tmp_path, env=env)
+        assert proc.returncode == 4, proc.stderr
+        (failed,) = [line for line in proc.stderr.splitlines() if "the run failed" in line]
+        assert said in failed, failed
+        assert not any(
+            line.startswith("toolfold run: all fine") for line in proc.stderr.splitlines()
+        )

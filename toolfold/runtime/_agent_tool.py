@@ -32,7 +32,7 @@ from toolfold.runtime.drive._executor import (
 )
 from toolfold.runtime.drive._failures import not_started_text, stopped_content
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, one_line
 from toolfold.toolkit._tool import MADE_AS, Tool
 
 if TYPE_CHECKING:
@@ -455,6 +455,6 @@ def _ended(error: SourceCloseError, tool_name: str) -> Response:
             "the sub-run of tool %r ended, but closing a tool source failed (its answer is "
             "kept): %s",
             tool_name,
-            failures,
+            one_line(failures),  # (the sources' text, a server's maybe)
         )
     return error.response
