@@ -195,6 +195,47 @@ def test_error_never_echoes_the_key(http_server: ScriptedServer) -> None:
     assert "Incorrect API key provided" in str(error)
 
 
+LONG_KEY = "sk-proj-SECRETKEY1234567890abcdefghij"
+
+
+def test_an_error_echoing_the_key_less_its_end_masks_that_start(
+    http_server: ScriptedServer,
+) -> None:
+    """A server that echoes the key less its last characters (``key=sk-proj-...***``)
+    gets that start of it (16 characters or more) masked too; a common start
+    (``sk-proj-``) shorter than that is left."""
+    message = f"key={LONG_KEY[:-4]}*** (from {LONG_KEY[:20]}); keys start with sk-proj-"
+    http_server.add(Reply(status=401, json={"error": {"message": message}}))
+    transport = Transport("openai", http_server.url, LONG_KEY, retry=None)
+    with pytest.raises(ProviderError) as caught:
+        transport.post_json_sync("chat/completions", {})
+    transport.close()
+    error = caught.value
+    assert error.provider_message == "key=****** (from ***); keys start with sk-proj-"
+    for text in (str(error), repr(error), error.body, repr(vars(error))):
+        assert LONG_KEY[:16] not in text
+    assert redact(f"{LONG_KEY[:15]}!", [Secret(LONG_KEY)]) == f"{LONG_KEY[:15]}!"
+    assert redact(f"{LONG_KEY[:16]}!", [Secret(LONG_KEY)]) == "***!"
+    assert redact(f"x{LONG_KEY}y", [Secret(LONG_KEY)]) == "x***y"
+    # (a character JSON writes as an escape goes on under the mask: decoded, none shows)
+    escaped = f"{LONG_KEY[:20]}\\u{ord(LONG_KEY[20]):04x}{LONG_KEY[21:-4]}!"
+    assert redact(escaped, [Secret(LONG_KEY)]) == "***!"
+
+
+def test_a_stream_writing_the_key_less_its_end_across_deltas_masks_that_start() -> None:
+    """Streamed text that writes the key less its end across deltas gets that start masked
+    once the text goes on otherwise; a delta ending inside it waits (the key may go on)."""
+    from toolfold.adapters._http._keys import scrubs
+    from toolfold.adapters._split_echoes import SplitEchoes
+    from toolfold.runtime import TextDelta
+
+    split = SplitEchoes(scrubs([Secret(LONG_KEY)]))
+    start = LONG_KEY[:-4]
+    out = [*split.feed(TextDelta(f"key {start[:10]}")), *split.feed(TextDelta(start[10:]))]
+    out += [*split.feed(TextDelta("*** is bad")), *split.end()]
+    assert "".join(e.text for e in out if isinstance(e, TextDelta)) == "key ****** is bad"
+
+
 def test_stream_error_never_echoes_the_key(http_server: ScriptedServer) -> None:
     """An in-band stream error quoting the key is scrubbed as well."""
     http_server.add(Reply(chunks=[f'data: {{"error": {{"message": "bad {KEY}"}}}}\n\n'.encode()]))

@@ -246,7 +246,7 @@ class SplitEchoes:
     def _split(self, held: str, text: str) -> tuple[str, str]:
         """``held`` + ``text`` masked, as what goes on now and what is held back (its end
         that could start a secret); ``text`` itself goes on when nothing changes."""
-        whole = scrub(held + text, self._pairs) if held else text
+        whole = scrub(held + text, self._pairs, goes_on=True) if held else text
         cut = _start_of_secret(whole, self._values)
         if cut == len(whole):
             return whole, ""
