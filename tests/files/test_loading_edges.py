@@ -265,36 +265,60 @@ def test_a_package_the_program_imported_is_used_though_the_folder_has_its_source
         assert load(tmp_path / "app" / "f.toml").agent().tools[0].function("x") == "site"
 
 
-def _laughs(depth: int) -> str:
-    """A "billion laughs" YAML file: each list holds the one before nine times, by alias."""
-    lines = ['x0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+def _laughs(depth: int, indent: str = "") -> str:
+    """A "billion laughs" of YAML: each list holds the one before nine times, by alias."""
+    lines = [f'{indent}x0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     for i in range(1, depth):
-        lines.append(f"x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    return "\n".join(lines) + "\nagents:\n  a:\n    model: openai:gpt-4o-mini\n"
+        lines.append(f"{indent}x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+AGENT = "agents:\n  a:\n    model: openai:gpt-4o-mini\n"
 
 
 def test_a_yaml_file_of_nested_aliases_is_walked_once_per_node() -> None:
-    """Finding the lines of a file whose aliases expand to 9**6 items notes each key path
+    """Finding the lines of a file whose aliases expand to 9**5 items notes each key path
     once per node written (an alias's path, not every path under it): linear in the file."""
     from toolfold.files._load import _Lines, _parse
 
-    text = _laughs(6)
+    text = _laughs(5) + AGENT
     lines = _Lines("f.yaml", text, "yaml")
     _parse(text, "yaml", lines)
-    assert len(lines._known) < 100  # 6 keys, 54 items, agents.a.model (was 9**6 and more)
-    assert lines.line("x5[3][2][1]") == 3  # (a list through aliases: where x2 is written)
-    assert lines.line("x5[3][2][1][0][0][4]") == 1
+    assert len(lines._known) < 100  # 5 keys, 45 items, agents.a.model (was 9**5 and more)
+    assert lines.line("x4[3][2][1]") == 2  # (a list through aliases: where x1 is written)
+    assert lines.line("x4[3][2][1][0][4]") == 1
 
 
-def test_a_billion_laughs_yaml_file_says_its_real_problems() -> None:
-    """A 10-level billion-laughs file (9**10 items expanded) loads as fast as its size
-    and fails with its own problems: its top keys are unknown."""
+@pytest.mark.parametrize("where", ["top", "settings"])
+def test_a_billion_laughs_yaml_file_is_one_problem_naming_the_alias(where: str) -> None:
+    """A 10-level billion-laughs file (9**10 items expanded), at the top or in an agent's
+    settings (which building the agent would copy whole), is refused at once, naming its
+    largest alias: what aliases add to a file is limited."""
+    if where == "top":
+        text, path, line = _laughs(10) + AGENT, "x9[0]", 10
+    else:
+        text = AGENT + "    settings:\n      extra_body:\n" + _laughs(10, " " * 8)
+        path, line = "agents.a.settings.extra_body.x9[0]", 15
     with pytest.raises(AgentFileError) as caught:
-        loads(_laughs(10), format="yaml", name="f.yaml")
-    assert caught.value.problems == tuple(
-        f"f.yaml:{i + 1}: x{i}: unknown key (the file's keys are: agents, workflows, entry)"
-        for i in range(10)
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        f"f.yaml:{line}: {path}: the alias *a8 stands for 435,848,050 values, and the file's "
+        "aliases expand the "
     )
+    assert 'more than the 100,000 aliases may add to an agent file (a YAML "billion' in problem
+
+
+def test_yaml_aliases_that_repeat_a_little_still_load() -> None:
+    """An agent given again by an alias, and 9**4 values by nested aliases, still load."""
+    text = (
+        "agents:\n  a: &same\n    model: openai:gpt-4o-mini\n    instructions: Be brief.\n"
+        "    settings:\n      extra_body:\n" + _laughs(4, " " * 8) + "  b: *same\n"
+    )
+    with override_models(TestModel()):
+        loaded = loads(text, format="yaml")
+    assert loaded.agent("b").instructions == "Be brief."
+    assert len(loaded.agent("b").settings["extra_body"]["x3"]) == 9
 
 
 def test_a_key_under_a_yaml_alias_is_at_the_line_of_the_one_the_alias_names() -> None:

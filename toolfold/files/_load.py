@@ -52,6 +52,10 @@ from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
+#: How many values YAML aliases may add to an agent file (what it expands to less
+#: what it writes): far more than any agent file repeats, far less than a "billion
+#: laughs" of nested aliases expands to, which each use of the data would copy.
+ALIAS_VALUES = 100_000
 _BAD = object()
 
 
@@ -298,8 +302,8 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         loader.dispose()
     if node is not None:
         lines.from_yaml(node, loader.aliases)
-    if lines.loops:
-        raise AgentFileError(lines.file, lines.loops)
+    if lines.unloadable:
+        raise AgentFileError(lines.file, lines.unloadable)
     if lines.twice:
         raise AgentFileError(lines.file, lines.twice)
     return data
@@ -349,7 +353,9 @@ class _Lines:
         self._toml = text if kind == "toml" else None  # its lines are found when asked
         self.yaml = kind == "yaml"
         self.twice: list[str] = []  # keys a YAML mapping gives twice
-        self.loops: list[str] = []  # YAML aliases inside the node they name
+        # YAML that cannot be loaded: an alias inside the node it names, aliases that
+        # expand to too many values.
+        self.unloadable: list[str] = []
         self.walked = 0  # nodes the YAML walk went into (each once)
 
     def from_yaml(self, root: Any, aliases: Mapping[tuple[int, int], tuple[str, int]]) -> None:
@@ -358,19 +364,28 @@ class _Lines:
         Each node is walked once, however many aliases name it (a path through
         an alias is noted as the first path to its node): a file of nested
         aliases (the "billion laughs") costs its size, not what it expands
-        to. An alias inside the node it names is a problem in `loops`, named
-        by ``aliases`` (`_composer`'s).
+        to. An alias inside the node it names is a problem in `unloadable`,
+        named by ``aliases`` (`_composer`'s), and so are aliases that expand the
+        file by more than `ALIAS_VALUES` values: what is built from the data
+        (an agent's settings, sent in each request) would be that big.
         """
         import yaml
 
         first: dict[int, str] = {}  # node id -> the path it was walked at
         open_: set[int] = set()  # the nodes being walked (the enclosing ones)
+        sizes: dict[int, int] = {}  # node id -> the values it expands to (once left)
+        written = 0  # the values the file writes (each node once)
+        biggest: tuple[int, str, Any, Any] = (0, "", None, None)  # the largest alias's
         # (node, path, parent): a node to walk, or (None, "", node): leaving it.
         stack: list[tuple[Any, str, Any]] = [(root, "", None)]
         while stack:
             node, path, parent = stack.pop()
-            if node is None:
+            if node is None:  # leaving ``parent``: its children's sizes are known
                 open_.discard(id(parent))
+                values = parent.value
+                if isinstance(parent, yaml.MappingNode):
+                    values = [value for _, value in values]
+                sizes[id(parent)] = 1 + sum(sizes.get(id(value), 1) for value in values)
                 continue
             if id(node) in first:
                 if id(node) in open_:
@@ -378,10 +393,13 @@ class _Lines:
                     self._loop(node, path, used)
                 else:
                     self._aliases[path] = first[id(node)]
+                    if sizes.get(id(node), 1) > biggest[0]:
+                        biggest = (sizes.get(id(node), 1), path, node, parent)
                 continue
+            first[id(node)] = path
+            written += 1
             if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
                 continue  # (a scalar: its line is its key's)
-            first[id(node)] = path
             open_.add(id(node))
             self.walked += 1
             stack.append((None, "", node))
@@ -409,6 +427,19 @@ class _Lines:
                     self._known[child] = item.start_mark.line + 1
                     children.append((item, child, node))
             stack.extend(reversed(children))  # (walked in the file's order)
+        expanded = sizes.get(id(root), 1)
+        if expanded - written > ALIAS_VALUES and not self.unloadable:
+            size, path, node, parent = biggest
+            anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
+            self.unloadable.append(
+                self.at(
+                    line or self.line(path),
+                    f"{path}: the alias *{anchor} stands for {size:,} values, and the file's aliases "
+                    f"expand the {written:,} values it writes to {expanded:,}: more than the "
+                    f'{ALIAS_VALUES:,} aliases may add to an agent file (a YAML "billion '
+                    'laughs"?); write the values out instead',
+                )
+            )
 
     def _loop(self, node: Any, path: str, used: tuple[str, int] | None) -> None:
         """``path`` is an alias (``used``: its anchor's name and line) to ``node``,
@@ -416,7 +447,7 @@ class _Lines:
         here can load."""
         anchor, line = used or (None, None)
         named = f"the alias *{anchor}" if anchor else "an alias"
-        self.loops.append(
+        self.unloadable.append(
             self.at(
                 line or self.line(path),
                 f"{path or 'the file'}: {named} is inside the node it names "
