@@ -356,7 +356,6 @@ class _Lines:
         # YAML that cannot be loaded: an alias inside the node it names, aliases that
         # expand to too many values.
         self.unloadable: list[str] = []
-        self.walked = 0  # nodes the YAML walk went into (each once)
 
     def from_yaml(self, root: Any, aliases: Mapping[tuple[int, int], tuple[str, int]]) -> None:
         """Note the line of every key path of the composed YAML ``root``.
@@ -401,7 +400,6 @@ class _Lines:
             if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
                 continue  # (a scalar: its line is its key's)
             open_.add(id(node))
-            self.walked += 1
             stack.append((None, "", node))
             children: list[tuple[Any, str, Any]] = []
             if isinstance(node, yaml.MappingNode):
