@@ -192,8 +192,8 @@ class _Session:
             failures = "; ".join(describe_exception(e) for e in exc.close_errors)
             _say(
                 self.command,
-                f"warning: the run ended, but closing a tool source failed: {failures}",
-            )
+                f"warning: the run ended, but closing a tool source failed: {_visible(failures)}",
+            )  # (one line: a source's or server's text)
             outcome = exc.response
             if outcome is None:  # (only a workflow's stream closed early has none)
                 raise
