@@ -329,6 +329,28 @@ def test_a_key_under_a_yaml_alias_is_at_the_line_of_the_one_the_alias_names() ->
     assert any(p.startswith("f.yaml:3: agents.a.tools[0]: ") for p in caught.value.problems)
 
 
+def test_a_key_missing_under_a_yaml_alias_is_at_the_aliass_line() -> None:
+    """A key not written under an alias (a missing required key, a settings key the
+    anchored node lacks) is said at the alias's line, not at the anchor's."""
+    from toolfold.files._load import _Lines, _parse
+
+    text = (
+        "agents:\n  c: &c\n    instructions: hi\n    settings: &s\n      temperature: 0.5\n"
+        "  d: *c\n  e:\n    model: x\n    settings: *s\n"
+    )
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems[:2] == (
+        "f.yaml:2: agents.c.model: missing (this key is required)",
+        "f.yaml:6: agents.d.model: missing (this key is required)",
+    )
+    lines = _Lines("f.yaml", text, "yaml")
+    _parse(text, "yaml", lines)
+    assert lines.line("agents.e.settings.missing") == 9  # (the alias *s's key)
+    assert lines.line("agents.e.settings.temperature") == 5  # written: under the anchor
+    assert lines.line("agents.d.settings.temperature.x") == 5
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

@@ -459,13 +459,16 @@ class _Lines:
         if self._toml is not None:
             self._known.update(toml_positions(self._toml))
             self._toml = None
-        if path in self._known:
-            return self._known[path]
-        if self._aliases:
-            path = self._through_aliases(path)
+        # The longest part of ``path`` written in the file, or reached through an alias
+        # to a key written under its anchor: a key missing under an alias is at the
+        # alias's line (it is the alias's key that lacks it), not at its anchor's.
         while path:
             if path in self._known:
                 return self._known[path]
+            if self._aliases:
+                mapped = self._through_aliases(path)
+                if mapped in self._known:
+                    return self._known[mapped]
             shorter = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
             if shorter == path:  # a top-level key with no line (a dict has none)
                 return None
