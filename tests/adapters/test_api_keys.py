@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import logging
 import pickle
 import sys
@@ -222,18 +223,32 @@ def test_an_error_echoing_the_key_less_its_end_masks_that_start(
     assert redact(escaped, [Secret(LONG_KEY)]) == "***!"
 
 
-def test_a_stream_writing_the_key_less_its_end_across_deltas_masks_that_start() -> None:
-    """Streamed text that writes the key less its end across deltas gets that start masked
-    once the text goes on otherwise; a delta ending inside it waits (the key may go on)."""
-    from toolfold.adapters._http._keys import scrubs
+@pytest.mark.parametrize("cuts", [(), (10,), (20,), (12, 24), (30,)])
+def test_an_answer_writing_a_start_of_the_key_is_the_same_streamed_or_whole(
+    cuts: tuple[int, ...],
+) -> None:
+    """A successful answer masks the whole key only: a 16+ character start of it (not the
+    key) stays, the same in a whole answer and in a stream however its deltas split it."""
+    import json
+
+    from toolfold.adapters._http._echoes import Echoes
     from toolfold.adapters._split_echoes import SplitEchoes
     from toolfold.runtime import TextDelta
 
-    split = SplitEchoes(scrubs([Secret(LONG_KEY)]))
-    start = LONG_KEY[:-4]
-    out = [*split.feed(TextDelta(f"key {start[:10]}")), *split.feed(TextDelta(start[10:]))]
-    out += [*split.feed(TextDelta("*** is bad")), *split.end()]
-    assert "".join(e.text for e in out if isinstance(e, TextDelta)) == "key ****** is bad"
+    text = f"key {LONG_KEY[:16]}XYZ rest; {LONG_KEY[:-4]}*** is bad; and {LONG_KEY}."
+    expected = f"key {LONG_KEY[:16]}XYZ rest; {LONG_KEY[:-4]}*** is bad; and ***."
+    echoes = Echoes([Secret(LONG_KEY)])
+
+    def answered(piece: str) -> str:  # (a whole answer's string, or a stream's event)
+        return str(json.loads(echoes.masked_text(json.dumps({"text": piece})))["text"])
+
+    assert answered(text) == expected
+    split = SplitEchoes(echoes.pairs)
+    ends = [0, *cuts, len(text)]
+    pieces = [answered(text[a:b]) for a, b in itertools.pairwise(ends)]
+    out = [e for piece in pieces for e in split.feed(TextDelta(piece))]
+    out += split.end()
+    assert "".join(e.text for e in out if isinstance(e, TextDelta)) == expected
 
 
 def test_stream_error_never_echoes_the_key(http_server: ScriptedServer) -> None:

@@ -494,14 +494,13 @@ def echo_probe(value: str, head: int, tail: int, where: re.Pattern[str] | None) 
     return value
 
 
-def scrub(text: str, pairs: Scrubs, *, goes_on: bool = False) -> str:
+def scrub(text: str, pairs: Scrubs, *, starts: bool = True) -> str:
     """``text`` with each secret of ``pairs`` (`scrubs`) masked, overlapping ones as one.
 
     A secret longer than `ECHOED_PREFIX` is masked where its start of that many
     characters or more is written too (``sk-proj-abc...`` echoed less its last
-    characters), as far as the text goes on as the secret; with ``goes_on`` (a
-    stream's text so far, which its next delta continues), not such a start at
-    the text's very end: the rest of the secret may follow, and is masked with it.
+    characters), as far as the text goes on as the secret; without ``starts``
+    (a successful answer, whole or streamed), the whole secret only.
 
     Where secrets overlap (a short key inside a password, a key whose end
     starts a password), every character of each is under one ``***``:
@@ -513,14 +512,14 @@ def scrub(text: str, pairs: Scrubs, *, goes_on: bool = False) -> str:
     spans: list[tuple[int, int]] = []
     named = []  # the short keys, found once the other secrets are
     for value, head, tail, where in pairs:
-        probe = echo_probe(value, head, tail, where)
+        probe = echo_probe(value, head, tail, where) if starts else value
         if probe not in text:
             continue
         if where is not None:
             named.append(where)
             continue
         if probe is not value:  # each start of it, as long as the text goes on as it
-            spans += _starts(text, value, probe, goes_on)
+            spans += _starts(text, value, probe)
             if value not in text:
                 continue
         # A run of occurrences whose masks overlap or touch ("aaaa" in "a" * 7), in one match;
@@ -553,13 +552,12 @@ def scrub(text: str, pairs: Scrubs, *, goes_on: bool = False) -> str:
     return "".join(pieces)
 
 
-def _starts(text: str, value: str, probe: str, goes_on: bool) -> list[tuple[int, int]]:
+def _starts(text: str, value: str, probe: str) -> list[tuple[int, int]]:
     """The spans of ``text`` that are a start of ``value`` at least as long as ``probe``
     (its start): each as long as the text goes on as ``value`` does, a character
     written as a JSON escape included (``\\u0039`` for ``9``, once or twice escaped:
     the text may be JSON, or JSON text inside a JSON string), so a mask never ends
-    inside the secret where decoding the text would show the rest of it. With
-    ``goes_on``, a start cut by the text's end is left (`scrub`)."""
+    inside the secret where decoding the text would show the rest of it."""
     found = []
     at = text.find(probe)
     while at >= 0:
@@ -577,8 +575,6 @@ def _starts(text: str, value: str, probe: str, goes_on: bool) -> list[tuple[int,
                 else:
                     break
                 end, k = end + step, k + 1
-            if goes_on and end == len(text):
-                break  # (and no start can follow it)
         found.append((at, end))
         at = text.find(probe, end)
     return found
