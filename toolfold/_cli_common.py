@@ -19,6 +19,8 @@ import sys
 import threading
 from typing import TextIO
 
+from toolfold.toolkit._results import BIDI, escaped_control, one_line
+
 OK = 0
 PROBLEM = 1
 USAGE = 2
@@ -96,18 +98,8 @@ def _say(command: str, message: str) -> None:
     print(f"toolfold {command}: {_visible(message, lines=True)}", file=sys.stderr)
 
 
-# What a terminal acts on instead of showing: the C0 controls (ESC starts the
-# sequences that clear a line or move the cursor, CR returns to the line's start,
-# BS steps back), DEL, the C1 controls (CSI, U+009B, is ESC [ to some terminals),
-# and the bidirectional overrides and isolates, which reorder what is shown.
-_BIDI = r"\u202a-\u202e\u2066-\u2069"
-_ONE_LINE = re.compile(rf"[\x00-\x1f\x7f-\x9f{_BIDI}]")
-_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")  # \t and \n kept
-
-
-def _escaped(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+# What a terminal acts on instead of showing (see `one_line`), newlines and tabs kept.
+_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]")
 
 
 def _visible(text: str, *, lines: bool = False) -> str:
@@ -117,5 +109,5 @@ def _visible(text: str, *, lines: bool = False) -> str:
     if lines:
         if "\r" in text:
             text = text.replace("\r\n", "\n")
-        return _LINES.sub(_escaped, text)
-    return _ONE_LINE.sub(_escaped, text)
+        return _LINES.sub(escaped_control, text)
+    return one_line(text)

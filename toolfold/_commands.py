@@ -159,7 +159,7 @@ def tools(args: argparse.Namespace) -> int:
                 every = [*own.values(), *listed]
         except ToolfoldError as exc:
             # (a server of the file that does not start is the file's input: no run failed)
-            _say("tools", f"agent {name!r}: cannot list its tool sources: {exc}")
+            _say("tools", f"agent {name!r}: cannot list its tool sources: {_visible(str(exc))}")
             return PROBLEM
         report.setdefault(name, {})  # an agent without tools is listed as such
         for tool in every:

@@ -183,7 +183,9 @@ class _Session:
         except RunError as exc:
             if exc.state is not None:
                 self._failed_round(exc.state)
-            _say(self.command, f"the run failed: {exc}")
+            _say(
+                self.command, f"the run failed: {_visible(str(exc))}"
+            )  # (one line: a provider's text)
             if exc.state is not None:
                 self._keep(exc.state)
                 self._kept_failed(exc.state)
@@ -192,8 +194,8 @@ class _Session:
             failures = "; ".join(describe_exception(e) for e in exc.close_errors)
             _say(
                 self.command,
-                f"warning: the run ended, but closing a tool source failed: {failures}",
-            )
+                f"warning: the run ended, but closing a tool source failed: {_visible(failures)}",
+            )  # (one line: a source's or server's text)
             outcome = exc.response
             if outcome is None:  # (only a workflow's stream closed early has none)
                 raise
@@ -215,7 +217,7 @@ class _Session:
                     f"{self._refused()}: {_as_options(self.command, str(exc), self.run_file)}",
                 )
                 return PROBLEM
-            _say(self.command, f"the run failed: {describe_exception(exc)}")
+            _say(self.command, f"the run failed: {_visible(describe_exception(exc))}")
             if state is not None:
                 self._keep(state)
                 self._kept_failed(state)

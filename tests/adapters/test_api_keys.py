@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import logging
 import pickle
 import sys
@@ -193,6 +194,61 @@ def test_error_never_echoes_the_key(http_server: ScriptedServer) -> None:
     ):
         assert KEY not in text
     assert "Incorrect API key provided" in str(error)
+
+
+LONG_KEY = "sk-proj-SECRETKEY1234567890abcdefghij"
+
+
+def test_an_error_echoing_the_key_less_its_end_masks_that_start(
+    http_server: ScriptedServer,
+) -> None:
+    """A server that echoes the key less its last characters (``key=sk-proj-...***``)
+    gets that start of it (16 characters or more) masked too; a common start
+    (``sk-proj-``) shorter than that is left."""
+    message = f"key={LONG_KEY[:-4]}*** (from {LONG_KEY[:20]}); keys start with sk-proj-"
+    http_server.add(Reply(status=401, json={"error": {"message": message}}))
+    transport = Transport("openai", http_server.url, LONG_KEY, retry=None)
+    with pytest.raises(ProviderError) as caught:
+        transport.post_json_sync("chat/completions", {})
+    transport.close()
+    error = caught.value
+    assert error.provider_message == "key=****** (from ***); keys start with sk-proj-"
+    for text in (str(error), repr(error), error.body, repr(vars(error))):
+        assert LONG_KEY[:16] not in text
+    assert redact(f"{LONG_KEY[:15]}!", [Secret(LONG_KEY)]) == f"{LONG_KEY[:15]}!"
+    assert redact(f"{LONG_KEY[:16]}!", [Secret(LONG_KEY)]) == "***!"
+    assert redact(f"x{LONG_KEY}y", [Secret(LONG_KEY)]) == "x***y"
+    # (a character JSON writes as an escape goes on under the mask: decoded, none shows)
+    escaped = f"{LONG_KEY[:20]}\\u{ord(LONG_KEY[20]):04x}{LONG_KEY[21:-4]}!"
+    assert redact(escaped, [Secret(LONG_KEY)]) == "***!"
+
+
+@pytest.mark.parametrize("cuts", [(), (10,), (20,), (12, 24), (30,)])
+def test_an_answer_writing_a_start_of_the_key_is_the_same_streamed_or_whole(
+    cuts: tuple[int, ...],
+) -> None:
+    """A successful answer masks the whole key only: a 16+ character start of it (not the
+    key) stays, the same in a whole answer and in a stream however its deltas split it."""
+    import json
+
+    from toolfold.adapters._http._echoes import Echoes
+    from toolfold.adapters._split_echoes import SplitEchoes
+    from toolfold.runtime import TextDelta
+
+    text = f"key {LONG_KEY[:16]}XYZ rest; {LONG_KEY[:-4]}*** is bad; and {LONG_KEY}."
+    expected = f"key {LONG_KEY[:16]}XYZ rest; {LONG_KEY[:-4]}*** is bad; and ***."
+    echoes = Echoes([Secret(LONG_KEY)])
+
+    def answered(piece: str) -> str:  # (a whole answer's string, or a stream's event)
+        return str(json.loads(echoes.masked_text(json.dumps({"text": piece})))["text"])
+
+    assert answered(text) == expected
+    split = SplitEchoes(echoes.pairs)
+    ends = [0, *cuts, len(text)]
+    pieces = [answered(text[a:b]) for a, b in itertools.pairwise(ends)]
+    out = [e for piece in pieces for e in split.feed(TextDelta(piece))]
+    out += split.end()
+    assert "".join(e.text for e in out if isinstance(e, TextDelta)) == expected
 
 
 def test_stream_error_never_echoes_the_key(http_server: ScriptedServer) -> None:

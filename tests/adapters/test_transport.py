@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 import threading
 from typing import Any
 
@@ -571,3 +572,20 @@ def test_cut_stream_in_a_run_keeps_the_state_and_resumes(http_server: ScriptedSe
     resent = http_server.requests[-1].json()["messages"]
     assert [m["role"] for m in resent][-2:] == ["assistant", "tool"]
     assert resent[-1]["content"] == "5"
+
+
+def test_a_retry_log_line_escapes_the_providers_error_text(
+    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The retry's log record is one line: a newline or an escape sequence in the provider's
+    error message is written as an escape (it forged a second record); the error keeps its text."""
+    message = "overloaded\nWARNING forged record \x1b[31mred\x1b[0m"
+    http_server.add(Reply(status=500, json={"error": {"message": message}}), Reply(json={}))
+    transport = Transport("openai", http_server.url, "k", sleep_sync=lambda _: None)
+    with caplog.at_level(logging.INFO, logger="toolfold.http"):
+        transport.post_json_sync("x", {})
+    transport.close()
+    (retried,) = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert retried.endswith(r": overloaded\x0aWARNING forged record \x1b[31mred\x1b[0m")
+    assert "\n" not in retried
+    assert "\x1b" not in retried

@@ -2258,3 +2258,103 @@ def test_ascii_json_escapes_runs_as_json_dumps_does(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(json, "dumps", lambda v, *a, **k: calls.append(v) or dumps(v, *a, **k))
     assert ascii_json(text, cp1252) == dumps(value, ensure_ascii=True, indent=2)
     assert len(calls) == 6  # (the runs: the CJK text, é, ✓, the two emoji, the key's ✓, ü)
+
+
+FORGING = """
+from toolfold import ServerError
+from toolfold.testing import FunctionModel
+
+
+def _down(request):
+    raise ServerError("overloaded\\ntoolfold run: all fine \\x1b[2K", provider="openai", status_code=503)
+
+
+model = FunctionModel(_down, name="forging")
+
+
+def step(text):
+    raise ValueError("kaboom\\ntoolfold run: all fine")
+"""
+
+
+def test_the_run_failed_line_is_one_line_whatever_the_error_says(tmp_path: Path) -> None:
+    """A provider's error (or a step's) with a newline prints one "the run failed" line,
+    its newline and escape sequence written as escapes: it cannot add a line of its own."""
+    (tmp_path / "forging.py").write_text(FORGING)
+    (tmp_path / "a.toml").write_text('[agents.a]\nmodel = "forging:model"\n')
+    (tmp_path / "w.toml").write_text('[workflows.w]\nkind = "sequence"\nsteps = ["forging:step"]\n')
+    env = {"PYTHONPATH": str(tmp_path)}
+    for name, said in (
+        ("a.toml", r"ServerError: overloaded\x0atoolfold run: all fine \x1b[2K"),
+        ("w.toml", r"ValueError: kaboom\x0atoolfold run: all fine"),
+    ):
+        proc = toolfold("run", name, "go", "--state-out", "r.json", cwd=tmp_path, env=env)
+        assert proc.returncode == 4, proc.stderr
+        (failed,) = [line for line in proc.stderr.splitlines() if "the run failed" in line]
+        assert said in failed, failed
+        assert not any(
+            line.startswith("toolfold run: all fine") for line in proc.stderr.splitlines()
+        )
+
+
+SOURCES_FORGING = """
+from toolfold import tool
+from toolfold.mcp import MCPError
+from toolfold.testing import FunctionModel
+
+
+@tool
+def ledger() -> str:
+    '''Read the ledger.'''
+    return "ok"
+
+
+class BadClose:
+    name = "srv"
+
+    def open(self):
+        pass
+
+    def close(self):
+        raise OSError("srv\\ntoolfold run: all fine \\x1b[2K")
+
+    def tools(self):
+        return [ledger]
+
+
+class BadList(BadClose):
+    def close(self):
+        pass
+
+    def tools(self):
+        raise MCPError("srv", "crashed\\ntoolfold tools: all fine \\x1b[2K")
+
+
+closing = BadClose()
+listing = BadList()
+model = FunctionModel(lambda r: "done", name="m")
+"""
+
+
+def test_a_source_or_server_text_in_the_cli_warnings_is_one_line(tmp_path: Path) -> None:
+    """A tool source's close error and a server's listing error are each one CLI line, their
+    newline and escape sequence written as escapes: they cannot add a line of their own."""
+    (tmp_path / "srcmod.py").write_text(SOURCES_FORGING)
+    (tmp_path / "c.toml").write_text(
+        '[agents.a]\nmodel = "srcmod:model"\ntools = ["srcmod:closing"]\n'
+    )
+    (tmp_path / "l.toml").write_text(
+        '[agents.a]\nmodel = "srcmod:model"\ntools = ["srcmod:listing"]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    for args, code, said in (
+        (("run", "c.toml", "go"), 0, r"failed: OSError: srv\x0atoolfold run: all fine \x1b[2K"),
+        (("tools", "l.toml"), 1, r"sources: MCP server 'srv': crashed\x0atoolfold tools: all fine"),
+    ):
+        proc = toolfold(*args, cwd=tmp_path, env=env)
+        assert proc.returncode == code, proc.stderr
+        assert said in proc.stderr, proc.stderr
+        assert "\x1b" not in proc.stderr
+        assert not any(
+            "all fine" in line and "srv" not in line for line in proc.stderr.splitlines()
+        )

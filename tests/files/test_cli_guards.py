@@ -369,3 +369,19 @@ def test_a_file_nesting_too_deep_for_graph_or_stream_is_said_not_a_traceback(
             "used as tools and workflow steps, each inside the next, went past Python's "
             "recursion limit (1000 frames)" in proc.stderr
         )
+
+
+def test_check_of_a_yaml_alias_loop_names_the_alias(tmp_path: Path) -> None:
+    """``check`` of a YAML file whose alias is inside the node it names prints that problem
+    (with the alias's line), exit 1: no traceback, no word of agents nested too deep."""
+    (tmp_path / "loop.yaml").write_text(
+        "agents:\n  a: &me\n    model: openai:gpt-4o-mini\n    tools: [*me]\n"
+    )
+    proc = toolfold("check", "loop.yaml", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "too deep" not in proc.stderr
+    assert (
+        "loop.yaml:4: agents.a.tools[0]: the alias *me is inside the node it names "
+        "(&me at line 2)" in proc.stderr
+    )

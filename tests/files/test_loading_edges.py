@@ -296,3 +296,115 @@ def test_a_utf8_file_with_a_bom_loads(tmp_path: Path, suffix: str) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
     with override_models(TestModel()):
         assert load(path).entry == "a"
+
+
+def _laughs(depth: int, indent: str = "") -> str:
+    """A "billion laughs" of YAML: each list holds the one before nine times, by alias."""
+    lines = [f'{indent}x0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, depth):
+        lines.append(f"{indent}x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+AGENT = "agents:\n  a:\n    model: openai:gpt-4o-mini\n"
+
+
+def test_a_yaml_file_of_nested_aliases_is_walked_once_per_node() -> None:
+    """Finding the lines of a file whose aliases expand to 9**5 items notes each key path
+    once per node written (an alias's path, not every path under it): linear in the file."""
+    from toolfold.files._load import _Lines, _parse
+
+    text = _laughs(5) + AGENT
+    lines = _Lines("f.yaml", text, "yaml")
+    _parse(text, "yaml", lines)
+    assert len(lines._known) < 100  # 5 keys, 45 items, agents.a.model (was 9**5 and more)
+    assert lines.line("x4[3][2][1]") == 2  # (a list through aliases: where x1 is written)
+    assert lines.line("x4[3][2][1][0][4]") == 1
+
+
+@pytest.mark.parametrize("where", ["top", "settings"])
+def test_a_billion_laughs_yaml_file_is_one_problem_naming_the_alias(where: str) -> None:
+    """A 10-level billion-laughs file (9**10 items expanded), at the top or in an agent's
+    settings (which building the agent would copy whole), is refused at once, naming its
+    largest alias: what aliases add to a file is limited."""
+    if where == "top":
+        text, path, line = _laughs(10) + AGENT, "x9[0]", 10
+    else:
+        text = AGENT + "    settings:\n      extra_body:\n" + _laughs(10, " " * 8)
+        path, line = "agents.a.settings.extra_body.x9[0]", 15
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        f"f.yaml:{line}: {path}: the alias *a8 stands for 435,848,050 values, and the file's "
+        "aliases expand the "
+    )
+    assert 'more than the 100,000 aliases may add to an agent file (a YAML "billion' in problem
+
+
+def test_yaml_aliases_that_repeat_a_little_still_load() -> None:
+    """An agent given again by an alias, and 9**4 values by nested aliases, still load."""
+    text = (
+        "agents:\n  a: &same\n    model: openai:gpt-4o-mini\n    instructions: Be brief.\n"
+        "    settings:\n      extra_body:\n" + _laughs(4, " " * 8) + "  b: *same\n"
+    )
+    with override_models(TestModel()):
+        loaded = loads(text, format="yaml")
+    assert loaded.agent("b").instructions == "Be brief."
+    assert len(loaded.agent("b").settings["extra_body"]["x3"]) == 9
+
+
+def test_a_key_under_a_yaml_alias_is_at_the_line_of_the_one_the_alias_names() -> None:
+    """A problem under an aliased agent is said at the line of the key in the anchored one."""
+    text = "base: &base\n  model: test\n  tools: [1]\nagents:\n  a: *base\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert any(p.startswith("f.yaml:3: agents.a.tools[0]: ") for p in caught.value.problems)
+
+
+def test_a_key_missing_under_a_yaml_alias_is_at_the_aliass_line() -> None:
+    """A key not written under an alias (a missing required key, a settings key the
+    anchored node lacks) is said at the alias's line, not at the anchor's."""
+    from toolfold.files._load import _Lines, _parse
+
+    text = (
+        "agents:\n  c: &c\n    instructions: hi\n    settings: &s\n      temperature: 0.5\n"
+        "  d: *c\n  e:\n    model: x\n    settings: *s\n"
+    )
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems[:2] == (
+        "f.yaml:2: agents.c.model: missing (this key is required)",
+        "f.yaml:6: agents.d.model: missing (this key is required)",
+    )
+    lines = _Lines("f.yaml", text, "yaml")
+    _parse(text, "yaml", lines)
+    assert lines.line("agents.e.settings.missing") == 9  # (the alias *s's key)
+    assert lines.line("agents.e.settings.temperature") == 5  # written: under the anchor
+    assert lines.line("agents.d.settings.temperature.x") == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "x: &x [*x]\n",
+            "f.yaml:1: x[0]: the alias *x is inside the node it names (&x at line 1): "
+            "the value would contain itself; repeat the value instead of the alias",
+        ),
+        (
+            "agents:\n  a: &me\n    model: test\n    tools:\n      - *me\n",
+            "f.yaml:5: agents.a.tools[0]: the alias *me is inside the node it names "
+            "(&me at line 2): the value would contain itself; repeat the value instead "
+            "of the alias",
+        ),
+    ],
+)
+def test_a_yaml_alias_inside_the_node_it_names_is_a_problem_naming_it(
+    text: str, problem: str
+) -> None:
+    """An alias loop (data that contains itself) is one problem naming the alias and its
+    line, not a RecursionError."""
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (problem,)

@@ -493,3 +493,23 @@ def test_an_agent_used_as_a_tool_keeps_its_answer_when_its_source_fails_to_close
         assert source.holders == 0, name
     response = lead.run("hi")
     assert response.text == "lead got: helper ok"
+
+
+def test_a_close_failure_logged_for_an_agent_tool_stays_on_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A source's close error (a server's text) with a newline and an escape sequence is
+    logged escaped: one record, one line, no terminal sequence."""
+    source = BadClose("srv\nCRITICAL forged \x1b[2K")
+    helper = Agent(FunctionModel(lambda r: "helper ok"), name="helper", tools=[source])
+
+    def lead_reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return FunctionModel.call("helper", {"input": "go"})
+
+    lead = Agent(FunctionModel(lead_reply), name="lead", tools=[helper.as_tool()])
+    with caplog.at_level(logging.WARNING, logger="toolfold.sources"):
+        lead.run("hi")
+    (record,) = caplog.records
+    assert record.getMessage().endswith(r"OSError: srv\x0aCRITICAL forged \x1b[2K would not close")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -131,3 +132,48 @@ def test_a_wrong_key_argument_is_a_clear_error() -> None:
         state.to_json(key=3)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="UTF-8"):
         RunState.from_json(state.to_json(key=KEY), key="\ud800")
+
+
+def _in_stack(frames: int, call: Callable[[], str]) -> str:
+    """``call()`` made ``frames`` calls deep (as from deep in a program)."""
+    return call() if frames == 0 else _in_stack(frames - 1, call)
+
+
+def _deep_settings(levels: int) -> RunState:
+    """A finished state whose model settings hold an array nested ``levels`` deep."""
+    data = json.loads(Agent(ScriptedModel(["hi"])).run("go").state.to_json())
+    deep = json.loads("[" * levels + "]" * levels)
+    for config in (data["config"], data["log"][0]["config"]):
+        config["settings"] = {"extra_body": {"x": deep}}
+    return RunState.from_json(json.dumps(data))
+
+
+def test_a_state_nested_deeper_than_the_stack_left_still_signs_and_verifies() -> None:
+    """A 400-level state signed from 350 calls deep (JSON writes it there) signs, and its
+    signature is checked, rather than a bare RecursionError of the signing's own walk."""
+    state = _deep_settings(400)
+    text = _in_stack(350, lambda: state.to_json(key=KEY))
+    assert RunState.from_json(text, key=KEY) == state
+    assert _in_stack(350, lambda: state.to_json(key=KEY)) == text
+
+
+def test_a_signed_state_given_a_deeply_nested_field_is_refused_not_a_recursion_error() -> None:
+    """from_json(key=) of a signed document given a 700-level array says the signature
+    does not match (a 990-level one may be too deep to check), never a bare RecursionError."""
+    signed = _waiting()[1].to_json(key=KEY)
+    for levels in (700, 990):
+        text = signed[:-1] + ', "zz": ' + "[" * levels + "]" * levels + "}"
+        with pytest.raises(SerializationError) as caught:
+            RunState.from_json(text, key=KEY)
+        (problem,) = caught.value.problems
+        if levels == 700 or "nested too deeply" not in problem:
+            assert problem.startswith("the signature does not match the key"), problem
+
+
+def test_the_deep_walk_of_signing_gives_what_the_recursive_one_does() -> None:
+    """`_by_value_deep` (the loop for deep documents) gives `_by_value`'s document."""
+    from toolfold.runtime.core._serialize import _by_value, _by_value_deep
+
+    data = {"a": [1.0, -0.0, 2.0**60, 0.5, {"b": [3.0, "x", None, True, [[]], {}]}], "c": 1e300}
+    assert json.dumps(_by_value_deep(data)) == json.dumps(_by_value(data))
+    assert json.dumps(_by_value_deep(data)) != json.dumps(data)

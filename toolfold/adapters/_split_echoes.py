@@ -157,7 +157,7 @@ class SplitEchoes:
         if self._reasoning and event.provider is not None and event.provider != self._reasoning_by:
             out += self._release_reasoning()
         if event.signature is not None or event.ends:  # a complete part: nothing more joins it
-            whole = scrub(self._reasoning + event.text, self._pairs)
+            whole = scrub(self._reasoning + event.text, self._pairs, starts=False)
             self._reasoning, self._reasoning_by = "", None
             out.append(event if whole == event.text else attrs.evolve(event, text=whole))
             return out
@@ -230,7 +230,11 @@ class SplitEchoes:
                 self._text_after = True
                 return [] if shown or not cut else [TextDelta(joined[:cut], before_call=True)]
             start = before
-            after = joined[before:] if len(held) == before else scrub(joined[before:], self._pairs)
+            after = (
+                joined[before:]
+                if len(held) == before
+                else scrub(joined[before:], self._pairs, starts=False)
+            )
         else:
             after = _masked_from(joined, start, before if shown else start, self._pairs)
         self._text_before, self._text_after, self._text_shown = 0, False, False
@@ -246,7 +250,7 @@ class SplitEchoes:
     def _split(self, held: str, text: str) -> tuple[str, str]:
         """``held`` + ``text`` masked, as what goes on now and what is held back (its end
         that could start a secret); ``text`` itself goes on when nothing changes."""
-        whole = scrub(held + text, self._pairs) if held else text
+        whole = scrub(held + text, self._pairs, starts=False) if held else text
         cut = _start_of_secret(whole, self._values)
         if cut == len(whole):
             return whole, ""
@@ -278,7 +282,7 @@ def _masked_from(text: str, start: int, shown: int, pairs: Scrubs) -> str:
     """The end of ``text`` from ``start``, where a secret starts, masked: less what of its
     first ``shown`` characters went on already (the text before the calls, shorter than
     `MIN_CUT_PREFIX`) and the mask leaves (a short URL password's ``user:``)."""
-    masked = scrub(text[start:], pairs)
+    masked = scrub(text[start:], pairs, starts=False)
     if shown <= start:
         return masked
     # The secrets there: the mask starts after the shortest head among them.
@@ -335,7 +339,7 @@ def whole_split_echoes(response: ModelResponse, pairs: Scrubs) -> ModelResponse:
                         after = _masked_from(joined, start, size, pairs)  # (before: whole)
                     else:
                         placed[last] = attrs.evolve(before, text=joined[:start])
-                        after = scrub(joined[start:], pairs)
+                        after = scrub(joined[start:], pairs, starts=False)
                     placed[at] = attrs.evolve(part, text=after)
             last = at
         elif not isinstance(part, ToolCallPart):

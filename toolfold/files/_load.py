@@ -58,6 +58,10 @@ from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
+#: How many values YAML aliases may add to an agent file (what it expands to less
+#: what it writes): far more than any agent file repeats, far less than a "billion
+#: laughs" of nested aliases expands to, which each use of the data would copy.
+ALIAS_VALUES = 100_000
 _BAD = object()
 
 
@@ -309,19 +313,48 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(
             lines.file, [lines.at(None, "YAML files need PyYAML: pip install 'toolfold[yaml]'")]
         ) from None
+    loader = _composer(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
+    finally:
+        loader.dispose()
     if node is not None:
-        lines.from_yaml(node, "")
+        lines.from_yaml(node, loader.aliases)
+    if lines.unloadable:
+        raise AgentFileError(lines.file, lines.unloadable)
     if lines.twice:
         raise AgentFileError(lines.file, lines.twice)
     return data
+
+
+def _composer(text: str) -> Any:
+    """PyYAML's safe loader of ``text``, noting each alias it reads (the composed nodes keep
+    neither an alias's line nor its anchor's name): an alias loop is named by them."""
+    import yaml
+
+    class Composer(yaml.SafeLoader):
+        def __init__(self, text: str) -> None:
+            super().__init__(text)
+            # (id of the node holding the alias, id of the node it names) -> (anchor, line)
+            self.aliases: dict[tuple[int, int], tuple[str, int]] = {}
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            alias = None
+            if self.check_event(yaml.AliasEvent):
+                alias = self.peek_event()  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+            if alias is not None:
+                used = (alias.anchor, alias.start_mark.line + 1)
+                self.aliases.setdefault((id(parent), id(node)), used)
+            return node
+
+    return Composer(text)
 
 
 @attrs.frozen
@@ -338,49 +371,147 @@ class _Lines:
     def __init__(self, file: str, text: str, kind: str) -> None:
         self.file = file
         self._known: dict[str, int] = {}
+        # A path reached through a YAML alias -> the path where its node was first
+        # walked: a key under it is found under that one.
+        self._aliases: dict[str, str] = {}
         self._toml = text if kind == "toml" else None  # its lines are found when asked
         self.yaml = kind == "yaml"
         self.twice: list[str] = []  # keys a YAML mapping gives twice
+        # YAML that cannot be loaded: an alias inside the node it names, aliases that
+        # expand to too many values.
+        self.unloadable: list[str] = []
 
-    def from_yaml(self, node: Any, path: str) -> None:
+    def from_yaml(self, root: Any, aliases: Mapping[tuple[int, int], tuple[str, int]]) -> None:
+        """Note the line of every key path of the composed YAML ``root``.
+
+        Each node is walked once, however many aliases name it (a path through
+        an alias is noted as the first path to its node): a file of nested
+        aliases (the "billion laughs") costs its size, not what it expands
+        to. An alias inside the node it names is a problem in `unloadable`,
+        named by ``aliases`` (`_composer`'s), and so are aliases that expand the
+        file by more than `ALIAS_VALUES` values: what is built from the data
+        (an agent's settings, sent in each request) would be that big.
+        """
         import yaml
 
-        if isinstance(node, yaml.MappingNode):
-            first: dict[str, int] = {}
-            for key, value in node.value:
-                child = f"{path}.{key.value}" if path else str(key.value)
-                line = key.start_mark.line + 1
-                if child in first:  # PyYAML keeps the last one silently
-                    self.twice.append(
-                        self.at(line, f"{child}: given twice (first at line {first[child]})")
-                    )
-                first[child] = line
-                self._known[child] = line
-                # A key YAML reads as another value (yes: True, null: None, 1: 1) is
-                # named in problems as that value is written by str(): found there too.
-                read = _yaml_key(key)
-                if read != key.value:
-                    self._known.setdefault(f"{path}.{read}" if path else read, line)
-                self.from_yaml(value, child)
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                child = f"{path}[{index}]"
-                self._known[child] = item.start_mark.line + 1
-                self.from_yaml(item, child)
+        first: dict[int, str] = {}  # node id -> the path it was walked at
+        open_: set[int] = set()  # the nodes being walked (the enclosing ones)
+        sizes: dict[int, int] = {}  # node id -> the values it expands to (once left)
+        written = 0  # the values the file writes (each node once)
+        biggest: tuple[int, str, Any, Any] = (0, "", None, None)  # the largest alias's
+        # (node, path, parent): a node to walk, or (None, "", node): leaving it.
+        stack: list[tuple[Any, str, Any]] = [(root, "", None)]
+        while stack:
+            node, path, parent = stack.pop()
+            if node is None:  # leaving ``parent``: its children's sizes are known
+                open_.discard(id(parent))
+                values = parent.value
+                if isinstance(parent, yaml.MappingNode):
+                    values = [value for _, value in values]
+                sizes[id(parent)] = 1 + sum(sizes.get(id(value), 1) for value in values)
+                continue
+            if id(node) in first:
+                if id(node) in open_:
+                    used = aliases.get((id(parent), id(node)))
+                    self._loop(node, path, used)
+                else:
+                    self._aliases[path] = first[id(node)]
+                    if sizes.get(id(node), 1) > biggest[0]:
+                        biggest = (sizes.get(id(node), 1), path, node, parent)
+                continue
+            first[id(node)] = path
+            written += 1
+            if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+                continue  # (a scalar: its line is its key's)
+            open_.add(id(node))
+            stack.append((None, "", node))
+            children: list[tuple[Any, str, Any]] = []
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[str, int] = {}
+                for key, value in node.value:
+                    child = f"{path}.{key.value}" if path else str(key.value)
+                    line = key.start_mark.line + 1
+                    if child in seen:  # PyYAML keeps the last one silently
+                        self.twice.append(
+                            self.at(line, f"{child}: given twice (first at line {seen[child]})")
+                        )
+                    seen[child] = line
+                    self._known[child] = line
+                    # A key YAML reads as another value (yes: True, null: None, 1: 1) is
+                    # named in problems as that value is written by str(): found there too.
+                    read = _yaml_key(key)
+                    if read != key.value:
+                        self._known.setdefault(f"{path}.{read}" if path else read, line)
+                    children.append((value, child, node))
+            else:
+                for index, item in enumerate(node.value):
+                    child = f"{path}[{index}]"
+                    self._known[child] = item.start_mark.line + 1
+                    children.append((item, child, node))
+            stack.extend(reversed(children))  # (walked in the file's order)
+        expanded = sizes.get(id(root), 1)
+        if expanded - written > ALIAS_VALUES and not self.unloadable:
+            size, path, node, parent = biggest
+            anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
+            self.unloadable.append(
+                self.at(
+                    line or self.line(path),
+                    f"{path}: the alias *{anchor} stands for {size:,} values, and the file's aliases "
+                    f"expand the {written:,} values it writes to {expanded:,}: more than the "
+                    f'{ALIAS_VALUES:,} aliases may add to an agent file (a YAML "billion '
+                    'laughs"?); write the values out instead',
+                )
+            )
+
+    def _loop(self, node: Any, path: str, used: tuple[str, int] | None) -> None:
+        """``path`` is an alias (``used``: its anchor's name and line) to ``node``,
+        which holds it: YAML reads it as data that contains itself, which nothing
+        here can load."""
+        anchor, line = used or (None, None)
+        named = f"the alias *{anchor}" if anchor else "an alias"
+        self.unloadable.append(
+            self.at(
+                line or self.line(path),
+                f"{path or 'the file'}: {named} is inside the node it names "
+                f"(&{anchor or '...'} at line {node.start_mark.line + 1}): the value would contain "
+                "itself; repeat the value instead of the alias",
+            )
+        )
 
     def line(self, path: str) -> int | None:
         """The line of ``path``, or of the closest enclosing key that has one."""
         if self._toml is not None:
             self._known.update(toml_positions(self._toml))
             self._toml = None
+        # The longest part of ``path`` written in the file, or reached through an alias
+        # to a key written under its anchor: a key missing under an alias is at the
+        # alias's line (it is the alias's key that lacks it), not at its anchor's.
         while path:
             if path in self._known:
                 return self._known[path]
+            if self._aliases:
+                mapped = self._through_aliases(path)
+                if mapped in self._known:
+                    return self._known[mapped]
             shorter = re.sub(r"(\.[^.\[\]]+|\[\d+\])$", "", path)
             if shorter == path:  # a top-level key with no line (a dict has none)
                 return None
             path = shorter
         return None
+
+    def _through_aliases(self, path: str) -> str:
+        """``path`` with each part reached through a YAML alias replaced by the path
+        its node was first walked at (where the lines of the keys under it are)."""
+        parts = re.findall(r"\.?[^.\[\]]+|\[\d+\]", path)
+        if "".join(parts) != path:  # (a key with a dot or a bracket: kept as it is)
+            return path
+        done, index = "", 0
+        while index < len(parts):
+            done += parts[index]
+            index += 1
+            if done in self._aliases and index < len(parts):
+                done = self._aliases[done]
+        return done
 
     def at(self, line: int | None, message: str) -> str:
         """A problem at ``line``."""

@@ -38,7 +38,7 @@ from toolfold.runtime.drive._failures import (
     too_deep,
 )
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, one_line
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 if TYPE_CHECKING:
@@ -472,6 +472,6 @@ def _ended(error: SourceCloseError, tool_name: str) -> Response:
             "the sub-run of tool %r ended, but closing a tool source failed (its answer is "
             "kept): %s",
             tool_name,
-            failures,
+            one_line(failures),  # (the sources' text, a server's maybe)
         )
     return error.response

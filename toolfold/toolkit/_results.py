@@ -154,6 +154,29 @@ def exception_text(exc: BaseException) -> str:
     return str.__str__(text)  # (a str subclass's own __str__ is the user's code too)
 
 
+# What a terminal or a log reader acts on instead of showing: the C0 controls
+# (a newline starts a new log record, ESC the sequences that clear a line or
+# colour it, CR returns to the line's start, BS steps back), DEL, the C1 controls
+# (CSI, U+009B, is ESC [ to some terminals), and the bidirectional overrides and
+# isolates, which reorder what is shown.
+BIDI = r"\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI}]")
+
+
+def escaped_control(found: re.Match[str]) -> str:
+    """A control character `re.sub` found, as a visible escape (``\\x1b``, ``\\u202e``)."""
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def one_line(text: str) -> str:
+    """``text`` with each control character (newlines and tabs too) written as a
+    visible escape (``\\x0a``, ``\\x1b``, ``\\u202e``): on one line, which text a
+    provider, a model, a tool or a server wrote cannot split (a forged log record
+    after a newline), colour or reorder. Text with none is returned as it is."""
+    return _CONTROLS.sub(escaped_control, text) if _CONTROLS.search(text) else text
+
+
 def class_name(value: object) -> str:
     """The name of ``value``'s class, which never raises (a metaclass may make
     ``__name__`` anything)."""

@@ -32,6 +32,7 @@ import attrs
 
 from toolfold._errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
 from toolfold.adapters._http._retry import RetryPolicy, Timeouts
+from toolfold.toolkit._results import one_line
 
 __all__ = ["Failed", "Plan", "Send", "Sleep", "attempts", "cut_timeouts"]
 
@@ -138,7 +139,7 @@ def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any
             delay,
             retry + 1,
             plan.policy.max_retries,
-            error,
+            one_line(str(error)),  # (the provider's text: a newline in it would forge a record)
         )
         yield Sleep(delay)
         retry += 1

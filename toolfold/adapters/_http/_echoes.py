@@ -145,7 +145,7 @@ class Echoes:
             try:
                 value = json.loads(token)
             except ValueError:  # not a string JSON reads (a bad escape): masked as text
-                masked = scrub(token, self._pairs)
+                masked = scrub(token, self._pairs, starts=False)
             else:
                 masked_value = self._string(value)
                 if masked_value is not value:
@@ -178,10 +178,10 @@ class Echoes:
             if needle in masked_all:
                 if _is_json(masked_all):
                     break
-                return scrub(masked_all, self._pairs)
+                return scrub(masked_all, self._pairs, starts=False)
         for where in self._named:
             if where.search(masked_all):
-                return scrub(masked_all, self._pairs)
+                return scrub(masked_all, self._pairs, starts=False)
         return masked_all
 
     def _shows_secret(self, text: str) -> bool:
@@ -201,7 +201,7 @@ class Echoes:
         # Text with a quote may be JSON text (a call's arguments): its strings are masked
         # first, as the answer's are, so an escape in them is read before the rest of
         # the text is searched for a secret. The rest is text here, numbers too.
-        masked = scrub(self.masked_text(text) if '"' in text else text, self._pairs)
+        masked = scrub(self.masked_text(text) if '"' in text else text, self._pairs, starts=False)
         return masked if masked != text else text
 
 

@@ -479,8 +479,28 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
     return tuple(found)
 
 
-def scrub(text: str, pairs: Scrubs) -> str:
+#: A secret's start this long or longer is masked as the secret is (a server echoing
+#: ``key[:-4]***``, or cutting the key off): long enough to be no common prefix
+#: (``sk-proj-`` is 8), and a secret only as long as this is masked whole only.
+ECHOED_PREFIX = 16
+
+
+def echo_probe(value: str, head: int, tail: int, where: re.Pattern[str] | None) -> str:
+    """What of a secret of `scrubs` shows it: its first `ECHOED_PREFIX` characters when
+    it is longer (a key, a long password: `scrub` masks such a start of it too), else
+    all of it (a short key, a short URL password's ``user:pw@``)."""
+    if where is None and head == 0 and tail == 0 and len(value) > ECHOED_PREFIX:
+        return value[:ECHOED_PREFIX]
+    return value
+
+
+def scrub(text: str, pairs: Scrubs, *, starts: bool = True) -> str:
     """``text`` with each secret of ``pairs`` (`scrubs`) masked, overlapping ones as one.
+
+    A secret longer than `ECHOED_PREFIX` is masked where its start of that many
+    characters or more is written too (``sk-proj-abc...`` echoed less its last
+    characters), as far as the text goes on as the secret; without ``starts``
+    (a successful answer, whole or streamed), the whole secret only.
 
     Where secrets overlap (a short key inside a password, a key whose end
     starts a password), every character of each is under one ``***``:
@@ -492,11 +512,16 @@ def scrub(text: str, pairs: Scrubs) -> str:
     spans: list[tuple[int, int]] = []
     named = []  # the short keys, found once the other secrets are
     for value, head, tail, where in pairs:
-        if value not in text:
+        probe = echo_probe(value, head, tail, where) if starts else value
+        if probe not in text:
             continue
         if where is not None:
             named.append(where)
             continue
+        if probe is not value:  # each start of it, as long as the text goes on as it
+            spans += _starts(text, value, probe)
+            if value not in text:
+                continue
         # A run of occurrences whose masks overlap or touch ("aaaa" in "a" * 7), in one match;
         # one that starts inside a run but is not part of it is looked for after it.
         size, run = len(value), _runs(value, len(value) - head - tail)
@@ -525,6 +550,51 @@ def scrub(text: str, pairs: Scrubs) -> str:
         shown, start, end = end, next_start, next_end
     pieces += [text[shown:start], MASK, text[end:]]
     return "".join(pieces)
+
+
+def _starts(text: str, value: str, probe: str) -> list[tuple[int, int]]:
+    """The spans of ``text`` that are a start of ``value`` at least as long as ``probe``
+    (its start): each as long as the text goes on as ``value`` does, a character
+    written as a JSON escape included (``\\u0039`` for ``9``, once or twice escaped:
+    the text may be JSON, or JSON text inside a JSON string), so a mask never ends
+    inside the secret where decoding the text would show the rest of it."""
+    found = []
+    at = text.find(probe)
+    while at >= 0:
+        if text.startswith(value, at):  # (the whole secret: the usual echo)
+            end = at + len(value)
+        else:
+            end, k = at + len(probe), len(probe)
+            while k < len(value) and end < len(text):
+                if text[end] == value[k]:
+                    step = 1
+                elif text[end] == "\\":
+                    step = _escape_of(text, end, value[k])
+                    if not step:
+                        break
+                else:
+                    break
+                end, k = end + step, k + 1
+        found.append((at, end))
+        at = text.find(probe, end)
+    return found
+
+
+def _escape_of(text: str, at: int, char: str) -> int:
+    """The length of the JSON escape of ``char`` at ``text[at]`` (a backslash), written
+    once (``\\u0039``, ``\\/``) or escaped again (``\\\\u0039``); 0 when there is none."""
+    for lead in ("\\", "\\\\"):
+        if not text.startswith(lead, at):
+            continue
+        after = at + len(lead)
+        if (
+            text.startswith("u", after)
+            and text[after + 1 : after + 5].lower() == f"{ord(char):04x}"
+        ):
+            return len(lead) + 5
+        if char in '/"\\' and text.startswith(char, after):
+            return len(lead) + 1
+    return 0
 
 
 def _runs(value: str, masked: int) -> re.Pattern[str] | None:

@@ -62,6 +62,7 @@ from toolfold.adapters._http._keys import (
     redact_header,
 )
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
+from toolfold.toolkit._results import one_line
 
 __all__ = ["Call", "Sender", "scrub_error"]
 
@@ -697,7 +698,7 @@ def _cut_after_end(
     if ended is None or not ended():
         raise error
     if _log.isEnabledFor(logging.DEBUG):
-        _log.debug("the stream ended after its last event, then: %s", error)
+        _log.debug("the stream ended after its last event, then: %s", one_line(str(error)))
 
 
 def _iter_raw(response: Any) -> Iterator[bytes]:

@@ -752,7 +752,10 @@ def _canonical(data: dict[str, Any]) -> bytes:
     browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0`` as ``1``.
     The signature field, if any, is left out.
     """
-    by_value = _by_value(data)
+    try:
+        by_value = _by_value(data)
+    except RecursionError:  # (nested deeper than its frames go: JSON's own limit is deeper)
+        by_value = _by_value_deep(data)
     by_value.pop(SIGNATURE_FIELD, None)
     return _canonical_before(by_value)
 
@@ -781,6 +784,26 @@ def _by_value(value: Any) -> Any:
     if kind is list:
         return [_by_value(v) if type(v) in _BY_VALUE_TYPES else v for v in value]
     return value
+
+
+def _by_value_deep(data: dict[str, Any]) -> dict[str, Any]:
+    """`_by_value` of a document, in a loop rather than a call per level: for one nested
+    deeper than Python's recursion limit lets `_by_value` go (it takes two frames a
+    level), which JSON reads and writes (one level a frame, in C)."""
+    top: dict[str, Any] = {}
+    todo: list[tuple[Any, Any]] = [(top, data)]
+    while todo:
+        copy, original = todo.pop()
+        items = original.items() if type(original) is dict else enumerate(original)
+        for k, v in items:
+            kind = type(v)
+            if kind is dict or kind is list:
+                child: Any = {} if kind is dict else [None] * len(v)
+                copy[k] = child
+                todo.append((child, v))
+            else:
+                copy[k] = _by_value(v)  # (a float by value, the rest as it is)
+    return top
 
 
 def _canonical_before(data: dict[str, Any]) -> bytes:
@@ -827,7 +850,13 @@ def _check_signature(data: dict[str, Any], signature: Any, keys: list[bytes]) ->
                 f"digest>', as states were signed before) @ $.{SIGNATURE_FIELD}"
             ],
         )
-    canonical = _canonical(data) if scheme == _SCHEME else _canonical_before(data)
+    try:
+        canonical = _canonical(data) if scheme == _SCHEME else _canonical_before(data)
+    except RecursionError as exc:  # (read in this call stack, but not written again in it)
+        raise SerializationError(
+            "RunState",
+            [f"nested too deeply to check its signature @ $.{SIGNATURE_FIELD}"],
+        ) from exc
     # compare_digest over every key: the time taken says nothing about the digest.
     matches = [hmac.compare_digest(_digest(scheme, canonical, k), signature) for k in keys]
     if not any(matches):

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from toolfold._errors import SourceCloseError
+from toolfold.toolkit._results import exception_text, one_line
 from toolfold.toolkit._tool import Tool
 
 _log = logging.getLogger("toolfold.sources")
@@ -230,7 +231,7 @@ class _Opening(_Watched):
                 "failed: %s: %s",
                 name,
                 type(failure).__name__,
-                failure,
+                one_line(exception_text(failure)),  # (the source's text, a server's maybe)
             )
 
     def _ended(self) -> bool:
