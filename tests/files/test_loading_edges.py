@@ -408,3 +408,14 @@ def test_a_yaml_alias_inside_the_node_it_names_is_a_problem_naming_it(
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     assert caught.value.problems == (problem,)
+
+
+def test_a_yaml_file_with_a_control_character_is_one_problem_naming_its_line(
+    tmp_path: Path,
+) -> None:
+    """A character YAML refuses (a control one) is an AgentFileError at its line, not a bare ReaderError."""
+    path = tmp_path / "f.yaml"
+    path.write_text("agents:\n  a:\n    model: test\n    instructions: bell \x07 here\n")
+    with pytest.raises(AgentFileError) as caught:
+        load(path)
+    assert f"{path}:4: not YAML: special characters are not allowed" in str(caught.value)

@@ -313,7 +313,12 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(
             lines.file, [lines.at(None, "YAML files need PyYAML: pip install 'toolfold[yaml]'")]
         ) from None
-    loader = _composer(text)
+    try:
+        loader = _composer(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control one)
+        at = text.count("\n", 0, exc.position) + 1
+        what = f"{exc.reason} (character {exc.character!r})"
+        raise AgentFileError(lines.file, [lines.at(at, f"not YAML: {what}")]) from None
     try:
         node = loader.get_single_node()
         data = yaml.safe_load(text)
