@@ -8,7 +8,6 @@ at a few microseconds.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeGuard, get_args
 
@@ -464,8 +463,10 @@ def _placed(calls: tuple[CallState, ...], call_id: str) -> CallState | None:
         for position, call in enumerate(calls):
             places.setdefault(call.call.id, position)
         if len(_places) >= _STEPS:
-            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            try:  # noqa: SIM105 (contextlib is not among the core's imports)
                 del _places[next(iter(_places))]  # the oldest (another thread may take it first)
+            except (StopIteration, KeyError, RuntimeError):
+                pass
         _places[id(first)] = (first, len(calls), places)
     placed = places.get(call_id)
     if placed is not None:
