@@ -418,4 +418,6 @@ def test_a_yaml_file_with_a_control_character_is_one_problem_naming_its_line(
     path.write_text("agents:\n  a:\n    model: test\n    instructions: bell \x07 here\n")
     with pytest.raises(AgentFileError) as caught:
         load(path)
-    assert f"{path}:4: not YAML: special characters are not allowed" in str(caught.value)
+    assert f"{path}:4: not YAML: special characters are not allowed (character \\x07)" in str(
+        caught.value
+    )

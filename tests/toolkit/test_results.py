@@ -312,3 +312,13 @@ def test_an_unknown_object_alone_is_sent_as_its_text() -> None:
     """An object with no JSON form returned on its own is its str(), not a quoted string."""
     assert format_result(Opaque()) == "opaque thing"
     assert format_result(dt.timedelta(hours=1)) == "1:00:00"
+
+
+def test_one_line_escapes_the_line_and_paragraph_separators() -> None:
+    """U+2028 and U+2029 (line breaks to str.splitlines and many log readers) are escaped as a newline is."""
+    from toolfold.toolkit._results import one_line
+
+    said = one_line("overloaded\u2028toolfold run: all fine\u2029\nend")
+    assert said == "overloaded\\u2028toolfold run: all fine\\u2029\\x0aend"
+    assert len(said.splitlines()) == 1
+    assert one_line("café ✓ plain") == "café ✓ plain"

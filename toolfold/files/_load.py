@@ -317,7 +317,9 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         loader = _composer(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control one)
         at = text.count("\n", 0, exc.position) + 1
-        what = f"{exc.reason} (character {exc.character!r})"
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        shown = f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+        what = f"{exc.reason} (character {shown})"
         raise AgentFileError(lines.file, [lines.at(at, f"not YAML: {what}")]) from None
     try:
         node = loader.get_single_node()

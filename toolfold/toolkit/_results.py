@@ -10,8 +10,9 @@
   ``null``.
 - ``bytes`` become text when they are UTF-8, else base64 text (on their own
   too: ``b"hi"`` is sent as ``hi``).
-- Objects with a ``model_dump`` method (pydantic v2 models) are written as
-  ``model_dump(mode="json")`` gives them, wherever they are.
+- pydantic v2 models are written as their JSON (pydantic's dump by alias,
+  without computed fields: ``toolkit/_pydantic.py``), wherever they are; other
+  objects with a ``model_dump`` method as ``model_dump(mode="json")`` gives them.
 - Any other object returned on its own is sent as its ``str()`` text.
 - A generator or another iterator (``map(...)``, ``zip``, ``iter(...)``..., not
   a class of the user's own with its own ``__str__``/``__repr__``) is refused
@@ -158,9 +159,10 @@ def exception_text(exc: BaseException) -> str:
 # (a newline starts a new log record, ESC the sequences that clear a line or
 # colour it, CR returns to the line's start, BS steps back), DEL, the C1 controls
 # (CSI, U+009B, is ESC [ to some terminals), and the bidirectional overrides and
-# isolates, which reorder what is shown.
+# isolates, which reorder what is shown; and the line and paragraph separators
+# (U+2028, U+2029), line breaks to `str.splitlines` and to many log readers.
 BIDI = r"\u202a-\u202e\u2066-\u2069"
-_CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f{BIDI}]")
+_CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
 
 
 def escaped_control(found: re.Match[str]) -> str:
@@ -382,7 +384,11 @@ _NOTHING: Any = object()
 
 
 def _model_dump(obj: Any) -> Any:
-    """What ``obj.model_dump(mode="json")`` gives (pydantic v2 models), else _NOTHING."""
+    """What ``obj.model_dump(mode="json")`` gives, else _NOTHING.
+
+    For objects with a ``model_dump`` method the converter does not know:
+    pydantic v2 models are written by their keys before this is asked.
+    """
     dump = getattr(obj, "model_dump", None)
     if not callable(dump) or isinstance(obj, type):
         return _NOTHING
