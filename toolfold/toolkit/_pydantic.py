@@ -444,21 +444,11 @@ def _model_classes(cls: type) -> dict[str, type]:
     their ``$defs`` (whose docstrings are read as toolfold reads them)."""
     found: dict[str, type] = {}
     clashes: set[str] = set()
-    seen: set[int] = set()
-    todo: list[Any] = [cls]
-    while todo:
-        tp = todo.pop()
-        if id(tp) in seen:
-            continue
-        seen.add(id(tp))
-        if is_model(tp) or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-            name = tp.__name__
-            if name in found and found[name] is not tp:
-                clashes.add(name)
-            found[name] = tp
-            todo.extend(_field_types(tp))
-        else:
-            todo.extend(typing.get_args(tp))
+    for tp in _reachable(cls):
+        name = tp.__name__
+        if name in found and found[name] is not tp:
+            clashes.add(name)
+        found[name] = tp
     for name in clashes:  # pydantic names these by module: not guessed
         del found[name]
     return found
