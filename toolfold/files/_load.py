@@ -54,7 +54,7 @@ from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.toolkit._options import name_problems
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -317,9 +317,8 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         loader = _composer(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control one)
         at = text.count("\n", 0, exc.position) + 1
-        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
-        shown = f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-        what = f"{exc.reason} (character {shown})"
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        what = f"{exc.reason} (character {escaped(char)})"
         raise AgentFileError(lines.file, [lines.at(at, f"not YAML: {what}")]) from None
     try:
         node = loader.get_single_node()

@@ -165,10 +165,15 @@ BIDI = r"\u202a-\u202e\u2066-\u2069"
 _CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
 
 
-def escaped_control(found: re.Match[str]) -> str:
-    """A control character `re.sub` found, as a visible escape (``\\x1b``, ``\\u202e``)."""
-    code = ord(found.group())
+def escaped(char: str) -> str:
+    """One character as a visible escape (``\\x1b``, ``\\u202e``)."""
+    code = ord(char)
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escaped_control(found: re.Match[str]) -> str:
+    """A control character `re.sub` found, as a visible escape (`escaped`)."""
+    return escaped(found.group())
 
 
 def one_line(text: str) -> str:
