@@ -930,3 +930,80 @@ def test_a_workflow_step_handed_a_spent_budget_is_not_started(
         f"Error: {who} (tool 'step') was not started: the workflow spent it",
     )
     assert asked == []
+
+
+def _handing(tools: Any = ()) -> Agent:
+    """``research``, which hands every run to ``writer`` (a worker that never answers in time)."""
+    writer = Agent(_worker(10), name="writer", tools=[t])
+    transfer = toolfold.ToolCallPart("h", "transfer_to_writer", "{}")
+    return Agent(
+        FunctionModel(
+            lambda request: toolfold.ModelResponse(
+                toolfold.Message.assistant("", [transfer]), _SPEND
+            )
+        ),
+        name="research",
+        handoffs=[writer],
+        max_steps=20,
+    )
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize("on_tool_error", ["return", "raise"])
+def test_a_sub_run_handed_on_names_the_agent_that_ran_over_the_budget(
+    how: str, on_tool_error: Any
+) -> None:
+    """A sub-agent that hands its run to another agent, which spends the tree budget: the
+    call's error names that agent (and the one the call started), and the caller stops there."""
+    lead = Agent(
+        _boss(tool="ask"),
+        name="lead",
+        tools=[_handing().as_tool(name="ask")],
+        stop_when=[token_budget(450, tree=True)],
+        max_steps=8,
+        on_tool_error=on_tool_error,
+    )
+    if how == "run":
+        response = lead.run("go")
+    elif how == "arun":
+        response = asyncio.run(lead.arun("go"))
+    else:
+        stream = lead.stream("go")
+        for _ in stream:
+            pass
+        response = stream.response
+    state = response.state
+    (sub,) = state.sub_runs.values()
+    assert (sub.agent, sub.finish_reason) == ("writer", "token_budget")
+    assert _results(response) == [
+        "Error: agent 'writer', which the run of agent 'research' (tool 'ask') was handed to, "
+        "stopped at its limit token_budget=350, tree=True (400 tokens used, 0 of them by its "
+        "sub-runs) after 4 model calls without answering"
+    ]
+    assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 500)
+    _exact(state)
+
+
+def test_a_result_naming_the_agent_a_handed_sub_run_started_with_is_still_the_budgets_stop() -> (
+    None
+):
+    """A result recorded before the handed agent was named (a durable run's replay) still reads
+    as the tree budget's stop under on_tool_error="raise", not as a tool failure."""
+    from toolfold.runtime.drive._failures import budget_stopped, stopped_content
+
+    lead = Agent(
+        _boss(tool="ask"),
+        name="lead",
+        tools=[_handing().as_tool(name="ask")],
+        stop_when=[token_budget(450, tree=True)],
+        max_steps=8,
+    )
+    state = lead.run("go").state
+    (sub,) = state.sub_runs.values()
+    before = replay(state.log[:-1])  # the step before its result
+    who = "agent 'research' (tool 'ask')"
+    old = stopped_content(sub, who, handed=False)[0]
+    assert old.startswith("Error: agent 'research' (tool 'ask') stopped at its limit")
+    assert budget_stopped(before, sub, old, who=who)
+    assert budget_stopped(before, sub, stopped_content(sub, who)[0], who=who)
+    assert not budget_stopped(before, sub, "Error: something else", who=who)

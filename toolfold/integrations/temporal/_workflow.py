@@ -131,6 +131,10 @@ DURABLE_BOUND_KEYS = "toolfold-durable-bound-keys"
 """The `workflow.patched` id of an update's bound approval keys (`approval_key`) read as a
 local resume reads them, the one call each was made for (runs recorded before refused them
 in the validator; the handler read one as a call's own id: they replay so)."""
+STOP_NAMES_HANDED = "toolfold-stop-names-handed-agent"
+"""The `workflow.patched` id of naming, in the error result of a sub-run that a stop ended
+after a handoff, the agent it was handed to (`handed_label`), as a local run does (runs
+recorded before named the agent the call started: they replay so)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -851,7 +855,7 @@ class AgentWorkflow:
                 agent, path, output_activity_name(sub.node.name), given
             )
             return attrs.evolve(made, child=child)
-        return sub.ended(call, child)
+        return sub.ended(call, child, lambda: workflow.patched(STOP_NAMES_HANDED))
 
     def _stopped_at(self, path: tuple[str, ...], started: RunState | None) -> RunState | None:
         """The state the sub-run at ``path`` stops at when cancelled now, as a local run keeps it.

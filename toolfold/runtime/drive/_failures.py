@@ -27,7 +27,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
 )
-from toolfold.runtime.core._events import AttemptDropped
+from toolfold.runtime.core._events import AttemptDropped, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
@@ -70,7 +70,9 @@ def not_started_text(who: str, reason: str) -> str:
     return f"Error: {who} was not started: {reason}"
 
 
-def stopped_content(state: RunState, who: str, stopped_by: str | None = None) -> tuple[str, bool]:
+def stopped_content(
+    state: RunState, who: str, stopped_by: str | None = None, *, handed: bool = True
+) -> tuple[str, bool]:
     """What the calling model sees of a sub-run a stop condition (or a limit) ended.
 
     As (text, is_error). A `tool_called` stop: that call's result (an error
@@ -79,12 +81,33 @@ def stopped_content(state: RunState, who: str, stopped_by: str | None = None) ->
     naming ``who`` (``agent 'research'``) and why it stopped, with the
     limit, that the model can react to (a workflow step fails the same way).
     ``stopped_by`` names the ``stop_when`` callable where the caller knows it.
+
+    A sub-run handed to another agent of ``who``'s handoffs stopped with that
+    agent: the error names it first (`handed_label`). ``handed`` False names
+    ``who`` alone, as results recorded before did (a durable run's replay).
     """
+    if handed:
+        who = handed_label(state, who)
     answer = stop_answer(state, who, stopped_by)
     if isinstance(answer, str):
         return answer, True
     assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"
     return answer.content, answer.is_error
+
+
+def handed_label(state: RunState, who: str) -> str:
+    """How an error names the agent running ``state``, a sub-run started by ``who``.
+
+    ``who`` (`agent_label`) when the agent that started the run still runs
+    it; else the agent a handoff gave the run to, with ``who``:
+    ``agent 'writer', which the run of agent 'research' (tool 'ask') was
+    handed to,``.
+    """
+    first = state.log[0] if len(state.log) else None
+    started = first.agent if isinstance(first, RunStarted) else state.agent
+    if state.agent is None or state.agent == started:
+        return who
+    return f"agent {state.agent!r}, which the run of {who} was handed to,"
 
 
 def observer_failure(
@@ -259,7 +282,10 @@ def budget_stopped(
         return handed.tokens <= 0 and content == not_started_text(
             who, spent_reason(state, conditions)
         )
-    return stopped_at_handed(state, child, conditions) and content == stopped_content(child, who)[0]
+    if not stopped_at_handed(state, child, conditions):
+        return False
+    # (a result recorded before a handed sub-run's named its running agent: replayed as is)
+    return content in (stopped_content(child, who)[0], stopped_content(child, who, handed=False)[0])
 
 
 _blocking_depth: ContextVar[int] = ContextVar("toolfold_blocking_depth", default=0)
