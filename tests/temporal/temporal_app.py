@@ -1314,7 +1314,29 @@ def _budgeted(
     return TemporalAgent(lead, settings=SETTINGS)
 
 
+def _budgeted_handed(name: str, on_tool_error: Any = "return") -> TemporalAgent:
+    """A lead whose worker hands its run to ``scribe``, which ticks until the tree budget stops it."""
+    scribe = Agent(FunctionModel(_ticking), name="scribe", tools=[tick])
+
+    def transfer(request: ModelRequest) -> Any:
+        part = ToolCallPart("h", "transfer_to_scribe", "{}")
+        return ModelResponse(Message.assistant("", [part]), _HUNDRED)
+
+    worker = Agent(FunctionModel(transfer), name="worker", handoffs=[scribe], max_steps=20)
+    lead = Agent(
+        FunctionModel(_two_workers),
+        name=name,
+        tools=[worker.as_tool()],
+        stop_when=[token_budget(700, tree=True)],
+        on_tool_error=on_tool_error,
+    )
+    return TemporalAgent(lead, settings=SETTINGS)
+
+
 budgeted = _budgeted("budgeted", 700)
+# ...and a worker that handed its run to another agent: the call's error names that agent.
+budgeted_handed = _budgeted_handed("budgeted_handed")
+budgeted_handed_raising = _budgeted_handed("budgeted_handed_raising", "raise")
 broke = _budgeted("broke", 90)
 # on_tool_error="raise": the budget's stop is no tool failure, the run stops as above.
 budgeted_raising = _budgeted("budgeted_raising", 700, "raise")
@@ -1535,6 +1557,8 @@ AGENTS = [
     broke,
     budgeted_raising,
     broke_raising,
+    budgeted_handed,
+    budgeted_handed_raising,
     budgeted_summary_raising,
     broke_deploy_raising,
     peeking,

@@ -1697,6 +1697,63 @@ def test_a_tree_budget_goes_down_a_durable_tree_as_locally(
     _replays(history)
 
 
+_HANDED_STOP = (
+    "Error: agent 'scribe', which the run of agent 'worker' was handed to, stopped at its limit "
+    "token_budget=600, tree=True (600 tokens used, 0 of them by its sub-runs) after 6 model "
+    "calls without answering"
+)
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [temporal_app.budgeted_handed, temporal_app.budgeted_handed_raising],
+    ids=["return", "raise"],
+)
+def test_a_handed_sub_run_stopped_at_the_tree_budget_names_its_agent_durably_as_locally(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that handed its run to scribe, which spent the handed budget: durably as
+    locally the calls' errors name scribe, and the lead stops at its budget (raise or not)."""
+    durable, history, _ = _run_like_local(agent, f"{agent.name}-1", server, tmp_path, monkeypatch)
+    assert durable.state.finish_reason == "token_budget"
+    results = [p.content for m in durable.messages for p in m.tool_results]
+    assert results == [_HANDED_STOP] * 2
+    _replays(history)
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [temporal_app.budgeted_handed, temporal_app.budgeted_handed_raising],
+    ids=["return", "raise"],
+)
+def test_a_run_recorded_before_a_handed_sub_run_named_its_agent_replays_so(
+    agent: TemporalAgent, server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run as a toolfold before the toolfold-stop-names-handed-agent patch ran it (the patch
+    not taken): the calls' errors name the worker the call started, the lead still stops at
+    its budget (under raise too), and its history replays with this code."""
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(
+        workflow_module.workflow,
+        "patched",
+        lambda given: given != workflow_module.STOP_NAMES_HANDED and patched(given),
+    )
+    durable, history = _run(agent, f"{agent.name}-old", server, tmp_path, monkeypatch)
+    assert durable.state.finish_reason == "token_budget"
+    results = [p.content for m in durable.messages for p in m.tool_results]
+    assert (
+        results
+        == [
+            _HANDED_STOP.replace("agent 'scribe', which the run of ", "").replace(
+                " was handed to,", ""
+            )
+        ]
+        * 2
+    )
+    monkeypatch.setattr(workflow_module.workflow, "patched", patched)
+    _replays(history)
+
+
 @pytest.mark.parametrize(
     ("agent", "message"),
     [
