@@ -131,7 +131,10 @@ def _nested(
         except RecursionError as exc:  # the stack ran out in this sub-run's own code
             if not nested_too_deep():
                 raise
-            raise RunError(too_deep(f"the blocking sub-run of {who}", exc)) from exc
+            # The state it reached (see `takes_state`): the call's error result keeps
+            # the sub-run, and the model calls it made count in the caller's usage.
+            reached = getattr(exc, "state", None)
+            raise RunError(too_deep(f"the blocking sub-run of {who}", exc), reached) from exc
         return _sub_run(response, made_by.output, tool_name, who, spec)
 
     async def acall(ctx: RunContext[Any], input: Any) -> SubRun:  # async runs: on their loop

@@ -84,6 +84,7 @@ from toolfold.runtime.drive._executor import (
 )
 from toolfold.runtime.drive._failures import (
     model_failure,
+    nested_too_deep,
     observer_failure,
     raise_tool_error,
     run_failure,
@@ -449,7 +450,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                             )
                         except BaseException as exc:
                             # (not the shell's own error; a tool unfit at its call is not either)
-                            if not isinstance(exc, Exception) or is_unfit_tool(exc):
+                            if not isinstance(exc, Exception) or takes_state(exc):
                                 if finished and live.handoffs:
                                     settle_finished(changes["calls"], finished, live.handoffs)
                                 interrupted(exc, opened.state, finished)
@@ -735,6 +736,22 @@ def is_unfit_tool(exc: BaseException) -> bool:
     return isinstance(exc, ToolDefinitionError) and getattr(exc, "state", None) is None
 
 
+def takes_state(exc: BaseException) -> bool:
+    """Whether ``exc``, an error, is thrown into the run's loop as an interruption is, to
+    get the state it reached (`interrupted`): a tool unfit at its call (`is_unfit_tool`),
+    or a `RecursionError` without a state in blocking sub-runs nested too deep
+    (`nested_too_deep`: raised by the run's own round, say while checking a call's
+    arguments). Its caller (`as_tool`'s blocking call) keeps that sub-run, and with it
+    the model calls it was billed for, on the call's error result (`failed_sub_run`)."""
+    if is_unfit_tool(exc):
+        return True
+    return (
+        isinstance(exc, RecursionError)
+        and getattr(exc, "state", None) is None
+        and nested_too_deep()
+    )
+
+
 def interrupted(
     exc: BaseException, state: RunState, finished: Mapping[int, ToolOutcome] | None = None
 ) -> None:
@@ -745,10 +762,11 @@ def interrupted(
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
     (`Exception`) carry their own, but for a tool found unfit at its call
-    (`is_unfit_tool`), and a generator's exit is no interruption unless the
+    (`is_unfit_tool`) or too deep (`takes_state`), and a generator's exit is no
+    interruption unless the
     run's own code raised it (`is_interruption`).
     """
-    if not is_interruption(exc) and not is_unfit_tool(exc):
+    if not is_interruption(exc) and not takes_state(exc):
         return
     state = _with_finished(state, finished)
     exc.state = state  # type: ignore[attr-defined]

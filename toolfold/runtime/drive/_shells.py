@@ -63,10 +63,10 @@ from toolfold.runtime.drive._loop import (
     _SwitchOp,
     interrupted,
     is_interruption,
-    is_unfit_tool,
     kept_standing,
     resumed_round,
     run_loop,
+    takes_state,
 )
 from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._output import restored
@@ -178,7 +178,7 @@ def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool 
     if not streamed:
         raised_in_run(exc)
     try:
-        if not is_interruption(exc) and not is_unfit_tool(exc):
+        if not is_interruption(exc) and not takes_state(exc):
             return
         with suppress(BaseException):  # the very exception comes back: the caller raises it
             loop.throw(exc)
