@@ -885,6 +885,32 @@ stricter = TemporalAgent(
 )
 
 
+def _ask_check(request: ModelRequest) -> Any:
+    done = _results(request)
+    return "lenient: " + done[0] if done else FunctionModel.call("check", {"input": "x"})
+
+
+# ...and with the sub-agent under another tool name: the error names the agent too.
+stricter_renamed = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_check),
+        tools=[strict_agent.as_tool(name="check")],
+        name="stricter_renamed",
+        on_tool_error="raise",
+    ),
+    settings=SETTINGS,
+)
+# ...nested: that error is its caller's error result, as locally (its text is in the state).
+lenient_renamed = TemporalAgent(
+    Agent(
+        FunctionModel(_ask_strict),
+        tools=[stricter_renamed.agent.as_tool(name="strict")],
+        name="lenient_renamed",
+    ),
+    settings=SETTINGS,
+)
+
+
 # as_tool(output=...): the caller sees what the function makes of the sub-run's
 # Response; it runs once (in its activity) and logs each execution.
 def shout(response: Response) -> str:
@@ -1545,6 +1571,8 @@ AGENTS = [
     *(served_desk, served_handed, served_billing, served_billing_step, served_billing_chained),
     stopped_transfer,
     stricter,
+    stricter_renamed,
+    lenient_renamed,
     strict_beside,
     typed_agent_tool,
     typed_workflow_tool,

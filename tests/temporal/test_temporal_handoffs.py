@@ -17,6 +17,7 @@ from temporal_runs import (
 )
 from temporal_servers import DevServer
 
+import toolfold.integrations.temporal._workflow as workflow_module
 from toolfold import RunError, ToolExecutionError
 from toolfold.integrations.temporal import TemporalAgent
 from toolfold.runtime import TokenBudget
@@ -148,6 +149,46 @@ def test_on_tool_error_raise_above_a_failing_sub_agent_keeps_its_usage_as_locall
     assert dropped.sub_run_usage.requests == 1  # strict's one model call
     assert state.tree_usage == state.usage + dropped.sub_run_usage
     assert state.tree_usage.requests == 2
+
+
+def test_on_tool_error_raise_names_a_renamed_failing_sub_agent_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error of a caller raising on its sub-agent (tool 'check', agent 'strict') names
+    the agent, durably as locally; nested, that text is its own caller's error result."""
+    durable = _failing(
+        temporal_app.stricter_renamed,
+        "stricter-renamed-1",
+        ToolExecutionError,
+        server,
+        tmp_path,
+        monkeypatch,
+    )
+    assert str(durable).startswith("tool 'check' failed in agent 'strict': Error: ")
+    nested, history, _ = _run_like_local(
+        temporal_app.lenient_renamed, "lenient-renamed-1", server, tmp_path, monkeypatch
+    )
+    assert "ToolExecutionError: tool 'check' failed in agent 'strict': " in nested.text
+    _replays(history)
+
+
+def test_a_run_recorded_before_a_failure_named_its_agent_replays_so(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run without the toolfold-failure-names-agent patch (as an earlier toolfold ran it):
+    the nested error result keeps the text it had, and the history replays with this code."""
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(
+        workflow_module.workflow,
+        "patched",
+        lambda given: given != workflow_module.FAILURE_NAMES_AGENT and patched(given),
+    )
+    old, history = _run(
+        temporal_app.lenient_renamed, "lenient-renamed-old", server, tmp_path, monkeypatch
+    )
+    assert "ToolExecutionError: tool 'check' failed: " in old.text
+    monkeypatch.setattr(workflow_module.workflow, "patched", patched)
+    _replays(history)
 
 
 def test_on_tool_error_raise_inside_a_sub_agent_is_its_callers_error_result(

@@ -135,6 +135,11 @@ STOP_NAMES_HANDED = "toolfold-stop-names-handed-agent"
 """The `workflow.patched` id of naming, in the error result of a sub-run that a stop ended
 after a handoff, the agent it was handed to (`handed_label`), as a local run does (runs
 recorded before named the agent the call started: they replay so)."""
+FAILURE_NAMES_AGENT = "toolfold-failure-names-agent"
+"""The `workflow.patched` id of naming, in the error ``on_tool_error="raise"`` raises for a
+failed sub-run, the agent that ran it where the tool's name does not say it (`failed_in`),
+as a local run does; inside a sub-run that error's text is its caller's error result (runs
+recorded before said ``tool 'ask' failed: ...``: they replay so)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -686,6 +691,7 @@ class AgentWorkflow:
             event.content,
             event.child,
             who=node.agent_run_by(invocation.tool_name),
+            names_agent=lambda: workflow.patched(FAILURE_NAMES_AGENT),
         )
 
     @staticmethod

@@ -234,6 +234,7 @@ def tool_failure(
     conditions: Iterable[StopCondition | StopPredicate] = (),
     *,
     who: str | None = None,
+    names_agent: Callable[[], bool] | None = None,
 ) -> ToolExecutionError | None:
     """The error ``on_tool_error="raise"`` raises for a call's outcome, or None when it succeeded.
 
@@ -242,13 +243,38 @@ def tool_failure(
     conditions given to a resume only; ``who`` how errors name the agent (or
     workflow) the tool runs (`agent_label`), None for a tool that runs none.
     A sub-run the run's tree budget ended is no failure (see
-    `budget_stopped`): the run stops at that budget instead.
+    `budget_stopped`): the run stops at that budget instead. The message
+    names the agent whose sub-run failed where the tool's name does not say
+    it (`failed_in`), unless ``names_agent`` (asked only then) says not to: a
+    durable run recorded before, whose nested error results keep the text.
     """
     if outcome not in ("error", "timeout"):
         return None
     if outcome == "error" and budget_stopped(state, child, content, conditions, who):
         return None
-    return ToolExecutionError(f"tool {tool_name!r} failed: {content}", state)
+    where = failed_in(tool_name, who, child)
+    if where and names_agent is not None and not names_agent():
+        where = ""
+    return ToolExecutionError(f"tool {tool_name!r} failed{where}: {content}", state)
+
+
+def failed_in(tool_name: str, who: str | None, child: RunState | None) -> str:
+    """Which agent ran the failed sub-run ``child`` of a call of ``tool_name`` (an agent used
+    as a tool, ``who``), as the error of its call says it: `` in agent 'research'``, or
+    `` in agent 'writer' (handed the run by agent 'research')`` after a handoff; ``""``
+    where the tool's name says it (an agent named as its tool, not handed on), for a
+    workflow, and for a call that ran no sub-run.
+    """
+    if who is None or child is None or not who.startswith("agent "):
+        return ""
+    first = child.log[0] if len(child.log) else None
+    started = first.agent if isinstance(first, RunStarted) else child.agent
+    running = child.agent
+    if running is None or started is None:
+        return ""
+    if running != started:
+        return f" in agent {running!r} (handed the run by agent {started!r})"
+    return "" if running == tool_name else f" in agent {running!r}"
 
 
 def budget_stopped(
