@@ -6,7 +6,7 @@ from typing import Any
 
 from toolfold import Agent, Message, ModelResponse, Usage, token_budget, tool
 from toolfold.runtime import RunState, TokenBudget
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
 
@@ -243,3 +243,37 @@ def test_a_middle_agents_tree_budget_stays_with_it_after_it_hands_on() -> None:
         7,
     )
     assert response.state.config.stop_when == (TokenBudget(100000),)
+
+
+def _three_calls(state: RunState) -> bool:
+    return state.usage.requests >= 3
+
+
+def _never(state: RunState) -> bool:
+    return False
+
+
+def test_a_sub_agent_stopped_after_a_handoff_by_its_first_agents_callable_names_it() -> None:
+    """triage (stop_when=_three_calls) as a tool hands to refunds, which that callable stops: the
+    call's error names _three_calls, or both callables when refunds has one of its own (the
+    state does not say which held), never refunds' alone."""
+    said: list[str] = []
+
+    def lead_reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            said.append(request.messages[-1].tool_results[0].content)
+            return "ok"
+        return call("ask", {"input": "refund please"})
+
+    for own in ([], [_never]):
+        triage = _triage(_refunds().evolve(stop_when=own), _three_calls)
+        Agent(FunctionModel(lead_reply), tools=[triage.as_tool(name="ask")]).run("go")
+    head = (
+        "Error: agent 'refunds', which the run of agent 'triage' (tool 'ask') was handed to, "
+        "was stopped by a stop_when condition "
+    )
+    assert said == [
+        f"{head}(test_handoff_stops:_three_calls) after 3 model calls without answering",
+        f"{head}(one of test_handoff_stops:_never, test_handoff_stops:_three_calls) after 3 "
+        "model calls without answering",
+    ]

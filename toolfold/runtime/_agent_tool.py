@@ -328,28 +328,32 @@ def function_name(function: Any) -> str:
 
 
 def stopped_by(target: Any, state: RunState) -> str | None:
-    """The ``stop_when`` callable of the agent ``target`` (or of the agent it handed the run
-    to) that stopped ``state``, by name; None when a callable did not stop it or none is known.
+    """The ``stop_when`` callable that stopped ``state``, a run of the agent ``target``, by
+    name; None when a callable did not stop it or none is known.
 
-    A run's state keeps no callables, so they are the spec's: the only one, or
-    with several, all of them (``one of a:x, a:y``). They are never called
-    again to tell which held: a condition may have side effects, or hold no
-    longer.
+    The callables that bound the agent running it: ``target``'s, and once it
+    handed the run to another agent, that agent's beside them (``target``'s
+    go on bounding the whole turn across handoffs). A run's state keeps no
+    callables, so they are the specs': the only one, or with several, all of
+    them (``one of a:x, a:y``). They are never called again to tell which
+    held: a condition may have side effects, or hold no longer.
     """
     from toolfold.runtime._agent import Agent
     from toolfold.runtime.core._stop import MaxSteps, TokenBudget, ToolCalled
 
     if state.finish_reason != "stop_condition" or not isinstance(target, Agent):
         return None
-    agent = target
+    agents = [target]
     if state.agent is not None and state.agent != target.name and target.handoffs:
         try:
-            agent = target.handoff_graph().get(state.agent, target)
+            agents.insert(0, target.handoff_graph().get(state.agent, target))
         except UsageError:
             return None
-    callables = [
-        c for c in agent.stop_when if not isinstance(c, (MaxSteps, TokenBudget, ToolCalled))
-    ]
+    callables: list[Any] = []
+    for agent in agents:
+        for c in agent.stop_when:
+            if not isinstance(c, (MaxSteps, TokenBudget, ToolCalled)) and c not in callables:
+                callables.append(c)
     if not callables:
         return None
     names = [function_name(condition) for condition in callables]
