@@ -103,11 +103,17 @@ def handed_label(state: RunState, who: str) -> str:
     ``agent 'writer', which the run of agent 'research' (tool 'ask') was
     handed to,``.
     """
-    first = state.log[0] if len(state.log) else None
-    started = first.agent if isinstance(first, RunStarted) else state.agent
+    started = started_agent(state)
     if state.agent is None or state.agent == started:
         return who
     return f"agent {state.agent!r}, which the run of {who} was handed to,"
+
+
+def started_agent(state: RunState) -> str | None:
+    """The name of the agent ``state``'s run started with (its `RunStarted`'s); the agent
+    running it when its log does not begin there."""
+    first = state.log[0] if len(state.log) else None
+    return first.agent if isinstance(first, RunStarted) else state.agent
 
 
 def observer_failure(
@@ -267,8 +273,7 @@ def failed_in(tool_name: str, who: str | None, child: RunState | None) -> str:
     """
     if who is None or child is None or not who.startswith("agent "):
         return ""
-    first = child.log[0] if len(child.log) else None
-    started = first.agent if isinstance(first, RunStarted) else child.agent
+    started = started_agent(child)
     running = child.agent
     if running is None or started is None:
         return ""

@@ -761,10 +761,9 @@ def interrupted(
     outcomes of that round's calls that had ended, which are committed, so
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
-    (`Exception`) carry their own, but for a tool found unfit at its call
-    (`is_unfit_tool`) or too deep (`takes_state`), and a generator's exit is no
-    interruption unless the
-    run's own code raised it (`is_interruption`).
+    (`Exception`) carry their own, but for a tool found unfit at its call and
+    a sub-run nested too deep (`takes_state`), and a generator's exit is no
+    interruption unless the run's own code raised it (`is_interruption`).
     """
     if not is_interruption(exc) and not takes_state(exc):
         return
