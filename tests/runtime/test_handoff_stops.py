@@ -269,7 +269,7 @@ def test_a_sub_agent_stopped_after_a_handoff_by_its_first_agents_callable_names_
         triage = _triage(_refunds().evolve(stop_when=own), _three_calls)
         Agent(FunctionModel(lead_reply), tools=[triage.as_tool(name="ask")]).run("go")
     head = (
-        "Error: agent 'refunds', which the run of agent 'triage' (tool 'ask') was handed to, "
+        "Error: the run of agent 'triage' (tool 'ask'), handed to agent 'refunds', "
         "was stopped by a stop_when condition "
     )
     assert said == [

@@ -65,8 +65,8 @@ def _run(agent: Agent, how: str) -> Any:
     [
         (False, None, ""),
         (False, "ask", " in agent 'research'"),
-        (True, "ask", " in agent 'writer' (handed the run by agent 'research')"),
-        (True, None, " in agent 'writer' (handed the run by agent 'research')"),
+        (True, "ask", " in the run of agent 'research', handed to agent 'writer'"),
+        (True, None, " in the run of agent 'research', handed to agent 'writer'"),
     ],
     ids=["named-as-its-tool", "renamed", "handed", "handed-named-as-its-tool"],
 )
@@ -98,8 +98,75 @@ def test_a_call_that_ran_no_sub_run_or_a_workflow_names_no_agent() -> None:
     """A plain tool, a sub-agent not started, and a workflow add nothing to the message."""
     from toolfold.runtime.drive._failures import failed_in
 
-    state = Agent(FunctionModel(lambda request: "x"), name="research").run("go").state
+    with pytest.raises(RuntimeError) as caught:
+        Agent(_failing(), name="research", tools=[t]).run("go")
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.phase != "finished"
     assert failed_in("ask", None, state) == ""
     assert failed_in("ask", "agent 'research' (tool 'ask')", None) == ""
     assert failed_in("ask", "workflow 'flow' (tool 'ask')", state) == ""
     assert failed_in("ask", "agent 'research' (tool 'ask')", state) == " in agent 'research'"
+
+
+def _shout(response: Any) -> str:
+    raise ValueError("my output function broke")
+
+
+def _looping(name: str, **options: Any) -> Agent:
+    """An agent that calls ``t`` at every step, stopped by ``max_steps=2``."""
+    return Agent(
+        FunctionModel(lambda request: FunctionModel.call("t", {})),
+        name=name,
+        tools=[t],
+        max_steps=2,
+        **options,
+    )
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize(
+    ("case", "content"),
+    [
+        (
+            "output-function",
+            "Error: the output= function of tool 'ask' failed: ValueError: my output function "
+            "broke",
+        ),
+        (
+            "own-limit",
+            "Error: agent 'research' (tool 'ask') stopped at its limit max_steps=2 after 2 "
+            "model calls without answering",
+        ),
+        (
+            "handed-limit",
+            "Error: the run of agent 'research' (tool 'ask'), handed to agent 'writer', stopped "
+            "at its limit max_steps=2 after 2 model calls without answering",
+        ),
+    ],
+    ids=["output-function", "own-limit", "handed-limit"],
+)
+def test_a_call_whose_sub_run_finished_names_no_agent_in_the_error(
+    how: str, case: str, content: str
+) -> None:
+    """The sub-run finished (its output= function then raised, or a limit stopped it, whose
+    text names the agent): the error says "tool 'ask' failed: " and the result, once."""
+    if case == "output-function":
+        research = Agent(FunctionModel(lambda request: "fine answer"), name="research")
+        sub_tool = research.as_tool(name="ask", output=_shout)
+    elif case == "own-limit":
+        sub_tool = _looping("research").as_tool(name="ask")
+    else:
+        research = Agent(
+            FunctionModel(_transfer), name="research", handoffs=[_looping("writer")], max_steps=2
+        )
+        sub_tool = research.as_tool(name="ask")
+    lead = Agent(
+        FunctionModel(lambda request: FunctionModel.call("ask", {"input": "go"})),
+        name="lead",
+        tools=[sub_tool],
+        on_tool_error="raise",
+    )
+    with pytest.raises(ToolExecutionError) as caught:
+        _run(lead, how)
+    assert str(caught.value) == f"tool 'ask' failed: {content}"

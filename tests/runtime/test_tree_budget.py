@@ -954,7 +954,8 @@ def test_a_sub_run_handed_on_names_the_agent_that_ran_over_the_budget(
     how: str, on_tool_error: Any
 ) -> None:
     """A sub-agent that hands its run to another agent, which spends the tree budget: the
-    call's error names that agent (and the one the call started), and the caller stops there."""
+    call's error names the run the call started and the agent it was handed to, the calls
+    and tokens being the whole run's, and the caller stops there."""
     lead = Agent(
         _boss(tool="ask"),
         name="lead",
@@ -976,9 +977,9 @@ def test_a_sub_run_handed_on_names_the_agent_that_ran_over_the_budget(
     (sub,) = state.sub_runs.values()
     assert (sub.agent, sub.finish_reason) == ("writer", "token_budget")
     assert _results(response) == [
-        "Error: agent 'writer', which the run of agent 'research' (tool 'ask') was handed to, "
-        "stopped at its limit token_budget=350, tree=True (400 tokens used, 0 of them by its "
-        "sub-runs) after 4 model calls without answering"
+        "Error: the run of agent 'research' (tool 'ask'), handed to agent 'writer', stopped at "
+        "its limit token_budget=350, tree=True (400 tokens used, 0 of them by its sub-runs) "
+        "after 4 model calls without answering"
     ]
     assert (state.finish_reason, state.tree_usage.total_tokens) == ("token_budget", 500)
     _exact(state)
@@ -1002,7 +1003,7 @@ def test_a_result_naming_the_agent_a_handed_sub_run_started_with_is_still_the_bu
     (sub,) = state.sub_runs.values()
     before = replay(state.log[:-1])  # the step before its result
     who = "agent 'research' (tool 'ask')"
-    old = stopped_content(sub, who, handed=False)[0]
+    old = stopped_content(sub, who, names_handed=lambda: False)[0]
     assert old.startswith("Error: agent 'research' (tool 'ask') stopped at its limit")
     assert budget_stopped(before, sub, old, who=who)
     assert budget_stopped(before, sub, stopped_content(sub, who)[0], who=who)

@@ -53,12 +53,7 @@ from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
 from toolfold.runtime.drive._executor import ToolJob, checked_arguments, returned
-from toolfold.runtime.drive._failures import (
-    handed_label,
-    not_started_text,
-    run_failure,
-    stopped_content,
-)
+from toolfold.runtime.drive._failures import not_started_text, run_failure, stopped_content
 from toolfold.runtime.drive._handoff import handed_off, transfer_called
 from toolfold.runtime.drive._output import OutputSchema, restored
 from toolfold.toolkit._results import describe_exception
@@ -368,9 +363,9 @@ class SubRunTool:
     ) -> ToolReturned | ToolSuspended:
         """The event reporting the sub-run of ``call``: waiting, finished, or failed (as locally).
 
-        ``names_handed`` False (asked only when it makes a difference): a sub-run that a
-        stop ended with an agent it was handed to is named by the agent it started with,
-        as a durable run recorded before replays (see `handed_label`).
+        ``names_handed`` False (asked only for a sub-run a stop ended after a handoff): it
+        is named by the agent it started with, as a durable run recorded before replays
+        (see `stopped_content`).
         """
         call_id = call.id
         if state.phase in WAITING_PHASES:
@@ -386,8 +381,7 @@ class SubRunTool:
             text, is_error = step_result(state)  # a step with no answer failed, as locally
         elif state.finish_reason in STOP_REASONS:  # as `_agent_tool._sub_run` answers
             who = agent_label(self.target, call.name)
-            handed = handed_label(state, who) != who and (names_handed is None or names_handed())
-            text, is_error = stopped_content(state, who, handed=handed)
+            text, is_error = stopped_content(state, who, names_handed=names_handed)
         else:
             text, is_error = _content(state.output, state.last_text), False
         if is_error:

@@ -133,8 +133,9 @@ local resume reads them, the one call each was made for (runs recorded before re
 in the validator; the handler read one as a call's own id: they replay so)."""
 STOP_NAMES_HANDED = "toolfold-stop-names-handed-agent"
 """The `workflow.patched` id of naming, in the error result of a sub-run that a stop ended
-after a handoff, the agent it was handed to (`handed_label`), as a local run does (runs
-recorded before named the agent the call started: they replay so)."""
+after a handoff, as the run of the agent the call started handed to the agent that stopped
+(`stopped_content`), as a local run does (runs recorded before named the agent the call
+started alone: they replay so)."""
 FAILURE_NAMES_AGENT = "toolfold-failure-names-agent"
 """The `workflow.patched` id of naming, in the error ``on_tool_error="raise"`` raises for a
 failed sub-run, the agent that ran it where the tool's name does not say it (`failed_in`),

@@ -71,7 +71,11 @@ def not_started_text(who: str, reason: str) -> str:
 
 
 def stopped_content(
-    state: RunState, who: str, stopped_by: str | None = None, *, handed: bool = True
+    state: RunState,
+    who: str,
+    stopped_by: str | None = None,
+    *,
+    names_handed: Callable[[], bool] | None = None,
 ) -> tuple[str, bool]:
     """What the calling model sees of a sub-run a stop condition (or a limit) ended.
 
@@ -82,12 +86,15 @@ def stopped_content(
     limit, that the model can react to (a workflow step fails the same way).
     ``stopped_by`` names the ``stop_when`` callable where the caller knows it.
 
-    A sub-run handed to another agent of ``who``'s handoffs stopped with that
-    agent: the error names it first (`handed_label`). ``handed`` False names
-    ``who`` alone, as results recorded before did (a durable run's replay).
+    A sub-run that ``who`` handed to another agent of its handoffs is named
+    as that run, with the agent it reached (`handed_run`): ``Error: the run
+    of agent 'research' (tool 'ask'), handed to agent 'writer', stopped at
+    ...``, unless ``names_handed`` (asked only for such a run) says not to:
+    results recorded before named ``who`` alone (a durable run's replay).
     """
-    if handed:
-        who = handed_label(state, who)
+    handed = handed_to(state)
+    if handed is not None and (names_handed is None or names_handed()):
+        who = handed_run(who, handed[0]) + ","
     answer = stop_answer(state, who, stopped_by)
     if isinstance(answer, str):
         return answer, True
@@ -95,25 +102,23 @@ def stopped_content(
     return answer.content, answer.is_error
 
 
-def handed_label(state: RunState, who: str) -> str:
-    """How an error names the agent running ``state``, a sub-run started by ``who``.
-
-    ``who`` (`agent_label`) when the agent that started the run still runs
-    it; else the agent a handoff gave the run to, with ``who``:
-    ``agent 'writer', which the run of agent 'research' (tool 'ask') was
-    handed to,``.
-    """
-    started = started_agent(state)
-    if state.agent is None or state.agent == started:
-        return who
-    return f"agent {state.agent!r}, which the run of {who} was handed to,"
-
-
-def started_agent(state: RunState) -> str | None:
-    """The name of the agent ``state``'s run started with (its `RunStarted`'s); the agent
-    running it when its log does not begin there."""
+def handed_to(state: RunState) -> tuple[str, str] | None:
+    """(running, started) of a run a handoff gave to another agent: the name of the agent
+    running ``state`` and of the one its run started with (its `RunStarted`'s); None while
+    the agent it started with runs it (or when the names are not known)."""
     first = state.log[0] if len(state.log) else None
-    return first.agent if isinstance(first, RunStarted) else state.agent
+    started = first.agent if isinstance(first, RunStarted) else None
+    running = state.agent
+    if running is None or started is None or running == started:
+        return None
+    return running, started
+
+
+def handed_run(who: str, running: str) -> str:
+    """How an error names a run started by ``who`` (``agent 'research' (tool 'ask')``) that
+    a handoff gave to agent ``running``: ``the run of agent 'research' (tool 'ask'), handed
+    to agent 'writer'`` (what it did and spent is the run's, not one agent's)."""
+    return f"the run of {who}, handed to agent {running!r}"
 
 
 def observer_failure(
@@ -265,21 +270,23 @@ def tool_failure(
 
 
 def failed_in(tool_name: str, who: str | None, child: RunState | None) -> str:
-    """Which agent ran the failed sub-run ``child`` of a call of ``tool_name`` (an agent used
-    as a tool, ``who``), as the error of its call says it: `` in agent 'research'``, or
-    `` in agent 'writer' (handed the run by agent 'research')`` after a handoff; ``""``
-    where the tool's name says it (an agent named as its tool, not handed on), for a
-    workflow, and for a call that ran no sub-run.
+    """Which agent's run failed, as the error of a call of ``tool_name`` (an agent used as a
+    tool, ``who``) whose sub-run ``child`` failed says it: `` in agent 'research'``, or
+    `` in the run of agent 'research', handed to agent 'writer'`` after a handoff
+    (`handed_run`).
+
+    ``""`` where the tool's name says it (an agent named as its tool, not
+    handed on), for a workflow, for a call that ran no sub-run, and for a
+    sub-run that finished: the call failed after it (an ``as_tool(output=...)``
+    function), or a stop ended it, whose text names the agent already.
     """
-    if who is None or child is None or not who.startswith("agent "):
+    if who is None or child is None or not who.startswith("agent ") or child.phase == "finished":
         return ""
-    started = started_agent(child)
-    running = child.agent
-    if running is None or started is None:
-        return ""
-    if running != started:
-        return f" in agent {running!r} (handed the run by agent {started!r})"
-    return "" if running == tool_name else f" in agent {running!r}"
+    handed = handed_to(child)
+    if handed is not None:
+        return f" in {handed_run(f'agent {handed[1]!r}', handed[0])}"
+    agent = child.agent
+    return "" if agent is None or agent == tool_name else f" in agent {agent!r}"
 
 
 def budget_stopped(
@@ -315,8 +322,11 @@ def budget_stopped(
         )
     if not stopped_at_handed(state, child, conditions):
         return False
-    # (a result recorded before a handed sub-run's named its running agent: replayed as is)
-    return content in (stopped_content(child, who)[0], stopped_content(child, who, handed=False)[0])
+    # (a result recorded before named a handed sub-run by the agent it started with: replayed so)
+    return content in (
+        stopped_content(child, who)[0],
+        stopped_content(child, who, names_handed=lambda: False)[0],
+    )
 
 
 _blocking_depth: ContextVar[int] = ContextVar("toolfold_blocking_depth", default=0)
