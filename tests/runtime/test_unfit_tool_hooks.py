@@ -94,3 +94,72 @@ def test_a_definition_error_raised_by_a_call_carries_the_state(how: str) -> None
     assert response.text == "done"
     assert [r.content for r in response.steps[0].tool_results] == ["other 1", "fixed"]
     assert len(model.requests) == 2
+
+
+def _recurse(depth: int = 0) -> Any:
+    return _recurse(depth + 1)
+
+
+class _Buggy(Tool[..., Any]):
+    """A tool whose own checker has a bug: it raises a ValueError, or recurses without end
+    (``recurses``), never a ToolArgumentError."""
+
+    recurses = False
+
+    def validate_arguments(self, raw: Any) -> dict[str, Any]:
+        if self.recurses:
+            return _recurse()  # type: ignore[no-any-return]
+        raise ValueError("validator bug")
+
+
+def _buggy(error: str) -> Tool[..., Any]:
+    made = _Buggy("buggy", "Buggy.", {"type": "object", "properties": {}}, lambda args: "x")
+    made.recurses = error == "RecursionError"
+    return made
+
+
+_CHECKER_BUGS = ["ValueError", "RecursionError"]
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+@pytest.mark.parametrize("error", _CHECKER_BUGS)
+def test_a_checker_that_raises_keeps_the_paid_answer_on_its_error(how: str, error: str) -> None:
+    """A validate_arguments that raises a ValueError (or recurses) mid-run: that error carries
+    the state of the round, with the model's paid answer in it, as an unfit tool's does."""
+    model = ScriptedModel([[ScriptedModel.call("buggy", {})], "done"])
+    with pytest.raises(ValueError if error == "ValueError" else RecursionError) as raised:
+        _run(Agent(model, tools=[_buggy(error)]), how)
+    state = toolfold.state_of(raised.value)
+    assert state is not None
+    assert state.phase == "running_tools"
+    assert state.usage.requests == 1
+    assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+@pytest.mark.parametrize("error", _CHECKER_BUGS)
+def test_a_sub_run_whose_checker_raises_stays_on_its_calls_error_result(
+    how: str, error: str
+) -> None:
+    """The same in an agent used as a tool: the call's error result keeps the sub-run, and its
+    paid answer counts in the caller's tree usage (3 answers made, 3 counted)."""
+    inner = Agent(
+        ScriptedModel([[ScriptedModel.call("buggy", {})]]), name="inner", tools=[_buggy(error)]
+    )
+    model = ScriptedModel([[ScriptedModel.call("inner", {"input": "go"})], "done"])
+    lead = Agent(model, name="lead", tools=[inner.as_tool()])
+    if how == "sync":
+        response = lead.run("go")
+    elif how == "async":
+        response = asyncio.run(lead.arun("go"))
+    else:
+        stream = lead.stream("go")
+        for _ in stream:
+            pass
+        response = stream.response
+    (result,) = response.steps[0].tool_results
+    name = "ValueError: validator bug" if error == "ValueError" else "RecursionError: maximum"
+    assert result.content.startswith(f"Error: {name}")
+    (sub,) = response.state.sub_runs.values()
+    assert (sub.agent, sub.usage.requests) == ("inner", 1)
+    assert response.state.tree_usage.requests == 3

@@ -428,6 +428,9 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
     except ToolArgumentError as exc:
         content = exc.message_for_model
         return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
+    except Exception as exc:  # the check's own failure, no answer to the model (`checker_failed`)
+        exc.__dict__[_CHECKER_FAILED] = True
+        raise
 
 
 def _prepare(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict[str, Any]:
@@ -833,6 +836,14 @@ async def _run_one(
 
 
 _RAISED_IN_RUN = "_toolfold_raised_in_run"
+_CHECKER_FAILED = "_toolfold_checker_failed"
+
+
+def checker_failed(exc: BaseException) -> bool:
+    """Whether a tool's `~toolfold.Tool.validate_arguments` raised ``exc``, an error other than
+    the `ToolArgumentError` it answers the model with (`checked_arguments`): a bug of the
+    tool's check (a ``ValueError``, a ``RecursionError``), no failure of the call."""
+    return exc.__dict__.get(_CHECKER_FAILED, False) is True
 
 
 def raised_in_run(exc: BaseException) -> None:

@@ -76,6 +76,7 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     agent_run_by,
+    checker_failed,
     forwards,
     kept_sub_run,
     returned,
@@ -739,17 +740,17 @@ def is_unfit_tool(exc: BaseException) -> bool:
 def takes_state(exc: BaseException) -> bool:
     """Whether ``exc``, an error, is thrown into the run's loop as an interruption is, to
     get the state it reached (`interrupted`): a tool unfit at its call (`is_unfit_tool`),
-    or a `RecursionError` without a state in blocking sub-runs nested too deep
-    (`nested_too_deep`: raised by the run's own round, say while checking a call's
-    arguments). Its caller (`as_tool`'s blocking call) keeps that sub-run, and with it
-    the model calls it was billed for, on the call's error result (`failed_sub_run`)."""
+    any error a tool's ``validate_arguments`` raised without a state (`checker_failed`:
+    a bug of its check, not the call's failure), or a `RecursionError` without a state in
+    blocking sub-runs nested too deep (`nested_too_deep`: raised by the run's own round).
+    The error keeps the paid answer; the caller of a sub-run that raised it (`as_tool`'s
+    call) keeps that sub-run, and with it the model calls it was billed for, on the
+    call's error result (`failed_sub_run`)."""
     if is_unfit_tool(exc):
         return True
-    return (
-        isinstance(exc, RecursionError)
-        and getattr(exc, "state", None) is None
-        and nested_too_deep()
-    )
+    if getattr(exc, "state", None) is not None:
+        return False
+    return checker_failed(exc) or (isinstance(exc, RecursionError) and nested_too_deep())
 
 
 def interrupted(
@@ -761,8 +762,8 @@ def interrupted(
     outcomes of that round's calls that had ended, which are committed, so
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
-    (`Exception`) carry their own, but for a tool found unfit at its call and
-    a sub-run nested too deep (`takes_state`), and a generator's exit is no
+    (`Exception`) carry their own, but for a tool found unfit at its call, a
+    call's check that raised, and a sub-run nested too deep (`takes_state`), and a generator's exit is no
     interruption unless the run's own code raised it (`is_interruption`).
     """
     if not is_interruption(exc) and not takes_state(exc):
