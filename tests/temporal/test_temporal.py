@@ -706,6 +706,10 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "refused_output_retried",
         "handoff_stops_dropped",
         "orphan_filtered",
+        "handed_stop",
+        "handed_stop_named",
+        "renamed_failure",
+        "renamed_failure_named",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
