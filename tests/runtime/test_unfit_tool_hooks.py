@@ -163,3 +163,62 @@ def test_a_sub_run_whose_checker_raises_stays_on_its_calls_error_result(
     (sub,) = response.state.sub_runs.values()
     assert (sub.agent, sub.usage.requests) == ("inner", 1)
     assert response.state.tree_usage.requests == 3
+
+
+def _run_as(agent: Agent, how: str, run_id: str) -> None:
+    if how == "sync":
+        agent.run("go", run_id=run_id)
+    elif how == "async":
+        asyncio.run(agent.arun("go", run_id=run_id))
+    else:
+        for _ in agent.stream("go", run_id=run_id):
+            pass
+
+
+class _Reraises(Tool[..., Any]):
+    """A tool whose checker raises the one error instance it holds, each time."""
+
+    error: Exception = ValueError("validator bug")
+
+    def validate_arguments(self, raw: Any) -> dict[str, Any]:
+        raise self.error
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+@pytest.mark.parametrize("error", ["ValueError", "ToolDefinitionError"])
+def test_an_error_instance_raised_again_carries_the_second_runs_state(how: str, error: str) -> None:
+    """A checker raising one error instance in two runs: the second run's error carries the
+    second run's state, not the first's it was given before."""
+    reraises = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
+    made = ValueError("bug") if error == "ValueError" else ToolDefinitionError("bad", ["unfit"])
+    reraises.error = made
+    for run_id in ["first", "second"]:
+        agent = Agent(ScriptedModel([[ScriptedModel.call("bad", {})]]), tools=[reraises])
+        with pytest.raises(type(made)) as raised:
+            _run_as(agent, how, run_id)
+        assert raised.value is made
+        state = toolfold.state_of(raised.value)
+        assert state is not None
+        assert (state.run_id, state.phase) == (run_id, "running_tools")
+
+
+def test_a_checker_agents_failure_carries_the_checked_runs_state() -> None:
+    """A validate_arguments that runs an agent whose own checker raises: the error the lead
+    raises carries the lead's state (to resume with the lead), not the checker agent's."""
+    bad = _Buggy("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
+    checker = Agent(ScriptedModel([[ScriptedModel.call("bad", {})]]), name="checker", tools=[bad])
+
+    class _Checked(Tool[..., Any]):
+        def validate_arguments(self, raw: Any) -> dict[str, Any]:
+            checker.run("is this fine?", run_id="checker-run")
+            return {}
+
+    checked = _Checked("checked", "C.", {"type": "object", "properties": {}}, lambda args: "ran")
+    model = ScriptedModel([[ScriptedModel.call("checked", {})]])
+    lead = Agent(model, name="lead", tools=[checked])
+    with pytest.raises(ValueError, match="validator bug") as raised:
+        lead.run("go", run_id="lead-run")
+    state = toolfold.state_of(raised.value)
+    assert state is not None
+    assert (state.run_id, state.agent, state.phase) == ("lead-run", "lead", "running_tools")
+    assert state.usage.requests == 1

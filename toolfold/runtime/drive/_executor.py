@@ -429,6 +429,9 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         content = exc.message_for_model
         return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
     except Exception as exc:  # the check's own failure, no answer to the model (`checker_failed`)
+        # A state it carries is another run's (a checker agent run by the check) or an
+        # earlier run's (one instance raised again): this run's is attached (`takes_state`).
+        exc.__dict__.pop("state", None)
         exc.__dict__[_CHECKER_FAILED] = True
         raise
 
