@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -170,3 +171,56 @@ def test_a_call_whose_sub_run_finished_names_no_agent_in_the_error(
     with pytest.raises(ToolExecutionError) as caught:
         _run(lead, how)
     assert str(caught.value) == f"tool 'ask' failed: {content}"
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+def test_a_sub_run_cut_off_by_its_timeout_names_no_agent(how: str) -> None:
+    """as_tool(timeout=...) cut the sub-run off (it did not fail): the error is the call's
+    timeout, "tool 'ask' failed: Error: tool 'ask' timed out ...", naming no agent."""
+    release = threading.Event()
+
+    @tool
+    def wait_for_release() -> str:
+        """Block until the test releases it."""
+        release.wait(60)
+        return "released"
+
+    research = Agent(
+        FunctionModel(lambda request: FunctionModel.call("wait_for_release", {})),
+        name="research",
+        tools=[wait_for_release],
+    )
+    lead = Agent(
+        FunctionModel(lambda request: FunctionModel.call("ask", {"input": "go"})),
+        name="lead",
+        tools=[research.as_tool(name="ask", timeout=0.2)],
+        on_tool_error="raise",
+    )
+    try:
+        with pytest.raises(ToolExecutionError) as caught:
+            _run(lead, how)
+    finally:
+        release.set()
+    assert str(caught.value) == "tool 'ask' failed: Error: tool 'ask' timed out after 0.2 s."
+
+
+def test_a_timeout_does_not_ask_whether_to_name_the_agent() -> None:
+    """A timed-out call's error does not ask names_agent (on Temporal the
+    toolfold-failure-names-agent patch): its text is the one recorded before that patch."""
+    from toolfold.runtime.drive._failures import tool_failure
+
+    with pytest.raises(RuntimeError) as caught:
+        Agent(_failing(), name="research", tools=[t]).run("go")
+    child = toolfold.state_of(caught.value)
+    assert child is not None
+    asked: list[bool] = []
+
+    def names_agent() -> bool:
+        asked.append(True)
+        return True
+
+    content = "Error: tool 'ask' timed out after 1 s."
+    who = "agent 'research' (tool 'ask')"
+    error = tool_failure(child, "ask", "timeout", content, child, who=who, names_agent=names_agent)
+    assert str(error) == f"tool 'ask' failed: {content}"
+    assert asked == []

@@ -256,14 +256,15 @@ def tool_failure(
     A sub-run the run's tree budget ended is no failure (see
     `budget_stopped`): the run stops at that budget instead. The message
     names the agent whose sub-run failed where the tool's name does not say
-    it (`failed_in`), unless ``names_agent`` (asked only then) says not to: a
+    it (`failed_in`; not for a timeout: the caller cut the call off, its
+    sub-run did not fail), unless ``names_agent`` (asked only then) says not to: a
     durable run recorded before, whose nested error results keep the text.
     """
     if outcome not in ("error", "timeout"):
         return None
     if outcome == "error" and budget_stopped(state, child, content, conditions, who):
         return None
-    where = failed_in(tool_name, who, child)
+    where = "" if outcome == "timeout" else failed_in(tool_name, who, child)
     if where and names_agent is not None and not names_agent():
         where = ""
     return ToolExecutionError(f"tool {tool_name!r} failed{where}: {content}", state)
