@@ -222,3 +222,20 @@ def test_a_checker_agents_failure_carries_the_checked_runs_state() -> None:
     assert state is not None
     assert (state.run_id, state.agent, state.phase) == ("lead-run", "lead", "running_tools")
     assert state.usage.requests == 1
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+def test_a_checker_that_raises_stop_iteration_keeps_the_paid_answer(how: str) -> None:
+    """A validate_arguments raising StopIteration (which arun's coroutine and stream's
+    generator would turn into a bare RuntimeError): the run raises a RuntimeError naming the
+    tool's check, caused by that StopIteration, with the state of the round."""
+    stops = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
+    stops.error = StopIteration("no more")
+    model = ScriptedModel([[ScriptedModel.call("bad", {})], "done"])
+    with pytest.raises(RuntimeError, match="validate_arguments of tool 'bad'") as raised:
+        _run(Agent(model, tools=[stops]), how)
+    assert str(raised.value) == "validate_arguments of tool 'bad' raised StopIteration: no more"
+    assert raised.value.__cause__ is stops.error
+    state = toolfold.state_of(raised.value)
+    assert state is not None
+    assert (state.phase, state.usage.requests) == ("running_tools", 1)

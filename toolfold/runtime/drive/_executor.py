@@ -49,6 +49,7 @@ from toolfold.runtime.drive._cancels import (
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
     NOT_RUN,
+    StopIterationCarrier,
     SyncInbox,
     Ticket,
     abandon,
@@ -432,6 +433,12 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         # A state it carries is another run's (a checker agent run by the check) or an
         # earlier run's (one instance raised again): this run's is attached (`takes_state`).
         exc.__dict__.pop("state", None)
+        if isinstance(exc, StopIteration):
+            # Out of a coroutine or a generator (arun, stream) Python would make it a bare
+            # RuntimeError, unmarked and without the run's state: carried as a tool's is.
+            carrier = StopIterationCarrier(exc, f"validate_arguments of tool {call.name!r}")
+            carrier.__dict__[_CHECKER_FAILED] = True
+            raise carrier from exc
         exc.__dict__[_CHECKER_FAILED] = True
         raise
 

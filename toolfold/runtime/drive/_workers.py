@@ -80,13 +80,16 @@ _Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
 class StopIterationCarrier(RuntimeError):
-    """A tool's `StopIteration`, carried through an `asyncio.Future` (which refuses one).
+    """A tool's `StopIteration`, carried through an `asyncio.Future` (which refuses one),
+    or one its ``validate_arguments`` raised, through the run's coroutine or generator
+    (which would make it a bare `RuntimeError`), ``what`` naming where it was raised.
 
     ``__cause__`` is the tool's exception; `carried` gives it back.
     """
 
-    def __init__(self, raised: StopIteration) -> None:
-        super().__init__(f"the tool raised StopIteration: {exception_text(raised)}")
+    def __init__(self, raised: StopIteration, what: str = "the tool") -> None:
+        text = exception_text(raised)
+        super().__init__(f"{what} raised StopIteration" + (f": {text}" if text else ""))
         self.__cause__ = raised
 
 
