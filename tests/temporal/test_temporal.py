@@ -6,6 +6,7 @@ import ast
 import asyncio
 import builtins
 import inspect
+import json
 import textwrap
 import threading
 import types
@@ -43,7 +44,14 @@ from temporalio.converter import ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import (
+    ExecuteWorkflowInput,
+    Interceptor,
+    Replayer,
+    Worker,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
 from temporalio.workflow import NondeterminismError
 
 import toolfold.integrations.temporal._nested as nested_module
@@ -715,6 +723,53 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
 def test_recorded_histories_still_replay(name: str) -> None:
     """Histories recorded by an earlier toolfold replay with this one: running workflows survive the upgrade."""
     _replays(_history(name))
+
+
+def _replayed_result(history: WorkflowHistory) -> Any:
+    """What the workflow of ``history`` returns when this code replays it, as its JSON."""
+    results: list[Any] = []
+
+    class Inbound(WorkflowInboundInterceptor):
+        async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+            result = await super().execute_workflow(input)
+            results.append(result)
+            return result
+
+    class Capture(Interceptor):
+        def workflow_interceptor_class(
+            self, input: WorkflowInterceptorClassInput
+        ) -> type[WorkflowInboundInterceptor]:
+            return Inbound
+
+    plugin = ToolfoldPlugin(temporal_app.AGENTS)
+    replayer = Replayer(workflows=[], plugins=[plugin], interceptors=[Capture()])
+    asyncio.run(replayer.replay_workflow(history))
+    (result,) = results
+    (payload,) = data_converter.payload_converter.to_payloads([result])
+    return json.loads(payload.data)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("handed_stop", "Error: agent 'worker' stopped at its limit"),
+        (
+            "handed_stop_named",
+            "Error: the run of agent 'worker', handed to agent 'scribe', stopped",
+        ),
+        ("renamed_failure", "ToolExecutionError: tool 'check' failed: Error: "),
+        ("renamed_failure_named", "ToolExecutionError: tool 'check' failed in agent 'strict': "),
+    ],
+)
+def test_recorded_histories_replay_to_the_texts_recorded(name: str, text: str) -> None:
+    """A history recorded with (or before) a patched text replays to the result it recorded,
+    with that text: a text changed without its patch would replay, but to another result."""
+    history = _history(name)
+    completed = history.events[-1]
+    assert completed.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    (recorded,) = completed.workflow_execution_completed_event_attributes.result.payloads
+    assert text in recorded.data.decode()
+    assert _replayed_result(history) == json.loads(recorded.data)
 
 
 @pytest.mark.parametrize("name", ["timed_out", "timed_out_kept"])
