@@ -310,8 +310,8 @@ def resume(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
-    from toolfold.runtime._resume import started_by
     from toolfold.runtime.core._state import RunState
+    from toolfold.runtime.drive._failures import started_by
 
     try:
         document = json.loads(held.raw.decode("utf-8"))

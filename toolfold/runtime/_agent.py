@@ -12,7 +12,7 @@ from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import OutputT_co, Response, Step
-from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
+from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
     Approval,
@@ -41,6 +41,7 @@ from toolfold.runtime.core._messages import Message, freeze
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.runtime.drive._failures import started_by
 from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish

@@ -39,7 +39,6 @@ from toolfold.runtime.core._events import (
     ApprovalGranted,
     CallResumed,
     Event,
-    RunStarted,
     StepLimitChanged,
     ToolResultsProvided,
     UserMessageAdded,
@@ -69,6 +68,7 @@ from toolfold.runtime.core._state import (
     not_a_state,
 )
 from toolfold.runtime.drive._executor import resume_check
+from toolfold.runtime.drive._failures import started_by
 from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
 from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
 from toolfold.toolkit._tool import Tool
@@ -159,12 +159,6 @@ def _unshown(state: RunState) -> frozenset[str]:
         elif not isinstance(event, CallResumed):  # (a deeper sub-run's: its resume shows it)
             break
     return frozenset(ids)
-
-
-def started_by(state: RunState) -> str | None:
-    """The name of the agent (or workflow) that started the run of ``state``, if named."""
-    first = state.log[0] if len(state.log) else None
-    return first.agent if isinstance(first, RunStarted) else None
 
 
 def resumed(

@@ -102,12 +102,17 @@ def stopped_content(
     return answer.content, answer.is_error
 
 
+def started_by(state: RunState) -> str | None:
+    """The name of the agent (or workflow) that started the run of ``state``, if named."""
+    first = state.log[0] if len(state.log) else None
+    return first.agent if isinstance(first, RunStarted) else None
+
+
 def handed_to(state: RunState) -> tuple[str, str] | None:
     """(running, started) of a run a handoff gave to another agent: the name of the agent
-    running ``state`` and of the one its run started with (its `RunStarted`'s); None while
+    running ``state`` and of the one its run started with (`started_by`); None while
     the agent it started with runs it (or when the names are not known)."""
-    first = state.log[0] if len(state.log) else None
-    started = first.agent if isinstance(first, RunStarted) else None
+    started = started_by(state)
     running = state.agent
     if running is None or started is None or running == started:
         return None

@@ -763,8 +763,9 @@ def interrupted(
     that resuming runs only the calls that had not. The outermost run sets
     it last: a sub-run's state is replaced by its caller's. Errors
     (`Exception`) carry their own, but for a tool found unfit at its call, a
-    call's check that raised, and a sub-run nested too deep (`takes_state`), and a generator's exit is no
-    interruption unless the run's own code raised it (`is_interruption`).
+    call's check that raised, and a sub-run nested too deep (`takes_state`),
+    and a generator's exit is no interruption unless the run's own code
+    raised it (`is_interruption`).
     """
     if not is_interruption(exc) and not takes_state(exc):
         return
