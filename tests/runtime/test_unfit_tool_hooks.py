@@ -239,3 +239,30 @@ def test_a_checker_that_raises_stop_iteration_keeps_the_paid_answer(how: str) ->
     state = toolfold.state_of(raised.value)
     assert state is not None
     assert (state.phase, state.usage.requests) == ("running_tools", 1)
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+def test_a_sub_run_whose_checker_raises_stop_iteration_stays_on_its_calls_error_result(
+    how: str,
+) -> None:
+    """The same in an agent used as a tool: the call's error result reads the StopIteration
+    and keeps the sub-run, whose paid answer counts in the caller's tree usage."""
+    stops = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
+    stops.error = StopIteration("no more")
+    inner = Agent(ScriptedModel([[ScriptedModel.call("bad", {})]]), name="inner", tools=[stops])
+    model = ScriptedModel([[ScriptedModel.call("inner", {"input": "go"})], "done"])
+    lead = Agent(model, name="lead", tools=[inner.as_tool()])
+    if how == "sync":
+        response = lead.run("go")
+    elif how == "async":
+        response = asyncio.run(lead.arun("go"))
+    else:
+        stream = lead.stream("go")
+        for _ in stream:
+            pass
+        response = stream.response
+    (result,) = response.steps[0].tool_results
+    assert result.content == "Error: StopIteration: no more"
+    (sub,) = response.state.sub_runs.values()
+    assert (sub.agent, sub.usage.requests) == ("inner", 1)
+    assert response.state.tree_usage.requests == 3

@@ -528,8 +528,11 @@ def _error(
 
 
 def failed_outcome(job: ToolJob, exc: BaseException) -> ToolOutcome:
-    exc = carried(exc)  # (a sync tool's StopIteration, from its worker thread)
-    return _error(job, f"Error: {describe_exception(exc)}", "error", exc, exc)
+    # (a sync tool's StopIteration, from its worker thread, or a sub-run's check's, which
+    # carries the sub-run's state: `checked_arguments`)
+    raised = carried(exc)
+    stopped = exc if getattr(exc, "state", None) is not None else raised
+    return _error(job, f"Error: {describe_exception(raised)}", "error", raised, stopped)
 
 
 def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], before: int) -> bool:
