@@ -927,3 +927,144 @@ def test_a_marker_part_is_not_recorded_as_empty_reasoning(traces: Traces) -> Non
     (chat,) = traces.named("chat")
     (message,) = json.loads(chat.attributes["gen_ai.output.messages"])
     assert message["parts"] == [{"type": "text", "content": "hello"}]
+
+
+def _status(span: ReadableSpan) -> tuple[str, Any]:
+    return span.status.status_code.name, span.attributes.get("error.type")
+
+
+def test_calls_that_ended_before_ctrl_c_keep_their_outcomes_on_their_spans(
+    traces: Traces,
+) -> None:
+    """Ctrl-C in a blocking round: the calls that ended are ok (or their error), not interrupted."""
+    import signal
+    import threading
+
+    from toolfold.runtime.drive._shells import interrupt_waits
+
+    ended, failed, release = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def quick(x: int) -> int:
+        """Return at once.
+
+        Args:
+            x: A number.
+        """
+        ended.set()
+        return x
+
+    @tool
+    def broken(reason: str) -> str:
+        """Fail at once.
+
+        Args:
+            reason: Why.
+        """
+        failed.set()
+        raise ValueError(reason)
+
+    @tool
+    def slow(x: int) -> int:
+        """Send Ctrl-C once quick and broken ended, then wait to be released.
+
+        Args:
+            x: A number.
+        """
+        assert ended.wait(30)
+        assert failed.wait(30)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        assert release.wait(30)
+        return x
+
+    model = ScriptedModel(
+        [[call("quick", {"x": 1}), call("broken", {"reason": "r"}), call("slow", {"x": 2})], "d"]
+    )
+    agent = Agent(model, tools=[quick, broken, slow], name="ki")
+    with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(release.set):
+        agent.run("go")
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert [c.result is not None for c in state.calls] == [True, True, True]
+    spans = {s.name: s for s in traces.named("execute_tool")}
+    assert _status(spans["execute_tool quick"]) == ("UNSET", None)
+    assert _status(spans["execute_tool slow"]) == ("UNSET", None)
+    assert _status(spans["execute_tool broken"]) == ("ERROR", "error")
+
+
+def test_a_cancelled_round_marks_only_the_unfinished_calls_interrupted(traces: Traces) -> None:
+    """Cancelling an async round: the call that returned is ok, the one still running interrupted."""
+    import asyncio
+
+    async def main() -> None:
+        returned, blocked = asyncio.Event(), asyncio.Event()
+
+        @tool
+        async def quick(x: int) -> int:
+            """Return at once.
+
+            Args:
+                x: A number.
+            """
+            returned.set()
+            return x
+
+        @tool
+        async def stuck(x: int) -> int:
+            """Never return.
+
+            Args:
+                x: A number.
+            """
+            await returned.wait()
+            blocked.set()
+            await asyncio.Event().wait()
+            return x
+
+        model = ScriptedModel([[call("quick", {"x": 1}), call("stuck", {"x": 2})], "d"])
+        run = asyncio.ensure_future(Agent(model, tools=[quick, stuck]).arun("go"))
+        await blocked.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await run
+        state = toolfold.state_of(caught.value)
+        assert state is not None
+        assert [c.result is not None for c in state.calls] == [True, False]
+
+    asyncio.run(main())
+    spans = {s.name: s for s in traces.named("execute_tool")}
+    assert _status(spans["execute_tool quick"]) == ("UNSET", None)
+    assert _status(spans["execute_tool stuck"]) == ("ERROR", "interrupted")
+
+
+def test_a_resumptions_agent_span_counts_only_its_own_tokens(traces: Traces) -> None:
+    """The resumed run's invoke_agent span has the usage of its own requests, not the first turn's."""
+    model = ScriptedModel([call("pay", {"amount": 5}), "done"])
+    agent = Agent(model, tools=[pay])
+    first = agent.run("pay")
+    (pending,) = first.state.pending_approvals
+    second = agent.resume(RunState.from_json(first.state.to_json()), approvals={pending.id: True})
+    spans = traces.named("invoke_agent")
+    own = second.usage.input_tokens - first.usage.input_tokens
+    assert own > 0
+    assert [s.attributes["gen_ai.usage.input_tokens"] for s in spans] == [
+        first.usage.input_tokens,
+        own,
+    ]
+    assert spans[1].attributes["gen_ai.usage.output_tokens"] == (
+        second.usage.output_tokens - first.usage.output_tokens
+    )
+
+
+def test_each_handoff_event_is_on_the_runs_span(traces: Traces) -> None:
+    """Two handoffs in a row: both gen_ai.handoff events are on the run's span, none on an agent's."""
+    refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
+    billing = Agent(
+        ScriptedModel([call("transfer_to_refunds")]), name="billing", handoffs=[refunds]
+    )
+    triage = Agent(ScriptedModel([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    assert triage.run("invoice").text == "refunded"
+    (root,) = traces.named("invoke_agent triage")
+    (middle,) = traces.named("invoke_agent billing")
+    assert [e.attributes["gen_ai.agent.name"] for e in root.events] == ["billing", "refunds"]
+    assert list(middle.events) == []

@@ -39,6 +39,10 @@ from toolfold.toolkit._tool import Tool
 
 _SCOPE = "toolfold"
 
+#: The phases of a sub-run an interruption stopped midway (kept to resume from), as
+#: against one that ended or waits for its caller.
+_CUT_PHASES = frozenset(("new", "awaiting_model", "running_tools", "validating_output"))
+
 
 def instrument(
     tracer_provider: Any = None, meter_provider: Any = None, *, capture_content: bool = False
@@ -104,6 +108,8 @@ class _RunTrace:
         )
         self.context = trace.set_span_in_context(self.span)
         self.open: set[_ToolsTrace] = set()
+        # What the state had used before this invocation: a resumption's span counts its own.
+        self.usage_before = state.usage
 
     def _agent_span(self, live: Live, context: Any) -> Any:
         # A workflow's run has its planner in the model's seat: no model calls to trace.
@@ -162,7 +168,7 @@ class _RunTrace:
     def handoff(self, live: Live) -> None:
         """The run goes on with ``live``'s agent: its spans nest under a new agent span."""
         name = live.name or "agent"
-        self.span.add_event("gen_ai.handoff", {"gen_ai.agent.name": name})
+        self.root.add_event("gen_ai.handoff", {"gen_ai.agent.name": name})
         if self.span is not self.root:
             self.span.end()
         self.span = self._agent_span(live, trace.set_span_in_context(self.root))
@@ -179,8 +185,14 @@ class _RunTrace:
             span.set_attribute("toolfold.run.phase", state.phase)
             if state.finish_reason:
                 span.set_attribute("toolfold.run.finish_reason", state.finish_reason)
-            span.set_attribute("gen_ai.usage.input_tokens", state.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
+            # this invocation's (a resumption's state holds the earlier turns' usage too)
+            used, before = state.usage, self.usage_before
+            span.set_attribute(
+                "gen_ai.usage.input_tokens", max(0, used.input_tokens - before.input_tokens)
+            )
+            span.set_attribute(
+                "gen_ai.usage.output_tokens", max(0, used.output_tokens - before.output_tokens)
+            )
         if error is not None:
             span.set_attribute("error.type", type(error).__qualname__)
             span.set_status(Status(StatusCode.ERROR, _describe(error, self.owner.capture)))
@@ -219,6 +231,9 @@ class _ToolsTrace:
         calls = self.run.owner.calls
         now, clock = time.time_ns(), time.monotonic()
         for outcome in outcomes:
+            child = outcome.child
+            if child is not None and child.phase in _CUT_PHASES:
+                continue  # a sub-run kept where an interruption stopped it: not ended
             span = self.spans.pop(outcome.call_id, None)
             if span is None:
                 continue

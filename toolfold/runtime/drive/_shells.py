@@ -72,7 +72,7 @@ from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._output import restored
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._sync_calls import run_calls_sync
-from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
+from toolfold.runtime.drive._trace import RunTrace, ToolsTrace, end_run, start_run
 
 _log = logging.getLogger("toolfold.runtime")
 
@@ -148,10 +148,14 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            with resumed_round(live):
-                value = run_calls_sync(
-                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                )
+            try:
+                with resumed_round(live):
+                    value = run_calls_sync(
+                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    )
+            except BaseException:
+                cut_tools(tools, op)
+                raise
             if tools is not None:
                 tools.end(value)
         elif isinstance(op, _SwitchOp):
@@ -163,6 +167,15 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
                 failure = exc
         elif isinstance(op, _SettledOp) and trace is not None:
             trace.settled(op.calls)
+
+
+def cut_tools(tools: ToolsTrace | None, op: _RunToolsOp) -> None:
+    """A round of calls that an interruption (Ctrl-C, a cancellation, a caller that stopped
+    the stream) or an error cut short: its spans end with the outcomes of the calls that had
+    ended (``op.finished``, read before the loop drops from it what it does not commit), the
+    others as interrupted. Without this the run's end marks every call interrupted."""
+    if tools is not None:
+        tools.end(tuple(op.finished.values()) if op.finished else ())
 
 
 def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool = False) -> None:
@@ -253,10 +266,14 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                     await check_round_on_loop()  # (and before its round of calls)
                     tools = None if trace is None else trace.tools(op.jobs)
                     jobs = op.jobs if tools is None else tools.jobs
-                    with resumed_round(live):
-                        value = await run_calls(
-                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                        )
+                    try:
+                        with resumed_round(live):
+                            value = await run_calls(
+                                jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                            )
+                    except BaseException:
+                        cut_tools(tools, op)
+                        raise
                     if tools is not None:
                         tools.end(value)
                 elif isinstance(op, _SwitchOp):
@@ -363,13 +380,17 @@ def _stream_sync(
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            if op.relay is not None and any(forwards(job) for job in jobs):
-                value = yield from _relayed_sync(op, jobs, op.relay, live)
-            else:
-                with resumed_round(live):
-                    value = run_calls_sync(
-                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                    )
+            try:
+                if op.relay is not None and any(forwards(job) for job in jobs):
+                    value = yield from _relayed_sync(op, jobs, op.relay, live)
+                else:
+                    with resumed_round(live):
+                        value = run_calls_sync(
+                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
+            except BaseException:
+                cut_tools(tools, op)
+                raise
             if tools is not None:
                 tools.end(value)
 
@@ -673,18 +694,22 @@ async def _stream_async(
             await check_round_on_loop()
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            if op.relay is not None and any(forwards(job) for job in jobs):
-                ended: list[tuple[ToolOutcome, ...]] = []
-                relayed = _relayed_async(op, jobs, op.relay, live, ended)
-                async with aclosing(relayed):
-                    async for item in relayed:
-                        yield item
-                value = ended[0]
-            else:
-                with resumed_round(live):
-                    value = await run_calls(
-                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                    )
+            try:
+                if op.relay is not None and any(forwards(job) for job in jobs):
+                    ended: list[tuple[ToolOutcome, ...]] = []
+                    relayed = _relayed_async(op, jobs, op.relay, live, ended)
+                    async with aclosing(relayed):
+                        async for item in relayed:
+                            yield item
+                    value = ended[0]
+                else:
+                    with resumed_round(live):
+                        value = await run_calls(
+                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
+            except BaseException:
+                cut_tools(tools, op)
+                raise
             if tools is not None:
                 tools.end(value)
 
