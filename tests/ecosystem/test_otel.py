@@ -1068,3 +1068,48 @@ def test_each_handoff_event_is_on_the_runs_span(traces: Traces) -> None:
     (middle,) = traces.named("invoke_agent billing")
     assert [e.attributes["gen_ai.agent.name"] for e in root.events] == ["billing", "refunds"]
     assert list(middle.events) == []
+
+
+def test_sub_runs_of_two_live_runs_with_one_run_id_nest_in_their_own_traces(
+    traces: Traces,
+) -> None:
+    """Two runs sharing a run_id at once: each sub-agent's span is under its own caller's call."""
+    import threading
+
+    met, asked = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+
+    @tool
+    def meet() -> str:
+        """Wait until the other run's step has started too."""
+        met.wait()
+        return "met"
+
+    def top(n: int) -> Agent:
+
+        def answer(request: Any) -> str:
+            asked.wait()  # both sub-runs have started: neither round has ended
+            return f"sub {n} done"
+
+        sub = Agent(FunctionModel(answer), name=f"sub{n}")
+        steps = [[call("meet", {}), call(f"sub{n}", {"input": "x"})], "top done"]
+        return Agent(
+            ScriptedModel(steps), tools=[meet, sub.as_tool()], name=f"top{n}", max_concurrency=1
+        )
+
+    failed: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            top(n).run("go", run_id="conv-42")
+        except BaseException as exc:  # (reported below)
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failed == []
+    for n in (1, 2):
+        (sub,) = traces.named(f"invoke_agent sub{n}")
+        assert _parent_name(traces, sub) == f"execute_tool sub{n}"

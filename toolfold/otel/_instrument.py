@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
 import re
+import threading
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -88,15 +90,45 @@ class _OTelTracer:
         # The open execute_tool spans by the id a sub-run they make gets
         # ("<run id>/<call id>", see `Agent.as_tool`; "@<step>" follows a call id a model
         # reused, and only the current step's calls are here): the sub-run nests under its
-        # call's span, whatever thread or loop runs it.
-        self.calls: dict[str, Any] = {}
+        # call's span, whatever thread or loop runs it. Two live runs may share a run id
+        # (a caller's own id, one saved state resumed twice at once): a key then holds
+        # the spans of each, and the one current where the sub-run starts is its parent.
+        self.calls: dict[str, list[Any]] = {}
+        self.lock = threading.Lock()
 
     def start_run(self, live: Live, state: RunState) -> _RunTrace:
         run_id = state.run_id
-        parent = self.calls.get(run_id)
+        parent = self._call_span(run_id)
         if parent is None and "@" in run_id:
-            parent = self.calls.get(run_id.rpartition("@")[0])
+            parent = self._call_span(run_id.rpartition("@")[0])
         return _RunTrace(self, live, state, parent)
+
+    def _call_span(self, key: str) -> Any:
+        """The open execute_tool span whose call's sub-run has id ``key``; None when there
+        is none, or when several runs have one and none is current here (the sub-run's
+        span then nests under what is current, as any run's)."""
+        with self.lock:
+            spans = tuple(self.calls.get(key, ()))
+        if len(spans) == 1:
+            return spans[0]
+        current = trace.get_current_span()
+        return next((span for span in spans if span is current), None)
+
+    def opened(self, key: str, span: Any) -> None:
+        """``span`` is the open execute_tool span of the call whose sub-run has id ``key``."""
+        with self.lock:
+            self.calls.setdefault(key, []).append(span)
+
+    def closed(self, key: str, span: Any) -> None:
+        """``span`` (see `opened`) ended."""
+        with self.lock:
+            spans = self.calls.get(key)
+            if spans is None:
+                return
+            with contextlib.suppress(ValueError):
+                spans.remove(span)
+            if not spans:
+                del self.calls[key]
 
 
 class _RunTrace:
@@ -205,7 +237,7 @@ class _ToolsTrace:
     def __init__(self, run: _RunTrace, jobs: Sequence[ToolJob]) -> None:
         self.run = run
         self.started = time.time_ns()
-        tracer, capture, calls = run.owner.tracer, run.owner.capture, run.owner.calls
+        tracer, capture, owner = run.owner.tracer, run.owner.capture, run.owner
         self.spans: dict[str, Any] = {}
         for job in jobs:
             call = job.invocation.call
@@ -218,7 +250,7 @@ class _ToolsTrace:
                 start_time=self.started,
             )
             self.spans[call.id] = span
-            calls[f"{run.run_id}/{call.id}"] = span
+            owner.opened(f"{run.run_id}/{call.id}", span)
         # Each call runs with its span current, so spans the tool makes (a database
         # client's, an HTTP client's) nest under it.
         self.jobs = tuple(
@@ -228,7 +260,9 @@ class _ToolsTrace:
 
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
         self.run.open.discard(self)
-        calls = self.run.owner.calls
+        owner, prefix = self.run.owner, f"{self.run.run_id}/"
+        for call_id, span in self.spans.items():
+            owner.closed(prefix + call_id, span)
         now, clock = time.time_ns(), time.monotonic()
         for outcome in outcomes:
             child = outcome.child
@@ -250,8 +284,6 @@ class _ToolsTrace:
             span.set_attribute("error.type", "interrupted")
             span.set_status(Status(StatusCode.ERROR, "the step ended before this call"))
             span.end(end_time=now)
-        for call_id in self.spans.keys() | {o.call_id for o in outcomes}:
-            calls.pop(f"{self.run.run_id}/{call_id}", None)
         self.spans = {}
 
 
