@@ -1113,3 +1113,39 @@ def test_sub_runs_of_two_live_runs_with_one_run_id_nest_in_their_own_traces(
     for n in (1, 2):
         (sub,) = traces.named(f"invoke_agent sub{n}")
         assert _parent_name(traces, sub) == f"execute_tool sub{n}"
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_stream_cut_after_reporting_usage_records_it(traces: Traces, how: str) -> None:
+    """A traced stream that fails after its usage came: the chat span, the token metric and
+    the error's state hold that usage."""
+    from toolfold import StreamError, Usage
+    from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(billed)
+        yield TextDelta("word ")
+        raise StreamError("the stream ended before the message finished", provider="p")
+
+    agent = Agent(FunctionModel(lambda request: "x", stream_function=events), name="cut")
+
+    async def drain() -> None:
+        async for _ in agent.stream("hi"):
+            pass
+
+    with pytest.raises(StreamError) as caught:
+        _ = list(agent.stream("hi")) if how == "sync" else asyncio.run(drain())
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, "StreamError")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    assert chat.attributes["gen_ai.usage.output_tokens"] == 1
+    tokens = {
+        p.attributes["gen_ai.token.type"]: p.sum for p in traces.metric("gen_ai.client.token.usage")
+    }
+    assert tokens == {"input": 5000, "output": 1}
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000

@@ -30,6 +30,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    Usage,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import CallState, RunState
@@ -353,7 +354,12 @@ class _NoCall:
     def detach(self, token: object) -> None:
         pass
 
-    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+    def end(
+        self,
+        response: ModelResponse | None,
+        error: BaseException | None,
+        usage: Usage | None = None,
+    ) -> None:
         pass
 
 
@@ -384,7 +390,12 @@ class _CallTrace:
     def detach(self, token: object) -> None:
         otel_context.detach(token)  # type: ignore[arg-type]
 
-    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+    def end(
+        self,
+        response: ModelResponse | None,
+        error: BaseException | None,
+        usage: Usage | None = None,
+    ) -> None:
         span, run = self.span, self.run
         common = {
             "gen_ai.operation.name": "chat",
@@ -397,13 +408,14 @@ class _CallTrace:
             if response.response_id:
                 span.set_attribute("gen_ai.response.id", response.response_id)
             span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             if run.owner.capture:
                 span.set_attribute(
                     "gen_ai.output.messages",
                     _messages_json((response.message,), response.finish_reason),
                 )
+        if usage is not None:  # (a failed stream's: what the provider had reported, billed)
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             run.owner.tokens.record(usage.input_tokens, {**common, "gen_ai.token.type": "input"})
             run.owner.tokens.record(usage.output_tokens, {**common, "gen_ai.token.type": "output"})
         if error is not None:

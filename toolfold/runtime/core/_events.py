@@ -342,12 +342,14 @@ class AttemptDropped:
     The error ``on_tool_error="raise"`` raises carries one too: its state
     holds the results of the step's calls that ended and the failed calls
     still to run, without the sub-runs (agents used as tools) the failed
-    calls made, whose usage it keeps in ``sub_run_usage``.
+    calls made, whose usage it keeps in ``sub_run_usage``. So does the error
+    of a model's stream that failed after its provider reported usage (a
+    stream cut midway), in ``usage``: that call was billed.
 
     Attributes:
         usage: Usage of the run's own dropped answer (the one its output
-            type rejected), before the model is asked again; the run then
-            waits for its model (``awaiting_model``).
+            type rejected, or a failed stream's), before the model is asked
+            again; the run then waits for its model (``awaiting_model``).
         sub_run_usage: Usage of the dropped sub-runs (their `tree_usage`),
             before their calls run again (``running_tools``).
     """

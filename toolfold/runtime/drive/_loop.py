@@ -48,14 +48,22 @@ from toolfold.runtime.core._effects import (
     ValidateOutput,
 )
 from toolfold.runtime.core._events import (
+    AttemptDropped,
     Event,
     ModelResponded,
     OutputAccepted,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, Usage, freeze, tool_calls_of
+from toolfold.runtime.core._messages import (
+    NO_USAGE,
+    Message,
+    ToolCallPart,
+    Usage,
+    freeze,
+    tool_calls_of,
+)
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
+from toolfold.runtime.core._reducer import OpenStep, countable, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, ToolDefinition, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.core._steps import last_response, usage_sum_problem
@@ -228,6 +236,28 @@ def _set_true(var: ContextVar[bool]) -> Iterator[None]:
         var.reset(token)
 
 
+class CutAnswer(NamedTuple):
+    """What a shell gives the loop for a model's stream that failed (``error``) after the
+    provider reported its ``usage``: the call was billed, so the error's state counts it."""
+
+    error: Exception
+    usage: Usage
+
+
+def _with_cut_usage(state: RunState, usage: Usage) -> RunState:
+    """``state`` (waiting for its model) counting the usage a failed stream reported, as an
+    `AttemptDropped` (what a resume counts once, as `token_budget` does): the answer is
+    dropped, the model is asked again on resume. Kept as it was should the event be
+    refused (not expected): the model's error stays the one raised."""
+    usage = countable(usage)
+    if usage == NO_USAGE:
+        return state
+    try:
+        return reduce(state, AttemptDropped(usage=usage))
+    except Exception:
+        return state
+
+
 class Ended(NamedTuple):
     """How a loop ends: the final (or suspended) state, and the live half of the agent running it.
 
@@ -360,6 +390,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     standing.at = Stand(live, state, None)
                 try:
                     response = yield effect
+                    if type(response) is CutAnswer:  # a stream that failed, its usage billed
+                        state = _with_cut_usage(state, response.usage)
+                        raise response.error
                 except Exception as exc:
                     name_the_output_type(exc, live.output)
                     failure = model_failure(exc, state, effect.step)

@@ -26,6 +26,7 @@ from toolfold.runtime._response import (
 from toolfold.runtime.core._effects import (
     CallModel,
 )
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._cancels import (
@@ -53,6 +54,7 @@ from toolfold.runtime.drive._kept_loop import (
     watched_interrupt,
 )
 from toolfold.runtime.drive._loop import (
+    CutAnswer,
     Ended,
     Live,
     Loop,
@@ -376,7 +378,7 @@ def _stream_sync(
                         raise KeyboardInterrupt
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
-                failure = exc
+                value, failure = cut_answer(exc, folded)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
@@ -686,7 +688,7 @@ async def _stream_async(
                     yield event
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
-                failure = exc
+                value, failure = cut_answer(exc, folded)
             finally:
                 await close_stream(events)
             check_swallowed(cancelling, before)
@@ -787,9 +789,9 @@ def _stream_traced_sync(
                 call.detach(token)
         value = finish_stream(folded, call_id_maker(op.step))
     except BaseException as exc:
-        call.end(None, exc)
+        call.end(None, exc, reported(folded))
         if isinstance(exc, Exception):
-            return None, exc
+            return cut_answer(exc, folded)
         raise
     call.end(value, None)
     return value, None
@@ -820,15 +822,33 @@ async def _stream_traced(
                     call.detach(token)
             value = finish_stream(folded, call_id_maker(op.step))
         except BaseException as exc:
-            call.end(None, exc)
+            call.end(None, exc, reported(folded))
             if isinstance(exc, Exception):
-                answered.append((None, exc))
+                answered.append(cut_answer(exc, folded))
                 return
             raise
         call.end(value, None)
         answered.append((value, None))
     finally:
         await close_stream(events)
+
+
+# What a stream's state holds until its provider reports usage.
+_UNREPORTED = StreamState().usage
+
+
+def reported(folded: StreamState) -> Usage | None:
+    """The usage a model's stream had reported by ``folded`` (None if it reported none)."""
+    usage = folded.usage
+    return None if usage == _UNREPORTED else usage
+
+
+def cut_answer(exc: Exception, folded: StreamState) -> tuple[Any, Exception | None]:
+    """The value and failure for the loop of a stream that failed with ``exc`` at
+    ``folded``: once the provider had reported usage (the call was billed, as a cut
+    Anthropic stream's ``message_start`` says), a `CutAnswer` the loop counts it from."""
+    usage = reported(folded)
+    return (None, exc) if usage is None else (CutAnswer(exc, usage), None)
 
 
 async def close_stream(events: AsyncIterator[StreamEvent] | None) -> None:

@@ -1,0 +1,102 @@
+"""A model's stream that fails after its provider reported usage: the billed usage is
+counted in the error's state, once, by a resume and by token_budget too."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, RunState, StreamError, Usage, token_budget
+from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+from toolfold.testing import FunctionModel
+
+BILLED = Usage(input_tokens=5000, output_tokens=1, cached_tokens=4000, requests=1)
+ANSWER = Usage(input_tokens=7, output_tokens=3, requests=1)
+
+
+def _model(
+    reported: bool = True, reply: Callable[[ModelRequest], Any] | None = None
+) -> FunctionModel:
+    """A model whose first stream reports ``BILLED`` (if ``reported``) and is cut; then
+    ``reply`` answers (default: "done")."""
+    streams = [0]
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        streams[0] += 1
+        if streams[0] == 1:
+            if reported:
+                yield UsageUpdate(BILLED)
+            yield TextDelta("word ")
+            raise StreamError("the stream ended before the message finished", provider="p")
+        yield UsageUpdate(ANSWER)
+        yield TextDelta("done")
+
+    return FunctionModel(reply or (lambda request: "done"), stream_function=events)
+
+
+def _drain(agent: Agent, how: str) -> None:
+    """Read the agent's stream to its end, blocking or async."""
+    if how == "sync":
+        for _ in agent.stream("hi"):
+            pass
+        return
+
+    async def main() -> None:
+        async for _ in agent.stream("hi"):
+            pass
+
+    asyncio.run(main())
+
+
+def _cut(agent: Agent, how: str) -> RunState:
+    """The state of the error the first stream's cut raises."""
+    with pytest.raises(StreamError) as caught:
+        _drain(agent, how)
+    state = toolfold.state_of(caught.value)
+    assert isinstance(state, RunState)
+    return state
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_cut_streams_reported_usage_is_in_the_errors_state_and_counted_once(how: str) -> None:
+    """err.state.usage holds what the cut stream reported; the resume adds only its own request."""
+    agent = Agent(_model())
+    state = _cut(agent, how)
+    assert state.usage == BILLED
+    assert state.phase == "awaiting_model"
+    saved = RunState.from_json(state.to_json())
+    assert saved.usage == BILLED
+    response = agent.resume(saved)
+    assert response.text == "done"
+    (step,) = response.steps
+    assert response.usage == BILLED + step.usage
+
+
+def test_a_stream_cut_before_any_usage_counts_nothing() -> None:
+    """A stream that failed before reporting usage leaves the state's usage as it was."""
+    state = _cut(Agent(_model(reported=False)), "sync")
+    assert state.usage == Usage()
+
+
+@toolfold.tool
+def lookup() -> str:
+    """Look something up."""
+    return "found"
+
+
+def test_token_budget_counts_a_cut_streams_usage() -> None:
+    """The resumed run stops at a budget its one new request alone does not reach: the cut
+    stream's billed tokens count."""
+    answers = iter([FunctionModel.call("lookup", {}), "done"])
+    model = _model(reply=lambda request: next(answers))
+    agent = Agent(model, tools=[lookup], stop_when=[token_budget(1000)])
+    state = _cut(agent, "sync")
+    response = agent.resume(state)
+    (step,) = response.steps
+    assert step.usage.total_tokens < 1000
+    assert response.state.finish_reason == "token_budget"
+    assert response.usage == BILLED + step.usage
