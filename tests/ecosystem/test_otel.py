@@ -1149,3 +1149,63 @@ def test_a_stream_cut_after_reporting_usage_records_it(traces: Traces, how: str)
     assert tokens == {"input": 5000, "output": 1}
     (run,) = traces.named("invoke_agent")
     assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
+def _abandoned_sub_run_agents(slow: Any) -> Agent:
+    sub = Agent(ScriptedModel([call("slow", {}), "sub done"]), tools=[slow], name="sub")
+    return Agent(ScriptedModel([call("sub", {"input": "x"}), "top done"]), tools=[sub.as_tool()])
+
+
+def test_a_stream_stopped_during_a_sub_run_leaves_no_error_on_the_sub_runs_span(
+    traces: Traces,
+) -> None:
+    """Breaking out of a blocking stream at a sub-run's event: the sub-run's span is not an
+    error (it stopped because the caller left, not on Ctrl-C)."""
+    import threading
+
+    from toolfold import SubRunEvent
+
+    release = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Wait until released."""
+        assert release.wait(30)
+        return "late"
+
+    stream = iter(_abandoned_sub_run_agents(slow).stream("go"))
+    for event in stream:
+        if isinstance(event, SubRunEvent):
+            break
+    stream.close()
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == "toolfold-step":
+            thread.join(30)
+    (sub,) = traces.named("invoke_agent sub")
+    assert sub.status.status_code != StatusCode.ERROR, sub.attributes.get("error.type")
+    assert "error.type" not in sub.attributes
+
+
+def test_an_async_stream_stopped_during_a_sub_run_leaves_no_error_on_its_span(
+    traces: Traces,
+) -> None:
+    """The same for an async stream closed at a sub-run's event: no CancelledError on it."""
+    from toolfold import SubRunEvent
+
+    @tool
+    async def slow() -> str:
+        """Never return."""
+        await asyncio.Event().wait()
+        return "late"
+
+    async def main() -> None:
+        stream = aiter(_abandoned_sub_run_agents(slow).stream("go"))
+        async for event in stream:
+            if isinstance(event, SubRunEvent):
+                break
+        await stream.aclose()
+
+    asyncio.run(main())
+    (sub,) = traces.named("invoke_agent sub")
+    assert sub.status.status_code != StatusCode.ERROR, sub.attributes.get("error.type")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import inspect
 import json
@@ -132,9 +133,17 @@ class _OTelTracer:
                 del self.calls[key]
 
 
+#: The step whose call runs the code here (set while a traced tool runs): a sub-run
+#: started in it learns from it whether the caller left its stream (`_ToolsTrace.abandon`).
+_CALLER: contextvars.ContextVar[_ToolsTrace | None] = contextvars.ContextVar(
+    "toolfold_otel_caller", default=None
+)
+
+
 class _RunTrace:
     def __init__(self, owner: _OTelTracer, live: Live, state: RunState, parent: Any) -> None:
         self.owner = owner
+        self.caller = _CALLER.get()
         self.run_id = state.run_id
         self.root = self.span = self._agent_span(
             live, None if parent is None else trace.set_span_in_context(parent)
@@ -208,7 +217,15 @@ class _RunTrace:
         self.span.set_attribute("toolfold.handoff", True)
         self.context = trace.set_span_in_context(self.span)
 
+    def abandoned(self) -> bool:
+        """Whether the caller of a run above this one left its stream (this run stops
+        because of it: not Ctrl-C, not a cancellation of its own, not its error)."""
+        caller = self.caller
+        return caller is not None and caller.is_abandoned()
+
     def end(self, state: RunState | None, error: BaseException | None) -> None:
+        if error is not None and _is_interrupt(error) and self.abandoned():
+            error = None  # (as the stopped stream's own run: the caller chose to stop)
         for tools in list(self.open):  # a tool raised out of the step (on_tool_error="raise")
             tools.end(())
         if self.span is not self.root:
@@ -237,6 +254,7 @@ class _ToolsTrace:
 
     def __init__(self, run: _RunTrace, jobs: Sequence[ToolJob]) -> None:
         self.run = run
+        self.left = False  # (`abandon`)
         self.started = time.time_ns()
         tracer, capture, owner = run.owner.tracer, run.owner.capture, run.owner
         self.spans: dict[str, Any] = {}
@@ -255,9 +273,16 @@ class _ToolsTrace:
         # Each call runs with its span current, so spans the tool makes (a database
         # client's, an HTTP client's) nest under it.
         self.jobs = tuple(
-            [with_tool(job, _current(self.spans[job.invocation.call.id])) for job in jobs]
+            [with_tool(job, _current(self.spans[job.invocation.call.id], self)) for job in jobs]
         )
         run.open.add(self)
+
+    def abandon(self) -> None:
+        self.left = True
+
+    def is_abandoned(self) -> bool:
+        """Whether the caller left the stream of this step's run, or of a run above it."""
+        return self.left or self.run.abandoned()
 
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
         self.run.open.discard(self)
@@ -301,8 +326,9 @@ def _tool_attributes(call: ToolCallPart, capture: bool) -> dict[str, Any]:
     return attributes
 
 
-def _current(span: Any) -> Any:
-    """What makes a copy of a tool whose calls run with ``span`` current.
+def _current(span: Any, step: _ToolsTrace) -> Any:
+    """What makes a copy of a tool whose calls run with ``span`` current (and ``step``,
+    the step of the call, as the caller of the sub-runs it starts: `_CALLER`).
 
     Attached where the call runs (a worker thread, the call's task, the
     caller's thread), in the context the executor gives the call: what the
@@ -315,19 +341,23 @@ def _current(span: Any) -> Any:
 
         def current(arguments: Any, context: Any = None) -> Any:
             token = otel_context.attach(trace.set_span_in_context(span))
+            caller = _CALLER.set(step)
             try:
                 value = invoke(arguments, context)
             finally:
+                _CALLER.reset(caller)
                 otel_context.detach(token)
             # A sync function may return an awaitable (a coroutine of its own): the
             # executor awaits it after this returns, wherever it runs: under the span too.
-            return _under(span, value) if inspect.isawaitable(value) else value
+            return _under(span, step, value) if inspect.isawaitable(value) else value
 
         async def current_async(arguments: Any, context: Any = None) -> Any:
             token = otel_context.attach(trace.set_span_in_context(span))
+            caller = _CALLER.set(step)
             try:
                 return await invoke(arguments, context)
             finally:
+                _CALLER.reset(caller)
                 otel_context.detach(token)
 
         traced.__dict__["invoke"] = current_async if tool.is_async else current
@@ -336,12 +366,14 @@ def _current(span: Any) -> Any:
     return wrap
 
 
-async def _under(span: Any, awaitable: Awaitable[Any]) -> Any:
-    """``await awaitable`` with ``span`` current."""
+async def _under(span: Any, step: _ToolsTrace, awaitable: Awaitable[Any]) -> Any:
+    """``await awaitable`` with ``span`` current (``step`` the caller, as in `_current`)."""
     token = otel_context.attach(trace.set_span_in_context(span))
+    caller = _CALLER.set(step)
     try:
         return await awaitable
     finally:
+        _CALLER.reset(caller)
         otel_context.detach(token)
 
 
@@ -418,6 +450,8 @@ class _CallTrace:
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             run.owner.tokens.record(usage.input_tokens, {**common, "gen_ai.token.type": "input"})
             run.owner.tokens.record(usage.output_tokens, {**common, "gen_ai.token.type": "output"})
+        if error is not None and _is_interrupt(error) and run.abandoned():
+            error = GeneratorExit()  # (the caller of a run above left its stream)
         if error is not None:
             common = {**common, "error.type": type(error).__qualname__}
             span.set_attribute("error.type", type(error).__qualname__)
@@ -426,6 +460,12 @@ class _CallTrace:
             span.set_status(Status(StatusCode.ERROR, _describe(error, run.owner.capture)))
         run.owner.duration.record(time.monotonic() - self.started, common)
         span.end()
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` is what stops a sub-run from outside: Ctrl-C (`check_interrupt`
+    raises one in a blocking sub-run whose caller left) or a cancellation."""
+    return isinstance(error, KeyboardInterrupt) or type(error).__name__ == "CancelledError"
 
 
 def _describe(error: BaseException, capture: bool) -> str:

@@ -384,7 +384,7 @@ def _stream_sync(
             jobs = op.jobs if tools is None else tools.jobs
             try:
                 if op.relay is not None and any(forwards(job) for job in jobs):
-                    value = yield from _relayed_sync(op, jobs, op.relay, live)
+                    value = yield from _relayed_sync(op, jobs, op.relay, live, tools)
                 else:
                     with resumed_round(live):
                         value = run_calls_sync(
@@ -403,7 +403,11 @@ ABANDON_WAIT = SIGNAL_POLL
 
 
 def _relayed_sync(
-    op: _RunToolsOp, jobs: Sequence[ToolJob], relay: Relay, live: Live
+    op: _RunToolsOp,
+    jobs: Sequence[ToolJob],
+    relay: Relay,
+    live: Live,
+    tools: ToolsTrace | None = None,
 ) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
     """The step's calls (``jobs``: ``op``'s, or its trace's) on a thread of their own, their
     sub-runs' events yielded as they come.
@@ -511,6 +515,8 @@ def _relayed_sync(
         keep()
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)):
+            if tools is not None:  # (told first: its sub-runs stop because the caller left)
+                tools.abandon()
             interrupt.cut()  # (the run is abandoned: what its round runs stops, reply or not)
             done.wait(ABANDON_WAIT)
             keep()
@@ -571,12 +577,14 @@ async def _relayed_async(
     relay: Relay,
     live: Live,
     outcomes: list[tuple[ToolOutcome, ...]],
+    tools: ToolsTrace | None = None,
 ) -> AsyncGenerator[RunStreamEvent, None]:
     """The step's calls (``jobs``: ``op``'s, or its trace's) as a task; their sub-runs'
     events yielded as they come.
 
     ``outcomes`` receives the calls' outcomes. Stopping the iteration cancels
-    the calls still running, as cancelling the awaited calls would.
+    the calls still running, as cancelling the awaited calls would (``tools``, the
+    step's trace, is told first that the caller left).
     """
     import asyncio
 
@@ -607,6 +615,10 @@ async def _relayed_async(
             wake.clear()
             await wake.wait()
         outcomes.append(task.result())
+    except (Exception, GeneratorExit):
+        if tools is not None and not task.done():
+            tools.abandon()
+        raise
     finally:
         if not task.done():
             task.cancel()
@@ -699,7 +711,7 @@ async def _stream_async(
             try:
                 if op.relay is not None and any(forwards(job) for job in jobs):
                     ended: list[tuple[ToolOutcome, ...]] = []
-                    relayed = _relayed_async(op, jobs, op.relay, live, ended)
+                    relayed = _relayed_async(op, jobs, op.relay, live, ended, tools)
                     async with aclosing(relayed):
                         async for item in relayed:
                             yield item

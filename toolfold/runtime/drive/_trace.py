@@ -61,6 +61,10 @@ class ToolsTrace(Protocol):
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
         """The calls ended (each outcome carries its duration)."""
 
+    def abandon(self) -> None:
+        """The caller stopped the stream during these calls: the sub-runs they run stop
+        because it left (their interruption or cancellation is no Ctrl-C, no error)."""
+
 
 class RunTrace(Protocol):
     """One run (or one resumption of it) being traced."""
