@@ -1151,6 +1151,31 @@ def test_a_stream_cut_after_reporting_usage_records_it(traces: Traces, how: str)
     assert run.attributes["gen_ai.usage.input_tokens"] == 5000
 
 
+def test_ctrl_c_in_a_traced_stream_after_its_usage_counts_it_in_the_state(traces: Traces) -> None:
+    """Ctrl-C while a traced stream answers, after its usage came: the chat span, the run's
+    span and the interruption's state each count it once."""
+    from toolfold import Usage
+    from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(billed)
+        yield TextDelta("word ")
+        raise KeyboardInterrupt
+
+    agent = Agent(FunctionModel(lambda request: "x", stream_function=events), name="cut")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        list(agent.stream("hi"))
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, "KeyboardInterrupt")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
 def _abandoned_sub_run_agents(slow: Any) -> Agent:
     sub = Agent(ScriptedModel([call("slow", {}), "sub done"]), tools=[slow], name="sub")
     return Agent(ScriptedModel([call("sub", {"input": "x"}), "top done"]), tools=[sub.as_tool()])

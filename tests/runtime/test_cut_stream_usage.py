@@ -4,14 +4,14 @@ counted in the error's state, once, by a resume and by token_budget too."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 
 import toolfold
 from toolfold import Agent, RunState, StreamError, Usage, token_budget
-from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+from toolfold.runtime import ModelRequest, StreamEvent, TextDelta, UsageUpdate
 from toolfold.runtime.core._stop import dropped_in_stop_text, stop_answer
 from toolfold.testing import FunctionModel
 
@@ -121,3 +121,90 @@ def test_the_recorded_wording_of_a_dropped_answer_stays_for_durable_replays() ->
     assert isinstance(text, str)
     assert f"{BILLED.total_tokens} of them by the rejected answer a resume dropped)" in text
     assert not dropped_in_stop_text(Agent(FunctionModel(lambda r: "done")).run("hi").state)
+
+
+class _CutAsync(FunctionModel):
+    """A model whose async stream reports ``BILLED``, sends a word, then waits until cancelled
+    (``sent`` is set once the word is out); its blocking stream and later calls answer "done"."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: "done")
+        self.sent = asyncio.Event()
+        self.streams = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.streams += 1
+        if self.streams > 1:
+            async for event in super().stream(request):
+                yield event
+            return
+        yield UsageUpdate(BILLED)
+        yield TextDelta("word ")
+        self.sent.set()
+        await asyncio.Future()  # (cancelled here)
+
+
+def _interrupted_sync(agent: Agent, where: str) -> RunState:
+    """The state of the Ctrl-C that cuts the agent's first stream after its usage came:
+    raised by the model's stream, or landing in the caller's code at the word it holds."""
+    with pytest.raises(KeyboardInterrupt) as caught:
+        events = iter(agent.stream("hi"))
+        for event in events:
+            if where == "caller" and isinstance(event, TextDelta):
+                events.throw(KeyboardInterrupt())  # type: ignore[attr-defined]
+    state = toolfold.state_of(caught.value)
+    assert isinstance(state, RunState)
+    return state
+
+
+@pytest.mark.parametrize("where", ["model", "caller"])
+def test_ctrl_c_while_a_stream_answers_keeps_its_reported_usage_once(where: str) -> None:
+    """Ctrl-C after the stream reported usage: the interruption's state counts it, the resume
+    adds only its own request."""
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(BILLED)
+        yield TextDelta("word ")
+        if where == "model":
+            raise KeyboardInterrupt
+        yield TextDelta("more")
+
+    agent = Agent(FunctionModel(lambda request: "done", stream_function=events))
+    state = _interrupted_sync(agent, where)
+    assert state.usage == BILLED
+    assert [e.kind for e in state.log] == ["run_started", "attempt_dropped"]
+    response = Agent(FunctionModel(lambda request: "done")).resume(state)
+    (step,) = response.steps
+    assert response.usage == BILLED + step.usage
+
+
+def test_a_cancellation_while_a_stream_answers_keeps_its_reported_usage_once() -> None:
+    """A task cancelled while its stream answers, after the usage came: the CancelledError's
+    state counts it once, and a resume adds only its own request."""
+    model = _CutAsync()
+    agent = Agent(model)
+    states: list[RunState | None] = []
+
+    async def consume() -> None:
+        try:
+            async for _ in agent.stream("hi"):
+                pass
+        except asyncio.CancelledError as exc:
+            states.append(toolfold.state_of(exc))
+            raise
+
+    async def main() -> None:
+        task = asyncio.create_task(consume())
+        await model.sent.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (state,) = states
+    assert state is not None
+    assert state.usage == BILLED
+    response = agent.resume(state)
+    (step,) = response.steps
+    assert response.usage == BILLED + step.usage
+    assert [e.kind for e in response.state.log].count("attempt_dropped") == 1

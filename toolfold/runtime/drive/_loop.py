@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, Union
 
@@ -258,6 +258,30 @@ def _with_cut_usage(state: RunState, usage: Usage) -> RunState:
         return state
 
 
+# Where an interruption (Ctrl-C, a cancellation) that cut a model's stream carries, to the
+# loop it is thrown into, the usage the stream had reported (see `note_cut_usage`).
+_CUT_USAGE = "_toolfold_cut_usage"
+
+
+def note_cut_usage(exc: BaseException, usage: Usage | None) -> None:
+    """Give ``exc``, an interruption that cut a model's stream after the provider reported
+    ``usage``, that usage for the run's loop: the call was billed, so the interruption's
+    state counts it (`_with_cut_usage`), as an error's does (`CutAnswer`)."""
+    if usage is not None and not isinstance(exc, Exception):
+        with suppress(AttributeError, TypeError):  # (an exception class without a __dict__)
+            setattr(exc, _CUT_USAGE, usage)
+
+
+def _taken_cut_usage(exc: BaseException) -> Usage:
+    """The usage `note_cut_usage` gave ``exc``, taken off it: one loop counts it, once."""
+    usage = getattr(exc, _CUT_USAGE, None)
+    if usage is None:
+        return NO_USAGE
+    with suppress(AttributeError):
+        delattr(exc, _CUT_USAGE)
+    return usage if isinstance(usage, Usage) else NO_USAGE
+
+
 class Ended(NamedTuple):
     """How a loop ends: the final (or suspended) state, and the live half of the agent running it.
 
@@ -400,7 +424,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         raise  # "raise exc from exc" would make the error its own cause
                     raise failure from exc
                 except BaseException as exc:  # cancelled while the model answers: the run before
-                    interrupted(exc, state)
+                    # (counting what a cut stream had reported: billed, asked again on resume)
+                    interrupted(exc, _with_cut_usage(state, _taken_cut_usage(exc)))
                     raise
                 # A call the provider cut never runs, whichever model answered, whole
                 # or streamed: dropped once here, where the answer becomes the event

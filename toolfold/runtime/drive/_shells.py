@@ -67,6 +67,7 @@ from toolfold.runtime.drive._loop import (
     is_interruption,
     is_unfit_tool,
     kept_standing,
+    note_cut_usage,
     resumed_round,
     run_loop,
 )
@@ -379,6 +380,9 @@ def _stream_sync(
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 value, failure = cut_answer(exc, folded)
+            except BaseException as exc:  # Ctrl-C: the loop's state counts what it reported
+                note_cut_usage(exc, reported(folded))
+                raise
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
@@ -701,6 +705,9 @@ async def _stream_async(
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
                 value, failure = cut_answer(exc, folded)
+            except BaseException as exc:  # cancelled: the loop's state counts what it reported
+                note_cut_usage(exc, reported(folded))
+                raise
             finally:
                 await close_stream(events)
             check_swallowed(cancelling, before)
@@ -804,6 +811,7 @@ def _stream_traced_sync(
         call.end(None, exc, reported(folded))
         if isinstance(exc, Exception):
             return cut_answer(exc, folded)
+        note_cut_usage(exc, reported(folded))  # (Ctrl-C: counted in its state, as on the span)
         raise
     call.end(value, None)
     return value, None
@@ -838,6 +846,7 @@ async def _stream_traced(
             if isinstance(exc, Exception):
                 answered.append(cut_answer(exc, folded))
                 return
+            note_cut_usage(exc, reported(folded))  # (cancelled: counted in its state too)
             raise
         call.end(value, None)
         answered.append((value, None))
