@@ -147,11 +147,14 @@ class _CutAsync(FunctionModel):
 def _interrupted_sync(agent: Agent, where: str) -> RunState:
     """The state of the Ctrl-C that cuts the agent's first stream after its usage came:
     raised by the model's stream, or landing in the caller's code at the word it holds."""
-    with pytest.raises(KeyboardInterrupt) as caught:
-        events = iter(agent.stream("hi"))
-        for event in events:
-            if where == "caller" and isinstance(event, TextDelta):
-                events.throw(KeyboardInterrupt())  # type: ignore[attr-defined]
+    events = iter(agent.stream("hi"))
+    if where == "caller":
+        next(e for e in events if isinstance(e, TextDelta))
+        with pytest.raises(KeyboardInterrupt) as caught:
+            events.throw(KeyboardInterrupt())  # type: ignore[attr-defined]
+    else:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            list(events)
     state = toolfold.state_of(caught.value)
     assert isinstance(state, RunState)
     return state
