@@ -247,14 +247,16 @@ class CutAnswer(NamedTuple):
 def _with_cut_usage(state: RunState, usage: Usage) -> RunState:
     """``state`` (waiting for its model) counting the usage a failed stream reported, as an
     `AttemptDropped` (what a resume counts once, as `token_budget` does): the answer is
-    dropped, the model is asked again on resume. Kept as it was should the event be
-    refused (not expected): the model's error stays the one raised."""
+    dropped, the model is asked again on resume. Kept as it was should the reducer refuse
+    the event (not expected): the model's error stays the one raised. Not shown to
+    ``on_event`` here: the caller shows it where the run fails (an interruption's state,
+    as its committed results, is not shown)."""
     usage = countable(usage)
     if usage == NO_USAGE:
         return state
     try:
         return reduce(state, AttemptDropped(usage=usage))
-    except Exception:
+    except InvalidEventError:
         return state
 
 
@@ -412,6 +414,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         raise
                 if standing is not None:
                     standing.at = Stand(live, state, None)
+                before = state
                 try:
                     response = yield effect
                     if type(response) is CutAnswer:  # a stream that failed, its usage billed
@@ -419,7 +422,10 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         raise response.error
                 except Exception as exc:
                     name_the_output_type(exc, live.output)
-                    failure = model_failure(exc, state, effect.step)
+                    counted = state is not before  # (the cut stream's usage, an AttemptDropped)
+                    failure = model_failure(exc, state, effect.step, counted=counted)
+                    if counted:  # shown as every event is (an observer raising: its RunError,
+                        show_event(live, state.log[-1], state)  # this error its cause's context)
                     if failure is exc:
                         raise  # "raise exc from exc" would make the error its own cause
                     raise failure from exc
@@ -666,7 +672,12 @@ def _run_tools(
             raise
     if live.on_tool_error == "raise":
         raise_tool_error(
-            state, outcomes, live.stop_when, live.tools, functools.partial(_committed, live)
+            state,
+            outcomes,
+            live.stop_when,
+            live.tools,
+            functools.partial(_committed, live),
+            functools.partial(show_event, live),
         )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
