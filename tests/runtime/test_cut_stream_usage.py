@@ -12,7 +12,7 @@ import pytest
 import toolfold
 from toolfold import Agent, RunState, StreamError, Usage, token_budget
 from toolfold.runtime import ModelRequest, StreamEvent, TextDelta, UsageUpdate
-from toolfold.runtime.core._stop import dropped_in_stop_text, stop_answer
+from toolfold.runtime.core._stop import stop_answer
 from toolfold.testing import FunctionModel
 
 BILLED = Usage(input_tokens=5000, output_tokens=1, cached_tokens=4000, requests=1)
@@ -107,20 +107,6 @@ def test_token_budget_counts_a_cut_streams_usage() -> None:
         f"{BILLED.total_tokens} of them by an answer dropped to ask the model again) "
         "after 1 model call without answering"
     )
-
-
-def test_the_recorded_wording_of_a_dropped_answer_stays_for_durable_replays() -> None:
-    """recorded_wording gives the text runs recorded before cut streams counted said."""
-    answers = iter([FunctionModel.call("lookup", {}), "done"])
-    agent = Agent(
-        _model(reply=lambda request: next(answers)), tools=[lookup], stop_when=[token_budget(1000)]
-    )
-    state = agent.resume(_cut(agent, "sync")).state
-    assert dropped_in_stop_text(state)
-    text = stop_answer(state, "agent 'a'", recorded_wording=True)
-    assert isinstance(text, str)
-    assert f"{BILLED.total_tokens} of them by the rejected answer a resume dropped)" in text
-    assert not dropped_in_stop_text(Agent(FunctionModel(lambda r: "done")).run("hi").state)
 
 
 class _CutAsync(FunctionModel):

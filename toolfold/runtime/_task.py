@@ -729,9 +729,7 @@ def step_text(state: RunState, target: Any = None) -> tuple[str, bool]:
     return encode_basestring_ascii(output) if type(output) is str else json_text(output), False
 
 
-def step_result(
-    state: RunState, target: Any = None, *, recorded_wording: bool = False
-) -> tuple[str, bool]:
+def step_result(state: RunState, target: Any = None) -> tuple[str, bool]:
     """What a step passes on from its finished run, as (text, is_error).
 
     The text is JSON: the run's output, or the result of the call that
@@ -744,12 +742,9 @@ def step_result(
     name: the text is computed in the workflow and becomes part of the
     history the model calls recorded, so naming the callable would change how
     recorded histories replay. ``target``: the step's agent, whose
-    ``stop_when`` callable the error names (see `stopped_by`). ``recorded_wording``:
-    as `stop_answer` (a durable run's recorded text).
+    ``stop_when`` callable the error names (see `stopped_by`).
     """
-    answer = stop_answer(
-        state, "the step's run", stopped_by(target, state), recorded_wording=recorded_wording
-    )
+    answer = stop_answer(state, "the step's run", stopped_by(target, state))
     if answer is None:
         return json_text(state.output), False
     if isinstance(answer, str):  # stopped without answering

@@ -355,14 +355,8 @@ class SubRunTool:
                 )
         return start(options, prompt, sub_id, agent=target.name)
 
-    def ended(
-        self, call: ToolCallPart, state: RunState, *, recorded_wording: bool = False
-    ) -> ToolReturned | ToolSuspended:
-        """The event reporting the sub-run of ``call``: waiting, finished, or failed (as locally).
-
-        ``recorded_wording``: a ``token_budget`` stop's text as a run recorded before
-        `DROPPED_ANSWER_TEXT` said it (see `stop_answer`).
-        """
+    def ended(self, call: ToolCallPart, state: RunState) -> ToolReturned | ToolSuspended:
+        """The event reporting the sub-run of ``call``: waiting, finished, or failed (as locally)."""
         call_id = call.id
         if state.phase in WAITING_PHASES:
             return ToolSuspended(call_id, state)
@@ -374,11 +368,9 @@ class SubRunTool:
         if self.task is not None:
             from toolfold.runtime._task import step_result
 
-            # a step with no answer failed, as locally
-            text, is_error = step_result(state, recorded_wording=recorded_wording)
+            text, is_error = step_result(state)  # a step with no answer failed, as locally
         elif state.finish_reason in STOP_REASONS:  # as `_agent_tool._sub_run` answers
-            who = agent_label(self.target, call.name)
-            text, is_error = stopped_content(state, who, recorded_wording=recorded_wording)
+            text, is_error = stopped_content(state, agent_label(self.target, call.name))
         else:
             text, is_error = _content(state.output, state.last_text), False
         if is_error:

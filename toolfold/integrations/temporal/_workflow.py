@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         Disposition,
         RunState,
     )
-    from toolfold.runtime.core._stop import dropped_in_stop_text, handed_budget, stop_event
+    from toolfold.runtime.core._stop import handed_budget, stop_event
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
     from toolfold.runtime.drive._handoff import at_limit, settle_events
@@ -131,11 +131,6 @@ DURABLE_BOUND_KEYS = "toolfold-durable-bound-keys"
 """The `workflow.patched` id of an update's bound approval keys (`approval_key`) read as a
 local resume reads them, the one call each was made for (runs recorded before refused them
 in the validator; the handler read one as a call's own id: they replay so)."""
-DROPPED_ANSWER_TEXT = "toolfold-dropped-answer-text"
-"""The `workflow.patched` id of a sub-run's ``token_budget`` stop text saying its dropped
-answers were ``dropped to ask the model again`` (rejected, or their stream cut): runs
-recorded before said ``by the rejected answer a resume dropped`` in the call's result,
-which their later model calls were sent: they replay so."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -856,8 +851,7 @@ class AgentWorkflow:
                 agent, path, output_activity_name(sub.node.name), given
             )
             return attrs.evolve(made, child=child)
-        recorded = dropped_in_stop_text(child) and not workflow.patched(DROPPED_ANSWER_TEXT)
-        return sub.ended(call, child, recorded_wording=recorded)
+        return sub.ended(call, child)
 
     def _stopped_at(self, path: tuple[str, ...], started: RunState | None) -> RunState | None:
         """The state the sub-run at ``path`` stops at when cancelled now, as a local run keeps it.

@@ -315,7 +315,7 @@ def stopping_result(state: RunState) -> ToolResultPart | None:
 
 
 def stop_answer(
-    state: RunState, who: str, stopped_by: str | None = None, *, recorded_wording: bool = False
+    state: RunState, who: str, stopped_by: str | None = None
 ) -> ToolResultPart | str | None:
     """What a run that a stop condition finished answers, else None.
 
@@ -327,10 +327,6 @@ def stop_answer(
     workflow's ``on_error``) can react. ``stopped_by`` names the ``stop_when``
     callable that stopped it, where the caller knows it (a state does not
     keep callables). None for a run that answered, or that did not finish.
-    ``recorded_wording``: a ``token_budget`` stop counting dropped answers
-    says so as versions before cut streams were counted did (``by the
-    rejected answer a resume dropped``), for a durable run that recorded that
-    text (see `dropped_in_stop_text`).
     """
     reason = state.finish_reason
     if state.phase != "finished" or reason not in STOP_REASONS:
@@ -343,23 +339,17 @@ def stop_answer(
     if reason == "stop_condition":
         cause = f"was stopped by a stop_when condition ({stopped_by or 'stop_condition'})"
     else:
-        cause = f"stopped at its limit {_limit(state, reason, recorded_wording)}"
+        cause = f"stopped at its limit {_limit(state, reason)}"
     steps = state.turn_steps  # (what max_steps counts: this turn's model calls)
     calls = f"{steps} model call" + ("" if steps == 1 else "s")
     return f"Error: {who} {cause} after {calls} without answering"
-
-
-def dropped_in_stop_text(state: RunState) -> bool:
-    """Whether `stop_answer`'s text of ``state`` counts dropped answers, which the wording of
-    versions before cut streams were counted says otherwise (``recorded_wording``)."""
-    return stop_answer(state, "", recorded_wording=True) != stop_answer(state, "")
 
 
 STOP_REASONS = frozenset((*_KINDS, "stop_condition"))
 """The finish reasons of a run that a stop condition (or its ``max_steps``) ended."""
 
 
-def _limit(state: RunState, reason: str, recorded_wording: bool = False) -> str:
+def _limit(state: RunState, reason: str) -> str:
     condition = stopping_condition(state)
     if isinstance(condition, TokenBudget) and condition.tree:
         tree = tree_tokens(state)
@@ -374,10 +364,7 @@ def _limit(state: RunState, reason: str, recorded_wording: bool = False) -> str:
         dropped = [e.usage for e in state.log if e.kind == "attempt_dropped"]
         dropped = [u for u in dropped if u.total_tokens]
         tokens = sum(u.total_tokens for u in dropped)
-        if tokens and recorded_wording:  # as runs recorded before cut streams counted said
-            answers = "answer" if len(dropped) == 1 else f"{len(dropped)} answers"
-            used += f", {tokens} of them by the rejected {answers} a resume dropped"
-        elif tokens:
+        if tokens:
             answers = "an answer" if len(dropped) == 1 else f"{len(dropped)} answers"
             used += f", {tokens} of them by {answers} dropped to ask the model again"
         return f"{describe_condition(condition)} ({used})"

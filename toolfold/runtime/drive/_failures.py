@@ -70,9 +70,7 @@ def not_started_text(who: str, reason: str) -> str:
     return f"Error: {who} was not started: {reason}"
 
 
-def stopped_content(
-    state: RunState, who: str, stopped_by: str | None = None, *, recorded_wording: bool = False
-) -> tuple[str, bool]:
+def stopped_content(state: RunState, who: str, stopped_by: str | None = None) -> tuple[str, bool]:
     """What the calling model sees of a sub-run a stop condition (or a limit) ended.
 
     As (text, is_error). A `tool_called` stop: that call's result (an error
@@ -81,9 +79,8 @@ def stopped_content(
     naming ``who`` (``agent 'research'``) and why it stopped, with the
     limit, that the model can react to (a workflow step fails the same way).
     ``stopped_by`` names the ``stop_when`` callable where the caller knows it.
-    ``recorded_wording``: as `stop_answer` (a durable run's recorded text).
     """
-    answer = stop_answer(state, who, stopped_by, recorded_wording=recorded_wording)
+    answer = stop_answer(state, who, stopped_by)
     if isinstance(answer, str):
         return answer, True
     assert answer is not None, f"{state.finish_reason!r} is not a stop condition's reason"
