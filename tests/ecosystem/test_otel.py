@@ -1176,6 +1176,43 @@ def test_ctrl_c_in_a_traced_stream_after_its_usage_counts_it_in_the_state(traces
     assert run.attributes["gen_ai.usage.input_tokens"] == 5000
 
 
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, asyncio.CancelledError])
+def test_an_interruption_thrown_into_a_traced_async_stream_counts_its_usage(
+    traces: Traces, thrown: type[BaseException]
+) -> None:
+    """Ctrl-C or a cancellation thrown (``athrow``) into a traced async stream at the word the
+    caller holds, after the usage came: the chat span ends with it (not a GeneratorExit), and
+    the run's span and the interruption's state count the usage."""
+    from toolfold import Usage
+    from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(billed)
+        yield TextDelta("word ")
+        yield TextDelta("more")
+
+    agent = Agent(FunctionModel(lambda request: "x", stream_function=events), name="cut")
+
+    async def main() -> RunState | None:
+        stream = agent.stream("hi").__aiter__()
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                break
+        with pytest.raises(thrown) as caught:
+            await stream.athrow(thrown())
+        return toolfold.state_of(caught.value)
+
+    state = asyncio.run(main())
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, thrown.__name__)
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
 def _abandoned_sub_run_agents(slow: Any) -> Agent:
     sub = Agent(ScriptedModel([call("slow", {}), "sub done"]), tools=[slow], name="sub")
     return Agent(ScriptedModel([call("sub", {"input": "x"}), "top done"]), tools=[sub.as_tool()])

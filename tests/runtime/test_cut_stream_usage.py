@@ -197,3 +197,35 @@ def test_a_cancellation_while_a_stream_answers_keeps_its_reported_usage_once() -
     (step,) = response.steps
     assert response.usage == BILLED + step.usage
     assert [e.kind for e in response.state.log].count("attempt_dropped") == 1
+
+
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, asyncio.CancelledError])
+def test_an_interruption_thrown_in_at_an_async_streams_event_keeps_its_reported_usage(
+    thrown: type[BaseException],
+) -> None:
+    """Ctrl-C or a cancellation thrown (``athrow``) into an async stream at the word the caller
+    holds, after the usage came: its state counts that usage once, as a blocking stream's."""
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(BILLED)
+        yield TextDelta("word ")
+        yield TextDelta("more")
+
+    agent = Agent(FunctionModel(lambda request: "done", stream_function=events))
+
+    async def main() -> RunState | None:
+        stream = agent.stream("hi").__aiter__()
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                break
+        with pytest.raises(thrown) as caught:
+            await stream.athrow(thrown())
+        return toolfold.state_of(caught.value)
+
+    state = asyncio.run(main())
+    assert state is not None
+    assert state.usage == BILLED
+    assert [e.kind for e in state.log] == ["run_started", "attempt_dropped"]
+    response = Agent(FunctionModel(lambda request: "done")).resume(state)
+    (step,) = response.steps
+    assert response.usage == BILLED + step.usage

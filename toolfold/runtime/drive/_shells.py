@@ -646,7 +646,15 @@ async def stream_async(
                         if isinstance(item, Ended):
                             end_run(trace, item.state, None)
                             trace, ended = None, item
-                        yield item  # (an interruption thrown in here is stamped below)
+                        try:
+                            yield item
+                        except BaseException as exc:
+                            # Ctrl-C or a cancellation thrown in here (``athrow``): on down
+                            # to the stream the item came from (as a blocking stream's
+                            # ``yield from`` passes it), so a model's stream it cuts counts
+                            # the usage it reported; then stamped below.
+                            await throw_into(items, exc)
+                            raise
         except Exception as exc:
             if ended is None:
                 raise
@@ -691,7 +699,11 @@ async def _stream_async(
                 traced = _stream_traced(live, op, trace, answered)
                 async with aclosing(traced):
                     async for event in traced:
-                        yield event
+                        try:
+                            yield event
+                        except BaseException as exc:  # (as in `stream_async`)
+                            await throw_into(traced, exc)
+                            raise
                 value, failure = answered[0]
                 check_swallowed(cancelling, before)
                 continue
