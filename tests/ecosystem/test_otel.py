@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -1208,6 +1208,52 @@ def test_an_interruption_thrown_into_a_traced_async_stream_counts_its_usage(
     assert state is not None
     assert state.usage == billed
     chat = _chat_ended_as(traces, thrown.__name__)
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
+def test_a_traced_async_stream_cancelled_after_its_usage_counts_it_in_the_state(
+    traces: Traces,
+) -> None:
+    """A task cancelled while its traced async stream waits, after the usage came: the
+    CancelledError's state and the run's span count it."""
+    from toolfold import Usage
+    from toolfold.runtime import ModelRequest, StreamEvent, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+    sent = asyncio.Event()
+
+    class Cut(FunctionModel):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+            yield UsageUpdate(billed)
+            yield TextDelta("word ")
+            sent.set()
+            await asyncio.Future()  # (cancelled here)
+
+    agent = Agent(Cut(lambda request: "x"), name="cut")
+    states: list[RunState | None] = []
+
+    async def consume() -> None:
+        try:
+            async for _ in agent.stream("hi"):
+                pass
+        except asyncio.CancelledError as exc:
+            states.append(toolfold.state_of(exc))
+            raise
+
+    async def main() -> None:
+        task = asyncio.create_task(consume())
+        await sent.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (state,) = states
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, "CancelledError")
     assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
     (run,) = traces.named("invoke_agent")
     assert run.attributes["gen_ai.usage.input_tokens"] == 5000
