@@ -4,7 +4,7 @@ run's own error in the chain."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -126,3 +126,72 @@ def test_an_on_event_raising_at_a_raised_tool_errors_dropped_sub_runs_keeps_that
     cause = caught.value.__cause__
     assert isinstance(cause, ValueError)
     assert isinstance(cause.__context__, ToolExecutionError)
+
+
+def _wrapped_cut_model() -> FunctionModel:
+    """A model whose stream reports ``BILLED``, sends a word, and fails with an error the
+    run wraps in a RunError (a custom model's)."""
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(BILLED)
+        yield TextDelta("word ")
+        raise ConnectionResetError("peer reset")
+
+    return FunctionModel(lambda request: "done", stream_function=events)
+
+
+def _interrupting(event: Event) -> None:
+    """An observer that Ctrl-C interrupts at the dropped answer."""
+    if event.kind == "attempt_dropped":
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("model", [_cut_model, _wrapped_cut_model])
+def test_ctrl_c_in_on_event_at_a_cut_streams_dropped_answer_keeps_the_state(
+    model: Callable[[], FunctionModel],
+) -> None:
+    """Ctrl-C landing in on_event at that event: the KeyboardInterrupt carries (as its own
+    ``.state``) the state counting the cut stream's usage, the run's error its context."""
+    with pytest.raises(KeyboardInterrupt) as caught:
+        list(Agent(model()).stream("hi", on_event=_interrupting))
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert getattr(caught.value, "state", None) is state
+    assert state.usage == BILLED
+    assert [e.kind for e in state.log] == ["run_started", "attempt_dropped"]
+    assert isinstance(caught.value.__context__, (StreamError, RunError))
+
+
+def test_an_on_event_raising_at_a_wrapped_stream_errors_dropped_answer_keeps_the_run_error() -> (
+    None
+):
+    """An observer raising at the dropped answer of a stream error the run wraps: the
+    observer's exception has that RunError (the error the run raised) as its context."""
+
+    def observe(event: Event) -> None:
+        if event.kind == "attempt_dropped":
+            raise ValueError("observer down")
+
+    with pytest.raises(RunError, match="on_event observer raised ValueError") as caught:
+        list(Agent(_wrapped_cut_model()).stream("hi", on_event=observe))
+    cause = caught.value.__cause__
+    assert isinstance(cause, ValueError)
+    context = cause.__context__
+    assert isinstance(context, RunError)
+    assert isinstance(context.__cause__, ConnectionResetError)
+
+
+def test_ctrl_c_in_on_event_at_a_raised_tool_errors_dropped_sub_runs_keeps_the_state() -> None:
+    """Ctrl-C landing in on_event at the AttemptDropped of on_tool_error="raise": the
+    KeyboardInterrupt carries (as its own ``.state``) that error's state, the
+    ToolExecutionError its context."""
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _raising_round().run("go", on_event=_interrupting)
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert getattr(caught.value, "state", None) is state
+    assert isinstance(state.log[-1], AttemptDropped)
+    assert state.usage.requests == 1  # the outer run's one model call
+    context = caught.value.__context__
+    assert isinstance(context, ToolExecutionError)
+    assert context.state is state

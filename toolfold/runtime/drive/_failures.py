@@ -140,7 +140,8 @@ def raise_tool_error(
     only; ``tools``: the run's, by name (which of them run agents: `agent_run_by`).
     ``show``: shows the `AttemptDropped` that counts those sub-runs to ``on_event``,
     as the error is raised (an observer that raises: its `RunError` is raised, the
-    observer's exception its cause, and this error that exception's context).
+    observer's exception its cause, and this error that exception's context; Ctrl-C
+    there is raised with this error's state, see `show_failing`).
     """
     failed: list[tuple[int, ToolExecutionError]] = []
     for index, outcome in enumerate(outcomes):

@@ -424,11 +424,14 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     name_the_output_type(exc, live.output)
                     counted = state is not before  # (the cut stream's usage, an AttemptDropped)
                     failure = model_failure(exc, state, effect.step, counted=counted)
-                    if counted:  # shown as every event is (an observer raising: its RunError,
-                        show_event(live, state.log[-1], state)  # this error its cause's context)
-                    if failure is exc:
-                        raise  # "raise exc from exc" would make the error its own cause
-                    raise failure from exc
+                    try:
+                        if failure is exc:
+                            raise  # "raise exc from exc" would make the error its own cause
+                        raise failure from exc
+                    except Exception:
+                        if counted:  # shown as every event is, once raised (see `show_failing`)
+                            show_failing(live, state.log[-1], state)
+                        raise
                 except BaseException as exc:  # cancelled while the model answers: the run before
                     # (counting what a cut stream had reported: billed, asked again on resume)
                     interrupted(exc, _with_cut_usage(state, _taken_cut_usage(exc)))
@@ -677,7 +680,7 @@ def _run_tools(
             live.stop_when,
             live.tools,
             functools.partial(_committed, live),
-            functools.partial(show_event, live),
+            functools.partial(show_failing, live),
         )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
@@ -889,6 +892,22 @@ def show_event(live: Live, event: Event, state: RunState) -> None:
     """Show ``event``, already reduced into ``state``, to the ``on_event`` observer."""
     if live.on_event is not None:
         _observe(live.on_event, event, state, "on_event")
+
+
+def show_failing(live: Live, event: Event, state: RunState) -> None:
+    """Show ``event``, reduced into ``state``, the state of the error the run is raising
+    (called in its ``except`` handler), to the ``on_event`` observer.
+
+    An observer that raises stops the run with its `RunError` (`show_event`),
+    that error's context the observer's exception, whose context is the run's
+    error. Ctrl-C or a cancellation landing in the observer is raised instead,
+    with ``state`` to resume from (`interrupted`): the state the error held.
+    """
+    try:
+        show_event(live, event, state)
+    except BaseException as exc:
+        interrupted(exc, state)
+        raise
 
 
 def _observe(observer: Callable[[Any], object], value: Any, state: RunState, name: str) -> None:
