@@ -1317,3 +1317,34 @@ def test_an_async_stream_stopped_during_a_sub_run_leaves_no_error_on_its_span(
     asyncio.run(main())
     (sub,) = traces.named("invoke_agent sub")
     assert sub.status.status_code != StatusCode.ERROR, sub.attributes.get("error.type")
+
+
+def test_ctrl_c_thrown_into_an_async_stream_at_a_sub_runs_event_traces_it_interrupted(
+    traces: Traces,
+) -> None:
+    """Ctrl-C thrown (``athrow``) into an async stream at a sub-run's event interrupts the
+    sub-run, as a cancellation of the stream's task there does: its span is an error (not
+    left as if the caller had stopped iterating), and the state keeps the sub-run."""
+    from toolfold import SubRunEvent
+
+    @tool
+    async def slow() -> str:
+        """Never return."""
+        await asyncio.Event().wait()
+        return "late"
+
+    async def main() -> RunState | None:
+        stream = aiter(_abandoned_sub_run_agents(slow).stream("go"))
+        async for event in stream:
+            if isinstance(event, SubRunEvent):
+                break
+        with pytest.raises(KeyboardInterrupt) as caught:
+            await stream.athrow(KeyboardInterrupt())
+        return toolfold.state_of(caught.value)
+
+    state = asyncio.run(main())
+    assert state is not None
+    assert [e.kind for e in state.log][-1] == "tool_suspended"
+    (sub,) = traces.named("invoke_agent sub")
+    assert sub.status.status_code == StatusCode.ERROR
+    assert sub.attributes["error.type"] == "CancelledError"

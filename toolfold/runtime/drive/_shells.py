@@ -733,7 +733,11 @@ async def _stream_async(
                     relayed = _relayed_async(op, jobs, op.relay, live, ended, tools)
                     async with aclosing(relayed):
                         async for item in relayed:
-                            yield item
+                            try:
+                                yield item
+                            except BaseException as exc:  # (as in `stream_async`)
+                                await throw_into(relayed, exc)
+                                raise
                     value = ended[0]
                 else:
                     with resumed_round(live):
