@@ -746,7 +746,12 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "HTTP 5xx": _status(503),
     "any other HTTP status (402, 409...)": _status(409),
     "a connection refused or reset, DNS or TLS failure": _failure(ConnectionRefusedError()),
-    "a stream cut before its end": _failure(ConnectionResetError(), streaming=True),
+    "a stream cut before its end (its `state` counts the usage the provider had reported, "
+    "billed: an `AttemptDropped`, so a resume counts it once; so does the state of a Ctrl-C "
+    "or a cancellation that cut the run's own stream, but not a sub-run's stream that a "
+    "second Ctrl-C cut: one of the gaps named above)": _failure(
+        ConnectionResetError(), streaming=True
+    ),
     "a 200 answer to a streamed request that is no event stream (a whole JSON answer, a proxy's "
     "HTML page), quoted with its content type and `body` set": _not_an_event_stream,
     "a 200 body or stream event with a field of the wrong type, NaN or nesting too deep": (

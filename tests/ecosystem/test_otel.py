@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -927,3 +927,424 @@ def test_a_marker_part_is_not_recorded_as_empty_reasoning(traces: Traces) -> Non
     (chat,) = traces.named("chat")
     (message,) = json.loads(chat.attributes["gen_ai.output.messages"])
     assert message["parts"] == [{"type": "text", "content": "hello"}]
+
+
+def _status(span: ReadableSpan) -> tuple[str, Any]:
+    return span.status.status_code.name, span.attributes.get("error.type")
+
+
+def test_calls_that_ended_before_ctrl_c_keep_their_outcomes_on_their_spans(
+    traces: Traces,
+) -> None:
+    """Ctrl-C in a blocking round: the calls that ended are ok (or their error), not interrupted."""
+    import signal
+    import threading
+
+    from toolfold.runtime.drive._shells import interrupt_waits
+
+    ended, failed, release = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def quick(x: int) -> int:
+        """Return at once.
+
+        Args:
+            x: A number.
+        """
+        ended.set()
+        return x
+
+    @tool
+    def broken(reason: str) -> str:
+        """Fail at once.
+
+        Args:
+            reason: Why.
+        """
+        failed.set()
+        raise ValueError(reason)
+
+    @tool
+    def slow(x: int) -> int:
+        """Send Ctrl-C once quick and broken ended, then wait to be released.
+
+        Args:
+            x: A number.
+        """
+        assert ended.wait(30)
+        assert failed.wait(30)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        assert release.wait(30)
+        return x
+
+    model = ScriptedModel(
+        [[call("quick", {"x": 1}), call("broken", {"reason": "r"}), call("slow", {"x": 2})], "d"]
+    )
+    agent = Agent(model, tools=[quick, broken, slow], name="ki")
+    with pytest.raises(KeyboardInterrupt) as caught, interrupt_waits(release.set):
+        agent.run("go")
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert [c.result is not None for c in state.calls] == [True, True, True]
+    spans = {s.name: s for s in traces.named("execute_tool")}
+    assert _status(spans["execute_tool quick"]) == ("UNSET", None)
+    assert _status(spans["execute_tool slow"]) == ("UNSET", None)
+    assert _status(spans["execute_tool broken"]) == ("ERROR", "error")
+
+
+def test_a_cancelled_round_marks_only_the_unfinished_calls_interrupted(traces: Traces) -> None:
+    """Cancelling an async round: the call that returned is ok, the one still running interrupted."""
+    import asyncio
+
+    async def main() -> None:
+        returned, blocked = asyncio.Event(), asyncio.Event()
+
+        @tool
+        async def quick(x: int) -> int:
+            """Return at once.
+
+            Args:
+                x: A number.
+            """
+            returned.set()
+            return x
+
+        @tool
+        async def stuck(x: int) -> int:
+            """Never return.
+
+            Args:
+                x: A number.
+            """
+            await returned.wait()
+            blocked.set()
+            await asyncio.Event().wait()
+            return x
+
+        model = ScriptedModel([[call("quick", {"x": 1}), call("stuck", {"x": 2})], "d"])
+        run = asyncio.ensure_future(Agent(model, tools=[quick, stuck]).arun("go"))
+        await blocked.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await run
+        state = toolfold.state_of(caught.value)
+        assert state is not None
+        assert [c.result is not None for c in state.calls] == [True, False]
+
+    asyncio.run(main())
+    spans = {s.name: s for s in traces.named("execute_tool")}
+    assert _status(spans["execute_tool quick"]) == ("UNSET", None)
+    assert _status(spans["execute_tool stuck"]) == ("ERROR", "interrupted")
+
+
+def test_a_resumptions_agent_span_counts_only_its_own_tokens(traces: Traces) -> None:
+    """The resumed run's invoke_agent span has the usage of its own requests, not the first turn's."""
+    model = ScriptedModel([call("pay", {"amount": 5}), "done"])
+    agent = Agent(model, tools=[pay])
+    first = agent.run("pay")
+    (pending,) = first.state.pending_approvals
+    second = agent.resume(RunState.from_json(first.state.to_json()), approvals={pending.id: True})
+    spans = traces.named("invoke_agent")
+    own = second.usage.input_tokens - first.usage.input_tokens
+    assert own > 0
+    assert [s.attributes["gen_ai.usage.input_tokens"] for s in spans] == [
+        first.usage.input_tokens,
+        own,
+    ]
+    assert spans[1].attributes["gen_ai.usage.output_tokens"] == (
+        second.usage.output_tokens - first.usage.output_tokens
+    )
+
+
+def test_each_handoff_event_is_on_the_runs_span(traces: Traces) -> None:
+    """Two handoffs in a row: both gen_ai.handoff events are on the run's span, none on an agent's."""
+    refunds = Agent(ScriptedModel(["refunded"]), name="refunds")
+    billing = Agent(
+        ScriptedModel([call("transfer_to_refunds")]), name="billing", handoffs=[refunds]
+    )
+    triage = Agent(ScriptedModel([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    assert triage.run("invoice").text == "refunded"
+    (root,) = traces.named("invoke_agent triage")
+    (middle,) = traces.named("invoke_agent billing")
+    assert [e.attributes["gen_ai.agent.name"] for e in root.events] == ["billing", "refunds"]
+    assert list(middle.events) == []
+
+
+def test_sub_runs_of_two_live_runs_with_one_run_id_nest_in_their_own_traces(
+    traces: Traces,
+) -> None:
+    """Two runs sharing a run_id at once: each sub-agent's span is under its own caller's call."""
+    import threading
+
+    met, asked = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+
+    @tool
+    def meet() -> str:
+        """Wait until the other run's step has started too."""
+        met.wait()
+        return "met"
+
+    def top(n: int) -> Agent:
+
+        def answer(request: Any) -> str:
+            asked.wait()  # both sub-runs have started: neither round has ended
+            return f"sub {n} done"
+
+        sub = Agent(FunctionModel(answer), name=f"sub{n}")
+        steps = [[call("meet", {}), call(f"sub{n}", {"input": "x"})], "top done"]
+        return Agent(
+            ScriptedModel(steps), tools=[meet, sub.as_tool()], name=f"top{n}", max_concurrency=1
+        )
+
+    failed: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            top(n).run("go", run_id="conv-42")
+        except BaseException as exc:  # (reported below)
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failed == []
+    for n in (1, 2):
+        (sub,) = traces.named(f"invoke_agent sub{n}")
+        assert _parent_name(traces, sub) == f"execute_tool sub{n}"
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_stream_cut_after_reporting_usage_records_it(traces: Traces, how: str) -> None:
+    """A traced stream that fails after its usage came: the chat span, the token metric and
+    the error's state hold that usage."""
+    from toolfold import StreamError, Usage
+    from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(billed)
+        yield TextDelta("word ")
+        raise StreamError("the stream ended before the message finished", provider="p")
+
+    agent = Agent(FunctionModel(lambda request: "x", stream_function=events), name="cut")
+
+    async def drain() -> None:
+        async for _ in agent.stream("hi"):
+            pass
+
+    with pytest.raises(StreamError) as caught:
+        _ = list(agent.stream("hi")) if how == "sync" else asyncio.run(drain())
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, "StreamError")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    assert chat.attributes["gen_ai.usage.output_tokens"] == 1
+    tokens = {
+        p.attributes["gen_ai.token.type"]: p.sum for p in traces.metric("gen_ai.client.token.usage")
+    }
+    assert tokens == {"input": 5000, "output": 1}
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
+def test_ctrl_c_in_a_traced_stream_after_its_usage_counts_it_in_the_state(traces: Traces) -> None:
+    """Ctrl-C while a traced stream answers, after its usage came: the chat span, the run's
+    span and the interruption's state each count it once."""
+    from toolfold import Usage
+    from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(billed)
+        yield TextDelta("word ")
+        raise KeyboardInterrupt
+
+    agent = Agent(FunctionModel(lambda request: "x", stream_function=events), name="cut")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        list(agent.stream("hi"))
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, "KeyboardInterrupt")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
+@pytest.mark.parametrize("thrown", [KeyboardInterrupt, asyncio.CancelledError])
+def test_an_interruption_thrown_into_a_traced_async_stream_counts_its_usage(
+    traces: Traces, thrown: type[BaseException]
+) -> None:
+    """Ctrl-C or a cancellation thrown (``athrow``) into a traced async stream at the word the
+    caller holds, after the usage came: the chat span ends with it (not a GeneratorExit), and
+    the run's span and the interruption's state count the usage."""
+    from toolfold import Usage
+    from toolfold.runtime import ModelRequest, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+
+    def events(request: ModelRequest) -> Iterator[object]:
+        yield UsageUpdate(billed)
+        yield TextDelta("word ")
+        yield TextDelta("more")
+
+    agent = Agent(FunctionModel(lambda request: "x", stream_function=events), name="cut")
+
+    async def main() -> RunState | None:
+        stream = agent.stream("hi").__aiter__()
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                break
+        with pytest.raises(thrown) as caught:
+            await stream.athrow(thrown())
+        return toolfold.state_of(caught.value)
+
+    state = asyncio.run(main())
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, thrown.__name__)
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
+def test_a_traced_async_stream_cancelled_after_its_usage_counts_it_in_the_state(
+    traces: Traces,
+) -> None:
+    """A task cancelled while its traced async stream waits, after the usage came: the
+    CancelledError's state and the run's span count it."""
+    from toolfold import Usage
+    from toolfold.runtime import ModelRequest, StreamEvent, TextDelta, UsageUpdate
+
+    billed = Usage(input_tokens=5000, output_tokens=1, requests=1)
+    sent = asyncio.Event()
+
+    class Cut(FunctionModel):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+            yield UsageUpdate(billed)
+            yield TextDelta("word ")
+            sent.set()
+            await asyncio.Future()  # (cancelled here)
+
+    agent = Agent(Cut(lambda request: "x"), name="cut")
+    states: list[RunState | None] = []
+
+    async def consume() -> None:
+        try:
+            async for _ in agent.stream("hi"):
+                pass
+        except asyncio.CancelledError as exc:
+            states.append(toolfold.state_of(exc))
+            raise
+
+    async def main() -> None:
+        task = asyncio.create_task(consume())
+        await sent.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (state,) = states
+    assert state is not None
+    assert state.usage == billed
+    chat = _chat_ended_as(traces, "CancelledError")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 5000
+    (run,) = traces.named("invoke_agent")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 5000
+
+
+def _abandoned_sub_run_agents(slow: Any) -> Agent:
+    sub = Agent(ScriptedModel([call("slow", {}), "sub done"]), tools=[slow], name="sub")
+    return Agent(ScriptedModel([call("sub", {"input": "x"}), "top done"]), tools=[sub.as_tool()])
+
+
+def test_a_stream_stopped_during_a_sub_run_leaves_no_error_on_the_sub_runs_span(
+    traces: Traces,
+) -> None:
+    """Breaking out of a blocking stream at a sub-run's event: the sub-run's span is not an
+    error (it stopped because the caller left, not on Ctrl-C)."""
+    import threading
+
+    from toolfold import SubRunEvent
+
+    release = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Wait until released."""
+        assert release.wait(30)
+        return "late"
+
+    stream = iter(_abandoned_sub_run_agents(slow).stream("go"))
+    for event in stream:
+        if isinstance(event, SubRunEvent):
+            break
+    stream.close()
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == "toolfold-step":
+            thread.join(30)
+    (sub,) = traces.named("invoke_agent sub")
+    assert sub.status.status_code != StatusCode.ERROR, sub.attributes.get("error.type")
+    assert "error.type" not in sub.attributes
+
+
+def test_an_async_stream_stopped_during_a_sub_run_leaves_no_error_on_its_span(
+    traces: Traces,
+) -> None:
+    """The same for an async stream closed at a sub-run's event: no CancelledError on it."""
+    from toolfold import SubRunEvent
+
+    @tool
+    async def slow() -> str:
+        """Never return."""
+        await asyncio.Event().wait()
+        return "late"
+
+    async def main() -> None:
+        stream = aiter(_abandoned_sub_run_agents(slow).stream("go"))
+        async for event in stream:
+            if isinstance(event, SubRunEvent):
+                break
+        await stream.aclose()
+
+    asyncio.run(main())
+    (sub,) = traces.named("invoke_agent sub")
+    assert sub.status.status_code != StatusCode.ERROR, sub.attributes.get("error.type")
+
+
+def test_ctrl_c_thrown_into_an_async_stream_at_a_sub_runs_event_traces_it_interrupted(
+    traces: Traces,
+) -> None:
+    """Ctrl-C thrown (``athrow``) into an async stream at a sub-run's event interrupts the
+    sub-run, as a cancellation of the stream's task there does: its span is an error (not
+    left as if the caller had stopped iterating), and the state keeps the sub-run."""
+    from toolfold import SubRunEvent
+
+    @tool
+    async def slow() -> str:
+        """Never return."""
+        await asyncio.Event().wait()
+        return "late"
+
+    async def main() -> RunState | None:
+        stream = aiter(_abandoned_sub_run_agents(slow).stream("go"))
+        async for event in stream:
+            if isinstance(event, SubRunEvent):
+                break
+        with pytest.raises(KeyboardInterrupt) as caught:
+            await stream.athrow(KeyboardInterrupt())
+        return toolfold.state_of(caught.value)
+
+    state = asyncio.run(main())
+    assert state is not None
+    assert [e.kind for e in state.log][-1] == "tool_suspended"
+    (sub,) = traces.named("invoke_agent sub")
+    assert sub.status.status_code == StatusCode.ERROR
+    assert sub.attributes["error.type"] == "CancelledError"

@@ -464,8 +464,9 @@ def test_a_dropped_attempt_shows_the_usage_it_keeps() -> None:
 
     state = reduce(initial_state("hi", run_id="r"), AttemptDropped(Usage(30, 4, requests=1)))
     dom = to_html(state)
-    assert dom.count("Resumed after a failure") == 1
-    assert "a rejected answer dropped to run again: 1 request, 30 in / 4 out" in dom
+    assert dom.count("Answer dropped, still counted") == 1
+    assert "a dropped answer (rejected, or its stream cut): 1 request, 30 in / 4 out" in dom
+    assert "Resumed after" not in dom  # a cut stream's answer is dropped before any resume
 
 
 def test_a_call_id_reused_in_a_later_step_shows_each_call_with_its_own_result() -> None:

@@ -34,7 +34,8 @@ def test_response_repr_is_short_and_says_what_happened() -> None:
         "usage=Usage(input_tokens=12, output_tokens=7, requests=2), run_id='r1')"
     )
     assert len(repr(response)) < 300
-    assert len(repr(response.state.log)) > 1000  # the full data is one attribute away
+    # the full data is one attribute away (the log's events have short reprs of their own)
+    assert next(iter(response.state.log)).config.tools[0].name == "square"
 
 
 def test_state_repr_counts_instead_of_listing() -> None:
@@ -122,3 +123,54 @@ def test_usage_adds_every_count() -> None:
     one = Usage(1, 2, 3, 4, 1, cache_write_tokens=5)
     two = Usage(10, 20, 30, 40, 1, cache_write_tokens=50)
     assert one + two == Usage(11, 22, 33, 44, 2, cache_write_tokens=55)
+
+
+def test_event_reprs_are_bounded_and_the_events_unchanged() -> None:
+    """Events an on_event callback gets have short reprs however large their content;
+    equality, pickling and JSON are as before."""
+    import pickle
+
+    from toolfold import Agent, RunState
+    from toolfold.runtime import (
+        ApprovalDenied,
+        OutputAccepted,
+        OutputRejected,
+        RunFailed,
+        ToolResultsProvided,
+    )
+
+    big = "x" * 1_000_000
+
+    @tool
+    def bulky(n: int) -> str:
+        """Return a lot of text.
+
+        Args:
+            n: Unused.
+        """
+        return big
+
+    seen: list[object] = []
+    agent = Agent(
+        ScriptedModel([call("bulky", {"n": 1}), "ok"]),
+        tools=[bulky],
+        instructions="Be helpful. " * 5000,
+    )
+    response = agent.run("x" * 50_000, on_event=seen.append)
+    others = [
+        ApprovalDenied("c1", big),
+        ToolResultsProvided([Result("c1", "bulky", big)]),
+        OutputAccepted({"text": big}),
+        OutputRejected(big),
+        RunFailed("error", big, "bulky"),
+    ]
+    kinds = {type(e).__name__ for e in seen}
+    assert {"RunStarted", "ModelResponded", "ToolReturned"} <= kinds
+    for event in [*seen, *others, *response.state.log]:
+        assert len(repr(event)) < 400, repr(event)[:400]
+    (returned,) = [e for e in seen if type(e).__name__ == "ToolReturned"]
+    assert "1,000,000 chars" in repr(returned)
+    for event in others:
+        assert pickle.loads(pickle.dumps(event)) == event
+    again = RunState.from_json(response.state.to_json())
+    assert list(again.log) == list(response.state.log)

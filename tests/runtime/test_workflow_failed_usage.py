@@ -352,7 +352,8 @@ def test_a_token_budget_counts_a_dropped_answer_and_says_so() -> None:
     assert len(model.requests) == 2
     assert again.error is not None
     assert (
-        "stopped at its limit token_budget=150 (220 tokens used, 110 of them by the rejected "
-        "answer a resume dropped) after 1 model call without answering" in again.error.message
+        "stopped at its limit token_budget=150 (220 tokens used, 110 of them by an answer "
+        "dropped to ask the model again) after 1 model call without answering"
+        in again.error.message
     )
     assert again.tree_usage == _served(model, script) == Usage(200, 20, requests=2)

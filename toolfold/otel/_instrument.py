@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import inspect
 import json
 import re
+import threading
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -28,6 +31,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    Usage,
 )
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._state import CallState, RunState
@@ -38,6 +42,10 @@ from toolfold.toolkit._results import exception_text
 from toolfold.toolkit._tool import Tool
 
 _SCOPE = "toolfold"
+
+#: The phases of a sub-run an interruption stopped midway (kept to resume from), as
+#: against one that ended or waits for its caller.
+_CUT_PHASES = frozenset(("new", "awaiting_model", "running_tools", "validating_output"))
 
 
 def instrument(
@@ -84,26 +92,66 @@ class _OTelTracer:
         # The open execute_tool spans by the id a sub-run they make gets
         # ("<run id>/<call id>", see `Agent.as_tool`; "@<step>" follows a call id a model
         # reused, and only the current step's calls are here): the sub-run nests under its
-        # call's span, whatever thread or loop runs it.
-        self.calls: dict[str, Any] = {}
+        # call's span, whatever thread or loop runs it. Two live runs may share a run id
+        # (a caller's own id, one saved state resumed twice at once): a key then holds
+        # the spans of each, and the one current where the sub-run starts is its parent.
+        self.calls: dict[str, list[Any]] = {}
+        self.lock = threading.Lock()
 
     def start_run(self, live: Live, state: RunState) -> _RunTrace:
         run_id = state.run_id
-        parent = self.calls.get(run_id)
+        parent = self._call_span(run_id)
         if parent is None and "@" in run_id:
-            parent = self.calls.get(run_id.rpartition("@")[0])
+            parent = self._call_span(run_id.rpartition("@")[0])
         return _RunTrace(self, live, state, parent)
+
+    def _call_span(self, key: str) -> Any:
+        """The open execute_tool span whose call's sub-run has id ``key``; None when there
+        is none, or when several runs have one and none is current here (the sub-run's
+        span then nests under what is current, as any run's)."""
+        with self.lock:
+            spans = tuple(self.calls.get(key, ()))
+        if len(spans) == 1:
+            return spans[0]
+        current = trace.get_current_span()
+        return next((span for span in spans if span is current), None)
+
+    def opened(self, key: str, span: Any) -> None:
+        """``span`` is the open execute_tool span of the call whose sub-run has id ``key``."""
+        with self.lock:
+            self.calls.setdefault(key, []).append(span)
+
+    def closed(self, key: str, span: Any) -> None:
+        """``span`` (see `opened`) ended."""
+        with self.lock:
+            spans = self.calls.get(key)
+            if spans is None:
+                return
+            with contextlib.suppress(ValueError):
+                spans.remove(span)
+            if not spans:
+                del self.calls[key]
+
+
+#: The step whose call runs the code here (set while a traced tool runs): a sub-run
+#: started in it learns from it whether the caller left its stream (`_ToolsTrace.abandon`).
+_CALLER: contextvars.ContextVar[_ToolsTrace | None] = contextvars.ContextVar(
+    "toolfold_otel_caller", default=None
+)
 
 
 class _RunTrace:
     def __init__(self, owner: _OTelTracer, live: Live, state: RunState, parent: Any) -> None:
         self.owner = owner
+        self.caller = _CALLER.get()
         self.run_id = state.run_id
         self.root = self.span = self._agent_span(
             live, None if parent is None else trace.set_span_in_context(parent)
         )
         self.context = trace.set_span_in_context(self.span)
         self.open: set[_ToolsTrace] = set()
+        # What the state had used before this invocation: a resumption's span counts its own.
+        self.usage_before = state.usage
 
     def _agent_span(self, live: Live, context: Any) -> Any:
         # A workflow's run has its planner in the model's seat: no model calls to trace.
@@ -162,14 +210,22 @@ class _RunTrace:
     def handoff(self, live: Live) -> None:
         """The run goes on with ``live``'s agent: its spans nest under a new agent span."""
         name = live.name or "agent"
-        self.span.add_event("gen_ai.handoff", {"gen_ai.agent.name": name})
+        self.root.add_event("gen_ai.handoff", {"gen_ai.agent.name": name})
         if self.span is not self.root:
             self.span.end()
         self.span = self._agent_span(live, trace.set_span_in_context(self.root))
         self.span.set_attribute("toolfold.handoff", True)
         self.context = trace.set_span_in_context(self.span)
 
+    def abandoned(self) -> bool:
+        """Whether the caller of a run above this one left its stream (this run stops
+        because of it: not Ctrl-C, not a cancellation of its own, not its error)."""
+        caller = self.caller
+        return caller is not None and caller.is_abandoned()
+
     def end(self, state: RunState | None, error: BaseException | None) -> None:
+        if error is not None and _is_interrupt(error) and self.abandoned():
+            error = None  # (as the stopped stream's own run: the caller chose to stop)
         for tools in list(self.open):  # a tool raised out of the step (on_tool_error="raise")
             tools.end(())
         if self.span is not self.root:
@@ -179,8 +235,14 @@ class _RunTrace:
             span.set_attribute("toolfold.run.phase", state.phase)
             if state.finish_reason:
                 span.set_attribute("toolfold.run.finish_reason", state.finish_reason)
-            span.set_attribute("gen_ai.usage.input_tokens", state.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", state.usage.output_tokens)
+            # this invocation's (a resumption's state holds the earlier turns' usage too)
+            used, before = state.usage, self.usage_before
+            span.set_attribute(
+                "gen_ai.usage.input_tokens", max(0, used.input_tokens - before.input_tokens)
+            )
+            span.set_attribute(
+                "gen_ai.usage.output_tokens", max(0, used.output_tokens - before.output_tokens)
+            )
         if error is not None:
             span.set_attribute("error.type", type(error).__qualname__)
             span.set_status(Status(StatusCode.ERROR, _describe(error, self.owner.capture)))
@@ -192,8 +254,9 @@ class _ToolsTrace:
 
     def __init__(self, run: _RunTrace, jobs: Sequence[ToolJob]) -> None:
         self.run = run
+        self.left = False  # (`abandon`)
         self.started = time.time_ns()
-        tracer, capture, calls = run.owner.tracer, run.owner.capture, run.owner.calls
+        tracer, capture, owner = run.owner.tracer, run.owner.capture, run.owner
         self.spans: dict[str, Any] = {}
         for job in jobs:
             call = job.invocation.call
@@ -206,19 +269,31 @@ class _ToolsTrace:
                 start_time=self.started,
             )
             self.spans[call.id] = span
-            calls[f"{run.run_id}/{call.id}"] = span
+            owner.opened(f"{run.run_id}/{call.id}", span)
         # Each call runs with its span current, so spans the tool makes (a database
         # client's, an HTTP client's) nest under it.
         self.jobs = tuple(
-            [with_tool(job, _current(self.spans[job.invocation.call.id])) for job in jobs]
+            [with_tool(job, _current(self.spans[job.invocation.call.id], self)) for job in jobs]
         )
         run.open.add(self)
 
+    def abandon(self) -> None:
+        self.left = True
+
+    def is_abandoned(self) -> bool:
+        """Whether the caller left the stream of this step's run, or of a run above it."""
+        return self.left or self.run.abandoned()
+
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
         self.run.open.discard(self)
-        calls = self.run.owner.calls
+        owner, prefix = self.run.owner, f"{self.run.run_id}/"
+        for call_id, span in self.spans.items():
+            owner.closed(prefix + call_id, span)
         now, clock = time.time_ns(), time.monotonic()
         for outcome in outcomes:
+            child = outcome.child
+            if child is not None and child.phase in _CUT_PHASES:
+                continue  # a sub-run kept where an interruption stopped it: not ended
             span = self.spans.pop(outcome.call_id, None)
             if span is None:
                 continue
@@ -235,8 +310,6 @@ class _ToolsTrace:
             span.set_attribute("error.type", "interrupted")
             span.set_status(Status(StatusCode.ERROR, "the step ended before this call"))
             span.end(end_time=now)
-        for call_id in self.spans.keys() | {o.call_id for o in outcomes}:
-            calls.pop(f"{self.run.run_id}/{call_id}", None)
         self.spans = {}
 
 
@@ -253,8 +326,9 @@ def _tool_attributes(call: ToolCallPart, capture: bool) -> dict[str, Any]:
     return attributes
 
 
-def _current(span: Any) -> Any:
-    """What makes a copy of a tool whose calls run with ``span`` current.
+def _current(span: Any, step: _ToolsTrace) -> Any:
+    """What makes a copy of a tool whose calls run with ``span`` current (and ``step``,
+    the step of the call, as the caller of the sub-runs it starts: `_CALLER`).
 
     Attached where the call runs (a worker thread, the call's task, the
     caller's thread), in the context the executor gives the call: what the
@@ -267,19 +341,23 @@ def _current(span: Any) -> Any:
 
         def current(arguments: Any, context: Any = None) -> Any:
             token = otel_context.attach(trace.set_span_in_context(span))
+            caller = _CALLER.set(step)
             try:
                 value = invoke(arguments, context)
             finally:
+                _CALLER.reset(caller)
                 otel_context.detach(token)
             # A sync function may return an awaitable (a coroutine of its own): the
             # executor awaits it after this returns, wherever it runs: under the span too.
-            return _under(span, value) if inspect.isawaitable(value) else value
+            return _under(span, step, value) if inspect.isawaitable(value) else value
 
         async def current_async(arguments: Any, context: Any = None) -> Any:
             token = otel_context.attach(trace.set_span_in_context(span))
+            caller = _CALLER.set(step)
             try:
                 return await invoke(arguments, context)
             finally:
+                _CALLER.reset(caller)
                 otel_context.detach(token)
 
         traced.__dict__["invoke"] = current_async if tool.is_async else current
@@ -288,12 +366,14 @@ def _current(span: Any) -> Any:
     return wrap
 
 
-async def _under(span: Any, awaitable: Awaitable[Any]) -> Any:
-    """``await awaitable`` with ``span`` current."""
+async def _under(span: Any, step: _ToolsTrace, awaitable: Awaitable[Any]) -> Any:
+    """``await awaitable`` with ``span`` current (``step`` the caller, as in `_current`)."""
     token = otel_context.attach(trace.set_span_in_context(span))
+    caller = _CALLER.set(step)
     try:
         return await awaitable
     finally:
+        _CALLER.reset(caller)
         otel_context.detach(token)
 
 
@@ -306,7 +386,12 @@ class _NoCall:
     def detach(self, token: object) -> None:
         pass
 
-    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+    def end(
+        self,
+        response: ModelResponse | None,
+        error: BaseException | None,
+        usage: Usage | None = None,
+    ) -> None:
         pass
 
 
@@ -337,7 +422,12 @@ class _CallTrace:
     def detach(self, token: object) -> None:
         otel_context.detach(token)  # type: ignore[arg-type]
 
-    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+    def end(
+        self,
+        response: ModelResponse | None,
+        error: BaseException | None,
+        usage: Usage | None = None,
+    ) -> None:
         span, run = self.span, self.run
         common = {
             "gen_ai.operation.name": "chat",
@@ -350,15 +440,18 @@ class _CallTrace:
             if response.response_id:
                 span.set_attribute("gen_ai.response.id", response.response_id)
             span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             if run.owner.capture:
                 span.set_attribute(
                     "gen_ai.output.messages",
                     _messages_json((response.message,), response.finish_reason),
                 )
+        if usage is not None:  # (a failed stream's: what the provider had reported, billed)
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
             run.owner.tokens.record(usage.input_tokens, {**common, "gen_ai.token.type": "input"})
             run.owner.tokens.record(usage.output_tokens, {**common, "gen_ai.token.type": "output"})
+        if error is not None and _is_interrupt(error) and run.abandoned():
+            error = GeneratorExit()  # (the caller of a run above left its stream)
         if error is not None:
             common = {**common, "error.type": type(error).__qualname__}
             span.set_attribute("error.type", type(error).__qualname__)
@@ -367,6 +460,12 @@ class _CallTrace:
             span.set_status(Status(StatusCode.ERROR, _describe(error, run.owner.capture)))
         run.owner.duration.record(time.monotonic() - self.started, common)
         span.end()
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` is what stops a sub-run from outside: Ctrl-C (`check_interrupt`
+    raises one in a blocking sub-run whose caller left) or a cancellation."""
+    return isinstance(error, KeyboardInterrupt) or type(error).__name__ == "CancelledError"
 
 
 def _describe(error: BaseException, capture: bool) -> str:

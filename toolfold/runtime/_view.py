@@ -300,13 +300,21 @@ class _Timeline:
 
     def attempt_dropped(self, event: AttemptDropped) -> None:
         kept = event.usage + event.sub_run_usage
-        what = "a rejected answer" if event.usage != Usage() else "failed sub-runs"
+        # An answer the output type rejected, or a stream cut after its usage came (the
+        # run may not have been resumed yet), or the failed sub-runs of a raised round.
+        if event.usage != Usage():
+            title, what = (
+                "Answer dropped, still counted",
+                "a dropped answer (rejected, or its stream cut)",
+            )
+        else:
+            title, what = "Resumed after a failure", "failed sub-runs dropped to run again"
         detail = (
-            f"{what} dropped to run again: {kept.requests} request"
+            f"{what}: {kept.requests} request"
             f"{'' if kept.requests == 1 else 's'}, "
             f"{kept.input_tokens} in / {kept.output_tokens} out, still counted"
         )
-        self.rows.append(_row("resume", "Resumed after a failure", detail, ""))
+        self.rows.append(_row("resume", title, detail, ""))
 
     def run_failed(self, event: RunFailed) -> None:
         tool = f" (tool {event.tool_name})" if event.tool_name else ""

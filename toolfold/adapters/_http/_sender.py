@@ -186,10 +186,14 @@ class Sender:
             # `_attempt` without a deadline per await: the backend's own request.
             response = await backend.send(url, content, headers, self.timeouts)
         except Exception as exc:
+            if _log.isEnabledFor(logging.DEBUG):
+                sent(url, exc)
             # The retries run in the handler: their error chains this one, as in `send`.
             call = Call(url, content, headers, None, False)
             response = await self._retried(call, backend, exc, per_await=False, bounded=False)
         else:
+            if _log.isEnabledFor(logging.DEBUG):
+                sent(url, response)
             if response.status_code >= 300:
                 call = Call(url, content, headers, None, False)
                 response = await self._retried(
@@ -249,8 +253,12 @@ class Sender:
         try:
             response = await self._attempt(backend, call, timeout, per_await=per_await)
         except Exception as exc:
+            if _log.isEnabledFor(logging.DEBUG):
+                sent(call.url, exc)
             response = await self._retried(call, backend, exc, per_await=per_await, bounded=bounded)
         else:
+            if _log.isEnabledFor(logging.DEBUG):
+                sent(call.url, response)
             if response.status_code >= 300:  # (else answered at once: no plan to build)
                 response = await self._retried(
                     call, backend, response, per_await=per_await, bounded=bounded
@@ -279,6 +287,8 @@ class Sender:
                 outcome = await self._attempt(backend, call, timeout, per_await=per_await)
             except Exception as exc:
                 outcome = exc
+            if _log.isEnabledFor(logging.DEBUG):
+                sent(call.url, outcome)
 
     def _attempt(
         self, backend: Any, call: Call, timeout: Timeouts | None, *, per_await: bool
@@ -300,10 +310,14 @@ class Sender:
                 with sync_deadline(self._left(call)):
                     response = backend.send_sync(call.url, call.content, call.headers, timeout)
             except Exception as exc:
+                if _log.isEnabledFor(logging.DEBUG):
+                    sent(call.url, exc)
                 if backend.is_closed():
                     raise self.closed_during() from exc
                 outcome = exc
             else:
+                if _log.isEnabledFor(logging.DEBUG):
+                    sent(call.url, response)
                 if response.status_code < 200:
                     response.close()
                     raise self._interim_error(response, call.url)
@@ -646,8 +660,6 @@ class Sender:
         )
 
     def json(self, content: bytes, response: Any, url: str) -> Any:
-        if _log.isEnabledFor(logging.DEBUG):
-            _log.debug("POST %s -> HTTP %s", mask_url_password(url), response.status_code)
         # A key the server wrote into the answer is masked before anything reads it
         # (`Echoes`): looked for in the text the fast path decodes anyway, else in the
         # bytes (a body in UTF-16 or UTF-32, NULs among its first bytes, read as text).
@@ -686,6 +698,16 @@ class Sender:
 
     def _redact(self, text: str) -> str:
         return redact(text, self.secrets)
+
+
+def sent(url: str, outcome: Any) -> None:
+    """One request, logged at DEBUG once it answered (its status: a blocking call's, a
+    stream's, a failed one's) or failed (the error's class): never a header, a body, nor
+    the error's text. Callers check ``isEnabledFor(DEBUG)`` first (free when it is off)."""
+    if isinstance(outcome, BaseException):
+        _log.debug("POST %s -> %s", mask_url_password(url), type(outcome).__qualname__)
+    else:
+        _log.debug("POST %s -> HTTP %s", mask_url_password(url), outcome.status_code)
 
 
 def _cut_after_end(

@@ -28,6 +28,7 @@ from toolfold.runtime.core._messages import (
     frozen_json,
     frozen_output,
 )
+from toolfold.runtime.core._repr import excerpt, fields, short
 from toolfold.runtime.core._request import ModelResponse
 from toolfold.runtime.core._state import Disposition, Outcome, RunState, refreeze_on_unpickle
 from toolfold.runtime.core._stop import StopCondition
@@ -62,6 +63,16 @@ class RunStarted:
     agent: str | None = None
     kind: Literal["run_started"] = "run_started"
 
+    def __repr__(self) -> str:
+        return fields(
+            "RunStarted",
+            [
+                ("run_id", excerpt(self.run_id)),
+                ("agent", None if self.agent is None else excerpt(self.agent)),
+                ("messages", len(self.messages)),
+            ],
+        )
+
 
 @attrs.frozen
 class HandedOff:
@@ -82,6 +93,10 @@ class HandedOff:
     messages: tuple[Message, ...] | None = None
     kind: Literal["handed_off"] = "handed_off"
 
+    def __repr__(self) -> str:
+        messages = None if self.messages is None else len(self.messages)
+        return fields("HandedOff", [("agent", excerpt(self.agent)), ("messages", messages)])
+
 
 @attrs.frozen
 class UserMessageAdded:
@@ -93,6 +108,9 @@ class UserMessageAdded:
 
     message: Message
     kind: Literal["user_message_added"] = "user_message_added"
+
+    def __repr__(self) -> str:
+        return fields("UserMessageAdded", [("message", repr(self.message))])
 
 
 @attrs.frozen
@@ -115,6 +133,18 @@ class ModelResponded:
     response: ModelResponse
     dispositions: tuple[Disposition, ...] = attrs.field(default=(), converter=_dispositions)
     kind: Literal["model_responded"] = "model_responded"
+
+    def __repr__(self) -> str:
+        response = self.response
+        return fields(
+            "ModelResponded",
+            [
+                ("message", repr(response.message)),
+                ("finish_reason", repr(response.finish_reason)),
+                ("usage", repr(response.usage)),
+                ("dispositions", len(self.dispositions) or None),
+            ],
+        )
 
 
 @attrs.frozen
@@ -144,6 +174,19 @@ class ToolReturned:
     parts: tuple[ResultContent, ...] = attrs.field(default=(), converter=content_tuple)
     kind: Literal["tool_returned"] = "tool_returned"
 
+    def __repr__(self) -> str:
+        return fields(
+            "ToolReturned",
+            [
+                ("call_id", excerpt(self.call_id)),
+                ("content", excerpt(self.content)),
+                ("is_error", self.is_error or None),
+                ("outcome", None if self.outcome == "ok" else repr(self.outcome)),
+                ("child", None if self.child is None else repr(self.child)),
+                ("parts", len(self.parts) or None),
+            ],
+        )
+
 
 @attrs.frozen
 class ToolSuspended:
@@ -164,6 +207,11 @@ class ToolSuspended:
     call_id: str
     child: RunState
     kind: Literal["tool_suspended"] = "tool_suspended"
+
+    def __repr__(self) -> str:
+        return fields(
+            "ToolSuspended", [("call_id", excerpt(self.call_id)), ("child", repr(self.child))]
+        )
 
 
 def _events(items: Iterable[Event]) -> tuple[Event, ...]:
@@ -186,6 +234,11 @@ class CallResumed:
     call_id: str
     events: tuple[Event, ...] = attrs.field(converter=_events)
     kind: Literal["call_resumed"] = "call_resumed"
+
+    def __repr__(self) -> str:
+        return fields(
+            "CallResumed", [("call_id", excerpt(self.call_id)), ("events", len(self.events))]
+        )
 
 
 @attrs.frozen
@@ -213,6 +266,11 @@ class ApprovalDenied:
     reason: str = ""
     kind: Literal["approval_denied"] = "approval_denied"
 
+    def __repr__(self) -> str:
+        return fields(
+            "ApprovalDenied", [("call_id", excerpt(self.call_id)), ("reason", excerpt(self.reason))]
+        )
+
 
 @attrs.frozen
 class ToolResultsProvided:
@@ -224,6 +282,9 @@ class ToolResultsProvided:
 
     results: tuple[ToolResultPart, ...] = attrs.field(converter=_results)
     kind: Literal["tool_results_provided"] = "tool_results_provided"
+
+    def __repr__(self) -> str:
+        return fields("ToolResultsProvided", [("results", short(list(self.results)))])
 
 
 def planned_output(value: Any) -> Any:
@@ -271,6 +332,9 @@ class OutputAccepted:
     value: Any = attrs.field(converter=_output_value, eq=as_item)
     kind: Literal["output_accepted"] = "output_accepted"
 
+    def __repr__(self) -> str:
+        return fields("OutputAccepted", [("value", short(self.value))])
+
 
 refreeze_on_unpickle(OutputAccepted, "value")  # (pickled by an older toolfold: mutable)
 
@@ -285,6 +349,9 @@ class OutputRejected:
 
     message: str
     kind: Literal["output_rejected"] = "output_rejected"
+
+    def __repr__(self) -> str:
+        return fields("OutputRejected", [("message", excerpt(self.message))])
 
 
 @attrs.frozen
@@ -342,12 +409,14 @@ class AttemptDropped:
     The error ``on_tool_error="raise"`` raises carries one too: its state
     holds the results of the step's calls that ended and the failed calls
     still to run, without the sub-runs (agents used as tools) the failed
-    calls made, whose usage it keeps in ``sub_run_usage``.
+    calls made, whose usage it keeps in ``sub_run_usage``. So does the error
+    of a model's stream that failed after its provider reported usage (a
+    stream cut midway), in ``usage``: that call was billed.
 
     Attributes:
         usage: Usage of the run's own dropped answer (the one its output
-            type rejected), before the model is asked again; the run then
-            waits for its model (``awaiting_model``).
+            type rejected, or a failed stream's), before the model is asked
+            again; the run then waits for its model (``awaiting_model``).
         sub_run_usage: Usage of the dropped sub-runs (their `tree_usage`),
             before their calls run again (``running_tools``).
     """
@@ -371,6 +440,16 @@ class RunFailed:
     message: str
     tool_name: str | None = None
     kind: Literal["run_failed"] = "run_failed"
+
+    def __repr__(self) -> str:
+        return fields(
+            "RunFailed",
+            [
+                ("error_kind", excerpt(self.error_kind)),
+                ("message", excerpt(self.message)),
+                ("tool_name", None if self.tool_name is None else excerpt(self.tool_name)),
+            ],
+        )
 
 
 Event = Union[  # noqa: UP007

@@ -128,7 +128,9 @@ class SubRunTotals(NamedTuple):
 
     Attributes:
         total: Every sub-run the log holds (`ToolReturned` children, any
-            depth) and those a resume dropped (`AttemptDropped`).
+            depth) and those dropped to run again (`AttemptDropped`: by a resume,
+            or with a round's failed calls under ``on_tool_error="raise"``; a cut
+            stream's usage is the run's own, not here).
         done: The tokens of those before the current step's own (the
             sub-runs of earlier steps, and those a resume dropped), summed
             step by step in log order (`step_start_tokens`).
@@ -196,8 +198,9 @@ class RunState:
             `Log`; `messages` gives a tuple.
         step: Model responses received so far in the run.
         turn_start: The value of ``step`` when the current turn began.
-        usage: Usage summed over every model call of this run (an answer a
-            resume dropped included, see `AttemptDropped`).
+        usage: Usage summed over every model call of this run, dropped answers
+            included (`AttemptDropped`: one the output type rejected, which a
+            resume dropped, and a streamed one cut after its usage came).
         calls: The tool calls of the current (or last) step, in call order.
         failures: Consecutive failing steps per tool name (read-only).
         output_retries: Final answers rejected in the current turn.

@@ -358,14 +358,15 @@ def _limit(state: RunState, reason: str) -> str:
         return f"{describe_condition(condition)} ({used})"
     if isinstance(condition, TokenBudget):
         used = f"{state.usage.total_tokens} tokens used"
-        # Answers a resume dropped (`AttemptDropped`) were billed and count, but are
-        # not among the model calls the message goes on to count: say so.
+        # Dropped answers (`AttemptDropped`: answers the output type rejected, or
+        # streams cut after their usage came) were billed and count, but are not
+        # among the model calls the message goes on to count: say so.
         dropped = [e.usage for e in state.log if e.kind == "attempt_dropped"]
         dropped = [u for u in dropped if u.total_tokens]
         tokens = sum(u.total_tokens for u in dropped)
         if tokens:
-            answers = "answer" if len(dropped) == 1 else f"{len(dropped)} answers"
-            used += f", {tokens} of them by the rejected {answers} a resume dropped"
+            answers = "an answer" if len(dropped) == 1 else f"{len(dropped)} answers"
+            used += f", {tokens} of them by {answers} dropped to ask the model again"
         return f"{describe_condition(condition)} ({used})"
     if condition is not None:
         return describe_condition(condition)

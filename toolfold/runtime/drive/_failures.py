@@ -27,7 +27,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
 )
-from toolfold.runtime.core._events import AttemptDropped, RunStarted
+from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
@@ -167,6 +167,7 @@ def raise_tool_error(
     conditions: Iterable[StopCondition | StopPredicate] = (),
     tools: Mapping[str, Tool[..., Any]] | None = None,
     commit: Callable[[RunState, dict[int, ToolOutcome]], RunState] | None = None,
+    show: Callable[[Event, RunState], None] | None = None,
 ) -> None:
     """Raise the `ToolExecutionError` of the round's first failed call, if any.
 
@@ -176,6 +177,10 @@ def raise_tool_error(
     calls again, and counting the usage of the sub-runs the failed calls made
     (see `with_dropped_sub_runs`). ``conditions``: those given to a resume
     only; ``tools``: the run's, by name (which of them run agents: `agent_run_by`).
+    ``show``: shows the `AttemptDropped` that counts those sub-runs to ``on_event``,
+    as the error is raised (an observer that raises: its `RunError` is raised, the
+    observer's exception its cause, and this error that exception's context; Ctrl-C
+    there is raised with this error's state, see `show_failing`).
     """
     failed: list[tuple[int, ToolExecutionError]] = []
     for index, outcome in enumerate(outcomes):
@@ -200,9 +205,14 @@ def raise_tool_error(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
     cause = outcomes[first].exception
-    if cause is not None:
-        raise error from cause
-    raise error
+    try:
+        if cause is not None:
+            raise error from cause
+        raise error
+    except ToolExecutionError:
+        if show is not None and error.state is not reached:  # (its AttemptDropped)
+            show(error.state.log[-1], error.state)
+        raise
 
 
 def with_dropped_sub_runs(
@@ -378,11 +388,20 @@ def too_deep(where: str, exc: RecursionError) -> str:
     )
 
 
-def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
+def model_failure(
+    exc: Exception, state: RunState, step: int, *, counted: bool = False
+) -> ToolfoldError:
+    """The error of a run whose model call of ``step`` failed with ``exc``, ``state`` its state.
+
+    ``counted``: ``state`` counts the usage the call's stream reported before it
+    failed (`AttemptDropped`): the message says so.
+    """
+    before = "the run before that call" + (
+        ", counting the usage its stream reported before it failed" if counted else ""
+    )
     if isinstance(exc, RecursionError) and nested_too_deep():  # resuming cannot fix it
         return RunError(
-            f"{too_deep(f'the model call of step {step}', exc)}; the error's state is the "
-            "run before that call",
+            f"{too_deep(f'the model call of step {step}', exc)}; the error's state is {before}",
             state,
         )
     if isinstance(exc, ToolfoldError):
@@ -392,7 +411,7 @@ def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
         return exc
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "
-        "the error's state is the run before that call, resume it to retry",
+        f"the error's state is {before}, resume it to retry",
         state,
     )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, Union
 
@@ -48,14 +48,22 @@ from toolfold.runtime.core._effects import (
     ValidateOutput,
 )
 from toolfold.runtime.core._events import (
+    AttemptDropped,
     Event,
     ModelResponded,
     OutputAccepted,
     StopRequested,
 )
-from toolfold.runtime.core._messages import Message, ToolCallPart, Usage, freeze, tool_calls_of
+from toolfold.runtime.core._messages import (
+    NO_USAGE,
+    Message,
+    ToolCallPart,
+    Usage,
+    freeze,
+    tool_calls_of,
+)
 from toolfold.runtime.core._next import next_effect
-from toolfold.runtime.core._reducer import OpenStep, open_step, reduce
+from toolfold.runtime.core._reducer import OpenStep, countable, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, ToolDefinition, without_cut_calls
 from toolfold.runtime.core._state import CallState, Disposition, RunState
 from toolfold.runtime.core._steps import last_response, usage_sum_problem
@@ -230,6 +238,54 @@ def _set_true(var: ContextVar[bool]) -> Iterator[None]:
         var.reset(token)
 
 
+class CutAnswer(NamedTuple):
+    """What a shell gives the loop for a model's stream that failed (``error``) after the
+    provider reported its ``usage``: the call was billed, so the error's state counts it."""
+
+    error: Exception
+    usage: Usage
+
+
+def _with_cut_usage(state: RunState, usage: Usage) -> RunState:
+    """``state`` (waiting for its model) counting the usage a failed stream reported, as an
+    `AttemptDropped` (what a resume counts once, as `token_budget` does): the answer is
+    dropped, the model is asked again on resume. Kept as it was should the reducer refuse
+    the event (not expected): the model's error stays the one raised. Not shown to
+    ``on_event`` here: the caller shows it where the run fails (an interruption's state,
+    as its committed results, is not shown)."""
+    usage = countable(usage)
+    if usage == NO_USAGE:
+        return state
+    try:
+        return reduce(state, AttemptDropped(usage=usage))
+    except InvalidEventError:
+        return state
+
+
+# Where an interruption (Ctrl-C, a cancellation) that cut a model's stream carries, to the
+# loop it is thrown into, the usage the stream had reported (see `note_cut_usage`).
+_CUT_USAGE = "_toolfold_cut_usage"
+
+
+def note_cut_usage(exc: BaseException, usage: Usage | None) -> None:
+    """Give ``exc``, an interruption that cut a model's stream after the provider reported
+    ``usage``, that usage for the run's loop: the call was billed, so the interruption's
+    state counts it (`_with_cut_usage`), as an error's does (`CutAnswer`)."""
+    if usage is not None and not isinstance(exc, Exception):
+        with suppress(AttributeError, TypeError):  # (an exception class without a __dict__)
+            setattr(exc, _CUT_USAGE, usage)
+
+
+def _taken_cut_usage(exc: BaseException) -> Usage:
+    """The usage `note_cut_usage` gave ``exc``, taken off it: one loop counts it, once."""
+    usage = getattr(exc, _CUT_USAGE, None)
+    if usage is None:
+        return NO_USAGE
+    with suppress(AttributeError):
+        delattr(exc, _CUT_USAGE)
+    return usage if isinstance(usage, Usage) else NO_USAGE
+
+
 class Ended(NamedTuple):
     """How a loop ends: the final (or suspended) state, and the live half of the agent running it.
 
@@ -360,16 +416,27 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         raise
                 if standing is not None:
                     standing.at = Stand(live, state, None)
+                before = state
                 try:
                     response = yield effect
+                    if type(response) is CutAnswer:  # a stream that failed, its usage billed
+                        state = _with_cut_usage(state, response.usage)
+                        raise response.error
                 except Exception as exc:
                     name_the_output_type(exc, live.output)
-                    failure = model_failure(exc, state, effect.step)
-                    if failure is exc:
-                        raise  # "raise exc from exc" would make the error its own cause
-                    raise failure from exc
+                    counted = state is not before  # (the cut stream's usage, an AttemptDropped)
+                    failure = model_failure(exc, state, effect.step, counted=counted)
+                    try:
+                        if failure is exc:
+                            raise  # "raise exc from exc" would make the error its own cause
+                        raise failure from exc
+                    except Exception:
+                        if counted:  # shown as every event is, once raised (see `show_failing`)
+                            show_failing(live, state.log[-1], state)
+                        raise
                 except BaseException as exc:  # cancelled while the model answers: the run before
-                    interrupted(exc, state)
+                    # (counting what a cut stream had reported: billed, asked again on resume)
+                    interrupted(exc, _with_cut_usage(state, _taken_cut_usage(exc)))
                     raise
                 # A call the provider cut never runs, whichever model answered, whole
                 # or streamed: dropped once here, where the answer becomes the event
@@ -610,7 +677,12 @@ def _run_tools(
             raise
     if live.on_tool_error == "raise":
         raise_tool_error(
-            state, outcomes, live.stop_when, live.tools, functools.partial(_committed, live)
+            state,
+            outcomes,
+            live.stop_when,
+            live.tools,
+            functools.partial(_committed, live),
+            functools.partial(show_failing, live),
         )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
@@ -839,6 +911,22 @@ def show_event(live: Live, event: Event, state: RunState) -> None:
     """Show ``event``, already reduced into ``state``, to the ``on_event`` observer."""
     if live.on_event is not None:
         _observe(live.on_event, event, state, "on_event")
+
+
+def show_failing(live: Live, event: Event, state: RunState) -> None:
+    """Show ``event``, reduced into ``state``, the state of the error the run is raising
+    (called in its ``except`` handler), to the ``on_event`` observer.
+
+    An observer that raises stops the run with its `RunError` (`show_event`),
+    that error's context the observer's exception, whose context is the run's
+    error. Ctrl-C or a cancellation landing in the observer is raised instead,
+    with ``state`` to resume from (`interrupted`): the state the error held.
+    """
+    try:
+        show_event(live, event, state)
+    except BaseException as exc:
+        interrupted(exc, state)
+        raise
 
 
 def _observe(observer: Callable[[Any], object], value: Any, state: RunState, name: str) -> None:

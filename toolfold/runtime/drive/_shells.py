@@ -26,6 +26,7 @@ from toolfold.runtime._response import (
 from toolfold.runtime.core._effects import (
     CallModel,
 )
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
 from toolfold.runtime.drive._cancels import (
@@ -53,6 +54,7 @@ from toolfold.runtime.drive._kept_loop import (
     watched_interrupt,
 )
 from toolfold.runtime.drive._loop import (
+    CutAnswer,
     Ended,
     Live,
     Loop,
@@ -64,6 +66,7 @@ from toolfold.runtime.drive._loop import (
     interrupted,
     is_interruption,
     kept_standing,
+    note_cut_usage,
     resumed_round,
     run_loop,
     takes_state,
@@ -72,7 +75,7 @@ from toolfold.runtime.drive._open import aopened, close_failed, opened
 from toolfold.runtime.drive._output import restored
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._sync_calls import run_calls_sync
-from toolfold.runtime.drive._trace import RunTrace, end_run, start_run
+from toolfold.runtime.drive._trace import RunTrace, ToolsTrace, end_run, start_run
 
 _log = logging.getLogger("toolfold.runtime")
 
@@ -148,10 +151,14 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            with resumed_round(live):
-                value = run_calls_sync(
-                    jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                )
+            try:
+                with resumed_round(live):
+                    value = run_calls_sync(
+                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                    )
+            except BaseException:
+                cut_tools(tools, op)
+                raise
             if tools is not None:
                 tools.end(value)
         elif isinstance(op, _SwitchOp):
@@ -163,6 +170,15 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
                 failure = exc
         elif isinstance(op, _SettledOp) and trace is not None:
             trace.settled(op.calls)
+
+
+def cut_tools(tools: ToolsTrace | None, op: _RunToolsOp) -> None:
+    """A round of calls that an interruption (Ctrl-C, a cancellation, a caller that stopped
+    the stream) or an error cut short: its spans end with the outcomes of the calls that had
+    ended (``op.finished``, read before the loop drops from it what it does not commit), the
+    others as interrupted. Without this the run's end marks every call interrupted."""
+    if tools is not None:
+        tools.end(tuple(op.finished.values()) if op.finished else ())
 
 
 def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool = False) -> None:
@@ -253,10 +269,14 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                     await check_round_on_loop()  # (and before its round of calls)
                     tools = None if trace is None else trace.tools(op.jobs)
                     jobs = op.jobs if tools is None else tools.jobs
-                    with resumed_round(live):
-                        value = await run_calls(
-                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                        )
+                    try:
+                        with resumed_round(live):
+                            value = await run_calls(
+                                jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                            )
+                    except BaseException:
+                        cut_tools(tools, op)
+                        raise
                     if tools is not None:
                         tools.end(value)
                 elif isinstance(op, _SwitchOp):
@@ -359,17 +379,24 @@ def _stream_sync(
                         raise KeyboardInterrupt
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
-                failure = exc
+                value, failure = cut_answer(exc, folded)
+            except BaseException as exc:  # Ctrl-C: the loop's state counts what it reported
+                note_cut_usage(exc, reported(folded))
+                raise
         elif isinstance(op, _RunToolsOp):
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            if op.relay is not None and any(forwards(job) for job in jobs):
-                value = yield from _relayed_sync(op, jobs, op.relay, live)
-            else:
-                with resumed_round(live):
-                    value = run_calls_sync(
-                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                    )
+            try:
+                if op.relay is not None and any(forwards(job) for job in jobs):
+                    value = yield from _relayed_sync(op, jobs, op.relay, live, tools)
+                else:
+                    with resumed_round(live):
+                        value = run_calls_sync(
+                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
+            except BaseException:
+                cut_tools(tools, op)
+                raise
             if tools is not None:
                 tools.end(value)
 
@@ -380,7 +407,11 @@ ABANDON_WAIT = SIGNAL_POLL
 
 
 def _relayed_sync(
-    op: _RunToolsOp, jobs: Sequence[ToolJob], relay: Relay, live: Live
+    op: _RunToolsOp,
+    jobs: Sequence[ToolJob],
+    relay: Relay,
+    live: Live,
+    tools: ToolsTrace | None = None,
 ) -> Generator[RunStreamEvent, None, tuple[ToolOutcome, ...]]:
     """The step's calls (``jobs``: ``op``'s, or its trace's) on a thread of their own, their
     sub-runs' events yielded as they come.
@@ -488,6 +519,8 @@ def _relayed_sync(
         keep()
     except BaseException as exc:
         if isinstance(exc, (Exception, GeneratorExit)):
+            if tools is not None:  # (told first: its sub-runs stop because the caller left)
+                tools.abandon()
             interrupt.cut()  # (the run is abandoned: what its round runs stops, reply or not)
             done.wait(ABANDON_WAIT)
             keep()
@@ -548,12 +581,14 @@ async def _relayed_async(
     relay: Relay,
     live: Live,
     outcomes: list[tuple[ToolOutcome, ...]],
+    tools: ToolsTrace | None = None,
 ) -> AsyncGenerator[RunStreamEvent, None]:
     """The step's calls (``jobs``: ``op``'s, or its trace's) as a task; their sub-runs'
     events yielded as they come.
 
     ``outcomes`` receives the calls' outcomes. Stopping the iteration cancels
-    the calls still running, as cancelling the awaited calls would.
+    the calls still running, as cancelling the awaited calls would (``tools``, the
+    step's trace, is told first that the caller left).
     """
     import asyncio
 
@@ -584,6 +619,10 @@ async def _relayed_async(
             wake.clear()
             await wake.wait()
         outcomes.append(task.result())
+    except (Exception, GeneratorExit):
+        if tools is not None and not task.done():
+            tools.abandon()
+        raise
     finally:
         if not task.done():
             task.cancel()
@@ -607,7 +646,15 @@ async def stream_async(
                         if isinstance(item, Ended):
                             end_run(trace, item.state, None)
                             trace, ended = None, item
-                        yield item  # (an interruption thrown in here is stamped below)
+                        try:
+                            yield item
+                        except BaseException as exc:
+                            # Ctrl-C or a cancellation thrown in here (``athrow``): on down
+                            # to the stream the item came from (as a blocking stream's
+                            # ``yield from`` passes it), so a model's stream it cuts counts
+                            # the usage it reported; then stamped below.
+                            await throw_into(items, exc)
+                            raise
         except Exception as exc:
             if ended is None:
                 raise
@@ -652,7 +699,11 @@ async def _stream_async(
                 traced = _stream_traced(live, op, trace, answered)
                 async with aclosing(traced):
                     async for event in traced:
-                        yield event
+                        try:
+                            yield event
+                        except BaseException as exc:  # (as in `stream_async`)
+                            await throw_into(traced, exc)
+                            raise
                 value, failure = answered[0]
                 check_swallowed(cancelling, before)
                 continue
@@ -665,7 +716,10 @@ async def _stream_async(
                     yield event
                 value = finish_stream(folded, call_id_maker(op.step))
             except Exception as exc:
-                failure = exc
+                value, failure = cut_answer(exc, folded)
+            except BaseException as exc:  # cancelled: the loop's state counts what it reported
+                note_cut_usage(exc, reported(folded))
+                raise
             finally:
                 await close_stream(events)
             check_swallowed(cancelling, before)
@@ -673,18 +727,26 @@ async def _stream_async(
             await check_round_on_loop()
             tools = None if trace is None else trace.tools(op.jobs)
             jobs = op.jobs if tools is None else tools.jobs
-            if op.relay is not None and any(forwards(job) for job in jobs):
-                ended: list[tuple[ToolOutcome, ...]] = []
-                relayed = _relayed_async(op, jobs, op.relay, live, ended)
-                async with aclosing(relayed):
-                    async for item in relayed:
-                        yield item
-                value = ended[0]
-            else:
-                with resumed_round(live):
-                    value = await run_calls(
-                        jobs, max_concurrency=live.max_concurrency, finished=op.finished
-                    )
+            try:
+                if op.relay is not None and any(forwards(job) for job in jobs):
+                    ended: list[tuple[ToolOutcome, ...]] = []
+                    relayed = _relayed_async(op, jobs, op.relay, live, ended, tools)
+                    async with aclosing(relayed):
+                        async for item in relayed:
+                            try:
+                                yield item
+                            except BaseException as exc:  # (as in `stream_async`)
+                                await throw_into(relayed, exc)
+                                raise
+                    value = ended[0]
+                else:
+                    with resumed_round(live):
+                        value = await run_calls(
+                            jobs, max_concurrency=live.max_concurrency, finished=op.finished
+                        )
+            except BaseException:
+                cut_tools(tools, op)
+                raise
             if tools is not None:
                 tools.end(value)
 
@@ -762,9 +824,10 @@ def _stream_traced_sync(
                 call.detach(token)
         value = finish_stream(folded, call_id_maker(op.step))
     except BaseException as exc:
-        call.end(None, exc)
+        call.end(None, exc, reported(folded))
         if isinstance(exc, Exception):
-            return None, exc
+            return cut_answer(exc, folded)
+        note_cut_usage(exc, reported(folded))  # (Ctrl-C: counted in its state, as on the span)
         raise
     call.end(value, None)
     return value, None
@@ -795,15 +858,34 @@ async def _stream_traced(
                     call.detach(token)
             value = finish_stream(folded, call_id_maker(op.step))
         except BaseException as exc:
-            call.end(None, exc)
+            call.end(None, exc, reported(folded))
             if isinstance(exc, Exception):
-                answered.append((None, exc))
+                answered.append(cut_answer(exc, folded))
                 return
+            note_cut_usage(exc, reported(folded))  # (cancelled: counted in its state too)
             raise
         call.end(value, None)
         answered.append((value, None))
     finally:
         await close_stream(events)
+
+
+# What a stream's state holds until its provider reports usage.
+_UNREPORTED = StreamState().usage
+
+
+def reported(folded: StreamState) -> Usage | None:
+    """The usage a model's stream had reported by ``folded`` (None if it reported none)."""
+    usage = folded.usage
+    return None if usage == _UNREPORTED else usage
+
+
+def cut_answer(exc: Exception, folded: StreamState) -> tuple[Any, Exception | None]:
+    """The value and failure for the loop of a stream that failed with ``exc`` at
+    ``folded``: once the provider had reported usage (the call was billed, as a cut
+    Anthropic stream's ``message_start`` says), a `CutAnswer` the loop counts it from."""
+    usage = reported(folded)
+    return (None, exc) if usage is None else (CutAnswer(exc, usage), None)
 
 
 async def close_stream(events: AsyncIterator[StreamEvent] | None) -> None:

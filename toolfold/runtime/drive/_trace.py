@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from toolfold.runtime.core._messages import Usage
     from toolfold.runtime.core._request import ModelRequest, ModelResponse
     from toolfold.runtime.core._state import CallState, RunState
     from toolfold.runtime.drive._executor import ToolJob, ToolOutcome
@@ -34,11 +35,18 @@ class CallTrace(Protocol):
     def detach(self, token: object) -> None:
         """Undo the `attach` that returned ``token``."""
 
-    def end(self, response: ModelResponse | None, error: BaseException | None) -> None:
+    def end(
+        self,
+        response: ModelResponse | None,
+        error: BaseException | None,
+        usage: Usage | None = None,
+    ) -> None:
         """The call returned ``response``, or raised ``error``.
 
         ``error`` may be an interruption: a cancellation, Ctrl-C, or the
         caller stopping a stream (``GeneratorExit``) before the response ended.
+        ``usage``: with ``error``, what a stream had reported before it failed
+        (the provider billed it), or None.
         """
 
 
@@ -52,6 +60,10 @@ class ToolsTrace(Protocol):
 
     def end(self, outcomes: Sequence[ToolOutcome]) -> None:
         """The calls ended (each outcome carries its duration)."""
+
+    def abandon(self) -> None:
+        """The caller stopped the stream during these calls: the sub-runs they run stop
+        because it left (their interruption or cancellation is no Ctrl-C, no error)."""
 
 
 class RunTrace(Protocol):
