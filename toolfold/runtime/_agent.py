@@ -9,7 +9,12 @@ from typing import Any, Generic, NamedTuple, TypeVar, overload
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
-from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
+from toolfold.runtime._misplaced import (
+    config_options,
+    refuse_model_options,
+    refuse_run_options,
+    run_options,
+)
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import OutputT_co, Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed, started_by
@@ -84,6 +89,10 @@ class Agent(Generic[DepsT, OutputT_co]):
         max_steps: Model calls allowed per run (``finish_reason ==
             "max_steps"`` when reached).
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
+        reset_tool_choice: True (the default) to force a ``"required"`` or
+            named ``tool_choice`` on the first step of each turn only, later
+            steps going ``"auto"`` (so the model can answer); False to force
+            every step (then ``max_steps`` or a stop condition ends the run).
         output_type: The type the final answer is structured into.
         output_retries: Invalid final answers sent back before failing.
         auto_execute_tools: False to return every call unexecuted.
@@ -126,6 +135,7 @@ class Agent(Generic[DepsT, OutputT_co]):
     tools: tuple[Tool[..., Any] | Callable[..., Any] | ToolSource, ...]
     max_steps: int
     tool_choice: str | None
+    reset_tool_choice: bool
     output_type: Any
     output_retries: int
     auto_execute_tools: bool
@@ -166,6 +176,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: None = None,
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -187,6 +198,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: type[_T],
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -208,6 +220,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: Any,
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -228,6 +241,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: Any = None,
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -250,6 +264,7 @@ class Agent(Generic[DepsT, OutputT_co]):
             tools=_listed(tools, "tools", name),
             max_steps=max_steps,
             tool_choice=tool_choice,
+            reset_tool_choice=reset_tool_choice,
             output_type=output_type,
             output_retries=output_retries,
             auto_execute_tools=auto_execute_tools,
@@ -1120,7 +1135,10 @@ _RUN_METHODS = ("run", "arun", "stream", "resume", "aresume", "resume_stream")
 def _agent_run_options() -> Mapping[str, str]:
     """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
     methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
-    return run_options(methods, Agent.__init__, "agent.")
+    return {
+        **config_options(Agent.__init__),
+        **run_options(methods, Agent.__init__, "agent."),
+    }
 
 
 def _listed(value: Any, param: str, agent: Any) -> tuple[Any, ...]:

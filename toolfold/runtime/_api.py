@@ -12,7 +12,12 @@ from typing import Any, TypeVar, overload
 
 from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent import Agent, _Answers
-from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
+from toolfold.runtime._misplaced import (
+    config_options,
+    refuse_model_options,
+    refuse_run_options,
+    run_options,
+)
 from toolfold.runtime._model import CLIENT_OPTIONS, Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -62,6 +67,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: None = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -85,6 +91,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: type[_T],
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -108,6 +115,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -130,6 +138,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -158,6 +167,9 @@ def generate_text(
             ``finish_reason == "max_steps"`` (no exception).
         auto_execute_tools: False to return every call unexecuted.
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
+        reset_tool_choice: True (the default) to force a ``"required"`` or
+            named ``tool_choice`` on the first step only, later steps going
+            ``"auto"``; False to force every step.
         output_type: A dataclass, attrs class, TypedDict or plain type; the
             final answer is validated and structured into ``response.output``.
         output_retries: Invalid final answers sent back before the run fails.
@@ -213,6 +225,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: None = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -236,6 +249,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: type[_T],
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -259,6 +273,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -281,6 +296,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -313,6 +329,7 @@ _OPTIONS = (
     "max_steps",
     "auto_execute_tools",
     "tool_choice",
+    "reset_tool_choice",
     "output_type",
     "output_retries",
     "stop_when",
@@ -347,7 +364,8 @@ def _function_run_options() -> Mapping[str, str]:
             f"{name}= is Agent.run()'s; here the prompt, after any earlier messages, goes in "
             "messages, e.g. messages=[*history, prompt]"
         )
-    return hints
+    configured = config_options(generate_text, "Agent(model, ", Agent.__init__)
+    return {**configured, **hints}
 
 
 def _resume_agent(
@@ -380,6 +398,7 @@ def _resume_agent(
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
         tool_choice=config.tool_choice,
+        reset_tool_choice=config.reset_tool_choice,
         output_retries=config.output_retries,
         stop_when=(*config.stop_when, *stop_when),
         on_tool_error=on_tool_error,

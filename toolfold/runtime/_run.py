@@ -351,6 +351,7 @@ def make_options(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_retries: int = 3,
     stop_when: Iterable[StopCondition | StopPredicate] = (),
     on_tool_error: OnToolError = "return",
@@ -381,7 +382,14 @@ def make_options(
         output_type,
         stop_when,
         settings or {},
-        (instructions, max_steps, auto_execute_tools, tool_choice, output_retries),
+        (
+            instructions,
+            max_steps,
+            auto_execute_tools,
+            tool_choice,
+            reset_tool_choice,
+            output_retries,
+        ),
     )
     made = _MADE.get(key) if key else None
     if made is not None and _alive(made[0], tools):
@@ -416,6 +424,7 @@ def make_options(
         instructions=instructions,
         tools=tuple(ToolSpec.from_tool(t) for t in by_name.values()),
         tool_choice=tool_choice,
+        reset_tool_choice=reset_tool_choice,
         output=output.spec if output is not None else None,
         output_retries=output_retries,
         settings=_json_settings(settings or {}),

@@ -1,0 +1,106 @@
+"""Defects a user porting from the AI SDK / LangGraph met (session 40 review)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolfold import Agent, RunState, UsageError, agenerate_text, generate_text, tool
+from toolfold.testing import ScriptedModel
+
+
+@tool
+def lookup(order: str) -> str:
+    """Look an order up.
+
+    Args:
+        order: The order's id.
+    """
+    return "shipped"
+
+
+def _calls(n: int) -> ScriptedModel:
+    return ScriptedModel([ScriptedModel.call("lookup", {"order": str(i)}) for i in range(n)])
+
+
+# --- 1. reset_tool_choice reaches the run, never the provider ----------------------
+
+
+def test_agent_reset_tool_choice_false_forces_every_step() -> None:
+    """Agent(reset_tool_choice=False) sends the forcing choice on every step, not as a setting."""
+    model = _calls(3)
+    agent = Agent(
+        model, tools=[lookup], tool_choice="required", reset_tool_choice=False, max_steps=3
+    )
+    response = agent.run("x")
+    assert [r.tool_choice for r in model.requests] == ["required"] * 3
+    assert all("reset_tool_choice" not in r.settings for r in model.requests)
+    assert response.state.config.reset_tool_choice is False
+    assert dict(agent.settings) == {}
+
+
+def test_generate_text_reset_tool_choice_false_forces_every_step() -> None:
+    """generate_text(reset_tool_choice=False) forces every step and sends no such setting."""
+    model = _calls(2)
+    generate_text(
+        model, "x", tools=[lookup], tool_choice="lookup", reset_tool_choice=False, max_steps=2
+    )
+    assert [r.tool_choice for r in model.requests] == ["lookup", "lookup"]
+    assert all("reset_tool_choice" not in r.settings for r in model.requests)
+
+
+def test_agenerate_text_and_evolve_take_reset_tool_choice() -> None:
+    """agenerate_text and evolve take reset_tool_choice; the default still resets to auto."""
+    model = _calls(2)
+    asyncio.run(
+        agenerate_text(
+            model, "x", tools=[lookup], tool_choice="required", reset_tool_choice=False, max_steps=2
+        )
+    )
+    assert [r.tool_choice for r in model.requests] == ["required", "required"]
+    reset = _calls(2)
+    agent = Agent(reset, tools=[lookup], tool_choice="required", max_steps=2)
+    agent.run("x")
+    assert [r.tool_choice for r in reset.requests] == ["required", "auto"]
+    kept = agent.evolve(reset_tool_choice=False, model=_calls(2))
+    kept.run("x")
+    assert [r.tool_choice for r in kept.model.requests] == ["required", "required"]
+
+
+def test_reset_tool_choice_survives_a_resume() -> None:
+    """A run started with reset_tool_choice=False keeps forcing after a saved state's resume."""
+    agent = Agent(
+        _calls(3), tools=[lookup], tool_choice="required", reset_tool_choice=False, max_steps=1
+    )
+    first = agent.run("x")
+    state = RunState.from_json(first.state.to_json())
+    assert state.config.reset_tool_choice is False
+    model = _calls(1)
+    agent.evolve(model=model).resume(state, max_steps=2)
+    assert [r.tool_choice for r in model.requests] == ["required"]
+
+
+@pytest.mark.parametrize("name", ["output", "config"])
+def test_agent_refuses_a_config_name_as_a_setting(name: str) -> None:
+    """Agent() refuses a run configuration's name given as a model setting, naming it."""
+    with pytest.raises(UsageError, match=rf"Agent\(\) got {name}=: an option of a run"):
+        Agent(ScriptedModel(["hi"]), **{name: 1})
+    with pytest.raises(UsageError, match=rf"evolve\(\) got {name}=: an option of a run"):
+        Agent(ScriptedModel(["hi"])).evolve(**{name: 1})
+
+
+@pytest.mark.parametrize("name", ["output", "config", "name", "handoffs"])
+def test_generate_text_refuses_a_config_name_as_a_setting(name: str) -> None:
+    """generate_text refuses a run configuration's (or Agent's) option given as a setting."""
+    model = ScriptedModel(["hi"])
+    with pytest.raises(UsageError, match=rf"generate_text\(\) got {name}=: an option of a run"):
+        generate_text(model, "x", **{name: 1})
+    assert model.requests == []
+
+
+def test_a_real_setting_still_goes_to_the_provider() -> None:
+    """A model setting with no option's name is still sent (the guard refuses only options)."""
+    model = ScriptedModel(["hi"])
+    generate_text(model, "x", temperature=0, settings_note="a")
+    assert dict(model.requests[0].settings) == {"temperature": 0, "settings_note": "a"}
