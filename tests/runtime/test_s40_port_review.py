@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from toolfold import Agent, RunState, UsageError, agenerate_text, generate_text, tool
+from toolfold import Agent, RunState, UsageError, agenerate_text, generate_text, resume, tool
 from toolfold.testing import ScriptedModel
 
 
@@ -104,3 +104,54 @@ def test_a_real_setting_still_goes_to_the_provider() -> None:
     model = ScriptedModel(["hi"])
     generate_text(model, "x", temperature=0, settings_note="a")
     assert dict(model.requests[0].settings) == {"temperature": 0, "settings_note": "a"}
+
+
+# --- 2. generate_text and resume check their list arguments as Agent does -----------
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"tools": lookup}, r"tools takes a list, got one Tool \('lookup'\): .*tools=\[lookup\]"),
+        ({"tools": {"weather": lookup}}, r"tools takes a list, got a dict \(keys 'weather'\)"),
+        ({"stop_when": lambda state: False}, r"stop_when takes a list, got one function"),
+        ({"stop_when": 5}, r"stop_when takes a list, got one int"),
+    ],
+)
+def test_generate_text_refuses_one_item_for_a_list(given: dict[str, object], expected: str) -> None:
+    """generate_text names itself and the parameter when given one item (or a dict) for a list."""
+    model = ScriptedModel(["hi"])
+    with pytest.raises(UsageError, match=r"^generate_text\(\): " + expected):
+        generate_text(model, "x", **given)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^agenerate_text\(\): " + expected):
+        asyncio.run(agenerate_text(model, "x", **given))  # type: ignore[arg-type]
+    assert model.requests == []
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund an order.
+
+    Args:
+        order: The order's id.
+    """
+    return "refunded"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"tools": refund}, r"tools takes a list, got one Tool \('refund'\)"),
+        ({"tools": {"refund": refund}}, r"tools takes a list, got a dict .*tools=\[refund\]"),
+        ({"tools": [refund], "stop_when": lambda state: False}, r"stop_when takes a list"),
+    ],
+)
+def test_resume_names_itself_for_one_item_for_a_list(
+    given: dict[str, object], expected: str
+) -> None:
+    """The functional resume() refuses one item for a list naming resume(), not Agent()."""
+    script = [ScriptedModel.call("refund", {"order": "1"}), "done"]
+    waiting = Agent(ScriptedModel(script), tools=[refund]).run("x")
+    approvals = {waiting.pending_approvals[0].id: True}
+    with pytest.raises(UsageError, match=r"^resume\(\): " + expected):
+        resume(waiting.state, model=ScriptedModel(["done"]), approvals=approvals, **given)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 import attrs
 
@@ -1141,19 +1141,40 @@ def _agent_run_options() -> Mapping[str, str]:
     }
 
 
-def _listed(value: Any, param: str, agent: Any) -> tuple[Any, ...]:
+def _listed(value: Any, param: str, agent: Any, caller: str = "Agent()") -> tuple[Any, ...]:
     """A list parameter of `Agent` (``tools``, ``handoffs``, ``stop_when``) as a tuple.
+
+    ``caller`` is the call the error names when ``agent`` (the agent's name)
+    is none: ``"Agent()"``, or the function that builds the run
+    (``"generate_text()"``, ``"resume()"``).
 
     Raises:
         UsageError: ``value`` is one item, not a list of them: a string (which
-            would be a list of its letters), a mapping, or what is not iterable
-            (an agent, a tool, a function).
+            would be a list of its letters), a mapping (the AI SDK's
+            ``tools={"weather": tool}``: a tool's name is its own), or what
+            is not iterable (an agent, a tool, a function, a number).
     """
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
         return tuple(value)
-    who = "Agent()" if not isinstance(agent, str) or not agent else f"agent {agent!r}"
+    who = caller if not isinstance(agent, str) or not agent else f"agent {agent!r}"
     if isinstance(value, str):
         got, item = f"the string {value!r}", repr(value)
+    elif isinstance(value, Mapping):
+        keys = ", ".join(repr(k) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        got = f"a {type(value).__name__} (keys {keys})" if value else "an empty dict"
+        item = "..."
+        names = [getattr(v, "name", None) or getattr(v, "__name__", None) for v in value.values()]
+        if names and all(isinstance(n, str) and n.isidentifier() for n in names):
+            item = ", ".join(cast("list[str]", names))
+        named_by = (
+            " (a tool keeps its own name, @tool(name=...) or Tool's, not a key's)"
+            if param == "tools"
+            else ""
+        )
+        raise UsageError(
+            f"{who}: {param} takes a list, got {got}: pass a list of its values, "
+            f"{param}=[{item}]{named_by}"
+        )
     else:
         named = getattr(value, "name", None) or getattr(value, "__name__", None)
         kind = "agent" if isinstance(value, Agent) else type(value).__name__

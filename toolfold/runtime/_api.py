@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from toolfold._errors import ToolfoldError
-from toolfold.runtime._agent import Agent, _Answers
+from toolfold.runtime._agent import Agent, _Answers, _listed
 from toolfold.runtime._misplaced import (
     config_options,
     refuse_model_options,
@@ -209,7 +209,7 @@ def generate_text(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
         refuse_model_options("generate_text()", settings, model, agent="Agent(model, ")
-    options = _one_off(locals())
+    options = _one_off(locals(), "generate_text()")
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
     return run_sync(*fresh(options, messages, run_id, deps, on_event, on_step))
@@ -314,7 +314,7 @@ async def agenerate_text(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
         refuse_model_options("agenerate_text()", settings, model, agent="Agent(model, ")
-    options = _one_off(locals())
+    options = _one_off(locals(), "agenerate_text()")
     if isinstance(options, Agent):
         return await options.arun(
             messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id
@@ -339,19 +339,23 @@ _OPTIONS = (
 )
 
 
-def _one_off(arguments: Mapping[str, Any]) -> RunOptions | Agent:
+def _one_off(arguments: Mapping[str, Any], caller: str) -> RunOptions | Agent:
     """What a `generate_text` call runs: the options of the `Agent` it stands for, or the agent.
 
-    ``arguments`` are the call's (its ``locals()``). Without tool sources a
+    ``arguments`` are the call's (its ``locals()``), ``caller`` the call as an
+    error names it (``"generate_text()"``). Without tool sources a
     call runs the options themselves, as the agent's `run` would (an `Agent`
     made per call and dropped costs about as much as a model exchange); with
     sources, the agent, which opens them around the run.
     """
     options = {name: arguments[name] for name in _OPTIONS}
-    static, sources = split_sources(arguments["tools"])
+    # (checked as `Agent` checks them, naming the function called)
+    tools = _listed(arguments["tools"], "tools", None, caller)
+    options["stop_when"] = _listed(options["stop_when"], "stop_when", None, caller)
+    static, sources = split_sources(tools)
     if not sources:
         return make_options(arguments["model"], tools=static, **options)
-    return Agent(arguments["model"], tools=arguments["tools"], **options)
+    return Agent(arguments["model"], tools=tools, **options)
 
 
 @functools.cache
@@ -385,6 +389,9 @@ def _resume_agent(
     """
     if not isinstance(state, RunState):  # a Response, its JSON, None
         raise not_a_state(function, state)
+    # (checked here, as `Agent` checks them, naming the function called)
+    tools = _listed(tools, "tools", None, f"{function}()")
+    stop_when = _listed(stop_when, "stop_when", None, f"{function}()")
     config = state.config
     return Agent(
         model,
