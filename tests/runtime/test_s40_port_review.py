@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,38 @@ def test_resume_names_itself_for_one_item_for_a_list(
     approvals = {waiting.pending_approvals[0].id: True}
     with pytest.raises(UsageError, match=r"^resume\(\): " + expected):
         resume(waiting.state, model=ScriptedModel(["done"]), approvals=approvals, **given)  # type: ignore[arg-type]
+
+
+# --- 3. a tool_choice that is no text ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda choice: Agent(ScriptedModel(["hi"]), tools=[lookup], tool_choice=choice),
+        lambda choice: generate_text(
+            ScriptedModel(["hi"]), "x", tools=[lookup], tool_choice=choice
+        ),
+        lambda choice: Agent(ScriptedModel(["hi"]), tools=[lookup]).evolve(tool_choice=choice),
+    ],
+    ids=["Agent", "generate_text", "evolve"],
+)
+def test_a_tool_choice_that_is_no_text_is_a_usage_error(make: Any) -> None:
+    """A dict or list tool_choice is a UsageError naming tool_choice and what it takes."""
+    with pytest.raises(UsageError, match=r"^tool_choice must be a str: .*\('lookup'\).*got dict"):
+        make({"type": "tool", "toolName": "lookup"})
+    with pytest.raises(UsageError, match=r"^tool_choice must be a str: .*got list \['lookup'\]"):
+        make(["lookup"])
+
+
+def test_a_tool_choice_dict_naming_a_tool_shows_its_name() -> None:
+    """An AI SDK / OpenAI tool_choice dict naming a tool is answered with that tool's name."""
+    with pytest.raises(UsageError, match=r"to force that tool, tool_choice='lookup'$"):
+        Agent(
+            ScriptedModel(["hi"]),
+            tools=[lookup],
+            tool_choice={"type": "tool", "toolName": "lookup"},
+        )
+    openai = {"type": "function", "function": {"name": "lookup"}}
+    with pytest.raises(UsageError, match=r"tool_choice='lookup'$"):
+        Agent(ScriptedModel(["hi"]), tools=[lookup], tool_choice=openai)  # type: ignore[arg-type]

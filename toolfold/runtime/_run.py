@@ -35,6 +35,7 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
+from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -415,6 +416,8 @@ def make_options(
         build_hooks(made_tool)
     if max_steps < 1:
         raise UsageError(f"max_steps must be at least 1, got {max_steps}")
+    if tool_choice is not None and type(tool_choice) is not str:
+        raise UsageError(tool_choice_problem(tool_choice, by_name))
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
         names = ", ".join(by_name) or "none"
         raise UsageError(f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})")
@@ -445,6 +448,24 @@ def make_options(
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
         spec=spec,
+    )
+
+
+def tool_choice_problem(tool_choice: object, names: Iterable[str]) -> str:
+    """The error for a ``tool_choice`` that is no text (the AI SDK's ``{"type": "tool", ...}``)."""
+    shown = ", ".join(repr(n) for n in names)
+    named = ""
+    if isinstance(tool_choice, Mapping):
+        name = tool_choice.get("toolName", tool_choice.get("name"))
+        function = tool_choice.get("function")
+        if name is None and isinstance(function, Mapping):
+            name = function.get("name")  # (OpenAI's {"type": "function", "function": {...}})
+        if isinstance(name, str):
+            named = f"; to force that tool, tool_choice={name!r}"
+    return (
+        f"tool_choice must be a str: 'auto', 'none', 'required' or the name of one of the "
+        f"run's tools ({shown or 'it has none'}), or None, got {type(tool_choice).__name__} "
+        f"{short(tool_choice)}{named}"
     )
 
 
