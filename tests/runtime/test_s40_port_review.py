@@ -191,3 +191,56 @@ def test_a_tool_choice_dict_naming_a_tool_shows_its_name() -> None:
     openai = {"type": "function", "function": {"name": "lookup"}}
     with pytest.raises(UsageError, match=r"tool_choice='lookup'$"):
         Agent(ScriptedModel(["hi"]), tools=[lookup], tool_choice=openai)  # type: ignore[arg-type]
+
+
+# --- 4. a handoff target's forcing tool_choice -------------------------------------
+
+
+def _desk(model: ScriptedModel, max_steps: int = 10, **refunds_options: Any) -> Agent:
+    refunds = Agent(model, name="refunds", tools=[lookup], tool_choice="lookup", **refunds_options)
+    return Agent(
+        model,
+        name="triage",
+        handoffs=[refunds],
+        tool_choice="transfer_to_refunds",
+        max_steps=max_steps,
+    )
+
+
+_DESK_SCRIPT = [
+    ScriptedModel.call("transfer_to_refunds", {}),
+    ScriptedModel.call("lookup", {"order": "A1"}),
+    ScriptedModel.call("lookup", {"order": "A2"}),
+    "done",
+]
+
+
+def test_a_handoff_target_forces_its_tool_choice_on_its_first_step() -> None:
+    """The agent handed the run sends its own forcing tool_choice once, then auto."""
+    model = ScriptedModel(_DESK_SCRIPT)
+    response = _desk(model).run("refund A1")
+    assert response.agent == "refunds"
+    assert [r.tool_choice for r in model.requests] == [
+        "transfer_to_refunds",
+        "lookup",
+        "auto",
+        "auto",
+    ]
+
+
+def test_a_handoff_target_forces_on_resume_from_a_saved_state() -> None:
+    """A state saved right after a handoff forces the target's choice when it is resumed."""
+    model = ScriptedModel(_DESK_SCRIPT[:1])
+    first = _desk(model, max_steps=1).run("refund A1")  # handed over at the step limit
+    state = RunState.from_json(first.state.to_json())
+    assert (state.agent, state.finish_reason) == ("refunds", "max_steps")
+    later = ScriptedModel(_DESK_SCRIPT[1:])
+    _desk(later).resume(state, max_steps=10)
+    assert [r.tool_choice for r in later.requests] == ["lookup", "auto", "auto"]
+
+
+def test_a_handoff_target_with_reset_off_forces_every_step() -> None:
+    """A target with reset_tool_choice=False forces every one of its steps."""
+    model = ScriptedModel(_DESK_SCRIPT[:3])
+    _desk(model, reset_tool_choice=False, max_steps=3).run("refund A1")
+    assert [r.tool_choice for r in model.requests] == ["transfer_to_refunds", "lookup", "lookup"]

@@ -72,6 +72,21 @@ def next_effect(state: RunState) -> Effect:
     raise RunError("the run has not started: reduce a RunStarted event first", state)
 
 
+def _just_handed_off(state: RunState) -> bool:
+    """Whether the agent running ``state`` took it over and has not answered since.
+
+    Read from the log's end: a handoff after the last model response (the
+    events between are the transfer step's results, a dropped attempt...).
+    """
+    for event in reversed(state.log):
+        kind = event.kind
+        if kind == "handed_off":
+            return True
+        if kind == "model_responded" or kind == "run_started" or kind == "user_message_added":
+            return False
+    return False
+
+
 def build_request(state: RunState) -> ModelRequest:
     """The model request for the next step.
 
@@ -79,7 +94,8 @@ def build_request(state: RunState) -> ModelRequest:
     conversation. A forcing ``tool_choice`` (``"required"`` or a tool name)
     applies to the first step of a turn only when ``reset_tool_choice`` is set
     (the default): later steps use ``"auto"``, otherwise the model could never
-    give a final answer.
+    give a final answer. An agent handed the run applies its own forcing
+    choice to its first step after it takes over, as its own run would.
 
     Raises:
         UsageError: ``state`` is no `RunState`.
@@ -97,7 +113,12 @@ def build_request(state: RunState) -> ModelRequest:
     if system is not None:
         messages = (system, *messages)
     choice = config.tool_choice
-    if choice not in _NOT_FORCING and config.reset_tool_choice and state.turn_steps > 0:
+    if (
+        choice not in _NOT_FORCING
+        and config.reset_tool_choice
+        and state.turn_steps > 0
+        and not _just_handed_off(state)
+    ):
         choice = "auto"
     return _request(
         messages,
