@@ -244,3 +244,49 @@ def test_a_handoff_target_with_reset_off_forces_every_step() -> None:
     model = ScriptedModel(_DESK_SCRIPT[:3])
     _desk(model, reset_tool_choice=False, max_steps=3).run("refund A1")
     assert [r.tool_choice for r in model.requests] == ["transfer_to_refunds", "lookup", "lookup"]
+
+
+# --- 5. an observer that is no function is refused before the model is called --------
+
+
+@pytest.mark.parametrize("option", ["on_step", "on_event"])
+def test_an_observer_that_is_no_function_is_refused_before_any_model_call(option: str) -> None:
+    """on_step=5 / on_event="print" is a UsageError naming the option, before any model call."""
+    model = ScriptedModel([ScriptedModel.call("lookup", {"order": "1"}), "done"])
+    agent = Agent(model, tools=[lookup])
+    calls: list[Any] = [
+        lambda: agent.run("x", **{option: 5}),
+        lambda: list(agent.stream("x", **{option: 5})),
+        lambda: generate_text(model, "x", tools=[lookup], **{option: "print"}),
+        lambda: asyncio.run(agenerate_text(model, "x", **{option: 5})),
+    ]
+    for call in calls:
+        with pytest.raises(UsageError, match=rf"^{option} must be a function called with each"):
+            call()
+    assert model.requests == []
+
+
+def test_resume_refuses_an_observer_that_is_no_function_before_running_tools() -> None:
+    """A resume with on_step=5 is refused before the approved tool runs or the model is called."""
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def pay(order: str) -> str:
+        """Pay an order.
+
+        Args:
+            order: The order's id.
+        """
+        ran.append(order)
+        return "paid"
+
+    waiting = Agent(ScriptedModel([ScriptedModel.call("pay", {"order": "1"})]), tools=[pay]).run(
+        "x"
+    )
+    approvals = {waiting.pending_approvals[0].id: True}
+    model = ScriptedModel(["done"])
+    with pytest.raises(UsageError, match=r"^on_step must be a function"):
+        Agent(model, tools=[pay]).resume(waiting.state, approvals=approvals, on_step=5)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^on_event must be a function"):
+        resume(waiting.state, model=model, tools=[pay], approvals=approvals, on_event=5)  # type: ignore[arg-type]
+    assert (ran, model.requests) == ([], [])

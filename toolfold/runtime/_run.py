@@ -260,7 +260,15 @@ class RunOptions:
         Raises:
             ModelConfigError: The model string's provider could not be built
                 (no API key) and no `override_models` block replaces it.
+            UsageError: ``on_event`` or ``on_step`` is neither a function nor None.
         """
+        for option, observer in (("on_event", on_event), ("on_step", on_step)):
+            if observer is not None and not callable(observer):  # not after a paid model call
+                raise UsageError(
+                    f"{option} must be a function called with each "
+                    f"{'event' if option == 'on_event' else 'Step'} of the run (or None), got "
+                    f"{type(observer).__name__} {short(observer)}"
+                )
         # One context-variable lookup per run, for an agent made from a string.
         model = self.model if self.spec is None else in_force(self.model, self.spec)
         plain = (
