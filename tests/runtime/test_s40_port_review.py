@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunState, UsageError, agenerate_text, generate_text, resume, tool
+from toolfold import (
+    Agent,
+    RunState,
+    Tool,
+    ToolDefinitionError,
+    UsageError,
+    agenerate_text,
+    generate_text,
+    resume,
+    tool,
+)
 from toolfold.testing import ScriptedModel
 
 
@@ -334,3 +344,40 @@ def test_required_tool_choice_with_a_tool_source_is_taken() -> None:
     response = Agent(model, tools=[_Source()], tool_choice="required").run("x")
     assert response.text == "done"
     assert [r.tool_choice for r in model.requests] == ["required", "auto"]
+
+
+# --- 7. an explicit-schema tool's function must take the arguments as one dict -------
+
+
+_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def _two(arguments: dict[str, Any], extra: object) -> str:
+    return "x"
+
+
+def _keywords(**arguments: Any) -> str:
+    return "x"
+
+
+@pytest.mark.parametrize("function", [_two, _keywords, lambda: "x"], ids=["two", "kw", "none"])
+def test_an_explicit_tool_refuses_a_function_that_cannot_take_one_dict(function: Any) -> None:
+    """Tool(name, ..., schema, fn) checks fn takes the arguments as one dict, naming the tool."""
+    with pytest.raises(
+        ToolDefinitionError,
+        match=r"(?s)tool of 'two'.*cannot be called with the arguments as one dict",
+    ):
+        Tool("two", "d", _SCHEMA, function)
+
+
+def test_an_explicit_tool_takes_functions_of_one_dict() -> None:
+    """A function of one dict (with optional extras, async, a builtin) is still taken."""
+
+    def with_default(arguments: dict[str, Any], extra: object = None) -> str:
+        return "x"
+
+    async def awaited(arguments: dict[str, Any]) -> str:
+        return "x"
+
+    for function in (with_default, awaited, dict, len):
+        assert Tool("ok", "d", _SCHEMA, function).function is function

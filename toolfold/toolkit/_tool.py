@@ -152,6 +152,7 @@ class Tool(Generic[P, R]):
             problems.append(f"function must be callable or None, not {given!r}")
         elif function is not None:
             problems += [f"function {p}" for p in generator_problems(function)]
+            problems += one_dict_problems(function)
         schema = _EMPTY_OBJECT if parameters is None else parameters
         if parameters is not None:
             problems += schema_problems(schema)
@@ -499,6 +500,28 @@ class Tool(Generic[P, R]):
                 )
                 break
         return problems
+
+
+def one_dict_problems(function: Callable[..., Any]) -> list[str]:
+    """Why an explicit-schema tool cannot call ``function`` with the arguments as one dict.
+
+    Checked when the `Tool` is made: the call shape it would otherwise fail
+    every call with (``def run(args, extra)``), after the model's call was
+    paid for. A function without a signature (a builtin) is not checked.
+    """
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return []
+    try:
+        signature.bind({})
+    except TypeError as exc:
+        return [
+            f"function {_label(function)} cannot be called with the arguments as one dict, "
+            f"as the tool calls it (function(arguments)): {exc}; a function of named "
+            f"parameters is made a tool with @tool, which derives the schema"
+        ]
+    return []
 
 
 # A tool's fields: read-only once made. Agents copy them when they are built
