@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import attrs
 import pytest
 
 from toolfold import (
     Agent,
+    OutputRejectedEvent,
+    OutputValidationError,
     RunState,
     Tool,
     ToolDefinitionError,
@@ -381,3 +384,42 @@ def test_an_explicit_tool_takes_functions_of_one_dict() -> None:
 
     for function in (with_default, awaited, dict, len):
         assert Tool("ok", "d", _SCHEMA, function).function is function
+
+
+# --- 8. a stream shows a structured answer sent back ---------------------------------
+
+
+@attrs.define
+class Weather:
+    city: str
+    celsius: float
+
+
+def test_a_stream_shows_a_rejected_structured_answer() -> None:
+    """A stream yields output_rejected (step, message) after the step whose answer did not fit."""
+    model = ScriptedModel(
+        ['{"city": "Oslo", "celsius": "cold"}', '{"city": "Oslo", "celsius": -3}']
+    )
+    stream = Agent(model, output_type=Weather).stream("w")
+    kinds = []
+    rejected = []
+    for event in stream:
+        kinds.append(event.kind)
+        if isinstance(event, OutputRejectedEvent):
+            rejected.append(event)
+    assert [(r.step, "$.celsius" in r.message) for r in rejected] == [(1, True)]
+    assert kinds.index("output_rejected") == kinds.index("step_end") + 1
+    assert stream.response.output == Weather("Oslo", -3.0)
+    logged = [e.message for e in stream.response.state.events if e.kind == "output_rejected"]
+    assert logged == [rejected[0].message]
+
+
+def test_a_stream_shows_the_last_rejection_before_the_error() -> None:
+    """With retries used up the stream yields the last output_rejected, then raises."""
+    bad = '{"city": "Oslo", "celsius": "cold"}'
+    stream = Agent(ScriptedModel([bad, bad]), output_type=Weather, output_retries=1).stream("w")
+    seen: list[str] = []
+    with pytest.raises(OutputValidationError):
+        seen.extend(event.kind for event in stream)
+    assert seen.count("output_rejected") == 2
+    assert seen[-1] == "output_rejected"

@@ -25,6 +25,7 @@ from toolfold.runtime._model import (
     register_provider,
 )
 from toolfold.runtime._response import (
+    OutputRejectedEvent,
     Response,
     RunEndEvent,
     RunStreamEvent,
@@ -156,6 +157,7 @@ __all__ = [
     "ModelResponse",
     "OutputAccepted",
     "OutputRejected",
+    "OutputRejectedEvent",
     "OutputSpec",
     "Parallel",
     "Part",

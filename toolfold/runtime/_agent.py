@@ -725,7 +725,8 @@ class Agent(Generic[DepsT, OutputT_co]):
 
         The events are `StepStartEvent`, the model's stream events as they
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
-        `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
+        `OutputRejectedEvent` (a structured answer sent back), `StepEndEvent`,
+        and last a `RunEndEvent` carrying the `Response`.
         """
         return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 

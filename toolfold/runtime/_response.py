@@ -318,6 +318,25 @@ class ToolResultEvent:
 
 
 @attrs.frozen
+class OutputRejectedEvent:
+    """The final answer did not fit the output type (``output_type``).
+
+    It goes back to the model, which answers again in a new step; once
+    ``output_retries`` are used up the run fails with `OutputValidationError`
+    right after this event. The same rejection is the run's ``output_rejected``
+    event (`on_event`).
+
+    Attributes:
+        step: The index of the step whose answer was rejected.
+        message: What was wrong, as the model is told.
+    """
+
+    step: int
+    message: str
+    kind: Literal["output_rejected"] = "output_rejected"
+
+
+@attrs.frozen
 class StepEndEvent:
     """A step is complete: its calls all have results."""
 
@@ -365,6 +384,7 @@ RunStreamEvent = Union[  # noqa: UP007
     MediaOutput,
     ToolCallEvent,
     ToolResultEvent,
+    OutputRejectedEvent,
     StepEndEvent,
     RunEndEvent,
     SubRunEvent,
