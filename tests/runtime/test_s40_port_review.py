@@ -423,3 +423,24 @@ def test_a_stream_shows_the_last_rejection_before_the_error() -> None:
         seen.extend(event.kind for event in stream)
     assert seen.count("output_rejected") == 2
     assert seen[-1] == "output_rejected"
+
+
+def test_an_agent_file_takes_reset_tool_choice_and_writes_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent file's reset_tool_choice reaches the agent, and to_dict writes it (not at default)."""
+    from toolfold.files import from_dict, loads
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # (a model string is built; none is called)
+
+    text = 'entry = "a"\n[agents.a]\nmodel = "openai:gpt-4o-mini"\nreset_tool_choice = false\n'
+    agent = loads(text, model=ScriptedModel(["hi"])).get()
+    assert isinstance(agent, Agent)
+    assert agent.reset_tool_choice is False
+    written = agent.evolve(model="openai:gpt-4o-mini").to_dict()
+    assert written["agents"][next(iter(written["agents"]))]["reset_tool_choice"] is False
+    again = from_dict(written, model=ScriptedModel(["hi"])).get()
+    assert isinstance(again, Agent)
+    assert again.reset_tool_choice is False
+    plain = Agent("openai:gpt-4o-mini").to_dict()
+    assert all("reset_tool_choice" not in entry for entry in plain["agents"].values())
