@@ -444,3 +444,22 @@ def test_an_agent_file_takes_reset_tool_choice_and_writes_it_back(
     assert again.reset_tool_choice is False
     plain = Agent("openai:gpt-4o-mini").to_dict()
     assert all("reset_tool_choice" not in entry for entry in plain["agents"].values())
+
+
+def test_no_run_config_field_falls_into_the_settings() -> None:
+    """Each RunConfig field is a parameter of Agent and generate_text, or refused as a setting."""
+    import inspect
+
+    from toolfold.runtime import RunConfig
+
+    names = [f.name for f in attrs.fields(RunConfig) if not f.name.startswith("_")]
+    for call, own in (
+        (lambda **kw: Agent(ScriptedModel(["hi"]), **kw), Agent.__init__),
+        (lambda **kw: generate_text(ScriptedModel(["hi"]), "x", **kw), generate_text),
+    ):
+        taken = set(inspect.signature(own).parameters)
+        for name in names:
+            if name in taken:
+                continue
+            with pytest.raises(UsageError, match=rf"got {name}=: an option of a run"):
+                call(**{name: 1})
