@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import attrs
@@ -384,6 +385,38 @@ def test_an_explicit_tool_takes_functions_of_one_dict() -> None:
 
     for function in (with_default, awaited, dict, len):
         assert Tool("ok", "d", _SCHEMA, function).function is function
+
+
+def _from_dict(function: Any) -> Any:
+    """A dict-taking adapter over ``function``, made with functools.wraps (which sets __wrapped__)."""
+
+    @functools.wraps(function)
+    def adapter(arguments: dict[str, Any]) -> Any:
+        return function(**arguments)
+
+    return adapter
+
+
+def _weather(city: str, units: str) -> str:
+    return f"{city} in {units}"
+
+
+def test_an_explicit_tool_takes_a_wraps_adapter_of_one_dict() -> None:
+    """Tool(...) and replace(function=) take a functools.wraps adapter by its own (dict) signature."""
+    schema = {"type": "object", "properties": {"city": {}, "units": {}}}
+    made = Tool("weather", "d", schema, _from_dict(_weather))
+    assert made.invoke({"city": "Paris", "units": "C"}) == "Paris in C"
+    swapped = Tool("weather", "d", schema, lambda a: a).replace(function=_from_dict(_weather))
+    assert swapped.invoke({"city": "Oslo", "units": "F"}) == "Oslo in F"
+
+
+def test_replace_refuses_a_function_of_no_dict_as_tool_does() -> None:
+    """Tool.replace(function=) refuses a function that cannot take one dict with Tool(...)'s words."""
+    with pytest.raises(ToolDefinitionError) as made:
+        Tool("two", "d", _SCHEMA, _two)
+    with pytest.raises(ToolDefinitionError) as replaced:
+        Tool("two", "d", _SCHEMA, lambda a: a).replace(function=_two)
+    assert str(replaced.value) == str(made.value)
 
 
 # --- 8. a stream shows a structured answer sent back ---------------------------------
