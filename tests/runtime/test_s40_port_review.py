@@ -24,7 +24,7 @@ from toolfold import (
     tool,
 )
 from toolfold.files import load
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 
 @tool
@@ -260,6 +260,67 @@ def test_a_handoff_target_with_reset_off_forces_every_step() -> None:
     model = ScriptedModel(_DESK_SCRIPT[:3])
     _desk(model, reset_tool_choice=False, max_steps=3).run("refund A1")
     assert [r.tool_choice for r in model.requests] == ["transfer_to_refunds", "lookup", "lookup"]
+
+
+def _router_desk(seen: list[tuple[str, str | None]]) -> Agent[Any, str]:
+    """triage forces a call (its only tools: transfers); billing hands every question back."""
+
+    def triage_model(request: Any) -> Any:
+        seen.append(("triage", request.tool_choice))
+        if request.tool_choice == "required":
+            return FunctionModel.call("transfer_to_billing", {})
+        return "triage answered"
+
+    def billing_model(request: Any) -> Any:
+        seen.append(("billing", request.tool_choice))
+        if [m for m in request.messages if m.role == "user"][-1].text == "my bill":
+            return "billing answered"
+        return FunctionModel.call("transfer_to_triage", {})
+
+    billing = Agent(FunctionModel(billing_model), name="billing", handoffs=["triage"])
+    return Agent(
+        FunctionModel(triage_model),
+        name="triage",
+        handoffs=[billing],
+        tool_choice="required",
+        max_steps=10,
+    )
+
+
+def test_a_run_handed_back_to_a_forcing_router_is_not_forced_again() -> None:
+    """A router that answered in this turn is not forced again when the run comes back: no ping-pong."""
+    seen: list[tuple[str, str | None]] = []
+    response = _router_desk(seen).run("what's the weather?")
+    assert (response.finish_reason, response.text) == ("stop", "triage answered")
+    assert seen == [("triage", "required"), ("billing", None), ("triage", "auto")]
+
+
+def test_a_router_handed_the_run_in_a_later_turn_is_forced_once_in_it() -> None:
+    """In a turn begun by another agent, the router handed the run is forced once, then not again."""
+    seen: list[tuple[str, str | None]] = []
+    triage = _router_desk(seen)
+    first = triage.run("my bill")
+    assert (first.agent, first.text) == ("billing", "billing answered")
+    seen.clear()
+    second = triage.resume(first.state, message="what's the weather?")
+    assert (second.finish_reason, second.text) == ("stop", "triage answered")
+    assert seen == [
+        ("billing", None),
+        ("triage", "required"),
+        ("billing", None),
+        ("triage", "auto"),
+    ]
+
+
+def test_a_router_that_began_the_turn_is_not_forced_when_handed_it_back() -> None:
+    """The turn's first agent answered at its start: handed the run back, it is not forced again."""
+    seen: list[tuple[str, str | None]] = []
+    triage = _router_desk(seen)
+    first = triage.run("what's the weather?")
+    assert first.agent == "triage"
+    seen.clear()
+    triage.resume(first.state, message="and tomorrow?")
+    assert seen == [("triage", "required"), ("billing", None), ("triage", "auto")]
 
 
 # --- 5. an observer that is no function is refused before the model is called --------
