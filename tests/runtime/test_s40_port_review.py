@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from toolfold import (
     Agent,
-    OutputRejectedEvent,
+    OutputInvalidEvent,
     OutputValidationError,
     RunState,
     Tool,
@@ -542,7 +543,7 @@ class Weather:
 
 
 def test_a_stream_shows_a_rejected_structured_answer() -> None:
-    """A stream yields output_rejected (step, message) after the step whose answer did not fit."""
+    """A stream yields output_invalid (step, message) after the step whose answer did not fit."""
     model = ScriptedModel(
         ['{"city": "Oslo", "celsius": "cold"}', '{"city": "Oslo", "celsius": -3}']
     )
@@ -551,24 +552,37 @@ def test_a_stream_shows_a_rejected_structured_answer() -> None:
     rejected = []
     for event in stream:
         kinds.append(event.kind)
-        if isinstance(event, OutputRejectedEvent):
+        if isinstance(event, OutputInvalidEvent):
             rejected.append(event)
     assert [(r.step, "$.celsius" in r.message) for r in rejected] == [(1, True)]
-    assert kinds.index("output_rejected") == kinds.index("step_end") + 1
+    assert kinds.index("output_invalid") == kinds.index("step_end") + 1
     assert stream.response.output == Weather("Oslo", -3.0)
     logged = [e.message for e in stream.response.state.events if e.kind == "output_rejected"]
     assert logged == [rejected[0].message]
 
 
 def test_a_stream_shows_the_last_rejection_before_the_error() -> None:
-    """With retries used up the stream yields the last output_rejected, then raises."""
+    """With retries used up the stream yields the last output_invalid, then raises."""
     bad = '{"city": "Oslo", "celsius": "cold"}'
     stream = Agent(ScriptedModel([bad, bad]), output_type=Weather, output_retries=1).stream("w")
     seen: list[str] = []
     with pytest.raises(OutputValidationError):
         seen.extend(event.kind for event in stream)
-    assert seen.count("output_rejected") == 2
-    assert seen[-1] == "output_rejected"
+    assert seen.count("output_invalid") == 2
+    assert seen[-1] == "output_invalid"
+
+
+def test_no_run_stream_event_kind_is_a_run_event_kind() -> None:
+    """Each RunStreamEvent kind differs from every run Event kind, so one table keyed by kind holds both."""
+    from toolfold.runtime import RunStreamEvent
+    from toolfold.runtime.core._events import Event
+
+    def kinds(union: Any) -> dict[str, str]:
+        return {c.__name__: attrs.fields_dict(c)["kind"].default for c in typing.get_args(union)}
+
+    streamed, logged = kinds(RunStreamEvent), kinds(Event)
+    assert streamed["OutputInvalidEvent"] == "output_invalid"
+    assert set(streamed.values()).isdisjoint(logged.values())
 
 
 def test_an_agent_file_takes_reset_tool_choice_and_writes_it_back(

@@ -25,7 +25,7 @@ from toolfold.runtime._model import (
     register_provider,
 )
 from toolfold.runtime._response import (
-    OutputRejectedEvent,
+    OutputInvalidEvent,
     Response,
     RunEndEvent,
     RunStreamEvent,
@@ -156,8 +156,8 @@ __all__ = [
     "ModelResponded",
     "ModelResponse",
     "OutputAccepted",
+    "OutputInvalidEvent",
     "OutputRejected",
-    "OutputRejectedEvent",
     "OutputSpec",
     "Parallel",
     "Part",

@@ -722,7 +722,7 @@ class Agent(Generic[DepsT, OutputT_co]):
 
         The events are `StepStartEvent`, the model's stream events as they
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
-        `OutputRejectedEvent` (a structured answer sent back), `StepEndEvent`,
+        `OutputInvalidEvent` (a structured answer sent back), `StepEndEvent`,
         and last a `RunEndEvent` carrying the `Response`.
         """
         return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))

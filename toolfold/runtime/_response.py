@@ -318,13 +318,15 @@ class ToolResultEvent:
 
 
 @attrs.frozen
-class OutputRejectedEvent:
+class OutputInvalidEvent:
     """The final answer did not fit the output type (``output_type``).
 
     It goes back to the model, which answers again in a new step; once
     ``output_retries`` are used up the run fails with `OutputValidationError`
-    right after this event. The same rejection is the run's ``output_rejected``
-    event (`on_event`).
+    right after this event. The same rejection is the run's `OutputRejected`
+    event (`on_event`), whose kind, ``output_rejected``, this stream kind
+    (``output_invalid``) differs from: code keyed by ``kind`` over both
+    unions tells them apart.
 
     Attributes:
         step: The index of the step whose answer was rejected.
@@ -333,7 +335,7 @@ class OutputRejectedEvent:
 
     step: int
     message: str
-    kind: Literal["output_rejected"] = "output_rejected"
+    kind: Literal["output_invalid"] = "output_invalid"
 
 
 @attrs.frozen
@@ -384,7 +386,7 @@ RunStreamEvent = Union[  # noqa: UP007
     MediaOutput,
     ToolCallEvent,
     ToolResultEvent,
-    OutputRejectedEvent,
+    OutputInvalidEvent,
     StepEndEvent,
     RunEndEvent,
     SubRunEvent,

@@ -30,7 +30,7 @@ from toolfold._errors import (
 )
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import (
-    OutputRejectedEvent,
+    OutputInvalidEvent,
     RunStreamEvent,
     Step,
     StepEndEvent,
@@ -496,7 +496,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             rejected = state.log.last() if notify else None
             if rejected is not None and rejected.kind == "output_rejected":
                 try:  # (after its step_end; before the error, when retries are used up)
-                    yield _NoticeOp(OutputRejectedEvent(state.step, rejected.message))
+                    yield _NoticeOp(OutputInvalidEvent(state.step, rejected.message))
                 except BaseException as exc:  # Ctrl-C thrown in by the stream's reader
                     interrupted(exc, state)
                     raise
