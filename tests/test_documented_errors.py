@@ -145,6 +145,14 @@ def _bad_tool_choice() -> None:
     generate_text(ScriptedModel(["x"]), "go", tools=[_add], tool_choice="nope")
 
 
+def _observer_no_function() -> None:
+    Agent(ScriptedModel(["x"])).run("go", on_step=5)  # type: ignore[arg-type]
+
+
+def _required_without_tools() -> None:
+    generate_text(ScriptedModel(["x"]), "go", tool_choice="required")
+
+
 def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
@@ -627,19 +635,34 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`override_models(None)` or a model class; when it is called: a `stream_function` returning "
     "`None`, a `call_tools` name that is no tool of the request, "
     "an `override_models` function returning no model)": _call_tools_none,
-    "a list parameter of `Agent(...)` or `agent.evolve(...)` given one item "
+    "a list parameter of `Agent(...)` or `agent.evolve(...)` (`generate_text`'s, `resume`'s "
+    "`tools` and `stop_when` too) given one item "
     '(`handoffs="billing"`, which would be one handoff per letter, `handoffs=billing_agent`, '
-    "`tools=get_weather`, `stop_when=condition`, or a mapping: the error names the parameter "
+    "`tools=get_weather`, `stop_when=condition`, or a mapping such as the AI SDK's "
+    '`tools={"weather": weather}`: the error names the call, the parameter '
     "and says to pass a list)": _one_handoff,
+    'an `on_event` or `on_step` that is no function (`on_step=5`, `on_event="print"`), given '
+    "to a run, a stream, a resume or `generate_text`: refused when the run starts, before any "
+    "model call or tool": _observer_no_function,
+    '`tool_choice="required"` for a run with nothing to call (no tools, handoffs or tool '
+    'sources; provider tools in `settings["tools"]` are forced with `settings["tool_choice"]`, '
+    "which the error shows), which the adapters would drop: refused when a run starts (a "
+    "handoff target's too), before any model call; the agent is made, and a stored run "
+    "resumes": _required_without_tools,
     "`output_retries=-1`": _negative_retries,
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value
     ),
-    "a `tool_choice` that names no tool of the run": _bad_tool_choice,
+    "a `tool_choice` that names no tool of the run, or is no text (the AI SDK's "
+    '`{"type": "tool", "toolName": "weather"}`, a list: the error says what `tool_choice` '
+    "takes, and for a dict naming a tool, `tool_choice='weather'`)": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
     "`agenerate_text` where it would be a model setting (`prompt=`, `deps=`, `history=`, "
-    "`run_id=`, `on_event=`, `on_step=`, `approvals=`...: the error names the call and says "
-    "which method takes the option)": _run_option_to_agent,
+    "`run_id=`, `on_event=`, `on_step=`, `approvals=`..., or a name of the run's "
+    "configuration the call does not take: `output=`, `config=`, `generate_text`'s "
+    "`name=`...: the error names the call and says which method takes the option)": (
+        _run_option_to_agent
+    ),
     "an option of the model given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "
     "`agenerate_text` where it would be sent in every request body and stored in the state: a "
     "credential or client option (`api_key`, `base_url`, `http_client`...) as a keyword or in "

@@ -530,7 +530,10 @@ def _billing() -> Agent:
         ),
         ({"handoffs": _billing()}, r"handoffs takes a list, got one agent \('billing'\)"),
         ({"tools": get_weather}, r"tools takes a list, got one Tool \('get_weather'\)"),
-        ({"tools": {"get_weather": get_weather}}, "tools takes a list, got one dict"),
+        (
+            {"tools": {"get_weather": get_weather}},
+            r"tools takes a list, got a dict \(keys 'get_weather'\)",
+        ),
         ({"stop_when": max_steps_reached}, "stop_when takes a list, got one function"),
     ],
 )

@@ -412,7 +412,7 @@ def test_tool_returned_keeps_durations_that_round_trip(duration: Any) -> None:
 @pytest.fixture(scope="module")
 def two_steps() -> RunState:
     """A finished run of three steps (two tool calls, then an answer)."""
-    ok = Tool("ok", "Ok.", {"type": "object", "properties": {}}, function=lambda: "ok")
+    ok = Tool("ok", "Ok.", {"type": "object", "properties": {}}, function=lambda arguments: "ok")
     script = [ScriptedModel.call("ok", {}), ScriptedModel.call("ok", {}), "done"]
     return Agent(ScriptedModel(script), tools=[ok]).run("go").state
 
@@ -554,7 +554,7 @@ def test_a_local_run_refuses_a_history_no_provider_takes(
 
 def test_a_history_a_run_wrote_still_starts() -> None:
     """A run's own messages (calls answered, one tool message a result or a step) start a new run."""
-    ok = Tool("ok", "Ok.", {"type": "object", "properties": {}}, function=lambda: "ok")
+    ok = Tool("ok", "Ok.", {"type": "object", "properties": {}}, function=lambda arguments: "ok")
     first = Agent(ScriptedModel([ScriptedModel.call("ok", {}), "done"]), tools=[ok]).run("go")
     call_ = ToolCallPart("a", "ok", "{}", {})
     split = [

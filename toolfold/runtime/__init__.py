@@ -25,6 +25,7 @@ from toolfold.runtime._model import (
     register_provider,
 )
 from toolfold.runtime._response import (
+    OutputInvalidEvent,
     Response,
     RunEndEvent,
     RunStreamEvent,
@@ -155,6 +156,7 @@ __all__ = [
     "ModelResponded",
     "ModelResponse",
     "OutputAccepted",
+    "OutputInvalidEvent",
     "OutputRejected",
     "OutputSpec",
     "Parallel",

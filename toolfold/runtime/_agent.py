@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
-from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
+from toolfold.runtime._misplaced import (
+    config_options,
+    refuse_model_options,
+    refuse_run_options,
+    run_options,
+)
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import OutputT_co, Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
@@ -21,6 +26,7 @@ from toolfold.runtime._run import (
     RunStream,
     fresh,
     make_options,
+    refuse_required,
     run_async,
     run_sync,
     start,
@@ -85,6 +91,10 @@ class Agent(Generic[DepsT, OutputT_co]):
         max_steps: Model calls allowed per run (``finish_reason ==
             "max_steps"`` when reached).
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
+        reset_tool_choice: True (the default) to force a ``"required"`` or
+            named ``tool_choice`` on the first step of each turn only, later
+            steps going ``"auto"`` (so the model can answer); False to force
+            every step (then ``max_steps`` or a stop condition ends the run).
         output_type: The type the final answer is structured into.
         output_retries: Invalid final answers sent back before failing.
         auto_execute_tools: False to return every call unexecuted.
@@ -127,6 +137,7 @@ class Agent(Generic[DepsT, OutputT_co]):
     tools: tuple[Tool[..., Any] | Callable[..., Any] | ToolSource, ...]
     max_steps: int
     tool_choice: str | None
+    reset_tool_choice: bool
     output_type: Any
     output_retries: int
     auto_execute_tools: bool
@@ -167,6 +178,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: None = None,
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -188,6 +200,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: type[_T],
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -209,6 +222,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: Any,
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -229,6 +243,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         tools: Sequence[Tool[..., Any] | Callable[..., Any] | ToolSource] = (),
         max_steps: int = 10,
         tool_choice: str | None = None,
+        reset_tool_choice: bool = True,
         output_type: Any = None,
         output_retries: int = 3,
         auto_execute_tools: bool = True,
@@ -251,6 +266,7 @@ class Agent(Generic[DepsT, OutputT_co]):
             tools=_listed(tools, "tools", name),
             max_steps=max_steps,
             tool_choice=tool_choice,
+            reset_tool_choice=reset_tool_choice,
             output_type=output_type,
             output_retries=output_retries,
             auto_execute_tools=auto_execute_tools,
@@ -707,7 +723,8 @@ class Agent(Generic[DepsT, OutputT_co]):
 
         The events are `StepStartEvent`, the model's stream events as they
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
-        `StepEndEvent`, and last a `RunEndEvent` carrying the `Response`.
+        `OutputInvalidEvent` (a structured answer sent back), `StepEndEvent`,
+        and last a `RunEndEvent` carrying the `Response`.
         """
         return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
@@ -1079,6 +1096,12 @@ class _Fresh:
 
     def __call__(self, agent: Agent) -> tuple[Live, RunState]:
         graph = agent._graph_or_none()
+        for name, target in (graph or {}).items():
+            # A target takes over with its own configuration: refused before any model
+            # call, as the run's own is in `fresh` (a target's sources list its tools
+            # only when the run reaches it).
+            if target is not agent and not target._sources:
+                refuse_required(target._options.config, name)
         history = self.history
         return fresh(
             agent._run_options(graph),
@@ -1121,22 +1144,46 @@ _RUN_METHODS = ("run", "arun", "stream", "resume", "aresume", "resume_stream")
 def _agent_run_options() -> Mapping[str, str]:
     """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
     methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
-    return run_options(methods, Agent.__init__, "agent.")
+    return {
+        **config_options(Agent.__init__),
+        **run_options(methods, Agent.__init__, "agent."),
+    }
 
 
-def _listed(value: Any, param: str, agent: Any) -> tuple[Any, ...]:
+def _listed(value: Any, param: str, agent: Any, caller: str = "Agent()") -> tuple[Any, ...]:
     """A list parameter of `Agent` (``tools``, ``handoffs``, ``stop_when``) as a tuple.
+
+    ``caller`` is the call the error names when ``agent`` (the agent's name)
+    is none: ``"Agent()"``, or the function that builds the run
+    (``"generate_text()"``, ``"resume()"``).
 
     Raises:
         UsageError: ``value`` is one item, not a list of them: a string (which
-            would be a list of its letters), a mapping, or what is not iterable
-            (an agent, a tool, a function).
+            would be a list of its letters), a mapping (the AI SDK's
+            ``tools={"weather": tool}``: a tool's name is its own), or what
+            is not iterable (an agent, a tool, a function, a number).
     """
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
         return tuple(value)
-    who = "Agent()" if not isinstance(agent, str) or not agent else f"agent {agent!r}"
+    who = caller if not isinstance(agent, str) or not agent else f"agent {agent!r}"
     if isinstance(value, str):
         got, item = f"the string {value!r}", repr(value)
+    elif isinstance(value, Mapping):
+        keys = ", ".join(repr(k) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        got = f"a {type(value).__name__} (keys {keys})" if value else "an empty dict"
+        item = "..."
+        names = [getattr(v, "name", None) or getattr(v, "__name__", None) for v in value.values()]
+        if names and all(isinstance(n, str) and n.isidentifier() for n in names):
+            item = ", ".join(cast("list[str]", names))
+        named_by = (
+            " (a tool keeps its own name, @tool(name=...) or Tool's, not a key's)"
+            if param == "tools"
+            else ""
+        )
+        raise UsageError(
+            f"{who}: {param} takes a list, got {got}: pass a list of its values, "
+            f"{param}=[{item}]{named_by}"
+        )
     else:
         named = getattr(value, "name", None) or getattr(value, "__name__", None)
         kind = "agent" if isinstance(value, Agent) else type(value).__name__

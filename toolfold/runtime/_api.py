@@ -11,8 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from toolfold._errors import ToolfoldError
-from toolfold.runtime._agent import Agent, _Answers
-from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
+from toolfold.runtime._agent import Agent, _Answers, _listed
+from toolfold.runtime._misplaced import (
+    config_options,
+    refuse_model_options,
+    refuse_run_options,
+    run_options,
+)
 from toolfold.runtime._model import CLIENT_OPTIONS, Model
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
@@ -62,6 +67,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: None = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -85,6 +91,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: type[_T],
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -108,6 +115,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -130,6 +138,7 @@ def generate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -158,6 +167,9 @@ def generate_text(
             ``finish_reason == "max_steps"`` (no exception).
         auto_execute_tools: False to return every call unexecuted.
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
+        reset_tool_choice: True (the default) to force a ``"required"`` or
+            named ``tool_choice`` on the first step only, later steps going
+            ``"auto"``; False to force every step.
         output_type: A dataclass, attrs class, TypedDict or plain type; the
             final answer is validated and structured into ``response.output``.
         output_retries: Invalid final answers sent back before the run fails.
@@ -197,7 +209,7 @@ def generate_text(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
         refuse_model_options("generate_text()", settings, model, agent="Agent(model, ")
-    options = _one_off(locals())
+    options = _one_off(locals(), "generate_text()")
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
     return run_sync(*fresh(options, messages, run_id, deps, on_event, on_step))
@@ -213,6 +225,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: None = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -236,6 +249,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: type[_T],
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -259,6 +273,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -281,6 +296,7 @@ async def agenerate_text(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_type: Any = None,
     output_retries: int = 3,
     stop_when: Sequence[StopCondition | StopPredicate] = (),
@@ -298,7 +314,7 @@ async def agenerate_text(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
         refuse_model_options("agenerate_text()", settings, model, agent="Agent(model, ")
-    options = _one_off(locals())
+    options = _one_off(locals(), "agenerate_text()")
     if isinstance(options, Agent):
         return await options.arun(
             messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id
@@ -313,6 +329,7 @@ _OPTIONS = (
     "max_steps",
     "auto_execute_tools",
     "tool_choice",
+    "reset_tool_choice",
     "output_type",
     "output_retries",
     "stop_when",
@@ -322,19 +339,23 @@ _OPTIONS = (
 )
 
 
-def _one_off(arguments: Mapping[str, Any]) -> RunOptions | Agent:
+def _one_off(arguments: Mapping[str, Any], caller: str) -> RunOptions | Agent:
     """What a `generate_text` call runs: the options of the `Agent` it stands for, or the agent.
 
-    ``arguments`` are the call's (its ``locals()``). Without tool sources a
+    ``arguments`` are the call's (its ``locals()``), ``caller`` the call as an
+    error names it (``"generate_text()"``). Without tool sources a
     call runs the options themselves, as the agent's `run` would (an `Agent`
     made per call and dropped costs about as much as a model exchange); with
     sources, the agent, which opens them around the run.
     """
     options = {name: arguments[name] for name in _OPTIONS}
-    static, sources = split_sources(arguments["tools"])
+    # (checked as `Agent` checks them, naming the function called)
+    tools = _listed(arguments["tools"], "tools", None, caller)
+    options["stop_when"] = _listed(options["stop_when"], "stop_when", None, caller)
+    static, sources = split_sources(tools)
     if not sources:
         return make_options(arguments["model"], tools=static, **options)
-    return Agent(arguments["model"], tools=arguments["tools"], **options)
+    return Agent(arguments["model"], tools=tools, **options)
 
 
 @functools.cache
@@ -347,7 +368,8 @@ def _function_run_options() -> Mapping[str, str]:
             f"{name}= is Agent.run()'s; here the prompt, after any earlier messages, goes in "
             "messages, e.g. messages=[*history, prompt]"
         )
-    return hints
+    configured = config_options(generate_text, "Agent(model, ", Agent.__init__)
+    return {**configured, **hints}
 
 
 def _resume_agent(
@@ -367,6 +389,9 @@ def _resume_agent(
     """
     if not isinstance(state, RunState):  # a Response, its JSON, None
         raise not_a_state(function, state)
+    # (checked here, as `Agent` checks them, naming the function called)
+    tools = _listed(tools, "tools", None, f"{function}()")
+    stop_when = _listed(stop_when, "stop_when", None, f"{function}()")
     config = state.config
     return Agent(
         model,
@@ -380,6 +405,7 @@ def _resume_agent(
         max_steps=config.max_steps,
         auto_execute_tools=config.auto_execute_tools,
         tool_choice=config.tool_choice,
+        reset_tool_choice=config.reset_tool_choice,
         output_retries=config.output_retries,
         stop_when=(*config.stop_when, *stop_when),
         on_tool_error=on_tool_error,

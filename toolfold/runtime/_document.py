@@ -112,6 +112,7 @@ class AgentEntry:
     stop_when: list[StopRef] = attrs.field(factory=list)
     max_steps: int = 10
     tool_choice: str | None = None
+    reset_tool_choice: bool = True
     output_type: OutputRef | None = None
     output_retries: int = 3
     auto_execute_tools: bool = True
@@ -168,6 +169,7 @@ PLAIN_KEYS = (
     "instructions",
     "max_steps",
     "tool_choice",
+    "reset_tool_choice",
     "output_retries",
     "auto_execute_tools",
     "on_tool_error",

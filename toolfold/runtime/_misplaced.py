@@ -6,7 +6,10 @@ given there by mistake (``Agent(model, deps=...)``, ``generate_text(...,
 history=...)``) would reach the provider while the run goes without it; these
 keywords are refused instead, naming the caller and where the option goes.
 The options are read from the run methods' signatures, so a new one is covered
-as soon as it exists.
+as soon as it exists; so are the names of a run's configuration (`RunConfig`'s
+and `RunOptions`' fields: ``output=``, ``config=``...) that the caller does not
+take itself (`config_options`): sent as settings, such an option was a
+request body field the provider refused, and the run went without it.
 
 The options of `toolfold.model` (``api_key=``, ``base_url=``, ``timeout=``...)
 are refused as model settings too: a key given so was sent in every request
@@ -62,6 +65,53 @@ def run_options(
             hints[name] = f"pass {name}= to {where}, e.g. {spelled}{labels[0]}(..., {name}=...)"
         else:
             hints[name] = f"give the {name} to {where}, e.g. {spelled}{labels[0]}({name}, ...)"
+    return hints
+
+
+# What a name of a run's configuration that no caller takes by that name stands for.
+_CONFIG_HINTS = {
+    "output": "the structured answer's type goes in output_type=...",
+    "config": (
+        "a run's configuration is made from the options given by name (tool_choice=..., "
+        "max_steps=...), never given whole"
+    ),
+    "spec": "the model goes in model=...",
+}
+
+
+def config_options(
+    own: Callable[..., Any], spelled: str = "", also: Callable[..., Any] | None = None
+) -> dict[str, str]:
+    """The names of a run's configuration that ``own`` does not take, each with where it goes.
+
+    The names are the public fields of `RunConfig` and `RunOptions` and,
+    with ``also`` (`Agent`'s constructor, for the functional API), the
+    keyword parameters ``also`` takes.
+
+    Args:
+        own: The caller, whose own parameters are not refused.
+        spelled: How ``also`` is called in a hint (``"Agent(model, "``).
+        also: A callable whose keyword parameters are options too.
+
+    Returns:
+        A hint by name, as `run_options`'s.
+    """
+    import attrs
+
+    from toolfold.runtime._run import RunOptions
+    from toolfold.runtime.core._config import RunConfig
+
+    mine = set(inspect.signature(own).parameters)
+    hints: dict[str, str] = {}
+    if also is not None:
+        for name, parameter in inspect.signature(also).parameters.items():
+            if name not in mine and name != "self" and parameter.kind in _NAMED:
+                hints[name] = f"it is an option of Agent(): {spelled}{name}=...).run(...)"
+    for field in (*attrs.fields(RunConfig), *attrs.fields(RunOptions)):
+        name = field.name
+        if name.startswith("_") or name in mine or name in hints:
+            continue
+        hints[name] = _CONFIG_HINTS.get(name, f"{name} is part of a run's configuration")
     return hints
 
 

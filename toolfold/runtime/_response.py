@@ -318,6 +318,27 @@ class ToolResultEvent:
 
 
 @attrs.frozen
+class OutputInvalidEvent:
+    """The final answer did not fit the output type (``output_type``).
+
+    It goes back to the model, which answers again in a new step; once
+    ``output_retries`` are used up the run fails with `OutputValidationError`
+    right after this event. The same rejection is the run's `OutputRejected`
+    event (`on_event`), whose kind, ``output_rejected``, this stream kind
+    (``output_invalid``) differs from: code keyed by ``kind`` over both
+    unions tells them apart.
+
+    Attributes:
+        step: The index of the step whose answer was rejected.
+        message: What was wrong, as the model is told.
+    """
+
+    step: int
+    message: str
+    kind: Literal["output_invalid"] = "output_invalid"
+
+
+@attrs.frozen
 class StepEndEvent:
     """A step is complete: its calls all have results."""
 
@@ -365,6 +386,7 @@ RunStreamEvent = Union[  # noqa: UP007
     MediaOutput,
     ToolCallEvent,
     ToolResultEvent,
+    OutputInvalidEvent,
     StepEndEvent,
     RunEndEvent,
     SubRunEvent,

@@ -77,6 +77,7 @@ from toolfold.toolkit._tool import Tool
 _STORED = {
     "instructions": "instructions",
     "tool_choice": "tool_choice",
+    "reset_tool_choice": "reset_tool_choice",
     "settings": "settings",
     "output_retries": "output_retries",
     "auto_execute_tools": "auto_execute_tools",

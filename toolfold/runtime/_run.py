@@ -35,6 +35,7 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
+from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -259,7 +260,15 @@ class RunOptions:
         Raises:
             ModelConfigError: The model string's provider could not be built
                 (no API key) and no `override_models` block replaces it.
+            UsageError: ``on_event`` or ``on_step`` is neither a function nor None.
         """
+        for option, observer in (("on_event", on_event), ("on_step", on_step)):
+            if observer is not None and not callable(observer):  # not after a paid model call
+                raise UsageError(
+                    f"{option} must be a function called with each "
+                    f"{'event' if option == 'on_event' else 'Step'} of the run (or None), got "
+                    f"{type(observer).__name__} {short(observer)}"
+                )
         # One context-variable lookup per run, for an agent made from a string.
         model = self.model if self.spec is None else in_force(self.model, self.spec)
         plain = (
@@ -351,6 +360,7 @@ def make_options(
     max_steps: int = 10,
     auto_execute_tools: bool = True,
     tool_choice: str | None = None,
+    reset_tool_choice: bool = True,
     output_retries: int = 3,
     stop_when: Iterable[StopCondition | StopPredicate] = (),
     on_tool_error: OnToolError = "return",
@@ -366,22 +376,31 @@ def make_options(
         UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
             ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
             ``tool_choice`` naming no tool, or an ``output_type`` that is a
-            value (``5``, ``"str"``, an instance), not a type.
+            value (``5``, ``"str"``, an instance), not a type. (A
+            ``"required"`` choice with nothing to call is refused when a run
+            starts, `refuse_required`: a stored run resumes with it.)
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-    resolved, spec = agent_model(model)
     tools = tuple(tools)
+    resolved, spec = agent_model(model)
     key = _made_key(
         resolved.name,
         tools,
         output_type,
         stop_when,
         settings or {},
-        (instructions, max_steps, auto_execute_tools, tool_choice, output_retries),
+        (
+            instructions,
+            max_steps,
+            auto_execute_tools,
+            tool_choice,
+            reset_tool_choice,
+            output_retries,
+        ),
     )
     made = _MADE.get(key) if key else None
     if made is not None and _alive(made[0], tools):
@@ -407,6 +426,8 @@ def make_options(
         build_hooks(made_tool)
     if max_steps < 1:
         raise UsageError(f"max_steps must be at least 1, got {max_steps}")
+    if tool_choice is not None and type(tool_choice) is not str:
+        raise UsageError(tool_choice_problem(tool_choice, by_name))
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
         names = ", ".join(by_name) or "none"
         raise UsageError(f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})")
@@ -416,6 +437,7 @@ def make_options(
         instructions=instructions,
         tools=tuple(ToolSpec.from_tool(t) for t in by_name.values()),
         tool_choice=tool_choice,
+        reset_tool_choice=reset_tool_choice,
         output=output.spec if output is not None else None,
         output_retries=output_retries,
         settings=_json_settings(settings or {}),
@@ -436,6 +458,61 @@ def make_options(
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
         spec=spec,
+    )
+
+
+def refuse_required(config: RunConfig, agent: str | None = None) -> None:
+    """Refuse a run starting with ``tool_choice="required"`` and nothing to call.
+
+    Checked where a run starts fresh (`fresh`, and for each agent of its
+    handoff graph), not when an agent is made nor on a resume: a state
+    stored with such a configuration (as versions before the check stored
+    it) resumes as it ran. The adapters send the run's ``tool_choice`` only
+    with the run's tools: provider tools in ``settings["tools"]`` go with
+    the provider's own choice in ``settings["tool_choice"]``, which the
+    error shows.
+
+    Args:
+        config: The run's configuration (its tools include those of its
+            sources, listed when the run opened them, and its transfer tools).
+        agent: The agent's name, for the error when it is a handoff target.
+
+    Raises:
+        UsageError: ``config.tool_choice`` is ``"required"`` and the run has
+            no tools.
+    """
+    if config.tool_choice != "required" or config.tools:
+        return
+    who = "" if agent is None else f"agent {agent!r}: "
+    provided = ""
+    if config.settings.get("tools"):
+        provided = (
+            "; to force a call of the provider tools in settings['tools'], give the "
+            "provider's choice beside them: settings={'tools': [...], 'tool_choice': "
+            "'required'} (Anthropic: {'type': 'any'})"
+        )
+    raise UsageError(
+        f"{who}tool_choice='required' needs a tool to call, and the run has none (no tools, "
+        "handoffs or tool sources): the adapters would drop it and the model answer in "
+        f"text; give tools=[...], or leave tool_choice unset{provided}"
+    )
+
+
+def tool_choice_problem(tool_choice: object, names: Iterable[str]) -> str:
+    """The error for a ``tool_choice`` that is no text (the AI SDK's ``{"type": "tool", ...}``)."""
+    shown = ", ".join(repr(n) for n in names)
+    named = ""
+    if isinstance(tool_choice, Mapping):
+        name = tool_choice.get("toolName", tool_choice.get("name"))
+        function = tool_choice.get("function")
+        if name is None and isinstance(function, Mapping):
+            name = function.get("name")  # (OpenAI's {"type": "function", "function": {...}})
+        if isinstance(name, str):
+            named = f"; to force that tool, tool_choice={name!r}"
+    return (
+        f"tool_choice must be a str: 'auto', 'none', 'required' or the name of one of the "
+        f"run's tools ({shown or 'it has none'}), or None, got {type(tool_choice).__name__} "
+        f"{short(tool_choice)}{named}"
     )
 
 
@@ -533,9 +610,12 @@ def fresh(
     """A new run of ``options``: its live half and first state (``run_id`` None: a random one).
 
     Raises:
+        UsageError: ``tool_choice="required"`` with nothing to call
+            (`refuse_required`).
         InvalidEventError: The history holds what no provider takes
             (`history_problem`) or what `RunStarted` refuses.
     """
+    refuse_required(options.config)  # (here, not when the agent is made: a resume runs it)
     listed = to_messages(messages)
     # Here, where a local run starts, not in `start` (durable workflow code calls it).
     problem = history_problem(listed)

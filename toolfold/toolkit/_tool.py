@@ -26,7 +26,7 @@ import functools
 import inspect
 import sys
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar, overload
 
 from toolfold._errors import ToolDefinitionError
@@ -152,6 +152,7 @@ class Tool(Generic[P, R]):
             problems.append(f"function must be callable or None, not {given!r}")
         elif function is not None:
             problems += [f"function {p}" for p in generator_problems(function)]
+            problems += one_dict_problems(function)
         schema = _EMPTY_OBJECT if parameters is None else parameters
         if parameters is not None:
             problems += schema_problems(schema)
@@ -463,32 +464,31 @@ class Tool(Generic[P, R]):
         if not callable(function):
             return [f"function must be callable, not {function!r}"]
         problems = [f"function {p}" for p in generator_problems(function)]
+        receiver: list[Any] = (
+            [None] if self._receiver is not None and self.function is not None else []
+        )
+        if self._pass_dict:  # (one check, one wording with Tool(...)'s)
+            return problems + one_dict_problems(function, receiver)
         try:
             signature = inspect.signature(function)
         except (TypeError, ValueError):  # a builtin without a signature: not checkable
             return problems
-        receiver: list[Any] = (
-            [None] if self._receiver is not None and self.function is not None else []
-        )
         calls: dict[str, tuple[list[Any], dict[str, Any]]]
-        if self._pass_dict:
-            calls = {"the arguments as one dict": ([*receiver, {}], {})}
-        else:
-            properties = self.parameters.get("properties", {})
-            required = set(self.parameters.get("required", ()))
-            context = [self._context_param] if self._context_param is not None else []
-            positional = self._positional_only
-            names = [n for n in properties if n not in positional] + context
-            calls = {
-                f"every parameter ({', '.join(map(repr, [*positional, *names]))})": (
-                    [*receiver, *(None for _ in positional)],
-                    dict.fromkeys(names),
-                ),
-                "the required parameters alone": (
-                    [*receiver, *(None for n in positional if n in required)],
-                    dict.fromkeys(n for n in names if n in required or n in context),
-                ),
-            }
+        properties = self.parameters.get("properties", {})
+        required = set(self.parameters.get("required", ()))
+        context = [self._context_param] if self._context_param is not None else []
+        positional = self._positional_only
+        names = [n for n in properties if n not in positional] + context
+        calls = {
+            f"every parameter ({', '.join(map(repr, [*positional, *names]))})": (
+                [*receiver, *(None for _ in positional)],
+                dict.fromkeys(names),
+            ),
+            "the required parameters alone": (
+                [*receiver, *(None for n in positional if n in required)],
+                dict.fromkeys(n for n in names if n in required or n in context),
+            ),
+        }
         for what, (args, kwargs) in calls.items():
             try:
                 signature.bind(*args, **kwargs)
@@ -499,6 +499,37 @@ class Tool(Generic[P, R]):
                 )
                 break
         return problems
+
+
+def one_dict_problems(function: Callable[..., Any], receiver: Sequence[Any] = ()) -> list[str]:
+    """Why an explicit-schema tool cannot call ``function`` with the arguments as one dict.
+
+    Checked when the `Tool` is made and when `Tool.replace` swaps its
+    function: the call shape it would otherwise fail every call with
+    (``def run(args, extra)``), after the model's call was paid for. A
+    function without a signature (a builtin) is not checked. The signature
+    read is ``function``'s own, not the one `functools.wraps` copies from
+    the function it adapts (``__wrapped__``): a dict-taking adapter over a
+    function of named parameters is called with the dict.
+
+    Args:
+        function: The tool's function.
+        receiver: What is passed before the arguments (``[None]`` for a
+            tool that binds the instance or class it is read from).
+    """
+    try:
+        signature = inspect.signature(function, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return []
+    try:
+        signature.bind(*receiver, {})
+    except TypeError as exc:
+        return [
+            f"function {_label(function)} cannot be called with the arguments as one dict, "
+            f"as the tool calls it (function(arguments)): {exc}; a function of named "
+            f"parameters is made a tool with @tool, which derives the schema"
+        ]
+    return []
 
 
 # A tool's fields: read-only once made. Agents copy them when they are built

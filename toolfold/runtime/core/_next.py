@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from toolfold._errors import RunError
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._effects import (
@@ -17,6 +20,9 @@ from toolfold.runtime.core._effects import (
 from toolfold.runtime.core._messages import thaw
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._state import RunState, not_a_state, refuse_non_state
+
+if TYPE_CHECKING:
+    from toolfold.runtime.core._events import Event
 
 _NOT_FORCING = (None, "auto", "none")
 
@@ -72,6 +78,50 @@ def next_effect(state: RunState) -> Effect:
     raise RunError("the run has not started: reduce a RunStarted event first", state)
 
 
+_TURN_STARTS = ("run_started", "user_message_added")
+
+
+def _taken_over_unanswered(state: RunState) -> bool:
+    """Whether the agent running ``state`` was just handed it and has not answered in this turn.
+
+    Its forcing ``tool_choice`` then applies to this step, as its own run's
+    first step: once per agent per turn, so a run handed back to a forcing
+    router (triage ``"required"``, billing handing back) ends as a run
+    without handoffs would, where forcing it again would send it back and
+    forth until ``max_steps``. Read from the log's end, back to the turn's
+    start: a handoff after the last model response (the events between are
+    the transfer step's results, a dropped attempt...), and no model
+    response of this agent before it in the turn.
+    """
+    log = state.log
+    me = state.agent
+    taken = False  # the handoff to ``me`` after the last response is seen
+    answered = False  # a model response in the part of the turn being read
+    for index in range(len(log) - 1, -1, -1):
+        kind = log[index].kind
+        if kind == "model_responded":
+            if not taken:
+                return False  # answered since it took over
+            answered = True
+        elif kind == "handed_off":
+            if taken and answered and getattr(log[index], "agent", None) == me:
+                return False  # it ran earlier in this turn and answered then
+            taken, answered = True, False
+        elif kind in _TURN_STARTS:
+            return taken and not (answered and _agent_at(log, index) == me)
+    return False
+
+
+def _agent_at(log: Sequence[Event], index: int) -> str | None:
+    """The agent running the run at ``log[index]``: the last handoff's target, or its starter."""
+    for back in range(index, -1, -1):
+        event = log[back]
+        if event.kind == "handed_off" or event.kind == "run_started":
+            agent: str | None = getattr(event, "agent", None)
+            return agent
+    return None
+
+
 def build_request(state: RunState) -> ModelRequest:
     """The model request for the next step.
 
@@ -79,7 +129,10 @@ def build_request(state: RunState) -> ModelRequest:
     conversation. A forcing ``tool_choice`` (``"required"`` or a tool name)
     applies to the first step of a turn only when ``reset_tool_choice`` is set
     (the default): later steps use ``"auto"``, otherwise the model could never
-    give a final answer.
+    give a final answer. An agent handed the run applies its own forcing
+    choice to its first step after it takes over, as its own run would,
+    unless it has already answered in this turn (`_taken_over_unanswered`):
+    never twice per agent per turn.
 
     Raises:
         UsageError: ``state`` is no `RunState`.
@@ -97,7 +150,12 @@ def build_request(state: RunState) -> ModelRequest:
     if system is not None:
         messages = (system, *messages)
     choice = config.tool_choice
-    if choice not in _NOT_FORCING and config.reset_tool_choice and state.turn_steps > 0:
+    if (
+        choice not in _NOT_FORCING
+        and config.reset_tool_choice
+        and state.turn_steps > 0
+        and not _taken_over_unanswered(state)
+    ):
         choice = "auto"
     return _request(
         messages,

@@ -30,6 +30,7 @@ from toolfold._errors import (
 )
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import (
+    OutputInvalidEvent,
     RunStreamEvent,
     Step,
     StepEndEvent,
@@ -561,6 +562,13 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
             state = yield from _run_tools(live, state, effect, notify, standing)
         elif isinstance(effect, ValidateOutput):
             state, built = _validate(live, state, effect)
+            rejected = state.log.last() if notify else None
+            if rejected is not None and rejected.kind == "output_rejected":
+                try:  # (after its step_end; before the error, when retries are used up)
+                    yield _NoticeOp(OutputInvalidEvent(state.step, rejected.message))
+                except BaseException as exc:  # Ctrl-C thrown in by the stream's reader
+                    interrupted(exc, state)
+                    raise
         else:  # Finish, or AwaitApproval / AwaitToolResults: the caller decides
             if live.handoffs and at_limit(state):
                 # The step that reached max_steps called a transfer tool: its tools ran,
