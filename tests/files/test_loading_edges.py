@@ -332,14 +332,92 @@ def test_a_billion_laughs_yaml_file_is_one_problem_naming_the_alias(where: str) 
     else:
         text = AGENT + "    settings:\n      extra_body:\n" + _laughs(10, " " * 8)
         path, line = "agents.a.settings.extra_body.x9[0]", 15
+    part = "x9" if where == "top" else "agents.a"
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.startswith(
-        f"f.yaml:{line}: {path}: the alias *a8 stands for 435,848,050 values, and the file's "
-        "aliases expand the "
+        f"f.yaml:{line}: {path}: the alias *a8 stands for 435,848,050 values, and the aliases "
+        f"in {part} make "
     )
-    assert 'more than the 100,000 aliases may add to an agent file (a YAML "billion' in problem
+    assert (
+        "written there: more than the 100,000 aliases may add to one agent, workflow or "
+        'top-level key (a YAML "billion laughs"?): building the file copies what each alias '
+        "stands for; write the values out instead"
+    ) in problem
+
+
+def _shared_base(agents: int, values: int) -> str:
+    """``agents`` agents merging (``<<: *base``) one base agent of ``values`` values."""
+    body = "".join(f"        k{i}: v{i}\n" for i in range(values - 6))
+    base = (
+        "agents:\n  base: &base\n    model: openai:gpt-4o-mini\n    instructions: Be brief.\n"
+        "    settings:\n      temperature: 0.2\n      extra_body:\n" + body
+    )
+    return base + "".join(
+        f"  a{i}:\n    <<: *base\n    instructions: Agent {i}.\n" for i in range(agents)
+    )
+
+
+def test_many_agents_merging_one_base_load() -> None:
+    """300 agents merging a 400-value base (120,000 values copied as the agents are built:
+    each its own) load: what one agent's aliases add is small (was refused as a "billion
+    laughs": the cap was on the file's expansion, at 100,000)."""
+    with override_models(TestModel()):
+        loaded = loads(_shared_base(300, 400), format="yaml")
+    assert len(loaded.agents) == 301
+    assert loaded.agent("a299").instructions == "Agent 299."
+    assert loaded.agent("a299").settings["extra_body"]["k393"] == "v393"
+
+
+def test_nested_aliases_in_one_agent_are_refused_under_the_files_cap() -> None:
+    """An agent whose settings nest aliases to 9**6 values (531,441: each request would send
+    them) is refused, though the file's aliases add less than the file's cap."""
+    text = AGENT + "    settings:\n      extra_body:\n" + _laughs(6, " " * 8)
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "f.yaml:11: agents.a.settings.extra_body.x5[0]: the alias *a4 stands for 66,430 values, "
+        "and the aliases in agents.a make 672,607 values of the 19 written there: more than the "
+    )
+
+
+def test_a_base_shared_by_too_many_agents_is_refused() -> None:
+    """Agents each adding less than an agent's cap by one alias (74,736 values), but over
+    1,000,000 together (each agent built copies them), are refused, naming the file's cap."""
+    text = (
+        "agents:\n  base: &base\n    model: openai:gpt-4o-mini\n    settings:\n"
+        "      extra_body:\n" + _laughs(5, " " * 8)
+    )
+    text += "".join(f"  a{i}: *base\n" for i in range(20))
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:11: agents.a0: the alias *base stands for 74,736 values, ")
+    assert "more than the 1,000,000 aliases may add to an agent file (a base shared" in problem
+
+
+def test_nested_yaml_merges_are_refused_before_pyyaml_makes_the_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Merges of merges (``<<: [*m0, *m0, ...]``, 9**8 pairs) are refused before PyYAML
+    builds the data: a PyYAML before 6.0.3 (``pyyaml>=6`` allows it) copies every merged
+    pair, which would take minutes (stood in for by a merge that refuses to copy them)."""
+    import yaml
+
+    def old_merge(self: Any, node: Any) -> None:
+        raise AssertionError("PyYAML was given the file to build")
+
+    monkeypatch.setattr(yaml.constructor.SafeConstructor, "flatten_mapping", old_merge)
+    lines = ["    m0: &m0 {a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7, h: 8, i: 9}"]
+    for i in range(1, 9):
+        lines.append(f"    m{i}: &m{i}\n      <<: [" + ", ".join([f"*m{i - 1}"] * 9) + "]")
+    text = AGENT + "    settings:\n" + "\n".join(lines) + "\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert "the aliases in agents.a make " in problem
 
 
 def test_yaml_aliases_that_repeat_a_little_still_load() -> None:

@@ -58,10 +58,16 @@ from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
-#: How many values YAML aliases may add to an agent file (what it expands to less
-#: what it writes): far more than any agent file repeats, far less than a "billion
-#: laughs" of nested aliases expands to, which each use of the data would copy.
+#: How many values YAML aliases may add to one agent or workflow (what it expands to
+#: less what is written in it): building it copies that expansion (its settings are
+#: frozen and made JSON), and each request of its runs sends it again. Far more than
+#: an agent repeats, far less than a "billion laughs" of nested aliases expands to.
 ALIAS_VALUES = 100_000
+#: How many values YAML aliases may add to a whole agent file: each agent built copies
+#: what its aliases stand for, so a base anchor shared by many agents costs its size
+#: once per agent (300 agents merging a 400-value base: 120,000, loaded in well under a
+#: second); past this the copies alone take seconds.
+ALIAS_TOTAL = 1_000_000
 _BAD = object()
 
 
@@ -322,6 +328,10 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(lines.file, [lines.at(at, f"not YAML: {what}")]) from None
     try:
         node = loader.get_single_node()
+        if node is not None:  # (before the data is made: a "billion laughs" is refused first)
+            lines.from_yaml(node, loader.aliases)
+        if lines.unloadable:
+            raise AgentFileError(lines.file, lines.unloadable)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -330,10 +340,6 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
     finally:
         loader.dispose()
-    if node is not None:
-        lines.from_yaml(node, loader.aliases)
-    if lines.unloadable:
-        raise AgentFileError(lines.file, lines.unloadable)
     if lines.twice:
         raise AgentFileError(lines.file, lines.twice)
     return data
@@ -394,9 +400,13 @@ class _Lines:
         an alias is noted as the first path to its node): a file of nested
         aliases (the "billion laughs") costs its size, not what it expands
         to. An alias inside the node it names is a problem in `unloadable`,
-        named by ``aliases`` (`_composer`'s), and so are aliases that expand the
-        file by more than `ALIAS_VALUES` values: what is built from the data
-        (an agent's settings, sent in each request) would be that big.
+        named by ``aliases`` (`_composer`'s), and so are aliases that make
+        building the file costly: what is built from the data copies what
+        each alias stands for (an agent's settings are frozen and made JSON,
+        and sent in each request), so aliases may add `ALIAS_VALUES` values
+        to one agent or workflow (or another top-level key), and
+        `ALIAS_TOTAL` to the whole file (a base anchor shared by many agents
+        is copied into each).
         """
         import yaml
 
@@ -404,11 +414,15 @@ class _Lines:
         open_: set[int] = set()  # the nodes being walked (the enclosing ones)
         sizes: dict[int, int] = {}  # node id -> the values it expands to (once left)
         written = 0  # the values the file writes (each node once)
-        biggest: tuple[int, str, Any, Any] = (0, "", None, None)  # the largest alias's
-        # (node, path, parent): a node to walk, or (None, "", node): leaving it.
-        stack: list[tuple[Any, str, Any]] = [(root, "", None)]
+        # Each agent, workflow and other top-level key's value (a "part": what is
+        # built, copying what its aliases stand for) -> its node, the values written
+        # in it, its largest alias (size, path, node, parent).
+        parts: dict[str, _Part] = {}
+        biggest: tuple[int, str, Any, Any] = (0, "", None, None)  # the file's largest alias
+        # (node, path, parent, part): a node to walk, or (None, "", node, None): leaving it.
+        stack: list[tuple[Any, str, Any, str | None]] = [(root, "", None, None)]
         while stack:
-            node, path, parent = stack.pop()
+            node, path, parent, part = stack.pop()
             if node is None:  # leaving ``parent``: its children's sizes are known
                 open_.discard(id(parent))
                 values = parent.value
@@ -416,22 +430,28 @@ class _Lines:
                     values = [value for _, value in values]
                 sizes[id(parent)] = 1 + sum(sizes.get(id(value), 1) for value in values)
                 continue
+            if part == path:
+                parts[part] = _Part(node)
             if id(node) in first:
                 if id(node) in open_:
                     used = aliases.get((id(parent), id(node)))
                     self._loop(node, path, used)
                 else:
                     self._aliases[path] = first[id(node)]
-                    if sizes.get(id(node), 1) > biggest[0]:
-                        biggest = (sizes.get(id(node), 1), path, node, parent)
+                    alias = (sizes.get(id(node), 1), path, node, parent)
+                    biggest = max(biggest, alias, key=lambda found: found[0])
+                    if part is not None:
+                        parts[part].note(alias)
                 continue
             first[id(node)] = path
             written += 1
+            if part is not None:
+                parts[part].written += 1
             if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
                 continue  # (a scalar: its line is its key's)
             open_.add(id(node))
-            stack.append((None, "", node))
-            children: list[tuple[Any, str, Any]] = []
+            stack.append((None, "", node, None))
+            children: list[tuple[Any, str, Any, str | None]] = []
             if isinstance(node, yaml.MappingNode):
                 seen: dict[str, int] = {}
                 for key, value in node.value:
@@ -448,26 +468,55 @@ class _Lines:
                     read = _yaml_key(key)
                     if read != key.value:
                         self._known.setdefault(f"{path}.{read}" if path else read, line)
-                    children.append((value, child, node))
+                    children.append((value, child, node, _part(path, part, child, value)))
             else:
                 for index, item in enumerate(node.value):
                     child = f"{path}[{index}]"
                     self._known[child] = item.start_mark.line + 1
-                    children.append((item, child, node))
+                    children.append((item, child, node, _part(path, part, child, item)))
             stack.extend(reversed(children))  # (walked in the file's order)
-        expanded = sizes.get(id(root), 1)
-        if expanded - written > ALIAS_VALUES and not self.unloadable:
-            size, path, node, parent = biggest
-            anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
-            self.unloadable.append(
-                self.at(
-                    line or self.line(path),
-                    f"{path}: the alias *{anchor} stands for {size:,} values, and the file's aliases "
-                    f"expand the {written:,} values it writes to {expanded:,}: more than the "
-                    f'{ALIAS_VALUES:,} aliases may add to an agent file (a YAML "billion '
-                    'laughs"?); write the values out instead',
-                )
+        if self.unloadable:
+            return
+        added = {name: sizes.get(id(p.node), 1) - p.written for name, p in parts.items()}
+        worst = max(added, key=added.__getitem__, default=None)
+        if worst is not None and added[worst] > ALIAS_VALUES:
+            found = parts[worst]
+            expanded = added[worst] + found.written
+            self._too_many(
+                found.biggest,
+                aliases,
+                f"the aliases in {worst} make {expanded:,} values of the {found.written:,} "
+                f"written there: more than the {ALIAS_VALUES:,} aliases may add to one agent, "
+                'workflow or top-level key (a YAML "billion laughs"?)',
             )
+            return
+        expanded = sizes.get(id(root), 1)
+        if expanded - written > ALIAS_TOTAL:
+            self._too_many(
+                biggest,
+                aliases,
+                f"the file's aliases expand the {written:,} values it writes to {expanded:,}: "
+                f"more than the {ALIAS_TOTAL:,} aliases may add to an agent file (a base "
+                "shared by that many agents?)",
+            )
+
+    def _too_many(
+        self,
+        alias: tuple[int, str, Any, Any],
+        aliases: Mapping[tuple[int, int], tuple[str, int]],
+        why: str,
+    ) -> None:
+        """A problem at ``alias`` (size, path, node, parent: the largest of the aliases
+        that expand too much), saying ``why`` they are too many."""
+        size, path, node, parent = alias
+        anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
+        self.unloadable.append(
+            self.at(
+                line or self.line(path),
+                f"{path}: the alias *{anchor} stands for {size:,} values, and {why}: building "
+                "the file copies what each alias stands for; write the values out instead",
+            )
+        )
 
     def _loop(self, node: Any, path: str, used: tuple[str, int] | None) -> None:
         """``path`` is an alias (``used``: its anchor's name and line) to ``node``,
@@ -527,6 +576,35 @@ class _Lines:
         """A problem at the key ``path``."""
         where = f"{path}: " if path else ""
         return self.at(self.line(path), f"{where}{message}")
+
+
+class _Part:
+    """An agent, workflow or other top-level key's value of a YAML file, as `_Lines.from_yaml`
+    counts what its aliases add: its node, the values written in it, its largest alias."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.written = 0
+        self.biggest: tuple[int, str, Any, Any] = (0, "", None, None)
+
+    def note(self, alias: tuple[int, str, Any, Any]) -> None:
+        """``alias`` (its size, path, node and parent) is in the part."""
+        if alias[0] > self.biggest[0]:
+            self.biggest = alias
+
+
+def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
+    """The part (`_Part`) ``child``, a child of ``path`` (in the part ``part``), is in:
+    itself when it is an agent, a workflow or another top-level key's value; None for the
+    ``agents`` and ``workflows`` tables themselves (their entries are the parts)."""
+    import yaml
+
+    if not path:
+        tables = child in ("agents", "workflows") and isinstance(value, yaml.MappingNode)
+        return None if tables else child
+    if part is None and path in ("agents", "workflows"):
+        return child
+    return part
 
 
 def _yaml_key(node: Any) -> str:
