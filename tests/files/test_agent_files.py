@@ -482,7 +482,9 @@ def test_a_yaml_file_without_pyyaml_says_what_to_install(
     path.write_text("agents:\n  a:\n    model: openai:gpt-4o-mini\n")
     with pytest.raises(AgentFileError) as info:
         load(path)
-    assert info.value.problems == (f"{path}: YAML files need PyYAML: pip install 'toolfold[yaml]'",)
+    assert info.value.problems == (
+        f"{path}: a YAML agent file needs 'yaml': pip install 'toolfold[yaml]'",
+    )
     with override_models(TestModel()):
         loaded = loads('[agents.a]\nmodel = "openai:gpt-4o-mini"\n', format="toml", name="f")
     assert loaded.agent().name == "a"

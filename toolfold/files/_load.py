@@ -13,7 +13,7 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from toolfold._errors import (
     ToolfoldError,
     UsageError,
 )
-from toolfold._extras import installed, missing
+from toolfold._extras import installed, missing, optional
 from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
@@ -119,7 +119,7 @@ class AgentFile:
 
 
 def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
-    """Load an agent file: ``.toml``, or ``.yaml`` / ``.yml`` (needs PyYAML).
+    """Load an agent file: ``.toml``, or ``.yaml`` / ``.yml`` (needs PyYAML: ``toolfold[yaml]``).
 
     Import paths resolve as in a script next to the file: its folder is
     searched first.
@@ -313,12 +313,9 @@ def _parse_toml(text: str, lines: _Lines) -> Any:
 
 
 def _parse_yaml(text: str, lines: _Lines) -> Any:
-    try:
-        import yaml
-    except ImportError:
-        raise AgentFileError(
-            lines.file, [lines.at(None, "YAML files need PyYAML: pip install 'toolfold[yaml]'")]
-        ) from None
+    # PyYAML missing: "needs 'yaml': pip install 'toolfold[yaml]'"; installed but failing
+    # in its own import: that ImportError, kept as the cause (see `optional`).
+    yaml = optional("yaml", "yaml", "a YAML agent file", _no_yaml(lines))
     try:
         loader = _composer(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control one)
@@ -343,6 +340,11 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
     if lines.twice:
         raise AgentFileError(lines.file, lines.twice)
     return data
+
+
+def _no_yaml(lines: _Lines) -> Callable[[str], Exception]:
+    """The error of ``lines``' file for PyYAML not importing (`optional`'s message)."""
+    return lambda message: AgentFileError(lines.file, [lines.at(None, message)])
 
 
 def _composer(text: str) -> Any:
