@@ -150,3 +150,23 @@ def test_a_missing_aiohttp_names_its_extra_behind_a_proxy(monkeypatch: pytest.Mo
     with pytest.raises(ModelConfigError) as info:
         asyncio.run(make_async("aiohttp", Timeouts(), HttpLimits(), "https://api.example.invalid"))
     assert str(info.value) == "http='aiohttp' needs 'aiohttp': pip install 'toolfold[aiohttp]'"
+
+
+def test_optional_names_any_error_an_installed_module_raises_importing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`optional` of an installed module whose import raises something other than an
+    ImportError gives the toolfold error with it (it went through raw, a RuntimeError from
+    an MCP server's start)."""
+    from toolfold import ModelConfigError
+    from toolfold._extras import optional
+
+    (tmp_path / "toolfold_raising_extra.py").write_text("raise RuntimeError('half-installed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelConfigError) as info:
+        optional("toolfold_raising_extra", "mcp", "an MCP server")
+    assert str(info.value) == (
+        "an MCP server needs 'toolfold_raising_extra' (toolfold[mcp]), installed but failing"
+        " to import: RuntimeError: half-installed"
+    )
+    assert isinstance(info.value.__cause__, RuntimeError)

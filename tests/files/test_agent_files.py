@@ -512,8 +512,8 @@ def test_an_mcp_entry_without_the_mcp_extra_is_a_problem_of_the_file(
 
 
 def test_loading_a_file_with_an_mcp_server_does_not_import_the_mcp_sdk(tmp_path: Path) -> None:
-    """Loading (and so `toolfold check`) finds the mcp SDK without importing it: its import
-    took over a second, where loading the file took a fifth."""
+    """Loading finds the mcp SDK without importing it: its import took over a second, where
+    loading the file took a fifth (`toolfold check` alone imports it, to say a broken one)."""
     path = tmp_path / "f.toml"
     path.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n')
     code = (

@@ -140,9 +140,12 @@ def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
     return read_file(source, _model_argument("load", model, search), search)
 
 
-def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile:
+def read_file(
+    source: Path, model: str | Model | None, search: str, *, imports: bool = False
+) -> AgentFile:
     """`load` of ``source``, searching ``search``, ``model`` unchecked: the CLI's ``--model``
-    is reported as a problem of the file, under that name."""
+    is reported as a problem of the file, under that name. ``imports`` (``toolfold check``):
+    the extras its MCP servers need are imported, not only found installed."""
     try:
         # (utf-8-sig: a BOM, which Windows editors may write, is dropped)
         text = source.read_text(encoding="utf-8-sig")
@@ -154,7 +157,7 @@ def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile
         raise AgentFileError(str(source), [_not_utf8(source)]) from None
     kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
     lines = _Lines(str(source), text, kind)
-    return _Loader(_parse(text, kind, lines), lines, search, model).build()
+    return _Loader(_parse(text, kind, lines), lines, search, model, imports=imports).build()
 
 
 def _not_utf8(source: Path) -> str:
@@ -633,6 +636,7 @@ class _Loader:
         model: str | Model | None,
         *,
         a_file: bool = True,
+        imports: bool = False,
     ) -> None:
         self.data = data
         self.lines = lines
@@ -641,6 +645,10 @@ class _Loader:
         # A file's workflows no other one nests run on its own (`_check_free_names`);
         # a document `from_dict` builds is a spec's, which Python builds as it is.
         self.a_file = a_file
+        # Whether an MCP server's SDK is imported (slow: ``toolfold check`` only), so
+        # that one installed but broken is a problem; then why it failed ("": it did not).
+        self.imports = imports
+        self.sdk_problem: str | None = None
         self.problems: list[str] = []
         self.entries: dict[str, AgentEntry] = {}
         self.flows: dict[str, WorkflowEntry] = {}
@@ -1131,7 +1139,12 @@ class _Loader:
             self.problem(path, "give either command (a stdio server) or url (an HTTP server)")
         elif entry.url is not None and (entry.args or entry.env or entry.cwd):
             self.problem(path, "args, env and cwd are for stdio servers (with command)")
-        if not installed("mcp"):  # (not imported: it is slow, and checking a file needs no server)
+        if self.imports:  # (toolfold check: an SDK installed but broken is said too)
+            if self.sdk_problem is None:
+                self.sdk_problem = _sdk_problem()
+            if self.sdk_problem:
+                self.problem(path, self.sdk_problem)
+        elif not installed("mcp"):  # (not imported: it is slow, and loading needs no server)
             self.problem(path, missing("mcp", "mcp", "an MCP server"))
 
     def _order(self) -> list[str]:
@@ -1370,6 +1383,17 @@ def _step_references(flow: WorkflowEntry) -> Iterator[str]:
         target = ref.step if isinstance(ref, StepEntry) else ref
         if ":" not in target:
             yield target
+
+
+def _sdk_problem() -> str:
+    """Why the ``mcp`` SDK an MCP server needs does not import, or "" (it does)."""
+    from toolfold.mcp._client import sdk
+
+    try:
+        sdk("an MCP server")
+    except ToolfoldError as exc:
+        return str(exc)
+    return ""
 
 
 def _server(entry: MCPEntry) -> ToolSource:
