@@ -499,3 +499,39 @@ def test_a_yaml_file_with_a_control_character_is_one_problem_naming_its_line(
     assert f"{path}:4: not YAML: special characters are not allowed (character \\x07)" in str(
         caught.value
     )
+
+
+def _alias_items(levels: int, indent: str = "") -> list[str]:
+    """Items of a list of ``levels`` lists, each of 9 aliases to the one before (9**levels)."""
+    items = [f"{indent}- &l0 [a, a, a, a, a, a, a, a, a]"]
+    for i in range(1, levels):
+        items.append(f"{indent}- &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return items
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        # the key written out: nested aliases inside a "? " key
+        (AGENT + "?\n" + "\n".join(_alias_items(10, "  ")) + "\n: 1\n", 5),
+        # the key an alias to nested aliases written as a value
+        ("defs:\n" + "\n".join(_alias_items(10, "  ")) + "\nagents:\n  ? *l9\n  : 1\n", 13),
+    ],
+)
+def test_a_yaml_list_as_a_key_is_refused_without_reading_what_its_aliases_expand_to(
+    text: str, line: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list as a mapping key (nested aliases under it: 9**10 items) is one "unhashable
+    key" problem at its line, its nodes never written out (was: their repr, exponential)."""
+    import yaml
+
+    def written(self: Any) -> str:
+        raise AssertionError("a YAML node was written out")
+
+    monkeypatch.setattr(yaml.Node, "__repr__", written)
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (
+        f"f.yaml:{line}: not YAML: while constructing a mapping found unhashable key "
+        "(a list or table as a key)",
+    )

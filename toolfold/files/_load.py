@@ -460,8 +460,22 @@ class _Lines:
             if isinstance(node, yaml.MappingNode):
                 seen: dict[str, int] = {}
                 for key, value in node.value:
-                    child = f"{path}.{key.value}" if path else str(key.value)
                     line = key.start_mark.line + 1
+                    if not isinstance(key, yaml.ScalarNode):
+                        # A list or table as a key (written, or an alias: at its line):
+                        # PyYAML cannot build it (a dict key must be hashable). Never
+                        # walked nor written out: aliases under it could make its text (a
+                        # node's repr) a "billion laughs".
+                        _, line = aliases.get((id(node), id(key)), ("", line))
+                        self.unloadable.append(
+                            self.at(
+                                line,
+                                "not YAML: while constructing a mapping found unhashable key "
+                                "(a list or table as a key)",
+                            )
+                        )
+                        continue
+                    child = f"{path}.{key.value}" if path else str(key.value)
                     if child in seen:  # PyYAML keeps the last one silently
                         self.twice.append(
                             self.at(line, f"{child}: given twice (first at line {seen[child]})")
@@ -613,10 +627,11 @@ def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
 
 
 def _yaml_key(node: Any) -> str:
-    """A YAML mapping key as the problems name it: ``str()`` of the value YAML reads."""
+    """A YAML mapping key (a scalar node: `_Lines.from_yaml` refuses the others) as the
+    problems name it: ``str()`` of the value YAML reads."""
     import yaml
 
-    if node.tag == "tag:yaml.org,2002:str" or not isinstance(node, yaml.ScalarNode):
+    if node.tag == "tag:yaml.org,2002:str":
         return str(node.value)
     try:
         return str(yaml.constructor.SafeConstructor().construct_object(node, deep=True))
