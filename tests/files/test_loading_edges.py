@@ -535,3 +535,60 @@ def test_a_yaml_list_as_a_key_is_refused_without_reading_what_its_aliases_expand
         f"f.yaml:{line}: not YAML: while constructing a mapping found unhashable key "
         "(a list or table as a key)",
     )
+
+
+def test_a_yaml_file_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data of a YAML file is built from the nodes its alias check composed: the file
+    is composed once (was twice: yaml.safe_load parsed it again, as long as the first)."""
+    import yaml
+
+    composed: list[int] = []
+    compose = yaml.composer.Composer.compose_document
+
+    def counted(self: Any) -> Any:
+        composed.append(1)
+        return compose(self)
+
+    monkeypatch.setattr(yaml.composer.Composer, "compose_document", counted)
+    text = AGENT + "    settings: &s {temperature: 0.5}\n  b:\n    <<: *a\n    settings: *s\n"
+    text = text.replace("  a:\n", "  a: &a\n")
+    with override_models(TestModel()):
+        loaded = loads(text, format="yaml", name="f.yaml")
+    assert loaded.agent("b").settings == {"temperature": 0.5}
+    assert len(composed) == 1
+
+
+@pytest.mark.parametrize(
+    "value", ["!!python/name:os.system x", "!!python/object/apply:os.system [echo]"]
+)
+def test_a_yaml_python_tag_is_not_built(value: str) -> None:
+    """A python/ tag (which PyYAML's unsafe loaders build into objects or calls) is refused
+    at its line: the data is built by the safe constructor."""
+    text = AGENT + f"    settings: {{t: {value}}}\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:4: not YAML: could not determine a constructor for the tag")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            "!!int abc",
+            "cannot read 'abc' as !!int (invalid literal for int() with base 10: 'abc')",
+        ),
+        ("!!float x", "cannot read 'x' as !!float (could not convert string to float: 'x')"),
+        ("!!bool maybe", "cannot read 'maybe' as !!bool"),
+        ("!!timestamp soon", "cannot read 'soon' as !!timestamp"),
+    ],
+)
+def test_a_yaml_value_its_tag_cannot_read_is_a_problem_at_its_line(
+    value: str, problem: str
+) -> None:
+    """A scalar its tag cannot read (``!!int abc``) is an AgentFileError at its line naming
+    the value and the tag (was: the reading function's raw ValueError, KeyError...)."""
+    text = AGENT + f"    settings:\n      temperature: 0.5\n      t: {value}\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (f"f.yaml:6: not YAML: {problem}",)

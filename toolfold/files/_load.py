@@ -54,7 +54,7 @@ from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.toolkit._options import name_problems
-from toolfold.toolkit._results import describe_exception, escaped
+from toolfold.toolkit._results import describe_exception, escaped, exception_text
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -332,7 +332,9 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
             lines.from_yaml(node, loader.aliases)
         if lines.unloadable:
             raise AgentFileError(lines.file, lines.unloadable)
-        data = yaml.safe_load(text)
+        # The data, built from the nodes composed above (not parsed again: that took as
+        # long again) by the loader's safe constructor (no python/ tags).
+        data = None if node is None else loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -361,6 +363,19 @@ def _composer(text: str) -> Any:
             # (id of the node holding the alias, id of the node it names) -> (anchor, line)
             self.aliases: dict[tuple[int, int], tuple[str, int]] = {}
 
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            # A value its tag cannot read (!!int abc, !!bool maybe, !!timestamp x) raises
+            # the ValueError (KeyError, ...) of the function that reads it: a YAML error
+            # at the node's line instead, naming the value and the tag.
+            try:
+                return super().construct_object(node, deep)
+            except (yaml.YAMLError, RecursionError, MemoryError):
+                raise
+            except Exception as exc:
+                raise yaml.constructor.ConstructorError(
+                    None, None, _unreadable(node, exc), node.start_mark
+                ) from exc
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             alias = None
             if self.check_event(yaml.AliasEvent):
@@ -372,6 +387,17 @@ def _composer(text: str) -> Any:
             return node
 
     return Composer(text)
+
+
+def _unreadable(node: Any, exc: Exception) -> str:
+    """Why the YAML scalar ``node`` cannot be read as its tag says (``exc``: the error of
+    the function reading it)."""
+    tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+    if not isinstance(node.value, str):  # (a list or table tagged as a scalar)
+        return f"cannot read this value as {tag}: {describe_exception(exc)}"
+    value = repr(node.value) if len(node.value) <= 40 else f"{node.value[:40]!r}..."
+    why = f" ({exception_text(exc)})" if isinstance(exc, ValueError) else ""
+    return f"cannot read {value} as {tag}{why}"
 
 
 @attrs.frozen
