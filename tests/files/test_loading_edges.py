@@ -592,3 +592,41 @@ def test_a_yaml_value_its_tag_cannot_read_is_a_problem_at_its_line(
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     assert caught.value.problems == (f"f.yaml:6: not YAML: {problem}",)
+
+
+def _long_text_aliased(agents: int, aliases: int) -> str:
+    """A 100,000-character text (base's instructions, ``&s``) aliased ``aliases`` times in the
+    settings of each of ``agents`` agents."""
+    text = AGENT.replace("  a:", "  base:") + "    instructions: &s " + "x" * 100_000 + "\n"
+    for i in range(agents):
+        text += f"  a{i}:\n    model: openai:gpt-4o-mini\n    settings:\n      extra_body:\n"
+        text += "        k: [" + ", ".join(["*s"] * aliases) + "]\n"
+    return text
+
+
+def test_a_long_yaml_text_aliased_many_times_in_one_agent_is_refused() -> None:
+    """A 100,000-character text aliased 150 times in one agent's settings (15 MB its
+    settings would copy and send: 150 values) is refused at the alias, counting characters
+    (was loaded: a scalar counted one value, and 20,000 aliases ran out of memory)."""
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(_long_text_aliased(1, 150), format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "f.yaml:9: agents.a0.settings.extra_body.k[0]: the alias *s stands for 100,000 "
+        "characters, and the aliases in agents.a0 make 15,000,042 characters of the 42 written "
+        "there: more than the 10,000,000 aliases may add to one agent, workflow or top-level "
+        "key: building the file copies"
+    )
+
+
+def test_a_long_yaml_text_aliased_in_many_agents_is_refused_under_the_files_cap() -> None:
+    """Six agents each adding 9,900,000 characters by aliases (under an agent's cap), 59 MB
+    together, are refused naming the file's cap; five (49.5 MB) load."""
+    with override_models(TestModel()):
+        loaded = loads(_long_text_aliased(5, 99), format="yaml", name="f.yaml")
+    assert len(loaded.agent("a4").settings["extra_body"]["k"]) == 99
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(_long_text_aliased(6, 99), format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0]: the alias *s ")
+    assert "more than the 50,000,000 aliases may add to an agent file (a text shared" in problem

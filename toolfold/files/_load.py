@@ -68,6 +68,12 @@ ALIAS_VALUES = 100_000
 #: once per agent (300 agents merging a 400-value base: 120,000, loaded in well under a
 #: second); past this the copies alone take seconds.
 ALIAS_TOTAL = 1_000_000
+#: How many characters (of keys and scalars) YAML aliases may add to one agent or
+#: workflow: a scalar counts as one value whatever its length, and a long text aliased
+#: thousands of times is copied as each agent is built (its settings made JSON).
+ALIAS_CHARS = 10_000_000
+#: How many characters YAML aliases may add to a whole agent file.
+ALIAS_CHARS_TOTAL = 50_000_000
 _BAD = object()
 
 
@@ -435,50 +441,61 @@ class _Lines:
         building the file costly: what is built from the data copies what
         each alias stands for (an agent's settings are frozen and made JSON,
         and sent in each request), so aliases may add `ALIAS_VALUES` values
-        to one agent or workflow (or another top-level key), and
-        `ALIAS_TOTAL` to the whole file (a base anchor shared by many agents
-        is copied into each).
+        and `ALIAS_CHARS` characters (a long text aliased many times) to one
+        agent or workflow (or another top-level key), and `ALIAS_TOTAL`
+        values and `ALIAS_CHARS_TOTAL` characters to the whole file (a base
+        anchor shared by many agents is copied into each). A list or table
+        as a mapping key is a problem too, never walked (PyYAML cannot build
+        it).
         """
         import yaml
 
         first: dict[int, str] = {}  # node id -> the path it was walked at
         open_: set[int] = set()  # the nodes being walked (the enclosing ones)
-        sizes: dict[int, int] = {}  # node id -> the values it expands to (once left)
-        written = 0  # the values the file writes (each node once)
+        # node id -> the values and the characters (of its keys and scalars) it expands
+        # to (a scalar's once walked, a list's or table's once left)
+        sizes: dict[int, int] = {}
+        chars: dict[int, int] = {}
+        file = _Part(root)  # the values and characters the file writes (each node once)
         # Each agent, workflow and other top-level key's value (a "part": what is
-        # built, copying what its aliases stand for) -> its node, the values written
-        # in it, its largest alias (size, path, node, parent).
+        # built, copying what its aliases stand for) -> its node, the values and
+        # characters written in it, its largest aliases.
         parts: dict[str, _Part] = {}
-        biggest: tuple[int, str, Any, Any] = (0, "", None, None)  # the file's largest alias
         # (node, path, parent, part): a node to walk, or (None, "", node, None): leaving it.
         stack: list[tuple[Any, str, Any, str | None]] = [(root, "", None, None)]
         while stack:
             node, path, parent, part = stack.pop()
             if node is None:  # leaving ``parent``: its children's sizes are known
                 open_.discard(id(parent))
-                values = parent.value
+                values, keys = parent.value, 0
                 if isinstance(parent, yaml.MappingNode):
+                    keys = sum(len(key.value) for key, _ in values)
                     values = [value for _, value in values]
                 sizes[id(parent)] = 1 + sum(sizes.get(id(value), 1) for value in values)
+                chars[id(parent)] = keys + sum(chars.get(id(value), 0) for value in values)
                 continue
             if part == path:
                 parts[part] = _Part(node)
+            counted = [file] if part is None else [file, parts[part]]
             if id(node) in first:
                 if id(node) in open_:
                     used = aliases.get((id(parent), id(node)))
                     self._loop(node, path, used)
                 else:
                     self._aliases[path] = first[id(node)]
-                    alias = (sizes.get(id(node), 1), path, node, parent)
-                    biggest = max(biggest, alias, key=lambda found: found[0])
-                    if part is not None:
-                        parts[part].note(alias)
+                    for where in counted:
+                        where.note(
+                            sizes.get(id(node), 1), chars.get(id(node), 0), path, node, parent
+                        )
                 continue
             first[id(node)] = path
-            written += 1
-            if part is not None:
-                parts[part].written += 1
+            for where in counted:
+                where.written += 1
             if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+                sizes[id(node)] = 1
+                chars[id(node)] = len(node.value)
+                for where in counted:
+                    where.chars_written += chars[id(node)]
                 continue  # (a scalar: its line is its key's)
             open_.add(id(node))
             stack.append((None, "", node, None))
@@ -501,6 +518,8 @@ class _Lines:
                             )
                         )
                         continue
+                    for where in counted:
+                        where.chars_written += len(key.value)
                     child = f"{path}.{key.value}" if path else str(key.value)
                     if child in seen:  # PyYAML keeps the last one silently
                         self.twice.append(
@@ -520,45 +539,63 @@ class _Lines:
                     self._known[child] = item.start_mark.line + 1
                     children.append((item, child, node, _part(path, part, child, item)))
             stack.extend(reversed(children))  # (walked in the file's order)
-        if self.unloadable:
-            return
-        added = {name: sizes.get(id(p.node), 1) - p.written for name, p in parts.items()}
-        worst = max(added, key=added.__getitem__, default=None)
-        if worst is not None and added[worst] > ALIAS_VALUES:
-            found = parts[worst]
-            expanded = added[worst] + found.written
-            self._too_many(
-                found.biggest,
-                aliases,
-                f"the aliases in {worst} make {expanded:,} values of the {found.written:,} "
-                f"written there: more than the {ALIAS_VALUES:,} aliases may add to one agent, "
-                'workflow or top-level key (a YAML "billion laughs"?)',
-            )
-            return
-        expanded = sizes.get(id(root), 1)
-        if expanded - written > ALIAS_TOTAL:
-            self._too_many(
-                biggest,
-                aliases,
-                f"the file's aliases expand the {written:,} values it writes to {expanded:,}: "
-                f"more than the {ALIAS_TOTAL:,} aliases may add to an agent file (a base "
-                "shared by that many agents?)",
-            )
+        if not self.unloadable:
+            self._too_costly(file, parts, sizes, chars, aliases)
+
+    def _too_costly(
+        self,
+        file: _Part,
+        parts: dict[str, _Part],
+        sizes: dict[int, int],
+        chars: dict[int, int],
+        aliases: Mapping[tuple[int, int], tuple[str, int]],
+    ) -> None:
+        """A problem in `unloadable` when the aliases of a part (`_Part`) of the file, or of
+        the whole ``file``, add more values or characters than `from_yaml` allows, at the
+        largest of them (the values first)."""
+        for unit, expanded, cap, total in (
+            ("values", sizes, ALIAS_VALUES, ALIAS_TOTAL),
+            ("characters", chars, ALIAS_CHARS, ALIAS_CHARS_TOTAL),
+        ):
+            values = unit == "values"
+            added = {name: expanded[id(p.node)] - p.made(values) for name, p in parts.items()}
+            worst = max(added, key=added.__getitem__, default=None)
+            if worst is not None and added[worst] > cap:
+                found = parts[worst]
+                laughs = ' (a YAML "billion laughs"?)' if values else ""
+                why = (
+                    f"the aliases in {worst} make {added[worst] + found.made(values):,} {unit} "
+                    f"of the {found.made(values):,} written there: more than the {cap:,} "
+                    f"aliases may add to one agent, workflow or top-level key{laughs}"
+                )
+                self._too_many(found.largest(values), unit, aliases, why)
+                return
+            made = expanded[id(file.node)]
+            if made - file.made(values) > total:
+                shared = "a base" if values else "a text"
+                why = (
+                    f"the file's aliases expand the {file.made(values):,} {unit} it writes to "
+                    f"{made:,}: more than the {total:,} aliases may add to an agent file "
+                    f"({shared} shared by that many agents?)"
+                )
+                self._too_many(file.largest(values), unit, aliases, why)
+                return
 
     def _too_many(
         self,
         alias: tuple[int, str, Any, Any],
+        unit: str,
         aliases: Mapping[tuple[int, int], tuple[str, int]],
         why: str,
     ) -> None:
         """A problem at ``alias`` (size, path, node, parent: the largest of the aliases
-        that expand too much), saying ``why`` they are too many."""
+        that expand too much), saying ``why`` they are too many ``unit``."""
         size, path, node, parent = alias
         anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
         self.unloadable.append(
             self.at(
                 line or self.line(path),
-                f"{path}: the alias *{anchor} stands for {size:,} values, and {why}: building "
+                f"{path}: the alias *{anchor} stands for {size:,} {unit}, and {why}: building "
                 "the file copies what each alias stands for; write the values out instead",
             )
         )
@@ -624,18 +661,32 @@ class _Lines:
 
 
 class _Part:
-    """An agent, workflow or other top-level key's value of a YAML file, as `_Lines.from_yaml`
-    counts what its aliases add: its node, the values written in it, its largest alias."""
+    """An agent, workflow or other top-level key's value of a YAML file (or the whole file),
+    as `_Lines.from_yaml` counts what its aliases add: its node, the values and characters
+    written in it, its largest aliases (by values and by characters)."""
 
     def __init__(self, node: Any) -> None:
         self.node = node
         self.written = 0
+        self.chars_written = 0
         self.biggest: tuple[int, str, Any, Any] = (0, "", None, None)
+        self.longest: tuple[int, str, Any, Any] = (0, "", None, None)
 
-    def note(self, alias: tuple[int, str, Any, Any]) -> None:
-        """``alias`` (its size, path, node and parent) is in the part."""
-        if alias[0] > self.biggest[0]:
-            self.biggest = alias
+    def note(self, size: int, chars: int, path: str, node: Any, parent: Any) -> None:
+        """An alias at ``path`` (in ``parent``) to ``node`` (``size`` values, ``chars``
+        characters) is in the part."""
+        if size > self.biggest[0]:
+            self.biggest = (size, path, node, parent)
+        if chars > self.longest[0]:
+            self.longest = (chars, path, node, parent)
+
+    def made(self, values: bool) -> int:
+        """The values (or characters) written in the part."""
+        return self.written if values else self.chars_written
+
+    def largest(self, values: bool) -> tuple[int, str, Any, Any]:
+        """Its alias that stands for the most values (or characters)."""
+        return self.biggest if values else self.longest
 
 
 def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
