@@ -630,3 +630,20 @@ def test_a_long_yaml_text_aliased_in_many_agents_is_refused_under_the_files_cap(
     (problem,) = caught.value.problems
     assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0]: the alias *s ")
     assert "more than the 50,000,000 aliases may add to an agent file (a text shared" in problem
+
+
+def test_a_long_yaml_text_aliased_as_many_keys_is_refused() -> None:
+    """A 100,000-character text aliased as the key of 150 tables in one agent's settings
+    (15 MB its settings would copy) is refused at the first alias: a key an alias stands
+    for is not counted as written at each use."""
+    text = _long_text_aliased(0, 0) + "  a0:\n    model: openai:gpt-4o-mini\n    settings:\n"
+    text += "      extra_body:\n        k: [" + ", ".join(["{*s : 1}"] * 150) + "]\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0].xxxxxxxxxx"), problem[
+        :100
+    ]
+    assert (
+        "the alias *s stands for 100,000 characters, and the aliases in agents.a0 make " in problem
+    )

@@ -518,9 +518,15 @@ class _Lines:
                             )
                         )
                         continue
-                    for where in counted:
-                        where.chars_written += len(key.value)
                     child = f"{path}.{key.value}" if path else str(key.value)
+                    if id(key) in first:  # an alias as the key: its text is copied
+                        for where in counted:
+                            where.note(1, chars[id(key)], child, key, node)
+                    else:
+                        first[id(key)] = child
+                        sizes[id(key)], chars[id(key)] = 1, len(key.value)
+                        for where in counted:
+                            where.chars_written += chars[id(key)]
                     if child in seen:  # PyYAML keeps the last one silently
                         self.twice.append(
                             self.at(line, f"{child}: given twice (first at line {seen[child]})")
