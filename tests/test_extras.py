@@ -103,3 +103,70 @@ def test_optional_names_the_import_error_of_an_installed_module(
     assert str(info.value) == (
         "an MCP server needs 'toolfold_broken_extra': pip install 'toolfold[mcp]'"
     )
+
+
+def test_a_broken_pyyaml_keeps_its_error_for_a_yaml_agent_file(tmp_path: Path) -> None:
+    """An installed PyYAML whose import fails makes a YAML agent file one problem giving that
+    ImportError, as `optional` says it for every extra (it said "need PyYAML: pip install",
+    hiding the cause, as if it were missing)."""
+    (tmp_path / "yaml").mkdir()
+    (tmp_path / "yaml" / "__init__.py").write_text("raise ImportError('needs libyaml 0.3')\n")
+    code = (
+        "from toolfold import AgentFileError\n"
+        "from toolfold.files import loads\n"
+        "try:\n    loads('agents: {}', format='yaml', name='f.yaml')\n"
+        "except AgentFileError as exc:\n    print(exc.problems)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (
+        "(\"f.yaml: a YAML agent file needs 'yaml' (toolfold[yaml]), installed but failing to "
+        'import: ImportError: needs libyaml 0.3",)\n'
+    )
+
+
+def test_a_missing_aiohttp_names_its_extra_behind_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``http="aiohttp"`` without aiohttp (nor yarl, which comes with it) is the ModelConfigError
+    every missing extra gives, also with a proxy set: reading the proxy imported yarl first
+    (a bare ModuleNotFoundError about yarl)."""
+    import asyncio
+
+    from toolfold import ModelConfigError
+    from toolfold.adapters._http._backends import make_async
+    from toolfold.adapters._http._retry import HttpLimits, Timeouts
+
+    for module in ("aiohttp", "yarl"):
+        monkeypatch.setitem(sys.modules, module, None)  # what Python does for a missing module
+    for variable in ("NO_PROXY", "no_proxy", "https_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    with pytest.raises(ModelConfigError) as info:
+        asyncio.run(make_async("aiohttp", Timeouts(), HttpLimits(), "https://api.example.invalid"))
+    assert str(info.value) == "http='aiohttp' needs 'aiohttp': pip install 'toolfold[aiohttp]'"
+
+
+def test_optional_names_any_error_an_installed_module_raises_importing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`optional` of an installed module whose import raises something other than an
+    ImportError gives the toolfold error with it (it went through raw, a RuntimeError from
+    an MCP server's start)."""
+    from toolfold import ModelConfigError
+    from toolfold._extras import optional
+
+    (tmp_path / "toolfold_raising_extra.py").write_text("raise RuntimeError('half-installed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModelConfigError) as info:
+        optional("toolfold_raising_extra", "mcp", "an MCP server")
+    assert str(info.value) == (
+        "an MCP server needs 'toolfold_raising_extra' (toolfold[mcp]), installed but failing"
+        " to import: RuntimeError: half-installed"
+    )
+    assert isinstance(info.value.__cause__, RuntimeError)

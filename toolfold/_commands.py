@@ -72,7 +72,9 @@ def _load(command: str, path: str, model: str | None, *, offline: bool = False) 
     try:
         with override_models(TestModel()) if offline else nullcontext():
             # (not `load`, whose model= errors are the Python API's: --model's are the file's)
-            return read_file(source, model, str(source.resolve().parent))
+            return read_file(
+                source, model, str(source.resolve().parent), imports=command == "check"
+            )
     except AgentFileError as exc:
         print(_visible(str(exc), lines=True), file=sys.stderr)  # (it may quote an MCP server)
         raise _Stop(PROBLEM) from None

@@ -98,15 +98,16 @@ def optional(
     Raises:
         ModelConfigError: (or what ``error`` makes) It cannot be imported. Not
             installed: the message says ``pip install 'toolfold[extra]'``.
-            Installed but failing in its own import: the message gives that
-            ImportError, which is also the cause.
+            Installed but failing in its own import (an ImportError, or any
+            other error its code raises while imported): the message gives
+            that error, which is also the cause.
     """
     try:
         return importlib.import_module(module)
-    except ImportError as exc:
-        if _is_missing(exc, (module,)) is None:
-            raise error(
-                f"{what} needs {module!r} (toolfold[{extra}]), installed but failing to import:"
-                f" {class_name(exc)}: {exception_text(exc)}"
-            ) from exc
-        raise error(missing(module, extra, what, exc)) from None
+    except Exception as exc:  # (an installed package may raise anything as it is imported)
+        if isinstance(exc, ImportError) and _is_missing(exc, (module,)) is not None:
+            raise error(missing(module, extra, what, exc)) from None
+        raise error(
+            f"{what} needs {module!r} (toolfold[{extra}]), installed but failing to import:"
+            f" {class_name(exc)}: {exception_text(exc)}"
+        ) from exc

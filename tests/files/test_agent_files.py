@@ -482,7 +482,9 @@ def test_a_yaml_file_without_pyyaml_says_what_to_install(
     path.write_text("agents:\n  a:\n    model: openai:gpt-4o-mini\n")
     with pytest.raises(AgentFileError) as info:
         load(path)
-    assert info.value.problems == (f"{path}: YAML files need PyYAML: pip install 'toolfold[yaml]'",)
+    assert info.value.problems == (
+        f"{path}: a YAML agent file needs 'yaml': pip install 'toolfold[yaml]'",
+    )
     with override_models(TestModel()):
         loaded = loads('[agents.a]\nmodel = "openai:gpt-4o-mini"\n', format="toml", name="f")
     assert loaded.agent().name == "a"
@@ -510,8 +512,8 @@ def test_an_mcp_entry_without_the_mcp_extra_is_a_problem_of_the_file(
 
 
 def test_loading_a_file_with_an_mcp_server_does_not_import_the_mcp_sdk(tmp_path: Path) -> None:
-    """Loading (and so `toolfold check`) finds the mcp SDK without importing it: its import
-    took over a second, where loading the file took a fifth."""
+    """Loading finds the mcp SDK without importing it: its import took over a second, where
+    loading the file took a fifth (`toolfold check` alone imports it, to say a broken one)."""
     path = tmp_path / "f.toml"
     path.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n')
     code = (

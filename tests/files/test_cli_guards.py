@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from cli_process import COMMAND, environment, into_closed_pipe, toolfold, with_stdout_closed
 
 # A tool module and agent file of these tests: `wait` asks for approval, `big` answers
@@ -385,3 +386,30 @@ def test_check_of_a_yaml_alias_loop_names_the_alias(tmp_path: Path) -> None:
         "loop.yaml:4: agents.a.tools[0]: the alias *me is inside the node it names "
         "(&me at line 2)" in proc.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("raise ImportError('mcp needs pydantic>=3')", "ImportError: mcp needs pydantic>=3"),
+        ("raise RuntimeError('half-installed')", "RuntimeError: half-installed"),
+    ],
+)
+def test_check_of_a_file_whose_mcp_sdk_is_installed_but_broken_says_so(
+    tmp_path: Path, body: str, error: str
+) -> None:
+    """``check`` of a file with an MCP server imports the mcp SDK: one installed but failing
+    in its own import is a problem of the entry giving that error, exit 1 (check said ok, and
+    the server's start then failed, a RuntimeError raw)."""
+    (tmp_path / "broken" / "mcp").mkdir(parents=True)
+    (tmp_path / "broken" / "mcp" / "__init__.py").write_text(body + "\n")
+    (tmp_path / "f.toml").write_text(
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\n[[agents.a.mcp]]\ncommand = "x"\n'
+    )
+    proc = toolfold("check", "f.toml", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "broken")})
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (
+        "f.toml:3: agents.a.mcp[0]: an MCP server needs 'mcp' (toolfold[mcp]), installed but "
+        f"failing to import: {error}\n"
+    ) in proc.stderr

@@ -332,14 +332,92 @@ def test_a_billion_laughs_yaml_file_is_one_problem_naming_the_alias(where: str) 
     else:
         text = AGENT + "    settings:\n      extra_body:\n" + _laughs(10, " " * 8)
         path, line = "agents.a.settings.extra_body.x9[0]", 15
+    part = "x9" if where == "top" else "agents.a"
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.startswith(
-        f"f.yaml:{line}: {path}: the alias *a8 stands for 435,848,050 values, and the file's "
-        "aliases expand the "
+        f"f.yaml:{line}: {path}: the alias *a8 stands for 435,848,050 values, and the aliases "
+        f"in {part} make "
     )
-    assert 'more than the 100,000 aliases may add to an agent file (a YAML "billion' in problem
+    assert (
+        "written there: more than the 100,000 aliases may add to one agent, workflow or "
+        'top-level key (a YAML "billion laughs"?): building the file copies what each alias '
+        "stands for; write the values out instead"
+    ) in problem
+
+
+def _shared_base(agents: int, values: int) -> str:
+    """``agents`` agents merging (``<<: *base``) one base agent of ``values`` values."""
+    body = "".join(f"        k{i}: v{i}\n" for i in range(values - 6))
+    base = (
+        "agents:\n  base: &base\n    model: openai:gpt-4o-mini\n    instructions: Be brief.\n"
+        "    settings:\n      temperature: 0.2\n      extra_body:\n" + body
+    )
+    return base + "".join(
+        f"  a{i}:\n    <<: *base\n    instructions: Agent {i}.\n" for i in range(agents)
+    )
+
+
+def test_many_agents_merging_one_base_load() -> None:
+    """300 agents merging a 400-value base (120,000 values copied as the agents are built:
+    each its own) load: what one agent's aliases add is small (was refused as a "billion
+    laughs": the cap was on the file's expansion, at 100,000)."""
+    with override_models(TestModel()):
+        loaded = loads(_shared_base(300, 400), format="yaml")
+    assert len(loaded.agents) == 301
+    assert loaded.agent("a299").instructions == "Agent 299."
+    assert loaded.agent("a299").settings["extra_body"]["k393"] == "v393"
+
+
+def test_nested_aliases_in_one_agent_are_refused_under_the_files_cap() -> None:
+    """An agent whose settings nest aliases to 9**6 values (531,441: each request would send
+    them) is refused, though the file's aliases add less than the file's cap."""
+    text = AGENT + "    settings:\n      extra_body:\n" + _laughs(6, " " * 8)
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "f.yaml:11: agents.a.settings.extra_body.x5[0]: the alias *a4 stands for 66,430 values, "
+        "and the aliases in agents.a make 672,607 values of the 19 written there: more than the "
+    )
+
+
+def test_a_base_shared_by_too_many_agents_is_refused() -> None:
+    """Agents each adding less than an agent's cap by one alias (74,736 values), but over
+    1,000,000 together (each agent built copies them), are refused, naming the file's cap."""
+    text = (
+        "agents:\n  base: &base\n    model: openai:gpt-4o-mini\n    settings:\n"
+        "      extra_body:\n" + _laughs(5, " " * 8)
+    )
+    text += "".join(f"  a{i}: *base\n" for i in range(20))
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:11: agents.a0: the alias *base stands for 74,736 values, ")
+    assert "more than the 1,000,000 aliases may add to an agent file (a base shared" in problem
+
+
+def test_nested_yaml_merges_are_refused_before_pyyaml_makes_the_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Merges of merges (``<<: [*m0, *m0, ...]``, 9**8 pairs) are refused before PyYAML
+    builds the data: a PyYAML before 6.0.3 (``pyyaml>=6`` allows it) copies every merged
+    pair, which would take minutes (stood in for by a merge that refuses to copy them)."""
+    import yaml
+
+    def old_merge(self: Any, node: Any) -> None:
+        raise AssertionError("PyYAML was given the file to build")
+
+    monkeypatch.setattr(yaml.constructor.SafeConstructor, "flatten_mapping", old_merge)
+    lines = ["    m0: &m0 {a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7, h: 8, i: 9}"]
+    for i in range(1, 9):
+        lines.append(f"    m{i}: &m{i}\n      <<: [" + ", ".join([f"*m{i - 1}"] * 9) + "]")
+    text = AGENT + "    settings:\n" + "\n".join(lines) + "\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert "the aliases in agents.a make " in problem
 
 
 def test_yaml_aliases_that_repeat_a_little_still_load() -> None:
@@ -420,4 +498,152 @@ def test_a_yaml_file_with_a_control_character_is_one_problem_naming_its_line(
         load(path)
     assert f"{path}:4: not YAML: special characters are not allowed (character \\x07)" in str(
         caught.value
+    )
+
+
+def _alias_items(levels: int, indent: str = "") -> list[str]:
+    """Items of a list of ``levels`` lists, each of 9 aliases to the one before (9**levels)."""
+    items = [f"{indent}- &l0 [a, a, a, a, a, a, a, a, a]"]
+    for i in range(1, levels):
+        items.append(f"{indent}- &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return items
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        # the key written out: nested aliases inside a "? " key
+        (AGENT + "?\n" + "\n".join(_alias_items(10, "  ")) + "\n: 1\n", 5),
+        # the key an alias to nested aliases written as a value
+        ("defs:\n" + "\n".join(_alias_items(10, "  ")) + "\nagents:\n  ? *l9\n  : 1\n", 13),
+    ],
+)
+def test_a_yaml_list_as_a_key_is_refused_without_reading_what_its_aliases_expand_to(
+    text: str, line: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list as a mapping key (nested aliases under it: 9**10 items) is one "unhashable
+    key" problem at its line, its nodes never written out (was: their repr, exponential)."""
+    import yaml
+
+    def written(self: Any) -> str:
+        raise AssertionError("a YAML node was written out")
+
+    monkeypatch.setattr(yaml.Node, "__repr__", written)
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (
+        f"f.yaml:{line}: not YAML: while constructing a mapping found unhashable key "
+        "(a list or table as a key)",
+    )
+
+
+def test_a_yaml_file_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data of a YAML file is built from the nodes its alias check composed: the file
+    is composed once (was twice: yaml.safe_load parsed it again, as long as the first)."""
+    import yaml
+
+    composed: list[int] = []
+    compose = yaml.composer.Composer.compose_document
+
+    def counted(self: Any) -> Any:
+        composed.append(1)
+        return compose(self)
+
+    monkeypatch.setattr(yaml.composer.Composer, "compose_document", counted)
+    text = AGENT + "    settings: &s {temperature: 0.5}\n  b:\n    <<: *a\n    settings: *s\n"
+    text = text.replace("  a:\n", "  a: &a\n")
+    with override_models(TestModel()):
+        loaded = loads(text, format="yaml", name="f.yaml")
+    assert loaded.agent("b").settings == {"temperature": 0.5}
+    assert len(composed) == 1
+
+
+@pytest.mark.parametrize(
+    "value", ["!!python/name:os.system x", "!!python/object/apply:os.system [echo]"]
+)
+def test_a_yaml_python_tag_is_not_built(value: str) -> None:
+    """A python/ tag (which PyYAML's unsafe loaders build into objects or calls) is refused
+    at its line: the data is built by the safe constructor."""
+    text = AGENT + f"    settings: {{t: {value}}}\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:4: not YAML: could not determine a constructor for the tag")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            "!!int abc",
+            "cannot read 'abc' as !!int (invalid literal for int() with base 10: 'abc')",
+        ),
+        ("!!float x", "cannot read 'x' as !!float (could not convert string to float: 'x')"),
+        ("!!bool maybe", "cannot read 'maybe' as !!bool"),
+        ("!!timestamp soon", "cannot read 'soon' as !!timestamp"),
+    ],
+)
+def test_a_yaml_value_its_tag_cannot_read_is_a_problem_at_its_line(
+    value: str, problem: str
+) -> None:
+    """A scalar its tag cannot read (``!!int abc``) is an AgentFileError at its line naming
+    the value and the tag (was: the reading function's raw ValueError, KeyError...)."""
+    text = AGENT + f"    settings:\n      temperature: 0.5\n      t: {value}\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (f"f.yaml:6: not YAML: {problem}",)
+
+
+def _long_text_aliased(agents: int, aliases: int) -> str:
+    """A 100,000-character text (base's instructions, ``&s``) aliased ``aliases`` times in the
+    settings of each of ``agents`` agents."""
+    text = AGENT.replace("  a:", "  base:") + "    instructions: &s " + "x" * 100_000 + "\n"
+    for i in range(agents):
+        text += f"  a{i}:\n    model: openai:gpt-4o-mini\n    settings:\n      extra_body:\n"
+        text += "        k: [" + ", ".join(["*s"] * aliases) + "]\n"
+    return text
+
+
+def test_a_long_yaml_text_aliased_many_times_in_one_agent_is_refused() -> None:
+    """A 100,000-character text aliased 150 times in one agent's settings (15 MB its
+    settings would copy and send: 150 values) is refused at the alias, counting characters
+    (was loaded: a scalar counted one value, and 20,000 aliases ran out of memory)."""
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(_long_text_aliased(1, 150), format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "f.yaml:9: agents.a0.settings.extra_body.k[0]: the alias *s stands for 100,000 "
+        "characters, and the aliases in agents.a0 make 15,000,042 characters of the 42 written "
+        "there: more than the 10,000,000 aliases may add to one agent, workflow or top-level "
+        "key: building the file copies"
+    )
+
+
+def test_a_long_yaml_text_aliased_in_many_agents_is_refused_under_the_files_cap() -> None:
+    """Six agents each adding 9,900,000 characters by aliases (under an agent's cap), 59 MB
+    together, are refused naming the file's cap; five (49.5 MB) load."""
+    with override_models(TestModel()):
+        loaded = loads(_long_text_aliased(5, 99), format="yaml", name="f.yaml")
+    assert len(loaded.agent("a4").settings["extra_body"]["k"]) == 99
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(_long_text_aliased(6, 99), format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0]: the alias *s ")
+    assert "more than the 50,000,000 aliases may add to an agent file (a text shared" in problem
+
+
+def test_a_long_yaml_text_aliased_as_many_keys_is_refused() -> None:
+    """A 100,000-character text aliased as the key of 150 tables in one agent's settings
+    (15 MB its settings would copy) is refused at the first alias: a key an alias stands
+    for is not counted as written at each use."""
+    text = _long_text_aliased(0, 0) + "  a0:\n    model: openai:gpt-4o-mini\n    settings:\n"
+    text += "      extra_body:\n        k: [" + ", ".join(["{*s : 1}"] * 150) + "]\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0].xxxxxxxxxx"), problem[
+        :100
+    ]
+    assert (
+        "the alias *s stands for 100,000 characters, and the aliases in agents.a0 make " in problem
     )

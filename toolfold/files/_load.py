@@ -13,7 +13,7 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from toolfold._errors import (
     ToolfoldError,
     UsageError,
 )
-from toolfold._extras import installed, missing
+from toolfold._extras import installed, missing, optional
 from toolfold.files._positions import toml_positions
 from toolfold.runtime._agent import Agent, Handoff
 from toolfold.runtime._document import (
@@ -54,14 +54,26 @@ from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.toolkit._options import name_problems
-from toolfold.toolkit._results import describe_exception, escaped
+from toolfold.toolkit._results import describe_exception, escaped, exception_text
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
-#: How many values YAML aliases may add to an agent file (what it expands to less
-#: what it writes): far more than any agent file repeats, far less than a "billion
-#: laughs" of nested aliases expands to, which each use of the data would copy.
+#: How many values YAML aliases may add to one agent or workflow (what it expands to
+#: less what is written in it): building it copies that expansion (its settings are
+#: frozen and made JSON), and each request of its runs sends it again. Far more than
+#: an agent repeats, far less than a "billion laughs" of nested aliases expands to.
 ALIAS_VALUES = 100_000
+#: How many values YAML aliases may add to a whole agent file: each agent built copies
+#: what its aliases stand for, so a base anchor shared by many agents costs its size
+#: once per agent (300 agents merging a 400-value base: 120,000, loaded in well under a
+#: second); past this the copies alone take seconds.
+ALIAS_TOTAL = 1_000_000
+#: How many characters (of keys and scalars) YAML aliases may add to one agent or
+#: workflow: a scalar counts as one value whatever its length, and a long text aliased
+#: thousands of times is copied as each agent is built (its settings made JSON).
+ALIAS_CHARS = 10_000_000
+#: How many characters YAML aliases may add to a whole agent file.
+ALIAS_CHARS_TOTAL = 50_000_000
 _BAD = object()
 
 
@@ -113,7 +125,7 @@ class AgentFile:
 
 
 def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
-    """Load an agent file: ``.toml``, or ``.yaml`` / ``.yml`` (needs PyYAML).
+    """Load an agent file: ``.toml``, or ``.yaml`` / ``.yml`` (needs PyYAML: ``toolfold[yaml]``).
 
     Import paths resolve as in a script next to the file: its folder is
     searched first.
@@ -134,9 +146,12 @@ def load(path: str | Path, *, model: str | Model | None = None) -> AgentFile:
     return read_file(source, _model_argument("load", model, search), search)
 
 
-def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile:
+def read_file(
+    source: Path, model: str | Model | None, search: str, *, imports: bool = False
+) -> AgentFile:
     """`load` of ``source``, searching ``search``, ``model`` unchecked: the CLI's ``--model``
-    is reported as a problem of the file, under that name."""
+    is reported as a problem of the file, under that name. ``imports`` (``toolfold check``):
+    the extras its MCP servers need are imported, not only found installed."""
     try:
         # (utf-8-sig: a BOM, which Windows editors may write, is dropped)
         text = source.read_text(encoding="utf-8-sig")
@@ -148,7 +163,7 @@ def read_file(source: Path, model: str | Model | None, search: str) -> AgentFile
         raise AgentFileError(str(source), [_not_utf8(source)]) from None
     kind = "yaml" if source.suffix.lower() in (".yaml", ".yml") else "toml"
     lines = _Lines(str(source), text, kind)
-    return _Loader(_parse(text, kind, lines), lines, search, model).build()
+    return _Loader(_parse(text, kind, lines), lines, search, model, imports=imports).build()
 
 
 def _not_utf8(source: Path) -> str:
@@ -307,12 +322,9 @@ def _parse_toml(text: str, lines: _Lines) -> Any:
 
 
 def _parse_yaml(text: str, lines: _Lines) -> Any:
-    try:
-        import yaml
-    except ImportError:
-        raise AgentFileError(
-            lines.file, [lines.at(None, "YAML files need PyYAML: pip install 'toolfold[yaml]'")]
-        ) from None
+    # PyYAML missing: "needs 'yaml': pip install 'toolfold[yaml]'"; installed but failing
+    # in its own import: that ImportError, kept as the cause (see `optional`).
+    yaml = optional("yaml", "yaml", "a YAML agent file", _no_yaml(lines))
     try:
         loader = _composer(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control one)
@@ -322,7 +334,13 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(lines.file, [lines.at(at, f"not YAML: {what}")]) from None
     try:
         node = loader.get_single_node()
-        data = yaml.safe_load(text)
+        if node is not None:  # (before the data is made: a "billion laughs" is refused first)
+            lines.from_yaml(node, loader.aliases)
+        if lines.unloadable:
+            raise AgentFileError(lines.file, lines.unloadable)
+        # The data, built from the nodes composed above (not parsed again: that took as
+        # long again) by the loader's safe constructor (no python/ tags).
+        data = None if node is None else loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -330,13 +348,14 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
     finally:
         loader.dispose()
-    if node is not None:
-        lines.from_yaml(node, loader.aliases)
-    if lines.unloadable:
-        raise AgentFileError(lines.file, lines.unloadable)
     if lines.twice:
         raise AgentFileError(lines.file, lines.twice)
     return data
+
+
+def _no_yaml(lines: _Lines) -> Callable[[str], Exception]:
+    """The error of ``lines``' file for PyYAML not importing (`optional`'s message)."""
+    return lambda message: AgentFileError(lines.file, [lines.at(None, message)])
 
 
 def _composer(text: str) -> Any:
@@ -350,6 +369,19 @@ def _composer(text: str) -> Any:
             # (id of the node holding the alias, id of the node it names) -> (anchor, line)
             self.aliases: dict[tuple[int, int], tuple[str, int]] = {}
 
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            # A value its tag cannot read (!!int abc, !!bool maybe, !!timestamp x) raises
+            # the ValueError (KeyError, ...) of the function that reads it: a YAML error
+            # at the node's line instead, naming the value and the tag.
+            try:
+                return super().construct_object(node, deep)
+            except (yaml.YAMLError, RecursionError, MemoryError):
+                raise
+            except Exception as exc:
+                raise yaml.constructor.ConstructorError(
+                    None, None, _unreadable(node, exc), node.start_mark
+                ) from exc
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             alias = None
             if self.check_event(yaml.AliasEvent):
@@ -361,6 +393,17 @@ def _composer(text: str) -> Any:
             return node
 
     return Composer(text)
+
+
+def _unreadable(node: Any, exc: Exception) -> str:
+    """Why the YAML scalar ``node`` cannot be read as its tag says (``exc``: the error of
+    the function reading it)."""
+    tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+    if not isinstance(node.value, str):  # (a list or table tagged as a scalar)
+        return f"cannot read this value as {tag}: {describe_exception(exc)}"
+    value = repr(node.value) if len(node.value) <= 40 else f"{node.value[:40]!r}..."
+    why = f" ({exception_text(exc)})" if isinstance(exc, ValueError) else ""
+    return f"cannot read {value} as {tag}{why}"
 
 
 @attrs.frozen
@@ -394,49 +437,96 @@ class _Lines:
         an alias is noted as the first path to its node): a file of nested
         aliases (the "billion laughs") costs its size, not what it expands
         to. An alias inside the node it names is a problem in `unloadable`,
-        named by ``aliases`` (`_composer`'s), and so are aliases that expand the
-        file by more than `ALIAS_VALUES` values: what is built from the data
-        (an agent's settings, sent in each request) would be that big.
+        named by ``aliases`` (`_composer`'s), and so are aliases that make
+        building the file costly: what is built from the data copies what
+        each alias stands for (an agent's settings are frozen and made JSON,
+        and sent in each request), so aliases may add `ALIAS_VALUES` values
+        and `ALIAS_CHARS` characters (a long text aliased many times) to one
+        agent or workflow (or another top-level key), and `ALIAS_TOTAL`
+        values and `ALIAS_CHARS_TOTAL` characters to the whole file (a base
+        anchor shared by many agents is copied into each). A list or table
+        as a mapping key is a problem too, never walked (PyYAML cannot build
+        it).
         """
         import yaml
 
         first: dict[int, str] = {}  # node id -> the path it was walked at
         open_: set[int] = set()  # the nodes being walked (the enclosing ones)
-        sizes: dict[int, int] = {}  # node id -> the values it expands to (once left)
-        written = 0  # the values the file writes (each node once)
-        biggest: tuple[int, str, Any, Any] = (0, "", None, None)  # the largest alias's
-        # (node, path, parent): a node to walk, or (None, "", node): leaving it.
-        stack: list[tuple[Any, str, Any]] = [(root, "", None)]
+        # node id -> the values and the characters (of its keys and scalars) it expands
+        # to (a scalar's once walked, a list's or table's once left)
+        sizes: dict[int, int] = {}
+        chars: dict[int, int] = {}
+        file = _Part(root)  # the values and characters the file writes (each node once)
+        # Each agent, workflow and other top-level key's value (a "part": what is
+        # built, copying what its aliases stand for) -> its node, the values and
+        # characters written in it, its largest aliases.
+        parts: dict[str, _Part] = {}
+        # (node, path, parent, part): a node to walk, or (None, "", node, None): leaving it.
+        stack: list[tuple[Any, str, Any, str | None]] = [(root, "", None, None)]
         while stack:
-            node, path, parent = stack.pop()
+            node, path, parent, part = stack.pop()
             if node is None:  # leaving ``parent``: its children's sizes are known
                 open_.discard(id(parent))
-                values = parent.value
+                values, keys = parent.value, 0
                 if isinstance(parent, yaml.MappingNode):
+                    keys = sum(len(key.value) for key, _ in values)
                     values = [value for _, value in values]
                 sizes[id(parent)] = 1 + sum(sizes.get(id(value), 1) for value in values)
+                chars[id(parent)] = keys + sum(chars.get(id(value), 0) for value in values)
                 continue
+            if part == path:
+                parts[part] = _Part(node)
+            counted = [file] if part is None else [file, parts[part]]
             if id(node) in first:
                 if id(node) in open_:
                     used = aliases.get((id(parent), id(node)))
                     self._loop(node, path, used)
                 else:
                     self._aliases[path] = first[id(node)]
-                    if sizes.get(id(node), 1) > biggest[0]:
-                        biggest = (sizes.get(id(node), 1), path, node, parent)
+                    for where in counted:
+                        where.note(
+                            sizes.get(id(node), 1), chars.get(id(node), 0), path, node, parent
+                        )
                 continue
             first[id(node)] = path
-            written += 1
+            for where in counted:
+                where.written += 1
             if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+                sizes[id(node)] = 1
+                chars[id(node)] = len(node.value)
+                for where in counted:
+                    where.chars_written += chars[id(node)]
                 continue  # (a scalar: its line is its key's)
             open_.add(id(node))
-            stack.append((None, "", node))
-            children: list[tuple[Any, str, Any]] = []
+            stack.append((None, "", node, None))
+            children: list[tuple[Any, str, Any, str | None]] = []
             if isinstance(node, yaml.MappingNode):
                 seen: dict[str, int] = {}
                 for key, value in node.value:
-                    child = f"{path}.{key.value}" if path else str(key.value)
                     line = key.start_mark.line + 1
+                    if not isinstance(key, yaml.ScalarNode):
+                        # A list or table as a key (written, or an alias: at its line):
+                        # PyYAML cannot build it (a dict key must be hashable). Never
+                        # walked nor written out: aliases under it could make its text (a
+                        # node's repr) a "billion laughs".
+                        _, line = aliases.get((id(node), id(key)), ("", line))
+                        self.unloadable.append(
+                            self.at(
+                                line,
+                                "not YAML: while constructing a mapping found unhashable key "
+                                "(a list or table as a key)",
+                            )
+                        )
+                        continue
+                    child = f"{path}.{key.value}" if path else str(key.value)
+                    if id(key) in first:  # an alias as the key: its text is copied
+                        for where in counted:
+                            where.note(1, chars[id(key)], child, key, node)
+                    else:
+                        first[id(key)] = child
+                        sizes[id(key)], chars[id(key)] = 1, len(key.value)
+                        for where in counted:
+                            where.chars_written += chars[id(key)]
                     if child in seen:  # PyYAML keeps the last one silently
                         self.twice.append(
                             self.at(line, f"{child}: given twice (first at line {seen[child]})")
@@ -448,26 +538,73 @@ class _Lines:
                     read = _yaml_key(key)
                     if read != key.value:
                         self._known.setdefault(f"{path}.{read}" if path else read, line)
-                    children.append((value, child, node))
+                    children.append((value, child, node, _part(path, part, child, value)))
             else:
                 for index, item in enumerate(node.value):
                     child = f"{path}[{index}]"
                     self._known[child] = item.start_mark.line + 1
-                    children.append((item, child, node))
+                    children.append((item, child, node, _part(path, part, child, item)))
             stack.extend(reversed(children))  # (walked in the file's order)
-        expanded = sizes.get(id(root), 1)
-        if expanded - written > ALIAS_VALUES and not self.unloadable:
-            size, path, node, parent = biggest
-            anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
-            self.unloadable.append(
-                self.at(
-                    line or self.line(path),
-                    f"{path}: the alias *{anchor} stands for {size:,} values, and the file's aliases "
-                    f"expand the {written:,} values it writes to {expanded:,}: more than the "
-                    f'{ALIAS_VALUES:,} aliases may add to an agent file (a YAML "billion '
-                    'laughs"?); write the values out instead',
+        if not self.unloadable:
+            self._too_costly(file, parts, sizes, chars, aliases)
+
+    def _too_costly(
+        self,
+        file: _Part,
+        parts: dict[str, _Part],
+        sizes: dict[int, int],
+        chars: dict[int, int],
+        aliases: Mapping[tuple[int, int], tuple[str, int]],
+    ) -> None:
+        """A problem in `unloadable` when the aliases of a part (`_Part`) of the file, or of
+        the whole ``file``, add more values or characters than `from_yaml` allows, at the
+        largest of them (the values first)."""
+        for unit, expanded, cap, total in (
+            ("values", sizes, ALIAS_VALUES, ALIAS_TOTAL),
+            ("characters", chars, ALIAS_CHARS, ALIAS_CHARS_TOTAL),
+        ):
+            values = unit == "values"
+            added = {name: expanded[id(p.node)] - p.made(values) for name, p in parts.items()}
+            worst = max(added, key=added.__getitem__, default=None)
+            if worst is not None and added[worst] > cap:
+                found = parts[worst]
+                laughs = ' (a YAML "billion laughs"?)' if values else ""
+                why = (
+                    f"the aliases in {worst} make {added[worst] + found.made(values):,} {unit} "
+                    f"of the {found.made(values):,} written there: more than the {cap:,} "
+                    f"aliases may add to one agent, workflow or top-level key{laughs}"
                 )
+                self._too_many(found.largest(values), unit, aliases, why)
+                return
+            made = expanded[id(file.node)]
+            if made - file.made(values) > total:
+                shared = "a base" if values else "a text"
+                why = (
+                    f"the file's aliases expand the {file.made(values):,} {unit} it writes to "
+                    f"{made:,}: more than the {total:,} aliases may add to an agent file "
+                    f"({shared} shared by that many agents?)"
+                )
+                self._too_many(file.largest(values), unit, aliases, why)
+                return
+
+    def _too_many(
+        self,
+        alias: tuple[int, str, Any, Any],
+        unit: str,
+        aliases: Mapping[tuple[int, int], tuple[str, int]],
+        why: str,
+    ) -> None:
+        """A problem at ``alias`` (size, path, node, parent: the largest of the aliases
+        that expand too much), saying ``why`` they are too many ``unit``."""
+        size, path, node, parent = alias
+        anchor, line = aliases.get((id(parent), id(node)), ("...", 0))
+        self.unloadable.append(
+            self.at(
+                line or self.line(path),
+                f"{path}: the alias *{anchor} stands for {size:,} {unit}, and {why}: building "
+                "the file copies what each alias stands for; write the values out instead",
             )
+        )
 
     def _loop(self, node: Any, path: str, used: tuple[str, int] | None) -> None:
         """``path`` is an alias (``used``: its anchor's name and line) to ``node``,
@@ -529,11 +666,55 @@ class _Lines:
         return self.at(self.line(path), f"{where}{message}")
 
 
-def _yaml_key(node: Any) -> str:
-    """A YAML mapping key as the problems name it: ``str()`` of the value YAML reads."""
+class _Part:
+    """An agent, workflow or other top-level key's value of a YAML file (or the whole file),
+    as `_Lines.from_yaml` counts what its aliases add: its node, the values and characters
+    written in it, its largest aliases (by values and by characters)."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.written = 0
+        self.chars_written = 0
+        self.biggest: tuple[int, str, Any, Any] = (0, "", None, None)
+        self.longest: tuple[int, str, Any, Any] = (0, "", None, None)
+
+    def note(self, size: int, chars: int, path: str, node: Any, parent: Any) -> None:
+        """An alias at ``path`` (in ``parent``) to ``node`` (``size`` values, ``chars``
+        characters) is in the part."""
+        if size > self.biggest[0]:
+            self.biggest = (size, path, node, parent)
+        if chars > self.longest[0]:
+            self.longest = (chars, path, node, parent)
+
+    def made(self, values: bool) -> int:
+        """The values (or characters) written in the part."""
+        return self.written if values else self.chars_written
+
+    def largest(self, values: bool) -> tuple[int, str, Any, Any]:
+        """Its alias that stands for the most values (or characters)."""
+        return self.biggest if values else self.longest
+
+
+def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
+    """The part (`_Part`) ``child``, a child of ``path`` (in the part ``part``), is in:
+    itself when it is an agent, a workflow or another top-level key's value; None for the
+    ``agents`` and ``workflows`` tables themselves (their entries are the parts)."""
     import yaml
 
-    if node.tag == "tag:yaml.org,2002:str" or not isinstance(node, yaml.ScalarNode):
+    if not path:
+        tables = child in ("agents", "workflows") and isinstance(value, yaml.MappingNode)
+        return None if tables else child
+    if part is None and path in ("agents", "workflows"):
+        return child
+    return part
+
+
+def _yaml_key(node: Any) -> str:
+    """A YAML mapping key (a scalar node: `_Lines.from_yaml` refuses the others) as the
+    problems name it: ``str()`` of the value YAML reads."""
+    import yaml
+
+    if node.tag == "tag:yaml.org,2002:str":
         return str(node.value)
     try:
         return str(yaml.constructor.SafeConstructor().construct_object(node, deep=True))
@@ -553,6 +734,7 @@ class _Loader:
         model: str | Model | None,
         *,
         a_file: bool = True,
+        imports: bool = False,
     ) -> None:
         self.data = data
         self.lines = lines
@@ -561,6 +743,10 @@ class _Loader:
         # A file's workflows no other one nests run on its own (`_check_free_names`);
         # a document `from_dict` builds is a spec's, which Python builds as it is.
         self.a_file = a_file
+        # Whether an MCP server's SDK is imported (slow: ``toolfold check`` only), so
+        # that one installed but broken is a problem; then why it failed ("": it did not).
+        self.imports = imports
+        self.sdk_problem: str | None = None
         self.problems: list[str] = []
         self.entries: dict[str, AgentEntry] = {}
         self.flows: dict[str, WorkflowEntry] = {}
@@ -1051,7 +1237,12 @@ class _Loader:
             self.problem(path, "give either command (a stdio server) or url (an HTTP server)")
         elif entry.url is not None and (entry.args or entry.env or entry.cwd):
             self.problem(path, "args, env and cwd are for stdio servers (with command)")
-        if not installed("mcp"):  # (not imported: it is slow, and checking a file needs no server)
+        if self.imports:  # (toolfold check: an SDK installed but broken is said too)
+            if self.sdk_problem is None:
+                self.sdk_problem = _sdk_problem()
+            if self.sdk_problem:
+                self.problem(path, self.sdk_problem)
+        elif not installed("mcp"):  # (not imported: it is slow, and loading needs no server)
             self.problem(path, missing("mcp", "mcp", "an MCP server"))
 
     def _order(self) -> list[str]:
@@ -1290,6 +1481,17 @@ def _step_references(flow: WorkflowEntry) -> Iterator[str]:
         target = ref.step if isinstance(ref, StepEntry) else ref
         if ":" not in target:
             yield target
+
+
+def _sdk_problem() -> str:
+    """Why the ``mcp`` SDK an MCP server needs does not import, or "" (it does)."""
+    from toolfold.mcp._client import sdk
+
+    try:
+        sdk("an MCP server")
+    except ToolfoldError as exc:
+        return str(exc)
+    return ""
 
 
 def _server(entry: MCPEntry) -> ToolSource:

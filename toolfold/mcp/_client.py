@@ -61,6 +61,37 @@ __all__ = [
 APPROVAL_META_KEY = "toolfold/requires_approval"
 
 
+#: The modules of the SDK a client imports as its server starts and talks (`MCPServer._start`,
+#: `MCPServerStdio._target`, `_with_headers`, the errors it maps): `sdk` imports them all.
+_SDK_MODULES = (
+    "mcp",  # (first: a missing SDK is said as the missing extra)
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "mcp.shared._httpx_utils",
+    "mcp.shared.exceptions",
+    "mcp_types",
+)
+
+
+def sdk(what: str) -> Any:
+    """The ``mcp`` package, with every module of it a client uses imported.
+
+    ``toolfold check`` calls it for a file's MCP servers, so that an SDK that
+    is installed but broken is said before a server starts.
+
+    Args:
+        what: What needs it, for the message (``"MCP server 'time'"``).
+
+    Raises:
+        ModelConfigError: A module does not import: not installed (``pip
+            install 'toolfold[mcp]'``), or installed but failing in its own
+            import, whatever it raises (the message gives that error, also the
+            cause).
+    """
+    modules = [optional(name, "mcp", what) for name in _SDK_MODULES]
+    return modules[0]
+
+
 class MCPError(ToolfoldError, RuntimeError):
     """An MCP server failed: it could not start, crashed, hung, or answered badly.
 
@@ -276,7 +307,7 @@ class MCPServer:
         await asyncio.to_thread(self.close)
 
     def _start(self) -> None:
-        Client = optional("mcp", "mcp", f"MCP server {self.name!r}").Client
+        Client = sdk(f"MCP server {self.name!r}").Client
 
         self._ended = False
         self._portal_cm = anyio.from_thread.start_blocking_portal()

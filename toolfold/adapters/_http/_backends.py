@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
+from toolfold._extras import optional
 from toolfold.adapters._http._deadlines import cap_socket_io
 from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
@@ -78,6 +79,16 @@ def _installed(name: str) -> bool:
 
 
 def _package(name: str) -> Any:
+    """The package of backend ``name``, imported.
+
+    Raises:
+        ModelConfigError: It does not import: aiohttp (an extra) as every
+            missing extra is said (`optional`: ``pip install
+            'toolfold[aiohttp]'``, or its own ImportError when installed
+            but failing); httpx2 with how it is installed.
+    """
+    if name == "aiohttp":
+        return optional("aiohttp", "aiohttp", "http='aiohttp'")
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -86,8 +97,6 @@ def _package(name: str) -> Any:
 
 def _install(name: str) -> str:
     """How the package of backend ``name`` is installed, for the error of a missing one."""
-    if name == "aiohttp":
-        return " (pip install 'toolfold[aiohttp]')"
     if name != "httpx2":  # (httpx: a dependency everywhere)
         return ""
     if sys.version_info >= (3, 11):
@@ -365,6 +374,7 @@ async def make_async(
     # (``no`` alone, NO_PROXY without a proxy, has nothing to read)
     proxied = any(value for key, value in proxies.items() if key != "no")
     if name == "aiohttp":
+        _package(name)  # (first: reading a proxy imports yarl, which comes with aiohttp)
         proxy = await _off_loop(_aiohttp_proxy, url, proxies) if proxied else (None, None)
         return _make_aiohttp(timeouts, limits, *proxy)
     package = _package(name)
