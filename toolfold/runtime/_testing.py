@@ -71,6 +71,7 @@ from toolfold.runtime.core._stream import (
     UsageUpdate,
 )
 from toolfold.runtime.drive._kept_loop import _await, run_blocking
+from toolfold.runtime.drive._output import REJECTION_HEAD
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a
@@ -789,13 +790,28 @@ def _arguments_for(tool: ToolDefinition) -> Any:
 
 
 def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:
-    """Tool results since the last user message, or None when there are none."""
+    """Tool results since the last user message, or None when there are none.
+
+    The message asking again for a final answer that did not fit the output
+    type is no new turn (its tools were called): a `TestModel` answers it
+    again instead of calling every tool once more.
+    """
     found: list[Any] = []
     for message in reversed(messages):
-        if message.role == "user":
+        if message.role == "user" and not _is_rejection(message):
             break
         found[:0] = message.tool_results
     return found or None
+
+
+def _is_rejection(message: Message) -> bool:
+    """Whether ``message`` (a user message) is the run asking again for its final answer."""
+    parts = message.parts
+    return (
+        len(parts) == 1
+        and isinstance(parts[0], TextPart)
+        and parts[0].text.startswith(REJECTION_HEAD)
+    )
 
 
 @contextlib.contextmanager
