@@ -29,3 +29,54 @@ def test_a_rejected_output_is_asked_again_without_calling_the_tools_again() -> N
     assert len(calls) == 1
     # one request calling the tool, then the answer and the two answers asked again
     assert len(model.requests) == 4
+
+
+def test_a_test_model_shared_by_two_agents_counts_each_request_alone() -> None:
+    """A TestModel shared by a handoff's two agents reports the input tokens a model each would."""
+
+    def triage(shared: TestModel | None) -> Agent[None, str]:
+        billing = Agent(shared or TestModel(text="done"), name="billing", instructions="short")
+        return Agent(
+            shared or TestModel(text="done"),
+            name="triage",
+            handoffs=[billing],
+            instructions=" ".join(["long"] * 200),
+        )
+
+    alone = triage(None).run("refund please").usage
+    shared = triage(TestModel(text="done")).run("refund please").usage
+    assert shared == alone
+
+
+def test_a_run_given_another_runs_history_is_counted_by_its_own_request() -> None:
+    """Messages of an earlier run, sent after other instructions, are not counted on from that run."""
+
+    @tool
+    def ls(path: str) -> str:
+        """List a folder.
+
+        Args:
+            path: The folder.
+        """
+        return "a b"
+
+    model = TestModel()
+    first = Agent(model, tools=[ls], instructions=" ".join(["word"] * 100)).run("x")
+    again = Agent(model, tools=[ls], instructions="short").run("y", history=first.messages)
+    fresh = Agent(TestModel(), tools=[ls], instructions="short").run("y", history=first.messages)
+    assert again.usage == fresh.usage
+
+
+def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -> None:
+    """Two conversations growing in turns on one model count as each would alone."""
+    from toolfold import Message, ModelRequest
+
+    model, one, two = TestModel(text="ok"), TestModel(text="ok"), TestModel(text="ok")
+    left: tuple[Message, ...] = (Message.user("a b c"),)
+    right: tuple[Message, ...] = (Message.user("d"),)
+    for _ in range(3):
+        for conversation, alone in ((left, one), (right, two)):
+            request = ModelRequest(conversation)
+            assert model.request_sync(request).usage == alone.request_sync(request).usage
+        left += (Message.assistant("ok"), Message.user("more words here"))
+        right += (Message.assistant("ok"), Message.user("x"))

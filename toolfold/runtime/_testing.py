@@ -218,19 +218,47 @@ def _with_id(part: Part, position: int, index: int) -> Part:
 
 class _InputCounter:
     """Counts a request's words incrementally: a run resends its conversation
-    with one or two new messages each time, so only those are counted."""
+    with one or two new messages each time, so only those are counted.
+
+    The count depends on the request alone: a conversation is counted on from
+    an earlier request's only when that request's messages are all its first
+    ones (the same objects, or equal), so a model shared by several runs (two
+    agents, a handoff, a run given another's history) counts each of them
+    right. The last few conversations are kept (runs sharing the model
+    interleave), and the last message is compared first: a run's requests
+    cost one pass over the kept prefix, at C speed, and the words of the new
+    messages only.
+    """
+
+    _KEPT = 8
 
     def __init__(self) -> None:
-        self._previous: Sequence[Message] = ()
-        self._total = 0
+        self._recent: list[tuple[tuple[Message, ...], int]] = []
+        self._lock = threading.Lock()
 
     def __call__(self, messages: Sequence[Message]) -> int:
-        seen = len(self._previous)
-        if 0 < seen <= len(messages) and messages[seen - 1] is self._previous[seen - 1]:
-            total = self._total + _count_words(messages[seen:])
-        else:
+        messages = tuple(messages)
+        size = len(messages)
+        with self._lock:
+            best: tuple[tuple[Message, ...], int] | None = None
+            for entry in self._recent:
+                seen = len(entry[0])
+                if (
+                    0 < seen <= size
+                    and (best is None or seen > len(best[0]))
+                    and messages[seen - 1] is entry[0][-1]
+                    and messages[:seen] == entry[0]
+                ):
+                    best = entry
+            if best is not None:
+                self._recent.remove(best)
+        if best is None:
             total = _count_words(messages)
-        self._previous, self._total = messages, total
+        else:
+            total = best[1] + _count_words(messages[len(best[0]) :])
+        with self._lock:
+            self._recent.append((messages, total))
+            del self._recent[: -self._KEPT]
         return total
 
 
