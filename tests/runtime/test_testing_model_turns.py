@@ -80,3 +80,16 @@ def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -
             assert model.request_sync(request).usage == alone.request_sync(request).usage
         left += (Message.assistant("ok"), Message.user("more words here"))
         right += (Message.assistant("ok"), Message.user("x"))
+
+
+def test_a_test_model_that_counted_requests_pickles_and_counts_alike() -> None:
+    """A used TestModel pickles (for Ray's actors), and its copy counts a request as it does."""
+    import pickle
+
+    from toolfold import Message, ModelRequest
+
+    model = TestModel(text="ok")
+    request = ModelRequest((Message.user("a b c"),))
+    expected = model.request_sync(request).usage
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.request_sync(request).usage == expected

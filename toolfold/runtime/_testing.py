@@ -236,6 +236,11 @@ class _InputCounter:
         self._recent: list[tuple[tuple[Message, ...], int]] = []
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy (a model sent to a process, Ray's actors) starts with nothing kept: it
+        # holds no conversation, and a lock does not pickle.
+        return (_InputCounter, ())
+
     def __call__(self, messages: Sequence[Message]) -> int:
         messages = tuple(messages)
         size = len(messages)
