@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+from typing import Any
+
 import pytest
 
-from toolfold import Agent, OutputValidationError, tool
+from toolfold import Agent, OutputValidationError, UsageError, tool
 from toolfold.testing import TestModel
 
 
@@ -80,6 +86,50 @@ def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -
             assert model.request_sync(request).usage == alone.request_sync(request).usage
         left += (Message.assistant("ok"), Message.user("more words here"))
         right += (Message.assistant("ok"), Message.user("x"))
+
+
+@dataclasses.dataclass
+class _Weather:
+    city: str
+    temp: float
+
+
+class _Unit(enum.Enum):
+    C = "celsius"
+
+
+@pytest.mark.parametrize(
+    ("output", "output_type"),
+    [
+        (_Weather("Paris", 3.5), _Weather),
+        (_Unit.C, _Unit),
+        (dt.date(2024, 1, 2), dt.date),
+        (decimal.Decimal("1.5"), decimal.Decimal),
+        ({1, 2}, set[int]),
+        ([_Weather("Rome", 2.0)], list[_Weather]),
+    ],
+)
+def test_a_typed_output_is_given_as_the_runs_answer(output: Any, output_type: Any) -> None:
+    """TestModel(output=) takes a value of the output type and the run answers it."""
+    assert Agent(TestModel(output=output), output_type=output_type).run("x").output == output
+
+
+def test_a_pydantic_output_is_given_as_the_runs_answer() -> None:
+    """TestModel(output=) takes a pydantic model instance, its date field included."""
+    import pydantic
+
+    class Trip(pydantic.BaseModel):
+        city: str
+        when: dt.date
+
+    trip = Trip(city="Oslo", when=dt.date(2024, 5, 1))
+    assert Agent(TestModel(output=trip), output_type=Trip).run("x").output == trip
+
+
+def test_an_output_with_no_json_form_is_refused_when_the_model_is_made() -> None:
+    """TestModel(output=object()) is a UsageError naming the value, not a failed run."""
+    with pytest.raises(UsageError, match=r"TestModel\(output=\.\.\.\): object .* as JSON"):
+        TestModel(output=object())
 
 
 def test_a_test_model_that_counted_requests_pickles_and_counts_alike() -> None:

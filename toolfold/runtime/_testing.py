@@ -705,8 +705,12 @@ class TestModel(_BaseTestModel):
             (a typo would call nothing): give each agent its own `TestModel`
             when their tools differ.
         text: The final answer to give instead of the summary.
-        output: The structured answer to give (a JSON-able value) instead of
-            one generated from the output schema.
+        output: The structured answer to give instead of one generated from
+            the output schema: a JSON value, or a value of the output type (a
+            dataclass, attrs class or pydantic model instance, an enum
+            member, a date, a `Decimal`, a set...), written as JSON the way
+            toolfold writes a tool's result. None (the default) generates
+            one: to script a null answer, use ``ScriptedModel(["null"])``.
         name: The model name (``provider:model``) reported to the run.
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
@@ -714,9 +718,10 @@ class TestModel(_BaseTestModel):
 
     Raises:
         UsageError: ``call_tools`` is neither ``"all"``, a name nor a list of
-            names (None, a number, an empty name); at request time, when a
-            name is no tool of the request (naming it and the tools there
-            are).
+            names (None, a number, an empty name); ``output`` cannot be
+            written as JSON (an object of a class toolfold does not know,
+            bytes); at request time, when a name is no tool of the request
+            (naming it and the tools there are).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -733,6 +738,8 @@ class TestModel(_BaseTestModel):
         super().__init__(name, keep_requests)
         self.call_tools: str | tuple[str, ...] = _tool_names(call_tools)
         self.text = text
+        if output is not None:
+            _output_text(output)  # (refused now, not at the run's last request)
         self.output = output
 
     def _reply(self, request: ModelRequest) -> Reply:
@@ -741,8 +748,9 @@ class TestModel(_BaseTestModel):
         if results is None and tools:
             return [make_call(t.name, _arguments_for(t)) for t in tools]
         if request.output is not None:
-            value = self.output if self.output is not None else _output_for(request.output.schema)
-            return json.dumps(value)
+            if self.output is not None:
+                return _output_text(self.output)
+            return json.dumps(_output_for(request.output.schema))
         if self.text is not None:
             return self.text
         if not results:
@@ -795,6 +803,24 @@ def _tool_names(call_tools: object) -> str | tuple[str, ...]:
                 f"TestModel(call_tools=...): item {index} is no tool name: {_kind(name)}"
             )
     return cast("tuple[str, ...]", names)
+
+
+def _output_text(value: Any) -> str:
+    """``TestModel``'s ``output`` as the JSON text of the answer, typed values unstructured.
+
+    Raises:
+        UsageError: It holds what has no JSON form (naming it).
+    """
+    from toolfold.toolkit._converter import get_converter
+
+    try:
+        return json.dumps(get_converter().unstructure(value))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UsageError(
+            f"TestModel(output=...): {_kind(value)[4:]} cannot be written as JSON "
+            f"({exc}); give a JSON value or a value of the output type (a dataclass, attrs "
+            "class or pydantic model instance, an enum member, a date...)"
+        ) from None
 
 
 def _output_for(schema: Mapping[str, Any]) -> Any:
