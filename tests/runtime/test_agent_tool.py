@@ -579,7 +579,8 @@ def _deleter_and_helper(ran: list[str]) -> Agent:
 
     call = ScriptedModel.call
     helper = Agent(
-        ScriptedModel([call("delete", {"path": "/tmp/harmless"}), "helper done"]),
+        # (an answer for each resume that approves its call: tests resume one state twice)
+        ScriptedModel([call("delete", {"path": "/tmp/harmless"}), "helper done", "helper done"]),
         tools=[delete],
         name="helper",
     )

@@ -71,6 +71,7 @@ from toolfold.runtime.core._stream import (
     UsageUpdate,
 )
 from toolfold.runtime.drive._kept_loop import _await, run_blocking
+from toolfold.runtime.drive._output import REJECTION_HEAD
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a
@@ -217,19 +218,52 @@ def _with_id(part: Part, position: int, index: int) -> Part:
 
 class _InputCounter:
     """Counts a request's words incrementally: a run resends its conversation
-    with one or two new messages each time, so only those are counted."""
+    with one or two new messages each time, so only those are counted.
+
+    The count depends on the request alone: a conversation is counted on from
+    an earlier request's only when that request's messages are all its first
+    ones (the same objects, or equal), so a model shared by several runs (two
+    agents, a handoff, a run given another's history) counts each of them
+    right. The last few conversations are kept (runs sharing the model
+    interleave), and the last message is compared first: a run's requests
+    cost one pass over the kept prefix, at C speed, and the words of the new
+    messages only.
+    """
+
+    _KEPT = 8
 
     def __init__(self) -> None:
-        self._previous: Sequence[Message] = ()
-        self._total = 0
+        self._recent: list[tuple[tuple[Message, ...], int]] = []
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy (a model sent to a process, Ray's actors) starts with nothing kept: it
+        # holds no conversation, and a lock does not pickle.
+        return (_InputCounter, ())
 
     def __call__(self, messages: Sequence[Message]) -> int:
-        seen = len(self._previous)
-        if 0 < seen <= len(messages) and messages[seen - 1] is self._previous[seen - 1]:
-            total = self._total + _count_words(messages[seen:])
-        else:
+        messages = tuple(messages)
+        size = len(messages)
+        with self._lock:
+            best: tuple[tuple[Message, ...], int] | None = None
+            for entry in self._recent:
+                seen = len(entry[0])
+                if (
+                    0 < seen <= size
+                    and (best is None or seen > len(best[0]))
+                    and messages[seen - 1] is entry[0][-1]
+                    and messages[:seen] == entry[0]
+                ):
+                    best = entry
+            if best is not None:
+                self._recent.remove(best)
+        if best is None:
             total = _count_words(messages)
-        self._previous, self._total = messages, total
+        else:
+            total = best[1] + _count_words(messages[len(best[0]) :])
+        with self._lock:
+            self._recent.append((messages, total))
+            del self._recent[: -self._KEPT]
         return total
 
 
@@ -671,8 +705,12 @@ class TestModel(_BaseTestModel):
             (a typo would call nothing): give each agent its own `TestModel`
             when their tools differ.
         text: The final answer to give instead of the summary.
-        output: The structured answer to give (a JSON-able value) instead of
-            one generated from the output schema.
+        output: The structured answer to give instead of one generated from
+            the output schema: a JSON value, or a value of the output type (a
+            dataclass, attrs class or pydantic model instance, an enum
+            member, a date, a `Decimal`, a set...), written as JSON the way
+            toolfold writes a tool's result. None (the default) generates
+            one: to script a null answer, use ``ScriptedModel(["null"])``.
         name: The model name (``provider:model``) reported to the run.
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
@@ -680,9 +718,10 @@ class TestModel(_BaseTestModel):
 
     Raises:
         UsageError: ``call_tools`` is neither ``"all"``, a name nor a list of
-            names (None, a number, an empty name); at request time, when a
-            name is no tool of the request (naming it and the tools there
-            are).
+            names (None, a number, an empty name); ``output`` cannot be
+            written as JSON (an object of a class toolfold does not know,
+            bytes); at request time, when a name is no tool of the request
+            (naming it and the tools there are).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -699,6 +738,8 @@ class TestModel(_BaseTestModel):
         super().__init__(name, keep_requests)
         self.call_tools: str | tuple[str, ...] = _tool_names(call_tools)
         self.text = text
+        if output is not None:
+            _output_text(output)  # (refused now, not at the run's last request)
         self.output = output
 
     def _reply(self, request: ModelRequest) -> Reply:
@@ -707,8 +748,9 @@ class TestModel(_BaseTestModel):
         if results is None and tools:
             return [make_call(t.name, _arguments_for(t)) for t in tools]
         if request.output is not None:
-            value = self.output if self.output is not None else _output_for(request.output.schema)
-            return json.dumps(value)
+            if self.output is not None:
+                return _output_text(self.output)
+            return json.dumps(_output_for(request.output.schema))
         if self.text is not None:
             return self.text
         if not results:
@@ -763,6 +805,24 @@ def _tool_names(call_tools: object) -> str | tuple[str, ...]:
     return cast("tuple[str, ...]", names)
 
 
+def _output_text(value: Any) -> str:
+    """``TestModel``'s ``output`` as the JSON text of the answer, typed values unstructured.
+
+    Raises:
+        UsageError: It holds what has no JSON form (naming it).
+    """
+    from toolfold.toolkit._converter import get_converter
+
+    try:
+        return json.dumps(get_converter().unstructure(value))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UsageError(
+            f"TestModel(output=...): {_kind(value)[4:]} cannot be written as JSON "
+            f"({exc}); give a JSON value or a value of the output type (a dataclass, attrs "
+            "class or pydantic model instance, an enum member, a date...)"
+        ) from None
+
+
 def _output_for(schema: Mapping[str, Any]) -> Any:
     """A final output that fits the run's output ``schema``.
 
@@ -789,13 +849,28 @@ def _arguments_for(tool: ToolDefinition) -> Any:
 
 
 def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:
-    """Tool results since the last user message, or None when there are none."""
+    """Tool results since the last user message, or None when there are none.
+
+    The message asking again for a final answer that did not fit the output
+    type is no new turn (its tools were called): a `TestModel` answers it
+    again instead of calling every tool once more.
+    """
     found: list[Any] = []
     for message in reversed(messages):
-        if message.role == "user":
+        if message.role == "user" and not _is_rejection(message):
             break
         found[:0] = message.tool_results
     return found or None
+
+
+def _is_rejection(message: Message) -> bool:
+    """Whether ``message`` (a user message) is the run asking again for its final answer."""
+    parts = message.parts
+    return (
+        len(parts) == 1
+        and isinstance(parts[0], TextPart)
+        and parts[0].text.startswith(REJECTION_HEAD)
+    )
 
 
 @contextlib.contextmanager

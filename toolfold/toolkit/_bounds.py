@@ -93,7 +93,7 @@ class SourcedBounds:
         """How a message names the items that put ``keywords`` on ``node`` (the schema or
         one of its branches), each once: ``Field(ge=5)``, ``Field(gt=4, lt=5)`` for one
         Field setting two, ``annotated_types.Le(le=1)``, ``Perm's own maximum=3``."""
-        from toolfold.toolkit._field import Field
+        from toolfold.toolkit._field import Field, field_info_repr, is_field_info
 
         names: list[str | Field] = []  # a Field stands for its arguments, gathered below
         arguments: dict[int, list[str]] = {}
@@ -111,8 +111,10 @@ class SourcedBounds:
                     extras[id(item)][keyword] = value
                 elif given not in arguments[id(item)]:
                     arguments[id(item)].append(given)
-            else:
+            elif type(item).__module__ == "annotated_types":
                 names.append(f"annotated_types.{item!r}")
+            else:  # (a pydantic.Field, StringConstraints...)
+                names.append(field_info_repr(item) if is_field_info(item) else repr(item))
         out: list[str] = []
         for name in names:
             if not isinstance(name, str):

@@ -17,7 +17,13 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from toolfold.toolkit._field import is_hashable
+from toolfold.toolkit._field import (
+    PydanticChecked,
+    field_info_default,
+    field_info_default_problem,
+    is_field_info,
+    is_hashable,
+)
 from toolfold.toolkit._field import is_typeddict as _is_typeddict
 
 if TYPE_CHECKING:
@@ -446,6 +452,9 @@ def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldIn
         if any(type(t) is str for t in hints.values()):
             raise
     stored = {f.name for f in dataclasses.fields(cls)}
+    # pydantic checks a pydantic dataclass's fields when it is built: a pydantic.Field
+    # given as a default is its field's metadata and default there (see `_pydantic_checked`)
+    checked = "__pydantic_fields__" in cls.__dict__
     out = []
     for f in every.values():
         if localns is not None and type(f.type) is str and f.name in hints:
@@ -462,10 +471,38 @@ def _dataclass_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldIn
             continue
         has_factory = f.default_factory is not dataclasses.MISSING
         default = MISSING if f.default is dataclasses.MISSING else f.default
+        if checked:
+            annotation, default, factory = _pydantic_checked(annotation, default)
+            has_factory = has_factory or factory
         required = default is MISSING and not has_factory
         description = f.metadata.get("description")
         out.append((f.name, annotation, required, default, description))
     return _bind_inherited(cls, out, localns)
+
+
+def _pydantic_checked(annotation: Any, default: Any) -> tuple[Any, Any, bool]:
+    """A pydantic dataclass field's (annotation, default, has a default factory).
+
+    A ``pydantic.Field`` default gives the default (or factory) it holds and
+    joins the ``Annotated`` metadata; each item of that metadata is marked
+    `PydanticChecked`: its schema is read (a pattern, bounds, a description),
+    and what the schema cannot say is pydantic's to check, not an error.
+    """
+    import typing
+
+    factory = False
+    extra: tuple[Any, ...] = ()
+    if is_field_info(default):
+        extra = (default,)
+        default, factory = field_info_default(default)
+    metadata: tuple[Any, ...] = ()
+    if typing.get_origin(annotation) is typing.Annotated:
+        metadata = annotation.__metadata__
+        annotation = annotation.__origin__
+    if not metadata and not extra:
+        return annotation, default, factory
+    params = (annotation, *(PydanticChecked(m) for m in (*metadata, *extra)))
+    return typing.Annotated[params], default, factory
 
 
 def _attrs_fields(cls: type, localns: dict[str, Any] | None) -> list[FieldInfo]:
@@ -597,6 +634,9 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
             schema["description"] = with_flag_note(description, annotation)
         if is_required:
             required.append(name)
+        elif is_field_info(default):  # (a pydantic dataclass's is read in `_dataclass_fields`)
+            problem = field_info_default_problem(default)
+            ctx.problem(f"field {name!r} of {cls.__qualname__}: {problem}", "." + name)
         elif default is not MISSING:
             try:
                 schema["default"] = default_json(default, schema)

@@ -138,15 +138,210 @@ _AT_CHECKS = frozenset({"Predicate", "Not", "Timezone"})
 _AT_INFORMATIONAL = frozenset({"Unit"})
 
 
-def expand_metadata(metadata: Iterable[Any]) -> Iterator[Any]:
+def expand_metadata(metadata: Iterable[Any], checked: bool = False) -> Iterator[Any]:
     """``Annotated`` metadata with grouped markers (annotated_types' ``Interval``,
     ``Len``, or a ``GroupedMetadata`` of one's own) unpacked into their parts,
-    as annotated_types asks of the libraries that read it."""
+    as annotated_types asks of the libraries that read it.
+
+    pydantic's metadata is read too (`pydantic_items`): a ``pydantic.Field``
+    becomes a `Field` and the annotated_types markers it holds, what toolfold
+    cannot honour a `Refused` (a definition error); with ``checked`` (the
+    item is one of a pydantic dataclass's fields, which pydantic checks when
+    the class is built), what the schema cannot say is left to pydantic.
+    """
     for item in metadata:
-        if getattr(item, "__is_annotated_types_grouped_metadata__", False):
-            yield from expand_metadata(item)
+        kind = type(item)
+        if kind is PydanticChecked:
+            yield from expand_metadata((item.item,), True)
+        elif getattr(item, "__is_annotated_types_grouped_metadata__", False):
+            yield from expand_metadata(item, checked)
+        elif kind.__module__.startswith("pydantic"):
+            yield from pydantic_items(item, checked)
         else:
             yield item
+
+
+class Refused:
+    """What toolfold cannot honour in ``Annotated`` metadata (a pydantic option): a
+    definition error saying ``problem``, never dropped without a word."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return f"Refused({self.problem!r})"
+
+
+class PydanticChecked:
+    """One ``Annotated`` item of a pydantic dataclass's field (or the ``pydantic.Field``
+    given as its default): pydantic checks it when the class is built, so what the
+    schema cannot say of it is no error. Equal (and hashed) by the item it holds,
+    so the types made with it stay equal for the converters' caches."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is PydanticChecked and other.item is self.item
+
+    def __hash__(self) -> int:
+        return hash((PydanticChecked, id(self.item)))
+
+    def __repr__(self) -> str:
+        return repr(self.item)
+
+
+def is_field_info(value: Any) -> bool:
+    """Whether ``value`` is a ``pydantic.Field(...)`` (pydantic's ``FieldInfo``)."""
+    kind = type(value)
+    return kind.__name__ == "FieldInfo" and kind.__module__ == "pydantic.fields"
+
+
+def field_info_default(info: Any) -> tuple[Any, bool]:
+    """The default a ``pydantic.Field`` gives, as (value or ``MISSING``, has a factory)."""
+    from toolfold.toolkit._classes import MISSING
+
+    default = info.default
+    if type(default).__name__ == "PydanticUndefinedType":
+        default = MISSING
+    return default, info.default_factory is not None
+
+
+# pydantic.Field options that change how a value is read or written, not what is
+# accepted: an alias would change the argument's key (toolfold reads it by its name)
+_KEYED = ("alias", "validation_alias", "serialization_alias")
+_UNHONOURED = (
+    "exclude",
+    "exclude_if",
+    "deprecated",
+    "frozen",
+    "validate_default",
+    "field_title_generator",
+)
+# pydantic's general metadata (`StringConstraints`, `Field(pattern=..., max_digits=...)`)
+# that asks nothing of a JSON argument: its default, or what a JSON value always is
+_GENERAL_KEPT = {"strict": True, "allow_inf_nan": False, "union_mode": "smart"}
+
+
+def pydantic_items(item: Any, checked: bool = False) -> Iterator[Any]:
+    """What toolfold reads of one item of pydantic's metadata (see `expand_metadata`).
+
+    A ``pydantic.Field``: its description, title, examples and
+    ``json_schema_extra`` dict as a `Field`, its constraints (annotated_types
+    markers and pydantic's own) as their items. ``Strict(True)`` and
+    ``AllowInfNan(False)`` ask what a JSON argument checked by its schema is
+    already, ``FailFast`` nothing of the value: read as nothing. Other
+    pydantic metadata (validators, serializers) is given back as it is. An
+    option toolfold cannot honour is a `Refused` naming it, unless ``checked``.
+    """
+    name = type(item).__name__
+    if name == "FieldInfo":
+        yield from _field_info_items(item, checked)
+    elif name == "_PydanticGeneralMetadata":
+        options = dict(vars(item))
+        pattern = options.pop("pattern", None)
+        if pattern is not None:
+            yield Field(pattern=pattern if isinstance(pattern, str) else pattern.pattern)
+        left = [
+            f"{k}={v!r}"
+            for k, v in options.items()
+            if v is not None and _GENERAL_KEPT.get(k, ...) != v
+        ]
+        if left and not checked:
+            yield Refused(_not_honoured(left))
+    elif name == "Strict" or name == "AllowInfNan":
+        value = item.strict if name == "Strict" else item.allow_inf_nan
+        if value is not (name == "Strict") and not checked:
+            option = "strict" if name == "Strict" else "allow_inf_nan"
+            yield Refused(_not_honoured([f"{option}={value!r}"]))
+    elif name != "FailFast":
+        yield item
+
+
+def _not_honoured(options: list[str]) -> str:
+    """The definition error of pydantic ``options`` toolfold cannot honour."""
+    verb = "is" if len(options) == 1 else "are"
+    return (
+        f"pydantic's {', '.join(options)} {verb} not supported on a tool's argument: toolfold"
+        " checks a JSON argument against its schema, which cannot say it (use a pydantic"
+        " model, whose fields pydantic reads, or check the value in the function)"
+    )
+
+
+def field_info_repr(info: Any) -> str:
+    """How messages name a ``pydantic.Field``: by its constraints, ``pydantic.Field(ge=5, le=1)``."""
+    shown = []
+    for item in info.metadata:
+        text = repr(item)
+        start = text.find("(")
+        shown.append(text[start + 1 : -1] if start > 0 and text.endswith(")") else text)
+    return f"pydantic.Field({', '.join(shown)})"
+
+
+def _field_info_items(info: Any, checked: bool) -> Iterator[Any]:
+    """The items of one ``pydantic.Field`` (see `pydantic_items`)."""
+    refused: list[str] = []
+    if not checked:
+        for option in _KEYED:
+            value = getattr(info, option, None)
+            if value is not None:
+                yield Refused(
+                    f"pydantic.Field({option}={value!r}) is not supported here: the argument"
+                    " is read by the parameter's (or field's) own name; rename it instead"
+                )
+                break
+        default, factory = field_info_default(info)
+        if default is not _missing() or factory:
+            given = "default_factory" if factory else f"default={default!r}"
+            yield Refused(
+                f"pydantic.Field({given}) inside Annotated is not supported: give the"
+                " default as the parameter's (or field's) own (`= value`)"
+            )
+        refused = [
+            f"{o}={getattr(info, o)!r}" for o in _UNHONOURED if getattr(info, o, None) is not None
+        ]
+    extra: dict[str, Any] = {}
+    if info.title is not None:
+        extra["title"] = info.title
+    schema_extra = info.json_schema_extra
+    if isinstance(schema_extra, dict):
+        extra.update(schema_extra)
+    elif schema_extra is not None and not checked:
+        refused.append("json_schema_extra=<a function>")
+    if refused:
+        yield Refused(_not_honoured(refused))
+    if info.description is not None or info.examples is not None or extra:
+        yield Field(info.description, examples=info.examples, extra=extra or None)
+    yield from expand_metadata(info.metadata, checked)
+
+
+def field_info_default_problem(info: Any) -> str:
+    """Why a ``pydantic.Field(...)`` given as a parameter's (or a plain class field's)
+    default is refused, and what to write: Python would hand the function (the class)
+    the ``FieldInfo`` itself for an argument left out."""
+    default, factory = field_info_default(info)
+    if factory:
+        given, fix = "default_factory=...", "None (and make the value inside the function)"
+    elif default is _missing():
+        given, fix = "...", "no default"
+    else:
+        given, fix = f"default={default!r}", repr(default)
+    return (
+        f"the default pydantic.Field({given}) works in a pydantic model or dataclass only:"
+        " Python would pass the FieldInfo itself for an argument left out; put the"
+        f" pydantic.Field in Annotated[<type>, pydantic.Field(...)] and give {fix} as the"
+        " default"
+    )
+
+
+def _missing() -> Any:
+    from toolfold.toolkit._classes import MISSING
+
+    return MISSING
 
 
 def doc_text(item: Any) -> str | None:
@@ -172,6 +367,8 @@ def metadata_kind(item: Any) -> str:
       JSON Schema cannot say: structuring checks it in Python;
     - ``"unsupported"``: an annotated_types marker toolfold does not know (a later
       version's), neither in the schema nor checked: a definition error, never ignored;
+    - ``"refused"``: a `Refused` (a pydantic option toolfold cannot honour): a
+      definition error saying its ``problem``;
     - ``"alias"``: an annotated_types type alias (``LowerCase``, ``IsDigits``) written
       as metadata, ``Annotated[str, LowerCase]``: a definition error, as it says
       nothing there;
@@ -182,6 +379,8 @@ def metadata_kind(item: Any) -> str:
         return "description"
     if isinstance(item, Field):
         return "field"
+    if type(item) is Refused:
+        return "refused"
     if _is_annotated_types_alias(item):
         return "alias"
     kind = type(item)

@@ -536,6 +536,8 @@ def _other_metadata(
             " holding it is not hashable (its function is not); use a function,"
             " a lambda or a functools.partial of hashable arguments"
         )
+    elif kind == "refused":
+        problems.append(item.problem)
     elif kind == "alias":
         problems.append(alias_problem(item, inner))
     elif kind == "check" and type(item).__name__ == "Timezone":

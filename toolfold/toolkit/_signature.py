@@ -28,7 +28,7 @@ from toolfold.toolkit._classes import (
 )
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstring
-from toolfold.toolkit._field import hashable_type
+from toolfold.toolkit._field import field_info_default_problem, hashable_type, is_field_info
 from toolfold.toolkit._flags import with_flag_note
 from toolfold.toolkit._pydantic import is_model
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
@@ -614,6 +614,9 @@ def _parameter_schema(
     if described and not has_own_description(annotation):
         schema["description"] = with_flag_note(described, annotation)
     if default is not MISSING:
+        if is_field_info(default):
+            out.problems.append(f"parameter {name!r}: {field_info_default_problem(default)}")
+            return schema
         try:
             schema["default"] = default_json(default, schema)
         except ValueError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,6 +27,7 @@ from toolfold._errors import (
     ToolExecutionError,
     ToolfoldError,
     ToolRetriesExceededError,
+    UsageError,
 )
 from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
@@ -213,6 +215,68 @@ def raise_tool_error(
         if show is not None and error.state is not reached:  # (its AttemptDropped)
             show(error.state.log[-1], error.state)
         raise
+
+
+_MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()
+"""The `UsageError` instances models raised in runs (`model_failure`), which a sub-run's caller raises
+as they are (`raise_sub_run_misuse`)."""
+
+
+def raise_sub_run_misuse(
+    state: RunState,
+    outcomes: Sequence[ToolOutcome],
+    tools: Mapping[str, Tool[..., Any]],
+    commit: Callable[[RunState, dict[int, ToolOutcome]], RunState],
+    failed_too: bool = False,
+    conditions: Iterable[StopCondition | StopPredicate] = (),
+) -> None:
+    """Raise, as it is, the `UsageError` a sub-run of the round raised, if any.
+
+    A sub-run (an agent or a workflow used as a tool) whose model raised a
+    `UsageError` (a mistake in how toolfold is used: a `ScriptedModel` out of
+    entries, a `TestModel` naming no tool of its request, a `FunctionModel`
+    returning no reply; see `model_failure`) raises it on: an error result
+    would hide it from the test or program, which a top run raises it to. A
+    tool's own exceptions stay error results, and so do a sub-run's other
+    errors (a `UsageError` its resume raises included: the run made that
+    call, not the caller). The error's
+    state is that of the `ToolExecutionError` ``on_tool_error="raise"``
+    raises: ``state`` with the results of the round's other calls committed
+    by ``commit`` (the failed ones too, unless ``failed_too``, with
+    ``on_tool_error="raise"``), the misused calls still to run, and the usage
+    of their sub-runs counted (see `with_dropped_sub_runs`).
+    """
+    misused = [
+        index
+        for index, outcome in enumerate(outcomes)
+        if isinstance(outcome.exception, UsageError)
+        and outcome.exception in _MODEL_MISUSES
+        and agent_run_by(tools.get(outcome.tool_name)) is not None
+    ]
+    if not misused:
+        return
+    dropped = set(misused)
+    if failed_too:
+        for index, outcome in enumerate(outcomes):
+            failure = tool_failure(
+                state,
+                outcome.tool_name,
+                outcome.outcome,
+                outcome.content,
+                outcome.child,
+                conditions,
+                who=agent_run_by(tools.get(outcome.tool_name)),
+            )
+            if failure is not None:
+                dropped.add(index)
+    ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
+    reached = commit(state, ended) if ended else state
+    error = outcomes[misused[0]].exception
+    assert isinstance(error, UsageError)
+    error.state = with_dropped_sub_runs(
+        reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
+    )
+    raise error
 
 
 def with_dropped_sub_runs(
@@ -408,6 +472,8 @@ def model_failure(
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
         exc.state = state
+        if isinstance(exc, UsageError):  # (a sub-run's caller raises it too)
+            _MODEL_MISUSES.add(exc)
         return exc
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "

@@ -96,6 +96,7 @@ from toolfold.runtime.drive._failures import (
     model_failure,
     nested_too_deep,
     observer_failure,
+    raise_sub_run_misuse,
     raise_tool_error,
     run_failure,
     tool_failure,
@@ -524,6 +525,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                     settle_finished(changes["calls"], finished, live.handoffs)
                                 interrupted(exc, opened.state, finished)
                             raise
+                        if _raised(outcomes):  # (a sub-run's misuse is raised as it is)
+                            commit = functools.partial(_committed, live)
+                            raise_sub_run_misuse(opened.state, outcomes, live.tools, commit)
                         if live.handoffs:  # the step's transfer calls that do not hand over
                             outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
                         state = opened.close(list(map(returned, outcomes)))
@@ -683,13 +687,16 @@ def _run_tools(
         except BaseException as exc:  # Ctrl-C thrown in by the stream's reader: the round ended
             _round_interrupted(exc, live, state, dict(enumerate(outcomes)))
             raise
-    if live.on_tool_error == "raise":
+    commit = functools.partial(_committed, live)
+    raising = live.on_tool_error == "raise"
+    raise_sub_run_misuse(state, outcomes, live.tools, commit, raising, live.stop_when)
+    if raising:
         raise_tool_error(
             state,
             outcomes,
             live.stop_when,
             live.tools,
-            functools.partial(_committed, live),
+            commit,
             functools.partial(show_failing, live),
         )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
@@ -708,6 +715,11 @@ def _run_tools(
         interrupted(exc, state)
         raise
     return state
+
+
+def _raised(outcomes: Sequence[ToolOutcome]) -> bool:
+    """Whether a call of the round raised (its outcome holds the exception)."""
+    return any(outcome.exception is not None for outcome in outcomes)
 
 
 def _committed(live: Live, state: RunState, ended: dict[int, ToolOutcome]) -> RunState:

@@ -354,10 +354,11 @@ def _strip_fence(text: str) -> str:
     return match.group(1) if match else text.strip()
 
 
+REJECTION_HEAD = "Your final answer does not match the required output schema:\n"
+"""How the message asking the model again for its final answer begins (`_rejection`):
+a retry of the turn, not a new one (the testing models read it so)."""
+
+
 def _rejection(errors: tuple[str, ...] | list[str]) -> str:
     lines = "\n".join(f"- {e}" for e in errors)
-    return (
-        "Your final answer does not match the required output schema:\n"
-        f"{lines}\n"
-        "Answer again with only a JSON value that matches the schema."
-    )
+    return f"{REJECTION_HEAD}{lines}\nAnswer again with only a JSON value that matches the schema."

@@ -1,0 +1,98 @@
+"""A testing model misused inside a sub-run (an agent used as a tool) reaches the caller."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolfold import Agent, UsageError, tool
+from toolfold.testing import ScriptedModel, TestModel
+
+call = ScriptedModel.call
+
+
+def _lead(sub: Agent[None, str], *, on_tool_error: str = "return") -> Agent[None, str]:
+    script = ScriptedModel([call("sub", {"input": "x"}), "lead done"])
+    return Agent(script, tools=[sub.as_tool()], on_tool_error=on_tool_error)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        (ScriptedModel([]), "ScriptedModel has no entry left"),
+        (TestModel(call_tools=["typo"]), "names 'typo'"),
+    ],
+    ids=["script-out", "call-tools-typo"],
+)
+def test_a_sub_agents_test_model_misuse_is_raised_as_it_is(model: object, says: str) -> None:
+    """The sub-run's UsageError reaches the top run's caller, not the lead model as a result."""
+    lead = _lead(Agent(model, name="sub"))  # type: ignore[call-overload]
+    with pytest.raises(UsageError, match=says):
+        lead.run("go")
+
+
+def test_the_misuse_is_raised_from_a_stream_and_an_async_run_too() -> None:
+    """arun and stream raise the sub-run's UsageError as run does."""
+    with pytest.raises(UsageError, match="no entry left"):
+        asyncio.run(_lead(Agent(ScriptedModel([]), name="sub")).arun("go"))
+    with pytest.raises(UsageError, match="no entry left"):
+        for _ in _lead(Agent(ScriptedModel([]), name="sub")).stream("go"):
+            pass
+
+
+def test_on_tool_error_raise_raises_the_misuse_itself() -> None:
+    """With on_tool_error="raise" the error is the UsageError, not a ToolExecutionError."""
+    lead = _lead(Agent(ScriptedModel([]), name="sub"), on_tool_error="raise")
+    with pytest.raises(UsageError, match="no entry left"):
+        lead.run("go")
+
+
+def test_the_errors_state_resumes_the_sub_agents_call() -> None:
+    """The error's state is the top run with the sub-agent's call still to run: resumed
+    once the script is fixed, the call runs and the run ends, its first answer not asked again."""
+    lead = _lead(Agent(ScriptedModel([]), name="sub"))
+    with pytest.raises(UsageError) as raised:
+        lead.run("go")
+    state = raised.value.state
+    assert state is not None
+    assert [c.status for c in state.calls] == ["to_run"]
+    fixed = Agent(ScriptedModel(["sub done"]), name="sub")
+    answer = ScriptedModel(["lead done"])
+    response = Agent(answer, tools=[fixed.as_tool()]).resume(state)
+    assert response.text == "lead done"
+    assert len(answer.requests) == 1
+    assert response.messages[-2].tool_results[0].content == "sub done"
+
+
+def test_a_tools_own_usage_error_stays_an_error_result() -> None:
+    """A plain tool raising UsageError is the tool's failure: the model reads it."""
+
+    @tool
+    def broken(x: int) -> int:
+        """Break.
+
+        Args:
+            x: X.
+        """
+        raise UsageError("misuse inside the tool")
+
+    model = ScriptedModel([call("broken", {"x": 1}), "done"])
+    response = Agent(model, tools=[broken]).run("go")
+    assert response.text == "done"
+    result = response.messages[-2].tool_results[0]
+    assert result.is_error
+    assert "misuse inside the tool" in result.content
+
+
+def test_a_sub_agents_model_failure_stays_an_error_result() -> None:
+    """A sub-agent whose model raises an ordinary error is a failed call the model reads."""
+
+    def fails(request: object) -> str:
+        raise RuntimeError("the fake broke")
+
+    from toolfold.testing import FunctionModel
+
+    response = _lead(Agent(FunctionModel(fails), name="sub")).run("go")
+    assert response.text == "lead done"
+    assert "the fake broke" in response.messages[-2].tool_results[0].content
