@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 from toolfold._errors import UsageError
-from toolfold.runtime._pattern import pattern_matches, pattern_sample
+from toolfold.runtime._pattern import pattern_matches, pattern_sample, pattern_samples
 from toolfold.runtime._sample_numbers import NoNumber, numbers
 from toolfold.runtime.core._arguments import json_path
 from toolfold.toolkit._arguments import compile_validator
@@ -42,6 +42,19 @@ _FORMATS: dict[str, tuple[str, ...]] = {
     "iri": ("https://example.com", "https://a.co", "a:b"),
     "iri-reference": ("https://example.com", "https://a.co", "a"),
     "idn-email": ("user@example.com", "a@example.com", "a@b.co", "a@b"),
+    # The formats pydantic's JSON Schema names (a field of a pydantic model
+    # parameter): UUID1..UUID8 check the version digit, the IPvAny* types and
+    # ipaddress's networks and interfaces parse the text, Base64Str/Base64Bytes decode it.
+    **{f"uuid{v}": (f"00000000-0000-{v}000-8000-000000000000",) for v in range(1, 9)},
+    "ipvanyaddress": ("192.0.2.1", "1.1.1.1", "2001:db8::1", "::1"),
+    "ipvanyinterface": ("192.0.2.1/24", "1.1.1.1", "::1"),
+    "ipvanynetwork": ("192.0.2.0/24", "1.1.1.1", "::1"),
+    "ipv4network": ("192.0.2.0/24", "1.1.1.1"),
+    "ipv6network": ("2001:db8::/32", "::1"),
+    "ipv4interface": ("192.0.2.1/24", "1.1.1.1"),
+    "ipv6interface": ("2001:db8::1/64", "::1"),
+    "base64": ("YWFhYQ==", "YQ=="),
+    "base64url": ("YWFhYQ==", "YQ=="),
 }
 
 _MAX_DEPTH = 8
@@ -253,6 +266,13 @@ class _Sampler:
 
     def _string(self, schema: Mapping[str, Any], depth: int) -> Any:
         _counts(schema, "minLength", "maxLength", "string")
+        if schema.get("contentMediaType") == "application/json" and "pattern" not in schema:
+            # JSON in a string (pydantic's `Json[...]`): a value of its contentSchema,
+            # which a validator leaves unchecked but the field parses and validates
+            content = schema.get("contentSchema", {})
+            text = json.dumps(self._at("(content)", content, depth + 1), separators=(",", ":"))
+            if schema.get("minLength", 0) <= len(text) <= schema.get("maxLength", len(text)):
+                return text
         fmt = schema.get("format")
         pattern = schema.get("pattern")
         if isinstance(fmt, str) and fmt in _FORMATS:
@@ -328,8 +348,8 @@ class _Sampler:
         """``count`` distinct values the item schema accepts.
 
         Numbers (within the item's bounds), ``enum`` and ``const`` values, the
-        branches of ``anyOf``/``oneOf``, the parts of ``allOf``, booleans and
-        null give the candidates; for other kinds, variants of ``first``. Each
+        branches of ``anyOf``/``oneOf``, the parts of ``allOf``, booleans,
+        null and the strings a ``pattern`` matches give the candidates; for other kinds, variants of ``first``. Each
         is checked against the whole item schema.
         """
         listed = self._candidates(item, count, depth)
@@ -386,6 +406,15 @@ class _Sampler:
             return [True, False]
         if kind == "null":
             return [None]
+        pattern = item.get("pattern")
+        if kind == "string" and isinstance(pattern, str) and item.get("format") not in _FORMATS:
+            # the strings the pattern matches (``^[A-Z]{3}$``: AAA, AAB...), not
+            # variants of the first (AAA1, 1), which the pattern refuses
+            high = item.get("maxLength")
+            found_strings = pattern_samples(
+                pattern, int(item.get("minLength", 0)), None if high is None else int(high)
+            )
+            return list(itertools.islice(found_strings, count * 3 + 40)) or None
         if kind not in ("integer", "number"):
             return None
         values = numbers(item, integer=kind == "integer", tries=count)
