@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import sys
 import warnings
 from typing import Annotated, Any
 
 import pydantic
 import pytest
 
-from toolfold import Agent, Field, tool
-from toolfold.testing import TestModel, sample_value
+from toolfold import Agent, Field, agenerate_text, tool
+from toolfold.testing import ScriptedModel, TestModel, override_models, sample_value
 
 
 def _takes(tp: Any) -> str:
@@ -63,3 +66,79 @@ def test_a_set_of_patterned_strings_gets_distinct_items_that_match(pattern: str)
         }
     )
     assert len(set(value)) == 2
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real provider call goes to a proxy nobody listens on, never to the internet."""
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+
+
+def _triage() -> Agent[Any, str]:
+    """An agent that hands the run to one made from a provider string."""
+    billing = Agent("openai:gpt-4o-mini", name="billing")
+    call = ScriptedModel.call("transfer_to_billing", {})
+    return Agent(ScriptedModel([call]), name="triage", handoffs=[billing])
+
+
+@pytest.mark.usefixtures("offline")
+def test_coroutines_made_inside_override_models_keep_it_when_awaited_after() -> None:
+    """arun, aresume and agenerate_text called in the block and awaited after it call the test model, handoffs too."""
+    agent = Agent("openai:gpt-4o-mini")
+    waits = Agent("openai:gpt-4o-mini", tools=[lookup], auto_execute_tools=False)
+    with override_models(TestModel(text="offline")) as resolved:
+        waiting = waits.run("x").state
+        run = agent.arun("x")
+        resumed = waits.aresume(waiting, tool_results={waiting.pending_calls[0].call.id: "sunny"})
+        generated = agenerate_text("openai:gpt-4o-mini", "x")
+        handed = _triage().arun("x")
+
+    async def main() -> list[str]:
+        return [(await c).text for c in (run, resumed, generated, handed)]
+
+    assert asyncio.run(main()) == ["offline"] * 4
+    assert resolved.count("openai:gpt-4o-mini") == 4  # both agents, agenerate_text, billing
+    if sys.version_info >= (3, 12):  # (before, inspect reads the wrapper's code flags)
+        assert inspect.iscoroutinefunction(agent.arun)
+        assert inspect.iscoroutinefunction(agenerate_text)
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_stream_made_inside_override_models_keeps_it_for_a_handoff_after_the_block() -> None:
+    """A stream iterated after its block hands off to an agent made from a string: the test model answers."""
+    with override_models(TestModel(text="offline")):
+        stream = _triage().stream("x")
+        astream = _triage().stream("x")
+    assert list(stream)[-1].response.text == "offline"
+
+    async def main() -> str:
+        return [e async for e in astream][-1].response.text
+
+    assert asyncio.run(main()) == "offline"
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_coroutine_made_outside_any_block_sees_the_block_it_is_awaited_in() -> None:
+    """``agent.arun`` called before a block and awaited inside it calls the block's model (as before)."""
+    agent = Agent("openai:gpt-4o-mini")
+    run = agent.arun("x")
+
+    async def main() -> str:
+        with override_models(TestModel(text="inside")):
+            return (await run).text
+
+    assert asyncio.run(main()) == "inside"
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up.
+
+    Args:
+        city: The city.
+    """
+    return f"{city}: sunny"

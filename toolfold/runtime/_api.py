@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent import Agent, _Answers
 from toolfold.runtime._misplaced import refuse_model_options, refuse_run_options, run_options
-from toolfold.runtime._model import CLIENT_OPTIONS, Model
+from toolfold.runtime._model import CLIENT_OPTIONS, Model, keeps_override
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
     Approval,
@@ -272,6 +272,7 @@ async def agenerate_text(
 ) -> Response[Any]: ...
 
 
+@keeps_override
 async def agenerate_text(
     model: str | Model,
     messages: MessagesInput,
@@ -562,6 +563,7 @@ async def aresume(
 ) -> Response[Any]: ...
 
 
+@keeps_override
 async def aresume(
     state: RunState,
     *,

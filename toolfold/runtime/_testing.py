@@ -821,6 +821,9 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     passed directly are left alone, one made earlier with
     ``toolfold.model(...)`` included. The override holds in the current
     thread and in the asyncio tasks started inside the block; blocks nest.
+    A run begun inside it keeps it after it ends: ``agent.arun(...)`` called
+    inside and awaited after, a stream made inside and iterated after (their
+    handoffs and sub-agents too).
 
     Args:
         model: The model every string resolves to, or a function of the model
