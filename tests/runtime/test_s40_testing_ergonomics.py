@@ -6,13 +6,39 @@ import asyncio
 import inspect
 import sys
 import warnings
+from decimal import Decimal
 from typing import Annotated, Any
 
 import pydantic
 import pytest
 
-from toolfold import Agent, Field, agenerate_text, tool
-from toolfold.testing import ScriptedModel, TestModel, override_models, sample_value
+from toolfold import (
+    Agent,
+    Field,
+    InvalidEventError,
+    Message,
+    ModelResponse,
+    ToolDefinitionError,
+    UsageError,
+    agenerate_text,
+    tool,
+)
+from toolfold.runtime import (
+    ModelResponded,
+    OutputRejected,
+    OutputSpec,
+    RunConfig,
+    ToolSpec,
+    initial_state,
+    reduce,
+)
+from toolfold.testing import (
+    ScriptedModel,
+    TestModel,
+    override_models,
+    response_events,
+    sample_value,
+)
 
 
 def _takes(tp: Any) -> str:
@@ -142,3 +168,105 @@ def lookup(city: str) -> str:
         city: The city.
     """
     return f"{city}: sunny"
+
+
+def test_a_scripted_model_response_whose_message_is_no_message_is_a_usage_error() -> None:
+    """``ScriptedModel([ModelResponse("hi")])`` names the entry and what a message is, not a bare AttributeError."""
+    with pytest.raises(
+        UsageError,
+        match=r"script entry 0 is no reply: got a ModelResponse whose message is str 'hi'",
+    ):
+        ScriptedModel([ModelResponse("hi")])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [lambda x: x, None, "add", Agent(ScriptedModel([]), name="a")])
+def test_tool_spec_from_something_that_is_no_tool_is_a_usage_error(value: Any) -> None:
+    """``ToolSpec.from_tool`` of a plain function, None, a name or an agent says a Tool is expected."""
+    with pytest.raises(UsageError, match=r"ToolSpec.from_tool\(tool\): expected a Tool, got "):
+        ToolSpec.from_tool(value)
+
+
+@pytest.mark.parametrize("chunk", [-1, 0, True, 2.5])
+def test_response_events_with_a_chunk_below_one_is_a_usage_error(chunk: Any) -> None:
+    """chunk=-1 dropped the text silently and chunk=0 raised a bare ValueError: both name the argument."""
+    response = ModelResponse(Message.assistant("hello world"))
+    with pytest.raises(UsageError, match=r"chunk is the most characters of one text piece"):
+        response_events(response, chunk)
+
+
+def test_an_enum_default_is_the_sample_when_the_schema_accepts_it() -> None:
+    """``{"enum": ["red", "green"], "default": "green"}`` samples "green", as a default of any other schema."""
+    color = {"type": "string", "enum": ["red", "green"], "default": "green"}
+    assert sample_value({"type": "object", "properties": {"color": color}}) == {"color": "green"}
+    refused = {**color, "default": "blue"}  # a default the enum refuses: its first value
+    assert sample_value({"type": "object", "properties": {"color": refused}}) == {"color": "red"}
+
+
+@pytest.mark.parametrize("bad", [5, ["x"]])
+def test_a_scripted_call_id_that_is_no_str_is_refused_when_made(bad: Any) -> None:
+    """``call("add", {...}, id=5)`` is a UsageError at once, not at the run's first request."""
+    with pytest.raises(UsageError, match=r"call\('add', \.\.\., id=\.\.\.\): a call's id is a str"):
+        ScriptedModel.call("add", {"a": 1}, id=bad)
+    assert ScriptedModel.call("add", {"a": 1}, id=None).id == ""  # None: derived, as before
+
+
+@pytest.mark.parametrize("name", [None, 5, b"x:y"])
+def test_a_test_model_name_that_is_no_str_is_refused_when_made(name: Any) -> None:
+    """``ScriptedModel(name=None)`` failed with an AttributeError at the first request; now at construction."""
+    for make in (lambda: ScriptedModel(["hi"], name=name), lambda: TestModel(name=name)):
+        with pytest.raises(UsageError, match=r"\(name=\.\.\.\): the model's name is a str"):
+            make()
+
+
+@pytest.mark.parametrize("message", [5, None, ["bad", "list"]])
+def test_output_rejected_with_no_text_is_refused_naming_the_event(message: Any) -> None:
+    """``reduce(state, OutputRejected(5))`` is an InvalidEventError naming the event, not a Message.parts error."""
+    config = RunConfig(output=OutputSpec("out", {"type": "object"}), max_steps=5)
+    answered = ModelResponded(ModelResponse(Message.assistant('{"x": 1}')))
+    state = reduce(initial_state("hi", config, run_id="r"), answered)
+    with pytest.raises(InvalidEventError, match=r"event 'output_rejected' refused .*must be text"):
+        reduce(state, OutputRejected(message))
+
+
+def test_initial_state_of_a_dict_says_it_is_no_message_list() -> None:
+    """``initial_state({"role": "user", ...})`` read the dict's keys as messages; now it says a dict is no list."""
+    with pytest.raises(UsageError, match=r"got a dict .* which is no message list"):
+        initial_state({"role": "user", "content": "x"}, run_id="r")  # type: ignore[arg-type]
+
+
+def test_a_schema_nested_too_deeply_is_named_so_not_as_endless_references() -> None:
+    """2,000 levels of objects without a $ref: "nested too deeply", not "references recurse without end"."""
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(2000):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    with pytest.raises(UsageError, match=r"nested too deeply") as info:
+        sample_value(schema)
+    assert "references" not in str(info.value)
+
+
+def test_bounds_on_a_decimal_say_what_to_do_and_decimal_bounds_on_a_float_work() -> None:
+    """Field(gt=0) on a Decimal says it is text and what to do; Field(ge=Decimal("0.5")) on a float is 0.5."""
+
+    def price(x: Annotated[Decimal, Field(ge=Decimal("0.5"))]) -> str:
+        """Price.
+
+        Args:
+            x: The price.
+        """
+        return str(x)
+
+    with pytest.raises(
+        ToolDefinitionError, match=r"a Decimal is sent as text.*check the bound in the tool"
+    ):
+        tool(price)
+
+    def ratio(x: Annotated[float, Field(ge=Decimal("0.5"), multiple_of=Decimal("0.1"))]) -> str:
+        """Ratio.
+
+        Args:
+            x: The ratio.
+        """
+        return str(x)
+
+    made = tool(ratio).parameters["properties"]["x"]
+    assert (made["minimum"], made["multipleOf"]) == (0.5, 0.1)

@@ -100,11 +100,33 @@ def sample_for(schema: Mapping[str, Any] | bool, *, hint: str) -> Any:
             f"no sample value could be made: {exc.problem} @ {json_path(reversed(exc.path))} ({hint})"
         ) from None
     except RecursionError:
-        raise UsageError(
-            "no sample value could be made: the schema's references recurse without end "
-            f"(a required property or item of its own type accepts no finite value) ({hint})"
-        ) from None
+        raise UsageError(f"no sample value could be made: {_endless(root)} ({hint})") from None
     return value
+
+
+def _endless(root: Any) -> str:
+    """Why sampling ``root`` recursed past Python's limit: endless references, or
+    (a schema with no ``$ref``) nesting deeper than the stack allows."""
+    if _has_ref(root):
+        return (
+            "the schema's references recurse without end (a required property or item of "
+            "its own type accepts no finite value)"
+        )
+    return "the schema is nested too deeply (hundreds of levels) for the sampler to walk"
+
+
+def _has_ref(schema: Any) -> bool:
+    """Whether ``schema`` holds a ``$ref`` anywhere (walked without recursion)."""
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Mapping):
+            if "$ref" in node:
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
 
 
 def _check(validator: Any, value: Any, hint: str) -> None:
@@ -140,7 +162,7 @@ def _valid(validator: Any, value: Any) -> bool:
     except Unresolvable as exc:
         raise _NoSample(f"the schema has a $ref that cannot be followed ({exc})"[:300]) from None
     except RecursionError:
-        raise _NoSample("the schema's $refs refer to themselves without end") from None
+        raise _NoSample(_endless(validator.schema)) from None
 
 
 class _NoSample(Exception):
@@ -168,17 +190,18 @@ class _Sampler:
         if "$ref" in schema:
             target = self._resolve(schema)
             return self.value({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, depth)
+        if "default" in schema and depth > 0:
+            # (before `enum` and `const`: an enum's or Literal's default is a value of it)
+            rest = {k: v for k, v in schema.items() if k != "default"}
+            if self._checker(rest)(schema["default"]):
+                return schema["default"]
+            schema = rest  # a default its own schema refuses: a value of the schema instead
         if "const" in schema:
             return schema["const"]
         if schema.get("enum"):
             # the first value the schema's other keywords (lengths, bounds, type) let through
             fits = self._checker({k: v for k, v in schema.items() if k != "enum"})
             return next((v for v in schema["enum"] if fits(v)), schema["enum"][0])
-        if "default" in schema and depth > 0:
-            rest = {k: v for k, v in schema.items() if k != "default"}
-            if self._checker(rest)(schema["default"]):
-                return schema["default"]
-            schema = rest  # a default its own schema refuses: a value of the schema instead
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 return self._union(schema, key, depth)
