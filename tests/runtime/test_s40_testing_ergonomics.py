@@ -270,3 +270,16 @@ def test_bounds_on_a_decimal_say_what_to_do_and_decimal_bounds_on_a_float_work()
 
     made = tool(ratio).parameters["properties"]["x"]
     assert (made["minimum"], made["multipleOf"]) == (0.5, 0.1)
+
+
+def test_distinct_objects_vary_a_patterned_field_within_its_pattern() -> None:
+    """A set of objects whose one field has a pattern (a frozen dataclass's code) gets distinct codes that match."""
+    code = {"type": "string", "pattern": r"^[A-Z]{3}$"}
+    item = {
+        "type": "object",
+        "properties": {"code": code},
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+    found = sample_value({"type": "array", "uniqueItems": True, "minItems": 3, "items": item})
+    assert found == [{"code": "AAA"}, {"code": "AAB"}, {"code": "AAC"}]

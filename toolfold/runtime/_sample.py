@@ -376,7 +376,16 @@ class _Sampler:
         is checked against the whole item schema.
         """
         listed = self._candidates(item, count, depth)
-        candidates = _variants(first, count * 3 + 40) if listed is None else iter(listed)
+        if listed is not None:
+            candidates: Iterator[Any] = iter(listed)
+        elif isinstance(first, dict):  # a property's own candidates, then variants
+            candidates = itertools.chain(
+                [first],
+                self._object_variants(item, first, count, depth),
+                _variants(first, count * 3 + 40),
+            )
+        else:
+            candidates = _variants(first, count * 3 + 40)
         fits = self._checker(item)
         found: list[Any] = []
         seen: set[Any] = set()
@@ -391,6 +400,25 @@ class _Sampler:
             f"uniqueItems needs {count} distinct items (minItems {count}), but only "
             f"{len(found)} were found that the item schema accepts: {found!r}"[:300]
         )
+
+    def _object_variants(
+        self, item: Mapping[str, Any], first: dict[str, Any], count: int, depth: int
+    ) -> Iterator[dict[str, Any]]:
+        """``first`` with one property changed to another value its schema gives (a
+        number, an enum value, a string its pattern matches: `_candidates`), property
+        by property, so that a patterned or bounded field still fits."""
+        if "$ref" in item:
+            item = {**self._resolve(item), **{k: v for k, v in item.items() if k != "$ref"}}
+        properties = item.get("properties")
+        if not isinstance(properties, Mapping):
+            return
+        for name, sub in properties.items():
+            if name not in first:
+                continue
+            listed = self._candidates(self._resolve(sub), count, depth + 1)
+            for value in listed or ():
+                if value != first[name]:
+                    yield {**first, name: value}
 
     def _candidates(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
         """Values to pick distinct items from (None: not numbers, an enum, a const or a union)."""
