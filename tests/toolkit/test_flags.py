@@ -256,10 +256,16 @@ def test_flags_with_a_gap_give_an_enum_of_their_sums_and_test_model_calls_with_o
     assert Agent(TestModel(), output_type=Gaps).run("go").output in set(Gaps) | {Gaps(0)}
 
 
-def test_many_flags_with_a_gap_keep_the_range() -> None:
-    """Seven flags with a gap would list 128 sums: the range stands, the converter refuses the gaps."""
-    wide = enum.IntFlag("Wide", {f"F{i}": 1 << (i + 1) for i in range(7)})
-    assert (schema(wide)["minimum"], schema(wide)["maximum"]) == (0, 254)
+def test_many_flags_with_a_gap_keep_the_range_or_state_their_multiples() -> None:
+    """Seven flags with a gap would list 128 sums: consecutive bits from 2 are the multiples of 2 in
+    the range (exact), other gaps keep the range alone (the converter refuses the gaps)."""
+    shifted = enum.IntFlag("Shifted", {f"F{i}": 1 << (i + 1) for i in range(7)})
+    assert schema(shifted)["minimum"] == 0
+    assert (schema(shifted)["maximum"], schema(shifted)["multipleOf"]) == (254, 2)
+    gapped = enum.IntFlag("Gapped7", {f"F{i}": 1 << (2 * i) for i in range(7)})
+    assert (schema(gapped)["minimum"], schema(gapped)["maximum"]) == (0, 5461)
+    assert "multipleOf" not in schema(gapped)
+    assert "enum" not in schema(gapped)
 
 
 def test_a_bound_no_sum_of_gapped_flags_meets_is_a_definition_error() -> None:

@@ -489,9 +489,11 @@ def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
     is exact; others (``READ=4, WRITE=2``) give an ``enum`` of every sum
     (`flag_sums`), so that the schema refuses what the converter refuses (3 has
     a bit of no flag) and a model or `TestModel` is never offered a number in
-    the range the tool refuses. Past `_FLAG_ENUM_BITS` such flags the range
-    stands (JSON Schema has no keyword for "a sum of these bits") and the
-    converter refuses a number in it that has a bit of no flag.
+    the range the tool refuses. Past `_FLAG_ENUM_BITS` such flags, flags that
+    are consecutive bits (2, 4, 8...) are the range's multiples of the lowest
+    (exact too); otherwise the range stands (JSON Schema has no keyword for "a
+    sum of these bits") and the converter refuses a number in it that has a
+    bit of no flag.
     """
     values = flag_values(cls)
     if not values:
@@ -506,7 +508,12 @@ def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
     description = with_flag_note(_class_description(cls), cls)
     if mask & (mask + 1) and mask.bit_count() <= _FLAG_ENUM_BITS:  # (a gap in the bits)
         return {"type": "integer", "enum": flag_sums(mask), "description": description}
-    return {"type": "integer", "minimum": 0, "maximum": mask, "description": description}
+    schema: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": mask}
+    low = mask & -mask
+    if low > 1 and not (mask // low) & (mask // low + 1):  # 2, 4, 8...: the multiples of 2
+        schema["multipleOf"] = low
+    schema["description"] = description
+    return schema
 
 
 #: The most flags whose sums a schema lists (`_flag_class`): 64 values.
