@@ -11,6 +11,7 @@ None, never a string that does not match.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -83,9 +84,11 @@ def pattern_samples(
     if min_length > _MAX_LENGTH:
         return
 
+    classes: dict[int, list[str]] = {}  # each class's members, by the id of its parsed items
+
     def build(growth: int, choices: tuple[int, ...]) -> tuple[str | None, str, list[int]]:
         """The sample of ``choices`` (None: none fits), its text and its choice points' sizes."""
-        builder = _Builder(growth, choices)
+        builder = _Builder(growth, choices, classes)
         text = builder.items(parsed)
         padded = text + "a" * (min_length - len(text))  # an unanchored end takes more
         for candidate in dict.fromkeys((text, padded)):
@@ -146,8 +149,15 @@ def pattern_samples(
 class _Builder:
     """Builds one sample; each unbounded or long repeat takes ``growth`` more than its least."""
 
-    def __init__(self, growth: int, choices: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        growth: int,
+        choices: tuple[int, ...] = (),
+        classes: dict[int, list[str]] | None = None,
+    ) -> None:
         self.growth = growth
+        # (a class repeated thousands of times is read once: ``[^abc]{5000}``)
+        self.classes: dict[int, list[str]] = {} if classes is None else classes
         self.groups: dict[int, str] = {}
         self.length = 0
         # Which option each choice point takes (0, the simplest, past the given
@@ -169,11 +179,14 @@ class _Builder:
         if op is _parser.LITERAL:
             return self._add(chr(av))
         if op is _parser.NOT_LITERAL:
-            return self._add(self._pick(_members(lambda c: ord(c) != av)))
+            return self._add(self._pick(_but(av)))
         if op is _parser.ANY:
-            return self._add(self._pick(_members(lambda c: c != "\n")))
+            return self._add(self._pick(_ANY))
         if op is _parser.IN:
-            return self._add(self._pick(_class_members(av)))
+            members = self.classes.get(id(av))
+            if members is None:
+                members = self.classes[id(av)] = _class_members(av)
+            return self._add(self._pick(members))
         if op is _parser.SUBPATTERN:
             group, _, _, content = av
             text = self.items(content)
@@ -242,6 +255,15 @@ def _matches(op: Any, av: Any, char: str) -> bool:
     return True  # unknown: taken as a match, so the character is not chosen
 
 
+@functools.cache
+def _but(code: int) -> list[str]:
+    """The candidates other than the character ``code`` (``[^x]`` of one character)."""
+    return _members(lambda c: ord(c) != code)
+
+
 def _members(accepts: Callable[[str], bool]) -> list[str]:
     """The characters of `_CANDIDATES`, then of `_MORE`, that ``accepts`` takes, at most `_OPTIONS`."""
     return [c for c in dict.fromkeys(_CANDIDATES + _MORE) if accepts(c)][:_OPTIONS]
+
+
+_ANY = _members(lambda c: c != "\n")  # what ``.`` matches, the simplest first
