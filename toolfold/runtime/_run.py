@@ -664,10 +664,14 @@ class RunStream(Generic[OutputT_co]):
         items = stream_async(live, run_loop(live, self._state, notify=True), self._state)
         try:
             async with aclosing(items):  # closing this stream closes the run's at once
+                override = self._override  # (see `__init__`)
                 while True:
                     try:
-                        with overriding(self._override):  # (see `__init__`)
+                        if override is None:  # (the usual stream: no context manager per event)
                             item = await items.__anext__()
+                        else:
+                            with overriding(override):
+                                item = await items.__anext__()
                     except StopAsyncIteration:
                         break
                     if isinstance(item, Ended):
