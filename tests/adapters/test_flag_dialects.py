@@ -52,3 +52,31 @@ def test_a_flag_keeps_a_tool_from_a_strict_mode_without_bounds(dialect: str) -> 
     assert not compiled.strict
     assert {r.keyword for r in compiled.strict_blockers} == {"minimum", "maximum"}
     assert compiled.schema_sent["properties"]["perm"]["maximum"] == 7
+
+
+class Gaps(enum.IntFlag):
+    READ = 4
+    WRITE = 2
+
+
+@tool
+def set_perm(perm: Gaps) -> str:
+    """Set the permissions.
+
+    Args:
+        perm: The permissions.
+    """
+    return repr(perm)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_sums_of_flags_with_a_gap_reach_the_model_in_every_dialect(dialect: str) -> None:
+    """The enum [0, 2, 4, 6] is sent, or written into the description (Gemini's OpenAPI: string enums only)."""
+    compiled = compile_tool(set_perm, dialect)  # type: ignore[arg-type]
+    perm = compiled.schema_sent["properties"]["perm"]
+    if "enum" in {r.keyword for r in compiled.rewrites if r.action == "moved_to_description"}:
+        assert "[0, 2, 4, 6]" in perm["description"]
+    else:
+        assert perm["enum"] == [0, 2, 4, 6]
+    if dialect in ("openai-chat", "openai-responses", "anthropic", "deepseek"):
+        assert compiled.strict

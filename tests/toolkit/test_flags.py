@@ -6,12 +6,14 @@ import enum
 from typing import Annotated
 
 import pytest
+from jsonschema import Draft202012Validator
 
-from toolfold import ArgumentValidationError, ToolDefinitionError, generate_text, tool
+from toolfold import Agent, ArgumentValidationError, ToolDefinitionError, generate_text, tool
 from toolfold import schema_for_type as schema
-from toolfold.testing import ScriptedModel
+from toolfold.testing import ScriptedModel, TestModel
 from toolfold.toolkit._arguments import ArgumentChecker
 from toolfold.toolkit._converter import get_converter
+from toolfold.toolkit._flags import flag_mask
 
 
 class Perm(enum.Flag):
@@ -50,7 +52,7 @@ def test_a_flags_schema_is_a_range_with_its_flags_in_the_description() -> None:
         "maximum": 3,
         "description": "Flags READ=1, WRITE=2, combined by adding (0 for none).",
     }
-    assert schema(Sparse)["maximum"] == 5
+    assert schema(Sparse)["enum"] == [0, 1, 4, 5]  # a gap in the bits: the sums, listed
 
 
 def test_a_described_flag_parameter_keeps_its_description_and_the_flags() -> None:
@@ -99,13 +101,15 @@ def test_a_flag_with_no_flags_or_no_int_values_is_a_definition_error() -> None:
 
 @pytest.mark.parametrize("cls", [Perm, Mode, Sparse])
 def test_the_converter_takes_what_the_schema_takes(cls: type[enum.Flag]) -> None:
-    """0 and every sum of flags structure; a bit of no flag, a number past the range and a negative one do not."""
+    """The schema and the converter take 0 and every sum of flags; a bit of no flag, a number past the range and a negative one neither."""
     convert = get_converter().structure
-    mask = schema(cls)["maximum"]
+    accepts = Draft202012Validator(schema(cls)).is_valid
+    mask = flag_mask(cls)
     sums = {0}
     for member in cls.__members__.values():
         sums |= {s | member.value for s in sums}
     for value in range(-1, mask + 2):
+        assert accepts(value) == (value in sums)
         if value in sums:
             assert convert(value, cls) == cls(value)
         else:
@@ -229,3 +233,50 @@ def test_a_negative_member_adds_no_bit_to_the_range() -> None:
     found = schema(Everything)
     assert (found["minimum"], found["maximum"]) == (0, 3)
     assert get_converter().structure(3, Everything) == Everything.A | Everything.B
+
+
+class Gaps(enum.IntFlag):
+    """Flags without bit 1: 1 and 3 are in 0..6 but are no sum of them."""
+
+    READ = 4
+    WRITE = 2
+
+
+def test_flags_with_a_gap_give_an_enum_of_their_sums_and_test_model_calls_with_one() -> None:
+    """READ=4, WRITE=2 is ``enum [0, 2, 4, 6]`` (not 0..6, which lets 1 through), so TestModel's argument is taken."""
+    assert schema(Gaps)["enum"] == [0, 2, 4, 6]
+    assert "minimum" not in schema(Gaps)
+
+    @tool
+    def set_perm(p: Gaps) -> str:
+        return repr(p)
+
+    run = Agent(TestModel(), tools=[set_perm]).run("go")
+    assert not run.steps[0].tool_results[0].is_error
+    assert Agent(TestModel(), output_type=Gaps).run("go").output in set(Gaps) | {Gaps(0)}
+
+
+def test_many_flags_with_a_gap_keep_the_range_or_state_their_multiples() -> None:
+    """Seven flags with a gap would list 128 sums: consecutive bits from 2 are the multiples of 2 in
+    the range (exact), other gaps keep the range alone (the converter refuses the gaps)."""
+    shifted = enum.IntFlag("Shifted", {f"F{i}": 1 << (i + 1) for i in range(7)})
+    assert schema(shifted)["minimum"] == 0
+    assert (schema(shifted)["maximum"], schema(shifted)["multipleOf"]) == (254, 2)
+    gapped = enum.IntFlag("Gapped7", {f"F{i}": 1 << (2 * i) for i in range(7)})
+    assert (schema(gapped)["minimum"], schema(gapped)["maximum"]) == (0, 5461)
+    assert "multipleOf" not in schema(gapped)
+    assert "enum" not in schema(gapped)
+
+
+def test_a_bound_no_sum_of_gapped_flags_meets_is_a_definition_error() -> None:
+    """``Field(ge=7)`` on READ=4, WRITE=2 (sums up to 6) is refused naming both, as the range's clash was."""
+    from toolfold import Field
+
+    def chmod(perm: Annotated[Gaps, Field(ge=7)]) -> None:
+        """Chmod."""
+
+    with pytest.raises(
+        ToolDefinitionError,
+        match=r"Gaps's own enum=\[0, 2, 4, 6\] and Field\(ge=7\) admit no value",
+    ):
+        tool(chmod)

@@ -15,7 +15,7 @@ from toolfold.runtime._misplaced import (
     refuse_run_options,
     run_options,
 )
-from toolfold.runtime._model import Model
+from toolfold.runtime._model import Model, keeps_override
 from toolfold.runtime._response import OutputT_co, Response, Step
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import retry_state
@@ -688,6 +688,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         """
         return self._sync(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
+    @keeps_override
     async def arun(
         self,
         prompt: MessagesInput,
@@ -927,6 +928,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         agent, begin = self._answered(state, answers, "Agent.resume")
         return agent._sync(begin)
 
+    @keeps_override
     async def aresume(
         self,
         state: RunState,

@@ -18,7 +18,7 @@ from toolfold.runtime._misplaced import (
     refuse_run_options,
     run_options,
 )
-from toolfold.runtime._model import CLIENT_OPTIONS, Model
+from toolfold.runtime._model import CLIENT_OPTIONS, Model, keeps_override
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
     Approval,
@@ -287,6 +287,7 @@ async def agenerate_text(
 ) -> Response[Any]: ...
 
 
+@keeps_override
 async def agenerate_text(
     model: str | Model,
     messages: MessagesInput,
@@ -588,6 +589,7 @@ async def aresume(
 ) -> Response[Any]: ...
 
 
+@keeps_override
 async def aresume(
     state: RunState,
     *,

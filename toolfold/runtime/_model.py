@@ -8,13 +8,16 @@ non-streaming call gives.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
 import inspect
 import re
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import Any, ParamSpec, Protocol, TypeVar, overload, runtime_checkable
 
 import attrs
 
@@ -468,6 +471,57 @@ MODEL_OVERRIDE: ContextVar[ModelOverride | None] = ContextVar(
     "toolfold_model_override", default=None
 )
 """What model strings resolve to instead of a provider (`toolfold.testing.override_models`)."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def keeps_override(
+    function: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """``function`` (an ``async def``), whose coroutine runs under the `override_models`
+    block in force when it is called, not when it is awaited.
+
+    ``coro = agent.arun(...)`` made inside a block and awaited after it ended
+    would otherwise resolve its model strings (the agent's, a handoff's, a
+    sub-agent's) to real providers, while ``agent.stream(...)`` made there keeps
+    the test model: a test that sends real requests. Outside any block the
+    coroutine is ``function``'s own (one inside a block when awaited sees it).
+    ``inspect.iscoroutinefunction`` stays true on Python 3.12+.
+    """
+
+    @functools.wraps(function)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> Coroutine[Any, Any, _R]:
+        override = MODEL_OVERRIDE.get()
+        coroutine = function(*args, **kwargs)
+        return coroutine if override is None else _under(override, coroutine)
+
+    if sys.version_info >= (3, 12):
+        inspect.markcoroutinefunction(call)
+    # (before 3.12 only asyncio's mark would do: importing it here would cost every
+    # blocking program asyncio's import)
+    return call
+
+
+async def _under(override: ModelOverride, coroutine: Coroutine[Any, Any, _R]) -> _R:
+    token = MODEL_OVERRIDE.set(override)
+    try:
+        return await coroutine
+    finally:
+        MODEL_OVERRIDE.reset(token)
+
+
+@contextlib.contextmanager
+def overriding(override: ModelOverride | None) -> Iterator[None]:
+    """``override`` (one captured earlier, `MODEL_OVERRIDE`'s value) in force while the block runs."""
+    if override is None:
+        yield
+        return
+    token = MODEL_OVERRIDE.set(override)
+    try:
+        yield
+    finally:
+        MODEL_OVERRIDE.reset(token)
 
 
 def _load_builtin_adapters() -> None:

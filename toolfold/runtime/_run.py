@@ -26,7 +26,14 @@ from typing import Any, Generic, TypeVar, cast
 import attrs
 
 from toolfold._errors import InvalidEventError, ModelConfigError, UsageError
-from toolfold.runtime._model import Model, agent_model, in_force
+from toolfold.runtime._model import (
+    MODEL_OVERRIDE,
+    Model,
+    ModelOverride,
+    agent_model,
+    in_force,
+    overriding,
+)
 from toolfold.runtime._response import OutputT_co, Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -668,6 +675,10 @@ class RunStream(Generic[OutputT_co]):
     def __init__(self, live: Live, state: RunState) -> None:
         self._live = live
         self._state = state
+        # The `override_models` block the stream was made in holds while it is
+        # iterated, after the block too: a handoff's or sub-agent's model string
+        # resolves to the test model, as it does for `arun`'s coroutine.
+        self._override = MODEL_OVERRIDE.get()
         self._response: Response[OutputT_co] | None = None
         self._started = False
         self._stopped = False
@@ -717,9 +728,8 @@ class RunStream(Generic[OutputT_co]):
     def __iter__(self) -> Generator[RunStreamEvent, None, None]:
         live = self._claim()
         try:
-            ended = yield from stream_sync(
-                live, run_loop(live, self._state, notify=True), self._state
-            )
+            items = stream_sync(live, run_loop(live, self._state, notify=True), self._state)
+            ended = yield from (items if self._override is None else _held(items, self._override))
         except GeneratorExit:
             self._stopped = True
             raise
@@ -734,7 +744,16 @@ class RunStream(Generic[OutputT_co]):
         items = stream_async(live, run_loop(live, self._state, notify=True), self._state)
         try:
             async with aclosing(items):  # closing this stream closes the run's at once
-                async for item in items:
+                override = self._override  # (see `__init__`)
+                while True:
+                    try:
+                        if override is None:  # (the usual stream: no context manager per event)
+                            item = await items.__anext__()
+                        else:
+                            with overriding(override):
+                                item = await items.__anext__()
+                    except StopAsyncIteration:
+                        break
                     if isinstance(item, Ended):
                         self._response = finish(*item)
                         yield RunEndEvent(self._response)
@@ -758,6 +777,32 @@ class RunStream(Generic[OutputT_co]):
         the run failed, as `response` says from now on."""
         if not isinstance(exc, GeneratorExit) and not self._stopped and self._response is None:
             self._failed = failed_end(exc)
+
+
+def _held(items: Generator[_Y, Any, _E], override: ModelOverride) -> Generator[_Y, Any, _E]:
+    """``yield from items``, with ``override`` in force while ``items`` runs (not between
+    its items, where the caller runs: a context variable set across a ``yield`` would
+    hold in the caller's code too, and be reset from another context if abandoned)."""
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        try:
+            with overriding(override):
+                item = items.send(sent) if thrown is None else items.throw(thrown)
+        except StopIteration as stop:
+            return cast("_E", stop.value)
+        sent, thrown = None, None
+        try:
+            sent = yield item
+        except GeneratorExit:
+            items.close()
+            raise
+        except BaseException as exc:
+            thrown = exc
+
+
+_Y = TypeVar("_Y")
+_E = TypeVar("_E")
 
 
 def failed_end(exc: BaseException) -> str:

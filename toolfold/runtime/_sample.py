@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeGuard
 
 from toolfold._errors import UsageError
-from toolfold.runtime._pattern import pattern_matches, pattern_sample
+from toolfold.runtime._pattern import pattern_matches, pattern_sample, pattern_samples
 from toolfold.runtime._sample_numbers import NoNumber, numbers
 from toolfold.runtime.core._arguments import json_path
 from toolfold.toolkit._arguments import compile_validator
@@ -42,6 +42,19 @@ _FORMATS: dict[str, tuple[str, ...]] = {
     "iri": ("https://example.com", "https://a.co", "a:b"),
     "iri-reference": ("https://example.com", "https://a.co", "a"),
     "idn-email": ("user@example.com", "a@example.com", "a@b.co", "a@b"),
+    # The formats pydantic's JSON Schema names (a field of a pydantic model
+    # parameter): UUID1..UUID8 check the version digit, the IPvAny* types and
+    # ipaddress's networks and interfaces parse the text, Base64Str/Base64Bytes decode it.
+    **{f"uuid{v}": (f"00000000-0000-{v}000-8000-000000000000",) for v in range(1, 9)},
+    "ipvanyaddress": ("192.0.2.1", "1.1.1.1", "2001:db8::1", "::1"),
+    "ipvanyinterface": ("192.0.2.1/24", "1.1.1.1", "::1"),
+    "ipvanynetwork": ("192.0.2.0/24", "1.1.1.1", "::1"),
+    "ipv4network": ("192.0.2.0/24", "1.1.1.1"),
+    "ipv6network": ("2001:db8::/32", "::1"),
+    "ipv4interface": ("192.0.2.1/24", "1.1.1.1"),
+    "ipv6interface": ("2001:db8::1/64", "::1"),
+    "base64": ("YWFhYQ==", "YQ=="),
+    "base64url": ("YWFhYQ==", "YQ=="),
 }
 
 _MAX_DEPTH = 8
@@ -87,11 +100,33 @@ def sample_for(schema: Mapping[str, Any] | bool, *, hint: str) -> Any:
             f"no sample value could be made: {exc.problem} @ {json_path(reversed(exc.path))} ({hint})"
         ) from None
     except RecursionError:
-        raise UsageError(
-            "no sample value could be made: the schema's references recurse without end "
-            f"(a required property or item of its own type accepts no finite value) ({hint})"
-        ) from None
+        raise UsageError(f"no sample value could be made: {_endless(root)} ({hint})") from None
     return value
+
+
+def _endless(root: Any) -> str:
+    """Why sampling ``root`` recursed past Python's limit: endless references, or
+    (a schema with no ``$ref``) nesting deeper than the stack allows."""
+    if _has_ref(root):
+        return (
+            "the schema's references recurse without end (a required property or item of "
+            "its own type accepts no finite value)"
+        )
+    return "the schema is nested too deeply (hundreds of levels) for the sampler to walk"
+
+
+def _has_ref(schema: Any) -> bool:
+    """Whether ``schema`` holds a ``$ref`` anywhere (walked without recursion)."""
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Mapping):
+            if "$ref" in node:
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
 
 
 def _check(validator: Any, value: Any, hint: str) -> None:
@@ -127,7 +162,7 @@ def _valid(validator: Any, value: Any) -> bool:
     except Unresolvable as exc:
         raise _NoSample(f"the schema has a $ref that cannot be followed ({exc})"[:300]) from None
     except RecursionError:
-        raise _NoSample("the schema's $refs refer to themselves without end") from None
+        raise _NoSample(_endless(validator.schema)) from None
 
 
 class _NoSample(Exception):
@@ -155,17 +190,18 @@ class _Sampler:
         if "$ref" in schema:
             target = self._resolve(schema)
             return self.value({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, depth)
+        if "default" in schema and depth > 0:
+            # (before `enum` and `const`: an enum's or Literal's default is a value of it)
+            rest = {k: v for k, v in schema.items() if k != "default"}
+            if self._checker(rest)(schema["default"]):
+                return schema["default"]
+            schema = rest  # a default its own schema refuses: a value of the schema instead
         if "const" in schema:
             return schema["const"]
         if schema.get("enum"):
             # the first value the schema's other keywords (lengths, bounds, type) let through
             fits = self._checker({k: v for k, v in schema.items() if k != "enum"})
             return next((v for v in schema["enum"] if fits(v)), schema["enum"][0])
-        if "default" in schema and depth > 0:
-            rest = {k: v for k, v in schema.items() if k != "default"}
-            if self._checker(rest)(schema["default"]):
-                return schema["default"]
-            schema = rest  # a default its own schema refuses: a value of the schema instead
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 return self._union(schema, key, depth)
@@ -253,6 +289,13 @@ class _Sampler:
 
     def _string(self, schema: Mapping[str, Any], depth: int) -> Any:
         _counts(schema, "minLength", "maxLength", "string")
+        if schema.get("contentMediaType") == "application/json" and "pattern" not in schema:
+            # JSON in a string (pydantic's `Json[...]`): a value of its contentSchema,
+            # which a validator leaves unchecked but the field parses and validates
+            content = schema.get("contentSchema", {})
+            text = json.dumps(self._at("(content)", content, depth + 1), separators=(",", ":"))
+            if schema.get("minLength", 0) <= len(text) <= schema.get("maxLength", len(text)):
+                return text
         fmt = schema.get("format")
         pattern = schema.get("pattern")
         if isinstance(fmt, str) and fmt in _FORMATS:
@@ -328,12 +371,21 @@ class _Sampler:
         """``count`` distinct values the item schema accepts.
 
         Numbers (within the item's bounds), ``enum`` and ``const`` values, the
-        branches of ``anyOf``/``oneOf``, the parts of ``allOf``, booleans and
-        null give the candidates; for other kinds, variants of ``first``. Each
+        branches of ``anyOf``/``oneOf``, the parts of ``allOf``, booleans,
+        null and the strings a ``pattern`` matches give the candidates; for other kinds, variants of ``first``. Each
         is checked against the whole item schema.
         """
         listed = self._candidates(item, count, depth)
-        candidates = _variants(first, count * 3 + 40) if listed is None else iter(listed)
+        if listed is not None:
+            candidates: Iterator[Any] = iter(listed)
+        elif isinstance(first, dict):  # a property's own candidates, then variants
+            candidates = itertools.chain(
+                [first],
+                self._object_variants(item, first, count, depth),
+                _variants(first, count * 3 + 40),
+            )
+        else:
+            candidates = _variants(first, count * 3 + 40)
         fits = self._checker(item)
         found: list[Any] = []
         seen: set[Any] = set()
@@ -348,6 +400,25 @@ class _Sampler:
             f"uniqueItems needs {count} distinct items (minItems {count}), but only "
             f"{len(found)} were found that the item schema accepts: {found!r}"[:300]
         )
+
+    def _object_variants(
+        self, item: Mapping[str, Any], first: dict[str, Any], count: int, depth: int
+    ) -> Iterator[dict[str, Any]]:
+        """``first`` with one property changed to another value its schema gives (a
+        number, an enum value, a string its pattern matches: `_candidates`), property
+        by property, so that a patterned or bounded field still fits."""
+        if "$ref" in item:
+            item = {**self._resolve(item), **{k: v for k, v in item.items() if k != "$ref"}}
+        properties = item.get("properties")
+        if not isinstance(properties, Mapping):
+            return
+        for name, sub in properties.items():
+            if name not in first:
+                continue
+            listed = self._candidates(self._resolve(sub), count, depth + 1)
+            for value in listed or ():
+                if value != first[name]:
+                    yield {**first, name: value}
 
     def _candidates(self, item: Mapping[str, Any], count: int, depth: int) -> list[Any] | None:
         """Values to pick distinct items from (None: not numbers, an enum, a const or a union)."""
@@ -386,6 +457,15 @@ class _Sampler:
             return [True, False]
         if kind == "null":
             return [None]
+        pattern = item.get("pattern")
+        if kind == "string" and isinstance(pattern, str) and item.get("format") not in _FORMATS:
+            # the strings the pattern matches (``^[A-Z]{3}$``: AAA, AAB...), not
+            # variants of the first (AAA1, 1), which the pattern refuses
+            high = item.get("maxLength")
+            found_strings = pattern_samples(
+                pattern, int(item.get("minLength", 0)), None if high is None else int(high)
+            )
+            return list(itertools.islice(found_strings, count * 3 + 40)) or None
         if kind not in ("integer", "number"):
             return None
         values = numbers(item, integer=kind == "integer", tries=count)

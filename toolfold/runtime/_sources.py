@@ -14,6 +14,7 @@ from contextlib import aclosing
 from typing import Any
 
 from toolfold._errors import SourceCloseError
+from toolfold.runtime._model import MODEL_OVERRIDE, overriding
 from toolfold.runtime._response import Response, RunStreamEvent
 from toolfold.runtime._run import RunStream
 from toolfold.runtime.drive._open import ToolSource, aopened, close_failed, opened
@@ -55,6 +56,9 @@ class SourcedStream(RunStream):
         # only once the sources are open; the flags it reads are set here.
         self._sources = tuple(sources)
         self._make = make
+        # The run is made once iteration starts, under the `override_models` block
+        # the stream was made in (`RunStream`'s `_override`), even after it ended.
+        self._override = MODEL_OVERRIDE.get()
         self._inner: RunStream | None = None
         self._response = None
         self._started = False
@@ -78,7 +82,8 @@ class SourcedStream(RunStream):
         self._claim_once()  # iterated once, as `RunStream`: a second one is refused
         try:
             with opened(self._sources) as listed:
-                self._inner = self._make(listed)
+                with overriding(self._override):
+                    self._inner = self._make(listed)
                 yield from self._inner
             self._response = self._inner._response
         except GeneratorExit:
@@ -98,7 +103,8 @@ class SourcedStream(RunStream):
         self._claim_once()
         try:
             async with aopened(self._sources) as listed:
-                self._inner = self._make(listed)
+                with overriding(self._override):
+                    self._inner = self._make(listed)
                 events = self._inner.__aiter__()
                 async with aclosing(events):
                     async for event in events:

@@ -160,6 +160,14 @@ def reply_problem(reply: object) -> str | None:
         return None
     if isinstance(reply, ToolCallPart):
         return _parts_problem((reply,))
+    held_message: object = reply.message if isinstance(reply, ModelResponse) else None
+    if isinstance(reply, ModelResponse) and not isinstance(held_message, Message):
+        # (ModelResponse takes its message unchecked: ModelResponse("hi") failed
+        # later with a bare AttributeError)
+        return (
+            f"got a ModelResponse whose message is {_kind(held_message)[4:]}: its message is "
+            f"the answer as an assistant Message (ModelResponse(Message.assistant(...)))"
+        )
     if isinstance(reply, (Message, ModelResponse)):
         message = reply if isinstance(reply, Message) else reply.message
         if message.role != "assistant":
@@ -186,6 +194,9 @@ def _parts_problem(parts: Iterable[object]) -> str | None:
         name: object = part.name if isinstance(part, ToolCallPart) else ""
         if not isinstance(name, str):
             return f"got a ToolCallPart whose tool name is no str: {_kind(name)[4:]}"
+        call_id: object = part.id if isinstance(part, ToolCallPart) else ""
+        if not isinstance(call_id, str):
+            return f"got a ToolCallPart whose id is no str: {_kind(call_id)[4:]}"
         if isinstance(part, ToolResultPart):
             return (
                 f"got a ToolResultPart (for tool {part.tool_name!r}): a tool's result is not "
@@ -280,11 +291,13 @@ def _count_words(messages: Iterable[Message]) -> int:
     return total
 
 
-def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart:
+def make_call(name: str, arguments: Any = None, *, id: str | None = "") -> ToolCallPart:
     """A tool call for a script: ``arguments`` is a dict, or raw JSON text.
 
+    ``id`` is the call's id; empty (or None), one is derived when the model answers.
+
     Raises:
-        UsageError: ``name`` is no str, or ``arguments`` is neither (a list: give
+        UsageError: ``name`` is no str, ``id`` neither a str nor None, or ``arguments`` is neither (a list: give
             arguments that are not an object as text, ``'[1, 2]'``, and the model reads
             an argument error), or the dict holds what a model's JSON cannot (a set, a
             tuple key, nesting deeper than 64 levels...); an int or float key is taken
@@ -292,6 +305,13 @@ def make_call(name: str, arguments: Any = None, *, id: str = "") -> ToolCallPart
     """
     if not isinstance(name, str):
         raise UsageError(f"call(name, ...): a tool's name is a str, {_kind(name)}")
+    if id is None:
+        id = ""
+    elif not isinstance(id, str):
+        raise UsageError(
+            f"call({name!r}, ..., id=...): a call's id is a str (or empty, for one derived "
+            f"when the model answers), {_kind(id)}"
+        )
     if isinstance(arguments, str):
         return ToolCallPart(id, name, arguments, parse_arguments(arguments))
     if arguments is not None and not isinstance(arguments, Mapping):
@@ -338,7 +358,22 @@ def response_events(response: ModelResponse, chunk: int = 8) -> Iterator[StreamE
     among the parts) or an image or file (one `MediaOutput`), so texts in a
     row fold into one text (joined in order). Each reasoning part is one piece
     that ends it (``ends=True``), so reasoning parts fold back as they were.
+
+    ``chunk`` is the most characters of one text or arguments piece.
+
+    Raises:
+        UsageError: ``chunk`` is no int of at least 1 (-1 dropped every text,
+            0 raised a bare ValueError).
     """
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise UsageError(
+            f"response_events(response, chunk): chunk is the most characters of one text "
+            f"piece, an int of at least 1, {_kind(chunk)}"
+        )
+    return _response_events(response, chunk)
+
+
+def _response_events(response: ModelResponse, chunk: int) -> Iterator[StreamEvent]:
     yield ResponseInfo(response.model_name, response.response_id)
     index = 0
     for part in response.message.parts:
@@ -370,6 +405,11 @@ class _BaseTestModel:
     """Shared plumbing: the four `Model` methods on top of `_reply`."""
 
     def __init__(self, name: str, keep_requests: bool = True) -> None:
+        if not isinstance(name, str):  # (None failed at the run's first request, 5 in its config)
+            raise UsageError(
+                f"{type(self).__name__}(name=...): the model's name is a str "
+                f"('provider:model', e.g. 'test:model'), {_kind(name)}"
+            )
         self._name = name
         self.requests: list[ModelRequest] = []
         """Every request received, in order (for assertions); empty with ``keep_requests=False``."""
@@ -896,6 +936,9 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     passed directly are left alone, one made earlier with
     ``toolfold.model(...)`` included. The override holds in the current
     thread and in the asyncio tasks started inside the block; blocks nest.
+    A run begun inside it keeps it after it ends: ``agent.arun(...)`` called
+    inside and awaited after, a stream made inside and iterated after (their
+    handoffs and sub-agents too).
 
     Args:
         model: The model every string resolves to, or a function of the model

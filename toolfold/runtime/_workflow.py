@@ -28,6 +28,7 @@ from toolfold._errors import (
 )
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
+from toolfold.runtime._model import keeps_override
 from toolfold.runtime._planner import (
     PLANNER_MODEL,
     Call,
@@ -427,6 +428,7 @@ class Workflow:
         live, state = self._begin(prompt, run_id, deps, on_event, on_step, lean=True)
         return self._ran_sync(live, state)
 
+    @keeps_override
     async def arun(
         self,
         prompt: Any,
@@ -592,6 +594,7 @@ class Workflow:
         )
         return self._ran_sync(live, state)
 
+    @keeps_override
     async def aresume(
         self,
         state: RunState,

@@ -7,7 +7,8 @@ fine alone while together they admit nothing (``Field(ge=5), at.Le(1)``): a
 tool no call can pass. `SourcedBounds` records which item put each bound
 keyword on the schema, and `empty_bounds` names the ones that clash.
 
-Between a lower and an upper bound no value fits when the lower exceeds the
+No value fits an ``enum`` of numbers none of which is within the bounds (a
+`Flag`'s sums, ``Literal[1, 2]``). Between a lower and an upper bound no value fits when the lower exceeds the
 upper, or equals it with either exclusive; for an ``integer`` schema when no
 whole number lies between them (``gt=4, lt=5``), and with ``multipleOf`` when
 no multiple of it does (decimal-exact, as the argument check counts multiples).
@@ -173,6 +174,9 @@ def _clashes(node: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:
         if _is_number(lo) and _is_number(hi) and lo > hi:
             yield (low, high), "value"
     whole = node.get("type") == "integer"
+    listed = _enum_clash(node)
+    if listed:
+        yield listed, "value"
     for low, low_excl in _LOWS.items():
         lo = node.get(low)
         if not _is_number(lo):
@@ -190,6 +194,34 @@ def _clashes(node: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:
                 lo, low_excl, hi, high_excl, node["multipleOf"], whole
             ):
                 yield (low, high, "multipleOf"), "integer" if whole else "value"
+
+
+def _enum_clash(node: Mapping[str, Any]) -> tuple[str, ...]:
+    """``enum`` and the bounds of ``node`` when none of its numbers is within them (a
+    gapped `Flag`'s sums with ``ge=7``, ``Literal[1, 2]`` with ``ge=5``); else empty."""
+    values = node.get("enum")
+    if not isinstance(values, list) or not values or not all(map(_is_number, values)):
+        return ()
+    bounds = [k for k in (*_LOWS, *_HIGHS, "multipleOf") if _is_number(node.get(k))]
+    if not bounds:
+        return ()
+
+    def fits(value: float) -> bool:
+        for keyword in bounds:
+            bound = node[keyword]
+            if keyword == "multipleOf":
+                if bound > 0 and (_exact(value) / _exact(bound)).denominator != 1:
+                    return False
+            elif not {
+                "minimum": value >= bound,
+                "exclusiveMinimum": value > bound,
+                "maximum": value <= bound,
+                "exclusiveMaximum": value < bound,
+            }[keyword]:
+                return False
+        return True
+
+    return () if any(map(fits, values)) else ("enum", *bounds)
 
 
 def _is_number(value: Any) -> TypeGuard[float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 from typing import Any
 
 # keyword -> (JSON Schema keyword, the schema "type"s it applies to)
@@ -483,7 +484,7 @@ def apply_field(
         if not placed:
             problems.append(
                 f"constraint {key}={getattr(field, key)!r} applies to {_KIND[kinds]} only,"
-                f" not to {type_name}"
+                f" not to {type_name}{_decimal_hint(schema, keyword)}"
             )
     if examples is not None:
         schema["examples"] = examples
@@ -492,6 +493,21 @@ def apply_field(
     if field.description is not None:
         schema["description"] = field.description
     return schema
+
+
+def _decimal_hint(schema: Mapping[str, Any], keyword: str) -> str:
+    """What to do instead of a numeric bound on a `Decimal` (sent as text: JSON Schema's
+    bounds, which apply to numbers, cannot hold it); empty for another schema."""
+    if schema.get("format") != "decimal" or keyword not in _NUMERIC:
+        return ""
+    return (
+        " (a Decimal is sent as text, format decimal, which JSON Schema's number bounds do "
+        "not apply to): check the bound in the tool and raise an error the model reads, or "
+        "take a float or an int, which the bound applies to"
+    )
+
+
+_NUMERIC = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
 
 
 def _place(
@@ -536,6 +552,16 @@ def _json_values(field: Field) -> _Values:
         if isinstance(value, int) and not isinstance(value, bool) and too_many_digits(value):
             problems.append(f"Field {key}={short_int(value)} is more than JSON text can carry")
             continue
+        if isinstance(value, Decimal):  # a bound is a JSON number (to_json makes a Decimal text)
+            number = _decimal_number(value)
+            if number is None:
+                problems.append(
+                    f"Field {key}={value!r} is no JSON number a schema can hold (a float "
+                    "keeps about 17 digits): give the bound as an int or a float"
+                )
+            else:
+                values[key] = number
+            continue
         try:
             values[key] = to_json(value)
         except ValueError:
@@ -563,6 +589,17 @@ def _json_values(field: Field) -> _Values:
     if isinstance(field.pattern, str):
         _check_pattern(field.pattern, problems)
     return values, examples, extra, problems
+
+
+def _decimal_number(value: Decimal) -> int | float | None:
+    """``value`` as the JSON number it is written as (``Decimal("0.5")`` is 0.5), None when
+    no int or float is that number (infinite, NaN, more digits than a float keeps)."""
+    if not value.is_finite():
+        return None
+    if value == value.to_integral_value():
+        return int(value)
+    number = float(value)
+    return number if Decimal(repr(number)) == value else None
 
 
 def _schema_problems(

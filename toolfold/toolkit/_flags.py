@@ -42,6 +42,15 @@ def flag_mask(cls: type[enum.Flag]) -> int:
 _masks: weakref.WeakKeyDictionary[type[enum.Flag], int] = weakref.WeakKeyDictionary()
 
 
+def flag_sums(mask: int) -> list[int]:
+    """Every sum of the bits of ``mask``, 0 included, in increasing order."""
+    bits = [1 << i for i in range(mask.bit_length()) if mask >> i & 1]
+    sums = [0]
+    for bit in bits:
+        sums += [s + bit for s in sums]
+    return sorted(sums)
+
+
 def is_flag_value(cls: type[enum.Flag], value: int) -> bool:
     """Whether ``value`` is 0 or a sum of ``cls``'s flags (no other bit, not negative)."""
     return value >= 0 and not value & ~flag_mask(cls)

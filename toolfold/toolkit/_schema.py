@@ -36,7 +36,7 @@ from toolfold.toolkit._field import (
     timezone_problem,
 )
 from toolfold.toolkit._field import is_typeddict as _is_typeddict
-from toolfold.toolkit._flags import flag_mask, flag_values, with_flag_note
+from toolfold.toolkit._flags import flag_mask, flag_sums, flag_values, with_flag_note
 from toolfold.toolkit._jsonschema import not_json
 
 Rule = Callable[[Any, "SchemaContext"], dict[str, Any]]
@@ -483,11 +483,17 @@ def _class_description(cls: type[enum.Enum]) -> str:
 
 
 def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
-    """Any sum of the flags, 0 (none) included: a range, the flags named in the description.
+    """Any sum of the flags, 0 (none) included, the flags named in the description.
 
-    An ``enum`` of the single flags would refuse their combinations; JSON Schema
-    has no keyword for "a sum of these bits", so the range is the bound and the
-    converter refuses a number in it that has a bit of no flag.
+    Flags that are the lowest bits (1, 2, 4) give the range 0..all or'ed, which
+    is exact; others (``READ=4, WRITE=2``) give an ``enum`` of every sum
+    (`flag_sums`), so that the schema refuses what the converter refuses (3 has
+    a bit of no flag) and a model or `TestModel` is never offered a number in
+    the range the tool refuses. Past `_FLAG_ENUM_BITS` such flags, flags that
+    are consecutive bits (2, 4, 8...) are the range's multiples of the lowest
+    (exact too); otherwise the range stands (JSON Schema has no keyword for "a
+    sum of these bits") and the converter refuses a number in it that has a
+    bit of no flag.
     """
     values = flag_values(cls)
     if not values:
@@ -498,12 +504,20 @@ def _flag_class(ctx: SchemaContext, cls: type[enum.Flag]) -> dict[str, Any]:
             f"Flag {cls.__qualname__} has values that are not integers"
             f" ({', '.join(map(repr, odd))}); a flag is a bit of an int"
         )
-    return {
-        "type": "integer",
-        "minimum": 0,
-        "maximum": flag_mask(cls),
-        "description": with_flag_note(_class_description(cls), cls),
-    }
+    mask = flag_mask(cls)
+    description = with_flag_note(_class_description(cls), cls)
+    if mask & (mask + 1) and mask.bit_count() <= _FLAG_ENUM_BITS:  # (a gap in the bits)
+        return {"type": "integer", "enum": flag_sums(mask), "description": description}
+    schema: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": mask}
+    low = mask & -mask
+    if low > 1 and not (mask // low) & (mask // low + 1):  # 2, 4, 8...: the multiples of 2
+        schema["multipleOf"] = low
+    schema["description"] = description
+    return schema
+
+
+#: The most flags whose sums a schema lists (`_flag_class`): 64 values.
+_FLAG_ENUM_BITS = 6
 
 
 def _branch_names(tp: Any) -> list[str]:

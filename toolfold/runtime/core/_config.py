@@ -203,15 +203,24 @@ class ToolSpec:
 
     @classmethod
     def from_tool(cls, tool: Tool[..., Any]) -> ToolSpec:
-        """The spec of a live `Tool`."""
-        policy = tool.requires_approval
+        """The spec of a live `Tool`.
+
+        Raises:
+            UsageError: ``tool`` is no `Tool` (a plain function, an agent,
+                a name), naming what it is and what to give.
+        """
+        try:
+            policy = tool.requires_approval
+            name, description, schema, strict = (
+                tool.name,
+                tool.description,
+                tool.parameters,
+                tool.strict,
+            )
+            function, max_retries = tool.function, tool.max_retries
+        except AttributeError:
+            raise UsageError(_not_a_tool(tool)) from None
         approval: Approval = "predicate" if callable(policy) else ("always" if policy else "never")
-        name, description, schema, strict = (
-            tool.name,
-            tool.description,
-            tool.parameters,
-            tool.strict,
-        )
         if (
             type(name) is str
             and type(description) is str
@@ -225,10 +234,20 @@ class ToolSpec:
             definition = ToolDefinition(name, description, schema, strict)
         return cls(
             definition,
-            has_function=tool.function is not None,
+            has_function=function is not None,
             approval=approval,
-            max_retries=tool.max_retries,
+            max_retries=max_retries,
         )
+
+
+def _not_a_tool(value: object) -> str:
+    """Why ``value`` gives no `ToolSpec` (`ToolSpec.from_tool`), and what to give instead."""
+    given = f"ToolSpec.from_tool(tool): expected a Tool, got {type(value).__name__} {short(value)}"
+    if hasattr(value, "as_tool"):  # an Agent, a Workflow
+        return f"{given}; for an agent or a workflow give ToolSpec.from_tool(agent.as_tool())"
+    if callable(value):
+        return f"{given}; make a function a Tool first: ToolSpec.from_tool(tool(function))"
+    return f"{given}; give a Tool (made with @tool or tool(function))"
 
 
 def _specs(items: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:

@@ -50,6 +50,7 @@ from toolfold.runtime.core._messages import (
     frozen_json,
     is_count_value,
 )
+from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._state import (
     Phase,
     RunFailure,
@@ -173,7 +174,7 @@ def initial_state(
 
     Raises:
         UsageError: ``run_id`` is no str, ``agent`` neither a str nor None,
-            or ``messages`` neither a str nor an iterable (bytes included).
+            or ``messages`` neither a str nor an iterable (bytes and a dict included).
         InvalidEventError: The history or the config is refused (as `reduce`
             refuses their `RunStarted`).
     """
@@ -190,6 +191,12 @@ def initial_state(
         raise UsageError(
             f"initial_state(): messages must be a prompt (a str) or an iterable of Messages, "
             f"got {type(given).__name__} {given!r:.60} (decode binary text first)"
+        )
+    if isinstance(given, Mapping):  # iterable, but of its keys
+        raise UsageError(
+            f"initial_state(): messages must be a prompt (a str) or an iterable of Messages, "
+            f"got a {type(given).__name__} {given!r:.60}, which is no message list (its keys "
+            f"would be read as messages): give [Message.user(...)] (a Message, not a dict)"
         )
     try:
         initial = (Message.user(messages),) if isinstance(messages, str) else tuple(messages)
@@ -557,6 +564,11 @@ def _output_accepted(state: RunState, event: OutputAccepted, changes: Changes) -
 
 
 def _output_rejected(state: RunState, event: OutputRejected, changes: Changes) -> None:
+    problem = event.message
+    if type(problem) is not str and not isinstance(problem, str):  # (a stored state holds text)
+        raise refused(
+            state, event.kind, f"the message for the model must be text (str), got {short(problem)}"
+        )
     retries = state.output_retries + 1
     changes.update(
         conversation=state.conversation.append(Message.user(event.message)),
