@@ -224,6 +224,26 @@ def test_a_checker_agents_failure_carries_the_checked_runs_state() -> None:
     assert state.usage.requests == 1
 
 
+class _OrderError(Exception):
+    """A user's error with a ``state`` attribute of its own: the order's, no run's."""
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+def test_a_checker_error_keeps_a_state_attribute_of_its_own(how: str) -> None:
+    """A validate_arguments error whose own ``state`` is no RunState keeps it (not replaced)."""
+    raises = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
+    raises.error = _OrderError("order not editable", state="shipped")
+    model = ScriptedModel([[ScriptedModel.call("bad", {})], "done"])
+    with pytest.raises(_OrderError) as raised:
+        _run(Agent(model, tools=[raises]), how)
+    assert raised.value.state == "shipped"
+    assert toolfold.state_of(raised.value) is None
+
+
 @pytest.mark.parametrize("how", ["sync", "async", "stream"])
 def test_a_checker_that_raises_stop_iteration_keeps_the_paid_answer(how: str) -> None:
     """A validate_arguments raising StopIteration (which arun's coroutine and stream's
