@@ -100,13 +100,15 @@ def test_a_run_error_pickles_with_its_state() -> None:
     assert str(back) == "failed"
 
 
-def test_a_check_s_stop_iteration_pickles_with_its_cause_and_state() -> None:
-    """The error a run raises for a validate_arguments' StopIteration pickles with its cause and state."""
+@pytest.mark.parametrize("kind", [StopIteration, StopAsyncIteration], ids=lambda k: k.__name__)
+def test_a_check_s_stop_iteration_pickles_with_its_cause_and_state(kind: type[Exception]) -> None:
+    """The error a run raises for a validate_arguments' StopIteration (or StopAsyncIteration)
+    pickles with its cause and state."""
     from toolfold.testing import ScriptedModel
 
     class Stops(toolfold.Tool[..., Any]):
         def validate_arguments(self, raw: Any) -> dict[str, Any]:
-            raise StopIteration("no more")
+            raise kind("no more")
 
     schema = {"type": "object", "properties": {}}
     tool = Stops("bad", "B.", schema, lambda **k: "x")
@@ -115,7 +117,7 @@ def test_a_check_s_stop_iteration_pickles_with_its_cause_and_state() -> None:
         agent.run("go")
     back = pickle.loads(pickle.dumps(raised.value))
     assert type(back) is StopIterationCarrier
-    assert str(back) == "validate_arguments of tool 'bad' raised StopIteration: no more"
-    assert type(back.__cause__) is StopIteration
+    assert str(back) == f"validate_arguments of tool 'bad' raised {kind.__name__}: no more"
+    assert type(back.__cause__) is kind
     assert back.__cause__.args == ("no more",)
     assert toolfold.state_of(back) == toolfold.state_of(raised.value) is not None

@@ -435,8 +435,9 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         # A ``state`` of the error's own (an order's, say) is no run's, and stays.
         if isinstance(exc.__dict__.get("state"), RunState):
             del exc.__dict__["state"]
-        if isinstance(exc, StopIteration):
-            # Out of a coroutine or a generator (arun, stream) Python would make it a bare
+        if isinstance(exc, (StopIteration, StopAsyncIteration)):
+            # Out of a coroutine or a generator (arun, stream; a StopAsyncIteration out of
+            # an async one, `async for` over a stream) Python would make it a bare
             # RuntimeError, unmarked and without the run's state: carried as a tool's is.
             carrier = StopIterationCarrier(exc, f"validate_arguments of tool {call.name!r}")
             carrier.__dict__[_CHECKER_FAILED] = True
