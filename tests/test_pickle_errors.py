@@ -12,6 +12,7 @@ import toolfold
 import toolfold.local
 import toolfold.mcp
 from toolfold.adapters._wire import WireError
+from toolfold.runtime.drive._workers import StopIterationCarrier
 from toolfold.toolkit._converter import UnionStructureError
 
 
@@ -25,6 +26,8 @@ def _public_errors() -> list[type[BaseException]]:
     # Internal errors with an __init__ of their own: they cross a process inside a cause chain.
     found["WireError"] = WireError
     found["UnionStructureError"] = UnionStructureError
+    # Raised by a run whose tool's validate_arguments raised StopIteration.
+    found["StopIterationCarrier"] = StopIterationCarrier
     return [found[name] for name in sorted(found)]
 
 
@@ -39,6 +42,7 @@ _SAMPLES: dict[str, Any] = {
     "close_errors": [ValueError("close failed")],
     "response": None,
     "state": None,
+    "raised": StopIteration("no more"),
 }
 
 
@@ -94,3 +98,26 @@ def test_a_run_error_pickles_with_its_state() -> None:
     back = pickle.loads(pickle.dumps(toolfold.RunError("failed", state)))
     assert back.state == state
     assert str(back) == "failed"
+
+
+@pytest.mark.parametrize("kind", [StopIteration, StopAsyncIteration], ids=lambda k: k.__name__)
+def test_a_check_s_stop_iteration_pickles_with_its_cause_and_state(kind: type[Exception]) -> None:
+    """The error a run raises for a validate_arguments' StopIteration (or StopAsyncIteration)
+    pickles with its cause and state."""
+    from toolfold.testing import ScriptedModel
+
+    class Stops(toolfold.Tool[..., Any]):
+        def validate_arguments(self, raw: Any) -> dict[str, Any]:
+            raise kind("no more")
+
+    schema = {"type": "object", "properties": {}}
+    tool = Stops("bad", "B.", schema, lambda **k: "x")
+    agent = toolfold.Agent(ScriptedModel([[ScriptedModel.call("bad", {})], "done"]), tools=[tool])
+    with pytest.raises(StopIterationCarrier) as raised:
+        agent.run("go")
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert type(back) is StopIterationCarrier
+    assert str(back) == f"validate_arguments of tool 'bad' raised {kind.__name__}: no more"
+    assert type(back.__cause__) is kind
+    assert back.__cause__.args == ("no more",)
+    assert toolfold.state_of(back) == toolfold.state_of(raised.value) is not None

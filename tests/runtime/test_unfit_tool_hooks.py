@@ -70,9 +70,16 @@ def _run(agent: Agent, how: str) -> None:
         agent.run("go")
     elif how == "async":
         asyncio.run(agent.arun("go"))
+    elif how == "astream":
+        asyncio.run(_drain(agent.stream("go")))
     else:
         for _ in agent.stream("go"):
             pass
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
 
 
 @pytest.mark.parametrize("how", ["sync", "async", "stream"])
@@ -224,31 +231,67 @@ def test_a_checker_agents_failure_carries_the_checked_runs_state() -> None:
     assert state.usage.requests == 1
 
 
+class _OrderError(Exception):
+    """A user's error with a ``state`` attribute of its own: the order's, no run's."""
+
+    def __init__(self, message: str, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 @pytest.mark.parametrize("how", ["sync", "async", "stream"])
-def test_a_checker_that_raises_stop_iteration_keeps_the_paid_answer(how: str) -> None:
-    """A validate_arguments raising StopIteration (which arun's coroutine and stream's
-    generator would turn into a bare RuntimeError): the run raises a RuntimeError naming the
-    tool's check, caused by that StopIteration, with the state of the round."""
+def test_a_checker_error_keeps_a_state_attribute_of_its_own(how: str) -> None:
+    """A validate_arguments error whose own ``state`` is no RunState keeps it (not replaced)."""
+    raises = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
+    raises.error = _OrderError("order not editable", state="shipped")
+    model = ScriptedModel([[ScriptedModel.call("bad", {})], "done"])
+    with pytest.raises(_OrderError) as raised:
+        _run(Agent(model, tools=[raises]), how)
+    assert raised.value.state == "shipped"
+    assert toolfold.state_of(raised.value) is None
+
+
+_STOPS = [StopIteration, StopAsyncIteration]
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
+@pytest.mark.parametrize("kind", _STOPS, ids=lambda kind: kind.__name__)
+def test_a_checker_that_raises_stop_iteration_keeps_the_paid_answer(
+    how: str, kind: type[Exception]
+) -> None:
+    """A validate_arguments raising StopIteration or StopAsyncIteration (which arun's
+    coroutine and a stream's generator would turn into a bare RuntimeError): the run raises
+    a RuntimeError naming the tool's check, caused by it, with the state of the round."""
     stops = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
-    stops.error = StopIteration("no more")
+    stops.error = kind("no more")
     model = ScriptedModel([[ScriptedModel.call("bad", {})], "done"])
     with pytest.raises(RuntimeError, match="validate_arguments of tool 'bad'") as raised:
         _run(Agent(model, tools=[stops]), how)
-    assert str(raised.value) == "validate_arguments of tool 'bad' raised StopIteration: no more"
+    expected = f"validate_arguments of tool 'bad' raised {kind.__name__}: no more"
+    assert str(raised.value) == expected
     assert raised.value.__cause__ is stops.error
     state = toolfold.state_of(raised.value)
     assert state is not None
     assert (state.phase, state.usage.requests) == ("running_tools", 1)
 
 
-@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+async def _astream(agent: Agent) -> toolfold.Response[Any]:
+    stream = agent.stream("go")
+    async for _ in stream:
+        pass
+    return stream.response
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
+@pytest.mark.parametrize("kind", _STOPS, ids=lambda kind: kind.__name__)
 def test_a_sub_run_whose_checker_raises_stop_iteration_stays_on_its_calls_error_result(
-    how: str,
+    how: str, kind: type[Exception]
 ) -> None:
     """The same in an agent used as a tool: the call's error result reads the StopIteration
-    and keeps the sub-run, whose paid answer counts in the caller's tree usage."""
+    (or StopAsyncIteration) and keeps the sub-run, whose paid answer counts in the caller's
+    tree usage."""
     stops = _Reraises("bad", "Bad.", {"type": "object", "properties": {}}, lambda args: "x")
-    stops.error = StopIteration("no more")
+    stops.error = kind("no more")
     inner = Agent(ScriptedModel([[ScriptedModel.call("bad", {})]]), name="inner", tools=[stops])
     model = ScriptedModel([[ScriptedModel.call("inner", {"input": "go"})], "done"])
     lead = Agent(model, name="lead", tools=[inner.as_tool()])
@@ -256,13 +299,15 @@ def test_a_sub_run_whose_checker_raises_stop_iteration_stays_on_its_calls_error_
         response = lead.run("go")
     elif how == "async":
         response = asyncio.run(lead.arun("go"))
+    elif how == "astream":
+        response = asyncio.run(_astream(lead))
     else:
         stream = lead.stream("go")
         for _ in stream:
             pass
         response = stream.response
     (result,) = response.steps[0].tool_results
-    assert result.content == "Error: StopIteration: no more"
+    assert result.content == f"Error: {kind.__name__}: no more"
     (sub,) = response.state.sub_runs.values()
     assert (sub.agent, sub.usage.requests) == ("inner", 1)
     assert response.state.tree_usage.requests == 3

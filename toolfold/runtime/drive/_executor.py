@@ -430,11 +430,14 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         content = exc.message_for_model
         return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
     except Exception as exc:  # the check's own failure, no answer to the model (`checker_failed`)
-        # A state it carries is another run's (a checker agent run by the check) or an
+        # A run's state it carries is another run's (a checker agent run by the check) or an
         # earlier run's (one instance raised again): this run's is attached (`takes_state`).
-        exc.__dict__.pop("state", None)
-        if isinstance(exc, StopIteration):
-            # Out of a coroutine or a generator (arun, stream) Python would make it a bare
+        # A ``state`` of the error's own (an order's, say) is no run's, and stays.
+        if isinstance(exc.__dict__.get("state"), RunState):
+            del exc.__dict__["state"]
+        if isinstance(exc, (StopIteration, StopAsyncIteration)):
+            # Out of a coroutine or a generator (arun, stream; a StopAsyncIteration out of
+            # an async one, `async for` over a stream) Python would make it a bare
             # RuntimeError, unmarked and without the run's state: carried as a tool's is.
             carrier = StopIterationCarrier(exc, f"validate_arguments of tool {call.name!r}")
             carrier.__dict__[_CHECKER_FAILED] = True

@@ -104,10 +104,16 @@ def stopped_content(
     return answer.content, answer.is_error
 
 
+def run_started(state: RunState) -> RunStarted | None:
+    """The `RunStarted` event ``state``'s log begins with, or None (no such event first)."""
+    first = state.log[0] if len(state.log) else None
+    return first if isinstance(first, RunStarted) else None
+
+
 def started_by(state: RunState) -> str | None:
     """The name of the agent (or workflow) that started the run of ``state``, if named."""
-    first = state.log[0] if len(state.log) else None
-    return first.agent if isinstance(first, RunStarted) else None
+    started = run_started(state)
+    return None if started is None else started.agent
 
 
 def handed_to(state: RunState) -> tuple[str, str] | None:

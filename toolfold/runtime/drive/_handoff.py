@@ -22,7 +22,7 @@ import attrs
 
 from toolfold._errors import RunError
 from toolfold.runtime.core._config import RunConfig
-from toolfold.runtime.core._events import HandedOff, RunStarted, ToolReturned
+from toolfold.runtime.core._events import HandedOff, ToolReturned
 from toolfold.runtime.core._messages import Message, ToolResultPart
 from toolfold.runtime.core._reducer import handed_conversation_problem
 from toolfold.runtime.core._state import CallState, RunState
@@ -32,6 +32,7 @@ from toolfold.runtime.drive._failures import (
     input_filter_returned,
     input_filter_unfit,
     observer_failure,
+    run_started,
 )
 
 if TYPE_CHECKING:
@@ -259,8 +260,8 @@ def handed_off(
 
 def started_config(state: RunState) -> RunConfig:
     """The configuration ``state``'s run started with (its first agent's, in `RunStarted`)."""
-    first = state.log[0] if len(state.log) else None
-    return first.config if isinstance(first, RunStarted) else state.config
+    started = run_started(state)
+    return state.config if started is None else started.config
 
 
 def _not_transferred(

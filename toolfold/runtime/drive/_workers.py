@@ -81,20 +81,31 @@ _Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 class StopIterationCarrier(RuntimeError):
     """A tool's `StopIteration`, carried through an `asyncio.Future` (which refuses one),
-    or one its ``validate_arguments`` raised, through the run's coroutine or generator
-    (which would make it a bare `RuntimeError`), ``what`` naming where it was raised.
+    or a `StopIteration` or `StopAsyncIteration` its ``validate_arguments`` raised, through
+    the run's coroutine or generator (which would make it a bare `RuntimeError`), ``what``
+    naming where it was raised.
 
-    ``__cause__`` is the tool's exception; `carried` gives it back.
+    ``__cause__`` is the tool's exception; `carried` gives it back. It pickles (a run in
+    another process raises it to its caller): rebuilt from its cause and ``what``, with
+    its attributes (the run's ``state``).
     """
 
-    def __init__(self, raised: StopIteration, what: str = "the tool") -> None:
+    def __init__(self, raised: StopIteration | StopAsyncIteration, what: str = "the tool") -> None:
         text = exception_text(raised)
-        super().__init__(f"{what} raised StopIteration" + (f": {text}" if text else ""))
+        kind = type(raised).__name__
+        super().__init__(f"{what} raised {kind}" + (f": {text}" if text else ""))
         self.__cause__ = raised
+        self.what = what
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Python rebuilds an exception from its args (the text alone here), which this
+        # __init__ refuses, and drops __cause__: rebuilt from the cause instead.
+        return (type(self), (self.__cause__, self.what), self.__dict__)
 
 
 def carried(exc: BaseException) -> BaseException:
-    """``exc``, or the tool's own `StopIteration` it carries (`StopIterationCarrier`)."""
+    """``exc``, or the tool's own `StopIteration` (or `StopAsyncIteration`) it carries
+    (`StopIterationCarrier`)."""
     if type(exc) is StopIterationCarrier and exc.__cause__ is not None:
         return exc.__cause__
     return exc
