@@ -70,6 +70,7 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
+from toolfold.runtime.drive._failures import testing_misuse
 from toolfold.runtime.drive._kept_loop import _await, run_blocking
 from toolfold.runtime.drive._output import REJECTION_HEAD
 
@@ -397,7 +398,7 @@ class _BaseTestModel:
         problem = reply_problem(reply)
         if problem is not None:
             source = source or f"{type(self).__name__}'s reply"
-            raise UsageError(f"{source} is no reply: {problem}; give {_REPLY_KINDS}")
+            raise testing_misuse(f"{source} is no reply: {problem}; give {_REPLY_KINDS}")
         return reply  # type: ignore[return-value]
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
@@ -527,7 +528,7 @@ class ScriptedModel(_BaseTestModel):
     def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
         with self._lock:
             if self._position >= len(self._script):
-                raise UsageError(
+                raise testing_misuse(
                     f"ScriptedModel has no entry left for request {self._position + 1} "
                     f"(the script has {len(self._script)}); add entries to the script"
                 )
@@ -665,13 +666,13 @@ class FunctionModel(_BaseTestModel):
         if hasattr(events, "__aiter__") or inspect.isawaitable(events):
             if inspect.iscoroutine(events):
                 events.close()  # (never awaited: no "was never awaited" warning)
-            raise UsageError(
+            raise testing_misuse(
                 f"FunctionModel's stream_function returned {type(events).__name__}: it is "
                 "called without being awaited, and returns (or, as a generator, yields) the "
                 "stream events; write it as a plain function or generator"
             )
         if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Iterable):
-            raise UsageError(
+            raise testing_misuse(
                 f"FunctionModel's stream_function returned {_kind(events)[4:]}: it returns (or, "
                 "as a generator, yields) the stream events (TextDelta, ToolCallStart, ..., "
                 "StreamFinish)"
@@ -769,7 +770,7 @@ class TestModel(_BaseTestModel):
         names = {t.name for t in tools}
         unknown = [n for n in self.call_tools if n not in names]
         if unknown:
-            raise UsageError(
+            raise testing_misuse(
                 f"TestModel(call_tools=...) names {', '.join(map(repr, unknown))}, no tool of "
                 f"this request (its tools: {', '.join(map(repr, sorted(names))) or 'none'}); "
                 "name tools the agent has (a model shared by agents with other tools: give "
@@ -833,7 +834,7 @@ def _output_for(schema: Mapping[str, Any]) -> Any:
     try:
         return sample_for(schema, hint=hint)
     except UsageError as exc:
-        raise UsageError(f"TestModel cannot make the run's output: {exc}") from None
+        raise testing_misuse(f"TestModel cannot make the run's output: {exc}") from None
 
 
 def _arguments_for(tool: ToolDefinition) -> Any:
@@ -845,7 +846,9 @@ def _arguments_for(tool: ToolDefinition) -> Any:
     try:
         return sample_value(dict(tool.parameters))
     except UsageError as exc:
-        raise UsageError(f"TestModel cannot make arguments for tool {tool.name!r}: {exc}") from None
+        raise testing_misuse(
+            f"TestModel cannot make arguments for tool {tool.name!r}: {exc}"
+        ) from None
 
 
 def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:

@@ -169,8 +169,22 @@ def raise_tool_error(
 
 
 _MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()
-"""The `UsageError` instances models raised in runs (`model_failure`), which a sub-run's caller raises
-as they are (`raise_sub_run_misuse`)."""
+"""The `UsageError` instances testing models raised for their misuse (`testing_misuse`), which a
+sub-run's caller raises as they are (`raise_sub_run_misuse`). A provider model's `UsageError`
+(closed while its call was in flight) is none: a sub-run's caller makes it an error result."""
+
+
+def testing_misuse(message: str) -> UsageError:
+    """A `UsageError` for a testing model's misuse, which a sub-run's caller raises as it is.
+
+    `ScriptedModel`, `TestModel` and `FunctionModel` raise it when they are
+    used wrongly (a script out of entries, ``call_tools`` naming no tool of the
+    request, a function returning no reply): an error result would hide that
+    from the test (`raise_sub_run_misuse`).
+    """
+    error = UsageError(message)
+    _MODEL_MISUSES.add(error)
+    return error
 
 
 def raise_sub_run_misuse(
@@ -380,8 +394,6 @@ def model_failure(exc: Exception, state: RunState, step: int) -> ToolfoldError:
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
         exc.state = state
-        if isinstance(exc, UsageError):  # (a sub-run's caller raises it too)
-            _MODEL_MISUSES.add(exc)
         return exc
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "
