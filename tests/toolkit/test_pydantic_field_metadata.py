@@ -243,3 +243,26 @@ def test_title_examples_and_json_schema_extra_are_kept() -> None:
         "k": 1,
         "description": "X.",
     }
+
+
+@pytest.mark.parametrize("option", ["alias", "validation_alias", "serialization_alias"])
+def test_an_alias_on_a_pydantic_dataclass_field_is_a_definition_error(option: str) -> None:
+    """A pydantic dataclass field with an alias is refused, naming it: pydantic would read
+    the alias while the schema offers the name, so the model's value would be dropped."""
+
+    @pydantic.dataclasses.dataclass
+    class Aliased:
+        a: int = pydantic.Field(default=2, **{option: "bee"})  # type: ignore[call-overload]
+
+    def f(p: Aliased) -> str:
+        """F.
+
+        Args:
+            p: The p.
+        """
+        return repr(p)
+
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(f)
+    assert "parameter 'p' at p.a" in str(raised.value)
+    assert f"{option}='bee'" in str(raised.value)

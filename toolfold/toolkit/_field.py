@@ -285,15 +285,17 @@ def field_info_repr(info: Any) -> str:
 def _field_info_items(info: Any, checked: bool) -> Iterator[Any]:
     """The items of one ``pydantic.Field`` (see `pydantic_items`)."""
     refused: list[str] = []
+    for (
+        option
+    ) in _KEYED:  # (a pydantic dataclass too: pydantic reads the alias, the schema the name)
+        value = getattr(info, option, None)
+        if value is not None:
+            yield Refused(
+                f"pydantic.Field({option}={value!r}) is not supported here: the argument"
+                " is read by the parameter's (or field's) own name; rename it instead"
+            )
+            break
     if not checked:
-        for option in _KEYED:
-            value = getattr(info, option, None)
-            if value is not None:
-                yield Refused(
-                    f"pydantic.Field({option}={value!r}) is not supported here: the argument"
-                    " is read by the parameter's (or field's) own name; rename it instead"
-                )
-                break
         default, factory = field_info_default(info)
         if default is not _missing() or factory:
             given = "default_factory" if factory else f"default={default!r}"
