@@ -37,6 +37,30 @@ def test_a_rejected_output_is_asked_again_without_calling_the_tools_again() -> N
     assert len(model.requests) == 4
 
 
+@pytest.mark.parametrize("output_type", [None, dict[str, str]], ids=["text", "typed"])
+def test_a_user_message_starting_like_a_retry_is_a_new_turn(output_type: Any) -> None:
+    """A user's own message that begins as the output retry does (without its closing
+    line, or in a run with no output type) is a new turn: TestModel calls the tools again."""
+    calls: list[str] = []
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look up.
+
+        Args:
+            q: The query.
+        """
+        calls.append(q)
+        return "found"
+
+    agent = Agent(TestModel(), tools=[lookup], output_type=output_type)  # type: ignore[call-overload]
+    first = agent.run("first question")
+    assert len(calls) == 1
+    text = "Your final answer does not match the required output schema:\n- my own words"
+    agent.run(text, history=first.messages)
+    assert len(calls) == 2
+
+
 def test_a_test_model_shared_by_two_agents_counts_each_request_alone() -> None:
     """A TestModel shared by a handoff's two agents reports the input tokens a model each would."""
 

@@ -72,7 +72,7 @@ from toolfold.runtime.core._stream import (
 )
 from toolfold.runtime.drive._failures import testing_misuse
 from toolfold.runtime.drive._kept_loop import _await, run_blocking
-from toolfold.runtime.drive._output import REJECTION_HEAD
+from toolfold.runtime.drive._output import REJECTION_HEAD, REJECTION_TAIL
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a
@@ -744,7 +744,7 @@ class TestModel(_BaseTestModel):
         self.output = output
 
     def _reply(self, request: ModelRequest) -> Reply:
-        results = _results_this_turn(request.messages)
+        results = _results_this_turn(request.messages, request.output is not None)
         tools = self._tools_to_call(request)
         if results is None and tools:
             return [make_call(t.name, _arguments_for(t)) for t in tools]
@@ -851,16 +851,18 @@ def _arguments_for(tool: ToolDefinition) -> Any:
         ) from None
 
 
-def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:
+def _results_this_turn(messages: Sequence[Message], has_output: bool) -> list[Any] | None:
     """Tool results since the last user message, or None when there are none.
 
     The message asking again for a final answer that did not fit the output
     type is no new turn (its tools were called): a `TestModel` answers it
-    again instead of calling every tool once more.
+    again instead of calling every tool once more. Only a request with an
+    output type can be such a retry: without one a user message starting so is
+    a new turn.
     """
     found: list[Any] = []
     for message in reversed(messages):
-        if message.role == "user" and not _is_rejection(message):
+        if message.role == "user" and not (has_output and _is_rejection(message)):
             break
         found[:0] = message.tool_results
     return found or None
@@ -873,6 +875,7 @@ def _is_rejection(message: Message) -> bool:
         len(parts) == 1
         and isinstance(parts[0], TextPart)
         and parts[0].text.startswith(REJECTION_HEAD)
+        and parts[0].text.endswith(REJECTION_TAIL)
     )
 
 
