@@ -197,10 +197,12 @@ def raise_sub_run_misuse(
 ) -> None:
     """Raise, as it is, the `UsageError` a sub-run of the round raised, if any.
 
-    A sub-run (an agent or a workflow used as a tool) whose model raised a
-    `UsageError` (a mistake in how toolfold is used: a `ScriptedModel` out of
-    entries, a `TestModel` naming no tool of its request, a `FunctionModel`
-    returning no reply; see `model_failure`) raises it on: an error result
+    A sub-run of an agent used as a tool whose testing model raised a
+    `UsageError` for its misuse (a `ScriptedModel` out of entries, a
+    `TestModel` naming no tool of its request, a `FunctionModel` returning no
+    reply; see `testing_misuse`) raises it on (a workflow used as a tool
+    does not: its step's agent that raises one fails the step, and the
+    workflow's failure is the call's error result): an error result
     would hide it from the test or program, which a top run raises it to. A
     tool's own exceptions stay error results, and so do a sub-run's other
     errors (a `UsageError` its resume raises included: the run made that
