@@ -149,7 +149,7 @@ def test_a_pydantic_dataclass_field_gives_its_pydantic_field_to_the_schema() -> 
         (Annotated[int, pydantic.Field(strict=False)], "strict=False"),
         (Annotated[float, pydantic.Field(max_digits=3)], "max_digits=3"),
         (Annotated[str, pydantic.StringConstraints(to_lower=True)], "to_lower=True"),
-        (Annotated[str, pydantic.Field(exclude=True)], "exclude=True"),
+        (Annotated[str, pydantic.Field(validate_default=True)], "validate_default=True"),
     ],
 )
 def test_a_pydantic_option_toolfold_cannot_honour_is_a_definition_error(
@@ -266,3 +266,30 @@ def test_an_alias_on_a_pydantic_dataclass_field_is_a_definition_error(option: st
         tool(f)
     assert "parameter 'p' at p.a" in str(raised.value)
     assert f"{option}='bee'" in str(raised.value)
+
+
+def test_options_with_no_effect_on_an_argument_are_accepted_and_deprecated_is_said() -> None:
+    """frozen, exclude and field_title_generator change nothing for an argument and are
+    ignored; deprecated (a message too) is ``"deprecated": true`` in the schema."""
+
+    def f(
+        a: Annotated[
+            int,
+            pydantic.Field(frozen=True, exclude=True, field_title_generator=lambda n, i: n),
+        ],
+        b: Annotated[int, pydantic.Field(deprecated="use a")],
+    ) -> str:
+        """F.
+
+        Args:
+            a: A.
+            b: B.
+        """
+        return f"{a} {b}"
+
+    made = tool(f)
+    assert made.parameters["properties"] == {
+        "a": {"type": "integer", "description": "A."},
+        "b": {"type": "integer", "deprecated": True, "description": "B."},
+    }
+    assert made.invoke(made.validate_arguments({"a": 1, "b": 2})) == "1 2"

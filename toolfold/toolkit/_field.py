@@ -214,14 +214,10 @@ def field_info_default(info: Any) -> tuple[Any, bool]:
 # pydantic.Field options that change how a value is read or written, not what is
 # accepted: an alias would change the argument's key (toolfold reads it by its name)
 _KEYED = ("alias", "validation_alias", "serialization_alias")
-_UNHONOURED = (
-    "exclude",
-    "exclude_if",
-    "deprecated",
-    "frozen",
-    "validate_default",
-    "field_title_generator",
-)
+_UNHONOURED = ("exclude_if", "validate_default")
+# (``exclude``, ``frozen`` and ``field_title_generator`` concern a model's dump, its
+# instances and its titles, never an argument: ignored; ``deprecated`` is said in the
+# schema as ``"deprecated": true``)
 # pydantic's general metadata (`StringConstraints`, `Field(pattern=..., max_digits=...)`)
 # that asks nothing of a JSON argument: its default, or what a JSON value always is
 _GENERAL_KEPT = {"strict": True, "allow_inf_nan": False, "union_mode": "smart"}
@@ -309,6 +305,8 @@ def _field_info_items(info: Any, checked: bool) -> Iterator[Any]:
     extra: dict[str, Any] = {}
     if info.title is not None:
         extra["title"] = info.title
+    if info.deprecated:  # (True, a message or a warnings.deprecated: pydantic says true)
+        extra["deprecated"] = True
     schema_extra = info.json_schema_extra
     if isinstance(schema_extra, dict):
         extra.update(schema_extra)
