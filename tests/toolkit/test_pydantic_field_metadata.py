@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from typing import Annotated, Any, Optional
 
@@ -293,3 +294,32 @@ def test_options_with_no_effect_on_an_argument_are_accepted_and_deprecated_is_sa
         "b": {"type": "integer", "deprecated": True, "description": "B."},
     }
     assert made.invoke(made.validate_arguments({"a": 1, "b": 2})) == "1 2"
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        Annotated[str, pydantic.Field(pattern=re.compile(r"^[a-z]+$", re.IGNORECASE))],
+        Annotated[str, pydantic.StringConstraints(pattern=re.compile(r"^[a-z]+$", re.I))],
+    ],
+    ids=["Field", "StringConstraints"],
+)
+def test_a_compiled_pattern_with_flags_is_a_definition_error(annotation: Any) -> None:
+    """A compiled pattern's flags are not dropped (refusing 'ABC' pydantic accepts): the
+    pattern is refused, naming it and its flags; one without flags is its text."""
+
+    def f(x: Any) -> str:
+        """F.
+
+        Args:
+            x: X.
+        """
+        return x  # type: ignore[no-any-return]
+
+    f.__annotations__["x"] = annotation
+    with pytest.raises(
+        ToolDefinitionError, match=r"re\.compile\('\^\[a-z\]\+\$', re\.IGNORECASE\)"
+    ):
+        tool(f)
+    f.__annotations__["x"] = Annotated[str, pydantic.Field(pattern=re.compile(r"^[a-z]+$"))]
+    assert tool(f).parameters["properties"]["x"]["pattern"] == "^[a-z]+$"

@@ -11,6 +11,7 @@ the converter alike.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -241,7 +242,7 @@ def pydantic_items(item: Any, checked: bool = False) -> Iterator[Any]:
         options = dict(vars(item))
         pattern = options.pop("pattern", None)
         if pattern is not None:
-            yield Field(pattern=pattern if isinstance(pattern, str) else pattern.pattern)
+            yield _pattern_item(pattern)
         left = [
             f"{k}={v!r}"
             for k, v in options.items()
@@ -256,6 +257,26 @@ def pydantic_items(item: Any, checked: bool = False) -> Iterator[Any]:
             yield Refused(_not_honoured([f"{option}={value!r}"]))
     elif name != "FailFast":
         yield item
+
+
+def _pattern_item(pattern: Any) -> Any:
+    """A pydantic ``pattern`` (a str or a compiled ``re.Pattern``) as a `Field`, or `Refused`.
+
+    A compiled pattern's flags (``re.IGNORECASE``...) are no part of its text,
+    which is all a JSON Schema ``pattern`` (and a provider's ECMA-262 regex)
+    carries: one with flags is refused rather than checked without them.
+    """
+    if isinstance(pattern, str):
+        return Field(pattern=pattern)
+    flags = pattern.flags & ~re.UNICODE  # (a str pattern's default)
+    if flags:
+        named = re.RegexFlag(flags)
+        return Refused(
+            f"pydantic's pattern=re.compile({pattern.pattern!r}, {named!s}) is not supported on a"
+            " tool's argument: a JSON Schema pattern is the text alone, without the compiled"
+            " flags; write them into the text (such as [A-Za-z] for IGNORECASE) and give a str"
+        )
+    return Field(pattern=pattern.pattern)
 
 
 def _not_honoured(options: list[str]) -> str:
