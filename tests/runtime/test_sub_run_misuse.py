@@ -96,3 +96,60 @@ def test_a_sub_agents_model_failure_stays_an_error_result() -> None:
     response = _lead(Agent(FunctionModel(fails), name="sub")).run("go")
     assert response.text == "lead done"
     assert "the fake broke" in response.messages[-2].tool_results[0].content
+
+
+def test_a_sub_agents_provider_usage_error_stays_an_error_result() -> None:
+    """A real adapter closed while a sub-agent's call is in flight (its UsageError) is an
+    error result the lead model reads, not a misuse the run raises."""
+    import http.server
+    import threading
+
+    from toolfold.adapters.openai_chat import OpenAIChatModel
+
+    holder: list[OpenAIChatModel] = []
+
+    class ClosesTheModel(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            holder[0].close()  # (the app shuts the model down under its call)
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ClosesTheModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        real = OpenAIChatModel(
+            "m",
+            provider="openai-compatible",
+            base_url=f"http://127.0.0.1:{server.server_port}/v1",
+            api_key="sk-test",
+            retry=None,
+        )
+        holder.append(real)
+        response = _lead(Agent(real, name="sub")).run("go")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert response.text == "lead done"
+    result = response.messages[-2].tool_results[0]
+    assert result.is_error
+    assert "UsageError: the model was closed" in result.content
+
+
+def test_a_function_models_own_usage_error_stays_an_error_result() -> None:
+    """A FunctionModel function that raises UsageError itself (as a model it wraps would) is
+    the sub-run's failure, an error result; a function returning no reply is a misuse raised."""
+    from toolfold.testing import FunctionModel
+
+    def raises(request: object) -> str:
+        raise UsageError("a wrapped model was closed")
+
+    response = _lead(Agent(FunctionModel(raises), name="sub")).run("go")
+    assert response.text == "lead done"
+    assert "a wrapped model was closed" in response.messages[-2].tool_results[0].content
+    with pytest.raises(UsageError, match="no reply"):
+        _lead(Agent(FunctionModel(lambda request: None), name="sub")).run("go")

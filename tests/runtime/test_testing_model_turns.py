@@ -37,6 +37,30 @@ def test_a_rejected_output_is_asked_again_without_calling_the_tools_again() -> N
     assert len(model.requests) == 4
 
 
+@pytest.mark.parametrize("output_type", [None, dict[str, str]], ids=["text", "typed"])
+def test_a_user_message_starting_like_a_retry_is_a_new_turn(output_type: Any) -> None:
+    """A user's own message that begins as the output retry does (without its closing
+    line, or in a run with no output type) is a new turn: TestModel calls the tools again."""
+    calls: list[str] = []
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look up.
+
+        Args:
+            q: The query.
+        """
+        calls.append(q)
+        return "found"
+
+    agent = Agent(TestModel(), tools=[lookup], output_type=output_type)  # type: ignore[call-overload]
+    first = agent.run("first question")
+    assert len(calls) == 1
+    text = "Your final answer does not match the required output schema:\n- my own words"
+    agent.run(text, history=first.messages)
+    assert len(calls) == 2
+
+
 def test_a_test_model_shared_by_two_agents_counts_each_request_alone() -> None:
     """A TestModel shared by a handoff's two agents reports the input tokens a model each would."""
 
@@ -86,6 +110,31 @@ def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -
             assert model.request_sync(request).usage == alone.request_sync(request).usage
         left += (Message.assistant("ok"), Message.user("more words here"))
         right += (Message.assistant("ok"), Message.user("x"))
+
+
+def test_a_growing_conversation_counts_only_its_new_messages(monkeypatch: Any) -> None:
+    """Each request of a growing conversation reads the words of its new messages
+    only, however long the conversation."""
+    from toolfold import Message, ModelRequest
+    from toolfold.runtime import _testing
+
+    read: list[int] = []
+    count = _testing._count_words
+
+    def counting(messages: Any) -> int:
+        messages = list(messages)
+        read.append(len(messages))
+        return count(messages)
+
+    monkeypatch.setattr(_testing, "_count_words", counting)
+    model = TestModel(text="ok")
+    conversation: tuple[Message, ...] = (Message.user("a b c"),)
+    for _ in range(200):
+        model.request_sync(ModelRequest(conversation))
+        conversation += (Message.assistant("ok"), Message.user("more"))
+    # the first request reads its one message; each later one its two new ones
+    # (and the reply, a message of one)
+    assert max(read) <= 2
 
 
 @dataclasses.dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from typing import Annotated, Any, Optional
 
@@ -149,7 +150,7 @@ def test_a_pydantic_dataclass_field_gives_its_pydantic_field_to_the_schema() -> 
         (Annotated[int, pydantic.Field(strict=False)], "strict=False"),
         (Annotated[float, pydantic.Field(max_digits=3)], "max_digits=3"),
         (Annotated[str, pydantic.StringConstraints(to_lower=True)], "to_lower=True"),
-        (Annotated[str, pydantic.Field(exclude=True)], "exclude=True"),
+        (Annotated[str, pydantic.Field(validate_default=True)], "validate_default=True"),
     ],
 )
 def test_a_pydantic_option_toolfold_cannot_honour_is_a_definition_error(
@@ -243,3 +244,82 @@ def test_title_examples_and_json_schema_extra_are_kept() -> None:
         "k": 1,
         "description": "X.",
     }
+
+
+@pytest.mark.parametrize("option", ["alias", "validation_alias", "serialization_alias"])
+def test_an_alias_on_a_pydantic_dataclass_field_is_a_definition_error(option: str) -> None:
+    """A pydantic dataclass field with an alias is refused, naming it: pydantic would read
+    the alias while the schema offers the name, so the model's value would be dropped."""
+
+    @pydantic.dataclasses.dataclass
+    class Aliased:
+        a: int = pydantic.Field(default=2, **{option: "bee"})  # type: ignore[call-overload]
+
+    def f(p: Aliased) -> str:
+        """F.
+
+        Args:
+            p: The p.
+        """
+        return repr(p)
+
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(f)
+    assert "parameter 'p' at p.a" in str(raised.value)
+    assert f"{option}='bee'" in str(raised.value)
+
+
+def test_options_with_no_effect_on_an_argument_are_accepted_and_deprecated_is_said() -> None:
+    """frozen, exclude and field_title_generator change nothing for an argument and are
+    ignored; deprecated (a message too) is ``"deprecated": true`` in the schema."""
+
+    def f(
+        a: Annotated[
+            int,
+            pydantic.Field(frozen=True, exclude=True, field_title_generator=lambda n, i: n),
+        ],
+        b: Annotated[int, pydantic.Field(deprecated="use a")],
+    ) -> str:
+        """F.
+
+        Args:
+            a: A.
+            b: B.
+        """
+        return f"{a} {b}"
+
+    made = tool(f)
+    assert made.parameters["properties"] == {
+        "a": {"type": "integer", "description": "A."},
+        "b": {"type": "integer", "deprecated": True, "description": "B."},
+    }
+    assert made.invoke(made.validate_arguments({"a": 1, "b": 2})) == "1 2"
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        Annotated[str, pydantic.Field(pattern=re.compile(r"^[a-z]+$", re.IGNORECASE))],
+        Annotated[str, pydantic.StringConstraints(pattern=re.compile(r"^[a-z]+$", re.I))],
+    ],
+    ids=["Field", "StringConstraints"],
+)
+def test_a_compiled_pattern_with_flags_is_a_definition_error(annotation: Any) -> None:
+    """A compiled pattern's flags are not dropped (refusing 'ABC' pydantic accepts): the
+    pattern is refused, naming it and its flags; one without flags is its text."""
+
+    def f(x: Any) -> str:
+        """F.
+
+        Args:
+            x: X.
+        """
+        return x  # type: ignore[no-any-return]
+
+    f.__annotations__["x"] = annotation
+    with pytest.raises(
+        ToolDefinitionError, match=r"re\.compile\('\^\[a-z\]\+\$', re\.IGNORECASE\)"
+    ):
+        tool(f)
+    f.__annotations__["x"] = Annotated[str, pydantic.Field(pattern=re.compile(r"^[a-z]+$"))]
+    assert tool(f).parameters["properties"]["x"]["pattern"] == "^[a-z]+$"

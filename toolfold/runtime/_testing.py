@@ -70,8 +70,9 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
+from toolfold.runtime.drive._failures import testing_misuse
 from toolfold.runtime.drive._kept_loop import _await, run_blocking
-from toolfold.runtime.drive._output import REJECTION_HEAD
+from toolfold.runtime.drive._output import REJECTION_HEAD, REJECTION_TAIL
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a
@@ -231,20 +232,20 @@ class _InputCounter:
     """Counts a request's words incrementally: a run resends its conversation
     with one or two new messages each time, so only those are counted.
 
-    The count depends on the request alone: a conversation is counted on from
-    an earlier request's only when that request's messages are all its first
-    ones (the same objects, or equal), so a model shared by several runs (two
-    agents, a handoff, a run given another's history) counts each of them
-    right. The last few conversations are kept (runs sharing the model
-    interleave), and the last message is compared first: a run's requests
-    cost one pass over the kept prefix, at C speed, and the words of the new
-    messages only.
+    A conversation is counted on from an earlier request's when it starts
+    with that request's first message and holds its last one at the same
+    place (the same objects), so a model shared by several runs (two agents,
+    a handoff, a run given another's history: their first messages differ)
+    counts each of them right. The last few conversations are kept (runs
+    sharing the model interleave); a request costs the words of its new
+    messages only, however long its conversation.
     """
 
     _KEPT = 8
 
     def __init__(self) -> None:
-        self._recent: list[tuple[tuple[Message, ...], int]] = []
+        # (first message, last message, how many, words) of recent requests
+        self._recent: list[tuple[Message, Message, int, int]] = []
         self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -253,17 +254,18 @@ class _InputCounter:
         return (_InputCounter, ())
 
     def __call__(self, messages: Sequence[Message]) -> int:
-        messages = tuple(messages)
         size = len(messages)
+        if not size:
+            return 0
         with self._lock:
-            best: tuple[tuple[Message, ...], int] | None = None
+            best: tuple[Message, Message, int, int] | None = None
             for entry in self._recent:
-                seen = len(entry[0])
+                first, last, seen, _ = entry
                 if (
-                    0 < seen <= size
-                    and (best is None or seen > len(best[0]))
-                    and messages[seen - 1] is entry[0][-1]
-                    and messages[:seen] == entry[0]
+                    seen <= size
+                    and (best is None or seen > best[2])
+                    and messages[seen - 1] is last
+                    and messages[0] is first
                 ):
                     best = entry
             if best is not None:
@@ -271,9 +273,9 @@ class _InputCounter:
         if best is None:
             total = _count_words(messages)
         else:
-            total = best[1] + _count_words(messages[len(best[0]) :])
+            total = best[3] + _count_words(messages[best[2] :])
         with self._lock:
-            self._recent.append((messages, total))
+            self._recent.append((messages[0], messages[-1], size, total))
             del self._recent[: -self._KEPT]
         return total
 
@@ -437,7 +439,7 @@ class _BaseTestModel:
         problem = reply_problem(reply)
         if problem is not None:
             source = source or f"{type(self).__name__}'s reply"
-            raise UsageError(f"{source} is no reply: {problem}; give {_REPLY_KINDS}")
+            raise testing_misuse(f"{source} is no reply: {problem}; give {_REPLY_KINDS}")
         return reply  # type: ignore[return-value]
 
     def request_sync(self, request: ModelRequest) -> ModelResponse:
@@ -567,7 +569,7 @@ class ScriptedModel(_BaseTestModel):
     def _reply(self, request: ModelRequest) -> Reply | Awaitable[Reply]:
         with self._lock:
             if self._position >= len(self._script):
-                raise UsageError(
+                raise testing_misuse(
                     f"ScriptedModel has no entry left for request {self._position + 1} "
                     f"(the script has {len(self._script)}); add entries to the script"
                 )
@@ -705,13 +707,13 @@ class FunctionModel(_BaseTestModel):
         if hasattr(events, "__aiter__") or inspect.isawaitable(events):
             if inspect.iscoroutine(events):
                 events.close()  # (never awaited: no "was never awaited" warning)
-            raise UsageError(
+            raise testing_misuse(
                 f"FunctionModel's stream_function returned {type(events).__name__}: it is "
                 "called without being awaited, and returns (or, as a generator, yields) the "
                 "stream events; write it as a plain function or generator"
             )
         if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Iterable):
-            raise UsageError(
+            raise testing_misuse(
                 f"FunctionModel's stream_function returned {_kind(events)[4:]}: it returns (or, "
                 "as a generator, yields) the stream events (TextDelta, ToolCallStart, ..., "
                 "StreamFinish)"
@@ -783,7 +785,7 @@ class TestModel(_BaseTestModel):
         self.output = output
 
     def _reply(self, request: ModelRequest) -> Reply:
-        results = _results_this_turn(request.messages)
+        results = _results_this_turn(request.messages, request.output is not None)
         tools = self._tools_to_call(request)
         if results is None and tools:
             return [make_call(t.name, _arguments_for(t)) for t in tools]
@@ -809,7 +811,7 @@ class TestModel(_BaseTestModel):
         names = {t.name for t in tools}
         unknown = [n for n in self.call_tools if n not in names]
         if unknown:
-            raise UsageError(
+            raise testing_misuse(
                 f"TestModel(call_tools=...) names {', '.join(map(repr, unknown))}, no tool of "
                 f"this request (its tools: {', '.join(map(repr, sorted(names))) or 'none'}); "
                 "name tools the agent has (a model shared by agents with other tools: give "
@@ -873,7 +875,7 @@ def _output_for(schema: Mapping[str, Any]) -> Any:
     try:
         return sample_for(schema, hint=hint)
     except UsageError as exc:
-        raise UsageError(f"TestModel cannot make the run's output: {exc}") from None
+        raise testing_misuse(f"TestModel cannot make the run's output: {exc}") from None
 
 
 def _arguments_for(tool: ToolDefinition) -> Any:
@@ -885,19 +887,23 @@ def _arguments_for(tool: ToolDefinition) -> Any:
     try:
         return sample_value(dict(tool.parameters))
     except UsageError as exc:
-        raise UsageError(f"TestModel cannot make arguments for tool {tool.name!r}: {exc}") from None
+        raise testing_misuse(
+            f"TestModel cannot make arguments for tool {tool.name!r}: {exc}"
+        ) from None
 
 
-def _results_this_turn(messages: Sequence[Message]) -> list[Any] | None:
+def _results_this_turn(messages: Sequence[Message], has_output: bool) -> list[Any] | None:
     """Tool results since the last user message, or None when there are none.
 
     The message asking again for a final answer that did not fit the output
     type is no new turn (its tools were called): a `TestModel` answers it
-    again instead of calling every tool once more.
+    again instead of calling every tool once more. Only a request with an
+    output type can be such a retry: without one a user message starting so is
+    a new turn.
     """
     found: list[Any] = []
     for message in reversed(messages):
-        if message.role == "user" and not _is_rejection(message):
+        if message.role == "user" and not (has_output and _is_rejection(message)):
             break
         found[:0] = message.tool_results
     return found or None
@@ -910,6 +916,7 @@ def _is_rejection(message: Message) -> bool:
         len(parts) == 1
         and isinstance(parts[0], TextPart)
         and parts[0].text.startswith(REJECTION_HEAD)
+        and parts[0].text.endswith(REJECTION_TAIL)
     )
 
 

@@ -11,6 +11,7 @@ the converter alike.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
@@ -215,14 +216,10 @@ def field_info_default(info: Any) -> tuple[Any, bool]:
 # pydantic.Field options that change how a value is read or written, not what is
 # accepted: an alias would change the argument's key (toolfold reads it by its name)
 _KEYED = ("alias", "validation_alias", "serialization_alias")
-_UNHONOURED = (
-    "exclude",
-    "exclude_if",
-    "deprecated",
-    "frozen",
-    "validate_default",
-    "field_title_generator",
-)
+_UNHONOURED = ("exclude_if", "validate_default")
+# (``exclude``, ``frozen`` and ``field_title_generator`` concern a model's dump, its
+# instances and its titles, never an argument: ignored; ``deprecated`` is said in the
+# schema as ``"deprecated": true``)
 # pydantic's general metadata (`StringConstraints`, `Field(pattern=..., max_digits=...)`)
 # that asks nothing of a JSON argument: its default, or what a JSON value always is
 _GENERAL_KEPT = {"strict": True, "allow_inf_nan": False, "union_mode": "smart"}
@@ -246,7 +243,7 @@ def pydantic_items(item: Any, checked: bool = False) -> Iterator[Any]:
         options = dict(vars(item))
         pattern = options.pop("pattern", None)
         if pattern is not None:
-            yield Field(pattern=pattern if isinstance(pattern, str) else pattern.pattern)
+            yield _pattern_item(pattern)
         left = [
             f"{k}={v!r}"
             for k, v in options.items()
@@ -261,6 +258,26 @@ def pydantic_items(item: Any, checked: bool = False) -> Iterator[Any]:
             yield Refused(_not_honoured([f"{option}={value!r}"]))
     elif name != "FailFast":
         yield item
+
+
+def _pattern_item(pattern: Any) -> Any:
+    """A pydantic ``pattern`` (a str or a compiled ``re.Pattern``) as a `Field`, or `Refused`.
+
+    A compiled pattern's flags (``re.IGNORECASE``...) are no part of its text,
+    which is all a JSON Schema ``pattern`` (and a provider's ECMA-262 regex)
+    carries: one with flags is refused rather than checked without them.
+    """
+    if isinstance(pattern, str):
+        return Field(pattern=pattern)
+    flags = pattern.flags & ~re.UNICODE  # (a str pattern's default)
+    if flags:
+        named = re.RegexFlag(flags)
+        return Refused(
+            f"pydantic's pattern=re.compile({pattern.pattern!r}, {named!s}) is not supported on a"
+            " tool's argument: a JSON Schema pattern is the text alone, without the compiled"
+            " flags; write them into the text (such as [A-Za-z] for IGNORECASE) and give a str"
+        )
+    return Field(pattern=pattern.pattern)
 
 
 def _not_honoured(options: list[str]) -> str:
@@ -286,15 +303,17 @@ def field_info_repr(info: Any) -> str:
 def _field_info_items(info: Any, checked: bool) -> Iterator[Any]:
     """The items of one ``pydantic.Field`` (see `pydantic_items`)."""
     refused: list[str] = []
+    for (
+        option
+    ) in _KEYED:  # (a pydantic dataclass too: pydantic reads the alias, the schema the name)
+        value = getattr(info, option, None)
+        if value is not None:
+            yield Refused(
+                f"pydantic.Field({option}={value!r}) is not supported here: the argument"
+                " is read by the parameter's (or field's) own name; rename it instead"
+            )
+            break
     if not checked:
-        for option in _KEYED:
-            value = getattr(info, option, None)
-            if value is not None:
-                yield Refused(
-                    f"pydantic.Field({option}={value!r}) is not supported here: the argument"
-                    " is read by the parameter's (or field's) own name; rename it instead"
-                )
-                break
         default, factory = field_info_default(info)
         if default is not _missing() or factory:
             given = "default_factory" if factory else f"default={default!r}"
@@ -308,6 +327,8 @@ def _field_info_items(info: Any, checked: bool) -> Iterator[Any]:
     extra: dict[str, Any] = {}
     if info.title is not None:
         extra["title"] = info.title
+    if info.deprecated:  # (True, a message or a warnings.deprecated: pydantic says true)
+        extra["deprecated"] = True
     schema_extra = info.json_schema_extra
     if isinstance(schema_extra, dict):
         extra.update(schema_extra)

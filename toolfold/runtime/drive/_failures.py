@@ -224,8 +224,22 @@ def raise_tool_error(
 
 
 _MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()
-"""The `UsageError` instances models raised in runs (`model_failure`), which a sub-run's caller raises
-as they are (`raise_sub_run_misuse`)."""
+"""The `UsageError` instances testing models raised for their misuse (`testing_misuse`), which a
+sub-run's caller raises as they are (`raise_sub_run_misuse`). A provider model's `UsageError`
+(closed while its call was in flight) is none: a sub-run's caller makes it an error result."""
+
+
+def testing_misuse(message: str) -> UsageError:
+    """A `UsageError` for a testing model's misuse, which a sub-run's caller raises as it is.
+
+    `ScriptedModel`, `TestModel` and `FunctionModel` raise it when they are
+    used wrongly (a script out of entries, ``call_tools`` naming no tool of the
+    request, a function returning no reply): an error result would hide that
+    from the test (`raise_sub_run_misuse`).
+    """
+    error = UsageError(message)
+    _MODEL_MISUSES.add(error)
+    return error
 
 
 def raise_sub_run_misuse(
@@ -238,10 +252,12 @@ def raise_sub_run_misuse(
 ) -> None:
     """Raise, as it is, the `UsageError` a sub-run of the round raised, if any.
 
-    A sub-run (an agent or a workflow used as a tool) whose model raised a
-    `UsageError` (a mistake in how toolfold is used: a `ScriptedModel` out of
-    entries, a `TestModel` naming no tool of its request, a `FunctionModel`
-    returning no reply; see `model_failure`) raises it on: an error result
+    A sub-run of an agent used as a tool whose testing model raised a
+    `UsageError` for its misuse (a `ScriptedModel` out of entries, a
+    `TestModel` naming no tool of its request, a `FunctionModel` returning no
+    reply; see `testing_misuse`) raises it on (a workflow used as a tool
+    does not: its step's agent that raises one fails the step, and the
+    workflow's failure is the call's error result): an error result
     would hide it from the test or program, which a top run raises it to. A
     tool's own exceptions stay error results, and so do a sub-run's other
     errors (a `UsageError` its resume raises included: the run made that
@@ -478,8 +494,6 @@ def model_failure(
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
         exc.state = state
-        if isinstance(exc, UsageError):  # (a sub-run's caller raises it too)
-            _MODEL_MISUSES.add(exc)
         return exc
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "

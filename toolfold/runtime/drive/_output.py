@@ -358,7 +358,10 @@ REJECTION_HEAD = "Your final answer does not match the required output schema:\n
 """How the message asking the model again for its final answer begins (`_rejection`):
 a retry of the turn, not a new one (the testing models read it so)."""
 
+REJECTION_TAIL = "\nAnswer again with only a JSON value that matches the schema."
+"""How that message ends (`_rejection`)."""
+
 
 def _rejection(errors: tuple[str, ...] | list[str]) -> str:
     lines = "\n".join(f"- {e}" for e in errors)
-    return f"{REJECTION_HEAD}{lines}\nAnswer again with only a JSON value that matches the schema."
+    return f"{REJECTION_HEAD}{lines}{REJECTION_TAIL}"
