@@ -112,31 +112,6 @@ def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -
         right += (Message.assistant("ok"), Message.user("x"))
 
 
-def test_a_growing_conversation_counts_only_its_new_messages(monkeypatch: Any) -> None:
-    """Each request of a growing conversation reads the words of its new messages
-    only, however long the conversation."""
-    from toolfold import Message, ModelRequest
-    from toolfold.runtime import _testing
-
-    read: list[int] = []
-    count = _testing._count_words
-
-    def counting(messages: Any) -> int:
-        messages = list(messages)
-        read.append(len(messages))
-        return count(messages)
-
-    monkeypatch.setattr(_testing, "_count_words", counting)
-    model = TestModel(text="ok")
-    conversation: tuple[Message, ...] = (Message.user("a b c"),)
-    for _ in range(200):
-        model.request_sync(ModelRequest(conversation))
-        conversation += (Message.assistant("ok"), Message.user("more"))
-    # the first request reads its one message; each later one its two new ones
-    # (and the reply, a message of one)
-    assert max(read) <= 2
-
-
 @dataclasses.dataclass
 class _Weather:
     city: str
