@@ -112,6 +112,21 @@ def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -
         right += (Message.assistant("ok"), Message.user("x"))
 
 
+def test_a_conversation_edited_between_its_ends_is_counted_as_it_is() -> None:
+    """A conversation keeping its first and last messages but with an older message
+    replaced (older tool results elided by an input filter or a trimmed history)
+    is counted by its own words, not on from the earlier request."""
+    from toolfold import Message, ModelRequest
+
+    model, alone = TestModel(text="ok"), TestModel(text="ok")
+    first, long = Message.user("a b"), Message.assistant(" ".join(["word"] * 300))
+    last = Message.user("c")
+    model.request_sync(ModelRequest((first, long, last)))
+    edited = (first, Message.assistant("[elided]"), last, Message.assistant("ok"))
+    request = ModelRequest((*edited, Message.user("d")))
+    assert model.request_sync(request).usage == alone.request_sync(request).usage
+
+
 @dataclasses.dataclass
 class _Weather:
     city: str
