@@ -68,7 +68,11 @@ def _made(cls: type[BaseException]) -> BaseException:
 def _fields(error: BaseException) -> dict[str, Any]:
     # Exceptions compare by identity: compare nested ones by type and text.
     return {
-        key: [(type(e), str(e)) for e in value] if key == "close_errors" else value
+        key: [(type(e), str(e)) for e in value]
+        if key == "close_errors"
+        else (type(value), str(value))
+        if isinstance(value, BaseException)
+        else value
         for key, value in vars(error).items()
     }
 
@@ -121,3 +125,8 @@ def test_a_check_s_stop_iteration_pickles_with_its_cause_and_state(kind: type[Ex
     assert type(back.__cause__) is kind
     assert back.__cause__.args == ("no more",)
     assert toolfold.state_of(back) == toolfold.state_of(raised.value) is not None
+    # A process pool sets the cause to its remote traceback: what was raised is kept
+    back.__cause__ = RuntimeError("remote traceback")
+    again = pickle.loads(pickle.dumps(back))
+    assert str(again) == str(back)
+    assert type(again.__cause__) is kind

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from typing import Annotated, Any
 
 import pytest
 
-from toolfold import Agent, UsageError, tool
-from toolfold.testing import ScriptedModel, TestModel
+from toolfold import Agent, Field, UsageError, tool
+from toolfold.testing import FunctionModel, ScriptedModel, TestModel
 
 call = ScriptedModel.call
 
@@ -30,6 +32,55 @@ def test_a_sub_agents_test_model_misuse_is_raised_as_it_is(model: object, says: 
     lead = _lead(Agent(model, name="sub"))  # type: ignore[call-overload]
     with pytest.raises(UsageError, match=says):
         lead.run("go")
+
+
+async def _a_coroutine(request: object) -> list[object]:
+    return []
+
+
+@dataclasses.dataclass
+class _NoSample:
+    code: Annotated[str, Field(pattern=r"^(?=a)b$")]  # no string matches
+
+
+@pytest.mark.parametrize(
+    ("sub", "says"),
+    [
+        (
+            lambda: Agent(
+                FunctionModel(lambda r: "x", stream_function=lambda r: _a_coroutine(r)), name="sub"
+            ),
+            "stream_function returned coroutine",
+        ),
+        (
+            lambda: Agent(FunctionModel(lambda r: "x", stream_function=lambda r: 5), name="sub"),
+            "stream_function returned int",
+        ),
+        (
+            lambda: Agent(TestModel(), name="sub", output_type=_NoSample),
+            "TestModel cannot make the run's output",
+        ),
+        (
+            lambda: Agent(TestModel(), name="sub", tools=[tool(_no_sample_tool)]),
+            "TestModel cannot make arguments",
+        ),
+    ],
+    ids=["stream-coroutine", "stream-int", "no-output", "no-arguments"],
+)
+def test_every_testing_model_misuse_in_a_sub_run_is_raised(sub: Any, says: str) -> None:
+    """Each way a testing model says it is misused reaches a streamed lead's caller."""
+    with pytest.raises(UsageError, match=says):
+        for _ in _lead(sub()).stream("go"):
+            pass
+
+
+def _no_sample_tool(code: Annotated[str, Field(pattern=r"^(?=a)b$")]) -> str:
+    """T.
+
+    Args:
+        code: C.
+    """
+    return code
 
 
 def test_the_misuse_is_raised_from_a_stream_and_an_async_run_too() -> None:

@@ -112,29 +112,19 @@ def test_interleaved_conversations_are_each_counted_on_from_their_own_prefix() -
         right += (Message.assistant("ok"), Message.user("x"))
 
 
-def test_a_growing_conversation_counts_only_its_new_messages(monkeypatch: Any) -> None:
-    """Each request of a growing conversation reads the words of its new messages
-    only, however long the conversation."""
+def test_a_conversation_edited_between_its_ends_is_counted_as_it_is() -> None:
+    """A conversation keeping its first and last messages but with an older message
+    replaced (older tool results elided by an input filter or a trimmed history)
+    is counted by its own words, not on from the earlier request."""
     from toolfold import Message, ModelRequest
-    from toolfold.runtime import _testing
 
-    read: list[int] = []
-    count = _testing._count_words
-
-    def counting(messages: Any) -> int:
-        messages = list(messages)
-        read.append(len(messages))
-        return count(messages)
-
-    monkeypatch.setattr(_testing, "_count_words", counting)
-    model = TestModel(text="ok")
-    conversation: tuple[Message, ...] = (Message.user("a b c"),)
-    for _ in range(200):
-        model.request_sync(ModelRequest(conversation))
-        conversation += (Message.assistant("ok"), Message.user("more"))
-    # the first request reads its one message; each later one its two new ones
-    # (and the reply, a message of one)
-    assert max(read) <= 2
+    model, alone = TestModel(text="ok"), TestModel(text="ok")
+    first, long = Message.user("a b"), Message.assistant(" ".join(["word"] * 300))
+    last = Message.user("c")
+    model.request_sync(ModelRequest((first, long, last)))
+    edited = (first, Message.assistant("[elided]"), last, Message.assistant("ok"))
+    request = ModelRequest((*edited, Message.user("d")))
+    assert model.request_sync(request).usage == alone.request_sync(request).usage
 
 
 @dataclasses.dataclass

@@ -279,21 +279,24 @@ def test_options_with_no_effect_on_an_argument_are_accepted_and_deprecated_is_sa
             pydantic.Field(frozen=True, exclude=True, field_title_generator=lambda n, i: n),
         ],
         b: Annotated[int, pydantic.Field(deprecated="use a")],
+        c: Annotated[int, pydantic.Field(deprecated="")],
     ) -> str:
         """F.
 
         Args:
             a: A.
             b: B.
+            c: C.
         """
-        return f"{a} {b}"
+        return f"{a} {b} {c}"
 
     made = tool(f)
     assert made.parameters["properties"] == {
         "a": {"type": "integer", "description": "A."},
         "b": {"type": "integer", "deprecated": True, "description": "B."},
+        "c": {"type": "integer", "deprecated": True, "description": "C."},
     }
-    assert made.invoke(made.validate_arguments({"a": 1, "b": 2})) == "1 2"
+    assert made.invoke(made.validate_arguments({"a": 1, "b": 2, "c": 3})) == "1 2 3"
 
 
 @pytest.mark.parametrize(

@@ -232,20 +232,20 @@ class _InputCounter:
     """Counts a request's words incrementally: a run resends its conversation
     with one or two new messages each time, so only those are counted.
 
-    A conversation is counted on from an earlier request's when it starts
-    with that request's first message and holds its last one at the same
-    place (the same objects), so a model shared by several runs (two agents,
-    a handoff, a run given another's history: their first messages differ)
-    counts each of them right. The last few conversations are kept (runs
-    sharing the model interleave); a request costs the words of its new
-    messages only, however long its conversation.
+    The count depends on the request alone: a conversation is counted on from
+    an earlier request's only when that request's messages are all its first
+    ones (the same objects, or equal), so a model shared by several runs (two
+    agents, a handoff, a run given another's history) counts each of them
+    right. The last few conversations are kept (runs sharing the model
+    interleave), and the last message is compared first: a run's requests
+    cost one pass over the kept prefix, at C speed, and the words of the new
+    messages only.
     """
 
     _KEPT = 8
 
     def __init__(self) -> None:
-        # (first message, last message, how many, words) of recent requests
-        self._recent: list[tuple[Message, Message, int, int]] = []
+        self._recent: list[tuple[tuple[Message, ...], int]] = []
         self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -254,18 +254,17 @@ class _InputCounter:
         return (_InputCounter, ())
 
     def __call__(self, messages: Sequence[Message]) -> int:
+        messages = tuple(messages)
         size = len(messages)
-        if not size:
-            return 0
         with self._lock:
-            best: tuple[Message, Message, int, int] | None = None
+            best: tuple[tuple[Message, ...], int] | None = None
             for entry in self._recent:
-                first, last, seen, _ = entry
+                seen = len(entry[0])
                 if (
-                    seen <= size
-                    and (best is None or seen > best[2])
-                    and messages[seen - 1] is last
-                    and messages[0] is first
+                    0 < seen <= size
+                    and (best is None or seen > len(best[0]))
+                    and messages[seen - 1] is entry[0][-1]
+                    and messages[:seen] == entry[0]
                 ):
                     best = entry
             if best is not None:
@@ -273,9 +272,9 @@ class _InputCounter:
         if best is None:
             total = _count_words(messages)
         else:
-            total = best[3] + _count_words(messages[best[2] :])
+            total = best[1] + _count_words(messages[len(best[0]) :])
         with self._lock:
-            self._recent.append((messages[0], messages[-1], size, total))
+            self._recent.append((messages, total))
             del self._recent[: -self._KEPT]
         return total
 

@@ -327,7 +327,8 @@ def _field_info_items(info: Any, checked: bool) -> Iterator[Any]:
     extra: dict[str, Any] = {}
     if info.title is not None:
         extra["title"] = info.title
-    if info.deprecated:  # (True, a message or a warnings.deprecated: pydantic says true)
+    if info.deprecated not in (None, False):  # (True, a message, even "", or a
+        # warnings.deprecated: pydantic says true)
         extra["deprecated"] = True
     schema_extra = info.json_schema_extra
     if isinstance(schema_extra, dict):

@@ -77,6 +77,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.drive._loop import unique_call_ids
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.runtime.drive._output import rejection
+    from toolfold.runtime.drive._workers import carried as carried_exception
     from toolfold.toolkit._results import describe_exception
 
 WORKFLOW_NAME = "toolfold_agent"
@@ -784,7 +785,9 @@ class AgentWorkflow:
             except Exception as exc:  # (a step's prompt naming a skipped step's value...)
                 # as locally, where the tool's function raises it: the call's error result
                 # (escaping, it would fail the workflow task again and again: a hung run)
-                return ToolReturned(call.id, f"Error: {describe_exception(exc)}", True, "error")
+                # (a check's StopIteration as itself, as locally and as main recorded it)
+                text = describe_exception(carried_exception(exc))
+                return ToolReturned(call.id, f"Error: {text}", True, "error")
             if isinstance(started, ToolReturned):  # arguments that do not fit
                 return started
             child = started

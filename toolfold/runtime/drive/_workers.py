@@ -95,19 +95,21 @@ class StopIterationCarrier(RuntimeError):
         kind = type(raised).__name__
         super().__init__(f"{what} raised {kind}" + (f": {text}" if text else ""))
         self.__cause__ = raised
+        self.raised = raised
         self.what = what
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Python rebuilds an exception from its args (the text alone here), which this
-        # __init__ refuses, and drops __cause__: rebuilt from the cause instead.
-        return (type(self), (self.__cause__, self.what), self.__dict__)
+        # __init__ refuses, and drops __cause__: rebuilt from what was raised (kept
+        # apart: a process pool sets __cause__ to its remote traceback) instead.
+        return (type(self), (self.raised, self.what), self.__dict__)
 
 
 def carried(exc: BaseException) -> BaseException:
     """``exc``, or the tool's own `StopIteration` (or `StopAsyncIteration`) it carries
     (`StopIterationCarrier`)."""
-    if type(exc) is StopIterationCarrier and exc.__cause__ is not None:
-        return exc.__cause__
+    if type(exc) is StopIterationCarrier:
+        return exc.raised
     return exc
 
 
