@@ -115,7 +115,7 @@ def test_a_check_s_stop_iteration_pickles_with_its_cause_and_state(kind: type[Ex
             raise kind("no more")
 
     schema = {"type": "object", "properties": {}}
-    tool = Stops("bad", "B.", schema, lambda **k: "x")
+    tool = Stops("bad", "B.", schema, lambda arguments: "x")
     agent = toolfold.Agent(ScriptedModel([[ScriptedModel.call("bad", {})], "done"]), tools=[tool])
     with pytest.raises(StopIterationCarrier) as raised:
         agent.run("go")
