@@ -743,24 +743,24 @@ class Agent(Generic[DepsT, OutputT_co]):
     # A run started inside a run (an `as_tool` call, a workflow step): not checked by
     # `refuse_forced_nothing` again, as on a resume of a stored run it must not be.
 
-    def _inner_run(self, prompt: MessagesInput, deps: Any, run_id: str) -> Response:
+    def _sub_run(self, prompt: MessagesInput, deps: Any, run_id: str) -> Response:
         return self._sync(_Fresh(prompt, (), deps, None, None, run_id))
 
-    def _inner_arun(
+    def _sub_arun(
         self, prompt: MessagesInput, deps: Any, run_id: str
     ) -> Coroutine[Any, Any, Response]:
         if self._sources:
             return self._sourced_async(_Fresh(prompt, (), deps, None, None, run_id))
         return run_async(*self._fresh_run(prompt, (), deps, None, None, run_id))
 
-    def _inner_stream(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunStream:
+    def _sub_stream(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunStream:
         return self._streamed(_Fresh(prompt, (), deps, None, None, run_id))
 
     def _step_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
         """A workflow step's run of this agent, blocking: `run`'s state, without the
         `Response` (nor the typed output) a step does not read."""
         if self._sources:
-            return self._inner_run(prompt, deps, run_id).state
+            return self._sub_run(prompt, deps, run_id).state
         # `run_sync`'s end state, without its `Response`.
         return drive_sync(*self._fresh_run(prompt, (), deps, None, None, run_id)).state
 
@@ -772,7 +772,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         the `Response`). Not a coroutine function: the step awaits the run itself, one
         coroutine fewer per step."""
         if self._sources:
-            return self._inner_arun(prompt, deps, run_id)
+            return self._sub_arun(prompt, deps, run_id)
         return drive_async(*self._fresh_run(prompt, (), deps, None, None, run_id))
 
     def _fresh_run(

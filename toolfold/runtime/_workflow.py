@@ -458,20 +458,20 @@ class Workflow:
         round of step calls) and last a `RunEndEvent` with the response.
         """
         refuse_forced_nothing(self)
-        return self._inner_stream(prompt, deps, run_id, on_event, on_step)
+        return self._sub_stream(prompt, deps, run_id, on_event, on_step)
 
     # A run started inside a run (a step, an `as_tool` call): not checked by
     # `refuse_forced_nothing` again, as on a resume of a stored run it must not be.
 
-    def _inner_run(self, prompt: Any, deps: Any, run_id: str) -> WorkflowResponse:
+    def _sub_run(self, prompt: Any, deps: Any, run_id: str) -> WorkflowResponse:
         return self._ran_sync(*self._begin(prompt, run_id, deps, None, None, lean=True))
 
-    def _inner_arun(
+    def _sub_arun(
         self, prompt: Any, deps: Any, run_id: str
     ) -> Coroutine[Any, Any, WorkflowResponse]:
         return self._ran_async(*self._begin(prompt, run_id, deps, None, None, lean=True))
 
-    def _inner_stream(
+    def _sub_stream(
         self,
         prompt: Any,
         deps: Any,
