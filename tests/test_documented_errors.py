@@ -646,12 +646,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "model call or tool": _observer_no_function,
     '`tool_choice="required"` for a run with nothing to call (no tools, handoffs or tool '
     'sources; provider tools in `settings["tools"]` are forced with `settings["tool_choice"]`, '
-    "which the error shows), which the adapters would drop: refused, before any model call, "
-    "when a top-level run starts (`run`/`arun`/`stream` of an agent or a workflow, "
-    "`generate_text`, `TemporalAgent.start` on the client, `run_batch`) for every agent it can "
-    "reach (handoff targets, `as_tool` agents and workflows, workflow steps; an agent with tool "
-    "sources is taken); the agent is made, a run started inside a run is not checked again, and "
-    "a stored run resumes": _required_without_tools,
+    "which the error shows), which the adapters would drop: refused when a run starts (a "
+    "handoff target's too), before any model call; the agent is made, and a stored run "
+    "resumes": _required_without_tools,
     "`output_retries=-1`": _negative_retries,
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value

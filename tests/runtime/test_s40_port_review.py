@@ -16,7 +16,6 @@ from toolfold import (
     OutputInvalidEvent,
     OutputValidationError,
     RunState,
-    Sequence,
     Tool,
     ToolDefinitionError,
     UsageError,
@@ -463,90 +462,6 @@ def test_required_tool_choice_with_a_tool_source_is_taken() -> None:
     response = Agent(model, tools=[_Source()], tool_choice="required").run("x")
     assert response.text == "done"
     assert [r.tool_choice for r in model.requests] == ["required", "auto"]
-
-
-_WORKFLOW_STATE = Path(__file__).parent / "saved" / "workflow_required_step_awaiting_approval.json"
-
-
-@tool(requires_approval=True)
-def publish(text: str) -> str:
-    """Publish a text.
-
-    Args:
-        text: The text.
-    """
-    return "published"
-
-
-def _writer() -> Agent:
-    def answer(request: Any) -> Any:
-        if any(m.role == "tool" for m in request.messages):
-            return "draft"
-        return FunctionModel.call("publish", {"text": "a"})
-
-    return Agent(FunctionModel(answer), name="writer", tools=[publish])
-
-
-def _pending(state: RunState) -> list[str]:
-    ids: list[str] = []
-    for call in state.calls:
-        if call.child is not None:
-            ids += _pending(call.child)
-        elif call.status != "done":
-            ids.append(call.call.id)
-    return ids
-
-
-def test_a_workflow_stored_with_a_later_required_step_resumes_to_its_end() -> None:
-    """A workflow main stored (waiting for an approval) whose later step requires a call of nothing finishes on resume."""
-    # Made by main's code (be5f534b, from `git archive main`): this workflow's
-    # .run("x", run_id="wf-saved").state.to_json(), waiting for publish's approval.
-    state = RunState.from_json(_WORKFLOW_STATE.read_text())
-    editor = ScriptedModel(["final"])
-    flow = Sequence(_writer(), Agent(editor, name="editor", tool_choice="required"))
-    done = flow.resume(state, approvals=dict.fromkeys(_pending(state), True))
-    assert (done.finish_reason, done.text) == ("stop", "final")
-    assert [r.tool_choice for r in editor.requests] == ["required"]
-
-
-def test_a_fresh_run_reaching_a_required_agent_with_nothing_to_call_is_refused() -> None:
-    """A workflow step, an as_tool agent or workflow that requires a call of nothing refuses the top-level run before any model call."""
-    model = ScriptedModel(["hi"])
-    sub = Agent(model, name="editor", tool_choice="required")
-    refused = r"^agent 'editor': tool_choice='required' needs a tool to call"
-    flow = Sequence(_writer(), sub)
-    for start in (
-        lambda: flow.run("x"),
-        lambda: asyncio.run(flow.arun("x")),
-        lambda: list(flow.stream("x")),
-    ):
-        with pytest.raises(UsageError, match=refused):
-            start()
-    outer = Agent(model, name="lead", tools=[flow.as_tool("flow", "the flow")])
-    deep = Agent(model, name="deep", tools=[outer.as_tool("lead", "the lead")])
-    for agent in (Agent(model, tools=[sub.as_tool("editor", "an editor")]), outer, deep):
-        with pytest.raises(UsageError, match=refused):
-            agent.run("x")
-        with pytest.raises(UsageError, match=refused):
-            generate_text(model, "x", tools=[agent.as_tool("a", "an agent")])
-    assert model.requests == []
-
-
-def test_agents_that_reach_each_other_are_checked_once() -> None:
-    """A handoff cycle with as_tool agents is checked without looping, and runs."""
-    model = ScriptedModel(["hi"])
-    helper = Agent(model, name="helper", tools=[lookup])
-    a = Agent(model, name="a", handoffs=["b"], tools=[helper.as_tool("helper", "h")])
-    b = Agent(model, name="b", handoffs=["a"], tool_choice="required")
-    lead = Agent(model, name="lead", handoffs=[a, b])
-    assert lead.run("x").text == "hi"
-
-
-def test_a_step_with_a_tool_source_may_require_a_call() -> None:
-    """A workflow step whose tools come from a source passes the check and runs."""
-    model = ScriptedModel([ScriptedModel.call("lookup", {"order": "1"}), "done"])
-    step = Agent(model, name="step", tools=[_Source()], tool_choice="required")
-    assert Sequence(step).run("x").text == "done"
 
 
 # --- 7. an explicit-schema tool's function must take the arguments as one dict -------

@@ -464,9 +464,8 @@ def make_options(
 def refuse_required(config: RunConfig, agent: str | None = None) -> None:
     """Refuse a run starting with ``tool_choice="required"`` and nothing to call.
 
-    Checked for every agent a top-level run can reach, where it starts
-    (`toolfold.runtime._agent.refuse_forced_nothing`), not when an agent is
-    made, nor for a run started inside a run, nor on a resume: a state
+    Checked where a run starts fresh (`fresh`, and for each agent of its
+    handoff graph), not when an agent is made nor on a resume: a state
     stored with such a configuration (as versions before the check stored
     it) resumes as it ran. The adapters send the run's ``tool_choice`` only
     with the run's tools: provider tools in ``settings["tools"]`` go with
@@ -476,8 +475,7 @@ def refuse_required(config: RunConfig, agent: str | None = None) -> None:
     Args:
         config: The run's configuration (its tools include those of its
             sources, listed when the run opened them, and its transfer tools).
-        agent: The agent's name, for the error when the run reaches it (a
-            handoff target, an ``as_tool`` agent, a workflow step).
+        agent: The agent's name, for the error when it is a handoff target.
 
     Raises:
         UsageError: ``config.tool_choice`` is ``"required"`` and the run has
@@ -612,9 +610,12 @@ def fresh(
     """A new run of ``options``: its live half and first state (``run_id`` None: a random one).
 
     Raises:
+        UsageError: ``tool_choice="required"`` with nothing to call
+            (`refuse_required`).
         InvalidEventError: The history holds what no provider takes
             (`history_problem`) or what `RunStarted` refuses.
     """
+    refuse_required(options.config)  # (here, not when the agent is made: a resume runs it)
     listed = to_messages(messages)
     # Here, where a local run starts, not in `start` (durable workflow code calls it).
     problem = history_problem(listed)
