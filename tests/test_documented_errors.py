@@ -645,10 +645,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "to a run, a stream, a resume or `generate_text`: refused when the run starts, before any "
     "model call or tool": _observer_no_function,
     '`tool_choice="required"` for a run with nothing to call (no tools, handoffs or tool '
-    'sources; provider tools in `settings["tools"]` are forced with `settings["tool_choice"]`, '
-    "which the error shows), which the adapters would drop: refused when a run starts (a "
-    "handoff target's too), before any model call; the agent is made, and a stored run "
-    "resumes": _required_without_tools,
+    'sources, no provider tools in `settings["tools"]`), which the adapters would drop': (
+        _required_without_tools
+    ),
     "`output_retries=-1`": _negative_retries,
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value

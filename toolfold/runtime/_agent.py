@@ -26,7 +26,6 @@ from toolfold.runtime._run import (
     RunStream,
     fresh,
     make_options,
-    refuse_required,
     run_async,
     run_sync,
     start,
@@ -294,7 +293,11 @@ class Agent(Generic[DepsT, OutputT_co]):
         # a name two of them share is refused naming the agent.
         owner = None if self.name is None else f"agent {self.name!r}"
         _refuse_repeated_sources(sources, owner)
-        options = make_options(**{**self._spec(), "tools": (*static, *transfers)}, owner=owner)
+        options = make_options(
+            **{**self._spec(), "tools": (*static, *transfers)},
+            owner=owner,
+            sources=bool(sources),
+        )
         if self.name is not None:  # options are made without a name: no copy for none
             options = attrs.evolve(options, name=self.name)
         object.__setattr__(self, "_options", options)
@@ -1095,12 +1098,6 @@ class _Fresh:
 
     def __call__(self, agent: Agent) -> tuple[Live, RunState]:
         graph = agent._graph_or_none()
-        for name, target in (graph or {}).items():
-            # A target takes over with its own configuration: refused before any model
-            # call, as the run's own is in `fresh` (a target's sources list its tools
-            # only when the run reaches it).
-            if target is not agent and not target._sources:
-                refuse_required(target._options.config, name)
         history = self.history
         return fresh(
             agent._run_options(graph),

@@ -366,19 +366,21 @@ def make_options(
     on_tool_error: OnToolError = "return",
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     owner: str | None = None,
+    sources: bool = False,
 ) -> RunOptions:
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
 
     ``owner`` names whose options they are (``"agent 'billing'"``) in the
-    error for two tools of one name.
+    error for two tools of one name; ``sources``: the agent has tool sources
+    (an MCP server), whose tools each run adds to ``tools``.
 
     Raises:
         UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
             ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
-            ``tool_choice`` naming no tool, or an ``output_type`` that is a
-            value (``5``, ``"str"``, an instance), not a type. (A
-            ``"required"`` choice with nothing to call is refused when a run
-            starts, `refuse_required`: a stored run resumes with it.)
+            ``tool_choice`` naming no tool (or ``"required"`` with no tools,
+            no tool source and no provider tools in ``settings["tools"]``),
+            or an ``output_type`` that is a value (``5``, ``"str"``, an
+            instance), not a type.
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
@@ -386,6 +388,8 @@ def make_options(
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
     tools = tuple(tools)
+    if tool_choice == "required" and not tools and not sources:
+        _refuse_required(settings)  # (before the cache: an agent with sources may share a key)
     resolved, spec = agent_model(model)
     key = _made_key(
         resolved.name,
@@ -461,40 +465,17 @@ def make_options(
     )
 
 
-def refuse_required(config: RunConfig, agent: str | None = None) -> None:
-    """Refuse a run starting with ``tool_choice="required"`` and nothing to call.
-
-    Checked where a run starts fresh (`fresh`, and for each agent of its
-    handoff graph), not when an agent is made nor on a resume: a state
-    stored with such a configuration (as versions before the check stored
-    it) resumes as it ran. The adapters send the run's ``tool_choice`` only
-    with the run's tools: provider tools in ``settings["tools"]`` go with
-    the provider's own choice in ``settings["tool_choice"]``, which the
-    error shows.
-
-    Args:
-        config: The run's configuration (its tools include those of its
-            sources, listed when the run opened them, and its transfer tools).
-        agent: The agent's name, for the error when it is a handoff target.
-
-    Raises:
-        UsageError: ``config.tool_choice`` is ``"required"`` and the run has
-            no tools.
-    """
-    if config.tool_choice != "required" or config.tools:
+def _refuse_required(settings: Mapping[str, Any] | None) -> None:
+    """Refuse ``tool_choice="required"`` for a run with no tools, unless its settings give
+    the provider's own (``settings={"tools": [{"type": "web_search"}]}``)."""
+    provided = (settings or {}).get("tools")
+    if provided:
         return
-    who = "" if agent is None else f"agent {agent!r}: "
-    provided = ""
-    if config.settings.get("tools"):
-        provided = (
-            "; to force a call of the provider tools in settings['tools'], give the "
-            "provider's choice beside them: settings={'tools': [...], 'tool_choice': "
-            "'required'} (Anthropic: {'type': 'any'})"
-        )
     raise UsageError(
-        f"{who}tool_choice='required' needs a tool to call, and the run has none (no tools, "
-        "handoffs or tool sources): the adapters would drop it and the model answer in "
-        f"text; give tools=[...], or leave tool_choice unset{provided}"
+        "tool_choice='required' needs a tool to call, and the run has none (no tools, "
+        "handoffs or tool sources; no provider tools in settings['tools']): the adapters "
+        "would drop it and the model answer in text; give tools=[...], or leave tool_choice "
+        "unset"
     )
 
 
@@ -610,12 +591,9 @@ def fresh(
     """A new run of ``options``: its live half and first state (``run_id`` None: a random one).
 
     Raises:
-        UsageError: ``tool_choice="required"`` with nothing to call
-            (`refuse_required`).
         InvalidEventError: The history holds what no provider takes
             (`history_problem`) or what `RunStarted` refuses.
     """
-    refuse_required(options.config)  # (here, not when the agent is made: a resume runs it)
     listed = to_messages(messages)
     # Here, where a local run starts, not in `start` (durable workflow code calls it).
     problem = history_problem(listed)
