@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import typing
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,7 +23,6 @@ from toolfold import (
     resume,
     tool,
 )
-from toolfold.files import load
 from toolfold.testing import FunctionModel, ScriptedModel
 
 
@@ -368,50 +366,6 @@ def test_resume_refuses_an_observer_that_is_no_function_before_running_tools() -
     with pytest.raises(UsageError, match=r"^on_event must be a function"):
         resume(waiting.state, model=model, tools=[pay], approvals=approvals, on_event=5)  # type: ignore[arg-type]
     assert (ran, model.requests) == ([], [])
-
-
-# --- 6. tool_choice="required" with nothing to call ----------------------------------
-
-
-def test_required_tool_choice_without_tools_is_refused() -> None:
-    """tool_choice="required" with no tools is a UsageError before any model call."""
-    model = ScriptedModel(["hi"])
-    with pytest.raises(UsageError, match=r"^tool_choice='required' needs a tool to call"):
-        Agent(model, tool_choice="required")
-    with pytest.raises(UsageError, match=r"^tool_choice='required' needs a tool to call"):
-        generate_text(model, "x", tool_choice="required")
-    with pytest.raises(UsageError, match=r"^tool_choice='required' needs a tool to call"):
-        Agent(model).evolve(tool_choice="required")
-    assert model.requests == []
-
-
-def test_required_tool_choice_with_provider_tools_or_handoffs_is_taken() -> None:
-    """Provider tools in settings["tools"], or a handoff's transfer tool, satisfy "required"."""
-    model = ScriptedModel(["hi"])
-    Agent(model, tool_choice="required", settings={"tools": [{"type": "web_search"}]}).run("x")
-    assert model.requests[-1].tool_choice == "required"
-    Agent(model, name="a", tool_choice="required", handoffs=[Agent(model, name="b")])
-
-
-class _Source:
-    """A tool source listing ``lookup`` when a run opens it."""
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def tools(self) -> list[Any]:
-        return [lookup]
-
-
-def test_required_tool_choice_with_a_tool_source_is_taken() -> None:
-    """An agent whose tools come from a source (an MCP server) may require a call."""
-    model = ScriptedModel([ScriptedModel.call("lookup", {"order": "1"}), "done"])
-    response = Agent(model, tools=[_Source()], tool_choice="required").run("x")
-    assert response.text == "done"
-    assert [r.tool_choice for r in model.requests] == ["required", "auto"]
 
 
 # --- 7. an explicit-schema tool's function must take the arguments as one dict -------

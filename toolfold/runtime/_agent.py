@@ -293,11 +293,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         # a name two of them share is refused naming the agent.
         owner = None if self.name is None else f"agent {self.name!r}"
         _refuse_repeated_sources(sources, owner)
-        options = make_options(
-            **{**self._spec(), "tools": (*static, *transfers)},
-            owner=owner,
-            sources=bool(sources),
-        )
+        options = make_options(**{**self._spec(), "tools": (*static, *transfers)}, owner=owner)
         if self.name is not None:  # options are made without a name: no copy for none
             options = attrs.evolve(options, name=self.name)
         object.__setattr__(self, "_options", options)

@@ -366,31 +366,25 @@ def make_options(
     on_tool_error: OnToolError = "return",
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     owner: str | None = None,
-    sources: bool = False,
 ) -> RunOptions:
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
 
     ``owner`` names whose options they are (``"agent 'billing'"``) in the
-    error for two tools of one name; ``sources``: the agent has tool sources
-    (an MCP server), whose tools each run adds to ``tools``.
+    error for two tools of one name.
 
     Raises:
         UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
             ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
-            ``tool_choice`` naming no tool (or ``"required"`` with no tools,
-            no tool source and no provider tools in ``settings["tools"]``),
-            or an ``output_type`` that is a value (``5``, ``"str"``, an
-            instance), not a type.
+            ``tool_choice`` naming no tool, or an ``output_type`` that is a
+            value (``5``, ``"str"``, an instance), not a type.
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-    tools = tuple(tools)
-    if tool_choice == "required" and not tools and not sources:
-        _refuse_required(settings)  # (before the cache: an agent with sources may share a key)
     resolved, spec = agent_model(model)
+    tools = tuple(tools)
     key = _made_key(
         resolved.name,
         tools,
@@ -462,20 +456,6 @@ def make_options(
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
         spec=spec,
-    )
-
-
-def _refuse_required(settings: Mapping[str, Any] | None) -> None:
-    """Refuse ``tool_choice="required"`` for a run with no tools, unless its settings give
-    the provider's own (``settings={"tools": [{"type": "web_search"}]}``)."""
-    provided = (settings or {}).get("tools")
-    if provided:
-        return
-    raise UsageError(
-        "tool_choice='required' needs a tool to call, and the run has none (no tools, "
-        "handoffs or tool sources; no provider tools in settings['tools']): the adapters "
-        "would drop it and the model answer in text; give tools=[...], or leave tool_choice "
-        "unset"
     )
 
 
