@@ -149,10 +149,6 @@ def _observer_no_function() -> None:
     Agent(ScriptedModel(["x"])).run("go", on_step=5)  # type: ignore[arg-type]
 
 
-def _required_without_tools() -> None:
-    generate_text(ScriptedModel(["x"]), "go", tool_choice="required")
-
-
 def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
@@ -644,10 +640,6 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     'an `on_event` or `on_step` that is no function (`on_step=5`, `on_event="print"`), given '
     "to a run, a stream, a resume or `generate_text`: refused when the run starts, before any "
     "model call or tool": _observer_no_function,
-    '`tool_choice="required"` for a run with nothing to call (no tools, handoffs or tool '
-    'sources, no provider tools in `settings["tools"]`), which the adapters would drop': (
-        _required_without_tools
-    ),
     "`output_retries=-1`": _negative_retries,
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value
