@@ -149,10 +149,6 @@ def _observer_no_function() -> None:
     Agent(ScriptedModel(["x"])).run("go", on_step=5)  # type: ignore[arg-type]
 
 
-def _required_without_tools() -> None:
-    generate_text(ScriptedModel(["x"]), "go", tool_choice="required")
-
-
 def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
@@ -644,14 +640,6 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     'an `on_event` or `on_step` that is no function (`on_step=5`, `on_event="print"`), given '
     "to a run, a stream, a resume or `generate_text`: refused when the run starts, before any "
     "model call or tool": _observer_no_function,
-    '`tool_choice="required"` for a run with nothing to call (no tools, handoffs or tool '
-    'sources; provider tools in `settings["tools"]` are forced with `settings["tool_choice"]`, '
-    "which the error shows), which the adapters would drop: refused, before any model call, "
-    "when a top-level run starts (`run`/`arun`/`stream` of an agent or a workflow, "
-    "`generate_text`, `TemporalAgent.start` on the client, `run_batch`) for every agent it can "
-    "reach (handoff targets, `as_tool` agents and workflows, workflow steps; an agent with tool "
-    "sources is taken); the agent is made, a run started inside a run is not checked again, and "
-    "a stored run resumes": _required_without_tools,
     "`output_retries=-1`": _negative_retries,
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value

@@ -212,18 +212,6 @@ def test_bad_arguments_are_refused() -> None:
         run_batch(make_agent(), ["1"], concurrency=0, progress=False)
 
 
-def test_a_run_reaching_a_required_agent_with_nothing_to_call_is_refused_before_running() -> None:
-    """An agent or workflow step with tool_choice="required" and no tools fails the batch before any actor, as a local run."""
-    model = ScriptedModel(["hi"])
-    editor = toolfold.Agent(model, name="editor", tool_choice="required")
-    with pytest.raises(toolfold.UsageError, match=r"^tool_choice='required' needs a tool"):
-        run_batch(editor, ["1"], progress=False)
-    flow = toolfold.Sequence(toolfold.Task(echo("shout")), editor, name="flow")
-    with pytest.raises(toolfold.UsageError, match=r"^agent 'editor': tool_choice='required'"):
-        run_batch(flow, ["1"], progress=False)
-    assert model.requests == []
-
-
 def test_the_tests_ray_listens_on_loopback_only(ray_address: str) -> None:
     """The tests' Ray cluster is reached at 127.0.0.1, not the machine's network address."""
     assert ray_address.startswith("127.0.0.1:")

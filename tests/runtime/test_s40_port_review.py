@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import typing
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -16,7 +15,6 @@ from toolfold import (
     OutputInvalidEvent,
     OutputValidationError,
     RunState,
-    Sequence,
     Tool,
     ToolDefinitionError,
     UsageError,
@@ -25,7 +23,6 @@ from toolfold import (
     resume,
     tool,
 )
-from toolfold.files import load
 from toolfold.testing import FunctionModel, ScriptedModel
 
 
@@ -369,184 +366,6 @@ def test_resume_refuses_an_observer_that_is_no_function_before_running_tools() -
     with pytest.raises(UsageError, match=r"^on_event must be a function"):
         resume(waiting.state, model=model, tools=[pay], approvals=approvals, on_event=5)  # type: ignore[arg-type]
     assert (ran, model.requests) == ([], [])
-
-
-# --- 6. tool_choice="required" with nothing to call ----------------------------------
-
-
-def test_required_tool_choice_without_tools_is_refused_when_a_run_starts() -> None:
-    """tool_choice="required" with no tools is a UsageError when a run starts, before any model call."""
-    model = ScriptedModel(["hi"])
-    agent = Agent(model, tool_choice="required")  # made: a resume of a stored run needs it
-    Agent(model).evolve(tool_choice="required")
-    refused = r"^tool_choice='required' needs a tool to call"
-    with pytest.raises(UsageError, match=refused):
-        agent.run("x")
-    with pytest.raises(UsageError, match=refused):
-        list(agent.stream("x"))
-    with pytest.raises(UsageError, match=refused):
-        asyncio.run(agent.arun("x"))
-    with pytest.raises(UsageError, match=refused):
-        generate_text(model, "x", tool_choice="required")
-    with pytest.raises(UsageError, match=refused):
-        asyncio.run(agenerate_text(model, "x", tool_choice="required"))
-    assert model.requests == []
-
-
-def test_a_handoff_target_requiring_a_call_of_nothing_is_refused_when_the_run_starts() -> None:
-    """A handoff target with tool_choice="required" and nothing to call is refused, named, before any model call."""
-    model = ScriptedModel(["hi"])
-    target = Agent(model, name="billing", tool_choice="required")
-    triage = Agent(model, name="triage", handoffs=[target])
-    with pytest.raises(UsageError, match=r"^agent 'billing': tool_choice='required' needs"):
-        triage.run("x")
-    assert model.requests == []
-
-
-_REQUIRED_STATE = Path(__file__).parent / "saved" / "required_no_tools_finished.json"
-
-
-def test_a_run_stored_with_required_and_no_tools_resumes_by_every_path(tmp_path: Path) -> None:
-    """A state main stored with tool_choice="required" and no tools resumes (functional, Agent, agent file)."""
-    # Made by the code before this check: Agent(ScriptedModel(["hi"]),
-    # tool_choice="required", instructions="be brief").run("x").state.to_json()
-    state = RunState.from_json(_REQUIRED_STATE.read_text())
-    assert (state.config.tool_choice, state.config.tools) == ("required", ())
-    again = resume(state, model=ScriptedModel(["again"]), message="more")
-    assert (again.finish_reason, again.text) == ("stop", "again")
-    agent = Agent(ScriptedModel(["again"]), tool_choice="required", instructions="be brief")
-    assert agent.resume(state, message="more").text == "again"
-    text = '[agents.lead]\nmodel = "openai:gpt-4o-mini"\ntool_choice = "required"\n'
-    text += 'instructions = "be brief"\n'
-    (tmp_path / "a.toml").write_text(text)
-    loaded = load(tmp_path / "a.toml", model=ScriptedModel(["again"])).get("lead")
-    assert isinstance(loaded, Agent)
-    assert loaded.resume(state, message="more").text == "again"
-
-
-def test_required_tool_choice_with_handoffs_is_taken() -> None:
-    """A handoff's transfer tool satisfies "required"."""
-    model = ScriptedModel(["hi"])
-    Agent(model, name="a", tool_choice="required", handoffs=[Agent(model, name="b")]).run("x")
-    assert model.requests[-1].tool_choice == "required"
-
-
-def test_required_tool_choice_with_only_provider_tools_points_at_the_setting() -> None:
-    """With only settings["tools"], "required" (which the adapters would drop) is refused, naming settings' tool_choice."""
-    model = ScriptedModel(["hi"])
-    agent = Agent(model, tool_choice="required", settings={"tools": [{"type": "web_search"}]})
-    with pytest.raises(
-        UsageError, match=r"settings=\{'tools': \[\.\.\.\], 'tool_choice': 'required'\}"
-    ):
-        agent.run("x")
-    assert model.requests == []
-    forced = Agent(model, settings={"tools": [{"type": "web_search"}], "tool_choice": "required"})
-    assert forced.run("x").text == "hi"
-
-
-class _Source:
-    """A tool source listing ``lookup`` when a run opens it."""
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def tools(self) -> list[Any]:
-        return [lookup]
-
-
-def test_required_tool_choice_with_a_tool_source_is_taken() -> None:
-    """An agent whose tools come from a source (an MCP server) may require a call."""
-    model = ScriptedModel([ScriptedModel.call("lookup", {"order": "1"}), "done"])
-    response = Agent(model, tools=[_Source()], tool_choice="required").run("x")
-    assert response.text == "done"
-    assert [r.tool_choice for r in model.requests] == ["required", "auto"]
-
-
-_WORKFLOW_STATE = Path(__file__).parent / "saved" / "workflow_required_step_awaiting_approval.json"
-
-
-@tool(requires_approval=True)
-def publish(text: str) -> str:
-    """Publish a text.
-
-    Args:
-        text: The text.
-    """
-    return "published"
-
-
-def _writer() -> Agent:
-    def answer(request: Any) -> Any:
-        if any(m.role == "tool" for m in request.messages):
-            return "draft"
-        return FunctionModel.call("publish", {"text": "a"})
-
-    return Agent(FunctionModel(answer), name="writer", tools=[publish])
-
-
-def _pending(state: RunState) -> list[str]:
-    ids: list[str] = []
-    for call in state.calls:
-        if call.child is not None:
-            ids += _pending(call.child)
-        elif call.status != "done":
-            ids.append(call.call.id)
-    return ids
-
-
-def test_a_workflow_stored_with_a_later_required_step_resumes_to_its_end() -> None:
-    """A workflow main stored (waiting for an approval) whose later step requires a call of nothing finishes on resume."""
-    # Made by main's code (be5f534b, from `git archive main`): this workflow's
-    # .run("x", run_id="wf-saved").state.to_json(), waiting for publish's approval.
-    state = RunState.from_json(_WORKFLOW_STATE.read_text())
-    editor = ScriptedModel(["final"])
-    flow = Sequence(_writer(), Agent(editor, name="editor", tool_choice="required"))
-    done = flow.resume(state, approvals=dict.fromkeys(_pending(state), True))
-    assert (done.finish_reason, done.text) == ("stop", "final")
-    assert [r.tool_choice for r in editor.requests] == ["required"]
-
-
-def test_a_fresh_run_reaching_a_required_agent_with_nothing_to_call_is_refused() -> None:
-    """A workflow step, an as_tool agent or workflow that requires a call of nothing refuses the top-level run before any model call."""
-    model = ScriptedModel(["hi"])
-    sub = Agent(model, name="editor", tool_choice="required")
-    refused = r"^agent 'editor': tool_choice='required' needs a tool to call"
-    flow = Sequence(_writer(), sub)
-    for start in (
-        lambda: flow.run("x"),
-        lambda: asyncio.run(flow.arun("x")),
-        lambda: list(flow.stream("x")),
-    ):
-        with pytest.raises(UsageError, match=refused):
-            start()
-    outer = Agent(model, name="lead", tools=[flow.as_tool("flow", "the flow")])
-    deep = Agent(model, name="deep", tools=[outer.as_tool("lead", "the lead")])
-    for agent in (Agent(model, tools=[sub.as_tool("editor", "an editor")]), outer, deep):
-        with pytest.raises(UsageError, match=refused):
-            agent.run("x")
-        with pytest.raises(UsageError, match=refused):
-            generate_text(model, "x", tools=[agent.as_tool("a", "an agent")])
-    assert model.requests == []
-
-
-def test_agents_that_reach_each_other_are_checked_once() -> None:
-    """A handoff cycle with as_tool agents is checked without looping, and runs."""
-    model = ScriptedModel(["hi"])
-    helper = Agent(model, name="helper", tools=[lookup])
-    a = Agent(model, name="a", handoffs=["b"], tools=[helper.as_tool("helper", "h")])
-    b = Agent(model, name="b", handoffs=["a"], tool_choice="required")
-    lead = Agent(model, name="lead", handoffs=[a, b])
-    assert lead.run("x").text == "hi"
-
-
-def test_a_step_with_a_tool_source_may_require_a_call() -> None:
-    """A workflow step whose tools come from a source passes the check and runs."""
-    model = ScriptedModel([ScriptedModel.call("lookup", {"order": "1"}), "done"])
-    step = Agent(model, name="step", tools=[_Source()], tool_choice="required")
-    assert Sequence(step).run("x").text == "done"
 
 
 # --- 7. an explicit-schema tool's function must take the arguments as one dict -------

@@ -22,14 +22,12 @@ from temporalio.converter import (
     DataConverter,
     JSONProtoPayloadConverter,
 )
-from temporalio.service import RPCError, RPCStatusCode
 
 from toolfold import (
     Agent,
     AuthenticationError,
     BadRequestError,
     ProviderError,
-    Sequence,
     ServerError,
     ToolDefinitionError,
     ToolfoldError,
@@ -108,38 +106,6 @@ def test_a_retryable_provider_error_with_the_retries_used_up_raises_its_class(
 
 
 echo = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), name="s37echo"))
-
-
-_forcing = FunctionModel(lambda request: "hi")
-_editor = Agent(_forcing, name="s40editor", tool_choice="required")  # nothing to call
-_forced = TemporalAgent(_editor)
-_forced_flow = TemporalAgent(
-    Sequence(Agent(_forcing, name="s40writer"), _editor, name="s40flow"), name="s40flow"
-)
-
-
-def test_start_refuses_on_the_client_a_run_reaching_a_required_agent_with_nothing_to_call(
-    server: DevServer,
-) -> None:
-    """TemporalAgent.start refuses an agent or workflow step with tool_choice="required" and no tools before any workflow starts, as a local run."""
-
-    async def go() -> list[tuple[str, RPCStatusCode]]:
-        client = await _client(server, [_forced, _forced_flow])
-        seen = []
-        for agent in (_forced, _forced_flow):
-            id = f"s40-forced-{uuid.uuid4().hex}"
-            with pytest.raises(UsageError) as raised:
-                await agent.start(client, "x", id=id, task_queue="s40-none")
-            with pytest.raises(RPCError) as missing:  # no workflow was started
-                await client.get_workflow_handle(id).describe()
-            seen.append((str(raised.value), missing.value.status))
-        return seen
-
-    (alone, alone_status), (flow, flow_status) = asyncio.run(go())
-    assert alone.startswith("tool_choice='required' needs a tool to call")
-    assert flow.startswith("agent 's40editor': tool_choice='required' needs a tool to call")
-    assert alone_status == flow_status == RPCStatusCode.NOT_FOUND
-    assert _forcing.requests == []
 
 
 def test_a_client_connected_without_the_plugin_is_refused_saying_to_connect_it_with_the_plugin(

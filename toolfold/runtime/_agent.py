@@ -9,7 +9,6 @@ from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 import attrs
 
 from toolfold._errors import ToolDefinitionError, UsageError
-from toolfold.runtime._agent_tool import as_tool_of
 from toolfold.runtime._misplaced import (
     config_options,
     refuse_model_options,
@@ -27,7 +26,6 @@ from toolfold.runtime._run import (
     RunStream,
     fresh,
     make_options,
-    refuse_required,
     run_async,
     run_sync,
     start,
@@ -686,14 +684,7 @@ class Agent(Generic[DepsT, OutputT_co]):
             on_event: Called with every event of the run (read-only).
             on_step: Called with every completed `Step` (read-only).
             run_id: The run's id (random by default).
-
-        Raises:
-            UsageError: This agent, or one its run can reach (a handoff
-                target, an ``as_tool`` agent, an agent step of an ``as_tool``
-                workflow), has ``tool_choice="required"`` and nothing to call
-                (`refuse_forced_nothing`): refused before any model call.
         """
-        refuse_forced_nothing(self)
         return self._sync(_Fresh(prompt, history, deps, on_event, on_step, run_id))
 
     @keeps_override
@@ -708,7 +699,6 @@ class Agent(Generic[DepsT, OutputT_co]):
         run_id: str | None = None,
     ) -> Response[OutputT_co]:
         """Like `run`, on the running event loop."""
-        refuse_forced_nothing(self)
         if self._sources:
             return await self._sourced_async(
                 _Fresh(prompt, history, deps, on_event, on_step, run_id)
@@ -735,34 +725,14 @@ class Agent(Generic[DepsT, OutputT_co]):
         arrive (`TextDelta`...), `ToolCallEvent`, `ToolResultEvent`,
         `OutputInvalidEvent` (a structured answer sent back), `StepEndEvent`,
         and last a `RunEndEvent` carrying the `Response`.
-
-        Raises:
-            UsageError: As `run` does, before any model call.
         """
-        refuse_forced_nothing(self)
         return self._streamed(_Fresh(prompt, history, deps, on_event, on_step, run_id))
-
-    # A run started inside a run (an `as_tool` call, a workflow step): not checked by
-    # `refuse_forced_nothing` again, as on a resume of a stored run it must not be.
-
-    def _inner_run(self, prompt: MessagesInput, deps: Any, run_id: str) -> Response:
-        return self._sync(_Fresh(prompt, (), deps, None, None, run_id))
-
-    def _inner_arun(
-        self, prompt: MessagesInput, deps: Any, run_id: str
-    ) -> Coroutine[Any, Any, Response]:
-        if self._sources:
-            return self._sourced_async(_Fresh(prompt, (), deps, None, None, run_id))
-        return run_async(*self._fresh_run(prompt, (), deps, None, None, run_id))
-
-    def _inner_stream(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunStream:
-        return self._streamed(_Fresh(prompt, (), deps, None, None, run_id))
 
     def _step_state(self, prompt: MessagesInput, deps: Any, run_id: str) -> RunState:
         """A workflow step's run of this agent, blocking: `run`'s state, without the
         `Response` (nor the typed output) a step does not read."""
         if self._sources:
-            return self._inner_run(prompt, deps, run_id).state
+            return self.run(prompt, deps=deps, run_id=run_id).state
         # `run_sync`'s end state, without its `Response`.
         return drive_sync(*self._fresh_run(prompt, (), deps, None, None, run_id)).state
 
@@ -774,7 +744,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         the `Response`). Not a coroutine function: the step awaits the run itself, one
         coroutine fewer per step."""
         if self._sources:
-            return self._inner_arun(prompt, deps, run_id)
+            return self.arun(prompt, deps=deps, run_id=run_id)
         return drive_async(*self._fresh_run(prompt, (), deps, None, None, run_id))
 
     def _fresh_run(
@@ -1138,52 +1108,6 @@ class _Fresh:
             agent.name,
             agent._handovers(graph),
         )
-
-
-def refuse_forced_nothing(root: Any) -> None:
-    """Refuse a top-level run that would reach ``tool_choice="required"`` with nothing to call.
-
-    Checks every agent the run can reach: ``root`` (an `Agent`, a workflow,
-    or the `RunOptions` of `generate_text`), its handoff targets, the agents
-    and workflows of its ``as_tool`` tools, the agent steps of workflows, at
-    any depth (each once: a cycle ends). An agent with tool sources is
-    accepted (its tools are listed when its run opens them). Called where a
-    top-level run starts fresh (`Agent.run`/``arun``/``stream``,
-    `generate_text`, ``Workflow.run``/``arun``/``stream``,
-    ``TemporalAgent.start``, the Ray batch), never for a run started inside
-    a run nor for a resume: a state stored by a version without the check
-    goes on as it ran.
-
-    Raises:
-        UsageError: An agent reached has ``tool_choice="required"`` and no
-            tools (`refuse_required`; named when it is not ``root``).
-    """
-    seen: set[int] = set()
-    todo: list[Any] = [root]
-    while todo:
-        item = todo.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, Agent):
-            graph = item._graph_or_none()
-            for name, agent in graph.items() if graph else ((item.name, item),):
-                if agent is not item and id(agent) in seen:
-                    continue
-                seen.add(id(agent))
-                if not agent._sources:
-                    refuse_required(agent._options.config, None if agent is root else name)
-                todo.extend(_as_tool_targets(agent._options.tools.values()))
-        elif isinstance(item, RunOptions):
-            refuse_required(item.config)
-            todo.extend(_as_tool_targets(item.tools.values()))
-        else:  # a workflow: its steps' targets (a function step has no `_tasks`)
-            todo.extend(task.target for task in getattr(item, "_tasks", ()))
-
-
-def _as_tool_targets(tools: Iterable[Tool[..., Any]]) -> list[Any]:
-    """The agents and workflows ``tools`` run (those made by ``as_tool``)."""
-    return [made.agent for tool in tools if (made := as_tool_of(tool)) is not None]
 
 
 def _from_spec(

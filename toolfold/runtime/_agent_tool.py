@@ -125,7 +125,7 @@ def _nested(
                     response = spec.resume(ctx.sub_run, deps=ctx.deps)
             else:
                 with blocking_sub_run():
-                    response = runner._inner_run(prompt(input), ctx.deps, sub_run_id(ctx))
+                    response = runner.run(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
         except RecursionError as exc:  # the stack ran out in this sub-run's own code
@@ -152,7 +152,7 @@ def _nested(
                 with continuing(ctx.sub_run):
                     response = await spec.aresume(ctx.sub_run, deps=ctx.deps)
             else:
-                response = await runner._inner_arun(prompt(input), ctx.deps, sub_run_id(ctx))
+                response = await runner.arun(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
         except SourceCloseError as error:
             response = _ended(error, tool_name)
         return _sub_run(response, made_by.output, tool_name, who, spec)
@@ -213,7 +213,7 @@ def _stream(spec: Any, ctx: RunContext[Any], prompt: Callable[[Any], Any], input
     if ctx.sub_run is not None:
         with continuing(ctx.sub_run):
             return spec.resume_stream(ctx.sub_run, deps=ctx.deps)
-    return spec._inner_stream(prompt(input), ctx.deps, sub_run_id(ctx))
+    return spec.stream(prompt(input), deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
 def within(spec: Any, budget: TokenBudget) -> Any:

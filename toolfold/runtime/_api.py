@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from toolfold._errors import ToolfoldError
-from toolfold.runtime._agent import Agent, _Answers, _listed, refuse_forced_nothing
+from toolfold.runtime._agent import Agent, _Answers, _listed
 from toolfold.runtime._misplaced import (
     config_options,
     refuse_model_options,
@@ -212,7 +212,6 @@ def generate_text(
     options = _one_off(locals(), "generate_text()")
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
-    refuse_forced_nothing(options)
     return run_sync(*fresh(options, messages, run_id, deps, on_event, on_step))
 
 
@@ -321,7 +320,6 @@ async def agenerate_text(
         return await options.arun(
             messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id
         )
-    refuse_forced_nothing(options)
     return await run_async(*fresh(options, messages, run_id, deps, on_event, on_step))
 
 

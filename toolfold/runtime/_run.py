@@ -383,17 +383,15 @@ def make_options(
         UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
             ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
             ``tool_choice`` naming no tool, or an ``output_type`` that is a
-            value (``5``, ``"str"``, an instance), not a type. (A
-            ``"required"`` choice with nothing to call is refused when a run
-            starts, `refuse_required`: a stored run resumes with it.)
+            value (``5``, ``"str"``, an instance), not a type.
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-    tools = tuple(tools)
     resolved, spec = agent_model(model)
+    tools = tuple(tools)
     key = _made_key(
         resolved.name,
         tools,
@@ -465,45 +463,6 @@ def make_options(
         on_tool_error=on_tool_error,
         max_concurrency=max_concurrency,
         spec=spec,
-    )
-
-
-def refuse_required(config: RunConfig, agent: str | None = None) -> None:
-    """Refuse a run starting with ``tool_choice="required"`` and nothing to call.
-
-    Checked for every agent a top-level run can reach, where it starts
-    (`toolfold.runtime._agent.refuse_forced_nothing`), not when an agent is
-    made, nor for a run started inside a run, nor on a resume: a state
-    stored with such a configuration (as versions before the check stored
-    it) resumes as it ran. The adapters send the run's ``tool_choice`` only
-    with the run's tools: provider tools in ``settings["tools"]`` go with
-    the provider's own choice in ``settings["tool_choice"]``, which the
-    error shows.
-
-    Args:
-        config: The run's configuration (its tools include those of its
-            sources, listed when the run opened them, and its transfer tools).
-        agent: The agent's name, for the error when the run reaches it (a
-            handoff target, an ``as_tool`` agent, a workflow step).
-
-    Raises:
-        UsageError: ``config.tool_choice`` is ``"required"`` and the run has
-            no tools.
-    """
-    if config.tool_choice != "required" or config.tools:
-        return
-    who = "" if agent is None else f"agent {agent!r}: "
-    provided = ""
-    if config.settings.get("tools"):
-        provided = (
-            "; to force a call of the provider tools in settings['tools'], give the "
-            "provider's choice beside them: settings={'tools': [...], 'tool_choice': "
-            "'required'} (Anthropic: {'type': 'any'})"
-        )
-    raise UsageError(
-        f"{who}tool_choice='required' needs a tool to call, and the run has none (no tools, "
-        "handoffs or tool sources): the adapters would drop it and the model answer in "
-        f"text; give tools=[...], or leave tool_choice unset{provided}"
     )
 
 

@@ -560,7 +560,7 @@ def sub_run_async(
         target = target._within(budget)
     if isinstance(target, Agent):  # the step reads the run's state only
         return target._astep_run(prompt, deps, run_id())
-    return target._inner_arun(prompt, deps, run_id())  # type: ignore[no-any-return]
+    return target.arun(prompt, deps=deps, run_id=run_id())  # type: ignore[no-any-return]
 
 
 async def _aresumed(target: Any, sub_run: RunState, deps: Any) -> Response:
@@ -657,7 +657,7 @@ def step_state(
     elif isinstance(target, Agent):  # the step reads the run's state only
         return target._step_state(prompt, deps, run_id())
     else:
-        response = target._inner_run(prompt, deps, run_id())
+        response = target.run(prompt, deps=deps, run_id=run_id())
     return response.state
 
 
@@ -707,7 +707,7 @@ def _step_stream(target: Any, prompt: Any, ctx: RunContext[Any]) -> Any:
     if ctx.sub_run is not None:
         with continuing(ctx.sub_run):
             return target.resume_stream(ctx.sub_run, deps=ctx.deps)
-    return target._inner_stream(prompt, ctx.deps, sub_run_id(ctx))
+    return target.stream(prompt, deps=ctx.deps, run_id=sub_run_id(ctx))
 
 
 def _step_result(response: Response, target: Any = None) -> SubRun:

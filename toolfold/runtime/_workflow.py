@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import typing
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -26,7 +26,7 @@ from toolfold._errors import (
     UsageError,
     WorkflowDefinitionError,
 )
-from toolfold.runtime._agent import Observer, StepObserver, refuse_forced_nothing
+from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
 from toolfold.runtime._model import keeps_override
 from toolfold.runtime._planner import (
@@ -425,7 +425,6 @@ class Workflow:
         """
         # Blocking all the way down: steps one at a time run in this thread;
         # steps side by side run as coroutines of one loop (see `run_calls_sync`).
-        refuse_forced_nothing(self)
         live, state = self._begin(prompt, run_id, deps, on_event, on_step, lean=True)
         return self._ran_sync(live, state)
 
@@ -440,7 +439,6 @@ class Workflow:
         run_id: str | None = None,
     ) -> WorkflowResponse:
         """Like `run`, on the running event loop (agent steps run on worker threads)."""
-        refuse_forced_nothing(self)
         live, state = self._begin(prompt, run_id, deps, on_event, on_step, lean=True)
         return await self._ran_async(live, state)
 
@@ -459,28 +457,6 @@ class Workflow:
         `ToolResultEvent` (it ended), `StepStartEvent` / `StepEndEvent` (a
         round of step calls) and last a `RunEndEvent` with the response.
         """
-        refuse_forced_nothing(self)
-        return self._inner_stream(prompt, deps, run_id, on_event, on_step)
-
-    # A run started inside a run (a step, an `as_tool` call): not checked by
-    # `refuse_forced_nothing` again, as on a resume of a stored run it must not be.
-
-    def _inner_run(self, prompt: Any, deps: Any, run_id: str) -> WorkflowResponse:
-        return self._ran_sync(*self._begin(prompt, run_id, deps, None, None, lean=True))
-
-    def _inner_arun(
-        self, prompt: Any, deps: Any, run_id: str
-    ) -> Coroutine[Any, Any, WorkflowResponse]:
-        return self._ran_async(*self._begin(prompt, run_id, deps, None, None, lean=True))
-
-    def _inner_stream(
-        self,
-        prompt: Any,
-        deps: Any,
-        run_id: str | None,
-        on_event: Observer | None = None,
-        on_step: StepObserver | None = None,
-    ) -> WorkflowStream:
         live, state = self._begin(prompt, run_id, deps, on_event, on_step)
         assert type(state) is RunState
         return WorkflowStream(RunStream(live, state), self)

@@ -33,7 +33,6 @@ from toolfold.integrations.ray._actor import (
 )
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
 from toolfold.runtime import Agent, Response, RunState, Workflow, WorkflowResponse
-from toolfold.runtime._agent import refuse_forced_nothing
 from toolfold.runtime._run import to_messages
 from toolfold.runtime.core._messages import Message, wrong_argument
 from toolfold.runtime.drive._shells import finish
@@ -458,10 +457,7 @@ def _check_inputs(spec: Spec, prompts: list[Any]) -> None:
 
     A workflow starts from text or any plain data, but its templates may name
     values no step defines: `Workflow._start` refuses that for every input alike.
-    An agent the runs can reach with ``tool_choice="required"`` and nothing to
-    call is refused here too, as a local run refuses it (`refuse_forced_nothing`).
     """
-    refuse_forced_nothing(spec)
     for index, prompt in enumerate(prompts):
         try:
             if isinstance(spec, Workflow):

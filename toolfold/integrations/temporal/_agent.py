@@ -56,7 +56,7 @@ from toolfold.integrations.temporal._workflow import (
     Registered,
     register,
 )
-from toolfold.runtime._agent import Agent, refuse_forced_nothing
+from toolfold.runtime._agent import Agent
 from toolfold.runtime._model import Model
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import MessagesInput
@@ -204,13 +204,9 @@ class TemporalAgent:
                 `ToolfoldPlugin` (``Client.connect(..., plugins=[ToolfoldPlugin()])``:
                 without its data converter no state crosses to the workflow);
                 or the run's first state (its prompt and history) is over
-                Temporal's payload limit, and the client has no external storage;
-                or an agent the run can reach has ``tool_choice="required"`` and
-                nothing to call (`refuse_forced_nothing`, checked here on the
-                client, before the workflow starts, as a local run checks it).
+                Temporal's payload limit, and the client has no external storage.
         """
         _check_client("TemporalAgent.start", client)
-        refuse_forced_nothing(self.agent)
         if isinstance(self.agent, Agent):
             state = self.agent._start(prompt, history, id)
         elif history:
