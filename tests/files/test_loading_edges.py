@@ -641,9 +641,70 @@ def test_a_long_yaml_text_aliased_as_many_keys_is_refused() -> None:
     with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
-    assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0].xxxxxxxxxx"), problem[
-        :100
-    ]
+    assert problem.startswith(
+        "f.yaml:9: agents.a0.settings.extra_body.k[0]." + "x" * 40 + "…: the alias *s stands for "
+    ), problem[:100]
     assert (
         "the alias *s stands for 100,000 characters, and the aliases in agents.a0 make " in problem
     )
+    assert len(problem) < 500  # (the key shown by its first 40 characters, not 100,000)
+
+
+def _key_paths(text: str) -> Any:
+    """The `_Lines` of the YAML ``text`` once its key paths are noted."""
+    from toolfold.files._load import _Lines, _parse
+
+    lines = _Lines("f.yaml", text, "yaml")
+    _parse(text, "yaml", lines)
+    return lines
+
+
+@pytest.mark.parametrize("how", ["aliased", "written", "nested"])
+def test_a_long_yaml_key_is_shortened_in_the_key_paths_noted(how: str) -> None:
+    """A 10,000-character key (aliased as the key of 300 tables, written once over a list of
+    300 items, or aliased as 30 nested keys) is noted in paths by its first 40 characters:
+    paths copied its whole text (a 300 KB file took 2 GB)."""
+    long = "k" * 10_000
+    text = AGENT + "    settings:\n      extra_body:\n"
+    if how == "aliased":
+        text += f"        a: &s {long}\n        b: [" + ", ".join(["{*s : 1}"] * 300) + "]\n"
+    elif how == "written":
+        text += f"        ? {long}\n        : [" + ", ".join(["1"] * 300) + "]\n"
+    else:
+        text += f"        a: &s {long}\n        b: " + "{*s : " * 30 + "1" + "}" * 30 + "\n"
+    lines = _key_paths(text)
+    assert max(len(path) for path in lines._known) < 2_000
+    shown = "k" * 40 + "…"
+    under = "agents.a.settings.extra_body"
+    if how == "aliased":
+        assert lines._known[f"{under}.b[299].{shown}"] == 6
+    elif how == "written":
+        assert lines._known[f"{under}.{shown}[299]"] == 7
+        # (a problem's path with the whole key is found at its line too)
+        assert lines.line(f"{under}.{long}[299]") == 7
+    else:
+        assert lines._known[f"{under}.b" + f".{shown}" * 30] == 6
+
+
+def test_long_yaml_keys_alike_in_their_first_characters_are_not_given_twice() -> None:
+    """Two keys of one table that differ after their first 40 characters (shown alike in
+    paths) are two keys, not one given twice."""
+    text = AGENT + "    settings:\n      extra_body:\n"
+    text += f"        {'k' * 50}1: 1\n        {'k' * 50}2: 2\n"
+    with override_models(TestModel()):
+        loaded = loads(text, format="yaml", name="f.yaml")
+    assert len(loaded.agent("a").settings["extra_body"]) == 2
+
+
+def test_an_anchored_value_aliased_as_a_key_of_its_table_names_the_alias() -> None:
+    """In ``{a: &s TEXT, *s : 1}`` (TEXT aliased too often) the problem names the alias, the
+    key, not the anchored value ``a``."""
+    text = AGENT.replace("  a:", "  a0:") + "    settings:\n      extra_body:\n"
+    text += f"        k: [{{a: &s {'x' * 100_000}, *s : 1}}, " + ", ".join(["{*s : 1}"] * 150)
+    text += "]\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "f.yaml:6: agents.a0.settings.extra_body.k[0]." + "x" * 40 + "…: the alias *s stands for "
+    ), problem[:120]

@@ -13,7 +13,7 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,9 @@ ALIAS_TOTAL = 1_000_000
 ALIAS_CHARS = 10_000_000
 #: How many characters YAML aliases may add to a whole agent file.
 ALIAS_CHARS_TOTAL = 50_000_000
+#: How many characters of a key a key path shows (`_shown`): the rest is cut.
+KEY_SHOWN = 40
+_LONG_PART = re.compile(rf"[^.\[\]]{{{KEY_SHOWN + 1},}}")
 _BAD = object()
 
 
@@ -323,7 +326,7 @@ def _parse_toml(text: str, lines: _Lines) -> Any:
 
 def _parse_yaml(text: str, lines: _Lines) -> Any:
     # PyYAML missing: "needs 'yaml': pip install 'toolfold[yaml]'"; installed but failing
-    # in its own import: that ImportError, kept as the cause (see `optional`).
+    # in its own import: its error, kept as the cause (see `optional`).
     yaml = optional("yaml", "yaml", "a YAML agent file", _no_yaml(lines))
     try:
         loader = _composer(text)
@@ -335,7 +338,7 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
     try:
         node = loader.get_single_node()
         if node is not None:  # (before the data is made: a "billion laughs" is refused first)
-            lines.from_yaml(node, loader.aliases)
+            lines.from_yaml(node, loader.aliases, loader.alias_keys)
         if lines.unloadable:
             raise AgentFileError(lines.file, lines.unloadable)
         # The data, built from the nodes composed above (not parsed again: that took as
@@ -368,6 +371,9 @@ def _composer(text: str) -> Any:
             super().__init__(text)
             # (id of the node holding the alias, id of the node it names) -> (anchor, line)
             self.aliases: dict[tuple[int, int], tuple[str, int]] = {}
+            # (id of a mapping node, index of a key in it): the key is an alias (its node
+            # is the anchored one, which may be written later in the walk: {a: &s x, *s : 1})
+            self.alias_keys: set[tuple[int, int]] = set()
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             # A value its tag cannot read (!!int abc, !!bool maybe, !!timestamp x) raises
@@ -386,6 +392,8 @@ def _composer(text: str) -> Any:
             alias = None
             if self.check_event(yaml.AliasEvent):
                 alias = self.peek_event()  # type: ignore[no-untyped-call]
+            if alias is not None and index is None and isinstance(parent, yaml.MappingNode):
+                self.alias_keys.add((id(parent), len(parent.value)))  # (a key: index None)
             node = super().compose_node(parent, index)
             if alias is not None:
                 used = (alias.anchor, alias.start_mark.line + 1)
@@ -430,7 +438,12 @@ class _Lines:
         # expand to too many values.
         self.unloadable: list[str] = []
 
-    def from_yaml(self, root: Any, aliases: Mapping[tuple[int, int], tuple[str, int]]) -> None:
+    def from_yaml(
+        self,
+        root: Any,
+        aliases: Mapping[tuple[int, int], tuple[str, int]],
+        alias_keys: Collection[tuple[int, int]] = (),
+    ) -> None:
         """Note the line of every key path of the composed YAML ``root``.
 
         Each node is walked once, however many aliases name it (a path through
@@ -446,11 +459,15 @@ class _Lines:
         values and `ALIAS_CHARS_TOTAL` characters to the whole file (a base
         anchor shared by many agents is copied into each). A list or table
         as a mapping key is a problem too, never walked (PyYAML cannot build
-        it).
+        it). ``alias_keys`` (`_composer`'s): the keys that are aliases, by
+        their mapping and index. A key longer than `KEY_SHOWN` characters is
+        shortened in paths (`_shown`): a path copies its keys' text, and a
+        long text aliased as thousands of keys made gigabytes of paths.
         """
         import yaml
 
         first: dict[int, str] = {}  # node id -> the path it was walked at
+        shown: dict[int, tuple[str, str]] = {}  # key node id -> its text, read text in paths
         open_: set[int] = set()  # the nodes being walked (the enclosing ones)
         # node id -> the values and the characters (of its keys and scalars) it expands
         # to (a scalar's once walked, a list's or table's once left)
@@ -501,8 +518,8 @@ class _Lines:
             stack.append((None, "", node, None))
             children: list[tuple[Any, str, Any, str | None]] = []
             if isinstance(node, yaml.MappingNode):
-                seen: dict[str, int] = {}
-                for key, value in node.value:
+                seen: dict[str, int] = {}  # key text -> its line
+                for index, (key, value) in enumerate(node.value):
                     line = key.start_mark.line + 1
                     if not isinstance(key, yaml.ScalarNode):
                         # A list or table as a key (written, or an alias: at its line):
@@ -518,25 +535,27 @@ class _Lines:
                             )
                         )
                         continue
-                    child = f"{path}.{key.value}" if path else str(key.value)
-                    if id(key) in first:  # an alias as the key: its text is copied
+                    if id(key) not in shown:  # (once per key node, however often aliased)
+                        shown[id(key)] = (_shown(key.value), _shown(_yaml_key(key)))
+                    name, read = shown[id(key)]
+                    child = f"{path}.{name}" if path else name
+                    if (id(node), index) in alias_keys:  # an alias as the key: its text is copied
                         for where in counted:
-                            where.note(1, chars[id(key)], child, key, node)
+                            where.note(1, len(key.value), child, key, node)
                     else:
                         first[id(key)] = child
                         sizes[id(key)], chars[id(key)] = 1, len(key.value)
                         for where in counted:
                             where.chars_written += chars[id(key)]
-                    if child in seen:  # PyYAML keeps the last one silently
+                    if key.value in seen:  # PyYAML keeps the last one silently
                         self.twice.append(
-                            self.at(line, f"{child}: given twice (first at line {seen[child]})")
+                            self.at(line, f"{child}: given twice (first at line {seen[key.value]})")
                         )
-                    seen[child] = line
+                    seen[key.value] = line
                     self._known[child] = line
                     # A key YAML reads as another value (yes: True, null: None, 1: 1) is
                     # named in problems as that value is written by str(): found there too.
-                    read = _yaml_key(key)
-                    if read != key.value:
+                    if read != name:
                         self._known.setdefault(f"{path}.{read}" if path else read, line)
                     children.append((value, child, node, _part(path, part, child, value)))
             else:
@@ -626,6 +645,7 @@ class _Lines:
         if self._toml is not None:
             self._known.update(toml_positions(self._toml))
             self._toml = None
+        path = _shown(path)  # (its long keys as `from_yaml` noted them)
         # The longest part of ``path`` written in the file, or reached through an alias
         # to a key written under its anchor: a key missing under an alias is at the
         # alias's line (it is the alias's key that lacks it), not at its anchor's.
@@ -707,6 +727,14 @@ def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
     if part is None and path in ("agents", "workflows"):
         return child
     return part
+
+
+def _shown(text: str) -> str:
+    """``text`` (a key, or a key path) as paths show it: each part longer than `KEY_SHOWN`
+    characters (between dots and brackets) cut there, ending in "…"."""
+    if len(text) <= KEY_SHOWN:
+        return text
+    return _LONG_PART.sub(lambda part: part.group()[:KEY_SHOWN] + "…", text)
 
 
 def _yaml_key(node: Any) -> str:
