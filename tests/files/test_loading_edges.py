@@ -574,24 +574,37 @@ def test_a_yaml_python_tag_is_not_built(value: str) -> None:
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        (
-            "!!int abc",
-            "cannot read 'abc' as !!int (invalid literal for int() with base 10: 'abc')",
-        ),
-        ("!!float x", "cannot read 'x' as !!float (could not convert string to float: 'x')"),
-        ("!!bool maybe", "cannot read 'maybe' as !!bool"),
-        ("!!timestamp soon", "cannot read 'soon' as !!timestamp"),
+        ("!!int abc", "cannot read this value as !!int"),
+        ("!!float x", "cannot read this value as !!float"),
+        ("!!bool maybe", "cannot read this value as !!bool"),
+        ("!!timestamp soon", "cannot read this value as !!timestamp"),
+        ("!!float " + "x" * 100_000, "cannot read this value as !!float"),
     ],
 )
 def test_a_yaml_value_its_tag_cannot_read_is_a_problem_at_its_line(
     value: str, problem: str
 ) -> None:
     """A scalar its tag cannot read (``!!int abc``) is an AgentFileError at its line naming
-    the value and the tag (was: the reading function's raw ValueError, KeyError...)."""
+    the tag, not the value (was: the reading function's raw ValueError, KeyError...; then
+    its text, 100,000 characters for a long ``!!float``)."""
     text = AGENT + f"    settings:\n      temperature: 0.5\n      t: {value}\n"
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     assert caught.value.problems == (f"f.yaml:6: not YAML: {problem}",)
+
+
+@pytest.mark.parametrize("tag", ["!!int", "!!float", "!!timestamp"])
+def test_a_tagged_mcp_env_value_its_tag_cannot_read_is_not_shown(tag: str) -> None:
+    """An MCP server's ``env`` value its tag cannot read is a problem naming the tag only: the
+    value (a token) was shown, twice with the reading function's error."""
+    text = (
+        AGENT
+        + f"    mcp:\n      - command: srv\n        env: {{API_TOKEN: {tag} sk-live-51Habc}}\n"
+    )
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (f"f.yaml:6: not YAML: cannot read this value as {tag}",)
+    assert "51H" not in str(caught.value)
 
 
 def _long_text_aliased(agents: int, aliases: int) -> str:

@@ -54,7 +54,7 @@ from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.toolkit._options import name_problems
-from toolfold.toolkit._results import describe_exception, escaped, exception_text
+from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -378,14 +378,14 @@ def _composer(text: str) -> Any:
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             # A value its tag cannot read (!!int abc, !!bool maybe, !!timestamp x) raises
             # the ValueError (KeyError, ...) of the function that reads it: a YAML error
-            # at the node's line instead, naming the value and the tag.
+            # at the node's line instead, naming the tag.
             try:
                 return super().construct_object(node, deep)
             except (yaml.YAMLError, RecursionError, MemoryError):
                 raise
             except Exception as exc:
                 raise yaml.constructor.ConstructorError(
-                    None, None, _unreadable(node, exc), node.start_mark
+                    None, None, _unreadable(node), node.start_mark
                 ) from exc
 
         def compose_node(self, parent: Any, index: Any) -> Any:
@@ -403,15 +403,12 @@ def _composer(text: str) -> Any:
     return Composer(text)
 
 
-def _unreadable(node: Any, exc: Exception) -> str:
-    """Why the YAML scalar ``node`` cannot be read as its tag says (``exc``: the error of
-    the function reading it)."""
+def _unreadable(node: Any) -> str:
+    """Why the YAML scalar ``node`` cannot be read as its tag says: its tag only (its line is
+    the problem's). Neither its value nor the error of the function reading it, which repeats
+    it: it may be a token (an MCP server's ``env``) or 100,000 characters long."""
     tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
-    if not isinstance(node.value, str):  # (a list or table tagged as a scalar)
-        return f"cannot read this value as {tag}: {describe_exception(exc)}"
-    value = repr(node.value) if len(node.value) <= 40 else f"{node.value[:40]!r}..."
-    why = f" ({exception_text(exc)})" if isinstance(exc, ValueError) else ""
-    return f"cannot read {value} as {tag}{why}"
+    return f"cannot read this value as {tag}"
 
 
 @attrs.frozen
