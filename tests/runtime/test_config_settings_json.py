@@ -111,3 +111,28 @@ def test_a_state_saved_with_a_deeply_nested_setting_by_old_code_loads_and_resume
     resumed = toolfold.resume(state, model=ScriptedModel(["b"]), message="more")
     assert resumed.state.phase == "finished"
     assert RunState.from_json(resumed.state.to_json()) == resumed.state
+
+
+@pytest.mark.parametrize("value", [10**5000, [1, 10**5000]], ids=["int", "in-a-list"])
+def test_an_agent_setting_int_too_long_for_json_is_a_model_config_error(value: Any) -> None:
+    """An Agent setting holding an int of 5,001 digits is a ModelConfigError naming it: its
+    message's repr() raised Python's raw ValueError (Exceeds the limit...)."""
+    with pytest.raises(toolfold.ModelConfigError) as caught:
+        toolfold.Agent(ScriptedModel(["x"]), settings={"t": value})
+    assert "model setting 't' must be JSON data" in str(caught.value)
+    assert "an int of more than 4,300 digits" in str(caught.value)
+
+
+def test_an_agent_file_setting_int_too_long_for_json_is_a_problem_of_the_agent() -> None:
+    """A YAML setting ``0x`` + 20,000 hex digits (read by YAML as an int) is a problem of the
+    agent naming the setting, not Python's raw ValueError as the agent is built."""
+    from toolfold.files import loads
+    from toolfold.testing import TestModel, override_models
+
+    text = "agents:\n  a:\n    model: openai:gpt-4o-mini\n    settings:\n"
+    text += "      t: 0x" + "f" * 20_000 + "\n"
+    with override_models(TestModel()), pytest.raises(toolfold.AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:2: agents.a: cannot build the agent: model setting 't' ")
+    assert "an int of more than 4,300 digits" in problem

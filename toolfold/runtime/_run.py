@@ -328,15 +328,29 @@ def within_copy(spec: _Spec, kind: type[_Spec], budget: TokenBudget, **changes: 
 
 
 def _json_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings as JSON data, so the state round-trips (a tuple comes back a list)."""
+    """Settings as JSON data, so the state round-trips (a tuple comes back a list).
+
+    Raises:
+        ModelConfigError: A setting that is no JSON data, named (an int of over
+            4,300 digits too, which Python neither writes as JSON nor repr()s).
+    """
     out: dict[str, Any] = {}
     for key, value in settings.items():
         try:
             out[key] = json.loads(json.dumps(value, allow_nan=False))
         except (TypeError, ValueError) as exc:
+            try:
+                got = f"{value!r}: {exc}"
+            except ValueError:  # (sys.get_int_max_str_digits(): json.dumps refused it too)
+                got = (
+                    "an int of more than 4,300 digits, which Python does not write as JSON "
+                    "text by default (give it as a str)"
+                )
+                if type(value) is not int:
+                    got = f"a value holding {got}"
             raise ModelConfigError(
                 f"model setting {key!r} must be JSON data (str, finite number, bool, None, "
-                f"or lists and dicts of them) to be stored with the run, got {value!r}: {exc}"
+                f"or lists and dicts of them) to be stored with the run, got {got}"
             ) from exc
     return out
 
