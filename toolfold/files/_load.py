@@ -76,6 +76,9 @@ ALIAS_CHARS = 10_000_000
 ALIAS_CHARS_TOTAL = 50_000_000
 #: How many characters of a key a key path shows (`_shown`): the rest is cut.
 KEY_SHOWN = 40
+#: How long a YAML key path noted for lines may grow (`_deeper`): each node's is kept, so a
+#: list of 100,000 items under 300 nested 40-character keys noted 1.2 GB of paths.
+PATH_NOTED = 500
 _LONG_PART = re.compile(rf"[^.\[\]]{{{KEY_SHOWN + 1},}}")
 _BAD = object()
 
@@ -535,7 +538,7 @@ class _Lines:
                     if id(key) not in shown:  # (once per key node, however often aliased)
                         shown[id(key)] = (_shown(key.value), _shown(_yaml_key(key)))
                     name, read = shown[id(key)]
-                    child = f"{path}.{name}" if path else name
+                    child = _deeper(path, f".{name}" if path else name)
                     if (id(node), index) in alias_keys:  # an alias as the key: its text is copied
                         for where in counted:
                             where.note(1, len(key.value), child, key, node)
@@ -549,16 +552,18 @@ class _Lines:
                             self.at(line, f"{child}: given twice (first at line {seen[key.value]})")
                         )
                     seen[key.value] = line
-                    self._known[child] = line
-                    # A key YAML reads as another value (yes: True, null: None, 1: 1) is
-                    # named in problems as that value is written by str(): found there too.
-                    if read != name:
-                        self._known.setdefault(f"{path}.{read}" if path else read, line)
+                    if len(path) < PATH_NOTED:  # (below: at the line of ``path``)
+                        self._known[child] = line
+                        # A key YAML reads as another value (yes: True, null: None, 1: 1) is
+                        # named in problems as that value is written by str(): found there too.
+                        if read != name:
+                            self._known.setdefault(f"{path}.{read}" if path else read, line)
                     children.append((value, child, node, _part(path, part, child, value)))
             else:
                 for index, item in enumerate(node.value):
-                    child = f"{path}[{index}]"
-                    self._known[child] = item.start_mark.line + 1
+                    child = _deeper(path, f"[{index}]")
+                    if len(path) < PATH_NOTED:
+                        self._known[child] = item.start_mark.line + 1
                     children.append((item, child, node, _part(path, part, child, item)))
             stack.extend(reversed(children))  # (walked in the file's order)
         if not self.unloadable:
@@ -724,6 +729,12 @@ def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
     if part is None and path in ("agents", "workflows"):
         return child
     return part
+
+
+def _deeper(path: str, step: str) -> str:
+    """The key path ``step`` (``.key``, ``[3]``) below ``path``: ``path`` itself once it is
+    `PATH_NOTED` characters long (the nodes nested deeper are found at its line)."""
+    return path if len(path) >= PATH_NOTED else path + step
 
 
 def _shown(text: str) -> str:
