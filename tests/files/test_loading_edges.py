@@ -736,3 +736,19 @@ def test_key_paths_noted_for_a_deeply_nested_yaml_list_stay_short() -> None:
     deep = "a" + f".{key}" * 30 + "[0][999]"
     assert lines.line(deep) == 14  # (the 13th key, at line 14, makes the path 534 long)
     assert lines.line("a" + f".{key}" * 3) == 4
+
+
+@pytest.mark.parametrize("how", ["flow", "block"])
+def test_yaml_nested_deeper_than_pyyaml_reads_is_one_problem(how: str) -> None:
+    """Tables nested 2,000 deep (10 KB) are an AgentFileError saying so: PyYAML's reader ran
+    out of stack, and loads raised the raw RecursionError."""
+    if how == "flow":
+        text = "a: " + "{k: " * 2_000 + "1" + "}" * 2_000 + "\n"
+    else:
+        text = "a:\n" + "".join(f"{' ' * (i + 1)}k:\n" for i in range(2_000)) + " " * 2_001 + "1\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (
+        "f.yaml: not YAML: lists and tables nested too deep to read "
+        "(past Python's recursion limit)",
+    )

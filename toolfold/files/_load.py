@@ -352,6 +352,9 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         line = mark.line + 1 if mark is not None else None
         what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
+    except RecursionError:  # (PyYAML composes each level of lists and tables in a call)
+        why = "lists and tables nested too deep to read (past Python's recursion limit)"
+        raise AgentFileError(lines.file, [lines.at(None, f"not YAML: {why}")]) from None
     finally:
         loader.dispose()
     if lines.twice:
