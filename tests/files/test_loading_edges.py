@@ -752,3 +752,23 @@ def test_yaml_nested_deeper_than_pyyaml_reads_is_one_problem(how: str) -> None:
         "f.yaml: not YAML: lists and tables nested too deep to read "
         "(past Python's recursion limit)",
     )
+
+
+@pytest.mark.parametrize("where", ["agent", "tool"])
+def test_an_unknown_long_yaml_key_is_named_by_its_first_40_characters(where: str) -> None:
+    """An unknown 100,000-character key of an agent (or of an agent-as-tool entry) is named
+    in its path and message by its first 40 characters, at its line: the problem held it
+    whole, twice (200 KB)."""
+    key = "k" * 100_000
+    if where == "agent":
+        text = AGENT + f"    ? {key}\n    : 1\n"
+        path = "agents.a."
+    else:
+        text = AGENT + f"    tools: [{{agent: b, ? {key} : 1}}]\n"
+        path = "agents.a.tools[0]."
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    shown = "k" * 40 + "…"
+    assert problem.startswith(f"f.yaml:4: {path}{shown}: unknown key '{shown}'"), problem[:200]
+    assert len(problem) < 1_000

@@ -687,7 +687,7 @@ class _Lines:
 
     def say(self, path: str, message: str) -> str:
         """A problem at the key ``path``."""
-        where = f"{path}: " if path else ""
+        where = f"{_shown(path)}: " if path else ""  # (a long key cut, as in `from_yaml`)
         return self.at(self.line(path), f"{where}{message}")
 
 
@@ -746,6 +746,11 @@ def _shown(text: str) -> str:
     if len(text) <= KEY_SHOWN:
         return text
     return _LONG_PART.sub(lambda part: part.group()[:KEY_SHOWN] + "…", text)
+
+
+def _key_text(key: object) -> str:
+    """``repr()`` of a key a problem names: a text longer than `KEY_SHOWN` characters cut."""
+    return repr(_shown(key)) if isinstance(key, str) else repr(key)
 
 
 def _yaml_key(node: Any) -> str:
@@ -927,7 +932,9 @@ class _Loader:
         for key in value:
             if key not in fields:
                 known = ", ".join(fields)
-                self.problem(f"{path}.{key}", f"unknown key {key!r} ({what}'s keys: {known})")
+                self.problem(
+                    f"{path}.{key}", f"unknown key {_key_text(key)} ({what}'s keys: {known})"
+                )
         good: dict[str, Any] = {}
         for key, field in fields.items():
             if key not in value:
@@ -1573,7 +1580,7 @@ def _validation_problems(
 
     if isinstance(exc, ForbiddenExtraKeysError):
         for key in sorted(exc.extra_fields):
-            yield f"{path}.{key}", f"unknown key {key!r}"
+            yield f"{path}.{key}", f"unknown key {_key_text(key)}"
         return
     if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
         with_notes, without = exc.group_exceptions()
