@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -655,12 +656,18 @@ def test_a_long_yaml_text_aliased_as_many_keys_is_refused() -> None:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.startswith(
-        "f.yaml:9: agents.a0.settings.extra_body.k[0]." + "x" * 40 + "…: the alias *s stands for "
+        "f.yaml:9: agents.a0.settings.extra_body.k[0]." + _named("x" * 100_000) + ": the alias *s "
     ), problem[:100]
     assert (
         "the alias *s stands for 100,000 characters, and the aliases in agents.a0 make " in problem
     )
     assert len(problem) < 500  # (the key shown by its first 40 characters, not 100,000)
+
+
+def _named(key: str) -> str:
+    """How problems and key paths name a key longer than 40 characters: its first 40, "…",
+    and 6 hex digits of the CRC-32 of its UTF-8 text."""
+    return f"{key[:40]}…{zlib.crc32(key.encode()) & 0xFFFFFF:06x}"
 
 
 def _key_paths(text: str) -> Any:
@@ -687,7 +694,7 @@ def test_a_long_yaml_key_is_shortened_in_the_key_paths_noted(how: str) -> None:
         text += f"        a: &s {long}\n        b: " + "{*s : " * 30 + "1" + "}" * 30 + "\n"
     lines = _key_paths(text)
     assert max(len(path) for path in lines._known) < 2_000
-    shown = "k" * 40 + "…"
+    shown = _named(long)
     under = "agents.a.settings.extra_body"
     if how == "aliased":
         assert lines._known[f"{under}.b[299].{shown}"] == 6
@@ -719,7 +726,7 @@ def test_an_anchored_value_aliased_as_a_key_of_its_table_names_the_alias() -> No
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.startswith(
-        "f.yaml:6: agents.a0.settings.extra_body.k[0]." + "x" * 40 + "…: the alias *s stands for "
+        "f.yaml:6: agents.a0.settings.extra_body.k[0]." + _named("x" * 100_000) + ": the alias *s "
     ), problem[:120]
 
 
@@ -769,6 +776,55 @@ def test_an_unknown_long_yaml_key_is_named_by_its_first_40_characters(where: str
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
-    shown = "k" * 40 + "…"
+    shown = _named(key)
     assert problem.startswith(f"f.yaml:4: {path}{shown}: unknown key '{shown}'"), problem[:200]
     assert len(problem) < 1_000
+
+
+def test_two_long_yaml_keys_sharing_their_first_40_characters_are_named_apart() -> None:
+    """Two agents whose names share their first 40 characters are named apart in problems,
+    each at its own line: both were "x…" and a problem of the first was at the second's."""
+    prefix = "x" * 40
+    first, second = prefix + "A", prefix + "B"
+    text = (
+        f"agents:\n  {first}:\n    model: openai:gpt-4o-mini\n    max_steps: notint\n"
+        f"  {second}:\n    model: openai:gpt-4o-mini\n"
+    )
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (
+        f"f.yaml:4: agents.{_named(first)}.max_steps: expected an integer, got a string 'notint'",
+    )
+    assert _named(first) != _named(second)
+
+
+def test_two_unknown_long_yaml_keys_sharing_their_first_40_characters_are_two_problems() -> None:
+    """Two unknown keys sharing their first 40 characters are each named at its own line (both
+    were at the second's, under one name)."""
+    prefix = "x" * 40
+    text = AGENT + f"    {prefix}A: 1\n    {prefix}B: 2\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    problems = caught.value.problems
+    assert [problem.split(" unknown key")[0] for problem in problems] == [
+        f"f.yaml:4: agents.a.{_named(prefix + 'A')}:",
+        f"f.yaml:5: agents.a.{_named(prefix + 'B')}:",
+    ]
+
+
+def test_a_long_toml_key_keeps_the_line_of_its_problem() -> None:
+    """A TOML agent whose name is 50 characters long has the problem of its bad value at its
+    line, and an unknown 50-character key is at its line: both lost their line (or had line 1),
+    as the TOML key paths kept the whole key and problems the shortened one."""
+    name = "n" * 50
+    text = f'entry = "{name}"\n\n[agents.{name}]\nmodel = "openai:gpt-4o-mini"\n\nmax_steps = "x"\n'
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    assert caught.value.problems == (
+        f"f.toml:6: agents.{_named(name)}.max_steps: expected an integer, got a string 'x'",
+    )
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n\n\n' + name + " = 1\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"f.toml:5: agents.a.{_named(name)}: unknown key"), problem

@@ -13,6 +13,7 @@ import math
 import re
 import sys
 import typing
+import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,7 @@ KEY_SHOWN = 40
 #: list of 100,000 items under 300 nested 40-character keys noted 1.2 GB of paths.
 PATH_NOTED = 500
 _LONG_PART = re.compile(rf"[^.\[\]]{{{KEY_SHOWN + 1},}}")
+_CUT = re.compile(rf"[^.\[\]]{{{KEY_SHOWN}}}…[0-9a-f]{{6}}")
 _BAD = object()
 
 
@@ -648,7 +650,10 @@ class _Lines:
     def line(self, path: str) -> int | None:
         """The line of ``path``, or of the closest enclosing key that has one."""
         if self._toml is not None:
-            self._known.update(toml_positions(self._toml))
+            # (its long keys shortened as paths asked for are: `_shown`)
+            self._known.update(
+                (_shown(path), line) for path, line in toml_positions(self._toml).items()
+            )
             self._toml = None
         path = _shown(path)  # (its long keys as `from_yaml` noted them)
         # The longest part of ``path`` written in the file, or reached through an alias
@@ -742,10 +747,21 @@ def _deeper(path: str, step: str) -> str:
 
 def _shown(text: str) -> str:
     """``text`` (a key, or a key path) as paths show it: each part longer than `KEY_SHOWN`
-    characters (between dots and brackets) cut there, ending in "…"."""
+    characters (between dots and brackets) cut there, ending in "…" and 6 hex digits of
+    the CRC-32 of the whole part (two keys sharing their first characters stay apart). A
+    part already shown so is kept (a path shown twice is the same)."""
     if len(text) <= KEY_SHOWN:
         return text
-    return _LONG_PART.sub(lambda part: part.group()[:KEY_SHOWN] + "…", text)
+    return _LONG_PART.sub(_cut, text)
+
+
+def _cut(found: re.Match[str]) -> str:
+    """A key path's part longer than `KEY_SHOWN` characters as `_shown` shows it."""
+    part = found.group()
+    if _CUT.fullmatch(part):
+        return part
+    crc = zlib.crc32(part.encode("utf-8", "surrogatepass")) & 0xFFFFFF
+    return f"{part[:KEY_SHOWN]}…{crc:06x}"
 
 
 def _key_text(key: object) -> str:
