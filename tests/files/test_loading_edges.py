@@ -828,3 +828,14 @@ def test_a_long_toml_key_keeps_the_line_of_its_problem() -> None:
         loads(text, format="toml", name="f.toml")
     (problem,) = caught.value.problems
     assert problem.startswith(f"f.toml:5: agents.a.{_named(name)}: unknown key"), problem
+
+
+def test_the_names_a_bad_reference_lists_are_shortened() -> None:
+    """A handoff to an agent the file does not define lists the defined ones with a
+    100,000-character name shortened: the problem held the name whole."""
+    name = "y" * 100_000
+    text = f"agents:\n  ? {name}\n  : model: openai:gpt-4o-mini\n    handoffs: [nope]\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.endswith(f"which the file does not define (defined: {_named(name)})")

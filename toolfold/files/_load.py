@@ -447,7 +447,7 @@ class _Lines:
         self,
         root: Any,
         aliases: Mapping[tuple[int, int], tuple[str, int]],
-        alias_keys: Collection[tuple[int, int]] = (),
+        alias_keys: Collection[tuple[int, int]],
     ) -> None:
         """Note the line of every key path of the composed YAML ``root``.
 
@@ -1219,7 +1219,7 @@ class _Loader:
             known.update(self._table("workflows"))
         if target not in known:
             what = "an agent or workflow" if workflows else "agent"
-            listed = ", ".join(known) or "none"
+            listed = ", ".join(_shown(name) for name in known) or "none"  # (long ones cut)
             self.problem(
                 path,
                 f"refers to {what} {target!r}, which the file does not define (defined: {listed})",
