@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,33 @@ def test_an_agent_file_setting_int_too_long_for_json_is_a_problem_of_the_agent()
     (problem,) = caught.value.problems
     assert problem.startswith("f.yaml:2: agents.a: cannot build the agent: model setting 't' ")
     assert "an int of more than 4,300 digits" in problem
+
+
+def test_an_int_setting_past_a_lowered_digit_limit_names_that_limit() -> None:
+    """With sys.set_int_max_str_digits(1000), an Agent setting of 2,001 digits is named as
+    an int of more than 1,000 digits (it said 4,300 whatever the limit)."""
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(1000)
+    try:
+        with pytest.raises(toolfold.ModelConfigError) as caught:
+            toolfold.Agent(ScriptedModel(["x"]), settings={"t": 10**2000})
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert "an int of more than 1,000 digits" in str(caught.value)
+
+
+def test_a_setting_whose_repr_raises_value_error_is_not_called_an_int() -> None:
+    """A setting whose own repr() raises ValueError is named by its type and json's error,
+    not as an int of more than 4,300 digits (it holds no int)."""
+
+    class Unshown:
+        def __repr__(self) -> str:
+            raise ValueError("no repr")
+
+    with pytest.raises(toolfold.ModelConfigError) as caught:
+        toolfold.Agent(ScriptedModel(["x"]), settings={"t": Unshown()})
+    message = str(caught.value)
+    assert "digits" not in message
+    assert (
+        "got a value of type Unshown (Object of type Unshown is not JSON serializable)" in message
+    )
