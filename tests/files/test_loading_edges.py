@@ -839,3 +839,16 @@ def test_the_names_a_bad_reference_lists_are_shortened() -> None:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.endswith(f"which the file does not define (defined: {_named(name)})")
+
+
+def test_an_untagged_yaml_int_of_too_many_digits_says_why() -> None:
+    """An untagged 5,000-digit number is a problem at its line saying Python's limit of int
+    digits, never the value (it said only "cannot read this value as !!int")."""
+    digits = "7" * 5_000
+    text = AGENT + f"    settings:\n      t: {digits}\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:5: not YAML: cannot read this value as !!int: Exceeds ")
+    assert "sys.set_int_max_str_digits()" in problem
+    assert digits[:20] not in problem

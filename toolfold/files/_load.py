@@ -393,7 +393,7 @@ def _composer(text: str) -> Any:
                 raise
             except Exception as exc:
                 raise yaml.constructor.ConstructorError(
-                    None, None, _unreadable(node), node.start_mark
+                    None, None, _unreadable(node, exc), node.start_mark
                 ) from exc
 
         def compose_node(self, parent: Any, index: Any) -> Any:
@@ -411,12 +411,18 @@ def _composer(text: str) -> Any:
     return Composer(text)
 
 
-def _unreadable(node: Any) -> str:
-    """Why the YAML scalar ``node`` cannot be read as its tag says: its tag only (its line is
-    the problem's). Neither its value nor the error of the function reading it, which repeats
-    it: it may be a token (an MCP server's ``env``) or 100,000 characters long."""
+def _unreadable(node: Any, exc: Exception) -> str:
+    """Why the YAML scalar ``node`` cannot be read as its tag says: its tag (its line is the
+    problem's), and the error ``exc`` of the function reading it only when that cannot show
+    the value (Python's limit of int digits): the value may be a token (an MCP server's
+    ``env``) or 100,000 characters long, and errors repeat it (quoted, or changed: 1_0 is
+    read as 10)."""
     tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
-    return f"cannot read this value as {tag}"
+    why = str(exc)
+    value = str(node.value)
+    if not why or len(why) > 300 or "'" in why or '"' in why or (value and value in why):
+        return f"cannot read this value as {tag}"
+    return f"cannot read this value as {tag}: {why}"
 
 
 @attrs.frozen
