@@ -80,6 +80,10 @@ KEY_SHOWN = 40
 #: How long a YAML key path noted for lines may grow (`_deeper`): each node's is kept, so a
 #: list of 100,000 items under 300 nested 40-character keys noted 1.2 GB of paths.
 PATH_NOTED = 500
+#: How deeply nested lists and tables of a YAML file must be for a RecursionError reading
+#: it to be blamed on the file (PyYAML reads about 300 levels at Python's default limit):
+#: a shallower file read on a stack already deep raises it as it is.
+NESTED_DEEP = 100
 _LONG_PART = re.compile(rf"[^.\[\]]{{{KEY_SHOWN + 1},}}")
 _CUT = re.compile(rf"[^.\[\]]{{{KEY_SHOWN}}}…[0-9a-f]{{6}}")
 _BAD = object()
@@ -355,6 +359,8 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
     except RecursionError:  # (PyYAML composes each level of lists and tables in a call)
+        if loader.deepest < NESTED_DEEP:  # (the caller's stack was deep already: not the file)
+            raise
         why = "lists and tables nested too deep to read (past Python's recursion limit)"
         raise AgentFileError(lines.file, [lines.at(None, f"not YAML: {why}")]) from None
     finally:
@@ -382,6 +388,9 @@ def _composer(text: str) -> Any:
             # (id of a mapping node, index of a key in it): the key is an alias (its node
             # is the anchored one, which may be written later in the walk: {a: &s x, *s : 1})
             self.alias_keys: set[tuple[int, int]] = set()
+            # How deep the node being composed is nested, and the deepest one composed.
+            self.depth = 0
+            self.deepest = 0
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             # A value its tag cannot read (!!int abc, !!bool maybe, !!timestamp x) raises
@@ -397,6 +406,14 @@ def _composer(text: str) -> Any:
                 ) from exc
 
         def compose_node(self, parent: Any, index: Any) -> Any:
+            self.depth += 1
+            self.deepest = max(self.deepest, self.depth)
+            try:
+                return self._compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def _compose_node(self, parent: Any, index: Any) -> Any:
             alias = None
             if self.check_event(yaml.AliasEvent):
                 alias = self.peek_event()  # type: ignore[no-untyped-call]
