@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -574,24 +575,37 @@ def test_a_yaml_python_tag_is_not_built(value: str) -> None:
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        (
-            "!!int abc",
-            "cannot read 'abc' as !!int (invalid literal for int() with base 10: 'abc')",
-        ),
-        ("!!float x", "cannot read 'x' as !!float (could not convert string to float: 'x')"),
-        ("!!bool maybe", "cannot read 'maybe' as !!bool"),
-        ("!!timestamp soon", "cannot read 'soon' as !!timestamp"),
+        ("!!int abc", "cannot read this value as !!int"),
+        ("!!float x", "cannot read this value as !!float"),
+        ("!!bool maybe", "cannot read this value as !!bool"),
+        ("!!timestamp soon", "cannot read this value as !!timestamp"),
+        ("!!float " + "x" * 100_000, "cannot read this value as !!float"),
     ],
 )
 def test_a_yaml_value_its_tag_cannot_read_is_a_problem_at_its_line(
     value: str, problem: str
 ) -> None:
     """A scalar its tag cannot read (``!!int abc``) is an AgentFileError at its line naming
-    the value and the tag (was: the reading function's raw ValueError, KeyError...)."""
+    the tag, not the value (was: the reading function's raw ValueError, KeyError...; then
+    its text, 100,000 characters for a long ``!!float``)."""
     text = AGENT + f"    settings:\n      temperature: 0.5\n      t: {value}\n"
     with pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     assert caught.value.problems == (f"f.yaml:6: not YAML: {problem}",)
+
+
+@pytest.mark.parametrize("tag", ["!!int", "!!float", "!!timestamp"])
+def test_a_tagged_mcp_env_value_its_tag_cannot_read_is_not_shown(tag: str) -> None:
+    """An MCP server's ``env`` value its tag cannot read is a problem naming the tag only: the
+    value (a token) was shown, twice with the reading function's error."""
+    text = (
+        AGENT
+        + f"    mcp:\n      - command: srv\n        env: {{API_TOKEN: {tag} sk-live-51Habc}}\n"
+    )
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (f"f.yaml:6: not YAML: cannot read this value as {tag}",)
+    assert "51H" not in str(caught.value)
 
 
 def _long_text_aliased(agents: int, aliases: int) -> str:
@@ -641,9 +655,224 @@ def test_a_long_yaml_text_aliased_as_many_keys_is_refused() -> None:
     with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
-    assert problem.startswith("f.yaml:9: agents.a0.settings.extra_body.k[0].xxxxxxxxxx"), problem[
-        :100
-    ]
+    assert problem.startswith(
+        "f.yaml:9: agents.a0.settings.extra_body.k[0]." + _named("x" * 100_000) + ": the alias *s "
+    ), problem[:100]
     assert (
         "the alias *s stands for 100,000 characters, and the aliases in agents.a0 make " in problem
     )
+    assert len(problem) < 500  # (the key shown by its first 40 characters, not 100,000)
+
+
+def _named(key: str) -> str:
+    """How problems and key paths name a key longer than 40 characters: its first 40, "…",
+    and 6 hex digits of the CRC-32 of its UTF-8 text."""
+    return f"{key[:40]}…{zlib.crc32(key.encode()) & 0xFFFFFF:06x}"
+
+
+def _key_paths(text: str) -> Any:
+    """The `_Lines` of the YAML ``text`` once its key paths are noted."""
+    from toolfold.files._load import _Lines, _parse
+
+    lines = _Lines("f.yaml", text, "yaml")
+    _parse(text, "yaml", lines)
+    return lines
+
+
+@pytest.mark.parametrize("how", ["aliased", "written", "nested"])
+def test_a_long_yaml_key_is_shortened_in_the_key_paths_noted(how: str) -> None:
+    """A 10,000-character key (aliased as the key of 300 tables, written once over a list of
+    300 items, or aliased as 30 nested keys) is noted in paths by its first 40 characters:
+    paths copied its whole text (a 300 KB file took 2 GB)."""
+    long = "k" * 10_000
+    text = AGENT + "    settings:\n      extra_body:\n"
+    if how == "aliased":
+        text += f"        a: &s {long}\n        b: [" + ", ".join(["{*s : 1}"] * 300) + "]\n"
+    elif how == "written":
+        text += f"        ? {long}\n        : [" + ", ".join(["1"] * 300) + "]\n"
+    else:
+        text += f"        a: &s {long}\n        b: " + "{*s : " * 30 + "1" + "}" * 30 + "\n"
+    lines = _key_paths(text)
+    assert max(len(path) for path in lines._known) < 2_000
+    shown = _named(long)
+    under = "agents.a.settings.extra_body"
+    if how == "aliased":
+        assert lines._known[f"{under}.b[299].{shown}"] == 6
+    elif how == "written":
+        assert lines._known[f"{under}.{shown}[299]"] == 7
+        # (a problem's path with the whole key is found at its line too)
+        assert lines.line(f"{under}.{long}[299]") == 7
+    else:
+        assert lines._known[f"{under}.b" + f".{shown}" * 5] == 6
+
+
+def test_long_yaml_keys_alike_in_their_first_characters_are_not_given_twice() -> None:
+    """Two keys of one table that differ after their first 40 characters (shown alike in
+    paths) are two keys, not one given twice."""
+    text = AGENT + "    settings:\n      extra_body:\n"
+    text += f"        {'k' * 50}1: 1\n        {'k' * 50}2: 2\n"
+    with override_models(TestModel()):
+        loaded = loads(text, format="yaml", name="f.yaml")
+    assert len(loaded.agent("a").settings["extra_body"]) == 2
+
+
+def test_an_anchored_value_aliased_as_a_key_of_its_table_names_the_alias() -> None:
+    """In ``{a: &s TEXT, *s : 1}`` (TEXT aliased too often) the problem names the alias, the
+    key, not the anchored value ``a``."""
+    text = AGENT.replace("  a:", "  a0:") + "    settings:\n      extra_body:\n"
+    text += f"        k: [{{a: &s {'x' * 100_000}, *s : 1}}, " + ", ".join(["{*s : 1}"] * 150)
+    text += "]\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(
+        "f.yaml:6: agents.a0.settings.extra_body.k[0]." + _named("x" * 100_000) + ": the alias *s "
+    ), problem[:120]
+
+
+def test_key_paths_noted_for_a_deeply_nested_yaml_list_stay_short() -> None:
+    """A list of 1,000 items under 30 nested 40-character keys notes no path past 500
+    characters (each item noted its own 1,240-character path: a 53 KB file took 280 MB);
+    a problem deeper down is at the line of the last key noted."""
+    key = "k" * 40
+    text = "a:\n" + "".join(f"{'  ' * (i + 1)}{key}:\n" for i in range(30))
+    text += "  " * 31 + "- [" + ", ".join(["1"] * 1_000) + "]\n"
+    lines = _key_paths(text)
+    assert max(len(path) for path in lines._known) < 600
+    assert sum(len(path) for path in lines._known) < 20_000
+    deep = "a" + f".{key}" * 30 + "[0][999]"
+    assert lines.line(deep) == 14  # (the 13th key, at line 14, makes the path 534 long)
+    assert lines.line("a" + f".{key}" * 3) == 4
+
+
+@pytest.mark.parametrize("how", ["flow", "block"])
+def test_yaml_nested_deeper_than_pyyaml_reads_is_one_problem(how: str) -> None:
+    """Tables nested 2,000 deep (10 KB) are an AgentFileError saying so: PyYAML's reader ran
+    out of stack, and loads raised the raw RecursionError."""
+    if how == "flow":
+        text = "a: " + "{k: " * 2_000 + "1" + "}" * 2_000 + "\n"
+    else:
+        text = "a:\n" + "".join(f"{' ' * (i + 1)}k:\n" for i in range(2_000)) + " " * 2_001 + "1\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (
+        "f.yaml: not YAML: lists and tables nested too deep to read "
+        "(past Python's recursion limit)",
+    )
+
+
+@pytest.mark.parametrize("where", ["agent", "tool"])
+def test_an_unknown_long_yaml_key_is_named_by_its_first_40_characters(where: str) -> None:
+    """An unknown 100,000-character key of an agent (or of an agent-as-tool entry) is named
+    in its path and message by its first 40 characters, at its line: the problem held it
+    whole, twice (200 KB)."""
+    key = "k" * 100_000
+    if where == "agent":
+        text = AGENT + f"    ? {key}\n    : 1\n"
+        path = "agents.a."
+    else:
+        text = AGENT + f"    tools: [{{agent: b, ? {key} : 1}}]\n"
+        path = "agents.a.tools[0]."
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    shown = _named(key)
+    assert problem.startswith(f"f.yaml:4: {path}{shown}: unknown key '{shown}'"), problem[:200]
+    assert len(problem) < 1_000
+
+
+def test_two_long_yaml_keys_sharing_their_first_40_characters_are_named_apart() -> None:
+    """Two agents whose names share their first 40 characters are named apart in problems,
+    each at its own line: both were "x…" and a problem of the first was at the second's."""
+    prefix = "x" * 40
+    first, second = prefix + "A", prefix + "B"
+    text = (
+        f"agents:\n  {first}:\n    model: openai:gpt-4o-mini\n    max_steps: notint\n"
+        f"  {second}:\n    model: openai:gpt-4o-mini\n"
+    )
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    assert caught.value.problems == (
+        f"f.yaml:4: agents.{_named(first)}.max_steps: expected an integer, got a string 'notint'",
+    )
+    assert _named(first) != _named(second)
+
+
+def test_two_unknown_long_yaml_keys_sharing_their_first_40_characters_are_two_problems() -> None:
+    """Two unknown keys sharing their first 40 characters are each named at its own line (both
+    were at the second's, under one name)."""
+    prefix = "x" * 40
+    text = AGENT + f"    {prefix}A: 1\n    {prefix}B: 2\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    problems = caught.value.problems
+    assert [problem.split(" unknown key")[0] for problem in problems] == [
+        f"f.yaml:4: agents.a.{_named(prefix + 'A')}:",
+        f"f.yaml:5: agents.a.{_named(prefix + 'B')}:",
+    ]
+
+
+def test_a_long_toml_key_keeps_the_line_of_its_problem() -> None:
+    """A TOML agent whose name is 50 characters long has the problem of its bad value at its
+    line, and an unknown 50-character key is at its line: both lost their line (or had line 1),
+    as the TOML key paths kept the whole key and problems the shortened one."""
+    name = "n" * 50
+    text = f'entry = "{name}"\n\n[agents.{name}]\nmodel = "openai:gpt-4o-mini"\n\nmax_steps = "x"\n'
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    assert caught.value.problems == (
+        f"f.toml:6: agents.{_named(name)}.max_steps: expected an integer, got a string 'x'",
+    )
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n\n\n' + name + " = 1\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"f.toml:5: agents.a.{_named(name)}: unknown key"), problem
+
+
+def test_the_names_a_bad_reference_lists_are_shortened() -> None:
+    """A handoff to an agent the file does not define lists the defined ones with a
+    100,000-character name shortened: the problem held the name whole."""
+    name = "y" * 100_000
+    text = f"agents:\n  ? {name}\n  : model: openai:gpt-4o-mini\n    handoffs: [nope]\n"
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.endswith(f"which the file does not define (defined: {_named(name)})")
+
+
+def test_an_untagged_yaml_int_of_too_many_digits_says_why() -> None:
+    """An untagged 5,000-digit number is a problem at its line saying Python's limit of int
+    digits, never the value (it said only "cannot read this value as !!int")."""
+    digits = "7" * 5_000
+    text = AGENT + f"    settings:\n      t: {digits}\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:5: not YAML: cannot read this value as !!int: Exceeds ")
+    assert "sys.set_int_max_str_digits()" in problem
+    assert digits[:20] not in problem
+
+
+def test_a_shallow_yaml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() -> None:
+    """A YAML file nested 8 deep, read with only 20 to 120 frames of stack left, raises the
+    RecursionError as it is (or loads): it was an AgentFileError saying the file's lists and
+    tables are nested too deep."""
+    from toolfold.files._load import _Lines, _parse
+
+    text = "a:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(8)) + "  " * 9 + "x: 1\n"
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    raised = 0
+    try:
+        for room in range(20, 120, 2):
+            sys.setrecursionlimit(depth + room)
+            try:
+                _parse(text, "yaml", _Lines("f.yaml", text, "yaml"))
+            except RecursionError:
+                raised += 1
+    finally:
+        sys.setrecursionlimit(limit)
+    assert raised > 0  # (some were read past the limit: the RecursionError is kept)

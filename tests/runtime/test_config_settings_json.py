@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,58 @@ def test_a_state_saved_with_a_deeply_nested_setting_by_old_code_loads_and_resume
     resumed = toolfold.resume(state, model=ScriptedModel(["b"]), message="more")
     assert resumed.state.phase == "finished"
     assert RunState.from_json(resumed.state.to_json()) == resumed.state
+
+
+@pytest.mark.parametrize("value", [10**5000, [1, 10**5000]], ids=["int", "in-a-list"])
+def test_an_agent_setting_int_too_long_for_json_is_a_model_config_error(value: Any) -> None:
+    """An Agent setting holding an int of 5,001 digits is a ModelConfigError naming it: its
+    message's repr() raised Python's raw ValueError (Exceeds the limit...)."""
+    with pytest.raises(toolfold.ModelConfigError) as caught:
+        toolfold.Agent(ScriptedModel(["x"]), settings={"t": value})
+    assert "model setting 't' must be JSON data" in str(caught.value)
+    assert "an int of more than 4,300 digits" in str(caught.value)
+
+
+def test_an_agent_file_setting_int_too_long_for_json_is_a_problem_of_the_agent() -> None:
+    """A YAML setting ``0x`` + 20,000 hex digits (read by YAML as an int) is a problem of the
+    agent naming the setting, not Python's raw ValueError as the agent is built."""
+    from toolfold.files import loads
+    from toolfold.testing import TestModel, override_models
+
+    text = "agents:\n  a:\n    model: openai:gpt-4o-mini\n    settings:\n"
+    text += "      t: 0x" + "f" * 20_000 + "\n"
+    with override_models(TestModel()), pytest.raises(toolfold.AgentFileError) as caught:
+        loads(text, format="yaml", name="f.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("f.yaml:2: agents.a: cannot build the agent: model setting 't' ")
+    assert "an int of more than 4,300 digits" in problem
+
+
+def test_an_int_setting_past_a_lowered_digit_limit_names_that_limit() -> None:
+    """With sys.set_int_max_str_digits(1000), an Agent setting of 2,001 digits is named as
+    an int of more than 1,000 digits (it said 4,300 whatever the limit)."""
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(1000)
+    try:
+        with pytest.raises(toolfold.ModelConfigError) as caught:
+            toolfold.Agent(ScriptedModel(["x"]), settings={"t": 10**2000})
+    finally:
+        sys.set_int_max_str_digits(before)
+    assert "an int of more than 1,000 digits" in str(caught.value)
+
+
+def test_a_setting_whose_repr_raises_value_error_is_not_called_an_int() -> None:
+    """A setting whose own repr() raises ValueError is named by its type and json's error,
+    not as an int of more than 4,300 digits (it holds no int)."""
+
+    class Unshown:
+        def __repr__(self) -> str:
+            raise ValueError("no repr")
+
+    with pytest.raises(toolfold.ModelConfigError) as caught:
+        toolfold.Agent(ScriptedModel(["x"]), settings={"t": Unshown()})
+    message = str(caught.value)
+    assert "digits" not in message
+    assert (
+        "got a value of type Unshown (Object of type Unshown is not JSON serializable)" in message
+    )

@@ -13,7 +13,8 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Callable, Iterator, Mapping
+import zlib
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.toolkit._options import name_problems
-from toolfold.toolkit._results import describe_exception, escaped, exception_text
+from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -74,6 +75,17 @@ ALIAS_TOTAL = 1_000_000
 ALIAS_CHARS = 10_000_000
 #: How many characters YAML aliases may add to a whole agent file.
 ALIAS_CHARS_TOTAL = 50_000_000
+#: How many characters of a key a key path shows (`_shown`): the rest is cut.
+KEY_SHOWN = 40
+#: How long a YAML key path noted for lines may grow (`_deeper`): each node's is kept, so a
+#: list of 100,000 items under 300 nested 40-character keys noted 1.2 GB of paths.
+PATH_NOTED = 500
+#: How deeply nested lists and tables of a YAML file must be for a RecursionError reading
+#: it to be blamed on the file (PyYAML reads about 300 levels at Python's default limit):
+#: a shallower file read on a stack already deep raises it as it is.
+NESTED_DEEP = 100
+_LONG_PART = re.compile(rf"[^.\[\]]{{{KEY_SHOWN + 1},}}")
+_CUT = re.compile(rf"[^.\[\]]{{{KEY_SHOWN}}}…[0-9a-f]{{6}}")
 _BAD = object()
 
 
@@ -323,7 +335,7 @@ def _parse_toml(text: str, lines: _Lines) -> Any:
 
 def _parse_yaml(text: str, lines: _Lines) -> Any:
     # PyYAML missing: "needs 'yaml': pip install 'toolfold[yaml]'"; installed but failing
-    # in its own import: that ImportError, kept as the cause (see `optional`).
+    # in its own import: its error, kept as the cause (see `optional`).
     yaml = optional("yaml", "yaml", "a YAML agent file", _no_yaml(lines))
     try:
         loader = _composer(text)
@@ -335,7 +347,7 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
     try:
         node = loader.get_single_node()
         if node is not None:  # (before the data is made: a "billion laughs" is refused first)
-            lines.from_yaml(node, loader.aliases)
+            lines.from_yaml(node, loader.aliases, loader.alias_keys)
         if lines.unloadable:
             raise AgentFileError(lines.file, lines.unloadable)
         # The data, built from the nodes composed above (not parsed again: that took as
@@ -346,6 +358,11 @@ def _parse_yaml(text: str, lines: _Lines) -> Any:
         line = mark.line + 1 if mark is not None else None
         what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
         raise AgentFileError(lines.file, [lines.at(line, f"not YAML: {what}")]) from None
+    except RecursionError:  # (PyYAML composes each level of lists and tables in a call)
+        if loader.deepest < NESTED_DEEP:  # (the caller's stack was deep already: not the file)
+            raise
+        why = "lists and tables nested too deep to read (past Python's recursion limit)"
+        raise AgentFileError(lines.file, [lines.at(None, f"not YAML: {why}")]) from None
     finally:
         loader.dispose()
     if lines.twice:
@@ -368,11 +385,17 @@ def _composer(text: str) -> Any:
             super().__init__(text)
             # (id of the node holding the alias, id of the node it names) -> (anchor, line)
             self.aliases: dict[tuple[int, int], tuple[str, int]] = {}
+            # (id of a mapping node, index of a key in it): the key is an alias (its node
+            # is the anchored one, which may be written later in the walk: {a: &s x, *s : 1})
+            self.alias_keys: set[tuple[int, int]] = set()
+            # How deep the node being composed is nested, and the deepest one composed.
+            self.depth = 0
+            self.deepest = 0
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             # A value its tag cannot read (!!int abc, !!bool maybe, !!timestamp x) raises
             # the ValueError (KeyError, ...) of the function that reads it: a YAML error
-            # at the node's line instead, naming the value and the tag.
+            # at the node's line instead, naming the tag.
             try:
                 return super().construct_object(node, deep)
             except (yaml.YAMLError, RecursionError, MemoryError):
@@ -383,9 +406,19 @@ def _composer(text: str) -> Any:
                 ) from exc
 
         def compose_node(self, parent: Any, index: Any) -> Any:
+            self.depth += 1
+            self.deepest = max(self.deepest, self.depth)
+            try:
+                return self._compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def _compose_node(self, parent: Any, index: Any) -> Any:
             alias = None
             if self.check_event(yaml.AliasEvent):
                 alias = self.peek_event()  # type: ignore[no-untyped-call]
+            if alias is not None and index is None and isinstance(parent, yaml.MappingNode):
+                self.alias_keys.add((id(parent), len(parent.value)))  # (a key: index None)
             node = super().compose_node(parent, index)
             if alias is not None:
                 used = (alias.anchor, alias.start_mark.line + 1)
@@ -396,14 +429,17 @@ def _composer(text: str) -> Any:
 
 
 def _unreadable(node: Any, exc: Exception) -> str:
-    """Why the YAML scalar ``node`` cannot be read as its tag says (``exc``: the error of
-    the function reading it)."""
+    """Why the YAML scalar ``node`` cannot be read as its tag says: its tag (its line is the
+    problem's), and the error ``exc`` of the function reading it only when that cannot show
+    the value (Python's limit of int digits): the value may be a token (an MCP server's
+    ``env``) or 100,000 characters long, and errors repeat it (quoted, or changed: 1_0 is
+    read as 10)."""
     tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
-    if not isinstance(node.value, str):  # (a list or table tagged as a scalar)
-        return f"cannot read this value as {tag}: {describe_exception(exc)}"
-    value = repr(node.value) if len(node.value) <= 40 else f"{node.value[:40]!r}..."
-    why = f" ({exception_text(exc)})" if isinstance(exc, ValueError) else ""
-    return f"cannot read {value} as {tag}{why}"
+    why = str(exc)
+    value = str(node.value)
+    if not why or len(why) > 300 or "'" in why or '"' in why or (value and value in why):
+        return f"cannot read this value as {tag}"
+    return f"cannot read this value as {tag}: {why}"
 
 
 @attrs.frozen
@@ -430,7 +466,12 @@ class _Lines:
         # expand to too many values.
         self.unloadable: list[str] = []
 
-    def from_yaml(self, root: Any, aliases: Mapping[tuple[int, int], tuple[str, int]]) -> None:
+    def from_yaml(
+        self,
+        root: Any,
+        aliases: Mapping[tuple[int, int], tuple[str, int]],
+        alias_keys: Collection[tuple[int, int]],
+    ) -> None:
         """Note the line of every key path of the composed YAML ``root``.
 
         Each node is walked once, however many aliases name it (a path through
@@ -446,11 +487,15 @@ class _Lines:
         values and `ALIAS_CHARS_TOTAL` characters to the whole file (a base
         anchor shared by many agents is copied into each). A list or table
         as a mapping key is a problem too, never walked (PyYAML cannot build
-        it).
+        it). ``alias_keys`` (`_composer`'s): the keys that are aliases, by
+        their mapping and index. A key longer than `KEY_SHOWN` characters is
+        shortened in paths (`_shown`): a path copies its keys' text, and a
+        long text aliased as thousands of keys made gigabytes of paths.
         """
         import yaml
 
         first: dict[int, str] = {}  # node id -> the path it was walked at
+        shown: dict[int, tuple[str, str]] = {}  # key node id -> its text, read text in paths
         open_: set[int] = set()  # the nodes being walked (the enclosing ones)
         # node id -> the values and the characters (of its keys and scalars) it expands
         # to (a scalar's once walked, a list's or table's once left)
@@ -501,8 +546,8 @@ class _Lines:
             stack.append((None, "", node, None))
             children: list[tuple[Any, str, Any, str | None]] = []
             if isinstance(node, yaml.MappingNode):
-                seen: dict[str, int] = {}
-                for key, value in node.value:
+                seen: dict[str, int] = {}  # key text -> its line
+                for index, (key, value) in enumerate(node.value):
                     line = key.start_mark.line + 1
                     if not isinstance(key, yaml.ScalarNode):
                         # A list or table as a key (written, or an alias: at its line):
@@ -518,31 +563,35 @@ class _Lines:
                             )
                         )
                         continue
-                    child = f"{path}.{key.value}" if path else str(key.value)
-                    if id(key) in first:  # an alias as the key: its text is copied
+                    if id(key) not in shown:  # (once per key node, however often aliased)
+                        shown[id(key)] = (_shown(key.value), _shown(_yaml_key(key)))
+                    name, read = shown[id(key)]
+                    child = _deeper(path, f".{name}" if path else name)
+                    if (id(node), index) in alias_keys:  # an alias as the key: its text is copied
                         for where in counted:
-                            where.note(1, chars[id(key)], child, key, node)
+                            where.note(1, len(key.value), child, key, node)
                     else:
                         first[id(key)] = child
                         sizes[id(key)], chars[id(key)] = 1, len(key.value)
                         for where in counted:
                             where.chars_written += chars[id(key)]
-                    if child in seen:  # PyYAML keeps the last one silently
+                    if key.value in seen:  # PyYAML keeps the last one silently
                         self.twice.append(
-                            self.at(line, f"{child}: given twice (first at line {seen[child]})")
+                            self.at(line, f"{child}: given twice (first at line {seen[key.value]})")
                         )
-                    seen[child] = line
-                    self._known[child] = line
-                    # A key YAML reads as another value (yes: True, null: None, 1: 1) is
-                    # named in problems as that value is written by str(): found there too.
-                    read = _yaml_key(key)
-                    if read != key.value:
-                        self._known.setdefault(f"{path}.{read}" if path else read, line)
+                    seen[key.value] = line
+                    if len(path) < PATH_NOTED:  # (below: at the line of ``path``)
+                        self._known[child] = line
+                        # A key YAML reads as another value (yes: True, null: None, 1: 1) is
+                        # named in problems as that value is written by str(): found there too.
+                        if read != name:
+                            self._known.setdefault(f"{path}.{read}" if path else read, line)
                     children.append((value, child, node, _part(path, part, child, value)))
             else:
                 for index, item in enumerate(node.value):
-                    child = f"{path}[{index}]"
-                    self._known[child] = item.start_mark.line + 1
+                    child = _deeper(path, f"[{index}]")
+                    if len(path) < PATH_NOTED:
+                        self._known[child] = item.start_mark.line + 1
                     children.append((item, child, node, _part(path, part, child, item)))
             stack.extend(reversed(children))  # (walked in the file's order)
         if not self.unloadable:
@@ -624,8 +673,12 @@ class _Lines:
     def line(self, path: str) -> int | None:
         """The line of ``path``, or of the closest enclosing key that has one."""
         if self._toml is not None:
-            self._known.update(toml_positions(self._toml))
+            # (its long keys shortened as paths asked for are: `_shown`)
+            self._known.update(
+                (_shown(path), line) for path, line in toml_positions(self._toml).items()
+            )
             self._toml = None
+        path = _shown(path)  # (its long keys as `from_yaml` noted them)
         # The longest part of ``path`` written in the file, or reached through an alias
         # to a key written under its anchor: a key missing under an alias is at the
         # alias's line (it is the alias's key that lacks it), not at its anchor's.
@@ -662,7 +715,7 @@ class _Lines:
 
     def say(self, path: str, message: str) -> str:
         """A problem at the key ``path``."""
-        where = f"{path}: " if path else ""
+        where = f"{_shown(path)}: " if path else ""  # (a long key cut, as in `from_yaml`)
         return self.at(self.line(path), f"{where}{message}")
 
 
@@ -707,6 +760,36 @@ def _part(path: str, part: str | None, child: str, value: Any) -> str | None:
     if part is None and path in ("agents", "workflows"):
         return child
     return part
+
+
+def _deeper(path: str, step: str) -> str:
+    """The key path ``step`` (``.key``, ``[3]``) below ``path``: ``path`` itself once it is
+    `PATH_NOTED` characters long (the nodes nested deeper are found at its line)."""
+    return path if len(path) >= PATH_NOTED else path + step
+
+
+def _shown(text: str) -> str:
+    """``text`` (a key, or a key path) as paths show it: each part longer than `KEY_SHOWN`
+    characters (between dots and brackets) cut there, ending in "…" and 6 hex digits of
+    the CRC-32 of the whole part (two keys sharing their first characters stay apart). A
+    part already shown so is kept (a path shown twice is the same)."""
+    if len(text) <= KEY_SHOWN:
+        return text
+    return _LONG_PART.sub(_cut, text)
+
+
+def _cut(found: re.Match[str]) -> str:
+    """A key path's part longer than `KEY_SHOWN` characters as `_shown` shows it."""
+    part = found.group()
+    if _CUT.fullmatch(part):
+        return part
+    crc = zlib.crc32(part.encode("utf-8", "surrogatepass")) & 0xFFFFFF
+    return f"{part[:KEY_SHOWN]}…{crc:06x}"
+
+
+def _key_text(key: object) -> str:
+    """``repr()`` of a key a problem names: a text longer than `KEY_SHOWN` characters cut."""
+    return repr(_shown(key)) if isinstance(key, str) else repr(key)
 
 
 def _yaml_key(node: Any) -> str:
@@ -888,7 +971,9 @@ class _Loader:
         for key in value:
             if key not in fields:
                 known = ", ".join(fields)
-                self.problem(f"{path}.{key}", f"unknown key {key!r} ({what}'s keys: {known})")
+                self.problem(
+                    f"{path}.{key}", f"unknown key {_key_text(key)} ({what}'s keys: {known})"
+                )
         good: dict[str, Any] = {}
         for key, field in fields.items():
             if key not in value:
@@ -1157,7 +1242,7 @@ class _Loader:
             known.update(self._table("workflows"))
         if target not in known:
             what = "an agent or workflow" if workflows else "agent"
-            listed = ", ".join(known) or "none"
+            listed = ", ".join(_shown(name) for name in known) or "none"  # (long ones cut)
             self.problem(
                 path,
                 f"refers to {what} {target!r}, which the file does not define (defined: {listed})",
@@ -1534,7 +1619,7 @@ def _validation_problems(
 
     if isinstance(exc, ForbiddenExtraKeysError):
         for key in sorted(exc.extra_fields):
-            yield f"{path}.{key}", f"unknown key {key!r}"
+            yield f"{path}.{key}", f"unknown key {_key_text(key)}"
         return
     if isinstance(exc, cattrs.ClassValidationError | cattrs.IterableValidationError):
         with_notes, without = exc.group_exceptions()

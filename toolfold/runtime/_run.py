@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import weakref
 from collections.abc import (
     AsyncGenerator,
@@ -344,15 +345,35 @@ def within_copy(spec: _Spec, kind: type[_Spec], budget: TokenBudget, **changes: 
 
 
 def _json_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings as JSON data, so the state round-trips (a tuple comes back a list)."""
+    """Settings as JSON data, so the state round-trips (a tuple comes back a list).
+
+    Raises:
+        ModelConfigError: A setting that is no JSON data, named (an int of more
+            digits than ``sys.get_int_max_str_digits()`` too, which Python neither
+            writes as JSON nor repr()s).
+    """
     out: dict[str, Any] = {}
     for key, value in settings.items():
         try:
             out[key] = json.loads(json.dumps(value, allow_nan=False))
         except (TypeError, ValueError) as exc:
+            try:
+                got = f"{value!r}: {exc}"
+            except ValueError as unshown:
+                # Past sys.get_int_max_str_digits(), json.dumps refused it too; else a repr()
+                # of the value's own that raised: named by its type and json's error.
+                if "sys.set_int_max_str_digits" not in str(unshown):
+                    got = f"a value of type {type(value).__name__} ({exc})"
+                else:
+                    got = (
+                        f"an int of more than {sys.get_int_max_str_digits():,} digits, which "
+                        "Python does not write as JSON text by default (give it as a str)"
+                    )
+                    if type(value) is not int:
+                        got = f"a value holding {got}"
             raise ModelConfigError(
                 f"model setting {key!r} must be JSON data (str, finite number, bool, None, "
-                f"or lists and dicts of them) to be stored with the run, got {value!r}: {exc}"
+                f"or lists and dicts of them) to be stored with the run, got {got}"
             ) from exc
     return out
 
