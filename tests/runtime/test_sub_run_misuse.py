@@ -204,3 +204,22 @@ def test_a_function_models_own_usage_error_stays_an_error_result() -> None:
     assert "a wrapped model was closed" in response.messages[-2].tool_results[0].content
     with pytest.raises(UsageError, match="no reply"):
         _lead(Agent(FunctionModel(lambda request: None), name="sub")).run("go")
+
+
+def _noop() -> str:
+    """No-op."""
+    return "ok"
+
+
+@pytest.mark.parametrize("on_tool_error", ["return", "raise"])
+def test_the_misuse_shows_on_event_the_usage_it_keeps(on_tool_error: str) -> None:
+    """The attempt_dropped that counts the misused sub-run's usage reaches on_event, as the
+    one a failed call's ToolExecutionError keeps does: on_event sees every event of the state."""
+    sub = Agent(ScriptedModel([call("_noop", {})]), name="sub", tools=[tool(_noop)])
+    lead = _lead(sub, on_tool_error=on_tool_error)
+    seen: list[str] = []
+    with pytest.raises(UsageError) as raised:
+        lead.run("go", on_event=lambda event: seen.append(event.kind))
+    assert raised.value.state is not None
+    assert [event.kind for event in raised.value.state.log] == seen
+    assert seen[-1] == "attempt_dropped"

@@ -406,24 +406,23 @@ def _composer(text: str) -> Any:
                 ) from exc
 
         def compose_node(self, parent: Any, index: Any) -> Any:
+            # (the depth counted here, not in a wrapper: a frame more per level would
+            # lower the deepest file PyYAML reads)
             self.depth += 1
             self.deepest = max(self.deepest, self.depth)
             try:
-                return self._compose_node(parent, index)
+                alias = None
+                if self.check_event(yaml.AliasEvent):
+                    alias = self.peek_event()  # type: ignore[no-untyped-call]
+                if alias is not None and index is None and isinstance(parent, yaml.MappingNode):
+                    self.alias_keys.add((id(parent), len(parent.value)))  # (a key: index None)
+                node = super().compose_node(parent, index)
+                if alias is not None:
+                    used = (alias.anchor, alias.start_mark.line + 1)
+                    self.aliases.setdefault((id(parent), id(node)), used)
+                return node
             finally:
                 self.depth -= 1
-
-        def _compose_node(self, parent: Any, index: Any) -> Any:
-            alias = None
-            if self.check_event(yaml.AliasEvent):
-                alias = self.peek_event()  # type: ignore[no-untyped-call]
-            if alias is not None and index is None and isinstance(parent, yaml.MappingNode):
-                self.alias_keys.add((id(parent), len(parent.value)))  # (a key: index None)
-            node = super().compose_node(parent, index)
-            if alias is not None:
-                used = (alias.anchor, alias.start_mark.line + 1)
-                self.aliases.setdefault((id(parent), id(node)), used)
-            return node
 
     return Composer(text)
 

@@ -17,7 +17,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import attrs
 
@@ -212,13 +212,23 @@ def raise_tool_error(
     error.state = with_dropped_sub_runs(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
-    cause = outcomes[first].exception
+    _raise_showing(error, reached, outcomes[first].exception, show)
+
+
+def _raise_showing(
+    error: ToolExecutionError | UsageError,
+    reached: RunState,
+    cause: BaseException | None,
+    show: Callable[[Event, RunState], None] | None,
+) -> NoReturn:
+    """Raise ``error`` (from ``cause``), showing the `AttemptDropped` its state ends with
+    (when it is not ``reached``, the state before the dropped sub-runs were counted)."""
     try:
         if cause is not None:
             raise error from cause
         raise error
-    except ToolExecutionError:
-        if show is not None and error.state is not reached:  # (its AttemptDropped)
+    except type(error):
+        if show is not None and error.state is not None and error.state is not reached:
             show(error.state.log[-1], error.state)
         raise
 
@@ -249,6 +259,7 @@ def raise_sub_run_misuse(
     commit: Callable[[RunState, dict[int, ToolOutcome]], RunState],
     failed_too: bool = False,
     conditions: Iterable[StopCondition | StopPredicate] = (),
+    show: Callable[[Event, RunState], None] | None = None,
 ) -> None:
     """Raise, as it is, the `UsageError` a sub-run of the round raised, if any.
 
@@ -266,7 +277,8 @@ def raise_sub_run_misuse(
     raises: ``state`` with the results of the round's other calls committed
     by ``commit`` (the failed ones too, unless ``failed_too``, with
     ``on_tool_error="raise"``), the misused calls still to run, and the usage
-    of their sub-runs counted (see `with_dropped_sub_runs`).
+    of their sub-runs counted (see `with_dropped_sub_runs`). ``show``: as
+    `raise_tool_error`'s.
     """
     misused = [
         index
@@ -298,7 +310,7 @@ def raise_sub_run_misuse(
     error.state = with_dropped_sub_runs(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
-    raise error
+    _raise_showing(error, reached, None, show)
 
 
 def with_dropped_sub_runs(

@@ -689,7 +689,8 @@ def _run_tools(
             raise
     commit = functools.partial(_committed, live)
     raising = live.on_tool_error == "raise"
-    raise_sub_run_misuse(state, outcomes, live.tools, commit, raising, live.stop_when)
+    show = functools.partial(show_failing, live)
+    raise_sub_run_misuse(state, outcomes, live.tools, commit, raising, live.stop_when, show)
     if raising:
         raise_tool_error(
             state,
@@ -697,7 +698,7 @@ def _run_tools(
             live.stop_when,
             live.tools,
             commit,
-            functools.partial(show_failing, live),
+            show,
         )
     if live.handoffs:  # the step's transfer calls that do not hand over say so
         outcomes = settle_outcomes(state.calls, outcomes, live.handoffs)
