@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from backends import OWNED
+from backends import OWNED, cases
 from scripted_http import Recorded, Reply, ScriptedServer
 
 from toolfold import UsageError
@@ -289,3 +289,57 @@ def test_the_shared_ssl_context_follows_sslkeylogfile_whatever_trust_env(
     assert after.keylog_filename == own
     if http == "httpx":  # (ssl.create_default_context reads it; httpx2 without trust_env does not)
         assert own == keys
+
+
+def _in_child(call: Any) -> Any:
+    """``call()`` run in a forked child process: what it returned (or a repr of what it raised)."""
+    import json
+    import os
+    import warnings
+
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # (3.12+ warns of forking a process with threads: the server's, here; the child uses none)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: always leaves by os._exit, whatever happens
+        try:
+            try:
+                outcome: Any = {"value": call()}
+            except BaseException as exc:
+                outcome = {"raised": repr(exc)}
+            os.write(write_end, json.dumps(outcome).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.mark.parametrize(("http", "mode"), cases())
+def test_a_forked_child_opens_its_own_connections_and_reads_its_own_answers(
+    http_server: ScriptedServer, http: str, mode: str
+) -> None:
+    """After os.fork() the child's calls use new connections, not the parent's pooled ones."""
+    http_server.handler = lambda request: Reply(json=request.json())  # each its own body
+    transport = _transport(http_server, http)
+    loop = asyncio.new_event_loop()  # kept by the parent across the fork, as a kept loop is
+
+    def call(body: dict[str, Any]) -> Any:
+        if mode == "sync":
+            return transport.post_json_sync("x", body)
+        return loop.run_until_complete(transport.post_json("x", body))
+
+    try:
+        assert call({"who": "parent"}) == {"who": "parent"}  # a keep-alive connection pooled
+        assert _in_child(lambda: call({"who": "child"})) == {"value": {"who": "child"}}
+        assert http_server.connections == 2  # the child's own
+        assert call({"who": "parent again"}) == {"who": "parent again"}
+        assert http_server.connections == 2  # the parent's connection still works
+    finally:
+        transport.close()
+        loop.run_until_complete(transport.aclose())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
