@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from backends import OWNED, cases
-from scripted_http import Recorded, Reply, ScriptedServer
+from backends import OWNED, STREAMED, cases
+from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse
 
 from toolfold import UsageError
 from toolfold.adapters._http._transport import Transport
@@ -228,6 +228,73 @@ def test_close_during_a_blocking_call_is_a_usage_error_and_nothing_is_sent_again
         finally:
             hold.set()
     assert len(http_server.requests) == 1
+
+
+CLOSED_DURING = r"closed .* while its call to openai was in flight"
+
+
+@pytest.mark.parametrize(("http", "mode"), cases(STREAMED))
+def test_closing_the_model_while_a_body_is_read_fails_the_call_with_a_usage_error(
+    http_server: ScriptedServer, http: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close()/aclose() while an answer's body (whole or streamed) is read: the documented UsageError."""
+    from toolfold.adapters._http._sender import Sender
+
+    hold = threading.Event()
+    first, rest = (
+        (sse({"n": 1}), sse({"n": 2})) if mode.startswith("stream") else ([b'{"ok":'], [b"1}"])
+    )
+    # (Cut: a blocking read the close does not wake ends as the connection then breaks)
+    http_server.handler = lambda request: Reply(chunks=[*first, hold, *rest, Cut()])
+    transport = _transport(http_server, http, retry=3, sleep=_no_sleep, sleep_sync=lambda s: None)
+    reading = threading.Event()  # the body's reading began: the head was read
+    on_loop: list[asyncio.Event] = []  # the same, for an async call (set on its loop)
+    real = Sender._reader
+
+    def reader(self: Sender, response: Any, call: Any) -> Any:
+        reading.set()
+        for event in on_loop:
+            event.set()
+        return real(self, response, call)
+
+    monkeypatch.setattr(Sender, "_reader", reader)
+
+    async def close_under_async() -> None:
+        if mode == "stream-async":
+            events = transport.stream("x", {})
+            assert (await asyncio.wait_for(events.__anext__(), 10)).data == '{"n": 1}'
+            await transport.aclose()
+            with pytest.raises(UsageError, match=CLOSED_DURING):
+                await asyncio.wait_for(events.__anext__(), 10)  # (a hang fails here)
+            return
+        on_loop.append(asyncio.Event())
+        call = asyncio.ensure_future(transport.post_json("x", {}))
+        await asyncio.wait_for(on_loop[0].wait(), 10)
+        await transport.aclose()
+        with pytest.raises(UsageError, match=CLOSED_DURING):
+            await asyncio.wait_for(call, 10)
+
+    try:
+        if mode.endswith("async"):
+            asyncio.run(close_under_async())
+        elif mode == "stream-sync":
+            events = transport.stream_sync("x", {})
+            assert next(events).data == '{"n": 1}'
+            transport.close()
+            hold.set()
+            with pytest.raises(UsageError, match=CLOSED_DURING):
+                next(events)
+        else:
+            with ThreadPoolExecutor(1) as pool:
+                future = pool.submit(transport.post_json_sync, "x", {})
+                assert reading.wait(10)
+                transport.close()
+                hold.set()
+                with pytest.raises(UsageError, match=CLOSED_DURING):
+                    future.result(timeout=10)
+    finally:
+        hold.set()
+    assert len(http_server.requests) == 1  # never sent again
 
 
 def _ssl_context(backend: Any) -> Any:

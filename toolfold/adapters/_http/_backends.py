@@ -48,6 +48,7 @@ T = TypeVar("T")
 __all__ = [
     "AiohttpBackend",
     "BACKENDS",
+    "ClosedUnderRead",
     "HttpxBackend",
     "OwnedHttpxBackend",
     "READ_IN_PIECES",
@@ -58,6 +59,11 @@ __all__ = [
 ]
 
 BACKENDS = ("httpx", "httpx2", "aiohttp")
+
+
+class ClosedUnderRead(Exception):
+    """What the read of a body fails with when its aiohttp session is closed under it
+    (`AiohttpBackend.aclose`); the transport raises `Sender.closed_during` for it."""
 
 
 def default_backend() -> str:
@@ -661,9 +667,31 @@ class AiohttpBackend:
         return getattr(self.session, "closed", False) is True
 
     async def aclose(self) -> None:
-        """Close the session if the transport made it."""
+        """Close the session if the transport made it, failing the bodies still read.
+
+        aiohttp detaches the body a connection is reading when it closes that
+        connection (``ResponseHandler.close``): its reader then waits for good,
+        whatever the read timeout (which it stops too). Each such body is
+        failed first (`ClosedUnderRead`), so a call reading it ends, as one
+        awaiting its head does, with the error saying the model was closed.
+        """
         if self.owned:
+            for body in _bodies_read(self.session):
+                if not body.is_eof() and body.exception() is None:
+                    body.set_exception(
+                        ClosedUnderRead("the session was closed while this body was read")
+                    )
             await self.session.close()
+
+
+def _bodies_read(session: Any) -> list[Any]:
+    """The bodies ``session``'s connections in use are reading (aiohttp's internals: the
+    connector's ``_acquired`` protocols and their ``_payload``; none if renamed)."""
+    acquired = getattr(getattr(session, "connector", None), "_acquired", None)
+    if not acquired:
+        return []
+    found = (getattr(protocol, "_payload", None) for protocol in list(acquired))
+    return [body for body in found if body is not None]
 
 
 _NO_OPTIONS: Mapping[str, Any] = {}
