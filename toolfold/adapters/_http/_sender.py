@@ -38,7 +38,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
-from toolfold.adapters._http._backends import READ_IN_PIECES, ClosedUnderRead
+from toolfold.adapters._http._backends import READ_IN_PIECES, ClosedUnderRead, loop_mismatch
 from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._deadlines import sync_deadline
@@ -583,6 +583,10 @@ class Sender:
             return self.total_timeout(call.url), None
         if not (self.foreign or is_client_error(exc)):
             raise exc
+        if self.foreign:
+            wrong = self._wrong_loop(exc, call)
+            if wrong is not None:
+                raise wrong from exc
         what = malformed_answer(exc)
         if what is not None:  # answered, not lost: never sent again (see `_attempts`)
             return self.scrub(malformed_error(self.provider, call.url, what)), False
@@ -606,6 +610,10 @@ class Sender:
     def _read_failure(self, exc: Exception, call: Call) -> BaseException:
         if _closed_under(exc, call):
             return self.closed_during()
+        if self.foreign:
+            wrong = self._wrong_loop(exc, call)
+            if wrong is not None:
+                return wrong
         if self._ran_out(call):
             return self.total_timeout(call.url)
         if isinstance(exc, ProviderError) or not (self.foreign or is_client_error(exc)):
@@ -638,6 +646,22 @@ class Sender:
             f"{self.provider} answered POST {call.url} with a body toolfold refuses: {exc}",
             provider=self.provider,
             status_code=None if response is None else int(response.status_code),
+        )
+
+    def _wrong_loop(self, exc: BaseException, call: Call) -> UsageError | None:
+        """The error of an injected async client that failed with ``exc`` because it is used
+        on an event loop other than its own (`loop_mismatch`), else None."""
+        backend = call.backend
+        if backend is None or backend.owned:
+            return None
+        problem = loop_mismatch(backend, exc)
+        if problem is None:
+            return None
+        return UsageError(
+            f"the async HTTP client given to the model (http_client= or async_http_client=) "
+            f"failed its call to {self.provider}: {problem}; use it only on the loop it "
+            "belongs to (make the client, and the model, on the loop that uses them: one "
+            "model per loop), or give no client, and the model makes one for each loop"
         )
 
     def closed_during(self) -> UsageError:
