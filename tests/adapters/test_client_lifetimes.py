@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import threading
 import weakref
 from collections.abc import Iterator
@@ -371,6 +372,8 @@ def _in_child(call: Any) -> Any:
         pid = os.fork()
     if pid == 0:  # the child: always leaves by os._exit, whatever happens
         try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a hung child is killed (safety)
+            signal.alarm(30)
             try:
                 outcome: Any = {"value": call()}
             except BaseException as exc:
@@ -382,7 +385,7 @@ def _in_child(call: Any) -> Any:
     with os.fdopen(read_end, "rb") as pipe:
         data = pipe.read()
     os.waitpid(pid, 0)
-    return json.loads(data)
+    return json.loads(data) if data else {"died": "no answer (hung, killed by SIGALRM)"}
 
 
 @pytest.mark.parametrize(("http", "mode"), cases())

@@ -15,6 +15,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import os
 import sys
 import threading
 import weakref
@@ -292,6 +293,30 @@ def _close_kept() -> None:
     loop, _KeptLoop.loop = _KeptLoop.loop, None
     if loop is not None and not loop.is_running() and _close_whole(loop):
         raise KeyboardInterrupt
+
+
+#: In a child forked from this process: what it inherited and must not use (see `_forked`).
+_INHERITED: list[object] = []
+
+
+def _forked() -> None:
+    """In a forked child, forget the parent's pool and kept loop (without closing them).
+
+    The pool's threads are not in the child, yet the pool counts them idle: a
+    blocking call inside a running loop handed its run to one and waited for
+    good. The kept loop's selector is the parent's epoll/kqueue, shared: the
+    child's sockets registered in it would wake the parent's loop, and its
+    events be taken by either process. Both are kept (collected, the loop would
+    warn as unclosed), never used; the child makes its own at its first call.
+    """
+    global _POOL, _POOL_LOCK
+    _INHERITED.extend(held for held in (_POOL, _KeptLoop.loop, _KeptLoop.dropped) if held)
+    _POOL, _POOL_LOCK = None, threading.Lock()
+    _KeptLoop.loop = _KeptLoop.dropped = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
