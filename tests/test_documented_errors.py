@@ -65,6 +65,30 @@ def _aclose_off_the_sessions_loop() -> None:
         owner.close()
 
 
+def _injected_session_off_its_loop() -> None:
+    import asyncio
+
+    import aiohttp
+
+    async def make() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession()
+
+    owner = asyncio.new_event_loop()
+    session = owner.run_until_complete(make())
+    try:
+        model = toolfold.model(
+            "openai:m", base_url="http://127.0.0.1:9/v1", api_key="sk-x", http_client=session
+        )
+        asyncio.run(_arun(model))
+    finally:
+        owner.run_until_complete(session.close())
+        owner.close()
+
+
+async def _arun(model: Any) -> None:
+    await Agent(model).arun("hi")  # refused before anything is sent
+
+
 class _NoSchema:
     """A class toolfold has no schema for."""
 
@@ -697,6 +721,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`await model.aclose()` while the model's aiohttp session belongs to another event loop "
     "that is alive but not running (the error names that loop; the rest is closed)": (
         _aclose_off_the_sessions_loop
+    ),
+    "a call through an injected async client on an event loop that is not its own: an "
+    "`aiohttp.ClientSession` made on another loop (the error names it), an httpx/httpx2 "
+    "`AsyncClient` whose pooled connections another loop opened (a second `asyncio.run`)": (
+        _injected_session_off_its_loop
     ),
     "resuming a run stopped at `max_steps` without a larger `max_steps` or a `message`, "
     "or with a `max_steps` below the calls its turn made": _resume_at_max_steps,

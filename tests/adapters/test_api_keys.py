@@ -165,6 +165,28 @@ def test_secret_refuses_pickling() -> None:
         pickle.dumps(Secret(KEY))
 
 
+def test_an_agent_whose_model_has_a_key_can_be_deep_copied(http_server: ScriptedServer) -> None:
+    """copy.deepcopy of an agent with api_key=...: the copy works, shares the key and the clients."""
+    import copy
+
+    http_server.handler = lambda request: Reply(
+        json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]}
+    )
+    agent = toolfold.Agent(
+        toolfold.model("openai:gpt-4o-mini", base_url=f"{http_server.url}/v1", api_key=KEY)
+    )
+    twin = copy.deepcopy(agent)
+    assert twin is not agent
+    assert twin.run("hello").text == "hi"
+    assert http_server.requests[-1].headers["authorization"] == f"Bearer {KEY}"
+    secret = Secret(KEY)
+    assert copy.deepcopy(secret) is secret
+    assert copy.copy(secret) is secret
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(secret)
+    agent.model.close()  # (the twin's model shares its clients)
+
+
 def test_transport_repr_hides_the_key() -> None:
     """A transport's repr and vars-free printing never show the key."""
     transport = Transport("openai", "https://api.openai.com/v1", KEY)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import threading
 import weakref
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from backends import OWNED
-from scripted_http import Recorded, Reply, ScriptedServer
+from backends import OWNED, STREAMED, cases
+from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse
 
 from toolfold import UsageError
 from toolfold.adapters._http._transport import Transport
@@ -230,6 +231,73 @@ def test_close_during_a_blocking_call_is_a_usage_error_and_nothing_is_sent_again
     assert len(http_server.requests) == 1
 
 
+CLOSED_DURING = r"closed .* while its call to openai was in flight"
+
+
+@pytest.mark.parametrize(("http", "mode"), cases(STREAMED))
+def test_closing_the_model_while_a_body_is_read_fails_the_call_with_a_usage_error(
+    http_server: ScriptedServer, http: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close()/aclose() while an answer's body (whole or streamed) is read: the documented UsageError."""
+    from toolfold.adapters._http._sender import Sender
+
+    hold = threading.Event()
+    first, rest = (
+        (sse({"n": 1}), sse({"n": 2})) if mode.startswith("stream") else ([b'{"ok":'], [b"1}"])
+    )
+    # (Cut: a blocking read the close does not wake ends as the connection then breaks)
+    http_server.handler = lambda request: Reply(chunks=[*first, hold, *rest, Cut()])
+    transport = _transport(http_server, http, retry=3, sleep=_no_sleep, sleep_sync=lambda s: None)
+    reading = threading.Event()  # the body's reading began: the head was read
+    on_loop: list[asyncio.Event] = []  # the same, for an async call (set on its loop)
+    real = Sender._reader
+
+    def reader(self: Sender, response: Any, call: Any) -> Any:
+        reading.set()
+        for event in on_loop:
+            event.set()
+        return real(self, response, call)
+
+    monkeypatch.setattr(Sender, "_reader", reader)
+
+    async def close_under_async() -> None:
+        if mode == "stream-async":
+            events = transport.stream("x", {})
+            assert (await asyncio.wait_for(events.__anext__(), 10)).data == '{"n": 1}'
+            await transport.aclose()
+            with pytest.raises(UsageError, match=CLOSED_DURING):
+                await asyncio.wait_for(events.__anext__(), 10)  # (a hang fails here)
+            return
+        on_loop.append(asyncio.Event())
+        call = asyncio.ensure_future(transport.post_json("x", {}))
+        await asyncio.wait_for(on_loop[0].wait(), 10)
+        await transport.aclose()
+        with pytest.raises(UsageError, match=CLOSED_DURING):
+            await asyncio.wait_for(call, 10)
+
+    try:
+        if mode.endswith("async"):
+            asyncio.run(close_under_async())
+        elif mode == "stream-sync":
+            events = transport.stream_sync("x", {})
+            assert next(events).data == '{"n": 1}'
+            transport.close()
+            hold.set()
+            with pytest.raises(UsageError, match=CLOSED_DURING):
+                next(events)
+        else:
+            with ThreadPoolExecutor(1) as pool:
+                future = pool.submit(transport.post_json_sync, "x", {})
+                assert reading.wait(10)
+                transport.close()
+                hold.set()
+                with pytest.raises(UsageError, match=CLOSED_DURING):
+                    future.result(timeout=10)
+    finally:
+        hold.set()
+    assert len(http_server.requests) == 1  # never sent again
+
+
 def _ssl_context(backend: Any) -> Any:
     return backend.client._transport._pool._ssl_context
 
@@ -289,3 +357,59 @@ def test_the_shared_ssl_context_follows_sslkeylogfile_whatever_trust_env(
     assert after.keylog_filename == own
     if http == "httpx":  # (ssl.create_default_context reads it; httpx2 without trust_env does not)
         assert own == keys
+
+
+def _in_child(call: Any) -> Any:
+    """``call()`` run in a forked child process: what it returned (or a repr of what it raised)."""
+    import json
+    import os
+    import warnings
+
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # (3.12+ warns of forking a process with threads: the server's, here; the child uses none)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: always leaves by os._exit, whatever happens
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a hung child is killed (safety)
+            signal.alarm(30)
+            try:
+                outcome: Any = {"value": call()}
+            except BaseException as exc:
+                outcome = {"raised": repr(exc)}
+            os.write(write_end, json.dumps(outcome).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else {"died": "no answer (hung, killed by SIGALRM)"}
+
+
+@pytest.mark.parametrize(("http", "mode"), cases())
+def test_a_forked_child_opens_its_own_connections_and_reads_its_own_answers(
+    http_server: ScriptedServer, http: str, mode: str
+) -> None:
+    """After os.fork() the child's calls use new connections, not the parent's pooled ones."""
+    http_server.handler = lambda request: Reply(json=request.json())  # each its own body
+    transport = _transport(http_server, http)
+    loop = asyncio.new_event_loop()  # kept by the parent across the fork, as a kept loop is
+
+    def call(body: dict[str, Any]) -> Any:
+        if mode == "sync":
+            return transport.post_json_sync("x", body)
+        return loop.run_until_complete(transport.post_json("x", body))
+
+    try:
+        assert call({"who": "parent"}) == {"who": "parent"}  # a keep-alive connection pooled
+        assert _in_child(lambda: call({"who": "child"})) == {"value": {"who": "child"}}
+        assert http_server.connections == 2  # the child's own
+        assert call({"who": "parent again"}) == {"who": "parent again"}
+        assert http_server.connections == 2  # the parent's connection still works
+    finally:
+        transport.close()
+        loop.run_until_complete(transport.aclose())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

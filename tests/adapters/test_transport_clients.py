@@ -33,6 +33,7 @@ from toolfold import (
     RateLimitError,
     ServerError,
     StreamError,
+    UsageError,
 )
 from toolfold.adapters._http._retry import Timeouts
 from toolfold.adapters._http._sse import SSEEvent
@@ -488,3 +489,42 @@ def test_an_injected_client_that_follows_redirects_does_not_follow_a_call(
         assert elsewhere.requests == []
     finally:
         elsewhere.close()
+
+
+def test_an_injected_aiohttp_session_used_on_another_loop_is_a_usage_error_naming_its_loop(
+    http_server: ScriptedServer,
+) -> None:
+    """A session made on one event loop, called from another: a UsageError naming the loop, nothing sent."""
+    home = asyncio.new_event_loop()
+
+    async def make() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession()
+
+    session = home.run_until_complete(make())
+    try:
+        transport = Transport("openai", http_server.url, KEY, http_client=session)
+        with pytest.raises(UsageError, match="aiohttp uses a session only on the loop") as caught:
+            asyncio.run(transport.post_json("x", {}))
+        assert repr(home) in str(caught.value)
+        assert http_server.requests == []
+    finally:
+        home.run_until_complete(session.close())
+        home.close()
+
+
+@pytest.mark.parametrize("package", list(PACKAGES.values()), ids=list(PACKAGES))
+def test_an_injected_async_client_reused_on_a_new_loop_is_a_usage_error(
+    http_server: ScriptedServer, package: Any
+) -> None:
+    """An AsyncClient whose pooled connection is of another event loop: a UsageError saying so."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    client = package.AsyncClient()
+    transport = Transport("openai", http_server.url, KEY, http_client=client)
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(transport.post_json("x", {})) == {"ok": 1}  # pooled
+        with pytest.raises(UsageError, match="connections of another event loop"):
+            asyncio.run(transport.post_json("x", {}))
+    finally:
+        first.run_until_complete(client.aclose())
+        first.close()

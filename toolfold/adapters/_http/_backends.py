@@ -49,16 +49,23 @@ T = TypeVar("T")
 __all__ = [
     "AiohttpBackend",
     "BACKENDS",
+    "ClosedUnderRead",
     "HttpxBackend",
     "OwnedHttpxBackend",
     "READ_IN_PIECES",
     "close_when_loop_ends",
     "default_backend",
+    "loop_mismatch",
     "make_async",
     "make_sync",
 ]
 
 BACKENDS = ("httpx", "httpx2", "aiohttp")
+
+
+class ClosedUnderRead(Exception):
+    """What the read of a body fails with when its aiohttp session is closed under it
+    (`AiohttpBackend.aclose`); the transport raises `Sender.closed_during` for it."""
 
 
 def default_backend() -> str:
@@ -671,9 +678,69 @@ class AiohttpBackend:
         return getattr(self.session, "closed", False) is True
 
     async def aclose(self) -> None:
-        """Close the session if the transport made it."""
+        """Close the session if the transport made it, failing the bodies still read.
+
+        aiohttp detaches the body a connection is reading when it closes that
+        connection (``ResponseHandler.close``): its reader then waits for good,
+        whatever the read timeout (which it stops too). Each such body is
+        failed first (`ClosedUnderRead`), so a call reading it ends, as one
+        awaiting its head does, with the error saying the model was closed.
+        """
         if self.owned:
+            for body in _bodies_read(self.session):
+                if not body.is_eof() and body.exception() is None:
+                    body.set_exception(
+                        ClosedUnderRead("the session was closed while this body was read")
+                    )
             await self.session.close()
+
+
+# What asyncio (and aiohttp) raise when something of one event loop is used on another.
+_OTHER_LOOP = (
+    "Event loop is closed",
+    "attached to a different loop",
+    "bound to a different event loop",
+    "should be used inside a task",
+)
+
+
+def loop_mismatch(backend: Any, exc: BaseException) -> str | None:
+    """Why an injected async client failed with ``exc``, when it is that the running event
+    loop is not the one the client (or its pooled connections) belongs to; else None.
+
+    An aiohttp session knows its loop (its ``_loop``, checked, not assumed); an
+    httpx/httpx2 ``AsyncClient`` does not, and is known by the error asyncio
+    raises for its connections of a loop that has closed or is another.
+    """
+    running = asyncio._get_running_loop()
+    if running is None:  # (a blocking call's client)
+        return None
+    if isinstance(backend, AiohttpBackend):
+        home = getattr(backend.session, "_loop", None)
+        if isinstance(home, asyncio.AbstractEventLoop) and home is not running:
+            state = "closed" if home.is_closed() else "not this call's"
+            return (
+                f"it is an aiohttp.ClientSession of event loop {home!r} ({state}), used on "
+                f"{running!r}: aiohttp uses a session only on the loop it was made on"
+            )
+        return None
+    if isinstance(exc, RuntimeError) and any(text in str(exc) for text in _OTHER_LOOP):
+        return (
+            f"{type(backend.client).__name__} holds connections of another event loop "
+            f"(RuntimeError: {exc}), used on {running!r}: its pooled connections work only "
+            "on the loop that opened them (each asyncio.run is a new loop)"
+        )
+    return None
+
+
+def _bodies_read(session: Any) -> list[Any]:
+    """The bodies ``session``'s connections in use are reading (aiohttp's internals: the
+    connector's ``_acquired`` protocols and their ``_payload``; none if renamed)."""
+    acquired = getattr(getattr(session, "connector", None), "_acquired", None)
+    if not acquired:
+        return []
+    found = (getattr(protocol, "_payload", None) for protocol in list(acquired))
+    return [body for body in found if body is not None]
 
 
 _NO_OPTIONS: Mapping[str, Any] = {}

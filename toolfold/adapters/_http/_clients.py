@@ -5,12 +5,21 @@ The transport makes one blocking client, and one async client per event loop
 shuts down). Injected clients are used as given and never closed; an injected
 blocking httpx/httpx2 client's sockets are made to keep the total deadline of
 the transport's calls (`cap_socket_io`), as the transport's own client's are.
+
+A process forked from one whose transports made clients (gunicorn
+``--preload``) must not use them: their pooled connections are the parent's
+sockets, shared, and a child's request would interleave with another
+process's, or read its answer. In the child every transport forgets the clients
+it made (`_forget_after_fork`), without closing them (closing could end the
+parent's connections), and makes new ones at its next call. An injected
+client cannot be replaced: a process must not share one across a fork.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import sys
 import threading
 import weakref
@@ -111,6 +120,20 @@ class Clients:
         # call (one loop) is answered without the lock; a thread running
         # another loop never pairs its loop with this one's client.
         self._bound: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        _MADE.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: forget the clients made in the parent (see the module's doc)."""
+        # Another thread of the parent may have held them at the fork.
+        self._lock, self._sync_lock = threading.Lock(), threading.Lock()
+        if self.owns_sync and self._sync is not None:
+            if self._sync_finalizer is not None:
+                self._sync_finalizer.detach()  # (it would close them)
+            _INHERITED.append(self._sync)
+            self._sync, self._sync_finalizer = None, None
+        if self.owns_async:
+            _INHERITED.extend(self._loops.values())
+            self._loops, self._bound = {}, None
 
     def ready_async(self) -> Any:
         """The async backend for the running loop if it is made already, else None."""
@@ -243,6 +266,22 @@ class Clients:
                 finalizer.detach()
             if backend is not None:
                 backend.close()
+
+
+#: Every live `Clients` (a forked child's forget the parent's clients).
+_MADE: weakref.WeakSet[Clients] = weakref.WeakSet()
+#: In a forked child, the clients (and their loops' closers) made in the parent:
+#: kept, never used nor closed; collected, their sockets would warn as unclosed.
+_INHERITED: list[Any] = []
+
+
+def _forget_after_fork() -> None:
+    for clients in list(_MADE):
+        clients._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _forgetting(

@@ -75,6 +75,12 @@ class Secret:
     def __bool__(self) -> bool:
         return bool(self.__value)
 
+    def __copy__(self) -> Secret:
+        return self  # (immutable: a copy is the same secret)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Secret:
+        return self  # (`copy.deepcopy` of a model or an agent leaks nothing: no pickling)
+
     def __reduce__(self) -> str | tuple[object, ...]:
         # Pickling a key by accident (e.g. into a checkpoint) must be an error.
         raise TypeError("a Secret cannot be pickled; pass the key again where it is needed")

@@ -38,7 +38,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
-from toolfold.adapters._http._backends import READ_IN_PIECES
+from toolfold.adapters._http._backends import READ_IN_PIECES, ClosedUnderRead, loop_mismatch
 from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._deadlines import sync_deadline
@@ -74,9 +74,14 @@ ErrorParser = Callable[[int, str, Mapping[str, str]], ErrorInfo]
 
 
 class Call:
-    """One call's fixed parts: where, what, when it must end, and whether it streams."""
+    """One call's fixed parts: where, what, when it must end, and whether it streams.
 
-    __slots__ = ("content", "deadline", "headers", "streaming", "url")
+    ``backend`` is the client its attempts went through (set as it is sent): a
+    read of its body that fails once that client is closed is the model closed
+    during the call (`Sender.closed_during`), not a connection error.
+    """
+
+    __slots__ = ("backend", "content", "deadline", "headers", "streaming", "url")
 
     def __init__(
         self,
@@ -88,6 +93,7 @@ class Call:
     ) -> None:
         self.url, self.content, self.headers = url, content, headers
         self.deadline, self.streaming = deadline, streaming
+        self.backend: Any = None
 
 
 @attrs.define(eq=False)
@@ -189,13 +195,13 @@ class Sender:
             if _log.isEnabledFor(logging.DEBUG):
                 sent(url, exc)
             # The retries run in the handler: their error chains this one, as in `send`.
-            call = Call(url, content, headers, None, False)
+            call = _sent(Call(url, content, headers, None, False), backend)
             response = await self._retried(call, backend, exc, per_await=False, bounded=False)
         else:
             if _log.isEnabledFor(logging.DEBUG):
                 sent(url, response)
             if response.status_code >= 300:
-                call = Call(url, content, headers, None, False)
+                call = _sent(Call(url, content, headers, None, False), backend)
                 response = await self._retried(
                     call, backend, response, per_await=False, bounded=False
                 )
@@ -211,11 +217,11 @@ class Sender:
                 and response.headers.get("content-encoding") is None
             ):
                 return response, body
-            call = call or Call(url, content, headers, None, False)
+            call = call or _sent(Call(url, content, headers, None, False), backend)
             if body is None:  # not all there yet: read as it comes
                 return response, await self._read_pieces(response, call)
             return response, self._arrived(response, body, call)
-        call = call or Call(url, content, headers, None, False)
+        call = call or _sent(Call(url, content, headers, None, False), backend)
         return response, await self._read_all(response, call, per_await=False)
 
     async def _fetch_within(self, call: Call, left: float) -> tuple[Any, bytes]:
@@ -247,7 +253,7 @@ class Sender:
         ``bounded``: the caller bounds the whole call by its deadline, so no
         await needs its own and the attempts' timeouts are not cut.
         """
-        backend = self.clients.ready_async() or await self.clients.get_async()
+        backend = call.backend = self.clients.ready_async() or await self.clients.get_async()
         per_await = not bounded and call.deadline is not None
         timeout = self._first_timeouts(call, cap=not bounded)
         try:
@@ -301,7 +307,7 @@ class Sender:
 
     def send_sync(self, call: Call) -> Any:
         """Blocking `send`; every socket read and write is capped by the deadline."""
-        backend = self.clients.get_sync()
+        backend = call.backend = self.clients.get_sync()
         timeout = self._first_timeouts(call)
         plan: Any = None
         while True:
@@ -591,6 +597,10 @@ class Sender:
             return self.total_timeout(call.url), None
         if not (self.foreign or is_client_error(exc)):
             raise exc
+        if self.foreign:
+            wrong = self._wrong_loop(exc, call)
+            if wrong is not None:
+                raise wrong from exc
         what = malformed_answer(exc)
         if what is not None:  # answered, not lost: never sent again (see `_attempts`)
             return self.scrub(malformed_error(self.provider, call.url, what)), False
@@ -612,6 +622,12 @@ class Sender:
         return self.scrub(malformed_error(self.provider, url, what))
 
     def _read_failure(self, exc: Exception, call: Call) -> BaseException:
+        if _closed_under(exc, call):
+            return self.closed_during()
+        if self.foreign:
+            wrong = self._wrong_loop(exc, call)
+            if wrong is not None:
+                return wrong
         if self._ran_out(call):
             return self.total_timeout(call.url)
         if isinstance(exc, ProviderError) or not (self.foreign or is_client_error(exc)):
@@ -622,10 +638,12 @@ class Sender:
             )
         )
 
-    def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError:
+    def _body_error(self, exc: BodyError, response: Any, call: Call) -> ProviderError | UsageError:
         """The error of a body `BodyReader` refuses or finds cut; the total timeout once the
         call is out of time (a body ending as the deadline passes reads as cut or too large),
         as `_read_failure` has it for a client's failure, 2xx and error bodies alike."""
+        if isinstance(exc, BodyCut) and _closed_under(exc, call):
+            return self.closed_during()
         if self._ran_out(call):
             return self.total_timeout(call.url)
         if isinstance(exc, BodyCut):  # as a body or stream cut by the connection
@@ -642,6 +660,22 @@ class Sender:
             f"{self.provider} answered POST {call.url} with a body toolfold refuses: {exc}",
             provider=self.provider,
             status_code=None if response is None else int(response.status_code),
+        )
+
+    def _wrong_loop(self, exc: BaseException, call: Call) -> UsageError | None:
+        """The error of an injected async client that failed with ``exc`` because it is used
+        on an event loop other than its own (`loop_mismatch`), else None."""
+        backend = call.backend
+        if backend is None or backend.owned:
+            return None
+        problem = loop_mismatch(backend, exc)
+        if problem is None:
+            return None
+        return UsageError(
+            f"the async HTTP client given to the model (http_client= or async_http_client=) "
+            f"failed its call to {self.provider}: {problem}; use it only on the loop it "
+            "belongs to (make the client, and the model, on the loop that uses them: one "
+            "model per loop), or give no client, and the model makes one for each loop"
         )
 
     def closed_during(self) -> UsageError:
@@ -708,6 +742,21 @@ def sent(url: str, outcome: Any) -> None:
         _log.debug("POST %s -> %s", mask_url_password(url), type(outcome).__qualname__)
     else:
         _log.debug("POST %s -> HTTP %s", mask_url_password(url), outcome.status_code)
+
+
+def _sent(call: Call, backend: Any) -> Call:
+    """``call``, sent through ``backend``."""
+    call.backend = backend
+    return call
+
+
+def _closed_under(exc: Exception, call: Call) -> bool:
+    """Whether a read of ``call``'s answer failed with ``exc`` as its client was closed
+    (by the model's ``close()`` / ``aclose()``, or an injected client's owner)."""
+    if isinstance(exc, ClosedUnderRead):
+        return True
+    backend = call.backend
+    return backend is not None and bool(backend.is_closed())
 
 
 def _cut_after_end(

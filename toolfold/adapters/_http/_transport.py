@@ -457,6 +457,11 @@ class Transport:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Transport:
+        # Its clients and their connection pools are a resource, not data: a deep copy of
+        # a model (or of an agent) shares them, as it would share an injected client.
+        return self
+
     def __repr__(self) -> str:
         return (
             f"Transport(provider={self.provider!r}, base_url={mask_url(self.base_url)!r}, "

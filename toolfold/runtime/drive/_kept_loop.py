@@ -15,8 +15,10 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import os
 import sys
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -205,13 +207,18 @@ async def _interruptible(work: Coroutine[Any, Any, T], interrupt: RoundInterrupt
     import asyncio
 
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
+    current = asyncio.current_task()
+    assert current is not None
+    # Weakly: ``interrupt`` outlives the round (a caller's frame, a traceback), which must
+    # not keep its task (and the task, its frames) alive.
+    task = weakref.ref(current)
 
     def cancel() -> None:
         # (once the round is over its loop is closed, and this raises RuntimeError)
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(task.cancel)
+        running = task()
+        if running is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(running.cancel)
 
     if not interrupt.attach(cancel):  # interrupted before it began: nothing runs
         work.close()
@@ -286,6 +293,30 @@ def _close_kept() -> None:
     loop, _KeptLoop.loop = _KeptLoop.loop, None
     if loop is not None and not loop.is_running() and _close_whole(loop):
         raise KeyboardInterrupt
+
+
+#: In a child forked from this process: what it inherited and must not use (see `_forked`).
+_INHERITED: list[object] = []
+
+
+def _forked() -> None:
+    """In a forked child, forget the parent's pool and kept loop (without closing them).
+
+    The pool's threads are not in the child, yet the pool counts them idle: a
+    blocking call inside a running loop handed its run to one and waited for
+    good. The kept loop's selector is the parent's epoll/kqueue, shared: the
+    child's sockets registered in it would wake the parent's loop, and its
+    events be taken by either process. Both are kept (collected, the loop would
+    warn as unclosed), never used; the child makes its own at its first call.
+    """
+    global _POOL, _POOL_LOCK
+    _INHERITED.extend(held for held in (_POOL, _KeptLoop.loop, _KeptLoop.dropped) if held)
+    _POOL, _POOL_LOCK = None, threading.Lock()
+    _KeptLoop.loop = _KeptLoop.dropped = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -452,6 +483,14 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     worker (or for one: `workers_own`), a thread of its own that ends with
     the run, so that nested sync tools doing so never wait for a pool thread
     held by the runs they wait for, however deep.
+
+    On another thread the coroutine runs in a copy of the caller's context
+    (its context variables: a request's id, a tenant), as ``asyncio.run``
+    here would. Ctrl-C (or any exception) that lands in the caller's wait for
+    it, a notebook cell's, cancels it there and waits for it to end before it
+    is raised, as `run_kept` does: what it ran is what the run's state says
+    (an async tool that had not returned stays to run). A second Ctrl-C stops
+    that wait.
     """
     import asyncio
 
@@ -459,19 +498,46 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(make())
+    interrupt = RoundInterrupt()
+    context = contextvars.copy_context()
+
+    def run() -> T:
+        return context.run(_run_interruptible, lambda: _interruptible(make(), interrupt), interrupt)
+
     if workers_own():
         # A worker's thread (or one a worker waits for) blocks here: the run gets a thread
         # of its own, not one of the pool's (each could be held by such a run, waiting for
         # a tool two levels down that waits for a pool thread), and what it hands to
         # workers is the worker's own call (`for_worker`).
-        return _on_own_thread(for_worker(lambda: asyncio.run(make())))
-    return _pool().submit(lambda: asyncio.run(make())).result()
+        return _waited(_on_own_thread(for_worker(run)), interrupt)
+    return _waited(_pool().submit(run), interrupt)
 
 
-def _on_own_thread(function: Callable[[], T]) -> T:
-    """``function()`` run on a new daemon thread (ending when it returns), this one waiting.
+def _waited(future: concurrent.futures.Future[T], interrupt: RoundInterrupt) -> T:
+    """``future``'s outcome; interrupted while waiting, the work is cancelled (``interrupt``)
+    and waited for before the interruption is raised (see `run_blocking`)."""
+    # In the main thread the waits are bounded (`SIGNAL_POLL`): Ctrl-C is raised at once.
+    poll = SIGNAL_POLL if threading.current_thread() is threading.main_thread() else None
+    try:
+        while not future.done():
+            concurrent.futures.wait((future,), timeout=poll)
+    except BaseException:
+        if not future.done():
+            interrupt.fire()
+            try:
+                while not future.done():
+                    concurrent.futures.wait((future,), timeout=poll)
+            except BaseException:  # a second Ctrl-C: stop waiting, nobody keeps a reply it reads
+                interrupt.cut()
+                raise
+        raise
+    return future.result()
 
-    Outcomes as from `_pool`'s ``submit(...).result()``: its value, or what it raised.
+
+def _on_own_thread(function: Callable[[], T]) -> concurrent.futures.Future[T]:
+    """``function()`` run on a new daemon thread (ending when it returns): its future.
+
+    Outcomes as from `_pool`'s ``submit``: its value, or what it raised.
     """
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
@@ -485,4 +551,4 @@ def _on_own_thread(function: Callable[[], T]) -> T:
             future.set_result(result)
 
     threading.Thread(target=run, name="toolfold-run", daemon=True).start()
-    return future.result()
+    return future

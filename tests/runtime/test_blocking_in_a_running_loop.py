@@ -1,0 +1,175 @@
+"""The blocking API called inside a running event loop (a notebook cell, async code).
+
+Such a call runs its coroutine on another thread (`run_blocking`): it must see
+the caller's context variables, and Ctrl-C landing in the caller's wait must
+stop what it runs there, as it does in a plain script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import signal
+import threading
+from typing import Any
+
+from interrupt_helpers import ctrl_c, state_on
+
+from toolfold import Agent, ModelRequest, tool
+from toolfold.testing import FunctionModel
+
+call = FunctionModel.call
+
+tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="<unset>")
+
+
+def _calling(*names: str) -> Any:
+    """A model calling ``names`` once, then answering with what they returned."""
+
+    def reply(request: ModelRequest) -> Any:
+        results = sorted(str(r.content) for m in request.messages for r in m.tool_results)
+        if results:
+            return " | ".join(results)
+        return [call(name, {}, id=name) for name in names]
+
+    return reply
+
+
+def test_blocking_calls_inside_a_running_loop_see_the_callers_context_variables() -> None:
+    """run() and stream() in async code: tools and an async model see the caller's contextvars."""
+    seen: list[str] = []
+
+    @tool
+    def sync_tool() -> str:
+        """Sync."""
+        return "sync:" + tenant.get()
+
+    @tool
+    async def async_tool() -> str:
+        """Async."""
+        return "async:" + tenant.get()
+
+    async def model(request: ModelRequest) -> Any:
+        seen.append(tenant.get())
+        return _calling("async_tool", "sync_tool")(request)
+
+    agent = Agent(FunctionModel(model), tools=[sync_tool, async_tool])
+
+    async def handler() -> tuple[str, list[Any]]:
+        tenant.set("acme")
+        ran = agent.run("go").text
+        streamed = [event for event in agent.stream("go") if event.kind == "tool_result"]
+        return ran, streamed
+
+    ran, streamed = asyncio.run(handler())
+    assert ran == "async:acme | sync:acme"
+    assert sorted(event.result.content for event in streamed) == ["async:acme", "sync:acme"]
+    assert seen == ["acme"] * 4
+
+
+def test_ctrl_c_in_a_blocking_run_inside_a_running_loop_cancels_its_async_tool() -> None:
+    """Ctrl-C as a notebook cell's blocking run waits: its async tool is cancelled before it is raised."""
+    log: list[str] = []
+    held: dict[str, Any] = {}
+    ended = threading.Event()
+
+    @tool
+    async def charge_card() -> str:
+        """Charge the card (must not run twice)."""
+        loop = asyncio.get_running_loop()
+        held["loop"], held["release"] = loop, loop.create_future()
+        try:
+            ctrl_c()  # lands in the caller's wait, on the main thread
+            await held["release"]
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+        finally:
+            ended.set()
+        log.append("CHARGED")
+        return "charged"
+
+    agent = Agent(FunctionModel(_calling("charge_card")), tools=[charge_card])
+
+    async def cell() -> BaseException:
+        # ipykernel's SIGINT handler raises KeyboardInterrupt where the cell's code is
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            agent.run("pay")
+        except KeyboardInterrupt as exc:
+            return exc
+        raise AssertionError("the run was not interrupted")
+
+    error = asyncio.run(cell())
+    try:
+        assert log == ["cancelled"]  # ended before the interruption was raised
+        state = state_on(error)
+        assert state.phase == "running_tools"
+    finally:  # (the old behaviour: the tool still waits on the pool's thread; let it end)
+        release = held.get("release")
+        if release is not None:
+            with contextlib.suppress(RuntimeError):
+                held["loop"].call_soon_threadsafe(
+                    lambda: release.done() or release.set_result(None)
+                )
+        assert ended.wait(10)
+
+
+def _in_child(call: Any) -> Any:
+    """``call()`` run in a forked child process: what it returned (or a repr of what it raised).
+
+    The child is killed by SIGALRM after 30 s at most (a safety limit: a child that hangs
+    fails the test instead of hanging it).
+    """
+    import json
+    import os
+    import warnings
+
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # (3.12+ warns of forking a process with threads; the child uses none of them)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: always leaves by os._exit, whatever happens
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # (the kernel ends it: no handler)
+            signal.alarm(30)
+            try:
+                outcome: Any = {"value": call()}
+            except BaseException as exc:
+                outcome = {"raised": repr(exc)}
+            os.write(write_end, json.dumps(outcome).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else {"died": "no answer (hung, killed by SIGALRM)"}
+
+
+def test_a_forked_child_runs_blocking_calls_on_its_own_threads_and_loop() -> None:
+    """After os.fork(), blocking runs in and out of a running loop work, on the child's own loop."""
+    from toolfold.runtime.drive import _kept_loop
+
+    @tool
+    async def lookup() -> str:
+        """Look up."""
+        return "found"
+
+    agent = Agent(FunctionModel(_calling("lookup")), tools=[lookup])
+
+    async def cell() -> str:
+        return agent.run("go").text  # on a pool thread: a loop runs here
+
+    assert asyncio.run(cell()) == "found"  # the parent's pool has a thread, idle
+    assert agent.run("go").text == "found"  # the parent's kept loop
+    parents = _kept_loop._KeptLoop.loop
+    assert parents is not None
+
+    def child() -> list[Any]:
+        return [asyncio.run(cell()), agent.run("go").text, _kept_loop._KeptLoop.loop is parents]
+
+    assert _in_child(child) == {"value": ["found", "found", False]}
+    assert agent.run("go").text == "found"  # the parent's go on
