@@ -195,13 +195,13 @@ class Sender:
             if _log.isEnabledFor(logging.DEBUG):
                 sent(url, exc)
             # The retries run in the handler: their error chains this one, as in `send`.
-            call = _sent(Call(url, content, headers, None, False), backend)
+            call = _through(Call(url, content, headers, None, False), backend)
             response = await self._retried(call, backend, exc, per_await=False, bounded=False)
         else:
             if _log.isEnabledFor(logging.DEBUG):
                 sent(url, response)
             if response.status_code >= 300:
-                call = _sent(Call(url, content, headers, None, False), backend)
+                call = _through(Call(url, content, headers, None, False), backend)
                 response = await self._retried(
                     call, backend, response, per_await=False, bounded=False
                 )
@@ -217,11 +217,11 @@ class Sender:
                 and response.headers.get("content-encoding") is None
             ):
                 return response, body
-            call = call or _sent(Call(url, content, headers, None, False), backend)
+            call = call or _through(Call(url, content, headers, None, False), backend)
             if body is None:  # not all there yet: read as it comes
                 return response, await self._read_pieces(response, call)
             return response, self._arrived(response, body, call)
-        call = call or _sent(Call(url, content, headers, None, False), backend)
+        call = call or _through(Call(url, content, headers, None, False), backend)
         return response, await self._read_all(response, call, per_await=False)
 
     async def _fetch_within(self, call: Call, left: float) -> tuple[Any, bytes]:
@@ -744,7 +744,7 @@ def sent(url: str, outcome: Any) -> None:
         _log.debug("POST %s -> HTTP %s", mask_url_password(url), outcome.status_code)
 
 
-def _sent(call: Call, backend: Any) -> Call:
+def _through(call: Call, backend: Any) -> Call:
     """``call``, sent through ``backend``."""
     call.backend = backend
     return call
