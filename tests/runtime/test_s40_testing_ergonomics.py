@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import sys
 import warnings
 from decimal import Decimal
@@ -92,6 +93,25 @@ def test_a_set_of_patterned_strings_gets_distinct_items_that_match(pattern: str)
         }
     )
     assert len(set(value)) == 2
+
+
+@pytest.mark.parametrize("pattern", [r"^id-", r"ab", r"x+y"])
+def test_a_set_of_strings_whose_pattern_has_nothing_to_vary_gets_matching_variants(
+    pattern: str,
+) -> None:
+    """``set[str]`` with a pattern that has no choice point (``^id-``) gets id-, id-1..., not "uniqueItems needs 2"."""
+    tp = Annotated[set[Annotated[str, Field(pattern=pattern)]], Field(min_items=2)]
+    _takes(tp)
+    value = sample_value(
+        {
+            "type": "array",
+            "uniqueItems": True,
+            "minItems": 3,
+            "items": {"type": "string", "pattern": pattern},
+        }
+    )
+    assert len(set(value)) == 3
+    assert all(re.search(pattern, item) for item in value)
 
 
 @pytest.fixture
