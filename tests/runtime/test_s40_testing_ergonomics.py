@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import inspect
 import re
-import sys
 import warnings
 from decimal import Decimal
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from toolfold import (
     InvalidEventError,
     Message,
     ModelResponse,
+    Sequence,
     ToolDefinitionError,
     UsageError,
     agenerate_text,
@@ -40,6 +42,7 @@ from toolfold.testing import (
     response_events,
     sample_value,
 )
+from toolfold.toolkit._tool import is_async_callable
 
 
 def _takes(tp: Any) -> str:
@@ -148,9 +151,44 @@ def test_coroutines_made_inside_override_models_keep_it_when_awaited_after() -> 
 
     assert asyncio.run(main()) == ["offline"] * 4
     assert resolved.count("openai:gpt-4o-mini") == 4  # both agents, agenerate_text, billing
-    if sys.version_info >= (3, 12):  # (before, inspect reads the wrapper's code flags)
-        assert inspect.iscoroutinefunction(agent.arun)
-        assert inspect.iscoroutinefunction(agenerate_text)
+
+
+def test_the_methods_that_keep_override_models_are_coroutine_functions() -> None:
+    """arun, aresume, agenerate_text and a workflow's arun/aresume are coroutine functions to inspect and asyncio."""
+    agent = Agent(TestModel())
+    workflow = Sequence(Agent(TestModel(), name="writer"))
+    for function in (
+        agent.arun,
+        agent.aresume,
+        Agent.arun,
+        agenerate_text,
+        workflow.arun,
+        workflow.aresume,
+        functools.partial(agent.arun, "x"),
+    ):
+        assert inspect.iscoroutinefunction(function), function
+        assert asyncio.iscoroutinefunction(function), function
+        assert is_async_callable(function), function
+    assert next(iter(inspect.signature(agent.arun).parameters)) == "prompt"  # bound: no self
+
+
+def test_a_coroutine_made_in_a_block_and_never_awaited_warns_once_under_its_name() -> None:
+    """agent.arun(...) called in override_models and dropped gives one "never awaited" warning naming Agent.arun."""
+    agent = Agent(TestModel())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with override_models(TestModel()):
+            agent.arun("x")  # a forgotten await
+        gc.collect()
+    messages = [str(w.message) for w in caught if "never awaited" in str(w.message)]
+    assert messages == ["coroutine 'Agent.arun' was never awaited"]
+
+
+def test_wrong_arguments_to_arun_in_a_block_raise_at_the_call() -> None:
+    """agent.arun(bad=1) in override_models raises TypeError at the call, as outside a block."""
+    agent = Agent(TestModel())
+    with override_models(TestModel()), pytest.raises(TypeError, match="bad"):
+        agent.arun("x", bad=1)  # type: ignore[call-arg]
 
 
 @pytest.mark.usefixtures("offline")
