@@ -302,6 +302,24 @@ def test_a_schema_nested_too_deeply_is_named_so_not_as_endless_references() -> N
     assert "references" not in str(info.value)
 
 
+@pytest.mark.parametrize("bound", ["1E+5000", "-1E+5000", "1E+999999999"])
+def test_a_decimal_bound_of_more_digits_than_json_carries_is_a_definition_error(
+    bound: str,
+) -> None:
+    """Field(le=Decimal("1E+5000")) is a ToolDefinitionError naming the bound, not a bare ValueError."""
+
+    def f(x: Annotated[float, Field(le=Decimal(bound))]) -> str:
+        """F.
+
+        Args:
+            x: The value.
+        """
+        return str(x)
+
+    with pytest.raises(ToolDefinitionError, match=r"le=Decimal.*more than JSON text can carry"):
+        tool(f)
+
+
 def test_bounds_on_a_decimal_say_what_to_do_and_decimal_bounds_on_a_float_work() -> None:
     """Field(gt=0) on a Decimal says it is text and what to do; Field(ge=Decimal("0.5")) on a float is 0.5."""
 
