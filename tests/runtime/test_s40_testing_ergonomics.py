@@ -193,10 +193,11 @@ def test_wrong_arguments_to_arun_in_a_block_raise_at_the_call() -> None:
 
 @pytest.mark.usefixtures("offline")
 def test_a_stream_made_inside_override_models_keeps_it_for_a_handoff_after_the_block() -> None:
-    """A stream iterated after its block hands off to an agent made from a string: the test model answers."""
+    """A stream made in a block and iterated after it hands off to an agent made from a string: the test model answers."""
+    triage, atriage = _triage(), _triage()  # made before the block: only the stream is made in it
     with override_models(TestModel(text="offline")):
-        stream = _triage().stream("x")
-        astream = _triage().stream("x")
+        stream = triage.stream("x")
+        astream = atriage.stream("x")
     assert list(stream)[-1].response.text == "offline"
 
     async def main() -> str:
