@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gc
 import inspect
+import itertools
 import re
 import warnings
 from decimal import Decimal
@@ -32,9 +33,11 @@ from toolfold.runtime import (
     OutputSpec,
     RunConfig,
     ToolSpec,
+    _pattern,
     initial_state,
     reduce,
 )
+from toolfold.runtime._pattern import pattern_samples
 from toolfold.testing import (
     ScriptedModel,
     TestModel,
@@ -115,6 +118,50 @@ def test_a_set_of_strings_whose_pattern_has_nothing_to_vary_gets_matching_varian
     )
     assert len(set(value)) == 3
     assert all(re.search(pattern, item) for item in value)
+
+
+def _samples(pattern: str, min_length: int = 0) -> list[str]:
+    return list(itertools.islice(pattern_samples(pattern, min_length), 46))
+
+
+def test_long_repeats_are_not_built_round_by_round_for_each_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """46 samples of ``^[^abc]{5000}$`` build a few hundred class items, not 5,000 per sample."""
+    built = 0
+    item = _pattern._Builder.item
+
+    def counted(self: Any, op: Any, av: Any) -> str:
+        nonlocal built
+        built += 1
+        return item(self, op, av)
+
+    monkeypatch.setattr(_pattern._Builder, "item", counted)
+    found = _samples(r"^[^abc]{5000}$")
+    assert len(set(found)) == 46
+    assert all(len(text) == 5000 and re.search(r"^[^abc]{5000}$", text) for text in found)
+    assert built < 5000
+
+
+@pytest.mark.parametrize(
+    ("pattern", "min_length"),
+    [
+        (r"^[^abc]{50}$", 0),
+        (r"^(?:ab|c[de]){3,8}x?$", 0),
+        (r"^(a|b)\1{4}(?:\1c){3}$", 0),
+        (r"^(?:(x)|y){6}$", 0),
+        (r"[a-c]+", 40),
+        (r"^(?:[01]{2}-){5}\d$", 0),
+    ],
+)
+def test_repeats_built_at_once_give_the_samples_built_round_by_round(
+    monkeypatch: pytest.MonkeyPatch, pattern: str, min_length: int
+) -> None:
+    """Rounds of a repeat taken at once give the same samples, in the same order, as rounds built one by one."""
+    fast = _samples(pattern, min_length)
+    monkeypatch.setattr(_pattern._Builder, "_same_rounds", lambda *args: 0)
+    assert fast == _samples(pattern, min_length)
+    assert len(fast) > 1
 
 
 @pytest.fixture
