@@ -308,7 +308,7 @@ def _decimal_hint(schema: Mapping[str, Any], keyword: str) -> str:
     )
 
 
-_NUMERIC = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+_NUMERIC = frozenset(keyword for keyword, kinds in CONSTRAINTS.values() if kinds is _NUMBER)
 
 
 def _place(
