@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import gc
 import inspect
 import itertools
+import pickle
 import re
 import warnings
 from decimal import Decimal
@@ -217,6 +219,16 @@ def test_the_methods_that_keep_override_models_are_coroutine_functions() -> None
         assert asyncio.iscoroutinefunction(function), function
         assert is_async_callable(function), function
     assert next(iter(inspect.signature(agent.arun).parameters)) == "prompt"  # bound: no self
+
+
+def test_the_methods_that_keep_override_models_pickle_copy_and_print_as_functions() -> None:
+    """Agent.arun, agenerate_text and Workflow.arun pickle by name, copy as themselves and
+    print as functions, as on every Python version they did before."""
+    for function in (Agent.arun, Agent.aresume, agenerate_text, Sequence.arun):
+        assert pickle.loads(pickle.dumps(function)) is function
+        assert copy.copy(function) is function
+        assert copy.deepcopy(function) is function
+        assert repr(function).startswith(f"<function {function.__qualname__} at ")
 
 
 def test_a_coroutine_made_in_a_block_and_never_awaited_warns_once_under_its_name() -> None:

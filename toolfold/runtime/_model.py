@@ -524,6 +524,7 @@ class _KeepsOverride:
     def __init__(self, call: Callable[..., Any], function: Callable[..., Any]) -> None:
         functools.update_wrapper(self, function)
         self._call = call
+        self._qualname: str = function.__qualname__
         mark_coroutine_function(self, function, function.__name__)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -531,6 +532,19 @@ class _KeepsOverride:
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         return self if instance is None else types.MethodType(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<function {self._qualname} at {id(self):#x}>"
+
+    # Pickled by its name, copied as itself: as the function it stands for is.
+    def __reduce__(self) -> str:
+        return self._qualname
+
+    def __copy__(self) -> _KeepsOverride:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _KeepsOverride:
+        return self
 
 
 async def _under(
