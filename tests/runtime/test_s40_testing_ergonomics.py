@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
+import gc
 import inspect
-import sys
+import itertools
+import pickle
+import re
 import warnings
 from decimal import Decimal
 from typing import Annotated, Any
@@ -18,6 +23,7 @@ from toolfold import (
     InvalidEventError,
     Message,
     ModelResponse,
+    Sequence,
     ToolDefinitionError,
     UsageError,
     agenerate_text,
@@ -29,9 +35,11 @@ from toolfold.runtime import (
     OutputSpec,
     RunConfig,
     ToolSpec,
+    _pattern,
     initial_state,
     reduce,
 )
+from toolfold.runtime._pattern import pattern_samples
 from toolfold.testing import (
     ScriptedModel,
     TestModel,
@@ -39,6 +47,7 @@ from toolfold.testing import (
     response_events,
     sample_value,
 )
+from toolfold.toolkit._tool import is_async_callable
 
 
 def _takes(tp: Any) -> str:
@@ -94,6 +103,69 @@ def test_a_set_of_patterned_strings_gets_distinct_items_that_match(pattern: str)
     assert len(set(value)) == 2
 
 
+@pytest.mark.parametrize("pattern", [r"^id-", r"ab", r"x+y"])
+def test_a_set_of_strings_whose_pattern_has_nothing_to_vary_gets_matching_variants(
+    pattern: str,
+) -> None:
+    """``set[str]`` with a pattern that has no choice point (``^id-``) gets id-, id-1..., not "uniqueItems needs 2"."""
+    tp = Annotated[set[Annotated[str, Field(pattern=pattern)]], Field(min_items=2)]
+    _takes(tp)
+    value = sample_value(
+        {
+            "type": "array",
+            "uniqueItems": True,
+            "minItems": 3,
+            "items": {"type": "string", "pattern": pattern},
+        }
+    )
+    assert len(set(value)) == 3
+    assert all(re.search(pattern, item) for item in value)
+
+
+def _samples(pattern: str, min_length: int = 0) -> list[str]:
+    return list(itertools.islice(pattern_samples(pattern, min_length), 46))
+
+
+def test_long_repeats_are_not_built_round_by_round_for_each_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """46 samples of ``^[^abc]{5000}$`` build a few hundred class items, not 5,000 per sample."""
+    built = 0
+    item = _pattern._Builder.item
+
+    def counted(self: Any, op: Any, av: Any) -> str:
+        nonlocal built
+        built += 1
+        return item(self, op, av)
+
+    monkeypatch.setattr(_pattern._Builder, "item", counted)
+    found = _samples(r"^[^abc]{5000}$")
+    assert len(set(found)) == 46
+    assert all(len(text) == 5000 and re.search(r"^[^abc]{5000}$", text) for text in found)
+    assert built < 5000
+
+
+@pytest.mark.parametrize(
+    ("pattern", "min_length"),
+    [
+        (r"^[^abc]{50}$", 0),
+        (r"^(?:ab|c[de]){3,8}x?$", 0),
+        (r"^(a|b)\1{4}(?:\1c){3}$", 0),
+        (r"^(?:(x)|y){6}$", 0),
+        (r"[a-c]+", 40),
+        (r"^(?:[01]{2}-){5}\d$", 0),
+    ],
+)
+def test_repeats_built_at_once_give_the_samples_built_round_by_round(
+    monkeypatch: pytest.MonkeyPatch, pattern: str, min_length: int
+) -> None:
+    """Rounds of a repeat taken at once give the same samples, in the same order, as rounds built one by one."""
+    fast = _samples(pattern, min_length)
+    monkeypatch.setattr(_pattern._Builder, "_same_rounds", lambda *args: 0)
+    assert fast == _samples(pattern, min_length)
+    assert len(fast) > 1
+
+
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """A real provider call goes to a proxy nobody listens on, never to the internet."""
@@ -128,17 +200,63 @@ def test_coroutines_made_inside_override_models_keep_it_when_awaited_after() -> 
 
     assert asyncio.run(main()) == ["offline"] * 4
     assert resolved.count("openai:gpt-4o-mini") == 4  # both agents, agenerate_text, billing
-    if sys.version_info >= (3, 12):  # (before, inspect reads the wrapper's code flags)
-        assert inspect.iscoroutinefunction(agent.arun)
-        assert inspect.iscoroutinefunction(agenerate_text)
+
+
+def test_the_methods_that_keep_override_models_are_coroutine_functions() -> None:
+    """arun, aresume, agenerate_text and a workflow's arun/aresume are coroutine functions to inspect and asyncio."""
+    agent = Agent(TestModel())
+    workflow = Sequence(Agent(TestModel(), name="writer"))
+    for function in (
+        agent.arun,
+        agent.aresume,
+        Agent.arun,
+        agenerate_text,
+        workflow.arun,
+        workflow.aresume,
+        functools.partial(agent.arun, "x"),
+    ):
+        assert inspect.iscoroutinefunction(function), function
+        assert asyncio.iscoroutinefunction(function), function
+        assert is_async_callable(function), function
+    assert next(iter(inspect.signature(agent.arun).parameters)) == "prompt"  # bound: no self
+
+
+def test_the_methods_that_keep_override_models_pickle_copy_and_print_as_functions() -> None:
+    """Agent.arun, agenerate_text and Workflow.arun pickle by name, copy as themselves and
+    print as functions, as on every Python version they did before."""
+    for function in (Agent.arun, Agent.aresume, agenerate_text, Sequence.arun):
+        assert pickle.loads(pickle.dumps(function)) is function
+        assert copy.copy(function) is function
+        assert copy.deepcopy(function) is function
+        assert repr(function).startswith(f"<function {function.__qualname__} at ")
+
+
+def test_a_coroutine_made_in_a_block_and_never_awaited_warns_once_under_its_name() -> None:
+    """agent.arun(...) called in override_models and dropped gives one "never awaited" warning naming Agent.arun."""
+    agent = Agent(TestModel())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with override_models(TestModel()):
+            agent.arun("x")  # a forgotten await
+        gc.collect()
+    messages = [str(w.message) for w in caught if "never awaited" in str(w.message)]
+    assert messages == ["coroutine 'Agent.arun' was never awaited"]
+
+
+def test_wrong_arguments_to_arun_in_a_block_raise_at_the_call() -> None:
+    """agent.arun(bad=1) in override_models raises TypeError at the call, as outside a block."""
+    agent = Agent(TestModel())
+    with override_models(TestModel()), pytest.raises(TypeError, match="bad"):
+        agent.arun("x", bad=1)  # type: ignore[call-arg]
 
 
 @pytest.mark.usefixtures("offline")
 def test_a_stream_made_inside_override_models_keeps_it_for_a_handoff_after_the_block() -> None:
-    """A stream iterated after its block hands off to an agent made from a string: the test model answers."""
+    """A stream made in a block and iterated after it hands off to an agent made from a string: the test model answers."""
+    triage, atriage = _triage(), _triage()  # made before the block: only the stream is made in it
     with override_models(TestModel(text="offline")):
-        stream = _triage().stream("x")
-        astream = _triage().stream("x")
+        stream = triage.stream("x")
+        astream = atriage.stream("x")
     assert list(stream)[-1].response.text == "offline"
 
     async def main() -> str:
@@ -242,6 +360,24 @@ def test_a_schema_nested_too_deeply_is_named_so_not_as_endless_references() -> N
     with pytest.raises(UsageError, match=r"nested too deeply") as info:
         sample_value(schema)
     assert "references" not in str(info.value)
+
+
+@pytest.mark.parametrize("bound", ["1E+5000", "-1E+5000", "1E+999999999"])
+def test_a_decimal_bound_of_more_digits_than_json_carries_is_a_definition_error(
+    bound: str,
+) -> None:
+    """Field(le=Decimal("1E+5000")) is a ToolDefinitionError naming the bound, not a bare ValueError."""
+
+    def f(x: Annotated[float, Field(le=Decimal(bound))]) -> str:
+        """F.
+
+        Args:
+            x: The value.
+        """
+        return str(x)
+
+    with pytest.raises(ToolDefinitionError, match=r"le=Decimal.*more than JSON text can carry"):
+        tool(f)
 
 
 def test_bounds_on_a_decimal_say_what_to_do_and_decimal_bounds_on_a_float_work() -> None:

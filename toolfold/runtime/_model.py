@@ -15,9 +15,10 @@ import inspect
 import re
 import sys
 import threading
+import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any, ParamSpec, Protocol, TypeVar, overload, runtime_checkable
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload, runtime_checkable
 
 import attrs
 
@@ -28,6 +29,7 @@ from toolfold._errors import (
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
+from toolfold.toolkit._tool import mark_coroutine_function
 
 
 @runtime_checkable
@@ -487,26 +489,73 @@ def keeps_override(
     sub-agent's) to real providers, while ``agent.stream(...)`` made there keeps
     the test model: a test that sends real requests. Outside any block the
     coroutine is ``function``'s own (one inside a block when awaited sees it).
-    ``inspect.iscoroutinefunction`` stays true on Python 3.12+.
+    The result is a coroutine function to ``inspect`` and asyncio on every
+    Python version, as ``function`` is.
     """
 
     @functools.wraps(function)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> Coroutine[Any, Any, _R]:
         override = MODEL_OVERRIDE.get()
-        coroutine = function(*args, **kwargs)
-        return coroutine if override is None else _under(override, coroutine)
+        if override is None:
+            return function(*args, **kwargs)
+        # wrong arguments raise here, at the call, as outside a block; the
+        # coroutine that runs is made when the wrapper is awaited, so that one
+        # never awaited warns once, under ``function``'s name
+        function(*args, **kwargs).close()
+        wrapper = cast(
+            "types.CoroutineType[Any, Any, _R]", _under(override, function, args, kwargs)
+        )
+        wrapper.__name__ = function.__name__
+        wrapper.__qualname__ = function.__qualname__
+        return wrapper
 
     if sys.version_info >= (3, 12):
         inspect.markcoroutinefunction(call)
-    # (before 3.12 only asyncio's mark would do: importing it here would cost every
-    # blocking program asyncio's import)
-    return call
+        return call
+    return cast("Callable[_P, Coroutine[Any, Any, _R]]", _KeepsOverride(call, function))
 
 
-async def _under(override: ModelOverride, coroutine: Coroutine[Any, Any, _R]) -> _R:
+class _KeepsOverride:
+    """A `keeps_override` function before Python 3.12, where inspect reads the code
+    flags of anything function-like: it has ``function``'s code and defaults
+    (`mark_coroutine_function`, as a tool of an async function has) and binds as
+    a method does."""
+
+    def __init__(self, call: Callable[..., Any], function: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, function)
+        self._call = call
+        self._qualname: str = function.__qualname__
+        mark_coroutine_function(self, function, function.__name__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<function {self._qualname} at {id(self):#x}>"
+
+    # Pickled by its name, copied as itself: as the function it stands for is.
+    def __reduce__(self) -> str:
+        return self._qualname
+
+    def __copy__(self) -> _KeepsOverride:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _KeepsOverride:
+        return self
+
+
+async def _under(
+    override: ModelOverride,
+    function: Callable[..., Coroutine[Any, Any, _R]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> _R:
     token = MODEL_OVERRIDE.set(override)
     try:
-        return await coroutine
+        return await function(*args, **kwargs)
     finally:
         MODEL_OVERRIDE.reset(token)
 

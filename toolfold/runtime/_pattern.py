@@ -11,6 +11,7 @@ None, never a string that does not match.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -164,6 +165,7 @@ class _Builder:
         # ones), and how many options each had (`pattern_samples` varies them).
         self.choices = choices
         self.options: list[int] = []
+        self.varied = [point for point, taken in enumerate(choices) if taken]
 
     def _choose(self, count: int) -> int:
         """The option taken at the next choice point of ``count`` options."""
@@ -206,7 +208,20 @@ class _Builder:
             if not first:  # ``(){1000000}``: every round gives the same nothing
                 return ""
             # Each round adds text, so `_add`'s cap ends a huge count early.
-            return first + "".join([self.items(content) for _ in range(count - 1)])
+            rounds, done = [first], 1
+            while done < count:
+                start, groups = len(self.options), dict(self.groups)
+                text = self.items(content)
+                rounds.append(text)
+                done += 1
+                same = self._same_rounds(start, text, groups)
+                if same:  # (``[^abc]{5000}``: not 5,000 rounds for each sample)
+                    same = min(same, count - done)
+                    self._add_length(len(text) * same)
+                    self.options.extend(self.options[start:] * same)
+                    rounds.append(text * same)
+                    done += same
+            return "".join(rounds)
         if op is _parser.GROUPREF:
             return self._add(self.groups.get(av, ""))
         if op is getattr(_parser, "ATOMIC_GROUP", None):
@@ -215,11 +230,31 @@ class _Builder:
             return ""
         raise _CannotSample(op)
 
+    def _same_rounds(self, start: int, text: str, groups: dict[int, str]) -> int:
+        """How many more rounds of a repeat give ``text`` again, the round just built
+        having taken choice points from ``start`` on and found the groups ``groups``.
+
+        A round that took only the simplest options and left the groups as they
+        were is built again alike while the next rounds' choice points take the
+        simplest options too (until the next varied point of ``choices``).
+        """
+        if not text or self.groups != groups:
+            return 0
+        taken = len(self.options) - start
+        at = bisect.bisect_left(self.varied, start)
+        following = self.varied[at] if at < len(self.varied) else None
+        if following is None or taken == 0:
+            return _MAX_LENGTH  # (each round adds text: `_add_length` ends it)
+        return max(0, (following - start) // taken - 1)
+
     def _add(self, text: str) -> str:
-        self.length += len(text)
+        self._add_length(len(text))
+        return text
+
+    def _add_length(self, length: int) -> None:
+        self.length += length
         if self.length > _MAX_LENGTH:
             raise _CannotSample("too long")
-        return text
 
     def _pick(self, members: list[str]) -> str:
         if not members:

@@ -465,7 +465,17 @@ class _Sampler:
             found_strings = pattern_samples(
                 pattern, int(item.get("minLength", 0)), None if high is None else int(high)
             )
-            return list(itertools.islice(found_strings, count * 3 + 40)) or None
+            strings = list(itertools.islice(found_strings, count * 3 + 40))
+            if strings and len(strings) < count:
+                # a pattern with little to vary (``^id-``, ``ab``, ``x+y``): the
+                # variants of the first (id-, id-1, id-2) that it still matches
+                known = set(strings)
+                strings += [
+                    other
+                    for other in _variants(strings[0], count * 3 + 40)
+                    if other not in known and pattern_matches(pattern, other)
+                ]
+            return strings or None
         if kind not in ("integer", "number"):
             return None
         values = numbers(item, integer=kind == "integer", tries=count)

@@ -212,12 +212,10 @@ def _enum_clash(node: Mapping[str, Any]) -> tuple[str, ...]:
             if keyword == "multipleOf":
                 if bound > 0 and (_exact(value) / _exact(bound)).denominator != 1:
                     return False
-            elif not {
-                "minimum": value >= bound,
-                "exclusiveMinimum": value > bound,
-                "maximum": value <= bound,
-                "exclusiveMaximum": value < bound,
-            }[keyword]:
+            elif keyword in _LOWS:
+                if value < bound or (_LOWS[keyword] and value == bound):
+                    return False
+            elif value > bound or (_HIGHS[keyword] and value == bound):
                 return False
         return True
 

@@ -529,7 +529,7 @@ def _decimal_hint(schema: Mapping[str, Any], keyword: str) -> str:
     )
 
 
-_NUMERIC = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+_NUMERIC = frozenset(keyword for keyword, kinds in CONSTRAINTS.values() if kinds is _NUMBER)
 
 
 def _place(
@@ -571,18 +571,23 @@ def _json_values(field: Field) -> _Values:
         value = getattr(field, key)
         if value is None:
             continue
-        if isinstance(value, int) and not isinstance(value, bool) and too_many_digits(value):
-            problems.append(f"Field {key}={short_int(value)} is more than JSON text can carry")
-            continue
         if isinstance(value, Decimal):  # a bound is a JSON number (to_json makes a Decimal text)
-            number = _decimal_number(value)
-            if number is None:
+            # Decimal("1E+5000") is an int json.dumps cannot write; one of more
+            # digits than _MANY_DIGITS is not made an int at all (it would take long)
+            huge = value.is_finite() and value.adjusted() >= _MANY_DIGITS
+            number = None if huge else _decimal_number(value)
+            if huge or (isinstance(number, int) and too_many_digits(number)):
+                problems.append(f"Field {key}={value!r} is more than JSON text can carry")
+            elif number is None:
                 problems.append(
                     f"Field {key}={value!r} is no JSON number a schema can hold (a float "
                     "keeps about 17 digits): give the bound as an int or a float"
                 )
             else:
                 values[key] = number
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and too_many_digits(value):
+            problems.append(f"Field {key}={short_int(value)} is more than JSON text can carry")
             continue
         try:
             values[key] = to_json(value)
@@ -611,6 +616,10 @@ def _json_values(field: Field) -> _Values:
     if isinstance(field.pattern, str):
         _check_pattern(field.pattern, problems)
     return values, examples, extra, problems
+
+
+_MANY_DIGITS = 100_000
+"""A Decimal bound with more digits is refused before it is made an int."""
 
 
 def _decimal_number(value: Decimal) -> int | float | None:

@@ -722,23 +722,42 @@ def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any])
 
     Frameworks that dispatch on it (web servers, task runners) then await the tool.
     """
+    mark_coroutine_function(made, function, made.name)
+    if sys.version_info >= (3, 12):
+        return
+    # before 3.12 asyncio's own mark too (a callable whose code was not found)
+    from asyncio import coroutines
+
+    made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
+
+
+def mark_coroutine_function(made: object, function: Callable[..., Any], name: str) -> bool:
+    """Make ``inspect.iscoroutinefunction(made)`` true, ``made`` being a callable
+    object (not a function) that stands for the async ``function``.
+
+    On Python 3.12+ by `inspect.markcoroutinefunction`; before, inspect reads the
+    code flags of anything function-like, so ``made`` takes ``function``'s
+    ``__code__``, defaults and (if it has none) ``name`` as ``__name__``. Returns
+    whether it was marked (False: no code was found in ``function``). Does not
+    import asyncio (a blocking program never does).
+    """
     if sys.version_info >= (3, 12):
         inspect.markcoroutinefunction(made)
-    else:  # before 3.12 inspect looks at the code flags of anything function-like
-        target: Any = function
-        while isinstance(target, functools.partial):
-            target = target.func
-        if not hasattr(target, "__code__"):
-            target = type(target).__call__  # a callable object with an async __call__
-        code = getattr(target, "__code__", None)
-        if isinstance(code, types.CodeType):
-            made.__dict__["__code__"] = code
-            made.__dict__["__defaults__"] = getattr(target, "__defaults__", None)
-            made.__dict__["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
-            made.__dict__.setdefault("__name__", made.name)  # function-like needs a name
-        from asyncio import coroutines
-
-        made.__dict__["_is_coroutine"] = coroutines._is_coroutine  # type: ignore[attr-defined]
+        return True
+    target: Any = function
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not hasattr(target, "__code__"):
+        target = type(target).__call__  # a callable object with an async __call__
+    code = getattr(target, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    fields = made.__dict__
+    fields["__code__"] = code
+    fields["__defaults__"] = getattr(target, "__defaults__", None)
+    fields["__kwdefaults__"] = getattr(target, "__kwdefaults__", None)
+    fields.setdefault("__name__", name)  # function-like needs a name
+    return True
 
 
 def schema_problems(schema: object) -> list[str]:
