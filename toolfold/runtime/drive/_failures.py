@@ -190,6 +190,26 @@ def raise_tool_error(
     observer's exception its cause, and this error that exception's context; Ctrl-C
     there is raised with this error's state, see `show_failing`).
     """
+    failed = _failed_calls(state, outcomes, conditions, tools)
+    if not failed:
+        return
+    first, error = failed[0]
+    dropped = {index for index, _ in failed}
+    ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
+    reached = commit(state, ended) if commit is not None and ended else state
+    error.state = with_dropped_sub_runs(
+        reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
+    )
+    _raise_showing(error, reached, outcomes[first].exception, show)
+
+
+def _failed_calls(
+    state: RunState,
+    outcomes: Sequence[ToolOutcome],
+    conditions: Iterable[StopCondition | StopPredicate],
+    tools: Mapping[str, Tool[..., Any]] | None,
+) -> list[tuple[int, ToolExecutionError]]:
+    """The round's failed calls, by index, with the `ToolExecutionError` of each (`tool_failure`)."""
     failed: list[tuple[int, ToolExecutionError]] = []
     for index, outcome in enumerate(outcomes):
         error = tool_failure(
@@ -203,16 +223,7 @@ def raise_tool_error(
         )
         if error is not None:
             failed.append((index, error))
-    if not failed:
-        return
-    first, error = failed[0]
-    dropped = {index for index, _ in failed}
-    ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
-    reached = commit(state, ended) if commit is not None and ended else state
-    error.state = with_dropped_sub_runs(
-        reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
-    )
-    _raise_showing(error, reached, outcomes[first].exception, show)
+    return failed
 
 
 def _raise_showing(
@@ -291,18 +302,7 @@ def raise_sub_run_misuse(
         return
     dropped = set(misused)
     if failed_too:
-        for index, outcome in enumerate(outcomes):
-            failure = tool_failure(
-                state,
-                outcome.tool_name,
-                outcome.outcome,
-                outcome.content,
-                outcome.child,
-                conditions,
-                who=agent_run_by(tools.get(outcome.tool_name)),
-            )
-            if failure is not None:
-                dropped.add(index)
+        dropped.update(index for index, _ in _failed_calls(state, outcomes, conditions, tools))
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
     reached = commit(state, ended) if ended else state
     error = outcomes[misused[0]].exception
