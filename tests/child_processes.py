@@ -52,3 +52,40 @@ def dies_with_this_process(
     if _PRCTL is None:
         return then
     return functools.partial(_die_with, os.getpid(), then)
+
+
+def in_forked_child(call: Callable[[], object]) -> dict[str, object]:
+    """``call()`` run in a forked child process: ``{"value": what it returned}`` (JSON),
+    ``{"raised": repr of what it raised}``, or ``{"died": ...}`` when the child gave no
+    answer.
+
+    The child always leaves by ``os._exit`` and is killed by SIGALRM after 30 s at most
+    (a safety limit: a child that hangs fails the test instead of hanging it).
+    """
+    import json
+    import warnings
+
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # (3.12+ warns of forking a process with threads; the child uses none of them)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # (the kernel ends it: no handler)
+            signal.alarm(30)
+            try:
+                outcome: dict[str, object] = {"value": call()}
+            except BaseException as exc:
+                outcome = {"raised": repr(exc)}
+            os.write(write_end, json.dumps(outcome).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    answer: dict[str, object] = (
+        json.loads(data) if data else {"died": "no answer (hung, killed by SIGALRM)"}
+    )
+    return answer

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import signal
 import threading
 import weakref
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 from backends import OWNED, STREAMED, cases
+from child_processes import in_forked_child
 from scripted_http import Cut, Recorded, Reply, ScriptedServer, sse
 
 from toolfold import UsageError
@@ -359,35 +359,6 @@ def test_the_shared_ssl_context_follows_sslkeylogfile_whatever_trust_env(
         assert own == keys
 
 
-def _in_child(call: Any) -> Any:
-    """``call()`` run in a forked child process: what it returned (or a repr of what it raised)."""
-    import json
-    import os
-    import warnings
-
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():
-        # (3.12+ warns of forking a process with threads: the server's, here; the child uses none)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: always leaves by os._exit, whatever happens
-        try:
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a hung child is killed (safety)
-            signal.alarm(30)
-            try:
-                outcome: Any = {"value": call()}
-            except BaseException as exc:
-                outcome = {"raised": repr(exc)}
-            os.write(write_end, json.dumps(outcome).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data) if data else {"died": "no answer (hung, killed by SIGALRM)"}
-
-
 @pytest.mark.parametrize(("http", "mode"), cases())
 def test_a_forked_child_opens_its_own_connections_and_reads_its_own_answers(
     http_server: ScriptedServer, http: str, mode: str
@@ -404,7 +375,7 @@ def test_a_forked_child_opens_its_own_connections_and_reads_its_own_answers(
 
     try:
         assert call({"who": "parent"}) == {"who": "parent"}  # a keep-alive connection pooled
-        assert _in_child(lambda: call({"who": "child"})) == {"value": {"who": "child"}}
+        assert in_forked_child(lambda: call({"who": "child"})) == {"value": {"who": "child"}}
         assert http_server.connections == 2  # the child's own
         assert call({"who": "parent again"}) == {"who": "parent again"}
         assert http_server.connections == 2  # the parent's connection still works

@@ -14,6 +14,7 @@ import signal
 import threading
 from typing import Any
 
+from child_processes import in_forked_child
 from interrupt_helpers import ctrl_c, state_on
 
 from toolfold import Agent, ModelRequest, tool
@@ -116,39 +117,6 @@ def test_ctrl_c_in_a_blocking_run_inside_a_running_loop_cancels_its_async_tool()
         assert ended.wait(10)
 
 
-def _in_child(call: Any) -> Any:
-    """``call()`` run in a forked child process: what it returned (or a repr of what it raised).
-
-    The child is killed by SIGALRM after 30 s at most (a safety limit: a child that hangs
-    fails the test instead of hanging it).
-    """
-    import json
-    import os
-    import warnings
-
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():
-        # (3.12+ warns of forking a process with threads; the child uses none of them)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: always leaves by os._exit, whatever happens
-        try:
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # (the kernel ends it: no handler)
-            signal.alarm(30)
-            try:
-                outcome: Any = {"value": call()}
-            except BaseException as exc:
-                outcome = {"raised": repr(exc)}
-            os.write(write_end, json.dumps(outcome).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data) if data else {"died": "no answer (hung, killed by SIGALRM)"}
-
-
 def test_a_forked_child_runs_blocking_calls_on_its_own_threads_and_loop() -> None:
     """After os.fork(), blocking runs in and out of a running loop work, on the child's own loop."""
     from toolfold.runtime.drive import _kept_loop
@@ -171,5 +139,5 @@ def test_a_forked_child_runs_blocking_calls_on_its_own_threads_and_loop() -> Non
     def child() -> list[Any]:
         return [asyncio.run(cell()), agent.run("go").text, _kept_loop._KeptLoop.loop is parents]
 
-    assert _in_child(child) == {"value": ["found", "found", False]}
+    assert in_forked_child(child) == {"value": ["found", "found", False]}
     assert agent.run("go").text == "found"  # the parent's go on
