@@ -761,6 +761,22 @@ def test_yaml_nested_deeper_than_pyyaml_reads_is_one_problem(how: str) -> None:
     )
 
 
+@pytest.mark.parametrize("how", ["table", "array"])
+def test_toml_nested_deeper_than_tomllib_reads_is_one_problem(how: str) -> None:
+    """Inline tables (or arrays) nested 2,000 deep are an AgentFileError saying so: tomllib
+    ran out of stack, and loads raised the raw RecursionError."""
+    if how == "table":
+        text = "a = " + "{k = " * 2_000 + "1" + "}" * 2_000 + "\n"
+    else:
+        text = "a = " + "[" * 2_000 + "1" + "]" * 2_000 + "\n"
+    with pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    assert caught.value.problems == (
+        "f.toml: not TOML: arrays and inline tables nested too deep to read "
+        "(past Python's recursion limit)",
+    )
+
+
 @pytest.mark.parametrize("where", ["agent", "tool"])
 def test_an_unknown_long_yaml_key_is_named_by_its_first_40_characters(where: str) -> None:
     """An unknown 100,000-character key of an agent (or of an agent-as-tool entry) is named
@@ -861,6 +877,7 @@ def test_a_shallow_yaml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() ->
     from toolfold.files._load import _Lines, _parse
 
     text = "a:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(8)) + "  " * 9 + "x: 1\n"
+    _parse(text, "yaml", _Lines("f.yaml", text, "yaml"))  # (its parser imported first)
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
@@ -871,6 +888,31 @@ def test_a_shallow_yaml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() ->
             sys.setrecursionlimit(depth + room)
             try:
                 _parse(text, "yaml", _Lines("f.yaml", text, "yaml"))
+            except RecursionError:
+                raised += 1
+    finally:
+        sys.setrecursionlimit(limit)
+    assert raised > 0  # (some were read past the limit: the RecursionError is kept)
+
+
+def test_a_shallow_toml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() -> None:
+    """A TOML file nested 8 deep, read with only 20 to 120 frames of stack left, raises the
+    RecursionError as it is (or loads): it was an AgentFileError saying the file's lists and
+    inline tables are nested too deep."""
+    from toolfold.files._load import _Lines, _parse
+
+    text = "a = " + "{k = " * 8 + "1" + "}" * 8 + "\n"
+    _parse(text, "toml", _Lines("f.toml", text, "toml"))  # (its parser imported first)
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    raised = 0
+    try:
+        for room in range(20, 120, 2):
+            sys.setrecursionlimit(depth + room)
+            try:
+                _parse(text, "toml", _Lines("f.toml", text, "toml"))
             except RecursionError:
                 raised += 1
     finally:

@@ -16,6 +16,7 @@ import typing
 import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import attrs
@@ -80,7 +81,7 @@ KEY_SHOWN = 40
 #: How long a YAML key path noted for lines may grow (`_deeper`): each node's is kept, so a
 #: list of 100,000 items under 300 nested 40-character keys noted 1.2 GB of paths.
 PATH_NOTED = 500
-#: How deeply nested lists and tables of a YAML file must be for a RecursionError reading
+#: How deeply nested lists and tables of a YAML (or TOML) file must be for a RecursionError reading
 #: it to be blamed on the file (PyYAML reads about 300 levels at Python's default limit):
 #: a shallower file read on a stack already deep raises it as it is.
 NESTED_DEEP = 100
@@ -325,12 +326,26 @@ def _parse_toml(text: str, lines: _Lines) -> Any:
         import tomli as tomllib
     try:
         return tomllib.loads(text)
+    except RecursionError:  # (tomllib reads each level of inline tables and arrays in calls)
+        if _stack_room() < 3 * NESTED_DEEP:  # (the caller's stack was deep already: not the file)
+            raise
+        why = "arrays and inline tables nested too deep to read (past Python's recursion limit)"
+        raise AgentFileError(lines.file, [lines.at(None, f"not TOML: {why}")]) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         found = re.search(r"\(at line (\d+), column \d+\)", message)
         line = int(found.group(1)) if found else None
         problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
         raise AgentFileError(lines.file, [lines.at(line, f"not TOML: {problem}")]) from None
+
+
+def _stack_room() -> int:
+    """How many more Python frames the recursion limit allows here."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    return sys.getrecursionlimit() - depth
 
 
 def _parse_yaml(text: str, lines: _Lines) -> Any:
