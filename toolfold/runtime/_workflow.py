@@ -65,10 +65,11 @@ from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState, not_a_state
+from toolfold.runtime.core._steps import counts_as_failure
 from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._failures import cut_result, run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
@@ -683,7 +684,7 @@ class _step_errors:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         failure = _step_failure(self._workflow, exc)
         if failure is not None:
-            raise failure from exc
+            raise failure from _step_cause(exc)
 
 
 _STATE_NOTE = "; the error's state is the workflow's, with the failure recorded"
@@ -698,10 +699,27 @@ def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | N
         # A nested workflow's step error ends with this note already: said once, at the end.
         while last.endswith(_STATE_NOTE):
             last = last.removesuffix(_STATE_NOTE)
+        also = "".join(
+            f"; step {call.call.name!r} failed too: {cut_result(call.result.content)}"
+            for call in exc.state.calls
+            if call.call.name != step
+            and call.result is not None
+            and counts_as_failure(exc.state, call)
+        )
         return RunError(
-            f"step {step!r} of {workflow.label} failed: {last or exc}{_STATE_NOTE}", exc.state
+            f"step {step!r} of {workflow.label} failed: {last or exc}{also}{_STATE_NOTE}",
+            exc.state,
         )
     return None
+
+
+def _step_cause(exc: BaseException | None) -> BaseException | None:
+    """What a step's failure (`_step_failure`) is raised from: the exception of the step that
+    failed (its function's, its agent's error: the `ToolRetriesExceededError`'s cause, see
+    `failure_cause`), or that error when it has none (a run driven elsewhere, Temporal's)."""
+    if isinstance(exc, ToolRetriesExceededError) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
 
 
 def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseError]) -> None:
@@ -715,7 +733,7 @@ def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseErro
         closing.attach(exc)
         return
     try:
-        raise failure from exc
+        raise failure from _step_cause(exc)
     except RunError as error:
         closing.attach(error)
         raise

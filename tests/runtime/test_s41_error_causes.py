@@ -1,0 +1,175 @@
+"""A run's error reaches the exception that failed it: a tool's, a workflow step's, a timeout's."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, Parallel, RunError, Sequence, ToolExecutionError, tool
+from toolfold import ToolRetriesExceededError as Exceeded
+from toolfold.testing import FunctionModel, ScriptedModel
+
+call = ScriptedModel.call
+
+
+class PaymentDeclined(Exception):
+    """A user's exception a service maps to HTTP 402."""
+
+
+def charge(text: str) -> str:
+    raise PaymentDeclined("card declined")
+
+
+def rate_limited(request: Any) -> str:
+    raise toolfold.RateLimitError("slow down", provider="openai", status_code=429, retry_after=30)
+
+
+def _first(text: str) -> Agent:
+    return Agent(FunctionModel(lambda request: text), name="first")
+
+
+@tool(max_retries=0)
+def pay(amount: int) -> str:
+    """Pay.
+
+    Args:
+        amount: Cents.
+    """
+    raise PaymentDeclined("card declined")
+
+
+@tool(max_retries=0, timeout=0.01)
+async def hang(x: int) -> str:
+    """Wait for ever.
+
+    Args:
+        x: x.
+    """
+    await asyncio.Event().wait()
+    return "never"
+
+
+@pytest.mark.parametrize("watched", [False, True], ids=["plain", "on_event"])
+def test_a_function_steps_exception_is_the_workflows_errors_cause(watched: bool) -> None:
+    """A function step's own exception is the workflow's RunError's cause, not an internal error."""
+    workflow = Sequence(_first("a"), charge, name="w")
+    events: list[Any] = []
+    with pytest.raises(RunError) as caught:
+        workflow.run("x", on_event=events.append if watched else None)
+    assert isinstance(caught.value.__cause__, PaymentDeclined)
+    assert "step 'charge' of Sequence 'w' failed" in str(caught.value)
+
+
+def test_an_agent_steps_provider_error_is_the_workflows_errors_cause() -> None:
+    """An agent step's RateLimitError, with its status and retry_after, is the RunError's cause."""
+    workflow = Sequence(_first("a"), Agent(FunctionModel(rate_limited), name="writer"), name="w")
+    with pytest.raises(RunError) as caught:
+        asyncio.run(workflow.arun("x"))
+    cause = caught.value.__cause__
+    assert isinstance(cause, toolfold.RateLimitError)
+    assert (cause.status_code, cause.retry_after) == (429, 30)
+
+
+def test_a_nested_workflows_step_exception_is_reached_along_causes() -> None:
+    """A step failing in a nested workflow: the causes lead from the outer RunError to it."""
+    workflow = Sequence(_first("a"), Sequence(charge, name="inner"), name="outer")
+    with pytest.raises(RunError) as caught:
+        workflow.run("x")
+    inner = caught.value.__cause__
+    assert isinstance(inner, RunError)
+    assert isinstance(inner.__cause__, PaymentDeclined)
+
+
+def test_a_workflows_error_with_its_cause_still_pickles() -> None:
+    """The RunError raised from a step's exception pickles (the cause is left behind)."""
+    with pytest.raises(RunError) as caught:
+        Sequence(charge, name="w").run("x")
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert type(copy) is RunError
+    assert str(copy) == str(caught.value)
+    assert copy.state is not None
+    assert copy.state.phase == "failed"
+
+
+def test_two_failed_parallel_branches_are_both_named() -> None:
+    """Two failing Parallel branches: the error names the second one too, with its error."""
+
+    def other(text: str) -> str:
+        raise KeyError("other")
+
+    with pytest.raises(RunError) as caught:
+        Parallel(charge, other, name="p").run("x")
+    message = str(caught.value)
+    assert "step 'charge' of Parallel 'p' failed: Error: PaymentDeclined" in message
+    assert "step 'other' failed too: Error: KeyError: 'other'" in message
+    assert isinstance(caught.value.__cause__, PaymentDeclined)
+
+
+@pytest.mark.parametrize("watched", [False, True], ids=["plain", "on_event"])
+def test_a_tool_that_used_up_its_retries_is_chained_to_its_exception(watched: bool) -> None:
+    """ToolRetriesExceededError's cause is the exception of the tool's last failed call."""
+    agent = Agent(ScriptedModel([call("pay", {"amount": 5}), "ok"]), tools=[pay])
+    events: list[Any] = []
+    with pytest.raises(Exceeded) as caught:
+        agent.run("go", on_event=events.append if watched else None)
+    assert isinstance(caught.value.__cause__, PaymentDeclined)
+
+
+def test_a_tool_that_used_up_its_retries_by_timeouts_is_chained_to_a_timeout() -> None:
+    """A tool whose last failure was its timeout: ToolRetriesExceededError's cause is a TimeoutError."""
+    agent = Agent(ScriptedModel([call("hang", {"x": 1}), "ok"]), tools=[hang])
+    with pytest.raises(Exceeded) as caught:
+        asyncio.run(agent.arun("go"))
+    cause = caught.value.__cause__
+    assert isinstance(cause, TimeoutError)
+    assert "'hang' timed out" in str(cause)
+
+
+def test_on_tool_error_raise_chains_a_timeout() -> None:
+    """With on_tool_error="raise", a tool's timeout is chained as a TimeoutError."""
+    agent = Agent(
+        ScriptedModel([call("hang", {"x": 1}), "ok"]), tools=[hang], on_tool_error="raise"
+    )
+    with pytest.raises(ToolExecutionError) as caught:
+        agent.run("go")
+    assert isinstance(caught.value.__cause__, TimeoutError)
+
+
+class E2(Exception):
+    """The second tool's failure."""
+
+
+@tool
+def first_fails(x: int) -> str:
+    """First.
+
+    Args:
+        x: x.
+    """
+    raise PaymentDeclined("first failed")
+
+
+@tool
+def second_fails(x: int) -> str:
+    """Second.
+
+    Args:
+        x: x.
+    """
+    raise E2("second failed")
+
+
+def test_on_tool_error_raise_notes_each_further_failed_call() -> None:
+    """Two parallel calls fail under on_tool_error="raise": the first is the cause, the second a note."""
+    script = ScriptedModel([[call("first_fails", {"x": 1}), call("second_fails", {"x": 2})], "ok"])
+    agent = Agent(script, tools=[first_fails, second_fails], on_tool_error="raise")
+    with pytest.raises(ToolExecutionError) as caught:
+        agent.run("go")
+    error = caught.value
+    assert isinstance(error.__cause__, PaymentDeclined)
+    assert error.__notes__ == ["tool 'second_fails' failed too: Error: E2: second failed"]
+    assert pickle.loads(pickle.dumps(error)).__notes__ == error.__notes__
