@@ -173,3 +173,29 @@ def test_on_tool_error_raise_notes_each_further_failed_call() -> None:
     assert isinstance(error.__cause__, PaymentDeclined)
     assert error.__notes__ == ["tool 'second_fails' failed too: Error: E2: second failed"]
     assert pickle.loads(pickle.dumps(error)).__notes__ == error.__notes__
+
+
+@tool(requires_approval=True)
+def publish(text: str) -> str:
+    """Publish a text.
+
+    Args:
+        text: What to publish.
+    """
+    return "published"
+
+
+def test_a_held_failures_other_failed_branch_is_named_once() -> None:
+    """A failure held while a branch waits names its other failed branch once (in its brackets)."""
+
+    def publishing(request: Any) -> Any:
+        return ScriptedModel.call("publish", {"text": "t"})
+
+    def other(text: str) -> str:
+        raise KeyError("other")
+
+    publisher = Agent(FunctionModel(publishing), name="publisher", tools=[publish])
+    with pytest.raises(RunError) as caught:
+        Parallel(publisher, charge, other, name="p").run("x")
+    message = str(caught.value)
+    assert message.count("'other' failed too") == 1, message

@@ -673,16 +673,22 @@ def _input_value(prompt: Any) -> Any:
 
 
 class _step_errors:
-    """A step that failed the workflow is reported as the step's failure, not a tool's."""
+    """A step that failed the workflow is reported as the step's failure, not a tool's.
 
-    def __init__(self, workflow: Workflow) -> None:
+    ``others``: name the round's other failed steps too (`_step_failure`); not
+    in a Temporal workflow's code, where the error's text becomes a call's
+    result that histories recorded before hold without them.
+    """
+
+    def __init__(self, workflow: Workflow, *, others: bool = True) -> None:
         self._workflow = workflow
+        self._others = others
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        failure = _step_failure(self._workflow, exc)
+        failure = _step_failure(self._workflow, exc, others=self._others)
         if failure is not None:
             raise failure from _step_cause(exc)
 
@@ -690,21 +696,30 @@ class _step_errors:
 _STATE_NOTE = "; the error's state is the workflow's, with the failure recorded"
 
 
-def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | None:
-    """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None."""
+def _step_failure(
+    workflow: Workflow, exc: BaseException | None, *, others: bool = True
+) -> RunError | None:
+    """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None.
+
+    With ``others``, it names the other steps of the round that failed too
+    (``; step 'b' failed too: Error: ...``: two `Parallel` branches), unless the
+    failure's message does (a failure held while a branch waited).
+    """
     if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
         failure = exc.state.error
         step = failure.tool_name if failure is not None else "?"
-        last = failure.message.partition("last error: ")[2] if failure is not None else ""
+        said = failure.message if failure is not None else ""
+        last = said.partition("last error: ")[2]
         # A nested workflow's step error ends with this note already: said once, at the end.
         while last.endswith(_STATE_NOTE):
             last = last.removesuffix(_STATE_NOTE)
         also = "".join(
             f"; step {call.call.name!r} failed too: {cut_result(call.result.content)}"
-            for call in exc.state.calls
+            for call in (exc.state.calls if others else ())
             if call.call.name != step
             and call.result is not None
             and counts_as_failure(exc.state, call)
+            and f"tool {call.call.name!r} failed too:" not in said
         )
         return RunError(
             f"step {step!r} of {workflow.label} failed: {last or exc}{also}{_STATE_NOTE}",
