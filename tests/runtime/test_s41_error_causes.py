@@ -11,6 +11,7 @@ import pytest
 import toolfold
 from toolfold import Agent, Parallel, RunError, Sequence, ToolExecutionError, tool
 from toolfold import ToolRetriesExceededError as Exceeded
+from toolfold._errors import add_note
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
@@ -199,3 +200,11 @@ def test_a_held_failures_other_failed_branch_is_named_once() -> None:
         Parallel(publisher, charge, other, name="p").run("x")
     message = str(caught.value)
     assert message.count("'other' failed too") == 1, message
+
+
+def test_add_note_adds_to_an_errors_notes() -> None:
+    """`add_note` appends to ``__notes__`` (made when missing), as `BaseException.add_note` does."""
+    error = ValueError("x")
+    add_note(error, "first")
+    add_note(error, "second")
+    assert error.__notes__ == ["first", "second"]

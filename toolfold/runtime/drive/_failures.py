@@ -28,6 +28,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
     UsageError,
+    add_note,
 )
 from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
@@ -203,7 +204,7 @@ def raise_tool_error(
     for index, _ in failed[1:]:
         also = outcomes[index]
         note = f"tool {also.tool_name!r} failed too: {cut_result(also.content)}"
-        error.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+        add_note(error, note)
     dropped = {index for index, _ in failed}
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
     reached = commit(state, ended) if commit is not None and ended else state
