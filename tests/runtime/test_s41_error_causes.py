@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import toolfold
-from toolfold import Agent, Parallel, RunError, Sequence, ToolExecutionError, tool
+from toolfold import Agent, Parallel, RunError, Sequence, Task, ToolExecutionError, tool
 from toolfold import ToolRetriesExceededError as Exceeded
 from toolfold._errors import add_note
 from toolfold.testing import FunctionModel, ScriptedModel
 
 call = ScriptedModel.call
+STATE_NOTE = "; the error's state is the workflow's, with the failure recorded"
 
 
 class PaymentDeclined(Exception):
@@ -104,9 +107,10 @@ def test_two_failed_parallel_branches_are_both_named() -> None:
 
     with pytest.raises(RunError) as caught:
         Parallel(charge, other, name="p").run("x")
-    message = str(caught.value)
-    assert "step 'charge' of Parallel 'p' failed: Error: PaymentDeclined" in message
-    assert "step 'other' failed too: Error: KeyError: 'other'" in message
+    assert str(caught.value) == (
+        "step 'charge' of Parallel 'p' failed: Error: PaymentDeclined: card declined" + STATE_NOTE
+    )
+    assert caught.value.__notes__ == ["step 'other' failed too: Error: KeyError: 'other'"]
     assert isinstance(caught.value.__cause__, PaymentDeclined)
 
 
@@ -200,6 +204,84 @@ def test_a_held_failures_other_failed_branch_is_named_once() -> None:
         Parallel(publisher, charge, other, name="p").run("x")
     message = str(caught.value)
     assert message.count("'other' failed too") == 1, message
+    assert getattr(caught.value, "__notes__", []) == []  # (its message names it)
+
+
+def _other(text: str) -> str:
+    raise KeyError("other")
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every string in a JSON document, at any depth."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+
+
+def test_a_nested_workflows_other_failed_branch_is_a_note_not_stored_text() -> None:
+    """A nested Parallel's second failed branch: a note of its RunError, in no text the state stores."""
+    workflow = Sequence(_first("a"), Parallel(charge, _other, name="p"), name="outer")
+    with pytest.raises(RunError) as caught:
+        workflow.run("x")
+    inner = "step 'charge' of Parallel 'p' failed: Error: PaymentDeclined: card declined"
+    assert (
+        str(caught.value)
+        == f"step 'p' of Sequence 'outer' failed: Error: RunError: {inner}{STATE_NOTE}"
+    )
+    state = caught.value.state
+    assert state is not None
+    assert state.error is not None
+    assert state.error.message == (
+        f"tool 'p' failed once (max_retries=0); last error: Error: RunError: {inner}{STATE_NOTE}"
+    )
+    stored = list(_texts(json.loads(state.to_json())))
+    assert not [text for text in stored if "failed too" in text]
+    assert state.calls[-1].result is not None
+    assert state.calls[-1].result.content == f"Error: RunError: {inner}{STATE_NOTE}"
+    nested = caught.value.__cause__
+    assert isinstance(nested, RunError)
+    assert nested.__notes__ == ["step '_other' failed too: Error: KeyError: 'other'"]
+
+
+def test_an_other_failed_nested_workflow_is_noted_without_the_state_note() -> None:
+    """The note naming a failed nested-workflow branch does not repeat the state note."""
+    workflow = Parallel(Sequence(charge, name="s1"), Sequence(_other, name="s2"), name="p")
+    with pytest.raises(RunError) as caught:
+        workflow.run("x")
+    assert str(caught.value).count(STATE_NOTE) == 1
+    assert caught.value.__notes__ == [
+        "step 's2' failed too: Error: RunError: step '_other' of Sequence 's2' failed: "
+        "Error: KeyError: 'other'"
+    ]
+
+
+@pytest.mark.parametrize(
+    "sibling",
+    [Task(_other, on_error="skip"), Task(_other, on_error="retry", retries=2)],
+    ids=["skip", "retries_left"],
+)
+def test_a_failed_branch_its_step_still_allows_is_not_named(sibling: Task) -> None:
+    """A failed branch that does not fail the workflow (skipped, retries left) is not noted as failed."""
+    with pytest.raises(RunError) as caught:
+        Parallel(charge, sibling, name="p").run("x")
+    assert getattr(caught.value, "__notes__", []) == []
+    assert "failed too" not in str(caught.value)
+
+
+def test_a_failures_text_does_not_hide_an_other_failed_branch() -> None:
+    """A step's error whose text reads like a held failure's still gets its other failed branch noted."""
+
+    def confusing(text: str) -> str:
+        raise PaymentDeclined("tool '_other' failed too: it says")
+
+    with pytest.raises(RunError) as caught:
+        Parallel(confusing, _other, name="p").run("x")
+    assert caught.value.__notes__ == ["step '_other' failed too: Error: KeyError: 'other'"]
 
 
 def test_add_note_adds_to_an_errors_notes() -> None:

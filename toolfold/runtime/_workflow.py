@@ -25,6 +25,7 @@ from toolfold._errors import (
     ToolRetriesExceededError,
     UsageError,
     WorkflowDefinitionError,
+    add_note,
 )
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
@@ -48,7 +49,7 @@ from toolfold.runtime._response import (  # noqa: F401 (OutputT_co: see Workflow
     kept,
 )
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
-from toolfold.runtime._retry import held_failure, retry_state
+from toolfold.runtime._retry import failed_too, held_failure, retry_state
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -65,7 +66,6 @@ from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._json_numbers import json_value
 from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._state import RunState, not_a_state
-from toolfold.runtime.core._steps import counts_as_failure
 from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -673,22 +673,16 @@ def _input_value(prompt: Any) -> Any:
 
 
 class _step_errors:
-    """A step that failed the workflow is reported as the step's failure, not a tool's.
+    """A step that failed the workflow is reported as the step's failure, not a tool's."""
 
-    ``others``: name the round's other failed steps too (`_step_failure`); not
-    in a Temporal workflow's code, where the error's text becomes a call's
-    result that histories recorded before hold without them.
-    """
-
-    def __init__(self, workflow: Workflow, *, others: bool = True) -> None:
+    def __init__(self, workflow: Workflow) -> None:
         self._workflow = workflow
-        self._others = others
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        failure = _step_failure(self._workflow, exc, others=self._others)
+        failure = _step_failure(self._workflow, exc)
         if failure is not None:
             raise failure from _step_cause(exc)
 
@@ -696,36 +690,35 @@ class _step_errors:
 _STATE_NOTE = "; the error's state is the workflow's, with the failure recorded"
 
 
-def _step_failure(
-    workflow: Workflow, exc: BaseException | None, *, others: bool = True
-) -> RunError | None:
+def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | None:
     """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None.
 
-    With ``others``, it names the other steps of the round that failed too
-    (``; step 'b' failed too: Error: ...``: two `Parallel` branches), unless the
-    failure's message does (a failure held while a branch waited).
+    Each other step of the round that failed the workflow too (`failed_too`:
+    two `Parallel` branches) is a note of it (``step 'b' failed too: Error:
+    ...``), not part of its message: that message is a nested workflow's
+    step result, which a state, its log and a Temporal history store.
     """
     if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
         failure = exc.state.error
         step = failure.tool_name if failure is not None else "?"
-        said = failure.message if failure is not None else ""
-        last = said.partition("last error: ")[2]
+        last = failure.message.partition("last error: ")[2] if failure is not None else ""
         # A nested workflow's step error ends with this note already: said once, at the end.
-        while last.endswith(_STATE_NOTE):
-            last = last.removesuffix(_STATE_NOTE)
-        also = "".join(
-            f"; step {call.call.name!r} failed too: {cut_result(call.result.content)}"
-            for call in (exc.state.calls if others else ())
-            if call.call.name != step
-            and call.result is not None
-            and counts_as_failure(exc.state, call)
-            and f"tool {call.call.name!r} failed too:" not in said
+        last = _without_state_note(last)
+        error = RunError(
+            f"step {step!r} of {workflow.label} failed: {last or exc}{_STATE_NOTE}", exc.state
         )
-        return RunError(
-            f"step {step!r} of {workflow.label} failed: {last or exc}{also}{_STATE_NOTE}",
-            exc.state,
-        )
+        for call in failed_too(exc.state):
+            said = _without_state_note(call.result.content if call.result is not None else "")
+            add_note(error, f"step {call.call.name!r} failed too: {cut_result(said)}")
+        return error
     return None
+
+
+def _without_state_note(text: str) -> str:
+    """``text`` (a step's error) without the `_STATE_NOTE`s a nested workflow's ends with."""
+    while text.endswith(_STATE_NOTE):
+        text = text.removesuffix(_STATE_NOTE)
+    return text
 
 
 def _step_cause(exc: BaseException | None) -> BaseException | None:

@@ -392,7 +392,7 @@ class SubRunTool:
         error: BaseException = run_failure(state)
         if isinstance(self.target, Workflow):
             try:
-                with _step_errors(self.target, others=False):  # (its text: a call's result)
+                with _step_errors(self.target):
                     raise error
             except BaseException as named:  # the step's failure, named as a local run names it
                 error = named
