@@ -79,13 +79,12 @@ def failed_too(state: RunState) -> tuple[CallState, ...]:
     names (`_fatal`: a `Parallel`'s second failed branch), by the rule
     `held_failure` names them with (a failed call past its tool's retry limit:
     not a step with ``on_error="skip"``, nor one with retries left). Empty for
-    a failure `held_failure` gave (its message names them) and for a run that
-    no call's failure failed.
+    a run that no call's failure failed, and for a failure `held_failure` gave
+    (its message names them): that round's failures are not counted in
+    ``state.failures`` yet, so `_fatal` finds none of its calls.
     """
     error = state.error
     if error is None or error.kind != "tool_retries_exceeded" or not state.events:
-        return ()
-    if _held(state.events):
         return ()
     return tuple(
         c
