@@ -23,15 +23,18 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from toolfold._errors import RunError, ToolDefinitionError, ToolExecutionError, UsageError
     from toolfold.integrations.temporal._activities import (
+        ModelAnswer,
         ModelCallInput,
         OutputInput,
         SourceCallInput,
         ToolCallInput,
+        dropped_in,
         list_activity_name,
         model_activity_name,
         output_activity_name,
@@ -74,7 +77,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
     from toolfold.runtime.drive._handoff import at_limit, settle_events
-    from toolfold.runtime.drive._loop import unique_call_ids
+    from toolfold.runtime.drive._loop import unique_call_ids, with_cut_usage
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.runtime.drive._output import rejection
     from toolfold.runtime.drive._workers import carried as carried_exception
@@ -142,6 +145,11 @@ FAILURE_NAMES_AGENT = "toolfold-failure-names-agent"
 failed sub-run, the agent that ran it where the tool's name does not say it (`failed_in`),
 as a local run does; inside a sub-run that error's text is its caller's error result (runs
 recorded before said ``tool 'ask' failed: ...``: they replay so)."""
+DROPPED_ATTEMPTS = "toolfold-dropped-attempts-counted"
+"""The `workflow.patched` id of counting the usage of a model request's attempts whose stream
+failed after the provider reported it (billed), as a local run counts a cut stream
+(`AttemptDropped`): the activity carries them to the response or to its final failure (runs
+recorded before counted only the attempt that answered: their states stay as they were)."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -570,12 +578,26 @@ class AgentWorkflow:
         path: tuple[str, ...],
     ) -> RunState:
         s = agent.settings
-        # The first agent's model request takes the effect; every other node's
-        # (sub-runs, handoff targets) says where its run is.
-        given: Any = effect if node.name == agent.name else ModelCallInput(effect, path)
         self._model_calls += 1
         name = model_activity_name(node.name)
-        response = await self._activity(agent, path, name, given, ModelResponse, s.model_timeout)
+        if workflow.patched(DROPPED_ATTEMPTS):
+            # Every node's request says where its run is, and asks for the usage of the
+            # attempts that failed after their stream reported it (`ModelAnswer`).
+            given = ModelCallInput(effect, path, counted=True)
+            try:
+                answer = await self._activity(
+                    agent, path, name, given, ModelAnswer, s.model_timeout
+                )
+            except ActivityError as exc:  # failed for good: its error's state counts them
+                self._publish(path, _with_dropped(state, _failure_dropped(exc)))
+                raise
+            state = _with_dropped(state, answer.dropped)
+            response = answer.response
+        else:
+            # The first agent's model request takes the effect; every other node's
+            # (sub-runs, handoff targets) says where its run is.
+            old: Any = effect if node.name == agent.name else ModelCallInput(effect, path)
+            response = await self._activity(agent, path, name, old, ModelResponse, s.model_timeout)
         response = unique_call_ids(response)
         if _has_float_counts(response.usage) and not workflow.patched(EXACT_COUNTS):
             response = attrs.evolve(response, usage=_truncated(response.usage))
@@ -1187,6 +1209,24 @@ def _validate(node: Node, state: RunState, effect: ValidateOutput) -> Event:
             return event
         return OutputRejected(rejected.message)  # as a run recorded before decided
     return OutputAccepted(plain)
+
+
+def _with_dropped(state: RunState, dropped: Sequence[Usage]) -> RunState:
+    """``state`` counting each dropped attempt's usage, as a local run counts a cut stream."""
+    for usage in dropped:
+        state = with_cut_usage(state, usage)
+    return state
+
+
+def _failure_dropped(exc: ActivityError) -> tuple[Usage, ...]:
+    """The dropped attempts' usages a model activity's final failure carries: in its details,
+    or in its last heartbeat's when the last attempt timed out."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError):
+        return dropped_in(cause.details)
+    if isinstance(cause, ActivityTimeout):
+        return dropped_in(cause.last_heartbeat_details)
+    return ()
 
 
 def _has_float_counts(usage: Usage) -> bool:

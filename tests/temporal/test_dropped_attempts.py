@@ -1,0 +1,288 @@
+"""A durable run's model request whose stream an Anthropic-like server on 127.0.0.1 cuts after
+reporting usage: the billed usage of every cut attempt Temporal retried is counted in the run's
+state (`AttemptDropped`), as a local run counts a cut stream it is resumed after."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_app
+from temporal_runs import _worker
+from temporal_servers import DevServer
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.common import RetryPolicy
+from temporalio.worker import (
+    ExecuteWorkflowInput,
+    Interceptor,
+    Replayer,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
+
+from toolfold import Agent, RunState, StreamError, Usage, state_of
+from toolfold.adapters.anthropic import AnthropicModel
+from toolfold.integrations.temporal import (
+    ActivitySettings,
+    StreamContext,
+    TemporalAgent,
+    ToolfoldPlugin,
+)
+from toolfold.integrations.temporal import _workflow as workflow_module
+from toolfold.runtime import AttemptDropped, RunEndEvent, StreamEvent
+
+CUT_INPUT = 5000  # the input tokens a cut stream's message_start reports (billed)
+
+
+def _event(name: str, **data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+
+def _start(input_tokens: int) -> bytes:
+    message = {"id": "msg_1", "model": "claude-test", "role": "assistant", "content": []}
+    usage = {"input_tokens": input_tokens, "output_tokens": 1}
+    return _event("message_start", message={**message, "usage": usage})
+
+
+def _text(words: str) -> list[bytes]:
+    block = {"type": "text", "text": ""}
+    return [
+        _event("content_block_start", index=0, content_block=block),
+        _event("content_block_delta", index=0, delta={"type": "text_delta", "text": words}),
+    ]
+
+
+WHOLE = [
+    _start(7),
+    *_text("done"),
+    _event("content_block_stop", index=0),
+    _event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3}),
+    _event("message_stop"),
+]
+CUT = [_start(CUT_INPUT), *_text("word ")]  # then the connection drops mid-body
+
+
+class _Provider(BaseHTTPRequestHandler):
+    """Streams Anthropic messages; ``server.cuts`` says, per request in order, whether the
+    stream is cut after its usage (the requests past the list answer whole)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        with self.server.lock:  # type: ignore[attr-defined]
+            number = self.server.served  # type: ignore[attr-defined]
+            self.server.served += 1  # type: ignore[attr-defined]
+        cuts: list[bool] = self.server.cuts  # type: ignore[attr-defined]
+        cut = number < len(cuts) and cuts[number]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for chunk in CUT if cut else WHOLE:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+        if cut:  # no last chunk: the body is unfinished when the socket closes
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def provider() -> Iterator[ThreadingHTTPServer]:
+    """The fake provider on 127.0.0.1 (set ``cuts`` before a run)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Provider)
+    server.lock = threading.Lock()  # type: ignore[attr-defined]
+    server.served = 0  # type: ignore[attr-defined]
+    server.cuts = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+async def _read_all(context: StreamContext, events: AsyncIterator[StreamEvent]) -> None:
+    async for _ in events:
+        pass
+
+
+def _durable(provider: ThreadingHTTPServer, name: str, attempts: int = 0, **options: Any) -> Any:
+    url = f"http://127.0.0.1:{provider.server_port}"
+    model = AnthropicModel("claude-test", base_url=url, api_key="k", retry=0)
+    policy = RetryPolicy(
+        initial_interval=timedelta(milliseconds=50),
+        backoff_coefficient=1.0,
+        maximum_attempts=attempts,
+    )
+    return TemporalAgent(
+        Agent(model, name=name, **options),
+        settings=ActivitySettings(retry_policy=policy),
+        event_stream_handler=_read_all,
+    )
+
+
+def _local_cut(agent: Agent, state: RunState | None, run_id: str) -> RunState:
+    """The state of the error a local run's cut stream raises (started, or resumed from ``state``)."""
+    stream = agent.stream("go", run_id=run_id) if state is None else agent.resume_stream(state)
+    with pytest.raises(StreamError) as caught:
+        for _ in stream:
+            pass
+    cut = state_of(caught.value)
+    assert isinstance(cut, RunState)
+    return cut
+
+
+def _local_resumed(agent: Agent, state: RunState) -> RunState:
+    """The final state of a local run resumed (streamed) from ``state``."""
+    events = list(agent.resume_stream(state))
+    end = events[-1]
+    assert isinstance(end, RunEndEvent)
+    return end.response.state
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers below register agents of their own: on a copy of the workflow's registry."""
+    monkeypatch.setattr(workflow_module, "_AGENTS", dict(workflow_module._AGENTS))
+
+
+def _replays(agent: TemporalAgent, history: WorkflowHistory) -> None:
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin([agent])])
+    asyncio.run(replayer.replay_workflow(history))
+
+
+def test_the_cut_attempts_temporal_retried_count_as_a_local_run_counts_them(
+    server: DevServer, provider: ThreadingHTTPServer, registry: None
+) -> None:
+    """Two streams cut after their usage, then an answer: the final state counts both cut
+    attempts (two AttemptDropped before the response), and equals a local run's resumed twice."""
+    agent = _durable(provider, "dropped_twice")
+    run_id = f"dropped-{uuid.uuid4().hex}"
+    provider.cuts = [True, True]  # type: ignore[attr-defined]
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        async with _worker(server, [agent]) as (client, queue):
+            response = await agent.run(client, "go", id=run_id, task_queue=queue)
+            return response, await agent.handle(client, run_id).workflow.fetch_history()
+
+    durable, history = asyncio.run(go())
+    billed = Usage(input_tokens=CUT_INPUT, output_tokens=1, requests=1)
+    dropped = [e for e in durable.state.log if isinstance(e, AttemptDropped)]
+    assert dropped == [AttemptDropped(usage=billed)] * 2
+    assert durable.usage == billed + billed + Usage(input_tokens=7, output_tokens=3, requests=1)
+    provider.cuts = [True, True]  # type: ignore[attr-defined]
+    provider.served = 0  # type: ignore[attr-defined]
+    local = agent.agent
+    cut = _local_cut(local, _local_cut(local, None, run_id), run_id)
+    assert durable.state == _local_resumed(local, cut)
+    _replays(agent, history)
+
+
+def test_a_request_failing_for_good_counts_every_cut_attempt_in_its_errors_state(
+    server: DevServer, provider: ThreadingHTTPServer, registry: None
+) -> None:
+    """Every attempt cut after its usage (retries used up): the StreamError's state counts
+    them all, as a local run's error after the same cuts does."""
+    agent = _durable(provider, "dropped_for_good", attempts=2)
+    run_id = f"dropped-{uuid.uuid4().hex}"
+    provider.cuts = [True, True]  # type: ignore[attr-defined]
+
+    async def go() -> tuple[StreamError, WorkflowHistory]:
+        async with _worker(server, [agent]) as (client, queue):
+            with pytest.raises(StreamError) as caught:
+                await agent.run(client, "go", id=run_id, task_queue=queue)
+            return caught.value, await agent.handle(client, run_id).workflow.fetch_history()
+
+    error, history = asyncio.run(go())
+    state = state_of(error)
+    assert isinstance(state, RunState)
+    billed = Usage(input_tokens=CUT_INPUT, output_tokens=1, requests=1)
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(billed)] * 2
+    assert state.usage == billed + billed
+    provider.cuts = [True, True]  # type: ignore[attr-defined]
+    provider.served = 0  # type: ignore[attr-defined]
+    local = agent.agent
+    assert state == _local_cut(local, _local_cut(local, None, run_id), run_id)
+    _replays(agent, history)
+
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def _replayed_state(name: str) -> RunState:
+    """The state the workflow of the recorded history ``name`` holds once this code replayed it
+    (its result, or the state its failure leaves for the `state` query)."""
+    text = (HISTORIES / f"{name}.json").read_text(encoding="utf-8")
+    history = WorkflowHistory.from_json(f"history-{name}", text)
+    states: list[RunState] = []
+
+    class Inbound(WorkflowInboundInterceptor):
+        async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+            try:
+                return await super().execute_workflow(input)
+            finally:
+                states.append(workflow.instance()._state)
+
+    class Capture(Interceptor):
+        def workflow_interceptor_class(
+            self, input: WorkflowInterceptorClassInput
+        ) -> type[WorkflowInboundInterceptor]:
+            return Inbound
+
+    plugin = ToolfoldPlugin(temporal_app.AGENTS)
+    replayer = Replayer(workflows=[], plugins=[plugin], interceptors=[Capture()])
+    asyncio.run(replayer.replay_workflow(history))
+    (state,) = states
+    return state
+
+
+BILLED = Usage(input_tokens=CUT_INPUT, output_tokens=1, requests=1)
+ANSWER = Usage(input_tokens=7, output_tokens=3, requests=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "usage", "dropped"),
+    [
+        ("cut_retried", ANSWER, 0),  # recorded before: the answer's usage alone
+        ("cut_retried_counted", BILLED + ANSWER, 1),
+        ("cut_failed", Usage(), 0),
+        ("cut_failed_counted", BILLED + BILLED, 2),
+    ],
+)
+def test_recorded_cut_runs_replay_to_the_usage_they_recorded(
+    name: str, usage: Usage, dropped: int
+) -> None:
+    """A history recorded before the cut attempts were counted replays without them (its state as
+    it was); one recorded with the patch replays with them."""
+    state = _replayed_state(name)
+    assert state.usage == usage
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [
+        AttemptDropped(BILLED)
+    ] * dropped
+
+
+def test_a_run_recorded_before_replays_only_through_the_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model activity's result recorded before (a bare response) fails to decode as the new
+    answer (the response with its dropped attempts): only the unpatched branch replays it."""
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(  # only this patch taken regardless of the history
+        workflow_module.workflow,
+        "patched",
+        lambda given: given == workflow_module.DROPPED_ATTEMPTS or patched(given),
+    )
+    with pytest.raises(RuntimeError, match="Failed decoding arguments"):
+        _replayed_state("cut_retried")
