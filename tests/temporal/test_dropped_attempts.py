@@ -38,7 +38,8 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
 )
 from toolfold.integrations.temporal import _workflow as workflow_module
-from toolfold.runtime import AttemptDropped, RunEndEvent, StreamEvent
+from toolfold.runtime import AttemptDropped, RunEndEvent, StreamEvent, TextDelta, UsageUpdate
+from toolfold.testing import FunctionModel
 
 CUT_INPUT = 5000  # the input tokens a cut stream's message_start reports (billed)
 
@@ -286,3 +287,65 @@ def test_a_run_recorded_before_replays_only_through_the_patch(
     )
     with pytest.raises(RuntimeError, match="Failed decoding arguments"):
         _replayed_state("cut_retried")
+
+
+class _Cutting:
+    """A stream function whose first ``cuts`` streams report ``BILLED`` and are cut; the
+    later ones answer "done" (a counter, so a local run cuts the same streams)."""
+
+    def __init__(self, cuts: int) -> None:
+        self.cuts = cuts
+        self.streams = 0
+
+    def __call__(self, request: Any) -> Iterator[object]:
+        self.streams += 1
+        if self.streams <= self.cuts:
+            yield UsageUpdate(BILLED)
+            yield TextDelta("word ")
+            raise StreamError("the stream ended before the message finished", provider="test")
+        yield UsageUpdate(ANSWER)
+        yield TextDelta("done")
+
+
+def _asks_expert(request: Any) -> Any:
+    if any(m.role == "tool" for m in request.messages):
+        return "asked"
+    return FunctionModel.call("expert", {"input": "q"})
+
+
+@pytest.mark.parametrize("attempts", [0, 1])
+def test_a_sub_runs_cut_attempts_count_in_its_state(
+    server: DevServer, registry: None, attempts: int
+) -> None:
+    """An agent used as a tool whose stream is cut after its usage: retried and answered, its
+    state counts the cut attempt; failed for good (one attempt), the call's error result keeps
+    its state counting it, as a local run's does."""
+    cutting = _Cutting(1)
+    expert = Agent(FunctionModel(lambda r: "done", stream_function=cutting), name="expert")
+    boss = Agent(
+        FunctionModel(_asks_expert), tools=[expert.as_tool()], name=f"dropped_boss{attempts}"
+    )
+    policy = RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=attempts)
+    agent = TemporalAgent(
+        boss, settings=ActivitySettings(retry_policy=policy), event_stream_handler=_read_all
+    )
+    run_id = f"dropped-{uuid.uuid4().hex}"
+
+    async def go() -> tuple[Any, WorkflowHistory]:
+        async with _worker(server, [agent]) as (client, queue):
+            response = await agent.run(client, "go", id=run_id, task_queue=queue)
+            return response, await agent.handle(client, run_id).workflow.fetch_history()
+
+    durable, history = asyncio.run(go())
+    (child,) = durable.state.sub_runs.values()
+    assert [e for e in child.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)]
+    assert durable.usage == durable.state.usage + child.usage
+    if attempts == 1:  # the same cut locally: the sub-run's error, its state kept on the call
+        cutting.streams = 0
+        events = list(boss.stream("go", run_id=run_id))
+        end = events[-1]
+        assert isinstance(end, RunEndEvent)
+        assert durable.state == end.response.state
+    else:
+        assert child.usage == BILLED + ANSWER
+    _replays(agent, history)
