@@ -19,8 +19,9 @@ import temporal_app
 from temporal_runs import _worker
 from temporal_servers import DevServer
 from temporalio import workflow
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -349,3 +350,47 @@ def test_a_sub_runs_cut_attempts_count_in_its_state(
     else:
         assert child.usage == BILLED + ANSWER
     _replays(agent, history)
+
+
+class _CutThenHung(FunctionModel):
+    """Its first stream reports ``BILLED`` and is cut; the next one never ends (until cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: "done")
+        self.streams = 0
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        self.streams += 1
+        yield UsageUpdate(BILLED)
+        if self.streams == 1:
+            raise StreamError("the stream ended before the message finished", provider="test")
+        await asyncio.Future()  # (the attempt times out here)
+
+
+def test_a_request_whose_last_attempt_timed_out_counts_the_cut_attempts_before(
+    server: DevServer, registry: None
+) -> None:
+    """A cut attempt, then one that times out: the run's state counts the cut attempt, read from
+    the last heartbeat's details that Temporal's timeout failure carries."""
+    policy = RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=2)
+    settings = ActivitySettings(model_timeout=timedelta(seconds=1), retry_policy=policy)
+    agent = TemporalAgent(
+        Agent(_CutThenHung(), name="dropped_hung"),
+        settings=settings,
+        event_stream_handler=_read_all,
+    )
+
+    async def go() -> tuple[BaseException, RunState]:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(
+                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
+            )
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            return caught.value, await handle.state()
+
+    error, state = asyncio.run(go())
+    assert isinstance(error.__cause__, ActivityError)
+    assert isinstance(error.__cause__.cause, TimeoutError)
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)]
+    assert state.usage == BILLED

@@ -589,7 +589,9 @@ class AgentWorkflow:
                     agent, path, name, given, ModelAnswer, s.model_timeout
                 )
             except ActivityError as exc:  # failed for good: its error's state counts them
-                self._publish(path, _with_dropped(state, _failure_dropped(exc)))
+                dropped = _failure_dropped(exc)
+                if dropped:  # (the state the `state` query, or the calling tool, keeps)
+                    self._publish(path, _with_dropped(state, dropped))
                 raise
             state = _with_dropped(state, answer.dropped)
             response = answer.response
