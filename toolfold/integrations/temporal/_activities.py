@@ -142,12 +142,17 @@ class SourceCallInput:
 
 @attrs.frozen
 class ModelCallInput:
-    """What the model activity of a sub-run needs: the request and where the sub-run is.
+    """What a model activity needs: the request and where its run is (a sub-run, or the top run).
 
     Attributes:
         effect: The core's effect (the request, its step and idempotency key).
         path: Tool name and call id per level from the top run, as in
-            `SubRunEvent.path`: ``("views", "call_3")``.
+            `SubRunEvent.path`: ``("views", "call_3")``; () for the top run.
+        counted: Whether the activity returns a `ModelAnswer`, with the usage
+            of the attempts whose stream failed after their provider reported
+            it, and carries them in its final failure (set by workflows that
+            took the patch ``toolfold-dropped-attempts-counted``; left out of
+            the payload when False, so inputs recorded before read back the same).
     """
 
     effect: CallModel
