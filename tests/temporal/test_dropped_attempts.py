@@ -21,7 +21,7 @@ from temporal_servers import DevServer
 from temporalio import workflow
 from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -394,3 +394,105 @@ def test_a_request_whose_last_attempt_timed_out_counts_the_cut_attempts_before(
     assert isinstance(error.__cause__.cause, TimeoutError)
     assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)]
     assert state.usage == BILLED
+
+
+class _CutThenHeld(FunctionModel):
+    """Its first stream reports ``BILLED`` and is cut; the next one reports ``BILLED`` too, says
+    so (``held``), and never ends (until cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: "done")
+        self.streams = 0
+        self.held = asyncio.Event()
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        self.streams += 1
+        yield UsageUpdate(BILLED)
+        if self.streams == 1:
+            raise StreamError("the stream ended before the message finished", provider="test")
+        self.held.set()
+        await asyncio.Future()
+
+
+def test_a_cancelled_run_counts_the_cut_attempt_and_the_one_it_cancelled(
+    server: DevServer, registry: None
+) -> None:
+    """A cut attempt, then one cancelled with the workflow after its usage: the cancelled run's
+    state counts both (billed), as a local run cancelled mid-stream counts its stream."""
+    policy = RetryPolicy(initial_interval=timedelta(milliseconds=50), backoff_coefficient=1.0)
+    model = _CutThenHeld()
+    agent = TemporalAgent(
+        Agent(model, name="dropped_cancelled"),
+        settings=ActivitySettings(retry_policy=policy, heartbeat_timeout=timedelta(seconds=3)),
+        event_stream_handler=_read_all,
+    )
+    run_id = f"dropped-{uuid.uuid4().hex}"
+
+    async def go() -> tuple[BaseException, RunState, WorkflowHistory]:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(client, "go", id=run_id, task_queue=queue)
+            await asyncio.wait_for(model.held.wait(), 60)
+            await handle.workflow.cancel()
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            return caught.value, await handle.state(), await handle.workflow.fetch_history()
+
+    error, state, history = asyncio.run(go())
+    assert isinstance(error.__cause__, CancelledError)  # cancelled, not failed
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)] * 2
+    assert state.usage == BILLED + BILLED
+    assert state.phase == "awaiting_model"
+    _replays(agent, history)
+
+
+class _CutThenRaising(FunctionModel):
+    """Its first stream reports ``BILLED`` and is cut; the next one reports ``BILLED`` and raises
+    a non-retryable `ApplicationError` of its own."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: "done")
+        self.streams = 0
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        self.streams += 1
+        yield UsageUpdate(BILLED)
+        if self.streams == 1:
+            raise StreamError("the stream ended before the message finished", provider="test")
+        raise ApplicationError(
+            "the model's own failure", {"said": 1}, type="Own", non_retryable=True
+        )
+
+
+def test_an_application_error_the_model_raises_keeps_the_cut_attempts(
+    server: DevServer, registry: None
+) -> None:
+    """A cut attempt, then one whose model raises its own ApplicationError: the failure is the
+    model's (message, type, details) and the run's state counts both attempts."""
+    policy = RetryPolicy(initial_interval=timedelta(milliseconds=50), backoff_coefficient=1.0)
+    agent = TemporalAgent(
+        Agent(_CutThenRaising(), name="dropped_own_error"),
+        settings=ActivitySettings(retry_policy=policy),
+        event_stream_handler=_read_all,
+    )
+
+    async def go() -> tuple[BaseException, RunState]:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(
+                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
+            )
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            return caught.value, await handle.state()
+
+    error, state = asyncio.run(go())
+    assert isinstance(error.__cause__, ActivityError)
+    failure = error.__cause__.cause
+    assert isinstance(failure, ApplicationError)
+    assert (failure.message, failure.type, failure.non_retryable) == (
+        "the model's own failure",
+        "Own",
+        True,
+    )
+    assert failure.details[0] == {"said": 1}
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)] * 2
+    assert state.usage == BILLED + BILLED

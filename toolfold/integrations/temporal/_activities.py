@@ -64,7 +64,7 @@ from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import Message, Usage
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
-from toolfold.runtime.core._serialize import converter
+from toolfold.runtime.core._serialize import converter, structure
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
@@ -358,14 +358,14 @@ def _model_activity(
         # usages so far, which the next attempt reads back (Temporal keeps the last
         # heartbeat's details across retries); the answer or the final failure carries them.
         dropped = list(dropped_in(activity.info().heartbeat_details)) if counted else []
-        cut: list[Usage] = []  # what this attempt's stream reported, once it failed
+        folded = [StreamState()]  # this attempt's stream so far (`_streamed` keeps it)
         if stream is None:
             work = model.request(effect.request)
         else:
             run_id = effect.key.rsplit(":", 2)[0]  # the key is <run id>:<step>:model
             attempt = activity.info().attempt
             context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps, path)
-            work = _streamed(model, effect, stream, context, cut)
+            work = _streamed(model, effect, stream, context, folded)
         details = (dropped_detail(dropped),) if dropped else ()
         try:
             # A call the provider cut never runs (as in a local run, see the loop):
@@ -373,11 +373,24 @@ def _model_activity(
             # recorded before replays the result it recorded.
             answer = without_cut_calls(await _heartbeating(work, every, details))
         except BaseException as exc:
-            if counted and cut:  # kept for the next attempt (a failure's last heartbeat is sent)
-                dropped += cut
+            # Read here, not once the stream's task saw the failure: a cancellation
+            # reaches this attempt before the task it cancels.
+            cut = reported(folded[0]) if counted and stream is not None else None
+            if cut is not None:  # kept for the next attempt (a failure's last heartbeat is sent)
+                dropped.append(cut)
                 activity.heartbeat(dropped_detail(dropped))
-            if not isinstance(exc, Exception) or isinstance(exc, FailureError):
-                raise  # (Temporal's own, an ApplicationError the model raised: as is)
+            if isinstance(exc, asyncio.CancelledError):
+                if dropped and not path and _cancel_requested():
+                    raise _cancelled_failure(dropped) from exc
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            if isinstance(exc, ApplicationError):  # one the model or handler raised: as is
+                if not dropped:
+                    raise
+                raise _with_dropped_detail(exc, dropped) from exc
+            if isinstance(exc, FailureError):  # Temporal's own
+                raise
             raise _model_failure(exc, dropped) from exc
         return ModelAnswer(answer, tuple(dropped)) if counted else answer
 
@@ -399,18 +412,56 @@ def _model_activity(
     return model_request
 
 
-def _top_request(given: Any) -> tuple[CallModel, bool]:
-    """The request a top run's model activity got, and whether it counts dropped attempts."""
-    if isinstance(given, RawValue):
-        convert = activity.payload_converter()
-        data = convert.from_payload(given.payload)
-        if isinstance(data, dict) and "effect" in data:
-            given = convert.from_payload(given.payload, ModelCallInput)
-        else:
-            given = convert.from_payload(given.payload, CallModel)
-    if isinstance(given, ModelCallInput):
-        return given.effect, given.counted
-    return given, False
+def _top_request(given: RawValue) -> tuple[CallModel, bool]:
+    """The request a top run's model activity got, and whether it counts dropped attempts
+    (its JSON read once, then structured as the type its fields say)."""
+    data = activity.payload_converter().from_payload(given.payload)
+    if isinstance(data, dict) and "effect" in data:
+        asked: ModelCallInput = structure(data, ModelCallInput)
+        return asked.effect, asked.counted
+    effect: CallModel = structure(data, CallModel)
+    return effect, False
+
+
+CANCELLED = "ModelRequestCancelled"
+"""The type of the failure a top run's model activity cancelled by its workflow raises when it
+has dropped attempts to count: a cancelled activity's own result carries no details
+(`_cancelled_failure`)."""
+
+
+def _cancel_requested() -> bool:
+    """Whether this activity is cancelled because its workflow asked (not a worker shutting down)."""
+    details = activity.cancellation_details()
+    return details is not None and details.cancel_requested
+
+
+def _cancelled_failure(dropped: Sequence[Usage]) -> ApplicationError:
+    """What a model activity its workflow cancelled raises to hand over ``dropped``.
+
+    Temporal's SDK reports a cancelled activity with no details, so it fails
+    instead (not retried: its cancellation was asked); the workflow, which
+    waits for a cancelled top run's model activity to stop, records them and
+    ends cancelled.
+    """
+    return ApplicationError(
+        "the model request was cancelled",
+        dropped_detail(dropped),
+        type=CANCELLED,
+        non_retryable=True,
+    )
+
+
+def _with_dropped_detail(exc: ApplicationError, dropped: Sequence[Usage]) -> ApplicationError:
+    """``exc`` (an `ApplicationError` a model or its stream handler raised) carrying ``dropped``."""
+    return ApplicationError(
+        exc.message,
+        *exc.details,
+        dropped_detail(dropped),
+        type=exc.type,
+        non_retryable=exc.non_retryable,
+        next_retry_delay=exc.next_retry_delay,
+        category=exc.category,
+    )
 
 
 def _model_failure(exc: Exception, dropped: Sequence[Usage]) -> ApplicationError:
@@ -433,32 +484,26 @@ async def _streamed(
     effect: CallModel,
     handler: EventStreamHandler,
     context: StreamContext,
-    cut: list[Usage],
+    folded: list[StreamState],
 ) -> ModelResponse:
     """The model's response, streamed: every event goes to ``handler`` as it arrives.
 
-    A stream that fails (or is cancelled) after its provider reported usage
-    puts that usage in ``cut``: the request was billed.
+    ``folded[0]`` is the stream folded so far, kept up to date event by event:
+    the caller reads the usage a stream that failed or was cancelled had
+    reported (the request was billed) from it when it sees the failure, which
+    for a cancellation is before this coroutine does.
     """
-    folded = StreamState()
 
     async def events() -> AsyncIterator[StreamEvent]:
-        nonlocal folded
         async for event in model.stream(effect.request):
-            folded = fold_stream(folded, event)
+            folded[0] = fold_stream(folded[0], event)
             yield event
 
     given = events()
-    try:
-        await handler(context, given)
-        async for _ in given:  # a handler that stops early: the response still needs it all
-            pass
-    except BaseException:
-        usage = reported(folded)
-        if usage is not None:
-            cut.append(usage)
-        raise
-    return finish_stream(folded, call_id_maker(effect.step))
+    await handler(context, given)
+    async for _ in given:  # a handler that stops early: the response still needs it all
+        pass
+    return finish_stream(folded[0], call_id_maker(effect.step))
 
 
 def _tool_activity(

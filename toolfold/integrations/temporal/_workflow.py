@@ -583,16 +583,26 @@ class AgentWorkflow:
         if workflow.patched(DROPPED_ATTEMPTS):
             # Every node's request says where its run is, and asks for the usage of the
             # attempts that failed after their stream reported it (`ModelAnswer`).
+            # The top run's waits for its activity to stop when the workflow is cancelled:
+            # the attempts it cut before come back in its failure (`_cancelled_failure`).
             given = ModelCallInput(effect, path, counted=True)
             try:
                 answer = await self._activity(
-                    agent, path, name, given, ModelAnswer, s.model_timeout
+                    agent, path, name, given, ModelAnswer, s.model_timeout, wait=not path
                 )
             except ActivityError as exc:  # failed for good: its error's state counts them
                 dropped = _failure_dropped(exc)
                 if dropped:  # (the state the `state` query, or the calling tool, keeps)
                     self._publish(path, _with_dropped(state, dropped))
+                if not path and workflow.cancellation_reason() is not None:
+                    raise asyncio.CancelledError() from exc  # cancelled, whatever stopped it
                 raise
+            if not path and workflow.cancellation_reason() is not None:
+                # Answered before it heard of the cancel: dropped, as an answer a local
+                # run is cancelled on before it takes it, and counted (it was billed).
+                billed = (*answer.dropped, answer.response.usage)
+                self._publish(path, _with_dropped(state, billed))
+                raise asyncio.CancelledError()
             state = _with_dropped(state, answer.dropped)
             response = answer.response
         else:
@@ -762,15 +772,18 @@ class AgentWorkflow:
         given: Any,
         result: type[Any],
         timeout: timedelta,
+        *,
+        wait: bool = False,
     ) -> Any:
         """Activity ``name``'s result for ``given`` (its size checked first), counted in flight.
 
-        Inside a timed sub-run (the run at ``path`` or one above it), a
-        cancelled activity is over only once it has stopped, as a timed-out
-        call is locally; elsewhere the run goes on once it asked.
+        Inside a timed sub-run (the run at ``path`` or one above it), or when
+        ``wait``, a cancelled activity is over only once it has stopped (as a
+        timed-out call is locally; or with what it says as it stops);
+        elsewhere the run goes on once it asked.
         """
         _check_size(agent, name, given)
-        timed = any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
+        timed = wait or any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
         self._in_flight += 1
         try:
             return await workflow.execute_activity(
