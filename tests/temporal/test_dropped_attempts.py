@@ -496,3 +496,33 @@ def test_an_application_error_the_model_raises_keeps_the_cut_attempts(
     assert failure.details[0] == {"said": 1}
     assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)] * 2
     assert state.usage == BILLED + BILLED
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_the_top_runs_model_input_is_read_once(
+    monkeypatch: pytest.MonkeyPatch, counted: bool
+) -> None:
+    """The top run's model activity reads its input's JSON once (a CallModel recorded before, or
+    a ModelCallInput), and gets the request and whether to count its dropped attempts."""
+    from temporalio.common import RawValue
+
+    from toolfold.integrations.temporal import _activities as activities_module
+    from toolfold.integrations.temporal._converter import ToolfoldPayloadConverter
+    from toolfold.runtime.core._effects import CallModel
+    from toolfold.runtime.core._messages import Message
+    from toolfold.runtime.core._request import ModelRequest
+
+    reads: list[object] = []
+
+    class Counting(ToolfoldPayloadConverter):
+        def from_payload(self, payload: Any, type_hint: Any = None) -> Any:
+            reads.append(type_hint)
+            return super().from_payload(payload, type_hint)
+
+    convert = Counting()
+    monkeypatch.setattr(activities_module.activity, "payload_converter", lambda: convert)
+    effect = CallModel(ModelRequest(messages=(Message.user("x" * 100),)), 1, "run:1:model")
+    sent = activities_module.ModelCallInput(effect, (), counted=True) if counted else effect
+    got = activities_module._top_request(RawValue(convert.to_payload(sent)))
+    assert got == (effect, counted)
+    assert len(reads) == 1
