@@ -40,6 +40,10 @@ from toolfold.integrations.temporal import (
 )
 from toolfold.integrations.temporal import _workflow as workflow_module
 from toolfold.runtime import AttemptDropped, RunEndEvent, StreamEvent, TextDelta, UsageUpdate
+from toolfold.runtime.core._effects import CallModel
+from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._request import ModelRequest
+from toolfold.runtime.core._serialize import structure
 from toolfold.testing import FunctionModel
 
 CUT_INPUT = 5000  # the input tokens a cut stream's message_start reports (billed)
@@ -190,6 +194,17 @@ def test_the_cut_attempts_temporal_retried_count_as_a_local_run_counts_them(
     cut = _local_cut(local, _local_cut(local, None, run_id), run_id)
     assert durable.state == _local_resumed(local, cut)
     _replays(agent, history)
+    # What it asked the model activity is a CallModel to an activity worker from before (a
+    # rolling deploy), which answers bare: the flag is a field that worker does not read.
+    (scheduled,) = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    (payload,) = scheduled.activity_task_scheduled_event_attributes.input.payloads
+    asked = json.loads(payload.data)
+    assert structure(asked, CallModel) == CallModel(
+        ModelRequest(messages=(Message.user("go"),)), 1, f"{run_id}:1:model"
+    )
+    assert asked["counted"] is True
 
 
 def test_a_request_failing_for_good_counts_every_cut_attempt_in_its_errors_state(
@@ -275,19 +290,21 @@ def test_recorded_cut_runs_replay_to_the_usage_they_recorded(
     ] * dropped
 
 
-def test_a_run_recorded_before_replays_only_through_the_patch(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("name", ["cut_retried", "cut_failed"])
+def test_a_bare_response_reads_as_an_answer_without_dropped_attempts(
+    monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    """The model activity's result recorded before (a bare response) fails to decode as the new
-    answer (the response with its dropped attempts): only the unpatched branch replays it."""
+    """The patched workflow reads the bare response an activity worker from before answers (a
+    rolling deploy), as these histories recorded it, as an answer without dropped attempts."""
     patched = workflow_module.workflow.patched
     monkeypatch.setattr(  # only this patch taken regardless of the history
         workflow_module.workflow,
         "patched",
         lambda given: given == workflow_module.DROPPED_ATTEMPTS or patched(given),
     )
-    with pytest.raises(RuntimeError, match="Failed decoding arguments"):
-        _replayed_state("cut_retried")
+    state = _replayed_state(name)  # (it failed to decode the response as the answer)
+    assert state.usage == (ANSWER if name == "cut_retried" else Usage())
+    assert not [e for e in state.log if isinstance(e, AttemptDropped)]
 
 
 class _Cutting:
@@ -508,9 +525,6 @@ def test_the_top_runs_model_input_is_read_once(
 
     from toolfold.integrations.temporal import _activities as activities_module
     from toolfold.integrations.temporal._converter import ToolfoldPayloadConverter
-    from toolfold.runtime.core._effects import CallModel
-    from toolfold.runtime.core._messages import Message
-    from toolfold.runtime.core._request import ModelRequest
 
     reads: list[object] = []
 
@@ -522,7 +536,7 @@ def test_the_top_runs_model_input_is_read_once(
     convert = Counting()
     monkeypatch.setattr(activities_module.activity, "payload_converter", lambda: convert)
     effect = CallModel(ModelRequest(messages=(Message.user("x" * 100),)), 1, "run:1:model")
-    sent = activities_module.ModelCallInput(effect, (), counted=True) if counted else effect
+    sent = activities_module.counted_request(effect) if counted else effect
     got = activities_module._top_request(RawValue(convert.to_payload(sent)))
     assert got == (effect, counted)
     assert len(reads) == 1

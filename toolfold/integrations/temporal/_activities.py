@@ -413,14 +413,40 @@ def _model_activity(
 
 
 def _top_request(given: RawValue) -> tuple[CallModel, bool]:
-    """The request a top run's model activity got, and whether it counts dropped attempts
-    (its JSON read once, then structured as the type its fields say)."""
+    """The request a top run's model activity got, and whether it counts dropped attempts.
+
+    Its JSON is read once: a `CallModel`, with ``"counted": true`` beside its
+    fields when the workflow asks to count them (`counted_request`).
+    """
     data = activity.payload_converter().from_payload(given.payload)
-    if isinstance(data, dict) and "effect" in data:
-        asked: ModelCallInput = structure(data, ModelCallInput)
-        return asked.effect, asked.counted
     effect: CallModel = structure(data, CallModel)
-    return effect, False
+    return effect, isinstance(data, dict) and data.get(_COUNTED) is True
+
+
+_COUNTED = "counted"
+
+
+def counted_request(effect: CallModel) -> dict[str, Any]:
+    """A top run's model request asking to count its dropped attempts: ``effect``'s payload with
+    ``"counted": true`` beside its fields.
+
+    An activity worker from before reads it as the `CallModel` (the flag is a
+    field it does not know) and answers with the bare response, which the
+    workflow takes as an answer without dropped attempts (`model_answer`).
+    """
+    return {**converter.unstructure(effect, CallModel), _COUNTED: True}
+
+
+def model_answer(data: Any) -> ModelAnswer:
+    """A counted model activity's result (plain JSON data) as a `ModelAnswer`.
+
+    A bare response (from an activity worker from before counting, during a
+    rolling deploy) is an answer without dropped attempts.
+    """
+    if isinstance(data, dict) and "response" in data:
+        answer: ModelAnswer = structure(data, ModelAnswer)
+        return answer
+    return ModelAnswer(structure(data, ModelResponse))
 
 
 CANCELLED = "ModelRequestCancelled"

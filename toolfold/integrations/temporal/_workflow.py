@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ActivityCancellationType
@@ -29,14 +29,15 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from toolfold._errors import RunError, ToolDefinitionError, ToolExecutionError, UsageError
     from toolfold.integrations.temporal._activities import (
-        ModelAnswer,
         ModelCallInput,
         OutputInput,
         SourceCallInput,
         ToolCallInput,
+        counted_request,
         dropped_in,
         list_activity_name,
         model_activity_name,
+        model_answer,
         output_activity_name,
         tool_activity_name,
     )
@@ -585,10 +586,17 @@ class AgentWorkflow:
             # attempts that failed after their stream reported it (`ModelAnswer`).
             # The top run's waits for its activity to stop when the workflow is cancelled:
             # the attempts it cut before come back in its failure (`_cancelled_failure`).
-            given = ModelCallInput(effect, path, counted=True)
+            # The first agent's request is a `CallModel` with the flag beside its fields, and
+            # the answer may be a bare response: both as an activity worker from before
+            # reads and writes them (a rolling deploy).
+            given: Any = (
+                counted_request(effect)
+                if node.name == agent.name
+                else ModelCallInput(effect, path, counted=True)
+            )
             try:
-                answer = await self._activity(
-                    agent, path, name, given, ModelAnswer, s.model_timeout, wait=not path
+                raw = await self._activity(
+                    agent, path, name, given, RawValue, s.model_timeout, wait=not path
                 )
             except ActivityError as exc:  # failed for good: its error's state counts them
                 dropped = _failure_dropped(exc)
@@ -597,6 +605,7 @@ class AgentWorkflow:
                 if not path and workflow.cancellation_reason() is not None:
                     raise asyncio.CancelledError() from exc  # cancelled, whatever stopped it
                 raise
+            answer = model_answer(workflow.payload_converter().from_payload(raw.payload))
             if not path and workflow.cancellation_reason() is not None:
                 # Answered before it heard of the cancel: dropped, as an answer a local
                 # run is cancelled on before it takes it, and counted (it was billed).
