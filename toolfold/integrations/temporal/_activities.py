@@ -142,17 +142,22 @@ class SourceCallInput:
 
 @attrs.frozen
 class ModelCallInput:
-    """What a model activity needs: the request and where its run is (a sub-run, or the top run).
+    """What the model activity of an agent other than the run's first (a sub-run's, a handoff
+    target's) needs: the request and where its run is.
 
     Attributes:
         effect: The core's effect (the request, its step and idempotency key).
         path: Tool name and call id per level from the top run, as in
-            `SubRunEvent.path`: ``("views", "call_3")``; () for the top run.
+            `SubRunEvent.path`: ``("views", "call_3")``; () for the top run
+            (a handoff target's request).
         counted: Whether the activity returns a `ModelAnswer`, with the usage
             of the attempts whose stream failed after their provider reported
             it, and carries them in its final failure (set by workflows that
             took the patch ``toolfold-dropped-attempts-counted``; left out of
-            the payload when False, so inputs recorded before read back the same).
+            the payload when False, so inputs recorded before read back the
+            same; a worker from before ignores it and answers with the bare
+            response). The first agent's request, a `CallModel`, carries the
+            same flag beside its fields.
     """
 
     effect: CallModel
