@@ -417,12 +417,15 @@ def _model_activity(
     return model_request
 
 
-def _top_request(given: RawValue) -> tuple[CallModel, bool]:
+def _top_request(given: RawValue | CallModel) -> tuple[CallModel, bool]:
     """The request a top run's model activity got, and whether it counts dropped attempts.
 
-    Its JSON is read once: a `CallModel`, with ``"counted": true`` beside its
-    fields when the workflow asks to count them (`counted_request`).
+    From Temporal, its JSON, read once: a `CallModel`, with ``"counted": true``
+    beside its fields when the workflow asks to count them (`counted_request`).
+    A `CallModel` itself: the activity called directly (``ActivityEnvironment``).
     """
+    if isinstance(given, CallModel):
+        return given, False
     data = activity.payload_converter().from_payload(given.payload)
     effect: CallModel = structure(data, CallModel)
     return effect, isinstance(data, dict) and data.get(_COUNTED) is True
