@@ -19,6 +19,7 @@ import temporal_app
 from temporal_runs import _worker
 from temporal_servers import DevServer
 from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
@@ -460,6 +461,62 @@ def test_a_cancelled_run_counts_the_cut_attempt_and_the_one_it_cancelled(
     assert state.usage == BILLED + BILLED
     assert state.phase == "awaiting_model"
     _replays(agent, history)
+
+
+class _Held(FunctionModel):
+    """Its request (unstreamed) says so (``held``) and never ends; ``stopped`` once it is cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: "done")
+        self.held = asyncio.Event()
+        self.stopped = asyncio.Event()
+
+    async def request(self, request: Any) -> Any:
+        self.held.set()
+        try:
+            await asyncio.Future()
+        finally:
+            self.stopped.set()
+
+
+def test_an_unstreamed_run_is_cancelled_without_waiting_for_its_model_activity(
+    server: DevServer, registry: None
+) -> None:
+    """No event_stream_handler (no usage to count): the cancelled run ends while its model
+    activity still runs (it hears of the cancel at its next heartbeat), as before counting."""
+    model = _Held()
+    agent = TemporalAgent(
+        Agent(model, name="dropped_unstreamed"),
+        settings=ActivitySettings(heartbeat_timeout=timedelta(seconds=60)),  # heartbeats at 20 s
+    )
+
+    async def go() -> tuple[BaseException, bool, WorkflowHistory]:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(
+                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
+            )
+            await asyncio.wait_for(model.held.wait(), 60)
+            await handle.workflow.cancel()
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            stopped = model.stopped.is_set()
+            return caught.value, stopped, await handle.workflow.fetch_history()
+
+    error, stopped, history = asyncio.run(go())
+    assert isinstance(error.__cause__, CancelledError)
+    assert not stopped  # the workflow ended before its activity heard of the cancel
+    events = [event.event_type for event in history.events]
+    assert events[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED not in events
+    _replays(agent, history)
+    # a worker given a handler since replays it as it ran (it did not wait)
+    _replays(_with_handler(agent, _read_all), history)
+
+
+def _with_handler(agent: TemporalAgent, handler: Any) -> TemporalAgent:
+    """``agent`` on a worker with ``handler`` as its event_stream_handler (None: without one)."""
+    assert isinstance(agent.agent, Agent)
+    return TemporalAgent(agent.agent, settings=agent.settings, event_stream_handler=handler)
 
 
 class _CutThenRaising(FunctionModel):

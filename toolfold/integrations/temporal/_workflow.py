@@ -151,6 +151,12 @@ DROPPED_ATTEMPTS = "toolfold-dropped-attempts-counted"
 failed after the provider reported it (billed), as a local run counts a cut stream
 (`AttemptDropped`): the activity carries them to the response or to its final failure (runs
 recorded before counted only the attempt that answered: their states stay as they were)."""
+STREAMED_CANCEL_WAITS = "toolfold-streamed-cancel-waits"
+"""The `workflow.patched` id marking a run whose top model requests stream (its agent has an
+``event_stream_handler`` on the worker that ran them): cancelled, it waits for such a request's
+activity to stop, to count the usage it reports; unstreamed, it ends at once. Set only by a
+worker whose agent streams, and read from the history on replay (`_waits_on_cancel`), so a
+cancelled run replays as it ran whatever handler the replaying worker has."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -245,11 +251,15 @@ class Registered:
 
     ``payload_limit``: the largest activity input the workflow schedules
     (None with external storage, which takes larger payloads by reference).
+    ``streams``: the agent has an ``event_stream_handler``, so its model
+    activities stream and can report a cancelled attempt's usage (the
+    workflow then waits for a cancelled top request's activity to stop).
     """
 
     node: Node
     settings: ActivitySettings
     payload_limit: int | None = PAYLOAD_LIMIT
+    streams: bool = False
 
     @property
     def name(self) -> str:
@@ -584,8 +594,9 @@ class AgentWorkflow:
         if workflow.patched(DROPPED_ATTEMPTS):
             # Every node's request says where its run is, and asks for the usage of the
             # attempts that failed after their stream reported it (`ModelAnswer`).
-            # The top run's waits for its activity to stop when the workflow is cancelled:
-            # the attempts it cut before come back in its failure (`_cancelled_failure`).
+            # A streamed top request waits for its activity to stop when the workflow is
+            # cancelled: the attempts it cut before come back in its failure
+            # (`_cancelled_failure`). Unstreamed, it has none to count: cancelled at once.
             # The first agent's request is a `CallModel` with the flag beside its fields, and
             # the answer may be a bare response: both as an activity worker from before
             # reads and writes them (a rolling deploy).
@@ -596,7 +607,13 @@ class AgentWorkflow:
             )
             try:
                 raw = await self._activity(
-                    agent, path, name, given, RawValue, s.model_timeout, wait=not path
+                    agent,
+                    path,
+                    name,
+                    given,
+                    RawValue,
+                    s.model_timeout,
+                    wait=not path and _waits_on_cancel(agent),
                 )
             except ActivityError as exc:  # failed for good: its error's state counts them
                 dropped = _failure_dropped(exc)
@@ -1111,6 +1128,19 @@ def _check_size(agent: Registered, activity: str, given: Any) -> None:
 def _too_large(message: str) -> ApplicationError:
     """The failure of a payload over its limit (a run's, a query's or an update's)."""
     return ApplicationError(message, type=PAYLOAD_TOO_LARGE, non_retryable=True)
+
+
+def _waits_on_cancel(agent: Registered) -> bool:
+    """Whether a cancelled top model request is waited for: its agent streams (`Registered`).
+
+    Recorded in the history (`STREAMED_CANCEL_WAITS`): a worker whose agent
+    streams marks the run, and a replay reads the mark whatever the
+    replaying worker's handler (a worker given a handler since, or no longer
+    given one, replays a run cancelled mid-request as it ran).
+    """
+    if agent.streams or workflow.unsafe.is_replaying():
+        return workflow.patched(STREAMED_CANCEL_WAITS)
+    return False
 
 
 def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -> int | None:
