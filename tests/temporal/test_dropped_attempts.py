@@ -463,6 +463,12 @@ def test_a_cancelled_run_counts_the_cut_attempt_and_the_one_it_cancelled(
     _replays(agent, history)
 
 
+async def _cancel_requested(handle: Any) -> bool:
+    """Whether the workflow asked its activity to cancel (its history has the request)."""
+    events = [e.event_type async for e in handle.workflow.fetch_history_events()]
+    return EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in events
+
+
 class _Held(FunctionModel):
     """Its request (unstreamed) says so (``held``) and never ends; ``stopped`` once it is cancelled."""
 
@@ -517,6 +523,60 @@ def _with_handler(agent: TemporalAgent, handler: Any) -> TemporalAgent:
     """``agent`` on a worker with ``handler`` as its event_stream_handler (None: without one)."""
     assert isinstance(agent.agent, Agent)
     return TemporalAgent(agent.agent, settings=agent.settings, event_stream_handler=handler)
+
+
+LATE = Usage(input_tokens=100, output_tokens=50, requests=1)
+
+
+class _AnsweringLate(FunctionModel):
+    """Its stream reports input usage, then answers (``LATE`` in all) once ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: "done")
+        self.held = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        yield UsageUpdate(Usage(input_tokens=100, requests=1))
+        yield TextDelta("done")
+        self.held.set()
+        await self.release.wait()
+        yield UsageUpdate(LATE)
+
+
+def test_an_answer_arriving_after_the_cancel_is_dropped_and_counted(
+    server: DevServer, registry: None
+) -> None:
+    """A streamed request that answers after the workflow asked its activity to cancel (before
+    the activity heard of it): the run ends cancelled, the answer dropped and its usage counted."""
+    model = _AnsweringLate()
+    agent = TemporalAgent(
+        Agent(model, name="dropped_late_answer"),
+        settings=ActivitySettings(heartbeat_timeout=timedelta(seconds=30)),  # heartbeats at 10 s
+        event_stream_handler=_read_all,
+    )
+
+    async def go() -> tuple[BaseException, RunState, WorkflowHistory]:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(
+                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
+            )
+            await asyncio.wait_for(model.held.wait(), 60)
+            await handle.workflow.cancel()
+            while not await _cancel_requested(handle):
+                await asyncio.sleep(0.05)
+            model.release.set()  # the answer comes after the workflow asked to cancel
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            return caught.value, await handle.state(), await handle.workflow.fetch_history()
+
+    error, state, history = asyncio.run(go())
+    assert isinstance(error.__cause__, CancelledError)
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(LATE)]
+    assert state.usage == LATE
+    assert (state.phase, len(state.conversation)) == ("awaiting_model", 1)
+    _replays(agent, history)
+    _replays(_with_handler(agent, None), history)  # a worker whose handler was taken away
 
 
 class _CutThenRaising(FunctionModel):
