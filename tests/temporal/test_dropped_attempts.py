@@ -637,7 +637,7 @@ def test_the_top_runs_model_input_is_read_once(
     monkeypatch: pytest.MonkeyPatch, counted: bool
 ) -> None:
     """The top run's model activity reads its input's JSON once (a CallModel recorded before, or
-    a ModelCallInput), and gets the request and whether to count its dropped attempts."""
+    one with "counted": true), and gets the request and whether to count its dropped attempts."""
     from temporalio.common import RawValue
 
     from toolfold.integrations.temporal import _activities as activities_module

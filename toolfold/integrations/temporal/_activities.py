@@ -174,7 +174,8 @@ converter.register_unstructure_hook(
 
 @attrs.frozen
 class ModelAnswer:
-    """What a model activity asked to count its dropped attempts returns (`ModelCallInput.counted`).
+    """What a model activity asked to count its dropped attempts returns (`ModelCallInput.counted`,
+    or a first agent's request with ``"counted": true``: `counted_request`).
 
     Attributes:
         response: The model's response, as the activity returns it otherwise.
@@ -409,8 +410,8 @@ def _model_activity(
 
     @activity.defn(name=model_activity_name(name))
     async def model_request(given: RawValue) -> Any:
-        # A `CallModel` (as recorded before dropped attempts were counted), or a
-        # `ModelCallInput` asking to count them: told apart by its fields.
+        # A `CallModel`'s payload (as recorded before dropped attempts were counted), with
+        # ``"counted": true`` beside its fields when asked to count them (`counted_request`).
         effect, counted = _top_request(given)
         return await request(effect, (), counted)
 
