@@ -40,6 +40,7 @@ from toolfold import (
     Route,
     RunContext,
     Sequence,
+    StreamError,
     Task,
     Tool,
     Usage,
@@ -54,7 +55,7 @@ from toolfold.integrations.temporal import (
     ToolfoldPlugin,
 )
 from toolfold.mcp import MCPServerStdio
-from toolfold.runtime import StreamEvent, TextDelta
+from toolfold.runtime import StreamEvent, TextDelta, UsageUpdate
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest
 from toolfold.runtime.core._state import RunState
@@ -1561,6 +1562,44 @@ relayed_stops = TemporalAgent(
 )
 
 
+def _cut_on(attempts: int) -> Callable[[ModelRequest], Any]:
+    """A stream function whose stream, on the model activity's first ``attempts`` attempts,
+    reports usage (billed) and is cut; later attempts answer "done"."""
+
+    def events(request: ModelRequest) -> Any:
+        if activity.info().attempt <= attempts:
+            yield UsageUpdate(Usage(input_tokens=5000, output_tokens=1, requests=1))
+            yield TextDelta("word ")
+            raise StreamError("the stream ended before the message finished", provider="test")
+        yield UsageUpdate(Usage(input_tokens=7, output_tokens=3, requests=1))
+        yield TextDelta("done")
+
+    return events
+
+
+async def _drain(context: StreamContext, events: AsyncIterator[StreamEvent]) -> None:
+    async for _ in events:
+        pass
+
+
+# A stream cut after its usage on the first attempt, then answered (Temporal retried it).
+cut_retried = TemporalAgent(
+    Agent(FunctionModel(lambda r: "done", stream_function=_cut_on(1)), name="cut_retried"),
+    settings=SETTINGS,
+    event_stream_handler=_drain,
+)
+# Every attempt's stream cut after its usage, until the retry policy's two attempts are used up.
+cut_failed = TemporalAgent(
+    Agent(FunctionModel(lambda r: "done", stream_function=_cut_on(2)), name="cut_failed"),
+    settings=ActivitySettings(
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(milliseconds=50), backoff_coefficient=1.0, maximum_attempts=2
+        )
+    ),
+    event_stream_handler=_drain,
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1599,6 +1638,8 @@ AGENTS = [
     orphaned,
     looped,
     relayed_stops,
+    cut_retried,
+    cut_failed,
 ]
 
 

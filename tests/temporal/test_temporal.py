@@ -718,6 +718,10 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "handed_stop_named",
         "renamed_failure",
         "renamed_failure_named",
+        "cut_retried",
+        "cut_retried_counted",
+        "cut_failed",
+        "cut_failed_counted",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -1205,7 +1209,12 @@ def test_runs_recorded_before_nested_runs_replay_only_through_the_patch(
 ) -> None:
     """A workflow spec's history from before nested runs breaks replay unless the workflow.patched branch keeps its steps whole."""
     history = _history("tree")
-    monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(  # (every patch but the counting of cut attempts, which is no command)
+        workflow_module.workflow,
+        "patched",
+        lambda patch_id: patch_id != workflow_module.DROPPED_ATTEMPTS or patched(patch_id),
+    )
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     with pytest.raises(NondeterminismError, match="tree__tool__desk"):
         asyncio.run(replayer.replay_workflow(history))
@@ -1217,7 +1226,12 @@ def test_runs_that_stopped_on_a_transfer_before_the_handoff_at_stop_replay_throu
     """A history of a run that stopped at max_steps on a transfer, from before it handed over
     there, breaks replay unless the workflow.patched branch keeps its stop as it was."""
     history = _history("stopped_transfer")
-    monkeypatch.setattr(workflow_module.workflow, "patched", lambda patch_id: True)
+    patched = workflow_module.workflow.patched
+    monkeypatch.setattr(  # (every patch but the counting of cut attempts, which is no command)
+        workflow_module.workflow,
+        "patched",
+        lambda patch_id: patch_id != workflow_module.DROPPED_ATTEMPTS or patched(patch_id),
+    )
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     # (the patched branch lists billing's tools where the run had completed)
     with pytest.raises(NondeterminismError, match="Activity machine does not handle"):

@@ -62,9 +62,9 @@ from toolfold.runtime._planner import Planner
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
-from toolfold.runtime.core._messages import Message
+from toolfold.runtime.core._messages import Message, Usage
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
-from toolfold.runtime.core._serialize import converter
+from toolfold.runtime.core._serialize import converter, structure
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import TokenBudget
 from toolfold.runtime.core._stream import StreamEvent, StreamState, finish_stream, fold_stream
@@ -76,7 +76,7 @@ from toolfold.runtime.drive._executor import (
     run_calls,
 )
 from toolfold.runtime.drive._open import listing_off_loop, source_closer
-from toolfold.runtime.drive._shells import call_id_maker
+from toolfold.runtime.drive._shells import call_id_maker, reported
 from toolfold.toolkit._context import RunContext
 
 T = TypeVar("T")
@@ -142,16 +142,79 @@ class SourceCallInput:
 
 @attrs.frozen
 class ModelCallInput:
-    """What the model activity of a sub-run needs: the request and where the sub-run is.
+    """What the model activity of an agent other than the run's first (a sub-run's, a handoff
+    target's) needs: the request and where its run is.
 
     Attributes:
         effect: The core's effect (the request, its step and idempotency key).
         path: Tool name and call id per level from the top run, as in
-            `SubRunEvent.path`: ``("views", "call_3")``.
+            `SubRunEvent.path`: ``("views", "call_3")``; () for the top run
+            (a handoff target's request).
+        counted: Whether the activity returns a `ModelAnswer`, with the usage
+            of the attempts whose stream failed after their provider reported
+            it, and carries them in its final failure (set by workflows that
+            took the patch ``toolfold-dropped-attempts-counted``; left out of
+            the payload when False, so inputs recorded before read back the
+            same; a worker from before ignores it and answers with the bare
+            response). The first agent's request, a `CallModel`, carries the
+            same flag beside its fields.
     """
 
     effect: CallModel
     path: tuple[str, ...]
+    counted: bool = False
+
+
+# ``counted`` only when set: the payload of a request recorded without it is what it always was.
+converter.register_unstructure_hook(
+    ModelCallInput,
+    make_dict_unstructure_fn(ModelCallInput, converter, counted=override(omit_if_default=True)),
+)
+
+
+@attrs.frozen
+class ModelAnswer:
+    """What a model activity asked to count its dropped attempts returns (`ModelCallInput.counted`,
+    or a first agent's request with ``"counted": true``: `counted_request`).
+
+    Attributes:
+        response: The model's response, as the activity returns it otherwise.
+        dropped: The usage each earlier attempt of the request reported before
+            its stream failed (the provider billed them), in attempt order:
+            the workflow records each as an `AttemptDropped` before the
+            response, as a local run records a cut stream it asked again.
+    """
+
+    response: ModelResponse
+    dropped: tuple[Usage, ...] = ()
+
+
+DROPPED = "toolfold_dropped_usage"
+"""The key of the detail (heartbeat, failure) that carries a model request's dropped usages."""
+
+
+def dropped_detail(dropped: Sequence[Usage]) -> dict[str, Any]:
+    """The heartbeat or failure detail carrying ``dropped`` (see `dropped_in`)."""
+    return {DROPPED: [converter.unstructure(usage) for usage in dropped]}
+
+
+def is_dropped_detail(detail: object) -> bool:
+    """Whether ``detail`` (a plain JSON value) is one `dropped_detail` made."""
+    return isinstance(detail, dict) and set(detail) == {DROPPED}
+
+
+def dropped_in(details: Sequence[Any]) -> tuple[Usage, ...]:
+    """The dropped usages `dropped_detail` put among ``details`` (plain JSON values), or ().
+
+    A detail that does not read as usages (none is expected) counts nothing.
+    """
+    for detail in details:
+        if is_dropped_detail(detail):
+            try:
+                return tuple(converter.structure(u, Usage) for u in detail[DROPPED])
+            except Exception:
+                return ()
+    return ()
 
 
 @attrs.frozen
@@ -295,65 +358,187 @@ def _model_activity(
     if isinstance(model, Planner):
         stream = None  # a workflow's decisions are not a model's output: nothing to stream
 
-    async def request(effect: CallModel, path: tuple[str, ...]) -> ModelResponse:
+    async def request(effect: CallModel, path: tuple[str, ...], counted: bool) -> Any:
+        # ``counted``: the workflow records the usage of the attempts whose stream failed
+        # after the provider reported it (billed): each such attempt heartbeats the
+        # usages so far, which the next attempt reads back (Temporal keeps the last
+        # heartbeat's details across retries); the answer or the final failure carries them.
+        dropped = list(dropped_in(activity.info().heartbeat_details)) if counted else []
+        folded = [StreamState()]  # this attempt's stream so far (`_streamed` keeps it)
         if stream is None:
             work = model.request(effect.request)
         else:
             run_id = effect.key.rsplit(":", 2)[0]  # the key is <run id>:<step>:model
             attempt = activity.info().attempt
             context = StreamContext(name, run_id, effect.step, effect.key, attempt, deps, path)
-            work = _streamed(model, effect, stream, context)
+            work = _streamed(model, effect, stream, context, folded)
+        details = (dropped_detail(dropped),) if dropped else ()
         try:
             # A call the provider cut never runs (as in a local run, see the loop):
             # dropped here, so the recorded result already lacks it and a history
             # recorded before replays the result it recorded.
-            return without_cut_calls(await _heartbeating(work, every))
-        except ProviderError as exc:
-            raise _application_error(exc) from exc
-        except ToolfoldError as exc:  # a bad request or configuration: retrying cannot help
-            raise ApplicationError(
-                str(exc), *_details(exc), type=type(exc).__name__, non_retryable=True
-            ) from exc
-        except FailureError:  # Temporal's own (an ApplicationError the model raised): as is
-            raise
-        except Exception as exc:
-            # What Temporal would make of it (retryable, typed by its bare class name),
-            # with its full class name, so the client tells a third-party class from a
-            # toolfold one of the same name (`rebuilt_error`).
-            raise ApplicationError(str(exc), _qualified(exc), type=type(exc).__name__) from exc
+            answer = without_cut_calls(await _heartbeating(work, every, details))
+        except BaseException as exc:
+            # Read here, not once the stream's task saw the failure: a cancellation
+            # reaches this attempt before the task it cancels.
+            cut = reported(folded[0]) if counted and stream is not None else None
+            if cut is not None:  # kept for the next attempt (a failure's last heartbeat is sent)
+                dropped.append(cut)
+                activity.heartbeat(dropped_detail(dropped))
+            if isinstance(exc, asyncio.CancelledError):
+                if dropped and not path and _cancel_requested():
+                    raise _cancelled_failure(dropped) from exc
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            if isinstance(exc, ApplicationError):  # one the model or handler raised: as is
+                if not dropped:
+                    raise
+                raise _with_dropped_detail(exc, dropped) from exc
+            if isinstance(exc, FailureError):  # Temporal's own
+                raise
+            raise _model_failure(exc, dropped) from exc
+        return ModelAnswer(answer, tuple(dropped)) if counted else answer
 
     if nested:
 
         @activity.defn(name=model_activity_name(name))
-        async def nested_request(given: ModelCallInput) -> ModelResponse:
-            return await request(given.effect, given.path)
+        async def nested_request(given: ModelCallInput) -> Any:
+            return await request(given.effect, given.path, given.counted)
 
         return nested_request
 
     @activity.defn(name=model_activity_name(name))
-    async def model_request(effect: CallModel) -> ModelResponse:
-        return await request(effect, ())
+    async def model_request(given: RawValue) -> Any:
+        # A `CallModel`'s payload (as recorded before dropped attempts were counted), with
+        # ``"counted": true`` beside its fields when asked to count them (`counted_request`).
+        effect, counted = _top_request(given)
+        return await request(effect, (), counted)
 
     return model_request
 
 
+def _top_request(given: RawValue | CallModel) -> tuple[CallModel, bool]:
+    """The request a top run's model activity got, and whether it counts dropped attempts.
+
+    From Temporal, its JSON, read once: a `CallModel`, with ``"counted": true``
+    beside its fields when the workflow asks to count them (`counted_request`).
+    A `CallModel` itself: the activity called directly (``ActivityEnvironment``).
+    """
+    if isinstance(given, CallModel):
+        return given, False
+    data = activity.payload_converter().from_payload(given.payload)
+    effect: CallModel = structure(data, CallModel)
+    return effect, isinstance(data, dict) and data.get(_COUNTED) is True
+
+
+_COUNTED = "counted"
+
+
+def counted_request(effect: CallModel) -> dict[str, Any]:
+    """A top run's model request asking to count its dropped attempts: ``effect``'s payload with
+    ``"counted": true`` beside its fields.
+
+    An activity worker from before reads it as the `CallModel` (the flag is a
+    field it does not know) and answers with the bare response, which the
+    workflow takes as an answer without dropped attempts (`model_answer`).
+    """
+    return {**converter.unstructure(effect, CallModel), _COUNTED: True}
+
+
+def model_answer(data: Any) -> ModelAnswer:
+    """A counted model activity's result (plain JSON data) as a `ModelAnswer`.
+
+    A bare response (from an activity worker from before counting, during a
+    rolling deploy) is an answer without dropped attempts.
+    """
+    if isinstance(data, dict) and "response" in data:
+        answer: ModelAnswer = structure(data, ModelAnswer)
+        return answer
+    return ModelAnswer(structure(data, ModelResponse))
+
+
+CANCELLED = "ModelRequestCancelled"
+"""The type of the failure a top run's model activity cancelled by its workflow raises when it
+has dropped attempts to count: a cancelled activity's own result carries no details
+(`_cancelled_failure`)."""
+
+
+def _cancel_requested() -> bool:
+    """Whether this activity is cancelled because its workflow asked (not a worker shutting down)."""
+    details = activity.cancellation_details()
+    return details is not None and details.cancel_requested
+
+
+def _cancelled_failure(dropped: Sequence[Usage]) -> ApplicationError:
+    """What a model activity its workflow cancelled raises to hand over ``dropped``.
+
+    Temporal's SDK reports a cancelled activity with no details, so it fails
+    instead (not retried: its cancellation was asked); the workflow, which
+    waits for a cancelled top run's model activity to stop, records them and
+    ends cancelled.
+    """
+    return ApplicationError(
+        "the model request was cancelled",
+        dropped_detail(dropped),
+        type=CANCELLED,
+        non_retryable=True,
+    )
+
+
+def _with_dropped_detail(exc: ApplicationError, dropped: Sequence[Usage]) -> ApplicationError:
+    """``exc`` (an `ApplicationError` a model or its stream handler raised) carrying ``dropped``."""
+    return ApplicationError(
+        exc.message,
+        *exc.details,
+        dropped_detail(dropped),
+        type=exc.type,
+        non_retryable=exc.non_retryable,
+        next_retry_delay=exc.next_retry_delay,
+        category=exc.category,
+    )
+
+
+def _model_failure(exc: Exception, dropped: Sequence[Usage]) -> ApplicationError:
+    """The failure of a model activity that raised ``exc``, carrying ``dropped`` (if any)."""
+    extra = (dropped_detail(dropped),) if dropped else ()
+    if isinstance(exc, ProviderError):
+        return _application_error(exc, extra)
+    if isinstance(exc, ToolfoldError):  # a bad request or configuration: retrying cannot help
+        return ApplicationError(
+            str(exc), *_details(exc), *extra, type=type(exc).__name__, non_retryable=True
+        )
+    # What Temporal would make of it (retryable, typed by its bare class name),
+    # with its full class name, so the client tells a third-party class from a
+    # toolfold one of the same name (`rebuilt_error`).
+    return ApplicationError(str(exc), _qualified(exc), *extra, type=type(exc).__name__)
+
+
 async def _streamed(
-    model: Model, effect: CallModel, handler: EventStreamHandler, context: StreamContext
+    model: Model,
+    effect: CallModel,
+    handler: EventStreamHandler,
+    context: StreamContext,
+    folded: list[StreamState],
 ) -> ModelResponse:
-    """The model's response, streamed: every event goes to ``handler`` as it arrives."""
-    folded = StreamState()
+    """The model's response, streamed: every event goes to ``handler`` as it arrives.
+
+    ``folded[0]`` is the stream folded so far, kept up to date event by event:
+    the caller reads the usage a stream that failed or was cancelled had
+    reported (the request was billed) from it when it sees the failure, which
+    for a cancellation is before this coroutine does.
+    """
 
     async def events() -> AsyncIterator[StreamEvent]:
-        nonlocal folded
         async for event in model.stream(effect.request):
-            folded = fold_stream(folded, event)
+            folded[0] = fold_stream(folded[0], event)
             yield event
 
     given = events()
     await handler(context, given)
     async for _ in given:  # a handler that stops early: the response still needs it all
         pass
-    return finish_stream(folded, call_id_maker(effect.step))
+    return finish_stream(folded[0], call_id_maker(effect.step))
 
 
 def _tool_activity(
@@ -532,7 +717,7 @@ def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturn
     return ToolReturned(event.call_id, message, True, "error", event.duration)
 
 
-def _application_error(exc: ProviderError) -> ApplicationError:
+def _application_error(exc: ProviderError, extra: Sequence[Any] = ()) -> ApplicationError:
     """A provider error as Temporal sees it: retryable or not, with the provider's delay.
 
     A ``retry_after`` past `MAX_RETRY_DELAY` (``inf`` too) is non-retryable with
@@ -548,6 +733,7 @@ def _application_error(exc: ProviderError) -> ApplicationError:
     return ApplicationError(
         str(exc),
         _qualified(exc),
+        *extra,
         type=type(exc).__name__,
         non_retryable=permanent,
         next_retry_delay=delay,
@@ -585,13 +771,13 @@ def _details(exc: ToolfoldError) -> tuple[Any, ...]:
     return (_qualified(exc), dict(fields))
 
 
-def _named_class(failure: ApplicationError) -> type | None:
-    """The class ``failure``'s detail names, when it names a toolfold one (imported on demand).
+def _named_class(details: Sequence[Any]) -> type | None:
+    """The class a failure's first detail names, when it names a toolfold one (imported on demand).
 
     None when it names no class, or one outside toolfold (never imported), or
     one the client cannot import (an optional extra it lacks).
     """
-    named = failure.details[0] if failure.details else None
+    named = details[0] if details else None
     if not (isinstance(named, str) and named.startswith(_CLASS)):
         return None
     module, _, qualname = named.removeprefix(_CLASS).partition(":")
@@ -624,14 +810,15 @@ def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
     custom model raised included).
     """
     by_type = getattr(errors, failure.type or "", None)
-    raised = _named_class(failure) if failure.details else by_type
+    details = [d for d in failure.details if not is_dropped_detail(d)]  # (not the error's)
+    raised = _named_class(details) if details else by_type
     if not (isinstance(raised, type) and issubclass(raised, ToolfoldError)):
         return None
     if issubclass(raised, RunError):  # a run's failure carries its own type prefix
         return None
     own = [c for c in raised.__mro__ if issubclass(c, ToolfoldError) and "__init__" in vars(c)]
     if not issubclass(raised, ProviderError) and own:  # made from other parts: its fields
-        fields = failure.details[1] if len(failure.details) > 1 else None
+        fields = details[1] if len(details) > 1 else None
         if not (isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values())):
             return None
         restored: ToolfoldError = restored_error(raised, (failure.message,), fields)
@@ -640,11 +827,12 @@ def rebuilt_error(failure: ApplicationError) -> ToolfoldError | None:
     return made
 
 
-async def _heartbeating(work: Awaitable[T], every: float) -> T:
+async def _heartbeating(work: Awaitable[T], every: float, details: Sequence[Any] = ()) -> T:
     """Await ``work`` while telling Temporal the activity is alive, every ``every`` seconds.
 
     Heartbeats let the server notice a crashed worker within the heartbeat
-    timeout instead of the (much longer) start-to-close timeout.
+    timeout instead of the (much longer) start-to-close timeout. Each carries
+    ``details``: the server keeps the last heartbeat's for the next attempt.
     """
     task = asyncio.ensure_future(work)
     try:
@@ -652,6 +840,6 @@ async def _heartbeating(work: Awaitable[T], every: float) -> T:
             done, _ = await asyncio.wait({task}, timeout=every)
             if done:
                 return task.result()
-            activity.heartbeat()
+            activity.heartbeat(*details)
     finally:
         task.cancel()

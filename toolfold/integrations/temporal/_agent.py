@@ -186,7 +186,8 @@ class TemporalAgent:
         return hosts
 
     def _registered(self) -> Registered:
-        return Registered(node=node(self.name, self.agent), settings=self.settings)
+        streams = self.event_stream_handler is not None  # a cancelled request has usage to count
+        return Registered(node=node(self.name, self.agent), settings=self.settings, streams=streams)
 
     async def start(
         self,

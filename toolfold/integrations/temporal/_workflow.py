@@ -21,8 +21,9 @@ from typing import Any
 import attrs
 from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -32,8 +33,11 @@ with workflow.unsafe.imports_passed_through():
         OutputInput,
         SourceCallInput,
         ToolCallInput,
+        counted_request,
+        dropped_in,
         list_activity_name,
         model_activity_name,
+        model_answer,
         output_activity_name,
         tool_activity_name,
     )
@@ -74,7 +78,7 @@ with workflow.unsafe.imports_passed_through():
     from toolfold.runtime.drive._executor import failed_sub_run, timed_out_message
     from toolfold.runtime.drive._failures import tool_failure, with_dropped_sub_runs
     from toolfold.runtime.drive._handoff import at_limit, settle_events
-    from toolfold.runtime.drive._loop import unique_call_ids
+    from toolfold.runtime.drive._loop import unique_call_ids, with_cut_usage
     from toolfold.runtime.drive._output import OutputRejected as _Rejected
     from toolfold.runtime.drive._output import rejection
     from toolfold.runtime.drive._workers import carried as carried_exception
@@ -142,6 +146,17 @@ FAILURE_NAMES_AGENT = "toolfold-failure-names-agent"
 failed sub-run, the agent that ran it where the tool's name does not say it (`failed_in`),
 as a local run does; inside a sub-run that error's text is its caller's error result (runs
 recorded before said ``tool 'ask' failed: ...``: they replay so)."""
+DROPPED_ATTEMPTS = "toolfold-dropped-attempts-counted"
+"""The `workflow.patched` id of counting the usage of a model request's attempts whose stream
+failed after the provider reported it (billed), as a local run counts a cut stream
+(`AttemptDropped`): the activity carries them to the response or to its final failure (runs
+recorded before counted only the attempt that answered: their states stay as they were)."""
+STREAMED_CANCEL_WAITS = "toolfold-streamed-cancel-waits"
+"""The `workflow.patched` id marking a run whose top model requests stream (its agent has an
+``event_stream_handler`` on the worker that ran them): cancelled, it waits for such a request's
+activity to stop, to count the usage it reports; unstreamed, it ends at once. Set only by a
+worker whose agent streams, and read from the history on replay (`_waits_on_cancel`), so a
+cancelled run replays as it ran whatever handler the replaying worker has."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -236,11 +251,15 @@ class Registered:
 
     ``payload_limit``: the largest activity input the workflow schedules
     (None with external storage, which takes larger payloads by reference).
+    ``streams``: the agent has an ``event_stream_handler``, so its model
+    activities stream and can report a cancelled attempt's usage (the
+    workflow then waits for a cancelled top request's activity to stop).
     """
 
     node: Node
     settings: ActivitySettings
     payload_limit: int | None = PAYLOAD_LIMIT
+    streams: bool = False
 
     @property
     def name(self) -> str:
@@ -570,12 +589,53 @@ class AgentWorkflow:
         path: tuple[str, ...],
     ) -> RunState:
         s = agent.settings
-        # The first agent's model request takes the effect; every other node's
-        # (sub-runs, handoff targets) says where its run is.
-        given: Any = effect if node.name == agent.name else ModelCallInput(effect, path)
         self._model_calls += 1
         name = model_activity_name(node.name)
-        response = await self._activity(agent, path, name, given, ModelResponse, s.model_timeout)
+        if workflow.patched(DROPPED_ATTEMPTS):
+            # Every node's request says where its run is, and asks for the usage of the
+            # attempts that failed after their stream reported it (`ModelAnswer`).
+            # A streamed top request waits for its activity to stop when the workflow is
+            # cancelled: the attempts it cut before come back in its failure
+            # (`_cancelled_failure`). Unstreamed, it has none to count: cancelled at once.
+            # The first agent's request is a `CallModel` with the flag beside its fields, and
+            # the answer may be a bare response: both as an activity worker from before
+            # reads and writes them (a rolling deploy).
+            given: Any = (
+                counted_request(effect)
+                if node.name == agent.name
+                else ModelCallInput(effect, path, counted=True)
+            )
+            try:
+                raw = await self._activity(
+                    agent,
+                    path,
+                    name,
+                    given,
+                    RawValue,
+                    s.model_timeout,
+                    wait=not path and _waits_on_cancel(agent),
+                )
+            except ActivityError as exc:  # failed for good: its error's state counts them
+                dropped = _failure_dropped(exc)
+                if dropped:  # (the state the `state` query, or the calling tool, keeps)
+                    self._publish(path, _with_dropped(state, dropped))
+                if not path and workflow.cancellation_reason() is not None:
+                    raise asyncio.CancelledError() from exc  # cancelled, whatever stopped it
+                raise
+            answer = model_answer(workflow.payload_converter().from_payload(raw.payload))
+            if not path and workflow.cancellation_reason() is not None:
+                # Answered before it heard of the cancel: dropped, as an answer a local
+                # run is cancelled on before it takes it, and counted (it was billed).
+                billed = (*answer.dropped, answer.response.usage)
+                self._publish(path, _with_dropped(state, billed))
+                raise asyncio.CancelledError()
+            state = _with_dropped(state, answer.dropped)
+            response = answer.response
+        else:
+            # The first agent's model request takes the effect; every other node's
+            # (sub-runs, handoff targets) says where its run is.
+            old: Any = effect if node.name == agent.name else ModelCallInput(effect, path)
+            response = await self._activity(agent, path, name, old, ModelResponse, s.model_timeout)
         response = unique_call_ids(response)
         if _has_float_counts(response.usage) and not workflow.patched(EXACT_COUNTS):
             response = attrs.evolve(response, usage=_truncated(response.usage))
@@ -738,15 +798,18 @@ class AgentWorkflow:
         given: Any,
         result: type[Any],
         timeout: timedelta,
+        *,
+        wait: bool = False,
     ) -> Any:
         """Activity ``name``'s result for ``given`` (its size checked first), counted in flight.
 
-        Inside a timed sub-run (the run at ``path`` or one above it), a
-        cancelled activity is over only once it has stopped, as a timed-out
-        call is locally; elsewhere the run goes on once it asked.
+        Inside a timed sub-run (the run at ``path`` or one above it), or when
+        ``wait``, a cancelled activity is over only once it has stopped (as a
+        timed-out call is locally; or with what it says as it stops);
+        elsewhere the run goes on once it asked.
         """
         _check_size(agent, name, given)
-        timed = any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
+        timed = wait or any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
         self._in_flight += 1
         try:
             return await workflow.execute_activity(
@@ -1067,6 +1130,19 @@ def _too_large(message: str) -> ApplicationError:
     return ApplicationError(message, type=PAYLOAD_TOO_LARGE, non_retryable=True)
 
 
+def _waits_on_cancel(agent: Registered) -> bool:
+    """Whether a cancelled top model request is waited for: its agent streams (`Registered`).
+
+    Recorded in the history (`STREAMED_CANCEL_WAITS`): a worker whose agent
+    streams marks the run, and a replay reads the mark whatever the
+    replaying worker's handler (a worker given a handler since, or no longer
+    given one, replays a run cancelled mid-request as it ran).
+    """
+    if agent.streams or workflow.unsafe.is_replaying():
+        return workflow.patched(STREAMED_CANCEL_WAITS)
+    return False
+
+
 def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -> int | None:
     """The encoded size of ``given`` when it is over ``limit`` (default: the agent's payload
     limit), else None; None too with external storage (it takes large payloads by reference)."""
@@ -1187,6 +1263,24 @@ def _validate(node: Node, state: RunState, effect: ValidateOutput) -> Event:
             return event
         return OutputRejected(rejected.message)  # as a run recorded before decided
     return OutputAccepted(plain)
+
+
+def _with_dropped(state: RunState, dropped: Sequence[Usage]) -> RunState:
+    """``state`` counting each dropped attempt's usage, as a local run counts a cut stream."""
+    for usage in dropped:
+        state = with_cut_usage(state, usage)
+    return state
+
+
+def _failure_dropped(exc: ActivityError) -> tuple[Usage, ...]:
+    """The dropped attempts' usages a model activity's final failure carries: in its details,
+    or in its last heartbeat's when the last attempt timed out."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError):
+        return dropped_in(cause.details)
+    if isinstance(cause, ActivityTimeout):
+        return dropped_in(cause.last_heartbeat_details)
+    return ()
 
 
 def _has_float_counts(usage: Usage) -> bool:

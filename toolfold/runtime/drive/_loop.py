@@ -249,7 +249,7 @@ class CutAnswer(NamedTuple):
     usage: Usage
 
 
-def _with_cut_usage(state: RunState, usage: Usage) -> RunState:
+def with_cut_usage(state: RunState, usage: Usage) -> RunState:
     """``state`` (waiting for its model) counting the usage a failed stream reported, as an
     `AttemptDropped` (what a resume counts once, as `token_budget` does): the answer is
     dropped, the model is asked again on resume. Kept as it was should the reducer refuse
@@ -273,7 +273,7 @@ _CUT_USAGE = "_toolfold_cut_usage"
 def note_cut_usage(exc: BaseException, usage: Usage | None) -> None:
     """Give ``exc``, an interruption that cut a model's stream after the provider reported
     ``usage``, that usage for the run's loop: the call was billed, so the interruption's
-    state counts it (`_with_cut_usage`), as an error's does (`CutAnswer`)."""
+    state counts it (`with_cut_usage`), as an error's does (`CutAnswer`)."""
     if usage is not None and not isinstance(exc, Exception):
         with suppress(AttributeError, TypeError):  # (an exception class without a __dict__)
             setattr(exc, _CUT_USAGE, usage)
@@ -426,7 +426,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 try:
                     response = yield effect
                     if type(response) is CutAnswer:  # a stream that failed, its usage billed
-                        state = _with_cut_usage(state, response.usage)
+                        state = with_cut_usage(state, response.usage)
                         raise response.error
                 except Exception as exc:
                     name_the_output_type(exc, live.output)
@@ -442,7 +442,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         raise
                 except BaseException as exc:  # cancelled while the model answers: the run before
                     # (counting what a cut stream had reported: billed, asked again on resume)
-                    interrupted(exc, _with_cut_usage(state, _taken_cut_usage(exc)))
+                    interrupted(exc, with_cut_usage(state, _taken_cut_usage(exc)))
                     raise
                 # A call the provider cut never runs, whichever model answered, whole
                 # or streamed: dropped once here, where the answer becomes the event
