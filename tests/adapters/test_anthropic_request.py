@@ -126,6 +126,59 @@ def test_thinking_goes_back_unchanged_and_foreign_reasoning_is_left_out() -> Non
     assert len(sent["messages"][1]["content"]) == 3
 
 
+@pytest.mark.parametrize("blank", ["\n\n", " ", " \n\t"])
+def test_a_blank_answer_is_left_out_and_the_prompts_around_it_merge(blank: str) -> None:
+    """An assistant answer of only whitespace is not sent back (the API refuses it); the user turns around it become one."""
+    sent = body(Message.user("Say nothing."), Message.assistant(blank), Message.user("Now say hi."))
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Say nothing."},
+                {"type": "text", "text": "Now say hi."},
+            ],
+        }
+    ]
+
+
+def test_blank_text_beside_calls_and_in_a_user_message_is_left_out() -> None:
+    """Whitespace-only text beside tool calls, or beside an image in a user message, is dropped; the rest goes."""
+    sent = body(
+        Message.user(TextPart(" "), ImagePart(data=PNG, media_type="image/png")),
+        Message.assistant("\n\n", [CALL]),
+        Message.tool(ToolResultPart("toolu_1", "get_weather", "sunny")),
+    )
+    assert [b["type"] for b in sent["messages"][0]["content"]] == ["image"]
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
+
+
+@pytest.mark.parametrize("prompt", ["", " ", "\n"])
+@pytest.mark.parametrize("history", [False, True], ids=["first", "after-an-answer"])
+def test_an_empty_or_blank_prompt_is_refused_before_sending(prompt: str, history: bool) -> None:
+    """A prompt of no text or only whitespace is a ModelConfigError (the API answers 400), not `"messages": []`."""
+    earlier = (Message.user("Hi"), Message.assistant("Hello.")) if history else ()
+    with pytest.raises(ModelConfigError, match="the prompt is empty or only whitespace"):
+        body(*earlier, Message.user(prompt))
+
+
+def test_a_saved_state_holding_a_blank_answer_resumes() -> None:
+    """A state saved with a blank answer (before this was dropped) loads, and its history is sent without it."""
+    from toolfold import Agent, RunState
+    from toolfold.testing import ScriptedModel
+
+    state = Agent(ScriptedModel([" \n"])).run("Say nothing.").state
+    saved = RunState.from_json(state.to_json())
+    assert saved.messages[-1] == Message.assistant(" \n")
+    sent = body(*saved.messages, Message.user("Now say hi."))
+    assert [m["role"] for m in sent["messages"]] == ["user"]
+    assert sent["messages"][0]["content"][-1] == {"type": "text", "text": "Now say hi."}
+
+
+def test_a_blank_system_prompt_is_not_sent() -> None:
+    """A system message of only whitespace sends no ``system`` field (a blank text the API refuses)."""
+    assert "system" not in body(Message.system("  \n"), Message.user("Hi"))
+
+
 def test_images_and_documents() -> None:
     """Images inline or by URL; PDFs inline or by URL; plain text inline; each as its block type."""
     sent = body(

@@ -132,7 +132,7 @@ def build_body(
         )
     body: Body = {"model": model_name, "max_tokens": max_tokens}
     system = "\n\n".join(_system_text(m) for m in request.messages if m.role == "system")
-    if system:
+    if _sendable(system):
         body["system"] = system
     body["messages"] = encode_messages(request.messages, notes)
     if request.tools:
@@ -371,6 +371,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
     """
     turns: list[tuple[str, list[Body]]] = []
+    blank_prompt = False
     for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             continue
@@ -379,14 +380,23 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             blocks = _assistant_blocks(message.parts, position, notes)
         else:
             blocks = _user_blocks(message)
+        blank_prompt = role == "user" and not blocks
+        if not blocks:
+            # Nothing the API takes (only blank text, or another provider's
+            # reasoning): the message is left out, and its neighbours merge.
+            continue
         if turns and turns[-1][0] == role:
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
+    if blank_prompt or not turns:
+        raise ModelConfigError(
+            "the prompt is empty or only whitespace, which the Anthropic Messages API refuses "
+            "(a conversation needs a user message with non-whitespace text, an image or a "
+            "file); give a prompt with some text"
+        )
     out: list[Body] = []
     for role, blocks in turns:
-        if not blocks:
-            continue  # e.g. an assistant turn whose only part was foreign reasoning
         if role == "user":
             results = [b for b in blocks if b["type"] == "tool_result"]
             if results and len(results) < len(blocks):
@@ -411,7 +421,7 @@ def _user_blocks(message: Message) -> list[Body]:
                 result["is_error"] = True
             blocks.append(result)
         elif isinstance(part, TextPart):
-            if part.text:  # the API refuses empty text blocks
+            if _sendable(part.text):
                 blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
@@ -420,6 +430,13 @@ def _user_blocks(message: Message) -> list[Body]:
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
     return blocks
+
+
+def _sendable(text: str) -> bool:
+    """Whether a text block of ``text`` may be sent: the API refuses an empty or
+    whitespace-only one (400 "text content blocks must contain non-whitespace
+    text"), so such a text is left out; it says nothing the model needs."""
+    return bool(text) and not text.isspace()
 
 
 def _result_content(part: ToolResultPart) -> list[Body]:
@@ -444,7 +461,7 @@ def _assistant_blocks(
         if part is marker:
             continue  # its media's note says it all
         if isinstance(part, TextPart):
-            if part.text:
+            if _sendable(part.text):
                 blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ToolCallPart):
             arguments = part.arguments if part.arguments is not None else {}
