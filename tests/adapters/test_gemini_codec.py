@@ -530,3 +530,80 @@ def test_a_thought_image_is_left_out_of_the_answer_streamed_and_whole() -> None:
     for event in events:
         folded = fold_stream(folded, event)
     assert finish_stream(folded, str).message.parts == whole.message.parts
+
+
+# --- settings that say what the run says ----------------------------------------
+
+OUTPUT = OutputSpec("answer", {"type": "object", "properties": {"x": {"type": "integer"}}})
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (
+            {"generationConfig": {"responseMimeType": "text/x.enum"}},
+            "generationConfig.responseMimeType",
+        ),
+        (
+            {"generationConfig": {"responseJsonSchema": {"type": "object"}}},
+            "generationConfig.responseJsonSchema",
+        ),
+        (
+            {"generationConfig": {"responseSchema": {"type": "OBJECT"}}},
+            "generationConfig.responseSchema",
+        ),
+        (
+            {"generation_config": {"response_mime_type": "text/plain"}},
+            "generation_config.response_mime_type",
+        ),
+        (
+            {"generation_config": {"response_json_schema": {}}},
+            "generation_config.response_json_schema",
+        ),
+    ],
+)
+def test_a_structured_output_setting_with_an_output_type_is_refused(
+    settings: dict[str, Any], named: str
+) -> None:
+    """responseMimeType / a response schema in generationConfig, either spelling, beside an output type is refused naming both."""
+    with pytest.raises(ModelConfigError, match=f"the setting {named} and the run's output type"):
+        body(ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings))
+
+
+def test_a_structured_output_setting_without_an_output_type_goes_as_given() -> None:
+    """With no output type, a generationConfig response schema is the user's to send."""
+    config = {"responseMimeType": "application/json", "responseSchema": {"type": "OBJECT"}}
+    sent = body(ModelRequest([Message.user("hi")], settings={"generationConfig": config}))
+    assert sent["generationConfig"] == config
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        (
+            {"max_tokens": 10, "generationConfig": {"maxOutputTokens": 5}},
+            "generationConfig.maxOutputTokens and the setting max_tokens",
+        ),
+        (
+            {"temperature": 0.5, "generation_config": {"temperature": 0.1}},
+            "generation_config.temperature and the setting temperature",
+        ),
+        (
+            {
+                "generation_config": {"max_output_tokens": 5},
+                "generationConfig": {"maxOutputTokens": 9},
+            },
+            "generationConfig.maxOutputTokens and the setting generation_config.max_output_tokens",
+        ),
+        (
+            {"stop": "END", "generationConfig": {"stop_sequences": ["X"]}},
+            "generationConfig.stop_sequences and the setting stop",
+        ),
+    ],
+)
+def test_two_settings_for_one_generation_field_are_refused(
+    settings: dict[str, Any], words: str
+) -> None:
+    """A neutral setting and a generationConfig key (or both spellings) setting one field: refused naming both, none silently wins."""
+    with pytest.raises(ModelConfigError, match=words):
+        body(ModelRequest([Message.user("hi")], settings=settings))

@@ -178,6 +178,17 @@ def test_an_output_field_setting_with_an_output_type_is_refused(
     assert body(model, {field: {"type": "json_object"}})[field] == {"type": "json_object"}
 
 
+def test_an_anthropic_output_config_format_with_an_output_type_is_refused(made: Any) -> None:
+    """Anthropic ``output_config.format`` (output_format's current name) with an output type is refused; without one, or with effort only, it goes as given."""
+    model = made("anthropic:claude-sonnet-4-5")
+    config = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
+    with pytest.raises(ModelConfigError, match=r"output_config.*output type"):
+        body(model, {"output_config": config}, output=OUTPUT)
+    assert body(model, {"output_config": config})["output_config"] == config
+    effort = {"effort": "low"}
+    assert body(model, {"output_config": effort}, output=OUTPUT)["output_config"] == effort
+
+
 OWNED = {
     "openai": ("model", "messages"),
     "anthropic": ("model", "messages"),

@@ -116,7 +116,7 @@ def build_body(
                 "Gemini has no switch for one tool call per turn; "
                 "remove parallel_tool_calls=False (or ask for it in the instructions)"
             )
-    generation = _generation_config(request.settings)
+    generation = _generation_config(request.settings, request.output is not None)
     if request.output is not None:
         generation.update(_output_config(request.output, dialect))
     if generation:
@@ -202,27 +202,68 @@ def _calling_config(
     return {"mode": "ANY", "allowedFunctionNames": [choice]}
 
 
-def _generation_config(settings: Mapping[str, Any]) -> Body:
+def _generation_config(settings: Mapping[str, Any], output: bool) -> Body:
+    """``generationConfig``: the neutral settings' fields, then a ``generationConfig`` /
+    ``generation_config`` mapping's.
+
+    Raises:
+        ModelConfigError: A count of answers above 1, or two settings (or a
+            setting and the output type, when ``output``) setting one field
+            (in either spelling), naming both: one would silently win.
+    """
     config: Body = {}
+    given: dict[str, str] = {}  # a field set so far -> the setting that set it
     for key, value in settings.items():
         field = GENERATION_SETTINGS.get(key)
         if field is not None and value is not None:
             config[field] = [value] if key == "stop" and isinstance(value, str) else value
+            given[field] = key
     counts = [("candidate_count", settings.get("candidate_count"))]
+    extras = []
     for key in ("generation_config", "generationConfig"):
         extra = settings.get(key)
         if isinstance(extra, Mapping):
-            config.update(extra)
+            extras.append((key, extra))
             # Gemini reads the field in either spelling: each is checked under its own name.
             counts += [(f"{key}.{inner}", extra.get(inner)) for inner in _CANDIDATE_COUNT_KEYS]
     for named, count in counts:
         if count is not None:
             refuse_choices(named, count, "gemini")
+    for key, extra in extras:
+        for inner in extra:
+            field = _camel(inner) if isinstance(inner, str) else inner
+            if output and field in _OUTPUT_FIELDS:
+                raise ModelConfigError(
+                    f"the setting {key}.{inner} and the run's output type both set Gemini's "
+                    "structured output (responseMimeType and the response schema); give one "
+                    "(the output type sends its schema as responseJsonSchema, or responseSchema "
+                    "on older models)"
+                )
+            if field in given:
+                raise ModelConfigError(
+                    f"the setting {key}.{inner} and the setting {given[field]} both set "
+                    f"generationConfig.{field}; give one"
+                )
+            given[field] = f"{key}.{inner}"
+        config.update(extra)
     return config
 
 
 #: ``candidateCount`` as a ``generation_config`` may spell it (the API takes both).
 _CANDIDATE_COUNT_KEYS = ("candidateCount", "candidate_count")
+#: The ``generationConfig`` fields an output type sets (``_output_config``), by their
+#: camelCase names: one schema is sent, as the API wants (``responseJsonSchema``:
+#: "When this field is set, response_schema must be omitted").
+_OUTPUT_FIELDS = frozenset({"responseMimeType", "responseSchema", "responseJsonSchema"})
+
+
+def _camel(name: str) -> str:
+    """A proto field's JSON name (``max_output_tokens`` -> ``maxOutputTokens``): the API
+    reads a field under either."""
+    if "_" not in name:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def _output_config(output: OutputSpec, dialect: Dialect) -> Body:
