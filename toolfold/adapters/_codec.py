@@ -199,6 +199,27 @@ def _count(value: Any) -> int | None:
     return int(digits) if len(digits) < len(str(_MANY)) else _MANY
 
 
+def check_token_limit(key: str, value: Any) -> None:
+    """Refuse a token limit (``max_tokens``) that is no whole number of tokens.
+
+    Every provider's API types the field as an integer and answers 400 for
+    ``300.5`` or ``"300"``; ``True`` is no count, though Python reads it as 1.
+    A whole float (``300.0``) is an integer to JSON Schema, and goes as given.
+
+    Raises:
+        ModelConfigError: ``value`` is a bool, a float with a fraction or not
+            a number, naming the setting.
+    """
+    if type(value) is int or (type(value) is float and value.is_integer()):
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        return
+    raise ModelConfigError(
+        f"the setting {key}={short(value)} is no number of tokens: give a whole number "
+        f"({key}=300), as every provider's API takes an integer there"
+    )
+
+
 def refuse_setting(key: str, provider: str, instead: str) -> NoReturn:
     """Refuse the setting ``key``, a request field ``provider``'s codec builds itself.
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    check_token_limit,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -134,7 +135,9 @@ def build_body(
     budget = _thinking_budget(settings)
     if max_tokens is None:
         max_tokens = _default_max_tokens(budget)
-    elif isinstance(max_tokens, numbers.Real) and max_tokens < 1:
+    else:
+        check_token_limit("max_tokens", max_tokens)
+    if max_tokens < 1:
         raise ModelConfigError(
             f"the setting max_tokens={max_tokens!r} is below the Anthropic Messages API's "
             "minimum: max_tokens must be at least 1 (CreateMessageParams); raise it"

@@ -22,6 +22,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    check_token_limit,
     inline_media,
     named_tool,
     place_shared_setting,
@@ -216,6 +217,8 @@ def _generation_config(settings: Mapping[str, Any], output: bool) -> Body:
     for key, value in settings.items():
         field = GENERATION_SETTINGS.get(key)
         if field is not None and value is not None:
+            if key == "max_tokens":
+                check_token_limit(key, value)
             config[field] = [value] if key == "stop" and isinstance(value, str) else value
             given[field] = key
     counts = [("candidate_count", settings.get("candidate_count"))]
