@@ -447,8 +447,9 @@ def _user_blocks(message: Message) -> list[Body]:
                 result["is_error"] = True
             blocks.append(result)
         elif isinstance(part, TextPart):
-            if _sendable(part.text):
-                blocks.append({"type": "text", "text": part.text})
+            text = part.text
+            if text and not text.isspace():  # the API refuses blank text (`_sendable`)
+                blocks.append({"type": "text", "text": text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
         elif isinstance(part, FilePart):
@@ -487,8 +488,9 @@ def _assistant_blocks(
         if part is marker:
             continue  # its media's note says it all
         if isinstance(part, TextPart):
-            if _sendable(part.text):
-                blocks.append({"type": "text", "text": part.text})
+            text = part.text
+            if text and not text.isspace():  # the API refuses blank text (`_sendable`)
+                blocks.append({"type": "text", "text": text})
         elif isinstance(part, ToolCallPart):
             arguments = part.arguments if part.arguments is not None else {}
             blocks.append(
