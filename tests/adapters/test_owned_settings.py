@@ -189,6 +189,20 @@ def test_an_anthropic_output_config_format_with_an_output_type_is_refused(made: 
     assert body(model, {"output_config": effort}, output=OUTPUT)["output_config"] == effort
 
 
+@pytest.mark.parametrize("first", ["output_format", "output_config"])
+def test_anthropic_output_format_and_output_config_format_together_are_refused(
+    made: Any, first: str
+) -> None:
+    """Anthropic settings ``output_format`` and ``output_config.format`` together are refused, whichever comes first."""
+    fmt = {"type": "json_schema", "schema": {"type": "object"}}
+    given = {"output_format": fmt, "output_config": {"format": fmt}}
+    settings = {first: given[first], **given}
+    with pytest.raises(
+        ModelConfigError, match=r"output_format.*output_config|output_config.*output_format"
+    ):
+        body(made("anthropic:claude-sonnet-4-5"), settings)
+
+
 OWNED = {
     "openai": ("model", "messages"),
     "anthropic": ("model", "messages"),

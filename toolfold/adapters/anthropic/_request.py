@@ -321,7 +321,11 @@ def _own_setting(
             use instead.
     """
     if key == "system":
-        body["system"] = _merged_system(value, body.get("system"))
+        system = _merged_system(value, body.get("system"))
+        if system is None:
+            body.pop("system", None)
+        else:
+            body["system"] = system
     elif key == "tool_choice":
         if "tool_choice" in body:
             raise ModelConfigError(
@@ -339,6 +343,11 @@ def _own_setting(
         raise ModelConfigError(
             "the setting 'output_format' and the run's output type both set Anthropic's "
             "output_format; give one (the output type sends its schema there)"
+        )
+    elif key == "output_format" and _sets_format(body.get("output_config")):
+        raise ModelConfigError(
+            "the setting 'output_format' and the setting output_config={'format': ...} both "
+            "set Anthropic's structured output format; give one"
         )
     elif key == "output_format":
         body["output_format"] = value
@@ -370,22 +379,31 @@ def _merged_system(value: Any, instructions: str | None) -> Any:
     """The ``system`` field of a ``system`` setting and the system messages' text.
 
     The setting's blocks come first: a ``cache_control`` breakpoint on them
-    caches them whatever instructions follow.
+    caches them whatever instructions follow. Blank text (a block of it, or the
+    whole string) is left out, as the API refuses it; None when nothing is left.
     """
     if isinstance(value, str):
         if not instructions:
-            return value
-        blocks: list[Any] = [{"type": "text", "text": value}]
+            return value if _sendable(value) else None
+        blocks: list[Any] = [{"type": "text", "text": value}] if _sendable(value) else []
     elif isinstance(value, (list, tuple)) and all(isinstance(b, Mapping) for b in value):
-        blocks = list(value)
+        blocks = [block for block in value if not _blank_block(block)]
     else:
         raise ModelConfigError(
             "the setting 'system' must be a string or a list of text blocks "
             f"({{'type': 'text', 'text': ..., 'cache_control': ...}}), got {type(value).__name__}"
         )
+    if not blocks:
+        return instructions
     if instructions:
         blocks.append({"type": "text", "text": instructions})
     return blocks
+
+
+def _blank_block(block: Mapping[str, Any]) -> bool:
+    """Whether ``block`` is a text block of only whitespace (or none), which the API refuses."""
+    text = block.get("text")
+    return block.get("type") == "text" and isinstance(text, str) and not _sendable(text)
 
 
 # --- messages --------------------------------------------------------------
@@ -397,7 +415,6 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
     """
     turns: list[tuple[str, list[Body]]] = []
-    blank_prompt = False
     for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             continue
@@ -406,7 +423,6 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             blocks = _assistant_blocks(message.parts, position, notes)
         else:
             blocks = _user_blocks(message)
-        blank_prompt = role == "user" and not blocks
         if not blocks:
             # Nothing the API takes (only blank text, or another provider's
             # reasoning): the message is left out, and its neighbours merge.
@@ -415,11 +431,15 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
-    if blank_prompt or not turns:
+    if not turns:
+        # ``"messages": []`` (or a lone blank text), which the API answers with a 400. A blank
+        # prompt after other turns is left out like any blank message: after an answer, the
+        # request ends with it, a prefill the model continues (as toolfold sent it before).
         raise ModelConfigError(
-            "the prompt is empty or only whitespace, which the Anthropic Messages API refuses "
-            "(a conversation needs a user message with non-whitespace text, an image or a "
-            "file); give a prompt with some text"
+            "the prompt is empty or only whitespace, and no other message has anything to "
+            "send, which the Anthropic Messages API refuses (a conversation needs a message "
+            "with non-whitespace text, an image, a file or a tool result); give a prompt with "
+            "some text (a saved run that failed on one: resume(state, message=...))"
         )
     out: list[Body] = []
     for role, blocks in turns:
@@ -448,7 +468,7 @@ def _user_blocks(message: Message) -> list[Body]:
             blocks.append(result)
         elif isinstance(part, TextPart):
             text = part.text
-            if text and not text.isspace():  # the API refuses blank text (`_sendable`)
+            if text and not text.isspace():  # blank text is left out (`_sendable`)
                 blocks.append({"type": "text", "text": text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
@@ -460,9 +480,10 @@ def _user_blocks(message: Message) -> list[Body]:
 
 
 def _sendable(text: str) -> bool:
-    """Whether a text block of ``text`` may be sent: the API refuses an empty or
-    whitespace-only one (400 "text content blocks must contain non-whitespace
-    text"), so such a text is left out; it says nothing the model needs."""
+    """Whether a text block of ``text`` is sent. An empty or whitespace-only one is
+    left out: it says nothing the model needs, and the API refuses a message (or
+    ``system``) whose only text it is (400 "text content blocks must contain
+    non-whitespace text"; beside other blocks it is taken)."""
     return bool(text) and not text.isspace()
 
 
@@ -489,7 +510,7 @@ def _assistant_blocks(
             continue  # its media's note says it all
         if isinstance(part, TextPart):
             text = part.text
-            if text and not text.isspace():  # the API refuses blank text (`_sendable`)
+            if text and not text.isspace():  # blank text is left out (`_sendable`)
                 blocks.append({"type": "text", "text": text})
         elif isinstance(part, ToolCallPart):
             arguments = part.arguments if part.arguments is not None else {}
