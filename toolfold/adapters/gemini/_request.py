@@ -117,9 +117,9 @@ def build_body(
                 "Gemini has no switch for one tool call per turn; "
                 "remove parallel_tool_calls=False (or ask for it in the instructions)"
             )
-    generation = _generation_config(request.settings, request.output is not None)
-    if request.output is not None:
-        generation.update(_output_config(request.output, dialect))
+    owned = _output_config(request.output, dialect) if request.output is not None else {}
+    generation = _generation_config(request.settings, owned, notes)
+    generation.update(owned)
     if generation:
         body["generationConfig"] = generation
     for key, value in request.settings.items():
@@ -203,24 +203,30 @@ def _calling_config(
     return {"mode": "ANY", "allowedFunctionNames": [choice]}
 
 
-def _generation_config(settings: Mapping[str, Any], output: bool) -> Body:
-    """``generationConfig``: the neutral settings' fields, then a ``generationConfig`` /
-    ``generation_config`` mapping's.
+def _generation_config(settings: Mapping[str, Any], owned: Body, notes: list[str]) -> Body:
+    """``generationConfig``: the neutral settings' fields, then a ``generation_config`` /
+    ``generationConfig`` mapping's, then ``owned`` (the output type's fields, added by the caller).
+
+    A later source wins a field an earlier one sets, whichever spelling each uses (the API
+    reads both, and takes a field under one): ``generationConfig`` over ``generation_config``
+    over a neutral setting, as toolfold always sent them (so a run saved with both resumes as
+    it started), and the output type over either. What is left out is noted in ``notes``.
 
     Raises:
-        ModelConfigError: A count of answers above 1, or two settings (or a
-            setting and the output type, when ``output``) setting one field
-            (in either spelling), naming both: one would silently win.
+        ModelConfigError: A count of answers above 1; or, beside an output type, a
+            mapping's response schema in the other form than the output type's, as the
+            two schemas would go together, which the API refuses.
     """
     config: Body = {}
-    given: dict[str, str] = {}  # a field set so far -> the setting that set it
+    # a field's camelCase name -> (its key in ``config``, the setting that set it)
+    given: dict[str, tuple[str, str]] = {}
     for key, value in settings.items():
         field = GENERATION_SETTINGS.get(key)
         if field is not None and value is not None:
             if key == "max_tokens":
-                check_token_limit(key, value)
+                check_token_limit(key, value, digits=True)
             config[field] = [value] if key == "stop" and isinstance(value, str) else value
-            given[field] = key
+            given[field] = (field, key)
     counts = [("candidate_count", settings.get("candidate_count"))]
     extras = []
     for key in ("generation_config", "generationConfig"):
@@ -233,30 +239,49 @@ def _generation_config(settings: Mapping[str, Any], output: bool) -> Body:
         if count is not None:
             refuse_choices(named, count, "gemini")
     for key, extra in extras:
-        for inner in extra:
+        for inner, value in extra.items():
             field = _camel(inner) if isinstance(inner, str) else inner
-            if output and field in _OUTPUT_FIELDS:
-                raise ModelConfigError(
-                    f"the setting {key}.{inner} and the run's output type both set Gemini's "
-                    "structured output (responseMimeType and the response schema); give one "
-                    "(the output type sends its schema as responseJsonSchema, or responseSchema "
-                    "on older models)"
-                )
+            if owned and field in _OUTPUT_FIELDS:
+                _yield_to_output(f"{key}.{inner}", field, owned, notes)
+                continue
             if field in given:
-                raise ModelConfigError(
-                    f"the setting {key}.{inner} and the setting {given[field]} both set "
-                    f"generationConfig.{field}; give one"
+                earlier, setting = given[field]
+                notes.append(
+                    f"the setting {setting} is not sent: the setting {key}.{inner} sets "
+                    f"generationConfig.{field} too, and wins"
                 )
-            given[field] = f"{key}.{inner}"
-        config.update(extra)
+                del config[earlier]
+            config[inner] = value
+            given[field] = (inner, f"{key}.{inner}")
     return config
+
+
+def _yield_to_output(setting: str, field: str, owned: Body, notes: list[str]) -> None:
+    """Leave out ``setting``, a ``generationConfig`` key for ``field``, which the output type sets.
+
+    Raises:
+        ModelConfigError: ``field`` is the response schema in the other form than the
+            output type's, naming both: two schemas, which the API refuses
+            (``responseJsonSchema``: "When this field is set, response_schema must be
+            omitted").
+    """
+    if field in owned:
+        notes.append(
+            f"the setting {setting} is not sent: the run's output type sets "
+            f"generationConfig.{field}"
+        )
+        return
+    (sent,) = (name for name in owned if name != "responseMimeType")
+    raise ModelConfigError(
+        f"the setting {setting} and the run's output type both give Gemini a response schema "
+        f"(the output type sends {sent}), and the API takes one; give one"
+    )
 
 
 #: ``candidateCount`` as a ``generation_config`` may spell it (the API takes both).
 _CANDIDATE_COUNT_KEYS = ("candidateCount", "candidate_count")
-#: The ``generationConfig`` fields an output type sets (``_output_config``), by their
-#: camelCase names: one schema is sent, as the API wants (``responseJsonSchema``:
-#: "When this field is set, response_schema must be omitted").
+#: The ``generationConfig`` fields an output type sets (``_output_config``: the MIME type
+#: and one of the two schema forms), by their camelCase names.
 _OUTPUT_FIELDS = frozenset({"responseMimeType", "responseSchema", "responseJsonSchema"})
 
 
