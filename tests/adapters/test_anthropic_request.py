@@ -199,22 +199,36 @@ RESULT = ToolResultPart("toolu_1", "get_weather", "sunny")
                 },
             ],
         ),
-        (
-            (Message.user("Write a haiku"), Message.assistant("Autumn moon")),
-            [
-                {"role": "user", "content": "Write a haiku"},
-                {"role": "assistant", "content": [{"type": "text", "text": "Autumn moon"}]},
-            ],
-        ),
         ((Message.user("hi"),), [{"role": "user", "content": "hi"}]),
     ],
-    ids=["after-tool-results", "prefill", "after-a-user-message"],
+    ids=["after-tool-results", "after-a-user-message"],
 )
 def test_a_blank_prompt_after_other_turns_is_left_out_and_the_rest_goes(
     history: tuple[Message, ...], sent: list[dict[str, Any]], prompt: str
 ) -> None:
-    """run("" or " ", history=...) sends the history alone: after tool results as in a tool loop, after an answer as a prefill."""
+    """run("" or " ", history=...) sends the history alone after tool results (as in a tool loop) or a user message."""
     assert body(Message.system("Be terse."), *history, Message.user(prompt))["messages"] == sent
+
+
+@pytest.mark.parametrize("prompt", ["", " ", "\n"])
+@pytest.mark.parametrize("answer", ["Autumn moon", "Autumn moon\n"])
+def test_a_blank_prompt_after_an_answer_is_refused_not_sent_as_a_prefill(
+    prompt: str, answer: str
+) -> None:
+    """run(" ", history=[user, answer]) is a ModelConfigError showing the explicit prefill, not a request ending with the answer for Claude to continue."""
+    history = (Message.user("Write a haiku"), Message.assistant(answer))
+    with pytest.raises(ModelConfigError, match="Claude would continue as a prefill") as caught:
+        body(Message.system("Be terse."), *history, Message.user(prompt))
+    assert 'run([Message.user("..."), Message.assistant("...")])' in str(caught.value)
+
+
+def test_an_explicit_prefill_still_goes() -> None:
+    """Messages ending with an assistant message (a prefill on purpose) go as given, ending with it."""
+    sent = body(Message.user("Write a haiku"), Message.assistant("Autumn"))
+    assert sent["messages"] == [
+        {"role": "user", "content": "Write a haiku"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Autumn"}]},
+    ]
 
 
 def test_a_saved_state_holding_a_blank_answer_resumes() -> None:

@@ -415,6 +415,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
     """
     turns: list[tuple[str, list[Body]]] = []
+    blank_prompt = False  # the last message is a user message left out as blank
     for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             continue
@@ -423,6 +424,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             blocks = _assistant_blocks(message.parts, position, notes)
         else:
             blocks = _user_blocks(message)
+        blank_prompt = not blocks and message.role == "user"
         if not blocks:
             # Nothing the API takes (only blank text, or another provider's
             # reasoning): the message is left out, and its neighbours merge.
@@ -433,13 +435,25 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             turns.append((role, blocks))
     if not turns:
         # ``"messages": []`` (or a lone blank text), which the API answers with a 400. A blank
-        # prompt after other turns is left out like any blank message: after an answer, the
-        # request ends with it, a prefill the model continues (as toolfold sent it before).
+        # prompt after other turns is left out like any blank message (after tool results, the
+        # request goes on from them as inside a tool loop), but not after an answer: see below.
         raise ModelConfigError(
             "the prompt is empty or only whitespace, and no other message has anything to "
             "send, which the Anthropic Messages API refuses (a conversation needs a message "
             "with non-whitespace text, an image, a file or a tool result); give a prompt with "
             "some text (a saved run that failed on one: resume(state, message=...))"
+        )
+    if blank_prompt and turns[-1][0] == "assistant":
+        # Left out, the blank prompt would leave the request ending with the last answer: a
+        # prefill, which Claude continues (an answer ending in whitespace gets a 400, and
+        # models from Claude 4.6 on refuse any prefill), so the run would return a fragment.
+        raise ModelConfigError(
+            "the prompt is empty or only whitespace and comes after an assistant answer; the "
+            "Anthropic Messages API takes no blank message, and without it the request would "
+            "end with that answer, which Claude would continue as a prefill instead of "
+            "answering; give a prompt with some text, or, to prefill on purpose, end the "
+            'messages with the start of the answer: run([Message.user("..."), '
+            'Message.assistant("...")])'
         )
     out: list[Body] = []
     for role, blocks in turns:
