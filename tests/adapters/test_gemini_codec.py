@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -720,6 +721,40 @@ def test_a_waiting_run_saved_with_overlapping_generation_settings_resumes() -> N
     assert request["contents"][-1]["parts"][0]["functionResponse"]["response"] == {
         "output": "sunny"
     }
+
+
+@tool
+def get_time(city: str) -> str:
+    """The time in a city.
+
+    Args:
+        city: The city.
+    """
+    return "noon"
+
+
+def test_a_setting_note_is_logged_at_info_once_then_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A setting left out is logged at INFO the first time the model notes it, then at DEBUG on each later request (of that run or another)."""
+    call = {"functionCall": {"name": "get_time", "args": {"city": "Paris"}}}
+    client, sent = _gemini_answering(call, call, {"text": "Noon."}, {"text": "Noon again."})
+    with client, caplog.at_level(logging.DEBUG, logger="toolfold.adapters"):
+        model = toolfold.model("gemini:gemini-2.5-flash", api_key="k" * 39, http_client=client)
+        agent = Agent(
+            model, tools=[get_time], max_tokens=10, generationConfig={"maxOutputTokens": 5}
+        )
+        assert agent.run("Time?").output == "Noon."
+        assert agent.run("Time again?").output == "Noon again."
+    assert len(sent) == 4
+    line = (
+        "gemini:gemini-2.5-flash request: the setting max_tokens is not sent: the setting "
+        "generationConfig.maxOutputTokens sets generationConfig.maxOutputTokens too, and wins"
+    )
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, line),
+        *[(logging.DEBUG, line)] * 3,
+    ]
 
 
 def test_a_run_saved_with_a_response_mime_type_beside_its_output_type_resumes() -> None:
