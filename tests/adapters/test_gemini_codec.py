@@ -622,6 +622,37 @@ def test_a_second_response_schema_beside_an_output_type_is_refused(
         body(ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings), model)
 
 
+@pytest.mark.parametrize(
+    ("settings", "model", "sent"),
+    [
+        (
+            {"generationConfig": {"responseSchema": None}},
+            "gemini-2.5-flash",
+            {
+                "responseSchema": None,
+                "responseMimeType": "application/json",
+                "responseJsonSchema": OUTPUT.schema,
+            },
+        ),
+        (
+            {"generation_config": {"response_json_schema": None}},
+            "gemini-2.0-flash",
+            {
+                "response_json_schema": None,
+                "responseMimeType": "application/json",
+                "responseSchema": {"type": "OBJECT", "properties": {"x": {"type": "INTEGER"}}},
+            },
+        ),
+    ],
+)
+def test_a_null_response_schema_in_the_other_form_goes_as_before(
+    settings: dict[str, Any], model: str, sent: dict[str, Any]
+) -> None:
+    """A None schema setting in the form the output type does not send is no second schema: it goes as null beside the output type's, as c17b8818 sent it, not refused."""
+    request = ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings)
+    assert body(request, model)["generationConfig"] == sent
+
+
 def test_a_structured_output_setting_without_an_output_type_goes_as_given() -> None:
     """With no output type, a generationConfig response schema is the user's to send."""
     config = {"responseMimeType": "application/json", "responseSchema": {"type": "OBJECT"}}

@@ -208,9 +208,10 @@ def _generation_config(settings: Mapping[str, Any], owned: Body, notes: list[str
     ``generationConfig`` mapping's, then ``owned`` (the output type's fields, added by the caller).
 
     A later source wins a field an earlier one sets, whichever spelling each uses (the API
-    reads both, and takes a field under one): ``generationConfig`` over ``generation_config``
-    over a neutral setting, as toolfold always sent them (so a run saved with both resumes as
-    it started), and the output type over either. What is left out is noted in ``notes``.
+    reads a field under either spelling; one field under both was never checked, so it goes
+    once): ``generationConfig`` over ``generation_config`` over a neutral setting, as toolfold
+    always sent them (so a run saved with both resumes as it started), and the output type
+    over either. What is left out is noted in ``notes``.
 
     Raises:
         ModelConfigError: A count of answers above 1; or, beside an output type, a
@@ -241,8 +242,8 @@ def _generation_config(settings: Mapping[str, Any], owned: Body, notes: list[str
     for key, extra in extras:
         for inner, value in extra.items():
             field = _camel(inner) if isinstance(inner, str) else inner
-            if owned and field in _OUTPUT_FIELDS:
-                _yield_to_output(f"{key}.{inner}", field, owned, notes)
+            output_field = bool(owned) and field in _OUTPUT_FIELDS
+            if output_field and _yield_to_output(f"{key}.{inner}", field, value, owned, notes):
                 continue
             if field in given:
                 earlier, setting = given[field]
@@ -256,8 +257,13 @@ def _generation_config(settings: Mapping[str, Any], owned: Body, notes: list[str
     return config
 
 
-def _yield_to_output(setting: str, field: str, owned: Body, notes: list[str]) -> None:
+def _yield_to_output(setting: str, field: str, value: Any, owned: Body, notes: list[str]) -> bool:
     """Leave out ``setting``, a ``generationConfig`` key for ``field``, which the output type sets.
+
+    Returns:
+        Whether it is left out: not when ``field`` is the schema form the output type does
+        not send and ``value`` is None, which goes as given (``null``, unset to the API, as
+        toolfold always sent it).
 
     Raises:
         ModelConfigError: ``field`` is the response schema in the other form than the
@@ -270,7 +276,9 @@ def _yield_to_output(setting: str, field: str, owned: Body, notes: list[str]) ->
             f"the setting {setting} is not sent: the run's output type sets "
             f"generationConfig.{field}"
         )
-        return
+        return True
+    if value is None:
+        return False
     (sent,) = (name for name in owned if name != "responseMimeType")
     raise ModelConfigError(
         f"the setting {setting} and the run's output type both give Gemini a response schema "
