@@ -178,29 +178,61 @@ def test_an_output_field_setting_with_an_output_type_is_refused(
     assert body(model, {field: {"type": "json_object"}})[field] == {"type": "json_object"}
 
 
-def test_an_anthropic_output_config_format_with_an_output_type_is_refused(made: Any) -> None:
-    """Anthropic ``output_config.format`` (output_format's current name) with an output type is refused; without one, or with effort only, it goes as given."""
-    model = made("anthropic:claude-sonnet-4-5")
-    config = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
-    with pytest.raises(ModelConfigError, match=r"output_config.*output type"):
-        body(model, {"output_config": config}, output=OUTPUT)
-    assert body(model, {"output_config": config})["output_config"] == config
-    effort = {"effort": "low"}
-    assert body(model, {"output_config": effort}, output=OUTPUT)["output_config"] == effort
+ANTHROPIC_FORMAT = {"type": "json_schema", "schema": {"type": "object"}}
+#: The Anthropic output_format an output type of OUTPUT sends.
+OUTPUT_FORMAT = {
+    "type": "json_schema",
+    "schema": {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "additionalProperties": False,
+        "required": ["answer"],
+    },
+}
 
 
-@pytest.mark.parametrize("first", ["output_format", "output_config"])
-def test_anthropic_output_format_and_output_config_format_together_are_refused(
-    made: Any, first: str
+@pytest.mark.parametrize(
+    ("settings", "output", "sent"),
+    [
+        (
+            {"output_config": {"format": ANTHROPIC_FORMAT}},
+            OUTPUT,
+            {"output_format": OUTPUT_FORMAT, "output_config": {"format": ANTHROPIC_FORMAT}},
+        ),
+        (
+            {"output_config": {"format": ANTHROPIC_FORMAT, "effort": "low"}},
+            OUTPUT,
+            {
+                "output_format": OUTPUT_FORMAT,
+                "output_config": {"format": ANTHROPIC_FORMAT, "effort": "low"},
+            },
+        ),
+        (
+            {"output_format": ANTHROPIC_FORMAT, "output_config": {"format": ANTHROPIC_FORMAT}},
+            None,
+            {"output_format": ANTHROPIC_FORMAT, "output_config": {"format": ANTHROPIC_FORMAT}},
+        ),
+        (
+            {"output_config": {"format": ANTHROPIC_FORMAT}, "output_format": ANTHROPIC_FORMAT},
+            None,
+            {"output_config": {"format": ANTHROPIC_FORMAT}, "output_format": ANTHROPIC_FORMAT},
+        ),
+    ],
+    ids=["with-output-type", "with-output-type-and-effort", "after-format", "before-format"],
+)
+def test_an_anthropic_output_config_format_goes_as_before(
+    made: Any, settings: dict[str, Any], output: OutputSpec | None, sent: dict[str, Any]
 ) -> None:
-    """Anthropic settings ``output_format`` and ``output_config.format`` together are refused, whichever comes first."""
-    fmt = {"type": "json_schema", "schema": {"type": "object"}}
-    given = {"output_format": fmt, "output_config": {"format": fmt}}
-    settings = {first: given[first], **given}
-    with pytest.raises(
-        ModelConfigError, match=r"output_format.*output_config|output_config.*output_format"
-    ):
-        body(made("anthropic:claude-sonnet-4-5"), settings)
+    """Anthropic ``output_config={"format": ...}`` beside an output type or an ``output_format`` setting goes as c17b8818 sent it (both formats, no refusal), so runs saved with it resume."""
+    model = made("anthropic:claude-sonnet-4-5")
+    made_body = model.prepare(ModelRequest([Message.user("hi")], settings=settings, output=output))
+    assert made_body.body == {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "messages": [{"role": "user", "content": "hi"}],
+        **sent,
+    }
+    assert list(made_body.body) == ["model", "max_tokens", "messages", *sent]
 
 
 OWNED = {

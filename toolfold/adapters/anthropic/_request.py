@@ -70,16 +70,7 @@ PROVIDER = "anthropic"
 _HANDLED_SETTINGS = frozenset({"parallel_tool_calls", "max_tokens"})
 # Settings naming a field the codec builds: each merged with it or refused (`_own_setting`).
 _OWNED = frozenset(
-    {
-        "model",
-        "messages",
-        "stream",
-        "system",
-        "tools",
-        "tool_choice",
-        "output_format",
-        "output_config",
-    }
+    {"model", "messages", "stream", "system", "tools", "tool_choice", "output_format"}
 )
 _NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -311,9 +302,11 @@ def _own_setting(
     goes before the system messages' text, which follows as one more block;
     ``tools`` (server tools such as web search) go after the function tools;
     ``tool_choice`` goes as given when the request chose none (a forced tool
-    while thinking is on still refused); ``output_format``, and an
-    ``output_config`` with a ``format``, go as given when the request has no
-    output type. ``tools``, ``model``, ``messages`` and
+    while thinking is on still refused); ``output_format`` goes as given when
+    the request has no output type. (``output_config``, even with a ``format``,
+    is no owned setting: it goes as given beside an output type or an
+    ``output_format`` setting, as toolfold always sent it, so runs saved with
+    both resume.) ``tools``, ``model``, ``messages`` and
     ``stream`` as every codec places them (`place_shared_setting`).
 
     Raises:
@@ -344,21 +337,8 @@ def _own_setting(
             "the setting 'output_format' and the run's output type both set Anthropic's "
             "output_format; give one (the output type sends its schema there)"
         )
-    elif key == "output_format" and _sets_format(body.get("output_config")):
-        raise ModelConfigError(
-            "the setting 'output_format' and the setting output_config={'format': ...} both "
-            "set Anthropic's structured output format; give one"
-        )
     elif key == "output_format":
         body["output_format"] = value
-    elif key == "output_config" and _sets_format(value) and "output_format" in body:
-        raise ModelConfigError(
-            "the setting output_config={'format': ...} and the run's output type (or the "
-            "setting 'output_format') both set Anthropic's structured output format; give one "
-            "(the output type sends its schema as output_format)"
-        )
-    elif key == "output_config":
-        body["output_config"] = value
     else:
         place_shared_setting(
             body,
@@ -368,11 +348,6 @@ def _own_setting(
             tools="Anthropic tool objects (server tools such as web search)",
             model=" ('anthropic:<model>')",
         )
-
-
-def _sets_format(value: Any) -> bool:
-    """Whether an ``output_config`` setting sets ``format`` (the current name of ``output_format``)."""
-    return isinstance(value, Mapping) and value.get("format") is not None
 
 
 def _merged_system(value: Any, instructions: str | None) -> Any:
