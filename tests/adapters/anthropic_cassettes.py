@@ -263,7 +263,9 @@ def normalise_body(body: Mapping[str, Any]) -> Any:
     blocks; ``is_error: false``, ``strict: false``, ``stream: false`` and an
     empty tool description are the defaults. ``cache_control`` marks are
     dropped: toolfold does not place cache breakpoints (the beta recording
-    has them).
+    has them). A whitespace-only text block beside other blocks says nothing:
+    toolfold leaves it out (the API refuses a turn of only such text), where
+    the recordings send back the ``" "`` Claude wrote before its tool calls.
     """
     out = json.loads(json.dumps(body))
     if out.get("stream") is False:
@@ -273,6 +275,9 @@ def normalise_body(body: Mapping[str, Any]) -> Any:
     for message in out["messages"]:
         if isinstance(message["content"], str):
             message["content"] = [{"type": "text", "text": message["content"]}]
+        message["content"] = [b for b in message["content"] if not _blank_text(b)] or message[
+            "content"
+        ]
         for block in message["content"]:
             block.pop("cache_control", None)
             if block["type"] == "tool_result":
@@ -286,6 +291,11 @@ def normalise_body(body: Mapping[str, Any]) -> Any:
         if tool.get("description") == "":
             del tool["description"]
     return out
+
+
+def _blank_text(block: Mapping[str, Any]) -> bool:
+    """A text block of only whitespace."""
+    return block["type"] == "text" and not block["text"].strip()
 
 
 # --- the spec -----------------------------------------------------------------

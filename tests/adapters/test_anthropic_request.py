@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from anthropic_cassettes import spec_problems
 
-from toolfold import ModelConfigError, SchemaCompileError
+import toolfold
+from toolfold import Agent, ModelConfigError, RunState, SchemaCompileError
 from toolfold.adapters.anthropic import (
     DEFAULT_MAX_TOKENS,
     STRICT_BETA,
@@ -61,6 +65,8 @@ CALL2 = ToolCallPart("toolu_2", "get_weather", '{"city": "Oslo"}', {"city": "Osl
 THINKING = ReasoningPart("Let me check.", "sig-abc", "anthropic")
 REDACTED = ReasoningPart("", "ENCRYPTED==", "anthropic", {"type": "redacted_thinking"})
 PNG = b"\x89PNG\r\n\x1a\n0000"
+#: States saved by earlier toolfolds (how each was made: the ``.md`` files there).
+SAVED = Path(__file__).parents[1] / "runtime" / "saved"
 
 
 def body(*messages: Message, **options: Any) -> dict[str, Any]:
@@ -124,6 +130,176 @@ def test_thinking_goes_back_unchanged_and_foreign_reasoning_is_left_out() -> Non
         {"type": "redacted_thinking", "data": "ENCRYPTED=="},
     ]
     assert len(sent["messages"][1]["content"]) == 3
+
+
+@pytest.mark.parametrize("blank", ["\n\n", " ", " \n\t"])
+def test_a_blank_answer_is_left_out_and_the_prompts_around_it_merge(blank: str) -> None:
+    """An assistant answer of only whitespace is not sent back (the API refuses it); the user turns around it become one."""
+    sent = body(Message.user("Say nothing."), Message.assistant(blank), Message.user("Now say hi."))
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Say nothing."},
+                {"type": "text", "text": "Now say hi."},
+            ],
+        }
+    ]
+
+
+def test_blank_text_beside_calls_and_in_a_user_message_is_left_out() -> None:
+    """Whitespace-only text beside tool calls, or beside an image in a user message, is dropped; the rest goes."""
+    sent = body(
+        Message.user(TextPart(" "), ImagePart(data=PNG, media_type="image/png")),
+        Message.assistant("\n\n", [CALL]),
+        Message.tool(ToolResultPart("toolu_1", "get_weather", "sunny")),
+    )
+    assert [b["type"] for b in sent["messages"][0]["content"]] == ["image"]
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
+
+
+@pytest.mark.parametrize("prompt", ["", " ", "\n"])
+@pytest.mark.parametrize("instructions", [False, True], ids=["alone", "with-instructions"])
+def test_an_empty_or_blank_prompt_is_refused_before_sending(
+    prompt: str, instructions: bool
+) -> None:
+    """A prompt of no text or only whitespace, with nothing else to send, is a ModelConfigError (the API answers 400), not `"messages": []`."""
+    system = (Message.system("Tell a joke."),) if instructions else ()
+    with pytest.raises(ModelConfigError, match="the prompt is empty or only whitespace"):
+        body(*system, Message.user(prompt))
+
+
+RESULT = ToolResultPart("toolu_1", "get_weather", "sunny")
+
+
+@pytest.mark.parametrize("prompt", ["", " "])
+@pytest.mark.parametrize(
+    ("history", "sent"),
+    [
+        (
+            (Message.user("Weather?"), Message.assistant("", [CALL]), Message.tool(RESULT)),
+            [
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "get_weather",
+                            "input": {"city": "Paris"},
+                        }
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}
+                    ],
+                },
+            ],
+        ),
+        ((Message.user("hi"),), [{"role": "user", "content": "hi"}]),
+    ],
+    ids=["after-tool-results", "after-a-user-message"],
+)
+def test_a_blank_prompt_after_other_turns_is_left_out_and_the_rest_goes(
+    history: tuple[Message, ...], sent: list[dict[str, Any]], prompt: str
+) -> None:
+    """run("" or " ", history=...) sends the history alone after tool results (as in a tool loop) or a user message."""
+    assert body(Message.system("Be terse."), *history, Message.user(prompt))["messages"] == sent
+
+
+@pytest.mark.parametrize("prompt", ["", " ", "\n"])
+@pytest.mark.parametrize("answer", ["Autumn moon", "Autumn moon\n"])
+def test_a_blank_prompt_after_an_answer_is_refused_not_sent_as_a_prefill(
+    prompt: str, answer: str
+) -> None:
+    """run(" ", history=[user, answer]) is a ModelConfigError showing the explicit prefill, not a request ending with the answer for Claude to continue."""
+    history = (Message.user("Write a haiku"), Message.assistant(answer))
+    with pytest.raises(ModelConfigError, match="Claude would continue as a prefill") as caught:
+        body(Message.system("Be terse."), *history, Message.user(prompt))
+    assert 'run([Message.user("..."), Message.assistant("...")])' in str(caught.value)
+
+
+def test_an_explicit_prefill_still_goes() -> None:
+    """Messages ending with an assistant message (a prefill on purpose) go as given, ending with it."""
+    sent = body(Message.user("Write a haiku"), Message.assistant("Autumn"))
+    assert sent["messages"] == [
+        {"role": "user", "content": "Write a haiku"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Autumn"}]},
+    ]
+
+
+def test_a_saved_state_holding_a_blank_answer_resumes() -> None:
+    """A state saved by c17b8818 whose answer was "\n\n" loads and resumes; the request leaves the blank answer out and merges the prompts."""
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=claude_answer("Hi."))
+
+    state = RunState.from_json((SAVED / "anthropic_blank_answer_finished.json").read_text())
+    assert state.messages[-1] == Message.assistant("\n\n")
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        model = toolfold.model("anthropic:claude-sonnet-4-5", api_key="k" * 40, http_client=client)
+        result = Agent(model).resume(state, message="Now say hi.")
+    assert result.output == "Hi."
+    assert [body["messages"] for body in sent] == [
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Say nothing."},
+                    {"type": "text", "text": "Now say hi."},
+                ],
+            }
+        ]
+    ]
+
+
+def claude_answer(text: str) -> dict[str, Any]:
+    """A Messages API answer of ``text``."""
+    return {
+        "id": "msg_02",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    }
+
+
+def test_a_blank_system_prompt_is_not_sent() -> None:
+    """A system message of only whitespace sends no ``system`` field (a blank text the API refuses)."""
+    assert "system" not in body(Message.system("  \n"), Message.user("Hi"))
+
+
+CACHED = {"type": "text", "text": "Long context", "cache_control": {"type": "ephemeral"}}
+
+
+@pytest.mark.parametrize(
+    ("setting", "instructions", "sent"),
+    [
+        (" ", None, None),
+        ("\n", "Be brief.", "Be brief."),
+        ([{"type": "text", "text": "  "}], None, None),
+        ([{"type": "text", "text": " "}, CACHED], None, [CACHED]),
+        (
+            [{"type": "text", "text": "\t", "cache_control": {"type": "ephemeral"}}, CACHED],
+            "Be brief.",
+            [CACHED, {"type": "text", "text": "Be brief."}],
+        ),
+    ],
+)
+def test_blank_text_in_the_system_setting_is_not_sent(
+    setting: Any, instructions: str | None, sent: Any
+) -> None:
+    """The ``system`` setting's blank text (the whole string, or a block) is left out; what is left goes as before."""
+    system = (Message.system(instructions),) if instructions else ()
+    built = body(*system, Message.user("Hi"), settings={"system": setting})
+    assert built.get("system") == sent
 
 
 def test_images_and_documents() -> None:

@@ -185,6 +185,40 @@ def test_gemini_openapi_payloads_match_function_declaration_and_schema() -> None
             stack += [node["items"]] if "items" in node else []
 
 
+UNIONS = {
+    "type_list": {"type": ["string", "integer"]},
+    "scalars": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+    "optional_union": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+    "objects": {
+        "anyOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {"b": {"type": "integer"}}},
+        ]
+    },
+    "enum_of_numbers": {"enum": [1, 2.5]},
+}
+
+
+@pytest.mark.parametrize("label", list(UNIONS))
+def test_gemini_openapi_gives_every_node_a_type_but_a_union(label: str) -> None:
+    """A union goes as ``anyOf`` of typed branches with no ``type`` of its own (as Google's SDK
+    sends it: no one type fits every branch); every other node has one (schema-dialects.md)."""
+    schema = {"type": "object", "properties": {"v": UNIONS[label]}}
+    payload = compile_tool(ToolDefinition("f", "F", schema), "gemini-openapi").payload
+    stack, unions = [payload["parameters"]], 0
+    while stack:
+        node = stack.pop()
+        if "anyOf" in node:
+            unions += 1
+            assert "type" not in node, node
+            assert all("type" in branch for branch in node["anyOf"]), node
+        else:
+            assert "type" in node, node
+        stack += list(node.get("properties", {}).values()) + node.get("anyOf", [])
+        stack += [node["items"]] if "items" in node else []
+    assert unions == 1
+
+
 def test_the_spec_validators_reject_a_broken_payload() -> None:
     """The spec checks can fail: a payload missing required fields is reported."""
     tool_v = _validator("openai-openapi.yaml", "ChatCompletionTool")

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+from pathlib import Path
+from typing import Any, TypedDict
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolfold import ModelConfigError, ProviderFinishError, SchemaCompileError
+import toolfold
+from toolfold import (
+    Agent,
+    ModelConfigError,
+    ProviderFinishError,
+    RunState,
+    SchemaCompileError,
+    tool,
+)
 from toolfold.adapters.gemini import (
     DecoderState,
     GeminiModel,
@@ -24,6 +35,7 @@ from toolfold.runtime import (
     Message,
     ModelRequest,
     OutputSpec,
+    Prepared,
     ReasoningPart,
     StreamState,
     TextPart,
@@ -530,3 +542,270 @@ def test_a_thought_image_is_left_out_of_the_answer_streamed_and_whole() -> None:
     for event in events:
         folded = fold_stream(folded, event)
     assert finish_stream(folded, str).message.parts == whole.message.parts
+
+
+# --- settings that say what the run says ----------------------------------------
+
+OUTPUT = OutputSpec("answer", {"type": "object", "properties": {"x": {"type": "integer"}}})
+#: States saved by earlier toolfolds (how each was made: the ``.md`` files there).
+SAVED = Path(__file__).parents[1] / "runtime" / "saved"
+
+
+def prepared(request: ModelRequest, model: str = "gemini-2.5-flash") -> Prepared:
+    """What a Gemini model prepares for ``request``: its body and report."""
+    return GeminiModel(model, api_key="k" * 20).prepare(request)
+
+
+@pytest.mark.parametrize(
+    ("settings", "left_out", "field"),
+    [
+        (
+            {"generationConfig": {"responseMimeType": "text/x.enum"}},
+            "generationConfig.responseMimeType",
+            "responseMimeType",
+        ),
+        (
+            {"generationConfig": {"responseJsonSchema": {"type": "object"}}},
+            "generationConfig.responseJsonSchema",
+            "responseJsonSchema",
+        ),
+        (
+            {"generation_config": {"response_mime_type": "text/plain"}},
+            "generation_config.response_mime_type",
+            "responseMimeType",
+        ),
+        (
+            {"generation_config": {"response_json_schema": {}}},
+            "generation_config.response_json_schema",
+            "responseJsonSchema",
+        ),
+    ],
+)
+def test_the_output_type_wins_the_fields_it_sets_over_a_generation_config_setting(
+    settings: dict[str, Any], left_out: str, field: str
+) -> None:
+    """responseMimeType / responseJsonSchema in generationConfig, either spelling, beside an output type: the output type's go (as before), the setting's is left out and noted."""
+    made = prepared(ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings))
+    config = made.body["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert config["responseJsonSchema"]["properties"] == {"x": {"type": "integer"}}
+    assert sorted(config) == ["responseJsonSchema", "responseMimeType"]
+    assert made.report.notes == (
+        f"the setting {left_out} is not sent: the run's output type sets generationConfig.{field}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "model", "sent"),
+    [
+        (
+            {"generationConfig": {"responseSchema": {"type": "OBJECT"}}},
+            "gemini-2.5-flash",
+            "responseJsonSchema",
+        ),
+        ({"generation_config": {"response_schema": {}}}, "gemini-2.5-flash", "responseJsonSchema"),
+        (
+            {"generationConfig": {"responseJsonSchema": {"type": "object"}}},
+            "gemini-2.0-flash",
+            "responseSchema",
+        ),
+    ],
+)
+def test_a_second_response_schema_beside_an_output_type_is_refused(
+    settings: dict[str, Any], model: str, sent: str
+) -> None:
+    """A generationConfig schema in the other form than the output type's would go beside it (two schemas, which the API refuses): refused naming both."""
+    (named,) = [f"{key}.{inner}" for key, config in settings.items() for inner in config]
+    with pytest.raises(ModelConfigError, match=f"the setting {named} and the run's output type"):
+        body(ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings), model)
+    with pytest.raises(ModelConfigError, match=f"the output type sends {sent}"):
+        body(ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings), model)
+
+
+@pytest.mark.parametrize(
+    ("settings", "model", "sent"),
+    [
+        (
+            {"generationConfig": {"responseSchema": None}},
+            "gemini-2.5-flash",
+            {
+                "responseSchema": None,
+                "responseMimeType": "application/json",
+                "responseJsonSchema": OUTPUT.schema,
+            },
+        ),
+        (
+            {"generation_config": {"response_json_schema": None}},
+            "gemini-2.0-flash",
+            {
+                "response_json_schema": None,
+                "responseMimeType": "application/json",
+                "responseSchema": {"type": "OBJECT", "properties": {"x": {"type": "INTEGER"}}},
+            },
+        ),
+    ],
+)
+def test_a_null_response_schema_in_the_other_form_goes_as_before(
+    settings: dict[str, Any], model: str, sent: dict[str, Any]
+) -> None:
+    """A None schema setting in the form the output type does not send is no second schema: it goes as null beside the output type's, as c17b8818 sent it, not refused."""
+    request = ModelRequest([Message.user("hi")], output=OUTPUT, settings=settings)
+    assert body(request, model)["generationConfig"] == sent
+
+
+def test_a_structured_output_setting_without_an_output_type_goes_as_given() -> None:
+    """With no output type, a generationConfig response schema is the user's to send."""
+    config = {"responseMimeType": "application/json", "responseSchema": {"type": "OBJECT"}}
+    sent = body(ModelRequest([Message.user("hi")], settings={"generationConfig": config}))
+    assert sent["generationConfig"] == config
+
+
+@pytest.mark.parametrize(
+    ("settings", "sent", "note"),
+    [
+        (
+            {"max_tokens": 10, "generationConfig": {"maxOutputTokens": 5}},
+            {"maxOutputTokens": 5},
+            "the setting max_tokens is not sent: the setting generationConfig.maxOutputTokens "
+            "sets generationConfig.maxOutputTokens too, and wins",
+        ),
+        (
+            {"temperature": 0.5, "top_p": 0.9, "generation_config": {"temperature": 0.1}},
+            {"topP": 0.9, "temperature": 0.1},
+            "the setting temperature is not sent: the setting generation_config.temperature "
+            "sets generationConfig.temperature too, and wins",
+        ),
+        (
+            {
+                "generation_config": {"max_output_tokens": 5},
+                "generationConfig": {"maxOutputTokens": 9},
+            },
+            {"maxOutputTokens": 9},
+            "the setting generation_config.max_output_tokens is not sent: the setting "
+            "generationConfig.maxOutputTokens sets generationConfig.maxOutputTokens too, and wins",
+        ),
+        (
+            {"stop": "END", "generationConfig": {"stop_sequences": ["X"]}},
+            {"stop_sequences": ["X"]},
+            "the setting stop is not sent: the setting generationConfig.stop_sequences "
+            "sets generationConfig.stopSequences too, and wins",
+        ),
+    ],
+)
+def test_a_generation_config_key_wins_over_a_setting_for_its_field(
+    settings: dict[str, Any], sent: dict[str, Any], note: str
+) -> None:
+    """A neutral setting and a generationConfig key for one field: the key goes (generationConfig over generation_config, either spelling, as before), the other is noted."""
+    made = prepared(ModelRequest([Message.user("hi")], settings=settings))
+    assert made.body["generationConfig"] == sent
+    assert made.report.notes == (note,)
+
+
+def _gemini_answering(
+    *parts: dict[str, Any],
+) -> tuple[httpx.Client, list[dict[str, Any]]]:
+    """A client whose Gemini answers are ``parts``, one a request, and the bodies it was sent."""
+    sent: list[dict[str, Any]] = []
+    answers = list(parts)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        candidate = {
+            "content": {"role": "model", "parts": [answers.pop(0)]},
+            "finishReason": "STOP",
+        }
+        return httpx.Response(200, json={"candidates": [candidate]})
+
+    return httpx.Client(transport=httpx.MockTransport(answer)), sent
+
+
+@tool(requires_approval=True)
+def get_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: The city.
+    """
+    return "sunny"
+
+
+class City(TypedDict):
+    """A city."""
+
+    city: str
+
+
+def test_a_waiting_run_saved_with_overlapping_generation_settings_resumes() -> None:
+    """A run c17b8818 saved with max_tokens=10 and generationConfig={"maxOutputTokens": 5}, awaiting approval, resumes sending maxOutputTokens 5 as it did."""
+    state = RunState.from_json((SAVED / "gemini_overlap_awaiting_approval.json").read_text())
+    (call,) = state.messages[-1].parts
+    client, sent = _gemini_answering({"text": "Sunny in Paris."})
+    with client:
+        model = toolfold.model("gemini:gemini-2.5-flash", api_key="k" * 39, http_client=client)
+        agent = Agent(
+            model, tools=[get_weather], max_tokens=10, generationConfig={"maxOutputTokens": 5}
+        )
+        result = agent.resume(state, approvals={call.id: True})
+    assert result.output == "Sunny in Paris."
+    (request,) = sent
+    assert request["generationConfig"] == {"maxOutputTokens": 5}
+    assert request["contents"][-1]["parts"][0]["functionResponse"]["response"] == {
+        "output": "sunny"
+    }
+
+
+@tool
+def get_time(city: str) -> str:
+    """The time in a city.
+
+    Args:
+        city: The city.
+    """
+    return "noon"
+
+
+def test_a_setting_note_is_logged_at_info_once_then_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A setting left out is logged at INFO the first time the model notes it, then at DEBUG on each later request (of that run or another)."""
+    call = {"functionCall": {"name": "get_time", "args": {"city": "Paris"}}}
+    client, sent = _gemini_answering(call, call, {"text": "Noon."}, {"text": "Noon again."})
+    with client, caplog.at_level(logging.DEBUG, logger="toolfold.adapters"):
+        model = toolfold.model("gemini:gemini-2.5-flash", api_key="k" * 39, http_client=client)
+        agent = Agent(
+            model, tools=[get_time], max_tokens=10, generationConfig={"maxOutputTokens": 5}
+        )
+        assert agent.run("Time?").output == "Noon."
+        assert agent.run("Time again?").output == "Noon again."
+    assert len(sent) == 4
+    line = (
+        "gemini:gemini-2.5-flash request: the setting max_tokens is not sent: the setting "
+        "generationConfig.maxOutputTokens sets generationConfig.maxOutputTokens too, and wins"
+    )
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, line),
+        *[(logging.DEBUG, line)] * 3,
+    ]
+
+
+def test_a_run_saved_with_a_response_mime_type_beside_its_output_type_resumes() -> None:
+    """A finished run c17b8818 saved with an output type and generationConfig responseMimeType / responseJsonSchema resumes with the output type's, as it sent them."""
+    state = RunState.from_json((SAVED / "gemini_output_over_mime_finished.json").read_text())
+    client, sent = _gemini_answering({"text": '{"city": "Rome"}'})
+    with client:
+        model = toolfold.model("gemini:gemini-2.5-flash", api_key="k" * 39, http_client=client)
+        agent = Agent(
+            model,
+            output_type=City,
+            generationConfig={
+                "responseMimeType": "text/plain",
+                "responseJsonSchema": {"type": "string"},
+            },
+        )
+        result = agent.resume(state, message="And another?")
+    assert result.output == {"city": "Rome"}
+    (request,) = sent
+    assert request["generationConfig"] == {
+        "responseMimeType": "application/json",
+        "responseJsonSchema": state.config.output.schema,
+    }

@@ -17,7 +17,7 @@ from openai_spec import mistral_problems, problems
 
 from toolfold import ModelConfigError
 from toolfold.adapters._http._json import dumps
-from toolfold.adapters._provider_model import LoggedNotes, ProviderModel
+from toolfold.adapters._provider_model import _MAX_UNBOUND, LoggedNotes, ProviderModel
 from toolfold.adapters.openai_chat import (
     PROVIDERS,
     SERVER_PRESETS,
@@ -807,7 +807,7 @@ def test_a_note_is_logged_at_info_once_per_message_and_model(
 def test_the_record_of_logged_notes_forgets_a_freed_message() -> None:
     """The record holds its messages weakly: a run's messages, once freed, leave no entry (a
     long-lived model does not grow with the runs it served); a note naming no message of the
-    request is always a first."""
+    request (a setting's) is known by its text."""
     notes = LoggedNotes()
     message = Message("assistant", (ReasoningPart("Hm."),))
     messages = (Message.user("Hi"), message)
@@ -816,11 +816,21 @@ def test_the_record_of_logged_notes_forgets_a_freed_message() -> None:
     assert notes.first("messages[1]: also this", messages)
     assert notes.first("messages[7]: out of range", messages)
     assert notes.first("not about a message", messages)
-    assert notes.first("not about a message", messages)  # (nothing to know it by)
+    assert not notes.first("not about a message", messages)  # (known by its text)
     assert len(notes._by_message) == 1
     del messages, message
     gc.collect()
     assert notes._by_message == {}
+
+
+def test_the_record_of_setting_notes_is_bounded() -> None:
+    """Past the notes naming no message a model remembers, each new one is logged as a first every time (never dropped to DEBUG unseen), and the record stays bounded."""
+    notes = LoggedNotes()
+    assert all(notes.first(f"setting {i} left out", ()) for i in range(_MAX_UNBOUND))
+    assert notes.first("one more", ())
+    assert notes.first("one more", ())
+    assert not notes.first("setting 0 left out", ())
+    assert len(notes._unbound) == _MAX_UNBOUND
 
 
 def _roles(messages: list[dict[str, Any]]) -> list[str]:

@@ -178,6 +178,63 @@ def test_an_output_field_setting_with_an_output_type_is_refused(
     assert body(model, {field: {"type": "json_object"}})[field] == {"type": "json_object"}
 
 
+ANTHROPIC_FORMAT = {"type": "json_schema", "schema": {"type": "object"}}
+#: The Anthropic output_format an output type of OUTPUT sends.
+OUTPUT_FORMAT = {
+    "type": "json_schema",
+    "schema": {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "additionalProperties": False,
+        "required": ["answer"],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("settings", "output", "sent"),
+    [
+        (
+            {"output_config": {"format": ANTHROPIC_FORMAT}},
+            OUTPUT,
+            {"output_format": OUTPUT_FORMAT, "output_config": {"format": ANTHROPIC_FORMAT}},
+        ),
+        (
+            {"output_config": {"format": ANTHROPIC_FORMAT, "effort": "low"}},
+            OUTPUT,
+            {
+                "output_format": OUTPUT_FORMAT,
+                "output_config": {"format": ANTHROPIC_FORMAT, "effort": "low"},
+            },
+        ),
+        (
+            {"output_format": ANTHROPIC_FORMAT, "output_config": {"format": ANTHROPIC_FORMAT}},
+            None,
+            {"output_format": ANTHROPIC_FORMAT, "output_config": {"format": ANTHROPIC_FORMAT}},
+        ),
+        (
+            {"output_config": {"format": ANTHROPIC_FORMAT}, "output_format": ANTHROPIC_FORMAT},
+            None,
+            {"output_config": {"format": ANTHROPIC_FORMAT}, "output_format": ANTHROPIC_FORMAT},
+        ),
+    ],
+    ids=["with-output-type", "with-output-type-and-effort", "after-format", "before-format"],
+)
+def test_an_anthropic_output_config_format_goes_as_before(
+    made: Any, settings: dict[str, Any], output: OutputSpec | None, sent: dict[str, Any]
+) -> None:
+    """Anthropic ``output_config={"format": ...}`` beside an output type or an ``output_format`` setting goes as c17b8818 sent it (both formats, no refusal), so runs saved with it resume."""
+    model = made("anthropic:claude-sonnet-4-5")
+    made_body = model.prepare(ModelRequest([Message.user("hi")], settings=settings, output=output))
+    assert made_body.body == {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "messages": [{"role": "user", "content": "hi"}],
+        **sent,
+    }
+    assert list(made_body.body) == ["model", "max_tokens", "messages", *sent]
+
+
 OWNED = {
     "openai": ("model", "messages"),
     "anthropic": ("model", "messages"),

@@ -199,6 +199,32 @@ def _count(value: Any) -> int | None:
     return int(digits) if len(digits) < len(str(_MANY)) else _MANY
 
 
+def check_token_limit(key: str, value: Any, *, digits: bool = False) -> None:
+    """Refuse a token limit (``max_tokens``) that is no whole number of tokens.
+
+    Every provider's API types the field as an integer and answers 400 for
+    ``300.5``; ``True`` is no count, though Python reads it as 1. A whole float
+    (``300.0``) is an integer to JSON Schema, and goes as given. A string of
+    digits (``"300"``) is refused too, unless ``digits``: Gemini reads its body
+    as proto3 JSON, where an int32 may be written as a string, and takes it.
+
+    Raises:
+        ModelConfigError: ``value`` is a bool, a float with a fraction or not
+            a number (a string of digits unless ``digits``), naming the setting.
+    """
+    if type(value) is int or (type(value) is float and value.is_integer()):
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        return
+    if digits and type(value) is str and _count(value) is not None:
+        return
+    takes = "a whole number or a string of digits" if digits else "an integer"
+    raise ModelConfigError(
+        f"the setting {key}={short(value)} is no number of tokens: give a whole number "
+        f"({key}=300), as the provider's API takes {takes} there"
+    )
+
+
 def refuse_setting(key: str, provider: str, instead: str) -> NoReturn:
     """Refuse the setting ``key``, a request field ``provider``'s codec builds itself.
 

@@ -20,7 +20,8 @@ the notes are returned by ``model.prepare(request)`` and logged on the
 silently: at INFO the first time the model sends that message, at DEBUG when a
 later request of the same conversation carries it again (a run's every request
 resends its history: a note a step would make a run's log grow with the square
-of its steps).
+of its steps). A note about a setting is at INFO the first time the model makes
+it, then at DEBUG (every request of a run with that setting makes it again).
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ StreamFormat = Literal["sse", "lines", "json-array"]
 
 # A request note's message: every encoder starts its notes with the message's position.
 _NOTE_POSITION = re.compile(r"messages\[(\d+)\]: ")
+# How many notes naming no message a model remembers having logged (they come from
+# settings, so a handful; the bound keeps a model serving odd settings from growing).
+_MAX_UNBOUND = 256
 
 
 class LoggedNotes:
@@ -117,19 +121,32 @@ class LoggedNotes:
     A run sends its whole history with every request, so the same message is
     noted again on each: `first` tells the first time apart. A message is
     known by identity, not equality (two runs' equal messages are each noted),
-    and forgotten when it is freed; a note naming no message is always first.
+    and forgotten when it is freed. A note naming no message (a setting left
+    out, which every request of a run with that setting makes again) is known
+    by its text: first the first time the model makes it (the record keeps
+    `_MAX_UNBOUND` of them; past that, every new such note is a first each time).
     """
 
-    __slots__ = ("_by_message",)
+    __slots__ = ("_by_message", "_unbound")
 
     def __init__(self) -> None:
         self._by_message: dict[int, tuple[weakref.ref[Message], set[str]]] = {}
+        self._unbound: set[str] = set()
 
     def first(self, note: str, messages: Sequence[Message]) -> bool:
-        """Whether ``note``, from a request of ``messages``, is logged for its message the first time."""
+        """Whether ``note`` (from a request of ``messages``) is logged the first time.
+
+        The first time for its message, or, naming none, for this model.
+        """
         match = _NOTE_POSITION.match(note)
-        position = int(match[1]) if match else -1
-        if not 0 <= position < len(messages):
+        if match is None:
+            if note in self._unbound:
+                return False
+            if len(self._unbound) < _MAX_UNBOUND:
+                self._unbound.add(note)
+            return True
+        position = int(match[1])
+        if not position < len(messages):
             return True
         message = messages[position]
         key = id(message)
@@ -464,7 +481,7 @@ class ProviderModel:
         return self._path(prepared, stream), prepared.body, prepared.headers
 
     def _log_notes(self, report: RequestReport, messages: Sequence[Message]) -> None:
-        """Log ``report``'s notes: at INFO the first time this model notes a message so, else DEBUG."""
+        """Log ``report``'s notes: at INFO the first time this model makes one, else DEBUG."""
         if not report.notes or not _log.isEnabledFor(logging.INFO):
             return
         for note in report.notes:

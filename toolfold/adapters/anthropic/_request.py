@@ -32,6 +32,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    check_token_limit,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -125,14 +126,16 @@ def build_body(
     budget = _thinking_budget(settings)
     if max_tokens is None:
         max_tokens = _default_max_tokens(budget)
-    elif isinstance(max_tokens, numbers.Real) and max_tokens < 1:
+    else:
+        check_token_limit("max_tokens", max_tokens)
+    if max_tokens < 1:
         raise ModelConfigError(
             f"the setting max_tokens={max_tokens!r} is below the Anthropic Messages API's "
             "minimum: max_tokens must be at least 1 (CreateMessageParams); raise it"
         )
     body: Body = {"model": model_name, "max_tokens": max_tokens}
     system = "\n\n".join(_system_text(m) for m in request.messages if m.role == "system")
-    if system:
+    if _sendable(system):
         body["system"] = system
     body["messages"] = encode_messages(request.messages, notes)
     if request.tools:
@@ -300,7 +303,10 @@ def _own_setting(
     ``tools`` (server tools such as web search) go after the function tools;
     ``tool_choice`` goes as given when the request chose none (a forced tool
     while thinking is on still refused); ``output_format`` goes as given when
-    the request has no output type. ``tools``, ``model``, ``messages`` and
+    the request has no output type. (``output_config``, even with a ``format``,
+    is no owned setting: it goes as given beside an output type or an
+    ``output_format`` setting, as toolfold always sent it, so runs saved with
+    both resume.) ``tools``, ``model``, ``messages`` and
     ``stream`` as every codec places them (`place_shared_setting`).
 
     Raises:
@@ -308,7 +314,11 @@ def _own_setting(
             use instead.
     """
     if key == "system":
-        body["system"] = _merged_system(value, body.get("system"))
+        system = _merged_system(value, body.get("system"))
+        if system is None:
+            body.pop("system", None)
+        else:
+            body["system"] = system
     elif key == "tool_choice":
         if "tool_choice" in body:
             raise ModelConfigError(
@@ -344,22 +354,31 @@ def _merged_system(value: Any, instructions: str | None) -> Any:
     """The ``system`` field of a ``system`` setting and the system messages' text.
 
     The setting's blocks come first: a ``cache_control`` breakpoint on them
-    caches them whatever instructions follow.
+    caches them whatever instructions follow. Blank text (a block of it, or the
+    whole string) is left out, as the API refuses it; None when nothing is left.
     """
     if isinstance(value, str):
         if not instructions:
-            return value
-        blocks: list[Any] = [{"type": "text", "text": value}]
+            return value if _sendable(value) else None
+        blocks: list[Any] = [{"type": "text", "text": value}] if _sendable(value) else []
     elif isinstance(value, (list, tuple)) and all(isinstance(b, Mapping) for b in value):
-        blocks = list(value)
+        blocks = [block for block in value if not _blank_block(block)]
     else:
         raise ModelConfigError(
             "the setting 'system' must be a string or a list of text blocks "
             f"({{'type': 'text', 'text': ..., 'cache_control': ...}}), got {type(value).__name__}"
         )
+    if not blocks:
+        return instructions
     if instructions:
         blocks.append({"type": "text", "text": instructions})
     return blocks
+
+
+def _blank_block(block: Mapping[str, Any]) -> bool:
+    """Whether ``block`` is a text block of only whitespace (or none), which the API refuses."""
+    text = block.get("text")
+    return block.get("type") == "text" and isinstance(text, str) and not _sendable(text)
 
 
 # --- messages --------------------------------------------------------------
@@ -371,6 +390,7 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
     Reasoning left out (another provider's, or unsigned) is noted in ``notes``.
     """
     turns: list[tuple[str, list[Body]]] = []
+    blank_prompt = False  # the last message is a user message left out as blank
     for position, message in enumerate(inline_media(messages)):
         if message.role == "system":
             continue
@@ -379,14 +399,39 @@ def encode_messages(messages: Iterable[Message], notes: list[str] | None = None)
             blocks = _assistant_blocks(message.parts, position, notes)
         else:
             blocks = _user_blocks(message)
+        blank_prompt = not blocks and message.role == "user"
+        if not blocks:
+            # Nothing the API takes (only blank text, or another provider's
+            # reasoning): the message is left out, and its neighbours merge.
+            continue
         if turns and turns[-1][0] == role:
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
+    if not turns:
+        # ``"messages": []`` (or a lone blank text), which the API answers with a 400. A blank
+        # prompt after other turns is left out like any blank message (after tool results, the
+        # request goes on from them as inside a tool loop), but not after an answer: see below.
+        raise ModelConfigError(
+            "the prompt is empty or only whitespace, and no other message has anything to "
+            "send, which the Anthropic Messages API refuses (a conversation needs a message "
+            "with non-whitespace text, an image, a file or a tool result); give a prompt with "
+            "some text (a saved run that failed on one: resume(state, message=...))"
+        )
+    if blank_prompt and turns[-1][0] == "assistant":
+        # Left out, the blank prompt would leave the request ending with the last answer: a
+        # prefill, which Claude continues (an answer ending in whitespace gets a 400, and
+        # models from Claude 4.6 on refuse any prefill), so the run would return a fragment.
+        raise ModelConfigError(
+            "the prompt is empty or only whitespace and comes after an assistant answer; the "
+            "Anthropic Messages API takes no blank message, and without it the request would "
+            "end with that answer, which Claude would continue as a prefill instead of "
+            "answering; give a prompt with some text, or, to prefill on purpose, end the "
+            'messages with the start of the answer: run([Message.user("..."), '
+            'Message.assistant("...")])'
+        )
     out: list[Body] = []
     for role, blocks in turns:
-        if not blocks:
-            continue  # e.g. an assistant turn whose only part was foreign reasoning
         if role == "user":
             results = [b for b in blocks if b["type"] == "tool_result"]
             if results and len(results) < len(blocks):
@@ -411,8 +456,9 @@ def _user_blocks(message: Message) -> list[Body]:
                 result["is_error"] = True
             blocks.append(result)
         elif isinstance(part, TextPart):
-            if part.text:  # the API refuses empty text blocks
-                blocks.append({"type": "text", "text": part.text})
+            text = part.text
+            if text and not text.isspace():  # blank text is left out (`_sendable`)
+                blocks.append({"type": "text", "text": text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
         elif isinstance(part, FilePart):
@@ -420,6 +466,14 @@ def _user_blocks(message: Message) -> list[Body]:
         elif isinstance(part, ToolCallPart):
             raise ModelConfigError(f"a {message.role} message cannot carry a tool call")
     return blocks
+
+
+def _sendable(text: str) -> bool:
+    """Whether a text block of ``text`` is sent. An empty or whitespace-only one is
+    left out: it says nothing the model needs, and the API refuses a message (or
+    ``system``) whose only text it is (400 "text content blocks must contain
+    non-whitespace text"; beside other blocks it is taken)."""
+    return bool(text) and not text.isspace()
 
 
 def _result_content(part: ToolResultPart) -> list[Body]:
@@ -444,8 +498,9 @@ def _assistant_blocks(
         if part is marker:
             continue  # its media's note says it all
         if isinstance(part, TextPart):
-            if part.text:
-                blocks.append({"type": "text", "text": part.text})
+            text = part.text
+            if text and not text.isspace():  # blank text is left out (`_sendable`)
+                blocks.append({"type": "text", "text": text})
         elif isinstance(part, ToolCallPart):
             arguments = part.arguments if part.arguments is not None else {}
             blocks.append(

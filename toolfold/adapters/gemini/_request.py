@@ -22,6 +22,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    check_token_limit,
     inline_media,
     named_tool,
     place_shared_setting,
@@ -116,9 +117,9 @@ def build_body(
                 "Gemini has no switch for one tool call per turn; "
                 "remove parallel_tool_calls=False (or ask for it in the instructions)"
             )
-    generation = _generation_config(request.settings)
-    if request.output is not None:
-        generation.update(_output_config(request.output, dialect))
+    owned = _output_config(request.output, dialect) if request.output is not None else {}
+    generation = _generation_config(request.settings, owned, notes)
+    generation.update(owned)
     if generation:
         body["generationConfig"] = generation
     for key, value in request.settings.items():
@@ -202,27 +203,103 @@ def _calling_config(
     return {"mode": "ANY", "allowedFunctionNames": [choice]}
 
 
-def _generation_config(settings: Mapping[str, Any]) -> Body:
+def _generation_config(settings: Mapping[str, Any], owned: Body, notes: list[str]) -> Body:
+    """``generationConfig``: the neutral settings' fields, then a ``generation_config`` /
+    ``generationConfig`` mapping's, then ``owned`` (the output type's fields, added by the caller).
+
+    A later source wins a field an earlier one sets, whichever spelling each uses (the API
+    reads a field under either spelling; one field under both was never checked, so it goes
+    once): ``generationConfig`` over ``generation_config`` over a neutral setting, as toolfold
+    always sent them (so a run saved with both resumes as it started), and the output type
+    over either. What is left out is noted in ``notes``.
+
+    Raises:
+        ModelConfigError: A count of answers above 1; or, beside an output type, a
+            mapping's response schema in the other form than the output type's, as the
+            two schemas would go together, which the API refuses.
+    """
     config: Body = {}
+    # a field's camelCase name -> (its key in ``config``, the setting that set it)
+    given: dict[str, tuple[str, str]] = {}
     for key, value in settings.items():
         field = GENERATION_SETTINGS.get(key)
         if field is not None and value is not None:
+            if key == "max_tokens":
+                check_token_limit(key, value, digits=True)
             config[field] = [value] if key == "stop" and isinstance(value, str) else value
+            given[field] = (field, key)
     counts = [("candidate_count", settings.get("candidate_count"))]
+    extras = []
     for key in ("generation_config", "generationConfig"):
         extra = settings.get(key)
         if isinstance(extra, Mapping):
-            config.update(extra)
+            extras.append((key, extra))
             # Gemini reads the field in either spelling: each is checked under its own name.
             counts += [(f"{key}.{inner}", extra.get(inner)) for inner in _CANDIDATE_COUNT_KEYS]
     for named, count in counts:
         if count is not None:
             refuse_choices(named, count, "gemini")
+    for key, extra in extras:
+        for inner, value in extra.items():
+            field = _camel(inner) if isinstance(inner, str) else inner
+            output_field = bool(owned) and field in _OUTPUT_FIELDS
+            if output_field and _yield_to_output(f"{key}.{inner}", field, value, owned, notes):
+                continue
+            if field in given:
+                earlier, setting = given[field]
+                notes.append(
+                    f"the setting {setting} is not sent: the setting {key}.{inner} sets "
+                    f"generationConfig.{field} too, and wins"
+                )
+                del config[earlier]
+            config[inner] = value
+            given[field] = (inner, f"{key}.{inner}")
     return config
+
+
+def _yield_to_output(setting: str, field: str, value: Any, owned: Body, notes: list[str]) -> bool:
+    """Leave out ``setting``, a ``generationConfig`` key for ``field``, which the output type sets.
+
+    Returns:
+        Whether it is left out: not when ``field`` is the schema form the output type does
+        not send and ``value`` is None, which goes as given (``null``, unset to the API, as
+        toolfold always sent it).
+
+    Raises:
+        ModelConfigError: ``field`` is the response schema in the other form than the
+            output type's, naming both: two schemas, which the API refuses
+            (``responseJsonSchema``: "When this field is set, response_schema must be
+            omitted").
+    """
+    if field in owned:
+        notes.append(
+            f"the setting {setting} is not sent: the run's output type sets "
+            f"generationConfig.{field}"
+        )
+        return True
+    if value is None:
+        return False
+    (sent,) = (name for name in owned if name != "responseMimeType")
+    raise ModelConfigError(
+        f"the setting {setting} and the run's output type both give Gemini a response schema "
+        f"(the output type sends {sent}), and the API takes one; give one"
+    )
 
 
 #: ``candidateCount`` as a ``generation_config`` may spell it (the API takes both).
 _CANDIDATE_COUNT_KEYS = ("candidateCount", "candidate_count")
+#: The ``generationConfig`` fields an output type sets (``_output_config``: the MIME type
+#: and one of the two schema forms), by their camelCase names.
+_OUTPUT_FIELDS = frozenset({"responseMimeType", "responseSchema", "responseJsonSchema"})
+
+
+def _camel(name: str) -> str:
+    """A proto field's JSON name (``max_output_tokens`` -> ``maxOutputTokens``): the API
+    reads a field under either."""
+    if "_" not in name:
+        return name
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def _output_config(output: OutputSpec, dialect: Dialect) -> Body:

@@ -25,6 +25,7 @@ from typing import Any
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
+    check_token_limit,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -123,6 +124,8 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
         else:
             if key == "stop" and isinstance(value, str):
                 value = [value]
+            elif key == "max_tokens":
+                check_token_limit(key, value)
             options[RENAMED_OPTIONS.get(key, key)] = value
     if options:
         body["options"] = options

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolfold._errors import ModelConfigError
+from toolfold.adapters._codec import no_equivalent
 from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._http._checks import check_base_url
 from toolfold.adapters._http._keys import Secret
@@ -15,6 +16,7 @@ from toolfold.adapters._provider_model import UNSET, Endpoint, ProviderModel
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
     GEMINI_HOST,
+    OPENAI_UNSUPPORTED_SETTINGS,
     SERVER_PRESETS,
     ChatProvider,
     provider_for,
@@ -28,6 +30,7 @@ from toolfold.adapters.openai_chat._request import (
 )
 from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
+from toolfold.adapters.openai_responses._providers import is_openai
 from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
@@ -119,8 +122,20 @@ class OpenAIChatModel(ProviderModel):
             )
         return Endpoint(row.name, url, row.api_key_env, row.key_required, error_parser=parse_error)
 
+    def _configure(self, headers: Mapping[str, str | Secret]) -> None:
+        # Settings CreateChatCompletionRequest lacks are refused for OpenAI only.
+        openai = self.provider.name == "openai" and is_openai(self.base_url)
+        self._refused = OPENAI_UNSUPPORTED_SETTINGS if openai else frozenset()
+
+    def _refuse_unsupported(self, settings: Mapping[str, Any]) -> None:
+        """Refuse a setting OpenAI's Chat Completions API has no field for (on its own host)."""
+        for key in self._refused:
+            if settings.get(key) is not None:
+                raise no_equivalent(key, "the OpenAI Chat Completions API")
+
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request`` (the family's quirks applied)."""
+        self._refuse_unsupported(request.settings)
         notes = reasoning_notes(request.messages, self.provider)
         report = self._report if not notes else RequestReport(self.provider.name, notes)
         return Prepared(build_body(request, self.model_name, self.provider, stream=stream), report)
@@ -135,6 +150,7 @@ class OpenAIChatModel(ProviderModel):
         # unless a subclass builds its own body; the reasoning it leaves out is logged
         # as `prepare`'s report notes it (a test holds both paths to the same log and bytes).
         if type(self).prepare is OpenAIChatModel.prepare:
+            self._refuse_unsupported(request.settings)
             notes: list[str] = []
             content = encode_body(
                 request, self.model_name, self.provider, stream=stream, notes=notes

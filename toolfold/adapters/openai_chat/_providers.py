@@ -76,6 +76,13 @@ class ChatProvider:
     assistant_after_tool: str | None = None
 
 
+#: Neutral settings ``CreateChatCompletionRequest`` has no field for [openai-openapi.yaml]:
+#: ``top_k``, which Anthropic, Gemini and Ollama take. OpenAI answers 400 ("Unrecognized
+#: request argument supplied") for an unknown parameter, so on OpenAI's own host they are
+#: refused before the request, naming the setting; a compatible server (vLLM takes
+#: ``top_k``) gets them as given. The Responses adapter refuses the same way.
+OPENAI_UNSUPPORTED_SETTINGS = frozenset({"top_k"})
+
 # Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
 # older vLLM, Qwen servers) or ``reasoning`` (Groq, OpenRouter, newer vLLM,
 # Hugging Face router); see the groq and deepseek cassettes.

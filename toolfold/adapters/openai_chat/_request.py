@@ -14,6 +14,7 @@ from toolfold.adapters._codec import (
     AUDIO,
     IMAGE_CALL,
     OUTPUT_ITEM,
+    check_token_limit,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -478,6 +479,7 @@ def _add_settings(body: Body, settings: Mapping[str, Any], provider: ChatProvide
         body[provider.renames.get(key, key)] = value
     max_tokens = settings.get("max_tokens")
     if max_tokens is not None:
+        check_token_limit("max_tokens", max_tokens)
         body[provider.max_tokens_key] = max_tokens
 
 

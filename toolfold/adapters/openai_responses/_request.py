@@ -40,6 +40,7 @@ from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import (
     IMAGE_CALL,
     OUTPUT_ITEM,
+    check_token_limit,
     dropped_media_note,
     inline_media,
     media_marker,
@@ -124,8 +125,10 @@ def build_body(
         if openai and key in UNSUPPORTED_SETTINGS:
             raise no_equivalent(key, "the OpenAI Responses API")
         field = RENAMES.get(key, key)
-        if openai and field == "max_output_tokens":
-            _check_output_tokens(key, value)
+        if field == "max_output_tokens":
+            check_token_limit(key, value)
+            if openai:
+                _check_output_tokens(key, value)
         body[field] = value
     if is_reasoning_model(model_name):
         _include_reasoning(body)

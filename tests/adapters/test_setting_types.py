@@ -1,0 +1,119 @@
+"""Settings refused before sending because no provider API would take them as given.
+
+``max_tokens`` is an integer in every provider's spec: ``300.5`` or ``True`` is a
+ModelConfigError naming it on each adapter, and ``"300"`` too except on Gemini (proto3
+JSON takes an int32 as a string of digits). ``top_k``, which
+Chat Completions has no field for, is refused on OpenAI's own host only (a
+compatible server such as vLLM takes it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+import toolfold
+from toolfold import Agent, ModelConfigError
+from toolfold.runtime import Message, ModelRequest
+
+SPECS = (
+    "openai:gpt-4o-mini",
+    "groq:llama-3.3-70b",
+    "anthropic:claude-sonnet-4-5",
+    "gemini:gemini-2.5-flash",
+    "gemini:gemini-2.0-flash",
+    "openai-responses:gpt-5-mini",
+    "ollama:qwen3",
+)
+
+
+def body(model: Any, **settings: Any) -> dict[str, Any]:
+    """The body ``model`` would send for a one-message request with ``settings``."""
+    return dict(model.prepare(ModelRequest((Message.user("Hi"),), settings=settings)).body)
+
+
+#: Each adapter with each max_tokens it refuses: a string of digits is one on Gemini
+#: (`test_gemini_takes_a_max_tokens_of_digits`).
+REFUSED_TOKENS = [
+    (spec, value)
+    for spec in SPECS
+    for value in (300.5, "300", True, [300], {"n": 300}, "300.0", "three")
+    if not (value == "300" and spec.startswith("gemini:"))
+]
+
+
+@pytest.mark.parametrize(("spec", "value"), REFUSED_TOKENS)
+def test_a_max_tokens_that_is_no_whole_number_is_refused(made: Any, spec: str, value: Any) -> None:
+    """max_tokens of 300.5, True (or any non-number) is a ModelConfigError naming it, on every adapter; "300" too but on Gemini."""
+    with pytest.raises(ModelConfigError, match=r"the setting max_tokens=.* is no number of tokens"):
+        body(made(spec), max_tokens=value)
+
+
+@pytest.mark.parametrize("spec", ["gemini:gemini-2.5-flash", "gemini:gemini-2.0-flash"])
+def test_gemini_takes_a_max_tokens_of_digits(made: Any, spec: str) -> None:
+    """Gemini gets max_tokens="300" as given, as before: proto3 JSON reads an int32 written as a string of digits."""
+    assert body(made(spec), max_tokens="300")["generationConfig"] == {"maxOutputTokens": "300"}
+
+
+@pytest.mark.parametrize("value", [300, 300.0])
+@pytest.mark.parametrize("spec", SPECS)
+def test_a_whole_max_tokens_goes_as_given(made: Any, spec: str, value: Any) -> None:
+    """An int, or a whole float (an integer to JSON Schema), is sent unchanged."""
+    assert value in _values(body(made(spec), max_tokens=value))
+
+
+def test_a_max_output_tokens_setting_is_checked_too(made: Any) -> None:
+    """Responses: a max_output_tokens setting given directly is checked like max_tokens."""
+    with pytest.raises(ModelConfigError, match=r"max_output_tokens=True is no number"):
+        body(made("openai-responses:gpt-5-mini"), max_output_tokens=True)
+
+
+def _values(tree: Any) -> list[Any]:
+    """Every value in a JSON tree, at any depth."""
+    if isinstance(tree, dict):
+        return [v for value in tree.values() for v in (value, *_values(value))]
+    if isinstance(tree, list):
+        return [v for value in tree for v in (value, *_values(value))]
+    return []
+
+
+@pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
+def test_top_k_is_refused_for_openai_chat_completions(made: Any, base_url: str | None) -> None:
+    """On api.openai.com (and its regional hosts) top_k, which Chat Completions lacks, is refused naming it."""
+    model = made("openai:gpt-4o-mini", base_url=base_url)
+    with pytest.raises(ModelConfigError, match="'top_k' has no equivalent in the OpenAI Chat"):
+        body(model, top_k=40)
+    assert "top_k" not in body(model, top_k=None)
+
+
+@pytest.mark.parametrize(
+    ("spec", "base_url"),
+    [
+        ("openai:qwen", "http://127.0.0.1:8000/v1"),
+        ("openai-compatible:qwen", "http://127.0.0.1:8000/v1"),
+        ("groq:llama-3.3-70b", None),
+    ],
+)
+def test_top_k_goes_as_given_to_other_chat_servers(
+    made: Any, spec: str, base_url: str | None
+) -> None:
+    """A compatible server (vLLM takes top_k) or another provider gets top_k as given."""
+    assert body(made(spec, base_url=base_url), top_k=40)["top_k"] == 40
+
+
+def test_top_k_is_refused_before_anything_is_sent_to_openai() -> None:
+    """A run with top_k on OpenAI's host fails before any request leaves (the sending path checks too)."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20, http_client=client)
+        with pytest.raises(ModelConfigError, match="'top_k'"):
+            Agent(model, top_k=40).run("Hi")
+        model.close()
+    assert sent == []
