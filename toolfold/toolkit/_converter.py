@@ -49,6 +49,7 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import reduce_error
+from toolfold.toolkit import _field
 from toolfold.toolkit._field import (
     Negation,
     expand_metadata,
@@ -869,7 +870,16 @@ class _Converter(cattrs.Converter):
     unhashable ``Not`` (``at.IsNotNan[float]``) is first given an equal `Negation`.
     Only a type the lookup could not hash is rewritten, so that the common case
     (every output the runtime structures) costs what cattrs' own lookup does.
+
+    Its lookups are cached as cattrs caches them, but emptied once they hold
+    `TYPES_KEPT` types: a class made per request (and whatever it refers to)
+    is then freed, not kept by the process-wide converter for ever.
     """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        _bound_cache(self._structure_func)
+        _bound_cache(self._unstructure_func)
 
     def structure(self, obj: Any, cl: Any) -> Any:
         lookup: Any = self._structure_func.dispatch  # what super().structure calls
@@ -889,6 +899,26 @@ class _Converter(cattrs.Converter):
             if is_hashable(type):
                 raise
             return super().get_structure_hook(hashable_type(type), cache_result)
+
+
+def _bound_cache(dispatch: Any) -> None:
+    """Give a cattrs `MultiStrategyDispatch` a cache emptied at `TYPES_KEPT` types.
+
+    cattrs caches every lookup without limit (``lru_cache(maxsize=None)``). The
+    cache stays unbounded, so a hit costs what it did; only a miss, which makes
+    a hook anyway, checks the size. Emptying it all (as `register_*` does)
+    rather than one entry at a time keeps a hook built from another's hook
+    from outliving it.
+    """
+    find = dispatch.dispatch_without_caching
+
+    def found(tp: Any) -> Any:
+        if looked_up.cache_info().currsize >= _field.TYPES_KEPT:
+            looked_up.cache_clear()
+        return find(tp)
+
+    looked_up = functools.cache(found)
+    dispatch.dispatch = looked_up
 
 
 @functools.cache
