@@ -22,7 +22,7 @@ import contextvars
 import inspect
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
@@ -534,8 +534,30 @@ def failed_outcome(job: ToolJob, exc: BaseException) -> ToolOutcome:
     # (a sync tool's StopIteration, from its worker thread, or a sub-run's check's, which
     # carries the sub-run's state: `checked_arguments`)
     raised = carried(exc)
+    _without_driver_frames(raised)
     stopped = exc if getattr(exc, "state", None) is not None else raised
     return _error(job, f"Error: {describe_exception(raised)}", "error", raised, stopped)
+
+
+def _without_driver_frames(exc: BaseException) -> None:
+    """Take the driver's own frames off the start of ``exc``'s traceback, down to the tool's.
+
+    The frame that caught ``exc`` (a coroutine's, say) goes on to hold the call's
+    outcome, which holds ``exc``: kept on the traceback, it would make a reference
+    cycle, and a failed run would be freed only by the cyclic collector (see
+    `call_apart` for the frames a sync call's traceback reaches). What the tool ran
+    stays, as the traceback of ``on_tool_error="raise"`` shows it; a traceback of the
+    driver's frames alone (its own error) keeps its last.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and _in_driver(tb.tb_frame):
+        tb = tb.tb_next
+    if tb is not exc.__traceback__:
+        exc.__traceback__ = tb
+
+
+def _in_driver(frame: Any) -> bool:
+    return str(frame.f_globals.get("__name__", "")).startswith("toolfold.runtime.drive.")
 
 
 def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], before: int) -> bool:
@@ -574,6 +596,32 @@ def timed_out_message(tool: str, timeout: float) -> str:
 def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
     assert job.tool is not None
     return job.tool.invoke(arguments, job.context)
+
+
+def call_apart(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+    """``function(*args, **kwargs)``: ``(True, what it returned)`` or ``(False, the Exception it raised)``.
+
+    What it raises is caught in a generator's frame: a frame that is not running has
+    no caller, so the exception's traceback (the tool's frames, then that one) ends
+    there instead of reaching, through each frame's caller, the driver's frames, which
+    go on to hold the call's outcome (and the exception in it) and the run's state. A
+    failed call then makes no reference cycle: its run is freed by reference counting
+    alone once dropped, as a successful run is, not at the cyclic collector's next pass.
+    A `BaseException` that is no `Exception` (Ctrl-C) goes through, as without it.
+    """
+    (result,) = _apart(function, args, kwargs)  # (run to its end: cheaper than close())
+    return result
+
+
+def _apart(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Generator[tuple[bool, Any], None, None]:
+    try:
+        value = function(*args, **kwargs)
+    except Exception as exc:
+        yield False, exc
+    else:
+        yield True, value
 
 
 # --- async -------------------------------------------------------------------

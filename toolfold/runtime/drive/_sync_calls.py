@@ -39,6 +39,7 @@ from toolfold.runtime.drive._executor import (
     _time_finished,
     _timed,
     _timed_out,
+    call_apart,
     failed_outcome,
     kept_sub_run,
 )
@@ -315,17 +316,18 @@ def _run_inline(
         context = contextvars.copy_context()
         if standing is not None:
             context.run(STANDING.set, standing)
+        # (apart: what it raises holds none of the frames below, see `call_apart`)
         if function is None:
-            value = context.run(_call_sync, job, arguments)
+            ok, value = call_apart(context.run, _call_sync, job, arguments)
         else:
-            value = context.run(function, **arguments)
-        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
-            value = run_blocking(lambda: _await(value))
-    except Exception as exc:
-        return failed_outcome(job, exc)
+            ok, value = call_apart(context.run, function, **arguments)
+        if ok and type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            ok, value = call_apart(run_blocking, lambda: _await(value))
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
+    if not ok:
+        return failed_outcome(job, value)
     return _finish(job, value, started)
 
 

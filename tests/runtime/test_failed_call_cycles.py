@@ -1,0 +1,111 @@
+"""A run whose tool raised is freed by reference counting alone, as a successful run is."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import traceback
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from toolfold import Agent, RunState, ToolExecutionError, tool
+from toolfold.testing import FunctionModel
+
+
+def broken(q: str) -> str:
+    """Fail.
+
+    Args:
+        q: The query.
+    """
+    raise ValueError("no such record")
+
+
+async def abroken(q: str) -> str:
+    """Fail.
+
+    Args:
+        q: The query.
+    """
+    raise ValueError("no such record")
+
+
+def _agent(function: Callable[..., Any], **options: Any) -> Agent[Any, Any]:
+    def reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done: " + request.messages[-1].parts[0].content
+        return FunctionModel.call(function.__name__, {"q": "a"})
+
+    return Agent(FunctionModel(reply, keep_requests=False), tools=[tool(function)], **options)
+
+
+def _run(agent: Agent[Any, Any]) -> Any:
+    return agent.run("q")
+
+
+def _stream(agent: Agent[Any, Any]) -> Any:
+    stream = agent.stream("q")
+    for _ in stream:
+        pass
+    return stream.response
+
+
+def _arun(agent: Agent[Any, Any]) -> Any:
+    return asyncio.run(agent.arun("q"))
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.usefixtures("collector_off")
+@pytest.mark.parametrize("how", [_run, _stream, _arun])
+@pytest.mark.parametrize("function", [broken, abroken])
+def test_the_state_of_a_run_whose_tool_raised_dies_when_dropped(
+    how: Callable[[Agent[Any, Any]], Any], function: Callable[..., Any]
+) -> None:
+    """With the cyclic collector off, a failed call's run state is freed once its Response is dropped."""
+    agent = _agent(function)
+    response = how(agent)
+    assert response.text == "done: Error: ValueError: no such record"  # what the model read
+    state = weakref.ref(response.state)
+    del response
+    assert state() is None
+
+
+@pytest.mark.usefixtures("collector_off")
+@pytest.mark.parametrize("function", [broken, abroken])
+def test_the_state_of_a_raised_tool_error_dies_when_dropped(function: Callable[..., Any]) -> None:
+    """With the collector off, on_tool_error="raise": the error's state is freed once the error is dropped."""
+    agent = _agent(function, on_tool_error="raise")
+    with pytest.raises(ToolExecutionError) as caught:
+        agent.run("q")
+    state: weakref.ref[RunState] = weakref.ref(caught.value.state)  # type: ignore[arg-type]
+    error = weakref.ref(caught.value)
+    del caught
+    assert error() is None
+    assert state() is None
+
+
+@pytest.mark.parametrize("how", ["run", "arun"])
+@pytest.mark.parametrize("function", [broken, abroken])
+def test_a_raised_tool_error_still_shows_where_the_tool_raised(
+    how: str, function: Callable[..., Any]
+) -> None:
+    """on_tool_error="raise": the cause is the tool's exception, its traceback ending in the tool."""
+    agent = _agent(function, on_tool_error="raise")
+    with pytest.raises(ToolExecutionError) as caught:
+        _run(agent) if how == "run" else _arun(agent)
+    cause = caught.value.__cause__
+    assert isinstance(cause, ValueError)
+    assert str(cause) == "no such record"
+    assert traceback.extract_tb(cause.__traceback__)[-1].name == function.__name__
