@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import linecache
 import weakref
 from typing import Any
 
@@ -86,3 +87,14 @@ def test_the_converter_still_structures_a_type_after_its_cache_was_emptied(
     assert converter._structure_func.dispatch.cache_info().currsize <= 3
     assert converter.structure({"x": 2}, Kept) == Kept(2)
     assert converter.unstructure(Kept(3)) == {"x": 3}
+
+
+def test_classes_of_one_name_made_per_request_leave_no_hook_source_behind() -> None:
+    """The hooks cattrs writes for per-request classes keep no source in linecache, one entry per class."""
+    before = set(linecache.cache)
+    for i in range(30):
+        fields = [("x", int), (f"extra{i}", int, dataclasses.field(default=0))]
+        kind = dataclasses.make_dataclass("TenantForm", fields)
+        answer = FunctionModel(lambda request: '{"x": 1}', keep_requests=False)
+        assert Agent(answer, output_type=kind).run("q").output == kind(x=1)
+    assert [name for name in set(linecache.cache) - before if "TenantForm" in name] == []

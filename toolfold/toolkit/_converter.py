@@ -32,6 +32,7 @@ import datetime as dt
 import enum
 import functools
 import json
+import linecache
 import re
 import types
 import typing
@@ -899,6 +900,34 @@ class _Converter(cattrs.Converter):
             if is_hashable(type):
                 raise
             return super().get_structure_hook(hashable_type(type), cache_result)
+
+    # The hooks cattrs writes for a class, without their source kept in `linecache`.
+    def gen_structure_attrs_fromdict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_structure_attrs_fromdict(cl))
+
+    def gen_unstructure_attrs_fromdict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_unstructure_attrs_fromdict(cl))
+
+    def gen_structure_typeddict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_structure_typeddict(cl))
+
+    def gen_unstructure_typeddict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_unstructure_typeddict(cl))
+
+
+def _sourceless(hook: Any) -> Any:
+    """``hook``, a function cattrs wrote, its source taken back out of `linecache`.
+
+    cattrs keeps the source of each hook it writes there, under the class's name,
+    for ever: a class made per request would leave its text behind (a few kB), and
+    classes of one name with other fields each a new entry, which the next one's
+    name is looked for past (one more each time). A traceback through the hook then
+    shows its line number without the line.
+    """
+    code = getattr(hook, "__code__", None)
+    if code is not None and code.co_filename.startswith("<cattrs generated "):
+        linecache.cache.pop(code.co_filename, None)
+    return hook
 
 
 def _bound_cache(dispatch: Any) -> None:
