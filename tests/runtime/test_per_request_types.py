@@ -57,7 +57,47 @@ def _parameter_dataclass(i: int) -> type:
     return kind
 
 
-@pytest.mark.parametrize("request_", [_output_dataclass, _output_model, _parameter_dataclass])
+def _output_dict_of_dataclass(i: int) -> type:
+    kind = dataclasses.make_dataclass(f"Form{i}", [("x", int)])
+    answer = FunctionModel(lambda request: '{"a": {"x": 1}}', keep_requests=False)
+    assert Agent(answer, output_type=dict[str, kind]).run("q").output == {"a": kind(x=1)}  # type: ignore[valid-type]
+    return kind
+
+
+def _parameter_dict_of_dataclass(i: int) -> type:
+    kind = dataclasses.make_dataclass(f"Filter{i}", [("x", int)])
+    seen: list[Any] = []
+
+    def search(f: dict[str, kind]) -> dict[str, kind]:  # type: ignore[valid-type]
+        """Search.
+
+        Args:
+            f: The filters by name.
+        """
+        seen.append(f)
+        return f
+
+    def reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return FunctionModel.call("search", {"f": {"a": {"x": 1}}})
+
+    agent = Agent(FunctionModel(reply, keep_requests=False), tools=[tool(search)])
+    assert agent.run("q").text == "done"
+    assert seen == [{"a": kind(x=1)}]
+    return kind
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        _output_dataclass,
+        _output_model,
+        _parameter_dataclass,
+        _output_dict_of_dataclass,
+        _parameter_dict_of_dataclass,
+    ],
+)
 def test_a_class_made_per_request_is_freed_once_the_type_caches_pass_their_bound(
     request_: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -938,12 +938,20 @@ def _bound_cache(dispatch: Any) -> None:
     a hook anyway, checks the size. Emptying it all (as `register_*` does)
     rather than one entry at a time keeps a hook built from another's hook
     from outliving it.
+
+    cattrs also keeps the hooks it makes for a mapping, an iterable or a tuple
+    (``dict[str, Form]``) in the dispatch's ``_direct_dispatch``, which it
+    empties only when a hook is registered; registering one empties the lookup
+    cache too, so that dict, not the cache, is what grows with such types, and
+    both are counted and emptied together.
     """
     find = dispatch.dispatch_without_caching
+    direct = dispatch._direct_dispatch
 
     def found(tp: Any) -> Any:
-        if looked_up.cache_info().currsize >= _field.TYPES_KEPT:
+        if looked_up.cache_info().currsize + len(direct) >= _field.TYPES_KEPT:
             looked_up.cache_clear()
+            dispatch.clear_direct()
         return find(tp)
 
     looked_up = functools.cache(found)
