@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import linecache
+import typing
 import weakref
 from typing import Any
 
@@ -138,3 +139,16 @@ def test_classes_of_one_name_made_per_request_leave_no_hook_source_behind() -> N
         answer = FunctionModel(lambda request: '{"x": 1}', keep_requests=False)
         assert Agent(answer, output_type=kind).run("q").output == kind(x=1)
     assert [name for name in set(linecache.cache) - before if "TenantForm" in name] == []
+
+
+def test_named_tuples_of_one_name_made_per_request_leave_no_hook_source_behind() -> None:
+    """The hooks cattrs writes to structure and unstructure a per-request NamedTuple keep no source in linecache."""
+    before = set(linecache.cache)
+    for i in range(30):
+        kind: Any = typing.NamedTuple("TenantRow", [("x", int), (f"extra{i}", int)])
+        answer = FunctionModel(
+            lambda request, i=i: f'{{"x": 1, "extra{i}": 0}}', keep_requests=False
+        )
+        assert Agent(answer, output_type=kind).run("q").output == kind(1, 0)
+        assert get_converter().unstructure(kind(2, 3)) == {"x": 2, f"extra{i}": 3}
+    assert [name for name in set(linecache.cache) - before if "TenantRow" in name] == []

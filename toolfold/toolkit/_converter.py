@@ -375,7 +375,8 @@ def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any
     # also knows the local names a local NamedTuple's string annotations use.
     hints = typing.get_type_hints(cls, include_extras=True) if cls is tp else None
     if hints is not None and all(is_hashable(t) for t in hints.values()):
-        from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
+        # (no source kept in `linecache`: see `_sourceless`)
+        from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True, False)
         fields = [(hints.get(name, Any), name) for name in cls._fields]
     else:
         # NBox[int]: cattrs' factory takes no type arguments; the fields are the
@@ -405,7 +406,8 @@ def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any
 
 
 def _namedtuple_unstructure(tp: Any, converter: cattrs.Converter) -> Callable[[Any], Any]:
-    return namedtuple_dict_unstructure_factory(typing.get_origin(tp) or tp, converter)
+    # (no source kept in `linecache`: see `_sourceless`)
+    return namedtuple_dict_unstructure_factory(typing.get_origin(tp) or tp, converter, False, False)
 
 
 def _is_literal(tp: Any) -> bool:
