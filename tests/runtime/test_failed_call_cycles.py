@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunState, ToolExecutionError, tool
+from toolfold import Agent, RunContext, RunState, ToolExecutionError, tool
 from toolfold.testing import FunctionModel
 
 
@@ -109,3 +109,69 @@ def test_a_raised_tool_error_still_shows_where_the_tool_raised(
     assert isinstance(cause, ValueError)
     assert str(cause) == "no such record"
     assert traceback.extract_tb(cause.__traceback__)[-1].name == function.__name__
+
+
+class _Session:
+    """Stands for what a run's deps hold (a session, a client)."""
+
+
+def failing_with_deps(ctx: RunContext[_Session], q: str) -> str:
+    """Fail.
+
+    Args:
+        q: The query.
+    """
+    raise ValueError("no such record")
+
+
+def _two_calls_agent(**options: Any) -> Agent[Any, Any]:
+    def reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done: " + request.messages[-1].parts[0].content
+        return [FunctionModel.call("failing_with_deps", {"q": q}) for q in "ab"]
+
+    return Agent(
+        FunctionModel(reply, keep_requests=False), tools=[tool(failing_with_deps, **options)]
+    )
+
+
+@pytest.mark.usefixtures("collector_off")
+@pytest.mark.parametrize("timeout", [None, 60.0])
+@pytest.mark.parametrize("how", ["run", "stream", "arun", "run_in_a_loop"])
+def test_a_step_of_two_failing_calls_leaves_no_cycle_holding_the_deps(
+    how: str, timeout: float | None
+) -> None:
+    """With the collector off, a step of two failing calls (worker threads) leaves its deps and state in no cycle."""
+    agent = _two_calls_agent(timeout=timeout)
+    session = _Session()
+    if how == "run":
+        response = agent.run("q", deps=session)
+    elif how == "stream":
+        stream = agent.stream("q", deps=session)
+        for event in stream:
+            del event  # (the last, the run's end, holds its response)
+        response = stream.response
+        del stream
+    elif how == "arun":
+        response = asyncio.run(agent.arun("q", deps=session))
+    else:
+
+        async def blocking_in_a_loop(deps: _Session) -> Any:
+            return agent.run("q", deps=deps)
+
+        response = asyncio.run(blocking_in_a_loop(session))
+    del session
+    assert response.text == "done: Error: ValueError: no such record"
+    state = weakref.ref(response.state)
+    del response
+    assert state() is None
+    # A worker thread may not have let go of its call yet (it reports the end, then
+    # drops it): what it holds is no cycle, and no cycle is what is checked.
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        in_cycles = [o for o in gc.garbage if isinstance(o, _Session)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert in_cycles == []

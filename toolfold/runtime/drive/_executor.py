@@ -598,6 +598,28 @@ def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
     return job.tool.invoke(arguments, job.context)
 
 
+def _call_sync_apart(job: ToolJob, arguments: dict[str, Any]) -> Any:
+    """`_call_sync` made through `call_apart`, for a worker's thread: what the tool raises is
+    raised again from here.
+
+    The frame that catches it on the worker (`_call_noted`, `_call_ticketed`, a
+    blocking round's ``run``) holds where the call's end is kept (a list, a
+    ticket), which holds the error: were it the tool's frames' caller, the error's
+    traceback would reach it through them, a reference cycle keeping the tool's
+    frames and the call's deps until the cyclic collector's next pass. Through
+    `call_apart` their callers end in a suspended frame; the frames this error
+    then goes through are all the driver's, taken off its traceback with the
+    rest (`failed_outcome`).
+    """
+    ok, value = call_apart(_call_sync, job, arguments)
+    if ok:
+        return value
+    try:
+        raise value
+    finally:
+        del value
+
+
 def call_apart(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
     """``function(*args, **kwargs)``: ``(True, what it returned)`` or ``(False, the Exception it raised)``.
 
@@ -1061,7 +1083,7 @@ def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool,
     on resume. Noted, it is kept (`_keep_noted`).
     """
     try:
-        value = _call_sync(job, arguments)
+        value = _call_sync_apart(job, arguments)
     except BaseException as exc:
         noted.append((False, exc))
         raise
@@ -1100,7 +1122,7 @@ def _call_ticketed(
     if ticket._cancelled:
         return NOT_RUN
     try:
-        value = _call_sync(job, arguments)
+        value = _call_sync_apart(job, arguments)
     except BaseException as exc:
         ticket.ended = (False, exc)
         if ticket.cancelled():  # (read again: the round cancels it from another thread)

@@ -31,6 +31,7 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     _blocking,
     _call_sync,
+    _call_sync_apart,
     _ended,
     _finish,
     _prepare,
@@ -367,7 +368,7 @@ def _run_threaded(
                 index = queue.pop()
                 job, arguments = ready[index]
                 ticket = running[index] = Ticket(index)  # (not started: no deadline yet)
-                submit_sync(inbox, ticket, _call_sync, job, arguments)
+                submit_sync(inbox, ticket, _call_sync_apart, job, arguments)
             with contextlib.suppress(Empty):
                 inbox.get(_next_deadline(running, ready))
             _store_ended(running, ready, outcomes, _settled, kept)
