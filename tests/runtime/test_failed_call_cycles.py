@@ -175,3 +175,56 @@ def test_a_step_of_two_failing_calls_leaves_no_cycle_holding_the_deps(
         gc.set_debug(0)
         gc.garbage.clear()
     assert in_cycles == []
+
+
+def unformattable(q: str) -> Any:
+    """Return what cannot be given to the model.
+
+    Args:
+        q: The query.
+    """
+    return (c for c in q)
+
+
+@pytest.mark.usefixtures("collector_off")
+@pytest.mark.parametrize("how", [_run, _stream, _arun])
+@pytest.mark.parametrize(
+    ("function", "arguments", "read"),
+    [
+        (broken, {"q": 5}, "done: Invalid arguments for tool 'broken'"),
+        (unformattable, {"q": "ab"}, "done: Error: TypeError: tool 'unformattable' returned a"),
+    ],
+    ids=["invalid_arguments", "unformattable_result"],
+)
+def test_the_state_of_a_run_with_an_error_toolfold_raised_about_a_call_dies_when_dropped(
+    how: Callable[[Agent[Any, Any]], Any],
+    function: Callable[..., Any],
+    arguments: dict[str, Any],
+    read: str,
+) -> None:
+    """With the collector off, a run whose call had invalid arguments or an unformattable result is freed once dropped."""
+
+    def reply(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done: " + request.messages[-1].parts[0].content
+        return FunctionModel.call(function.__name__, arguments)
+
+    agent = Agent(FunctionModel(reply, keep_requests=False), tools=[tool(function)])
+    response = how(agent)
+    assert response.text.startswith(read)
+    state = weakref.ref(response.state)
+    del response
+    assert state() is None
+
+
+def test_an_unformattable_result_raised_is_still_the_cause_of_the_tool_error() -> None:
+    """on_tool_error="raise": the error about a result the model cannot be given is still the raised error's cause."""
+
+    def reply(request: Any) -> Any:
+        return FunctionModel.call("unformattable", {"q": "ab"})
+
+    agent = Agent(FunctionModel(reply), tools=[tool(unformattable)], on_tool_error="raise")
+    with pytest.raises(ToolExecutionError) as caught:
+        agent.run("q")
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert "returned a generator" in str(caught.value.__cause__)

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from toolfold.runtime.drive._sync_calls import SyncWaits
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 Outcome = Literal["ok", "error", "invalid_arguments", "timeout", "unknown_tool", "denied"]
 
@@ -428,7 +429,8 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:
         content = exc.message_for_model
-        return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
+        kept = _without_tracebacks(exc)
+        return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", kept)
     except Exception as exc:  # the check's own failure, no answer to the model (`checker_failed`)
         # A run's state it carries is another run's (a checker agent run by the check) or an
         # earlier run's (one instance raised again): this run's is attached (`takes_state`).
@@ -473,7 +475,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
         try:
             content = job.tool.format_result(value)
         except Exception as exc:
-            return failed_outcome(job, exc)
+            return failed_outcome(job, _without_tracebacks(exc))
         ended = _monotonic()
         took = None if started is None else (ended - started if ended > started else 0.0)
         # `ToolOutcome(call.id, call.name, content, ended=..., duration=...)` without its keyword pass.
@@ -497,7 +499,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     try:
         parts = result_content(value, job.tool.format_result)
     except Exception as exc:  # (an item the tool's formatting refuses)
-        return failed_outcome(job, exc)
+        return failed_outcome(job, _without_tracebacks(exc))
     if parts is not None:  # images or files: the model gets them as parts
         problem = content_problem(parts)
         if problem:  # (the model reads it, as it reads a returned iterator's error)
@@ -512,7 +514,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     try:
         content = job.tool.format_result(value)
     except Exception as exc:
-        return failed_outcome(job, exc)
+        return failed_outcome(job, _without_tracebacks(exc))
     return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
 
 
@@ -554,6 +556,28 @@ def _without_driver_frames(exc: BaseException) -> None:
         tb = tb.tb_next
     if tb is not exc.__traceback__:
         exc.__traceback__ = tb
+
+
+def _without_tracebacks(exc: E) -> E:
+    """``exc``, with the tracebacks of it and of the errors it was raised from taken off.
+
+    For what toolfold raises about a call, not from the tool (its arguments do not
+    fit, its result cannot be given to the model), kept on the call's outcome: the
+    frames it went through were called from the driver's, which go on to hold the
+    outcome, so it would keep the run's state in a reference cycle, which taking
+    frames off its head (`_without_driver_frames`) cannot cut. What it says is all
+    the model reads, and what ``on_tool_error="raise"`` shows.
+    """
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [exc]
+    while chain:
+        link = chain.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        link.__traceback__ = None
+        chain += (link.__cause__, link.__context__)
+    return exc
 
 
 def _in_driver(frame: Any) -> bool:
