@@ -22,7 +22,7 @@ import contextvars
 import inspect
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from toolfold._errors import ToolArgumentError
@@ -429,8 +429,11 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:
         content = exc.message_for_model
-        kept = _without_tracebacks(exc)
-        return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", kept)
+        # Its own traceback (the check's frames, called from the driver's, which go on to
+        # hold the outcome) taken off; what it was raised from keeps its own, the lines of
+        # a validator of the user's that failed.
+        exc.__traceback__ = None
+        return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
     except Exception as exc:  # the check's own failure, no answer to the model (`checker_failed`)
         # A run's state it carries is another run's (a checker agent run by the check) or an
         # earlier run's (one instance raised again): this run's is attached (`takes_state`).
@@ -546,8 +549,8 @@ def _without_driver_frames(exc: BaseException) -> None:
 
     The frame that caught ``exc`` (a coroutine's, say) goes on to hold the call's
     outcome, which holds ``exc``: kept on the traceback, it would make a reference
-    cycle, and a failed run would be freed only by the cyclic collector (see
-    `call_apart` for the frames a sync call's traceback reaches). What the tool ran
+    cycle, and a failed run would be freed only by the cyclic collector (a blocking
+    call's frames still reach the driver's as their callers: a cycle it frees). What the tool ran
     stays, as the traceback of ``on_tool_error="raise"`` shows it; a traceback of the
     driver's frames alone (its own error) keeps its last.
     """
@@ -561,8 +564,8 @@ def _without_driver_frames(exc: BaseException) -> None:
 def _without_tracebacks(exc: E) -> E:
     """``exc``, with the tracebacks of it and of the errors it was raised from taken off.
 
-    For what toolfold raises about a call, not from the tool (its arguments do not
-    fit, its result cannot be given to the model), kept on the call's outcome: the
+    For what toolfold raises about a call's result, not from the tool (it cannot be
+    given to the model), kept on the call's outcome: the
     frames it went through were called from the driver's, which go on to hold the
     outcome, so it would keep the run's state in a reference cycle, which taking
     frames off its head (`_without_driver_frames`) cannot cut. What it says is all
@@ -620,54 +623,6 @@ def timed_out_message(tool: str, timeout: float) -> str:
 def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
     assert job.tool is not None
     return job.tool.invoke(arguments, job.context)
-
-
-def _call_sync_apart(job: ToolJob, arguments: dict[str, Any]) -> Any:
-    """`_call_sync` made through `call_apart`, for a worker's thread: what the tool raises is
-    raised again from here.
-
-    The frame that catches it on the worker (`_call_noted`, `_call_ticketed`, a
-    blocking round's ``run``) holds where the call's end is kept (a list, a
-    ticket), which holds the error: were it the tool's frames' caller, the error's
-    traceback would reach it through them, a reference cycle keeping the tool's
-    frames and the call's deps until the cyclic collector's next pass. Through
-    `call_apart` their callers end in a suspended frame; the frames this error
-    then goes through are all the driver's, taken off its traceback with the
-    rest (`failed_outcome`).
-    """
-    ok, value = call_apart(_call_sync, job, arguments)
-    if ok:
-        return value
-    try:
-        raise value
-    finally:
-        del value
-
-
-def call_apart(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
-    """``function(*args, **kwargs)``: ``(True, what it returned)`` or ``(False, the Exception it raised)``.
-
-    What it raises is caught in a generator's frame: a frame that is not running has
-    no caller, so the exception's traceback (the tool's frames, then that one) ends
-    there instead of reaching, through each frame's caller, the driver's frames, which
-    go on to hold the call's outcome (and the exception in it) and the run's state. A
-    failed call then makes no reference cycle: its run is freed by reference counting
-    alone once dropped, as a successful run is, not at the cyclic collector's next pass.
-    A `BaseException` that is no `Exception` (Ctrl-C) goes through, as without it.
-    """
-    (result,) = _apart(function, args, kwargs)  # (run to its end: cheaper than close())
-    return result
-
-
-def _apart(
-    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Generator[tuple[bool, Any], None, None]:
-    try:
-        value = function(*args, **kwargs)
-    except Exception as exc:
-        yield False, exc
-    else:
-        yield True, value
 
 
 # --- async -------------------------------------------------------------------
@@ -1107,7 +1062,7 @@ def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool,
     on resume. Noted, it is kept (`_keep_noted`).
     """
     try:
-        value = _call_sync_apart(job, arguments)
+        value = _call_sync(job, arguments)
     except BaseException as exc:
         noted.append((False, exc))
         raise
@@ -1146,7 +1101,7 @@ def _call_ticketed(
     if ticket._cancelled:
         return NOT_RUN
     try:
-        value = _call_sync_apart(job, arguments)
+        value = _call_sync(job, arguments)
     except BaseException as exc:
         ticket.ended = (False, exc)
         if ticket.cancelled():  # (read again: the round cancels it from another thread)

@@ -31,7 +31,6 @@ from toolfold.runtime.drive._executor import (
     ToolOutcome,
     _blocking,
     _call_sync,
-    _call_sync_apart,
     _ended,
     _finish,
     _prepare,
@@ -40,7 +39,6 @@ from toolfold.runtime.drive._executor import (
     _time_finished,
     _timed,
     _timed_out,
-    call_apart,
     failed_outcome,
     kept_sub_run,
 )
@@ -317,18 +315,17 @@ def _run_inline(
         context = contextvars.copy_context()
         if standing is not None:
             context.run(STANDING.set, standing)
-        # (apart: what it raises holds none of the frames below, see `call_apart`)
         if function is None:
-            ok, value = call_apart(context.run, _call_sync, job, arguments)
+            value = context.run(_call_sync, job, arguments)
         else:
-            ok, value = call_apart(context.run, function, **arguments)
-        if ok and type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
-            ok, value = call_apart(run_blocking, lambda: _await(value))
+            value = context.run(function, **arguments)
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            value = run_blocking(lambda: _await(value))
+    except Exception as exc:
+        return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
-    if not ok:
-        return failed_outcome(job, value)
     return _finish(job, value, started)
 
 
@@ -368,7 +365,7 @@ def _run_threaded(
                 index = queue.pop()
                 job, arguments = ready[index]
                 ticket = running[index] = Ticket(index)  # (not started: no deadline yet)
-                submit_sync(inbox, ticket, _call_sync_apart, job, arguments)
+                submit_sync(inbox, ticket, _call_sync, job, arguments)
             with contextlib.suppress(Empty):
                 inbox.get(_next_deadline(running, ready))
             _store_ended(running, ready, outcomes, _settled, kept)
