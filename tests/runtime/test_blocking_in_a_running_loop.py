@@ -14,6 +14,7 @@ import signal
 import threading
 from typing import Any
 
+import pytest
 from child_processes import in_forked_child
 from interrupt_helpers import ctrl_c, state_on
 
@@ -141,3 +142,29 @@ def test_a_forked_child_runs_blocking_calls_on_its_own_threads_and_loop() -> Non
 
     assert in_forked_child(child) == {"value": ["found", "found", False]}
     assert agent.run("go").text == "found"  # the parent's go on
+
+
+def test_asking_whether_a_loop_runs_imports_nothing_and_answers_in_and_out_of_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`_in_running_loop`, asked on every blocking call, runs no import statement, and is right in a loop and out."""
+    import builtins
+
+    from toolfold.runtime.drive._kept_loop import _in_running_loop
+
+    imported: list[str] = []
+    real_import = builtins.__import__
+
+    def counting_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    async def inside() -> bool:
+        return _in_running_loop()
+
+    monkeypatch.setattr(builtins, "__import__", counting_import)
+    outside = _in_running_loop()
+    assert imported == []
+    monkeypatch.undo()
+    assert outside is False
+    assert asyncio.run(inside()) is True

@@ -7,9 +7,11 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import gc
 import json
 import re
 import uuid
+import weakref
 from typing import Annotated, Any, Literal
 
 import jsonschema
@@ -285,6 +287,35 @@ def test_a_test_model_keeps_its_requests_unless_told_not_to(keep: bool) -> None:
     agent = Agent(FunctionModel(lambda r: "done", keep_requests=keep))
     assert agent.run("hi").text == "done"
     assert len(agent.model.requests) == (1 if keep else 0)
+
+
+def test_without_its_requests_a_test_model_holds_a_bounded_number_of_conversations() -> None:
+    """``keep_requests=False``: of many runs, the model holds the conversations of the last 8 at most."""
+
+    def fetch(q: str) -> str:
+        """Fetch.
+
+        Args:
+            q: The query.
+        """
+        return "x" * 1000
+
+    def reply(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return FunctionModel.call("fetch", {"q": "a"})
+
+    agent = Agent(FunctionModel(reply, keep_requests=False), tools=[tool(fetch)])
+    results = []
+    for _ in range(20):
+        response = agent.run("q")
+        assert response.state.messages[-2].role == "tool"
+        results.append(weakref.ref(response.state.messages[-2]))
+        del response
+    gc.collect()
+    held = [i for i, result in enumerate(results) if result() is not None]
+    assert len(held) <= 8
+    assert 0 not in held
 
 
 TOOLS = (

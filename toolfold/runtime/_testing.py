@@ -522,7 +522,8 @@ class ScriptedModel(_BaseTestModel):
         name: The model name (``provider:model``) reported to the run.
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
-            then holds no request, nor the conversation each one carries.
+            then holds no request, and of the conversations only the last 8
+            (to count a request's words from the one before), a bound.
 
     Raises:
         UsageError: ``script`` is not a list (an iterable) of entries (one
@@ -630,7 +631,8 @@ class FunctionModel(_BaseTestModel):
         name: The model name (``provider:model``) reported to the run.
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
-            then holds no request, nor the conversation each one carries.
+            then holds no request, and of the conversations only the last 8
+            (to count a request's words from the one before), a bound.
 
     Usage a reply or a stream gives with tokens only (``Usage(input_tokens=7,
     output_tokens=3)``) counts one request, as a provider's does.
@@ -755,7 +757,8 @@ class TestModel(_BaseTestModel):
         name: The model name (``provider:model``) reported to the run.
         keep_requests: Keep every request in ``requests`` (for assertions).
             False for long runs (load tests, benchmarks, demos): the model
-            then holds no request, nor the conversation each one carries.
+            then holds no request, and of the conversations only the last 8
+            (to count a request's words from the one before), a bound.
 
     Raises:
         UsageError: ``call_tools`` is neither ``"all"``, a name nor a list of

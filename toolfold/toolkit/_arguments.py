@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
+from toolfold.toolkit import _field
 from toolfold.toolkit._field import has_checks, is_hashable
 from toolfold.toolkit._flags import flag_class
 from toolfold.toolkit._jsonschema import drop_optional_nulls
@@ -711,11 +712,14 @@ def _look_up_parts(converter: Any, tp: Any, hook: _Hook) -> None:
                 seen.add(key)
                 todo.append((part, None))
     if is_hashable(tp):
+        if len(done) >= _field.TYPES_KEPT:  # classes made at run time must not pile up
+            done.clear()
         done.add(tp)  # a hook added later cannot make a part go missing
 
 
 # Per converter, the types whose parts were all found (a program uses a class in
-# many tools); a converter is only replaced by tests.
+# many tools); a converter is only replaced by tests. Bounded as the converter's
+# own caches are (`TYPES_KEPT`).
 _LOOKED_UP: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
 
 

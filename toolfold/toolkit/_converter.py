@@ -32,6 +32,7 @@ import datetime as dt
 import enum
 import functools
 import json
+import linecache
 import re
 import types
 import typing
@@ -49,6 +50,7 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import add_note, reduce_error
+from toolfold.toolkit import _field
 from toolfold.toolkit._field import (
     Negation,
     expand_metadata,
@@ -373,7 +375,8 @@ def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any
     # also knows the local names a local NamedTuple's string annotations use.
     hints = typing.get_type_hints(cls, include_extras=True) if cls is tp else None
     if hints is not None and all(is_hashable(t) for t in hints.values()):
-        from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True)
+        # (no source kept in `linecache`: see `_sourceless`)
+        from_dict = namedtuple_dict_structure_factory(cls, converter, "from_converter", True, False)
         fields = [(hints.get(name, Any), name) for name in cls._fields]
     else:
         # NBox[int]: cattrs' factory takes no type arguments; the fields are the
@@ -403,7 +406,8 @@ def _namedtuple_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any
 
 
 def _namedtuple_unstructure(tp: Any, converter: cattrs.Converter) -> Callable[[Any], Any]:
-    return namedtuple_dict_unstructure_factory(typing.get_origin(tp) or tp, converter)
+    # (no source kept in `linecache`: see `_sourceless`)
+    return namedtuple_dict_unstructure_factory(typing.get_origin(tp) or tp, converter, False, False)
 
 
 def _is_literal(tp: Any) -> bool:
@@ -869,7 +873,16 @@ class _Converter(cattrs.Converter):
     unhashable ``Not`` (``at.IsNotNan[float]``) is first given an equal `Negation`.
     Only a type the lookup could not hash is rewritten, so that the common case
     (every output the runtime structures) costs what cattrs' own lookup does.
+
+    Its lookups are cached as cattrs caches them, but emptied once they hold
+    `TYPES_KEPT` types: a class made per request (and whatever it refers to)
+    is then freed, not kept by the process-wide converter for ever.
     """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        _bound_cache(self._structure_func)
+        _bound_cache(self._unstructure_func)
 
     def structure(self, obj: Any, cl: Any) -> Any:
         lookup: Any = self._structure_func.dispatch  # what super().structure calls
@@ -889,6 +902,62 @@ class _Converter(cattrs.Converter):
             if is_hashable(type):
                 raise
             return super().get_structure_hook(hashable_type(type), cache_result)
+
+    # The hooks cattrs writes for a class, without their source kept in `linecache`.
+    def gen_structure_attrs_fromdict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_structure_attrs_fromdict(cl))
+
+    def gen_unstructure_attrs_fromdict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_unstructure_attrs_fromdict(cl))
+
+    def gen_structure_typeddict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_structure_typeddict(cl))
+
+    def gen_unstructure_typeddict(self, cl: Any) -> Any:
+        return _sourceless(super().gen_unstructure_typeddict(cl))
+
+
+def _sourceless(hook: Any) -> Any:
+    """``hook``, a function cattrs wrote, its source taken back out of `linecache`.
+
+    cattrs keeps the source of each hook it writes there, under the class's name,
+    for ever: a class made per request would leave its text behind (a few kB), and
+    classes of one name with other fields each a new entry, which the next one's
+    name is looked for past (one more each time). A traceback through the hook then
+    shows its line number without the line.
+    """
+    code = getattr(hook, "__code__", None)
+    if code is not None and code.co_filename.startswith("<cattrs generated "):
+        linecache.cache.pop(code.co_filename, None)
+    return hook
+
+
+def _bound_cache(dispatch: Any) -> None:
+    """Give a cattrs `MultiStrategyDispatch` a cache emptied at `TYPES_KEPT` types.
+
+    cattrs caches every lookup without limit (``lru_cache(maxsize=None)``). The
+    cache stays unbounded, so a hit costs what it did; only a miss, which makes
+    a hook anyway, checks the size. Emptying it all (as `register_*` does)
+    rather than one entry at a time keeps a hook built from another's hook
+    from outliving it.
+
+    cattrs also keeps the hooks it makes for a mapping, an iterable or a tuple
+    (``dict[str, Form]``) in the dispatch's ``_direct_dispatch``, which it
+    empties only when a hook is registered; registering one empties the lookup
+    cache too, so that dict, not the cache, is what grows with such types, and
+    both are counted and emptied together.
+    """
+    find = dispatch.dispatch_without_caching
+    direct = dispatch._direct_dispatch
+
+    def found(tp: Any) -> Any:
+        if looked_up.cache_info().currsize + len(direct) >= _field.TYPES_KEPT:
+            looked_up.cache_clear()
+            dispatch.clear_direct()
+        return find(tp)
+
+    looked_up = functools.cache(found)
+    dispatch.dispatch = looked_up
 
 
 @functools.cache

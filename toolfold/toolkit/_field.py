@@ -767,6 +767,12 @@ def hashable_type(tp: Any) -> Any:
     return tp if is_hashable(tp) else _rebuilt(tp)
 
 
+# How many types a process-wide cache keyed by type keeps before it is emptied:
+# classes made at run time (a `make_dataclass` or `pydantic.create_model` per
+# request) must not pile up forever, with all they refer to. Read at each use.
+TYPES_KEPT = 4096
+
+
 def is_hashable(value: Any) -> bool:
     """Whether ``value`` (a type, a metadata item) can be hashed, as dict keys and
     caches need (annotated_types' ``Not`` cannot)."""

@@ -22,6 +22,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from toolfold.toolkit import _field
 from toolfold.toolkit._bounds import SourcedBounds, empty_bounds
 from toolfold.toolkit._classes import _QUALIFIERS, substitute_type_vars
 from toolfold.toolkit._field import (
@@ -197,7 +198,7 @@ class SchemaContext:
             refs, problems = self._refs, len(self.problems)
             schema = self._derive(tp)
             if cacheable and refs == self._refs and problems == len(self.problems):
-                if len(_cache) > 4096:  # classes made at run time must not pile up forever
+                if len(_cache) >= _field.TYPES_KEPT:  # classes made at run time must not pile up
                     _cache.clear()
                 _cache[tp] = copy_json(schema)
         if segment:

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from toolfold.runtime.drive._sync_calls import SyncWaits
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 Outcome = Literal["ok", "error", "invalid_arguments", "timeout", "unknown_tool", "denied"]
 
@@ -428,6 +429,10 @@ def checked_arguments(job: ToolJob, *, quick: bool = True) -> ToolOutcome | dict
         return tool.validate_arguments(raw)
     except ToolArgumentError as exc:
         content = exc.message_for_model
+        # Its own traceback (the check's frames, called from the driver's, which go on to
+        # hold the outcome) taken off; what it was raised from keeps its own, the lines of
+        # a validator of the user's that failed.
+        exc.__traceback__ = None
         return ToolOutcome(call.id, call.name, content, True, "invalid_arguments", exc)
     except Exception as exc:  # the check's own failure, no answer to the model (`checker_failed`)
         # A run's state it carries is another run's (a checker agent run by the check) or an
@@ -473,7 +478,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
         try:
             content = job.tool.format_result(value)
         except Exception as exc:
-            return failed_outcome(job, exc)
+            return failed_outcome(job, _without_tracebacks(exc))
         ended = _monotonic()
         took = None if started is None else (ended - started if ended > started else 0.0)
         # `ToolOutcome(call.id, call.name, content, ended=..., duration=...)` without its keyword pass.
@@ -497,7 +502,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     try:
         parts = result_content(value, job.tool.format_result)
     except Exception as exc:  # (an item the tool's formatting refuses)
-        return failed_outcome(job, exc)
+        return failed_outcome(job, _without_tracebacks(exc))
     if parts is not None:  # images or files: the model gets them as parts
         problem = content_problem(parts)
         if problem:  # (the model reads it, as it reads a returned iterator's error)
@@ -512,7 +517,7 @@ def _finish(job: ToolJob, value: Any, started: float | None = None) -> ToolOutco
     try:
         content = job.tool.format_result(value)
     except Exception as exc:
-        return failed_outcome(job, exc)
+        return failed_outcome(job, _without_tracebacks(exc))
     return ToolOutcome(call.id, call.name, content, ended=time.monotonic())
 
 
@@ -534,8 +539,52 @@ def failed_outcome(job: ToolJob, exc: BaseException) -> ToolOutcome:
     # (a sync tool's StopIteration, from its worker thread, or a sub-run's check's, which
     # carries the sub-run's state: `checked_arguments`)
     raised = carried(exc)
+    _without_driver_frames(raised)
     stopped = exc if getattr(exc, "state", None) is not None else raised
     return _error(job, f"Error: {describe_exception(raised)}", "error", raised, stopped)
+
+
+def _without_driver_frames(exc: BaseException) -> None:
+    """Take the driver's own frames off the start of ``exc``'s traceback, down to the tool's.
+
+    The frame that caught ``exc`` (a coroutine's, say) goes on to hold the call's
+    outcome, which holds ``exc``: kept on the traceback, it would make a reference
+    cycle, and a failed run would be freed only by the cyclic collector (a blocking
+    call's frames still reach the driver's as their callers: a cycle it frees). What the tool ran
+    stays, as the traceback of ``on_tool_error="raise"`` shows it; a traceback of the
+    driver's frames alone (its own error) keeps its last.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and _in_driver(tb.tb_frame):
+        tb = tb.tb_next
+    if tb is not exc.__traceback__:
+        exc.__traceback__ = tb
+
+
+def _without_tracebacks(exc: E) -> E:
+    """``exc``, with the tracebacks of it and of the errors it was raised from taken off.
+
+    For what toolfold raises about a call's result, not from the tool (it cannot be
+    given to the model), kept on the call's outcome: the
+    frames it went through were called from the driver's, which go on to hold the
+    outcome, so it would keep the run's state in a reference cycle, which taking
+    frames off its head (`_without_driver_frames`) cannot cut. What it says is all
+    the model reads, and what ``on_tool_error="raise"`` shows.
+    """
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [exc]
+    while chain:
+        link = chain.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        link.__traceback__ = None
+        chain += (link.__cause__, link.__context__)
+    return exc
+
+
+def _in_driver(frame: Any) -> bool:
+    return str(frame.f_globals.get("__name__", "")).startswith("toolfold.runtime.drive.")
 
 
 def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], before: int) -> bool:

@@ -211,7 +211,10 @@ def raise_tool_error(
     error.state = with_dropped_sub_runs(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
-    _raise_showing(error, reached, outcome_cause(outcomes[first]), show)
+    try:
+        _raise_showing(error, reached, outcome_cause(outcomes[first]), show)
+    finally:  # (the error's traceback holds this frame: no cycle through it, see there)
+        del failed, error
 
 
 _NOTE_LIMIT = 2_000
@@ -288,13 +291,19 @@ def _raise_showing(
     """Raise ``error`` (from ``cause``), showing the `AttemptDropped` its state ends with
     (when it is not ``reached``, the state before the dropped sub-runs were counted)."""
     try:
-        if cause is not None:
-            raise error from cause
-        raise error
-    except type(error):
-        if show is not None and error.state is not None and error.state is not reached:
-            show(error.state.log[-1], error.state)
-        raise
+        try:
+            if cause is not None:
+                raise error from cause
+            raise error
+        except type(error):
+            if show is not None and error.state is not None and error.state is not reached:
+                show(error.state.log[-1], error.state)
+            raise
+    finally:
+        # The error's traceback holds this frame: without its own error in it, the
+        # error (and the state on it) is freed by reference counting once the caller
+        # drops it, not kept in a reference cycle for the cyclic collector.
+        del error, cause
 
 
 _MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()

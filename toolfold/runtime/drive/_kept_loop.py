@@ -339,28 +339,43 @@ def run_kept(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """
     import asyncio  # here: `import toolfold` must not pay for asyncio
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        if threading.current_thread() is threading.main_thread():
-            dropped = _KeptLoop.dropped
-            if dropped is not None:  # (its clean-up interrupted: done before this call's)
-                _drop_kept(dropped)
-            loop = _KeptLoop.loop
-            if loop is None or loop.is_closed():
-                if not _KeptLoop.closed_at_exit:
-                    # Once: a loop dropped since (`_drop_kept`) is closed there, not kept alive.
-                    _KeptLoop.closed_at_exit = True
-                    atexit.register(_close_kept)
-                loop = _KeptLoop.loop = asyncio.new_event_loop()
-            try:
-                result = _run_polled(loop, make())
-                _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
-            except BaseException:
-                _drop_kept(loop)
-                raise
-            return result
+    if not _in_running_loop() and threading.current_thread() is threading.main_thread():
+        dropped = _KeptLoop.dropped
+        if dropped is not None:  # (its clean-up interrupted: done before this call's)
+            _drop_kept(dropped)
+        loop = _KeptLoop.loop
+        if loop is None or loop.is_closed():
+            if not _KeptLoop.closed_at_exit:
+                # Once: a loop dropped since (`_drop_kept`) is closed there, not kept alive.
+                _KeptLoop.closed_at_exit = True
+                atexit.register(_close_kept)
+            loop = _KeptLoop.loop = asyncio.new_event_loop()
+        try:
+            result = _run_polled(loop, make())
+            _cancel_leftovers(loop)  # as asyncio.run does: nothing runs on later
+        except BaseException:
+            _drop_kept(loop)
+            raise
+        return result
     return run_blocking(make)
+
+
+def _in_running_loop() -> bool:
+    """Whether this thread runs an event loop.
+
+    Asked apart, not by running in the ``except RuntimeError`` of
+    ``asyncio.get_running_loop()``: an error raised in the run would have that
+    RuntimeError as its context ("During handling of the above exception"), whose
+    traceback holds the frame the run's result ends in, a reference cycle that
+    keeps a failed run's state until the cyclic collector's next pass.
+
+    Asked on every blocking call, so without importing asyncio here (about 0.4 us
+    a call even once imported); a thread with a running loop has imported it.
+    ``_get_running_loop`` is ``get_running_loop`` that returns None rather than
+    raising, in ``asyncio.events.__all__``.
+    """
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and asyncio._get_running_loop() is not None
 
 
 def _run_polled(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -494,9 +509,7 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """
     import asyncio
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not _in_running_loop():
         return asyncio.run(make())
     interrupt = RoundInterrupt()
     context = contextvars.copy_context()
