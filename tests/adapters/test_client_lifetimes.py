@@ -384,3 +384,72 @@ def test_a_forked_child_opens_its_own_connections_and_reads_its_own_answers(
         loop.run_until_complete(transport.aclose())
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_a_transport_dropped_inside_asyncio_run_closes_all_its_pooled_connections(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """A transport made and dropped inside ``asyncio.run`` after concurrent calls leaves no socket unclosed."""
+    all_in = threading.Event()
+    arrived: list[Recorded] = []
+
+    def answer(request: Recorded) -> Reply:
+        arrived.append(request)
+        if len(arrived) == 8:
+            all_in.set()
+        return Reply(json={"ok": 1}, delay_headers=all_in)  # eight connections open at once
+
+    http_server.handler = answer
+
+    async def main() -> None:
+        transport = _transport(http_server, http)
+        await asyncio.gather(*[transport.post_json("x", {}) for _ in range(8)])
+        # (dropped here: its client is closed as asyncio.run shuts the loop down)
+
+    def child() -> list[str]:
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(main())
+            gc.collect()
+        return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+    assert in_forked_child(child) == {"value": []}
+    assert http_server.connections == 8
+
+
+def test_a_close_that_hangs_at_loop_end_is_cut_and_the_loop_shuts_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client whose close never ends is cancelled after CLOSE_GRACE: asyncio.run still returns."""
+    from toolfold.adapters._http import _backends
+
+    monkeypatch.setattr(_backends, "CLOSE_GRACE", 0.01)
+    cut: list[str] = []
+
+    class Hung:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def aclose(self) -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cut.append(self.name)
+                raise
+
+    kept: list[Any] = []
+
+    async def main() -> None:
+        dropped = _backends.close_when_loop_ends(Hung("dropped"), lambda: None)
+        await dropped.__anext__()  # finalised as main returns, closed among the cancelled tasks
+        kept.append(_backends.close_when_loop_ends(Hung("kept"), lambda: None))
+        await kept[0].__anext__()  # closed by the shutdown of async generators
+
+    def child() -> list[str]:
+        asyncio.run(main())
+        return sorted(cut)
+
+    assert in_forked_child(child) == {"value": ["dropped", "kept"]}

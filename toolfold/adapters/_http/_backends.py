@@ -935,4 +935,44 @@ async def close_when_loop_ends(backend: Any, ended: Callable[[], None]) -> Async
         yield
     finally:
         ended()
-        await backend.aclose()
+        await _close_through_shutdown(backend)
+
+
+#: How long a client's close at its loop's end may take before it is cut.
+CLOSE_GRACE = 2.0
+
+
+class _ClosingTask(asyncio.Task[None]):
+    """A client's close at its loop's end: cancelled only by its own deadline.
+
+    ``asyncio.run`` (and ``uvloop.run``) cancels every task left when its
+    coroutine returns, before it shuts down the async generators. A model
+    dropped as the coroutine returns has its closer finalised then, its close
+    among those tasks: cut after its first connection, it left the others
+    unclosed (a ResourceWarning each). This task declines that cancel, so the
+    shutdown, which then waits for the tasks it cancelled, waits for the close;
+    a close that hangs is cancelled after `CLOSE_GRACE` seconds all the same.
+    """
+
+    _cut = False
+
+    def cancel(self, msg: Any = None) -> bool:
+        return super().cancel(msg) if self._cut else False
+
+    def cut(self) -> None:
+        """Cancel the close (its deadline has passed)."""
+        self._cut = True
+        self.cancel()
+
+
+async def _close_through_shutdown(backend: Any) -> None:
+    """``await backend.aclose()`` in a `_ClosingTask`.
+
+    A cancel of the caller (``model.aclose()`` under a timeout, the loop's
+    shutdown) is raised at once; the close goes on in its task.
+    """
+    loop = asyncio.get_running_loop()
+    closing = _ClosingTask(backend.aclose(), loop=loop)
+    deadline = loop.call_later(CLOSE_GRACE, closing.cut)
+    closing.add_done_callback(lambda _: deadline.cancel())
+    await asyncio.shield(closing)
