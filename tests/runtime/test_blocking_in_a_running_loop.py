@@ -141,3 +141,41 @@ def test_a_forked_child_runs_blocking_calls_on_its_own_threads_and_loop() -> Non
 
     assert in_forked_child(child) == {"value": ["found", "found", False]}
     assert agent.run("go").text == "found"  # the parent's go on
+
+
+def test_a_lone_sync_tool_of_a_blocking_run_inside_a_running_loop_can_use_asyncio_run() -> None:
+    """run(), stream() and resume() in async code run a lone sync tool off the loop's thread."""
+
+    def fetched_with_asyncio_run() -> str:
+        async def fetched() -> str:
+            return "fetched"
+
+        return asyncio.run(fetched())  # (RuntimeError on a thread whose loop is running)
+
+    @tool
+    def fetch() -> str:
+        """A sync tool wrapping an async library the usual way."""
+        return fetched_with_asyncio_run()
+
+    @tool(requires_approval=True)
+    def approved() -> str:
+        """The same, run once approved."""
+        return fetched_with_asyncio_run()
+
+    def results(response: Any) -> list[Any]:
+        return [r.content for step in response.steps for r in step.tool_results]
+
+    async def handler() -> list[list[Any]]:
+        agent = Agent(FunctionModel(_calling("fetch")), tools=[fetch])
+        ran = agent.run("go")
+        streamed = agent.stream("go")
+        for _ in streamed:
+            pass
+        waiting = Agent(FunctionModel(_calling("approved")), tools=[approved])
+        first = waiting.run("go")
+        resumed = waiting.resume(
+            first.state, approvals={c.id: True for c in first.pending_approvals}
+        )
+        return [results(ran), results(streamed.response), results(resumed)]
+
+    assert asyncio.run(handler()) == [["fetched"]] * 3
