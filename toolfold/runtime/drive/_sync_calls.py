@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -123,7 +122,7 @@ def _run_calls_now(
                     standing = standings[0] = Standing(job.call.id, job.call.name, _run_id_of(job))
                 job = _blocking(job)
                 tool = job.tool
-            if tool is not None and not tool.is_async and tool.timeout is None and _no_loop_here():
+            if tool is not None and not tool.is_async and tool.timeout is None:
                 stored = job.invocation.call.arguments
                 arguments = None if stored is None else quick_arguments(tool, stored)
                 if arguments is not None:  # nothing between the call and the function
@@ -179,12 +178,7 @@ def _run_calls_sync(
             results.append(None)
             ready.append((job, prepared))
     try:
-        if (
-            len(ready) == 1
-            and ready[0][0].tool is not None
-            and ready[0][0].tool.timeout is None
-            and _no_loop_here()
-        ):
+        if len(ready) == 1 and ready[0][0].tool is not None and ready[0][0].tool.timeout is None:
             results[slots[0]] = _run_inline(*ready[0], finished, index=slots[0])
         elif ready:
             ran: list[ToolOutcome | None] = [None] * len(ready)
@@ -208,17 +202,6 @@ def _run_calls_sync(
                     finished[index] = ended
         raise
     return _kept(tuple(r for r in results if r is not None), finished)
-
-
-def _no_loop_here() -> bool:
-    """Whether no event loop runs in this thread, so a lone call may run right here.
-
-    A blocking run inside a running loop (a notebook cell, async code calling
-    ``run``) runs its calls on worker threads, as it runs its model calls: a
-    sync tool that uses ``asyncio.run`` works there, as it does without a loop.
-    """
-    running = sys.modules.get("asyncio")
-    return running is None or running._get_running_loop() is None
 
 
 def _kept(
