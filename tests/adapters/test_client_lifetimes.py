@@ -453,3 +453,66 @@ def test_a_close_that_hangs_at_loop_end_is_cut_and_the_loop_shuts_down(
         return sorted(cut)
 
     assert in_forked_child(child) == {"value": ["dropped", "kept"]}
+
+
+def test_an_explicit_aclose_whose_close_hangs_is_a_timeout_error_not_a_stray_cancel(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """await aclose() whose client close hangs: a TimeoutError naming CLOSE_GRACE; its caller goes on."""
+    from toolfold.adapters._http import _backends
+
+    monkeypatch.setattr(_backends, "CLOSE_GRACE", 0.01)
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "httpx")
+
+    async def hung(backend: Any) -> None:
+        await asyncio.Event().wait()
+
+    async def main() -> str:
+        await transport.post_json("x", {})
+        (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
+        closes = type(backend).aclose
+        monkeypatch.setattr(type(backend), "aclose", hung)
+        with pytest.raises(TimeoutError, match="CLOSE_GRACE") as caught:
+            await transport.aclose()
+        await closes(backend)  # (the real close: no socket left to the collector)
+        await asyncio.sleep(0)  # the caller was not cancelled: it goes on
+        return str(caught.value)
+
+    assert "did not finish within 0.01 s" in asyncio.run(main())
+
+
+def test_a_close_failing_after_its_caller_was_cancelled_is_retrieved_and_logged_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aclose() cancelled, then its close raises: no 'exception was never retrieved'; DEBUG log."""
+    import logging
+
+    from toolfold.adapters._http import _backends
+
+    caplog.set_level(logging.DEBUG, logger="toolfold.http")
+    reported: list[str] = []
+    go = asyncio.Event()
+
+    class Failing:
+        async def aclose(self) -> None:
+            await go.wait()
+            raise OSError("close failed")
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: reported.append(context["message"])
+        )
+        closer = _backends.close_when_loop_ends(Failing(), lambda: None)
+        await closer.__anext__()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(_backends.close_now(closer), 0.001)
+        go.set()
+        (closing,) = asyncio.all_tasks() - {asyncio.current_task()}
+        await asyncio.wait({closing})
+        del closing
+        gc.collect()
+
+    asyncio.run(main())
+    assert reported == []
+    assert "OSError('close failed')" in caplog.text

@@ -35,7 +35,7 @@ import re
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
@@ -53,6 +53,7 @@ __all__ = [
     "HttpxBackend",
     "OwnedHttpxBackend",
     "READ_IN_PIECES",
+    "close_now",
     "close_when_loop_ends",
     "default_backend",
     "loop_mismatch",
@@ -924,22 +925,44 @@ def is_aiohttp_session(client: Any) -> bool:
     return type(client).__module__.split(".")[0] == "aiohttp"
 
 
-async def close_when_loop_ends(backend: Any, ended: Callable[[], None]) -> AsyncIterator[None]:
+async def close_when_loop_ends(
+    backend: Any, ended: Callable[[], None]
+) -> AsyncGenerator[None, bool | None]:
     """An async generator to start on a loop; when the loop shuts down it closes ``backend``.
 
-    ``ended`` is called first (the owner forgets the backend).
+    ``ended`` is called first (the owner forgets the backend). ``model.aclose()``
+    closes it by sending True (`close_now`): a close that does not end within
+    `CLOSE_GRACE` is then a ``TimeoutError`` for that caller; at the loop's end
+    (the generator closed or finalised) it is only logged.
     """
     # asyncio.run() finalises live async generators before closing the loop, so
     # the owned client's connections close on the loop that opened them.
+    by_caller: bool | None = False
     try:
-        yield
+        by_caller = yield
     finally:
         ended()
-        await _close_through_shutdown(backend)
+        await _close_through_shutdown(backend, raising=bool(by_caller))
+
+
+async def close_now(closer: AsyncGenerator[None, bool | None]) -> None:
+    """Close ``closer``'s backend for a caller (``model.aclose()``): its errors are raised.
+
+    Raises:
+        TimeoutError: The close did not end within `CLOSE_GRACE` (it was cut).
+    """
+    try:
+        await closer.asend(True)
+    except StopAsyncIteration:
+        pass
+    else:  # pragma: no cover - the generator yields once
+        await closer.aclose()
 
 
 #: How long a client's close at its loop's end may take before it is cut.
 CLOSE_GRACE = 2.0
+
+_log = logging.getLogger("toolfold.http")
 
 
 class _ClosingTask(asyncio.Task[None]):
@@ -965,14 +988,48 @@ class _ClosingTask(asyncio.Task[None]):
         self.cancel()
 
 
-async def _close_through_shutdown(backend: Any) -> None:
+def _retrieved(closing: asyncio.Task[None]) -> None:
+    """Read a finished close's outcome, so a close nobody awaits any more is not logged as unretrieved."""
+    if closing.cancelled():
+        return
+    error = closing.exception()
+    if error is not None:
+        _log.debug("closing an HTTP client failed: %r", error)
+
+
+def _cancelling(task: asyncio.Task[Any] | None) -> int:
+    """``task.cancelling()`` (0 before Python 3.11, which does not count the cancels)."""
+    count = getattr(task, "cancelling", None)
+    return 0 if count is None else int(count())
+
+
+async def _close_through_shutdown(backend: Any, *, raising: bool) -> None:
     """``await backend.aclose()`` in a `_ClosingTask`.
 
     A cancel of the caller (``model.aclose()`` under a timeout, the loop's
-    shutdown) is raised at once; the close goes on in its task.
+    shutdown) is raised at once; the close goes on in its task. A close cut at
+    its deadline, or failing, is a ``TimeoutError`` / its error when
+    ``raising`` (an explicit ``model.aclose()``), else logged at DEBUG (the
+    loop's end: nobody to tell, and the loop must shut down).
     """
     loop = asyncio.get_running_loop()
     closing = _ClosingTask(backend.aclose(), loop=loop)
     deadline = loop.call_later(CLOSE_GRACE, closing.cut)
     closing.add_done_callback(lambda _: deadline.cancel())
-    await asyncio.shield(closing)
+    closing.add_done_callback(_retrieved)  # (shield forgets it once its caller is cancelled)
+    caller = asyncio.current_task()
+    cancels = _cancelling(caller)
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:
+        if not (closing.done() and closing._cut) or _cancelling(caller) > cancels:
+            raise  # the caller was cancelled
+        if raising:
+            raise TimeoutError(
+                f"closing the model's HTTP client did not finish within {CLOSE_GRACE} s "
+                "(CLOSE_GRACE): it was cut, and its connections still open were dropped"
+            ) from None
+        _log.debug("closing an HTTP client did not finish within %s s: cut", CLOSE_GRACE)
+    except Exception:
+        if raising:
+            raise
