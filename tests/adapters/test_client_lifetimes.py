@@ -516,3 +516,32 @@ def test_a_close_failing_after_its_caller_was_cancelled_is_retrieved_and_logged_
     asyncio.run(main())
     assert reported == []
     assert "OSError('close failed')" in caplog.text
+
+
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_a_transport_dropped_one_await_before_a_plain_loop_closes_closes_its_connections(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """Dropped, then one await, then run_until_complete's loop closed: no task, coroutine or socket left."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+
+    async def main() -> None:
+        transport = _transport(http_server, http)
+        await asyncio.gather(*[transport.post_json("x", {}) for _ in range(4)])
+        del transport  # its closer is finalised: its close starts on the next turn
+        await asyncio.sleep(0)  # the loop's last turn but one
+
+    def child() -> list[str]:
+        import warnings
+
+        reported: list[str] = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loop = asyncio.new_event_loop()
+            loop.set_exception_handler(lambda loop, context: reported.append(context["message"]))
+            loop.run_until_complete(main())
+            loop.close()  # (no shutdown_asyncgens: nothing else closes the client)
+            gc.collect()
+        return reported + [str(w.message) for w in caught]
+
+    assert in_forked_child(child) == {"value": []}

@@ -26,6 +26,8 @@ past ``total``.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextvars
 import functools
 import importlib
 import inspect
@@ -35,7 +37,7 @@ import re
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
@@ -988,7 +990,100 @@ class _ClosingTask(asyncio.Task[None]):
         self.cancel()
 
 
-def _retrieved(closing: asyncio.Task[None]) -> None:
+class _AfterFirstStep(collections.abc.Coroutine[Any, Any, None]):
+    """``close`` for a task, its first step taken inline (Python < 3.12: no eager tasks).
+
+    `first_step` runs it up to its first suspension, then the task goes on from
+    there: the task's first ``send`` hands it what that step yielded. Every step
+    runs in one context of its own, as a task's would.
+    """
+
+    def __init__(self, close: Coroutine[Any, Any, None]) -> None:
+        self._close = close
+        self._context = contextvars.copy_context()
+        self._pending: Any = _NOTHING  # what the first step yielded, until the task takes it
+        self.ended = False  # the close ended in its first step
+        self.error: BaseException | None = None
+
+    def first_step(self) -> None:
+        try:
+            self._pending = self._context.run(self._close.send, None)
+        except StopIteration:
+            self.ended = True
+        except BaseException as exc:  # its outcome is read by the caller, not the task
+            self.ended, self.error = True, exc
+
+    def send(self, value: Any) -> Any:
+        if self.ended:
+            raise StopIteration
+        if self._pending is not _NOTHING:
+            yielded, self._pending = self._pending, _NOTHING
+            return yielded
+        return self._context.run(self._close.send, value)
+
+    def throw(self, typ: Any, value: Any = None, traceback: Any = None) -> Any:
+        if self.ended:
+            raise typ if value is None else value
+        yielded, self._pending = self._pending, _NOTHING
+        if isinstance(yielded, asyncio.Future):
+            yielded.cancel()  # (a task cancelled would cancel what it awaits)
+        return self._context.run(self._close.throw, typ, value, traceback)
+
+    def close(self) -> None:
+        self._close.close()
+
+    def __await__(self) -> Any:
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+
+_NOTHING: Any = object()
+
+
+def _start_closing(
+    close: Coroutine[Any, Any, None], loop: asyncio.AbstractEventLoop
+) -> asyncio.Future[None]:
+    """``close`` in a `_ClosingTask`, its first step taken now; a done future if that step ended it.
+
+    A close started in a new task would wait for the loop's next turn: a loop
+    stopped and closed then (``run_until_complete``, then ``close()``, no
+    ``shutdown_asyncgens()``) would drop it unstarted, its connections open. Its
+    first step now runs at once, as the task's (the current task while it runs),
+    as an eager task's does; a close of idle connections ends there.
+    """
+    if sys.version_info >= (3, 12):
+        return _ClosingTask(close, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    resumed = _AfterFirstStep(close)
+    closing = _ClosingTask(resumed, loop=loop)
+    caller = asyncio.current_task(loop)
+    if caller is not None:
+        asyncio.tasks._leave_task(loop, caller)
+    asyncio.tasks._enter_task(loop, closing)
+    try:
+        resumed.first_step()
+    finally:
+        asyncio.tasks._leave_task(loop, closing)
+        if caller is not None:
+            asyncio.tasks._enter_task(loop, caller)
+    if not resumed.ended:
+        return closing
+    closing._log_destroy_pending = False  # type: ignore[attr-defined]  # (its next step only ends it; it may never run)
+    ended: asyncio.Future[None] = loop.create_future()
+    if isinstance(resumed.error, asyncio.CancelledError):
+        ended.cancel()
+    elif resumed.error is not None:
+        ended.set_exception(resumed.error)
+    else:
+        ended.set_result(None)
+    return ended
+
+
+def _retrieved(closing: asyncio.Future[None]) -> None:
     """Read a finished close's outcome, so a close nobody awaits any more is not logged as unretrieved."""
     if closing.cancelled():
         return
@@ -1013,7 +1108,13 @@ async def _close_through_shutdown(backend: Any, *, raising: bool) -> None:
     loop's end: nobody to tell, and the loop must shut down).
     """
     loop = asyncio.get_running_loop()
-    closing = _ClosingTask(backend.aclose(), loop=loop)
+    closing = _start_closing(backend.aclose(), loop)
+    if closing.done():  # in its first step: nothing to wait for
+        if raising and not closing.cancelled():
+            closing.result()  # (its error, if it failed)
+        _retrieved(closing)
+        return
+    assert isinstance(closing, _ClosingTask)
     deadline = loop.call_later(CLOSE_GRACE, closing.cut)
     closing.add_done_callback(lambda _: deadline.cancel())
     closing.add_done_callback(_retrieved)  # (shield forgets it once its caller is cancelled)
