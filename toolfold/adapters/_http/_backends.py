@@ -961,7 +961,9 @@ async def close_now(closer: AsyncGenerator[None, bool | None]) -> None:
         await closer.aclose()
 
 
-#: How long a client's close at its loop's end may take before it is cut.
+#: How long a client's close may take before it is cut. asyncio.run's shutdown
+#: waits for dropped models' closes, then for kept models' (two phases one
+#: after the other): closes that all hang hold it up to twice this.
 CLOSE_GRACE = 2.0
 
 _log = logging.getLogger("toolfold.http")
