@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -458,7 +459,7 @@ def test_a_close_that_hangs_at_loop_end_is_cut_and_the_loop_shuts_down(
 def test_an_explicit_aclose_whose_close_hangs_is_a_timeout_error_not_a_stray_cancel(
     http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """await aclose() whose client close hangs: a TimeoutError naming CLOSE_GRACE; its caller goes on."""
+    """await aclose() whose client close hangs: a TimeoutError saying how long it waited; its caller goes on."""
     from toolfold.adapters._http import _backends
 
     monkeypatch.setattr(_backends, "CLOSE_GRACE", 0.01)
@@ -473,13 +474,13 @@ def test_an_explicit_aclose_whose_close_hangs_is_a_timeout_error_not_a_stray_can
         (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
         closes = type(backend).aclose
         monkeypatch.setattr(type(backend), "aclose", hung)
-        with pytest.raises(TimeoutError, match="CLOSE_GRACE") as caught:
+        with pytest.raises(TimeoutError, match="did not finish within") as caught:
             await transport.aclose()
         await closes(backend)  # (the real close: no socket left to the collector)
         await asyncio.sleep(0)  # the caller was not cancelled: it goes on
         return str(caught.value)
 
-    assert "did not finish within 0.01 s" in asyncio.run(main())
+    assert "did not finish within 0.01 seconds" in asyncio.run(main())
 
 
 def test_a_close_failing_after_its_caller_was_cancelled_is_retrieved_and_logged_at_debug(
@@ -518,11 +519,12 @@ def test_a_close_failing_after_its_caller_was_cancelled_is_retrieved_and_logged_
     assert "OSError('close failed')" in caplog.text
 
 
+@pytest.mark.parametrize("shutdown_asyncgens", [True, False])
 @pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
 def test_a_transport_dropped_one_await_before_a_plain_loop_closes_closes_its_connections(
-    http_server: ScriptedServer, http: str
+    http_server: ScriptedServer, http: str, shutdown_asyncgens: bool
 ) -> None:
-    """Dropped, then one await, then run_until_complete's loop closed: no task, coroutine or socket left."""
+    """Dropped one await before run_until_complete returns: its close ends by loop.close() (3.12+), or with shutdown_asyncgens() before it (all)."""
     http_server.handler = lambda request: Reply(json={"ok": 1})
 
     async def main() -> None:
@@ -540,8 +542,14 @@ def test_a_transport_dropped_one_await_before_a_plain_loop_closes_closes_its_con
             loop = asyncio.new_event_loop()
             loop.set_exception_handler(lambda loop, context: reported.append(context["message"]))
             loop.run_until_complete(main())
-            loop.close()  # (no shutdown_asyncgens: nothing else closes the client)
+            if shutdown_asyncgens:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
             gc.collect()
         return reported + [str(w.message) for w in caught]
 
-    assert in_forked_child(child) == {"value": []}
+    left = in_forked_child(child)["value"]
+    if shutdown_asyncgens or sys.version_info >= (3, 12):
+        assert left == []
+    else:  # no eager tasks: the close waits for a loop turn that never comes
+        assert "Task was destroyed but it is pending!" in left

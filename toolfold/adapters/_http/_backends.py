@@ -26,8 +26,6 @@ past ``total``.
 from __future__ import annotations
 
 import asyncio
-import collections.abc
-import contextvars
 import functools
 import importlib
 import inspect
@@ -992,100 +990,24 @@ class _ClosingTask(asyncio.Task[None]):
         self.cancel()
 
 
-class _AfterFirstStep(collections.abc.Coroutine[Any, Any, None]):
-    """``close`` for a task, its first step taken inline (Python < 3.12: no eager tasks).
-
-    `first_step` runs it up to its first suspension, then the task goes on from
-    there: the task's first ``send`` hands it what that step yielded. Every step
-    runs in one context of its own, as a task's would.
-    """
-
-    def __init__(self, close: Coroutine[Any, Any, None]) -> None:
-        self._close = close
-        self._context = contextvars.copy_context()
-        self._pending: Any = _NOTHING  # what the first step yielded, until the task takes it
-        self.ended = False  # the close ended in its first step
-        self.error: BaseException | None = None
-
-    def first_step(self) -> None:
-        try:
-            self._pending = self._context.run(self._close.send, None)
-        except StopIteration:
-            self.ended = True
-        except BaseException as exc:  # its outcome is read by the caller, not the task
-            self.ended, self.error = True, exc
-
-    def send(self, value: Any) -> Any:
-        if self.ended:
-            raise StopIteration
-        if self._pending is not _NOTHING:
-            yielded, self._pending = self._pending, _NOTHING
-            return yielded
-        return self._context.run(self._close.send, value)
-
-    def throw(self, typ: Any, value: Any = None, traceback: Any = None) -> Any:
-        if self.ended:
-            raise typ if value is None else value
-        yielded, self._pending = self._pending, _NOTHING
-        if isinstance(yielded, asyncio.Future):
-            yielded.cancel()  # (a task cancelled would cancel what it awaits)
-        return self._context.run(self._close.throw, typ, value, traceback)
-
-    def close(self) -> None:
-        self._close.close()
-
-    def __await__(self) -> Any:
-        return self
-
-    def __iter__(self) -> Any:
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-
-_NOTHING: Any = object()
-
-
 def _start_closing(
     close: Coroutine[Any, Any, None], loop: asyncio.AbstractEventLoop
-) -> asyncio.Future[None]:
-    """``close`` in a `_ClosingTask`, its first step taken now; a done future if that step ended it.
+) -> _ClosingTask:
+    """``close`` in a `_ClosingTask`; on Python 3.12+ its first step taken now (an eager task).
 
-    A close started in a new task would wait for the loop's next turn: a loop
+    A close started in a new task waits for the loop's next turn: a loop
     stopped and closed then (``run_until_complete``, then ``close()``, no
-    ``shutdown_asyncgens()``) would drop it unstarted, its connections open. Its
-    first step now runs at once, as the task's (the current task while it runs),
-    as an eager task's does; a close of idle connections ends there.
+    ``shutdown_asyncgens()``) would drop it unstarted, its connections open.
+    An eager task runs its first step at once, and a close of idle connections
+    ends there. Before 3.12 (no eager tasks) the close starts on the next turn:
+    such a loop must run ``shutdown_asyncgens()`` before it closes.
     """
     if sys.version_info >= (3, 12):
         return _ClosingTask(close, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
-    resumed = _AfterFirstStep(close)
-    closing = _ClosingTask(resumed, loop=loop)
-    caller = asyncio.current_task(loop)
-    if caller is not None:
-        asyncio.tasks._leave_task(loop, caller)
-    asyncio.tasks._enter_task(loop, closing)
-    try:
-        resumed.first_step()
-    finally:
-        asyncio.tasks._leave_task(loop, closing)
-        if caller is not None:
-            asyncio.tasks._enter_task(loop, caller)
-    if not resumed.ended:
-        return closing
-    closing._log_destroy_pending = False  # type: ignore[attr-defined]  # (its next step only ends it; it may never run)
-    ended: asyncio.Future[None] = loop.create_future()
-    if isinstance(resumed.error, asyncio.CancelledError):
-        ended.cancel()
-    elif resumed.error is not None:
-        ended.set_exception(resumed.error)
-    else:
-        ended.set_result(None)
-    return ended
+    return _ClosingTask(close, loop=loop)
 
 
-def _retrieved(closing: asyncio.Future[None]) -> None:
+def _retrieved(closing: asyncio.Task[None]) -> None:
     """Read a finished close's outcome, so a close nobody awaits any more is not logged as unretrieved."""
     if closing.cancelled():
         return
@@ -1111,12 +1033,11 @@ async def _close_through_shutdown(backend: Any, *, raising: bool) -> None:
     """
     loop = asyncio.get_running_loop()
     closing = _start_closing(backend.aclose(), loop)
-    if closing.done():  # in its first step: nothing to wait for
+    if closing.done():  # (an eager task) in its first step: nothing to wait for
         if raising and not closing.cancelled():
             closing.result()  # (its error, if it failed)
         _retrieved(closing)
         return
-    assert isinstance(closing, _ClosingTask)
     deadline = loop.call_later(CLOSE_GRACE, closing.cut)
     closing.add_done_callback(lambda _: deadline.cancel())
     closing.add_done_callback(_retrieved)  # (shield forgets it once its caller is cancelled)
@@ -1129,8 +1050,8 @@ async def _close_through_shutdown(backend: Any, *, raising: bool) -> None:
             raise  # the caller was cancelled
         if raising:
             raise TimeoutError(
-                f"closing the model's HTTP client did not finish within {CLOSE_GRACE} s "
-                "(CLOSE_GRACE): it was cut, and its connections still open were dropped"
+                f"closing the model's HTTP client did not finish within {CLOSE_GRACE:g} seconds: "
+                "it was cut, and its connections still open were dropped"
             ) from None
         _log.debug("closing an HTTP client did not finish within %s s: cut", CLOSE_GRACE)
     except Exception:

@@ -222,12 +222,12 @@ class Clients:
         an aiohttp session, which closes only on its own loop, stays open for
         that loop to close, and is a `UsageError` naming the loop, once
         everything else is closed. A close that does not end within
-        ``CLOSE_GRACE`` seconds is cut (the connections it had not closed are
+        2 seconds is cut (the connections it had not closed are
         dropped), and is a ``TimeoutError`` once everything else is closed.
 
         Raises:
             UsageError: An aiohttp session belongs to a loop that is not running.
-            TimeoutError: A client's close did not end within ``CLOSE_GRACE``.
+            TimeoutError: A client's close did not end within 2 seconds.
         """
         stuck: list[tuple[asyncio.AbstractEventLoop, tuple[Any, Any]]] = []
         cut: TimeoutError | None = None
