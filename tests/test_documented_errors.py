@@ -149,6 +149,11 @@ def _argument_schema() -> None:
     tool(_add).validate_arguments({"a": "five"})
 
 
+def _outside_asyncio() -> None:
+    # (stepped by hand, with no event loop running: where trio would run it)
+    Agent(TestModel()).arun("hi").send(None)
+
+
 def _zero_steps() -> None:
     for helper in (max_steps, token_budget):
         with pytest.raises(toolfold.ToolfoldError) as info:
@@ -637,6 +642,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "argument text that is not JSON": _argument_json,
     "arguments that break the tool's schema": _argument_schema,
     "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
+    "an async run (`arun`, an async `stream`, `aresume`, `agenerate_text`, a workflow's "
+    "`arun`) begun outside an asyncio event loop: under trio (`anyio.run(..., "
+    'backend="trio")` too), where the blocking API on a worker thread '
+    "(`anyio.to_thread.run_sync`) works": _outside_asyncio,
     '`max_steps("3")`, `token_budget(True)`, `tool_called(None)` (a bound that is no number, '
     "a tool name that is no text: the error names the argument)": _stop_condition_argument,
     "a hand-built `RunConfig`, `ToolSpec`, `ToolDefinition` or `OutputSpec` with a field of the "

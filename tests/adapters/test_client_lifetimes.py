@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -384,3 +385,171 @@ def test_a_forked_child_opens_its_own_connections_and_reads_its_own_answers(
         loop.run_until_complete(transport.aclose())
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_a_transport_dropped_inside_asyncio_run_closes_all_its_pooled_connections(
+    http_server: ScriptedServer, http: str
+) -> None:
+    """A transport made and dropped inside ``asyncio.run`` after concurrent calls leaves no socket unclosed."""
+    all_in = threading.Event()
+    arrived: list[Recorded] = []
+
+    def answer(request: Recorded) -> Reply:
+        arrived.append(request)
+        if len(arrived) == 8:
+            all_in.set()
+        return Reply(json={"ok": 1}, delay_headers=all_in)  # eight connections open at once
+
+    http_server.handler = answer
+
+    async def main() -> None:
+        transport = _transport(http_server, http)
+        await asyncio.gather(*[transport.post_json("x", {}) for _ in range(8)])
+        # (dropped here: its client is closed as asyncio.run shuts the loop down)
+
+    def child() -> list[str]:
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(main())
+            gc.collect()
+        return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+
+    assert in_forked_child(child) == {"value": []}
+    assert http_server.connections == 8
+
+
+def test_a_close_that_hangs_at_loop_end_is_cut_and_the_loop_shuts_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client whose close never ends is cancelled after CLOSE_GRACE: asyncio.run still returns."""
+    from toolfold.adapters._http import _backends
+
+    monkeypatch.setattr(_backends, "CLOSE_GRACE", 0.01)
+    cut: list[str] = []
+
+    class Hung:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def aclose(self) -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cut.append(self.name)
+                raise
+
+    kept: list[Any] = []
+
+    async def main() -> None:
+        dropped = _backends.close_when_loop_ends(Hung("dropped"), lambda: None)
+        await dropped.__anext__()  # finalised as main returns, closed among the cancelled tasks
+        kept.append(_backends.close_when_loop_ends(Hung("kept"), lambda: None))
+        await kept[0].__anext__()  # closed by the shutdown of async generators
+
+    def child() -> list[str]:
+        asyncio.run(main())
+        return sorted(cut)
+
+    assert in_forked_child(child) == {"value": ["dropped", "kept"]}
+
+
+def test_an_explicit_aclose_whose_close_hangs_is_a_timeout_error_not_a_stray_cancel(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """await aclose() whose client close hangs: a TimeoutError saying how long it waited; its caller goes on."""
+    from toolfold.adapters._http import _backends
+
+    monkeypatch.setattr(_backends, "CLOSE_GRACE", 0.01)
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+    transport = _transport(http_server, "httpx")
+
+    async def hung(backend: Any) -> None:
+        await asyncio.Event().wait()
+
+    async def main() -> str:
+        await transport.post_json("x", {})
+        (backend,) = [entry[0] for entry in transport._sender.clients._loops.values()]
+        closes = type(backend).aclose
+        monkeypatch.setattr(type(backend), "aclose", hung)
+        with pytest.raises(TimeoutError, match="did not finish within") as caught:
+            await transport.aclose()
+        await closes(backend)  # (the real close: no socket left to the collector)
+        await asyncio.sleep(0)  # the caller was not cancelled: it goes on
+        return str(caught.value)
+
+    assert "did not finish within 0.01 seconds" in asyncio.run(main())
+
+
+def test_a_close_failing_after_its_caller_was_cancelled_is_retrieved_and_logged_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aclose() cancelled, then its close raises: no 'exception was never retrieved'; DEBUG log."""
+    import logging
+
+    from toolfold.adapters._http import _backends
+
+    caplog.set_level(logging.DEBUG, logger="toolfold.http")
+    reported: list[str] = []
+    go = asyncio.Event()
+
+    class Failing:
+        async def aclose(self) -> None:
+            await go.wait()
+            raise OSError("close failed")
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: reported.append(context["message"])
+        )
+        closer = _backends.close_when_loop_ends(Failing(), lambda: None)
+        await closer.__anext__()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(_backends.close_now(closer), 0.001)
+        go.set()
+        (closing,) = asyncio.all_tasks() - {asyncio.current_task()}
+        await asyncio.wait({closing})
+        del closing
+        gc.collect()
+
+    asyncio.run(main())
+    assert reported == []
+    assert "OSError('close failed')" in caplog.text
+
+
+@pytest.mark.parametrize("shutdown_asyncgens", [True, False])
+@pytest.mark.parametrize("http", [name for name in OWNED if name != "aiohttp"])
+def test_a_transport_dropped_one_await_before_a_plain_loop_closes_closes_its_connections(
+    http_server: ScriptedServer, http: str, shutdown_asyncgens: bool
+) -> None:
+    """Dropped one await before run_until_complete returns: its close ends by loop.close() (3.12+), or with shutdown_asyncgens() before it (all)."""
+    http_server.handler = lambda request: Reply(json={"ok": 1})
+
+    async def main() -> None:
+        transport = _transport(http_server, http)
+        await asyncio.gather(*[transport.post_json("x", {}) for _ in range(4)])
+        del transport  # its closer is finalised: its close starts on the next turn
+        await asyncio.sleep(0)  # the loop's last turn but one
+
+    def child() -> list[str]:
+        import warnings
+
+        reported: list[str] = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loop = asyncio.new_event_loop()
+            loop.set_exception_handler(lambda loop, context: reported.append(context["message"]))
+            loop.run_until_complete(main())
+            if shutdown_asyncgens:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            gc.collect()
+        return reported + [str(w.message) for w in caught]
+
+    left = in_forked_child(child)["value"]
+    if shutdown_asyncgens or sys.version_info >= (3, 12):
+        assert left == []
+    else:  # no eager tasks: the close waits for a loop turn that never comes
+        assert "Task was destroyed but it is pending!" in left

@@ -1749,3 +1749,40 @@ def test_an_option_of_the_wrong_type_is_a_model_config_error_naming_it(
     with pytest.raises(ModelConfigError, match=message) as caught:
         toolfold.model(model, **options)
     assert "sk-k" not in str(caught.value)
+
+
+@pytest.mark.parametrize("http", [backend for backend in OWNED if backend != "httpx"])
+def test_a_call_finding_no_free_connection_within_the_pool_timeout_says_so(
+    http_server: ScriptedServer, released: list[threading.Event], http: str
+) -> None:
+    """A pool-wait timeout names the pool, not a connection to the server (aiohttp as httpx2).
+
+    (httpx leaves out: it does not apply its pool timeout to async calls.)
+    """
+    hold = gate(released)
+    http_server.handler = lambda request: Reply(json={"ok": 1}, delay_headers=hold)
+    transport = Transport(
+        "openai",
+        http_server.url,
+        KEY,
+        http=http,
+        retry=0,
+        timeout=Timeouts(pool=0.05),
+        limits=HttpLimits(max_connections=1),
+    )
+
+    async def second_waits_for_the_first() -> ProviderTimeoutError:
+        first = asyncio.ensure_future(transport.post_json("x", {}))
+        await asyncio.to_thread(http_server.wait_request)  # the one connection is in use
+        try:
+            with pytest.raises(ProviderTimeoutError) as caught:
+                await transport.post_json("x", {})
+        finally:
+            hold.set()
+            assert await first == {"ok": 1}
+            await transport.aclose()
+        return caught.value
+
+    error = asyncio.run(second_waits_for_the_first())
+    assert "no free connection" in str(error)
+    assert "within the pool timeout" in str(error)

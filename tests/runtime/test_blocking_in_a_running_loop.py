@@ -168,3 +168,43 @@ def test_asking_whether_a_loop_runs_imports_nothing_and_answers_in_and_out_of_on
     monkeypatch.undo()
     assert outside is False
     assert asyncio.run(inside()) is True
+
+
+def test_a_lone_sync_tool_of_a_blocking_run_inside_a_running_loop_runs_on_the_callers_thread() -> (
+    None
+):
+    """run() in async code: a lone sync tool, a sync model function and on_step run where the loop runs."""
+    seen: list[tuple[str, str]] = []
+
+    def here(what: str) -> None:
+        seen.append((what, threading.current_thread().name))
+
+    @tool
+    def fetch() -> str:
+        """A sync tool wrapping an async library with asyncio.run."""
+        here("tool")
+
+        async def fetched() -> str:
+            return "fetched"
+
+        coroutine = fetched()
+        try:
+            return asyncio.run(coroutine)  # the caller's loop runs on this thread
+        finally:
+            coroutine.close()
+
+    def reply(request: ModelRequest) -> Any:
+        here("model")
+        return _calling("fetch")(request)
+
+    async def cell() -> list[str]:
+        here("cell")
+        response = Agent(FunctionModel(reply), tools=[fetch]).run(
+            "go", on_step=lambda step: here("on_step")
+        )
+        return [str(r.content) for step in response.steps for r in step.tool_results]
+
+    results = asyncio.run(cell())
+    assert "asyncio.run() cannot be called from a running event loop" in results[0]
+    assert {where for _, where in seen} == {threading.current_thread().name}
+    assert [what for what, _ in seen] == ["cell", "model", "tool", "on_step", "model", "on_step"]

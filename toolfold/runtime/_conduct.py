@@ -76,6 +76,7 @@ from toolfold.runtime.core._stop import has_tree_budget, steps_stop
 from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
+    asyncio_task,
     failed_sub_run,
     kept_sub_run,
     returned,
@@ -314,6 +315,7 @@ async def conduct_async(
     planner: Planner, live: Live, start: RunState | Fresh, decided: _Decided | None = None
 ) -> Response | Deferred:
     """Drive a workflow's run on the running event loop (see `conduct_sync`)."""
+    asyncio_task()  # (a UsageError outside asyncio: a trio run, say)
     course = _course(planner, live, start, decided)
     outcomes: tuple[ToolOutcome, ...] | None = None
     try:

@@ -35,7 +35,7 @@ import re
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
@@ -53,6 +53,7 @@ __all__ = [
     "HttpxBackend",
     "OwnedHttpxBackend",
     "READ_IN_PIECES",
+    "close_now",
     "close_when_loop_ends",
     "default_backend",
     "loop_mismatch",
@@ -924,15 +925,135 @@ def is_aiohttp_session(client: Any) -> bool:
     return type(client).__module__.split(".")[0] == "aiohttp"
 
 
-async def close_when_loop_ends(backend: Any, ended: Callable[[], None]) -> AsyncIterator[None]:
+async def close_when_loop_ends(
+    backend: Any, ended: Callable[[], None]
+) -> AsyncGenerator[None, bool | None]:
     """An async generator to start on a loop; when the loop shuts down it closes ``backend``.
 
-    ``ended`` is called first (the owner forgets the backend).
+    ``ended`` is called first (the owner forgets the backend). ``model.aclose()``
+    closes it by sending True (`close_now`): a close that does not end within
+    `CLOSE_GRACE` is then a ``TimeoutError`` for that caller; at the loop's end
+    (the generator closed or finalised) it is only logged.
     """
     # asyncio.run() finalises live async generators before closing the loop, so
     # the owned client's connections close on the loop that opened them.
+    by_caller: bool | None = False
     try:
-        yield
+        by_caller = yield
     finally:
         ended()
-        await backend.aclose()
+        await _close_through_shutdown(backend, raising=bool(by_caller))
+
+
+async def close_now(closer: AsyncGenerator[None, bool | None]) -> None:
+    """Close ``closer``'s backend for a caller (``model.aclose()``): its errors are raised.
+
+    Raises:
+        TimeoutError: The close did not end within `CLOSE_GRACE` (it was cut).
+    """
+    try:
+        await closer.asend(True)
+    except StopAsyncIteration:
+        pass
+    else:  # pragma: no cover - the generator yields once
+        await closer.aclose()
+
+
+#: How long a client's close may take before it is cut. asyncio.run's shutdown
+#: waits for dropped models' closes, then for kept models' (two phases one
+#: after the other): closes that all hang hold it up to twice this.
+CLOSE_GRACE = 2.0
+
+_log = logging.getLogger("toolfold.http")
+
+
+class _ClosingTask(asyncio.Task[None]):
+    """A client's close at its loop's end: cancelled only by its own deadline.
+
+    ``asyncio.run`` (and ``uvloop.run``) cancels every task left when its
+    coroutine returns, before it shuts down the async generators. A model
+    dropped as the coroutine returns has its closer finalised then, its close
+    among those tasks: cut after its first connection, it left the others
+    unclosed (a ResourceWarning each). This task declines that cancel, so the
+    shutdown, which then waits for the tasks it cancelled, waits for the close;
+    a close that hangs is cancelled after `CLOSE_GRACE` seconds all the same.
+    """
+
+    _cut = False
+
+    def cancel(self, msg: Any = None) -> bool:
+        return super().cancel(msg) if self._cut else False
+
+    def cut(self) -> None:
+        """Cancel the close (its deadline has passed)."""
+        self._cut = True
+        self.cancel()
+
+
+def _start_closing(
+    close: Coroutine[Any, Any, None], loop: asyncio.AbstractEventLoop
+) -> _ClosingTask:
+    """``close`` in a `_ClosingTask`; on Python 3.12+ its first step taken now (an eager task).
+
+    A close started in a new task waits for the loop's next turn: a loop
+    stopped and closed then (``run_until_complete``, then ``close()``, no
+    ``shutdown_asyncgens()``) would drop it unstarted, its connections open.
+    An eager task runs its first step at once, and a close of idle connections
+    ends there. Before 3.12 (no eager tasks) the close starts on the next turn:
+    such a loop must run ``shutdown_asyncgens()`` before it closes.
+    """
+    if sys.version_info >= (3, 12):
+        return _ClosingTask(close, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    return _ClosingTask(close, loop=loop)
+
+
+def _retrieved(closing: asyncio.Task[None]) -> None:
+    """Read a finished close's outcome, so a close nobody awaits any more is not logged as unretrieved."""
+    if closing.cancelled():
+        return
+    error = closing.exception()
+    if error is not None:
+        _log.debug("closing an HTTP client failed: %r", error)
+
+
+def _cancelling(task: asyncio.Task[Any] | None) -> int:
+    """``task.cancelling()`` (0 before Python 3.11, which does not count the cancels)."""
+    count = getattr(task, "cancelling", None)
+    return 0 if count is None else int(count())
+
+
+async def _close_through_shutdown(backend: Any, *, raising: bool) -> None:
+    """``await backend.aclose()`` in a `_ClosingTask`.
+
+    A cancel of the caller (``model.aclose()`` under a timeout, the loop's
+    shutdown) is raised at once; the close goes on in its task. A close cut at
+    its deadline, or failing, is a ``TimeoutError`` / its error when
+    ``raising`` (an explicit ``model.aclose()``), else logged at DEBUG (the
+    loop's end: nobody to tell, and the loop must shut down).
+    """
+    loop = asyncio.get_running_loop()
+    closing = _start_closing(backend.aclose(), loop)
+    if closing.done():  # (an eager task) in its first step: nothing to wait for
+        if raising and not closing.cancelled():
+            closing.result()  # (its error, if it failed)
+        _retrieved(closing)
+        return
+    deadline = loop.call_later(CLOSE_GRACE, closing.cut)
+    closing.add_done_callback(lambda _: deadline.cancel())
+    closing.add_done_callback(_retrieved)  # (shield forgets it once its caller is cancelled)
+    caller = asyncio.current_task()
+    cancels = _cancelling(caller)
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:
+        if not (closing.done() and closing._cut) or _cancelling(caller) > cancels:
+            raise  # the caller was cancelled
+        if raising:
+            raise TimeoutError(
+                f"closing the model's HTTP client did not finish within {CLOSE_GRACE:g} seconds: "
+                "it was cut, and its connections still open were dropped"
+            ) from None
+        _log.debug("closing an HTTP client did not finish within %s s: cut", CLOSE_GRACE)
+    except Exception:
+        if raising:
+            raise

@@ -31,6 +31,7 @@ from toolfold.adapters._http._backends import (
     BACKENDS,
     AiohttpBackend,
     HttpxBackend,
+    close_now,
     close_when_loop_ends,
     default_backend,
     is_aiohttp_session,
@@ -220,12 +221,16 @@ class Clients:
         marked closed here (its connections close when that loop runs again);
         an aiohttp session, which closes only on its own loop, stays open for
         that loop to close, and is a `UsageError` naming the loop, once
-        everything else is closed.
+        everything else is closed. A close that does not end within
+        2 seconds is cut (the connections it had not closed are
+        dropped), and is a ``TimeoutError`` once everything else is closed.
 
         Raises:
             UsageError: An aiohttp session belongs to a loop that is not running.
+            TimeoutError: A client's close did not end within 2 seconds.
         """
         stuck: list[tuple[asyncio.AbstractEventLoop, tuple[Any, Any]]] = []
+        cut: TimeoutError | None = None
         if self.owns_async:
             running = asyncio.get_running_loop()
             with self._lock:
@@ -233,15 +238,19 @@ class Clients:
                 self._bound = None
             for loop, (backend, closer) in entries:
                 if loop is running:
-                    await closer.aclose()
+                    pass
                 elif loop.is_closed():
                     continue
                 elif loop.is_running():
                     asyncio.run_coroutine_threadsafe(closer.aclose(), loop)
+                    continue
                 elif isinstance(backend, AiohttpBackend):
                     stuck.append((loop, (backend, closer)))
-                else:
-                    await closer.aclose()
+                    continue
+                try:  # (an httpx client of a loop not running is marked closed)
+                    await close_now(closer)
+                except TimeoutError as exc:
+                    cut = exc
         self.close()
         if stuck:
             with self._lock:
@@ -254,7 +263,9 @@ class Clients:
                 "(loop.run_until_complete(model.aclose())), or shut that loop down "
                 "(asyncio.run does; else loop.run_until_complete(loop.shutdown_asyncgens())), "
                 "which closes it"
-            )
+            ) from cut
+        if cut is not None:
+            raise cut
 
     def close(self) -> None:
         """Close the blocking backend this transport made."""

@@ -213,6 +213,31 @@ def is_client_error(exc: BaseException) -> bool:
     return type(exc).__module__.split(".")[0] in CLIENT_ERROR_MODULES
 
 
+def _waited_for_a_slot(exc: BaseException) -> bool:
+    """Whether aiohttp's ``ConnectionTimeoutError`` ended the wait for a free connection.
+
+    aiohttp raises it for its ``connect`` timeout (toolfold's ``pool``: the wait
+    for a free connection plus the connection) and for ``sock_connect``
+    (toolfold's ``connect``) alike; the cancellation its ``connect`` timeout
+    made tells where it landed: in ``_wait_for_available_connection``, the
+    server was never the matter, the pool was full.
+    """
+    found: list[BaseException] = []
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        cause = stack.pop()
+        if cause is None or any(cause is seen for seen in found) or len(found) > 8:
+            continue
+        found.append(cause)
+        frames = cause.__traceback__
+        while frames is not None:
+            if frames.tb_frame.f_code.co_name == "_wait_for_available_connection":
+                return True
+            frames = frames.tb_next
+        stack += [cause.__cause__, cause.__context__]
+    return False
+
+
 def transport_error(
     provider: str, exc: BaseException, url: str, *, streaming: bool = False, answered: bool = False
 ) -> ProviderError:
@@ -230,9 +255,9 @@ def transport_error(
     names = {cls.__name__ for cls in type(exc).__mro__}
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
     where = f"{provider} at {url}"
-    if names & {"ConnectTimeout", "ConnectionTimeoutError"}:
+    if names & {"ConnectTimeout", "ConnectionTimeoutError"} and not _waited_for_a_slot(exc):
         return ProviderTimeoutError(f"connecting to {where} timed out{detail}", provider=provider)
-    if "PoolTimeout" in names:
+    if names & {"PoolTimeout", "ConnectionTimeoutError"}:
         return ProviderTimeoutError(
             f"no free connection to {where} within the pool timeout{detail}", provider=provider
         )

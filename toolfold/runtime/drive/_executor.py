@@ -18,14 +18,16 @@ its result is dropped) but hands its worker slot over.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import importlib
 import inspect
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
-from toolfold._errors import ToolArgumentError
+from toolfold._errors import ToolArgumentError, UsageError
 from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
@@ -993,6 +995,33 @@ def current_task() -> Any:
         return asyncio.current_task()
     except RuntimeError:  # no running loop
         return None
+
+
+def asyncio_task() -> Any:
+    """The running asyncio task, where an async run begins: outside asyncio a `UsageError`.
+
+    Raises:
+        UsageError: No asyncio event loop runs here (a trio run, say).
+    """
+    task = current_task()
+    if task is None:
+        raise outside_asyncio()
+    return task
+
+
+def outside_asyncio() -> UsageError:
+    """The error of an async run begun outside an asyncio event loop (trio's, for one)."""
+    library = None
+    # (sniffio, where installed, names the library running the coroutine)
+    with contextlib.suppress(Exception):
+        library = importlib.import_module("sniffio").current_async_library()
+    where = f"this coroutine runs on {library}" if library else "no asyncio loop is running here"
+    return UsageError(
+        "toolfold's async API (arun, stream, aresume, agenerate_text, a workflow's arun) "
+        f"runs on an asyncio event loop (uvloop included), and {where}. Under trio "
+        '(anyio.run(..., backend="trio") included), call the blocking API on a worker '
+        "thread: await anyio.to_thread.run_sync(lambda: agent.run(prompt))"
+    )
 
 
 def kept_now(

@@ -38,6 +38,7 @@ from toolfold.runtime.drive._executor import (
     Standing,
     ToolJob,
     ToolOutcome,
+    asyncio_task,
     current_task,
     forget_thrown_exit,
     forwards,
@@ -228,13 +229,14 @@ async def drive_async(live: Live, state: RunState) -> Ended:
     to walk and promote. A caller awaiting it should not hold ``state``
     either (see `toolfold.runtime._run.run_async`).
     """
+    task = asyncio_task()  # (a UsageError outside asyncio: a trio run, say)
     trace = start_run(live, state)
     loop = run_loop(live, state)
     del state  # the run's first state and its two logs, not kept until the run ends
     # A count higher than at the start: a cancellation of the run that a model call, or
     # anything in a round of calls, swallowed (Python 3.11+, see `_cancels`); it ends
     # the run, before a further model call is made.
-    cancelling = cancels_of(current_task())
+    cancelling = cancels_of(task)
     uncancelled = cancelling()
     # The tool sources the run opened on its way (a handoff's), closed when it
     # ends; the stack is made on the first, as most runs open none.
@@ -633,6 +635,7 @@ async def stream_async(
     live: Live, loop: Loop, state: RunState
 ) -> AsyncGenerator[RunStreamEvent | Ended, None]:
     """Like `drive_async`, streaming; the last item yielded is how the loop ended."""
+    asyncio_task()  # (a UsageError outside asyncio: a trio run, say)
     trace = start_run(live, state)
     ended: Ended | None = None
     try:
