@@ -437,8 +437,40 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
             except UsageError as exc:  # an id that calls of several sub-runs wait under
                 _say("resume", str(exc))
                 raise _Stop(PROBLEM) from None
+            if found is None and _waits_otherwise(state, call_id, status):
+                _say("resume", _other_answer(call_id, status))
+                raise _Stop(PROBLEM)
             if found is None:
                 listed = ", ".join(key for key, _ in answer_keys(state, status)) or "none"
                 _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
                 raise _Stop(PROBLEM)
     return {"approvals": approvals or None, "tool_results": results or None}
+
+
+def _waits_otherwise(
+    state: Any, call_id: str, status: Literal["awaiting_approval", "to_return"]
+) -> bool:
+    """Whether a call waits under ``call_id`` for the other kind of answer than ``status``."""
+    from toolfold.runtime._resume import waiting_call
+
+    other: Literal["awaiting_approval", "to_return"] = (
+        "to_return" if status == "awaiting_approval" else "awaiting_approval"
+    )
+    try:
+        return waiting_call(state, call_id, other) is not None
+    except UsageError:  # (several calls under it, of the other kind: "no call" lists the keys)
+        return False
+
+
+def _other_answer(call_id: str, status: Literal["awaiting_approval", "to_return"]) -> str:
+    """The refusal of an answer of the wrong kind (``status``'s) to a call waiting under
+    ``call_id`` for the other kind, naming the options that answer it."""
+    if status == "awaiting_approval":
+        return (
+            f"call {call_id!r} waits for a result, not an approval: answer it with "
+            f"--result {call_id}=JSON, not --approve or --deny"
+        )
+    return (
+        f"call {call_id!r} waits for an approval, not a result: answer it with "
+        f"--approve {call_id} or --deny {call_id}[=REASON], not --result"
+    )

@@ -445,6 +445,38 @@ def test_manual_tool_results_come_from_the_command_line(tmp_path: Path) -> None:
     assert proc.stdout == "Order status: lost.\n"
 
 
+def test_an_answer_of_the_wrong_kind_names_the_options_that_answer_the_call(
+    tmp_path: Path,
+) -> None:
+    """``--result`` for a call waiting for an approval, or ``--approve``/``--deny`` for one
+    waiting for a result, exits 1 saying what the call waits for and which options answer it
+    (not "waiting: none"), and runs nothing."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    kept = (tmp_path / "toolfold-run.json").read_text()
+    proc = toolfold("resume", "toolfold-run.json", "--result", "call_4_0=1", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr == (
+        "toolfold resume: call 'call_4_0' waits for an approval, not a result: answer it with "
+        "--approve call_4_0 or --deny call_4_0[=REASON], not --result\n"
+    )
+    assert (tmp_path / "toolfold-run.json").read_text() == kept
+    shutil.copy(EXAMPLE.parent / "support_tools.py", tmp_path)
+    (tmp_path / "manual.toml").write_text(
+        '[agents.clerk]\nmodel = "support_tools:demo_model"\n'
+        'tools = ["support_tools:lookup_order"]\nauto_execute_tools = false\n'
+    )
+    proc = toolfold("run", "manual.toml", "--state-out", "m.json", "Where is A17?", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    for answer in (["--approve", "call_1_0"], ["--deny", "call_1_0=no"]):
+        proc = toolfold("resume", "m.json", *answer, cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+        assert proc.stderr == (
+            "toolfold resume: call 'call_1_0' waits for a result, not an approval: answer it "
+            "with --result call_1_0=JSON, not --approve or --deny\n"
+        )
+
+
 def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     """Ctrl-C mid-run exits 130 with the run file written; resuming it answers, the step kept."""
     (tmp_path / "adds.toml").write_text(
