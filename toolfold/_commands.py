@@ -369,7 +369,9 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
             f"{agent.name!r}; resume it with --agent {started}",
         )
         return PROBLEM
-    answers = _answers(args, state)
+    from toolfold.runtime._workflow import Workflow
+
+    answers = _answers(args, state, "step" if isinstance(agent, Workflow) else "call")
     for option, key in (("--max-steps", "max_steps"), ("--message", "message")):
         if getattr(args, key) is None:
             continue
@@ -401,8 +403,10 @@ def _shown(value: Any) -> str:
     return describe(value)
 
 
-def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
-    from toolfold.runtime._resume import answer_keys, waiting_call
+def _answers(args: argparse.Namespace, state: Any, where: str) -> dict[str, Any]:
+    """The answers of the command line, checked against the waiting calls of ``state``
+    (``where``: what the run's own calls are, "step" of a workflow or "call")."""
+    from toolfold.runtime._resume import answer_keys, held_in_failure, held_refusal, waiting_call
     from toolfold.runtime._run import Denied
 
     approvals: dict[str, Any] = {}
@@ -440,6 +444,15 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
             if found is None and _waits_otherwise(state, call_id, status):
                 _say("resume", _other_answer(call_id, status))
                 raise _Stop(PROBLEM)
+            if found is None and state.phase == "failed":  # a failed nested step's branch?
+                for waits, kind in ((status, what), (_other(status), _other_what(status))):
+                    held = held_in_failure(state, call_id, waits)
+                    if held is not None:
+                        first = (
+                            f"resume the run first, with no answers (toolfold resume {args.state})"
+                        )
+                        _say("resume", held_refusal(call_id, kind, where, held[0], first))
+                        raise _Stop(PROBLEM)
             if found is None:
                 listed = ", ".join(key for key, _ in answer_keys(state, status)) or "none"
                 _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
@@ -453,11 +466,8 @@ def _waits_otherwise(
     """Whether a call waits under ``call_id`` for the other kind of answer than ``status``."""
     from toolfold.runtime._resume import waiting_call
 
-    other: Literal["awaiting_approval", "to_return"] = (
-        "to_return" if status == "awaiting_approval" else "awaiting_approval"
-    )
     try:
-        return waiting_call(state, call_id, other) is not None
+        return waiting_call(state, call_id, _other(status)) is not None
     except UsageError:  # (several calls under it, of the other kind: "no call" lists the keys)
         return False
 
@@ -474,3 +484,15 @@ def _other_answer(call_id: str, status: Literal["awaiting_approval", "to_return"
         f"call {call_id!r} waits for an approval, not a result: answer it with "
         f"--approve {call_id} or --deny {call_id}[=REASON], not --result"
     )
+
+
+def _other(
+    status: Literal["awaiting_approval", "to_return"],
+) -> Literal["awaiting_approval", "to_return"]:
+    """The status of a call waiting for the other kind of answer than ``status``."""
+    return "to_return" if status == "awaiting_approval" else "awaiting_approval"
+
+
+def _other_what(status: Literal["awaiting_approval", "to_return"]) -> str:
+    """What a call waits for in the status `_other` than ``status``."""
+    return "a result" if status == "awaiting_approval" else "an approval"

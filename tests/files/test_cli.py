@@ -2121,6 +2121,31 @@ def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path)
     assert lines[1].startswith("toolfold resume: the run failed: step 'step_fails'")
 
 
+def test_an_answer_held_in_a_failed_nested_parallel_says_to_resume_first(tmp_path: Path) -> None:
+    """A failed Sequence(shout, Parallel(pay, step_fails)), 'pay' waiting for an approval:
+    answering that call (with --approve or --result) exits 1 saying it waits in the failed step
+    and to resume first, not "waiting: none"; the run file is unchanged."""
+    (tmp_path / "nested.toml").write_text(
+        'entry = "flow"\n[agents.pay]\nmodel = "files_helpers:model"\n'
+        'tools = ["files_helpers:add_approved"]\n'
+        '[workflows.mixed]\nkind = "parallel"\nsteps = ["pay", "files_helpers:step_fails"]\n'
+        '[workflows.flow]\nkind = "sequence"\nsteps = ["files_helpers:shout", "mixed"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "nested.toml", "go", "--state-out", "run.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    kept = (tmp_path / "run.json").read_text()
+    for answer in (["--approve", "call_1_0"], ["--result", "call_1_0=1"]):
+        proc = toolfold("resume", "run.json", *answer, cwd=tmp_path, env=env)
+        assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+        assert proc.stderr == (
+            "toolfold resume: call 'call_1_0' waits for an approval in step 'mixed', which "
+            "failed: resume the run first, with no answers (toolfold resume run.json), which "
+            "runs what failed again and has the run wait for the call again; then answer it\n"
+        )
+    assert (tmp_path / "run.json").read_text() == kept
+
+
 @pytest.mark.parametrize(
     ("chunks", "shown"),
     [

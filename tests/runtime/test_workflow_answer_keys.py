@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from workflow_helpers import echo
 
-from toolfold import Agent, InvalidEventError, Sequence, tool
+from toolfold import Agent, InvalidEventError, Parallel, RunError, Sequence, state_of, tool
 from toolfold.testing import FunctionModel, ScriptedModel
 
 RAN: list[str] = []
@@ -99,3 +99,43 @@ def test_an_answer_of_the_wrong_kind_for_a_nested_call_says_which_it_waits_for()
         "not approvals="
     )
     assert RAN == []
+
+
+def test_an_approval_held_in_a_failed_nested_parallel_says_to_resume_first() -> None:
+    """A failed Sequence(a, Parallel(pub, boom)), 'pub' waiting for an approval, given that
+    approval is refused in phase 'failed' saying to resume first (it used to name phase
+    'running_tools' and no such call); resumed, it waits for the call, which the same key then
+    approves: the publish runs once, the failed step twice, the rest once."""
+    assert RAN == []
+    ran: list[str] = []
+    failing = [True]
+
+    def boom(text: str) -> str:
+        ran.append("boom")
+        if failing[0]:
+            raise ValueError("boom went")
+        return "boom ok"
+
+    pub = Agent(FunctionModel(_publisher), name="pub", tools=[publish])
+    flow = Sequence(echo("a"), Parallel(pub, boom, name="par"), name="flow")
+    with pytest.raises(RunError) as raised:
+        flow.run("x")
+    failed = state_of(raised.value)
+    assert failed.phase == "failed"
+    before = failed.to_json()
+    with pytest.raises(InvalidEventError) as info:
+        flow.resume(failed, approvals={"call_1_0": True})
+    assert str(info.value) == (
+        "event 'approval_granted' refused in phase 'failed': call 'call_1_0' waits for an "
+        "approval in step 'par', which failed: resume(state) with no answers first, which runs "
+        "what failed again and has the run wait for the call again; then answer it"
+    )
+    assert info.value.state is failed
+    assert (failed.to_json(), ran, RAN) == (before, ["boom"], [])
+    failing[0] = False
+    waiting = flow.resume(failed)
+    assert [key for key, _ in waiting.state.keyed_pending_approvals] == ["call_1_0"]
+    done = flow.resume(waiting.state, approvals={"call_1_0": True})
+    assert done.output == {"pub": "Done.", "boom": "boom ok"}
+    published, RAN[:] = RAN[:], []  # (the other tests find it empty)
+    assert (ran, published) == (["boom", "boom"], ["a(x)"])

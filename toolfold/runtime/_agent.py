@@ -17,7 +17,7 @@ from toolfold.runtime._misplaced import (
 )
 from toolfold.runtime._model import Model, keeps_override
 from toolfold.runtime._response import OutputT_co, Response, Step
-from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
+from toolfold.runtime._resume import caller_answered, check_sub_run, refuse_held_answers, resumed
 from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
     Approval,
@@ -793,7 +793,12 @@ class Agent(Generic[DepsT, OutputT_co]):
         relayed = not handed and started_by(state) not in (None, self.name)
         failed = state.phase == "failed"
         if failed:  # retried as a workflow's failed step is (see `retry_state`)
-            state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
+            retried = retry_state(state)  # (None: nothing to retry, its error raised again)
+            if retried is not None:
+                refuse_held_answers(
+                    state, retried, answers.approvals, answers.tool_results, where="call"
+                )
+            state = retried or state
         continued = caller_answered(state)  # (asked now: the run may begin in another context)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:

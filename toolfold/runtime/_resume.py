@@ -852,6 +852,72 @@ def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | N
     return call_at(state, *bound_address(state, key, status), status)
 
 
+def held_in_failure(state: RunState, key: str, status: CallStatus) -> tuple[str, ...] | None:
+    """The path to a call in ``status`` that ``key`` (an id, or a path) names anywhere in the tree
+    of ``state``, a failed run (or one made ready to retry), when `resume` cannot answer it there:
+    it waits in a sub-run held on a call that failed (a nested workflow's failed `Parallel`, its
+    branch waiting), which waits again only once the run is resumed and what failed runs again.
+    None when no such call is held, or ``key`` answers a call already (depth 1: it waits).
+    """
+    try:
+        if waiting_call(state, key, status) is not None:
+            return None
+    except UsageError:  # (several calls under it: the resume says so)
+        return None
+    match = BOUND_KEY.fullmatch(key)
+    key = match[1] if match is not None else key
+
+    def walk(run: RunState, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        for c in run.calls:
+            if c.status == status and key in (c.call.id, "/".join((*path, c.call.id))):
+                return (*path, c.call.id)
+            if c.child is not None:
+                found = walk(c.child, (*path, c.call.id))
+                if found is not None:
+                    return found
+        return None
+
+    return walk(state, ())
+
+
+def held_refusal(key: str, what: str, where: str, holder: str, first: str) -> str:
+    """Why an answer to call ``key`` (waiting for ``what``) in the failed ``where`` ``holder`` of a
+    failed run is refused (`held_in_failure`), and what to do: ``first`` (resume the run)."""
+    return (
+        f"call {key!r} waits for {what} in {where} {holder!r}, which failed: {first}, which runs "
+        "what failed again and has the run wait for the call again; then answer it"
+    )
+
+
+def refuse_held_answers(
+    failed: RunState,
+    state: RunState,
+    approvals: Mapping[str, Any] | None,
+    tool_results: Mapping[str, Any] | None,
+    *,
+    where: str = "step",
+) -> None:
+    """Refuse an answer to a call of a failed run (``failed``, made ready to retry: ``state``)
+    that waits in a sub-run held on a call that failed (`held_in_failure`), saying to resume
+    first, instead of the reducer's refusal that names no such call in the retried run's phase.
+    ``where``: what the run's calls are, for the message ("step" of a workflow, "call").
+
+    Raises:
+        InvalidEventError: Such an answer, in phase 'failed' (``failed`` is untouched).
+    """
+    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus, str, str], ...] = (
+        (approvals, "awaiting_approval", "an approval", "approval_granted"),
+        (tool_results, "to_return", "a result", "tool_results_provided"),
+    )
+    for given, status, what, event in checks:
+        for key in given or ():
+            path = held_in_failure(state, key, status)
+            if path is not None:
+                first = "resume(state) with no answers first"
+                reason = held_refusal(key, what, where, path[0], first)
+                raise InvalidEventError(failed.phase, event, reason, failed)
+
+
 def nest_answers(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:
     """Answers by path as `CallResumed` events, one per suspended call, nested down the path."""
     own = [event for path, event in answers if not path]

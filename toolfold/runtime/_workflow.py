@@ -47,7 +47,12 @@ from toolfold.runtime._response import (  # noqa: F401 (OutputT_co: see Workflow
     RunStreamEvent,
     kept,
 )
-from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
+from toolfold.runtime._resume import (
+    caller_answered,
+    check_sub_run,
+    refuse_held_answers,
+    resumed,
+)
 from toolfold.runtime._retry import held_failure, retry_state
 from toolfold.runtime._run import (
     Approval,
@@ -478,7 +483,8 @@ class Workflow:
                 state,
             )
         if state.phase == "failed":
-            state = self._retried(state)
+            failed, state = state, self._retried(state)
+            refuse_held_answers(failed, state, answers["approvals"], answers["tool_results"])
         continued = caller_answered(state)
         return resumed(state, options, message=None, max_steps=None, **answers, continued=continued)
 
