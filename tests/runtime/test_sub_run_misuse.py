@@ -223,3 +223,43 @@ def test_the_misuse_shows_on_event_the_usage_it_keeps(on_tool_error: str) -> Non
     assert raised.value.state is not None
     assert [event.kind for event in raised.value.state.log] == seen
     assert seen[-1] == "attempt_dropped"
+
+
+@tool(requires_approval=True)
+def _refund(order: str) -> str:
+    """Refund an order.
+
+    Args:
+        order: The order.
+    """
+    return f"refunded {order}"
+
+
+def test_the_misuse_names_the_agent_whose_model_it_was_and_its_path() -> None:
+    """A script run out in the agent a sub-run handed to (lead -> tool 'support' -> handoff ->
+    refunds) says so as a tool's error at depth does: tool, first agent, agent handed to; one
+    tool deeper, each caller adds its tool (it used to be the script's text alone)."""
+    script = ScriptedModel([call("_refund", {"order": "A"})])
+    refunds = Agent(script, name="refunds", tools=[_refund])
+    handing = ScriptedModel([call("transfer_to_refunds", {})])
+    support = Agent(handing, name="support", handoffs=[refunds])
+    lead = Agent(
+        ScriptedModel([call("support", {"input": "x"}), "done"]), tools=[support.as_tool()]
+    )
+    waiting = lead.run("go")
+    with pytest.raises(UsageError) as raised:
+        lead.resume(waiting.state, approvals={"call_3_0": True})
+    assert str(raised.value) == (
+        "tool 'support' failed in the run of agent 'support', handed to agent 'refunds': "
+        "ScriptedModel has no entry left for request 2 (the script has 1); add entries to the "
+        "script"
+    )
+    inner = Agent(ScriptedModel([]), name="helper")
+    middle = Agent(ScriptedModel([call("ask", {"input": "x"})]), tools=[inner.as_tool("ask")])
+    outer = Agent(ScriptedModel([call("mid", {"input": "x"})]), tools=[middle.as_tool("mid")])
+    with pytest.raises(UsageError) as raised:
+        outer.run("go")
+    assert str(raised.value) == (
+        "tool 'mid' failed: tool 'ask' failed in agent 'helper': ScriptedModel has no entry "
+        "left for request 1 (the script has 0); add entries to the script"
+    )

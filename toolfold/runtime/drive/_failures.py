@@ -272,7 +272,8 @@ def raise_sub_run_misuse(
     conditions: Iterable[StopCondition | StopPredicate] = (),
     show: Callable[[Event, RunState], None] | None = None,
 ) -> None:
-    """Raise, as it is, the `UsageError` a sub-run of the round raised, if any.
+    """Raise the `UsageError` a sub-run of the round raised, if any, its message beginning with
+    the call's tool and the sub-run's agent (`failed_in`), as a tool error's at depth does.
 
     A sub-run of an agent used as a tool whose testing model raised a
     `UsageError` for its misuse (a `ScriptedModel` out of entries, a
@@ -305,8 +306,11 @@ def raise_sub_run_misuse(
         dropped.update(index for index, _ in _failed_calls(state, outcomes, conditions, tools))
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
     reached = commit(state, ended) if ended else state
-    error = outcomes[misused[0]].exception
+    misuse = outcomes[misused[0]]
+    error = misuse.exception
     assert isinstance(error, UsageError)
+    where = failed_in(misuse.tool_name, agent_run_by(tools.get(misuse.tool_name)), misuse.child)
+    error.args = (f"tool {misuse.tool_name!r} failed{where}: {error}", *error.args[1:])
     error.state = with_dropped_sub_runs(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
