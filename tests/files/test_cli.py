@@ -317,7 +317,7 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
         (
             ["--file", str(changed)],
             f"agent 'triage' of {changed} (nothing ran; {run_file} is unchanged): the resuming "
-            "agent's instructions differs from the run's",
+            "agent's instructions differ from the run's",
         ),
     ):
         proc = toolfold(

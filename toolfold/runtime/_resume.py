@@ -84,6 +84,8 @@ _STORED = {
     "output": "output_type",
 }
 
+_PLURAL = frozenset({"instructions", "settings"})
+"""The names of `_STORED` that a verb agrees with as plurals."""
 
 # The suspended sub-run a call continues now (see `continuing`), by identity.
 _CONTINUING: ContextVar[RunState | None] = ContextVar("toolfold_continuing", default=None)
@@ -497,8 +499,9 @@ def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) 
     ]
     if not differ:
         return
+    one = len(differ) == 1 and differ[0] not in _PLURAL  # ("instructions differ")
     head = (
-        f"the resuming agent's {', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} "
+        f"the resuming agent's {', '.join(differ)} {'differs' if one else 'differ'} "
         "from the run's: a run keeps "
         "the configuration it started with (it is stored in its state); "
     )
