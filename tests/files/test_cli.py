@@ -477,6 +477,78 @@ def test_an_answer_of_the_wrong_kind_names_the_options_that_answer_the_call(
         )
 
 
+_HANDING_TEAM = """\
+from toolfold import tool
+from toolfold.testing import FunctionModel
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    \"\"\"Refund an order.
+
+    Args:
+        order: The order.
+    \"\"\"
+    return f"refunded {order}"
+
+
+def _lead(request):
+    last = request.messages[-1]
+    if last.role == "tool":
+        return "done"
+    return FunctionModel.call("support", {"input": last.text})
+
+
+def _support(request):
+    return FunctionModel.call("transfer_to_refunds", {})
+
+
+def _refunds(request):
+    last = request.messages[-1]
+    if last.role == "tool" and last.tool_results[0].tool_name == "refund":
+        return "refunded"
+    return FunctionModel.call("refund", {"order": "A17"})
+
+
+lead = FunctionModel(_lead)
+support = FunctionModel(_support)
+refunds = FunctionModel(_refunds)
+"""
+
+
+def test_streamed_sub_run_lines_name_the_agent_running_them(tmp_path: Path) -> None:
+    """``--stream`` labels a sub-run's lines with the agents down its path: two Parallel
+    branches calling the same agent tool are told apart (``[east/support]``, ``[west/support]``),
+    and after a handoff in the sub-run its lines name the agent handed to (``[east/refunds]``),
+    in a later ``resume --stream`` too (they said ``[support]`` for all of them)."""
+    (tmp_path / "team.py").write_text(_HANDING_TEAM)
+    (tmp_path / "team.toml").write_text(
+        'entry = "par"\n[agents.refunds]\nmodel = "team:refunds"\ntools = ["team:refund"]\n'
+        '[agents.support]\nmodel = "team:support"\nhandoffs = ["refunds"]\n'
+        '[agents.east]\nmodel = "team:lead"\ntools = [{ agent = "support" }]\n'
+        '[agents.west]\nmodel = "team:lead"\ntools = [{ agent = "support" }]\n'
+        '[workflows.par]\nkind = "parallel"\nsteps = ["east", "west"]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = toolfold("run", "team.toml", "--stream", "refund A17", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.splitlines()
+    for branch in ("east", "west"):
+        assert f'  [{branch}] → support({{"input": "refund A17"}}) [call_1_0]' in lines
+        assert f"    [{branch}/support] → transfer_to_refunds({{}}) [call_1_0]" in lines
+        assert f"    [{branch}/support] ← transfer_to_refunds: Transferred to refunds." in lines
+        waits = (
+            f'    [{branch}/refunds] → refund({{"order": "A17"}}) [call_3_0] (waits for approval)'
+        )
+        assert waits in lines
+    keys = ["--approve", "east/call_1_0/call_3_0", "--approve", "west/call_1_0/call_3_0"]
+    proc = toolfold("resume", "toolfold-run.json", "--stream", *keys, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    for branch in ("east", "west"):
+        assert f"    [{branch}/refunds] ← refund: refunded A17" in lines
+
+
 def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     """Ctrl-C mid-run exits 130 with the run file written; resuming it answers, the step kept."""
     (tmp_path / "adds.toml").write_text(
