@@ -445,14 +445,17 @@ def _answers(args: argparse.Namespace, state: Any, where: str) -> dict[str, Any]
                 _say("resume", _other_answer(call_id, status))
                 raise _Stop(PROBLEM)
             if found is None and state.phase == "failed":  # a failed nested step's branch?
-                for waits, kind in ((status, what), (_other(status), _other_what(status))):
-                    held = held_in_failure(state, call_id, waits)
-                    if held is not None:
-                        first = (
-                            f"resume the run first, with no answers (toolfold resume {args.state})"
-                        )
-                        _say("resume", held_refusal(call_id, kind, where, held[0], first))
-                        raise _Stop(PROBLEM)
+                first = f"resume the run first, with no answers (toolfold resume {args.state})"
+                held = held_in_failure(state, call_id, status)
+                if held is not None:
+                    _say("resume", held_refusal(call_id, what, where, held[0], first))
+                    raise _Stop(PROBLEM)
+                held = held_in_failure(state, call_id, _other(status))
+                if held is not None:  # (of the other kind: say which, and the options)
+                    kind = f"{_other_what(status)}, not {what},"
+                    then = _answer_with(call_id, status)
+                    _say("resume", held_refusal(call_id, kind, where, held[0], first, then))
+                    raise _Stop(PROBLEM)
             if found is None:
                 listed = ", ".join(key for key, _ in answer_keys(state, status)) or "none"
                 _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
@@ -475,15 +478,18 @@ def _waits_otherwise(
 def _other_answer(call_id: str, status: Literal["awaiting_approval", "to_return"]) -> str:
     """The refusal of an answer of the wrong kind (``status``'s) to a call waiting under
     ``call_id`` for the other kind, naming the options that answer it."""
-    if status == "awaiting_approval":
-        return (
-            f"call {call_id!r} waits for a result, not an approval: answer it with "
-            f"--result {call_id}=JSON, not --approve or --deny"
-        )
+    given = "an approval" if status == "awaiting_approval" else "a result"
     return (
-        f"call {call_id!r} waits for an approval, not a result: answer it with "
-        f"--approve {call_id} or --deny {call_id}[=REASON], not --result"
+        f"call {call_id!r} waits for {_other_what(status)}, not {given}: "
+        f"{_answer_with(call_id, status)}"
     )
+
+
+def _answer_with(call_id: str, status: Literal["awaiting_approval", "to_return"]) -> str:
+    """How to answer call ``call_id``, given an answer of the wrong kind (``status``'s)."""
+    if status == "awaiting_approval":
+        return f"answer it with --result {call_id}=JSON, not --approve or --deny"
+    return f"answer it with --approve {call_id} or --deny {call_id}[=REASON], not --result"
 
 
 def _other(

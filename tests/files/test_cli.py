@@ -2196,7 +2196,8 @@ def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path)
 def test_an_answer_held_in_a_failed_nested_parallel_says_to_resume_first(tmp_path: Path) -> None:
     """A failed Sequence(shout, Parallel(pay, step_fails)), 'pay' waiting for an approval:
     answering that call (with --approve or --result) exits 1 saying it waits in the failed step
-    and to resume first, not "waiting: none"; the run file is unchanged."""
+    and to resume first, not "waiting: none" (--result: that it waits for an approval, not a
+    result, and the options that answer it); the run file is unchanged."""
     (tmp_path / "nested.toml").write_text(
         'entry = "flow"\n[agents.pay]\nmodel = "files_helpers:model"\n'
         'tools = ["files_helpers:add_approved"]\n'
@@ -2207,13 +2208,20 @@ def test_an_answer_held_in_a_failed_nested_parallel_says_to_resume_first(tmp_pat
     proc = toolfold("run", "nested.toml", "go", "--state-out", "run.json", cwd=tmp_path, env=env)
     assert proc.returncode == 4, proc.stderr
     kept = (tmp_path / "run.json").read_text()
-    for answer in (["--approve", "call_1_0"], ["--result", "call_1_0=1"]):
+    for answer, waits, then in (
+        (["--approve", "call_1_0"], "an approval", "answer it"),
+        (
+            ["--result", "call_1_0=1"],
+            "an approval, not a result,",  # (which kind it waits for, and the options)
+            "answer it with --approve call_1_0 or --deny call_1_0[=REASON], not --result",
+        ),
+    ):
         proc = toolfold("resume", "run.json", *answer, cwd=tmp_path, env=env)
         assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
         assert proc.stderr == (
-            "toolfold resume: call 'call_1_0' waits for an approval in step 'mixed', which "
+            f"toolfold resume: call 'call_1_0' waits for {waits} in step 'mixed', which "
             "failed: resume the run first, with no answers (toolfold resume run.json), which "
-            "runs what failed again and has the run wait for the call again; then answer it\n"
+            f"runs what failed again and has the run wait for the call again; then {then}\n"
         )
     assert (tmp_path / "run.json").read_text() == kept
 

@@ -177,6 +177,7 @@ def resumed(
     on_step: Callable[[Step], object] | None,
     continued: Continued | None = None,
     failed: bool = False,
+    retrying: Retrying | None = None,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
@@ -189,7 +190,9 @@ def resumed(
     notes whether the tree's resume began from a run that waited (a top
     run's own phase; a continued sub-run's caller's note), for the sub-runs
     its tool rounds continue (`Live.from_waiting`). ``failed``: ``state`` is a
-    failed run made ready to retry (`retry_state`), for the refusals' advice.
+    failed run made ready to retry (`retry_state`), for the refusals' advice;
+    ``retrying``: that failed run, whose refusal of an answer to a call held in
+    what failed (`held_in_failure`) says to resume first.
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -197,6 +200,8 @@ def resumed(
             answers or tools do not fit the state, or the run cannot take
             ``message`` once the answers are applied (checked before any
             event is made).
+        InvalidEventError: An answer the run cannot take (with ``retrying``:
+            one to a call held in what failed, in phase 'failed').
     """
     _check_attached(state, options)
     _check_stored(state.config, options.config, failed=failed or state.phase == "failed")
@@ -215,7 +220,7 @@ def resumed(
         waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
     # The answers are made into events once (a result is converted once), reduced
     # unobserved so that a message the run cannot take is refused before any is shown.
-    after, made = _answered(live, state, tool_results, approvals)
+    after, made = _answered(live, state, tool_results, approvals, retrying)
     added = _added_messages(after, messages) if messages else []
     for event, reached in made:
         show_event(live, event, reached)
@@ -518,11 +523,21 @@ def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) 
     )
 
 
+class Retrying(NamedTuple):
+    """A failed run that `resume` goes on with from before what failed it (`retry_state`)."""
+
+    failed: RunState
+    """The run as it failed: the state an answer's refusal carries, untouched."""
+    where: str
+    """What the run's own calls are, for the refusal: "step" (a workflow's), "call"."""
+
+
 def _answered(
     live: Live,
     state: RunState,
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
+    retrying: Retrying | None = None,
 ) -> tuple[RunState, list[tuple[Event, RunState]]]:
     """``state`` with the caller's approvals and tool results applied, and the events.
 
@@ -532,6 +547,11 @@ def _answered(
 
     An answer for a call of a suspended sub-run (an agent used as a tool, any
     depth) travels down as `CallResumed` events along the path to it.
+
+    ``retrying``: ``state`` is that failed run made ready to retry; an answer
+    to a call held in what failed is refused where the reducer would refuse it
+    (each answer checked as any other first), saying to resume first
+    (`_refuse_held`).
     """
     for option, given in (("approvals", approvals), ("tool_results", tool_results)):
         if given is not None and not isinstance(given, Mapping):
@@ -584,6 +604,8 @@ def _answered(
         if path:
             nested.append((path, event))
         else:
+            if retrying is not None:
+                _refuse_held(retrying, shown, given_key, "awaiting_approval")
             state = apply(event)
     if tool_results:
         own: list[ToolResultPart] = []
@@ -594,6 +616,8 @@ def _answered(
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
             else:
+                if retrying is not None:
+                    _refuse_held(retrying, shown, key, "to_return")
                 own.append(part)
         if own:
             state = apply(ToolResultsProvided(tuple(own)))
@@ -677,15 +701,9 @@ def _check_known(
     if state.phase not in WAITING_PHASES:
         return
     known: dict[str, set[CallStatus]] = {}  # a key -> the statuses of the calls it names
-
-    def walk(run: RunState, path: tuple[str, ...]) -> None:
-        for c in run.calls:
-            for key in (c.call.id, "/".join((*path, c.call.id))):
-                known.setdefault(key, set()).add(c.status)
-            if c.child is not None:
-                walk(c.child, (*path, c.call.id))
-
-    walk(state, ())
+    for path, c in _tree_calls(state, ()):
+        for key in (c.call.id, "/".join((*path, c.call.id))):
+            known.setdefault(key, set()).add(c.status)
     checks: tuple[tuple[Mapping[str, Any] | None, CallStatus, str, str], ...] = (
         (approvals, "awaiting_approval", "an approval", "approval_granted"),
         (tool_results, "to_return", "a result", "tool_results_provided"),
@@ -719,6 +737,18 @@ def _check_known(
 
 _ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
 """The statuses of calls waiting for the caller's answer: an approval, a result."""
+
+
+def _tree_calls(
+    run: RunState, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], CallState]]:
+    """Each call of ``run``'s tree, whatever its status, with the path to it (the ids of the
+    calls down to its run, each holding a sub-run, done or not); a run's calls before those
+    of their sub-runs."""
+    for c in run.calls:
+        yield path, c
+        if c.child is not None:
+            yield from _tree_calls(c.child, (*path, c.call.id))
 
 
 def _unbound(state: RunState, key: str, status: CallStatus) -> str:
@@ -869,56 +899,58 @@ def held_in_failure(state: RunState, key: str, status: CallStatus) -> tuple[str,
         return None
     match = BOUND_KEY.fullmatch(key)
     key = match[1] if match is not None else key
-
-    def walk(run: RunState, path: tuple[str, ...]) -> tuple[str, ...] | None:
-        for c in run.calls:
-            if c.status == status and key in (c.call.id, "/".join((*path, c.call.id))):
-                return (*path, c.call.id)
-            if c.child is not None:
-                found = walk(c.child, (*path, c.call.id))
-                if found is not None:
-                    return found
-        return None
-
-    return walk(state, ())
+    for path, c in _tree_calls(state, ()):
+        if c.status == status and key in (c.call.id, "/".join((*path, c.call.id))):
+            return (*path, c.call.id)
+    return None
 
 
-def held_refusal(key: str, what: str, where: str, holder: str, first: str) -> str:
+def held_refusal(
+    key: str, what: str, where: str, holder: str, first: str, then: str = "answer it"
+) -> str:
     """Why an answer to call ``key`` (waiting for ``what``) in the failed ``where`` ``holder`` of a
-    failed run is refused (`held_in_failure`), and what to do: ``first`` (resume the run)."""
+    failed run is refused (`held_in_failure`), and what to do: ``first`` (resume the run), and
+    ``then``."""
     return (
         f"call {key!r} waits for {what} in {where} {holder!r}, which failed: {first}, which runs "
-        "what failed again and has the run wait for the call again; then answer it"
+        f"what failed again and has the run wait for the call again; then {then}"
     )
 
 
-def refuse_held_answers(
-    failed: RunState,
-    state: RunState,
-    approvals: Mapping[str, Any] | None,
-    tool_results: Mapping[str, Any] | None,
-    *,
-    where: str = "step",
-) -> None:
-    """Refuse an answer to a call of a failed run (``failed``, made ready to retry: ``state``)
-    that waits in a sub-run held on a call that failed (`held_in_failure`), saying to resume
-    first, instead of the reducer's refusal that names no such call in the retried run's phase.
-    ``where``: what the run's calls are, for the message ("step" of a workflow, "call").
+def _refuse_held(retrying: Retrying, state: RunState, key: str, status: CallStatus) -> None:
+    """Refuse an answer (in ``status``'s kind) under ``key`` to a call of ``state`` (the failed run
+    of ``retrying`` made ready to retry) that waits, for either kind of answer, in a sub-run held
+    on a call that failed (`held_in_failure`), saying to resume first and which kind the call
+    waits for, instead of the reducer's refusal that names no such call in the retried run's
+    phase.
 
     Raises:
-        InvalidEventError: Such an answer, in phase 'failed' (``failed`` is untouched).
+        InvalidEventError: Such an answer, in phase 'failed' (``retrying.failed`` is untouched).
     """
-    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus, str, str], ...] = (
-        (approvals, "awaiting_approval", "an approval", "approval_granted"),
-        (tool_results, "to_return", "a result", "tool_results_provided"),
-    )
-    for given, status, what, event in checks:
-        for key in given or ():
-            path = held_in_failure(state, key, status)
-            if path is not None:
-                first = "resume(state) with no answers first"
-                reason = held_refusal(key, what, where, path[0], first)
-                raise InvalidEventError(failed.phase, event, reason, failed)
+    given = "an approval" if status == "awaiting_approval" else "a result"
+    event = "approval_granted" if status == "awaiting_approval" else "tool_results_provided"
+    option = "approvals=" if status == "awaiting_approval" else "tool_results="
+    other: CallStatus = "to_return" if status == "awaiting_approval" else "awaiting_approval"
+    other_option = "tool_results=" if option == "approvals=" else "approvals="
+    other_what = "a result" if other == "to_return" else "an approval"
+    first = "resume(state) with no answers first"
+    path = held_in_failure(state, key, status)
+    if path is not None:
+        reason = held_refusal(key, given, retrying.where, path[0], first)
+    else:
+        path = held_in_failure(state, key, other)
+        if path is None:
+            return
+        reason = held_refusal(
+            key,
+            f"{other_what}, not {given},",
+            retrying.where,
+            path[0],
+            first,
+            f"answer it in {other_option}, not {option}",
+        )
+    failed = retrying.failed
+    raise InvalidEventError(failed.phase, event, reason, failed)
 
 
 def nest_answers(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:
