@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import pytest
 
-from toolfold import Agent, Field, UsageError, tool
+from toolfold import Agent, Field, RunError, Sequence, UsageError, state_of, tool
+from toolfold.runtime import ToolReturned
 from toolfold.testing import FunctionModel, ScriptedModel, TestModel
 
 call = ScriptedModel.call
@@ -263,3 +264,24 @@ def test_the_misuse_names_the_agent_whose_model_it_was_and_its_path() -> None:
         "tool 'mid' failed: tool 'ask' failed in agent 'helper': ScriptedModel has no entry "
         "left for request 1 (the script has 0); add entries to the script"
     )
+
+
+def test_a_workflow_step_failed_by_the_misuse_records_its_prefixed_text() -> None:
+    """A workflow step's agent raising a sub-run's misuse fails the step, and the workflow's
+    state records the text with the tool and agent: the step's error result and the failure's
+    message (docs/composition.md says so; on main they held the script's text alone)."""
+    helper = Agent(ScriptedModel([]), name="helper")
+    top = Agent(
+        ScriptedModel([call("ask", {"input": "x"})]), name="top", tools=[helper.as_tool("ask")]
+    )
+    with pytest.raises(RunError) as raised:
+        Sequence(top, name="flow").run("go")
+    state = state_of(raised.value)
+    said = (
+        "Error: UsageError: tool 'ask' failed in agent 'helper': ScriptedModel has no entry left "
+        "for request 1 (the script has 0); add entries to the script"
+    )
+    returned = [event for event in state.log if isinstance(event, ToolReturned)]
+    assert [(event.call_id, event.content) for event in returned] == [("top", said)]
+    assert state.error is not None
+    assert state.error.message == f"tool 'top' failed once (max_retries=0); last error: {said}"

@@ -246,12 +246,12 @@ def _raise_showing(
 
 _MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()
 """The `UsageError` instances testing models raised for their misuse (`testing_misuse`), which a
-sub-run's caller raises as they are (`raise_sub_run_misuse`). A provider model's `UsageError`
+sub-run's caller raises on, its message prefixed with the call's tool (`raise_sub_run_misuse`). A provider model's `UsageError`
 (closed while its call was in flight) is none: a sub-run's caller makes it an error result."""
 
 
 def testing_misuse(message: str) -> UsageError:
-    """A `UsageError` for a testing model's misuse, which a sub-run's caller raises as it is.
+    """A `UsageError` for a testing model's misuse, which a sub-run's caller raises on, prefixed.
 
     `ScriptedModel`, `TestModel` and `FunctionModel` raise it when they are
     used wrongly (a script out of entries, ``call_tools`` naming no tool of the
