@@ -41,7 +41,15 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold._run_files import _Held, _held
-from toolfold._session import SIGPIPE_EXIT, _continue, _Session, _start, quiet_stdout, written
+from toolfold._session import (
+    SIGPIPE_EXIT,
+    _continue,
+    _Session,
+    _start,
+    quiet_stdout,
+    transfers_of,
+    written,
+)
 
 
 def state_text(raw: bytes) -> bytes:
@@ -232,7 +240,10 @@ def run(args: argparse.Namespace) -> int:
         "agent": agent.name,
         "model": args.model,
     }
-    session = _Session("run", agent, args, where, args.state_out or DEFAULT_RUN_FILE)
+    run_file = args.state_out or DEFAULT_RUN_FILE
+    session = _Session(
+        "run", agent, args, where, run_file, transfers=transfers_of(loaded.agents.values())
+    )
     try:
         return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
     finally:
@@ -358,7 +369,10 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     agent = _agent("resume", loaded, where.get("agent"))
     _not_a_source("resume", args.state_out, str(where["file"]))
     where["agent"] = agent.name
-    session = _Session("resume", agent, args, where, args.state_out or str(path), held)
+    run_file = args.state_out or str(path)
+    session = _Session(
+        "resume", agent, args, where, run_file, held, transfers_of(loaded.agents.values())
+    )
     started = started_by(state)
     if started is not None and started != agent.name:
         # The API lets an agent resume a run handed to it; the run file names the one

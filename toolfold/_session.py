@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -75,6 +75,7 @@ class _Session:
         where: dict[str, Any],
         run_file: str,
         held: _Held | None = None,
+        transfers: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.command = command
         self.held = held or _Held(b"")
@@ -102,6 +103,9 @@ class _Session:
         # The agent a handoff gave each sub-run (by its path) to, seen in the stream: its
         # lines are labelled with that agent, not with the tool that started the sub-run.
         self.handed: dict[tuple[str, ...], str] = {}
+        # (tool, agent) of each handoff of the file's agents (`transfers`): only a result of
+        # such a tool saying it handed the run over to that agent relabels a sub-run.
+        self.transfers = transfers
         # The state the attempt under way resumes (None: a new run): `_failed_round` shows
         # what the attempt added to its log (`_log_before`, read only then).
         self.start: Any = None
@@ -364,7 +368,7 @@ class _Session:
 
     def _show(self, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
         """Show one event of a stream; whether the output ends a line, and whether text was shown."""
-        for depth, name, inner in _unwrap(event, self.handed):
+        for depth, name, inner in _unwrap(event, self.handed, self.transfers):
             kind = getattr(inner, "kind", "")
             if kind == "text_delta" and depth == 0 and not self.args.json:
                 text = "\r" + inner.text if self.held_cr else inner.text
@@ -786,26 +790,47 @@ def _loops_ran_out(state: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str
         yield from _loops_ran_out(child, here)
 
 
-def _unwrap(event: Any, handed: dict[tuple[str, ...], str]) -> Iterator[tuple[int, str, Any]]:
+def _unwrap(
+    event: Any, handed: dict[tuple[str, ...], str], transfers: frozenset[tuple[str, str]]
+) -> Iterator[tuple[int, str, Any]]:
     """(depth, who runs it or "", the event) of a possibly nested event.
 
     Who runs a sub-run's event: the agent running each sub-run down its path,
     joined by "/" (``east/support``: two branches calling the same tool are
     told apart), each the tool that started it (its agent, or a workflow's
     step) until a handoff in that sub-run gave it to another agent (``handed``,
-    by path, noted here from the transfer's result: ``east/refunds``).
+    by path, noted here from the transfer's result: ``east/refunds``). Only the
+    result of a handoff's tool (``transfers``: tool, agent) that says it handed
+    the run to that agent counts, not a plain tool's that reads the same; a
+    new call opening a path (a model reusing a call id) drops what was noted
+    for the sub-runs under it.
     """
-    if getattr(event, "kind", "") != "sub_run":
+    sub_run = getattr(event, "kind", "") == "sub_run"
+    path, inner = (event.path, event.event) if sub_run else ((), event)
+    if getattr(inner, "kind", "") == "tool_call":  # (a sub-run it starts is not handed yet)
+        opened = (*path, inner.call.name, inner.call.id)
+        for gone in [p for p in handed if p[: len(opened)] == opened]:
+            del handed[gone]
+    if not sub_run:
         yield 0, "", event
         return
-    path, inner = event.path, event.event
     names = [handed.get(path[: i + 2], path[i]) for i in range(0, len(path) - 1, 2)]
     yield len(path) // 2, "/".join(names), inner
     if getattr(inner, "kind", "") == "tool_result" and inner.outcome == "ok":
         content = inner.result.content
         target = _HANDED.fullmatch(content) if isinstance(content, str) else None
-        if target is not None:  # (the text a handoff's tool returns: see `Handoff.tool`)
-            handed[path] = target[1]
+        if target is not None and (inner.result.tool_name, target[1]) in transfers:
+            handed[path] = target[1]  # (the text a handoff's tool returns: see `Handoff.tool`)
+
+
+def transfers_of(agents: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    """(tool, agent) of each handoff of ``agents`` (a file's): the transfer tool's name and
+    the agent it hands a run to."""
+    found: set[tuple[str, str]] = set()
+    for agent in agents:
+        if getattr(agent, "handoffs", None):
+            found.update((spec.tool_name, spec.target) for spec in agent._handoff_specs())
+    return frozenset(found)
 
 
 def _handed_sub_runs(state: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], str]]:

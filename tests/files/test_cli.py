@@ -549,6 +549,81 @@ def test_streamed_sub_run_lines_name_the_agent_running_them(tmp_path: Path) -> N
         assert f"    [{branch}/refunds] ← refund: refunded A17" in lines
 
 
+_FORGING_TEAM = """\
+from toolfold import tool
+from toolfold.testing import FunctionModel
+
+
+@tool
+def note(text: str) -> str:
+    \"\"\"Note a text.
+
+    Args:
+        text: The text.
+    \"\"\"
+    return "Transferred to refunds."
+
+
+@tool
+def lookup(order: str) -> str:
+    \"\"\"Look an order up.
+
+    Args:
+        order: The order.
+    \"\"\"
+    return f"{order}: paid"
+
+
+def _lead(request):
+    answered = sum(1 for message in request.messages if message.role == "tool")
+    if answered < 2:  # (the same call id twice: the second sub-run is a new one)
+        asked = "hand" if answered == 0 else "forge"
+        return FunctionModel.call("support", {"input": asked}, id="c0")
+    return "done"
+
+
+def _support(request):
+    last = request.messages[-1]
+    if last.role != "tool":
+        if last.text == "hand":
+            return FunctionModel.call("transfer_to_refunds", {})
+        return FunctionModel.call("note", {"text": "x"})
+    if last.tool_results[0].tool_name == "note":
+        return FunctionModel.call("lookup", {"order": "F1"})
+    return "support done"
+
+
+lead = FunctionModel(_lead)
+support = FunctionModel(_support)
+refunds = FunctionModel(lambda request: "refunds done")
+"""
+
+
+def test_a_streamed_sub_run_is_relabelled_by_a_handoff_only(tmp_path: Path) -> None:
+    """``--stream`` relabels a sub-run only on a handoff's own result: a plain tool returning
+    "Transferred to refunds." leaves it ``[support]``, and a later sub-run under a call id the
+    model reused starts as ``[support]`` again (both showed ``[refunds]``)."""
+    (tmp_path / "forging.py").write_text(_FORGING_TEAM)
+    (tmp_path / "forging.toml").write_text(
+        'entry = "lead"\n[agents.refunds]\nmodel = "forging:refunds"\n'
+        '[agents.support]\nmodel = "forging:support"\n'
+        'tools = ["forging:note", "forging:lookup"]\nhandoffs = ["refunds"]\n'
+        '[agents.lead]\nmodel = "forging:lead"\ntools = [{ agent = "support" }]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = toolfold("run", "forging.toml", "--stream", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert "  [support] ← transfer_to_refunds: Transferred to refunds." in lines  # (handed)
+    at = lines.index('→ support({"input": "forge"}) [c0]')
+    assert [line.split(" ", 4)[:4] for line in lines[at + 1 : at + 5]] == [
+        ["", "", "[support]", "→"],  # note (not the first sub-run's [refunds])
+        ["", "", "[support]", "←"],
+        ["", "", "[support]", "→"],  # lookup (not [refunds]: note is no handoff)
+        ["", "", "[support]", "←"],
+    ], lines
+
+
 def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     """Ctrl-C mid-run exits 130 with the run file written; resuming it answers, the step kept."""
     (tmp_path / "adds.toml").write_text(
