@@ -241,9 +241,7 @@ def run(args: argparse.Namespace) -> int:
         "model": args.model,
     }
     run_file = args.state_out or DEFAULT_RUN_FILE
-    session = _Session(
-        "run", agent, args, where, run_file, transfers=transfers_of(loaded.agents.values())
-    )
+    session = _Session("run", agent, args, where, run_file, transfers=transfers_of(agent))
     try:
         return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
     finally:
@@ -370,9 +368,7 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     _not_a_source("resume", args.state_out, str(where["file"]))
     where["agent"] = agent.name
     run_file = args.state_out or str(path)
-    session = _Session(
-        "resume", agent, args, where, run_file, held, transfers_of(loaded.agents.values())
-    )
+    session = _Session("resume", agent, args, where, run_file, held, transfers_of(agent))
     started = started_by(state)
     if started is not None and started != agent.name:
         # The API lets an agent resume a run handed to it; the run file names the one

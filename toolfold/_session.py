@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -103,8 +103,9 @@ class _Session:
         # The agent a handoff gave each sub-run (by its path) to, seen in the stream: its
         # lines are labelled with that agent, not with the tool that started the sub-run.
         self.handed: dict[tuple[str, ...], str] = {}
-        # (tool, agent) of each handoff of the file's agents (`transfers`): only a result of
-        # such a tool saying it handed the run over to that agent relabels a sub-run.
+        # (tool, agent) of each handoff a run of ``agent`` can make, at any depth (`transfers_of`):
+        # only a result of such a tool saying it handed the run over to that agent relabels a
+        # sub-run.
         self.transfers = transfers
         # The state the attempt under way resumes (None: a new run): `_failed_round` shows
         # what the attempt added to its log (`_log_before`, read only then).
@@ -823,13 +824,32 @@ def _unwrap(
             handed[path] = target[1]  # (the text a handoff's tool returns: see `Handoff.tool`)
 
 
-def transfers_of(agents: Iterable[Any]) -> frozenset[tuple[str, str]]:
-    """(tool, agent) of each handoff of ``agents`` (a file's): the transfer tool's name and
-    the agent it hands a run to."""
+def transfers_of(spec: Any) -> frozenset[tuple[str, str]]:
+    """(tool, agent) of each handoff a run of ``spec`` (an agent or a workflow) can make, at
+    any depth: the transfer tool's name and the agent it hands a run to.
+
+    Its handoff graph's agents, the agents and workflows their tools were made from
+    (``as_tool``, found whether the file names them or they are Python objects), a
+    workflow's steps, and so on below (each once: a graph may have cycles).
+    """
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._agent_tool import as_tool_of
+
     found: set[tuple[str, str]] = set()
-    for agent in agents:
-        if getattr(agent, "handoffs", None):
-            found.update((spec.tool_name, spec.target) for spec in agent._handoff_specs())
+    seen: set[int] = set()
+    todo = [spec]
+    while todo:
+        each = todo.pop()
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        if not isinstance(each, Agent):  # a workflow: its steps that run an agent or a workflow
+            todo.extend(t.target for t in getattr(each, "_tasks", ()) if t.kind != "function")
+            continue
+        if each.handoffs:
+            found.update((h.tool_name, h.target) for h in each._handoff_specs())
+            todo.extend(each._reach()[0].values())  # (by name too; unresolved ones fail the run)
+        todo.extend(m.agent for m in map(as_tool_of, each._options.tools.values()) if m)
     return frozenset(found)
 
 

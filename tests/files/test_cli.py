@@ -624,6 +624,67 @@ def test_a_streamed_sub_run_is_relabelled_by_a_handoff_only(tmp_path: Path) -> N
     ], lines
 
 
+_PYTHON_TEAM = """
+from toolfold import Agent, tool
+from toolfold.testing import FunctionModel
+
+
+@tool
+def lookup(order: str) -> str:
+    \"\"\"Look an order up.
+
+    Args:
+        order: The order.
+    \"\"\"
+    return f"{order}: paid"
+
+
+def _lead(request):
+    if request.messages[-1].role == "tool":
+        return "done"
+    return FunctionModel.call("desk", {"input": "help"}, id="c0")
+
+
+def _support(request):
+    if request.messages[-1].role == "tool":
+        return "support done"
+    return FunctionModel.call("transfer_to_refunds", {})
+
+
+def _refunds(request):
+    if request.messages[-1].role == "tool" and request.messages[-1].tool_results[0].tool_name == "lookup":
+        return "refunds done"
+    return FunctionModel.call("lookup", {"order": "R1"})
+
+
+lead = FunctionModel(_lead)
+refunds = Agent(FunctionModel(_refunds), name="refunds", tools=[lookup])
+support = Agent(FunctionModel(_support), name="support", handoffs=[refunds])
+desk = support.as_tool("desk")
+"""
+
+
+def test_a_streamed_sub_run_of_a_python_agent_is_relabelled_by_its_handoff(
+    tmp_path: Path,
+) -> None:
+    """``run --stream`` relabels the sub-run of an agent the file reaches only as a Python
+    object (a tool made with ``as_tool``) once its handoff hands it on, as ``resume`` does (it
+    stayed ``[desk]``: only the handoffs of the file's [agents] counted)."""
+    (tmp_path / "pyteam.py").write_text(_PYTHON_TEAM)
+    (tmp_path / "pyteam.toml").write_text(
+        'entry = "lead"\n[agents.lead]\nmodel = "pyteam:lead"\ntools = ["pyteam:desk"]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = toolfold("run", "pyteam.toml", "--stream", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    at = lines.index("  [desk] ← transfer_to_refunds: Transferred to refunds.")
+    assert lines[at + 1 : at + 3] == [
+        '  [refunds] → lookup({"order": "R1"}) [call_3_0]',
+        "  [refunds] ← lookup: R1: paid",
+    ], lines
+
+
 def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
     """Ctrl-C mid-run exits 130 with the run file written; resuming it answers, the step kept."""
     (tmp_path / "adds.toml").write_text(
