@@ -209,3 +209,21 @@ def test_an_answer_of_the_wrong_kind_held_in_a_failed_step_says_which_it_waits_f
     )
     assert info.value.state is failed
     assert (failed.to_json(), RAN) == (before, [])
+
+
+def test_a_held_result_is_refused_after_every_value_is_checked_in_any_order() -> None:
+    """Results for a failed run, one for a call held in a failed step and one a generator, are
+    refused for the generator (a UsageError naming its key) whichever the dict gives first (the
+    held refusal came first when the held key did)."""
+    flow, failed = _failed_nested()
+
+    def values() -> Any:
+        yield 1
+
+    for results in (
+        {"call_1_0": "by hand", "zz": values()},
+        {"zz": values(), "call_1_0": "by hand"},
+    ):
+        with pytest.raises(UsageError, match=r"^tool_results\['zz'\] is a generator"):
+            flow.resume(failed, tool_results=results)
+    assert RAN == []

@@ -609,6 +609,7 @@ def _answered(
             state = apply(event)
     if tool_results:
         own: list[ToolResultPart] = []
+        own_keys: list[str] = []  # (a held one is refused once every value is checked)
         for key, value in tool_results.items():
             path, call_id = named_call("tool_results", key, "to_return")
             found = call_at(state, path, call_id, "to_return")
@@ -616,9 +617,11 @@ def _answered(
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
             else:
-                if retrying is not None:
-                    _refuse_held(retrying, shown, key, "to_return")
+                own_keys.append(key)
                 own.append(part)
+        if retrying is not None:
+            for key in own_keys:
+                _refuse_held(retrying, shown, key, "to_return")
         if own:
             state = apply(ToolResultsProvided(tuple(own)))
     for event in nest_answers(nested):
