@@ -707,26 +707,21 @@ def _check_known(
     for path, c in _tree_calls(state, ()):
         for key in (c.call.id, "/".join((*path, c.call.id))):
             known.setdefault(key, set()).add(c.status)
-    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus, str, str], ...] = (
-        (approvals, "awaiting_approval", "an approval", "approval_granted"),
-        (tool_results, "to_return", "a result", "tool_results_provided"),
+    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus], ...] = (
+        (approvals, "awaiting_approval"),
+        (tool_results, "to_return"),
     )
-    for given, status, what, event in checks:
+    for given, status in checks:
+        what, event, _ = _KINDS[status]
         for key in given or ():
             call_key = _unbound(state, key, status)
             statuses = known.get(call_key)
             if statuses is not None and (status in statuses or not statuses & _ANSWERED):
                 continue  # (the reducer says why a call in another state cannot take it)
             if statuses is not None:  # it waits, for the other kind of answer
-                waits = "an approval" if "awaiting_approval" in statuses else "a result"
-                given_as = "approvals=" if status == "awaiting_approval" else "tool_results="
-                other = "tool_results=" if given_as == "approvals=" else "approvals="
+                waits, answer = _wrong_kind(status)
                 raise InvalidEventError(
-                    state.phase,
-                    event,
-                    f"call {call_key!r} waits for {waits}, not {what}: answer it in "
-                    f"{other}, not {given_as}",
-                    state,
+                    state.phase, event, f"call {call_key!r} waits for {waits}: {answer}", state
                 )
             keys = answer_keys(state, status)
             listed = ", ".join(repr(k) for k, _ in keys) or "none"
@@ -740,6 +735,27 @@ def _check_known(
 
 _ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
 """The statuses of calls waiting for the caller's answer: an approval, a result."""
+
+_KINDS: dict[CallStatus, tuple[str, str, str]] = {
+    "awaiting_approval": ("an approval", "approval_granted", "approvals="),
+    "to_return": ("a result", "tool_results_provided", "tool_results="),
+}
+"""By the status of the call it answers: what an answer is called, the event it is refused as,
+and the option of `resume` that gives it."""
+
+_OTHER: dict[CallStatus, CallStatus] = {
+    "awaiting_approval": "to_return",
+    "to_return": "awaiting_approval",
+}
+"""The status of a call waiting for the other kind of answer."""
+
+
+def _wrong_kind(given: CallStatus) -> tuple[str, str]:
+    """What a call waits for, said against an answer of kind ``given`` (the call waits for the
+    other kind: ``"a result, not an approval"``), and where to answer it (``"answer it in
+    tool_results=, not approvals="``)."""
+    (what, _, option), (waits, _, other_option) = _KINDS[given], _KINDS[_OTHER[given]]
+    return f"{waits}, not {what}", f"answer it in {other_option}, not {option}"
 
 
 def _tree_calls(
@@ -852,7 +868,7 @@ def _ambiguous(
     named: list[tuple[tuple[str, ...], CallState]],
 ) -> UsageError:
     """The refusal of ``key``, which names each call of ``named``, listing their own keys."""
-    what = "an approval" if status == "awaiting_approval" else "a result"
+    what = _KINDS[status][0]
     where = ", ".join(
         f"{found.call.name} in "
         + (f"the sub-run of call {'/'.join(path)!r}" if path else "the top run")
@@ -930,28 +946,17 @@ def _refuse_held(retrying: Retrying, state: RunState, key: str, status: CallStat
     Raises:
         InvalidEventError: Such an answer, in phase 'failed' (``retrying.failed`` is untouched).
     """
-    given = "an approval" if status == "awaiting_approval" else "a result"
-    event = "approval_granted" if status == "awaiting_approval" else "tool_results_provided"
-    option = "approvals=" if status == "awaiting_approval" else "tool_results="
-    other: CallStatus = "to_return" if status == "awaiting_approval" else "awaiting_approval"
-    other_option = "tool_results=" if option == "approvals=" else "approvals="
-    other_what = "a result" if other == "to_return" else "an approval"
+    given, event, _ = _KINDS[status]
     first = "resume(state) with no answers first"
     path = held_in_failure(state, key, status)
     if path is not None:
         reason = held_refusal(key, given, retrying.where, path[0], first)
     else:
-        path = held_in_failure(state, key, other)
+        path = held_in_failure(state, key, _OTHER[status])
         if path is None:
             return
-        reason = held_refusal(
-            key,
-            f"{other_what}, not {given},",
-            retrying.where,
-            path[0],
-            first,
-            f"answer it in {other_option}, not {option}",
-        )
+        waits, answer = _wrong_kind(status)
+        reason = held_refusal(key, f"{waits},", retrying.where, path[0], first, answer)
     failed = retrying.failed
     raise InvalidEventError(failed.phase, event, reason, failed)
 

@@ -246,8 +246,9 @@ def _raise_showing(
 
 _MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()
 """The `UsageError` instances testing models raised for their misuse (`testing_misuse`), which a
-sub-run's caller raises on, its message prefixed with the call's tool (`raise_sub_run_misuse`). A provider model's `UsageError`
-(closed while its call was in flight) is none: a sub-run's caller makes it an error result."""
+sub-run's caller raises on, its message prefixed with the call's tool (`raise_sub_run_misuse`).
+A provider model's `UsageError` (closed while its call was in flight) is none: a sub-run's
+caller makes it an error result."""
 
 
 def testing_misuse(message: str) -> UsageError:
