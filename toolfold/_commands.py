@@ -41,7 +41,15 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold._run_files import _Held, _held
-from toolfold._session import SIGPIPE_EXIT, _continue, _Session, _start, quiet_stdout, written
+from toolfold._session import (
+    SIGPIPE_EXIT,
+    _continue,
+    _Session,
+    _start,
+    quiet_stdout,
+    transfers_of,
+    written,
+)
 
 
 def state_text(raw: bytes) -> bytes:
@@ -232,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
         "agent": agent.name,
         "model": args.model,
     }
-    session = _Session("run", agent, args, where, args.state_out or DEFAULT_RUN_FILE)
+    run_file = args.state_out or DEFAULT_RUN_FILE
+    session = _Session("run", agent, args, where, run_file, transfers=transfers_of(agent))
     try:
         return session.go(lambda on_step: _start(agent, args.prompt, args.stream, on_step))
     finally:
@@ -358,7 +367,8 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     agent = _agent("resume", loaded, where.get("agent"))
     _not_a_source("resume", args.state_out, str(where["file"]))
     where["agent"] = agent.name
-    session = _Session("resume", agent, args, where, args.state_out or str(path), held)
+    run_file = args.state_out or str(path)
+    session = _Session("resume", agent, args, where, run_file, held, transfers_of(agent))
     started = started_by(state)
     if started is not None and started != agent.name:
         # The API lets an agent resume a run handed to it; the run file names the one
@@ -369,7 +379,9 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
             f"{agent.name!r}; resume it with --agent {started}",
         )
         return PROBLEM
-    answers = _answers(args, state)
+    from toolfold.runtime._workflow import Workflow
+
+    answers = _answers(args, state, "step" if isinstance(agent, Workflow) else "call")
     for option, key in (("--max-steps", "max_steps"), ("--message", "message")):
         if getattr(args, key) is None:
             continue
@@ -401,8 +413,10 @@ def _shown(value: Any) -> str:
     return describe(value)
 
 
-def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
-    from toolfold.runtime._resume import answer_keys, waiting_call
+def _answers(args: argparse.Namespace, state: Any, where: str) -> dict[str, Any]:
+    """The answers of the command line, checked against the waiting calls of ``state``
+    (``where``: what the run's own calls are, "step" of a workflow or "call")."""
+    from toolfold.runtime._resume import answer_keys, held_in_failure, held_refusal, waiting_call
     from toolfold.runtime._run import Denied
 
     approvals: dict[str, Any] = {}
@@ -437,8 +451,64 @@ def _answers(args: argparse.Namespace, state: Any) -> dict[str, Any]:
             except UsageError as exc:  # an id that calls of several sub-runs wait under
                 _say("resume", str(exc))
                 raise _Stop(PROBLEM) from None
+            if found is None and _waits_otherwise(state, call_id, status):
+                _say("resume", _other_answer(call_id, status))
+                raise _Stop(PROBLEM)
+            if found is None and state.phase == "failed":  # a failed nested step's branch?
+                first = f"resume the run first, with no answers (toolfold resume {args.state})"
+                held = held_in_failure(state, call_id, status)
+                if held is not None:
+                    _say("resume", held_refusal(call_id, what, where, held[0], first))
+                    raise _Stop(PROBLEM)
+                held = held_in_failure(state, call_id, _other(status))
+                if held is not None:  # (of the other kind: say which, and the options)
+                    kind = f"{_other_what(status)}, not {what},"
+                    then = _answer_with(call_id, status)
+                    _say("resume", held_refusal(call_id, kind, where, held[0], first, then))
+                    raise _Stop(PROBLEM)
             if found is None:
                 listed = ", ".join(key for key, _ in answer_keys(state, status)) or "none"
                 _say("resume", f"no call {call_id!r} waits for {what}; waiting: {listed}")
                 raise _Stop(PROBLEM)
     return {"approvals": approvals or None, "tool_results": results or None}
+
+
+def _waits_otherwise(
+    state: Any, call_id: str, status: Literal["awaiting_approval", "to_return"]
+) -> bool:
+    """Whether a call waits under ``call_id`` for the other kind of answer than ``status``."""
+    from toolfold.runtime._resume import waiting_call
+
+    try:
+        return waiting_call(state, call_id, _other(status)) is not None
+    except UsageError:  # (several calls under it, of the other kind: "no call" lists the keys)
+        return False
+
+
+def _other_answer(call_id: str, status: Literal["awaiting_approval", "to_return"]) -> str:
+    """The refusal of an answer of the wrong kind (``status``'s) to a call waiting under
+    ``call_id`` for the other kind, naming the options that answer it."""
+    given = "an approval" if status == "awaiting_approval" else "a result"
+    return (
+        f"call {call_id!r} waits for {_other_what(status)}, not {given}: "
+        f"{_answer_with(call_id, status)}"
+    )
+
+
+def _answer_with(call_id: str, status: Literal["awaiting_approval", "to_return"]) -> str:
+    """How to answer call ``call_id``, given an answer of the wrong kind (``status``'s)."""
+    if status == "awaiting_approval":
+        return f"answer it with --result {call_id}=JSON, not --approve or --deny"
+    return f"answer it with --approve {call_id} or --deny {call_id}[=REASON], not --result"
+
+
+def _other(
+    status: Literal["awaiting_approval", "to_return"],
+) -> Literal["awaiting_approval", "to_return"]:
+    """The status of a call waiting for the other kind of answer than ``status``."""
+    return "to_return" if status == "awaiting_approval" else "awaiting_approval"
+
+
+def _other_what(status: Literal["awaiting_approval", "to_return"]) -> str:
+    """What a call waits for in the status `_other` than ``status``."""
+    return "a result" if status == "awaiting_approval" else "an approval"

@@ -75,6 +75,7 @@ class _Session:
         where: dict[str, Any],
         run_file: str,
         held: _Held | None = None,
+        transfers: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.command = command
         self.held = held or _Held(b"")
@@ -99,6 +100,13 @@ class _Session:
         self.held_cr = False
         self.shown: set[str] = set()
         self.stepped: set[int] = set()  # the steps `_step` showed
+        # The agent a handoff gave each sub-run (by its path) to, seen in the stream: its
+        # lines are labelled with that agent, not with the tool that started the sub-run.
+        self.handed: dict[tuple[str, ...], str] = {}
+        # (tool, agent) of each handoff a run of ``agent`` can make, at any depth (`transfers_of`):
+        # only a result of such a tool saying it handed the run over to that agent relabels a
+        # sub-run.
+        self.transfers = transfers
         # The state the attempt under way resumes (None: a new run): `_failed_round` shows
         # what the attempt added to its log (`_log_before`, read only then).
         self.start: Any = None
@@ -118,6 +126,8 @@ class _Session:
 
     def _go(self, first: Callable[[Any], Any], waiting: tuple[str, ...], start: Any) -> int:
         self.start = start
+        if start is not None:  # (a resume: the sub-runs it goes on with were handed on before)
+            self.handed.update(_handed_sub_runs(start, ()))
         response = self._attempt(lambda: first(self._step), waiting)
         while not isinstance(response, int) and response.finish_reason in (
             "approval_required",
@@ -359,7 +369,7 @@ class _Session:
 
     def _show(self, event: Any, ended_line: bool, shown: bool) -> tuple[bool, bool]:
         """Show one event of a stream; whether the output ends a line, and whether text was shown."""
-        for depth, name, inner in _unwrap(event):
+        for depth, name, inner in _unwrap(event, self.handed, self.transfers):
             kind = getattr(inner, "kind", "")
             if kind == "text_delta" and depth == 0 and not self.args.json:
                 text = "\r" + inner.text if self.held_cr else inner.text
@@ -781,13 +791,85 @@ def _loops_ran_out(state: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str
         yield from _loops_ran_out(child, here)
 
 
-def _unwrap(event: Any) -> Iterator[tuple[int, str, Any]]:
-    """(depth, the sub-agent's tool name or "", the event) of a possibly nested event."""
-    if getattr(event, "kind", "") == "sub_run":
-        path = event.path
-        yield len(path) // 2, path[-2] if len(path) >= 2 else "", event.event
-    else:
+def _unwrap(
+    event: Any, handed: dict[tuple[str, ...], str], transfers: frozenset[tuple[str, str]]
+) -> Iterator[tuple[int, str, Any]]:
+    """(depth, who runs it or "", the event) of a possibly nested event.
+
+    Who runs a sub-run's event: the agent running each sub-run down its path,
+    joined by "/" (``east/support``: two branches calling the same tool are
+    told apart), each the tool that started it (its agent, or a workflow's
+    step) until a handoff in that sub-run gave it to another agent (``handed``,
+    by path, noted here from the transfer's result: ``east/refunds``). Only the
+    result of a handoff's tool (``transfers``: tool, agent) that says it handed
+    the run to that agent counts, not a plain tool's that reads the same; a
+    new call opening a path (a model reusing a call id) drops what was noted
+    for the sub-runs under it.
+    """
+    sub_run = getattr(event, "kind", "") == "sub_run"
+    path, inner = (event.path, event.event) if sub_run else ((), event)
+    if getattr(inner, "kind", "") == "tool_call":  # (a sub-run it starts is not handed yet)
+        opened = (*path, inner.call.name, inner.call.id)
+        for gone in [p for p in handed if p[: len(opened)] == opened]:
+            del handed[gone]
+    if not sub_run:
         yield 0, "", event
+        return
+    names = [handed.get(path[: i + 2], path[i]) for i in range(0, len(path) - 1, 2)]
+    yield len(path) // 2, "/".join(names), inner
+    if getattr(inner, "kind", "") == "tool_result" and inner.outcome == "ok":
+        content = inner.result.content
+        target = _HANDED.fullmatch(content) if isinstance(content, str) else None
+        if target is not None and (inner.result.tool_name, target[1]) in transfers:
+            handed[path] = target[1]  # (the text a handoff's tool returns: see `Handoff.tool`)
+
+
+def transfers_of(spec: Any) -> frozenset[tuple[str, str]]:
+    """(tool, agent) of each handoff a run of ``spec`` (an agent or a workflow) can make, at
+    any depth: the transfer tool's name and the agent it hands a run to.
+
+    Its handoff graph's agents, the agents and workflows their tools were made from
+    (``as_tool``, found whether the file names them or they are Python objects), a
+    workflow's steps, and so on below (each once: a graph may have cycles).
+    """
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._agent_tool import as_tool_of
+
+    found: set[tuple[str, str]] = set()
+    seen: set[int] = set()
+    todo = [spec]
+    while todo:
+        each = todo.pop()
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        if not isinstance(each, Agent):  # a workflow: its steps that run an agent or a workflow
+            todo.extend(t.target for t in getattr(each, "_tasks", ()) if t.kind != "function")
+            continue
+        if each.handoffs:
+            found.update((h.tool_name, h.target) for h in each._handoff_specs())
+            todo.extend(each._reach()[0].values())  # (by name too; unresolved ones fail the run)
+        todo.extend(m.agent for m in map(as_tool_of, each._options.tools.values()) if m)
+    return frozenset(found)
+
+
+def _handed_sub_runs(state: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(path, agent) of each open sub-run of ``state``'s tree that a handoff gave to another
+    agent than the one it started with, by its path as `SubRunEvent` has it."""
+    from toolfold.runtime.drive._failures import handed_to
+
+    for c in state.calls:
+        if c.child is None or c.status == "done":
+            continue
+        here = (*path, c.call.name, c.call.id)
+        handed = handed_to(c.child)
+        if handed is not None:
+            yield here, handed[0]
+        yield from _handed_sub_runs(c.child, here)
+
+
+_HANDED = re.compile(r"Transferred to (.+)\.")
+"""The result of a handoff's transfer call that handed the run over (`Handoff.tool`)."""
 
 
 def _arguments_shown(call: Any) -> str:

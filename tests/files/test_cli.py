@@ -317,7 +317,7 @@ def test_a_state_that_does_not_fit_the_agent_is_bad_input(tmp_path: Path) -> Non
         (
             ["--file", str(changed)],
             f"agent 'triage' of {changed} (nothing ran; {run_file} is unchanged): the resuming "
-            "agent's instructions differs from the run's",
+            "agent's instructions differ from the run's",
         ),
     ):
         proc = toolfold(
@@ -443,6 +443,246 @@ def test_manual_tool_results_come_from_the_command_line(tmp_path: Path) -> None:
     proc = toolfold("resume", "toolfold-run.json", "--result", 'call_1_0="lost"', cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Order status: lost.\n"
+
+
+def test_an_answer_of_the_wrong_kind_names_the_options_that_answer_the_call(
+    tmp_path: Path,
+) -> None:
+    """``--result`` for a call waiting for an approval, or ``--approve``/``--deny`` for one
+    waiting for a result, exits 1 saying what the call waits for and which options answer it
+    (not "waiting: none"), and runs nothing."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "refund A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    kept = (tmp_path / "toolfold-run.json").read_text()
+    proc = toolfold("resume", "toolfold-run.json", "--result", "call_4_0=1", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr == (
+        "toolfold resume: call 'call_4_0' waits for an approval, not a result: answer it with "
+        "--approve call_4_0 or --deny call_4_0[=REASON], not --result\n"
+    )
+    assert (tmp_path / "toolfold-run.json").read_text() == kept
+    shutil.copy(EXAMPLE.parent / "support_tools.py", tmp_path)
+    (tmp_path / "manual.toml").write_text(
+        '[agents.clerk]\nmodel = "support_tools:demo_model"\n'
+        'tools = ["support_tools:lookup_order"]\nauto_execute_tools = false\n'
+    )
+    proc = toolfold("run", "manual.toml", "--state-out", "m.json", "Where is A17?", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    for answer in (["--approve", "call_1_0"], ["--deny", "call_1_0=no"]):
+        proc = toolfold("resume", "m.json", *answer, cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+        assert proc.stderr == (
+            "toolfold resume: call 'call_1_0' waits for a result, not an approval: answer it "
+            "with --result call_1_0=JSON, not --approve or --deny\n"
+        )
+
+
+_HANDING_TEAM = """\
+from toolfold import tool
+from toolfold.testing import FunctionModel
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    \"\"\"Refund an order.
+
+    Args:
+        order: The order.
+    \"\"\"
+    return f"refunded {order}"
+
+
+def _lead(request):
+    last = request.messages[-1]
+    if last.role == "tool":
+        return "done"
+    return FunctionModel.call("support", {"input": last.text})
+
+
+def _support(request):
+    return FunctionModel.call("transfer_to_refunds", {})
+
+
+def _refunds(request):
+    last = request.messages[-1]
+    if last.role == "tool" and last.tool_results[0].tool_name == "refund":
+        return "refunded"
+    return FunctionModel.call("refund", {"order": "A17"})
+
+
+lead = FunctionModel(_lead)
+support = FunctionModel(_support)
+refunds = FunctionModel(_refunds)
+"""
+
+
+def test_streamed_sub_run_lines_name_the_agent_running_them(tmp_path: Path) -> None:
+    """``--stream`` labels a sub-run's lines with the agents down its path: two Parallel
+    branches calling the same agent tool are told apart (``[east/support]``, ``[west/support]``),
+    and after a handoff in the sub-run its lines name the agent handed to (``[east/refunds]``),
+    in a later ``resume --stream`` too (they said ``[support]`` for all of them)."""
+    (tmp_path / "team.py").write_text(_HANDING_TEAM)
+    (tmp_path / "team.toml").write_text(
+        'entry = "par"\n[agents.refunds]\nmodel = "team:refunds"\ntools = ["team:refund"]\n'
+        '[agents.support]\nmodel = "team:support"\nhandoffs = ["refunds"]\n'
+        '[agents.east]\nmodel = "team:lead"\ntools = [{ agent = "support" }]\n'
+        '[agents.west]\nmodel = "team:lead"\ntools = [{ agent = "support" }]\n'
+        '[workflows.par]\nkind = "parallel"\nsteps = ["east", "west"]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = toolfold("run", "team.toml", "--stream", "refund A17", cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.splitlines()
+    for branch in ("east", "west"):
+        assert f'  [{branch}] → support({{"input": "refund A17"}}) [call_1_0]' in lines
+        assert f"    [{branch}/support] → transfer_to_refunds({{}}) [call_1_0]" in lines
+        assert f"    [{branch}/support] ← transfer_to_refunds: Transferred to refunds." in lines
+        waits = (
+            f'    [{branch}/refunds] → refund({{"order": "A17"}}) [call_3_0] (waits for approval)'
+        )
+        assert waits in lines
+    keys = ["--approve", "east/call_1_0/call_3_0", "--approve", "west/call_1_0/call_3_0"]
+    proc = toolfold("resume", "toolfold-run.json", "--stream", *keys, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    for branch in ("east", "west"):
+        assert f"    [{branch}/refunds] ← refund: refunded A17" in lines
+
+
+_FORGING_TEAM = """\
+from toolfold import tool
+from toolfold.testing import FunctionModel
+
+
+@tool
+def note(text: str) -> str:
+    \"\"\"Note a text.
+
+    Args:
+        text: The text.
+    \"\"\"
+    return "Transferred to refunds."
+
+
+@tool
+def lookup(order: str) -> str:
+    \"\"\"Look an order up.
+
+    Args:
+        order: The order.
+    \"\"\"
+    return f"{order}: paid"
+
+
+def _lead(request):
+    answered = sum(1 for message in request.messages if message.role == "tool")
+    if answered < 2:  # (the same call id twice: the second sub-run is a new one)
+        asked = "hand" if answered == 0 else "forge"
+        return FunctionModel.call("support", {"input": asked}, id="c0")
+    return "done"
+
+
+def _support(request):
+    last = request.messages[-1]
+    if last.role != "tool":
+        if last.text == "hand":
+            return FunctionModel.call("transfer_to_refunds", {})
+        return FunctionModel.call("note", {"text": "x"})
+    if last.tool_results[0].tool_name == "note":
+        return FunctionModel.call("lookup", {"order": "F1"})
+    return "support done"
+
+
+lead = FunctionModel(_lead)
+support = FunctionModel(_support)
+refunds = FunctionModel(lambda request: "refunds done")
+"""
+
+
+def test_a_streamed_sub_run_is_relabelled_by_a_handoff_only(tmp_path: Path) -> None:
+    """``--stream`` relabels a sub-run only on a handoff's own result: a plain tool returning
+    "Transferred to refunds." leaves it ``[support]``, and a later sub-run under a call id the
+    model reused starts as ``[support]`` again (both showed ``[refunds]``)."""
+    (tmp_path / "forging.py").write_text(_FORGING_TEAM)
+    (tmp_path / "forging.toml").write_text(
+        'entry = "lead"\n[agents.refunds]\nmodel = "forging:refunds"\n'
+        '[agents.support]\nmodel = "forging:support"\n'
+        'tools = ["forging:note", "forging:lookup"]\nhandoffs = ["refunds"]\n'
+        '[agents.lead]\nmodel = "forging:lead"\ntools = [{ agent = "support" }]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = toolfold("run", "forging.toml", "--stream", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert "  [support] ← transfer_to_refunds: Transferred to refunds." in lines  # (handed)
+    at = lines.index('→ support({"input": "forge"}) [c0]')
+    assert [line.split(" ", 4)[:4] for line in lines[at + 1 : at + 5]] == [
+        ["", "", "[support]", "→"],  # note (not the first sub-run's [refunds])
+        ["", "", "[support]", "←"],
+        ["", "", "[support]", "→"],  # lookup (not [refunds]: note is no handoff)
+        ["", "", "[support]", "←"],
+    ], lines
+
+
+_PYTHON_TEAM = """
+from toolfold import Agent, tool
+from toolfold.testing import FunctionModel
+
+
+@tool
+def lookup(order: str) -> str:
+    \"\"\"Look an order up.
+
+    Args:
+        order: The order.
+    \"\"\"
+    return f"{order}: paid"
+
+
+def _lead(request):
+    if request.messages[-1].role == "tool":
+        return "done"
+    return FunctionModel.call("desk", {"input": "help"}, id="c0")
+
+
+def _support(request):
+    if request.messages[-1].role == "tool":
+        return "support done"
+    return FunctionModel.call("transfer_to_refunds", {})
+
+
+def _refunds(request):
+    if request.messages[-1].role == "tool" and request.messages[-1].tool_results[0].tool_name == "lookup":
+        return "refunds done"
+    return FunctionModel.call("lookup", {"order": "R1"})
+
+
+lead = FunctionModel(_lead)
+refunds = Agent(FunctionModel(_refunds), name="refunds", tools=[lookup])
+support = Agent(FunctionModel(_support), name="support", handoffs=[refunds])
+desk = support.as_tool("desk")
+"""
+
+
+def test_a_streamed_sub_run_of_a_python_agent_is_relabelled_by_its_handoff(
+    tmp_path: Path,
+) -> None:
+    """``run --stream`` relabels the sub-run of an agent the file reaches only as a Python
+    object (a tool made with ``as_tool``) once its handoff hands it on, as ``resume`` does (it
+    stayed ``[desk]``: only the handoffs of the file's [agents] counted)."""
+    (tmp_path / "pyteam.py").write_text(_PYTHON_TEAM)
+    (tmp_path / "pyteam.toml").write_text(
+        'entry = "lead"\n[agents.lead]\nmodel = "pyteam:lead"\ntools = ["pyteam:desk"]\n'
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = toolfold("run", "pyteam.toml", "--stream", "go", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    at = lines.index("  [desk] ← transfer_to_refunds: Transferred to refunds.")
+    assert lines[at + 1 : at + 3] == [
+        '  [refunds] → lookup({"order": "R1"}) [call_3_0]',
+        "  [refunds] ← lookup: R1: paid",
+    ], lines
 
 
 def test_ctrl_c_writes_the_run_file_and_resume_goes_on(tmp_path: Path) -> None:
@@ -2087,6 +2327,39 @@ def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path)
     lines = proc.stderr.splitlines()
     assert lines[0] == "✗ step_fails: Error: ValueError: step kaboom"
     assert lines[1].startswith("toolfold resume: the run failed: step 'step_fails'")
+
+
+def test_an_answer_held_in_a_failed_nested_parallel_says_to_resume_first(tmp_path: Path) -> None:
+    """A failed Sequence(shout, Parallel(pay, step_fails)), 'pay' waiting for an approval:
+    answering that call (with --approve or --result) exits 1 saying it waits in the failed step
+    and to resume first, not "waiting: none" (--result: that it waits for an approval, not a
+    result, and the options that answer it); the run file is unchanged."""
+    (tmp_path / "nested.toml").write_text(
+        'entry = "flow"\n[agents.pay]\nmodel = "files_helpers:model"\n'
+        'tools = ["files_helpers:add_approved"]\n'
+        '[workflows.mixed]\nkind = "parallel"\nsteps = ["pay", "files_helpers:step_fails"]\n'
+        '[workflows.flow]\nkind = "sequence"\nsteps = ["files_helpers:shout", "mixed"]\n'
+    )
+    env = {"PYTHONPATH": str(FILES)}
+    proc = toolfold("run", "nested.toml", "go", "--state-out", "run.json", cwd=tmp_path, env=env)
+    assert proc.returncode == 4, proc.stderr
+    kept = (tmp_path / "run.json").read_text()
+    for answer, waits, then in (
+        (["--approve", "call_1_0"], "an approval", "answer it"),
+        (
+            ["--result", "call_1_0=1"],
+            "an approval, not a result,",  # (which kind it waits for, and the options)
+            "answer it with --approve call_1_0 or --deny call_1_0[=REASON], not --result",
+        ),
+    ):
+        proc = toolfold("resume", "run.json", *answer, cwd=tmp_path, env=env)
+        assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+        assert proc.stderr == (
+            f"toolfold resume: call 'call_1_0' waits for {waits} in step 'mixed', which "
+            "failed: resume the run first, with no answers (toolfold resume run.json), which "
+            f"runs what failed again and has the run wait for the call again; then {then}\n"
+        )
+    assert (tmp_path / "run.json").read_text() == kept
 
 
 @pytest.mark.parametrize(

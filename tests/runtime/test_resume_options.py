@@ -154,7 +154,8 @@ def test_an_agent_with_other_stored_options_is_refused(change: dict[str, Any], n
     """An agent whose stored options differ from the run's cannot resume it, and says which."""
     agent, state = _suspended()
     other = agent.evolve(**change)
-    with pytest.raises(UsageError, match=f"agent's {named} differs from the run's"):
+    verb = "differ" if named in ("instructions", "settings") else "differs"  # (plurals)
+    with pytest.raises(UsageError, match=f"agent's {named} {verb} from the run's"):
         other.resume(state, approvals={state.pending_approvals[0].id: True})
 
 
@@ -248,7 +249,7 @@ def _lead(instructions: str = "v1", tools: tuple[Any, ...] = (add, act), **more:
 @pytest.mark.parametrize(
     ("changed", "reason"),
     [
-        ({"instructions": "v2"}, "the resuming agent's instructions differs from the run's"),
+        ({"instructions": "v2"}, "the resuming agent's instructions differ from the run's"),
         ({"tools": (add,)}, "the run's state names tools that were not given: act"),
         ({"max_steps": 1}, "max_steps=1 (the resuming agent's) is below the 2 model calls"),
     ],

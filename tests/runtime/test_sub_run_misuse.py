@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import pytest
 
-from toolfold import Agent, Field, UsageError, tool
+from toolfold import Agent, Field, RunError, Sequence, UsageError, state_of, tool
+from toolfold.runtime import ToolReturned
 from toolfold.testing import FunctionModel, ScriptedModel, TestModel
 
 call = ScriptedModel.call
@@ -223,3 +224,64 @@ def test_the_misuse_shows_on_event_the_usage_it_keeps(on_tool_error: str) -> Non
     assert raised.value.state is not None
     assert [event.kind for event in raised.value.state.log] == seen
     assert seen[-1] == "attempt_dropped"
+
+
+@tool(requires_approval=True)
+def _refund(order: str) -> str:
+    """Refund an order.
+
+    Args:
+        order: The order.
+    """
+    return f"refunded {order}"
+
+
+def test_the_misuse_names_the_agent_whose_model_it_was_and_its_path() -> None:
+    """A script run out in the agent a sub-run handed to (lead -> tool 'support' -> handoff ->
+    refunds) says so as a tool's error at depth does: tool, first agent, agent handed to; one
+    tool deeper, each caller adds its tool (it used to be the script's text alone)."""
+    script = ScriptedModel([call("_refund", {"order": "A"})])
+    refunds = Agent(script, name="refunds", tools=[_refund])
+    handing = ScriptedModel([call("transfer_to_refunds", {})])
+    support = Agent(handing, name="support", handoffs=[refunds])
+    lead = Agent(
+        ScriptedModel([call("support", {"input": "x"}), "done"]), tools=[support.as_tool()]
+    )
+    waiting = lead.run("go")
+    with pytest.raises(UsageError) as raised:
+        lead.resume(waiting.state, approvals={"call_3_0": True})
+    assert str(raised.value) == (
+        "tool 'support' failed in the run of agent 'support', handed to agent 'refunds': "
+        "ScriptedModel has no entry left for request 2 (the script has 1); add entries to the "
+        "script"
+    )
+    inner = Agent(ScriptedModel([]), name="helper")
+    middle = Agent(ScriptedModel([call("ask", {"input": "x"})]), tools=[inner.as_tool("ask")])
+    outer = Agent(ScriptedModel([call("mid", {"input": "x"})]), tools=[middle.as_tool("mid")])
+    with pytest.raises(UsageError) as raised:
+        outer.run("go")
+    assert str(raised.value) == (
+        "tool 'mid' failed: tool 'ask' failed in agent 'helper': ScriptedModel has no entry "
+        "left for request 1 (the script has 0); add entries to the script"
+    )
+
+
+def test_a_workflow_step_failed_by_the_misuse_records_its_prefixed_text() -> None:
+    """A workflow step's agent raising a sub-run's misuse fails the step, and the workflow's
+    state records the text with the tool and agent: the step's error result and the failure's
+    message (docs/composition.md says so; on main they held the script's text alone)."""
+    helper = Agent(ScriptedModel([]), name="helper")
+    top = Agent(
+        ScriptedModel([call("ask", {"input": "x"})]), name="top", tools=[helper.as_tool("ask")]
+    )
+    with pytest.raises(RunError) as raised:
+        Sequence(top, name="flow").run("go")
+    state = state_of(raised.value)
+    said = (
+        "Error: UsageError: tool 'ask' failed in agent 'helper': ScriptedModel has no entry left "
+        "for request 1 (the script has 0); add entries to the script"
+    )
+    returned = [event for event in state.log if isinstance(event, ToolReturned)]
+    assert [(event.call_id, event.content) for event in returned] == [("top", said)]
+    assert state.error is not None
+    assert state.error.message == f"tool 'top' failed once (max_retries=0); last error: {said}"

@@ -929,6 +929,26 @@ def test_an_agent_step_that_stops_at_max_steps_has_failed(stream: bool) -> None:
     assert stopped.errors["looper"].endswith("max_steps=3 after 3 model calls without answering")
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_step_whose_run_was_handed_on_names_both_agents_at_its_limit(stream: bool) -> None:
+    """A step's agent that handed its run to another, which stopped at max_steps, is named
+    as an agent tool's run is: the run of the step's agent, handed to the one that stopped
+    (it said "the step's run" alone)."""
+    stuck = looper().evolve(name="stuck")
+    desk = Agent(ScriptedModel([ScriptedModel.call("transfer_to_stuck")]), name="desk")
+    workflow = Sequence(Task(desk.evolve(handoffs=[stuck], max_steps=2), on_error="skip"))
+    if stream:
+        running = workflow.stream("x")
+        list(running)
+        response = running.response
+    else:
+        response = workflow.run("x")
+    assert response.errors == {
+        "desk": "Error: the run of agent 'desk', handed to agent 'stuck', stopped at its limit "
+        "max_steps=2 after 2 model calls without answering"
+    }
+
+
 def test_a_skipped_parallel_step_has_no_entry_in_the_merge() -> None:
     """Its output is not ``None`` (a step may answer that): it has none."""
 

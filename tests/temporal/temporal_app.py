@@ -1600,6 +1600,26 @@ cut_failed = TemporalAgent(
 )
 
 
+# A step's agent hands its run to the looper, which stops at the step's max_steps: the step's
+# error names both agents (behind `toolfold-step-stop-names-handed-agent`), as locally.
+handed_unanswered = TemporalAgent(
+    Sequence(
+        Task(
+            Agent(
+                FunctionModel(lambda r: _call("transfer_to_looper")),
+                name="desk",
+                handoffs=[_looper],
+                max_steps=2,
+            ),
+            on_error="skip",
+        ),
+        Agent(FunctionModel(lambda r: f"b({r.messages[-1].text})"), name="b"),
+        name="handed_unanswered",
+    ),
+    settings=SETTINGS,
+)
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1640,6 +1660,7 @@ AGENTS = [
     relayed_stops,
     cut_retried,
     cut_failed,
+    handed_unanswered,
 ]
 
 

@@ -722,6 +722,8 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "cut_retried_counted",
         "cut_failed",
         "cut_failed_counted",
+        "handed_step_stop",
+        "handed_step_stop_named",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
@@ -763,6 +765,11 @@ def _replayed_result(history: WorkflowHistory) -> Any:
         ),
         ("renamed_failure", "ToolExecutionError: tool 'check' failed: Error: "),
         ("renamed_failure_named", "ToolExecutionError: tool 'check' failed in agent 'strict': "),
+        ("handed_step_stop", "Error: the step's run stopped at its limit"),
+        (
+            "handed_step_stop_named",
+            "Error: the run of agent 'desk', handed to agent 'looper', stopped",
+        ),
     ],
 )
 def test_recorded_histories_replay_to_the_texts_recorded(name: str, text: str) -> None:

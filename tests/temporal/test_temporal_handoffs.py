@@ -277,6 +277,22 @@ def test_a_step_that_stops_at_max_steps_fails_durably_as_locally(
     _replays(history)
 
 
+def test_a_step_handed_on_that_stops_at_max_steps_names_both_agents_durably_as_locally(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step's agent hands its run to the looper, which stops at max_steps: the step's error
+    names the run of 'desk' handed to 'looper', as locally (it said "the step's run")."""
+    durable, history, _ = _run_like_local(
+        temporal_app.handed_unanswered, "handed-unanswered", server, tmp_path, monkeypatch
+    )
+    assert durable.text == "b(go)"
+    assert durable.errors["desk"] == (
+        "Error: the run of agent 'desk', handed to agent 'looper', stopped at its limit "
+        "max_steps=2 after 2 model calls without answering"
+    )
+    _replays(history)
+
+
 def test_the_first_agents_stop_conditions_stop_the_target_durably_as_locally(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

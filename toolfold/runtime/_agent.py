@@ -17,7 +17,7 @@ from toolfold.runtime._misplaced import (
 )
 from toolfold.runtime._model import Model, keeps_override
 from toolfold.runtime._response import OutputT_co, Response, Step
-from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
+from toolfold.runtime._resume import Retrying, caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
     Approval,
@@ -792,14 +792,22 @@ class Agent(Generic[DepsT, OutputT_co]):
         # its first agent: its conditions stop nothing once it hands the run on.
         relayed = not handed and started_by(state) not in (None, self.name)
         failed = state.phase == "failed"
+        retrying = None  # (an answer to a call held in what failed: resume first)
         if failed:  # retried as a workflow's failed step is (see `retry_state`)
-            state = retry_state(state) or state  # (None: nothing to retry, its error raised again)
+            retried = retry_state(state)  # (None: nothing to retry, its error raised again)
+            if retried is not None:
+                retrying, state = Retrying(state, "call"), retried
         continued = caller_answered(state)  # (asked now: the run may begin in another context)
 
         def begin(agent: Agent) -> tuple[Live, RunState]:
             options = agent._run_options(graph)
             live, resumed_state = resumed(
-                state, options, **answers._asdict(), continued=continued, failed=failed
+                state,
+                options,
+                **answers._asdict(),
+                continued=continued,
+                failed=failed,
+                retrying=retrying,
             )
             if handed:  # this agent's bound the run beside the running one's, as after a handoff
                 kept = resumed_state.config.stop_when

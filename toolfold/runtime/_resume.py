@@ -84,6 +84,8 @@ _STORED = {
     "output": "output_type",
 }
 
+_PLURAL = frozenset({"instructions", "settings"})
+"""The names of `_STORED` that a verb agrees with as plurals."""
 
 # The suspended sub-run a call continues now (see `continuing`), by identity.
 _CONTINUING: ContextVar[RunState | None] = ContextVar("toolfold_continuing", default=None)
@@ -175,6 +177,7 @@ def resumed(
     on_step: Callable[[Step], object] | None,
     continued: Continued | None = None,
     failed: bool = False,
+    retrying: Retrying | None = None,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
@@ -187,7 +190,9 @@ def resumed(
     notes whether the tree's resume began from a run that waited (a top
     run's own phase; a continued sub-run's caller's note), for the sub-runs
     its tool rounds continue (`Live.from_waiting`). ``failed``: ``state`` is a
-    failed run made ready to retry (`retry_state`), for the refusals' advice.
+    failed run made ready to retry (`retry_state`), for the refusals' advice;
+    ``retrying``: that failed run, whose refusal of an answer to a call held in
+    what failed (`held_in_failure`) says to resume first.
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -195,6 +200,8 @@ def resumed(
             answers or tools do not fit the state, or the run cannot take
             ``message`` once the answers are applied (checked before any
             event is made).
+        InvalidEventError: An answer the run cannot take (with ``retrying``:
+            one to a call held in what failed, in phase 'failed').
     """
     _check_attached(state, options)
     _check_stored(state.config, options.config, failed=failed or state.phase == "failed")
@@ -213,7 +220,7 @@ def resumed(
         waiting = frozenset(c.call.id for c in state.calls if c.status != "done")
     # The answers are made into events once (a result is converted once), reduced
     # unobserved so that a message the run cannot take is refused before any is shown.
-    after, made = _answered(live, state, tool_results, approvals)
+    after, made = _answered(live, state, tool_results, approvals, retrying)
     added = _added_messages(after, messages) if messages else []
     for event, reached in made:
         show_event(live, event, reached)
@@ -497,8 +504,9 @@ def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) 
     ]
     if not differ:
         return
+    one = len(differ) == 1 and differ[0] not in _PLURAL  # ("instructions differ")
     head = (
-        f"the resuming agent's {', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} "
+        f"the resuming agent's {', '.join(differ)} {'differs' if one else 'differ'} "
         "from the run's: a run keeps "
         "the configuration it started with (it is stored in its state); "
     )
@@ -515,11 +523,21 @@ def _check_stored(stored: RunConfig, given: RunConfig, *, failed: bool = False) 
     )
 
 
+class Retrying(NamedTuple):
+    """A failed run that `resume` goes on with from before what failed it (`retry_state`)."""
+
+    failed: RunState
+    """The run as it failed: the state an answer's refusal carries, untouched."""
+    where: str
+    """What the run's own calls are, for the refusal: "step" (a workflow's), "call"."""
+
+
 def _answered(
     live: Live,
     state: RunState,
     tool_results: Mapping[str, Any] | None,
     approvals: Mapping[str, Approval] | None,
+    retrying: Retrying | None = None,
 ) -> tuple[RunState, list[tuple[Event, RunState]]]:
     """``state`` with the caller's approvals and tool results applied, and the events.
 
@@ -529,6 +547,11 @@ def _answered(
 
     An answer for a call of a suspended sub-run (an agent used as a tool, any
     depth) travels down as `CallResumed` events along the path to it.
+
+    ``retrying``: ``state`` is that failed run made ready to retry; an answer
+    to a call held in what failed is refused where the reducer would refuse it
+    (each answer checked as any other first), saying to resume first
+    (`_refuse_held`).
     """
     for option, given in (("approvals", approvals), ("tool_results", tool_results)):
         if given is not None and not isinstance(given, Mapping):
@@ -581,9 +604,12 @@ def _answered(
         if path:
             nested.append((path, event))
         else:
+            if retrying is not None:
+                _refuse_held(retrying, shown, given_key, "awaiting_approval")
             state = apply(event)
     if tool_results:
         own: list[ToolResultPart] = []
+        own_keys: list[str] = []  # (a held one is refused once every value is checked)
         for key, value in tool_results.items():
             path, call_id = named_call("tool_results", key, "to_return")
             found = call_at(state, path, call_id, "to_return")
@@ -591,7 +617,11 @@ def _answered(
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
             else:
+                own_keys.append(key)
                 own.append(part)
+        if retrying is not None:
+            for key in own_keys:
+                _refuse_held(retrying, shown, key, "to_return")
         if own:
             state = apply(ToolResultsProvided(tuple(own)))
     for event in nest_answers(nested):
@@ -674,35 +704,24 @@ def _check_known(
     if state.phase not in WAITING_PHASES:
         return
     known: dict[str, set[CallStatus]] = {}  # a key -> the statuses of the calls it names
-
-    def walk(run: RunState, path: tuple[str, ...]) -> None:
-        for c in run.calls:
-            for key in (c.call.id, "/".join((*path, c.call.id))):
-                known.setdefault(key, set()).add(c.status)
-            if c.child is not None:
-                walk(c.child, (*path, c.call.id))
-
-    walk(state, ())
-    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus, str, str], ...] = (
-        (approvals, "awaiting_approval", "an approval", "approval_granted"),
-        (tool_results, "to_return", "a result", "tool_results_provided"),
+    for path, c in _tree_calls(state, ()):
+        for key in (c.call.id, "/".join((*path, c.call.id))):
+            known.setdefault(key, set()).add(c.status)
+    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus], ...] = (
+        (approvals, "awaiting_approval"),
+        (tool_results, "to_return"),
     )
-    for given, status, what, event in checks:
+    for given, status in checks:
+        what, event, _ = _KINDS[status]
         for key in given or ():
             call_key = _unbound(state, key, status)
             statuses = known.get(call_key)
             if statuses is not None and (status in statuses or not statuses & _ANSWERED):
                 continue  # (the reducer says why a call in another state cannot take it)
             if statuses is not None:  # it waits, for the other kind of answer
-                waits = "an approval" if "awaiting_approval" in statuses else "a result"
-                given_as = "approvals=" if status == "awaiting_approval" else "tool_results="
-                other = "tool_results=" if given_as == "approvals=" else "approvals="
+                waits, answer = _wrong_kind(status)
                 raise InvalidEventError(
-                    state.phase,
-                    event,
-                    f"call {call_key!r} waits for {waits}, not {what}: answer it in "
-                    f"{other}, not {given_as}",
-                    state,
+                    state.phase, event, f"call {call_key!r} waits for {waits}: {answer}", state
                 )
             keys = answer_keys(state, status)
             listed = ", ".join(repr(k) for k, _ in keys) or "none"
@@ -716,6 +735,39 @@ def _check_known(
 
 _ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
 """The statuses of calls waiting for the caller's answer: an approval, a result."""
+
+_KINDS: dict[CallStatus, tuple[str, str, str]] = {
+    "awaiting_approval": ("an approval", "approval_granted", "approvals="),
+    "to_return": ("a result", "tool_results_provided", "tool_results="),
+}
+"""By the status of the call it answers: what an answer is called, the event it is refused as,
+and the option of `resume` that gives it."""
+
+_OTHER: dict[CallStatus, CallStatus] = {
+    "awaiting_approval": "to_return",
+    "to_return": "awaiting_approval",
+}
+"""The status of a call waiting for the other kind of answer."""
+
+
+def _wrong_kind(given: CallStatus) -> tuple[str, str]:
+    """What a call waits for, said against an answer of kind ``given`` (the call waits for the
+    other kind: ``"a result, not an approval"``), and where to answer it (``"answer it in
+    tool_results=, not approvals="``)."""
+    (what, _, option), (waits, _, other_option) = _KINDS[given], _KINDS[_OTHER[given]]
+    return f"{waits}, not {what}", f"answer it in {other_option}, not {option}"
+
+
+def _tree_calls(
+    run: RunState, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], CallState]]:
+    """Each call of ``run``'s tree, whatever its status, with the path to it (the ids of the
+    calls down to its run, each holding a sub-run, done or not); a run's calls before those
+    of their sub-runs."""
+    for c in run.calls:
+        yield path, c
+        if c.child is not None:
+            yield from _tree_calls(c.child, (*path, c.call.id))
 
 
 def _unbound(state: RunState, key: str, status: CallStatus) -> str:
@@ -816,7 +868,7 @@ def _ambiguous(
     named: list[tuple[tuple[str, ...], CallState]],
 ) -> UsageError:
     """The refusal of ``key``, which names each call of ``named``, listing their own keys."""
-    what = "an approval" if status == "awaiting_approval" else "a result"
+    what = _KINDS[status][0]
     where = ", ".join(
         f"{found.call.name} in "
         + (f"the sub-run of call {'/'.join(path)!r}" if path else "the top run")
@@ -850,6 +902,63 @@ def waiting_call(state: RunState, key: str, status: CallStatus) -> CallState | N
             bound key made for another call.
     """
     return call_at(state, *bound_address(state, key, status), status)
+
+
+def held_in_failure(state: RunState, key: str, status: CallStatus) -> tuple[str, ...] | None:
+    """The path to a call in ``status`` that ``key`` (an id, or a path) names anywhere in the tree
+    of ``state``, a failed run (or one made ready to retry), when `resume` cannot answer it there:
+    it waits in a sub-run held on a call that failed (a nested workflow's failed `Parallel`, its
+    branch waiting), which waits again only once the run is resumed and what failed runs again.
+    None when no such call is held, or ``key`` answers a call already (depth 1: it waits).
+    """
+    try:
+        if waiting_call(state, key, status) is not None:
+            return None
+    except UsageError:  # (several calls under it: the resume says so)
+        return None
+    match = BOUND_KEY.fullmatch(key)
+    key = match[1] if match is not None else key
+    for path, c in _tree_calls(state, ()):
+        if c.status == status and key in (c.call.id, "/".join((*path, c.call.id))):
+            return (*path, c.call.id)
+    return None
+
+
+def held_refusal(
+    key: str, what: str, where: str, holder: str, first: str, then: str = "answer it"
+) -> str:
+    """Why an answer to call ``key`` (waiting for ``what``) in the failed ``where`` ``holder`` of a
+    failed run is refused (`held_in_failure`), and what to do: ``first`` (resume the run), and
+    ``then``."""
+    return (
+        f"call {key!r} waits for {what} in {where} {holder!r}, which failed: {first}, which runs "
+        f"what failed again and has the run wait for the call again; then {then}"
+    )
+
+
+def _refuse_held(retrying: Retrying, state: RunState, key: str, status: CallStatus) -> None:
+    """Refuse an answer (in ``status``'s kind) under ``key`` to a call of ``state`` (the failed run
+    of ``retrying`` made ready to retry) that waits, for either kind of answer, in a sub-run held
+    on a call that failed (`held_in_failure`), saying to resume first and which kind the call
+    waits for, instead of the reducer's refusal that names no such call in the retried run's
+    phase.
+
+    Raises:
+        InvalidEventError: Such an answer, in phase 'failed' (``retrying.failed`` is untouched).
+    """
+    given, event, _ = _KINDS[status]
+    first = "resume(state) with no answers first"
+    path = held_in_failure(state, key, status)
+    if path is not None:
+        reason = held_refusal(key, given, retrying.where, path[0], first)
+    else:
+        path = held_in_failure(state, key, _OTHER[status])
+        if path is None:
+            return
+        waits, answer = _wrong_kind(status)
+        reason = held_refusal(key, f"{waits},", retrying.where, path[0], first, answer)
+    failed = retrying.failed
+    raise InvalidEventError(failed.phase, event, reason, failed)
 
 
 def nest_answers(answers: list[tuple[tuple[str, ...], Event]]) -> list[Event]:

@@ -40,6 +40,7 @@ from toolfold.runtime.drive._executor import (
     runs_sub_runs,
     with_blocking_twin,
 )
+from toolfold.runtime.drive._failures import handed_run, handed_to
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._problems import clip
 from toolfold.toolkit._tool import Tool
@@ -729,7 +730,9 @@ def step_text(state: RunState, target: Any = None) -> tuple[str, bool]:
     return encode_basestring_ascii(output) if type(output) is str else json_text(output), False
 
 
-def step_result(state: RunState, target: Any = None) -> tuple[str, bool]:
+def step_result(
+    state: RunState, target: Any = None, names_handed: Callable[[], bool] | None = None
+) -> tuple[str, bool]:
     """What a step passes on from its finished run, as (text, is_error).
 
     The text is JSON: the run's output, or the result of the call that
@@ -743,8 +746,18 @@ def step_result(state: RunState, target: Any = None) -> tuple[str, bool]:
     history the model calls recorded, so naming the callable would change how
     recorded histories replay. ``target``: the step's agent, whose
     ``stop_when`` callable the error names (see `stopped_by`).
+
+    A step's run that its agent handed to another agent is named as that
+    run, as an agent tool's is (`handed_run`): ``Error: the run of agent
+    'support', handed to agent 'refunds', stopped at ...``, unless
+    ``names_handed`` (asked only for such a run) says not to: results
+    recorded before said ``the step's run`` (a durable run's replay).
     """
-    answer = stop_answer(state, "the step's run", stopped_by(target, state))
+    who = "the step's run"
+    handed = handed_to(state)
+    if handed is not None and (names_handed is None or names_handed()):
+        who = handed_run(f"agent {handed[1]!r}", handed[0]) + ","
+    answer = stop_answer(state, who, stopped_by(target, state))
     if answer is None:
         return json_text(state.output), False
     if isinstance(answer, str):  # stopped without answering

@@ -48,7 +48,7 @@ from toolfold.runtime._response import (  # noqa: F401 (OutputT_co: see Workflow
     RunStreamEvent,
     kept,
 )
-from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
+from toolfold.runtime._resume import Retrying, caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import failed_too, held_failure, retry_state
 from toolfold.runtime._run import (
     Approval,
@@ -478,10 +478,19 @@ class Workflow:
                 "result; run the workflow again for a new run",
                 state,
             )
-        if state.phase == "failed":
-            state = self._retried(state)
+        retrying = None
+        if state.phase == "failed":  # (an answer to a call held in what failed: resume first)
+            retrying, state = Retrying(state, "step"), self._retried(state)
         continued = caller_answered(state)
-        return resumed(state, options, message=None, max_steps=None, **answers, continued=continued)
+        return resumed(
+            state,
+            options,
+            message=None,
+            max_steps=None,
+            **answers,
+            continued=continued,
+            retrying=retrying,
+        )
 
     def _retried(self, state: RunState) -> RunState:
         """A failed run of this workflow as it was before what failed it (see `retry_state`).

@@ -360,12 +360,14 @@ class SubRunTool:
         call: ToolCallPart,
         state: RunState,
         names_handed: Callable[[], bool] | None = None,
+        step_names_handed: Callable[[], bool] | None = None,
     ) -> ToolReturned | ToolSuspended:
         """The event reporting the sub-run of ``call``: waiting, finished, or failed (as locally).
 
         ``names_handed`` False (asked only for a sub-run a stop ended after a handoff): it
         is named by the agent it started with, as a durable run recorded before replays
-        (see `stopped_content`).
+        (see `stopped_content`); ``step_names_handed`` False: a workflow step's such run
+        is "the step's run", as recorded before (see `step_result`).
         """
         call_id = call.id
         if state.phase in WAITING_PHASES:
@@ -378,7 +380,8 @@ class SubRunTool:
         if self.task is not None:
             from toolfold.runtime._task import step_result
 
-            text, is_error = step_result(state)  # a step with no answer failed, as locally
+            # a step with no answer failed, as locally
+            text, is_error = step_result(state, names_handed=step_names_handed)
         elif state.finish_reason in STOP_REASONS:  # as `_agent_tool._sub_run` answers
             who = agent_label(self.target, call.name)
             text, is_error = stopped_content(state, who, names_handed=names_handed)

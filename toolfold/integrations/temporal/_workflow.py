@@ -141,6 +141,11 @@ STOP_NAMES_HANDED = "toolfold-stop-names-handed-agent"
 after a handoff, as the run of the agent the call started handed to the agent that stopped
 (`stopped_content`), as a local run does (runs recorded before named the agent the call
 started alone: they replay so)."""
+STEP_STOP_NAMES_HANDED = "toolfold-step-stop-names-handed-agent"
+"""The `workflow.patched` id of naming, in the error result of a workflow step whose run a stop
+ended after a handoff, the run of the step's agent handed to the agent that stopped
+(`step_result`), as a local run does (runs recorded before said "the step's run": they
+replay so)."""
 FAILURE_NAMES_AGENT = "toolfold-failure-names-agent"
 """The `workflow.patched` id of naming, in the error ``on_tool_error="raise"`` raises for a
 failed sub-run, the agent that ran it where the tool's name does not say it (`failed_in`),
@@ -928,7 +933,12 @@ class AgentWorkflow:
                 agent, path, output_activity_name(sub.node.name), given
             )
             return attrs.evolve(made, child=child)
-        return sub.ended(call, child, lambda: workflow.patched(STOP_NAMES_HANDED))
+        return sub.ended(
+            call,
+            child,
+            lambda: workflow.patched(STOP_NAMES_HANDED),
+            lambda: workflow.patched(STEP_STOP_NAMES_HANDED),
+        )
 
     def _stopped_at(self, path: tuple[str, ...], started: RunState | None) -> RunState | None:
         """The state the sub-run at ``path`` stops at when cancelled now, as a local run keeps it.

@@ -308,12 +308,13 @@ def _raise_showing(
 
 _MODEL_MISUSES: weakref.WeakSet[UsageError] = weakref.WeakSet()
 """The `UsageError` instances testing models raised for their misuse (`testing_misuse`), which a
-sub-run's caller raises as they are (`raise_sub_run_misuse`). A provider model's `UsageError`
-(closed while its call was in flight) is none: a sub-run's caller makes it an error result."""
+sub-run's caller raises on, its message prefixed with the call's tool (`raise_sub_run_misuse`).
+A provider model's `UsageError` (closed while its call was in flight) is none: a sub-run's
+caller makes it an error result."""
 
 
 def testing_misuse(message: str) -> UsageError:
-    """A `UsageError` for a testing model's misuse, which a sub-run's caller raises as it is.
+    """A `UsageError` for a testing model's misuse, which a sub-run's caller raises on, prefixed.
 
     `ScriptedModel`, `TestModel` and `FunctionModel` raise it when they are
     used wrongly (a script out of entries, ``call_tools`` naming no tool of the
@@ -334,7 +335,8 @@ def raise_sub_run_misuse(
     conditions: Iterable[StopCondition | StopPredicate] = (),
     show: Callable[[Event, RunState], None] | None = None,
 ) -> None:
-    """Raise, as it is, the `UsageError` a sub-run of the round raised, if any.
+    """Raise the `UsageError` a sub-run of the round raised, if any, its message beginning with
+    the call's tool and the sub-run's agent (`failed_in`), as a tool error's at depth does.
 
     A sub-run of an agent used as a tool whose testing model raised a
     `UsageError` for its misuse (a `ScriptedModel` out of entries, a
@@ -367,8 +369,11 @@ def raise_sub_run_misuse(
         dropped.update(index for index, _ in _failed_calls(state, outcomes, conditions, tools))
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
     reached = commit(state, ended) if ended else state
-    error = outcomes[misused[0]].exception
+    misuse = outcomes[misused[0]]
+    error = misuse.exception
     assert isinstance(error, UsageError)
+    where = failed_in(misuse.tool_name, agent_run_by(tools.get(misuse.tool_name)), misuse.child)
+    error.args = (f"tool {misuse.tool_name!r} failed{where}: {error}", *error.args[1:])
     error.state = with_dropped_sub_runs(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )

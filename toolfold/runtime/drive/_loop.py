@@ -529,7 +529,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                     settle_finished(changes["calls"], finished, live.handoffs)
                                 interrupted(exc, opened.state, finished)
                             raise
-                        if _raised(outcomes):  # (a sub-run's misuse is raised as it is)
+                        if _raised(outcomes):  # (a sub-run's misuse raised on, prefixed)
                             commit = functools.partial(_committed, live)
                             raise_sub_run_misuse(opened.state, outcomes, live.tools, commit)
                         if live.handoffs:  # the step's transfer calls that do not hand over
