@@ -100,7 +100,8 @@ class ToolfoldError(Exception):
         state: The run's state when a run raised this error, to inspect, save
             or resume (``agent.resume(error.state)``): a `RunError` always
             carries one, and so does any other toolfold error a run raises (a
-            `ProviderError` keeps its type and gets the run's state). None for
+            model's `ProviderError` is raised as a copy of its class carrying the
+            run's state, the model's own object its ``__cause__``). None for
             an error raised outside a run (``model.request(...)`` called
             directly). `toolfold.state_of` also follows the error's chain.
         close_errors: The errors of the tool sources (MCP servers...) that

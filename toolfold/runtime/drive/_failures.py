@@ -28,6 +28,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
     UsageError,
+    restored_error,
 )
 from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
@@ -487,12 +488,14 @@ def too_deep(where: str, exc: RecursionError) -> str:
 
 
 def model_failure(
-    exc: Exception, state: RunState, step: int, *, counted: bool = False
+    exc: Exception, state: RunState, step: int, *, counted: bool = False, own: bool = False
 ) -> ToolfoldError:
     """The error of a run whose model call of ``step`` failed with ``exc``, ``state`` its state.
 
     ``counted``: ``state`` counts the usage the call's stream reported before it
-    failed (`AttemptDropped`): the message says so.
+    failed (`AttemptDropped`): the message says so. A `ToolfoldError` the model
+    raised is raised as a copy carrying ``state`` (`for_this_run`), unless
+    ``own``: the run made ``exc`` itself for this call, and it gets ``state``.
     """
     before = "the run before that call" + (
         ", counting the usage its stream reported before it failed" if counted else ""
@@ -505,13 +508,42 @@ def model_failure(
     if isinstance(exc, ToolfoldError):
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
-        exc.state = state
-        return exc
+        if own:
+            exc.state = state
+            return exc
+        return for_this_run(exc, state)
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "
         f"the error's state is {before}, resume it to retry",
         state,
     )
+
+
+def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
+    """A copy of ``exc``, a model's error, that carries ``state``: the error a run raises for it.
+
+    The model's object is left as it is: a model may raise one object in
+    several runs (a circuit breaker's cached error, a failed request or token
+    refresh that concurrent calls await), and each run's state written on it
+    would give every caller the last run's state, another user's conversation.
+    The copy has the same class, args (message) and attributes, and notes of
+    its own; it is raised from ``exc``, which stays reachable as its cause.
+    It is built as a pickle rebuilds it (`restored_error`: no ``__init__``
+    runs), and a testing model's misuse stays one (`testing_misuse`).
+    """
+    fields = dict(exc.__dict__)
+    for name in ("__notes__", "close_errors"):  # lists a run adds to: the copy's own
+        if isinstance(fields.get(name), list):
+            fields[name] = list(fields[name])
+    fields["state"] = state
+    try:
+        mine: ToolfoldError = restored_error(type(exc), exc.args, fields)
+    except Exception:  # (a class of the user's own that cannot be made so: its object)
+        exc.state = state
+        return exc
+    if exc in _MODEL_MISUSES and isinstance(mine, UsageError):
+        _MODEL_MISUSES.add(mine)
+    return mine
 
 
 def run_failure(state: RunState) -> RunError:

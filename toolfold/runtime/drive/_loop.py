@@ -985,6 +985,7 @@ def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
             ),
             state,
             step,
+            own=True,
         )
 
 

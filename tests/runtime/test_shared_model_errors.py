@@ -1,0 +1,121 @@
+"""A model's error object shared by several runs: each run raises its own copy with its state."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import pickle
+import threading
+
+import pytest
+
+import toolfold
+from toolfold import Agent, RateLimitError, ServerError, UsageError
+from toolfold.runtime import ModelRequest as Request
+from toolfold.testing import FunctionModel, ScriptedModel
+
+
+def _asked(error: BaseException) -> str:
+    state = toolfold.state_of(error)
+    assert state is not None
+    return state.messages[-1].text
+
+
+def test_runs_awaiting_one_failed_future_each_get_their_own_state() -> None:
+    """Runs awaiting one shared failed request each raise an error holding their own state."""
+    shared: asyncio.Future[str] | None = None
+
+    async def refresh() -> str:
+        await asyncio.sleep(0)
+        raise toolfold.AuthenticationError("refresh refused", provider="openai", status_code=401)
+
+    async def model(request: Request) -> str:
+        nonlocal shared
+        if shared is None:
+            shared = asyncio.ensure_future(refresh())
+        return await shared
+
+    agent = Agent(FunctionModel(model))
+    prompts = ["question of alice", "question of bob", "question of carol"]
+
+    async def batch() -> list[BaseException]:
+        return await asyncio.gather(*(agent.arun(p) for p in prompts), return_exceptions=True)
+
+    raised = asyncio.run(batch())
+    assert [_asked(e) for e in raised] == prompts
+    assert [e.state.messages[-1].text for e in raised] == prompts  # type: ignore[union-attr]
+    assert all(type(e) is toolfold.AuthenticationError for e in raised)
+    assert len({id(e) for e in raised}) == 3
+
+
+def test_a_cached_error_raised_in_threads_is_left_alone() -> None:
+    """Blocking runs on threads re-raising one cached error: each caller's error holds its run's
+    state, and the cached object gets none."""
+    cached = ServerError("circuit open", provider="openai", status_code=503, body="b")
+    barrier = threading.Barrier(3)
+
+    def breaker(request: Request) -> str:
+        barrier.wait(timeout=10)  # the three runs are in their model call at once
+        raise cached
+
+    agent = Agent(FunctionModel(breaker))
+
+    def handle(user: str) -> BaseException:
+        with pytest.raises(ServerError) as caught:
+            agent.run(f"question of {user}")
+        return caught.value
+
+    users = ["alice", "bob", "carol"]
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        raised = list(pool.map(handle, users))
+    assert [_asked(e) for e in raised] == [f"question of {u}" for u in users]
+    assert cached.state is None
+    for error in raised:
+        assert error is not cached
+        assert error.__cause__ is cached
+        assert type(error) is ServerError
+        assert str(error) == str(cached) == error.args[0]
+        assert (error.status_code, error.provider, error.body) == (503, "openai", "b")
+
+
+def test_the_copy_keeps_attributes_and_notes_of_its_own_and_pickles() -> None:
+    """The error raised keeps the model's error's attributes and notes (a list of its own),
+    pickles, and its state resumes."""
+    cached = RateLimitError("slow down", provider="openai", status_code=429, retry_after=30.0)
+    cached.add_note("from the breaker")
+    calls = 0
+
+    def model(request: Request) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise cached
+        return "answered"
+
+    agent = Agent(FunctionModel(model))
+    with pytest.raises(RateLimitError) as caught:
+        agent.run("hi")
+    error = caught.value
+    assert error.retry_after == 30.0
+    assert error.__notes__ == ["from the breaker"]
+    error.add_note("mine")
+    assert cached.__notes__ == ["from the breaker"]
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is RateLimitError
+    assert back.retry_after == 30.0
+    assert back.state is not None
+    assert agent.resume(back.state).text == "answered"
+
+
+def test_a_scripted_model_out_of_entries_in_a_sub_run_is_still_raised_as_it_is() -> None:
+    """A testing model's misuse in a sub-run still reaches the caller as a UsageError with the
+    calling run's state (its copy stays a misuse)."""
+    inner = Agent(ScriptedModel([]), name="inner")
+    outer = Agent(
+        ScriptedModel([ScriptedModel.call("inner", {"input": "x"}), "done"]),
+        tools=[inner.as_tool()],
+    )
+    with pytest.raises(UsageError) as caught:
+        outer.run("go")
+    assert caught.value.state is not None
+    assert caught.value.state.messages[0].text == "go"
