@@ -410,7 +410,8 @@ class ProviderError(ToolfoldError):
         provider: The provider name, e.g. ``"openai"``.
         status_code: The HTTP status, or None when no response arrived.
         body: The response body as text (never the request, never the key).
-        headers: The response headers.
+        headers: The response headers, their names lower-case whatever the HTTP
+            client (``error.headers.get("x-request-id")``).
         provider_message: The provider's own error message, when it sent one.
         code: The provider's error code, when it sent one.
     """
@@ -429,7 +430,8 @@ class ProviderError(ToolfoldError):
         self.provider = provider
         self.status_code = status_code
         self.body = body
-        self.headers = dict(headers or {})
+        # (lower-case whatever the HTTP client gave: httpx lower-cases, aiohttp keeps the case)
+        self.headers = {str(key).lower(): value for key, value in (headers or {}).items()}
         self.provider_message = provider_message
         self.code = code
         super().__init__(message)
