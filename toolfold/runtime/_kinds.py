@@ -34,7 +34,7 @@ from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import frozen_dict
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, quoted
 
 
 def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: Any) -> Any:
@@ -47,7 +47,7 @@ def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: 
     except Exception as exc:
         raise RunError(
             f"the {what} function ({function_name(function)}) of {workflow.label} raised "
-            f"{describe_exception(exc)}; the error's state is the workflow before this "
+            f"{quoted(describe_exception(exc))}; the error's state is the workflow before this "
             "decision (resume it to try again)",
             None,
         ) from exc

@@ -41,7 +41,7 @@ from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResp
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._loop import unique_call_ids
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, quoted
 
 if TYPE_CHECKING:
     from toolfold.runtime._task import Task
@@ -586,7 +586,7 @@ class Planner:
         except Exception as exc:
             label = workflow.name or type(workflow).__name__
             raise RunError(
-                f"workflow {label!r}: {describe_exception(exc)}; the error's state is the "
+                f"workflow {label!r}: {quoted(describe_exception(exc))}; the error's state is the "
                 "workflow before this decision (resume it to try again)",
                 None,
             ) from exc

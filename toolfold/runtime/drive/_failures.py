@@ -43,7 +43,7 @@ from toolfold.runtime.core._stop import (
     stopped_at_handed,
 )
 from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, quoted
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -144,7 +144,7 @@ def observer_failure(
     """The error of a run whose ``what`` (of ``kind``) raised ``exc``: it says what resuming does."""
     # Tools may already have run: the error must keep the state they produced.
     return RunError(
-        f"the {what} raised {describe_exception(exc)}; the error's state is {_RESUMING[kind]}",
+        f"the {what} raised {quoted(describe_exception(exc))}; the error's state is {_RESUMING[kind]}",
         state,
     )
 
@@ -381,7 +381,7 @@ def tool_failure(
     where = "" if outcome == "timeout" else failed_in(tool_name, who, child)
     if where and names_agent is not None and not names_agent():
         where = ""
-    return ToolExecutionError(f"tool {tool_name!r} failed{where}: {content}", state)
+    return ToolExecutionError(f"tool {tool_name!r} failed{where}: {quoted(content)}", state)
 
 
 def failed_in(tool_name: str, who: str | None, child: RunState | None) -> str:
@@ -513,7 +513,7 @@ def model_failure(
             return exc
         return for_this_run(exc, state)
     return RunError(
-        f"the model call of step {step} failed: {describe_exception(exc)}; "
+        f"the model call of step {step} failed: {quoted(describe_exception(exc))}; "
         f"the error's state is {before}, resume it to retry",
         state,
     )
@@ -550,7 +550,7 @@ def run_failure(state: RunState) -> RunError:
     error = state.error
     assert error is not None
     if error.kind == "tool_retries_exceeded":
-        return ToolRetriesExceededError(error.message, state)
+        return ToolRetriesExceededError(quoted(error.message), state)
     if error.kind == "output_validation":
-        return OutputValidationError(error.message, state)
-    return RunError(f"the run failed ({error.kind}): {error.message}", state)
+        return OutputValidationError(quoted(error.message), state)
+    return RunError(f"the run failed ({error.kind}): {quoted(error.message)}", state)

@@ -115,7 +115,7 @@ from toolfold.runtime.drive._output import OutputSchema, name_the_output_type, r
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, quoted
 from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
@@ -631,7 +631,7 @@ def _open(
             raise
         raise RunError(
             f"the tool sources of agent {handover.agent!r} could not be opened for the "
-            f"handoff: {describe_exception(exc)}; the error's state is the run before "
+            f"handoff: {quoted(describe_exception(exc))}; the error's state is the run before "
             "the handoff, resume it to try again",
             state,
         ) from exc
@@ -647,7 +647,7 @@ def _hand_off(
     except Exception as exc:  # e.g. a source listing a tool named like one of the agent's
         raise RunError(
             f"agent {handover.agent!r} could not take the run over: "
-            f"{describe_exception(exc)}; the error's state is the run before the handoff, resume it to try again",
+            f"{quoted(describe_exception(exc))}; the error's state is the run before the handoff, resume it to try again",
             state,
         ) from exc
     event = handed_off(state, handover.agent, config, handover.input_filter, live.handoffs)
