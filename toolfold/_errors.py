@@ -53,6 +53,7 @@ types its attributes name are imported for type checkers only).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,18 @@ def _restored(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, 
 
 # The name pickles made by every version refer to is `_restored`; other modules call it by this one.
 restored_error = _restored
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """Add ``note`` to ``error``'s notes (``__notes__``, printed under its traceback).
+
+    `BaseException.add_note` on Python 3.11+; on 3.10, which has no notes, the
+    same list it would keep (read by cattrs, tracebacks from 3.11 on, pickles).
+    """
+    if sys.version_info >= (3, 11):
+        error.add_note(note)
+    else:  # (no add_note before 3.11)
+        error.__dict__.setdefault("__notes__", []).append(note)
 
 
 def reduce_error(error: BaseException) -> tuple[Any, ...]:

@@ -35,10 +35,11 @@ reached exactly as any run in that state.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
-from toolfold._errors import SourceCloseError
+from toolfold._errors import SourceCloseError, ToolRetriesExceededError
 from toolfold.runtime._planner import (
     Attempt,
     Call,
@@ -80,7 +81,7 @@ from toolfold.runtime.drive._executor import (
     returned,
     run_calls,
 )
-from toolfold.runtime.drive._failures import model_failure
+from toolfold.runtime.drive._failures import failure_cause, model_failure
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._kept_loop import run_kept
 from toolfold.runtime.drive._loop import (
@@ -303,7 +304,10 @@ def conduct_sync(
     if isinstance(ended, Deferred):
         return ended
     # Finished, or suspended or failed: the loop says what that gives.
-    return finish(ended, live) if ended.phase == "finished" else run_sync(live, ended)
+    if ended.phase == "finished":
+        return finish(ended, live)
+    with _caused(ended, outcomes):
+        return run_sync(live, ended)
 
 
 async def conduct_async(
@@ -331,7 +335,27 @@ async def conduct_async(
         ended: RunState | Deferred = stop.value
     if isinstance(ended, Deferred):
         return ended
-    return finish(ended, live) if ended.phase == "finished" else await run_async(live, ended)
+    if ended.phase == "finished":
+        return finish(ended, live)
+    with _caused(ended, outcomes):
+        return await run_async(live, ended)
+
+
+@contextmanager
+def _caused(ended: RunState, outcomes: tuple[ToolOutcome, ...] | None) -> Iterator[None]:
+    """Raise the `ToolRetriesExceededError` of a run whose last round (``outcomes``) failed it
+    (``ended``) from the exception of the step that failed (`failure_cause`), as the loop
+    raises it when it drives that round itself."""
+    cause = failure_cause(ended, outcomes) if ended.phase == "failed" else None
+    if cause is None:
+        yield
+        return
+    try:
+        yield
+    except ToolRetriesExceededError as exc:
+        if exc.state is not ended or exc.__cause__ is not None:
+            raise
+        raise exc from cause
 
 
 # A round of step calls: the run's id, its steps to run in place (None: the

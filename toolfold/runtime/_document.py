@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from toolfold._errors import UsageError
+from toolfold._errors import UsageError, add_note
 from toolfold.runtime.core._messages import thaw
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
 from toolfold.toolkit._tool import Tool
@@ -330,7 +330,7 @@ def _is_table(kind: Any) -> bool:
 
 def _noted(exc: Exception, note: Any) -> Exception:
     """``exc`` with ``note`` (where it happened) among its notes, as cattrs notes its own."""
-    exc.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    add_note(exc, note)
     return exc
 
 

@@ -72,6 +72,27 @@ def held_failure(state: RunState) -> RunFailed | None:
     return RunFailed("tool_retries_exceeded", message, name)
 
 
+def failed_too(state: RunState) -> tuple[CallState, ...]:
+    """The other calls of a failed run's last step whose tools used up their retries too.
+
+    Those `retry_state` runs again beside the call of the tool ``state.error``
+    names (`_fatal`: a `Parallel`'s second failed branch), by the rule
+    `held_failure` names them with (a failed call past its tool's retry limit:
+    not a step with ``on_error="skip"``, nor one with retries left). Empty for
+    a run that no call's failure failed, and for a failure `held_failure` gave
+    (its message names them): that round's failures are not counted in
+    ``state.failures`` yet, so `_fatal` finds none of its calls.
+    """
+    error = state.error
+    if error is None or error.kind != "tool_retries_exceeded" or not state.events:
+        return ()
+    return tuple(
+        c
+        for c in state.calls
+        if c.call.name != error.tool_name and c.result is not None and _fatal(state, c)
+    )
+
+
 def _waits(call: CallState) -> str:
     """What a call that waits waits for, for a message: the calls (at any depth) and why."""
     name = call.call.name

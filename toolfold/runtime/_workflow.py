@@ -25,6 +25,7 @@ from toolfold._errors import (
     ToolRetriesExceededError,
     UsageError,
     WorkflowDefinitionError,
+    add_note,
 )
 from toolfold.runtime._agent import Observer, StepObserver
 from toolfold.runtime._conduct import Deferred, Fresh, conduct_async, conduct_sync, conducted
@@ -48,7 +49,7 @@ from toolfold.runtime._response import (  # noqa: F401 (OutputT_co: see Workflow
     kept,
 )
 from toolfold.runtime._resume import caller_answered, check_sub_run, resumed
-from toolfold.runtime._retry import held_failure, retry_state
+from toolfold.runtime._retry import failed_too, held_failure, retry_state
 from toolfold.runtime._run import (
     Approval,
     RunOptions,
@@ -68,7 +69,7 @@ from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._failures import run_failure
+from toolfold.runtime.drive._failures import cut_result, run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
@@ -683,25 +684,50 @@ class _step_errors:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         failure = _step_failure(self._workflow, exc)
         if failure is not None:
-            raise failure from exc
+            raise failure from _step_cause(exc)
 
 
 _STATE_NOTE = "; the error's state is the workflow's, with the failure recorded"
 
 
 def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | None:
-    """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None."""
+    """The error reporting ``exc`` as a step's failure when a step failed the workflow, else None.
+
+    Each other step of the round that failed the workflow too (`failed_too`:
+    two `Parallel` branches) is a note of it (``step 'b' failed too: Error:
+    ...``), not part of its message: that message is a nested workflow's
+    step result, which a state, its log and a Temporal history store.
+    """
     if isinstance(exc, ToolRetriesExceededError) and exc.state is not None:
         failure = exc.state.error
         step = failure.tool_name if failure is not None else "?"
         last = failure.message.partition("last error: ")[2] if failure is not None else ""
         # A nested workflow's step error ends with this note already: said once, at the end.
-        while last.endswith(_STATE_NOTE):
-            last = last.removesuffix(_STATE_NOTE)
-        return RunError(
+        last = _without_state_note(last)
+        error = RunError(
             f"step {step!r} of {workflow.label} failed: {last or exc}{_STATE_NOTE}", exc.state
         )
+        for call in failed_too(exc.state):
+            said = _without_state_note(call.result.content if call.result is not None else "")
+            add_note(error, f"step {call.call.name!r} failed too: {cut_result(said)}")
+        return error
     return None
+
+
+def _without_state_note(text: str) -> str:
+    """``text`` (a step's error) without the `_STATE_NOTE`s a nested workflow's ends with."""
+    while text.endswith(_STATE_NOTE):
+        text = text.removesuffix(_STATE_NOTE)
+    return text
+
+
+def _step_cause(exc: BaseException | None) -> BaseException | None:
+    """What a step's failure (`_step_failure`) is raised from: the exception of the step that
+    failed (its function's, its agent's error: the `ToolRetriesExceededError`'s cause, see
+    `failure_cause`), or that error when it has none (a run driven elsewhere, Temporal's)."""
+    if isinstance(exc, ToolRetriesExceededError) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
 
 
 def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseError]) -> None:
@@ -715,7 +741,7 @@ def _failed(workflow: Workflow, exc: BaseException, errors: list[SourceCloseErro
         closing.attach(exc)
         return
     try:
-        raise failure from exc
+        raise failure from _step_cause(exc)
     except RunError as error:
         closing.attach(error)
         raise

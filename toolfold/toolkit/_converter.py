@@ -48,7 +48,7 @@ import cattrs
 from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstructure_factory
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
-from toolfold._errors import reduce_error
+from toolfold._errors import add_note, reduce_error
 from toolfold.toolkit._field import (
     Negation,
     expand_metadata,
@@ -512,7 +512,7 @@ def _fields_structure(
 
 def _noted(exc: Exception, cls: Any, name: str, tp: Any) -> Exception:
     note = AttributeValidationNote(f"Structuring {cls.__name__} @ attribute {name}", name, tp)
-    exc.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    add_note(exc, note)
     return exc
 
 

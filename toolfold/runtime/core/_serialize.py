@@ -30,7 +30,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
-from toolfold._errors import InvalidEventError, SerializationError, UsageError
+from toolfold._errors import InvalidEventError, SerializationError, UsageError, add_note
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
@@ -118,9 +118,8 @@ def _log_hooks(conv: cattrs.Converter) -> None:
                     items.append(handler(x, item))
                 except Exception as exc:
                     note = IterableValidationNote(f"Structuring {t} @ index {index}", index, item)
-                    # __notes__ is what cattrs' transform_error reads for the index
-                    # (add_note does not exist on Python 3.10).
-                    setattr(exc, _NOTES, [*getattr(exc, _NOTES, []), note])
+                    # __notes__ is what cattrs' transform_error reads for the index.
+                    add_note(exc, note)
                     errors.append(exc)
             if errors:
                 raise IterableValidationError(f"While structuring {t!r}", errors, t)
@@ -287,7 +286,7 @@ def _at_field(cls: type[Any], exc: UsageError) -> None:
         prefix = f"{cls.__name__}.{a.name}"
         if message.startswith(prefix) and not message[len(prefix) : len(prefix) + 1].isidentifier():
             where = f"Structuring class {cls.__qualname__} @ attribute {a.name}"
-            setattr(exc, _NOTES, [AttributeValidationNote(where, a.name, a.type)])
+            add_note(exc, AttributeValidationNote(where, a.name, a.type))
             return
 
 

@@ -28,12 +28,14 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
     UsageError,
+    add_note,
     restored_error,
 )
 from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
+from toolfold.runtime.core._steps import FAILING_OUTCOMES
 from toolfold.runtime.core._stop import (
     StopCondition,
     StopPredicate,
@@ -180,6 +182,11 @@ def raise_tool_error(
 ) -> None:
     """Raise the `ToolExecutionError` of the round's first failed call, if any.
 
+    Its cause is that call's exception (`outcome_cause`: a `TimeoutError` for a
+    call that ran past its timeout); each further failed call of the round adds
+    a note (``tool 'b' failed too: Error: ...``), its exception being the one
+    the run can raise (the first).
+
     The error's state is the run before the round (``state``) with the
     results of the round's calls that did not fail committed by ``commit``
     (by index; None commits none), so that resuming it runs only the failed
@@ -195,13 +202,59 @@ def raise_tool_error(
     if not failed:
         return
     first, error = failed[0]
+    for index, _ in failed[1:]:
+        also = outcomes[index]
+        note = f"tool {also.tool_name!r} failed too: {cut_result(also.content)}"
+        add_note(error, note)
     dropped = {index for index, _ in failed}
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
     reached = commit(state, ended) if commit is not None and ended else state
     error.state = with_dropped_sub_runs(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
-    _raise_showing(error, reached, outcomes[first].exception, show)
+    _raise_showing(error, reached, outcome_cause(outcomes[first]), show)
+
+
+_NOTE_LIMIT = 2_000
+"""Characters of a further failed call's result an error's note or message keeps
+(`raise_tool_error`, a workflow's other failed steps)."""
+
+
+def cut_result(text: str) -> str:
+    """``text``, cut to `_NOTE_LIMIT` characters with ``…`` and its full length."""
+    if len(text) <= _NOTE_LIMIT:
+        return text
+    return f"{text[:_NOTE_LIMIT]}… ({len(text):,} chars)"
+
+
+def outcome_cause(outcome: ToolOutcome) -> BaseException | None:
+    """The exception a failed call's error is chained to: the one its tool raised (a sub-run's
+    error for an agent used as a tool), a `TimeoutError` saying so for a call that ran past
+    its timeout; None for a call that raised nothing (an unknown tool...)."""
+    if outcome.exception is not None:
+        return outcome.exception
+    if outcome.outcome == "timeout":
+        return TimeoutError(outcome.content.removeprefix("Error: "))
+    return None
+
+
+def failure_cause(state: RunState, outcomes: Sequence[ToolOutcome] | None) -> BaseException | None:
+    """The exception of the call of ``outcomes`` (the round that ended in ``state``) whose tool
+    used up its retries and failed the run (`outcome_cause`), or None.
+
+    ``run_failure``'s error is raised from it, so a caller reaches the tool's
+    own exception (a workflow step's: a user's class, a provider's `RateLimitError`)
+    through ``__cause__``, not only its text in the state.
+    """
+    error = state.error
+    if error is None or error.kind != "tool_retries_exceeded" or not outcomes:
+        return None
+    for outcome in outcomes:
+        if outcome.tool_name == error.tool_name and outcome.outcome in FAILING_OUTCOMES:
+            cause = outcome_cause(outcome)
+            if cause is not None:
+                return cause
+    return None
 
 
 def _failed_calls(

@@ -93,6 +93,7 @@ from toolfold.runtime.drive._executor import (
     was_raised_in_run,
 )
 from toolfold.runtime.drive._failures import (
+    failure_cause,
     model_failure,
     nested_too_deep,
     observer_failure,
@@ -358,6 +359,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
     """
     reported = state.step if not state.pending_calls else state.step - 1
     built: tuple[Any, Any] | None = None  # the output an accepted answer built (`Ended.built`)
+    # The exception of the call whose tool used up its retries, once a round failed the
+    # run (`failure_cause`): its error is raised from it. Held only from then on.
+    failed_by: list[BaseException] = []
     # Sources opened for this run, by identity, with their tools: a handoff cycle
     # reaching an agent again reuses them (the shell closes them when the run ends).
     listings: dict[tuple[int, ...], Sequence[Tool[..., Any]]] = {}
@@ -531,6 +535,8 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         if live.handoffs:  # the step's transfer calls that do not hand over
                             outcomes = settle_outcomes(changes["calls"], outcomes, live.handoffs)
                         state = opened.close(list(map(returned, outcomes)))
+                        if state.error is not None:
+                            _note_cause(failed_by, state, outcomes)
                         # The open step is not held across the next step's awaits (nor
                         # the state before it: see `drive_async`); what stays bound (the
                         # response, its event and dispositions) is in the new state's log.
@@ -563,7 +569,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                             interrupted(exc, state)
                             raise
         elif isinstance(effect, RunTools):
-            state = yield from _run_tools(live, state, effect, notify, standing)
+            state = yield from _run_tools(live, state, effect, notify, standing, failed_by)
         elif isinstance(effect, ValidateOutput):
             state, built = _validate(live, state, effect)
             rejected = state.log.last() if notify else None
@@ -583,7 +589,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     live, state = yield from _handing_over(live, state, handover, listings)
                     continue
             # (`Ended(...)` without its Python __new__.)
-            return new_tuple(Ended, (_finish(state, effect), live, built))
+            return new_tuple(Ended, (_finish(state, effect, failed_by), live, built))
         if reported < state.step and state.phase not in _STEP_OPEN:
             reported = state.step
             if live.on_step is not None or notify:
@@ -662,9 +668,14 @@ def _live_stop(live: Live, state: RunState) -> StopRequested | None:
 
 
 def _run_tools(
-    live: Live, state: RunState, effect: RunTools, notify: bool, standing: Standing | None = None
+    live: Live,
+    state: RunState,
+    effect: RunTools,
+    notify: bool,
+    standing: Standing | None = None,
+    failed_by: list[BaseException] | None = None,
 ) -> _Part:
-    """Run the step's calls and report each outcome (``standing``: see `run_loop`)."""
+    """Run the step's calls and report each outcome (``standing``, ``failed_by``: see `run_loop`)."""
     relay = Relay() if notify else None
     jobs = tuple(
         [
@@ -707,6 +718,8 @@ def _run_tools(
     # sees the first, so an observer that raises leaves none to run again.
     for event in events:
         state = reduce(state, event)
+    if state.error is not None and failed_by is not None:
+        _note_cause(failed_by, state, outcomes)
     try:
         for outcome, event in zip(outcomes, events, strict=True):
             show_event(live, event, state)
@@ -901,9 +914,22 @@ def _validate(
     return state, ((state.output, value) if output.parse_builds else None)
 
 
-def _finish(state: RunState, effect: Effect) -> RunState:
-    """The state to return to the caller, or the error of a failed run."""
+def _note_cause(
+    failed_by: list[BaseException], state: RunState, outcomes: Sequence[ToolOutcome]
+) -> None:
+    """Keep in ``failed_by`` the exception of the call that failed ``state``'s run, if one
+    of ``outcomes`` (its last round) did (`failure_cause`)."""
+    cause = failure_cause(state, outcomes)
+    if cause is not None:
+        failed_by[:] = [cause]
+
+
+def _finish(state: RunState, effect: Effect, failed_by: Sequence[BaseException] = ()) -> RunState:
+    """The state to return to the caller, or the error of a failed run (raised from the
+    exception of the call that failed it, in ``failed_by``: see `failure_cause`)."""
     if isinstance(effect, Finish) and effect.error is not None:
+        if failed_by:
+            raise run_failure(state) from failed_by[0]
         raise run_failure(state)
     return state
 

@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from toolfold._errors import SourceCloseError
+from toolfold._errors import SourceCloseError, add_note
 from toolfold.toolkit._results import exception_text, one_line
 from toolfold.toolkit._tool import Tool
 
@@ -294,7 +294,7 @@ def _noted(error: BaseException | None, failure: Exception, source: Any) -> bool
 def note_close_error(error: BaseException, failure: BaseException, what: str) -> None:
     """Attach ``failure`` to ``error`` as a note saying ``what`` failed, and in ``close_errors``."""
     note = f"{what} failed as well: {type(failure).__name__}: {failure}"
-    error.__dict__.setdefault("__notes__", []).append(note)  # add_note() is 3.11+
+    add_note(error, note)
     error.__dict__.setdefault("close_errors", []).append(failure)
 
 
