@@ -114,7 +114,8 @@ class ToolfoldError(Exception):
             or resume (``agent.resume(error.state)``): a `RunError` always
             carries one, and so does any other toolfold error a run raises (a
             model's `ProviderError` is raised as a copy of its class carrying the
-            run's state, the model's own object its ``__cause__``). None for
+            run's state, chained as the model's own object was: the same
+            ``__cause__``, that object its hidden ``__context__``). None for
             an error raised outside a run (``model.request(...)`` called
             directly). `toolfold.state_of` also follows the error's chain.
         close_errors: The errors of the tool sources (MCP servers...) that

@@ -6,11 +6,12 @@ import asyncio
 import concurrent.futures
 import pickle
 import threading
+import traceback
 
 import pytest
 
 import toolfold
-from toolfold import Agent, RateLimitError, ServerError, UsageError
+from toolfold import Agent, Loop, ProviderConnectionError, RateLimitError, ServerError, UsageError
 from toolfold.runtime import ModelRequest as Request
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -72,7 +73,8 @@ def test_a_cached_error_raised_in_threads_is_left_alone() -> None:
     assert cached.state is None
     for error in raised:
         assert error is not cached
-        assert error.__cause__ is cached
+        assert error.__cause__ is None  # the cached error had none: the copy takes its place
+        assert error.__context__ is cached
         assert type(error) is ServerError
         assert str(error) == str(cached) == error.args[0]
         assert (error.status_code, error.provider, error.body) == (503, "openai", "b")
@@ -119,3 +121,82 @@ def test_a_scripted_model_out_of_entries_in_a_sub_run_is_still_raised_as_it_is()
         outer.run("go")
     assert caught.value.state is not None
     assert caught.value.state.messages[0].text == "go"
+
+
+def _raising_model(make: object) -> FunctionModel:
+    def model(request: Request) -> str:
+        raise make()  # type: ignore[operator]
+
+    return FunctionModel(model)
+
+
+def test_a_provider_error_is_chained_to_its_own_cause_and_printed_once() -> None:
+    """A run's copy of the model's error takes its place in the chain: its __cause__ is the
+    original's cause (the client's connection error), its traceback the model's frames, and
+    the traceback prints the error once."""
+    refused = ConnectionRefusedError("connection refused by 127.0.0.1:1")
+
+    def connect() -> ProviderConnectionError:
+        try:
+            raise refused
+        except ConnectionRefusedError as exc:
+            try:
+                raise ProviderConnectionError("cannot reach openai", provider="openai") from exc
+            except ProviderConnectionError as error:
+                return error
+
+    with pytest.raises(ProviderConnectionError) as caught:
+        Agent(_raising_model(connect)).run("hi")
+    error = caught.value
+    assert error.__cause__ is refused
+    assert error.state is not None
+    printed = "".join(traceback.format_exception(error))
+    assert printed.count("ProviderConnectionError: cannot reach openai") == 1
+    assert "in connect" in printed  # the frames that raised the model's error are kept
+
+
+def test_a_model_error_raised_while_handling_another_is_chained_to_that_one() -> None:
+    """A model's error raised in an except block without "from": the run's error is caused by
+    the exception being handled, shown once."""
+
+    def model(request: Request) -> str:
+        try:
+            {}["token"]
+        except KeyError:
+            raise ServerError("upstream broke", provider="openai", status_code=500) from None
+        return "unreached"
+
+    def model_implicit(request: Request) -> str:
+        try:
+            {}["token"]
+        except KeyError:
+            raise ServerError("upstream broke", provider="openai", status_code=500)  # noqa: B904
+        return "unreached"
+
+    with pytest.raises(ServerError) as caught:
+        Agent(FunctionModel(model_implicit)).run("hi")
+    assert isinstance(caught.value.__cause__, KeyError)
+    assert (
+        "".join(traceback.format_exception(caught.value)).count("ServerError: upstream broke") == 1
+    )
+    with pytest.raises(ServerError) as suppressed:
+        Agent(FunctionModel(model)).run("hi")
+    assert suppressed.value.__cause__ is None
+    assert "KeyError" not in "".join(traceback.format_exception(suppressed.value))
+
+
+def test_a_loop_until_function_raising_is_the_run_error_cause() -> None:
+    """A workflow's own function raising (Loop until=): the RunError's __cause__ is the user's
+    KeyError, not a stateless RunError between them, and its message is printed once."""
+
+    def until(text: str) -> bool:
+        raise KeyError("until broke")
+
+    echo = Agent(FunctionModel(lambda request: "out"), name="echo")
+    with pytest.raises(toolfold.RunError) as caught:
+        Loop(echo, until=until, max_iterations=3).run("go")
+    error = caught.value
+    assert isinstance(error.__cause__, KeyError)
+    assert error.state is not None
+    printed = "".join(traceback.format_exception(error))
+    assert printed.count(str(error).splitlines()[0]) == 1

@@ -580,9 +580,13 @@ def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
     refresh that concurrent calls await), and each run's state written on it
     would give every caller the last run's state, another user's conversation.
     The copy has the same class, args (message) and attributes, and notes of
-    its own; it is raised from ``exc``, which stays reachable as its cause.
-    It is built as a pickle rebuilds it (`restored_error`: no ``__init__``
-    runs), and a testing model's misuse stays one (`testing_misuse`).
+    its own, and takes ``exc``'s place in the chain: its cause (an adapter's
+    ``httpx.ConnectError``, a workflow function's ``KeyError``; its context
+    when it has no cause) and its traceback (the adapter's frames), so the
+    run's error reads as ``exc`` did, printed once (`raised_from`; ``exc`` is
+    only the copy's hidden ``__context__``). It is built as a pickle rebuilds
+    it (`restored_error`: no ``__init__`` runs), and a testing model's misuse
+    stays one (`testing_misuse`).
     """
     fields = dict(exc.__dict__)
     for name in ("__notes__", "close_errors"):  # lists a run adds to: the copy's own
@@ -596,7 +600,21 @@ def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
         return exc
     if exc in _MODEL_MISUSES and isinstance(mine, UsageError):
         _MODEL_MISUSES.add(mine)
+    mine.__cause__ = exc.__cause__
+    if mine.__cause__ is None and not exc.__suppress_context__:
+        mine.__cause__ = exc.__context__  # (raised in an except block without "from")
+    mine.__traceback__ = exc.__traceback__
     return mine
+
+
+def raised_from(exc: Exception, failure: BaseException) -> BaseException | None:
+    """What a run raises ``failure``, its error for the model's ``exc`` (`model_failure`),
+    from (``failure is exc`` is raised as it is): ``exc`` for a `RunError` that wraps it;
+    for a copy of a `ToolfoldError` (`for_this_run`), ``exc``'s own cause, so that the
+    chain reads as ``exc``'s would (None: ``exc`` had none, and is not shown)."""
+    if isinstance(exc, ToolfoldError):
+        return failure.__cause__
+    return exc
 
 
 def run_failure(state: RunState) -> RunError:
