@@ -11,7 +11,9 @@ import pytest
 
 from toolfold import (
     Agent,
+    Parallel,
     RunError,
+    Sequence,
     ServerError,
     ToolExecutionError,
     ToolRetriesExceededError,
@@ -166,3 +168,73 @@ def test_an_object_with_an_exceptions_attribute_like_the_backport_s_is_read_as_a
 
     assert describe_exception(Backported("g", [ValueError("v")])) == "Backported: g: ValueError: v"
     assert describe_exception(Odd("o")) == "Odd: o"
+
+
+def test_a_failed_sub_agent_s_long_error_is_stored_whole_in_the_caller() -> None:
+    """An agent used as a tool whose run failed with a long error: its caller's stored result
+    (and the text its model reads) is the whole text, as before messages were cut."""
+
+    @tool(max_retries=0)
+    def bad(x: str) -> str:
+        """Bad.
+
+        Args:
+            x: x.
+        """
+        raise RuntimeError(LONG[:5000])
+
+    inner = Agent(ScriptedModel([call("bad", {"x": "1"})]), tools=[bad], name="inner")
+    outer = Agent(ScriptedModel([call("inner", {"input": "x"}), "done"]), tools=[inner.as_tool()])
+    state = outer.run("go").state
+    (result,) = [m.parts[0] for m in state.messages if m.role == "tool"]
+    assert result.content.startswith("Error: ToolRetriesExceededError: tool 'bad' failed once")
+    assert LONG[:5000] in result.content
+    assert "characters)" not in result.content
+
+
+def _long_step(text: str) -> str:
+    raise RuntimeError(LONG[:5000])
+
+
+def test_a_workflow_step_s_long_error_is_cut_in_its_message_but_stored_whole() -> None:
+    """A workflow step raising a long error: the RunError's message is bounded, while a nested
+    workflow's step result in the outer state keeps the whole text."""
+    with pytest.raises(RunError) as caught:
+        Sequence(Sequence(_long_step, name="inner"), name="outer").run("x")
+    error = caught.value
+    assert len(str(error)) < QUOTED + 400
+    assert " characters); the error's state is the workflow's" in str(error)
+    assert error.state is not None
+    (step,) = error.state.calls
+    assert step.result is not None
+    assert LONG[:5000] in step.result.content
+
+
+def test_a_held_step_failure_s_long_error_is_cut_but_its_waiting_branch_still_named() -> None:
+    """A long step error held while a branch waits for an approval: the message is bounded and
+    still says which branch waits and which steps run again."""
+
+    @tool(requires_approval=True)
+    def publish(text: str) -> str:
+        """Publish.
+
+        Args:
+            text: What to publish.
+        """
+        return "published"
+
+    def answer(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return "Done."
+        return call("publish", {"text": "t"})
+
+    def also_down(text: str) -> str:
+        raise ValueError("nope")
+
+    publisher = Agent(FunctionModel(answer), name="publisher", tools=[publish])
+    with pytest.raises(RunError) as caught:
+        Parallel(publisher, _long_step, also_down, name="two").run("x")
+    said = str(caught.value)
+    assert len(said) < 2 * QUOTED + 400
+    assert "waits for an approval of 'publish'" in said
+    assert "tool 'also_down' failed too" in said

@@ -40,10 +40,10 @@ import math
 import re
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from itertools import compress
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -53,7 +53,10 @@ __all__ = [
     "exception_text",
     "format_result",
     "iterator_kind",
+    "keep_uncut",
     "quoted",
+    "quoting",
+    "whole_message",
     "stream_kind",
 ]
 
@@ -151,6 +154,46 @@ def quoted(text: str, limit: int = QUOTED) -> str:
     return f"{text[:limit]}… ({len(text):,} characters)"
 
 
+_UNCUT = "_toolfold_uncut"
+"""The attribute of an error whose message quotes a cut text that keeps it whole (`keep_uncut`)."""
+
+
+def quoting(write: Callable[[Callable[[str], str]], str]) -> tuple[str, str]:
+    """The message ``write`` makes of its inner texts (``write(q)`` quotes each as
+    ``q(text)``) twice: cut by `quoted` (the error's message) and whole (`keep_uncut`)."""
+    return write(quoted), write(_whole)
+
+
+def _whole(text: str) -> str:
+    return text
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def keep_uncut(error: _E, whole: str) -> _E:
+    """``error``, whose message (its one arg) quotes a text `quoted` cut, keeping ``whole``,
+    its message uncut (`quoting`), for `describe_exception`.
+
+    A run's error is printed cut, but a sub-run's error (an agent or workflow
+    used as a tool or step) is its caller's step result, which the caller's
+    state, its log and a Temporal history store and its model reads: that text
+    stays what it was before messages were cut (kept whole in the state too).
+    """
+    if error.args != (whole,):
+        error.__dict__[_UNCUT] = whole
+    return error
+
+
+def whole_message(exc: BaseException) -> str:
+    """`exception_text`, or the message `keep_uncut` kept whole."""
+    try:
+        whole = exc.__dict__.get(_UNCUT)
+    except Exception:  # (an exception of the user's code without a plain __dict__)
+        whole = None
+    return whole if type(whole) is str else exception_text(exc)
+
+
 def describe_exception(exc: BaseException) -> str:
     """An exception as a model reads it: ``ValueError: no such city`` (or just the class name).
 
@@ -162,7 +205,7 @@ def describe_exception(exc: BaseException) -> str:
     `GROUP_SHOWN`, each cut as `quoted` cuts it; ``; `` between them).
     """
     name = class_name(exc)
-    text = exception_text(exc)
+    text = whole_message(exc)
     described = f"{name}: {text}" if text else name
     leaves = _group_leaves(exc)
     if not leaves:

@@ -45,7 +45,7 @@ from toolfold.runtime.core._stop import (
     stopped_at_handed,
 )
 from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
-from toolfold.toolkit._results import describe_exception, quoted
+from toolfold.toolkit._results import describe_exception, keep_uncut, quoted, quoting
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -145,10 +145,13 @@ def observer_failure(
 ) -> RunError:
     """The error of a run whose ``what`` (of ``kind``) raised ``exc``: it says what resuming does."""
     # Tools may already have run: the error must keep the state they produced.
-    return RunError(
-        f"the {what} raised {quoted(describe_exception(exc))}; the error's state is {_RESUMING[kind]}",
-        state,
+    cut, whole = quoting(
+        lambda q: (
+            f"the {what} raised {q(describe_exception(exc))}; "
+            f"the error's state is {_RESUMING[kind]}"
+        )
     )
+    return keep_uncut(RunError(cut, state), whole)
 
 
 def input_filter_returned(what: str, problem: str, state: RunState) -> RunError:
@@ -434,7 +437,8 @@ def tool_failure(
     where = "" if outcome == "timeout" else failed_in(tool_name, who, child)
     if where and names_agent is not None and not names_agent():
         where = ""
-    return ToolExecutionError(f"tool {tool_name!r} failed{where}: {quoted(content)}", state)
+    cut, whole = quoting(lambda q: f"tool {tool_name!r} failed{where}: {q(content)}")
+    return keep_uncut(ToolExecutionError(cut, state), whole)
 
 
 def failed_in(tool_name: str, who: str | None, child: RunState | None) -> str:
@@ -565,11 +569,13 @@ def model_failure(
             exc.state = state
             return exc
         return for_this_run(exc, state)
-    return RunError(
-        f"the model call of step {step} failed: {quoted(describe_exception(exc))}; "
-        f"the error's state is {before}, resume it to retry",
-        state,
+    cut, whole = quoting(
+        lambda q: (
+            f"the model call of step {step} failed: {q(describe_exception(exc))}; "
+            f"the error's state is {before}, resume it to retry"
+        )
     )
+    return keep_uncut(RunError(cut, state), whole)
 
 
 def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
@@ -620,8 +626,10 @@ def raised_from(exc: Exception, failure: BaseException) -> BaseException | None:
 def run_failure(state: RunState) -> RunError:
     error = state.error
     assert error is not None
+    message = error.message
     if error.kind == "tool_retries_exceeded":
-        return ToolRetriesExceededError(quoted(error.message), state)
+        return keep_uncut(ToolRetriesExceededError(quoted(message), state), message)
     if error.kind == "output_validation":
-        return OutputValidationError(quoted(error.message), state)
-    return RunError(f"the run failed ({error.kind}): {quoted(error.message)}", state)
+        return keep_uncut(OutputValidationError(quoted(message), state), message)
+    cut, whole = quoting(lambda q: f"the run failed ({error.kind}): {q(message)}")
+    return keep_uncut(RunError(cut, state), whole)
