@@ -200,3 +200,32 @@ def test_a_loop_until_function_raising_is_the_run_error_cause() -> None:
     assert error.state is not None
     printed = "".join(traceback.format_exception(error))
     assert printed.count(str(error).splitlines()[0]) == 1
+
+
+class _QuotaError(toolfold.ToolfoldError):
+    __slots__ = ("__secret", "tenant")
+
+    def __init__(self, message: str, tenant: str) -> None:
+        super().__init__(message)
+        self.tenant = tenant
+        self.__secret = "kept"
+
+    def secret(self) -> str:
+        return self.__secret
+
+
+def test_a_user_error_s_slots_fields_are_copied() -> None:
+    """A model's ToolfoldError subclass keeping its fields in __slots__: the run's copy has
+    them (a private one too), with the run's state."""
+    shared = _QuotaError("quota spent", tenant="acme")
+
+    def model(request: Request) -> str:
+        raise shared
+
+    with pytest.raises(_QuotaError) as caught:
+        Agent(FunctionModel(model)).run("hi")
+    error = caught.value
+    assert error is not shared
+    assert (error.tenant, error.secret()) == ("acme", "kept")
+    assert error.state is not None
+    assert shared.state is None

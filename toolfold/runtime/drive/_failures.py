@@ -585,7 +585,8 @@ def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
     several runs (a circuit breaker's cached error, a failed request or token
     refresh that concurrent calls await), and each run's state written on it
     would give every caller the last run's state, another user's conversation.
-    The copy has the same class, args (message) and attributes, and notes of
+    The copy has the same class, args (message) and attributes (``__slots__``
+    fields too: `_copy_slots`), and notes of
     its own, and takes ``exc``'s place in the chain: its cause (an adapter's
     ``httpx.ConnectError``, a workflow function's ``KeyError``; its context
     when it has no cause) and its traceback (the adapter's frames), so the
@@ -601,6 +602,7 @@ def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
     fields["state"] = state
     try:
         mine: ToolfoldError = restored_error(type(exc), exc.args, fields)
+        _copy_slots(exc, mine)
     except Exception:  # (a class of the user's own that cannot be made so: its object)
         exc.state = state
         return exc
@@ -611,6 +613,26 @@ def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
         mine.__cause__ = exc.__context__  # (raised in an except block without "from")
     mine.__traceback__ = exc.__traceback__
     return mine
+
+
+def _copy_slots(exc: BaseException, mine: BaseException) -> None:
+    """Give ``mine`` the values of ``exc``'s ``__slots__`` fields (a user's error class
+    may keep its fields there, outside ``__dict__``), each class's of its MRO."""
+    for cls in type(exc).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):  # (a private name, mangled)
+                name = f"_{cls.__name__.lstrip('_')}{name}"
+            field = cls.__dict__.get(name)
+            if field is None or not hasattr(field, "__set__"):
+                continue
+            try:
+                value = field.__get__(exc, cls)
+            except AttributeError:  # (a field never set: the copy's stays unset too)
+                continue
+            field.__set__(mine, value)
 
 
 def raised_from(exc: Exception, failure: BaseException) -> BaseException | None:
