@@ -238,3 +238,13 @@ def test_a_held_step_failure_s_long_error_is_cut_but_its_waiting_branch_still_na
     assert len(said) < 2 * QUOTED + 400
     assert "waits for an approval of 'publish'" in said
     assert "tool 'also_down' failed too" in said
+
+
+def test_a_very_deeply_nested_group_is_described_without_recursion_error() -> None:
+    """describe_exception never raises, even for a group nested 30,000 deep: it stops going in."""
+    error: BaseException = ValueError("leaf")
+    for _ in range(30_000):
+        error = _group("g", [error])
+    text = describe_exception(error)
+    assert text.startswith(f"{_GROUP_NAME}: g (1 sub-exception): {_GROUP_NAME}: g")
+    assert len(text) < 200

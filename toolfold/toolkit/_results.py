@@ -202,17 +202,25 @@ def describe_exception(exc: BaseException) -> str:
     group (an ``asyncio.TaskGroup``'s failure) names the errors it holds, nested
     groups' too, after its own text: ``ExceptionGroup: unhandled errors in a
     TaskGroup (1 sub-exception): ValueError: no such city`` (the first
-    `GROUP_SHOWN`, each cut as `quoted` cuts it; ``; `` between them).
+    `GROUP_SHOWN`, each cut as `quoted` cuts it; ``; `` between them). Groups
+    nested more than 20 deep are named, not gone into.
     """
-    name = class_name(exc)
-    text = whole_message(exc)
-    described = f"{name}: {text}" if text else name
+    described = _plain(exc)
     leaves = _group_leaves(exc)
     if not leaves:
         return described
-    shown = "; ".join(quoted(describe_exception(leaf)) for leaf in leaves[:GROUP_SHOWN])
+    # (each leaf plainly: a group among them is one nested past `_group_leaves`'s depth,
+    # which a description does not go into, however deep it goes)
+    shown = "; ".join(quoted(_plain(leaf)) for leaf in leaves[:GROUP_SHOWN])
     more = len(leaves) - GROUP_SHOWN
     return f"{described}: {shown}" + (f"; and {more} more" if more > 0 else "")
+
+
+def _plain(exc: BaseException) -> str:
+    """``ValueError: no such city``: `describe_exception` without a group's errors."""
+    name = class_name(exc)
+    text = whole_message(exc)
+    return f"{name}: {text}" if text else name
 
 
 def _group_leaves(exc: BaseException, depth: int = 0) -> list[BaseException]:
