@@ -445,7 +445,9 @@ class ProviderError(ToolfoldError):
         self.status_code = status_code
         self.body = body
         # (lower-case whatever the HTTP client gave: httpx lower-cases, aiohttp keeps the case)
-        self.headers = {str(key).lower(): value for key, value in (headers or {}).items()}
+        # (pairs as ``dict`` takes them too: ``[("X-Request-Id", "r1")]``)
+        pairs = dict(headers or {}).items()
+        self.headers = {str(key).lower(): value for key, value in pairs}
         self.provider_message = provider_message
         self.code = code
         super().__init__(message)

@@ -543,3 +543,9 @@ def test_an_injected_async_client_reused_on_a_new_loop_is_a_usage_error(
     finally:
         first.run_until_complete(client.aclose())
         first.close()
+
+
+def test_error_headers_given_as_pairs_are_taken_as_dict_takes_them() -> None:
+    """ProviderError(headers=[pairs]) keeps working (as before lower-casing), names lower-cased."""
+    error = toolfold.ProviderError("m", provider="p", headers=[("X-Request-Id", "r1")])  # type: ignore[arg-type]
+    assert error.headers == {"x-request-id": "r1"}
