@@ -145,13 +145,14 @@ QUOTED = 2000
 GROUP_SHOWN = 10
 
 
-def quoted(text: str, limit: int = QUOTED) -> str:
+def quoted(text: str, limit: int = QUOTED, unit: str = "characters") -> str:
     """``text`` as an error's message quotes it: cut at ``limit`` characters with
-    ``… (N characters)`` saying its full length, so that a tool's or a provider's
-    megabyte of text does not make a megabyte ``str()``, traceback and log record."""
+    ``… (N characters)`` saying its full length (``unit``: that word), so that a tool's
+    or a provider's megabyte of text does not make a megabyte ``str()``, traceback and
+    log record."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… ({len(text):,} characters)"
+    return f"{text[:limit]}… ({len(text):,} {unit})"
 
 
 _UNCUT = "_toolfold_uncut"

@@ -207,7 +207,7 @@ def raise_tool_error(
     first, error = failed[0]
     for index, _ in failed[1:]:
         also = outcomes[index]
-        note = f"tool {also.tool_name!r} failed too: {cut_result(also.content)}"
+        note = f"tool {also.tool_name!r} failed too: {quoted(also.content)}"
         add_note(error, note)
     dropped = {index for index, _ in failed}
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
@@ -216,18 +216,6 @@ def raise_tool_error(
         reached, [(outcomes[i].call_id, outcomes[i].child) for i in sorted(dropped)]
     )
     _raise_showing(error, reached, outcome_cause(outcomes[first]), show)
-
-
-_NOTE_LIMIT = 2_000
-"""Characters of a further failed call's result an error's note or message keeps
-(`raise_tool_error`, a workflow's other failed steps)."""
-
-
-def cut_result(text: str) -> str:
-    """``text``, cut to `_NOTE_LIMIT` characters with ``…`` and its full length."""
-    if len(text) <= _NOTE_LIMIT:
-        return text
-    return f"{text[:_NOTE_LIMIT]}… ({len(text):,} chars)"
 
 
 def outcome_cause(outcome: ToolOutcome) -> BaseException | None:
