@@ -1,4 +1,5 @@
-"""Errors' messages quote inner text up to a bound; a tool's exception group reads with its errors."""
+"""Errors' messages keep a long inner text whole (as main's); a tool's exception group reads
+with its errors, each member's text quoted up to a bound."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from toolfold import (
     Sequence,
     ServerError,
     ToolExecutionError,
-    ToolRetriesExceededError,
     tool,
 )
 from toolfold.adapters._codec import inband_stream_error
@@ -48,74 +48,11 @@ def _fetch() -> Any:
 
 
 def test_quoted_cuts_long_text_and_says_its_length() -> None:
-    """Text past the bound is cut and ends saying its full length; short text is left as is."""
+    """Text past the bound (a group member's, a note's) is cut and ends saying its full
+    length; short text is left as is."""
     assert quoted("short") == "short"
     cut = quoted("y" * 5000)
     assert cut == "y" * QUOTED + "… (5,000 characters)"
-
-
-def test_a_tool_s_long_exception_is_cut_in_the_error_but_not_for_the_model() -> None:
-    """ToolExecutionError's message quotes a tool's 1 MB exception text cut; the model's error
-    result and the chained exception keep the whole."""
-    script = [call("fetch", {"url": "u"}), "ok"]
-    raising = Agent(ScriptedModel(script), tools=[_fetch()], on_tool_error="raise")
-    with pytest.raises(ToolExecutionError) as caught:
-        raising.run("go")
-    assert len(str(caught.value)) < QUOTED + 200
-    assert str(caught.value).endswith("characters)")
-    assert str(caught.value.__cause__) == LONG
-    agent = Agent(ScriptedModel(script), tools=[_fetch()])
-    read = agent.run("go").state.messages[2].parts[0].content
-    assert read == f"Error: ValueError: {LONG}"
-
-
-def test_a_tool_out_of_retries_with_a_long_exception_has_a_bounded_message() -> None:
-    """ToolRetriesExceededError's message cuts the tool's last error; the state keeps it."""
-
-    @tool(max_retries=0)
-    def fetch(url: str) -> str:
-        """Fetch.
-
-        Args:
-            url: The URL.
-        """
-        raise ValueError(LONG)
-
-    agent = Agent(ScriptedModel([call("fetch", {"url": "u"}), "ok"]), tools=[fetch])
-    with pytest.raises(ToolRetriesExceededError) as caught:
-        agent.run("go")
-    assert len(str(caught.value)) < QUOTED + 300
-    assert caught.value.state is not None
-    assert caught.value.state.messages[2].parts[0].content == f"Error: ValueError: {LONG}"
-
-
-def test_a_model_s_long_exception_is_cut_in_the_run_error() -> None:
-    """A model's exception of 1 MB makes a RunError of a few KB, chained to the whole."""
-
-    def model(request: ModelRequest) -> str:
-        raise RuntimeError(LONG)
-
-    with pytest.raises(RunError) as caught:
-        Agent(FunctionModel(model)).run("hi")
-    assert len(str(caught.value)) < QUOTED + 300
-    assert str(caught.value.__cause__) == LONG
-
-
-def test_a_provider_s_long_message_is_cut_in_the_message_but_kept_in_its_fields() -> None:
-    """A provider's 5 MB error message: str() a few KB, body and provider_message whole."""
-    said = "z" * 5_000_000
-    error = status_error("openai", 500, said, {}, ErrorInfo(said), "https://x/v1/chat")
-    assert isinstance(error, ServerError)
-    assert len(str(error)) < QUOTED + 200
-    assert "(5,000,000 characters)" in str(error)
-    assert error.provider_message == said
-    assert error.body == said
-    back = pickle.loads(pickle.dumps(error))
-    assert back.provider_message == said
-    assert str(back) == str(error)
-    streamed = inband_stream_error("openai", said, said)
-    assert len(str(streamed)) < QUOTED + 200
-    assert streamed.provider_message == said
 
 
 def test_a_task_group_failure_reads_with_the_tool_s_error() -> None:
@@ -192,27 +129,86 @@ def test_a_failed_sub_agent_s_long_error_is_stored_whole_in_the_caller() -> None
     assert "characters)" not in result.content
 
 
+def test_a_very_deeply_nested_group_is_described_without_recursion_error() -> None:
+    """describe_exception never raises, even for a group nested 30,000 deep: it stops going in."""
+    error: BaseException = ValueError("leaf")
+    for _ in range(30_000):
+        error = _group("g", [error])
+    text = describe_exception(error)
+    assert text.startswith(f"{_GROUP_NAME}: g (1 sub-exception): {_GROUP_NAME}: g")
+    assert len(text) < 200
+
+
+TEXT = "upstream said: " + "x" * 4985
+"""A 5,000-character inner text."""
+_STEP_STATE = "; the error's state is the workflow's, with the failure recorded"
+
+
 def _long_step(text: str) -> str:
-    raise RuntimeError(LONG[:5000])
+    raise RuntimeError(TEXT)
 
 
-def test_a_workflow_step_s_long_error_is_cut_in_its_message_but_stored_whole() -> None:
-    """A workflow step raising a long error: the RunError's message is bounded, while a nested
-    workflow's step result in the outer state keeps the whole text."""
-    with pytest.raises(RunError) as caught:
+def test_long_tool_provider_and_step_errors_read_and_are_stored_whole() -> None:
+    """A 5,000-character tool error, provider error and step error: every message and stored
+    text is main's, whole (no cut, no private copy of the text)."""
+    assert len(TEXT) == 5000
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch.
+
+        Args:
+            url: The URL.
+        """
+        raise ValueError(TEXT)
+
+    script = [call("fetch", {"url": "u"}), "ok"]
+    with pytest.raises(ToolExecutionError) as tool_error:
+        Agent(ScriptedModel(script), tools=[fetch], on_tool_error="raise").run("go")
+    assert str(tool_error.value) == f"tool 'fetch' failed: Error: ValueError: {TEXT}"
+    assert tool_error.value.args == (str(tool_error.value),)
+    read = Agent(ScriptedModel(script), tools=[fetch]).run("go").state.messages[2].parts[0]
+    assert read.content == f"Error: ValueError: {TEXT}"
+
+    error = status_error("openai", 500, TEXT, {}, ErrorInfo(TEXT), "https://x/v1/chat")
+    assert str(error) == f"openai returned HTTP 500 for POST https://x/v1/chat: {TEXT}"
+    streamed = inband_stream_error("openai", TEXT, TEXT)
+    assert str(streamed) == f"openai reported an error inside the stream: {TEXT}"
+
+    def model(request: ModelRequest) -> str:
+        raise error
+
+    with pytest.raises(ServerError) as provider_error:
+        Agent(FunctionModel(model)).run("hi")
+    assert str(provider_error.value) == str(error)
+    assert vars(provider_error.value).keys() == {*vars(error), "state"}
+
+    with pytest.raises(RunError) as step_error:
         Sequence(Sequence(_long_step, name="inner"), name="outer").run("x")
-    error = caught.value
-    assert len(str(error)) < QUOTED + 400
-    assert " characters); the error's state is the workflow's" in str(error)
-    assert error.state is not None
-    (step,) = error.state.calls
+    inner = (
+        f"step '_long_step' of Sequence 'inner' failed: Error: RuntimeError: {TEXT}{_STEP_STATE}"
+    )
+    assert str(step_error.value) == (
+        f"step 'inner' of Sequence 'outer' failed: Error: RunError: {inner}"
+    )
+    state = step_error.value.state
+    assert state is not None
+    assert state.error is not None
+    (step,) = state.calls
     assert step.result is not None
-    assert LONG[:5000] in step.result.content
+    assert step.result.content == f"Error: RunError: {inner}"
+    assert state.error.message == (
+        f"tool 'inner' failed once (max_retries=0); last error: Error: RunError: {inner}"
+    )
+    assert describe_exception(step_error.value) == f"RunError: {step_error.value}"
+    back = pickle.loads(pickle.dumps(step_error.value))
+    assert str(back) == str(step_error.value)
+    assert "_toolfold_uncut" not in vars(back)
 
 
-def test_a_held_step_failure_s_long_error_is_cut_but_its_waiting_branch_still_named() -> None:
-    """A long step error held while a branch waits for an approval: the message is bounded and
-    still says which branch waits and which steps run again."""
+def test_a_held_step_failure_s_long_error_reads_whole_with_its_waiting_branch() -> None:
+    """A 5,000-character step error held while a branch waits for an approval reads as on
+    main: the whole error, then which branch waits and which steps run again."""
 
     @tool(requires_approval=True)
     def publish(text: str) -> str:
@@ -234,17 +230,9 @@ def test_a_held_step_failure_s_long_error_is_cut_but_its_waiting_branch_still_na
     publisher = Agent(FunctionModel(answer), name="publisher", tools=[publish])
     with pytest.raises(RunError) as caught:
         Parallel(publisher, _long_step, also_down, name="two").run("x")
-    said = str(caught.value)
-    assert len(said) < 2 * QUOTED + 400
-    assert "waits for an approval of 'publish'" in said
-    assert "tool 'also_down' failed too" in said
-
-
-def test_a_very_deeply_nested_group_is_described_without_recursion_error() -> None:
-    """describe_exception never raises, even for a group nested 30,000 deep: it stops going in."""
-    error: BaseException = ValueError("leaf")
-    for _ in range(30_000):
-        error = _group("g", [error])
-    text = describe_exception(error)
-    assert text.startswith(f"{_GROUP_NAME}: g (1 sub-exception): {_GROUP_NAME}: g")
-    assert len(text) < 200
+    assert str(caught.value) == (
+        f"step '_long_step' of Parallel 'two' failed: Error: RuntimeError: {TEXT} [not run, "
+        "kept in the state: 'publisher' waits for an approval of 'publish' (call 'call_1_0'); "
+        "resuming the state runs '_long_step', 'also_down' again, then waits as it did; "
+        f"tool 'also_down' failed too: Error: ValueError: nope]{_STEP_STATE}"
+    )

@@ -51,7 +51,6 @@ from toolfold.runtime.core._messages import (
 )
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import ToolDefinition
-from toolfold.toolkit._results import quoted
 
 Media = TypeVar("Media", bound=ImagePart | FilePart)
 
@@ -87,7 +86,7 @@ def inband_error_fields(
     provider: str, body: str, message: str | None, code: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """The message and keyword fields of `inband_stream_error`, for another error class."""
-    said = quoted(message) if message else wire.encodable(body.strip()[:500]) or "(no message)"
+    said = message or wire.encodable(body.strip()[:500]) or "(no message)"
     text = f"{provider} reported an error inside the stream: {said}"
     if code:
         text += f" (code {code})"

@@ -34,7 +34,7 @@ from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import frozen_dict
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.toolkit._results import describe_exception, keep_uncut, quoting
+from toolfold.toolkit._results import describe_exception
 
 
 def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: Any) -> Any:
@@ -45,15 +45,12 @@ def _called(workflow: Workflow, what: str, function: Callable[..., Any], value: 
     except RunError:
         raise
     except Exception as exc:
-        said = describe_exception(exc)
-        cut, whole = quoting(
-            lambda q: (
-                f"the {what} function ({function_name(function)}) of {workflow.label} "
-                f"raised {q(said)}; the error's state is the workflow before "
-                "this decision (resume it to try again)"
-            )
-        )
-        raise keep_uncut(RunError(cut, None), whole) from exc
+        raise RunError(
+            f"the {what} function ({function_name(function)}) of {workflow.label} raised "
+            f"{describe_exception(exc)}; the error's state is the workflow before this "
+            "decision (resume it to try again)",
+            None,
+        ) from exc
 
 
 def _reference_problems(task: Task, forbidden: Mapping[str, str], problems: list[str]) -> None:

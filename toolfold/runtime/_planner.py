@@ -41,7 +41,7 @@ from toolfold.runtime.core._request import FinishReason, ModelRequest, ModelResp
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._loop import unique_call_ids
 from toolfold.runtime.drive._output import OutputRejected, OutputSchema
-from toolfold.toolkit._results import describe_exception, keep_uncut, quoting
+from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from toolfold.runtime._task import Task
@@ -585,14 +585,11 @@ class Planner:
             raise
         except Exception as exc:
             label = workflow.name or type(workflow).__name__
-            said = describe_exception(exc)
-            cut, whole = quoting(
-                lambda q: (
-                    f"workflow {label!r}: {q(said)}; the error's state "
-                    "is the workflow before this decision (resume it to try again)"
-                )
-            )
-            raise keep_uncut(RunError(cut, None), whole) from exc
+            raise RunError(
+                f"workflow {label!r}: {describe_exception(exc)}; the error's state is the "
+                "workflow before this decision (resume it to try again)",
+                None,
+            ) from exc
 
     def spent_decision(self, plan: Plan) -> Final | None:
         """The workflow's answer on ``plan`` when its tree budget lets it start no step.

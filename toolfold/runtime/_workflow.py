@@ -73,7 +73,7 @@ from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
-from toolfold.toolkit._results import keep_uncut, quoted, quoting, whole_message
+from toolfold.toolkit._results import quoted
 from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -705,32 +705,14 @@ def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | N
         last = failure.message.partition("last error: ")[2] if failure is not None else ""
         # A nested workflow's step error ends with this note already: said once, at the end.
         last = _without_state_note(last)
-        # Its message cuts the step's error (`quoted`); a nested workflow's step result
-        # (`describe_exception`) keeps the whole text, as stored before.
-        text, state = last or whole_message(exc), exc.state
-        cut, whole = quoting(
-            lambda q: (
-                f"step {step!r} of {workflow.label} failed: "
-                f"{_quoted_parts(q, text, state, step)}{_STATE_NOTE}"
-            )
+        error = RunError(
+            f"step {step!r} of {workflow.label} failed: {last or exc}{_STATE_NOTE}", exc.state
         )
-        error = keep_uncut(RunError(cut, exc.state), whole)
         for call in failed_too(exc.state):
             said = _without_state_note(call.result.content if call.result is not None else "")
             add_note(error, f"step {call.call.name!r} failed too: {quoted(said)}")
         return error
     return None
-
-
-def _quoted_parts(quote: Callable[[str], str], said: str, state: RunState, step: str | None) -> str:
-    """``said``, a failed step's error, each part quoted (`quoting`): the step's own error
-    (its result), and what a failure held while a branch waits adds after it (``[not run,
-    kept in the state: ...; resuming the state runs ...]``), so that both are read."""
-    for call in state.calls:
-        own = call.result.content if call.result is not None else ""
-        if call.call.name == step and own and said.startswith(own) and said != own:
-            return quote(own) + quote(said[len(own) :])
-    return quote(said)
 
 
 def _without_state_note(text: str) -> str:

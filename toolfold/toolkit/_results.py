@@ -40,10 +40,10 @@ import math
 import re
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from itertools import compress
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -53,10 +53,7 @@ __all__ = [
     "exception_text",
     "format_result",
     "iterator_kind",
-    "keep_uncut",
     "quoted",
-    "quoting",
-    "whole_message",
     "stream_kind",
 ]
 
@@ -137,62 +134,22 @@ def stream_kind(value: Any) -> str:
     return ""
 
 
-#: Characters of an inner text (an exception's, a provider's message) that an error's
-#: message quotes before it cuts it (`quoted`): the whole text stays where it came from.
+#: Characters of an inner text (a group's member error, another failed call's result in
+#: a note) that a description quotes before it cuts it (`quoted`). An error's own
+#: message is never cut: it is a sub-run's stored result.
 QUOTED = 2000
 
 #: How many errors of an exception group (`describe_exception`) a description names.
 GROUP_SHOWN = 10
 
 
-def quoted(text: str, limit: int = QUOTED, unit: str = "characters") -> str:
-    """``text`` as an error's message quotes it: cut at ``limit`` characters with
-    ``… (N characters)`` saying its full length (``unit``: that word), so that a tool's
-    or a provider's megabyte of text does not make a megabyte ``str()``, traceback and
-    log record."""
+def quoted(text: str, limit: int = QUOTED) -> str:
+    """``text`` as a group's description or an error's note quotes it: cut at ``limit``
+    characters with ``… (N characters)`` saying its full length, so that a thousand
+    members' or calls' texts do not make a megabyte traceback."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… ({len(text):,} {unit})"
-
-
-_UNCUT = "_toolfold_uncut"
-"""The attribute of an error whose message quotes a cut text that keeps it whole (`keep_uncut`)."""
-
-
-def quoting(write: Callable[[Callable[[str], str]], str]) -> tuple[str, str]:
-    """The message ``write`` makes of its inner texts (``write(q)`` quotes each as
-    ``q(text)``) twice: cut by `quoted` (the error's message) and whole (`keep_uncut`)."""
-    return write(quoted), write(_whole)
-
-
-def _whole(text: str) -> str:
-    return text
-
-
-_E = TypeVar("_E", bound=BaseException)
-
-
-def keep_uncut(error: _E, whole: str) -> _E:
-    """``error``, whose message (its one arg) quotes a text `quoted` cut, keeping ``whole``,
-    its message uncut (`quoting`), for `describe_exception`.
-
-    A run's error is printed cut, but a sub-run's error (an agent or workflow
-    used as a tool or step) is its caller's step result, which the caller's
-    state, its log and a Temporal history store and its model reads: that text
-    stays what it was before messages were cut (kept whole in the state too).
-    """
-    if error.args != (whole,):
-        error.__dict__[_UNCUT] = whole
-    return error
-
-
-def whole_message(exc: BaseException) -> str:
-    """`exception_text`, or the message `keep_uncut` kept whole."""
-    try:
-        whole = exc.__dict__.get(_UNCUT)
-    except Exception:  # (an exception of the user's code without a plain __dict__)
-        whole = None
-    return whole if type(whole) is str else exception_text(exc)
+    return f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -220,7 +177,7 @@ def describe_exception(exc: BaseException) -> str:
 def _plain(exc: BaseException) -> str:
     """``ValueError: no such city``: `describe_exception` without a group's errors."""
     name = class_name(exc)
-    text = whole_message(exc)
+    text = exception_text(exc)
     return f"{name}: {text}" if text else name
 
 

@@ -37,7 +37,6 @@ from toolfold.adapters._http._keys import Secret, mask_cut_tail, redact
 from toolfold.adapters._http._retry import retry_after_seconds
 from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
-from toolfold.toolkit._results import quoted
 
 
 @attrs.frozen
@@ -158,7 +157,7 @@ def status_error(
         info: What `parse_error_body` (or the adapter's parser) read from the body.
         url: The request URL, for the message (a password in it is scrubbed by the caller).
     """
-    said = f": {quoted(info.message)}" if info.message else ""
+    said = f": {info.message}" if info.message else ""
     message = f"{provider} returned HTTP {status} for POST {url}{said}"
     common: dict[str, Any] = {
         "provider": provider,

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from toolfold.toolkit._results import quoted
-
 #: Characters of text a repr shows before it cuts with an ellipsis.
 EXCERPT = 60
 
@@ -29,7 +27,7 @@ def excerpt(text: str, limit: int = EXCERPT) -> str:
 def short(value: Any, limit: int = EXCERPT) -> str:
     """``repr(value)``, cut like `excerpt` when it is long."""
     text = repr(value)
-    return text if len(text) <= limit else quoted(text, limit - 1, "chars")
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} chars)"
 
 
 def fields(name: str, pairs: Iterable[tuple[str, Any]]) -> str:

@@ -45,7 +45,7 @@ from toolfold.runtime.core._stop import (
     stopped_at_handed,
 )
 from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
-from toolfold.toolkit._results import describe_exception, keep_uncut, quoted, quoting
+from toolfold.toolkit._results import describe_exception, quoted
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -145,13 +145,10 @@ def observer_failure(
 ) -> RunError:
     """The error of a run whose ``what`` (of ``kind``) raised ``exc``: it says what resuming does."""
     # Tools may already have run: the error must keep the state they produced.
-    cut, whole = quoting(
-        lambda q: (
-            f"the {what} raised {q(describe_exception(exc))}; "
-            f"the error's state is {_RESUMING[kind]}"
-        )
+    return RunError(
+        f"the {what} raised {describe_exception(exc)}; the error's state is {_RESUMING[kind]}",
+        state,
     )
-    return keep_uncut(RunError(cut, state), whole)
 
 
 def input_filter_returned(what: str, problem: str, state: RunState) -> RunError:
@@ -425,8 +422,7 @@ def tool_failure(
     where = "" if outcome == "timeout" else failed_in(tool_name, who, child)
     if where and names_agent is not None and not names_agent():
         where = ""
-    cut, whole = quoting(lambda q: f"tool {tool_name!r} failed{where}: {q(content)}")
-    return keep_uncut(ToolExecutionError(cut, state), whole)
+    return ToolExecutionError(f"tool {tool_name!r} failed{where}: {content}", state)
 
 
 def failed_in(tool_name: str, who: str | None, child: RunState | None) -> str:
@@ -557,13 +553,11 @@ def model_failure(
             exc.state = state
             return exc
         return for_this_run(exc, state)
-    cut, whole = quoting(
-        lambda q: (
-            f"the model call of step {step} failed: {q(describe_exception(exc))}; "
-            f"the error's state is {before}, resume it to retry"
-        )
+    return RunError(
+        f"the model call of step {step} failed: {describe_exception(exc)}; "
+        f"the error's state is {before}, resume it to retry",
+        state,
     )
-    return keep_uncut(RunError(cut, state), whole)
 
 
 def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
@@ -636,10 +630,8 @@ def raised_from(exc: Exception, failure: BaseException) -> BaseException | None:
 def run_failure(state: RunState) -> RunError:
     error = state.error
     assert error is not None
-    message = error.message
     if error.kind == "tool_retries_exceeded":
-        return keep_uncut(ToolRetriesExceededError(quoted(message), state), message)
+        return ToolRetriesExceededError(error.message, state)
     if error.kind == "output_validation":
-        return keep_uncut(OutputValidationError(quoted(message), state), message)
-    cut, whole = quoting(lambda q: f"the run failed ({error.kind}): {q(message)}")
-    return keep_uncut(RunError(cut, state), whole)
+        return OutputValidationError(error.message, state)
+    return RunError(f"the run failed ({error.kind}): {error.message}", state)

@@ -117,7 +117,7 @@ from toolfold.runtime.drive._output import OutputSchema, name_the_output_type, r
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._results import describe_exception, keep_uncut, quoting
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._tool import Tool, reads_context
 
 OnToolError = Literal["return", "raise"]
@@ -636,15 +636,12 @@ def _open(
         if not isinstance(exc, Exception):
             interrupted(exc, state)
             raise
-        said = describe_exception(exc)
-        cut, whole = quoting(
-            lambda q: (
-                f"the tool sources of agent {handover.agent!r} could not be opened for "
-                f"the handoff: {q(said)}; the error's state is the run before "
-                "the handoff, resume it to try again"
-            )
-        )
-        raise keep_uncut(RunError(cut, state), whole) from exc
+        raise RunError(
+            f"the tool sources of agent {handover.agent!r} could not be opened for the "
+            f"handoff: {describe_exception(exc)}; the error's state is the run before "
+            "the handoff, resume it to try again",
+            state,
+        ) from exc
     listings[key] = listed
     return listed
 
@@ -655,15 +652,11 @@ def _hand_off(
     try:
         config, new_live = handover.take_over(live, listed)
     except Exception as exc:  # e.g. a source listing a tool named like one of the agent's
-        said = describe_exception(exc)
-        cut, whole = quoting(
-            lambda q: (
-                f"agent {handover.agent!r} could not take the run over: "
-                f"{q(said)}; the error's state is the run before the handoff, "
-                "resume it to try again"
-            )
-        )
-        raise keep_uncut(RunError(cut, state), whole) from exc
+        raise RunError(
+            f"agent {handover.agent!r} could not take the run over: "
+            f"{describe_exception(exc)}; the error's state is the run before the handoff, resume it to try again",
+            state,
+        ) from exc
     event = handed_off(state, handover.agent, config, handover.input_filter, live.handoffs)
     return new_live, apply_event(new_live, state, event)
 
