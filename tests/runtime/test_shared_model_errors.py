@@ -12,6 +12,7 @@ import pytest
 
 import toolfold
 from toolfold import Agent, Loop, ProviderConnectionError, RateLimitError, ServerError, UsageError
+from toolfold._errors import add_note
 from toolfold.runtime import ModelRequest as Request
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -84,7 +85,7 @@ def test_the_copy_keeps_attributes_and_notes_of_its_own_and_pickles() -> None:
     """The error raised keeps the model's error's attributes and notes (a list of its own),
     pickles, and its state resumes."""
     cached = RateLimitError("slow down", provider="openai", status_code=429, retry_after=30.0)
-    cached.add_note("from the breaker")
+    add_note(cached, "from the breaker")  # (3.10 has no BaseException.add_note)
     calls = 0
 
     def model(request: Request) -> str:
@@ -100,7 +101,7 @@ def test_the_copy_keeps_attributes_and_notes_of_its_own_and_pickles() -> None:
     error = caught.value
     assert error.retry_after == 30.0
     assert error.__notes__ == ["from the breaker"]
-    error.add_note("mine")
+    add_note(error, "mine")
     assert cached.__notes__ == ["from the breaker"]
     back = pickle.loads(pickle.dumps(error))
     assert type(back) is RateLimitError
