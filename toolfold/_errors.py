@@ -113,7 +113,9 @@ class ToolfoldError(Exception):
         state: The run's state when a run raised this error, to inspect, save
             or resume (``agent.resume(error.state)``): a `RunError` always
             carries one, and so does any other toolfold error a run raises (a
-            `ProviderError` keeps its type and gets the run's state). None for
+            model's `ProviderError` is raised as a copy of its class carrying the
+            run's state, chained as the model's own object was: the same
+            ``__cause__``, that object its hidden ``__context__``). None for
             an error raised outside a run (``model.request(...)`` called
             directly). `toolfold.state_of` also follows the error's chain.
         close_errors: The errors of the tool sources (MCP servers...) that
@@ -422,7 +424,8 @@ class ProviderError(ToolfoldError):
         provider: The provider name, e.g. ``"openai"``.
         status_code: The HTTP status, or None when no response arrived.
         body: The response body as text (never the request, never the key).
-        headers: The response headers.
+        headers: The response headers, their names lower-case whatever the HTTP
+            client (``error.headers.get("x-request-id")``).
         provider_message: The provider's own error message, when it sent one.
         code: The provider's error code, when it sent one.
     """
@@ -441,7 +444,10 @@ class ProviderError(ToolfoldError):
         self.provider = provider
         self.status_code = status_code
         self.body = body
-        self.headers = dict(headers or {})
+        # (lower-case whatever the HTTP client gave: httpx lower-cases, aiohttp keeps the case)
+        # (pairs as ``dict`` takes them too: ``[("X-Request-Id", "r1")]``)
+        pairs = dict(headers or {}).items()
+        self.headers = {str(key).lower(): value for key, value in pairs}
         self.provider_message = provider_message
         self.code = code
         super().__init__(message)

@@ -435,6 +435,21 @@ def test_a_pair_of_clients_serves_both_modes(http_server: ScriptedServer, packag
     assert [r.headers["x-mine"] for r in http_server.requests] == ["sync", "async"]
 
 
+@pytest.mark.parametrize(("kind", "mode"), CASES)
+def test_error_headers_have_lower_case_names_on_every_client(
+    http_server: ScriptedServer, kind: str, mode: str
+) -> None:
+    """A ProviderError's headers have lower-case names whatever the client (aiohttp's kept
+    the server's case: ``X-Request-ID``)."""
+    http_server.add(Reply(status=429, headers={"X-Request-ID": "req_abc", "Retry-After": "7"}))
+    with pytest.raises(RateLimitError) as caught:
+        call(http_server, kind, mode, retry=0)
+    headers = caught.value.headers
+    assert headers.get("x-request-id") == "req_abc"
+    assert headers.get("retry-after") == "7"
+    assert all(name == name.lower() for name in headers)
+
+
 @pytest.mark.parametrize("kind", list(PACKAGES))
 def test_rate_limit_keeps_retry_after(http_server: ScriptedServer, kind: str) -> None:
     """Another package's headers are read like httpx's: retry_after reaches the RateLimitError."""
@@ -528,3 +543,9 @@ def test_an_injected_async_client_reused_on_a_new_loop_is_a_usage_error(
     finally:
         first.run_until_complete(client.aclose())
         first.close()
+
+
+def test_error_headers_given_as_pairs_are_taken_as_dict_takes_them() -> None:
+    """ProviderError(headers=[pairs]) keeps working (as before lower-casing), names lower-cased."""
+    error = toolfold.ProviderError("m", provider="p", headers=[("X-Request-Id", "r1")])  # type: ignore[arg-type]
+    assert error.headers == {"x-request-id": "r1"}

@@ -369,6 +369,19 @@ def test_the_client_describes_an_unprintable_failure_without_raising() -> None:
     assert _describe(_BadStr()) == "_BadStr: <unprintable _BadStr>"
 
 
+def test_the_client_describes_a_very_deeply_nested_group_without_recursion_error() -> None:
+    """A server failure nested 30,000 groups deep is described (as describe_exception reads the
+    rest past 20 levels), not a RecursionError."""
+    from toolfold.mcp._client import _describe
+
+    error = Exception("leaf")
+    for _ in range(30_000):
+        outer = Exception("group")
+        outer.exceptions = (error,)  # type: ignore[attr-defined]
+        error = outer
+    assert _describe(error) == "Exception: group"
+
+
 def test_served_tools_get_a_run_context_their_timeout_and_sub_runs() -> None:
     """A RunContext (with deps), a tool's timeout and an agent as a tool work over MCP."""
     helper = Agent(ScriptedModel(["the helper's answer"]), name="helper").as_tool()

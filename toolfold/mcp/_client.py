@@ -932,12 +932,17 @@ def _fingerprint(listed: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, depth: int = 0) -> str:
     """``exc`` as `describe_exception` reads it (never raising), each member of a group
-    in turn."""
+    in turn (groups nested more than 20 deep as `describe_exception` reads them).
+
+    Not `describe_exception` itself: that one says the group's own text first
+    (``ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception): ...``),
+    and this text is the MCP tool's error result the model reads, kept as it was.
+    """
     inner = getattr(exc, "exceptions", None)  # anyio task groups wrap what the server did
-    if isinstance(inner, (list, tuple)) and inner:
-        return "; ".join(_describe(one) for one in inner)
+    if isinstance(inner, (list, tuple)) and inner and depth < 20:
+        return "; ".join(_describe(one, depth + 1) for one in inner)
     return describe_exception(exc)
 
 

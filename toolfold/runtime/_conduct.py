@@ -82,7 +82,7 @@ from toolfold.runtime.drive._executor import (
     returned,
     run_calls,
 )
-from toolfold.runtime.drive._failures import failure_cause, model_failure
+from toolfold.runtime.drive._failures import failure_cause, model_failure, raised_from
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._kept_loop import run_kept
 from toolfold.runtime.drive._loop import (
@@ -503,7 +503,7 @@ def _plain_rounds(
             failure = model_failure(exc, state, state.step + 1)
             if failure is exc:
                 raise
-            raise failure from exc
+            raise failure from raised_from(exc, failure)
         if type(decision) is not list:
             if not rounds and not records:
                 return _reached(start, records), (decision, plan)

@@ -69,10 +69,11 @@ from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import WORKFLOW_SETTING, TokenBudget
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
-from toolfold.runtime.drive._failures import cut_result, run_failure
+from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
+from toolfold.toolkit._results import quoted
 from toolfold.toolkit._tool import Tool
 
 _MAX_DECISIONS = 1_000_000  # the planner decides when to stop; this only bounds a runaway
@@ -718,7 +719,7 @@ def _step_failure(workflow: Workflow, exc: BaseException | None) -> RunError | N
         )
         for call in failed_too(exc.state):
             said = _without_state_note(call.result.content if call.result is not None else "")
-            add_note(error, f"step {call.call.name!r} failed too: {cut_result(said)}")
+            add_note(error, f"step {call.call.name!r} failed too: {quoted(said)}")
         return error
     return None
 

@@ -53,6 +53,7 @@ __all__ = [
     "exception_text",
     "format_result",
     "iterator_kind",
+    "quoted",
     "stream_kind",
 ]
 
@@ -133,15 +134,70 @@ def stream_kind(value: Any) -> str:
     return ""
 
 
+#: Characters of an inner text (a group's member error, another failed call's result in
+#: a note) that a description quotes before it cuts it (`quoted`). An error's own
+#: message is never cut: it is a sub-run's stored result.
+QUOTED = 2000
+
+#: How many errors of an exception group (`describe_exception`) a description names.
+GROUP_SHOWN = 10
+
+
+def quoted(text: str, limit: int = QUOTED) -> str:
+    """``text`` as a group's description or an error's note quotes it: cut at ``limit``
+    characters with ``… (N characters)`` saying its full length, so that a thousand
+    members' or calls' texts do not make a megabyte traceback."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def describe_exception(exc: BaseException) -> str:
     """An exception as a model reads it: ``ValueError: no such city`` (or just the class name).
 
     Never raises: an exception whose ``str()`` fails (or is no string) reads
-    ``BadError: <unprintable BadError>`` (see `exception_text`).
+    ``BadError: <unprintable BadError>`` (see `exception_text`). An exception
+    group (an ``asyncio.TaskGroup``'s failure) names the errors it holds, nested
+    groups' too, after its own text: ``ExceptionGroup: unhandled errors in a
+    TaskGroup (1 sub-exception): ValueError: no such city`` (the first
+    `GROUP_SHOWN`, each cut as `quoted` cuts it; ``; `` between them). Groups
+    nested more than 20 deep are named, not gone into.
     """
+    described = _plain(exc)
+    leaves = _group_leaves(exc)
+    if not leaves:
+        return described
+    # (each leaf plainly: a group among them is one nested past `_group_leaves`'s depth,
+    # which a description does not go into, however deep it goes)
+    shown = "; ".join(quoted(_plain(leaf)) for leaf in leaves[:GROUP_SHOWN])
+    more = len(leaves) - GROUP_SHOWN
+    return f"{described}: {shown}" + (f"; and {more} more" if more > 0 else "")
+
+
+def _plain(exc: BaseException) -> str:
+    """``ValueError: no such city``: `describe_exception` without a group's errors."""
     name = class_name(exc)
     text = exception_text(exc)
     return f"{name}: {text}" if text else name
+
+
+def _group_leaves(exc: BaseException, depth: int = 0) -> list[BaseException]:
+    """The errors an exception group holds, those of nested groups in their place (an
+    empty list for an exception that is no group). By its ``exceptions``, a tuple of
+    exceptions, beside ``split``: Python 3.10's backport (``exceptiongroup``) too."""
+    try:
+        held = getattr(exc, "exceptions", None)
+        if not (type(held) is tuple and callable(getattr(exc, "split", None))):
+            return []
+    except Exception:  # (an attribute of the user's code that raises: no group)
+        return []
+    leaves: list[BaseException] = []
+    for inner in held:
+        if not isinstance(inner, BaseException):
+            return []
+        nested = _group_leaves(inner, depth + 1) if depth < 20 else []
+        leaves.extend(nested or [inner])
+    return leaves
 
 
 def exception_text(exc: BaseException) -> str:

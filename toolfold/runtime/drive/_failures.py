@@ -29,6 +29,7 @@ from toolfold._errors import (
     ToolRetriesExceededError,
     UsageError,
     add_note,
+    restored_error,
 )
 from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
@@ -44,7 +45,7 @@ from toolfold.runtime.core._stop import (
     stopped_at_handed,
 )
 from toolfold.runtime.drive._executor import ToolOutcome, agent_run_by
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, quoted
 
 if TYPE_CHECKING:
     from toolfold.toolkit._tool import Tool
@@ -203,7 +204,7 @@ def raise_tool_error(
     first, error = failed[0]
     for index, _ in failed[1:]:
         also = outcomes[index]
-        note = f"tool {also.tool_name!r} failed too: {cut_result(also.content)}"
+        note = f"tool {also.tool_name!r} failed too: {quoted(also.content)}"
         add_note(error, note)
     dropped = {index for index, _ in failed}
     ended = {i: o for i, o in enumerate(outcomes) if i not in dropped}
@@ -215,18 +216,6 @@ def raise_tool_error(
         _raise_showing(error, reached, outcome_cause(outcomes[first]), show)
     finally:  # (the error's traceback holds this frame: no cycle through it, see there)
         del failed, error
-
-
-_NOTE_LIMIT = 2_000
-"""Characters of a further failed call's result an error's note or message keeps
-(`raise_tool_error`, a workflow's other failed steps)."""
-
-
-def cut_result(text: str) -> str:
-    """``text``, cut to `_NOTE_LIMIT` characters with ``…`` and its full length."""
-    if len(text) <= _NOTE_LIMIT:
-        return text
-    return f"{text[:_NOTE_LIMIT]}… ({len(text):,} chars)"
 
 
 def outcome_cause(outcome: ToolOutcome) -> BaseException | None:
@@ -554,12 +543,14 @@ def too_deep(where: str, exc: RecursionError) -> str:
 
 
 def model_failure(
-    exc: Exception, state: RunState, step: int, *, counted: bool = False
+    exc: Exception, state: RunState, step: int, *, counted: bool = False, own: bool = False
 ) -> ToolfoldError:
     """The error of a run whose model call of ``step`` failed with ``exc``, ``state`` its state.
 
     ``counted``: ``state`` counts the usage the call's stream reported before it
-    failed (`AttemptDropped`): the message says so.
+    failed (`AttemptDropped`): the message says so. A `ToolfoldError` the model
+    raised is raised as a copy carrying ``state`` (`for_this_run`), unless
+    ``own``: the run made ``exc`` itself for this call, and it gets ``state``.
     """
     before = "the run before that call" + (
         ", counting the usage its stream reported before it failed" if counted else ""
@@ -572,13 +563,82 @@ def model_failure(
     if isinstance(exc, ToolfoldError):
         # Keep the provider's own error type (RateLimitError...) so callers
         # can catch it; add the state so the run can be resumed.
-        exc.state = state
-        return exc
+        if own:
+            exc.state = state
+            return exc
+        return for_this_run(exc, state)
     return RunError(
         f"the model call of step {step} failed: {describe_exception(exc)}; "
         f"the error's state is {before}, resume it to retry",
         state,
     )
+
+
+def for_this_run(exc: ToolfoldError, state: RunState) -> ToolfoldError:
+    """A copy of ``exc``, a model's error, that carries ``state``: the error a run raises for it.
+
+    The model's object is left as it is: a model may raise one object in
+    several runs (a circuit breaker's cached error, a failed request or token
+    refresh that concurrent calls await), and each run's state written on it
+    would give every caller the last run's state, another user's conversation.
+    The copy has the same class, args (message) and attributes (``__slots__``
+    fields too: `_copy_slots`), and notes of
+    its own, and takes ``exc``'s place in the chain: its cause (an adapter's
+    ``httpx.ConnectError``, a workflow function's ``KeyError``; its context
+    when it has no cause) and its traceback (the adapter's frames), so the
+    run's error reads as ``exc`` did, printed once (`raised_from`; ``exc`` is
+    only the copy's hidden ``__context__``). It is built as a pickle rebuilds
+    it (`restored_error`: no ``__init__`` runs), and a testing model's misuse
+    stays one (`testing_misuse`).
+    """
+    fields = dict(exc.__dict__)
+    for name in ("__notes__", "close_errors"):  # lists a run adds to: the copy's own
+        if isinstance(fields.get(name), list):
+            fields[name] = list(fields[name])
+    fields["state"] = state
+    try:
+        mine: ToolfoldError = restored_error(type(exc), exc.args, fields)
+        _copy_slots(exc, mine)
+    except Exception:  # (a class of the user's own that cannot be made so: its object)
+        exc.state = state
+        return exc
+    if exc in _MODEL_MISUSES and isinstance(mine, UsageError):
+        _MODEL_MISUSES.add(mine)
+    mine.__cause__ = exc.__cause__
+    if mine.__cause__ is None and not exc.__suppress_context__:
+        mine.__cause__ = exc.__context__  # (raised in an except block without "from")
+    mine.__traceback__ = exc.__traceback__
+    return mine
+
+
+def _copy_slots(exc: BaseException, mine: BaseException) -> None:
+    """Give ``mine`` the values of ``exc``'s ``__slots__`` fields (a user's error class
+    may keep its fields there, outside ``__dict__``), each class's of its MRO."""
+    for cls in type(exc).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):  # (a private name, mangled)
+                name = f"_{cls.__name__.lstrip('_')}{name}"
+            field = cls.__dict__.get(name)
+            if field is None or not hasattr(field, "__set__"):
+                continue
+            try:
+                value = field.__get__(exc, cls)
+            except AttributeError:  # (a field never set: the copy's stays unset too)
+                continue
+            field.__set__(mine, value)
+
+
+def raised_from(exc: Exception, failure: BaseException) -> BaseException | None:
+    """What a run raises ``failure``, its error for the model's ``exc`` (`model_failure`),
+    from (``failure is exc`` is raised as it is): ``exc`` for a `RunError` that wraps it;
+    for a copy of a `ToolfoldError` (`for_this_run`), ``exc``'s own cause, so that the
+    chain reads as ``exc``'s would (None: ``exc`` had none, and is not shown)."""
+    if isinstance(exc, ToolfoldError):
+        return failure.__cause__
+    return exc
 
 
 def run_failure(state: RunState) -> RunError:

@@ -99,6 +99,7 @@ from toolfold.runtime.drive._failures import (
     observer_failure,
     raise_sub_run_misuse,
     raise_tool_error,
+    raised_from,
     run_failure,
     tool_failure,
 )
@@ -435,7 +436,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     try:
                         if failure is exc:
                             raise  # "raise exc from exc" would make the error its own cause
-                        raise failure from exc
+                        raise failure from raised_from(exc, failure)
                     except Exception:
                         if counted:  # shown as every event is, once raised (see `show_failing`)
                             show_failing(live, state.log[-1], state)
@@ -1011,6 +1012,7 @@ def _check_usage(state: RunState, response: ModelResponse, step: int) -> None:
             ),
             state,
             step,
+            own=True,
         )
 
 
