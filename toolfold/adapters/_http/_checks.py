@@ -1,7 +1,8 @@
 """Checks of what a user configures for HTTP, made when the model is built.
 
 A header value with CR, LF or NUL could smuggle a second header or request; a
-value that is not Latin-1 cannot be sent at all; a base URL without scheme or
+value that is not ASCII cannot be sent at all (httpx and aiohttp encode header
+values as ASCII: ``é`` failed every call); a base URL without scheme or
 host fails only at the first call; a framing header (``Content-Length``,
 ``Transfer-Encoding``...) is the client's to write. Each is a `ModelConfigError` naming the
 option, raised before any connection is opened. Keys, header values (which may carry a
@@ -95,7 +96,7 @@ def check_limits(limits: object) -> None:
 def check_header_value(
     value: object, option: str, *, secret: bool = False, expected: str = "a string"
 ) -> None:
-    """Refuse a value with CR/LF/NUL or another control character, outside Latin-1, or not a string.
+    """Refuse a value with CR/LF/NUL or another control character, not ASCII, or not a string.
 
     ``secret``: the message says "the value", not the value.
     """
@@ -108,12 +109,13 @@ def check_header_value(
         raise ModelConfigError(
             f"{option}: {shown} contains a control character, which a header cannot carry"
         )
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
+    if not value.isascii():
+        # (HTTP allows Latin-1, but httpx and aiohttp encode header values as ASCII:
+        # every call failed with a UnicodeEncodeError that retrying cannot help)
         raise ModelConfigError(
-            f"{option}: {shown} has characters outside Latin-1, which a header cannot carry"
-        ) from None
+            f"{option}: {shown} has non-ASCII characters, which the HTTP clients cannot "
+            "send in a header"
+        )
     if value != value.strip():
         raise ModelConfigError(f"{option}: {shown} starts or ends with whitespace")
 

@@ -120,7 +120,7 @@ class Transport:
 
     Raises:
         ModelConfigError: A bad base URL, key or header (CR/LF/NUL, not
-            Latin-1), or an unknown ``http`` backend; nothing was sent.
+            ASCII), or an unknown ``http`` backend; nothing was sent.
     """
 
     def __init__(
