@@ -461,3 +461,25 @@ def test_keyword_sections_meet_the_description_requirement() -> None:
         warnings.simplefilter("error")
         made = tool(require_parameter_descriptions=True)(_keyword_only)
     assert made.parameters["required"] == ["query"]
+
+
+def test_docstring_names_match_parameters_as_python_normalizes_them() -> None:
+    """An Args: name written decomposed (NFD, as some editors save it) or with a ligature
+    ('ﬁle') documents its parameter, as Python reads the identifier (NFKC), with no warning."""
+    decomposed = "citta\u0300"
+    source = (
+        f"def meteo({decomposed}: str, \ufb01le: str = 'x') -> str:\n"
+        '    """Weather.\n\n    Args:\n'
+        f"        {decomposed}: The city.\n"
+        "        \ufb01le: The file.\n"
+        '    """\n'
+        "    return 'sunny'\n"
+    )
+    space: dict[str, Any] = {}
+    exec(source, space)  # (the function's parameters are NFKC, as in any module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = tool(require_parameter_descriptions=True)(space["meteo"])
+    properties = made.parameters["properties"]
+    assert properties["citt\u00e0"]["description"] == "The city."
+    assert properties["file"]["description"] == "The file."

@@ -9,6 +9,7 @@ docstring-parser itself is imported only when a docstring needs parsing).
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 STYLES = ("auto", "google", "numpy", "rest", "epydoc")
@@ -162,10 +163,19 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         names = [n.strip().split(" ", 1)[0].lstrip("*") for n in written.split(",")]
         for name in filter(None, names):
             if kind in _PARAMS:
-                params[name] = meta.description.strip()
+                _described(params, name, meta.description.strip())
             elif kind in ("attribute", "ivar", "cvar", "var"):
-                attributes[name] = meta.description.strip()
+                _described(attributes, name, meta.description.strip())
     return ParsedDocstring(description.strip(), params, attributes)
+
+
+def _described(found: dict[str, str], name: str, description: str) -> None:
+    """``found[name] = description``, and under the name's NFKC form too: Python
+    normalizes identifiers so (``città`` written decomposed, as some editors save
+    it, or ``ﬁle`` with its ligature, are the parameters ``città`` and ``file``)."""
+    found[name] = description
+    if not name.isascii():
+        found.setdefault(unicodedata.normalize("NFKC", name), description)
 
 
 def _plain_description(text: str) -> str:
