@@ -520,7 +520,7 @@ def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturn
     """``event``, or an error result when its content is over ``max_bytes``."""
     if max_bytes is None:
         return event
-    size = len(event.content.encode())
+    size = len(event.content.encode("utf-8", "surrogatepass"))  # (a lone surrogate: 3 bytes)
     if size <= max_bytes:
         return event
     message = (

@@ -33,10 +33,20 @@ class ToolfoldJSONPayloadConverter(EncodingPayloadConverter):
         return "json/plain"
 
     def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
-        """``value`` as compact JSON (anything toolfold's converter unstructures)."""
-        data = json.dumps(unstructure(value), ensure_ascii=False, separators=(",", ":"))
+        """``value`` as compact JSON (anything toolfold's converter unstructures).
+
+        A lone surrogate (a tool's ``os.listdir()`` of a file name that is not
+        UTF-8), which UTF-8 cannot encode, is written as a JSON escape, read back
+        as it was: the activity's result is not lost.
+        """
+        plain = unstructure(value)
+        data = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+        try:
+            encoded = data.encode()
+        except UnicodeEncodeError:
+            encoded = json.dumps(plain, separators=(",", ":")).encode()
         return temporalio.api.common.v1.Payload(
-            metadata={"encoding": self.encoding.encode()}, data=data.encode()
+            metadata={"encoding": self.encoding.encode()}, data=encoded
         )
 
     def from_payload(
