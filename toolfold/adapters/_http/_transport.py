@@ -119,8 +119,9 @@ class Transport:
         clock: A monotonic clock, for the total timeout.
 
     Raises:
-        ModelConfigError: A bad base URL, key or header (CR/LF/NUL, not
-            ASCII), or an unknown ``http`` backend; nothing was sent.
+        ModelConfigError: A bad base URL, key or header (CR/LF/NUL or
+            another control character, a key not ASCII), or an unknown
+            ``http`` backend; nothing was sent.
     """
 
     def __init__(
@@ -523,7 +524,7 @@ def _auth_value(key: Secret | None, header: str, scheme: str) -> Secret | None:
         return None
     check_header_value(header, "auth_header")
     value = key.reveal()
-    check_header_value(value, "api_key", secret=True)
+    check_header_value(value, "api_key", secret=True, ascii_only=True)
     return Secret(f"{scheme} {value}" if scheme else value)
 
 
