@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from toolfold._errors import SchemaCompileError
+from toolfold._errors import RENAME_PARAMETER, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
 from toolfold.adapters._dialects._profiles import (
@@ -335,7 +335,7 @@ def _request_problems(
     if spec.key_rule is not None and isinstance(properties, Mapping):
         rule, words = spec.key_rule
         problems.extend(
-            f"parameter {key!r}: a parameter name must be {words} (rename the parameter)"
+            f"parameter {key!r}: a parameter name must be {words} {RENAME_PARAMETER}"
             for key in properties
             if not rule.fullmatch(key)
         )
