@@ -1769,6 +1769,15 @@ def test_an_agent_with_a_non_ascii_header_runs_blocking_and_async(
         assert b"x-title: Mon appli \xc3\xa9t\xc3\xa9\r\n" in request.head
 
 
+def test_a_non_ascii_auth_header_name_is_refused_when_the_transport_is_made() -> None:
+    """auth_header names a header: sent as ASCII by every client, so 'x-clé' is refused at once."""
+    with pytest.raises(
+        ModelConfigError,
+        match=r"auth_header: 'x-clé' has non-ASCII characters, which a header name cannot have",
+    ):
+        Transport("openai", "http://127.0.0.1:9/v1", KEY, auth_header="x-clé")
+
+
 def test_an_unknown_backend_is_refused() -> None:
     """http= names one of the backends."""
     with pytest.raises(ModelConfigError, match="httpx, httpx2, aiohttp"):

@@ -103,12 +103,13 @@ def check_header_value(
     *,
     secret: bool = False,
     expected: str = "a string",
-    ascii_only: bool = False,
+    ascii_only: str = "",
 ) -> None:
     """Refuse a value with CR/LF/NUL, another control character or a lone surrogate, or not a string.
 
     A non-ASCII value is sent UTF-8 encoded (see `utf8_headers`); ``ascii_only``
-    refuses it (an API key: a non-ASCII one was pasted wrong).
+    (why, ", which an API key never has") refuses it: a non-ASCII key was pasted
+    wrong, and a header name is sent as ASCII.
     ``secret``: the message says "the value", not the value.
     """
     shown = "the value" if secret else repr(value)
@@ -122,10 +123,7 @@ def check_header_value(
         )
     if not value.isascii():
         if ascii_only:
-            raise ModelConfigError(
-                f"{option}: {shown} has non-ASCII characters, which an API key never has "
-                "(was it copied with a typographic quote or a letter too many?)"
-            )
+            raise ModelConfigError(f"{option}: {shown} has non-ASCII characters{ascii_only}")
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
