@@ -36,8 +36,9 @@ def _view(args: argparse.Namespace) -> int:
         print(f"toolfold view: cannot load {source}: {exc}", file=sys.stderr)
         return 1
     target = Path(args.output) if args.output else source.with_suffix(".html")
+    page = to_html(state, title=args.title).encode()  # made whole before the file is opened
     try:
-        target.write_text(to_html(state, title=args.title), encoding="utf-8")
+        target.write_bytes(page)
     except OSError as exc:
         print(f"toolfold view: cannot write {target}: {exc}", file=sys.stderr)
         return 1

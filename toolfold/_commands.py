@@ -149,6 +149,7 @@ def tools(args: argparse.Namespace) -> int:
     from toolfold._errors import SchemaCompileError
     from toolfold.adapters._dialects import DIALECTS, compile_tool
     from toolfold.runtime._sources import opened
+    from toolfold.toolkit._tool import advise_on_parameter_names
 
     loaded = _load("tools", args.file, None, offline=True)
     names = [args.agent] if args.agent else list(loaded.agents)  # workflows have no tools
@@ -177,6 +178,7 @@ def tools(args: argparse.Namespace) -> int:
                 try:
                     compiled = compile_tool(tool, dialect)
                 except SchemaCompileError as exc:
+                    advise_on_parameter_names(exc, {tool.name: tool})
                     entry: dict[str, Any] = {"error": str(exc)}
                 else:
                     entry = {

@@ -183,9 +183,27 @@ class SchemaCompileError(ToolfoldError, ValueError):
         self.tool_name = tool_name
         self.dialect = dialect
         self.problems = tuple(problems)
-        super().__init__(
-            f"cannot compile tool {tool_name!r} for {dialect}: {_listed(self.problems)}"
-        )
+        super().__init__(_compile_message(tool_name, dialect, self.problems))
+
+
+def _compile_message(tool_name: str, dialect: str, problems: tuple[str, ...]) -> str:
+    return f"cannot compile tool {tool_name!r} for {dialect}: {_listed(problems)}"
+
+
+#: How a `SchemaCompileError` says to fix a parameter name the provider refuses: the
+#: compiler sees only the schema. `advise_renaming` words it for the tool it is about
+#: (an MCP server's tool has parameters no one here can rename).
+RENAME_PARAMETER = "(rename the parameter)"
+
+
+def advise_renaming(error: BaseException, advice: str) -> None:
+    """Replace `RENAME_PARAMETER` in ``error``'s problems (a `SchemaCompileError`) by ``advice``."""
+    if not isinstance(error, SchemaCompileError) or advice == RENAME_PARAMETER:
+        return
+    problems = tuple(p.replace(RENAME_PARAMETER, advice) for p in error.problems)
+    if problems != error.problems:  # (an output type's never has it: no key rule for output)
+        error.problems = problems
+        error.args = (_compile_message(error.tool_name, error.dialect, problems),)
 
 
 def output_compile_error(error: SchemaCompileError, output: object, hint: str = "") -> None:

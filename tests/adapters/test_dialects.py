@@ -815,6 +815,30 @@ def test_tool_names_the_provider_would_refuse_are_refused(dialect: str, name: st
     assert f"cannot compile tool {name!r}" in str(caught.value)
 
 
+@pytest.mark.parametrize("strict", [None, False, True])
+def test_parameter_names_anthropic_would_refuse_are_refused(strict: bool | None) -> None:
+    """Anthropic's property-key rule (a 400) is checked before any request, naming each parameter."""
+    keys = {"città": {"type": "string"}, "都市": {"type": "string"}, "ok.key-2": {"type": "string"}}
+    schema = {"type": "object", "properties": {**keys, "k" * 65: {"type": "string"}}}
+    with pytest.raises(SchemaCompileError) as caught:
+        compile_tool(tool(schema, name="meteo"), "anthropic", strict=strict)  # type: ignore[arg-type]
+    said = str(caught.value)
+    assert "cannot compile tool 'meteo' for anthropic" in said
+    assert "parameter 'città'" in said
+    assert "parameter '都市'" in said
+    assert f"parameter '{'k' * 65}'" in said
+    assert "ok.key-2" not in said
+    assert "a-z A-Z 0-9 _ . -" in said
+    allowed = {
+        "type": "object",
+        "properties": {"ok.key-2": {"type": "string"}, "k" * 64: {"type": "string"}},
+    }
+    compile_tool(tool(allowed), "anthropic", strict=strict)  # type: ignore[arg-type]
+    for other in ("openai-chat", "gemini"):  # no such rule there: sent as they are
+        sent = compile_tool(tool(schema), other).schema_sent  # type: ignore[arg-type]
+        assert "città" in sent["properties"]
+
+
 @pytest.mark.parametrize("dialect", ["gemini", "gemini-openapi"])
 def test_a_gemini_tool_name_of_64_characters_is_sent(dialect: str) -> None:
     """64 characters is Gemini's limit (its spec's FunctionDeclaration.name), so such a name compiles."""

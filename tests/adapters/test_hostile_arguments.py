@@ -121,6 +121,37 @@ def test_a_lone_surrogate_never_poisons_the_run(
     json.loads(server.bodies[2].decode("utf-8"))
 
 
+@toolfold.tool
+def listing(folder: str) -> list[str]:
+    """List a folder.
+
+    Args:
+        folder: The folder.
+    """
+    return ["caf\udce9.txt", "ok.txt"]  # os.listdir() of a file name that is not UTF-8
+
+
+def test_a_tool_result_holding_a_lone_surrogate_is_sent_as_a_replacement(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A lone surrogate in a tool's result goes out as U+FFFD, never as the escape strict parsers refuse."""
+    call = _call_body('"{\\"folder\\": \\"d\\"}"').replace(b'"echo"', b'"listing"')
+    server = Server(call)
+    http_server.handler = server
+    model = _model(http_server, opened)
+    response = generate_text(model, "go", tools=[listing])
+    assert response.text == "done"
+    assert b"\\ud" not in server.bodies[1]
+    assert "caf\ufffd.txt" in _tool_messages(server.bodies[1])[0]
+    kept = next(m for m in response.state.messages if m.role == "tool")
+    assert "caf\udce9.txt" in kept.parts[0].content  # the state keeps what the tool returned
+    again = resume(
+        RunState.from_json(response.state.to_json()), model=model, tools=[listing], message="more"
+    )
+    assert again.text == "done"
+    assert b"\\ud" not in server.bodies[2]
+
+
 def test_decode_arguments_reports_every_reason() -> None:
     """The core decoder refuses NaN, deep nesting and bad JSON with a ValueError; parse gives None."""
     for text in ("{", '{"a": NaN}', '{"a": Infinity}', DEEP_TEXT, "[" * 100_000):

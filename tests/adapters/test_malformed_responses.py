@@ -285,12 +285,13 @@ def test_guarded_turns_a_codec_crash_into_a_malformed_response() -> None:
         raise toolfold.StreamError("on purpose")
 
 
-def test_a_lone_surrogate_that_reaches_a_request_body_is_escaped() -> None:
-    """A request body holding a lone surrogate is sent with a JSON escape, not a UnicodeEncodeError."""
+def test_a_lone_surrogate_that_reaches_a_request_body_is_sent_as_a_replacement() -> None:
+    """A lone surrogate in a request body goes as U+FFFD (strict parsers refuse its escape); a pair joins."""
     from toolfold.adapters._http._json import dumps
 
     assert dumps({"a": "é"}) == '{"a":"é"}'.encode()
-    assert dumps({"a": "x\ud800"}) == b'{"a":"x\\ud800"}'
+    assert dumps({"a": "x\ud800", "b": "caf\udce9"}) == '{"a":"x\ufffd","b":"caf\ufffd"}'.encode()
+    assert dumps({"a": "\ud83d\ude00\ude00"}) == '{"a":"\U0001f600\ufffd"}'.encode()
 
 
 @pytest.mark.parametrize(

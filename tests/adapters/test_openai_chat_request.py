@@ -469,14 +469,17 @@ def test_a_tool_step_s_messages_encode_like_their_dicts_whatever_their_strings()
 
 
 def test_encode_body_falls_back_where_messages_do_not_encode_alone() -> None:
-    """A tool's image (sent in a user message after the tool messages) or a setting adding tools: None."""
+    """A tool's image (sent in a user message after the tool messages) or a setting adding tools: None.
+
+    A lone surrogate is no reason to fall back: it is sent as U+FFFD.
+    """
     media = ToolResultPart("call_1", "get_weather", "", parts=(ImagePart(data=PNG),))
     with_media = ModelRequest((Message.user("x"), Message.tool(media)), (WEATHER,))
     assert encode_body(with_media, "m", PROVIDERS["openai"]) is None
     added = ModelRequest((Message.user("x"),), (WEATHER,), settings={"tools": []})
     assert encode_body(added, "m", PROVIDERS["openai"]) is None
-    surrogate = ModelRequest((Message.user("\ud800"),), ())
-    assert encode_body(surrogate, "m", PROVIDERS["openai"]) is None
+    surrogate = ModelRequest((Message.user("a\ud800"),), ())
+    assert b'"content":"a\xef\xbf\xbd"' in encode_body(surrogate, "m", PROVIDERS["openai"])
 
 
 def test_a_memoized_message_is_re_encoded_for_another_provider_and_not_pickled() -> None:

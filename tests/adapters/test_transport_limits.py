@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from backends import OWNED, cases
+from backends import OWNED, cases, post_once
 from fault_matrix import resources
 from leaks import every_text
 from scripted_http import Cut, Reply, ScriptedServer, gate, sse
@@ -1622,11 +1622,15 @@ async def _whole_pool(transport: Transport) -> list[Any]:
 BAD_OPTIONS = [
     ({"headers": {"x-a": "one\r\nx-b: two"}}, r"headers\['x-a'\].*CR, LF or NUL"),
     ({"headers": {"x-a": "nul\x00"}}, r"headers\['x-a'\].*CR, LF or NUL"),
-    ({"headers": {"x-a": "✓"}}, r"headers\['x-a'\].*Latin-1"),
+    # A non-ASCII header value is sent as UTF-8 (see below), but no key has one: a paste error.
+    ({"api_key": "sk-clé"}, r"api_key: the value has non-ASCII characters"),
+    # What no backend can encode, or a C1 control character (U+0085 NEL).
+    ({"headers": {"x-a": "caf\udce9"}}, r"headers\['x-a'\].*a lone surrogate"),
+    ({"headers": {"x-a": "a\x85b"}}, r"headers\['x-a'\].*a control character"),
     ({"headers": {"x a": "v"}}, r"headers: 'x a' is not a valid HTTP header name"),
     ({"headers": {"x-a\n": "v"}}, r"headers: 'x-a\\n' is not a valid HTTP header name"),
     ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
-    ({"api_key": "sk-ключ"}, r"api_key: the value has characters outside Latin-1"),
+    ({"api_key": "sk-ключ"}, r"api_key: the value has non-ASCII characters"),
     # Other control characters (not HTAB): sent raw, refused by h11 at send, or a bare ValueError.
     ({"headers": {"x-a": "a\x0bb"}}, r"headers\['x-a'\].*a control character"),
     ({"headers": {"x-a": "a\x7fb"}}, r"headers\['x-a'\].*a control character"),
@@ -1661,8 +1665,117 @@ def test_bad_headers_keys_and_urls_are_refused_when_the_model_is_built(
         toolfold.model("openai:m", http=backend, **options)
     assert "sk-abc" not in str(caught.value)
     assert "ключ" not in str(caught.value)
+    assert "clé" not in str(caught.value)
+    assert "été" not in str(caught.value)
     assert "pw-1234" not in str(caught.value)
     assert http_server.connections == 0
+
+
+TITLE = "Mon appli été ✓"
+TITLE_SENT = b"x-title: Mon appli \xc3\xa9t\xc3\xa9 \xe2\x9c\x93\r\n"
+
+
+@pytest.mark.parametrize("backend", OWNED)
+@pytest.mark.parametrize("mode", ["sync", "async", "stream-async", "per-request"])
+def test_a_non_ascii_header_value_is_sent_as_utf8_on_every_backend(
+    http_server: ScriptedServer, backend: str, mode: str
+) -> None:
+    """headers={'X-Title': 'Mon appli été ✓'} reaches the server UTF-8 encoded, blocking and async.
+
+    aiohttp sent it so on async calls; httpx and httpx2 (and so the blocking
+    calls of an aiohttp model) failed every call with a UnicodeEncodeError.
+    """
+    per_request = mode == "per-request"
+    title = {"X-Title": TITLE}
+    transport = Transport(
+        "openai", f"{http_server.url}/v1", KEY, http=backend, headers=None if per_request else title
+    )
+    if mode == "stream-async":
+        http_server.add(Reply(chunks=sse({"a": 1})))
+
+        async def stream() -> list[Any]:
+            async with transport:
+                return [event async for event in transport.stream("chat", {"m": 1})]
+
+        assert len(asyncio.run(stream())) == 1
+    elif per_request:
+        http_server.add(Reply(json={"ok": 1}))
+
+        async def post() -> Any:
+            async with transport:
+                return await transport.post_json("chat", {"m": 1}, headers=title)
+
+        assert asyncio.run(post()) == {"ok": 1}
+    else:
+        http_server.add(Reply(json={"ok": 1}))
+        assert post_once(transport, mode) == {"ok": 1}
+    assert TITLE_SENT in http_server.requests[-1].head
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_non_ascii_header_value_is_sent_as_utf8_by_an_injected_httpx_client(
+    http_server: ScriptedServer, mode: str
+) -> None:
+    """A user's own httpx client (its requests go through its send) is given the UTF-8 bytes too."""
+    import httpx
+
+    http_server.add(Reply(json={"ok": 1}))
+    url = f"{http_server.url}/v1"
+    if mode == "sync":
+        with httpx.Client() as client:
+            transport = Transport(
+                "openai", url, KEY, http_client=client, headers={"X-Title": TITLE}
+            )
+            assert transport.post_json_sync("chat", {"m": 1}) == {"ok": 1}
+    else:
+
+        async def run() -> Any:
+            async with httpx.AsyncClient() as client:
+                transport = Transport(
+                    "openai", url, KEY, http_client=client, headers={"X-Title": TITLE}
+                )
+                return await transport.post_json("chat", {"m": 1})
+
+        assert asyncio.run(run()) == {"ok": 1}
+    assert TITLE_SENT in http_server.requests[-1].head
+
+
+@pytest.mark.parametrize("backend", OWNED)
+def test_an_agent_with_a_non_ascii_header_runs_blocking_and_async(
+    http_server: ScriptedServer, backend: str
+) -> None:
+    """The reviewer's setup: an agent's model with headers={'X-Title': 'Mon appli été'}, run and arun."""
+    answer = {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+    }
+    http_server.add(Reply(json=answer), Reply(json=answer))
+    model = toolfold.model(
+        "openai:m",
+        base_url=f"{http_server.url}/v1",
+        api_key=KEY,
+        http=backend,
+        headers={"X-Title": "Mon appli été"},
+    )
+    agent = toolfold.Agent(model)
+    assert agent.run("x").text == "ok"
+    assert asyncio.run(agent.arun("x")).text == "ok"
+    assert len(http_server.requests) == 2
+    for request in http_server.requests:
+        assert b"x-title: Mon appli \xc3\xa9t\xc3\xa9\r\n" in request.head
+
+
+def test_a_non_ascii_auth_header_name_is_refused_when_the_transport_is_made() -> None:
+    """auth_header names a header: sent as ASCII by every client, so 'x-clé' is refused at once."""
+    with pytest.raises(
+        ModelConfigError,
+        match=r"auth_header: 'x-clé' has non-ASCII characters, which a header name cannot have",
+    ):
+        Transport("openai", "http://127.0.0.1:9/v1", KEY, auth_header="x-clé")
 
 
 def test_an_unknown_backend_is_refused() -> None:

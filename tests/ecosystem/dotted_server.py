@@ -5,7 +5,8 @@ is 70 characters long; each call answers with the name the server was called
 by. With ``clash`` as its argument it also lists ``files_read``, which a dot
 mapped to ``_`` would make ``files.read``'s twin; with ``reserved``, ``auto``,
 ``none`` and ``required`` (toolfold's reserved tool names, the ``tool_choice``
-values) and ``Auto`` (not reserved: the check is case-sensitive).
+values) and ``Auto`` (not reserved: the check is case-sensitive). With ``keys``,
+``files.read`` takes a parameter ``rule_name[]`` (a key Anthropic refuses).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 LONG = "long." + "x" * 65
 EXTRA = {"clash": ["files_read"], "reserved": ["auto", "none", "required", "Auto"]}
 NAMES = ["files.read", LONG, *EXTRA.get(" ".join(sys.argv[1:]), [])]
+KEYS = sys.argv[1:] == ["keys"]
 
 
 def main() -> None:
@@ -32,8 +34,17 @@ def main() -> None:
                 "serverInfo": {"name": "dotted", "version": "0"},
             }
         elif method == "tools/list":
-            schema = {"type": "object", "properties": {}}
-            result = {"tools": [{"name": name, "inputSchema": schema} for name in NAMES]}
+            schema: dict[str, object] = {"type": "object", "properties": {}}
+            keyed = {"type": "object", "properties": {"rule_name[]": {"type": "string"}}}
+            result = {
+                "tools": [
+                    {
+                        "name": name,
+                        "inputSchema": keyed if KEYS and name == "files.read" else schema,
+                    }
+                    for name in NAMES
+                ]
+            }
         elif method == "tools/call":
             called = message["params"]["name"]
             result = {"content": [{"type": "text", "text": f"server called as {called}"}]}

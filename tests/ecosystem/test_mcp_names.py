@@ -124,3 +124,66 @@ def test_a_listed_tool_whose_refs_loop_is_refused_naming_the_server_and_the_tool
     )
     (tree,) = server.tools_from(listed[1:])
     assert tree.validate_arguments({"a": {"a": {}}}) == {"a": {"a": {}}}
+
+
+def _keyed(name: str, keys: list[str]) -> dict[str, object]:
+    """A listed tool whose parameters are ``keys`` (strings)."""
+    properties = {key: {"type": "string"} for key in keys}
+    return {
+        "name": name,
+        "description": name,
+        "inputSchema": {"type": "object", "properties": properties},
+    }
+
+
+def _anthropic() -> object:
+    """An Anthropic model at an address where nothing listens: a request would fail to connect."""
+    import toolfold
+
+    return toolfold.model(
+        "anthropic:claude-x", base_url="http://127.0.0.1:9", api_key="k" * 20, retry=0
+    )
+
+
+def test_a_parameter_name_anthropic_refuses_in_an_mcp_tool_says_to_leave_the_tool_out() -> None:
+    """An MCP tool's 'rule_name[]' (the server's, not renamable here) points at include=, not at renaming."""
+    from toolfold import SchemaCompileError
+
+    server = MCPServerStdio(sys.executable, ["unused.py"], name="crm")
+    tools = server.tools_from(
+        [_keyed("search", ["query"]), _keyed("lookup", ["rule_name[]", "@type"])]
+    )
+    with pytest.raises(SchemaCompileError) as raised:
+        Agent(_anthropic(), tools=tools).run("x")  # type: ignore[arg-type]
+    said = str(raised.value)
+    assert "cannot compile tool 'lookup' for anthropic: 2 problems" in said
+    assert (
+        said.count("leave the tool out with include=[...] on MCP server 'crm', without 'lookup'")
+        == 2
+    )
+    assert "rename" not in said.replace("cannot be renamed", "")
+    assert all("include=[...]" in problem for problem in raised.value.problems)
+
+
+def test_a_parameter_name_anthropic_refuses_in_a_function_or_schema_tool_says_what_to_rename() -> (
+    None
+):
+    """A function's parameter: rename it; an explicit schema's property: rename it there, or leave the tool out."""
+    from toolfold import SchemaCompileError, Tool, tool
+
+    @tool
+    def meteo(città: str) -> str:
+        """The weather."""
+        return città
+
+    with pytest.raises(SchemaCompileError) as raised:
+        Agent(_anthropic(), tools=[meteo]).run("x")  # type: ignore[arg-type]
+    assert "parameter 'città': a parameter name must be" in str(raised.value)
+    assert str(raised.value).endswith("(rename the parameter)")
+    schema = {"type": "object", "properties": {"Account Number": {"type": "string"}}}
+    account = Tool("account", "An account.", schema, lambda arguments: "ok")
+    with pytest.raises(SchemaCompileError) as raised:
+        Agent(_anthropic(), tools=[account]).run("x")  # type: ignore[arg-type]
+    assert str(raised.value).endswith(
+        "(rename the property in the tool's parameters schema, or leave the tool out of tools=[...])"
+    )

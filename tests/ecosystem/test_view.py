@@ -495,3 +495,66 @@ def test_a_marker_part_draws_no_empty_reasoning_and_an_answer_image_shows() -> N
     assert _tags(page, "answer-image")[0]["src"] == (
         "data:image/png;base64," + base64.b64encode(PNG).decode()
     )
+
+
+@tool
+def listing(folder: str) -> list[str]:
+    """List a folder.
+
+    Args:
+        folder: The folder.
+    """
+    return ["caf\udce9.txt"]  # os.listdir() of a file name that is not UTF-8
+
+
+def _hidden_text_run() -> RunState:
+    """A run whose tool result holds a lone surrogate and whose call a bidi override."""
+    script = [ScriptedModel.call("listing", {"folder": "invoice_\u202efdp.exe"}), "Listed."]
+    return Agent(ScriptedModel(script), tools=[listing]).run("go").state
+
+
+def test_bidi_overrides_and_lone_surrogates_show_as_visible_escapes() -> None:
+    """U+202E cannot reorder what the page shows, and a lone surrogate is shown, not a crash."""
+    from toolfold.runtime._view import to_html
+
+    page = to_html(_hidden_text_run())
+    page.encode("utf-8")  # a lone surrogate would fail here
+    assert "\u202e" not in page
+    assert "invoice_\\u202efdp.exe" in page
+    assert "caf\\udce9.txt" in page
+
+
+def test_the_command_line_shows_a_state_holding_a_lone_surrogate(tmp_path: Path) -> None:
+    """`toolfold view` on a state holding a lone surrogate writes the page (no traceback, no empty file)."""
+    state_file = tmp_path / "state.json"
+    state_file.write_text(_hidden_text_run().to_json())
+    out = tmp_path / "run.html"
+    out.write_text("an earlier page")
+    done = subprocess.run(
+        [sys.executable, "-m", "toolfold._cli", "view", str(state_file), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "caf\\udce9.txt" in out.read_text(encoding="utf-8")
+
+
+def test_a_page_that_cannot_be_made_leaves_the_earlier_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`toolfold view` opens the output file only once the page is made: a failure truncates nothing."""
+    import toolfold.runtime._view
+    from toolfold._cli import main
+
+    def broken(state: RunState, *, title: str | None = None) -> str:
+        return "<p>\udce9</p>"  # text the page's UTF-8 cannot carry
+
+    state_file = tmp_path / "state.json"
+    state_file.write_text(every_kind_of_event().to_json())
+    out = tmp_path / "run.html"
+    out.write_text("an earlier page")
+    monkeypatch.setattr(toolfold.runtime._view, "to_html", broken)
+    with pytest.raises(UnicodeEncodeError):
+        main(["view", str(state_file), "-o", str(out)])
+    assert out.read_text() == "an earlier page"

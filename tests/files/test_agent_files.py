@@ -846,6 +846,20 @@ stop_when = [{ max_step = 3 }, { max_steps = 3, tool_called = "add" }, { token_b
     assert "agents.main.stop_when[4]: expected a function's import path" in problems
 
 
+def test_a_tool_called_name_no_tool_can_have_is_a_problem_at_its_key() -> None:
+    """{tool_called = "soumettre_réponse"} (a function's name, not the tool's) never held: refused at the key."""
+    text = """
+[agents.main]
+model = "files_helpers:model"
+stop_when = [{ tool_called = "soumettre_réponse" }, { tool_called = "soumettre" }]
+"""
+    with pytest.raises(AgentFileError) as info:
+        loads(text, search=SEARCH)
+    (problem,) = info.value.problems
+    assert problem.startswith("<string>:4: agents.main.stop_when[0].tool_called: no tool can have")
+    assert "'soumettre_réponse'" in problem
+
+
 def test_out_of_range_agent_numbers_are_each_a_problem_on_their_line() -> None:
     """``max_steps``, ``output_retries`` and ``max_concurrency`` out of range are all
     reported, each on its key's line (building the agent named only the first, on the

@@ -1582,6 +1582,27 @@ def test_tools_lists_an_mcp_servers_tools(tmp_path: Path) -> None:
     assert '    clock_time{{"MCP time"}}' in proc.stdout.splitlines()
 
 
+def test_tools_says_to_leave_out_an_mcp_tool_whose_parameter_name_anthropic_refuses(
+    tmp_path: Path,
+) -> None:
+    """``tools --dialect anthropic``: an MCP tool's key 'rule_name[]' points at include=, not at renaming."""
+    server = ROOT / "tests" / "ecosystem" / "dotted_server.py"
+    (tmp_path / "dotted.toml").write_text(
+        '[agents.a]\nmodel = "openai:gpt-4o-mini"\n\n[[agents.a.mcp]]\n'
+        f"command = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(server))}, "keys"]\nname = "dotted"\n'
+    )
+    proc = toolfold("tools", "dotted.toml", "--dialect", "anthropic", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    error = json.loads(proc.stdout)["a"]["files_read"]["anthropic"]["error"]
+    assert "parameter 'rule_name[]'" in error
+    assert (
+        "leave the tool out with include=[...] on MCP server 'dotted', without 'files.read'"
+        in error
+    )
+    assert "(rename the parameter)" not in error
+
+
 def test_a_file_with_a_handoff_cycle_checks_draws_and_runs(tmp_path: Path) -> None:
     """desk.toml (a cycle, a workflow tool, stop conditions, a step timeout) through the CLI."""
     desk = ROOT / "examples" / "agent_files" / "desk.toml"

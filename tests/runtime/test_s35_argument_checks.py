@@ -29,6 +29,16 @@ def test_tool_called_refuses_anything_but_a_tool_name(name: Any) -> None:
         tool_called(name)
 
 
+@pytest.mark.parametrize("name", ["soumettre_réponse", "files.read", "x" * 65, "a b", "a\n"])
+def test_tool_called_refuses_a_name_no_tool_can_have(name: str) -> None:
+    """tool_called('soumettre_réponse') (a function's name, not the tool's) is refused: it never held."""
+    with pytest.raises(UsageError, match=r"no tool can have this name") as caught:
+        tool_called(name)
+    assert repr(name) in str(caught.value)
+    assert tool_called("x" * 64).name == "x" * 64
+    assert ToolCalled(name).name == name  # (a state saved with one still loads)
+
+
 @pytest.mark.parametrize("name", [None, 5])
 def test_a_hand_built_tool_called_refuses_a_name_that_is_not_text(name: Any) -> None:
     """ToolCalled(None) is refused: its saved state would load back as ToolCalled('None')."""

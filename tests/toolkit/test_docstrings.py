@@ -461,3 +461,62 @@ def test_keyword_sections_meet_the_description_requirement() -> None:
         warnings.simplefilter("error")
         made = tool(require_parameter_descriptions=True)(_keyword_only)
     assert made.parameters["required"] == ["query"]
+
+
+def test_docstring_names_match_parameters_as_python_normalizes_them() -> None:
+    """An Args: name written decomposed (NFD, as some editors save it) or with a ligature
+    ('ﬁle') documents its parameter, as Python reads the identifier (NFKC), with no warning."""
+    decomposed = "citta\u0300"
+    source = (
+        f"def meteo({decomposed}: str, \ufb01le: str = 'x') -> str:\n"
+        '    """Weather.\n\n    Args:\n'
+        f"        {decomposed}: The city.\n"
+        "        \ufb01le: The file.\n"
+        '    """\n'
+        "    return 'sunny'\n"
+    )
+    space: dict[str, Any] = {}
+    exec(source, space)  # (the function's parameters are NFKC, as in any module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        made = tool(require_parameter_descriptions=True)(space["meteo"])
+    properties = made.parameters["properties"]
+    assert properties["citt\u00e0"]["description"] == "The city."
+    assert properties["file"]["description"] == "The file."
+
+
+def test_a_documented_name_no_parameter_has_is_reported_once_as_written() -> None:
+    """An Args: entry written decomposed ('città' in NFD) or with a ligature ('ﬁle') that
+    no parameter has is one warning (one problem when descriptions are required), under
+    the name the docstring writes: not a second one under its NFKC form."""
+    from toolfold.toolkit._signature import function_schema
+
+    decomposed = "citta\u0300"
+    source = (
+        "def meteo(lieu: str) -> str:\n"
+        '    """Weather.\n\n    Args:\n'
+        "        lieu: The place.\n"
+        f"        {decomposed}: A parameter that was removed.\n"
+        "        \ufb01le: Another one.\n"
+        '    """\n'
+        "    return lieu\n"
+    )
+    space: dict[str, Any] = {}
+    exec(source, space)
+    expected = [
+        f"the docstring documents parameter {decomposed!r}, which meteo does not have",
+        "the docstring documents parameter '\ufb01le', which meteo does not have",
+    ]
+    schema = function_schema(space["meteo"])
+    assert schema.warnings == [f"meteo: {text}" for text in expected]
+    with pytest.raises(ToolDefinitionError) as raised:
+        function_schema(space["meteo"], require_parameter_descriptions=True)
+    assert list(raised.value.problems) == [
+        f"{text}; fix the name or remove the entry" for text in expected
+    ]
+    parsed = parse_docstring(space["meteo"].__doc__)
+    assert list(parsed.params) == ["lieu", decomposed, "\ufb01le"]  # as written
+    assert parsed.params.get("citt\u00e0") == "A parameter that was removed."  # found so
+    assert parsed.params["file"] == "Another one."
+    assert "file" in parsed.params
+    assert parsed.params.get("nothing") is None

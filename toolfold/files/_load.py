@@ -55,7 +55,7 @@ from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
-from toolfold.toolkit._options import name_problems
+from toolfold.toolkit._options import TOOL_NAME, name_problems
 from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
@@ -1249,6 +1249,12 @@ class _Loader:
         ((key, value),) = given.items()
         if key != "tool_called" and value < 1:
             self.problem(f"{path}.{key}", f"must be at least 1, got {value}")
+        if key == "tool_called" and not TOOL_NAME.fullmatch(value):
+            self.problem(
+                f"{path}.{key}",
+                f"no tool can have the name {value!r} (1-64 characters of a-z A-Z 0-9 _ -), "
+                "so the condition would never hold: give the tool's name as the model calls it",
+            )
 
     def _reference(self, target: str, path: str, *, workflows: bool = False) -> None:
         known = dict(self._table("agents"))

@@ -41,7 +41,7 @@ from toolfold.toolkit._options import (
     ApprovalPolicy,
 )
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import MADE_AS, RENAMED_WITH
+from toolfold.toolkit._tool import LEFT_OUT_WITH, MADE_AS, RENAMED_WITH
 
 if TYPE_CHECKING:
     from toolfold.adapters._http._keys import Secret
@@ -545,6 +545,10 @@ class MCPServer:
         call.__dict__[MADE_AS] = f"tool {remote!r} of MCP server {self.name!r}"
         call.__dict__[RENAMED_WITH] = (
             f"prefix=... on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
+        )
+        # what an error about a parameter name a provider refuses says (its schema is the server's)
+        call.__dict__[LEFT_OUT_WITH] = (
+            f"include=[...] on MCP server {self.name!r}, without {remote!r}"
         )
         return Tool(
             name,

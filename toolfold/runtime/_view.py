@@ -3,7 +3,8 @@
 Everything is inline (styles, no scripts, no fonts, no images), and a
 Content-Security-Policy forbids the page from loading anything, so the file
 opens offline and never calls home. Every value from the run is escaped: a
-tool result holding ``<script>`` shows as text.
+tool result holding ``<script>`` shows as text, a bidirectional override
+(U+202E) and a lone surrogate as a visible ``\u202e`` or ``\udce9``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +49,7 @@ from toolfold.runtime.core._messages import (
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.core._stop import describe_condition
+from toolfold.toolkit._results import BIDI, escaped_control
 
 __all__ = ["to_html"]
 
@@ -99,8 +102,17 @@ def to_html(state: RunState, *, title: str | None = None) -> str:
     )
 
 
+# Shown as visible escapes (``\u202e``, ``\udce9``), as the CLI shows them: a
+# bidirectional override or isolate reorders what a reviewer reads
+# (``invoice_\u202efdp.exe`` shows as ``invoice_exe.pdf``), and a lone surrogate
+# (a tool's ``os.listdir()`` of a file name that is not UTF-8) cannot be written
+# in the page's UTF-8.
+_HIDDEN = re.compile(f"[{BIDI}\ud800-\udfff]")
+
+
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    text = html.escape(str(value), quote=True)
+    return text if text.isascii() else _HIDDEN.sub(escaped_control, text)
 
 
 def _facts(state: RunState) -> str:

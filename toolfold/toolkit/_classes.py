@@ -552,12 +552,12 @@ def inherited_descriptions(cls: type, style: str = "auto") -> dict[str, str]:
     class re-declares (``size: int`` over a base's ``size: float``) is a new field:
     only that class and the classes deriving from it describe it, never the bases
     it overrides."""
-    from toolfold.toolkit._docstrings import parse_docstring
+    from toolfold.toolkit._docstrings import Described, parse_docstring
 
     lineage = _lineage(cls)
     owners = _declaring_classes(cls)
     position = {klass: i for i, klass in enumerate(lineage)}
-    found: dict[str, str] = {}
+    found = Described()  # (a field written otherwise than Python reads it found too)
     for i, base in enumerate(lineage[1:], 1):
         if base.__module__ in _UNDOCUMENTED_MODULES:
             continue
@@ -567,7 +567,8 @@ def inherited_descriptions(cls: type, style: str = "auto") -> dict[str, str]:
                 owner = owners.get(name)
                 if owner is not None and position.get(owner, i) < i:
                     continue  # re-declared by a class nearer cls than this base
-                found.setdefault(name, text)
+                if name not in found:
+                    found.add(name, text)
     return found
 
 

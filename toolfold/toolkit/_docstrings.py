@@ -9,6 +9,7 @@ docstring-parser itself is imported only when a docstring needs parsing).
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 STYLES = ("auto", "google", "numpy", "rest", "epydoc")
@@ -38,6 +39,47 @@ class UndocumentedParameterWarning(ToolDefinitionWarning):
     category=UndocumentedParameterWarning)``, or make it an error with
     ``@tool(require_parameter_descriptions=True)``.
     """
+
+
+class Described(dict[str, str]):
+    """Name -> description, each name as the docstring writes it (what iterating gives).
+
+    A lookup (``[name]``, ``get``, ``in``) also finds a name written otherwise than
+    Python reads it: Python normalizes identifiers (NFKC), so ``città`` written
+    decomposed, as some editors save it, or ``ﬁle`` with its ligature, are the
+    parameters ``città`` and ``file``. Those forms are a separate lookup map, not
+    entries: a documented name no parameter has is reported once, as written.
+    """
+
+    __slots__ = ("_normal",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._normal: dict[str, str] = {}  # the NFKC form -> the name as written
+
+    def add(self, name: str, description: str) -> None:
+        """``self[name] = description``, findable under the name's NFKC form too."""
+        self[name] = description
+        if not name.isascii():
+            normal = unicodedata.normalize("NFKC", name)
+            if normal != name:
+                self._normal.setdefault(normal, name)
+
+    def __missing__(self, name: str) -> str:
+        written = self._normal.get(name)
+        if written is None:
+            raise KeyError(name)
+        return dict.__getitem__(self, written)
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._normal
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The description of ``name`` (as written, or in its NFKC form), else ``default``."""
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        written = self._normal.get(name)
+        return default if written is None else dict.__getitem__(self, written)
 
 
 class ParsedDocstring:
@@ -148,8 +190,8 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         description = short + ("\n\n" if parsed.blank_after_short_description else "\n") + long
     else:
         description = short or long
-    params: dict[str, str] = {}
-    attributes: dict[str, str] = {}
+    params = Described()
+    attributes = Described()
     for meta in parsed.meta:
         args = meta.args
         if len(args) < 2 or not meta.description:
@@ -162,9 +204,9 @@ def parse_docstring(text: str | None, style: str = "auto") -> ParsedDocstring:
         names = [n.strip().split(" ", 1)[0].lstrip("*") for n in written.split(",")]
         for name in filter(None, names):
             if kind in _PARAMS:
-                params[name] = meta.description.strip()
+                params.add(name, meta.description.strip())
             elif kind in ("attribute", "ivar", "cvar", "var"):
-                attributes[name] = meta.description.strip()
+                attributes.add(name, meta.description.strip())
     return ParsedDocstring(description.strip(), params, attributes)
 
 

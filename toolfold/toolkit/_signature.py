@@ -15,6 +15,7 @@ import operator
 import sys
 import types
 import typing
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -733,6 +734,14 @@ def _bound_default_problem(name: str, default: Any) -> str:
     )
 
 
+def _named_so(documented: str, names: set[str], bound: set[str]) -> bool:
+    """Whether a docstring's name is a parameter's as Python reads it (NFKC: ``ﬁle`` is ``file``)."""
+    if documented.isascii():
+        return False
+    normal = unicodedata.normalize("NFKC", documented)
+    return normal in names or normal in bound
+
+
 def _check_documented(
     fn: Callable[..., Any],
     documented: dict[str, str],
@@ -744,7 +753,7 @@ def _check_documented(
     qualname = callable_name(fn)
     bound = _bound_by_partial(fn)
     for name in documented:
-        if name not in names and name not in bound:
+        if name not in names and name not in bound and not _named_so(name, names, bound):
             text = f"the docstring documents parameter {name!r}, which {qualname} does not have"
             if required:
                 out.problems.append(text + "; fix the name or remove the entry")

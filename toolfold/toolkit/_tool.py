@@ -29,7 +29,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar, overload
 
-from toolfold._errors import ToolDefinitionError
+from toolfold._errors import RENAME_PARAMETER, ToolDefinitionError, advise_renaming
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._frozen import freeze
 from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
@@ -997,6 +997,37 @@ MADE_AS = "__toolfold_made_as__"
 #: The attribute of a function toolfold makes for a tool that cannot be given
 #: ``name=`` (an MCP server's): how to rename it instead, for a duplicate-name error.
 RENAMED_WITH = "__toolfold_renamed_with__"
+
+
+#: The attribute of a function toolfold makes for a tool whose schema is not the
+#: user's to change (an MCP server's): how to leave the tool out instead, for an
+#: error about a parameter name a provider refuses.
+LEFT_OUT_WITH = "__toolfold_left_out_with__"
+
+
+def advise_on_parameter_names(error: BaseException, tools: Mapping[str, Tool[..., Any]]) -> None:
+    """Word the advice of a `SchemaCompileError` about refused parameter names for its tool.
+
+    The compiler says "rename the parameter", right for a function's parameter.
+    An MCP server's tool cannot be changed here: the error says how to leave it
+    out (``include=[...]`` on its server). A tool made with an explicit schema:
+    rename the property there, or leave the tool out.
+    """
+    tool_name = getattr(error, "tool_name", None)
+    found = tools.get(tool_name) if isinstance(tool_name, str) else None
+    if found is None:
+        return
+    left_out = getattr(found.function, LEFT_OUT_WITH, None)
+    if isinstance(left_out, str):
+        advice = f"(an MCP server's, which cannot be renamed: leave the tool out with {left_out})"
+    elif found._pass_dict:  # an explicit schema, not a function's signature
+        advice = (
+            "(rename the property in the tool's parameters schema, or leave the tool out of "
+            "tools=[...])"
+        )
+    else:
+        advice = RENAME_PARAMETER
+    advise_renaming(error, advice)
 
 
 def _made_as(function: Any) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from toolfold._errors import SchemaCompileError
+from toolfold._errors import RENAME_PARAMETER, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
 from toolfold.adapters._dialects._profiles import (
@@ -124,6 +124,8 @@ class _Spec:
     build: Builder
     name_rule: tuple[re.Pattern[str], str] | None
     limits: bool = False
+    # The rule for the keys of the root's ``properties`` (None: any key).
+    key_rule: tuple[re.Pattern[str], str] | None = None
 
 
 _SPECS: dict[str, _Spec] = {
@@ -136,6 +138,9 @@ _SPECS: dict[str, _Spec] = {
         None,
         _anthropic,
         (re.compile(r"[a-zA-Z0-9_-]{1,128}"), "1-128 characters of a-z A-Z 0-9 _ -"),
+        # Not in its OpenAPI document, but answered with a 400 ("Property keys should
+        # match pattern '^[a-zA-Z0-9_.-]{1,64}$'"): `def f(città: str)` cannot be sent.
+        key_rule=(re.compile(r"[a-zA-Z0-9_.-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ . -"),
     ),
     # Gemini has no per-tool strict flag: "strict" means the schema went through
     # without loss, so the adapter may ask for VALIDATED function calling.
@@ -315,7 +320,8 @@ def _output_spec(spec: _Spec) -> _Spec:
 
     strict = relabel(spec.strict)
     loose = strict if spec.loose is spec.strict else relabel(spec.loose)
-    return attrs.evolve(spec, strict=strict, loose=loose)
+    # (the key rule is for a tool's input_schema: structured output is sent elsewhere)
+    return attrs.evolve(spec, strict=strict, loose=loose, key_rule=None)
 
 
 def _request_problems(
@@ -325,6 +331,14 @@ def _request_problems(
     problems: list[str] = []
     if spec.name_rule is not None and not spec.name_rule[0].fullmatch(name):
         problems.append(f"the tool name must be {spec.name_rule[1]}")
+    properties = walk_root.get("properties")
+    if spec.key_rule is not None and isinstance(properties, Mapping):
+        rule, words = spec.key_rule
+        problems.extend(
+            f"parameter {key!r}: a parameter name must be {words} {RENAME_PARAMETER}"
+            for key in properties
+            if not rule.fullmatch(key)
+        )
     if strict is True and spec.strict is None:
         problems.append(f"{dialect} has no strict mode; pass strict=None or strict=False")
     if dialect != "json-schema" and walk_root.get("type") != "object":

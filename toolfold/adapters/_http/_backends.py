@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
 from toolfold._extras import optional
+from toolfold.adapters._http._checks import utf8_headers
 from toolfold.adapters._http._deadlines import cap_socket_io
 from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
@@ -163,7 +164,7 @@ class HttpxBackend:
         else:
             kwargs = {"timeout": self._timeout(t)}
         return self.client.build_request(
-            "POST", self._url(url), content=content, headers=headers, **kwargs
+            "POST", self._url(url), content=content, headers=utf8_headers(headers), **kwargs
         )
 
     def _url(self, url: str) -> Any:
@@ -276,7 +277,7 @@ class OwnedHttpxBackend(HttpxBackend):
     def _direct(self, target: Any, content: bytes, headers: Mapping[str, str], t: Any) -> Any:
         names = {name.lower() for name in headers}
         pairs: list[tuple[Any, Any]] = [(k, v) for k, low, v in self._base if low not in names]
-        pairs.extend(headers.items())
+        pairs.extend(utf8_headers(headers).items())
         if _own_timeouts(t, self._timeouts, self._defaults):
             extensions = self._extensions
         else:

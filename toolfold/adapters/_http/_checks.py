@@ -1,7 +1,10 @@
 """Checks of what a user configures for HTTP, made when the model is built.
 
-A header value with CR, LF or NUL could smuggle a second header or request; a
-value that is not Latin-1 cannot be sent at all; a base URL without scheme or
+A header value with CR, LF or NUL could smuggle a second header or request, and
+another control character or a lone surrogate cannot be sent at all; a non-ASCII
+value (``"Mon appli été"``) is sent UTF-8 encoded on every backend (aiohttp does
+so itself; httpx encodes a text value as ASCII, so the backend gives it the
+bytes), but a key with one is a paste error; a base URL without scheme or
 host fails only at the first call; a framing header (``Content-Length``,
 ``Transfer-Encoding``...) is the client's to write. Each is a `ModelConfigError` naming the
 option, raised before any connection is opened. Keys, header values (which may carry a
@@ -25,6 +28,7 @@ __all__ = [
     "check_limits",
     "check_mapping",
     "check_url_credentials",
+    "utf8_headers",
 ]
 
 # RFC 9110 token characters: what a header name may contain.
@@ -32,8 +36,9 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # fullmatch: "$" would all
 _FORBIDDEN = re.compile(r"[\r\n\x00]")
 # Any other control character but HTAB: outside RFC 9110's field-value. h11 refused
 # some at send time (a "cannot reach" error, retried), aiohttp raised a bare
-# ValueError, and DEL or \x01 were sent as they are.
-_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# ValueError, and DEL or \x01 were sent as they are. The C1 controls (U+0080-U+009F)
+# too, now that non-ASCII text is sent (as UTF-8).
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 # Headers that frame the message on the connection: the client writes them for
@@ -93,10 +98,18 @@ def check_limits(limits: object) -> None:
 
 
 def check_header_value(
-    value: object, option: str, *, secret: bool = False, expected: str = "a string"
+    value: object,
+    option: str,
+    *,
+    secret: bool = False,
+    expected: str = "a string",
+    ascii_only: str = "",
 ) -> None:
-    """Refuse a value with CR/LF/NUL or another control character, outside Latin-1, or not a string.
+    """Refuse a value with CR/LF/NUL, another control character or a lone surrogate, or not a string.
 
+    A non-ASCII value is sent UTF-8 encoded (see `utf8_headers`); ``ascii_only``
+    (why, ", which an API key never has") refuses it: a non-ASCII key was pasted
+    wrong, and a header name is sent as ASCII.
     ``secret``: the message says "the value", not the value.
     """
     shown = "the value" if secret else repr(value)
@@ -108,14 +121,35 @@ def check_header_value(
         raise ModelConfigError(
             f"{option}: {shown} contains a control character, which a header cannot carry"
         )
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        raise ModelConfigError(
-            f"{option}: {shown} has characters outside Latin-1, which a header cannot carry"
-        ) from None
+    if not value.isascii():
+        if ascii_only:
+            raise ModelConfigError(f"{option}: {shown} has non-ASCII characters{ascii_only}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ModelConfigError(
+                f"{option}: {shown} has a lone surrogate (no Unicode character), which "
+                "cannot be encoded to send"
+            ) from None
     if value != value.strip():
         raise ModelConfigError(f"{option}: {shown} starts or ends with whitespace")
+
+
+def utf8_headers(headers: Mapping[str, str]) -> Mapping[str, str | bytes]:
+    """``headers`` with each non-ASCII value as its UTF-8 bytes (``headers`` itself when all are ASCII).
+
+    What an httpx or httpx2 client is given: it encodes a text value as ASCII
+    (a UnicodeEncodeError, every call failed) but sends bytes as they are;
+    aiohttp encodes text values as UTF-8 itself. So ``"Mon appli été"`` goes out
+    as the same bytes on every backend.
+    """
+    for value in headers.values():
+        if not value.isascii():
+            return {
+                name: value if value.isascii() else value.encode("utf-8")
+                for name, value in headers.items()
+            }
+    return headers
 
 
 def check_base_url(url: object, option: str = "base_url") -> None:

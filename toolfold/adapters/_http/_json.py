@@ -9,7 +9,6 @@ from typing import Any
 
 # One encoder for every body: `json.dumps` with options builds a new one per call.
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"))
 
 encode_text = _COMPACT.encode
 """Compact JSON text, non-ASCII kept as is (what `dumps` encodes to UTF-8)."""
@@ -19,17 +18,26 @@ def dumps(body: Any) -> bytes:
     """Compact UTF-8 JSON: no spaces, non-ASCII text kept as is (smaller than escapes).
 
     ``bytes`` are taken as a body already encoded (a codec that builds its
-    JSON from memoized pieces). A lone surrogate (which UTF-8 cannot encode)
-    that reached the body anyway is sent as a JSON escape instead of failing
-    every later request of a run.
+    JSON from memoized pieces). A lone surrogate (which UTF-8 cannot encode:
+    a tool's ``os.listdir()`` of a file name that is not UTF-8, text read with
+    ``surrogateescape``) that reached the body is sent as U+FFFD: as a
+    ``\\udcXX`` escape, Anthropic's and OpenAI's parsers refuse the body (400
+    "no low surrogate in string"), and it would stay in every later request
+    of the run. A surrogate pair held as two characters is sent as the
+    character it stands for. The state keeps what the tool returned.
     """
     if type(body) is bytes:
         return body
     text = _COMPACT.encode(body)
     try:
         return text.encode()
-    except UnicodeEncodeError:
-        return _COMPACT_ASCII.encode(body).encode()
+    except UnicodeEncodeError:  # rare: the common body pays nothing for it
+        return sendable(text).encode()
+
+
+def sendable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, a surrogate pair joined."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 # The decoder `json.loads` uses (NaN and Infinity accepted, as there: the codecs

@@ -119,8 +119,9 @@ class Transport:
         clock: A monotonic clock, for the total timeout.
 
     Raises:
-        ModelConfigError: A bad base URL, key or header (CR/LF/NUL, not
-            Latin-1), or an unknown ``http`` backend; nothing was sent.
+        ModelConfigError: A bad base URL, key or header (CR/LF/NUL or
+            another control character, a key not ASCII), or an unknown
+            ``http`` backend; nothing was sent.
     """
 
     def __init__(
@@ -521,9 +522,17 @@ def _auth_value(key: Secret | None, header: str, scheme: str) -> Secret | None:
     """The whole auth header value, masked like the key, made once (not per request)."""
     if not key:
         return None
-    check_header_value(header, "auth_header")
+    check_header_value(header, "auth_header", ascii_only=", which a header name cannot have")
     value = key.reveal()
-    check_header_value(value, "api_key", secret=True)
+    check_header_value(
+        value,
+        "api_key",
+        secret=True,
+        ascii_only=(
+            ", which an API key never has (was it copied with a typographic quote or a "
+            "letter too many?)"
+        ),
+    )
     return Secret(f"{scheme} {value}" if scheme else value)
 
 

@@ -24,7 +24,7 @@ from toolfold.adapters._codec import (
     url_excerpt,
 )
 from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
-from toolfold.adapters._http._json import encode_text
+from toolfold.adapters._http._json import encode_text, sendable
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import (
     beside_items,
@@ -158,7 +158,7 @@ def encode_body(
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return None  # a lone surrogate: build_body's dict is sent with escapes
+        return sendable(text).encode()  # a lone surrogate: sent as U+FFFD (see `dumps`)
 
 
 class _Noted(NamedTuple):

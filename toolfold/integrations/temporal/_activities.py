@@ -62,6 +62,7 @@ from toolfold.runtime._planner import Planner
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
+from toolfold.runtime.core._json_text import escape_lone_surrogates
 from toolfold.runtime.core._messages import Message, Usage
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._serialize import converter, structure
@@ -705,7 +706,10 @@ def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturn
     """``event``, or an error result when its content is over ``max_bytes``."""
     if max_bytes is None:
         return event
-    size = len(event.content.encode())
+    try:
+        size = len(event.content.encode())
+    except UnicodeEncodeError:  # a lone surrogate: counted as the payload writes it, an escape
+        size = len(escape_lone_surrogates(event.content).encode())
     if size <= max_bytes:
         return event
     message = (

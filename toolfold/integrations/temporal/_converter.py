@@ -21,6 +21,7 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
 )
 
+from toolfold.runtime.core._json_text import escape_lone_surrogates
 from toolfold.runtime.core._serialize import structure, unstructure
 
 
@@ -33,10 +34,21 @@ class ToolfoldJSONPayloadConverter(EncodingPayloadConverter):
         return "json/plain"
 
     def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
-        """``value`` as compact JSON (anything toolfold's converter unstructures)."""
-        data = json.dumps(unstructure(value), ensure_ascii=False, separators=(",", ":"))
+        """``value`` as compact JSON (anything toolfold's converter unstructures).
+
+        A lone surrogate (a tool's ``os.listdir()`` of a file name that is not
+        UTF-8), which UTF-8 cannot encode, is written as a JSON escape, read back
+        as it was: the activity's result is not lost. The rest of the text stays
+        UTF-8, so the payload is the size `_within` counted.
+        """
+        plain = unstructure(value)
+        data = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+        try:
+            encoded = data.encode()
+        except UnicodeEncodeError:  # only the lone surrogates escaped: the rest stays UTF-8
+            encoded = escape_lone_surrogates(data).encode()
         return temporalio.api.common.v1.Payload(
-            metadata={"encoding": self.encoding.encode()}, data=data.encode()
+            metadata={"encoding": self.encoding.encode()}, data=encoded
         )
 
     def from_payload(

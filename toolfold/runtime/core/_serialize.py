@@ -36,6 +36,7 @@ from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
 from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
 from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS, number_text
+from toolfold.runtime.core._json_text import escape_lone_surrogates
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -556,7 +557,7 @@ def _text(data: dict[str, Any], key: bytes | None) -> str:
     try:
         text.encode()
     except UnicodeEncodeError:  # a lone surrogate: escaped, so the text can be written anywhere
-        text = json.dumps(data, separators=(",", ":"))
+        text = escape_lone_surrogates(text)
     if key is None:
         return text
     # Signed as `state_from_json` reads it back: keys that are not text (a step's

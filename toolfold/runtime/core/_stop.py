@@ -188,12 +188,24 @@ def tool_called(name: str) -> ToolCalled:
         name: The tool name.
 
     Raises:
-        UsageError: ``name`` is not a non-empty str.
+        UsageError: ``name`` is not a non-empty str, or a name no tool can
+            have (outside 1-64 of ``a-z A-Z 0-9 _ -``: the Python function's
+            name ``soumettre_réponse`` of a tool named ``soumettre``, an MCP
+            tool's ``files.read``, which the model calls ``files_read``).
     """
+    from toolfold.toolkit._options import TOOL_NAME
+
     if not isinstance(name, str) or not name:
         raise UsageError(
             f"tool_called(name): expected a tool name (a non-empty str), "
             f"got {type(name).__name__} {name!r}"
+        )
+    if not TOOL_NAME.fullmatch(name):
+        # (checked here, not by ToolCalled: a state saved with one still loads)
+        raise UsageError(
+            f"tool_called({name!r}): no tool can have this name (1-64 characters of "
+            "a-z A-Z 0-9 _ -), so the condition would never hold: give the tool's name "
+            "as the model calls it (its name=...)"
         )
     return ToolCalled(name)
 

@@ -118,7 +118,7 @@ from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._results import describe_exception
-from toolfold.toolkit._tool import Tool, reads_context
+from toolfold.toolkit._tool import Tool, advise_on_parameter_names, reads_context
 
 OnToolError = Literal["return", "raise"]
 
@@ -431,6 +431,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         raise response.error
                 except Exception as exc:
                     name_the_output_type(exc, live.output)
+                    advise_on_parameter_names(exc, live.tools)
                     counted = state is not before  # (the cut stream's usage, an AttemptDropped)
                     failure = model_failure(exc, state, effect.step, counted=counted)
                     try:
