@@ -870,14 +870,19 @@ def test_an_untagged_yaml_int_of_too_many_digits_says_why() -> None:
     assert digits[:20] not in problem
 
 
-def test_a_shallow_yaml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() -> None:
-    """A YAML file nested 8 deep, read with only 20 to 120 frames of stack left, raises the
-    RecursionError as it is (or loads): it was an AgentFileError saying the file's lists and
-    tables are nested too deep."""
+@pytest.mark.parametrize("kind", ["yaml", "toml"])
+def test_a_shallow_file_read_on_a_deep_stack_is_not_blamed_for_nesting(kind: str) -> None:
+    """A YAML (or TOML) file nested 8 deep, read with only 20 to 120 frames of stack left,
+    raises the RecursionError as it is (or loads): it was an AgentFileError saying the
+    file's lists and tables are nested too deep."""
     from toolfold.files._load import _Lines, _parse
 
-    text = "a:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(8)) + "  " * 9 + "x: 1\n"
-    _parse(text, "yaml", _Lines("f.yaml", text, "yaml"))  # (its parser imported first)
+    if kind == "yaml":
+        text = "a:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(8)) + "  " * 9 + "x: 1\n"
+    else:
+        text = "a = " + "{k = " * 8 + "1" + "}" * 8 + "\n"
+    name = f"f.{kind}"
+    _parse(text, kind, _Lines(name, text, kind))  # (its parser imported first)
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
@@ -887,32 +892,7 @@ def test_a_shallow_yaml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() ->
         for room in range(20, 120, 2):
             sys.setrecursionlimit(depth + room)
             try:
-                _parse(text, "yaml", _Lines("f.yaml", text, "yaml"))
-            except RecursionError:
-                raised += 1
-    finally:
-        sys.setrecursionlimit(limit)
-    assert raised > 0  # (some were read past the limit: the RecursionError is kept)
-
-
-def test_a_shallow_toml_file_read_on_a_deep_stack_is_not_blamed_for_nesting() -> None:
-    """A TOML file nested 8 deep, read with only 20 to 120 frames of stack left, raises the
-    RecursionError as it is (or loads): it was an AgentFileError saying the file's lists and
-    inline tables are nested too deep."""
-    from toolfold.files._load import _Lines, _parse
-
-    text = "a = " + "{k = " * 8 + "1" + "}" * 8 + "\n"
-    _parse(text, "toml", _Lines("f.toml", text, "toml"))  # (its parser imported first)
-    depth, frame = 0, sys._getframe()
-    while frame is not None:
-        depth, frame = depth + 1, frame.f_back
-    limit = sys.getrecursionlimit()
-    raised = 0
-    try:
-        for room in range(20, 120, 2):
-            sys.setrecursionlimit(depth + room)
-            try:
-                _parse(text, "toml", _Lines("f.toml", text, "toml"))
+                _parse(text, kind, _Lines(name, text, kind))
             except RecursionError:
                 raised += 1
     finally:
