@@ -875,7 +875,7 @@ def test_a_shallow_file_read_on_a_deep_stack_is_not_blamed_for_nesting(kind: str
     """A YAML (or TOML) file nested 8 deep, read with only 20 to 120 frames of stack left,
     raises the RecursionError as it is (or loads): it was an AgentFileError saying the
     file's lists and tables are nested too deep."""
-    from toolfold.files._load import _Lines, _parse
+    from toolfold.files._load import _Lines, _parse, _stack_room
 
     if kind == "yaml":
         text = "a:\n" + "".join(f"{'  ' * (i + 1)}k{i}:\n" for i in range(8)) + "  " * 9 + "x: 1\n"
@@ -883,10 +883,8 @@ def test_a_shallow_file_read_on_a_deep_stack_is_not_blamed_for_nesting(kind: str
         text = "a = " + "{k = " * 8 + "1" + "}" * 8 + "\n"
     name = f"f.{kind}"
     _parse(text, kind, _Lines(name, text, kind))  # (its parser imported first)
-    depth, frame = 0, sys._getframe()
-    while frame is not None:
-        depth, frame = depth + 1, frame.f_back
     limit = sys.getrecursionlimit()
+    depth = limit - _stack_room()
     raised = 0
     try:
         for room in range(20, 120, 2):
