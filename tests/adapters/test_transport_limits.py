@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import random
+import re
 import socket
 import threading
 import uuid
@@ -41,7 +42,7 @@ from toolfold import (
     ServerError,
     StreamError,
 )
-from toolfold.adapters import HttpLimits, RetryPolicy, Timeouts, Transport
+from toolfold.adapters import HttpLimits, RetryPolicy, Secret, Timeouts, Transport
 from toolfold.adapters._http import _deadlines
 from toolfold.adapters._http._body import BodyReader
 
@@ -1631,6 +1632,15 @@ BAD_OPTIONS = [
     ({"headers": {"x-a\n": "v"}}, r"headers: 'x-a\\n' is not a valid HTTP header name"),
     ({"api_key": "sk-abc\ndef"}, r"api_key: the value contains CR, LF or NUL"),
     ({"api_key": "sk-ключ"}, r"api_key: the value has non-ASCII characters"),
+    # A credential given as a header is checked as api_key is: it was sent as UTF-8.
+    ({"headers": {"api-key": "sk-clé"}}, r"headers\['api-key'\]: the value has non-ASCII"),
+    (
+        {"headers": {"Authorization": "Bearer sk-clé"}},
+        r"'Authorization'\]: the value has non-ASCII",
+    ),
+    ({"headers": {"x-api-key": "sk-clé"}}, r"headers\['x-api-key'\]: the value has non-ASCII"),
+    ({"headers": {"x-goog-api-key": "sk-clé"}}, r"'x-goog-api-key'\]: the value has non-ASCII"),
+    ({"headers": {"x-a": Secret("sk-clé")}}, r"headers\['x-a'\]: the value has non-ASCII"),
     # Other control characters (not HTAB): sent raw, refused by h11 at send, or a bare ValueError.
     ({"headers": {"x-a": "a\x0bb"}}, r"headers\['x-a'\].*a control character"),
     ({"headers": {"x-a": "a\x7fb"}}, r"headers\['x-a'\].*a control character"),
@@ -1776,6 +1786,17 @@ def test_a_non_ascii_auth_header_name_is_refused_when_the_transport_is_made() ->
         match=r"auth_header: 'x-clé' has non-ASCII characters, which a header name cannot have",
     ):
         Transport("openai", "http://127.0.0.1:9/v1", KEY, auth_header="x-clé")
+
+
+@pytest.mark.parametrize("name", ["x a", "x:a", "x\ta", ""])
+def test_an_auth_header_that_is_no_header_name_is_refused_when_the_transport_is_made(
+    name: str,
+) -> None:
+    """auth_header is checked as a header name: 'x a' or 'x:a' was built and failed at the call."""
+    with pytest.raises(
+        ModelConfigError, match=rf"^auth_header: {re.escape(repr(name))} is not a valid HTTP header"
+    ):
+        Transport("openai", "http://127.0.0.1:9/v1", KEY, auth_header=name)
 
 
 def test_an_unknown_backend_is_refused() -> None:

@@ -4,8 +4,9 @@ A header value with CR, LF or NUL could smuggle a second header or request, and
 another control character or a lone surrogate cannot be sent at all; a non-ASCII
 value (``"Mon appli été"``) is sent UTF-8 encoded on every backend (aiohttp does
 so itself; httpx encodes a text value as ASCII, so the backend gives it the
-bytes), but a key with one is a paste error; a base URL without scheme or
-host fails only at the first call; a framing header (``Content-Length``,
+bytes), but a key with one (``api_key``, a `Secret` or a credential header's
+value) is a paste error; a base URL without scheme or host fails only at the
+first call; a framing header (``Content-Length``,
 ``Transfer-Encoding``...) is the client's to write. Each is a `ModelConfigError` naming the
 option, raised before any connection is opened. Keys, header values (which may carry a
 credential: ``api-key``, ``Authorization``) and a URL's password are never quoted.
@@ -18,12 +19,19 @@ import urllib.parse
 from collections.abc import Mapping
 
 from toolfold._errors import ModelConfigError
-from toolfold.adapters._http._keys import Secret, mask_url, shown_userinfo, url_userinfo
+from toolfold.adapters._http._keys import (
+    Secret,
+    is_credential_header,
+    mask_url,
+    shown_userinfo,
+    url_userinfo,
+)
 from toolfold.adapters._http._retry import HttpLimits
 
 __all__ = [
     "check_base_url",
     "check_header_value",
+    "check_header_name",
     "check_headers",
     "check_limits",
     "check_mapping",
@@ -59,8 +67,7 @@ def check_headers(headers: Mapping[str, str | Secret], option: str = "headers") 
     check_mapping(headers, option)
     seen: set[str] = set()
     for name, value in headers.items():
-        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-            raise ModelConfigError(f"{option}: {name!r} is not a valid HTTP header name")
+        check_header_name(name, option)
         folded = name.lower()
         if folded in _FRAMING:
             raise ModelConfigError(
@@ -71,12 +78,25 @@ def check_headers(headers: Mapping[str, str | Secret], option: str = "headers") 
                 f"{option}: {name!r} is given twice (header names ignore case); keep one"
             )
         seen.add(folded)
+        # A credential (a Secret, or in a header like api-key or Authorization) is
+        # ASCII as the api_key is: "sk-clé" was sent, where api_key= refused it.
+        credential = isinstance(value, Secret) or is_credential_header(folded)
         check_header_value(
             value.reveal() if isinstance(value, Secret) else value,
             f"{option}[{name!r}]",
             secret=True,
             expected="a string or a Secret",
+            ascii_only=", which a credential never has (was it copied with a typographic "
+            "quote or a letter too many?)"
+            if credential
+            else "",
         )
+
+
+def check_header_name(name: object, option: str) -> None:
+    """Refuse a header name that is not an RFC 9110 token (``'x a'``, ``'x:a'``, ``'x-clé'``)."""
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        raise ModelConfigError(f"{option}: {name!r} is not a valid HTTP header name")
 
 
 def check_mapping(headers: object, option: str = "headers") -> None:

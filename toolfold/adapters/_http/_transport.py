@@ -28,6 +28,7 @@ from toolfold._errors import ModelConfigError, ProviderError
 from toolfold.adapters._http._body import ACCEPT_ENCODING
 from toolfold.adapters._http._checks import (
     check_base_url,
+    check_header_name,
     check_header_value,
     check_headers,
     check_limits,
@@ -523,6 +524,8 @@ def _auth_value(key: Secret | None, header: str, scheme: str) -> Secret | None:
     if not key:
         return None
     check_header_value(header, "auth_header", ascii_only=", which a header name cannot have")
+    # A header name, not a value: 'x a' or 'x:a' passed the value check and failed at the call.
+    check_header_name(header, "auth_header")
     value = key.reveal()
     check_header_value(
         value,
