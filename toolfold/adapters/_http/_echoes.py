@@ -34,14 +34,13 @@ import re
 from collections.abc import Iterable, Iterator
 
 from toolfold.adapters._http._keys import MASK, Scrubs, Secret, scrub, scrubs
+from toolfold.runtime.core._json_text import escape_lone_surrogates
 
 __all__ = ["Echoes"]
 
 # The rest of a JSON string literal after its opening quote, up to its closing one
 # (an unescaped control character included: the text is read, not checked).
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-# A lone surrogate: written as an escape in a masked literal (UTF-8 cannot carry it).
-_LONE = re.compile("[\ud800-\udfff]")
 
 
 class Echoes:
@@ -232,11 +231,7 @@ def _literal(text: str) -> str:
     """``text`` as a JSON string literal written as the answer's others are: its
     characters as they are (not ``\\u`` escapes: inside a call's arguments they are
     what the user sees), but lone surrogates, which UTF-8 cannot carry."""
-    return _LONE.sub(_escaped, json.dumps(text, ensure_ascii=False))
-
-
-def _escaped(found: re.Match[str]) -> str:
-    return f"\\u{ord(found.group()):04x}"
+    return escape_lone_surrogates(json.dumps(text, ensure_ascii=False))
 
 
 def _utf16(char: str) -> tuple[int, ...]:
