@@ -1722,6 +1722,19 @@ def test_a_non_ascii_header_value_is_sent_as_utf8_on_every_backend(
     assert TITLE_SENT in http_server.requests[-1].head
 
 
+@pytest.mark.parametrize("name", ["Helicone-Session-Name", "x-portkey-metadata", "X-Author"])
+def test_a_non_ascii_value_of_a_header_named_like_a_credential_is_sent(
+    http_server: ScriptedServer, name: str
+) -> None:
+    """Only headers that hold nothing but a credential must be ASCII: a session name or
+    metadata whose header name has "session", "key" or "auth" in it is sent UTF-8 (the wide
+    rule that hides such values refused them)."""
+    http_server.add(Reply(json={"ok": 1}))
+    transport = Transport("openai", f"{http_server.url}/v1", KEY, headers={name: TITLE})
+    assert post_once(transport, "sync") == {"ok": 1}
+    assert TITLE_SENT.replace(b"x-title", name.lower().encode()) in http_server.requests[-1].head
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_non_ascii_header_value_is_sent_as_utf8_by_an_injected_httpx_client(
     http_server: ScriptedServer, mode: str

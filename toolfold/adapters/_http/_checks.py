@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._http._keys import (
     Secret,
-    is_credential_header,
     mask_url,
     shown_userinfo,
     url_userinfo,
@@ -78,11 +77,16 @@ def check_headers(headers: Mapping[str, str | Secret], option: str = "headers") 
                 f"{option}: {name!r} is given twice (header names ignore case); keep one"
             )
         seen.add(folded)
-        # A credential (a Secret, or in a header like api-key or Authorization) is
-        # ASCII as the api_key is: "sk-clé" was sent, where api_key= refused it.
-        credential = isinstance(value, Secret) or is_credential_header(folded)
+        # A credential (a Secret, or in a header that only ever holds one) is ASCII as
+        # the api_key is: "sk-clé" was sent, where api_key= refused it. Not by the wide
+        # rule that hides values (`is_credential_header`): Helicone-Session-Name or
+        # x-portkey-metadata carry a user's text.
+        revealed = value.reveal() if isinstance(value, Secret) else value
+        credential = isinstance(value, Secret) or (
+            isinstance(revealed, str) and not revealed.isascii() and folded in _CREDENTIALS
+        )
         check_header_value(
-            value.reveal() if isinstance(value, Secret) else value,
+            revealed,
             f"{option}[{name!r}]",
             secret=True,
             expected="a string or a Secret",
@@ -91,6 +95,12 @@ def check_headers(headers: Mapping[str, str | Secret], option: str = "headers") 
             if credential
             else "",
         )
+
+
+#: Headers that only ever hold a credential: a value of them must be ASCII.
+_CREDENTIALS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key"}
+)
 
 
 def check_header_name(name: object, option: str) -> None:
