@@ -4,7 +4,7 @@ Everything is inline (styles, no scripts, no fonts, no images), and a
 Content-Security-Policy forbids the page from loading anything, so the file
 opens offline and never calls home. Every value from the run is escaped: a
 tool result holding ``<script>`` shows as text, a bidirectional override
-(U+202E) and a lone surrogate as a visible ``\u202e`` or ``\udce9``.
+(U+202E) and a lone surrogate as a visible ``\\u202e`` or ``\\udce9``.
 """
 
 from __future__ import annotations
