@@ -170,6 +170,21 @@ def _replays(agent: TemporalAgent, history: WorkflowHistory) -> None:
     asyncio.run(replayer.replay_workflow(history))
 
 
+def _failed_run(server: DevServer, agent: TemporalAgent) -> tuple[BaseException, RunState]:
+    """Run ``agent`` durably on "go" to its failure: the client's error and the run's state."""
+
+    async def go() -> tuple[BaseException, RunState]:
+        async with _worker(server, [agent]) as (client, queue):
+            handle = await agent.start(
+                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
+            )
+            with pytest.raises(WorkflowFailureError) as caught:
+                await handle.result()
+            return caught.value, await handle.state()
+
+    return asyncio.run(go())
+
+
 def test_the_cut_attempts_temporal_retried_count_as_a_local_run_counts_them(
     server: DevServer, provider: ThreadingHTTPServer, registry: None
 ) -> None:
@@ -398,16 +413,7 @@ def test_a_request_whose_last_attempt_timed_out_counts_the_cut_attempts_before(
         event_stream_handler=_read_all,
     )
 
-    async def go() -> tuple[BaseException, RunState]:
-        async with _worker(server, [agent]) as (client, queue):
-            handle = await agent.start(
-                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
-            )
-            with pytest.raises(WorkflowFailureError) as caught:
-                await handle.result()
-            return caught.value, await handle.state()
-
-    error, state = asyncio.run(go())
+    error, state = _failed_run(server, agent)
     assert isinstance(error.__cause__, ActivityError)
     assert isinstance(error.__cause__.cause, TimeoutError)
     assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(BILLED)]
@@ -609,16 +615,7 @@ def test_an_application_error_the_model_raises_keeps_the_cut_attempts(
         event_stream_handler=_read_all,
     )
 
-    async def go() -> tuple[BaseException, RunState]:
-        async with _worker(server, [agent]) as (client, queue):
-            handle = await agent.start(
-                client, "go", id=f"dropped-{uuid.uuid4().hex}", task_queue=queue
-            )
-            with pytest.raises(WorkflowFailureError) as caught:
-                await handle.result()
-            return caught.value, await handle.state()
-
-    error, state = asyncio.run(go())
+    error, state = _failed_run(server, agent)
     assert isinstance(error.__cause__, ActivityError)
     failure = error.__cause__.cause
     assert isinstance(failure, ApplicationError)
