@@ -26,7 +26,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
@@ -34,6 +33,7 @@ from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.adapters._http._json import decode_cut
+from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.runtime.core._messages import freeze
 from toolfold.toolkit._problems import json_kind
 
@@ -209,14 +209,11 @@ def _deeper(at: str, depth: int) -> None:
         raise _TooDeep(at, f"nested more than {MAX_DEPTH} levels deep")
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def encodable(s: str) -> str:
     """``s`` with lone surrogates (which UTF-8 cannot encode) replaced by U+FFFD."""
     if s.isascii():
         return s
-    return _SURROGATE.sub("\ufffd", s)
+    return LONE_SURROGATE.sub("\ufffd", s)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError
+from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.toolkit._arguments import MAX_DEPTH as MAX_DEPTH
 from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
 from toolfold.toolkit._problems import json_problem, number_problem
@@ -32,7 +33,6 @@ class _NotJSON(ValueError):
 
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def decode_arguments(text: str) -> Any:
@@ -122,7 +122,7 @@ def _check_depth(value: Any) -> None:
 
 def _encodable(value: Any) -> Any:
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {_encodable(k): _encodable(v) for k, v in value.items()}
     if isinstance(value, list):

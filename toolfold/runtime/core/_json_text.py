@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["escape_lone_surrogates"]
+__all__ = ["LONE_SURROGATE", "escape_lone_surrogates"]
 
-# (in JSON text written with ensure_ascii=False, a raw surrogate is only ever inside a string)
-_LONE = re.compile("[\ud800-\udfff]")
+#: A lone surrogate: a character UTF-8 cannot encode. (In JSON text written with
+#: ``ensure_ascii=False``, a raw one is only ever inside a string.)
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def escape_lone_surrogates(text: str) -> str:
@@ -23,7 +24,7 @@ def escape_lone_surrogates(text: str) -> str:
 
     For JSON text: the escape reads back as the surrogate (``json.loads``).
     """
-    return _LONE.sub(_escaped, text)
+    return LONE_SURROGATE.sub(_escaped, text)
 
 
 def _escaped(found: re.Match[str]) -> str:
