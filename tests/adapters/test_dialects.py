@@ -897,6 +897,38 @@ def test_compilation_is_memoized_and_sees_mutation() -> None:
     assert again.strict is False
 
 
+def test_a_tool_made_per_request_is_not_kept_by_the_memo() -> None:
+    """A tool made per request (a closure over it) compiles once per dialect while it
+    lives, and its schema is freed with it: the memo keeps no tool it compiled."""
+    import gc
+    import weakref
+
+    def made(user: str) -> Tool[..., Any]:
+        @toolfold.tool
+        def lookup(city: str) -> str:
+            """Look a city up for the request's user.
+
+            Args:
+                city: The city's name.
+            """
+            return f"{user}: {city}"
+
+        return lookup
+
+    first = made("ann")
+    compiled = compile_tool(first, "anthropic")
+    assert compile_tool(first, "anthropic") is compiled
+    assert compile_tool(first, "openai-chat") is not compiled
+    schemas = [weakref.ref(first.parameters)]
+    for user in range(300):
+        request_tool = made(str(user))
+        assert compile_tool(request_tool, "anthropic") is compiled  # (the same content)
+        schemas.append(weakref.ref(request_tool.parameters))
+    del first, request_tool
+    gc.collect()
+    assert [ref for ref in schemas if ref() is not None] == []
+
+
 def test_a_value_changed_in_place_to_an_equal_value_of_another_type_is_compiled_again() -> None:
     """1, 1.0 and True are equal in Python but not in JSON: each in-place change compiles anew."""
     params: dict[str, Any] = {

@@ -49,7 +49,8 @@ class FrozenDict(dict[str, Any], metaclass=_Sealed):
     is checked as a plain dict is.
     """
 
-    __slots__ = ()
+    # (weakly referenced: a tool's compilations are kept while its schema lives)
+    __slots__ = ("__weakref__",)
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
     __ior__ = __init__ = _read_only
 

@@ -9,10 +9,12 @@ checked), then by its JSON text.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import attrs
 
@@ -152,6 +154,12 @@ _SPECS: dict[str, _Spec] = {
 
 _UNSET: Any = object()
 _MAX_ENTRIES = 4096
+# A FrozenDict's compilations, by its identity, for as long as it lives: a tool made per
+# request (a closure over the request) is dropped with its schema, not kept until the
+# memo fills (which kept 4,096 of them, each pinning the allocator's memory around it).
+# id(params) -> (a weak reference to params, (name, ..., for_output) -> compiled)
+_by_frozen: dict[int, tuple[weakref.ref[FrozenDict], dict[tuple[Any, ...], CompiledTool]]] = {}
+# Any other mapping (a plain dict cannot be referenced weakly): held, and bounded.
 _by_identity: dict[tuple[Any, ...], tuple[Any, TypedLeaves, CompiledTool]] = {}
 _by_content: dict[tuple[Any, ...], CompiledTool] = {}
 
@@ -200,15 +208,45 @@ def compile_schema(
     ("Anthropic structured output", not "Anthropic strict tool use")."""
     name, params = tool.name, tool.parameters
     description = getattr(tool, "description", None) or ""
+    if type(params) is FrozenDict:
+        # (read-only all the way down: one seen is unchanged)
+        memo = _by_frozen.get(id(params))
+        if memo is None or memo[0]() is not params:
+            frozen = cast("FrozenDict", params)
+            memo = (weakref.ref(frozen, functools.partial(_forget, id(params))), {})
+            _by_frozen[id(params)] = memo
+        options = (name, description, dialect, strict, allow_loss, for_output)
+        compiled = memo[1].get(options)
+        if compiled is None:
+            compiled = memo[1][options] = _by_text(params, *options)
+        return compiled
     key = (id(params), name, description, dialect, strict, allow_loss, for_output)
     hit = _by_identity.get(key)
-    if (
-        hit is not None
-        and hit[0] is params
-        # (a FrozenDict is read-only all the way down: one seen is unchanged)
-        and (type(params) is FrozenDict or same_json(params, hit[2].source_schema, hit[1]))
-    ):
+    if hit is not None and hit[0] is params and same_json(params, hit[2].source_schema, hit[1]):
         return hit[2]
+    compiled = _by_text(params, name, description, dialect, strict, allow_loss, for_output)
+    if len(_by_identity) >= _MAX_ENTRIES:
+        _by_identity.clear()
+    _by_identity[key] = (params, typed_leaves(compiled.source_schema), compiled)
+    return compiled
+
+
+def _forget(key: int, ref: weakref.ref[FrozenDict]) -> None:
+    # (called as a FrozenDict dies; a newer one under its id, if any, is kept)
+    memo = _by_frozen.get(key)
+    if memo is not None and memo[0] is ref:
+        _by_frozen.pop(key, None)
+
+
+def _by_text(
+    params: Mapping[str, Any],
+    name: str,
+    description: str,
+    dialect: Dialect,
+    strict: bool | None,
+    allow_loss: bool,
+    for_output: bool,
+) -> CompiledTool:
     try:
         text = _json_text(params)
     except (TypeError, ValueError) as exc:
@@ -223,9 +261,6 @@ def compile_schema(
         if len(_by_content) >= _MAX_ENTRIES:
             _by_content.clear()
         _by_content[content_key] = compiled
-    if len(_by_identity) >= _MAX_ENTRIES:
-        _by_identity.clear()
-    _by_identity[key] = (params, typed_leaves(compiled.source_schema), compiled)
     return compiled
 
 
@@ -242,6 +277,7 @@ def _plain_mapping(value: Any) -> Any:
 
 def clear_cache() -> None:
     """Forget every memoized compilation (for benchmarks and tests)."""
+    _by_frozen.clear()
     _by_identity.clear()
     _by_content.clear()
 
