@@ -1,11 +1,12 @@
 """The soak test, printed: rounds of 1,000 concurrent faulty runs per backend.
 
-    .venv/bin/python bench/bench_soak.py [--runs 1000] [--rounds 4] [--backends httpx2,aiohttp]
+    .venv/bin/python bench/bench_soak.py [--runs 1000] [--rounds 6] [--backends httpx2,aiohttp]
 
 Runs ``tests/adapters/soak.py`` (as ``tests/adapters/test_soak.py`` does)
 against ``soak_server.py`` in its own process and prints, per backend: the runs by fault and outcome, the requests the server
 saw, every broken promise (none expected), open file descriptors and threads
-before and after, and the resident set size after each round.
+before and after, the resident set size after each round, and how many of the
+objects a round's runs made are still alive after it (none expected).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from soak import check, soak, soak_server  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description="toolfold soak test at full size")
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--backends", default=",".join(OWNED))
     args = parser.parse_args()
     failures = 0
@@ -62,6 +63,8 @@ def main() -> None:
             print(f"  after:  {report.after}")
             print("  resident set after each round (MiB):",
                   " ".join(f"{size / 2**20:.1f}" for size in report.rss))  # fmt: skip
+            print("  objects the runs made still alive after each round:", report.alive)
+            failures += sum(report.alive)
     sys.exit(1 if failures else 0)
 
 

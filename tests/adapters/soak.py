@@ -9,7 +9,9 @@ the documented error of its fault; an error's state is resumed (through a
 model that marks its requests ``x-phase: resume``) to the answer. Then the
 server's ledger is read and every row accounted for: see `check`. Around the
 rounds it counts what a soak must give back (`resources`: file descriptors and
-every thread), and after each round the resident set size (`rss`).
+every thread), and after each round the resident set size (`rss`) and how many
+of the objects the round's runs made are still alive (`Outcome.made`: a run's
+tool, response or stream, failed state and resumed response; none may be).
 
 The runs go through three models per backend: ``main`` (generous timeouts, so
 load cannot turn an answer into a timeout; retries for 429 and 5xx only, 1 ms
@@ -29,6 +31,7 @@ import os
 import random
 import threading
 import uuid
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -139,6 +142,9 @@ class Outcome:
     text: str | None = None
     resumed: str | None = None
     tool_runs: int = 0
+    #: Weak references to what the run made (its tool, response or stream, failed state and
+    #: resumed response): none may outlive its round (emptied once counted).
+    made: list[weakref.ref[Any]] = attrs.field(factory=list, eq=False, repr=False)
 
 
 def plans(runs: int, seed: int, tag: str) -> list[Plan]:
@@ -201,21 +207,29 @@ async def one_run(models: Models, plan: Plan) -> Outcome:
         outcome.tool_runs += 1
         return a + b
 
+    made = outcome.made
+    made.append(weakref.ref(add))
     model = models.timeouts if plan.fault in TIMED else models.main
     try:
         if plan.streamed:
             stream = toolfold.Agent(model, tools=[add]).stream(plan.prompt)
+            made.append(weakref.ref(stream))
             async for _ in stream:
                 pass
             outcome.text = stream.response.text
+            made.append(weakref.ref(stream.response))
         else:
-            outcome.text = (await toolfold.agenerate_text(model, plan.prompt, tools=[add])).text
+            response = await toolfold.agenerate_text(model, plan.prompt, tools=[add])
+            outcome.text = response.text
+            made.append(weakref.ref(response))
     except ProviderError as err:
         outcome.error = type(err)
         state = err.state  # type: ignore[attr-defined]
+        made.extend((weakref.ref(err), weakref.ref(state)))
         del err  # the run keeps only what a user would keep: the state
         resumed = await toolfold.aresume(state, model=models.resume, tools=[add])
         outcome.resumed = resumed.text
+        made.append(weakref.ref(resumed))
     return outcome
 
 
@@ -249,6 +263,8 @@ class Report:
         before: Resources before the models were made.
         after: Resources after the runs ended and the models were closed.
         rss: This process's resident set size after each round (and a collection), in bytes.
+        alive: After each round (and a collection), how many of the objects its runs made
+            are still alive (see `Outcome.made`): any is a leak.
     """
 
     tag: str
@@ -257,6 +273,7 @@ class Report:
     before: Resources
     after: Resources
     rss: list[int]
+    alive: list[int] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -324,7 +341,8 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
     pools and the allocator up, the later ones should leave it where it was.
     """
     before = resources()
-    sizes = []
+    sizes: list[int] = []
+    alive: list[int] = []
     tag = uuid.uuid4().hex[:8]
 
     async def main() -> list[Round]:
@@ -338,6 +356,11 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
                 done.append(Round(list(outcomes), pool))
                 del work, outcomes, pool
                 sizes.append(rss())
+                made = [ref for outcome in done[-1].outcomes for ref in outcome.made]
+                alive.append(sum(ref() is not None for ref in made))
+                for outcome in done[-1].outcomes:
+                    outcome.made.clear()  # (the references are the test's, not the runs')
+                del made
         finally:
             await models.aclose()
         return done
@@ -345,7 +368,7 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
     done = asyncio.run(main())
     after = resources()
     ledger = httpx.get(url.removesuffix("/v1") + "/ledger").json()
-    return Report(tag, done, ledger, before, after, sizes)
+    return Report(tag, done, ledger, before, after, sizes, alive)
 
 
 def check(report: Report) -> list[str]:
