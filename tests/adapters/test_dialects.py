@@ -929,6 +929,25 @@ def test_a_tool_made_per_request_is_not_kept_by_the_memo() -> None:
     assert [ref for ref in schemas if ref() is not None] == []
 
 
+def test_the_memo_stays_bounded_for_one_schema_under_many_descriptions() -> None:
+    """One tool's schema compiled under a description per request keeps at most the
+    memo's bound of compilations (the schema lives on: it is the module's tool's)."""
+    from toolfold.adapters._dialects import _compile
+
+    @toolfold.tool
+    def search(query: str) -> str:
+        """Search.
+
+        Args:
+            query: What to look for.
+        """
+        return query
+
+    for tenant in range(_compile._MAX_ENTRIES + 100):
+        compile_tool(search.replace(description=f"Search tenant {tenant}'s files"), "anthropic")
+    assert len(_compile._by_frozen) <= _compile._MAX_ENTRIES
+
+
 def test_a_value_changed_in_place_to_an_equal_value_of_another_type_is_compiled_again() -> None:
     """1, 1.0 and True are equal in Python but not in JSON: each in-place change compiles anew."""
     params: dict[str, Any] = {

@@ -9,7 +9,6 @@ checked), then by its JSON text.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import weakref
@@ -154,11 +153,12 @@ _SPECS: dict[str, _Spec] = {
 
 _UNSET: Any = object()
 _MAX_ENTRIES = 4096
-# A FrozenDict's compilations, by its identity, for as long as it lives: a tool made per
-# request (a closure over the request) is dropped with its schema, not kept until the
-# memo fills (which kept 4,096 of them, each pinning the allocator's memory around it).
-# id(params) -> (a weak reference to params, (name, ..., for_output) -> compiled)
-_by_frozen: dict[int, tuple[weakref.ref[FrozenDict], dict[tuple[Any, ...], CompiledTool]]] = {}
+# A FrozenDict's compilations by its identity, the FrozenDict referenced weakly: a tool
+# made per request (a closure over the request) is dropped with its schema, not kept
+# until the memo fills (it kept 4,096 of them, each pinning the allocator's memory
+# around it). An entry whose FrozenDict died keeps only the compilation (shared with
+# `_by_content`) until it is replaced or the memo is cleared.
+_by_frozen: dict[tuple[Any, ...], tuple[weakref.ref[FrozenDict], CompiledTool]] = {}
 # Any other mapping (a plain dict cannot be referenced weakly): held, and bounded.
 _by_identity: dict[tuple[Any, ...], tuple[Any, TypedLeaves, CompiledTool]] = {}
 _by_content: dict[tuple[Any, ...], CompiledTool] = {}
@@ -208,19 +208,17 @@ def compile_schema(
     ("Anthropic structured output", not "Anthropic strict tool use")."""
     name, params = tool.name, tool.parameters
     description = getattr(tool, "description", None) or ""
+    key = (id(params), name, description, dialect, strict, allow_loss, for_output)
     if type(params) is FrozenDict:
         # (read-only all the way down: one seen is unchanged)
-        memo = _by_frozen.get(id(params))
-        if memo is None or memo[0]() is not params:
-            frozen = cast("FrozenDict", params)
-            memo = (weakref.ref(frozen, functools.partial(_forget, id(params))), {})
-            _by_frozen[id(params)] = memo
-        options = (name, description, dialect, strict, allow_loss, for_output)
-        compiled = memo[1].get(options)
-        if compiled is None:
-            compiled = memo[1][options] = _by_text(params, *options)
+        frozen = _by_frozen.get(key)
+        if frozen is not None and frozen[0]() is params:
+            return frozen[1]
+        compiled = _by_text(params, name, description, dialect, strict, allow_loss, for_output)
+        if len(_by_frozen) >= _MAX_ENTRIES:
+            _by_frozen.clear()
+        _by_frozen[key] = (weakref.ref(cast("FrozenDict", params)), compiled)
         return compiled
-    key = (id(params), name, description, dialect, strict, allow_loss, for_output)
     hit = _by_identity.get(key)
     if hit is not None and hit[0] is params and same_json(params, hit[2].source_schema, hit[1]):
         return hit[2]
@@ -229,13 +227,6 @@ def compile_schema(
         _by_identity.clear()
     _by_identity[key] = (params, typed_leaves(compiled.source_schema), compiled)
     return compiled
-
-
-def _forget(key: int, ref: weakref.ref[FrozenDict]) -> None:
-    # (called as a FrozenDict dies; a newer one under its id, if any, is kept)
-    memo = _by_frozen.get(key)
-    if memo is not None and memo[0] is ref:
-        _by_frozen.pop(key, None)
 
 
 def _by_text(
