@@ -5,11 +5,13 @@ ModelConfigError naming it on each adapter, and ``"300"`` too except on Gemini (
 JSON takes an int32 as a string of digits). ``top_k``, ``stop_sequences`` and
 ``thinking``, which Chat Completions has no field for, and a ``stop`` its spec does
 not take (more than 4 sequences, no string or list of strings), are refused on
-OpenAI's own host only (a compatible server such as vLLM takes them).
+OpenAI's own host only (a compatible server such as vLLM takes them); so are
+``thinking``, ``stop_sequences`` and ``stop`` on the Responses API, which has none.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -212,4 +214,74 @@ def test_other_chat_servers_get_stop_and_anthropic_settings_as_given(
         "thinking": {"type": "enabled"},
     }
     sent = body(made(spec, base_url=base_url), **settings)
+    assert {key: sent[key] for key in settings} == settings
+
+
+#: Settings ``CreateResponse`` has no field for, refused on OpenAI's host with what to
+#: use instead: ``reasoning`` for thinking; no stop sequence at all (stop, stop_sequences).
+RESPONSES_REFUSED = [
+    pytest.param(
+        "thinking",
+        {"type": "enabled", "budget_tokens": 1024},
+        "is not a field of the OpenAI Responses API: use the setting 'reasoning' "
+        "(reasoning={'effort': 'low'}",
+        id="thinking",
+    ),
+    pytest.param(
+        "stop_sequences",
+        ["END"],
+        "has no equivalent in the OpenAI Responses API",
+        id="stop_sequences",
+    ),
+    pytest.param("stop", ["END"], "has no equivalent in the OpenAI Responses API", id="stop-list"),
+    pytest.param("stop", "END", "has no equivalent in the OpenAI Responses API", id="stop-text"),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("key", "value", "said"), RESPONSES_REFUSED)
+def test_responses_settings_openai_lacks_fail_before_anything_is_sent(
+    key: str, value: Any, said: str, stream: bool
+) -> None:
+    """A Responses run (blocking or streamed) with thinking, stop_sequences or stop on OpenAI's host fails before any request leaves, naming the setting."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        model = toolfold.model("openai-responses:gpt-5-mini", api_key="k" * 20, http_client=client)
+        agent = Agent(model, settings={key: value})
+        run = (lambda: list(agent.stream("Hi"))) if stream else (lambda: agent.run("Hi"))
+        with pytest.raises(ModelConfigError) as caught:
+            run()
+        model.close()
+    assert str(caught.value).startswith(f"the setting {key!r} {said}")
+    assert sent == []
+
+
+@pytest.mark.parametrize(("key", "value", "said"), RESPONSES_REFUSED)
+@pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
+def test_responses_refuses_them_on_openai_s_hosts_and_skips_none(
+    made: Any, base_url: str | None, key: str, value: Any, said: str
+) -> None:
+    """On api.openai.com and its regional hosts the Responses body refuses them naming the equivalent; None sends nothing."""
+    model = made("openai-responses:gpt-5-mini", base_url=base_url)
+    with pytest.raises(ModelConfigError, match=f"^the setting {key!r} {re.escape(said)}"):
+        body(model, **{key: value})
+    assert key not in body(model, **{key: None})
+
+
+def test_the_reasoning_named_instead_of_thinking_goes_to_openai(made: Any) -> None:
+    """reasoning={'effort': 'low'}, the equivalent the refusal of thinking names, is sent as given."""
+    sent = body(made("openai-responses:gpt-5-mini"), reasoning={"effort": "low"})
+    assert sent["reasoning"] == {"effort": "low"}
+
+
+def test_other_responses_servers_get_them_as_given(made: Any) -> None:
+    """A Responses-compatible server (vLLM, a gateway) gets thinking, stop_sequences and stop as given."""
+    settings = {"thinking": {"type": "enabled"}, "stop_sequences": ["END"], "stop": ["END"]}
+    model = made("openai-responses:qwen", base_url="http://127.0.0.1:8000/v1")
+    sent = body(model, **settings)
     assert {key: sent[key] for key in settings} == settings
