@@ -182,7 +182,9 @@ def test_a_stop_openai_takes_goes_as_given(made: Any, stop: Any) -> None:
         ("thinking", {"type": "enabled", "budget_tokens": 1024}, "the setting 'reasoning_effort'"),
     ],
 )
-@pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
+@pytest.mark.parametrize(
+    "base_url", [None, "https://eu.api.openai.com/v1", "https://API.openai.com.:443/v1"]
+)
 def test_anthropic_settings_are_refused_for_openai_naming_the_equivalent(
     made: Any, base_url: str | None, key: str, value: Any, instead: str
 ) -> None:

@@ -213,7 +213,11 @@ def check_openai_stop(stop: Any) -> None:
     Raises:
         ModelConfigError: Naming the setting, what OpenAI takes and what was given.
     """
-    if isinstance(stop, str):
+    if isinstance(stop, str) or (
+        type(stop) in (list, tuple)
+        and 0 < len(stop) <= OPENAI_MAX_STOP
+        and all(type(s) is str for s in stop)
+    ):
         return
     takes = f"a string or a list of 1 to {OPENAI_MAX_STOP} strings"
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
