@@ -99,5 +99,5 @@ def is_openai(base_url: str) -> bool:
     """Whether ``base_url`` is OpenAI's own API (whose fields `CreateResponse` lists):
     `OPENAI_HOST`, or a regional host of it (``eu.api.openai.com``, ``us.api.openai.com``:
     OpenAI's data-residency endpoints of the same API)."""
-    host = (urlsplit(base_url).hostname or "").rstrip(".")  # (a DNS root dot: the same host)
+    host = (urlsplit(base_url).hostname or "").removesuffix(".")  # (the DNS root: same host)
     return host == OPENAI_HOST or host.endswith(_REGIONAL)
