@@ -2,13 +2,16 @@
 
 ``max_tokens`` is an integer in every provider's spec: ``300.5`` or ``True`` is a
 ModelConfigError naming it on each adapter, and ``"300"`` too except on Gemini (proto3
-JSON takes an int32 as a string of digits). ``top_k``, which
-Chat Completions has no field for, is refused on OpenAI's own host only (a
-compatible server such as vLLM takes it).
+JSON takes an int32 as a string of digits). ``top_k``, ``stop_sequences`` and
+``thinking``, which Chat Completions has no field for, and a ``stop`` its spec does
+not take (more than 4 sequences, no string or list of strings), are refused on
+OpenAI's own host only (a compatible server such as vLLM takes them); so are
+``thinking``, ``stop_sequences`` and ``stop`` on the Responses API, which has none.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -103,8 +106,21 @@ def test_top_k_goes_as_given_to_other_chat_servers(
     assert body(made(spec, base_url=base_url), top_k=40)["top_k"] == 40
 
 
-def test_top_k_is_refused_before_anything_is_sent_to_openai() -> None:
-    """A run with top_k on OpenAI's host fails before any request leaves (the sending path checks too)."""
+REFUSED_AT_OPENAI = [
+    ({"top_k": 40}, "'top_k'"),
+    ({"stop": ["1", "2", "3", "4", "5"]}, "'stop' holds 5 sequences"),
+    ({"stop": 7}, "'stop' must be"),
+    ({"stop_sequences": ["END"]}, "'stop_sequences'"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "'thinking'"),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("settings", "match"), REFUSED_AT_OPENAI)
+def test_settings_openai_refuses_fail_before_anything_is_sent(
+    settings: dict[str, Any], match: str, stream: bool
+) -> None:
+    """A run (blocking or streamed) with such a setting on OpenAI's host fails before any request leaves (the sending path checks too)."""
     sent: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -113,7 +129,161 @@ def test_top_k_is_refused_before_anything_is_sent_to_openai() -> None:
 
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
         model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20, http_client=client)
-        with pytest.raises(ModelConfigError, match="'top_k'"):
-            Agent(model, top_k=40).run("Hi")
+        agent = Agent(model, settings=settings)
+        run = (lambda: list(agent.stream("Hi"))) if stream else (lambda: agent.run("Hi"))
+        with pytest.raises(ModelConfigError, match=match):
+            run()
         model.close()
     assert sent == []
+
+
+@pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
+@pytest.mark.parametrize(
+    "stop", [["1", "2", "3", "4", "5"], ["a", "b", "c", "d", "e", "f", "g", "h"]]
+)
+def test_more_than_4_stop_sequences_are_refused_for_openai(
+    made: Any, base_url: str | None, stop: list[str]
+) -> None:
+    """OpenAI's StopConfiguration takes at most 4 sequences: more is refused naming the setting, the limit and what was given."""
+    model = made("openai:gpt-4o-mini", base_url=base_url)
+    with pytest.raises(ModelConfigError) as caught:
+        body(model, stop=stop)
+    said = str(caught.value)
+    assert said.startswith(f"the setting 'stop' holds {len(stop)} sequences")
+    assert "takes at most 4" in said
+    assert repr(stop[:4])[:-1] in said
+
+
+@pytest.mark.parametrize("stop", [7, 1.5, True, {"a": "b"}, ["a", 1], [None], [["a"]]])
+def test_a_stop_that_is_no_string_nor_list_of_strings_is_refused_for_openai(
+    made: Any, stop: Any
+) -> None:
+    """A stop that is neither a string nor a list of strings is refused on OpenAI's host, naming it and what was given."""
+    with pytest.raises(ModelConfigError, match=r"^the setting 'stop' must be a string or a list "):
+        body(made("openai:gpt-4o-mini"), stop=stop)
+
+
+def test_an_empty_stop_list_is_refused_for_openai(made: Any) -> None:
+    """stop=[] (minItems 1 in OpenAI's spec) is refused, pointing at stop=None."""
+    with pytest.raises(ModelConfigError, match=r"'stop' is an empty list.*stop=None"):
+        body(made("openai:gpt-4o-mini"), stop=[])
+
+
+@pytest.mark.parametrize("stop", ["END", ["END"], ["1", "2", "3", "4"], ("1", "2")])
+def test_a_stop_openai_takes_goes_as_given(made: Any, stop: Any) -> None:
+    """A string or 1 to 4 strings go to OpenAI unchanged."""
+    assert body(made("openai:gpt-4o-mini"), stop=stop)["stop"] == stop
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "instead"),
+    [
+        ("stop_sequences", ["END"], "the setting 'stop'"),
+        ("thinking", {"type": "enabled", "budget_tokens": 1024}, "the setting 'reasoning_effort'"),
+    ],
+)
+@pytest.mark.parametrize(
+    "base_url", [None, "https://eu.api.openai.com/v1", "https://API.openai.com.:443/v1"]
+)
+def test_anthropic_settings_are_refused_for_openai_naming_the_equivalent(
+    made: Any, base_url: str | None, key: str, value: Any, instead: str
+) -> None:
+    """stop_sequences and thinking, which Chat Completions lacks, are refused on OpenAI's host naming what to use."""
+    model = made("openai:gpt-4o-mini", base_url=base_url)
+    with pytest.raises(ModelConfigError) as caught:
+        body(model, **{key: value})
+    assert str(caught.value).startswith(
+        f"the setting {key!r} is not a field of the OpenAI Chat Completions API: use {instead}"
+    )
+    assert key not in body(model, **{key: None})
+
+
+@pytest.mark.parametrize(
+    ("spec", "base_url"),
+    [
+        ("openai:qwen", "http://127.0.0.1:8000/v1"),
+        ("openai-compatible:qwen", "http://127.0.0.1:8000/v1"),
+        ("groq:llama-3.3-70b", None),
+    ],
+)
+def test_other_chat_servers_get_stop_and_anthropic_settings_as_given(
+    made: Any, spec: str, base_url: str | None
+) -> None:
+    """A compatible server or another provider gets 5 stop sequences, stop_sequences and thinking as given."""
+    settings = {
+        "stop": ["1", "2", "3", "4", "5"],
+        "stop_sequences": ["END"],
+        "thinking": {"type": "enabled"},
+    }
+    sent = body(made(spec, base_url=base_url), **settings)
+    assert {key: sent[key] for key in settings} == settings
+
+
+#: Settings ``CreateResponse`` has no field for, refused on OpenAI's host with what to
+#: use instead: ``reasoning`` for thinking; no stop sequence at all (stop, stop_sequences).
+RESPONSES_REFUSED = [
+    pytest.param(
+        "thinking",
+        {"type": "enabled", "budget_tokens": 1024},
+        "is not a field of the OpenAI Responses API: use the setting 'reasoning' "
+        "(reasoning={'effort': 'low'}",
+        id="thinking",
+    ),
+    pytest.param(
+        "stop_sequences",
+        ["END"],
+        "has no equivalent in the OpenAI Responses API",
+        id="stop_sequences",
+    ),
+    pytest.param("stop", ["END"], "has no equivalent in the OpenAI Responses API", id="stop-list"),
+    pytest.param("stop", "END", "has no equivalent in the OpenAI Responses API", id="stop-text"),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("key", "value", "said"), RESPONSES_REFUSED)
+def test_responses_settings_openai_lacks_fail_before_anything_is_sent(
+    key: str, value: Any, said: str, stream: bool
+) -> None:
+    """A Responses run (blocking or streamed) with thinking, stop_sequences or stop on OpenAI's host fails before any request leaves, naming the setting."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        model = toolfold.model("openai-responses:gpt-5-mini", api_key="k" * 20, http_client=client)
+        agent = Agent(model, settings={key: value})
+        run = (lambda: list(agent.stream("Hi"))) if stream else (lambda: agent.run("Hi"))
+        with pytest.raises(ModelConfigError) as caught:
+            run()
+        model.close()
+    assert str(caught.value).startswith(f"the setting {key!r} {said}")
+    assert sent == []
+
+
+@pytest.mark.parametrize(("key", "value", "said"), RESPONSES_REFUSED)
+@pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
+def test_responses_refuses_them_on_openai_s_hosts_and_skips_none(
+    made: Any, base_url: str | None, key: str, value: Any, said: str
+) -> None:
+    """On api.openai.com and its regional hosts the Responses body refuses them naming the equivalent; None sends nothing."""
+    model = made("openai-responses:gpt-5-mini", base_url=base_url)
+    with pytest.raises(ModelConfigError, match=f"^the setting {key!r} {re.escape(said)}"):
+        body(model, **{key: value})
+    assert key not in body(model, **{key: None})
+
+
+def test_the_reasoning_named_instead_of_thinking_goes_to_openai(made: Any) -> None:
+    """reasoning={'effort': 'low'}, the equivalent the refusal of thinking names, is sent as given."""
+    sent = body(made("openai-responses:gpt-5-mini"), reasoning={"effort": "low"})
+    assert sent["reasoning"] == {"effort": "low"}
+
+
+def test_other_responses_servers_get_them_as_given(made: Any) -> None:
+    """A Responses-compatible server (vLLM, a gateway) gets thinking, stop_sequences and stop as given."""
+    settings = {"thinking": {"type": "enabled"}, "stop_sequences": ["END"], "stop": ["END"]}
+    model = made("openai-responses:qwen", base_url="http://127.0.0.1:8000/v1")
+    sent = body(model, **settings)
+    assert {key: sent[key] for key in settings} == settings

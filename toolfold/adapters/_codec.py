@@ -240,15 +240,21 @@ def refuse_setting(key: str, provider: str, instead: str) -> NoReturn:
     )
 
 
-def no_equivalent(key: str, api: str) -> ModelConfigError:
+def no_equivalent(key: str, api: str, instead: str | None = None) -> ModelConfigError:
     """The error for the setting ``key``, which ``api`` (``"the Anthropic Messages API"``) lacks.
 
     Where it comes from, and how to drop it from there: the agent's settings
     (`Agent.evolve` merges ``settings=``; ``key=None`` is not sent), or
     the state of a resumed run, which sends the settings it started with.
+    ``instead``: what ``api`` has for it (``"the setting 'stop' ..."``), said first.
     """
+    said = (
+        f"has no equivalent in {api}"
+        if instead is None
+        else f"is not a field of {api}: use {instead} instead"
+    )
     return ModelConfigError(
-        f"the setting {key!r} has no equivalent in {api}. It comes from the agent's "
+        f"the setting {key!r} {said}. It comes from the agent's "
         f"settings (agent.evolve({key}=None) stops sending it: settings={{...}} merges, "
         f"settings={{}} changes nothing) or, in a resumed run, from the settings its state stored when it "
         f"started, which a resume keeps: resume that run with a model of the provider it "

@@ -16,6 +16,8 @@ from toolfold.adapters._provider_model import UNSET, Endpoint, ProviderModel
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
     GEMINI_HOST,
+    OPENAI_INSTEAD,
+    OPENAI_MAX_STOP,
     OPENAI_UNSUPPORTED_SETTINGS,
     SERVER_PRESETS,
     ChatProvider,
@@ -32,10 +34,12 @@ from toolfold.adapters.openai_chat._response import parse_response
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
 from toolfold.adapters.openai_responses._providers import is_openai
 from toolfold.runtime._model import Prepared, RequestReport
+from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
 _PATH = "chat/completions"
+_API = "the OpenAI Chat Completions API"
 
 
 class OpenAIChatModel(ProviderModel):
@@ -125,13 +129,20 @@ class OpenAIChatModel(ProviderModel):
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         # Settings CreateChatCompletionRequest lacks are refused for OpenAI only.
         openai = self.provider.name == "openai" and is_openai(self.base_url)
+        self._openai = openai
         self._refused = OPENAI_UNSUPPORTED_SETTINGS if openai else frozenset()
 
     def _refuse_unsupported(self, settings: Mapping[str, Any]) -> None:
-        """Refuse a setting OpenAI's Chat Completions API has no field for (on its own host)."""
-        for key in self._refused:
-            if settings.get(key) is not None:
-                raise no_equivalent(key, "the OpenAI Chat Completions API")
+        """Refuse a setting OpenAI's Chat Completions API has no field for, or a ``stop``
+        it does not take (on its own host)."""
+        if self._refused:
+            for key, value in settings.items():  # (in their order: the first is named)
+                if key in self._refused and value is not None:
+                    raise no_equivalent(key, _API, OPENAI_INSTEAD.get(key))
+        if self._openai:
+            stop = settings.get("stop")
+            if stop is not None:
+                check_openai_stop(stop)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request`` (the family's quirks applied)."""
@@ -190,6 +201,37 @@ class OpenAIChatModel(ProviderModel):
     def _sent_id(self) -> Callable[[str], str] | None:
         # Mistral sees each id as its 9 characters and may say one of those again.
         return id_rewrite(self.provider)
+
+
+def check_openai_stop(stop: Any) -> None:
+    """Refuse a ``stop`` setting OpenAI's Chat Completions API does not take.
+
+    ``StopConfiguration`` is a string or a list of 1 to `OPENAI_MAX_STOP`
+    strings [openai-openapi.yaml]; OpenAI answers 400 for anything else, after
+    the request is sent.
+
+    Raises:
+        ModelConfigError: Naming the setting, what OpenAI takes and what was given.
+    """
+    if isinstance(stop, str) or (
+        type(stop) in (list, tuple)
+        and 0 < len(stop) <= OPENAI_MAX_STOP
+        and all(type(s) is str for s in stop)
+    ):
+        return
+    takes = f"a string or a list of 1 to {OPENAI_MAX_STOP} strings"
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+        raise ModelConfigError(f"the setting 'stop' must be {takes} for {_API}, got {short(stop)}")
+    if not stop:
+        raise ModelConfigError(
+            f"the setting 'stop' is an empty list; {_API} takes {takes}: for no stop "
+            "sequence, leave it out (stop=None)"
+        )
+    if len(stop) > OPENAI_MAX_STOP:
+        raise ModelConfigError(
+            f"the setting 'stop' holds {len(stop)} sequences; {_API} takes at most "
+            f"{OPENAI_MAX_STOP} ({takes}), got {short(stop)}"
+        )
 
 
 def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:

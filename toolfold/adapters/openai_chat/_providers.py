@@ -77,11 +77,24 @@ class ChatProvider:
 
 
 #: Neutral settings ``CreateChatCompletionRequest`` has no field for [openai-openapi.yaml]:
-#: ``top_k``, which Anthropic, Gemini and Ollama take. OpenAI answers 400 ("Unrecognized
-#: request argument supplied") for an unknown parameter, so on OpenAI's own host they are
-#: refused before the request, naming the setting; a compatible server (vLLM takes
-#: ``top_k``) gets them as given. The Responses adapter refuses the same way.
-OPENAI_UNSUPPORTED_SETTINGS = frozenset({"top_k"})
+#: ``top_k``, which Anthropic, Gemini and Ollama take, and Anthropic's ``stop_sequences``
+#: and ``thinking``. OpenAI answers 400 ("Unrecognized request argument supplied") for an
+#: unknown parameter, so on OpenAI's own host they are refused before the request, naming
+#: the setting; a compatible server (vLLM takes ``top_k``) gets them as given. The
+#: Responses adapter refuses ``top_k`` the same way.
+OPENAI_UNSUPPORTED_SETTINGS = frozenset({"top_k", "stop_sequences", "thinking"})
+
+#: What to give instead of an `OPENAI_UNSUPPORTED_SETTINGS` one that has an equivalent
+#: in ``CreateChatCompletionRequest`` [openai-openapi.yaml ``stop``, ``ReasoningEffort``].
+OPENAI_INSTEAD = {
+    "stop_sequences": "the setting 'stop' (a string or a list of up to 4 strings)",
+    "thinking": "the setting 'reasoning_effort' ('low', 'medium', 'high'...; reasoning models)",
+}
+
+#: The most sequences ``stop`` may hold for OpenAI (``StopConfiguration``: a string, or an
+#: array of 1 to 4 strings [openai-openapi.yaml]); OpenAI answers 400 for more. Refused on
+#: OpenAI's own host only: a compatible server (vLLM, Groq...) may take more.
+OPENAI_MAX_STOP = 4
 
 # Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
 # older vLLM, Qwen servers) or ``reasoning`` (Groq, OpenRouter, newer vLLM,

@@ -47,13 +47,16 @@ RESULT_FILE_TYPES = frozenset({"application/pdf"})
 RENAMES: Mapping[str, str] = {"max_tokens": "max_output_tokens"}
 
 #: Neutral settings ``CreateResponse`` has no field for [openai-openapi.yaml]
-#: (Chat Completions' ``stop``, ``seed``, penalties..., and ``top_k``, which
-#: Anthropic, Gemini and Ollama take): OpenAI answers 400 for an unknown
-#: parameter, so they are refused before the request, naming the setting.
+#: (Chat Completions' ``stop``, ``seed``, penalties..., ``top_k``, which
+#: Anthropic, Gemini and Ollama take, and Anthropic's ``stop_sequences`` and
+#: ``thinking``): OpenAI answers 400 for an unknown parameter, so they are
+#: refused before the request, naming the setting (and `INSTEAD`'s equivalent).
 #: ``response_format`` is ``text.format`` here, which an `OutputSpec` writes.
 UNSUPPORTED_SETTINGS = frozenset(
     {
         "stop",
+        "stop_sequences",
+        "thinking",
         "seed",
         "frequency_penalty",
         "presence_penalty",
@@ -63,6 +66,15 @@ UNSUPPORTED_SETTINGS = frozenset(
         "top_k",
     }
 )
+
+#: What to give instead of an `UNSUPPORTED_SETTINGS` one that has an equivalent in
+#: ``CreateResponse`` (``reasoning``: a ``Reasoning`` object, its ``effort`` a
+#: ``ReasoningEffort`` [openai-openapi.yaml]). ``stop`` and ``stop_sequences`` have
+#: none: ``CreateResponse`` takes no stop sequence.
+INSTEAD: Mapping[str, str] = {
+    "thinking": "the setting 'reasoning' (reasoning={'effort': 'low'}: 'low', 'medium', "
+    "'high'...; reasoning models)",
+}
 
 #: The least ``max_output_tokens`` ``CreateResponse`` takes (``minimum: 16``
 #: [openai-openapi.yaml]): a smaller ``max_tokens`` is refused before the request.
@@ -87,5 +99,5 @@ def is_openai(base_url: str) -> bool:
     """Whether ``base_url`` is OpenAI's own API (whose fields `CreateResponse` lists):
     `OPENAI_HOST`, or a regional host of it (``eu.api.openai.com``, ``us.api.openai.com``:
     OpenAI's data-residency endpoints of the same API)."""
-    host = urlsplit(base_url).hostname or ""
+    host = (urlsplit(base_url).hostname or "").removesuffix(".")  # (the DNS root: same host)
     return host == OPENAI_HOST or host.endswith(_REGIONAL)

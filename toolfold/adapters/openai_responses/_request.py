@@ -53,6 +53,7 @@ from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import default_filename, joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
     ENCRYPTED_REASONING,
+    INSTEAD,
     MIN_OUTPUT_TOKENS,
     PREFIX,
     REASONING_PROVIDER,
@@ -123,7 +124,7 @@ def build_body(
             _own_setting(body, key, value)
             continue
         if openai and key in UNSUPPORTED_SETTINGS:
-            raise no_equivalent(key, "the OpenAI Responses API")
+            raise no_equivalent(key, "the OpenAI Responses API", INSTEAD.get(key))
         field = RENAMES.get(key, key)
         if field == "max_output_tokens":
             check_token_limit(key, value)
