@@ -474,7 +474,8 @@ def make_options(
     if key:
         if len(_MADE) >= 64:
             _MADE.clear()
-        _MADE[key] = (tuple(weakref.ref(t) for t in by_name.values()), config)
+        drop = _dropper(key)
+        _MADE[key] = (tuple(weakref.ref(t, drop) for t in by_name.values()), config)
     return RunOptions(
         model=resolved,
         tools=by_name,
@@ -509,7 +510,26 @@ def tool_choice_problem(tool_choice: object, names: Iterable[str]) -> str:
 # (`_made_key`), with weak references to their tools: `generate_text` and
 # `agenerate_text` make an agent per call, and most calls repeat the last
 # one's tools and options. The config is frozen data, shared like an agent's.
+# An entry goes when one of its tools does (`_dropper`): a service that makes
+# its tools per request (a closure over the request's user) would otherwise
+# keep the last 64 runs' configs, their tools' definitions and schemas, alive.
 _MADE: dict[tuple[Any, ...], tuple[tuple[weakref.ref[Tool[..., Any]], ...], RunConfig]] = {}
+
+
+def _dropper(key: tuple[Any, ...]) -> Callable[[weakref.ref[Any]], None]:
+    """The weak references' callback that takes ``key``'s entry out of `_MADE`.
+
+    Only the entry holding the reference that died: a tool made later may
+    have its id, and so the key, with an entry of its own.
+    """
+
+    def drop(ref: weakref.ref[Any]) -> None:
+        entry = _MADE.get(key)
+        if entry is not None and ref in entry[0]:
+            _MADE.pop(key, None)
+
+    return drop
+
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
