@@ -754,7 +754,12 @@ class MCPServerHTTP(MCPServer):
             ``startup_timeout``, ``requires_approval``, ``include``).
 
     Raises:
-        UsageError: ``headers`` is not a mapping of header names to strings.
+        UsageError: ``headers`` is not a mapping of header names to strings,
+            or holds one a model's ``headers=`` refuses too: a name that is
+            no HTTP token or is given twice, a framing header
+            (``Content-Length``), a value with CR, LF or NUL, a credential's
+            value (``Authorization``, ``x-api-key``..., a `Secret`) that is not
+            ASCII. A non-ASCII value of another header is sent UTF-8 encoded.
     """
 
     def __init__(
@@ -813,7 +818,11 @@ class MCPServerHTTP(MCPServer):
     def _target(self) -> Any:
         if not self._headers:
             return self.url
-        return _with_headers(self.url, {key: value.reveal() for key, value in self._headers})
+        from toolfold.adapters._http._checks import utf8_headers
+
+        # a non-ASCII value goes out UTF-8 encoded, as a model's does (httpx encodes text as ASCII)
+        sent = utf8_headers({key: value.reveal() for key, value in self._headers})
+        return _with_headers(self.url, sent)
 
     def _secrets(self) -> tuple[Any, ...]:
         """The credentials of the URL and the headers, worked out once (see `_scrub`)."""
@@ -846,7 +855,12 @@ def _checked_headers(
     """``headers`` as (name, `Secret` value) pairs; a value given as a `Secret` is kept.
 
     Raises:
-        UsageError: Not a mapping of strings to strings or Secrets.
+        UsageError: Not a mapping of strings to strings or Secrets, or one a
+            model's ``headers=`` refuses too (see `check_headers`): a name that
+            is no HTTP token or is given twice, a framing header
+            (``Content-Length``), a value with CR, LF, NUL or another control
+            character, a credential's value (``Authorization``, a `Secret`)
+            that is not ASCII. The message never quotes a value.
     """
     from toolfold.adapters._http._keys import Secret
 
@@ -867,6 +881,18 @@ def _checked_headers(
             f"MCP server {server!r}: header names must be strings and values strings or "
             f"Secrets (not so for {', '.join(wrong)})"
         )
+    from toolfold._errors import ModelConfigError
+    from toolfold.adapters._http._checks import check_headers
+
+    # A model's headers= checks (names, framing headers, a name given twice, CR/LF/NUL,
+    # a credential's non-ASCII), as a UsageError: the server's other options raise one.
+    # Unchecked, such a value failed only when the server opened, as the HTTP client's
+    # own "could not start" error (retried by a durable run's listing); a non-ASCII one
+    # never went out, where a model sends it as UTF-8.
+    try:
+        check_headers(headers, f"MCP server {server!r}: headers")
+    except ModelConfigError as exc:
+        raise UsageError(str(exc)) from None
     return tuple(
         (key, value if isinstance(value, Secret) else Secret(value))
         for key, value in headers.items()
@@ -874,7 +900,7 @@ def _checked_headers(
 
 
 @asynccontextmanager
-async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def _with_headers(url: str, headers: Mapping[str, str | bytes]) -> AsyncIterator[Any]:
     """The SDK's streamable-HTTP transport to ``url`` on a client sending ``headers``.
 
     The client is the SDK's own (its timeouts for MCP's long-lived streams),
@@ -885,7 +911,7 @@ async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with (
-        create_mcp_http_client(headers=headers) as client,
+        create_mcp_http_client(headers=dict(headers)) as client,  # type: ignore[arg-type]
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
