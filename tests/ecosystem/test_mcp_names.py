@@ -1,5 +1,5 @@
-"""Listed MCP tool names providers refuse (dots, over 64 characters) or toolfold reserves
-('auto', 'none', 'required') are mapped, not fatal."""
+"""Listed MCP tool names providers refuse (dots, over 64 characters, CJK) or toolfold reserves
+('auto', 'none', 'required') are mapped, not fatal, and two mapped to one are told apart."""
 
 from __future__ import annotations
 
@@ -54,18 +54,25 @@ def test_tools_with_dotted_and_long_names_are_called_by_their_server_names() -> 
     assert response.text == f"server called as files.read | server called as {LONG}"
 
 
-def test_two_listed_names_mapped_to_one_are_refused_pointing_at_include() -> None:
-    """'files.read' beside 'files_read' is refused naming both and include=; include= keeps one."""
+def test_a_dotted_name_mapped_onto_a_listed_one_gets_its_hash_and_both_work() -> None:
+    """'files.read' beside 'files_read': 'files_read' is kept, 'files.read' is 'files_read_'
+    and its hash (the listing was refused whole); each call reaches its own tool."""
     clashing = MCPServerStdio(sys.executable, [SERVER, "clash"], name="dotted")
-    with clashing, pytest.raises(ToolDefinitionError) as raised:
-        clashing.tools()
-    assert "tools 'files.read' and 'files_read' are both 'files_read' for the model" in str(
-        raised.value
-    )
-    assert "include=[...]" in str(raised.value)
+    dotted = "files_read_601e4eb6"  # sha256("files.read")[:8]
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return " | ".join(part.content for part in last.tool_results)
+        return [FunctionModel.call(dotted, {}), FunctionModel.call("files_read", {})]
+
+    with clashing:
+        assert dotted in {tool.name for tool in clashing.tools()}
+        response = Agent(FunctionModel(reply), tools=[clashing]).run("read")
+    assert response.text == "server called as files.read | server called as files_read"
     kept = MCPServerStdio(sys.executable, [SERVER, "clash"], include=["files.read", LONG])
     with kept:
-        assert len(kept.tools()) == 2
+        assert "files_read" in {tool.name for tool in kept.tools()}  # no twin: no hash
 
 
 def test_reserved_names_get_a_final_underscore_and_are_called_by_their_server_names() -> None:
@@ -89,17 +96,54 @@ def test_reserved_names_get_a_final_underscore_and_are_called_by_their_server_na
     )
 
 
-def test_a_reserved_name_mapped_onto_a_listed_one_is_refused_naming_both() -> None:
-    """A listing of 'auto' beside 'auto_' is refused naming both tools and include=."""
+def test_a_reserved_name_mapped_onto_a_listed_one_gets_its_hash() -> None:
+    """A listing of 'auto' beside 'auto_': 'auto_' is kept, 'auto' is 'auto__' and its hash."""
     server = MCPServerStdio(sys.executable, [SERVER], name="twins")
     schema = {"type": "object", "properties": {}}
     listed = [
         {"name": name, "description": "", "inputSchema": schema} for name in ("auto", "auto_")
     ]
-    with pytest.raises(ToolDefinitionError) as raised:
-        server.tools_from(listed)
-    assert "tools 'auto' and 'auto_' are both 'auto_' for the model" in str(raised.value)
-    assert "a reserved name such as 'auto' gets a final '_'" in str(raised.value)
+    assert [tool.name for tool in server.tools_from(listed)] == ["auto__929260ad", "auto_"]
+
+
+def _named(*names: str) -> list[dict[str, object]]:
+    """A listing of tools named ``names``, without parameters."""
+    schema = {"type": "object", "properties": {}}
+    return [{"name": name, "description": name, "inputSchema": schema} for name in names]
+
+
+def test_cjk_names_that_collide_get_their_hash_whatever_the_order_and_others_keep_theirs() -> None:
+    """'天気' and '時間' are both '__' with '_' for each refused character: each gets the
+    hash of its own name (the listing was refused whole), whatever the listing's order;
+    '天気予報' ('____'), a lone '天気' and a prefixed one colliding with nothing keep theirs."""
+    server = MCPServerStdio(sys.executable, ["unused.py"], name="jp")
+    names = {t.description: t.name for t in server.tools_from(_named("天気", "時間", "天気予報"))}
+    assert names == {"天気": "___bc79d84d", "時間": "___bf6267da", "天気予報": "____"}
+    again = {t.description: t.name for t in server.tools_from(_named("天気予報", "時間", "天気"))}
+    assert again == names
+    assert [t.name for t in server.tools_from(_named("天気", "天気予報"))] == ["__", "____"]
+    prefixed = MCPServerStdio(sys.executable, ["unused.py"], name="jp", prefix="jp")
+    made = [t.name for t in prefixed.tools_from(_named("天気", "時間", "ok"))]
+    assert made == ["jp____190cf547", "jp____ce6b3b98", "jp_ok"]  # hashes of "jp_天気"...
+    assert len(set(made)) == 3
+
+
+def test_two_cjk_tools_of_a_real_server_are_both_called_by_their_own_names() -> None:
+    """A server listing '天気' and '時間' (both '__' alone) is usable: the model calls each
+    by its hashed name, the server is called as '天気' and '時間'."""
+    server = MCPServerStdio(sys.executable, [SERVER, "cjk"], name="jp")
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return " | ".join(part.content for part in last.tool_results)
+        return [FunctionModel.call(name, {}) for name in ("___bc79d84d", "___bf6267da", "____")]
+
+    with server:
+        response = Agent(FunctionModel(reply), tools=[server]).run("go")
+    assert response.text == (
+        "server called as 天気 | server called as 時間 | server called as 天気予報"
+    )
 
 
 def test_a_listed_tool_whose_refs_loop_is_refused_naming_the_server_and_the_tool() -> None:

@@ -484,30 +484,32 @@ class MCPServer:
         A listed name providers refuse (a ``.``, which MCP allows, or over 64
         characters with the prefix) or toolfold reserves (``auto``, ``none``,
         ``required``) is given to the model as `model_name` makes it; calls
-        go to the server under its own name.
+        go to the server under its own name. Two such names that would be
+        one (``天気`` and ``時間``, both ``__``) each end with a hash of the
+        tool's name (see `_told_apart`): the names depend on the whole
+        listing (after ``include``), not its order.
 
         Raises:
             ToolDefinitionError: A listed tool has an invalid name or schema,
-                or two listed tools get one name for the model.
+                or two listed tools still get one name for the model (the
+                server lists one name twice).
         """
         made: list[Tool[..., Any]] = []
         problems: list[str] = []
         remotes: dict[str, str] = {}  # the model's name -> the server's
-        for spec in listed:
-            if self.include is not None and spec["name"] not in self.include:
-                continue
+        kept = [s for s in listed if self.include is None or s["name"] in self.include]
+        told_apart = _told_apart([self._listed_name(str(spec["name"])) for spec in kept])
+        for spec in kept:
             try:
-                tool = self._tool(spec)
+                tool = self._tool(spec, told_apart)
             except ToolDefinitionError as exc:  # each named by its tool: the server lists many
                 problems.extend(f"tool {spec['name']!r}: {problem}" for problem in exc.problems)
                 continue
             other = remotes.setdefault(tool.name, str(spec["name"]))
-            if other != spec["name"]:
+            if other != spec["name"]:  # (only the same name listed twice, or a hash's twin)
                 problems.append(
                     f"tools {other!r} and {spec['name']!r} are both {tool.name!r} for the "
-                    "model (characters providers refuse become '_', a reserved name such "
-                    "as 'auto' gets a final '_'): keep one of them "
-                    "with include=[...]"
+                    "model: keep one of them with include=[...]"
                 )
                 continue
             made.append(tool)
@@ -525,9 +527,16 @@ class MCPServer:
             if not cursor:
                 return listed
 
-    def _tool(self, spec: Mapping[str, Any]) -> Tool[..., Any]:
+    def _listed_name(self, remote: str) -> str:
+        """A listed tool's name with the prefix: what `model_name` makes the model's name of."""
+        return f"{self.prefix}_{remote}" if self.prefix else remote
+
+    def _tool(
+        self, spec: Mapping[str, Any], told_apart: frozenset[str] = frozenset()
+    ) -> Tool[..., Any]:
         remote = spec["name"]
-        name = model_name(f"{self.prefix}_{remote}" if self.prefix else remote)
+        listed = self._listed_name(remote)
+        name = model_name(listed, collides=listed in told_apart)
         policy: ApprovalPolicy
         if (spec.get("_meta") or {}).get(APPROVAL_META_KEY) is True:
             policy = True  # the server says so (a toolfold server's tool served approved_by_host)
@@ -1034,7 +1043,7 @@ def _bytes(data: str, block: str) -> bytes:
 _REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")
 
 
-def model_name(listed: str) -> str:
+def model_name(listed: str, *, collides: bool = False) -> str:
     """A listed tool's name as providers accept it and toolfold allows.
 
     Providers take 1 to 64 of ``a-z A-Z 0-9 _ -``, and toolfold reserves
@@ -1043,24 +1052,49 @@ def model_name(listed: str) -> str:
     name gets a final ``_``, as Python's ``class_``. Otherwise each other
     character (MCP allows ``.``) becomes ``_``, and a name still over 64
     characters keeps its first 55 and ends with ``_`` and 8 hex digits of
-    its SHA-256, so that two long names stay apart. Pure: the same listing
-    gives the same names (a durable run makes its tools again from the
-    recorded listing).
+    its SHA-256, so that two long names stay apart. A changed name that
+    ``collides`` with another tool's of the same listing (``天気`` and
+    ``時間`` are both ``__``; ``files.read`` is ``files_read``, listed too;
+    see `_told_apart`) ends with ``_`` and those 8 hex digits too (within 64
+    characters). Pure: the same listing gives the same names (a durable run
+    makes its tools again from the recorded listing).
 
     Example:
         >>> model_name("files.read")
         'files_read'
         >>> model_name("auto")
         'auto_'
+        >>> model_name("天気", collides=True)
+        '___bc79d84d'
     """
     # Safe for recorded runs: a listing with a reserved name used to be refused whole
-    # (ToolDefinitionError), so no run or history holds tools made from one.
+    # (ToolDefinitionError), so no run or history holds tools made from one; nor one
+    # with two names made one (`collides`).
     if listed in RESERVED_NAMES:
-        return f"{listed}_"
-    if TOOL_NAME.fullmatch(listed) or not listed:
+        name = f"{listed}_"
+    elif TOOL_NAME.fullmatch(listed) or not listed:
         return listed
-    name = _REFUSED.sub("_", listed)
-    if len(name) > TOOL_NAME_LONGEST:
+    else:
+        name = _REFUSED.sub("_", listed)
+    if collides or len(name) > TOOL_NAME_LONGEST:
         digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
         name = f"{name[: TOOL_NAME_LONGEST - 9]}_{digest}"
     return name
+
+
+def _told_apart(listed: Sequence[str]) -> frozenset[str]:
+    """The names of ``listed`` (with their prefix) that `model_name` changes into one another's.
+
+    ``天気`` and ``時間`` (both ``__``), ``files.read`` beside ``files_read``,
+    ``auto`` beside ``auto_``: each changed one of them gets its hash (a name
+    that fits is never changed). Whatever the order of the listing; a name
+    colliding with no other keeps the name it always had, so a run recorded
+    with a listing that works keeps its names.
+    """
+    counts: dict[str, int] = {}
+    for each in listed:
+        made = model_name(each)
+        counts[made] = counts.get(made, 0) + 1
+    return frozenset(
+        each for each in listed if counts[model_name(each)] > 1 and model_name(each) != each
+    )
