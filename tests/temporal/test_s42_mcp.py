@@ -11,16 +11,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 import toolfold
 from toolfold import Agent, Tool, tool
-from toolfold.integrations.temporal._activities import make_activities, model_activity_name
+from toolfold.integrations.temporal._activities import (
+    SourceCallInput,
+    SourceHost,
+    ToolCallInput,
+    make_activities,
+    model_activity_name,
+    source_call_activity,
+)
+from toolfold.integrations.temporal._converter import data_converter
 from toolfold.integrations.temporal._nested import listed, node
 from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import ModelRequest
-from toolfold.runtime.core._effects import CallModel
+from toolfold.runtime.core._effects import CallModel, ToolInvocation
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.testing import FunctionModel
 
 DOTTED = str(Path(__file__).parents[1] / "ecosystem" / "dotted_server.py")
@@ -50,6 +60,22 @@ def test_colliding_cjk_names_are_told_apart_in_workflow_code_as_in_a_local_run()
     assert [spec.name for spec in made.config.tools] == local
     alone = listed(node("jp", agent), (_named("天気", "天気予報"),))
     assert list(alone.tools) == ["__", "____"]
+
+
+def test_the_call_activity_names_a_told_apart_tool_as_the_run_does() -> None:
+    """The call activity makes the tool from its entry alone ('__'), but names it as the
+    run does ('___bc79d84d'): in the message of a result over the size limit too."""
+    server = MCPServerStdio(sys.executable, [DOTTED, "cjk"], name="jp")
+    call = source_call_activity({"jp": SourceHost((server,), None, 5.0, 10)})
+    entry = _named("天気")[0]
+    invocation = ToolInvocation(ToolCallPart("c1", "___bc79d84d", "{}", {}), 0, 1, "r:1:0")
+    given = SourceCallInput("jp", 0, entry, ToolCallInput(invocation, "r"))
+    (payload,) = data_converter.payload_converter.to_payloads([given])
+    env = ActivityEnvironment()
+    env.payload_converter = data_converter.payload_converter
+    returned = asyncio.run(env.run(call, [RawValue(payload)]))
+    assert returned.is_error
+    assert returned.content.startswith("the result of tool '___bc79d84d' is ")
 
 
 def _anthropic() -> Any:
