@@ -1,6 +1,5 @@
-"""A durable run's MCP tools as a local run's: their names from the recorded listing, and the
-advice of a parameter name the provider refuses. No dev server: the workflow code and the
-model activity are called directly."""
+"""A durable run's MCP tools as a local run's: their names from the recorded listing. No dev
+server: the workflow code and the activities are called directly."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 import toolfold
-from toolfold import Agent, Tool, tool
+from toolfold import Agent
 from toolfold.integrations.temporal._activities import (
     SourceCallInput,
     SourceHost,
@@ -85,17 +84,24 @@ def _anthropic() -> Any:
     )
 
 
-def _durable_failure(tools: list[Any]) -> str:
-    """The message of the failure of the durable model activity of an Anthropic agent with
-    ``tools``, for the request a local run makes first."""
+def test_a_refused_parameter_name_fails_the_model_activity_without_listing_the_server(
+    tmp_path: Path,
+) -> None:
+    """The model activity fails at once on an MCP tool's parameter name Anthropic refuses
+    (non-retryable SchemaCompileError): it does not start the server to list it again."""
     seen: list[ModelRequest] = []
 
     def capture(request: ModelRequest) -> str:
         seen.append(request)
         return "done"
 
-    Agent(FunctionModel(capture), tools=tools).run("x")
-    agent = Agent(_anthropic(), tools=tools, name="keys")
+    listed_once = MCPServerStdio(sys.executable, [DOTTED, "keys"], name="dotted")
+    Agent(FunctionModel(capture), tools=[listed_once]).run("x")
+    flag = tmp_path / "started"
+    marking = MCPServerStdio(
+        sys.executable, ["-c", f"open({str(flag)!r}, 'w').close()"], name="dotted"
+    )
+    agent = Agent(_anthropic(), tools=[marking], name="keys")
     made = make_activities("keys", agent, heartbeat=timedelta(seconds=30))
     (request,) = [
         a
@@ -106,36 +112,5 @@ def _durable_failure(tools: list[Any]) -> str:
         asyncio.run(ActivityEnvironment().run(request, CallModel(seen[0], 1, "r:1:model")))
     assert raised.value.type == "SchemaCompileError"
     assert raised.value.non_retryable
-    return raised.value.message
-
-
-def test_a_refused_parameter_name_of_an_mcp_tool_says_to_leave_it_out_on_the_durable_path() -> None:
-    """The durable model activity words the refusal of an MCP tool's 'rule_name[]' as a local
-    run does (include=[...] on its server), not "rename the parameter"."""
-    server = MCPServerStdio(sys.executable, [DOTTED, "keys"], name="dotted")
-    said = _durable_failure([server])
-    assert "cannot compile tool 'files_read' for anthropic: 1 problem" in said
-    assert (
-        "(an MCP server's, which cannot be renamed: leave the tool out with include=[...] on "
-        "MCP server 'dotted', without 'files.read')" in said
-    )
-    assert "rename the parameter" not in said
-
-
-def test_a_refused_parameter_name_of_a_function_or_schema_tool_is_advised_per_kind_durably() -> (
-    None
-):
-    """A function's parameter still says to rename it; an explicit schema's property says to
-    rename it there or leave the tool out, on the durable path as locally."""
-
-    @tool
-    def meteo(città: str) -> str:
-        """The weather."""
-        return città
-
-    assert _durable_failure([meteo]).endswith("(rename the parameter)")
-    schema = {"type": "object", "properties": {"Account Number": {"type": "string"}}}
-    account = Tool("account", "An account.", schema, lambda arguments: "ok")
-    assert _durable_failure([account]).endswith(
-        "(rename the property in the tool's parameters schema, or leave the tool out of tools=[...])"
-    )
+    assert "cannot compile tool 'files_read' for anthropic" in raised.value.message
+    assert not flag.exists()

@@ -34,7 +34,6 @@ except ImportError as exc:  # the temporal extra is not installed, or fails to i
     raise_missing_extra(exc, "temporal", "toolfold.integrations.temporal", ("temporalio",))
 
 from toolfold._errors import (
-    RENAME_PARAMETER,
     AuthenticationError,
     BadRequestError,
     NotFoundError,
@@ -42,7 +41,6 @@ from toolfold._errors import (
     ProviderFinishError,
     RateLimitError,
     RunError,
-    SchemaCompileError,
     ToolDefinitionError,
     ToolfoldError,
     restored_error,
@@ -50,7 +48,6 @@ from toolfold._errors import (
 from toolfold.integrations.temporal._nested import (
     ListedSource,
     Listing,
-    Node,
     SubRunTool,
     node,
     response_of,
@@ -82,7 +79,6 @@ from toolfold.runtime.drive._executor import (
 from toolfold.runtime.drive._open import listing_off_loop, source_closer
 from toolfold.runtime.drive._shells import call_id_maker, reported
 from toolfold.toolkit._context import RunContext
-from toolfold.toolkit._tool import advise_on_parameter_names
 
 T = TypeVar("T")
 
@@ -313,14 +309,12 @@ def make_activities(
     every = heartbeat.total_seconds() / 3
     top = node(name, agent)
     models = nested_models(name, agent) if models is None else models
-    made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False, at=top)]
+    made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False)]
     made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
     if top.sources:
         made.append(_list_activity(name, top.sources, every))
     for sub, _ in walk(top):
-        made.append(
-            _model_activity(sub.name, models[sub.name], deps, stream, every, nested=True, at=sub)
-        )
+        made.append(_model_activity(sub.name, models[sub.name], deps, stream, every, nested=True))
         made += [
             _tool_activity(sub.name, t, deps, every, max_result_bytes)
             for t in sub.tools.values()
@@ -361,10 +355,7 @@ def _model_activity(
     every: float,
     *,
     nested: bool,
-    at: Node | None = None,
 ) -> Callable[..., Any]:
-    """The model activity of the node ``name``; ``at``: the node (its tools and sources),
-    for the advice of an error about a parameter name its model refuses."""
     if isinstance(model, Planner):
         stream = None  # a workflow's decisions are not a model's output: nothing to stream
 
@@ -407,8 +398,6 @@ def _model_activity(
                 raise _with_dropped_detail(exc, dropped) from exc
             if isinstance(exc, FailureError):  # Temporal's own
                 raise
-            if at is not None and isinstance(exc, SchemaCompileError):
-                await _advise_on_parameter_names(exc, at, every)
             raise _model_failure(exc, dropped) from exc
         return ModelAnswer(answer, tuple(dropped)) if counted else answer
 
@@ -428,30 +417,6 @@ def _model_activity(
         return await request(effect, (), counted)
 
     return model_request
-
-
-async def _advise_on_parameter_names(error: SchemaCompileError, at: Node, every: float) -> None:
-    """Word ``error``'s advice about parameter names its provider refuses for its tool, as a
-    local run does (`advise_on_parameter_names`): a tool of an MCP server says to leave it
-    out with ``include=[...]`` (its parameters are the server's), not "rename the parameter".
-
-    A tool of the node's sources is made again from a fresh listing (the workflow made it
-    from the recorded one, which this activity is not given): only on this failure, which
-    is not retried. A source that cannot be listed keeps the compiler's words.
-    """
-    if not any(RENAME_PARAMETER in problem for problem in error.problems):
-        return
-    tools = dict(at.tools)
-    for source in at.sources if error.tool_name not in tools else ():
-        try:
-            listing = await _heartbeating(listing_off_loop(source.listing), every)
-            made = source.tools_from(listing)
-        except Exception:  # (the compiler's advice stands; the run fails on its error)
-            continue
-        tools.update((tool.name, tool) for tool in made if tool.name not in tools)
-        if error.tool_name in tools:
-            break
-    advise_on_parameter_names(error, tools)
 
 
 def _top_request(given: RawValue | CallModel) -> tuple[CallModel, bool]:
