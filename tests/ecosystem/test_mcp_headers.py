@@ -22,6 +22,10 @@ KEY = "sk-HEADER-0451-SECRET"
         ({"x a": "1"}, "headers: 'x a' is not a valid HTTP header name"),
         ({"Content-Length": "3"}, "headers: 'Content-Length' is set by the transport"),
         ({"x-team": "a", "X-Team": "b"}, "headers: 'X-Team' is given twice"),
+        ({"Connection": "keep-alive"}, "headers: 'Connection' is set by the transport"),
+        ({"Keep-Alive": "timeout=5"}, "headers: 'Keep-Alive' is set by the transport"),
+        ({"TE": "trailers"}, "headers: 'TE' is set by the transport"),
+        ({"Upgrade": "h2c"}, "headers: 'Upgrade' is set by the transport"),
     ],
 )
 def test_a_header_a_model_refuses_is_refused_when_the_server_is_built(
@@ -55,3 +59,11 @@ def test_a_non_ascii_value_of_another_header_is_sent_as_utf8(http_tools_server: 
     server = MCPServerHTTP(http_tools_server, headers={"X-App": "Mon appli été"})
     with server:
         assert "add" in {tool.name for tool in server.tools()}
+
+
+@pytest.mark.parametrize("value", ["", Secret("")])
+def test_an_empty_header_value_builds_the_server(value: str | Secret) -> None:
+    """An empty header value builds the server (it raised a bare IndexError
+    while its credential forms were gathered for scrubbing)."""
+    server = MCPServerHTTP(URL, headers={"X-Team": value, "Authorization": f"Bearer {KEY}"})
+    assert KEY not in repr(server)

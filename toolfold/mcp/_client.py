@@ -852,7 +852,11 @@ class MCPServerHTTP(MCPServer):
             user.partition(":")[0],  # a token as the user: https://ghp_...@host
             *(value.reveal() for _, value in self._headers),
             # the credential after a scheme word: "Bearer sk-..."
-            *(value.reveal().split(None, 1)[-1] for _, value in self._headers),
+            *(
+                value.reveal().split(None, 1)[-1]
+                for _, value in self._headers
+                if value.reveal().strip()
+            ),
         ]
         bare = [Secret(form) for form in forms if len(form) >= MIN_BARE_PASSWORD]
         return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
