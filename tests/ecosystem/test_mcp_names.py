@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.ecosystem.conftest import ROOT
-from toolfold import Agent, ToolDefinitionError
+from toolfold import Agent, ToolDefinitionError, UsageError
 from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
@@ -55,19 +55,22 @@ def test_tools_with_dotted_and_long_names_are_called_by_their_server_names() -> 
 
 
 def test_a_dotted_name_mapped_onto_a_listed_one_gets_its_hash_and_both_work() -> None:
-    """'files.read' beside 'files_read': 'files_read' is kept, 'files.read' is 'files_read_'
-    and its hash (the listing was refused whole); each call reaches its own tool."""
+    """'files.read' beside 'files_read': both are 'files_read_' and their own hash (the
+    listing was refused whole); each call reaches its own tool."""
     clashing = MCPServerStdio(sys.executable, [SERVER, "clash"], name="dotted")
     dotted = "files_read_601e4eb6"  # sha256("files.read")[:8]
+    plain = "files_read_50a21da8"  # sha256("files_read")[:8]
 
     def reply(request: ModelRequest) -> object:
         last = request.messages[-1]
         if last.role == "tool":
             return " | ".join(part.content for part in last.tool_results)
-        return [FunctionModel.call(dotted, {}), FunctionModel.call("files_read", {})]
+        return [FunctionModel.call(dotted, {}), FunctionModel.call(plain, {})]
 
     with clashing:
-        assert dotted in {tool.name for tool in clashing.tools()}
+        names = {tool.name for tool in clashing.tools()}
+        assert {dotted, plain} <= names
+        assert "files_read" not in names
         response = Agent(FunctionModel(reply), tools=[clashing]).run("read")
     assert response.text == "server called as files.read | server called as files_read"
     kept = MCPServerStdio(sys.executable, [SERVER, "clash"], include=["files.read", LONG])
@@ -97,13 +100,13 @@ def test_reserved_names_get_a_final_underscore_and_are_called_by_their_server_na
 
 
 def test_a_reserved_name_mapped_onto_a_listed_one_gets_its_hash() -> None:
-    """A listing of 'auto' beside 'auto_': 'auto_' is kept, 'auto' is 'auto__' and its hash."""
+    """A listing of 'auto' beside 'auto_': both are 'auto__' and their own hash."""
     server = MCPServerStdio(sys.executable, [SERVER], name="twins")
     schema = {"type": "object", "properties": {}}
     listed = [
         {"name": name, "description": "", "inputSchema": schema} for name in ("auto", "auto_")
     ]
-    assert [tool.name for tool in server.tools_from(listed)] == ["auto__929260ad", "auto_"]
+    assert [tool.name for tool in server.tools_from(listed)] == ["auto__929260ad", "auto__e032bbbf"]
 
 
 def _named(*names: str) -> list[dict[str, object]]:
@@ -231,3 +234,40 @@ def test_a_parameter_name_anthropic_refuses_in_a_function_or_schema_tool_says_wh
     assert str(raised.value).endswith(
         "(rename the property in the tool's parameters schema, or leave the tool out of tools=[...])"
     )
+
+
+def test_a_saved_call_to_a_name_now_told_apart_is_refused_on_resume_never_run() -> None:
+    """A run saved with an approved-pending call 'files_read' (the server's files.read), resumed
+    once the server lists files_read too: 'files_read' no longer exists (both are hashed), so
+    the resume is refused naming it, instead of calling the server's other tool."""
+    runs: list[str] = []
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            runs.extend(part.content for part in last.tool_results)
+            return "done"
+        return [FunctionModel.call("files_read", {})]
+
+    before = MCPServerStdio(sys.executable, [SERVER], name="docs", requires_approval=True)
+    with before:
+        first = Agent(FunctionModel(reply), tools=[before]).run("read")
+    (call,) = first.pending_approvals
+    after = MCPServerStdio(sys.executable, [SERVER, "clash"], name="docs", requires_approval=True)
+    with after, pytest.raises(UsageError) as raised:
+        Agent(FunctionModel(reply), tools=[after]).resume(first.state, approvals={call.id: True})
+    assert "names tools that were not given: files_read" in str(raised.value)
+    assert runs == []
+
+
+def test_a_name_listed_twice_is_not_hashed_and_is_refused_as_a_duplicate() -> None:
+    """A server listing 'a.b' twice makes two 'a_b' (no hash of a name for being listed twice),
+    which the agent refuses as duplicate tool names."""
+    server = MCPServerStdio(sys.executable, [SERVER], name="s")
+    schema = {"type": "object", "properties": {}}
+    listing = [{"name": "a.b", "description": "", "inputSchema": schema}] * 2
+    made = server.tools_from(listing)
+    assert [tool.name for tool in made] == ["a_b", "a_b"]
+    with pytest.raises(ToolDefinitionError) as raised:
+        Agent(FunctionModel(lambda messages, info: "x"), tools=list(made)).run("go")
+    assert "tool name 'a_b' is used by 2 tools" in str(raised.value)

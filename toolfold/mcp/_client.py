@@ -485,14 +485,17 @@ class MCPServer:
         characters with the prefix) or toolfold reserves (``auto``, ``none``,
         ``required``) is given to the model as `model_name` makes it; calls
         go to the server under its own name. Two such names that would be
-        one (``天気`` and ``時間``, both ``__``) each end with a hash of the
-        tool's name (see `_told_apart`): the names depend on the whole
+        one (``天気`` and ``時間``, both ``__``; ``files.read`` and
+        ``files_read``) each end with a hash of the tool's name, the one that
+        fits too (see `_told_apart`): the names depend on the whole
         listing (after ``include``), not its order.
 
         Raises:
             ToolDefinitionError: A listed tool has an invalid name or schema,
-                or two listed tools still get one name for the model (the
-                server lists one name twice).
+                or two listed tools still get one name for the model (a
+                hashed name the server lists too: ``a.b`` with ``a_b`` and
+                ``a_b_2e7336dc``). A name listed twice is made twice (the
+                agent's duplicate-name check refuses it).
         """
         made: list[Tool[..., Any]] = []
         problems: list[str] = []
@@ -506,7 +509,7 @@ class MCPServer:
                 problems.extend(f"tool {spec['name']!r}: {problem}" for problem in exc.problems)
                 continue
             other = remotes.setdefault(tool.name, str(spec["name"]))
-            if other != spec["name"]:  # (only the same name listed twice, or a hash's twin)
+            if other != spec["name"]:  # (only a hashed name the server lists too)
                 problems.append(
                     f"tools {other!r} and {spec['name']!r} are both {tool.name!r} for the "
                     "model: keep one of them with include=[...]"
@@ -1056,11 +1059,11 @@ def model_name(listed: str, *, collides: bool = False) -> str:
     name gets a final ``_``, as Python's ``class_``. Otherwise each other
     character (MCP allows ``.``) becomes ``_``, and a name still over 64
     characters keeps its first 55 and ends with ``_`` and 8 hex digits of
-    its SHA-256, so that two long names stay apart. A changed name that
+    its SHA-256, so that two long names stay apart. A name that
     ``collides`` with another tool's of the same listing (``天気`` and
     ``時間`` are both ``__``; ``files.read`` is ``files_read``, listed too;
     see `_told_apart`) ends with ``_`` and those 8 hex digits too (within 64
-    characters). Pure: the same listing gives the same names (a durable run
+    characters), even one that fits: ``files_read`` too. Pure: the same listing gives the same names (a durable run
     makes its tools again from the recorded listing).
 
     Example:
@@ -1076,8 +1079,10 @@ def model_name(listed: str, *, collides: bool = False) -> str:
     # with two names made one (`collides`).
     if listed in RESERVED_NAMES:
         name = f"{listed}_"
-    elif TOOL_NAME.fullmatch(listed) or not listed:
+    elif not listed or (TOOL_NAME.fullmatch(listed) and not collides):
         return listed
+    elif TOOL_NAME.fullmatch(listed):
+        name = listed
     else:
         name = _REFUSED.sub("_", listed)
     if collides or len(name) > TOOL_NAME_LONGEST:
@@ -1090,15 +1095,18 @@ def _told_apart(listed: Sequence[str]) -> frozenset[str]:
     """The names of ``listed`` (with their prefix) that `model_name` changes into one another's.
 
     ``天気`` and ``時間`` (both ``__``), ``files.read`` beside ``files_read``,
-    ``auto`` beside ``auto_``: each changed one of them gets its hash (a name
-    that fits is never changed). Whatever the order of the listing; a name
-    colliding with no other keeps the name it always had, so a run recorded
-    with a listing that works keeps its names.
+    ``auto`` beside ``auto_``: every one of them gets its hash, the one that
+    fits too, so that a name a saved run called (``files_read``, before the
+    server listed ``files.read`` too) no longer exists (a resume refuses the
+    call as an unknown tool) rather than reaching another server tool.
+    Whatever the order of the listing; a name colliding with no other keeps
+    the name it always had, so a run recorded with a listing that works
+    keeps its names (such listings were refused before). Distinct names are
+    counted: a name listed twice is not told apart from itself (the two
+    tools have one name, which a duplicate-name check refuses).
     """
     counts: dict[str, int] = {}
-    for each in listed:
+    for each in set(listed):
         made = model_name(each)
         counts[made] = counts.get(made, 0) + 1
-    return frozenset(
-        each for each in listed if counts[model_name(each)] > 1 and model_name(each) != each
-    )
+    return frozenset(each for each in listed if counts[model_name(each)] > 1)
