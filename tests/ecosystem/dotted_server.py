@@ -5,7 +5,8 @@ is 70 characters long; each call answers with the name the server was called
 by. With ``clash`` as its argument it also lists ``files_read``, which a dot
 mapped to ``_`` would make ``files.read``'s twin; with ``reserved``, ``auto``,
 ``none`` and ``required`` (toolfold's reserved tool names, the ``tool_choice``
-values) and ``Auto`` (not reserved: the check is case-sensitive). With ``keys``,
+values) and ``Auto`` (not reserved: the check is case-sensitive); with ``cjk``,
+``天気``, ``時間`` (both ``__`` once their characters become ``_``) and ``天気予報``. With ``keys``,
 ``files.read`` takes a parameter ``rule_name[]`` (a key Anthropic refuses).
 """
 
@@ -15,7 +16,11 @@ import json
 import sys
 
 LONG = "long." + "x" * 65
-EXTRA = {"clash": ["files_read"], "reserved": ["auto", "none", "required", "Auto"]}
+EXTRA = {
+    "clash": ["files_read"],
+    "reserved": ["auto", "none", "required", "Auto"],
+    "cjk": ["天気", "時間", "天気予報"],
+}
 NAMES = ["files.read", LONG, *EXTRA.get(" ".join(sys.argv[1:]), [])]
 KEYS = sys.argv[1:] == ["keys"]
 

@@ -1,5 +1,5 @@
-"""Listed MCP tool names providers refuse (dots, over 64 characters) or toolfold reserves
-('auto', 'none', 'required') are mapped, not fatal."""
+"""Listed MCP tool names providers refuse (dots, over 64 characters, CJK) or toolfold reserves
+('auto', 'none', 'required') are mapped, not fatal, and two mapped to one are told apart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.ecosystem.conftest import ROOT
-from toolfold import Agent, ToolDefinitionError
+from toolfold import Agent, ToolDefinitionError, UsageError
 from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
@@ -54,18 +54,28 @@ def test_tools_with_dotted_and_long_names_are_called_by_their_server_names() -> 
     assert response.text == f"server called as files.read | server called as {LONG}"
 
 
-def test_two_listed_names_mapped_to_one_are_refused_pointing_at_include() -> None:
-    """'files.read' beside 'files_read' is refused naming both and include=; include= keeps one."""
+def test_a_dotted_name_mapped_onto_a_listed_one_gets_its_hash_and_both_work() -> None:
+    """'files.read' beside 'files_read': both are 'files_read_' and their own hash (the
+    listing was refused whole); each call reaches its own tool."""
     clashing = MCPServerStdio(sys.executable, [SERVER, "clash"], name="dotted")
-    with clashing, pytest.raises(ToolDefinitionError) as raised:
-        clashing.tools()
-    assert "tools 'files.read' and 'files_read' are both 'files_read' for the model" in str(
-        raised.value
-    )
-    assert "include=[...]" in str(raised.value)
+    dotted = "files_read_601e4eb6"  # sha256("files.read")[:8]
+    plain = "files_read_50a21da8"  # sha256("files_read")[:8]
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return " | ".join(part.content for part in last.tool_results)
+        return [FunctionModel.call(dotted, {}), FunctionModel.call(plain, {})]
+
+    with clashing:
+        names = {tool.name for tool in clashing.tools()}
+        assert {dotted, plain} <= names
+        assert "files_read" not in names
+        response = Agent(FunctionModel(reply), tools=[clashing]).run("read")
+    assert response.text == "server called as files.read | server called as files_read"
     kept = MCPServerStdio(sys.executable, [SERVER, "clash"], include=["files.read", LONG])
     with kept:
-        assert len(kept.tools()) == 2
+        assert "files_read" in {tool.name for tool in kept.tools()}  # no twin: no hash
 
 
 def test_reserved_names_get_a_final_underscore_and_are_called_by_their_server_names() -> None:
@@ -89,17 +99,54 @@ def test_reserved_names_get_a_final_underscore_and_are_called_by_their_server_na
     )
 
 
-def test_a_reserved_name_mapped_onto_a_listed_one_is_refused_naming_both() -> None:
-    """A listing of 'auto' beside 'auto_' is refused naming both tools and include=."""
+def test_a_reserved_name_mapped_onto_a_listed_one_gets_its_hash() -> None:
+    """A listing of 'auto' beside 'auto_': both are 'auto__' and their own hash."""
     server = MCPServerStdio(sys.executable, [SERVER], name="twins")
     schema = {"type": "object", "properties": {}}
     listed = [
         {"name": name, "description": "", "inputSchema": schema} for name in ("auto", "auto_")
     ]
-    with pytest.raises(ToolDefinitionError) as raised:
-        server.tools_from(listed)
-    assert "tools 'auto' and 'auto_' are both 'auto_' for the model" in str(raised.value)
-    assert "a reserved name such as 'auto' gets a final '_'" in str(raised.value)
+    assert [tool.name for tool in server.tools_from(listed)] == ["auto__929260ad", "auto__e032bbbf"]
+
+
+def _named(*names: str) -> list[dict[str, object]]:
+    """A listing of tools named ``names``, without parameters."""
+    schema = {"type": "object", "properties": {}}
+    return [{"name": name, "description": name, "inputSchema": schema} for name in names]
+
+
+def test_cjk_names_that_collide_get_their_hash_whatever_the_order_and_others_keep_theirs() -> None:
+    """'天気' and '時間' are both '__' with '_' for each refused character: each gets the
+    hash of its own name (the listing was refused whole), whatever the listing's order;
+    '天気予報' ('____'), a lone '天気' and a prefixed one colliding with nothing keep theirs."""
+    server = MCPServerStdio(sys.executable, ["unused.py"], name="jp")
+    names = {t.description: t.name for t in server.tools_from(_named("天気", "時間", "天気予報"))}
+    assert names == {"天気": "___bc79d84d", "時間": "___bf6267da", "天気予報": "____"}
+    again = {t.description: t.name for t in server.tools_from(_named("天気予報", "時間", "天気"))}
+    assert again == names
+    assert [t.name for t in server.tools_from(_named("天気", "天気予報"))] == ["__", "____"]
+    prefixed = MCPServerStdio(sys.executable, ["unused.py"], name="jp", prefix="jp")
+    made = [t.name for t in prefixed.tools_from(_named("天気", "時間", "ok"))]
+    assert made == ["jp____190cf547", "jp____ce6b3b98", "jp_ok"]  # hashes of "jp_天気"...
+    assert len(set(made)) == 3
+
+
+def test_two_cjk_tools_of_a_real_server_are_both_called_by_their_own_names() -> None:
+    """A server listing '天気' and '時間' (both '__' alone) is usable: the model calls each
+    by its hashed name, the server is called as '天気' and '時間'."""
+    server = MCPServerStdio(sys.executable, [SERVER, "cjk"], name="jp")
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return " | ".join(part.content for part in last.tool_results)
+        return [FunctionModel.call(name, {}) for name in ("___bc79d84d", "___bf6267da", "____")]
+
+    with server:
+        response = Agent(FunctionModel(reply), tools=[server]).run("go")
+    assert response.text == (
+        "server called as 天気 | server called as 時間 | server called as 天気予報"
+    )
 
 
 def test_a_listed_tool_whose_refs_loop_is_refused_naming_the_server_and_the_tool() -> None:
@@ -187,3 +234,40 @@ def test_a_parameter_name_anthropic_refuses_in_a_function_or_schema_tool_says_wh
     assert str(raised.value).endswith(
         "(rename the property in the tool's parameters schema, or leave the tool out of tools=[...])"
     )
+
+
+def test_a_saved_call_to_a_name_now_told_apart_is_refused_on_resume_never_run() -> None:
+    """A run saved with an approved-pending call 'files_read' (the server's files.read), resumed
+    once the server lists files_read too: 'files_read' no longer exists (both are hashed), so
+    the resume is refused naming it, instead of calling the server's other tool."""
+    runs: list[str] = []
+
+    def reply(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if last.role == "tool":
+            runs.extend(part.content for part in last.tool_results)
+            return "done"
+        return [FunctionModel.call("files_read", {})]
+
+    before = MCPServerStdio(sys.executable, [SERVER], name="docs", requires_approval=True)
+    with before:
+        first = Agent(FunctionModel(reply), tools=[before]).run("read")
+    (call,) = first.pending_approvals
+    after = MCPServerStdio(sys.executable, [SERVER, "clash"], name="docs", requires_approval=True)
+    with after, pytest.raises(UsageError) as raised:
+        Agent(FunctionModel(reply), tools=[after]).resume(first.state, approvals={call.id: True})
+    assert "names tools that were not given: files_read" in str(raised.value)
+    assert runs == []
+
+
+def test_a_name_listed_twice_is_not_hashed_and_is_refused_as_a_duplicate() -> None:
+    """A server listing 'a.b' twice makes two 'a_b' (no hash of a name for being listed twice),
+    which the agent refuses as duplicate tool names."""
+    server = MCPServerStdio(sys.executable, [SERVER], name="s")
+    schema = {"type": "object", "properties": {}}
+    listing = [{"name": "a.b", "description": "", "inputSchema": schema}] * 2
+    made = server.tools_from(listing)
+    assert [tool.name for tool in made] == ["a_b", "a_b"]
+    with pytest.raises(ToolDefinitionError) as raised:
+        Agent(FunctionModel(lambda messages, info: "x"), tools=list(made)).run("go")
+    assert "tool name 'a_b' is used by 2 tools" in str(raised.value)

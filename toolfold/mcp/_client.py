@@ -484,30 +484,35 @@ class MCPServer:
         A listed name providers refuse (a ``.``, which MCP allows, or over 64
         characters with the prefix) or toolfold reserves (``auto``, ``none``,
         ``required``) is given to the model as `model_name` makes it; calls
-        go to the server under its own name.
+        go to the server under its own name. Two such names that would be
+        one (``天気`` and ``時間``, both ``__``; ``files.read`` and
+        ``files_read``) each end with a hash of the tool's name, the one that
+        fits too (see `_told_apart`): the names depend on the whole
+        listing (after ``include``), not its order.
 
         Raises:
             ToolDefinitionError: A listed tool has an invalid name or schema,
-                or two listed tools get one name for the model.
+                or two listed tools still get one name for the model (a
+                hashed name the server lists too: ``a.b`` with ``a_b`` and
+                ``a_b_2e7336dc``). A name listed twice is made twice (the
+                agent's duplicate-name check refuses it).
         """
         made: list[Tool[..., Any]] = []
         problems: list[str] = []
         remotes: dict[str, str] = {}  # the model's name -> the server's
-        for spec in listed:
-            if self.include is not None and spec["name"] not in self.include:
-                continue
+        kept = [s for s in listed if self.include is None or s["name"] in self.include]
+        told_apart = _told_apart([self._listed_name(str(spec["name"])) for spec in kept])
+        for spec in kept:
             try:
-                tool = self._tool(spec)
+                tool = self._tool(spec, told_apart)
             except ToolDefinitionError as exc:  # each named by its tool: the server lists many
                 problems.extend(f"tool {spec['name']!r}: {problem}" for problem in exc.problems)
                 continue
             other = remotes.setdefault(tool.name, str(spec["name"]))
-            if other != spec["name"]:
+            if other != spec["name"]:  # (only a hashed name the server lists too)
                 problems.append(
                     f"tools {other!r} and {spec['name']!r} are both {tool.name!r} for the "
-                    "model (characters providers refuse become '_', a reserved name such "
-                    "as 'auto' gets a final '_'): keep one of them "
-                    "with include=[...]"
+                    "model: keep one of them with include=[...]"
                 )
                 continue
             made.append(tool)
@@ -525,9 +530,16 @@ class MCPServer:
             if not cursor:
                 return listed
 
-    def _tool(self, spec: Mapping[str, Any]) -> Tool[..., Any]:
+    def _listed_name(self, remote: str) -> str:
+        """A listed tool's name with the prefix: what `model_name` makes the model's name of."""
+        return f"{self.prefix}_{remote}" if self.prefix else remote
+
+    def _tool(
+        self, spec: Mapping[str, Any], told_apart: frozenset[str] = frozenset()
+    ) -> Tool[..., Any]:
         remote = spec["name"]
-        name = model_name(f"{self.prefix}_{remote}" if self.prefix else remote)
+        listed = self._listed_name(remote)
+        name = model_name(listed, collides=listed in told_apart)
         policy: ApprovalPolicy
         if (spec.get("_meta") or {}).get(APPROVAL_META_KEY) is True:
             policy = True  # the server says so (a toolfold server's tool served approved_by_host)
@@ -754,7 +766,12 @@ class MCPServerHTTP(MCPServer):
             ``startup_timeout``, ``requires_approval``, ``include``).
 
     Raises:
-        UsageError: ``headers`` is not a mapping of header names to strings.
+        UsageError: ``headers`` is not a mapping of header names to strings,
+            or holds one a model's ``headers=`` refuses too: a name that is
+            no HTTP token or is given twice, a framing header
+            (``Content-Length``), a value with CR, LF or NUL, a credential's
+            value (``Authorization``, ``x-api-key``..., a `Secret`) that is not
+            ASCII. A non-ASCII value of another header is sent UTF-8 encoded.
     """
 
     def __init__(
@@ -813,7 +830,11 @@ class MCPServerHTTP(MCPServer):
     def _target(self) -> Any:
         if not self._headers:
             return self.url
-        return _with_headers(self.url, {key: value.reveal() for key, value in self._headers})
+        from toolfold.adapters._http._checks import utf8_headers
+
+        # a non-ASCII value goes out UTF-8 encoded, as a model's does (httpx encodes text as ASCII)
+        sent = utf8_headers({key: value.reveal() for key, value in self._headers})
+        return _with_headers(self.url, sent)
 
     def _secrets(self) -> tuple[Any, ...]:
         """The credentials of the URL and the headers, worked out once (see `_scrub`)."""
@@ -834,7 +855,11 @@ class MCPServerHTTP(MCPServer):
             user.partition(":")[0],  # a token as the user: https://ghp_...@host
             *(value.reveal() for _, value in self._headers),
             # the credential after a scheme word: "Bearer sk-..."
-            *(value.reveal().split(None, 1)[-1] for _, value in self._headers),
+            *(
+                value.reveal().split(None, 1)[-1]
+                for _, value in self._headers
+                if value.reveal().strip()
+            ),
         ]
         bare = [Secret(form) for form in forms if len(form) >= MIN_BARE_PASSWORD]
         return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
@@ -846,7 +871,12 @@ def _checked_headers(
     """``headers`` as (name, `Secret` value) pairs; a value given as a `Secret` is kept.
 
     Raises:
-        UsageError: Not a mapping of strings to strings or Secrets.
+        UsageError: Not a mapping of strings to strings or Secrets, or one a
+            model's ``headers=`` refuses too (see `check_headers`): a name that
+            is no HTTP token or is given twice, a framing header
+            (``Content-Length``), a value with CR, LF, NUL or another control
+            character, a credential's value (``Authorization``, a `Secret`)
+            that is not ASCII. The message never quotes a value.
     """
     from toolfold.adapters._http._keys import Secret
 
@@ -867,6 +897,18 @@ def _checked_headers(
             f"MCP server {server!r}: header names must be strings and values strings or "
             f"Secrets (not so for {', '.join(wrong)})"
         )
+    from toolfold._errors import ModelConfigError
+    from toolfold.adapters._http._checks import check_headers
+
+    # A model's headers= checks (names, framing headers, a name given twice, CR/LF/NUL,
+    # a credential's non-ASCII), as a UsageError: the server's other options raise one.
+    # Unchecked, such a value failed only when the server opened, as the HTTP client's
+    # own "could not start" error (retried by a durable run's listing); a non-ASCII one
+    # never went out, where a model sends it as UTF-8.
+    try:
+        check_headers(headers, f"MCP server {server!r}: headers")
+    except ModelConfigError as exc:
+        raise UsageError(str(exc)) from None
     return tuple(
         (key, value if isinstance(value, Secret) else Secret(value))
         for key, value in headers.items()
@@ -874,7 +916,7 @@ def _checked_headers(
 
 
 @asynccontextmanager
-async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def _with_headers(url: str, headers: Mapping[str, str | bytes]) -> AsyncIterator[Any]:
     """The SDK's streamable-HTTP transport to ``url`` on a client sending ``headers``.
 
     The client is the SDK's own (its timeouts for MCP's long-lived streams),
@@ -885,7 +927,7 @@ async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with (
-        create_mcp_http_client(headers=headers) as client,
+        create_mcp_http_client(headers=dict(headers)) as client,  # type: ignore[arg-type]
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
@@ -1008,7 +1050,7 @@ def _bytes(data: str, block: str) -> bytes:
 _REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")
 
 
-def model_name(listed: str) -> str:
+def model_name(listed: str, *, collides: bool = False) -> str:
     """A listed tool's name as providers accept it and toolfold allows.
 
     Providers take 1 to 64 of ``a-z A-Z 0-9 _ -``, and toolfold reserves
@@ -1017,24 +1059,54 @@ def model_name(listed: str) -> str:
     name gets a final ``_``, as Python's ``class_``. Otherwise each other
     character (MCP allows ``.``) becomes ``_``, and a name still over 64
     characters keeps its first 55 and ends with ``_`` and 8 hex digits of
-    its SHA-256, so that two long names stay apart. Pure: the same listing
-    gives the same names (a durable run makes its tools again from the
-    recorded listing).
+    its SHA-256, so that two long names stay apart. A name that
+    ``collides`` with another tool's of the same listing (``天気`` and
+    ``時間`` are both ``__``; ``files.read`` is ``files_read``, listed too;
+    see `_told_apart`) ends with ``_`` and those 8 hex digits too (within 64
+    characters), even one that fits: ``files_read`` too. Pure: the same listing gives the same names (a durable run
+    makes its tools again from the recorded listing).
 
     Example:
         >>> model_name("files.read")
         'files_read'
         >>> model_name("auto")
         'auto_'
+        >>> model_name("天気", collides=True)
+        '___bc79d84d'
     """
     # Safe for recorded runs: a listing with a reserved name used to be refused whole
-    # (ToolDefinitionError), so no run or history holds tools made from one.
+    # (ToolDefinitionError), so no run or history holds tools made from one; nor one
+    # with two names made one (`collides`).
     if listed in RESERVED_NAMES:
-        return f"{listed}_"
-    if TOOL_NAME.fullmatch(listed) or not listed:
+        name = f"{listed}_"
+    elif not listed or (TOOL_NAME.fullmatch(listed) and not collides):
         return listed
-    name = _REFUSED.sub("_", listed)
-    if len(name) > TOOL_NAME_LONGEST:
+    elif TOOL_NAME.fullmatch(listed):
+        name = listed
+    else:
+        name = _REFUSED.sub("_", listed)
+    if collides or len(name) > TOOL_NAME_LONGEST:
         digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
         name = f"{name[: TOOL_NAME_LONGEST - 9]}_{digest}"
     return name
+
+
+def _told_apart(listed: Sequence[str]) -> frozenset[str]:
+    """The names of ``listed`` (with their prefix) that `model_name` changes into one another's.
+
+    ``天気`` and ``時間`` (both ``__``), ``files.read`` beside ``files_read``,
+    ``auto`` beside ``auto_``: every one of them gets its hash, the one that
+    fits too, so that a name a saved run called (``files_read``, before the
+    server listed ``files.read`` too) no longer exists (a resume refuses the
+    call as an unknown tool) rather than reaching another server tool.
+    Whatever the order of the listing; a name colliding with no other keeps
+    the name it always had, so a run recorded with a listing that works
+    keeps its names (such listings were refused before). Distinct names are
+    counted: a name listed twice is not told apart from itself (the two
+    tools have one name, which a duplicate-name check refuses).
+    """
+    counts: dict[str, int] = {}
+    for each in set(listed):
+        made = model_name(each)
+        counts[made] = counts.get(made, 0) + 1
+    return frozenset(each for each in listed if counts[model_name(each)] > 1)

@@ -645,6 +645,9 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
 
         try:
             (tool,) = source.tools_from([given.spec])
+            called = given.call.invocation.tool_name
+            if tool.name != called:  # named apart by its whole listing (天気 and 時間, "__" alone)
+                tool = tool.replace(name=called)
             returned = await _called(tool, given.call, host.deps, host.every, host.max_bytes)
         except BaseException as exc:
             # A call cancelled (or failing) stays so when the source's close fails too.

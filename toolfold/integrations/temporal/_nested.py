@@ -247,10 +247,17 @@ def _with_listed(node: Node, listing: Listing) -> Node:
     sourced: dict[str, Sourced] = {}
     made: list[Tool[..., Any]] = []
     for index, (source, entries) in enumerate(zip(node.sources, listing, strict=True)):
-        for entry in entries:
-            for tool in source.tools_from([entry]):
-                sourced[tool.name] = Sourced(index, entry)
-                made.append(tool)
+        each = [(tool, entry) for entry in entries for tool in source.tools_from([entry])]
+        if len({tool.name for tool, _ in each}) < len(each):
+            # Names that collide only in the whole listing (an MCP server's 天気 and 時間,
+            # both "__" alone) are told apart by it, as a local run's: listings whose
+            # tools have one name each never come here, so their recorded runs replay as they were.
+            whole = source.tools_from(entries)
+            if len(whole) == len(each):  # (else a duplicate name, refused as it was)
+                each = list(zip(whole, (entry for _, entry in each), strict=True))
+        for tool, entry in each:
+            sourced[tool.name] = Sourced(index, entry)
+            made.append(tool)
     own = [t for name, t in node.tools.items() if name not in node.transfers]
     transfers = [t for name, t in node.tools.items() if name in node.transfers]
     owner = None if node.agent is None else f"agent {node.agent!r}"  # as a local run names it
