@@ -1063,8 +1063,9 @@ def model_name(listed: str, *, collides: bool = False) -> str:
     ``collides`` with another tool's of the same listing (``天気`` and
     ``時間`` are both ``__``; ``files.read`` is ``files_read``, listed too;
     see `_told_apart`) ends with ``_`` and those 8 hex digits too (within 64
-    characters), even one that fits: ``files_read`` too. Pure: the same listing gives the same names (a durable run
-    makes its tools again from the recorded listing).
+    characters), even one that fits: ``files_read`` too. Pure: the same
+    listing gives the same names (a durable run makes its tools again from
+    the recorded listing).
 
     Example:
         >>> model_name("files.read")
