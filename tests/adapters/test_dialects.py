@@ -930,8 +930,9 @@ def test_a_tool_made_per_request_is_not_kept_by_the_memo() -> None:
 
 
 def test_the_memo_stays_bounded_for_one_schema_under_many_descriptions() -> None:
-    """One tool's schema compiled under a description per request keeps at most the
-    memo's bound of compilations (the schema lives on: it is the module's tool's)."""
+    """One tool's schema compiled under a description per request (``replace`` keeps the
+    schema object, which lives on: it is the module's tool's) is not kept for every
+    description: past the memo's bound, the first one's compilation is gone."""
     from toolfold.adapters._dialects import _compile
 
     @toolfold.tool
@@ -943,9 +944,16 @@ def test_the_memo_stays_bounded_for_one_schema_under_many_descriptions() -> None
         """
         return query
 
-    for tenant in range(_compile._MAX_ENTRIES + 100):
-        compile_tool(search.replace(description=f"Search tenant {tenant}'s files"), "anthropic")
-    assert len(_compile._by_frozen) <= _compile._MAX_ENTRIES
+    def for_tenant(tenant: int) -> Any:
+        return compile_tool(
+            search.replace(description=f"Search tenant {tenant}'s files"), "anthropic"
+        )
+
+    first = for_tenant(0)
+    assert for_tenant(0) is first
+    for tenant in range(1, _compile._MAX_ENTRIES + 100):
+        for_tenant(tenant)
+    assert for_tenant(0) is not first
 
 
 def test_a_value_changed_in_place_to_an_equal_value_of_another_type_is_compiled_again() -> None:

@@ -41,7 +41,7 @@ WARM = 2
 SETTLED = 32 * 2**20
 #: How far any round after the warm ones may swing over their peak: a round has been
 #: seen 41 MiB up with nothing kept (aiohttp, run alone on loaded cores: 127.5, 135.0,
-#: 161.8, 141.2, 122.9, 176.1 MiB); a leak of 16 KiB a run passes this by the 6th round.
+#: 161.8, 141.2, 122.9, 176.1 MiB); a leak of about 24 KiB a run passes this by the 6th.
 SWING = 96 * 2**20
 
 

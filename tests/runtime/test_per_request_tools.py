@@ -36,7 +36,7 @@ def test_a_tool_made_per_request_leaves_no_config_behind_in_the_options_memo() -
     model = FunctionModel(_reply, keep_requests=False)
     made = _per_request_tool("ada")
     assert generate_text(model, "where is my order?", tools=[made]).text == "done"
-    [config] = [config for refs, config in _MADE.values() if refs and refs[0]() is made]
+    [config] = [config for refs, config in list(_MADE.values()) if refs and refs[0]() is made]
     held = weakref.ref(config), weakref.ref(config.definitions[0])
     del made, config
     gc.collect()
@@ -52,6 +52,6 @@ def test_a_tool_kept_across_requests_still_reuses_its_config() -> None:
         model = FunctionModel(_reply, keep_requests=False)
         assert generate_text(model, "where is my order?", tools=[kept]).text == "done"
         gc.collect()
-        configs += [config for refs, config in _MADE.values() if refs and refs[0]() is kept]
+        configs += [config for refs, config in list(_MADE.values()) if refs and refs[0]() is kept]
     assert len(configs) == 2
     assert configs[0] is configs[1]

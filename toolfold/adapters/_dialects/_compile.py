@@ -156,8 +156,8 @@ _MAX_ENTRIES = 4096
 # A FrozenDict's compilations by its identity, the FrozenDict referenced weakly: a tool
 # made per request (a closure over the request) is dropped with its schema, not kept
 # until the memo fills (it kept 4,096 of them, each pinning the allocator's memory
-# around it). An entry whose FrozenDict died keeps only the compilation (shared with
-# `_by_content`) until it is replaced or the memo is cleared.
+# around it). An entry whose FrozenDict died keeps only its compilation until it is
+# replaced or the memo is cleared.
 _by_frozen: dict[tuple[Any, ...], tuple[weakref.ref[FrozenDict], CompiledTool]] = {}
 # Any other mapping (a plain dict cannot be referenced weakly): held, and bounded.
 _by_identity: dict[tuple[Any, ...], tuple[Any, TypedLeaves, CompiledTool]] = {}
