@@ -121,6 +121,15 @@ def test_settings_openai_refuses_fail_before_anything_is_sent(
     settings: dict[str, Any], match: str, stream: bool
 ) -> None:
     """A run (blocking or streamed) with such a setting on OpenAI's host fails before any request leaves (the sending path checks too)."""
+    refused, sent = run_at_openai("openai:gpt-4o-mini", settings, stream)
+    assert re.search(match, str(refused))
+    assert sent == []
+
+
+def run_at_openai(
+    name: str, settings: dict[str, Any], stream: bool
+) -> tuple[ModelConfigError, list[httpx.Request]]:
+    """The error of a run of ``name`` at OpenAI's host with ``settings``, and the requests sent."""
     sent: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -128,13 +137,13 @@ def test_settings_openai_refuses_fail_before_anything_is_sent(
         return httpx.Response(500)
 
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
-        model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20, http_client=client)
+        model = toolfold.model(name, api_key="k" * 20, http_client=client)
         agent = Agent(model, settings=settings)
         run = (lambda: list(agent.stream("Hi"))) if stream else (lambda: agent.run("Hi"))
-        with pytest.raises(ModelConfigError, match=match):
+        with pytest.raises(ModelConfigError) as caught:
             run()
         model.close()
-    assert sent == []
+    return caught.value, sent
 
 
 @pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
@@ -246,20 +255,8 @@ def test_responses_settings_openai_lacks_fail_before_anything_is_sent(
     key: str, value: Any, said: str, stream: bool
 ) -> None:
     """A Responses run (blocking or streamed) with thinking, stop_sequences or stop on OpenAI's host fails before any request leaves, naming the setting."""
-    sent: list[httpx.Request] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(500)
-
-    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
-        model = toolfold.model("openai-responses:gpt-5-mini", api_key="k" * 20, http_client=client)
-        agent = Agent(model, settings={key: value})
-        run = (lambda: list(agent.stream("Hi"))) if stream else (lambda: agent.run("Hi"))
-        with pytest.raises(ModelConfigError) as caught:
-            run()
-        model.close()
-    assert str(caught.value).startswith(f"the setting {key!r} {said}")
+    refused, sent = run_at_openai("openai-responses:gpt-5-mini", {key: value}, stream)
+    assert str(refused).startswith(f"the setting {key!r} {said}")
     assert sent == []
 
 
