@@ -9,7 +9,8 @@ the documented error of its fault; an error's state is resumed (through a
 model that marks its requests ``x-phase: resume``) to the answer. Then the
 server's ledger is read and every row accounted for: see `check`. Around the
 rounds it counts what a soak must give back (`resources`: file descriptors and
-every thread), and after each round the resident set size (`rss`) and how many
+every thread), and after each round the resident set size (`rss`), the memory
+the objects hold (`in_use`), and how many
 of the objects the round's runs made are still alive (`Outcome.made`: a run's
 tool, response or stream, failed state and resumed response; none may be).
 
@@ -26,9 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import os
 import random
+import sys
 import threading
 import uuid
 import weakref
@@ -265,6 +268,8 @@ class Report:
         rss: This process's resident set size after each round (and a collection), in bytes.
         alive: After each round (and a collection), how many of the objects its runs made
             are still alive (see `Outcome.made`): any is a leak.
+        blocks: Python's allocated blocks after each round (see `in_use`).
+        heap: The bytes malloc holds for the process after each round (see `in_use`).
     """
 
     tag: str
@@ -274,6 +279,8 @@ class Report:
     after: Resources
     rss: list[int]
     alive: list[int] = attrs.field(factory=list)
+    blocks: list[int] = attrs.field(factory=list)
+    heap: list[int | None] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -334,6 +341,33 @@ def rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")
+    ]  # fmt: skip
+
+
+def in_use() -> tuple[int, int | None]:
+    """The memory this process's objects hold, after a collection: Python's allocated
+    blocks (``sys.getallocatedblocks()``), and the bytes malloc has handed out and not
+    got back (glibc's ``mallinfo2``: ``uordblks + hblkhd``; None without glibc 2.33+).
+
+    Unlike the resident set, neither counts memory freed but kept by the allocators
+    (malloc's free lists, pymalloc's partly used arenas), which makes the resident set
+    swing by tens of MiB from round to round while these stay flat.
+    """
+    gc.collect()
+    blocks = sys.getallocatedblocks()
+    mallinfo2 = getattr(ctypes.CDLL(None), "mallinfo2", None)
+    if mallinfo2 is None:
+        return blocks, None
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return blocks, info.uordblks + info.hblkhd
+
+
 def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> Report:
     """``rounds`` rounds of ``runs`` concurrent runs on ``backend``, one after the other; see the module.
 
@@ -343,6 +377,8 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
     before = resources()
     sizes: list[int] = []
     alive: list[int] = []
+    blocks: list[int] = []
+    heap: list[int | None] = []
     tag = uuid.uuid4().hex[:8]
 
     async def main() -> list[Round]:
@@ -356,6 +392,9 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
                 done.append(Round(list(outcomes), pool))
                 del work, outcomes, pool
                 sizes.append(rss())
+                held = in_use()
+                blocks.append(held[0])
+                heap.append(held[1])
                 made = [ref for outcome in done[-1].outcomes for ref in outcome.made]
                 alive.append(sum(ref() is not None for ref in made))
                 for outcome in done[-1].outcomes:
@@ -368,7 +407,7 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
     done = asyncio.run(main())
     after = resources()
     ledger = httpx.get(url.removesuffix("/v1") + "/ledger").json()
-    return Report(tag, done, ledger, before, after, sizes, alive)
+    return Report(tag, done, ledger, before, after, sizes, alive, blocks, heap)
 
 
 def check(report: Report) -> list[str]:
