@@ -63,6 +63,9 @@ def main() -> None:
             print(f"  after:  {report.after}")
             print("  resident set after each round (MiB):",
                   " ".join(f"{size / 2**20:.1f}" for size in report.rss))  # fmt: skip
+            print("  malloc's bytes in use after each round (MiB):",
+                  " ".join(f"{size / 2**20:.2f}" for size in report.heap if size is not None))  # fmt: skip
+            print("  Python's allocated blocks after each round:", report.blocks)
             print("  objects the runs made still alive after each round:", report.alive)
             failures += sum(report.alive)
     sys.exit(1 if failures else 0)

@@ -269,7 +269,7 @@ class Report:
         alive: After each round (and a collection), how many of the objects its runs made
             are still alive (see `Outcome.made`): any is a leak.
         blocks: Python's allocated blocks after each round (see `in_use`).
-        heap: The bytes malloc holds for the process after each round (see `in_use`).
+        heap: The bytes malloc has handed out and not got back after each round (see `in_use`).
     """
 
     tag: str
@@ -355,8 +355,10 @@ def in_use() -> tuple[int, int | None]:
     got back (glibc's ``mallinfo2``: ``uordblks + hblkhd``; None without glibc 2.33+).
 
     Unlike the resident set, neither counts memory freed but kept by the allocators
-    (malloc's free lists, pymalloc's partly used arenas), which makes the resident set
-    swing by tens of MiB from round to round while these stay flat.
+    (malloc's free lists, pymalloc's partly used arenas; but for glibc's small per-thread
+    caches, which count as in use), which makes the resident set swing by tens of MiB from
+    round to round while these stay flat. Small objects are pymalloc's (mapped apart from
+    malloc) and show only in the blocks; an object over 512 bytes shows in both.
     """
     gc.collect()
     blocks = sys.getallocatedblocks()
@@ -371,8 +373,9 @@ def in_use() -> tuple[int, int | None]:
 def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> Report:
     """``rounds`` rounds of ``runs`` concurrent runs on ``backend``, one after the other; see the module.
 
-    The resident set size is read after each round: the first rounds warm caches,
-    pools and the allocator up, the later ones should leave it where it was.
+    After each round the resident set size, the memory in use (`in_use`) and the
+    objects the round's runs left alive are read: the first rounds warm caches, pools
+    and the allocators up, the later ones should leave the memory in use where it was.
     """
     before = resources()
     sizes: list[int] = []
