@@ -18,6 +18,7 @@ import json
 import re
 import threading
 import warnings
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, InvalidStateError
@@ -1080,12 +1081,10 @@ def model_name(listed: str, *, collides: bool = False) -> str:
     # with two names made one (`collides`).
     if listed in RESERVED_NAMES:
         name = f"{listed}_"
-    elif not listed or (TOOL_NAME.fullmatch(listed) and not collides):
+    elif not listed or (not collides and TOOL_NAME.fullmatch(listed)):
         return listed
-    elif TOOL_NAME.fullmatch(listed):
-        name = listed
     else:
-        name = _REFUSED.sub("_", listed)
+        name = _REFUSED.sub("_", listed)  # (a name that fits has none to replace)
     if collides or len(name) > TOOL_NAME_LONGEST:
         digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
         name = f"{name[: TOOL_NAME_LONGEST - 9]}_{digest}"
@@ -1106,8 +1105,6 @@ def _told_apart(listed: Sequence[str]) -> frozenset[str]:
     counted: a name listed twice is not told apart from itself (the two
     tools have one name, which a duplicate-name check refuses).
     """
-    counts: dict[str, int] = {}
-    for each in set(listed):
-        made = model_name(each)
-        counts[made] = counts.get(made, 0) + 1
-    return frozenset(each for each in listed if counts[model_name(each)] > 1)
+    made = {each: model_name(each) for each in set(listed)}
+    counts = Counter(made.values())
+    return frozenset(each for each, name in made.items() if counts[name] > 1)
