@@ -595,9 +595,19 @@ def _made_key(
 
 
 def new_run_id(run_id: str | None = None) -> str:
-    """``run_id``, or a fresh random one (``uuid.uuid4().hex``) when it is None or empty."""
-    if run_id:
-        return run_id
+    """``run_id``, or a fresh random one (``uuid.uuid4().hex``) when it is None.
+
+    Raises:
+        UsageError: ``run_id`` is empty (given, say, from an empty order key).
+    """
+    if run_id is not None:
+        if run_id == "":  # not a random one: a caller's keys built on it would not hold
+            raise UsageError(
+                "run_id='' is empty: a run's id begins its tool calls' idempotency keys "
+                "(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) "
+                "for a random one"
+            )
+        return run_id  # (one that is no str: `initial_state` names it)
     # What `uuid.uuid4().hex` gives (version 4, RFC 4122 variant), without
     # building a `UUID`: a third of the cost, once per run.
     raw = bytearray(os.urandom(16))
