@@ -151,3 +151,12 @@ def test_fork_refuses_an_empty_run_id() -> None:
     state = Agent(ScriptedModel(["done"]), tools=[_charge_tool(seen)]).run("go").state
     with pytest.raises(UsageError, match=r"^fork\(\): run_id='' is empty"):
         fork(state, step=0, run_id="")
+
+
+@pytest.mark.parametrize("run_id", [0, False, 12])
+def test_a_run_id_that_is_no_text_is_named_where_it_was_given(run_id: object) -> None:
+    """run_id=0 reads "run_id must be a str", naming no function the caller never called."""
+    model = ScriptedModel(["done"])
+    with pytest.raises(UsageError, match=rf"^run_id must be a str, got \w+ {run_id!r}$"):
+        Agent(model).run("go", run_id=run_id)  # type: ignore[arg-type]
+    assert model.requests == []

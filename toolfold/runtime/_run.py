@@ -607,7 +607,9 @@ def new_run_id(run_id: str | None = None) -> str:
                 "(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) "
                 "for a random one"
             )
-        return run_id  # (one that is no str: `initial_state` names it)
+        if not isinstance(run_id, str):
+            raise UsageError(f"run_id must be a str, got {type(run_id).__name__} {run_id!r}")
+        return run_id
     # What `uuid.uuid4().hex` gives (version 4, RFC 4122 variant), without
     # building a `UUID`: a third of the cost, once per run.
     raw = bytearray(os.urandom(16))
