@@ -178,6 +178,17 @@ def _observer_no_function() -> None:
     Agent(ScriptedModel(["x"])).run("go", on_step=5)  # type: ignore[arg-type]
 
 
+def _async_observer() -> None:
+    async def observe(event: object) -> None:
+        return None
+
+    Agent(ScriptedModel(["x"])).run("go", on_event=observe)
+
+
+def _empty_run_id() -> None:
+    Agent(ScriptedModel(["x"])).run("go", run_id="")
+
+
 def _bad_role() -> None:
     generate_text(ScriptedModel(["x"]), [{"role": "tool", "content": "hi"}])
 
@@ -673,6 +684,15 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     'an `on_event` or `on_step` that is no function (`on_step=5`, `on_event="print"`), given '
     "to a run, a stream, a resume or `generate_text`: refused when the run starts, before any "
     "model call or tool": _observer_no_function,
+    'an empty `run_id=""` given to a run, a stream, `generate_text`, a workflow or `fork` (an id '
+    "built from an empty key: a random one would lose the idempotency keys the caller meant): "
+    "the error says to give a non-empty id or leave it out": _empty_run_id,
+    "an async function (`async def`, or a partial or object whose `__call__` is one) given as "
+    "`on_event`, `on_step` or a `stop_when` condition: a run calls them without awaiting, so "
+    "the coroutine would never run (a condition's would stop the run at once); refused when the "
+    "run starts (a condition when it is given), the error says to make it a plain def": (
+        _async_observer
+    ),
     "`output_retries=-1`": _negative_retries,
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunContext, UsageError, agenerate_text, generate_text, tool
+from toolfold import Agent, Message, RunContext, UsageError, agenerate_text, generate_text, tool
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel, TestModel
 
@@ -85,6 +86,26 @@ def test_generate_text_refuses_a_run_option_it_does_not_take(option: str) -> Non
     assert _GENERATE_HINTS[option] in str(raised.value)
     assert f"goes in Agent(model, settings={{'{option}': ...}})" in str(raised.value)
     assert sent == []
+
+
+def test_generate_text_history_hint_is_a_call_that_works() -> None:
+    """The call generate_text(..., history=) hints at runs, prompt after the earlier messages."""
+    seen: list[tuple[str, ...]] = []
+
+    def reply(request: ModelRequest) -> str:
+        seen.append(tuple(message.text for message in request.messages))
+        return "ok"
+
+    model = FunctionModel(reply)
+    history = generate_text(model, "hello").messages
+    with pytest.raises(UsageError) as raised:
+        generate_text(model, "And now?", history=history)
+    hinted = re.search(r"e\.g\. messages=(\[.*?\])", str(raised.value))
+    assert hinted is not None
+    namespace = {"history": history, "prompt": "And now?", "Message": Message}
+    messages = eval(hinted.group(1), namespace)  # the hint's own example, run as written
+    assert generate_text(model, messages).text == "ok"
+    assert seen[-1] == ("hello", "ok", "And now?")
 
 
 def test_agenerate_text_refuses_a_run_option_naming_itself() -> None:

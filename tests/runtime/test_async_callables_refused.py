@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 import warnings
@@ -9,7 +10,19 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, Handoff, Message, Response, UsageError, resume, tool
+from toolfold import (
+    Agent,
+    Handoff,
+    Message,
+    Response,
+    Sequence,
+    UsageError,
+    agenerate_text,
+    aresume,
+    generate_text,
+    resume,
+    tool,
+)
 from toolfold.runtime import RunState
 from toolfold.testing import ScriptedModel
 
@@ -106,3 +119,65 @@ def test_a_refused_partial_is_named_by_its_function_not_its_arguments() -> None:
             attempt()
         assert "sk-SECRET123" not in str(caught.value)
         assert re.search(r"async function '[\w.]*:_keyed'", str(caught.value))
+
+
+async def _observe(item: Any) -> None:
+    return None
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
+
+
+def _entry_points(model: ScriptedModel, observer: dict[str, Any]) -> list[Any]:
+    """Every way to start or go on with a run that takes observers, given ``observer``."""
+    agent = Agent(model, tools=[delete])
+    flow = Sequence(Agent(model, name="step", tools=[delete]), name="flow")
+    waiting = Agent(ScriptedModel([call("delete", {"name": "x"})]), tools=[delete]).run("go")
+    flow_waiting = Sequence(
+        Agent(ScriptedModel([call("delete", {"name": "x"})]), name="step", tools=[delete]),
+        name="flow",
+    ).run("go")
+    approve = {waiting.pending_approvals[0].id: True}
+    approve_flow = {flow_waiting.pending_approvals[0].id: True}
+    return [
+        lambda: agent.run("go", **observer),
+        lambda: asyncio.run(agent.arun("go", **observer)),
+        lambda: list(agent.stream("go", **observer)),
+        lambda: asyncio.run(_drain(agent.stream("go", **observer))),
+        lambda: generate_text(model, "go", tools=[delete], **observer),
+        lambda: asyncio.run(agenerate_text(model, "go", **observer)),
+        lambda: agent.resume(waiting.state, approvals=approve, **observer),
+        lambda: asyncio.run(agent.aresume(waiting.state, approvals=approve, **observer)),
+        lambda: list(agent.resume_stream(waiting.state, approvals=approve, **observer)),
+        lambda: resume(waiting.state, model=model, tools=[delete], approvals=approve, **observer),
+        lambda: asyncio.run(
+            aresume(waiting.state, model=model, tools=[delete], approvals=approve, **observer)
+        ),
+        lambda: flow.run("go", **observer),
+        lambda: asyncio.run(flow.arun("go", **observer)),
+        lambda: list(flow.stream("go", **observer)),
+        lambda: flow.resume(flow_waiting.state, approvals=approve_flow, **observer),
+        lambda: asyncio.run(flow.aresume(flow_waiting.state, approvals=approve_flow, **observer)),
+    ]
+
+
+@pytest.mark.parametrize("option", ["on_event", "on_step"])
+@pytest.mark.parametrize(
+    "observer",
+    [_observe, functools.partial(_observe), _AsyncCall()],
+    ids=["def", "partial", "object"],
+)
+def test_an_async_observer_is_refused_by_every_entry_point(option: str, observer: Any) -> None:
+    """on_event/on_step=async def is refused before any model call, not dropped unawaited."""
+    model = ScriptedModel([])
+    attempts = _entry_points(model, {option: observer})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no coroutine left never awaited
+        for attempt in attempts:
+            with pytest.raises(
+                UsageError, match=rf"^{option} takes plain functions.*make it a plain def$"
+            ):
+                attempt()
+    assert model.requests == []

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from toolfold import Agent, RunContext, RunState, tool
-from toolfold.runtime import Event, RunTools, next_effect, replay
+from toolfold import (
+    Agent,
+    RunContext,
+    RunState,
+    Sequence,
+    UsageError,
+    agenerate_text,
+    generate_text,
+    tool,
+)
+from toolfold.runtime import Event, RunTools, fork, next_effect, replay
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -107,3 +117,46 @@ def test_tool_call_id_names_the_call_like_call_id() -> None:
     model = ScriptedModel([ScriptedModel.call("note", {"text": "x"}, id="call_9"), "ok"])
     generate_text(model, "go", tools=[note])
     assert seen == [("call_9", "call_9")]
+
+
+def _empty_run_id_calls(model: ScriptedModel, charge: Any) -> list[Any]:
+    """Every way a run is started with ``run_id=""``."""
+    agent = Agent(model, tools=[charge])
+    flow = Sequence(Agent(model, name="step", tools=[charge]), name="flow")
+    return [
+        lambda: agent.run("go", run_id=""),
+        lambda: asyncio.run(agent.arun("go", run_id="")),
+        lambda: list(agent.stream("go", run_id="")),
+        lambda: generate_text(model, "go", tools=[charge], run_id=""),
+        lambda: asyncio.run(agenerate_text(model, "go", tools=[charge], run_id="")),
+        lambda: flow.run("go", run_id=""),
+        lambda: asyncio.run(flow.arun("go", run_id="")),
+        lambda: list(flow.stream("go", run_id="")),
+    ]
+
+
+def test_an_empty_run_id_is_refused_not_replaced_by_a_random_one() -> None:
+    """run_id="" (an id built from an empty key) is a UsageError, not a random id and keys."""
+    seen: list[RunContext[Any]] = []
+    model = ScriptedModel([call("charge", {"amount": 5}), "done"])
+    for attempt in _empty_run_id_calls(model, _charge_tool(seen)):
+        with pytest.raises(UsageError, match=r"^run_id='' is empty: .*idempotency keys"):
+            attempt()
+    assert (seen, model.requests) == ([], [])
+
+
+def test_fork_refuses_an_empty_run_id() -> None:
+    """fork(state, run_id="") is refused: every such fork's keys would be ``:<step>:<index>``."""
+    seen: list[RunContext[Any]] = []
+    state = Agent(ScriptedModel(["done"]), tools=[_charge_tool(seen)]).run("go").state
+    with pytest.raises(UsageError, match=r"^fork\(\): run_id='' is empty"):
+        fork(state, step=0, run_id="")
+
+
+@pytest.mark.parametrize("run_id", [0, False, 12])
+def test_a_run_id_that_is_no_text_is_named_where_it_was_given(run_id: object) -> None:
+    """run_id=0 reads "run_id must be a str", naming no function the caller never called."""
+    model = ScriptedModel(["done"])
+    with pytest.raises(UsageError, match=rf"^run_id must be a str, got \w+ {run_id!r}$"):
+        Agent(model).run("go", run_id=run_id)  # type: ignore[arg-type]
+    assert model.requests == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import threading
 from typing import Any
 
 import attrs
@@ -22,8 +24,9 @@ from toolfold import (
     ToolResultEvent,
     UsageError,
     WorkflowResponse,
+    tool,
 )
-from toolfold.runtime import RunEndEvent, replay
+from toolfold.runtime import ModelRequest, RunEndEvent, replay
 from toolfold.testing import FunctionModel
 
 
@@ -127,6 +130,35 @@ def test_sequence_runs_on_the_event_loop() -> None:
     workflow = Sequence(echo("a"), echo("b"))
     response = asyncio.run(workflow.arun("x", run_id="r"))
     assert response.state == workflow.run("x", run_id="r").state
+
+
+def test_arun_steps_run_on_the_loop_as_its_docstring_says() -> None:
+    """Under `arun` a step's model and async tool run on the loop's thread, as documented."""
+    threads: list[int] = []
+
+    @tool
+    async def probe() -> str:
+        """Say where the step runs."""
+        threads.append(threading.get_ident())
+        return "here"
+
+    def reply(request: ModelRequest) -> Any:
+        threads.append(threading.get_ident())
+        if request.messages[-1].role == "tool":
+            return "done"
+        return FunctionModel.call("probe", {})
+
+    workflow = Sequence(Agent(FunctionModel(reply), name="a", tools=[probe]), name="flow")
+
+    async def main() -> WorkflowResponse:
+        threads.append(threading.get_ident())
+        return await workflow.arun("go")
+
+    assert asyncio.run(main()).text == "done"
+    assert threads == [threads[0]] * 4  # the loop, the model twice, the tool
+    doc = inspect.getdoc(Sequence.arun) or ""
+    assert "steps run as coroutines of that loop" in doc
+    assert "steps run on worker threads" not in doc
 
 
 def test_sequence_takes_structured_input_and_output() -> None:

@@ -367,7 +367,7 @@ def _function_run_options() -> Mapping[str, str]:
     for name in sorted(fresh_run.keys() - hints.keys()):  # a fresh run's prompt and history
         hints[name] = (
             f"{name}= is Agent.run()'s; here the prompt, after any earlier messages, goes in "
-            "messages, e.g. messages=[*history, prompt]"
+            "messages, e.g. messages=[*history, Message.user(prompt)]"
         )
     configured = config_options(generate_text, "Agent(model, ", Agent.__init__)
     return {**configured, **hints}

@@ -268,14 +268,25 @@ class RunOptions:
         Raises:
             ModelConfigError: The model string's provider could not be built
                 (no API key) and no `override_models` block replaces it.
-            UsageError: ``on_event`` or ``on_step`` is neither a function nor None.
+            UsageError: ``on_event`` or ``on_step`` is neither a function nor None,
+                or is an async function.
         """
         for option, observer in (("on_event", on_event), ("on_step", on_step)):
-            if observer is not None and not callable(observer):  # not after a paid model call
+            if observer is None:
+                continue
+            each = "event" if option == "on_event" else "Step"
+            if not callable(observer):  # not after a paid model call
                 raise UsageError(
-                    f"{option} must be a function called with each "
-                    f"{'event' if option == 'on_event' else 'Step'} of the run (or None), got "
-                    f"{type(observer).__name__} {short(observer)}"
+                    f"{option} must be a function called with each {each} of the run (or "
+                    f"None), got {type(observer).__name__} {short(observer)}"
+                )
+            if is_async_callable(observer):  # its coroutine, never awaited, would never run
+                from toolfold.runtime._agent_tool import function_name  # (it imports this)
+
+                raise UsageError(
+                    f"{option} takes plain functions called with each {each} of the run, got "
+                    f"the async function {function_name(observer)!r}: a run calls its observers "
+                    f"without awaiting them (its coroutine would never run); make it a plain def"
                 )
         # One context-variable lookup per run, for an agent made from a string.
         model = self.model if self.spec is None else in_force(self.model, self.spec)
@@ -584,8 +595,20 @@ def _made_key(
 
 
 def new_run_id(run_id: str | None = None) -> str:
-    """``run_id``, or a fresh random one (``uuid.uuid4().hex``) when it is None or empty."""
-    if run_id:
+    """``run_id``, or a fresh random one (``uuid.uuid4().hex``) when it is None.
+
+    Raises:
+        UsageError: ``run_id`` is empty (given, say, from an empty order key).
+    """
+    if run_id is not None:
+        if run_id == "":  # not a random one: a caller's keys built on it would not hold
+            raise UsageError(
+                "run_id='' is empty: a run's id begins its tool calls' idempotency keys "
+                "(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) "
+                "for a random one"
+            )
+        if not isinstance(run_id, str):
+            raise UsageError(f"run_id must be a str, got {type(run_id).__name__} {run_id!r}")
         return run_id
     # What `uuid.uuid4().hex` gives (version 4, RFC 4122 variant), without
     # building a `UUID`: a third of the cost, once per run.

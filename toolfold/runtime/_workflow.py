@@ -440,7 +440,10 @@ class Workflow:
         on_step: StepObserver | None = None,
         run_id: str | None = None,
     ) -> WorkflowResponse:
-        """Like `run`, on the running event loop (agent steps run on worker threads)."""
+        """Like `run`, on the running event loop: steps run as coroutines of that loop.
+
+        Only the agents' own sync tools run on worker threads.
+        """
         live, state = self._begin(prompt, run_id, deps, on_event, on_step, lean=True)
         return await self._ran_async(live, state)
 

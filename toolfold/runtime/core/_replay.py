@@ -63,7 +63,7 @@ def fork(
         UsageError: Neither or both of ``step`` and ``events`` are given, one
             is no int (a bool neither; a numpy int is one), the point lies
             beyond the run, or
-            ``run_id`` is no str, or ``state`` is no `RunState`.
+            ``run_id`` is no str or is empty, or ``state`` is no `RunState`.
     """
     if not isinstance(state, RunState):
         raise not_a_state("fork", state)
@@ -73,6 +73,11 @@ def fork(
     events = _index("events", events)
     if run_id is not None and not isinstance(run_id, str):
         raise UsageError(f"fork(): run_id= must be a str, got {type(run_id).__name__} {run_id!r}")
+    if run_id == "":  # its keys would be ":<step>:<index>", the same for every such fork
+        raise UsageError(
+            "fork(): run_id='' is empty: the fork's id begins its tool calls' idempotency "
+            "keys; give a non-empty id, or leave run_id out (None) to keep the run's"
+        )
     log = state.events
     if events is not None:
         if not 1 <= events <= len(log):
