@@ -30,6 +30,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from toolfold import _errors as errors
 from toolfold._errors import RunError, ToolfoldError, UsageError
 from toolfold.integrations.temporal._activities import (
+    PAYLOAD_LIMIT,
+    PAYLOAD_TOO_LARGE,
     EventStreamHandler,
     SourceHost,
     durable_model,
@@ -45,8 +47,6 @@ from toolfold.integrations.temporal._converter import (
 )
 from toolfold.integrations.temporal._nested import ListedSource, node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
-    PAYLOAD_LIMIT,
-    PAYLOAD_TOO_LARGE,
     RUN_ERROR,
     WORKFLOW_NAME,
     ActivitySettings,
@@ -159,6 +159,11 @@ class TemporalAgent:
     @property
     def activities(self) -> list[Callable[..., Any]]:
         """The worker's activities for this agent (the model's and one per tool)."""
+        return self._activities(PAYLOAD_LIMIT)
+
+    def _activities(self, payload_limit: int | None) -> list[Callable[..., Any]]:
+        """`activities`, whose model activities fail an answer over ``payload_limit`` (None:
+        none, with external storage)."""
         return make_activities(
             self.name,
             self.agent,
@@ -167,6 +172,7 @@ class TemporalAgent:
             deps=self.deps,
             stream=self.event_stream_handler,
             models=self._models,
+            payload_limit=payload_limit,
         )
 
     def _source_hosts(self) -> dict[str, SourceHost]:
@@ -525,9 +531,10 @@ class AgentHandle:
             RunError: The run failed (``.state`` is its final state), or
                 raised where a local run raises (`ToolExecutionError` with
                 ``on_tool_error="raise"``; ``.state`` is the error's state, as
-                locally), or its next activity input was over Temporal's
-                payload limit (``.state`` is its last state, before that
-                activity). ``.state`` is read with `state` (None when no
+                locally), or its next activity input, or its own model's
+                answer, was over Temporal's payload limit (``.state`` is its
+                last state, before that activity; a billed answer counted in
+                its usage). ``.state`` is read with `state` (None when no
                 worker answers the query within 5 seconds: with no worker
                 running, the error comes at once, without its state).
             ProviderError: The run's own model request failed for good (a
@@ -566,6 +573,9 @@ class AgentHandle:
             # run raises the provider's error, carrying the state before that request.
             failed = cause.cause if isinstance(cause, ActivityError) else None
             made = rebuilt_error(failed) if isinstance(failed, ApplicationError) else None
+            if _too_large(failed):  # its model's answer was over the payload limit
+                assert isinstance(failed, ApplicationError)
+                cause, error = failed, RunError
             if error is None and made is None:
                 raise
             try:
@@ -827,7 +837,8 @@ class ToolfoldPlugin(SimplePlugin):
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")
-        made = {agent.name: agent.activities for agent in agents}
+        limit = None if external_storage is not None else PAYLOAD_LIMIT  # (by reference)
+        made = {agent.name: agent._activities(limit) for agent in agents}
         _check_activity_names(made)
         unlimited = [a.name for a in agents if a.settings.max_result_bytes is None]
         if unlimited and external_storage is None:

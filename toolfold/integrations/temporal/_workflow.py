@@ -29,6 +29,8 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from toolfold._errors import RunError, ToolDefinitionError, ToolExecutionError, UsageError
     from toolfold.integrations.temporal._activities import (
+        PAYLOAD_LIMIT,
+        PAYLOAD_TOO_LARGE,
         ModelCallInput,
         OutputInput,
         SourceCallInput,
@@ -162,11 +164,6 @@ STREAMED_CANCEL_WAITS = "toolfold-streamed-cancel-waits"
 activity to stop, to count the usage it reports; unstreamed, it ends at once. Set only by a
 worker whose agent streams, and read from the history on replay (`_waits_on_cancel`), so a
 cancelled run replays as it ran whatever handler the replaying worker has."""
-PAYLOAD_LIMIT = 2 * 1024 * 1024
-"""Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
-PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
-"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT` (and of a
-query or an update whose answer would be over its limit)."""
 RUN_ERROR = "toolfold."
 """The prefix of the failure type of a run that raised a `RunError` where a local
 run raises it (``toolfold.ToolExecutionError`` for ``on_tool_error="raise"``)."""
