@@ -216,8 +216,10 @@ class ActivitySettings:
             the state) after this many model calls in one history, counted
             at any depth (nested runs continue in the middle of their step);
             None: only when Temporal suggests it (its history is getting large).
-        max_result_bytes: A tool result larger than this (UTF-8) reaches the
-            model as an error result saying so: Temporal's payloads are
+        max_result_bytes: A tool result larger than this (its text and parts
+            as its payload carries them: UTF-8 with JSON's escapes, bytes as
+            base64) reaches the model as an error result saying so, an
+            ``as_tool(output=...)`` function's too: Temporal's payloads are
             limited to 2 MB, and the state carries every result. None: no
             limit (with external storage for large payloads, see
             `ToolfoldPlugin`).
