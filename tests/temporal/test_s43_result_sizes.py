@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from temporal_runs import _activity_environment, _decoded, _worker
 from temporal_servers import DevServer
@@ -109,6 +110,47 @@ def test_a_tool_result_holding_a_large_image_becomes_an_error_result_with_the_to
     assert size > len(IMAGE) * 4 // 3
     assert response.text.startswith("the result of tool 'shot' is ")
     assert "over the 1000000-byte limit for results of durable runs" in response.text
+
+
+DUMPS: list[int] = []
+
+
+@tool
+def dump(size: int) -> str:
+    """A result of ``size`` bytes.
+
+    Args:
+        size: How many bytes.
+    """
+    DUMPS.append(size)
+    return "y" * size
+
+
+def _dumps(request: ModelRequest) -> Any:
+    done = _results(request)
+    return done[0].content if done else FunctionModel.call("dump", {"size": 2_500_000})
+
+
+def test_a_tool_result_over_the_payload_limit_within_max_result_bytes_is_an_error_result(
+    server: DevServer,
+) -> None:
+    """max_result_bytes=3,000,000 without external storage: a 2.5 MB result, within it but over
+    Temporal's payload limit, is the error result naming that limit; the tool ran once (main
+    returned it: the tool ran again until the retries ran out)."""
+    settings = attrs.evolve(SETTINGS, max_result_bytes=3_000_000)
+    agent = TemporalAgent(
+        Agent(FunctionModel(_dumps), tools=[dump], name="s43dump"), settings=settings
+    )
+    DUMPS.clear()
+
+    async def go() -> Any:
+        async with _worker(server, [agent]) as (client, queue):
+            return await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+
+    response = asyncio.run(go())
+    assert DUMPS == [2_500_000]
+    assert response.text.startswith("the result of tool 'dump' is ")
+    assert "bytes as its payload, over Temporal's 2097152-byte payload limit" in response.text
 
 
 ASKED: list[str] = []

@@ -312,21 +312,23 @@ def make_activities(
     activity. For each agent used as a tool with
     ``as_tool(output=...)``: its output activity. ``models``: the sub-runs'
     models by node name (default: `nested_models`). ``payload_limit``: the
-    largest answer a model activity returns (None with external storage).
+    largest result an activity returns (None with external storage): a
+    model's answer over it fails, a tool's result is an error result.
     """
     every = heartbeat.total_seconds() / 3
     top = node(name, agent)
     models = nested_models(name, agent) if models is None else models
-    limit = payload_limit
+    limit = payload_limit  # (of the model's answers; the tools' results have both sizes)
     made = [_model_activity(name, agent._options.model, deps, stream, every, limit, nested=False)]
-    made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
+    sizes = (max_result_bytes, limit)
+    made += [_tool_activity(name, t, deps, every, *sizes) for t in top.tools.values()]
     if top.sources:
         made.append(_list_activity(name, top.sources, every))
     for sub, _ in walk(top):
         model = models[sub.name]
         made.append(_model_activity(sub.name, model, deps, stream, every, limit, nested=True))
         made += [
-            _tool_activity(sub.name, t, deps, every, max_result_bytes)
+            _tool_activity(sub.name, t, deps, every, *sizes)
             for t in sub.tools.values()
             if t.name not in sub.nested
         ]
@@ -334,7 +336,7 @@ def make_activities(
             made.append(_list_activity(sub.name, sub.sources, every))
     for each in (top, *(sub for sub, _ in walk(top))):
         made += [
-            _output_activity(run, tool, every, max_result_bytes)
+            _output_activity(run, tool, every, *sizes)
             for tool, run in each.nested.items()
             if run.output is not None
         ]
@@ -596,12 +598,12 @@ async def _streamed(
 
 
 def _tool_activity(
-    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None
+    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None, limit: int | None
 ) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
     async def run_tool(given: ToolCallInput) -> RawValue:  # a `ToolReturned`, encoded
         event = await _called(tool, given, deps, every)
-        return _within(event, tool.name, max_bytes)
+        return _within(event, tool.name, max_bytes, limit)
 
     return run_tool
 
@@ -663,12 +665,17 @@ def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> 
 
 @attrs.frozen
 class SourceHost:
-    """The tool sources of a node, as its call activity finds them on the worker."""
+    """The tool sources of a node, as its call activity finds them on the worker.
+
+    ``payload_limit``: the largest result the activity returns (None with
+    external storage), as `make_activities` takes it.
+    """
 
     sources: tuple[ListedSource, ...]
     deps: Any
     every: float
     max_bytes: int | None
+    payload_limit: int | None = PAYLOAD_LIMIT
 
 
 def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
@@ -718,7 +725,7 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
                 type(failure).__name__,
                 failure,
             )
-        return _within(returned, tool.name, host.max_bytes)
+        return _within(returned, tool.name, host.max_bytes, host.payload_limit)
 
     return call_source_tool
 
@@ -741,7 +748,7 @@ async def _opened(source: ListedSource, every: float) -> None:
 
 
 def _output_activity(
-    run: SubRunTool, tool: str, every: float, max_bytes: int | None
+    run: SubRunTool, tool: str, every: float, max_bytes: int | None, limit: int | None
 ) -> Callable[..., Any]:
     extract = run.output
     assert extract is not None
@@ -755,14 +762,16 @@ def _output_activity(
         work = asyncio.to_thread(sub_run_result, response, extract, tool, who)
         made = await _heartbeating(work, every)
         event = ToolReturned(given.call_id, made.content, made.is_error, made_outcome(made))
-        return _within(event, tool, max_bytes)  # what it gave is a tool result: limited alike
+        return _within(event, tool, max_bytes, limit)  # what it gave is a tool result: alike
 
     return output
 
 
-def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> RawValue:
+def _within(
+    event: ToolReturned, tool: str, max_bytes: int | None, payload_limit: int | None = None
+) -> RawValue:
     """``event`` encoded as the activity's result, or an error result's when its result is over
-    ``max_bytes``.
+    ``max_bytes``, or its payload over ``payload_limit`` (a ``max_bytes`` above it).
 
     The result is measured as the payload carries it: its text and its parts
     (an image's or a file's bytes as base64), JSON escapes included (a lone
@@ -770,18 +779,28 @@ def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> RawValue:
     with neither. The payload is made once: the worker sends it as it is.
     """
     payload = _encoded(event)
-    if max_bytes is None:
+    over = None
+    if max_bytes is not None:
+        bare = _encoded(attrs.evolve(event, content="", parts=()))
+        size = len(payload.data) - len(bare.data)
+        if size > max_bytes:
+            over = (
+                f"is {size} bytes, over the {max_bytes}-byte limit for results of durable "
+                "runs (Temporal payloads are limited to 2 MB): return a reference to the "
+                "data instead, or give ToolfoldPlugin an external_storage and raise "
+                "ActivitySettings.max_result_bytes"
+            )
+    if over is None and payload_limit is not None:
+        size = _payload_size(payload)
+        if size > payload_limit:  # (Temporal would refuse it, and run the tool again)
+            over = (
+                f"is {size} bytes as its payload, over Temporal's {payload_limit}-byte "
+                "payload limit: return a reference to the data instead, or give "
+                "ToolfoldPlugin an external_storage"
+            )
+    if over is None:
         return RawValue(payload)
-    bare = _encoded(attrs.evolve(event, content="", parts=()))
-    size = len(payload.data) - len(bare.data)
-    if size <= max_bytes:
-        return RawValue(payload)
-    message = (
-        f"the result of tool {tool!r} is {size} bytes, over the {max_bytes}-byte limit "
-        "for results of durable runs (Temporal payloads are limited to 2 MB): "
-        "return a reference to the data instead, or give ToolfoldPlugin an "
-        "external_storage and raise ActivitySettings.max_result_bytes"
-    )
+    message = f"the result of tool {tool!r} {over}"
     return RawValue(_encoded(ToolReturned(event.call_id, message, True, "error", event.duration)))
 
 

@@ -162,8 +162,8 @@ class TemporalAgent:
         return self._activities(PAYLOAD_LIMIT)
 
     def _activities(self, payload_limit: int | None) -> list[Callable[..., Any]]:
-        """`activities`, whose model activities fail an answer over ``payload_limit`` (None:
-        none, with external storage)."""
+        """`activities`, returning no result over ``payload_limit`` (None: no limit, with
+        external storage): a model's answer over it fails, a tool's is an error result."""
         return make_activities(
             self.name,
             self.agent,
@@ -175,10 +175,11 @@ class TemporalAgent:
             payload_limit=payload_limit,
         )
 
-    def _source_hosts(self) -> dict[str, SourceHost]:
+    def _source_hosts(self, payload_limit: int | None = PAYLOAD_LIMIT) -> dict[str, SourceHost]:
         """Where the worker's source call activity finds the tool sources, by node name.
 
-        The top agent's and those of the agents of its sub-runs (any depth).
+        The top agent's and those of the agents of its sub-runs (any depth);
+        ``payload_limit`` as for `_activities`.
         """
         top = node(self.name, self.agent)
         every = self.settings.heartbeat_timeout.total_seconds() / 3
@@ -187,7 +188,7 @@ class TemporalAgent:
             if each.sources:  # all listed sources (`_durable` refuses others), in order:
                 # a call activity names its source by its index (`SourceCallInput.source`)
                 hosts[each.name] = SourceHost(
-                    each.sources, self.deps, every, self.settings.max_result_bytes
+                    each.sources, self.deps, every, self.settings.max_result_bytes, payload_limit
                 )
         return hosts
 
@@ -853,7 +854,7 @@ class ToolfoldPlugin(SimplePlugin):
                 registered = attrs.evolve(registered, payload_limit=None)
             register(registered)
         activities = [act for acts in made.values() for act in acts]
-        hosts = {name: host for a in agents for name, host in a._source_hosts().items()}
+        hosts = {name: host for a in agents for name, host in a._source_hosts(limit).items()}
         if hosts:  # one dynamic activity calls the tools every source lists
             activities.append(source_call_activity(hosts))
         converter = data_converter
