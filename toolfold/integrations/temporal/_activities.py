@@ -102,6 +102,15 @@ query or an update whose answer would be over its limit, and of a model activity
 answer is: `_sent_answer`)."""
 
 
+def payloads_size(payloads: Sequence[Payload]) -> int:
+    """The size Temporal counts for ``payloads`` against `PAYLOAD_LIMIT` (as the worker measures).
+
+    Measured as the payload converter made them, before a payload codec: a
+    codec that grows payloads (base64, encryption's overhead) is not counted.
+    """
+    return Payloads(payloads=payloads).ByteSize()
+
+
 @attrs.frozen
 class ToolCallInput:
     """What a tool activity needs: the invocation and the run it belongs to.
@@ -447,7 +456,9 @@ def _sent_answer(name: str, result: Any, usage: Usage, limit: int | None) -> Raw
             the activity, the size and the limit.
     """
     payload = _encoded(result)
-    size = _payload_size(payload)
+    # Before the worker's payload codec (not run here): one that grows payloads (base64,
+    # encryption's overhead) can take an answer that passes over the limit as sent.
+    size = payloads_size([payload])
     if limit is None or size <= limit:
         return RawValue(payload)  # (the worker sends it as it is: no second encoding)
     dropped = (*result.dropped, usage) if isinstance(result, ModelAnswer) else ()
@@ -467,11 +478,6 @@ def _encoded(value: Any) -> Payload:
     the bytes the worker sends for it (returned as a `RawValue`, it is not encoded again)."""
     (payload,) = activity.payload_converter().to_payloads([value])
     return payload
-
-
-def _payload_size(payload: Payload) -> int:
-    """The size Temporal counts for ``payload`` against its limit (as the workflow measures)."""
-    return Payloads(payloads=[payload]).ByteSize()
 
 
 def _top_request(given: RawValue | CallModel) -> tuple[CallModel, bool]:
@@ -791,7 +797,8 @@ def _within(
                 "ActivitySettings.max_result_bytes"
             )
     if over is None and payload_limit is not None:
-        size = _payload_size(payload)
+        # Before the payload codec, as `_sent_answer`: a codec's growth is not counted.
+        size = payloads_size([payload])
         if size > payload_limit:  # (Temporal would refuse it, and run the tool again)
             over = (
                 f"is {size} bytes as its payload, over Temporal's {payload_limit}-byte "

@@ -11,7 +11,6 @@ from typing import Any
 
 import attrs
 from temporalio import activity
-from temporalio.api.common.v1 import Payloads
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -37,6 +36,7 @@ from toolfold.integrations.temporal._activities import (
     durable_model,
     make_activities,
     nested_models,
+    payloads_size,
     rebuilt_error,
     source_call_activity,
 )
@@ -757,7 +757,7 @@ def _check_input(client: Client, given: AgentInput) -> None:
     converter = client.data_converter
     if converter.external_storage is not None:  # it takes large payloads by reference
         return
-    size = Payloads(payloads=converter.payload_converter.to_payloads([given])).ByteSize()
+    size = payloads_size(converter.payload_converter.to_payloads([given]))
     if size > PAYLOAD_LIMIT:
         raise UsageError(
             f"the run's first state (its prompt and history) is {size} bytes, over "

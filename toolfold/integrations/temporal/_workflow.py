@@ -20,7 +20,6 @@ from typing import Any
 
 import attrs
 from temporalio import workflow
-from temporalio.api.common.v1 import Payloads
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
@@ -41,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         model_activity_name,
         model_answer,
         output_activity_name,
+        payloads_size,
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
@@ -1164,7 +1164,7 @@ def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -
 
 def _encoded_size(value: Any) -> int:
     """The size of ``value`` as Temporal's payload (the same value, the same bytes)."""
-    return Payloads(payloads=workflow.payload_converter().to_payloads([value])).ByteSize()
+    return payloads_size(workflow.payload_converter().to_payloads([value]))
 
 
 def _keeps_stops() -> bool:
