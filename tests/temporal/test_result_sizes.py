@@ -1,6 +1,6 @@
-"""Activity results over a size limit (session 43): an image in a tool result, a model's answer
-over Temporal's payload limit, an ``as_tool(output=...)`` result: each is measured as sent, on
-a real dev server, and fails or becomes an error result at once, never retried."""
+"""Activity results over a size limit: an image in a tool result, a model's answer over
+Temporal's payload limit, an ``as_tool(output=...)`` result: each is measured as sent, on a
+real dev server, and fails or becomes an error result at once, never retried."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from toolfold.runtime import ModelRequest, StreamEvent
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.testing import FunctionModel
 
-# Few, quick retries: on main, each of these results was retried until they ran out.
+# Few, quick retries: a result Temporal refuses is retried until they run out.
 SETTINGS = ActivitySettings(
     retry_policy=RetryPolicy(
         initial_interval=timedelta(milliseconds=50), backoff_coefficient=1.0, maximum_attempts=3
@@ -56,7 +56,7 @@ def _checked(returned: ToolReturned, limit: int) -> ToolReturned:
 
 def test_the_result_limit_counts_an_images_bytes_as_the_payload_carries_them() -> None:
     """A 3,000-byte image (4,000 as base64) with 7 bytes of text is over a 3,000-byte limit
-    (main counted the text alone), and within a 5,000-byte one; the error names the size."""
+    (the image counts, not the text alone), and within a 5,000-byte one; the error names the size."""
     returned = ToolReturned(
         "c1", "screen:", parts=(TextPart("screen:"), ImagePart(b"\0" * 3000, "image/png"))
     )
@@ -93,16 +93,16 @@ def test_a_tool_result_holding_a_large_image_becomes_an_error_result_with_the_to
     server: DevServer,
 ) -> None:
     """A 1.7 MB image, over max_result_bytes, reaches the model as the error result naming the
-    limit; the tool ran once (main returned it: Temporal refused the payload and ran the tool
-    again until the retries ran out, then failed the run with a bare ActivityError)."""
+    limit; the tool ran once (it is not sent for Temporal to refuse, which would run the tool
+    again until the retries ran out, then fail the run with a bare ActivityError)."""
     agent = TemporalAgent(
-        Agent(FunctionModel(_screenshot), tools=[shot], name="s43shot"), settings=SETTINGS
+        Agent(FunctionModel(_screenshot), tools=[shot], name="sizedshot"), settings=SETTINGS
     )
     SHOTS.clear()
 
     async def go() -> Any:
         async with _worker(server, [agent]) as (client, queue):
-            return await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+            return await agent.run(client, "go", id=f"sized-{uuid.uuid4().hex}", task_queue=queue)
 
     response = asyncio.run(go())
     assert SHOTS == ["shot"]
@@ -135,17 +135,16 @@ def test_a_tool_result_over_the_payload_limit_within_max_result_bytes_is_an_erro
     server: DevServer,
 ) -> None:
     """max_result_bytes=3,000,000 without external storage: a 2.5 MB result, within it but over
-    Temporal's payload limit, is the error result naming that limit; the tool ran once (main
-    returned it: the tool ran again until the retries ran out)."""
+    Temporal's payload limit, is the error result naming that limit; the tool ran once."""
     settings = attrs.evolve(SETTINGS, max_result_bytes=3_000_000)
     agent = TemporalAgent(
-        Agent(FunctionModel(_dumps), tools=[dump], name="s43dump"), settings=settings
+        Agent(FunctionModel(_dumps), tools=[dump], name="sizeddump"), settings=settings
     )
     DUMPS.clear()
 
     async def go() -> Any:
         async with _worker(server, [agent]) as (client, queue):
-            return await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+            return await agent.run(client, "go", id=f"sized-{uuid.uuid4().hex}", task_queue=queue)
 
     response = asyncio.run(go())
     assert DUMPS == [2_500_000]
@@ -172,8 +171,8 @@ def test_a_model_answer_over_the_payload_limit_fails_the_run_at_once_with_its_st
 ) -> None:
     """A 2.3 MB answer fails the run with a RunError naming the model activity and the limit,
     its .state the run before that request with the billed answer counted; the model was
-    asked once (main asked until the retries ran out, then failed with a bare ActivityError)."""
-    name = f"s43huge{'streamed' if streamed else ''}"
+    asked once (the request is not retried, nor the answer sent for Temporal to refuse)."""
+    name = f"sizedhuge{'streamed' if streamed else ''}"
     agent = TemporalAgent(
         Agent(FunctionModel(_huge), name=name),
         settings=SETTINGS,
@@ -184,7 +183,7 @@ def test_a_model_answer_over_the_payload_limit_fails_the_run_at_once_with_its_st
     async def go() -> RunError:
         async with _worker(server, [agent]) as (client, queue):
             with pytest.raises(RunError) as caught:
-                await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+                await agent.run(client, "go", id=f"sized-{uuid.uuid4().hex}", task_queue=queue)
             return caught.value
 
     error = asyncio.run(go())
@@ -215,7 +214,7 @@ def test_a_sub_runs_answer_over_the_payload_limit_is_its_calls_error_result(
         Agent(
             FunctionModel(_asks_helper),
             tools=[helper.as_tool(name="ask", description="Ask.")],
-            name="s43outer",
+            name="sizedouter",
         ),
         settings=SETTINGS,
     )
@@ -223,12 +222,12 @@ def test_a_sub_runs_answer_over_the_payload_limit_is_its_calls_error_result(
 
     async def go() -> Any:
         async with _worker(server, [agent]) as (client, queue):
-            return await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+            return await agent.run(client, "go", id=f"sized-{uuid.uuid4().hex}", task_queue=queue)
 
     response = asyncio.run(go())
     assert ASKED == ["asked"]
     assert response.text.startswith(
-        "Error: PayloadTooLargeError: the answer of activity 's43outer.ask__model_request' is "
+        "Error: PayloadTooLargeError: the answer of activity 'sizedouter.ask__model_request' is "
     )
 
 
@@ -244,17 +243,17 @@ def test_an_output_functions_result_over_the_limit_becomes_an_error_result(
     server: DevServer,
 ) -> None:
     """as_tool(output=fn) giving 1.5 MB, over max_result_bytes: the call's error result names
-    the limit, the function ran once (main returned it: the run failed on its result's size)."""
+    the limit, the function ran once."""
     helper = Agent(FunctionModel(lambda request: "fine"), name="helper")
     ask = helper.as_tool(name="ask", description="Ask.", output=_big_output)
     agent = TemporalAgent(
-        Agent(FunctionModel(_asks_helper), tools=[ask], name="s43output"), settings=SETTINGS
+        Agent(FunctionModel(_asks_helper), tools=[ask], name="sizedoutput"), settings=SETTINGS
     )
     OUTPUTS.clear()
 
     async def go() -> Any:
         async with _worker(server, [agent]) as (client, queue):
-            return await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+            return await agent.run(client, "go", id=f"sized-{uuid.uuid4().hex}", task_queue=queue)
 
     response = asyncio.run(go())
     assert OUTPUTS == ["output"]
@@ -267,7 +266,7 @@ def test_a_model_answer_over_the_payload_limit_goes_by_reference_with_external_s
 ) -> None:
     """With external storage the answer is not limited: a 2.3 MB answer is the run's answer."""
     storage = ExternalStorage(drivers=[FileStorageDriver(tmp_path / "payloads")])
-    agent = TemporalAgent(Agent(FunctionModel(_huge), name="s43stored"), settings=SETTINGS)
+    agent = TemporalAgent(Agent(FunctionModel(_huge), name="sizedstored"), settings=SETTINGS)
 
     async def go() -> Any:
         client = await Client.connect(
@@ -275,6 +274,6 @@ def test_a_model_answer_over_the_payload_limit_goes_by_reference_with_external_s
         )
         queue = f"q-{uuid.uuid4().hex}"
         async with Worker(client, task_queue=queue):
-            return await agent.run(client, "go", id=f"s43-{uuid.uuid4().hex}", task_queue=queue)
+            return await agent.run(client, "go", id=f"sized-{uuid.uuid4().hex}", task_queue=queue)
 
     assert asyncio.run(go()).text == ANSWER
