@@ -1,6 +1,7 @@
 """Activity results over a size limit: an image in a tool result, a model's answer over
 Temporal's payload limit, an ``as_tool(output=...)`` result: each is measured as sent, on a
-real dev server, and fails or becomes an error result at once, never retried."""
+real dev server, and fails or becomes an error result at once, never retried; and an activity
+called directly, which returns its result encoded."""
 
 from __future__ import annotations
 
@@ -16,19 +17,22 @@ import pytest
 from temporal_runs import _activity_environment, _decoded, _worker
 from temporal_servers import DevServer
 from temporalio.client import Client
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.converter import ExternalStorage
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from toolfold import Agent, ImagePart, RunError, TextPart, tool
+from toolfold import Agent, ImagePart, ModelResponse, RunError, TextPart, ToolCallPart, tool
 from toolfold.integrations.temporal import (
     ActivitySettings,
     FileStorageDriver,
     TemporalAgent,
+    ToolCallInput,
+    ToolfoldPayloadConverter,
     ToolfoldPlugin,
 )
 from toolfold.integrations.temporal._activities import _within
-from toolfold.runtime import ModelRequest, StreamEvent
+from toolfold.runtime import ModelRequest, StreamEvent, ToolInvocation, next_effect
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.testing import FunctionModel
 
@@ -72,6 +76,39 @@ def test_the_result_limit_counts_a_texts_json_escapes() -> None:
     """A text of 600 newlines is 1,200 bytes in the payload (each an escape): over a limit of 1,000."""
     assert _checked(ToolReturned("c1", "\n" * 600), 1000).is_error
     assert not _checked(ToolReturned("c1", "\n" * 400), 1000).is_error
+
+
+@tool
+def greet(name: str) -> str:
+    """Greet someone.
+
+    Args:
+        name: Who to greet.
+    """
+    return f"Hello, {name}!"
+
+
+def test_an_activity_called_directly_returns_its_result_encoded_by_toolfolds_converter() -> None:
+    """Run in an ActivityEnvironment with toolfold's converter (as TemporalAgent.activities says),
+    the model and tool activities return RawValues that decode to the answer and the result;
+    temporalio's default converter cannot encode them: a TypeError naming the type."""
+    agent = TemporalAgent(Agent(FunctionModel(lambda request: "hi"), tools=[greet], name="direct"))
+    model_request, run_greet = agent.activities
+    effect = next_effect(agent.agent._start("hi", (), "r1"))
+    invocation = ToolInvocation(ToolCallPart("c1", "greet", '{"name": "Ada"}'), 0, 1, "r1:1:0")
+    env = ActivityEnvironment()
+    env.payload_converter = ToolfoldPayloadConverter()
+
+    answer = asyncio.run(env.run(model_request, effect))
+    assert isinstance(answer, RawValue)
+    assert env.payload_converter.from_payload(answer.payload, ModelResponse).text == "hi"
+    returned = asyncio.run(env.run(run_greet, ToolCallInput(invocation, run_id="r1")))
+    assert isinstance(returned, RawValue)
+    result = env.payload_converter.from_payload(returned.payload, ToolReturned)
+    assert (result.content, result.is_error) == ("Hello, Ada!", False)
+
+    with pytest.raises(TypeError, match="ModelResponse is not JSON serializable"):
+        asyncio.run(ActivityEnvironment().run(model_request, effect))
 
 
 SHOTS: list[str] = []

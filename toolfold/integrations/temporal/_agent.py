@@ -158,7 +158,21 @@ class TemporalAgent:
 
     @property
     def activities(self) -> list[Callable[..., Any]]:
-        """The worker's activities for this agent (the model's and one per tool)."""
+        """The worker's activities for this agent (the model's and one per tool).
+
+        Each returns its result encoded (a temporalio `RawValue`), made by
+        toolfold's payload converter: the activity measures the payload it
+        sends. To call one directly in a test, run it in an
+        `ActivityEnvironment` with toolfold's converter and decode what it returns::
+
+            env = ActivityEnvironment()
+            env.payload_converter = ToolfoldPayloadConverter()
+            raw = await env.run(agent.activities[1], ToolCallInput(invocation, run_id="r1"))
+            returned = env.payload_converter.from_payload(raw.payload, ToolReturned)
+
+        (temporalio's default converter cannot encode toolfold's values: a
+        ``TypeError``; see docs/durable.md, How it works)
+        """
         return self._activities(PAYLOAD_LIMIT)
 
     def _activities(self, payload_limit: int | None) -> list[Callable[..., Any]]:
