@@ -15,10 +15,13 @@ import temporal_app
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.common import RawValue
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 
 from toolfold import RunError
 from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal._converter import data_converter
 
 
 def _lines(log_dir: Path) -> list[str]:
@@ -155,3 +158,16 @@ def _replays(*histories: WorkflowHistory) -> None:
     replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin(temporal_app.AGENTS)])
     for history in histories:
         asyncio.run(replayer.replay_workflow(history))
+
+
+def _activity_environment() -> ActivityEnvironment:
+    """An activity environment with toolfold's payload converter, as a worker with ToolfoldPlugin has."""
+    env = ActivityEnvironment()
+    env.payload_converter = data_converter.payload_converter
+    return env
+
+
+def _decoded(result: RawValue, type_hint: Any) -> Any:
+    """An activity's result, which it returns encoded (a `RawValue`), read back as ``type_hint``."""
+    assert isinstance(result, RawValue)
+    return data_converter.payload_converter.from_payload(result.payload, type_hint)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from temporal_runs import _activity_environment, _decoded
+
 from toolfold import Agent, RunState, tool
 from toolfold.integrations.temporal._activities import _within
 from toolfold.integrations.temporal._converter import ToolfoldJSONPayloadConverter
@@ -9,6 +11,13 @@ from toolfold.runtime.core._events import ToolReturned
 from toolfold.testing import ScriptedModel
 
 EMOJI = "\U0001f600" * 1000  # 4 bytes each in UTF-8, 12 as JSON escapes
+
+
+def _checked(returned: ToolReturned, limit: int) -> ToolReturned:
+    """What a tool activity sends for ``returned`` under a result limit of ``limit`` bytes."""
+    sent = _activity_environment().run(_within, returned, "listing", limit)
+    checked: ToolReturned = _decoded(sent, ToolReturned)
+    return checked
 
 
 def test_a_tool_result_holding_a_lone_surrogate_makes_a_payload_that_reads_back() -> None:
@@ -25,8 +34,8 @@ def test_a_tool_result_holding_a_lone_surrogate_makes_a_payload_that_reads_back(
 def test_the_size_limit_counts_a_result_holding_a_lone_surrogate() -> None:
     """The result-size check measures such a result instead of failing on it."""
     returned = ToolReturned("c1", "caf\udce9.txt")
-    assert _within(returned, "listing", 100) is returned
-    assert _within(returned, "listing", 5).is_error
+    assert _checked(returned, 100) == returned
+    assert _checked(returned, 5).is_error
 
 
 def test_a_lone_surrogate_leaves_the_rest_of_the_payload_utf8_the_size_the_check_counted() -> None:
@@ -45,11 +54,11 @@ def test_a_lone_surrogate_leaves_the_rest_of_the_payload_utf8_the_size_the_check
 def test_the_size_check_counts_a_lone_surrogate_as_the_escape_the_payload_writes() -> None:
     """'caf\\udce9' is 9 bytes in the payload: within a limit of 9, over one of 8."""
     returned = ToolReturned("c1", "caf\udce9")
-    assert _within(returned, "listing", 9) is returned
-    assert _within(returned, "listing", 8).is_error
+    assert _checked(returned, 9) == returned
+    assert _checked(returned, 8).is_error
     big = ToolReturned("c1", EMOJI + "\udce9")
-    assert _within(big, "listing", 4006) is big
-    assert _within(big, "listing", 4005).is_error
+    assert _checked(big, 4006) == big
+    assert _checked(big, 4005).is_error
 
 
 @tool

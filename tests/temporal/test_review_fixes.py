@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import temporal_app
-from temporal_runs import _worker
+from temporal_runs import _decoded, _worker
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
@@ -50,6 +50,7 @@ from toolfold.integrations.temporal._agent import _raised
 from toolfold.integrations.temporal._converter import data_converter
 from toolfold.runtime import Message, TokenBudget, Usage
 from toolfold.runtime.core._effects import ToolInvocation
+from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.testing import FunctionModel
@@ -431,7 +432,7 @@ def test_a_source_call_that_returned_keeps_its_result_when_the_close_fails(
         return await running
 
     with caplog.at_level(logging.WARNING):
-        returned = asyncio.run(go())
+        returned = _decoded(asyncio.run(go()), ToolReturned)
     assert returned.content == "hi"
     assert not returned.is_error
     assert source.holders == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporal_runs import _decoded
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -29,6 +30,7 @@ from toolfold.integrations.temporal._nested import listed, node
 from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import ModelRequest
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
+from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.testing import FunctionModel
 
@@ -72,7 +74,7 @@ def test_the_call_activity_names_a_told_apart_tool_as_the_run_does() -> None:
     (payload,) = data_converter.payload_converter.to_payloads([given])
     env = ActivityEnvironment()
     env.payload_converter = data_converter.payload_converter
-    returned = asyncio.run(env.run(call, [RawValue(payload)]))
+    returned = _decoded(asyncio.run(env.run(call, [RawValue(payload)])), ToolReturned)
     assert returned.is_error
     assert returned.content.startswith("the result of tool '___bc79d84d' is ")
 

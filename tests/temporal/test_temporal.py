@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 import temporal_app
 from temporal_runs import (
+    _activity_environment,
     _client,
+    _decoded,
     _failing,
     _in_process,
     _lines,
@@ -826,8 +828,8 @@ def test_a_handler_that_stops_reading_early_still_gets_the_whole_response() -> N
     state = agent.agent._start("hi", (), "early-1")
     effect = _next.next_effect(state)
     assert isinstance(effect, CallModel)
-    response = asyncio.run(ActivityEnvironment().run(model_request, effect))
-    assert response.text == "a long answer, in many pieces"
+    raw = asyncio.run(_activity_environment().run(model_request, effect))
+    assert _decoded(raw, ModelResponse).text == "a long answer, in many pieces"
     assert len(taken) == 1
 
 
@@ -848,7 +850,8 @@ def test_the_model_activity_drops_a_custom_models_cut_call(streamed: bool) -> No
     state = agent.agent._start("hi", (), "cut-1")
     effect = _next.next_effect(state)
     assert isinstance(effect, CallModel)
-    response = asyncio.run(ActivityEnvironment().run(agent.activities[0], effect))
+    raw = asyncio.run(_activity_environment().run(agent.activities[0], effect))
+    response = _decoded(raw, ModelResponse)
     assert (response.finish_reason, response.text, response.tool_calls) == ("length", "x", ())
 
 

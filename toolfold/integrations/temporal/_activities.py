@@ -28,6 +28,7 @@ from toolfold._extras import raise_missing_extra
 
 try:
     from temporalio import activity
+    from temporalio.api.common.v1 import Payload, Payloads
     from temporalio.common import RawValue
     from temporalio.exceptions import ApplicationError, FailureError
 except ImportError as exc:  # the temporal extra is not installed, or fails to import
@@ -62,7 +63,6 @@ from toolfold.runtime._planner import Planner
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._effects import CallModel, ToolInvocation
 from toolfold.runtime.core._events import ToolReturned
-from toolfold.runtime.core._json_text import escape_lone_surrogates
 from toolfold.runtime.core._messages import Message, Usage
 from toolfold.runtime.core._request import ModelResponse, without_cut_calls
 from toolfold.runtime.core._serialize import converter, structure
@@ -94,6 +94,21 @@ _PERMANENT = (AuthenticationError, BadRequestError, NotFoundError, ProviderFinis
 #: the caller: an activity's ``start_to_close_timeout`` bounds each attempt, not
 #: the wait between attempts, so a capped delay left the workflow waiting for good.
 MAX_RETRY_DELAY = 86_400
+PAYLOAD_LIMIT = 2 * 1024 * 1024
+"""Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
+PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
+"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT` (and of a
+query or an update whose answer would be over its limit, and of a model activity whose
+answer is: `_sent_answer`)."""
+
+
+def payloads_size(payloads: Sequence[Payload]) -> int:
+    """The size Temporal counts for ``payloads`` against `PAYLOAD_LIMIT` (as the worker measures).
+
+    Measured as the payload converter made them, before a payload codec: a
+    codec that grows payloads (base64, encryption's overhead) is not counted.
+    """
+    return Payloads(payloads=payloads).ByteSize()
 
 
 @attrs.frozen
@@ -293,6 +308,7 @@ def make_activities(
     deps: Any = None,
     stream: EventStreamHandler | None = None,
     models: Mapping[str, Model] | None = None,
+    payload_limit: int | None = PAYLOAD_LIMIT,
 ) -> list[Callable[..., Any]]:
     """The activities of ``agent`` and of every sub-run below it.
 
@@ -304,19 +320,24 @@ def make_activities(
     run a sub-run of its own. For each with tool sources: its listing
     activity. For each agent used as a tool with
     ``as_tool(output=...)``: its output activity. ``models``: the sub-runs'
-    models by node name (default: `nested_models`).
+    models by node name (default: `nested_models`). ``payload_limit``: the
+    largest result an activity returns (None with external storage): a
+    model's answer over it fails, a tool's result is an error result.
     """
     every = heartbeat.total_seconds() / 3
     top = node(name, agent)
     models = nested_models(name, agent) if models is None else models
-    made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False)]
-    made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
+    limit = payload_limit  # (of the model's answers; the tools' results have both sizes)
+    made = [_model_activity(name, agent._options.model, deps, stream, every, limit, nested=False)]
+    sizes = (max_result_bytes, limit)
+    made += [_tool_activity(name, t, deps, every, *sizes) for t in top.tools.values()]
     if top.sources:
         made.append(_list_activity(name, top.sources, every))
     for sub, _ in walk(top):
-        made.append(_model_activity(sub.name, models[sub.name], deps, stream, every, nested=True))
+        model = models[sub.name]
+        made.append(_model_activity(sub.name, model, deps, stream, every, limit, nested=True))
         made += [
-            _tool_activity(sub.name, t, deps, every, max_result_bytes)
+            _tool_activity(sub.name, t, deps, every, *sizes)
             for t in sub.tools.values()
             if t.name not in sub.nested
         ]
@@ -324,7 +345,7 @@ def make_activities(
             made.append(_list_activity(sub.name, sub.sources, every))
     for each in (top, *(sub for sub, _ in walk(top))):
         made += [
-            _output_activity(run, tool, every)
+            _output_activity(run, tool, every, *sizes)
             for tool, run in each.nested.items()
             if run.output is not None
         ]
@@ -353,6 +374,7 @@ def _model_activity(
     deps: Any,
     stream: EventStreamHandler | None,
     every: float,
+    limit: int | None,
     *,
     nested: bool,
 ) -> Callable[..., Any]:
@@ -399,7 +421,8 @@ def _model_activity(
             if isinstance(exc, FailureError):  # Temporal's own
                 raise
             raise _model_failure(exc, dropped) from exc
-        return ModelAnswer(answer, tuple(dropped)) if counted else answer
+        result = ModelAnswer(answer, tuple(dropped)) if counted else answer
+        return _sent_answer(name, result, answer.usage, limit)
 
     if nested:
 
@@ -417,6 +440,44 @@ def _model_activity(
         return await request(effect, (), counted)
 
     return model_request
+
+
+def _sent_answer(name: str, result: Any, usage: Usage, limit: int | None) -> RawValue:
+    """A model activity's ``result``, encoded once (as the worker sends it), checked against ``limit``.
+
+    Temporal refuses a result over its payload limit (``TMPRL1103`` in the
+    worker's log) and retries the activity: the request, paid again, until
+    the retries run out, then a bare failure. Measured here, it fails at once,
+    not retried; a counted request's failure carries the answer's ``usage``
+    (billed) with its dropped attempts, which the run's state counts.
+
+    Raises:
+        ApplicationError: Of type `PAYLOAD_TOO_LARGE`, non-retryable, naming
+            the activity, the size and the limit.
+    """
+    payload = _encoded(result)
+    # Before the worker's payload codec (not run here): one that grows payloads (base64,
+    # encryption's overhead) can take an answer that passes over the limit as sent.
+    size = payloads_size([payload])
+    if limit is None or size <= limit:
+        return RawValue(payload)  # (the worker sends it as it is: no second encoding)
+    dropped = (*result.dropped, usage) if isinstance(result, ModelAnswer) else ()
+    raise ApplicationError(
+        f"the answer of activity {model_activity_name(name)!r} is {size} bytes, over "
+        f"Temporal's {limit}-byte payload limit: the request is not retried (the answer "
+        "was billed); give ToolfoldPlugin an external_storage, or ask the model for "
+        "shorter answers (docs/durable.md, Payloads and long runs)",
+        *((dropped_detail(dropped),) if dropped else ()),
+        type=PAYLOAD_TOO_LARGE,
+        non_retryable=True,
+    )
+
+
+def _encoded(value: Any) -> Payload:
+    """``value`` as the activity's result payload: made by the worker's payload converter,
+    the bytes the worker sends for it (returned as a `RawValue`, it is not encoded again)."""
+    (payload,) = activity.payload_converter().to_payloads([value])
+    return payload
 
 
 def _top_request(given: RawValue | CallModel) -> tuple[CallModel, bool]:
@@ -543,18 +604,17 @@ async def _streamed(
 
 
 def _tool_activity(
-    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None
+    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None, limit: int | None
 ) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
-    async def run_tool(given: ToolCallInput) -> ToolReturned:
-        return await _called(tool, given, deps, every, max_bytes)
+    async def run_tool(given: ToolCallInput) -> RawValue:  # a `ToolReturned`, encoded
+        event = await _called(tool, given, deps, every)
+        return _within(event, tool.name, max_bytes, limit)
 
     return run_tool
 
 
-async def _called(
-    tool: Any, given: ToolCallInput, deps: Any, every: float, max_bytes: int | None
-) -> ToolReturned:
+async def _called(tool: Any, given: ToolCallInput, deps: Any, every: float) -> ToolReturned:
     """Run ``tool`` for the call in ``given``, as a local run runs it; the event it makes."""
     invocation = given.invocation
     context: RunContext[Any] = RunContext(
@@ -586,7 +646,7 @@ async def _called(
             "durable runs do not support suspending inside a sub-agent"
         )
         return ToolReturned(outcome.call_id, message, True, "error", outcome.duration)
-    return _within(event, tool.name, max_bytes)
+    return event
 
 
 def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> Callable[..., Any]:
@@ -611,12 +671,17 @@ def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> 
 
 @attrs.frozen
 class SourceHost:
-    """The tool sources of a node, as its call activity finds them on the worker."""
+    """The tool sources of a node, as its call activity finds them on the worker.
+
+    ``payload_limit``: the largest result the activity returns (None with
+    external storage), as `make_activities` takes it.
+    """
 
     sources: tuple[ListedSource, ...]
     deps: Any
     every: float
     max_bytes: int | None
+    payload_limit: int | None = PAYLOAD_LIMIT
 
 
 def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
@@ -628,7 +693,7 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
     """
 
     @activity.defn(dynamic=True)
-    async def call_source_tool(args: Sequence[RawValue]) -> ToolReturned:
+    async def call_source_tool(args: Sequence[RawValue]) -> RawValue:  # a `ToolReturned`, encoded
         given = activity.payload_converter().from_payload(args[0].payload, SourceCallInput)
         host = hosts.get(given.node)
         if host is None or given.source >= len(host.sources):
@@ -648,7 +713,7 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
             called = given.call.invocation.tool_name
             if tool.name != called:  # named apart by its whole listing (天気 and 時間, "__" alone)
                 tool = tool.replace(name=called)
-            returned = await _called(tool, given.call, host.deps, host.every, host.max_bytes)
+            returned = await _called(tool, given.call, host.deps, host.every)
         except BaseException as exc:
             # A call cancelled (or failing) stays so when the source's close fails too.
             await source_closer(source, closing)(type(exc), exc, exc.__traceback__)
@@ -666,7 +731,7 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
                 type(failure).__name__,
                 failure,
             )
-        return returned
+        return _within(returned, tool.name, host.max_bytes, host.payload_limit)
 
     return call_source_tool
 
@@ -688,40 +753,62 @@ async def _opened(source: ListedSource, every: float) -> None:
         raise
 
 
-def _output_activity(run: SubRunTool, tool: str, every: float) -> Callable[..., Any]:
+def _output_activity(
+    run: SubRunTool, tool: str, every: float, max_bytes: int | None, limit: int | None
+) -> Callable[..., Any]:
     extract = run.output
     assert extract is not None
 
     @activity.defn(name=output_activity_name(run.node.name))
-    async def output(given: OutputInput) -> ToolReturned:
+    async def output(given: OutputInput) -> RawValue:  # a `ToolReturned`, encoded
         # What a local run's tool returns once its sub-run finished; the
         # function may block (it is the user's): it runs on a thread.
         response = response_of(run.target, given.state)
         who = agent_label(run.target, tool)
         work = asyncio.to_thread(sub_run_result, response, extract, tool, who)
         made = await _heartbeating(work, every)
-        return ToolReturned(given.call_id, made.content, made.is_error, made_outcome(made))
+        event = ToolReturned(given.call_id, made.content, made.is_error, made_outcome(made))
+        return _within(event, tool, max_bytes, limit)  # what it gave is a tool result: alike
 
     return output
 
 
-def _within(event: ToolReturned, tool: str, max_bytes: int | None) -> ToolReturned:
-    """``event``, or an error result when its content is over ``max_bytes``."""
-    if max_bytes is None:
-        return event
-    try:
-        size = len(event.content.encode())
-    except UnicodeEncodeError:  # a lone surrogate: counted as the payload writes it, an escape
-        size = len(escape_lone_surrogates(event.content).encode())
-    if size <= max_bytes:
-        return event
-    message = (
-        f"the result of tool {tool!r} is {size} bytes, over the {max_bytes}-byte limit "
-        "for results of durable runs (Temporal payloads are limited to 2 MB): "
-        "return a reference to the data instead, or give ToolfoldPlugin an "
-        "external_storage and raise ActivitySettings.max_result_bytes"
-    )
-    return ToolReturned(event.call_id, message, True, "error", event.duration)
+def _within(
+    event: ToolReturned, tool: str, max_bytes: int | None, payload_limit: int | None = None
+) -> RawValue:
+    """``event`` encoded as the activity's result, or an error result's when its result is over
+    ``max_bytes``, or its payload over ``payload_limit`` (a ``max_bytes`` above it).
+
+    The result is measured as the payload carries it: its text and its parts
+    (an image's or a file's bytes as base64), JSON escapes included (a lone
+    surrogate as ``\\udce9``): the payload's bytes less those of the same event
+    with neither. The payload is made once: the worker sends it as it is.
+    """
+    payload = _encoded(event)
+    over = None
+    if max_bytes is not None:
+        bare = _encoded(attrs.evolve(event, content="", parts=()))
+        size = len(payload.data) - len(bare.data)
+        if size > max_bytes:
+            over = (
+                f"is {size} bytes, over the {max_bytes}-byte limit for results of durable "
+                "runs (Temporal payloads are limited to 2 MB): return a reference to the "
+                "data instead, or give ToolfoldPlugin an external_storage and raise "
+                "ActivitySettings.max_result_bytes"
+            )
+    if over is None and payload_limit is not None:
+        # Before the payload codec, as `_sent_answer`: a codec's growth is not counted.
+        size = payloads_size([payload])
+        if size > payload_limit:  # (Temporal would refuse it, and run the tool again)
+            over = (
+                f"is {size} bytes as its payload, over Temporal's {payload_limit}-byte "
+                "payload limit: return a reference to the data instead, or give "
+                "ToolfoldPlugin an external_storage"
+            )
+    if over is None:
+        return RawValue(payload)
+    message = f"the result of tool {tool!r} {over}"
+    return RawValue(_encoded(ToolReturned(event.call_id, message, True, "error", event.duration)))
 
 
 def _application_error(exc: ProviderError, extra: Sequence[Any] = ()) -> ApplicationError:

@@ -11,7 +11,6 @@ from typing import Any
 
 import attrs
 from temporalio import activity
-from temporalio.api.common.v1 import Payloads
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -30,11 +29,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from toolfold import _errors as errors
 from toolfold._errors import RunError, ToolfoldError, UsageError
 from toolfold.integrations.temporal._activities import (
+    PAYLOAD_LIMIT,
+    PAYLOAD_TOO_LARGE,
     EventStreamHandler,
     SourceHost,
     durable_model,
     make_activities,
     nested_models,
+    payloads_size,
     rebuilt_error,
     source_call_activity,
 )
@@ -45,8 +47,6 @@ from toolfold.integrations.temporal._converter import (
 )
 from toolfold.integrations.temporal._nested import ListedSource, node, response_of, walk
 from toolfold.integrations.temporal._workflow import (
-    PAYLOAD_LIMIT,
-    PAYLOAD_TOO_LARGE,
     RUN_ERROR,
     WORKFLOW_NAME,
     ActivitySettings,
@@ -158,7 +158,26 @@ class TemporalAgent:
 
     @property
     def activities(self) -> list[Callable[..., Any]]:
-        """The worker's activities for this agent (the model's and one per tool)."""
+        """The worker's activities for this agent (the model's and one per tool).
+
+        Each returns its result encoded (a temporalio `RawValue`), made by
+        toolfold's payload converter: the activity measures the payload it
+        sends. To call one directly in a test, run it in an
+        `ActivityEnvironment` with toolfold's converter and decode what it returns::
+
+            env = ActivityEnvironment()
+            env.payload_converter = ToolfoldPayloadConverter()
+            raw = await env.run(agent.activities[1], ToolCallInput(invocation, run_id="r1"))
+            returned = env.payload_converter.from_payload(raw.payload, ToolReturned)
+
+        (temporalio's default converter cannot encode toolfold's values: a
+        ``TypeError``; see docs/durable.md, How it works)
+        """
+        return self._activities(PAYLOAD_LIMIT)
+
+    def _activities(self, payload_limit: int | None) -> list[Callable[..., Any]]:
+        """`activities`, returning no result over ``payload_limit`` (None: no limit, with
+        external storage): a model's answer over it fails, a tool's is an error result."""
         return make_activities(
             self.name,
             self.agent,
@@ -167,12 +186,14 @@ class TemporalAgent:
             deps=self.deps,
             stream=self.event_stream_handler,
             models=self._models,
+            payload_limit=payload_limit,
         )
 
-    def _source_hosts(self) -> dict[str, SourceHost]:
+    def _source_hosts(self, payload_limit: int | None = PAYLOAD_LIMIT) -> dict[str, SourceHost]:
         """Where the worker's source call activity finds the tool sources, by node name.
 
-        The top agent's and those of the agents of its sub-runs (any depth).
+        The top agent's and those of the agents of its sub-runs (any depth);
+        ``payload_limit`` as for `_activities`.
         """
         top = node(self.name, self.agent)
         every = self.settings.heartbeat_timeout.total_seconds() / 3
@@ -181,7 +202,7 @@ class TemporalAgent:
             if each.sources:  # all listed sources (`_durable` refuses others), in order:
                 # a call activity names its source by its index (`SourceCallInput.source`)
                 hosts[each.name] = SourceHost(
-                    each.sources, self.deps, every, self.settings.max_result_bytes
+                    each.sources, self.deps, every, self.settings.max_result_bytes, payload_limit
                 )
         return hosts
 
@@ -525,9 +546,10 @@ class AgentHandle:
             RunError: The run failed (``.state`` is its final state), or
                 raised where a local run raises (`ToolExecutionError` with
                 ``on_tool_error="raise"``; ``.state`` is the error's state, as
-                locally), or its next activity input was over Temporal's
-                payload limit (``.state`` is its last state, before that
-                activity). ``.state`` is read with `state` (None when no
+                locally), or its next activity input, or its own model's
+                answer, was over Temporal's payload limit (``.state`` is its
+                last state, before that activity; a billed answer counted in
+                its usage). ``.state`` is read with `state` (None when no
                 worker answers the query within 5 seconds: with no worker
                 running, the error comes at once, without its state).
             ProviderError: The run's own model request failed for good (a
@@ -566,6 +588,9 @@ class AgentHandle:
             # run raises the provider's error, carrying the state before that request.
             failed = cause.cause if isinstance(cause, ActivityError) else None
             made = rebuilt_error(failed) if isinstance(failed, ApplicationError) else None
+            if _too_large(failed):  # its model's answer was over the payload limit
+                assert isinstance(failed, ApplicationError)
+                cause, error = failed, RunError
             if error is None and made is None:
                 raise
             try:
@@ -746,7 +771,7 @@ def _check_input(client: Client, given: AgentInput) -> None:
     converter = client.data_converter
     if converter.external_storage is not None:  # it takes large payloads by reference
         return
-    size = Payloads(payloads=converter.payload_converter.to_payloads([given])).ByteSize()
+    size = payloads_size(converter.payload_converter.to_payloads([given]))
     if size > PAYLOAD_LIMIT:
         raise UsageError(
             f"the run's first state (its prompt and history) is {size} bytes, over "
@@ -827,7 +852,8 @@ class ToolfoldPlugin(SimplePlugin):
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
             raise UsageError(f"two agents share a name: {names}")
-        made = {agent.name: agent.activities for agent in agents}
+        limit = None if external_storage is not None else PAYLOAD_LIMIT  # (by reference)
+        made = {agent.name: agent._activities(limit) for agent in agents}
         _check_activity_names(made)
         unlimited = [a.name for a in agents if a.settings.max_result_bytes is None]
         if unlimited and external_storage is None:
@@ -842,7 +868,7 @@ class ToolfoldPlugin(SimplePlugin):
                 registered = attrs.evolve(registered, payload_limit=None)
             register(registered)
         activities = [act for acts in made.values() for act in acts]
-        hosts = {name: host for a in agents for name, host in a._source_hosts().items()}
+        hosts = {name: host for a in agents for name, host in a._source_hosts(limit).items()}
         if hosts:  # one dynamic activity calls the tools every source lists
             activities.append(source_call_activity(hosts))
         converter = data_converter

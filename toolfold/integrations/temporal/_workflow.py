@@ -20,7 +20,6 @@ from typing import Any
 
 import attrs
 from temporalio import workflow
-from temporalio.api.common.v1 import Payloads
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
@@ -29,6 +28,8 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from toolfold._errors import RunError, ToolDefinitionError, ToolExecutionError, UsageError
     from toolfold.integrations.temporal._activities import (
+        PAYLOAD_LIMIT,
+        PAYLOAD_TOO_LARGE,
         ModelCallInput,
         OutputInput,
         SourceCallInput,
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         model_activity_name,
         model_answer,
         output_activity_name,
+        payloads_size,
         tool_activity_name,
     )
     from toolfold.integrations.temporal._nested import Listing, Node, SubRunTool, listed, restarted
@@ -162,11 +164,6 @@ STREAMED_CANCEL_WAITS = "toolfold-streamed-cancel-waits"
 activity to stop, to count the usage it reports; unstreamed, it ends at once. Set only by a
 worker whose agent streams, and read from the history on replay (`_waits_on_cancel`), so a
 cancelled run replays as it ran whatever handler the replaying worker has."""
-PAYLOAD_LIMIT = 2 * 1024 * 1024
-"""Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
-PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
-"""The failure type of a run whose next activity input is over `PAYLOAD_LIMIT` (and of a
-query or an update whose answer would be over its limit)."""
 RUN_ERROR = "toolfold."
 """The prefix of the failure type of a run that raised a `RunError` where a local
 run raises it (``toolfold.ToolExecutionError`` for ``on_tool_error="raise"``)."""
@@ -219,8 +216,10 @@ class ActivitySettings:
             the state) after this many model calls in one history, counted
             at any depth (nested runs continue in the middle of their step);
             None: only when Temporal suggests it (its history is getting large).
-        max_result_bytes: A tool result larger than this (UTF-8) reaches the
-            model as an error result saying so: Temporal's payloads are
+        max_result_bytes: A tool result larger than this (its text and parts
+            as its payload carries them: UTF-8 with JSON's escapes, bytes as
+            base64) reaches the model as an error result saying so, an
+            ``as_tool(output=...)`` function's too: Temporal's payloads are
             limited to 2 MB, and the state carries every result. None: no
             limit (with external storage for large payloads, see
             `ToolfoldPlugin`).
@@ -1165,7 +1164,7 @@ def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -
 
 def _encoded_size(value: Any) -> int:
     """The size of ``value`` as Temporal's payload (the same value, the same bytes)."""
-    return Payloads(payloads=workflow.payload_converter().to_payloads([value])).ByteSize()
+    return payloads_size(workflow.payload_converter().to_payloads([value]))
 
 
 def _keeps_stops() -> bool:
