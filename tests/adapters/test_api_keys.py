@@ -361,6 +361,14 @@ def _echo(request: Recorded) -> Reply:
         return Reply(chunks=[f"data: not-json {auth}\n\n".encode()])
     if "html" in path:
         return Reply(body=f"<html>{auth}</html>".encode(), headers={"content-type": "text/html"})
+    if "detail" in path:  # FastAPI's 422, its errors quoting the header
+        detail = [{"loc": ["header", auth], "msg": f"bad {auth}", "type": "value_error"}]
+        return Reply(status=422, json={"detail": detail})
+    if "nomessage" in path:  # no message: the body's start is quoted, cut inside the key
+        key = auth.removeprefix("Bearer ")
+        start = '{"error": {"message": null, "note": "'
+        pad = "p" * (500 - len(start) - len(key) // 2)
+        return Reply(status=400, body=f'{start}{pad}{key}"}}}}'.encode())
     message = {"error": {"message": f"Incorrect API key provided: {auth}", "code": "bad_key"}}
     return Reply(status=401, json=message, headers={"x-echo": auth})
 
@@ -380,7 +388,15 @@ def _leaks(error: BaseException) -> list[str]:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(
     ("path", "streamed"),
-    [("status", False), ("status", True), ("inband", True), ("notjson", True), ("html", False)],
+    [
+        ("status", False),
+        ("status", True),
+        ("inband", True),
+        ("notjson", True),
+        ("html", False),
+        ("detail", False),
+        ("nomessage", False),
+    ],
 )
 def test_model_errors_never_echo_the_key(
     http_server: ScriptedServer, mode: str, path: str, streamed: bool
@@ -415,6 +431,7 @@ def test_model_errors_never_echo_the_key(
     model.close()
     assert _leaks(caught.value) == []
     assert "***" in str(caught.value) + caught.value.body
+    assert KEY[:9] not in repr(vars(caught.value)) + str(caught.value)  # nor a start of it
     assert http_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 

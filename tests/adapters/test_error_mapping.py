@@ -201,6 +201,19 @@ def test_groq_tool_use_failed() -> None:
         ('{"error": "plain text error"}', "plain text error", None, None),
         ("<html>Bad gateway</html>", "<html>Bad gateway</html>", None, None),
         ("", None, None, None),
+        # FastAPI's 422 (Mistral's documented HTTPValidationError, vLLM, proxies)
+        ('{"detail": [{"loc": ["body", "messages", 0, "content"], "msg": "field required", "type": "value_error.missing"}]}',
+         "body.messages.0.content: field required", None, None),
+        # Mistral's 422, the same list inside "message"
+        ('{"object": "error", "message": {"detail": [{"type": "extra_forbidden", "loc": ["body", "foo"], "msg": "Extra inputs are not permitted", "input": 1}]}, "type": "invalid_request_error", "param": null, "code": null}',
+         "body.foo: Extra inputs are not permitted", None, "invalid_request_error"),
+        ('{"error": {"message": {"detail": {"loc": "query", "msg": "bad"}}}}', "query: bad", None, None),
+        ('{"detail": ["not a dict", {"msg": "no loc"}, {"loc": ["body"]}]}', "not a dict; no loc", None, None),
+        # no message at all: the start of the body
+        ('{"error": {"message": null, "type": "invalid_request_error", "code": "bad"}}',
+         '{"error": {"message": null, "type": "invalid_request_error", "code": "bad"}}', "bad", "invalid_request_error"),
+        ('{"detail": []}', '{"detail": []}', None, None),
+        ('{"error": {"message": ""}}', '{"error": {"message": ""}}', None, None),
     ],
 )  # fmt: skip
 def test_error_body_shapes(
@@ -209,6 +222,26 @@ def test_error_body_shapes(
     """OpenAI, Mistral, Anthropic, Gemini (list-wrapped), OpenRouter and odd bodies are all read."""
     info = parse_error_body(400, body, {})
     assert (info.message, info.code, info.type) == (message, code, kind)
+
+
+def test_a_long_validation_error_list_is_bounded() -> None:
+    """A 422 listing many errors says the first five and counts the rest, in 500 characters at most."""
+    many = {"detail": [{"loc": ["body", f"f{i}"], "msg": "field required"} for i in range(9)]}
+    said = parse_error_body(422, json.dumps(many), {}).message
+    assert said == "; ".join(f"body.f{i}: field required" for i in range(5)) + "; and 4 more"
+    huge = {"detail": [{"loc": ["body"], "msg": "x" * 2_000}]}
+    said = parse_error_body(422, json.dumps(huge), {}).message or ""
+    assert len(said) == 500
+    assert said.startswith("body: xxx")
+    assert said.endswith("x\u2026")
+
+
+def test_a_body_with_no_message_is_quoted_to_500_characters() -> None:
+    """With no message in a JSON body, its first 500 characters are the message."""
+    body = json.dumps({"error": {"message": None, "padding": "p" * 1_000}})
+    error = status_error("p", 400, body, {}, parse_error_body(400, body, {}), "u")
+    assert error.provider_message == body[:500]
+    assert str(error) == f"p returned HTTP 400 for POST u: {body[:500]}"
 
 
 def test_gemini_retry_info_and_daily_quota() -> None:

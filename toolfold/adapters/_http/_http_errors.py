@@ -64,15 +64,25 @@ class ErrorInfo:
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
+#: Characters of a body quoted as its message when no message is found in it, and
+#: the most a list of validation errors is written in.
+_QUOTED = 500
+
+#: Validation errors of a FastAPI ``detail`` list written out; the others are counted.
+_LISTED = 5
+
 
 def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo:
     """Read a provider error body (any of the shapes in providers.md); never raises.
 
     A body that is not strict JSON (NaN, nesting deeper than the interpreter
-    reads) or whose fields have unexpected types still gives an `ErrorInfo`:
-    the fields that could be read, or the start of the text as the message.
+    reads), whose fields have unexpected types or that holds no message
+    (``"message": null``) still gives an `ErrorInfo`: the fields that could
+    be read, and the start of the text as the message when none was found.
+    The transport passes a body already scrubbed of secrets, so its start
+    shows nothing ``body`` does not.
     """
-    fallback = ErrorInfo(message=encodable(body.strip()[:500]) or None)
+    fallback = ErrorInfo(message=encodable(body.strip()[:_QUOTED]) or None)
     try:
         data: Any = loads(body) if body else None
     except ValueError:
@@ -82,9 +92,10 @@ def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> Erro
     if not isinstance(data, Mapping):
         return fallback
     try:
-        return _error_info(data)
+        info = _error_info(data)
     except RecursionError:
         return fallback
+    return info if info.message else attrs.evolve(info, message=fallback.message)
 
 
 def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
@@ -94,7 +105,7 @@ def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
     if not isinstance(error, Mapping):
         error = data  # Mistral and old vLLM: the fields are at the top level
     return ErrorInfo(
-        message=_text(error.get("message")) or _text(data.get("detail")),
+        message=_said(error.get("message")) or _said(data.get("detail")),
         code=_text(error.get("code")),
         type=_text(error.get("type")) or _text(error.get("status")),
         retry_after=_gemini_retry_delay(error.get("details")),
@@ -110,6 +121,43 @@ def _text(value: Any) -> str | None:
     if isinstance(value, (bool, int, float)):
         return str(value)
     return None
+
+
+def _said(value: Any) -> str | None:
+    """The message a ``message`` or ``detail`` field holds: text, or validation errors.
+
+    FastAPI's 422 (Mistral's documented ``HTTPValidationError``, vLLM, many
+    proxies) is ``{"detail": [{"loc": [...], "msg": ..., "type": ...}]}``,
+    and Mistral also sends it as ``{"message": {"detail": [...]}}``: each
+    error is written ``body.messages: field required``, joined by ``; ``
+    (the first `_LISTED`, then how many more; `_QUOTED` characters at most).
+    """
+    if isinstance(value, Mapping):
+        if "msg" in value:
+            return _validation_errors([value])
+        return _said(value.get("message")) or _said(value.get("detail"))
+    if isinstance(value, list):
+        return _validation_errors(value)
+    return _text(value)
+
+
+def _validation_errors(errors: list[Any]) -> str | None:
+    said = [one for one in map(_validation_error, errors) if one]
+    if len(said) > _LISTED:
+        said[_LISTED:] = [f"and {len(said) - _LISTED} more"]
+    text = "; ".join(said)
+    return text if len(text) <= _QUOTED else f"{text[: _QUOTED - 1]}\u2026"
+
+
+def _validation_error(error: Any) -> str | None:
+    if not isinstance(error, Mapping):
+        return _text(error)
+    msg = _text(error.get("msg")) or _text(error.get("message")) or _text(error.get("type"))
+    loc = error.get("loc")
+    where = ".".join(map(str, loc)) if isinstance(loc, list) else _text(loc)
+    if not msg:
+        return None
+    return f"{encodable(where)}: {msg}" if where else msg
 
 
 def _details(details: Any) -> list[Mapping[str, Any]]:
