@@ -369,6 +369,10 @@ def _echo(request: Recorded) -> Reply:
         start = '{"error": {"message": null, "note": "'
         pad = "p" * (500 - len(start) - len(key) // 2)
         return Reply(status=400, body=f'{start}{pad}{key}"}}}}'.encode())
+    if "redirect" in path:  # a 301 to a URL holding the key as user, in a query and a path
+        key = auth.removeprefix("Bearer ")
+        where = f"https://{key}@elsewhere.example/{key}/v1?api_key={key}"
+        return Reply(status=301, headers={"location": where})
     message = {"error": {"message": f"Incorrect API key provided: {auth}", "code": "bad_key"}}
     return Reply(status=401, json=message, headers={"x-echo": auth})
 
@@ -396,6 +400,8 @@ def _leaks(error: BaseException) -> list[str]:
         ("html", False),
         ("detail", False),
         ("nomessage", False),
+        ("redirect", False),
+        ("redirect", True),
     ],
 )
 def test_model_errors_never_echo_the_key(

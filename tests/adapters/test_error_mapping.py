@@ -244,6 +244,39 @@ def test_a_body_with_no_message_is_quoted_to_500_characters() -> None:
     assert str(error) == f"p returned HTTP 400 for POST u: {body[:500]}"
 
 
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("https://new.example/v1/chat/completions", "https://new.example/v1/chat/completions"),
+        ("/v1/chat/completions", "https://old.example/v1/chat/completions"),
+        (
+            "https://bob:pw-1234@new.example/v1?key=sk-abcdef&alt=sse#tok",
+            "https://***@new.example/v1?key=***&alt=***#***",
+        ),
+    ],
+)
+def test_a_redirect_names_where_it_leads(location: str, shown: str) -> None:
+    """A 3xx names its location (absolute; userinfo, query values, fragment masked) and what to do."""
+    headers = {"Location": location}
+    error = status_error("p", 301, "", headers, ErrorInfo(), "https://old.example/chat/completions")
+    assert type(error) is ProviderError
+    assert str(error) == (
+        f"p returned HTTP 301 for POST https://old.example/chat/completions (redirected to "
+        f"{shown}; toolfold follows no redirect: point base_url= at the new address)"
+    )
+    assert "pw-1234" not in str(error)
+    assert "sk-abcdef" not in str(error)
+
+
+def test_a_redirect_without_a_location_says_so() -> None:
+    """A 3xx with no location header still says toolfold follows none, and what to do."""
+    error = status_error("p", 308, "", {}, ErrorInfo(), "u")
+    assert str(error) == (
+        "p returned HTTP 308 for POST u (a redirect with no location header; "
+        "toolfold follows no redirect: point base_url= at the new address)"
+    )
+
+
 def test_gemini_retry_info_and_daily_quota() -> None:
     """Gemini's RetryInfo gives retry_after; a per-day QuotaFailure is marked not retryable."""
     details: list[Any] = [

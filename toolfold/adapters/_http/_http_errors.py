@@ -15,6 +15,7 @@ with another shape passes its own parser to the transport.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -33,8 +34,8 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._codec import inband_stream_error
-from toolfold.adapters._http._keys import Secret, mask_cut_tail, redact
-from toolfold.adapters._http._retry import retry_after_seconds
+from toolfold.adapters._http._keys import Secret, mask_cut_tail, mask_url_credentials, redact
+from toolfold.adapters._http._retry import header_values, retry_after_seconds
 from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
 
@@ -207,6 +208,8 @@ def status_error(
     """
     said = f": {info.message}" if info.message else ""
     message = f"{provider} returned HTTP {status} for POST {url}{said}"
+    if 300 <= status < 400:
+        message += _redirect(headers, url)
     common: dict[str, Any] = {
         "provider": provider,
         "status_code": status,
@@ -235,6 +238,20 @@ def status_error(
     if status >= 500:
         return ServerError(message, **common)
     return ProviderError(message, **common)
+
+
+def _redirect(headers: Mapping[str, str], url: str) -> str:
+    """What a 3xx message adds: where it leads, and what to do, as toolfold follows none.
+
+    Its ``location`` (made absolute) is shown with any ``user:password@``, query
+    value and fragment masked (`mask_url_credentials`): a key may sit in any of them.
+    """
+    advice = "toolfold follows no redirect: point base_url= at the new address"
+    locations = header_values(headers, "location")
+    if not locations or not locations[0]:
+        return f" (a redirect with no location header; {advice})"
+    where = mask_url_credentials(urllib.parse.urljoin(url, locations[0]))
+    return f" (redirected to {where}; {advice})"
 
 
 #: The roots of exceptions `transport_error` maps. Matching is by class name along
