@@ -806,6 +806,21 @@ def test_a_server_that_cannot_start_is_a_clear_error() -> None:
     assert not missing.is_open
 
 
+def test_a_server_exiting_before_the_handshake_says_where_its_reason_went() -> None:
+    """A server that writes its reason to stderr and exits: the error says the process went
+    away during the handshake and where its stderr went (the SDK keeps its exit code)."""
+    crash = "import sys; sys.stderr.write('fatal: bad config\\n'); sys.exit(3)"
+    crashing = MCPServerStdio(sys.executable, ["-c", crash], name="crashing")
+    with pytest.raises(MCPError) as caught:
+        crashing.open()
+    assert str(caught.value) == (
+        "MCP server 'crashing': could not start: MCPError: Connection closed (the server's "
+        "process ended, or closed its stdout, before it answered the MCP handshake; what it "
+        "wrote to stderr went to this process's stderr)"
+    )
+    assert not crashing.is_open
+
+
 def test_a_server_that_never_answers_fails_at_the_startup_timeout() -> None:
     """A handshake never answered fails near startup_timeout (not after `timeout`s), leaving nothing."""
     before = children()
