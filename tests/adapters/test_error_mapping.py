@@ -244,6 +244,21 @@ def test_a_body_with_no_message_is_quoted_to_500_characters() -> None:
     assert str(error) == f"p returned HTTP 400 for POST u: {body[:500]}"
 
 
+def test_a_quoted_body_reads_on_one_line() -> None:
+    """A pretty-printed JSON body (or an HTML page) with no message is quoted on one
+    line, each run of whitespace one space, still 500 characters at most."""
+    body = json.dumps({"error": {"code": 5, "status": "UNAVAILABLE"}}, indent=2)
+    info = parse_error_body(503, body, {})
+    assert info.message == '{ "error": { "code": 5, "status": "UNAVAILABLE" } }'
+    assert info.quoted
+    page = "<html>\r\n  <body>\n\t<h1>502 Bad Gateway</h1>\u2028</body>\n</html>\n" * 40
+    said = parse_error_body(502, page, {}).message or ""
+    assert said.startswith("<html> <body> <h1>502 Bad Gateway</h1> </body> </html> <html> <body>")
+    assert len(said) == 500
+    assert said.splitlines() == [said]
+    assert not parse_error_body(400, '{"error": {"message": "bad"}}', {}).quoted
+
+
 @pytest.mark.parametrize(
     ("location", "shown"),
     [

@@ -53,6 +53,9 @@ class ErrorInfo:
         failed_generation: Groq's raw model output for ``tool_use_failed``.
         retryable: Overrides the status-based retry decision when not None
             (e.g. False for a per-day quota that will not clear soon).
+        quoted: ``message`` is the start of a body that held no message
+            (`parse_error_body`), not the provider's words: a parser adding
+            its own text to a message leaves such a quote out.
     """
 
     message: str | None = None
@@ -61,6 +64,7 @@ class ErrorInfo:
     retry_after: float | None = None
     failed_generation: str | None = None
     retryable: bool | None = None
+    quoted: bool = False
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
@@ -79,24 +83,32 @@ def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> Erro
     A body that is not strict JSON (NaN, nesting deeper than the interpreter
     reads), whose fields have unexpected types or that holds no message
     (``"message": null``) still gives an `ErrorInfo`: the fields that could
-    be read, and the start of the text as the message when none was found.
-    The transport passes a body already scrubbed of secrets, so its start
-    shows nothing ``body`` does not.
+    be read, and the start of the text as the message when none was found
+    (`quoted`, on one line: see `_quote`). The transport passes a body
+    already scrubbed of secrets, so its start shows nothing ``body`` does not.
     """
-    fallback = ErrorInfo(message=encodable(body.strip()[:_QUOTED]) or None)
     try:
         data: Any = loads(body) if body else None
     except ValueError:
-        return fallback
+        return _quote(ErrorInfo(), body)
     if isinstance(data, list) and data and isinstance(data[0], Mapping):
         data = data[0]  # Gemini sometimes wraps the error object in a list
     if not isinstance(data, Mapping):
-        return fallback
+        return _quote(ErrorInfo(), body)
     try:
         info = _error_info(data)
     except RecursionError:
-        return fallback
-    return info if info.message else attrs.evolve(info, message=fallback.message)
+        return _quote(ErrorInfo(), body)
+    return info if info.message else _quote(info, body)
+
+
+def _quote(info: ErrorInfo, body: str) -> ErrorInfo:
+    """``info`` with the start of ``body`` as its message, marked `quoted`: its first
+    `_QUOTED` characters once each run of whitespace is one space, so that a
+    pretty-printed JSON body or an HTML page reads on one line."""
+    # (its first _QUOTED words are that many characters at least: the rest is not split)
+    said = " ".join(body.split(None, _QUOTED)[:_QUOTED])[:_QUOTED]
+    return attrs.evolve(info, message=encodable(said) or None, quoted=bool(said))
 
 
 def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
