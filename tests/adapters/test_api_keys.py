@@ -372,6 +372,11 @@ def _echo(request: Recorded) -> Reply:
     if "redirect" in path:  # a 301 to a URL holding the key as user, in a query and a path
         key = auth.removeprefix("Bearer ")
         where = f"https://{key}@elsewhere.example/{key}/v1?api_key={key}"
+        if "unreadable" in path:  # as the host, which urllib refuses to read
+            where = f"http://[{key}]/v1"
+        if "long" in path:  # the message's 500-character cut falls inside the key
+            start = "https://elsewhere.example/"
+            where = f"{start}{'a' * (489 - len(start))}{key}{'b' * 600}"
         return Reply(status=301, headers={"location": where})
     message = {"error": {"message": f"Incorrect API key provided: {auth}", "code": "bad_key"}}
     return Reply(status=401, json=message, headers={"x-echo": auth})
@@ -402,6 +407,8 @@ def _leaks(error: BaseException) -> list[str]:
         ("nomessage", False),
         ("redirect", False),
         ("redirect", True),
+        ("redirect-unreadable", False),
+        ("redirect-long", False),
     ],
 )
 def test_model_errors_never_echo_the_key(

@@ -36,6 +36,7 @@ from toolfold.adapters._http._http_errors import (
     status_error,
     transport_error,
 )
+from toolfold.adapters._http._keys import Secret
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "provider-traffic"
 
@@ -259,6 +260,14 @@ def test_a_quoted_body_reads_on_one_line() -> None:
     assert not parse_error_body(400, '{"error": {"message": "bad"}}', {}).quoted
 
 
+#: A key a redirect's location holds (a server echoing it into a URL).
+_KEY = "sk-proj-REDIRECTED0123456789abcdefXYZ"
+
+#: Where the key starts in `test_a_redirect_names_where_it_leads`'s long location: the
+#: 500-character cut falls inside it.
+_CUT_AT = 499 - 10
+
+
 @pytest.mark.parametrize(
     ("location", "shown"),
     [
@@ -268,12 +277,33 @@ def test_a_quoted_body_reads_on_one_line() -> None:
             "https://bob:pw-1234@new.example/v1?key=sk-abcdef&alt=sse#tok",
             "https://***@new.example/v1?key=***&alt=***#***",
         ),
+        # urllib refuses these (an unclosed "["; on recent Pythons a bracketed host, no IP)
+        ("http://[::1/v1", "http://[::1/v1"),
+        ("http://[zz]/", "http://[zz]/"),
+        (f"http://[{_KEY}]/v1", "http://[***]/v1"),
+        # control characters as visible escapes: one line, no terminal sequence
+        ("https://new.example/v1\x1b[31mRED\u202e", "https://new.example/v1\\x1b[31mRED\\u202e"),
+        # 500 characters at most, a key masked before the cut (not its start left by it)
+        (
+            "https://new.example/" + "a" * 30_000,
+            ("https://new.example/" + "a" * 30_000)[:499] + "\u2026",
+        ),
+        (
+            f"https://new.example/{'a' * (_CUT_AT - 20)}{_KEY}/v1",
+            f"https://new.example/{'a' * (_CUT_AT - 20)}***/v1",
+        ),
+        (
+            f"https://new.example/{'a' * (_CUT_AT - 20)}{_KEY}{'b' * 600}",
+            f"https://new.example/{'a' * (_CUT_AT - 20)}***{'b' * 7}\u2026",
+        ),
     ],
 )
 def test_a_redirect_names_where_it_leads(location: str, shown: str) -> None:
-    """A 3xx names its location (absolute; userinfo, query values, fragment masked) and what to do."""
+    """A 3xx names its location (absolute; userinfo, query values, fragment and the
+    key masked; cut to 500 characters; escaped) and what to do; reading it never raises."""
     headers = {"Location": location}
-    error = status_error("p", 301, "", headers, ErrorInfo(), "https://old.example/chat/completions")
+    url = "https://old.example/chat/completions"
+    error = status_error("p", 301, "", headers, ErrorInfo(), url, (Secret(_KEY),))
     assert type(error) is ProviderError
     assert str(error) == (
         f"p returned HTTP 301 for POST https://old.example/chat/completions (redirected to "
@@ -281,14 +311,37 @@ def test_a_redirect_names_where_it_leads(location: str, shown: str) -> None:
     )
     assert "pw-1234" not in str(error)
     assert "sk-abcdef" not in str(error)
+    assert "sk-proj" not in str(error)  # nor a start of the key
 
 
-def test_a_redirect_without_a_location_says_so() -> None:
-    """A 3xx with no location header still says toolfold follows none, and what to do."""
-    error = status_error("p", 308, "", {}, ErrorInfo(), "u")
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (308, "a redirect with no location header; toolfold follows no redirect: point base_url= "
+              "at the new address"),
+        (300, "multiple choices with no location header; toolfold follows no redirect: point "
+              "base_url= at the new address"),
+        (305, "no location header; toolfold follows no redirect: point base_url= at the new "
+              "address"),
+        (304, "Not Modified: the answer to a conditional request, which toolfold does not make; "
+              "a cache or proxy between it and the provider may have sent it"),
+    ],
+)  # fmt: skip
+def test_a_redirect_without_a_location_says_so(status: int, said: str) -> None:
+    """A 3xx with no location header still says toolfold follows none, and what to do;
+    a 304 is no redirect, whatever its headers."""
+    error = status_error("p", status, "", {}, ErrorInfo(), "u")
+    assert str(error) == f"p returned HTTP {status} for POST u ({said})"
+    with_location = status_error("p", 304, "", {"location": "/v2"}, ErrorInfo(), "u")
+    assert "/v2" not in str(with_location)
+
+
+def test_a_300_names_its_preferred_choice() -> None:
+    """A 300 Multiple Choices with a location names it as the preferred choice."""
+    error = status_error("p", 300, "", {"location": "/v2"}, ErrorInfo(), "https://h/v1")
     assert str(error) == (
-        "p returned HTTP 308 for POST u (a redirect with no location header; "
-        "toolfold follows no redirect: point base_url= at the new address)"
+        "p returned HTTP 300 for POST https://h/v1 (multiple choices, the preferred one at "
+        "https://h/v2; toolfold follows no redirect: point base_url= at the new address)"
     )
 
 

@@ -38,6 +38,7 @@ from toolfold.adapters._http._keys import Secret, mask_cut_tail, mask_url_creden
 from toolfold.adapters._http._retry import header_values, retry_after_seconds
 from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
+from toolfold.toolkit._results import one_line
 
 
 @attrs.frozen
@@ -207,8 +208,9 @@ def status_error(
     headers: Mapping[str, str],
     info: ErrorInfo,
     url: str,
+    secrets: Iterable[Secret | None] = (),
 ) -> ProviderError:
-    """The `ProviderError` child for an HTTP error response.
+    """The `ProviderError` child for an HTTP error response; never raises.
 
     Args:
         provider: The provider name, for the message.
@@ -217,11 +219,14 @@ def status_error(
         headers: The response headers.
         info: What `parse_error_body` (or the adapter's parser) read from the body.
         url: The request URL, for the message (a password in it is scrubbed by the caller).
+        secrets: What to mask in the ``location`` a 3xx message shows, before it is
+            cut (`_location`): the caller scrubs the whole error afterwards, which
+            would miss the few characters of a secret that a cut left.
     """
     said = f": {info.message}" if info.message else ""
     message = f"{provider} returned HTTP {status} for POST {url}{said}"
     if 300 <= status < 400:
-        message += _redirect(headers, url)
+        message += _redirect(status, headers, url, secrets)
     common: dict[str, Any] = {
         "provider": provider,
         "status_code": status,
@@ -252,18 +257,59 @@ def status_error(
     return ProviderError(message, **common)
 
 
-def _redirect(headers: Mapping[str, str], url: str) -> str:
+#: The 3xx statuses that redirect: their ``location`` is where the request should go.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _redirect(
+    status: int, headers: Mapping[str, str], url: str, secrets: Iterable[Secret | None]
+) -> str:
     """What a 3xx message adds: where it leads, and what to do, as toolfold follows none.
 
-    Its ``location`` (made absolute) is shown with any ``user:password@``, query
-    value and fragment masked (`mask_url_credentials`): a key may sit in any of them.
+    A 304 is no redirect: it answers a conditional request, which toolfold never
+    makes, and says so. A 300 offers choices, its ``location`` the preferred one.
     """
+    if status == 304:
+        return (
+            " (Not Modified: the answer to a conditional request, which toolfold does not "
+            "make; a cache or proxy between it and the provider may have sent it)"
+        )
     advice = "toolfold follows no redirect: point base_url= at the new address"
     locations = header_values(headers, "location")
-    if not locations or not locations[0]:
-        return f" (a redirect with no location header; {advice})"
-    where = mask_url_credentials(urllib.parse.urljoin(url, locations[0]))
-    return f" (redirected to {where}; {advice})"
+    where = _location(locations[0], url, secrets) if locations and locations[0] else None
+    if status in _REDIRECTS:
+        said = f"redirected to {where}" if where else "a redirect with no location header"
+    elif status == 300:
+        said = (
+            f"multiple choices, the preferred one at {where}"
+            if where
+            else "multiple choices with no location header"
+        )
+    else:
+        said = f"location: {where}" if where else "no location header"
+    return f" ({said}; {advice})"
+
+
+def _location(location: str, url: str, secrets: Iterable[Secret | None]) -> str:
+    """A ``location`` header as a message shows it; never raises.
+
+    Made absolute (against the request's ``url``) and shown with any
+    ``user:password@``, query value and fragment masked (`mask_url_credentials`:
+    a key may sit in any of them) and ``secrets`` masked before it is cut to
+    `_QUOTED` characters (a cut inside a secret would leave its start, which
+    scrubbing the error later does not find), its control characters written
+    as visible escapes (`one_line`). One that urllib cannot read (an unclosed ``[``; on
+    recent Pythons, a bracketed host that is no IP address) is shown as it came,
+    masked alike.
+    """
+    try:
+        shown = urllib.parse.urljoin(url, location)
+    except ValueError:
+        shown = location
+    shown = redact(encodable(mask_url_credentials(shown)), secrets)
+    if len(shown) > _QUOTED:
+        shown = f"{shown[: _QUOTED - 1]}\u2026"
+    return one_line(shown)
 
 
 #: The roots of exceptions `transport_error` maps. Matching is by class name along

@@ -585,7 +585,9 @@ class Sender:
         if failed.cut:  # stopped inside an echoed secret, its start would show
             text = mask_cut_tail(text, self.secrets)
         info = self.error_parser(failed.status, text, failed.headers)
-        error = status_error(self.provider, failed.status, text, failed.headers, info, url)
+        error = status_error(
+            self.provider, failed.status, text, failed.headers, info, url, self.secrets
+        )
         if failed.cut:
             error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
         return self.scrub(error), info.retryable, info.retry_after
