@@ -640,10 +640,7 @@ class MCPServer:
         Over HTTP one request's own stream ending early gives that code too,
         on a session that still works: there a second request decides.
         """
-        from mcp.shared.exceptions import MCPError as ProtocolError
-        from mcp_types import CONNECTION_CLOSED
-
-        if not (isinstance(exc, ProtocolError) and exc.code == CONNECTION_CLOSED):
+        if not _connection_closed(exc):
             return False
         return await self._gone(client)
 
