@@ -409,15 +409,31 @@ def _leaks(error: BaseException) -> list[str]:
         ("redirect", True),
         ("redirect-unreadable", False),
         ("redirect-long", False),
+        ("redirect-long-raising", False),
+        ("redirect-raising", True),
     ],
 )
 def test_model_errors_never_echo_the_key(
     http_server: ScriptedServer, mode: str, path: str, streamed: bool
 ) -> None:
-    """Through toolfold.model, an echoed key is scrubbed from message, body, headers, everything."""
+    """Through toolfold.model, an echoed key is scrubbed from message, body, headers, everything;
+    with a user's client that raises on the status too ("raising": an event hook calling
+    raise_for_status), whose error carries the location raw."""
     http_server.handler = _echo
+    clients: dict[str, Any] = {}
+    if "raising" in path:
+
+        async def raise_async(response: httpx.Response) -> None:
+            response.raise_for_status()
+
+        clients = {
+            "http_client": httpx.Client(
+                event_hooks={"response": [httpx.Response.raise_for_status]}
+            ),
+            "async_http_client": httpx.AsyncClient(event_hooks={"response": [raise_async]}),
+        }
     model = toolfold.model(
-        "openai:gpt-4o", api_key=KEY, base_url=f"{http_server.url}/{path}", retry=0
+        "openai:gpt-4o", api_key=KEY, base_url=f"{http_server.url}/{path}", retry=0, **clients
     )
     request = ModelRequest((Message.user("hi"),))
 
@@ -442,6 +458,9 @@ def test_model_errors_never_echo_the_key(
     with pytest.raises(ProviderError) as caught:
         call()
     model.close()
+    if clients:  # (the user's: a model leaves them open)
+        clients["http_client"].close()
+        asyncio.run(clients["async_http_client"].aclose())
     assert _leaks(caught.value) == []
     assert "***" in str(caught.value) + caught.value.body
     assert KEY[:9] not in repr(vars(caught.value)) + str(caught.value)  # nor a start of it

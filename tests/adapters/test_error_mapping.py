@@ -314,6 +314,33 @@ def test_a_redirect_names_where_it_leads(location: str, shown: str) -> None:
     assert "sk-proj" not in str(error)  # nor a start of the key
 
 
+@pytest.mark.parametrize("status", [301, 307, 300, 305])
+def test_a_redirect_a_users_client_raised_for_shows_its_location_masked(status: int) -> None:
+    """A user's client that raises on the status (raise_for_status in an event hook):
+    httpx's text of a 3xx quotes its location raw (password, query values, control
+    characters, a newline, uncut, a key's start at any cut); the error names it as for
+    any 3xx, masked (the key too, before the cut), escaped and cut, on one line."""
+    start, shown = (
+        "https://bob:hunter2pass@new.example/v1/\x1b[31m\n",
+        "https://***@new.example/v1/\\x1b[31m",
+    )
+    pad = "a" * (_CUT_AT - len(shown))  # the key where the 500-character cut falls
+    location = f"{start}{pad}{_KEY}{'b' * 3_000}?session=OTHERTOKEN"
+    request = httpx.Request("POST", "https://old.example/v1/chat/completions")
+    response = httpx.Response(status, headers={"location": location}, request=request)
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        response.raise_for_status()
+    url = "https://old.example/v1/chat/completions"
+    error = transport_error("p", raised.value, url, secrets=(Secret(_KEY),))
+    expected = status_error("p", status, "", response.headers, ErrorInfo(), url, (Secret(_KEY),))
+    assert (type(error), str(error)) == (type(expected), str(expected))
+    text = str(error)
+    assert "new.example" in text
+    for hidden in ("hunter2pass", "OTHERTOKEN", "\x1b", "\n", "sk-proj"):
+        assert hidden not in text
+    assert len(text) < 700
+
+
 @pytest.mark.parametrize(
     ("status", "said"),
     [

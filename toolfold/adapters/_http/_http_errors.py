@@ -362,7 +362,13 @@ def _waited_for_a_slot(exc: BaseException) -> bool:
 
 
 def transport_error(
-    provider: str, exc: BaseException, url: str, *, streaming: bool = False, answered: bool = False
+    provider: str,
+    exc: BaseException,
+    url: str,
+    *,
+    streaming: bool = False,
+    answered: bool = False,
+    secrets: Iterable[Secret | None] = (),
 ) -> ProviderError:
     """The `ProviderError` child for an exception raised while talking HTTP.
 
@@ -374,6 +380,9 @@ def transport_error(
         answered: The head of a whole (not streamed) answer had arrived: a lost
             connection cut its body (a `ProviderConnectionError` that says so,
             not "cannot reach": the server was reached and answered).
+        secrets: What to mask before a cut: the ``location`` of a 3xx that a
+            user's client raised for (``raise_for_status`` in an event hook),
+            as `status_error` has it.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
@@ -397,7 +406,10 @@ def transport_error(
         response: Any = getattr(exc, "response", None)
         status = int(getattr(response, "status_code", 0))
         headers: Mapping[str, str] = getattr(response, "headers", {})
-        return status_error(provider, status, "", headers, ErrorInfo(message=str(exc)), url)
+        # httpx's text of a 3xx ends with the raw location (password, query values,
+        # control characters, uncut): `status_error` names it masked, cut and escaped.
+        info = ErrorInfo() if 300 <= status < 400 else ErrorInfo(message=str(exc))
+        return status_error(provider, status, "", headers, info, url, secrets)
     if streaming and (
         names & {"TransportError", "DecodingError", "ClientConnectionError", "ClientPayloadError"}
         or isinstance(exc, (OSError, EOFError))

@@ -606,7 +606,8 @@ class Sender:
         what = malformed_answer(exc)
         if what is not None:  # answered, not lost: never sent again (see `_attempts`)
             return self.scrub(malformed_error(self.provider, call.url, what)), False
-        return self.scrub(transport_error(self.provider, exc, call.url)), None
+        error = transport_error(self.provider, exc, call.url, secrets=self.secrets)
+        return self.scrub(error), None
 
     async def _interim(self, response: Any, url: str) -> ProviderError:
         """The error of an answer whose final status is below 200, its connection let go.
@@ -636,7 +637,12 @@ class Sender:
             return exc
         return self.scrub(
             transport_error(
-                self.provider, exc, call.url, streaming=call.streaming, answered=not call.streaming
+                self.provider,
+                exc,
+                call.url,
+                streaming=call.streaming,
+                answered=not call.streaming,
+                secrets=self.secrets,
             )
         )
 
