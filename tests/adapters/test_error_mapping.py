@@ -37,6 +37,7 @@ from toolfold.adapters._http._http_errors import (
     transport_error,
 )
 from toolfold.adapters._http._keys import Secret
+from toolfold.toolkit._results import one_line
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "provider-traffic"
 
@@ -238,11 +239,26 @@ def test_a_long_validation_error_list_is_bounded() -> None:
 
 
 def test_a_body_with_no_message_is_quoted_to_500_characters() -> None:
-    """With no message in a JSON body, its first 500 characters are the message."""
+    """With no message in a JSON body, its start is the message: 500 characters, the
+    last an ellipsis that says it was cut."""
     body = json.dumps({"error": {"message": None, "padding": "p" * 1_000}})
     error = status_error("p", 400, body, {}, parse_error_body(400, body, {}), "u")
-    assert error.provider_message == body[:500]
-    assert str(error) == f"p returned HTTP 400 for POST u: {body[:500]}"
+    assert error.provider_message == f"{body[:499]}\u2026"
+    assert str(error) == f"p returned HTTP 400 for POST u: {body[:499]}\u2026"
+    short = '{"error": {"message": null}}'
+    assert parse_error_body(400, short, {}).message == short  # whole: no ellipsis
+
+
+@pytest.mark.parametrize("control", ["\x1b", "\x00", "\x7f", "\x9b", "\u202e"])
+def test_a_quoted_body_shows_its_control_characters_escaped(control: str) -> None:
+    """A body quoted for want of a message writes its control characters (a terminal's
+    colour or erase sequence, a bidi override) as visible escapes, still 500 characters
+    at most and never cut inside an escape."""
+    said = parse_error_body(502, f"<p>{control}[31mred</p>", {}).message
+    assert said == f"<p>{one_line(control)}[31mred</p>"
+    long = parse_error_body(502, control * 1_000, {}).message or ""
+    assert len(long) <= 500
+    assert long == one_line(control) * (499 // len(one_line(control))) + "\u2026"
 
 
 def test_a_quoted_body_reads_on_one_line() -> None:
@@ -295,6 +311,15 @@ _CUT_AT = 499 - 10
         (
             f"https://new.example/{'a' * (_CUT_AT - 20)}{_KEY}{'b' * 600}",
             f"https://new.example/{'a' * (_CUT_AT - 20)}***{'b' * 7}\u2026",
+        ),
+        # escaped first, then cut: 500 characters at most, no escape cut in two
+        (
+            "https://new.example/" + "\u202e" * 1_000,
+            "https://new.example/" + "\\u202e" * 79 + "\u2026",
+        ),
+        (
+            "https://new.example/" + "\x1b" * 1_000,
+            "https://new.example/" + "\\x1b" * 119 + "\u2026",
         ),
     ],
 )

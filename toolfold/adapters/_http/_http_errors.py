@@ -104,12 +104,32 @@ def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> Erro
 
 
 def _quote(info: ErrorInfo, body: str) -> ErrorInfo:
-    """``info`` with the start of ``body`` as its message, marked `quoted`: its first
-    `_QUOTED` characters once each run of whitespace is one space, so that a
-    pretty-printed JSON body or an HTML page reads on one line."""
+    """``info`` with the start of ``body`` as its message, marked `quoted`: each run
+    of whitespace one space, so that a pretty-printed JSON body or an HTML page
+    reads on one line, and written as `_shown` has it (any other control
+    character escaped, `_QUOTED` characters at most)."""
     # (its first _QUOTED words are that many characters at least: the rest is not split)
-    said = " ".join(body.split(None, _QUOTED)[:_QUOTED])[:_QUOTED]
-    return attrs.evolve(info, message=encodable(said) or None, quoted=bool(said))
+    said = _shown(" ".join(body.split(None, _QUOTED)[:_QUOTED]))
+    return attrs.evolve(info, message=said or None, quoted=bool(said))
+
+
+def _shown(text: str) -> str:
+    """``text`` on one line (`one_line`: its control characters as visible escapes),
+    `_QUOTED` characters at most: when longer, as many as fit before an ellipsis,
+    an escape whole or not at all; lone surrogates as U+FFFD (`encodable`)."""
+    text = encodable(text[: _QUOTED + 1])  # (no more can show: the rest is not read)
+    line = one_line(text)
+    if len(line) <= _QUOTED:
+        return line
+    kept: list[str] = []
+    room = _QUOTED - 1
+    for char in text:  # (a character is one, or an escape of 4 or 6)
+        written = one_line(char)
+        room -= len(written)
+        if room < 0:
+            break
+        kept.append(written)
+    return "".join(kept) + "\u2026"
 
 
 def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
@@ -144,7 +164,7 @@ def _said(value: Any) -> str | None:
     proxies) is ``{"detail": [{"loc": [...], "msg": ..., "type": ...}]}``,
     and Mistral also sends it as ``{"message": {"detail": [...]}}``: each
     error is written ``body.messages: field required``, joined by ``; ``
-    (the first `_LISTED`, then how many more; `_QUOTED` characters at most).
+    (the first `_LISTED`, then how many more; as `_shown` has it).
     """
     if isinstance(value, Mapping):
         if "msg" in value:
@@ -159,8 +179,7 @@ def _validation_errors(errors: list[Any]) -> str | None:
     said = [one for one in map(_validation_error, errors) if one]
     if len(said) > _LISTED:
         said[_LISTED:] = [f"and {len(said) - _LISTED} more"]
-    text = "; ".join(said)
-    return text if len(text) <= _QUOTED else f"{text[: _QUOTED - 1]}\u2026"
+    return _shown("; ".join(said))
 
 
 def _validation_error(error: Any) -> str | None:
@@ -295,10 +314,10 @@ def _location(location: str, url: str, secrets: Iterable[Secret | None]) -> str:
 
     Made absolute (against the request's ``url``) and shown with any
     ``user:password@``, query value and fragment masked (`mask_url_credentials`:
-    a key may sit in any of them) and ``secrets`` masked before it is cut to
-    `_QUOTED` characters (a cut inside a secret would leave its start, which
-    scrubbing the error later does not find), its control characters written
-    as visible escapes (`one_line`). One that urllib cannot read (an unclosed ``[``; on
+    a key may sit in any of them) and ``secrets`` masked before it is cut
+    (`_shown`: its control characters as visible escapes, `_QUOTED` characters
+    at most; a cut inside a secret would leave its start, which scrubbing the
+    error later does not find). One that urllib cannot read (an unclosed ``[``; on
     recent Pythons, a bracketed host that is no IP address) is shown as it came,
     masked alike.
     """
@@ -306,10 +325,7 @@ def _location(location: str, url: str, secrets: Iterable[Secret | None]) -> str:
         shown = urllib.parse.urljoin(url, location)
     except ValueError:
         shown = location
-    shown = redact(encodable(mask_url_credentials(shown)), secrets)
-    if len(shown) > _QUOTED:
-        shown = f"{shown[: _QUOTED - 1]}\u2026"
-    return one_line(shown)
+    return _shown(redact(encodable(mask_url_credentials(shown)), secrets))
 
 
 #: The roots of exceptions `transport_error` maps. Matching is by class name along
