@@ -54,7 +54,11 @@ class Answer:
 
 @attrs.frozen
 class Failure:
-    """An error recording: the exception class and words from the provider's message."""
+    """An error recording: the exception class and words from the provider's message.
+
+    Every recorded error reaches the caller with the provider's own words as
+    ``provider_message``, quoted in the error's message.
+    """
 
     error: type[Exception]
     words: str
@@ -65,6 +69,8 @@ class Failure:
         """Assert ``result`` is this failure."""
         assert type(result) is self.error, repr(result)
         assert self.words in str(result)
+        assert result.provider_message, repr(result)
+        assert result.provider_message in str(result)
         assert result.status_code == self.status
         if self.code is not None:
             assert result.code == self.code

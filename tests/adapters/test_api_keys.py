@@ -361,6 +361,23 @@ def _echo(request: Recorded) -> Reply:
         return Reply(chunks=[f"data: not-json {auth}\n\n".encode()])
     if "html" in path:
         return Reply(body=f"<html>{auth}</html>".encode(), headers={"content-type": "text/html"})
+    if "detail" in path:  # FastAPI's 422, its errors quoting the header
+        detail = [{"loc": ["header", auth], "msg": f"bad {auth}", "type": "value_error"}]
+        return Reply(status=422, json={"detail": detail})
+    if "nomessage" in path:  # no message: the body's start is quoted, cut inside the key
+        key = auth.removeprefix("Bearer ")
+        start = '{"error": {"message": null, "note": "'
+        pad = "p" * (500 - len(start) - len(key) // 2)
+        return Reply(status=400, body=f'{start}{pad}{key}"}}}}'.encode())
+    if "redirect" in path:  # a 301 to a URL holding the key as user, in a query and a path
+        key = auth.removeprefix("Bearer ")
+        where = f"https://{key}@elsewhere.example/{key}/v1?api_key={key}"
+        if "unreadable" in path:  # as the host, which urllib refuses to read
+            where = f"http://[{key}]/v1"
+        if "long" in path:  # the message's 500-character cut falls inside the key
+            start = "https://elsewhere.example/"
+            where = f"{start}{'a' * (489 - len(start))}{key}{'b' * 600}"
+        return Reply(status=301, headers={"location": where})
     message = {"error": {"message": f"Incorrect API key provided: {auth}", "code": "bad_key"}}
     return Reply(status=401, json=message, headers={"x-echo": auth})
 
@@ -380,15 +397,43 @@ def _leaks(error: BaseException) -> list[str]:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(
     ("path", "streamed"),
-    [("status", False), ("status", True), ("inband", True), ("notjson", True), ("html", False)],
+    [
+        ("status", False),
+        ("status", True),
+        ("inband", True),
+        ("notjson", True),
+        ("html", False),
+        ("detail", False),
+        ("nomessage", False),
+        ("redirect", False),
+        ("redirect", True),
+        ("redirect-unreadable", False),
+        ("redirect-long", False),
+        ("redirect-long-raising", False),
+        ("redirect-raising", True),
+    ],
 )
 def test_model_errors_never_echo_the_key(
     http_server: ScriptedServer, mode: str, path: str, streamed: bool
 ) -> None:
-    """Through toolfold.model, an echoed key is scrubbed from message, body, headers, everything."""
+    """Through toolfold.model, an echoed key is scrubbed from message, body, headers, everything;
+    with a user's client that raises on the status too ("raising": an event hook calling
+    raise_for_status), whose error carries the location raw."""
     http_server.handler = _echo
+    clients: dict[str, Any] = {}
+    if "raising" in path:
+
+        async def raise_async(response: httpx.Response) -> None:
+            response.raise_for_status()
+
+        clients = {
+            "http_client": httpx.Client(
+                event_hooks={"response": [httpx.Response.raise_for_status]}
+            ),
+            "async_http_client": httpx.AsyncClient(event_hooks={"response": [raise_async]}),
+        }
     model = toolfold.model(
-        "openai:gpt-4o", api_key=KEY, base_url=f"{http_server.url}/{path}", retry=0
+        "openai:gpt-4o", api_key=KEY, base_url=f"{http_server.url}/{path}", retry=0, **clients
     )
     request = ModelRequest((Message.user("hi"),))
 
@@ -413,8 +458,12 @@ def test_model_errors_never_echo_the_key(
     with pytest.raises(ProviderError) as caught:
         call()
     model.close()
+    if clients:  # (the user's: a model leaves them open)
+        clients["http_client"].close()
+        asyncio.run(clients["async_http_client"].aclose())
     assert _leaks(caught.value) == []
     assert "***" in str(caught.value) + caught.value.body
+    assert KEY[:9] not in repr(vars(caught.value)) + str(caught.value)  # nor a start of it
     assert http_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 

@@ -36,6 +36,8 @@ from toolfold.adapters._http._http_errors import (
     status_error,
     transport_error,
 )
+from toolfold.adapters._http._keys import Secret
+from toolfold.toolkit._results import one_line
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "provider-traffic"
 
@@ -201,6 +203,19 @@ def test_groq_tool_use_failed() -> None:
         ('{"error": "plain text error"}', "plain text error", None, None),
         ("<html>Bad gateway</html>", "<html>Bad gateway</html>", None, None),
         ("", None, None, None),
+        # FastAPI's 422 (Mistral's documented HTTPValidationError, vLLM, proxies)
+        ('{"detail": [{"loc": ["body", "messages", 0, "content"], "msg": "field required", "type": "value_error.missing"}]}',
+         "body.messages.0.content: field required", None, None),
+        # Mistral's 422, the same list inside "message"
+        ('{"object": "error", "message": {"detail": [{"type": "extra_forbidden", "loc": ["body", "foo"], "msg": "Extra inputs are not permitted", "input": 1}]}, "type": "invalid_request_error", "param": null, "code": null}',
+         "body.foo: Extra inputs are not permitted", None, "invalid_request_error"),
+        ('{"error": {"message": {"detail": {"loc": "query", "msg": "bad"}}}}', "query: bad", None, None),
+        ('{"detail": ["not a dict", {"msg": "no loc"}, {"loc": ["body"]}]}', "not a dict; no loc", None, None),
+        # no message at all: the start of the body
+        ('{"error": {"message": null, "type": "invalid_request_error", "code": "bad"}}',
+         '{"error": {"message": null, "type": "invalid_request_error", "code": "bad"}}', "bad", "invalid_request_error"),
+        ('{"detail": []}', '{"detail": []}', None, None),
+        ('{"error": {"message": ""}}', '{"error": {"message": ""}}', None, None),
     ],
 )  # fmt: skip
 def test_error_body_shapes(
@@ -209,6 +224,177 @@ def test_error_body_shapes(
     """OpenAI, Mistral, Anthropic, Gemini (list-wrapped), OpenRouter and odd bodies are all read."""
     info = parse_error_body(400, body, {})
     assert (info.message, info.code, info.type) == (message, code, kind)
+
+
+def test_a_long_validation_error_list_is_bounded() -> None:
+    """A 422 listing many errors says the first five and counts the rest, in 500 characters at most."""
+    many = {"detail": [{"loc": ["body", f"f{i}"], "msg": "field required"} for i in range(9)]}
+    said = parse_error_body(422, json.dumps(many), {}).message
+    assert said == "; ".join(f"body.f{i}: field required" for i in range(5)) + "; and 4 more"
+    huge = {"detail": [{"loc": ["body"], "msg": "x" * 2_000}]}
+    said = parse_error_body(422, json.dumps(huge), {}).message or ""
+    assert len(said) == 500
+    assert said.startswith("body: xxx")
+    assert said.endswith("x\u2026")
+
+
+def test_a_body_with_no_message_is_quoted_to_500_characters() -> None:
+    """With no message in a JSON body, its start is the message: 500 characters, the
+    last an ellipsis that says it was cut."""
+    body = json.dumps({"error": {"message": None, "padding": "p" * 1_000}})
+    error = status_error("p", 400, body, {}, parse_error_body(400, body, {}), "u")
+    assert error.provider_message == f"{body[:499]}\u2026"
+    assert str(error) == f"p returned HTTP 400 for POST u: {body[:499]}\u2026"
+    short = '{"error": {"message": null}}'
+    assert parse_error_body(400, short, {}).message == short  # whole: no ellipsis
+
+
+@pytest.mark.parametrize("control", ["\x1b", "\x00", "\x7f", "\x9b", "\u202e"])
+def test_a_quoted_body_shows_its_control_characters_escaped(control: str) -> None:
+    """A body quoted for want of a message writes its control characters (a terminal's
+    colour or erase sequence, a bidi override) as visible escapes, still 500 characters
+    at most and never cut inside an escape."""
+    said = parse_error_body(502, f"<p>{control}[31mred</p>", {}).message
+    assert said == f"<p>{one_line(control)}[31mred</p>"
+    long = parse_error_body(502, control * 1_000, {}).message or ""
+    assert len(long) <= 500
+    assert long == one_line(control) * (499 // len(one_line(control))) + "\u2026"
+
+
+def test_a_quoted_body_reads_on_one_line() -> None:
+    """A pretty-printed JSON body (or an HTML page) with no message is quoted on one
+    line, each run of whitespace one space, still 500 characters at most."""
+    body = json.dumps({"error": {"code": 5, "status": "UNAVAILABLE"}}, indent=2)
+    info = parse_error_body(503, body, {})
+    assert info.message == '{ "error": { "code": 5, "status": "UNAVAILABLE" } }'
+    assert info.quoted
+    page = "<html>\r\n  <body>\n\t<h1>502 Bad Gateway</h1>\u2028</body>\n</html>\n" * 40
+    said = parse_error_body(502, page, {}).message or ""
+    assert said.startswith("<html> <body> <h1>502 Bad Gateway</h1> </body> </html> <html> <body>")
+    assert len(said) == 500
+    assert said.splitlines() == [said]
+    assert not parse_error_body(400, '{"error": {"message": "bad"}}', {}).quoted
+
+
+#: A key a redirect's location holds (a server echoing it into a URL).
+_KEY = "sk-proj-REDIRECTED0123456789abcdefXYZ"
+
+#: Where the key starts in `test_a_redirect_names_where_it_leads`'s long location: the
+#: 500-character cut falls inside it.
+_CUT_AT = 499 - 10
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("https://new.example/v1/chat/completions", "https://new.example/v1/chat/completions"),
+        ("/v1/chat/completions", "https://old.example/v1/chat/completions"),
+        (
+            "https://bob:pw-1234@new.example/v1?key=sk-abcdef&alt=sse#tok",
+            "https://***@new.example/v1?key=***&alt=***#***",
+        ),
+        # urllib refuses these (an unclosed "["; on recent Pythons a bracketed host, no IP)
+        ("http://[::1/v1", "http://[::1/v1"),
+        ("http://[zz]/", "http://[zz]/"),
+        (f"http://[{_KEY}]/v1", "http://[***]/v1"),
+        # control characters as visible escapes: one line, no terminal sequence
+        ("https://new.example/v1\x1b[31mRED\u202e", "https://new.example/v1\\x1b[31mRED\\u202e"),
+        # 500 characters at most, a key masked before the cut (not its start left by it)
+        (
+            "https://new.example/" + "a" * 30_000,
+            ("https://new.example/" + "a" * 30_000)[:499] + "\u2026",
+        ),
+        (
+            f"https://new.example/{'a' * (_CUT_AT - 20)}{_KEY}/v1",
+            f"https://new.example/{'a' * (_CUT_AT - 20)}***/v1",
+        ),
+        (
+            f"https://new.example/{'a' * (_CUT_AT - 20)}{_KEY}{'b' * 600}",
+            f"https://new.example/{'a' * (_CUT_AT - 20)}***{'b' * 7}\u2026",
+        ),
+        # escaped first, then cut: 500 characters at most, no escape cut in two
+        (
+            "https://new.example/" + "\u202e" * 1_000,
+            "https://new.example/" + "\\u202e" * 79 + "\u2026",
+        ),
+        (
+            "https://new.example/" + "\x1b" * 1_000,
+            "https://new.example/" + "\\x1b" * 119 + "\u2026",
+        ),
+    ],
+)
+def test_a_redirect_names_where_it_leads(location: str, shown: str) -> None:
+    """A 3xx names its location (absolute; userinfo, query values, fragment and the
+    key masked; cut to 500 characters; escaped) and what to do; reading it never raises."""
+    headers = {"Location": location}
+    url = "https://old.example/chat/completions"
+    error = status_error("p", 301, "", headers, ErrorInfo(), url, (Secret(_KEY),))
+    assert type(error) is ProviderError
+    assert str(error) == (
+        f"p returned HTTP 301 for POST https://old.example/chat/completions (redirected to "
+        f"{shown}; toolfold follows no redirect: point base_url= at the new address)"
+    )
+    assert "pw-1234" not in str(error)
+    assert "sk-abcdef" not in str(error)
+    assert "sk-proj" not in str(error)  # nor a start of the key
+
+
+@pytest.mark.parametrize("status", [301, 307, 300, 305])
+def test_a_redirect_a_users_client_raised_for_shows_its_location_masked(status: int) -> None:
+    """A user's client that raises on the status (raise_for_status in an event hook):
+    httpx's text of a 3xx quotes its location raw (password, query values, control
+    characters, a newline, uncut, a key's start at any cut); the error names it as for
+    any 3xx, masked (the key too, before the cut), escaped and cut, on one line."""
+    start, shown = (
+        "https://bob:hunter2pass@new.example/v1/\x1b[31m\n",
+        "https://***@new.example/v1/\\x1b[31m",
+    )
+    pad = "a" * (_CUT_AT - len(shown))  # the key where the 500-character cut falls
+    location = f"{start}{pad}{_KEY}{'b' * 3_000}?session=OTHERTOKEN"
+    request = httpx.Request("POST", "https://old.example/v1/chat/completions")
+    response = httpx.Response(status, headers={"location": location}, request=request)
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        response.raise_for_status()
+    url = "https://old.example/v1/chat/completions"
+    error = transport_error("p", raised.value, url, secrets=(Secret(_KEY),))
+    expected = status_error("p", status, "", response.headers, ErrorInfo(), url, (Secret(_KEY),))
+    assert (type(error), str(error)) == (type(expected), str(expected))
+    text = str(error)
+    assert "new.example" in text
+    for hidden in ("hunter2pass", "OTHERTOKEN", "\x1b", "\n", "sk-proj"):
+        assert hidden not in text
+    assert len(text) < 700
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (308, "a redirect with no location header; toolfold follows no redirect: point base_url= "
+              "at the new address"),
+        (300, "multiple choices with no location header; toolfold follows no redirect: point "
+              "base_url= at the new address"),
+        (305, "no location header; toolfold follows no redirect: point base_url= at the new "
+              "address"),
+        (304, "Not Modified: the answer to a conditional request, which toolfold does not make; "
+              "a cache or proxy between it and the provider may have sent it"),
+    ],
+)  # fmt: skip
+def test_a_redirect_without_a_location_says_so(status: int, said: str) -> None:
+    """A 3xx with no location header still says toolfold follows none, and what to do;
+    a 304 is no redirect, whatever its headers."""
+    error = status_error("p", status, "", {}, ErrorInfo(), "u")
+    assert str(error) == f"p returned HTTP {status} for POST u ({said})"
+    with_location = status_error("p", 304, "", {"location": "/v2"}, ErrorInfo(), "u")
+    assert "/v2" not in str(with_location)
+
+
+def test_a_300_names_its_preferred_choice() -> None:
+    """A 300 Multiple Choices with a location names it as the preferred choice."""
+    error = status_error("p", 300, "", {"location": "/v2"}, ErrorInfo(), "https://h/v1")
+    assert str(error) == (
+        "p returned HTTP 300 for POST https://h/v1 (multiple choices, the preferred one at "
+        "https://h/v2; toolfold follows no redirect: point base_url= at the new address)"
+    )
 
 
 def test_gemini_retry_info_and_daily_quota() -> None:

@@ -180,6 +180,20 @@ def test_family_error_bodies_map_to_the_tree_with_the_provider_message() -> None
     assert isinstance(openrouter, RateLimitError)
     assert openrouter.retry_after == 3.0
     assert "Provider returned error (Google): rate-limited upstream" in str(openrouter)
+    # No message: the upstream's words alone, not a quote of the body before them
+    silent = _error(
+        502,
+        {"error": {"code": 502, "metadata": {"provider_name": "Fireworks", "raw": "timed out"}}},
+    )
+    assert silent.provider_message == "upstream error (Fireworks): timed out"
+    unnamed = {
+        "error": {
+            "message": None,
+            "code": 400,
+            "metadata": {"provider_name": None, "raw": "bad tool"},
+        }
+    }
+    assert _error(400, unnamed).provider_message == "upstream error: bad tool"
     groq = _error(
         400,
         {

@@ -500,6 +500,8 @@ def test_an_injected_client_that_follows_redirects_does_not_follow_a_call(
         with pytest.raises(ProviderError) as caught:
             run_sync() if mode == "sync" else asyncio.run(run())
         assert caught.value.status_code == 307
+        assert f"redirected to {target}; " in str(caught.value)
+        assert "point base_url= at the new address" in str(caught.value)
         assert len(http_server.requests) == 1
         assert elsewhere.requests == []
     finally:

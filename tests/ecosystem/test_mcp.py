@@ -382,6 +382,69 @@ def test_the_client_describes_a_very_deeply_nested_group_without_recursion_error
     assert _describe(error) == "Exception: group"
 
 
+def _nested(error: BaseException, depth: int) -> BaseException:
+    for _ in range(depth):
+        error = _Group("task group", [error])
+    return error
+
+
+def _sdk_error(code: int) -> BaseException:
+    from mcp.shared.exceptions import MCPError as SDKError
+
+    return SDKError(code, "Connection closed" if code == _CONNECTION_CLOSED else "boom")
+
+
+if sys.version_info >= (3, 11):
+    _Group: Any = ExceptionGroup  # noqa: F821 (a builtin from 3.11)
+else:  # Python 3.10: the backport anyio brings
+    from exceptiongroup import ExceptionGroup as _Group
+
+#: The SDK's code of a request failed because its session's transport closed.
+_CONNECTION_CLOSED = -32000
+
+
+@pytest.mark.parametrize(
+    ("failure", "lost"),
+    [
+        (lambda: _sdk_error(_CONNECTION_CLOSED), True),
+        (lambda: _Group("task group", [_sdk_error(_CONNECTION_CLOSED)]), True),
+        (lambda: _Group("task group", [ValueError("x"), _sdk_error(_CONNECTION_CLOSED)]), True),
+        (lambda: _nested(_sdk_error(_CONNECTION_CLOSED), 2), True),
+        (lambda: _nested(_sdk_error(_CONNECTION_CLOSED), 20), True),
+        (lambda: _Group("task group", [ValueError("x")]), False),
+        (lambda: _sdk_error(-32603), False),  # another code: that request's failure only
+        (lambda: _nested(_sdk_error(_CONNECTION_CLOSED), 21), False),  # read 20 deep at most
+        (lambda: ValueError("x"), False),
+    ],
+    ids=[
+        "closed",
+        "group[closed]",
+        "group[ValueError,closed]",
+        "nested",
+        "nested-20",
+        "group[ValueError]",
+        "other-code",
+        "nested-21",
+        "ValueError",
+    ],
+)
+def test_a_session_is_lost_when_a_failure_holds_the_closed_connection_error(
+    failure: Any, lost: bool
+) -> None:
+    """A request failing with the SDK's CONNECTION_CLOSED, alone or inside a task group's
+    exception group (nested up to 20 deep), marks the session lost (a stdio server: no
+    second request asked); any other failure, another code included, does not."""
+    from mcp_types import CONNECTION_CLOSED
+
+    from toolfold.mcp._client import _connection_closed
+
+    assert CONNECTION_CLOSED == _CONNECTION_CLOSED
+    server = MCPServerStdio(sys.executable, ["x"], name="s")
+    error = failure()
+    assert _connection_closed(error) is lost
+    assert asyncio.run(server._lost(error, None)) is lost
+
+
 def test_served_tools_get_a_run_context_their_timeout_and_sub_runs() -> None:
     """A RunContext (with deps), a tool's timeout and an agent as a tool work over MCP."""
     helper = Agent(ScriptedModel(["the helper's answer"]), name="helper").as_tool()
@@ -804,6 +867,21 @@ def test_a_server_that_cannot_start_is_a_clear_error() -> None:
     with pytest.raises(MCPError, match=r"'missing'.*could not start"):
         missing.open()
     assert not missing.is_open
+
+
+def test_a_server_exiting_before_the_handshake_says_where_its_reason_went() -> None:
+    """A server that writes its reason to stderr and exits: the error says the process went
+    away during the handshake and where its stderr went (the SDK keeps its exit code)."""
+    crash = "import sys; sys.stderr.write('fatal: bad config\\n'); sys.exit(3)"
+    crashing = MCPServerStdio(sys.executable, ["-c", crash], name="crashing")
+    with pytest.raises(MCPError) as caught:
+        crashing.open()
+    assert str(caught.value) == (
+        "MCP server 'crashing': could not start: MCPError: Connection closed (the server's "
+        "process ended, or closed its stdout, before it answered the MCP handshake; what it "
+        "wrote to stderr went to this process's stderr)"
+    )
+    assert not crashing.is_open
 
 
 def test_a_server_that_never_answers_fails_at_the_startup_timeout() -> None:

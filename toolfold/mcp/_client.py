@@ -354,10 +354,15 @@ class MCPServer:
         except Exception as exc:
             if exc is cancelled:
                 raise
-            raise self._error(f"could not start: {_describe(exc)}", exc) from exc
+            said = f"could not start: {_describe(exc)}{self._start_hint(exc)}"
+            raise self._error(said, exc) from exc
         except BaseException:  # Ctrl-C: stop the handshake too, rather than wait `timeout` for it
             task.cancel()
             raise
+
+    def _start_hint(self, exc: BaseException) -> str:
+        """What a failed start's message adds to what the SDK raised (``exc``): nothing here."""
+        return ""
 
     def _shutdown(self) -> None:
         """End the session and the portal; every step runs, then a failure is raised.
@@ -635,10 +640,7 @@ class MCPServer:
         Over HTTP one request's own stream ending early gives that code too,
         on a session that still works: there a second request decides.
         """
-        from mcp.shared.exceptions import MCPError as ProtocolError
-        from mcp_types import CONNECTION_CLOSED
-
-        if not (isinstance(exc, ProtocolError) and exc.code == CONNECTION_CLOSED):
+        if not _connection_closed(exc):
             return False
         return await self._gone(client)
 
@@ -737,6 +739,21 @@ class MCPServerStdio(MCPServer):
             "cwd": self.cwd,
             "name": None if self.name == self.command else self.name,
         }
+
+    def _start_hint(self, exc: BaseException) -> str:
+        """Where to look when the process went away during the handshake.
+
+        The SDK's ``Connection closed`` says only that the server's stdout
+        ended. Its exit code stays inside the SDK (``stdio_client`` keeps the
+        process to itself), and what it wrote to stderr went, as the SDK
+        passes it on, to this process's stderr: the message says so.
+        """
+        if not _connection_closed(exc):
+            return ""
+        return (
+            " (the server's process ended, or closed its stdout, before it answered the MCP "
+            "handshake; what it wrote to stderr went to this process's stderr)"
+        )
 
     def _target(self) -> Any:
         from mcp.client.stdio import StdioServerParameters
@@ -991,6 +1008,17 @@ def _describe(exc: BaseException, depth: int = 0) -> str:
     if isinstance(inner, (list, tuple)) and inner and depth < 20:
         return "; ".join(_describe(one, depth + 1) for one in inner)
     return describe_exception(exc)
+
+
+def _connection_closed(exc: BaseException, depth: int = 0) -> bool:
+    """Whether ``exc`` (or a member of its group) is the SDK's ``Connection closed``."""
+    from mcp.shared.exceptions import MCPError as SDKError
+    from mcp_types import CONNECTION_CLOSED
+
+    inner = getattr(exc, "exceptions", None)  # anyio task groups wrap what the server did
+    if isinstance(inner, (list, tuple)) and depth < 20:
+        return any(_connection_closed(one, depth + 1) for one in inner)
+    return isinstance(exc, SDKError) and exc.code == CONNECTION_CLOSED
 
 
 def _result_for_model(result: Any) -> Any:

@@ -15,6 +15,7 @@ with another shape passes its own parser to the transport.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -33,10 +34,11 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._codec import inband_stream_error
-from toolfold.adapters._http._keys import Secret, mask_cut_tail, redact
-from toolfold.adapters._http._retry import retry_after_seconds
+from toolfold.adapters._http._keys import Secret, mask_cut_tail, mask_url_credentials, redact
+from toolfold.adapters._http._retry import header_values, retry_after_seconds
 from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
+from toolfold.toolkit._results import one_line
 
 
 @attrs.frozen
@@ -52,6 +54,9 @@ class ErrorInfo:
         failed_generation: Groq's raw model output for ``tool_use_failed``.
         retryable: Overrides the status-based retry decision when not None
             (e.g. False for a per-day quota that will not clear soon).
+        quoted: ``message`` is the start of a body that held no message
+            (`parse_error_body`), not the provider's words: a parser adding
+            its own text to a message leaves such a quote out.
     """
 
     message: str | None = None
@@ -60,31 +65,71 @@ class ErrorInfo:
     retry_after: float | None = None
     failed_generation: str | None = None
     retryable: bool | None = None
+    quoted: bool = False
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+#: Characters of a body quoted as its message when no message is found in it, and
+#: the most a list of validation errors is written in.
+_QUOTED = 500
+
+#: Validation errors of a FastAPI ``detail`` list written out; the others are counted.
+_LISTED = 5
 
 
 def parse_error_body(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo:
     """Read a provider error body (any of the shapes in providers.md); never raises.
 
     A body that is not strict JSON (NaN, nesting deeper than the interpreter
-    reads) or whose fields have unexpected types still gives an `ErrorInfo`:
-    the fields that could be read, or the start of the text as the message.
+    reads), whose fields have unexpected types or that holds no message
+    (``"message": null``) still gives an `ErrorInfo`: the fields that could
+    be read, and the start of the text as the message when none was found
+    (`quoted`, on one line: see `_quote`). The transport passes a body
+    already scrubbed of secrets, so its start shows nothing ``body`` does not.
     """
-    fallback = ErrorInfo(message=encodable(body.strip()[:500]) or None)
     try:
         data: Any = loads(body) if body else None
     except ValueError:
-        return fallback
+        return _quote(ErrorInfo(), body)
     if isinstance(data, list) and data and isinstance(data[0], Mapping):
         data = data[0]  # Gemini sometimes wraps the error object in a list
     if not isinstance(data, Mapping):
-        return fallback
+        return _quote(ErrorInfo(), body)
     try:
-        return _error_info(data)
+        info = _error_info(data)
     except RecursionError:
-        return fallback
+        return _quote(ErrorInfo(), body)
+    return info if info.message else _quote(info, body)
+
+
+def _quote(info: ErrorInfo, body: str) -> ErrorInfo:
+    """``info`` with the start of ``body`` as its message, marked `quoted`: each run
+    of whitespace one space, so that a pretty-printed JSON body or an HTML page
+    reads on one line, and written as `_shown` has it (any other control
+    character escaped, `_QUOTED` characters at most)."""
+    # (its first _QUOTED words are that many characters at least: the rest is not split)
+    said = _shown(" ".join(body.split(None, _QUOTED)[:_QUOTED]))
+    return attrs.evolve(info, message=said or None, quoted=bool(said))
+
+
+def _shown(text: str) -> str:
+    """``text`` on one line (`one_line`: its control characters as visible escapes),
+    `_QUOTED` characters at most: when longer, as many as fit before an ellipsis,
+    an escape whole or not at all; lone surrogates as U+FFFD (`encodable`)."""
+    text = encodable(text[: _QUOTED + 1])  # (no more can show: the rest is not read)
+    line = one_line(text)
+    if len(line) <= _QUOTED:
+        return line
+    kept: list[str] = []
+    room = _QUOTED - 1
+    for char in text:  # (a character is one, or an escape of 4 or 6)
+        written = one_line(char)
+        room -= len(written)
+        if room < 0:
+            break
+        kept.append(written)
+    return "".join(kept) + "\u2026"
 
 
 def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
@@ -94,7 +139,7 @@ def _error_info(data: Mapping[str, Any]) -> ErrorInfo:
     if not isinstance(error, Mapping):
         error = data  # Mistral and old vLLM: the fields are at the top level
     return ErrorInfo(
-        message=_text(error.get("message")) or _text(data.get("detail")),
+        message=_said(error.get("message")) or _said(data.get("detail")),
         code=_text(error.get("code")),
         type=_text(error.get("type")) or _text(error.get("status")),
         retry_after=_gemini_retry_delay(error.get("details")),
@@ -110,6 +155,42 @@ def _text(value: Any) -> str | None:
     if isinstance(value, (bool, int, float)):
         return str(value)
     return None
+
+
+def _said(value: Any) -> str | None:
+    """The message a ``message`` or ``detail`` field holds: text, or validation errors.
+
+    FastAPI's 422 (Mistral's documented ``HTTPValidationError``, vLLM, many
+    proxies) is ``{"detail": [{"loc": [...], "msg": ..., "type": ...}]}``,
+    and Mistral also sends it as ``{"message": {"detail": [...]}}``: each
+    error is written ``body.messages: field required``, joined by ``; ``
+    (the first `_LISTED`, then how many more; as `_shown` has it).
+    """
+    if isinstance(value, Mapping):
+        if "msg" in value:
+            return _validation_errors([value])
+        return _said(value.get("message")) or _said(value.get("detail"))
+    if isinstance(value, list):
+        return _validation_errors(value)
+    return _text(value)
+
+
+def _validation_errors(errors: list[Any]) -> str | None:
+    said = [one for one in map(_validation_error, errors) if one]
+    if len(said) > _LISTED:
+        said[_LISTED:] = [f"and {len(said) - _LISTED} more"]
+    return _shown("; ".join(said))
+
+
+def _validation_error(error: Any) -> str | None:
+    if not isinstance(error, Mapping):
+        return _text(error)
+    msg = _text(error.get("msg")) or _text(error.get("message")) or _text(error.get("type"))
+    loc = error.get("loc")
+    where = ".".join(map(str, loc)) if isinstance(loc, list) else _text(loc)
+    if not msg:
+        return None
+    return f"{encodable(where)}: {msg}" if where else msg
 
 
 def _details(details: Any) -> list[Mapping[str, Any]]:
@@ -146,8 +227,9 @@ def status_error(
     headers: Mapping[str, str],
     info: ErrorInfo,
     url: str,
+    secrets: Iterable[Secret | None] = (),
 ) -> ProviderError:
-    """The `ProviderError` child for an HTTP error response.
+    """The `ProviderError` child for an HTTP error response; never raises.
 
     Args:
         provider: The provider name, for the message.
@@ -156,9 +238,14 @@ def status_error(
         headers: The response headers.
         info: What `parse_error_body` (or the adapter's parser) read from the body.
         url: The request URL, for the message (a password in it is scrubbed by the caller).
+        secrets: What to mask in the ``location`` a 3xx message shows, before it is
+            cut (`_location`): the caller scrubs the whole error afterwards, which
+            would miss the few characters of a secret that a cut left.
     """
     said = f": {info.message}" if info.message else ""
     message = f"{provider} returned HTTP {status} for POST {url}{said}"
+    if 300 <= status < 400:
+        message += _redirect(status, headers, url, secrets)
     common: dict[str, Any] = {
         "provider": provider,
         "status_code": status,
@@ -187,6 +274,58 @@ def status_error(
     if status >= 500:
         return ServerError(message, **common)
     return ProviderError(message, **common)
+
+
+#: The 3xx statuses that redirect: their ``location`` is where the request should go.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _redirect(
+    status: int, headers: Mapping[str, str], url: str, secrets: Iterable[Secret | None]
+) -> str:
+    """What a 3xx message adds: where it leads, and what to do, as toolfold follows none.
+
+    A 304 is no redirect: it answers a conditional request, which toolfold never
+    makes, and says so. A 300 offers choices, its ``location`` the preferred one.
+    """
+    if status == 304:
+        return (
+            " (Not Modified: the answer to a conditional request, which toolfold does not "
+            "make; a cache or proxy between it and the provider may have sent it)"
+        )
+    advice = "toolfold follows no redirect: point base_url= at the new address"
+    locations = header_values(headers, "location")
+    where = _location(locations[0], url, secrets) if locations and locations[0] else None
+    if status in _REDIRECTS:
+        said = f"redirected to {where}" if where else "a redirect with no location header"
+    elif status == 300:
+        said = (
+            f"multiple choices, the preferred one at {where}"
+            if where
+            else "multiple choices with no location header"
+        )
+    else:
+        said = f"location: {where}" if where else "no location header"
+    return f" ({said}; {advice})"
+
+
+def _location(location: str, url: str, secrets: Iterable[Secret | None]) -> str:
+    """A ``location`` header as a message shows it; never raises.
+
+    Made absolute (against the request's ``url``) and shown with any
+    ``user:password@``, query value and fragment masked (`mask_url_credentials`:
+    a key may sit in any of them) and ``secrets`` masked before it is cut
+    (`_shown`: its control characters as visible escapes, `_QUOTED` characters
+    at most; a cut inside a secret would leave its start, which scrubbing the
+    error later does not find). One that urllib cannot read (an unclosed ``[``; on
+    recent Pythons, a bracketed host that is no IP address) is shown as it came,
+    masked alike.
+    """
+    try:
+        shown = urllib.parse.urljoin(url, location)
+    except ValueError:
+        shown = location
+    return _shown(redact(encodable(mask_url_credentials(shown)), secrets))
 
 
 #: The roots of exceptions `transport_error` maps. Matching is by class name along
@@ -239,7 +378,13 @@ def _waited_for_a_slot(exc: BaseException) -> bool:
 
 
 def transport_error(
-    provider: str, exc: BaseException, url: str, *, streaming: bool = False, answered: bool = False
+    provider: str,
+    exc: BaseException,
+    url: str,
+    *,
+    streaming: bool = False,
+    answered: bool = False,
+    secrets: Iterable[Secret | None] = (),
 ) -> ProviderError:
     """The `ProviderError` child for an exception raised while talking HTTP.
 
@@ -251,6 +396,9 @@ def transport_error(
         answered: The head of a whole (not streamed) answer had arrived: a lost
             connection cut its body (a `ProviderConnectionError` that says so,
             not "cannot reach": the server was reached and answered).
+        secrets: What to mask before a cut: the ``location`` of a 3xx that a
+            user's client raised for (``raise_for_status`` in an event hook),
+            as `status_error` has it.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
@@ -274,7 +422,10 @@ def transport_error(
         response: Any = getattr(exc, "response", None)
         status = int(getattr(response, "status_code", 0))
         headers: Mapping[str, str] = getattr(response, "headers", {})
-        return status_error(provider, status, "", headers, ErrorInfo(message=str(exc)), url)
+        # httpx's text of a 3xx ends with the raw location (password, query values,
+        # control characters, uncut): `status_error` names it masked, cut and escaped.
+        info = ErrorInfo() if 300 <= status < 400 else ErrorInfo(message=str(exc))
+        return status_error(provider, status, "", headers, info, url, secrets)
     if streaming and (
         names & {"TransportError", "DecodingError", "ClientConnectionError", "ClientPayloadError"}
         or isinstance(exc, (OSError, EOFError))

@@ -437,12 +437,14 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
     the caller (only nonsense is ignored, and the backoff used).
     """
     waits = [
-        float(ms) / 1000.0 for value in _values(headers, "retry-after-ms") for ms in _delays(value)
+        float(ms) / 1000.0
+        for value in header_values(headers, "retry-after-ms")
+        for ms in _delays(value)
     ]
     if waits:
         return max(waits)
     clock = time.time() if now is None else now
-    for raw in _values(headers, "retry-after"):
+    for raw in header_values(headers, "retry-after"):
         # Its parts that are waits, as if each had come on a line of its own.
         waits.extend(wait for part in _parts(raw) if (wait := _wait(part, clock)) is not None)
     return max(waits) if waits else None
@@ -522,7 +524,7 @@ def should_retry_hint(headers: Mapping[str, str]) -> bool | None:
     """
     said = {
         token.strip().lower()
-        for value in _values(headers, "x-should-retry")
+        for value in header_values(headers, "x-should-retry")
         for token in value.split(",")
     }
     if "false" in said:
@@ -532,7 +534,7 @@ def should_retry_hint(headers: Mapping[str, str]) -> bool | None:
     return None
 
 
-def _values(headers: Mapping[str, str], name: str) -> list[str]:
+def header_values(headers: Mapping[str, str], name: str) -> list[str]:
     """Every value of header ``name`` (lower case), each line apart and stripped."""
     if not headers:
         return []

@@ -585,7 +585,9 @@ class Sender:
         if failed.cut:  # stopped inside an echoed secret, its start would show
             text = mask_cut_tail(text, self.secrets)
         info = self.error_parser(failed.status, text, failed.headers)
-        error = status_error(self.provider, failed.status, text, failed.headers, info, url)
+        error = status_error(
+            self.provider, failed.status, text, failed.headers, info, url, self.secrets
+        )
         if failed.cut:
             error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
         return self.scrub(error), info.retryable, info.retry_after
@@ -604,7 +606,8 @@ class Sender:
         what = malformed_answer(exc)
         if what is not None:  # answered, not lost: never sent again (see `_attempts`)
             return self.scrub(malformed_error(self.provider, call.url, what)), False
-        return self.scrub(transport_error(self.provider, exc, call.url)), None
+        error = transport_error(self.provider, exc, call.url, secrets=self.secrets)
+        return self.scrub(error), None
 
     async def _interim(self, response: Any, url: str) -> ProviderError:
         """The error of an answer whose final status is below 200, its connection let go.
@@ -634,7 +637,12 @@ class Sender:
             return exc
         return self.scrub(
             transport_error(
-                self.provider, exc, call.url, streaming=call.streaming, answered=not call.streaming
+                self.provider,
+                exc,
+                call.url,
+                streaming=call.streaming,
+                answered=not call.streaming,
+                secrets=self.secrets,
             )
         )
 

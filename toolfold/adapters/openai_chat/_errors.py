@@ -37,7 +37,9 @@ def parse_error(status: int, body: str, headers: Mapping[str, str]) -> ErrorInfo
     if raw is not None:
         upstream, detail = raw
         where = f" ({upstream})" if upstream else ""
-        info = attrs.evolve(info, message=f"{info.message or 'upstream error'}{where}: {detail}")
+        said = None if info.quoted else info.message  # (a quote of this very body: not words)
+        message = f"{said or 'upstream error'}{where}: {detail}"
+        info = attrs.evolve(info, message=message, quoted=False)
     return info
 
 
