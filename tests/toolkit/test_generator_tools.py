@@ -172,7 +172,9 @@ def test_an_awaitable_given_as_a_tool_result_to_resume_is_refused() -> None:
     state = agent.run("Look it up.").state
     loop = asyncio.new_event_loop()
     try:
-        with pytest.raises(UsageError, match=r"is an awaitable \(Future\), which was never awaited"):
+        with pytest.raises(
+            UsageError, match=r"is an awaitable \(Future\), which was never awaited"
+        ):
             agent.resume(state, tool_results={"r1": loop.create_future()})
     finally:
         loop.close()

@@ -1000,9 +1000,11 @@ def _result_part(
             )
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
     if inspect.isawaitable(value):
-        kind = "a coroutine" if inspect.iscoroutine(value) else f"an awaitable ({type(value).__name__})"
         if inspect.iscoroutine(value):
             value.close()  # never to run: closed, it is not reported as "never awaited"
+            kind = "a coroutine"
+        else:
+            kind = f"an awaitable ({type(value).__name__})"
         raise UsageError(
             f"tool_results[{call_id!r}] is {kind}, which was never awaited (a forgotten "
             "`await`?): await it and give its result"

@@ -802,13 +802,14 @@ async def _run_one(
     # What a sync call returned or raised on its thread (see `_call_noted`), when the
     # round keeps what had ended once interrupted (``finished``).
     noted: list[tuple[bool, Any]] | None = None
+    invoked: Any = None  # an async tool's coroutine
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
             invoked = job.tool.invoke(arguments, job.context)
             if _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
                 invoked = _keeping(invoked, stopped)
-            work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
+            work: asyncio.Future[Any] = asyncio.ensure_future(contained(invoked))
         elif timeout is None:
             if finished is None:
                 work = hand_off(_call_sync, job, arguments)
@@ -833,11 +834,14 @@ async def _run_one(
                 if not COUNTS_CANCELS and job.tool.is_async:
                     await awaited_apart(work)
                 value = await work
-                if inspect.isawaitable(value):
+                if type(value) is Escaped:  # (an async tool's: see `contained`)
+                    raise value.exc
+                if inspect.isawaitable(value):  # (a sync tool's)
                     value = await value
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
+                never_began(work, invoked)  # (cancelled before it began: never to run)
                 if not _stray_cancel(work, cancelling, before):
                     raise
                 outcome = failed_outcome(job, exc)
@@ -850,6 +854,7 @@ async def _run_one(
             note_thrown_exit(work)
             if noted is None:  # an async tool: its task may have ended, unread
                 _keep_done(finished, index, job, work)
+                never_began(work, invoked)
             else:
                 _keep_noted(finished, index, job, noted)
             raise
@@ -863,18 +868,20 @@ async def _run_one(
         done, _ = await asyncio.wait({work}, timeout=timeout)
         if done:
             try:
-                value = work.result()
-                if inspect.isawaitable(value):
-                    value = await value
+                value = work.result()  # (an async tool's: what it returned to await is awaited)
+                if type(value) is Escaped:
+                    raise value.exc
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:  # (the wait is over: the tool's own)
+                never_began(work, invoked)
                 outcome = failed_outcome(job, exc)
             else:
                 outcome = _finish(job, value)
         else:
             work.cancel()
             await asyncio.gather(work, return_exceptions=True)
+            never_began(work, invoked)
             outcome = _timed_out(job, timeout, stopped[0] if stopped else None)
         if finished is not None:
             finished[index] = outcome
@@ -882,6 +889,7 @@ async def _run_one(
         timed_out = done is not None and not done
         if not timed_out:
             _keep_done(finished, index, job, work)
+        never_began(work, invoked)
         work.cancel()
         # The sub-run stops on a task of its own: wait until it kept its state, but only
         # when cancelled (never with a Ctrl-C on its way out, which must not wait).
@@ -1050,7 +1058,11 @@ def _keep_done(
     if finished is None or index in finished or not work.done() or work.cancelled():
         return
     error = work.exception()
-    outcome = _ended(job, True, work.result()) if error is None else _ended(job, False, error)
+    if error is None:
+        value = work.result()
+        if type(value) is Escaped:
+            error = value.exc
+    outcome = _ended(job, True, value) if error is None else _ended(job, False, error)
     if outcome is not None:
         finished[index] = outcome
 
@@ -1156,6 +1168,47 @@ def _keep_ticketed(
             finished[index] = outcome
 
 
+class Escaped:
+    """The KeyboardInterrupt or SystemExit a call's task ended with, returned boxed (`contained`).
+
+    A task whose coroutine raises either is no future that holds it until
+    awaited: asyncio raises it out of the event loop at once, past the run
+    that awaits the task, which never learns of it (no `.state` to resume
+    from, the call's round lost; ``asyncio.run`` then cancels the run, a
+    cancellation nobody sees). Returned boxed, it is raised again by what
+    awaits the task, in the run's own task, as an exception from a worker
+    thread is: the run gives it its state.
+    """
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+async def contained(invoked: Awaitable[Any]) -> Any:
+    """What ``invoked`` (an async call, in a task of its own) returns, what it returns to
+    await awaited too (within the call's timeout, as the task is waited for), and a
+    KeyboardInterrupt or SystemExit it raises returned as an `Escaped` (see there)."""
+    try:
+        value = await invoked
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            value = await value
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return Escaped(exc)
+    return value
+
+
+def never_began(work: asyncio.Future[Any], invoked: Any) -> None:
+    """Close ``invoked``, what ``work`` (a task of `contained`) awaits, if it never began, and
+    cancel ``work``: it never runs (one that Ctrl-C or a cancellation reached before it began
+    never begins). A task cancelled before its first step closes its coroutine without
+    running it: ``invoked``, left unclosed, would be reported as "never awaited"."""
+    if inspect.iscoroutine(invoked) and inspect.getcoroutinestate(invoked) == inspect.CORO_CREATED:
+        work.cancel()  # (if it had not begun either: it never will)
+        invoked.close()
+
+
 async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:
     """``invoked`` (a sub-run), what interrupted it kept in ``stopped``."""
     try:
@@ -1213,25 +1266,27 @@ def _on_loop_now(
             value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             # Awaited as a task made in the tool's context, so what it sets stays its own.
-            return _awaited(job, context.run(_in_task, value), finished, index)
+            return _awaited(job, context.run(_in_task, value), value, finished, index)
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
     return _finish(job, value, started)
 
 
-def _in_task(value: Awaitable[T]) -> asyncio.Future[T]:
+def _in_task(value: Awaitable[Any]) -> asyncio.Future[Any]:
     import asyncio
 
-    return asyncio.ensure_future(value)
+    return asyncio.ensure_future(contained(value))
 
 
 async def _awaited(
     job: ToolJob,
     work: asyncio.Future[Any],
+    returned: Awaitable[Any],
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
 ) -> ToolOutcome:
-    """The outcome of ``work``, the task of what a ``blocking=False`` sync tool returned.
+    """The outcome of ``work``, the task of what a ``blocking=False`` sync tool returned
+    (``returned``, which it awaits: see `contained`).
 
     On Python 3.10 it is awaited apart (`awaited_apart`), as a lone async tool is: a
     cancellation of the run cancels it, waits for its end (what it returned on the way
@@ -1248,8 +1303,13 @@ async def _awaited(
                 _keep_done(finished, index, job, work)
                 raise
         value = await work
+        if type(value) is Escaped:  # (see `contained`)
+            raise value.exc
     except Exception as exc:
         return failed_outcome(job, exc)
+    except BaseException:
+        never_began(work, returned)
+        raise
     return _finish(job, value)
 
 

@@ -35,13 +35,16 @@ from toolfold.runtime.drive._cancels import (
 )
 from toolfold.runtime.drive._executor import (
     STANDING,
+    Escaped,
     Standing,
     ToolJob,
     ToolOutcome,
     asyncio_task,
+    contained,
     current_task,
     forget_thrown_exit,
     forwards,
+    never_began,
     raised_in_run,
     run_calls,
 )
@@ -608,9 +611,9 @@ async def _relayed_async(
 
     relay.target = put
     with resumed_round(live):  # (the task's context is a copy made here)
-        task = asyncio.ensure_future(
-            run_calls(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
-        )
+        # (contained: a call's Ctrl-C or SystemExit is raised here, not out of the loop)
+        calls = run_calls(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
+        task = asyncio.ensure_future(contained(calls))
     task.add_done_callback(lambda _: wake.set())
     try:
         while True:
@@ -620,12 +623,16 @@ async def _relayed_async(
                 break
             wake.clear()
             await wake.wait()
-        outcomes.append(task.result())
+        ran = task.result()
+        if type(ran) is Escaped:
+            raise ran.exc
+        outcomes.append(ran)
     except (Exception, GeneratorExit):
         if tools is not None and not task.done():
             tools.abandon()
         raise
     finally:
+        never_began(task, calls)  # (cancelled before it began, it never runs)
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
