@@ -1199,6 +1199,38 @@ async def contained(invoked: Awaitable[Any]) -> Any:
     return value
 
 
+# What `await_within` gives for an awaitable that outlived its time.
+TIMED_OUT: Any = object()
+
+
+async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
+    """What ``awaitable`` (what a sync tool with a timeout returned) gives, awaited as a task
+    (`contained`) for at most ``seconds``: `TIMED_OUT` when it outlived them (then it is
+    cancelled and waited for). What it raises is raised here (a KeyboardInterrupt too).
+
+    A wait, not ``asyncio.wait_for``: a TimeoutError the awaitable raises itself must
+    read as the tool's error, not as its timeout.
+    """
+    import asyncio
+
+    work = asyncio.ensure_future(contained(awaitable))
+    try:
+        done, _ = await asyncio.wait({work}, timeout=max(0.0, seconds))
+    except BaseException:  # cancelled, or Ctrl-C: it stops too
+        never_began(work, awaitable)
+        work.cancel()
+        raise
+    if not done:
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        never_began(work, awaitable)
+        return TIMED_OUT
+    value = work.result()
+    if type(value) is Escaped:
+        raise value.exc
+    return value
+
+
 def never_began(work: asyncio.Future[Any], invoked: Any) -> None:
     """Close ``invoked``, what ``work`` (a task of `contained`) awaits, if it never began, and
     cancel ``work``: it never runs (one that Ctrl-C or a cancellation reached before it began
@@ -1344,9 +1376,9 @@ async def _run_timed_sync(
             noted = []
             work, started = hand_off_timed(_call_noted, job, arguments, noted)
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
+        deadline = started.result() + timeout
         if not work.done():
-            remaining = started.result() + timeout - time.monotonic()
-            await asyncio.wait({work}, timeout=max(0.0, remaining))
+            await asyncio.wait({work}, timeout=max(0.0, deadline - time.monotonic()))
     except Exception:  # (the hand-off's: the call's error, see `_run_one`)
         raise
     except BaseException:  # cancelled, or Ctrl-C
@@ -1363,10 +1395,10 @@ async def _run_timed_sync(
             _keep_noted(finished, index, job, noted)
         raise
     if ticket is None:
-        return await _timed_outcome(job, work, timeout)
+        return await _timed_outcome(job, work, timeout, deadline)
     # A blocking round's call: kept as it ends (see `_run_one`).
     try:
-        outcome = await _timed_outcome(job, work, timeout)
+        outcome = await _timed_outcome(job, work, timeout, deadline)
         if finished is not None:
             finished[index] = outcome
     except BaseException:
@@ -1375,8 +1407,11 @@ async def _run_timed_sync(
     return outcome
 
 
-async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float) -> ToolOutcome:
-    """The outcome of a sync call with a timeout once its wait ended (see `_run_timed_sync`)."""
+async def _timed_outcome(
+    job: ToolJob, work: asyncio.Future[Any], timeout: float, deadline: float
+) -> ToolOutcome:
+    """The outcome of a sync call with a timeout once its wait ended (see `_run_timed_sync`);
+    what it returned to await is awaited until its ``deadline`` (`time.monotonic`)."""
     if not work.done():
         work.cancel()
         # Its thread cannot be stopped: another worker takes its place (unless the
@@ -1385,8 +1420,10 @@ async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float
         return _timed_out(job, timeout)
     try:
         value = work.result()
-        if inspect.isawaitable(value):
-            value = await value
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            value = await await_within(value, deadline - time.monotonic())
+            if value is TIMED_OUT:
+                return _timed_out(job, timeout)
     except Exception as exc:
         return failed_outcome(job, exc)
     return _finish(job, value)
