@@ -25,7 +25,7 @@ import inspect
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, TypeVar
 
 from toolfold._errors import ToolArgumentError, UsageError
 from toolfold.runtime.core._build import builder, new_tuple
@@ -50,7 +50,9 @@ from toolfold.runtime.drive._cancels import (
 )
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
+    ESCAPING,
     NOT_RUN,
+    Escaped,
     StopIterationCarrier,
     SyncInbox,
     Ticket,
@@ -785,6 +787,8 @@ async def _run_one(
         try:
             try:
                 value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+                if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
+                    raise_escaped(value)
                 if inspect.isawaitable(value):
                     value = await value
                 outcome = _finish(job, value)
@@ -834,8 +838,8 @@ async def _run_one(
                 if not COUNTS_CANCELS and job.tool.is_async:
                     await awaited_apart(work)
                 value = await work
-                if type(value) is Escaped:  # (an async tool's: see `contained`)
-                    raise value.exc
+                if type(value) is Escaped:  # (see `Escaped`)
+                    raise_escaped(value)
                 if inspect.isawaitable(value):  # (a sync tool's)
                     value = await value
             except Exception as exc:
@@ -870,7 +874,7 @@ async def _run_one(
             try:
                 value = work.result()  # (an async tool's: what it returned to await is awaited)
                 if type(value) is Escaped:
-                    raise value.exc
+                    raise_escaped(value)
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:  # (the wait is over: the tool's own)
@@ -1168,33 +1172,23 @@ def _keep_ticketed(
             finished[index] = outcome
 
 
-class Escaped:
-    """The KeyboardInterrupt or SystemExit a call's task ended with, returned boxed (`contained`).
-
-    A task whose coroutine raises either is no future that holds it until
-    awaited: asyncio raises it out of the event loop at once, past the run
-    that awaits the task, which never learns of it (no `.state` to resume
-    from, the call's round lost; ``asyncio.run`` then cancels the run, a
-    cancellation nobody sees). Returned boxed, it is raised again by what
-    awaits the task, in the run's own task, as an exception from a worker
-    thread is: the run gives it its state.
-    """
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
+def raise_escaped(escaped: Escaped) -> NoReturn:
+    """Raise what a call raised, which ``escaped`` carried (see `Escaped`): a GeneratorExit
+    marked as the run's own (`raised_in_run`), no caller's that stops iterating a stream."""
+    exc = escaped.exc
+    raised_in_run(exc)
+    raise exc
 
 
 async def contained(invoked: Awaitable[Any]) -> Any:
     """What ``invoked`` (an async call, in a task of its own) returns, what it returns to
     await awaited too (within the call's timeout, as the task is waited for), and a
-    KeyboardInterrupt or SystemExit it raises returned as an `Escaped` (see there)."""
+    KeyboardInterrupt, SystemExit or GeneratorExit it raises returned as an `Escaped`."""
     try:
         value = await invoked
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = await value
-    except (KeyboardInterrupt, SystemExit) as exc:
+    except ESCAPING as exc:
         return Escaped(exc)
     return value
 
@@ -1227,7 +1221,7 @@ async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
         return TIMED_OUT
     value = work.result()
     if type(value) is Escaped:
-        raise value.exc
+        raise_escaped(value)
     return value
 
 
@@ -1301,6 +1295,9 @@ def _on_loop_now(
             return _awaited(job, context.run(_in_task, value), value, finished, index)
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
+    except BaseException as exc:
+        raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
+        raise
     return _finish(job, value, started)
 
 
@@ -1336,7 +1333,7 @@ async def _awaited(
                 raise
         value = await work
         if type(value) is Escaped:  # (see `contained`)
-            raise value.exc
+            raise_escaped(value)
     except Exception as exc:
         return failed_outcome(job, exc)
     except BaseException:
@@ -1420,6 +1417,8 @@ async def _timed_outcome(
         return _timed_out(job, timeout)
     try:
         value = work.result()
+        if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
+            raise_escaped(value)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             value = await await_within(value, deadline - time.monotonic())
             if value is TIMED_OUT:

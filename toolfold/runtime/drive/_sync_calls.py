@@ -43,6 +43,7 @@ from toolfold.runtime.drive._executor import (
     await_within,
     failed_outcome,
     kept_sub_run,
+    raised_in_run,
 )
 from toolfold.runtime.drive._kept_loop import (
     _WATCHED,
@@ -326,6 +327,7 @@ def _run_inline(
     except Exception as exc:
         return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
+        raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
     return _finish(job, value, started)
@@ -506,6 +508,7 @@ def _settled(job: ToolJob, ok: bool, value: Any, started: float | None) -> ToolO
     `time.monotonic`): what it returned to await is awaited here, within its timeout."""
     if not ok:
         if not isinstance(value, Exception):
+            raised_in_run(value)  # (a GeneratorExit the tool raised: no stream's caller's)
             raise value  # KeyboardInterrupt, SystemExit...: not the model's to read
         return failed_outcome(job, value)
     try:
