@@ -78,14 +78,20 @@ async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) ->
     except BaseException as exc:
         import asyncio
 
-        join.failed.append(asyncio.current_task())
+        this = asyncio.current_task()
+        join.failed.append(this)
         escapes = isinstance(exc, _ESCAPING)
         if join.failure is None or (escapes and not isinstance(join.failure, _ESCAPING)):
             join.failure = exc
         if escapes:
             # Left to the join to raise: a task raising it would raise it out of the event
             # loop at once, past the join and whoever awaits it (a run, which then keeps
-            # no state). So the task returns, and the join raises it in its own task.
+            # no state). So the task returns, and the join raises it in its own task; the
+            # other tasks are cancelled now, as they are once it leaves the loop (Ctrl-C
+            # in a blocking run): one that had not begun never begins.
+            for task in join.tasks:
+                if task is not this and not task.done():
+                    task.cancel()
             return cast(T, _NONE)
         raise
     finally:
