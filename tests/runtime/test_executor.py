@@ -331,3 +331,86 @@ def test_the_kept_loop_cancels_what_a_blocking_call_left_running(
     # Before 3.12, with no task left anywhere, the leftover check does not walk the tasks.
     registry = getattr(asyncio.tasks, "_all_tasks", None)
     assert len(walks) == (1 if registry is None else 0)
+
+
+def _returning_awaitable(kind: str, awaited: Any, timeout: float) -> Tool[..., Any]:
+    """A tool named ``wrapper`` (sync or async, ``kind``) with ``timeout`` that returns the
+    coroutine ``awaited()`` makes, for the executor to await."""
+    if kind == "sync":
+
+        def wrapper(args: dict[str, Any]) -> Any:
+            return awaited()
+
+        return Tool("wrapper", "", {"type": "object"}, wrapper, timeout=timeout)
+
+    async def awrapper(args: dict[str, Any]) -> Any:
+        return awaited()
+
+    return Tool("wrapper", "", {"type": "object"}, awrapper, timeout=timeout)
+
+
+def _first_result(tools: list[Tool[..., Any]], names: list[str], how: str) -> Any:
+    """The result of the first call when a run calls ``names`` side by side (``how``: run,
+    arun), then answers."""
+    from toolfold import Agent
+
+    calls = [ScriptedModel.call(name, {}, id=f"c{i}") for i, name in enumerate(names)]
+    agent = Agent(ScriptedModel([calls, "done"]), tools=tools)
+    response = agent.run("go") if how == "run" else asyncio.run(agent.arun("go"))
+    return response.steps[0].tool_results[0]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("how", ["run", "arun"])
+@pytest.mark.parametrize("beside", [[], ["other"], ["aother"]], ids=["alone", "sync", "async"])
+def test_a_timeout_covers_the_awaitable_a_tool_returns(
+    kind: str, how: str, beside: list[str]
+) -> None:
+    """A tool with ``timeout=`` that returns an awaitable which never ends gets the timed-out
+    error result at its timeout (the awaitable cancelled), not the awaitable's late result."""
+    cancelled: list[bool] = []
+
+    async def hangs() -> str:
+        try:
+            await asyncio.Event().wait()  # never set: only the cancel ends it
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "late"
+
+    other = Tool("other", "", {"type": "object"}, lambda args: "other")
+
+    async def aother(args: dict[str, Any]) -> str:
+        return "aother"
+
+    tools = [
+        _returning_awaitable(kind, hangs, 0.05),
+        other,
+        Tool("aother", "", {"type": "object"}, aother),
+    ]
+    result = _first_result(tools, ["wrapper", *beside], how)
+    assert result.is_error
+    assert result.content == "Error: tool 'wrapper' timed out after 0.05 s."
+    assert cancelled == [True]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("how", ["run", "arun"])
+def test_an_awaitable_a_timed_tool_returns_gives_its_result_or_its_own_error(
+    kind: str, how: str
+) -> None:
+    """What a tool with ``timeout=`` returns to await gives its result when it ends in time;
+    a TimeoutError it raises itself is its error, not the tool's timeout."""
+
+    async def answers() -> str:
+        return "answered"
+
+    async def times_out() -> str:
+        raise TimeoutError("upstream")
+
+    ok = _first_result([_returning_awaitable(kind, answers, 60)], ["wrapper"], how)
+    assert (ok.content, ok.is_error) == ("answered", False)
+    failed = _first_result([_returning_awaitable(kind, times_out, 60)], ["wrapper"], how)
+    assert failed.is_error
+    assert "upstream" in failed.content
+    assert "timed out" not in failed.content

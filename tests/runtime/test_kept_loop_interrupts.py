@@ -218,8 +218,15 @@ def test_a_second_ctrl_c_in_the_kept_loop_clean_up_leaves_it_to_the_next_run(
 
     @tool
     async def stop() -> str:
-        """Ctrl-C, as a tool that raises it."""
-        raise KeyboardInterrupt
+        """Ctrl-C, raised as the signal's would be: by the loop, outside any task (one the
+        tool raised would be raised by the run's task, once the round's tasks had ended)."""
+
+        def ctrl_c() -> None:
+            raise KeyboardInterrupt
+
+        asyncio.get_running_loop().call_soon(ctrl_c)
+        await asyncio.Event().wait()  # never set: the Ctrl-C leaves the loop first
+        return "never"
 
     def reply(request: ModelRequest) -> Any:
         if any(m.tool_results for m in request.messages):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import logging
 import weakref
 from typing import Any
 
@@ -158,3 +159,44 @@ def test_a_task_running_runs_ended_by_generator_exit_keeps_no_runs_context() -> 
         assert [ref for ref in requests if ref() is not None] == []
 
     asyncio.run(worker())
+
+
+@pytest.mark.parametrize(
+    "calls", [["leaves"], ["aleaves"], ["aleaves", "fine"], ["fine", "leaves"]]
+)
+def test_an_async_stream_ended_by_a_tools_generator_exit_closes_cleanly(
+    calls: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An async stream whose tool raised GeneratorExit raises it with the run's state, and
+    leaves no generator of its own half closed: asyncio.run ends without "async generator
+    ignored GeneratorExit" at its shutdown."""
+    agent = toolfold.Agent(
+        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[leaves, aleaves, fine]
+    )
+
+    async def main() -> RunState | None:
+        with pytest.raises(GeneratorExit) as caught:
+            async for _ in agent.stream("go"):
+                pass
+        return toolfold.state_of(caught.value)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        state = asyncio.run(main())
+    assert not caplog.records
+    assert state is not None
+    assert state.phase == "running_tools"
+
+
+@pytest.mark.parametrize("calls", [["leaves"], ["aleaves"], ["fine", "leaves"]])
+def test_a_blocking_stream_hands_the_tools_generator_exit_its_state(calls: list[str]) -> None:
+    """A blocking stream: the GeneratorExit a tool raised carries the run's state (no caller
+    stopped iterating)."""
+    agent = toolfold.Agent(
+        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[leaves, aleaves, fine]
+    )
+    with pytest.raises(GeneratorExit) as caught:
+        for _ in agent.stream("go"):
+            pass
+    state = toolfold.state_of(caught.value)
+    assert state is not None
+    assert state.phase == "running_tools"

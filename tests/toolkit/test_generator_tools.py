@@ -146,6 +146,40 @@ def test_a_generator_given_as_a_tool_result_to_resume_is_refused() -> None:
         agent.resume(state, tool_results={"r1": (i for i in range(3))})
 
 
+def test_a_coroutine_given_as_a_tool_result_to_resume_is_refused() -> None:
+    """resume(tool_results=...) refuses a coroutine (a forgotten await), naming the call, and
+    closes it (no "never awaited" warning), instead of sending its repr as a success."""
+
+    async def fetch() -> str:
+        return "found"
+
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    pending = fetch()
+    with pytest.raises(UsageError, match=r"tool_results\['r1'\] is a coroutine.*forgotten `await`"):
+        agent.resume(state, tool_results={"r1": pending})
+    assert pending.cr_frame is None  # closed: it never runs, and warns of nothing
+    # Nothing was lost: the same state resumes with the awaited result.
+    resumed = agent.resume(state, tool_results={"r1": asyncio.run(fetch())})
+    assert resumed.messages[2].tool_results[0].content == "found"
+
+
+def test_an_awaitable_given_as_a_tool_result_to_resume_is_refused() -> None:
+    """resume(tool_results=...) refuses any awaitable (a future), naming its type."""
+    lookup = Tool("lookup", "Look something up.")
+    agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
+    state = agent.run("Look it up.").state
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(
+            UsageError, match=r"is an awaitable \(Future\), which was never awaited"
+        ):
+            agent.resume(state, tool_results={"r1": loop.create_future()})
+    finally:
+        loop.close()
+
+
 class _Countdown:
     """An iterator of its own: ``__iter__`` and ``__next__``, nothing JSON knows."""
 

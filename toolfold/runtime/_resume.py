@@ -10,6 +10,7 @@ cannot (the stored configuration): never silently ignored.
 from __future__ import annotations
 
 import hmac
+import inspect
 import json
 import os
 import sys
@@ -998,6 +999,16 @@ def _result_part(
                 f"tool_results[{call_id!r}] holds a part the model cannot be given: {problem}"
             )
         return ToolResultPart(call_id, name, describe_content(parts), parts=parts)
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # never to run: closed, it is not reported as "never awaited"
+            kind = "a coroutine"
+        else:
+            kind = f"an awaitable ({type(value).__name__})"
+        raise UsageError(
+            f"tool_results[{call_id!r}] is {kind}, which was never awaited (a forgotten "
+            "`await`?): await it and give its result"
+        )
     kind = stream_kind(value)
     if kind:
         raise UsageError(f"tool_results[{call_id!r}] is {kind}: read it and give its text")

@@ -25,7 +25,7 @@ import inspect
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, TypeVar
 
 from toolfold._errors import ToolArgumentError, UsageError
 from toolfold.runtime.core._build import builder, new_tuple
@@ -50,7 +50,9 @@ from toolfold.runtime.drive._cancels import (
 )
 from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
+    ESCAPING,
     NOT_RUN,
+    Escaped,
     StopIterationCarrier,
     SyncInbox,
     Ticket,
@@ -785,6 +787,8 @@ async def _run_one(
         try:
             try:
                 value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+                if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
+                    raise_escaped(value)
                 if inspect.isawaitable(value):
                     value = await value
                 outcome = _finish(job, value)
@@ -802,13 +806,14 @@ async def _run_one(
     # What a sync call returned or raised on its thread (see `_call_noted`), when the
     # round keeps what had ended once interrupted (``finished``).
     noted: list[tuple[bool, Any]] | None = None
+    invoked: Any = None  # an async tool's coroutine
     try:
         if job.tool.is_async:
             # A task of its own, so the tool's context changes stay its own.
             invoked = job.tool.invoke(arguments, job.context)
             if _SUB_RUN in job.tool.__dict__:  # (it has a timeout)
                 invoked = _keeping(invoked, stopped)
-            work: asyncio.Future[Any] = asyncio.ensure_future(invoked)
+            work: asyncio.Future[Any] = asyncio.ensure_future(contained(invoked))
         elif timeout is None:
             if finished is None:
                 work = hand_off(_call_sync, job, arguments)
@@ -833,11 +838,14 @@ async def _run_one(
                 if not COUNTS_CANCELS and job.tool.is_async:
                     await awaited_apart(work)
                 value = await work
-                if inspect.isawaitable(value):
+                if type(value) is Escaped:  # (see `Escaped`)
+                    raise_escaped(value)
+                if inspect.isawaitable(value):  # (a sync tool's)
                     value = await value
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
+                never_began(work, invoked)  # (cancelled before it began: never to run)
                 if not _stray_cancel(work, cancelling, before):
                     raise
                 outcome = failed_outcome(job, exc)
@@ -850,6 +858,7 @@ async def _run_one(
             note_thrown_exit(work)
             if noted is None:  # an async tool: its task may have ended, unread
                 _keep_done(finished, index, job, work)
+                never_began(work, invoked)
             else:
                 _keep_noted(finished, index, job, noted)
             raise
@@ -863,18 +872,20 @@ async def _run_one(
         done, _ = await asyncio.wait({work}, timeout=timeout)
         if done:
             try:
-                value = work.result()
-                if inspect.isawaitable(value):
-                    value = await value
+                value = work.result()  # (an async tool's: what it returned to await is awaited)
+                if type(value) is Escaped:
+                    raise_escaped(value)
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:  # (the wait is over: the tool's own)
+                never_began(work, invoked)
                 outcome = failed_outcome(job, exc)
             else:
                 outcome = _finish(job, value)
         else:
             work.cancel()
             await asyncio.gather(work, return_exceptions=True)
+            never_began(work, invoked)
             outcome = _timed_out(job, timeout, stopped[0] if stopped else None)
         if finished is not None:
             finished[index] = outcome
@@ -882,6 +893,7 @@ async def _run_one(
         timed_out = done is not None and not done
         if not timed_out:
             _keep_done(finished, index, job, work)
+        never_began(work, invoked)
         work.cancel()
         # The sub-run stops on a task of its own: wait until it kept its state, but only
         # when cancelled (never with a Ctrl-C on its way out, which must not wait).
@@ -1050,7 +1062,11 @@ def _keep_done(
     if finished is None or index in finished or not work.done() or work.cancelled():
         return
     error = work.exception()
-    outcome = _ended(job, True, work.result()) if error is None else _ended(job, False, error)
+    if error is None:
+        value = work.result()
+        if type(value) is Escaped:
+            error = value.exc
+    outcome = _ended(job, True, value) if error is None else _ended(job, False, error)
     if outcome is not None:
         finished[index] = outcome
 
@@ -1156,6 +1172,69 @@ def _keep_ticketed(
             finished[index] = outcome
 
 
+def raise_escaped(escaped: Escaped) -> NoReturn:
+    """Raise what a call raised, which ``escaped`` carried (see `Escaped`): a GeneratorExit
+    marked as the run's own (`raised_in_run`), no caller's that stops iterating a stream."""
+    exc = escaped.exc
+    raised_in_run(exc)
+    raise exc
+
+
+async def contained(invoked: Awaitable[Any]) -> Any:
+    """What ``invoked`` (an async call, in a task of its own) returns, what it returns to
+    await awaited too (within the call's timeout, as the task is waited for), and a
+    KeyboardInterrupt, SystemExit or GeneratorExit it raises returned as an `Escaped`."""
+    try:
+        value = await invoked
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            value = await value
+    except ESCAPING as exc:
+        return Escaped(exc)
+    return value
+
+
+# What `await_within` gives for an awaitable that outlived its time.
+TIMED_OUT: Any = object()
+
+
+async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
+    """What ``awaitable`` (what a sync tool with a timeout returned) gives, awaited as a task
+    (`contained`) for at most ``seconds``: `TIMED_OUT` when it outlived them (then it is
+    cancelled and waited for). What it raises is raised here (a KeyboardInterrupt too).
+
+    A wait, not ``asyncio.wait_for``: a TimeoutError the awaitable raises itself must
+    read as the tool's error, not as its timeout.
+    """
+    import asyncio
+
+    work = asyncio.ensure_future(contained(awaitable))
+    try:
+        done, _ = await asyncio.wait({work}, timeout=max(0.0, seconds))
+    except BaseException:  # cancelled, or Ctrl-C: it stops too
+        never_began(work, awaitable)
+        work.cancel()
+        raise
+    if not done:
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        never_began(work, awaitable)
+        return TIMED_OUT
+    value = work.result()
+    if type(value) is Escaped:
+        raise_escaped(value)
+    return value
+
+
+def never_began(work: asyncio.Future[Any], invoked: Any) -> None:
+    """Close ``invoked``, what ``work`` (a task of `contained`) awaits, if it never began, and
+    cancel ``work``: it never runs (one that Ctrl-C or a cancellation reached before it began
+    never begins). A task cancelled before its first step closes its coroutine without
+    running it: ``invoked``, left unclosed, would be reported as "never awaited"."""
+    if inspect.iscoroutine(invoked) and inspect.getcoroutinestate(invoked) == inspect.CORO_CREATED:
+        work.cancel()  # (if it had not begun either: it never will)
+        invoked.close()
+
+
 async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:
     """``invoked`` (a sub-run), what interrupted it kept in ``stopped``."""
     try:
@@ -1213,25 +1292,30 @@ def _on_loop_now(
             value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             # Awaited as a task made in the tool's context, so what it sets stays its own.
-            return _awaited(job, context.run(_in_task, value), finished, index)
+            return _awaited(job, context.run(_in_task, value), value, finished, index)
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
+    except BaseException as exc:
+        raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
+        raise
     return _finish(job, value, started)
 
 
-def _in_task(value: Awaitable[T]) -> asyncio.Future[T]:
+def _in_task(value: Awaitable[Any]) -> asyncio.Future[Any]:
     import asyncio
 
-    return asyncio.ensure_future(value)
+    return asyncio.ensure_future(contained(value))
 
 
 async def _awaited(
     job: ToolJob,
     work: asyncio.Future[Any],
+    returned: Awaitable[Any],
     finished: dict[int, ToolOutcome] | None = None,
     index: int = 0,
 ) -> ToolOutcome:
-    """The outcome of ``work``, the task of what a ``blocking=False`` sync tool returned.
+    """The outcome of ``work``, the task of what a ``blocking=False`` sync tool returned
+    (``returned``, which it awaits: see `contained`).
 
     On Python 3.10 it is awaited apart (`awaited_apart`), as a lone async tool is: a
     cancellation of the run cancels it, waits for its end (what it returned on the way
@@ -1248,8 +1332,13 @@ async def _awaited(
                 _keep_done(finished, index, job, work)
                 raise
         value = await work
+        if type(value) is Escaped:  # (see `contained`)
+            raise_escaped(value)
     except Exception as exc:
         return failed_outcome(job, exc)
+    except BaseException:
+        never_began(work, returned)
+        raise
     return _finish(job, value)
 
 
@@ -1284,9 +1373,9 @@ async def _run_timed_sync(
             noted = []
             work, started = hand_off_timed(_call_noted, job, arguments, noted)
         await asyncio.wait({work, started}, return_when=asyncio.FIRST_COMPLETED)
+        deadline = started.result() + timeout
         if not work.done():
-            remaining = started.result() + timeout - time.monotonic()
-            await asyncio.wait({work}, timeout=max(0.0, remaining))
+            await asyncio.wait({work}, timeout=max(0.0, deadline - time.monotonic()))
     except Exception:  # (the hand-off's: the call's error, see `_run_one`)
         raise
     except BaseException:  # cancelled, or Ctrl-C
@@ -1303,10 +1392,10 @@ async def _run_timed_sync(
             _keep_noted(finished, index, job, noted)
         raise
     if ticket is None:
-        return await _timed_outcome(job, work, timeout)
+        return await _timed_outcome(job, work, timeout, deadline)
     # A blocking round's call: kept as it ends (see `_run_one`).
     try:
-        outcome = await _timed_outcome(job, work, timeout)
+        outcome = await _timed_outcome(job, work, timeout, deadline)
         if finished is not None:
             finished[index] = outcome
     except BaseException:
@@ -1315,8 +1404,11 @@ async def _run_timed_sync(
     return outcome
 
 
-async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float) -> ToolOutcome:
-    """The outcome of a sync call with a timeout once its wait ended (see `_run_timed_sync`)."""
+async def _timed_outcome(
+    job: ToolJob, work: asyncio.Future[Any], timeout: float, deadline: float
+) -> ToolOutcome:
+    """The outcome of a sync call with a timeout once its wait ended (see `_run_timed_sync`);
+    what it returned to await is awaited until its ``deadline`` (`time.monotonic`)."""
     if not work.done():
         work.cancel()
         # Its thread cannot be stopped: another worker takes its place (unless the
@@ -1325,8 +1417,12 @@ async def _timed_outcome(job: ToolJob, work: asyncio.Future[Any], timeout: float
         return _timed_out(job, timeout)
     try:
         value = work.result()
-        if inspect.isawaitable(value):
-            value = await value
+        if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
+            raise_escaped(value)
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            value = await await_within(value, deadline - time.monotonic())
+            if value is TIMED_OUT:
+                return _timed_out(job, timeout)
     except Exception as exc:
         return failed_outcome(job, exc)
     return _finish(job, value)

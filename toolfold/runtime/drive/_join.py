@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,6 +36,9 @@ _CONTEXT_ARG = sys.version_info >= (3, 11)
 
 
 _NONE: Any = object()
+
+# What a task re-raises out of the event loop rather than hold until awaited.
+_ESCAPING = (KeyboardInterrupt, SystemExit)
 
 
 class _Join:
@@ -75,10 +78,21 @@ async def _branch(join: _Join, index: int, coroutine: Coroutine[Any, Any, T]) ->
     except BaseException as exc:
         import asyncio
 
-        # (an eager task that raised Ctrl-C never reaches the join's list)
-        join.failed.append(asyncio.current_task())
-        if join.failure is None:
+        this = asyncio.current_task()
+        join.failed.append(this)
+        escapes = isinstance(exc, _ESCAPING)
+        if join.failure is None or (escapes and not isinstance(join.failure, _ESCAPING)):
             join.failure = exc
+        if escapes:
+            # Left to the join to raise: a task raising it would raise it out of the event
+            # loop at once, past the join and whoever awaits it (a run, which then keeps
+            # no state). So the task returns, and the join raises it in its own task; the
+            # other tasks are cancelled now, as they are once it leaves the loop (Ctrl-C
+            # in a blocking run): one that had not begun never begins.
+            for task in join.tasks:
+                if task is not this and not task.done():
+                    task.cancel()
+            return cast(T, _NONE)
         raise
     finally:
         join.running -= 1

@@ -39,11 +39,14 @@ from toolfold.runtime.drive._executor import (
     ToolJob,
     ToolOutcome,
     asyncio_task,
+    contained,
     current_task,
     forget_thrown_exit,
     forwards,
+    never_began,
     raised_in_run,
     run_calls,
+    thrown_exit,
 )
 from toolfold.runtime.drive._kept_loop import (
     INTERRUPT_WAITS,
@@ -77,6 +80,7 @@ from toolfold.runtime.drive._output import restored
 from toolfold.runtime.drive._relay import Relay
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import RunTrace, ToolsTrace, end_run, start_run
+from toolfold.runtime.drive._workers import Escaped
 
 _log = logging.getLogger("toolfold.runtime")
 
@@ -197,10 +201,24 @@ def stamp(loop: Generator[Any, Any, Any], exc: BaseException, *, streamed: bool 
     try:
         if not is_interruption(exc) and not takes_state(exc):
             return
+        # A GeneratorExit thrown into a generator where it delegates (``yield from``) closes
+        # what it delegates to with a new one, which would get the state: thrown in its place.
+        thrown = _InPlaceOfExit() if isinstance(exc, GeneratorExit) else exc
         with suppress(BaseException):  # the very exception comes back: the caller raises it
-            loop.throw(exc)
+            loop.throw(thrown)
+        if thrown is not exc:
+            state = getattr(thrown, "state", None)
+            if state is not None:
+                exc.state = state  # type: ignore[attr-defined]
+                noted = thrown_exit()  # (see `note_thrown_exit`)
+                if noted is not None:
+                    noted.state = state  # type: ignore[attr-defined]
     finally:  # the run has handed its state (if any) to a tool's GeneratorExit: the run ends
         forget_thrown_exit()
+
+
+class _InPlaceOfExit(BaseException):
+    """Thrown into a run's loop in place of a GeneratorExit that interrupts it (`stamp`)."""
 
 
 async def throw_into(events: AsyncGenerator[Any, Any], exc: BaseException) -> None:
@@ -608,9 +626,9 @@ async def _relayed_async(
 
     relay.target = put
     with resumed_round(live):  # (the task's context is a copy made here)
-        task = asyncio.ensure_future(
-            run_calls(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
-        )
+        # (contained: a call's Ctrl-C or SystemExit is raised here, not out of the loop)
+        calls = run_calls(jobs, max_concurrency=live.max_concurrency, finished=op.finished)
+        task = asyncio.ensure_future(contained(calls))
     task.add_done_callback(lambda _: wake.set())
     try:
         while True:
@@ -620,12 +638,16 @@ async def _relayed_async(
                 break
             wake.clear()
             await wake.wait()
-        outcomes.append(task.result())
+        ran = task.result()
+        if type(ran) is Escaped:
+            raise ran.exc
+        outcomes.append(ran)
     except (Exception, GeneratorExit):
         if tools is not None and not task.done():
             tools.abandon()
         raise
     finally:
+        never_began(task, calls)  # (cancelled before it began, it never runs)
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -26,6 +26,7 @@ from toolfold.runtime.drive._executor import (
     _TWIN,
     DEFAULT_MAX_CONCURRENCY,
     STANDING,
+    TIMED_OUT,
     Standing,
     ToolJob,
     ToolOutcome,
@@ -39,8 +40,10 @@ from toolfold.runtime.drive._executor import (
     _time_finished,
     _timed,
     _timed_out,
+    await_within,
     failed_outcome,
     kept_sub_run,
+    raised_in_run,
 )
 from toolfold.runtime.drive._kept_loop import (
     _WATCHED,
@@ -324,6 +327,7 @@ def _run_inline(
     except Exception as exc:
         return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
+        raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
     return _finish(job, value, started)
@@ -371,7 +375,7 @@ def _run_threaded(
             _store_ended(running, ready, outcomes, _settled, kept)
             _time_out(running, ready, outcomes, kept)
     except BaseException as exc:
-        _store_ended(running, ready, outcomes, _ended, kept)
+        _store_ended(running, ready, outcomes, _ended_here, kept)
         if isinstance(exc, _Fired):
             _wait_running(inbox, running, ready, outcomes, tell=False, kept=kept)
             raise KeyboardInterrupt from None
@@ -391,11 +395,11 @@ def _store_ended(
     running: dict[int, Ticket],
     ready: Sequence[tuple[ToolJob, dict[str, Any]]],
     outcomes: list[ToolOutcome | None],
-    outcome_of: Callable[[ToolJob, bool, Any], ToolOutcome | None],
+    outcome_of: Callable[[ToolJob, bool, Any, float | None], ToolOutcome | None],
     kept: Callable[[int, ToolOutcome], None] | None = None,
 ) -> None:
     """Put in ``outcomes`` those of the running calls that ended (``ticket.ended``), each
-    made by ``outcome_of`` (`_settled`; `_ended` once the round was interrupted: nothing
+    made by ``outcome_of`` (`_settled`; `_ended_here` once the round was interrupted: nothing
     more of them runs), given to ``kept`` too, and take them out of ``running``.
 
     A call leaves ``running`` only once its outcome is stored (unless it has none:
@@ -406,7 +410,7 @@ def _store_ended(
         if ended is None:
             continue
         if outcomes[index] is None:
-            outcome = outcome_of(ready[index][0], *ended)
+            outcome = outcome_of(ready[index][0], *ended, ticket.started)
             if outcome is not None:
                 outcomes[index] = outcome
                 if kept is not None:
@@ -461,7 +465,7 @@ def _wait_running(
     for index, ticket in list(running.items()):
         if ticket.started is None:
             del running[index]
-    _store_ended(running, ready, outcomes, _ended, kept)
+    _store_ended(running, ready, outcomes, _ended_here, kept)
     if not running:
         return
     try:
@@ -470,10 +474,10 @@ def _wait_running(
         while running:
             with contextlib.suppress(Empty):
                 inbox.get(_next_deadline(running, ready))
-            _store_ended(running, ready, outcomes, _ended, kept)
+            _store_ended(running, ready, outcomes, _ended_here, kept)
             _time_out(running, ready, outcomes, kept)
     except BaseException:  # a second Ctrl-C: what ended is kept, the rest runs again on resume
-        _store_ended(running, ready, outcomes, _ended, kept)
+        _store_ended(running, ready, outcomes, _ended_here, kept)
         raise
 
 
@@ -499,14 +503,29 @@ def _next_deadline(
     return min(waits) if waits else None
 
 
-def _settled(job: ToolJob, ok: bool, value: Any) -> ToolOutcome:
+def _settled(job: ToolJob, ok: bool, value: Any, started: float | None) -> ToolOutcome:
+    """The outcome of a call that ended on its thread (``started``: when, by
+    `time.monotonic`): what it returned to await is awaited here, within its timeout."""
     if not ok:
         if not isinstance(value, Exception):
+            raised_in_run(value)  # (a GeneratorExit the tool raised: no stream's caller's)
             raise value  # KeyboardInterrupt, SystemExit...: not the model's to read
         return failed_outcome(job, value)
     try:
-        if inspect.isawaitable(value):
-            value = run_blocking(lambda: _await(value))
+        if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
+            timeout = _timeout_of(job)
+            if timeout is None or started is None:
+                value = run_blocking(lambda: _await(value))
+            else:
+                left = started + timeout - time.monotonic()
+                value = run_blocking(lambda: await_within(value, left))
+                if value is TIMED_OUT:
+                    return _timed_out(job, timeout)
     except Exception as exc:
         return failed_outcome(job, exc)
     return _finish(job, value)
+
+
+def _ended_here(job: ToolJob, ok: bool, value: Any, started: float | None) -> ToolOutcome | None:
+    """`_ended`, for `_store_ended` once the round was interrupted (``started`` unread)."""
+    return _ended(job, ok, value)

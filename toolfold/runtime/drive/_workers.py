@@ -79,6 +79,33 @@ T = TypeVar("T")
 _Job = tuple[Any, Any, contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
+# What a call's task, or a worker's future, returns boxed rather than raise (see `Escaped`).
+ESCAPING = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+class Escaped:
+    """A KeyboardInterrupt, SystemExit or GeneratorExit a call raised, returned boxed by its
+    task (`contained`) or its worker's future, for the run's code awaiting it to raise again.
+
+    A task whose coroutine raises KeyboardInterrupt or SystemExit holds it
+    for no awaiter: asyncio raises it out of the event loop at once, past
+    the run that awaits the task, which never learns of it (no `.state` to
+    resume from; ``asyncio.run`` then cancels the run, a cancellation nobody
+    sees). A GeneratorExit a future holds is thrown into its awaiting task's
+    outermost coroutine, which closes what that awaits rather than raise it
+    there: an async stream's generators are left running, and
+    ``asyncio.run`` fails to close them at its end ("async generator ignored
+    GeneratorExit"). Raised again by a plain ``raise`` where the run awaits
+    the call, it goes up through the run as any exception does, and the run
+    gives it its state.
+    """
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 class StopIterationCarrier(RuntimeError):
     """A tool's `StopIteration`, carried through an `asyncio.Future` (which refuses one),
     or a `StopIteration` or `StopAsyncIteration` its ``validate_arguments`` raised, through
@@ -154,6 +181,8 @@ class _Inbox:
                 # Carried instead, and taken out where the call's outcome is made
                 # (`carried`): the model reads it as a blocking run's call shows it.
                 future.set_exception(StopIterationCarrier(value))
+            elif isinstance(value, GeneratorExit):  # (see `Escaped`)
+                future.set_result(Escaped(value))
             else:
                 future.set_exception(value)
 
