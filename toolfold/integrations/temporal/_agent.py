@@ -264,12 +264,36 @@ class AgentHandle:
         A state too large for one query answer (4 MB, without external
         storage) is read in parts.
 
+        A query is answered by a worker: with none polling the run's task
+        queue (a finished run's too), Temporal holds it about 30 seconds,
+        then gives up.
+
         Raises:
             UsageError: No workflow has the handle's id (see `result`), or
-                the handle's client has no toolfold data converter.
+                the handle's client has no toolfold data converter, or no
+                worker answered the query: none polls the run's task queue
+                (the error names it; Temporal's ``RPCError`` is its
+                ``__cause__``).
         """
         self._check("state")
-        return await self._state(None)
+        try:
+            return await self._state(None)
+        except RPCError as exc:
+            if not _unanswered(exc):
+                raise
+            raise UsageError(await self._unanswered_message(exc)) from exc
+
+    async def _unanswered_message(self, exc: RPCError) -> str:
+        """What `state` says when no worker answered its query (`_unanswered`)."""
+        try:
+            queue = f" {(await self.workflow.describe()).task_queue!r}"
+        except RPCError:
+            queue = ""
+        return (
+            f"AgentHandle.state(): no worker answered the state query of the run "
+            f"{self.workflow.id!r}: no worker polls its task queue{queue} (Temporal said: "
+            f"{exc.message}); start one with ToolfoldPlugin and this agent on that queue"
+        )
 
     async def _state(self, timeout: timedelta | None) -> RunState:
         """`state`, each query waiting at most ``timeout`` for its answer (None: Temporal's)."""
@@ -690,6 +714,18 @@ def _namespace_missing(exc: RPCError) -> bool:
     if details:
         return any(d.type_url.endswith(".NamespaceNotFoundFailure") for d in details)
     return exc.message.lower().startswith("namespace ")
+
+
+def _unanswered(exc: RPCError) -> bool:
+    """Whether Temporal's ``exc`` says no worker answered a query: none polled the task
+    queue lately (``FAILED_PRECONDITION``, "no poller seen for task queue recently"), or
+    none answered before the query's deadline (a queue no worker ever polled)."""
+    message = exc.message.lower()
+    if exc.status == RPCStatusCode.FAILED_PRECONDITION:
+        return "no poller" in message
+    return exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED) and (
+        "timeout" in message or "deadline" in message
+    )
 
 
 def _too_large(failure: BaseException | None) -> bool:

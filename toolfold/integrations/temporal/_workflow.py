@@ -13,8 +13,9 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import zlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ import attrs
 from temporalio import workflow
 from temporalio.api.common.v1 import Payloads
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ActivityCancellationType
 
@@ -162,6 +163,20 @@ STREAMED_CANCEL_WAITS = "toolfold-streamed-cancel-waits"
 activity to stop, to count the usage it reports; unstreamed, it ends at once. Set only by a
 worker whose agent streams, and read from the history on replay (`_waits_on_cancel`), so a
 cancelled run replays as it ran whatever handler the replaying worker has."""
+TOOL_FAILURES_RETURNED = "toolfold-tool-failures-returned"
+"""The `workflow.patched` id of a tool activity that failed for good (it ran past
+``tool_timeout``, or Temporal's retries were used up) giving its call an error result, as a
+local tool that times out or fails does (`_failed_tool`; runs recorded before failed with
+Temporal's ``ActivityError``: they replay so)."""
+MISSING_WAITS = "toolfold-missing-waits"
+"""The `workflow.patched` id of a worker that lacks the run's agent or a tool it calls
+failing the workflow task (`NotOnThisWorker`: Temporal retries it until a worker that has
+them takes it), where runs recorded before failed for good. Asked as each history starts,
+so that a history recorded since replays with the task failure on a worker that lacks them."""
+NOT_RETRIED = "TemporalTimeout:StartToClose"
+"""The retry policy's ``non_retryable_error_types`` entry that has Temporal not retry an
+activity that ran past its start-to-close timeout (the server's ``TemporalTimeout:`` prefix
+and timeout type): a heartbeat timeout, a worker that died, is still retried."""
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's limit on one payload (the server's ``limit.blobSize.error``, 2 MiB by default)."""
 PAYLOAD_TOO_LARGE = "PayloadTooLargeError"
@@ -281,6 +296,20 @@ def register(entry: Registered) -> None:
     _AGENTS[entry.name] = entry
 
 
+class NotOnThisWorker(RuntimeError):
+    """A run needs an agent, or a tool of its agent, that this worker does not register.
+
+    Raised in workflow code, it fails the workflow task, not the run:
+    Temporal retries the task until a worker that registers them takes it
+    (the run waits meanwhile, its state and its pending approvals kept).
+    """
+
+
+def _registered(names: Iterable[str]) -> str:
+    """``names`` sorted, as an error lists what a worker registers."""
+    return ", ".join(sorted(names)) or "none"
+
+
 @attrs.frozen
 class CarriedCall:
     """A call of a step in flight when its run continued as new (at any depth).
@@ -353,6 +382,7 @@ class AgentWorkflow:
     def __init__(self) -> None:
         self._state: RunState | None = None
         self._agent: Registered | None = None
+        self._missing_waits = False  # a missing agent or tool fails the task (MISSING_WAITS)
         self._first_step = 0  # the top run's step when this history began
         self._listing: Listing | None = None  # what the top agent's tool sources listed
         # What the sources of the sub-runs' agents listed, by the call's path, while they
@@ -382,13 +412,19 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, given: AgentInput) -> RunState:
         """Drive the run until it finishes; suspend (and wait for `answer`) when it must."""
+        # (asked first in every history, whether or not something is missing: see MISSING_WAITS)
+        self._missing_waits = workflow.patched(MISSING_WAITS)
         agent = _AGENTS.get(given.agent)
         if agent is None:
-            known = ", ".join(sorted(_AGENTS)) or "none"
-            raise ApplicationError(
-                f"agent {given.agent!r} is not registered on this worker (registered: {known})",
-                non_retryable=True,
+            message = (
+                f"agent {given.agent!r} is not registered on this worker "
+                f"(registered: {_registered(_AGENTS)})"
             )
+            if self._missing_waits:  # the run waits for a worker that has it
+                raise NotOnThisWorker(
+                    f"{message}: the run waits until a worker that registers it takes it"
+                )
+            raise ApplicationError(message, non_retryable=True)  # (as a run recorded before)
         self._state = given.state
         self._agent = agent
         self._first_step = given.state.step
@@ -668,11 +704,15 @@ class AgentWorkflow:
         budget = handed_budget(state)  # the step's, for every call (`RunContext.token_budget`)
         for invocation in effect.calls:
             if invocation.tool_name not in node.tools:
-                raise ApplicationError(
+                message = (
                     f"tool {invocation.tool_name!r} of agent {node.name!r} is not registered "
-                    f"on this worker (its tools: {', '.join(sorted(node.tools)) or 'none'})",
-                    non_retryable=True,
+                    f"on this worker (its tools: {_registered(node.tools)})"
                 )
+                if self._missing_waits:  # the run waits for a worker that has it
+                    raise NotOnThisWorker(
+                        f"{message}: the run waits until a worker that registers it takes it"
+                    )
+                raise ApplicationError(message, non_retryable=True)  # (as a run recorded before)
         # As many in flight as a local run allows (the workflow's event loop is
         # deterministic: the semaphore lets calls in, in call order).
         limit = asyncio.Semaphore(node.max_concurrency)
@@ -712,7 +752,9 @@ class AgentWorkflow:
             sourced = node.sourced.get(invocation.tool_name)
             if sourced is not None:  # a tool source's: the worker's dynamic activity
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
-            return await self._tool_activity(agent, path, name, given)
+            return await self._tool_activity(
+                agent, path, name, given, invocation.call.id, invocation.tool_name
+            )
 
         self._rounds[path] = (node, effect.calls, ended)
         try:
@@ -786,13 +828,42 @@ class AgentWorkflow:
         return with_dropped_sub_runs(reached, [(e.call_id, e.child) for e in failed])
 
     async def _tool_activity(
-        self, agent: Registered, path: tuple[str, ...], name: str, given: Any
+        self,
+        agent: Registered,
+        path: tuple[str, ...],
+        name: str,
+        given: Any,
+        call_id: str,
+        tool: str,
     ) -> ToolReturned:
-        """The tool activity (or output activity) ``name``, with the agent's tool settings."""
+        """The tool activity (or output activity) ``name`` for call ``call_id`` of ``tool``,
+        with the agent's tool settings.
+
+        As a local tool's timeout, ``tool_timeout`` ends the call (its activity
+        is not tried again: `NOT_RETRIED`) and the model reads that it timed
+        out; an activity that failed for good otherwise (Temporal's retries
+        used up) gives the call an error result too (`_failed_tool`). The run
+        goes on, or raises under ``on_tool_error="raise"`` (`_failure`).
+        """
         timeout = agent.settings.tool_timeout
-        returned: ToolReturned = await self._activity(
-            agent, path, name, given, ToolReturned, timeout
-        )
+        try:
+            returned: ToolReturned = await self._activity(
+                agent,
+                path,
+                name,
+                given,
+                ToolReturned,
+                timeout,
+                retry_policy=_tool_retries(agent.settings.retry_policy),
+            )
+        except ActivityError as exc:
+            if (
+                isinstance(exc.cause, CancelledError)  # cancelled: the run or its sub-run stops
+                or workflow.cancellation_reason() is not None
+                or not workflow.patched(TOOL_FAILURES_RETURNED)
+            ):
+                raise
+            return _failed_tool(call_id, tool, exc, timeout)
         return returned
 
     async def _activity(
@@ -805,13 +876,15 @@ class AgentWorkflow:
         timeout: timedelta,
         *,
         wait: bool = False,
+        retry_policy: RetryPolicy | None = None,
     ) -> Any:
         """Activity ``name``'s result for ``given`` (its size checked first), counted in flight.
 
         Inside a timed sub-run (the run at ``path`` or one above it), or when
         ``wait``, a cancelled activity is over only once it has stopped (as a
         timed-out call is locally; or with what it says as it stops);
-        elsewhere the run goes on once it asked.
+        elsewhere the run goes on once it asked. ``retry_policy``: the agent's
+        when None.
         """
         _check_size(agent, name, given)
         timed = wait or any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
@@ -823,7 +896,7 @@ class AgentWorkflow:
                 result_type=result,
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=agent.settings.heartbeat_timeout,
-                retry_policy=agent.settings.retry_policy,
+                retry_policy=retry_policy or agent.settings.retry_policy,
                 cancellation_type=_WAIT if timed else _ASK,
             )
         finally:
@@ -930,7 +1003,7 @@ class AgentWorkflow:
             # and recorded, as a local run records what it gave.
             given = OutputInput(call.id, child)
             made = await self._tool_activity(
-                agent, path, output_activity_name(sub.node.name), given
+                agent, path, output_activity_name(sub.node.name), given, call.id, call.name
             )
             return attrs.evolve(made, child=child)
         return sub.ended(
@@ -1113,6 +1186,39 @@ async def _within(
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return None
+
+
+def _tool_retries(policy: RetryPolicy) -> RetryPolicy:
+    """``policy`` for a tool activity: one that ran past ``tool_timeout`` is not tried again.
+
+    A tool may have done its effect when its time ran out (a payment sent,
+    its answer late): trying it again, by default every ``tool_timeout``
+    without end, would do it again. A local tool's timeout ends its call the
+    same way. A worker that died mid-call is still retried: its activity's
+    heartbeats stop, and the heartbeat timeout (not `NOT_RETRIED`) fails
+    that attempt.
+    """
+    kept = list(policy.non_retryable_error_types or ())
+    if NOT_RETRIED in kept:
+        return policy
+    return dataclasses.replace(policy, non_retryable_error_types=[*kept, NOT_RETRIED])
+
+
+def _failed_tool(call_id: str, tool: str, exc: ActivityError, timeout: timedelta) -> ToolReturned:
+    """The error result of a call whose tool activity failed for good (``exc``), as the
+    model reads it: timed out as a local tool times out, or why Temporal gave up."""
+    cause = exc.cause
+    if isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.START_TO_CLOSE:
+        message = timed_out_message(tool, timeout.total_seconds())
+        return ToolReturned(call_id, message, True, "timeout")
+    if isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.HEARTBEAT:
+        why = "its worker stopped heartbeating (it died, or its event loop was blocked)"
+    elif isinstance(cause, ApplicationError):
+        why = f"{cause.type}: {cause.message}" if cause.type else cause.message
+    else:
+        why = describe_exception(cause if cause is not None else exc)
+    message = f"Error: tool {tool!r} could not be run: {why} (its activity failed for good)"
+    return ToolReturned(call_id, message, True, "error")
 
 
 def _check_size(agent: Registered, activity: str, given: Any) -> None:

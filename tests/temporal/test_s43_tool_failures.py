@@ -1,0 +1,217 @@
+"""What a review of durable runs found (session 43): a tool past its timeout, a worker that
+lacks a tool or an agent, and a state read with no worker, on the real dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import temporal_app
+from temporal_runs import _client, _in_process, _replays
+from temporal_servers import DevServer
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+
+from toolfold import Agent, ToolExecutionError, UsageError
+from toolfold.integrations.temporal import TemporalAgent
+from toolfold.integrations.temporal._agent import _unanswered
+from toolfold.runtime import ModelRequest
+from toolfold.runtime.core._events import ToolReturned
+from toolfold.testing import FunctionModel
+
+
+def _slow_then_answer(request: ModelRequest) -> Any:
+    """Call `slow` once, then answer with what it returned."""
+    done = [r.content for m in request.messages for r in m.tool_results]
+    if not done:
+        return FunctionModel.call("slow", {"text": "pay"})
+    return "slow said: " + done[0]
+
+
+def _dawdling(name: str, **options: Any) -> TemporalAgent:
+    """An agent whose `slow` call outlives its 1 s ``tool_timeout`` (while ``hang`` exists)."""
+    agent = Agent(FunctionModel(_slow_then_answer), tools=[temporal_app.slow], name=name, **options)
+    settings = attrs.evolve(temporal_app.SETTINGS, tool_timeout=timedelta(seconds=1))
+    return TemporalAgent(agent, settings=settings)
+
+
+dawdling = _dawdling("dawdling")
+dawdling_strict = _dawdling("dawdling_strict", on_tool_error="raise")
+
+
+def _starts(tmp_path: Path) -> list[str]:
+    return [line for line in (tmp_path / "tools.log").read_text().splitlines() if "start" in line]
+
+
+def _attempts(history: Any) -> list[int]:
+    """The attempt of each activity start in ``history``."""
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+
+
+def test_a_tool_past_its_timeout_is_the_models_error_result_and_runs_once(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool past ``tool_timeout`` is not run again: the model reads that it timed out, the run goes on."""
+    (tmp_path / "hang").touch()
+
+    async def go() -> tuple[Any, Any]:
+        async with _in_process(server, tmp_path, monkeypatch, [dawdling]) as (client, queue):
+            response = await dawdling.run(
+                client, "go", id=f"dawdle-{uuid.uuid4()}", task_queue=queue
+            )
+            return response, await dawdling.handle(
+                client, response.state.run_id
+            ).workflow.fetch_history()
+
+    response, history = asyncio.run(go())
+    assert response.text == "slow said: Error: tool 'slow' timed out after 1 s."
+    (returned,) = [e for e in response.state.events if isinstance(e, ToolReturned)]
+    assert returned.outcome == "timeout"
+    assert len(_starts(tmp_path)) == 1  # (it was started again at each timeout, without end)
+    assert _attempts(history) == [1, 1, 1]  # model, tool, model: each on its first attempt
+    _replays(history)
+
+
+def test_a_tool_past_its_timeout_raises_the_run_error_under_on_tool_error_raise(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``on_tool_error="raise"`` a timed-out tool fails the run as locally: a ToolExecutionError with .state."""
+    (tmp_path / "hang").touch()
+
+    async def go() -> ToolExecutionError:
+        async with _in_process(server, tmp_path, monkeypatch, [dawdling_strict]) as (c, queue):
+            with pytest.raises(ToolExecutionError) as caught:
+                await dawdling_strict.run(c, "go", id=f"strict-{uuid.uuid4()}", task_queue=queue)
+        return caught.value
+
+    error = asyncio.run(go())
+    assert str(error) == "tool 'slow' failed: Error: tool 'slow' timed out after 1 s."
+    assert error.state is not None
+    assert [c.call.name for c in error.state.calls] == ["slow"]  # the call still to run
+    assert len(_starts(tmp_path)) == 1
+
+
+async def _task_failure(handle: WorkflowHandle[Any, Any]) -> str:
+    """The message of the first failed workflow task of ``handle``'s run, once there is one."""
+    while True:
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                message: str = event.workflow_task_failed_event_attributes.failure.message
+                return message
+        await asyncio.sleep(0.1)  # (polling the history: it fails once a worker took it)
+
+
+async def _on(
+    server: DevServer,
+    agents: list[TemporalAgent],
+    queue: str,
+    work: Callable[[Client], Awaitable[Any]],
+) -> Any:
+    """``work(client)`` while a worker for ``agents`` (their code, registered now) polls ``queue``."""
+    client = await _client(server, agents)
+    async with Worker(client, task_queue=queue):
+        return await work(client)
+
+
+def test_a_worker_without_the_agent_leaves_the_run_waiting_for_one_that_has_it(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of an agent its worker lacks waits (its task fails, naming the agent); a worker with it finishes it."""
+    monkeypatch.setattr(temporal_app, "LOG_DIR", tmp_path)
+    name = f"ghost{uuid.uuid4().hex[:8]}"
+    ghost = TemporalAgent(
+        Agent(FunctionModel(temporal_app._record_prompt), tools=[temporal_app.record], name=name),
+        settings=temporal_app.SETTINGS,
+    )
+    queue = f"q-{uuid.uuid4().hex}"
+
+    async def go() -> tuple[str, str]:
+        async def start(client: Client) -> str:
+            handle = await ghost.start(client, "boo", id=f"{name}-1", task_queue=queue)
+            return await _task_failure(handle.workflow)
+
+        failure = await _on(server, list(temporal_app.AGENTS), queue, start)
+
+        async def finish(client: Client) -> str:
+            return (await ghost.handle(client, f"{name}-1").result()).text
+
+        return failure, await _on(server, [ghost], queue, finish)
+
+    failure, text = asyncio.run(go())
+    assert f"agent '{name}' is not registered on this worker (registered: " in failure
+    assert "the run waits until a worker that registers it takes it" in failure
+    assert text == "recorded: BOO"
+
+
+def test_a_worker_without_an_approved_tool_keeps_the_run_and_its_approval(
+    server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run approved on a worker that lacks the tool waits (the task fails naming it); a worker with it runs it once."""
+    monkeypatch.setattr(temporal_app, "LOG_DIR", tmp_path)
+    queue = f"q-{uuid.uuid4().hex}"
+    full = temporal_app.approval
+    lacking = TemporalAgent(full.agent.evolve(tools=[]), settings=temporal_app.SETTINGS)
+    run_id = f"approval-{uuid.uuid4().hex}"
+
+    async def go() -> tuple[str, str]:
+        async def suspend(client: Client) -> str:
+            handle = await full.start(client, "pay", id=run_id, task_queue=queue)
+            return (await handle.suspended()).pending_approvals[0].id
+
+        call_id = await _on(server, [full], queue, suspend)
+        client = await _client(server, [lacking])
+        approving = asyncio.ensure_future(lacking.handle(client, run_id).approve(call_id))
+        async with Worker(client, task_queue=queue):
+            failure = await _task_failure(lacking.handle(client, run_id).workflow)
+        assert not approving.done()  # the approval waits with the run
+
+        async def finish(client: Client) -> str:
+            await approving
+            return (await full.handle(client, run_id).result()).text
+
+        return failure, await _on(server, [full], queue, finish)
+
+    failure, text = asyncio.run(go())
+    assert "tool 'transfer' of agent 'approval' is not registered on this worker" in failure
+    assert "(its tools: none)" in failure
+    assert text == "transfer said: moved 5"
+    assert (tmp_path / "tools.log").read_text().splitlines() == ["transfer 5"]
+
+
+def test_state_with_no_worker_polling_is_a_usage_error_naming_the_cause(server: DevServer) -> None:
+    """handle.state() when no worker polls the run's task queue raises a UsageError saying so."""
+    queue = f"nobody-{uuid.uuid4().hex}"
+
+    async def go() -> UsageError:
+        client = await _client(server)
+        agent = temporal_app.steps
+        handle = await agent.start(client, "go", id=f"unpolled-{uuid.uuid4()}", task_queue=queue)
+        with pytest.raises(UsageError) as caught:
+            await handle.state()
+        await handle.workflow.terminate()
+        return caught.value
+
+    error = asyncio.run(go())
+    assert "no worker answered the state query" in str(error)
+    assert f"no worker polls its task queue {queue!r}" in str(error)
+    assert isinstance(error.__cause__, RPCError)
+
+
+def test_the_servers_no_poller_answer_reads_as_unanswered_too() -> None:
+    """Temporal's "no poller seen" (a finished run's queue its worker left) reads as no worker answering."""
+    seen = "no poller seen for task queue recently, worker may be down"
+    assert _unanswered(RPCError(seen, RPCStatusCode.FAILED_PRECONDITION, b""))
+    assert not _unanswered(RPCError("other", RPCStatusCode.FAILED_PRECONDITION, b""))
+    assert not _unanswered(RPCError("Timeout expired", RPCStatusCode.NOT_FOUND, b""))
