@@ -13,10 +13,10 @@ from typing import Any
 import attrs
 import pytest
 import temporal_app
-from temporal_runs import _client, _in_process, _replays
+from temporal_runs import _client, _first_task_failure, _in_process, _replays
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
@@ -103,16 +103,6 @@ def test_a_tool_past_its_timeout_raises_the_run_error_under_on_tool_error_raise(
     assert len(_starts(tmp_path)) == 1
 
 
-async def _task_failure(handle: WorkflowHandle[Any, Any]) -> str:
-    """The message of the first failed workflow task of ``handle``'s run, once there is one."""
-    while True:
-        async for event in handle.fetch_history_events():
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                message: str = event.workflow_task_failed_event_attributes.failure.message
-                return message
-        await asyncio.sleep(0.1)  # (polling the history: it fails once a worker took it)
-
-
 async def _on(
     server: DevServer,
     agents: list[TemporalAgent],
@@ -140,7 +130,7 @@ def test_a_worker_without_the_agent_leaves_the_run_waiting_for_one_that_has_it(
     async def go() -> tuple[str, str]:
         async def start(client: Client) -> str:
             handle = await ghost.start(client, "boo", id=f"{name}-1", task_queue=queue)
-            return await _task_failure(handle.workflow)
+            return await _first_task_failure(handle.workflow)
 
         failure = await _on(server, list(temporal_app.AGENTS), queue, start)
 
@@ -174,7 +164,7 @@ def test_a_worker_without_an_approved_tool_keeps_the_run_and_its_approval(
         client = await _client(server, [lacking])
         approving = asyncio.ensure_future(lacking.handle(client, run_id).approve(call_id))
         async with Worker(client, task_queue=queue):
-            failure = await _task_failure(lacking.handle(client, run_id).workflow)
+            failure = await _first_task_failure(lacking.handle(client, run_id).workflow)
         assert not approving.done()  # the approval waits with the run
 
         async def finish(client: Client) -> str:
