@@ -6,45 +6,27 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import temporal_app
 from temporal_runs import _client, _first_task_failure, _in_process, _replays
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
+from temporalio.workflow import NondeterminismError
 
 from toolfold import Agent, ToolExecutionError, UsageError
-from toolfold.integrations.temporal import TemporalAgent
+from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
 from toolfold.integrations.temporal._agent import _unanswered
-from toolfold.runtime import ModelRequest
 from toolfold.runtime.core._events import ToolReturned
 from toolfold.testing import FunctionModel
 
-
-def _slow_then_answer(request: ModelRequest) -> Any:
-    """Call `slow` once, then answer with what it returned."""
-    done = [r.content for m in request.messages for r in m.tool_results]
-    if not done:
-        return FunctionModel.call("slow", {"text": "pay"})
-    return "slow said: " + done[0]
-
-
-def _dawdling(name: str, **options: Any) -> TemporalAgent:
-    """An agent whose `slow` call outlives its 1 s ``tool_timeout`` (while ``hang`` exists)."""
-    agent = Agent(FunctionModel(_slow_then_answer), tools=[temporal_app.slow], name=name, **options)
-    settings = attrs.evolve(temporal_app.SETTINGS, tool_timeout=timedelta(seconds=1))
-    return TemporalAgent(agent, settings=settings)
-
-
-dawdling = _dawdling("dawdling")
-dawdling_strict = _dawdling("dawdling_strict", on_tool_error="raise")
+dawdling = temporal_app.dawdling
+dawdling_strict = temporal_app.dawdling_strict
 
 
 def _starts(tmp_path: Path) -> list[str]:
@@ -205,3 +187,21 @@ def test_the_servers_no_poller_answer_reads_as_unanswered_too() -> None:
     assert _unanswered(RPCError(seen, RPCStatusCode.FAILED_PRECONDITION, b""))
     assert not _unanswered(RPCError("other", RPCStatusCode.FAILED_PRECONDITION, b""))
     assert not _unanswered(RPCError("Timeout expired", RPCStatusCode.NOT_FOUND, b""))
+
+
+def test_a_history_replayed_without_a_tool_it_called_names_the_tool() -> None:
+    """A worker without a tool a recorded run called fails the task naming the tool, not with a bare nondeterminism error."""
+    text = (Path(__file__).parent / "histories" / "tool_timed_out_returned.json").read_text()
+    history = WorkflowHistory.from_json("tool-timed-out", text)
+    lacking = TemporalAgent(dawdling.agent.evolve(tools=[]), settings=dawdling.settings)
+    replayer = Replayer(workflows=[], plugins=[ToolfoldPlugin([lacking])])
+    try:
+        with pytest.raises(RuntimeError) as caught:
+            asyncio.run(replayer.replay_workflow(history))
+    finally:
+        ToolfoldPlugin(temporal_app.AGENTS)  # (agents register per process: the app's again)
+    assert not isinstance(caught.value, NondeterminismError)
+    assert (
+        "tool 'slow' of agent 'dawdling' is not registered on this worker (its tools: none)"
+        in str(caught.value)
+    )

@@ -731,6 +731,10 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "cut_failed_counted",
         "handed_step_stop",
         "handed_step_stop_named",
+        "tool_timed_out",
+        "tool_timed_out_returned",
+        "tool_timed_out_raised",
+        "lacked_tool",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:
