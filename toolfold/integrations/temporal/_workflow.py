@@ -226,10 +226,16 @@ class ActivitySettings:
 
     Attributes:
         model_timeout: Start-to-close timeout of one model request.
-        tool_timeout: Start-to-close timeout of one tool call.
+        tool_timeout: Start-to-close timeout of one tool call. A call past it
+            is not tried again (its effect may be done): the model reads that
+            it timed out, as a local tool's timeout says.
         heartbeat_timeout: A worker silent this long is taken for dead and
             its activity retried (activities heartbeat at a third of it).
-        retry_policy: Temporal's retry policy for both kinds of activity.
+            Keep it well below ``tool_timeout``, or a tool call whose worker
+            died reads as timed out (and is not retried).
+        retry_policy: Temporal's retry policy for both kinds of activity
+            (a tool's with ``TemporalTimeout:StartToClose`` added to its
+            ``non_retryable_error_types``).
         continue_as_new_steps: Continue as new (a fresh history, carrying
             the state) after this many model calls in one history, counted
             at any depth (nested runs continue in the middle of their step);
