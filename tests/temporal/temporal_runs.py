@@ -151,12 +151,19 @@ def _scheduled(history: WorkflowHistory) -> list[str]:
 
 
 async def _first_task_failure(handle: WorkflowHandle[Any, Any]) -> str:
-    """The message of the first failed workflow task of ``handle``'s run, once there is one."""
+    """The message of the first failed workflow task of ``handle``'s run, once there is one.
+
+    Raises:
+        AssertionError: The run failed instead (its failure's message).
+    """
     while True:
         async for event in handle.fetch_history_events():
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 message: str = event.workflow_task_failed_event_attributes.failure.message
                 return message
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+                failure = event.workflow_execution_failed_event_attributes.failure
+                raise AssertionError(f"the run failed: {failure.message}")
         await asyncio.sleep(0.1)  # (polling the history: the task fails once a worker took it)
 
 
