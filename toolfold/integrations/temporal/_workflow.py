@@ -171,8 +171,11 @@ Temporal's ``ActivityError``: they replay so)."""
 MISSING_WAITS = "toolfold-missing-waits"
 """The `workflow.patched` id of a worker that lacks the run's agent or a tool it calls
 failing the workflow task (`NotOnThisWorker`: Temporal retries it until a worker that has
-them takes it), where runs recorded before failed for good. Asked as each history starts,
-so that a history recorded since replays with the task failure on a worker that lacks them."""
+them takes it), where runs recorded before failed for good. Asked only where something is
+missing (a history that lacks its marker replays with the old failure): so runs started
+before the change wait too, and a rollback replays every run that lacked nothing. A worker
+without a tool replaying a run that called it (no marker there) fails its task with
+Temporal's nondeterminism error instead of naming the tool: the run waits all the same."""
 NOT_RETRIED = "TemporalTimeout:StartToClose"
 """The retry policy's ``non_retryable_error_types`` entry that has Temporal not retry an
 activity that ran past its start-to-close timeout (the server's ``TemporalTimeout:`` prefix
@@ -388,7 +391,6 @@ class AgentWorkflow:
     def __init__(self) -> None:
         self._state: RunState | None = None
         self._agent: Registered | None = None
-        self._missing_waits = False  # a missing agent or tool fails the task (MISSING_WAITS)
         self._first_step = 0  # the top run's step when this history began
         self._listing: Listing | None = None  # what the top agent's tool sources listed
         # What the sources of the sub-runs' agents listed, by the call's path, while they
@@ -418,15 +420,13 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, given: AgentInput) -> RunState:
         """Drive the run until it finishes; suspend (and wait for `answer`) when it must."""
-        # (asked first in every history, whether or not something is missing: see MISSING_WAITS)
-        self._missing_waits = workflow.patched(MISSING_WAITS)
         agent = _AGENTS.get(given.agent)
         if agent is None:
             message = (
                 f"agent {given.agent!r} is not registered on this worker "
                 f"(registered: {_registered(_AGENTS)})"
             )
-            if self._missing_waits:  # the run waits for a worker that has it
+            if workflow.patched(MISSING_WAITS):  # the run waits for a worker that has it
                 raise NotOnThisWorker(
                     f"{message}: the run waits until a worker that registers it takes it"
                 )
@@ -714,7 +714,7 @@ class AgentWorkflow:
                     f"tool {invocation.tool_name!r} of agent {node.name!r} is not registered "
                     f"on this worker (its tools: {_registered(node.tools)})"
                 )
-                if self._missing_waits:  # the run waits for a worker that has it
+                if workflow.patched(MISSING_WAITS):  # the run waits for a worker that has it
                     raise NotOnThisWorker(
                         f"{message}: the run waits until a worker that registers it takes it"
                     )
