@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,15 +16,17 @@ import temporal_app
 from temporal_runs import _client, _first_task_failure, _in_process, _replays
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse as DescribeResponse
+from temporalio.client import Client, WorkflowHistory, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 from toolfold import Agent, ToolExecutionError, UsageError
 from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
-from toolfold.integrations.temporal._agent import _unanswered
-from toolfold.runtime.core._events import ToolReturned
+from toolfold.integrations.temporal._agent import AgentHandle, _unanswered
+from toolfold.runtime.core._events import ApprovalGranted, ToolReturned
 from toolfold.testing import FunctionModel
 
 dawdling = temporal_app.dawdling
@@ -163,7 +167,8 @@ def test_a_worker_without_an_approved_tool_keeps_the_run_and_its_approval(
 
 
 def test_state_with_no_worker_polling_is_a_usage_error_naming_the_cause(server: DevServer) -> None:
-    """handle.state() when no worker polls the run's task queue raises a UsageError saying so."""
+    """A state read when no worker polls the run's task queue raises a UsageError saying so
+    (`_state`, which `state()` and `result()` read through; 1 s, not Temporal's 30 s)."""
     queue = f"nobody-{uuid.uuid4().hex}"
 
     async def go() -> UsageError:
@@ -171,7 +176,7 @@ def test_state_with_no_worker_polling_is_a_usage_error_naming_the_cause(server: 
         agent = temporal_app.steps
         handle = await agent.start(client, "go", id=f"unpolled-{uuid.uuid4()}", task_queue=queue)
         with pytest.raises(UsageError) as caught:
-            await handle.state()
+            await handle._state(timedelta(seconds=1))
         await handle.workflow.terminate()
         return caught.value
 
@@ -179,6 +184,81 @@ def test_state_with_no_worker_polling_is_a_usage_error_naming_the_cause(server: 
     assert "no worker answered the state query" in str(error)
     assert f"no worker polls its task queue {queue!r}" in str(error)
     assert isinstance(error.__cause__, RPCError)
+
+
+class _FailingTask:
+    """A stand-in for Temporal's handle of a run whose workflow task failed ``attempt - 1``
+    times (a worker without its tool took it), each of its calls raising ``raised``."""
+
+    id = "room-9"
+
+    def __init__(self, raised: BaseException, attempt: int) -> None:
+        self.raised = raised
+        self.attempt = attempt
+
+    async def query(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.raised
+
+    async def execute_update(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.raised
+
+    async def describe(self) -> Any:
+        described = SimpleNamespace(task_queue="rooms", raw_description=DescribeResponse())
+        described.raw_description.pending_workflow_task.attempt = self.attempt
+        return described
+
+    async def fetch_history_events(self) -> Any:
+        failed = HistoryEvent(event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+        failed.workflow_task_failed_event_attributes.failure.message = "tool 'transfer' is gone"
+        for event in (HistoryEvent(event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED), failed):
+            yield event
+
+
+_REFUSED = RPCError(
+    "Unable to perform workflow execution update due to Workflow Task in failed state.",
+    RPCStatusCode.FAILED_PRECONDITION,
+    b"",
+)
+
+
+@pytest.mark.parametrize("refusal", [_REFUSED, WorkflowUpdateRPCTimeoutOrCancelledError()])
+def test_an_answer_refused_while_the_task_fails_is_a_usage_error_quoting_the_failure(
+    refusal: BaseException,
+) -> None:
+    """Temporal refuses an update while the run's workflow task keeps failing: approve()
+    raises a UsageError quoting the failure and saying to send it again (it raised Temporal's
+    RPCError)."""
+    handle = AgentHandle(temporal_app.approval, _FailingTask(refusal, 3))  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as caught:
+        asyncio.run(handle._send("approve()", (ApprovalGranted("call_1"),)))
+    assert str(caught.value).startswith(
+        "AgentHandle.approve(): the run 'room-9' did not take the answer: its workflow task "
+        "failed 2 times, Temporal retrying it: tool 'transfer' is gone; send the answer again "
+        "once a worker that registers its agent and tools runs"
+    )
+    assert caught.value.__cause__ is refusal
+
+
+def test_an_update_timeout_with_the_task_not_failing_stays_temporals_error() -> None:
+    """An update timed out on a run whose task does not fail is Temporal's error, unchanged."""
+    refusal = WorkflowUpdateRPCTimeoutOrCancelledError()
+    handle = AgentHandle(temporal_app.approval, _FailingTask(refusal, 1))  # type: ignore[arg-type]
+    with pytest.raises(WorkflowUpdateRPCTimeoutOrCancelledError):
+        asyncio.run(handle._send("approve()", (ApprovalGranted("call_1"),)))
+
+
+def test_state_while_the_task_fails_quotes_the_failure_not_a_missing_worker() -> None:
+    """A state read unanswered because the polling worker fails the run's task (it lacks a
+    tool) quotes that failure (it said that no worker polls the queue)."""
+    unanswered = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+    handle = AgentHandle(temporal_app.approval, _FailingTask(unanswered, 4))  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as caught:
+        asyncio.run(handle._state(timedelta(seconds=1)))
+    message = str(caught.value)
+    assert "its workflow task failed 3 times, Temporal retrying it: tool 'transfer' is gone" in (
+        message
+    )
+    assert "no worker polls" not in message
 
 
 def test_the_servers_no_poller_answer_reads_as_unanswered_too() -> None:
