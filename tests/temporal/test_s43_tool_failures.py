@@ -19,14 +19,26 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse as DescribeResponse
 from temporalio.client import Client, WorkflowHistory, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 from toolfold import Agent, ToolExecutionError, UsageError
 from toolfold.integrations.temporal import TemporalAgent, ToolfoldPlugin
+from toolfold.integrations.temporal._activities import (
+    SOURCE_NOT_HERE,
+    SourceCallInput,
+    ToolCallInput,
+    source_call_activity,
+)
 from toolfold.integrations.temporal._agent import AgentHandle, _unanswered
+from toolfold.integrations.temporal._converter import data_converter
+from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ApprovalGranted, ToolReturned
+from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.testing import FunctionModel
 
 dawdling = temporal_app.dawdling
@@ -282,3 +294,21 @@ def test_a_history_replayed_without_a_tool_it_called_is_a_nondeterminism_error()
             asyncio.run(replayer.replay_workflow(history))
     finally:
         ToolfoldPlugin(temporal_app.AGENTS)  # (agents register per process: the app's again)
+
+
+def test_a_source_call_on_a_worker_without_the_source_is_retried() -> None:
+    """A worker that lacks a tool source fails its call with an error of its own type that
+    Temporal retries until a worker with the source takes it (it was non-retryable: the
+    model read an error result while a worker with the source ran)."""
+    call = source_call_activity({})  # (a worker registering no source)
+    invocation = ToolInvocation(ToolCallPart("c1", "echo", "{}", {}), 0, 1, "r:1:0")
+    entry = {"name": "echo", "inputSchema": {"type": "object"}}
+    given = SourceCallInput("desk", 0, entry, ToolCallInput(invocation, "r"))
+    (payload,) = data_converter.payload_converter.to_payloads([given])
+    env = ActivityEnvironment()
+    env.payload_converter = data_converter.payload_converter
+    with pytest.raises(ApplicationError) as caught:
+        asyncio.run(env.run(call, [RawValue(payload)]))
+    assert caught.value.type == SOURCE_NOT_HERE == "ToolSourceNotOnThisWorker"
+    assert not caught.value.non_retryable
+    assert "no tool source of agent 'desk' is registered on this worker" in caught.value.message
