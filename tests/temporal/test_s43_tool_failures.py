@@ -274,9 +274,12 @@ def test_state_while_the_task_fails_quotes_the_failure_not_a_missing_worker() ->
 
 
 def test_the_servers_no_poller_answer_reads_as_unanswered_too() -> None:
-    """Temporal's "no poller seen" (a finished run's queue its worker left) reads as no worker answering."""
+    """Temporal's "no poller seen" (a finished run's queue its worker left), and its own query
+    deadline, read as no worker answering."""
     seen = "no poller seen for task queue recently, worker may be down"
     assert _unanswered(RPCError(seen, RPCStatusCode.FAILED_PRECONDITION, b""))
+    late = "query timed out before a worker could process it"  # (the server's deadline)
+    assert _unanswered(RPCError(late, RPCStatusCode.DEADLINE_EXCEEDED, b""))
     assert not _unanswered(RPCError("other", RPCStatusCode.FAILED_PRECONDITION, b""))
     assert not _unanswered(RPCError("Timeout expired", RPCStatusCode.NOT_FOUND, b""))
 

@@ -780,12 +780,13 @@ def _namespace_missing(exc: RPCError) -> bool:
 def _unanswered(exc: RPCError) -> bool:
     """Whether Temporal's ``exc`` says no worker answered a query: none polled the task
     queue lately (``FAILED_PRECONDITION``, "no poller seen for task queue recently"), or
-    none answered before the query's deadline (a queue no worker ever polled)."""
+    none answered before the query's deadline (a queue no worker ever polled: "Timeout
+    expired", or the server's "query timed out before a worker could process it")."""
     message = exc.message.lower()
     if exc.status == RPCStatusCode.FAILED_PRECONDITION:
         return "no poller" in message
-    return exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED) and (
-        "timeout" in message or "deadline" in message
+    return exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED) and any(
+        said in message for said in ("timeout", "timed out", "deadline")
     )
 
 
