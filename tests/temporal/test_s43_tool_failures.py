@@ -259,10 +259,22 @@ def test_an_update_timeout_with_the_task_not_failing_stays_temporals_error() -> 
         asyncio.run(handle._send("approve()", (ApprovalGranted("call_1"),)))
 
 
-def test_state_while_the_task_fails_quotes_the_failure_not_a_missing_worker() -> None:
-    """A state read unanswered because the polling worker fails the run's task (it lacks a
-    tool) quotes that failure (it said that no worker polls the queue)."""
-    unanswered = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+_QUERY_REFUSED = RPCError(
+    "Unable to query workflow due to Workflow Task in failed state.",
+    RPCStatusCode.FAILED_PRECONDITION,
+    b"",
+)
+
+
+@pytest.mark.parametrize(
+    "unanswered", [RPCError("Timeout expired", RPCStatusCode.CANCELLED, b""), _QUERY_REFUSED]
+)
+def test_state_while_the_task_fails_quotes_the_failure_not_a_missing_worker(
+    unanswered: RPCError,
+) -> None:
+    """A state read unanswered, or refused, because the polling worker fails the run's task
+    (it lacks a tool) quotes that failure (it said that no worker polls the queue, or raised
+    Temporal's RPCError)."""
     handle = AgentHandle(temporal_app.approval, _FailingTask(unanswered, 4))  # type: ignore[arg-type]
     with pytest.raises(UsageError) as caught:
         asyncio.run(handle._state(timedelta(seconds=1)))

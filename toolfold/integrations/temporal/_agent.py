@@ -296,19 +296,22 @@ class AgentHandle:
                 except WorkflowQueryFailedError:
                     raise failed from None
             except RPCError as exc:
-                if not _unanswered(exc):
+                if not (_unanswered(exc) or _refused_while_failing(exc)):
                     raise
                 raise UsageError(await self._unanswered_message(exc)) from exc
             return state
 
     async def _unanswered_message(self, exc: RPCError) -> str:
-        """What `state` says when no worker answered its query (`_unanswered`)."""
+        """What `state` says when no worker answered its query (`_unanswered`), or Temporal
+        refused it while the run's workflow task keeps failing (`_refused_while_failing`)."""
         start = (
             "AgentHandle.state(): no worker answered the state query of the run "
             f"{self.workflow.id!r}"
         )
         described = await self._described()
         failing = await self._failing_task(described)
+        if failing is None and _refused_while_failing(exc):
+            failing = "its workflow task is failing"  # (and succeeded since: read it again)
         if failing is not None:  # a worker polls, and fails the run's task (`NotOnThisWorker`)
             return (
                 f"{start}: {failing}; the run waits (its state kept) until a worker that "
@@ -791,9 +794,9 @@ def _unanswered(exc: RPCError) -> bool:
 
 
 def _refused_while_failing(exc: RPCError) -> bool:
-    """Whether Temporal's ``exc`` refuses an update because the workflow task keeps
-    failing ("Unable to perform workflow execution update due to Workflow Task in failed
-    state")."""
+    """Whether Temporal's ``exc`` refuses an update or a query because the workflow task
+    keeps failing ("Unable to perform workflow execution update due to Workflow Task in
+    failed state", "Unable to query workflow due to ...")."""
     return "workflow task in failed state" in exc.message.lower()
 
 
