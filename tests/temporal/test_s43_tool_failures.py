@@ -246,7 +246,7 @@ def test_an_answer_refused_while_the_task_fails_is_a_usage_error_quoting_the_fai
     assert str(caught.value).startswith(
         "AgentHandle.approve(): the run 'room-9' did not take the answer: its workflow task "
         "failed 2 times, Temporal retrying it: tool 'transfer' is gone; send the answer again "
-        "once a worker that registers its agent and tools runs"
+        "once a worker that registers the run's agent and tools runs"
     )
     assert caught.value.__cause__ is refusal
 

@@ -304,22 +304,20 @@ class AgentHandle:
     async def _unanswered_message(self, exc: RPCError) -> str:
         """What `state` says when no worker answered its query (`_unanswered`), or Temporal
         refused it while the run's workflow task keeps failing (`_refused_while_failing`)."""
-        start = (
-            "AgentHandle.state(): no worker answered the state query of the run "
-            f"{self.workflow.id!r}"
-        )
         described = await self._described()
         failing = await self._failing_task(described)
         if failing is None and _refused_while_failing(exc):
             failing = "its workflow task is failing"  # (and succeeded since: read it again)
         if failing is not None:  # a worker polls, and fails the run's task (`NotOnThisWorker`)
             return (
-                f"{start}: {failing}; the run waits (its state kept) until a worker that "
-                f"registers its agent and tools runs (Temporal said: {exc.message})"
+                f"AgentHandle.state(): the run {self.workflow.id!r} did not answer its state "
+                f"query: {failing}; the run waits, its state kept, for a worker that can run "
+                f"it (Temporal said: {exc.message})"
             )
         queue = f" {described.task_queue!r}" if described is not None else ""
         return (
-            f"{start}: no worker polls its task queue{queue} (Temporal said: "
+            "AgentHandle.state(): no worker answered the state query of the run "
+            f"{self.workflow.id!r}: no worker polls its task queue{queue} (Temporal said: "
             f"{exc.message}); start one with ToolfoldPlugin and this agent on that queue"
         )
 
@@ -507,8 +505,8 @@ class AgentHandle:
             return None
         return UsageError(
             f"AgentHandle.{method}: the run {self.workflow.id!r} did not take the answer: "
-            f"{failing}; send the answer again once a worker that registers its agent and "
-            f"tools runs (the run waits meanwhile, its state kept; Temporal said: {exc})"
+            f"{failing}; send the answer again once a worker that registers the run's agent "
+            f"and tools runs (Temporal said: {exc})"
         )
 
     async def _ended_as(self, method: str) -> str | None:
