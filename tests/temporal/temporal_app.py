@@ -1620,6 +1620,32 @@ handed_unanswered = TemporalAgent(
 )
 
 
+def _slow_then_answer(request: ModelRequest) -> Any:
+    """Call `slow` once, then answer with what it returned."""
+    done = _results(request)
+    if not done:
+        return FunctionModel.call("slow", {"text": "pay"})
+    return "slow said: " + done[0]
+
+
+def _dawdling(name: str, **options: Any) -> TemporalAgent:
+    """An agent whose `slow` call outlives its 1 s ``tool_timeout`` (while ``hang`` exists).
+
+    Two attempts at most: a toolfold from before retried a timed-out tool, and its run
+    then failed with Temporal's ActivityError (`histories/tool_timed_out.json`).
+    """
+    agent = Agent(FunctionModel(_slow_then_answer), tools=[slow], name=name, **options)
+    retries = RetryPolicy(
+        initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.0, maximum_attempts=2
+    )
+    settings = attrs.evolve(SETTINGS, tool_timeout=timedelta(seconds=1), retry_policy=retries)
+    return TemporalAgent(agent, settings=settings)
+
+
+dawdling = _dawdling("dawdling")
+dawdling_strict = _dawdling("dawdling_strict", on_tool_error="raise")
+
+
 AGENTS = [
     *(steps, approval, flaky, patient, unauthorized, chained, oversized, relay),
     *(streamed, hiccup, gated, limits, many, lopsided, stopper, one_at_a_time),
@@ -1661,6 +1687,8 @@ AGENTS = [
     cut_retried,
     cut_failed,
     handed_unanswered,
+    dawdling,
+    dawdling_strict,
 ]
 
 

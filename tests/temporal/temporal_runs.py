@@ -14,7 +14,7 @@ import pytest
 import temporal_app
 from temporal_servers import DevServer
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.common import RawValue
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
@@ -151,6 +151,23 @@ def _scheduled(history: WorkflowHistory) -> list[str]:
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+
+
+async def _first_task_failure(handle: WorkflowHandle[Any, Any]) -> str:
+    """The message of the first failed workflow task of ``handle``'s run, once there is one.
+
+    Raises:
+        AssertionError: The run failed instead (its failure's message).
+    """
+    while True:
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                message: str = event.workflow_task_failed_event_attributes.failure.message
+                return message
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+                failure = event.workflow_execution_failed_event_attributes.failure
+                raise AssertionError(f"the run failed: {failure.message}")
+        await asyncio.sleep(0.1)  # (polling the history: the task fails once a worker took it)
 
 
 def _replays(*histories: WorkflowHistory) -> None:

@@ -25,6 +25,7 @@ from temporal_runs import (
     _client,
     _decoded,
     _failing,
+    _first_task_failure,
     _in_process,
     _lines,
     _replays,
@@ -368,40 +369,46 @@ def test_run_end_to_end_gives_the_local_response(
     asyncio.run(go())
 
 
-def test_unknown_agent_fails_the_run_with_a_clear_error(
+def test_unknown_agent_leaves_the_run_waiting_with_a_clear_error(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A workflow for an agent the worker does not have fails at once, naming it."""
+    """A workflow for an agent the worker does not have fails its task, naming it: the run waits for a worker that has it."""
 
-    async def go() -> None:
+    async def go() -> tuple[str, WorkflowExecutionStatus | None]:
         async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
             state = temporal_app.steps.agent._start("go", (), "x")
-            with pytest.raises(WorkflowFailureError) as caught:
-                await client.execute_workflow(
-                    WORKFLOW_NAME, AgentInput("nobody", state), id="unknown-1", task_queue=queue
-                )
-        assert "agent 'nobody' is not registered on this worker" in str(caught.value.cause)
+            handle = await client.start_workflow(
+                WORKFLOW_NAME, AgentInput("nobody", state), id="unknown-1", task_queue=queue
+            )
+            failure = await _first_task_failure(handle)
+            status = (await handle.describe()).status
+            await handle.terminate()
+        return failure, status
 
-    asyncio.run(go())
+    failure, status = asyncio.run(go())
+    assert "agent 'nobody' is not registered on this worker (registered: " in failure
+    assert status == WorkflowExecutionStatus.RUNNING
 
 
-def test_a_tool_the_worker_lacks_fails_the_run_naming_it(
+def test_a_tool_the_worker_lacks_leaves_the_run_waiting_naming_it(
     server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A call to a tool the client's agent has and the worker's does not fails the run at once, naming it."""
+    """A call to a tool the client's agent has and the worker's does not fails the workflow task, naming it; the run waits."""
     client_side = TemporalAgent(
         temporal_app.lopsided.agent.evolve(tools=[temporal_app.record]), name="lopsided"
     )
 
-    async def go() -> BaseException | None:
+    async def go() -> tuple[str, WorkflowExecutionStatus | None]:
         async with _in_process(server, tmp_path, monkeypatch) as (client, queue):
-            with pytest.raises(WorkflowFailureError) as caught:
-                await client_side.run(client, "hi", id="lopsided-1", task_queue=queue)
-            return caught.value.cause
+            handle = await client_side.start(client, "hi", id="lopsided-1", task_queue=queue)
+            failure = await _first_task_failure(handle.workflow)
+            status = (await handle.workflow.describe()).status
+            await handle.workflow.terminate()
+        return failure, status
 
-    failure = asyncio.run(go())
-    assert isinstance(failure, ApplicationError)
-    assert "tool 'record' of agent 'lopsided' is not registered on this worker" in str(failure)
+    failure, status = asyncio.run(go())
+    assert "tool 'record' of agent 'lopsided' is not registered on this worker" in failure
+    assert status == WorkflowExecutionStatus.RUNNING
     assert not (tmp_path / "tools.log").exists()
 
 
@@ -726,6 +733,10 @@ def test_a_changed_approval_rule_replays_only_behind_workflow_patched(
         "cut_failed_counted",
         "handed_step_stop",
         "handed_step_stop_named",
+        "tool_timed_out",
+        "tool_timed_out_returned",
+        "tool_timed_out_raised",
+        "lacked_tool",
     ],
 )
 def test_recorded_histories_still_replay(name: str) -> None:

@@ -669,6 +669,11 @@ def _list_activity(name: str, sources: Sequence[ListedSource], every: float) -> 
     return list_tools
 
 
+SOURCE_NOT_HERE = "ToolSourceNotOnThisWorker"
+"""The error type of a source call on a worker that lacks the source: Temporal retries the
+call (as an activity no worker registers) until a worker that registers it takes it."""
+
+
 @attrs.frozen
 class SourceHost:
     """The tool sources of a node, as its call activity finds them on the worker.
@@ -697,10 +702,10 @@ def source_call_activity(hosts: Mapping[str, SourceHost]) -> Callable[..., Any]:
         given = activity.payload_converter().from_payload(args[0].payload, SourceCallInput)
         host = hosts.get(given.node)
         if host is None or given.source >= len(host.sources):
-            raise ApplicationError(
+            raise ApplicationError(  # retried: a worker that registers it may take it
                 f"activity {activity.info().activity_type!r}: no tool source of agent "
                 f"{given.node!r} is registered on this worker",
-                non_retryable=True,
+                type=SOURCE_NOT_HERE,
             )
         source = host.sources[given.source]
         await _opened(source, host.every)

@@ -11,13 +11,16 @@ from typing import Any
 
 import attrs
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.converter import CompositePayloadConverter, ExternalStorage
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -285,9 +288,18 @@ class AgentHandle:
         A state too large for one query answer (4 MB, without external
         storage) is read in parts.
 
+        A query is answered by a worker: with none polling the run's task
+        queue (a finished run's too), Temporal holds it about 30 seconds,
+        then gives up.
+
         Raises:
             UsageError: No workflow has the handle's id (see `result`), or
-                the handle's client has no toolfold data converter.
+                the handle's client has no toolfold data converter, or no
+                worker answered the query: none polls the run's task queue
+                (the error names it), or the worker that polls it fails the
+                run's workflow task, lacking its agent or a tool it calls
+                (the error quotes the failure). Temporal's ``RPCError`` is
+                its ``__cause__``.
         """
         self._check("state")
         return await self._state(None)
@@ -304,7 +316,55 @@ class AgentHandle:
                     return await self._state_in_parts(timeout)
                 except WorkflowQueryFailedError:
                     raise failed from None
+            except RPCError as exc:
+                if not (_unanswered(exc) or _refused_while_failing(exc)):
+                    raise
+                raise UsageError(await self._unanswered_message(exc)) from exc
             return state
+
+    async def _unanswered_message(self, exc: RPCError) -> str:
+        """What `state` says when no worker answered its query (`_unanswered`), or Temporal
+        refused it while the run's workflow task keeps failing (`_refused_while_failing`)."""
+        described = await self._described()
+        failing = await self._failing_task(described)
+        if failing is None and _refused_while_failing(exc):
+            failing = "its workflow task is failing"  # (and succeeded since: read it again)
+        if failing is not None:  # a worker polls, and fails the run's task (`NotOnThisWorker`)
+            return (
+                f"AgentHandle.state(): the run {self.workflow.id!r} did not answer its state "
+                f"query: {failing}; the run waits, its state kept, for a worker that can run "
+                f"it (Temporal said: {exc.message})"
+            )
+        queue = f" {described.task_queue!r}" if described is not None else ""
+        return (
+            "AgentHandle.state(): no worker answered the state query of the run "
+            f"{self.workflow.id!r}: no worker polls its task queue{queue} (Temporal said: "
+            f"{exc.message}); start one with ToolfoldPlugin and this agent on that queue"
+        )
+
+    async def _described(self) -> WorkflowExecutionDescription | None:
+        """The run's description (None when Temporal does not give it: the error says less)."""
+        try:
+            return await self.workflow.describe()
+        except RPCError:
+            return None
+
+    async def _failing_task(self, described: WorkflowExecutionDescription | None) -> str | None:
+        """Why the run's workflow task fails on every attempt (a worker without its agent
+        or a tool it calls took it: `NotOnThisWorker`), quoting the failure in its history;
+        None when the task is on its first attempt (or ``described`` is None)."""
+        if described is None:
+            return None
+        attempt = described.raw_description.pending_workflow_task.attempt
+        if attempt <= 1:
+            return None
+        message = ""
+        with contextlib.suppress(RPCError):  # (then without the failure's message)
+            async for event in self.workflow.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    message = event.workflow_task_failed_event_attributes.failure.message
+        said = f": {message}" if message else " (no failure in its history: a worker timed out)"
+        return f"its workflow task failed {attempt - 1} times, Temporal retrying it{said}"
 
     def _check(self, method: str) -> None:
         """Refuse a client without toolfold's data converter, before ``method`` sends anything."""
@@ -388,7 +448,11 @@ class AgentHandle:
                 approvals, two results for one id), or two ways (approved
                 and denied at once), checked before anything is sent: the
                 error names the call id. Or no workflow has the handle's id
-                (see `result`).
+                (see `result`). Or Temporal did not take the answer because
+                the run's workflow task keeps failing (a worker without the
+                run's agent or a tool it calls polls its queue: the error
+                quotes the failure): send it again once a worker that has
+                them runs.
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
                 A run that is over (completed, failed, canceled...) is not
@@ -426,7 +490,17 @@ class AgentHandle:
                 if not _too_large(exc.cause):  # else the answers are applied, the state too large
                     raise
                 return await self.state()
+            except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
+                refused = await self._not_taken(method, exc)
+                if refused is None:
+                    raise
+                raise refused from exc
             except RPCError as exc:  # "workflow execution already completed": nothing applied
+                if _refused_while_failing(exc):
+                    refused = await self._not_taken(method, exc)
+                    if refused is None:
+                        raise
+                    raise refused from exc
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
                 ended = await self._ended_as(method)
@@ -443,6 +517,18 @@ class AgentHandle:
                 )  # the documented error of a run not waiting; the RPCError is its context
                 raise WorkflowUpdateFailedError(over) from over
             return state
+
+    async def _not_taken(self, method: str, exc: Exception) -> UsageError | None:
+        """The error of an answer Temporal did not take (``exc``) while the run's workflow
+        task keeps failing (`_failing_task`); None when it does not."""
+        failing = await self._failing_task(await self._described())
+        if failing is None:
+            return None
+        return UsageError(
+            f"AgentHandle.{method}: the run {self.workflow.id!r} did not take the answer: "
+            f"{failing}; send the answer again once a worker that registers the run's agent "
+            f"and tools runs (Temporal said: {exc})"
+        )
 
     async def _ended_as(self, method: str) -> str | None:
         """How the run's workflow ended (``"completed"``...), None while it runs.
@@ -595,7 +681,7 @@ class AgentHandle:
                 raise
             try:
                 last: RunState | None = await self._state(_STATE_TIMEOUT)
-            except (WorkflowQueryFailedError, RPCError, asyncio.TimeoutError):
+            except (WorkflowQueryFailedError, RPCError, UsageError, asyncio.TimeoutError):
                 last = None  # no worker answers it (in time): the error, at once, without it
             if made is not None:
                 made.state = last
@@ -715,6 +801,26 @@ def _namespace_missing(exc: RPCError) -> bool:
     if details:
         return any(d.type_url.endswith(".NamespaceNotFoundFailure") for d in details)
     return exc.message.lower().startswith("namespace ")
+
+
+def _unanswered(exc: RPCError) -> bool:
+    """Whether Temporal's ``exc`` says no worker answered a query: none polled the task
+    queue lately (``FAILED_PRECONDITION``, "no poller seen for task queue recently"), or
+    none answered before the query's deadline (a queue no worker ever polled: "Timeout
+    expired", or the server's "query timed out before a worker could process it")."""
+    message = exc.message.lower()
+    if exc.status == RPCStatusCode.FAILED_PRECONDITION:
+        return "no poller" in message
+    return exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED) and any(
+        said in message for said in ("timeout", "timed out", "deadline")
+    )
+
+
+def _refused_while_failing(exc: RPCError) -> bool:
+    """Whether Temporal's ``exc`` refuses an update or a query because the workflow task
+    keeps failing ("Unable to perform workflow execution update due to Workflow Task in
+    failed state", "Unable to query workflow due to ...")."""
+    return "workflow task in failed state" in exc.message.lower()
 
 
 def _too_large(failure: BaseException | None) -> bool:

@@ -13,15 +13,16 @@ clock, random, thread or I/O here (tests/test_temporal.py scans for them).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import zlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import attrs
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ActivityCancellationType
 
@@ -164,6 +165,23 @@ STREAMED_CANCEL_WAITS = "toolfold-streamed-cancel-waits"
 activity to stop, to count the usage it reports; unstreamed, it ends at once. Set only by a
 worker whose agent streams, and read from the history on replay (`_waits_on_cancel`), so a
 cancelled run replays as it ran whatever handler the replaying worker has."""
+TOOL_FAILURES_RETURNED = "toolfold-tool-failures-returned"
+"""The `workflow.patched` id of a tool activity that failed for good (it ran past
+``tool_timeout``, or Temporal's retries were used up) giving its call an error result, as a
+local tool that times out or fails does (`_failed_tool`; runs recorded before failed with
+Temporal's ``ActivityError``: they replay so)."""
+MISSING_WAITS = "toolfold-missing-waits"
+"""The `workflow.patched` id of a worker that lacks the run's agent or a tool it calls
+failing the workflow task (`NotOnThisWorker`: Temporal retries it until a worker that has
+them takes it), where runs recorded before failed for good. Asked only where something is
+missing (a history that lacks its marker replays with the old failure): so runs started
+before the change wait too, and a rollback replays every run that lacked nothing. A worker
+without a tool replaying a run that called it (no marker there) fails its task with
+Temporal's nondeterminism error instead of naming the tool: the run waits all the same."""
+NOT_RETRIED = "TemporalTimeout:StartToClose"
+"""The retry policy's ``non_retryable_error_types`` entry that has Temporal not retry an
+activity that ran past its start-to-close timeout (the server's ``TemporalTimeout:`` prefix
+and timeout type): a heartbeat timeout, a worker that died, is still retried."""
 RUN_ERROR = "toolfold."
 """The prefix of the failure type of a run that raised a `RunError` where a local
 run raises it (``toolfold.ToolExecutionError`` for ``on_tool_error="raise"``)."""
@@ -208,10 +226,16 @@ class ActivitySettings:
 
     Attributes:
         model_timeout: Start-to-close timeout of one model request.
-        tool_timeout: Start-to-close timeout of one tool call.
+        tool_timeout: Start-to-close timeout of one tool call. A call past it
+            is not tried again (its effect may be done): the model reads that
+            it timed out, as a local tool's timeout says.
         heartbeat_timeout: A worker silent this long is taken for dead and
             its activity retried (activities heartbeat at a third of it).
-        retry_policy: Temporal's retry policy for both kinds of activity.
+            Keep it well below ``tool_timeout``, or a tool call whose worker
+            died reads as timed out (and is not retried).
+        retry_policy: Temporal's retry policy for both kinds of activity
+            (a tool's with ``TemporalTimeout:StartToClose`` added to its
+            ``non_retryable_error_types``).
         continue_as_new_steps: Continue as new (a fresh history, carrying
             the state) after this many model calls in one history, counted
             at any depth (nested runs continue in the middle of their step);
@@ -278,6 +302,20 @@ _AGENTS: dict[str, Registered] = {}
 def register(entry: Registered) -> None:
     """Make an agent runnable by this process's workflows."""
     _AGENTS[entry.name] = entry
+
+
+class NotOnThisWorker(RuntimeError):
+    """A run needs an agent, or a tool of its agent, that this worker does not register.
+
+    Raised in workflow code, it fails the workflow task, not the run:
+    Temporal retries the task until a worker that registers them takes it
+    (the run waits meanwhile, its state and its pending approvals kept).
+    """
+
+
+def _registered(names: Iterable[str]) -> str:
+    """``names`` sorted, as an error lists what a worker registers."""
+    return ", ".join(sorted(names)) or "none"
 
 
 @attrs.frozen
@@ -383,11 +421,15 @@ class AgentWorkflow:
         """Drive the run until it finishes; suspend (and wait for `answer`) when it must."""
         agent = _AGENTS.get(given.agent)
         if agent is None:
-            known = ", ".join(sorted(_AGENTS)) or "none"
-            raise ApplicationError(
-                f"agent {given.agent!r} is not registered on this worker (registered: {known})",
-                non_retryable=True,
+            message = (
+                f"agent {given.agent!r} is not registered on this worker "
+                f"(registered: {_registered(_AGENTS)})"
             )
+            if workflow.patched(MISSING_WAITS):  # the run waits for a worker that has it
+                raise NotOnThisWorker(
+                    f"{message}: the run waits until a worker that registers it takes it"
+                )
+            raise ApplicationError(message, non_retryable=True)  # (as a run recorded before)
         self._state = given.state
         self._agent = agent
         self._first_step = given.state.step
@@ -667,11 +709,15 @@ class AgentWorkflow:
         budget = handed_budget(state)  # the step's, for every call (`RunContext.token_budget`)
         for invocation in effect.calls:
             if invocation.tool_name not in node.tools:
-                raise ApplicationError(
+                message = (
                     f"tool {invocation.tool_name!r} of agent {node.name!r} is not registered "
-                    f"on this worker (its tools: {', '.join(sorted(node.tools)) or 'none'})",
-                    non_retryable=True,
+                    f"on this worker (its tools: {_registered(node.tools)})"
                 )
+                if workflow.patched(MISSING_WAITS):  # the run waits for a worker that has it
+                    raise NotOnThisWorker(
+                        f"{message}: the run waits until a worker that registers it takes it"
+                    )
+                raise ApplicationError(message, non_retryable=True)  # (as a run recorded before)
         # As many in flight as a local run allows (the workflow's event loop is
         # deterministic: the semaphore lets calls in, in call order).
         limit = asyncio.Semaphore(node.max_concurrency)
@@ -711,7 +757,9 @@ class AgentWorkflow:
             sourced = node.sourced.get(invocation.tool_name)
             if sourced is not None:  # a tool source's: the worker's dynamic activity
                 given = SourceCallInput(node.name, sourced.source, sourced.spec, given)
-            return await self._tool_activity(agent, path, name, given)
+            return await self._tool_activity(
+                agent, path, name, given, invocation.call.id, invocation.tool_name
+            )
 
         self._rounds[path] = (node, effect.calls, ended)
         try:
@@ -785,13 +833,42 @@ class AgentWorkflow:
         return with_dropped_sub_runs(reached, [(e.call_id, e.child) for e in failed])
 
     async def _tool_activity(
-        self, agent: Registered, path: tuple[str, ...], name: str, given: Any
+        self,
+        agent: Registered,
+        path: tuple[str, ...],
+        name: str,
+        given: Any,
+        call_id: str,
+        tool: str,
     ) -> ToolReturned:
-        """The tool activity (or output activity) ``name``, with the agent's tool settings."""
+        """The tool activity (or output activity) ``name`` for call ``call_id`` of ``tool``,
+        with the agent's tool settings.
+
+        As a local tool's timeout, ``tool_timeout`` ends the call (its activity
+        is not tried again: `NOT_RETRIED`) and the model reads that it timed
+        out; an activity that failed for good otherwise (Temporal's retries
+        used up) gives the call an error result too (`_failed_tool`). The run
+        goes on, or raises under ``on_tool_error="raise"`` (`_failure`).
+        """
         timeout = agent.settings.tool_timeout
-        returned: ToolReturned = await self._activity(
-            agent, path, name, given, ToolReturned, timeout
-        )
+        try:
+            returned: ToolReturned = await self._activity(
+                agent,
+                path,
+                name,
+                given,
+                ToolReturned,
+                timeout,
+                retry_policy=_tool_retries(agent.settings.retry_policy),
+            )
+        except ActivityError as exc:
+            if (
+                isinstance(exc.cause, CancelledError)  # cancelled: the run or its sub-run stops
+                or workflow.cancellation_reason() is not None
+                or not workflow.patched(TOOL_FAILURES_RETURNED)
+            ):
+                raise
+            return _failed_tool(call_id, tool, exc, timeout)
         return returned
 
     async def _activity(
@@ -804,13 +881,15 @@ class AgentWorkflow:
         timeout: timedelta,
         *,
         wait: bool = False,
+        retry_policy: RetryPolicy | None = None,
     ) -> Any:
         """Activity ``name``'s result for ``given`` (its size checked first), counted in flight.
 
         Inside a timed sub-run (the run at ``path`` or one above it), or when
         ``wait``, a cancelled activity is over only once it has stopped (as a
         timed-out call is locally; or with what it says as it stops);
-        elsewhere the run goes on once it asked.
+        elsewhere the run goes on once it asked. ``retry_policy``: the agent's
+        when None.
         """
         _check_size(agent, name, given)
         timed = wait or any(path[:end] in self._deadlines for end in range(2, len(path) + 1, 2))
@@ -822,7 +901,7 @@ class AgentWorkflow:
                 result_type=result,
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=agent.settings.heartbeat_timeout,
-                retry_policy=agent.settings.retry_policy,
+                retry_policy=retry_policy or agent.settings.retry_policy,
                 cancellation_type=_WAIT if timed else _ASK,
             )
         finally:
@@ -929,7 +1008,7 @@ class AgentWorkflow:
             # and recorded, as a local run records what it gave.
             given = OutputInput(call.id, child)
             made = await self._tool_activity(
-                agent, path, output_activity_name(sub.node.name), given
+                agent, path, output_activity_name(sub.node.name), given, call.id, call.name
             )
             return attrs.evolve(made, child=child)
         return sub.ended(
@@ -1112,6 +1191,39 @@ async def _within(
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return None
+
+
+def _tool_retries(policy: RetryPolicy) -> RetryPolicy:
+    """``policy`` for a tool activity: one that ran past ``tool_timeout`` is not tried again.
+
+    A tool may have done its effect when its time ran out (a payment sent,
+    its answer late): trying it again, by default every ``tool_timeout``
+    without end, would do it again. A local tool's timeout ends its call the
+    same way. A worker that died mid-call is still retried: its activity's
+    heartbeats stop, and the heartbeat timeout (not `NOT_RETRIED`) fails
+    that attempt.
+    """
+    kept = list(policy.non_retryable_error_types or ())
+    if NOT_RETRIED in kept:
+        return policy
+    return dataclasses.replace(policy, non_retryable_error_types=[*kept, NOT_RETRIED])
+
+
+def _failed_tool(call_id: str, tool: str, exc: ActivityError, timeout: timedelta) -> ToolReturned:
+    """The error result of a call whose tool activity failed for good (``exc``), as the
+    model reads it: timed out as a local tool times out, or why Temporal gave up."""
+    cause = exc.cause
+    if isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.START_TO_CLOSE:
+        message = timed_out_message(tool, timeout.total_seconds())
+        return ToolReturned(call_id, message, True, "timeout")
+    if isinstance(cause, ActivityTimeout) and cause.type == TimeoutType.HEARTBEAT:
+        why = "its worker stopped heartbeating (it died, or its event loop was blocked)"
+    elif isinstance(cause, ApplicationError):
+        why = f"{cause.type}: {cause.message}" if cause.type else cause.message
+    else:
+        why = describe_exception(cause if cause is not None else exc)
+    message = f"Error: tool {tool!r} could not be run: {why} (its activity failed for good)"
+    return ToolReturned(call_id, message, True, "error")
 
 
 def _check_size(agent: Registered, activity: str, given: Any) -> None:
