@@ -1,5 +1,5 @@
-"""What a review of durable runs found (session 43): a tool past its timeout, a worker that
-lacks a tool or an agent, and a state read with no worker, on the real dev server."""
+"""Durable tool failures on the real dev server: a tool past its timeout, a worker that
+lacks a tool or an agent, and a state read with no worker or while a task fails."""
 
 from __future__ import annotations
 
