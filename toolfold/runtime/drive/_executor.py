@@ -804,7 +804,7 @@ async def _run_one(
                 if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
                     raise_escaped(value)
                 if inspect.isawaitable(value):
-                    value = await value
+                    value = await await_within(value)
                 outcome = _finish(job, value)
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
@@ -855,7 +855,7 @@ async def _run_one(
                 if type(value) is Escaped:  # (see `Escaped`)
                     raise_escaped(value)
                 if inspect.isawaitable(value):  # (a sync tool's)
-                    value = await value
+                    value = await await_within(value)
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
@@ -1212,10 +1212,15 @@ async def contained(invoked: Awaitable[Any]) -> Any:
 TIMED_OUT: Any = object()
 
 
-async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
-    """What ``awaitable`` (what a sync tool with a timeout returned) gives, awaited as a task
-    (`contained`) for at most ``seconds``: `TIMED_OUT` when it outlived them (then it is
-    cancelled and waited for). What it raises is raised here (a KeyboardInterrupt too).
+async def await_within(awaitable: Awaitable[Any], seconds: float | None = None) -> Any:
+    """What ``awaitable`` (what a sync tool returned) gives, awaited as a task (`contained`)
+    for at most ``seconds`` (None: with no limit): `TIMED_OUT` when it outlived them (then
+    it is cancelled and waited for). What it raises is raised here, a KeyboardInterrupt,
+    SystemExit or GeneratorExit too, marked as the run's own (`raise_escaped`).
+
+    Every awaitable a sync tool returns is awaited here: awaited in the run's task, a
+    GeneratorExit a future holds would be thrown into the task's outermost coroutine
+    (see `Escaped`), one a coroutine raises would not be marked as the run's.
 
     A wait, not ``asyncio.wait_for``: a TimeoutError the awaitable raises itself must
     read as the tool's error, not as its timeout.
@@ -1224,17 +1229,20 @@ async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
 
     work = asyncio.ensure_future(contained(awaitable))
     try:
-        done, _ = await asyncio.wait({work}, timeout=max(0.0, seconds))
+        if seconds is None:  # (a cancellation of this wait cancels it, and waits for its end)
+            value = await work
+        else:
+            done, _ = await asyncio.wait({work}, timeout=max(0.0, seconds))
+            if not done:
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+                never_began(work, awaitable)
+                return TIMED_OUT
+            value = work.result()
     except BaseException:  # cancelled, or Ctrl-C: it stops too
         never_began(work, awaitable)
         work.cancel()
         raise
-    if not done:
-        work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
-        never_began(work, awaitable)
-        return TIMED_OUT
-    value = work.result()
     if type(value) is Escaped:
         raise_escaped(value)
     return value
