@@ -11,6 +11,7 @@ import asyncio
 import gc
 import logging
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -142,14 +143,82 @@ def test_a_call_cancelled_before_its_task_began_is_closed_unrun() -> None:
 
     agent = toolfold.Agent(ScriptedModel([call("never", {}), "done"]), tools=[never])
 
-    async def main() -> None:
-        with pytest.raises(asyncio.CancelledError):
+    async def main() -> RunState | None:
+        with pytest.raises(asyncio.CancelledError) as caught:
             await agent.arun("go", on_event=cancel_at_answer)
+        return toolfold.state_of(caught.value)
 
-    asyncio.run(main())
+    state = asyncio.run(main())
     gc.collect()  # (an unclosed coroutine warns as it is collected)
+    assert state is not None
     # (Python 3.10 awaits a lone async tool apart, see `_cancels`: its task begins first)
-    assert ran == ([] if sys.version_info >= (3, 11) else ["never"])
+    if sys.version_info >= (3, 11):
+        assert ran == []
+        assert state.phase == "running_tools"
+        assert state.calls[0].result is None  # no result for a call that never ran
+    else:
+        assert ran == ["never"]
+
+
+def _cancel_at_answer(event: object) -> None:
+    """Cancel the run's task as the model answered, before the calls are set up: as
+    ``asyncio.run``'s Ctrl-C handler does, the cancel lands at the run's next wait."""
+    if type(event).__name__ == "ModelResponded":
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+
+
+@pytest.mark.parametrize("calls", [["pay"], ["spay"], ["pay", "spay"]], ids="+".join)
+def test_a_call_cancelled_before_it_began_stays_to_run(calls: list[str]) -> None:
+    """The run cancelled (Ctrl-C in ``asyncio.run``) as it sets a lone call up: the call's
+    task or future is cancelled before the tool began, which is the run's cancellation,
+    not the tool's own CancelledError. The call keeps no result; resuming runs it, and the
+    model reads what it returned (it read "Error: CancelledError", the tool never run)."""
+    ran: list[str] = []
+    # A sync call a worker took before the cancel waits here: it cannot end (and be kept)
+    # before the run is stopped; it then runs on in the background, as any does.
+    gate = threading.Event()
+
+    @toolfold.tool
+    async def pay() -> str:
+        """Pays, async."""
+        ran.append("pay")
+        return "paid"
+
+    @toolfold.tool
+    def spay() -> str:
+        """Pays."""
+        gate.wait()
+        ran.append("spay")
+        return "spaid"
+
+    agent = toolfold.Agent(
+        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[pay, spay]
+    )
+
+    async def main() -> toolfold.Response[Any]:
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await agent.arun("go", on_event=_cancel_at_answer)
+        gate.set()
+        state = toolfold.state_of(caught.value)
+        assert state is not None
+        # A call keeps a result only if its tool ran and returned: none keeps the run's
+        # cancellation as its own error. (An async call beside another may have had its
+        # first step before the cancel landed: on 3.13, or 3.10 that awaits a lone one
+        # apart, see `_cancels`; the gated sync one cannot have returned.)
+        kept = {c.call.name: c.result.content for c in state.calls if c.result is not None}
+        assert kept == ({"pay": "paid"} if "pay" in ran else {})
+        if len(calls) == 1 and sys.version_info >= (3, 11):
+            assert kept == {}
+            assert state.phase == "running_tools"
+        return await agent.aresume(RunState.from_json(state.to_json()))
+
+    resumed = asyncio.run(main())
+    assert resumed.text == "done"
+    read = [part.content for m in resumed.messages for part in m.tool_results]
+    assert read == [{"pay": "paid", "spay": "spaid"}[name] for name in calls]
+    assert ran.count("pay") == calls.count("pay")  # run once: before the cancel, or on resume
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])

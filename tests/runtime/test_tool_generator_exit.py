@@ -30,17 +30,31 @@ async def aleaves() -> str:
     raise GeneratorExit
 
 
+async def _leave() -> str:
+    await asyncio.sleep(0)  # (raised once it had waited: from a task, not as it is called)
+    raise GeneratorExit
+
+
+@toolfold.tool
+def handsleave() -> Any:
+    """Returns a coroutine that raises GeneratorExit, for the run to await."""
+    return _leave()
+
+
 @toolfold.tool
 def fine() -> str:
     """Returns."""
     return "fine"
 
 
-@pytest.mark.parametrize("calls", [["leaves"], ["leaves", "fine"], ["aleaves", "fine"]])
+@pytest.mark.parametrize(
+    "calls", [["leaves"], ["leaves", "fine"], ["aleaves", "fine"], ["handsleave", "fine"]]
+)
 def test_a_blocking_run_hands_the_tools_generator_exit_its_state(calls: list[str]) -> None:
     """run(): the GeneratorExit a tool raised carries the run's state, resumable."""
     agent = toolfold.Agent(
-        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[leaves, aleaves, fine]
+        ScriptedModel([[call(name, {}) for name in calls], "done"]),
+        tools=[leaves, aleaves, handsleave, fine],
     )
     with pytest.raises(GeneratorExit) as caught:
         agent.run("go")
@@ -50,12 +64,15 @@ def test_a_blocking_run_hands_the_tools_generator_exit_its_state(calls: list[str
 
 
 @pytest.mark.parametrize(
-    "calls", [["leaves"], ["aleaves"], ["leaves", "fine"], ["aleaves", "fine"]]
+    "calls",
+    [["leaves"], ["aleaves"], ["leaves", "fine"], ["aleaves", "fine"], ["handsleave", "fine"]],
+    ids="+".join,
 )
 def test_an_async_run_hands_the_tools_generator_exit_its_state(calls: list[str]) -> None:
     """arun(): the GeneratorExit a tool raised carries the run's state."""
     agent = toolfold.Agent(
-        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[leaves, aleaves, fine]
+        ScriptedModel([[call(name, {}) for name in calls], "done"]),
+        tools=[leaves, aleaves, handsleave, fine],
     )
     with pytest.raises(GeneratorExit) as caught:
         asyncio.run(agent.arun("go"))
@@ -162,7 +179,17 @@ def test_a_task_running_runs_ended_by_generator_exit_keeps_no_runs_context() -> 
 
 
 @pytest.mark.parametrize(
-    "calls", [["leaves"], ["aleaves"], ["aleaves", "fine"], ["fine", "leaves"]]
+    "calls",
+    [
+        ["leaves"],
+        ["aleaves"],
+        ["aleaves", "fine"],
+        ["fine", "leaves"],
+        ["handsleave"],
+        ["handsleave", "fine"],
+        ["handsleave", "aleaves"],
+    ],
+    ids="+".join,
 )
 def test_an_async_stream_ended_by_a_tools_generator_exit_closes_cleanly(
     calls: list[str], caplog: pytest.LogCaptureFixture
@@ -171,7 +198,8 @@ def test_an_async_stream_ended_by_a_tools_generator_exit_closes_cleanly(
     leaves no generator of its own half closed: asyncio.run ends without "async generator
     ignored GeneratorExit" at its shutdown."""
     agent = toolfold.Agent(
-        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[leaves, aleaves, fine]
+        ScriptedModel([[call(name, {}) for name in calls], "done"]),
+        tools=[leaves, aleaves, handsleave, fine],
     )
 
     async def main() -> RunState | None:
@@ -187,12 +215,28 @@ def test_an_async_stream_ended_by_a_tools_generator_exit_closes_cleanly(
     assert state.phase == "running_tools"
 
 
-@pytest.mark.parametrize("calls", [["leaves"], ["aleaves"], ["fine", "leaves"]])
+@pytest.mark.parametrize(
+    "calls",
+    [
+        ["leaves"],
+        ["aleaves"],
+        ["fine", "leaves"],
+        ["handsleave"],
+        ["handsleave", "fine"],
+        ["handsleave", "inner"],
+    ],
+    ids="+".join,
+)
 def test_a_blocking_stream_hands_the_tools_generator_exit_its_state(calls: list[str]) -> None:
     """A blocking stream: the GeneratorExit a tool raised carries the run's state (no caller
-    stopped iterating)."""
+    stopped iterating), what a sync tool returned to await raising it too (beside another
+    sync call, or beside a sub-run, whose round runs on an event loop)."""
+    inner = toolfold.Agent(ScriptedModel(["inner done"]), name="inner")
     agent = toolfold.Agent(
-        ScriptedModel([[call(name, {}) for name in calls], "done"]), tools=[leaves, aleaves, fine]
+        ScriptedModel(
+            [[call(name, {"input": "x"} if name == "inner" else {}) for name in calls], "done"]
+        ),
+        tools=[leaves, aleaves, handsleave, fine, inner.as_tool()],
     )
     with pytest.raises(GeneratorExit) as caught:
         for _ in agent.stream("go"):

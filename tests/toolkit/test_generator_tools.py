@@ -165,17 +165,24 @@ def test_a_coroutine_given_as_a_tool_result_to_resume_is_refused() -> None:
     assert resumed.messages[2].tool_results[0].content == "found"
 
 
-def test_an_awaitable_given_as_a_tool_result_to_resume_is_refused() -> None:
-    """resume(tool_results=...) refuses any awaitable (a future), naming its type."""
+@pytest.mark.parametrize("done", [False, True], ids=["pending", "done"])
+def test_an_awaitable_given_as_a_tool_result_to_resume_is_refused(done: bool) -> None:
+    """resume(tool_results=...) refuses any awaitable (a future), naming its type, and
+    says what it is without claiming it was never awaited (a future done may have been)."""
     lookup = Tool("lookup", "Look something up.")
     agent = Agent(ScriptedModel([ScriptedModel.call("lookup", {}, id="r1"), "ok"]), tools=[lookup])
     state = agent.run("Look it up.").state
     loop = asyncio.new_event_loop()
     try:
-        with pytest.raises(
-            UsageError, match=r"is an awaitable \(Future\), which was never awaited"
-        ):
-            agent.resume(state, tool_results={"r1": loop.create_future()})
+        future = loop.create_future()
+        if done:
+            future.set_result("found")
+        with pytest.raises(UsageError) as caught:
+            agent.resume(state, tool_results={"r1": future})
+        assert str(caught.value) == (
+            "tool_results['r1'] is an awaitable (Future), not what awaiting it gives "
+            "(a forgotten `await`?): await it and give its result"
+        )
     finally:
         loop.close()
 

@@ -1006,7 +1006,7 @@ def _result_part(
         else:
             kind = f"an awaitable ({type(value).__name__})"
         raise UsageError(
-            f"tool_results[{call_id!r}] is {kind}, which was never awaited (a forgotten "
+            f"tool_results[{call_id!r}] is {kind}, not what awaiting it gives (a forgotten "
             "`await`?): await it and give its result"
         )
     kind = stream_kind(value)

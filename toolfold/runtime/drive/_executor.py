@@ -591,7 +591,9 @@ def _in_driver(frame: Any) -> bool:
     return str(frame.f_globals.get("__name__", "")).startswith("toolfold.runtime.drive.")
 
 
-def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], before: int) -> bool:
+def _stray_cancel(
+    work: asyncio.Future[Any], invoked: Any, cancelling: Callable[[], int], before: int
+) -> bool:
     """Whether the `CancelledError` a tool's ``work`` ended with is the tool's own (it
     awaited a task it had cancelled, say) and no cancellation of the run: an error the
     model reads, as any other the tool raises, not the run's end.
@@ -600,8 +602,20 @@ def _stray_cancel(work: asyncio.Future[Any], cancelling: Callable[[], int], befo
     from `cancels_of`) is no higher than ``before``, read then. Compared with that, not
     with 0, as a task may start the run with a cancellation it caught and never took back
     (Python 3.11 and later; on 3.10 it cannot be told apart, and the run ends as if cancelled).
+
+    And the tool began: a cancellation of the run's task that came before the call
+    (``asyncio.run``'s Ctrl-C handler, landing as the run set the call up) is counted
+    before ``before`` is read, and delivered at the run's first wait, the call's: it
+    cancels ``work`` before the tool began (an async tool's coroutine, ``invoked``, still
+    unstarted; a sync tool's future cancelled, where one the tool raised is set as its
+    exception). Taken for the tool's, the call never to run would keep that error.
     """
-    return COUNTS_CANCELS and work.done() and cancelling() <= before
+    return (
+        COUNTS_CANCELS
+        and work.done()
+        and cancelling() <= before
+        and not (work.cancelled() if invoked is None else _unstarted(invoked))
+    )
 
 
 def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = None) -> ToolOutcome:
@@ -790,7 +804,7 @@ async def _run_one(
                 if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
                     raise_escaped(value)
                 if inspect.isawaitable(value):
-                    value = await value
+                    value = await await_within(value)
                 outcome = _finish(job, value)
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
@@ -841,12 +855,13 @@ async def _run_one(
                 if type(value) is Escaped:  # (see `Escaped`)
                     raise_escaped(value)
                 if inspect.isawaitable(value):  # (a sync tool's)
-                    value = await value
+                    value = await await_within(value)
             except Exception as exc:
                 outcome = failed_outcome(job, exc)
             except asyncio.CancelledError as exc:
+                stray = _stray_cancel(work, invoked, cancelling, before)
                 never_began(work, invoked)  # (cancelled before it began: never to run)
-                if not _stray_cancel(work, cancelling, before):
+                if not stray:
                     raise
                 outcome = failed_outcome(job, exc)
             else:
@@ -1197,10 +1212,15 @@ async def contained(invoked: Awaitable[Any]) -> Any:
 TIMED_OUT: Any = object()
 
 
-async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
-    """What ``awaitable`` (what a sync tool with a timeout returned) gives, awaited as a task
-    (`contained`) for at most ``seconds``: `TIMED_OUT` when it outlived them (then it is
-    cancelled and waited for). What it raises is raised here (a KeyboardInterrupt too).
+async def await_within(awaitable: Awaitable[Any], seconds: float | None = None) -> Any:
+    """What ``awaitable`` (what a sync tool returned) gives, awaited as a task (`contained`)
+    for at most ``seconds`` (None: with no limit): `TIMED_OUT` when it outlived them (then
+    it is cancelled and waited for). What it raises is raised here, a KeyboardInterrupt,
+    SystemExit or GeneratorExit too, marked as the run's own (`raise_escaped`).
+
+    Every awaitable a sync tool returns is awaited here: awaited in the run's task, a
+    GeneratorExit a future holds would be thrown into the task's outermost coroutine
+    (see `Escaped`), one a coroutine raises would not be marked as the run's.
 
     A wait, not ``asyncio.wait_for``: a TimeoutError the awaitable raises itself must
     read as the tool's error, not as its timeout.
@@ -1209,17 +1229,20 @@ async def await_within(awaitable: Awaitable[Any], seconds: float) -> Any:
 
     work = asyncio.ensure_future(contained(awaitable))
     try:
-        done, _ = await asyncio.wait({work}, timeout=max(0.0, seconds))
+        if seconds is None:  # (a cancellation of this wait cancels it, and waits for its end)
+            value = await work
+        else:
+            done, _ = await asyncio.wait({work}, timeout=max(0.0, seconds))
+            if not done:
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+                never_began(work, awaitable)
+                return TIMED_OUT
+            value = work.result()
     except BaseException:  # cancelled, or Ctrl-C: it stops too
         never_began(work, awaitable)
         work.cancel()
         raise
-    if not done:
-        work.cancel()
-        await asyncio.gather(work, return_exceptions=True)
-        never_began(work, awaitable)
-        return TIMED_OUT
-    value = work.result()
     if type(value) is Escaped:
         raise_escaped(value)
     return value
@@ -1230,9 +1253,16 @@ def never_began(work: asyncio.Future[Any], invoked: Any) -> None:
     cancel ``work``: it never runs (one that Ctrl-C or a cancellation reached before it began
     never begins). A task cancelled before its first step closes its coroutine without
     running it: ``invoked``, left unclosed, would be reported as "never awaited"."""
-    if inspect.iscoroutine(invoked) and inspect.getcoroutinestate(invoked) == inspect.CORO_CREATED:
+    if _unstarted(invoked):
         work.cancel()  # (if it had not begun either: it never will)
         invoked.close()
+
+
+def _unstarted(invoked: Any) -> bool:
+    """Whether ``invoked`` is a coroutine never started."""
+    return (
+        inspect.iscoroutine(invoked) and inspect.getcoroutinestate(invoked) == inspect.CORO_CREATED
+    )
 
 
 async def _keeping(invoked: Awaitable[T], stopped: list[BaseException]) -> T:

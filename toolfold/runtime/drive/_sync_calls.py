@@ -49,7 +49,6 @@ from toolfold.runtime.drive._kept_loop import (
     _WATCHED,
     SIGNAL_POLL,
     RoundInterrupt,
-    _await,
     _interruptible,
     _nothing,
     _run_interruptible,
@@ -323,7 +322,7 @@ def _run_inline(
         else:
             value = context.run(function, **arguments)
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
-            value = run_blocking(lambda: _await(value))
+            value = run_blocking(lambda: await_within(value))
     except Exception as exc:
         return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
@@ -515,7 +514,7 @@ def _settled(job: ToolJob, ok: bool, value: Any, started: float | None) -> ToolO
         if type(value) not in _NOT_AWAITABLE and inspect.isawaitable(value):
             timeout = _timeout_of(job)
             if timeout is None or started is None:
-                value = run_blocking(lambda: _await(value))
+                value = run_blocking(lambda: await_within(value))
             else:
                 left = started + timeout - time.monotonic()
                 value = run_blocking(lambda: await_within(value, left))
