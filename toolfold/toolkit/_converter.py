@@ -37,7 +37,7 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, ItemsView, KeysView, Mapping, ValuesView
 from collections.abc import Set as AbstractSet
 from decimal import Decimal, InvalidOperation
 from enum import Enum, Flag
@@ -960,6 +960,9 @@ def _bound_cache(dispatch: Any) -> None:
     dispatch.dispatch = looked_up
 
 
+_VIEWS = (KeysView, ValuesView, ItemsView, range)
+
+
 @functools.cache
 def get_converter() -> cattrs.Converter:
     """Return the toolkit's cattrs converter (built once, on first use)."""
@@ -990,6 +993,11 @@ def get_converter() -> cattrs.Converter:
     )
     conv.register_unstructure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, (uuid.UUID, PurePath, Decimal)), str
+    )
+    # A dict's views and a range are arrays, as sets and deques are (not their repr).
+    conv.register_unstructure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, _VIEWS),
+        lambda view: [conv.unstructure(item) for item in view],
     )
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)
