@@ -337,3 +337,71 @@ def test_a_log_filter_sorts_its_secrets_once_not_per_record(
         record = _record("< %s: %s", "x-echo", "hunter2-secret-0123 and secret-0123")
         assert found.filter(record)
         assert record.getMessage() == "< x-echo: *** and ***"
+
+
+@toolfold.tool
+def relay_error() -> str:
+    """Calls another service with the model's own credentials, which refuses them."""
+    raise PermissionError(f"upstream refused Authorization: Bearer {KEY}")
+
+
+@toolfold.tool
+def config_dump() -> dict[str, str]:
+    """Returns a configuration dump holding the model's key."""
+    return {"api_key": KEY, "region": "eu"}
+
+
+def _tool_then_text(tool_name: str, stream: bool) -> list[Reply]:
+    """A call of ``tool_name``, then a text answer (streamed when ``stream``)."""
+    call = {"id": "c1", "type": "function", "function": {"name": tool_name, "arguments": "{}"}}
+    if stream:
+        delta = {"tool_calls": [{"index": 0, **call}]}
+        events = (
+            sse(
+                {"choices": [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]}, "[DONE]"
+            ),
+            sse(
+                {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]},
+                "[DONE]",
+            ),
+        )
+        return [
+            Reply(headers={"content-type": "text/event-stream"}, chunks=list(chunks))
+            for chunks in events
+        ]
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return [
+        Reply(json={"id": "r1", "choices": [{"message": called, "finish_reason": "tool_calls"}]}),
+        Reply(json={"id": "r2", "choices": [{"message": {"role": "assistant", "content": "ok"}}]}),
+    ]
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize(
+    ("tool", "shown"),
+    [
+        (relay_error, "Error: PermissionError: upstream refused Authorization: Bearer ***"),
+        (config_dump, '{"api_key":"***","region":"eu"}'),
+    ],
+    ids=["error", "result"],
+)
+def test_the_model_key_in_a_tool_text_is_masked(
+    http_server: ScriptedServer, opened: list[Any], tool: Any, shown: str, how: str
+) -> None:
+    """The model's own key in a tool's error or result text is masked before it reaches
+    the state and the next request, as the model's own text is (it was sent and kept)."""
+    http_server.add(*_tool_then_text(tool.name, how == "stream"))
+    agent = Agent(_model(http_server.url, opened), tools=[tool])
+    if how == "run":
+        state = agent.run("go").state
+    elif how == "arun":
+        state = asyncio.run(agent.arun("go")).state
+    else:
+        stream = agent.stream("go")
+        for _ in stream:
+            pass
+        state = stream.response.state
+    assert state.messages[2].tool_results[0].content == shown
+    assert KEY not in state.to_json()
+    assert "***" in http_server.requests[-1].body.decode()
+    assert KEY not in http_server.requests[-1].body.decode()

@@ -212,6 +212,41 @@ class Live:
     answered: Answered | None = None
     from_waiting: bool = False
     definitions: tuple[ToolDefinition, ...] | None = None
+    # What masks the model's credentials (a provider's model's `secret_masker`), or None:
+    # a tool's result or error text that quotes them is masked before the state holds it.
+    mask: Callable[[str], str] | None = attrs.field(
+        init=False,
+        default=attrs.Factory(lambda self: _mask_of(self.model), takes_self=True),
+    )
+
+
+def _mask_of(model: object) -> Callable[[str], str] | None:
+    """``model.secret_masker()``, or None when it has none (a test model, a user's)."""
+    masker = getattr(model, "secret_masker", None)
+    return masker() if callable(masker) else None
+
+
+def _masked(live: Live, outcomes: Sequence[ToolOutcome]) -> Sequence[ToolOutcome]:
+    """``outcomes`` with the run's model credentials masked in their text (a tool that
+    quotes the key it shares with the model, in a result or an error): the same
+    outcomes when there is nothing to mask (`Live.mask`)."""
+    mask = live.mask
+    if mask is None:
+        return outcomes
+    masked: list[ToolOutcome] | None = None
+    for at, outcome in enumerate(outcomes):
+        content = mask(outcome.content)
+        if content is not outcome.content:
+            if masked is None:
+                masked = list(outcomes)
+            masked[at] = outcome._replace(content=content)
+    return outcomes if masked is None else masked
+
+
+def _masked_finished(live: Live, finished: dict[int, ToolOutcome] | None) -> None:
+    """`_masked` for the calls of an interrupted round that had ended, in place."""
+    if finished and live.mask is not None:
+        finished.update(zip(finished, _masked(live, tuple(finished.values())), strict=True))
 
 
 # Whether the tool round under way is one of a run resumed from waiting for answers
@@ -527,10 +562,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         except BaseException as exc:
                             # (not the shell's own error; a tool unfit at its call is not either)
                             if not isinstance(exc, Exception) or takes_state(exc):
+                                _masked_finished(live, finished)
                                 if finished and live.handoffs:
                                     settle_finished(changes["calls"], finished, live.handoffs)
                                 interrupted(exc, opened.state, finished)
                             raise
+                        outcomes = _masked(live, outcomes)
                         if _raised(outcomes):  # (a sub-run's misuse raised on, prefixed)
                             commit = functools.partial(_committed, live)
                             raise_sub_run_misuse(opened.state, outcomes, live.tools, commit)
@@ -693,6 +730,7 @@ def _run_tools(
     except BaseException as exc:
         _round_interrupted(exc, live, state, finished)
         raise
+    outcomes = _masked(live, outcomes)
     if relay is not None:
         try:
             for item in relay.held:  # sub-runs' events no shell showed as they came
@@ -752,6 +790,7 @@ def _round_interrupted(
 ) -> None:
     """Give ``exc``, which interrupted the round of calls that began at ``state``, the state
     with the calls that had ended (``finished``) committed (see `interrupted`)."""
+    _masked_finished(live, finished)
     if finished and live.handoffs:
         settle_finished(state.calls, finished, live.handoffs)
     if finished and live.on_tool_error == "raise":
