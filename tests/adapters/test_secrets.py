@@ -16,7 +16,16 @@ from leaks import chain, every_text
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
-from toolfold import Agent, ProviderError, RunState, agenerate_text, generate_text
+from toolfold import (
+    Agent,
+    ImagePart,
+    ProviderError,
+    RunState,
+    TextPart,
+    ToolResultPart,
+    agenerate_text,
+    generate_text,
+)
 from toolfold.runtime import Message, ModelRequest
 
 httpx2: ModuleType | None  # None where it is not installed (Python 3.10)
@@ -404,4 +413,98 @@ def test_the_model_key_in_a_tool_text_is_masked(
     assert state.messages[2].tool_results[0].content == shown
     assert KEY not in state.to_json()
     assert "***" in http_server.requests[-1].body.decode()
+    assert KEY not in http_server.requests[-1].body.decode()
+
+
+@toolfold.tool
+def queue_status() -> dict[str, str]:
+    """Returns a status whose words are a local server's placeholder keys."""
+    return {"queue": "EMPTY", "backend": "ollama", "sent": "Authorization: Bearer EMPTY"}
+
+
+@pytest.mark.parametrize("placeholder", ["EMPTY", "ollama"])
+def test_a_placeholder_key_is_masked_in_a_tool_text_only_as_a_credential(
+    http_server: ScriptedServer, opened: list[Any], placeholder: str
+) -> None:
+    """A local server's placeholder key (vLLM's ``EMPTY``, Ollama's ``ollama``) is a word a
+    tool's data holds: masked there only where it is written as a credential (it was
+    masked wherever it stood: ``"queue": "***"``)."""
+    http_server.add(*_tool_then_text(queue_status.name, False))
+    made = toolfold.model(
+        "openai-compatible:m", base_url=f"{http_server.url}/v1", api_key=placeholder, retry=0
+    )
+    opened.append(made)
+    state = Agent(made, tools=[queue_status]).run("go").state
+    sent = "Bearer ***" if placeholder == "EMPTY" else "Bearer EMPTY"
+    expected = f'{{"queue":"EMPTY","backend":"ollama","sent":"Authorization: {sent}"}}'
+    assert state.messages[2].tool_results[0].content == expected
+
+
+def test_a_tool_text_is_masked_of_short_credentials_only_where_written_as_such() -> None:
+    """In a tool's text a secret shorter than 16 characters (a key, a credential header's
+    value) is masked where it is written as a credential, a longer one wherever it is."""
+    short = toolfold.model(
+        "openai-compatible:m",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="lm-studio",
+        headers={"x-session-id": "2024-06-01"},
+    )
+    mask = short.secret_masker()
+    assert mask is not None
+    for plain in ("booked for 2024-06-01", "the lm-studio build", "no secret here"):
+        assert mask(plain) is plain
+    assert mask("x-session-id: 2024-06-01") == "x-session-id: ***"
+    assert mask("sent Bearer lm-studio") == "sent Bearer ***"
+    long = toolfold.model("openai-compatible:m", base_url="http://127.0.0.1:9/v1", api_key=KEY)
+    long_mask = long.secret_masker()
+    assert long_mask is not None
+    assert long_mask(f"key={KEY}.") == "key=***."
+    assert (
+        toolfold.model("openai-compatible:m", base_url="http://127.0.0.1:9/v1").secret_masker()
+        is None
+    )
+
+
+@pytest.mark.parametrize("kind", ["value", "error", "part", "parts"])
+def test_a_caller_s_tool_result_quoting_the_key_is_masked(
+    http_server: ScriptedServer, opened: list[Any], kind: str
+) -> None:
+    """A result given to resume(tool_results=) that quotes the model's key is masked as a
+    tool's own result is: it reached the next request and the state as given."""
+    http_server.add(*_tool_then_text(config_dump.name, False))
+    agent = Agent(_model(http_server.url, opened), tools=[config_dump], auto_execute_tools=False)
+    first = agent.run("go")
+    (call,) = first.tool_calls
+    given: Any = {
+        "value": {"api_key": KEY},
+        "error": PermissionError(f"refused Bearer {KEY}"),
+        "part": ToolResultPart(call.id, call.name, f"key={KEY}"),
+        "parts": [TextPart(f"key={KEY}"), TextPart("kept")],
+    }[kind]
+    state = agent.resume(first.state, tool_results={call.id: given}).state
+    assert KEY not in http_server.requests[-1].body.decode()
+    assert KEY not in state.to_json()
+    assert "***" in state.messages[2].tool_results[0].content
+
+
+@toolfold.tool
+def screenshot() -> list[Any]:
+    """Returns a caption quoting the key, and an image."""
+    return [
+        TextPart(f"token used: {KEY}"),
+        ImagePart(data=b"\x89PNG\r\n\x1a\n", media_type="image/png"),
+    ]
+
+
+def test_the_key_in_a_text_part_of_a_tool_result_is_masked(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A result with an image: its text part is masked as its content is (the part kept
+    the key, and went to the next request with it)."""
+    http_server.add(*_tool_then_text(screenshot.name, False))
+    state = Agent(_model(http_server.url, opened), tools=[screenshot]).run("go").state
+    (result,) = state.messages[2].tool_results
+    assert result.content.startswith("token used: ***")
+    assert result.parts[0] == TextPart("token used: ***")
+    assert KEY not in state.to_json()
     assert KEY not in http_server.requests[-1].body.decode()

@@ -326,18 +326,17 @@ class ProviderModel:
 
     def secret_masker(self) -> Callable[[str], str] | None:
         """What masks this model's credentials (its API key, a URL password, a credential
-        header's value) in a text as ``***``, as in an answer of the model that writes
-        one; None when it holds none. The function gives a text holding none back
-        as it is, after a substring test per credential. A run's loop masks its
-        tools' result and error texts so, before they reach the state, the next
-        request and the log."""
-        echoes = _echoes(self._transport)
-        if echoes is None:
+        header's value) in a text as ``***``: each secret of `QUOTED_BARE` characters or
+        more wherever it is written, a shorter one (``EMPTY``, ``ollama``: a word a tool's
+        data may hold) where it is written as a credential (``Bearer ollama``); None when
+        it holds none. The function gives a text holding none back as it is, after a
+        substring test per credential. A run's loop masks its tools' result and error
+        texts so, before they reach the state, the next request and the log."""
+        pairs = getattr(self._transport, "quoted_scrubs", ())
+        if not pairs:
             return None
-        pairs = echoes.pairs
         # What `scrub` looks for first, each secret's whole value (a short key's too,
         # before its pattern): a text holding none is given back with no more work.
-        # (Not `Echoes.may_hold_text`: a \u escape is JSON's, and this text is no JSON.)
         values = tuple(pair[0] for pair in pairs)
 
         def masked(text: str) -> str:

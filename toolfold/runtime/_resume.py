@@ -69,7 +69,14 @@ from toolfold.runtime.core._state import (
 )
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._failures import started_by
-from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
+from toolfold.runtime.drive._loop import (
+    FROM_WAITING,
+    Live,
+    answered,
+    apply_event,
+    masked_result,
+    show_event,
+)
 from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
 from toolfold.toolkit._tool import Tool
 
@@ -614,6 +621,7 @@ def _answered(
             path, call_id = named_call("tool_results", key, "to_return")
             found = call_at(state, path, call_id, "to_return")
             part = _result_part(call_id, found.call if found else None, value, live.tools)
+            part = _masked_answer(live, part)
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
             else:
@@ -1009,6 +1017,16 @@ def _result_part(
         )
     content = value if isinstance(value, str) else _text_of(tool)(value)
     return ToolResultPart(call_id, name, content)
+
+
+def _masked_answer(live: Live, part: ToolResultPart) -> ToolResultPart:
+    """A caller's result ``part`` with the run's model credentials masked in its text, as
+    a tool's own result is (`Live.mask`): the caller may quote what a tool it ran
+    returned. (A sub-run's answer is masked by the run's model's credentials too.)"""
+    if live.mask is None:
+        return part
+    found = masked_result(live.mask, part.content, part.parts)
+    return part if found is None else attrs.evolve(part, content=found[0], parts=found[1])
 
 
 def _text_of(tool: Tool[..., Any] | None) -> Callable[[Any], str]:

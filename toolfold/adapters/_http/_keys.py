@@ -220,16 +220,19 @@ class _AsCredential(Secret):
         return hash((_AsCredential, self.pattern.pattern))
 
 
-def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secret, ...]:
+def api_key_secrets(
+    key: Secret | None, header: str, scheme: str, *, bare: int = MIN_BARE_PASSWORD
+) -> tuple[Secret, ...]:
     """What to scrub for ``key``, sent in ``header`` after ``scheme`` (empty: bare).
 
-    The key itself; one shorter than `MIN_BARE_PASSWORD` only where it is
-    written as a credential (``Bearer k``, ``x-api-key: k``): a key ``ab``
-    left bare would be cut out of every word of a message that holds ``ab``.
+    The key itself; one shorter than ``bare`` (`MIN_BARE_PASSWORD`; a tool's
+    text: `QUOTED_BARE`) only where it is written as a credential (``Bearer
+    k``, ``x-api-key: k``): a key ``ab`` left bare would be cut out of every
+    word of a message that holds ``ab``.
     """
     if not key:
         return ()
-    if len(key.reveal()) >= MIN_BARE_PASSWORD:
+    if len(key.reveal()) >= bare:
         return (key,)
     return (_AsCredential(key.reveal(), header.lower(), scheme.strip()),)
 
@@ -269,31 +272,34 @@ def is_credential_header(name: str) -> bool:
     return folded in _CREDENTIAL_NAMES or _CREDENTIAL_WORD.search(folded) is not None
 
 
-def header_secrets(name: str, value: Secret) -> tuple[Secret, ...]:
+def header_secrets(
+    name: str, value: Secret, *, bare: int = MIN_BARE_PASSWORD
+) -> tuple[Secret, ...]:
     """What to scrub for a credential ``value`` sent in the header ``name``.
 
     The whole value and, after a scheme word (``Bearer tok``, ``Basic
     dXNl...``), the credential alone, which a server may echo by itself;
-    each as the API key is (`api_key_secrets`: a short one only where it is
-    written as a credential).
+    each as the API key is (`api_key_secrets`: one shorter than ``bare`` only
+    where it is written as a credential).
     """
     whole = value.reveal()
     scheme, _, token = whole.partition(" ")
-    found = [*api_key_secrets(value, name, "")]
+    found = [*api_key_secrets(value, name, "", bare=bare)]
     if token.strip():
-        found += api_key_secrets(Secret(token.strip()), name, scheme)
+        found += api_key_secrets(Secret(token.strip()), name, scheme, bare=bare)
     return tuple(dict.fromkeys(found))
 
 
-def url_secrets(url: str) -> tuple[Secret, ...]:
+def url_secrets(url: str, *, bare: int = MIN_BARE_PASSWORD) -> tuple[Secret, ...]:
     """The secrets in ``url``'s ``user:password@``: none without a password.
 
     The password as written, percent-decoded and as the HTTP clients' URL
     classes write it (`_rewritten`), and the Basic credentials the
     HTTP clients make of the user and password (``Authorization: Basic ...``),
     which a server may echo: each is scrubbed like the API key. A form of the
-    password shorter than `MIN_BARE_PASSWORD` is scrubbed as ``user:password@``
-    only, where the URL writes it.
+    password shorter than ``bare`` (`MIN_BARE_PASSWORD`) is scrubbed as
+    ``user:password@`` only, where the URL writes it; Basic credentials that
+    short, after ``Basic``.
     """
     userinfo = shown_userinfo(url)
     if userinfo is None:
@@ -305,8 +311,8 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     found: list[Secret] = []
     for name, value in ((user, password), plain, *_rewritten(url)):
         if value:
-            found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
-    found.extend(_basic_secrets(*plain))
+            found.append(Secret(value) if len(value) >= bare else _InUrl(name, value))
+    found.extend(_basic_secrets(*plain, bare=bare))
     return tuple(dict.fromkeys(found))
 
 
@@ -323,14 +329,15 @@ def login_secrets(user: str, password: str) -> tuple[Secret, ...]:
     return tuple(dict.fromkeys([*bare, *_basic_secrets(user, password)]))
 
 
-def _basic_secrets(user: str, password: str) -> list[Secret]:
-    """The Basic credentials the HTTP clients make of ``user`` and ``password``."""
-    found = []
+def _basic_secrets(user: str, password: str, *, bare: int = 0) -> list[Secret]:
+    """The Basic credentials the HTTP clients make of ``user`` and ``password`` (shorter
+    than ``bare``: only after ``Basic``)."""
+    found: list[Secret] = []
     # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
     for encoding in ("utf-8", "latin-1"):
         with contextlib.suppress(UnicodeEncodeError):
             basic = base64.b64encode(f"{user}:{password}".encode(encoding)).decode("ascii")
-            found.append(Secret(basic))
+            found += api_key_secrets(Secret(basic), "authorization", "Basic", bare=bare)
     return found
 
 
@@ -489,6 +496,13 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
 #: ``key[:-4]***``, or cutting the key off): long enough to be no common prefix
 #: (``sk-proj-`` is 8), and a secret only as long as this is masked whole only.
 ECHOED_PREFIX = 16
+
+#: A secret shorter than this is masked in a text a tool wrote (its result, its error)
+#: only where it is written as a credential (``Bearer EMPTY``, ``x-api-key: ollama``,
+#: ``user:pw@``), as `MIN_BARE_PASSWORD` has it for errors and answers: a local
+#: server's placeholder key (``EMPTY``, ``ollama``, ``lm-studio``) is also a word a
+#: tool's data holds (``"queue": "EMPTY"``). A key this long is no word.
+QUOTED_BARE = ECHOED_PREFIX
 
 
 def echo_probe(value: str, head: int, tail: int, where: re.Pattern[str] | None) -> str:

@@ -58,6 +58,8 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import (
     NO_USAGE,
     Message,
+    ResultContent,
+    TextPart,
     ToolCallPart,
     Usage,
     freeze,
@@ -216,30 +218,59 @@ class Live:
     # a tool's result or error text that quotes them is masked before the state holds it.
     mask: Callable[[str], str] | None = attrs.field(
         init=False,
-        default=attrs.Factory(lambda self: _mask_of(self.model), takes_self=True),
+        default=attrs.Factory(lambda self: mask_of(self.model), takes_self=True),
     )
 
 
-def _mask_of(model: object) -> Callable[[str], str] | None:
+def mask_of(model: object) -> Callable[[str], str] | None:
     """``model.secret_masker()``, or None when it has none (a test model, a user's)."""
     masker = getattr(model, "secret_masker", None)
     return masker() if callable(masker) else None
+
+
+def masked_result(
+    mask: Callable[[str], str], content: str, parts: tuple[ResultContent, ...]
+) -> tuple[str, tuple[ResultContent, ...]] | None:
+    """A tool result's ``content`` and ``parts`` with ``mask`` applied to its text (the
+    content, each `TextPart`'s text: the two copies of it agree), or None when neither
+    holds anything to mask."""
+    masked = mask(content)
+    changed = masked is not content
+    if parts:
+        given = parts
+        parts = tuple(_masked_part(mask, part) for part in parts)
+        changed = changed or any(a is not b for a, b in zip(parts, given, strict=True))
+    return (masked, parts) if changed else None
+
+
+def _masked_part(mask: Callable[[str], str], part: ResultContent) -> ResultContent:
+    if not isinstance(part, TextPart):
+        return part
+    text = mask(part.text)
+    return part if text is part.text else attrs.evolve(part, text=text)
 
 
 def _masked(live: Live, outcomes: Sequence[ToolOutcome]) -> Sequence[ToolOutcome]:
     """``outcomes`` with the run's model credentials masked in their text (a tool that
     quotes the key it shares with the model, in a result or an error): the same
     outcomes when there is nothing to mask (`Live.mask`)."""
-    mask = live.mask
+    return masked_outcomes(live.mask, outcomes)
+
+
+def masked_outcomes(
+    mask: Callable[[str], str] | None, outcomes: Sequence[ToolOutcome]
+) -> Sequence[ToolOutcome]:
+    """``outcomes`` with ``mask`` applied to their text (`masked_result`): the same
+    outcomes when it is None or finds nothing."""
     if mask is None:
         return outcomes
     masked: list[ToolOutcome] | None = None
     for at, outcome in enumerate(outcomes):
-        content = mask(outcome.content)
-        if content is not outcome.content:
+        found = masked_result(mask, outcome.content, outcome.parts)
+        if found is not None:
             if masked is None:
                 masked = list(outcomes)
-            masked[at] = outcome._replace(content=content)
+            masked[at] = outcome._replace(content=found[0], parts=found[1])
     return outcomes if masked is None else masked
 
 
