@@ -76,6 +76,7 @@ from toolfold.runtime.drive._executor import (
     returned,
     run_calls,
 )
+from toolfold.runtime.drive._loop import mask_of, masked_outcomes
 from toolfold.runtime.drive._open import listing_off_loop, source_closer
 from toolfold.runtime.drive._shells import call_id_maker, reported
 from toolfold.toolkit._context import RunContext
@@ -310,13 +311,16 @@ def make_activities(
     top = node(name, agent)
     models = nested_models(name, agent) if models is None else models
     made = [_model_activity(name, agent._options.model, deps, stream, every, nested=False)]
-    made += [_tool_activity(name, t, deps, every, max_result_bytes) for t in top.tools.values()]
+    mask = mask_of(agent._options.model)  # (the node's model's key a tool quotes: `_called`)
+    made += [
+        _tool_activity(name, t, deps, every, max_result_bytes, mask) for t in top.tools.values()
+    ]
     if top.sources:
         made.append(_list_activity(name, top.sources, every))
     for sub, _ in walk(top):
         made.append(_model_activity(sub.name, models[sub.name], deps, stream, every, nested=True))
         made += [
-            _tool_activity(sub.name, t, deps, every, max_result_bytes)
+            _tool_activity(sub.name, t, deps, every, max_result_bytes, mask_of(models[sub.name]))
             for t in sub.tools.values()
             if t.name not in sub.nested
         ]
@@ -543,19 +547,31 @@ async def _streamed(
 
 
 def _tool_activity(
-    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None
+    name: str,
+    tool: Any,
+    deps: Any,
+    every: float,
+    max_bytes: int | None,
+    mask: Callable[[str], str] | None,
 ) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
     async def run_tool(given: ToolCallInput) -> ToolReturned:
-        return await _called(tool, given, deps, every, max_bytes)
+        return await _called(tool, given, deps, every, max_bytes, mask)
 
     return run_tool
 
 
 async def _called(
-    tool: Any, given: ToolCallInput, deps: Any, every: float, max_bytes: int | None
+    tool: Any,
+    given: ToolCallInput,
+    deps: Any,
+    every: float,
+    max_bytes: int | None,
+    mask: Callable[[str], str] | None = None,
 ) -> ToolReturned:
-    """Run ``tool`` for the call in ``given``, as a local run runs it; the event it makes."""
+    """Run ``tool`` for the call in ``given``, as a local run runs it; the event it makes,
+    with its node's model credentials its text quotes masked by ``mask`` (`Live.mask`:
+    the recorded result, which the history keeps and a replay reads, holds none)."""
     invocation = given.invocation
     context: RunContext[Any] = RunContext(
         run_id=given.run_id,
@@ -577,6 +593,7 @@ async def _called(
         # failing the activity had Temporal retry it, and the tool run again, without
         # end. It is the tool's error, which the model reads.
         outcome = failed_outcome(job, exc)
+    (outcome,) = masked_outcomes(mask, (outcome,))
     event = returned(outcome)
     if not isinstance(event, ToolReturned):
         # Only runs recorded before sub-runs were driven in the workflow

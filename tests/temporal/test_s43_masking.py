@@ -1,0 +1,53 @@
+"""The model's key a tool quotes is masked in the tool activity's result, which the
+workflow's history records and the next model request carries."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio.testing import ActivityEnvironment
+
+import toolfold
+from toolfold import Agent, tool
+from toolfold.integrations.temporal._activities import (
+    ToolCallInput,
+    make_activities,
+    tool_activity_name,
+)
+from toolfold.runtime.core._effects import ToolInvocation
+from toolfold.runtime.core._messages import ToolCallPart
+
+KEY = "sk-temporal-key-0123456789abcdef"
+
+
+@tool
+def leak() -> str:
+    """Returns a configuration line holding the model's key."""
+    return f"key={KEY}"
+
+
+def _activity_text(activities: list[Any], name: str) -> str:
+    """What the activity ``name`` gives for a call of ``leak``, as text: an event, or the
+    payload of one the activity encoded itself."""
+    (run_tool,) = [a for a in activities if a.__temporal_activity_definition.name == name]
+    invocation = ToolInvocation(ToolCallPart("c1", "leak", "{}", {}), 0, 1, "r:1:0")
+    out = asyncio.run(ActivityEnvironment().run(run_tool, ToolCallInput(invocation, "r")))
+    payload = getattr(out, "payload", None)
+    return repr(out) if payload is None else payload.data.decode()
+
+
+def test_a_tool_activity_s_result_holds_no_key_of_its_node_s_model() -> None:
+    """The top run's and a sub-run's tool activities mask their node's model key in the
+    result they record (it was recorded as the tool returned it, and sent on)."""
+    model = toolfold.model(
+        "openai-compatible:m", base_url="http://127.0.0.1:9/v1", api_key=KEY, retry=0
+    )
+    helper = Agent(model, tools=[leak], name="helper")
+    agent = Agent(model, tools=[leak, helper.as_tool(name="ask_helper")])
+    activities = make_activities("masked", agent, heartbeat=timedelta(seconds=30))
+    for node in ("masked", "masked.ask_helper"):
+        text = _activity_text(activities, tool_activity_name(node, "leak"))
+        assert KEY not in text
+        assert "key=***" in text
