@@ -99,6 +99,15 @@ class Store:
         return cls.__name__
 
 
+class RefinedStore(Store):
+    """A subclass whose method tool calls its base's through super()."""
+
+    @tool
+    async def search(self) -> str:
+        """Search, refined."""
+        return "refined " + await super().search()
+
+
 class AsyncCall:
     """An object with an async ``__call__``."""
 
@@ -206,3 +215,13 @@ def test_a_bound_method_tool_pickled_alone_calls_its_method() -> None:
     back = pickle.loads(pickle.dumps(Store("rome").search))
     assert asyncio.run(back()) == "in rome"
     assert back.function.__self__.search is back
+
+
+def test_a_bound_method_tool_reached_through_super_pickles_as_the_base_s_method() -> None:
+    """A base's method tool bound through super() pickles as the base's method, bound to
+    the object (it pickled as the object's attribute, the subclass's tool, and its load
+    called itself without end); the subclass's own tool still pickles as its own."""
+    refined = RefinedStore("rome")
+    through = super(RefinedStore, refined).search
+    assert asyncio.run(pickle.loads(pickle.dumps(through))()) == "in rome"
+    assert asyncio.run(pickle.loads(pickle.dumps(refined.search))()) == "refined in rome"

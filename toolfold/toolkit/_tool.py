@@ -344,11 +344,15 @@ class Tool(Generic[P, R]):
         bound.__dict__["function"] = types.MethodType(self.function, target)
         bound.__dict__["__wrapped__"] = bound.function
         bound._receiver = None
-        if instance is not None and self._receiver == "instance" and self._attribute:
-            # later lookups find the bound tool first: a Tool is a non-data descriptor
+        attribute = self._attribute
+        if instance is not None and self._receiver == "instance" and attribute:
+            # later lookups find the bound tool first: a Tool is a non-data descriptor.
+            # Only when the object's class finds this tool by its name: one reached
+            # through super() (the base's, which a subclass overrides) is not what
+            # the object's attribute is.
             instance_dict = getattr(instance, "__dict__", None)
-            if instance_dict is not None:
-                instance_dict[self._attribute] = bound
+            if instance_dict is not None and _defined(type(instance), attribute) is self:
+                instance_dict[attribute] = bound
         return bound
 
     # -- the runtime's side --
@@ -642,11 +646,18 @@ def _bound_method(tool: Tool[..., Any]) -> tuple[type, str, object] | None:
         return None
     target = function.__self__
     owners = target.__mro__ if isinstance(target, type) else type(target).__mro__
-    for owner in owners:
+    for owner in owners:  # (the class's own, or a base's reached through super())
         defined = owner.__dict__.get(attribute)
-        if defined is not None:
-            found = isinstance(defined, Tool) and defined.function is function.__func__
-            return (owner, attribute, target) if found else None
+        if isinstance(defined, Tool) and defined.function is function.__func__:
+            return (owner, attribute, target)
+    return None
+
+
+def _defined(cls: type, attribute: str) -> object:
+    """What ``cls`` holds at ``attribute``, as its lookup finds it (None if nothing)."""
+    for owner in cls.__mro__:
+        if attribute in owner.__dict__:
+            return owner.__dict__[attribute]
     return None
 
 
