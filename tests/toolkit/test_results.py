@@ -414,3 +414,13 @@ def test_dict_views_and_ranges_become_arrays() -> None:
         format_result({"k": {(1, 2): cities.items()}})
         == '{"k":{"(1, 2)":[["paris",1],["rome",2]]}}'
     )
+
+
+def test_a_bytes_key_is_written_as_a_bytes_value_is() -> None:
+    """A key of bytes is its text when UTF-8, else base64, as a value of bytes is (it was
+    Python's ``"b'ab'"`` beside the value's ``"ab"``); one that becomes another key's text
+    falls back to the repr, as other clashing keys do."""
+    assert format_result({b"ab": b"ab", 1: {2}}) == '{"ab":"ab","1":[2]}'
+    assert format_result({b"\xff": b"\xff"}) == '{"/w==":"/w=="}'
+    clashing = {b"ab": 1, "ab": 2}
+    assert format_result(clashing) == repr(clashing)

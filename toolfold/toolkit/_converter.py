@@ -37,7 +37,7 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Callable, ItemsView, KeysView, Mapping, ValuesView
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from decimal import Decimal, InvalidOperation
 from enum import Enum, Flag
@@ -65,6 +65,7 @@ from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 from toolfold.toolkit._problems import clip
 from toolfold.toolkit._pydantic import is_model, structure_model, unstructure_model
+from toolfold.toolkit._results import VIEWS
 
 __all__ = [
     "CheckFailedError",
@@ -960,9 +961,6 @@ def _bound_cache(dispatch: Any) -> None:
     dispatch.dispatch = looked_up
 
 
-_VIEWS = (KeysView, ValuesView, ItemsView, range)
-
-
 @functools.cache
 def get_converter() -> cattrs.Converter:
     """Return the toolkit's cattrs converter (built once, on first use)."""
@@ -996,7 +994,7 @@ def get_converter() -> cattrs.Converter:
     )
     # A dict's views and a range are arrays, as sets and deques are (not their repr).
     conv.register_unstructure_hook_func(
-        lambda t: isinstance(t, type) and issubclass(t, _VIEWS),
+        lambda t: isinstance(t, type) and issubclass(t, VIEWS),
         lambda view: [conv.unstructure(item) for item in view],
     )
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)

@@ -65,6 +65,9 @@ __all__ = [
 ]
 
 _SIMPLE = (int, float, bool, type(None))
+#: A dict's views and a range: written as arrays, as sets are (not their repr), by the
+#: converter (`get_converter`), `_Salvage` and `_default` alike.
+VIEWS = (KeysView, ValuesView, ItemsView, range)
 #: Exact types that are neither an iterator nor a stream: `format_result` skips
 #: those checks for them.
 _PLAIN = frozenset({dict, list, tuple, float})
@@ -401,6 +404,8 @@ class _Salvage:
             return key
         if isinstance(key, float):
             return key if math.isfinite(key) else _replace_unwritable(key, [])
+        if isinstance(key, (bytes, bytearray, memoryview)):
+            return _default(key)  # as a value of bytes is written: its text, else base64
         try:
             data = self.unstructure(key)
         except Exception:
@@ -418,7 +423,7 @@ def _has_fields(value: Any) -> bool:
 
 
 # Walked as arrays by `_Salvage` (named tuples aside: objects).
-_ARRAYS = (list, tuple, set, frozenset, deque, KeysView, ValuesView, ItemsView, range)
+_ARRAYS = (list, tuple, set, frozenset, deque, *VIEWS)
 
 
 def _dumps(data: Any) -> str:
@@ -575,7 +580,7 @@ def _default(obj: Any) -> Any:
             import base64  # rare: only bytes that are not UTF-8
 
             return base64.b64encode(raw).decode("ascii")
-    if isinstance(obj, (set, frozenset, KeysView, ValuesView, ItemsView, range)):
+    if isinstance(obj, (set, frozenset, *VIEWS)):
         return list(obj)
     dumped = _model_dump(obj)
     return _text(obj) if dumped is _NOTHING else dumped
