@@ -22,6 +22,7 @@ from toolfold import (
     ProviderError,
     RunState,
     TextPart,
+    Tool,
     ToolResultPart,
     agenerate_text,
     generate_text,
@@ -45,11 +46,11 @@ def _assert_hidden(error: BaseException) -> None:
         assert KEY not in state.to_json()
 
 
-def _model(url: str, opened: list[Any], client: Any = None) -> Any:
+def _model(url: str, opened: list[Any], client: Any = None, key: str = KEY) -> Any:
     """A model on the default client, or on ``client`` (an httpx client, closed after the test)."""
     options: dict[str, Any] = {"http_client": client} if client is not None else {}
     made = toolfold.model(
-        "openai-compatible:m", base_url=f"{url}/v1", api_key=KEY, retry=0, **options
+        "openai-compatible:m", base_url=f"{url}/v1", api_key=key, retry=0, **options
     )
     opened.append(made)
     if client is not None:
@@ -485,6 +486,39 @@ def test_a_caller_s_tool_result_quoting_the_key_is_masked(
     assert KEY not in http_server.requests[-1].body.decode()
     assert KEY not in state.to_json()
     assert "***" in state.messages[2].tool_results[0].content
+
+
+def _called(tool_name: str, arguments: str) -> Reply:
+    """A model's answer calling ``tool_name`` with ``arguments`` (JSON)."""
+    call = {"id": "c1", "type": "function", "function": {"name": tool_name, "arguments": arguments}}
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return Reply(json={"id": "r1", "choices": [{"message": called, "finish_reason": "tool_calls"}]})
+
+
+def test_a_caller_s_answer_to_a_sub_run_is_masked_of_the_sub_run_s_key(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """An answer given to resume(tool_results=) for a call of a sub-run (an agent used as
+    a tool) is masked of the key of that sub-run's model, which it is sent to: it was
+    masked of the top model's key only, and the helper's key went on in its request."""
+    helper_key = "sk-helper-key-0123456789abcdefHLP"
+    text = Reply(
+        json={"id": "r2", "choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    )
+    http_server.add(_called("ask", '{"input": "x"}'), _called("ext", "{}"), text, text)
+    ext = Tool(name="ext", description="External.", parameters={"type": "object", "properties": {}})
+    helper = Agent(_model(http_server.url, opened, key=helper_key), tools=[ext], name="helper")
+    top = Agent(_model(http_server.url, opened), tools=[helper.as_tool(name="ask")])
+    first = top.run("go")
+    ((key, call),) = first.state.keyed_tool_calls
+    assert call.name == "ext"
+    answer = f"token {helper_key} and {KEY}"
+    state = top.resume(first.state, tool_results={key: answer}).state
+    sent = [request.body.decode() for request in http_server.requests[2:]]
+    assert len(sent) == 2
+    assert not any(helper_key in body or KEY in body for body in sent)
+    assert helper_key not in state.to_json() and KEY not in state.to_json()
+    assert "token ***" in sent[0]
 
 
 @toolfold.tool
