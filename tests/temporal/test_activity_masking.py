@@ -23,12 +23,13 @@ from toolfold.runtime.core._events import ToolReturned
 from toolfold.runtime.core._messages import ToolCallPart
 
 KEY = "sk-temporal-key-0123456789abcdef"
+HELPER_KEY = "sk-temporal-helper-0123456789abcdef"
 
 
 @tool
 def leak() -> str:
-    """Returns a configuration line holding the model's key."""
-    return f"key={KEY}"
+    """Returns a configuration line holding both models' keys."""
+    return f"key={KEY} helper={HELPER_KEY}"
 
 
 def _activity_result(activities: list[Any], name: str) -> ToolReturned:
@@ -45,14 +46,20 @@ def _activity_result(activities: list[Any], name: str) -> ToolReturned:
     return out
 
 
-def test_a_tool_activity_s_result_holds_no_key_of_its_node_s_model() -> None:
-    """The top run's and a sub-run's tool activities mask their node's model key in the
-    result they record (it was recorded as the tool returned it, and sent on)."""
-    model = toolfold.model(
-        "openai-compatible:m", base_url="http://127.0.0.1:9/v1", api_key=KEY, retry=0
+def _model(key: str) -> Any:
+    return toolfold.model(
+        "openai-compatible:m", base_url="http://127.0.0.1:9/v1", api_key=key, retry=0
     )
-    helper = Agent(model, tools=[leak], name="helper")
-    agent = Agent(model, tools=[leak, helper.as_tool(name="ask_helper")])
+
+
+def test_a_tool_activity_s_result_holds_no_key_of_its_node_s_model() -> None:
+    """The top run's and a sub-run's tool activities mask their own node's model key in
+    the result they record (it was recorded as the tool returned it, and sent on): the
+    helper's model has a key of its own, which the top's mask would leave."""
+    helper = Agent(_model(HELPER_KEY), tools=[leak], name="helper")
+    agent = Agent(_model(KEY), tools=[leak, helper.as_tool(name="ask_helper")])
     activities = make_activities("masked", agent, heartbeat=timedelta(seconds=30))
-    for node in ("masked", "masked.ask_helper"):
-        assert _activity_result(activities, tool_activity_name(node, "leak")).content == "key=***"
+    top = _activity_result(activities, tool_activity_name("masked", "leak")).content
+    assert top.startswith("key=*** ")
+    sub = _activity_result(activities, tool_activity_name("masked.ask_helper", "leak")).content
+    assert sub.endswith(" helper=***")
