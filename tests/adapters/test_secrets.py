@@ -517,7 +517,9 @@ def test_a_caller_s_answer_to_a_sub_run_is_masked_of_the_sub_run_s_key(
     sent = [request.body.decode() for request in http_server.requests[2:]]
     assert len(sent) == 2
     assert not any(helper_key in body or KEY in body for body in sent)
-    assert helper_key not in state.to_json() and KEY not in state.to_json()
+    stored = state.to_json()
+    assert helper_key not in stored
+    assert KEY not in stored
     assert "token ***" in sent[0]
 
 

@@ -194,8 +194,10 @@ class _AsCredential(Secret):
     the forms a header is printed in: ``x-api-key: k`` (HTTP, log lines),
     ``'x-api-key': 'k'`` (a dict's or multidict's repr), ``(b'x-api-key', b'k')``
     (httpcore's DEBUG lines), ``"x-api-key": "k"`` (JSON). Only the key is
-    masked; what names it stays. ``named`` finds it whether or not its token
-    goes on after it: `scrub` takes the start of another secret there as its end.
+    masked; what names it stays. ``named`` finds what names it, ending where the
+    text given to it ends (`_named_keys`: each place the key is written, whether or
+    not its token goes on after it: `scrub` takes the start of another secret there
+    as its end).
     """
 
     __slots__ = ("lead", "named", "pattern")
@@ -211,7 +213,8 @@ class _AsCredential(Secret):
             lead = named
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
-        self.named = re.compile(rf"({lead}){re.escape(key)}")
+        # (the word what names the key starts with, and a pattern of what names it)
+        self.named = ((scheme or header).lower(), re.compile(rf"(?:{lead})\Z"))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _AsCredential) and other.pattern == self.pattern
@@ -468,7 +471,11 @@ def resolve_api_key(
     )
 
 
-Scrubs = tuple[tuple[str, int, int, re.Pattern[str] | None], ...]
+#: What names a short key (`_AsCredential.named`): the word it starts with, in lower case,
+#: and a pattern of it that ends where the text given to it does.
+Named = tuple[str, re.Pattern[str]]
+
+Scrubs = tuple[tuple[str, int, int, Named | None], ...]
 
 
 def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
@@ -481,7 +488,7 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
     looked for first, plainly, as a quick test. Made once for a set of
     secrets that is used many times (a log filter's).
     """
-    found: dict[tuple[str, int, int, re.Pattern[str] | None], None] = {}
+    found: dict[tuple[str, int, int, Named | None], None] = {}
     for s in secrets:
         if isinstance(s, _AsCredential):
             found[s.reveal(), 0, 0, s.named] = None
@@ -505,7 +512,7 @@ ECHOED_PREFIX = 16
 QUOTED_BARE = ECHOED_PREFIX
 
 
-def echo_probe(value: str, head: int, tail: int, where: re.Pattern[str] | None) -> str:
+def echo_probe(value: str, head: int, tail: int, where: Named | None) -> str:
     """What of a secret of `scrubs` shows it: its first `ECHOED_PREFIX` characters when
     it is longer (a key, a long password: `scrub` masks such a start of it too), else
     all of it (a short key, a short URL password's ``user:pw@``)."""
@@ -536,7 +543,7 @@ def scrub(text: str, pairs: Scrubs, *, starts: bool = True) -> str:
         if probe not in text:
             continue
         if where is not None:
-            named.append(where)
+            named.append((value, where))
             continue
         if probe is not value:  # each start of it, as long as the text goes on as it
             spans += _starts(text, value, probe)
@@ -638,23 +645,78 @@ def _runs(value: str, masked: int) -> re.Pattern[str] | None:
 
 
 def _named_keys(
-    text: str, named: list[re.Pattern[str]], others: list[tuple[int, int]]
+    text: str, named: list[tuple[str, Named]], others: list[tuple[int, int]]
 ) -> list[tuple[int, int]]:
-    """The spans of the short keys ``named`` finds where their token ends, or where one of
-    the spans ``others`` (sorted) of the other secrets starts or goes on: a key right before
-    a password (``abc`` + ``defg``) is the end of neither token, and showed whole."""
+    """The spans of the short keys ``named`` (each with what names it: `_AsCredential`)
+    where their token ends, or where one of the spans ``others`` (sorted) of the other
+    secrets starts or goes on: a key right before a password (``abc`` + ``defg``) is the
+    end of neither token, and showed whole."""
     found: list[tuple[int, int]] = []
     reach = list(itertools.accumulate((end for _, end in others), max))  # the farthest end so far
-    for where in named:
-        for key in where.finditer(text):
-            end = key.end()
+    folded = _folded(text)
+    for key, where in named:
+        for at in _named_at(text, folded, key, where):
+            end = at + len(key)
             if _GOES_ON.match(text, end):
                 # the other secrets starting at or before the key's end: does one reach it?
-                at = bisect.bisect_right(others, (end, len(text) + 1)) - 1
-                if at < 0 or reach[at] < end:
+                before = bisect.bisect_right(others, (end, len(text) + 1)) - 1
+                if before < 0 or reach[before] < end:
                     continue
-            found.append((key.end(1), end))
+            found.append((at, end))
     return found
+
+
+def written_as_credential(text: str, key: str, where: Named) -> bool:
+    """Whether ``text`` holds the short ``key`` after what names it (``where``: of its
+    `_AsCredential`), its token going on after it or not."""
+    return next(_named_at(text, _folded(text), key, where), None) is not None
+
+
+def _named_at(text: str, folded: str, key: str, where: Named) -> Iterator[int]:
+    """Where in ``text`` (``folded``: `_folded`) the short ``key`` is written after what
+    names it (``where``), from the start, each after the last one found.
+
+    Not a pattern tried at every character of the text (a tool's result of a
+    megabyte, ``EMPTY`` in it many times): the key and the word what names it
+    starts with (``bearer``, a header's name) are found with ``str.find``, and
+    what names the key is matched only where that word is in the `_NAMED_REACH`
+    characters before it.
+    """
+    word, lead = where
+    after = 0  # where the last key found ends: what names the next one starts there or after
+    at = text.find(key)
+    while at >= 0:
+        start = max(after, at - _NAMED_REACH)
+        word_at = folded.find(word, start)
+        if word_at < 0:
+            return
+        if word_at + len(word) > at:  # no key before this word is named by it
+            at = text.find(key, word_at + len(word))
+        elif lead.search(text, word_at, at) is None:  # (what names it starts at a word)
+            at = text.find(key, at + 1)
+        else:
+            yield at
+            after = at + len(key)
+            at = text.find(key, after)
+
+
+#: How far before a short key what names it (``x-api-key: ``, ``Authorization: Token``)
+#: is looked for: a header's name, quotes and a scheme word, with room to spare.
+_NAMED_REACH = 96
+
+#: The characters a case-insensitive pattern takes for an ASCII letter that ``str.lower``
+#: does not turn into it, and the letter (``İ`` alone is lowered to two characters).
+_LIKE_ASCII = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"))
+
+
+def _folded(text: str) -> str:
+    """``text`` in lower case, each character where it was, as a case-insensitive pattern
+    reads an ASCII word in it: ``str.find`` finds the words of `_named_keys` in it."""
+    if not text.isascii():
+        for odd, letter in _LIKE_ASCII:
+            if odd in text:
+                text = text.replace(odd, letter)
+    return text.lower()
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text
