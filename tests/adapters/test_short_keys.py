@@ -339,6 +339,24 @@ def test_a_short_key_is_found_after_what_names_it_from_each_place_it_is_written(
     assert redact(text, secrets) == shown
 
 
+@pytest.mark.parametrize(
+    ("key", "text", "shown"),
+    [
+        ("b", "(b'x-api-key', b'b')", "(b'x-api-key', b'***')"),
+        ("'k1", "'x-api-key': ''k1'", "'x-api-key': '***'"),
+        (" k", "x-api-key:  k", "x-api-key: ***"),
+    ],
+)
+def test_a_short_key_like_what_names_it_is_masked_where_the_key_is(
+    key: str, text: str, shown: str
+) -> None:
+    """A key that starts like the end of what names it (``b`` after ``b'``, a quote, a
+    space) is masked where the key is written, not where what names it could end first:
+    ``(b'x-api-key', b'b')`` showed as ``(b'x-api-key', ***'b')``."""
+    secrets = api_key_secrets(Secret(key), "x-api-key", "", bare=QUOTED_BARE)
+    assert redact(text, secrets) == shown
+
+
 def test_two_short_keys_alike_in_different_headers_are_both_guarded() -> None:
     """The log guard keeps a key ``ab`` sent as Bearer and one sent as x-api-key apart."""
     from toolfold.adapters._http import _logs

@@ -194,10 +194,9 @@ class _AsCredential(Secret):
     the forms a header is printed in: ``x-api-key: k`` (HTTP, log lines),
     ``'x-api-key': 'k'`` (a dict's or multidict's repr), ``(b'x-api-key', b'k')``
     (httpcore's DEBUG lines), ``"x-api-key": "k"`` (JSON). Only the key is
-    masked; what names it stays. ``named`` finds what names it, ending where the
-    text given to it ends (`_named_keys`: each place the key is written, whether or
-    not its token goes on after it: `scrub` takes the start of another secret there
-    as its end).
+    masked; what names it stays. ``named`` finds what names it and the key
+    (`_named_keys`: each place the key is written, whether or not its token goes
+    on after it: `scrub` takes the start of another secret there as its end).
     """
 
     __slots__ = ("lead", "named", "pattern")
@@ -213,8 +212,8 @@ class _AsCredential(Secret):
             lead = named
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
-        # (the word what names the key starts with, and a pattern of what names it)
-        self.named = ((scheme or header).lower(), re.compile(rf"(?:{lead})\Z"))
+        # (the word what names the key starts with, and a pattern of what names it and the key)
+        self.named = ((scheme or header).lower(), re.compile(rf"({lead}){re.escape(key)}"))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _AsCredential) and other.pattern == self.pattern
@@ -472,7 +471,7 @@ def resolve_api_key(
 
 
 #: What names a short key (`_AsCredential.named`): the word it starts with, in lower case,
-#: and a pattern of it that ends where the text given to it does.
+#: and a pattern of it and the key, its group 1 what names the key.
 Named = tuple[str, re.Pattern[str]]
 
 Scrubs = tuple[tuple[str, int, int, Named | None], ...]
@@ -669,6 +668,8 @@ def _named_keys(
 def written_as_credential(text: str, key: str, where: Named) -> bool:
     """Whether ``text`` holds the short ``key`` after what names it (``where``: of its
     `_AsCredential`), its token going on after it or not."""
+    if key not in text:  # (the quick test, before lowering the whole text)
+        return False
     return next(_named_at(text, _folded(text), key, where), None) is not None
 
 
@@ -677,27 +678,29 @@ def _named_at(text: str, folded: str, key: str, where: Named) -> Iterator[int]:
     names it (``where``), from the start, each after the last one found.
 
     Not a pattern tried at every character of the text (a tool's result of a
-    megabyte, ``EMPTY`` in it many times): the key and the word what names it
-    starts with (``bearer``, a header's name) are found with ``str.find``, and
-    what names the key is matched only where that word is in the `_NAMED_REACH`
-    characters before it.
+    megabyte, ``EMPTY`` in it many times): the word what names the key starts
+    with (``bearer``, a header's name) is found with ``str.find``, then the
+    next key after it; the pattern of what names the key and the key is matched
+    at that word only when the key is within `_NAMED_REACH` characters of it,
+    else the word is looked for again from that far before the key. The pattern
+    is matched where the word starts, so what names the key ends where the
+    pattern has it (a key ``b`` in ``(b'x-api-key', b'b')`` is the last ``b``).
     """
-    word, lead = where
-    after = 0  # where the last key found ends: what names the next one starts there or after
-    at = text.find(key)
-    while at >= 0:
-        start = max(after, at - _NAMED_REACH)
-        word_at = folded.find(word, start)
-        if word_at < 0:
+    word, named = where
+    at_word = folded.find(word)
+    while at_word >= 0:
+        at = text.find(key, at_word + len(word))
+        if at < 0:
             return
-        if word_at + len(word) > at:  # no key before this word is named by it
-            at = text.find(key, word_at + len(word))
-        elif lead.search(text, word_at, at) is None:  # (what names it starts at a word)
-            at = text.find(key, at + 1)
+        if at - at_word > _NAMED_REACH:  # no key near this word: skip to near the next key
+            at_word = folded.find(word, at - _NAMED_REACH)
+            continue
+        found = named.match(text, at_word)
+        if found is None:
+            at_word = folded.find(word, at_word + 1)
         else:
-            yield at
-            after = at + len(key)
-            at = text.find(key, after)
+            yield found.end(1)
+            at_word = folded.find(word, found.end())
 
 
 #: How far before a short key what names it (``x-api-key: ``, ``Authorization: Token``)
