@@ -28,6 +28,7 @@ from toolfold import (
     generate_text,
 )
 from toolfold.runtime import Message, ModelRequest
+from toolfold.testing import override_models
 
 httpx2: ModuleType | None  # None where it is not installed (Python 3.10)
 try:
@@ -522,6 +523,32 @@ def test_a_caller_s_answer_to_a_sub_run_is_masked_of_the_sub_run_s_key(
     stored = state.to_json()
     assert helper_key not in stored
     assert KEY not in stored
+    assert "token ***" in sent[0]
+
+
+def test_an_answer_to_a_sub_run_is_masked_of_the_key_of_the_model_an_override_gives_it(
+    http_server: ScriptedServer, opened: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-run's agent made from a string, in an `override_models` block: an answer to its
+    call is masked of the key of the model the block gives it, which its run calls (it was
+    masked of the key of the model the string built, and the block's key went on)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-built-key-0123456789abcdefBLT")
+    helper_key = "sk-override-key-0123456789abcdefOVR"
+    text = Reply(
+        json={"id": "r2", "choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    )
+    http_server.add(_called("ask", '{"input": "x"}'), _called("ext", "{}"), text, text)
+    ext = Tool(name="ext", description="External.", parameters={"type": "object", "properties": {}})
+    helper = Agent("openai:gpt-4o-mini", tools=[ext], name="helper")
+    top = Agent(_model(http_server.url, opened), tools=[helper.as_tool(name="ask")])
+    given = _model(http_server.url, opened, key=helper_key)  # (made outside the block)
+    with override_models(lambda _: given):
+        first = top.run("go")
+        ((key, _),) = first.state.keyed_tool_calls
+        top.resume(first.state, tool_results={key: f"token {helper_key}"})
+    sent = [request.body.decode() for request in http_server.requests[2:]]
+    assert len(sent) == 2
+    assert not any(helper_key in body for body in sent)
     assert "token ***" in sent[0]
 
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from toolfold._errors import InvalidEventError, UsageError
-from toolfold.runtime._model import CLIENT_OPTIONS
+from toolfold.runtime._model import CLIENT_OPTIONS, in_force
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
     Approval,
@@ -1053,7 +1053,9 @@ def _sub_run_mask(
         state = call.child
         agent = made.agent._for_state(state)  # (a handoff inside the sub-run: the agent now)
         tools = agent._options.tools
-    own = mask_of(agent._options.model) if agent is not None else None
+    own = None
+    if agent is not None:  # the model its run calls: an override_models block's, if any
+        own = mask_of(in_force(agent._options.model, agent._options.spec))
     top = live.mask
     if own is None or top is None:
         return own or top
