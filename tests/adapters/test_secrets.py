@@ -16,8 +16,19 @@ from leaks import chain, every_text
 from scripted_http import Recorded, Reply, ScriptedServer, sse
 
 import toolfold
-from toolfold import Agent, ProviderError, RunState, agenerate_text, generate_text
+from toolfold import (
+    Agent,
+    ImagePart,
+    ProviderError,
+    RunState,
+    TextPart,
+    Tool,
+    ToolResultPart,
+    agenerate_text,
+    generate_text,
+)
 from toolfold.runtime import Message, ModelRequest
+from toolfold.testing import override_models
 
 httpx2: ModuleType | None  # None where it is not installed (Python 3.10)
 try:
@@ -36,11 +47,11 @@ def _assert_hidden(error: BaseException) -> None:
         assert KEY not in state.to_json()
 
 
-def _model(url: str, opened: list[Any], client: Any = None) -> Any:
+def _model(url: str, opened: list[Any], client: Any = None, key: str = KEY) -> Any:
     """A model on the default client, or on ``client`` (an httpx client, closed after the test)."""
     options: dict[str, Any] = {"http_client": client} if client is not None else {}
     made = toolfold.model(
-        "openai-compatible:m", base_url=f"{url}/v1", api_key=KEY, retry=0, **options
+        "openai-compatible:m", base_url=f"{url}/v1", api_key=key, retry=0, **options
     )
     opened.append(made)
     if client is not None:
@@ -337,3 +348,228 @@ def test_a_log_filter_sorts_its_secrets_once_not_per_record(
         record = _record("< %s: %s", "x-echo", "hunter2-secret-0123 and secret-0123")
         assert found.filter(record)
         assert record.getMessage() == "< x-echo: *** and ***"
+
+
+@toolfold.tool
+def relay_error() -> str:
+    """Calls another service with the model's own credentials, which refuses them."""
+    raise PermissionError(f"upstream refused Authorization: Bearer {KEY}")
+
+
+@toolfold.tool
+def config_dump() -> dict[str, str]:
+    """Returns a configuration dump holding the model's key."""
+    return {"api_key": KEY, "region": "eu"}
+
+
+def _tool_then_text(tool_name: str, stream: bool) -> list[Reply]:
+    """A call of ``tool_name``, then a text answer (streamed when ``stream``)."""
+    call = {"id": "c1", "type": "function", "function": {"name": tool_name, "arguments": "{}"}}
+    if stream:
+        delta = {"tool_calls": [{"index": 0, **call}]}
+        events = (
+            sse(
+                {"choices": [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}]}, "[DONE]"
+            ),
+            sse(
+                {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]},
+                "[DONE]",
+            ),
+        )
+        return [
+            Reply(headers={"content-type": "text/event-stream"}, chunks=list(chunks))
+            for chunks in events
+        ]
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return [
+        Reply(json={"id": "r1", "choices": [{"message": called, "finish_reason": "tool_calls"}]}),
+        Reply(json={"id": "r2", "choices": [{"message": {"role": "assistant", "content": "ok"}}]}),
+    ]
+
+
+@pytest.mark.parametrize("how", ["run", "arun", "stream"])
+@pytest.mark.parametrize(
+    ("tool", "shown"),
+    [
+        (relay_error, "Error: PermissionError: upstream refused Authorization: Bearer ***"),
+        (config_dump, '{"api_key":"***","region":"eu"}'),
+    ],
+    ids=["error", "result"],
+)
+def test_the_model_key_in_a_tool_text_is_masked(
+    http_server: ScriptedServer, opened: list[Any], tool: Any, shown: str, how: str
+) -> None:
+    """The model's own key in a tool's error or result text is masked before it reaches
+    the state and the next request, as the model's own text is (it was sent and kept)."""
+    http_server.add(*_tool_then_text(tool.name, how == "stream"))
+    agent = Agent(_model(http_server.url, opened), tools=[tool])
+    if how == "run":
+        state = agent.run("go").state
+    elif how == "arun":
+        state = asyncio.run(agent.arun("go")).state
+    else:
+        stream = agent.stream("go")
+        for _ in stream:
+            pass
+        state = stream.response.state
+    assert state.messages[2].tool_results[0].content == shown
+    assert KEY not in state.to_json()
+    assert "***" in http_server.requests[-1].body.decode()
+    assert KEY not in http_server.requests[-1].body.decode()
+
+
+@toolfold.tool
+def queue_status() -> dict[str, str]:
+    """Returns a status whose words are a local server's placeholder keys."""
+    return {"queue": "EMPTY", "backend": "lm-studio", "sent": "Authorization: Bearer EMPTY"}
+
+
+# (not "ollama": every key a transport is given stays in the process's log filters,
+# and later tests read log lines that name the ollama provider)
+@pytest.mark.parametrize("placeholder", ["EMPTY", "lm-studio"])
+def test_a_placeholder_key_is_masked_in_a_tool_text_only_as_a_credential(
+    http_server: ScriptedServer, opened: list[Any], placeholder: str
+) -> None:
+    """A local server's placeholder key (vLLM's ``EMPTY``, LM Studio's ``lm-studio``) is a word a
+    tool's data holds: masked there only where it is written as a credential (it was
+    masked wherever it stood: ``"queue": "***"``)."""
+    http_server.add(*_tool_then_text(queue_status.name, False))
+    made = toolfold.model(
+        "openai-compatible:m", base_url=f"{http_server.url}/v1", api_key=placeholder, retry=0
+    )
+    opened.append(made)
+    state = Agent(made, tools=[queue_status]).run("go").state
+    sent = "Bearer ***" if placeholder == "EMPTY" else "Bearer EMPTY"
+    expected = f'{{"queue":"EMPTY","backend":"lm-studio","sent":"Authorization: {sent}"}}'
+    assert state.messages[2].tool_results[0].content == expected
+
+
+def test_a_tool_text_is_masked_of_short_credentials_only_where_written_as_such() -> None:
+    """In a tool's text a secret shorter than 16 characters (a key, a credential header's
+    value) is masked where it is written as a credential, a longer one wherever it is."""
+    short = toolfold.model(
+        "openai-compatible:m",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="lm-studio",
+        headers={"x-session-id": "2024-06-01"},
+    )
+    mask = short.secret_masker()
+    assert mask is not None
+    for plain in ("booked for 2024-06-01", "the lm-studio build", "no secret here"):
+        assert mask(plain) is plain
+    assert mask("x-session-id: 2024-06-01") == "x-session-id: ***"
+    assert mask("sent Bearer lm-studio") == "sent Bearer ***"
+    long = toolfold.model("openai-compatible:m", base_url="http://127.0.0.1:9/v1", api_key=KEY)
+    long_mask = long.secret_masker()
+    assert long_mask is not None
+    assert long_mask(f"key={KEY}.") == "key=***."
+    assert (
+        toolfold.model("openai-compatible:m", base_url="http://127.0.0.1:9/v1").secret_masker()
+        is None
+    )
+
+
+@pytest.mark.parametrize("kind", ["value", "error", "part", "parts"])
+def test_a_caller_s_tool_result_quoting_the_key_is_masked(
+    http_server: ScriptedServer, opened: list[Any], kind: str
+) -> None:
+    """A result given to resume(tool_results=) that quotes the model's key is masked as a
+    tool's own result is: it reached the next request and the state as given."""
+    http_server.add(*_tool_then_text(config_dump.name, False))
+    agent = Agent(_model(http_server.url, opened), tools=[config_dump], auto_execute_tools=False)
+    first = agent.run("go")
+    (call,) = first.tool_calls
+    given: Any = {
+        "value": {"api_key": KEY},
+        "error": PermissionError(f"refused Bearer {KEY}"),
+        "part": ToolResultPart(call.id, call.name, f"key={KEY}"),
+        "parts": [TextPart(f"key={KEY}"), TextPart("kept")],
+    }[kind]
+    state = agent.resume(first.state, tool_results={call.id: given}).state
+    assert KEY not in http_server.requests[-1].body.decode()
+    assert KEY not in state.to_json()
+    assert "***" in state.messages[2].tool_results[0].content
+
+
+def _called(tool_name: str, arguments: str) -> Reply:
+    """A model's answer calling ``tool_name`` with ``arguments`` (JSON)."""
+    call = {"id": "c1", "type": "function", "function": {"name": tool_name, "arguments": arguments}}
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return Reply(json={"id": "r1", "choices": [{"message": called, "finish_reason": "tool_calls"}]})
+
+
+def test_a_caller_s_answer_to_a_sub_run_is_masked_of_the_sub_run_s_key(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """An answer given to resume(tool_results=) for a call of a sub-run (an agent used as
+    a tool) is masked of the key of that sub-run's model, which it is sent to: it was
+    masked of the top model's key only, and the helper's key went on in its request."""
+    helper_key = "sk-helper-key-0123456789abcdefHLP"
+    text = Reply(
+        json={"id": "r2", "choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    )
+    http_server.add(_called("ask", '{"input": "x"}'), _called("ext", "{}"), text, text)
+    ext = Tool(name="ext", description="External.", parameters={"type": "object", "properties": {}})
+    helper = Agent(_model(http_server.url, opened, key=helper_key), tools=[ext], name="helper")
+    top = Agent(_model(http_server.url, opened), tools=[helper.as_tool(name="ask")])
+    first = top.run("go")
+    ((key, call),) = first.state.keyed_tool_calls
+    assert call.name == "ext"
+    answer = f"token {helper_key} and {KEY}"
+    state = top.resume(first.state, tool_results={key: answer}).state
+    sent = [request.body.decode() for request in http_server.requests[2:]]
+    assert len(sent) == 2
+    assert not any(helper_key in body or KEY in body for body in sent)
+    stored = state.to_json()
+    assert helper_key not in stored
+    assert KEY not in stored
+    assert "token ***" in sent[0]
+
+
+def test_an_answer_to_a_sub_run_is_masked_of_the_key_of_the_model_an_override_gives_it(
+    http_server: ScriptedServer, opened: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sub-run's agent made from a string, in an `override_models` block: an answer to its
+    call is masked of the key of the model the block gives it, which its run calls (it was
+    masked of the key of the model the string built, and the block's key went on)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-built-key-0123456789abcdefBLT")
+    helper_key = "sk-override-key-0123456789abcdefOVR"
+    text = Reply(
+        json={"id": "r2", "choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    )
+    http_server.add(_called("ask", '{"input": "x"}'), _called("ext", "{}"), text, text)
+    ext = Tool(name="ext", description="External.", parameters={"type": "object", "properties": {}})
+    helper = Agent("openai:gpt-4o-mini", tools=[ext], name="helper")
+    top = Agent(_model(http_server.url, opened), tools=[helper.as_tool(name="ask")])
+    given = _model(http_server.url, opened, key=helper_key)  # (made outside the block)
+    with override_models(lambda _: given):
+        first = top.run("go")
+        ((key, _),) = first.state.keyed_tool_calls
+        top.resume(first.state, tool_results={key: f"token {helper_key}"})
+    sent = [request.body.decode() for request in http_server.requests[2:]]
+    assert len(sent) == 2
+    assert not any(helper_key in body for body in sent)
+    assert "token ***" in sent[0]
+
+
+@toolfold.tool
+def screenshot() -> list[Any]:
+    """Returns a caption quoting the key, and an image."""
+    return [
+        TextPart(f"token used: {KEY}"),
+        ImagePart(data=b"\x89PNG\r\n\x1a\n", media_type="image/png"),
+    ]
+
+
+def test_the_key_in_a_text_part_of_a_tool_result_is_masked(
+    http_server: ScriptedServer, opened: list[Any]
+) -> None:
+    """A result with an image: its text part is masked as its content is (the part kept
+    the key, and went to the next request with it)."""
+    http_server.add(*_tool_then_text(screenshot.name, False))
+    state = Agent(_model(http_server.url, opened), tools=[screenshot]).run("go").state
+    (result,) = state.messages[2].tool_results
+    assert result.content.startswith("token used: ***")
+    assert result.parts[0] == TextPart("token used: ***")
+    assert KEY not in state.to_json()
+    assert KEY not in http_server.requests[-1].body.decode()

@@ -1024,3 +1024,21 @@ def test_a_pydantic_without_exclude_computed_fields_drops_the_top_ones() -> None
     from toolfold.toolkit._pydantic import unstructure_model
 
     assert unstructure_model(OldDump(x=1)) == {"x": 1}
+
+
+class Blob(BaseModel):
+    """A model holding bytes pydantic cannot write as JSON text."""
+
+    data: bytes
+    day: dt.date = dt.date(2024, 1, 2)
+
+
+def test_a_model_pydantic_cannot_dump_as_json_is_written_by_its_values() -> None:
+    """A model whose JSON dump fails (bytes that are not UTF-8) is written by its Python
+    dump, its bytes as base64 like bytes elsewhere, and the rest stays JSON (it was its
+    repr, ``Blob(data=b'\\xff')``)."""
+    from toolfold.toolkit._results import format_result
+
+    assert format_result([Blob(data=b"\xff"), {"ok": True}]) == (
+        '[{"data":"/w==","day":"2024-01-02"},{"ok":true}]'
+    )

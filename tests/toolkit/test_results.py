@@ -7,15 +7,19 @@ import datetime as dt
 import enum
 import json
 import uuid
+from collections import deque
 from decimal import Decimal
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 import pytest
 
 from toolfold import tool
 from toolfold.toolkit._results import format_result
+
+if TYPE_CHECKING:  # only for type checkers, as is common: the annotations below name it
+    from fractions import Fraction as Money
 
 
 class Color(str, enum.Enum):
@@ -322,3 +326,101 @@ def test_one_line_escapes_the_line_and_paragraph_separators() -> None:
     assert said == "overloaded\\u2028toolfold run: all fine\\u2029\\x0aend"
     assert len(said.splitlines()) == 1
     assert one_line("café ✓ plain") == "café ✓ plain"
+
+
+@dataclasses.dataclass
+class Invoice:
+    """A dataclass whose annotation names a type imported only for type checkers."""
+
+    number: str
+    total: Money
+    notes: list[str]
+
+
+@attrs.define
+class Receipt:
+    """An attrs class whose annotation names a type imported only for type checkers."""
+
+    total: Money
+    day: dt.date
+
+
+def test_a_class_whose_annotation_cannot_be_read_is_written_by_its_values() -> None:
+    """A dataclass or attrs class whose annotations cannot be resolved (a TYPE_CHECKING
+    import, untyped make_dataclass fields) is JSON by its fields' values, and so is the
+    rest of the result (it was all sent as Python's repr)."""
+    value = {
+        "invoice": Invoice("A1", Decimal("9.90"), ["x"]),  # type: ignore[arg-type]
+        "receipt": Receipt(Decimal("1.5"), dt.date(2024, 1, 2)),  # type: ignore[arg-type]
+        "when": dt.date(2024, 1, 1),
+    }
+    assert format_result(value) == (
+        '{"invoice":{"number":"A1","total":"9.90","notes":["x"]},'
+        '"receipt":{"total":"1.5","day":"2024-01-02"},"when":"2024-01-01"}'
+    )
+    untyped = dataclasses.make_dataclass("Untyped", ["x", "when"])
+    assert format_result(untyped(float("nan"), dt.date(2024, 1, 1))) == (
+        '{"x":"NaN","when":"2024-01-01"}'
+    )
+    assert format_result([untyped(1, Opaque()), 2]) == '[{"x":1,"when":"opaque thing"},2]'
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({("eu", "tea"): 9.9, "n": Decimal("1")}, """{"('eu', 'tea')":9.9,"n":"1"}"""),
+        ({"ratio": {float("nan"): 1, float("-inf"): 2}}, '{"ratio":{"NaN":1,"-Infinity":2}}'),
+        (
+            {"k": {frozenset({1}): 1}, "when": dt.date(2024, 1, 1)},
+            '{"k":{"frozenset({1})":1},"when":"2024-01-01"}',
+        ),
+        (
+            {Color.RED: 1, uuid.UUID(int=1): 2},
+            '{"red":1,"00000000-0000-0000-0000-000000000001":2}',
+        ),
+    ],
+    ids=["tuple", "nan", "frozenset", "enum and uuid"],
+)
+def test_a_key_json_cannot_hold_is_written_as_its_text(value: Any, text: str) -> None:
+    """A mapping key JSON cannot hold (a tuple, as pandas' groupby gives, NaN, a
+    frozenset) is written as its text (a key with a JSON form of text as that), and
+    the rest stays JSON (all of it was Python's repr)."""
+    assert format_result(value) == text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{("a",): 1, "('a',)": 2}, {"x": [{float("nan"): 1, "NaN": 2}]}, {(1,): 1, "(1,)": 2}],
+    ids=["tuple", "nan", "tuple of int"],
+)
+def test_a_key_written_as_its_text_that_clashes_falls_back_to_repr(value: Any) -> None:
+    """A key written as its text that is another key's text is never sent as a duplicate
+    JSON key: the result is its repr, as for other clashing keys."""
+    assert format_result(value) == repr(value)
+
+
+def test_dict_views_and_ranges_become_arrays() -> None:
+    """A dict's keys, values and items and a range are arrays, alone or nested, as sets
+    and deques are (they were their Python text, "dict_keys([...])", "range(0, 3)")."""
+    cities = {"paris": 1, "rome": 2}
+    assert format_result(cities.keys()) == '["paris","rome"]'
+    assert format_result(cities.values()) == "[1,2]"
+    assert format_result(cities.items()) == '[["paris",1],["rome",2]]'
+    assert format_result(range(3)) == "[0,1,2]"
+    assert format_result({"cities": cities.keys(), "r": range(2), "d": deque([1])}) == (
+        '{"cities":["paris","rome"],"r":[0,1],"d":[1]}'
+    )
+    assert (
+        format_result({"k": {(1, 2): cities.items()}})
+        == '{"k":{"(1, 2)":[["paris",1],["rome",2]]}}'
+    )
+
+
+def test_a_bytes_key_is_written_as_a_bytes_value_is() -> None:
+    """A key of bytes is its text when UTF-8, else base64, as a value of bytes is (it was
+    Python's ``"b'ab'"`` beside the value's ``"ab"``); one that becomes another key's text
+    falls back to the repr, as other clashing keys do."""
+    assert format_result({b"ab": b"ab", 1: {2}}) == '{"ab":"ab","1":[2]}'
+    assert format_result({b"\xff": b"\xff"}) == '{"/w==":"/w=="}'
+    clashing = {b"ab": 1, "ab": 2}
+    assert format_result(clashing) == repr(clashing)

@@ -236,6 +236,35 @@ def test_method_tool_binds_to_the_instance() -> None:
     assert rome.stock.is_async
 
 
+def test_a_method_tool_reached_through_super_leaves_the_override_in_place() -> None:
+    """A base's method tool called through super() is not cached as the object's tool:
+    the subclass's override stays what the object's attribute finds (the second call
+    reached the base's tool alone), and the tool that is the object's attribute still is."""
+
+    class Base:
+        @tool
+        def search(self, query: str) -> str:
+            """Base's search."""
+            return "base:" + query
+
+    class Refined(Base):
+        @tool
+        def search(self, query: str) -> str:
+            """Refined's search."""
+            return "refined+" + super().search(query)
+
+    class Plain(Base):
+        pass
+
+    refined = Refined()
+    assert refined.search("x") == "refined+base:x"
+    assert refined.search("y") == "refined+base:y"
+    assert refined.search is refined.search  # (its own tool, cached)
+    plain = Plain()
+    assert plain.search is plain.search  # (the base's tool is its own: cached)
+    assert plain.search("z") == "base:z"
+
+
 def test_static_and_class_method_tools() -> None:
     """staticmethod and classmethod under @tool work from the class and from instances."""
     shop = Shop("oslo")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import inspect
 import pathlib
 import pickle
 from typing import Any
@@ -79,6 +81,56 @@ weather = Tool(
 doubled = tool(name="doubled")(_double)  # its module holds the function under its name
 
 
+class Store:
+    """A user's object whose async method is a tool."""
+
+    def __init__(self, city: str) -> None:
+        self.city = city
+
+    @tool
+    async def search(self) -> str:
+        """Search."""
+        return f"in {self.city}"
+
+    @tool
+    @classmethod
+    async def kind(cls) -> str:
+        """Kind."""
+        return cls.__name__
+
+
+class RefinedStore(Store):
+    """A subclass whose method tool calls its base's through super()."""
+
+    @tool
+    async def search(self) -> str:
+        """Search, refined."""
+        return "refined " + await super().search()
+
+
+class AsyncCall:
+    """An object with an async ``__call__``."""
+
+    async def __call__(self) -> str:
+        """Call."""
+        return "called"
+
+
+async def _fetch_later() -> str:
+    """Fetch later."""
+    return "fetched"
+
+
+def _async_by_attributes() -> list[Tool[..., Any]]:
+    """Async tools that pickle by their attributes (no module attribute is them)."""
+    return [
+        tool(AsyncCall()),
+        Store("rome").search,
+        Store.kind,
+        tool(name="fetched")(_fetch_later),
+    ]
+
+
 @pytest.mark.parametrize("made", [weather, doubled], ids=["explicit", "decorated"])
 def test_a_tool_pickled_by_its_attributes_pickles_after_use(made: Tool[..., Any]) -> None:
     """A tool that is not its module's attribute pickles by its attributes after an agent
@@ -116,3 +168,60 @@ def test_a_tool_pickled_by_an_earlier_version_validates_and_runs() -> None:
     response = Agent(model, tools=[loaded["doubled"], loaded["weather"]]).run("go")
     assert response.text == "done"
     assert response.steps[0].tool_results[0].content == "4"
+
+
+@pytest.mark.parametrize("made", _async_by_attributes(), ids=lambda made: made.name)
+def test_an_async_tool_pickled_by_its_attributes_stays_a_coroutine_function(
+    made: Tool[..., Any],
+) -> None:
+    """An async tool pickled (or deep-copied) by its attributes loads, runs, and is a
+    coroutine function to inspect and asyncio (before 3.12 its marks held a code object,
+    which pickle refused)."""
+    expected = asyncio.run(made())
+    for back in (pickle.loads(pickle.dumps(made)), copy.deepcopy(made)):
+        assert inspect.iscoroutinefunction(back)
+        assert asyncio.iscoroutinefunction(back)
+        assert asyncio.run(back()) == expected
+
+
+def test_an_agent_holding_async_tools_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent holding async tools that pickle by their attributes pickles and runs them."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = Agent("openai:gpt-4o-mini", tools=_async_by_attributes())
+    loaded = pickle.loads(pickle.dumps(agent))
+    assert [asyncio.run(made()) for made in loaded.tools] == [
+        "called",
+        "in rome",
+        "Store",
+        "fetched",
+    ]
+
+
+def test_an_object_whose_method_tool_was_used_pickles_and_copies() -> None:
+    """Reading ``store.search`` caches the bound tool in the object: the object still
+    pickles and deep-copies, and the tool of the loaded (copied) object is bound to it."""
+    store = Store("rome")
+    assert store.search is store.search  # cached in the object
+    for back in (pickle.loads(pickle.dumps(store)), copy.deepcopy(store)):
+        back.city = "paris"
+        assert asyncio.run(back.search()) == "in paris"
+        assert inspect.iscoroutinefunction(back.search)
+    assert asyncio.run(store.search()) == "in rome"
+
+
+def test_a_bound_method_tool_pickled_alone_calls_its_method() -> None:
+    """A bound method tool pickled on its own loads bound to a copy of its object (its
+    bound method no longer finds the tool itself, which called itself without end)."""
+    back = pickle.loads(pickle.dumps(Store("rome").search))
+    assert asyncio.run(back()) == "in rome"
+    assert back.function.__self__.search is back
+
+
+def test_a_bound_method_tool_reached_through_super_pickles_as_the_base_s_method() -> None:
+    """A base's method tool bound through super() pickles as the base's method, bound to
+    the object (it pickled as the object's attribute, the subclass's tool, and its load
+    called itself without end); the subclass's own tool still pickles as its own."""
+    refined = RefinedStore("rome")
+    through = super(RefinedStore, refined).search
+    assert asyncio.run(pickle.loads(pickle.dumps(through))()) == "in rome"
+    assert asyncio.run(pickle.loads(pickle.dumps(refined.search))()) == "refined in rome"

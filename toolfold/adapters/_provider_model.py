@@ -45,7 +45,13 @@ from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
 from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._checks import check_base_url, check_mapping
 from toolfold.adapters._http._echoes import Echoes
-from toolfold.adapters._http._keys import Secret, keys_are_deferred, mask_url, resolve_api_key
+from toolfold.adapters._http._keys import (
+    Secret,
+    keys_are_deferred,
+    mask_url,
+    resolve_api_key,
+    scrub,
+)
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
 from toolfold.adapters._http._transport import ErrorParser, Transport
@@ -317,6 +323,29 @@ class ProviderModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, base_url={mask_url(self.base_url)!r})"
+
+    def secret_masker(self) -> Callable[[str], str] | None:
+        """What masks this model's credentials (its API key, a URL password, a credential
+        header's value) in a text as ``***``: each secret of `QUOTED_BARE` characters or
+        more wherever it is written, a shorter one (``EMPTY``, ``ollama``: a word a tool's
+        data may hold) where it is written as a credential (``Bearer ollama``); None when
+        it holds none. The function gives a text holding none back as it is, after a
+        substring test per credential. A run's loop masks its tools' result and error
+        texts so, before they reach the state, the next request and the log."""
+        pairs = getattr(self._transport, "quoted_scrubs", ())
+        if not pairs:
+            return None
+        # What `scrub` looks for first, each secret's whole value (a short key's too,
+        # before its pattern): a text holding none is given back with no more work.
+        values = tuple(pair[0] for pair in pairs)
+
+        def masked(text: str) -> str:
+            for value in values:
+                if value in text:
+                    return scrub(text, pairs, starts=False)
+            return text
+
+        return masked
 
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body this model sends for ``request`` (for inspection and tests)."""

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from toolfold._errors import InvalidEventError, UsageError
-from toolfold.runtime._model import CLIENT_OPTIONS
+from toolfold.runtime._model import CLIENT_OPTIONS, in_force
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
     Approval,
@@ -70,7 +70,15 @@ from toolfold.runtime.core._state import (
 )
 from toolfold.runtime.drive._executor import resume_check
 from toolfold.runtime.drive._failures import started_by
-from toolfold.runtime.drive._loop import FROM_WAITING, Live, answered, apply_event, show_event
+from toolfold.runtime.drive._loop import (
+    FROM_WAITING,
+    Live,
+    answered,
+    apply_event,
+    mask_of,
+    masked_result,
+    show_event,
+)
 from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
 from toolfold.toolkit._tool import Tool
 
@@ -615,6 +623,7 @@ def _answered(
             path, call_id = named_call("tool_results", key, "to_return")
             found = call_at(state, path, call_id, "to_return")
             part = _result_part(call_id, found.call if found else None, value, live.tools)
+            part = _masked_answer(live.mask if not path else _sub_run_mask(live, state, path), part)
             if path:
                 nested.append((path, ToolResultsProvided((part,))))
             else:
@@ -1020,6 +1029,48 @@ def _result_part(
         )
     content = value if isinstance(value, str) else _text_of(tool)(value)
     return ToolResultPart(call_id, name, content)
+
+
+def _masked_answer(mask: Callable[[str], str] | None, part: ToolResultPart) -> ToolResultPart:
+    """A caller's result ``part`` with ``mask`` applied to its text, as a tool's own result
+    is (`Live.mask`): the caller may quote what a tool it ran returned."""
+    if mask is None:
+        return part
+    found = masked_result(mask, part.content, part.parts)
+    return part if found is None else attrs.evolve(part, content=found[0], parts=found[1])
+
+
+def _sub_run_mask(
+    live: Live, state: RunState, path: tuple[str, ...]
+) -> Callable[[str], str] | None:
+    """What masks an answer to a call of the sub-run at ``path`` (suspended call ids from the
+    top of ``state``): the credentials of the model of the agent running it, found through
+    the agents used as tools along the path, and those of the run's own (`Live.mask`).
+
+    The sub-run holds the answer and sends it to its own model, whose key a tool it
+    called may have quoted. Only the run's own are masked where the path leads
+    through a tool that is no agent's (a workflow's).
+    """
+    from toolfold.runtime._agent import Agent
+    from toolfold.runtime._agent_tool import as_tool_of
+
+    tools, agent = live.tools, None
+    for step in path:
+        call = next((c for c in state.calls if c.call.id == step and c.child), None)
+        tool = tools.get(call.call.name) if call is not None else None
+        made = as_tool_of(tool) if tool is not None else None
+        if call is None or call.child is None or made is None or not isinstance(made.agent, Agent):
+            return live.mask
+        state = call.child
+        agent = made.agent._for_state(state)  # (a handoff inside the sub-run: the agent now)
+        tools = agent._options.tools
+    own = None
+    if agent is not None:  # the model its run calls: an override_models block's, if any
+        own = mask_of(in_force(agent._options.model, agent._options.spec))
+    top = live.mask
+    if own is None or top is None:
+        return own or top
+    return lambda text: own(top(text))
 
 
 def _text_of(tool: Tool[..., Any] | None) -> Callable[[Any], str]:

@@ -65,6 +65,7 @@ from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 from toolfold.toolkit._problems import clip
 from toolfold.toolkit._pydantic import is_model, structure_model, unstructure_model
+from toolfold.toolkit._results import VIEWS
 
 __all__ = [
     "CheckFailedError",
@@ -990,6 +991,11 @@ def get_converter() -> cattrs.Converter:
     )
     conv.register_unstructure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, (uuid.UUID, PurePath, Decimal)), str
+    )
+    # A dict's views and a range are arrays, as sets and deques are (not their repr).
+    conv.register_unstructure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, VIEWS),
+        lambda view: [conv.unstructure(item) for item in view],
     )
     conv.register_structure_hook_factory(is_namedtuple, _namedtuple_structure)
     conv.register_unstructure_hook_factory(is_namedtuple, _namedtuple_unstructure)

@@ -284,8 +284,9 @@ def _reachable(cls: Any) -> list[type]:
     return sorted(found, key=lambda tp: tp.__qualname__)
 
 
-def unstructure_model(value: Any) -> Any:
-    """A model as JSON data by the keys of its schema, which it validates again.
+def unstructure_model(value: Any, mode: str = "json") -> Any:
+    """A model as JSON data by the keys of its schema, which it validates again
+    (``mode="python"``: its values as Python objects, by the same keys).
 
     pydantic's own dump by alias (a model whose written and read keys differ is a
     definition error, `field_key`), without computed fields (the schema is closed to
@@ -294,11 +295,11 @@ def unstructure_model(value: Any) -> Any:
     top model's are taken out.
     """
     try:
-        return value.model_dump(mode="json", by_alias=True, exclude_computed_fields=True)
+        return value.model_dump(mode=mode, by_alias=True, exclude_computed_fields=True)
     except TypeError as exc:
         if "exclude_computed_fields" not in str(exc):
             raise
-    data = value.model_dump(mode="json", by_alias=True)
+    data = value.model_dump(mode=mode, by_alias=True)
     computed = getattr(type(value), "model_computed_fields", None) or {}
     if isinstance(data, dict):
         for name, info in computed.items():

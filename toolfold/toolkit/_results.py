@@ -4,7 +4,8 @@
 - Everything else is unstructured with the toolkit's cattrs converter and
   written as compact JSON (no spaces after separators, non-ASCII kept as is):
   attrs classes, dataclasses, named tuples and mappings become objects; lists,
-  tuples, sets and frozensets become arrays (a set's order is Python's);
+  tuples, sets, frozensets, deques, dict views and ranges become arrays (a set's
+  order is Python's);
   enums become their values; ``datetime``/``date``/``time`` become ISO 8601
   text; ``UUID``, ``Decimal`` and paths become their text; ``None`` is
   ``null``.
@@ -24,10 +25,15 @@
   which JSON lacks, are written as the strings ``"NaN"``, ``"Infinity"`` and
   ``"-Infinity"``; an ``int`` with more digits than Python prints
   (``sys.get_int_max_str_digits()``, 4300 by default) is written in full, as a
-  JSON number. A value that cannot be unstructured at all (a cycle, a failing
-  property), or a mapping two of whose keys JSON would write as one
-  (``{1: "a", "1": "b"}``: JSON object keys are text), falls back to its
-  ``repr()``, or to ``<unprintable T>`` if even that fails.
+  JSON number. When the value cannot be converted whole, each part is
+  (`_Salvage`): a mapping key JSON cannot hold (a tuple, a frozenset) is written
+  as its text (``NaN`` as ``"NaN"``), a dataclass or attrs class whose
+  annotations cannot be read by its fields' values, a pydantic model whose JSON
+  dump fails by its Python dump, any other part that fails as its text; the
+  rest stays JSON. A value that cannot be walked at all (a cycle), or a mapping
+  two of whose keys JSON would write as one (``{1: "a", "1": "b"}``: JSON
+  object keys are text), falls back to its ``repr()``, or to
+  ``<unprintable T>`` if even that fails.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ import math
 import re
 import sys
 import types
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from enum import Enum
 from itertools import compress
 from typing import Any
@@ -58,6 +65,9 @@ __all__ = [
 ]
 
 _SIMPLE = (int, float, bool, type(None))
+#: A dict's views and a range: written as arrays, as sets are (not their repr), by the
+#: converter (`get_converter`), `_Salvage` and `_default` alike.
+VIEWS = (KeysView, ValuesView, ItemsView, range)
 #: Exact types that are neither an iterator nor a stream: `format_result` skips
 #: those checks for them.
 _PLAIN = frozenset({dict, list, tuple, float})
@@ -309,7 +319,111 @@ def format_result(value: Any) -> str:
             return safe_repr(value)
         return text
     except Exception:
+        return _salvaged_text(value)
+
+
+def _salvaged_text(value: Any) -> str:
+    """``value`` as JSON when converting it whole failed: each part converted on its own
+    (`_Salvage`), so that only a part that fails is written as its text, the rest kept
+    JSON; its ``repr()`` if even that fails (a cycle, keys that JSON writes alike)."""
+    try:
+        data = _Salvage().part(value)
+        if isinstance(data, str):  # (the value itself has no JSON form: its text)
+            return data
+        text = _dumps(data)
+        if type(data) in _CONTAINERS and _key_of_no_text(text) and _keys_clash(data):
+            return safe_repr(value)
+        return text
+    except Exception:
         return safe_repr(value)
+
+
+class _Salvage:
+    """A value walked part by part, for `_salvaged_text`: containers by their items
+    (mapping keys JSON cannot hold as their text, ``NaN`` as ``"NaN"``); any other
+    part by the converter, and when that fails, a dataclass or attrs class by its
+    fields' values and a pydantic model by its Python dump (an annotation that names a
+    type imported only for type checkers, a field of no type, bytes that are not
+    UTF-8); what is left as its text. A cycle raises `ValueError`, keys that become
+    the same text `_KeysClash`."""
+
+    def __init__(self) -> None:
+        from toolfold.toolkit._converter import get_converter
+
+        self.unstructure = get_converter().unstructure
+        self.open: set[int] = set()  # the parts being walked (a cycle comes back to one)
+
+    def part(self, value: Any) -> Any:
+        if isinstance(value, str) and not isinstance(value, Enum):
+            return str.__str__(value)
+        if isinstance(value, _SIMPLE) and not isinstance(value, Enum):
+            return value
+        if id(value) in self.open:
+            raise ValueError("Circular reference detected")
+        self.open.add(id(value))
+        try:
+            return self._walked(value)
+        finally:
+            self.open.discard(id(value))
+
+    def _walked(self, value: Any) -> Any:
+        if isinstance(value, Mapping) and not _has_fields(value):
+            data = {self.key(key): self.part(item) for key, item in value.items()}
+            if len(data) < len(value):
+                raise _KeysClash
+            return data
+        if isinstance(value, _ARRAYS) and not hasattr(type(value), "_fields"):
+            return [self.part(item) for item in value]
+        try:
+            data = self.unstructure(value)
+            if data is value and not isinstance(value, _JSON_CONTAINERS):
+                dumped = _model_dump(value)
+                return value if dumped is _NOTHING else self.part(dumped)
+        except Exception:
+            return self._by_fields(value)
+        return self.part(data) if isinstance(data, (dict, list)) else data
+
+    def _by_fields(self, value: Any) -> Any:
+        cls = type(value)
+        if attrs.has(cls) or dataclasses.is_dataclass(cls):
+            # (what cattrs writes: every field by its name, read from the object)
+            fields = attrs.fields(cls) if attrs.has(cls) else dataclasses.fields(value)
+            return {field.name: self.part(getattr(value, field.name)) for field in fields}
+        from toolfold.toolkit._pydantic import is_model, unstructure_model
+
+        if is_model(cls):
+            return self.part(unstructure_model(value, mode="python"))
+        return _text(value)
+
+    def key(self, key: Any) -> Any:
+        """A mapping's key as JSON can hold it: text, a number, true, false or null as
+        it is, another key as its JSON form when that is text, else as its text."""
+        if isinstance(key, str):
+            return str.__str__(key)
+        if key is None or isinstance(key, (bool, int)):
+            return key
+        if isinstance(key, float):
+            return key if math.isfinite(key) else _replace_unwritable(key, [])
+        if isinstance(key, (bytes, bytearray, memoryview)):
+            return _default(key)  # as a value of bytes is written: its text, else base64
+        try:
+            data = self.unstructure(key)
+        except Exception:
+            return _text(key)
+        return data if isinstance(data, (str, int, float)) and data is not key else _text(key)
+
+
+class _KeysClash(Exception):
+    """Two keys of a mapping became the same text (`_Salvage.key`)."""
+
+
+def _has_fields(value: Any) -> bool:
+    """Whether ``value`` is a dataclass or attrs instance (even one that is a mapping)."""
+    return dataclasses.is_dataclass(value) or attrs.has(type(value))
+
+
+# Walked as arrays by `_Salvage` (named tuples aside: objects).
+_ARRAYS = (list, tuple, set, frozenset, deque, *VIEWS)
 
 
 def _dumps(data: Any) -> str:
@@ -466,7 +580,7 @@ def _default(obj: Any) -> Any:
             import base64  # rare: only bytes that are not UTF-8
 
             return base64.b64encode(raw).decode("ascii")
-    if isinstance(obj, (set, frozenset)):
+    if isinstance(obj, (set, frozenset, *VIEWS)):
         return list(obj)
     dumped = _model_dump(obj)
     return _text(obj) if dumped is _NOTHING else dumped

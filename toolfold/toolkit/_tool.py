@@ -256,6 +256,15 @@ class Tool(Generic[P, R]):
         found = _module_attribute_name(self)
         if found is not None and not _pickled_by_value(found[0]):
             return (_module_attribute, found)
+        bound = _bound_method(self)
+        if bound is not None:
+            # A method tool bound to an object: its bound method would pickle as
+            # ``getattr(obj, name)``, which finds this tool (cached in the object) and
+            # not the method: loaded, the tool would call itself. Named by the class
+            # defining it instead, bound again on load.
+            state = self.__getstate__()
+            del state["function"], state["__wrapped__"]
+            return (_bind_again, (type(self), *bound, state))
         return object.__reduce_ex__(self, protocol)
 
     def __copy__(self) -> Tool[P, R]:
@@ -271,6 +280,7 @@ class Tool(Generic[P, R]):
         new: Tool[P, R] = type(self).__new__(type(self))
         memo[id(self)] = new
         new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        new._mark_again()
         return new
 
     def __getstate__(self) -> dict[str, Any]:
@@ -278,7 +288,12 @@ class Tool(Generic[P, R]):
         # structure hooks, caches built again on use, which hold what pickle cannot
         # take (a compiled validator's class, generated hooks); a tool pickled only
         # until its first call, or until an agent built its hooks.
+        # Without the marks that make an async tool a coroutine function to inspect:
+        # before 3.12 a code object (which pickle refuses), from 3.12 a marker object
+        # (which would load as another object, no mark); `__setstate__` marks again.
         state = dict(self.__dict__)
+        for mark in _COROUTINE_MARKS:
+            state.pop(mark, None)
         state["_checker"] = [None]
         state["_hooks"] = [None]
         return state
@@ -293,6 +308,18 @@ class Tool(Generic[P, R]):
         fields.setdefault("_model", None)  # (no tool of a pydantic model then)
         if "parameters" in fields:
             fields["parameters"] = freeze(fields["parameters"])
+        self._mark_again()
+
+    def _mark_again(self) -> None:
+        """Mark a loaded or deep-copied async tool as a coroutine function again (the
+        marks are no state: `__getstate__`; one pickled by an earlier version may hold
+        another process's)."""
+        fields = self.__dict__
+        for mark in _COROUTINE_MARKS:
+            fields.pop(mark, None)
+        function = fields.get("function")
+        if function is not None and fields.get("is_async"):
+            _mark_coroutine_function(self, function)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
@@ -317,11 +344,15 @@ class Tool(Generic[P, R]):
         bound.__dict__["function"] = types.MethodType(self.function, target)
         bound.__dict__["__wrapped__"] = bound.function
         bound._receiver = None
-        if instance is not None and self._receiver == "instance" and self._attribute:
-            # later lookups find the bound tool first: a Tool is a non-data descriptor
+        attribute = self._attribute
+        if instance is not None and self._receiver == "instance" and attribute:
+            # later lookups find the bound tool first: a Tool is a non-data descriptor.
+            # Only when the object's class finds this tool by its name: one reached
+            # through super() (the base's, which a subclass overrides) is not what
+            # the object's attribute is.
             instance_dict = getattr(instance, "__dict__", None)
-            if instance_dict is not None:
-                instance_dict[self._attribute] = bound
+            if instance_dict is not None and _defined(type(instance), attribute) is self:
+                instance_dict[attribute] = bound
         return bound
 
     # -- the runtime's side --
@@ -454,8 +485,8 @@ class Tool(Generic[P, R]):
         if "name" in changes:
             new._checker = [None]  # the checker's messages name the tool
         if swapping:
-            for marker in ("_is_coroutine_marker", "_is_coroutine", "__code__"):
-                new.__dict__.pop(marker, None)  # the old function's
+            for mark in _COROUTINE_MARKS:
+                new.__dict__.pop(mark, None)  # the old function's
             new._set_function(function, is_async)
         return new
 
@@ -605,6 +636,43 @@ def _pickled_by_value(module_name: str) -> bool:
     return False
 
 
+def _bound_method(tool: Tool[..., Any]) -> tuple[type, str, object] | None:
+    """(the class defining it, its attribute, the object it is bound to) for a method
+    tool bound by `Tool.__get__` (an instance's, or a class's for a classmethod), or
+    None for any other tool."""
+    function = tool.__dict__.get("function")
+    attribute = tool._attribute
+    if not isinstance(function, types.MethodType) or attribute is None:
+        return None
+    target = function.__self__
+    owners = target.__mro__ if isinstance(target, type) else type(target).__mro__
+    for owner in owners:  # (the class's own, or a base's reached through super())
+        defined = owner.__dict__.get(attribute)
+        if isinstance(defined, Tool) and defined.function is function.__func__:
+            return (owner, attribute, target)
+    return None
+
+
+def _defined(cls: type, attribute: str) -> object:
+    """What ``cls`` holds at ``attribute``, as its lookup finds it (None if nothing)."""
+    for owner in cls.__mro__:
+        if attribute in owner.__dict__:
+            return owner.__dict__[attribute]
+    return None
+
+
+def _bind_again(
+    kind: type[Tool[..., Any]], owner: type, attribute: str, target: object, state: dict[str, Any]
+) -> Any:
+    """A bound method tool loaded (`Tool.__reduce_ex__`): a ``kind`` with its attributes,
+    its function ``owner``'s tool at ``attribute`` bound to ``target`` again."""
+    defined: Tool[..., Any] = owner.__dict__[attribute]
+    function = types.MethodType(defined.function, target)  # type: ignore[arg-type]
+    made = kind.__new__(kind)
+    made.__setstate__({**state, "function": function, "__wrapped__": function})
+    return made
+
+
 def _module_attribute(module_name: str, qualname: str) -> Any:
     """What a module holds at ``qualname`` (a pickled module-level tool, loaded)."""
     import importlib
@@ -715,6 +783,16 @@ def generator_problems(function: object) -> list[str]:
             "return the values (e.g. a list) instead of yielding them"
         ]
     return []
+
+
+#: What `_mark_coroutine_function` puts in a tool's ``__dict__`` (by Python version).
+_COROUTINE_MARKS = (
+    "_is_coroutine_marker",
+    "_is_coroutine",
+    "__code__",
+    "__defaults__",
+    "__kwdefaults__",
+)
 
 
 def _mark_coroutine_function(made: Tool[..., Any], function: Callable[..., Any]) -> None:

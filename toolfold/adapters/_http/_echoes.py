@@ -33,7 +33,14 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from toolfold.adapters._http._keys import MASK, Scrubs, Secret, scrub, scrubs
+from toolfold.adapters._http._keys import (
+    MASK,
+    Scrubs,
+    Secret,
+    scrub,
+    scrubs,
+    written_as_credential,
+)
 from toolfold.runtime.core._json_text import escape_lone_surrogates
 
 __all__ = ["Echoes"]
@@ -68,7 +75,7 @@ class Echoes:
         for value, _, _, where in self._pairs:
             letters.update(value)
             if where is not None:  # a short key: only where it is written as one
-                named.append(where)
+                named.append((value, where))
                 short.append(value)
                 continue
             escaped = json.dumps(value, ensure_ascii=False)[1:-1]  # '"' and '\' escaped
@@ -114,8 +121,8 @@ class Echoes:
         for needle in self._texts:
             if needle in text:
                 return True
-        for where in self._named:
-            if where.search(text):
+        for value, where in self._named:
+            if written_as_credential(text, value, where):
                 return True
         if self._short and self._short_in(text):
             return True
@@ -178,8 +185,8 @@ class Echoes:
                 if _is_json(masked_all):
                     break
                 return scrub(masked_all, self._pairs, starts=False)
-        for where in self._named:
-            if where.search(masked_all):
+        for value, where in self._named:
+            if written_as_credential(masked_all, value, where):
                 return scrub(masked_all, self._pairs, starts=False)
         return masked_all
 

@@ -194,8 +194,9 @@ class _AsCredential(Secret):
     the forms a header is printed in: ``x-api-key: k`` (HTTP, log lines),
     ``'x-api-key': 'k'`` (a dict's or multidict's repr), ``(b'x-api-key', b'k')``
     (httpcore's DEBUG lines), ``"x-api-key": "k"`` (JSON). Only the key is
-    masked; what names it stays. ``named`` finds it whether or not its token
-    goes on after it: `scrub` takes the start of another secret there as its end.
+    masked; what names it stays. ``named`` finds what names it and the key
+    (`_named_keys`: each place the key is written, whether or not its token goes
+    on after it: `scrub` takes the start of another secret there as its end).
     """
 
     __slots__ = ("lead", "named", "pattern")
@@ -211,7 +212,8 @@ class _AsCredential(Secret):
             lead = named
         self.lead = lead  # what names the key, for `mask_cut_tail`
         self.pattern = re.compile(rf"({lead}){re.escape(key)}{_TOKEN_GOES_ON}")
-        self.named = re.compile(rf"({lead}){re.escape(key)}")
+        # (the word what names the key starts with, and a pattern of what names it and the key)
+        self.named = ((scheme or header).lower(), re.compile(rf"({lead}){re.escape(key)}"))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _AsCredential) and other.pattern == self.pattern
@@ -220,16 +222,19 @@ class _AsCredential(Secret):
         return hash((_AsCredential, self.pattern.pattern))
 
 
-def api_key_secrets(key: Secret | None, header: str, scheme: str) -> tuple[Secret, ...]:
+def api_key_secrets(
+    key: Secret | None, header: str, scheme: str, *, bare: int = MIN_BARE_PASSWORD
+) -> tuple[Secret, ...]:
     """What to scrub for ``key``, sent in ``header`` after ``scheme`` (empty: bare).
 
-    The key itself; one shorter than `MIN_BARE_PASSWORD` only where it is
-    written as a credential (``Bearer k``, ``x-api-key: k``): a key ``ab``
-    left bare would be cut out of every word of a message that holds ``ab``.
+    The key itself; one shorter than ``bare`` (`MIN_BARE_PASSWORD`; a tool's
+    text: `QUOTED_BARE`) only where it is written as a credential (``Bearer
+    k``, ``x-api-key: k``): a key ``ab`` left bare would be cut out of every
+    word of a message that holds ``ab``.
     """
     if not key:
         return ()
-    if len(key.reveal()) >= MIN_BARE_PASSWORD:
+    if len(key.reveal()) >= bare:
         return (key,)
     return (_AsCredential(key.reveal(), header.lower(), scheme.strip()),)
 
@@ -269,31 +274,34 @@ def is_credential_header(name: str) -> bool:
     return folded in _CREDENTIAL_NAMES or _CREDENTIAL_WORD.search(folded) is not None
 
 
-def header_secrets(name: str, value: Secret) -> tuple[Secret, ...]:
+def header_secrets(
+    name: str, value: Secret, *, bare: int = MIN_BARE_PASSWORD
+) -> tuple[Secret, ...]:
     """What to scrub for a credential ``value`` sent in the header ``name``.
 
     The whole value and, after a scheme word (``Bearer tok``, ``Basic
     dXNl...``), the credential alone, which a server may echo by itself;
-    each as the API key is (`api_key_secrets`: a short one only where it is
-    written as a credential).
+    each as the API key is (`api_key_secrets`: one shorter than ``bare`` only
+    where it is written as a credential).
     """
     whole = value.reveal()
     scheme, _, token = whole.partition(" ")
-    found = [*api_key_secrets(value, name, "")]
+    found = [*api_key_secrets(value, name, "", bare=bare)]
     if token.strip():
-        found += api_key_secrets(Secret(token.strip()), name, scheme)
+        found += api_key_secrets(Secret(token.strip()), name, scheme, bare=bare)
     return tuple(dict.fromkeys(found))
 
 
-def url_secrets(url: str) -> tuple[Secret, ...]:
+def url_secrets(url: str, *, bare: int = MIN_BARE_PASSWORD) -> tuple[Secret, ...]:
     """The secrets in ``url``'s ``user:password@``: none without a password.
 
     The password as written, percent-decoded and as the HTTP clients' URL
     classes write it (`_rewritten`), and the Basic credentials the
     HTTP clients make of the user and password (``Authorization: Basic ...``),
     which a server may echo: each is scrubbed like the API key. A form of the
-    password shorter than `MIN_BARE_PASSWORD` is scrubbed as ``user:password@``
-    only, where the URL writes it.
+    password shorter than ``bare`` (`MIN_BARE_PASSWORD`) is scrubbed as
+    ``user:password@`` only, where the URL writes it; Basic credentials that
+    short, after ``Basic``.
     """
     userinfo = shown_userinfo(url)
     if userinfo is None:
@@ -305,8 +313,8 @@ def url_secrets(url: str) -> tuple[Secret, ...]:
     found: list[Secret] = []
     for name, value in ((user, password), plain, *_rewritten(url)):
         if value:
-            found.append(Secret(value) if len(value) >= MIN_BARE_PASSWORD else _InUrl(name, value))
-    found.extend(_basic_secrets(*plain))
+            found.append(Secret(value) if len(value) >= bare else _InUrl(name, value))
+    found.extend(_basic_secrets(*plain, bare=bare))
     return tuple(dict.fromkeys(found))
 
 
@@ -323,14 +331,15 @@ def login_secrets(user: str, password: str) -> tuple[Secret, ...]:
     return tuple(dict.fromkeys([*bare, *_basic_secrets(user, password)]))
 
 
-def _basic_secrets(user: str, password: str) -> list[Secret]:
-    """The Basic credentials the HTTP clients make of ``user`` and ``password``."""
-    found = []
+def _basic_secrets(user: str, password: str, *, bare: int = 0) -> list[Secret]:
+    """The Basic credentials the HTTP clients make of ``user`` and ``password`` (shorter
+    than ``bare``: only after ``Basic``)."""
+    found: list[Secret] = []
     # httpx encodes the Basic credentials in UTF-8, aiohttp in Latin-1.
     for encoding in ("utf-8", "latin-1"):
         with contextlib.suppress(UnicodeEncodeError):
             basic = base64.b64encode(f"{user}:{password}".encode(encoding)).decode("ascii")
-            found.append(Secret(basic))
+            found += api_key_secrets(Secret(basic), "authorization", "Basic", bare=bare)
     return found
 
 
@@ -461,7 +470,11 @@ def resolve_api_key(
     )
 
 
-Scrubs = tuple[tuple[str, int, int, re.Pattern[str] | None], ...]
+#: What names a short key (`_AsCredential.named`): the word it starts with, in lower case,
+#: and a pattern of it and the key, its group 1 what names the key.
+Named = tuple[str, re.Pattern[str]]
+
+Scrubs = tuple[tuple[str, int, int, Named | None], ...]
 
 
 def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
@@ -474,7 +487,7 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
     looked for first, plainly, as a quick test. Made once for a set of
     secrets that is used many times (a log filter's).
     """
-    found: dict[tuple[str, int, int, re.Pattern[str] | None], None] = {}
+    found: dict[tuple[str, int, int, Named | None], None] = {}
     for s in secrets:
         if isinstance(s, _AsCredential):
             found[s.reveal(), 0, 0, s.named] = None
@@ -490,8 +503,15 @@ def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:
 #: (``sk-proj-`` is 8), and a secret only as long as this is masked whole only.
 ECHOED_PREFIX = 16
 
+#: A secret shorter than this is masked in a text a tool wrote (its result, its error)
+#: only where it is written as a credential (``Bearer EMPTY``, ``x-api-key: ollama``,
+#: ``user:pw@``), as `MIN_BARE_PASSWORD` has it for errors and answers: a local
+#: server's placeholder key (``EMPTY``, ``ollama``, ``lm-studio``) is also a word a
+#: tool's data holds (``"queue": "EMPTY"``). A key this long is no word.
+QUOTED_BARE = ECHOED_PREFIX
 
-def echo_probe(value: str, head: int, tail: int, where: re.Pattern[str] | None) -> str:
+
+def echo_probe(value: str, head: int, tail: int, where: Named | None) -> str:
     """What of a secret of `scrubs` shows it: its first `ECHOED_PREFIX` characters when
     it is longer (a key, a long password: `scrub` masks such a start of it too), else
     all of it (a short key, a short URL password's ``user:pw@``)."""
@@ -522,7 +542,7 @@ def scrub(text: str, pairs: Scrubs, *, starts: bool = True) -> str:
         if probe not in text:
             continue
         if where is not None:
-            named.append(where)
+            named.append((value, where))
             continue
         if probe is not value:  # each start of it, as long as the text goes on as it
             spans += _starts(text, value, probe)
@@ -624,23 +644,82 @@ def _runs(value: str, masked: int) -> re.Pattern[str] | None:
 
 
 def _named_keys(
-    text: str, named: list[re.Pattern[str]], others: list[tuple[int, int]]
+    text: str, named: list[tuple[str, Named]], others: list[tuple[int, int]]
 ) -> list[tuple[int, int]]:
-    """The spans of the short keys ``named`` finds where their token ends, or where one of
-    the spans ``others`` (sorted) of the other secrets starts or goes on: a key right before
-    a password (``abc`` + ``defg``) is the end of neither token, and showed whole."""
+    """The spans of the short keys ``named`` (each with what names it: `_AsCredential`)
+    where their token ends, or where one of the spans ``others`` (sorted) of the other
+    secrets starts or goes on: a key right before a password (``abc`` + ``defg``) is the
+    end of neither token, and showed whole."""
     found: list[tuple[int, int]] = []
     reach = list(itertools.accumulate((end for _, end in others), max))  # the farthest end so far
-    for where in named:
-        for key in where.finditer(text):
-            end = key.end()
+    folded = _folded(text)
+    for key, where in named:
+        for at in _named_at(text, folded, key, where):
+            end = at + len(key)
             if _GOES_ON.match(text, end):
                 # the other secrets starting at or before the key's end: does one reach it?
-                at = bisect.bisect_right(others, (end, len(text) + 1)) - 1
-                if at < 0 or reach[at] < end:
+                before = bisect.bisect_right(others, (end, len(text) + 1)) - 1
+                if before < 0 or reach[before] < end:
                     continue
-            found.append((key.end(1), end))
+            found.append((at, end))
     return found
+
+
+def written_as_credential(text: str, key: str, where: Named) -> bool:
+    """Whether ``text`` holds the short ``key`` after what names it (``where``: of its
+    `_AsCredential`), its token going on after it or not."""
+    if key not in text:  # (the quick test, before lowering the whole text)
+        return False
+    return next(_named_at(text, _folded(text), key, where), None) is not None
+
+
+def _named_at(text: str, folded: str, key: str, where: Named) -> Iterator[int]:
+    """Where in ``text`` (``folded``: `_folded`) the short ``key`` is written after what
+    names it (``where``), from the start, each after the last one found.
+
+    Not a pattern tried at every character of the text (a tool's result of a
+    megabyte, ``EMPTY`` in it many times): the word what names the key starts
+    with (``bearer``, a header's name) is found with ``str.find``, then the
+    next key after it; the pattern of what names the key and the key is matched
+    at that word only when the key is within `_NAMED_REACH` characters of it,
+    else the word is looked for again from that far before the key. The pattern
+    is matched where the word starts, so what names the key ends where the
+    pattern has it (a key ``b`` in ``(b'x-api-key', b'b')`` is the last ``b``).
+    """
+    word, named = where
+    at_word = folded.find(word)
+    while at_word >= 0:
+        at = text.find(key, at_word + len(word))
+        if at < 0:
+            return
+        if at - at_word > _NAMED_REACH:  # no key near this word: skip to near the next key
+            at_word = folded.find(word, at - _NAMED_REACH)
+            continue
+        found = named.match(text, at_word)
+        if found is None:
+            at_word = folded.find(word, at_word + 1)
+        else:
+            yield found.end(1)
+            at_word = folded.find(word, found.end())
+
+
+#: How far before a short key what names it (``x-api-key: ``, ``Authorization: Token``)
+#: is looked for: a header's name, quotes and a scheme word, with room to spare.
+_NAMED_REACH = 96
+
+#: The characters a case-insensitive pattern takes for an ASCII letter that ``str.lower``
+#: does not turn into it, and the letter (``İ`` alone is lowered to two characters).
+_LIKE_ASCII = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"))
+
+
+def _folded(text: str) -> str:
+    """``text`` in lower case, each character where it was, as a case-insensitive pattern
+    reads an ASCII word in it: ``str.find`` finds the words of `_named_keys` in it."""
+    if not text.isascii():
+        for odd, letter in _LIKE_ASCII:
+            if odd in text:
+                text = text.replace(odd, letter)
+    return text.lower()
 
 
 #: The shortest start of a secret `mask_cut_tail` masks at the end of a cut text

@@ -38,11 +38,14 @@ from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._http_errors import not_an_event_stream, parse_error_body
 from toolfold.adapters._http._json import dumps
 from toolfold.adapters._http._keys import (
+    QUOTED_BARE,
+    Scrubs,
     Secret,
     api_key_secrets,
     header_secrets,
     is_credential_header,
     mask_url,
+    scrubs,
     url_secrets,
 )
 from toolfold.adapters._http._logs import guard_logs
@@ -167,6 +170,17 @@ class Transport:
             *(found for name, value in hidden.items() for found in header_secrets(name, value)),
         )
         guard_logs(*secrets)
+        # What a text quoting them is masked by (`quoted_scrubs`): Secrets, which show
+        # themselves masked (vars() of a transport holds no key).
+        self._quoted = (
+            *api_key_secrets(self._key, auth_header, auth_scheme, bare=QUOTED_BARE),
+            *url_secrets(self.base_url, bare=QUOTED_BARE),
+            *(
+                found
+                for name, value in hidden.items()
+                for found in header_secrets(name, value, bare=QUOTED_BARE)
+            ),
+        )
         keyed = self._auth_value is not None and self._auth_header == "authorization"
         check_url_credentials(base_url, keyed or "authorization" in {**self._headers, **hidden})
         if self._auth_value is not None and self._auth_header not in self._headers:
@@ -207,6 +221,14 @@ class Transport:
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
+
+    @property
+    def quoted_scrubs(self) -> Scrubs:
+        """What masks this transport's credentials (the key, the base URL's password, the
+        credential headers' values) in a text that quotes them, a tool's result or
+        error (`scrub` it with ``starts=False``): as an answer is masked, but a secret
+        shorter than `QUOTED_BARE` only where it is written as a credential."""
+        return scrubs(self._quoted)
 
     @property
     def timeouts(self) -> Timeouts | None:

@@ -76,6 +76,7 @@ from toolfold.runtime.drive._executor import (
     returned,
     run_calls,
 )
+from toolfold.runtime.drive._loop import mask_of, masked_outcomes
 from toolfold.runtime.drive._open import listing_off_loop, source_closer
 from toolfold.runtime.drive._shells import call_id_maker, reported
 from toolfold.toolkit._context import RunContext
@@ -330,14 +331,15 @@ def make_activities(
     limit = payload_limit  # (of the model's answers; the tools' results have both sizes)
     made = [_model_activity(name, agent._options.model, deps, stream, every, limit, nested=False)]
     sizes = (max_result_bytes, limit)
-    made += [_tool_activity(name, t, deps, every, *sizes) for t in top.tools.values()]
+    mask = mask_of(agent._options.model)  # (the node's model's key a tool quotes: `_called`)
+    made += [_tool_activity(name, t, deps, every, *sizes, mask) for t in top.tools.values()]
     if top.sources:
         made.append(_list_activity(name, top.sources, every))
     for sub, _ in walk(top):
         model = models[sub.name]
         made.append(_model_activity(sub.name, model, deps, stream, every, limit, nested=True))
         made += [
-            _tool_activity(sub.name, t, deps, every, *sizes)
+            _tool_activity(sub.name, t, deps, every, *sizes, mask_of(model))
             for t in sub.tools.values()
             if t.name not in sub.nested
         ]
@@ -604,18 +606,32 @@ async def _streamed(
 
 
 def _tool_activity(
-    name: str, tool: Any, deps: Any, every: float, max_bytes: int | None, limit: int | None
+    name: str,
+    tool: Any,
+    deps: Any,
+    every: float,
+    max_bytes: int | None,
+    limit: int | None,
+    mask: Callable[[str], str] | None,
 ) -> Callable[..., Any]:
     @activity.defn(name=tool_activity_name(name, tool.name))
     async def run_tool(given: ToolCallInput) -> RawValue:  # a `ToolReturned`, encoded
-        event = await _called(tool, given, deps, every)
+        event = await _called(tool, given, deps, every, mask)
         return _within(event, tool.name, max_bytes, limit)
 
     return run_tool
 
 
-async def _called(tool: Any, given: ToolCallInput, deps: Any, every: float) -> ToolReturned:
-    """Run ``tool`` for the call in ``given``, as a local run runs it; the event it makes."""
+async def _called(
+    tool: Any,
+    given: ToolCallInput,
+    deps: Any,
+    every: float,
+    mask: Callable[[str], str] | None = None,
+) -> ToolReturned:
+    """Run ``tool`` for the call in ``given``, as a local run runs it; the event it makes,
+    with its node's model credentials its text quotes masked by ``mask`` (`Live.mask`:
+    the recorded result, which the history keeps and a replay reads, holds none)."""
     invocation = given.invocation
     context: RunContext[Any] = RunContext(
         run_id=given.run_id,
@@ -637,6 +653,7 @@ async def _called(tool: Any, given: ToolCallInput, deps: Any, every: float) -> T
         # failing the activity had Temporal retry it, and the tool run again, without
         # end. It is the tool's error, which the model reads.
         outcome = failed_outcome(job, exc)
+    (outcome,) = masked_outcomes(mask, (outcome,))
     event = returned(outcome)
     if not isinstance(event, ToolReturned):
         # Only runs recorded before sub-runs were driven in the workflow

@@ -58,6 +58,8 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import (
     NO_USAGE,
     Message,
+    ResultContent,
+    TextPart,
     ToolCallPart,
     Usage,
     freeze,
@@ -212,6 +214,70 @@ class Live:
     answered: Answered | None = None
     from_waiting: bool = False
     definitions: tuple[ToolDefinition, ...] | None = None
+    # What masks the model's credentials (a provider's model's `secret_masker`), or None:
+    # a tool's result or error text that quotes them is masked before the state holds it.
+    mask: Callable[[str], str] | None = attrs.field(
+        init=False,
+        default=attrs.Factory(lambda self: mask_of(self.model), takes_self=True),
+    )
+
+
+def mask_of(model: object) -> Callable[[str], str] | None:
+    """``model.secret_masker()``, or None when it has none (a test model, a user's)."""
+    masker = getattr(model, "secret_masker", None)
+    return masker() if callable(masker) else None
+
+
+def masked_result(
+    mask: Callable[[str], str], content: str, parts: tuple[ResultContent, ...]
+) -> tuple[str, tuple[ResultContent, ...]] | None:
+    """A tool result's ``content`` and ``parts`` with ``mask`` applied to its text (the
+    content, each `TextPart`'s text: the two copies of it agree), or None when neither
+    holds anything to mask."""
+    masked = mask(content)
+    changed = masked is not content
+    if parts:
+        given = parts
+        parts = tuple(_masked_part(mask, part) for part in parts)
+        changed = changed or any(a is not b for a, b in zip(parts, given, strict=True))
+    return (masked, parts) if changed else None
+
+
+def _masked_part(mask: Callable[[str], str], part: ResultContent) -> ResultContent:
+    if not isinstance(part, TextPart):
+        return part
+    text = mask(part.text)
+    return part if text is part.text else attrs.evolve(part, text=text)
+
+
+def _masked(live: Live, outcomes: Sequence[ToolOutcome]) -> Sequence[ToolOutcome]:
+    """``outcomes`` with the run's model credentials masked in their text (a tool that
+    quotes the key it shares with the model, in a result or an error): the same
+    outcomes when there is nothing to mask (`Live.mask`)."""
+    return masked_outcomes(live.mask, outcomes)
+
+
+def masked_outcomes(
+    mask: Callable[[str], str] | None, outcomes: Sequence[ToolOutcome]
+) -> Sequence[ToolOutcome]:
+    """``outcomes`` with ``mask`` applied to their text (`masked_result`): the same
+    outcomes when it is None or finds nothing."""
+    if mask is None:
+        return outcomes
+    masked: list[ToolOutcome] | None = None
+    for at, outcome in enumerate(outcomes):
+        found = masked_result(mask, outcome.content, outcome.parts)
+        if found is not None:
+            if masked is None:
+                masked = list(outcomes)
+            masked[at] = outcome._replace(content=found[0], parts=found[1])
+    return outcomes if masked is None else masked
+
+
+def _masked_finished(live: Live, finished: dict[int, ToolOutcome] | None) -> None:
+    """`_masked` for the calls of an interrupted round that had ended, in place."""
+    if finished and live.mask is not None:
+        finished.update(zip(finished, _masked(live, tuple(finished.values())), strict=True))
 
 
 # Whether the tool round under way is one of a run resumed from waiting for answers
@@ -527,10 +593,12 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                         except BaseException as exc:
                             # (not the shell's own error; a tool unfit at its call is not either)
                             if not isinstance(exc, Exception) or takes_state(exc):
+                                _masked_finished(live, finished)
                                 if finished and live.handoffs:
                                     settle_finished(changes["calls"], finished, live.handoffs)
                                 interrupted(exc, opened.state, finished)
                             raise
+                        outcomes = _masked(live, outcomes)
                         if _raised(outcomes):  # (a sub-run's misuse raised on, prefixed)
                             commit = functools.partial(_committed, live)
                             raise_sub_run_misuse(opened.state, outcomes, live.tools, commit)
@@ -693,6 +761,7 @@ def _run_tools(
     except BaseException as exc:
         _round_interrupted(exc, live, state, finished)
         raise
+    outcomes = _masked(live, outcomes)
     if relay is not None:
         try:
             for item in relay.held:  # sub-runs' events no shell showed as they came
@@ -752,6 +821,7 @@ def _round_interrupted(
 ) -> None:
     """Give ``exc``, which interrupted the round of calls that began at ``state``, the state
     with the calls that had ended (``finished``) committed (see `interrupted`)."""
+    _masked_finished(live, finished)
     if finished and live.handoffs:
         settle_finished(state.calls, finished, live.handoffs)
     if finished and live.on_tool_error == "raise":
