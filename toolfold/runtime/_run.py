@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
-from toolfold._errors import InvalidEventError, ModelConfigError, UsageError
+from toolfold._errors import InvalidEventError, ModelConfigError, ToolDefinitionError, UsageError
 from toolfold.runtime._model import (
     MODEL_OVERRIDE,
     Model,
@@ -174,9 +174,35 @@ def to_tools(
 
     ``owner``: whose tools they are, for the error (see `check_tool_names`).
     """
+    made = [
+        item if isinstance(item, Tool) else make_tool(refuse_non_tool(item, index))
+        for index, item in enumerate(tools)
+    ]
     # ToolDefinitionError naming every duplicated name and where its tools come from
-    made = [item if isinstance(item, Tool) else make_tool(item) for item in tools]
     return check_tool_names(made, owner=owner)
+
+
+def refuse_non_tool(item: Any, index: int) -> Any:
+    """``item``, ``tools[index]``, if it can be a tool: a `Tool` or a callable.
+
+    Raises:
+        ToolDefinitionError: None or another value that is no function, naming
+            its place in ``tools=`` (an agent or a workflow: use its ``.as_tool()``).
+    """
+    if isinstance(item, Tool) or callable(item):
+        return item
+    if item is None:
+        got = "None"
+    else:
+        got = f"an object of type {type(item).__qualname__}"
+        if callable(getattr(item, "as_tool", None)):  # an Agent, a Workflow
+            named = getattr(item, "name", None)
+            which = named if isinstance(named, str) and named.isidentifier() else "it"
+            got += f": to let the model call it, pass {which}.as_tool()"
+    raise ToolDefinitionError(
+        f"tools[{index}]",
+        [f"tools= takes functions, Tools and tool sources (an MCP server), not {got}"],
+    )
 
 
 def split_stop(
@@ -401,7 +427,7 @@ def make_options(
     error for two tools of one name.
 
     Raises:
-        UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
+        UsageError: ``max_steps`` or ``max_concurrency`` not an integer >= 1, an
             ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
             ``tool_choice`` naming no tool, or an ``output_type`` that is a
             value (``5``, ``"str"``, an instance), not a type.
@@ -411,6 +437,9 @@ def make_options(
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
+    # (as `RunConfig` checks it: "3" and None failed comparing with 1)
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise UsageError(f"max_steps must be an integer >= 1, got {max_steps!r}")
     resolved, spec = agent_model(model)
     tools = tuple(tools)
     key = _made_key(
@@ -450,8 +479,6 @@ def make_options(
     by_name = to_tools(tools, owner)
     for made_tool in by_name.values():  # a type no hook builds fails here, not in a paid call
         build_hooks(made_tool)
-    if max_steps < 1:
-        raise UsageError(f"max_steps must be at least 1, got {max_steps}")
     if tool_choice is not None and type(tool_choice) is not str:
         raise UsageError(tool_choice_problem(tool_choice, by_name))
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
