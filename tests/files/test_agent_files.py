@@ -1435,7 +1435,13 @@ EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "agent_files" 
         (3, r"^load\(\): model= must be a model string \('openai:gpt-4o-mini'\), an import "),
         ("nope", r"^load\(\): model= must be a model string .* got str 'nope'$"),
         ("os:sep", r"^load\(\): model='os:sep' must be a path to a Model, got str '/'$"),
-        ("nosuchmodule_s35:m", r"^load\(\): model='nosuchmodule_s35:m' does not import: "),
+        (
+            "nosuchmodule_s35:m",
+            r"^load\(\): model='nosuchmodule_s35:m': unknown provider 'nosuchmodule_s35' in "
+            r"'nosuchmodule_s35:m'; known providers: .*openai.* \(nor is 'nosuchmodule_s35' a "
+            r"module to import a Model from\)$",
+        ),
+        ("nosuch.module_s35:m", r"^load\(\): model='nosuch.module_s35:m' does not import: "),
     ],
 )
 def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:

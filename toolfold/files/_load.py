@@ -50,7 +50,7 @@ from toolfold.runtime._document import (
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._misplaced import client_options
-from toolfold.runtime._model import Model
+from toolfold.runtime._model import Model, unknown_provider
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
@@ -287,6 +287,10 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
     except ValueError:  # no "module:name"
         raise wrong_argument(function, "model=", expected, model) from None
     except (Exception, SystemExit) as exc:  # ImportError, or what the module raised importing
+        if _no_provider(model, exc):
+            raise UsageError(
+                f"{function}(): model={model!r}: {_no_provider_problem(model)}"
+            ) from None
         raise UsageError(
             f"{function}(): model={model!r} does not import: {_import_failure(exc)}"
         ) from exc
@@ -1048,7 +1052,7 @@ class _Loader:
     def _model(self, spec: str | Model, path: str) -> Model | str | None:
         if not isinstance(spec, str) or _is_model_string(spec):
             return spec
-        value = self._resolve(spec, path)
+        value = self._resolve(spec, path, model=True)
         if value is None:
             return None
         if not isinstance(value, Model) or isinstance(value, type):
@@ -1057,7 +1061,9 @@ class _Loader:
             return None
         return value
 
-    def _resolve(self, spec: str, path: str) -> Any:
+    def _resolve(self, spec: str, path: str, *, model: bool = False) -> Any:
+        """What the import path ``spec`` names (None: a problem recorded at ``path``);
+        ``model``: ``spec`` stands for a model, and may be a model string."""
         if spec in self.resolved:
             return self.resolved[spec]
         try:
@@ -1066,7 +1072,10 @@ class _Loader:
             self.problem(path, str(exc))
             return None
         except (Exception, SystemExit) as exc:  # ImportError, or what the module raised importing
-            self.problem(path, f"cannot import {spec!r}: {_import_failure(exc)}")
+            if model and _no_provider(spec, exc):
+                self.problem(path, _no_provider_problem(spec))
+            else:
+                self.problem(path, f"cannot import {spec!r}: {_import_failure(exc)}")
             return None
         self.resolved[spec] = value
         return value
@@ -1628,6 +1637,20 @@ def _is_model_string(spec: str) -> bool:
     if prefix not in _model._PROVIDERS:
         _model._load_builtin_adapters()
     return prefix in _model._PROVIDERS
+
+
+def _no_provider(spec: str, exc: BaseException) -> bool:
+    """Whether ``spec``, a model that did not import (``exc``), reads as a model string
+    with a misspelt provider (``"opneai:gpt-4o"``): its prefix a bare name that is no module."""
+    prefix = spec.partition(":")[0]
+    return prefix.isidentifier() and isinstance(exc, ModuleNotFoundError) and exc.name == prefix
+
+
+def _no_provider_problem(spec: str) -> str:
+    """What is said of ``spec`` when `_no_provider`: the model string's error, and the
+    import path's (``spec`` may have been meant as either)."""
+    module = spec.partition(":")[0]
+    return f"{unknown_provider(spec)} (nor is {module!r} a module to import a Model from)"
 
 
 def _validation_problems(
