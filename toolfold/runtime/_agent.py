@@ -11,6 +11,8 @@ import attrs
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._misplaced import (
     config_options,
+    own_parameters,
+    refuse_misspelt,
     refuse_model_options,
     refuse_run_options,
     run_options,
@@ -257,6 +259,12 @@ class Agent(Generic[DepsT, OutputT_co]):
         if more_settings:
             refuse_run_options("Agent()", more_settings, _agent_run_options())
             refuse_model_options("Agent()", more_settings, model)
+            refuse_misspelt("Agent()", more_settings, _agent_parameters())
+        if settings is not None and not isinstance(settings, Mapping):
+            raise UsageError(  # (found here: checking its keys failed on it)
+                "Agent(): settings= takes a mapping of model settings, e.g. "
+                f"settings={{'temperature': 0}}, got {type(settings).__name__} {settings!r}"[:300]
+            )
         if settings:
             refuse_model_options("Agent()", settings, model, keywords=False)
         self.__attrs_init__(
@@ -548,6 +556,13 @@ class Agent(Generic[DepsT, OutputT_co]):
         refuse_run_options("evolve()", changes, _agent_run_options())
         model = changes.get("model", self.model)
         refuse_model_options("evolve()", changes, model)
+        own = _agent_parameters()
+        refuse_misspelt("evolve()", {k: v for k, v in changes.items() if k not in own}, own)
+        if "settings" in changes and not isinstance(changes["settings"], Mapping):
+            raise UsageError(
+                "evolve(): settings= takes a mapping of model settings, e.g. "
+                f"settings={{'temperature': 0}}, got {type(changes['settings']).__name__}"
+            )
         if changes.get("settings"):
             refuse_model_options("evolve()", changes["settings"], model, keywords=False)
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
@@ -655,7 +670,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         run_id: str,
         options: RunOptions | None = None,
     ) -> RunState:
-        messages = (*history, *to_messages(prompt)) if history else prompt
+        messages = (*given_history(history), *to_messages(prompt)) if history else prompt
         if options is None:
             options = self._run_options(self._graph_or_none())
         return start(options, messages, run_id, agent=self.name)
@@ -1108,7 +1123,7 @@ class _Fresh:
         history = self.history
         return fresh(
             agent._run_options(graph),
-            (*history, *to_messages(self.prompt)) if history else self.prompt,
+            (*given_history(history), *to_messages(self.prompt)) if history else self.prompt,
             self.run_id,
             self.deps,
             self.on_event,
@@ -1144,6 +1159,12 @@ _RUN_METHODS = ("run", "arun", "stream", "resume", "aresume", "resume_stream")
 
 
 @functools.cache
+def _agent_parameters() -> tuple[str, ...]:
+    """`Agent`'s parameters that a keyword may misspell (`own_parameters`)."""
+    return own_parameters(Agent.__init__)
+
+
+@functools.cache
 def _agent_run_options() -> Mapping[str, str]:
     """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
     methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
@@ -1151,6 +1172,43 @@ def _agent_run_options() -> Mapping[str, str]:
         **config_options(Agent.__init__),
         **run_options(methods, Agent.__init__, "agent."),
     }
+
+
+def given_history(history: Any) -> Sequence[Message | Mapping[str, Any]]:
+    """A run's ``history=``, once it is seen to be a list of messages or role/content dicts.
+
+    Raises:
+        UsageError: Another value, named as ``history=``: a `Response` or a
+            `RunState` (their ``.messages`` are the history), a str, one dict,
+            or an item that is no message.
+    """
+    if isinstance(history, (Response, RunState)):
+        is_response = isinstance(history, Response)
+        what, name = ("a Response", "response") if is_response else ("a RunState", "state")
+        raise UsageError(
+            f"history= takes a list of messages, got {what}: pass its messages, "
+            f"history={name}.messages (to go on with the run itself: "
+            f"agent.resume({'response.state' if is_response else 'state'}))"
+        )
+    if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Iterable):
+        if isinstance(history, str):
+            got, hint = "a str", ": the prompt is the first argument, run(prompt, history=[...])"
+        elif isinstance(history, Mapping):
+            got, hint = "one dict", ": pass a list, history=[{'role': ..., 'content': ...}]"
+        else:
+            got, hint = type(history).__name__, ""
+        raise UsageError(
+            "history= takes a list of messages (Messages or {'role', 'content'} dicts), "
+            f"got {got}{hint}"
+        )
+    messages = history if isinstance(history, (list, tuple)) else tuple(history)
+    for index, item in enumerate(messages):
+        if not isinstance(item, (Message, Mapping)):
+            raise UsageError(
+                "history= takes a list of messages (Messages or {'role', 'content'} dicts), "
+                f"got {type(item).__name__} at index {index}"
+            )
+    return messages
 
 
 def _listed(value: Any, param: str, agent: Any, caller: str = "Agent()") -> tuple[Any, ...]:

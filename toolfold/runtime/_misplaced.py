@@ -23,6 +23,8 @@ names the option, never its value.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -208,3 +210,66 @@ def client_options(given: Mapping[str, Any]) -> list[str]:
     if CLIENT_OPTIONS.isdisjoint(given):
         return []
     return [name for name in given if name in CLIENT_OPTIONS]
+
+
+#: How alike a keyword must be to one of the caller's own parameter names to be
+#: taken for a misspelling of it (`difflib`'s ratio): ``instruction`` (0.96),
+#: ``max_step`` (0.94), ``tool_choise`` (0.91) are; provider fields are not
+#: (``stop`` / ``stop_when`` 0.62, ``max_tokens`` / ``max_concurrency`` 0.56;
+#: a test checks every request field of the providers' specs).
+_MISSPELT = 0.85
+#: Provider request fields that are that close to a parameter's name, and real:
+#: Mistral's embeddings ``output_dtype`` (0.87 to ``output_type``).
+_PROVIDER_FIELDS = frozenset({"output_dtype"})
+
+
+def own_parameters(own: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of ``own`` a keyword may misspell: those given by name, but not a
+    required one (``model``: leaving it out already fails, and ``mode`` is a provider's field)."""
+    return tuple(
+        name
+        for name, parameter in inspect.signature(own).parameters.items()
+        if name != "self"
+        and parameter.kind in _NAMED
+        and parameter.default is not inspect.Parameter.empty
+    )
+
+
+def refuse_misspelt(
+    caller: str, given: Mapping[str, Any], own: tuple[str, ...], *, agent: str = ""
+) -> None:
+    """Raise a `UsageError` naming ``caller`` if a key of ``given`` (its model settings)
+    misspells one of its own parameters (``instruction=`` for ``instructions=``): sent as
+    a model setting, the provider got it in the request body while the run went without it.
+
+    Args:
+        caller: The call, as the error names it (``"Agent()"``).
+        given: The keywords the caller would send as model settings.
+        own: The caller's parameters (`own_parameters`).
+        agent: As `refuse_run_options`'s: how a model setting of that name is given.
+
+    Raises:
+        UsageError: Naming every such key, each with the parameter it is close to.
+    """
+    found = [(name, close) for name in given if (close := _misspelt(name, own)) is not None]
+    if not found:
+        return
+    names = ", ".join(f"{name}=" for name, _ in found)
+    meant = ", ".join(f"{close}=" for _, close in found)
+    fields = ", ".join(f"{name!r}: ..." for name, _ in found)
+    raise UsageError(
+        f"{caller} got {names}: did you mean {meant}? (a keyword {caller} does not take "
+        f"is a model setting, sent to the provider as it is; "
+        f"{'a field of that name goes' if len(found) == 1 else 'fields of those names go'} in "
+        f"{agent}settings={{{fields}}}{')' if agent else ''})"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _misspelt(name: str, own: tuple[str, ...]) -> str | None:
+    """The parameter of ``own`` that ``name`` misspells, or None (cached: a setting's name
+    is looked at once, however many runs give it)."""
+    if name in _PROVIDER_FIELDS:
+        return None
+    close = difflib.get_close_matches(name, own, n=1, cutoff=_MISSPELT)
+    return close[0] if close else None

@@ -1,0 +1,234 @@
+"""Arguments of Agent, evolve and generate_text that no run can use are refused when given,
+with an error naming the argument: not a bare TypeError or AttributeError later, and not
+a model setting sent to the provider."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import toolfold
+from toolfold import Agent, ToolDefinitionError, UsageError, generate_text, tool
+from toolfold.runtime import ModelRequest, ModelResponse
+from toolfold.testing import ScriptedModel, TestModel
+
+
+def _make(kind: str) -> Callable[..., Any]:
+    """Agent(model, **given), agent.evolve(**given) or generate_text(model, "x", **given)."""
+    if kind == "Agent":
+        return lambda **given: Agent(TestModel(), **given)
+    if kind == "evolve":
+        return lambda **given: Agent(TestModel()).evolve(**given)
+    return lambda **given: generate_text(TestModel(), "x", **given)
+
+
+KINDS = ["Agent", "evolve", "generate_text"]
+
+
+# --- 1. tools=[None], an agent in tools= ---------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_none_in_tools_is_refused_naming_its_place(kind: str) -> None:
+    """tools=[f, None] is a ToolDefinitionError naming tools[1]: it was an AttributeError
+    ('function' object has no attribute '_receiver'), tool(None) being a decorator."""
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key
+
+    with pytest.raises(ToolDefinitionError, match=r"^cannot make a tool of tools\[1\]") as caught:
+        _make(kind)(tools=[lookup, None])
+    assert "not None" in str(caught.value)
+
+
+def test_the_place_named_counts_tool_sources_too() -> None:
+    """The index named is the item's place in tools=, a tool source before it included."""
+
+    class Source:  # (a ToolSource: an MCP server is one)
+        def open(self) -> None: ...
+
+        def close(self) -> None: ...
+
+        def tools(self) -> list[Any]:
+            return []
+
+    with pytest.raises(ToolDefinitionError, match=r"tools\[2\]"):
+        Agent(TestModel(), tools=[len, Source(), None])
+
+
+def test_tool_of_none_is_refused() -> None:
+    """@tool(None) is a ToolDefinitionError, not a decorator returned in silence."""
+    with pytest.raises(ToolDefinitionError, match="@tool needs a function, not None"):
+        tool(None)
+    assert callable(tool(name="x"))  # (options alone still give a decorator)
+
+
+def test_an_agent_in_tools_is_told_to_use_as_tool() -> None:
+    """An agent (or a workflow) in tools= says to pass its .as_tool()."""
+    helper = Agent(TestModel(), name="helper")
+    with pytest.raises(ToolDefinitionError, match=r"(?s)tools\[0\].*pass helper\.as_tool\(\)"):
+        Agent(TestModel(), tools=[helper])
+    flow = toolfold.Sequence(helper)
+    with pytest.raises(ToolDefinitionError, match=r"\.as_tool\(\)"):
+        Agent(TestModel(), tools=[flow])
+
+
+# --- 2. history= ----------------------------------------------------------------------
+
+
+def _answered() -> tuple[Agent, toolfold.Response[Any]]:
+    agent = Agent(ScriptedModel(["a", "b", "c", "d"]))
+    return agent, agent.run("x")
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("response", r"got a Response: pass its messages, history=response\.messages"),
+        ("state", r"got a RunState: pass its messages, history=state\.messages"),
+        ("text", r"got a str: the prompt is the first argument"),
+        ("dict", r"got one dict: pass a list"),
+        ("number", r"got int$"),
+        ("texts", r"got str at index 1$"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_a_history_that_is_no_list_of_messages_names_history(
+    given: str, says: str, mode: str
+) -> None:
+    """history=response / state / "hi" / {...} / 5 is a UsageError naming history=: it was
+    'Value after * must be an iterable' or a message about "a prompt's list"."""
+    agent, response = _answered()
+    value = {
+        "response": response,
+        "state": response.state,
+        "text": "hello",
+        "dict": {"role": "user", "content": "hi"},
+        "number": 5,
+        "texts": [{"role": "user", "content": "hi"}, "hello"],
+    }[given]
+    go = agent.run if mode == "run" else lambda *a, **k: list(agent.stream(*a, **k))
+    with pytest.raises(UsageError, match=r"^history= takes a list of messages.*" + says):
+        go("y", history=value)
+
+
+def test_a_history_of_messages_or_dicts_still_runs() -> None:
+    """A list of messages, of dicts, or a generator of them is a history as before."""
+    agent, response = _answered()
+    assert agent.run("y", history=response.messages).text == "b"
+    dicts = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    second = agent.run("y", history=dicts)
+    assert len(second.messages) == 4
+    third = agent.run("y", history=(m for m in response.messages))
+    assert len(third.messages) == 4
+
+
+# --- 3. max_steps, settings -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("steps", ["3", None, 2.5, True, 0])
+def test_max_steps_that_is_no_positive_integer_is_a_usage_error(kind: str, steps: Any) -> None:
+    """max_steps="3" / None was a bare TypeError from a comparison; like 2.5, it is a
+    UsageError naming max_steps."""
+    with pytest.raises(UsageError, match=r"^max_steps must be an integer >= 1, got "):
+        _make(kind)(max_steps=steps)
+
+
+@pytest.mark.parametrize("kind", ["Agent", "evolve"])
+@pytest.mark.parametrize("settings", [5, "temperature=0", ["temperature"]])
+def test_settings_that_is_no_mapping_is_a_usage_error(kind: str, settings: Any) -> None:
+    """settings=5 was "'int' object is not iterable" from checking its keys."""
+    with pytest.raises(UsageError, match=r"settings= takes a mapping of model settings"):
+        _make(kind)(settings=settings)
+
+
+# --- 4. a model that is no model ------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [5, None, 2.5, object(), [TestModel()]])
+def test_a_value_that_is_no_model_is_refused_where_a_model_goes(value: Any) -> None:
+    """Agent(5), Agent(None), generate_text(5, ...) were "'int' object has no attribute
+    'name'"; toolfold.model(5) returned 5."""
+    says = r"^model: expected a provider:model string or a Model object, got "
+    with pytest.raises(UsageError, match=says):
+        Agent(value)
+    with pytest.raises(UsageError, match=says):
+        generate_text(value, "x")
+    with pytest.raises(UsageError, match=says):
+        toolfold.model(value)
+
+
+class _OnlySync:
+    """A user's model serving blocking runs only: no ``request``, ``stream``, ``stream_sync``."""
+
+    name = "mine:sync"
+
+    def request_sync(self, request: ModelRequest) -> ModelResponse:
+        return TestModel().request_sync(request)
+
+
+def test_a_user_s_model_with_a_name_and_one_request_method_still_runs() -> None:
+    """A model need not have every Model method: a name and one way to ask it is enough."""
+    assert Agent(_OnlySync()).run("hi").text
+    assert toolfold.model(_OnlySync()).name == "mine:sync"
+
+
+def test_an_object_without_a_request_method_is_told_what_it_lacks() -> None:
+    """An object of a user's class with a name but no request method is told so."""
+
+    class Named:
+        name = "x:y"
+
+    with pytest.raises(UsageError, match="it has no request method"):
+        Agent(Named())
+
+
+# --- 6. output_type with no schema ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_output_type_with_no_schema_names_output_type(kind: str) -> None:
+    """output_type=socket.socket said 'no JSON Schema for socket', never where it came from."""
+    with pytest.raises(
+        ToolDefinitionError, match=r"^cannot use socket as the output type \(output_type=\)"
+    ):
+        _make(kind)(output_type=socket.socket)
+
+
+# --- 7. misspelt keywords -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_misspelt_parameter_is_refused_not_sent_to_the_provider(kind: str) -> None:
+    """instruction=, on_tool_errors=, max_step= were sent as request body fields while the run
+    went without them; they are refused together, each with the parameter meant."""
+    with pytest.raises(UsageError) as caught:
+        _make(kind)(instruction="French only.", on_tool_errors="raise", max_step=2)
+    message = str(caught.value)
+    assert "got instruction=, on_tool_errors=, max_step=: did you mean instructions=, " in message
+    assert "on_tool_error=, max_steps=?" in message
+
+
+def test_a_misspelt_name_still_goes_in_settings() -> None:
+    """A provider field named like a parameter's typo is sent when given in settings={...}."""
+    agent = Agent(TestModel(), settings={"instruction": "x"})
+    assert agent.settings == {"instruction": "x"}
+    assert agent.evolve(max_steps=3).settings == {"instruction": "x"}
+
+
+COMMON = ["max_tokens", "temperature", "top_p", "stop", "seed", "n", "user", "metadata"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_common_provider_settings_are_still_sent(kind: str) -> None:
+    """max_tokens, temperature, top_p, stop, seed, n, user, metadata, reasoning_effort... stay
+    model settings."""
+    given = dict.fromkeys(COMMON, 1) | {"reasoning_effort": "low", "mode": "x"}
+    made = _make(kind)(**given)
+    if kind != "generate_text":
+        assert set(made.settings) == set(given)
