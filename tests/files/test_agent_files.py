@@ -1429,6 +1429,19 @@ def test_good_agent_options_still_load(entry: str) -> None:
 EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "agent_files" / "support.toml"
 
 
+def test_a_misspelt_provider_in_a_file_is_an_unknown_provider() -> None:
+    """``model = "opneai:gpt-4o"`` said "cannot import 'opneai:gpt-4o': ModuleNotFoundError";
+    it says what toolfold.model says, with the provider meant."""
+    with pytest.raises(AgentFileError) as info:
+        loads('[agents.a]\nmodel = "opneai:gpt-4o"\n', name="f.toml", search=SEARCH)
+    (problem,) = info.value.problems
+    assert problem.startswith(
+        "f.toml:2: agents.a.model: unknown provider 'opneai' in 'opneai:gpt-4o' "
+        "(did you mean 'openai'?); known providers: "
+    )
+    assert "ModuleNotFoundError" not in problem
+
+
 @pytest.mark.parametrize(
     ("model", "says"),
     [

@@ -232,3 +232,12 @@ def test_common_provider_settings_are_still_sent(kind: str) -> None:
     made = _make(kind)(**given)
     if kind != "generate_text":
         assert set(made.settings) == set(given)
+
+
+@pytest.mark.parametrize("spec", ["opneai:gpt-4o", "OpenAI:gpt-4o", "antropic:claude"])
+def test_an_unknown_provider_close_to_a_known_one_is_suggested(spec: str) -> None:
+    """toolfold.model('opneai:gpt-4o') names the provider meant, and still lists them all."""
+    meant = "anthropic" if spec.startswith("antropic") else "openai"
+    with pytest.raises(toolfold.ModelConfigError) as caught:
+        toolfold.model(spec)
+    assert f"(did you mean {meant!r}?); known providers: " in str(caught.value)
