@@ -651,7 +651,7 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "two tools of one run with the same name": _duplicate_names,
     "`None` or another value that is no function, `Tool` or tool source in `tools=` (of "
     "`Agent`, `evolve`, `generate_text`: the error names its place, `tools[1]`; for an agent or "
-    "a workflow, it says to pass its `.as_tool()`), or `@tool(None)`": _none_tool,
+    "a workflow, it says to pass its `.as_tool()`)": _none_tool,
     "an `output_type` with no JSON Schema (`socket.socket`: the error names `output_type=`)": (
         _output_type_without_schema
     ),

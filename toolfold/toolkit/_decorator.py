@@ -18,17 +18,6 @@ from toolfold.toolkit._tool import P, Tool, generator_problems, is_async_callabl
 R = TypeVar("R")
 
 
-class _Bare:
-    """`tool`'s default for its function, so that ``tool(None)`` is refused, not taken
-    for ``@tool(...)`` with options (which returned a decorator)."""
-
-    def __repr__(self) -> str:
-        return "<none: @tool(...) with options>"
-
-
-_BARE: Any = _Bare()
-
-
 @overload
 def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 
@@ -49,7 +38,7 @@ def tool(
 
 
 def tool(
-    fn: Any = _BARE,
+    fn: Any = None,
     /,
     *,
     name: str | None = None,
@@ -111,7 +100,7 @@ def tool(
     )
     how = _Derivation(docstring_style, require_parameter_descriptions)
 
-    if fn is not _BARE:  # (`tool(None)` is refused there, not taken for options)
+    if fn is not None:
         return _make_tool(fn, options, how, 3)
 
     def decorate(function: Any) -> Tool[Any, Any]:
@@ -139,7 +128,7 @@ def _make_tool(
         return _rebind(function.__func__, function.__self__, options)
     function, receiver = _receiver(_over_tool_function(function))
     if not callable(function):
-        what = "None" if function is None else f"an object of type {type(function).__qualname__}"
+        what = f"an object of type {type(function).__qualname__}"
         raise ToolDefinitionError(what, [f"@tool needs a function, not {what}"])
     derived = _derive(function, receiver, how, stacklevel)
     options = options.resolved(default_name(function), derived.description)

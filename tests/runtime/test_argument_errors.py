@@ -28,7 +28,7 @@ def _make(kind: str) -> Callable[..., Any]:
 KINDS = ["Agent", "evolve", "generate_text"]
 
 
-# --- 1. tools=[None], an agent in tools= ---------------------------------------------
+# --- tools=[None], an agent in tools= ---------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -60,11 +60,26 @@ def test_the_place_named_counts_tool_sources_too() -> None:
         Agent(TestModel(), tools=[len, Source(), None])
 
 
-def test_tool_of_none_is_refused() -> None:
-    """@tool(None) is a ToolDefinitionError, not a decorator returned in silence."""
-    with pytest.raises(ToolDefinitionError, match="@tool needs a function, not None"):
-        tool(None)
-    assert callable(tool(name="x"))  # (options alone still give a decorator)
+def test_a_wrapper_passing_its_function_through_still_takes_options() -> None:
+    """A user's decorator written the usual way, fn=None and tool(fn, **options), works bare
+    and with options: tool(None, name=...) stays a decorator (None in tools= is refused
+    where tools= is read)."""
+
+    def audited_tool(fn: Any = None, /, **options: Any) -> Any:
+        options.setdefault("max_retries", 1)
+        return tool(fn, **options)
+
+    @audited_tool
+    def bare(x: int) -> int:
+        """Add one."""
+        return x + 1
+
+    @audited_tool(name="plus_one")
+    def named(x: int) -> int:
+        """Add one."""
+        return x + 1
+
+    assert (bare.name, named.name) == ("bare", "plus_one")
 
 
 def test_an_agent_in_tools_is_told_to_use_as_tool() -> None:
@@ -77,7 +92,7 @@ def test_an_agent_in_tools_is_told_to_use_as_tool() -> None:
         Agent(TestModel(), tools=[flow])
 
 
-# --- 2. history= ----------------------------------------------------------------------
+# --- history= ----------------------------------------------------------------------
 
 
 def _answered() -> tuple[Agent, toolfold.Response[Any]]:
@@ -127,7 +142,7 @@ def test_a_history_of_messages_or_dicts_still_runs() -> None:
     assert len(third.messages) == 4
 
 
-# --- 3. max_steps, settings -----------------------------------------------------------
+# --- max_steps, settings -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -147,7 +162,7 @@ def test_settings_that_is_no_mapping_is_a_usage_error(kind: str, settings: Any) 
         _make(kind)(settings=settings)
 
 
-# --- 4. a model that is no model ------------------------------------------------------
+# --- a model that is no model ------------------------------------------------------
 
 
 @pytest.mark.parametrize("value", [5, None, 2.5, object(), [TestModel()]])
@@ -188,7 +203,7 @@ def test_an_object_without_a_request_method_is_told_what_it_lacks() -> None:
         Agent(Named())
 
 
-# --- 6. output_type with no schema ----------------------------------------------------
+# --- output_type with no schema ----------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -200,7 +215,7 @@ def test_an_output_type_with_no_schema_names_output_type(kind: str) -> None:
         _make(kind)(output_type=socket.socket)
 
 
-# --- 7. misspelt keywords -------------------------------------------------------------
+# --- misspelt keywords -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
