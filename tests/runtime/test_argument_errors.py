@@ -162,6 +162,63 @@ def test_settings_that_is_no_mapping_is_a_usage_error(kind: str, settings: Any) 
         _make(kind)(settings=settings)
 
 
+_KEY = "sk-proj-SECRET1234567890abcdef"
+
+
+class _Config:
+    """A user's object whose repr shows a key."""
+
+    def __repr__(self) -> str:
+        return f"Config(api_key={_KEY!r})"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"model": "openai:gpt-4o", "api_key": _KEY},
+        ("openai:gpt-4o", {"api_key": _KEY}),
+        _KEY.encode(),
+        _Config(),
+    ],
+    ids=["dict", "tuple", "bytes", "object"],
+)
+def test_a_model_error_shows_the_type_not_the_value(given: Any) -> None:
+    """A value given for a model may hold a key: the error names its type only."""
+    with pytest.raises(
+        UsageError, match=r"Model object, got (dict|tuple|bytes|_Config)\b"
+    ) as caught:
+        Agent(given)
+    assert "SECRET" not in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["Agent", "evolve"])
+@pytest.mark.parametrize("settings", [[("api_key", _KEY)], _KEY, _Config()])
+def test_a_settings_error_shows_the_type_not_the_value(kind: str, settings: Any) -> None:
+    """Agent() and evolve() say the same of settings= that is no mapping: its type, never
+    what it holds (settings=[("api_key", ...)] printed the key)."""
+    with pytest.raises(UsageError) as caught:
+        _make(kind)(settings=settings)
+    message = str(caught.value)
+    assert "SECRET" not in message
+    assert message == (
+        f"{kind}(): settings= takes a mapping of model settings, e.g. "
+        f"settings={{'temperature': 0}}, got {type(settings).__qualname__}"
+    )
+
+
+def test_evolve_takes_settings_none_as_agent_does() -> None:
+    """settings=None is no settings added, in evolve() as in Agent()."""
+    agent = Agent(TestModel(), settings={"temperature": 0})
+    assert agent.evolve(settings=None).settings == {"temperature": 0}
+
+
+def test_a_max_steps_error_shows_a_str_s_type_only() -> None:
+    """max_steps= given a str (a key pasted in the wrong place) is named by type."""
+    with pytest.raises(UsageError, match=r"got str$") as caught:
+        Agent(TestModel(), max_steps=_KEY)  # type: ignore[arg-type]
+    assert "SECRET" not in str(caught.value)
+
+
 # --- a model that is no model ------------------------------------------------------
 
 

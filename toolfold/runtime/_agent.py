@@ -45,6 +45,7 @@ from toolfold.runtime._sources import (
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message, freeze
+from toolfold.runtime.core._repr import value_or_type
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -260,11 +261,8 @@ class Agent(Generic[DepsT, OutputT_co]):
             refuse_run_options("Agent()", more_settings, _agent_run_options())
             refuse_model_options("Agent()", more_settings, model)
             refuse_misspelt("Agent()", more_settings, _agent_parameters())
-        if settings is not None and not isinstance(settings, Mapping):
-            raise UsageError(  # (found here: checking its keys failed on it)
-                "Agent(): settings= takes a mapping of model settings, e.g. "
-                f"settings={{'temperature': 0}}, got {type(settings).__name__} {settings!r}"[:300]
-            )
+        if settings is not None:
+            _refuse_unmapped_settings("Agent()", settings)
         if settings:
             refuse_model_options("Agent()", settings, model, keywords=False)
         self.__attrs_init__(
@@ -558,15 +556,12 @@ class Agent(Generic[DepsT, OutputT_co]):
         refuse_model_options("evolve()", changes, model)
         own = _agent_parameters()
         refuse_misspelt("evolve()", {k: v for k, v in changes.items() if k not in own}, own)
-        if "settings" in changes and not isinstance(changes["settings"], Mapping):
-            raise UsageError(
-                "evolve(): settings= takes a mapping of model settings, e.g. "
-                f"settings={{'temperature': 0}}, got {type(changes['settings']).__name__}"
-            )
+        if changes.get("settings") is not None:  # (None: none added, as Agent() takes it)
+            _refuse_unmapped_settings("evolve()", changes["settings"])
         if changes.get("settings"):
             refuse_model_options("evolve()", changes["settings"], model, keywords=False)
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
-        settings = {**fields.pop("settings"), **changes.pop("settings", {})}
+        settings = {**fields.pop("settings"), **(changes.pop("settings", None) or {})}
         fields.update(changes)
         made = Agent(settings=settings, **fields)
         if self._scope is not None:
@@ -1172,6 +1167,16 @@ def _agent_run_options() -> Mapping[str, str]:
         **config_options(Agent.__init__),
         **run_options(methods, Agent.__init__, "agent."),
     }
+
+
+def _refuse_unmapped_settings(caller: str, settings: object) -> None:
+    """Raise a `UsageError` naming ``caller`` if ``settings=`` is no mapping (checking its
+    keys failed on it: ``settings=5`` was "'int' object is not iterable")."""
+    if not isinstance(settings, Mapping):
+        raise UsageError(
+            f"{caller}: settings= takes a mapping of model settings, e.g. "
+            f"settings={{'temperature': 0}}, got {value_or_type(settings)}"
+        )
 
 
 def given_history(history: Any) -> Sequence[Message | Mapping[str, Any]]:

@@ -27,7 +27,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._repr import value_or_type
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.toolkit._tool import mark_coroutine_function
@@ -260,7 +260,7 @@ def model(spec: str | Model, **options: Any) -> Model:
         missing = _not_a_model(spec)
         if missing:
             # (passed through, it failed later and far away: 'int' has no attribute 'name')
-            got = "None" if spec is None else f"{type(spec).__name__} {short(spec)}"
+            got = value_or_type(spec)  # (not its repr: a dict or a user's object may hold a key)
             if type(spec).__module__ != "builtins":  # (a user's object: what it lacks)
                 got += f": {missing}"
             raise UsageError(

@@ -37,13 +37,13 @@ from toolfold.runtime._model import (
 )
 from toolfold.runtime._response import OutputT_co, Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._config import RunConfig, ToolSpec, is_count
 from toolfold.runtime.core._events import (
     Event,
 )
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
-from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._repr import short, value_or_type
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -437,9 +437,8 @@ def make_options(
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
-    # (as `RunConfig` checks it: "3" and None failed comparing with 1)
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise UsageError(f"max_steps must be an integer >= 1, got {max_steps!r}")
+    if not is_count(max_steps, 1):  # (as `RunConfig` checks it: "3", None failed comparing)
+        raise UsageError(f"max_steps must be an integer >= 1, got {value_or_type(max_steps)}")
     resolved, spec = agent_model(model)
     tools = tuple(tools)
     key = _made_key(

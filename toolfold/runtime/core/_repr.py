@@ -30,6 +30,15 @@ def short(value: Any, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} chars)"
 
 
+def value_or_type(value: Any) -> str:
+    """What an error shows of a value a user gave: ``repr(value)`` for None, a bool,
+    an int or a float, else only its type's name (a str, a dict, a user's object may
+    hold an API key, and an error names the option, never such a value)."""
+    if value is None or type(value) in (bool, int, float):
+        return repr(value)
+    return type(value).__qualname__
+
+
 def fields(name: str, pairs: Iterable[tuple[str, Any]]) -> str:
     """``Name(key=value, ...)`` from already formatted values; None values are left out."""
     shown = ", ".join(f"{key}={value}" for key, value in pairs if value is not None)
