@@ -1429,17 +1429,27 @@ def test_good_agent_options_still_load(entry: str) -> None:
 EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "agent_files" / "support.toml"
 
 
-def test_a_misspelt_provider_in_a_file_is_an_unknown_provider() -> None:
-    """``model = "opneai:gpt-4o"`` said "cannot import 'opneai:gpt-4o': ModuleNotFoundError";
+@pytest.mark.parametrize(
+    ("model", "meant"),
+    [
+        ("opneai:gpt-4o", "openai"),
+        ("openai-response:gpt-4o", "openai-responses"),
+        ("openai-compatable:llama3", "openai-compatible"),
+    ],
+)
+def test_a_misspelt_provider_in_a_file_is_an_unknown_provider(model: str, meant: str) -> None:
+    """``model = "opneai:gpt-4o"`` said "cannot import 'opneai:gpt-4o': ModuleNotFoundError",
+    a hyphenated one (``openai-response``, no module name at all) an import failure too;
     it says what toolfold.model says, with the provider meant."""
     with pytest.raises(AgentFileError) as info:
-        loads('[agents.a]\nmodel = "opneai:gpt-4o"\n', name="f.toml", search=SEARCH)
+        loads(f'[agents.a]\nmodel = "{model}"\n', name="f.toml", search=SEARCH)
     (problem,) = info.value.problems
+    prefix = model.partition(":")[0]
     assert problem.startswith(
-        "f.toml:2: agents.a.model: unknown provider 'opneai' in 'opneai:gpt-4o' "
-        "(did you mean 'openai'?); known providers: "
+        f"f.toml:2: agents.a.model: unknown provider '{prefix}' in '{model}' "
+        f"(did you mean '{meant}'?); known providers: "
     )
-    assert "ModuleNotFoundError" not in problem
+    assert "import" not in problem if "-" in prefix else "ModuleNotFoundError" not in problem
 
 
 @pytest.mark.parametrize(
@@ -1455,6 +1465,12 @@ def test_a_misspelt_provider_in_a_file_is_an_unknown_provider() -> None:
             r"module to import a Model from\)$",
         ),
         ("nosuch.module_s35:m", r"^load\(\): model='nosuch.module_s35:m' does not import: "),
+        (
+            "openai-response:gpt-4o",
+            r"^load\(\): model='openai-response:gpt-4o': unknown provider 'openai-response' "
+            r"in 'openai-response:gpt-4o' \(did you mean 'openai-responses'\?\); known "
+            r"providers: [a-z, -]+$",
+        ),
     ],
 )
 def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:
