@@ -254,6 +254,10 @@ def _misspelt_keyword() -> None:
     Agent(TestModel(), instruction="Answer in French.")
 
 
+def _other_library_keyword() -> None:
+    generate_text(TestModel(), "x", system_prompt="Answer in French.")
+
+
 def _settings_not_a_mapping() -> None:
     Agent(TestModel(), settings=5)  # type: ignore[arg-type]
 
@@ -739,6 +743,15 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "without it): the error names each and the parameter meant, `did you mean instructions=?`; "
     "a provider's field of such a name goes in `settings={...}`. Provider request fields "
     "(`max_tokens`, `stop`, `top_p`, `seed`...) are not refused": _misspelt_keyword,
+    "another library's parameter name given to `Agent(...)`, `agent.evolve(...)`, "
+    "`generate_text` or `agenerate_text` (sent as a model setting, it was a request body field "
+    "and the run went without it): the error names toolfold's, `system_prompt=` "
+    "(`instructions=`), `result_type=` (`output_type=`), `model_settings=` (`settings=`), "
+    "`retries=` (`output_retries=`; a tool's: `@tool(max_retries=...)`), `max_turns=` "
+    "(`max_steps=`), `deps_type=` (none: deps are passed with each run, `deps=`); so is "
+    "`settings=` given to `generate_text`, which takes model settings as keywords": (
+        _other_library_keyword
+    ),
     "`settings=` that is no mapping (`Agent(model, settings=5)`)": _settings_not_a_mapping,
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message), that has '

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from cassettes import SPECS
 
-from toolfold import Agent, UsageError
+from toolfold import Agent, UsageError, generate_text
 from toolfold.runtime._agent import _agent_parameters
 from toolfold.runtime._api import _function_parameters
-from toolfold.runtime._misplaced import _MISSPELT, _PROVIDER_FIELDS, _misspelt
+from toolfold.runtime._misplaced import _MISSPELT, _OTHER_NAMES, _PROVIDER_FIELDS, _misspelt
 from toolfold.testing import TestModel
 
 
@@ -101,3 +101,13 @@ def test_the_misspellings_caught_are_no_request_field(typo: str) -> None:
     assert typo not in _request_fields()
     with pytest.raises(UsageError, match="did you mean"):
         Agent(TestModel(), **{typo: 1})
+
+
+@pytest.mark.parametrize("name", [*_OTHER_NAMES, "settings"])
+def test_other_libraries_names_are_no_request_field(name: str) -> None:
+    """Other libraries' parameter names refused with toolfold's (``system_prompt=``,
+    ``result_type=``, ``max_turns=``...) and generate_text's ``settings=`` are no
+    provider's field: a model setting of that name reaches no API."""
+    assert name not in _request_fields()
+    with pytest.raises(UsageError, match=f"got {name}=: did you mean "):
+        generate_text(TestModel(), "x", **{name: {}})

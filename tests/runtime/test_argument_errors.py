@@ -286,6 +286,64 @@ def test_a_misspelt_parameter_is_refused_not_sent_to_the_provider(kind: str) -> 
     assert "on_tool_error=, max_steps=?" in message
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("system_prompt", "instructions="),
+        ("result_type", "output_type="),
+        ("max_turns", "max_steps="),
+        ("retries", "output_retries= (a tool's retries: @tool(max_retries=...))"),
+    ],
+)
+def test_another_library_s_parameter_is_refused_with_toolfold_s(
+    kind: str, name: str, meant: str
+) -> None:
+    """pydantic-ai's or the Agents SDK's names (system_prompt=, result_type=, max_turns=...)
+    were sent to the provider as body fields while the run went without them."""
+    with pytest.raises(UsageError, match=r"got \w+=: did you mean ") as caught:
+        _make(kind)(**{name: 1})
+    assert f"got {name}=: did you mean {meant}?" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "meant"),
+    [
+        ("Agent", "settings="),
+        ("evolve", "settings="),
+        ("generate_text", "the model settings as keywords: temperature=0, or **settings"),
+    ],
+)
+def test_model_settings_is_refused_with_where_settings_go(kind: str, meant: str) -> None:
+    """model_settings={...} was one body field named model_settings; generate_text takes
+    its settings as keywords."""
+    with pytest.raises(UsageError) as caught:
+        _make(kind)(model_settings={"temperature": 0})
+    assert f"got model_settings=: did you mean {meant}?" in str(caught.value)
+
+
+def test_generate_text_refuses_settings_as_one_keyword() -> None:
+    """generate_text(model, "x", settings={...}) sent a body field named settings; the
+    settings were never applied."""
+    with pytest.raises(UsageError) as caught:
+        generate_text(TestModel(), "x", settings={"temperature": 0})
+    assert "got settings=: did you mean the model settings as keywords: temperature=0" in str(
+        caught.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "where"), [("Agent", "run(..., deps=...)"), ("generate_text", "deps=")]
+)
+def test_deps_type_says_deps_are_passed_per_run(kind: str, where: str) -> None:
+    """deps_type= has no counterpart: deps are given with each run."""
+    with pytest.raises(UsageError) as caught:
+        _make(kind)(deps_type=dict)
+    assert f"got deps_type=: did you mean {where} (deps are passed with each run" in str(
+        caught.value
+    )
+
+
 def test_a_misspelt_name_still_goes_in_settings() -> None:
     """A provider field named like a parameter's typo is sent when given in settings={...}."""
     agent = Agent(TestModel(), settings={"instruction": "x"})

@@ -1645,8 +1645,7 @@ def _no_provider(spec: str, exc: BaseException) -> bool:
     prefix has no dot and is either no module name at all (a hyphen) or a missing module."""
     prefix = spec.partition(":")[0]
     return "." not in prefix and (
-        not prefix.isidentifier()
-        or (isinstance(exc, ModuleNotFoundError) and exc.name == prefix)
+        not prefix.isidentifier() or (isinstance(exc, ModuleNotFoundError) and exc.name == prefix)
     )
 
 

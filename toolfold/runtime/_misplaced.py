@@ -19,6 +19,10 @@ agent file. A credential or a client option (``api_key``, ``base_url``,
 ``retry``, ``headers``...) only as a bare keyword, since a provider's request
 body may have a field of that name (given in ``settings={...}``). The error
 names the option, never its value.
+
+A keyword close to one of the caller's own parameters (``instruction=``), or
+another library's name for one (``system_prompt=``, ``result_type=``,
+``max_turns=``...), is refused too, with the parameter meant.
 """
 
 from __future__ import annotations
@@ -223,6 +227,19 @@ _MISSPELT = 0.85
 _PROVIDER_FIELDS = frozenset({"output_dtype"})
 
 
+#: Other libraries' names for a parameter (pydantic-ai's, the OpenAI Agents SDK's),
+#: each with toolfold's: sent as model settings, they were request body fields while
+#: the run went without them. None: no parameter of that kind (`_meant` says what to do).
+_OTHER_NAMES: dict[str, str | None] = {
+    "system_prompt": "instructions",
+    "result_type": "output_type",
+    "model_settings": "settings",
+    "retries": "output_retries",
+    "max_turns": "max_steps",
+    "deps_type": None,
+}
+
+
 def own_parameters(own: Callable[..., Any]) -> tuple[str, ...]:
     """The parameters of ``own`` a keyword may misspell: those given by name, but not a
     required one (``model``: leaving it out already fails, and ``mode`` is a provider's field)."""
@@ -255,7 +272,7 @@ def refuse_misspelt(
     if not found:
         return
     names = ", ".join(f"{name}=" for name, _ in found)
-    meant = ", ".join(f"{close}=" for _, close in found)
+    meant = ", ".join(close for _, close in found)
     fields = ", ".join(f"{name!r}: ..." for name, _ in found)
     raise UsageError(
         f"{caller} got {names}: did you mean {meant}? (a keyword {caller} does not take "
@@ -267,9 +284,26 @@ def refuse_misspelt(
 
 @functools.lru_cache(maxsize=1024)
 def _misspelt(name: str, own: tuple[str, ...]) -> str | None:
-    """The parameter of ``own`` that ``name`` misspells, or None (cached: a setting's name
-    is looked at once, however many runs give it)."""
+    """What ``name`` was meant for, ``"instructions="`` (the parameter of ``own`` it
+    misspells or another library's name for), or None (cached: a setting's name is looked
+    at once, however many runs give it)."""
+    if name in _OTHER_NAMES or name == "settings":
+        return _meant(name, own)
     if name in _PROVIDER_FIELDS:
         return None
     close = difflib.get_close_matches(name, own, n=1, cutoff=_MISSPELT)
-    return close[0] if close else None
+    return f"{close[0]}=" if close else None
+
+
+def _meant(name: str, own: tuple[str, ...]) -> str:
+    """What to give instead of ``name``, another library's parameter (or ``settings``,
+    given to a caller taking model settings as keywords)."""
+    if name == "deps_type":  # (no such declaration here)
+        where = "deps=" if "deps" in own else "run(..., deps=...)"
+        return f"{where} (deps are passed with each run; no deps type is declared)"
+    target = _OTHER_NAMES.get(name, name)
+    if target == "settings" and "settings" not in own:  # generate_text(..., settings={...})
+        return "the model settings as keywords: temperature=0, or **settings"
+    if name == "retries":
+        return "output_retries= (a tool's retries: @tool(max_retries=...))"
+    return f"{target}="
