@@ -1179,8 +1179,12 @@ def _refuse_unmapped_settings(caller: str, settings: object) -> None:
         )
 
 
-def given_history(history: Any) -> Sequence[Message | Mapping[str, Any]]:
-    """A run's ``history=``, once it is seen to be a list of messages or role/content dicts.
+_HISTORY = "history= takes a list of messages (Messages or {'role', 'content'} dicts)"
+
+
+def given_history(history: Any) -> tuple[Message, ...]:
+    """A run's ``history=`` as messages, once it is seen to be a list of messages or
+    role/content dicts.
 
     Raises:
         UsageError: Another value, named as ``history=``: a `Response` or a
@@ -1202,18 +1206,8 @@ def given_history(history: Any) -> Sequence[Message | Mapping[str, Any]]:
             got, hint = "one dict", ": pass a list, history=[{'role': ..., 'content': ...}]"
         else:
             got, hint = type(history).__name__, ""
-        raise UsageError(
-            "history= takes a list of messages (Messages or {'role', 'content'} dicts), "
-            f"got {got}{hint}"
-        )
-    messages = history if isinstance(history, (list, tuple)) else tuple(history)
-    for index, item in enumerate(messages):
-        if not isinstance(item, (Message, Mapping)):
-            raise UsageError(
-                "history= takes a list of messages (Messages or {'role', 'content'} dicts), "
-                f"got {type(item).__name__} at index {index}"
-            )
-    return messages
+        raise UsageError(f"{_HISTORY}, got {got}{hint}")
+    return to_messages(history, _HISTORY)  # (an item that is no message: named as history='s)
 
 
 def _listed(value: Any, param: str, agent: Any, caller: str = "Agent()") -> tuple[Any, ...]:

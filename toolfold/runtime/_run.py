@@ -91,8 +91,14 @@ Approval = bool | Denied
 # --- building a run ------------------------------------------------------------
 
 
-def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
+_PROMPT_LIST = "a prompt's list must hold Messages or {'role', 'content'} dicts"
+
+
+def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Message, ...]:
     """Normalise a prompt, a message, a role/content dict, or a list of messages or dicts.
+
+    ``head``: how the error for an item of a list that is no message begins, naming
+    where the list was given (a run's ``history=``).
 
     Raises:
         UsageError: A dict without a text ``content`` (naming its keys), with
@@ -120,10 +126,7 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
         elif isinstance(item, Mapping):
             out.append(_dict_message(item))
         else:
-            raise UsageError(
-                "a prompt's list must hold Messages or {'role', 'content'} dicts, got "
-                f"{type(item).__name__} at index {index}"
-            )
+            raise UsageError(f"{head}, got {type(item).__name__} at index {index}")
     return tuple(out)
 
 
