@@ -1453,6 +1453,44 @@ def test_a_misspelt_provider_in_a_file_is_an_unknown_provider(model: str, meant:
 
 
 @pytest.mark.parametrize(
+    ("source", "model", "says"),
+    [
+        (
+            'raise RuntimeError("bug in line 1")\n',
+            "s43-raising-models:fast",
+            "cannot import 's43-raising-models:fast': RuntimeError: bug in line 1",
+        ),
+        (
+            "fast = 1\n",
+            "s43-typo-models:fsat",
+            "cannot import 's43-typo-models:fsat': ImportError: module 's43-typo-models' "
+            "has no attribute 'fsat'",
+        ),
+    ],
+    ids=["raises", "no-such-name"],
+)
+def test_a_hyphenated_module_that_fails_keeps_its_error(
+    tmp_path: Path, source: str, model: str, says: str
+) -> None:
+    """A hyphenated file imports (``my-models.py``): when it raised, or named nothing of
+    that name, the file's model and load(model=...) said 'unknown provider', hiding why."""
+    module = model.partition(":")[0]
+    (tmp_path / f"{module}.py").write_text(source)
+    path = tmp_path / "f.toml"
+    path.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    try:
+        with pytest.raises(AgentFileError) as info:
+            loads(f'[agents.a]\nmodel = "{model}"\n', name="f.toml", search=str(tmp_path))
+        with pytest.raises(UsageError, match=r"^load\(\): model=") as refused:
+            load(path, model=model)
+    finally:
+        sys.modules.pop(module, None)
+    assert info.value.problems == (f"f.toml:2: agents.a.model: {says}",)
+    assert says.partition(": ")[2] in str(refused.value)
+    assert "unknown provider" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
     ("model", "says"),
     [
         (3, r"^load\(\): model= must be a model string \('openai:gpt-4o-mini'\), an import "),

@@ -1642,18 +1642,19 @@ def _is_model_string(spec: str) -> bool:
 def _no_provider(spec: str, exc: BaseException) -> bool:
     """Whether ``spec``, a model that did not import (``exc``), reads as a model string
     with a misspelt provider (``"opneai:gpt-4o"``, ``"openai-response:gpt-4o"``): its
-    prefix has no dot and is either no module name at all (a hyphen) or a missing module."""
+    prefix has no dot and is the very module found missing. A module that exists and
+    failed (``my-models.py`` raising, or naming no ``fsat``) keeps its own error: a
+    hyphenated file imports as any other."""
     prefix = spec.partition(":")[0]
-    return "." not in prefix and (
-        not prefix.isidentifier() or (isinstance(exc, ModuleNotFoundError) and exc.name == prefix)
-    )
+    return "." not in prefix and isinstance(exc, ModuleNotFoundError) and exc.name == prefix
 
 
 def _no_provider_problem(spec: str) -> str:
     """What is said of ``spec`` when `_no_provider`: the model string's error, and the
     import path's (``spec`` may have been meant as either)."""
     module = spec.partition(":")[0]
-    if not module.isidentifier():  # ("openai-response": no module could have that name)
+    if not module.isidentifier():  # ("openai-response": a missing module the import statement
+        # could not name anyway, so meant as a model string; only the provider is said)
         return unknown_provider(spec)
     return f"{unknown_provider(spec)} (nor is {module!r} a module to import a Model from)"
 
