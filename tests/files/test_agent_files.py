@@ -1520,6 +1520,25 @@ def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:
     assert "--model" not in str(info.value)
 
 
+class _Config:
+    """A user's object whose repr shows a key."""
+
+    def __repr__(self) -> str:
+        return "Config(api_key='sk-proj-SECRET123')"
+
+
+@pytest.mark.parametrize(
+    "model", [{"model": "openai:gpt-4o", "api_key": "sk-proj-SECRET123"}, _Config()]
+)
+def test_load_shows_a_bad_model_argument_s_type_only(model: Any) -> None:
+    """load(..., model={... 'api_key': ...}) printed the dict, key and all."""
+    with pytest.raises(UsageError) as info:
+        load(EXAMPLE_FILE, model=model)
+    message = str(info.value)
+    assert "SECRET" not in message
+    assert message.endswith(f"or a Model, got {type(model).__qualname__}")
+
+
 @pytest.mark.parametrize("function", ["loads", "from_dict"])
 def test_loads_and_from_dict_name_a_bad_model_argument(function: str) -> None:
     """loads() and from_dict() refuse model=3 by their own names."""

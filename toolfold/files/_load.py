@@ -55,6 +55,7 @@ from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
+from toolfold.runtime.core._repr import value_or_type
 from toolfold.toolkit._options import TOOL_NAME, name_problems
 from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
@@ -278,8 +279,8 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
         "a model string ('openai:gpt-4o-mini'), an import path to a Model "
         "('package.module:name') or a Model"
     )
-    if not isinstance(model, str):
-        raise wrong_argument(function, "model=", expected, model)
+    if not isinstance(model, str):  # (its type only: a dict or a user's object may hold a key)
+        raise UsageError(f"{function}(): model= must be {expected}, got {value_or_type(model)}")
     if _is_model_string(model):
         return model
     try:
