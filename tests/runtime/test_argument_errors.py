@@ -219,6 +219,36 @@ def test_a_max_steps_error_shows_a_str_s_type_only() -> None:
     assert "SECRET" not in str(caught.value)
 
 
+_HUGE_INT = 10**5000  # (past Python's 4,300 digits: no repr)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Agent(_HUGE_INT),
+        lambda: Agent(TestModel(), settings=_HUGE_INT),
+        lambda: Agent(TestModel(), max_steps=-_HUGE_INT),
+        lambda: Agent(TestModel()).evolve(max_concurrency=-_HUGE_INT),
+        lambda: generate_text(TestModel(), "x", max_steps=-_HUGE_INT),
+    ],
+    ids=["model", "settings", "max_steps", "max_concurrency", "generate_text"],
+)
+def test_an_int_too_long_to_print_is_named_by_its_size(make: Callable[[], Any]) -> None:
+    """Agent(10**5000), settings=10**5000 or max_steps=-10**5000 raised Python's bare
+    'Exceeds the limit (4300 digits)' ValueError from the error's own repr."""
+    with pytest.raises(UsageError, match=r"got an int of about 5001 digits$"):
+        make()
+
+
+def test_value_or_type_is_the_one_http_limits_use() -> None:
+    """HttpLimits shows a refused value as every argument error does (one helper)."""
+    from toolfold.adapters._http import _retry
+    from toolfold.runtime.core import _config, _repr
+
+    assert _retry.value_or_type is _repr.value_or_type
+    assert _retry.is_count is _config.is_count
+
+
 # --- a model that is no model ------------------------------------------------------
 
 

@@ -439,7 +439,9 @@ def make_options(
     if on_tool_error not in ("return", "raise"):
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
-        raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
+        raise UsageError(
+            f"max_concurrency must be an integer >= 1, got {value_or_type(max_concurrency)}"
+        )
     if not is_count(max_steps, 1):  # (as `RunConfig` checks it: "3", None failed comparing)
         raise UsageError(f"max_steps must be an integer >= 1, got {value_or_type(max_steps)}")
     resolved, spec = agent_model(model)

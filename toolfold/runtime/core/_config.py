@@ -25,7 +25,7 @@ from toolfold.runtime.core._messages import (
     frozen_dict,
     frozen_output,
 )
-from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._repr import short, value_or_type
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition, type_problem
 from toolfold.runtime.core._same_json import frozen_schema
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
@@ -48,7 +48,8 @@ def _at_least(minimum: int) -> Any:
         if not is_count(value, minimum):
             owner = type(instance).__name__
             raise UsageError(
-                f"{owner}.{attribute.name} must be an integer >= {minimum}, got {value!r}"
+                f"{owner}.{attribute.name} must be an integer >= {minimum}, "
+                f"got {value_or_type(value)}"
             )
 
     return check
