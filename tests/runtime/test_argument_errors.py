@@ -108,6 +108,8 @@ def _answered() -> tuple[Agent, toolfold.Response[Any]]:
         ("text", r"got a str: the prompt is the first argument"),
         ("dict", r"got one dict: pass a list"),
         ("number", r"got int$"),
+        ("bytearray", r"got bytearray$"),
+        ("memoryview", r"got memoryview$"),
         ("texts", r"got str at index 1$"),
     ],
 )
@@ -116,7 +118,8 @@ def test_a_history_that_is_no_list_of_messages_names_history(
     given: str, says: str, mode: str
 ) -> None:
     """history=response / state / "hi" / {...} / 5 is a UsageError naming history=: it was
-    'Value after * must be an iterable' or a message about "a prompt's list"."""
+    'Value after * must be an iterable' or a message about "a prompt's list" (for a
+    bytearray or memoryview too)."""
     agent, response = _answered()
     value = {
         "response": response,
@@ -124,6 +127,8 @@ def test_a_history_that_is_no_list_of_messages_names_history(
         "text": "hello",
         "dict": {"role": "user", "content": "hi"},
         "number": 5,
+        "bytearray": bytearray(b"hi"),
+        "memoryview": memoryview(b"hi"),
         "texts": [{"role": "user", "content": "hi"}, "hello"],
     }[given]
     go = agent.run if mode == "run" else lambda *a, **k: list(agent.stream(*a, **k))

@@ -1199,7 +1199,9 @@ def given_history(history: Any) -> tuple[Message, ...]:
             f"history={name}.messages (to go on with the run itself: "
             f"agent.resume({'response.state' if is_response else 'state'}))"
         )
-    if isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Iterable):
+    if isinstance(history, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        history, Iterable
+    ):  # (bytes of any kind: their items are ints, which to_messages calls a prompt's)
         if isinstance(history, str):
             got, hint = "a str", ": the prompt is the first argument, run(prompt, history=[...])"
         elif isinstance(history, Mapping):
