@@ -106,8 +106,10 @@ def test_the_misspellings_caught_are_no_request_field(typo: str) -> None:
 @pytest.mark.parametrize("name", [*_OTHER_NAMES, "settings"])
 def test_other_libraries_names_are_no_request_field(name: str) -> None:
     """Other libraries' parameter names refused with toolfold's (``system_prompt=``,
-    ``result_type=``, ``max_turns=``...) and generate_text's ``settings=`` are no
-    provider's field: a model setting of that name reaches no API."""
+    ``result_type=``, ``max_turns=``...) and generate_text's ``settings=`` are no request
+    field of the providers' specs here, so the keyword is refused. (A server may still
+    read one, such as llama.cpp's legacy ``system_prompt`` before its PR #9857:
+    ``settings={...}`` sends it.)"""
     assert name not in _request_fields()
     with pytest.raises(UsageError, match=f"got {name}=: did you mean "):
         generate_text(TestModel(), "x", **{name: {}})

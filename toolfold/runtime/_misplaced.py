@@ -230,6 +230,9 @@ _PROVIDER_FIELDS = frozenset({"output_dtype"})
 #: Other libraries' names for a parameter (pydantic-ai's, the OpenAI Agents SDK's),
 #: each with toolfold's: sent as model settings, they were request body fields while
 #: the run went without them. None: no parameter of that kind (`_meant` says what to do).
+#: Only the keyword is refused: ``settings={"system_prompt": ...}`` still sends the field,
+#: for a server that reads one (llama.cpp's server had a legacy ``system_prompt``,
+#: removed in its PR #9857; an older build may still take it).
 _OTHER_NAMES: dict[str, str | None] = {
     "system_prompt": "instructions",
     "result_type": "output_type",
