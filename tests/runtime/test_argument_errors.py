@@ -45,6 +45,41 @@ def test_none_in_tools_is_refused_naming_its_place(kind: str) -> None:
     assert "not None" in str(caught.value)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_tool_decorator_never_applied_is_refused_naming_its_place(kind: str) -> None:
+    """tools=[f, tool(name="x")] (the function forgotten) made a tool of the decorator
+    itself, with only a warning: it is a ToolDefinitionError naming tools[1]."""
+
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return key
+
+    with pytest.raises(ToolDefinitionError, match=r"^cannot make a tool of tools\[1\]") as caught:
+        _make(kind)(tools=[lookup, tool(name="x")])
+    assert "decorator tool(...) returns, not applied to a function" in str(caught.value)
+
+
+def test_a_tool_decorator_given_to_tool_is_refused() -> None:
+    """tool(tool(name="x")) is refused too; the decorator applied still makes the tool."""
+    with pytest.raises(ToolDefinitionError, match=r"not applied to a function"):
+        tool(tool(name="x"))
+
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return key
+
+    assert tool(name="x")(lookup).name == "x"
+    assert Agent(TestModel(), tools=[tool(name="x")(lookup)]).tools[0].name == "x"
+
+
 def test_the_place_named_counts_tool_sources_too() -> None:
     """The index named is the item's place in tools=, a tool source before it included."""
 

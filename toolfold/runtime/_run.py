@@ -66,6 +66,7 @@ from toolfold.runtime.drive._shells import (
 )
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
+from toolfold.toolkit._decorator import is_unapplied
 from toolfold.toolkit._tool import Tool, build_hooks, is_async_callable
 
 MessagesInput = str | Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]]
@@ -190,8 +191,18 @@ def refuse_non_tool(item: Any, index: int) -> Any:
 
     Raises:
         ToolDefinitionError: None or another value that is no function, naming
-            its place in ``tools=`` (an agent or a workflow: use its ``.as_tool()``).
+            its place in ``tools=`` (an agent or a workflow: use its ``.as_tool()``;
+            the decorator ``tool(name=...)`` returns, never applied).
     """
+    if is_unapplied(item):  # (it would make a tool of itself)
+        raise ToolDefinitionError(
+            f"tools[{index}]",
+            [
+                "tools= got the decorator tool(...) returns, not applied to a function: "
+                "write @tool(...) above the def and pass the function, or give "
+                "tool(function, ...)"
+            ],
+        )
     if isinstance(item, Tool) or callable(item):
         return item
     if item is None:
