@@ -246,6 +246,33 @@ def _model_class() -> None:
     Agent(TestModel)  # type: ignore[arg-type]
 
 
+def _none_tool() -> None:
+    Agent(TestModel(), tools=[None])
+
+
+def _output_type_without_schema() -> None:
+    import socket
+
+    Agent(TestModel(), output_type=socket.socket)
+
+
+def _history_response() -> None:
+    agent = Agent(ScriptedModel(["a", "b"]))
+    agent.run("y", history=agent.run("x"))  # type: ignore[arg-type]
+
+
+def _misspelt_keyword() -> None:
+    Agent(TestModel(), instruction="Answer in French.")
+
+
+def _other_library_keyword() -> None:
+    generate_text(TestModel(), "x", system_prompt="Answer in French.")
+
+
+def _settings_not_a_mapping() -> None:
+    Agent(TestModel(), settings=5)  # type: ignore[arg-type]
+
+
 def _model_option_as_setting() -> None:
     Agent(TestModel(), api_key="sk-not-a-key")
 
@@ -637,6 +664,12 @@ def _workflow_duplicate_steps() -> None:
 TRIGGERS: dict[str, Callable[[], None]] = {
     "`@tool` on a function with a parameter type that has no schema": _undefinable_parameter,
     "two tools of one run with the same name": _duplicate_names,
+    "`None` or another value that is no function, `Tool` or tool source in `tools=` (of "
+    "`Agent`, `evolve`, `generate_text`: the error names its place, `tools[1]`; for an agent or "
+    "a workflow, it says to pass its `.as_tool()`)": _none_tool,
+    "an `output_type` with no JSON Schema (`socket.socket`: the error names `output_type=`)": (
+        _output_type_without_schema
+    ),
     "an explicit JSON Schema that is not valid": _invalid_explicit_schema,
     "`@tool(blocking=False, timeout=...)`": _nonblocking_with_timeout,
     "`@tool(requires_approval=...)` given an `async def` predicate, or one that cannot take "
@@ -652,7 +685,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     ),
     "argument text that is not JSON": _argument_json,
     "arguments that break the tool's schema": _argument_schema,
-    "`max_steps=0` (or `max_steps(0)`, `token_budget(0)`)": _zero_steps,
+    '`max_steps=0`, `max_steps="3"` or `max_steps=None` (or `max_steps(0)`, `token_budget(0)`)': (
+        _zero_steps
+    ),
     "an async run (`arun`, an async `stream`, `aresume`, `agenerate_text`, a workflow's "
     "`arun`) begun outside an asyncio event loop: under trio (`anyio.run(..., "
     'backend="trio")` too), where the blocking API on a worker thread '
@@ -669,7 +704,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     '`ScriptedModel("hello")` (one text, None, a dict: the script is a list of entries)': (
         _one_text_script
     ),
-    "a model class where a model goes (`Agent(TestModel)`: pass an instance)": _model_class,
+    "a model class where a model goes (`Agent(TestModel)`: pass an instance), or a value that "
+    "is no model (`Agent(5)`, `Agent(None)`, `generate_text(5, ...)`, `toolfold.model(5)`; a "
+    "model object needs a `name` and one of `request`, `request_sync`, `stream`, "
+    "`stream_sync`)": _model_class,
     "a testing model given what it cannot use (`ScriptedModel.call(5, {})`, arguments that are "
     'not JSON, `FunctionModel("hello")`, an async `stream_function`, `TestModel(call_tools=None)`, '
     "`override_models(None)` or a model class; when it is called: a `stream_function` returning "
@@ -716,6 +754,25 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     'option, never its value, and shows `toolfold.model("provider:model", api_key=...)`': (
         _model_option_as_setting
     ),
+    "a run's `history=` that is no list of messages: a `Response` or a `RunState` (the error "
+    "says to pass its `.messages`), a str, one dict, a number, or a list with an item that is "
+    'neither a `Message` nor a `{"role", "content"}` dict (named with its index)': _history_response,
+    "a keyword of `Agent(...)`, `agent.evolve(...)`, `generate_text` or `agenerate_text` that is "
+    "no parameter of it but close to one (`instruction=`, `max_step=`, `on_tool_errors=`: sent "
+    "as a model setting, the provider would get it in the request body while the run went "
+    "without it): the error names each and the parameter meant, `did you mean instructions=?`; "
+    "a provider's field of such a name goes in `settings={...}`. Provider request fields "
+    "(`max_tokens`, `stop`, `top_p`, `seed`...) are not refused": _misspelt_keyword,
+    "another library's parameter name given to `Agent(...)`, `agent.evolve(...)`, "
+    "`generate_text` or `agenerate_text` (sent as a model setting, it was a request body field "
+    "and the run went without it): the error names toolfold's, `system_prompt=` "
+    "(`instructions=`), `result_type=` (`output_type=`), `model_settings=` (`settings=`), "
+    "`retries=` (`output_retries=`; a tool's: `@tool(max_retries=...)`), `max_turns=` "
+    "(`max_steps=`), `deps_type=` (none: deps are passed with each run, `deps=`); so is "
+    "`settings=` given to `generate_text`, which takes model settings as keywords": (
+        _other_library_keyword
+    ),
+    "`settings=` that is no mapping (`Agent(model, settings=5)`)": _settings_not_a_mapping,
     "a message dict whose role is not system, user or assistant, that has no `content` key "
     '(the error lists its keys: `[{"text": ...}]` is not sent as an empty message), that has '
     'keys besides `role` and `content` holding something (the error names them: `{"role": '
@@ -805,7 +862,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`to_json(key=...)` / `from_json(..., key=...)` with an empty key or an empty key list": (
         _empty_signing_key
     ),
-    "a model string with an unknown provider": _unknown_provider,
+    'a model string with an unknown provider (a close one is suggested: `"opneai:gpt-4o"`, '
+    "`did you mean 'openai'?`; in an agent file, `load(..., model=...)` and `--model`, a string "
+    "whose prefix is a bare name that neither is a provider nor imports gets the same "
+    "message)": _unknown_provider,
     "a provider's API key missing from the environment": _missing_key,
     "a model option that cannot be used (`retry=-1` or `2.5`, `timeout=0`, a `RetryPolicy` or "
     "`Timeouts` field out of range), named in the message": _bad_model_option,

@@ -349,6 +349,23 @@ def test_a_misspelt_model_option_is_told_its_name_not_sent_to_the_run(
     assert "Agent(" not in message
 
 
+@pytest.mark.parametrize(
+    ("given", "header"), [("organization", "OpenAI-Organization"), ("project", "OpenAI-Project")]
+)
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "openai-responses:gpt-4o-mini"])
+def test_the_openai_sdk_s_organization_is_pointed_at_its_header(
+    spec: str, given: str, header: str
+) -> None:
+    """``model(spec, organization=...)`` points at headers={'OpenAI-Organization': ...}, not at
+    ``Agent(model, organization=...)``, which would send it in the request body."""
+    with pytest.raises(ModelConfigError) as caught:
+        toolfold.model(spec, api_key="k", **{given: "org-1"})
+    message = str(caught.value)
+    assert f"headers={{{header!r}: ...}}" in message
+    assert "Agent(" not in message
+    assert "org-1" not in message
+
+
 def test_settings_given_to_model_are_pointed_at_the_runs_settings() -> None:
     """``model(spec, settings=...)`` points at Agent(model, settings={...}), not at a setting named 'settings'."""
     with pytest.raises(ModelConfigError) as caught:

@@ -1430,12 +1430,85 @@ EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "agent_files" 
 
 
 @pytest.mark.parametrize(
+    ("model", "meant"),
+    [
+        ("opneai:gpt-4o", "openai"),
+        ("openai-response:gpt-4o", "openai-responses"),
+        ("openai-compatable:llama3", "openai-compatible"),
+    ],
+)
+def test_a_misspelt_provider_in_a_file_is_an_unknown_provider(model: str, meant: str) -> None:
+    """``model = "opneai:gpt-4o"`` said "cannot import 'opneai:gpt-4o': ModuleNotFoundError",
+    a hyphenated one (``openai-response``, no module name at all) an import failure too;
+    it says what toolfold.model says, with the provider meant."""
+    with pytest.raises(AgentFileError) as info:
+        loads(f'[agents.a]\nmodel = "{model}"\n', name="f.toml", search=SEARCH)
+    (problem,) = info.value.problems
+    prefix = model.partition(":")[0]
+    assert problem.startswith(
+        f"f.toml:2: agents.a.model: unknown provider '{prefix}' in '{model}' "
+        f"(did you mean '{meant}'?); known providers: "
+    )
+    assert "import" not in problem if "-" in prefix else "ModuleNotFoundError" not in problem
+
+
+@pytest.mark.parametrize(
+    ("source", "model", "says"),
+    [
+        (
+            'raise RuntimeError("bug in line 1")\n',
+            "s43-raising-models:fast",
+            "cannot import 's43-raising-models:fast': RuntimeError: bug in line 1",
+        ),
+        (
+            "fast = 1\n",
+            "s43-typo-models:fsat",
+            "cannot import 's43-typo-models:fsat': ImportError: module 's43-typo-models' "
+            "has no attribute 'fsat'",
+        ),
+    ],
+    ids=["raises", "no-such-name"],
+)
+def test_a_hyphenated_module_that_fails_keeps_its_error(
+    tmp_path: Path, source: str, model: str, says: str
+) -> None:
+    """A hyphenated file imports (``my-models.py``): when it raised, or named nothing of
+    that name, the file's model and load(model=...) said 'unknown provider', hiding why."""
+    module = model.partition(":")[0]
+    (tmp_path / f"{module}.py").write_text(source)
+    path = tmp_path / "f.toml"
+    path.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    try:
+        with pytest.raises(AgentFileError) as info:
+            loads(f'[agents.a]\nmodel = "{model}"\n', name="f.toml", search=str(tmp_path))
+        with pytest.raises(UsageError, match=r"^load\(\): model=") as refused:
+            load(path, model=model)
+    finally:
+        sys.modules.pop(module, None)
+    assert info.value.problems == (f"f.toml:2: agents.a.model: {says}",)
+    assert says.partition(": ")[2] in str(refused.value)
+    assert "unknown provider" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
     ("model", "says"),
     [
         (3, r"^load\(\): model= must be a model string \('openai:gpt-4o-mini'\), an import "),
         ("nope", r"^load\(\): model= must be a model string .* got str 'nope'$"),
         ("os:sep", r"^load\(\): model='os:sep' must be a path to a Model, got str '/'$"),
-        ("nosuchmodule_s35:m", r"^load\(\): model='nosuchmodule_s35:m' does not import: "),
+        (
+            "nosuchmodule_s35:m",
+            r"^load\(\): model='nosuchmodule_s35:m': unknown provider 'nosuchmodule_s35' in "
+            r"'nosuchmodule_s35:m'; known providers: .*openai.* \(nor is 'nosuchmodule_s35' a "
+            r"module to import a Model from\)$",
+        ),
+        ("nosuch.module_s35:m", r"^load\(\): model='nosuch.module_s35:m' does not import: "),
+        (
+            "openai-response:gpt-4o",
+            r"^load\(\): model='openai-response:gpt-4o': unknown provider 'openai-response' "
+            r"in 'openai-response:gpt-4o' \(did you mean 'openai-responses'\?\); known "
+            r"providers: [a-z, -]+$",
+        ),
     ],
 )
 def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:
@@ -1445,6 +1518,25 @@ def test_load_names_a_bad_model_argument(model: Any, says: str) -> None:
         load(EXAMPLE_FILE, model=model)
     assert not isinstance(info.value, AgentFileError)
     assert "--model" not in str(info.value)
+
+
+class _Config:
+    """A user's object whose repr shows a key."""
+
+    def __repr__(self) -> str:
+        return "Config(api_key='sk-proj-SECRET123')"
+
+
+@pytest.mark.parametrize(
+    "model", [{"model": "openai:gpt-4o", "api_key": "sk-proj-SECRET123"}, _Config()]
+)
+def test_load_shows_a_bad_model_argument_s_type_only(model: Any) -> None:
+    """load(..., model={... 'api_key': ...}) printed the dict, key and all."""
+    with pytest.raises(UsageError) as info:
+        load(EXAMPLE_FILE, model=model)
+    message = str(info.value)
+    assert "SECRET" not in message
+    assert message.endswith(f"or a Model, got {type(model).__qualname__}")
 
 
 @pytest.mark.parametrize("function", ["loads", "from_dict"])

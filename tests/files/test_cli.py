@@ -2324,6 +2324,18 @@ def test_a_bad_model_option_is_named_as_the_option(tmp_path: Path) -> None:
     assert "model=" not in proc.stderr
 
 
+def test_a_misspelt_hyphenated_provider_is_named_under_model(tmp_path: Path) -> None:
+    """``--model openai-response:gpt-4o`` read as an import failure: it is the unknown
+    provider, with the one meant."""
+    proc = toolfold("check", str(EXAMPLE), "--model", "openai-response:gpt-4o", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert (
+        f"{EXAMPLE}: --model: unknown provider 'openai-response' in 'openai-response:gpt-4o' "
+        "(did you mean 'openai-responses'?)" in proc.stderr
+    )
+    assert "import" not in proc.stderr
+
+
 def test_a_parallel_failing_while_a_branch_waits_shows_its_round(tmp_path: Path) -> None:
     """Without --stream, a Parallel whose branch fails while another waits for an approval
     shows its calls and the failure (✗), as --stream does; resuming the kept state shows

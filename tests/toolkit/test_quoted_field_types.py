@@ -129,7 +129,7 @@ def test_an_output_type_without_hooks_is_named_as_the_output_type(output_type: o
         Agent(ScriptedModel(["{}"]), output_type=output_type).run("go")
     message = str(raised.value)
     assert message.startswith("cannot use ")
-    assert " as the output type: 1 problem\n" in message
+    assert " as the output type (output_type=): 1 problem\n" in message
     assert "Money" in message
     assert "register_type_hooks()" in message
     assert "cannot make a tool" not in message

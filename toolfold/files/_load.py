@@ -50,11 +50,12 @@ from toolfold.runtime._document import (
 )
 from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._misplaced import client_options
-from toolfold.runtime._model import Model
+from toolfold.runtime._model import Model, unknown_provider
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
+from toolfold.runtime.core._repr import value_or_type
 from toolfold.toolkit._options import TOOL_NAME, name_problems
 from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
@@ -278,8 +279,8 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
         "a model string ('openai:gpt-4o-mini'), an import path to a Model "
         "('package.module:name') or a Model"
     )
-    if not isinstance(model, str):
-        raise wrong_argument(function, "model=", expected, model)
+    if not isinstance(model, str):  # (its type only: a dict or a user's object may hold a key)
+        raise UsageError(f"{function}(): model= must be {expected}, got {value_or_type(model)}")
     if _is_model_string(model):
         return model
     try:
@@ -287,6 +288,10 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
     except ValueError:  # no "module:name"
         raise wrong_argument(function, "model=", expected, model) from None
     except (Exception, SystemExit) as exc:  # ImportError, or what the module raised importing
+        if _no_provider(model, exc):
+            raise UsageError(
+                f"{function}(): model={model!r}: {_no_provider_problem(model)}"
+            ) from None
         raise UsageError(
             f"{function}(): model={model!r} does not import: {_import_failure(exc)}"
         ) from exc
@@ -1048,7 +1053,7 @@ class _Loader:
     def _model(self, spec: str | Model, path: str) -> Model | str | None:
         if not isinstance(spec, str) or _is_model_string(spec):
             return spec
-        value = self._resolve(spec, path)
+        value = self._resolve(spec, path, model=True)
         if value is None:
             return None
         if not isinstance(value, Model) or isinstance(value, type):
@@ -1057,7 +1062,9 @@ class _Loader:
             return None
         return value
 
-    def _resolve(self, spec: str, path: str) -> Any:
+    def _resolve(self, spec: str, path: str, *, model: bool = False) -> Any:
+        """What the import path ``spec`` names (None: a problem recorded at ``path``);
+        ``model``: ``spec`` stands for a model, and may be a model string."""
         if spec in self.resolved:
             return self.resolved[spec]
         try:
@@ -1066,7 +1073,10 @@ class _Loader:
             self.problem(path, str(exc))
             return None
         except (Exception, SystemExit) as exc:  # ImportError, or what the module raised importing
-            self.problem(path, f"cannot import {spec!r}: {_import_failure(exc)}")
+            if model and _no_provider(spec, exc):
+                self.problem(path, _no_provider_problem(spec))
+            else:
+                self.problem(path, f"cannot import {spec!r}: {_import_failure(exc)}")
             return None
         self.resolved[spec] = value
         return value
@@ -1628,6 +1638,26 @@ def _is_model_string(spec: str) -> bool:
     if prefix not in _model._PROVIDERS:
         _model._load_builtin_adapters()
     return prefix in _model._PROVIDERS
+
+
+def _no_provider(spec: str, exc: BaseException) -> bool:
+    """Whether ``spec``, a model that did not import (``exc``), reads as a model string
+    with a misspelt provider (``"opneai:gpt-4o"``, ``"openai-response:gpt-4o"``): its
+    prefix has no dot and is the very module found missing. A module that exists and
+    failed (``my-models.py`` raising, or naming no ``fsat``) keeps its own error: a
+    hyphenated file imports as any other."""
+    prefix = spec.partition(":")[0]
+    return "." not in prefix and isinstance(exc, ModuleNotFoundError) and exc.name == prefix
+
+
+def _no_provider_problem(spec: str) -> str:
+    """What is said of ``spec`` when `_no_provider`: the model string's error, and the
+    import path's (``spec`` may have been meant as either)."""
+    module = spec.partition(":")[0]
+    if not module.isidentifier():  # ("openai-response": a missing module the import statement
+        # could not name anyway, so meant as a model string; only the provider is said)
+        return unknown_provider(spec)
+    return f"{unknown_provider(spec)} (nor is {module!r} a module to import a Model from)"
 
 
 def _validation_problems(

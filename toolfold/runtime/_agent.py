@@ -11,6 +11,8 @@ import attrs
 from toolfold._errors import ToolDefinitionError, UsageError
 from toolfold.runtime._misplaced import (
     config_options,
+    own_parameters,
+    refuse_misspelt,
     refuse_model_options,
     refuse_run_options,
     run_options,
@@ -43,6 +45,7 @@ from toolfold.runtime._sources import (
 from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._events import Event
 from toolfold.runtime.core._messages import Message, freeze
+from toolfold.runtime.core._repr import value_or_type
 from toolfold.runtime.core._state import RunState, not_a_state
 from toolfold.runtime.core._stop import StopCondition, StopPredicate, TokenBudget
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
@@ -257,6 +260,9 @@ class Agent(Generic[DepsT, OutputT_co]):
         if more_settings:
             refuse_run_options("Agent()", more_settings, _agent_run_options())
             refuse_model_options("Agent()", more_settings, model)
+            refuse_misspelt("Agent()", more_settings, _agent_parameters())
+        if settings is not None:
+            _refuse_unmapped_settings("Agent()", settings)
         if settings:
             refuse_model_options("Agent()", settings, model, keywords=False)
         self.__attrs_init__(
@@ -548,10 +554,14 @@ class Agent(Generic[DepsT, OutputT_co]):
         refuse_run_options("evolve()", changes, _agent_run_options())
         model = changes.get("model", self.model)
         refuse_model_options("evolve()", changes, model)
+        own = _agent_parameters()
+        refuse_misspelt("evolve()", {k: v for k, v in changes.items() if k not in own}, own)
+        if changes.get("settings") is not None:  # (None: none added, as Agent() takes it)
+            _refuse_unmapped_settings("evolve()", changes["settings"])
         if changes.get("settings"):
             refuse_model_options("evolve()", changes["settings"], model, keywords=False)
         fields = {**self._spec(), "name": self.name, "handoffs": self.handoffs}
-        settings = {**fields.pop("settings"), **changes.pop("settings", {})}
+        settings = {**fields.pop("settings"), **(changes.pop("settings", None) or {})}
         fields.update(changes)
         made = Agent(settings=settings, **fields)
         if self._scope is not None:
@@ -655,7 +665,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         run_id: str,
         options: RunOptions | None = None,
     ) -> RunState:
-        messages = (*history, *to_messages(prompt)) if history else prompt
+        messages = (*given_history(history), *to_messages(prompt)) if history else prompt
         if options is None:
             options = self._run_options(self._graph_or_none())
         return start(options, messages, run_id, agent=self.name)
@@ -1108,7 +1118,7 @@ class _Fresh:
         history = self.history
         return fresh(
             agent._run_options(graph),
-            (*history, *to_messages(self.prompt)) if history else self.prompt,
+            (*given_history(history), *to_messages(self.prompt)) if history else self.prompt,
             self.run_id,
             self.deps,
             self.on_event,
@@ -1144,6 +1154,12 @@ _RUN_METHODS = ("run", "arun", "stream", "resume", "aresume", "resume_stream")
 
 
 @functools.cache
+def _agent_parameters() -> tuple[str, ...]:
+    """`Agent`'s parameters that a keyword may misspell (`own_parameters`)."""
+    return own_parameters(Agent.__init__)
+
+
+@functools.cache
 def _agent_run_options() -> Mapping[str, str]:
     """Each parameter of a run method that `Agent` does not take, with the methods that take it."""
     methods = {name: getattr(Agent, name) for name in _RUN_METHODS}
@@ -1151,6 +1167,49 @@ def _agent_run_options() -> Mapping[str, str]:
         **config_options(Agent.__init__),
         **run_options(methods, Agent.__init__, "agent."),
     }
+
+
+def _refuse_unmapped_settings(caller: str, settings: object) -> None:
+    """Raise a `UsageError` naming ``caller`` if ``settings=`` is no mapping (checking its
+    keys failed on it: ``settings=5`` was "'int' object is not iterable")."""
+    if not isinstance(settings, Mapping):
+        raise UsageError(
+            f"{caller}: settings= takes a mapping of model settings, e.g. "
+            f"settings={{'temperature': 0}}, got {value_or_type(settings)}"
+        )
+
+
+_HISTORY = "history= takes a list of messages (Messages or {'role', 'content'} dicts)"
+
+
+def given_history(history: Any) -> tuple[Message, ...]:
+    """A run's ``history=`` as messages, once it is seen to be a list of messages or
+    role/content dicts.
+
+    Raises:
+        UsageError: Another value, named as ``history=``: a `Response` or a
+            `RunState` (their ``.messages`` are the history), a str, one dict,
+            or an item that is no message.
+    """
+    if isinstance(history, (Response, RunState)):
+        is_response = isinstance(history, Response)
+        what, name = ("a Response", "response") if is_response else ("a RunState", "state")
+        raise UsageError(
+            f"history= takes a list of messages, got {what}: pass its messages, "
+            f"history={name}.messages (to go on with the run itself: "
+            f"agent.resume({'response.state' if is_response else 'state'}))"
+        )
+    if isinstance(history, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        history, Iterable
+    ):  # (bytes of any kind: their items are ints, which to_messages calls a prompt's)
+        if isinstance(history, str):
+            got, hint = "a str", ": the prompt is the first argument, run(prompt, history=[...])"
+        elif isinstance(history, Mapping):
+            got, hint = "one dict", ": pass a list, history=[{'role': ..., 'content': ...}]"
+        else:
+            got, hint = type(history).__name__, ""
+        raise UsageError(f"{_HISTORY}, got {got}{hint}")
+    return to_messages(history, _HISTORY)  # (an item that is no message: named as history='s)
 
 
 def _listed(value: Any, param: str, agent: Any, caller: str = "Agent()") -> tuple[Any, ...]:

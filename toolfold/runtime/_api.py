@@ -14,6 +14,8 @@ from toolfold._errors import ToolfoldError
 from toolfold.runtime._agent import Agent, _Answers, _listed
 from toolfold.runtime._misplaced import (
     config_options,
+    own_parameters,
+    refuse_misspelt,
     refuse_model_options,
     refuse_run_options,
     run_options,
@@ -209,6 +211,7 @@ def generate_text(
             "generate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
         refuse_model_options("generate_text()", settings, model, agent="Agent(model, ")
+        refuse_misspelt("generate_text()", settings, _function_parameters(), agent="Agent(model, ")
     options = _one_off(locals(), "generate_text()")
     if isinstance(options, Agent):
         return options.run(messages, deps=deps, on_event=on_event, on_step=on_step, run_id=run_id)
@@ -315,6 +318,7 @@ async def agenerate_text(
             "agenerate_text()", settings, _function_run_options(), agent="Agent(model, "
         )
         refuse_model_options("agenerate_text()", settings, model, agent="Agent(model, ")
+        refuse_misspelt("agenerate_text()", settings, _function_parameters(), agent="Agent(model, ")
     options = _one_off(locals(), "agenerate_text()")
     if isinstance(options, Agent):
         return await options.arun(
@@ -357,6 +361,12 @@ def _one_off(arguments: Mapping[str, Any], caller: str) -> RunOptions | Agent:
     if not sources:
         return make_options(arguments["model"], tools=static, **options)
     return Agent(arguments["model"], tools=tools, **options)
+
+
+@functools.cache
+def _function_parameters() -> tuple[str, ...]:
+    """`generate_text`'s parameters that a keyword may misspell (`own_parameters`)."""
+    return own_parameters(generate_text)
 
 
 @functools.cache

@@ -19,10 +19,16 @@ agent file. A credential or a client option (``api_key``, ``base_url``,
 ``retry``, ``headers``...) only as a bare keyword, since a provider's request
 body may have a field of that name (given in ``settings={...}``). The error
 names the option, never its value.
+
+A keyword close to one of the caller's own parameters (``instruction=``), or
+another library's name for one (``system_prompt=``, ``result_type=``,
+``max_turns=``...), is refused too, with the parameter meant.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -208,3 +214,99 @@ def client_options(given: Mapping[str, Any]) -> list[str]:
     if CLIENT_OPTIONS.isdisjoint(given):
         return []
     return [name for name in given if name in CLIENT_OPTIONS]
+
+
+#: How alike a keyword must be to one of the caller's own parameter names to be
+#: taken for a misspelling of it (`difflib`'s ratio): ``instruction`` (0.96),
+#: ``max_step`` (0.94), ``tool_choise`` (0.91) are; provider fields are not
+#: (``stop`` / ``stop_when`` 0.62, ``max_tokens`` / ``max_concurrency`` 0.56;
+#: a test checks every request field of the providers' specs).
+_MISSPELT = 0.85
+#: Provider request fields that are that close to a parameter's name, and real:
+#: Mistral's embeddings ``output_dtype`` (0.87 to ``output_type``).
+_PROVIDER_FIELDS = frozenset({"output_dtype"})
+
+
+#: Other libraries' names for a parameter (pydantic-ai's, the OpenAI Agents SDK's),
+#: each with toolfold's: sent as model settings, they were request body fields while
+#: the run went without them. None: no parameter of that kind (`_meant` says what to do).
+#: Only the keyword is refused: ``settings={"system_prompt": ...}`` still sends the field,
+#: for a server that reads one (llama.cpp's server had a legacy ``system_prompt``,
+#: removed in its PR #9857; an older build may still take it).
+_OTHER_NAMES: dict[str, str | None] = {
+    "system_prompt": "instructions",
+    "result_type": "output_type",
+    "model_settings": "settings",
+    "retries": "output_retries",
+    "max_turns": "max_steps",
+    "deps_type": None,
+}
+
+
+def own_parameters(own: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of ``own`` a keyword may misspell: those given by name, but not a
+    required one (``model``: leaving it out already fails, and ``mode`` is a provider's field)."""
+    return tuple(
+        name
+        for name, parameter in inspect.signature(own).parameters.items()
+        if name != "self"
+        and parameter.kind in _NAMED
+        and parameter.default is not inspect.Parameter.empty
+    )
+
+
+def refuse_misspelt(
+    caller: str, given: Mapping[str, Any], own: tuple[str, ...], *, agent: str = ""
+) -> None:
+    """Raise a `UsageError` naming ``caller`` if a key of ``given`` (its model settings)
+    misspells one of its own parameters (``instruction=`` for ``instructions=``): sent as
+    a model setting, the provider got it in the request body while the run went without it.
+
+    Args:
+        caller: The call, as the error names it (``"Agent()"``).
+        given: The keywords the caller would send as model settings.
+        own: The caller's parameters (`own_parameters`).
+        agent: As `refuse_run_options`'s: how a model setting of that name is given.
+
+    Raises:
+        UsageError: Naming every such key, each with the parameter it is close to.
+    """
+    found = [(name, close) for name in given if (close := _misspelt(name, own)) is not None]
+    if not found:
+        return
+    names = ", ".join(f"{name}=" for name, _ in found)
+    meant = ", ".join(close for _, close in found)
+    fields = ", ".join(f"{name!r}: ..." for name, _ in found)
+    raise UsageError(
+        f"{caller} got {names}: did you mean {meant}? (a keyword {caller} does not take "
+        f"is a model setting, sent to the provider as it is; "
+        f"{'a field of that name goes' if len(found) == 1 else 'fields of those names go'} in "
+        f"{agent}settings={{{fields}}}{')' if agent else ''})"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _misspelt(name: str, own: tuple[str, ...]) -> str | None:
+    """What ``name`` was meant for, ``"instructions="`` (the parameter of ``own`` it
+    misspells or another library's name for), or None (cached: a setting's name is looked
+    at once, however many runs give it)."""
+    if name in _OTHER_NAMES or name == "settings":
+        return _meant(name, own)
+    if name in _PROVIDER_FIELDS:
+        return None
+    close = difflib.get_close_matches(name, own, n=1, cutoff=_MISSPELT)
+    return f"{close[0]}=" if close else None
+
+
+def _meant(name: str, own: tuple[str, ...]) -> str:
+    """What to give instead of ``name``, another library's parameter (or ``settings``,
+    given to a caller taking model settings as keywords)."""
+    if name == "deps_type":  # (no such declaration here)
+        where = "deps=" if "deps" in own else "run(..., deps=...)"
+        return f"{where} (deps are passed with each run; no deps type is declared)"
+    target = _OTHER_NAMES.get(name, name)
+    if target == "settings" and "settings" not in own:  # generate_text(..., settings={...})
+        return "the model settings as keywords: temperature=0, or **settings"
+    if name == "retries":
+        return "output_retries= (a tool's retries: @tool(max_retries=...))"
+    return f"{target}="

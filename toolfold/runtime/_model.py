@@ -27,6 +27,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._repr import value_or_type
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.toolkit._tool import mark_coroutine_function
@@ -256,6 +257,15 @@ def model(spec: str | Model, **options: Any) -> Model:
                 f"model: expected a provider:model string or a Model object, got the class "
                 f"{spec.__name__}; pass an instance ({spec.__name__}(...))"
             )
+        missing = _not_a_model(spec)
+        if missing:
+            # (passed through, it failed later and far away: 'int' has no attribute 'name')
+            got = value_or_type(spec)  # (not its repr: a dict or a user's object may hold a key)
+            if type(spec).__module__ != "builtins":  # (a user's object: what it lacks)
+                got += f": {missing}"
+            raise UsageError(
+                f"model: expected a provider:model string or a Model object, got {got}"
+            )
         if options:
             raise ModelConfigError("options can only be given with a model string")
         return spec
@@ -292,6 +302,11 @@ CONNECTION_OPTIONS = (
     "trust_env",
     "server",
 )
+# Options of other libraries' clients that are a header here (the OpenAI SDK's
+# ``organization=`` and ``project=`` send these): as a model setting, the hint given
+# for an unknown option, they would be request body fields the API does not take.
+_HEADER_OPTIONS = {"organization": "OpenAI-Organization", "project": "OpenAI-Project"}
+_OPENAI_PREFIXES = ("openai", "openai-responses")  # (OpenAI's API, whose headers they are)
 # Names other libraries give a connection option, and toolfold's name for it.
 _OPTION_ALIASES = {
     "max_retries": "retry",
@@ -352,6 +367,12 @@ def _unknown_option(spec: str, unknown: str, factory: ModelFactory | None = None
     if close is not None:
         return f"{head}; did you mean {close}=? (its options are the connection's)"
     options = ", ".join(known[:5])
+    header = _HEADER_OPTIONS.get(unknown)
+    if header is not None and spec.partition(":")[0] in _OPENAI_PREFIXES:
+        return (
+            f"{head}; other clients' {unknown}= is the {header} header here: "
+            f"toolfold.model({spec!r}, headers={{{header!r}: ...}})"
+        )
     if unknown == "settings":
         return (
             f"{head} (its options are the connection's: {options}...); model settings go to "
@@ -390,9 +411,34 @@ def _factory(spec: str) -> tuple[ModelFactory, str]:
         _load_builtin_adapters()
     factory = _PROVIDERS.get(prefix)
     if factory is None:
-        known = ", ".join(sorted(_PROVIDERS)) or "none"
-        raise ModelConfigError(f"unknown provider {prefix!r} in {spec!r}; known providers: {known}")
+        raise ModelConfigError(unknown_provider(spec))
     return factory, name
+
+
+def unknown_provider(spec: str) -> str:
+    """The error for ``spec``, a model string whose prefix names no registered provider."""
+    prefix = spec.partition(":")[0]
+    if prefix not in _PROVIDERS:
+        _load_builtin_adapters()
+    close = difflib.get_close_matches(prefix.lower(), _PROVIDERS, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    known = ", ".join(sorted(_PROVIDERS)) or "none"
+    return f"unknown provider {prefix!r} in {spec!r}{hint}; known providers: {known}"
+
+
+# What the loop calls on a model: one of them at least (a model may serve only
+# blocking runs, or only async ones), with its ``name``.
+_REQUESTS = ("request", "request_sync", "stream", "stream_sync")
+
+
+def _not_a_model(value: object) -> str:
+    """What ``value``, given for a model, lacks of one ("" if nothing): its ``name`` or a
+    request method. Lenient on purpose: a user's model need not have every `Model` method."""
+    if not hasattr(value, "name"):
+        return "it has no name"
+    if not any(callable(getattr(value, method, None)) for method in _REQUESTS):
+        return "it has no request method: " + ", ".join(_REQUESTS)
+    return ""
 
 
 def agent_model(spec: str | Model) -> tuple[Model, str | None]:

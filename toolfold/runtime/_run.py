@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import attrs
 
-from toolfold._errors import InvalidEventError, ModelConfigError, UsageError
+from toolfold._errors import InvalidEventError, ModelConfigError, ToolDefinitionError, UsageError
 from toolfold.runtime._model import (
     MODEL_OVERRIDE,
     Model,
@@ -37,13 +37,13 @@ from toolfold.runtime._model import (
 )
 from toolfold.runtime._response import OutputT_co, Response, RunEndEvent, RunStreamEvent, Step
 from toolfold.runtime.core._build import builder
-from toolfold.runtime.core._config import RunConfig, ToolSpec
+from toolfold.runtime.core._config import RunConfig, ToolSpec, is_count
 from toolfold.runtime.core._events import (
     Event,
 )
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
-from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._repr import short, value_or_type
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -66,6 +66,7 @@ from toolfold.runtime.drive._shells import (
 )
 from toolfold.toolkit import check_tool_names
 from toolfold.toolkit import tool as make_tool
+from toolfold.toolkit._decorator import is_unapplied
 from toolfold.toolkit._tool import Tool, build_hooks, is_async_callable
 
 MessagesInput = str | Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]]
@@ -91,8 +92,14 @@ Approval = bool | Denied
 # --- building a run ------------------------------------------------------------
 
 
-def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
+_PROMPT_LIST = "a prompt's list must hold Messages or {'role', 'content'} dicts"
+
+
+def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Message, ...]:
     """Normalise a prompt, a message, a role/content dict, or a list of messages or dicts.
+
+    ``head``: how the error for an item of a list that is no message begins, naming
+    where the list was given (a run's ``history=``).
 
     Raises:
         UsageError: A dict without a text ``content`` (naming its keys), with
@@ -120,10 +127,7 @@ def to_messages(messages: MessagesInput) -> tuple[Message, ...]:
         elif isinstance(item, Mapping):
             out.append(_dict_message(item))
         else:
-            raise UsageError(
-                "a prompt's list must hold Messages or {'role', 'content'} dicts, got "
-                f"{type(item).__name__} at index {index}"
-            )
+            raise UsageError(f"{head}, got {type(item).__name__} at index {index}")
     return tuple(out)
 
 
@@ -174,9 +178,45 @@ def to_tools(
 
     ``owner``: whose tools they are, for the error (see `check_tool_names`).
     """
+    made = [
+        item if isinstance(item, Tool) else make_tool(refuse_non_tool(item, index))
+        for index, item in enumerate(tools)
+    ]
     # ToolDefinitionError naming every duplicated name and where its tools come from
-    made = [item if isinstance(item, Tool) else make_tool(item) for item in tools]
     return check_tool_names(made, owner=owner)
+
+
+def refuse_non_tool(item: Any, index: int) -> Any:
+    """``item``, ``tools[index]``, if it can be a tool: a `Tool` or a callable.
+
+    Raises:
+        ToolDefinitionError: None or another value that is no function, naming
+            its place in ``tools=`` (an agent or a workflow: use its ``.as_tool()``;
+            the decorator ``tool(name=...)`` returns, never applied).
+    """
+    if is_unapplied(item):  # (it would make a tool of itself)
+        raise ToolDefinitionError(
+            f"tools[{index}]",
+            [
+                "tools= got the decorator tool(...) returns, not applied to a function: "
+                "write @tool(...) above the def and pass the function, or give "
+                "tool(function, ...)"
+            ],
+        )
+    if isinstance(item, Tool) or callable(item):
+        return item
+    if item is None:
+        got = "None"
+    else:
+        got = f"an object of type {type(item).__qualname__}"
+        if callable(getattr(item, "as_tool", None)):  # an Agent, a Workflow
+            named = getattr(item, "name", None)
+            which = named if isinstance(named, str) and named.isidentifier() else "it"
+            got += f": to let the model call it, pass {which}.as_tool()"
+    raise ToolDefinitionError(
+        f"tools[{index}]",
+        [f"tools= takes functions, Tools and tool sources (an MCP server), not {got}"],
+    )
 
 
 def split_stop(
@@ -412,7 +452,7 @@ def make_options(
     error for two tools of one name.
 
     Raises:
-        UsageError: ``max_steps`` or ``max_concurrency`` below 1, an
+        UsageError: ``max_steps`` or ``max_concurrency`` not an integer >= 1, an
             ``on_tool_error`` other than ``"return"`` / ``"raise"``, a
             ``tool_choice`` naming no tool, or an ``output_type`` that is a
             value (``5``, ``"str"``, an instance), not a type.
@@ -421,7 +461,11 @@ def make_options(
     if on_tool_error not in ("return", "raise"):
         raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
     if type(max_concurrency) is not int or max_concurrency < 1:
-        raise UsageError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
+        raise UsageError(
+            f"max_concurrency must be an integer >= 1, got {value_or_type(max_concurrency)}"
+        )
+    if not is_count(max_steps, 1):  # (as `RunConfig` checks it: "3", None failed comparing)
+        raise UsageError(f"max_steps must be an integer >= 1, got {value_or_type(max_steps)}")
     resolved, spec = agent_model(model)
     tools = tuple(tools)
     key = _made_key(
@@ -461,8 +505,6 @@ def make_options(
     by_name = to_tools(tools, owner)
     for made_tool in by_name.values():  # a type no hook builds fails here, not in a paid call
         build_hooks(made_tool)
-    if max_steps < 1:
-        raise UsageError(f"max_steps must be at least 1, got {max_steps}")
     if tool_choice is not None and type(tool_choice) is not str:
         raise UsageError(tool_choice_problem(tool_choice, by_name))
     if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:

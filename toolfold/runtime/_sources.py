@@ -16,7 +16,7 @@ from typing import Any
 from toolfold._errors import SourceCloseError
 from toolfold.runtime._model import MODEL_OVERRIDE, overriding
 from toolfold.runtime._response import Response, RunStreamEvent
-from toolfold.runtime._run import RunStream
+from toolfold.runtime._run import RunStream, refuse_non_tool
 from toolfold.runtime.drive._open import ToolSource, aopened, close_failed, opened
 from toolfold.runtime.drive._shells import throw_into
 from toolfold.toolkit._tool import Tool
@@ -34,11 +34,19 @@ __all__ = [
 def split_sources(
     items: Iterable[Any],
 ) -> tuple[tuple[Any, ...], tuple[ToolSource, ...]]:
-    """An agent's ``tools`` as (tools and functions, tool sources)."""
+    """An agent's ``tools`` as (tools and functions, tool sources).
+
+    Raises:
+        ToolDefinitionError: An item that is neither (None, an agent: see
+            `refuse_non_tool`).
+    """
     tools: list[Any] = []
     sources: list[ToolSource] = []
-    for item in items:
-        (sources if _is_source(item) else tools).append(item)
+    for index, item in enumerate(items):
+        if _is_source(item):
+            sources.append(item)
+        else:  # (refused here, where ``index`` is its place in ``tools=``, sources and all)
+            tools.append(refuse_non_tool(item, index))
     return tuple(tools), tuple(sources)
 
 

@@ -106,7 +106,26 @@ def tool(
     def decorate(function: Any) -> Tool[Any, Any]:
         return _make_tool(function, options, how, 3)
 
+    setattr(decorate, _UNAPPLIED, True)  # (see `is_unapplied`)
     return decorate
+
+
+#: The attribute marking the decorator ``tool(name=...)`` returns: given where a tool
+#: goes (``tools=[tool(name="x")]``, the function forgotten) it made a tool of itself.
+_UNAPPLIED = "_toolfold_tool_decorator"
+
+
+def is_unapplied(value: Any) -> bool:
+    """Whether ``value`` is the decorator ``tool(...)`` returns, not applied to a function
+    (or a wrapper of it made with `functools.wraps`, which copies the mark)."""
+    return isinstance(value, types.FunctionType) and value.__dict__.get(_UNAPPLIED) is True
+
+
+def _unapplied_problem() -> str:
+    return (
+        "is the decorator tool(...) returns, not applied to a function: write "
+        "@tool(...) above the def, or give tool(function, ...)"
+    )
 
 
 class _Derivation(NamedTuple):
@@ -122,6 +141,8 @@ def _make_tool(
     """The tool of ``function``; ``stacklevel`` is the user's frame as warnings count it."""
     if isinstance(function, Tool):
         raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
+    if is_unapplied(function):  # tool(tool(name="x"))
+        raise ToolDefinitionError("tool(...)", [_unapplied_problem()])
     if isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
         # `@classmethod` over `@tool`: from Python 3.13 on, classmethod no longer
         # calls the tool's __get__, so `Shop.search` is a method of the tool.

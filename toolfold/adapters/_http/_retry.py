@@ -25,6 +25,8 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ModelConfigError
+from toolfold.runtime.core._config import is_count
+from toolfold.runtime.core._repr import HUGE, value_or_type
 
 #: Statuses below 500 worth another attempt; every status >= 500 is retried too
 #: (``RetryPolicy.retry_server_errors``), as the OpenAI and Anthropic SDKs do.
@@ -128,21 +130,6 @@ class Timeouts:
         return cls(read=float(seconds), write=float(seconds), total=float(seconds))
 
 
-def _shown(value: Any) -> str:
-    """A number as its repr; anything else by its type alone (it may be a secret put there)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _HUGE:
-        return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
-    if isinstance(value, (bool, int, float, decimal.Decimal)) or value is None:
-        shown = repr(value)
-        return shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
-    return f"a {type(value).__name__}"
-
-
-#: Past this no limit means anything (and an int past 4,300 digits has no repr): a
-#: number this large is shown by its size and never turned into an int.
-_HUGE = 10**100
-
-
 def _whole(value: Any) -> Any:
     """A whole number as an int: numpy's integers, a float such as ``8e6``, an
     integral Decimal or Fraction (``Decimal(10)``); anything else as it is."""
@@ -150,8 +137,8 @@ def _whole(value: Any) -> Any:
         value, bool
     ):
         number: float | decimal.Decimal | fractions.Fraction = value
-        try:  # (inf, NaN, past Decimal's range: left for the validator, as 1e100000 is)
-            if abs(float(number)) < _HUGE and number == int(number):
+        try:  # (inf, NaN, past Decimal's range, past HUGE: left for the validator, as 1e100000 is)
+            if abs(float(number)) < HUGE and number == int(number):
                 return int(number)
         except (ArithmeticError, ValueError):
             pass
@@ -159,23 +146,19 @@ def _whole(value: Any) -> Any:
     return _count(value)
 
 
-def _is_count(value: Any, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
 def _connections(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not _is_count(value, 1):
+    if value is not None and not is_count(value, 1):
         raise ModelConfigError(
             f"HttpLimits.{attribute.name} must be a whole number of connections >= 1 (an int), "
-            f"or None, got {_shown(value)}"
+            f"or None, got {value_or_type(value)}"
         )
 
 
 def _keepalive(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not _is_count(value, 0):
+    if not is_count(value, 0):
         raise ModelConfigError(
             f"HttpLimits.{attribute.name} must be a whole number of connections >= 0 (an int), "
-            f"got {_shown(value)}"
+            f"got {value_or_type(value)}"
         )
 
 
@@ -196,15 +179,15 @@ def _expiry(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not _is_seconds(value, zero=True):
         raise ModelConfigError(
             f"HttpLimits.{attribute.name} must be a number of seconds >= 0 and at most "
-            f"{_LONGEST_WAIT:,} (a day), or None, got {_shown(value)}"
+            f"{_LONGEST_WAIT:,} (a day), or None, got {value_or_type(value)}"
         )
 
 
 def _bytes(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not _is_count(value, 1):
+    if value is not None and not is_count(value, 1):
         raise ModelConfigError(
             f"HttpLimits.{attribute.name} must be a whole number of bytes >= 1 (an int), "
-            f"or None for no limit, got {_shown(value)}"
+            f"or None for no limit, got {value_or_type(value)}"
         )
 
 

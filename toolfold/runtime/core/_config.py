@@ -25,7 +25,7 @@ from toolfold.runtime.core._messages import (
     frozen_dict,
     frozen_output,
 )
-from toolfold.runtime.core._repr import short
+from toolfold.runtime.core._repr import short, value_or_type
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition, type_problem
 from toolfold.runtime.core._same_json import frozen_schema
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
@@ -38,12 +38,18 @@ Approval = Literal["never", "always", "predicate"]
 """When a tool's calls need an approval: never, always, or when a live predicate says so."""
 
 
+def is_count(value: object, minimum: int) -> bool:
+    """Whether ``value`` is an integer (not a bool) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 def _at_least(minimum: int) -> Any:
     def check(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        if not is_count(value, minimum):
             owner = type(instance).__name__
             raise UsageError(
-                f"{owner}.{attribute.name} must be an integer >= {minimum}, got {value!r}"
+                f"{owner}.{attribute.name} must be an integer >= {minimum}, "
+                f"got {value_or_type(value)}"
             )
 
     return check

@@ -10,11 +10,15 @@ the full data stays one attribute away (``response.state``, ``state.log``,
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
 #: Characters of text a repr shows before it cuts with an ellipsis.
 EXCERPT = 60
+#: Past this an int is shown by its size (`value_or_type`): an int past 4,300 digits
+#: has no repr (ValueError), and no limit means anything this large.
+HUGE = 10**100
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
@@ -28,6 +32,22 @@ def short(value: Any, limit: int = EXCERPT) -> str:
     """``repr(value)``, cut like `excerpt` when it is long."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} chars)"
+
+
+def value_or_type(value: Any) -> str:
+    """What an error shows of a value a user gave: a number's repr (None, a bool, an
+    int, a float, a Decimal; cut past 40 characters, an int of 101 digits or more by
+    its size), else only its type's name (a str, a dict, a user's object may hold an
+    API key, and an error names the option, never such a value)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= HUGE:
+        return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if value is None or isinstance(value, numbers.Number):
+        try:
+            shown = repr(value)
+        except Exception:  # (a Fraction of a huge int has none)
+            return type(value).__qualname__
+        return shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
+    return type(value).__qualname__
 
 
 def fields(name: str, pairs: Iterable[tuple[str, Any]]) -> str:

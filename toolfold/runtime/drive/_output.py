@@ -242,7 +242,10 @@ def output_schema(tp: Any, name: str | None = None) -> OutputSchema:
     from toolfold.toolkit._arguments import ArgumentChecker
     from toolfold.toolkit._schema import schema_for_type
 
-    schema = schema_for_type(tp)
+    try:
+        schema = schema_for_type(tp)
+    except ToolDefinitionError as exc:  # ("no JSON Schema for socket" never said where)
+        raise _not_an_output(tp, list(exc.problems)) from exc
     is_object = _is_object_schema(schema)
     title = name or (tp.__name__ if is_object and isinstance(tp, type) else _DEFAULT)
     title = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64]
@@ -310,7 +313,9 @@ def _not_an_output(tp: Any, problems: list[str]) -> ToolDefinitionError:
     count = len(problems)
     lines = "\n".join(f"  - {p}" for p in problems)
     noun = "problem" if count == 1 else "problems"
-    error.args = (f"cannot use {type_repr(tp)} as the output type: {count} {noun}\n{lines}",)
+    error.args = (
+        f"cannot use {type_repr(tp)} as the output type (output_type=): {count} {noun}\n{lines}",
+    )
     return error
 
 
