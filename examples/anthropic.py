@@ -117,7 +117,7 @@ def main() -> None:
             api_key="local-key-not-used",
         )
     settings = {"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 4096}
-    agent = Agent(model=model, tools=[get_weather], model_settings=settings)
+    agent = Agent(model=model, tools=[get_weather], settings=settings)
     prompt = "What's the weather in Paris and in Atlantis?"
     try:
         response = agent.run(prompt)

@@ -250,6 +250,10 @@ def _none_tool() -> None:
     Agent(TestModel(), tools=[None])
 
 
+def _unapplied_decorator() -> None:
+    Agent(TestModel(), tools=[tool(name="x")])  # type: ignore[list-item]
+
+
 def _output_type_without_schema() -> None:
     import socket
 
@@ -667,6 +671,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`None` or another value that is no function, `Tool` or tool source in `tools=` (of "
     "`Agent`, `evolve`, `generate_text`: the error names its place, `tools[1]`; for an agent or "
     "a workflow, it says to pass its `.as_tool()`)": _none_tool,
+    "The decorator `tool(name=...)` returns, never applied to a function, in `tools=` "
+    '(`tools=[tool(name="x")]`: the error names its place) or given to `tool()`': (
+        _unapplied_decorator
+    ),
     "an `output_type` with no JSON Schema (`socket.socket`: the error names `output_type=`)": (
         _output_type_without_schema
     ),
