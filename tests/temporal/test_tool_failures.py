@@ -245,10 +245,39 @@ def test_an_answer_refused_while_the_task_fails_is_a_usage_error_quoting_the_fai
         asyncio.run(handle._send("approve()", (ApprovalGranted("call_1"),)))
     assert str(caught.value).startswith(
         "AgentHandle.approve(): the run 'room-9' did not take the answer: its workflow task "
-        "failed 2 times, Temporal retrying it: tool 'transfer' is gone; send the answer again "
-        "once a worker that registers the run's agent and tools runs"
+        "failed 2 times, Temporal retrying it: tool 'transfer' is gone; the run waits, its "
+        "state kept: send the answer again once the failure quoted is fixed (a worker that "
+        "registers the run's agent and tools runs, when one is missing) and Temporal retried "
+        "the task (its retries back off, up to 10 minutes apart; until then this is refused "
+        "again)"
     )
     assert caught.value.__cause__ is refusal
+
+
+@pytest.mark.parametrize("refusal", [_REFUSED, WorkflowUpdateRPCTimeoutOrCancelledError()])
+def test_suspended_refused_while_the_task_fails_is_a_usage_error_quoting_the_failure(
+    refusal: BaseException,
+) -> None:
+    """suspended() refused while the run's workflow task keeps failing raises a UsageError
+    quoting the failure, as approve() (it raised Temporal's RPCError, "Unable to perform
+    workflow execution update due to Workflow Task in failed state")."""
+    handle = AgentHandle(temporal_app.approval, _FailingTask(refusal, 3))  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as caught:
+        asyncio.run(handle._suspended())
+    assert str(caught.value).startswith(
+        "AgentHandle.suspended(): the run 'room-9' did not answer: its workflow task failed "
+        "2 times, Temporal retrying it: tool 'transfer' is gone; the run waits, its state "
+        "kept: call suspended() again once the failure quoted is fixed"
+    )
+    assert caught.value.__cause__ is refusal
+
+
+def test_suspended_timing_out_with_the_task_not_failing_stays_temporals_error() -> None:
+    """suspended() timed out on a run whose task does not fail is Temporal's error."""
+    refusal = WorkflowUpdateRPCTimeoutOrCancelledError()
+    handle = AgentHandle(temporal_app.approval, _FailingTask(refusal, 1))  # type: ignore[arg-type]
+    with pytest.raises(WorkflowUpdateRPCTimeoutOrCancelledError):
+        asyncio.run(handle._suspended())
 
 
 def test_an_update_timeout_with_the_task_not_failing_stays_temporals_error() -> None:
@@ -283,6 +312,7 @@ def test_state_while_the_task_fails_quotes_the_failure_not_a_missing_worker(
         message
     )
     assert "no worker polls" not in message
+    assert "the run waits, its state kept, until the failure quoted is fixed (a worker" in (message)
 
 
 def test_the_servers_no_poller_answer_reads_as_unanswered_too() -> None:

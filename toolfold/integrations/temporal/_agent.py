@@ -297,9 +297,9 @@ class AgentHandle:
                 the handle's client has no toolfold data converter, or no
                 worker answered the query: none polls the run's task queue
                 (the error names it), or the worker that polls it fails the
-                run's workflow task, lacking its agent or a tool it calls
-                (the error quotes the failure). Temporal's ``RPCError`` is
-                its ``__cause__``.
+                run's workflow task (lacking its agent or a tool it calls,
+                or on code that does not replay the run: the error quotes
+                the failure). Temporal's ``RPCError`` is its ``__cause__``.
         """
         self._check("state")
         return await self._state(None)
@@ -332,8 +332,8 @@ class AgentHandle:
         if failing is not None:  # a worker polls, and fails the run's task (`NotOnThisWorker`)
             return (
                 f"AgentHandle.state(): the run {self.workflow.id!r} did not answer its state "
-                f"query: {failing}; the run waits, its state kept, for a worker that can run "
-                f"it (Temporal said: {exc.message})"
+                f"query: {failing}; the run waits, its state kept, until {_FIXED} (Temporal "
+                f"said: {exc.message})"
             )
         queue = f" {described.task_queue!r}" if described is not None else ""
         return (
@@ -412,7 +412,10 @@ class AgentHandle:
         """Wait until the run waits for answers (or is over); returns its state.
 
         Raises:
-            UsageError: No workflow has the handle's id (see `result`).
+            UsageError: No workflow has the handle's id (see `result`), or
+                Temporal did not take the call because the run's workflow
+                task keeps failing (as `answer`'s: the error quotes the
+                failure; the run waits).
             temporalio.client.WorkflowFailureError: The run is over, failed
                 as a workflow (see `result`).
         """
@@ -429,7 +432,21 @@ class AgentHandle:
                 if not _too_large(exc.cause):
                     raise
                 state = await self.state()
+            except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
+                refused = await self._not_taken(
+                    "suspended()", "did not answer", "call suspended() again", exc
+                )
+                if refused is None:
+                    raise
+                raise refused from exc
             except RPCError as exc:  # it ended (maybe while it handed over): its final state
+                if _refused_while_failing(exc):
+                    refused = await self._not_taken(
+                        "suspended()", "did not answer", "call suspended() again", exc
+                    )
+                    if refused is None:
+                        raise
+                    raise refused from exc
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
                 state = await self.workflow.result()
@@ -449,10 +466,11 @@ class AgentHandle:
                 and denied at once), checked before anything is sent: the
                 error names the call id. Or no workflow has the handle's id
                 (see `result`). Or Temporal did not take the answer because
-                the run's workflow task keeps failing (a worker without the
-                run's agent or a tool it calls polls its queue: the error
-                quotes the failure): send it again once a worker that has
-                them runs.
+                the run's workflow task keeps failing (the error quotes the
+                failure: a worker without the run's agent or a tool it calls
+                polls its queue, say, or one on code that does not replay
+                the run): send it again once that is fixed and Temporal
+                retried the task (its retries back off, up to 10 minutes).
             temporalio.client.WorkflowUpdateFailedError: The run is not
                 waiting, or an event does not fit it (nothing is applied).
                 A run that is over (completed, failed, canceled...) is not
@@ -491,13 +509,17 @@ class AgentHandle:
                     raise
                 return await self.state()
             except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-                refused = await self._not_taken(method, exc)
+                refused = await self._not_taken(
+                    method, "did not take the answer", "send the answer again", exc
+                )
                 if refused is None:
                     raise
                 raise refused from exc
             except RPCError as exc:  # "workflow execution already completed": nothing applied
                 if _refused_while_failing(exc):
-                    refused = await self._not_taken(method, exc)
+                    refused = await self._not_taken(
+                        method, "did not take the answer", "send the answer again", exc
+                    )
                     if refused is None:
                         raise
                     raise refused from exc
@@ -518,16 +540,18 @@ class AgentHandle:
                 raise WorkflowUpdateFailedError(over) from over
             return state
 
-    async def _not_taken(self, method: str, exc: Exception) -> UsageError | None:
-        """The error of an answer Temporal did not take (``exc``) while the run's workflow
-        task keeps failing (`_failing_task`); None when it does not."""
+    async def _not_taken(
+        self, method: str, did_not: str, again: str, exc: Exception
+    ) -> UsageError | None:
+        """The error of an update (`answer`'s, `suspended`'s: ``method``) that Temporal did
+        not take (``exc``) while the run's workflow task keeps failing (`_failing_task`),
+        saying what the run ``did_not`` do and to do it ``again``; None when it does not."""
         failing = await self._failing_task(await self._described())
         if failing is None:
             return None
         return UsageError(
-            f"AgentHandle.{method}: the run {self.workflow.id!r} did not take the answer: "
-            f"{failing}; send the answer again once a worker that registers the run's agent "
-            f"and tools runs (Temporal said: {exc})"
+            f"AgentHandle.{method}: the run {self.workflow.id!r} {did_not}: {failing}; the "
+            f"run waits, its state kept: {again} once {_FIXED} (Temporal said: {exc})"
         )
 
     async def _ended_as(self, method: str) -> str | None:
@@ -774,6 +798,16 @@ def _raised(cause: ApplicationError) -> type[RunError] | None:
 _BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Seconds `AgentHandle.suspended` waits before asking a run handing over to its next
 history again (the n-th time: the n-th delay, then the last one)."""
+
+# When a run whose workflow task keeps failing moves on (said by `AgentHandle._not_taken`
+# and the state read's refusal): the failure may be a missing agent or tool
+# (`NotOnThisWorker`) or another one (a change of code that does not replay); once it is
+# fixed, Temporal must also have retried the task, and its retries back off.
+_FIXED = (
+    "the failure quoted is fixed (a worker that registers the run's agent and tools runs, "
+    "when one is missing) and Temporal retried the task (its retries back off, up to 10 "
+    "minutes apart; until then this is refused again)"
+)
 
 
 async def _pause(seconds: float) -> None:
