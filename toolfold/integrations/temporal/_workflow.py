@@ -425,11 +425,7 @@ class AgentWorkflow:
                 f"agent {given.agent!r} is not registered on this worker "
                 f"(registered: {_registered(_AGENTS)})"
             )
-            if workflow.patched(MISSING_WAITS):  # the run waits for a worker that has it
-                raise NotOnThisWorker(
-                    f"{message}: the run waits until a worker that registers it takes it"
-                )
-            raise ApplicationError(message, non_retryable=True)  # (as a run recorded before)
+            raise _not_on_this_worker(message)
         self._state = given.state
         self._agent = agent
         self._first_step = given.state.step
@@ -713,11 +709,7 @@ class AgentWorkflow:
                     f"tool {invocation.tool_name!r} of agent {node.name!r} is not registered "
                     f"on this worker (its tools: {_registered(node.tools)})"
                 )
-                if workflow.patched(MISSING_WAITS):  # the run waits for a worker that has it
-                    raise NotOnThisWorker(
-                        f"{message}: the run waits until a worker that registers it takes it"
-                    )
-                raise ApplicationError(message, non_retryable=True)  # (as a run recorded before)
+                raise _not_on_this_worker(message)
         # As many in flight as a local run allows (the workflow's event loop is
         # deterministic: the semaphore lets calls in, in call order).
         limit = asyncio.Semaphore(node.max_concurrency)
@@ -1272,6 +1264,18 @@ def _size_over(agent: Registered | None, given: Any, limit: int | None = None) -
     limit = agent.payload_limit if limit is None else limit
     size = _encoded_size(given)
     return size if size > limit else None
+
+
+def _not_on_this_worker(message: str) -> Exception:
+    """The error of a worker that lacks the run's agent or a tool it calls (``message``
+    names it): `NotOnThisWorker`, failing the workflow task so that the run waits for a
+    worker that has it, or, for a run recorded before (no `MISSING_WAITS` marker), the
+    non-retryable failure it ran into then."""
+    if workflow.patched(MISSING_WAITS):
+        return NotOnThisWorker(
+            f"{message}: the run waits until a worker that registers it takes it"
+        )
+    return ApplicationError(message, non_retryable=True)
 
 
 def _encoded_size(value: Any) -> int:
