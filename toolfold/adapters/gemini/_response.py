@@ -20,7 +20,7 @@ from toolfold._errors import ProviderError, ProviderFinishError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters.gemini._errors import stream_error
-from toolfold.adapters.gemini._providers import FINISH_REASONS
+from toolfold.adapters.gemini._providers import FAILED_FINISHES, FINISH_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
@@ -81,7 +81,7 @@ def failed_candidate(
     at: str = "$.candidates[0]",
 ) -> ProviderFinishError:
     """The error of a candidate whose finish reason is a failure (``MALFORMED_FUNCTION_CALL``,
-    ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``), with its ``finishMessage``: its
+    ``MISSING_THOUGHT_SIGNATURE``...: `FAILED_FINISHES`), with its ``finishMessage``: its
     text, often empty, is no answer, whole or streamed [G4 FinishReason]."""
     said = wire.text(candidate, "finishMessage", at)
     return abnormal_finish(
@@ -89,7 +89,7 @@ def failed_candidate(
         raw or "",
         said,
         body=wire.dumps_raw(body),
-        why="the model's function call could not be used",
+        why=FAILED_FINISHES.get(raw or "", "the answer failed"),
     )
 
 
