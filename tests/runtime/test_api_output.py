@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 import json
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import annotated_types as at
 import attrs
@@ -223,6 +223,33 @@ def test_a_refusal_that_fits_the_output_type_is_accepted() -> None:
     response = ModelResponse(Message.assistant('{"x": 1, "y": 2}'), finish_reason="content_filter")
     result = generate_text(FunctionModel(lambda request: response), "go", output_type=Point)
     assert (result.output, result.finish_reason) == (Point(1, 2), "stop")
+
+
+@pytest.mark.parametrize("reason", ["length", "content_filter", "other"])
+@pytest.mark.parametrize("output_type", [None, str])
+def test_a_str_answer_finishes_its_run_as_plain_text_does(reason: str, output_type: Any) -> None:
+    """With ``output_type=str`` (every answer fits), a cut, refused or ``other`` answer finishes
+    the run with that reason, as without an output type (before: ``stop``), in every driver."""
+    response = ModelResponse(Message.assistant("Once upon a"), finish_reason=reason)
+    kw = {} if output_type is None else {"output_type": output_type}
+    agent = Agent(FunctionModel(lambda request: response), **kw)
+    ran = agent.run("go")
+    assert (ran.output, ran.finish_reason) == ("Once upon a", reason)
+    assert asyncio.run(agent.arun("go")).finish_reason == reason
+    stream = agent.stream("go")
+    for _ in stream:
+        pass
+    assert stream.response.finish_reason == reason
+
+
+@pytest.mark.parametrize("reason", ["length", "other"])
+def test_an_answer_that_fits_another_type_still_finishes_stop(reason: str) -> None:
+    """An answer of a type that is not plain str finishes ``stop`` whatever the provider said,
+    as documented (a ``Literal`` or constrained str output too: not every answer fits it)."""
+    response = ModelResponse(Message.assistant('"a"'), finish_reason=reason)
+    for output_type in (Literal["a", "b"], Annotated[str, at.MinLen(1)]):
+        result = Agent(FunctionModel(lambda request: response), output_type=output_type).run("go")
+        assert (result.output, result.finish_reason) == ("a", "stop")
 
 
 def test_test_model_with_tools_and_output_type() -> None:

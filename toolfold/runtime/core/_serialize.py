@@ -886,7 +886,7 @@ def _verified(state: RunState, at: str = "$") -> RunState:
         raise SerializationError(
             "RunState", [f"the event log does not replay: {what} @ {at}.log"]
         ) from exc
-    if replayed != state:
+    if replayed != state and not _finished_as_before(state, replayed):
         problems: list[str] = []
         for field in attrs.fields(RunState):
             _differences(
@@ -901,6 +901,26 @@ def _verified(state: RunState, at: str = "$") -> RunState:
         if child is not None:
             _verified(child, f"{at}.log[{index}].child")
     return replayed
+
+
+# The finish reasons an answer's response carries to its run now
+# (`_steps.accepted_reason`), where a run finished "stop" before: its log
+# then gave ``other`` (any output type) and, for a str output, ``length`` or
+# ``content_filter`` too.
+_CARRIED_SINCE = frozenset(("length", "content_filter", "other"))
+
+
+def _finished_as_before(state: RunState, replayed: RunState) -> bool:
+    """True when ``state`` differs from its log's ``replayed`` state only as a
+    state saved before the run carried its answer's finish reason does: it
+    says ``stop`` where the log now gives ``length``, ``content_filter`` or
+    ``other``. It loads with the log's reason (a hand edit gains nothing)."""
+    return (
+        state.phase == "finished"
+        and state.finish_reason == "stop"
+        and replayed.finish_reason in _CARRIED_SINCE
+        and attrs.evolve(state, finish_reason=replayed.finish_reason) == replayed
+    )
 
 
 def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
