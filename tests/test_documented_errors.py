@@ -899,9 +899,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     ),
     "an answer, whole or streamed, that the provider ended abnormally: OpenRouter "
     '`finish_reason: "error"`, Gemini `MALFORMED_FUNCTION_CALL` / `UNEXPECTED_TOOL_CALL` / '
-    "`TOO_MANY_TOOL_CALLS` (its `finishMessage` in the message and `provider_message`), "
-    "Anthropic `pause_turn`; the message names the provider and its finish reason, kept in "
-    "`.finish_reason`": _abnormal_finish,
+    "`TOO_MANY_TOOL_CALLS` / `MISSING_THOUGHT_SIGNATURE` (its `finishMessage` in the message "
+    "and `provider_message`), Anthropic `pause_turn`; the message names the provider and its "
+    "finish reason, kept in `.finish_reason`; the answer was billed: `.usage` is what the "
+    "provider reported for it (None if nothing), and the error's `state` counts it (an "
+    "`AttemptDropped`, as a cut stream's `StreamError` does)": _abnormal_finish,
 }
 
 

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolfold.runtime._response import Response
+    from toolfold.runtime.core._messages import Usage
     from toolfold.runtime.core._state import RunState
 
 
@@ -541,14 +542,27 @@ class ProviderFinishError(ProviderError):
     where the text already streamed stays shown; a run keeps its state on the
     error (``.state``, as for any provider error).
 
+    The answer was billed: a run's state on the error counts the usage the
+    provider reported for it (an `AttemptDropped`, as for a cut stream).
+
     Attributes:
         finish_reason: The provider's own finish reason
             (``"MALFORMED_FUNCTION_CALL"``); ``provider_message`` holds what
             the provider said of it, when it said something.
+        usage: The usage the provider reported for the answer, or None when
+            it reported none.
     """
 
-    def __init__(self, message: str, *, finish_reason: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        finish_reason: str = "",
+        usage: Usage | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.finish_reason = finish_reason
+        self.usage = usage
         super().__init__(message, **kwargs)
 
 

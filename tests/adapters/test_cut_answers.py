@@ -10,8 +10,9 @@ import pytest
 from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
-from toolfold import Agent, generate_text
+from toolfold import Agent, RunState, Usage, generate_text
 from toolfold.runtime import (
+    AttemptDropped,
     Message,
     ModelRequest,
     StreamState,
@@ -551,3 +552,36 @@ def test_a_refusal_finishes_content_filter_with_its_text(
     response = _run(_model(http_server, opened, name), streamed)
     assert (response.finish_reason, response.text) == ("content_filter", REFUSAL)
     assert response.steps[-1].response.finish_reason == "content_filter"
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "billed"),
+    [
+        ("openrouter:x/y", _openrouter_error_whole, False, Usage(1, 50, requests=1)),
+        ("gemini:gemini-2.5-flash", _gemini_malformed_whole, False, Usage(3, 0, requests=1)),
+        ("gemini:gemini-2.5-flash", _gemini_malformed_stream, True, Usage(3, 0, requests=1)),
+        ("anthropic:c", _anthropic_paused_whole, False, Usage(3, 3, requests=1)),
+        ("anthropic:c", _anthropic_paused_stream, True, Usage(1, 3, requests=1)),
+    ],
+    ids=["openrouter", "gemini", "gemini-stream", "anthropic-pause", "anthropic-pause-stream"],
+)
+def test_an_abnormal_finish_keeps_the_billed_usage_in_the_errors_state(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    billed: Usage,
+) -> None:
+    """The usage a provider reported for an answer that raised ProviderFinishError is counted
+    in the error's state (an AttemptDropped, as a cut stream's), whole and streamed, with the
+    event that ended it: before, the state said Usage() (a stream: only what came before)."""
+    http_server.add(reply())
+    model = _model(http_server, opened, name)
+    with pytest.raises(toolfold.ProviderFinishError) as caught:
+        _run(model, streamed, tools=[send_email])
+    state = caught.value.state
+    assert state is not None
+    assert (caught.value.usage, state.usage) == (billed, billed)
+    assert state.log[-1] == AttemptDropped(usage=billed)
+    assert RunState.from_json(state.to_json()) == state

@@ -82,14 +82,17 @@ def failed_candidate(
 ) -> ProviderFinishError:
     """The error of a candidate whose finish reason is a failure (``MALFORMED_FUNCTION_CALL``,
     ``MISSING_THOUGHT_SIGNATURE``...: `FAILED_FINISHES`), with its ``finishMessage``: its
-    text, often empty, is no answer, whole or streamed [G4 FinishReason]."""
+    text, often empty, is no answer, whole or streamed [G4 FinishReason]. ``body``'s
+    ``usageMetadata`` (a stream's last chunk carries the answer's) is the usage billed."""
     said = wire.text(candidate, "finishMessage", at)
+    usage = wire.mapping(body, "usageMetadata", "$")
     return abnormal_finish(
         provider,
         raw or "",
         said,
         body=wire.dumps_raw(body),
         why=FAILED_FINISHES.get(raw or "", "the answer failed"),
+        usage=parse_usage(usage) if usage else None,
     )
 
 

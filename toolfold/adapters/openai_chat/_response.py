@@ -260,8 +260,11 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         raw_finish = choice.get("finish_reason")
         if type(raw_finish) is not str or not raw_finish.isascii():
             raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
-        if raw_finish == "error":
-            raise failed_answer(body, choice, provider)
+        if raw_finish == "error":  # (its usage billed: the run's state counts it)
+            billed = parse_usage(
+                wire.mapping(body, "usage", "$"), thinking_in_total=thinking_in_total
+            )
+            raise failed_answer(body, choice, provider, usage=billed)
         model = body.get("model")
         if type(model) is not str or not model.isascii():
             model = wire.text(body, "model", "$")
@@ -297,14 +300,20 @@ FAILED_ANSWER = "the answer failed before its end (OpenRouter: an upstream provi
 
 
 def failed_answer(
-    body: Mapping[str, Any], choice: Mapping[str, Any], provider: str, at: str = "$.choices[0]"
+    body: Mapping[str, Any],
+    choice: Mapping[str, Any],
+    provider: str,
+    at: str = "$.choices[0]",
+    usage: Usage | None = None,
 ) -> ProviderFinishError:
     """The error of an answer whose choice ended with ``finish_reason: "error"``
     (OpenRouter), with the choice's ``error.message`` when it has one: what it holds
-    is no answer, whole or streamed."""
+    is no answer, whole or streamed. ``usage``: what the provider reported for it."""
     error = wire.mapping(choice, "error", at)
     said = wire.text(error, "message", f"{at}.error") if error else None
-    return abnormal_finish(provider, "error", said, body=wire.dumps_raw(body), why=FAILED_ANSWER)
+    return abnormal_finish(
+        provider, "error", said, body=wire.dumps_raw(body), why=FAILED_ANSWER, usage=usage
+    )
 
 
 def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:
