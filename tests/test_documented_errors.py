@@ -606,6 +606,12 @@ def _abnormal_finish() -> None:
     parse_response({"candidates": [candidate]})
 
 
+def _no_choices() -> None:
+    from toolfold.adapters.openai_chat import DecoderState, decode_chunk
+
+    decode_chunk(DecoderState("openai"), "[DONE]")
+
+
 def _unknown_provider() -> None:
     toolfold.model("nope:some-model")
 
@@ -904,6 +910,11 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "finish reason, kept in `.finish_reason`; the answer was billed: `.usage` is what the "
     "provider reported for it (None if nothing), and the error's `state` counts it (an "
     "`AttemptDropped`, as a cut stream's `StreamError` does)": _abnormal_finish,
+    "an answer with no choice at all, whole or streamed alike: a Chat body with `choices: []`, "
+    "or a Chat stream that reached `[DONE]` without a choice; a Gemini body or stream with no "
+    "candidate and no `promptFeedback.blockReason` (a blocked prompt is an empty "
+    "`content_filter` answer); the message says `returned a response without choices` "
+    "(`candidates`): there is no answer to read": _no_choices,
 }
 
 

@@ -585,3 +585,49 @@ def test_an_abnormal_finish_keeps_the_billed_usage_in_the_errors_state(
     assert (caught.value.usage, state.usage) == (billed, billed)
     assert state.log[-1] == AttemptDropped(usage=billed)
     assert RunState.from_json(state.to_json()) == state
+
+
+# --- answers with no choice at all ------------------------------------------------------
+
+
+def _chat_no_choices(streamed: bool) -> Reply:
+    usage = {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}
+    body = {"id": "c1", "object": "chat.completion", "created": 1, "model": "m", "choices": []}
+    if not streamed:
+        return Reply(json={**body, "usage": usage})
+    chunk = {**body, "object": "chat.completion.chunk", "usage": usage}
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(chunk, "[DONE]"))
+
+
+def _gemini_no_candidates(streamed: bool) -> Reply:
+    body = {"candidates": [], "usageMetadata": {"promptTokenCount": 5}, "responseId": "r"}
+    if not streamed:
+        return Reply(json=body)
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(body))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(
+    ("name", "reply", "said"),
+    [
+        ("openai:gpt-4o-mini", _chat_no_choices, "openai returned a response without choices"),
+        (
+            "gemini:gemini-2.5-flash",
+            _gemini_no_candidates,
+            "gemini returned a response without candidates",
+        ),
+    ],
+    ids=["chat", "gemini"],
+)
+def test_an_answer_without_choices_is_one_error_whole_or_streamed(
+    http_server: ScriptedServer, opened: list[Any], name: str, reply: Any, said: str, streamed: bool
+) -> None:
+    """No choice (Chat) or candidate (Gemini) at all raises the same ProviderError whole or
+    streamed: before, a Chat stream finished "stop" with empty text, and a Gemini stream
+    raised StreamError "stream ended before the response finished"."""
+    http_server.add(reply(streamed))
+    model = _model(http_server, opened, name)
+    with pytest.raises(toolfold.ProviderError) as caught:
+        _run(model, streamed)
+    assert type(caught.value) is toolfold.ProviderError
+    assert str(caught.value) == f"{said}: no answer to read"

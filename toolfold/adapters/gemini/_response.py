@@ -96,6 +96,18 @@ def failed_candidate(
     )
 
 
+def no_candidates(provider: str, body: str) -> ProviderError:
+    """The error of an answer with no candidate and no ``promptFeedback.blockReason``,
+    whole or a stream that ended without one: there is no answer to read, not even an
+    empty one. ``body``: the body, or the stream's last chunk (key-free)."""
+    return ProviderError(
+        f"{provider} returned a response without candidates: no answer to read",
+        provider=provider,
+        status_code=200,
+        body=body[:2000],
+    )
+
+
 def first_candidate(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The first candidate, or None (a blocked prompt has none)."""
     candidates = wire.array(body, "candidates", "$")
@@ -233,12 +245,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     if candidate is None:
         raw = block_reason(body)
         if raw is None:
-            raise ProviderError(
-                f"{provider} returned a response without candidates",
-                provider=provider,
-                status_code=200,
-                body=wire.dumps_raw(body)[:2000],
-            )
+            raise no_candidates(provider, wire.dumps_raw(body))
         finish: FinishReason = "content_filter"
     else:
         raw = wire.text(candidate, "finishReason", _CANDIDATE)

@@ -33,6 +33,7 @@ from toolfold.adapters.gemini._response import (
     failed_candidate,
     finish_reason,
     first_candidate,
+    no_candidates,
     parse_part,
     parse_usage,
     seed_of,
@@ -67,12 +68,15 @@ class DecoderState:
         seed: Seed for synthetic call ids (the response id).
         calls: Calls seen so far (their stream indexes are 0, 1, ...).
         finished: A finish reason arrived.
+        chosen: A chunk carried a candidate: a stream that ends without one
+            has no answer, as a whole body with none.
     """
 
     provider: str = PROVIDER
     seed: str | None = None
     calls: int = 0
     finished: bool = False
+    chosen: bool = False
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -113,6 +117,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         )
         events.append(ResponseInfo(model, response_id))
     candidate = first_candidate(chunk)
+    if candidate is not None and not state.chosen:
+        state = attrs.evolve(state, chosen=True)
     calls = state.calls
     for wire_part, at in candidate_parts(candidate):
         for part in parse_part(wire_part, at, state.seed or "", calls):
@@ -151,10 +157,14 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     """The body ended.
 
     Raises:
+        ProviderError: Chunks came but none had a candidate (`no_candidates`, as a
+            whole body without one).
         StreamError: The stream stopped before a finish reason.
     """
     if state.finished:
         return []
+    if state.seed is not None and not state.chosen:  # (chunks came, none with a candidate)
+        raise no_candidates(state.provider, "")
     raise StreamError(
         f"{state.provider} stream ended before the response finished",
         provider=state.provider,

@@ -183,12 +183,7 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         if type(choices) is not list:
             choices = wire.array(body, "choices", "$")
         if not choices:
-            raise ProviderError(
-                f"{provider} returned a response without choices",
-                provider=provider,
-                status_code=200,
-                body=wire.dumps_raw(body),
-            )
+            raise no_choices(provider, wire.dumps_raw(body))
         choice = choices[0]
         if type(choice) is not dict:
             choice = wire.mapping(choices, 0, "$.choices")
@@ -293,6 +288,18 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         )
     except wire.READ_ERRORS as exc:
         raise wire.malformed(provider, exc, wire.dumps_raw(raw)) from None
+
+
+def no_choices(provider: str, body: str) -> ProviderError:
+    """The error of an answer with no choice at all (``choices: []``), whole or a stream
+    that ended (``[DONE]``) without one: there is no answer to read, not even an empty
+    one. ``body``: the body, or the stream's last chunk (key-free)."""
+    return ProviderError(
+        f"{provider} returned a response without choices: no answer to read",
+        provider=provider,
+        status_code=200,
+        body=body[:5000],
+    )
 
 
 #: What ``finish_reason: "error"`` means when the answer says nothing more.

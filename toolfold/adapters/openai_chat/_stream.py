@@ -60,6 +60,7 @@ from toolfold.adapters.openai_chat._response import (
     content_chunks,
     failed_answer,
     finish_reason,
+    no_choices,
     parse_usage,
     refused,
     synthetic_id,
@@ -102,6 +103,8 @@ class DecoderState:
         info_sent: `ResponseInfo` was emitted.
         finished: A finish reason arrived.
         done: ``data: [DONE]`` arrived.
+        chosen: A chunk carried the answer's choice (index 0): a stream that
+            ends without one has no answer, as a whole body with no choices.
         thinking_in_total: See `parse_usage` (Gemini's OpenAI endpoint).
         has_content: Some ``content`` arrived (a refusal no longer counts).
         refused: A ``refusal`` arrived (the answer finishes ``content_filter``
@@ -120,6 +123,7 @@ class DecoderState:
     info_sent: bool = False
     finished: bool = False
     done: bool = False
+    chosen: bool = False
     thinking_in_total: bool = False
     has_content: bool = False
     refused: bool = False
@@ -143,6 +147,8 @@ def decode_chunk(
         MalformedResponseError: A field of the event has the wrong type.
     """
     if data == "[DONE]":
+        if not state.chosen and not state.finished:
+            raise no_choices(state.provider, "")
         return _end(attrs.evolve(state, done=True))
     error = inband_error(state.provider, event, data)
     if error is not None:
@@ -170,6 +176,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         choice = wire.mapping(choices, position, "$.choices")
         at = _FIRST if position == 0 else f"$.choices[{position}]"
         if (wire.integer(choice, "index", at) or 0) == 0:
+            if not state.chosen:
+                state = attrs.evolve(state, chosen=True)
             state = _choice(state, chunk, choice, events, at)
     usage = wire.mapping(chunk, "usage", "$")
     at = "$.usage"
