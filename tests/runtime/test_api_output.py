@@ -177,6 +177,13 @@ def test_output_retries_exhausted_raises_with_state() -> None:
     [
         ("content_filter", "refusal", "I can't help with that.", "the model refused"),
         ("length", "max_tokens", '{"x": 1, "y', "the token limit cut it"),
+        (
+            "length",
+            "model_context_window_exceeded",
+            '{"x": 1, "y',
+            "the model's context window filled up (shorten the conversation",
+        ),
+        ("content_filter", "SAFETY", '{"x": 1, "y', "the provider's content filter stopped it"),
     ],
 )
 def test_a_refused_or_cut_answer_is_not_asked_for_again(
@@ -196,6 +203,25 @@ def test_a_refused_or_cut_answer_is_not_asked_for_again(
     state = info.value.state
     assert state.phase == "failed"
     assert RunState.from_json(state.to_json()) == state
+
+
+@pytest.mark.parametrize(
+    ("finish", "raw"),
+    [("content_filter", "content_filter"), ("content_filter", "PROHIBITED_CONTENT")],
+)
+def test_an_empty_filtered_answer_says_the_filter_stopped_it_and_the_answer_is_empty(
+    finish: str, raw: str
+) -> None:
+    """A Chat ``content_filter`` finish, or a prompt Gemini blocked (an empty answer), is the
+    provider's filter, not "the model refused", and its problem is the empty answer, not
+    "'x' is a required property" (what the message said before)."""
+    response = ModelResponse(Message.assistant(""), finish_reason=finish, raw_finish_reason=raw)
+    with pytest.raises(OutputValidationError) as info:
+        generate_text(FunctionModel(lambda request: response), "go", output_type=Point)
+    message = str(info.value)
+    assert "the provider's content filter stopped it" in message
+    assert "refused" not in message
+    assert message.endswith("the answer: ''; the problem: the answer is empty")
 
 
 def test_a_workflow_step_failed_by_a_cut_answer_resumes_by_asking_its_model_again() -> None:
