@@ -631,3 +631,45 @@ def test_an_answer_without_choices_is_one_error_whole_or_streamed(
         _run(model, streamed)
     assert type(caught.value) is toolfold.ProviderError
     assert str(caught.value) == f"{said}: no answer to read"
+
+
+def _gemini_cut_stream(finish: str) -> Reply:
+    call = {"functionCall": {"name": "send_email", "args": CUT_ARGUMENTS}}
+    chunk = {
+        "candidates": [{"content": {"role": "model", "parts": [call]}, "finishReason": finish}],
+        "responseId": "r",
+    }
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(chunk))
+
+
+def _chat_filtered_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "tool_calls": [{"index": 0, **_CUT_CALL}]}),
+        _chat_chunk({}, "content_filter"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "finish"),
+    [
+        ("openai:gpt-4o-mini", _chat_cut_stream, "length"),
+        ("openai:gpt-4o-mini", _chat_filtered_stream, "content_filter"),
+        ("gemini:gemini-2.5-flash", lambda: _gemini_cut_stream("MAX_TOKENS"), "length"),
+        ("gemini:gemini-2.5-flash", lambda: _gemini_cut_stream("SAFETY"), "content_filter"),
+    ],
+    ids=["chat", "chat-filter", "gemini", "gemini-safety"],
+)
+def test_a_streamed_call_its_cutting_finish_closes_ends_dropped(
+    http_server: ScriptedServer, opened: list[Any], name: str, reply: Any, finish: str
+) -> None:
+    """A UI reading the run's stream sees tool_call_end(dropped=True) for a call that the
+    length / content_filter finish closing it drops (before: dropped=False, for a call that
+    never runs)."""
+    ran.clear()
+    http_server.add(reply())
+    run = Agent(model=_model(http_server, opened, name), tools=[send_email]).stream("hi")
+    ends = [event.dropped for event in run if event.kind == "tool_call_end"]
+    assert ends == [True]
+    assert (run.response.finish_reason, ran) == (finish, [])

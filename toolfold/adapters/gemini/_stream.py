@@ -26,6 +26,7 @@ from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.gemini._errors import stream_error
+from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.adapters.gemini._response import (
     PROVIDER,
     block_reason,
@@ -45,6 +46,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
 )
+from toolfold.runtime.core._request import CUT_FINISHES
 from toolfold.runtime.core._stream import (
     MediaOutput,
     ReasoningDelta,
@@ -120,6 +122,10 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     if candidate is not None and not state.chosen:
         state = attrs.evolve(state, chosen=True)
     calls = state.calls
+    raw = wire.text(candidate, "finishReason", "$.candidates[0]") if candidate is not None else None
+    # A call arrives whole, in the chunk that may end a cut answer: its end says it is
+    # dropped (`ToolCallEnd.dropped`), as the run drops it.
+    dropped = raw is not None and FINISH_REASONS.get(raw) in CUT_FINISHES
     for wire_part, at in candidate_parts(candidate):
         for part in parse_part(wire_part, at, state.seed or "", calls):
             if type(part) is TextPart:
@@ -129,7 +135,7 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
             elif type(part) is ToolCallPart:
                 events.append(ToolCallStart(calls, part.id, part.name, part.provider_data))
                 events.append(ToolCallDelta(calls, part.arguments_text))
-                events.append(ToolCallEnd(calls))
+                events.append(ToolCallEnd(calls, dropped))
                 calls += 1
             elif type(part) is ImagePart or type(part) is FilePart:
                 events.append(MediaOutput(part))  # whole in its chunk, as a call
@@ -138,7 +144,6 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     usage = wire.mapping(chunk, "usageMetadata", "$")
     if usage:
         events.append(UsageUpdate(parse_usage(usage)))
-    raw = wire.text(candidate, "finishReason", "$.candidates[0]") if candidate is not None else None
     blocked = block_reason(chunk) if candidate is None else None
     if raw is not None or blocked is not None:
         if not state.finished:

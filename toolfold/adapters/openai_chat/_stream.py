@@ -67,7 +67,7 @@ from toolfold.adapters.openai_chat._response import (
 )
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FilePart
-from toolfold.runtime.core._request import FinishReason
+from toolfold.runtime.core._request import CUT_FINISHES, FinishReason
 from toolfold.runtime.core._stream import (
     MediaOutput,
     ReasoningDelta,
@@ -290,10 +290,13 @@ def _choice(
         # the same answer whole gives (what streamed is no answer).
         raise failed_answer(chunk, choice, state.provider, at)
     if raw is not None:
-        events.extend(ToolCallEnd(i) for i in state.open)
+        reason = _reason(state, raw)
+        # A cut answer's calls never run: their end says so (`ToolCallEnd.dropped`).
+        dropped = reason in CUT_FINISHES
+        events.extend(ToolCallEnd(i, dropped) for i in state.open)
         if not state.finished:
             events.extend(_audio_end(state))
-            events.append(StreamFinish(_reason(state, raw), raw))
+            events.append(StreamFinish(reason, raw))
         state = attrs.evolve(state, open=(), finished=True)
     return state
 
