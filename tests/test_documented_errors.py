@@ -658,6 +658,10 @@ def _not_an_event_stream() -> None:
     )
 
 
+_WINDOW_FULL = (
+    '{"error": {"message": "This model\'s maximum context length is 128000 tokens.",'
+    ' "type": "invalid_request_error", "code": "context_length_exceeded"}}'
+)
 _TOOL_USE_FAILED = (
     '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
@@ -885,6 +889,13 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`Timeouts` field out of range), named in the message": _bad_model_option,
     "HTTP 400, 413 or 422": _status(422),
     "Groq's `tool_use_failed`": _status(400, _TOOL_USE_FAILED),
+    "a request longer than the model's context window (HTTP 400 / 413 / 422 with OpenAI's code "
+    "`context_length_exceeded`, Chat or Responses; Anthropic's `prompt is too long`; Gemini's "
+    "`input token count ... exceeds the maximum number of tokens`; a `maximum context length` "
+    "or `exceeded max context length` message, as OpenAI-compatible servers and Ollama say); a "
+    "`BadRequestError`, so `except BadRequestError` still catches it; the message ends with "
+    "what to do: shorten the history or use a model with a larger window (asking again fails "
+    "the same way)": _status(400, _WINDOW_FULL),
     "HTTP 401 or 403": _status(403),
     "HTTP 404": _status(404),
     "HTTP 408, or a connect, read, write, pool or total timeout": _status(408),

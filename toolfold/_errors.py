@@ -26,7 +26,8 @@ chained with ``raise ... from exc``::
         ├── AuthenticationError    401 / 403
         ├── RateLimitError         429, with ``retry_after``
         ├── BadRequestError        400 / 422, with the provider's own message
-        │   └── ToolUseFailedError the provider rejected generated tool arguments
+        │   ├── ToolUseFailedError the provider rejected generated tool arguments
+        │   └── ContextWindowExceededError  the conversation is longer than the model's window
         ├── NotFoundError          404
         ├── ServerError            5xx
         ├── ProviderConnectionError  the connection could not be made or was lost
@@ -491,6 +492,18 @@ class RateLimitError(ProviderError):
 
 class BadRequestError(ProviderError):
     """The provider rejected the request (400 / 422); see ``provider_message``."""
+
+
+class ContextWindowExceededError(BadRequestError):
+    """The request is longer than the model's context window (a 400 each provider words
+    its own way: OpenAI ``context_length_exceeded``, Anthropic "prompt is too long",
+    Gemini "input token count ... exceeds the maximum"...).
+
+    A `BadRequestError`, so ``except BadRequestError`` still catches it. Asking again
+    with the same conversation fails the same way: shorten the history (drop or
+    summarise earlier turns, trim large tool results) or use a model with a larger
+    window. A run's ``.state`` is the run before the request.
+    """
 
 
 class ToolUseFailedError(BadRequestError):

@@ -18,6 +18,7 @@ import toolfold
 from toolfold import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     NotFoundError,
     ProviderConnectionError,
     ProviderError,
@@ -530,3 +531,69 @@ def test_a_malformed_answer_the_caller_was_handling_does_not_make_the_next_one_m
     )
     proxy.__context__ = handled
     assert malformed_answer(proxy) is None
+
+
+_WINDOW_BODIES = {
+    "openai:gpt-4o-mini": {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 130000 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+    "openai-responses:gpt-4o-mini": {
+        "error": {
+            "message": "Your input exceeds the context window of this model. Please adjust "
+            "your input and try again.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "context_length_exceeded",
+        }
+    },
+    "anthropic:claude-sonnet-4-5": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+    },
+    "gemini:gemini-2.5-flash": {
+        "error": {
+            "code": 400,
+            "message": "The input token count (1200000) exceeds the maximum number of tokens "
+            "allowed (1048576).",
+            "status": "INVALID_ARGUMENT",
+        }
+    },
+    "ollama:llama3.1": {"error": "prompt too long; exceeded max context length by 100 tokens"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_WINDOW_BODIES))
+def test_a_request_longer_than_the_context_window_is_one_error_class(
+    http_server: Any, opened: list[Any], name: str
+) -> None:
+    """Each provider's context-window 400 is a ContextWindowExceededError (still a
+    BadRequestError) whose message says to shorten the history: before, a plain
+    BadRequestError with a code of each provider's own (or none)."""
+    from scripted_http import Reply
+
+    http_server.add(Reply(status=400, json=_WINDOW_BODIES[name]))
+    suffix = "/v1" if name.startswith("openai") else ""
+    model = toolfold.model(name, base_url=http_server.url + suffix, api_key="k" * 20, retry=0)
+    opened.append(model)
+    with pytest.raises(ContextWindowExceededError) as caught:
+        toolfold.Agent(model).run("hi")
+    assert isinstance(caught.value, BadRequestError)
+    assert caught.value.status_code == 400
+    assert "shorten the history" in str(caught.value)
+    assert caught.value.state is not None
+
+
+def test_another_bad_request_is_no_context_window_error() -> None:
+    """A 400 that says nothing of the context window stays a plain BadRequestError."""
+    body = json.dumps({"error": {"message": "Invalid 'tools[0].name'", "code": "invalid_value"}})
+    error = status_error("openai", 400, body, {}, parse_error_body(400, body, {}), "http://h/v1")
+    assert type(error) is BadRequestError

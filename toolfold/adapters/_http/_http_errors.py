@@ -24,6 +24,7 @@ import attrs
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     NotFoundError,
     ProviderConnectionError,
     ProviderError,
@@ -220,6 +221,41 @@ def _gemini_retryable(details: Any) -> bool | None:
     return None
 
 
+# What says a 400 / 413 / 422 is a request longer than the model's context window: an
+# error code, or the provider's own words (case-insensitive), each from its docs or
+# a reported error body.
+_WINDOW_CODES = frozenset(
+    {
+        "context_length_exceeded",  # OpenAI Chat and Responses, and compatible servers
+    }
+)
+_WINDOW_WORDS = re.compile(
+    "|".join(
+        (
+            r"prompt is too long",  # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+            r"input token count .* exceeds the maximum number of tokens",  # Gemini
+            r"maximum context length",  # OpenAI's message; vLLM, Mistral, Ollama
+            r"exceed(?:s|ed)? (?:the |max |maximum )*context (?:length|window)",  # Responses, Ollama
+        )
+    ),
+    re.IGNORECASE,
+)
+
+#: The advice a `ContextWindowExceededError`'s message ends with.
+WINDOW_ADVICE = (
+    "the conversation is longer than the model's context window, and asking again "
+    "fails the same way: shorten the history (drop or summarise earlier turns, trim "
+    "large tool results) or use a model with a larger window"
+)
+
+
+def _window_exceeded(info: ErrorInfo) -> bool:
+    """True when ``info`` says the request was longer than the model's context window."""
+    if info.code in _WINDOW_CODES:
+        return True
+    return info.message is not None and _WINDOW_WORDS.search(info.message) is not None
+
+
 def status_error(
     provider: str,
     status: int,
@@ -264,6 +300,8 @@ def status_error(
             return ToolUseFailedError(
                 message, failed_generation=info.failed_generation or "", **common
             )
+        if _window_exceeded(info):
+            return ContextWindowExceededError(f"{message} ({WINDOW_ADVICE})", **common)
         return BadRequestError(message, **common)
     if status in (401, 403):
         return AuthenticationError(message, **common)
