@@ -889,13 +889,17 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`Timeouts` field out of range), named in the message": _bad_model_option,
     "HTTP 400, 413 or 422": _status(422),
     "Groq's `tool_use_failed`": _status(400, _TOOL_USE_FAILED),
-    "a request longer than the model's context window (HTTP 400 / 413 / 422 with OpenAI's code "
-    "`context_length_exceeded`, Chat or Responses; Anthropic's `prompt is too long`; Gemini's "
-    "`input token count ... exceeds the maximum number of tokens`; a `maximum context length` "
-    "or `exceeded max context length` message, as OpenAI-compatible servers and Ollama say); a "
-    "`BadRequestError`, so `except BadRequestError` still catches it; the message ends with "
-    "what to do: shorten the history or use a model with a larger window (asking again fails "
-    "the same way)": _status(400, _WINDOW_FULL),
+    "a request longer than the model's context window, which holds the prompt plus the "
+    "`max_tokens` asked for the answer (HTTP 400 / 413 / 422 with the code "
+    "`context_length_exceeded`, as OpenAI Chat and Responses, Groq and vLLM send; else "
+    "the provider's own message: Anthropic's `prompt is too long:` or `input length and "
+    "max_tokens exceed context limit:`, Gemini's `The input token count (...) exceeds "
+    "the maximum number of tokens`, `This model's maximum context length is ... tokens` "
+    "from OpenAI-compatible servers, Mistral's and Ollama's wording; another 400 that "
+    "merely mentions a prompt or a context stays a `BadRequestError`); a "
+    "`BadRequestError`, so `except BadRequestError` still catches it; the message ends "
+    "with what to do: shorten the history, lower `max_tokens`, or use a model with a "
+    "larger window (asking again fails the same way)": _status(400, _WINDOW_FULL),
     "HTTP 401 or 403": _status(403),
     "HTTP 404": _status(404),
     "HTTP 408, or a connect, read, write, pool or total timeout": _status(408),

@@ -499,10 +499,13 @@ class ContextWindowExceededError(BadRequestError):
     its own way: OpenAI ``context_length_exceeded``, Anthropic "prompt is too long",
     Gemini "input token count ... exceeds the maximum"...).
 
-    A `BadRequestError`, so ``except BadRequestError`` still catches it. Asking again
-    with the same conversation fails the same way: shorten the history (drop or
-    summarise earlier turns, trim large tool results) or use a model with a larger
-    window. A run's ``.state`` is the run before the request.
+    The window holds the prompt plus the ``max_tokens`` asked for the answer, so a
+    large ``max_tokens`` can overflow it too (Anthropic's "input length and
+    `max_tokens` exceed context limit"). A `BadRequestError`, so
+    ``except BadRequestError`` still catches it. Asking again with the same
+    conversation fails the same way: shorten the history (drop or summarise earlier
+    turns, trim large tool results), lower ``max_tokens``, or use a model with a
+    larger window. A run's ``.state`` is the run before the request.
     """
 
 

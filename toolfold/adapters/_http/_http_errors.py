@@ -222,20 +222,36 @@ def _gemini_retryable(details: Any) -> bool | None:
 
 
 # What says a 400 / 413 / 422 is a request longer than the model's context window: an
-# error code, or the provider's own words (case-insensitive), each from its docs or
-# a reported error body.
+# error code (the main signal), or, for providers that send none, the provider's own
+# message shape (case-insensitive), each from its docs or a reported error body. The
+# shapes are anchored where the provider's message starts, so another 400 that only
+# mentions a prompt or a context (a bad ``stop`` value, say) stays a BadRequestError.
 _WINDOW_CODES = frozenset(
     {
-        "context_length_exceeded",  # OpenAI Chat and Responses, and compatible servers
+        "context_length_exceeded",  # OpenAI Chat and Responses, Groq, vLLM
     }
 )
 _WINDOW_WORDS = re.compile(
     "|".join(
         (
-            r"prompt is too long",  # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
-            r"input token count .* exceeds the maximum number of tokens",  # Gemini
-            r"maximum context length",  # OpenAI's message; vLLM, Mistral, Ollama
-            r"exceed(?:s|ed)? (?:the |max |maximum )*context (?:length|window)",  # Responses, Ollama
+            # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+            r"^prompt is too long:",
+            # Anthropic, when max_tokens makes the overflow: "input length and `max_tokens`
+            # exceed context limit: 198000 + 8192 > 200000, decrease input length or ..."
+            r"^input length and `?max_tokens`? exceed context limit:",
+            # Gemini: "The input token count (1200000) exceeds the maximum number of
+            # tokens allowed (1048576)."
+            r"^the input token count \(\d+\) exceeds the maximum number of tokens",
+            # OpenAI, vLLM: "This model's maximum context length is 8192 tokens. However,
+            # you requested ..."; vLLM: "'max_tokens' is too large: 5000. This model's ..."
+            r"(?:^|\. )this model.?s maximum context length is \d+ tokens",
+            # OpenAI Responses: "Your input exceeds the context window of this model. ..."
+            r"^your input exceeds the context window of this model",
+            # Mistral: "Prompt contains 40000 tokens ..., too large for model with 32768
+            # maximum context length"
+            r"^prompt contains \d+ tokens.* too large for model with \d+ maximum context length",
+            # Ollama: "prompt too long; exceeded max context length by 100 tokens"
+            r"^prompt too long; exceeded (?:max |maximum )?context length",
         )
     ),
     re.IGNORECASE,
@@ -243,9 +259,10 @@ _WINDOW_WORDS = re.compile(
 
 #: The advice a `ContextWindowExceededError`'s message ends with.
 WINDOW_ADVICE = (
-    "the conversation is longer than the model's context window, and asking again "
-    "fails the same way: shorten the history (drop or summarise earlier turns, trim "
-    "large tool results) or use a model with a larger window"
+    "the model's context window holds the prompt plus the max_tokens asked for the "
+    "answer, and asking again fails the same way: shorten the history (drop or "
+    "summarise earlier turns, trim large tool results), lower max_tokens, or use a "
+    "model with a larger window"
 )
 
 
