@@ -667,6 +667,25 @@ def test_a_signed_state_saved_before_runs_carried_their_finish_loads() -> None:
     assert RunState.from_json(text, key="old secret").finish_reason == "length"
 
 
+def test_a_sub_run_saved_before_runs_carried_their_finish_loads_with_its_log_s_reason() -> None:
+    """An agent-as-tool sub-run 8cb3e648 saved finished ``stop`` (its answer said ``length``)
+    carries ``length`` inside its loaded parent too, as it does loaded alone.
+
+    Before, the parent's replay copied the sub-run as stored: ``stop`` inside the parent,
+    ``length`` once the same sub-run was saved and loaded by itself.
+    """
+    text = (_SAVED / "finished_before_carried_child.json").read_text()
+    loaded = RunState.from_json(text)
+    (child,) = [e.child for e in loaded.log if getattr(e, "child", None) is not None]
+    assert (loaded.finish_reason, child.finish_reason) == ("stop", "length")
+    assert RunState.from_json(child.to_json()) == child
+    assert RunState.from_json(loaded.to_json()) == loaded
+    worker = Agent(ScriptedModel(["part"]), output_type=str, name="worker")
+    agent = Agent(ScriptedModel(["7"]), tools=[worker.as_tool(description="Works.")])
+    went_on = agent.resume(loaded, message="again")
+    assert (went_on.finish_reason, went_on.text) == ("stop", "7")
+
+
 def test_only_the_finish_a_run_gave_before_loads_in_its_place() -> None:
     """The ``stop`` a run finished with before loads where the log gives ``other``; another
     edited finish reason, or one of an unfinished phase, is still refused."""
