@@ -606,6 +606,12 @@ def _abnormal_finish() -> None:
     parse_response({"candidates": [candidate]})
 
 
+def _no_choices() -> None:
+    from toolfold.adapters.openai_chat import DecoderState, decode_chunk
+
+    decode_chunk(DecoderState("openai"), "[DONE]")
+
+
 def _unknown_provider() -> None:
     toolfold.model("nope:some-model")
 
@@ -652,6 +658,10 @@ def _not_an_event_stream() -> None:
     )
 
 
+_WINDOW_FULL = (
+    '{"error": {"message": "This model\'s maximum context length is 128000 tokens.",'
+    ' "type": "invalid_request_error", "code": "context_length_exceeded"}}'
+)
 _TOOL_USE_FAILED = (
     '{"error": {"message": "Failed to call a function", "type": "invalid_request_error",'
     ' "code": "tool_use_failed", "failed_generation": "<function=x>"}}'
@@ -879,6 +889,17 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`Timeouts` field out of range), named in the message": _bad_model_option,
     "HTTP 400, 413 or 422": _status(422),
     "Groq's `tool_use_failed`": _status(400, _TOOL_USE_FAILED),
+    "a request longer than the model's context window, which holds the prompt plus the "
+    "`max_tokens` asked for the answer (HTTP 400 / 413 / 422 with the code "
+    "`context_length_exceeded`, as OpenAI Chat and Responses, Groq and vLLM send; else "
+    "the provider's own message: Anthropic's `prompt is too long:` or `input length and "
+    "max_tokens exceed context limit:`, Gemini's `The input token count (...) exceeds "
+    "the maximum number of tokens`, `This model's maximum context length is ... tokens` "
+    "from OpenAI-compatible servers, Mistral's and Ollama's wording; another 400 that "
+    "merely mentions a prompt or a context stays a `BadRequestError`); a "
+    "`BadRequestError`, so `except BadRequestError` still catches it; the message ends "
+    "with what to do: shorten the history, lower `max_tokens`, or use a model with a "
+    "larger window (asking again fails the same way)": _status(400, _WINDOW_FULL),
     "HTTP 401 or 403": _status(403),
     "HTTP 404": _status(404),
     "HTTP 408, or a connect, read, write, pool or total timeout": _status(408),
@@ -899,9 +920,16 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     ),
     "an answer, whole or streamed, that the provider ended abnormally: OpenRouter "
     '`finish_reason: "error"`, Gemini `MALFORMED_FUNCTION_CALL` / `UNEXPECTED_TOOL_CALL` / '
-    "`TOO_MANY_TOOL_CALLS` (its `finishMessage` in the message and `provider_message`), "
-    "Anthropic `pause_turn`; the message names the provider and its finish reason, kept in "
-    "`.finish_reason`": _abnormal_finish,
+    "`TOO_MANY_TOOL_CALLS` / `MISSING_THOUGHT_SIGNATURE` (its `finishMessage` in the message "
+    "and `provider_message`), Anthropic `pause_turn`; the message names the provider and its "
+    "finish reason, kept in `.finish_reason`; the answer was billed: `.usage` is what the "
+    "provider reported for it (None if nothing), and the error's `state` counts it (an "
+    "`AttemptDropped`, as a cut stream's `StreamError` does)": _abnormal_finish,
+    "an answer with no choice at all, whole or streamed alike: a Chat body with `choices: []`, "
+    "or a Chat stream that reached `[DONE]` without a choice; a Gemini body or stream with no "
+    "candidate and no `promptFeedback.blockReason` (a blocked prompt is an empty "
+    "`content_filter` answer); the message says `returned a response without choices` "
+    "(`candidates`): there is no answer to read": _no_choices,
 }
 
 

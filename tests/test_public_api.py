@@ -91,6 +91,7 @@ TOP = {
     "ArgumentValidationError",
     "AuthenticationError",
     "BadRequestError",
+    "ContextWindowExceededError",
     "ProviderConnectionError",
     "InvalidEventError",
     "InvalidTransitionError",
@@ -464,6 +465,7 @@ INIT_HINTS_NEED_TYPE_CHECKING = {
     "InvalidEventError",
     "InvalidTransitionError",
     "OutputValidationError",
+    "ProviderFinishError",  # its usage: a Usage
     "RunError",
     "RunState",
     "SourceCloseError",

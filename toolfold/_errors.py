@@ -26,7 +26,8 @@ chained with ``raise ... from exc``::
         ├── AuthenticationError    401 / 403
         ├── RateLimitError         429, with ``retry_after``
         ├── BadRequestError        400 / 422, with the provider's own message
-        │   └── ToolUseFailedError the provider rejected generated tool arguments
+        │   ├── ToolUseFailedError the provider rejected generated tool arguments
+        │   └── ContextWindowExceededError  the conversation is longer than the model's window
         ├── NotFoundError          404
         ├── ServerError            5xx
         ├── ProviderConnectionError  the connection could not be made or was lost
@@ -59,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolfold.runtime._response import Response
+    from toolfold.runtime.core._messages import Usage
     from toolfold.runtime.core._state import RunState
 
 
@@ -492,6 +494,21 @@ class BadRequestError(ProviderError):
     """The provider rejected the request (400 / 422); see ``provider_message``."""
 
 
+class ContextWindowExceededError(BadRequestError):
+    """The request is longer than the model's context window (a 400 each provider words
+    its own way: OpenAI ``context_length_exceeded``, Anthropic "prompt is too long",
+    Gemini "input token count ... exceeds the maximum"...).
+
+    The window holds the prompt plus the ``max_tokens`` asked for the answer, so a
+    large ``max_tokens`` can overflow it too (Anthropic's "input length and
+    `max_tokens` exceed context limit"). A `BadRequestError`, so
+    ``except BadRequestError`` still catches it. Asking again with the same
+    conversation fails the same way: shorten the history (drop or summarise earlier
+    turns, trim large tool results), lower ``max_tokens``, or use a model with a
+    larger window. A run's ``.state`` is the run before the request.
+    """
+
+
 class ToolUseFailedError(BadRequestError):
     """The provider rejected the tool call the model generated (Groq ``tool_use_failed``).
 
@@ -541,14 +558,27 @@ class ProviderFinishError(ProviderError):
     where the text already streamed stays shown; a run keeps its state on the
     error (``.state``, as for any provider error).
 
+    The answer was billed: a run's state on the error counts the usage the
+    provider reported for it (an `AttemptDropped`, as for a cut stream).
+
     Attributes:
         finish_reason: The provider's own finish reason
             (``"MALFORMED_FUNCTION_CALL"``); ``provider_message`` holds what
             the provider said of it, when it said something.
+        usage: The usage the provider reported for the answer, or None when
+            it reported none.
     """
 
-    def __init__(self, message: str, *, finish_reason: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        finish_reason: str = "",
+        usage: Usage | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.finish_reason = finish_reason
+        self.usage = usage
         super().__init__(message, **kwargs)
 
 

@@ -10,8 +10,9 @@ import pytest
 from scripted_http import Reply, ScriptedServer, sse
 
 import toolfold
-from toolfold import Agent, generate_text
+from toolfold import Agent, RunState, Usage, generate_text
 from toolfold.runtime import (
+    AttemptDropped,
     Message,
     ModelRequest,
     StreamState,
@@ -551,3 +552,124 @@ def test_a_refusal_finishes_content_filter_with_its_text(
     response = _run(_model(http_server, opened, name), streamed)
     assert (response.finish_reason, response.text) == ("content_filter", REFUSAL)
     assert response.steps[-1].response.finish_reason == "content_filter"
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "streamed", "billed"),
+    [
+        ("openrouter:x/y", _openrouter_error_whole, False, Usage(1, 50, requests=1)),
+        ("gemini:gemini-2.5-flash", _gemini_malformed_whole, False, Usage(3, 0, requests=1)),
+        ("gemini:gemini-2.5-flash", _gemini_malformed_stream, True, Usage(3, 0, requests=1)),
+        ("anthropic:c", _anthropic_paused_whole, False, Usage(3, 3, requests=1)),
+        ("anthropic:c", _anthropic_paused_stream, True, Usage(1, 3, requests=1)),
+    ],
+    ids=["openrouter", "gemini", "gemini-stream", "anthropic-pause", "anthropic-pause-stream"],
+)
+def test_an_abnormal_finish_keeps_the_billed_usage_in_the_errors_state(
+    http_server: ScriptedServer,
+    opened: list[Any],
+    name: str,
+    reply: Any,
+    streamed: bool,
+    billed: Usage,
+) -> None:
+    """The usage a provider reported for an answer that raised ProviderFinishError is counted
+    in the error's state (an AttemptDropped, as a cut stream's), whole and streamed, with the
+    event that ended it: before, the state said Usage() (a stream: only what came before)."""
+    http_server.add(reply())
+    model = _model(http_server, opened, name)
+    with pytest.raises(toolfold.ProviderFinishError) as caught:
+        _run(model, streamed, tools=[send_email])
+    state = caught.value.state
+    assert state is not None
+    assert (caught.value.usage, state.usage) == (billed, billed)
+    assert state.log[-1] == AttemptDropped(usage=billed)
+    assert RunState.from_json(state.to_json()) == state
+
+
+# --- answers with no choice at all ------------------------------------------------------
+
+
+def _chat_no_choices(streamed: bool) -> Reply:
+    usage = {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}
+    body = {"id": "c1", "object": "chat.completion", "created": 1, "model": "m", "choices": []}
+    if not streamed:
+        return Reply(json={**body, "usage": usage})
+    chunk = {**body, "object": "chat.completion.chunk", "usage": usage}
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(chunk, "[DONE]"))
+
+
+def _gemini_no_candidates(streamed: bool) -> Reply:
+    body = {"candidates": [], "usageMetadata": {"promptTokenCount": 5}, "responseId": "r"}
+    if not streamed:
+        return Reply(json=body)
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(body))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(
+    ("name", "reply", "said"),
+    [
+        ("openai:gpt-4o-mini", _chat_no_choices, "openai returned a response without choices"),
+        (
+            "gemini:gemini-2.5-flash",
+            _gemini_no_candidates,
+            "gemini returned a response without candidates",
+        ),
+    ],
+    ids=["chat", "gemini"],
+)
+def test_an_answer_without_choices_is_one_error_whole_or_streamed(
+    http_server: ScriptedServer, opened: list[Any], name: str, reply: Any, said: str, streamed: bool
+) -> None:
+    """No choice (Chat) or candidate (Gemini) at all raises the same ProviderError whole or
+    streamed: before, a Chat stream finished "stop" with empty text, and a Gemini stream
+    raised StreamError "stream ended before the response finished"."""
+    http_server.add(reply(streamed))
+    model = _model(http_server, opened, name)
+    with pytest.raises(toolfold.ProviderError) as caught:
+        _run(model, streamed)
+    assert type(caught.value) is toolfold.ProviderError
+    assert str(caught.value) == f"{said}: no answer to read"
+
+
+def _gemini_cut_stream(finish: str) -> Reply:
+    call = {"functionCall": {"name": "send_email", "args": CUT_ARGUMENTS}}
+    chunk = {
+        "candidates": [{"content": {"role": "model", "parts": [call]}, "finishReason": finish}],
+        "responseId": "r",
+    }
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=sse(chunk))
+
+
+def _chat_filtered_stream() -> Reply:
+    chunks = sse(
+        _chat_chunk({"role": "assistant", "tool_calls": [{"index": 0, **_CUT_CALL}]}),
+        _chat_chunk({}, "content_filter"),
+        "[DONE]",
+    )
+    return Reply(headers={"content-type": "text/event-stream"}, chunks=chunks)
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "finish"),
+    [
+        ("openai:gpt-4o-mini", _chat_cut_stream, "length"),
+        ("openai:gpt-4o-mini", _chat_filtered_stream, "content_filter"),
+        ("gemini:gemini-2.5-flash", lambda: _gemini_cut_stream("MAX_TOKENS"), "length"),
+        ("gemini:gemini-2.5-flash", lambda: _gemini_cut_stream("SAFETY"), "content_filter"),
+    ],
+    ids=["chat", "chat-filter", "gemini", "gemini-safety"],
+)
+def test_a_streamed_call_its_cutting_finish_closes_ends_dropped(
+    http_server: ScriptedServer, opened: list[Any], name: str, reply: Any, finish: str
+) -> None:
+    """A UI reading the run's stream sees tool_call_end(dropped=True) for a call that the
+    length / content_filter finish closing it drops (before: dropped=False, for a call that
+    never runs)."""
+    ran.clear()
+    http_server.add(reply())
+    run = Agent(model=_model(http_server, opened, name), tools=[send_email]).stream("hi")
+    ends = [event.dropped for event in run if event.kind == "tool_call_end"]
+    assert ends == [True]
+    assert (run.response.finish_reason, ran) == (finish, [])

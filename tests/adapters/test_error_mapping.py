@@ -18,6 +18,7 @@ import toolfold
 from toolfold import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     NotFoundError,
     ProviderConnectionError,
     ProviderError,
@@ -530,3 +531,122 @@ def test_a_malformed_answer_the_caller_was_handling_does_not_make_the_next_one_m
     )
     proxy.__context__ = handled
     assert malformed_answer(proxy) is None
+
+
+_WINDOW_BODIES = {
+    "openai:gpt-4o-mini": {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 130000 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+    "openai-responses:gpt-4o-mini": {
+        "error": {
+            "message": "Your input exceeds the context window of this model. Please adjust "
+            "your input and try again.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "context_length_exceeded",
+        }
+    },
+    "anthropic:claude-sonnet-4-5": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+    },
+    "gemini:gemini-2.5-flash": {
+        "error": {
+            "code": 400,
+            "message": "The input token count (1200000) exceeds the maximum number of tokens "
+            "allowed (1048576).",
+            "status": "INVALID_ARGUMENT",
+        }
+    },
+    "ollama:llama3.1": {"error": "prompt too long; exceeded max context length by 100 tokens"},
+}
+# When max_tokens makes the overflow: the prompt alone fits, the prompt plus max_tokens not.
+_WINDOW_BY_MAX_TOKENS = {
+    "openai:gpt-4o-mini": {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, you "
+            "requested 9000 tokens (100 in the messages, 8900 in the completion). Please "
+            "reduce the length of the messages or completion.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    },
+    "anthropic:claude-sonnet-4-5": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "input length and `max_tokens` exceed context limit: 198000 + 8192 > "
+            "200000, decrease input length or `max_tokens` and try again",
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(_WINDOW_BODIES))
+def test_a_request_longer_than_the_context_window_is_one_error_class(
+    http_server: Any, opened: list[Any], name: str
+) -> None:
+    """Each provider's context-window 400 is a ContextWindowExceededError (still a
+    BadRequestError) whose message says to shorten the history: before, a plain
+    BadRequestError with a code of each provider's own (or none)."""
+    from scripted_http import Reply
+
+    http_server.add(Reply(status=400, json=_WINDOW_BODIES[name]))
+    suffix = "/v1" if name.startswith("openai") else ""
+    model = toolfold.model(name, base_url=http_server.url + suffix, api_key="k" * 20, retry=0)
+    opened.append(model)
+    with pytest.raises(ContextWindowExceededError) as caught:
+        toolfold.Agent(model).run("hi")
+    assert isinstance(caught.value, BadRequestError)
+    assert caught.value.status_code == 400
+    assert "shorten the history" in str(caught.value)
+    assert "lower max_tokens" in str(caught.value)
+    assert caught.value.state is not None
+
+
+@pytest.mark.parametrize("name", sorted(_WINDOW_BY_MAX_TOKENS))
+def test_a_context_window_overflowed_by_max_tokens_says_to_lower_it(
+    http_server: Any, opened: list[Any], name: str
+) -> None:
+    """A window the prompt plus max_tokens overflows is a ContextWindowExceededError whose
+    advice names max_tokens: before, it said only to shorten the history (which may be
+    100 tokens), and Anthropic's wording was a plain BadRequestError."""
+    from scripted_http import Reply
+
+    http_server.add(Reply(status=400, json=_WINDOW_BY_MAX_TOKENS[name]))
+    suffix = "/v1" if name.startswith("openai") else ""
+    model = toolfold.model(name, base_url=http_server.url + suffix, api_key="k" * 20, retry=0)
+    opened.append(model)
+    with pytest.raises(ContextWindowExceededError) as caught:
+        toolfold.Agent(model).run("hi")
+    assert "prompt plus the max_tokens" in str(caught.value)
+    assert "lower max_tokens" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Invalid 'tools[0].name'",
+        # Each mentions a prompt, a context or a maximum, but no overflow of the window:
+        # before, the words matched anywhere in the message and made these window errors.
+        "Invalid value for 'stop': the prompt is too long for a stop sequence",
+        "Unsupported parameter: 'max_context_length' exceeds the context window setting",
+        "max_tokens is too large: 100000. This model supports at most 16384 completion tokens",
+        "The system prompt is too long: shorten it to 2048 characters",
+        "'tools' exceeds the maximum context length of 128 tool definitions",
+    ],
+)
+def test_another_bad_request_is_no_context_window_error(message: str) -> None:
+    """A 400 that does not say the context window overflowed stays a plain BadRequestError."""
+    body = json.dumps({"error": {"message": message, "code": "invalid_value"}})
+    error = status_error("openai", 400, body, {}, parse_error_body(400, body, {}), "http://h/v1")
+    assert type(error) is BadRequestError

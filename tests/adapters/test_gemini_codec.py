@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any, TypedDict
 
 import httpx
 import pytest
+from cassettes import FIXTURES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +31,7 @@ from toolfold.adapters.gemini import (
     parse_response,
     parse_usage,
 )
+from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.runtime import (
     FilePart,
     ImagePart,
@@ -224,6 +227,10 @@ def test_bad_options_are_refused() -> None:
         ("SAFETY", False, "content_filter"),
         ("LANGUAGE", False, "other"),
         ("SOMETHING_NEW", False, "other"),
+        ("IMAGE_RECITATION", False, "content_filter"),
+        ("IMAGE_RECITATION", True, "content_filter"),
+        ("IMAGE_OTHER", False, "other"),
+        ("NO_IMAGE", False, "other"),
     ],
 )
 def test_finish_reasons(raw: str, calls: bool, finish: str) -> None:
@@ -240,6 +247,40 @@ def test_a_failed_call_finish_raises_with_its_finish_message(raw: str) -> None:
     with pytest.raises(ProviderFinishError, match=f"finish reason '{raw}': bad call") as caught:
         parse_response({"candidates": [candidate]})
     assert (caught.value.finish_reason, caught.value.provider_message) == (raw, "bad call")
+
+
+def test_every_finish_reason_of_the_spec_is_mapped() -> None:
+    """Each value of the REST reference's Candidate.finishReason enum has a row of its own
+    (IMAGE_RECITATION, MISSING_THOUGHT_SIGNATURE... were "other" by default before), and
+    docs/gemini.md names each."""
+    spec = json.loads(
+        (FIXTURES / "specs/gemini-generativelanguage-v1beta-openapi.json").read_text()
+    )
+    values = spec["components"]["schemas"]["Candidate"]["properties"]["finishReason"]["enum"]
+    docs = (Path(__file__).parents[2] / "docs/gemini.md").read_text()
+    assert set(values) == set(FINISH_REASONS)
+    assert [v for v in values if f"`{v}`" not in docs] == []
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_missing_thought_signature_finish_raises_and_its_call_never_runs(streamed: bool) -> None:
+    """MISSING_THOUGHT_SIGNATURE with a functionCall is a ProviderFinishError saying what is
+    missing, whole or streamed: before, it read as "other" and the call ran."""
+    chunk = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [{"functionCall": {"name": "f", "args": {}}}],
+                },
+                "finishReason": "MISSING_THOUGHT_SIGNATURE",
+            }
+        ]
+    }
+    read: Any = functools.partial(decode_chunk, DecoderState()) if streamed else parse_response
+    with pytest.raises(ProviderFinishError, match="lacks a thought signature") as caught:
+        read(chunk)
+    assert caught.value.finish_reason == "MISSING_THOUGHT_SIGNATURE"
 
 
 def test_a_blocked_prompt_is_an_empty_content_filter_answer() -> None:

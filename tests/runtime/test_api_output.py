@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 import json
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import annotated_types as at
 import attrs
@@ -177,6 +177,13 @@ def test_output_retries_exhausted_raises_with_state() -> None:
     [
         ("content_filter", "refusal", "I can't help with that.", "the model refused"),
         ("length", "max_tokens", '{"x": 1, "y', "the token limit cut it"),
+        (
+            "length",
+            "model_context_window_exceeded",
+            '{"x": 1, "y',
+            "the model's context window filled up (shorten the conversation",
+        ),
+        ("content_filter", "SAFETY", '{"x": 1, "y', "the provider's content filter stopped it"),
     ],
 )
 def test_a_refused_or_cut_answer_is_not_asked_for_again(
@@ -196,6 +203,25 @@ def test_a_refused_or_cut_answer_is_not_asked_for_again(
     state = info.value.state
     assert state.phase == "failed"
     assert RunState.from_json(state.to_json()) == state
+
+
+@pytest.mark.parametrize(
+    ("finish", "raw"),
+    [("content_filter", "content_filter"), ("content_filter", "PROHIBITED_CONTENT")],
+)
+def test_an_empty_filtered_answer_says_the_filter_stopped_it_and_the_answer_is_empty(
+    finish: str, raw: str
+) -> None:
+    """A Chat ``content_filter`` finish, or a prompt Gemini blocked (an empty answer), is the
+    provider's filter, not "the model refused", and its problem is the empty answer, not
+    "'x' is a required property" (what the message said before)."""
+    response = ModelResponse(Message.assistant(""), finish_reason=finish, raw_finish_reason=raw)
+    with pytest.raises(OutputValidationError) as info:
+        generate_text(FunctionModel(lambda request: response), "go", output_type=Point)
+    message = str(info.value)
+    assert "the provider's content filter stopped it" in message
+    assert "refused" not in message
+    assert message.endswith("the answer: ''; the problem: the answer is empty")
 
 
 def test_a_workflow_step_failed_by_a_cut_answer_resumes_by_asking_its_model_again() -> None:
@@ -223,6 +249,33 @@ def test_a_refusal_that_fits_the_output_type_is_accepted() -> None:
     response = ModelResponse(Message.assistant('{"x": 1, "y": 2}'), finish_reason="content_filter")
     result = generate_text(FunctionModel(lambda request: response), "go", output_type=Point)
     assert (result.output, result.finish_reason) == (Point(1, 2), "stop")
+
+
+@pytest.mark.parametrize("reason", ["length", "content_filter", "other"])
+@pytest.mark.parametrize("output_type", [None, str])
+def test_a_str_answer_finishes_its_run_as_plain_text_does(reason: str, output_type: Any) -> None:
+    """With ``output_type=str`` (every answer fits), a cut, refused or ``other`` answer finishes
+    the run with that reason, as without an output type (before: ``stop``), in every driver."""
+    response = ModelResponse(Message.assistant("Once upon a"), finish_reason=reason)
+    kw = {} if output_type is None else {"output_type": output_type}
+    agent = Agent(FunctionModel(lambda request: response), **kw)
+    ran = agent.run("go")
+    assert (ran.output, ran.finish_reason) == ("Once upon a", reason)
+    assert asyncio.run(agent.arun("go")).finish_reason == reason
+    stream = agent.stream("go")
+    for _ in stream:
+        pass
+    assert stream.response.finish_reason == reason
+
+
+@pytest.mark.parametrize("reason", ["length", "other"])
+def test_an_answer_that_fits_another_type_still_finishes_stop(reason: str) -> None:
+    """An answer of a type that is not plain str finishes ``stop`` whatever the provider said,
+    as documented (a ``Literal`` or constrained str output too: not every answer fits it)."""
+    response = ModelResponse(Message.assistant('"a"'), finish_reason=reason)
+    for output_type in (Literal["a", "b"], Annotated[str, at.MinLen(1)]):
+        result = Agent(FunctionModel(lambda request: response), output_type=output_type).run("go")
+        assert (result.output, result.finish_reason) == ("a", "stop")
 
 
 def test_test_model_with_tools_and_output_type() -> None:

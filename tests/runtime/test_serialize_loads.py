@@ -628,3 +628,78 @@ def test_every_saved_state_in_the_tests_loads_under_the_unknown_field_check() ->
         text = (_SAVED / name).read_text()
         key = "old secret" if name.startswith("signed") else None
         assert RunState.from_json(text, key=key).log
+
+
+@pytest.mark.parametrize(
+    ("label", "reason"),
+    [
+        ("length_str", "length"),
+        ("content_filter_str", "content_filter"),
+        ("other_none", "other"),
+        ("other_str", "other"),
+        ("length_int", "stop"),
+    ],
+)
+def test_a_state_saved_before_runs_carried_their_finish_loads_and_resumes(
+    label: str, reason: str
+) -> None:
+    """A finished state toolfold 8cb3e648 saved with ``stop``, where its log now gives
+    ``length`` / ``content_filter`` / ``other``, loads with the log's reason and resumes.
+
+    Made by tests/runtime/saved/finished_before_carried.md: before, such a
+    state failed to load ("finish_reason is 'stop' but the event log gives ...").
+    """
+    text = (_SAVED / f"finished_before_carried_{label}.json").read_text()
+    assert '"finish_reason":"stop"' in text
+    loaded = RunState.from_json(text)
+    assert (loaded.phase, loaded.finish_reason) == ("finished", reason)
+    assert RunState.from_json(loaded.to_json()) == loaded
+    output_type: Any = {"str": str, "int": int, "none": None}[label.rsplit("_", 1)[1]]
+    kw = {} if output_type is None else {"output_type": output_type}
+    went_on = Agent(ScriptedModel(["7"]), **kw).resume(loaded, message="again")
+    assert (went_on.finish_reason, went_on.text) == ("stop", "7")
+
+
+def test_a_signed_state_saved_before_runs_carried_their_finish_loads() -> None:
+    """A signed state 8cb3e648 saved (``stop`` where its log now gives ``length``) verifies with
+    its key and loads with the log's reason."""
+    text = (_SAVED / "signed_finished_before_carried_length_str.json").read_text()
+    assert RunState.from_json(text, key="old secret").finish_reason == "length"
+
+
+def test_a_sub_run_saved_before_runs_carried_their_finish_loads_with_its_log_s_reason() -> None:
+    """An agent-as-tool sub-run 8cb3e648 saved finished ``stop`` (its answer said ``length``)
+    carries ``length`` inside its loaded parent too, as it does loaded alone.
+
+    Before, the parent's replay copied the sub-run as stored: ``stop`` inside the parent,
+    ``length`` once the same sub-run was saved and loaded by itself.
+    """
+    text = (_SAVED / "finished_before_carried_child.json").read_text()
+    loaded = RunState.from_json(text)
+    (child,) = [e.child for e in loaded.log if getattr(e, "child", None) is not None]
+    assert (loaded.finish_reason, child.finish_reason) == ("stop", "length")
+    assert RunState.from_json(child.to_json()) == child
+    assert RunState.from_json(loaded.to_json()) == loaded
+    worker = Agent(ScriptedModel(["part"]), output_type=str, name="worker")
+    agent = Agent(ScriptedModel(["7"]), tools=[worker.as_tool(description="Works.")])
+    went_on = agent.resume(loaded, message="again")
+    assert (went_on.finish_reason, went_on.text) == ("stop", "7")
+
+
+def test_only_the_finish_a_run_gave_before_loads_in_its_place() -> None:
+    """The ``stop`` a run finished with before loads where the log gives ``other``; another
+    edited finish reason, or one of an unfinished phase, is still refused."""
+    answer_ = ModelResponse(Message.assistant("so far"), finish_reason="other")
+    state = Agent(ScriptedModel([answer_])).run("hi").state
+    assert state.finish_reason == "other"
+    document = json.loads(state.to_json())
+    document["finish_reason"] = "stop"
+    assert RunState.from_json(json.dumps(document)).finish_reason == "other"
+    document["finish_reason"] = "max_steps"
+    with pytest.raises(SerializationError, match="but the event log gives 'other'"):
+        RunState.from_json(json.dumps(document))
+    stopped = Agent(ScriptedModel(["done"])).run("hi").state
+    document = json.loads(stopped.to_json())
+    document["finish_reason"] = "length"
+    with pytest.raises(SerializationError, match="but the event log gives 'stop'"):
+        RunState.from_json(json.dumps(document))

@@ -31,7 +31,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from toolfold import Agent, RunState, StreamError, Usage, state_of
+from toolfold import Agent, ProviderFinishError, RunState, StreamError, Usage, state_of
 from toolfold.adapters.anthropic import AnthropicModel
 from toolfold.integrations.temporal import (
     ActivitySettings,
@@ -76,11 +76,19 @@ WHOLE = [
     _event("message_stop"),
 ]
 CUT = [_start(CUT_INPUT), *_text("word ")]  # then the connection drops mid-body
+PAUSED = [  # a whole stream Anthropic paused (pause_turn): billed, no answer
+    _start(CUT_INPUT),
+    *_text("Searching"),
+    _event("content_block_stop", index=0),
+    _event("message_delta", delta={"stop_reason": "pause_turn"}, usage={"output_tokens": 4}),
+    _event("message_stop"),
+]
 
 
 class _Provider(BaseHTTPRequestHandler):
     """Streams Anthropic messages; ``server.cuts`` says, per request in order, whether the
-    stream is cut after its usage (the requests past the list answer whole)."""
+    stream is cut after its usage (``"paused"``: it ends ``pause_turn``; the requests past
+    the list answer whole)."""
 
     protocol_version = "HTTP/1.1"
 
@@ -89,13 +97,19 @@ class _Provider(BaseHTTPRequestHandler):
         with self.server.lock:  # type: ignore[attr-defined]
             number = self.server.served  # type: ignore[attr-defined]
             self.server.served += 1  # type: ignore[attr-defined]
-        cuts: list[bool] = self.server.cuts  # type: ignore[attr-defined]
+        cuts: list[bool | str] = self.server.cuts  # type: ignore[attr-defined]
         cut = number < len(cuts) and cuts[number]
+        if cut == "paused":
+            self._send(PAUSED, cut=False)
+            return
+        self._send(CUT if cut else WHOLE, cut=bool(cut))
+
+    def _send(self, chunks: list[bytes], *, cut: bool) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        for chunk in CUT if cut else WHOLE:
+        for chunk in chunks:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             self.wfile.flush()
         if cut:  # no last chunk: the body is unfinished when the socket closes
@@ -249,6 +263,34 @@ def test_a_request_failing_for_good_counts_every_cut_attempt_in_its_errors_state
     local = agent.agent
     assert state == _local_cut(local, _local_cut(local, None, run_id), run_id)
     _replays(agent, history)
+
+
+def test_a_paused_answer_counts_its_billed_usage_in_the_errors_state(
+    server: DevServer, provider: ThreadingHTTPServer, registry: None
+) -> None:
+    """An answer Anthropic paused (ProviderFinishError, not retried) counts the usage it
+    reported in the durable run's state, as a local run's error does (before: Usage())."""
+    agent = _durable(provider, "paused_for_good", attempts=2)
+    run_id = f"paused-{uuid.uuid4().hex}"
+    provider.cuts = ["paused"]  # type: ignore[attr-defined]
+
+    async def go() -> ProviderFinishError:
+        async with _worker(server, [agent]) as (client, queue):
+            with pytest.raises(ProviderFinishError) as caught:
+                await agent.run(client, "go", id=run_id, task_queue=queue)
+            return caught.value
+
+    state = state_of(asyncio.run(go()))
+    assert isinstance(state, RunState)
+    billed = Usage(input_tokens=CUT_INPUT, output_tokens=4, requests=1)
+    assert [e for e in state.log if isinstance(e, AttemptDropped)] == [AttemptDropped(billed)]
+    assert state.usage == billed
+    provider.cuts = ["paused"]  # type: ignore[attr-defined]
+    provider.served = 0  # type: ignore[attr-defined]
+    with pytest.raises(ProviderFinishError) as local:
+        for _ in agent.agent.stream("go", run_id=run_id):
+            pass
+    assert state_of(local.value) == state
 
 
 HISTORIES = Path(__file__).parent / "histories"

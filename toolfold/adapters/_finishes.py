@@ -10,12 +10,19 @@ its whole-body parser and its stream decoder alike, so both modes agree.
 from __future__ import annotations
 
 from toolfold._errors import ProviderFinishError
+from toolfold.runtime.core._messages import Usage
 
 __all__ = ["abnormal_finish"]
 
 
 def abnormal_finish(
-    provider: str, raw: str, said: str | None, *, body: str = "", why: str = ""
+    provider: str,
+    raw: str,
+    said: str | None,
+    *,
+    body: str = "",
+    why: str = "",
+    usage: Usage | None = None,
 ) -> ProviderFinishError:
     """The error for an answer ``provider`` ended with finish reason ``raw``.
 
@@ -25,6 +32,8 @@ def abnormal_finish(
         said: What the provider said of it (an error message, a ``finishMessage``).
         body: The body or stream event (key-free), for the error's ``body``.
         why: What that finish means, when the provider said nothing.
+        usage: The usage the provider reported for the answer (billed: a
+            run's state counts it), or None.
     """
     detail = said or why or "the provider said nothing more"
     return ProviderFinishError(
@@ -35,4 +44,5 @@ def abnormal_finish(
         provider_message=said or None,
         code=raw,
         finish_reason=raw,
+        usage=usage,
     )

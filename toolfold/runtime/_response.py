@@ -45,6 +45,7 @@ RunFinishReason = Literal[
     "approval_required",
     "length",
     "content_filter",
+    "other",
     "token_budget",
     "tool_called",
     "stop_condition",
@@ -224,6 +225,8 @@ class Response(_Kept, Generic[OutputT_co]):
         """Why the run stopped.
 
         ``stop`` (the model answered), ``max_steps``, ``length``,
+        ``content_filter``, ``other`` (the provider ended the answer for a
+        reason it gives no normalised word for: it may be incomplete),
         ``tool_calls`` (calls wait for the caller's results),
         ``approval_required`` (calls wait for approvals), ``error``, the
         reason of a stop condition (``token_budget``, ``tool_called``,

@@ -24,6 +24,7 @@ import attrs
 from toolfold._errors import (
     AuthenticationError,
     BadRequestError,
+    ContextWindowExceededError,
     NotFoundError,
     ProviderConnectionError,
     ProviderError,
@@ -220,6 +221,58 @@ def _gemini_retryable(details: Any) -> bool | None:
     return None
 
 
+# What says a 400 / 413 / 422 is a request longer than the model's context window: an
+# error code (the main signal), or, for providers that send none, the provider's own
+# message shape (case-insensitive), each from its docs or a reported error body. The
+# shapes are anchored where the provider's message starts, so another 400 that only
+# mentions a prompt or a context (a bad ``stop`` value, say) stays a BadRequestError.
+_WINDOW_CODES = frozenset(
+    {
+        "context_length_exceeded",  # OpenAI Chat and Responses, Groq, vLLM
+    }
+)
+_WINDOW_WORDS = re.compile(
+    "|".join(
+        (
+            # Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+            r"^prompt is too long:",
+            # Anthropic, when max_tokens makes the overflow: "input length and `max_tokens`
+            # exceed context limit: 198000 + 8192 > 200000, decrease input length or ..."
+            r"^input length and `?max_tokens`? exceed context limit:",
+            # Gemini: "The input token count (1200000) exceeds the maximum number of
+            # tokens allowed (1048576)."
+            r"^the input token count \(\d+\) exceeds the maximum number of tokens",
+            # OpenAI, vLLM: "This model's maximum context length is 8192 tokens. However,
+            # you requested ..."; vLLM: "'max_tokens' is too large: 5000. This model's ..."
+            r"(?:^|\. )this model.?s maximum context length is \d+ tokens",
+            # OpenAI Responses: "Your input exceeds the context window of this model. ..."
+            r"^your input exceeds the context window of this model",
+            # Mistral: "Prompt contains 40000 tokens ..., too large for model with 32768
+            # maximum context length"
+            r"^prompt contains \d+ tokens.* too large for model with \d+ maximum context length",
+            # Ollama: "prompt too long; exceeded max context length by 100 tokens"
+            r"^prompt too long; exceeded (?:max |maximum )?context length",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+#: The advice a `ContextWindowExceededError`'s message ends with.
+WINDOW_ADVICE = (
+    "the model's context window holds the prompt plus the max_tokens asked for the "
+    "answer, and asking again fails the same way: shorten the history (drop or "
+    "summarise earlier turns, trim large tool results), lower max_tokens, or use a "
+    "model with a larger window"
+)
+
+
+def _window_exceeded(info: ErrorInfo) -> bool:
+    """True when ``info`` says the request was longer than the model's context window."""
+    if info.code in _WINDOW_CODES:
+        return True
+    return info.message is not None and _WINDOW_WORDS.search(info.message) is not None
+
+
 def status_error(
     provider: str,
     status: int,
@@ -264,6 +317,8 @@ def status_error(
             return ToolUseFailedError(
                 message, failed_generation=info.failed_generation or "", **common
             )
+        if _window_exceeded(info):
+            return ContextWindowExceededError(f"{message} ({WINDOW_ADVICE})", **common)
         return BadRequestError(message, **common)
     if status in (401, 403):
         return AuthenticationError(message, **common)

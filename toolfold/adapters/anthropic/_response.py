@@ -54,13 +54,13 @@ PAUSED = (
 )
 
 
-def paused(body: str) -> ProviderFinishError:
-    """The error of an answer Anthropic paused (``stop_reason: pause_turn``).
+def paused(body: str, usage: Usage) -> ProviderFinishError:
+    """The error of an answer Anthropic paused (``stop_reason: pause_turn``), billed ``usage``.
 
     Its text is the turn so far, not an answer: read as one, the run finished
     ``stop``. Raised for a whole answer and a streamed one alike.
     """
-    return abnormal_finish(PROVIDER, "pause_turn", None, body=body, why=PAUSED)
+    return abnormal_finish(PROVIDER, "pause_turn", None, body=body, why=PAUSED, usage=usage)
 
 
 def finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
@@ -115,7 +115,7 @@ def _parse(body: Mapping[str, Any]) -> ModelResponse:
             calls += isinstance(part, ToolCallPart)
     raw = wire.text(body, "stop_reason", "$")
     if raw == "pause_turn":
-        raise paused(wire.dumps_raw(body))
+        raise paused(wire.dumps_raw(body), parse_usage(body.get("usage")))
     return _model_response(
         Message("assistant", parts),
         parse_usage(body.get("usage")),

@@ -265,8 +265,8 @@ def _message_delta(
         state = attrs.evolve(state, usage=_merged(state.usage, usage))
         events.append(UsageUpdate(parse_usage(state.usage)))
     if raw is not None:
-        if raw == "pause_turn":
-            raise paused(wire.dumps_raw(payload))
+        if raw == "pause_turn":  # (with the usage so far: its update is not folded)
+            raise paused(wire.dumps_raw(payload), parse_usage(state.usage))
         events.append(StreamFinish(finish_reason(raw, bool(state.tools)), raw))
         state = attrs.evolve(state, finished=True)
     return state, events

@@ -30,7 +30,9 @@ SKIP_SIGNATURE = "skip_thought_signature_validator"
 SIGNATURE_REQUIRED_PREFIXES = ("gemini-3",)
 
 # There is no tool-specific finish reason: a tool turn ends with STOP and is
-# recognised by its functionCall parts [G4 FinishReason].
+# recognised by its functionCall parts [G4 FinishReason]. Every value of the
+# REST reference's Candidate.finishReason enum is listed [G3]; a newer one is
+# "other". "error": the answer is no answer (`FAILED_FINISHES` says why).
 FINISH_REASONS: Mapping[str, FinishReason] = {
     "STOP": "stop",
     "MAX_TOKENS": "length",
@@ -41,12 +43,30 @@ FINISH_REASONS: Mapping[str, FinishReason] = {
     "SPII": "content_filter",
     "IMAGE_SAFETY": "content_filter",
     "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
     "MALFORMED_FUNCTION_CALL": "error",
     "UNEXPECTED_TOOL_CALL": "error",
     "TOO_MANY_TOOL_CALLS": "error",
+    "MISSING_THOUGHT_SIGNATURE": "error",
     "LANGUAGE": "other",
     "OTHER": "other",
     "FINISH_REASON_UNSPECIFIED": "other",
+    # Image generation ended for a miscellaneous issue, or made no image it
+    # was expected to: whatever came is not known to be the whole answer.
+    "IMAGE_OTHER": "other",
+    "NO_IMAGE": "other",
+}
+
+# What an "error" finish means, for its `ProviderFinishError` [G3 FinishReason]:
+# any function call the answer carries must not run.
+FAILED_FINISHES: Mapping[str, str] = {
+    "MALFORMED_FUNCTION_CALL": "the model's function call could not be used",
+    "UNEXPECTED_TOOL_CALL": "the model's function call could not be used",
+    "TOO_MANY_TOOL_CALLS": "the model's function call could not be used",
+    "MISSING_THOUGHT_SIGNATURE": (
+        "the request lacks a thought signature of an earlier model turn: Gemini wants "
+        "each one back on its part (see 'Thought signatures' in docs/gemini.md)"
+    ),
 }
 
 # Neutral settings -> GenerationConfig fields [G3 GenerationConfig]; other

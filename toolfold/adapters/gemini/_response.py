@@ -20,7 +20,7 @@ from toolfold._errors import ProviderError, ProviderFinishError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters.gemini._errors import stream_error
-from toolfold.adapters.gemini._providers import FINISH_REASONS
+from toolfold.adapters.gemini._providers import FAILED_FINISHES, FINISH_REASONS
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
@@ -81,15 +81,30 @@ def failed_candidate(
     at: str = "$.candidates[0]",
 ) -> ProviderFinishError:
     """The error of a candidate whose finish reason is a failure (``MALFORMED_FUNCTION_CALL``,
-    ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``), with its ``finishMessage``: its
-    text, often empty, is no answer, whole or streamed [G4 FinishReason]."""
+    ``MISSING_THOUGHT_SIGNATURE``...: `FAILED_FINISHES`), with its ``finishMessage``: its
+    text, often empty, is no answer, whole or streamed [G4 FinishReason]. ``body``'s
+    ``usageMetadata`` (a stream's last chunk carries the answer's) is the usage billed."""
     said = wire.text(candidate, "finishMessage", at)
+    usage = wire.mapping(body, "usageMetadata", "$")
     return abnormal_finish(
         provider,
         raw or "",
         said,
         body=wire.dumps_raw(body),
-        why="the model's function call could not be used",
+        why=FAILED_FINISHES.get(raw or "", "the answer failed"),
+        usage=parse_usage(usage) if usage else None,
+    )
+
+
+def no_candidates(provider: str, body: str) -> ProviderError:
+    """The error of an answer with no candidate and no ``promptFeedback.blockReason``,
+    whole or a stream that ended without one: there is no answer to read, not even an
+    empty one. ``body``: the body, or the stream's last chunk (key-free)."""
+    return ProviderError(
+        f"{provider} returned a response without candidates: no answer to read",
+        provider=provider,
+        status_code=200,
+        body=body[:2000],
     )
 
 
@@ -230,12 +245,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     if candidate is None:
         raw = block_reason(body)
         if raw is None:
-            raise ProviderError(
-                f"{provider} returned a response without candidates",
-                provider=provider,
-                status_code=200,
-                body=wire.dumps_raw(body)[:2000],
-            )
+            raise no_candidates(provider, wire.dumps_raw(body))
         finish: FinishReason = "content_filter"
     else:
         raw = wire.text(candidate, "finishReason", _CANDIDATE)

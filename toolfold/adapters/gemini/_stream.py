@@ -26,6 +26,7 @@ from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import carries_nothing, event_json
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.gemini._errors import stream_error
+from toolfold.adapters.gemini._providers import FINISH_REASONS
 from toolfold.adapters.gemini._response import (
     PROVIDER,
     block_reason,
@@ -33,6 +34,7 @@ from toolfold.adapters.gemini._response import (
     failed_candidate,
     finish_reason,
     first_candidate,
+    no_candidates,
     parse_part,
     parse_usage,
     seed_of,
@@ -44,6 +46,7 @@ from toolfold.runtime.core._messages import (
     TextPart,
     ToolCallPart,
 )
+from toolfold.runtime.core._request import CUT_FINISHES
 from toolfold.runtime.core._stream import (
     MediaOutput,
     ReasoningDelta,
@@ -67,12 +70,15 @@ class DecoderState:
         seed: Seed for synthetic call ids (the response id).
         calls: Calls seen so far (their stream indexes are 0, 1, ...).
         finished: A finish reason arrived.
+        chosen: A chunk carried a candidate: a stream that ends without one
+            has no answer, as a whole body with none.
     """
 
     provider: str = PROVIDER
     seed: str | None = None
     calls: int = 0
     finished: bool = False
+    chosen: bool = False
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -113,7 +119,13 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         )
         events.append(ResponseInfo(model, response_id))
     candidate = first_candidate(chunk)
+    if candidate is not None and not state.chosen:
+        state = attrs.evolve(state, chosen=True)
     calls = state.calls
+    raw = wire.text(candidate, "finishReason", "$.candidates[0]") if candidate is not None else None
+    # A call arrives whole, in the chunk that may end a cut answer: its end says it is
+    # dropped (`ToolCallEnd.dropped`), as the run drops it.
+    dropped = raw is not None and FINISH_REASONS.get(raw) in CUT_FINISHES
     for wire_part, at in candidate_parts(candidate):
         for part in parse_part(wire_part, at, state.seed or "", calls):
             if type(part) is TextPart:
@@ -123,7 +135,7 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
             elif type(part) is ToolCallPart:
                 events.append(ToolCallStart(calls, part.id, part.name, part.provider_data))
                 events.append(ToolCallDelta(calls, part.arguments_text))
-                events.append(ToolCallEnd(calls))
+                events.append(ToolCallEnd(calls, dropped))
                 calls += 1
             elif type(part) is ImagePart or type(part) is FilePart:
                 events.append(MediaOutput(part))  # whole in its chunk, as a call
@@ -132,7 +144,6 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     usage = wire.mapping(chunk, "usageMetadata", "$")
     if usage:
         events.append(UsageUpdate(parse_usage(usage)))
-    raw = wire.text(candidate, "finishReason", "$.candidates[0]") if candidate is not None else None
     blocked = block_reason(chunk) if candidate is None else None
     if raw is not None or blocked is not None:
         if not state.finished:
@@ -151,10 +162,14 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
     """The body ended.
 
     Raises:
+        ProviderError: Chunks came but none had a candidate (`no_candidates`, as a
+            whole body without one).
         StreamError: The stream stopped before a finish reason.
     """
     if state.finished:
         return []
+    if state.seed is not None and not state.chosen:  # (chunks came, none with a candidate)
+        raise no_candidates(state.provider, "")
     raise StreamError(
         f"{state.provider} stream ended before the response finished",
         provider=state.provider,

@@ -183,12 +183,7 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         if type(choices) is not list:
             choices = wire.array(body, "choices", "$")
         if not choices:
-            raise ProviderError(
-                f"{provider} returned a response without choices",
-                provider=provider,
-                status_code=200,
-                body=wire.dumps_raw(body),
-            )
+            raise no_choices(provider, wire.dumps_raw(body))
         choice = choices[0]
         if type(choice) is not dict:
             choice = wire.mapping(choices, 0, "$.choices")
@@ -260,8 +255,11 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         raw_finish = choice.get("finish_reason")
         if type(raw_finish) is not str or not raw_finish.isascii():
             raw_finish = wire.text(choice, "finish_reason", "$.choices[0]")
-        if raw_finish == "error":
-            raise failed_answer(body, choice, provider)
+        if raw_finish == "error":  # (its usage billed: the run's state counts it)
+            billed = parse_usage(
+                wire.mapping(body, "usage", "$"), thinking_in_total=thinking_in_total
+            )
+            raise failed_answer(body, choice, provider, usage=billed)
         model = body.get("model")
         if type(model) is not str or not model.isascii():
             model = wire.text(body, "model", "$")
@@ -292,19 +290,37 @@ def parse_response(body: Any, provider: str, *, thinking_in_total: bool = False)
         raise wire.malformed(provider, exc, wire.dumps_raw(raw)) from None
 
 
+def no_choices(provider: str, body: str) -> ProviderError:
+    """The error of an answer with no choice at all (``choices: []``), whole or a stream
+    that ended (``[DONE]``) without one: there is no answer to read, not even an empty
+    one. ``body``: the body, or the stream's last chunk (key-free)."""
+    return ProviderError(
+        f"{provider} returned a response without choices: no answer to read",
+        provider=provider,
+        status_code=200,
+        body=body[:5000],
+    )
+
+
 #: What ``finish_reason: "error"`` means when the answer says nothing more.
 FAILED_ANSWER = "the answer failed before its end (OpenRouter: an upstream provider failed)"
 
 
 def failed_answer(
-    body: Mapping[str, Any], choice: Mapping[str, Any], provider: str, at: str = "$.choices[0]"
+    body: Mapping[str, Any],
+    choice: Mapping[str, Any],
+    provider: str,
+    at: str = "$.choices[0]",
+    usage: Usage | None = None,
 ) -> ProviderFinishError:
     """The error of an answer whose choice ended with ``finish_reason: "error"``
     (OpenRouter), with the choice's ``error.message`` when it has one: what it holds
-    is no answer, whole or streamed."""
+    is no answer, whole or streamed. ``usage``: what the provider reported for it."""
     error = wire.mapping(choice, "error", at)
     said = wire.text(error, "message", f"{at}.error") if error else None
-    return abnormal_finish(provider, "error", said, body=wire.dumps_raw(body), why=FAILED_ANSWER)
+    return abnormal_finish(
+        provider, "error", said, body=wire.dumps_raw(body), why=FAILED_ANSWER, usage=usage
+    )
 
 
 def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:

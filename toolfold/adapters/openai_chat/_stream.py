@@ -60,13 +60,14 @@ from toolfold.adapters.openai_chat._response import (
     content_chunks,
     failed_answer,
     finish_reason,
+    no_choices,
     parse_usage,
     refused,
     synthetic_id,
 )
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FilePart
-from toolfold.runtime.core._request import FinishReason
+from toolfold.runtime.core._request import CUT_FINISHES, FinishReason
 from toolfold.runtime.core._stream import (
     MediaOutput,
     ReasoningDelta,
@@ -102,6 +103,8 @@ class DecoderState:
         info_sent: `ResponseInfo` was emitted.
         finished: A finish reason arrived.
         done: ``data: [DONE]`` arrived.
+        chosen: A chunk carried the answer's choice (index 0): a stream that
+            ends without one has no answer, as a whole body with no choices.
         thinking_in_total: See `parse_usage` (Gemini's OpenAI endpoint).
         has_content: Some ``content`` arrived (a refusal no longer counts).
         refused: A ``refusal`` arrived (the answer finishes ``content_filter``
@@ -120,6 +123,7 @@ class DecoderState:
     info_sent: bool = False
     finished: bool = False
     done: bool = False
+    chosen: bool = False
     thinking_in_total: bool = False
     has_content: bool = False
     refused: bool = False
@@ -143,6 +147,8 @@ def decode_chunk(
         MalformedResponseError: A field of the event has the wrong type.
     """
     if data == "[DONE]":
+        if not state.chosen and not state.finished:
+            raise no_choices(state.provider, "")
         return _end(attrs.evolve(state, done=True))
     error = inband_error(state.provider, event, data)
     if error is not None:
@@ -170,6 +176,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         choice = wire.mapping(choices, position, "$.choices")
         at = _FIRST if position == 0 else f"$.choices[{position}]"
         if (wire.integer(choice, "index", at) or 0) == 0:
+            if not state.chosen:
+                state = attrs.evolve(state, chosen=True)
             state = _choice(state, chunk, choice, events, at)
     usage = wire.mapping(chunk, "usage", "$")
     at = "$.usage"
@@ -282,10 +290,13 @@ def _choice(
         # the same answer whole gives (what streamed is no answer).
         raise failed_answer(chunk, choice, state.provider, at)
     if raw is not None:
-        events.extend(ToolCallEnd(i) for i in state.open)
+        reason = _reason(state, raw)
+        # A cut answer's calls never run: their end says so (`ToolCallEnd.dropped`).
+        dropped = reason in CUT_FINISHES
+        events.extend(ToolCallEnd(i, dropped) for i in state.open)
         if not state.finished:
             events.extend(_audio_end(state))
-            events.append(StreamFinish(_reason(state, raw), raw))
+            events.append(StreamFinish(reason, raw))
         state = attrs.evolve(state, open=(), finished=True)
     return state
 

@@ -76,7 +76,7 @@ from toolfold.runtime.drive._executor import (
     returned,
     run_calls,
 )
-from toolfold.runtime.drive._loop import mask_of, masked_outcomes
+from toolfold.runtime.drive._loop import billed_usage, mask_of, masked_outcomes
 from toolfold.runtime.drive._open import listing_off_loop, source_closer
 from toolfold.runtime.drive._shells import call_id_maker, reported
 from toolfold.toolkit._context import RunContext
@@ -406,7 +406,11 @@ def _model_activity(
         except BaseException as exc:
             # Read here, not once the stream's task saw the failure: a cancellation
             # reaches this attempt before the task it cancels.
-            cut = reported(folded[0]) if counted and stream is not None else None
+            # (an answer the provider ended abnormally, whole or streamed: what it reported
+            # for it, as a local run counts it: `billed_usage`)
+            cut = billed_usage(exc) if counted else None
+            if cut is None and counted and stream is not None:
+                cut = reported(folded[0])
             if cut is not None:  # kept for the next attempt (a failure's last heartbeat is sent)
                 dropped.append(cut)
                 activity.heartbeat(dropped_detail(dropped))

@@ -135,7 +135,7 @@ class Finish:
     """The run is over.
 
     Attributes:
-        reason: ``stop``, ``length``, ``content_filter``, ``max_steps``,
+        reason: ``stop``, ``length``, ``content_filter``, ``other``, ``max_steps``,
             ``token_budget``, ``tool_called``, ``stop_condition``,
             ``max_iterations`` (a workflow's `Loop` whose ``until`` never
             held), or ``error`` for a failed run.

@@ -77,7 +77,7 @@ def reduce_all(state: RunState, events: Sequence[Event]) -> RunState:
                 "phase": "finished",
                 "step": step + 1,
                 "calls": (),
-                "finish_reason": accepted_reason(response),
+                "finish_reason": accepted_reason(response, config.output),
                 "output": after.value,
             }
             last = None

@@ -876,9 +876,16 @@ def _verified(state: RunState, at: str = "$") -> RunState:
     A document whose fields were edited (a call marked ``to_run`` that awaits
     approval, a phase changed by hand) would otherwise let ``resume`` do what
     the events never allowed. The sub-runs the log carries (an agent used as a
-    tool, a workflow's step) are checked against their own logs too: the
-    parent's replay copies them as they are.
+    tool, a workflow's step) are checked against their own logs too, and the
+    state returned carries them as checked (a sub-run saved finished ``stop``
+    where its log gives ``length`` carries ``length``, as it would loaded alone).
     """
+    return _checked(state, at)[0]
+
+
+def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
+    """`_verified`'s work: the state its log replays to, and whether it differs from
+    ``state`` (a finish reason saved before runs carried it, here or in a sub-run)."""
     try:
         replayed = replay(state.log)
     except Exception as exc:  # a refusal, or whatever else a log no run wrote may raise
@@ -886,21 +893,57 @@ def _verified(state: RunState, at: str = "$") -> RunState:
         raise SerializationError(
             "RunState", [f"the event log does not replay: {what} @ {at}.log"]
         ) from exc
+    changed = False
     if replayed != state:
-        problems: list[str] = []
-        for field in attrs.fields(RunState):
-            _differences(
-                f"{at}.{field.name}",
-                getattr(state, field.name),
-                getattr(replayed, field.name),
-                problems,
+        if not _finished_as_before(state, replayed):
+            problems: list[str] = []
+            for field in attrs.fields(RunState):
+                _differences(
+                    f"{at}.{field.name}",
+                    getattr(state, field.name),
+                    getattr(replayed, field.name),
+                    problems,
+                )
+            raise SerializationError(
+                "RunState", problems or ["the state differs from its event log"]
             )
-        raise SerializationError("RunState", problems or ["the state differs from its event log"])
+        changed = True
+    events: list[Event] | None = None  # the log with its sub-runs as checked, once one differs
     for index, event in enumerate(state.log):
         child = getattr(event, "child", None)
         if child is not None:
-            _verified(child, f"{at}.log[{index}].child")
-    return replayed
+            checked, child_changed = _checked(child, f"{at}.log[{index}].child")
+            if child_changed:
+                if events is None:
+                    events = list(state.log.as_tuple()[:index])
+                event = attrs.evolve(cast(Any, event), child=checked)
+        if events is not None:
+            events.append(event)
+    if events is None:
+        return replayed, changed
+    # Only a state saved before runs carried their finish gets here: replayed again,
+    # the parent's fields that copy a sub-run (a call's result) carry it as checked.
+    return replay(events), True
+
+
+# The finish reasons an answer's response carries to its run now
+# (`_steps.accepted_reason`), where a run finished "stop" before: its log
+# then gave ``other`` (any output type) and, for a str output, ``length`` or
+# ``content_filter`` too.
+_CARRIED_SINCE = frozenset(("length", "content_filter", "other"))
+
+
+def _finished_as_before(state: RunState, replayed: RunState) -> bool:
+    """True when ``state`` differs from its log's ``replayed`` state only as a
+    state saved before the run carried its answer's finish reason does: it
+    says ``stop`` where the log now gives ``length``, ``content_filter`` or
+    ``other``. It loads with the log's reason (a hand edit gains nothing)."""
+    return (
+        state.phase == "finished"
+        and state.finish_reason == "stop"
+        and replayed.finish_reason in _CARRIED_SINCE
+        and attrs.evolve(state, finish_reason=replayed.finish_reason) == replayed
+    )
 
 
 def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:

@@ -8,7 +8,7 @@ at a few microseconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeGuard, get_args
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, InvalidEventError
@@ -44,7 +44,12 @@ from toolfold.runtime.core._messages import (
     tool_calls_of,
     usage_problem,
 )
-from toolfold.runtime.core._request import FINISH_REASONS, ModelResponse, finish_reason_problem
+from toolfold.runtime.core._request import (
+    FINISH_REASONS,
+    ModelResponse,
+    OutputSpec,
+    finish_reason_problem,
+)
 from toolfold.runtime.core._state import (
     WAITING_PHASES,
     CallState,
@@ -214,19 +219,41 @@ def duration_problem(duration: object) -> str:
 
 # --- a model response ------------------------------------------------------
 
-# The reasons of an answering response that its run finishes with (any other: "stop").
-_CARRIED = ("length", "content_filter", "max_iterations")
+# The reasons of an answering response that its run finishes with (any other: "stop"):
+# the token limit cut it, the model refused, it ended for a reason the provider
+# gives no normalised word for (``other``: not "the model answered"), or a
+# workflow's `Loop` ran out.
+_CARRIED = ("length", "content_filter", "other", "max_iterations")
+
+# The ``result`` schema of a plain str output (what the driver reads as text).
+_ANY_TEXT = {"type": "string"}
 
 
-def accepted_reason(response: ModelResponse) -> str:
+def takes_any_text(output: OutputSpec | None) -> bool:
+    """True when ``output`` asks for a plain str: every answer fits it.
+
+    Such an answer says no more than one with no output type at all, so its
+    run finishes as that one would (a cut answer ``length``, not ``stop``).
+    """
+    if output is None or output.name != "final_result":
+        return False
+    properties = output.schema.get("properties")
+    return isinstance(properties, Mapping) and properties == {"result": _ANY_TEXT}
+
+
+def accepted_reason(response: ModelResponse, output: OutputSpec | None = None) -> str:
     """The finish reason of a run whose answer ``response`` gave was accepted.
 
     ``max_iterations`` when the response says so (a workflow's `Loop` whose
-    ``until`` never held answers with its last output), else ``stop``: a
-    provider's reason (``length``...) does not carry over, since the answer
-    fit the output type.
+    ``until`` never held answers with its last output). With an ``output``
+    that takes any text (`takes_any_text`), the response's ``length``,
+    ``content_filter`` or ``other`` carries over as without an output type;
+    with another type, ``stop``: the answer fit the output type.
     """
-    return "max_iterations" if response.finish_reason == "max_iterations" else "stop"
+    reason = response.finish_reason
+    if reason == "max_iterations":
+        return reason
+    return reason if reason in _CARRIED and takes_any_text(output) else "stop"
 
 
 def last_response(state: RunState) -> ModelResponse | None:
@@ -246,7 +273,7 @@ def answered_reason(state: RunState) -> str:
     response = last_response(state)
     if response is None:  # pragma: no cover - a run validates an answer a response gave
         return "stop"
-    return accepted_reason(response)
+    return accepted_reason(response, state.config.output)
 
 
 def model_responded(state: RunState, event: ModelResponded, changes: Changes) -> None:

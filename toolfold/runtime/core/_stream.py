@@ -124,9 +124,13 @@ class ToolCallDelta:
 class ToolCallEnd:
     """The call at ``index`` is complete: only now are its arguments final.
 
-    ``dropped``: the provider left the call unfinished (a Responses ``function_call``
-    item done with ``status: "incomplete"``): it is taken out of the answer, its start
-    and fragments with it, and never runs.
+    ``dropped``: the call never runs, and is taken out of the answer, its start and
+    fragments with it: the provider left it unfinished (a Responses ``function_call``
+    item done with ``status: "incomplete"``), or the finish that closes it cuts the
+    answer (``length`` / ``content_filter``: a Chat finish chunk, a Gemini chunk that
+    carries the call and its finish). A call that ended before its answer's finish
+    came (Anthropic, Responses, a Gemini call in an earlier chunk) ends ``dropped=False``
+    and is dropped with the rest when the ``length`` / ``content_filter`` finish comes.
     """
 
     index: int

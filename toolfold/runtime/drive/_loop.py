@@ -25,6 +25,7 @@ import attrs
 from toolfold._errors import (
     InvalidEventError,
     MalformedResponseError,
+    ProviderFinishError,
     RunError,
     ToolDefinitionError,
 )
@@ -316,6 +317,13 @@ class CutAnswer(NamedTuple):
     usage: Usage
 
 
+def billed_usage(exc: BaseException) -> Usage | None:
+    """The usage a provider reported for the answer ``exc`` ended abnormally (a
+    `ProviderFinishError`: ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...), or None: that
+    answer was billed, so the error's state counts it as a cut stream's (`with_cut_usage`)."""
+    return exc.usage if isinstance(exc, ProviderFinishError) else None
+
+
 def with_cut_usage(state: RunState, usage: Usage) -> RunState:
     """``state`` (waiting for its model) counting the usage a failed stream reported, as an
     `AttemptDropped` (what a resume counts once, as `token_budget` does): the answer is
@@ -498,6 +506,9 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                 except Exception as exc:
                     name_the_output_type(exc, live.output)
                     advise_on_parameter_names(exc, live.tools)
+                    billed = billed_usage(exc) if state is before else None
+                    if billed is not None:  # an answer that ended abnormally, whole
+                        state = with_cut_usage(state, billed)
                     counted = state is not before  # (the cut stream's usage, an AttemptDropped)
                     failure = model_failure(exc, state, effect.step, counted=counted)
                     try:

@@ -42,6 +42,31 @@ class OutputRejected(Exception):
 #: token limit cut it (``length``), or the model refused (``content_filter``).
 UNFIT_AGAIN = ("length", "content_filter")
 
+# The provider's own words (``raw_finish_reason``) of a ``content_filter`` answer that
+# the model refused (Anthropic ``refusal``; a Chat or Responses ``refusal`` part ends
+# ``stop`` / ``completed``; a model of your own may give none). Any other word is the
+# provider's filter (Chat ``content_filter``, Gemini ``SAFETY``, a prompt Gemini blocked).
+_REFUSED = (None, "refusal", "stop", "completed", "end_turn")
+
+# The ``length`` words that say the context window filled up, not ``max_tokens``
+# [Anthropic stop reasons: model_context_window_exceeded].
+_WINDOW_FULL = ("model_context_window_exceeded",)
+
+
+def _why_unfit(finish: str, raw: str | None) -> str:
+    """What ended an answer with ``finish`` (`UNFIT_AGAIN`) and the provider's ``raw`` word,
+    and what to do, for `rejection`'s message."""
+    if finish == "content_filter":
+        if raw in _REFUSED:
+            return "the model refused"
+        return "the provider's content filter stopped it (it flagged the prompt or the answer)"
+    if raw in _WINDOW_FULL:
+        return (
+            "the model's context window filled up (shorten the conversation: raising "
+            "max_tokens does not help)"
+        )
+    return "the token limit cut it (raise max_tokens)"
+
 
 def rejection(state: RunState, message: str) -> _events.OutputRejected | _events.RunFailed:
     """The event for the answer ``state`` validates, which did not fit (``message``: why).
@@ -59,17 +84,16 @@ def rejection(state: RunState, message: str) -> _events.OutputRejected | _events
         return _events.OutputRejected(message)
     raw = response.raw_finish_reason
     said = "" if raw in (None, response.finish_reason) else f" ({raw!r})"
-    why = (
-        "the model refused"
-        if response.finish_reason == "content_filter"
-        else "the token limit cut it (raise max_tokens)"
-    )
+    why = _why_unfit(response.finish_reason, raw)
+    text = response.text
+    # (an empty answer's problem is that: not the fields its "" lacks)
+    problem = _problems(message) if text.strip() else "the answer is empty"
     return _events.RunFailed(
         "output_validation",
         f"the final answer did not fit the output type and was not asked for again: the "
         f"provider ended it with finish reason {response.finish_reason!r}{said}, {why}, "
-        f"which another attempt would meet too; the answer: {short(response.text)}; "
-        f"the problem: {_problems(message)}",
+        f"which another attempt would meet too; the answer: {short(text)}; "
+        f"the problem: {problem}",
     )
 
 

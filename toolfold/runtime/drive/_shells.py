@@ -67,6 +67,7 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SettledOp,
     _SwitchOp,
+    billed_usage,
     interrupted,
     is_interruption,
     kept_standing,
@@ -908,8 +909,12 @@ def reported(folded: StreamState) -> Usage | None:
 def cut_answer(exc: Exception, folded: StreamState) -> tuple[Any, Exception | None]:
     """The value and failure for the loop of a stream that failed with ``exc`` at
     ``folded``: once the provider had reported usage (the call was billed, as a cut
-    Anthropic stream's ``message_start`` says), a `CutAnswer` the loop counts it from."""
-    usage = reported(folded)
+    Anthropic stream's ``message_start`` says), a `CutAnswer` the loop counts it from.
+    An answer the provider ended abnormally (`billed_usage`) counts what it reported
+    last, with the event that ended it (not folded)."""
+    usage = billed_usage(exc)
+    if usage is None:
+        usage = reported(folded)
     return (None, exc) if usage is None else (CutAnswer(exc, usage), None)
 
 
