@@ -42,20 +42,22 @@ def test_a_tool_of_a_module_registered_by_value_loads_where_the_module_is_missin
     cloudpickle.register_pickle_by_value(module)
     try:
         data = cloudpickle.dumps(module.shipped)
+        copied = cloudpickle.dumps(module.shipped.replace(timeout=5))
     finally:
         cloudpickle.unregister_pickle_by_value(module)
         del sys.modules["toolfold_shipped_tools"]
     root = Path(__file__).resolve().parents[2]
-    loaded = subprocess.run(
-        [sys.executable, "-c", LOAD],
-        input=data,
-        capture_output=True,
-        cwd=root,
-        env={"PYTHONPATH": str(root)},
-        check=False,
-    )
-    assert loaded.stderr.decode() == ""
-    assert loaded.stdout.decode().split() == ["shipped", "shipped", "2", "{'n':", "3}"]
+    for shipped in (data, copied):  # (a `replace` copy's function by value too)
+        loaded = subprocess.run(
+            [sys.executable, "-c", LOAD],
+            input=shipped,
+            capture_output=True,
+            cwd=root,
+            env={"PYTHONPATH": str(root)},
+            check=False,
+        )
+        assert loaded.stderr.decode() == ""
+        assert loaded.stdout.decode().split() == ["shipped", "shipped", "2", "{'n':", "3}"]
 
 
 def test_a_tool_of_a_module_not_registered_pickles_by_name(

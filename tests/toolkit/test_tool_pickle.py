@@ -62,6 +62,44 @@ def test_an_agent_holding_a_module_level_tool_pickles(monkeypatch: pytest.Monkey
     assert loaded.tools[0] is plain
 
 
+@pytest.mark.parametrize(
+    "copied",
+    [
+        plain.replace(timeout=5),
+        plain.replace(name="plus"),
+        waiting.replace(max_retries=1),
+        Shop.search.replace(timeout=5),
+    ],
+    ids=["timeout", "name", "async", "method"],
+)
+def test_a_copy_of_a_module_level_tool_pickles(copied: Tool[..., Any]) -> None:
+    """A ``replace`` copy of a module-level tool pickles, its function as that tool's
+    function (pickle named the function by its module and qualname, found the tool
+    there, and refused: "it's not the same object as ...")."""
+    back = pickle.loads(pickle.dumps(copied))
+    assert back is not copied
+    assert (back.name, back.timeout, back.max_retries) == (
+        copied.name,
+        copied.timeout,
+        copied.max_retries,
+    )
+    assert back.function is copied.function
+    assert inspect.iscoroutinefunction(back) == inspect.iscoroutinefunction(copied)
+
+
+def test_an_agent_holding_a_copy_of_a_module_level_tool_pickles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent holding ``tool.replace(...)`` of a module-level tool pickles and runs it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = Agent("openai:gpt-4o-mini", tools=[plain.replace(name="plus", timeout=5)])
+    loaded = pickle.loads(pickle.dumps(agent))
+    assert loaded.tools[0].timeout == 5
+    script = ScriptedModel([ScriptedModel.call("plus", {"a": 2}), "done"])
+    result = loaded.evolve(model=script).run("go")
+    assert result.steps[0].tool_results[0].content == "2"
+
+
 def _fetch(arguments: dict[str, Any]) -> str:
     return "sunny"
 
