@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import toolfold
+from toolfold._cli_common import DEFAULT_RUN_FILE
 from toolfold._errors import ToolfoldError
 
 
@@ -86,7 +87,7 @@ def _agent_commands(commands: Any) -> None:
     )
     run.add_argument("file", metavar="FILE", help="an agent file (.toml, .yaml, .yml)")
     run.add_argument("prompt", metavar="PROMPT", help="the user's prompt")
-    _run_options(run)
+    _run_options(run, state_out=f"{DEFAULT_RUN_FILE} in the current folder")
     resume = add(
         "resume",
         "answer a waiting run and continue it",
@@ -96,14 +97,14 @@ def _agent_commands(commands: Any) -> None:
     )
     resume.add_argument("state", metavar="STATE", help="the run file (or a bare state JSON)")
     resume.add_argument("--file", help="the agent file (default: the one the run file names)")
+    # One value a flag, repeated for more: a flag taking several would take the run
+    # file after it too (`resume --approve ID RUN.json`).
     for flag, metavar, text in (
-        ("--approve", "ID", "approve calls"),
-        ("--deny", "ID[=REASON]", "deny calls (the reason is what the model reads)"),
-        ("--result", "ID=JSON", "the result of a call returned to the caller, as JSON"),
+        ("--approve", "ID", "approve a call (repeat for more)"),
+        ("--deny", "ID[=REASON]", "deny a call; the reason is what the model reads (repeat)"),
+        ("--result", "ID=JSON", "the result of a call returned to the caller, as JSON (repeat)"),
     ):
-        resume.add_argument(
-            flag, nargs="+", default=[], action="extend", metavar=metavar, help=text
-        )
+        resume.add_argument(flag, default=[], action="append", metavar=metavar, help=text)
     resume.add_argument(
         "--max-steps",
         type=int,
@@ -114,7 +115,7 @@ def _agent_commands(commands: Any) -> None:
     resume.add_argument(
         "--message", metavar="TEXT", help="a new user message: a new turn of an agent's ended run"
     )
-    _run_options(resume)
+    _run_options(resume, state_out="the run file resumed, STATE")
     tools = add(
         "tools",
         "show each tool's schema as each provider receives it",
@@ -147,7 +148,7 @@ def _agent_commands(commands: Any) -> None:
     check.add_argument("--model", help="check with this model for every agent")
 
 
-def _run_options(command: argparse.ArgumentParser) -> None:
+def _run_options(command: argparse.ArgumentParser, *, state_out: str) -> None:
     command.add_argument("--agent", help="the agent or workflow to run (default: the file's entry)")
     command.add_argument(
         "--model",
@@ -157,7 +158,7 @@ def _run_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--stream", action="store_true", help="stream the answer as it arrives")
     command.add_argument("--json", action="store_true", help="print the final state as JSON")
     command.add_argument(
-        "--state-out", metavar="PATH", help="where the run file goes (default: see docs)"
+        "--state-out", metavar="PATH", help=f"where the run file goes (default: {state_out})"
     )
 
 
@@ -171,12 +172,21 @@ _EXIT_CODES = (
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``toolfold`` command."""
     top = argparse.ArgumentParser(
-        prog="toolfold", description=__doc__.splitlines()[0], epilog=_EXIT_CODES
+        prog="toolfold",
+        description="Run, resume and inspect agent files; view a run; serve tools over MCP; "
+        "manage the local model's server.",
+        epilog=_EXIT_CODES,
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {toolfold.__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _agent_commands(commands)
-    view = commands.add_parser("view", help="write a run's state as a self-contained HTML page")
+    view = commands.add_parser(
+        "view",
+        help="write a run's state as a self-contained HTML page",
+        description="Write the run in STATE (a state JSON or a run file) as one HTML page "
+        "needing nothing else, next to STATE (or -o), and print the page's path.",
+        epilog=_EXIT_CODES,
+    )
     view.add_argument(
         "state", help="a state written by state.to_json(), or a run file of `toolfold run`"
     )
@@ -198,7 +208,7 @@ def parser() -> argparse.ArgumentParser:
     mcp.set_defaults(handler=_mcp)
     local = commands.add_parser(
         "local",
-        help="the local: model's server: build, serve, status, clean (see `toolfold local --help`)",
+        help="the local model's server: build, serve, status, clean (see `toolfold local --help`)",
         add_help=False,
         prefix_chars="\0",
     )
@@ -209,7 +219,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
-    args = parser().parse_args(argv)
+    top = parser()
+    args, extra = top.parse_known_args(argv)
+    if extra:  # (argparse's own error, which `parse_args` gives, and a hint for resume)
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        if args.command == "resume":  # (`--approve A B` once took both ids)
+            message += (
+                "; --approve, --deny and --result take one value each: repeat the flag "
+                "for more (--approve A --approve B)"
+            )
+        top.error(message)
     code: int = args.handler(args)
     return code
 

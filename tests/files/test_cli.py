@@ -32,6 +32,8 @@ from child_processes import dies_with_this_process
 from cli_process import COMMAND, ROOT, environment, interruptible, read_until, toolfold
 
 from toolfold import RunState
+from toolfold._cli import main as cli_main
+from toolfold._cli import parser as cli_parser
 from toolfold._commands import _read_line
 
 EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
@@ -74,13 +76,35 @@ def _run_file_state(folder: Path, name: str = "toolfold-run.json") -> RunState:
     return RunState.from_json(json.dumps(json.loads((folder / name).read_text())["state"]))
 
 
-@pytest.mark.parametrize("command", ["", "run", "resume", "tools", "graph", "check"])
+@pytest.mark.parametrize("command", ["", "run", "resume", "tools", "graph", "check", "view"])
 def test_every_command_has_help(command: str, tmp_path: Path) -> None:
     """``--help`` works on the command and each subcommand and lists the exit codes."""
     proc = toolfold(*([command] if command else []), "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "usage: toolfold" in proc.stdout
     assert "3 the run waits" in " ".join(proc.stdout.split())
+
+
+def _help(*command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """The ``--help`` of ``toolfold COMMAND``, on one line."""
+    with pytest.raises(SystemExit) as exited:
+        cli_main([*command, "--help"])
+    assert exited.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_help_reads_as_text_and_names_each_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """The top ``--help`` is plain text (it printed the module docstring's reST,
+    ````The ``toolfold`` command line.````, and "the local: model's server"), ``view``
+    describes itself as the other commands do, and ``--state-out`` names its default
+    (it said "see docs")."""
+    top = _help(capsys=capsys)
+    assert "``" not in top
+    assert "local:" not in top
+    assert "Run, resume and inspect agent files;" in top
+    assert "Write the run in STATE" in _help("view", capsys=capsys)
+    assert "(default: toolfold-run.json in the current folder)" in _help("run", capsys=capsys)
+    assert "(default: the run file resumed, STATE)" in _help("resume", capsys=capsys)
 
 
 def test_version_prints_the_version(tmp_path: Path) -> None:
@@ -136,6 +160,54 @@ def test_a_wrong_command_line_exits_2(tmp_path: Path) -> None:
     proc = toolfold("run", str(EXAMPLE), cwd=tmp_path)
     assert proc.returncode == 2
     assert "the following arguments are required: PROMPT" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ["--approve", "call_1", "--deny", "call_2=no", "run.json"],
+        ["run.json", "--approve", "call_1", "--deny", "call_2=no"],
+        ["--deny", "call_2=no", "run.json", "--approve", "call_1"],
+    ],
+    ids=["flags-first", "file-first", "mixed"],
+)
+def test_resume_takes_its_run_file_before_or_after_the_answers(line: list[str]) -> None:
+    """``--approve``, ``--deny`` and ``--result`` take one value each, so a run file after
+    them is the run file (``--approve ID RUN.json`` took RUN.json for a second id, and
+    exited 2 with no STATE); each flag repeats for more answers."""
+    args = cli_parser().parse_args(["resume", *line])
+    assert (args.state, args.approve, args.deny, args.result) == (
+        "run.json",
+        ["call_1"],
+        ["call_2=no"],
+        [],
+    )
+    args = cli_parser().parse_args(
+        ["resume", "run.json", "--approve", "a", "--approve", "b", "--result", 'c="x"']
+    )
+    assert (args.approve, args.result) == (["a", "b"], ['c="x"'])
+
+
+def test_resume_with_two_ids_after_one_flag_says_to_repeat_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--approve A B`` (two ids after one flag) exits 2 saying to repeat the flag."""
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["resume", "run.json", "--approve", "a", "b"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "toolfold: error: unrecognized arguments: b; --approve, --deny and --result take "
+        "one value each: repeat the flag for more (--approve A --approve B)"
+    )
+
+
+def test_resume_approves_with_the_run_file_last(tmp_path: Path) -> None:
+    """``toolfold resume --approve ID RUN.json`` resumes the run."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "I want a refund for A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    proc = toolfold("resume", "--approve", "call_4_0", "toolfold-run.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "order A17 refunded\n"
 
 
 def test_run_prints_the_answer_and_compact_tool_lines(tmp_path: Path) -> None:
