@@ -54,7 +54,7 @@ from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._context import DepsT
-from toolfold.toolkit._tool import Tool, is_async_callable
+from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 Observer = Callable[[Event], object]
 StepObserver = Callable[[Step], object]
@@ -356,11 +356,12 @@ class Agent(Generic[DepsT, OutputT_co]):
                 )
             if missing:
                 shown = ", ".join(f"{owner!r} -> {name!r}" for owner, name in missing)
+                names = " / ".join(dict.fromkeys(repr(name) for _, name in missing))
                 raise UsageError(
                     f"handoffs by name that name no agent reachable from agent "
-                    f"{self.name or '(unnamed)'!r}: {shown}; hand off to the agent itself "
-                    "somewhere on the way (Agent(handoffs=[billing])), or start the run with "
-                    "the agent that does"
+                    f"{self.name or '(unnamed)'!r}: {shown}; somewhere on the way, hand off "
+                    f"to the Agent named {names} itself (the object in handoffs=[...], not "
+                    "its name), or start the run with the agent that does"
                 )
             object.__setattr__(self, "_graph", graph)
         assert self._graph is not None
@@ -1033,6 +1034,7 @@ class Handoff:
         def transfer() -> str:
             return done
 
+        transfer.__dict__[MADE_AS] = f"the handoff to agent {target!r}"  # (not this function)
         try:
             made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(
                 transfer
