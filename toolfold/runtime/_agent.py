@@ -54,6 +54,7 @@ from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._context import DepsT
+from toolfold.toolkit._options import ApprovalPolicy
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 Observer = Callable[[Event], object]
@@ -609,7 +610,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         description: str | None = None,
         *,
         input_type: Any = str,
-        requires_approval: bool = False,
+        requires_approval: ApprovalPolicy = False,
         timeout: float | None = None,
         output: Callable[[Response[OutputT_co]], Any] | None = None,
     ) -> Tool[..., Any]:
@@ -632,7 +633,8 @@ class Agent(Generic[DepsT, OutputT_co]):
             name: The tool's name (default: the agent's ``name``).
             description: What the calling model reads about the tool.
             input_type: The type of the ``input`` argument.
-            requires_approval: Ask before the sub-agent runs at all.
+            requires_approval: Ask before the sub-agent runs at all: True, or a
+                predicate over (call, state) as `tool` takes.
             timeout: Seconds the whole sub-run may take.
             output: What the calling model sees of the finished run: by
                 default its final text, or its structured output as JSON; or a

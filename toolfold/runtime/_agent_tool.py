@@ -38,6 +38,7 @@ from toolfold.runtime.drive._failures import (
     too_deep,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._options import ApprovalPolicy
 from toolfold.toolkit._results import describe_exception, one_line
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
@@ -53,7 +54,7 @@ def agent_tool(
     name: str | None,
     description: str | None,
     input_type: Any,
-    requires_approval: bool,
+    requires_approval: ApprovalPolicy,
     timeout: float | None,
     output: Callable[[Response], Any] | None = None,
 ) -> Tool[..., Any]:
@@ -196,7 +197,7 @@ def _made(
     doc: str,
     name: str,
     description: str,
-    requires_approval: bool,
+    requires_approval: ApprovalPolicy,
     timeout: float | None,
 ) -> Tool[..., Any]:
     from toolfold.toolkit import tool
@@ -395,7 +396,7 @@ class AsTool:
     name: str | None
     description: str | None
     input_type: Any
-    requires_approval: bool
+    requires_approval: ApprovalPolicy
     timeout: float | None
     output: Callable[[Response], Any] | None = None
 

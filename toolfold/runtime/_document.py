@@ -760,7 +760,7 @@ def spec_to_dict(spec: Any) -> dict[str, Any]:
 
 def _dump_agent(agent: Agent, writer: _Writer) -> str:
     from toolfold.runtime._agent import Handoff
-    from toolfold.runtime._agent_tool import as_tool_of
+    from toolfold.runtime._agent_tool import as_tool_of, function_name
     from toolfold.runtime._sources import split_sources
 
     name = writer.claim(agent, agent.name, "agents")
@@ -774,6 +774,12 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
             continue
         from toolfold.runtime._workflow import Workflow
 
+        if not isinstance(made.requires_approval, bool):  # (a file holds true or false)
+            raise UsageError(
+                f"{where}.tools[{index}].requires_approval: the predicate "
+                f"{function_name(made.requires_approval)!r} cannot be written to an agent "
+                "file, which takes true or false there"
+            )
         written = writer.add(made.agent)
         is_flow = isinstance(made.agent, Workflow)
         tools.append(
