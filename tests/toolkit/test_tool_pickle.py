@@ -263,3 +263,55 @@ def test_a_bound_method_tool_reached_through_super_pickles_as_the_base_s_method(
     through = super(RefinedStore, refined).search
     assert asyncio.run(pickle.loads(pickle.dumps(through))()) == "in rome"
     assert asyncio.run(pickle.loads(pickle.dumps(refined.search))()) == "refined in rome"
+
+
+SCRIPT = '''
+import pickle
+from toolfold import tool
+
+
+def _add(a: int) -> int:
+    """Add.
+
+    Args:
+        a: A number.
+    """
+    return a + 1
+
+
+@tool
+def decorated(a: int) -> int:
+    """Decorated.
+
+    Args:
+        a: A number.
+    """
+    return a
+
+
+add = tool(name="add")(_add)
+print(pickle.loads(pickle.dumps(add))(1))
+try:
+    pickle.dumps(decorated)
+except pickle.PicklingError as exc:
+    print("refused:", "not the same object as __main__.decorated" in str(exc))
+'''
+
+
+def test_a_script_s_tool_pickles_as_tools_md_says(tmp_path: pathlib.Path) -> None:
+    """In a script (``__main__``), a ``@tool`` does not pickle with the standard pickle
+    (cloudpickle ships it by value to Ray: it is not pickled by name there), and a tool
+    made of a function kept under its own name does, as docs/tools.md says."""
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(SCRIPT)
+    root = pathlib.Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root)},
+        check=False,
+    )
+    assert (ran.stderr, ran.stdout) == ("", "2\nrefused: True\n")
