@@ -598,7 +598,10 @@ class Agent(Generic[DepsT, OutputT_co]):
 
         Raises:
             UsageError: Something has no import path (a lambda, a local
-                function); the error names its key path.
+                function), or a tool made by ``as_tool`` has an option an
+                agent file cannot hold (a ``requires_approval`` predicate: the
+                file takes true or false; ``max_retries``, ``strict`` or
+                ``blocking`` changed by ``replace``); the error names its key path.
         """
         from toolfold.runtime._document import spec_to_dict
 

@@ -126,7 +126,9 @@ class Workflow:
         paths.
 
         Raises:
-            UsageError: A function has no import path (a lambda, a local function).
+            UsageError: A function has no import path (a lambda, a local function),
+                or a tool made by ``as_tool`` has an option an agent file cannot
+                hold (see `Agent.to_dict`); the error names its key path.
         """
         from toolfold.runtime._document import spec_to_dict
 
