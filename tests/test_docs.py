@@ -149,6 +149,36 @@ def test_doc_block_runs(block: Block) -> None:
         raise AssertionError(f"{block.id} failed: {type(error).__name__}: {error}") from error
 
 
+# Blocks a reader copies on their own (a section's first example, a recipe): each
+# runs alone, with no hidden setup and none of the page's earlier blocks, by a
+# line it holds. (Each used a name only a hidden setup or a far earlier block gave:
+# `state`, `search_flights`, `Payments`, `dataclass`, `attrs`, `Money`.)
+STANDALONE = [
+    ("state-and-reducers.md", "state = reduce(state, event)"),
+    ("running-tools.md", 'booking = generate_text(model, "Book me a flight"'),
+    ("running-tools.md", "def charge(ctx: RunContext[Payments], amount: int) -> str:"),
+    ("running-tools.md", "def whoami(ctx: RunContext[User]) -> str:"),
+    ("tools.md", "@register_schema_rule(Money)"),
+    ("tools.md", "test_agent = agent.evolve(model=script"),
+    ("composition.md", 'Sequence(reviser, Task(editor, prompt="Edit {reviser.txt}"))'),
+]
+
+
+@pytest.mark.parametrize(("page", "line"), STANDALONE, ids=[page for page, _ in STANDALONE])
+def test_a_block_a_reader_copies_runs_alone(page: str, line: str) -> None:
+    """The block runs in a namespace of its own, without its page's setup or earlier blocks."""
+    (block,) = [b for b in extract_blocks(ROOT / "docs" / page) if line in b.source]
+    module = types.ModuleType("_doc_alone")
+    sys.modules[module.__name__] = module
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("error")
+            with override_models(TestModel()):
+                _run(block.source, block.id, module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+
+
 def test_every_python_block_is_found() -> None:
     """The extractor sees every ```python fence of every page (none hides from the tests)."""
     for path in DOC_FILES:

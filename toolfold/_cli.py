@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import toolfold
+from toolfold._cli_common import DEFAULT_RUN_FILE
 from toolfold._errors import ToolfoldError
 
 
@@ -86,7 +87,7 @@ def _agent_commands(commands: Any) -> None:
     )
     run.add_argument("file", metavar="FILE", help="an agent file (.toml, .yaml, .yml)")
     run.add_argument("prompt", metavar="PROMPT", help="the user's prompt")
-    _run_options(run)
+    _run_options(run, state_out=f"{DEFAULT_RUN_FILE} in the current folder")
     resume = add(
         "resume",
         "answer a waiting run and continue it",
@@ -94,7 +95,14 @@ def _agent_commands(commands: Any) -> None:
         "Continue a run from the run file `toolfold run` wrote (or a bare state with --file): "
         "approve, deny or answer its waiting calls by id.",
     )
-    resume.add_argument("state", metavar="STATE", help="the run file (or a bare state JSON)")
+    # Optional to argparse only: a run file after the answers (`--approve ID RUN.json`)
+    # is taken by the flag, and `_run_file_after_answers` takes it back.
+    resume.add_argument(
+        "state",
+        nargs="?",
+        metavar="STATE",
+        help="the run file (or a bare state JSON); first, or last after the answers",
+    )
     resume.add_argument("--file", help="the agent file (default: the one the run file names)")
     for flag, metavar, text in (
         ("--approve", "ID", "approve calls"),
@@ -102,8 +110,9 @@ def _agent_commands(commands: Any) -> None:
         ("--result", "ID=JSON", "the result of a call returned to the caller, as JSON"),
     ):
         resume.add_argument(
-            flag, nargs="+", default=[], action="extend", metavar=metavar, help=text
+            flag, nargs="+", default=[], action=_Answers, metavar=metavar, help=text
         )
+    resume.set_defaults(answer_runs=(), command_error=resume.error)
     resume.add_argument(
         "--max-steps",
         type=int,
@@ -114,7 +123,11 @@ def _agent_commands(commands: Any) -> None:
     resume.add_argument(
         "--message", metavar="TEXT", help="a new user message: a new turn of an agent's ended run"
     )
-    _run_options(resume)
+    _run_options(resume, state_out="the run file resumed, STATE")
+    usage = resume.format_usage()  # (argparse brackets STATE, optional to it: not to resume)
+    if usage.startswith("usage: "):  # (plain text, not a colored one of Python 3.14)
+        resume.usage = usage.removeprefix("usage: ").rstrip().replace("[STATE]", "STATE")
+        resume.usage = resume.usage.replace("%", "%%")  # (argparse fills in %(prog)s)
     tools = add(
         "tools",
         "show each tool's schema as each provider receives it",
@@ -147,7 +160,62 @@ def _agent_commands(commands: Any) -> None:
     check.add_argument("--model", help="check with this model for every agent")
 
 
-def _run_options(command: argparse.ArgumentParser) -> None:
+class _Answers(argparse.Action):
+    """``--approve``/``--deny``/``--result``: one or more values a time, the flag repeated
+    for more (argparse's ``extend``); each time is noted too (``answer_runs``): the flag,
+    its values, and where the last one went."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        taken = [*getattr(namespace, self.dest), *values]  # (a copy: not the default's list)
+        setattr(namespace, self.dest, taken)
+        run = (option_string, list(values), self.dest, len(taken) - 1)
+        namespace.answer_runs = (*namespace.answer_runs, run)
+
+
+def _run_file_after_answers(args: argparse.Namespace) -> str | None:
+    """Why ``resume``'s command line has no run file, or None once it has one.
+
+    The run file given last (``resume --approve ID RUN.json``) is taken by the flag
+    before it as one more value: it is taken back when exactly one flag took more
+    than one value and ended on a file that exists or a name ending in ``.json`` (not
+    an ``ID=...``), which no call id is.
+    """
+    if args.state is not None:
+        return None
+    runs = [run for run in args.answer_runs if len(run[1]) > 1]
+    found = [run for run in runs if _may_be_run_file(run[1][-1])]
+    if len(found) == 1:
+        _, values, dest, index = found[0]
+        del getattr(args, dest)[index]
+        args.state = values[-1]
+        return None
+    problem = "the following arguments are required: STATE"
+    if len(found) > 1:
+        return f"{problem} (more than one flag ends on what may be a run file: " + (
+            ", ".join(f"{flag} ... {values[-1]}" for flag, values, _, _ in found)
+            + "; give it first: toolfold resume RUN.json --approve ID)"
+        )
+    if runs:
+        taken = ", ".join(f"{flag} {' '.join(values)}" for flag, values, _, _ in runs)
+        return (
+            f"{problem} (each value after a flag was taken as one of its answers: "
+            f"{taken}; give the run file first: toolfold resume RUN.json --approve ID)"
+        )
+    return problem
+
+
+def _may_be_run_file(value: str) -> bool:
+    """Whether ``value``, the last taken by an answer flag, is the run file given after it."""
+    return Path(value).is_file() or (value.endswith(".json") and "=" not in value)
+
+
+def _run_options(command: argparse.ArgumentParser, *, state_out: str) -> None:
     command.add_argument("--agent", help="the agent or workflow to run (default: the file's entry)")
     command.add_argument(
         "--model",
@@ -157,7 +225,7 @@ def _run_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--stream", action="store_true", help="stream the answer as it arrives")
     command.add_argument("--json", action="store_true", help="print the final state as JSON")
     command.add_argument(
-        "--state-out", metavar="PATH", help="where the run file goes (default: see docs)"
+        "--state-out", metavar="PATH", help=f"where the run file goes (default: {state_out})"
     )
 
 
@@ -171,14 +239,26 @@ _EXIT_CODES = (
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``toolfold`` command."""
     top = argparse.ArgumentParser(
-        prog="toolfold", description=__doc__.splitlines()[0], epilog=_EXIT_CODES
+        prog="toolfold",
+        description="Run, resume and inspect agent files; view a run; serve tools over MCP; "
+        "manage the local model's server.",
+        epilog=_EXIT_CODES,
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {toolfold.__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _agent_commands(commands)
-    view = commands.add_parser("view", help="write a run's state as a self-contained HTML page")
+    view = commands.add_parser(
+        "view",
+        help="write a run's state as a self-contained HTML page",
+        description="Write the run in STATE (a state JSON or a run file) as one HTML page "
+        "needing nothing else, next to STATE (or -o), and print the page's path.",
+        epilog="exit codes: 0 done, 1 bad input (a STATE that does not load, a page that "
+        "cannot be written), 2 bad command line, 141 stdout closed by its reader",
+    )
     view.add_argument(
-        "state", help="a state written by state.to_json(), or a run file of `toolfold run`"
+        "state",
+        metavar="STATE",
+        help="a state written by state.to_json(), or a run file of `toolfold run`",
     )
     view.add_argument("-o", "--output", help="the HTML file (default: STATE with .html)")
     view.add_argument("--title", help="the page title (default: the run id)")
@@ -198,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
     mcp.set_defaults(handler=_mcp)
     local = commands.add_parser(
         "local",
-        help="the local: model's server: build, serve, status, clean (see `toolfold local --help`)",
+        help="the local model's server: build, serve, status, clean (see `toolfold local --help`)",
         add_help=False,
         prefix_chars="\0",
     )
@@ -209,7 +289,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command == "resume":
+        problem = _run_file_after_answers(args)
+        if problem is not None:
+            args.command_error(problem)  # (as argparse says a missing STATE: exit 2)
     code: int = args.handler(args)
     return code
 

@@ -902,6 +902,48 @@ def test_an_as_tool_output_function_loads_by_import_path_and_writes_back() -> No
     assert from_dict(document, search=SEARCH).agent().to_dict() == document
 
 
+def test_an_as_tool_tool_is_written_with_its_options_as_replace_left_them(tmp_path: Path) -> None:
+    """to_dict() wrote an as_tool tool's as_tool() arguments, not its options: the file of
+    ``sub.as_tool().replace(requires_approval=True)`` loaded back a tool that ran the
+    sub-agent unasked, ``replace(timeout=9)`` came back with the first timeout, a renamed
+    tool with its old name, and a predicate replaced by False was refused. It writes the
+    tool's own options, and refuses, naming them, those an agent file cannot hold."""
+    import yaml
+
+    def always(call: Any, state: Any) -> bool:
+        return True
+
+    with override_models(TestModel()):
+        sub = Agent("openai:gpt-4o-mini", name="sub", instructions="Help.")
+        tools = [
+            sub.as_tool().replace(requires_approval=True, timeout=9),
+            sub.as_tool("ask", timeout=3, requires_approval=always).replace(
+                requires_approval=False, name="asked"
+            ),
+            sub.as_tool(description="Asks.").replace(name="other"),
+            sub.as_tool("plain"),
+        ]
+        lead = Agent("openai:gpt-4o-mini", name="lead", tools=tools)
+        document = lead.to_dict()
+        path = tmp_path / "lead.yaml"
+        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        loaded = load(path).agent("lead")
+
+        def options(tool: Any) -> tuple[Any, ...]:
+            return (tool.name, tool.description, tool.requires_approval, tool.timeout)
+
+        assert [options(t) for t in loaded.tools] == [options(t) for t in tools]
+        assert loaded.tools[0].requires_approval is True
+        assert document["agents"]["lead"]["tools"][3] == {"agent": "sub", "name": "plain"}
+        assert loaded.to_dict() == document
+        for made, says in (
+            (sub.as_tool().replace(requires_approval=always), r"\.requires_approval: the pred"),
+            (sub.as_tool().replace(max_retries=5), r"tools\[0\]: the tool's max_retries=5"),
+        ):
+            with pytest.raises(UsageError, match=says):
+                Agent("openai:gpt-4o-mini", name="lead", tools=[made]).to_dict()
+
+
 def test_an_as_tool_output_that_is_not_a_function_is_a_problem() -> None:
     """An ``output`` path naming something that is not callable is reported at its key."""
     text = (

@@ -32,6 +32,9 @@ from child_processes import dies_with_this_process
 from cli_process import COMMAND, ROOT, environment, interruptible, read_until, toolfold
 
 from toolfold import RunState
+from toolfold._cli import _run_file_after_answers as cli_run_file_after_answers
+from toolfold._cli import main as cli_main
+from toolfold._cli import parser as cli_parser
 from toolfold._commands import _read_line
 
 EXAMPLE = ROOT / "examples" / "agent_files" / "support.toml"
@@ -74,13 +77,44 @@ def _run_file_state(folder: Path, name: str = "toolfold-run.json") -> RunState:
     return RunState.from_json(json.dumps(json.loads((folder / name).read_text())["state"]))
 
 
-@pytest.mark.parametrize("command", ["", "run", "resume", "tools", "graph", "check"])
+@pytest.mark.parametrize("command", ["", "run", "resume", "tools", "graph", "check", "view"])
 def test_every_command_has_help(command: str, tmp_path: Path) -> None:
-    """``--help`` works on the command and each subcommand and lists the exit codes."""
+    """``--help`` works on the command and each subcommand and lists the exit codes: ``view``
+    only those it returns (it listed 3, 4 and 130, which only a run gives)."""
     proc = toolfold(*([command] if command else []), "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "usage: toolfold" in proc.stdout
-    assert "3 the run waits" in " ".join(proc.stdout.split())
+    shown = " ".join(proc.stdout.split())
+    assert ("3 the run waits" in shown) is (command != "view")
+    assert "0 done, 1 bad input" in shown
+    if command == "view":
+        assert "130" not in shown
+        assert "141 stdout closed by its reader" in shown
+
+
+def _help(*command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """The ``--help`` of ``toolfold COMMAND``, on one line."""
+    with pytest.raises(SystemExit) as exited:
+        cli_main([*command, "--help"])
+    assert exited.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_help_reads_as_text_and_names_each_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """The top ``--help`` is plain text (it printed the module docstring's reST,
+    ````The ``toolfold`` command line.````, and "the local: model's server"), ``view``
+    describes itself as the other commands do, and ``--state-out`` names its default
+    (it said "see docs")."""
+    top = _help(capsys=capsys)
+    assert "``" not in top
+    assert "local:" not in top
+    assert "Run, resume and inspect agent files;" in top
+    view = _help("view", capsys=capsys)
+    assert "Write the run in STATE" in view
+    assert "[--title TITLE] STATE " in view  # (the usage said `state`, the text STATE)
+    assert "] STATE Continue a run" in _help("resume", capsys=capsys)  # required, not [STATE]
+    assert "(default: toolfold-run.json in the current folder)" in _help("run", capsys=capsys)
+    assert "(default: the run file resumed, STATE)" in _help("resume", capsys=capsys)
 
 
 def test_version_prints_the_version(tmp_path: Path) -> None:
@@ -136,6 +170,115 @@ def test_a_wrong_command_line_exits_2(tmp_path: Path) -> None:
     proc = toolfold("run", str(EXAMPLE), cwd=tmp_path)
     assert proc.returncode == 2
     assert "the following arguments are required: PROMPT" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ["--approve", "call_1", "--deny", "call_2=no", "run.json"],
+        ["run.json", "--approve", "call_1", "--deny", "call_2=no"],
+        ["--deny", "call_2=no", "run.json", "--approve", "call_1"],
+        ["--deny", "call_2=no", "--approve", "call_1", "run.json"],
+        ["--approve", "call_1", "run.json", "--deny", "call_2=no"],
+    ],
+    ids=["flags-first", "file-first", "mixed", "two-flags-first", "file-inside"],
+)
+def test_resume_takes_its_run_file_before_or_after_the_answers(line: list[str]) -> None:
+    """A run file after the answers is the run file (``--approve ID RUN.json`` took
+    RUN.json for a second id, and exited 2 with no STATE)."""
+    args = cli_parser().parse_args(["resume", *line])
+    assert cli_run_file_after_answers(args) is None
+    assert (args.state, args.approve, args.deny, args.result) == (
+        "run.json",
+        ["call_1"],
+        ["call_2=no"],
+        [],
+    )
+
+
+def test_resume_flags_take_several_answers_as_the_docs_said(tmp_path: Path) -> None:
+    """``resume RUN.json --approve A B`` approves both, as before (``--approve ID...``;
+    round one had made each flag take one value, and this an error); repeating a flag adds
+    to it. The run file after them is taken back when it exists or ends in .json."""
+    parse = cli_parser().parse_args
+    args = parse(["resume", "run.json", "--approve", "a", "b", "--approve", "c", "--deny", "d"])
+    assert (args.state, args.approve, args.deny) == ("run.json", ["a", "b", "c"], ["d"])
+    run_file = tmp_path / "waiting"  # (no .json: found as a file)
+    run_file.write_text("{}", encoding="utf-8")
+    for line in (
+        ["--approve", "a", "b", str(run_file)],
+        ["--approve", "a", "--approve", "b", str(run_file)],
+        ["--result", 'a="x"', "b=1", str(run_file)],
+    ):
+        args = parse(["resume", *line])
+        assert cli_run_file_after_answers(args) is None
+        assert args.state == str(run_file)
+        assert [*args.approve, *args.result] in (["a", "b"], ['a="x"', "b=1"])
+    args = parse(["resume", "--approve", "run.json", "b", "run.json"])  # (the last one)
+    assert cli_run_file_after_answers(args) is None
+    assert (args.state, args.approve) == ("run.json", ["run.json", "b"])
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (
+            ["--approve", "a", "b"],
+            "required: STATE (each value after a flag was taken as one of its answers: "
+            "--approve a b; give the run file first: toolfold resume RUN.json --approve ID)",
+        ),
+        (
+            ["--approve", "a", "x.json", "--deny", "b", "y.json"],
+            "required: STATE (more than one flag ends on what may be a run file: "
+            "--approve ... x.json, --deny ... y.json; give it first",
+        ),
+        (["--deny", "a", "b=c.json"], "--deny a b=c.json; give the run file first"),
+        (["--approve", "a"], "the following arguments are required: STATE\n"),
+    ],
+    ids=["no-run-file", "two-run-files", "an-answer", "one-value"],
+)
+def test_resume_without_a_run_file_says_where_the_values_went(
+    line: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No run file among the values a flag took (or more than one) exits 2 as argparse
+    does for a missing STATE, saying which values each flag took."""
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["resume", *line])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "toolfold resume: error: the following arguments are required: STATE" in err
+    assert says in err + "\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ["r.json", "--message", "hello", "world"],
+        ["r.json", "--max-steps", "5", "6"],
+        ["r.json", "--aprove", "A"],
+        ["r.json", "--approve", "A", "--json", "B"],
+    ],
+)
+def test_resume_with_an_extra_argument_gets_argparse_s_error_alone(
+    line: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An extra argument is argparse's ``unrecognized arguments``, with no hint about
+    --approve (round one added "take one value each: repeat the flag" to every one)."""
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["resume", *line])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("toolfold: error: unrecognized arguments: ")
+    assert "--approve" not in err[-1]
+
+
+def test_resume_approves_with_the_run_file_last(tmp_path: Path) -> None:
+    """``toolfold resume --approve ID RUN.json`` resumes the run."""
+    proc = toolfold("run", str(EXAMPLE), *DEMO, "I want a refund for A17", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    proc = toolfold("resume", "--approve", "call_4_0", "toolfold-run.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "order A17 refunded\n"
 
 
 def test_run_prints_the_answer_and_compact_tool_lines(tmp_path: Path) -> None:

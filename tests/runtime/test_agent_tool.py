@@ -1010,3 +1010,32 @@ def test_a_tool_name_clash_with_an_agent_tool_names_the_agent(tools: Any, says: 
         Agent(model, name="b", tools=tools(model))
     assert says in str(caught.value)
     assert "toolfold.runtime._agent_tool" not in str(caught.value)
+
+
+def _asks_for_danger(call: Any, state: Any) -> bool:
+    """Ask only when the input says danger."""
+    return "danger" in call.arguments["input"]
+
+
+def test_as_tool_takes_an_approval_predicate_as_tool_does() -> None:
+    """``as_tool(requires_approval=...)`` is annotated as `tool`'s (True, or a predicate of
+    (call, state)), not ``bool``: a predicate asks only for the calls it picks. An agent
+    file holds true or false there, so ``to_dict`` refuses the predicate naming it (it
+    wrote the function object into the dict)."""
+    import typing
+
+    from toolfold import Sequence
+    from toolfold.toolkit._options import ApprovalPolicy
+
+    for method in (Agent.as_tool, Sequence.as_tool):
+        hints = typing.get_type_hints(method, localns={"OutputT_co": Any})
+        assert hints["requires_approval"] == ApprovalPolicy
+    sub = Agent(ScriptedModel(["done"]), name="sub")
+    calls = [ScriptedModel.call("sub", {"input": text}) for text in ("calm", "danger")]
+    lead = Agent(
+        ScriptedModel([calls, "x"]), tools=[sub.as_tool(requires_approval=_asks_for_danger)]
+    )
+    result = lead.run("go")
+    assert [p.arguments for p in result.pending_approvals] == [{"input": "danger"}]
+    with pytest.raises(UsageError, match=r"requires_approval: the predicate .*_asks_for_danger"):
+        lead.to_dict()

@@ -263,6 +263,20 @@ def test_a_failed_async_run_closes_the_sources_a_handoff_opened() -> None:
     assert (source.opened, holders) == (1, 0)
 
 
+def test_a_handoff_to_a_name_no_agent_has_names_it_in_the_advice() -> None:
+    """A handoff by a name no reachable agent has is refused naming that name in the
+    advice too (it told of ``Agent(handoffs=[billing])`` whatever the names)."""
+    triage = Agent(ScriptedModel([call("transfer_to_ghost")]), name="triage", handoffs=["ghost"])
+    with pytest.raises(UsageError) as raised:
+        triage.run("x")
+    assert str(raised.value) == (
+        "handoffs by name that name no agent reachable from agent 'triage': "
+        "'triage' -> 'ghost'; somewhere on the way, hand off to the Agent named 'ghost' "
+        "itself (the object in handoffs=[...], not its name), or start the run with the "
+        "agent that does"
+    )
+
+
 def test_a_handoff_by_name_is_described_like_one_to_the_agent() -> None:
     """transfer_to_<name> of a handoff by name tells the model what the target does, as an object handoff's does."""
     seen: list[dict[str, str]] = []

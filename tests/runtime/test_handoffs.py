@@ -339,6 +339,24 @@ def test_an_input_filter_that_raises_says_resuming_calls_it_again() -> None:
     assert (response.agent, response.text) == ("target", "target answers")
 
 
+def test_a_tool_named_like_a_transfer_tool_is_told_apart_from_the_handoff() -> None:
+    """The duplicate-name error names a handoff's transfer tool by its handoff, not by
+    the function toolfold made for it (``toolfold.runtime._agent:Handoff.tool.<locals>.transfer``)."""
+
+    @tool(name="transfer_to_b")
+    def impostor() -> str:
+        """Pretend to transfer."""
+        return "no"
+
+    with pytest.raises(ToolDefinitionError) as raised:
+        Agent(ScriptedModel([]), tools=[impostor], handoffs=[Agent(ScriptedModel([]), name="b")])
+    assert raised.value.problems == (
+        "tool name 'transfer_to_b' is used by 2 tools (made from "
+        f"{__name__}:test_a_tool_named_like_a_transfer_tool_is_told_apart_from_the_handoff"
+        ".<locals>.impostor, the handoff to agent 'b'); give each a distinct name=...",
+    )
+
+
 def test_an_input_filter_that_is_not_a_function_is_refused_when_the_agent_is_built() -> None:
     """Handoff(input_filter=...) that cannot be called fails at Agent(...), not at the first handoff."""
     target = Agent(ScriptedModel(["ok"]), name="target")

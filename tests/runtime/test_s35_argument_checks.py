@@ -118,6 +118,28 @@ def test_scripted_model_refuses_a_script_that_is_no_list_of_entries(script: Any)
         ScriptedModel(script)
 
 
+@pytest.mark.parametrize(
+    ("script", "advice"),
+    [
+        ("hello", "for one answer, write ScriptedModel(['hello'])"),
+        (None, "each entry is text (a str), a tool call"),
+        ({"a": 1}, "each entry is text (a str), a tool call"),
+        (5, "each entry is text (a str), a tool call"),
+    ],
+)
+def test_scripted_model_suggests_a_list_only_of_a_valid_entry(script: Any, advice: str) -> None:
+    """Only a value that is an entry is told to be wrapped in a list (ScriptedModel(None)
+    suggested ScriptedModel([None]), which is refused in its turn); any other is told
+    what an entry is."""
+    from toolfold.testing import ScriptedModel
+
+    with pytest.raises(UsageError) as raised:
+        ScriptedModel(script)
+    assert advice in str(raised.value)
+    if "for one answer" in str(raised.value):
+        ScriptedModel([script])  # (the advice works)
+
+
 def test_scripted_model_takes_lists_tuples_and_iterators() -> None:
     """Any iterable of entries (not text) is still a script."""
     from toolfold.testing import ScriptedModel

@@ -62,6 +62,44 @@ def test_an_agent_holding_a_module_level_tool_pickles(monkeypatch: pytest.Monkey
     assert loaded.tools[0] is plain
 
 
+@pytest.mark.parametrize(
+    "copied",
+    [
+        plain.replace(timeout=5),
+        plain.replace(name="plus"),
+        waiting.replace(max_retries=1),
+        Shop.search.replace(timeout=5),
+    ],
+    ids=["timeout", "name", "async", "method"],
+)
+def test_a_copy_of_a_module_level_tool_pickles(copied: Tool[..., Any]) -> None:
+    """A ``replace`` copy of a module-level tool pickles, its function as that tool's
+    function (pickle named the function by its module and qualname, found the tool
+    there, and refused: "it's not the same object as ...")."""
+    back = pickle.loads(pickle.dumps(copied))
+    assert back is not copied
+    assert (back.name, back.timeout, back.max_retries) == (
+        copied.name,
+        copied.timeout,
+        copied.max_retries,
+    )
+    assert back.function is copied.function
+    assert inspect.iscoroutinefunction(back) == inspect.iscoroutinefunction(copied)
+
+
+def test_an_agent_holding_a_copy_of_a_module_level_tool_pickles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent holding ``tool.replace(...)`` of a module-level tool pickles and runs it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = Agent("openai:gpt-4o-mini", tools=[plain.replace(name="plus", timeout=5)])
+    loaded = pickle.loads(pickle.dumps(agent))
+    assert loaded.tools[0].timeout == 5
+    script = ScriptedModel([ScriptedModel.call("plus", {"a": 2}), "done"])
+    result = loaded.evolve(model=script).run("go")
+    assert result.steps[0].tool_results[0].content == "2"
+
+
 def _fetch(arguments: dict[str, Any]) -> str:
     return "sunny"
 
@@ -225,3 +263,55 @@ def test_a_bound_method_tool_reached_through_super_pickles_as_the_base_s_method(
     through = super(RefinedStore, refined).search
     assert asyncio.run(pickle.loads(pickle.dumps(through))()) == "in rome"
     assert asyncio.run(pickle.loads(pickle.dumps(refined.search))()) == "refined in rome"
+
+
+SCRIPT = '''
+import pickle
+from toolfold import tool
+
+
+def _add(a: int) -> int:
+    """Add.
+
+    Args:
+        a: A number.
+    """
+    return a + 1
+
+
+@tool
+def decorated(a: int) -> int:
+    """Decorated.
+
+    Args:
+        a: A number.
+    """
+    return a
+
+
+add = tool(name="add")(_add)
+print(pickle.loads(pickle.dumps(add))(1))
+try:
+    pickle.dumps(decorated)
+except pickle.PicklingError as exc:
+    print("refused:", "not the same object as __main__.decorated" in str(exc))
+'''
+
+
+def test_a_script_s_tool_pickles_as_tools_md_says(tmp_path: pathlib.Path) -> None:
+    """In a script (``__main__``), a ``@tool`` does not pickle with the standard pickle
+    (cloudpickle ships it by value to Ray: it is not pickled by name there), and a tool
+    made of a function kept under its own name does, as docs/tools.md says."""
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(SCRIPT)
+    root = pathlib.Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root)},
+        check=False,
+    )
+    assert (ran.stderr, ran.stdout) == ("", "2\nrefused: True\n")

@@ -54,7 +54,8 @@ from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._context import DepsT
-from toolfold.toolkit._tool import Tool, is_async_callable
+from toolfold.toolkit._options import ApprovalPolicy
+from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 Observer = Callable[[Event], object]
 StepObserver = Callable[[Step], object]
@@ -356,11 +357,12 @@ class Agent(Generic[DepsT, OutputT_co]):
                 )
             if missing:
                 shown = ", ".join(f"{owner!r} -> {name!r}" for owner, name in missing)
+                names = " / ".join(dict.fromkeys(repr(name) for _, name in missing))
                 raise UsageError(
                     f"handoffs by name that name no agent reachable from agent "
-                    f"{self.name or '(unnamed)'!r}: {shown}; hand off to the agent itself "
-                    "somewhere on the way (Agent(handoffs=[billing])), or start the run with "
-                    "the agent that does"
+                    f"{self.name or '(unnamed)'!r}: {shown}; somewhere on the way, hand off "
+                    f"to the Agent named {names} itself (the object in handoffs=[...], not "
+                    "its name), or start the run with the agent that does"
                 )
             object.__setattr__(self, "_graph", graph)
         assert self._graph is not None
@@ -596,7 +598,10 @@ class Agent(Generic[DepsT, OutputT_co]):
 
         Raises:
             UsageError: Something has no import path (a lambda, a local
-                function); the error names its key path.
+                function), or a tool made by ``as_tool`` has an option an
+                agent file cannot hold (a ``requires_approval`` predicate: the
+                file takes true or false; ``max_retries``, ``strict`` or
+                ``blocking`` changed by ``replace``); the error names its key path.
         """
         from toolfold.runtime._document import spec_to_dict
 
@@ -608,7 +613,7 @@ class Agent(Generic[DepsT, OutputT_co]):
         description: str | None = None,
         *,
         input_type: Any = str,
-        requires_approval: bool = False,
+        requires_approval: ApprovalPolicy = False,
         timeout: float | None = None,
         output: Callable[[Response[OutputT_co]], Any] | None = None,
     ) -> Tool[..., Any]:
@@ -631,7 +636,8 @@ class Agent(Generic[DepsT, OutputT_co]):
             name: The tool's name (default: the agent's ``name``).
             description: What the calling model reads about the tool.
             input_type: The type of the ``input`` argument.
-            requires_approval: Ask before the sub-agent runs at all.
+            requires_approval: Ask before the sub-agent runs at all: True, or a
+                predicate over (call, state) as `tool` takes.
             timeout: Seconds the whole sub-run may take.
             output: What the calling model sees of the finished run: by
                 default its final text, or its structured output as JSON; or a
@@ -1033,6 +1039,7 @@ class Handoff:
         def transfer() -> str:
             return done
 
+        transfer.__dict__[MADE_AS] = f"the handoff to agent {target!r}"  # (not this function)
         try:
             made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(
                 transfer

@@ -38,6 +38,7 @@ from toolfold.runtime.drive._failures import (
     too_deep,
 )
 from toolfold.toolkit._context import RunContext
+from toolfold.toolkit._options import ApprovalPolicy
 from toolfold.toolkit._results import describe_exception, one_line
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
@@ -53,7 +54,7 @@ def agent_tool(
     name: str | None,
     description: str | None,
     input_type: Any,
-    requires_approval: bool,
+    requires_approval: ApprovalPolicy,
     timeout: float | None,
     output: Callable[[Response], Any] | None = None,
 ) -> Tool[..., Any]:
@@ -79,9 +80,7 @@ def agent_tool(
             raise UsageError(
                 "agent.as_tool() needs a name: give the agent a name= or pass name=..."
             )
-        text = description or f"Ask the {tool_name} agent." + (
-            f" Its instructions: {spec.instructions}" if spec.instructions else ""
-        )
+        text = description or default_description(spec, tool_name)
         doc = f"{text}\n\nArgs:\n    input: What to ask the {tool_name} agent."
         return _nested(spec, _prompt, made_by, tool_name, text, doc)
     tool_name = spec.name if name is None else name
@@ -93,9 +92,20 @@ def agent_tool(
     problems = spec.input_problems(input_type, "the tool's input_type is")
     if problems:  # a step inside (a Parallel's or a Route's branch) refuses it
         raise UsageError(f"{spec.label}.as_tool(input_type={type_name(input_type)}): {problems[0]}")
-    text = description or f"Run the {tool_name} workflow."
+    text = description or default_description(spec, tool_name)
     doc = f"{text}\n\nArgs:\n    input: The {tool_name} workflow's input."
     return _nested(spec, _as_is, made_by, tool_name, text, doc)
+
+
+def default_description(spec: Agent | Workflow, tool_name: str) -> str:
+    """The description `agent_tool` gives the tool ``tool_name`` of ``spec`` when given none."""
+    from toolfold.runtime._agent import Agent
+
+    if isinstance(spec, Agent):
+        return f"Ask the {tool_name} agent." + (
+            f" Its instructions: {spec.instructions}" if spec.instructions else ""
+        )
+    return f"Run the {tool_name} workflow."
 
 
 def _nested(
@@ -196,7 +206,7 @@ def _made(
     doc: str,
     name: str,
     description: str,
-    requires_approval: bool,
+    requires_approval: ApprovalPolicy,
     timeout: float | None,
 ) -> Tool[..., Any]:
     from toolfold.toolkit import tool
@@ -395,7 +405,7 @@ class AsTool:
     name: str | None
     description: str | None
     input_type: Any
-    requires_approval: bool
+    requires_approval: ApprovalPolicy
     timeout: float | None
     output: Callable[[Response], Any] | None = None
 

@@ -28,6 +28,7 @@ import attrs
 from toolfold._errors import UsageError, add_note
 from toolfold.runtime.core._messages import thaw
 from toolfold.runtime.drive._executor import DEFAULT_MAX_CONCURRENCY
+from toolfold.toolkit._options import ToolOptions
 from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
@@ -758,9 +759,12 @@ def spec_to_dict(spec: Any) -> dict[str, Any]:
     return {"entry": entry, **writer.tables}
 
 
+_AS_TOOL_OPTIONS = ToolOptions()  # (what `as_tool` gives the options an agent file lacks)
+
+
 def _dump_agent(agent: Agent, writer: _Writer) -> str:
     from toolfold.runtime._agent import Handoff
-    from toolfold.runtime._agent_tool import as_tool_of
+    from toolfold.runtime._agent_tool import as_tool_of, default_description, function_name
     from toolfold.runtime._sources import split_sources
 
     name = writer.claim(agent, agent.name, "agents")
@@ -774,19 +778,41 @@ def _dump_agent(agent: Agent, writer: _Writer) -> str:
             continue
         from toolfold.runtime._workflow import Workflow
 
+        # The tool's options as they are now (a `replace` copy's), not as_tool's arguments.
+        approval = item.requires_approval
+        if not isinstance(approval, bool):  # (a file holds true or false)
+            raise UsageError(
+                f"{where}.tools[{index}].requires_approval: the predicate "
+                f"{function_name(approval)!r} cannot be written to an agent "
+                "file, which takes true or false there"
+            )
+        unwritten = [
+            f"{option}={getattr(item, option)!r}"
+            for option in ("strict", "max_retries", "blocking")
+            if getattr(item, option) != getattr(_AS_TOOL_OPTIONS, option)
+        ]
+        if unwritten:
+            raise UsageError(
+                f"{where}.tools[{index}]: the tool's {', '.join(unwritten)} (set by replace) "
+                "cannot be written to an agent file, whose agent tools take a name, "
+                "description, input_type, requires_approval, timeout and output"
+            )
+        as_made = made.agent.name if made.name is None else made.name
         written = writer.add(made.agent)
         is_flow = isinstance(made.agent, Workflow)
         tools.append(
             AgentToolEntry(
                 agent=None if is_flow else written,
                 workflow=written if is_flow else None,
-                name=made.name,
-                description=made.description,
+                name=made.name if item.name == as_made else item.name,
+                description=None
+                if item.description == default_description(made.agent, item.name)
+                else item.description,
                 input_type=None
                 if made.input_type is str
                 else required_path(made.input_type, f"{where}.tools[{index}].input_type"),
-                requires_approval=made.requires_approval,
-                timeout=made.timeout,
+                requires_approval=approval,
+                timeout=item.timeout,
                 output=None
                 if made.output is None
                 else required_path(made.output, f"{where}.tools[{index}].output"),

@@ -549,10 +549,15 @@ class ScriptedModel(_BaseTestModel):
         if isinstance(given, (str, bytes, bytearray, Mapping, Message, ModelResponse)) or not (
             isinstance(given, Iterable)
         ):
+            # Wrapping it in a list is the advice only for a value that is an entry.
+            advice = (
+                f"for one answer, write ScriptedModel([{given!r:.40}])"
+                if callable(given) or reply_problem(given) is None
+                else f"each entry is {_REPLY_KINDS}"
+            )
             raise UsageError(
                 "ScriptedModel(script): the script is a list of entries (one per request), "
-                f"got {type(given).__name__} {given!r:.60}; for one answer, "
-                f"write ScriptedModel([{given!r:.40}])"
+                f"got {type(given).__name__} {given!r:.60}; {advice}"
             )
         self._script = list(script)
         for index, entry in enumerate(self._script):

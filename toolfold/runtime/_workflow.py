@@ -73,6 +73,7 @@ from toolfold.runtime.drive._failures import run_failure
 from toolfold.runtime.drive._loop import Live, apply_event
 from toolfold.runtime.drive._open import note_close_error
 from toolfold.runtime.drive._shells import throw_into
+from toolfold.toolkit._options import ApprovalPolicy
 from toolfold.toolkit._results import quoted
 from toolfold.toolkit._tool import Tool
 
@@ -125,7 +126,9 @@ class Workflow:
         paths.
 
         Raises:
-            UsageError: A function has no import path (a lambda, a local function).
+            UsageError: A function has no import path (a lambda, a local function),
+                or a tool made by ``as_tool`` has an option an agent file cannot
+                hold (see `Agent.to_dict`); the error names its key path.
         """
         from toolfold.runtime._document import spec_to_dict
 
@@ -137,7 +140,7 @@ class Workflow:
         description: str | None = None,
         *,
         input_type: Any = str,
-        requires_approval: bool = False,
+        requires_approval: ApprovalPolicy = False,
         timeout: float | None = None,
         output: Callable[[Response], Any] | None = None,
     ) -> Tool[..., Any]:
@@ -160,7 +163,8 @@ class Workflow:
             description: What the calling model reads about the tool.
             input_type: The type of the ``input`` argument (it must fit the
                 workflow's input type).
-            requires_approval: Ask before the workflow runs at all.
+            requires_approval: Ask before the workflow runs at all: True, or a
+                predicate over (call, state) as `tool` takes.
             timeout: Seconds the whole workflow run may take.
             output: A function of the workflow's finished `Response`
                 giving what the calling model sees instead of the output

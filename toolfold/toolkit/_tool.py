@@ -265,6 +265,14 @@ class Tool(Generic[P, R]):
             state = self.__getstate__()
             del state["function"], state["__wrapped__"]
             return (_bind_again, (type(self), *bound, state))
+        found = _module_tool_function_name(self)
+        if found is not None:
+            # A copy (`replace`) of a module-level tool runs its function, whose name
+            # finds that tool, not the function: pickle's own way would refuse it. The
+            # function pickles as that tool's ``.function`` instead.
+            state = self.__getstate__()
+            del state["function"], state["__wrapped__"]
+            return (_with_module_tool_function, (type(self), *found, state))
         return object.__reduce_ex__(self, protocol)
 
     def __copy__(self) -> Tool[P, R]:
@@ -609,15 +617,47 @@ def _module_attribute_name(tool: Tool[..., Any]) -> tuple[str, str] | None:
     such a module's functions by value, as it did the tool's function.
     """
     fields = tool.__dict__
-    module_name, qualname = fields.get("__module__"), fields.get("__qualname__")
+    name = _importable_name(fields.get("__module__"), fields.get("__qualname__"))
+    return name if name is not None and _importable_attribute(*name) is tool else None
+
+
+def _module_tool_function_name(tool: Tool[..., Any]) -> tuple[str, str] | None:
+    """(module, qualname) of the module-level tool (importable, as for
+    `_module_attribute_name`) whose function ``tool`` runs, or None.
+
+    The function of a copy of a module-level ``@tool`` (`Tool.replace`): its module
+    and qualname find that tool, not the function.
+    """
+    function = tool.__dict__.get("function")
+    name = _importable_name(
+        getattr(function, "__module__", None), getattr(function, "__qualname__", None)
+    )
+    if name is None or _pickled_by_value(name[0]):
+        return None
+    found = _importable_attribute(*name)
+    if not isinstance(found, Tool) or found is tool or found.function is not function:
+        return None
+    return name
+
+
+def _importable_name(module_name: object, qualname: object) -> tuple[str, str] | None:
+    """(module, qualname) if both are names and the module, loaded, is one another
+    process could import by that name (not ``__main__``, not one with no ``__spec__``)."""
     if not isinstance(module_name, str) or not isinstance(qualname, str):
         return None
-    found: Any = sys.modules.get(module_name)
-    if module_name == "__main__" or getattr(found, "__spec__", None) is None:
+    if module_name == "__main__":
         return None
+    if getattr(sys.modules.get(module_name), "__spec__", None) is None:
+        return None
+    return (module_name, qualname)
+
+
+def _importable_attribute(module_name: str, qualname: str) -> Any:
+    """What loaded module ``module_name`` holds at ``qualname`` (None if nothing)."""
+    found: Any = sys.modules.get(module_name)
     for part in qualname.split("."):  # (a "<locals>" part is found nowhere)
         found = getattr(found, part, None)
-    return (module_name, qualname) if found is tool else None
+    return found
 
 
 def _pickled_by_value(module_name: str) -> bool:
@@ -668,6 +708,17 @@ def _bind_again(
     its function ``owner``'s tool at ``attribute`` bound to ``target`` again."""
     defined: Tool[..., Any] = owner.__dict__[attribute]
     function = types.MethodType(defined.function, target)  # type: ignore[arg-type]
+    made = kind.__new__(kind)
+    made.__setstate__({**state, "function": function, "__wrapped__": function})
+    return made
+
+
+def _with_module_tool_function(
+    kind: type[Tool[..., Any]], module_name: str, qualname: str, state: dict[str, Any]
+) -> Any:
+    """A copy of a module-level tool loaded (`Tool.__reduce_ex__`): a ``kind`` with its
+    attributes, its function that module-level tool's function."""
+    function = _module_attribute(module_name, qualname).function
     made = kind.__new__(kind)
     made.__setstate__({**state, "function": function, "__wrapped__": function})
     return made
