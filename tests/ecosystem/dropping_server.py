@@ -1,5 +1,7 @@
 """The served tools over streamable HTTP, except that a request whose body holds ``DROP``
-gets an event stream that ends without an answer (as a proxy cutting one stream would).
+gets an event stream that ends without an answer (as a proxy cutting one stream would),
+and one holding ``REFUSE-`` and a status (``REFUSE-403``) that status, with no JSON-RPC
+answer (as a gateway refusing it would).
 
 Run as ``python -m tests.ecosystem.dropping_server``; prints ``serving MCP on URL`` to
 stderr once it listens.
@@ -7,6 +9,7 @@ stderr once it listens.
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 from typing import Any
@@ -30,6 +33,12 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     body = b"".join(chunks)
+    refused = re.search(rb"REFUSE-([0-9]{3})", body)
+    if refused:
+        start = {"type": "http.response.start", "status": int(refused[1]), "headers": []}
+        await send(start)
+        await send({"type": "http.response.body", "body": b"refused"})
+        return
     if b"DROP" in body:
         start = {
             "type": "http.response.start",

@@ -151,3 +151,35 @@ def test_an_image_whose_data_is_no_base64_is_an_mcp_error_naming_server_and_tool
                 f"MCP server 'media': tool {name!r} answered a malformed result: "
                 "ValueError: its image block's data is not base64"
             )
+
+
+def test_structured_content_beside_more_loses_nothing() -> None:
+    """structuredContent alone (its JSON text, the MCP SDK's wrapped value) is structured data
+    as before; beside an image or a text that says more, the blocks are kept and the data is
+    sent as JSON too, unless a text block carries it already (not twice)."""
+    with _media_server() as server:
+        tools = {t.name: t for t in server.tools()}
+        shown = ("weather", "wrapped", "items", "chart_data", "plotted", "noted")
+        results = {name: _call(tools[name]) for name in shown}
+    assert results["weather"] == {"city": "Oslo", "celsius": -3}
+    assert results["wrapped"] == {"result": "hello"}
+    assert results["items"] == {"result": ["a", "b"]}
+    image = ImagePart(PNG, media_type="image/png")
+    # was {"points": 3} alone, the image lost
+    assert results["chart_data"] == [TextPart('{"points": 3}'), image]
+    assert results["plotted"] == [image, TextPart('{"points":3}')]
+    # was {} alone, the text lost
+    assert results["noted"] == "Important: the deploy failed on host 3\n{}"
+
+
+def test_an_error_results_structured_content_is_in_its_message() -> None:
+    """An isError result's structuredContent is in the error the model reads (it read
+    "(no text)"), once when a text block carries it too."""
+    with _media_server() as server:
+        tools = {t.name: t for t in server.tools()}
+        for name in ("quota", "quota_said"):
+            with pytest.raises(MCPError) as caught:
+                _call(tools[name])
+            said = str(caught.value)
+            assert said.startswith(f"MCP server 'media': tool {name!r} reported an error: ")
+            assert said.count("quota exceeded, retry after 60 s") == 1

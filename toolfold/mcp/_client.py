@@ -19,11 +19,12 @@ import re
 import threading
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,6 +33,7 @@ import anyio.from_thread
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold._extras import optional
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
+from toolfold.runtime.drive._loop import masked_part
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import (
@@ -41,7 +43,7 @@ from toolfold.toolkit._options import (
     TOOL_NAME_LONGEST,
     ApprovalPolicy,
 )
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, format_result, quoted
 from toolfold.toolkit._tool import LEFT_OUT_WITH, MADE_AS, RENAMED_WITH
 
 if TYPE_CHECKING:
@@ -60,6 +62,10 @@ __all__ = [
 #: saying that a tool requires approval: toolfold's server sets it on a tool served
 #: with ``approved_by_host``, and toolfold's client makes such a tool require approval.
 APPROVAL_META_KEY = "toolfold/requires_approval"
+
+#: The most pages of a tool list (tools/list) read: a server paging on past them (each
+#: with a cursor of its own) is refused, as one giving a cursor twice is.
+MOST_PAGES = 1000
 
 
 #: The modules of the SDK a client imports as its server starts and talks (`MCPServer._start`,
@@ -219,6 +225,10 @@ class MCPServer:
     #: The credentials of the server's address, scrubbed from every `MCPError`
     #: (an HTTP server's URL and headers; none for the others).
     _scrub: tuple[Any, ...] = ()
+    #: What masks those credentials in a successful result's text (its text parts and
+    #: structured data), as a run masks its model's key in a tool's result
+    #: (``secret_masker``): None when there are none.
+    _mask: Callable[[str], str] | None = None
 
     # -- to be provided by a transport -------------------------------------
 
@@ -311,6 +321,7 @@ class MCPServer:
         Client = sdk(f"MCP server {self.name!r}").Client
 
         self._ended = False
+        mark = self._mark()
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = portal = self._portal_cm.__enter__()
         ready: Future[None] = Future()
@@ -354,14 +365,25 @@ class MCPServer:
         except Exception as exc:
             if exc is cancelled:
                 raise
-            said = f"could not start: {_describe(exc)}{self._start_hint(exc)}"
+            said = f"could not start: {_describe(exc)}{self._start_hint(exc, mark)}"
             raise self._error(said, exc) from exc
         except BaseException:  # Ctrl-C: stop the handshake too, rather than wait `timeout` for it
             task.cancel()
             raise
 
-    def _start_hint(self, exc: BaseException) -> str:
-        """What a failed start's message adds to what the SDK raised (``exc``): nothing here."""
+    def _mark(self) -> int:
+        """Where the transport's record of failed HTTP requests is now, for `_call_hint`
+        and `_start_hint` to tell the failures of a request made after it (0: none kept)."""
+        return 0
+
+    def _start_hint(self, exc: BaseException, mark: int) -> str:
+        """What a failed start's message adds to what the SDK raised (``exc``), the
+        transport's own failures since ``mark`` (`_mark`) in view: nothing here."""
+        return ""
+
+    def _call_hint(self, exc: BaseException, mark: int) -> str:
+        """What a failed request's message adds to what the SDK raised (``exc``), the
+        transport's own failures since ``mark`` (`_mark`) in view: nothing here."""
         return ""
 
     def _shutdown(self) -> None:
@@ -527,14 +549,32 @@ class MCPServer:
         return tuple(made)
 
     async def _list(self, client: Any) -> list[dict[str, Any]]:
+        """Every page of the server's tools/list.
+
+        Raises:
+            MCPError: The server gave a cursor it gave before (paging on, each
+                page asked again, would go on until the timeout), or more than
+                `MOST_PAGES` pages.
+        """
         listed: list[dict[str, Any]] = []
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             page = await client.list_tools(cursor=cursor)
             listed.extend(_listed(item) for item in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return listed
+            if cursor in seen or len(seen) + 1 >= MOST_PAGES:
+                again = cursor in seen
+                why = (
+                    f"gave the cursor {quoted(cursor, 200)!r} again, after {len(seen) + 1} "
+                    "pages: paging on would list the same tools forever"
+                    if again
+                    else f"was still paging after {MOST_PAGES:,} pages"
+                )
+                raise self._error(f"its tool list (tools/list) {why}")
+            seen.add(cursor)
 
     def _listed_name(self, remote: str) -> str:
         """A listed tool's name with the prefix: what `model_name` makes the model's name of."""
@@ -588,26 +628,28 @@ class MCPServer:
         async def call(session: Any) -> Any:
             return await session.call_tool(remote, arguments)
 
+        mark = self._mark()
         asked = portal.start_task_soon(self._on_session, call, client, task)
         try:
             result = await asyncio.wrap_future(asked)
         except Exception as exc:
-            raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
+            said = f"tool {remote!r} failed: {_describe(exc)}{self._call_hint(exc, mark)}"
+            raise self._error(said, exc) from exc
         try:  # a block the SDK let through may still be unreadable (data that is no base64)
             if not result.is_error:
-                return _result_for_model(result)
-            texts = [describe_content(_block_parts(block)) for block in result.content]
+                return _result_for_model(result, self._mask)
+            shown = _error_text(result)
         except Exception as exc:
             raise self._error(
                 f"tool {remote!r} answered a malformed result: {_describe(exc)}", exc
             ) from exc
-        shown = " ".join(texts) or "(no text)"
         raise self._error(f"tool {remote!r} reported an error: {shown}")
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
         """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
         portal = self._portal
         assert portal is not None
+        mark = self._mark()
         asked = portal.start_task_soon(self._on_session, fn, self._client, self._task)
         try:
             # an async caller's cancellation (`tools_off_loop`) cancels the request too,
@@ -619,8 +661,10 @@ class MCPServer:
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except FutureCancelled:
             raise MCPError(self.name, "stopped: the task listing it was cancelled") from None
+        except MCPError:  # what `fn` found wrong itself (`_list`: a cursor given twice)
+            raise
         except Exception as exc:
-            raise self._error(_describe(exc), exc) from exc
+            raise self._error(f"{_describe(exc)}{self._call_hint(exc, mark)}", exc) from exc
 
     async def _on_session(self, fn: Callable[[Any], Any], client: Any, task: Any) -> Any:
         """``await fn(client)`` on the session's loop; a failure that ends the session
@@ -688,7 +732,11 @@ class MCPServerStdio(MCPServer):
             An entry named like a credential is not written to an agent file
             (see `MCPServer.file_entry`).
         cwd: Its working directory.
-        name: A name for messages (default: the command).
+        name: A name for messages (default: the command and what it runs,
+            ``npx @modelcontextprotocol/server-github``, ``python -m
+            mcp_server_time``, after the ``prefix`` when one is given:
+            ``time (python -m mcp_server_time)``; an argument that may be a
+            credential is never part of it).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
 
@@ -707,14 +755,22 @@ class MCPServerStdio(MCPServer):
         name: str | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(name or command, **options)
+        from toolfold.mcp._entry import server_name
+
         if isinstance(args, (str, bytes)):  # tuple() would split it into characters
             raise UsageError(
-                f"MCP server {self.name!r}: args takes a list of arguments, got the string "
-                f"{args!r} (write [{args!r}]; split a command line with shlex.split)"
+                f"MCP server {name or command!r}: args takes a list of arguments, got the "
+                f"string {args!r} (write [{args!r}]; split a command line with shlex.split)"
             )
+        args = tuple(args)
+        # Two servers launched with one command (python, npx) are told apart by what they
+        # run, and their prefixes: ``time (python -m mcp_server_time)``.
+        shown = server_name(command, args) if isinstance(command, str) else command
+        prefix = options.get("prefix")
+        self._default_name = f"{prefix} ({shown})" if prefix else shown
+        super().__init__(name or self._default_name, **options)
         self.command = command
-        self.args = tuple(args)
+        self.args = args
         self.env = None if env is None else dict(env)
         self.cwd = cwd
 
@@ -737,10 +793,10 @@ class MCPServerStdio(MCPServer):
             "args": list(self.args),
             "env": self.env,
             "cwd": self.cwd,
-            "name": None if self.name == self.command else self.name,
+            "name": None if self.name == self._default_name else self.name,
         }
 
-    def _start_hint(self, exc: BaseException) -> str:
+    def _start_hint(self, exc: BaseException, mark: int) -> str:
         """Where to look when the process went away during the handshake.
 
         The SDK's ``Connection closed`` says only that the server's stdout
@@ -748,11 +804,19 @@ class MCPServerStdio(MCPServer):
         process to itself), and what it wrote to stderr went, as the SDK
         passes it on, to this process's stderr: the message says so.
         """
+        return self._closed_hint(exc, "the MCP handshake")
+
+    def _call_hint(self, exc: BaseException, mark: int) -> str:
+        """Where to look when the process went away during a call (or before it):
+        as `_start_hint` says for the handshake."""
+        return self._closed_hint(exc, "the request")
+
+    def _closed_hint(self, exc: BaseException, what: str) -> str:
         if not _connection_closed(exc):
             return ""
         return (
-            " (the server's process ended, or closed its stdout, before it answered the MCP "
-            "handshake; what it wrote to stderr went to this process's stderr)"
+            f" (the server's process ended, or closed its stdout, before it answered {what}; "
+            "what it wrote to stderr went to this process's stderr)"
         )
 
     def _target(self) -> Any:
@@ -815,6 +879,13 @@ class MCPServerHTTP(MCPServer):
         self._scrub = self._secrets()
         # httpx logs each request's URL at INFO, the MCP SDK a server's messages
         guard_logs(*self._scrub, package="mcp")
+        from toolfold.adapters._http._keys import quoted_masker, scrubs
+
+        self._mask = quoted_masker(scrubs(self._quoted()))
+        # The requests (POSTs) the server answered with an HTTP error status: how many,
+        # and the last one's status (`_status_hint`; the SDK's error does not say it).
+        self._refusals = 0
+        self._refused = 0
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
@@ -846,13 +917,58 @@ class MCPServerHTTP(MCPServer):
         return False
 
     def _target(self) -> Any:
-        if not self._headers:
-            return self.url
         from toolfold.adapters._http._checks import utf8_headers
 
         # a non-ASCII value goes out UTF-8 encoded, as a model's does (httpx encodes text as ASCII)
         sent = utf8_headers({key: value.reveal() for key, value in self._headers})
-        return _with_headers(self.url, sent)
+        return _with_headers(self.url, sent, self._note_status)
+
+    async def _note_status(self, response: Any) -> None:
+        """An httpx response hook: note a POST (an MCP message) answered with an error
+        status. The GET stream's and the closing DELETE's are not: a server may answer
+        them 405 (it offers no stream, no termination) and work."""
+        if response.status_code >= 400 and response.request.method == "POST":
+            self._refused = response.status_code
+            self._refusals += 1
+
+    def _mark(self) -> int:
+        return self._refusals
+
+    def _start_hint(self, exc: BaseException, mark: int) -> str:
+        return self._status_hint(mark, starting=True)
+
+    def _call_hint(self, exc: BaseException, mark: int) -> str:
+        """The HTTP status of a request refused since ``mark``; else, when the SDK says
+        ``Connection closed``, that the server ended the response without an answer."""
+        said = self._status_hint(mark, starting=False)
+        if said or not _connection_closed(exc):
+            return said
+        return (
+            " (the server closed the connection, or ended the response, before it "
+            "answered the request)"
+        )
+
+    def _status_hint(self, mark: int, *, starting: bool) -> str:
+        """The HTTP status of the last request the server refused since ``mark``, with
+        what to check for an authentication failure (never a header's value): empty
+        when none was. Its standard reason phrase, not the server's (which could echo
+        anything)."""
+        if self._refusals <= mark:
+            return ""
+        status = self._refused
+        try:
+            said = f"HTTP {status} {HTTPStatus(status).phrase}"
+        except ValueError:  # a status of no standard
+            said = f"HTTP {status}"
+        if status in (401, 403):
+            given = "the credentials given in headers=" if self._headers else "headers="
+            more = " and what they may reach" if status == 403 else ""
+            said += f": check {given}{more}"
+            if not self._headers:
+                said += ", where credentials go (headers={'Authorization': 'Bearer ...'})"
+        elif status == 404 and starting:
+            said += ": check the URL's path, often /mcp"
+        return f" ({said})"
 
     def _secrets(self) -> tuple[Any, ...]:
         """The credentials of the URL and the headers, worked out once (see `_scrub`)."""
@@ -881,6 +997,23 @@ class MCPServerHTTP(MCPServer):
         ]
         bare = [Secret(form) for form in forms if len(form) >= MIN_BARE_PASSWORD]
         return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
+
+    def _quoted(self) -> tuple[Any, ...]:
+        """The credentials of `_secrets` as a successful result's text is masked of them
+        (`_mask`), as a model's are in a tool's result (``quoted_scrubs``): one shorter
+        than `QUOTED_BARE` only where it is written as a credential (``Bearer abc``,
+        ``x-api-key: abc``, ``user:pw@``), not as a word a result's data may hold."""
+        from toolfold.adapters._http._keys import QUOTED_BARE, header_secrets, url_secrets
+
+        return (
+            *url_secrets(self.url, bare=QUOTED_BARE),
+            *(
+                found
+                for name, value in self._headers
+                for found in header_secrets(name, value, bare=QUOTED_BARE)
+            ),
+            *(secret for secret in self._scrub if len(secret.reveal()) >= QUOTED_BARE),
+        )
 
 
 def _checked_headers(
@@ -934,21 +1067,25 @@ def _checked_headers(
 
 
 @asynccontextmanager
-async def _with_headers(url: str, headers: Mapping[str, str | bytes]) -> AsyncIterator[Any]:
+async def _with_headers(
+    url: str,
+    headers: Mapping[str, str | bytes],
+    on_response: Callable[[Any], Awaitable[None]],
+) -> AsyncIterator[Any]:
     """The SDK's streamable-HTTP transport to ``url`` on a client sending ``headers``.
 
     The client is the SDK's own (its timeouts for MCP's long-lived streams),
-    given the headers; the transport leaves a client it was given open, so it
-    is closed here.
+    given the headers and ``on_response`` as a response hook (the SDK's
+    errors do not say a response's status); the transport leaves a client it
+    was given open, so it is closed here.
     """
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with (
-        create_mcp_http_client(headers=dict(headers)) as client,  # type: ignore[arg-type]
-        streamable_http_client(url, http_client=client) as streams,
-    ):
-        yield streams
+    async with create_mcp_http_client(headers=dict(headers)) as client:  # type: ignore[arg-type]
+        client.event_hooks["response"].append(on_response)
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
 
 
 def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
@@ -1021,21 +1158,107 @@ def _connection_closed(exc: BaseException, depth: int = 0) -> bool:
     return isinstance(exc, SDKError) and exc.code == CONNECTION_CLOSED
 
 
-def _result_for_model(result: Any) -> Any:
+def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> Any:
     """A `CallToolResult` that is no error (``isError``) as a tool's return value.
 
-    ``structuredContent`` is returned as is (a structured result); otherwise the
-    content blocks become text, or, when there is an image, audio or an
+    The content blocks become text, or, when there is an image, audio or an
     embedded resource among them, a list of parts (`TextPart`, `ImagePart`,
     `FilePart`) that each provider adapter sends in its own format.
+    ``structuredContent`` alone is returned as is (a structured result) when
+    the blocks are text that says no more than it (`_said_by`: the JSON of
+    it the spec has servers send too, or nothing); otherwise nothing is lost:
+    the blocks are kept, and the structured data, as JSON, is one more text
+    part unless a text block carries it already.
+
+    ``mask`` (a server's credentials, `MCPServer._mask`) is applied to the
+    text parts and to the structured data's text.
     """
-    if result.structured_content is not None:
-        return result.structured_content
     parts = [part for block in result.content for part in _block_parts(block)]
+    if mask is not None:
+        parts = [masked_part(mask, part) for part in parts]
+    structured = result.structured_content
+    if structured is not None:
+        if mask is not None:
+            structured = _masked_data(mask, structured)
+        texts = [part.text for part in parts if isinstance(part, TextPart)]
+        media = len(texts) < len(parts)
+        if not media and all(_said_by(text, structured) for text in texts):
+            return structured
+        if not _carried(texts, structured):
+            parts.append(TextPart(format_result(structured)))
     if any(not isinstance(part, TextPart) for part in parts):
         return parts
     texts = [part.text for part in parts if isinstance(part, TextPart)]
     return texts[0] if len(texts) == 1 else "\n".join(texts)
+
+
+def _error_text(result: Any) -> str:
+    """What an ``isError`` result says: its blocks' text (each image or file described),
+    and its ``structuredContent`` as JSON unless a text block carries it already."""
+    texts = [describe_content(_block_parts(block)) for block in result.content]
+    structured = result.structured_content
+    if structured is not None and not _carried(texts, structured):
+        texts.append(format_result(structured))
+    return " ".join(texts) or "(no text)"
+
+
+def _text_values(text: str) -> list[Any]:
+    """What a text block may stand for: its text, and the JSON value it holds, if any."""
+    values: list[Any] = [text]
+    with suppress(ValueError, RecursionError):  # (no JSON, or nested too deep: the text alone)
+        values.append(json.loads(text))
+    return values
+
+
+def _carried(texts: Sequence[str], structured: Any) -> bool:
+    """Whether ``texts`` (a result's text blocks) carry ``structured`` whole: one of them is
+    its JSON, or, for data wrapped in one key (the MCP SDK's ``{"result": ...}`` for a
+    tool returning no object), the wrapped value, as one block or one block per item."""
+    if any(structured in _text_values(text) for text in texts):
+        return True
+    if not (isinstance(structured, dict) and len(structured) == 1 and texts):
+        return False
+    (wrapped,) = structured.values()
+    if len(texts) == 1:
+        return wrapped in _text_values(texts[0])
+    return (
+        isinstance(wrapped, list)
+        and len(wrapped) == len(texts)
+        and all(item in _text_values(text) for item, text in zip(wrapped, texts, strict=True))
+    )
+
+
+def _said_by(text: str, structured: Any) -> bool:
+    """Whether a text block says no more than ``structured``: it is blank, or it (or the
+    JSON value it holds) is the data or a value inside it (the MCP SDK writes a list
+    returned by a tool one item per block)."""
+    if not text.strip():
+        return True
+    return any(_inside(value, structured) for value in _text_values(text))
+
+
+def _inside(value: Any, data: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is ``data`` or a value inside it (nested up to 100 deep)."""
+    if value == data:
+        return True
+    if depth >= 100:
+        return False
+    inner = data.values() if isinstance(data, dict) else data if isinstance(data, list) else ()
+    return any(_inside(value, item, depth + 1) for item in inner)
+
+
+def _masked_data(mask: Callable[[str], str], data: Any, depth: int = 0) -> Any:
+    """JSON data with ``mask`` applied to its strings, keys too (nested up to 100 deep;
+    deeper, as JSON text)."""
+    if isinstance(data, str):
+        return mask(data)
+    if not isinstance(data, (dict, list)):
+        return data
+    if depth >= 100:
+        return mask(json.dumps(data))
+    if isinstance(data, list):
+        return [_masked_data(mask, item, depth + 1) for item in data]
+    return {mask(key): _masked_data(mask, item, depth + 1) for key, item in data.items()}
 
 
 def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:

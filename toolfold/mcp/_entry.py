@@ -494,6 +494,59 @@ def env_held(env: Mapping[str, str]) -> list[str]:
     return held
 
 
+#: Flags of the commands MCP servers are launched with that take no value, so that the
+#: argument after one may name the server (`server_name`): npx's ``-y``, python's
+#: ``-u``, uvx's ``-q``, docker's ``-i`` and ``--rm``.
+_NO_VALUE_FLAGS = frozenset(
+    {"-y", "--yes", "-q", "--quiet", "-u", "-B", "-E", "-I", "-i", "--interactive", "--rm"}
+)
+
+#: An argument that may name a server: a script or package (pip's ``name==1.0`` too), a
+#: path, a module (``-m``).
+_SERVER_ARGUMENT = re.compile(r"@?[A-Za-z0-9_.~/\\][A-Za-z0-9_.~/\\@:+-]*(?:==[A-Za-z0-9_.*+!-]+)?")
+
+
+def server_name(command: str, args: Sequence[str]) -> str:
+    """A stdio server's default name: ``command`` and the script, module or package it
+    runs, so that two servers launched with one command (``python``, ``npx``, ``uvx``)
+    are told apart.
+
+    That argument is the first one after ``command`` and its flags that take no
+    value (`_NO_VALUE_FLAGS`, ``npx -y``), or python's ``-m`` module
+    (``python -m mcp_server_time``): ``npx @modelcontextprotocol/server-github``,
+    ``python server.py``. After another flag, which may take a value
+    (``python -c CODE``, ``--token T``), no argument is taken; nor one that may be
+    a credential (`args_held`) or has a token's shape, or one with white space
+    or ``=``: the name is then ``command`` alone.
+
+    Example:
+        >>> server_name("npx", ["-y", "@modelcontextprotocol/server-github"])
+        'npx @modelcontextprotocol/server-github'
+        >>> server_name("python", ["-m", "mcp_server_time"])
+        'python -m mcp_server_time'
+        >>> server_name("python", ["-c", "import server; server.main()"])
+        'python'
+    """
+    held = {at for at, _ in _held_args(args)}
+    module = False
+    for at, arg in enumerate(args):
+        if arg == "-m":
+            module = True
+            continue
+        if arg in _NO_VALUE_FLAGS and not module:
+            continue
+        pieces = re.split(r"[/\\]", arg)
+        if (
+            at in held
+            or _SERVER_ARGUMENT.fullmatch(arg) is None
+            or token_shaped(arg)
+            or any(looks_random(piece) for piece in pieces)
+        ):
+            break
+        return f"{command} {'-m ' if module else ''}{arg}"
+    return command
+
+
 def args_held(args: Sequence[str]) -> list[str]:
     """The ``args`` that may be credentials, by position and why, in order (empty: none).
 
@@ -509,22 +562,27 @@ def args_held(args: Sequence[str]) -> list[str]:
     or it holds what `value_held` finds
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
+    return [f"args[{at}] ({why})" for at, why in _held_args(args)]
+
+
+def _held_args(args: Sequence[str]) -> list[tuple[int, str]]:
+    """`args_held`'s findings as (position, why) pairs."""
     held = []
     taken = -1  # the last argument taken as a flag's value: no flag for the next
     for at, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
         before = args[at - 1] if at and taken != at - 1 else ""
         if arg.startswith("-") and joined and _flag_holds(flag, value):
-            held.append(f"args[{at}] (the value of {flag})")
+            held.append((at, f"the value of {flag}"))
         elif _value_after(before, arg) and _flag_holds(before, arg):
-            held.append(f"args[{at}] (the value after {before})")
+            held.append((at, f"the value after {before}"))
             taken = at
         elif _glued_password(arg):
-            held.append(f"args[{at}] (a password glued to -p)")
+            held.append((at, "a password glued to -p"))
         elif _glued_key(arg):
-            held.append(f"args[{at}] (a key glued to {arg[:2]})")
+            held.append((at, f"a key glued to {arg[:2]}"))
         elif found := value_held(value if arg.startswith("-") and joined else arg):
-            held.append(f"args[{at}] ({', '.join(found)})")
+            held.append((at, ", ".join(found)))
     return held
 
 
