@@ -672,7 +672,7 @@ def test_a_header_a_server_echoes_into_the_sdks_own_log_lines_never_shows(
     headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
     server = MCPServerHTTP(http_echoing_server, headers=headers, name="echoing")
     with server:
-        (echo,) = server.tools()
+        echo = {tool.name: tool for tool in server.tools()}["t"]
         assert _call(echo, {}) == "ok"
     warned = [r for r in caplog.records if r.name == "client" and r.levelno == logging.WARNING]
     assert warned  # the SDK logged the malformed notification
