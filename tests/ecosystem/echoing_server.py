@@ -4,7 +4,8 @@ It speaks just enough of the protocol for a client to list and call its tools:
 ``t``, whose answer is preceded by a malformed ``notifications/progress`` (its
 ``progress`` a string) holding the header's value, which the MCP SDK's client
 logs with the validation error; and ``whoami``, which answers with the header's
-value in its text and its structured content. Run with
+value in its text and its structured content (as a key too, beside a key ``***``),
+with the ``X-Tenant`` and ``User-Agent`` headers and the request's path. Run with
 ``python -m tests.ecosystem.echoing_server``: it listens on a free 127.0.0.1
 port and prints ``serving MCP on URL`` to stderr.
 """
@@ -59,7 +60,14 @@ class _Handler(BaseHTTPRequestHandler):
             echoed = self.headers.get("Authorization", "")
             result = {
                 "content": [{"type": "text", "text": f"you sent {echoed}"}],
-                "structuredContent": {"sent": echoed, echoed: "as a key"},
+                "structuredContent": {
+                    "sent": echoed,
+                    echoed: "as a key",
+                    "***": "a key of its own",
+                    "tenant": self.headers.get("X-Tenant", ""),
+                    "agent": self.headers.get("User-Agent", ""),
+                    "path": self.path,
+                },
             }
         elif method == "tools/call":
             echoed = self.headers.get("Authorization", "")

@@ -116,6 +116,33 @@ def test_a_call_refused_with_an_http_status_says_it(http_dropping_server: str) -
     }
 
 
+def test_a_call_failing_beside_a_refused_one_does_not_get_its_status(
+    http_dropping_server: str,
+) -> None:
+    """Of two calls made at once, one refused with 500 and one whose stream is cut, each
+    says its own failure: the cut one no longer reads "(HTTP 500 ...)", the status of
+    the other."""
+    with MCPServerHTTP(http_dropping_server, name="gw") as server:
+        shout = {t.name: t for t in server.tools()}["shout"]
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(
+                shout.function({"text": "REFUSE-500 PAIRED"}),
+                shout.function({"text": "DROP PAIRED"}),
+                return_exceptions=True,
+            )
+
+        refused, cut = asyncio.run(both())
+    failed = "MCP server 'gw': tool 'shout' failed: MCPError:"
+    assert str(refused) == (
+        f"{failed} Server returned an error response (HTTP 500 Internal Server Error)"
+    )
+    assert str(cut) == (
+        f"{failed} SSE stream ended without a response (the server closed the connection, "
+        "or ended the response, before it answered the request)"
+    )
+
+
 def test_a_failure_from_a_replaced_session_leaves_the_current_one_alone() -> None:
     """A call that fails on a session since replaced (another caller restarted it) does not
     mark the fresh session ended."""
@@ -631,8 +658,38 @@ def test_a_successful_result_echoing_a_header_secret_is_scrubbed(
     response = Agent(model, tools=[server]).run("hi")
     (result,) = model.requests[1].messages[-1].tool_results
     assert not result.is_error
-    assert result.content == 'you sent ***\n{"sent":"***","***":"as a key"}'
+    assert not result.is_error
+    sent = json.loads(result.content.partition("\n")[2])
+    assert result.content.startswith("you sent ***\n")
+    assert {key: sent[key] for key in ("sent", "***", "*** (2)")} == {
+        "sent": "***",
+        "***": "a key of its own",  # the echoed key masked, kept apart from it
+        "*** (2)": "as a key",
+    }
     assert GUARD_TOKEN not in response.state.to_json()
+
+
+def test_a_successful_result_keeps_data_that_is_no_credential(
+    http_echoing_server: str,
+) -> None:
+    """Only what a model's transport masks is masked in a successful result: credential
+    headers' values, a query value named like a credential. A tenant header, the user
+    agent, a workspace in the query are data a tool may return (they read ``***``)."""
+    headers = {
+        "Authorization": f"Bearer {GUARD_TOKEN}",
+        "X-Tenant": "acme-production-eu",
+        "User-Agent": "MyCompanyAgent/2.4.1",
+    }
+    url = f"{http_echoing_server}?workspace=engineering-team-alpha&api_key=k-0451"
+    server = MCPServerHTTP(url, headers=headers, name="echoing")
+    model = ScriptedModel([ScriptedModel.call("whoami", {}), "ok"])
+    Agent(model, tools=[server]).run("hi")
+    (result,) = model.requests[1].messages[-1].tool_results
+    sent = json.loads(result.content.partition("\n")[2])
+    assert sent["tenant"] == "acme-production-eu"
+    assert sent["agent"] == "MyCompanyAgent/2.4.1"
+    assert sent["path"] == "/mcp?workspace=engineering-team-alpha&api_key=***"
+    assert sent["sent"] == "***"
 
 
 def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
@@ -950,7 +1007,8 @@ def test_stdio_servers_of_one_command_are_told_apart_by_default() -> None:
     An argument that may be a credential is never in it; name= wins; an agent file
     leaves the default out."""
     script = str(ROOT / "tests/ecosystem/media_server.py")
-    assert MCPServerStdio(sys.executable, [script]).name == f"{sys.executable} {script}"
+    python = os.path.basename(sys.executable)
+    assert MCPServerStdio(sys.executable, [script]).name == f"{python} media_server.py"
     assert MCPServerStdio("python", ["-m", "mcp_server_time"], prefix="time").name == (
         "time (python -m mcp_server_time)"
     )
@@ -973,7 +1031,31 @@ def test_stdio_servers_of_one_command_are_told_apart_by_default() -> None:
     crashing = MCPServerStdio(sys.executable, [missing], prefix="gone")
     with pytest.raises(MCPError) as caught:
         Agent(ScriptedModel(["done"]), tools=[_our_server(), crashing]).run("hi")
-    assert f"MCP server 'gone ({sys.executable} {missing})': could not start" in str(caught.value)
+    assert f"MCP server 'gone ({python} no_such_server.py)': could not start" in str(caught.value)
+
+
+def test_a_stdio_servers_default_name_shows_no_path_nor_token_and_is_cut() -> None:
+    """The default name shows a path by its last part (it showed the user's home and
+    project), no argument shaped like a token (32 hex digits were shown), a docker
+    server's image, never an -e value (every one read ``docker run``), and is cut
+    (a 5,000-character argument made a 5,005-character name)."""
+    home = "/home/alice.smith/projects/secret-client/server.py"
+    assert MCPServerStdio("python", [home]).name == "python server.py"
+    assert MCPServerStdio("python", ["C:\\Users\\jdoe\\server.py"]).name == "python server.py"
+    assert MCPServerStdio("/home/alice/venv/bin/python", ["-m", "srv"]).name == "python -m srv"
+    hexed = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6"
+    assert MCPServerStdio("node", [f"/tmp/{hexed}"]).name == "node"
+    assert MCPServerStdio("npx", [hexed]).name == "npx"
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    for flags in (
+        ["-i", "--rm", "-e", f"GITHUB_TOKEN={token}"],
+        ["-it", "--env", "X=y", "-v", "a:b"],
+    ):
+        docker = MCPServerStdio("docker", ["run", *flags, "ghcr.io/github/github-mcp-server"])
+        assert docker.name == "docker run ghcr.io/github/github-mcp-server"
+    assert MCPServerStdio("docker", ["run", "-e", token]).name == "docker run"
+    long = MCPServerStdio("node", ["x" * 5000])
+    assert long.name == f"node {'x' * 75}… (5,005 characters)"
 
 
 def test_a_hanging_call_ends_at_the_timeout() -> None:

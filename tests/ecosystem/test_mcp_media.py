@@ -21,6 +21,7 @@ from toolfold.adapters.openai_responses import OpenAIResponsesModel
 from toolfold.mcp import MCPError, MCPServerHTTP, MCPServerStdio
 from toolfold.runtime import ModelRequest, ToolResultPart
 from toolfold.testing import ScriptedModel
+from toolfold.toolkit._results import format_result
 
 call = ScriptedModel.call
 
@@ -183,3 +184,53 @@ def test_an_error_results_structured_content_is_in_its_message() -> None:
             said = str(caught.value)
             assert said.startswith(f"MCP server 'media': tool {name!r} reported an error: ")
             assert said.count("quota exceeded, retry after 60 s") == 1
+
+
+def _rows(count: int) -> Any:
+    """A result as the MCP SDK's server sends a list of ``count`` dicts: one text block per
+    row (its JSON), and the list wrapped in ``{"result": ...}``."""
+    import mcp.types as types
+
+    rows = [{"id": at, "name": f"user{at}", "tags": ["a", "b"]} for at in range(count)]
+    blocks = [types.TextContent(type="text", text=json.dumps(row)) for row in rows]
+    return types.CallToolResult(content=blocks, structured_content={"result": rows})
+
+
+def _steps(result: Any, mask: Any = None) -> int:
+    """How many Python and C functions turning ``result`` into a tool's value calls."""
+    from toolfold.mcp._client import _result_for_model
+
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        _result_for_model(result, mask)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_large_structured_result_is_read_in_linear_time() -> None:
+    """A list of n rows (n text blocks) is checked against its structured data in work
+    growing as n: each block was looked for through the whole data, 4.5 s for 1,000
+    rows on the run's loop, where a tool's timeout could not fire. Four times the rows,
+    at most about four times the calls (it was sixteen); the data is returned as before,
+    and so is a block of more among the rows (text and JSON)."""
+    small, large = _steps(_rows(100)), _steps(_rows(400))
+    assert large <= 5 * small
+    from toolfold.mcp._client import _result_for_model
+
+    assert _result_for_model(_rows(3)) == {
+        "result": [{"id": at, "name": f"user{at}", "tags": ["a", "b"]} for at in range(3)]
+    }
+    import mcp.types as types
+
+    mixed = _rows(2)
+    mixed.content.append(types.TextContent(type="text", text="2 rows"))
+    texts = [block.text for block in mixed.content]
+    assert _result_for_model(mixed) == "\n".join([*texts, format_result(mixed.structured_content)])

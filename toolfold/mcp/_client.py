@@ -17,8 +17,9 @@ import hashlib
 import json
 import re
 import threading
+import urllib.parse
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, InvalidStateError
@@ -66,6 +67,20 @@ APPROVAL_META_KEY = "toolfold/requires_approval"
 #: The most pages of a tool list (tools/list) read: a server paging on past them (each
 #: with a cursor of its own) is refused, as one giving a cursor twice is.
 MOST_PAGES = 1000
+
+#: A request a client makes, as its JSON-RPC message names it: the method and what
+#: of its params tells it apart (``("tools/call", {"name": ..., "arguments": ...})``).
+_Asked = tuple[str, Mapping[str, Any]]
+
+#: How many of the last requests an HTTP server refused are kept (`MCPServerHTTP`),
+#: for a failed call to find its own status among those of calls made beside it.
+_REFUSALS_KEPT = 64
+
+#: The messages of the MCP SDK's errors made of an HTTP error status (a response with
+#: no JSON-RPC error in it): its status is what says more.
+_HTTP_ERROR_MESSAGES = frozenset(
+    {"Server returned an error response", "Not Found", "Session terminated"}
+)
 
 
 #: The modules of the SDK a client imports as its server starts and talks (`MCPServer._start`,
@@ -381,9 +396,10 @@ class MCPServer:
         transport's own failures since ``mark`` (`_mark`) in view: nothing here."""
         return ""
 
-    def _call_hint(self, exc: BaseException, mark: int) -> str:
+    def _call_hint(self, exc: BaseException, mark: int, asked: _Asked) -> str:
         """What a failed request's message adds to what the SDK raised (``exc``), the
-        transport's own failures since ``mark`` (`_mark`) in view: nothing here."""
+        transport's own failures since ``mark`` (`_mark`) of the request ``asked``
+        in view: nothing here."""
         return ""
 
     def _shutdown(self) -> None:
@@ -454,7 +470,7 @@ class MCPServer:
         """
         with self:
             try:
-                listed: list[dict[str, Any]] = self._call(self._list)
+                listed: list[dict[str, Any]] = self._call(self._list, ("tools/list", {}))
             except MCPError:
                 if not self._ended:
                     raise
@@ -462,7 +478,7 @@ class MCPServer:
                 with self._lock:
                     if not self.is_open:
                         self._restart()
-                listed = self._call(self._list)
+                listed = self._call(self._list, ("tools/list", {}))
         self._check_names(listed)
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
@@ -633,7 +649,10 @@ class MCPServer:
         try:
             result = await asyncio.wrap_future(asked)
         except Exception as exc:
-            said = f"tool {remote!r} failed: {_describe(exc)}{self._call_hint(exc, mark)}"
+            hint = self._call_hint(
+                exc, mark, ("tools/call", {"name": remote, "arguments": arguments})
+            )
+            said = f"tool {remote!r} failed: {_describe(exc)}{hint}"
             raise self._error(said, exc) from exc
         try:  # a block the SDK let through may still be unreadable (data that is no base64)
             if not result.is_error:
@@ -645,26 +664,28 @@ class MCPServer:
             ) from exc
         raise self._error(f"tool {remote!r} reported an error: {shown}")
 
-    def _call(self, fn: Callable[[Any], Any]) -> Any:
-        """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
+    def _call(self, fn: Callable[[Any], Any], asked: _Asked) -> Any:
+        """``fn(client)`` on the session's loop, waited for at most ``timeout``: the
+        requests ``asked`` (`_Asked`, what a failure's HTTP status is looked up by)."""
         portal = self._portal
         assert portal is not None
         mark = self._mark()
-        asked = portal.start_task_soon(self._on_session, fn, self._client, self._task)
+        sent = portal.start_task_soon(self._on_session, fn, self._client, self._task)
         try:
             # an async caller's cancellation (`tools_off_loop`) cancels the request too,
             # rather than leave it, and this thread holding the session, until `timeout`
-            with when_open_cancelled(asked.cancel):
-                return asked.result(timeout=self.timeout)
+            with when_open_cancelled(sent.cancel):
+                return sent.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
-            asked.cancel()  # the request is not left waiting on the server
+            sent.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except FutureCancelled:
             raise MCPError(self.name, "stopped: the task listing it was cancelled") from None
         except MCPError:  # what `fn` found wrong itself (`_list`: a cursor given twice)
             raise
         except Exception as exc:
-            raise self._error(f"{_describe(exc)}{self._call_hint(exc, mark)}", exc) from exc
+            hint = self._call_hint(exc, mark, asked)
+            raise self._error(f"{_describe(exc)}{hint}", exc) from exc
 
     async def _on_session(self, fn: Callable[[Any], Any], client: Any, task: Any) -> Any:
         """``await fn(client)`` on the session's loop; a failure that ends the session
@@ -806,7 +827,7 @@ class MCPServerStdio(MCPServer):
         """
         return self._closed_hint(exc, "the MCP handshake")
 
-    def _call_hint(self, exc: BaseException, mark: int) -> str:
+    def _call_hint(self, exc: BaseException, mark: int, asked: _Asked) -> str:
         """Where to look when the process went away during a call (or before it):
         as `_start_hint` says for the handshake."""
         return self._closed_hint(exc, "the request")
@@ -883,9 +904,10 @@ class MCPServerHTTP(MCPServer):
 
         self._mask = quoted_masker(scrubs(self._quoted()))
         # The requests (POSTs) the server answered with an HTTP error status: how many,
-        # and the last one's status (`_status_hint`; the SDK's error does not say it).
+        # and the last ones' (number, method, params, status) (`_status_hint`; the SDK's
+        # error does not say it).
         self._refusals = 0
-        self._refused = 0
+        self._refused: deque[tuple[int, str, Any, int]] = deque(maxlen=_REFUSALS_KEPT)
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
@@ -928,19 +950,24 @@ class MCPServerHTTP(MCPServer):
         status. The GET stream's and the closing DELETE's are not: a server may answer
         them 405 (it offers no stream, no termination) and work."""
         if response.status_code >= 400 and response.request.method == "POST":
-            self._refused = response.status_code
+            method, params = _posted(response.request)
             self._refusals += 1
+            self._refused.append((self._refusals, method, params, response.status_code))
 
     def _mark(self) -> int:
         return self._refusals
 
     def _start_hint(self, exc: BaseException, mark: int) -> str:
-        return self._status_hint(mark, starting=True)
+        # (nothing else is asked while the handshake runs: any refusal since is its own)
+        return self._status_hint(mark, None)
 
-    def _call_hint(self, exc: BaseException, mark: int) -> str:
-        """The HTTP status of a request refused since ``mark``; else, when the SDK says
-        ``Connection closed``, that the server ended the response without an answer."""
-        said = self._status_hint(mark, starting=False)
+    def _call_hint(self, exc: BaseException, mark: int, asked: _Asked) -> str:
+        """When the SDK's error is the one it makes of an HTTP error status
+        (`_http_refused`), the status of the request ``asked``, refused since ``mark``
+        (another request, made in parallel, may have been refused with another);
+        else, when the SDK says ``Connection closed``, that the server ended the
+        response without an answer."""
+        said = self._status_hint(mark, asked) if _http_refused(exc) else ""
         if said or not _connection_closed(exc):
             return said
         return (
@@ -948,14 +975,21 @@ class MCPServerHTTP(MCPServer):
             "answered the request)"
         )
 
-    def _status_hint(self, mark: int, *, starting: bool) -> str:
-        """The HTTP status of the last request the server refused since ``mark``, with
-        what to check for an authentication failure (never a header's value): empty
-        when none was. Its standard reason phrase, not the server's (which could echo
-        anything)."""
-        if self._refusals <= mark:
+    def _status_hint(self, mark: int, asked: _Asked | None) -> str:
+        """The HTTP status the server refused the request ``asked`` with since ``mark``
+        (None: the handshake's, any request), with what to check for an authentication
+        failure (never a header's value): empty when none was, or when requests like it
+        were refused with different ones. Its standard reason phrase, not the server's
+        (which could echo anything)."""
+        statuses = {
+            status
+            for at, method, params, status in self._refused
+            if at > mark and (asked is None or _is_asked(asked, method, params))
+        }
+        if len(statuses) != 1:
             return ""
-        status = self._refused
+        (status,) = statuses
+        starting = asked is None
         try:
             said = f"HTTP {status} {HTTPStatus(status).phrase}"
         except ValueError:  # a status of no standard
@@ -999,20 +1033,48 @@ class MCPServerHTTP(MCPServer):
         return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
 
     def _quoted(self) -> tuple[Any, ...]:
-        """The credentials of `_secrets` as a successful result's text is masked of them
-        (`_mask`), as a model's are in a tool's result (``quoted_scrubs``): one shorter
-        than `QUOTED_BARE` only where it is written as a credential (``Bearer abc``,
-        ``x-api-key: abc``, ``user:pw@``), not as a word a result's data may hold."""
-        from toolfold.adapters._http._keys import QUOTED_BARE, header_secrets, url_secrets
+        """What a successful result's text is masked of (`_mask`), as a model's transport
+        masks a tool's result (``quoted_scrubs``): the URL's ``user:password@`` (a
+        token as the user too), the values of credential headers
+        (`is_credential_header`: ``Authorization``, ``x-api-key``, not ``X-Tenant``
+        or ``User-Agent``) and of query parameters named like a credential
+        (``?api_key=``, not ``?workspace=``). One shorter than `QUOTED_BARE` only
+        where it is written as a credential (``Bearer abc``, ``x-api-key: abc``,
+        ``api_key=abc``, ``user:pw@``), not as a word a result's data may hold.
+        What else `_scrub` holds (every header's value, a path's token) is masked
+        in errors only: data a tool returns may well hold a tenant's or a
+        workspace's name."""
+        from toolfold.adapters._http._keys import (
+            QUOTED_BARE,
+            Secret,
+            api_key_secrets,
+            header_secrets,
+            is_credential_header,
+            url_secrets,
+            url_userinfo,
+        )
+        from toolfold.mcp._entry import credential_name, token_shaped
 
+        user = urllib.parse.unquote((url_userinfo(self.url) or "").partition(":")[0])
+        query = self.url.partition("#")[0].partition("?")[2]
+        named = [piece.partition("=") for piece in query.split("&") if "=" in piece]
         return (
             *url_secrets(self.url, bare=QUOTED_BARE),
+            *((Secret(user),) if user and token_shaped(user) else ()),
             *(
                 found
                 for name, value in self._headers
+                if is_credential_header(name)
                 for found in header_secrets(name, value, bare=QUOTED_BARE)
             ),
-            *(secret for secret in self._scrub if len(secret.reveal()) >= QUOTED_BARE),
+            *(
+                found
+                for name, _, value in named
+                if credential_name(urllib.parse.unquote_plus(name))
+                for form in dict.fromkeys((value, urllib.parse.unquote_plus(value)))
+                if form
+                for found in api_key_secrets(Secret(form), name, "", bare=QUOTED_BARE)
+            ),
         )
 
 
@@ -1158,6 +1220,36 @@ def _connection_closed(exc: BaseException, depth: int = 0) -> bool:
     return isinstance(exc, SDKError) and exc.code == CONNECTION_CLOSED
 
 
+def _http_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the MCP SDK's error for a request answered with an HTTP error
+    status (`_HTTP_ERROR_MESSAGES`), not an error the server wrote."""
+    from mcp.shared.exceptions import MCPError as SDKError
+
+    return isinstance(exc, SDKError) and exc.message in _HTTP_ERROR_MESSAGES
+
+
+def _posted(request: Any) -> tuple[str, Any]:
+    """The JSON-RPC method and params of an HTTP request's body (``""`` and None when
+    it holds none)."""
+    try:
+        message = json.loads(request.content)
+    except Exception:  # no body read, no JSON
+        return "", None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return "", None
+    return message["method"], message.get("params")
+
+
+def _is_asked(asked: _Asked, method: str, params: Any) -> bool:
+    """Whether a request (``method`` and ``params``, as `_posted` read them) is the one
+    ``asked``: its method, and params holding each value ``asked`` gives."""
+    wanted, given = asked
+    if method != wanted:
+        return False
+    held = params if isinstance(params, dict) else {}
+    return all(held.get(key) == value for key, value in given.items())
+
+
 def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> Any:
     """A `CallToolResult` that is no error (``isError``) as a tool's return value.
 
@@ -1165,7 +1257,7 @@ def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> 
     embedded resource among them, a list of parts (`TextPart`, `ImagePart`,
     `FilePart`) that each provider adapter sends in its own format.
     ``structuredContent`` alone is returned as is (a structured result) when
-    the blocks are text that says no more than it (`_said_by`: the JSON of
+    the blocks are text that says no more than it (`_all_said`: the JSON of
     it the spec has servers send too, or nothing); otherwise nothing is lost:
     the blocks are kept, and the structured data, as JSON, is one more text
     part unless a text block carries it already.
@@ -1182,9 +1274,13 @@ def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> 
             structured = _masked_data(mask, structured)
         texts = [part.text for part in parts if isinstance(part, TextPart)]
         media = len(texts) < len(parts)
-        if not media and all(_said_by(text, structured) for text in texts):
+        # Each text's forms worked out once: the checks below are linear in the
+        # result's size (a list of 1,000 rows is 1,000 blocks).
+        forms = [_text_forms(text) for text in texts]
+        carried = _carried(forms, structured)
+        if not media and (carried == "all" or _all_said(texts, forms, structured)):
             return structured
-        if not _carried(texts, structured):
+        if not carried:
             parts.append(TextPart(format_result(structured)))
     if any(not isinstance(part, TextPart) for part in parts):
         return parts
@@ -1197,59 +1293,88 @@ def _error_text(result: Any) -> str:
     and its ``structuredContent`` as JSON unless a text block carries it already."""
     texts = [describe_content(_block_parts(block)) for block in result.content]
     structured = result.structured_content
-    if structured is not None and not _carried(texts, structured):
+    if structured is not None and not _carried([_text_forms(t) for t in texts], structured):
         texts.append(format_result(structured))
     return " ".join(texts) or "(no text)"
 
 
-def _text_values(text: str) -> list[Any]:
-    """What a text block may stand for: its text, and the JSON value it holds, if any."""
-    values: list[Any] = [text]
+def _canonical(value: Any) -> str | None:
+    """``value``'s JSON with sorted keys, what two equal JSON values share (None: none)."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _text_forms(text: str) -> frozenset[str]:
+    """What a text block may stand for, canonical (`_canonical`): its text, and the JSON
+    value it holds, if any."""
+    forms = {_canonical(text)}
     with suppress(ValueError, RecursionError):  # (no JSON, or nested too deep: the text alone)
-        values.append(json.loads(text))
-    return values
+        forms.add(_canonical(json.loads(text)))
+    return frozenset(form for form in forms if form is not None)
 
 
-def _carried(texts: Sequence[str], structured: Any) -> bool:
-    """Whether ``texts`` (a result's text blocks) carry ``structured`` whole: one of them is
-    its JSON, or, for data wrapped in one key (the MCP SDK's ``{"result": ...}`` for a
-    tool returning no object), the wrapped value, as one block or one block per item."""
-    if any(structured in _text_values(text) for text in texts):
-        return True
-    if not (isinstance(structured, dict) and len(structured) == 1 and texts):
-        return False
+def _carried(forms: Sequence[frozenset[str]], structured: Any) -> str:
+    """Whether a result's text blocks (their `_text_forms`) carry ``structured`` whole:
+    one of them is its JSON, or, for data wrapped in one key (the MCP SDK's
+    ``{"result": ...}`` for a tool returning no object), the wrapped value, as one block
+    or one block per item. ``"all"`` when the blocks say nothing else (one block, or one
+    per item), ``"one"`` when one block of more does, ``""`` when none does."""
+    whole = _canonical(structured)
+    if whole is not None and any(whole in found for found in forms):
+        return "all" if len(forms) == 1 else "one"
+    if not (isinstance(structured, dict) and len(structured) == 1 and forms):
+        return ""
     (wrapped,) = structured.values()
-    if len(texts) == 1:
-        return wrapped in _text_values(texts[0])
-    return (
+    if len(forms) == 1:
+        return "all" if _canonical(wrapped) in forms[0] else ""
+    if (
         isinstance(wrapped, list)
-        and len(wrapped) == len(texts)
-        and all(item in _text_values(text) for item, text in zip(wrapped, texts, strict=True))
-    )
+        and len(wrapped) == len(forms)
+        and all(_canonical(item) in found for item, found in zip(wrapped, forms, strict=True))
+    ):
+        return "all"
+    return ""
 
 
-def _said_by(text: str, structured: Any) -> bool:
-    """Whether a text block says no more than ``structured``: it is blank, or it (or the
-    JSON value it holds) is the data or a value inside it (the MCP SDK writes a list
-    returned by a tool one item per block)."""
-    if not text.strip():
-        return True
-    return any(_inside(value, structured) for value in _text_values(text))
+def _all_said(texts: Sequence[str], forms: Sequence[frozenset[str]], structured: Any) -> bool:
+    """Whether each text block says no more than ``structured``: it is blank, or it (or
+    the JSON value it holds) is the data or a value inside it (the MCP SDK writes a list
+    returned by a tool one item per block). The data's values are made canonical once
+    (`_values_inside`), each block looked up in them."""
+    inside: set[str] | None = None
+    for text, found in zip(texts, forms, strict=True):
+        if not text.strip():
+            continue
+        if inside is None:
+            inside = _values_inside(structured)
+        if inside.isdisjoint(found):
+            return False
+    return True
 
 
-def _inside(value: Any, data: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is ``data`` or a value inside it (nested up to 100 deep)."""
-    if value == data:
-        return True
-    if depth >= 100:
-        return False
-    inner = data.values() if isinstance(data, dict) else data if isinstance(data, list) else ()
-    return any(_inside(value, item, depth + 1) for item in inner)
+def _values_inside(data: Any) -> set[str]:
+    """The canonical JSON (`_canonical`) of ``data`` and of each value inside it (nested
+    up to 100 deep), walked once."""
+    found: set[str] = set()
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if (form := _canonical(value)) is not None:
+            found.add(form)
+        if depth < 100:
+            inner = value.values() if isinstance(value, dict) else value
+            if isinstance(value, (dict, list)):
+                stack.extend((item, depth + 1) for item in inner)
+    return found
 
 
 def _masked_data(mask: Callable[[str], str], data: Any, depth: int = 0) -> Any:
     """JSON data with ``mask`` applied to its strings, keys too (nested up to 100 deep;
-    deeper, as JSON text)."""
+    deeper, as JSON text). A key masked like another key (two keys holding a secret,
+    or a key ``***`` beside one) is told apart by a number, ``*** (2)``: no value is
+    lost."""
     if isinstance(data, str):
         return mask(data)
     if not isinstance(data, (dict, list)):
@@ -1258,7 +1383,19 @@ def _masked_data(mask: Callable[[str], str], data: Any, depth: int = 0) -> Any:
         return mask(json.dumps(data))
     if isinstance(data, list):
         return [_masked_data(mask, item, depth + 1) for item in data]
-    return {mask(key): _masked_data(mask, item, depth + 1) for key, item in data.items()}
+    keys = {key: mask(key) for key in data}
+    taken = {key for key, shown in keys.items() if shown == key}
+    masked: dict[str, Any] = {}
+    for key, item in data.items():
+        shown = keys[key]
+        if shown != key:
+            number = 1
+            while shown in taken:
+                number += 1
+                shown = f"{keys[key]} ({number})"
+            taken.add(shown)
+        masked[shown] = _masked_data(mask, item, depth + 1)
+    return masked
 
 
 def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:
