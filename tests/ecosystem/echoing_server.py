@@ -1,9 +1,11 @@
 """A raw MCP server over streamable HTTP that echoes the request's Authorization header.
 
-It speaks just enough of the protocol for a client to list and call its one
-tool ``t``; the call's answer is preceded by a malformed
-``notifications/progress`` (its ``progress`` a string) holding the header's
-value, which the MCP SDK's client logs with the validation error. Run with
+It speaks just enough of the protocol for a client to list and call its tools:
+``t``, whose answer is preceded by a malformed ``notifications/progress`` (its
+``progress`` a string) holding the header's value, which the MCP SDK's client
+logs with the validation error; and ``whoami``, which answers with the header's
+value in its text and its structured content (as a key too, beside a key ``***``),
+with the ``X-Tenant`` and ``User-Agent`` headers and the request's path. Run with
 ``python -m tests.ecosystem.echoing_server``: it listens on a free 127.0.0.1
 port and prints ``serving MCP on URL`` to stderr.
 """
@@ -49,7 +51,24 @@ class _Handler(BaseHTTPRequestHandler):
                 "serverInfo": {"name": "echoing", "version": "0"},
             }
         elif method == "tools/list":
-            result = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+            result = {
+                "tools": [
+                    {"name": name, "inputSchema": {"type": "object"}} for name in ("t", "whoami")
+                ]
+            }
+        elif method == "tools/call" and message["params"]["name"] == "whoami":
+            echoed = self.headers.get("Authorization", "")
+            result = {
+                "content": [{"type": "text", "text": f"you sent {echoed}"}],
+                "structuredContent": {
+                    "sent": echoed,
+                    echoed: "as a key",
+                    "***": "a key of its own",
+                    "tenant": self.headers.get("X-Tenant", ""),
+                    "agent": self.headers.get("User-Agent", ""),
+                    "path": self.path,
+                },
+            }
         elif method == "tools/call":
             echoed = self.headers.get("Authorization", "")
             note = {

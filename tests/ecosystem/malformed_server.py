@@ -2,6 +2,9 @@
 
 It speaks just enough of the handshake for a client to list its one tool; the
 call's result has ``content`` as a number, which no MCP client can accept.
+With ``cursor`` as its argument its tools/list pages never end, each giving
+the cursor ``again`` as the next one; with ``pages``, each a new one
+(``page-1``, ``page-2``...).
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ def main() -> None:
         elif method == "tools/list":
             schema = {"type": "object", "properties": {}}
             result = {"tools": [{"name": "broken", "inputSchema": schema}]}
+            if sys.argv[1:] == ["cursor"]:
+                result["nextCursor"] = "again"
+            elif sys.argv[1:] == ["pages"]:
+                cursor = (message.get("params") or {}).get("cursor") or "page-0"
+                result["nextCursor"] = f"page-{int(cursor.removeprefix('page-')) + 1}"
         elif method == "tools/call":
             result = {"content": 5}
         else:

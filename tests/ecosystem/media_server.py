@@ -1,5 +1,10 @@
 """An MCP server built with the `mcp` SDK whose tools answer with images, resources and structured content.
 
+Structured content comes alone with its JSON text (``weather``), as the MCP SDK's
+server sends a wrapped value (``wrapped``, ``items``), beside an image
+(``chart_data``, ``plotted``) or a text saying more (``noted``), and in an error
+result (``quota``, ``quota_said``).
+
 Run over stdio: ``python tests/ecosystem/media_server.py``, or over streamable
 HTTP with ``--http`` (on a free 127.0.0.1 port, printed to stderr once it
 listens). The content is fixed, so tests can check the bytes that reach a
@@ -9,6 +14,7 @@ model's request.
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from typing import Any
 
@@ -59,6 +65,30 @@ def _content(name: str) -> types.CallToolResult:
             content=[types.TextContent(text='{"city": "Oslo", "celsius": -3}')],
             structured_content=data,
         )
+    if name == "chart_data":  # its JSON text, an image and the data
+        return types.CallToolResult(
+            content=[
+                types.TextContent(text='{"points": 3}'),
+                types.ImageContent(data=_b64(PNG), mime_type="image/png"),
+            ],
+            structured_content={"points": 3},
+        )
+    if name == "plotted":  # an image and the data, no text
+        image = types.ImageContent(data=_b64(PNG), mime_type="image/png")
+        return types.CallToolResult(content=[image], structured_content={"points": 3})
+    if name == "noted":  # a text that says more than the (empty) data
+        text = types.TextContent(text="Important: the deploy failed on host 3")
+        return types.CallToolResult(content=[text], structured_content={})
+    if name == "wrapped":  # the MCP SDK's server for a tool returning a string
+        text = types.TextContent(text="hello")
+        return types.CallToolResult(content=[text], structured_content={"result": "hello"})
+    if name == "items":  # ... and for one returning a list: a block per item
+        texts = [types.TextContent(text="a"), types.TextContent(text="b")]
+        return types.CallToolResult(content=texts, structured_content={"result": ["a", "b"]})
+    if name in ("quota", "quota_said"):  # an error with its data (and its JSON text)
+        data = {"error": "quota exceeded, retry after 60 s"}
+        said = [types.TextContent(text=json.dumps(data))] if name == "quota_said" else []
+        return types.CallToolResult(content=said, structured_content=data, is_error=True)
     if name in ("garbled", "garbled_error"):  # an image whose data is no base64
         image = types.ImageContent(data="!!!notbase64@@@", mime_type="image/png")
         return types.CallToolResult(content=[image], is_error=name == "garbled_error")
@@ -73,7 +103,10 @@ def main() -> None:
     """Serve the tools over stdio until the client goes away."""
     tools = [
         types.Tool(name=name, description=f"The {name} tool.", input_schema=EMPTY)
-        for name in ("chart", "readme", "weather", "link", "garbled", "garbled_error")
+        for name in (
+            *("chart", "readme", "weather", "link", "garbled", "garbled_error"),
+            *("chart_data", "plotted", "noted", "wrapped", "items", "quota", "quota_said"),
+        )
     ]
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:

@@ -84,10 +84,63 @@ def test_a_request_whose_stream_is_cut_leaves_a_working_session_open(
     works: that call fails, the session stays open, and the next call goes through on it."""
     with MCPServerHTTP(http_dropping_server) as server:
         shout = {t.name: t for t in server.tools()}["shout"]
-        with pytest.raises(MCPError, match="failed"):
+        with pytest.raises(MCPError, match="failed") as caught:
             _call(shout, {"text": "DROP"})
+        assert str(caught.value).endswith(
+            "tool 'shout' failed: MCPError: SSE stream ended without a response (the server closed the "
+            "connection, or ended the response, before it answered the request)"
+        )
         assert server.is_open
         assert _call(shout, {"text": "next"}) == "NEXT"
+
+
+def test_a_call_refused_with_an_http_status_says_it(http_dropping_server: str) -> None:
+    """A call the server refuses with 401, 403 or 500 (no JSON-RPC answer) names the status
+    (the SDK says only "Server returned an error response"), and for 401 and 403 what to
+    check; the session goes on."""
+    headers = {"X-Api-Key": "sk-DROPPING-0451"}
+    with MCPServerHTTP(http_dropping_server, name="gw", headers=headers) as server:
+        shout = {t.name: t for t in server.tools()}["shout"]
+        said = {}
+        for status in (401, 403, 500):
+            with pytest.raises(MCPError) as caught:
+                _call(shout, {"text": f"REFUSE-{status}"})
+            said[status] = str(caught.value)
+        assert _call(shout, {"text": "next"}) == "NEXT"
+    failed = "MCP server 'gw': tool 'shout' failed: MCPError: Server returned an error response"
+    assert said == {
+        401: f"{failed} (HTTP 401 Unauthorized: check the credentials given in headers=)",
+        403: f"{failed} (HTTP 403 Forbidden: check the credentials given in headers= and what "
+        "they may reach)",
+        500: f"{failed} (HTTP 500 Internal Server Error)",
+    }
+
+
+def test_a_call_failing_beside_a_refused_one_does_not_get_its_status(
+    http_dropping_server: str,
+) -> None:
+    """Of two calls made at once, one refused with 500 and one whose stream is cut, each
+    says its own failure: the cut one no longer reads "(HTTP 500 ...)", the status of
+    the other."""
+    with MCPServerHTTP(http_dropping_server, name="gw") as server:
+        shout = {t.name: t for t in server.tools()}["shout"]
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(
+                shout.function({"text": "REFUSE-500 PAIRED"}),
+                shout.function({"text": "DROP PAIRED"}),
+                return_exceptions=True,
+            )
+
+        refused, cut = asyncio.run(both())
+    failed = "MCP server 'gw': tool 'shout' failed: MCPError:"
+    assert str(refused) == (
+        f"{failed} Server returned an error response (HTTP 500 Internal Server Error)"
+    )
+    assert str(cut) == (
+        f"{failed} SSE stream ended without a response (the server closed the connection, "
+        "or ended the response, before it answered the request)"
+    )
 
 
 def test_a_failure_from_a_replaced_session_leaves_the_current_one_alone() -> None:
@@ -570,6 +623,75 @@ def test_credentials_in_the_url_never_show(
     assert "sk-SECRET123" not in caplog.text
 
 
+def test_a_server_refusing_the_start_with_401_says_the_status_and_where_credentials_go(
+    http_guarded_server: str,
+) -> None:
+    """A server answering the handshake 401 reads with the status and a hint to check
+    headers= (it read only "Server returned an error response"), never a header's value."""
+    with pytest.raises(MCPError) as caught:
+        MCPServerHTTP(http_guarded_server, name="guarded").open()
+    assert str(caught.value) == (
+        "MCP server 'guarded': could not start: MCPError: Server returned an error response "
+        "(HTTP 401 Unauthorized: check headers=, where credentials go "
+        "(headers={'Authorization': 'Bearer ...'}))"
+    )
+    wrong = MCPServerHTTP(
+        http_guarded_server, name="guarded", headers={"Authorization": "Bearer sk-WRONG-0451"}
+    )
+    with pytest.raises(MCPError) as caught:
+        wrong.open()
+    assert str(caught.value) == (
+        "MCP server 'guarded': could not start: MCPError: Server returned an error response "
+        "(HTTP 401 Unauthorized: check the credentials given in headers=)"
+    )
+    assert "WRONG" not in _everything_shown(caught.value)
+
+
+def test_a_successful_result_echoing_a_header_secret_is_scrubbed(
+    http_echoing_server: str,
+) -> None:
+    """A result echoing the Authorization header is masked as an error result is, in its
+    text and its structured content (it reached the model and the state as sent)."""
+    headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
+    server = MCPServerHTTP(http_echoing_server, headers=headers, name="echoing")
+    model = ScriptedModel([ScriptedModel.call("whoami", {}), "ok"])
+    response = Agent(model, tools=[server]).run("hi")
+    (result,) = model.requests[1].messages[-1].tool_results
+    assert not result.is_error
+    assert not result.is_error
+    sent = json.loads(result.content.partition("\n")[2])
+    assert result.content.startswith("you sent ***\n")
+    assert {key: sent[key] for key in ("sent", "***", "*** (2)")} == {
+        "sent": "***",
+        "***": "a key of its own",  # the echoed key masked, kept apart from it
+        "*** (2)": "as a key",
+    }
+    assert GUARD_TOKEN not in response.state.to_json()
+
+
+def test_a_successful_result_keeps_data_that_is_no_credential(
+    http_echoing_server: str,
+) -> None:
+    """Only what a model's transport masks is masked in a successful result: credential
+    headers' values, a query value named like a credential. A tenant header, the user
+    agent, a workspace in the query are data a tool may return (they read ``***``)."""
+    headers = {
+        "Authorization": f"Bearer {GUARD_TOKEN}",
+        "X-Tenant": "acme-production-eu",
+        "User-Agent": "MyCompanyAgent/2.4.1",
+    }
+    url = f"{http_echoing_server}?workspace=engineering-team-alpha&api_key=k-0451"
+    server = MCPServerHTTP(url, headers=headers, name="echoing")
+    model = ScriptedModel([ScriptedModel.call("whoami", {}), "ok"])
+    Agent(model, tools=[server]).run("hi")
+    (result,) = model.requests[1].messages[-1].tool_results
+    sent = json.loads(result.content.partition("\n")[2])
+    assert sent["tenant"] == "acme-production-eu"
+    assert sent["agent"] == "MyCompanyAgent/2.4.1"
+    assert sent["path"] == "/mcp?workspace=engineering-team-alpha&api_key=***"
+    assert sent["sent"] == "***"
+
+
 def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
     """`headers=` reaches the server with every request; its values show nowhere."""
     with pytest.raises(MCPError, match="could not start") as caught:
@@ -607,7 +729,7 @@ def test_a_header_a_server_echoes_into_the_sdks_own_log_lines_never_shows(
     headers = {"Authorization": f"Bearer {GUARD_TOKEN}"}
     server = MCPServerHTTP(http_echoing_server, headers=headers, name="echoing")
     with server:
-        (echo,) = server.tools()
+        echo = {tool.name: tool for tool in server.tools()}["t"]
         assert _call(echo, {}) == "ok"
     warned = [r for r in caplog.records if r.name == "client" and r.levelno == logging.WARNING]
     assert warned  # the SDK logged the malformed notification
@@ -841,6 +963,99 @@ def test_a_server_crashing_mid_call_is_a_clear_error_and_leaves_no_process() -> 
         with pytest.raises(MCPError, match=r"'ours'.*'crash'"):
             _call(crash, {})
     assert children() == before
+
+
+def test_a_server_crashing_mid_call_says_where_its_reason_went() -> None:
+    """A server process that dies during a call: the error says it ended before answering
+    and where its stderr went (it read "Connection closed" alone), for the later calls too."""
+    with _our_server() as server:
+        tools = {t.name: t for t in server.tools()}
+        for name, arguments in (("crash", {}), ("add", {"a": 1, "b": 2})):
+            with pytest.raises(MCPError) as caught:
+                _call(tools[name], arguments)
+            assert str(caught.value) == (
+                f"MCP server 'ours': tool {name!r} failed: MCPError: Connection closed (the "
+                "server's process ended, or closed its stdout, before it answered the request; "
+                "what it wrote to stderr went to this process's stderr)"
+            )
+
+
+def test_a_server_repeating_a_tool_list_cursor_is_refused_at_once() -> None:
+    """A tools/list that gives the same cursor again is an MCPError naming it, at once (it
+    was paged until the timeout); one paging on past MOST_PAGES is refused too."""
+    script = str(ROOT / "tests/ecosystem/malformed_server.py")
+    looping = MCPServerStdio(sys.executable, [script, "cursor"], name="looping", timeout=60)
+    started = time.monotonic()
+    with pytest.raises(MCPError) as caught:
+        looping.tools()
+    assert time.monotonic() - started < 30
+    assert str(caught.value) == (
+        "MCP server 'looping': its tool list (tools/list) gave the cursor 'again' again, "
+        "after 2 pages: paging on would list the same tools forever"
+    )
+    paging = MCPServerStdio(sys.executable, [script, "pages"], name="paging", timeout=60)
+    with pytest.raises(MCPError) as caught:
+        paging.tools()
+    assert str(caught.value) == (
+        "MCP server 'paging': its tool list (tools/list) was still paging after 1,000 pages"
+    )
+
+
+def test_stdio_servers_of_one_command_are_told_apart_by_default() -> None:
+    """The default name is the command and what it runs (a script, python's -m module,
+    npx's package), after the prefix: two servers of one command no longer read alike.
+    An argument that may be a credential is never in it; name= wins; an agent file
+    leaves the default out."""
+    script = str(ROOT / "tests/ecosystem/media_server.py")
+    python = os.path.basename(sys.executable)
+    assert MCPServerStdio(sys.executable, [script]).name == f"{python} media_server.py"
+    assert MCPServerStdio("python", ["-m", "mcp_server_time"], prefix="time").name == (
+        "time (python -m mcp_server_time)"
+    )
+    npx = MCPServerStdio("npx", ["-y", "@modelcontextprotocol/server-github"])
+    assert npx.name == "npx @modelcontextprotocol/server-github"
+    assert "name" not in npx.file_entry()
+    for args in (
+        ["-c", "import server"],  # a flag that may take a value: nothing after it
+        ["sk-abcdefghijklmnopqrstu0451"],
+        ["--token", "t0451"],
+        ["Zv8QpL2mWx7Rt4Ky9Jb3xY7q"],
+        ["postgresql://bob:pw0451@db/x"],
+    ):
+        assert MCPServerStdio("python", args).name == "python"
+    named = MCPServerStdio("npx", ["-y", "pkg"], name="npx", prefix="p")
+    assert named.name == "npx"
+    assert named.file_entry()["name"] == "npx"
+    # one of two servers of one command fails to start: the error says which
+    missing = str(ROOT / "tests/ecosystem/no_such_server.py")  # python exits at once
+    crashing = MCPServerStdio(sys.executable, [missing], prefix="gone")
+    with pytest.raises(MCPError) as caught:
+        Agent(ScriptedModel(["done"]), tools=[_our_server(), crashing]).run("hi")
+    assert f"MCP server 'gone ({python} no_such_server.py)': could not start" in str(caught.value)
+
+
+def test_a_stdio_servers_default_name_shows_no_path_nor_token_and_is_cut() -> None:
+    """The default name shows a path by its last part (it showed the user's home and
+    project), no argument shaped like a token (32 hex digits were shown), a docker
+    server's image, never an -e value (every one read ``docker run``), and is cut
+    (a 5,000-character argument made a 5,005-character name)."""
+    home = "/home/alice.smith/projects/secret-client/server.py"
+    assert MCPServerStdio("python", [home]).name == "python server.py"
+    assert MCPServerStdio("python", ["C:\\Users\\jdoe\\server.py"]).name == "python server.py"
+    assert MCPServerStdio("/home/alice/venv/bin/python", ["-m", "srv"]).name == "python -m srv"
+    hexed = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6"
+    assert MCPServerStdio("node", [f"/tmp/{hexed}"]).name == "node"
+    assert MCPServerStdio("npx", [hexed]).name == "npx"
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    for flags in (
+        ["-i", "--rm", "-e", f"GITHUB_TOKEN={token}"],
+        ["-it", "--env", "X=y", "-v", "a:b"],
+    ):
+        docker = MCPServerStdio("docker", ["run", *flags, "ghcr.io/github/github-mcp-server"])
+        assert docker.name == "docker run ghcr.io/github/github-mcp-server"
+    assert MCPServerStdio("docker", ["run", "-e", token]).name == "docker run"
+    long = MCPServerStdio("node", ["x" * 5000])
+    assert long.name == f"node {'x' * 75}… (5,005 characters)"
 
 
 def test_a_hanging_call_ends_at_the_timeout() -> None:
@@ -1498,7 +1713,7 @@ def test_an_mcp_server_without_the_extra_says_what_to_install(
     with pytest.raises(ModelConfigError) as info:
         agent.run("what time is it?")
     assert str(info.value) == (
-        "MCP server 'mcp-server-time' needs 'mcp': pip install 'toolfold[mcp]'"
+        "MCP server 'time (mcp-server-time)' needs 'mcp': pip install 'toolfold[mcp]'"
     )
 
 

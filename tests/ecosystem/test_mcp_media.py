@@ -21,6 +21,7 @@ from toolfold.adapters.openai_responses import OpenAIResponsesModel
 from toolfold.mcp import MCPError, MCPServerHTTP, MCPServerStdio
 from toolfold.runtime import ModelRequest, ToolResultPart
 from toolfold.testing import ScriptedModel
+from toolfold.toolkit._results import format_result
 
 call = ScriptedModel.call
 
@@ -151,3 +152,85 @@ def test_an_image_whose_data_is_no_base64_is_an_mcp_error_naming_server_and_tool
                 f"MCP server 'media': tool {name!r} answered a malformed result: "
                 "ValueError: its image block's data is not base64"
             )
+
+
+def test_structured_content_beside_more_loses_nothing() -> None:
+    """structuredContent alone (its JSON text, the MCP SDK's wrapped value) is structured data
+    as before; beside an image or a text that says more, the blocks are kept and the data is
+    sent as JSON too, unless a text block carries it already (not twice)."""
+    with _media_server() as server:
+        tools = {t.name: t for t in server.tools()}
+        shown = ("weather", "wrapped", "items", "chart_data", "plotted", "noted")
+        results = {name: _call(tools[name]) for name in shown}
+    assert results["weather"] == {"city": "Oslo", "celsius": -3}
+    assert results["wrapped"] == {"result": "hello"}
+    assert results["items"] == {"result": ["a", "b"]}
+    image = ImagePart(PNG, media_type="image/png")
+    # was {"points": 3} alone, the image lost
+    assert results["chart_data"] == [TextPart('{"points": 3}'), image]
+    assert results["plotted"] == [image, TextPart('{"points":3}')]
+    # was {} alone, the text lost
+    assert results["noted"] == "Important: the deploy failed on host 3\n{}"
+
+
+def test_an_error_results_structured_content_is_in_its_message() -> None:
+    """An isError result's structuredContent is in the error the model reads (it read
+    "(no text)"), once when a text block carries it too."""
+    with _media_server() as server:
+        tools = {t.name: t for t in server.tools()}
+        for name in ("quota", "quota_said"):
+            with pytest.raises(MCPError) as caught:
+                _call(tools[name])
+            said = str(caught.value)
+            assert said.startswith(f"MCP server 'media': tool {name!r} reported an error: ")
+            assert said.count("quota exceeded, retry after 60 s") == 1
+
+
+def _rows(count: int) -> Any:
+    """A result as the MCP SDK's server sends a list of ``count`` dicts: one text block per
+    row (its JSON), and the list wrapped in ``{"result": ...}``."""
+    import mcp.types as types
+
+    rows = [{"id": at, "name": f"user{at}", "tags": ["a", "b"]} for at in range(count)]
+    blocks = [types.TextContent(type="text", text=json.dumps(row)) for row in rows]
+    return types.CallToolResult(content=blocks, structured_content={"result": rows})
+
+
+def _steps(result: Any, mask: Any = None) -> int:
+    """How many Python and C functions turning ``result`` into a tool's value calls."""
+    from toolfold.mcp._client import _result_for_model
+
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        _result_for_model(result, mask)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_large_structured_result_is_read_in_linear_time() -> None:
+    """A list of n rows (n text blocks) is checked against its structured data in work
+    growing as n: each block was looked for through the whole data, 4.5 s for 1,000
+    rows on the run's loop, where a tool's timeout could not fire. Four times the rows,
+    at most about four times the calls (it was sixteen); the data is returned as before,
+    and so is a block of more among the rows (text and JSON)."""
+    small, large = _steps(_rows(100)), _steps(_rows(400))
+    assert large <= 5 * small
+    from toolfold.mcp._client import _result_for_model
+
+    assert _result_for_model(_rows(3)) == {
+        "result": [{"id": at, "name": f"user{at}", "tags": ["a", "b"]} for at in range(3)]
+    }
+    import mcp.types as types
+
+    mixed = _rows(2)
+    mixed.content.append(types.TextContent(type="text", text="2 rows"))
+    texts = [block.text for block in mixed.content]
+    assert _result_for_model(mixed) == "\n".join([*texts, format_result(mixed.structured_content)])

@@ -49,8 +49,8 @@ from toolfold.adapters._http._keys import (
     Secret,
     keys_are_deferred,
     mask_url,
+    quoted_masker,
     resolve_api_key,
-    scrub,
 )
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
@@ -332,20 +332,7 @@ class ProviderModel:
         it holds none. The function gives a text holding none back as it is, after a
         substring test per credential. A run's loop masks its tools' result and error
         texts so, before they reach the state, the next request and the log."""
-        pairs = getattr(self._transport, "quoted_scrubs", ())
-        if not pairs:
-            return None
-        # What `scrub` looks for first, each secret's whole value (a short key's too,
-        # before its pattern): a text holding none is given back with no more work.
-        values = tuple(pair[0] for pair in pairs)
-
-        def masked(text: str) -> str:
-            for value in values:
-                if value in text:
-                    return scrub(text, pairs, starts=False)
-            return text
-
-        return masked
+        return quoted_masker(getattr(self._transport, "quoted_scrubs", ()))
 
     def body(self, request: ModelRequest, *, stream: bool = False) -> dict[str, Any]:
         """The JSON body this model sends for ``request`` (for inspection and tests)."""

@@ -17,13 +17,15 @@ import hashlib
 import json
 import re
 import threading
+import urllib.parse
 import warnings
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,6 +34,7 @@ import anyio.from_thread
 from toolfold._errors import ToolDefinitionError, ToolfoldError, UsageError
 from toolfold._extras import optional
 from toolfold.runtime.core._messages import FilePart, ImagePart, TextPart, describe_content
+from toolfold.runtime.drive._loop import masked_part
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import (
@@ -41,7 +44,7 @@ from toolfold.toolkit._options import (
     TOOL_NAME_LONGEST,
     ApprovalPolicy,
 )
-from toolfold.toolkit._results import describe_exception
+from toolfold.toolkit._results import describe_exception, format_result, quoted
 from toolfold.toolkit._tool import LEFT_OUT_WITH, MADE_AS, RENAMED_WITH
 
 if TYPE_CHECKING:
@@ -60,6 +63,24 @@ __all__ = [
 #: saying that a tool requires approval: toolfold's server sets it on a tool served
 #: with ``approved_by_host``, and toolfold's client makes such a tool require approval.
 APPROVAL_META_KEY = "toolfold/requires_approval"
+
+#: The most pages of a tool list (tools/list) read: a server paging on past them (each
+#: with a cursor of its own) is refused, as one giving a cursor twice is.
+MOST_PAGES = 1000
+
+#: A request a client makes, as its JSON-RPC message names it: the method and what
+#: of its params tells it apart (``("tools/call", {"name": ..., "arguments": ...})``).
+_Asked = tuple[str, Mapping[str, Any]]
+
+#: How many of the last requests an HTTP server refused are kept (`MCPServerHTTP`),
+#: for a failed call to find its own status among those of calls made beside it.
+_REFUSALS_KEPT = 64
+
+#: The messages of the MCP SDK's errors made of an HTTP error status (a response with
+#: no JSON-RPC error in it): its status is what says more.
+_HTTP_ERROR_MESSAGES = frozenset(
+    {"Server returned an error response", "Not Found", "Session terminated"}
+)
 
 
 #: The modules of the SDK a client imports as its server starts and talks (`MCPServer._start`,
@@ -219,6 +240,10 @@ class MCPServer:
     #: The credentials of the server's address, scrubbed from every `MCPError`
     #: (an HTTP server's URL and headers; none for the others).
     _scrub: tuple[Any, ...] = ()
+    #: What masks those credentials in a successful result's text (its text parts and
+    #: structured data), as a run masks its model's key in a tool's result
+    #: (``secret_masker``): None when there are none.
+    _mask: Callable[[str], str] | None = None
 
     # -- to be provided by a transport -------------------------------------
 
@@ -311,6 +336,7 @@ class MCPServer:
         Client = sdk(f"MCP server {self.name!r}").Client
 
         self._ended = False
+        mark = self._mark()
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = portal = self._portal_cm.__enter__()
         ready: Future[None] = Future()
@@ -354,14 +380,26 @@ class MCPServer:
         except Exception as exc:
             if exc is cancelled:
                 raise
-            said = f"could not start: {_describe(exc)}{self._start_hint(exc)}"
+            said = f"could not start: {_describe(exc)}{self._start_hint(exc, mark)}"
             raise self._error(said, exc) from exc
         except BaseException:  # Ctrl-C: stop the handshake too, rather than wait `timeout` for it
             task.cancel()
             raise
 
-    def _start_hint(self, exc: BaseException) -> str:
-        """What a failed start's message adds to what the SDK raised (``exc``): nothing here."""
+    def _mark(self) -> int:
+        """Where the transport's record of failed HTTP requests is now, for `_call_hint`
+        and `_start_hint` to tell the failures of a request made after it (0: none kept)."""
+        return 0
+
+    def _start_hint(self, exc: BaseException, mark: int) -> str:
+        """What a failed start's message adds to what the SDK raised (``exc``), the
+        transport's own failures since ``mark`` (`_mark`) in view: nothing here."""
+        return ""
+
+    def _call_hint(self, exc: BaseException, mark: int, asked: _Asked) -> str:
+        """What a failed request's message adds to what the SDK raised (``exc``), the
+        transport's own failures since ``mark`` (`_mark`) of the request ``asked``
+        in view: nothing here."""
         return ""
 
     def _shutdown(self) -> None:
@@ -432,7 +470,7 @@ class MCPServer:
         """
         with self:
             try:
-                listed: list[dict[str, Any]] = self._call(self._list)
+                listed: list[dict[str, Any]] = self._call(self._list, ("tools/list", {}))
             except MCPError:
                 if not self._ended:
                     raise
@@ -440,7 +478,7 @@ class MCPServer:
                 with self._lock:
                     if not self.is_open:
                         self._restart()
-                listed = self._call(self._list)
+                listed = self._call(self._list, ("tools/list", {}))
         self._check_names(listed)
         fingerprint = _fingerprint(listed)
         if self.fingerprint is not None and fingerprint != self.fingerprint:
@@ -527,14 +565,32 @@ class MCPServer:
         return tuple(made)
 
     async def _list(self, client: Any) -> list[dict[str, Any]]:
+        """Every page of the server's tools/list.
+
+        Raises:
+            MCPError: The server gave a cursor it gave before (paging on, each
+                page asked again, would go on until the timeout), or more than
+                `MOST_PAGES` pages.
+        """
         listed: list[dict[str, Any]] = []
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             page = await client.list_tools(cursor=cursor)
             listed.extend(_listed(item) for item in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return listed
+            if cursor in seen or len(seen) + 1 >= MOST_PAGES:
+                again = cursor in seen
+                why = (
+                    f"gave the cursor {quoted(cursor, 200)!r} again, after {len(seen) + 1} "
+                    "pages: paging on would list the same tools forever"
+                    if again
+                    else f"was still paging after {MOST_PAGES:,} pages"
+                )
+                raise self._error(f"its tool list (tools/list) {why}")
+            seen.add(cursor)
 
     def _listed_name(self, remote: str) -> str:
         """A listed tool's name with the prefix: what `model_name` makes the model's name of."""
@@ -588,39 +644,48 @@ class MCPServer:
         async def call(session: Any) -> Any:
             return await session.call_tool(remote, arguments)
 
+        mark = self._mark()
         asked = portal.start_task_soon(self._on_session, call, client, task)
         try:
             result = await asyncio.wrap_future(asked)
         except Exception as exc:
-            raise self._error(f"tool {remote!r} failed: {_describe(exc)}", exc) from exc
+            hint = self._call_hint(
+                exc, mark, ("tools/call", {"name": remote, "arguments": arguments})
+            )
+            said = f"tool {remote!r} failed: {_describe(exc)}{hint}"
+            raise self._error(said, exc) from exc
         try:  # a block the SDK let through may still be unreadable (data that is no base64)
             if not result.is_error:
-                return _result_for_model(result)
-            texts = [describe_content(_block_parts(block)) for block in result.content]
+                return _result_for_model(result, self._mask)
+            shown = _error_text(result)
         except Exception as exc:
             raise self._error(
                 f"tool {remote!r} answered a malformed result: {_describe(exc)}", exc
             ) from exc
-        shown = " ".join(texts) or "(no text)"
         raise self._error(f"tool {remote!r} reported an error: {shown}")
 
-    def _call(self, fn: Callable[[Any], Any]) -> Any:
-        """``fn(client)`` on the session's loop, waited for at most ``timeout``."""
+    def _call(self, fn: Callable[[Any], Any], asked: _Asked) -> Any:
+        """``fn(client)`` on the session's loop, waited for at most ``timeout``: the
+        requests ``asked`` (`_Asked`, what a failure's HTTP status is looked up by)."""
         portal = self._portal
         assert portal is not None
-        asked = portal.start_task_soon(self._on_session, fn, self._client, self._task)
+        mark = self._mark()
+        sent = portal.start_task_soon(self._on_session, fn, self._client, self._task)
         try:
             # an async caller's cancellation (`tools_off_loop`) cancels the request too,
             # rather than leave it, and this thread holding the session, until `timeout`
-            with when_open_cancelled(asked.cancel):
-                return asked.result(timeout=self.timeout)
+            with when_open_cancelled(sent.cancel):
+                return sent.result(timeout=self.timeout)
         except FutureTimeout:  # concurrent.futures' own on 3.10, the builtin after
-            asked.cancel()  # the request is not left waiting on the server
+            sent.cancel()  # the request is not left waiting on the server
             raise MCPError(self.name, f"no answer within {self.timeout:g} s") from None
         except FutureCancelled:
             raise MCPError(self.name, "stopped: the task listing it was cancelled") from None
+        except MCPError:  # what `fn` found wrong itself (`_list`: a cursor given twice)
+            raise
         except Exception as exc:
-            raise self._error(_describe(exc), exc) from exc
+            hint = self._call_hint(exc, mark, asked)
+            raise self._error(f"{_describe(exc)}{hint}", exc) from exc
 
     async def _on_session(self, fn: Callable[[Any], Any], client: Any, task: Any) -> Any:
         """``await fn(client)`` on the session's loop; a failure that ends the session
@@ -688,7 +753,11 @@ class MCPServerStdio(MCPServer):
             An entry named like a credential is not written to an agent file
             (see `MCPServer.file_entry`).
         cwd: Its working directory.
-        name: A name for messages (default: the command).
+        name: A name for messages (default: the command and what it runs,
+            ``npx @modelcontextprotocol/server-github``, ``python -m
+            mcp_server_time``, after the ``prefix`` when one is given:
+            ``time (python -m mcp_server_time)``; an argument that may be a
+            credential is never part of it).
         **options: `MCPServer`'s options (``prefix``, ``timeout``,
             ``startup_timeout``, ``requires_approval``, ``include``).
 
@@ -707,14 +776,22 @@ class MCPServerStdio(MCPServer):
         name: str | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(name or command, **options)
+        from toolfold.mcp._entry import server_name
+
         if isinstance(args, (str, bytes)):  # tuple() would split it into characters
             raise UsageError(
-                f"MCP server {self.name!r}: args takes a list of arguments, got the string "
-                f"{args!r} (write [{args!r}]; split a command line with shlex.split)"
+                f"MCP server {name or command!r}: args takes a list of arguments, got the "
+                f"string {args!r} (write [{args!r}]; split a command line with shlex.split)"
             )
+        args = tuple(args)
+        # Two servers launched with one command (python, npx) are told apart by what they
+        # run, and their prefixes: ``time (python -m mcp_server_time)``.
+        shown = server_name(command, args) if isinstance(command, str) else command
+        prefix = options.get("prefix")
+        self._default_name = f"{prefix} ({shown})" if prefix else shown
+        super().__init__(name or self._default_name, **options)
         self.command = command
-        self.args = tuple(args)
+        self.args = args
         self.env = None if env is None else dict(env)
         self.cwd = cwd
 
@@ -737,10 +814,10 @@ class MCPServerStdio(MCPServer):
             "args": list(self.args),
             "env": self.env,
             "cwd": self.cwd,
-            "name": None if self.name == self.command else self.name,
+            "name": None if self.name == self._default_name else self.name,
         }
 
-    def _start_hint(self, exc: BaseException) -> str:
+    def _start_hint(self, exc: BaseException, mark: int) -> str:
         """Where to look when the process went away during the handshake.
 
         The SDK's ``Connection closed`` says only that the server's stdout
@@ -748,11 +825,19 @@ class MCPServerStdio(MCPServer):
         process to itself), and what it wrote to stderr went, as the SDK
         passes it on, to this process's stderr: the message says so.
         """
+        return self._closed_hint(exc, "the MCP handshake")
+
+    def _call_hint(self, exc: BaseException, mark: int, asked: _Asked) -> str:
+        """Where to look when the process went away during a call (or before it):
+        as `_start_hint` says for the handshake."""
+        return self._closed_hint(exc, "the request")
+
+    def _closed_hint(self, exc: BaseException, what: str) -> str:
         if not _connection_closed(exc):
             return ""
         return (
-            " (the server's process ended, or closed its stdout, before it answered the MCP "
-            "handshake; what it wrote to stderr went to this process's stderr)"
+            f" (the server's process ended, or closed its stdout, before it answered {what}; "
+            "what it wrote to stderr went to this process's stderr)"
         )
 
     def _target(self) -> Any:
@@ -815,6 +900,14 @@ class MCPServerHTTP(MCPServer):
         self._scrub = self._secrets()
         # httpx logs each request's URL at INFO, the MCP SDK a server's messages
         guard_logs(*self._scrub, package="mcp")
+        from toolfold.adapters._http._keys import quoted_masker, scrubs
+
+        self._mask = quoted_masker(scrubs(self._quoted()))
+        # The requests (POSTs) the server answered with an HTTP error status: how many,
+        # and the last ones' (number, method, params, status) (`_status_hint`; the SDK's
+        # error does not say it).
+        self._refusals = 0
+        self._refused: deque[tuple[int, str, Any, int]] = deque(maxlen=_REFUSALS_KEPT)
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
@@ -846,13 +939,70 @@ class MCPServerHTTP(MCPServer):
         return False
 
     def _target(self) -> Any:
-        if not self._headers:
-            return self.url
         from toolfold.adapters._http._checks import utf8_headers
 
         # a non-ASCII value goes out UTF-8 encoded, as a model's does (httpx encodes text as ASCII)
         sent = utf8_headers({key: value.reveal() for key, value in self._headers})
-        return _with_headers(self.url, sent)
+        return _with_headers(self.url, sent, self._note_status)
+
+    async def _note_status(self, response: Any) -> None:
+        """An httpx response hook: note a POST (an MCP message) answered with an error
+        status. The GET stream's and the closing DELETE's are not: a server may answer
+        them 405 (it offers no stream, no termination) and work."""
+        if response.status_code >= 400 and response.request.method == "POST":
+            method, params = _posted(response.request)
+            self._refusals += 1
+            self._refused.append((self._refusals, method, params, response.status_code))
+
+    def _mark(self) -> int:
+        return self._refusals
+
+    def _start_hint(self, exc: BaseException, mark: int) -> str:
+        # (nothing else is asked while the handshake runs: any refusal since is its own)
+        return self._status_hint(mark, None)
+
+    def _call_hint(self, exc: BaseException, mark: int, asked: _Asked) -> str:
+        """When the SDK's error is the one it makes of an HTTP error status
+        (`_http_refused`), the status of the request ``asked``, refused since ``mark``
+        (another request, made in parallel, may have been refused with another);
+        else, when the SDK says ``Connection closed``, that the server ended the
+        response without an answer."""
+        said = self._status_hint(mark, asked) if _http_refused(exc) else ""
+        if said or not _connection_closed(exc):
+            return said
+        return (
+            " (the server closed the connection, or ended the response, before it "
+            "answered the request)"
+        )
+
+    def _status_hint(self, mark: int, asked: _Asked | None) -> str:
+        """The HTTP status the server refused the request ``asked`` with since ``mark``
+        (None: the handshake's, any request), with what to check for an authentication
+        failure (never a header's value): empty when none was, or when requests like it
+        were refused with different ones. Its standard reason phrase, not the server's
+        (which could echo anything)."""
+        statuses = {
+            status
+            for at, method, params, status in self._refused
+            if at > mark and (asked is None or _is_asked(asked, method, params))
+        }
+        if len(statuses) != 1:
+            return ""
+        (status,) = statuses
+        starting = asked is None
+        try:
+            said = f"HTTP {status} {HTTPStatus(status).phrase}"
+        except ValueError:  # a status of no standard
+            said = f"HTTP {status}"
+        if status in (401, 403):
+            given = "the credentials given in headers=" if self._headers else "headers="
+            more = " and what they may reach" if status == 403 else ""
+            said += f": check {given}{more}"
+            if not self._headers:
+                said += ", where credentials go (headers={'Authorization': 'Bearer ...'})"
+        elif status == 404 and starting:
+            said += ": check the URL's path, often /mcp"
+        return f" ({said})"
 
     def _secrets(self) -> tuple[Any, ...]:
         """The credentials of the URL and the headers, worked out once (see `_scrub`)."""
@@ -881,6 +1031,51 @@ class MCPServerHTTP(MCPServer):
         ]
         bare = [Secret(form) for form in forms if len(form) >= MIN_BARE_PASSWORD]
         return (*url_secrets(self.url), *url_query_secrets(self.url), *bare)
+
+    def _quoted(self) -> tuple[Any, ...]:
+        """What a successful result's text is masked of (`_mask`), as a model's transport
+        masks a tool's result (``quoted_scrubs``): the URL's ``user:password@`` (a
+        token as the user too), the values of credential headers
+        (`is_credential_header`: ``Authorization``, ``x-api-key``, not ``X-Tenant``
+        or ``User-Agent``) and of query parameters named like a credential
+        (``?api_key=``, not ``?workspace=``). One shorter than `QUOTED_BARE` only
+        where it is written as a credential (``Bearer abc``, ``x-api-key: abc``,
+        ``api_key=abc``, ``user:pw@``), not as a word a result's data may hold.
+        What else `_scrub` holds (every header's value, a path's token) is masked
+        in errors only: data a tool returns may well hold a tenant's or a
+        workspace's name."""
+        from toolfold.adapters._http._keys import (
+            QUOTED_BARE,
+            Secret,
+            api_key_secrets,
+            header_secrets,
+            is_credential_header,
+            url_secrets,
+            url_userinfo,
+        )
+        from toolfold.mcp._entry import credential_name, token_shaped
+
+        user = urllib.parse.unquote((url_userinfo(self.url) or "").partition(":")[0])
+        query = self.url.partition("#")[0].partition("?")[2]
+        named = [piece.partition("=") for piece in query.split("&") if "=" in piece]
+        return (
+            *url_secrets(self.url, bare=QUOTED_BARE),
+            *((Secret(user),) if user and token_shaped(user) else ()),
+            *(
+                found
+                for name, value in self._headers
+                if is_credential_header(name)
+                for found in header_secrets(name, value, bare=QUOTED_BARE)
+            ),
+            *(
+                found
+                for name, _, value in named
+                if credential_name(urllib.parse.unquote_plus(name))
+                for form in dict.fromkeys((value, urllib.parse.unquote_plus(value)))
+                if form
+                for found in api_key_secrets(Secret(form), name, "", bare=QUOTED_BARE)
+            ),
+        )
 
 
 def _checked_headers(
@@ -934,21 +1129,25 @@ def _checked_headers(
 
 
 @asynccontextmanager
-async def _with_headers(url: str, headers: Mapping[str, str | bytes]) -> AsyncIterator[Any]:
+async def _with_headers(
+    url: str,
+    headers: Mapping[str, str | bytes],
+    on_response: Callable[[Any], Awaitable[None]],
+) -> AsyncIterator[Any]:
     """The SDK's streamable-HTTP transport to ``url`` on a client sending ``headers``.
 
     The client is the SDK's own (its timeouts for MCP's long-lived streams),
-    given the headers; the transport leaves a client it was given open, so it
-    is closed here.
+    given the headers and ``on_response`` as a response hook (the SDK's
+    errors do not say a response's status); the transport leaves a client it
+    was given open, so it is closed here.
     """
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with (
-        create_mcp_http_client(headers=dict(headers)) as client,  # type: ignore[arg-type]
-        streamable_http_client(url, http_client=client) as streams,
-    ):
-        yield streams
+    async with create_mcp_http_client(headers=dict(headers)) as client:  # type: ignore[arg-type]
+        client.event_hooks["response"].append(on_response)
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
 
 
 def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
@@ -1021,21 +1220,182 @@ def _connection_closed(exc: BaseException, depth: int = 0) -> bool:
     return isinstance(exc, SDKError) and exc.code == CONNECTION_CLOSED
 
 
-def _result_for_model(result: Any) -> Any:
+def _http_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the MCP SDK's error for a request answered with an HTTP error
+    status (`_HTTP_ERROR_MESSAGES`), not an error the server wrote."""
+    from mcp.shared.exceptions import MCPError as SDKError
+
+    return isinstance(exc, SDKError) and exc.message in _HTTP_ERROR_MESSAGES
+
+
+def _posted(request: Any) -> tuple[str, Any]:
+    """The JSON-RPC method and params of an HTTP request's body (``""`` and None when
+    it holds none)."""
+    try:
+        message = json.loads(request.content)
+    except Exception:  # no body read, no JSON
+        return "", None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return "", None
+    return message["method"], message.get("params")
+
+
+def _is_asked(asked: _Asked, method: str, params: Any) -> bool:
+    """Whether a request (``method`` and ``params``, as `_posted` read them) is the one
+    ``asked``: its method, and params holding each value ``asked`` gives."""
+    wanted, given = asked
+    if method != wanted:
+        return False
+    held = params if isinstance(params, dict) else {}
+    return all(held.get(key) == value for key, value in given.items())
+
+
+def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> Any:
     """A `CallToolResult` that is no error (``isError``) as a tool's return value.
 
-    ``structuredContent`` is returned as is (a structured result); otherwise the
-    content blocks become text, or, when there is an image, audio or an
+    The content blocks become text, or, when there is an image, audio or an
     embedded resource among them, a list of parts (`TextPart`, `ImagePart`,
     `FilePart`) that each provider adapter sends in its own format.
+    ``structuredContent`` alone is returned as is (a structured result) when
+    the blocks are text that says no more than it (`_all_said`: the JSON of
+    it the spec has servers send too, or nothing); otherwise nothing is lost:
+    the blocks are kept, and the structured data, as JSON, is one more text
+    part unless a text block carries it already.
+
+    ``mask`` (a server's credentials, `MCPServer._mask`) is applied to the
+    text parts and to the structured data's text.
     """
-    if result.structured_content is not None:
-        return result.structured_content
     parts = [part for block in result.content for part in _block_parts(block)]
+    if mask is not None:
+        parts = [masked_part(mask, part) for part in parts]
+    structured = result.structured_content
+    if structured is not None:
+        if mask is not None:
+            structured = _masked_data(mask, structured)
+        texts = [part.text for part in parts if isinstance(part, TextPart)]
+        media = len(texts) < len(parts)
+        # Each text's forms worked out once: the checks below are linear in the
+        # result's size (a list of 1,000 rows is 1,000 blocks).
+        forms = [_text_forms(text) for text in texts]
+        carried = _carried(forms, structured)
+        if not media and (carried == "all" or _all_said(texts, forms, structured)):
+            return structured
+        if not carried:
+            parts.append(TextPart(format_result(structured)))
     if any(not isinstance(part, TextPart) for part in parts):
         return parts
     texts = [part.text for part in parts if isinstance(part, TextPart)]
     return texts[0] if len(texts) == 1 else "\n".join(texts)
+
+
+def _error_text(result: Any) -> str:
+    """What an ``isError`` result says: its blocks' text (each image or file described),
+    and its ``structuredContent`` as JSON unless a text block carries it already."""
+    texts = [describe_content(_block_parts(block)) for block in result.content]
+    structured = result.structured_content
+    if structured is not None and not _carried([_text_forms(t) for t in texts], structured):
+        texts.append(format_result(structured))
+    return " ".join(texts) or "(no text)"
+
+
+def _canonical(value: Any) -> str | None:
+    """``value``'s JSON with sorted keys, what two equal JSON values share (None: none)."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _text_forms(text: str) -> frozenset[str]:
+    """What a text block may stand for, canonical (`_canonical`): its text, and the JSON
+    value it holds, if any."""
+    forms = {_canonical(text)}
+    with suppress(ValueError, RecursionError):  # (no JSON, or nested too deep: the text alone)
+        forms.add(_canonical(json.loads(text)))
+    return frozenset(form for form in forms if form is not None)
+
+
+def _carried(forms: Sequence[frozenset[str]], structured: Any) -> str:
+    """Whether a result's text blocks (their `_text_forms`) carry ``structured`` whole:
+    one of them is its JSON, or, for data wrapped in one key (the MCP SDK's
+    ``{"result": ...}`` for a tool returning no object), the wrapped value, as one block
+    or one block per item. ``"all"`` when the blocks say nothing else (one block, or one
+    per item), ``"one"`` when one block of more does, ``""`` when none does."""
+    whole = _canonical(structured)
+    if whole is not None and any(whole in found for found in forms):
+        return "all" if len(forms) == 1 else "one"
+    if not (isinstance(structured, dict) and len(structured) == 1 and forms):
+        return ""
+    (wrapped,) = structured.values()
+    if len(forms) == 1:
+        return "all" if _canonical(wrapped) in forms[0] else ""
+    if (
+        isinstance(wrapped, list)
+        and len(wrapped) == len(forms)
+        and all(_canonical(item) in found for item, found in zip(wrapped, forms, strict=True))
+    ):
+        return "all"
+    return ""
+
+
+def _all_said(texts: Sequence[str], forms: Sequence[frozenset[str]], structured: Any) -> bool:
+    """Whether each text block says no more than ``structured``: it is blank, or it (or
+    the JSON value it holds) is the data or a value inside it (the MCP SDK writes a list
+    returned by a tool one item per block). The data's values are made canonical once
+    (`_values_inside`), each block looked up in them."""
+    inside: set[str] | None = None
+    for text, found in zip(texts, forms, strict=True):
+        if not text.strip():
+            continue
+        if inside is None:
+            inside = _values_inside(structured)
+        if inside.isdisjoint(found):
+            return False
+    return True
+
+
+def _values_inside(data: Any) -> set[str]:
+    """The canonical JSON (`_canonical`) of ``data`` and of each value inside it (nested
+    up to 100 deep), walked once."""
+    found: set[str] = set()
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if (form := _canonical(value)) is not None:
+            found.add(form)
+        if depth < 100:
+            inner = value.values() if isinstance(value, dict) else value
+            if isinstance(value, (dict, list)):
+                stack.extend((item, depth + 1) for item in inner)
+    return found
+
+
+def _masked_data(mask: Callable[[str], str], data: Any, depth: int = 0) -> Any:
+    """JSON data with ``mask`` applied to its strings, keys too (nested up to 100 deep;
+    deeper, as JSON text). A key masked like another key (two keys holding a secret,
+    or a key ``***`` beside one) is told apart by a number, ``*** (2)``: no value is
+    lost."""
+    if isinstance(data, str):
+        return mask(data)
+    if not isinstance(data, (dict, list)):
+        return data
+    if depth >= 100:
+        return mask(json.dumps(data))
+    if isinstance(data, list):
+        return [_masked_data(mask, item, depth + 1) for item in data]
+    keys = {key: mask(key) for key in data}
+    taken = {key for key, shown in keys.items() if shown == key}
+    masked: dict[str, Any] = {}
+    for key, item in data.items():
+        shown = keys[key]
+        if shown != key:
+            number = 1
+            while shown in taken:
+                number += 1
+                shown = f"{keys[key]} ({number})"
+            taken.add(shown)
+        masked[shown] = _masked_data(mask, item, depth + 1)
+    return masked
 
 
 def _block_parts(block: Any) -> list[TextPart | ImagePart | FilePart]:

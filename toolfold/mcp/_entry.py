@@ -494,6 +494,126 @@ def env_held(env: Mapping[str, str]) -> list[str]:
     return held
 
 
+#: Flags of the commands MCP servers are launched with that take no value, so that the
+#: argument after one may name the server (`server_name`): npx's ``-y``, python's
+#: ``-u``, uvx's ``-q``, docker's ``-i`` and ``--rm``.
+_NO_VALUE_FLAGS = frozenset(
+    {"-y", "--yes", "-q", "--quiet", "-u", "-B", "-E", "-I", "-i", "--interactive", "--rm"}
+)
+
+#: An argument that may name a server: a script or package (pip's ``name==1.0`` too), a
+#: path, a module (``-m``).
+_SERVER_ARGUMENT = re.compile(r"@?[A-Za-z0-9_.~/\\][A-Za-z0-9_.~/\\@:+-]*(?:==[A-Za-z0-9_.*+!-]+)?")
+
+
+#: Flags of ``docker run`` (``podman run``) that take no value: the argument after one may
+#: be the image (`server_name`); another flag's value (``-e``, ``-v``, ``--env``) is not.
+_DOCKER_NO_VALUE_FLAGS = frozenset(
+    {
+        "--rm",
+        "--interactive",
+        "--tty",
+        "--detach",
+        "--init",
+        "--privileged",
+        "--read-only",
+        "--publish-all",
+    }
+)
+#: Short flags of ``docker run`` that take no value, alone or run together (``-it``).
+_DOCKER_SHORT_FLAGS = re.compile(r"-[itdP]+")
+
+#: A run of hex digits as long as an API key's (32), which no script's name holds.
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]{32,}")
+
+#: The longest default name shown before it is cut (`server_name`).
+_NAME_SHOWN = 80
+
+
+def server_name(command: str, args: Sequence[str]) -> str:
+    """A stdio server's default name: ``command`` and the script, module or package it
+    runs, so that two servers launched with one command (``python``, ``npx``, ``uvx``)
+    are told apart.
+
+    That argument is the first one after ``command`` and its flags that take no
+    value (`_NO_VALUE_FLAGS`, ``npx -y``), or python's ``-m`` module
+    (``python -m mcp_server_time``): ``npx @modelcontextprotocol/server-github``,
+    ``python server.py``; for ``docker run`` (``podman run``), the image, the
+    first argument that is no flag nor a flag's value (``-e NAME=value``, whose
+    value is never shown): ``docker run ghcr.io/github/github-mcp-server``. A
+    path is shown by its last part (``python server.py`` for
+    ``/home/alice/server.py``: no user's name), as is ``command``. After
+    another flag, which may take a value (``python -c CODE``, ``--token T``),
+    no argument is taken; nor one that may be a credential (`args_held`) or
+    has a token's shape (`token_shaped`, 32 hex digits), or one with white
+    space or ``=``: the name is then ``command`` alone. A name is cut after
+    `_NAME_SHOWN` characters.
+
+    Example:
+        >>> server_name("npx", ["-y", "@modelcontextprotocol/server-github"])
+        'npx @modelcontextprotocol/server-github'
+        >>> server_name("python", ["-m", "mcp_server_time"])
+        'python -m mcp_server_time'
+        >>> server_name("python", ["-c", "import server; server.main()"])
+        'python'
+    """
+    from toolfold.toolkit._results import quoted
+
+    program = _last_part(command) or command
+    held = {at for at, _ in _held_args(args)}
+    if program in ("docker", "podman") and args and args[0] == "run":
+        image = _docker_image(args, held)
+        return quoted(f"{program} run{f' {image}' if image else ''}", _NAME_SHOWN)
+    module = False
+    for at, arg in enumerate(args):
+        if arg == "-m":
+            module = True
+            continue
+        if arg in _NO_VALUE_FLAGS and not module:
+            continue
+        # a scoped package (@scope/name) is no path
+        shown = arg if arg.startswith("@") else _last_part(arg)
+        if at in held or _SERVER_ARGUMENT.fullmatch(arg) is None or not _plain_name(shown):
+            break
+        return quoted(f"{program} {'-m ' if module else ''}{shown}", _NAME_SHOWN)
+    return quoted(program, _NAME_SHOWN)
+
+
+def _last_part(path: str) -> str:
+    """The last part of a path (``/`` or ``\\`` between parts)."""
+    return re.split(r"[/\\]", path.rstrip("/\\"))[-1]
+
+
+def _plain_name(shown: str) -> bool:
+    """Whether ``shown`` (a script, package, module, image) has no part that may be a
+    token (`token_shaped`, `looks_random`, a long run of hex digits)."""
+    return bool(shown) and not any(
+        token_shaped(piece) or looks_random(piece) or _HEX_RUN.search(piece)
+        for piece in re.split(r"[/\\@:]", shown)
+    )
+
+
+def _docker_image(args: Sequence[str], held: set[int]) -> str:
+    """The image of ``docker run ...`` (``args[0]`` is ``run``): the first argument that
+    is no flag nor a flag's value, without its ``@sha256:`` digest; empty when there is
+    none, or it may be a credential or a token."""
+    taken = False  # the argument before was a flag taking a value: this is its value
+    for at, arg in enumerate(args[1:], 1):
+        if taken:
+            taken = False
+            continue
+        if arg.startswith("-"):
+            taken = not (
+                "=" in arg or arg in _DOCKER_NO_VALUE_FLAGS or _DOCKER_SHORT_FLAGS.fullmatch(arg)
+            )
+            continue
+        image = arg.partition("@")[0]
+        if at in held or _SERVER_ARGUMENT.fullmatch(image) is None or not _plain_name(image):
+            return ""
+        return image
+    return ""
+
+
 def args_held(args: Sequence[str]) -> list[str]:
     """The ``args`` that may be credentials, by position and why, in order (empty: none).
 
@@ -509,22 +629,27 @@ def args_held(args: Sequence[str]) -> list[str]:
     or it holds what `value_held` finds
     (``postgresql://bob:pw@db/x``, ``-e GITHUB_TOKEN=ghp_...``).
     """
+    return [f"args[{at}] ({why})" for at, why in _held_args(args)]
+
+
+def _held_args(args: Sequence[str]) -> list[tuple[int, str]]:
+    """`args_held`'s findings as (position, why) pairs."""
     held = []
     taken = -1  # the last argument taken as a flag's value: no flag for the next
     for at, arg in enumerate(args):
         flag, joined, value = arg.partition("=")
         before = args[at - 1] if at and taken != at - 1 else ""
         if arg.startswith("-") and joined and _flag_holds(flag, value):
-            held.append(f"args[{at}] (the value of {flag})")
+            held.append((at, f"the value of {flag}"))
         elif _value_after(before, arg) and _flag_holds(before, arg):
-            held.append(f"args[{at}] (the value after {before})")
+            held.append((at, f"the value after {before}"))
             taken = at
         elif _glued_password(arg):
-            held.append(f"args[{at}] (a password glued to -p)")
+            held.append((at, "a password glued to -p"))
         elif _glued_key(arg):
-            held.append(f"args[{at}] (a key glued to {arg[:2]})")
+            held.append((at, f"a key glued to {arg[:2]}"))
         elif found := value_held(value if arg.startswith("-") and joined else arg):
-            held.append(f"args[{at}] ({', '.join(found)})")
+            held.append((at, ", ".join(found)))
     return held
 
 

@@ -23,7 +23,7 @@ import logging
 import os
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 
 from toolfold._errors import ModelConfigError
@@ -509,6 +509,26 @@ ECHOED_PREFIX = 16
 #: server's placeholder key (``EMPTY``, ``ollama``, ``lm-studio``) is also a word a
 #: tool's data holds (``"queue": "EMPTY"``). A key this long is no word.
 QUOTED_BARE = ECHOED_PREFIX
+
+
+def quoted_masker(pairs: Scrubs) -> Callable[[str], str] | None:
+    """What masks the secrets of ``pairs`` (`scrubs`) in a text a tool wrote (its result,
+    its error), as a successful answer is (`scrub` without ``starts``); None when there
+    are none. The function gives a text holding none back as it is (the same object),
+    after a substring test per secret."""
+    if not pairs:
+        return None
+    # What `scrub` looks for first, each secret's whole value (a short key's too,
+    # before its pattern): a text holding none is given back with no more work.
+    values = tuple(pair[0] for pair in pairs)
+
+    def masked(text: str) -> str:
+        for value in values:
+            if value in text:
+                return scrub(text, pairs, starts=False)
+        return text
+
+    return masked
 
 
 def echo_probe(value: str, head: int, tail: int, where: Named | None) -> str:

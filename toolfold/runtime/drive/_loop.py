@@ -239,12 +239,14 @@ def masked_result(
     changed = masked is not content
     if parts:
         given = parts
-        parts = tuple(_masked_part(mask, part) for part in parts)
+        parts = tuple(masked_part(mask, part) for part in parts)
         changed = changed or any(a is not b for a, b in zip(parts, given, strict=True))
     return (masked, parts) if changed else None
 
 
-def _masked_part(mask: Callable[[str], str], part: ResultContent) -> ResultContent:
+def masked_part(mask: Callable[[str], str], part: ResultContent) -> ResultContent:
+    """``part`` with ``mask`` applied to its text, if it is a `TextPart` (the same part
+    when there is nothing to mask)."""
     if not isinstance(part, TextPart):
         return part
     text = mask(part.text)
