@@ -15,6 +15,7 @@ dependencies (it ships with the core install).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -212,7 +213,9 @@ def _run_file_after_answers(args: argparse.Namespace) -> str | None:
 
 def _may_be_run_file(value: str) -> bool:
     """Whether ``value``, the last taken by an answer flag, is the run file given after it."""
-    return Path(value).is_file() or (value.endswith(".json") and "=" not in value)
+    # os.path.isfile, not Path.is_file: a --result value longer than a file name can be
+    # (a big JSON answer) makes the latter raise OSError (ENAMETOOLONG).
+    return os.path.isfile(value) or (value.endswith(".json") and "=" not in value)
 
 
 def _run_options(command: argparse.ArgumentParser, *, state_out: str) -> None:

@@ -497,7 +497,8 @@ class BadRequestError(ProviderError):
 class ContextWindowExceededError(BadRequestError):
     """The request is longer than the model's context window (a 400 each provider words
     its own way: OpenAI ``context_length_exceeded``, Anthropic "prompt is too long",
-    Gemini "input token count ... exceeds the maximum"...).
+    Gemini "input token count ... exceeds the maximum", OpenRouter "This endpoint's
+    maximum context length", llama.cpp ``exceed_context_size_error``...).
 
     The window holds the prompt plus the ``max_tokens`` asked for the answer, so a
     large ``max_tokens`` can overflow it too (Anthropic's "input length and

@@ -613,6 +613,60 @@ def test_a_request_longer_than_the_context_window_is_one_error_class(
     assert caught.value.state is not None
 
 
+# OpenAI-compatible servers and proxies, reached with the openai adapter and a base_url.
+_COMPATIBLE_WINDOW_BODIES = {
+    "OpenRouter": {
+        "error": {
+            "message": "This endpoint's maximum context length is 163840 tokens. However, you "
+            "requested about 200000 tokens (190000 of text input, 10000 in the output). "
+            'Please reduce the length of either one, or use the "middle-out" transform to '
+            "compress your prompt automatically.",
+            "code": 400,
+        }
+    },
+    "LiteLLM proxy": {
+        "error": {
+            "message": "litellm.BadRequestError: OpenAIException - This model's maximum "
+            "context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+            "type": None,
+            "param": None,
+            "code": "400",
+        }
+    },
+    "llama.cpp llama-server": {
+        "error": {
+            "code": 400,
+            "message": "request (4476 tokens) exceeds the available context size (4096 "
+            "tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 4476,
+            "n_ctx": 4096,
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("server", sorted(_COMPATIBLE_WINDOW_BODIES))
+def test_an_openai_compatible_server_s_context_window_error_is_one_error_class(
+    http_server: Any, opened: list[Any], server: str
+) -> None:
+    """OpenRouter's "This endpoint's maximum context length", a LiteLLM proxy's wrapped
+    OpenAI message and llama-server's ``exceed_context_size_error`` type are each a
+    ContextWindowExceededError: before, a plain BadRequestError (the wording was anchored
+    to "this model's" at the message's start or after a sentence)."""
+    from scripted_http import Reply
+
+    http_server.add(Reply(status=400, json=_COMPATIBLE_WINDOW_BODIES[server]))
+    model = toolfold.model(
+        "openai:gpt-4o-mini", base_url=http_server.url + "/v1", api_key="k" * 20, retry=0
+    )
+    opened.append(model)
+    with pytest.raises(ContextWindowExceededError) as caught:
+        toolfold.Agent(model).run("hi")
+    assert caught.value.status_code == 400
+    assert "shorten the history" in str(caught.value)
+
+
 @pytest.mark.parametrize("name", sorted(_WINDOW_BY_MAX_TOKENS))
 def test_a_context_window_overflowed_by_max_tokens_says_to_lower_it(
     http_server: Any, opened: list[Any], name: str

@@ -234,8 +234,9 @@ def test_resume_flags_take_several_answers_as_the_docs_said(tmp_path: Path) -> N
         ),
         (["--deny", "a", "b=c.json"], "--deny a b=c.json; give the run file first"),
         (["--approve", "a"], "the following arguments are required: STATE\n"),
+        (["--result", "a=1", "b=" + "x" * 300], "; give the run file first"),
     ],
-    ids=["no-run-file", "two-run-files", "an-answer", "one-value"],
+    ids=["no-run-file", "two-run-files", "an-answer", "one-value", "a-long-answer"],
 )
 def test_resume_without_a_run_file_says_where_the_values_went(
     line: list[str], says: str, capsys: pytest.CaptureFixture[str]

@@ -686,6 +686,25 @@ def test_a_sub_run_saved_before_runs_carried_their_finish_loads_with_its_log_s_r
     assert (went_on.finish_reason, went_on.text) == ("stop", "7")
 
 
+def test_a_forged_sub_run_saved_before_runs_carried_their_finish_names_only_the_forgery() -> None:
+    """A sub-run saved finished ``stop`` (its log gives ``length``) whose output was
+    edited is refused naming the output alone.
+
+    Before, the message listed first the finish reason, a difference such a state may
+    have, as if it were a problem too.
+    """
+    document = json.loads((_SAVED / "finished_before_carried_child.json").read_text())
+    (event,) = [e for e in document["log"] if e.get("child")]
+    assert event["child"]["finish_reason"] == "stop"
+    event["child"]["output"] = "FORGED"
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(document))
+    problems = str(caught.value).splitlines()[1:]
+    assert problems == [
+        "  - output is 'FORGED' but the event log gives 'part' @ $.log[2].child.output"
+    ]
+
+
 def test_only_the_finish_a_run_gave_before_loads_in_its_place() -> None:
     """The ``stop`` a run finished with before loads where the log gives ``other``; another
     edited finish reason, or one of an unfinished phase, is still refused."""

@@ -222,13 +222,15 @@ def _gemini_retryable(details: Any) -> bool | None:
 
 
 # What says a 400 / 413 / 422 is a request longer than the model's context window: an
-# error code (the main signal), or, for providers that send none, the provider's own
-# message shape (case-insensitive), each from its docs or a reported error body. The
-# shapes are anchored where the provider's message starts, so another 400 that only
-# mentions a prompt or a context (a bad ``stop`` value, say) stays a BadRequestError.
+# error code or type (the main signal), or, for providers that send neither, the
+# provider's own message shape (case-insensitive), each from its docs or a reported
+# error body. The shapes are anchored where the provider's message starts (or where a
+# proxy's prefix ends), so another 400 that only mentions a prompt or a context (a bad
+# ``stop`` value, say) stays a BadRequestError.
 _WINDOW_CODES = frozenset(
     {
-        "context_length_exceeded",  # OpenAI Chat and Responses, Groq, vLLM
+        "context_length_exceeded",  # OpenAI Chat and Responses, Groq, vLLM: error.code
+        "exceed_context_size_error",  # llama.cpp's llama-server: error.type
     }
 )
 _WINDOW_WORDS = re.compile(
@@ -243,8 +245,10 @@ _WINDOW_WORDS = re.compile(
             # tokens allowed (1048576)."
             r"^the input token count \(\d+\) exceeds the maximum number of tokens",
             # OpenAI, vLLM: "This model's maximum context length is 8192 tokens. However,
-            # you requested ..."; vLLM: "'max_tokens' is too large: 5000. This model's ..."
-            r"(?:^|\. )this model.?s maximum context length is \d+ tokens",
+            # you requested ..."; vLLM: "'max_tokens' is too large: 5000. This model's ...";
+            # OpenRouter: "This endpoint's maximum context length is 163840 tokens. ...";
+            # LiteLLM: "litellm.BadRequestError: OpenAIException - This model's ..."
+            r"(?:^|\. |- )this (?:model|endpoint).?s maximum context length is \d+ tokens",
             # OpenAI Responses: "Your input exceeds the context window of this model. ..."
             r"^your input exceeds the context window of this model",
             # Mistral: "Prompt contains 40000 tokens ..., too large for model with 32768
@@ -268,7 +272,7 @@ WINDOW_ADVICE = (
 
 def _window_exceeded(info: ErrorInfo) -> bool:
     """True when ``info`` says the request was longer than the model's context window."""
-    if info.code in _WINDOW_CODES:
+    if info.code in _WINDOW_CODES or info.type in _WINDOW_CODES:
         return True
     return info.message is not None and _WINDOW_WORDS.search(info.message) is not None
 

@@ -895,12 +895,15 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
         ) from exc
     changed = False
     if replayed != state:
-        if not _finished_as_before(state, replayed):
+        found = _as_carried(state, replayed)
+        if found != replayed:
+            # The finish reason saved before runs carried it is no problem: only
+            # the differences that remain without it are named.
             problems: list[str] = []
             for field in attrs.fields(RunState):
                 _differences(
                     f"{at}.{field.name}",
-                    getattr(state, field.name),
+                    getattr(found, field.name),
                     getattr(replayed, field.name),
                     problems,
                 )
@@ -933,17 +936,19 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
 _CARRIED_SINCE = frozenset(("length", "content_filter", "other"))
 
 
-def _finished_as_before(state: RunState, replayed: RunState) -> bool:
-    """True when ``state`` differs from its log's ``replayed`` state only as a
-    state saved before the run carried its answer's finish reason does: it
-    says ``stop`` where the log now gives ``length``, ``content_filter`` or
-    ``other``. It loads with the log's reason (a hand edit gains nothing)."""
-    return (
+def _as_carried(state: RunState, replayed: RunState) -> RunState:
+    """``state`` with the finish reason its log's ``replayed`` state gives, where
+    it says ``stop`` as a state saved before the run carried its answer's finish
+    reason does (the log now giving ``length``, ``content_filter`` or ``other``);
+    else ``state`` itself. Equal to ``replayed``, it loads with the log's reason
+    (a hand edit gains nothing)."""
+    if (
         state.phase == "finished"
         and state.finish_reason == "stop"
         and replayed.finish_reason in _CARRIED_SINCE
-        and attrs.evolve(state, finish_reason=replayed.finish_reason) == replayed
-    )
+    ):
+        return attrs.evolve(state, finish_reason=replayed.finish_reason)
+    return state
 
 
 def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
