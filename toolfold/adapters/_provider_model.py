@@ -26,6 +26,7 @@ it, then at DEBUG (every request of a run with that setting makes it again).
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import re
@@ -47,10 +48,12 @@ from toolfold.adapters._http._checks import check_base_url, check_mapping
 from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import (
     Secret,
+    is_credential_header,
     keys_are_deferred,
     mask_url,
     resolve_api_key,
     scrub,
+    url_secrets,
 )
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
@@ -266,6 +269,50 @@ class ProviderModel:
             **transport_options(timeout, retry),
         )
         self._configure(headers or {})
+        self._stays_with = _credential_given(
+            api_key, http_client, async_http_client, headers, base_url, endpoint.key_env
+        )
+        # What a pickle rebuilds the model from (`__reduce__`): its options as given,
+        # none of them a credential (a model given one does not pickle).
+        self._options: dict[str, Any] | None = None
+        if self._stays_with is None:
+            self._options = {
+                "base_url": base_url,
+                "http": http,
+                "limits": limits,
+                "headers": dict(headers) if headers is not None else None,
+                "trust_env": trust_env,
+                **transport_options(timeout, retry),
+            }
+
+    # --- pickling and copies ----------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A model travels (to a Ray actor, another process) as how it was built, and is
+        # built again where it lands: its clients and their pool stay behind, and a key
+        # read from the environment is read again from that process's own.
+        if self._options is None:
+            raise TypeError(f"the model {self.name!r} cannot be pickled: {self._stays_with}")
+        options = {k: v for k, v in self._options.items() if v is not None}
+        return (_rebuilt, (type(self), self.model_name, {**options, **self._own_options()}))
+
+    def __copy__(self) -> ProviderModel:
+        # A copy shares the transport (its clients are a resource, not data), as before
+        # `__reduce__` existed: `copy` would otherwise build a new model, or refuse one
+        # built with a key.
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProviderModel:
+        twin = object.__new__(type(self))
+        memo[id(self)] = twin
+        twin.__dict__.update(copy.deepcopy(self.__dict__, memo))  # (`Transport`: itself)
+        return twin
+
+    def _own_options(self) -> dict[str, Any]:
+        """The constructor options of a subclass's own, as given (for `__reduce__`)."""
+        return {}
 
     # --- what a codec provides ------------------------------------------------
 
@@ -570,6 +617,49 @@ class _Boundary:
             failed = self._model._scrubbed(exc)
             if failed is not exc:
                 raise failed from exc
+
+
+def _rebuilt(cls: type[ProviderModel], model_name: str, options: dict[str, Any]) -> ProviderModel:
+    """A pickled model built again (see `ProviderModel.__reduce__`)."""
+    return cls(model_name, **options)
+
+
+def _credential_given(
+    api_key: object,
+    http_client: object,
+    async_http_client: object,
+    headers: Mapping[str, object] | None,
+    base_url: str | None,
+    key_env: Sequence[str],
+) -> str | None:
+    """Why a model built with these options cannot be pickled, and what to do (None: it can).
+
+    A credential given to the model itself (a key, a credential header, a
+    URL's password) never leaves its process, and a client of the user's own
+    is a live object: a model without them is built again where it lands,
+    reading its key from that process's environment.
+    """
+    if api_key is not None:
+        why = "it was built with api_key=..., and a key never leaves its process"
+    elif http_client is not None or async_http_client is not None:
+        why = "it was built with an HTTP client of your own (http_client=...), a live object"
+    else:
+        named = [
+            name
+            for name, value in (headers or {}).items()
+            if isinstance(value, Secret) or is_credential_header(name.lower())
+        ]
+        if named:
+            why = f"its headers= carry a credential ({named[0]!r}), which never leaves its process"
+        elif base_url is not None and url_secrets(base_url):
+            why = "its base_url holds a password, which never leaves its process"
+        else:
+            return None
+    read = f" (each process then reads {' or '.join(key_env)} from its own environment)"
+    return (
+        f"{why}. Build it without that{read if key_env else ''}, or build it where it runs "
+        "(for Ray: from an import path 'package.module:name' that each actor imports)"
+    )
 
 
 def _fed(split: SplitEchoes, events: Iterable[StreamEvent]) -> list[StreamEvent]:
