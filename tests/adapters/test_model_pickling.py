@@ -44,6 +44,14 @@ def test_a_keyless_compatible_model_pickles_with_its_options(http_server: Script
     assert twin._transport is not model._transport
     assert twin._transport.timeouts == model._transport.timeouts
     assert twin._transport.retry == RetryPolicy(max_retries=1)
+    unlimited = toolfold.model("ollama:qwen3", timeout=None, retry=None)
+    loaded = pickle.loads(pickle.dumps(unlimited))  # None is an option: no limits, no retries
+    assert loaded._transport.timeouts == unlimited._transport.timeouts
+    assert loaded._transport.timeouts is not None
+    assert loaded._transport.timeouts.total is None
+    assert loaded._transport.retry.max_retries == 0
+    loaded.close()
+    unlimited.close()
     agent = pickle.loads(pickle.dumps(toolfold.Agent(model)))
     assert agent.run("hello").text == "hi"
     assert http_server.requests[-1].headers["x-team"] == "a"

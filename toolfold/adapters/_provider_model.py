@@ -194,7 +194,10 @@ class ProviderModel:
     `_stream_start` / `_stream_step` / `_stream_end` (and `_stream_done` when
     the stream says so before it ends). ``_stream_format`` says how the
     transport frames the stream. A subclass with options of its own sets them
-    before calling this constructor (its `_endpoint` may read them).
+    before calling this constructor (its `_endpoint` may read them), and gives
+    them back from `_own_options`: a model pickles as its class, name and
+    options, and is built again where it is loaded (its key read from that
+    process's environment); one given a credential or a client in code refuses.
     """
 
     model_name: str
@@ -272,11 +275,12 @@ class ProviderModel:
         self._stays_with = _credential_given(
             api_key, http_client, async_http_client, headers, base_url, endpoint.key_env
         )
-        # What a pickle rebuilds the model from (`__reduce__`): its options as given,
-        # none of them a credential (a model given one does not pickle).
-        self._options: dict[str, Any] | None = None
+        # What a pickle rebuilds the model from (`__reduce__`): its options as given
+        # (None too: ``timeout=None`` means no limits), none of them a credential (a
+        # model given one does not pickle).
+        self._built_with: dict[str, Any] | None = None
         if self._stays_with is None:
-            self._options = {
+            self._built_with = {
                 "base_url": base_url,
                 "http": http,
                 "limits": limits,
@@ -291,10 +295,10 @@ class ProviderModel:
         # A model travels (to a Ray actor, another process) as how it was built, and is
         # built again where it lands: its clients and their pool stay behind, and a key
         # read from the environment is read again from that process's own.
-        if self._options is None:
+        if self._built_with is None:
             raise TypeError(f"the model {self.name!r} cannot be pickled: {self._stays_with}")
-        options = {k: v for k, v in self._options.items() if v is not None}
-        return (_rebuilt, (type(self), self.model_name, {**options, **self._own_options()}))
+        options = {**self._built_with, **self._own_options()}
+        return (_rebuilt, (type(self), self.model_name, options))
 
     def __copy__(self) -> ProviderModel:
         # A copy shares the transport (its clients are a resource, not data), as before
