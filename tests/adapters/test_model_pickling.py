@@ -6,6 +6,7 @@ import copy
 import pickle
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 from scripted_http import Reply, ScriptedServer
@@ -13,6 +14,8 @@ from scripted_http import Reply, ScriptedServer
 import toolfold
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy
+from toolfold.adapters._provider_model import Endpoint
+from toolfold.adapters.openai_chat import ChatProvider, OpenAIChatModel
 
 KEY = "sk-proj-SECRET-pickle-0123456789"
 ENV_KEY = "sk-proj-FROMENV-pickle-0123456789"
@@ -75,8 +78,12 @@ def test_a_model_reads_its_key_from_the_environment_where_it_is_unpickled(
     assert toolfold.Agent(twin).run("hello").text == "hi"
     assert http_server.requests[-1].headers["authorization"] == f"Bearer {OTHER_KEY}"
     monkeypatch.delenv("OPENAI_API_KEY")
-    with pytest.raises(toolfold.ModelConfigError, match="OPENAI_API_KEY"):
-        pickle.loads(data)  # no key where it lands: the error a model string gives
+    with pytest.raises(toolfold.ModelConfigError) as missing:
+        pickle.loads(data)  # no key where it lands: set it there (api_key= would not pickle)
+    assert str(missing.value) == (
+        "no API key for provider 'openai': the model was pickled without its key and built "
+        "again in this process, which reads it from its own environment: set OPENAI_API_KEY there"
+    )
     twin.close()
     model.close()
 
@@ -112,7 +119,7 @@ def test_every_provider_model_pickles_without_a_key(monkeypatch: pytest.MonkeyPa
         ({"api_key": Secret(KEY)}, r"built with api_key=\.\.\."),
         ({"headers": {"Authorization": f"Bearer {KEY}"}}, r"credential \('Authorization'\)"),
         ({"headers": {"x-team": Secret(KEY)}}, r"credential \('x-team'\)"),
-        ({"base_url": f"http://user:{KEY}@127.0.0.1:9/v1"}, "base_url holds a password"),
+        ({"base_url": f"http://user:{KEY}@127.0.0.1:9/v1"}, "base URL holds credentials"),
         ({"http_client": httpx.Client()}, "an HTTP client of your own"),
     ],
 )
@@ -136,6 +143,127 @@ def test_a_model_given_a_credential_or_a_client_refuses_to_pickle(
     if client is not None:
         client.close()
     model.close()
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        lambda: toolfold.model("ollama:qwen3", base_url=f"http://{KEY}@127.0.0.1:9"),
+        lambda: toolfold.model("ollama:qwen3", base_url=f"http://{KEY}:@127.0.0.1:9"),
+        lambda: toolfold.model("anthropic:claude-sonnet-4-5", base_url=f"https://{KEY}@gw.test"),
+        lambda: OpenAIChatModel(
+            "m",
+            provider=ChatProvider(
+                name="corp", base_url=f"https://svc:{KEY}@gw.test/v1", key_required=False
+            ),
+        ),
+    ],
+    ids=["token-as-user", "empty-password", "anthropic-token", "provider-row-password"],
+)
+def test_a_model_whose_url_carries_a_user_refuses_to_pickle(
+    model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any user in the base URL (a token as the user, or a password in a ChatProvider row's
+    URL rather than base_url=) is a credential: the model refuses to pickle, not the key in
+    the bytes."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ENV_KEY)
+    built = model()
+    with pytest.raises(TypeError, match="its base URL holds credentials before its host") as no:
+        pickle.dumps(built)
+    assert KEY not in str(no.value)
+    built.close()
+
+
+def test_a_url_read_from_the_environment_is_not_pickled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OLLAMA_HOST (a password in it too) stays out of the pickle: the loading process reads its own."""
+    monkeypatch.setenv("OLLAMA_HOST", f"http://u:{KEY}@127.0.0.1:9")
+    model = toolfold.model("ollama:qwen3")
+    data = pickle.dumps(model)
+    assert KEY.encode() not in data
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:8")
+    twin = pickle.loads(data)
+    assert twin.base_url == "http://127.0.0.1:8"
+    twin.close()
+    model.close()
+
+
+class _Tagged(OpenAIChatModel):
+    """A subclass with an option of its own, given back by `_own_options`."""
+
+    def __init__(self, model_name: str, *, tag: str = "default", **options: Any) -> None:
+        self.tag = tag
+        super().__init__(model_name, **options)
+
+    def _own_options(self) -> dict[str, Any]:
+        return {**super()._own_options(), "tag": self.tag}
+
+
+class _Untold(OpenAIChatModel):
+    """The same without `_own_options`: ``tag`` would come back as its default."""
+
+    def __init__(self, model_name: str, *, tag: str = "default", **options: Any) -> None:
+        self.tag = tag
+        super().__init__(model_name, **options)
+
+
+class _Fixed(OpenAIChatModel):
+    """A preset taking no arguments: it cannot be built again from a name and options."""
+
+    def __init__(self) -> None:
+        super().__init__("m", provider="openai-compatible", base_url="http://127.0.0.1:9/v1")
+
+    def _own_options(self) -> dict[str, Any]:
+        return {}
+
+
+class _NeedsRegion(OpenAIChatModel):
+    """A required argument of its own and no `_own_options`."""
+
+    def __init__(self, model_name: str, region: str, **options: Any) -> None:
+        self.region = region
+        super().__init__(model_name, base_url=f"http://{region}.127.0.0.1:9/v1", **options)
+
+
+class _Direct(OpenAIChatModel):
+    """No constructor of its own (as `toolfold.local`'s loopback model): the base's options do."""
+
+    def _endpoint(self, base_url: str | None) -> Endpoint:
+        return attrs.evolve(super()._endpoint(base_url), trust_env=False)
+
+
+def test_a_subclass_pickles_with_its_own_options_or_refuses_where_it_is_pickled() -> None:
+    """A subclass's own options come back through `_own_options`; one with a constructor of
+    its own and no `_own_options`, or one that cannot take its options, refuses on pickling
+    naming the class and the hook, not with a wrong model or a TypeError where it lands."""
+    compat: dict[str, Any] = {"provider": "openai-compatible", "base_url": "http://127.0.0.1:9/v1"}
+    tagged = _Tagged("m", tag="eu", timeout=3, **compat)
+    twin = pickle.loads(pickle.dumps(tagged))
+    assert (type(twin), twin.tag, twin.base_url) == (_Tagged, "eu", tagged.base_url)
+    assert twin._transport.timeouts == tagged._transport.timeouts
+    direct = pickle.loads(pickle.dumps(_Direct("m", **compat)))
+    assert type(direct) is _Direct
+    untold = (
+        (_Untold("m", tag="eu", **compat), "_Untold"),
+        (_NeedsRegion("m", "eu", provider="openai-compatible"), "_NeedsRegion"),
+    )
+    for model, name in untold:
+        with pytest.raises(TypeError) as refused:
+            pickle.dumps(toolfold.Agent(model))
+        assert str(refused.value).startswith(
+            f"the model 'openai-compatible:m' cannot be pickled: its class {name} has a "
+            f"constructor of its own ({name}.__init__) but no _own_options giving its options "
+            f"back, which would be lost: define {name}._own_options returning them by keyword. "
+            "Or build it where it runs (for Ray: from an import path"
+        )
+    with pytest.raises(TypeError) as refused:
+        pickle.dumps(_Fixed())
+    assert str(refused.value).startswith(
+        "the model 'openai-compatible:m' cannot be pickled: _Fixed(model_name, **options) does "
+        "not take the options it is built again with (base_url, http, limits, headers, "
+        "trust_env): too many positional arguments; make its constructor take them"
+    )
+    for model in (tagged, direct, twin, *(m for m, _ in untold)):
+        model.close()
 
 
 def test_copies_of_a_model_share_its_transport_as_before() -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import logging
 import re
 import weakref
@@ -50,10 +51,11 @@ from toolfold.adapters._http._keys import (
     Secret,
     is_credential_header,
     keys_are_deferred,
+    keys_unpickled,
     mask_url,
     resolve_api_key,
     scrub,
-    url_secrets,
+    shown_userinfo,
 )
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
@@ -102,6 +104,9 @@ class Endpoint:
         error_parser: Reads the provider's error bodies (None: the transport's default).
         trust_env: False for a server on this machine no proxy could reach:
             the clients toolfold makes send to it directly (see `Transport`).
+        base_url_from_env: ``base_url`` was read from the environment (no
+            base_url given): a pickle does not carry it, the process that
+            loads the model reads its own.
     """
 
     provider: str
@@ -113,6 +118,7 @@ class Endpoint:
     headers: Mapping[str, str] = attrs.field(factory=dict)
     error_parser: ErrorParser | None = None
     trust_env: bool = True
+    base_url_from_env: bool = False
 
 
 StreamFormat = Literal["sse", "lines", "json-array"]
@@ -272,8 +278,11 @@ class ProviderModel:
             **transport_options(timeout, retry),
         )
         self._configure(headers or {})
+        # (the URL a pickle carries: the one given, or the provider row's, not one
+        # read from the environment)
+        url = None if endpoint.base_url_from_env else endpoint.base_url
         self._stays_with = _credential_given(
-            api_key, http_client, async_http_client, headers, base_url, endpoint.key_env
+            api_key, http_client, async_http_client, headers, url, endpoint.key_env
         )
         # What a pickle rebuilds the model from (`__reduce__`): its options as given
         # (None too: ``timeout=None`` means no limits), none of them a credential (a
@@ -296,8 +305,15 @@ class ProviderModel:
         # built again where it lands: its clients and their pool stay behind, and a key
         # read from the environment is read again from that process's own.
         if self._built_with is None:
-            raise TypeError(f"the model {self.name!r} cannot be pickled: {self._stays_with}")
+            raise Unpicklable(f"the model {self.name!r} cannot be pickled: {self._stays_with}")
         options = {**self._built_with, **self._own_options()}
+        unbuildable = _unbuildable(type(self), self.model_name, options)
+        if unbuildable is not None:
+            raise Unpicklable(
+                f"the model {self.name!r} cannot be pickled: {unbuildable}. Or build it where "
+                "it runs (for Ray: from an import path 'package.module:name' that each actor "
+                "imports)"
+            )
         return (_rebuilt, (type(self), self.model_name, options))
 
     def __copy__(self) -> ProviderModel:
@@ -315,7 +331,13 @@ class ProviderModel:
         return twin
 
     def _own_options(self) -> dict[str, Any]:
-        """The constructor options of a subclass's own, as given (for `__reduce__`)."""
+        """The constructor options of a subclass's own, as given (for `__reduce__`).
+
+        A subclass whose ``__init__`` takes options the base's does not gives
+        them back here, by keyword: a pickled model is built again as
+        ``cls(model_name, **base_options, **own_options)``. One with an
+        ``__init__`` of its own and no `_own_options` refuses to pickle.
+        """
         return {}
 
     # --- what a codec provides ------------------------------------------------
@@ -623,9 +645,48 @@ class _Boundary:
                 raise failed from exc
 
 
+class Unpicklable(TypeError):
+    """A model's refusal to be pickled: its message names the model, why, and what to do instead.
+
+    A ``TypeError``, as pickle's own refusals are; Ray's batch shows it alone
+    (`toolfold.integrations.ray`), its advice being the model's own.
+    """
+
+
 def _rebuilt(cls: type[ProviderModel], model_name: str, options: dict[str, Any]) -> ProviderModel:
     """A pickled model built again (see `ProviderModel.__reduce__`)."""
-    return cls(model_name, **options)
+    with keys_unpickled():  # (a missing key: set it here, api_key= would not pickle)
+        return cls(model_name, **options)
+
+
+def _unbuildable(cls: type[ProviderModel], model_name: str, options: dict[str, Any]) -> str | None:
+    """Why ``cls`` could not be built again from ``model_name`` and ``options`` (None: it can).
+
+    Said where the model is pickled, not where it lands (a Ray actor): a
+    subclass's constructor with options of its own that `_own_options` does
+    not give back (they would come back as their defaults, or fail), or one
+    that does not take the options the model is built with.
+    """
+    built = next(c for c in cls.__mro__ if "__init__" in vars(c))
+    told = next(c for c in cls.__mro__ if "_own_options" in vars(c))
+    if not issubclass(told, built):
+        return (
+            f"its class {cls.__qualname__} has a constructor of its own ({built.__qualname__}"
+            f".__init__) but no _own_options giving its options back, which would be lost: "
+            f"define {built.__qualname__}._own_options returning them by keyword"
+        )
+    try:
+        inspect.signature(cls).bind(model_name, **options)
+    except TypeError as exc:
+        names = ", ".join(options)
+        return (
+            f"{cls.__qualname__}(model_name, **options) does not take the options it is "
+            f"built again with ({names}): {exc}; make its constructor take them, or have "
+            "_own_options give its own"
+        )
+    except ValueError:  # (no signature to read: the load will tell)
+        pass
+    return None
 
 
 def _credential_given(
@@ -633,7 +694,7 @@ def _credential_given(
     http_client: object,
     async_http_client: object,
     headers: Mapping[str, object] | None,
-    base_url: str | None,
+    url: str | None,
     key_env: Sequence[str],
 ) -> str | None:
     """Why a model built with these options cannot be pickled, and what to do (None: it can).
@@ -641,7 +702,9 @@ def _credential_given(
     A credential given to the model itself (a key, a credential header, a
     URL's password) never leaves its process, and a client of the user's own
     is a live object: a model without them is built again where it lands,
-    reading its key from that process's environment.
+    reading its key from that process's environment. ``url``: the base URL
+    the pickle would carry (given, or a provider row's; None when read from
+    the environment, which the loading process reads again).
     """
     if api_key is not None:
         why = "it was built with api_key=..., and a key never leaves its process"
@@ -655,8 +718,12 @@ def _credential_given(
         ]
         if named:
             why = f"its headers= carry a credential ({named[0]!r}), which never leaves its process"
-        elif base_url is not None and url_secrets(base_url):
-            why = "its base_url holds a password, which never leaves its process"
+        elif url is not None and shown_userinfo(url) is not None:
+            # (a token as the user, ``https://TOKEN@host``, is one too: `mask_url_credentials`)
+            why = (
+                "its base URL holds credentials before its host (user:password@, or a token "
+                "as the user), which never leave its process"
+            )
         else:
             return None
     read = f" (each process then reads {' or '.join(key_env)} from its own environment)"
