@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import zipfile
@@ -41,6 +42,21 @@ def test_model_string_resolves_without_starting_anything() -> None:
     assert isinstance(model, LocalModel)
     assert model.name == "local:smollm2"
     assert "server=None" in repr(model)
+
+
+def test_a_local_model_refuses_to_pickle_naming_its_string() -> None:
+    """A LocalModel (its server a process of this one's) does not pickle: the error says to pass
+    'local:<model>', so that each process starts its own server (not a lock's TypeError)."""
+    model = LocalModel("smollm2")
+    for dumps in (pickle.dumps, lambda m: pickle.dumps(toolfold.Agent(m))):
+        with pytest.raises(TypeError) as refused:
+            dumps(model)
+        assert str(refused.value) == (
+            "the model 'local:smollm2' cannot be pickled: its llama-server runs in this "
+            "process. Pass the string 'local:smollm2' instead of the model object (e.g. "
+            "Agent('local:smollm2')), so that each process (each Ray actor) starts a server "
+            "of its own"
+        )
 
 
 def test_first_step_requires_a_call_and_later_steps_answer() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ProviderConnectionError, ProviderError, StreamError
-from toolfold.adapters._provider_model import Endpoint
+from toolfold.adapters._provider_model import Endpoint, Unpicklable
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress, check_cache_dir
@@ -118,6 +118,15 @@ class LocalModel:
 
     def __repr__(self) -> str:
         return f"LocalModel({self.model_name!r}, server={self._server!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its server is a process of this one's: nothing of it can travel (a lock, a pipe).
+        raise Unpicklable(
+            f"the model {self.name!r} cannot be pickled: its llama-server runs in this "
+            f"process. Pass the string {self.name!r} instead of the model object (e.g. "
+            f"Agent({self.name!r})), so that each process (each Ray actor) starts a server "
+            "of its own"
+        )
 
     def server(self) -> LocalServer:
         """The running server, set up and started first if needed (blocking)."""

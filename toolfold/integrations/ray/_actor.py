@@ -22,7 +22,8 @@ import ray
 from ray import cloudpickle
 
 from toolfold._errors import RunError, UsageError
-from toolfold.adapters._http._keys import keys_deferred
+from toolfold.adapters._http._keys import keys_deferred, keys_unpickled
+from toolfold.adapters._provider_model import Unpicklable
 from toolfold.runtime import Agent, Workflow
 from toolfold.toolkit._results import describe_exception, exception_text
 
@@ -32,7 +33,11 @@ Spec = Agent | Workflow
 
 def load_spec(source: str | bytes) -> Spec:
     """The agent or workflow named by an import path, or unpickled from bytes."""
-    spec = cloudpickle.loads(source) if isinstance(source, bytes) else _import(source)
+    if isinstance(source, bytes):
+        with keys_unpickled():  # (a model string's key too: set where the actor runs)
+            spec = cloudpickle.loads(source)
+    else:
+        spec = _import(source)
     if callable(spec) and not isinstance(spec, (Agent, Workflow)):
         spec = spec()
     if not isinstance(spec, (Agent, Workflow)):
@@ -79,6 +84,8 @@ def pickled(spec: Spec) -> bytes:
     what = "agent" if isinstance(spec, Agent) else "workflow"
     try:
         return bytes(cloudpickle.dumps(spec))  # type: ignore[no-untyped-call]
+    except Unpicklable as exc:  # a model's refusal says what to do itself
+        raise UsageError(f"the {what} cannot be sent to Ray actors: {exc}") from exc
     except Exception as exc:
         raise UsageError(
             f"the {what} cannot be sent to Ray actors: {describe_exception(exc)}. Give "

@@ -322,12 +322,20 @@ class _Batch:
                 raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
             for reason in unbuilt:
                 if reason is not None:
+                    how = (
+                        "the spec was pickled and built again in the actor, its models with "
+                        "it, which read their API keys from the actor's own environment: set "
+                        "them in the environment the cluster's nodes start with, or pass the "
+                        "spec as an import path 'package.module:name' whose module reads them "
+                        "from a secret manager"
+                        if isinstance(source, bytes)
+                        else "an actor imports an import path itself and reads API keys from "
+                        "its own environment: set them in the environment the cluster's nodes "
+                        "start with, or have the spec read them from a secret manager"
+                    )
                     raise UsageError(
-                        f"the spec could not be built in a Ray actor: {reason} (an actor "
-                        "imports an import path itself and reads API keys from its own "
-                        "environment: set them in the environment the cluster's nodes start "
-                        "with, or have the spec read them from a secret manager; a key in "
-                        "actor_options' runtime_env env_vars works too, but Ray writes those "
+                        f"the spec could not be built in a Ray actor: {reason} ({how}; a key "
+                        "in actor_options' runtime_env env_vars works too, but Ray writes those "
                         "values in plain text into its session logs)"
                     )
             self._drive(actors, todo, concurrency, bar)
