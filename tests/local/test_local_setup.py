@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import subprocess
@@ -57,6 +58,26 @@ def test_a_local_model_refuses_to_pickle_naming_its_string() -> None:
             "Agent('local:smollm2')), so that each process (each Ray actor) starts a server "
             "of its own"
         )
+
+
+def test_copies_of_a_local_model_share_its_server() -> None:
+    """copy.copy and copy.deepcopy of a LocalModel, and of an Agent holding one, work (not a
+    pickling refusal): a copy shares the server and client, with its own options and lock."""
+    model = LocalModel("smollm2", timeout=5, headers={"x-a": "1"})
+    chat, server = object(), object()
+    model._chat, model._server = chat, server  # type: ignore[assignment]  # (no real server)
+    for twin in (copy.copy(model), copy.deepcopy(model)):
+        assert type(twin) is LocalModel
+        assert twin is not model
+        assert (twin._chat, twin._server, twin.name) == (chat, server, model.name)
+        assert twin._options == model._options
+        assert twin._lock is not model._lock
+    assert copy.deepcopy(model)._options["headers"] is not model._options["headers"]
+    agent = toolfold.Agent(model)
+    for copied in (copy.copy(agent), copy.deepcopy(agent)):
+        assert isinstance(copied.model, LocalModel)
+        assert copied.model._server is server
+    model._chat = model._server = None
 
 
 def test_first_step_requires_a_call_and_later_steps_answer() -> None:

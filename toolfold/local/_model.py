@@ -8,6 +8,7 @@ the tool-choice policy small models need (see `LocalModel`).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import sys
 import threading
@@ -127,6 +128,23 @@ class LocalModel:
             f"Agent({self.name!r})), so that each process (each Ray actor) starts a server "
             "of its own"
         )
+
+    def __copy__(self) -> LocalModel:
+        # A copy shares the server and its client (a process and a pool, not data), as a
+        # provider model's copies share its transport; `copy` would otherwise use
+        # `__reduce__` and refuse. Its own lock guards its own fields.
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._lock = threading.Lock()
+        _MODELS.add(twin)
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalModel:
+        # The same, with its options copied (an Agent holding it deep-copies too).
+        twin = self.__copy__()
+        memo[id(self)] = twin
+        twin._options = copy.deepcopy(self._options, memo)
+        return twin
 
     def server(self) -> LocalServer:
         """The running server, set up and started first if needed (blocking)."""
