@@ -113,6 +113,7 @@ TOP = {
     "ToolExecutionError",
     "ToolRetriesExceededError",
     "ToolUseFailedError",
+    "Unpicklable",
     "UsageError",
     "ToolfoldError",
     "WorkflowDefinitionError",

@@ -36,6 +36,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
     ToolUseFailedError,
+    Unpicklable,
     UsageError,
     WorkflowDefinitionError,
 )
@@ -213,6 +214,7 @@ __all__ = [
     "ToolUseFailedError",
     "ToolfoldError",
     "UndocumentedParameterWarning",
+    "Unpicklable",
     "Usage",
     "UsageError",
     "Workflow",

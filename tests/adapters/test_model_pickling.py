@@ -216,6 +216,13 @@ class _Fixed(OpenAIChatModel):
         return {}
 
 
+class _FixedUntold(OpenAIChatModel):
+    """The same preset without `_own_options`."""
+
+    def __init__(self) -> None:
+        super().__init__("m", provider="openai-compatible", base_url="http://127.0.0.1:9/v1")
+
+
 class _NeedsRegion(OpenAIChatModel):
     """A required argument of its own and no `_own_options`."""
 
@@ -242,28 +249,47 @@ def test_a_subclass_pickles_with_its_own_options_or_refuses_where_it_is_pickled(
     assert twin._transport.timeouts == tagged._transport.timeouts
     direct = pickle.loads(pickle.dumps(_Direct("m", **compat)))
     assert type(direct) is _Direct
-    untold = (
-        (_Untold("m", tag="eu", **compat), "_Untold"),
-        (_NeedsRegion("m", "eu", provider="openai-compatible"), "_NeedsRegion"),
-    )
-    for model, name in untold:
-        with pytest.raises(TypeError) as refused:
-            pickle.dumps(toolfold.Agent(model))
-        assert str(refused.value).startswith(
-            f"the model 'openai-compatible:m' cannot be pickled: its class {name} has a "
-            f"constructor of its own ({name}.__init__) but no _own_options giving its options "
-            f"back, which would be lost: define {name}._own_options returning them by keyword. "
-            "Or build it where it runs (for Ray: from an import path"
-        )
-    with pytest.raises(TypeError) as refused:
-        pickle.dumps(_Fixed())
+    untold = _Untold("m", tag="eu", **compat)
+    with pytest.raises(toolfold.Unpicklable) as refused:
+        pickle.dumps(toolfold.Agent(untold))
     assert str(refused.value).startswith(
-        "the model 'openai-compatible:m' cannot be pickled: _Fixed(model_name, **options) does "
-        "not take the options it is built again with (base_url, http, limits, headers, "
-        "trust_env): too many positional arguments; make its constructor take them"
+        "the model 'openai-compatible:m' cannot be pickled: its class _Untold has a "
+        "constructor of its own (_Untold.__init__) but no _own_options giving its options "
+        "back, which would be lost: define _Untold._own_options returning them by keyword. "
+        "Or build it where it runs (for Ray: from an import path"
     )
-    for model in (tagged, direct, twin, *(m for m, _ in untold)):
+    # A constructor that cannot take the options is said first: `_own_options` alone
+    # would not make it picklable (a preset without arguments, with or without one).
+    unfit = (
+        (_NeedsRegion("m", "eu", provider="openai-compatible"), "_NeedsRegion", "missing a"),
+        (_Fixed(), "_Fixed", "too many positional"),
+        (_FixedUntold(), "_FixedUntold", "too many positional"),
+    )
+    for model, name, why in unfit:
+        with pytest.raises(toolfold.Unpicklable) as refused:
+            pickle.dumps(model)
+        message = str(refused.value)
+        assert message.startswith(
+            f"the model 'openai-compatible:m' cannot be pickled: {name}(model_name, **options) "
+            "does not take the options it is built again with ("
+        ), message
+        assert f"): {why}" in message
+        assert "make its constructor take them, or have _own_options give its own" in message
+        assert "define" not in message
+    for model in (tagged, direct, twin, untold, *(m for m, _, _ in unfit)):
         model.close()
+
+
+def test_a_refusal_is_a_public_toolfold_error_and_a_type_error() -> None:
+    """`Unpicklable` is in the one error tree, under its public name; `except TypeError` (as
+    for pickle's own refusals) catches it too."""
+    model = toolfold.model("openai:m", api_key=KEY)
+    with pytest.raises(toolfold.ToolfoldError) as refused:
+        pickle.dumps(model)
+    assert type(refused.value) is toolfold.Unpicklable
+    assert isinstance(refused.value, TypeError)
+    assert toolfold.Unpicklable.__module__ == "toolfold"
+    model.close()
 
 
 def test_copies_of_a_model_share_its_transport_as_before() -> None:

@@ -41,6 +41,7 @@ from toolfold._errors import (
     ModelConfigError,
     ProviderError,
     ToolfoldError,
+    Unpicklable,
 )
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
@@ -645,14 +646,6 @@ class _Boundary:
                 raise failed from exc
 
 
-class Unpicklable(TypeError):
-    """A model's refusal to be pickled: its message names the model, why, and what to do instead.
-
-    A ``TypeError``, as pickle's own refusals are; Ray's batch shows it alone
-    (`toolfold.integrations.ray`), its advice being the model's own.
-    """
-
-
 def _rebuilt(cls: type[ProviderModel], model_name: str, options: dict[str, Any]) -> ProviderModel:
     """A pickled model built again (see `ProviderModel.__reduce__`)."""
     with keys_unpickled():  # (a missing key: set it here, api_key= would not pickle)
@@ -667,14 +660,6 @@ def _unbuildable(cls: type[ProviderModel], model_name: str, options: dict[str, A
     not give back (they would come back as their defaults, or fail), or one
     that does not take the options the model is built with.
     """
-    built = next(c for c in cls.__mro__ if "__init__" in vars(c))
-    told = next(c for c in cls.__mro__ if "_own_options" in vars(c))
-    if not issubclass(told, built):
-        return (
-            f"its class {cls.__qualname__} has a constructor of its own ({built.__qualname__}"
-            f".__init__) but no _own_options giving its options back, which would be lost: "
-            f"define {built.__qualname__}._own_options returning them by keyword"
-        )
     try:
         inspect.signature(cls).bind(model_name, **options)
     except TypeError as exc:
@@ -686,6 +671,14 @@ def _unbuildable(cls: type[ProviderModel], model_name: str, options: dict[str, A
         )
     except ValueError:  # (no signature to read: the load will tell)
         pass
+    built = next(c for c in cls.__mro__ if "__init__" in vars(c))
+    told = next(c for c in cls.__mro__ if "_own_options" in vars(c))
+    if not issubclass(told, built):
+        return (
+            f"its class {cls.__qualname__} has a constructor of its own ({built.__qualname__}"
+            f".__init__) but no _own_options giving its options back, which would be lost: "
+            f"define {built.__qualname__}._own_options returning them by keyword"
+        )
     return None
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ProviderConnectionError, ProviderError, StreamError
-from toolfold.adapters._provider_model import Endpoint, Unpicklable
+from toolfold._errors import ProviderConnectionError, ProviderError, StreamError, Unpicklable
+from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress, check_cache_dir

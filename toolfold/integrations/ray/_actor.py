@@ -21,9 +21,8 @@ import attrs
 import ray
 from ray import cloudpickle
 
-from toolfold._errors import RunError, UsageError
+from toolfold._errors import RunError, Unpicklable, UsageError
 from toolfold.adapters._http._keys import keys_deferred, keys_unpickled
-from toolfold.adapters._provider_model import Unpicklable
 from toolfold.runtime import Agent, Workflow
 from toolfold.toolkit._results import describe_exception, exception_text
 
