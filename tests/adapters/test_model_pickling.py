@@ -292,6 +292,18 @@ def test_a_refusal_is_a_public_toolfold_error_and_a_type_error() -> None:
     model.close()
 
 
+@pytest.mark.parametrize("userinfo", [KEY, f"user:{KEY}", f"{KEY}:"], ids=["user", "both", "empty"])
+def test_a_repr_hides_a_token_given_as_the_urls_user(userinfo: str) -> None:
+    """What refuses to pickle is hidden in reprs too: a token as the URL's user included."""
+    url = f"http://{userinfo}@h.example:1/v1"
+    model = toolfold.model("openai-compatible:m", base_url=url)
+    shown = f"{model!r} {model._transport!r}"
+    assert KEY not in shown
+    assert "base_url='http://***@h.example:1/v1'" in repr(model)
+    assert model.base_url == url  # (the URL itself is kept to send)
+    model.close()
+
+
 def test_copies_of_a_model_share_its_transport_as_before() -> None:
     """copy.copy and copy.deepcopy of a model (a keyed one too) share its clients, not rebuild it."""
     model = toolfold.model("openai:gpt-4o-mini", api_key=KEY)

@@ -53,7 +53,7 @@ from toolfold.adapters._http._keys import (
     is_credential_header,
     keys_are_deferred,
     keys_unpickled,
-    mask_url,
+    mask_url_credentials,
     resolve_api_key,
     scrub,
     shown_userinfo,
@@ -396,7 +396,7 @@ class ProviderModel:
         return self._transport.base_url
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={mask_url(self.base_url)!r})"
+        return f"{type(self).__name__}({self.name!r}, base_url={mask_url_credentials(self.base_url)!r})"
 
     def secret_masker(self) -> Callable[[str], str] | None:
         """What masks this model's credentials (its API key, a URL password, a credential
