@@ -616,6 +616,16 @@ def _unknown_provider() -> None:
     toolfold.model("nope:some-model")
 
 
+def _pickled_keyed_model() -> None:
+    import pickle
+
+    model = toolfold.model("openai:m", base_url="http://127.0.0.1:9/v1", api_key="sk-x")
+    try:
+        pickle.dumps(model)
+    finally:
+        model.close()
+
+
 def _missing_key() -> None:
     # the test removes OPENAI_API_KEY from the environment first
     generate_text("openai:gpt-4o-mini", "go")
@@ -885,6 +895,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "whose prefix is a bare name that neither is a provider nor imports gets the same "
     "message)": _unknown_provider,
     "a provider's API key missing from the environment": _missing_key,
+    "pickling a model built with a key, a client or a credential header of its own, or a "
+    "`LocalModel` (the message says why and what to pass instead)": _pickled_keyed_model,
     "a model option that cannot be used (`retry=-1` or `2.5`, `timeout=0`, a `RetryPolicy` or "
     "`Timeouts` field out of range), named in the message": _bad_model_option,
     "HTTP 400, 413 or 422": _status(422),

@@ -114,6 +114,7 @@ TOP = {
     "ToolExecutionError",
     "ToolRetriesExceededError",
     "ToolUseFailedError",
+    "Unpicklable",
     "UsageError",
     "ToolfoldError",
     "WorkflowDefinitionError",

@@ -37,6 +37,7 @@ from toolfold._errors import (
     ToolfoldError,
     ToolRetriesExceededError,
     ToolUseFailedError,
+    Unpicklable,
     UsageError,
     WorkflowDefinitionError,
 )
@@ -215,6 +216,7 @@ __all__ = [
     "ToolUseFailedError",
     "ToolfoldError",
     "UndocumentedParameterWarning",
+    "Unpicklable",
     "Usage",
     "UsageError",
     "Workflow",

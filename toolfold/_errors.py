@@ -21,6 +21,7 @@ chained with ``raise ... from exc``::
     ├── UsageError                 toolfold was called with arguments it cannot use
     ├── AgentFileError             an agent file cannot be loaded (every problem, with lines)
     ├── ModelConfigError           a model string or model options cannot be used
+    ├── Unpicklable                a model refuses to be pickled (says why and what to do)
     ├── SerializationError         JSON that does not load as a state, event or effect
     └── ProviderError              a provider call failed (status, body, headers)
         ├── AuthenticationError    401 / 403
@@ -41,7 +42,7 @@ Optional packages add their own, under `ToolfoldError` too: ``toolfold.mcp.MCPEr
 
 Where an error means what a builtin exception means, it subclasses that builtin
 too, so ``except ValueError`` or ``except TimeoutError`` catches it:
-`ToolDefinitionError` and `WorkflowDefinitionError` are ``TypeError``; `UsageError`,
+`ToolDefinitionError`, `WorkflowDefinitionError` and `Unpicklable` are ``TypeError``; `UsageError`,
 `AgentFileError`, `SchemaCompileError`,
 `ToolArgumentError`, `ModelConfigError` and `SerializationError` are
 ``ValueError``; `RunError` and `SourceCloseError` are ``RuntimeError``;
@@ -420,6 +421,16 @@ class AgentFileError(ToolfoldError, ValueError):
 
 class ModelConfigError(ToolfoldError, ValueError):
     """A model string, provider name or model option cannot be used."""
+
+
+class Unpicklable(ToolfoldError, TypeError):
+    """A model's refusal to be pickled: its message names the model, why, and what to do instead.
+
+    A model given a credential or a client in code, a subclass that could not
+    be built again from its options, or a local model whose server runs in
+    this process. A ``TypeError``, as pickle's own refusals are; Ray's batch
+    shows it alone (`toolfold.integrations.ray`), its advice being the model's own.
+    """
 
 
 class SerializationError(ToolfoldError, ValueError):

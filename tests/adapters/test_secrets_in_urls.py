@@ -183,12 +183,13 @@ def _no_waits() -> dict[str, Any]:
 
 @pytest.mark.parametrize("spec", ["ollama:m", "anthropic:m", "gemini:m"])
 def test_the_repr_of_a_model_and_its_transport_hides_the_password(spec: str) -> None:
-    """``base_url='http://bob:***@...'`` in both reprs; the URL itself is kept to send."""
+    """``base_url='http://***@...'`` in both reprs (the user too, which may be a token); the
+    URL itself is kept to send."""
     key = None if spec.startswith("ollama") else KEY  # Ollama's key goes in Authorization
     model = toolfold.model(spec, base_url=_url(9), api_key=key)
     try:
-        assert "base_url='http://bob:***@127.0.0.1:9/api'" in repr(model)
-        assert "base_url='http://bob:***@127.0.0.1:9/api'" in repr(model._transport)
+        assert "base_url='http://***@127.0.0.1:9/api'" in repr(model)
+        assert "base_url='http://***@127.0.0.1:9/api'" in repr(model._transport)
         _assert_hidden(f"{model!r} {model._transport!r}")
         assert model.base_url == _url(9)
     finally:

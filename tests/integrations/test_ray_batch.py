@@ -452,6 +452,102 @@ def _keyed_env(url: str, key: str) -> dict[str, Any]:
     return {"runtime_env": {"env_vars": env}}
 
 
+def test_a_model_object_without_a_key_is_rebuilt_in_the_actors(
+    ray_address: str, chat_server: str
+) -> None:
+    """A model object built with base_url and no key (openai-compatible) reaches the actors:
+    each builds it again from its name and options."""
+    model = toolfold.model("openai-compatible:m", base_url=f"{chat_server}/v1", retry=0)
+    results = run_batch(toolfold.Agent(model), ["one", "two"], num_actors=1, progress=False)
+    assert [r.text for r in results] == ["heard: one", "heard: two"]
+    model.close()
+
+
+def test_a_model_object_built_with_a_key_is_refused_naming_it(chat_server: str) -> None:
+    """A model given api_key= in code cannot reach the actors: the error names the model and
+    the import path to use, never the key; nothing runs."""
+    key = "sk-proj-SECRET-in-code-0123456789"
+    model = toolfold.model("deepseek:deepseek-chat", base_url=f"{chat_server}/v1", api_key=key)
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(toolfold.Agent(model), ["one"], progress=False)
+    message = str(refused.value)
+    assert message.startswith(
+        "the agent cannot be sent to Ray actors: the model 'deepseek:deepseek-chat' "
+        "cannot be pickled: it was built with api_key=..., and a key never leaves its process. "
+        "Build it without that (each process then reads DEEPSEEK_API_KEY from its own "
+        "environment), or build it where it runs (for Ray: from an import path"
+    )
+    assert "Give models as" not in message  # (the model's own advice, alone)
+    assert key not in message
+    assert _FakeChat.tokens == []
+    model.close()
+
+
+def test_a_local_model_object_is_refused_naming_its_string() -> None:
+    """A LocalModel cannot reach the actors: the error says to pass 'local:smollm2', not a
+    lock's TypeError followed by advice about keys."""
+    from toolfold.local import LocalModel
+
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(toolfold.Agent(LocalModel("smollm2")), ["one"], progress=False)
+    assert str(refused.value) == (
+        "the agent cannot be sent to Ray actors: the model 'local:smollm2' cannot be pickled: "
+        "its llama-server runs in this process. Pass the string 'local:smollm2' instead of the "
+        "model object (e.g. Agent('local:smollm2')), so that each process (each Ray actor) "
+        "starts a server of its own"
+    )
+
+
+def test_a_pickled_model_without_its_key_in_the_actor_says_where_to_set_it(
+    ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model object whose key only the driver has fails the batch saying it was rebuilt in
+    the actor and reads its key there: no advice to pass api_key= (it would not pickle), nor
+    about an import path the actor imported (none was)."""
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-DRIVER-ONLY-0123456789abcdef")
+    model = toolfold.model("deepseek:deepseek-chat", base_url=f"{chat_server}/v1")
+    with pytest.raises(toolfold.UsageError) as refused:
+        run_batch(
+            toolfold.Agent(model),
+            ["one"],
+            num_actors=1,
+            progress=False,
+            actor_options=_keyed_env(chat_server, ""),  # the actors' key blank
+        )
+    message = str(refused.value)
+    assert message.startswith(
+        "the spec could not be built in a Ray actor: ModelConfigError: no API key for "
+        "provider 'deepseek': the model was pickled without its key and built again in this "
+        "process, which reads it from its own environment: set DEEPSEEK_API_KEY there (the "
+        "spec was pickled and built again in the actor, its models with it, which read their "
+        "API keys from the actor's own environment: set them in the environment the cluster's "
+        "nodes start with"
+    )
+    assert "api_key=" not in message
+    assert "imports an import path" not in message
+    assert "DRIVER-ONLY" not in message
+    assert _FakeChat.tokens == []
+    model.close()
+
+
+def test_a_crashed_actor_names_the_inputs_in_flight_on_it(ray_address: str, tmp_path: Path) -> None:
+    """Every input in flight on an actor that crashed says which inputs were (any may have
+    crashed it) and that concurrency=1 tells which."""
+    results = run_batch(
+        make_agent(gate=str(tmp_path / "never"), gate_from=1, crash_on=0),
+        ["0", "1", "2"],  # all three on the one actor: 1 and 2 wait while 0 crashes it
+        concurrency=3,
+        num_actors=1,
+        progress=False,
+    )
+    for result in results:
+        assert result.error is not None
+        assert result.error.message.startswith(
+            "the Ray actor running this input died with inputs 0, 1, 2 in flight (any of them "
+            "may have crashed it: rerun them with concurrency=1 to tell which): "
+        )
+
+
 def test_an_agent_named_by_import_path_needs_its_key_only_on_the_actors(
     ray_address: str, chat_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -559,6 +655,9 @@ def test_an_actor_without_the_api_key_fails_the_batch_with_a_usage_error(
         "provider 'deepseek': pass api_key=... to the model "
         "(toolfold.model('deepseek:...', api_key=...)) or set DEEPSEEK_API_KEY (an actor"
     )
+    # where to set it: runtime_env's env_vars land in Ray's session logs in plain text
+    assert "set them in the environment the cluster's nodes start with" in message
+    assert "Ray writes those values in plain text into its session logs" in message
     assert "Traceback" not in message
     assert seen == []  # no input ran
     assert _FakeChat.tokens == []

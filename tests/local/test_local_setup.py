@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import subprocess
 import sys
 import zipfile
@@ -41,6 +43,41 @@ def test_model_string_resolves_without_starting_anything() -> None:
     assert isinstance(model, LocalModel)
     assert model.name == "local:smollm2"
     assert "server=None" in repr(model)
+
+
+def test_a_local_model_refuses_to_pickle_naming_its_string() -> None:
+    """A LocalModel (its server a process of this one's) does not pickle: the error says to pass
+    'local:<model>', so that each process starts its own server (not a lock's TypeError)."""
+    model = LocalModel("smollm2")
+    for dumps in (pickle.dumps, lambda m: pickle.dumps(toolfold.Agent(m))):
+        with pytest.raises(TypeError) as refused:
+            dumps(model)
+        assert str(refused.value) == (
+            "the model 'local:smollm2' cannot be pickled: its llama-server runs in this "
+            "process. Pass the string 'local:smollm2' instead of the model object (e.g. "
+            "Agent('local:smollm2')), so that each process (each Ray actor) starts a server "
+            "of its own"
+        )
+
+
+def test_copies_of_a_local_model_share_its_server() -> None:
+    """copy.copy and copy.deepcopy of a LocalModel, and of an Agent holding one, work (not a
+    pickling refusal): a copy shares the server and client, with its own options and lock."""
+    model = LocalModel("smollm2", timeout=5, headers={"x-a": "1"})
+    chat, server = object(), object()
+    model._chat, model._server = chat, server  # type: ignore[assignment]  # (no real server)
+    for twin in (copy.copy(model), copy.deepcopy(model)):
+        assert type(twin) is LocalModel
+        assert twin is not model
+        assert (twin._chat, twin._server, twin.name) == (chat, server, model.name)
+        assert twin._options == model._options
+        assert twin._lock is not model._lock
+    assert copy.deepcopy(model)._options["headers"] is not model._options["headers"]
+    agent = toolfold.Agent(model)
+    for copied in (copy.copy(agent), copy.deepcopy(agent)):
+        assert isinstance(copied.model, LocalModel)
+        assert copied.model._server is server
+    model._chat = model._server = None
 
 
 def test_first_step_requires_a_call_and_later_steps_answer() -> None:

@@ -26,7 +26,9 @@ it, then at DEBUG (every request of a run with that setting makes it again).
 
 from __future__ import annotations
 
+import copy
 import functools
+import inspect
 import logging
 import re
 import weakref
@@ -39,6 +41,7 @@ from toolfold._errors import (
     ModelConfigError,
     ProviderError,
     ToolfoldError,
+    Unpicklable,
 )
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._call_ids import UniqueStreamCalls, unique_calls
@@ -47,10 +50,13 @@ from toolfold.adapters._http._checks import check_base_url, check_mapping
 from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import (
     Secret,
+    is_credential_header,
     keys_are_deferred,
-    mask_url,
+    keys_unpickled,
+    mask_url_credentials,
     quoted_masker,
     resolve_api_key,
+    shown_userinfo,
 )
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._streaming import unechoed
@@ -99,6 +105,9 @@ class Endpoint:
         error_parser: Reads the provider's error bodies (None: the transport's default).
         trust_env: False for a server on this machine no proxy could reach:
             the clients toolfold makes send to it directly (see `Transport`).
+        base_url_from_env: ``base_url`` was read from the environment (no
+            base_url given): a pickle does not carry it, the process that
+            loads the model reads its own.
     """
 
     provider: str
@@ -110,6 +119,7 @@ class Endpoint:
     headers: Mapping[str, str] = attrs.field(factory=dict)
     error_parser: ErrorParser | None = None
     trust_env: bool = True
+    base_url_from_env: bool = False
 
 
 StreamFormat = Literal["sse", "lines", "json-array"]
@@ -191,7 +201,10 @@ class ProviderModel:
     `_stream_start` / `_stream_step` / `_stream_end` (and `_stream_done` when
     the stream says so before it ends). ``_stream_format`` says how the
     transport frames the stream. A subclass with options of its own sets them
-    before calling this constructor (its `_endpoint` may read them).
+    before calling this constructor (its `_endpoint` may read them), and gives
+    them back from `_own_options`: a model pickles as its class, name and
+    options, and is built again where it is loaded (its key read from that
+    process's environment); one given a credential or a client in code refuses.
     """
 
     model_name: str
@@ -266,6 +279,67 @@ class ProviderModel:
             **transport_options(timeout, retry),
         )
         self._configure(headers or {})
+        # (the URL a pickle carries: the one given, or the provider row's, not one
+        # read from the environment)
+        url = None if endpoint.base_url_from_env else endpoint.base_url
+        self._stays_with = _credential_given(
+            api_key, http_client, async_http_client, headers, url, endpoint.key_env
+        )
+        # What a pickle rebuilds the model from (`__reduce__`): its options as given
+        # (None too: ``timeout=None`` means no limits), none of them a credential (a
+        # model given one does not pickle).
+        self._built_with: dict[str, Any] | None = None
+        if self._stays_with is None:
+            self._built_with = {
+                "base_url": base_url,
+                "http": http,
+                "limits": limits,
+                "headers": dict(headers) if headers is not None else None,
+                "trust_env": trust_env,
+                **transport_options(timeout, retry),
+            }
+
+    # --- pickling and copies ----------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A model travels (to a Ray actor, another process) as how it was built, and is
+        # built again where it lands: its clients and their pool stay behind, and a key
+        # read from the environment is read again from that process's own.
+        if self._built_with is None:
+            raise Unpicklable(f"the model {self.name!r} cannot be pickled: {self._stays_with}")
+        options = {**self._built_with, **self._own_options()}
+        unbuildable = _unbuildable(type(self), self.model_name, options)
+        if unbuildable is not None:
+            raise Unpicklable(
+                f"the model {self.name!r} cannot be pickled: {unbuildable}. Or build it where "
+                "it runs (for Ray: from an import path 'package.module:name' that each actor "
+                "imports)"
+            )
+        return (_rebuilt, (type(self), self.model_name, options))
+
+    def __copy__(self) -> ProviderModel:
+        # A copy shares the transport (its clients are a resource, not data), as before
+        # `__reduce__` existed: `copy` would otherwise build a new model, or refuse one
+        # built with a key.
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProviderModel:
+        twin = object.__new__(type(self))
+        memo[id(self)] = twin
+        twin.__dict__.update(copy.deepcopy(self.__dict__, memo))  # (`Transport`: itself)
+        return twin
+
+    def _own_options(self) -> dict[str, Any]:
+        """The constructor options of a subclass's own, as given (for `__reduce__`).
+
+        A subclass whose ``__init__`` takes options the base's does not gives
+        them back here, by keyword: a pickled model is built again as
+        ``cls(model_name, **base_options, **own_options)``. One with an
+        ``__init__`` of its own and no `_own_options` refuses to pickle.
+        """
+        return {}
 
     # --- what a codec provides ------------------------------------------------
 
@@ -322,7 +396,7 @@ class ProviderModel:
         return self._transport.base_url
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={mask_url(self.base_url)!r})"
+        return f"{type(self).__name__}({self.name!r}, base_url={mask_url_credentials(self.base_url)!r})"
 
     def secret_masker(self) -> Callable[[str], str] | None:
         """What masks this model's credentials (its API key, a URL password, a credential
@@ -557,6 +631,86 @@ class _Boundary:
             failed = self._model._scrubbed(exc)
             if failed is not exc:
                 raise failed from exc
+
+
+def _rebuilt(cls: type[ProviderModel], model_name: str, options: dict[str, Any]) -> ProviderModel:
+    """A pickled model built again (see `ProviderModel.__reduce__`)."""
+    with keys_unpickled():  # (a missing key: set it here, api_key= would not pickle)
+        return cls(model_name, **options)
+
+
+def _unbuildable(cls: type[ProviderModel], model_name: str, options: dict[str, Any]) -> str | None:
+    """Why ``cls`` could not be built again from ``model_name`` and ``options`` (None: it can).
+
+    Said where the model is pickled, not where it lands (a Ray actor): a
+    subclass's constructor with options of its own that `_own_options` does
+    not give back (they would come back as their defaults, or fail), or one
+    that does not take the options the model is built with.
+    """
+    try:
+        inspect.signature(cls).bind(model_name, **options)
+    except TypeError as exc:
+        names = ", ".join(options)
+        return (
+            f"{cls.__qualname__}(model_name, **options) does not take the options it is "
+            f"built again with ({names}): {exc}; make its constructor take them, or have "
+            "_own_options give its own"
+        )
+    except ValueError:  # (no signature to read: the load will tell)
+        pass
+    built = next(c for c in cls.__mro__ if "__init__" in vars(c))
+    told = next(c for c in cls.__mro__ if "_own_options" in vars(c))
+    if not issubclass(told, built):
+        return (
+            f"its class {cls.__qualname__} has a constructor of its own ({built.__qualname__}"
+            f".__init__) but no _own_options giving its options back, which would be lost: "
+            f"define {built.__qualname__}._own_options returning them by keyword"
+        )
+    return None
+
+
+def _credential_given(
+    api_key: object,
+    http_client: object,
+    async_http_client: object,
+    headers: Mapping[str, object] | None,
+    url: str | None,
+    key_env: Sequence[str],
+) -> str | None:
+    """Why a model built with these options cannot be pickled, and what to do (None: it can).
+
+    A credential given to the model itself (a key, a credential header, a
+    URL's password) never leaves its process, and a client of the user's own
+    is a live object: a model without them is built again where it lands,
+    reading its key from that process's environment. ``url``: the base URL
+    the pickle would carry (given, or a provider row's; None when read from
+    the environment, which the loading process reads again).
+    """
+    if api_key is not None:
+        why = "it was built with api_key=..., and a key never leaves its process"
+    elif http_client is not None or async_http_client is not None:
+        why = "it was built with an HTTP client of your own (http_client=...), a live object"
+    else:
+        named = [
+            name
+            for name, value in (headers or {}).items()
+            if isinstance(value, Secret) or is_credential_header(name.lower())
+        ]
+        if named:
+            why = f"its headers= carry a credential ({named[0]!r}), which never leaves its process"
+        elif url is not None and shown_userinfo(url) is not None:
+            # (a token as the user, ``https://TOKEN@host``, is one too: `mask_url_credentials`)
+            why = (
+                "its base URL holds credentials before its host (user:password@, or a token "
+                "as the user), which never leave its process"
+            )
+        else:
+            return None
+    read = f" (each process then reads {' or '.join(key_env)} from its own environment)"
+    return (
+        f"{why}. Build it without that{read if key_env else ''}, or build it where it runs "
+        "(for Ray: from an import path 'package.module:name' that each actor imports)"
+    )
 
 
 def _fed(split: SplitEchoes, events: Iterable[StreamEvent]) -> list[StreamEvent]:

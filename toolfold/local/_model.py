@@ -8,6 +8,7 @@ the tool-choice policy small models need (see `LocalModel`).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import sys
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ProviderConnectionError, ProviderError, StreamError
+from toolfold._errors import ProviderConnectionError, ProviderError, StreamError, Unpicklable
 from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
@@ -118,6 +119,32 @@ class LocalModel:
 
     def __repr__(self) -> str:
         return f"LocalModel({self.model_name!r}, server={self._server!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its server is a process of this one's: nothing of it can travel (a lock, a pipe).
+        raise Unpicklable(
+            f"the model {self.name!r} cannot be pickled: its llama-server runs in this "
+            f"process. Pass the string {self.name!r} instead of the model object (e.g. "
+            f"Agent({self.name!r})), so that each process (each Ray actor) starts a server "
+            "of its own"
+        )
+
+    def __copy__(self) -> LocalModel:
+        # A copy shares the server and its client (a process and a pool, not data), as a
+        # provider model's copies share its transport; `copy` would otherwise use
+        # `__reduce__` and refuse. Its own lock guards its own fields.
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._lock = threading.Lock()
+        _MODELS.add(twin)
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalModel:
+        # The same, with its options copied (an Agent holding it deep-copies too).
+        twin = self.__copy__()
+        memo[id(self)] = twin
+        twin._options = copy.deepcopy(self._options, memo)
+        return twin
 
     def server(self) -> LocalServer:
         """The running server, set up and started first if needed (blocking)."""

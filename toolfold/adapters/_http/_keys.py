@@ -422,6 +422,26 @@ def keys_are_deferred() -> bool:
     return _DEFERRED.get()
 
 
+# Set by `keys_unpickled`: the models built while it is come from a pickle.
+_UNPICKLED: ContextVar[bool] = ContextVar("toolfold_keys_unpickled", default=False)
+
+
+@contextlib.contextmanager
+def keys_unpickled() -> Iterator[None]:
+    """Build models again from a pickle while inside: a missing key is this process's to set.
+
+    A pickled model (or agent) never carries its key: the process loading it
+    reads the key from its own environment, and ``api_key=...``, the usual
+    advice, cannot help there (a model given its key does not pickle). A
+    missing key's error says so (see `resolve_api_key`).
+    """
+    token = _UNPICKLED.set(True)
+    try:
+        yield
+    finally:
+        _UNPICKLED.reset(token)
+
+
 def resolve_api_key(
     provider: str,
     api_key: str | Secret | None,
@@ -463,6 +483,12 @@ def resolve_api_key(
     if not required:
         return None
     where = " or ".join(names) if names else "an environment variable"
+    if _UNPICKLED.get():
+        raise ModelConfigError(
+            f"no API key for provider {provider!r}: the model was pickled without its key "
+            f"and built again in this process, which reads it from its own environment: "
+            f"set {where} there"
+        )
     # (where the key goes: an Agent or generate_text refuses api_key= as a model setting)
     raise ModelConfigError(
         f"no API key for provider {provider!r}: pass api_key=... to the model "

@@ -44,7 +44,7 @@ from toolfold.adapters._http._keys import (
     api_key_secrets,
     header_secrets,
     is_credential_header,
-    mask_url,
+    mask_url_credentials,
     scrubs,
     url_secrets,
 )
@@ -488,7 +488,7 @@ class Transport:
 
     def __repr__(self) -> str:
         return (
-            f"Transport(provider={self.provider!r}, base_url={mask_url(self.base_url)!r}, "
+            f"Transport(provider={self.provider!r}, base_url={mask_url_credentials(self.base_url)!r}, "
             f"api_key={self._key!r})"
         )
 

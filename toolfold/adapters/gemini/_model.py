@@ -107,6 +107,13 @@ class GeminiModel(ProviderModel):
             headers=headers,
         )
 
+    def _own_options(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider_name,
+            "schema_form": self.schema_form,
+            "stream_format": self.stream_format,
+        }
+
     def _endpoint(self, base_url: str | None) -> Endpoint:
         return Endpoint(
             self.provider_name,

@@ -46,7 +46,13 @@ class OllamaModel(ProviderModel):
     _stream_format = "lines"
 
     def _endpoint(self, base_url: str | None) -> Endpoint:
-        return Endpoint("ollama", base_url or host_from_env(), API_KEY_ENV, key_required=False)
+        return Endpoint(
+            "ollama",
+            base_url or host_from_env(),
+            API_KEY_ENV,
+            key_required=False,
+            base_url_from_env=base_url is None,  # (OLLAMA_HOST: read again where it is loaded)
+        )
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request``, and what encoding left out."""

@@ -116,6 +116,10 @@ class OpenAIChatModel(ProviderModel):
             headers=headers,
         )
 
+    def _own_options(self) -> dict[str, Any]:
+        # (the row, which ``server=`` chose, stands for both)
+        return {"provider": self.provider}
+
     def _endpoint(self, base_url: str | None) -> Endpoint:
         row = self.provider
         url = base_url or row.base_url

@@ -2,9 +2,10 @@
 
 An agent or a workflow spec reaches the actors either pickled (both pickle as
 their spec: an `Agent`'s model string or model object, tools, options; a
-workflow's steps, each agent in it as its spec; live clients and API keys stay
-behind and are rebuilt in the actor) or as an import path ``"module:name"``
-that each actor imports. What crosses back is plain data: the final state as
+workflow's steps, each agent in it as its spec; a provider model pickles as
+its name and options, its live clients and a key read from the environment
+stay behind and are rebuilt in the actor, and one given a key or a client in
+code refuses) or as an import path ``"module:name"`` that each actor imports. What crosses back is plain data: the final state as
 JSON, or an error's description.
 """
 
@@ -20,8 +21,8 @@ import attrs
 import ray
 from ray import cloudpickle
 
-from toolfold._errors import RunError, UsageError
-from toolfold.adapters._http._keys import keys_deferred
+from toolfold._errors import RunError, Unpicklable, UsageError
+from toolfold.adapters._http._keys import keys_deferred, keys_unpickled
 from toolfold.runtime import Agent, Workflow
 from toolfold.toolkit._results import describe_exception, exception_text
 
@@ -31,7 +32,11 @@ Spec = Agent | Workflow
 
 def load_spec(source: str | bytes) -> Spec:
     """The agent or workflow named by an import path, or unpickled from bytes."""
-    spec = cloudpickle.loads(source) if isinstance(source, bytes) else _import(source)
+    if isinstance(source, bytes):
+        with keys_unpickled():  # (a model string's key too: set where the actor runs)
+            spec = cloudpickle.loads(source)
+    else:
+        spec = _import(source)
     if callable(spec) and not isinstance(spec, (Agent, Workflow)):
         spec = spec()
     if not isinstance(spec, (Agent, Workflow)):
@@ -78,12 +83,16 @@ def pickled(spec: Spec) -> bytes:
     what = "agent" if isinstance(spec, Agent) else "workflow"
     try:
         return bytes(cloudpickle.dumps(spec))  # type: ignore[no-untyped-call]
+    except Unpicklable as exc:  # a model's refusal says what to do itself
+        raise UsageError(f"the {what} cannot be sent to Ray actors: {exc}") from exc
     except Exception as exc:
         raise UsageError(
             f"the {what} cannot be sent to Ray actors: {describe_exception(exc)}. Give "
-            "models as 'provider:model' strings (each actor builds its own client and reads "
-            "its key from its environment), use tools, models and functions that pickle, or "
-            f"pass the {what} as an import path 'package.module:name' that the actors import"
+            "models as 'provider:model' strings or as models built with no key, client or "
+            "credential header of their own (each actor builds its own client and reads its "
+            "key from its environment), use tools and functions that pickle, or pass the "
+            f"{what} as an import path 'package.module:name' that the actors import (a model "
+            "that needs its key or client given in code is then built in each actor)"
         ) from exc
 
 

@@ -118,8 +118,9 @@ def run_batch(
         agent: The `Agent` or workflow spec (`Sequence`, `Parallel`, `Route`,
             `Loop`), or an import path ``"package.module:name"`` naming one
             (or a function returning one) that each actor imports. Both
-            pickle as their spec: a model string is resolved again in each
-            actor, which reads the API key from its own environment. The
+            pickle as their spec: a model string, or a model object built
+            with no key or client of its own, is built again in each actor,
+            which reads the API key from its own environment. The
             driver imports a path too, once, with keys not required (it stays
             imported there), to read the spec: a key set only on the actors
             is enough; a model built there without its key refuses to send
@@ -321,11 +322,21 @@ class _Batch:
                 raise UsageError(f"the spec could not be built in a Ray actor: {exc}") from exc
             for reason in unbuilt:
                 if reason is not None:
+                    how = (
+                        "the spec was pickled and built again in the actor, its models with "
+                        "it, which read their API keys from the actor's own environment: set "
+                        "them in the environment the cluster's nodes start with, or pass the "
+                        "spec as an import path 'package.module:name' whose module reads them "
+                        "from a secret manager"
+                        if isinstance(source, bytes)
+                        else "an actor imports an import path itself and reads API keys from "
+                        "its own environment: set them in the environment the cluster's nodes "
+                        "start with, or have the spec read them from a secret manager"
+                    )
                     raise UsageError(
-                        f"the spec could not be built in a Ray actor: {reason} (an actor "
-                        "imports an import path itself and reads API keys from its own "
-                        "environment: set them on the cluster, or with actor_options="
-                        '{"runtime_env": {"env_vars": {...}}})'
+                        f"the spec could not be built in a Ray actor: {reason} ({how}; a key "
+                        "in actor_options' runtime_env env_vars works too, but Ray writes those "
+                        "values in plain text into its session logs)"
                     )
             self._drive(actors, todo, concurrency, bar)
         finally:
@@ -394,7 +405,7 @@ class _Batch:
                     asked.add(number)
                     lost, held[number] = sorted(held[number]), set()
                     for index in lost:
-                        self._finished(Finished(index, None, None, _died(exc)), bar)
+                        self._finished(Finished(index, None, None, _died(exc, lost=lost)), bar)
                     continue
                 if ping:
                     if got is not None:  # restarted, it could not build the spec: gone
@@ -480,18 +491,36 @@ def _failure(error: Mapping[str, Any]) -> BatchError:
     )
 
 
-def _died(exc: RayActorError | None, unbuilt: Sequence[str] = ()) -> dict[str, Any]:
+# The inputs in flight that a dead actor's message names (an actor may hold hundreds).
+_LOST_SHOWN = 20
+
+
+def _died(
+    exc: RayActorError | None, unbuilt: Sequence[str] = (), lost: Sequence[int] = ()
+) -> dict[str, Any]:
     """An input's failure when its actor died (``exc``), or when none is left.
 
     ``unbuilt``: why actors that restarted could not build the spec again.
+    ``lost``: the inputs that were in flight on the actor when it died (this
+    one among them): any of them may have crashed it.
     """
     kind = type(exc) if exc is not None else RayActorError
     why = str(exc) if exc is not None else "no actor is left"
     if exc is None and unbuilt:
         why += "; a restarted actor could not build the spec: " + "; ".join(dict.fromkeys(unbuilt))
+    held = ""
+    if len(lost) > 1:  # (which one crashed it, nothing tells: a rerun one at a time does)
+        shown = ", ".join(map(str, lost[:_LOST_SHOWN]))
+        more = f" and {len(lost) - _LOST_SHOWN} more" if len(lost) > _LOST_SHOWN else ""
+        held = (
+            f" with inputs {shown}{more} in flight (any of them may have crashed it: "
+            "rerun them with concurrency=1 to tell which)"
+        )
+    elif lost:
+        held = f" with input {lost[0]} in flight"
     return {
         "type": f"{kind.__module__}.{kind.__qualname__}",
-        "message": f"the Ray actor running this input died: {why}",
+        "message": f"the Ray actor running this input died{held}: {why}",
         "traceback": "",
         "state": None,
     }
