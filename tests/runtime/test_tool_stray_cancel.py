@@ -135,3 +135,78 @@ def test_a_tools_own_cancelled_error_is_an_error_result_in_a_task_with_a_cancel_
             asyncio.run(caught_a_cancel_then_runs())
         return
     assert asyncio.run(caught_a_cancel_then_runs()) == "fine"
+
+
+def _raises_cancelled() -> str:
+    """A library that raises CancelledError of its own (no cancellation of anything)."""
+    raise asyncio.CancelledError("the library gave up")
+
+
+@tool
+def wraps_library(url: str) -> str:
+    """A sync tool on a worker thread.
+
+    Args:
+        url: The address.
+    """
+    return _raises_cancelled()
+
+
+@tool(blocking=False)
+def wraps_library_quick(url: str) -> str:
+    """A sync tool called on the run's loop (or its blocking thread).
+
+    Args:
+        url: The address.
+    """
+    return _raises_cancelled()
+
+
+@tool(timeout=30)
+def wraps_library_timed(url: str) -> str:
+    """A sync tool under a timeout.
+
+    Args:
+        url: The address.
+    """
+    return _raises_cancelled()
+
+
+_SYNC = [wraps_library, wraps_library_quick, wraps_library_timed]
+_SYNC_IDS = ["threaded", "quick", "timed"]
+
+
+@pytest.mark.parametrize("lone", [True, False], ids=["lone", "beside_another"])
+@pytest.mark.parametrize("run", ["run", "arun"])
+@pytest.mark.parametrize("raiser", _SYNC, ids=_SYNC_IDS)
+def test_a_sync_tools_own_cancelled_error_is_an_error_result(
+    raiser: toolfold.Tool, run: str, lone: bool
+) -> None:
+    """A sync tool cannot be cancelled by the run: a CancelledError it raises is its error,
+    the model reads it and the run goes on, on every Python (it used to end a blocking run,
+    and any run of a blocking=False or timed one, as cancelled)."""
+    first = [call(raiser.name, {"url": "u"})] + ([] if lone else [call("other", {"x": 1})])
+    agent = toolfold.Agent(ScriptedModel([first, "fine"]), tools=[other, raiser])
+    response = agent.run("go") if run == "run" else asyncio.run(agent.arun("go"))
+    results = response.steps[0].tool_results
+    assert results[0].content == "Error: CancelledError: the library gave up"
+    assert results[0].is_error
+    assert [r.content for r in results[1:]] == ([] if lone else ["other done"])
+    assert response.text == "fine"
+
+
+@pytest.mark.parametrize("raiser", _SYNC, ids=_SYNC_IDS)
+def test_a_sync_tools_own_cancelled_error_raises_a_tool_execution_error(
+    raiser: toolfold.Tool,
+) -> None:
+    """With on_tool_error="raise" it is a ToolExecutionError caused by the tool's error, with
+    the run's state, as for any exception a tool raises (not the run's cancellation)."""
+    agent = toolfold.Agent(
+        ScriptedModel([call(raiser.name, {"url": "u"}), "fine"]),
+        tools=[raiser],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError) as raised:
+        agent.run("go")
+    assert isinstance(raised.value.__cause__, asyncio.CancelledError)
+    assert raised.value.state is not None

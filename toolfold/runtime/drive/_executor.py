@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import importlib
 import inspect
+import sys
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -52,6 +53,7 @@ from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
     ESCAPING,
     NOT_RUN,
+    CancelCarrier,
     Escaped,
     StopIterationCarrier,
     SyncInbox,
@@ -607,8 +609,8 @@ def _stray_cancel(
     (``asyncio.run``'s Ctrl-C handler, landing as the run set the call up) is counted
     before ``before`` is read, and delivered at the run's first wait, the call's: it
     cancels ``work`` before the tool began (an async tool's coroutine, ``invoked``, still
-    unstarted; a sync tool's future cancelled, where one the tool raised is set as its
-    exception). Taken for the tool's, the call never to run would keep that error.
+    unstarted; a sync tool's future cancelled: one the tool raised never reaches it, see
+    `CancelCarrier`). Taken for the tool's, the call never to run would keep that error.
     """
     return (
         COUNTS_CANCELS
@@ -640,7 +642,29 @@ def timed_out_message(tool: str, timeout: float) -> str:
 
 def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
     assert job.tool is not None
-    return job.tool.invoke(arguments, job.context)
+    try:
+        return job.tool.invoke(arguments, job.context)
+    except BaseException as exc:
+        if own_cancel(job, exc):
+            raise CancelCarrier(exc) from None
+        raise
+
+
+def own_cancel(job: ToolJob, exc: BaseException) -> bool:
+    """Whether ``exc``, which a sync tool's call raised on a thread or in a blocking run's
+    own (where no cancellation of the run reaches it), is the tool's own `CancelledError`:
+    a library's it wraps, to be the call's error as any other (`CancelCarrier`).
+
+    Not a sub-run's (an agent or a workflow step run by its blocking twin): that run's
+    cancellation ends the caller's as an async sub-run's does.
+    """
+    asyncio = sys.modules.get("asyncio")  # (none imported: none raised)
+    return (
+        asyncio is not None
+        and isinstance(exc, asyncio.CancelledError)
+        and job.tool is not None
+        and _SUB_RUN not in job.tool.__dict__
+    )
 
 
 # --- async -------------------------------------------------------------------
@@ -1326,6 +1350,8 @@ def _on_loop_now(
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
     except BaseException as exc:
+        if own_cancel(job, exc):  # (no await here: a cancellation of the run waits for one)
+            return failed_outcome(job, exc)
         raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         raise
     return _finish(job, value, started)

@@ -43,6 +43,7 @@ from toolfold.runtime.drive._executor import (
     await_within,
     failed_outcome,
     kept_sub_run,
+    own_cancel,
     raised_in_run,
 )
 from toolfold.runtime.drive._kept_loop import (
@@ -326,6 +327,8 @@ def _run_inline(
     except Exception as exc:
         return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
+        if own_cancel(job, exc):  # (a sync tool's, called right here: see `own_cancel`)
+            return failed_outcome(job, exc)
         raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise
