@@ -209,6 +209,30 @@ def test_an_object_whose_method_tool_was_used_pickles_and_copies() -> None:
     assert asyncio.run(store.search()) == "in rome"
 
 
+@pytest.mark.parametrize(
+    "copied",
+    [copy.copy, copy.deepcopy, lambda store: pickle.loads(pickle.dumps(store))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_copy_of_an_object_whose_method_tool_was_used_gets_its_own_tool(
+    copied: Any,
+) -> None:
+    """The copy's method tool is bound to the copy and calls it; the original keeps its own
+    (``copy.copy`` shared the original's cached tool: the copy's calls ran the original)."""
+    store = Store("rome")
+    mine = store.search
+    back = copied(store)
+    back.city = "paris"
+    assert back.search.function.__self__ is back
+    assert back.search is back.search  # (cached in the copy)
+    assert asyncio.run(back.search()) == "in paris"
+    script = ScriptedModel([ScriptedModel.call("search", {}), "ok"])
+    response = Agent(script, tools=[back.search]).run("go")
+    assert response.steps[0].tool_results[0].content == "in paris"
+    assert store.search is mine
+    assert asyncio.run(store.search()) == "in rome"
+
+
 def test_a_bound_method_tool_pickled_alone_calls_its_method() -> None:
     """A bound method tool pickled on its own loads bound to a copy of its object (its
     bound method no longer finds the tool itself, which called itself without end)."""

@@ -340,19 +340,32 @@ class Tool(Generic[P, R]):
             return self
         else:
             target = instance
+        attribute = self._attribute
+        instance_dict = None
+        if instance is not None and self._receiver == "instance" and attribute:
+            # Cached in the object under a key of its own, not the attribute's name
+            # (where later lookups would find it first, this not asked): a copy of the
+            # object (`copy.copy` shares its values) holds the tool bound to the
+            # original, which it would call, so the cache serves only the object it is
+            # bound to. Only when the object's class finds this tool by its name: one
+            # reached through super() (the base's, which a subclass overrides) is not
+            # what the object's attribute is.
+            instance_dict = getattr(instance, "__dict__", None)
+            if instance_dict is not None:
+                key = _BOUND + attribute
+                cached = instance_dict.get(key)
+                if type(cached) is Tool:
+                    method = cached.__dict__["function"]
+                    if method.__self__ is instance and method.__func__ is self.function:
+                        return cached
+                if _defined(type(instance), attribute) is not self:
+                    instance_dict = None
         bound: Tool[..., R] = self._copy()
         bound.__dict__["function"] = types.MethodType(self.function, target)
         bound.__dict__["__wrapped__"] = bound.function
         bound._receiver = None
-        attribute = self._attribute
-        if instance is not None and self._receiver == "instance" and attribute:
-            # later lookups find the bound tool first: a Tool is a non-data descriptor.
-            # Only when the object's class finds this tool by its name: one reached
-            # through super() (the base's, which a subclass overrides) is not what
-            # the object's attribute is.
-            instance_dict = getattr(instance, "__dict__", None)
-            if instance_dict is not None and _defined(type(instance), attribute) is self:
-                instance_dict[attribute] = bound
+        if instance_dict is not None:
+            instance_dict[key] = bound
         return bound
 
     # -- the runtime's side --
@@ -651,6 +664,10 @@ def _bound_method(tool: Tool[..., Any]) -> tuple[type, str, object] | None:
         if isinstance(defined, Tool) and defined.function is function.__func__:
             return (owner, attribute, target)
     return None
+
+
+# The key prefix of a method tool bound to an object, cached in the object (`Tool.__get__`).
+_BOUND = "_toolfold_bound_"
 
 
 def _defined(cls: type, attribute: str) -> object:
