@@ -295,8 +295,10 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
         raise UsageError(
             f"{function}(): model={model!r} does not import: {_import_failure(exc)}"
         ) from exc
-    if not isinstance(value, Model):
-        raise wrong_argument(function, f"model={model!r}", "a path to a Model", value)
+    if not isinstance(value, Model):  # (its type only, as above)
+        raise UsageError(
+            f"{function}(): model={model!r} must be a path to a Model, got {value_or_type(value)}"
+        )
     return value
 
 
@@ -1058,7 +1060,11 @@ class _Loader:
             return None
         if not isinstance(value, Model) or isinstance(value, type):
             # (a Model class passes the protocol check, but cannot answer: name an instance)
-            self.problem(path, f"{spec!r} is not a model string nor a Model object: {value!r}")
+            # (its type only: a dict or a user's object may hold a key)
+            self.problem(
+                path,
+                f"{spec!r} is not a model string nor a Model object, got {value_or_type(value)}",
+            )
             return None
         return value
 

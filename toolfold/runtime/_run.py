@@ -459,7 +459,9 @@ def make_options(
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
-        raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
+        raise UsageError(
+            f"on_tool_error must be 'return' or 'raise', got {value_or_type(on_tool_error)}"
+        )
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(
             f"max_concurrency must be an integer >= 1, got {value_or_type(max_concurrency)}"
