@@ -28,6 +28,7 @@ from toolfold.runtime._run import (
     RunStream,
     fresh,
     make_options,
+    pass_messages_hint,
     run_async,
     run_sync,
     start,
@@ -1191,14 +1192,9 @@ def given_history(history: Any) -> tuple[Message, ...]:
             `RunState` (their ``.messages`` are the history), a str, one dict,
             or an item that is no message.
     """
-    if isinstance(history, (Response, RunState)):
-        is_response = isinstance(history, Response)
-        what, name = ("a Response", "response") if is_response else ("a RunState", "state")
-        raise UsageError(
-            f"history= takes a list of messages, got {what}: pass its messages, "
-            f"history={name}.messages (to go on with the run itself: "
-            f"agent.resume({'response.state' if is_response else 'state'}))"
-        )
+    hint = pass_messages_hint(history, "history=", "agent.resume({state})")
+    if hint:
+        raise UsageError(f"history= takes a list of messages, got {hint}")
     if isinstance(history, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
         history, Iterable
     ):  # (bytes of any kind: their items are ints, which to_messages calls a prompt's)

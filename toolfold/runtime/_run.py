@@ -116,19 +116,37 @@ def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Mess
         return (_dict_message(messages),)
     given: object = messages  # binary data is iterable too (of ints), but no prompt
     if isinstance(given, (bytes, bytearray, memoryview)) or not isinstance(given, Iterable):
+        got = pass_messages_hint(given, "", "resume({state})") or type(given).__name__
         raise UsageError(
             "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
-            f"Messages or dicts, got {type(messages).__name__}"
+            f"Messages or dicts, got {got}"
         )
     out: list[Message] = []
     for index, item in enumerate(messages):
         if isinstance(item, Message):
             out.append(item)
         elif isinstance(item, Mapping):
-            out.append(_dict_message(item))
+            out.append(_dict_message(item, f"{head}: at index {index}, "))
         else:
             raise UsageError(f"{head}, got {type(item).__name__} at index {index}")
     return tuple(out)
+
+
+def pass_messages_hint(value: object, passed: str, resume: str) -> str:
+    """What to pass instead of ``value``, a `Response` or a `RunState` given where messages
+    are expected ("" for anything else): ``a Response: pass its messages,
+    <passed>response.messages (to go on with the run itself: <resume>)``, ``resume`` with
+    ``{state}`` standing for the state's expression (``response.state``, ``state``)."""
+    if isinstance(value, Response):
+        what, name, state = "a Response", "response", "response.state"
+    elif isinstance(value, RunState):
+        what, name, state = "a RunState", "state", "state"
+    else:
+        return ""
+    return (
+        f"{what}: pass its messages, {passed}{name}.messages "
+        f"(to go on with the run itself: {resume.format(state=state)})"
+    )
 
 
 _DICT_KEYS = frozenset(("role", "content"))
@@ -144,11 +162,12 @@ def _holds_something(value: object) -> bool:
     return value is not None and not (isinstance(value, Sized) and len(value) == 0)
 
 
-def _dict_message(item: Mapping[Any, Any]) -> Message:
-    """A message from a role/content dict (role defaults to user)."""
+def _dict_message(item: Mapping[Any, Any], where: str = "") -> Message:
+    """A message from a role/content dict (role defaults to user); ``where`` begins its
+    errors, naming the list and the index it was given at (see `to_messages`)."""
     if "content" not in item:
         raise UsageError(
-            "a message dict needs a 'content' key (its text) and may have a 'role', "
+            f"{where}a message dict needs a 'content' key (its text) and may have a 'role', "
             f"got keys {sorted(map(str, item))}"
         )
     extra = [
@@ -158,16 +177,20 @@ def _dict_message(item: Mapping[Any, Any]) -> Message:
         keys = ", ".join(repr(key) for key in sorted(extra, key=str))
         lost = "it would be lost" if len(extra) == 1 else "they would be lost"
         raise UsageError(
-            f"a message dict takes only 'role' and 'content', got {keys} too: a message "
+            f"{where}a message dict takes only 'role' and 'content', got {keys} too: a message "
             f"holds its role and its parts, nothing else, so {lost} (for tool calls, "
             "results, images or files, build a Message)"
         )
     content = item["content"]
     if not isinstance(content, str):
-        raise UsageError(f"a message dict's 'content' must be a str, got {type(content).__name__}")
+        raise UsageError(
+            f"{where}a message dict's 'content' must be a str, got {type(content).__name__}"
+        )
     role = item.get("role", "user")
     if role not in ("system", "user", "assistant"):
-        raise UsageError(f"a message dict must have role system, user or assistant, got {role!r}")
+        raise UsageError(
+            f"{where}a message dict must have role system, user or assistant, got {role!r}"
+        )
     return Message(role, (TextPart(content),))
 
 
