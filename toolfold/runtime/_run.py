@@ -43,6 +43,7 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
+from toolfold.runtime.core._replay import empty_run_id
 from toolfold.runtime.core._repr import short, value_or_type
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
@@ -669,11 +670,7 @@ def new_run_id(run_id: str | None = None) -> str:
     """
     if run_id is not None:
         if run_id == "":  # not a random one: a caller's keys built on it would not hold
-            raise UsageError(
-                "run_id='' is empty: a run's id begins its tool calls' idempotency keys "
-                "(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) "
-                "for a random one"
-            )
+            raise empty_run_id("", "a run's", "for a random one")
         if not isinstance(run_id, str):
             raise UsageError(f"run_id must be a str, got {type(run_id).__name__} {run_id!r}")
         return run_id
