@@ -1572,6 +1572,43 @@ def test_a_model_path_naming_no_model_shows_the_value_s_type_only(
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "got"),
+    [
+        ("MyModel", "the class MyModel; pass an instance (MyModel(...))"),
+        ("Plain", "the class Plain"),
+    ],
+)
+def test_a_model_path_naming_a_class_names_the_class(tmp_path: Path, name: str, got: str) -> None:
+    """A path naming a class said "got type" (a file's model) or let a Model class through
+    to fail building the agent (load(model=)): both name the class, and a Model class is
+    told to be given as an instance, as model() says."""
+    module = "s44_model_classes"
+    (tmp_path / f"{module}.py").write_text(
+        "from toolfold.testing import ScriptedModel\n"
+        "class MyModel(ScriptedModel):\n"
+        "    pass\n"
+        "class Plain:\n"
+        "    pass\n"
+    )
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n'
+    try:
+        with pytest.raises(UsageError) as refused:
+            loads(text, name="f.toml", search=str(tmp_path), model=f"{module}:{name}")
+        with pytest.raises(AgentFileError) as info:
+            loads(f'[agents.a]\nmodel = "{module}:{name}"\n', name="f.toml", search=str(tmp_path))
+    finally:
+        sys.modules.pop(module, None)
+    assert (
+        str(refused.value)
+        == f"loads(): model='{module}:{name}' must be a path to a Model, got {got}"
+    )
+    assert info.value.problems == (
+        f"f.toml:2: agents.a.model: '{module}:{name}' is not a model string nor a Model "
+        f"object, got {got}",
+    )
+
+
 @pytest.mark.parametrize("function", ["loads", "from_dict"])
 def test_loads_and_from_dict_name_a_bad_model_argument(function: str) -> None:
     """loads() and from_dict() refuse model=3 by their own names."""

@@ -556,7 +556,10 @@ def test_a_list_parameter_given_one_item_is_refused_naming_it(
         ({"name": ""}, "an agent's name is a non-empty string"),
         ({"stop_when": [5]}, "stop_when takes conditions .* got int: 5"),
         # a typo of "raise" ran as "return": tool errors went to the model, never raised
-        ({"on_tool_error": "raises"}, "on_tool_error must be 'return' or 'raise', got str$"),
+        (
+            {"on_tool_error": "raises"},
+            "on_tool_error must be 'return' or 'raise', got another str; did you mean 'raise'",
+        ),
         ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1, got 0"),
         ({"max_concurrency": 2.5}, "max_concurrency must be an integer >= 1, got 2.5"),
     ],
@@ -569,14 +572,33 @@ def test_bad_options_are_refused_when_the_agent_is_built(
         Agent(TestModel(), **options)
 
 
-@pytest.mark.parametrize("bad", ["sk-proj-SECRET123", {"api_key": "sk-proj-SECRET123"}])
-def test_a_bad_on_tool_error_is_named_by_its_type(bad: Any) -> None:
+@pytest.mark.parametrize(
+    ("bad", "kind"),
+    [("sk-proj-SECRET123", "another str (not shown)"), ({"api_key": "sk-proj-SECRET123"}, "dict")],
+)
+def test_a_bad_on_tool_error_is_named_by_its_type(bad: Any, kind: str) -> None:
     """Agent(on_tool_error=...) and generate_text(on_tool_error=...) showed the value's repr,
     which may hold a key (a value put in the wrong keyword): its type only now."""
-    kind = type(bad).__name__
     with pytest.raises(UsageError) as built:
         Agent(TestModel(), on_tool_error=bad)
     with pytest.raises(UsageError) as ran:
         generate_text(TestModel(), "go", on_tool_error=bad)
     for raised in (built, ran):
         assert str(raised.value).endswith(f"on_tool_error must be 'return' or 'raise', got {kind}")
+
+
+@pytest.mark.parametrize(
+    ("bad", "meant"),
+    [("Raise", "raise"), ("RETURN", "return"), (" raise ", "raise"), ("rase", "raise")],
+)
+def test_an_on_tool_error_close_to_a_choice_is_told_the_choice(bad: str, meant: str) -> None:
+    """on_tool_error="Raise" read "must be 'return' or 'raise', got str", as if a str were
+    wrong: a variant or near miss of a choice is told it, the value itself still unshown."""
+    with pytest.raises(UsageError) as built:
+        Agent(TestModel(), on_tool_error=bad)
+    with pytest.raises(UsageError) as ran:
+        generate_text(TestModel(), "go", on_tool_error=bad)
+    for raised in (built, ran):
+        assert str(raised.value).endswith(
+            f"on_tool_error must be 'return' or 'raise', got another str; did you mean {meant!r}?"
+        )

@@ -44,7 +44,7 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
 from toolfold.runtime.core._replay import empty_run_id
-from toolfold.runtime.core._repr import short, value_or_type
+from toolfold.runtime.core._repr import not_a_choice, short, value_or_type
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -484,7 +484,8 @@ def make_options(
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
         raise UsageError(
-            f"on_tool_error must be 'return' or 'raise', got {value_or_type(on_tool_error)}"
+            "on_tool_error must be 'return' or 'raise', got "
+            f"{not_a_choice(on_tool_error, ('return', 'raise'))}"
         )
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(
