@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -112,21 +113,34 @@ def test_a_bad_dict_in_a_prompt_s_list_is_named_by_its_index(
 
 
 @pytest.mark.parametrize("given", ["response", "state"])
-@pytest.mark.parametrize("run", ["run", "generate_text"])
+@pytest.mark.parametrize("run", ["run", "arun", "stream", "history", "generate_text"])
 def test_a_response_or_state_as_the_prompt_is_told_to_pass_its_messages(
     given: str, run: str
 ) -> None:
     """generate_text(model, response) and agent.run(response) (a state too) say to pass its
-    .messages, as history=response does (they named the type alone)."""
+    .messages, as history=response does (they named the type alone), and how to go on with
+    the run: an agent's run by agent.resume (it said resume(...), the module's function,
+    which needs the model and tools again), generate_text's by that function."""
     response = Agent(TestModel()).run("hi")
     value = response if given == "response" else response.state
     state = "response.state" if given == "response" else "state"
-    go: Any = Agent(TestModel()).run if run == "run" else lambda p: generate_text(TestModel(), p)
+    go: Any = {
+        "run": Agent(TestModel()).run,
+        "arun": lambda p: asyncio.run(Agent(TestModel()).arun(p)),
+        "stream": lambda p: list(Agent(TestModel()).stream(p)),
+        "history": lambda p: Agent(TestModel()).run(p, history=[Message.user("a")]),
+        "generate_text": lambda p: generate_text(TestModel(), p),
+    }[run]
     with pytest.raises(UsageError) as raised:
         go(value)
+    resume = (
+        f"resume({state}, model=..., tools=...)"
+        if run == "generate_text"
+        else (f"agent.resume({state})")
+    )
     assert str(raised.value).endswith(
         f", got a {type(value).__name__}: pass its messages, {given}.messages (to go on with "
-        f"the run itself: resume({state}))"
+        f"the run itself: {resume})"
     )
 
 

@@ -22,6 +22,7 @@ from toolfold.runtime._response import OutputT_co, Response, Step
 from toolfold.runtime._resume import Retrying, caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
+    AGENT_RESUME,
     Approval,
     MessagesInput,
     RunOptions,
@@ -666,10 +667,14 @@ class Agent(Generic[DepsT, OutputT_co]):
         run_id: str,
         options: RunOptions | None = None,
     ) -> RunState:
-        messages = (*given_history(history), *to_messages(prompt)) if history else prompt
+        messages = (
+            (*given_history(history), *to_messages(prompt, resume=AGENT_RESUME))
+            if history
+            else prompt
+        )
         if options is None:
             options = self._run_options(self._graph_or_none())
-        return start(options, messages, run_id, agent=self.name)
+        return start(options, messages, run_id, agent=self.name, resume=AGENT_RESUME)
 
     def _graph_or_none(self) -> Mapping[str, Agent] | None:
         return self.handoff_graph() if self.handoffs else None
@@ -773,7 +778,17 @@ class Agent(Generic[DepsT, OutputT_co]):
         handovers; the prompt as it is), as most runs are: five calls fewer a run."""
         if self.handoffs or history:
             return _Fresh(prompt, history, deps, on_event, on_step, run_id)(self)
-        return fresh(self._options, prompt, run_id, deps, on_event, on_step, self.name, {})
+        return fresh(
+            self._options,
+            prompt,
+            run_id,
+            deps,
+            on_event,
+            on_step,
+            self.name,
+            {},
+            resume=AGENT_RESUME,
+        )
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 
@@ -1119,13 +1134,18 @@ class _Fresh:
         history = self.history
         return fresh(
             agent._run_options(graph),
-            (*given_history(history), *to_messages(self.prompt)) if history else self.prompt,
+            (
+                (*given_history(history), *to_messages(self.prompt, resume=AGENT_RESUME))
+                if history
+                else self.prompt
+            ),
             self.run_id,
             self.deps,
             self.on_event,
             self.on_step,
             agent.name,
             agent._handovers(graph),
+            resume=AGENT_RESUME,
         )
 
 
@@ -1192,7 +1212,7 @@ def given_history(history: Any) -> tuple[Message, ...]:
             `RunState` (their ``.messages`` are the history), a str, one dict,
             or an item that is no message.
     """
-    hint = pass_messages_hint(history, "history=", "agent.resume({state})")
+    hint = pass_messages_hint(history, "history=", AGENT_RESUME)
     if hint:
         raise UsageError(f"history= takes a list of messages, got {hint}")
     if isinstance(history, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(

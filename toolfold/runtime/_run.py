@@ -96,11 +96,21 @@ Approval = bool | Denied
 _PROMPT_LIST = "a prompt's list must hold Messages or {'role', 'content'} dicts"
 
 
-def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Message, ...]:
+#: How an error says to go on with a run whose `Response` or `RunState` was given where
+#: messages go (`pass_messages_hint`), ``{state}`` standing for the state's expression:
+#: the module's `resume` (which needs the model and tools again), or an agent's.
+RESUME = "resume({state}, model=..., tools=...)"
+AGENT_RESUME = "agent.resume({state})"
+
+
+def to_messages(
+    messages: MessagesInput, head: str = _PROMPT_LIST, resume: str = RESUME
+) -> tuple[Message, ...]:
     """Normalise a prompt, a message, a role/content dict, or a list of messages or dicts.
 
     ``head``: how the error for an item of a list that is no message begins, naming
-    where the list was given (a run's ``history=``).
+    where the list was given (a run's ``history=``); ``resume``: how the error for a
+    `Response` or a `RunState` says to go on with its run (`RESUME`, `AGENT_RESUME`).
 
     Raises:
         UsageError: A dict without a text ``content`` (naming its keys), with
@@ -117,7 +127,7 @@ def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Mess
         return (_dict_message(messages),)
     given: object = messages  # binary data is iterable too (of ints), but no prompt
     if isinstance(given, (bytes, bytearray, memoryview)) or not isinstance(given, Iterable):
-        got = pass_messages_hint(given, "", "resume({state})") or type(given).__name__
+        got = pass_messages_hint(given, "", resume) or type(given).__name__
         raise UsageError(
             "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
             f"Messages or dicts, got {got}"
@@ -684,14 +694,21 @@ def new_run_id(run_id: str | None = None) -> str:
 
 
 def start(
-    options: RunOptions, messages: MessagesInput, run_id: str, agent: str | None = None
+    options: RunOptions,
+    messages: MessagesInput,
+    run_id: str,
+    agent: str | None = None,
+    *,
+    resume: str = RESUME,
 ) -> RunState:
-    """The first state of a run (``agent``: the name of the agent that runs it).
+    """The first state of a run (``agent``: the name of the agent that runs it; ``resume``:
+    see `to_messages`).
 
     Deterministic (durable workflow code calls it): the caller picks the run id,
     with `new_run_id` for a fresh one.
     """
-    return initial_state(to_messages(messages), options.config, run_id=run_id, agent=agent)
+    listed = to_messages(messages, resume=resume)
+    return initial_state(listed, options.config, run_id=run_id, agent=agent)
 
 
 def fresh(
@@ -703,14 +720,17 @@ def fresh(
     on_step: Callable[[Step], object] | None,
     agent: str | None = None,
     handoffs: Mapping[str, Handover] | None = None,
+    *,
+    resume: str = RESUME,
 ) -> tuple[Live, RunState]:
-    """A new run of ``options``: its live half and first state (``run_id`` None: a random one).
+    """A new run of ``options``: its live half and first state (``run_id`` None: a random one;
+    ``resume``: see `to_messages`).
 
     Raises:
         InvalidEventError: The history holds what no provider takes
             (`history_problem`) or what `RunStarted` refuses.
     """
-    listed = to_messages(messages)
+    listed = to_messages(messages, resume=resume)
     # Here, where a local run starts, not in `start` (durable workflow code calls it).
     problem = history_problem(listed)
     if problem:
