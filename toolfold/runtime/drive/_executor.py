@@ -656,7 +656,9 @@ def own_cancel(job: ToolJob, exc: BaseException) -> bool:
     a library's it wraps, to be the call's error as any other (`CancelCarrier`).
 
     Not a sub-run's (an agent or a workflow step run by its blocking twin): that run's
-    cancellation ends the caller's as an async sub-run's does.
+    cancellation ends the caller's as an async sub-run's does. Nor one raised as the tool
+    handled a Ctrl-C that landed in it (a library turning the `KeyboardInterrupt` into its
+    `CancelledError`): that is the run's interruption (`interruption_behind`).
     """
     asyncio = sys.modules.get("asyncio")  # (none imported: none raised)
     return (
@@ -664,7 +666,20 @@ def own_cancel(job: ToolJob, exc: BaseException) -> bool:
         and isinstance(exc, asyncio.CancelledError)
         and job.tool is not None
         and _SUB_RUN not in job.tool.__dict__
+        and interruption_behind(exc) is None
     )
+
+
+def interruption_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C that ``exc`` was raised while handling (its context, or theirs), if any."""
+    seen: set[int] = set()
+    context = exc.__context__
+    while context is not None and id(context) not in seen:
+        if isinstance(context, KeyboardInterrupt):
+            return context
+        seen.add(id(context))
+        context = context.__context__
+    return None
 
 
 # --- async -------------------------------------------------------------------
