@@ -56,12 +56,8 @@ def a_class(cls: type, instance_would_do: bool = True) -> str:
     Name; pass an instance (Name(...))``, or ``the class Name`` alone when its instances
     would not do either (``instance_would_do`` false). A class's name is no secret, and
     `value_or_type` says only ``type`` of it."""
-    name = cls.__name__
-    return (
-        f"the class {name}; pass an instance ({name}(...))"
-        if instance_would_do
-        else (f"the class {name}")
-    )
+    shown = f"the class {cls.__name__}"
+    return f"{shown}; pass an instance ({cls.__name__}(...))" if instance_would_do else shown
 
 
 def not_a_choice(value: Any, choices: Sequence[str]) -> str:
