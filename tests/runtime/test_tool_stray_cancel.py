@@ -215,6 +215,65 @@ def test_a_sync_tools_own_cancelled_error_raises_a_tool_execution_error(
     assert raised.value.state is not None
 
 
+@pytest.mark.parametrize("run", ["run", "arun"])
+@pytest.mark.parametrize("raiser", _SYNC, ids=_SYNC_IDS)
+def test_a_sync_tools_own_cancelled_error_is_its_error_in_a_run_resumed_on_ctrl_c(
+    raiser: toolfold.Tool, run: str
+) -> None:
+    """Resumed as documented, ``except KeyboardInterrupt as e: agent.resume(e.state)``, the
+    tool's own CancelledError has the Ctrl-C the caller handles for context: not one that
+    landed in the call, it is the tool's error the model reads (it ended the resumed run as
+    cancelled, as a Ctrl-C the tool turned into its own CancelledError does)."""
+    replies: list[Any] = [KeyboardInterrupt, call(raiser.name, {"url": "u"}), "fine"]
+
+    def model(request: ModelRequest) -> Any:
+        reply = replies.pop(0)
+        if reply is KeyboardInterrupt:
+            raise reply  # (the Ctrl-C the caller handles)
+        return reply
+
+    agent = toolfold.Agent(FunctionModel(model), tools=[raiser])
+    try:
+        agent.run("go")
+    except KeyboardInterrupt as stopped:
+        state = state_on(stopped)
+        response = agent.resume(state) if run == "run" else asyncio.run(agent.aresume(state))
+    results = response.steps[0].tool_results
+    assert [(r.content, r.is_error) for r in results] == [
+        ("Error: CancelledError: the library gave up", True)
+    ]
+    assert response.text == "fine"
+
+
+@tool(timeout=30)
+def gives_up_on_its_own_interrupt(url: str) -> str:
+    """A sync tool on a worker thread whose library raises a CancelledError as it handles
+    a KeyboardInterrupt of its own making (no Ctrl-C lands on a worker thread).
+
+    Args:
+        url: The address.
+    """
+    try:
+        raise KeyboardInterrupt("the library's own")
+    except KeyboardInterrupt:
+        return _raises_cancelled()
+
+
+@pytest.mark.parametrize("run", ["run", "arun"])
+def test_a_cancelled_error_raised_on_a_worker_thread_handling_a_keyboard_interrupt_is_its_error(
+    run: str,
+) -> None:
+    """Only the main thread gets a Ctrl-C: a KeyboardInterrupt behind the CancelledError a
+    call on a worker thread raised is none, and that error is the model's to read (a timed
+    call in arun ended the run as cancelled)."""
+    tool_ = gives_up_on_its_own_interrupt
+    agent = toolfold.Agent(ScriptedModel([call(tool_.name, {"url": "u"}), "fine"]), tools=[tool_])
+    response = agent.run("go") if run == "run" else asyncio.run(agent.arun("go"))
+    results = response.steps[0].tool_results
+    assert [r.content for r in results] == ["Error: CancelledError: the library gave up"]
+    assert response.text == "fine"
+
+
 class _Payment:
     """A sync tool ``pay`` (run as ``kind``: on a worker thread, ``blocking=False``, or with
     a timeout) whose first call, once running, has the run stopped by ``stop`` and waits to
