@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import Agent, Message, UsageError, generate_text
+from toolfold import Agent, Message, UsageError, generate_text, resume
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel, TestModel
 
@@ -141,6 +141,37 @@ def test_a_response_or_state_as_the_prompt_is_told_to_pass_its_messages(
     assert str(raised.value).endswith(
         f", got a {type(value).__name__}: pass its messages, {given}.messages (to go on with "
         f"the run itself: {resume})"
+    )
+
+
+@pytest.mark.parametrize("given", ["response", "state"])
+@pytest.mark.parametrize("run", ["resume", "aresume", "resume_stream", "module_resume"])
+def test_a_response_or_state_as_a_resumes_message_is_told_how_to_go_on_with_its_run(
+    given: str, run: str
+) -> None:
+    """agent.resume(state, message=response) says to go on by agent.resume (it said
+    resume(...), the module's function, which needs the model and tools again), the module's
+    resume(message=...) by that function."""
+    agent = Agent(TestModel())
+    response = agent.run("hi")
+    value = response if given == "response" else response.state
+    state = "response.state" if given == "response" else "state"
+    go: Any = {
+        "resume": lambda m: agent.resume(response.state, message=m),
+        "aresume": lambda m: asyncio.run(agent.aresume(response.state, message=m)),
+        "resume_stream": lambda m: list(agent.resume_stream(response.state, message=m)),
+        "module_resume": lambda m: resume(response.state, model=TestModel(), message=m),
+    }[run]
+    with pytest.raises(UsageError) as raised:
+        go(value)
+    again = (
+        f"resume({state}, model=..., tools=...)"
+        if run == "module_resume"
+        else (f"agent.resume({state})")
+    )
+    assert str(raised.value).endswith(
+        f", got a {type(value).__name__}: pass its messages, {given}.messages (to go on with "
+        f"the run itself: {again})"
     )
 
 

@@ -792,8 +792,11 @@ class Agent(Generic[DepsT, OutputT_co]):
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 
-    def _answered(self, state: RunState, answers: _Answers, function: str) -> tuple[Agent, _Begin]:
-        """The agent that runs ``state`` now, and how the run goes on with the answers.
+    def _answered(
+        self, state: RunState, answers: _Answers, function: str, resume: str = AGENT_RESUME
+    ) -> tuple[Agent, _Begin]:
+        """The agent that runs ``state`` now, and how the run goes on with the answers
+        (``resume``: how a refused ``message`` says to go on with a run, see `to_messages`).
 
         A failed ``state`` goes on from before what failed it, as a failed
         workflow step does (`retry_state`): an answer unfit for the output
@@ -834,6 +837,7 @@ class Agent(Generic[DepsT, OutputT_co]):
                 continued=continued,
                 failed=failed,
                 retrying=retrying,
+                resume=resume,
             )
             if handed:  # this agent's bound the run beside the running one's, as after a handoff
                 kept = resumed_state.config.stop_when
