@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 from typing import Any
 
 import attrs
@@ -602,3 +603,23 @@ def test_an_on_tool_error_close_to_a_choice_is_told_the_choice(bad: str, meant: 
         assert str(raised.value).endswith(
             f"on_tool_error must be 'return' or 'raise', got another str; did you mean {meant!r}?"
         )
+
+
+def test_a_long_on_tool_error_is_sought_no_near_choice_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A str far longer than any choice is no near miss of one: difflib compared all of it
+    (2 s for 10 MB, a file read into the wrong keyword), and now is not asked."""
+    sought: list[str] = []
+    close_matches = difflib.get_close_matches
+
+    def spy(word: str, *args: Any, **kwargs: Any) -> list[str]:
+        sought.append(word)
+        return close_matches(word, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "get_close_matches", spy)
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), on_tool_error="raise " * 10_000)
+    assert str(raised.value).endswith("got another str (not shown)")
+    assert sought == []
+    with pytest.raises(UsageError, match="did you mean 'return'"):
+        Agent(TestModel(), on_tool_error="retrun")
+    assert sought == ["retrun"]  # (a near miss is still sought)

@@ -68,9 +68,10 @@ def not_a_choice(value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str):
         return value_or_type(value)
     folded = "".join(value.split()).lower()
-    close = [c for c in choices if c == folded] or difflib.get_close_matches(
-        folded, choices, n=1, cutoff=0.6
-    )
+    close = [c for c in choices if c == folded]
+    # (far longer than any choice, it is no near miss: difflib would take seconds on a long one)
+    if not close and len(folded) <= 2 * max(map(len, choices), default=0) + 8:
+        close = difflib.get_close_matches(folded, choices, n=1, cutoff=0.6)
     return f"another str; did you mean {close[0]!r}?" if close else "another str (not shown)"
 
 
