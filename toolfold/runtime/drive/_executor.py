@@ -1381,9 +1381,8 @@ def _on_loop_now(
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
     except BaseException as exc:
-        if own_cancel(
-            job, exc, handling
-        ):  # (no await here: a cancellation of the run waits for one)
+        # (no await here: a cancellation of the run waits for one)
+        if own_cancel(job, exc, handling):
             return failed_outcome(job, exc)
         raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         raise
