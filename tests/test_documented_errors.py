@@ -808,10 +808,12 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "calls would be lost, since a message holds its role and parts only; build a `Message` for "
     "calls, results, images or files; other keys that are None or empty, as in the OpenAI "
     "SDK's `message.model_dump()` with `refusal`, `tool_calls`, `audio`... None or a "
-    "`tool_calls: []`, lose nothing and are ignored) or whose `content` is not a str": _bad_role,
+    "`tool_calls: []`, lose nothing and are ignored) or whose `content` is not a str (a dict of a "
+    "list names the list, `history=` or the prompt's, and its index)": _bad_role,
     'a prompt that is not a str, a `Message`, a `{"role", "content"}` dict or a list of '
     "Messages or dicts (`42`, `None`, `bytes`, `memoryview`: the error names its type; one dict "
-    "is one message; a list of str names the first item that is neither, and its index)": (
+    "is one message; a list of str names the first item that is neither, and its index; a "
+    "`Response` or a `RunState` is told to pass its `.messages`, as `history=` is)": (
         _not_a_prompt
     ),
     "an agent file with unknown keys, wrong types, import paths that do not resolve, "

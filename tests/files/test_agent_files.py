@@ -1537,7 +1537,7 @@ def test_a_hyphenated_module_that_fails_keeps_its_error(
     [
         (3, r"^load\(\): model= must be a model string \('openai:gpt-4o-mini'\), an import "),
         ("nope", r"^load\(\): model= must be a model string .* got str 'nope'$"),
-        ("os:sep", r"^load\(\): model='os:sep' must be a path to a Model, got str '/'$"),
+        ("os:sep", r"^load\(\): model='os:sep' must be a path to a Model, got str$"),
         (
             "nosuchmodule_s35:m",
             r"^load\(\): model='nosuchmodule_s35:m': unknown provider 'nosuchmodule_s35' in "
@@ -1579,6 +1579,76 @@ def test_load_shows_a_bad_model_argument_s_type_only(model: Any) -> None:
     message = str(info.value)
     assert "SECRET" not in message
     assert message.endswith(f"or a Model, got {type(model).__qualname__}")
+
+
+@pytest.mark.parametrize("name", ["SETTINGS", "CONFIG"])
+def test_a_model_path_naming_no_model_shows_the_value_s_type_only(
+    tmp_path: Path, name: str
+) -> None:
+    """load(..., model='pkg.mod:NAME') and a file's model = 'pkg.mod:NAME' naming a value
+    that is no model (a settings dict, a user's object) printed its repr, key and all."""
+    module = "s44_model_settings"
+    (tmp_path / f"{module}.py").write_text(
+        "SETTINGS = {'model': 'openai:gpt-4o', 'api_key': 'sk-proj-SECRET123'}\n"
+        "class Config:\n"
+        "    def __repr__(self):\n"
+        "        return \"Config(api_key='sk-proj-SECRET123')\"\n"
+        "CONFIG = Config()\n"
+    )
+    path = tmp_path / "f.toml"
+    path.write_text('[agents.a]\nmodel = "openai:gpt-4o-mini"\n')
+    kind = "dict" if name == "SETTINGS" else "Config"
+    try:
+        with pytest.raises(UsageError) as refused:
+            load(path, model=f"{module}:{name}")
+        with pytest.raises(AgentFileError) as info:
+            loads(f'[agents.a]\nmodel = "{module}:{name}"\n', name="f.toml", search=str(tmp_path))
+    finally:
+        sys.modules.pop(module, None)
+    assert str(refused.value) == (
+        f"load(): model='{module}:{name}' must be a path to a Model, got {kind}"
+    )
+    assert info.value.problems == (
+        f"f.toml:2: agents.a.model: '{module}:{name}' is not a model string nor a Model "
+        f"object, got {kind}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "got"),
+    [
+        ("MyModel", "the class MyModel; pass an instance (MyModel(...))"),
+        ("Plain", "the class Plain"),
+    ],
+)
+def test_a_model_path_naming_a_class_names_the_class(tmp_path: Path, name: str, got: str) -> None:
+    """A path naming a class said "got type" (a file's model) or let a Model class through
+    to fail building the agent (load(model=)): both name the class, and a Model class is
+    told to be given as an instance, as model() says."""
+    module = "s44_model_classes"
+    (tmp_path / f"{module}.py").write_text(
+        "from toolfold.testing import ScriptedModel\n"
+        "class MyModel(ScriptedModel):\n"
+        "    pass\n"
+        "class Plain:\n"
+        "    pass\n"
+    )
+    text = '[agents.a]\nmodel = "openai:gpt-4o-mini"\n'
+    try:
+        with pytest.raises(UsageError) as refused:
+            loads(text, name="f.toml", search=str(tmp_path), model=f"{module}:{name}")
+        with pytest.raises(AgentFileError) as info:
+            loads(f'[agents.a]\nmodel = "{module}:{name}"\n', name="f.toml", search=str(tmp_path))
+    finally:
+        sys.modules.pop(module, None)
+    assert (
+        str(refused.value)
+        == f"loads(): model='{module}:{name}' must be a path to a Model, got {got}"
+    )
+    assert info.value.problems == (
+        f"f.toml:2: agents.a.model: '{module}:{name}' is not a model string nor a Model "
+        f"object, got {got}",
+    )
 
 
 @pytest.mark.parametrize("function", ["loads", "from_dict"])

@@ -720,6 +720,17 @@ def test_a_run_that_waits_for_an_approval_is_a_result_to_resume(ray_address: str
     assert done.text == expected(2)
 
 
+def test_a_response_as_an_input_is_told_to_go_on_by_the_agents_resume() -> None:
+    """A batch input that is a Response says how an agent's run goes on: agent.resume (it
+    said resume(...), the module's function, which needs the model and tools again)."""
+    response = toolfold.Agent(ScriptedModel(["hi"])).run("hi")
+    with pytest.raises(
+        toolfold.UsageError,
+        match=r"input 1 is not a prompt: .*run itself: agent\.resume\(response\.state\)\)$",
+    ):
+        run_batch(make_agent(), ["1", response], progress=False)
+
+
 def test_an_input_dict_without_content_is_refused_before_running() -> None:
     """A batch input dict with a mistyped key is refused naming its index and keys."""
     with pytest.raises(

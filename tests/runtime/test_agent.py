@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 from typing import Any
 
 import attrs
@@ -23,6 +24,7 @@ from toolfold import (
     ToolfoldError,
     ToolResultEvent,
     UsageError,
+    generate_text,
     tool,
 )
 from toolfold.runtime import ToolCallDelta
@@ -555,7 +557,10 @@ def test_a_list_parameter_given_one_item_is_refused_naming_it(
         ({"name": ""}, "an agent's name is a non-empty string"),
         ({"stop_when": [5]}, "stop_when takes conditions .* got int: 5"),
         # a typo of "raise" ran as "return": tool errors went to the model, never raised
-        ({"on_tool_error": "raises"}, "on_tool_error must be 'return' or 'raise', got 'raises'"),
+        (
+            {"on_tool_error": "raises"},
+            "on_tool_error must be 'return' or 'raise', got another str; did you mean 'raise'",
+        ),
         ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1, got 0"),
         ({"max_concurrency": 2.5}, "max_concurrency must be an integer >= 1, got 2.5"),
     ],
@@ -566,3 +571,55 @@ def test_bad_options_are_refused_when_the_agent_is_built(
     """They were accepted: a name of 5 ran as Agent(name=5), a stop condition of 5 failed mid-run."""
     with pytest.raises(UsageError, match=problem):
         Agent(TestModel(), **options)
+
+
+@pytest.mark.parametrize(
+    ("bad", "kind"),
+    [("sk-proj-SECRET123", "another str (not shown)"), ({"api_key": "sk-proj-SECRET123"}, "dict")],
+)
+def test_a_bad_on_tool_error_is_named_by_its_type(bad: Any, kind: str) -> None:
+    """Agent(on_tool_error=...) and generate_text(on_tool_error=...) showed the value's repr,
+    which may hold a key (a value put in the wrong keyword): its type only now."""
+    with pytest.raises(UsageError) as built:
+        Agent(TestModel(), on_tool_error=bad)
+    with pytest.raises(UsageError) as ran:
+        generate_text(TestModel(), "go", on_tool_error=bad)
+    for raised in (built, ran):
+        assert str(raised.value).endswith(f"on_tool_error must be 'return' or 'raise', got {kind}")
+
+
+@pytest.mark.parametrize(
+    ("bad", "meant"),
+    [("Raise", "raise"), ("RETURN", "return"), (" raise ", "raise"), ("rase", "raise")],
+)
+def test_an_on_tool_error_close_to_a_choice_is_told_the_choice(bad: str, meant: str) -> None:
+    """on_tool_error="Raise" read "must be 'return' or 'raise', got str", as if a str were
+    wrong: a variant or near miss of a choice is told it, the value itself still unshown."""
+    with pytest.raises(UsageError) as built:
+        Agent(TestModel(), on_tool_error=bad)
+    with pytest.raises(UsageError) as ran:
+        generate_text(TestModel(), "go", on_tool_error=bad)
+    for raised in (built, ran):
+        assert str(raised.value).endswith(
+            f"on_tool_error must be 'return' or 'raise', got another str; did you mean {meant!r}?"
+        )
+
+
+def test_a_long_on_tool_error_is_sought_no_near_choice_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A str far longer than any choice is no near miss of one: difflib compared all of it
+    (2 s for 10 MB, a file read into the wrong keyword), and now is not asked."""
+    sought: list[str] = []
+    close_matches = difflib.get_close_matches
+
+    def spy(word: str, *args: Any, **kwargs: Any) -> list[str]:
+        sought.append(word)
+        return close_matches(word, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "get_close_matches", spy)
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), on_tool_error="raise " * 10_000)
+    assert str(raised.value).endswith("got another str (not shown)")
+    assert sought == []
+    with pytest.raises(UsageError, match="did you mean 'return'"):
+        Agent(TestModel(), on_tool_error="retrun")
+    assert sought == ["retrun"]  # (a near miss is still sought)

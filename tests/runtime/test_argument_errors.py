@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import toolfold
-from toolfold import Agent, ToolDefinitionError, UsageError, generate_text, tool
+from toolfold import Agent, Message, ToolDefinitionError, UsageError, generate_text, tool
 from toolfold.runtime import ModelRequest, ModelResponse
 from toolfold.testing import ScriptedModel, TestModel
 
@@ -169,6 +169,28 @@ def test_a_history_that_is_no_list_of_messages_names_history(
     go = agent.run if mode == "run" else lambda *a, **k: list(agent.stream(*a, **k))
     with pytest.raises(UsageError, match=r"^history= takes a list of messages.*" + says):
         go("y", history=value)
+
+
+@pytest.mark.parametrize(
+    ("history", "index"),
+    [([{"role": "user"}], 0), ([Message.user("hi"), {"role": "user"}], 1)],
+    ids=["first", "second"],
+)
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_a_history_dict_without_content_names_history_and_its_index(
+    history: list[Any], index: int, mode: str
+) -> None:
+    """history=[{"role": "user"}] said only "a message dict needs a 'content' key", as if
+    the prompt were wrong: it names history= and the dict's index."""
+    agent, _ = _answered()
+    go = agent.run if mode == "run" else lambda *a, **k: list(agent.stream(*a, **k))
+    with pytest.raises(UsageError) as raised:
+        go("y", history=history)
+    assert str(raised.value) == (
+        "history= takes a list of messages (Messages or {'role', 'content'} dicts): at index "
+        f"{index}, a message dict needs a 'content' key (its text) and may have a 'role', "
+        "got keys ['role']"
+    )
 
 
 def test_a_history_of_messages_or_dicts_still_runs() -> None:

@@ -149,8 +149,14 @@ def test_fork_refuses_an_empty_run_id() -> None:
     """fork(state, run_id="") is refused: every such fork's keys would be ``:<step>:<index>``."""
     seen: list[RunContext[Any]] = []
     state = Agent(ScriptedModel(["done"]), tools=[_charge_tool(seen)]).run("go").state
-    with pytest.raises(UsageError, match=r"^fork\(\): run_id='' is empty"):
+    with pytest.raises(UsageError) as raised:
         fork(state, step=0, run_id="")
+    # (one wording with a run's, `empty_run_id`: it said the keys' shape only for a run)
+    assert str(raised.value) == (
+        "fork(): run_id='' is empty: the fork's id begins its tool calls' idempotency keys "
+        "(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) to keep "
+        "the run's"
+    )
 
 
 @pytest.mark.parametrize("run_id", [0, False, 12])

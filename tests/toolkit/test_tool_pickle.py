@@ -7,6 +7,7 @@ import copy
 import inspect
 import pathlib
 import pickle
+import sys
 from typing import Any
 
 import pytest
@@ -245,6 +246,72 @@ def test_an_object_whose_method_tool_was_used_pickles_and_copies() -> None:
         assert asyncio.run(back.search()) == "in paris"
         assert inspect.iscoroutinefunction(back.search)
     assert asyncio.run(store.search()) == "in rome"
+
+
+@pytest.mark.parametrize(
+    "copied",
+    [copy.copy, copy.deepcopy, lambda store: pickle.loads(pickle.dumps(store))],
+    ids=["copy", "deepcopy", "pickle"],
+)
+def test_a_copy_of_an_object_whose_method_tool_was_used_gets_its_own_tool(
+    copied: Any,
+) -> None:
+    """The copy's method tool is bound to the copy and calls it; the original keeps its own
+    (``copy.copy`` shared the original's cached tool: the copy's calls ran the original)."""
+    store = Store("rome")
+    mine = store.search
+    back = copied(store)
+    back.city = "paris"
+    assert back.search.function.__self__ is back
+    assert back.search is back.search  # (cached in the copy)
+    assert asyncio.run(back.search()) == "in paris"
+    script = ScriptedModel([ScriptedModel.call("search", {}), "ok"])
+    response = Agent(script, tools=[back.search]).run("go")
+    assert response.steps[0].tool_results[0].content == "in paris"
+    assert store.search is mine
+    assert asyncio.run(store.search()) == "in rome"
+
+
+def test_an_object_pickled_with_its_tool_under_the_method_s_name_loads_as_documented() -> None:
+    """An object pickled by an earlier version, which cached its bound tool under the
+    method's own name: loaded, its tool is bound to it; a copy.copy of it shares that tool
+    (the entry is the object's, found before the class's tool) until the entry is dropped,
+    as docs/tools.md says."""
+    store = Store("rome")
+    vars(store)["search"] = Store.__dict__["search"].__get__(store, Store)  # (as it cached)
+    back = pickle.loads(pickle.dumps(store))
+    assert back.search.function.__self__ is back
+    assert asyncio.run(back.search()) == "in rome"
+    assert copy.copy(back).search is back.search  # (the old entry, copied)
+    vars(back).pop("search")
+    twin = copy.copy(back)
+    twin.city = "paris"
+    assert asyncio.run(twin.search()) == "in paris"
+    assert asyncio.run(back.search()) == "in rome"
+
+
+def test_reading_a_cached_method_tool_runs_nothing_but_its_lookup() -> None:
+    """Once bound, ``store.search`` is the cached tool, found by ``Tool.__get__`` with one
+    dict lookup and identity checks, no other call: every read of a method tool goes through
+    it, so it must stay cheap (it also called getattr and type, and read the tool's options
+    first: twice as long)."""
+    store = Store("rome")
+    first = store.search
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+        elif event == "c_call":
+            calls.append(arg.__name__)
+
+    sys.setprofile(profile)
+    try:
+        again = store.search
+    finally:
+        sys.setprofile(None)
+    assert again is first
+    assert calls == ["__get__", "get", "setprofile"]  # (the last: turning the profile off)
 
 
 def test_a_bound_method_tool_pickled_alone_calls_its_method() -> None:

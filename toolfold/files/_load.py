@@ -55,7 +55,7 @@ from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
-from toolfold.runtime.core._repr import value_or_type
+from toolfold.runtime.core._repr import a_class, value_or_type
 from toolfold.toolkit._options import TOOL_NAME, name_problems
 from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
@@ -295,9 +295,20 @@ def _model_argument(function: str, model: object, search: str | None) -> str | M
         raise UsageError(
             f"{function}(): model={model!r} does not import: {_import_failure(exc)}"
         ) from exc
-    if not isinstance(value, Model):
-        raise wrong_argument(function, f"model={model!r}", "a path to a Model", value)
+    if isinstance(value, type) or not isinstance(value, Model):  # (its type only, as above)
+        raise UsageError(
+            f"{function}(): model={model!r} must be a path to a Model, got {_got_model(value)}"
+        )
     return value
+
+
+def _got_model(value: object) -> str:
+    """What a model error shows of ``value``, what an import path named instead of a
+    `Model`: a class by its name (an instance wanted, if the class is a model's), anything
+    else by its type only (a dict or a user's object may hold a key)."""
+    if isinstance(value, type):  # (a Model class passes the protocol check: it has the names)
+        return a_class(value, isinstance(value, Model))
+    return value_or_type(value)
 
 
 def _import_failure(exc: BaseException) -> str:
@@ -1058,7 +1069,9 @@ class _Loader:
             return None
         if not isinstance(value, Model) or isinstance(value, type):
             # (a Model class passes the protocol check, but cannot answer: name an instance)
-            self.problem(path, f"{spec!r} is not a model string nor a Model object: {value!r}")
+            self.problem(
+                path, f"{spec!r} is not a model string nor a Model object, got {_got_model(value)}"
+            )
             return None
         return value
 

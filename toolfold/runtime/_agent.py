@@ -22,12 +22,14 @@ from toolfold.runtime._response import OutputT_co, Response, Step
 from toolfold.runtime._resume import Retrying, caller_answered, check_sub_run, resumed
 from toolfold.runtime._retry import retry_state
 from toolfold.runtime._run import (
+    AGENT_RESUME,
     Approval,
     MessagesInput,
     RunOptions,
     RunStream,
     fresh,
     make_options,
+    pass_messages_hint,
     run_async,
     run_sync,
     start,
@@ -671,10 +673,14 @@ class Agent(Generic[DepsT, OutputT_co]):
         run_id: str,
         options: RunOptions | None = None,
     ) -> RunState:
-        messages = (*given_history(history), *to_messages(prompt)) if history else prompt
+        messages = (
+            (*given_history(history), *to_messages(prompt, resume=AGENT_RESUME))
+            if history
+            else prompt
+        )
         if options is None:
             options = self._run_options(self._graph_or_none())
-        return start(options, messages, run_id, agent=self.name)
+        return start(options, messages, run_id, agent=self.name, resume=AGENT_RESUME)
 
     def _graph_or_none(self) -> Mapping[str, Agent] | None:
         return self.handoff_graph() if self.handoffs else None
@@ -778,12 +784,25 @@ class Agent(Generic[DepsT, OutputT_co]):
         handovers; the prompt as it is), as most runs are: five calls fewer a run."""
         if self.handoffs or history:
             return _Fresh(prompt, history, deps, on_event, on_step, run_id)(self)
-        return fresh(self._options, prompt, run_id, deps, on_event, on_step, self.name, {})
+        return fresh(
+            self._options,
+            prompt,
+            run_id,
+            deps,
+            on_event,
+            on_step,
+            self.name,
+            {},
+            resume=AGENT_RESUME,
+        )
 
     # --- how every run and resume goes: the agent's sources opened around it ---
 
-    def _answered(self, state: RunState, answers: _Answers, function: str) -> tuple[Agent, _Begin]:
-        """The agent that runs ``state`` now, and how the run goes on with the answers.
+    def _answered(
+        self, state: RunState, answers: _Answers, function: str, resume: str = AGENT_RESUME
+    ) -> tuple[Agent, _Begin]:
+        """The agent that runs ``state`` now, and how the run goes on with the answers
+        (``resume``: how a refused ``message`` says to go on with a run, see `to_messages`).
 
         A failed ``state`` goes on from before what failed it, as a failed
         workflow step does (`retry_state`): an answer unfit for the output
@@ -824,6 +843,7 @@ class Agent(Generic[DepsT, OutputT_co]):
                 continued=continued,
                 failed=failed,
                 retrying=retrying,
+                resume=resume,
             )
             if handed:  # this agent's bound the run beside the running one's, as after a handoff
                 kept = resumed_state.config.stop_when
@@ -1125,13 +1145,18 @@ class _Fresh:
         history = self.history
         return fresh(
             agent._run_options(graph),
-            (*given_history(history), *to_messages(self.prompt)) if history else self.prompt,
+            (
+                (*given_history(history), *to_messages(self.prompt, resume=AGENT_RESUME))
+                if history
+                else self.prompt
+            ),
             self.run_id,
             self.deps,
             self.on_event,
             self.on_step,
             agent.name,
             agent._handovers(graph),
+            resume=AGENT_RESUME,
         )
 
 
@@ -1198,14 +1223,9 @@ def given_history(history: Any) -> tuple[Message, ...]:
             `RunState` (their ``.messages`` are the history), a str, one dict,
             or an item that is no message.
     """
-    if isinstance(history, (Response, RunState)):
-        is_response = isinstance(history, Response)
-        what, name = ("a Response", "response") if is_response else ("a RunState", "state")
-        raise UsageError(
-            f"history= takes a list of messages, got {what}: pass its messages, "
-            f"history={name}.messages (to go on with the run itself: "
-            f"agent.resume({'response.state' if is_response else 'state'}))"
-        )
+    hint = pass_messages_hint(history, "history=", AGENT_RESUME)
+    if hint:
+        raise UsageError(f"history= takes a list of messages, got {hint}")
     if isinstance(history, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
         history, Iterable
     ):  # (bytes of any kind: their items are ints, which to_messages calls a prompt's)

@@ -23,6 +23,7 @@ from toolfold.runtime._misplaced import (
 from toolfold.runtime._model import CLIENT_OPTIONS, Model, keeps_override
 from toolfold.runtime._response import Response, Step
 from toolfold.runtime._run import (
+    RESUME,
     Approval,
     Denied,
     MessagesInput,
@@ -535,7 +536,7 @@ def resume(
     answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
     agent, begin = _resume_agent(
         state, model, tools, output_type, stop_when, on_tool_error, max_concurrency, "resume"
-    )._answered(state, answers, "resume")
+    )._answered(state, answers, "resume", RESUME)
     return agent._sync(begin)
 
 
@@ -621,7 +622,7 @@ async def aresume(
     answers = _Answers(tool_results, approvals, message, max_steps, deps, on_event, on_step)
     agent, begin = _resume_agent(
         state, model, tools, output_type, stop_when, on_tool_error, max_concurrency, "aresume"
-    )._answered(state, answers, "aresume")
+    )._answered(state, answers, "aresume", RESUME)
     return await agent._async(begin)
 
 

@@ -27,7 +27,7 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._repr import value_or_type
+from toolfold.runtime.core._repr import a_class, value_or_type
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
 from toolfold.toolkit._tool import mark_coroutine_function
@@ -254,8 +254,7 @@ def model(spec: str | Model, **options: Any) -> Model:
             # (A class has a model's attributes, so it passed for one: its runs
             # failed at the first call, its name being a property object.)
             raise UsageError(
-                f"model: expected a provider:model string or a Model object, got the class "
-                f"{spec.__name__}; pass an instance ({spec.__name__}(...))"
+                f"model: expected a provider:model string or a Model object, got {a_class(spec)}"
             )
         missing = _not_a_model(spec)
         if missing:

@@ -27,6 +27,7 @@ from toolfold._errors import InvalidEventError, UsageError
 from toolfold.runtime._model import CLIENT_OPTIONS, in_force
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
+    RESUME,
     Approval,
     Denied,
     MessagesInput,
@@ -187,6 +188,7 @@ def resumed(
     continued: Continued | None = None,
     failed: bool = False,
     retrying: Retrying | None = None,
+    resume: str = RESUME,
 ) -> tuple[Live, RunState]:
     """The live half and the state to drive: the caller's answers applied to ``state``.
 
@@ -201,7 +203,9 @@ def resumed(
     its tool rounds continue (`Live.from_waiting`). ``failed``: ``state`` is a
     failed run made ready to retry (`retry_state`), for the refusals' advice;
     ``retrying``: that failed run, whose refusal of an answer to a call held in
-    what failed (`held_in_failure`) says to resume first.
+    what failed (`held_in_failure`) says to resume first. ``resume``: how the error
+    for a ``message`` that is a `Response` or a `RunState` says to go on with its run
+    (see `to_messages`).
 
     Raises:
         UsageError: The options contradict the run's stored configuration,
@@ -222,7 +226,7 @@ def resumed(
         live = attrs.evolve(live, definitions=sent)
     if state.phase in WAITING_PHASES if continued is None else continued.from_waiting:
         live = attrs.evolve(live, from_waiting=True)
-    messages = None if message is None else to_messages(message)
+    messages = None if message is None else to_messages(message, resume=resume)
     if continued is not None and not tool_results and not approvals:
         waiting = continued.unshown
     else:

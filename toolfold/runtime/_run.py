@@ -43,7 +43,8 @@ from toolfold.runtime.core._events import (
 )
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
-from toolfold.runtime.core._repr import short, value_or_type
+from toolfold.runtime.core._replay import empty_run_id
+from toolfold.runtime.core._repr import not_a_choice, short, value_or_type
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -95,11 +96,21 @@ Approval = bool | Denied
 _PROMPT_LIST = "a prompt's list must hold Messages or {'role', 'content'} dicts"
 
 
-def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Message, ...]:
+#: How an error says to go on with a run whose `Response` or `RunState` was given where
+#: messages go (`pass_messages_hint`), ``{state}`` standing for the state's expression:
+#: the module's `resume` (which needs the model and tools again), or an agent's.
+RESUME = "resume({state}, model=..., tools=...)"
+AGENT_RESUME = "agent.resume({state})"
+
+
+def to_messages(
+    messages: MessagesInput, head: str = _PROMPT_LIST, resume: str = RESUME
+) -> tuple[Message, ...]:
     """Normalise a prompt, a message, a role/content dict, or a list of messages or dicts.
 
     ``head``: how the error for an item of a list that is no message begins, naming
-    where the list was given (a run's ``history=``).
+    where the list was given (a run's ``history=``); ``resume``: how the error for a
+    `Response` or a `RunState` says to go on with its run (`RESUME`, `AGENT_RESUME`).
 
     Raises:
         UsageError: A dict without a text ``content`` (naming its keys), with
@@ -116,19 +127,37 @@ def to_messages(messages: MessagesInput, head: str = _PROMPT_LIST) -> tuple[Mess
         return (_dict_message(messages),)
     given: object = messages  # binary data is iterable too (of ints), but no prompt
     if isinstance(given, (bytes, bytearray, memoryview)) or not isinstance(given, Iterable):
+        got = pass_messages_hint(given, "", resume) or type(given).__name__
         raise UsageError(
             "a prompt must be a str, a Message, a {'role', 'content'} dict or a list of "
-            f"Messages or dicts, got {type(messages).__name__}"
+            f"Messages or dicts, got {got}"
         )
     out: list[Message] = []
     for index, item in enumerate(messages):
         if isinstance(item, Message):
             out.append(item)
         elif isinstance(item, Mapping):
-            out.append(_dict_message(item))
+            out.append(_dict_message(item, f"{head}: at index {index}, "))
         else:
             raise UsageError(f"{head}, got {type(item).__name__} at index {index}")
     return tuple(out)
+
+
+def pass_messages_hint(value: object, passed: str, resume: str) -> str:
+    """What to pass instead of ``value``, a `Response` or a `RunState` given where messages
+    are expected ("" for anything else): ``a Response: pass its messages,
+    <passed>response.messages (to go on with the run itself: <resume>)``, ``resume`` with
+    ``{state}`` standing for the state's expression (``response.state``, ``state``)."""
+    if isinstance(value, Response):
+        what, name, state = "a Response", "response", "response.state"
+    elif isinstance(value, RunState):
+        what, name, state = "a RunState", "state", "state"
+    else:
+        return ""
+    return (
+        f"{what}: pass its messages, {passed}{name}.messages "
+        f"(to go on with the run itself: {resume.format(state=state)})"
+    )
 
 
 _DICT_KEYS = frozenset(("role", "content"))
@@ -144,11 +173,12 @@ def _holds_something(value: object) -> bool:
     return value is not None and not (isinstance(value, Sized) and len(value) == 0)
 
 
-def _dict_message(item: Mapping[Any, Any]) -> Message:
-    """A message from a role/content dict (role defaults to user)."""
+def _dict_message(item: Mapping[Any, Any], where: str = "") -> Message:
+    """A message from a role/content dict (role defaults to user); ``where`` begins its
+    errors, naming the list and the index it was given at (see `to_messages`)."""
     if "content" not in item:
         raise UsageError(
-            "a message dict needs a 'content' key (its text) and may have a 'role', "
+            f"{where}a message dict needs a 'content' key (its text) and may have a 'role', "
             f"got keys {sorted(map(str, item))}"
         )
     extra = [
@@ -158,16 +188,20 @@ def _dict_message(item: Mapping[Any, Any]) -> Message:
         keys = ", ".join(repr(key) for key in sorted(extra, key=str))
         lost = "it would be lost" if len(extra) == 1 else "they would be lost"
         raise UsageError(
-            f"a message dict takes only 'role' and 'content', got {keys} too: a message "
+            f"{where}a message dict takes only 'role' and 'content', got {keys} too: a message "
             f"holds its role and its parts, nothing else, so {lost} (for tool calls, "
             "results, images or files, build a Message)"
         )
     content = item["content"]
     if not isinstance(content, str):
-        raise UsageError(f"a message dict's 'content' must be a str, got {type(content).__name__}")
+        raise UsageError(
+            f"{where}a message dict's 'content' must be a str, got {type(content).__name__}"
+        )
     role = item.get("role", "user")
     if role not in ("system", "user", "assistant"):
-        raise UsageError(f"a message dict must have role system, user or assistant, got {role!r}")
+        raise UsageError(
+            f"{where}a message dict must have role system, user or assistant, got {role!r}"
+        )
     return Message(role, (TextPart(content),))
 
 
@@ -459,7 +493,10 @@ def make_options(
     """
     # Checked before the cache below, which keys neither: a typo of "raise" ran as "return".
     if on_tool_error not in ("return", "raise"):
-        raise UsageError(f"on_tool_error must be 'return' or 'raise', got {on_tool_error!r}")
+        raise UsageError(
+            "on_tool_error must be 'return' or 'raise', got "
+            f"{not_a_choice(on_tool_error, ('return', 'raise'))}"
+        )
     if type(max_concurrency) is not int or max_concurrency < 1:
         raise UsageError(
             f"max_concurrency must be an integer >= 1, got {value_or_type(max_concurrency)}"
@@ -644,11 +681,7 @@ def new_run_id(run_id: str | None = None) -> str:
     """
     if run_id is not None:
         if run_id == "":  # not a random one: a caller's keys built on it would not hold
-            raise UsageError(
-                "run_id='' is empty: a run's id begins its tool calls' idempotency keys "
-                "(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) "
-                "for a random one"
-            )
+            raise empty_run_id("", "a run's", "for a random one")
         if not isinstance(run_id, str):
             raise UsageError(f"run_id must be a str, got {type(run_id).__name__} {run_id!r}")
         return run_id
@@ -661,14 +694,21 @@ def new_run_id(run_id: str | None = None) -> str:
 
 
 def start(
-    options: RunOptions, messages: MessagesInput, run_id: str, agent: str | None = None
+    options: RunOptions,
+    messages: MessagesInput,
+    run_id: str,
+    agent: str | None = None,
+    *,
+    resume: str = RESUME,
 ) -> RunState:
-    """The first state of a run (``agent``: the name of the agent that runs it).
+    """The first state of a run (``agent``: the name of the agent that runs it; ``resume``:
+    see `to_messages`).
 
     Deterministic (durable workflow code calls it): the caller picks the run id,
     with `new_run_id` for a fresh one.
     """
-    return initial_state(to_messages(messages), options.config, run_id=run_id, agent=agent)
+    listed = to_messages(messages, resume=resume)
+    return initial_state(listed, options.config, run_id=run_id, agent=agent)
 
 
 def fresh(
@@ -680,14 +720,17 @@ def fresh(
     on_step: Callable[[Step], object] | None,
     agent: str | None = None,
     handoffs: Mapping[str, Handover] | None = None,
+    *,
+    resume: str = RESUME,
 ) -> tuple[Live, RunState]:
-    """A new run of ``options``: its live half and first state (``run_id`` None: a random one).
+    """A new run of ``options``: its live half and first state (``run_id`` None: a random one;
+    ``resume``: see `to_messages`).
 
     Raises:
         InvalidEventError: The history holds what no provider takes
             (`history_problem`) or what `RunStarted` refuses.
     """
-    listed = to_messages(messages)
+    listed = to_messages(messages, resume=resume)
     # Here, where a local run starts, not in `start` (durable workflow code calls it).
     problem = history_problem(listed)
     if problem:

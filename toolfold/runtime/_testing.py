@@ -51,7 +51,7 @@ from toolfold.runtime.core._messages import (
     Usage,
     frozen_json,
 )
-from toolfold.runtime.core._repr import EXCERPT
+from toolfold.runtime.core._repr import EXCERPT, a_class
 from toolfold.runtime.core._request import (
     FinishReason,
     ModelRequest,
@@ -983,10 +983,7 @@ def override_models(model: Model | Callable[[str], Model]) -> Iterator[list[str]
     resolved: list[str] = []
     given: object = model
     if isinstance(given, type):  # (a class has a model's attributes: it passed for one)
-        raise UsageError(
-            f"override_models(model): expected a model object, got the class "
-            f"{given.__name__}; pass an instance ({given.__name__}(...))"
-        )
+        raise UsageError(f"override_models(model): expected a model object, got {a_class(given)}")
     if not isinstance(given, Model) and not callable(given):
         raise UsageError(
             f"override_models(model): expected a model object or a function of the model "

@@ -45,6 +45,10 @@ R = TypeVar("R", covariant=True)
 _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
+# The key prefix of a method tool bound to an object, cached in the object (`Tool.__get__`).
+_BOUND = "_toolfold_bound_"
+
+
 class Tool(Generic[P, R]):
     """A tool a model can call.
 
@@ -338,8 +342,31 @@ class Tool(Generic[P, R]):
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._attribute = name
+        if self._receiver == "instance":
+            self._cache_key = _BOUND + name
+
+    # Where a method tool's tool bound to an object is cached in the object (`__get__`):
+    # none for other tools, for which no object has this key.
+    _cache_key = _BOUND
 
     def __get__(self, instance: object, owner: type | None = None) -> Tool[..., R]:
+        if instance is not None:
+            # The tool bound to this object, cached in it, first: every ``obj.method``
+            # reads it, so one dict lookup and two identity checks.
+            try:
+                cached: Any = instance.__dict__.get(self._cache_key)
+            except AttributeError:  # (no __dict__: a slotted object caches nothing)
+                cached = None
+            if cached is not None:
+                method = cached.function
+                if method.__self__ is instance and method.__func__ is self.function:
+                    return cached  # type: ignore[no-any-return]
+        return self._bind(instance, owner)
+
+    def _bind(self, instance: object, owner: type | None) -> Tool[..., R]:
+        """`__get__` but for the bound tool cached in ``instance``: this tool (a tool of no
+        method, or read from the class), or a copy bound to ``instance`` (or to the
+        class, for a classmethod tool), cached in ``instance`` when it is its method's."""
         if self._receiver is None or self.function is None:
             return self
         if self._receiver == "class":
@@ -348,19 +375,25 @@ class Tool(Generic[P, R]):
             return self
         else:
             target = instance
+        attribute = self._attribute
+        instance_dict = None
+        if instance is not None and self._receiver == "instance" and attribute is not None:
+            # Cached in the object under a key of its own, not the attribute's name
+            # (where later lookups would find it first, this not asked): a copy of the
+            # object (`copy.copy` shares its values) holds the tool bound to the
+            # original, which it would call, so the cache serves only the object it is
+            # bound to (`__get__`). Only when the object's class finds this tool by its
+            # name: one reached through super() (the base's, which a subclass
+            # overrides) is not what the object's attribute is.
+            instance_dict = getattr(instance, "__dict__", None)
+            if _defined(type(instance), attribute) is not self:
+                instance_dict = None
         bound: Tool[..., R] = self._copy()
         bound.__dict__["function"] = types.MethodType(self.function, target)
         bound.__dict__["__wrapped__"] = bound.function
         bound._receiver = None
-        attribute = self._attribute
-        if instance is not None and self._receiver == "instance" and attribute:
-            # later lookups find the bound tool first: a Tool is a non-data descriptor.
-            # Only when the object's class finds this tool by its name: one reached
-            # through super() (the base's, which a subclass overrides) is not what
-            # the object's attribute is.
-            instance_dict = getattr(instance, "__dict__", None)
-            if instance_dict is not None and _defined(type(instance), attribute) is self:
-                instance_dict[attribute] = bound
+        if instance_dict is not None:
+            instance_dict[self._cache_key] = bound
         return bound
 
     # -- the runtime's side --

@@ -33,7 +33,7 @@ from toolfold.integrations.ray._actor import (
 )
 from toolfold.integrations.ray._checkpoint import Checkpoint, input_digest
 from toolfold.runtime import Agent, Response, RunState, Workflow, WorkflowResponse
-from toolfold.runtime._run import to_messages
+from toolfold.runtime._run import AGENT_RESUME, to_messages
 from toolfold.runtime.core._messages import Message, wrong_argument
 from toolfold.runtime.drive._shells import finish
 
@@ -474,7 +474,7 @@ def _check_inputs(spec: Spec, prompts: list[Any]) -> None:
             if isinstance(spec, Workflow):
                 spec._start(prompt, "check")  # the id is dropped: only the input is checked
             else:
-                to_messages(prompt)
+                to_messages(prompt, resume=AGENT_RESUME)  # (an agent's: see `Spec`)
         except WorkflowDefinitionError:
             raise
         except (TypeError, ValueError) as exc:

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 from temporalio import activity
@@ -425,6 +425,7 @@ class AgentHandle:
 
     async def _suspended(self) -> RunState:
         delays = iter(_BACKOFF)
+        not_taken = ("suspended()", "did not answer", "call suspended() again")
         while True:  # a run that continues as new answers early
             try:
                 state: RunState = await self.workflow.execute_update(AgentWorkflow.suspended)
@@ -433,20 +434,10 @@ class AgentHandle:
                     raise
                 state = await self.state()
             except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-                refused = await self._not_taken(
-                    "suspended()", "did not answer", "call suspended() again", exc
-                )
-                if refused is None:
-                    raise
-                raise refused from exc
+                await self._raise_not_taken(exc, *not_taken)
             except RPCError as exc:  # it ended (maybe while it handed over): its final state
                 if _refused_while_failing(exc):
-                    refused = await self._not_taken(
-                        "suspended()", "did not answer", "call suspended() again", exc
-                    )
-                    if refused is None:
-                        raise
-                    raise refused from exc
+                    await self._raise_not_taken(exc, *not_taken)
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
                 state = await self.workflow.result()
@@ -499,6 +490,7 @@ class AgentHandle:
     async def _send(self, method: str, events: tuple[Event, ...]) -> RunState:
         """`answer` (called as ``method``), once its caller checked ``events``."""
         delays = iter(_BACKOFF)
+        not_taken = (method, "did not take the answer", "send the answer again")
         while True:
             try:
                 state: RunState = await self.workflow.execute_update(
@@ -509,20 +501,10 @@ class AgentHandle:
                     raise
                 return await self.state()
             except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-                refused = await self._not_taken(
-                    method, "did not take the answer", "send the answer again", exc
-                )
-                if refused is None:
-                    raise
-                raise refused from exc
+                await self._raise_not_taken(exc, *not_taken)
             except RPCError as exc:  # "workflow execution already completed": nothing applied
                 if _refused_while_failing(exc):
-                    refused = await self._not_taken(
-                        method, "did not take the answer", "send the answer again", exc
-                    )
-                    if refused is None:
-                        raise
-                    raise refused from exc
+                    await self._raise_not_taken(exc, *not_taken)
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
                 ended = await self._ended_as(method)
@@ -540,19 +522,21 @@ class AgentHandle:
                 raise WorkflowUpdateFailedError(over) from over
             return state
 
-    async def _not_taken(
-        self, method: str, did_not: str, again: str, exc: Exception
-    ) -> UsageError | None:
-        """The error of an update (`answer`'s, `suspended`'s: ``method``) that Temporal did
-        not take (``exc``) while the run's workflow task keeps failing (`_failing_task`),
-        saying what the run ``did_not`` do and to do it ``again``; None when it does not."""
+    async def _raise_not_taken(
+        self, exc: Exception, method: str, did_not: str, again: str
+    ) -> NoReturn:
+        """Raise the error of an update (`answer`'s, `suspended`'s: ``method``) that Temporal
+        did not take (``exc``: its call timed out or was cancelled, or it was refused as the
+        run's workflow task failed) while that task keeps failing (`_failing_task`), saying
+        what the run ``did_not`` do and to do it ``again``, from ``exc``; ``exc`` itself when
+        the task does not fail."""
         failing = await self._failing_task(await self._described())
         if failing is None:
-            return None
-        return UsageError(
+            raise exc
+        raise UsageError(
             f"AgentHandle.{method}: the run {self.workflow.id!r} {did_not}: {failing}; the "
             f"run waits, its state kept: {again} once {_FIXED} (Temporal said: {exc})"
-        )
+        ) from exc
 
     async def _ended_as(self, method: str) -> str | None:
         """How the run's workflow ended (``"completed"``...), None while it runs.
@@ -799,7 +783,7 @@ _BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
 """Seconds `AgentHandle.suspended` waits before asking a run handing over to its next
 history again (the n-th time: the n-th delay, then the last one)."""
 
-# When a run whose workflow task keeps failing moves on (said by `AgentHandle._not_taken`
+# When a run whose workflow task keeps failing moves on (said by `AgentHandle._raise_not_taken`
 # and the state read's refusal): the failure may be a missing agent or tool
 # (`NotOnThisWorker`) or another one (a change of code that does not replay); once it is
 # fixed, Temporal must also have retried the task, and its retries back off.

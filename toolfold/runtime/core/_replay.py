@@ -41,6 +41,16 @@ def replay(events: Iterable[Event], initial: RunState | None = None) -> RunState
     return state
 
 
+def empty_run_id(function: str, whose: str, left_out: str) -> UsageError:
+    """The error for ``run_id=''`` given to ``function`` (``"fork(): "``, or ``""`` for a run,
+    which names no function): ``whose`` id it is (``"a run's"``), and what ``run_id=None``
+    gives instead (``left_out``: ``"for a random one"``)."""
+    return UsageError(
+        f"{function}run_id='' is empty: {whose} id begins its tool calls' idempotency keys "
+        f"(<run id>:<step>:<index>); give a non-empty id, or leave run_id out (None) {left_out}"
+    )
+
+
 def fork(
     state: RunState,
     *,
@@ -74,10 +84,7 @@ def fork(
     if run_id is not None and not isinstance(run_id, str):
         raise UsageError(f"fork(): run_id= must be a str, got {type(run_id).__name__} {run_id!r}")
     if run_id == "":  # its keys would be ":<step>:<index>", the same for every such fork
-        raise UsageError(
-            "fork(): run_id='' is empty: the fork's id begins its tool calls' idempotency "
-            "keys; give a non-empty id, or leave run_id out (None) to keep the run's"
-        )
+        raise empty_run_id("fork(): ", "the fork's", "to keep the run's")
     log = state.events
     if events is not None:
         if not 1 <= events <= len(log):

@@ -10,8 +10,9 @@ the full data stays one attribute away (``response.state``, ``state.log``,
 
 from __future__ import annotations
 
+import difflib
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 #: Characters of text a repr shows before it cuts with an ellipsis.
@@ -48,6 +49,30 @@ def value_or_type(value: Any) -> str:
             return type(value).__qualname__
         return shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
     return type(value).__qualname__
+
+
+def a_class(cls: type, instance_would_do: bool = True) -> str:
+    """What an error shows of a class given where an object is expected: ``the class
+    Name; pass an instance (Name(...))``, or ``the class Name`` alone when its instances
+    would not do either (``instance_would_do`` false). A class's name is no secret, and
+    `value_or_type` says only ``type`` of it."""
+    shown = f"the class {cls.__name__}"
+    return f"{shown}; pass an instance ({cls.__name__}(...))" if instance_would_do else shown
+
+
+def not_a_choice(value: Any, choices: Sequence[str]) -> str:
+    """What an error shows of ``value``, given for an option that takes one of ``choices``
+    (strs): a str's text never (it may be a key given to the wrong keyword), but the choice
+    it is a variant of (case, spacing) or a near miss of, if any (``another str; did you
+    mean 'raise'?``); any other value as `value_or_type` shows it."""
+    if not isinstance(value, str):
+        return value_or_type(value)
+    folded = "".join(value.split()).lower()
+    close = [c for c in choices if c == folded]
+    # (far longer than any choice, it is no near miss: difflib would take seconds on a long one)
+    if not close and len(folded) <= 2 * max(map(len, choices), default=0) + 8:
+        close = difflib.get_close_matches(folded, choices, n=1, cutoff=0.6)
+    return f"another str; did you mean {close[0]!r}?" if close else "another str (not shown)"
 
 
 def fields(name: str, pairs: Iterable[tuple[str, Any]]) -> str:

@@ -22,6 +22,8 @@ import contextlib
 import contextvars
 import importlib
 import inspect
+import sys
+import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -52,6 +54,7 @@ from toolfold.runtime.drive._join import gather_or_cancel
 from toolfold.runtime.drive._workers import (
     ESCAPING,
     NOT_RUN,
+    CancelCarrier,
     Escaped,
     StopIterationCarrier,
     SyncInbox,
@@ -607,8 +610,8 @@ def _stray_cancel(
     (``asyncio.run``'s Ctrl-C handler, landing as the run set the call up) is counted
     before ``before`` is read, and delivered at the run's first wait, the call's: it
     cancels ``work`` before the tool began (an async tool's coroutine, ``invoked``, still
-    unstarted; a sync tool's future cancelled, where one the tool raised is set as its
-    exception). Taken for the tool's, the call never to run would keep that error.
+    unstarted; a sync tool's future cancelled: one the tool raised never reaches it, see
+    `CancelCarrier`). Taken for the tool's, the call never to run would keep that error.
     """
     return (
         COUNTS_CANCELS
@@ -640,7 +643,58 @@ def timed_out_message(tool: str, timeout: float) -> str:
 
 def _call_sync(job: ToolJob, arguments: dict[str, Any]) -> Any:
     assert job.tool is not None
-    return job.tool.invoke(arguments, job.context)
+    handling = sys.exc_info()[1]  # (the caller's: see `own_cancel`)
+    try:
+        return job.tool.invoke(arguments, job.context)
+    except BaseException as exc:
+        if own_cancel(job, exc, handling):
+            raise CancelCarrier(exc) from None
+        raise
+
+
+def own_cancel(job: ToolJob, exc: BaseException, handling: BaseException | None) -> bool:
+    """Whether ``exc``, which a sync tool's call raised on a thread or in a blocking run's
+    own (where no cancellation of the run reaches it), is the tool's own `CancelledError`:
+    a library's it wraps, to be the call's error as any other (`CancelCarrier`).
+
+    Not a sub-run's (an agent or a workflow step run by its blocking twin): that run's
+    cancellation ends the caller's as an async sub-run's does. Nor, on the main thread
+    (the only one a Ctrl-C lands in), one raised as the tool handled a Ctrl-C that landed
+    in it (a library turning the `KeyboardInterrupt` into its `CancelledError`): that is
+    the run's interruption (`interruption_behind`). ``handling`` is what the thread was
+    handling as the call began (``sys.exc_info()``, read then): the caller's, a run started
+    in its ``except KeyboardInterrupt`` block to resume one, which the tool's exception has
+    for context too; no Ctrl-C of the call's.
+    """
+    asyncio = sys.modules.get("asyncio")  # (none imported: none raised)
+    return (
+        asyncio is not None
+        and isinstance(exc, asyncio.CancelledError)
+        and job.tool is not None
+        and _SUB_RUN not in job.tool.__dict__
+        and (
+            threading.current_thread() is not threading.main_thread()
+            or interruption_behind(exc, handling) is None
+        )
+    )
+
+
+def interruption_behind(
+    exc: BaseException, handling: BaseException | None = None
+) -> KeyboardInterrupt | None:
+    """The Ctrl-C that ``exc`` was raised while handling or from (its context or cause, or
+    theirs), if any; none behind ``handling``, which was handled before ``exc`` was raised."""
+    seen: set[int] = set()
+    behind = [exc.__cause__, exc.__context__]
+    while behind:
+        found = behind.pop()
+        if found is None or found is handling or id(found) in seen:
+            continue
+        if isinstance(found, KeyboardInterrupt):
+            return found
+        seen.add(id(found))
+        behind += (found.__cause__, found.__context__)
+    return None
 
 
 # --- async -------------------------------------------------------------------
@@ -1315,6 +1369,7 @@ def _on_loop_now(
     ``index`` (Python 3.10, see `_awaited`).
     """
     context = contextvars.copy_context()
+    handling = sys.exc_info()[1]  # (the caller's: see `own_cancel`)
     try:
         if function is None:
             value = context.run(_call_sync, job, arguments)
@@ -1326,6 +1381,9 @@ def _on_loop_now(
     except Exception as exc:  # the tool, or a value whose type cannot be read (a lazy proxy)
         return failed_outcome(job, exc)
     except BaseException as exc:
+        # (no await here: a cancellation of the run waits for one)
+        if own_cancel(job, exc, handling):
+            return failed_outcome(job, exc)
         raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         raise
     return _finish(job, value, started)

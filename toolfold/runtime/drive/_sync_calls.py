@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from toolfold.runtime.drive._executor import (
     await_within,
     failed_outcome,
     kept_sub_run,
+    own_cancel,
     raised_in_run,
 )
 from toolfold.runtime.drive._kept_loop import (
@@ -312,6 +314,7 @@ def _run_inline(
     """``job`` in this thread; ``started`` and ``function`` as for `_on_loop_now`; a sub-run
     it runs that is interrupted is kept in ``finished`` under ``index`` (see `kept_sub_run`),
     and notes where it stands in ``standing``, if given (see `Standing`)."""
+    handling = sys.exc_info()[1]  # (the caller's: see `own_cancel`)
     try:
         # In a copy of the context, as a worker thread would run it: what it sets stays its own.
         context = contextvars.copy_context()
@@ -326,6 +329,8 @@ def _run_inline(
     except Exception as exc:
         return failed_outcome(job, exc)
     except BaseException as exc:  # Ctrl-C in a sub-run: keep where it stopped
+        if own_cancel(job, exc, handling):  # (a sync tool's, called right here: see `own_cancel`)
+            return failed_outcome(job, exc)
         raised_in_run(exc)  # (a GeneratorExit the tool raised: no stream's caller's)
         kept_sub_run(finished, index, job.call.id, job.call.name, exc, _run_id_of(job))
         raise

@@ -132,10 +132,22 @@ class StopIterationCarrier(RuntimeError):
         return (type(self), (self.raised, self.what), self.__dict__)
 
 
+class CancelCarrier(Exception):
+    """A sync tool's own `asyncio.CancelledError` (a library it wraps raised it), carried
+    as an `Exception` from the thread that ran the call to where its outcome is made
+    (`carried`). A call on a thread cannot be cancelled by the run, so it is the call's
+    error, as any other the tool raises; bare, a future (and a blocking round's checks)
+    would take it for a cancellation of the run, and end it."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(raised)
+        self.raised = raised
+
+
 def carried(exc: BaseException) -> BaseException:
     """``exc``, or the tool's own `StopIteration` (or `StopAsyncIteration`) it carries
-    (`StopIterationCarrier`)."""
-    if type(exc) is StopIterationCarrier:
+    (`StopIterationCarrier`), or its own `CancelledError` (`CancelCarrier`)."""
+    if type(exc) is StopIterationCarrier or type(exc) is CancelCarrier:
         return exc.raised
     return exc
 
