@@ -753,6 +753,29 @@ def test_a_successful_result_keeps_data_that_is_no_credential(
     assert sent["sent"] == "***"
 
 
+def test_a_successful_result_masks_a_token_in_the_urls_path_or_query() -> None:
+    """A token in the URL's path (Zapier's ``/mcp/sk-ak-.../sse``) and a query value that
+    is a credential though not named so (``?code=``, ``?sig=``, or shaped like a token)
+    are masked in a successful result as in an error (they were shown as sent); a word
+    a result may hold (``?workspace=engineering-team-alpha``) is not."""
+    key = "Zk3pQ9vX2mN7bL4wR8tY"
+    random = "q8ZrT2vLx9Kp4WnB7cYd3HsJ"
+    cases = {
+        f"https://actions.zapier.com/mcp/sk-ak-{key}/sse": f"sk-ak-{key}",
+        f"https://h.example/api/mcp?code={key}": key,
+        f"https://h.example/mcp?sv=2024&sig={key}": key,
+        f"https://h.example/mcp?session={random}": random,
+    }
+    for url, secret in cases.items():
+        server = MCPServerHTTP(url)
+        said = server._mask(f"called {url}; the key {secret}")
+        assert secret not in said, url
+        assert "***" in said
+    server = MCPServerHTTP("https://h.example/mcp?workspace=engineering-team-alpha&code=k-1")
+    said = server._mask("workspace engineering-team-alpha, code=k-1")
+    assert said == "workspace engineering-team-alpha, code=***"
+
+
 def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
     """`headers=` reaches the server with every request; its values show nowhere."""
     with pytest.raises(MCPError, match="could not start") as caught:

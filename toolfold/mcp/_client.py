@@ -1043,12 +1043,13 @@ class MCPServerHTTP(MCPServer):
         masks a tool's result (``quoted_scrubs``): the URL's ``user:password@`` (a
         token as the user too), the values of credential headers
         (`is_credential_header`: ``Authorization``, ``x-api-key``, not ``X-Tenant``
-        or ``User-Agent``) and of query parameters named like a credential
-        (``?api_key=``, not ``?workspace=``). One shorter than `QUOTED_BARE` only
+        or ``User-Agent``), a token in the URL's path (`path_tokens`), and query
+        values that are credentials (`_query_credential`: ``?api_key=``, ``?code=``,
+        a token's shape, not ``?workspace=``). One shorter than `QUOTED_BARE` only
         where it is written as a credential (``Bearer abc``, ``x-api-key: abc``,
         ``api_key=abc``, ``user:pw@``), not as a word a result's data may hold.
-        What else `_scrub` holds (every header's value, a path's token) is masked
-        in errors only: data a tool returns may well hold a tenant's or a
+        What else `_scrub` holds (every header's value, every query value) is
+        masked in errors only: data a tool returns may well hold a tenant's or a
         workspace's name."""
         from toolfold.adapters._http._keys import (
             QUOTED_BARE,
@@ -1059,14 +1060,23 @@ class MCPServerHTTP(MCPServer):
             url_secrets,
             url_userinfo,
         )
-        from toolfold.mcp._entry import credential_name, token_shaped
+        from toolfold.mcp._entry import path_tokens, token_shaped, url_path
 
         user = urllib.parse.unquote((url_userinfo(self.url) or "").partition(":")[0])
         query = self.url.partition("#")[0].partition("?")[2]
         named = [piece.partition("=") for piece in query.split("&") if "=" in piece]
+        segments = url_path(self.url).split("/")
+        in_path = [segments[at] for at in path_tokens(self.url)]
         return (
             *url_secrets(self.url, bare=QUOTED_BARE),
             *((Secret(user),) if user and token_shaped(user) else ()),
+            # a token in the path (``/mcp/sk-ak-.../sse``), as sent and decoded
+            *(
+                Secret(form)
+                for segment in in_path
+                for form in dict.fromkeys((segment, urllib.parse.unquote(segment)))
+                if len(form) >= QUOTED_BARE
+            ),
             *(
                 found
                 for name, value in self._headers
@@ -1076,12 +1086,31 @@ class MCPServerHTTP(MCPServer):
             *(
                 found
                 for name, _, value in named
-                if credential_name(urllib.parse.unquote_plus(name))
+                if _query_credential(urllib.parse.unquote_plus(name), value)
                 for form in dict.fromkeys((value, urllib.parse.unquote_plus(value)))
                 if form
                 for found in api_key_secrets(Secret(form), name, "", bare=QUOTED_BARE)
             ),
         )
+
+
+#: Query parameters whose value is a credential though no word of their name says so:
+#: an Azure Functions key (``?code=``), a shared access signature (``?sig=``).
+_QUERY_CREDENTIALS = frozenset({"code", "sig"})
+
+
+def _query_credential(name: str, value: str) -> bool:
+    """Whether a URL's query value is masked in a successful result (`MCPServerHTTP._quoted`):
+    its parameter is named like a credential (``api_key``, `credential_name`) or is one
+    of `_QUERY_CREDENTIALS`, or the value has a token's shape (`token_shaped`), not a
+    word a result's data may hold (``?workspace=engineering-team-alpha``)."""
+    from toolfold.mcp._entry import credential_name, token_shaped
+
+    return (
+        credential_name(name)
+        or name.lower() in _QUERY_CREDENTIALS
+        or token_shaped(urllib.parse.unquote_plus(value))
+    )
 
 
 def _checked_headers(
