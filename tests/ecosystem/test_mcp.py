@@ -1138,6 +1138,12 @@ def test_a_stdio_servers_default_name_shows_no_path_nor_token_and_is_cut() -> No
         docker = MCPServerStdio("docker", ["run", *flags, "ghcr.io/github/github-mcp-server"])
         assert docker.name == "docker run ghcr.io/github/github-mcp-server"
     assert MCPServerStdio("docker", ["run", "-e", token]).name == "docker run"
+    for flag in ("-q", "--quiet", "--sig-proxy", "-itq"):  # flags of no value (they took one)
+        docker = MCPServerStdio("docker", ["run", flag, "ghcr.io/github/github-mcp-server"])
+        assert docker.name == "docker run ghcr.io/github/github-mcp-server", flag
+    for folder in ("/home/alice/", "/home/alice", "C:\\Users\\jdoe\\"):  # was "python alice"
+        assert MCPServerStdio("python", [folder]).name == "python", folder
+    assert MCPServerStdio("python", ["/srv/mcp-server/"]).name == "python mcp-server"
     long = MCPServerStdio("node", ["x" * 5000])
     assert long.name == f"node {'x' * 75}… (5,005 characters)"
 
