@@ -143,6 +143,67 @@ def test_a_call_failing_beside_a_refused_one_does_not_get_its_status(
     )
 
 
+class _Refused:
+    """An httpx response as `MCPServerHTTP._note_status` reads it: a POST of a tool call
+    the server answered with ``status``."""
+
+    def __init__(self, arguments: Any, status: int = 503) -> None:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        body["params"] = {"name": "shout", "arguments": arguments}
+        self.status_code = status
+        self.request = type("Request", (), {"method": "POST", "content": json.dumps(body)})()
+
+
+def _note(server: MCPServerHTTP, response: _Refused) -> None:
+    """Run the response hook (a coroutine that never waits) on this thread."""
+    with suppress(StopIteration):
+        server._note_status(response).send(None)
+
+
+def test_a_refusal_noted_while_a_failure_is_described_never_breaks_the_error() -> None:
+    """The response hook notes refusals on the session's thread while a failed call's
+    hint reads them on the caller's: that read raised "deque mutated during iteration"
+    (359 of 20,000 hints) instead of the MCPError."""
+    server = MCPServerHTTP("http://127.0.0.1:9/mcp", name="gw")
+    for at in range(64):
+        _note(server, _Refused({"at": at}))
+    stop = threading.Event()
+
+    def refusing() -> None:
+        while not stop.is_set():
+            _note(server, _Refused({"at": 0}))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    writer = threading.Thread(target=refusing)
+    writer.start()
+    try:
+        hints = {
+            server._status_hint(0, ("tools/call", {"name": "shout", "arguments": {"at": 0}}))
+            for _ in range(5_000)
+        }
+    finally:
+        stop.set()
+        writer.join()
+        sys.setswitchinterval(interval)
+    assert hints == {" (HTTP 503 Service Unavailable)"}
+
+
+def test_a_refused_calls_arguments_are_not_kept_and_a_tuple_finds_its_status() -> None:
+    """Refusals are kept as digests, not the calls' arguments (64 refused calls of 5 MB
+    held 590 MB); the call is found by its arguments as sent, a tuple as the list."""
+    server = MCPServerHTTP("http://127.0.0.1:9/mcp", name="gw")
+    blob = "x" * 100_000
+    for at in range(64):
+        _note(server, _Refused({"blob": blob, "at": at, "rows": [1, 2]}))
+    assert all(blob not in repr(kept) for kept in server._refused)
+    assert sum(len(repr(kept)) for kept in server._refused) < 64 * 200
+    asked = ("tools/call", {"name": "shout", "arguments": {"blob": blob, "at": 3, "rows": (1, 2)}})
+    assert server._status_hint(0, asked) == " (HTTP 503 Service Unavailable)"
+    other = ("tools/call", {"name": "shout", "arguments": {"at": 3}})
+    assert server._status_hint(0, other) == ""
+
+
 def test_a_failure_from_a_replaced_session_leaves_the_current_one_alone() -> None:
     """A call that fails on a session since replaced (another caller restarted it) does not
     mark the fresh session ended."""
@@ -658,7 +719,6 @@ def test_a_successful_result_echoing_a_header_secret_is_scrubbed(
     response = Agent(model, tools=[server]).run("hi")
     (result,) = model.requests[1].messages[-1].tool_results
     assert not result.is_error
-    assert not result.is_error
     sent = json.loads(result.content.partition("\n")[2])
     assert result.content.startswith("you sent ***\n")
     assert {key: sent[key] for key in ("sent", "***", "*** (2)")} == {
@@ -673,8 +733,9 @@ def test_a_successful_result_keeps_data_that_is_no_credential(
     http_echoing_server: str,
 ) -> None:
     """Only what a model's transport masks is masked in a successful result: credential
-    headers' values, a query value named like a credential. A tenant header, the user
-    agent, a workspace in the query are data a tool may return (they read ``***``)."""
+    headers' values, a query value named like a credential or shaped like a token. A
+    tenant header, the user agent, a workspace in the query are data a tool may return
+    (they read ``***`` in round 1)."""
     headers = {
         "Authorization": f"Bearer {GUARD_TOKEN}",
         "X-Tenant": "acme-production-eu",
@@ -690,6 +751,29 @@ def test_a_successful_result_keeps_data_that_is_no_credential(
     assert sent["agent"] == "MyCompanyAgent/2.4.1"
     assert sent["path"] == "/mcp?workspace=engineering-team-alpha&api_key=***"
     assert sent["sent"] == "***"
+
+
+def test_a_successful_result_masks_a_token_in_the_urls_path_or_query() -> None:
+    """A token in the URL's path (Zapier's ``/mcp/sk-ak-.../sse``) and a query value that
+    is a credential though not named so (``?code=``, ``?sig=``, or shaped like a token)
+    are masked in a successful result as in an error (they were shown as sent); a word
+    a result may hold (``?workspace=engineering-team-alpha``) is not."""
+    key = "Zk3pQ9vX2mN7bL4wR8tY"
+    random = "q8ZrT2vLx9Kp4WnB7cYd3HsJ"
+    cases = {
+        f"https://actions.zapier.com/mcp/sk-ak-{key}/sse": f"sk-ak-{key}",
+        f"https://h.example/api/mcp?code={key}": key,
+        f"https://h.example/mcp?sv=2024&sig={key}": key,
+        f"https://h.example/mcp?session={random}": random,
+    }
+    for url, secret in cases.items():
+        server = MCPServerHTTP(url)
+        said = server._mask(f"called {url}; the key {secret}")
+        assert secret not in said, url
+        assert "***" in said
+    server = MCPServerHTTP("https://h.example/mcp?workspace=engineering-team-alpha&code=k-1")
+    said = server._mask("workspace engineering-team-alpha, code=k-1")
+    assert said == "workspace engineering-team-alpha, code=***"
 
 
 def test_headers_carry_credentials_and_never_show(http_guarded_server: str) -> None:
@@ -1054,6 +1138,12 @@ def test_a_stdio_servers_default_name_shows_no_path_nor_token_and_is_cut() -> No
         docker = MCPServerStdio("docker", ["run", *flags, "ghcr.io/github/github-mcp-server"])
         assert docker.name == "docker run ghcr.io/github/github-mcp-server"
     assert MCPServerStdio("docker", ["run", "-e", token]).name == "docker run"
+    for flag in ("-q", "--quiet", "--sig-proxy", "-itq"):  # flags of no value (they took one)
+        docker = MCPServerStdio("docker", ["run", flag, "ghcr.io/github/github-mcp-server"])
+        assert docker.name == "docker run ghcr.io/github/github-mcp-server", flag
+    for folder in ("/home/alice/", "/home/alice", "C:\\Users\\jdoe\\"):  # was "python alice"
+        assert MCPServerStdio("python", [folder]).name == "python", folder
+    assert MCPServerStdio("python", ["/srv/mcp-server/"]).name == "python mcp-server"
     long = MCPServerStdio("node", ["x" * 5000])
     assert long.name == f"node {'x' * 75}… (5,005 characters)"
 

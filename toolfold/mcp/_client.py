@@ -904,10 +904,12 @@ class MCPServerHTTP(MCPServer):
 
         self._mask = quoted_masker(scrubs(self._quoted()))
         # The requests (POSTs) the server answered with an HTTP error status: how many,
-        # and the last ones' (number, method, params, status) (`_status_hint`; the SDK's
-        # error does not say it).
+        # and the last ones' (number, `_request_key`, status) (`_status_hint`; the SDK's
+        # error does not say it): a digest, not the arguments, which may be large.
+        # Noted on the portal's thread, read on the caller's: under `_refused_lock`.
         self._refusals = 0
-        self._refused: deque[tuple[int, str, Any, int]] = deque(maxlen=_REFUSALS_KEPT)
+        self._refused: deque[tuple[int, str | None, int]] = deque(maxlen=_REFUSALS_KEPT)
+        self._refused_lock = threading.Lock()
 
     def _target_entry(self) -> dict[str, Any]:
         from toolfold.mcp._entry import url_held
@@ -950,9 +952,10 @@ class MCPServerHTTP(MCPServer):
         status. The GET stream's and the closing DELETE's are not: a server may answer
         them 405 (it offers no stream, no termination) and work."""
         if response.status_code >= 400 and response.request.method == "POST":
-            method, params = _posted(response.request)
-            self._refusals += 1
-            self._refused.append((self._refusals, method, params, response.status_code))
+            key = _request_key(*_posted(response.request))
+            with self._refused_lock:
+                self._refusals += 1
+                self._refused.append((self._refusals, key, response.status_code))
 
     def _mark(self) -> int:
         return self._refusals
@@ -981,10 +984,13 @@ class MCPServerHTTP(MCPServer):
         failure (never a header's value): empty when none was, or when requests like it
         were refused with different ones. Its standard reason phrase, not the server's
         (which could echo anything)."""
+        wanted = None if asked is None else _request_key(*asked)
+        with self._refused_lock:
+            refused = tuple(self._refused)
         statuses = {
             status
-            for at, method, params, status in self._refused
-            if at > mark and (asked is None or _is_asked(asked, method, params))
+            for at, key, status in refused
+            if at > mark and (asked is None or (wanted is not None and key == wanted))
         }
         if len(statuses) != 1:
             return ""
@@ -1037,12 +1043,13 @@ class MCPServerHTTP(MCPServer):
         masks a tool's result (``quoted_scrubs``): the URL's ``user:password@`` (a
         token as the user too), the values of credential headers
         (`is_credential_header`: ``Authorization``, ``x-api-key``, not ``X-Tenant``
-        or ``User-Agent``) and of query parameters named like a credential
-        (``?api_key=``, not ``?workspace=``). One shorter than `QUOTED_BARE` only
+        or ``User-Agent``), a token in the URL's path (`path_tokens`), and query
+        values that are credentials (`_query_credential`: ``?api_key=``, ``?code=``,
+        a token's shape, not ``?workspace=``). One shorter than `QUOTED_BARE` only
         where it is written as a credential (``Bearer abc``, ``x-api-key: abc``,
         ``api_key=abc``, ``user:pw@``), not as a word a result's data may hold.
-        What else `_scrub` holds (every header's value, a path's token) is masked
-        in errors only: data a tool returns may well hold a tenant's or a
+        What else `_scrub` holds (every header's value, every query value) is
+        masked in errors only: data a tool returns may well hold a tenant's or a
         workspace's name."""
         from toolfold.adapters._http._keys import (
             QUOTED_BARE,
@@ -1053,14 +1060,23 @@ class MCPServerHTTP(MCPServer):
             url_secrets,
             url_userinfo,
         )
-        from toolfold.mcp._entry import credential_name, token_shaped
+        from toolfold.mcp._entry import path_tokens, token_shaped, url_path
 
         user = urllib.parse.unquote((url_userinfo(self.url) or "").partition(":")[0])
         query = self.url.partition("#")[0].partition("?")[2]
         named = [piece.partition("=") for piece in query.split("&") if "=" in piece]
+        segments = url_path(self.url).split("/")
+        in_path = [segments[at] for at in path_tokens(self.url)]
         return (
             *url_secrets(self.url, bare=QUOTED_BARE),
             *((Secret(user),) if user and token_shaped(user) else ()),
+            # a token in the path (``/mcp/sk-ak-.../sse``), as sent and decoded
+            *(
+                Secret(form)
+                for segment in in_path
+                for form in dict.fromkeys((segment, urllib.parse.unquote(segment)))
+                if len(form) >= QUOTED_BARE
+            ),
             *(
                 found
                 for name, value in self._headers
@@ -1070,12 +1086,31 @@ class MCPServerHTTP(MCPServer):
             *(
                 found
                 for name, _, value in named
-                if credential_name(urllib.parse.unquote_plus(name))
+                if _query_credential(urllib.parse.unquote_plus(name), value)
                 for form in dict.fromkeys((value, urllib.parse.unquote_plus(value)))
                 if form
                 for found in api_key_secrets(Secret(form), name, "", bare=QUOTED_BARE)
             ),
         )
+
+
+#: Query parameters whose value is a credential though no word of their name says so:
+#: an Azure Functions key (``?code=``), a shared access signature (``?sig=``).
+_QUERY_CREDENTIALS = frozenset({"code", "sig"})
+
+
+def _query_credential(name: str, value: str) -> bool:
+    """Whether a URL's query value is masked in a successful result (`MCPServerHTTP._quoted`):
+    its parameter is named like a credential (``api_key``, `credential_name`) or is one
+    of `_QUERY_CREDENTIALS`, or the value has a token's shape (`token_shaped`), not a
+    word a result's data may hold (``?workspace=engineering-team-alpha``)."""
+    from toolfold.mcp._entry import credential_name, token_shaped
+
+    return (
+        credential_name(name)
+        or name.lower() in _QUERY_CREDENTIALS
+        or token_shaped(urllib.parse.unquote_plus(value))
+    )
 
 
 def _checked_headers(
@@ -1240,14 +1275,21 @@ def _posted(request: Any) -> tuple[str, Any]:
     return message["method"], message.get("params")
 
 
-def _is_asked(asked: _Asked, method: str, params: Any) -> bool:
-    """Whether a request (``method`` and ``params``, as `_posted` read them) is the one
-    ``asked``: its method, and params holding each value ``asked`` gives."""
-    wanted, given = asked
-    if method != wanted:
-        return False
-    held = params if isinstance(params, dict) else {}
-    return all(held.get(key) == value for key, value in given.items())
+def _request_key(method: str, params: Any) -> str | None:
+    """A digest of what tells a request apart (`_status_hint`): its JSON-RPC ``method``
+    and the ``name`` and ``arguments`` of its ``params`` (a tool call's; a listing's
+    cursor is not), as canonical JSON (a tuple given is the list sent). None when
+    they are no JSON."""
+    held = params if isinstance(params, Mapping) else {}
+    try:
+        canonical = json.dumps(
+            [method, held.get("name"), held.get("arguments")],
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> Any:
@@ -1278,7 +1320,7 @@ def _result_for_model(result: Any, mask: Callable[[str], str] | None = None) -> 
         # result's size (a list of 1,000 rows is 1,000 blocks).
         forms = [_text_forms(text) for text in texts]
         carried = _carried(forms, structured)
-        if not media and (carried == "all" or _all_said(texts, forms, structured)):
+        if not media and (carried == "all" or _all_said(texts, structured)):
             return structured
         if not carried:
             parts.append(TextPart(format_result(structured)))
@@ -1338,36 +1380,85 @@ def _carried(forms: Sequence[frozenset[str]], structured: Any) -> str:
     return ""
 
 
-def _all_said(texts: Sequence[str], forms: Sequence[frozenset[str]], structured: Any) -> bool:
+def _all_said(texts: Sequence[str], structured: Any) -> bool:
     """Whether each text block says no more than ``structured``: it is blank, or it (or
     the JSON value it holds) is the data or a value inside it (the MCP SDK writes a list
-    returned by a tool one item per block). The data's values are made canonical once
-    (`_values_inside`), each block looked up in them."""
-    inside: set[str] | None = None
-    for text, found in zip(texts, forms, strict=True):
+    returned by a tool one item per block). The data's values are digested once
+    (`_values_inside`), each block's looked up in them."""
+    inside: set[bytes] | None = None
+    for text in texts:
         if not text.strip():
             continue
         if inside is None:
             inside = _values_inside(structured)
-        if inside.isdisjoint(found):
+        said = {_value_digest(text)}
+        with suppress(ValueError, RecursionError):  # (no JSON, or nested too deep)
+            said.add(_value_digest(json.loads(text)))
+        if inside.isdisjoint(said):
             return False
     return True
 
 
-def _values_inside(data: Any) -> set[str]:
-    """The canonical JSON (`_canonical`) of ``data`` and of each value inside it (nested
-    up to 100 deep), walked once."""
-    found: set[str] = set()
-    stack: list[tuple[Any, int]] = [(data, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if (form := _canonical(value)) is not None:
-            found.add(form)
-        if depth < 100:
-            inner = value.values() if isinstance(value, dict) else value
-            if isinstance(value, (dict, list)):
-                stack.extend((item, depth + 1) for item in inner)
+def _value_digest(value: Any) -> bytes | None:
+    """A digest two equal JSON values share (what their `_canonical` JSON is equal for):
+    see `_values_inside`. None: no JSON."""
+    return _digests(value, None)
+
+
+def _values_inside(data: Any) -> set[bytes]:
+    """The digests (`_value_digest`) of ``data`` and of each value inside it (nested up
+    to 100 deep), walked once: in time linear in the data's size, however nested."""
+    found: set[bytes] = set()
+    _digests(data, found)
     return found
+
+
+def _digests(data: Any, found: set[bytes] | None) -> bytes | None:
+    """``data``'s digest, each value's inside it added to ``found``: a scalar's is that of
+    its canonical JSON (`_canonical`), a list's or an object's that of its items' digests
+    (an object's by its keys' JSON, sorted), so no value's JSON is written but a
+    scalar's. Walked without recursion; past 100 deep, a value's digest is that of its
+    canonical JSON (the values inside it are not looked up)."""
+    results: list[bytes | None] = []
+    stack: list[tuple[Any, int, bool]] = [(data, 0, False)]
+    while stack:
+        value, level, ready = stack.pop()
+        is_list = isinstance(value, (list, tuple))
+        if not (is_list or isinstance(value, dict)) or (level >= 100 and not ready):
+            form = _canonical(value)
+            digest = None if form is None else _sha(b"s" if level < 100 else b"j", form)
+        elif not ready:
+            stack.append((value, level, True))
+            inner = value if is_list else value.values()
+            stack.extend((item, level + 1, False) for item in inner)
+            continue
+        else:
+            count = len(value)
+            kids = results[len(results) - count :][::-1]
+            del results[len(results) - count :]
+            digest = _container_digest(value, kids)
+        if found is not None and digest is not None:
+            found.add(digest)
+        results.append(digest)
+    return results[0]
+
+
+def _container_digest(value: Any, kids: list[bytes | None]) -> bytes | None:
+    """A list's or an object's digest from its items' (`_digests`), in its order."""
+    known = [kid for kid in kids if kid is not None]
+    if len(known) < len(kids):
+        return None
+    if not isinstance(value, dict):
+        return hashlib.sha256(b"[" + b"".join(known)).digest()
+    keys = [_canonical(key if isinstance(key, str) else str(key)) or "" for key in value]
+    pairs = sorted(zip(keys, known, strict=True))
+    return hashlib.sha256(
+        b"{" + b"".join(key.encode("utf-8", "surrogatepass") + kid for key, kid in pairs)
+    ).digest()
+
+
+def _sha(kind: bytes, form: str) -> bytes:
+    return hashlib.sha256(kind + form.encode("utf-8", "surrogatepass")).digest()
 
 
 def _masked_data(mask: Callable[[str], str], data: Any, depth: int = 0) -> Any:

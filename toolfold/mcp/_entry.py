@@ -518,10 +518,17 @@ _DOCKER_NO_VALUE_FLAGS = frozenset(
         "--privileged",
         "--read-only",
         "--publish-all",
+        "--quiet",
+        "--sig-proxy",
+        "--oom-kill-disable",
+        "--no-healthcheck",
     }
 )
 #: Short flags of ``docker run`` that take no value, alone or run together (``-it``).
-_DOCKER_SHORT_FLAGS = re.compile(r"-[itdP]+")
+_DOCKER_SHORT_FLAGS = re.compile(r"-[itdPq]+")
+#: The folders whose folders are users' own (``/home/alice``, ``C:\Users\jdoe``): a
+#: path's last part under one is a user's name, never shown (`server_name`).
+_HOME_FOLDERS = frozenset({"home", "users"})
 
 #: A run of hex digits as long as an API key's (32), which no script's name holds.
 _HEX_RUN = re.compile(r"[0-9A-Fa-f]{32,}")
@@ -542,7 +549,8 @@ def server_name(command: str, args: Sequence[str]) -> str:
     first argument that is no flag nor a flag's value (``-e NAME=value``, whose
     value is never shown): ``docker run ghcr.io/github/github-mcp-server``. A
     path is shown by its last part (``python server.py`` for
-    ``/home/alice/server.py``: no user's name), as is ``command``. After
+    ``/home/alice/server.py``: no user's name; a user's home folder, such as
+    ``/home/alice/``, is not shown), as is ``command``. After
     another flag, which may take a value (``python -c CODE``, ``--token T``),
     no argument is taken; nor one that may be a credential (`args_held`) or
     has a token's shape (`token_shaped`, 32 hex digits), or one with white
@@ -573,7 +581,12 @@ def server_name(command: str, args: Sequence[str]) -> str:
             continue
         # a scoped package (@scope/name) is no path
         shown = arg if arg.startswith("@") else _last_part(arg)
-        if at in held or _SERVER_ARGUMENT.fullmatch(arg) is None or not _plain_name(shown):
+        if (
+            at in held
+            or _users_folder(arg)
+            or _SERVER_ARGUMENT.fullmatch(arg) is None
+            or not _plain_name(shown)
+        ):
             break
         return quoted(f"{program} {'-m ' if module else ''}{shown}", _NAME_SHOWN)
     return quoted(program, _NAME_SHOWN)
@@ -582,6 +595,13 @@ def server_name(command: str, args: Sequence[str]) -> str:
 def _last_part(path: str) -> str:
     """The last part of a path (``/`` or ``\\`` between parts)."""
     return re.split(r"[/\\]", path.rstrip("/\\"))[-1]
+
+
+def _users_folder(path: str) -> bool:
+    """Whether ``path`` is a user's home folder (``/home/alice/``, ``C:\\Users\\jdoe``),
+    whose last part is the user's name."""
+    parts = [part for part in re.split(r"[/\\]", path) if part]
+    return len(parts) >= 2 and parts[-2].lower() in _HOME_FOLDERS
 
 
 def _plain_name(shown: str) -> bool:
