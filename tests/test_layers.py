@@ -79,6 +79,7 @@ CORE_MAY_IMPORT = (
     "cattrs",
     "collections",
     "dataclasses",
+    "difflib",  # not_a_choice's near-miss search: a pure function of its strings
     "enum",
     "functools",
     "hashlib",
