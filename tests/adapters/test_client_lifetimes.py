@@ -553,3 +553,40 @@ def test_a_transport_dropped_one_await_before_a_plain_loop_closes_closes_its_con
         assert left == []
     else:  # no eager tasks: the close waits for a loop turn that never comes
         assert "Task was destroyed but it is pending!" in left
+
+
+class _Lookups:
+    """A finder that records every module Python searches ``sys.path`` for, and finds none."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        self.names.append(name)
+
+
+@pytest.mark.parametrize("http", OWNED)
+def test_a_call_searches_for_no_module(http_server: ScriptedServer, http: str) -> None:
+    """Once a client is warm, a call imports nothing: no module is looked up on ``sys.path``.
+
+    A missing module is not cached, so an ``import`` of it inside a call searches the whole
+    path every time: httpcore 1.0 imports ``sniffio`` at each pool operation, and without
+    it (anyio no longer installs it) that search was 37% of the CPU of 100 concurrent runs
+    on httpx (``bench/bench_http.py --only concurrency --backends httpx``): toolfold
+    depends on ``sniffio`` for that reason.
+    """
+    http_server.handler = lambda request: Reply(json={"n": 1})
+    transport = _transport(http_server, http)
+    lookups = _Lookups()
+
+    async def calls() -> None:
+        await transport.post_json("x", {})  # the client, its pool and their imports
+        sys.meta_path.insert(0, lookups)
+        try:
+            await asyncio.gather(*(transport.post_json("x", {}) for _ in range(3)))
+        finally:
+            sys.meta_path.remove(lookups)
+        await transport.aclose()
+
+    asyncio.run(calls())
+    assert lookups.names == []
