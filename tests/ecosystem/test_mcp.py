@@ -1705,6 +1705,18 @@ def test_the_command_line_exits_2_on_a_bad_path() -> None:
         assert "Traceback" not in done.stderr
 
 
+def test_the_command_line_says_a_bad_address_before_it_runs_the_tools_module() -> None:
+    """A malformed ``--host``/``--port``/``--path`` is said before the module is imported:
+    a mistyped flag is not said after the module's import time and side effects, and not
+    hidden behind a problem of the module's."""
+    done = _serve("no_such_module:x", "--http", "--port", "70000")
+    assert done.returncode == 2
+    assert "port 70000 is not a port" in done.stderr
+    assert "no_such_module" not in done.stderr
+    done = _serve("no_such_module:x", "--port", "70000")  # (no --http: the flag is unused)
+    assert "cannot import 'no_such_module'" in done.stderr
+
+
 _PORT = "a port is a whole number from 0 to 65535 (0: a free one is picked)"
 
 

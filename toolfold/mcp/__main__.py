@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from toolfold._errors import ModelConfigError, ToolDefinitionError, UsageError
-from toolfold.mcp._server import load_tools, mcp_server, serve_server
+from toolfold.mcp._server import check_address, load_tools, mcp_server, serve_server
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.mcp") -> int:
@@ -35,6 +35,12 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.mcp")
         help="serve tools that require approval, leaving the approval to the MCP host",
     )
     args = parser.parse_args(argv)
+    try:
+        if args.http:  # (before the tools' module runs: a mistyped flag is said at once)
+            check_address(args.host, args.port, args.path)
+    except UsageError as exc:
+        print(f"toolfold mcp: {exc}", file=sys.stderr)
+        return 2
     try:
         tools = load_tools(args.tools)
         server = mcp_server(tools, name=args.name, approved_by_host=args.approved_by_host)

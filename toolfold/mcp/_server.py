@@ -428,11 +428,7 @@ def serve_server(
 
         anyio.run(over_stdio)
     else:
-        host = _host(host)
-        _check_path(path)
-        problem = port_problem(port)
-        if problem is not None:
-            raise UsageError(problem)
+        host = check_address(host, port, path)
         import uvicorn
 
         app = server.streamable_http_app(streamable_http_path=path, host=host)
@@ -444,6 +440,21 @@ def serve_server(
         print(f"serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         uvicorn.Server(config).run(sockets=[listener])
+
+
+def check_address(host: object, port: object, path: object) -> str:
+    """``host`` as `serve_server` listens on it, once ``host``, ``port`` and ``path`` are
+    found well formed (no socket is opened, no name looked up).
+
+    Raises:
+        UsageError: One of them is malformed (see `serve_server`).
+    """
+    checked = _host(host)
+    _check_path(path)
+    problem = port_problem(port)
+    if problem is not None:
+        raise UsageError(problem)
+    return checked
 
 
 def _host(host: object) -> str:
