@@ -51,6 +51,7 @@ from toolfold.runtime.core._messages import (
     Usage,
     freeze,
 )
+from toolfold.runtime.core._older_wording import with_older_wording
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec, ToolDefinition
 from toolfold.runtime.core._state import RunState
@@ -896,9 +897,11 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
     changed = False
     if replayed != state:
         found = _as_carried(state, replayed)
+        # An argument error an older toolfold worded otherwise loads as saved.
+        replayed = with_older_wording(found, replayed)
         if found != replayed:
-            # The finish reason saved before runs carried it is no problem: only
-            # the differences that remain without it are named.
+            # The finish reason saved before runs carried it, and those words, are no
+            # problem: only the differences that remain without them are named.
             problems: list[str] = []
             for field in attrs.fields(RunState):
                 _differences(
@@ -910,7 +913,7 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
             raise SerializationError(
                 "RunState", problems or ["the state differs from its event log"]
             )
-        changed = True
+        changed = found is not state
     events: list[Event] | None = None  # the log with its sub-runs as checked, once one differs
     for index, event in enumerate(state.log):
         child = getattr(event, "child", None)
@@ -926,7 +929,7 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
         return replayed, changed
     # Only a state saved before runs carried their finish gets here: replayed again,
     # the parent's fields that copy a sub-run (a call's result) carry it as checked.
-    return replay(events), True
+    return with_older_wording(state, replay(events)), True
 
 
 # The finish reasons an answer's response carries to its run now
