@@ -910,9 +910,13 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
                     getattr(replayed, field.name),
                     problems,
                 )
-            raise SerializationError(
-                "RunState", problems or ["the state differs from its event log"]
+            problems = problems or ["the state differs from its event log"]
+            problems.append(
+                "the document was changed after it was saved, or written by an older or a "
+                "newer toolfold whose runs replay otherwise: load it with the toolfold "
+                f"that wrote it @ {at}"
             )
+            raise SerializationError("RunState", problems)
         changed = found is not state
     events: list[Event] | None = None  # the log with its sub-runs as checked, once one differs
     for index, event in enumerate(state.log):
@@ -972,7 +976,40 @@ def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
             _differences(f"{path}[{index}]", a, b, out)
         return
     name = path.rsplit(".", 1)[-1]
+    if isinstance(found, str) and isinstance(expected, str):
+        out.append(f"{name} {_text_difference(found, expected)} @ {path}")
+        return
     out.append(f"{name} is {found!r:.80} but the event log gives {expected!r:.80} @ {path}")
+
+
+# How much of two texts that differ a difference shows: whole up to `_SHOWN`
+# characters (as repr), else `_SHOWN` around where they part, `_BEFORE` of it before.
+_SHOWN = 80
+_BEFORE = 24
+
+
+def _text_difference(found: str, expected: str) -> str:
+    """``is <found> but the event log gives <expected>``, each shown whole when short, else
+    a window from a little before the first character where they differ (which the
+    first 80 characters of each, alike, would hide)."""
+    if len(repr(found)) <= _SHOWN and len(repr(expected)) <= _SHOWN:
+        return f"is {found!r} but the event log gives {expected!r}"
+    at, size = 0, min(len(found), len(expected))
+    while at < size and found[at : at + 4096] == expected[at : at + 4096]:  # (a long text)
+        at += 4096
+    while at < size and found[at] == expected[at]:
+        at += 1
+    start = max(0, at - _BEFORE)
+    return (
+        f"is {_window(found, start)} but the event log gives {_window(expected, start)} "
+        f"(first difference at character {at}; {len(found):,} and {len(expected):,} characters)"
+    )
+
+
+def _window(text: str, start: int) -> str:
+    """``text`` from ``start``, `_SHOWN` characters of it, with ``…`` where it is cut."""
+    end = start + _SHOWN
+    return f"{'…' if start else ''}{text[start:end]!r}{'…' if end < len(text) else ''}"
 
 
 def events_to_json(events: Iterable[Event]) -> str:
