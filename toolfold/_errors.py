@@ -428,7 +428,8 @@ class Unpicklable(ToolfoldError, TypeError):
 
     A model given a credential or a client in code, a subclass that could not
     be built again from its options, or a local model whose server runs in
-    this process. A ``TypeError``, as pickle's own refusals are; Ray's batch
+    this process; and, as it is unpickled, a model an older toolfold pickled
+    (its attributes, not its options), to be built again. A ``TypeError``, as pickle's own refusals are; Ray's batch
     shows it alone (`toolfold.integrations.ray`), its advice being the model's own.
     """
 
