@@ -182,3 +182,24 @@ def test_a_test_model_that_counted_requests_pickles_and_counts_alike() -> None:
     expected = model.request_sync(request).usage
     copy = pickle.loads(pickle.dumps(model))
     assert copy.request_sync(request).usage == expected
+
+
+@pytest.mark.parametrize("commit", ["1711365d", "9b17df2c"])
+def test_a_function_model_an_older_toolfold_pickled_answers(commit: str) -> None:
+    """A FunctionModel pickled before 12-07 (its counter without a lock; before 12-03 without
+    keep_requests) answers, counts and keeps its requests once loaded.
+
+    Made by tests/runtime/saved/function_models.md. Before, its first request failed:
+    '_InputCounter' object has no attribute '_lock' (9b17df2c's: 'keep_requests').
+    """
+    import pickle
+    from pathlib import Path
+
+    saved = Path(__file__).parent / "saved" / f"function_model_{commit}.pkl"
+    model = pickle.loads(saved.read_bytes())
+    response = Agent(model).run("one two three")
+    assert response.text == "hi"
+    assert response.usage.input_tokens == 3
+    assert len(model.requests) == 1
+    again = pickle.loads(pickle.dumps(model))  # (pickled as today's again)
+    assert Agent(again).run("four five").usage.input_tokens == 2
