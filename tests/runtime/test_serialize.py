@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
 from typing import Any
 
@@ -353,18 +354,25 @@ def test_a_difference_in_a_long_text_shows_where_the_texts_part() -> None:
 
 
 def test_a_state_that_differs_from_its_log_says_where_it_may_come_from() -> None:
-    """The refusal of a state whose fields differ from its log ends by saying it was changed,
-    or written by an older or a newer toolfold, and to load it with that one."""
+    """The refusal of a state whose fields differ from its log says it was changed, or written
+    by an older or a newer toolfold, and to load it with that one: in its first line and its
+    ``hint``, not as one of its problems (each a line with its path)."""
     state = Agent(ScriptedModel(["done"])).run("hi").state
     document = json.loads(state.to_json())
     document["output"] = "edited"
     with pytest.raises(SerializationError) as caught:
         RunState.from_json(json.dumps(document))
+    hint = (
+        "the document was changed after it was saved, or written by an older or a newer "
+        "toolfold whose runs replay otherwise; load it with the toolfold that wrote it"
+    )
+    assert caught.value.hint == hint
+    assert str(caught.value).splitlines()[0] == f"cannot load RunState ({hint}):"
+    # (a problem is a line with its path: the hint is none)
     assert caught.value.problems == (
         "output is 'edited' but the event log gives 'done' @ $.output",
-        "the document was changed after it was saved, or written by an older or a newer "
-        "toolfold whose runs replay otherwise: load it with the toolfold that wrote it @ $",
     )
+    assert pickle.loads(pickle.dumps(caught.value)).hint == hint
 
 
 # --- NaN and the infinities: standard JSON, exact round trip ---------------------------

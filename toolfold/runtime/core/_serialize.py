@@ -884,6 +884,13 @@ def _verified(state: RunState, at: str = "$") -> RunState:
     return _checked(state, at)[0]
 
 
+# What a difference from the log may mean (`SerializationError.hint`).
+_CHANGED_OR_OTHER_TOOLFOLD = (
+    "the document was changed after it was saved, or written by an older or a newer "
+    "toolfold whose runs replay otherwise; load it with the toolfold that wrote it"
+)
+
+
 def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
     """`_verified`'s work: the state its log replays to, and whether it differs from
     ``state`` (a finish reason saved before runs carried it, here or in a sub-run)."""
@@ -910,13 +917,11 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
                     getattr(replayed, field.name),
                     problems,
                 )
-            problems = problems or ["the state differs from its event log"]
-            problems.append(
-                "the document was changed after it was saved, or written by an older or a "
-                "newer toolfold whose runs replay otherwise: load it with the toolfold "
-                f"that wrote it @ {at}"
+            raise SerializationError(
+                "RunState",
+                problems or ["the state differs from its event log"],
+                hint=_CHANGED_OR_OTHER_TOOLFOLD,
             )
-            raise SerializationError("RunState", problems)
         changed = found is not state
     events: list[Event] | None = None  # the log with its sub-runs as checked, once one differs
     for index, event in enumerate(state.log):
