@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, OutputValidationError, UsageError, tool
-from toolfold.testing import TestModel
+from toolfold.testing import FunctionModel, TestModel
 
 
 def test_a_rejected_output_is_asked_again_without_calling_the_tools_again() -> None:
@@ -203,3 +203,41 @@ def test_a_function_model_an_older_toolfold_pickled_answers(commit: str) -> None
     assert len(model.requests) == 1
     again = pickle.loads(pickle.dumps(model))  # (pickled as today's again)
     assert Agent(again).run("four five").usage.input_tokens == 2
+
+
+def _ok(request: Any) -> str:
+    return "ok"
+
+
+class _Slotted(FunctionModel):
+    __slots__ = ("tag",)
+
+
+class _Noted(FunctionModel):
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "note": "kept"}
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "copy"])
+def test_a_subclass_of_a_test_model_with_slots_or_its_own_state_copies(how: str) -> None:
+    """A user's subclass with ``__slots__`` (pickle hands its state as the attributes and the
+    slots) or its own ``__getstate__`` pickles and copies, keeping what it holds, and answers.
+
+    Before, one with ``__slots__`` failed to load: 'tuple' object is not a mapping.
+    """
+    import copy
+    import pickle
+
+    copied = {
+        "pickle": lambda m: pickle.loads(pickle.dumps(m)),
+        "deepcopy": copy.deepcopy,
+        "copy": copy.copy,
+    }[how]
+    slotted = _Slotted(_ok, keep_requests=False)
+    slotted.tag = "t"
+    again = copied(slotted)
+    assert (again.tag, again.keep_requests) == ("t", False)
+    assert Agent(again).run("hi").text == "ok"
+    noted = copied(_Noted(_ok))
+    assert (noted.note, noted.keep_requests) == ("kept", True)
+    assert Agent(noted).run("hi").text == "ok"

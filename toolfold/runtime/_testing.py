@@ -423,9 +423,16 @@ class _BaseTestModel:
         self.keep_requests = keep_requests
         self._count_input = _InputCounter()
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # One pickled before ``keep_requests`` existed (9b17df2c) kept every request.
-        self.__dict__.update({"keep_requests": True, **state})
+    def __setstate__(self, state: Any) -> None:
+        # As pickle's own: the attributes, or (those, the slots) of a subclass with
+        # ``__slots__`` (its copies too). One pickled before ``keep_requests``
+        # existed (9b17df2c) kept every request.
+        slots: dict[str, Any] | None = None
+        if isinstance(state, tuple):
+            state, slots = state
+        self.__dict__.update({"keep_requests": True, **(state or {})})
+        for name, value in (slots or {}).items():
+            setattr(self, name, value)
 
     @property
     def name(self) -> str:
