@@ -428,7 +428,8 @@ class Unpicklable(ToolfoldError, TypeError):
 
     A model given a credential or a client in code, a subclass that could not
     be built again from its options, or a local model whose server runs in
-    this process. A ``TypeError``, as pickle's own refusals are; Ray's batch
+    this process; and, as it is unpickled, a model an older toolfold pickled
+    (its attributes, not its options), to be built again. A ``TypeError``, as pickle's own refusals are; Ray's batch
     shows it alone (`toolfold.integrations.ray`), its advice being the model's own.
     """
 
@@ -439,13 +440,21 @@ class SerializationError(ToolfoldError, ValueError):
     Attributes:
         type_name: What was being loaded.
         problems: One line per problem, each with its path.
+        hint: What may explain the problems, said in the message's first line
+            (of a state that differs from its event log: the document was
+            changed, or written by an older or a newer toolfold); ``""`` when
+            there is none.
     """
 
-    def __init__(self, type_name: str, problems: list[str] | tuple[str, ...]) -> None:
+    def __init__(
+        self, type_name: str, problems: list[str] | tuple[str, ...], hint: str = ""
+    ) -> None:
         self.type_name = type_name
         self.problems = tuple(problems)
+        self.hint = hint
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"cannot load {type_name}:\n{lines}")
+        why = f" ({hint})" if hint else ""
+        super().__init__(f"cannot load {type_name}{why}:\n{lines}")
 
 
 class ProviderError(ToolfoldError):
