@@ -217,21 +217,62 @@ def test_a_forged_result_is_still_refused_naming_it(part: int, field: str, value
     assert "@ $.conversation[2].parts[1]" not in str(caught.value)  # (older words, let through)
 
 
+def _with_line(arguments: str, line: str) -> dict[str, Any]:
+    """The document of a run whose model called add with ``arguments`` (unreadable), its
+    result's problem line replaced by ``line``."""
+    model = ScriptedModel([ScriptedModel.call("add", arguments, id="c1"), "done"])
+    document: dict[str, Any] = json.loads(Agent(model, tools=[add]).run("go").state.to_json())
+    part = document["conversation"][2]["parts"][0]
+    opening, _, closing = _ARGUMENT_ERROR.partition("{}")
+    part["content"] = f"{opening}the arguments are not valid JSON\n- {line}{closing}"
+    return document
+
+
+# A trailing comma: 3.13's json says so at the comma, 3.10-3.12's at the closing after it.
+_OBJECT, _ARRAY = '{"a": 1, }', "[1, ]"
+_OTHER_PYTHONS = {
+    (_OBJECT, "Illegal trailing comma before end of object", 7),
+    (_OBJECT, "Expecting property name enclosed in double quotes", 9),
+    (_ARRAY, "Illegal trailing comma before end of array", 2),
+    (_ARRAY, "Expecting value", 4),
+}
+
+
+@pytest.mark.parametrize(("arguments", "message", "pos"), sorted(_OTHER_PYTHONS))
+@pytest.mark.parametrize("since_12_05", [False, True], ids=["12-01", "12-05"])
+def test_older_words_with_another_pythons_json_message_load(
+    arguments: str, message: str, pos: int, since_12_05: bool
+) -> None:
+    """json's message for text it cannot read differs by Python version at a trailing
+    comma: an older text with either Python's message and place loads."""
+    error = json.JSONDecodeError(message, arguments, pos)
+    line = (
+        f"{message} at line 1, column {pos + 1} (char {pos}): {arguments[:pos]}>>>{arguments[pos:]}"
+        if since_12_05
+        else str(error)
+    )
+    document = _with_line(arguments, line)
+    assert (
+        _load(document).conversation[2].tool_results[0].content
+        == (document["conversation"][2]["parts"][0]["content"])
+    )
+
+
 @pytest.mark.parametrize(
     "line",
     [
-        # as 12-01 and 12-03 said it, and as 12-05 (a place and an excerpt)
+        # json's message of another place than json reads there (both Pythons agree here)
+        "Expecting property name enclosed in double quotes: line 1 column 8 (char 7)",
+        "Expecting ',' delimiter: line 1 column 9 (char 8)",
         "Illegal trailing comma before end of object: line 1 column 9 (char 8)",
-        'Illegal trailing comma before end of object at line 1, column 9 (char 8): {"a": 1,>>>',
+        'Invalid control character at line 1, column 2 (char 1): {>>>"a": 1,',
     ],
 )
-def test_older_words_with_another_pythons_json_message_load(line: str) -> None:
-    """json's message for text it cannot read differs by Python version: an older text
-    whose message is another Python's, its place as that toolfold said it, loads."""
-    document = _document("bad_arguments_finished_1711365d")
-    saved = _OLD_MALFORMED.replace(_OLD_MALFORMED.split("\n")[1], f"- {line}")
-    document["conversation"][2]["parts"][0]["content"] = saved
-    assert _load(document).conversation[2].tool_results[0].content == saved
+def test_older_words_with_a_json_message_no_python_gives_are_refused(line: str) -> None:
+    """Another of json's messages, or the right one at another place, is a forgery: the
+    excerpt a 12-05 line shows is the forger's choice of the arguments."""
+    with pytest.raises(SerializationError, match=r"@ \$\.conversation\[2\]\.parts\[0\]\.content"):
+        _load(_with_line('{"a": 1,', line))
 
 
 def _returned_state(tools: list[Any], given: str, **options: Any) -> dict[str, Any]:

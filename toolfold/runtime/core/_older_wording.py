@@ -37,25 +37,17 @@ from toolfold.toolkit._problems import json_problem, not_an_object
 # How `_steps._settle` ends the message of a run failed on a tool's retries.
 _LAST_ERROR = "; last error: "
 
-# json's message of a text it cannot read may differ by Python version ("Illegal
-# trailing comma ..." since 3.13), so a line with another of json's messages is
-# taken where all else is as the older toolfold made it: the place, recomputed
-# from the offset the line gives (`_in_older_words`).
-_JSON_MESSAGES = frozenset(
-    {
-        "Expecting value",
-        "Expecting property name enclosed in double quotes",
-        "Expecting ':' delimiter",
-        "Expecting ',' delimiter",
-        "Unterminated string starting at",
-        "Invalid control character at",
-        "Invalid \\escape",
-        "Invalid \\uXXXX escape",
-        "Extra data",
+# json's message of a text it cannot read differs by Python version at one place only:
+# a trailing comma, which 3.13 calls "Illegal trailing comma before end of object"
+# (or "array") at the comma, and 3.10-3.12 "Expecting property name enclosed in
+# double quotes" (or "Expecting value") at the "}" (or "]") after it.
+_TRAILING_COMMA = {
+    "}": (
         "Illegal trailing comma before end of object",
-        "Illegal trailing comma before end of array",
-    }
-)
+        "Expecting property name enclosed in double quotes",
+    ),
+    "]": ("Illegal trailing comma before end of array", "Expecting value"),
+}
 _BEFORE_12_05 = re.compile(r"(?P<message>[^\n]{1,64}?): line \d+ column \d+ \(char (?P<pos>\d+)\)")
 _SINCE_12_05 = re.compile(
     r"(?P<message>[^\n]{1,64}?) at line \d+, column \d+ \(char (?P<pos>\d+)\): [^\n]*"
@@ -133,8 +125,8 @@ def _in_older_words(text: str, call: ToolCallPart) -> bool:
     arguments = call.arguments_text
     try:
         decode_arguments(arguments)
-    except json.JSONDecodeError:  # json's own message, which may be another Python's
-        pass
+    except json.JSONDecodeError as exc:  # json's own message, which may be another Python's
+        readings = _json_readings(arguments, exc)
     except ValueError:
         return False
     else:
@@ -151,12 +143,26 @@ def _in_older_words(text: str, call: ToolCallPart) -> bool:
         found = pattern.fullmatch(line)
         if found is None or int(found["pos"]) > len(arguments):
             continue
-        message = found["message"]
-        if message in _JSON_MESSAGES or f"{message} at" in _JSON_MESSAGES:
-            error = json.JSONDecodeError(message, arguments, int(found["pos"]))
-            if say(error) == line:
+        message, pos = found["message"], int(found["pos"])
+        for said in (message, f"{message} at"):
+            if (said, pos) in readings and say(json.JSONDecodeError(said, arguments, pos)) == line:
                 return True
     return False
+
+
+def _json_readings(arguments: str, error: json.JSONDecodeError) -> set[tuple[str, int]]:
+    """The messages and offsets a Python's json gives for ``arguments``, which this one
+    reads as ``error``: its own, and at a trailing comma another version's (`_TRAILING_COMMA`)."""
+    readings = {(error.msg, error.pos)}
+    for closing, (since_3_13, before_3_13) in _TRAILING_COMMA.items():
+        if error.msg == since_3_13:  # (at the comma; the closing follows it)
+            after = len(arguments) - len(arguments[error.pos + 1 :].lstrip())
+            readings.add((before_3_13, after))
+        elif error.msg == before_3_13 and arguments[error.pos : error.pos + 1] == closing:
+            comma = len(arguments[: error.pos].rstrip()) - 1
+            if comma >= 0 and arguments[comma] == ",":
+                readings.add((since_3_13, comma))
+    return readings
 
 
 def _made_here(log: Log[Event]) -> dict[int, tuple[Message, frozenset[str]]]:
