@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -291,6 +292,36 @@ def test_a_blocked_prompt_is_an_empty_content_filter_answer() -> None:
         "SAFETY",
         (),
     )
+
+
+@pytest.mark.parametrize(
+    ("part", "read"),
+    [
+        ({"text": "lone[\ud800]"}, "lone[\ufffd]"),
+        ({"functionCall": {"name": "f", "args": {"q\ud800": "x"}}}, '{"q\ufffd": "x"}'),
+    ],
+)
+def test_a_lone_surrogate_in_an_answer_without_ids_is_a_replacement_not_an_error(
+    part: dict[str, Any], read: str
+) -> None:
+    """A lone surrogate in a whole answer whose calls have no id (nor a responseId) reads as
+    U+FFFD, as everywhere else, not as a MalformedResponseError from making the ids."""
+    call = {"functionCall": {"name": "f", "args": {"q": "x"}}}
+    body = {"candidates": [{"content": {"role": "model", "parts": [part, call]}}]}
+    response = parse_response(body)
+    ids = [c.id for c in response.tool_calls]
+    assert all(re.fullmatch("call_[0-9a-f]{24}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    first = response.message.parts[0]
+    assert (first.text if type(first) is TextPart else first.arguments_text) == read  # type: ignore[union-attr]
+    assert parse_response(body).tool_calls == response.tool_calls  # the same ids on every read
+
+
+def test_synthetic_ids_of_an_ordinary_answer_stay_what_they_were() -> None:
+    """The ids made for calls without one stay those stored states and replays hold."""
+    parts = [{"text": "été 😀"}, {"functionCall": {"name": "f", "args": {"q": "x"}}}]
+    body = {"candidates": [{"content": {"role": "model", "parts": parts}}]}
+    assert parse_response(body).tool_calls[0].id == "call_39f9cad1e2f94c648ddfb302"
 
 
 def test_usage_counts_tool_prompts_thoughts_and_cache() -> None:
