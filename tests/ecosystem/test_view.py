@@ -404,7 +404,8 @@ def test_the_header_counts_a_failed_sub_runs_usage_held_outside_sub_runs() -> No
     with pytest.raises(toolfold.ToolExecutionError) as caught:
         top.run("go")
     state = caught.value.state
-    assert state is not None and not state.sub_runs
+    assert state is not None
+    assert not state.sub_runs
     tree = state.tree_usage
     assert tree != state.usage
     page = to_html(RunState.from_json(state.to_json()))
