@@ -594,6 +594,14 @@ class ProviderFinishError(ProviderError):
         super().__init__(message, **kwargs)
 
 
+#: The attribute where an in-band `ProviderError` that is no `ProviderFinishError` (a
+#: Responses ``response.failed``, whole or streamed) holds the usage the provider reported
+#: for the answer it ended (set by the adapter: `toolfold.adapters._finishes.billed`): the
+#: answer was billed, so a run's state on the error counts it, as a `ProviderFinishError`'s
+#: ``usage`` (`toolfold.runtime.drive._loop.billed_usage` reads both).
+BILLED_USAGE = "_toolfold_billed_usage"
+
+
 class MalformedResponseError(ProviderError):
     """The provider answered with JSON toolfold cannot read: the provider's fault.
 

@@ -24,6 +24,7 @@ import attrs
 from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import IMAGE_CALL, OUTPUT_ITEM
+from toolfold.adapters._finishes import billed
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
 from toolfold.runtime.core._build import builder
@@ -282,7 +283,8 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     error = wire.mapping(body, "error", "$")
     if error or wire.text(body, "status", "$") == "failed":
         message = wire.text(error, "message", "$.error") or "the response failed"
-        raise ProviderError(
+        usage = wire.mapping(body, "usage", "$")  # (the failed answer was billed)
+        failed = ProviderError(
             f"{provider} returned a failed response: {message}",
             provider=provider,
             status_code=200,
@@ -290,6 +292,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
             provider_message=message,
             code=wire.text(error, "code", "$.error"),
         )
+        raise billed(failed, parse_usage(usage) if usage else None)
     parts: list[Part] = []
     output = wire.array(body, "output", "$")
     follows_reasoning = False
