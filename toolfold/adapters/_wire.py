@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
-from toolfold.adapters._http._json import decode_cut
+from toolfold.adapters._http._json import decode_cut, sendable
 from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.runtime.core._messages import freeze
 from toolfold.toolkit._problems import json_kind
@@ -214,6 +214,37 @@ def encodable(s: str) -> str:
     if s.isascii():
         return s
     return LONE_SURROGATE.sub("\ufffd", s)
+
+
+#: What a high surrogate a part still holds when it ends goes out as (see `held_piece`).
+HELD_ALONE = "\ufffd"
+
+
+def held_piece(held: str, piece: str) -> tuple[str, str]:
+    """A streamed piece of a part's text made encodable, and what it holds back.
+
+    A server that cuts text into pieces by UTF-16 length (a Node proxy) can split a
+    character past U+FFFF between two pieces, each half an escape (``"\\ud83d"``, then
+    ``"\\ude00b"``): read alone, each half is a lone surrogate, U+FFFD. So a high
+    surrogate a piece ends with is held back (returned, to be passed as ``held`` with the
+    next piece of the same part): a low surrogate there completes the character,
+    anything else leaves it lone, U+FFFD. When the part ends, what it still holds goes
+    out as `HELD_ALONE`. A decoder calls this only when it holds something or the piece
+    is not ASCII (an ASCII piece ends with no surrogate), so plain text pays nothing.
+
+    Returns:
+        The text to show (possibly empty), and what the part holds now: ``""`` or a
+        high surrogate.
+    """
+    text = held + piece if held else piece
+    last = text[-1:]
+    if "\ud800" <= last <= "\udbff":
+        text, last = text[:-1], last
+    else:
+        last = ""
+    if held:  # (a pair held as two characters is joined into the one it stands for)
+        return sendable(text), last
+    return encodable(text), last
 
 
 def _refuse_constant(name: str) -> Any:

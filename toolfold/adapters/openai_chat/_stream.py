@@ -81,6 +81,9 @@ from toolfold.runtime.core._stream import (
     UsageUpdate,
 )
 
+# What `DecoderState.held` starts as: no part holds half a character.
+_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
+
 
 @attrs.frozen
 class _Started:
@@ -114,6 +117,9 @@ class DecoderState:
             finishes, as `_response.audio_parts` makes them), or None.
         transcript: The audio's transcript pieces so far, or None: the answer's
             text as it finishes unless ``content`` came (the whole answer's rule).
+        held: A high surrogate each part's last piece ended with, held back for its
+            next piece (`wire.held_piece`): by ``"text"``, ``"reasoning"`` and each
+            call's index (its arguments).
     """
 
     provider: str
@@ -129,6 +135,7 @@ class DecoderState:
     refused: bool = False
     audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
     transcript: Log[str] | None = None
+    held: Mapping[str | int, str] = _NOTHING_HELD
 
 
 def decode_chunk(
@@ -217,7 +224,10 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
-    events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
+    events: list[StreamEvent] = []
+    if state.held:
+        state = _flush(state, events)
+    events.extend(ToolCallEnd(i) for i in state.open)
     if not state.finished:
         events.extend(_audio_end(state))
         events.append(StreamFinish(_reason(state, None), None))
@@ -245,12 +255,19 @@ def _choice(
     for field in REASONING_FIELDS:
         text = delta.get(field)
         if text and type(text) is str:  # an optional extra, as in whole responses
-            events.append(ReasoningDelta(wire.encodable(text), provider=state.provider))
+            if state.held or not text.isascii():
+                state, text = _piece(state, "reasoning", text)
+            if text:
+                events.append(ReasoningDelta(text, provider=state.provider))
             break
     content = delta.get("content")
     if type(content) is str:
         if content:
-            events.append(TextDelta(wire.encodable(content)))
+            shown = content
+            if state.held or not shown.isascii():
+                state, shown = _piece(state, "text", shown)
+            if shown:
+                events.append(TextDelta(shown))
     elif isinstance(content, list):
         events.extend(
             ReasoningDelta(text, provider=state.provider) if thinking else TextDelta(text)
@@ -290,6 +307,8 @@ def _choice(
         # the same answer whole gives (what streamed is no answer).
         raise failed_answer(chunk, choice, state.provider, at)
     if raw is not None:
+        if state.held:
+            state = _flush(state, events)
         reason = _reason(state, raw)
         # A cut answer's calls never run: their end says so (`ToolCallEnd.dropped`).
         dropped = reason in CUT_FINISHES
@@ -355,7 +374,9 @@ def _tool_entry(
     at: str,
     function_at: str,
 ) -> DecoderState:
-    fragment = arguments_text(function, function_at)
+    fragment = function.get("arguments")
+    if type(fragment) is not str:  # (an object from a few servers; anything else refused)
+        fragment = arguments_text(function, function_at)
     wire_index = wire.integer(entry, "index", at)
     call_id = wire.text(entry, "id", at)
     name = wire.text(function, "name", function_at)
@@ -405,8 +426,36 @@ def _tool_entry(
             argued = attrs.evolve(started, has_arguments=True)
             calls = tuple(argued if c is started else c for c in state.calls)
             state = attrs.evolve(state, calls=calls)
-        events.append(ToolCallDelta(started.index, fragment))
+        if state.held or not fragment.isascii():
+            state, fragment = _piece(state, started.index, fragment)
+        if fragment:
+            events.append(ToolCallDelta(started.index, fragment))
     return state
+
+
+def _piece(state: DecoderState, part: str | int, piece: str) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"``, ``"reasoning"`` or a call's index) made encodable,
+    with the high surrogate held back for the part's next piece (`wire.held_piece`)."""
+    held = state.held.get(part, "")
+    text, now = wire.held_piece(held, piece)
+    if now != held:
+        kept = {key: value for key, value in state.held.items() if key != part}
+        if now:
+            kept[part] = now
+        state = attrs.evolve(state, held=kept)
+    return state, text
+
+
+def _flush(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
+    """The answer ends: each part's held high surrogate goes out alone (`wire.HELD_ALONE`)."""
+    for part in state.held:
+        if part == "text":
+            events.append(TextDelta(wire.HELD_ALONE))
+        elif part == "reasoning":
+            events.append(ReasoningDelta(wire.HELD_ALONE, provider=state.provider))
+        elif type(part) is int:
+            events.append(ToolCallDelta(part, wire.HELD_ALONE))
+    return attrs.evolve(state, held=_NOTHING_HELD)
 
 
 def _find(
