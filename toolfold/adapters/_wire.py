@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.adapters._http._json import decode_cut, sendable
@@ -216,6 +216,8 @@ def encodable(s: str) -> str:
     return LONE_SURROGATE.sub("\ufffd", s)
 
 
+_K = TypeVar("_K")
+
 #: What a high surrogate a part still holds when it ends goes out as (see `held_piece`).
 HELD_ALONE = "\ufffd"
 
@@ -245,6 +247,20 @@ def held_piece(held: str, piece: str) -> tuple[str, str]:
     if held:  # (a pair held as two characters is joined into the one it stands for)
         return sendable(text), last
     return encodable(text), last
+
+
+def hold(held: Mapping[_K, str], part: _K, piece: str) -> tuple[Mapping[_K, str], str]:
+    """`held_piece` for a stream decoder that keeps what each part holds by part: what
+    ``held`` is now (``held`` itself when it did not change, the common case) and the
+    text to show of ``piece``."""
+    before = held.get(part, "")
+    text, now = held_piece(before, piece)
+    if now == before:
+        return held, text
+    kept = {key: value for key, value in held.items() if key != part}
+    if now:
+        kept[part] = now
+    return kept, text
 
 
 def _refuse_constant(name: str) -> Any:

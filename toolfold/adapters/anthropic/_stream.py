@@ -72,6 +72,9 @@ class DecoderState:
         initial: Arguments a tool block started with, when not ``{}``.
         finished: A stop reason arrived.
         done: ``message_stop`` arrived.
+        held: By block (its kind, ``"text"``, ``"thinking"`` or ``"tool"``, and its
+            index), the high surrogate its last piece ended with, held back for its
+            next piece (`wire.held_piece`).
     """
 
     usage: Mapping[str, Any] = attrs.field(factory=dict)
@@ -81,6 +84,7 @@ class DecoderState:
     initial: Mapping[int, str] = attrs.field(factory=dict)
     finished: bool = False
     done: bool = False
+    held: Mapping[tuple[str, int], str] = attrs.field(factory=dict)
 
 
 def decode_event(
@@ -176,13 +180,21 @@ def _block_start(
     kind = block.get("type")
     if kind == "text":
         text = block.get("text")
-        return state, [TextDelta(text)] if isinstance(text, str) and text else []
+        if not isinstance(text, str) or not text:
+            return state, []
+        if not text.isascii():
+            state, text = _piece(state, index, "text", text)
+        return state, [TextDelta(text)] if text else []
     if kind == "thinking":
         # The API sends both empty here and fills them with deltas; a block
         # that arrives whole (a proxy, a replay) keeps its signature too.
         text, signature = block.get("thinking") or "", block.get("signature") or None
         if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
             raise malformed("$.content_block", "a thinking block", block)
+        if signature is None and text and not text.isascii():
+            state, text = _piece(state, index, "thinking", text)
+        elif not text.isascii():
+            text = wire.encodable(text)  # (whole: nothing follows it)
         return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
     if kind == "redacted_thinking":
         data = block.get("data")
@@ -215,17 +227,28 @@ def _block_delta(
     kind = delta.get("type")
     if kind == "text_delta":
         text = delta.get("text")
-        return state, [TextDelta(text)] if isinstance(text, str) and text else []
+        if not isinstance(text, str) or not text:
+            return state, []
+        if state.held or not text.isascii():
+            state, text = _piece(state, index, "text", text)
+        return state, [TextDelta(text)] if text else []
     if kind == "thinking_delta":
         text = delta.get("thinking")
-        return state, [ReasoningDelta(text, provider=PROVIDER)] if isinstance(
-            text, str
-        ) and text else []
+        if not isinstance(text, str) or not text:
+            return state, []
+        if state.held or not text.isascii():
+            state, text = _piece(state, index, "thinking", text)
+        return state, [ReasoningDelta(text, provider=PROVIDER)] if text else []
     if kind == "signature_delta":
         signature = delta.get("signature")
         if not isinstance(signature, str):
             raise malformed("$.delta.signature", "a string", signature)
-        return state, [ReasoningDelta("", signature, PROVIDER)]
+        # The signature completes the thinking: what it held goes before it.
+        events: list[StreamEvent] = []
+        if state.held:
+            state = _flush(state, events, index)
+        events.append(ReasoningDelta("", signature, PROVIDER))
+        return state, events
     if kind == "input_json_delta" and index in state.open:
         fragment = delta.get("partial_json")
         if not isinstance(fragment, str):
@@ -234,17 +257,45 @@ def _block_delta(
             return state, []
         if index not in state.fed:
             state = attrs.evolve(state, fed=state.fed | {index})
-        return state, [ToolCallDelta(index, fragment)]
+        if state.held or not fragment.isascii():
+            state, fragment = _piece(state, index, "tool", fragment)
+        return state, [ToolCallDelta(index, fragment)] if fragment else []
     return state, []  # citations, server tool input...
+
+
+def _piece(state: DecoderState, index: int, kind: str, piece: str) -> tuple[DecoderState, str]:
+    """``piece`` of block ``index`` made encodable, with the high surrogate held back for
+    the block's next piece (`wire.held_piece`)."""
+    held, text = wire.hold(state.held, (kind, index), piece)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _flush(
+    state: DecoderState, events: list[StreamEvent], index: int | None = None
+) -> DecoderState:
+    """Block ``index`` (every block when None) ends: what it held goes out alone."""
+    ending = [key for key in state.held if index is None or key[1] == index]
+    if not ending:
+        return state
+    for kind, at in ending:
+        if kind == "text":
+            events.append(TextDelta(wire.HELD_ALONE))
+        elif kind == "thinking":
+            events.append(ReasoningDelta(wire.HELD_ALONE, provider=PROVIDER))
+        else:
+            events.append(ToolCallDelta(at, wire.HELD_ALONE))
+    return attrs.evolve(state, held={k: v for k, v in state.held.items() if k not in ending})
 
 
 def _block_stop(
     state: DecoderState, payload: Mapping[str, Any]
 ) -> tuple[DecoderState, list[StreamEvent]]:
     index = _index(payload)
-    if index not in state.open:
-        return state, []
     events: list[StreamEvent] = []
+    if state.held:
+        state = _flush(state, events, index)
+    if index not in state.open:
+        return state, events
     if index not in state.fed and index in state.initial:
         events.append(ToolCallDelta(index, state.initial[index]))
     events.append(ToolCallEnd(index))
@@ -267,6 +318,8 @@ def _message_delta(
     if raw is not None:
         if raw == "pause_turn":  # (with the usage so far: its update is not folded)
             raise paused(wire.dumps_raw(payload), parse_usage(state.usage))
+        if state.held:  # (blocks that never stopped)
+            state = _flush(state, events)
         events.append(StreamFinish(finish_reason(raw, bool(state.tools)), raw))
         state = attrs.evolve(state, finished=True)
     return state, events
@@ -282,6 +335,8 @@ def _message_stop(
             status_code=200,
         )
     events: list[StreamEvent] = []
+    if state.held:
+        state = _flush(state, events)
     if not state.finished:
         events.append(StreamFinish(finish_reason(None, bool(state.tools)), None))
     return attrs.evolve(state, finished=True, done=True), events

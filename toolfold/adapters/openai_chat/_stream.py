@@ -436,14 +436,8 @@ def _tool_entry(
 def _piece(state: DecoderState, part: str | int, piece: str) -> tuple[DecoderState, str]:
     """``piece`` of ``part`` (``"text"``, ``"reasoning"`` or a call's index) made encodable,
     with the high surrogate held back for the part's next piece (`wire.held_piece`)."""
-    held = state.held.get(part, "")
-    text, now = wire.held_piece(held, piece)
-    if now != held:
-        kept = {key: value for key, value in state.held.items() if key != part}
-        if now:
-            kept[part] = now
-        state = attrs.evolve(state, held=kept)
-    return state, text
+    held, text = wire.hold(state.held, part, piece)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
 
 
 def _flush(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
