@@ -35,6 +35,7 @@ from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.adapters._http._json import decode_cut, sendable
 from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.runtime.core._messages import freeze
+from toolfold.runtime.core._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -261,6 +262,16 @@ def hold(held: Mapping[_K, str], part: _K, piece: str) -> tuple[Mapping[_K, str]
     if now:
         kept[part] = now
     return kept, text
+
+
+def held_alone(part: str | int, provider: str) -> StreamEvent:
+    """The piece a part that still holds a high surrogate as it ends goes out with
+    (`HELD_ALONE`): ``part`` is ``"text"``, ``"reasoning"`` or a call's index."""
+    if part == "text":
+        return TextDelta(HELD_ALONE)
+    if part == "reasoning":
+        return ReasoningDelta(HELD_ALONE, provider=provider)
+    return ToolCallDelta(int(part), HELD_ALONE)
 
 
 def _refuse_constant(name: str) -> Any:

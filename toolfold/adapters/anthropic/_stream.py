@@ -72,7 +72,7 @@ class DecoderState:
         initial: Arguments a tool block started with, when not ``{}``.
         finished: A stop reason arrived.
         done: ``message_stop`` arrived.
-        held: By block (its kind, ``"text"``, ``"thinking"`` or ``"tool"``, and its
+        held: By block (its kind, ``"text"``, ``"reasoning"`` or ``"tool"``, and its
             index), the high surrogate its last piece ended with, held back for its
             next piece (`wire.held_piece`).
     """
@@ -192,7 +192,7 @@ def _block_start(
         if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
             raise malformed("$.content_block", "a thinking block", block)
         if signature is None and text and not text.isascii():
-            state, text = _piece(state, index, "thinking", text)
+            state, text = _piece(state, index, "reasoning", text)
         elif not text.isascii():
             text = wire.encodable(text)  # (whole: nothing follows it)
         return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
@@ -237,7 +237,7 @@ def _block_delta(
         if not isinstance(text, str) or not text:
             return state, []
         if state.held or not text.isascii():
-            state, text = _piece(state, index, "thinking", text)
+            state, text = _piece(state, index, "reasoning", text)
         return state, [ReasoningDelta(text, provider=PROVIDER)] if text else []
     if kind == "signature_delta":
         signature = delta.get("signature")
@@ -277,13 +277,7 @@ def _flush(
     ending = [key for key in state.held if index is None or key[1] == index]
     if not ending:
         return state
-    for kind, at in ending:
-        if kind == "text":
-            events.append(TextDelta(wire.HELD_ALONE))
-        elif kind == "thinking":
-            events.append(ReasoningDelta(wire.HELD_ALONE, provider=PROVIDER))
-        else:
-            events.append(ToolCallDelta(at, wire.HELD_ALONE))
+    events.extend(wire.held_alone(at if kind == "tool" else kind, PROVIDER) for kind, at in ending)
     return attrs.evolve(state, held={k: v for k, v in state.held.items() if k not in ending})
 
 

@@ -442,13 +442,7 @@ def _piece(state: DecoderState, part: str | int, piece: str) -> tuple[DecoderSta
 
 def _flush(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
     """The answer ends: each part's held high surrogate goes out alone (`wire.HELD_ALONE`)."""
-    for part in state.held:
-        if part == "text":
-            events.append(TextDelta(wire.HELD_ALONE))
-        elif part == "reasoning":
-            events.append(ReasoningDelta(wire.HELD_ALONE, provider=state.provider))
-        elif type(part) is int:
-            events.append(ToolCallDelta(part, wire.HELD_ALONE))
+    events.extend(wire.held_alone(part, state.provider) for part in state.held)
     return attrs.evolve(state, held=_NOTHING_HELD)
 
 

@@ -40,6 +40,7 @@ Events are named by ``type`` [O5 response_stream_event.py]:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
 import attrs
@@ -73,6 +74,9 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
+
+# What `DecoderState.held` starts as: no part holds half a character.
+_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
 
 
 @attrs.frozen
@@ -108,6 +112,10 @@ class DecoderState:
         dropped: Indexes of calls whose item was done ``incomplete``: dropped
             (`ToolCallEnd.dropped`), as the whole response drops them
             (`_response.parse_item`); not counted as calls for the finish.
+        held: A high surrogate the last piece of the answer's text (``"text"``) or
+            of a call's arguments (its index) ended with, held back for the next
+            piece (`wire.held_piece`). (Reasoning needs none: its finished item,
+            whole, takes the place of what streamed when they differ.)
     """
 
     provider: str
@@ -124,6 +132,7 @@ class DecoderState:
     response_id: str = ""
     refused: bool = False
     dropped: frozenset[int] = frozenset()
+    held: Mapping[str | int, str] = _NOTHING_HELD
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -238,13 +247,41 @@ def _find(state: DecoderState, item_id: str | None, index: int | None) -> tuple[
 
 def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
-    delta = wire.text(data, "delta", "$")
+    delta = _piece_of(data)
     if found is None or not delta or found[1] in state.dropped:
         return state, []
     item_id, index = found
     if item_id not in state.fragments:
         state = attrs.evolve(state, fragments=state.fragments | {item_id})
-    return state, [ToolCallDelta(index, delta)]
+    if state.held or not delta.isascii():
+        state, delta = _piece(state, index, delta)
+    return state, [ToolCallDelta(index, delta)] if delta else []
+
+
+def _piece_of(data: Mapping[str, Any]) -> str | None:
+    """An event's ``delta`` text, as it came (`_piece` makes it encodable)."""
+    delta = data.get("delta")
+    if delta is None or type(delta) is str:
+        return delta
+    return wire.text(data, "delta", "$")  # (raises, naming the field)
+
+
+def _piece(state: DecoderState, part: str | int, piece: str) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"`` or a call's index) made encodable, with the high
+    surrogate held back for the part's next piece (`wire.held_piece`)."""
+    held, text = wire.hold(state.held, part, piece)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _flush(
+    state: DecoderState, events: list[StreamEvent], part: str | int | None = None
+) -> DecoderState:
+    """``part`` (every part when None) ends: what it held goes out alone."""
+    ending = [key for key in state.held if part is None or key == part]
+    if not ending:
+        return state
+    events.extend(wire.held_alone(key, state.provider) for key in ending)
+    return attrs.evolve(state, held={k: v for k, v in state.held.items() if k not in ending})
 
 
 def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
@@ -278,7 +315,10 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         # response makes of it (`_response.parse_item`), each whole.
         return state, [_whole_part(part) for part in parse_item(item, "$.item")]
     if kind != "function_call":
-        return state, []
+        events: list[StreamEvent] = []
+        if kind == "message" and state.held:  # (the message's text ends)
+            state = _flush(state, events, "text")
+        return state, events
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
     if wire.text(item, "status", "$.item") == "incomplete":
         # A half-written call never runs, streamed or whole (`_response.parse_item`):
@@ -289,9 +329,10 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
             state,
             open=tuple(i for i in state.open if i != found[1]),
             dropped=state.dropped | {found[1]},
+            held={k: v for k, v in state.held.items() if k != found[1]},
         )
         return state, [ToolCallEnd(found[1], dropped=True)]
-    events: list[StreamEvent] = []
+    events = []
     if found is None:  # done without added: the whole call at once
         state, events = _item_added(state, data)
         found = state.items[-1]
@@ -300,6 +341,8 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         if found[0] not in state.fragments and arguments:
             events.append(ToolCallDelta(found[1], arguments))
     if found[1] in state.open:
+        if state.held:
+            state = _flush(state, events, found[1])
         events.append(ToolCallEnd(found[1]))
         state = attrs.evolve(state, open=tuple(i for i in state.open if i != found[1]))
     return state, events
@@ -336,7 +379,11 @@ def _rest_of_reasoning(
 
 
 def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    delta = wire.text(data, "delta", "$")
+    delta = _piece_of(data)
+    if not delta:
+        return state, []
+    if state.held or not delta.isascii():
+        state, delta = _piece(state, "text", delta)
     return state, [TextDelta(delta)] if delta else []
 
 
@@ -427,7 +474,10 @@ def _after_part(current: int | None, delta: str) -> str:
 
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     response = wire.mapping(data, "response", "$")
-    events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
+    events: list[StreamEvent] = []
+    if state.held:
+        state = _flush(state, events)
+    events.extend(ToolCallEnd(i) for i in state.open)
     events.append(
         UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
     )
