@@ -531,6 +531,31 @@ def test_text_between_calls_streams_back_in_the_order_it_came() -> None:
     assert sent[0] == sent[1] == parts
 
 
+def test_a_character_split_between_two_chunks_comes_whole_in_text_and_thought() -> None:
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in a
+    thought and in text; a half nothing completes (the thought signed, the answer
+    finished) is U+FFFD."""
+    parts = [
+        {"text": "t\ud83d", "thought": True},
+        {"text": "\ude00 u\ud83d", "thought": True, "thoughtSignature": "TSIG"},
+        {"text": "a\ud83d"},
+        {"text": "\ude00b\ud83d"},
+    ]
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
+        for part in parts
+    ]
+    chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+    state, folded = DecoderState(), StreamState()
+    for chunk in chunks:
+        state, events = decode_chunk(state, {**chunk, "responseId": "r1"})
+        for event in events:
+            folded = fold_stream(folded, event)
+    thought, text = finish_stream(folded, str).message.parts
+    assert (thought.text, thought.signature) == ("t\U0001f600 u\ufffd", "TSIG")  # type: ignore[union-attr]
+    assert text.text == "a\U0001f600b\ufffd"  # type: ignore[union-attr]
+
+
 def test_a_recursive_output_type_on_the_openapi_form_names_the_form_that_takes_it() -> None:
     """A recursive output schema for a gemini-2.0 model is an error about the output type
     that says which schema form carries it."""

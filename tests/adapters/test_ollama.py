@@ -338,6 +338,28 @@ def test_content_after_a_tool_calls_line_stays_one_text_before_the_calls_as_in_t
     assert streamed == parse_response(whole)
 
 
+def test_a_character_split_between_two_lines_comes_whole_in_thinking_and_content() -> None:
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in
+    thinking and content; a half nothing completes by the done line is U+FFFD."""
+    head = {"model": "qwen3", "created_at": "2026-01-01T00:00:00Z", "done": False}
+    messages = [
+        {"thinking": "t\ud83d"},
+        {"thinking": "\ude00"},
+        {"content": "a\ud83d"},
+        {"content": "\ude00b\ud83d"},
+    ]
+    lines = [{**head, "message": {"role": "assistant", **m}} for m in messages]
+    lines.append({**head, "done": True, "message": {"role": "assistant", "content": ""}})
+    decoder, state = DecoderState(), StreamState()
+    for line in lines:
+        decoder, events = decode_line(decoder, json.dumps(line))
+        for event in events:
+            state = fold_stream(state, event)
+    thought, text = finish_stream(state, str).message.parts
+    assert thought.text == "t\U0001f600"  # type: ignore[union-attr]
+    assert text.text == "a\U0001f600b\ufffd"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("message", "path"),
     [

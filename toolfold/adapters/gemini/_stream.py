@@ -17,6 +17,8 @@ framings end up in `decode_chunk`:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -60,6 +62,9 @@ from toolfold.runtime.core._stream import (
     UsageUpdate,
 )
 
+# What `DecoderState.held` starts as: no part holds half a character.
+_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
+
 
 @attrs.frozen
 class DecoderState:
@@ -72,6 +77,9 @@ class DecoderState:
         finished: A finish reason arrived.
         chosen: A chunk carried a candidate: a stream that ends without one
             has no answer, as a whole body with none.
+        held: A high surrogate the last piece of text (``"text"``) or of thought
+            (``"reasoning"``) ended with, held back for the next piece of the same
+            (`wire.held_piece`); anything else that comes ends it.
     """
 
     provider: str = PROVIDER
@@ -79,6 +87,7 @@ class DecoderState:
     calls: int = 0
     finished: bool = False
     chosen: bool = False
+    held: Mapping[str | int, str] = _NOTHING_HELD
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -129,8 +138,25 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     for wire_part, at in candidate_parts(candidate):
         for part in parse_part(wire_part, at, state.seed or "", calls):
             if type(part) is TextPart:
-                events.append(TextDelta(part.text))
-            elif type(part) is ReasoningPart:
+                text = part.text
+                if state.held or not text.isascii():  # (the piece as it came: `_piece`)
+                    state, text = _piece(state, "text", wire_part["text"], events)
+                if text:
+                    events.append(TextDelta(text))
+                continue
+            if type(part) is ReasoningPart and part.text:  # a thought
+                text = part.text
+                if state.held or not text.isascii():
+                    state, text = _piece(state, "reasoning", wire_part["text"], events)
+                if part.signature is not None and state.held:  # (signed: the thought ends)
+                    text += wire.HELD_ALONE
+                    state = attrs.evolve(state, held=_NOTHING_HELD)
+                if text or part.signature is not None:
+                    events.append(ReasoningDelta(text, part.signature, part.provider))
+                continue
+            if state.held:  # (the text or the thought it follows ends)
+                state = _flush(state, events)
+            if type(part) is ReasoningPart:
                 events.append(ReasoningDelta(part.text, part.signature, part.provider))
             elif type(part) is ToolCallPart:
                 events.append(ToolCallStart(calls, part.id, part.name, part.provider_data))
@@ -146,6 +172,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         events.append(UsageUpdate(parse_usage(usage)))
     blocked = block_reason(chunk) if candidate is None else None
     if raw is not None or blocked is not None:
+        if state.held:
+            state = _flush(state, events)
         if not state.finished:
             if blocked is not None:
                 events.append(StreamFinish("content_filter", blocked))
@@ -156,6 +184,23 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
                 events.append(StreamFinish(finish, raw))
         state = attrs.evolve(state, finished=True)
     return state, events
+
+
+def _piece(
+    state: DecoderState, part: str, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"`` or ``"reasoning"``) made encodable, with the high
+    surrogate held back for the next piece (`wire.held_piece`); the other part's ends."""
+    if state.held and part not in state.held:
+        state = _flush(state, events)
+    held, text = wire.hold(state.held, part, piece)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _flush(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
+    """What the text or the thought held goes out alone: it ends."""
+    events.extend(wire.held_alone(part, state.provider) for part in state.held)
+    return attrs.evolve(state, held=_NOTHING_HELD)
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:

@@ -11,6 +11,7 @@ a body that ends before ``done: true`` is one too.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -40,6 +41,10 @@ from toolfold.runtime.core._stream import (
 PROVIDER = "ollama"
 
 
+# What `DecoderState.held` starts as: no part holds half a character.
+_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
+
+
 @attrs.frozen
 class DecoderState:
     """What the decoder remembers between lines.
@@ -48,11 +53,15 @@ class DecoderState:
         seed: Seed for synthetic call ids (from the first line).
         calls: Calls seen so far.
         done: The ``done: true`` line arrived.
+        held: A high surrogate the last piece of ``content`` (``"text"``) or of
+            ``thinking`` (``"reasoning"``) ended with, held back for its next piece
+            (`wire.held_piece`).
     """
 
     seed: str | None = None
     calls: int = 0
     done: bool = False
+    held: Mapping[str | int, str] = _NOTHING_HELD
 
 
 def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[StreamEvent]]:
@@ -77,11 +86,18 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
         events.append(ResponseInfo(wire.text(chunk, "model", "$"), None))
         state = attrs.evolve(state, seed=seed_of(chunk))
     if "message" in chunk:
-        thinking, content, calls = message_parts(chunk["message"], state.seed or "", state.calls)
+        message = chunk["message"]
+        thinking, content, calls = message_parts(message, state.seed or "", state.calls)
         if thinking:
-            events.append(ReasoningDelta(thinking, provider=PROVIDER))
+            if state.held or not thinking.isascii():  # (the piece as it came: `_piece`)
+                state, thinking = _piece(state, "reasoning", message["thinking"])
+            if thinking:
+                events.append(ReasoningDelta(thinking, provider=PROVIDER))
         if content:
-            events.append(TextDelta(content))
+            if state.held or not content.isascii():
+                state, content = _piece(state, "text", message["content"])
+            if content:
+                events.append(TextDelta(content))
         for n, call in enumerate(calls):
             index = state.calls + n
             # (the message's ``tool_calls`` are apart from its ``content``)
@@ -90,11 +106,21 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
             events.append(ToolCallEnd(index))
         state = attrs.evolve(state, calls=state.calls + len(calls))
     if chunk.get("done") is True:
+        if state.held:  # (the answer ends: what each part held goes out alone)
+            events.extend(wire.held_alone(part, PROVIDER) for part in state.held)
+            state = attrs.evolve(state, held=_NOTHING_HELD)
         raw = wire.text(chunk, "done_reason", "$")
         events.append(UsageUpdate(parse_usage(chunk)))
         events.append(StreamFinish(finish_reason(raw, state.calls > 0), raw))
         state = attrs.evolve(state, done=True)
     return state, events
+
+
+def _piece(state: DecoderState, part: str, piece: str) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"`` or ``"reasoning"``) made encodable, with the high
+    surrogate held back for the part's next piece (`wire.held_piece`)."""
+    held, text = wire.hold(state.held, part, piece)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:
