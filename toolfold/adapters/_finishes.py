@@ -9,14 +9,10 @@ its whole-body parser and its stream decoder alike, so both modes agree.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from toolfold._errors import BILLED_USAGE, ProviderError, ProviderFinishError
+from toolfold._errors import ProviderFinishError
 from toolfold.runtime.core._messages import Usage
 
-__all__ = ["abnormal_finish", "billed"]
-
-_E = TypeVar("_E", bound=ProviderError)
+__all__ = ["abnormal_finish"]
 
 
 def abnormal_finish(
@@ -50,13 +46,3 @@ def abnormal_finish(
         finish_reason=raw,
         usage=usage,
     )
-
-
-def billed(error: _E, usage: Usage | None) -> _E:
-    """``error``, an error for an answer the provider ended after reporting its ``usage``
-    (a Responses ``response.failed``: a `StreamError`, or a `ProviderError` when whole),
-    holding that usage: the answer was billed, so a run's state on the error counts it,
-    as a `ProviderFinishError`'s ``usage`` (an ``AttemptDropped``). None leaves it as is."""
-    if usage is not None:
-        setattr(error, BILLED_USAGE, usage)
-    return error

@@ -24,7 +24,6 @@ import attrs
 from toolfold._errors import ProviderError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import IMAGE_CALL, OUTPUT_ITEM
-from toolfold.adapters._finishes import billed
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import INCOMPLETE_REASONS, REASONING_PROVIDER
 from toolfold.runtime.core._build import builder
@@ -70,6 +69,19 @@ def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
         1,
         wire.count(inputs, "cache_write_tokens", inputs_at),
     )
+
+
+def failed_usage(response: Mapping[str, Any]) -> Usage | None:
+    """The usage a failed response reports (the answer was billed: `ProviderError.usage`),
+    read as best it can be: None when there is none or it is unreadable (a count that is
+    no count), which must not hide the failure the provider reported."""
+    usage = response.get("usage")
+    if not usage or not isinstance(usage, Mapping):
+        return None
+    try:
+        return parse_usage(usage)
+    except wire.WireError:
+        return None
 
 
 def finish(
@@ -283,7 +295,6 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     error = wire.mapping(body, "error", "$")
     if error or wire.text(body, "status", "$") == "failed":
         message = wire.text(error, "message", "$.error") or "the response failed"
-        usage = wire.mapping(body, "usage", "$")  # (the failed answer was billed)
         failed = ProviderError(
             f"{provider} returned a failed response: {message}",
             provider=provider,
@@ -292,7 +303,8 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
             provider_message=message,
             code=wire.text(error, "code", "$.error"),
         )
-        raise billed(failed, parse_usage(usage) if usage else None)
+        failed.usage = failed_usage(body)  # (the failed answer was billed)
+        raise failed
     parts: list[Part] = []
     output = wire.array(body, "output", "$")
     follows_reasoning = False

@@ -48,12 +48,12 @@ import attrs
 from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import carries_nothing, event_json, inband_stream_error
-from toolfold.adapters._finishes import billed
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
+    failed_usage,
     finish,
     following_message,
     parse_call,
@@ -492,13 +492,11 @@ def _failed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     error = wire.mapping(response, "error", "$.response") or data
     message = wire.text(error, "message", "$")
     code = error.get("code")
-    usage = wire.mapping(response, "usage", "$.response")  # (the failed answer was billed)
-    raise billed(
-        inband_stream_error(
-            state.provider, wire.dumps_raw(data), message, code if isinstance(code, str) else None
-        ),
-        parse_usage(usage, "$.response.usage") if usage else None,
+    failed = inband_stream_error(
+        state.provider, wire.dumps_raw(data), message, code if isinstance(code, str) else None
     )
+    failed.usage = failed_usage(response)  # (the failed answer was billed)
+    raise failed
 
 
 _HANDLERS = {

@@ -23,11 +23,9 @@ from typing import Any, Literal, NamedTuple, Union
 import attrs
 
 from toolfold._errors import (
-    BILLED_USAGE,
     InvalidEventError,
     MalformedResponseError,
     ProviderError,
-    ProviderFinishError,
     RunError,
     ToolDefinitionError,
 )
@@ -322,13 +320,11 @@ class CutAnswer(NamedTuple):
 
 
 def billed_usage(exc: BaseException) -> Usage | None:
-    """The usage a provider reported for the answer ``exc`` ended abnormally (a
-    `ProviderFinishError`: ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...; an in-band error
-    holding it, `BILLED_USAGE`: a Responses ``response.failed``), or None: that answer was
-    billed, so the error's state counts it as a cut stream's (`with_cut_usage`)."""
-    if isinstance(exc, ProviderFinishError):
-        return exc.usage
-    usage = getattr(exc, BILLED_USAGE, None) if isinstance(exc, ProviderError) else None
+    """The usage a provider reported for the answer ``exc`` ended abnormally
+    (`ProviderError.usage`: a `ProviderFinishError` for ``pause_turn``,
+    ``MALFORMED_FUNCTION_CALL``...; a Responses ``response.failed``), or None: that
+    answer was billed, so the error's state counts it as a cut stream's (`with_cut_usage`)."""
+    usage = exc.usage if isinstance(exc, ProviderError) else None
     return usage if type(usage) is Usage else None
 
 
