@@ -371,6 +371,31 @@ def test_a_half_character_held_at_a_cut_finish_goes_out_as_a_replacement() -> No
         assert pieces[-2:] == [ToolCallDelta(0, "\ufffd"), ToolCallEnd(0)]
 
 
+@pytest.mark.parametrize("then", ["text", "call"])
+def test_a_half_character_held_goes_out_when_another_part_comes_as_in_the_whole_answer(
+    then: str,
+) -> None:
+    """Reasoning that ends with a high surrogate, then the text or a call: the half goes out
+    (U+FFFD) before what comes next, so the parts are the whole answer's, not a stray
+    third reasoning part after the text."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    if then == "text":
+        datas = [chunk({"reasoning_content": "r\ud83d"}), chunk({"content": "a"})]
+        message: dict[str, Any] = {"reasoning_content": "r\ud83d", "content": "a"}
+    else:
+        datas = [
+            chunk({"reasoning_content": "r\ud83d"}),
+            chunk(call_head(0, "call_1", "f")),
+            chunk(fragment(0, "{}")),
+        ]
+        message = {"reasoning_content": "r\ud83d", "content": None, "tool_calls": [call]}
+    finish = "stop" if then == "text" else "tool_calls"
+    streamed = fold(decode([*datas, chunk({}, finish), "[DONE]"]))
+    assert streamed.message.parts[0] == ReasoningPart("r\ufffd", provider="p")
+    body = json.loads(json.dumps(whole({"role": "assistant", **message}, finish)))
+    assert streamed.message.parts == parse_response(body, "p").message.parts
+
+
 def test_stream_and_non_stream_give_the_same_response() -> None:
     """Folding the stream gives exactly the response the same answer gives without streaming."""
     usage = {

@@ -380,6 +380,27 @@ def test_a_character_split_between_two_deltas_comes_whole_in_text_and_arguments(
     assert response.tool_calls[0].arguments == {"q": "\U0001f600 \ufffd"}
 
 
+def test_a_half_character_the_text_holds_goes_out_before_a_call_that_follows() -> None:
+    """Text that ends with a high surrogate, then a call, with no ``output_item.done`` for
+    the message: the half (U+FFFD) stays in the text, before the call, as in the whole
+    answer, not a stray text part after it."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    response = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": message}),
+        ("response.output_text.delta", {"item_id": "msg_1", "output_index": 0, "delta": "a\ud83d"}),
+        ("response.output_item.added", {"output_index": 1, "item": {**item, "arguments": ""}}),
+        (
+            "response.function_call_arguments.delta",
+            {"item_id": "fc_1", "output_index": 1, "delta": "{}"},
+        ),
+        ("response.output_item.done", {"output_index": 1, "item": {**item, "arguments": "{}"}}),
+        COMPLETED,
+    )
+    assert [p.kind for p in response.message.parts] == ["text", "tool_call"]
+    assert response.text == "a\ufffd"
+
+
 def test_a_call_finished_without_being_announced_still_arrives_whole() -> None:
     """output_item.done for a call never added: started, filled and ended at once."""
     item = {

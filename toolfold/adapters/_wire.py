@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
 from toolfold.adapters._http._json import decode_cut, sendable
@@ -217,7 +217,17 @@ def encodable(s: str) -> str:
     return LONE_SURROGATE.sub("\ufffd", s)
 
 
-_K = TypeVar("_K")
+#: A part of a streamed answer that holds what its pieces end with (`hold`): ``"text"``,
+#: ``"reasoning"`` or a call's index (its arguments).
+HeldKey = str | int
+
+#: What a stream decoder's ``held`` starts as: no part holds half a character.
+NOTHING_HELD: Mapping[HeldKey, str] = MappingProxyType({})
+
+#: The parts whose pieces the answer places in the order they come (a call's arguments
+#: go to the call by its index, wherever they come): what one holds goes out before
+#: anything else of the answer does, or it would land after it, a part of its own.
+IN_ORDER = ("text", "reasoning")
 
 #: What a high surrogate a part still holds when it ends goes out as (see `held_piece`).
 HELD_ALONE = "\ufffd"
@@ -250,10 +260,20 @@ def held_piece(held: str, piece: str) -> tuple[str, str]:
     return encodable(text), last
 
 
-def hold(held: Mapping[_K, str], part: _K, piece: str) -> tuple[Mapping[_K, str], str]:
-    """`held_piece` for a stream decoder that keeps what each part holds by part: what
-    ``held`` is now (``held`` itself when it did not change, the common case) and the
-    text to show of ``piece``."""
+def hold(
+    held: Mapping[HeldKey, str], part: HeldKey, piece: str, events: list[StreamEvent], provider: str
+) -> tuple[Mapping[HeldKey, str], str]:
+    """`held_piece` for a stream decoder that keeps what each part holds by part.
+
+    A piece of another part ends the text or the reasoning that holds a half (`IN_ORDER`):
+    its `HELD_ALONE` goes into ``events`` first (`let_go`).
+
+    Returns:
+        What ``held`` is now (``held`` itself when it did not change, the common case),
+        and the text to show of ``piece``.
+    """
+    if held and any(key != part and key in IN_ORDER for key in held):
+        held = let_go(held, events, provider, [key for key in IN_ORDER if key != part])
     before = held.get(part, "")
     text, now = held_piece(before, piece)
     if now == before:
@@ -264,7 +284,23 @@ def hold(held: Mapping[_K, str], part: _K, piece: str) -> tuple[Mapping[_K, str]
     return kept, text
 
 
-def held_alone(part: str | int, provider: str) -> StreamEvent:
+def let_go(
+    held: Mapping[HeldKey, str],
+    events: list[StreamEvent],
+    provider: str,
+    parts: Sequence[HeldKey] | None = None,
+) -> Mapping[HeldKey, str]:
+    """``parts`` (every part when None) end: the half each held goes out alone (a
+    `HELD_ALONE` piece of it, into ``events``). Returns what the other parts still hold
+    (``held`` itself when none of ``parts`` held anything)."""
+    ending = [key for key in held if parts is None or key in parts]
+    if not ending:
+        return held
+    events.extend(held_alone(key, provider) for key in ending)
+    return {key: value for key, value in held.items() if key not in ending} or NOTHING_HELD
+
+
+def held_alone(part: HeldKey, provider: str) -> StreamEvent:
     """The piece a part that still holds a high surrogate as it ends goes out with
     (`HELD_ALONE`): ``part`` is ``"text"``, ``"reasoning"`` or a call's index."""
     if part == "text":

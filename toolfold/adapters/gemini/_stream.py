@@ -18,7 +18,6 @@ framings end up in `decode_chunk`:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -62,9 +61,6 @@ from toolfold.runtime.core._stream import (
     UsageUpdate,
 )
 
-# What `DecoderState.held` starts as: no part holds half a character.
-_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
-
 
 @attrs.frozen
 class DecoderState:
@@ -79,7 +75,7 @@ class DecoderState:
             has no answer, as a whole body with none.
         held: A high surrogate the last piece of text (``"text"``) or of thought
             (``"reasoning"``) ended with, held back for the next piece of the same
-            (`wire.held_piece`); anything else that comes ends it.
+            (`wire.hold`); anything else that comes ends it.
     """
 
     provider: str = PROVIDER
@@ -87,7 +83,7 @@ class DecoderState:
     calls: int = 0
     finished: bool = False
     chosen: bool = False
-    held: Mapping[str | int, str] = _NOTHING_HELD
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -150,12 +146,12 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
                     state, text = _piece(state, "reasoning", wire_part["text"], events)
                 if part.signature is not None and state.held:  # (signed: the thought ends)
                     text += wire.HELD_ALONE
-                    state = attrs.evolve(state, held=_NOTHING_HELD)
+                    state = attrs.evolve(state, held=wire.NOTHING_HELD)
                 if text or part.signature is not None:
                     events.append(ReasoningDelta(text, part.signature, part.provider))
                 continue
             if state.held:  # (the text or the thought it follows ends)
-                state = _flush(state, events)
+                state = _let_go(state, events)
             if type(part) is ReasoningPart:
                 events.append(ReasoningDelta(part.text, part.signature, part.provider))
             elif type(part) is ToolCallPart:
@@ -173,7 +169,7 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     blocked = block_reason(chunk) if candidate is None else None
     if raw is not None or blocked is not None:
         if state.held:
-            state = _flush(state, events)
+            state = _let_go(state, events)
         if not state.finished:
             if blocked is not None:
                 events.append(StreamFinish("content_filter", blocked))
@@ -187,20 +183,17 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
 
 
 def _piece(
-    state: DecoderState, part: str, piece: str, events: list[StreamEvent]
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
 ) -> tuple[DecoderState, str]:
     """``piece`` of ``part`` (``"text"`` or ``"reasoning"``) made encodable, with the high
-    surrogate held back for the next piece (`wire.held_piece`); the other part's ends."""
-    if state.held and part not in state.held:
-        state = _flush(state, events)
-    held, text = wire.hold(state.held, part, piece)
+    surrogate held back for the next piece (`wire.hold`); the other part's ends."""
+    held, text = wire.hold(state.held, part, piece, events, state.provider)
     return (state if held is state.held else attrs.evolve(state, held=held)), text
 
 
-def _flush(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
-    """What the text or the thought held goes out alone: it ends."""
-    events.extend(wire.held_alone(part, state.provider) for part in state.held)
-    return attrs.evolve(state, held=_NOTHING_HELD)
+def _let_go(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
+    """The text and the thought end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, state.provider))
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:

@@ -11,7 +11,6 @@ a body that ends before ``done: true`` is one too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -41,10 +40,6 @@ from toolfold.runtime.core._stream import (
 PROVIDER = "ollama"
 
 
-# What `DecoderState.held` starts as: no part holds half a character.
-_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
-
-
 @attrs.frozen
 class DecoderState:
     """What the decoder remembers between lines.
@@ -61,7 +56,7 @@ class DecoderState:
     seed: str | None = None
     calls: int = 0
     done: bool = False
-    held: Mapping[str | int, str] = _NOTHING_HELD
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[StreamEvent]]:
@@ -90,14 +85,16 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
         thinking, content, calls = message_parts(message, state.seed or "", state.calls)
         if thinking:
             if state.held or not thinking.isascii():  # (the piece as it came: `_piece`)
-                state, thinking = _piece(state, "reasoning", message["thinking"])
+                state, thinking = _piece(state, "reasoning", message["thinking"], events)
             if thinking:
                 events.append(ReasoningDelta(thinking, provider=PROVIDER))
         if content:
             if state.held or not content.isascii():
-                state, content = _piece(state, "text", message["content"])
+                state, content = _piece(state, "text", message["content"], events)
             if content:
                 events.append(TextDelta(content))
+        if calls and state.held:  # (the text or the thinking held goes before the calls)
+            state = _let_go(state, events)
         for n, call in enumerate(calls):
             index = state.calls + n
             # (the message's ``tool_calls`` are apart from its ``content``)
@@ -106,9 +103,8 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
             events.append(ToolCallEnd(index))
         state = attrs.evolve(state, calls=state.calls + len(calls))
     if chunk.get("done") is True:
-        if state.held:  # (the answer ends: what each part held goes out alone)
-            events.extend(wire.held_alone(part, PROVIDER) for part in state.held)
-            state = attrs.evolve(state, held=_NOTHING_HELD)
+        if state.held:  # (the answer ends)
+            state = _let_go(state, events)
         raw = wire.text(chunk, "done_reason", "$")
         events.append(UsageUpdate(parse_usage(chunk)))
         events.append(StreamFinish(finish_reason(raw, state.calls > 0), raw))
@@ -116,11 +112,18 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
     return state, events
 
 
-def _piece(state: DecoderState, part: str, piece: str) -> tuple[DecoderState, str]:
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
     """``piece`` of ``part`` (``"text"`` or ``"reasoning"``) made encodable, with the high
-    surrogate held back for the part's next piece (`wire.held_piece`)."""
-    held, text = wire.hold(state.held, part, piece)
+    surrogate held back for the part's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, PROVIDER)
     return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _let_go(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
+    """The text and the thinking end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, PROVIDER))
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:

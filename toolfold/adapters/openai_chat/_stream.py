@@ -42,7 +42,7 @@ Rules (providers.md §1, §6 and the recorded streams):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -80,9 +80,6 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
-
-# What `DecoderState.held` starts as: no part holds half a character.
-_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
 
 
 @attrs.frozen
@@ -135,7 +132,7 @@ class DecoderState:
     refused: bool = False
     audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
     transcript: Log[str] | None = None
-    held: Mapping[str | int, str] = _NOTHING_HELD
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_chunk(
@@ -225,8 +222,8 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
     events: list[StreamEvent] = []
-    if state.held:
-        state = _flush(state, events)
+    if state.held:  # (the answer ends)
+        state = _let_go(state, events)
     events.extend(ToolCallEnd(i) for i in state.open)
     if not state.finished:
         events.extend(_audio_end(state))
@@ -256,7 +253,7 @@ def _choice(
         text = delta.get(field)
         if text and type(text) is str:  # an optional extra, as in whole responses
             if state.held or not text.isascii():
-                state, text = _piece(state, "reasoning", text)
+                state, text = _piece(state, "reasoning", text, events)
             if text:
                 events.append(ReasoningDelta(text, provider=state.provider))
             break
@@ -265,10 +262,12 @@ def _choice(
         if content:
             shown = content
             if state.held or not shown.isascii():
-                state, shown = _piece(state, "text", shown)
+                state, shown = _piece(state, "text", shown, events)
             if shown:
                 events.append(TextDelta(shown))
-    elif isinstance(content, list):
+    elif isinstance(content, list):  # (typed chunks, whole: a half held before goes out)
+        if state.held:
+            state = _let_go(state, events, wire.IN_ORDER)
         events.extend(
             ReasoningDelta(text, provider=state.provider) if thinking else TextDelta(text)
             for thinking, text in content_chunks(content, f"{delta_at}.content")
@@ -283,6 +282,8 @@ def _choice(
     if refusal is not None:
         refusal = wire.text(delta, "refusal", delta_at)
         if refusal and not state.has_content:
+            if state.held:
+                state = _let_go(state, events, wire.IN_ORDER)
             events.append(TextDelta(refusal))
             if not state.refused:
                 state = attrs.evolve(state, refused=True)
@@ -307,8 +308,8 @@ def _choice(
         # the same answer whole gives (what streamed is no answer).
         raise failed_answer(chunk, choice, state.provider, at)
     if raw is not None:
-        if state.held:
-            state = _flush(state, events)
+        if state.held:  # (the answer ends)
+            state = _let_go(state, events)
         reason = _reason(state, raw)
         # A cut answer's calls never run: their end says so (`ToolCallEnd.dropped`).
         dropped = reason in CUT_FINISHES
@@ -412,6 +413,8 @@ def _tool_entry(
             else max((c.index for c in state.calls), default=-1) + 1
         )
         call_id = call_id or synthetic_id(state.seed or "", len(state.calls))
+        if state.held:  # (the text or reasoning held goes before the call)
+            state = _let_go(state, events, wire.IN_ORDER)
         # (``tool_calls`` are apart from the message's ``content``: text after a call's start
         # is the same text, as a whole message has it)
         events.append(ToolCallStart(index, call_id, name or "", call_extra(entry, at), apart=True))
@@ -427,23 +430,27 @@ def _tool_entry(
             calls = tuple(argued if c is started else c for c in state.calls)
             state = attrs.evolve(state, calls=calls)
         if state.held or not fragment.isascii():
-            state, fragment = _piece(state, started.index, fragment)
+            state, fragment = _piece(state, started.index, fragment, events)
         if fragment:
             events.append(ToolCallDelta(started.index, fragment))
     return state
 
 
-def _piece(state: DecoderState, part: str | int, piece: str) -> tuple[DecoderState, str]:
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
     """``piece`` of ``part`` (``"text"``, ``"reasoning"`` or a call's index) made encodable,
-    with the high surrogate held back for the part's next piece (`wire.held_piece`)."""
-    held, text = wire.hold(state.held, part, piece)
+    with the high surrogate held back for the part's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, state.provider)
     return (state if held is state.held else attrs.evolve(state, held=held)), text
 
 
-def _flush(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
-    """The answer ends: each part's held high surrogate goes out alone (`wire.HELD_ALONE`)."""
-    events.extend(wire.held_alone(part, state.provider) for part in state.held)
-    return attrs.evolve(state, held=_NOTHING_HELD)
+def _let_go(
+    state: DecoderState, events: list[StreamEvent], parts: Sequence[wire.HeldKey] | None = None
+) -> DecoderState:
+    """``parts`` (every part when None) end, or something else of the answer comes first
+    (`wire.IN_ORDER`): the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, state.provider, parts))
 
 
 def _find(

@@ -39,8 +39,7 @@ Events are named by ``type`` [O5 response_stream_event.py]:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -74,9 +73,6 @@ from toolfold.runtime.core._stream import (
     ToolCallStart,
     UsageUpdate,
 )
-
-# What `DecoderState.held` starts as: no part holds half a character.
-_NOTHING_HELD: Mapping[str | int, str] = MappingProxyType({})
 
 
 @attrs.frozen
@@ -114,7 +110,7 @@ class DecoderState:
             (`_response.parse_item`); not counted as calls for the finish.
         held: A high surrogate the last piece of the answer's text (``"text"``) or
             of a call's arguments (its index) ended with, held back for the next
-            piece (`wire.held_piece`). (Reasoning needs none: its finished item,
+            piece (`wire.hold`); any other event ends the text's. (Reasoning needs none: its finished item,
             whole, takes the place of what streamed when they differ.)
     """
 
@@ -132,7 +128,7 @@ class DecoderState:
     response_id: str = ""
     refused: bool = False
     dropped: frozenset[int] = frozenset()
-    held: Mapping[str | int, str] = _NOTHING_HELD
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -151,11 +147,23 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
         handler = _HANDLERS.get(kind)
         if handler is None:
             return state, []
-        if state.finished is None:  # nothing held: the handler's list (each is a new one)
+        if state.held and kind not in _TEXT_PIECES and "text" in state.held:
+            # (anything else comes after the text: the half it held goes out first)
+            first: list[StreamEvent] = []
+            state = _let_go(state, first, ("text",))
+        elif state.finished is None:  # nothing held: the handler's list (each is a new one)
             return handler(state, data)
-        state, held = _release_reasoning(state, state.finished, kind, data)
+        else:
+            first = []
+        if state.finished is not None:
+            state, held = _release_reasoning(state, state.finished, kind, data)
+            first.extend(held)
         state, events = handler(state, data)
-        return state, [*held, *events]
+        return state, [*first, *events]
+
+
+# The events that carry a piece of the answer's text (`_text_delta`).
+_TEXT_PIECES = ("response.output_text.delta", "response.refusal.delta")
 
 
 def _release_reasoning(
@@ -254,8 +262,10 @@ def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     if item_id not in state.fragments:
         state = attrs.evolve(state, fragments=state.fragments | {item_id})
     if state.held or not delta.isascii():
-        state, delta = _piece(state, index, delta)
-    return state, [ToolCallDelta(index, delta)] if delta else []
+        events: list[StreamEvent] = []
+        state, delta = _piece(state, index, delta, events)
+        return state, [*events, ToolCallDelta(index, delta)] if delta else events
+    return state, [ToolCallDelta(index, delta)]
 
 
 def _piece_of(data: Mapping[str, Any]) -> str | None:
@@ -266,22 +276,20 @@ def _piece_of(data: Mapping[str, Any]) -> str | None:
     return wire.text(data, "delta", "$")  # (raises, naming the field)
 
 
-def _piece(state: DecoderState, part: str | int, piece: str) -> tuple[DecoderState, str]:
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
     """``piece`` of ``part`` (``"text"`` or a call's index) made encodable, with the high
-    surrogate held back for the part's next piece (`wire.held_piece`)."""
-    held, text = wire.hold(state.held, part, piece)
+    surrogate held back for the part's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, state.provider)
     return (state if held is state.held else attrs.evolve(state, held=held)), text
 
 
-def _flush(
-    state: DecoderState, events: list[StreamEvent], part: str | int | None = None
+def _let_go(
+    state: DecoderState, events: list[StreamEvent], parts: Sequence[wire.HeldKey] | None = None
 ) -> DecoderState:
-    """``part`` (every part when None) ends: what it held goes out alone."""
-    ending = [key for key in state.held if part is None or key == part]
-    if not ending:
-        return state
-    events.extend(wire.held_alone(key, state.provider) for key in ending)
-    return attrs.evolve(state, held={k: v for k, v in state.held.items() if k not in ending})
+    """``parts`` (every part when None) end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, state.provider, parts))
 
 
 def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
@@ -314,11 +322,8 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         # A generated image, or an item toolfold does not read: the parts the whole
         # response makes of it (`_response.parse_item`), each whole.
         return state, [_whole_part(part) for part in parse_item(item, "$.item")]
-    if kind != "function_call":
-        events: list[StreamEvent] = []
-        if kind == "message" and state.held:  # (the message's text ends)
-            state = _flush(state, events, "text")
-        return state, events
+    if kind != "function_call":  # (a message's text ends: `decode_event` let it go)
+        return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
     if wire.text(item, "status", "$.item") == "incomplete":
         # A half-written call never runs, streamed or whole (`_response.parse_item`):
@@ -332,7 +337,7 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
             held={k: v for k, v in state.held.items() if k != found[1]},
         )
         return state, [ToolCallEnd(found[1], dropped=True)]
-    events = []
+    events: list[StreamEvent] = []
     if found is None:  # done without added: the whole call at once
         state, events = _item_added(state, data)
         found = state.items[-1]
@@ -342,7 +347,7 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
             events.append(ToolCallDelta(found[1], arguments))
     if found[1] in state.open:
         if state.held:
-            state = _flush(state, events, found[1])
+            state = _let_go(state, events, (found[1],))
         events.append(ToolCallEnd(found[1]))
         state = attrs.evolve(state, open=tuple(i for i in state.open if i != found[1]))
     return state, events
@@ -382,8 +387,8 @@ def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     delta = _piece_of(data)
     if not delta:
         return state, []
-    if state.held or not delta.isascii():
-        state, delta = _piece(state, "text", delta)
+    if state.held or not delta.isascii():  # (only the text's: `decode_event`)
+        state, delta = _piece(state, "text", delta, [])
     return state, [TextDelta(delta)] if delta else []
 
 
@@ -476,7 +481,7 @@ def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     response = wire.mapping(data, "response", "$")
     events: list[StreamEvent] = []
     if state.held:
-        state = _flush(state, events)
+        state = _let_go(state, events)
     events.extend(ToolCallEnd(i) for i in state.open)
     events.append(
         UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
