@@ -131,7 +131,8 @@ def _facts(state: RunState) -> str:
         facts.append(
             (
                 "with sub-runs",
-                f"{tree.input_tokens} in / {tree.output_tokens} out, {tree.requests} requests",
+                f"{tree.input_tokens} in / {tree.output_tokens} out, {tree.requests} request"
+                f"{'' if tree.requests == 1 else 's'}",
             )
         )
     return "".join(f"<span data-fact='{k}'>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in facts)
