@@ -50,7 +50,7 @@ class DecoderState:
         done: The ``done: true`` line arrived.
         held: A high surrogate the last piece of ``content`` (``"text"``) or of
             ``thinking`` (``"reasoning"``) ended with, held back for its next piece
-            (`wire.held_piece`).
+            (`wire.hold`).
     """
 
     seed: str | None = None

@@ -115,7 +115,7 @@ class DecoderState:
         transcript: The audio's transcript pieces so far, or None: the answer's
             text as it finishes unless ``content`` came (the whole answer's rule).
         held: A high surrogate each part's last piece ended with, held back for its
-            next piece (`wire.held_piece`): by ``"text"``, ``"reasoning"`` and each
+            next piece (`wire.hold`): by ``"text"``, ``"reasoning"`` and each
             call's index (its arguments).
     """
 
