@@ -468,7 +468,14 @@ class ProviderError(ToolfoldError):
             client (``error.headers.get("x-request-id")``).
         provider_message: The provider's own error message, when it sent one.
         code: The provider's error code, when it sent one.
+        usage: The usage a failed answer reported, billed; None when none was
+            read. The provider ended an answer it had begun (a
+            `ProviderFinishError`, an OpenAI Responses ``response.failed``):
+            a run's state on the error counts it (an ``AttemptDropped``).
     """
+
+    # (a class default: an error pickled before this attribute existed loads with None)
+    usage: Usage | None = None
 
     def __init__(
         self,
@@ -587,7 +594,7 @@ class ProviderFinishError(ProviderError):
             (``"MALFORMED_FUNCTION_CALL"``); ``provider_message`` holds what
             the provider said of it, when it said something.
         usage: The usage the provider reported for the answer, or None when
-            it reported none.
+            it reported none (`ProviderError.usage`).
     """
 
     def __init__(
