@@ -365,9 +365,10 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     except ToolfoldError as exc:
         _say("resume", f"{path} does not load as a run's state: {exc}")
         return PROBLEM
-    loaded = _load("resume", str(where["file"]), where.get("model"))
+    agent_file = str(where["file"]) if args.file is not None else _stored_path(path, where["file"])
+    loaded = _load("resume", agent_file, where.get("model"))
     agent = _agent("resume", loaded, where.get("agent"))
-    _not_a_source("resume", args.state_out, str(where["file"]))
+    _not_a_source("resume", args.state_out, agent_file)
     where["agent"] = agent.name
     run_file = args.state_out or str(path)
     session = _Session("resume", agent, args, where, run_file, held, transfers_of(agent))
@@ -400,6 +401,34 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         )
     finally:
         session.close()
+
+
+def _stored_path(path: Path, stored: Any) -> str:
+    """The agent file the run file ``path`` names (``stored``), as this process can open it.
+
+    The run file holds the path as text. Written under a UTF-8 locale, a path
+    with ``é`` cannot be encoded in an ASCII one (``LC_ALL=C``, outside Python's
+    UTF-8 mode): its UTF-8 bytes, the file's name on disk, are taken instead
+    when they name a file; else the resume is refused, saying how to run it.
+    """
+    if not isinstance(stored, str) or "\0" in stored:
+        _say("resume", f"{path}: its 'file' is not an agent file's path: {_shown(stored)}")
+        raise _Stop(PROBLEM)
+    try:
+        os.fsencode(stored)
+        return stored
+    except UnicodeEncodeError:
+        pass
+    rebuilt = os.fsdecode(stored.encode("utf-8", "surrogateescape"))
+    if os.path.isfile(rebuilt):
+        return rebuilt
+    _say(
+        "resume",
+        f"{path} names the agent file {stored!r}, which cannot be named in this locale's "
+        f"encoding ({sys.getfilesystemencoding()}) nor found by its UTF-8 bytes: resume "
+        "under a UTF-8 locale (LC_ALL=C.UTF-8) or with PYTHONUTF8=1, or give --file FILE",
+    )
+    raise _Stop(PROBLEM)
 
 
 def _state_format(form: Any) -> bool:
