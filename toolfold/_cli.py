@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import toolfold
-from toolfold._cli_common import DEFAULT_RUN_FILE
+from toolfold._cli_common import DEFAULT_RUN_FILE, USAGE
 from toolfold._errors import ToolfoldError
 
 
@@ -290,6 +291,53 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# The arguments holding text, not paths: what the model reads (the prompt, a denial's
+# reason, a result) and names matched against a file's (an agent, a call id, a dialect).
+_TEXT_ARGUMENTS = {
+    "prompt": "PROMPT",
+    "message": "--message",
+    "approve": "--approve",
+    "deny": "--deny",
+    "result": "--result",
+    "agent": "--agent",
+    "dialect": "--dialect",
+    "title": "--title",
+}
+_ESCAPED = re.compile("[\udc80-\udcff]")  # (a byte the locale's encoding could not decode)
+
+
+def _texts_as_utf8(args: argparse.Namespace) -> str | None:
+    """The text arguments read as UTF-8 where the locale's encoding could not read them;
+    returns what is wrong when one is not UTF-8 either, or None.
+
+    Under an ASCII locale (``LC_ALL=C``, outside Python's UTF-8 mode) Python keeps
+    each byte it cannot decode as a lone surrogate (``surrogateescape``): "Où"
+    typed in a UTF-8 terminal would reach the model as "O\ufffd\ufffd". Such an
+    argument's bytes are decoded as UTF-8 instead. Paths are left as the OS gave
+    them: they name files by those very bytes.
+    """
+    for dest, shown in _TEXT_ARGUMENTS.items():
+        given = getattr(args, dest, None)
+        values = given if isinstance(given, list) else [given]
+        if not any(isinstance(v, str) and _ESCAPED.search(v) for v in values):
+            continue
+        read: list[Any] = []
+        for value in values:
+            if not (isinstance(value, str) and _ESCAPED.search(value)):
+                read.append(value)
+                continue
+            try:
+                read.append(os.fsencode(value).decode("utf-8"))
+            except UnicodeError:  # (not UTF-8 either, or no bytes to go back to)
+                return (
+                    f"{shown} is not text in this locale's encoding "
+                    f"({sys.getfilesystemencoding()}) nor UTF-8: type it in UTF-8 under a "
+                    "UTF-8 locale (LC_ALL=C.UTF-8), or set PYTHONUTF8=1"
+                )
+        setattr(args, dest, read if isinstance(given, list) else read[0])
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     top = parser()
@@ -298,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = _run_file_after_answers(args)
         if problem is not None:
             args.command_error(problem)  # (as argparse says a missing STATE: exit 2)
+    problem = _texts_as_utf8(args)
+    if problem is not None:
+        print(f"toolfold {args.command}: {problem}", file=sys.stderr)
+        return USAGE
     code: int = args.handler(args)
     return code
 
