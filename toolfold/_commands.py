@@ -46,21 +46,56 @@ from toolfold._session import (
     _continue,
     _Session,
     _start,
+    ascii_json,
     quiet_stdout,
     transfers_of,
     written,
 )
+from toolfold.toolkit._results import CONTROLS
 
 
-def state_text(raw: bytes) -> bytes:
-    """The state inside a run file, or ``raw`` itself (a bare state, or not JSON at all)."""
+def state_text(raw: bytes) -> str:
+    """The state inside a run file, or the file's text itself (a bare state, or not JSON at all).
+
+    Raises:
+        ValueError: The file is not UTF-8 text (`file_text`).
+    """
+    text = file_text(raw)
     try:
-        document = json.loads(raw)
+        document = json.loads(text)
     except ValueError:
-        return raw
+        return text
     if isinstance(document, dict) and document.get("format") == RUN_FILE:
-        return json.dumps(document.get("state")).encode()
-    return raw
+        return json.dumps(document.get("state"))
+    return text
+
+
+def file_text(raw: bytes) -> str:
+    """A run file's (or a state's) bytes as text: UTF-8, a byte order mark dropped.
+
+    ``view`` and ``resume`` read both through it. A BOM is what Windows editors
+    and PowerShell 7's ``>`` may put first; the file is UTF-8 all the same.
+
+    Raises:
+        ValueError: It is not UTF-8: saved as UTF-16 or UTF-32 (PowerShell 5's
+            ``>`` writes UTF-16), or in another encoding; the message says which
+            and to save it as UTF-8.
+    """
+    found = json.detect_encoding(raw)  # (by its BOM, or the NULs of an ASCII start)
+    if found.startswith(("utf-16", "utf-32")):
+        wide = found[:6].upper()
+        raise ValueError(
+            f"saved as {wide} (PowerShell's > does that): save it as UTF-8 (PowerShell: "
+            "... | Out-File -Encoding utf8 FILE, or Set-Content -Encoding utf8)"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(
+            f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} (line {line}; saved "
+            "in another encoding, such as Windows' cp1252?): save it as UTF-8"
+        ) from None
 
 
 def _load(command: str, path: str, model: str | None, *, offline: bool = False) -> Any:
@@ -187,22 +222,32 @@ def tools(args: argparse.Namespace) -> int:
                         "rewrites": [str(r) for r in compiled.rewrites],
                     }
                 report.setdefault(name, {}).setdefault(tool.name, {})[dialect] = entry
-    if args.json:
-        return _out("tools", json.dumps(report, indent=2, default=str) + "\n")
+    if args.json:  # (ASCII escapes only where stdout is not UTF-8, as `run --json`)
+        shown = json.dumps(report, indent=2, default=str, ensure_ascii=False)
+        return _out("tools", ascii_json(shown + "\n", sys.stdout))
     lines: list[str] = []
     for name, by_tool in report.items():
         lines.append(f"agent {name}" if by_tool else f"agent {name}: no tools")
         for tool_name, by_dialect in by_tool.items():
             lines.append(f"  tool {tool_name}")
             for dialect, entry in by_dialect.items():
-                if "error" in entry:
-                    lines.append(_visible(f"    {dialect}: cannot compile: {entry['error']}"))
+                if "error" in entry:  # (its lines, each problem on one, indented under it)
+                    error = _visible(entry["error"], lines=True).replace("\n", "\n      ")
+                    lines.append(f"    {dialect}: cannot compile: {error}")
                     continue
                 mode = "strict" if entry["strict"] else "non-strict"
-                payload = json.dumps(entry["payload"], sort_keys=True)
-                lines.append(f"    {dialect} ({mode}): {payload}")
+                lines.append(f"    {dialect} ({mode}): {_payload_text(entry['payload'])}")
                 lines.extend(_visible(f"      rewrite {rewrite}") for rewrite in entry["rewrites"])
     return _out("tools", "".join(f"{line}\n" for line in lines))
+
+
+def _payload_text(payload: Any) -> str:
+    """A compiled tool's payload as `tools` shows it: JSON on one line, its text as it is
+    (\\u escapes only where stdout is not UTF-8, `ascii_json`), but what a terminal acts
+    on (a description's U+202E, a C1 control) as a JSON escape: the same JSON, shown."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+    text = CONTROLS.sub(lambda found: json.dumps(found.group())[1:-1], text)
+    return ascii_json(text, sys.stdout)
 
 
 def _out(command: str, text: str) -> int:
@@ -327,8 +372,8 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     from toolfold.runtime.drive._failures import started_by
 
     try:
-        document = json.loads(held.raw.decode("utf-8"))
-    except ValueError as exc:  # (UnicodeDecodeError too)
+        document = json.loads(file_text(held.raw))
+    except ValueError as exc:  # (not UTF-8, said by file_text, or not JSON)
         _say("resume", f"cannot read {path}: {exc}")
         return PROBLEM
     wrapped = isinstance(document, dict) and document.get("format") == RUN_FILE

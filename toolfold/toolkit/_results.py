@@ -228,7 +228,8 @@ def exception_text(exc: BaseException) -> str:
 # isolates, which reorder what is shown; and the line and paragraph separators
 # (U+2028, U+2029), line breaks to `str.splitlines` and to many log readers.
 BIDI = r"\u202a-\u202e\u2066-\u2069"
-_CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
+#: What a terminal acts on instead of showing (`one_line` escapes each).
+CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
 
 
 def escaped(char: str) -> str:
@@ -247,7 +248,7 @@ def one_line(text: str) -> str:
     visible escape (``\\x0a``, ``\\x1b``, ``\\u202e``): on one line, which text a
     provider, a model, a tool or a server wrote cannot split (a forged log record
     after a newline), colour or reorder. Text with none is returned as it is."""
-    return _CONTROLS.sub(escaped_control, text) if _CONTROLS.search(text) else text
+    return CONTROLS.sub(escaped_control, text) if CONTROLS.search(text) else text
 
 
 def class_name(value: object) -> str:
