@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import AgentFileError, WorkflowDefinitionError
+from toolfold import AgentFileError, UsageError, WorkflowDefinitionError
 from toolfold.files import load, loads
 from toolfold.runtime import Sequence, Task
 from toolfold.testing import TestModel, override_models
@@ -855,6 +855,34 @@ def test_the_names_a_bad_reference_lists_are_shortened() -> None:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.endswith(f"which the file does not define (defined: {_named(name)})")
+
+
+def test_a_name_written_in_another_unicode_normalization_is_said_to_be_one() -> None:
+    """A reference, the entry and ``get`` naming an agent ``café`` written with a combining
+    accent (NFD) where the file defines it as one character (NFC) say they differ only in
+    normalization: they said the file does not define it, listing a name that looks the same."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    text = (
+        f'entry = "{nfd}"\n[agents."{nfc}"]\nmodel = "openai:gpt-4o-mini"\n'
+        f'handoffs = ["{nfd}"]\n[agents.other]\nmodel = "openai:gpt-4o-mini"\n'
+        f'tools = [{{ agent = "{nfd}" }}]\n'
+        f'[workflows.w]\nkind = "sequence"\nsteps = ["{nfd}"]\n'
+    )
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    said = f"which differs only in Unicode normalization from {nfc!r} (NFD here, NFC in the definition)"
+    assert caught.value.problems == (
+        f"f.toml:1: entry: names no agent or workflow of the file: {nfd!r}, {said}",
+        f"f.toml:4: agents.{nfc}.handoffs[0]: refers to agent {nfd!r}, {said}",
+        f"f.toml:7: agents.other.tools[0].agent: refers to agent {nfd!r}, {said}",
+        f"f.toml:10: workflows.w.steps[0]: refers to an agent or workflow {nfd!r}, {said}",
+    )
+    with override_models(TestModel()):
+        loaded = loads(f'[agents."{nfc}"]\nmodel = "openai:gpt-4o-mini"\n', name="f.toml")
+    for look_up in (loaded.get, loaded.agent):
+        with pytest.raises(UsageError) as refused:
+            look_up(nfd)
+        assert str(refused.value).endswith(f"; {nfd!r} {said.removeprefix('which ')}")
 
 
 def test_an_untagged_yaml_int_of_too_many_digits_says_why() -> None:

@@ -55,7 +55,7 @@ from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
-from toolfold.runtime.core._repr import a_class, value_or_type
+from toolfold.runtime.core._repr import a_class, normalization_variant, value_or_type
 from toolfold.toolkit._options import TOOL_NAME, name_problems
 from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
@@ -122,6 +122,7 @@ class AgentFile:
             known = ", ".join(specs)
             raise UsageError(
                 f"{self.path} defines no agent or workflow {chosen!r}; it defines: {known}"
+                + _variant_of(chosen, specs)
             )
         return specs[chosen]
 
@@ -134,7 +135,10 @@ class AgentFile:
         chosen = name or self.entry
         if chosen not in self.agents:
             known = ", ".join(self.agents)
-            raise UsageError(f"{self.path} defines no agent {chosen!r}; its agents: {known}")
+            raise UsageError(
+                f"{self.path} defines no agent {chosen!r}; its agents: {known}"
+                + _variant_of(chosen, self.agents)
+            )
         return self.agents[chosen]
 
 
@@ -944,7 +948,12 @@ class _Loader:
                 "entry", f"expected an agent's or workflow's name, got {describe(entry_name)}"
             )
         elif (agents or flows) and entry_name not in {**agents, **flows}:
-            self.problem("entry", f"names no agent or workflow of the file: {entry_name!r}")
+            variant = normalization_variant(entry_name, {**agents, **flows})
+            self.problem(
+                "entry",
+                f"names no agent or workflow of the file: {entry_name!r}"
+                + ("" if variant is None else f", which {variant}"),
+            )
         override = self._override()
         for name, entry in self.entries.items():
             self._check(name, entry, override)
@@ -1285,6 +1294,10 @@ class _Loader:
             known.update(self._table("workflows"))
         if target not in known:
             what = "an agent or workflow" if workflows else "agent"
+            variant = normalization_variant(target, known)
+            if variant is not None:  # (listed, the two would look alike)
+                self.problem(path, f"refers to {what} {target!r}, which {variant}")
+                return
             listed = ", ".join(_shown(name) for name in known) or "none"  # (long ones cut)
             self.problem(
                 path,
@@ -1583,6 +1596,12 @@ class _Loader:
             settings=entry.settings,
             **{key: getattr(entry, key) for key in PLAIN_KEYS},
         )
+
+
+def _variant_of(name: str, names: Collection[str]) -> str:
+    """``; 'café' differs only in Unicode normalization from ...``, or "" (`normalization_variant`)."""
+    variant = normalization_variant(name, names)
+    return "" if variant is None else f"; {name!r} {variant}"
 
 
 # An agent's numbers and their least values (`Agent` refuses smaller ones).
