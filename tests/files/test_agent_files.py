@@ -427,9 +427,9 @@ ERRORS = {
         "cycle in definitions: a -> b -> a",
     ),
     "a workflow that cannot be built": (
-        '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout", "files_helpers:shout"]\n',
+        '[workflows.w]\nkind = "sequence"\nsteps = [{ step = "files_helpers:shout", retries = -1 }]\n',
         "workflows:\n  w:\n    kind: sequence\n"
-        "    steps: ['files_helpers:shout', 'files_helpers:shout']\n",
+        "    steps: [{step: 'files_helpers:shout', retries: -1}]\n",
         (1, 2),
         "workflows.w",
         "cannot build the workflow: ",
@@ -557,8 +557,9 @@ def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
     """Two broken workflows (and one using a broken one) give one error listing both, not the first only."""
     text = (
         "[workflows.w1]\n"
-        'kind = "sequence"\n'
-        'steps = ["files_helpers:shout", "files_helpers:shout"]\n'
+        'kind = "parallel"\n'
+        'steps = ["files_helpers:shout"]\n'
+        "max_concurrency = 0\n"
         "[workflows.w2]\n"
         'kind = "loop"\n'
         'step = "files_helpers:shout"\n'
@@ -571,7 +572,7 @@ def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
         loads(text, name="flows.toml", search=SEARCH)
     problems = info.value.problems
     assert [p.split(": ")[1] for p in problems] == ["workflows.w1", "workflows.w2"]
-    assert "is used 2 times" in problems[0]
+    assert "max_concurrency must be an integer >= 1" in problems[0]
     assert "max_iterations must be an integer >= 1" in problems[1]
 
 
@@ -601,14 +602,14 @@ def test_an_agent_using_a_broken_agent_still_reports_its_own_problem(
 def test_a_workflow_with_a_broken_agent_step_still_reports_its_own_problem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A workflow whose agent step failed to build still reports its own problem (a step used twice, max_iterations)."""
+    """A workflow whose agent step failed to build still reports its own problem (a step's retries, max_iterations)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     text = (
         "[agents.r]\n"
         'model = "openai:gpt-4o-mini"\n'
         "[workflows.twice]\n"
         'kind = "sequence"\n'
-        'steps = ["r", "files_helpers:shout", "files_helpers:shout"]\n'
+        'steps = ["r", { step = "files_helpers:shout", retries = -1 }]\n'
         "[workflows.looped]\n"
         'kind = "loop"\n'
         'step = "r"\n'
@@ -623,7 +624,7 @@ def test_a_workflow_with_a_broken_agent_step_still_reports_its_own_problem(
         "workflows.looped",
     ]
     assert "no API key" in problems[0]
-    assert "is used 2 times" in problems[1]
+    assert "retries must be an integer >= 1" in problems[1]
     assert "max_iterations must be an integer >= 1" in problems[2]
 
 
@@ -1377,6 +1378,59 @@ def test_an_import_path_tool_clashing_with_an_entry_is_named_at_the_entry(
         loads(text, name="f.toml", search=SEARCH)
     (problem,) = info.value.problems
     assert problem.startswith(says)
+
+
+def test_agents_whose_names_no_tool_can_have_are_said_at_each_entry() -> None:
+    """An agent used as a tool, or a handoff, without ``name``, whose tool would be named after
+    an agent no tool can be named after (CJK, 'none'), is said at its own key with the file's
+    way to name it, every one at once: only the first was said, at the agent's header, advising
+    Python's ``name=...``."""
+    text = (
+        AGENT_A + 'tools = [{ agent = "研究员" }, { workflow = "none" }, { agent = "ok" }]\n'
+        'handoffs = ["退款", { agent = "退款", name = "refund" }]\n'
+        '[agents."研究员"]\nmodel = "openai:x"\n[agents."退款"]\nmodel = "openai:x"\n'
+        '[agents.ok]\nmodel = "openai:x"\n'
+        '[workflows.none]\nkind = "sequence"\nsteps = ["ok"]\n'
+    )
+    no_tool = "which no tool can have (1 to 64 characters among a-z A-Z 0-9 _ -)"
+    assert _problems(text) == (
+        "f.toml:3: agents.a.tools[0].agent: makes a tool named '研究员', after the agent's "
+        f'name, {no_tool}: name the tool, {{ agent = "研究员", name = "..." }}',
+        "f.toml:3: agents.a.tools[1].workflow: makes a tool named 'none', after the workflow's "
+        "name, which is reserved (a tool_choice value): name the tool, "
+        '{ workflow = "none", name = "..." }',
+        "f.toml:4: agents.a.handoffs[0]: makes a tool named 'transfer_to_退款', after the "
+        f'agent\'s name, {no_tool}: name the tool, {{ agent = "退款", name = "..." }}',
+    )
+
+
+def test_step_names_are_said_at_each_step_with_the_files_way_to_name_one() -> None:
+    """A step named after an agent whose name templates cannot refer to ('rédacteur'), a step
+    ``name`` that is no name, and a second step of one name (two route branches to one agent)
+    are said at their keys, every one at once, with the file's way to name a step: they were
+    said at the workflow's header, advising Python's ``Task(..., name=...)``."""
+    text = (
+        '[agents."rédacteur"]\nmodel = "openai:x"\n[agents.critique]\nmodel = "openai:x"\n'
+        '[workflows.chain]\nkind = "sequence"\n'
+        'steps = [{ step = "rédacteur", name = "résumé" }, "critique", "critique"]\n'
+        '[workflows.router]\nkind = "route"\nrouter = "rédacteur"\n'
+        'branches = { "français" = "critique", "中文" = "critique" }\n'
+    )
+    no_name = (
+        "is not a name (ASCII letters, digits and _, up to 64, not starting with a digit), "
+        "and templates refer to it as {name}"
+    )
+    assert _problems(text) == (
+        f"f.toml:7: workflows.chain.steps[0].name: step name 'résumé' {no_name}: give another name",
+        "f.toml:7: workflows.chain.steps[2]: makes a step named 'critique', as "
+        "workflows.chain.steps[1] does: each step of a workflow needs its own name; name the "
+        'step, { step = "critique", name = "..." }',
+        f"f.toml:10: workflows.router.router: step name 'rédacteur' {no_name}: name the step, "
+        '{ step = "rédacteur", name = "..." }',
+        "f.toml:11: workflows.router.branches.中文: makes a step named 'critique', as "
+        "workflows.router.branches.français does: each step of a workflow needs its own "
+        'name; name the step, { step = "critique", name = "..." }',
+    )
 
 
 def test_a_workflow_named_with_a_space_loads_and_runs() -> None:

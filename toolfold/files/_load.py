@@ -52,11 +52,12 @@ from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._misplaced import client_options
 from toolfold.runtime._model import Model, unknown_provider
 from toolfold.runtime._sources import ToolSource
+from toolfold.runtime._task import _NAME as STEP_NAME
 from toolfold.runtime._task import is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.runtime.core._repr import a_class, normalization_variant, value_or_type
-from toolfold.toolkit._options import TOOL_NAME, name_problems
+from toolfold.toolkit._options import RESERVED_NAMES, TOOL_NAME, name_problems
 from toolfold.toolkit._results import describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
@@ -1191,21 +1192,29 @@ class _Loader:
         made: list[tuple[str, str]] = []
         known = not entry.mcp
         for index, item in enumerate(entry.tools):
+            path = self.at(name, "tools", index)
             if isinstance(item, AgentToolEntry):
                 tool_name = item.name or item.agent or item.workflow
+                if item.name is None and tool_name:
+                    kind = "agent" if item.agent is not None else "workflow"
+                    self._named_after(tool_name, tool_name, f"{path}.{kind}", kind)
             else:  # an import path: its Tool, once `_tool` resolved it (not a source's)
                 found = self.resolved.get(item)
                 tool_name = found.name if isinstance(found, Tool) else None
             if tool_name:
-                made.append((tool_name, self.at(name, "tools", index)))
+                made.append((tool_name, path))
             else:
                 known = False
         for index, handoff in enumerate(entry.handoffs):
-            if isinstance(handoff, HandoffEntry):
-                tool_name = handoff.name or f"transfer_to_{handoff.agent}"
+            path = self.at(name, "handoffs", index)
+            target = handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+            if isinstance(handoff, HandoffEntry) and handoff.name:
+                tool_name = handoff.name
             else:
-                tool_name = f"transfer_to_{handoff}"
-            made.append((tool_name, self.at(name, "handoffs", index)))
+                tool_name = f"transfer_to_{target}"
+                at = f"{path}.agent" if isinstance(handoff, HandoffEntry) else path
+                self._named_after(tool_name, target, at, "agent")
+            made.append((tool_name, path))
         first: dict[str, str] = {}
         for tool_name, path in made:
             if tool_name not in first:
@@ -1217,6 +1226,26 @@ class _Loader:
                 "an agent needs its own name (give one a distinct name = ...)",
             )
         return list(first) if known else None
+
+    def _named_after(self, tool_name: str, target: str, path: str, kind: str) -> None:
+        """The tool an agent (or workflow) ``target`` makes, used as a tool or a handoff
+        without a ``name``, takes ``tool_name`` from it: one no tool can have is said at
+        ``path`` with the key that names it (building the agent said it at the agent's
+        header, in Python's terms, and only the first)."""
+        if target not in self._table("agents") and target not in self._table("workflows"):
+            return  # (no such agent: said by `_reference`)
+        if TOOL_NAME.fullmatch(tool_name) and tool_name not in RESERVED_NAMES:
+            return
+        why = (
+            "which is reserved (a tool_choice value)"
+            if tool_name in RESERVED_NAMES
+            else "which no tool can have (1 to 64 characters among a-z A-Z 0-9 _ -)"
+        )
+        self.problem(
+            path,
+            f"makes a tool named {tool_name!r}, after the {kind}'s name, {why}: name the tool, "
+            f'{{ {kind} = "{target}", name = "..." }}',
+        )
 
     def _tool_choice(self, entry: AgentEntry, names: list[str] | None, path: str) -> None:
         """``tool_choice`` names a mode or one of the agent's tools (``names``; None: not known)."""
@@ -1325,6 +1354,61 @@ class _Loader:
             self._required_step(flow.step, name, "step", "a loop needs a step")
             if flow.until is not None and ":" in flow.until:
                 self._function(flow.until, f"{where}.until")
+        self._step_names(name, flow)
+
+    def _step_names(self, name: str, flow: WorkflowEntry) -> None:
+        """Each step's name, which templates refer to (``{name}``), is a name and the
+        workflow's only step of that name: said at the step's key, with the key that
+        names it (the workflow's build said it at its header, advising Python's
+        ``Task(..., name=...)``)."""
+        where = f"workflows.{name}"
+        steps: list[tuple[StepRef, str]] = []
+        if flow.kind in ("sequence", "parallel"):
+            steps = [(s, self.at(name, "steps", i, "workflows")) for i, s in enumerate(flow.steps)]
+        elif flow.kind == "route":
+            router = flow.router
+            if router is not None and (isinstance(router, StepEntry) or ":" not in router):
+                steps.append((router, f"{where}.router"))  # (a plain function routes: no step)
+            steps.extend((s, f"{where}.branches.{label}") for label, s in flow.branches.items())
+            if flow.default is not None:
+                steps.append((flow.default, f"{where}.default"))
+        elif flow.step is not None:
+            steps.append((flow.step, f"{where}.step"))
+        first: dict[str, str] = {}
+        for ref, path in steps:
+            target = ref.step if isinstance(ref, StepEntry) else ref
+            at = f"{path}.step" if isinstance(ref, StepEntry) else path
+            advice = f'name the step, {{ step = "{target}", name = "..." }}'
+            if isinstance(ref, StepEntry) and ref.name is not None:
+                step_name: Any = ref.name
+                at, advice = f"{path}.name", "give another name"
+            elif ":" in target:  # a function: its __name__, once resolved
+                step_name = getattr(self.resolved.get(target), "__name__", None)
+            elif target in self._table("agents") or target in self._table("workflows"):
+                step_name = target
+            else:
+                continue  # (no such agent or workflow: said by `_reference`)
+            if not isinstance(step_name, str) or not step_name:
+                continue  # (a step without a name: the build says what to do)
+            if not STEP_NAME.fullmatch(step_name):
+                self.problem(
+                    at,
+                    f"step name {step_name!r} is not a name (ASCII letters, digits and _, up to "
+                    f"64, not starting with a digit), and templates refer to it as {{name}}: "
+                    f"{advice}",
+                )
+            elif step_name == "input":
+                self.problem(
+                    at, f"step name 'input' is reserved ({{input}} is a step's own input): {advice}"
+                )
+            elif step_name in first:
+                self.problem(
+                    at,
+                    f"makes a step named {step_name!r}, as {first[step_name]} does: each step of "
+                    f"a workflow needs its own name; {advice}",
+                )
+            else:
+                first[step_name] = path
 
     def _required_step(self, ref: StepRef | None, flow: str, key: str, why: str) -> None:
         path = f"workflows.{flow}.{key}"
