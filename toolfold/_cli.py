@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import toolfold
-from toolfold._cli_common import DEFAULT_RUN_FILE, USAGE
+from toolfold._cli_common import DEFAULT_RUN_FILE, USAGE, as_typed
 from toolfold._errors import ToolfoldError
 
 
@@ -303,36 +302,26 @@ _TEXT_ARGUMENTS = {
     "dialect": "--dialect",
     "title": "--title",
 }
-_ESCAPED = re.compile("[\udc80-\udcff]")  # (a byte the locale's encoding could not decode)
 
 
 def _texts_as_utf8(args: argparse.Namespace) -> str | None:
-    """The text arguments read as UTF-8 where the locale's encoding could not read them;
-    returns what is wrong when one is not UTF-8 either, or None.
-
-    Under an ASCII locale (``LC_ALL=C``, outside Python's UTF-8 mode) Python keeps
-    each byte it cannot decode as a lone surrogate (``surrogateescape``): "Où"
-    typed in a UTF-8 terminal would reach the model as "O\ufffd\ufffd". Such an
-    argument's bytes are decoded as UTF-8 instead. Paths are left as the OS gave
-    them: they name files by those very bytes.
-    """
+    """The text arguments read as UTF-8 where the locale's encoding could not read them
+    (`as_typed`); returns what is wrong when one is not UTF-8 either, or None. Paths
+    are left as the OS gave them: they name files by those very bytes."""
+    encoding = sys.getfilesystemencoding()  # (argv's, on POSIX)
     for dest, shown in _TEXT_ARGUMENTS.items():
         given = getattr(args, dest, None)
-        values = given if isinstance(given, list) else [given]
-        if not any(isinstance(v, str) and _ESCAPED.search(v) for v in values):
+        if given is None:
             continue
+        values = given if isinstance(given, list) else [given]
         read: list[Any] = []
         for value in values:
-            if not (isinstance(value, str) and _ESCAPED.search(value)):
-                read.append(value)
-                continue
             try:
-                read.append(os.fsencode(value).decode("utf-8"))
-            except UnicodeError:  # (not UTF-8 either, or no bytes to go back to)
+                read.append(as_typed(value, encoding) if isinstance(value, str) else value)
+            except UnicodeError:  # (not UTF-8 either)
                 return (
-                    f"{shown} is not text in this locale's encoding "
-                    f"({sys.getfilesystemencoding()}) nor UTF-8: type it in UTF-8 under a "
-                    "UTF-8 locale (LC_ALL=C.UTF-8), or set PYTHONUTF8=1"
+                    f"{shown} is not text in this locale's encoding ({encoding}) nor UTF-8: "
+                    "type it in UTF-8 under a UTF-8 locale (LC_ALL=C.UTF-8), or set PYTHONUTF8=1"
                 )
         setattr(args, dest, read if isinstance(given, list) else read[0])
     return None

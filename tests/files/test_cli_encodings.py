@@ -8,11 +8,17 @@ non-ASCII text ``toolfold tools`` prints.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
+import sys
+import typing
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from cli_process import COMMAND, ROOT, environment, toolfold
 
 from toolfold import RunState
@@ -225,3 +231,20 @@ def test_tools_prints_non_ascii_text_as_it_is(tmp_path: Path) -> None:
         found = json.loads(shown)
         found = found["a"]["chercher"]["gemini"]["payload"] if "--json" in args else found
         assert found == payload
+
+
+def test_a_result_typed_at_the_terminal_under_an_ascii_locale_is_read_as_typed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A JSON result typed in UTF-8 at the terminal's question, stdin read as ASCII (``LC_ALL=C``),
+    is read as typed (it kept lone surrogates, as the command line's text did); a line that is
+    not UTF-8 either is asked again."""
+    from toolfold._session import _Session
+
+    typed = b"\xe9t\xe9\n" + '{"ville": "Zürich"}\n'.encode()
+    stdin = io.TextIOWrapper(io.BytesIO(typed), encoding="ascii", errors="surrogateescape")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    err = io.StringIO()
+    asked = _Session._prompt(typing.cast(Any, SimpleNamespace(err=err)), "result? ", None)
+    assert asked == '{"ville": "Zürich"}'
+    assert err.getvalue() == "result? not UTF-8 text: type it again in UTF-8\nresult? "
