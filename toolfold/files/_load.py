@@ -53,7 +53,7 @@ from toolfold.runtime._misplaced import client_options
 from toolfold.runtime._model import Model, unknown_provider
 from toolfold.runtime._sources import ToolSource
 from toolfold.runtime._task import _NAME as STEP_NAME
-from toolfold.runtime._task import is_type, not_a_type
+from toolfold.runtime._task import default_name, is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.runtime.core._repr import a_class, normalization_variant, value_or_type
@@ -1382,8 +1382,9 @@ class _Loader:
             if isinstance(ref, StepEntry) and ref.name is not None:
                 step_name: Any = ref.name
                 at, advice = f"{path}.name", "give another name"
-            elif ":" in target:  # a function: its __name__, once resolved
-                step_name = getattr(self.resolved.get(target), "__name__", None)
+            elif ":" in target:  # a function: its name, once resolved
+                found = self.resolved.get(target)
+                step_name = None if found is None else default_name(found)
             elif target in self._table("agents") or target in self._table("workflows"):
                 step_name = target
             else:
