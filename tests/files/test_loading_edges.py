@@ -288,6 +288,22 @@ def test_a_file_that_is_not_utf8_is_an_agent_file_error_naming_the_byte(
     assert "not UTF-8: byte 0xe9" in capsys.readouterr().err
 
 
+def test_a_yaml_name_that_is_not_text_beside_a_bad_reference_is_no_traceback() -> None:
+    """A YAML agent named ``1:`` (a problem of its own) in a file with a bad reference lists
+    the defined names without it: it was a TypeError (the near-miss and Unicode checks took
+    every name for text)."""
+    text = (
+        "entry: lead\nagents:\n  1:\n    model: openai:gpt-4o-mini\n  lead:\n"
+        "    model: openai:gpt-4o-mini\n    handoffs: [x]\n"
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, format="yaml", name="f.yaml")
+    assert (
+        "f.yaml:7: agents.lead.handoffs[0]: refers to agent 'x', which the file does not "
+        "define (defined: lead)"
+    ) in info.value.problems
+
+
 @pytest.mark.parametrize("suffix", [".toml", ".yaml"])
 def test_a_utf8_file_with_a_bom_loads(tmp_path: Path, suffix: str) -> None:
     """A UTF-8 file starting with a byte order mark (Notepad's "UTF-8 with BOM") loads, TOML

@@ -192,3 +192,7 @@ def test_a_choice_written_in_another_unicode_normalization_is_said_to_be_one() -
         "differs only in Unicode normalization from 'cafe\u0301' (NFC here, NFD there)"
     )
     assert normalization_variant("caf\u00e9", ["caf\u00e9", "cafe"]) is None
+    # A name that is not text (YAML's 1:) is passed over: it was a TypeError.
+    names: list[object] = [1, "cafe\u0301"]
+    assert normalization_variant("caf\u00e9", names) is not None
+    assert normalization_variant(1, names) is None

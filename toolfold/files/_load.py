@@ -949,7 +949,7 @@ class _Loader:
                 "entry", f"expected an agent's or workflow's name, got {describe(entry_name)}"
             )
         elif (agents or flows) and entry_name not in {**agents, **flows}:
-            variant = normalization_variant(entry_name, {**agents, **flows})
+            variant = normalization_variant(entry_name, [*agents, *flows])
             self.problem(
                 "entry",
                 f"names no agent or workflow of the file: {entry_name!r}"
@@ -1327,7 +1327,8 @@ class _Loader:
             if variant is not None:  # (listed, the two would look alike)
                 self.problem(path, f"refers to {what} {target!r}, which {variant}")
                 return
-            listed = ", ".join(_shown(name) for name in known) or "none"  # (long ones cut)
+            # (long ones cut; a name that is not text, YAML's 1:, is said where it is defined)
+            listed = ", ".join(_shown(n) for n in known if isinstance(n, str)) or "none"
             self.problem(
                 path,
                 f"refers to {what} {target!r}, which the file does not define (defined: {listed})",

@@ -80,17 +80,22 @@ def not_a_choice(value: Any, choices: Sequence[str]) -> str:
 
 
 def normalization_variant(
-    name: str, names: Iterable[str], there: str = "in the definition"
+    name: object, names: Iterable[object], there: str = "in the definition"
 ) -> str | None:
     """What an error says of ``name``, found nowhere among ``names``, when it is one of
     them written in another Unicode normalization (``café`` as ``e`` and a combining
     accent, NFD, as macOS file names and some editors write it, and ``café`` as one
     character, NFC), or None: ``differs only in Unicode normalization from 'café' (NFD
     here, NFC in the definition)``. The two print alike, so a message that lists the
-    names shows no difference; ``there`` says where the other one is written."""
+    names shows no difference; ``there`` says where the other one is written. Names
+    that are not text (YAML's ``1:``, a problem of their own) are passed over."""
+    if not isinstance(name, str):
+        return None
     composed = unicodedata.normalize("NFC", name)
     for other in names:
-        if other != name and unicodedata.normalize("NFC", other) == composed:
+        if not isinstance(other, str) or other == name:
+            continue
+        if unicodedata.normalize("NFC", other) == composed:
             return (
                 f"differs only in Unicode normalization from {other!r} "
                 f"({_normal_form(name)} here, {_normal_form(other)} {there})"
