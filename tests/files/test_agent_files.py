@@ -554,12 +554,13 @@ def test_a_yaml_name_that_is_not_text_is_a_problem() -> None:
 
 
 def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
-    """Two broken workflows (and one using a broken one) give one error listing both, not the first only."""
+    """Two broken workflows (and one using a broken one) give one error listing both, not the
+    first only: a step's name used twice, said before the build, hid the other one's build
+    problems (the build skips only the workflow with the name problem)."""
     text = (
         "[workflows.w1]\n"
-        'kind = "parallel"\n'
-        'steps = ["files_helpers:shout"]\n'
-        "max_concurrency = 0\n"
+        'kind = "sequence"\n'
+        'steps = ["files_helpers:shout", "files_helpers:shout"]\n'
         "[workflows.w2]\n"
         'kind = "loop"\n'
         'step = "files_helpers:shout"\n'
@@ -571,8 +572,8 @@ def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
     with pytest.raises(AgentFileError) as info:
         loads(text, name="flows.toml", search=SEARCH)
     problems = info.value.problems
-    assert [p.split(": ")[1] for p in problems] == ["workflows.w1", "workflows.w2"]
-    assert "max_concurrency must be an integer >= 1" in problems[0]
+    assert [p.split(": ")[1] for p in problems] == ["workflows.w1.steps[1]", "workflows.w2"]
+    assert "makes a step named 'shout', as workflows.w1.steps[0] does" in problems[0]
     assert "max_iterations must be an integer >= 1" in problems[1]
 
 
@@ -602,14 +603,14 @@ def test_an_agent_using_a_broken_agent_still_reports_its_own_problem(
 def test_a_workflow_with_a_broken_agent_step_still_reports_its_own_problem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A workflow whose agent step failed to build still reports its own problem (a step's retries, max_iterations)."""
+    """A workflow whose agent step failed to build still reports its own problem (a step used twice, max_iterations)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     text = (
         "[agents.r]\n"
         'model = "openai:gpt-4o-mini"\n'
         "[workflows.twice]\n"
         'kind = "sequence"\n'
-        'steps = ["r", { step = "files_helpers:shout", retries = -1 }]\n'
+        'steps = ["r", "files_helpers:shout", "files_helpers:shout"]\n'
         "[workflows.looped]\n"
         'kind = "loop"\n'
         'step = "r"\n'
@@ -620,11 +621,11 @@ def test_a_workflow_with_a_broken_agent_step_still_reports_its_own_problem(
     problems = info.value.problems
     assert [p.split(": ")[1] for p in problems] == [
         "agents.r",
-        "workflows.twice",
+        "workflows.twice.steps[2]",
         "workflows.looped",
     ]
     assert "no API key" in problems[0]
-    assert "retries must be an integer >= 1" in problems[1]
+    assert "makes a step named 'shout'" in problems[1]
     assert "max_iterations must be an integer >= 1" in problems[2]
 
 
@@ -1393,7 +1394,9 @@ def test_agents_whose_names_no_tool_can_have_are_said_at_each_entry() -> None:
         '[workflows.none]\nkind = "sequence"\nsteps = ["ok"]\n'
     )
     no_tool = "which no tool can have (1 to 64 characters among a-z A-Z 0-9 _ -)"
-    assert _problems(text) == (
+    with override_models(TestModel()):  # (the other agents are built: no API key needed)
+        problems = _problems(text)
+    assert problems == (
         "f.toml:3: agents.a.tools[0].agent: makes a tool named '研究员', after the agent's "
         f'name, {no_tool}: name the tool, {{ agent = "研究员", name = "..." }}',
         "f.toml:3: agents.a.tools[1].workflow: makes a tool named 'none', after the workflow's "
@@ -1402,6 +1405,26 @@ def test_agents_whose_names_no_tool_can_have_are_said_at_each_entry() -> None:
         "f.toml:4: agents.a.handoffs[0]: makes a tool named 'transfer_to_退款', after the "
         f'agent\'s name, {no_tool}: name the tool, {{ agent = "退款", name = "..." }}',
     )
+
+
+def test_a_name_problem_hides_no_other_agents_build_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent whose tool is named after an agent no tool can be named after is not built, but
+    the other agents are, so their build problems (no API key) are listed with it: the name
+    problem, said before the build, hid them all."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = (
+        AGENT_A + 'tools = [{ agent = "研究员" }]\n'
+        '[agents."研究员"]\nmodel = "openai:x"\n[agents.b]\nmodel = "openai:x"\n'
+    )
+    problems = _problems(text)
+    assert [p.split(": ")[1] for p in problems] == [
+        "agents.a.tools[0].agent",
+        "agents.研究员",
+        "agents.b",
+    ]
+    assert all("cannot build the agent: no API key" in p for p in problems[1:]), problems
 
 
 def test_step_names_are_said_at_each_step_with_the_files_way_to_name_one() -> None:
@@ -1420,7 +1443,9 @@ def test_step_names_are_said_at_each_step_with_the_files_way_to_name_one() -> No
         "is not a name (ASCII letters, digits and _, up to 64, not starting with a digit), "
         "and templates refer to it as {name}"
     )
-    assert _problems(text) == (
+    with override_models(TestModel()):  # (the agents are built: no API key needed)
+        problems = _problems(text)
+    assert problems == (
         f"f.toml:7: workflows.chain.steps[0].name: step name 'résumé' {no_name}: give another name",
         "f.toml:7: workflows.chain.steps[2]: makes a step named 'critique', as "
         "workflows.chain.steps[1] does: each step of a workflow needs its own name; name the "

@@ -866,6 +866,9 @@ class _Loader:
         self.imports = imports
         self.sdk_problem: str | None = None
         self.problems: list[str] = []
+        # The entries with a problem `_name_problem` said, and how many it said.
+        self.misnamed: set[str] = set()
+        self.name_problems = 0
         self.entries: dict[str, AgentEntry] = {}
         self.flows: dict[str, WorkflowEntry] = {}
         self.resolved: dict[str, Any] = {}
@@ -880,6 +883,15 @@ class _Loader:
         if not self.lines.yaml:  # (the structurer does not know the file's format)
             message = message.replace(YAML_QUOTE_HINT, "")
         self.problems.append(self.lines.say(path, message))
+
+    def _name_problem(self, owner: str, path: str, message: str) -> None:
+        """A problem of a name the build takes from the file (a step's, a tool's after an
+        agent), said at ``path``: the build skips ``owner`` (``agents.<name>``,
+        ``workflows.<name>``), which would say it again in Python's terms, but builds the
+        other entries, so that their own build problems are listed with it."""
+        self.problem(path, message)
+        self.misnamed.add(owner)
+        self.name_problems += 1
 
     def fail(self) -> AgentFileError:
         """The error listing every problem, in the file's order."""
@@ -961,11 +973,13 @@ class _Loader:
         for name, flow in self.flows.items():
             self._check_workflow(name, flow)
         order = self._order()
-        if self.problems:
+        if len(self.problems) > self.name_problems:
             raise self.fail()
         built: dict[str, Agent | Workflow] = {}
         for name in order:
             table = "agents" if name in self.entries else "workflows"
+            if f"{table}.{name}" in self.misnamed:
+                continue  # (one using it builds with a stand-in, as for one that failed)
             try:
                 if name in self.entries:
                     built[name] = self._agent(name, self.entries[name], built, override)
@@ -1197,7 +1211,7 @@ class _Loader:
                 tool_name = item.name or item.agent or item.workflow
                 if item.name is None and tool_name:
                     kind = "agent" if item.agent is not None else "workflow"
-                    self._named_after(tool_name, tool_name, f"{path}.{kind}", kind)
+                    self._named_after(name, tool_name, tool_name, f"{path}.{kind}", kind)
             else:  # an import path: its Tool, once `_tool` resolved it (not a source's)
                 found = self.resolved.get(item)
                 tool_name = found.name if isinstance(found, Tool) else None
@@ -1213,7 +1227,7 @@ class _Loader:
             else:
                 tool_name = f"transfer_to_{target}"
                 at = f"{path}.agent" if isinstance(handoff, HandoffEntry) else path
-                self._named_after(tool_name, target, at, "agent")
+                self._named_after(name, tool_name, target, at, "agent")
             made.append((tool_name, path))
         first: dict[str, str] = {}
         for tool_name, path in made:
@@ -1227,11 +1241,11 @@ class _Loader:
             )
         return list(first) if known else None
 
-    def _named_after(self, tool_name: str, target: str, path: str, kind: str) -> None:
+    def _named_after(self, agent: str, tool_name: str, target: str, path: str, kind: str) -> None:
         """The tool an agent (or workflow) ``target`` makes, used as a tool or a handoff
-        without a ``name``, takes ``tool_name`` from it: one no tool can have is said at
-        ``path`` with the key that names it (building the agent said it at the agent's
-        header, in Python's terms, and only the first)."""
+        of ``agent`` without a ``name``, takes ``tool_name`` from it: one no tool can have
+        is said at ``path`` with the key that names it (building the agent said it at the
+        agent's header, in Python's terms, and only the first)."""
         if target not in self._table("agents") and target not in self._table("workflows"):
             return  # (no such agent: said by `_reference`)
         if TOOL_NAME.fullmatch(tool_name) and tool_name not in RESERVED_NAMES:
@@ -1241,7 +1255,8 @@ class _Loader:
             if tool_name in RESERVED_NAMES
             else "which no tool can have (1 to 64 characters among a-z A-Z 0-9 _ -)"
         )
-        self.problem(
+        self._name_problem(
+            f"agents.{agent}",
             path,
             f"makes a tool named {tool_name!r}, after the {kind}'s name, {why}: name the tool, "
             f'{{ {kind} = "{target}", name = "..." }}',
@@ -1393,18 +1408,22 @@ class _Loader:
             if not isinstance(step_name, str) or not step_name:
                 continue  # (a step without a name: the build says what to do)
             if not STEP_NAME.fullmatch(step_name):
-                self.problem(
+                self._name_problem(
+                    where,
                     at,
                     f"step name {step_name!r} is not a name (ASCII letters, digits and _, up to "
                     f"64, not starting with a digit), and templates refer to it as {{name}}: "
                     f"{advice}",
                 )
             elif step_name == "input":
-                self.problem(
-                    at, f"step name 'input' is reserved ({{input}} is a step's own input): {advice}"
+                self._name_problem(
+                    where,
+                    at,
+                    f"step name 'input' is reserved ({{input}} is a step's own input): {advice}",
                 )
             elif step_name in first:
-                self.problem(
+                self._name_problem(
+                    where,
                     at,
                     f"makes a step named {step_name!r}, as {first[step_name]} does: each step of "
                     f"a workflow needs its own name; {advice}",
