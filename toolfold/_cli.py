@@ -15,6 +15,7 @@ dependencies (it ships with the core install).
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 from collections.abc import Sequence
@@ -307,8 +308,12 @@ _TEXT_ARGUMENTS = {
 def _texts_as_utf8(args: argparse.Namespace) -> str | None:
     """The text arguments read as UTF-8 where the locale's encoding could not read them
     (`as_typed`); returns what is wrong when one is not UTF-8 either, or None. Paths
-    are left as the OS gave them: they name files by those very bytes."""
+    are left as the OS gave them: they name files by those very bytes. Under a UTF-8
+    locale nothing is re-read: a byte that is not UTF-8 there reaches the model as
+    U+FFFD, as typed."""
     encoding = sys.getfilesystemencoding()  # (argv's, on POSIX)
+    if codecs.lookup(encoding).name == "utf-8":
+        return None
     for dest, shown in _TEXT_ARGUMENTS.items():
         given = getattr(args, dest, None)
         if given is None:

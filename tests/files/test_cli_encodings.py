@@ -138,6 +138,24 @@ def test_text_that_is_not_utf8_under_an_ascii_locale_is_refused(tmp_path: Path) 
     assert not (tmp_path / "toolfold-run.json").exists()
 
 
+def test_text_that_is_not_utf8_under_a_utf8_locale_runs_as_before(tmp_path: Path) -> None:
+    """Under a UTF-8 locale a prompt holding a byte that is not UTF-8 (Latin-1 ``é``) runs as
+    it did (the model gets U+FFFD): it is not re-read, nor refused with advice to use the very
+    locale in use (it exited 2)."""
+    (tmp_path / "echo_model.py").write_text(ECHO)
+    proc = subprocess.run(
+        [*COMMAND, "run", str(EXAMPLE), "--model", "echo_model:echo", b"caf\xe9"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environment({"LC_ALL": "C.UTF-8", "PYTHONPATH": str(tmp_path)}),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == "ECHO 'caf\\udce9'\n"
+
+
 def test_view_and_resume_read_a_run_file_with_a_byte_order_mark(tmp_path: Path) -> None:
     """A run file saved with a UTF-8 byte order mark is read by ``view`` and ``resume`` alike
     (``resume`` said "Unexpected UTF-8 BOM"); one saved as UTF-16 (PowerShell 5's ``>``) or
