@@ -464,7 +464,14 @@ def _stored_path(path: Path, stored: Any) -> str:
         return stored
     except UnicodeEncodeError:
         pass
-    rebuilt = os.fsdecode(stored.encode("utf-8", "surrogateescape"))
+    try:
+        rebuilt = os.fsdecode(stored.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # (a lone surrogate no bytes were read as: '\ud800')
+        _say(
+            "resume",
+            f"{path}: its 'file' names no file in any encoding: {stored!r}; give --file FILE",
+        )
+        raise _Stop(PROBLEM) from None
     if os.path.isfile(rebuilt):
         return rebuilt
     _say(

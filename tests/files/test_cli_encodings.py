@@ -95,6 +95,17 @@ def test_a_run_file_naming_a_path_this_locale_cannot_encode_is_refused(tmp_path:
     assert proc.stderr == (
         f"toolfold resume: {run_file}: its 'file' is not an agent file's path: an integer 5\n"
     )
+    # A lone surrogate (no byte of any file name reads as one) is refused under either
+    # locale: it was a traceback, UnicodeEncodeError from the UTF-8 bytes' rebuild.
+    document["file"] = "/tmp/x\ud800y.toml"
+    run_file.write_text(json.dumps(document))
+    for env in (UTF8_LOCALE, ASCII_LOCALE):
+        proc = toolfold("resume", str(run_file), "--approve", "call_4_0", cwd=tmp_path, env=env)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr == (
+            f"toolfold resume: {run_file}: its 'file' names no file in any encoding: "
+            "'/tmp/x\\ud800y.toml'; give --file FILE\n"
+        )
 
 
 def test_text_typed_under_an_ascii_locale_reaches_the_model_as_typed(tmp_path: Path) -> None:
