@@ -16,6 +16,7 @@ import argparse
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -224,7 +225,7 @@ def tools(args: argparse.Namespace) -> int:
                 report.setdefault(name, {}).setdefault(tool.name, {})[dialect] = entry
     if args.json:  # (ASCII escapes only where stdout is not UTF-8, as `run --json`)
         shown = json.dumps(report, indent=2, default=str, ensure_ascii=False)
-        return _out("tools", ascii_json(shown + "\n", sys.stdout))
+        return _out("tools", _shown_json(shown) + "\n")
     lines: list[str] = []
     for name, by_tool in report.items():
         lines.append(f"agent {name}" if by_tool else f"agent {name}: no tools")
@@ -242,12 +243,22 @@ def tools(args: argparse.Namespace) -> int:
 
 
 def _payload_text(payload: Any) -> str:
-    """A compiled tool's payload as `tools` shows it: JSON on one line, its text as it is
-    (\\u escapes only where stdout is not UTF-8, `ascii_json`), but what a terminal acts
-    on (a description's U+202E, a C1 control) as a JSON escape: the same JSON, shown."""
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
-    text = CONTROLS.sub(lambda found: json.dumps(found.group())[1:-1], text)
+    """A compiled tool's payload as `tools` shows it: JSON on one line (`_shown_json`)."""
+    return _shown_json(json.dumps(payload, sort_keys=True, ensure_ascii=False))
+
+
+def _shown_json(text: str) -> str:
+    """JSON ``text`` (``ensure_ascii=False``) as `tools` prints it: its text as it is (\\u
+    escapes only where stdout is not UTF-8, `ascii_json`), but what a terminal acts on
+    (a description's U+202E, a C1 control, U+2028) as a JSON escape: the same JSON,
+    shown. (A raw newline is the indent's: JSON escapes those in its strings.)"""
+    text = CONTROLS.sub(_json_escape, text)
     return ascii_json(text, sys.stdout)
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    char = found.group()
+    return char if char == "\n" else f"\\u{ord(char):04x}"
 
 
 def _out(command: str, text: str) -> int:

@@ -248,7 +248,8 @@ def test_tools_prints_non_ascii_text_as_it_is(tmp_path: Path) -> None:
     ]
     proc = toolfold("tools", "f.toml", "--dialect", "gemini", "--json", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert '"查找订单 — بحث 🔍 \u202eeid."' in proc.stdout
+    # (what a terminal acts on is escaped in --json too: it printed U+202E raw)
+    assert '"查找订单 — بحث 🔍 \\u202eeid."' in proc.stdout
     payload = json.loads(proc.stdout)["a"]["chercher"]["gemini"]["payload"]
     for args in (["--dialect", "gemini"], ["--dialect", "gemini", "--json"]):
         proc = toolfold(
@@ -260,6 +261,19 @@ def test_tools_prints_non_ascii_text_as_it_is(tmp_path: Path) -> None:
         found = json.loads(shown)
         found = found["a"]["chercher"]["gemini"]["payload"] if "--json" in args else found
         assert found == payload
+
+
+def test_tools_json_escapes_what_a_terminal_acts_on() -> None:
+    """``tools --json`` writes a bidirectional override, a C1 control (CSI, U+009B) and a line
+    separator as JSON escapes, keeping the indent's newlines: it wrote them raw."""
+    from toolfold._commands import _shown_json
+
+    report = {"a": {"description": "Look \u202eevil\u202c csi\x9b31m \u2028 é"}}
+    shown = _shown_json(json.dumps(report, indent=2, ensure_ascii=False))
+    assert shown == (
+        '{\n  "a": {\n    "description": "Look \\u202eevil\\u202c csi\\u009b31m \\u2028 é"\n  }\n}'
+    )
+    assert json.loads(shown) == report
 
 
 def test_a_result_typed_at_the_terminal_under_an_ascii_locale_is_read_as_typed(
