@@ -52,7 +52,7 @@ from toolfold._session import (
     transfers_of,
     written,
 )
-from toolfold.toolkit._results import CONTROLS
+from toolfold.toolkit._results import CONTROLS, NotUTF8Error, decoded_file
 
 
 def state_text(raw: bytes) -> str:
@@ -72,31 +72,17 @@ def state_text(raw: bytes) -> str:
 
 
 def file_text(raw: bytes) -> str:
-    """A run file's (or a state's) bytes as text: UTF-8, a byte order mark dropped.
-
-    ``view`` and ``resume`` read both through it. A BOM is what Windows editors
-    and PowerShell 7's ``>`` may put first; the file is UTF-8 all the same.
+    """A run file's (or a state's) bytes as text (`decoded_file`): UTF-8, UTF-16 or UTF-32
+    (PowerShell 5's ``>`` writes UTF-16), a byte order mark dropped. ``view`` and
+    ``resume`` read both through it.
 
     Raises:
-        ValueError: It is not UTF-8: saved as UTF-16 or UTF-32 (PowerShell 5's
-            ``>`` writes UTF-16), or in another encoding; the message says which
-            and to save it as UTF-8.
+        ValueError: It is none of them: the message says where its first bad byte is.
     """
-    found = json.detect_encoding(raw)  # (by its BOM, or the NULs of an ASCII start)
-    if found.startswith(("utf-16", "utf-32")):
-        wide = found[:6].upper()
-        raise ValueError(
-            f"saved as {wide} (PowerShell's > does that): save it as UTF-8 (PowerShell: "
-            "... | Out-File -Encoding utf8 FILE, or Set-Content -Encoding utf8)"
-        )
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ValueError(
-            f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} (line {line}; saved "
-            "in another encoding, such as Windows' cp1252?): save it as UTF-8"
-        ) from None
+        return decoded_file(raw, wide=True)
+    except NotUTF8Error as exc:
+        raise ValueError(str(exc) if exc.line is None else f"line {exc.line}: {exc}") from None
 
 
 def _load(command: str, path: str, model: str | None, *, offline: bool = False) -> Any:

@@ -288,6 +288,21 @@ def test_a_file_that_is_not_utf8_is_an_agent_file_error_naming_the_byte(
     assert "not UTF-8: byte 0xe9" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("encoding", "named"), [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path: Path, encoding: str, named: str) -> None:
+    """A file saved as UTF-16 (PowerShell 5's ``>``) or UTF-32 is said to be one, as ``toolfold
+    view`` and ``resume`` say of a run file (`decoded_file`): it was guessed to be cp1252."""
+    path = tmp_path / "wide.toml"
+    path.write_bytes(_FRENCH.encode(encoding))
+    with pytest.raises(AgentFileError) as info:
+        load(path)
+    how = " (PowerShell 5's > writes it)" if named == "UTF-16" else ""
+    assert info.value.problems == (
+        f"{path}: not UTF-8 but {named}{how}: save it as UTF-8 (PowerShell: ... | Out-File "
+        "-Encoding utf8 FILE, or Set-Content -Encoding utf8)",
+    )
+
+
 def test_a_yaml_name_that_is_not_text_beside_a_bad_reference_is_no_traceback() -> None:
     """A YAML agent named ``1:`` (a problem of its own) in a file with a bad reference lists
     the defined names without it: it was a TypeError (the near-miss and Unicode checks took

@@ -58,7 +58,7 @@ from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
 from toolfold.runtime.core._repr import a_class, normalization_variant, value_or_type
 from toolfold.toolkit._options import RESERVED_NAMES, TOOL_NAME, name_problems
-from toolfold.toolkit._results import describe_exception, escaped
+from toolfold.toolkit._results import NotUTF8Error, decoded_file, describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -186,17 +186,14 @@ def read_file(
 
 
 def _not_utf8(source: Path) -> str:
-    """The problem of ``source``, a file that is not UTF-8: where its first bad byte is."""
+    """The problem of ``source``, a file that is not UTF-8: saved as UTF-16 or UTF-32,
+    or where its first bad byte is (`decoded_file`, which reads run files too)."""
     try:
-        source.read_bytes().decode("utf-8")  # (offsets from the start, a BOM counted)
-    except (OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, UnicodeDecodeError):
-            line = exc.object.count(b"\n", 0, exc.start) + 1
-            byte = exc.object[exc.start]
-            return (
-                f"{source}:{line}: not UTF-8: byte 0x{byte:02x} at offset {exc.start} "
-                "(saved in another encoding, such as Windows' cp1252?): save it as UTF-8"
-            )
+        decoded_file(source.read_bytes())
+    except NotUTF8Error as exc:
+        return f"{source}: {exc}" if exc.line is None else f"{source}:{exc.line}: {exc}"
+    except OSError as exc:
+        return f"{source}: cannot read: {exc.strerror or exc}"
     return f"{source}: cannot read: not UTF-8"
 
 
