@@ -90,6 +90,7 @@ CORE_MAY_IMPORT = (
     "numbers",
     "re",
     "typing",
+    "unicodedata",  # normalization_variant, for error messages only (its tables follow Python)
     "toolfold._errors",
     "toolfold.runtime.core",
     "toolfold.toolkit",

@@ -15,6 +15,7 @@ dependencies (it ships with the core install).
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import toolfold
-from toolfold._cli_common import DEFAULT_RUN_FILE
+from toolfold._cli_common import DEFAULT_RUN_FILE, USAGE, as_typed
 from toolfold._errors import ToolfoldError
 
 
@@ -34,7 +35,7 @@ def _view(args: argparse.Namespace) -> int:
     source = Path(args.state)
     try:
         state = RunState.from_json(state_text(source.read_bytes()))
-    except (OSError, ToolfoldError) as exc:
+    except (OSError, ValueError, ToolfoldError) as exc:  # (ValueError: not UTF-8, file_text)
         print(f"toolfold view: cannot load {source}: {exc}", file=sys.stderr)
         return 1
     target = Path(args.output) if args.output else source.with_suffix(".html")
@@ -290,6 +291,47 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# The arguments holding text, not paths: what the model reads (the prompt, a denial's
+# reason, a result) and names matched against a file's (an agent, a call id, a dialect).
+_TEXT_ARGUMENTS = {
+    "prompt": "PROMPT",
+    "message": "--message",
+    "approve": "--approve",
+    "deny": "--deny",
+    "result": "--result",
+    "agent": "--agent",
+    "dialect": "--dialect",
+    "title": "--title",
+}
+
+
+def _texts_as_utf8(args: argparse.Namespace) -> str | None:
+    """The text arguments read as UTF-8 where the locale's encoding could not read them
+    (`as_typed`); returns what is wrong when one is not UTF-8 either, or None. Paths
+    are left as the OS gave them: they name files by those very bytes. Under a UTF-8
+    locale nothing is re-read: a byte that is not UTF-8 there reaches the model as
+    U+FFFD, as typed."""
+    encoding = sys.getfilesystemencoding()  # (argv's, on POSIX)
+    if codecs.lookup(encoding).name == "utf-8":
+        return None
+    for dest, shown in _TEXT_ARGUMENTS.items():
+        given = getattr(args, dest, None)
+        if given is None:
+            continue
+        values = given if isinstance(given, list) else [given]
+        read: list[Any] = []
+        for value in values:
+            try:
+                read.append(as_typed(value, encoding) if isinstance(value, str) else value)
+            except UnicodeError:  # (not UTF-8 either)
+                return (
+                    f"{shown} is not text in this locale's encoding ({encoding}) nor UTF-8: "
+                    "type it in UTF-8 under a UTF-8 locale (LC_ALL=C.UTF-8), or set PYTHONUTF8=1"
+                )
+        setattr(args, dest, read if isinstance(given, list) else read[0])
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     top = parser()
@@ -298,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = _run_file_after_answers(args)
         if problem is not None:
             args.command_error(problem)  # (as argparse says a missing STATE: exit 2)
+    problem = _texts_as_utf8(args)
+    if problem is not None:
+        print(f"toolfold {args.command}: {problem}", file=sys.stderr)
+        return USAGE
     code: int = args.handler(args)
     return code
 

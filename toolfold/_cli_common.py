@@ -98,6 +98,24 @@ def _say(command: str, message: str) -> None:
     print(f"toolfold {command}: {_visible(message, lines=True)}", file=sys.stderr)
 
 
+def as_typed(text: str, encoding: str) -> str:
+    """``text``, read in ``encoding`` with ``surrogateescape``, as a UTF-8 terminal typed it.
+
+    Under an ASCII locale (``LC_ALL=C``, outside Python's UTF-8 mode) Python keeps
+    each byte of the command line or of stdin it cannot decode as a lone surrogate:
+    "Où" would reach the model as "O\ufffd\ufffd". Text holding such bytes is
+    decoded as UTF-8 instead; other text is returned as it is.
+
+    Raises:
+        UnicodeError: Its bytes are not UTF-8 either.
+    """
+    if not _ESCAPED.search(text):
+        return text
+    return text.encode(encoding, "surrogateescape").decode("utf-8")
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]")  # (a byte the encoding could not decode)
+
 # What a terminal acts on instead of showing (see `one_line`), newlines and tabs kept.
 _LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]")
 

@@ -16,6 +16,7 @@ import argparse
 import errno
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -46,21 +47,42 @@ from toolfold._session import (
     _continue,
     _Session,
     _start,
+    ascii_json,
     quiet_stdout,
     transfers_of,
     written,
 )
+from toolfold.toolkit._results import CONTROLS, NotUTF8Error, decoded_file
 
 
-def state_text(raw: bytes) -> bytes:
-    """The state inside a run file, or ``raw`` itself (a bare state, or not JSON at all)."""
+def state_text(raw: bytes) -> str:
+    """The state inside a run file, or the file's text itself (a bare state, or not JSON at all).
+
+    Raises:
+        ValueError: The file is not UTF-8 text (`file_text`).
+    """
+    text = file_text(raw)
     try:
-        document = json.loads(raw)
+        document = json.loads(text)
     except ValueError:
-        return raw
+        return text
     if isinstance(document, dict) and document.get("format") == RUN_FILE:
-        return json.dumps(document.get("state")).encode()
-    return raw
+        return json.dumps(document.get("state"))
+    return text
+
+
+def file_text(raw: bytes) -> str:
+    """A run file's (or a state's) bytes as text (`decoded_file`): UTF-8, UTF-16 or UTF-32
+    (PowerShell 5's ``>`` writes UTF-16), a byte order mark dropped. ``view`` and
+    ``resume`` read both through it.
+
+    Raises:
+        ValueError: It is none of them: the message says where its first bad byte is.
+    """
+    try:
+        return decoded_file(raw, wide=True)
+    except NotUTF8Error as exc:
+        raise ValueError(str(exc) if exc.line is None else f"line {exc.line}: {exc}") from None
 
 
 def _load(command: str, path: str, model: str | None, *, offline: bool = False) -> Any:
@@ -187,22 +209,42 @@ def tools(args: argparse.Namespace) -> int:
                         "rewrites": [str(r) for r in compiled.rewrites],
                     }
                 report.setdefault(name, {}).setdefault(tool.name, {})[dialect] = entry
-    if args.json:
-        return _out("tools", json.dumps(report, indent=2, default=str) + "\n")
+    if args.json:  # (ASCII escapes only where stdout is not UTF-8, as `run --json`)
+        shown = json.dumps(report, indent=2, default=str, ensure_ascii=False)
+        return _out("tools", _shown_json(shown) + "\n")
     lines: list[str] = []
     for name, by_tool in report.items():
         lines.append(f"agent {name}" if by_tool else f"agent {name}: no tools")
         for tool_name, by_dialect in by_tool.items():
             lines.append(f"  tool {tool_name}")
             for dialect, entry in by_dialect.items():
-                if "error" in entry:
-                    lines.append(_visible(f"    {dialect}: cannot compile: {entry['error']}"))
+                if "error" in entry:  # (its lines, each problem on one, indented under it)
+                    error = _visible(entry["error"], lines=True).replace("\n", "\n      ")
+                    lines.append(f"    {dialect}: cannot compile: {error}")
                     continue
                 mode = "strict" if entry["strict"] else "non-strict"
-                payload = json.dumps(entry["payload"], sort_keys=True)
-                lines.append(f"    {dialect} ({mode}): {payload}")
+                lines.append(f"    {dialect} ({mode}): {_payload_text(entry['payload'])}")
                 lines.extend(_visible(f"      rewrite {rewrite}") for rewrite in entry["rewrites"])
     return _out("tools", "".join(f"{line}\n" for line in lines))
+
+
+def _payload_text(payload: Any) -> str:
+    """A compiled tool's payload as `tools` shows it: JSON on one line (`_shown_json`)."""
+    return _shown_json(json.dumps(payload, sort_keys=True, ensure_ascii=False))
+
+
+def _shown_json(text: str) -> str:
+    """JSON ``text`` (``ensure_ascii=False``) as `tools` prints it: its text as it is (\\u
+    escapes only where stdout is not UTF-8, `ascii_json`), but what a terminal acts on
+    (a description's U+202E, a C1 control, U+2028) as a JSON escape: the same JSON,
+    shown. (A raw newline is the indent's: JSON escapes those in its strings.)"""
+    text = CONTROLS.sub(_json_escape, text)
+    return ascii_json(text, sys.stdout)
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    char = found.group()
+    return char if char == "\n" else f"\\u{ord(char):04x}"
 
 
 def _out(command: str, text: str) -> int:
@@ -327,8 +369,8 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     from toolfold.runtime.drive._failures import started_by
 
     try:
-        document = json.loads(held.raw.decode("utf-8"))
-    except ValueError as exc:  # (UnicodeDecodeError too)
+        document = json.loads(file_text(held.raw))
+    except ValueError as exc:  # (not UTF-8, said by file_text, or not JSON)
         _say("resume", f"cannot read {path}: {exc}")
         return PROBLEM
     wrapped = isinstance(document, dict) and document.get("format") == RUN_FILE
@@ -365,9 +407,10 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     except ToolfoldError as exc:
         _say("resume", f"{path} does not load as a run's state: {exc}")
         return PROBLEM
-    loaded = _load("resume", str(where["file"]), where.get("model"))
+    agent_file = str(where["file"]) if args.file is not None else _stored_path(path, where["file"])
+    loaded = _load("resume", agent_file, where.get("model"))
     agent = _agent("resume", loaded, where.get("agent"))
-    _not_a_source("resume", args.state_out, str(where["file"]))
+    _not_a_source("resume", args.state_out, agent_file)
     where["agent"] = agent.name
     run_file = args.state_out or str(path)
     session = _Session("resume", agent, args, where, run_file, held, transfers_of(agent))
@@ -400,6 +443,41 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
         )
     finally:
         session.close()
+
+
+def _stored_path(path: Path, stored: Any) -> str:
+    """The agent file the run file ``path`` names (``stored``), as this process can open it.
+
+    The run file holds the path as text. Written under a UTF-8 locale, a path
+    with ``é`` cannot be encoded in an ASCII one (``LC_ALL=C``, outside Python's
+    UTF-8 mode): its UTF-8 bytes, the file's name on disk, are taken instead
+    when they name a file; else the resume is refused, saying how to run it.
+    """
+    if not isinstance(stored, str) or "\0" in stored:
+        _say("resume", f"{path}: its 'file' is not an agent file's path: {_shown(stored)}")
+        raise _Stop(PROBLEM)
+    try:
+        os.fsencode(stored)
+        return stored
+    except UnicodeEncodeError:
+        pass
+    try:
+        rebuilt = os.fsdecode(stored.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # (a lone surrogate no bytes were read as: '\ud800')
+        _say(
+            "resume",
+            f"{path}: its 'file' names no file in any encoding: {stored!r}; give --file FILE",
+        )
+        raise _Stop(PROBLEM) from None
+    if os.path.isfile(rebuilt):
+        return rebuilt
+    _say(
+        "resume",
+        f"{path} names the agent file {stored!r}, which cannot be named in this locale's "
+        f"encoding ({sys.getfilesystemencoding()}) nor found by its UTF-8 bytes: resume "
+        "under a UTF-8 locale (LC_ALL=C.UTF-8) or with PYTHONUTF8=1, or give --file FILE",
+    )
+    raise _Stop(PROBLEM)
 
 
 def _state_format(form: Any) -> bool:

@@ -33,6 +33,7 @@ from toolfold._cli_common import (
     _say,
     _Stop,
     _visible,
+    as_typed,
 )
 from toolfold._errors import (
     RunError,
@@ -483,7 +484,11 @@ class _Session:
             line = _read_line(sys.stdin)
             if not line:
                 return None
-            answer = line.strip()
+            try:  # (a result typed in UTF-8 under an ASCII locale: as typed, as argv's text)
+                answer = as_typed(line.strip(), getattr(sys.stdin, "encoding", None) or "utf-8")
+            except UnicodeError:
+                self.err.write("not UTF-8 text: type it again in UTF-8\n")
+                continue
             if choices is None or answer.lower() in choices:
                 return answer.lower() if choices else answer
             self.err.write(f"answer {' or '.join(choices[::2])}\n")

@@ -427,9 +427,9 @@ ERRORS = {
         "cycle in definitions: a -> b -> a",
     ),
     "a workflow that cannot be built": (
-        '[workflows.w]\nkind = "sequence"\nsteps = ["files_helpers:shout", "files_helpers:shout"]\n',
+        '[workflows.w]\nkind = "sequence"\nsteps = [{ step = "files_helpers:shout", retries = -1 }]\n',
         "workflows:\n  w:\n    kind: sequence\n"
-        "    steps: ['files_helpers:shout', 'files_helpers:shout']\n",
+        "    steps: [{step: 'files_helpers:shout', retries: -1}]\n",
         (1, 2),
         "workflows.w",
         "cannot build the workflow: ",
@@ -554,7 +554,9 @@ def test_a_yaml_name_that_is_not_text_is_a_problem() -> None:
 
 
 def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
-    """Two broken workflows (and one using a broken one) give one error listing both, not the first only."""
+    """Two broken workflows (and one using a broken one) give one error listing both, not the
+    first only: a step's name used twice, said before the build, hid the other one's build
+    problems (the build skips only the workflow with the name problem)."""
     text = (
         "[workflows.w1]\n"
         'kind = "sequence"\n'
@@ -570,8 +572,8 @@ def test_every_workflow_that_cannot_be_built_is_reported_at_once() -> None:
     with pytest.raises(AgentFileError) as info:
         loads(text, name="flows.toml", search=SEARCH)
     problems = info.value.problems
-    assert [p.split(": ")[1] for p in problems] == ["workflows.w1", "workflows.w2"]
-    assert "is used 2 times" in problems[0]
+    assert [p.split(": ")[1] for p in problems] == ["workflows.w1.steps[1]", "workflows.w2"]
+    assert "makes a step named 'shout', as workflows.w1.steps[0] does" in problems[0]
     assert "max_iterations must be an integer >= 1" in problems[1]
 
 
@@ -619,11 +621,11 @@ def test_a_workflow_with_a_broken_agent_step_still_reports_its_own_problem(
     problems = info.value.problems
     assert [p.split(": ")[1] for p in problems] == [
         "agents.r",
-        "workflows.twice",
+        "workflows.twice.steps[2]",
         "workflows.looped",
     ]
     assert "no API key" in problems[0]
-    assert "is used 2 times" in problems[1]
+    assert "makes a step named 'shout'" in problems[1]
     assert "max_iterations must be an integer >= 1" in problems[2]
 
 
@@ -1377,6 +1379,83 @@ def test_an_import_path_tool_clashing_with_an_entry_is_named_at_the_entry(
         loads(text, name="f.toml", search=SEARCH)
     (problem,) = info.value.problems
     assert problem.startswith(says)
+
+
+def test_agents_whose_names_no_tool_can_have_are_said_at_each_entry() -> None:
+    """An agent used as a tool, or a handoff, without ``name``, whose tool would be named after
+    an agent no tool can be named after (CJK, 'none'), is said at its own key with the file's
+    way to name it, every one at once: only the first was said, at the agent's header, advising
+    Python's ``name=...``."""
+    text = (
+        AGENT_A + 'tools = [{ agent = "研究员" }, { workflow = "none" }, { agent = "ok" }]\n'
+        'handoffs = ["退款", { agent = "退款", name = "refund" }]\n'
+        '[agents."研究员"]\nmodel = "openai:x"\n[agents."退款"]\nmodel = "openai:x"\n'
+        '[agents.ok]\nmodel = "openai:x"\n'
+        '[workflows.none]\nkind = "sequence"\nsteps = ["ok"]\n'
+    )
+    no_tool = "which no tool can have (1 to 64 characters among a-z A-Z 0-9 _ -)"
+    with override_models(TestModel()):  # (the other agents are built: no API key needed)
+        problems = _problems(text)
+    assert problems == (
+        "f.toml:3: agents.a.tools[0].agent: makes a tool named '研究员', after the agent's "
+        f'name, {no_tool}: name the tool, {{ agent = "研究员", name = "..." }}',
+        "f.toml:3: agents.a.tools[1].workflow: makes a tool named 'none', after the workflow's "
+        "name, which is reserved (a tool_choice value): name the tool, "
+        '{ workflow = "none", name = "..." }',
+        "f.toml:4: agents.a.handoffs[0]: makes a tool named 'transfer_to_退款', after the "
+        f'agent\'s name, {no_tool}: name the tool, {{ agent = "退款", name = "..." }}',
+    )
+
+
+def test_a_name_problem_hides_no_other_agents_build_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent whose tool is named after an agent no tool can be named after is not built, but
+    the other agents are, so their build problems (no API key) are listed with it: the name
+    problem, said before the build, hid them all."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    text = (
+        AGENT_A + 'tools = [{ agent = "研究员" }]\n'
+        '[agents."研究员"]\nmodel = "openai:x"\n[agents.b]\nmodel = "openai:x"\n'
+    )
+    problems = _problems(text)
+    assert [p.split(": ")[1] for p in problems] == [
+        "agents.a.tools[0].agent",
+        "agents.研究员",
+        "agents.b",
+    ]
+    assert all("cannot build the agent: no API key" in p for p in problems[1:]), problems
+
+
+def test_step_names_are_said_at_each_step_with_the_files_way_to_name_one() -> None:
+    """A step named after an agent whose name templates cannot refer to ('rédacteur'), a step
+    ``name`` that is no name, and a second step of one name (two route branches to one agent)
+    are said at their keys, every one at once, with the file's way to name a step: they were
+    said at the workflow's header, advising Python's ``Task(..., name=...)``."""
+    text = (
+        '[agents."rédacteur"]\nmodel = "openai:x"\n[agents.critique]\nmodel = "openai:x"\n'
+        '[workflows.chain]\nkind = "sequence"\n'
+        'steps = [{ step = "rédacteur", name = "résumé" }, "critique", "critique"]\n'
+        '[workflows.router]\nkind = "route"\nrouter = "rédacteur"\n'
+        'branches = { "français" = "critique", "中文" = "critique" }\n'
+    )
+    no_name = (
+        "is not a name (ASCII letters, digits and _, up to 64, not starting with a digit), "
+        "and templates refer to it as {name}"
+    )
+    with override_models(TestModel()):  # (the agents are built: no API key needed)
+        problems = _problems(text)
+    assert problems == (
+        f"f.toml:7: workflows.chain.steps[0].name: step name 'résumé' {no_name}: give another name",
+        "f.toml:7: workflows.chain.steps[2]: makes a step named 'critique', as "
+        "workflows.chain.steps[1] does: each step of a workflow needs its own name; name the "
+        'step, { step = "critique", name = "..." }',
+        f"f.toml:10: workflows.router.router: step name 'rédacteur' {no_name}: name the step, "
+        '{ step = "rédacteur", name = "..." }',
+        "f.toml:11: workflows.router.branches.中文: makes a step named 'critique', as "
+        "workflows.router.branches.français does: each step of a workflow needs its own "
+        'name; name the step, { step = "critique", name = "..." }',
+    )
 
 
 def test_a_workflow_named_with_a_space_loads_and_runs() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import AgentFileError, WorkflowDefinitionError
+from toolfold import AgentFileError, UsageError, WorkflowDefinitionError
 from toolfold.files import load, loads
 from toolfold.runtime import Sequence, Task
 from toolfold.testing import TestModel, override_models
@@ -286,6 +286,37 @@ def test_a_file_that_is_not_utf8_is_an_agent_file_error_naming_the_byte(
     )
     assert main(["check", str(path)]) == 1
     assert "not UTF-8: byte 0xe9" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("encoding", "named"), [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path: Path, encoding: str, named: str) -> None:
+    """A file saved as UTF-16 (PowerShell 5's ``>``) or UTF-32 is said to be one, as ``toolfold
+    view`` and ``resume`` say of a run file (`decoded_file`): it was guessed to be cp1252."""
+    path = tmp_path / "wide.toml"
+    path.write_bytes(_FRENCH.encode(encoding))
+    with pytest.raises(AgentFileError) as info:
+        load(path)
+    how = " (PowerShell 5's > writes it)" if named == "UTF-16" else ""
+    assert info.value.problems == (
+        f"{path}: not UTF-8 but {named}{how}: save it as UTF-8 (PowerShell: ... | Out-File "
+        "-Encoding utf8 FILE, or Set-Content -Encoding utf8)",
+    )
+
+
+def test_a_yaml_name_that_is_not_text_beside_a_bad_reference_is_no_traceback() -> None:
+    """A YAML agent named ``1:`` (a problem of its own) in a file with a bad reference lists
+    the defined names without it: it was a TypeError (the near-miss and Unicode checks took
+    every name for text)."""
+    text = (
+        "entry: lead\nagents:\n  1:\n    model: openai:gpt-4o-mini\n  lead:\n"
+        "    model: openai:gpt-4o-mini\n    handoffs: [x]\n"
+    )
+    with pytest.raises(AgentFileError) as info:
+        loads(text, format="yaml", name="f.yaml")
+    assert (
+        "f.yaml:7: agents.lead.handoffs[0]: refers to agent 'x', which the file does not "
+        "define (defined: lead)"
+    ) in info.value.problems
 
 
 @pytest.mark.parametrize("suffix", [".toml", ".yaml"])
@@ -855,6 +886,34 @@ def test_the_names_a_bad_reference_lists_are_shortened() -> None:
         loads(text, format="yaml", name="f.yaml")
     (problem,) = caught.value.problems
     assert problem.endswith(f"which the file does not define (defined: {_named(name)})")
+
+
+def test_a_name_written_in_another_unicode_normalization_is_said_to_be_one() -> None:
+    """A reference, the entry and ``get`` naming an agent ``café`` written with a combining
+    accent (NFD) where the file defines it as one character (NFC) say they differ only in
+    normalization: they said the file does not define it, listing a name that looks the same."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    text = (
+        f'entry = "{nfd}"\n[agents."{nfc}"]\nmodel = "openai:gpt-4o-mini"\n'
+        f'handoffs = ["{nfd}"]\n[agents.other]\nmodel = "openai:gpt-4o-mini"\n'
+        f'tools = [{{ agent = "{nfd}" }}]\n'
+        f'[workflows.w]\nkind = "sequence"\nsteps = ["{nfd}"]\n'
+    )
+    with override_models(TestModel()), pytest.raises(AgentFileError) as caught:
+        loads(text, format="toml", name="f.toml")
+    said = f"which differs only in Unicode normalization from {nfc!r} (NFD here, NFC in the definition)"
+    assert caught.value.problems == (
+        f"f.toml:1: entry: names no agent or workflow of the file: {nfd!r}, {said}",
+        f"f.toml:4: agents.{nfc}.handoffs[0]: refers to agent {nfd!r}, {said}",
+        f"f.toml:7: agents.other.tools[0].agent: refers to agent {nfd!r}, {said}",
+        f"f.toml:10: workflows.w.steps[0]: refers to an agent or workflow {nfd!r}, {said}",
+    )
+    with override_models(TestModel()):
+        loaded = loads(f'[agents."{nfc}"]\nmodel = "openai:gpt-4o-mini"\n', name="f.toml")
+    for look_up in (loaded.get, loaded.agent):
+        with pytest.raises(UsageError) as refused:
+            look_up(nfd)
+        assert str(refused.value).endswith(f"; {nfd!r} {said.removeprefix('which ')}")
 
 
 def test_an_untagged_yaml_int_of_too_many_digits_says_why() -> None:

@@ -174,3 +174,25 @@ def test_event_reprs_are_bounded_and_the_events_unchanged() -> None:
         assert pickle.loads(pickle.dumps(event)) == event
     again = RunState.from_json(response.state.to_json())
     assert list(again.log) == list(response.state.log)
+
+
+def test_a_choice_written_in_another_unicode_normalization_is_said_to_be_one() -> None:
+    """`not_a_choice` and `normalization_variant` say a value that is a choice in another
+    Unicode normalization is one (it was a near miss, or nothing), never showing the value."""
+    from toolfold.runtime.core._repr import normalization_variant, not_a_choice
+
+    assert not_a_choice("\u212a", ("K", "x")) == (  # KELVIN SIGN, whose NFC is K
+        "another str, which differs only in Unicode normalization from 'K' "
+        "(neither NFC nor NFD here, NFC in the choice)"
+    )
+    assert normalization_variant("cafe\u0301", ["tea", "caf\u00e9"]) == (
+        "differs only in Unicode normalization from 'caf\u00e9' (NFD here, NFC in the definition)"
+    )
+    assert normalization_variant("caf\u00e9", ["cafe\u0301"], "there") == (
+        "differs only in Unicode normalization from 'cafe\u0301' (NFC here, NFD there)"
+    )
+    assert normalization_variant("caf\u00e9", ["caf\u00e9", "cafe"]) is None
+    # A name that is not text (YAML's 1:) is passed over: it was a TypeError.
+    names: list[object] = [1, "cafe\u0301"]
+    assert normalization_variant("caf\u00e9", names) is not None
+    assert normalization_variant(1, names) is None

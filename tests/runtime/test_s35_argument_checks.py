@@ -107,6 +107,19 @@ def test_text_and_bytes_documents_still_load() -> None:
     assert RunState.from_json(bytearray(text.encode())) == state
 
 
+def test_a_document_with_a_byte_order_mark_loads_as_text_and_as_bytes() -> None:
+    """A leading byte order mark is dropped from str as from bytes: a file Notepad saved, read
+    with encoding="utf-8", said "not JSON: Expecting value" without naming the mark."""
+    from toolfold.runtime import events_from_json, events_to_json
+
+    text = initial_state("x", run_id="r").to_json()
+    state = RunState.from_json(text)
+    assert RunState.from_json("\ufeff" + text) == state
+    assert RunState.from_json(b"\xef\xbb\xbf" + text.encode()) == state
+    log = events_to_json(state.log)
+    assert events_from_json("\ufeff" + log) == events_from_json(log)
+
+
 @pytest.mark.parametrize("script", ["hello", b"hi", None, 5, {"text": "hi"}])
 def test_scripted_model_refuses_a_script_that_is_no_list_of_entries(script: Any) -> None:
     """ScriptedModel('hello') / (None) is a UsageError saying the script is a list of entries."""

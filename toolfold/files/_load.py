@@ -52,12 +52,13 @@ from toolfold.runtime._kinds import Loop, Parallel, Route, Sequence
 from toolfold.runtime._misplaced import client_options
 from toolfold.runtime._model import Model, unknown_provider
 from toolfold.runtime._sources import ToolSource
-from toolfold.runtime._task import is_type, not_a_type
+from toolfold.runtime._task import _NAME as STEP_NAME
+from toolfold.runtime._task import default_name, is_type, not_a_type
 from toolfold.runtime._workflow import Workflow
 from toolfold.runtime.core._messages import wrong_argument
-from toolfold.runtime.core._repr import a_class, value_or_type
-from toolfold.toolkit._options import TOOL_NAME, name_problems
-from toolfold.toolkit._results import describe_exception, escaped
+from toolfold.runtime.core._repr import a_class, normalization_variant, value_or_type
+from toolfold.toolkit._options import RESERVED_NAMES, TOOL_NAME, name_problems
+from toolfold.toolkit._results import NotUTF8Error, decoded_file, describe_exception, escaped
 from toolfold.toolkit._tool import Tool
 
 TOP_KEYS = ("agents", "workflows", "entry")
@@ -122,6 +123,7 @@ class AgentFile:
             known = ", ".join(specs)
             raise UsageError(
                 f"{self.path} defines no agent or workflow {chosen!r}; it defines: {known}"
+                + _variant_of(chosen, specs)
             )
         return specs[chosen]
 
@@ -134,7 +136,10 @@ class AgentFile:
         chosen = name or self.entry
         if chosen not in self.agents:
             known = ", ".join(self.agents)
-            raise UsageError(f"{self.path} defines no agent {chosen!r}; its agents: {known}")
+            raise UsageError(
+                f"{self.path} defines no agent {chosen!r}; its agents: {known}"
+                + _variant_of(chosen, self.agents)
+            )
         return self.agents[chosen]
 
 
@@ -181,17 +186,14 @@ def read_file(
 
 
 def _not_utf8(source: Path) -> str:
-    """The problem of ``source``, a file that is not UTF-8: where its first bad byte is."""
+    """The problem of ``source``, a file that is not UTF-8: saved as UTF-16 or UTF-32,
+    or where its first bad byte is (`decoded_file`, which reads run files too)."""
     try:
-        source.read_bytes().decode("utf-8")  # (offsets from the start, a BOM counted)
-    except (OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, UnicodeDecodeError):
-            line = exc.object.count(b"\n", 0, exc.start) + 1
-            byte = exc.object[exc.start]
-            return (
-                f"{source}:{line}: not UTF-8: byte 0x{byte:02x} at offset {exc.start} "
-                "(saved in another encoding, such as Windows' cp1252?): save it as UTF-8"
-            )
+        decoded_file(source.read_bytes())
+    except NotUTF8Error as exc:
+        return f"{source}: {exc}" if exc.line is None else f"{source}:{exc.line}: {exc}"
+    except OSError as exc:
+        return f"{source}: cannot read: {exc.strerror or exc}"
     return f"{source}: cannot read: not UTF-8"
 
 
@@ -861,6 +863,9 @@ class _Loader:
         self.imports = imports
         self.sdk_problem: str | None = None
         self.problems: list[str] = []
+        # The entries with a problem `_name_problem` said, and how many it said.
+        self.misnamed: set[str] = set()
+        self.name_problems = 0
         self.entries: dict[str, AgentEntry] = {}
         self.flows: dict[str, WorkflowEntry] = {}
         self.resolved: dict[str, Any] = {}
@@ -875,6 +880,15 @@ class _Loader:
         if not self.lines.yaml:  # (the structurer does not know the file's format)
             message = message.replace(YAML_QUOTE_HINT, "")
         self.problems.append(self.lines.say(path, message))
+
+    def _name_problem(self, owner: str, path: str, message: str) -> None:
+        """A problem of a name the build takes from the file (a step's, a tool's after an
+        agent), said at ``path``: the build skips ``owner`` (``agents.<name>``,
+        ``workflows.<name>``), which would say it again in Python's terms, but builds the
+        other entries, so that their own build problems are listed with it."""
+        self.problem(path, message)
+        self.misnamed.add(owner)
+        self.name_problems += 1
 
     def fail(self) -> AgentFileError:
         """The error listing every problem, in the file's order."""
@@ -944,18 +958,25 @@ class _Loader:
                 "entry", f"expected an agent's or workflow's name, got {describe(entry_name)}"
             )
         elif (agents or flows) and entry_name not in {**agents, **flows}:
-            self.problem("entry", f"names no agent or workflow of the file: {entry_name!r}")
+            variant = normalization_variant(entry_name, [*agents, *flows])
+            self.problem(
+                "entry",
+                f"names no agent or workflow of the file: {entry_name!r}"
+                + ("" if variant is None else f", which {variant}"),
+            )
         override = self._override()
         for name, entry in self.entries.items():
             self._check(name, entry, override)
         for name, flow in self.flows.items():
             self._check_workflow(name, flow)
         order = self._order()
-        if self.problems:
+        if len(self.problems) > self.name_problems:
             raise self.fail()
         built: dict[str, Agent | Workflow] = {}
         for name in order:
             table = "agents" if name in self.entries else "workflows"
+            if f"{table}.{name}" in self.misnamed:
+                continue  # (one using it builds with a stand-in, as for one that failed)
             try:
                 if name in self.entries:
                     built[name] = self._agent(name, self.entries[name], built, override)
@@ -1182,21 +1203,29 @@ class _Loader:
         made: list[tuple[str, str]] = []
         known = not entry.mcp
         for index, item in enumerate(entry.tools):
+            path = self.at(name, "tools", index)
             if isinstance(item, AgentToolEntry):
                 tool_name = item.name or item.agent or item.workflow
+                if item.name is None and tool_name:
+                    kind = "agent" if item.agent is not None else "workflow"
+                    self._named_after(name, tool_name, tool_name, f"{path}.{kind}", kind)
             else:  # an import path: its Tool, once `_tool` resolved it (not a source's)
                 found = self.resolved.get(item)
                 tool_name = found.name if isinstance(found, Tool) else None
             if tool_name:
-                made.append((tool_name, self.at(name, "tools", index)))
+                made.append((tool_name, path))
             else:
                 known = False
         for index, handoff in enumerate(entry.handoffs):
-            if isinstance(handoff, HandoffEntry):
-                tool_name = handoff.name or f"transfer_to_{handoff.agent}"
+            path = self.at(name, "handoffs", index)
+            target = handoff.agent if isinstance(handoff, HandoffEntry) else handoff
+            if isinstance(handoff, HandoffEntry) and handoff.name:
+                tool_name = handoff.name
             else:
-                tool_name = f"transfer_to_{handoff}"
-            made.append((tool_name, self.at(name, "handoffs", index)))
+                tool_name = f"transfer_to_{target}"
+                at = f"{path}.agent" if isinstance(handoff, HandoffEntry) else path
+                self._named_after(name, tool_name, target, at, "agent")
+            made.append((tool_name, path))
         first: dict[str, str] = {}
         for tool_name, path in made:
             if tool_name not in first:
@@ -1208,6 +1237,27 @@ class _Loader:
                 "an agent needs its own name (give one a distinct name = ...)",
             )
         return list(first) if known else None
+
+    def _named_after(self, agent: str, tool_name: str, target: str, path: str, kind: str) -> None:
+        """The tool an agent (or workflow) ``target`` makes, used as a tool or a handoff
+        of ``agent`` without a ``name``, takes ``tool_name`` from it: one no tool can have
+        is said at ``path`` with the key that names it (building the agent said it at the
+        agent's header, in Python's terms, and only the first)."""
+        if target not in self._table("agents") and target not in self._table("workflows"):
+            return  # (no such agent: said by `_reference`)
+        if TOOL_NAME.fullmatch(tool_name) and tool_name not in RESERVED_NAMES:
+            return
+        why = (
+            "which is reserved (a tool_choice value)"
+            if tool_name in RESERVED_NAMES
+            else "which no tool can have (1 to 64 characters among a-z A-Z 0-9 _ -)"
+        )
+        self._name_problem(
+            f"agents.{agent}",
+            path,
+            f"makes a tool named {tool_name!r}, after the {kind}'s name, {why}: name the tool, "
+            f'{{ {kind} = "{target}", name = "..." }}',
+        )
 
     def _tool_choice(self, entry: AgentEntry, names: list[str] | None, path: str) -> None:
         """``tool_choice`` names a mode or one of the agent's tools (``names``; None: not known)."""
@@ -1285,7 +1335,12 @@ class _Loader:
             known.update(self._table("workflows"))
         if target not in known:
             what = "an agent or workflow" if workflows else "agent"
-            listed = ", ".join(_shown(name) for name in known) or "none"  # (long ones cut)
+            variant = normalization_variant(target, known)
+            if variant is not None:  # (listed, the two would look alike)
+                self.problem(path, f"refers to {what} {target!r}, which {variant}")
+                return
+            # (long ones cut; a name that is not text, YAML's 1:, is said where it is defined)
+            listed = ", ".join(_shown(n) for n in known if isinstance(n, str)) or "none"
             self.problem(
                 path,
                 f"refers to {what} {target!r}, which the file does not define (defined: {listed})",
@@ -1312,6 +1367,66 @@ class _Loader:
             self._required_step(flow.step, name, "step", "a loop needs a step")
             if flow.until is not None and ":" in flow.until:
                 self._function(flow.until, f"{where}.until")
+        self._step_names(name, flow)
+
+    def _step_names(self, name: str, flow: WorkflowEntry) -> None:
+        """Each step's name, which templates refer to (``{name}``), is a name and the
+        workflow's only step of that name: said at the step's key, with the key that
+        names it (the workflow's build said it at its header, advising Python's
+        ``Task(..., name=...)``)."""
+        where = f"workflows.{name}"
+        steps: list[tuple[StepRef, str]] = []
+        if flow.kind in ("sequence", "parallel"):
+            steps = [(s, self.at(name, "steps", i, "workflows")) for i, s in enumerate(flow.steps)]
+        elif flow.kind == "route":
+            router = flow.router
+            if router is not None and (isinstance(router, StepEntry) or ":" not in router):
+                steps.append((router, f"{where}.router"))  # (a plain function routes: no step)
+            steps.extend((s, f"{where}.branches.{label}") for label, s in flow.branches.items())
+            if flow.default is not None:
+                steps.append((flow.default, f"{where}.default"))
+        elif flow.step is not None:
+            steps.append((flow.step, f"{where}.step"))
+        first: dict[str, str] = {}
+        for ref, path in steps:
+            target = ref.step if isinstance(ref, StepEntry) else ref
+            at = f"{path}.step" if isinstance(ref, StepEntry) else path
+            advice = f'name the step, {{ step = "{target}", name = "..." }}'
+            if isinstance(ref, StepEntry) and ref.name is not None:
+                step_name: Any = ref.name
+                at, advice = f"{path}.name", "give another name"
+            elif ":" in target:  # a function: its name, once resolved
+                found = self.resolved.get(target)
+                step_name = None if found is None else default_name(found)
+            elif target in self._table("agents") or target in self._table("workflows"):
+                step_name = target
+            else:
+                continue  # (no such agent or workflow: said by `_reference`)
+            if not isinstance(step_name, str) or not step_name:
+                continue  # (a step without a name: the build says what to do)
+            if not STEP_NAME.fullmatch(step_name):
+                self._name_problem(
+                    where,
+                    at,
+                    f"step name {step_name!r} is not a name (ASCII letters, digits and _, up to "
+                    f"64, not starting with a digit), and templates refer to it as {{name}}: "
+                    f"{advice}",
+                )
+            elif step_name == "input":
+                self._name_problem(
+                    where,
+                    at,
+                    f"step name 'input' is reserved ({{input}} is a step's own input): {advice}",
+                )
+            elif step_name in first:
+                self._name_problem(
+                    where,
+                    at,
+                    f"makes a step named {step_name!r}, as {first[step_name]} does: each step of "
+                    f"a workflow needs its own name; {advice}",
+                )
+            else:
+                first[step_name] = path
 
     def _required_step(self, ref: StepRef | None, flow: str, key: str, why: str) -> None:
         path = f"workflows.{flow}.{key}"
@@ -1583,6 +1698,12 @@ class _Loader:
             settings=entry.settings,
             **{key: getattr(entry, key) for key in PLAIN_KEYS},
         )
+
+
+def _variant_of(name: str, names: Collection[str]) -> str:
+    """``; 'café' differs only in Unicode normalization from ...``, or "" (`normalization_variant`)."""
+    variant = normalization_variant(name, names)
+    return "" if variant is None else f"; {name!r} {variant}"
 
 
 # An agent's numbers and their least values (`Agent` refuses smaller ones).

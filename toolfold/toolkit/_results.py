@@ -228,7 +228,8 @@ def exception_text(exc: BaseException) -> str:
 # isolates, which reorder what is shown; and the line and paragraph separators
 # (U+2028, U+2029), line breaks to `str.splitlines` and to many log readers.
 BIDI = r"\u202a-\u202e\u2066-\u2069"
-_CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
+#: What a terminal acts on instead of showing (`one_line` escapes each).
+CONTROLS = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
 
 
 def escaped(char: str) -> str:
@@ -247,7 +248,50 @@ def one_line(text: str) -> str:
     visible escape (``\\x0a``, ``\\x1b``, ``\\u202e``): on one line, which text a
     provider, a model, a tool or a server wrote cannot split (a forged log record
     after a newline), colour or reorder. Text with none is returned as it is."""
-    return _CONTROLS.sub(escaped_control, text) if _CONTROLS.search(text) else text
+    return CONTROLS.sub(escaped_control, text) if CONTROLS.search(text) else text
+
+
+class NotUTF8Error(ValueError):
+    """A file's bytes are not the text `decoded_file` reads; ``line`` is where the
+    first bad byte is (None: the whole file is UTF-16 or UTF-32)."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def decoded_file(raw: bytes, *, wide: bool = False) -> str:
+    """A text file's bytes (an agent file, a run file) as text: UTF-8, a byte order
+    mark dropped (Windows editors and PowerShell 7's ``>`` may write one); with
+    ``wide``, UTF-16 and UTF-32 too, known by their BOM or the NULs of an ASCII start
+    (`json.detect_encoding`, as `RunState.from_json` reads bytes).
+
+    Raises:
+        NotUTF8Error: It is not such text; the message names the encoding it is in
+            (UTF-16, which PowerShell 5's ``>`` writes, or UTF-32) or the first
+            byte that is not UTF-8 and its offset, and says to save it as UTF-8.
+    """
+    found = json.detect_encoding(raw)
+    wide_found = found.startswith(("utf-16", "utf-32"))
+    if wide_found and not wide:
+        how = " (PowerShell 5's > writes it)" if found.startswith("utf-16") else ""
+        raise NotUTF8Error(
+            f"not UTF-8 but {found[:6].upper()}{how}: save it as UTF-8 (PowerShell: "
+            "... | Out-File -Encoding utf8 FILE, or Set-Content -Encoding utf8)",
+            None,
+        )
+    encoding = found if wide_found else "utf-8"  # (offsets from the start, a BOM counted)
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].decode(encoding, "replace").count("\n") + 1
+        named, other = ("UTF-8", ", such as Windows' cp1252?") if encoding == "utf-8" else ("", "")
+        raise NotUTF8Error(
+            f"not {named or found[:6].upper()}: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} (saved in another encoding{other}): save it as UTF-8",
+            line,
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def class_name(value: object) -> str:

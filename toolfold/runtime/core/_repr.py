@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -67,12 +68,46 @@ def not_a_choice(value: Any, choices: Sequence[str]) -> str:
     mean 'raise'?``); any other value as `value_or_type` shows it."""
     if not isinstance(value, str):
         return value_or_type(value)
+    variant = normalization_variant(value, choices, "in the choice")
+    if variant is not None:
+        return f"another str, which {variant}"
     folded = "".join(value.split()).lower()
     close = [c for c in choices if c == folded]
     # (far longer than any choice, it is no near miss: difflib would take seconds on a long one)
     if not close and len(folded) <= 2 * max(map(len, choices), default=0) + 8:
         close = difflib.get_close_matches(folded, choices, n=1, cutoff=0.6)
     return f"another str; did you mean {close[0]!r}?" if close else "another str (not shown)"
+
+
+def normalization_variant(
+    name: object, names: Iterable[object], there: str = "in the definition"
+) -> str | None:
+    """What an error says of ``name``, found nowhere among ``names``, when it is one of
+    them written in another Unicode normalization (``café`` as ``e`` and a combining
+    accent, NFD, as macOS file names and some editors write it, and ``café`` as one
+    character, NFC), or None: ``differs only in Unicode normalization from 'café' (NFD
+    here, NFC in the definition)``. The two print alike, so a message that lists the
+    names shows no difference; ``there`` says where the other one is written. Names
+    that are not text (YAML's ``1:``, a problem of their own) are passed over."""
+    if not isinstance(name, str):
+        return None
+    composed = unicodedata.normalize("NFC", name)
+    for other in names:
+        if not isinstance(other, str) or other == name:
+            continue
+        if unicodedata.normalize("NFC", other) == composed:
+            return (
+                f"differs only in Unicode normalization from {other!r} "
+                f"({_normal_form(name)} here, {_normal_form(other)} {there})"
+            )
+    return None
+
+
+def _normal_form(text: str) -> str:
+    for form in ("NFC", "NFD"):
+        if unicodedata.is_normalized(form, text):
+            return form
+    return "neither NFC nor NFD"
 
 
 def fields(name: str, pairs: Iterable[tuple[str, Any]]) -> str:

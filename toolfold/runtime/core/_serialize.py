@@ -478,6 +478,10 @@ def _loads(text: str | bytes, name: str, function: str) -> Any:
     try:
         if isinstance(text, (bytes, bytearray)):
             text = bytes(text).decode(json.detect_encoding(text), "surrogatepass")
+        elif text.startswith("\ufeff"):
+            # A byte order mark left by decoding a file as UTF-8 rather than utf-8-sig
+            # (a file Notepad saved): dropped, as it is from bytes (detect_encoding).
+            text = text[1:]
         return _DECODER.decode(text)
     except ValueError as exc:
         raise SerializationError(name, [f"not JSON: {exc}"]) from exc

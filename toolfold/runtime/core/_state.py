@@ -442,7 +442,7 @@ class RunState:
         """Load a state written by `to_json`.
 
         Args:
-            text: The JSON text.
+            text: The JSON text (a leading byte order mark is dropped).
             key: Require a valid signature made with this key, or with any key
                 of a list (key rotation). Without it a signature is ignored.
 
