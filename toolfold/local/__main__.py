@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -21,6 +22,9 @@ from toolfold.local._model import print_progress
 from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir
 from toolfold.local._server import LocalServer, check_port
 from toolfold.local._weights import MODELS, ensure_model, installed_model
+
+#: What to do about a damaged cached file.
+_REMEDY = "run `python -m toolfold.local clean`, then `python -m toolfold.local build`"
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local") -> int:
@@ -82,16 +86,24 @@ def _port(text: str) -> int:
 
 
 def _serve(model: str, port: int | None) -> int:
-    """Serve until Ctrl-C or the server ends; the exit code (not 0 when stdout cannot
-    take the line saying where it serves, and the server is stopped)."""
-    server = LocalServer(
-        ensure_server_binary(print_progress), ensure_model(model, print_progress), port=port
-    ).start()
+    """Serve until Ctrl-C or the server ends; the exit code: 0 for Ctrl-C (while it
+    starts too), 1 when the server died (saying how, and where its log is), not 0
+    either when stdout cannot take the line saying where it serves (the server is
+    stopped)."""
+    try:
+        server = LocalServer(
+            ensure_server_binary(print_progress), ensure_model(model, print_progress), port=port
+        ).start()  # (interrupted, it stops what it started)
+    except KeyboardInterrupt:
+        return 0
     code = 0
     try:
         code = _out(f"serving {server.model.name} at {server.base_url} (Ctrl-C stops it)\n")
         while code == 0 and server.alive():
             server.wait(1.0)
+        if code == 0:  # (the server ended by itself: killed, out of memory, crashed)
+            print(f"error: {server.exit_report()}", file=sys.stderr)
+            code = 1
     except KeyboardInterrupt:
         pass
     finally:
@@ -134,16 +146,34 @@ def _clean(folder: Path) -> str:
 
 
 def _status() -> str:
-    """What is built and installed, and where, to print."""
+    """What is built and installed, and where, to print; a file seen damaged says so."""
+    binary = built_binary()
     lines = [
         f"cache:        {cache_dir()}",
-        f"llama-server: {built_binary() or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})",
-        *(
-            f"{name + ':':<13} {installed_model(name) or 'not installed'}"
-            for name in sorted(MODELS)
-        ),
+        f"llama-server: {binary or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})"
+        + (_damaged(binary, None) if binary else ""),
     ]
+    for name in sorted(MODELS):
+        model = installed_model(name)
+        shown = f"{model}{_damaged(model, MODELS[name].size)}" if model else "not installed"
+        lines.append(f"{name + ':':<13} {shown}")
     return "".join(f"{line}\n" for line in lines)
+
+
+def _damaged(path: Path, size: int | None) -> str:
+    """`` DAMAGED (...)`` when ``path`` cannot be what it should: an empty or
+    non-executable binary (``size`` None), a model whose size is not ``size``."""
+    try:
+        found = path.stat().st_size
+    except OSError as exc:
+        return f" DAMAGED ({exc.strerror}): {_REMEDY}"
+    if size is None and (found == 0 or not os.access(path, os.X_OK)):
+        problem = "empty" if found == 0 else "not executable"
+    elif size is not None and found != size:
+        problem = f"{found} bytes, expected {size}"
+    else:
+        return ""
+    return f" DAMAGED ({problem}): {_REMEDY}"
 
 
 if __name__ == "__main__":

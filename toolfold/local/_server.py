@@ -309,6 +309,11 @@ class LocalServer:
             return f" (exit status {code}: killed by {_signal_name(code - 128)})"
         return f" (exit status {code})"
 
+    def exit_report(self) -> str:
+        """How the server ended and where its log is, for an error: ``llama-server
+        exited (exit status 137: killed by SIGKILL); log: PATH``."""
+        return f"llama-server exited{self._exit_status()}; log: {self.log_path}"
+
     def start(self) -> LocalServer:
         """Start the server and wait until it says it listens and its health check answers.
 
@@ -384,9 +389,26 @@ class LocalServer:
             finally:
                 self._move_log(logs / _FAILED_LOG)
             if isinstance(exc, LocalSetupError):
-                raise LocalSetupError(f"{exc}:\n{tail}\n(full log: {self.log_path})") from None
+                raise LocalSetupError(
+                    f"{exc}:\n{tail}\n(full log: {self.log_path}){self._damage_hint(exc)}"
+                ) from None
             raise
         return self
+
+    def _damage_hint(self, exc: LocalSetupError) -> str:
+        """For a server that exited while starting: the cached files it ran, which may be
+        damaged (a truncated download, an empty build), and how to make them again."""
+        if "exited while starting" not in str(exc):
+            return ""
+        cache = cache_dir()
+        cached = [path for path in (self.binary, self.model) if path.is_relative_to(cache)]
+        if not cached:
+            return ""
+        return (
+            f"\nIf the cached {' or '.join(map(str, cached))} is damaged (cut short, empty), "
+            "`python -m toolfold.local clean` deletes the cache, and the next use (or "
+            "`python -m toolfold.local build`) builds and installs it again"
+        )
 
     def _wait_listening(self, deadline: float) -> int:
         """The port from the server's "listening on" line; only whole lines are read
