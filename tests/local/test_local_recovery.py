@@ -17,7 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolfold import Message, ModelRequest, ProviderConnectionError, ProviderError
+from toolfold import (
+    ContextWindowExceededError,
+    Message,
+    ModelRequest,
+    ProviderConnectionError,
+    ProviderError,
+)
 from toolfold.local import CACHE_ENV, SERVER_ENV, LocalModel, LocalSetupError, _server
 from toolfold.local._server import LocalServer
 from toolfold.runtime.core._stream import StreamEvent
@@ -27,7 +33,8 @@ from toolfold.runtime.core._stream import StreamEvent
 # model file says what the first POST of all does: "ok" answers; "exit" answers, then stops
 # the watchdog (SIGSTOP: its exit, which follows the server's, is held back) and exits; "cut"
 # stops the watchdog and exits without an answer (the request was read: it reached the server).
-# "reset": every POST is read, then its connection shut without an answer, the server living on.
+# "die": every POST is read, then the server exits 1 (its watchdog following). "long":
+# every POST is answered 400 as a prompt past the context size. "reset": every POST is read, then its connection shut without an answer, the server living on.
 # "linger": as "cut", but a child of the first server (its pid in $FAKE_REQUESTS.linger) holds
 # the server's pipes until killed: the server's exit pipe stays open after its exit.
 FAKE_SERVER = f"""#!{sys.executable}
@@ -61,6 +68,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if model == b"reset":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if model == b"die":
+            os._exit(1)
+        if model == b"long":  # llama-server's answer to a prompt past its context
+            data = json.dumps({{"error": {{"code": 400, "type": "exceed_context_size_error",
+                "message": "request (5012 tokens) exceeds the available context size (4096 "
+                "tokens), try increasing it"}}}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         if first and model in (b"cut", b"linger"):
             os.kill(os.getppid(), signal.SIGSTOP)
@@ -495,3 +514,61 @@ def test_stop_does_not_close_the_exit_pipe_under_a_poll(
     assert open_after_stop == [True]
     with pytest.raises(OSError, match="Bad file descriptor"):
         os.fstat(pipe)  # closed once the poll ended
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
+def test_a_call_whose_servers_died_says_how_they_ended_and_where_the_log_is(
+    fake: Callable[[bytes], Path], how: str
+) -> None:
+    """The server dies at the call, and the new one it is sent to dies too: the error says
+    llama-server exited, how, and where its log is; it said only that the connection
+    failed (review s45)."""
+    model = LocalModel(str(fake(b"die")))
+    model.server()
+    with pytest.raises(ProviderError) as caught:
+        _call(model, how)
+    message = str(caught.value)
+    assert "(llama-server exited (exit status 1); log: " in message
+    assert message.count("llama-server exited") == 1
+    assert "llama-server-" in message.rsplit("log: ", 1)[1]
+
+
+def test_an_empty_cached_binary_fails_to_start_naming_it_and_the_remedy(
+    fake: Callable[[bytes], Path], tmp_path: Path
+) -> None:
+    """An empty llama-server in the cache (a damaged build): the start fails saying it cannot
+    be run, naming the file and ``python -m toolfold.local clean``; it showed the watchdog's
+    Python traceback (OSError: Exec format error) (review s45)."""
+    binary = tmp_path / "cache" / "llama-server" / "0" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"")
+    binary.chmod(0o755)
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(binary, fake(b"ok")).start()
+    message = str(caught.value)
+    assert "exited while starting (exit status 126)" in message
+    assert f"watchdog: cannot run {binary}: Exec format error" in message
+    assert "Traceback" not in message
+    assert f"If the cached {binary} is damaged" in message
+    assert "`python -m toolfold.local clean`" in message
+
+
+@pytest.mark.parametrize("size", [None, "16384"])
+def test_a_prompt_past_the_context_says_how_to_give_the_server_a_larger_one(
+    fake: Callable[[bytes], Path], monkeypatch: pytest.MonkeyPatch, size: str | None
+) -> None:
+    """A prompt too long for the server's context: the error names the context size and
+    LLAMA_ARG_CTX_SIZE; it advised only "a model with a larger window", and the context was
+    stuck at 4096 whatever the model (review s45)."""
+    if size is None:
+        monkeypatch.delenv("LLAMA_ARG_CTX_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", size)
+    model = LocalModel(str(fake(b"long")))
+    with pytest.raises(ContextWindowExceededError) as caught:
+        model.request_sync(REQUEST)
+    shown = size or "4096, toolfold's default"
+    assert (
+        f"(local: llama-server's context is LLAMA_ARG_CTX_SIZE={shown} tokens; set "
+        "LLAMA_ARG_CTX_SIZE (0: the model's own) before the server starts for a larger one)"
+    ) in str(caught.value)

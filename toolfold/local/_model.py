@@ -18,12 +18,18 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ProviderConnectionError, ProviderError, StreamError, Unpicklable
+from toolfold._errors import (
+    ContextWindowExceededError,
+    ProviderConnectionError,
+    ProviderError,
+    StreamError,
+    Unpicklable,
+)
 from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress, check_cache_dir
-from toolfold.local._server import LocalServer, shared_server
+from toolfold.local._server import LocalServer, context_note, shared_server
 from toolfold.local._weights import check_model_name, ensure_model
 from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._messages import ToolCallPart
@@ -245,9 +251,14 @@ class LocalModel:
         try:
             return chat.request_sync(prepared)
         except ProviderError as exc:
-            if not self._dead(server, exc):
+            if not self._lost(server, exc):
                 raise
-        return self._ready()[0].request_sync(prepared)  # (the dead server cannot answer it)
+        chat, server = self._ready()  # (the dead server cannot answer it)
+        try:
+            return chat.request_sync(prepared)
+        except ProviderError as exc:
+            self._lost(server, exc)
+            raise
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously (the first setup runs in a thread)."""
@@ -257,42 +268,56 @@ class LocalModel:
             return await chat.request(prepared)
         except ProviderError as exc:
             # (in a thread: it may wait seconds for the lock or the server's exit)
-            if not await asyncio.to_thread(self._dead, server, exc):
+            if not await asyncio.to_thread(self._lost, server, exc):
                 raise
-        chat, _ = await asyncio.to_thread(self._ready)
-        return await chat.request(prepared)
+        chat, server = await asyncio.to_thread(self._ready)
+        try:
+            return await chat.request(prepared)
+        except ProviderError as exc:
+            await asyncio.to_thread(self._lost, server, exc)
+            raise
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
         prepared = self.as_sent(request)
-        chat, server = self._ready()
-        started = False
-        try:
-            for event in chat.stream_sync(prepared):
-                started = True
-                yield event
-            return
-        except ProviderError as exc:
-            if started or not self._dead(server, exc):
-                raise
-        yield from self._ready()[0].stream_sync(prepared)
+        for again in (False, True):
+            chat, server = self._ready()
+            started = False
+            try:
+                for event in chat.stream_sync(prepared):
+                    started = True
+                    yield event
+                return
+            except ProviderError as exc:
+                if not self._lost(server, exc) or started or again:
+                    raise
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         prepared = self.as_sent(request)
-        chat, server = await asyncio.to_thread(self._ready)
-        started = False
-        try:
-            async for event in chat.stream(prepared):
-                started = True
-                yield event
-            return
-        except ProviderError as exc:
-            if started or not await asyncio.to_thread(self._dead, server, exc):
-                raise
-        chat, _ = await asyncio.to_thread(self._ready)
-        async for event in chat.stream(prepared):
-            yield event
+        for again in (False, True):
+            chat, server = await asyncio.to_thread(self._ready)
+            started = False
+            try:
+                async for event in chat.stream(prepared):
+                    started = True
+                    yield event
+                return
+            except ProviderError as exc:
+                lost = await asyncio.to_thread(self._lost, server, exc)
+                if not lost or started or again:
+                    raise
+
+    def _lost(self, server: LocalServer, exc: ProviderError) -> bool:
+        """`_dead`, and a dead server's error says how it ended and where its log is; a
+        prompt too long for the context says how to give the server a larger one."""
+        if isinstance(exc, ContextWindowExceededError):
+            _add_note(exc, context_note())
+            return False
+        if not self._dead(server, exc):
+            return False
+        _add_note(exc, server.exit_report())
+        return True
 
     def close(self) -> None:
         """Close the HTTP client (the server stays up for other runs until exit)."""
@@ -305,6 +330,12 @@ class LocalModel:
         for chat in (self._chat, self._offline):
             if chat is not None:
                 await chat.aclose()
+
+
+def _add_note(exc: ProviderError, note: str) -> None:
+    """Append ``(note)`` to ``exc``'s message, once (the same error may pass twice)."""
+    if exc.args and isinstance(exc.args[0], str) and note not in exc.args[0]:
+        exc.args = (f"{exc.args[0]} ({note})", *exc.args[1:])
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -51,8 +51,11 @@ from toolfold.local._paths import LocalSetupError, cache_dir, cache_error, make_
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
-#: Context tokens per server: the tools, the worked example and a few turns fit.
+#: Context tokens per server unless ``LLAMA_ARG_CTX_SIZE`` says otherwise: the
+#: tools, the worked example and a few turns fit.
 CONTEXT_TOKENS = 4096
+#: The variable that sets the server's context size (0: the model's own).
+CONTEXT_ENV = "LLAMA_ARG_CTX_SIZE"
 _START_TIMEOUT = 120.0
 #: What llama-server logs once its model is loaded and it answers requests
 #: (``server.cpp``: ``SRV_INF("listening on %s\n", ...)``, after "model loaded";
@@ -83,6 +86,14 @@ _TAIL_BYTES = 1 << 14
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
+#: The flags toolfold sets with their defaults, each left out when the user's
+#: environment sets the variable llama-server reads for it (a flag on the command
+#: line wins over its variable: set, the variable was silently ignored).
+DEFAULT_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--ctx-size", CONTEXT_ENV, str(CONTEXT_TOKENS)),
+    ("--parallel", "LLAMA_ARG_N_PARALLEL", "1"),
+    ("--threads", "LLAMA_ARG_THREADS", str(THREADS)),
+)
 #: Variables of the user's environment that llama-server reads and that would
 #: change the API toolfold talks to: a key it then requires (a 401 for a model
 #: promised to need none), a path prefix, TLS, or a model fetched from the
@@ -109,6 +120,15 @@ _PF_EXITING = 0x4
 #: How long the watchdog is waited for once the server has exited (it follows
 #: within milliseconds).
 _WATCHDOG_FOLLOWS = 5.0
+
+
+def context_note() -> str:
+    """What a prompt too long for a local server's context is told."""
+    size = os.environ.get(CONTEXT_ENV) or f"{CONTEXT_TOKENS}, toolfold's default"
+    return (
+        f"local: llama-server's context is {CONTEXT_ENV}={size} tokens; set {CONTEXT_ENV} "
+        "(0: the model's own) before the server starts for a larger one"
+    )
 
 
 class LocalServer:
@@ -180,8 +200,19 @@ class LocalServer:
         return self._process.pid if self._process else None
 
     def command(self) -> list[str]:
-        """The ``llama-server`` command line (``--port 0`` when the server picks its port)."""
+        """The ``llama-server`` command line (``--port 0`` when the server picks its port).
+
+        The context size, parallel slots and threads are toolfold's defaults
+        (`DEFAULT_FLAGS`) unless ``LLAMA_ARG_CTX_SIZE``, ``LLAMA_ARG_N_PARALLEL``
+        or ``LLAMA_ARG_THREADS`` is set: then the server reads that variable.
+        """
         template = resources.files("toolfold.local").joinpath(TEMPLATE)
+        defaults = [
+            part
+            for flag, variable, value in DEFAULT_FLAGS
+            if not os.environ.get(variable)
+            for part in (flag, value)
+        ]
         return [
             str(self.binary),
             "--model",
@@ -193,12 +224,7 @@ class LocalServer:
             "--jinja",
             "--chat-template-file",
             str(template),
-            "--ctx-size",
-            str(CONTEXT_TOKENS),
-            "--parallel",
-            "1",
-            "--threads",
-            str(THREADS),
+            *defaults,
             "--no-warmup",  # the first request warms it up; starting stays under a second
             # The "listening on" line `start` reads, in plain text, whatever
             # LLAMA_ARG_LOG_* the environment sets (verbosity 0 would drop it).
