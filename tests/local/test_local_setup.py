@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import attrs
 import filelock
 import pytest
 
@@ -20,13 +21,15 @@ from toolfold.local import (
     MODELS,
     SERVER_ENV,
     LocalModel,
+    LocalServer,
     LocalSetupError,
     cache_dir,
     ensure_model,
     ensure_server_binary,
 )
-from toolfold.local._build import _ninja_step
-from toolfold.runtime.core._request import ToolDefinition
+from toolfold.local.__main__ import main as local_main
+from toolfold.local._build import _ninja_step, server_root
+from toolfold.runtime.core._request import OutputSpec, ToolDefinition
 from toolfold.testing import TestModel, override_models
 
 
@@ -313,3 +316,67 @@ def test_the_local_commands_say_a_bad_cache_folder_without_a_traceback(tmp_path:
         assert done.stderr.startswith("error: "), done.stderr
         assert CACHE_ENV in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_an_output_type_is_sent_only_on_the_step_that_answers() -> None:
+    """With tools and an output type, ``response_format`` is left out while a tool may be called
+    and sent once the step must answer ("none"): sent with "required", the server followed it,
+    no tool was called and the answer was made up (review s45)."""
+    model = LocalModel()
+    output = OutputSpec("Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+    question = Message.user("Weather in Paris?")
+    first = attrs.evolve(_request(question), output=output)
+    assert model.as_sent(first).output is None
+    assert "response_format" not in model.prepare(first).body
+    for choice in ("auto", "get_weather", "required"):
+        assert model.as_sent(attrs.evolve(first, tool_choice=choice)).output is None
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    answer = attrs.evolve(_request(question, Message("assistant", (call,)), results), output=output)
+    assert model.as_sent(answer).output == output
+    assert model.prepare(answer).body["response_format"]["type"] == "json_schema"
+    no_tools = ModelRequest((question,), output=output)
+    assert model.as_sent(no_tools).output == output
+
+
+def test_llama_arg_variables_replace_toolfolds_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LLAMA_ARG_CTX_SIZE``, ``LLAMA_ARG_N_PARALLEL`` and ``LLAMA_ARG_THREADS`` reach the
+    server: toolfold leaves out its own flag for each (a flag wins over its variable: they were
+    silently overridden, the context stuck at 4096) (review s45)."""
+    server = LocalServer(Path("llama-server"), Path("model.gguf"))
+    for name in ("LLAMA_ARG_CTX_SIZE", "LLAMA_ARG_N_PARALLEL", "LLAMA_ARG_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    command = server.command()
+    assert command[command.index("--ctx-size") + 1] == "4096"
+    assert "--parallel" in command
+    assert "--threads" in command
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "16384")
+    monkeypatch.setenv("LLAMA_ARG_THREADS", "2")
+    command = server.command()
+    assert "--ctx-size" not in command
+    assert "--threads" not in command
+    assert command[command.index("--parallel") + 1] == "1"
+
+
+def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``status`` says DAMAGED, with the remedy, for a cached model of the wrong size and an
+    empty binary; it listed them as fine (review s45)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv(SERVER_ENV, raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # (no wheel installed)
+    entry = MODELS["smollm2"]
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / entry.file).write_bytes(b"GGUF" + bytes(100))
+    binary = server_root() / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"")
+    binary.chmod(0o755)
+    assert local_main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{binary} (llama-cpp-python" in out
+    assert "DAMAGED (empty): run `python -m toolfold.local clean`" in out
+    assert (
+        f"DAMAGED (104 bytes, expected {entry.size}): run `python -m toolfold.local clean`" in out
+    )

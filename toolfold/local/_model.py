@@ -78,9 +78,14 @@ class LocalModel:
     in the same process reuse it, and it stops when the process exits.
 
     Tool choice: with tools and no explicit ``tool_choice``, the first step is
-    sent as ``"required"`` (the server's grammar then guarantees a call that
-    fits the schema) and a step after tool results as ``"none"`` (the model
-    answers in words). ``"auto"`` lets the model choose, which small models do
+    sent as ``"required"`` and a step after tool results as ``"none"`` (the
+    model answers in words). "required" does not guarantee a call: the
+    server's grammar for this template lets text without a "{" come first,
+    then holds a call to its tool's schema; a model that writes words instead
+    (no "{") writes on to ``max_tokens``, and the step ends with no call and
+    finish reason "length". With an output type, ``response_format``
+    goes only on a step sent with "none" (the server would follow it over
+    the tools, and no tool would be called). ``"auto"`` lets the model choose, which small models do
     badly: the server may then answer HTTP 500 ("does not match the expected
     format", a `ServerError`) or send an error event inside the stream (a
     `StreamError`). An explicit ``tool_choice`` is always sent as given.
@@ -196,11 +201,22 @@ class LocalModel:
         return True
 
     def as_sent(self, request: ModelRequest) -> ModelRequest:
-        """The request as sent: the tool-choice policy and default settings applied."""
+        """The request as sent: the tool-choice policy and default settings applied.
+
+        The output schema (``response_format``) is held back on a step where a
+        tool may be called (``tool_choice`` other than "none"): it goes on the
+        step that answers.
+        """
         changes: dict[str, Any] = {}
-        if request.tools and request.tool_choice is None:
+        choice = request.tool_choice
+        if request.tools and choice is None:
             results_in = bool(request.messages) and request.messages[-1].role == "tool"
-            changes["tool_choice"] = "none" if results_in else "required"
+            choice = changes["tool_choice"] = "none" if results_in else "required"
+        if request.output is not None and request.tools and choice != "none":
+            # llama-server constrains the answer to ``response_format`` whatever
+            # ``tool_choice`` says: sent with tools, no tool was ever called and the
+            # structured answer was made up. It goes on the step that must answer.
+            changes["output"] = None
         missing = {k: v for k, v in DEFAULT_SETTINGS.items() if k not in request.settings}
         if missing:
             changes["settings"] = {**missing, **request.settings}
