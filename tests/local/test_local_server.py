@@ -140,6 +140,26 @@ def test_with_an_output_type_the_tool_is_called_then_the_output_filled(
     assert response.output.temperature_celsius == 18  # (from the tool's result)
 
 
+def test_a_required_first_step_with_an_output_type_answers_typed(local: LocalModel) -> None:
+    """With ``tool_choice="required"`` (sent as "auto" after the first step) and an output
+    type, the tool is called and the answer fills the type: the step after the results went
+    without ``response_format``, and the run failed with OutputValidationError after four
+    answers in words (review s45, round 2)."""
+    CALLS.clear()
+    agent = Agent(
+        local,
+        instructions="Use the tools.",
+        tools=[get_weather],
+        output_type=Weather,
+        tool_choice="required",
+    )
+    response = agent.run("What is the weather in Paris?")
+    assert CALLS == ["Paris"]
+    assert [len(step.tool_calls) for step in response.steps] == [1, 0]
+    assert isinstance(response.output, Weather)
+    assert response.output.temperature_celsius == 18
+
+
 @tool
 def add(a: int, b: int) -> int:
     """Add two numbers.

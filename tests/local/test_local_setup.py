@@ -30,6 +30,7 @@ from toolfold.local import (
 from toolfold.local.__main__ import main as local_main
 from toolfold.local._build import _ninja_step, server_root
 from toolfold.runtime.core._request import OutputSpec, ToolDefinition
+from toolfold.runtime.drive._output import REJECTION_HEAD, REJECTION_TAIL
 from toolfold.testing import TestModel, override_models
 
 
@@ -337,6 +338,50 @@ def test_an_output_type_is_sent_only_on_the_step_that_answers() -> None:
     assert model.prepare(answer).body["response_format"]["type"] == "json_schema"
     no_tools = ModelRequest((question,), output=output)
     assert model.as_sent(no_tools).output == output
+
+
+def test_a_step_leaving_the_choice_answers_typed_once_results_came() -> None:
+    """A step sent with "auto" (a caller's, or the runtime's after a "required" first step)
+    gets ``response_format`` once its tools' results came: left out, a run with
+    ``tool_choice="required"`` ended in OutputValidationError and one with "auto" in the
+    server's HTTP 500 (review s45, round 2)."""
+    model = LocalModel()
+    output = OutputSpec("Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+    question = Message.user("Weather in Paris?")
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    answer = attrs.evolve(
+        _request(question, Message("assistant", (call,)), results),
+        output=output,
+        tool_choice="auto",
+    )
+    sent = model.as_sent(answer)
+    assert (sent.tool_choice, sent.output) == ("auto", output)
+    assert model.prepare(answer).body["response_format"]["type"] == "json_schema"
+    for forcing in ("required", "get_weather"):
+        assert model.as_sent(attrs.evolve(answer, tool_choice=forcing)).output is None
+
+
+def test_asking_again_for_a_rejected_answer_forces_no_tool() -> None:
+    """The run's message asking again for an answer the output type rejected is sent with
+    "none" and ``response_format``: it was sent with "required", and the tool ran again
+    (review s45, round 2). A new question after a typed answer may call a tool."""
+    model = LocalModel()
+    output = OutputSpec("Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+    question = Message.user("Weather in Paris?")
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    said = Message.assistant('{"city": "paris"}')
+    again = Message.user(f"{REJECTION_HEAD}- $.city: not capitalised{REJECTION_TAIL}")
+    history = (question, Message("assistant", (call,)), results, said)
+    retry = attrs.evolve(_request(*history, again), output=output)
+    sent = model.as_sent(retry)
+    assert (sent.tool_choice, sent.output) == ("none", output)
+    auto = model.as_sent(attrs.evolve(retry, tool_choice="auto"))
+    assert (auto.tool_choice, auto.output) == ("auto", output)
+    new_turn = attrs.evolve(_request(*history, Message.user("And in Rome?")), output=output)
+    sent = model.as_sent(new_turn)
+    assert (sent.tool_choice, sent.output) == ("required", None)
 
 
 def test_llama_arg_variables_replace_toolfolds_flags(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,6 +35,7 @@ from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.drive._output import is_rejection
 
 #: The llama.cpp preset under the name ``local`` (no key, no named tool choice).
 LOCAL_PROVIDER = attrs.evolve(SERVER_PRESETS["llama.cpp"], name="local", parallel_default=False)
@@ -78,17 +79,20 @@ class LocalModel:
     in the same process reuse it, and it stops when the process exits.
 
     Tool choice: with tools and no explicit ``tool_choice``, the first step is
-    sent as ``"required"`` and a step after tool results as ``"none"`` (the
-    model answers in words). "required" does not guarantee a call: the
-    server's grammar for this template lets text without a "{" come first,
-    then holds a call to its tool's schema; a model that writes words instead
-    (no "{") writes on to ``max_tokens``, and the step ends with no call and
-    finish reason "length". With an output type, ``response_format``
-    goes only on a step sent with "none" (the server would follow it over
-    the tools, and no tool would be called). ``"auto"`` lets the model choose, which small models do
-    badly: the server may then answer HTTP 500 ("does not match the expected
-    format", a `ServerError`) or send an error event inside the stream (a
-    `StreamError`). An explicit ``tool_choice`` is always sent as given.
+    sent as ``"required"``, and a step after tool results, or one asking
+    again for an answer the output type rejected, as ``"none"`` (the model
+    answers). "required" does not guarantee a call: the server's grammar for
+    this template lets text without a "{" come first, then holds a call to
+    its tool's schema; a model that writes words instead (no "{") writes on
+    to ``max_tokens``, and the step ends with no call and finish reason
+    "length". With an output type, ``response_format`` goes only on a step
+    that answers: one sent with "none", or with "auto" once tool results
+    came or on such a retry (the server follows it over the tools: sent
+    earlier, no tool would be called). ``"auto"`` lets the model choose,
+    which small models do badly: the server may then answer HTTP 500 ("does
+    not match the expected format", a `ServerError`, which ends the run) or
+    send an error event inside the stream (a `StreamError`). An explicit
+    ``tool_choice`` is always sent as given.
 
     A server that died (killed, out of memory) is started again by the next
     call. A call whose connection failed because its server had died, before
@@ -203,19 +207,23 @@ class LocalModel:
     def as_sent(self, request: ModelRequest) -> ModelRequest:
         """The request as sent: the tool-choice policy and default settings applied.
 
-        The output schema (``response_format``) is held back on a step where a
-        tool may be called (``tool_choice`` other than "none"): it goes on the
-        step that answers.
+        The output schema (``response_format``) goes only on a step that
+        answers: one sent with "none", or one that forces no tool ("auto") once
+        tool results came, or that asks again for a rejected answer. On a step
+        where the model may still call its first tool it is held back.
         """
         changes: dict[str, Any] = {}
         choice = request.tool_choice
+        answering = _answering(request)
         if request.tools and choice is None:
-            results_in = bool(request.messages) and request.messages[-1].role == "tool"
-            choice = changes["tool_choice"] = "none" if results_in else "required"
-        if request.output is not None and request.tools and choice != "none":
+            choice = changes["tool_choice"] = "none" if answering else "required"
+        forcing = choice not in ("none", "auto")  # "required", a named tool
+        if request.output is not None and request.tools and (forcing or not answering):
             # llama-server constrains the answer to ``response_format`` whatever
             # ``tool_choice`` says: sent with tools, no tool was ever called and the
-            # structured answer was made up. It goes on the step that must answer.
+            # structured answer was made up. A step forcing a call never gets it; one
+            # leaving the choice to the model gets it once it answers (without it, a
+            # small model's words failed the run).
             changes["output"] = None
         missing = {k: v for k, v in DEFAULT_SETTINGS.items() if k not in request.settings}
         if missing:
@@ -346,6 +354,17 @@ class LocalModel:
         for chat in (self._chat, self._offline):
             if chat is not None:
                 await chat.aclose()
+
+
+def _answering(request: ModelRequest) -> bool:
+    """Whether ``request``'s step is for the answer: its tools' results came (the last
+    message holds them), or the run asks again for an answer its output type rejected."""
+    if not request.messages:
+        return False
+    last = request.messages[-1]
+    if last.role == "tool":
+        return True
+    return request.output is not None and last.role == "user" and is_rejection(last)
 
 
 def _add_note(exc: ProviderError, note: str) -> None:
