@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import select
+import shutil
 import signal
 import sys
 import threading
@@ -33,7 +34,8 @@ from toolfold.runtime.core._stream import StreamEvent
 # model file says what the first POST of all does: "ok" answers; "exit" answers, then stops
 # the watchdog (SIGSTOP: its exit, which follows the server's, is held back) and exits; "cut"
 # stops the watchdog and exits without an answer (the request was read: it reached the server).
-# "die": every POST is read, then the server exits 1 (its watchdog following). "long":
+# "noload": it says it failed to load the model and exits 1; "badarg": it refuses a
+# setting and exits 1. "die": every POST is read, then the server exits 1 (its watchdog following). "long":
 # every POST is answered 400 as a prompt past the context size. "reset": every POST is read, then its connection shut without an answer, the server living on.
 # "linger": as "cut", but a child of the first server (its pid in $FAKE_REQUESTS.linger) holds
 # the server's pipes until killed: the server's exit pipe stays open after its exit.
@@ -43,6 +45,13 @@ port = int(sys.argv[sys.argv.index("--port") + 1])
 with open(sys.argv[sys.argv.index("--model") + 1], "rb") as file:
     model = file.read()
 requests = os.environ["FAKE_REQUESTS"]
+if model == b"noload":  # llama-server's words for a model file it cannot read
+    print("gguf_init_from_file_impl: failed to read magic", flush=True)
+    print("srv    load_model: failed to load model, 'noload.gguf'", flush=True)
+    sys.exit(1)
+if model == b"badarg":  # a setting it refuses (LLAMA_ARG_CTX_SIZE=abc)
+    print("error while handling environment variable LLAMA_ARG_CTX_SIZE: stoi", flush=True)
+    sys.exit(1)
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -549,8 +558,49 @@ def test_an_empty_cached_binary_fails_to_start_naming_it_and_the_remedy(
     assert "exited while starting (exit status 126)" in message
     assert f"watchdog: cannot run {binary}: Exec format error" in message
     assert "Traceback" not in message
-    assert f"If the cached {binary} is damaged" in message
-    assert "`python -m toolfold.local clean`" in message
+    assert f"\n{binary} may be damaged (empty): run `python -m toolfold.local clean`" in message
+    assert message.count("may be damaged") == 1
+
+
+def test_a_start_failing_on_a_setting_suggests_no_clean(
+    fake: Callable[[bytes], Path], tmp_path: Path
+) -> None:
+    """A cached server that refuses a setting (LLAMA_ARG_CTX_SIZE=abc) exits while starting
+    with its own words and no advice to clean the cache: every failed start advised deleting
+    the cache, a build of minutes, over a typo (review s45, round 2)."""
+    binary = tmp_path / "cache" / "llama-server" / "0" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    shutil.copy2(os.environ[SERVER_ENV], binary)
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(binary, fake(b"badarg")).start()
+    message = str(caught.value)
+    assert "LLAMA_ARG_CTX_SIZE: stoi" in message
+    assert "damaged" not in message
+    assert "clean" not in message
+
+
+def test_a_model_that_fails_to_load_is_named_alone(
+    fake: Callable[[bytes], Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A model the server failed to load is named, alone, with what to do about a file of
+    the user's (not `clean`, which leaves it alone); an unusable binary of the user's
+    (TOOLFOLD_LLAMA_SERVER) names that variable. Both files were named, with `clean`."""
+    model = fake(b"noload")
+    with pytest.raises(LocalSetupError) as caught:
+        LocalModel(str(model)).server()
+    message = str(caught.value)
+    assert f"\n{model} may be damaged (llama-server failed to load it): replace it" in message
+    assert message.count("may be damaged") == 1
+    assert "toolfold.local clean" not in message
+    own = tmp_path / "empty-server"
+    own.write_bytes(b"")
+    own.chmod(0o755)
+    monkeypatch.setenv(SERVER_ENV, str(own))
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(own, fake(b"ok")).start()
+    message = str(caught.value)
+    assert f"\n{own} may be damaged (empty): point {SERVER_ENV} at a llama-server" in message
+    assert "toolfold.local clean" not in message
 
 
 @pytest.mark.parametrize("size", [None, "16384"])

@@ -403,6 +403,23 @@ def test_llama_arg_variables_replace_toolfolds_flags(monkeypatch: pytest.MonkeyP
     assert command[command.index("--parallel") + 1] == "1"
 
 
+def test_status_of_a_damaged_binary_of_the_users_names_its_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty binary named by TOOLFOLD_LLAMA_SERVER is DAMAGED with that variable as the
+    remedy: status advised `clean` and `build`, which never touch it (review s45, round 2)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    own = tmp_path / "emptybin"
+    own.write_bytes(b"")
+    own.chmod(0o755)
+    monkeypatch.setenv(SERVER_ENV, str(own))
+    assert local_main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"llama-server: {own} (llama-cpp-python" in out
+    assert f"DAMAGED (empty): point {SERVER_ENV} at a llama-server that runs" in out
+    assert "toolfold.local clean" not in out
+
+
 def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,12 +18,9 @@ from pathlib import Path
 from toolfold._errors import ModelConfigError
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import print_progress
-from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir
+from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir, damage, remedy
 from toolfold.local._server import LocalServer, check_port
 from toolfold.local._weights import MODELS, ensure_model, installed_model
-
-#: What to do about a damaged cached file.
-_REMEDY = "run `python -m toolfold.local clean`, then `python -m toolfold.local build`"
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local") -> int:
@@ -151,29 +147,19 @@ def _status() -> str:
     lines = [
         f"cache:        {cache_dir()}",
         f"llama-server: {binary or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})"
-        + (_damaged(binary, None) if binary else ""),
+        + (_damaged(binary, executable=True) if binary else ""),
     ]
     for name in sorted(MODELS):
         model = installed_model(name)
-        shown = f"{model}{_damaged(model, MODELS[name].size)}" if model else "not installed"
+        shown = f"{model}{_damaged(model, size=MODELS[name].size)}" if model else "not installed"
         lines.append(f"{name + ':':<13} {shown}")
     return "".join(f"{line}\n" for line in lines)
 
 
-def _damaged(path: Path, size: int | None) -> str:
-    """`` DAMAGED (...)`` when ``path`` cannot be what it should: an empty or
-    non-executable binary (``size`` None), a model whose size is not ``size``."""
-    try:
-        found = path.stat().st_size
-    except OSError as exc:
-        return f" DAMAGED ({exc.strerror}): {_REMEDY}"
-    if size is None and (found == 0 or not os.access(path, os.X_OK)):
-        problem = "empty" if found == 0 else "not executable"
-    elif size is not None and found != size:
-        problem = f"{found} bytes, expected {size}"
-    else:
-        return ""
-    return f" DAMAGED ({problem}): {_REMEDY}"
+def _damaged(path: Path, *, executable: bool = False, size: int | None = None) -> str:
+    """`` DAMAGED (...): remedy`` when ``path`` cannot be what it should (`damage`)."""
+    problem = damage(path, executable=executable, size=size)
+    return f" DAMAGED ({problem}): {remedy(path)}" if problem else ""
 
 
 if __name__ == "__main__":

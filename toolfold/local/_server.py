@@ -47,7 +47,15 @@ import httpx
 
 from toolfold._flock import same_file, try_lock
 from toolfold._ports import port_problem
-from toolfold.local._paths import LocalSetupError, cache_dir, cache_error, make_folder
+from toolfold.local._paths import (
+    LocalSetupError,
+    cache_dir,
+    cache_error,
+    damage,
+    make_folder,
+    remedy,
+)
+from toolfold.local._weights import expected_size
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
@@ -416,25 +424,30 @@ class LocalServer:
                 self._move_log(logs / _FAILED_LOG)
             if isinstance(exc, LocalSetupError):
                 raise LocalSetupError(
-                    f"{exc}:\n{tail}\n(full log: {self.log_path}){self._damage_hint(exc)}"
+                    f"{exc}:\n{tail}\n(full log: {self.log_path}){self._damage_hint(exc, tail)}"
                 ) from None
             raise
         return self
 
-    def _damage_hint(self, exc: LocalSetupError) -> str:
-        """For a server that exited while starting: the cached files it ran, which may be
-        damaged (a truncated download, an empty build), and how to make them again."""
+    def _damage_hint(self, exc: LocalSetupError, tail: str) -> str:
+        """For a server that exited while starting, the file that points to the failure and
+        what to do: the binary when it cannot run (exit status 126, or seen damaged), the
+        model when it did not load (or seen damaged); nothing for another failure (a
+        wrong setting is no reason to throw a build away)."""
         if "exited while starting" not in str(exc):
             return ""
-        cache = cache_dir()
-        cached = [path for path in (self.binary, self.model) if path.is_relative_to(cache)]
-        if not cached:
-            return ""
-        return (
-            f"\nIf the cached {' or '.join(map(str, cached))} is damaged (cut short, empty), "
-            "`python -m toolfold.local clean` deletes the cache, and the next use (or "
-            "`python -m toolfold.local build`) builds and installs it again"
-        )
+        process = self._process
+        code = process.poll() if process is not None else None
+        hints = []
+        problem = damage(self.binary, executable=True) or ("cannot run" if code == 126 else None)
+        if problem:
+            hints.append(f"\n{self.binary} may be damaged ({problem}): {remedy(self.binary)}")
+        problem = damage(self.model, size=expected_size(self.model))
+        if problem is None and "failed to load model" in tail:
+            problem = "llama-server failed to load it"
+        if problem:
+            hints.append(f"\n{self.model} may be damaged ({problem}): {remedy(self.model)}")
+        return "".join(hints)
 
     def _wait_listening(self, deadline: float) -> int:
         """The port from the server's "listening on" line; only whole lines are read

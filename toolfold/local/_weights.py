@@ -67,6 +67,15 @@ def installed_model(name: str) -> Path | None:
     return cached if cached.is_file() else None
 
 
+def expected_size(path: Path) -> int | None:
+    """The exact size of a named model's file at ``path``, when ``path`` is one and its
+    size is known (None for a ``.gguf`` of the user's)."""
+    for name, entry in MODELS.items():
+        if entry.size is not None and entry.file == path.name and installed_model(name) == path:
+            return entry.size
+    return None
+
+
 def check_model_name(name: str, overridden: bool = False) -> None:
     """Refuse a name ``local:`` cannot serve, before anything is built or installed.
 
