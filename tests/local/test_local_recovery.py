@@ -603,22 +603,37 @@ def test_a_model_that_fails_to_load_is_named_alone(
     assert "toolfold.local clean" not in message
 
 
-@pytest.mark.parametrize("size", [None, "16384"])
+@pytest.mark.parametrize(
+    ("size", "slots", "shown"),
+    [
+        (None, None, "4096 (toolfold's default) tokens"),
+        ("16384", None, "LLAMA_ARG_CTX_SIZE=16384 tokens"),
+        (None, "4", "4096 (toolfold's default) tokens, shared by LLAMA_ARG_N_PARALLEL=4 slots"),
+    ],
+)
 def test_a_prompt_past_the_context_says_how_to_give_the_server_a_larger_one(
-    fake: Callable[[bytes], Path], monkeypatch: pytest.MonkeyPatch, size: str | None
+    fake: Callable[[bytes], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    size: str | None,
+    slots: str | None,
+    shown: str,
 ) -> None:
-    """A prompt too long for the server's context: the error names the context size and
-    LLAMA_ARG_CTX_SIZE; it advised only "a model with a larger window", and the context was
-    stuck at 4096 whatever the model (review s45)."""
-    if size is None:
-        monkeypatch.delenv("LLAMA_ARG_CTX_SIZE", raising=False)
-    else:
-        monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", size)
+    """A prompt too long for the server's context: the error names the context the server
+    was started with (a variable changed later does not count), the slots sharing it, and
+    LLAMA_ARG_CTX_SIZE; it advised only "a model with a larger window", the context was
+    stuck at 4096 (review s45), and then the note read the variables at the error and left
+    out N_PARALLEL, which divides the context (round 2)."""
+    for name, value in (("LLAMA_ARG_CTX_SIZE", size), ("LLAMA_ARG_N_PARALLEL", slots)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
     model = LocalModel(str(fake(b"long")))
+    model.server()
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "999")  # (after the start: not the server's)
     with pytest.raises(ContextWindowExceededError) as caught:
         model.request_sync(REQUEST)
-    shown = size or "4096, toolfold's default"
     assert (
-        f"(local: llama-server's context is LLAMA_ARG_CTX_SIZE={shown} tokens; set "
+        f"(local: llama-server was started with a context of {shown}; set "
         "LLAMA_ARG_CTX_SIZE (0: the model's own) before the server starts for a larger one)"
     ) in str(caught.value)

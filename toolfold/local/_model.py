@@ -29,7 +29,7 @@ from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
 from toolfold.local._paths import Progress, check_cache_dir
-from toolfold.local._server import LocalServer, context_note, shared_server
+from toolfold.local._server import LocalServer, shared_server
 from toolfold.local._weights import check_model_name, ensure_model
 from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._messages import ToolCallPart
@@ -336,11 +336,11 @@ class LocalModel:
         """`_dead`, and a dead server's error says how it ended and where its log is; a
         prompt too long for the context says how to give the server a larger one."""
         if isinstance(exc, ContextWindowExceededError):
-            _add_note(exc, context_note())
+            _append_to_message(exc, server.context_note())
             return False
         if not self._dead(server, exc):
             return False
-        _add_note(exc, server.exit_report())
+        _append_to_message(exc, server.exit_report())
         return True
 
     def close(self) -> None:
@@ -367,7 +367,7 @@ def _answering(request: ModelRequest) -> bool:
     return request.output is not None and last.role == "user" and is_rejection(last)
 
 
-def _add_note(exc: ProviderError, note: str) -> None:
+def _append_to_message(exc: ProviderError, note: str) -> None:
     """Append ``(note)`` to ``exc``'s message, once (the same error may pass twice)."""
     if exc.args and isinstance(exc.args[0], str) and note not in exc.args[0]:
         exc.args = (f"{exc.args[0]} ({note})", *exc.args[1:])

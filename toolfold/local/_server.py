@@ -64,6 +64,8 @@ TEMPLATE = "chatml-tools.jinja"
 CONTEXT_TOKENS = 4096
 #: The variable that sets the server's context size (0: the model's own).
 CONTEXT_ENV = "LLAMA_ARG_CTX_SIZE"
+#: The variable that sets the server's parallel slots, which share its context.
+PARALLEL_ENV = "LLAMA_ARG_N_PARALLEL"
 _START_TIMEOUT = 120.0
 #: What llama-server logs once its model is loaded and it answers requests
 #: (``server.cpp``: ``SRV_INF("listening on %s\n", ...)``, after "model loaded";
@@ -99,7 +101,7 @@ THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
 #: line wins over its variable: set, the variable was silently ignored).
 DEFAULT_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--ctx-size", CONTEXT_ENV, str(CONTEXT_TOKENS)),
-    ("--parallel", "LLAMA_ARG_N_PARALLEL", "1"),
+    ("--parallel", PARALLEL_ENV, "1"),
     ("--threads", "LLAMA_ARG_THREADS", str(THREADS)),
 )
 #: Variables of the user's environment that llama-server reads and that would
@@ -128,15 +130,6 @@ _PF_EXITING = 0x4
 #: How long the watchdog is waited for once the server has exited (it follows
 #: within milliseconds).
 _WATCHDOG_FOLLOWS = 5.0
-
-
-def context_note() -> str:
-    """What a prompt too long for a local server's context is told."""
-    size = os.environ.get(CONTEXT_ENV) or f"{CONTEXT_TOKENS}, toolfold's default"
-    return (
-        f"local: llama-server's context is {CONTEXT_ENV}={size} tokens; set {CONTEXT_ENV} "
-        "(0: the model's own) before the server starts for a larger one"
-    )
 
 
 class LocalServer:
@@ -176,6 +169,8 @@ class LocalServer:
         self.log_path: Path | None = None
         self._requested = port
         self._process: subprocess.Popen[bytes] | None = None
+        #: `CONTEXT_ENV` and `PARALLEL_ENV` as the server was started with ("": unset).
+        self._context = ("", "")
         self._log: IO[bytes] | None = None
         # The read end of a pipe whose write end only llama-server holds (not
         # on Windows): its end of file is the server's exit, seen at once,
@@ -343,6 +338,17 @@ class LocalServer:
             return f" (exit status {code}: killed by {_signal_name(code - 128)})"
         return f" (exit status {code})"
 
+    def context_note(self) -> str:
+        """What a prompt too long for this server's context is told: the context it was
+        started with, and how to give the next server a larger one."""
+        size, slots = self._context
+        shown = f"{CONTEXT_ENV}={size}" if size else f"{CONTEXT_TOKENS} (toolfold's default)"
+        shared = f", shared by {PARALLEL_ENV}={slots} slots" if slots not in ("", "1") else ""
+        return (
+            f"local: llama-server was started with a context of {shown} tokens{shared}; "
+            f"set {CONTEXT_ENV} (0: the model's own) before the server starts for a larger one"
+        )
+
     def exit_report(self) -> str:
         """How the server ended and where its log is, for an error: ``llama-server
         exited (exit status 137: killed by SIGKILL); log: PATH``."""
@@ -388,6 +394,7 @@ class LocalServer:
         held: tuple[int, ...] = ()
         # Without what would make the server answer another API than the one called.
         environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
+        self._context = (environment.get(CONTEXT_ENV, ""), environment.get(PARALLEL_ENV, ""))
         deadline = time.monotonic() + _START_TIMEOUT
         try:
             _STARTED.add(self)
