@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -607,13 +608,16 @@ def test_cli_serve_whose_server_dies_exits_1_saying_how_and_where_its_log_is(
 def test_cli_serve_interrupted_while_starting_stops_without_a_traceback(
     fake: tuple[Path, Path], logs: Path
 ) -> None:
-    """Ctrl-C while the server starts ends ``serve`` as Ctrl-C while serving does (exit 0, no
-    traceback, no server left); it printed KeyboardInterrupt's traceback (review s45)."""
+    """Ctrl-C while the server starts ends ``serve`` with exit 130 (interrupted: it never
+    served; 0 is for Ctrl-C once it serves), "interrupted", no traceback, no server left; it
+    printed KeyboardInterrupt's traceback (review s45), then exited 0 (round 2)."""
     binary, model = fake
     model.write_bytes(b"silent")  # (it never says it listens: the start waits)
     proc = _serve(binary, model)
+    deadline = time.monotonic() + 60
     try:
         while not list(logs.glob("llama-server-starting-*.log")) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the start never began"
             select.select([], [], [], 0.02)  # (until the start has begun)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -621,6 +625,7 @@ def test_cli_serve_interrupted_while_starting_stops_without_a_traceback(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
+    assert err.rstrip().endswith("interrupted"), err
     assert "Traceback" not in err
     assert _listing(logs) == ["llama-server-failed.log"]

@@ -403,6 +403,21 @@ def test_llama_arg_variables_replace_toolfolds_flags(monkeypatch: pytest.MonkeyP
     assert command[command.index("--parallel") + 1] == "1"
 
 
+def test_a_build_interrupted_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during ``build`` (or before ``serve`` serves) is exit 130 and "interrupted":
+    it raised KeyboardInterrupt's traceback out of ``main`` (review s45, round 2)."""
+
+    def interrupted(progress: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("toolfold.local.__main__.ensure_server_binary", interrupted)
+    for command in (["build"], ["serve"]):
+        assert local_main(command) == 130
+        assert capsys.readouterr().err == "interrupted\n"
+
+
 def test_status_of_a_damaged_binary_of_the_users_names_its_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local
     except ModelConfigError as exc:  # a LocalSetupError, or the local extra not installed
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before `serve` serves: a build, a download, a start cut short
+        print("interrupted", file=sys.stderr)
+        return 130  # (the shell's code for SIGINT; Ctrl-C ending `serve` once it serves is 0)
 
 
 def _out(text: str) -> int:
@@ -82,16 +85,13 @@ def _port(text: str) -> int:
 
 
 def _serve(model: str, port: int | None) -> int:
-    """Serve until Ctrl-C or the server ends; the exit code: 0 for Ctrl-C (while it
-    starts too), 1 when the server died (saying how, and where its log is), not 0
+    """Serve until Ctrl-C or the server ends; the exit code: 0 for Ctrl-C once it serves
+    (before, `main` returns 130), 1 when the server died (saying how, and where its log is), not 0
     either when stdout cannot take the line saying where it serves (the server is
     stopped)."""
-    try:
-        server = LocalServer(
-            ensure_server_binary(print_progress), ensure_model(model, print_progress), port=port
-        ).start()  # (interrupted, it stops what it started)
-    except KeyboardInterrupt:
-        return 0
+    server = LocalServer(
+        ensure_server_binary(print_progress), ensure_model(model, print_progress), port=port
+    ).start()  # (interrupted, it stops what it started; `main` says so)
     code = 0
     try:
         code = _out(f"serving {server.model.name} at {server.base_url} (Ctrl-C stops it)\n")
