@@ -6,10 +6,13 @@ import errno
 import fcntl
 import http.server
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -566,3 +569,63 @@ def test_pruning_holds_one_log_open_at_a_time_newest_first(
     deleted = _server.prune_logs(logs, kept=3)
     assert (most, opened) == (1, dead[::-1])
     assert sorted(path.name for path in deleted) == dead[:-3]
+
+
+def _serve(binary: Path, model: Path) -> subprocess.Popen[str]:
+    """``python -m toolfold.local serve MODEL`` on the stand-in server."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "toolfold.local", "serve", str(model)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, SERVER_ENV: str(binary)},
+    )
+
+
+def test_cli_serve_whose_server_dies_exits_1_saying_how_and_where_its_log_is(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """The server killed under ``serve``: exit 1 with the exit status and the log's path; it
+    exited 0 and said nothing (review s45)."""
+    binary, model = fake
+    proc = _serve(binary, model)
+    try:
+        assert proc.stdout is not None
+        assert "serving" in proc.stdout.readline()
+        (watchdog,) = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        (child,) = Path(f"/proc/{watchdog}/task/{watchdog}/children").read_text().split()
+        os.kill(int(child), 9)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1
+    assert "error: llama-server exited (exit status 137: killed by SIGKILL); log: " in err
+    assert str(logs / "llama-server-") in err
+
+
+def test_cli_serve_interrupted_while_starting_stops_without_a_traceback(
+    fake: tuple[Path, Path], logs: Path
+) -> None:
+    """Ctrl-C while the server starts ends ``serve`` with exit 130 (interrupted: it never
+    served; 0 is for Ctrl-C once it serves), "interrupted", no traceback, no server left; it
+    printed KeyboardInterrupt's traceback (review s45), then exited 0 (round 2)."""
+    binary, model = fake
+    model.write_bytes(b"silent")  # (it never says it listens: the start waits)
+    proc = _serve(binary, model)
+    deadline = time.monotonic() + 60
+    try:
+        while not list(logs.glob("llama-server-starting-*.log")) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the start never began"
+            select.select([], [], [], 0.02)  # (until the start has begun)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert err.rstrip().endswith("interrupted"), err
+    assert "Traceback" not in err
+    assert _listing(logs) == ["llama-server-failed.log"]

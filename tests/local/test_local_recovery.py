@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import select
+import shutil
 import signal
 import sys
 import threading
@@ -17,7 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from toolfold import Message, ModelRequest, ProviderConnectionError, ProviderError
+from toolfold import (
+    ContextWindowExceededError,
+    Message,
+    ModelRequest,
+    ProviderConnectionError,
+    ProviderError,
+)
 from toolfold.local import CACHE_ENV, SERVER_ENV, LocalModel, LocalSetupError, _server
 from toolfold.local._server import LocalServer
 from toolfold.runtime.core._stream import StreamEvent
@@ -27,7 +34,9 @@ from toolfold.runtime.core._stream import StreamEvent
 # model file says what the first POST of all does: "ok" answers; "exit" answers, then stops
 # the watchdog (SIGSTOP: its exit, which follows the server's, is held back) and exits; "cut"
 # stops the watchdog and exits without an answer (the request was read: it reached the server).
-# "reset": every POST is read, then its connection shut without an answer, the server living on.
+# "noload": it says it failed to load the model and exits 1; "badarg": it refuses a
+# setting and exits 1. "die": every POST is read, then the server exits 1 (its watchdog following). "long":
+# every POST is answered 400 as a prompt past the context size. "reset": every POST is read, then its connection shut without an answer, the server living on.
 # "linger": as "cut", but a child of the first server (its pid in $FAKE_REQUESTS.linger) holds
 # the server's pipes until killed: the server's exit pipe stays open after its exit.
 FAKE_SERVER = f"""#!{sys.executable}
@@ -36,6 +45,13 @@ port = int(sys.argv[sys.argv.index("--port") + 1])
 with open(sys.argv[sys.argv.index("--model") + 1], "rb") as file:
     model = file.read()
 requests = os.environ["FAKE_REQUESTS"]
+if model == b"noload":  # llama-server's words for a model file it cannot read
+    print("gguf_init_from_file_impl: failed to read magic", flush=True)
+    print("srv    load_model: failed to load model, 'noload.gguf'", flush=True)
+    sys.exit(1)
+if model == b"badarg":  # a setting it refuses (LLAMA_ARG_CTX_SIZE=abc)
+    print("error while handling environment variable LLAMA_ARG_CTX_SIZE: stoi", flush=True)
+    sys.exit(1)
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -61,6 +77,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if model == b"reset":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if model == b"die":
+            os._exit(1)
+        if model == b"long":  # llama-server's answer to a prompt past its context
+            data = json.dumps({{"error": {{"code": 400, "type": "exceed_context_size_error",
+                "message": "request (5012 tokens) exceeds the available context size (4096 "
+                "tokens), try increasing it"}}}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         if first and model in (b"cut", b"linger"):
             os.kill(os.getppid(), signal.SIGSTOP)
@@ -495,3 +523,117 @@ def test_stop_does_not_close_the_exit_pipe_under_a_poll(
     assert open_after_stop == [True]
     with pytest.raises(OSError, match="Bad file descriptor"):
         os.fstat(pipe)  # closed once the poll ended
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "stream", "astream"])
+def test_a_call_whose_servers_died_says_how_they_ended_and_where_the_log_is(
+    fake: Callable[[bytes], Path], how: str
+) -> None:
+    """The server dies at the call, and the new one it is sent to dies too: the error says
+    llama-server exited, how, and where its log is; it said only that the connection
+    failed (review s45)."""
+    model = LocalModel(str(fake(b"die")))
+    model.server()
+    with pytest.raises(ProviderError) as caught:
+        _call(model, how)
+    message = str(caught.value)
+    assert "(llama-server exited (exit status 1); log: " in message
+    assert message.count("llama-server exited") == 1
+    assert "llama-server-" in message.rsplit("log: ", 1)[1]
+
+
+def test_an_empty_cached_binary_fails_to_start_naming_it_and_the_remedy(
+    fake: Callable[[bytes], Path], tmp_path: Path
+) -> None:
+    """An empty llama-server in the cache (a damaged build): the start fails saying it cannot
+    be run, naming the file and ``python -m toolfold.local clean``; it showed the watchdog's
+    Python traceback (OSError: Exec format error) (review s45)."""
+    binary = tmp_path / "cache" / "llama-server" / "0" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"")
+    binary.chmod(0o755)
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(binary, fake(b"ok")).start()
+    message = str(caught.value)
+    assert "exited while starting (exit status 126)" in message
+    assert f"watchdog: cannot run {binary}: Exec format error" in message
+    assert "Traceback" not in message
+    assert f"\n{binary} may be damaged (empty): run `python -m toolfold.local clean`" in message
+    assert message.count("may be damaged") == 1
+
+
+def test_a_start_failing_on_a_setting_suggests_no_clean(
+    fake: Callable[[bytes], Path], tmp_path: Path
+) -> None:
+    """A cached server that refuses a setting (LLAMA_ARG_CTX_SIZE=abc) exits while starting
+    with its own words and no advice to clean the cache: every failed start advised deleting
+    the cache, a build of minutes, over a typo (review s45, round 2)."""
+    binary = tmp_path / "cache" / "llama-server" / "0" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    shutil.copy2(os.environ[SERVER_ENV], binary)
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(binary, fake(b"badarg")).start()
+    message = str(caught.value)
+    assert "LLAMA_ARG_CTX_SIZE: stoi" in message
+    assert "damaged" not in message
+    assert "clean" not in message
+
+
+def test_a_model_that_fails_to_load_is_named_alone(
+    fake: Callable[[bytes], Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A model the server failed to load is named, alone, with what to do about a file of
+    the user's (not `clean`, which leaves it alone); an unusable binary of the user's
+    (TOOLFOLD_LLAMA_SERVER) names that variable. Both files were named, with `clean`."""
+    model = fake(b"noload")
+    with pytest.raises(LocalSetupError) as caught:
+        LocalModel(str(model)).server()
+    message = str(caught.value)
+    assert f"\n{model} may be damaged (llama-server failed to load it): replace it" in message
+    assert message.count("may be damaged") == 1
+    assert "toolfold.local clean" not in message
+    own = tmp_path / "empty-server"
+    own.write_bytes(b"")
+    own.chmod(0o755)
+    monkeypatch.setenv(SERVER_ENV, str(own))
+    with pytest.raises(LocalSetupError) as caught:
+        LocalServer(own, fake(b"ok")).start()
+    message = str(caught.value)
+    assert f"\n{own} may be damaged (empty): point {SERVER_ENV} at a llama-server" in message
+    assert "toolfold.local clean" not in message
+
+
+@pytest.mark.parametrize(
+    ("size", "slots", "shown"),
+    [
+        (None, None, "4096 (toolfold's default) tokens"),
+        ("16384", None, "LLAMA_ARG_CTX_SIZE=16384 tokens"),
+        (None, "4", "4096 (toolfold's default) tokens, shared by LLAMA_ARG_N_PARALLEL=4 slots"),
+    ],
+)
+def test_a_prompt_past_the_context_says_how_to_give_the_server_a_larger_one(
+    fake: Callable[[bytes], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    size: str | None,
+    slots: str | None,
+    shown: str,
+) -> None:
+    """A prompt too long for the server's context: the error names the context the server
+    was started with (a variable changed later does not count), the slots sharing it, and
+    LLAMA_ARG_CTX_SIZE; it advised only "a model with a larger window", the context was
+    stuck at 4096 (review s45), and then the note read the variables at the error and left
+    out N_PARALLEL, which divides the context (round 2)."""
+    for name, value in (("LLAMA_ARG_CTX_SIZE", size), ("LLAMA_ARG_N_PARALLEL", slots)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    model = LocalModel(str(fake(b"long")))
+    model.server()
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "999")  # (after the start: not the server's)
+    with pytest.raises(ContextWindowExceededError) as caught:
+        model.request_sync(REQUEST)
+    assert (
+        f"(local: llama-server was started with a context of {shown}; set "
+        "LLAMA_ARG_CTX_SIZE (0: the model's own) before the server starts for a larger one)"
+    ) in str(caught.value)

@@ -110,6 +110,77 @@ def test_two_step_tool_loop_async(local: LocalModel) -> None:
     _check_tool_loop(asyncio.run(agent.arun("What is the weather in Paris?")))
 
 
+@attrs.frozen
+class Weather:
+    """The weather in a city."""
+
+    city: str
+    temperature_celsius: int
+
+
+@pytest.mark.parametrize("how", ["run", "stream"])
+def test_with_an_output_type_the_tool_is_called_then_the_output_filled(
+    local: LocalModel, how: str
+) -> None:
+    """With tools and an output type, the model calls the tool, then its answer fills the
+    type from the result; the first step carried ``response_format``, which the server
+    followed: no tool was called and the output was made up (review s45)."""
+    CALLS.clear()
+    agent = Agent(local, instructions="Use the tools.", tools=[get_weather], output_type=Weather)
+    question = "What is the weather in Paris?"
+    if how == "run":
+        response = agent.run(question)
+    else:
+        run = agent.stream(question)
+        list(run)
+        response = run.response
+    assert CALLS, "the model called no tool"
+    assert [len(step.tool_calls) for step in response.steps] == [1, 0]
+    assert isinstance(response.output, Weather)
+    assert response.output.temperature_celsius == 18  # (from the tool's result)
+
+
+def test_a_required_first_step_with_an_output_type_answers_typed(local: LocalModel) -> None:
+    """With ``tool_choice="required"`` (sent as "auto" after the first step) and an output
+    type, the tool is called and the answer fills the type: the step after the results went
+    without ``response_format``, and the run failed with OutputValidationError after four
+    answers in words (review s45, round 2)."""
+    CALLS.clear()
+    agent = Agent(
+        local,
+        instructions="Use the tools.",
+        tools=[get_weather],
+        output_type=Weather,
+        tool_choice="required",
+    )
+    response = agent.run("What is the weather in Paris?")
+    assert CALLS == ["Paris"]
+    assert [len(step.tool_calls) for step in response.steps] == [1, 0]
+    assert isinstance(response.output, Weather)
+    assert response.output.temperature_celsius == 18
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: first
+        b: second
+    """
+    return a + b
+
+
+def test_a_step_that_must_call_a_tool_calls_one(local: LocalModel) -> None:
+    """The first step ("required") calls the tool: for this question the model wrote words
+    until max_tokens and called nothing, which the grammar allows; the template's worked
+    example (a population of Lyon) led it there (review s45)."""
+    response = Agent(local, instructions="Use the tools.", tools=[add]).run("What is 0 plus 0?")
+    assert response.steps[0].tool_calls, response.text
+    assert response.steps[0].tool_calls[0].arguments == {"a": 0, "b": 0}
+    assert response.finish_reason == "stop"
+
+
 def test_the_servers_500_is_a_server_error_and_the_run_resumes(local: LocalModel) -> None:
     """With ``tool_choice="auto"`` the server may reject its own output (HTTP 500): a
     `ServerError` with the server's message, and ``.state`` resumes under the default policy."""

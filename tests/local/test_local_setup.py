@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import attrs
 import filelock
 import pytest
 
@@ -20,13 +21,16 @@ from toolfold.local import (
     MODELS,
     SERVER_ENV,
     LocalModel,
+    LocalServer,
     LocalSetupError,
     cache_dir,
     ensure_model,
     ensure_server_binary,
 )
-from toolfold.local._build import _ninja_step
-from toolfold.runtime.core._request import ToolDefinition
+from toolfold.local.__main__ import main as local_main
+from toolfold.local._build import _ninja_step, server_root
+from toolfold.runtime.core._request import OutputSpec, ToolDefinition
+from toolfold.runtime.drive._output import REJECTION_HEAD, REJECTION_TAIL
 from toolfold.testing import TestModel, override_models
 
 
@@ -313,3 +317,143 @@ def test_the_local_commands_say_a_bad_cache_folder_without_a_traceback(tmp_path:
         assert done.stderr.startswith("error: "), done.stderr
         assert CACHE_ENV in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_an_output_type_is_sent_only_on_the_step_that_answers() -> None:
+    """With tools and an output type, ``response_format`` is left out while a tool may be called
+    and sent once the step must answer ("none"): sent with "required", the server followed it,
+    no tool was called and the answer was made up (review s45)."""
+    model = LocalModel()
+    output = OutputSpec("Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+    question = Message.user("Weather in Paris?")
+    first = attrs.evolve(_request(question), output=output)
+    assert model.as_sent(first).output is None
+    assert "response_format" not in model.prepare(first).body
+    for choice in ("auto", "get_weather", "required"):
+        assert model.as_sent(attrs.evolve(first, tool_choice=choice)).output is None
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    answer = attrs.evolve(_request(question, Message("assistant", (call,)), results), output=output)
+    assert model.as_sent(answer).output == output
+    assert model.prepare(answer).body["response_format"]["type"] == "json_schema"
+    no_tools = ModelRequest((question,), output=output)
+    assert model.as_sent(no_tools).output == output
+
+
+def test_a_step_leaving_the_choice_answers_typed_once_results_came() -> None:
+    """A step sent with "auto" (a caller's, or the runtime's after a "required" first step)
+    gets ``response_format`` once its tools' results came: left out, a run with
+    ``tool_choice="required"`` ended in OutputValidationError and one with "auto" in the
+    server's HTTP 500 (review s45, round 2)."""
+    model = LocalModel()
+    output = OutputSpec("Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+    question = Message.user("Weather in Paris?")
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    answer = attrs.evolve(
+        _request(question, Message("assistant", (call,)), results),
+        output=output,
+        tool_choice="auto",
+    )
+    sent = model.as_sent(answer)
+    assert (sent.tool_choice, sent.output) == ("auto", output)
+    assert model.prepare(answer).body["response_format"]["type"] == "json_schema"
+    for forcing in ("required", "get_weather"):
+        assert model.as_sent(attrs.evolve(answer, tool_choice=forcing)).output is None
+
+
+def test_asking_again_for_a_rejected_answer_forces_no_tool() -> None:
+    """The run's message asking again for an answer the output type rejected is sent with
+    "none" and ``response_format``: it was sent with "required", and the tool ran again
+    (review s45, round 2). A new question after a typed answer may call a tool."""
+    model = LocalModel()
+    output = OutputSpec("Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+    question = Message.user("Weather in Paris?")
+    call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
+    results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
+    said = Message.assistant('{"city": "paris"}')
+    again = Message.user(f"{REJECTION_HEAD}- $.city: not capitalised{REJECTION_TAIL}")
+    history = (question, Message("assistant", (call,)), results, said)
+    retry = attrs.evolve(_request(*history, again), output=output)
+    sent = model.as_sent(retry)
+    assert (sent.tool_choice, sent.output) == ("none", output)
+    auto = model.as_sent(attrs.evolve(retry, tool_choice="auto"))
+    assert (auto.tool_choice, auto.output) == ("auto", output)
+    new_turn = attrs.evolve(_request(*history, Message.user("And in Rome?")), output=output)
+    sent = model.as_sent(new_turn)
+    assert (sent.tool_choice, sent.output) == ("required", None)
+
+
+def test_llama_arg_variables_replace_toolfolds_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LLAMA_ARG_CTX_SIZE``, ``LLAMA_ARG_N_PARALLEL`` and ``LLAMA_ARG_THREADS`` reach the
+    server: toolfold leaves out its own flag for each (a flag wins over its variable: they were
+    silently overridden, the context stuck at 4096) (review s45)."""
+    server = LocalServer(Path("llama-server"), Path("model.gguf"))
+    for name in ("LLAMA_ARG_CTX_SIZE", "LLAMA_ARG_N_PARALLEL", "LLAMA_ARG_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    command = server.command()
+    assert command[command.index("--ctx-size") + 1] == "4096"
+    assert "--parallel" in command
+    assert "--threads" in command
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "16384")
+    monkeypatch.setenv("LLAMA_ARG_THREADS", "2")
+    command = server.command()
+    assert "--ctx-size" not in command
+    assert "--threads" not in command
+    assert command[command.index("--parallel") + 1] == "1"
+
+
+def test_a_build_interrupted_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during ``build`` (or before ``serve`` serves) is exit 130 and "interrupted":
+    it raised KeyboardInterrupt's traceback out of ``main`` (review s45, round 2)."""
+
+    def interrupted(progress: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("toolfold.local.__main__.ensure_server_binary", interrupted)
+    for command in (["build"], ["serve"]):
+        assert local_main(command) == 130
+        assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_status_of_a_damaged_binary_of_the_users_names_its_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty binary named by TOOLFOLD_LLAMA_SERVER is DAMAGED with that variable as the
+    remedy: status advised `clean` and `build`, which never touch it (review s45, round 2)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    own = tmp_path / "emptybin"
+    own.write_bytes(b"")
+    own.chmod(0o755)
+    monkeypatch.setenv(SERVER_ENV, str(own))
+    assert local_main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"llama-server: {own} (llama-cpp-python" in out
+    assert f"DAMAGED (empty): point {SERVER_ENV} at a llama-server that runs" in out
+    assert "toolfold.local clean" not in out
+
+
+def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``status`` says DAMAGED, with the remedy, for a cached model of the wrong size and an
+    empty binary; it listed them as fine (review s45)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv(SERVER_ENV, raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # (no wheel installed)
+    entry = MODELS["smollm2"]
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / entry.file).write_bytes(b"GGUF" + bytes(100))
+    binary = server_root() / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"")
+    binary.chmod(0o755)
+    assert local_main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{binary} (llama-cpp-python" in out
+    assert "DAMAGED (empty): run `python -m toolfold.local clean`" in out
+    assert (
+        f"DAMAGED (104 bytes, expected {entry.size}): run `python -m toolfold.local clean`" in out
+    )

@@ -18,7 +18,7 @@ from pathlib import Path
 from toolfold._errors import ModelConfigError
 from toolfold.local._build import LLAMA_CPP_PYTHON, built_binary, ensure_server_binary
 from toolfold.local._model import print_progress
-from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir
+from toolfold.local._paths import CACHE_ENV, LocalSetupError, cache_dir, damage, remedy
 from toolfold.local._server import LocalServer, check_port
 from toolfold.local._weights import MODELS, ensure_model, installed_model
 
@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m toolfold.local
     except ModelConfigError as exc:  # a LocalSetupError, or the local extra not installed
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before `serve` serves: a build, a download, a start cut short
+        print("interrupted", file=sys.stderr)
+        return 130  # (the shell's code for SIGINT; Ctrl-C ending `serve` once it serves is 0)
 
 
 def _out(text: str) -> int:
@@ -82,16 +85,21 @@ def _port(text: str) -> int:
 
 
 def _serve(model: str, port: int | None) -> int:
-    """Serve until Ctrl-C or the server ends; the exit code (not 0 when stdout cannot
-    take the line saying where it serves, and the server is stopped)."""
+    """Serve until Ctrl-C or the server ends; the exit code: 0 for Ctrl-C once it serves
+    (before, `main` returns 130), 1 when the server died (saying how, and where its log is), not 0
+    either when stdout cannot take the line saying where it serves (the server is
+    stopped)."""
     server = LocalServer(
         ensure_server_binary(print_progress), ensure_model(model, print_progress), port=port
-    ).start()
+    ).start()  # (interrupted, it stops what it started; `main` says so)
     code = 0
     try:
         code = _out(f"serving {server.model.name} at {server.base_url} (Ctrl-C stops it)\n")
         while code == 0 and server.alive():
             server.wait(1.0)
+        if code == 0:  # (the server ended by itself: killed, out of memory, crashed)
+            print(f"error: {server.exit_report()}", file=sys.stderr)
+            code = 1
     except KeyboardInterrupt:
         pass
     finally:
@@ -134,16 +142,24 @@ def _clean(folder: Path) -> str:
 
 
 def _status() -> str:
-    """What is built and installed, and where, to print."""
+    """What is built and installed, and where, to print; a file seen damaged says so."""
+    binary = built_binary()
     lines = [
         f"cache:        {cache_dir()}",
-        f"llama-server: {built_binary() or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})",
-        *(
-            f"{name + ':':<13} {installed_model(name) or 'not installed'}"
-            for name in sorted(MODELS)
-        ),
+        f"llama-server: {binary or 'not built'} (llama-cpp-python {LLAMA_CPP_PYTHON})"
+        + (_damaged(binary, executable=True) if binary else ""),
     ]
+    for name in sorted(MODELS):
+        model = installed_model(name)
+        shown = f"{model}{_damaged(model, size=MODELS[name].size)}" if model else "not installed"
+        lines.append(f"{name + ':':<13} {shown}")
     return "".join(f"{line}\n" for line in lines)
+
+
+def _damaged(path: Path, *, executable: bool = False, size: int | None = None) -> str:
+    """`` DAMAGED (...): remedy`` when ``path`` cannot be what it should (`damage`)."""
+    problem = damage(path, executable=executable, size=size)
+    return f" DAMAGED ({problem}): {remedy(path)}" if problem else ""
 
 
 if __name__ == "__main__":

@@ -18,7 +18,13 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ProviderConnectionError, ProviderError, StreamError, Unpicklable
+from toolfold._errors import (
+    ContextWindowExceededError,
+    ProviderConnectionError,
+    ProviderError,
+    StreamError,
+    Unpicklable,
+)
 from toolfold.adapters._provider_model import Endpoint
 from toolfold.adapters.openai_chat import SERVER_PRESETS, OpenAIChatModel
 from toolfold.local._build import ensure_server_binary
@@ -29,6 +35,7 @@ from toolfold.runtime._model import Prepared
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._request import ModelRequest, ModelResponse
 from toolfold.runtime.core._stream import StreamEvent
+from toolfold.runtime.drive._output import is_rejection
 
 #: The llama.cpp preset under the name ``local`` (no key, no named tool choice).
 LOCAL_PROVIDER = attrs.evolve(SERVER_PRESETS["llama.cpp"], name="local", parallel_default=False)
@@ -72,12 +79,20 @@ class LocalModel:
     in the same process reuse it, and it stops when the process exits.
 
     Tool choice: with tools and no explicit ``tool_choice``, the first step is
-    sent as ``"required"`` (the server's grammar then guarantees a call that
-    fits the schema) and a step after tool results as ``"none"`` (the model
-    answers in words). ``"auto"`` lets the model choose, which small models do
-    badly: the server may then answer HTTP 500 ("does not match the expected
-    format", a `ServerError`) or send an error event inside the stream (a
-    `StreamError`). An explicit ``tool_choice`` is always sent as given.
+    sent as ``"required"``, and a step after tool results, or one asking
+    again for an answer the output type rejected, as ``"none"`` (the model
+    answers). "required" does not guarantee a call: the server's grammar for
+    this template lets text without a "{" come first, then holds a call to
+    its tool's schema; a model that writes words instead (no "{") writes on
+    to ``max_tokens``, and the step ends with no call and finish reason
+    "length". With an output type, ``response_format`` goes only on a step
+    that answers: one sent with "none", or with "auto" once tool results
+    came or on such a retry (the server follows it over the tools: sent
+    earlier, no tool would be called). ``"auto"`` lets the model choose,
+    which small models do badly: the server may then answer HTTP 500 ("does
+    not match the expected format", a `ServerError`, which ends the run) or
+    send an error event inside the stream (a `StreamError`). An explicit
+    ``tool_choice`` is always sent as given.
 
     A server that died (killed, out of memory) is started again by the next
     call. A call whose connection failed because its server had died, before
@@ -190,11 +205,26 @@ class LocalModel:
         return True
 
     def as_sent(self, request: ModelRequest) -> ModelRequest:
-        """The request as sent: the tool-choice policy and default settings applied."""
+        """The request as sent: the tool-choice policy and default settings applied.
+
+        The output schema (``response_format``) goes only on a step that
+        answers: one sent with "none", or one that forces no tool ("auto") once
+        tool results came, or that asks again for a rejected answer. On a step
+        where the model may still call its first tool it is held back.
+        """
         changes: dict[str, Any] = {}
-        if request.tools and request.tool_choice is None:
-            results_in = bool(request.messages) and request.messages[-1].role == "tool"
-            changes["tool_choice"] = "none" if results_in else "required"
+        choice = request.tool_choice
+        answering = _answering(request)
+        if request.tools and choice is None:
+            choice = changes["tool_choice"] = "none" if answering else "required"
+        forcing = choice not in ("none", "auto")  # "required", a named tool
+        if request.output is not None and request.tools and (forcing or not answering):
+            # llama-server constrains the answer to ``response_format`` whatever
+            # ``tool_choice`` says: sent with tools, no tool was ever called and the
+            # structured answer was made up. A step forcing a call never gets it; one
+            # leaving the choice to the model gets it once it answers (without it, a
+            # small model's words failed the run).
+            changes["output"] = None
         missing = {k: v for k, v in DEFAULT_SETTINGS.items() if k not in request.settings}
         if missing:
             changes["settings"] = {**missing, **request.settings}
@@ -245,9 +275,14 @@ class LocalModel:
         try:
             return chat.request_sync(prepared)
         except ProviderError as exc:
-            if not self._dead(server, exc):
+            if not self._lost(server, exc):
                 raise
-        return self._ready()[0].request_sync(prepared)  # (the dead server cannot answer it)
+        chat, server = self._ready()  # (the dead server cannot answer it)
+        try:
+            return chat.request_sync(prepared)
+        except ProviderError as exc:
+            self._lost(server, exc)
+            raise
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """One response, asynchronously (the first setup runs in a thread)."""
@@ -257,42 +292,56 @@ class LocalModel:
             return await chat.request(prepared)
         except ProviderError as exc:
             # (in a thread: it may wait seconds for the lock or the server's exit)
-            if not await asyncio.to_thread(self._dead, server, exc):
+            if not await asyncio.to_thread(self._lost, server, exc):
                 raise
-        chat, _ = await asyncio.to_thread(self._ready)
-        return await chat.request(prepared)
+        chat, server = await asyncio.to_thread(self._ready)
+        try:
+            return await chat.request(prepared)
+        except ProviderError as exc:
+            await asyncio.to_thread(self._lost, server, exc)
+            raise
 
     def stream_sync(self, request: ModelRequest) -> Iterator[StreamEvent]:
         """The response as neutral stream events, blocking."""
         prepared = self.as_sent(request)
-        chat, server = self._ready()
-        started = False
-        try:
-            for event in chat.stream_sync(prepared):
-                started = True
-                yield event
-            return
-        except ProviderError as exc:
-            if started or not self._dead(server, exc):
-                raise
-        yield from self._ready()[0].stream_sync(prepared)
+        for again in (False, True):
+            chat, server = self._ready()
+            started = False
+            try:
+                for event in chat.stream_sync(prepared):
+                    started = True
+                    yield event
+                return
+            except ProviderError as exc:
+                if not self._lost(server, exc) or started or again:
+                    raise
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """The response as neutral stream events, asynchronously."""
         prepared = self.as_sent(request)
-        chat, server = await asyncio.to_thread(self._ready)
-        started = False
-        try:
-            async for event in chat.stream(prepared):
-                started = True
-                yield event
-            return
-        except ProviderError as exc:
-            if started or not await asyncio.to_thread(self._dead, server, exc):
-                raise
-        chat, _ = await asyncio.to_thread(self._ready)
-        async for event in chat.stream(prepared):
-            yield event
+        for again in (False, True):
+            chat, server = await asyncio.to_thread(self._ready)
+            started = False
+            try:
+                async for event in chat.stream(prepared):
+                    started = True
+                    yield event
+                return
+            except ProviderError as exc:
+                lost = await asyncio.to_thread(self._lost, server, exc)
+                if not lost or started or again:
+                    raise
+
+    def _lost(self, server: LocalServer, exc: ProviderError) -> bool:
+        """`_dead`, and a dead server's error says how it ended and where its log is; a
+        prompt too long for the context says how to give the server a larger one."""
+        if isinstance(exc, ContextWindowExceededError):
+            _append_to_message(exc, server.context_note())
+            return False
+        if not self._dead(server, exc):
+            return False
+        _append_to_message(exc, server.exit_report())
+        return True
 
     def close(self) -> None:
         """Close the HTTP client (the server stays up for other runs until exit)."""
@@ -305,6 +354,23 @@ class LocalModel:
         for chat in (self._chat, self._offline):
             if chat is not None:
                 await chat.aclose()
+
+
+def _answering(request: ModelRequest) -> bool:
+    """Whether ``request``'s step is for the answer: its tools' results came (the last
+    message holds them), or the run asks again for an answer its output type rejected."""
+    if not request.messages:
+        return False
+    last = request.messages[-1]
+    if last.role == "tool":
+        return True
+    return request.output is not None and last.role == "user" and is_rejection(last)
+
+
+def _append_to_message(exc: ProviderError, note: str) -> None:
+    """Append ``(note)`` to ``exc``'s message, once (the same error may pass twice)."""
+    if exc.args and isinstance(exc.args[0], str) and note not in exc.args[0]:
+        exc.args = (f"{exc.args[0]} ({note})", *exc.args[1:])
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -73,6 +73,38 @@ def make_folder(path: Path) -> None:
         raise cache_error(path, exc) from None
 
 
+def damage(path: Path, *, executable: bool = False, size: int | None = None) -> str | None:
+    """What makes ``path`` unusable as it stands, or None: missing, empty, not executable
+    (an ``executable`` binary), or of another size than ``size`` (a cut download)."""
+    try:
+        found = path.stat().st_size
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if found == 0:
+        return "empty"
+    if executable and not os.access(path, os.X_OK):
+        return "not executable"
+    if size is not None and found != size:
+        return f"{found} bytes, expected {size}"
+    return None
+
+
+def remedy(path: Path) -> str:
+    """What to do about a damaged ``path``: only the cache's own files are `clean`'s."""
+    own = os.environ.get(SERVER_ENV)
+    if own and Path(own).expanduser() == path:
+        return (
+            f"point {SERVER_ENV} at a llama-server that runs, or unset it to use toolfold's "
+            "build (`clean` and `build` leave that file alone)"
+        )
+    if path.is_relative_to(cache_dir()):
+        return (
+            "run `python -m toolfold.local clean`, then `python -m toolfold.local build` "
+            "(or the next use) makes it again"
+        )
+    return "replace it (it is not in toolfold's cache: `clean` and `build` leave it alone)"
+
+
 def check_cache_dir() -> None:
     """Refuse a ``$TOOLFOLD_CACHE_DIR`` that cannot be a folder: it, or a folder above
     it, is something else (a file). Nothing is created; the default is not checked.

@@ -47,12 +47,25 @@ import httpx
 
 from toolfold._flock import same_file, try_lock
 from toolfold._ports import port_problem
-from toolfold.local._paths import LocalSetupError, cache_dir, cache_error, make_folder
+from toolfold.local._paths import (
+    LocalSetupError,
+    cache_dir,
+    cache_error,
+    damage,
+    make_folder,
+    remedy,
+)
+from toolfold.local._weights import expected_size
 
 #: toolfold's ChatML template with tools (SmolLM2's own ignores them).
 TEMPLATE = "chatml-tools.jinja"
-#: Context tokens per server: the tools, the worked example and a few turns fit.
+#: Context tokens per server unless ``LLAMA_ARG_CTX_SIZE`` says otherwise: the
+#: tools, the worked example and a few turns fit.
 CONTEXT_TOKENS = 4096
+#: The variable that sets the server's context size (0: the model's own).
+CONTEXT_ENV = "LLAMA_ARG_CTX_SIZE"
+#: The variable that sets the server's parallel slots, which share its context.
+PARALLEL_ENV = "LLAMA_ARG_N_PARALLEL"
 _START_TIMEOUT = 120.0
 #: What llama-server logs once its model is loaded and it answers requests
 #: (``server.cpp``: ``SRV_INF("listening on %s\n", ...)``, after "model loaded";
@@ -83,6 +96,14 @@ _TAIL_BYTES = 1 << 14
 #: Compute threads: llama.cpp's workers spin while they wait, so on a small or
 #: busy machine one thread per spare core is much faster than one per core.
 THREADS = max(1, min(4, (os.cpu_count() or 2) - 1))
+#: The flags toolfold sets with their defaults, each left out when the user's
+#: environment sets the variable llama-server reads for it (a flag on the command
+#: line wins over its variable: set, the variable was silently ignored).
+DEFAULT_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--ctx-size", CONTEXT_ENV, str(CONTEXT_TOKENS)),
+    ("--parallel", PARALLEL_ENV, "1"),
+    ("--threads", "LLAMA_ARG_THREADS", str(THREADS)),
+)
 #: Variables of the user's environment that llama-server reads and that would
 #: change the API toolfold talks to: a key it then requires (a 401 for a model
 #: promised to need none), a path prefix, TLS, or a model fetched from the
@@ -148,6 +169,8 @@ class LocalServer:
         self.log_path: Path | None = None
         self._requested = port
         self._process: subprocess.Popen[bytes] | None = None
+        #: `CONTEXT_ENV` and `PARALLEL_ENV` as the server was started with ("": unset).
+        self._context = ("", "")
         self._log: IO[bytes] | None = None
         # The read end of a pipe whose write end only llama-server holds (not
         # on Windows): its end of file is the server's exit, seen at once,
@@ -180,8 +203,19 @@ class LocalServer:
         return self._process.pid if self._process else None
 
     def command(self) -> list[str]:
-        """The ``llama-server`` command line (``--port 0`` when the server picks its port)."""
+        """The ``llama-server`` command line (``--port 0`` when the server picks its port).
+
+        The context size, parallel slots and threads are toolfold's defaults
+        (`DEFAULT_FLAGS`) unless ``LLAMA_ARG_CTX_SIZE``, ``LLAMA_ARG_N_PARALLEL``
+        or ``LLAMA_ARG_THREADS`` is set: then the server reads that variable.
+        """
         template = resources.files("toolfold.local").joinpath(TEMPLATE)
+        defaults = [
+            part
+            for flag, variable, value in DEFAULT_FLAGS
+            if not os.environ.get(variable)
+            for part in (flag, value)
+        ]
         return [
             str(self.binary),
             "--model",
@@ -193,12 +227,7 @@ class LocalServer:
             "--jinja",
             "--chat-template-file",
             str(template),
-            "--ctx-size",
-            str(CONTEXT_TOKENS),
-            "--parallel",
-            "1",
-            "--threads",
-            str(THREADS),
+            *defaults,
             "--no-warmup",  # the first request warms it up; starting stays under a second
             # The "listening on" line `start` reads, in plain text, whatever
             # LLAMA_ARG_LOG_* the environment sets (verbosity 0 would drop it).
@@ -309,6 +338,22 @@ class LocalServer:
             return f" (exit status {code}: killed by {_signal_name(code - 128)})"
         return f" (exit status {code})"
 
+    def context_note(self) -> str:
+        """What a prompt too long for this server's context is told: the context it was
+        started with, and how to give the next server a larger one."""
+        size, slots = self._context
+        shown = f"{CONTEXT_ENV}={size}" if size else f"{CONTEXT_TOKENS} (toolfold's default)"
+        shared = f", shared by {PARALLEL_ENV}={slots} slots" if slots not in ("", "1") else ""
+        return (
+            f"local: llama-server was started with a context of {shown} tokens{shared}; "
+            f"set {CONTEXT_ENV} (0: the model's own) before the server starts for a larger one"
+        )
+
+    def exit_report(self) -> str:
+        """How the server ended and where its log is, for an error: ``llama-server
+        exited (exit status 137: killed by SIGKILL); log: PATH``."""
+        return f"llama-server exited{self._exit_status()}; log: {self.log_path}"
+
     def start(self) -> LocalServer:
         """Start the server and wait until it says it listens and its health check answers.
 
@@ -349,6 +394,7 @@ class LocalServer:
         held: tuple[int, ...] = ()
         # Without what would make the server answer another API than the one called.
         environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
+        self._context = (environment.get(CONTEXT_ENV, ""), environment.get(PARALLEL_ENV, ""))
         deadline = time.monotonic() + _START_TIMEOUT
         try:
             _STARTED.add(self)
@@ -384,9 +430,31 @@ class LocalServer:
             finally:
                 self._move_log(logs / _FAILED_LOG)
             if isinstance(exc, LocalSetupError):
-                raise LocalSetupError(f"{exc}:\n{tail}\n(full log: {self.log_path})") from None
+                raise LocalSetupError(
+                    f"{exc}:\n{tail}\n(full log: {self.log_path}){self._damage_hint(exc, tail)}"
+                ) from None
             raise
         return self
+
+    def _damage_hint(self, exc: LocalSetupError, tail: str) -> str:
+        """For a server that exited while starting, the file that points to the failure and
+        what to do: the binary when it cannot run (exit status 126, or seen damaged), the
+        model when it did not load (or seen damaged); nothing for another failure (a
+        wrong setting is no reason to throw a build away)."""
+        if "exited while starting" not in str(exc):
+            return ""
+        process = self._process
+        code = process.poll() if process is not None else None
+        hints = []
+        problem = damage(self.binary, executable=True) or ("cannot run" if code == 126 else None)
+        if problem:
+            hints.append(f"\n{self.binary} may be damaged ({problem}): {remedy(self.binary)}")
+        problem = damage(self.model, size=expected_size(self.model))
+        if problem is None and "failed to load model" in tail:
+            problem = "llama-server failed to load it"
+        if problem:
+            hints.append(f"\n{self.model} may be damaged ({problem}): {remedy(self.model)}")
+        return "".join(hints)
 
     def _wait_listening(self, deadline: float) -> int:
         """The port from the server's "listening on" line; only whole lines are read

@@ -55,7 +55,13 @@ def main(argv: list[str]) -> int:
     if argv and argv[0].startswith(_EXIT_PIPE):
         held = (int(argv[0][len(_EXIT_PIPE) :]),)
         argv = argv[1:]
-    child = subprocess.Popen(argv, preexec_fn=_die_with_parent if linux else None, pass_fds=held)
+    try:
+        child = subprocess.Popen(
+            argv, preexec_fn=_die_with_parent if linux else None, pass_fds=held
+        )
+    except OSError as exc:  # an empty or damaged binary (Exec format error), no permission
+        print(f"watchdog: cannot run {argv[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 126  # (the shell's code for a command found but not runnable)
     for handle in held:
         os.close(handle)  # the server's alone now: its exit ends the parent's pipe
 

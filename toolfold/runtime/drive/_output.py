@@ -19,6 +19,7 @@ import attrs
 from toolfold._errors import OutputValidationError, ToolArgumentError, ToolDefinitionError
 from toolfold.runtime.core import _events
 from toolfold.runtime.core._arguments import TOO_DEEP, nesting_problem
+from toolfold.runtime.core._messages import Message, TextPart
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import OutputSpec
 from toolfold.runtime.core._state import RunState
@@ -389,6 +390,17 @@ a retry of the turn, not a new one (the testing models read it so)."""
 
 REJECTION_TAIL = "\nAnswer again with only a JSON value that matches the schema."
 """How that message ends (`_rejection`)."""
+
+
+def is_rejection(message: Message) -> bool:
+    """Whether ``message`` (a user message) is the run asking again for its final answer."""
+    parts = message.parts
+    return (
+        len(parts) == 1
+        and isinstance(parts[0], TextPart)
+        and parts[0].text.startswith(REJECTION_HEAD)
+        and parts[0].text.endswith(REJECTION_TAIL)
+    )
 
 
 def _rejection(errors: tuple[str, ...] | list[str]) -> str:
