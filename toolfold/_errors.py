@@ -23,9 +23,9 @@ chained with ``raise ... from exc``::
     ├── ModelConfigError           a model string or model options cannot be used
     ├── Unpicklable                a model refuses to be pickled (says why and what to do)
     ├── SerializationError         JSON that does not load as a state, event or effect
-    └── ProviderError              a provider call failed (status, body, headers)
+    └── ProviderError              a provider call failed (status, body, headers, ``retry_after``)
         ├── AuthenticationError    401 / 403
-        ├── RateLimitError         429, with ``retry_after``
+        ├── RateLimitError         429
         ├── BadRequestError        400 / 422, with the provider's own message
         │   ├── ToolUseFailedError the provider rejected generated tool arguments
         │   └── ContextWindowExceededError  the conversation is longer than the model's window
@@ -459,7 +459,25 @@ class ProviderError(ToolfoldError):
             client (``error.headers.get("x-request-id")``).
         provider_message: The provider's own error message, when it sent one.
         code: The provider's error code, when it sent one.
+        retry_after: Seconds the provider asked to wait before asking again
+            (``retry-after-ms``, ``retry-after``, Gemini's ``RetryInfo``), on
+            any status (a 429, a 503, Anthropic's 529), when it said so;
+            ``inf`` for a number of seconds past what a float holds, the
+            longest of a header sent twice. None when it asked for no wait,
+            and when ``retryable`` is False (a per-day quota's ``retryDelay``
+            is no time after which asking again helps).
+        retryable: The provider's own word on asking again, when it gave one:
+            False for an error that asking again soon fails the same way (a
+            Gemini per-day quota, ``x-should-retry: false``), True for
+            ``x-should-retry: true``; None when it said nothing, and the
+            error's class decides (see `gives_up`). The transport,
+            Temporal's activities and a workflow's ``on_error="retry"``
+            follow it.
     """
+
+    # (class defaults: an error pickled before these attributes were set loads without them)
+    retry_after: float | None = None
+    retryable: bool | None = None
 
     def __init__(
         self,
@@ -471,7 +489,11 @@ class ProviderError(ToolfoldError):
         headers: Mapping[str, str] | None = None,
         provider_message: str | None = None,
         code: str | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
     ) -> None:
+        self.retry_after = retry_after
+        self.retryable = retryable
         self.provider = provider
         self.status_code = status_code
         self.body = body
@@ -491,14 +513,11 @@ class AuthenticationError(ProviderError):
 class RateLimitError(ProviderError):
     """The provider is rate limiting (429).
 
-    Attributes:
-        retry_after: Seconds the provider asked to wait, when it said so (``inf`` for a
-            number of seconds past what a float holds; the longest of a header sent twice).
+    ``retry_after`` (on every `ProviderError`) is the wait it asked for; a
+    quota that will not clear soon (Gemini's per-day quota) has ``retryable``
+    False and no ``retry_after``: waiting a second and asking again fails the
+    same way, until the quota resets.
     """
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
-        self.retry_after = retry_after
-        super().__init__(message, **kwargs)
 
 
 class BadRequestError(ProviderError):
@@ -610,3 +629,32 @@ class MalformedResponseError(ProviderError):
         self.path = path
         self.problem = problem
         super().__init__(message, **kwargs)
+
+
+#: Provider errors that asking again cannot fix: the same request fails the same
+#: way (bad credentials, a bad request, no such model). A `ProviderFinishError` is a
+#: paid answer the provider ended abnormally (Anthropic's ``pause_turn``, Gemini's
+#: ``MALFORMED_FUNCTION_CALL``): asked again without end, it is paid again without end.
+#: Temporal's activities and a workflow's ``on_error="retry"`` both read it (`gives_up`).
+PERMANENT_PROVIDER_ERRORS: tuple[type[ProviderError], ...] = (
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    ProviderFinishError,
+)
+
+
+def gives_up(error: BaseException) -> bool:
+    """Whether asking again cannot help ``error``, a provider's: never retry it.
+
+    The provider's own word first (`ProviderError.retryable`: False for a
+    Gemini per-day quota, True for ``x-should-retry: true``), else its class
+    (`PERMANENT_PROVIDER_ERRORS`). An error that is no `ProviderError` is not
+    judged here (False).
+    """
+    if not isinstance(error, ProviderError):
+        return False
+    said = error.retryable
+    if said is not None:
+        return said is False
+    return isinstance(error, PERMANENT_PROVIDER_ERRORS)
