@@ -54,6 +54,7 @@ from toolfold.runtime._planner import (
     step_calls,
 )
 from toolfold.runtime._run import run_async, run_sync
+from toolfold.runtime._step_retry import not_retried, pause, pause_sync
 from toolfold.runtime._task import (
     Task,
     close_failed_result,
@@ -437,7 +438,7 @@ def _course(
             except BaseException as exc:
                 interrupted(exc, opened.state, finished)
                 raise
-            state = opened.close([returned(outcome) for outcome in outcomes])
+            state = _settled(live, opened.close([returned(o) for o in outcomes]), outcomes)
             if state.phase == "awaiting_model":  # the step's results are committed: read them
                 plan = read_plan((state.conversation.last(),), plan, _known(outcomes))  # type: ignore[arg-type]
             else:
@@ -457,6 +458,7 @@ def _course(
                 raise
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
+            state = _settled(live, state, outcomes)
             plan = None
         elif phase == "validating_output":
             state = _accept(live, state, answer)
@@ -535,7 +537,7 @@ def _plain_rounds(
         attempts = _attempts(outcomes)
         rounds -= 1
         if attempts is None or not rounds:
-            return _reached(start, records), None
+            return _settled(live, _reached(start, records), outcomes), None
         plan = plan.extended(attempts)
 
 
@@ -653,6 +655,7 @@ def _ran(
         else:
             text, is_error = step_text(state, task.target)
     except Exception as exc:
+        pause_sync(task, call.call_id, exc)  # (the wait before the next attempt, if one follows)
         return _failed(call, exc, started, run_id)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
@@ -691,6 +694,7 @@ async def _ran_async(
                 state = ended.state
                 text, is_error = step_text(state, task.target)
         except Exception as exc:
+            await pause(task, call.call_id, exc)  # (the wait before the next attempt, if any)
             outcome = _failed(call, exc, started, run_id)
         except BaseException as exc:
             kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
@@ -782,6 +786,13 @@ def _failed(call: Call, exc: Exception, started: float, run_id: str) -> ToolOutc
     return ToolOutcome(
         call.call_id, call.task.name, content, True, "error", exc, ended, took, child
     )
+
+
+def _settled(live: Live, state: RunState, outcomes: tuple[ToolOutcome, ...]) -> RunState:
+    """``state`` after a round of ``outcomes``, failed when a retried step's error is not
+    asked again (`not_retried`)."""
+    failure = not_retried(state, outcomes, live.tools)
+    return state if failure is None else reduce(state, failure)
 
 
 def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:

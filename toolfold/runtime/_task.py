@@ -30,6 +30,7 @@ from toolfold.runtime._agent_tool import handed, stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
+from toolfold.runtime._step_retry import MAX_STEP_DELAY, pause, pause_sync, retried_step
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import ToolCallPart, thaw
@@ -75,7 +76,19 @@ class Task:
         on_error: ``"fail"`` (the workflow fails), ``"skip"`` (the step's
             error is recorded, it has no output and the next step gets its
             input) or ``"retry"`` (run it again, up to ``retries`` times).
+            A provider error that asking again cannot fix (bad credentials,
+            a bad request, a Gemini per-day quota: ``retryable`` False) is
+            not retried, nor one whose provider asked for a wait longer than
+            its transport's ``max_retry_after``: the workflow fails at once.
+            Each attempt's model calls make their transport's own retries
+            too: 3 step attempts of 3 requests each are up to 9 requests.
         retries: Extra attempts with ``on_error="retry"``.
+        retry_delay: Seconds waited before the first retry of a step that
+            failed with a provider's error (a 503, a 429), doubled before
+            each next one (at most 60 s); the error's ``retry_after``
+            instead, when its provider asked for a wait. A step's own
+            failure (an answer that does not fit, a tool's bug) is retried
+            at once.
         prompt: A template for the agent's prompt (``{input}`` is the step's
             input; ``{name}`` / ``{name.field}`` earlier outputs). Default:
             the input itself (JSON unless it is text).
@@ -96,6 +109,7 @@ class Task:
     prompt: str | None
     input_type: Any
     timeout: float | None
+    retry_delay: float
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
     # Whether name= was given (an empty one is then the problem, not the target's name).
     _named: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
@@ -113,6 +127,7 @@ class Task:
         prompt: str | None = None,
         input_type: Any = None,
         timeout: float | None = None,
+        retry_delay: float = 1.0,
     ) -> None:
         self.__attrs_init__(
             target=target,
@@ -122,6 +137,7 @@ class Task:
             prompt=prompt,
             input_type=input_type,
             timeout=timeout,
+            retry_delay=retry_delay,
         )
         object.__setattr__(self, "_free", self._find_free_names())
         object.__setattr__(self, "_named", name is not None)
@@ -188,6 +204,16 @@ class Task:
             or timeout <= 0
         ):
             found.append(f"{label}: timeout must be a number of seconds > 0, got {timeout!r}")
+        delay = self.retry_delay
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not 0 <= delay <= MAX_STEP_DELAY  # (NaN too)
+        ):
+            found.append(
+                f"{label}: retry_delay must be a number of seconds from 0 to "
+                f"{MAX_STEP_DELAY:g}, got {delay!r}"
+            )
         if self.kind == "function" and not callable(self.target):
             found.append(
                 f"{label}: a step is an Agent, a workflow or a function, "
@@ -331,6 +357,8 @@ class Task:
         # A sub-run: a coroutine for async runs, a blocking twin for blocking ones.
         check = _resume_check(self)
         made = checks_resume(runs_sub_runs(self._made(_run_runner(self))), check)
+        if self.on_error == "retry":
+            retried_step(made, self)
         if self.timeout is not None:
             # A coroutine is cancelled at its deadline; a blocking twin on a thread would run on.
             return made
@@ -499,6 +527,13 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
+        try:
+            return await attempt(ctx, input, values)
+        except Exception as exc:  # (the wait before the next attempt, if one follows)
+            await pause(task, ctx.call_id, exc)
+            raise
+
+    async def attempt(ctx: RunContext[Any], input: Any, values: dict[str, Any] | None) -> SubRun:
         budget = handed(ctx, task.target, task.name)
         if isinstance(budget, SubRun):  # not started: none of the workflow's tree budget is left
             return budget
@@ -593,6 +628,13 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
     def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
+        try:
+            return attempt(ctx, input, values)
+        except Exception as exc:  # (the wait before the next attempt, if one follows)
+            pause_sync(task, ctx.call_id, exc)
+            raise
+
+    def attempt(ctx: RunContext[Any], input: Any, values: dict[str, Any] | None) -> SubRun:
         budget = handed(ctx, task.target, task.name)
         if isinstance(budget, SubRun):  # not started: none of the workflow's tree budget is left
             return budget

@@ -590,6 +590,9 @@ class Sender:
         )
         if failed.cut:
             error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
+        # The longest wait this transport honours: a workflow step retried after the
+        # error waits no longer either (`toolfold.runtime._step_retry`).
+        error.__dict__["_max_retry_after"] = self.retry.max_retry_after
         return self.scrub(error), info.retryable, info.retry_after
 
     def _exception_failure(

@@ -39,6 +39,7 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime._step_retry import not_retried
 from toolfold.runtime.core._approval import dispositions, policy_says
 from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._effects import (
@@ -802,6 +803,10 @@ def _run_tools(
     # sees the first, so an observer that raises leaves none to run again.
     for event in events:
         state = reduce(state, event)
+    if _raised(outcomes):  # a retried workflow step's error that is not asked again fails it
+        failure = not_retried(state, outcomes, live.tools)
+        if failure is not None:
+            state = reduce(state, failure)
     if state.error is not None and failed_by is not None:
         _note_cause(failed_by, state, outcomes)
     try:
