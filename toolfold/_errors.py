@@ -620,14 +620,32 @@ class MalformedResponseError(ProviderError):
     NaN or Infinity, or nesting too deep to be an answer. ``body`` holds the
     raw body (or stream event) with the key scrubbed.
 
+    A whole answer (HTTP 200) was billed all the same: a run's state on the
+    error counts the usage it reported (an `AttemptDropped`, as for a cut
+    stream), read apart from the bad field.
+
     Attributes:
         path: The JSON path of the bad field, e.g. ``$.choices[0].message.tool_calls``.
         problem: What is wrong there, e.g. ``expected an array, got object``.
+        usage: The usage a whole answer reported, when it could be read (None
+            for a stream event, an answer that reported none, or a usage that
+            is itself the bad field).
     """
 
-    def __init__(self, message: str, *, path: str = "$", problem: str = "", **kwargs: Any) -> None:
+    usage: Usage | None = None  # (an error pickled before it had one loads without it)
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "$",
+        problem: str = "",
+        usage: Usage | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.path = path
         self.problem = problem
+        self.usage = usage
         super().__init__(message, **kwargs)
 
 

@@ -322,9 +322,13 @@ class CutAnswer(NamedTuple):
 
 def billed_usage(exc: BaseException) -> Usage | None:
     """The usage a provider reported for the answer ``exc`` ended abnormally (a
-    `ProviderFinishError`: ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...), or None: that
-    answer was billed, so the error's state counts it as a cut stream's (`with_cut_usage`)."""
-    return exc.usage if isinstance(exc, ProviderFinishError) else None
+    `ProviderFinishError`: ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...) or that toolfold
+    could not read (a `MalformedResponseError`), or None: that answer was billed, so the
+    error's state counts it as a cut stream's (`with_cut_usage`)."""
+    if isinstance(exc, (ProviderFinishError, MalformedResponseError)):
+        usage = exc.usage
+        return usage if isinstance(usage, Usage) else None
+    return None
 
 
 def with_cut_usage(state: RunState, usage: Usage) -> RunState:
