@@ -48,9 +48,15 @@ class Send:
 
 @attrs.frozen
 class Sleep:
-    """Wait this many seconds before the next attempt."""
+    """Wait this many seconds before the next attempt.
+
+    ``retry`` is the retry it precedes (1 for the first), ``cause`` the error of
+    the attempt before it: what a trace shows of the retry (`retrying`).
+    """
 
     seconds: float
+    retry: int = 0
+    cause: ProviderError | None = None
 
 
 @attrs.frozen
@@ -146,7 +152,7 @@ def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any
             plan.policy.max_retries,
             one_line(str(error)),  # (the provider's text: a newline in it would forge a record)
         )
-        yield Sleep(delay)
+        yield Sleep(delay, retry + 1, error)
         retry += 1
         outcome = yield Send(_capped(plan))
 

@@ -62,6 +62,7 @@ from toolfold.adapters._http._keys import (
     redact_header,
 )
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
+from toolfold.runtime.drive._trace import retrying
 from toolfold.toolkit._results import one_line
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -287,6 +288,7 @@ class Sender:
             plan, step = self._retry(plan, call, outcome, cap=not bounded)
             if plan is None:
                 return step
+            retrying(step.retry, step.seconds, step.cause)
             await self.sleep(step.seconds)
             timeout = plan.send(None).timeout  # the next Send
             try:
@@ -334,6 +336,7 @@ class Sender:
             plan, step = self._retry(plan, call, outcome)
             if plan is None:
                 return step
+            retrying(step.retry, step.seconds, step.cause)
             self.sleep_sync(step.seconds)
             timeout = plan.send(None).timeout  # the next Send
 
