@@ -626,6 +626,13 @@ def _pickled_keyed_model() -> None:
         model.close()
 
 
+def _unpickled_older_model() -> None:
+    import pickle
+
+    saved = Path(__file__).parent / "adapters" / "saved" / "ollama_model_1711365d.pkl"
+    pickle.loads(saved.read_bytes())
+
+
 def _missing_key() -> None:
     # the test removes OPENAI_API_KEY from the environment first
     generate_text("openai:gpt-4o-mini", "go")
@@ -899,6 +906,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "a provider's API key missing from the environment": _missing_key,
     "pickling a model built with a key, a client or a credential header of its own, or a "
     "`LocalModel` (the message says why and what to pass instead)": _pickled_keyed_model,
+    "unpickling a model an older toolfold pickled (as its attributes, not its options: the "
+    "message says to build it again)": _unpickled_older_model,
     "a model option that cannot be used (`retry=-1` or `2.5`, `timeout=0`, a `RetryPolicy` or "
     "`Timeouts` field out of range), named in the message": _bad_model_option,
     "HTTP 400, 413 or 422": _status(422),

@@ -428,7 +428,8 @@ class Unpicklable(ToolfoldError, TypeError):
 
     A model given a credential or a client in code, a subclass that could not
     be built again from its options, or a local model whose server runs in
-    this process. A ``TypeError``, as pickle's own refusals are; Ray's batch
+    this process; and, as it is unpickled, a model an older toolfold pickled
+    (its attributes, not its options), to be built again. A ``TypeError``, as pickle's own refusals are; Ray's batch
     shows it alone (`toolfold.integrations.ray`), its advice being the model's own.
     """
 
@@ -439,13 +440,21 @@ class SerializationError(ToolfoldError, ValueError):
     Attributes:
         type_name: What was being loaded.
         problems: One line per problem, each with its path.
+        hint: What may explain the problems, said in the message's first line
+            (of a state that differs from its event log: the document was
+            changed, or written by an older or a newer toolfold); ``""`` when
+            there is none.
     """
 
-    def __init__(self, type_name: str, problems: list[str] | tuple[str, ...]) -> None:
+    def __init__(
+        self, type_name: str, problems: list[str] | tuple[str, ...], hint: str = ""
+    ) -> None:
         self.type_name = type_name
         self.problems = tuple(problems)
+        self.hint = hint
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"cannot load {type_name}:\n{lines}")
+        why = f" ({hint})" if hint else ""
+        super().__init__(f"cannot load {type_name}{why}:\n{lines}")
 
 
 class ProviderError(ToolfoldError):
@@ -473,11 +482,17 @@ class ProviderError(ToolfoldError):
             error's class decides (see `gives_up`). The transport,
             Temporal's activities and a workflow's ``on_error="retry"``
             follow it.
+        usage: The usage a failed answer reported, billed; None when none was
+            read. The provider ended an answer it had begun (a
+            `ProviderFinishError`, an OpenAI Responses ``response.failed``)
+            or sent one toolfold cannot read (a `MalformedResponseError`):
+            a run's state on the error counts it (an ``AttemptDropped``).
     """
 
-    # (class defaults: an error pickled before these attributes were set loads without them)
+    # (class defaults: an error pickled before these attributes existed loads with None)
     retry_after: float | None = None
     retryable: bool | None = None
+    usage: Usage | None = None
 
     def __init__(
         self,
@@ -597,7 +612,7 @@ class ProviderFinishError(ProviderError):
             (``"MALFORMED_FUNCTION_CALL"``); ``provider_message`` holds what
             the provider said of it, when it said something.
         usage: The usage the provider reported for the answer, or None when
-            it reported none.
+            it reported none (`ProviderError.usage`).
     """
 
     def __init__(
@@ -627,12 +642,10 @@ class MalformedResponseError(ProviderError):
     Attributes:
         path: The JSON path of the bad field, e.g. ``$.choices[0].message.tool_calls``.
         problem: What is wrong there, e.g. ``expected an array, got object``.
-        usage: The usage a whole answer reported, when it could be read (None
-            for a stream event, an answer that reported none, or a usage that
-            is itself the bad field).
-    """
 
-    usage: Usage | None = None  # (an error pickled before it had one loads without it)
+    Its `ProviderError.usage` is None for a stream event, an answer that
+    reported none, or a usage that is itself the bad field.
+    """
 
     def __init__(
         self,

@@ -118,6 +118,38 @@ def test_thinking_redacted_and_text_stream_into_parts_in_order() -> None:
     assert (response.finish_reason, response.raw_finish_reason) == ("tool_calls", "tool_use")
 
 
+def test_a_character_split_between_two_deltas_comes_whole_and_a_lone_half_is_a_replacement() -> (
+    None
+):
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in
+    thinking, text and arguments; a half nothing completes (before a signature, at a
+    block's stop, alone in the text) is U+FFFD, so the answer is always encodable."""
+    response = fold(
+        [
+            MESSAGE_START,
+            start(0, {"type": "thinking", "thinking": ""}),
+            delta(0, type="thinking_delta", thinking="t\ud83d"),
+            delta(0, type="thinking_delta", thinking="\ude00 u\ud83d"),
+            delta(0, type="signature_delta", signature="SIG=="),
+            event("content_block_stop", index=0),
+            start(1, {"type": "text", "text": ""}),
+            delta(1, type="text_delta", text="a\ud83d"),
+            delta(1, type="text_delta", text="\ude00b\ud800c\ud83d"),
+            event("content_block_stop", index=1),
+            start(2, {"type": "tool_use", "id": "toolu_9", "name": "f", "input": {}}),
+            delta(2, type="input_json_delta", partial_json='{"q": "\ud83d'),
+            delta(2, type="input_json_delta", partial_json='\ude00"}'),
+            event("content_block_stop", index=2),
+            event("message_delta", delta={"stop_reason": "tool_use"}, usage={"output_tokens": 3}),
+            event("message_stop"),
+        ]
+    )
+    thinking, text, call = response.message.parts
+    assert (thinking.text, thinking.signature) == ("t\U0001f600 u\ufffd", "SIG==")
+    assert text.text == "a\U0001f600b\ufffdc\ufffd"
+    assert call.arguments == {"q": "\U0001f600"}
+
+
 @pytest.mark.parametrize(
     ("tail", "words"),
     [

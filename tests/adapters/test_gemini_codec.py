@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -293,6 +294,36 @@ def test_a_blocked_prompt_is_an_empty_content_filter_answer() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("part", "read"),
+    [
+        ({"text": "lone[\ud800]"}, "lone[\ufffd]"),
+        ({"functionCall": {"name": "f", "args": {"q\ud800": "x"}}}, '{"q\ufffd": "x"}'),
+    ],
+)
+def test_a_lone_surrogate_in_an_answer_without_ids_is_a_replacement_not_an_error(
+    part: dict[str, Any], read: str
+) -> None:
+    """A lone surrogate in a whole answer whose calls have no id (nor a responseId) reads as
+    U+FFFD, as everywhere else, not as a MalformedResponseError from making the ids."""
+    call = {"functionCall": {"name": "f", "args": {"q": "x"}}}
+    body = {"candidates": [{"content": {"role": "model", "parts": [part, call]}}]}
+    response = parse_response(body)
+    ids = [c.id for c in response.tool_calls]
+    assert all(re.fullmatch("call_[0-9a-f]{24}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    first = response.message.parts[0]
+    assert (first.text if type(first) is TextPart else first.arguments_text) == read  # type: ignore[union-attr]
+    assert parse_response(body).tool_calls == response.tool_calls  # the same ids on every read
+
+
+def test_synthetic_ids_of_an_ordinary_answer_stay_what_they_were() -> None:
+    """The ids made for calls without one stay those stored states and replays hold."""
+    parts = [{"text": "été 😀"}, {"functionCall": {"name": "f", "args": {"q": "x"}}}]
+    body = {"candidates": [{"content": {"role": "model", "parts": parts}}]}
+    assert parse_response(body).tool_calls[0].id == "call_39f9cad1e2f94c648ddfb302"
+
+
 def test_usage_counts_tool_prompts_thoughts_and_cache() -> None:
     """Input adds the tool-use prompt; output adds thoughts; cached and reasoning are kept."""
     usage = parse_usage(
@@ -498,6 +529,31 @@ def test_text_between_calls_streams_back_in_the_order_it_came() -> None:
         model_parts(turn(*r.message.parts), "gemini-3-flash-preview") for r in (streamed, whole)
     ]
     assert sent[0] == sent[1] == parts
+
+
+def test_a_character_split_between_two_chunks_comes_whole_in_text_and_thought() -> None:
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in a
+    thought and in text; a half nothing completes (the thought signed, the answer
+    finished) is U+FFFD."""
+    parts = [
+        {"text": "t\ud83d", "thought": True},
+        {"text": "\ude00 u\ud83d", "thought": True, "thoughtSignature": "TSIG"},
+        {"text": "a\ud83d"},
+        {"text": "\ude00b\ud83d"},
+    ]
+    chunks = [
+        {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
+        for part in parts
+    ]
+    chunks[-1]["candidates"][0]["finishReason"] = "STOP"
+    state, folded = DecoderState(), StreamState()
+    for chunk in chunks:
+        state, events = decode_chunk(state, {**chunk, "responseId": "r1"})
+        for event in events:
+            folded = fold_stream(folded, event)
+    thought, text = finish_stream(folded, str).message.parts
+    assert (thought.text, thought.signature) == ("t\U0001f600 u\ufffd", "TSIG")  # type: ignore[union-attr]
+    assert text.text == "a\U0001f600b\ufffd"  # type: ignore[union-attr]
 
 
 def test_a_recursive_output_type_on_the_openapi_form_names_the_form_that_takes_it() -> None:

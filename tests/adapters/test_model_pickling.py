@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -312,3 +313,55 @@ def test_copies_of_a_model_share_its_transport_as_before() -> None:
         assert twin._transport is model._transport
         assert twin.name == model.name
     model.close()
+
+
+_SAVED = Path(__file__).parent / "saved"
+
+
+def test_a_model_an_older_toolfold_pickled_is_refused_where_it_loads() -> None:
+    """An Ollama model pickled by toolfold 1711365d (its attributes, not its options) is
+    refused as it is unpickled, saying why and what to do.
+
+    Before, it loaded, and its first request failed with a bare AttributeError
+    ('Transport' object has no attribute '_refusal') wrapped in a RunError.
+    """
+    data = (_SAVED / "ollama_model_1711365d.pkl").read_bytes()
+    with pytest.raises(toolfold.Unpicklable) as refused:
+        pickle.loads(data)
+    assert str(refused.value) == (
+        "cannot unpickle this 'ollama' model: it was pickled by an older toolfold, and its "
+        "transport has no _hidden, _quoted, _refusal, _unechoed; build the model again "
+        "(toolfold.model(...)) rather than unpickle it (a model this toolfold pickles is "
+        "built again from its options where it loads)"
+    )
+
+
+def test_a_model_state_without_todays_attributes_is_refused_naming_the_model() -> None:
+    """A model's own pickled attributes (as pickle sets them, with no `__reduce__`) that lack
+    one it needs now are refused naming the model."""
+    model = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")
+    old = {"model_name": "qwen3", "provider_name": "ollama", "_transport": model._transport}
+    with pytest.raises(
+        toolfold.Unpicklable,
+        match=r"cannot unpickle the model 'ollama:qwen3': it was pickled by an older toolfold "
+        r"and has no _built_with, _logged_notes, _stays_with; build the model again",
+    ):
+        object.__new__(type(model)).__setstate__(old)
+    twin = object.__new__(type(model))
+    twin.__setstate__(dict(vars(model)))  # (today's attributes: taken as they are)
+    assert twin.name == model.name
+    model.close()
+
+
+def test_the_attributes_an_unpickled_model_needs_are_those_its_constructor_sets() -> None:
+    """The lists `__setstate__` checks are what Transport and ProviderModel set, so a new
+    attribute is not forgotten there."""
+    from toolfold.adapters._http import _transport
+    from toolfold.adapters._provider_model import _ATTRIBUTES
+
+    transport = _transport.Transport("ollama", "http://127.0.0.1:9")
+    assert set(vars(transport)) == _transport._ATTRIBUTES
+    model = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")
+    assert set(vars(model)) == _ATTRIBUTES
+    model.close()
+    transport.close()

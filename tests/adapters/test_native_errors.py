@@ -268,6 +268,91 @@ def test_responses_failed_event_is_a_stream_error(
     assert raised.value.code == "server_error"
 
 
+FAILED_USAGE = {
+    "input_tokens": 500,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 50,
+    "output_tokens_details": {"reasoning_tokens": 40},
+    "total_tokens": 550,
+}
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_failed_response_with_usage_counts_it_in_the_errors_state(
+    http_server: ScriptedServer, opened: list[Any], streamed: bool
+) -> None:
+    """A failed response (``response.failed``, or a whole body with ``status: failed``) that
+    reports its usage was billed: the error's state counts it as a dropped attempt."""
+    failed = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "failed",
+        "model": "gpt-5-mini",
+        "output": [],
+        "error": {"code": "server_error", "message": "The model crashed"},
+        "usage": FAILED_USAGE,
+    }
+    if streamed:
+        chunks = [
+            *_event("response.created", response={"id": "resp_1", "model": "gpt-5-mini"}),
+            *_event("response.failed", response=failed),
+        ]
+        http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=chunks))
+    else:
+        http_server.add(Reply(json=failed))
+    agent = toolfold.Agent(responses(http_server, opened, retry=0))
+    expected = StreamError if streamed else toolfold.ProviderError
+    run = (lambda: list(agent.stream("hi"))) if streamed else (lambda: agent.run("hi"))
+    with pytest.raises(expected, match="The model crashed") as raised:
+        run()
+    billed = toolfold.Usage(500, 50, reasoning_tokens=40, requests=1)
+    assert raised.value.usage == billed  # (public: `ProviderError.usage`)
+    state = toolfold.state_of(raised.value)
+    assert state is not None
+    assert state.usage == billed
+    assert [e.kind for e in state.log][-1] == "attempt_dropped"
+    resumed = toolfold.RunState.from_json(state.to_json())  # a resume counts it once
+    assert resumed.usage == state.usage
+
+
+@pytest.mark.parametrize("usage", [{"input_tokens": "x"}, [], {"input_tokens": -1}])
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_failed_response_with_unreadable_usage_still_raises_its_failure(
+    http_server: ScriptedServer, opened: list[Any], streamed: bool, usage: Any
+) -> None:
+    """Usage a failed response reports that toolfold cannot read is left out (nothing
+    billed): the error is the provider's failure, its message and code, not a
+    MalformedResponseError about the usage."""
+    failed = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "failed",
+        "model": "gpt-5-mini",
+        "output": [],
+        "error": {"code": "server_error", "message": "The model crashed"},
+        "usage": usage,
+    }
+    if streamed:
+        chunks = [
+            *_event("response.created", response={"id": "resp_1", "model": "gpt-5-mini"}),
+            *_event("response.failed", response=failed),
+        ]
+        http_server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=chunks))
+    else:
+        http_server.add(Reply(json=failed))
+    agent = toolfold.Agent(responses(http_server, opened, retry=0))
+    expected = StreamError if streamed else toolfold.ProviderError
+    run = (lambda: list(agent.stream("hi"))) if streamed else (lambda: agent.run("hi"))
+    with pytest.raises(expected, match="The model crashed") as raised:
+        run()
+    assert type(raised.value) is expected
+    assert raised.value.code == "server_error"
+    assert raised.value.usage is None
+    state = toolfold.state_of(raised.value)
+    assert state is not None
+    assert state.usage == toolfold.Usage()
+
+
 def test_responses_error_event_is_a_stream_error(
     http_server: ScriptedServer, opened: list[Any]
 ) -> None:

@@ -338,6 +338,57 @@ def test_content_after_a_tool_calls_line_stays_one_text_before_the_calls_as_in_t
     assert streamed == parse_response(whole)
 
 
+def test_a_character_split_between_two_lines_comes_whole_in_thinking_and_content() -> None:
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in
+    thinking and content; a half nothing completes by the done line is U+FFFD."""
+    head = {"model": "qwen3", "created_at": "2026-01-01T00:00:00Z", "done": False}
+    messages = [
+        {"thinking": "t\ud83d"},
+        {"thinking": "\ude00"},
+        {"content": "a\ud83d"},
+        {"content": "\ude00b\ud83d"},
+    ]
+    lines = [{**head, "message": {"role": "assistant", **m}} for m in messages]
+    lines.append({**head, "done": True, "message": {"role": "assistant", "content": ""}})
+    decoder, state = DecoderState(), StreamState()
+    for line in lines:
+        decoder, events = decode_line(decoder, json.dumps(line))
+        for event in events:
+            state = fold_stream(state, event)
+    thought, text = finish_stream(state, str).message.parts
+    assert thought.text == "t\U0001f600"  # type: ignore[union-attr]
+    assert text.text == "a\U0001f600b\ufffd"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("then", ["content", "call"])
+def test_a_half_character_held_goes_out_when_another_part_comes_as_in_the_whole_answer(
+    then: str,
+) -> None:
+    """Thinking that ends with a high surrogate, then content (or text, then a call): the
+    half goes out (U+FFFD) before what comes next: the parts are the whole answer's, no
+    stray third part."""
+    head = {"model": "qwen3", "created_at": "2026-01-01T00:00:00Z", "done": False}
+    call = {"function": {"name": "f", "arguments": {"q": 1}}}
+    if then == "content":
+        first, second = {"thinking": "t\ud83d"}, {"content": "a"}
+        message: dict[str, Any] = {"thinking": "t\ud83d", "content": "a"}
+    else:
+        first, second = {"content": "a\ud83d"}, {"content": "", "tool_calls": [call]}
+        message = {"content": "a\ud83d", "tool_calls": [call]}
+    done = {**head, "done": True, "done_reason": "stop"}
+    lines = [{**head, "message": {"role": "assistant", **m}} for m in (first, second)]
+    lines.append({**done, "message": {"role": "assistant", "content": ""}})
+    decoder, state = DecoderState(), StreamState()
+    for line in lines:
+        decoder, events = decode_line(decoder, json.dumps(line))
+        for event in events:
+            state = fold_stream(state, event)
+    streamed = finish_stream(state, lambda position: f"never-{position}")
+    whole = json.loads(json.dumps({**done, "message": {"role": "assistant", **message}}))
+    assert streamed.message.parts == parse_response(whole).message.parts
+    assert "\ufffd" in streamed.message.parts[0].text  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("message", "path"),
     [

@@ -327,6 +327,75 @@ def test_reasoning_deltas_become_a_reasoning_part() -> None:
     assert response.text == "42"
 
 
+def test_a_character_split_between_two_deltas_as_two_escapes_comes_whole() -> None:
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00b") joins again, in
+    text, reasoning and arguments alike; a half that nothing completes is U+FFFD."""
+    datas = [
+        chunk({"reasoning_content": "r\ud83d"}),
+        chunk({"reasoning_content": "\ude00"}),
+        chunk({"content": "a"}),
+        chunk({"content": "\ud83d"}),
+        chunk({"content": "\ude00b\ud83d"}),
+        chunk({"content": "c\ud83d"}),
+        chunk(call_head(0, "call_1", "f")),
+        chunk(fragment(0, '{"q": "\ud83d')),
+        chunk(fragment(0, '\ude00"}')),
+        chunk({"content": "\ud83d"}),
+        chunk({}, "stop"),
+        "[DONE]",
+    ]
+    events = decode(datas)
+    texts = [e.text for e in events if type(e).__name__ == "TextDelta"]
+    assert texts == ["a", "\U0001f600b", "\ufffdc", "\ufffd", "\ufffd"]
+    response = fold(events)
+    assert response.message.parts[0] == ReasoningPart("r\U0001f600", provider="p")
+    assert response.text == "a\U0001f600b\ufffdc\ufffd\ufffd"
+    assert response.tool_calls[0].arguments == {"q": "\U0001f600"}
+    for event in events:
+        repr(event).encode()  # (every piece encodable)
+
+
+def test_a_half_character_held_at_a_cut_finish_goes_out_as_a_replacement() -> None:
+    """A high surrogate the text and a call's arguments end with when the answer finishes
+    (a finish chunk, or [DONE] without one) is U+FFFD, before the call's end."""
+    for ending in ([chunk({}, "tool_calls")], ["[DONE]"]):
+        datas = [
+            chunk({"content": "a\ud83d"}),
+            chunk(call_head(0, "call_1", "f")),
+            chunk(fragment(0, '{"q": "x\ud83d')),
+            *ending,
+        ]
+        events = decode(datas)
+        assert [e.text for e in events if type(e).__name__ == "TextDelta"] == ["a", "\ufffd"]
+        pieces = [e for e in events if type(e) in (ToolCallDelta, ToolCallEnd)]
+        assert pieces[-2:] == [ToolCallDelta(0, "\ufffd"), ToolCallEnd(0)]
+
+
+@pytest.mark.parametrize("then", ["text", "call"])
+def test_a_half_character_held_goes_out_when_another_part_comes_as_in_the_whole_answer(
+    then: str,
+) -> None:
+    """Reasoning that ends with a high surrogate, then the text or a call: the half goes out
+    (U+FFFD) before what comes next, so the parts are the whole answer's, not a stray
+    third reasoning part after the text."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    if then == "text":
+        datas = [chunk({"reasoning_content": "r\ud83d"}), chunk({"content": "a"})]
+        message: dict[str, Any] = {"reasoning_content": "r\ud83d", "content": "a"}
+    else:
+        datas = [
+            chunk({"reasoning_content": "r\ud83d"}),
+            chunk(call_head(0, "call_1", "f")),
+            chunk(fragment(0, "{}")),
+        ]
+        message = {"reasoning_content": "r\ud83d", "content": None, "tool_calls": [call]}
+    finish = "stop" if then == "text" else "tool_calls"
+    streamed = fold(decode([*datas, chunk({}, finish), "[DONE]"]))
+    assert streamed.message.parts[0] == ReasoningPart("r\ufffd", provider="p")
+    body = json.loads(json.dumps(whole({"role": "assistant", **message}, finish)))
+    assert streamed.message.parts == parse_response(body, "p").message.parts
+
+
 def test_stream_and_non_stream_give_the_same_response() -> None:
     """Folding the stream gives exactly the response the same answer gives without streaming."""
     usage = {

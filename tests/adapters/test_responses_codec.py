@@ -347,6 +347,60 @@ def test_a_streamed_call_without_fragments_takes_the_done_text() -> None:
     assert response.finish_reason == "tool_calls"
 
 
+def test_a_character_split_between_two_deltas_comes_whole_in_text_and_arguments() -> None:
+    """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in the
+    answer's text and a call's arguments; a half nothing completes is U+FFFD, at the
+    message's end, before the call's end."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+
+    def text(delta: str) -> tuple[str, dict[str, Any]]:
+        return (
+            "response.output_text.delta",
+            {"item_id": "msg_1", "output_index": 0, "delta": delta},
+        )
+
+    def arguments(delta: str) -> tuple[str, dict[str, Any]]:
+        event = {"item_id": "fc_1", "output_index": 1, "delta": delta}
+        return ("response.function_call_arguments.delta", event)
+
+    response = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": message}),
+        text("a\ud83d"),
+        text("\ude00b\ud83d"),
+        ("response.output_item.done", {"output_index": 0, "item": message}),
+        ("response.output_item.added", {"output_index": 1, "item": {**item, "arguments": ""}}),
+        arguments('{"q": "\ud83d'),
+        arguments("\ude00 \ud83d"),
+        arguments('"}'),
+        ("response.output_item.done", {"output_index": 1, "item": item}),
+        COMPLETED,
+    )
+    assert response.text == "a\U0001f600b\ufffd"
+    assert response.tool_calls[0].arguments == {"q": "\U0001f600 \ufffd"}
+
+
+def test_a_half_character_the_text_holds_goes_out_before_a_call_that_follows() -> None:
+    """Text that ends with a high surrogate, then a call, with no ``output_item.done`` for
+    the message: the half (U+FFFD) stays in the text, before the call, as in the whole
+    answer, not a stray text part after it."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f"}
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    response = _fold(
+        ("response.output_item.added", {"output_index": 0, "item": message}),
+        ("response.output_text.delta", {"item_id": "msg_1", "output_index": 0, "delta": "a\ud83d"}),
+        ("response.output_item.added", {"output_index": 1, "item": {**item, "arguments": ""}}),
+        (
+            "response.function_call_arguments.delta",
+            {"item_id": "fc_1", "output_index": 1, "delta": "{}"},
+        ),
+        ("response.output_item.done", {"output_index": 1, "item": {**item, "arguments": "{}"}}),
+        COMPLETED,
+    )
+    assert [p.kind for p in response.message.parts] == ["text", "tool_call"]
+    assert response.text == "a\ufffd"
+
+
 def test_a_call_finished_without_being_announced_still_arrives_whole() -> None:
     """output_item.done for a call never added: started, filled and ended at once."""
     item = {

@@ -358,6 +358,14 @@ def test_renaming_is_deterministic_and_leaves_fresh_ids_alone() -> None:
     assert fresh_id("call_0", {"call_0", "call_0_2"}) == "call_0_3"
 
 
+def test_an_id_holding_a_lone_surrogate_still_maps_to_nine_alphanumerics() -> None:
+    """A lone surrogate in an id (a state a custom model wrote) hashes, never raises; other ids
+    map to what they always did, so a stored run's Mistral ids stay the same."""
+    assert re.fullmatch("[A-Za-z0-9]{9}", mistral_id("call_\ud800"))
+    assert mistral_id("call_\ud800") != mistral_id("call_\ufffd")
+    assert mistral_id("call_été😀") == "1TmKPuqIC"
+
+
 def _anonymous_chat(bodies: list[dict[str, Any]]) -> Callable[[Recorded], Reply]:
     """A chat server that sends no response id and calls with ``id: ""`` (the same call twice)."""
     call = {"index": 0, "id": "", "type": "function"}

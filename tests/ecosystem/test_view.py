@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import toolfold
 from toolfold import Agent, Denied, RunState, Tool, generate_text, resume, tool
 from toolfold.testing import ScriptedModel
 
@@ -382,6 +383,34 @@ def test_nested_sub_runs_are_collapsible_rows_under_their_call() -> None:
     bottom_rows = page[bottom_at:]
     assert "b-approved" in bottom_rows
     assert "data-fact='with sub-runs'" in page
+
+
+def test_the_header_counts_a_failed_sub_runs_usage_held_outside_sub_runs() -> None:
+    """A sub-agent's failure raised (on_tool_error="raise") leaves its usage in the dropped
+    attempt, not in sub_runs: the header still shows the tree's tokens and requests."""
+    from toolfold.runtime._view import to_html
+
+    sub = Agent(
+        ScriptedModel([call("lookup", {"city": "Paris"})] * 3),
+        name="sub",
+        tools=[lookup],
+        max_steps=1,
+    )
+    top = Agent(
+        ScriptedModel([call("sub", {"input": "x"}), "done"]),
+        tools=[sub.as_tool()],
+        on_tool_error="raise",
+    )
+    with pytest.raises(toolfold.ToolExecutionError) as caught:
+        top.run("go")
+    state = caught.value.state
+    assert state is not None
+    assert not state.sub_runs
+    tree = state.tree_usage
+    assert tree != state.usage
+    page = to_html(RunState.from_json(state.to_json()))
+    shown = f"{tree.input_tokens} in / {tree.output_tokens} out, {tree.requests} requests"
+    assert f"data-fact='with sub-runs'>with sub-runs: <b>{shown}</b>" in page
 
 
 def test_a_suspended_sub_run_shows_open_with_what_it_waits_for() -> None:

@@ -66,6 +66,25 @@ def expected(n: int) -> str:
 default_agent = make_agent()
 
 
+def paused_agent() -> toolfold.Agent:
+    """`make_agent`'s agent whose model, after the tool round, ends its answer abnormally
+    (a `ProviderFinishError` that reports the billed usage 40 in / 9 out)."""
+    agent = make_agent()
+
+    def reply(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "tool":
+            raise toolfold.ProviderFinishError(
+                "anthropic ended its answer with finish reason 'pause_turn'",
+                provider="anthropic",
+                status_code=200,
+                finish_reason="pause_turn",
+                usage=toolfold.Usage(40, 9, requests=1),
+            )
+        return FunctionModel.call("square", {"n": int(request.messages[-1].text)})
+
+    return agent.evolve(model=FunctionModel(reply))
+
+
 def echo(name: str) -> toolfold.Agent:
     """A test-model agent that answers ``name(<its prompt>)``."""
     return toolfold.Agent(

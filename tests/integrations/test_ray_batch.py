@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 
 import pytest
 from child_processes import dies_with_this_process
-from ray_agents import echo, expected, make_agent, make_workflow, workflow_expected
+from ray_agents import (
+    echo,
+    expected,
+    make_agent,
+    make_workflow,
+    paused_agent,
+    workflow_expected,
+)
 
 import toolfold
 from toolfold.integrations.ray import BatchResult, run_batch
@@ -63,6 +70,24 @@ def test_an_input_whose_tool_raises_fails_alone(
     assert failed.error.state is not None
     assert failed.error.state.phase == "running_tools"  # the last consistent state
     assert [r.text for r in results if r.index != 7] == [expected(n) for n in range(20) if n != 7]
+
+
+def test_an_input_failing_with_a_provider_error_keeps_its_state_and_usage(
+    ray_address: str,
+) -> None:
+    """A provider error (no RunError) comes back with the run's state, as locally: the
+    usage of every billed model call, the abnormally ended answer's included."""
+    agent = paused_agent()
+    with pytest.raises(toolfold.ProviderFinishError) as local:
+        agent.run("3")
+    (result,) = run_batch(agent, ["3"], num_actors=1, progress=False)
+    assert result.error is not None
+    assert result.error.type == "toolfold.ProviderFinishError"
+    state = result.error.state
+    assert state is not None
+    assert state.usage == toolfold.state_of(local.value).usage  # type: ignore[union-attr]
+    assert state.usage.requests == 2
+    assert state.usage.input_tokens >= 40
 
 
 def test_an_actor_that_dies_fails_its_inputs_not_the_batch(ray_address: str) -> None:

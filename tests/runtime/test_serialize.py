@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
 from typing import Any
 
@@ -13,7 +14,7 @@ from core_helpers import answer, call, responded, spec, start
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold import SerializationError
+from toolfold import Agent, SerializationError
 from toolfold.runtime import (
     ApprovalGranted,
     Effect,
@@ -46,6 +47,7 @@ from toolfold.runtime import (
     token_budget,
     tool_called,
 )
+from toolfold.testing import ScriptedModel
 
 
 def _rich_run() -> list[RunState]:
@@ -322,6 +324,55 @@ def test_a_difference_names_no_codec_memo() -> None:
     assert problems == [
         "text is 'edited' but the event log gives 'original' @ $.messages[0].parts[0].text"
     ]
+
+
+def test_a_difference_in_a_long_text_shows_where_the_texts_part() -> None:
+    """Two texts alike in their first 80 characters are shown from a little before their
+    first difference, each with where it is cut, and with that position and their lengths.
+
+    Before, both were cut at 80 characters, before the difference: they read the same.
+    """
+    from toolfold.runtime.core._serialize import _differences
+
+    same = "Invalid arguments for tool 'add': the arguments are not valid JSON\n- Expecting "
+    stored = same + "property name: line 1 column 9 (char 8)\nCall the tool again."
+    replayed = same + "property name at line 1, column 9 (char 8)\nCall the tool again."
+    problems: list[str] = []
+    _differences("$.conversation[2].parts[0].content", stored, replayed, problems)
+    assert problems == [
+        "content is …' Expecting property name: line 1 column 9 (char 8)\\nCall the tool "
+        "again.' but the event log gives …' Expecting property name at line 1, column 9 "
+        "(char 8)\\nCall the tool again.' (first difference at character 92; 139 and 142 "
+        "characters) @ $.conversation[2].parts[0].content"
+    ]
+    problems.clear()
+    _differences("$.x", stored + "." * 500, replayed + "." * 500, problems)
+    (shown,) = problems
+    assert shown.startswith("x is …' Expecting property name: line 1 column 9 (char 8)")
+    assert shown.count("'…") == 2
+    assert "(first difference at character 92; 639 and 642 characters)" in shown
+
+
+def test_a_state_that_differs_from_its_log_says_where_it_may_come_from() -> None:
+    """The refusal of a state whose fields differ from its log says it was changed, or written
+    by an older or a newer toolfold, and to load it with that one: in its first line and its
+    ``hint``, not as one of its problems (each a line with its path)."""
+    state = Agent(ScriptedModel(["done"])).run("hi").state
+    document = json.loads(state.to_json())
+    document["output"] = "edited"
+    with pytest.raises(SerializationError) as caught:
+        RunState.from_json(json.dumps(document))
+    hint = (
+        "the document was changed after it was saved, or written by an older or a newer "
+        "toolfold whose runs replay otherwise; load it with the toolfold that wrote it"
+    )
+    assert caught.value.hint == hint
+    assert str(caught.value).splitlines()[0] == f"cannot load RunState ({hint}):"
+    # (a problem is a line with its path: the hint is none)
+    assert caught.value.problems == (
+        "output is 'edited' but the event log gives 'done' @ $.output",
+    )
+    assert pickle.loads(pickle.dumps(caught.value)).hint == hint
 
 
 # --- NaN and the infinities: standard JSON, exact round trip ---------------------------

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolfold import Agent, OutputValidationError, UsageError, tool
-from toolfold.testing import TestModel
+from toolfold.testing import FunctionModel, TestModel
 
 
 def test_a_rejected_output_is_asked_again_without_calling_the_tools_again() -> None:
@@ -182,3 +182,62 @@ def test_a_test_model_that_counted_requests_pickles_and_counts_alike() -> None:
     expected = model.request_sync(request).usage
     copy = pickle.loads(pickle.dumps(model))
     assert copy.request_sync(request).usage == expected
+
+
+@pytest.mark.parametrize("commit", ["1711365d", "9b17df2c"])
+def test_a_function_model_an_older_toolfold_pickled_answers(commit: str) -> None:
+    """A FunctionModel pickled before 12-07 (its counter without a lock; before 12-03 without
+    keep_requests) answers, counts and keeps its requests once loaded.
+
+    Made by tests/runtime/saved/function_models.md. Before, its first request failed:
+    '_InputCounter' object has no attribute '_lock' (9b17df2c's: 'keep_requests').
+    """
+    import pickle
+    from pathlib import Path
+
+    saved = Path(__file__).parent / "saved" / f"function_model_{commit}.pkl"
+    model = pickle.loads(saved.read_bytes())
+    response = Agent(model).run("one two three")
+    assert response.text == "hi"
+    assert response.usage.input_tokens == 3
+    assert len(model.requests) == 1
+    again = pickle.loads(pickle.dumps(model))  # (pickled as today's again)
+    assert Agent(again).run("four five").usage.input_tokens == 2
+
+
+def _ok(request: Any) -> str:
+    return "ok"
+
+
+class _Slotted(FunctionModel):
+    __slots__ = ("tag",)
+
+
+class _Noted(FunctionModel):
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "note": "kept"}
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "copy"])
+def test_a_subclass_of_a_test_model_with_slots_or_its_own_state_copies(how: str) -> None:
+    """A user's subclass with ``__slots__`` (pickle hands its state as the attributes and the
+    slots) or its own ``__getstate__`` pickles and copies, keeping what it holds, and answers.
+
+    Before, one with ``__slots__`` failed to load: 'tuple' object is not a mapping.
+    """
+    import copy
+    import pickle
+
+    copied = {
+        "pickle": lambda m: pickle.loads(pickle.dumps(m)),
+        "deepcopy": copy.deepcopy,
+        "copy": copy.copy,
+    }[how]
+    slotted = _Slotted(_ok, keep_requests=False)
+    slotted.tag = "t"
+    again = copied(slotted)
+    assert (again.tag, again.keep_requests) == ("t", False)
+    assert Agent(again).run("hi").text == "ok"
+    noted = copied(_Noted(_ok))
+    assert (noted.note, noted.keep_requests) == ("kept", True)
+    assert Agent(noted).run("hi").text == "ok"

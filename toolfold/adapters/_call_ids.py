@@ -50,9 +50,20 @@ _NINE = re.compile(r"[A-Za-z0-9]{9}")
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
+def hashed(text: str) -> bytes:
+    """``text``'s UTF-8 bytes, to hash. A lone surrogate, which UTF-8 cannot encode (a
+    seed made of a body that held a ``"\\ud800"`` escape), goes as its own 3 bytes
+    (``surrogatepass``): only then, so every other text hashes as it always did, and
+    the ids made from it stay those that stored states and recorded replays hold."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def nine_alphanumerics(text: str) -> str:
     """9 letters and digits made from ``text`` (a hash: the same text, the same id)."""
-    number = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    number = int.from_bytes(hashlib.sha256(hashed(text)).digest()[:8], "big")
     chars = []
     for _ in range(9):
         number, digit = divmod(number, 62)

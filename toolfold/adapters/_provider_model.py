@@ -191,6 +191,20 @@ def _forget(
         del by_message[key]
 
 
+# What `ProviderModel.__init__` sets (a subclass may add its own): an unpickled model
+# must have them.
+_ATTRIBUTES = frozenset(
+    (
+        "model_name",
+        "provider_name",
+        "_logged_notes",
+        "_transport",
+        "_stays_with",
+        "_built_with",
+    )
+)
+
+
 class ProviderModel:
     """Base of the provider models: a codec on the shared `Transport` (see the module docstring).
 
@@ -317,6 +331,21 @@ class ProviderModel:
                 "imports)"
             )
         return (_rebuilt, (type(self), self.model_name, options))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Only a model pickled before `__reduce__` gets here (an older toolfold's, its
+        # attributes as they were then): its options were not kept, so it is not
+        # built again, but refused, saying so, rather than failing on its first request.
+        missing = _ATTRIBUTES.difference(state)
+        if missing:
+            name = f"{state.get('provider_name', '?')}:{state.get('model_name', '?')}"
+            raise Unpicklable(
+                f"cannot unpickle the model {name!r}: it was pickled by an older toolfold "
+                f"and has no {', '.join(sorted(missing))}; build the model again "
+                "(toolfold.model(...)) rather than unpickle it (a model this toolfold "
+                "pickles is built again from its options where it loads)"
+            )
+        self.__dict__.update(state)
 
     def __copy__(self) -> ProviderModel:
         # A copy shares the transport (its clients are a resource, not data), as before

@@ -32,9 +32,10 @@ from types import MappingProxyType
 from typing import Any
 
 from toolfold._errors import MalformedResponseError, ToolfoldError, reduce_error
-from toolfold.adapters._http._json import decode_cut
+from toolfold.adapters._http._json import decode_cut, sendable
 from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.runtime.core._messages import freeze
+from toolfold.runtime.core._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from toolfold.toolkit._problems import json_kind
 
 #: Deeper nesting than this in a value toolfold keeps (extra provider fields)
@@ -214,6 +215,99 @@ def encodable(s: str) -> str:
     if s.isascii():
         return s
     return LONE_SURROGATE.sub("\ufffd", s)
+
+
+#: A part of a streamed answer that holds what its pieces end with (`hold`): ``"text"``,
+#: ``"reasoning"`` or a call's index (its arguments).
+HeldKey = str | int
+
+#: What a stream decoder's ``held`` starts as: no part holds half a character.
+NOTHING_HELD: Mapping[HeldKey, str] = MappingProxyType({})
+
+#: The parts whose pieces the answer places in the order they come (a call's arguments
+#: go to the call by its index, wherever they come): what one holds goes out before
+#: anything else of the answer does, or it would land after it, a part of its own.
+IN_ORDER = ("text", "reasoning")
+
+#: What a high surrogate a part still holds when it ends goes out as (see `held_piece`).
+HELD_ALONE = "\ufffd"
+
+
+def held_piece(held: str, piece: str) -> tuple[str, str]:
+    """A streamed piece of a part's text made encodable, and what it holds back.
+
+    A server that cuts text into pieces by UTF-16 length (a Node proxy) can split a
+    character past U+FFFF between two pieces, each half an escape (``"\\ud83d"``, then
+    ``"\\ude00b"``): read alone, each half is a lone surrogate, U+FFFD. So a high
+    surrogate a piece ends with is held back (returned, to be passed as ``held`` with the
+    next piece of the same part): a low surrogate there completes the character,
+    anything else leaves it lone, U+FFFD. When the part ends, what it still holds goes
+    out as `HELD_ALONE`. A decoder calls this only when it holds something or the piece
+    is not ASCII (an ASCII piece ends with no surrogate), so plain text pays nothing.
+
+    Returns:
+        The text to show (possibly empty), and what the part holds now: ``""`` or a
+        high surrogate.
+    """
+    text = held + piece if held else piece
+    last = text[-1:]
+    if "\ud800" <= last <= "\udbff":
+        text, last = text[:-1], last
+    else:
+        last = ""
+    if held:  # (a pair held as two characters is joined into the one it stands for)
+        return sendable(text), last
+    return encodable(text), last
+
+
+def hold(
+    held: Mapping[HeldKey, str], part: HeldKey, piece: str, events: list[StreamEvent], provider: str
+) -> tuple[Mapping[HeldKey, str], str]:
+    """`held_piece` for a stream decoder that keeps what each part holds by part.
+
+    A piece of another part ends the text or the reasoning that holds a half (`IN_ORDER`):
+    its `HELD_ALONE` goes into ``events`` first (`let_go`).
+
+    Returns:
+        What ``held`` is now (``held`` itself when it did not change, the common case),
+        and the text to show of ``piece``.
+    """
+    if held and any(key != part and key in IN_ORDER for key in held):
+        held = let_go(held, events, provider, [key for key in IN_ORDER if key != part])
+    before = held.get(part, "")
+    text, now = held_piece(before, piece)
+    if now == before:
+        return held, text
+    kept = {key: value for key, value in held.items() if key != part}
+    if now:
+        kept[part] = now
+    return kept, text
+
+
+def let_go(
+    held: Mapping[HeldKey, str],
+    events: list[StreamEvent],
+    provider: str,
+    parts: Sequence[HeldKey] | None = None,
+) -> Mapping[HeldKey, str]:
+    """``parts`` (every part when None) end: the half each held goes out alone (a
+    `HELD_ALONE` piece of it, into ``events``). Returns what the other parts still hold
+    (``held`` itself when none of ``parts`` held anything)."""
+    ending = [key for key in held if parts is None or key in parts]
+    if not ending:
+        return held
+    events.extend(held_alone(key, provider) for key in ending)
+    return {key: value for key, value in held.items() if key not in ending} or NOTHING_HELD
+
+
+def held_alone(part: HeldKey, provider: str) -> StreamEvent:
+    """The piece a part that still holds a high surrogate as it ends goes out with
+    (`HELD_ALONE`): ``part`` is ``"text"``, ``"reasoning"`` or a call's index."""
+    if part == "text":
+        return TextDelta(HELD_ALONE)
+    if part == "reasoning":
+        return ReasoningDelta(HELD_ALONE, provider=provider)
+    return ToolCallDelta(int(part), HELD_ALONE)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -253,6 +253,12 @@ class _InputCounter:
         # holds no conversation, and a lock does not pickle.
         return (_InputCounter, ())
 
+    def __setstate__(self, state: Any) -> None:
+        # One an older toolfold pickled (its attributes, before `__reduce__`: no lock)
+        # starts with nothing kept too, and its lock.
+        self._recent = []
+        self._lock = threading.Lock()
+
     def __call__(self, messages: Sequence[Message]) -> int:
         messages = tuple(messages)
         size = len(messages)
@@ -416,6 +422,17 @@ class _BaseTestModel:
         """Every request received, in order (for assertions); empty with ``keep_requests=False``."""
         self.keep_requests = keep_requests
         self._count_input = _InputCounter()
+
+    def __setstate__(self, state: Any) -> None:
+        # As pickle's own: the attributes, or (those, the slots) of a subclass with
+        # ``__slots__`` (its copies too). One pickled before ``keep_requests``
+        # existed (9b17df2c) kept every request.
+        slots: dict[str, Any] | None = None
+        if isinstance(state, tuple):
+            state, slots = state
+        self.__dict__.update({"keep_requests": True, **(state or {})})
+        for name, value in (slots or {}).items():
+            setattr(self, name, value)
 
     @property
     def name(self) -> str:

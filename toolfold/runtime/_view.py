@@ -124,9 +124,17 @@ def _facts(state: RunState) -> str:
         ("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out"),
         ("requests", usage.requests),
     ]
-    if state.sub_runs:
-        tree = state.tree_usage
-        facts.append(("with sub-runs", f"{tree.input_tokens} in / {tree.output_tokens} out"))
+    # The tree's own usage whenever it differs: a sub-run's usage can be held with no
+    # entry in ``sub_runs`` (an attempt dropped when a sub-agent's failure was raised).
+    tree = state.tree_usage
+    if tree != usage:
+        facts.append(
+            (
+                "with sub-runs",
+                f"{tree.input_tokens} in / {tree.output_tokens} out, {tree.requests} request"
+                f"{'' if tree.requests == 1 else 's'}",
+            )
+        )
     return "".join(f"<span data-fact='{k}'>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in facts)
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from toolfold._errors import ModelConfigError, ProviderError
+from toolfold._errors import ModelConfigError, ProviderError, Unpicklable
 from toolfold.adapters._http._body import ACCEPT_ENCODING
 from toolfold.adapters._http._checks import (
     check_base_url,
@@ -67,6 +67,26 @@ class _Unset:
 
 
 _UNSET: Any = _Unset()
+
+
+# What `Transport.__init__` sets: the attributes an unpickled transport must have.
+_ATTRIBUTES = frozenset(
+    (
+        "provider",
+        "base_url",
+        "_refusal",
+        "_key",
+        "_auth_header",
+        "_auth_value",
+        "_headers",
+        "_quoted",
+        "_hidden",
+        "_stream_headers",
+        "_sender",
+        "_check",
+        "_unechoed",
+    )
+)
 
 
 class Transport:
@@ -221,6 +241,21 @@ class Transport:
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A transport is pickled with its model only by a toolfold from before models
+        # pickled as their options (`ProviderModel.__reduce__`): one with attributes
+        # today's lacks would fail on its first request with a bare AttributeError.
+        missing = _ATTRIBUTES.difference(state)
+        if missing:
+            provider = state.get("provider", "?")
+            raise Unpicklable(
+                f"cannot unpickle this {provider!r} model: it was pickled by an older "
+                f"toolfold, and its transport has no {', '.join(sorted(missing))}; build "
+                "the model again (toolfold.model(...)) rather than unpickle it (a model "
+                "this toolfold pickles is built again from its options where it loads)"
+            )
+        self.__dict__.update(state)
 
     @property
     def quoted_scrubs(self) -> Scrubs:

@@ -29,7 +29,7 @@ streams):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -72,6 +72,9 @@ class DecoderState:
         initial: Arguments a tool block started with, when not ``{}``.
         finished: A stop reason arrived.
         done: ``message_stop`` arrived.
+        held: By part (``"text"``, ``"reasoning"`` or a tool block's index), the high
+            surrogate its block's last piece ended with, held back for its next piece
+            (`wire.hold`).
     """
 
     usage: Mapping[str, Any] = attrs.field(factory=dict)
@@ -81,6 +84,7 @@ class DecoderState:
     initial: Mapping[int, str] = attrs.field(factory=dict)
     finished: bool = False
     done: bool = False
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_event(
@@ -176,13 +180,24 @@ def _block_start(
     kind = block.get("type")
     if kind == "text":
         text = block.get("text")
-        return state, [TextDelta(text)] if isinstance(text, str) and text else []
+        if not isinstance(text, str) or not text:
+            return state, []
+        events: list[StreamEvent] = []
+        if state.held or not text.isascii():
+            state, text = _piece(state, "text", text, events)
+        return state, [*events, TextDelta(text)] if text else events
     if kind == "thinking":
         # The API sends both empty here and fills them with deltas; a block
         # that arrives whole (a proxy, a replay) keeps its signature too.
         text, signature = block.get("thinking") or "", block.get("signature") or None
         if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
             raise malformed("$.content_block", "a thinking block", block)
+        if signature is None and text and (state.held or not text.isascii()):
+            events = []
+            state, text = _piece(state, "reasoning", text, events)
+            return state, [*events, ReasoningDelta(text, None, PROVIDER)] if text else events
+        if not text.isascii():
+            text = wire.encodable(text)  # (whole: nothing follows it)
         return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
     if kind == "redacted_thinking":
         data = block.get("data")
@@ -199,10 +214,13 @@ def _block_start(
     initial = dict(state.initial)
     if isinstance(arguments, Mapping) and arguments:  # prefilled (gateways): as the blocking read
         initial[index], _ = wire.call_arguments(arguments, "$.content_block.input")
+    events = []
+    if state.held:  # (a text or thinking block before it that never stopped)
+        state = _let_go(state, events, wire.IN_ORDER)
     state = attrs.evolve(
         state, tools=state.tools | {index}, open=(*state.open, index), initial=initial
     )
-    return state, [ToolCallStart(index, call_id, name)]
+    return state, [*events, ToolCallStart(index, call_id, name)]
 
 
 def _block_delta(
@@ -215,17 +233,30 @@ def _block_delta(
     kind = delta.get("type")
     if kind == "text_delta":
         text = delta.get("text")
-        return state, [TextDelta(text)] if isinstance(text, str) and text else []
+        if not isinstance(text, str) or not text:
+            return state, []
+        events: list[StreamEvent] = []
+        if state.held or not text.isascii():
+            state, text = _piece(state, "text", text, events)
+        return state, [*events, TextDelta(text)] if text else events
     if kind == "thinking_delta":
         text = delta.get("thinking")
-        return state, [ReasoningDelta(text, provider=PROVIDER)] if isinstance(
-            text, str
-        ) and text else []
+        if not isinstance(text, str) or not text:
+            return state, []
+        events = []
+        if state.held or not text.isascii():
+            state, text = _piece(state, "reasoning", text, events)
+        return state, [*events, ReasoningDelta(text, provider=PROVIDER)] if text else events
     if kind == "signature_delta":
         signature = delta.get("signature")
         if not isinstance(signature, str):
             raise malformed("$.delta.signature", "a string", signature)
-        return state, [ReasoningDelta("", signature, PROVIDER)]
+        # The signature completes the thinking: what it held goes before it.
+        events = []
+        if state.held:
+            state = _let_go(state, events, ("reasoning",))
+        events.append(ReasoningDelta("", signature, PROVIDER))
+        return state, events
     if kind == "input_json_delta" and index in state.open:
         fragment = delta.get("partial_json")
         if not isinstance(fragment, str):
@@ -234,17 +265,38 @@ def _block_delta(
             return state, []
         if index not in state.fed:
             state = attrs.evolve(state, fed=state.fed | {index})
-        return state, [ToolCallDelta(index, fragment)]
+        events = []
+        if state.held or not fragment.isascii():
+            state, fragment = _piece(state, index, fragment, events)
+        return state, [*events, ToolCallDelta(index, fragment)] if fragment else events
     return state, []  # citations, server tool input...
+
+
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"``, ``"reasoning"`` or a tool block's index) made
+    encodable, with the high surrogate held back for the block's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, PROVIDER)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _let_go(
+    state: DecoderState, events: list[StreamEvent], parts: Sequence[wire.HeldKey] | None = None
+) -> DecoderState:
+    """``parts`` (every part when None) end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, PROVIDER, parts))
 
 
 def _block_stop(
     state: DecoderState, payload: Mapping[str, Any]
 ) -> tuple[DecoderState, list[StreamEvent]]:
     index = _index(payload)
-    if index not in state.open:
-        return state, []
     events: list[StreamEvent] = []
+    if state.held:  # (the block ends: its text, its thinking or its arguments)
+        state = _let_go(state, events, (index, *wire.IN_ORDER))
+    if index not in state.open:
+        return state, events
     if index not in state.fed and index in state.initial:
         events.append(ToolCallDelta(index, state.initial[index]))
     events.append(ToolCallEnd(index))
@@ -267,6 +319,8 @@ def _message_delta(
     if raw is not None:
         if raw == "pause_turn":  # (with the usage so far: its update is not folded)
             raise paused(wire.dumps_raw(payload), parse_usage(state.usage))
+        if state.held:  # (blocks that never stopped)
+            state = _let_go(state, events)
         events.append(StreamFinish(finish_reason(raw, bool(state.tools)), raw))
         state = attrs.evolve(state, finished=True)
     return state, events
@@ -282,6 +336,8 @@ def _message_stop(
             status_code=200,
         )
     events: list[StreamEvent] = []
+    if state.held:
+        state = _let_go(state, events)
     if not state.finished:
         events.append(StreamFinish(finish_reason(None, bool(state.tools)), None))
     return attrs.evolve(state, finished=True, done=True), events

@@ -17,6 +17,7 @@ framings end up in `decode_chunk`:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -72,6 +73,9 @@ class DecoderState:
         finished: A finish reason arrived.
         chosen: A chunk carried a candidate: a stream that ends without one
             has no answer, as a whole body with none.
+        held: A high surrogate the last piece of text (``"text"``) or of thought
+            (``"reasoning"``) ended with, held back for the next piece of the same
+            (`wire.hold`); anything else that comes ends it.
     """
 
     provider: str = PROVIDER
@@ -79,6 +83,7 @@ class DecoderState:
     calls: int = 0
     finished: bool = False
     chosen: bool = False
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -129,8 +134,25 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
     for wire_part, at in candidate_parts(candidate):
         for part in parse_part(wire_part, at, state.seed or "", calls):
             if type(part) is TextPart:
-                events.append(TextDelta(part.text))
-            elif type(part) is ReasoningPart:
+                text = part.text
+                if state.held or not text.isascii():  # (the piece as it came: `_piece`)
+                    state, text = _piece(state, "text", wire_part["text"], events)
+                if text:
+                    events.append(TextDelta(text))
+                continue
+            if type(part) is ReasoningPart and part.text:  # a thought
+                text = part.text
+                if state.held or not text.isascii():
+                    state, text = _piece(state, "reasoning", wire_part["text"], events)
+                if part.signature is not None and state.held:  # (signed: the thought ends)
+                    text += wire.HELD_ALONE
+                    state = attrs.evolve(state, held=wire.NOTHING_HELD)
+                if text or part.signature is not None:
+                    events.append(ReasoningDelta(text, part.signature, part.provider))
+                continue
+            if state.held:  # (the text or the thought it follows ends)
+                state = _let_go(state, events)
+            if type(part) is ReasoningPart:
                 events.append(ReasoningDelta(part.text, part.signature, part.provider))
             elif type(part) is ToolCallPart:
                 events.append(ToolCallStart(calls, part.id, part.name, part.provider_data))
@@ -146,6 +168,8 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
         events.append(UsageUpdate(parse_usage(usage)))
     blocked = block_reason(chunk) if candidate is None else None
     if raw is not None or blocked is not None:
+        if state.held:
+            state = _let_go(state, events)
         if not state.finished:
             if blocked is not None:
                 events.append(StreamFinish("content_filter", blocked))
@@ -156,6 +180,20 @@ def _chunk(state: DecoderState, chunk: Any) -> tuple[DecoderState, list[StreamEv
                 events.append(StreamFinish(finish, raw))
         state = attrs.evolve(state, finished=True)
     return state, events
+
+
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"`` or ``"reasoning"``) made encodable, with the high
+    surrogate held back for the next piece (`wire.hold`); the other part's ends."""
+    held, text = wire.hold(state.held, part, piece, events, state.provider)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _let_go(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
+    """The text and the thought end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, state.provider))
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:

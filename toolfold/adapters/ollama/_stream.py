@@ -48,11 +48,15 @@ class DecoderState:
         seed: Seed for synthetic call ids (from the first line).
         calls: Calls seen so far.
         done: The ``done: true`` line arrived.
+        held: A high surrogate the last piece of ``content`` (``"text"``) or of
+            ``thinking`` (``"reasoning"``) ended with, held back for its next piece
+            (`wire.hold`).
     """
 
     seed: str | None = None
     calls: int = 0
     done: bool = False
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_line(state: DecoderState, line: str) -> tuple[DecoderState, list[StreamEvent]]:
@@ -77,11 +81,20 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
         events.append(ResponseInfo(wire.text(chunk, "model", "$"), None))
         state = attrs.evolve(state, seed=seed_of(chunk))
     if "message" in chunk:
-        thinking, content, calls = message_parts(chunk["message"], state.seed or "", state.calls)
+        message = chunk["message"]
+        thinking, content, calls = message_parts(message, state.seed or "", state.calls)
         if thinking:
-            events.append(ReasoningDelta(thinking, provider=PROVIDER))
+            if state.held or not thinking.isascii():  # (the piece as it came: `_piece`)
+                state, thinking = _piece(state, "reasoning", message["thinking"], events)
+            if thinking:
+                events.append(ReasoningDelta(thinking, provider=PROVIDER))
         if content:
-            events.append(TextDelta(content))
+            if state.held or not content.isascii():
+                state, content = _piece(state, "text", message["content"], events)
+            if content:
+                events.append(TextDelta(content))
+        if calls and state.held:  # (the text or the thinking held goes before the calls)
+            state = _let_go(state, events)
         for n, call in enumerate(calls):
             index = state.calls + n
             # (the message's ``tool_calls`` are apart from its ``content``)
@@ -90,11 +103,27 @@ def _decode(state: DecoderState, chunk: Any, line: str) -> tuple[DecoderState, l
             events.append(ToolCallEnd(index))
         state = attrs.evolve(state, calls=state.calls + len(calls))
     if chunk.get("done") is True:
+        if state.held:  # (the answer ends)
+            state = _let_go(state, events)
         raw = wire.text(chunk, "done_reason", "$")
         events.append(UsageUpdate(parse_usage(chunk)))
         events.append(StreamFinish(finish_reason(raw, state.calls > 0), raw))
         state = attrs.evolve(state, done=True)
     return state, events
+
+
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"`` or ``"reasoning"``) made encodable, with the high
+    surrogate held back for the part's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, PROVIDER)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _let_go(state: DecoderState, events: list[StreamEvent]) -> DecoderState:
+    """The text and the thinking end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, PROVIDER))
 
 
 def decode_end(state: DecoderState) -> list[StreamEvent]:

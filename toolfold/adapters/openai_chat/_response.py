@@ -13,6 +13,7 @@ from typing import Any
 
 from toolfold._errors import ProviderError, ProviderFinishError
 from toolfold.adapters import _wire as wire
+from toolfold.adapters._call_ids import hashed
 from toolfold.adapters._codec import AUDIO
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters._http._http_errors import status_error
@@ -79,7 +80,7 @@ def refused(reason: FinishReason) -> FinishReason:
 
 def synthetic_id(seed: str, position: int) -> str:
     """A deterministic call id for a provider that sent none (or ``""``)."""
-    digest = hashlib.sha256(f"{seed}:{position}".encode()).hexdigest()[:24]
+    digest = hashlib.sha256(hashed(f"{seed}:{position}")).hexdigest()[:24]
     return f"call_{digest}"
 
 

@@ -42,7 +42,7 @@ Rules (providers.md §1, §6 and the recorded streams):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -114,6 +114,9 @@ class DecoderState:
             finishes, as `_response.audio_parts` makes them), or None.
         transcript: The audio's transcript pieces so far, or None: the answer's
             text as it finishes unless ``content`` came (the whole answer's rule).
+        held: A high surrogate each part's last piece ended with, held back for its
+            next piece (`wire.hold`): by ``"text"``, ``"reasoning"`` and each
+            call's index (its arguments).
     """
 
     provider: str
@@ -129,6 +132,7 @@ class DecoderState:
     refused: bool = False
     audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
     transcript: Log[str] | None = None
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_chunk(
@@ -217,7 +221,10 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
-    events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
+    events: list[StreamEvent] = []
+    if state.held:  # (the answer ends)
+        state = _let_go(state, events)
+    events.extend(ToolCallEnd(i) for i in state.open)
     if not state.finished:
         events.extend(_audio_end(state))
         events.append(StreamFinish(_reason(state, None), None))
@@ -245,13 +252,22 @@ def _choice(
     for field in REASONING_FIELDS:
         text = delta.get(field)
         if text and type(text) is str:  # an optional extra, as in whole responses
-            events.append(ReasoningDelta(wire.encodable(text), provider=state.provider))
+            if state.held or not text.isascii():
+                state, text = _piece(state, "reasoning", text, events)
+            if text:
+                events.append(ReasoningDelta(text, provider=state.provider))
             break
     content = delta.get("content")
     if type(content) is str:
         if content:
-            events.append(TextDelta(wire.encodable(content)))
-    elif isinstance(content, list):
+            shown = content
+            if state.held or not shown.isascii():
+                state, shown = _piece(state, "text", shown, events)
+            if shown:
+                events.append(TextDelta(shown))
+    elif isinstance(content, list):  # (typed chunks, whole: a half held before goes out)
+        if state.held:
+            state = _let_go(state, events, wire.IN_ORDER)
         events.extend(
             ReasoningDelta(text, provider=state.provider) if thinking else TextDelta(text)
             for thinking, text in content_chunks(content, f"{delta_at}.content")
@@ -266,6 +282,8 @@ def _choice(
     if refusal is not None:
         refusal = wire.text(delta, "refusal", delta_at)
         if refusal and not state.has_content:
+            if state.held:
+                state = _let_go(state, events, wire.IN_ORDER)
             events.append(TextDelta(refusal))
             if not state.refused:
                 state = attrs.evolve(state, refused=True)
@@ -290,6 +308,8 @@ def _choice(
         # the same answer whole gives (what streamed is no answer).
         raise failed_answer(chunk, choice, state.provider, at)
     if raw is not None:
+        if state.held:  # (the answer ends)
+            state = _let_go(state, events)
         reason = _reason(state, raw)
         # A cut answer's calls never run: their end says so (`ToolCallEnd.dropped`).
         dropped = reason in CUT_FINISHES
@@ -355,7 +375,9 @@ def _tool_entry(
     at: str,
     function_at: str,
 ) -> DecoderState:
-    fragment = arguments_text(function, function_at)
+    fragment = function.get("arguments")
+    if type(fragment) is not str:  # (an object from a few servers; anything else refused)
+        fragment = arguments_text(function, function_at)
     wire_index = wire.integer(entry, "index", at)
     call_id = wire.text(entry, "id", at)
     name = wire.text(function, "name", function_at)
@@ -391,6 +413,8 @@ def _tool_entry(
             else max((c.index for c in state.calls), default=-1) + 1
         )
         call_id = call_id or synthetic_id(state.seed or "", len(state.calls))
+        if state.held:  # (the text or reasoning held goes before the call)
+            state = _let_go(state, events, wire.IN_ORDER)
         # (``tool_calls`` are apart from the message's ``content``: text after a call's start
         # is the same text, as a whole message has it)
         events.append(ToolCallStart(index, call_id, name or "", call_extra(entry, at), apart=True))
@@ -405,8 +429,28 @@ def _tool_entry(
             argued = attrs.evolve(started, has_arguments=True)
             calls = tuple(argued if c is started else c for c in state.calls)
             state = attrs.evolve(state, calls=calls)
-        events.append(ToolCallDelta(started.index, fragment))
+        if state.held or not fragment.isascii():
+            state, fragment = _piece(state, started.index, fragment, events)
+        if fragment:
+            events.append(ToolCallDelta(started.index, fragment))
     return state
+
+
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"``, ``"reasoning"`` or a call's index) made encodable,
+    with the high surrogate held back for the part's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, state.provider)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _let_go(
+    state: DecoderState, events: list[StreamEvent], parts: Sequence[wire.HeldKey] | None = None
+) -> DecoderState:
+    """``parts`` (every part when None) end, or something else of the answer comes first
+    (`wire.IN_ORDER`): the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, state.provider, parts))
 
 
 def _find(

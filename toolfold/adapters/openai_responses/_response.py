@@ -71,6 +71,19 @@ def parse_usage(usage: Mapping[str, Any], at: str = "$.usage") -> Usage:
     )
 
 
+def failed_usage(response: Mapping[str, Any]) -> Usage | None:
+    """The usage a failed response reports (the answer was billed: `ProviderError.usage`),
+    read as best it can be: None when there is none or it is unreadable (a count that is
+    no count), which must not hide the failure the provider reported."""
+    usage = response.get("usage")
+    if not usage or not isinstance(usage, Mapping):
+        return None
+    try:
+        return parse_usage(usage)
+    except wire.WireError:
+        return None
+
+
 def finish(
     response: Mapping[str, Any], has_calls: bool, at: str = "$", refused: bool = False
 ) -> tuple[FinishReason, str | None]:
@@ -282,7 +295,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     error = wire.mapping(body, "error", "$")
     if error or wire.text(body, "status", "$") == "failed":
         message = wire.text(error, "message", "$.error") or "the response failed"
-        raise ProviderError(
+        failed = ProviderError(
             f"{provider} returned a failed response: {message}",
             provider=provider,
             status_code=200,
@@ -290,6 +303,8 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
             provider_message=message,
             code=wire.text(error, "code", "$.error"),
         )
+        failed.usage = failed_usage(body)  # (the failed answer was billed)
+        raise failed
     parts: list[Part] = []
     output = wire.array(body, "output", "$")
     follows_reasoning = False

@@ -39,7 +39,7 @@ Events are named by ``type`` [O5 response_stream_event.py]:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -52,6 +52,7 @@ from toolfold.adapters.openai_chat._response import synthetic_id
 from toolfold.adapters.openai_responses._providers import REASONING_PROVIDER
 from toolfold.adapters.openai_responses._response import (
     SUMMARY_SEPARATOR,
+    failed_usage,
     finish,
     following_message,
     parse_call,
@@ -107,6 +108,10 @@ class DecoderState:
         dropped: Indexes of calls whose item was done ``incomplete``: dropped
             (`ToolCallEnd.dropped`), as the whole response drops them
             (`_response.parse_item`); not counted as calls for the finish.
+        held: A high surrogate the last piece of the answer's text (``"text"``) or
+            of a call's arguments (its index) ended with, held back for the next
+            piece (`wire.hold`); any other event ends the text's. (Reasoning needs none: its finished item,
+            whole, takes the place of what streamed when they differ.)
     """
 
     provider: str
@@ -123,6 +128,7 @@ class DecoderState:
     response_id: str = ""
     refused: bool = False
     dropped: frozenset[int] = frozenset()
+    held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
 
 
 def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, list[StreamEvent]]:
@@ -141,11 +147,23 @@ def decode_event(state: DecoderState, event: SSEEvent) -> tuple[DecoderState, li
         handler = _HANDLERS.get(kind)
         if handler is None:
             return state, []
-        if state.finished is None:  # nothing held: the handler's list (each is a new one)
+        if state.held and kind not in _TEXT_PIECES and "text" in state.held:
+            # (anything else comes after the text: the half it held goes out first)
+            first: list[StreamEvent] = []
+            state = _let_go(state, first, ("text",))
+        elif state.finished is None:  # nothing held: the handler's list (each is a new one)
             return handler(state, data)
-        state, held = _release_reasoning(state, state.finished, kind, data)
+        else:
+            first = []
+        if state.finished is not None:
+            state, held = _release_reasoning(state, state.finished, kind, data)
+            first.extend(held)
         state, events = handler(state, data)
-        return state, [*held, *events]
+        return state, [*first, *events]
+
+
+# The events that carry a piece of the answer's text (`_text_delta`).
+_TEXT_PIECES = ("response.output_text.delta", "response.refusal.delta")
 
 
 def _release_reasoning(
@@ -237,13 +255,41 @@ def _find(state: DecoderState, item_id: str | None, index: int | None) -> tuple[
 
 def _arguments_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
     found = _find(state, wire.text(data, "item_id", "$"), wire.integer(data, "output_index", "$"))
-    delta = wire.text(data, "delta", "$")
+    delta = _piece_of(data)
     if found is None or not delta or found[1] in state.dropped:
         return state, []
     item_id, index = found
     if item_id not in state.fragments:
         state = attrs.evolve(state, fragments=state.fragments | {item_id})
+    if state.held or not delta.isascii():
+        events: list[StreamEvent] = []
+        state, delta = _piece(state, index, delta, events)
+        return state, [*events, ToolCallDelta(index, delta)] if delta else events
     return state, [ToolCallDelta(index, delta)]
+
+
+def _piece_of(data: Mapping[str, Any]) -> str | None:
+    """An event's ``delta`` text, as it came (`_piece` makes it encodable)."""
+    delta = data.get("delta")
+    if delta is None or type(delta) is str:
+        return delta
+    return wire.text(data, "delta", "$")  # (raises, naming the field)
+
+
+def _piece(
+    state: DecoderState, part: wire.HeldKey, piece: str, events: list[StreamEvent]
+) -> tuple[DecoderState, str]:
+    """``piece`` of ``part`` (``"text"`` or a call's index) made encodable, with the high
+    surrogate held back for the part's next piece (`wire.hold`)."""
+    held, text = wire.hold(state.held, part, piece, events, state.provider)
+    return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _let_go(
+    state: DecoderState, events: list[StreamEvent], parts: Sequence[wire.HeldKey] | None = None
+) -> DecoderState:
+    """``parts`` (every part when None) end: the half each held goes out (`wire.let_go`)."""
+    return attrs.evolve(state, held=wire.let_go(state.held, events, state.provider, parts))
 
 
 def _arguments_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
@@ -276,7 +322,7 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         # A generated image, or an item toolfold does not read: the parts the whole
         # response makes of it (`_response.parse_item`), each whole.
         return state, [_whole_part(part) for part in parse_item(item, "$.item")]
-    if kind != "function_call":
+    if kind != "function_call":  # (a message's text ends: `decode_event` let it go)
         return state, []
     found = _find(state, wire.text(item, "id", "$.item"), wire.integer(data, "output_index", "$"))
     if wire.text(item, "status", "$.item") == "incomplete":
@@ -288,6 +334,7 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
             state,
             open=tuple(i for i in state.open if i != found[1]),
             dropped=state.dropped | {found[1]},
+            held={k: v for k, v in state.held.items() if k != found[1]},
         )
         return state, [ToolCallEnd(found[1], dropped=True)]
     events: list[StreamEvent] = []
@@ -299,6 +346,8 @@ def _item_done(state: DecoderState, data: Mapping[str, Any]) -> Result:
         if found[0] not in state.fragments and arguments:
             events.append(ToolCallDelta(found[1], arguments))
     if found[1] in state.open:
+        if state.held:
+            state = _let_go(state, events, (found[1],))
         events.append(ToolCallEnd(found[1]))
         state = attrs.evolve(state, open=tuple(i for i in state.open if i != found[1]))
     return state, events
@@ -335,7 +384,11 @@ def _rest_of_reasoning(
 
 
 def _text_delta(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    delta = wire.text(data, "delta", "$")
+    delta = _piece_of(data)
+    if not delta:
+        return state, []
+    if state.held or not delta.isascii():  # (only the text's: `decode_event`)
+        state, delta = _piece(state, "text", delta, [])
     return state, [TextDelta(delta)] if delta else []
 
 
@@ -426,7 +479,10 @@ def _after_part(current: int | None, delta: str) -> str:
 
 def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
     response = wire.mapping(data, "response", "$")
-    events: list[StreamEvent] = [ToolCallEnd(i) for i in state.open]
+    events: list[StreamEvent] = []
+    if state.held:
+        state = _let_go(state, events)
+    events.extend(ToolCallEnd(i) for i in state.open)
     events.append(
         UsageUpdate(parse_usage(wire.mapping(response, "usage", "$.response"), "$.response.usage"))
     )
@@ -437,12 +493,15 @@ def _completed(state: DecoderState, data: Mapping[str, Any]) -> Result:
 
 
 def _failed(state: DecoderState, data: Mapping[str, Any]) -> Result:
-    error = wire.mapping(wire.mapping(data, "response", "$"), "error", "$.response") or data
+    response = wire.mapping(data, "response", "$")
+    error = wire.mapping(response, "error", "$.response") or data
     message = wire.text(error, "message", "$")
     code = error.get("code")
-    raise inband_stream_error(
+    failed = inband_stream_error(
         state.provider, wire.dumps_raw(data), message, code if isinstance(code, str) else None
     )
+    failed.usage = failed_usage(response)  # (the failed answer was billed)
+    raise failed
 
 
 _HANDLERS = {

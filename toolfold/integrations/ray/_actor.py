@@ -21,9 +21,9 @@ import attrs
 import ray
 from ray import cloudpickle
 
-from toolfold._errors import RunError, Unpicklable, UsageError
+from toolfold._errors import Unpicklable, UsageError
 from toolfold.adapters._http._keys import keys_deferred, keys_unpickled
-from toolfold.runtime import Agent, Workflow
+from toolfold.runtime import Agent, Workflow, state_of
 from toolfold.toolkit._results import describe_exception, exception_text
 
 Spec = Agent | Workflow
@@ -97,9 +97,13 @@ def pickled(spec: Spec) -> bytes:
 
 
 def error_data(exc: BaseException) -> dict[str, Any]:
-    """An exception as plain data: its type, message, traceback and the run's state."""
+    """An exception as plain data: its type, message, traceback and the run's state.
+
+    The state is the one any error of a run carries (`state_of`): a `RunError`'s, and
+    a provider error's (whose state counts the usage a failed answer was billed).
+    """
     kind = type(exc)
-    state = exc.state if isinstance(exc, RunError) else None
+    state = state_of(exc)
     return {
         "type": f"{kind.__module__}.{kind.__qualname__}",
         "message": exception_text(exc),

@@ -47,7 +47,8 @@ class BatchError:
         message: Its message.
         traceback: Its formatted traceback, from the actor.
         state: The run's last consistent state when the error carried one
-            (a `RunError`), else None.
+            (as `toolfold.state_of` finds it: a `RunError`'s, or a provider
+            error's, whose state counts what a failed answer was billed), else None.
     """
 
     type: str

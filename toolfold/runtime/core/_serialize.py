@@ -51,6 +51,7 @@ from toolfold.runtime.core._messages import (
     Usage,
     freeze,
 )
+from toolfold.runtime.core._older_wording import with_older_wording
 from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec, ToolDefinition
 from toolfold.runtime.core._state import RunState
@@ -883,6 +884,13 @@ def _verified(state: RunState, at: str = "$") -> RunState:
     return _checked(state, at)[0]
 
 
+# What a difference from the log may mean (`SerializationError.hint`).
+_CHANGED_OR_OTHER_TOOLFOLD = (
+    "the document was changed after it was saved, or written by an older or a newer "
+    "toolfold whose runs replay otherwise; load it with the toolfold that wrote it"
+)
+
+
 def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
     """`_verified`'s work: the state its log replays to, and whether it differs from
     ``state`` (a finish reason saved before runs carried it, here or in a sub-run)."""
@@ -896,9 +904,11 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
     changed = False
     if replayed != state:
         found = _as_carried(state, replayed)
+        # An argument error an older toolfold worded otherwise loads as saved.
+        replayed = with_older_wording(found, replayed)
         if found != replayed:
-            # The finish reason saved before runs carried it is no problem: only
-            # the differences that remain without it are named.
+            # The finish reason saved before runs carried it, and those words, are no
+            # problem: only the differences that remain without them are named.
             problems: list[str] = []
             for field in attrs.fields(RunState):
                 _differences(
@@ -908,9 +918,11 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
                     problems,
                 )
             raise SerializationError(
-                "RunState", problems or ["the state differs from its event log"]
+                "RunState",
+                problems or ["the state differs from its event log"],
+                hint=_CHANGED_OR_OTHER_TOOLFOLD,
             )
-        changed = True
+        changed = found is not state
     events: list[Event] | None = None  # the log with its sub-runs as checked, once one differs
     for index, event in enumerate(state.log):
         child = getattr(event, "child", None)
@@ -926,7 +938,7 @@ def _checked(state: RunState, at: str) -> tuple[RunState, bool]:
         return replayed, changed
     # Only a state saved before runs carried their finish gets here: replayed again,
     # the parent's fields that copy a sub-run (a call's result) carry it as checked.
-    return replay(events), True
+    return with_older_wording(state, replay(events)), True
 
 
 # The finish reasons an answer's response carries to its run now
@@ -969,7 +981,40 @@ def _differences(path: str, found: Any, expected: Any, out: list[str]) -> None:
             _differences(f"{path}[{index}]", a, b, out)
         return
     name = path.rsplit(".", 1)[-1]
+    if isinstance(found, str) and isinstance(expected, str):
+        out.append(f"{name} {_text_difference(found, expected)} @ {path}")
+        return
     out.append(f"{name} is {found!r:.80} but the event log gives {expected!r:.80} @ {path}")
+
+
+# How much of two texts that differ a difference shows: whole up to `_SHOWN`
+# characters (as repr), else `_SHOWN` around where they part, `_BEFORE` of it before.
+_SHOWN = 80
+_BEFORE = 24
+
+
+def _text_difference(found: str, expected: str) -> str:
+    """``is <found> but the event log gives <expected>``, each shown whole when short, else
+    a window from a little before the first character where they differ (which the
+    first 80 characters of each, alike, would hide)."""
+    if len(repr(found)) <= _SHOWN and len(repr(expected)) <= _SHOWN:
+        return f"is {found!r} but the event log gives {expected!r}"
+    at, size = 0, min(len(found), len(expected))
+    while at < size and found[at : at + 4096] == expected[at : at + 4096]:  # (a long text)
+        at += 4096
+    while at < size and found[at] == expected[at]:
+        at += 1
+    start = max(0, at - _BEFORE)
+    return (
+        f"is {_window(found, start)} but the event log gives {_window(expected, start)} "
+        f"(first difference at character {at}; {len(found):,} and {len(expected):,} characters)"
+    )
+
+
+def _window(text: str, start: int) -> str:
+    """``text`` from ``start``, `_SHOWN` characters of it, with ``…`` where it is cut."""
+    end = start + _SHOWN
+    return f"{'…' if start else ''}{text[start:end]!r}{'…' if end < len(text) else ''}"
 
 
 def events_to_json(events: Iterable[Event]) -> str:

@@ -25,7 +25,7 @@ import attrs
 from toolfold._errors import (
     InvalidEventError,
     MalformedResponseError,
-    ProviderFinishError,
+    ProviderError,
     RunError,
     ToolDefinitionError,
 )
@@ -321,14 +321,13 @@ class CutAnswer(NamedTuple):
 
 
 def billed_usage(exc: BaseException) -> Usage | None:
-    """The usage a provider reported for the answer ``exc`` ended abnormally (a
-    `ProviderFinishError`: ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...) or that toolfold
-    could not read (a `MalformedResponseError`), or None: that answer was billed, so the
-    error's state counts it as a cut stream's (`with_cut_usage`)."""
-    if isinstance(exc, (ProviderFinishError, MalformedResponseError)):
-        usage = exc.usage
-        return usage if isinstance(usage, Usage) else None
-    return None
+    """The usage a provider reported for the answer ``exc`` ended abnormally or that
+    toolfold could not read (`ProviderError.usage`: a `ProviderFinishError` for
+    ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...; a Responses ``response.failed``; a
+    `MalformedResponseError`), or None: that answer was billed, so the error's state
+    counts it as a cut stream's (`with_cut_usage`)."""
+    usage = exc.usage if isinstance(exc, ProviderError) else None
+    return usage if type(usage) is Usage else None
 
 
 def with_cut_usage(state: RunState, usage: Usage) -> RunState:
