@@ -23,7 +23,6 @@ whose transport makes three each are up to nine requests.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -46,8 +45,15 @@ MAX_STEP_DELAY = 60.0
 #: transport honours: `RetryPolicy.max_retry_after`'s default.
 DEFAULT_MAX_RETRY_AFTER = 120.0
 
+
+async def sleep(seconds: float) -> None:
+    """`asyncio.sleep`, imported when a wait is made: a blocking run never imports asyncio."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
 # The sleeps the waits are made with (tests replace them: no test waits).
-sleep = asyncio.sleep
 sleep_sync = time.sleep
 
 _TASK = "_toolfold_retried_task"
