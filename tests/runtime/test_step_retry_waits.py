@@ -212,3 +212,19 @@ def test_resuming_a_step_not_retried_runs_it_again(monkeypatch: pytest.MonkeyPat
     response = workflow.resume(caught.value.state)
     assert response.output == "written"
     assert len(answers) == 2
+
+
+def test_a_workflow_an_older_toolfold_pickled_retries_with_the_default_delay() -> None:
+    """A workflow pickled before `Task.retry_delay` existed loads, runs and waits 1 s, then
+    2 s: it failed with ``'Task' object has no attribute 'retry_delay'`` (saved/README)."""
+    import pathlib
+    import pickle
+
+    saved = pathlib.Path(__file__).parent / "saved" / "retried_workflow_8cae91c9.pkl"
+    workflow = pickle.loads(saved.read_bytes())
+    task = workflow.steps[0]
+    assert task.retry_delay == 1.0
+    assert workflow.run("x").output == "hi"
+    busy = toolfold.ServerError("busy", provider="p", status_code=503)
+    waits = [step_retry.retry_wait(task, call, busy) for call in ("c", "c#2", "c#3")]
+    assert waits == [1.0, 2.0, None]

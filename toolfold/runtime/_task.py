@@ -56,6 +56,7 @@ OnError = Literal["fail", "skip", "retry"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # fullmatch: "$" would allow a final "\n"
 _SKIP_LIMIT = 1_000_000  # a skipped step never fails the run, however often it fails
+_RETRY_DELAY = 1.0  # `Task.retry_delay`'s default (and a step pickled before it existed)
 
 
 @attrs.frozen(init=False)
@@ -127,7 +128,7 @@ class Task:
         prompt: str | None = None,
         input_type: Any = None,
         timeout: float | None = None,
-        retry_delay: float = 1.0,
+        retry_delay: float = _RETRY_DELAY,
     ) -> None:
         self.__attrs_init__(
             target=target,
@@ -378,6 +379,20 @@ class Task:
             timeout=self.timeout,
         )(runner)
         return made
+
+
+_unpickle_task = Task.__setstate__  # type: ignore[attr-defined]
+
+
+def _task_setstate(self: Task, state: Any) -> None:
+    """Unpickle a step, one pickled before `Task.retry_delay` existed with its default."""
+    _unpickle_task(self, state)
+    if not hasattr(self, "retry_delay"):  # (attrs' state of a slotted class: present names only)
+        object.__setattr__(self, "retry_delay", _RETRY_DELAY)
+
+
+_task_setstate.__qualname__ = "Task.__setstate__"
+Task.__setstate__ = _task_setstate  # type: ignore[attr-defined]
 
 
 def as_task(step: Any) -> Task:
