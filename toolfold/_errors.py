@@ -662,6 +662,11 @@ class MalformedResponseError(ProviderError):
         super().__init__(message, **kwargs)
 
 
+#: The longest wait, in seconds, a provider may ask for before a request is asked again:
+#: `RetryPolicy.max_retry_after`'s default, which a workflow step's retry reads too when
+#: its error does not say what its transport honours.
+DEFAULT_MAX_RETRY_AFTER = 120.0
+
 #: Provider errors that asking again cannot fix: the same request fails the same
 #: way (bad credentials, a bad request, no such model). A `ProviderFinishError` is a
 #: paid answer the provider ended abnormally (Anthropic's ``pause_turn``, Gemini's
@@ -678,14 +683,13 @@ PERMANENT_PROVIDER_ERRORS: tuple[type[ProviderError], ...] = (
 def gives_up(error: BaseException) -> bool:
     """Whether asking again cannot help ``error``, a provider's: never retry it.
 
-    The provider's own word first (`ProviderError.retryable`: False for a
-    Gemini per-day quota, True for ``x-should-retry: true``), else its class
-    (`PERMANENT_PROVIDER_ERRORS`). An error that is no `ProviderError` is not
-    judged here (False).
+    Its class first (`PERMANENT_PROVIDER_ERRORS`: a provider's
+    ``x-should-retry: true`` on a 401 or a 400 does not make it pass, and
+    Temporal's default policy would ask again without end), then the
+    provider's own word (`ProviderError.retryable` False: a Gemini per-day
+    quota, ``x-should-retry: false``). An error that is no `ProviderError` is
+    not judged here (False).
     """
     if not isinstance(error, ProviderError):
         return False
-    said = error.retryable
-    if said is not None:
-        return said is False
-    return isinstance(error, PERMANENT_PROVIDER_ERRORS)
+    return isinstance(error, PERMANENT_PROVIDER_ERRORS) or error.retryable is False

@@ -449,14 +449,19 @@ def test_a_server_error_keeps_its_retry_after(status: int) -> None:
 
 
 def test_x_should_retry_is_the_error_s_verdict() -> None:
-    """x-should-retry is kept on the error, as the transport read it (false wins over the class)."""
+    """x-should-retry is kept on the error, as the transport read it (false wins over the
+    class; true does not lift a permanent one)."""
     info = parse_error_body(503, "", {})
     error = status_error("p", 503, "", {"x-should-retry": "false", "retry-after": "3"}, info, "u")
     assert (error.retryable, error.retry_after) == (False, None)
     assert gives_up(error)
     error = status_error("p", 400, "", {"x-should-retry": "true"}, info, "u")
     assert error.retryable is True
-    assert not gives_up(error)
+    # ...but true lifts no permanent class: under Temporal's default policy this 400 was
+    # asked again without end
+    assert gives_up(error)
+    error = status_error("p", 503, "", {"x-should-retry": "true"}, info, "u")
+    assert (error.retryable, gives_up(error)) == (True, False)
 
 
 def recorded_errors() -> list[tuple[str, int, str]]:

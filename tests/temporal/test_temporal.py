@@ -1386,9 +1386,15 @@ def test_a_provider_s_own_no_retry_verdict_is_not_retried_by_temporal() -> None:
     mapped = _application_error(per_day)
     assert mapped.non_retryable
     assert mapped.next_retry_delay is None
-    # x-should-retry: true on a class that is otherwise permanent: the provider's word wins
-    asked = BadRequestError("400", provider="p", status_code=400, retryable=True)
-    assert not _application_error(asked).non_retryable
+    # x-should-retry: true lifts no permanent class: under the default policy (no attempt
+    # limit) a 400 sent with it was asked again without end
+    for asked in (
+        BadRequestError("400", provider="p", status_code=400, retryable=True),
+        AuthenticationError("401", provider="p", status_code=401, retryable=True),
+    ):
+        assert _application_error(asked).non_retryable, asked
+    busy = ServerError("503", provider="p", status_code=503, retryable=True)
+    assert not _application_error(busy).non_retryable
 
 
 def test_a_server_error_s_retry_after_is_the_next_delay() -> None:
