@@ -29,7 +29,7 @@ class Waits:
         self.seconds.append(seconds)
 
 
-def _failing(error: Callable[[], Exception]) -> tuple[Agent, list[int]]:
+def _failing(error: Callable[[], Exception], name: str = "writer") -> tuple[Agent, list[int]]:
     """An agent whose model raises ``error()`` on every call, and its calls counted."""
     calls: list[int] = []
 
@@ -37,10 +37,10 @@ def _failing(error: Callable[[], Exception]) -> tuple[Agent, list[int]]:
         calls.append(1)
         raise error()
 
-    return Agent(FunctionModel(answer), name="writer"), calls
+    return Agent(FunctionModel(answer), name=name), calls
 
 
-def _run(workflow: Sequence, way: str) -> Any:
+def _run(workflow: Any, way: str) -> Any:
     on_event = (lambda event: None) if way.endswith("watched") else None
     if way.startswith("arun"):
         return asyncio.run(workflow.arun("x", on_event=on_event))
@@ -228,3 +228,108 @@ def test_a_workflow_an_older_toolfold_pickled_retries_with_the_default_delay() -
     busy = toolfold.ServerError("busy", provider="p", status_code=503)
     waits = [step_retry.retry_wait(task, call, busy) for call in ("c", "c#2", "c#3")]
     assert waits == [1.0, 2.0, None]
+
+
+@pytest.mark.parametrize("way", ["run-watched", "arun-watched"])
+def test_the_wait_is_made_between_attempts_outside_the_step_s_timeout(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's wait comes after its attempt's result, so its ``timeout`` does not cut it:
+    Task(timeout=0.5) with a 503 asking for 3 s made its attempts at 0.23/0.73/1.23 s."""
+    seen: list[Any] = []
+    monkeypatch.setattr(step_retry, "sleep_sync", lambda seconds: seen.append(seconds))
+
+    async def sleep(seconds: float) -> None:
+        seen.append(seconds)
+
+    monkeypatch.setattr(step_retry, "sleep", sleep)
+    agent, calls = _failing(
+        lambda: toolfold.ServerError("busy", provider="p", status_code=503, retry_after=3.0)
+    )
+    workflow = Sequence(Task(agent, on_error="retry", retries=2, timeout=0.5), name="wf")
+
+    def on_event(event: Any) -> None:
+        if event.kind == "tool_returned":
+            seen.append(event.kind)
+
+    run = (
+        (lambda: asyncio.run(workflow.arun("x", on_event=on_event)))
+        if way.startswith("arun")
+        else (lambda: workflow.run("x", on_event=on_event))
+    )
+    with pytest.raises(RunError):
+        run()
+    assert len(calls) == 3
+    assert seen == ["tool_returned", 3.0, "tool_returned", 3.0, "tool_returned"]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_run_a_sibling_step_fails_does_not_wait(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a Parallel, a 401 that is not retried fails the run at once: it waited for its
+    sibling's 503 wait (retry-after 8 s) first."""
+    from toolfold import Parallel
+
+    waits = Waits(monkeypatch)
+    denied, _ = _failing(
+        lambda: toolfold.AuthenticationError("no", provider="p", status_code=401), "a"
+    )
+    busy, _ = _failing(
+        lambda: toolfold.ServerError("busy", provider="p", status_code=503, retry_after=8.0), "b"
+    )
+    workflow = Parallel(Task(denied, on_error="retry"), Task(busy, on_error="retry"), name="wf")
+    with pytest.raises(RunError, match="step 'a' of Parallel 'wf' failed"):
+        _run(workflow, way)
+    assert waits.seconds == []
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("status", [401, 503])
+def test_a_nested_workflow_s_provider_error_is_judged_as_its_own(
+    way: str, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retried step that is a workflow whose step failed with a 401 is not asked again,
+    and one that failed with a 503 waits: the outer step saw only a RunError and re-ran a
+    401 at once."""
+    waits = Waits(monkeypatch)
+    if status == 401:
+        agent, calls = _failing(
+            lambda: toolfold.AuthenticationError("no", provider="p", status_code=401)
+        )
+    else:
+        agent, calls = _failing(lambda: toolfold.ServerError("busy", provider="p", status_code=503))
+    inner = Sequence(Task(agent, on_error="retry", retries=2), name="inner")
+    outer = Sequence(Task(inner, on_error="retry", retries=2), name="outer")
+    with pytest.raises(RunError, match="step 'inner' of Sequence 'outer' failed"):
+        _run(outer, way)
+    if status == 401:
+        assert (len(calls), waits.seconds) == (1, [])
+    else:  # 3 outer attempts of 3 inner ones, each inner round and outer round waiting
+        assert len(calls) == 9
+        assert sorted(waits.seconds) == [1.0] * 4 + [2.0] * 4
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("status", [401, 503])
+def test_a_function_step_s_provider_error_is_judged_as_an_agent_s(
+    way: str, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function step (calling a model itself) that raised a 401 is not asked again, and a
+    503 asking 7 s waits it: both were asked again at once."""
+    waits = Waits(monkeypatch)
+    calls: list[int] = []
+
+    def summarize(text: str) -> str:
+        calls.append(1)
+        if status == 401:
+            raise toolfold.AuthenticationError("no", provider="p", status_code=401)
+        raise toolfold.ServerError("busy", provider="p", status_code=503, retry_after=7.0)
+
+    workflow = Sequence(Task(summarize, on_error="retry", retries=2), name="wf")
+    with pytest.raises(RunError, match="step 'summarize' of Sequence 'wf' failed"):
+        _run(workflow, way)
+    if status == 401:
+        assert (len(calls), waits.seconds) == (1, [])
+    else:
+        assert (len(calls), waits.seconds) == (3, [7.0, 7.0])

@@ -39,6 +39,7 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
+import toolfold.runtime._step_retry as step_retry
 from toolfold._errors import SourceCloseError, ToolRetriesExceededError
 from toolfold.runtime._planner import (
     Attempt,
@@ -54,7 +55,7 @@ from toolfold.runtime._planner import (
     step_calls,
 )
 from toolfold.runtime._run import run_async, run_sync
-from toolfold.runtime._step_retry import not_retried, pause, pause_sync
+from toolfold.runtime._step_retry import not_retried, round_wait
 from toolfold.runtime._task import (
     Task,
     close_failed_result,
@@ -288,6 +289,10 @@ def conduct_sync(
         while True:
             run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
+                # A round follows (the last did not fail the run): a retried step's wait first.
+                wait = None if outcomes is None else round_wait(outcomes, live.tools)
+                if wait:
+                    step_retry.sleep_sync(wait)
                 with resumed_round(live):
                     if steps is None:  # a function step, a timeout...: the executor runs them
                         assert at is not None
@@ -323,6 +328,9 @@ async def conduct_async(
         while True:
             run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
+                wait = None if outcomes is None else round_wait(outcomes, live.tools)
+                if wait:  # (as in `conduct_sync`)
+                    await step_retry.sleep(wait)
                 with resumed_round(live):
                     if steps is None:
                         assert at is not None
@@ -655,7 +663,6 @@ def _ran(
         else:
             text, is_error = step_text(state, task.target)
     except Exception as exc:
-        pause_sync(task, call.call_id, exc)  # (the wait before the next attempt, if one follows)
         return _failed(call, exc, started, run_id)
     except BaseException as exc:
         kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)
@@ -694,7 +701,6 @@ async def _ran_async(
                 state = ended.state
                 text, is_error = step_text(state, task.target)
         except Exception as exc:
-            await pause(task, call.call_id, exc)  # (the wait before the next attempt, if any)
             outcome = _failed(call, exc, started, run_id)
         except BaseException as exc:
             kept_sub_run(finished, index, call.call_id, call.task.name, exc, run_id)

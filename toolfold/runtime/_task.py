@@ -30,7 +30,7 @@ from toolfold.runtime._agent_tool import handed, stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
-from toolfold.runtime._step_retry import MAX_STEP_DELAY, pause, pause_sync, retried_step
+from toolfold.runtime._step_retry import MAX_STEP_DELAY, retried_step
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import ToolCallPart, thaw
@@ -85,9 +85,12 @@ class Task:
             too: 3 step attempts of 3 requests each are up to 9 requests.
         retries: Extra attempts with ``on_error="retry"``.
         retry_delay: Seconds waited before the first retry of a step that
-            failed with a provider's error (a 503, a 429), doubled before
-            each next one (at most 60 s); the error's ``retry_after``
-            instead, when its provider asked for a wait. A step's own
+            failed with a provider's error (a 503, a 429; a nested
+            workflow's or a function step's too), doubled before each next
+            one (at most 60 s); the error's ``retry_after`` instead, when its
+            provider asked for a wait. The wait is made between attempts:
+            ``timeout`` does not count it, and a run that fails (a sibling
+            step's error in a `Parallel`) does not wait for it. A step's own
             failure (an answer that does not fit, a tool's bug) is retried
             at once.
         prompt: A template for the agent's prompt (``{input}`` is the step's
@@ -354,7 +357,8 @@ class Task:
     def tool(self) -> Tool[..., Any]:
         """The tool the workflow's run calls to run this step."""
         if self.kind == "function":
-            return self._made(_function_runner(self))
+            function = self._made(_function_runner(self))
+            return retried_step(function, self) if self.on_error == "retry" else function
         # A sub-run: a coroutine for async runs, a blocking twin for blocking ones.
         check = _resume_check(self)
         made = checks_resume(runs_sub_runs(self._made(_run_runner(self))), check)
@@ -542,13 +546,6 @@ def _run_runner(task: Task) -> Callable[..., Any]:
     async def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        try:
-            return await attempt(ctx, input, values)
-        except Exception as exc:  # (the wait before the next attempt, if one follows)
-            await pause(task, ctx.call_id, exc)
-            raise
-
-    async def attempt(ctx: RunContext[Any], input: Any, values: dict[str, Any] | None) -> SubRun:
         budget = handed(ctx, task.target, task.name)
         if isinstance(budget, SubRun):  # not started: none of the workflow's tree budget is left
             return budget
@@ -643,13 +640,6 @@ def _run_runner_sync(task: Task) -> Callable[..., Any]:
     def run_step(
         ctx: RunContext[Any], input: Any = None, values: dict[str, Any] | None = None
     ) -> SubRun:
-        try:
-            return attempt(ctx, input, values)
-        except Exception as exc:  # (the wait before the next attempt, if one follows)
-            pause_sync(task, ctx.call_id, exc)
-            raise
-
-    def attempt(ctx: RunContext[Any], input: Any, values: dict[str, Any] | None) -> SubRun:
         budget = handed(ctx, task.target, task.name)
         if isinstance(budget, SubRun):  # not started: none of the workflow's tree budget is left
             return budget
