@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from toolfold._errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
-from toolfold.adapters._http._retry import RetryPolicy, Timeouts, retry_after_seconds
+from toolfold.adapters._http._retry import RetryPolicy, Timeouts
 from toolfold.toolkit._results import one_line
 
 __all__ = ["Failed", "Plan", "Send", "Sleep", "attempts", "cut_timeouts"]
@@ -141,7 +141,7 @@ def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any
             )
             delay = _fits(plan, wanted)
             if delay is None:
-                raise _gave_up(plan, retry, error, outcome, wanted, hint)
+                raise _gave_up(plan, retry, error, outcome, wanted)
         else:
             return outcome
         _log.info(
@@ -175,7 +175,6 @@ def _gave_up(
     error: ProviderError,
     outcome: Outcome,
     wanted: float | None,
-    hint: float | None = None,
 ) -> ProviderError:
     """``error``, the last attempt's, with a note on its message: how many attempts were
     made and why no other was, when that is not plain from the error (logged at INFO).
@@ -198,8 +197,7 @@ def _gave_up(
         and retry < policy.max_retries
         and _retried(plan, outcome, error)
     ):
-        asked = retry_after_seconds(outcome.headers)
-        asked = hint if asked is None else asked
+        asked = error.retry_after  # (the headers', else the body's: `status_error`)
         if asked is not None and asked > policy.max_retry_after:
             said.append(
                 f"not retried: the server asked for a wait of {_seconds(asked)} s, over "
