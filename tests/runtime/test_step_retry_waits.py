@@ -333,3 +333,34 @@ def test_a_function_step_s_provider_error_is_judged_as_an_agent_s(
         assert (len(calls), waits.seconds) == (1, [])
     else:
         assert (len(calls), waits.seconds) == (3, [7.0, 7.0])
+
+
+@pytest.mark.parametrize("way", ["run", "run-watched"])
+def test_ctrl_c_during_the_wait_keeps_a_state_that_resumes(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a step waits between its attempts (now outside them, in the driver)
+    stops the run with its state: resuming it runs the step again."""
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(step_retry, "sleep_sync", interrupted)
+    busy = [True]
+    calls: list[int] = []
+
+    def answer(request: Any) -> str:
+        calls.append(1)
+        if busy[0]:
+            raise toolfold.ServerError("busy", provider="p", status_code=503)
+        return "done"
+
+    workflow = Sequence(Task(Agent(FunctionModel(answer), name="w"), on_error="retry"), name="wf")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _run(workflow, way)
+    assert len(calls) == 1
+    state = getattr(caught.value, "state", None)
+    assert state is not None
+    busy[0] = False
+    assert workflow.resume(state).output == "done"
+    assert len(calls) == 2
