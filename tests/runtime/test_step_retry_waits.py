@@ -364,3 +364,27 @@ def test_ctrl_c_during_the_wait_keeps_a_state_that_resumes(
     busy[0] = False
     assert workflow.resume(state).output == "done"
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("way", ["stream", "astream"])
+def test_a_streamed_workflow_waits_between_attempts(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed workflow's driver makes the step's wait too (blocking and async)."""
+    waits = Waits(monkeypatch)
+    agent, calls = _failing(
+        lambda: toolfold.ServerError("busy", provider="p", status_code=503, retry_after=2.0)
+    )
+    workflow = Sequence(Task(agent, on_error="retry"), name="wf")
+
+    async def read() -> None:
+        async for _ in workflow.stream("x"):
+            pass
+
+    def drain() -> None:
+        for _ in workflow.stream("x"):
+            pass
+
+    with pytest.raises(RunError):
+        asyncio.run(read()) if way == "astream" else drain()
+    assert (len(calls), waits.seconds) == (3, [2.0, 2.0])
