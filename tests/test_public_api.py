@@ -466,6 +466,7 @@ INIT_HINTS_NEED_TYPE_CHECKING = {
     "InvalidEventError",
     "InvalidTransitionError",
     "OutputValidationError",
+    "MalformedResponseError",  # its usage: a Usage
     "ProviderFinishError",  # its usage: a Usage
     "RunError",
     "RunState",

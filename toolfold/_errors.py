@@ -23,9 +23,9 @@ chained with ``raise ... from exc``::
     ├── ModelConfigError           a model string or model options cannot be used
     ├── Unpicklable                a model refuses to be pickled (says why and what to do)
     ├── SerializationError         JSON that does not load as a state, event or effect
-    └── ProviderError              a provider call failed (status, body, headers)
+    └── ProviderError              a provider call failed (status, body, headers, ``retry_after``)
         ├── AuthenticationError    401 / 403
-        ├── RateLimitError         429, with ``retry_after``
+        ├── RateLimitError         429
         ├── BadRequestError        400 / 422, with the provider's own message
         │   ├── ToolUseFailedError the provider rejected generated tool arguments
         │   └── ContextWindowExceededError  the conversation is longer than the model's window
@@ -468,13 +468,30 @@ class ProviderError(ToolfoldError):
             client (``error.headers.get("x-request-id")``).
         provider_message: The provider's own error message, when it sent one.
         code: The provider's error code, when it sent one.
+        retry_after: Seconds the provider asked to wait before asking again
+            (``retry-after-ms``, ``retry-after``, Gemini's ``RetryInfo``), on
+            any status (a 429, a 503, Anthropic's 529), when it said so;
+            ``inf`` for a number of seconds past what a float holds, the
+            longest of a header sent twice. None when it asked for no wait,
+            and when ``retryable`` is False (a per-day quota's ``retryDelay``
+            is no time after which asking again helps).
+        retryable: The provider's own word on asking again, when it gave one:
+            False for an error that asking again soon fails the same way (a
+            Gemini per-day quota, ``x-should-retry: false``), True for
+            ``x-should-retry: true``; None when it said nothing, and the
+            error's class decides (see `gives_up`). The transport,
+            Temporal's activities and a workflow's ``on_error="retry"``
+            follow it.
         usage: The usage a failed answer reported, billed; None when none was
             read. The provider ended an answer it had begun (a
-            `ProviderFinishError`, an OpenAI Responses ``response.failed``):
+            `ProviderFinishError`, an OpenAI Responses ``response.failed``)
+            or sent one toolfold cannot read (a `MalformedResponseError`):
             a run's state on the error counts it (an ``AttemptDropped``).
     """
 
-    # (a class default: an error pickled before this attribute existed loads with None)
+    # (class defaults: an error pickled before these attributes existed loads with None)
+    retry_after: float | None = None
+    retryable: bool | None = None
     usage: Usage | None = None
 
     def __init__(
@@ -487,7 +504,11 @@ class ProviderError(ToolfoldError):
         headers: Mapping[str, str] | None = None,
         provider_message: str | None = None,
         code: str | None = None,
+        retry_after: float | None = None,
+        retryable: bool | None = None,
     ) -> None:
+        self.retry_after = retry_after
+        self.retryable = retryable
         self.provider = provider
         self.status_code = status_code
         self.body = body
@@ -507,14 +528,11 @@ class AuthenticationError(ProviderError):
 class RateLimitError(ProviderError):
     """The provider is rate limiting (429).
 
-    Attributes:
-        retry_after: Seconds the provider asked to wait, when it said so (``inf`` for a
-            number of seconds past what a float holds; the longest of a header sent twice).
+    ``retry_after`` (on every `ProviderError`) is the wait it asked for; a
+    quota that will not clear soon (Gemini's per-day quota) has ``retryable``
+    False and no ``retry_after``: waiting a second and asking again fails the
+    same way, until the quota resets.
     """
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
-        self.retry_after = retry_after
-        super().__init__(message, **kwargs)
 
 
 class BadRequestError(ProviderError):
@@ -617,12 +635,61 @@ class MalformedResponseError(ProviderError):
     NaN or Infinity, or nesting too deep to be an answer. ``body`` holds the
     raw body (or stream event) with the key scrubbed.
 
+    A whole answer (HTTP 200) was billed all the same: a run's state on the
+    error counts the usage it reported (an `AttemptDropped`, as for a cut
+    stream), read apart from the bad field.
+
     Attributes:
         path: The JSON path of the bad field, e.g. ``$.choices[0].message.tool_calls``.
         problem: What is wrong there, e.g. ``expected an array, got object``.
+
+    Its `ProviderError.usage` is None for a stream event, an answer that
+    reported none, or a usage that is itself the bad field.
     """
 
-    def __init__(self, message: str, *, path: str = "$", problem: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "$",
+        problem: str = "",
+        usage: Usage | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.path = path
         self.problem = problem
+        self.usage = usage
         super().__init__(message, **kwargs)
+
+
+#: The longest wait, in seconds, a provider may ask for before a request is asked again:
+#: `RetryPolicy.max_retry_after`'s default, which a workflow step's retry reads too when
+#: its error does not say what its transport honours.
+DEFAULT_MAX_RETRY_AFTER = 120.0
+
+#: Provider errors that asking again cannot fix: the same request fails the same
+#: way (bad credentials, a bad request, no such model). A `ProviderFinishError` is a
+#: paid answer the provider ended abnormally (Anthropic's ``pause_turn``, Gemini's
+#: ``MALFORMED_FUNCTION_CALL``): asked again without end, it is paid again without end.
+#: Temporal's activities and a workflow's ``on_error="retry"`` both read it (`gives_up`).
+PERMANENT_PROVIDER_ERRORS: tuple[type[ProviderError], ...] = (
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    ProviderFinishError,
+)
+
+
+def gives_up(error: BaseException) -> bool:
+    """Whether asking again cannot help ``error``, a provider's: never retry it.
+
+    Its class first (`PERMANENT_PROVIDER_ERRORS`: a provider's
+    ``x-should-retry: true`` on a 401 or a 400 does not make it pass, and
+    Temporal's default policy would ask again without end), then the
+    provider's own word (`ProviderError.retryable` False: a Gemini per-day
+    quota, ``x-should-retry: false``). An error that is no `ProviderError` is
+    not judged here (False).
+    """
+    if not isinstance(error, ProviderError):
+        return False
+    return isinstance(error, PERMANENT_PROVIDER_ERRORS) or error.retryable is False

@@ -587,6 +587,84 @@ def test_an_abnormal_finish_keeps_the_billed_usage_in_the_errors_state(
     assert RunState.from_json(state.to_json()) == state
 
 
+# --- answers toolfold cannot read -----------------------------------------------------
+
+_UNREADABLE = {
+    "openai:gpt-4o-mini": {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
+    },
+    "anthropic:c": {
+        "id": "m1",
+        "type": "message",
+        "role": "assistant",
+        "model": "c",
+        "content": 5,
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 7, "output_tokens": 3},
+    },
+    "gemini:gemini-2.5-flash": {
+        "candidates": 8,
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2},
+    },
+    "ollama:llama3.2": {
+        "model": "llama3.2",
+        "message": 5,
+        "done": True,
+        "prompt_eval_count": 4,
+        "eval_count": 6,
+    },
+    "openai-responses:gpt-5-mini": {
+        "id": "r1",
+        "object": "response",
+        "status": "completed",
+        "output": 5,
+        "usage": {"input_tokens": 9, "output_tokens": 1, "total_tokens": 10},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "billed"),
+    [
+        ("openai:gpt-4o-mini", Usage(100, 50, requests=1)),
+        ("anthropic:c", Usage(7, 3, requests=1)),
+        ("gemini:gemini-2.5-flash", Usage(5, 2, requests=1)),
+        ("ollama:llama3.2", Usage(4, 6, requests=1)),
+        ("openai-responses:gpt-5-mini", Usage(9, 1, requests=1)),
+    ],
+)
+def test_a_malformed_answer_keeps_the_billed_usage_in_the_errors_state(
+    http_server: ScriptedServer, opened: list[Any], name: str, billed: Usage
+) -> None:
+    """A 200 answer rejected as malformed counts the usage it reported (read apart from the
+    bad field) in the error's state: before, the state said Usage(), though it was billed."""
+    http_server.add(Reply(json=_UNREADABLE[name]))
+    suffix = "" if name.startswith(("anthropic", "ollama")) else "/v1"
+    model = toolfold.model(name, base_url=http_server.url + suffix, api_key="k" * 20)
+    opened.append(model)
+    with pytest.raises(toolfold.MalformedResponseError) as caught:
+        generate_text(model, "hi")
+    state = caught.value.state
+    assert state is not None
+    assert (caught.value.usage, state.usage) == (billed, billed)
+    assert state.log[-1] == AttemptDropped(usage=billed)
+    assert RunState.from_json(state.to_json()) == state
+
+
+def test_a_malformed_usage_is_no_usage() -> None:
+    """An answer whose usage is the bad field reports none: the error's usage is None."""
+    body = {**_UNREADABLE["openai:gpt-4o-mini"], "usage": {"prompt_tokens": "many"}}
+    model = toolfold.model("openai:gpt-4o-mini", api_key="k" * 20)
+    with pytest.raises(toolfold.MalformedResponseError) as caught:
+        model._whole(body)
+    assert caught.value.usage is None
+
+
 # --- answers with no choice at all ------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from toolfold import (
     ToolfoldError,
     ToolUseFailedError,
 )
+from toolfold._errors import gives_up
 from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     is_client_error,
@@ -413,6 +414,54 @@ def test_gemini_retry_info_and_daily_quota() -> None:
     assert info.retryable is False
     per_minute = body.replace("PerDay", "PerMinute")
     assert parse_error_body(429, per_minute, {}).retryable is None
+
+
+def test_a_per_day_quota_keeps_its_verdict_and_no_wait() -> None:
+    """A per-day 429 says so on the error (retryable False, no retry_after): its retryDelay of 1 s invited a retry every second."""
+    details: list[Any] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+        },
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"},
+    ]
+    body = json.dumps({"error": {"code": 429, "message": "quota", "details": details}})
+    info = parse_error_body(429, body, {})
+    error = status_error("gemini", 429, body, {}, info, "https://h/v1")
+    assert isinstance(error, RateLimitError)
+    assert (error.retryable, error.retry_after) == (False, None)
+    assert "asking again fails the same way" in str(error)
+    assert gives_up(error)
+    per_minute = body.replace("PerDay", "PerMinute")
+    error = status_error("gemini", 429, per_minute, {}, parse_error_body(429, per_minute, {}), "u")
+    assert (error.retryable, error.retry_after) == (None, 1.0)
+    assert not gives_up(error)
+
+
+@pytest.mark.parametrize("status", [500, 503, 529])
+def test_a_server_error_keeps_its_retry_after(status: int) -> None:
+    """A 5xx's retry-after is on the ServerError (as a 429's is): with retry=0 it was lost."""
+    info = parse_error_body(status, "", {})
+    error = status_error("p", status, "", {"retry-after": "300"}, info, "https://h/v1")
+    assert isinstance(error, ServerError)
+    assert error.retry_after == 300.0
+    assert error.retryable is None
+
+
+def test_x_should_retry_is_the_error_s_verdict() -> None:
+    """x-should-retry is kept on the error, as the transport read it (false wins over the
+    class; true does not lift a permanent one)."""
+    info = parse_error_body(503, "", {})
+    error = status_error("p", 503, "", {"x-should-retry": "false", "retry-after": "3"}, info, "u")
+    assert (error.retryable, error.retry_after) == (False, None)
+    assert gives_up(error)
+    error = status_error("p", 400, "", {"x-should-retry": "true"}, info, "u")
+    assert error.retryable is True
+    # ...but true lifts no permanent class: under Temporal's default policy this 400 was
+    # asked again without end
+    assert gives_up(error)
+    error = status_error("p", 503, "", {"x-should-retry": "true"}, info, "u")
+    assert (error.retryable, gives_up(error)) == (True, False)
 
 
 def recorded_errors() -> list[tuple[str, int, str]]:

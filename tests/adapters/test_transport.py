@@ -213,6 +213,53 @@ def test_long_retry_after_goes_to_caller(http_server: ScriptedServer, mode: str)
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_wait_over_max_retry_after_says_why_it_was_not_made(
+    http_server: ScriptedServer, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The error names the wait asked for and the bound (logged at INFO): it read "fake 429", no word of 500 s."""
+    http_server.add(Reply(status=503, headers={"retry-after": "500"}))
+    with caplog.at_level(logging.INFO, "toolfold.http"), pytest.raises(ServerError) as caught:
+        post(make(http_server), mode)
+    assert str(caught.value).endswith(
+        "(not retried: the server asked for a wait of 500 s, over max_retry_after=120 s)"
+    )
+    assert caught.value.retry_after == 500.0
+    assert "giving up on POST" in caplog.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_retries_used_up_say_how_many_attempts_were_made(
+    http_server: ScriptedServer, mode: str
+) -> None:
+    """The last error says it was the third attempt, and that max_retries stopped there."""
+    http_server.add(*[Reply(status=500, json={"error": {"message": "down"}})] * 3)
+    with pytest.raises(ServerError) as caught:
+        post(make(http_server), mode)
+    assert str(caught.value).endswith("down (3 attempts; max_retries=2 used up)")
+    assert (caught.value.status_code, caught.value.provider_message) == (500, "down")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_wait_past_the_total_timeout_says_so(http_server: ScriptedServer, mode: str) -> None:
+    """A retry the total timeout has no room for says so on the error."""
+    http_server.add(Reply(status=429, headers={"retry-after": "5"}), Reply(json={}))
+    with pytest.raises(RateLimitError) as caught:
+        post(make(http_server, timeout=Timeouts(total=3)), mode)
+    assert str(caught.value).endswith(
+        "(not retried: a wait of 5 s would end past the total timeout)"
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_first_failure_not_retried_gets_no_note(http_server: ScriptedServer, mode: str) -> None:
+    """A 401 is its provider's message alone: one attempt, nothing to explain."""
+    http_server.add(Reply(status=401, json={"error": {"message": "bad key"}}))
+    with pytest.raises(AuthenticationError) as caught:
+        post(make(http_server), mode)
+    assert str(caught.value).endswith("bad key")
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_client_errors_are_not_retried(http_server: ScriptedServer, mode: str) -> None:
     """401 and 400 fail at once, with the provider's own message."""
     http_server.add(Reply(status=401, json={"error": {"message": "bad key"}}))
@@ -267,9 +314,10 @@ def test_read_timeout(
     stall = gate(released)
     http_server.add(Reply(stall=stall))
     transport = make(http_server, timeout=Timeouts(read=0.2), retry=None)
-    with pytest.raises(ProviderTimeoutError, match="timed out"):
+    with pytest.raises(ProviderTimeoutError, match="timed out") as caught:
         post(transport, mode)
     stall.set()
+    assert str(caught.value).endswith("(the read timeout is 0.2 s)")  # which limit it was
 
 
 @pytest.mark.parametrize("mode", MODES)

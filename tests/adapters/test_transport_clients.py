@@ -255,7 +255,7 @@ def test_read_timeout(
 ) -> None:
     """A server that never answers is a ProviderTimeoutError after the read timeout."""
     http_server.add(Reply(stall=gate(released)))
-    with pytest.raises(ProviderTimeoutError, match="timed out"):
+    with pytest.raises(ProviderTimeoutError, match=r"timed out.*\(the read timeout is 0\.2 s\)$"):
         call(http_server, kind, mode, retry=None, timeout=Timeouts(read=0.2))
 
 

@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode
 import toolfold
 import toolfold.otel
 from toolfold import Agent, RunState, tool
+from toolfold.adapters import RetryPolicy
 from toolfold.runtime import replay
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -1348,3 +1349,52 @@ def test_ctrl_c_thrown_into_an_async_stream_at_a_sub_runs_event_traces_it_interr
     (sub,) = traces.named("invoke_agent sub")
     assert sub.status.status_code == StatusCode.ERROR
     assert sub.attributes["error.type"] == "CancelledError"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_each_retry_is_an_event_on_the_chat_span(traces: Traces, mode: str) -> None:
+    """A request sent again is a toolfold.retry event on its chat span (which retry, the wait,
+    the failed attempt's error): two 503s then an answer showed one plain chat span."""
+    answers = iter([503, 503, 200])
+    ok = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        status = next(answers)
+        return httpx.Response(status, json=ok if status == 200 else {"error": {"message": "x"}})
+
+    transport = httpx.MockTransport(answer)
+    client: dict[str, Any] = (
+        {"http_client": httpx.Client(transport=transport)}
+        if mode == "sync"
+        else {"async_http_client": httpx.AsyncClient(transport=transport)}
+    )
+    retry = RetryPolicy(initial_delay=0, jitter=0)  # (no wait: nothing sleeps)
+    model = toolfold.model("openai:gpt-4o-mini", api_key="sk-x", retry=retry, **client)
+    agent = Agent(model)
+    if mode == "sync":
+        agent.run("x")
+    else:
+        asyncio.run(agent.arun("x"))
+    (chat,) = traces.named("chat")
+    events = [(e.name, dict(e.attributes or {})) for e in chat.events]
+    assert events == [
+        (
+            "toolfold.retry",
+            {
+                "toolfold.retry.number": number,
+                "toolfold.retry.wait": 0.0,
+                "error.type": "ServerError",
+                "http.response.status_code": 503,
+            },
+        )
+        for number in (1, 2)
+    ]

@@ -765,6 +765,29 @@ steps = [{ step = "writer", timeout = 2.5, on_error = "skip" }]
         assert from_dict(document).get().to_dict() == document
 
 
+def test_a_step_retry_delay_loads_and_writes_back() -> None:
+    """``{step = ..., retry_delay = 0.5}`` is the step's Task retry_delay, and to_dict writes it again."""
+    text = """
+entry = "flow"
+
+[agents.writer]
+model = "openai:gpt-4o-mini"
+
+[workflows.flow]
+kind = "sequence"
+steps = [{ step = "writer", on_error = "retry", retry_delay = 0.5 }]
+"""
+    with override_models(TestModel()):
+        flow = loads(text).get()
+        assert isinstance(flow, Sequence)
+        assert flow.steps[0].retry_delay == 0.5
+        document = flow.to_dict()
+        assert document["workflows"]["flow"]["steps"] == [
+            {"step": "writer", "on_error": "retry", "retry_delay": 0.5}
+        ]
+        assert from_dict(document).get().to_dict() == document
+
+
 def test_a_workflow_using_a_name_an_outer_one_defines_round_trips_but_a_file_checks_it() -> None:
     """Python builds a workflow whose ``{topic}`` no step defines (a workflow nesting it may),
     so ``from_dict(spec.to_dict())`` builds it back, nested or alone; a file whose top-level

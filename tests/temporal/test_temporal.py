@@ -73,6 +73,7 @@ from toolfold import (
     Response,
     RunError,
     Sequence,
+    ServerError,
     TextDelta,
     ToolExecutionError,
     ToolResultPart,
@@ -1377,6 +1378,30 @@ def test_provider_errors_map_to_application_errors_with_the_providers_delay() ->
     busy = _application_error(ProviderError("503", provider="p", status_code=503))
     assert not busy.non_retryable
     assert busy.next_retry_delay is None
+
+
+def test_a_provider_s_own_no_retry_verdict_is_not_retried_by_temporal() -> None:
+    """A 429 the provider says will not clear soon (a Gemini per-day quota) is non-retryable: it was asked every second, without end."""
+    per_day = RateLimitError("429", provider="gemini", status_code=429, retryable=False)
+    mapped = _application_error(per_day)
+    assert mapped.non_retryable
+    assert mapped.next_retry_delay is None
+    # x-should-retry: true lifts no permanent class: under the default policy (no attempt
+    # limit) a 400 sent with it was asked again without end
+    for asked in (
+        BadRequestError("400", provider="p", status_code=400, retryable=True),
+        AuthenticationError("401", provider="p", status_code=401, retryable=True),
+    ):
+        assert _application_error(asked).non_retryable, asked
+    busy = ServerError("503", provider="p", status_code=503, retryable=True)
+    assert not _application_error(busy).non_retryable
+
+
+def test_a_server_error_s_retry_after_is_the_next_delay() -> None:
+    """A 503's (or Anthropic 529's) retry-after is Temporal's next retry delay, as a 429's is: it was lost."""
+    busy = _application_error(ServerError("503", provider="p", status_code=503, retry_after=3.0))
+    assert busy.next_retry_delay == timedelta(seconds=3)
+    assert not busy.non_retryable
 
 
 def test_an_abnormal_finish_is_not_retried() -> None:

@@ -38,6 +38,7 @@ from typing import Any, Literal
 import attrs
 
 from toolfold._errors import (
+    MalformedResponseError,
     ModelConfigError,
     ProviderError,
     ToolfoldError,
@@ -65,7 +66,7 @@ from toolfold.adapters._json_array import JSONArrayDecoder
 from toolfold.adapters._split_echoes import SplitEchoes, whole_split_echoes
 from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._arguments import call_arguments
-from toolfold.runtime.core._messages import Message, ToolCallPart
+from toolfold.runtime.core._messages import Message, ToolCallPart, Usage
 from toolfold.runtime.core._request import (
     ModelRequest,
     ModelResponse,
@@ -389,6 +390,14 @@ class ProviderModel:
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         raise NotImplementedError
 
+    def _usage(self, data: Mapping[str, Any]) -> Usage | None:
+        """The usage a whole answer ``data`` reports, read alone, or None when it has none.
+
+        Read only for an answer the codec refused (`_whole`): it was billed all
+        the same. May raise what a codec raises on a bad field (`_billed` catches it).
+        """
+        return None
+
     def _compiled(self, tool: ToolDefinition) -> CompiledTool:
         raise NotImplementedError
 
@@ -579,7 +588,14 @@ class ProviderModel:
     def _whole(self, data: Any) -> ModelResponse:
         """The whole answer ``data`` is, with a secret the model wrote across two of its
         texts masked (`whole_split_echoes`), as a stream's is."""
-        response = self._read(data)
+        try:
+            response = self._read(data)
+        except MalformedResponseError as exc:
+            # A 200 answer was billed, however malformed: its state counts what it
+            # reported, as a cut stream's does (it was lost: `Usage()`).
+            if exc.usage is None:
+                exc.usage = self._billed(data)
+            raise
         echoes = _echoes(self._transport)
         return response if echoes is None else whole_split_echoes(response, echoes.pairs)
 
@@ -590,6 +606,15 @@ class ProviderModel:
         body = as_object(data, self.provider_name)
         with wire.guarded(self.provider_name, functools.partial(wire.dumps_raw, body)):
             return self._parse(body)
+
+    def _billed(self, data: Any) -> Usage | None:
+        """`_usage` of a refused answer, leniently: None when it cannot be read either."""
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            return self._usage(data)
+        except (ToolfoldError, *wire.READ_ERRORS, *wire.CODEC_ERRORS):
+            return None
 
     def _outgoing(
         self, request: ModelRequest, stream: bool

@@ -1600,6 +1600,7 @@ class _Loader:
             prompt=ref.prompt,
             input_type=None if ref.input_type is None else self.resolved[ref.input_type],
             timeout=ref.timeout,
+            retry_delay=ref.retry_delay,
         )
 
     def _stand_in(self, name: str) -> Agent | Workflow:

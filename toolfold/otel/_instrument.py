@@ -98,6 +98,21 @@ class _OTelTracer:
         self.calls: dict[str, list[Any]] = {}
         self.lock = threading.Lock()
 
+    def retrying(self, retry: int, wait: float, cause: BaseException | None) -> None:
+        """A ``toolfold.retry`` event on the span current where the request is sent again
+        (the chat span of the model call): which retry, the wait, and the failed attempt's
+        error type and status (no text: a provider's message may quote the content)."""
+        span = trace.get_current_span()
+        if not span.is_recording():
+            return
+        attributes: dict[str, Any] = {"toolfold.retry.number": retry, "toolfold.retry.wait": wait}
+        if cause is not None:
+            attributes["error.type"] = type(cause).__qualname__
+            status = getattr(cause, "status_code", None)
+            if isinstance(status, int):
+                attributes["http.response.status_code"] = status
+        span.add_event("toolfold.retry", attributes)
+
     def start_run(self, live: Live, state: RunState) -> _RunTrace:
         run_id = state.run_id
         parent = self._call_span(run_id)

@@ -39,6 +39,7 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
 
+import toolfold.runtime._step_retry as step_retry
 from toolfold._errors import SourceCloseError, ToolRetriesExceededError
 from toolfold.runtime._planner import (
     Attempt,
@@ -54,6 +55,7 @@ from toolfold.runtime._planner import (
     step_calls,
 )
 from toolfold.runtime._run import run_async, run_sync
+from toolfold.runtime._step_retry import not_retried, round_wait
 from toolfold.runtime._task import (
     Task,
     close_failed_result,
@@ -287,6 +289,10 @@ def conduct_sync(
         while True:
             run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
+                # A round follows (the last did not fail the run): a retried step's wait first.
+                wait = None if outcomes is None else round_wait(outcomes, live.tools)
+                if wait:
+                    step_retry.sleep_sync(wait)
                 with resumed_round(live):
                     if steps is None:  # a function step, a timeout...: the executor runs them
                         assert at is not None
@@ -322,6 +328,9 @@ async def conduct_async(
         while True:
             run_id, steps, at, finished = course.send(outcomes)  # type: ignore[arg-type]  # None to start
             try:
+                wait = None if outcomes is None else round_wait(outcomes, live.tools)
+                if wait:  # (as in `conduct_sync`)
+                    await step_retry.sleep(wait)
                 with resumed_round(live):
                     if steps is None:
                         assert at is not None
@@ -437,7 +446,7 @@ def _course(
             except BaseException as exc:
                 interrupted(exc, opened.state, finished)
                 raise
-            state = opened.close([returned(outcome) for outcome in outcomes])
+            state = _settled(live, opened.close([returned(o) for o in outcomes]), outcomes)
             if state.phase == "awaiting_model":  # the step's results are committed: read them
                 plan = read_plan((state.conversation.last(),), plan, _known(outcomes))  # type: ignore[arg-type]
             else:
@@ -457,6 +466,7 @@ def _course(
                 raise
             for outcome in outcomes:
                 state = reduce(state, returned(outcome))
+            state = _settled(live, state, outcomes)
             plan = None
         elif phase == "validating_output":
             state = _accept(live, state, answer)
@@ -535,7 +545,7 @@ def _plain_rounds(
         attempts = _attempts(outcomes)
         rounds -= 1
         if attempts is None or not rounds:
-            return _reached(start, records), None
+            return _settled(live, _reached(start, records), outcomes), None
         plan = plan.extended(attempts)
 
 
@@ -782,6 +792,13 @@ def _failed(call: Call, exc: Exception, started: float, run_id: str) -> ToolOutc
     return ToolOutcome(
         call.call_id, call.task.name, content, True, "error", exc, ended, took, child
     )
+
+
+def _settled(live: Live, state: RunState, outcomes: tuple[ToolOutcome, ...]) -> RunState:
+    """``state`` after a round of ``outcomes``, failed when a retried step's error is not
+    asked again (`not_retried`)."""
+    failure = not_retried(state, outcomes, live.tools)
+    return state if failure is None else reduce(state, failure)
 
 
 def _jobs(live: Live, state: RunState) -> tuple[ToolJob, ...]:

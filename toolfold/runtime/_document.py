@@ -137,6 +137,7 @@ class StepEntry:
     prompt: str | None = None
     input_type: str | None = None
     timeout: float | None = None
+    retry_delay: float = 1.0
 
 
 StepRef = str | StepEntry
@@ -983,6 +984,7 @@ def _step(step: Any, writer: _Writer, where: str) -> StepRef:
         if task.input_type is None
         else required_path(task.input_type, f"{where}.input_type"),
         timeout=task.timeout,
+        retry_delay=task.retry_delay,
     )
     return ref if entry == StepEntry(step=ref) else entry
 

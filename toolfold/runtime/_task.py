@@ -30,6 +30,7 @@ from toolfold.runtime._agent_tool import handed, stopped_by, sub_run_id
 from toolfold.runtime._planner import json_text
 from toolfold.runtime._response import RunEndEvent
 from toolfold.runtime._resume import continuing
+from toolfold.runtime._step_retry import MAX_STEP_DELAY, retried_step
 from toolfold.runtime._template import TemplateError, names_in, placeholders, render
 from toolfold.runtime.core._build import new_tuple
 from toolfold.runtime.core._messages import ToolCallPart, thaw
@@ -55,6 +56,7 @@ OnError = Literal["fail", "skip", "retry"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # fullmatch: "$" would allow a final "\n"
 _SKIP_LIMIT = 1_000_000  # a skipped step never fails the run, however often it fails
+_RETRY_DELAY = 1.0  # `Task.retry_delay`'s default (and a step pickled before it existed)
 
 
 @attrs.frozen(init=False)
@@ -75,7 +77,22 @@ class Task:
         on_error: ``"fail"`` (the workflow fails), ``"skip"`` (the step's
             error is recorded, it has no output and the next step gets its
             input) or ``"retry"`` (run it again, up to ``retries`` times).
+            A provider error that asking again cannot fix (bad credentials,
+            a bad request, a Gemini per-day quota: ``retryable`` False) is
+            not retried, nor one whose provider asked for a wait longer than
+            its transport's ``max_retry_after``: the workflow fails at once.
+            Each attempt's model calls make their transport's own retries
+            too: 3 step attempts of 3 requests each are up to 9 requests.
         retries: Extra attempts with ``on_error="retry"``.
+        retry_delay: Seconds waited before the first retry of a step that
+            failed with a provider's error (a 503, a 429; a nested
+            workflow's or a function step's too), doubled before each next
+            one (at most 60 s); the error's ``retry_after`` instead, when its
+            provider asked for a wait. The wait is made between attempts:
+            ``timeout`` does not count it, and a run that fails (a sibling
+            step's error in a `Parallel`) does not wait for it. A step's own
+            failure (an answer that does not fit, a tool's bug) is retried
+            at once.
         prompt: A template for the agent's prompt (``{input}`` is the step's
             input; ``{name}`` / ``{name.field}`` earlier outputs). Default:
             the input itself (JSON unless it is text).
@@ -96,6 +113,7 @@ class Task:
     prompt: str | None
     input_type: Any
     timeout: float | None
+    retry_delay: float
     _free: frozenset[str] = attrs.field(init=False, eq=False, repr=False, hash=False)
     # Whether name= was given (an empty one is then the problem, not the target's name).
     _named: bool = attrs.field(init=False, eq=False, repr=False, hash=False)
@@ -113,6 +131,7 @@ class Task:
         prompt: str | None = None,
         input_type: Any = None,
         timeout: float | None = None,
+        retry_delay: float = _RETRY_DELAY,
     ) -> None:
         self.__attrs_init__(
             target=target,
@@ -122,6 +141,7 @@ class Task:
             prompt=prompt,
             input_type=input_type,
             timeout=timeout,
+            retry_delay=retry_delay,
         )
         object.__setattr__(self, "_free", self._find_free_names())
         object.__setattr__(self, "_named", name is not None)
@@ -188,6 +208,16 @@ class Task:
             or timeout <= 0
         ):
             found.append(f"{label}: timeout must be a number of seconds > 0, got {timeout!r}")
+        delay = self.retry_delay
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not 0 <= delay <= MAX_STEP_DELAY  # (NaN too)
+        ):
+            found.append(
+                f"{label}: retry_delay must be a number of seconds from 0 to "
+                f"{MAX_STEP_DELAY:g}, got {delay!r}"
+            )
         if self.kind == "function" and not callable(self.target):
             found.append(
                 f"{label}: a step is an Agent, a workflow or a function, "
@@ -327,10 +357,13 @@ class Task:
     def tool(self) -> Tool[..., Any]:
         """The tool the workflow's run calls to run this step."""
         if self.kind == "function":
-            return self._made(_function_runner(self))
+            function = self._made(_function_runner(self))
+            return retried_step(function, self) if self.on_error == "retry" else function
         # A sub-run: a coroutine for async runs, a blocking twin for blocking ones.
         check = _resume_check(self)
         made = checks_resume(runs_sub_runs(self._made(_run_runner(self))), check)
+        if self.on_error == "retry":
+            retried_step(made, self)
         if self.timeout is not None:
             # A coroutine is cancelled at its deadline; a blocking twin on a thread would run on.
             return made
@@ -350,6 +383,20 @@ class Task:
             timeout=self.timeout,
         )(runner)
         return made
+
+
+_unpickle_task = Task.__setstate__  # type: ignore[attr-defined]
+
+
+def _task_setstate(self: Task, state: Any) -> None:
+    """Unpickle a step, one pickled before `Task.retry_delay` existed with its default."""
+    _unpickle_task(self, state)
+    if not hasattr(self, "retry_delay"):  # (attrs' state of a slotted class: present names only)
+        object.__setattr__(self, "retry_delay", _RETRY_DELAY)
+
+
+_task_setstate.__qualname__ = "Task.__setstate__"
+Task.__setstate__ = _task_setstate  # type: ignore[attr-defined]
 
 
 def as_task(step: Any) -> Task:

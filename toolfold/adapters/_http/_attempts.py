@@ -48,9 +48,15 @@ class Send:
 
 @attrs.frozen
 class Sleep:
-    """Wait this many seconds before the next attempt."""
+    """Wait this many seconds before the next attempt.
+
+    ``retry`` is the retry it precedes (1 for the first), ``cause`` the error of
+    the attempt before it: what a trace shows of the retry (`retrying`).
+    """
 
     seconds: float
+    retry: int = 0
+    cause: ProviderError | None = None
 
 
 @attrs.frozen
@@ -108,18 +114,23 @@ Outcome = Any  # a started response, a `Failed` answer, or an exception
 
 
 def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any]:
-    """Attempts after ``first`` until one answers with status < 300; returns that response."""
+    """Attempts after ``first`` until one answers with status < 300; returns that response.
+
+    The error raised at the end says how many attempts were made and why no
+    other was (`_gave_up`).
+    """
     retry = 0
     outcome = first
     while True:
         if isinstance(outcome, BaseException):
             error, retryable = plan.exception_failure(outcome)
-            delay = None if retryable is False else _exception_delay(plan, retry, error)
+            wanted = None if retryable is False else _exception_delay(plan, retry, error)
+            delay = _fits(plan, wanted)
             if delay is None:
-                raise error from outcome
+                raise _gave_up(plan, retry, error, outcome, wanted) from outcome
         elif isinstance(outcome, Failed):
             error, retryable, hint = plan.status_failure(outcome)
-            delay = plan.policy.status_delay(
+            wanted = plan.policy.status_delay(
                 retry,
                 outcome.status,
                 outcome.headers,
@@ -128,9 +139,9 @@ def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any
                 random=plan.random(),
                 now=time.time(),
             )
-            delay = _fits(plan, delay)
+            delay = _fits(plan, wanted)
             if delay is None:
-                raise error
+                raise _gave_up(plan, retry, error, outcome, wanted)
         else:
             return outcome
         _log.info(
@@ -141,7 +152,7 @@ def attempts(plan: Plan, first: Outcome) -> Generator[Send | Sleep, Outcome, Any
             plan.policy.max_retries,
             one_line(str(error)),  # (the provider's text: a newline in it would forge a record)
         )
-        yield Sleep(delay)
+        yield Sleep(delay, retry + 1, error)
         retry += 1
         outcome = yield Send(_capped(plan))
 
@@ -155,7 +166,79 @@ def _exception_delay(plan: Plan, retry: int, error: ProviderError) -> float | No
             return None
     elif not (isinstance(error, ProviderConnectionError) and policy.retry_connection_errors):
         return None
-    return _fits(plan, policy.backoff(retry, plan.random()))
+    return policy.backoff(retry, plan.random())
+
+
+def _gave_up(
+    plan: Plan,
+    retry: int,
+    error: ProviderError,
+    outcome: Outcome,
+    wanted: float | None,
+) -> ProviderError:
+    """``error``, the last attempt's, with a note on its message: how many attempts were
+    made and why no other was, when that is not plain from the error (logged at INFO).
+
+    ``wanted``: the wait the policy would have made (None when it would not retry).
+    The error's class and attributes stay as they are; the note holds numbers only.
+    """
+    policy = plan.policy
+    said = [f"{retry + 1} attempts"] if retry else []
+    past = plan.deadline is not None and plan.clock() >= plan.deadline  # (the error says so)
+    if wanted is not None:  # a retry the total timeout has no room for
+        if not past:
+            said.append(
+                f"not retried: a wait of {_seconds(wanted)} s would end past the total timeout"
+            )
+    elif retry >= policy.max_retries and policy.max_retries:
+        said.append(f"max_retries={policy.max_retries} used up")
+    elif (
+        isinstance(outcome, Failed)
+        and retry < policy.max_retries
+        and _retried(plan, outcome, error)
+    ):
+        asked = error.retry_after  # (the headers', else the body's: `status_error`)
+        if asked is not None and asked > policy.max_retry_after:
+            said.append(
+                f"not retried: the server asked for a wait of {_seconds(asked)} s, over "
+                f"max_retry_after={_seconds(policy.max_retry_after)} s"
+            )
+    read = plan.timeouts.read if plan.timeouts is not None else None
+    if read is not None and not past and _read_timeout(outcome):
+        said.append(f"the read timeout is {_seconds(read)} s")
+    if said:
+        note = "; ".join(said)
+        error.args = (f"{error.args[0]} ({note})", *error.args[1:]) if error.args else (note,)
+        _log.info(
+            "giving up on %s after %d attempt%s: %s",
+            plan.label,
+            retry + 1,
+            "s" if retry else "",
+            one_line(str(error)),  # (the provider's text: a newline in it would forge a record)
+        )
+    return error
+
+
+def _seconds(value: float) -> str:
+    """``value`` seconds as a note shows them: ``0.95``, ``500``, ``inf``."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value < float("inf") else "inf"
+
+
+def _retried(plan: Plan, failed: Failed, error: ProviderError) -> bool:
+    """Whether the policy sends ``failed``'s request again, but for the wait it asks
+    (the error's verdict, as `RetryPolicy.status_delay` reads it, else its status)."""
+    if error.retryable is not None:
+        return error.retryable
+    return plan.policy.should_retry_status(failed.status, failed.headers)
+
+
+def _read_timeout(exc: Outcome) -> bool:
+    """Whether ``exc``, a client's, is its read timeout (httpx's ``ReadTimeout``, aiohttp's
+    ``SocketTimeoutError``): the one limit its message does not name."""
+    if not isinstance(exc, BaseException):
+        return False
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"ReadTimeout", "SocketTimeoutError"})
 
 
 def _fits(plan: Plan, delay: float | None) -> float | None:

@@ -36,7 +36,11 @@ from toolfold._errors import (
 )
 from toolfold.adapters._codec import inband_stream_error
 from toolfold.adapters._http._keys import Secret, mask_cut_tail, mask_url_credentials, redact
-from toolfold.adapters._http._retry import header_values, retry_after_seconds
+from toolfold.adapters._http._retry import (
+    header_values,
+    retry_after_seconds,
+    should_retry_hint,
+)
 from toolfold.adapters._http._sse import KEEP as SSE_KEEP
 from toolfold.adapters._wire import encodable, loads
 from toolfold.toolkit._results import one_line
@@ -303,6 +307,19 @@ def status_error(
     message = f"{provider} returned HTTP {status} for POST {url}{said}"
     if 300 <= status < 400:
         message += _redirect(status, headers, url, secrets)
+    # The verdict the transport's retries follow (`RetryPolicy.status_delay`), kept on
+    # the error for whoever retries next (Temporal, a workflow's step): a per-day quota
+    # with a retryDelay of 1 s was retried by them without end.
+    retryable = should_retry_hint(headers)
+    if retryable is None:
+        retryable = info.retryable
+    retry_after = retry_after_seconds(headers)
+    if retry_after is None:
+        retry_after = info.retry_after
+    if retryable is False:
+        retry_after = None  # (no wait after which asking again helps)
+        if info.retryable is False:
+            message += " (a quota that will not clear soon: asking again fails the same way)"
     common: dict[str, Any] = {
         "provider": provider,
         "status_code": status,
@@ -310,12 +327,11 @@ def status_error(
         "headers": headers,
         "provider_message": info.message,
         "code": info.code,
+        "retry_after": retry_after,
+        "retryable": retryable,
     }
     if status == 429:
-        retry_after = retry_after_seconds(headers)
-        if retry_after is None:
-            retry_after = info.retry_after
-        return RateLimitError(message, retry_after=retry_after, **common)
+        return RateLimitError(message, **common)
     if status in (400, 413, 422):
         if info.code == "tool_use_failed":
             return ToolUseFailedError(

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from toolfold._errors import ModelConfigError
+from toolfold._errors import DEFAULT_MAX_RETRY_AFTER, ModelConfigError
 from toolfold.runtime.core._config import is_count
 from toolfold.runtime.core._repr import HUGE, value_or_type
 
@@ -324,7 +324,7 @@ class RetryPolicy:
     )
     retry_server_errors: bool = attrs.field(default=True, validator=_flag)
     max_retry_after: float = attrs.field(
-        default=120.0, converter=_seconds, validator=_finite_seconds
+        default=DEFAULT_MAX_RETRY_AFTER, converter=_seconds, validator=_finite_seconds
     )
     retry_connection_errors: bool = attrs.field(default=True, validator=_flag)
     retry_timeouts: bool = attrs.field(default=True, validator=_flag)

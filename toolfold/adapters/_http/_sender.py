@@ -62,6 +62,7 @@ from toolfold.adapters._http._keys import (
     redact_header,
 )
 from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
+from toolfold.runtime.drive._trace import retrying
 from toolfold.toolkit._results import one_line
 
 __all__ = ["Call", "Sender", "scrub_error"]
@@ -287,6 +288,7 @@ class Sender:
             plan, step = self._retry(plan, call, outcome, cap=not bounded)
             if plan is None:
                 return step
+            retrying(step.retry, step.seconds, step.cause)
             await self.sleep(step.seconds)
             timeout = plan.send(None).timeout  # the next Send
             try:
@@ -334,6 +336,7 @@ class Sender:
             plan, step = self._retry(plan, call, outcome)
             if plan is None:
                 return step
+            retrying(step.retry, step.seconds, step.cause)
             self.sleep_sync(step.seconds)
             timeout = plan.send(None).timeout  # the next Send
 
@@ -590,6 +593,9 @@ class Sender:
         )
         if failed.cut:
             error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
+        # The longest wait this transport honours: a workflow step retried after the
+        # error waits no longer either (`toolfold.runtime._step_retry`).
+        error.__dict__["_max_retry_after"] = self.retry.max_retry_after
         return self.scrub(error), info.retryable, info.retry_after
 
     def _exception_failure(

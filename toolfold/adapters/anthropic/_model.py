@@ -14,9 +14,10 @@ from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.anthropic._errors import parse_error
 from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
 from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
-from toolfold.adapters.anthropic._response import parse_response
+from toolfold.adapters.anthropic._response import parse_response, parse_usage
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
 from toolfold.runtime._model import Prepared
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -84,6 +85,10 @@ class AnthropicModel(ProviderModel):
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data)
+
+    def _usage(self, data: Mapping[str, Any]) -> Usage | None:
+        usage = data.get("usage")
+        return parse_usage(usage) if isinstance(usage, Mapping) else None
 
     def _stream_start(self) -> DecoderState:
         return DecoderState()

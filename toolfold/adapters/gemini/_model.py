@@ -19,7 +19,7 @@ from toolfold.adapters.gemini._providers import (
     KEY_HEADER,
 )
 from toolfold.adapters.gemini._request import build_body, compiled_tool, schema_dialect
-from toolfold.adapters.gemini._response import parse_response
+from toolfold.adapters.gemini._response import parse_response, parse_usage
 from toolfold.adapters.gemini._stream import (
     DecoderState,
     decode_chunk,
@@ -27,6 +27,7 @@ from toolfold.adapters.gemini._stream import (
     decode_event,
 )
 from toolfold.runtime._model import Prepared
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -136,6 +137,10 @@ class GeminiModel(ProviderModel):
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data, self.provider_name)
+
+    def _usage(self, data: Mapping[str, Any]) -> Usage | None:
+        usage = data.get("usageMetadata")
+        return parse_usage(usage) if isinstance(usage, Mapping) else None
 
     def _compiled(self, tool: ToolDefinition) -> CompiledTool:
         return compiled_tool(tool, schema_dialect(self.model_name, self.schema_form))

@@ -9,9 +9,10 @@ from toolfold.adapters._dialects import CompiledTool
 from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.ollama._provider import API_KEY_ENV, host_from_env
 from toolfold.adapters.ollama._request import compiled_tool, prepare
-from toolfold.adapters.ollama._response import parse_response
+from toolfold.adapters.ollama._response import parse_response, parse_usage
 from toolfold.adapters.ollama._stream import DecoderState, decode_end, decode_line
 from toolfold.runtime._model import Prepared
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -63,6 +64,11 @@ class OllamaModel(ProviderModel):
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data)
+
+    def _usage(self, data: Mapping[str, Any]) -> Usage | None:
+        if "prompt_eval_count" not in data and "eval_count" not in data:
+            return None
+        return parse_usage(data)
 
     def _stream_start(self) -> DecoderState:
         return DecoderState()

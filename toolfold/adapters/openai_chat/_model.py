@@ -30,10 +30,11 @@ from toolfold.adapters.openai_chat._request import (
     id_rewrite,
     reasoning_notes,
 )
-from toolfold.adapters.openai_chat._response import parse_response
+from toolfold.adapters.openai_chat._response import parse_response, parse_usage
 from toolfold.adapters.openai_chat._stream import DecoderState, decode_chunk, decode_end
 from toolfold.adapters.openai_responses._providers import is_openai
 from toolfold.runtime._model import Prepared, RequestReport
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._repr import short
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
@@ -184,6 +185,12 @@ class OpenAIChatModel(ProviderModel):
         return parse_response(
             data, self.provider_name, thinking_in_total=self.provider.thinking_in_total
         )
+
+    def _usage(self, data: Mapping[str, Any]) -> Usage | None:
+        usage = data.get("usage")
+        if not isinstance(usage, Mapping):
+            return None
+        return parse_usage(usage, thinking_in_total=self.provider.thinking_in_total)
 
     def _compiled(self, tool: ToolDefinition) -> CompiledTool:
         return compiled_tool(tool, self.provider)

@@ -16,13 +16,14 @@ from toolfold.adapters.openai_responses._providers import (
     is_openai,
 )
 from toolfold.adapters.openai_responses._request import build_body, compiled_tool
-from toolfold.adapters.openai_responses._response import parse_response
+from toolfold.adapters.openai_responses._response import parse_response, parse_usage
 from toolfold.adapters.openai_responses._stream import (
     DecoderState,
     decode_end,
     decode_event,
 )
 from toolfold.runtime._model import Prepared
+from toolfold.runtime.core._messages import Usage
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, ToolDefinition
 from toolfold.runtime.core._stream import StreamEvent
 
@@ -73,6 +74,10 @@ class OpenAIResponsesModel(ProviderModel):
 
     def _parse(self, data: Mapping[str, Any]) -> ModelResponse:
         return parse_response(data, self.provider_name)
+
+    def _usage(self, data: Mapping[str, Any]) -> Usage | None:
+        usage = data.get("usage")
+        return parse_usage(usage) if isinstance(usage, Mapping) else None
 
     def _compiled(self, tool: ToolDefinition) -> CompiledTool:
         return compiled_tool(tool)

@@ -35,15 +35,11 @@ except ImportError as exc:  # the temporal extra is not installed, or fails to i
     raise_missing_extra(exc, "temporal", "toolfold.integrations.temporal", ("temporalio",))
 
 from toolfold._errors import (
-    AuthenticationError,
-    BadRequestError,
-    NotFoundError,
     ProviderError,
-    ProviderFinishError,
-    RateLimitError,
     RunError,
     ToolDefinitionError,
     ToolfoldError,
+    gives_up,
     restored_error,
 )
 from toolfold.integrations.temporal._nested import (
@@ -83,11 +79,6 @@ from toolfold.toolkit._context import RunContext
 
 T = TypeVar("T")
 
-# Provider errors that a retry cannot fix: the workflow fails at once. A
-# `ProviderFinishError` is a paid answer the provider ended abnormally (Anthropic's
-# ``pause_turn``, Gemini's ``MALFORMED_FUNCTION_CALL``): asking again under the
-# default policy (``maximum_attempts=0``, no limit) paid for it again, without end.
-_PERMANENT = (AuthenticationError, BadRequestError, NotFoundError, ProviderFinishError)
 #: The longest ``retry_after`` given to Temporal as the next retry delay, in
 #: seconds: a day, the longest wait a `RetryPolicy.max_retry_after` may honour
 #: (the agent's own policy is not known inside the activity). A longer wait (or
@@ -840,12 +831,16 @@ def _within(
 def _application_error(exc: ProviderError, extra: Sequence[Any] = ()) -> ApplicationError:
     """A provider error as Temporal sees it: retryable or not, with the provider's delay.
 
-    A ``retry_after`` past `MAX_RETRY_DELAY` (``inf`` too) is non-retryable with
-    no delay; NaN or a negative one is no delay (Temporal's own backoff).
+    An error asking again cannot fix (`gives_up`: its class, or the provider's
+    word, a Gemini per-day quota) fails the workflow at once: under the default
+    policy (``maximum_attempts=0``, no limit) it was asked, and paid, without
+    end. A ``retry_after`` (a 429's, a 503's) is the next retry delay; one past
+    `MAX_RETRY_DELAY` (``inf`` too) is non-retryable with no delay; NaN or a
+    negative one is no delay (Temporal's own backoff).
     """
     delay = None
-    permanent = isinstance(exc, _PERMANENT)
-    asked = exc.retry_after if isinstance(exc, RateLimitError) else None
+    permanent = gives_up(exc)
+    asked = exc.retry_after
     if asked is not None and asked > MAX_RETRY_DELAY:
         permanent = True
     elif asked is not None and asked >= 0:  # not NaN, not negative

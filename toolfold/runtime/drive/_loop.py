@@ -39,6 +39,7 @@ from toolfold.runtime._response import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from toolfold.runtime._step_retry import not_retried, round_wait
 from toolfold.runtime.core._approval import dispositions, policy_says
 from toolfold.runtime.core._build import builder, new_tuple
 from toolfold.runtime.core._effects import (
@@ -320,10 +321,11 @@ class CutAnswer(NamedTuple):
 
 
 def billed_usage(exc: BaseException) -> Usage | None:
-    """The usage a provider reported for the answer ``exc`` ended abnormally
-    (`ProviderError.usage`: a `ProviderFinishError` for ``pause_turn``,
-    ``MALFORMED_FUNCTION_CALL``...; a Responses ``response.failed``), or None: that
-    answer was billed, so the error's state counts it as a cut stream's (`with_cut_usage`)."""
+    """The usage a provider reported for the answer ``exc`` ended abnormally or that
+    toolfold could not read (`ProviderError.usage`: a `ProviderFinishError` for
+    ``pause_turn``, ``MALFORMED_FUNCTION_CALL``...; a Responses ``response.failed``; a
+    `MalformedResponseError`), or None: that answer was billed, so the error's state
+    counts it as a cut stream's (`with_cut_usage`)."""
     usage = exc.usage if isinstance(exc, ProviderError) else None
     return usage if type(usage) is Usage else None
 
@@ -406,6 +408,13 @@ class _NoticeOp(NamedTuple):
     event: RunStreamEvent
 
 
+class _WaitOp(NamedTuple):
+    """Wait ``seconds`` before the next round: a retried workflow step's provider error
+    asked for it (`round_wait`); shells wait with `_step_retry`'s sleeps."""
+
+    seconds: float
+
+
 class _SettledOp(NamedTuple):
     """Calls settled without the executor (an unknown tool, arguments that are no JSON
     object, a denial, a result the caller gave), for a trace to record; yielded only
@@ -421,7 +430,7 @@ def _settled(calls: Iterable[CallState]) -> _SettledOp | None:
 
 
 # The model op is the core's own `CallModel` effect: no wrapper to build.
-_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp, _OpenOp, _SettledOp]  # noqa: UP007
+_Op = Union[CallModel, _RunToolsOp, _NoticeOp, _SwitchOp, _OpenOp, _SettledOp, _WaitOp]  # noqa: UP007
 Loop = Generator[_Op, Any, Ended]
 _Part = Generator[_Op, Any, RunState]  # a piece of the loop: the state after it
 
@@ -804,6 +813,10 @@ def _run_tools(
     # sees the first, so an observer that raises leaves none to run again.
     for event in events:
         state = reduce(state, event)
+    if _raised(outcomes):  # a retried workflow step's error that is not asked again fails it
+        failure = not_retried(state, outcomes, live.tools)
+        if failure is not None:
+            state = reduce(state, failure)
     if state.error is not None and failed_by is not None:
         _note_cause(failed_by, state, outcomes)
     try:
@@ -811,6 +824,10 @@ def _run_tools(
             show_event(live, event, state)
             if notify and event.kind == "tool_returned":
                 yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
+        if state.phase != "failed" and _raised(outcomes):
+            wait = round_wait(outcomes, live.tools)  # (a retried step's, outside its attempt)
+            if wait:
+                yield _WaitOp(wait)
     except BaseException as exc:  # Ctrl-C thrown in at a result shown: the round is in the state
         interrupted(exc, state)
         raise

@@ -18,6 +18,7 @@ from collections.abc import (
 from contextlib import AsyncExitStack, ExitStack, aclosing, contextmanager, suppress
 from typing import Any
 
+import toolfold.runtime._step_retry as step_retry
 from toolfold.runtime._response import (
     Response,
     RunStreamEvent,
@@ -67,6 +68,7 @@ from toolfold.runtime.drive._loop import (
     _RunToolsOp,
     _SettledOp,
     _SwitchOp,
+    _WaitOp,
     billed_usage,
     interrupted,
     is_interruption,
@@ -176,6 +178,8 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
                 failure = exc
         elif isinstance(op, _SettledOp) and trace is not None:
             trace.settled(op.calls)
+        elif isinstance(op, _WaitOp):  # (rare: a retried workflow step waits)
+            step_retry.sleep_sync(op.seconds)
 
 
 def cut_tools(tools: ToolsTrace | None, op: _RunToolsOp) -> None:
@@ -311,6 +315,8 @@ async def drive_async(live: Live, state: RunState) -> Ended:
                         failure = exc
                 elif isinstance(op, _SettledOp) and trace is not None:
                     trace.settled(op.calls)
+                elif isinstance(op, _WaitOp):  # (rare: a retried workflow step waits)
+                    await step_retry.sleep(op.seconds)
         except BaseException as exc:
             stamp(loop, exc)
             if held is not None:  # told the error, so a close error is noted on it, not raised
@@ -420,6 +426,8 @@ def _stream_sync(
                 raise
             if tools is not None:
                 tools.end(value)
+        elif isinstance(op, _WaitOp):  # (rare: a retried workflow step waits)
+            step_retry.sleep_sync(op.seconds)
 
 
 # How long a caller that leaves a blocking stream during a round of sub-runs waits at most
@@ -775,6 +783,8 @@ async def _stream_async(
                 raise
             if tools is not None:
                 tools.end(value)
+        elif isinstance(op, _WaitOp):  # (rare: a retried workflow step waits)
+            await step_retry.sleep(op.seconds)
 
 
 # --- a model call while a trace is on: its span current while the model runs, ended

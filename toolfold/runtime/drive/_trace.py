@@ -96,6 +96,12 @@ class Tracer(Protocol):
         """A driver starts performing a run from ``state``."""
         ...
 
+    def retrying(self, retry: int, wait: float, cause: BaseException | None) -> None:
+        """The transport sends the current model call's request again, retry number
+        ``retry`` (1 for the first), after waiting ``wait`` seconds, because of ``cause``
+        (the failed attempt's error). Called where the call runs: what is current there
+        is the call's (`CallTrace.attach`)."""
+
 
 _TRACER: list[Tracer | None] = [None]
 
@@ -109,6 +115,13 @@ def set_tracer(tracer: Tracer | None) -> Tracer | None:
 def tracing() -> bool:
     """Whether a tracer is installed."""
     return _TRACER[0] is not None
+
+
+def retrying(retry: int, wait: float, cause: BaseException | None) -> None:
+    """Tell the tracer, if one is installed, that a request is sent again (`Tracer.retrying`)."""
+    tracer = _TRACER[0]
+    if tracer is not None:
+        tracer.retrying(retry, wait, cause)
 
 
 def start_run(live: Live, state: RunState) -> RunTrace | None:
