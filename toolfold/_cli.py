@@ -35,7 +35,7 @@ def _view(args: argparse.Namespace) -> int:
     source = Path(args.state)
     try:
         state = RunState.from_json(state_text(source.read_bytes()))
-    except (OSError, ValueError, ToolfoldError) as exc:  # (ValueError: not UTF-8, file_text)
+    except (OSError, ValueError, ToolfoldError) as exc:  # (ValueError: not UTF-8, run_file_text)
         print(f"toolfold view: cannot load {source}: {exc}", file=sys.stderr)
         return 1
     target = Path(args.output) if args.output else source.with_suffix(".html")

@@ -59,9 +59,9 @@ def state_text(raw: bytes) -> str:
     """The state inside a run file, or the file's text itself (a bare state, or not JSON at all).
 
     Raises:
-        ValueError: The file is not UTF-8 text (`file_text`).
+        ValueError: The file is not UTF-8 text (`run_file_text`).
     """
-    text = file_text(raw)
+    text = run_file_text(raw)
     try:
         document = json.loads(text)
     except ValueError:
@@ -71,7 +71,7 @@ def state_text(raw: bytes) -> str:
     return text
 
 
-def file_text(raw: bytes) -> str:
+def run_file_text(raw: bytes) -> str:
     """A run file's (or a state's) bytes as text (`decoded_file`): UTF-8, UTF-16 or UTF-32
     (PowerShell 5's ``>`` writes UTF-16), a byte order mark dropped. ``view`` and
     ``resume`` read both through it.
@@ -369,8 +369,8 @@ def _resume(args: argparse.Namespace, path: Path, held: _Held) -> int:
     from toolfold.runtime.drive._failures import started_by
 
     try:
-        document = json.loads(file_text(held.raw))
-    except ValueError as exc:  # (not UTF-8, said by file_text, or not JSON)
+        document = json.loads(run_file_text(held.raw))
+    except ValueError as exc:  # (not UTF-8, said by run_file_text, or not JSON)
         _say("resume", f"cannot read {path}: {exc}")
         return PROBLEM
     wrapped = isinstance(document, dict) and document.get("format") == RUN_FILE

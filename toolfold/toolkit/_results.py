@@ -285,10 +285,15 @@ def decoded_file(raw: bytes, *, wide: bool = False) -> str:
         text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].decode(encoding, "replace").count("\n") + 1
-        named, other = ("UTF-8", ", such as Windows' cp1252?") if encoding == "utf-8" else ("", "")
+        why = (
+            "saved in another encoding, such as Windows' cp1252?"
+            if encoding == "utf-8"
+            else "damaged or cut short"  # (a UTF-16/32 file known by its start)
+        )
+        named = "UTF-8" if encoding == "utf-8" else found[:6].upper()
         raise NotUTF8Error(
-            f"not {named or found[:6].upper()}: byte 0x{raw[exc.start]:02x} at offset "
-            f"{exc.start} (saved in another encoding{other}): save it as UTF-8",
+            f"not {named}: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({why}): "
+            "save it as UTF-8",
             line,
         ) from None
     return text[1:] if text.startswith("\ufeff") else text
