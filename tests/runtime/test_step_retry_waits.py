@@ -388,3 +388,76 @@ def test_a_streamed_workflow_waits_between_attempts(
     with pytest.raises(RunError):
         asyncio.run(read()) if way == "astream" else drain()
     assert (len(calls), waits.seconds) == (3, [2.0, 2.0])
+
+
+@pytest.mark.parametrize("way", [*WAYS, "stream", "astream"])
+def test_a_run_that_stops_for_an_approval_does_not_wait(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a Parallel, a retried step's 503 asking 30 s while a sibling step waits for an
+    approval: the run stops for it at once (watched and streamed runs slept 30 s first)."""
+    from toolfold import Parallel, tool
+    from toolfold.testing import ScriptedModel
+
+    @tool(requires_approval=True)
+    def publish(text: str) -> str:
+        """Publish.
+
+        Args:
+            text: The text.
+        """
+        return "published"
+
+    def publishing(request: Any) -> Any:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return ScriptedModel.call("publish", {"text": "x"})
+
+    waits = Waits(monkeypatch)
+    busy, calls = _failing(
+        lambda: toolfold.ServerError("busy", provider="p", status_code=503, retry_after=30.0), "a"
+    )
+    publisher = Agent(FunctionModel(publishing), name="publisher", tools=[publish])
+    workflow = Parallel(Task(busy, on_error="retry"), publisher, name="wf")
+
+    async def read() -> None:
+        async for _ in workflow.stream("x"):
+            pass
+
+    if way == "astream":
+        asyncio.run(read())
+    elif way == "stream":
+        for _ in workflow.stream("x"):
+            pass
+    else:
+        assert _run(workflow, way).finish_reason == "approval_required"
+    assert (len(calls), waits.seconds) == (1, [])
+
+
+def test_ctrl_c_cuts_a_nested_workflow_s_wait_in_a_blocking_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a blocking stream, Ctrl-C (which fires the round a nested workflow runs in on a
+    thread of its own) stops the nested step's wait at the next slice: the wait of 20 s
+    was made whole first."""
+    from toolfold.runtime.drive._kept_loop import SIGNAL_POLL, watched_interrupt
+
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:  # Ctrl-C reaches the caller as the wait begins
+        waits.append(seconds)
+        interrupt = watched_interrupt()
+        assert interrupt is not None
+        interrupt.fire()
+
+    monkeypatch.setattr(step_retry, "sleep_sync", sleep)
+    agent, calls = _failing(
+        lambda: toolfold.ServerError("busy", provider="p", status_code=503, retry_after=20.0)
+    )
+    inner = Sequence(Task(agent, on_error="retry"), name="inner")
+    outer = Sequence(Task(inner), name="outer")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        for _ in outer.stream("x"):
+            pass
+    assert getattr(caught.value, "state", None) is not None
+    assert (len(calls), waits) == (1, [SIGNAL_POLL])

@@ -95,7 +95,7 @@ from toolfold.runtime.drive._loop import (
     is_interruption,
     resumed_round,
 )
-from toolfold.runtime.drive._shells import finish, stamp
+from toolfold.runtime.drive._shells import finish, stamp, wait_sync
 from toolfold.runtime.drive._sync_calls import run_calls_sync
 from toolfold.runtime.drive._trace import tracing
 from toolfold.toolkit._results import describe_exception
@@ -292,7 +292,7 @@ def conduct_sync(
                 # A round follows (the last did not fail the run): a retried step's wait first.
                 wait = None if outcomes is None else round_wait(outcomes, live.tools)
                 if wait:
-                    step_retry.sleep_sync(wait)
+                    wait_sync(wait)
                 with resumed_round(live):
                     if steps is None:  # a function step, a timeout...: the executor runs them
                         assert at is not None

@@ -70,7 +70,7 @@ from toolfold.runtime.core._messages import (
 from toolfold.runtime.core._next import next_effect
 from toolfold.runtime.core._reducer import OpenStep, countable, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, ToolDefinition, without_cut_calls
-from toolfold.runtime.core._state import CallState, Disposition, RunState
+from toolfold.runtime.core._state import WAITING_PHASES, CallState, Disposition, RunState
 from toolfold.runtime.core._steps import last_response, usage_sum_problem
 from toolfold.runtime.core._stop import (
     StopPredicate,
@@ -813,7 +813,8 @@ def _run_tools(
     # sees the first, so an observer that raises leaves none to run again.
     for event in events:
         state = reduce(state, event)
-    if _raised(outcomes):  # a retried workflow step's error that is not asked again fails it
+    raised = _raised(outcomes)
+    if raised:  # a retried workflow step's error that is not asked again fails it
         failure = not_retried(state, outcomes, live.tools)
         if failure is not None:
             state = reduce(state, failure)
@@ -824,7 +825,7 @@ def _run_tools(
             show_event(live, event, state)
             if notify and event.kind == "tool_returned":
                 yield _NoticeOp(ToolResultEvent(outcome.part, outcome.outcome))
-        if state.phase != "failed" and _raised(outcomes):
+        if raised and state.phase not in _NO_NEXT_ROUND:
             wait = round_wait(outcomes, live.tools)  # (a retried step's, outside its attempt)
             if wait:
                 yield _WaitOp(wait)
@@ -832,6 +833,11 @@ def _run_tools(
         interrupted(exc, state)
         raise
     return state
+
+
+# The phases after a round in which the run makes no next round now (it ended, or it stops
+# for its caller's answers): a retried step's wait waits for the round that runs it again.
+_NO_NEXT_ROUND = ("finished", "failed", *WAITING_PHASES)
 
 
 def _raised(outcomes: Sequence[ToolOutcome]) -> bool:

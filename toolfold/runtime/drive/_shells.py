@@ -179,7 +179,22 @@ def _drive_sync(live: Live, loop: Loop, trace: RunTrace | None, held: ExitStack)
         elif isinstance(op, _SettledOp) and trace is not None:
             trace.settled(op.calls)
         elif isinstance(op, _WaitOp):  # (rare: a retried workflow step waits)
-            step_retry.sleep_sync(op.seconds)
+            wait_sync(op.seconds)
+
+
+def wait_sync(seconds: float) -> None:
+    """Make a retried step's wait (`_step_retry`) on this thread: a blocking sub-run of a
+    stream's round waits in slices of `SIGNAL_POLL` and stops once Ctrl-C reached the round
+    (its thread gets no signal: it waited the whole wait before)."""
+    interrupt = watched_interrupt()
+    if interrupt is None:
+        step_retry.sleep_sync(seconds)
+        return
+    while seconds > 0 and not interrupt.fired:
+        step = min(seconds, SIGNAL_POLL)
+        step_retry.sleep_sync(step)
+        seconds -= step
+    check_interrupt(interrupt)
 
 
 def cut_tools(tools: ToolsTrace | None, op: _RunToolsOp) -> None:
@@ -427,7 +442,7 @@ def _stream_sync(
             if tools is not None:
                 tools.end(value)
         elif isinstance(op, _WaitOp):  # (rare: a retried workflow step waits)
-            step_retry.sleep_sync(op.seconds)
+            wait_sync(op.seconds)
 
 
 # How long a caller that leaves a blocking stream during a round of sub-runs waits at most
