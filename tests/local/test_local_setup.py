@@ -451,7 +451,9 @@ def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``status`` says DAMAGED, with the remedy, for a cached model of the wrong size and an
-    empty binary; it listed them as fine (review s45)."""
+    empty binary; it listed them as fine (review s45). The remedy deletes that file alone:
+    it said `clean`, then `build`, which threw away the 7-minute build for a bad model too
+    (round 3)."""
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     monkeypatch.delenv(SERVER_ENV, raising=False)
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # (no wheel installed)
@@ -465,7 +467,10 @@ def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
     assert local_main(["status"]) == 0
     out = capsys.readouterr().out
     assert f"{binary} (llama-cpp-python" in out
-    assert "DAMAGED (empty): run `python -m toolfold.local clean`" in out
+    model = tmp_path / "models" / entry.file
+    assert f"DAMAGED (empty): delete {binary}; the next use (or `python -m" in out
     assert (
-        f"DAMAGED (104 bytes, expected {entry.size}): run `python -m toolfold.local clean`" in out
-    )
+        f"DAMAGED (104 bytes, expected {entry.size}): delete {model}; "
+        "the next use downloads and installs it again"
+    ) in out
+    assert "toolfold.local clean" not in out
