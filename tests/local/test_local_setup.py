@@ -368,7 +368,9 @@ def test_an_explicit_auto_first_step_answers_typed() -> None:
     where main answered typed (review s45, round 3). The model then calls no tool."""
     model = LocalModel()
     output = OutputSpec("Sum", {"type": "object", "properties": {"value": {"type": "integer"}}})
-    first = attrs.evolve(_request(Message.user("What is 2 + 3?")), output=output, tool_choice="auto")
+    first = attrs.evolve(
+        _request(Message.user("What is 2 + 3?")), output=output, tool_choice="auto"
+    )
     sent = model.as_sent(first)
     assert (sent.tool_choice, sent.output) == ("auto", output)
     assert model.prepare(first).body["response_format"]["type"] == "json_schema"
