@@ -546,8 +546,8 @@ def test_an_empty_cached_binary_fails_to_start_naming_it_and_the_remedy(
     fake: Callable[[bytes], Path], tmp_path: Path
 ) -> None:
     """An empty llama-server in the cache (a damaged build): the start fails saying it cannot
-    be run, naming the file and ``python -m toolfold.local clean``; it showed the watchdog's
-    Python traceback (OSError: Exec format error) (review s45)."""
+    be run, naming the file and to delete it (not `clean`, which deletes the models too); it
+    showed the watchdog's Python traceback (OSError: Exec format error) (review s45)."""
     binary = tmp_path / "cache" / "llama-server" / "0" / "llama-server"
     binary.parent.mkdir(parents=True)
     binary.write_bytes(b"")
@@ -558,7 +558,8 @@ def test_an_empty_cached_binary_fails_to_start_naming_it_and_the_remedy(
     assert "exited while starting (exit status 126)" in message
     assert f"watchdog: cannot run {binary}: Exec format error" in message
     assert "Traceback" not in message
-    assert f"\n{binary} may be damaged (empty): run `python -m toolfold.local clean`" in message
+    assert f"\n{binary} may be damaged (empty): delete {binary}; the next use" in message
+    assert "toolfold.local clean" not in message
     assert message.count("may be damaged") == 1
 
 

@@ -329,7 +329,7 @@ def test_an_output_type_is_sent_only_on_the_step_that_answers() -> None:
     first = attrs.evolve(_request(question), output=output)
     assert model.as_sent(first).output is None
     assert "response_format" not in model.prepare(first).body
-    for choice in ("auto", "get_weather", "required"):
+    for choice in ("get_weather", "required"):
         assert model.as_sent(attrs.evolve(first, tool_choice=choice)).output is None
     call = ToolCallPart("c1", "get_weather", '{"city": "Paris"}')
     results = Message("tool", (ToolResultPart("c1", "get_weather", "18C"),))
@@ -360,6 +360,20 @@ def test_a_step_leaving_the_choice_answers_typed_once_results_came() -> None:
     assert model.prepare(answer).body["response_format"]["type"] == "json_schema"
     for forcing in ("required", "get_weather"):
         assert model.as_sent(attrs.evolve(answer, tool_choice=forcing)).output is None
+
+
+def test_an_explicit_auto_first_step_answers_typed() -> None:
+    """A caller's "auto" on a step before any tool result gets ``response_format``, as on
+    main: held back, a small model's words failed every run with the server's HTTP 500
+    where main answered typed (review s45, round 3). The model then calls no tool."""
+    model = LocalModel()
+    output = OutputSpec("Sum", {"type": "object", "properties": {"value": {"type": "integer"}}})
+    first = attrs.evolve(
+        _request(Message.user("What is 2 + 3?")), output=output, tool_choice="auto"
+    )
+    sent = model.as_sent(first)
+    assert (sent.tool_choice, sent.output) == ("auto", output)
+    assert model.prepare(first).body["response_format"]["type"] == "json_schema"
 
 
 def test_asking_again_for_a_rejected_answer_forces_no_tool() -> None:
@@ -439,7 +453,9 @@ def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``status`` says DAMAGED, with the remedy, for a cached model of the wrong size and an
-    empty binary; it listed them as fine (review s45)."""
+    empty binary; it listed them as fine (review s45). The remedy deletes that file alone:
+    it said `clean`, then `build`, which threw away the 7-minute build for a bad model too
+    (round 3)."""
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     monkeypatch.delenv(SERVER_ENV, raising=False)
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # (no wheel installed)
@@ -453,7 +469,10 @@ def test_status_calls_a_cut_model_or_an_empty_binary_damaged(
     assert local_main(["status"]) == 0
     out = capsys.readouterr().out
     assert f"{binary} (llama-cpp-python" in out
-    assert "DAMAGED (empty): run `python -m toolfold.local clean`" in out
+    model = tmp_path / "models" / entry.file
+    assert f"DAMAGED (empty): delete {binary}; the next use (or `python -m" in out
     assert (
-        f"DAMAGED (104 bytes, expected {entry.size}): run `python -m toolfold.local clean`" in out
-    )
+        f"DAMAGED (104 bytes, expected {entry.size}): delete {model}; "
+        "the next use downloads and installs it again"
+    ) in out
+    assert "toolfold.local clean" not in out

@@ -85,14 +85,15 @@ class LocalModel:
     this template lets text without a "{" come first, then holds a call to
     its tool's schema; a model that writes words instead (no "{") writes on
     to ``max_tokens``, and the step ends with no call and finish reason
-    "length". With an output type, ``response_format`` goes only on a step
-    that answers: one sent with "none", or with "auto" once tool results
-    came or on such a retry (the server follows it over the tools: sent
-    earlier, no tool would be called). ``"auto"`` lets the model choose,
-    which small models do badly: the server may then answer HTTP 500 ("does
-    not match the expected format", a `ServerError`, which ends the run) or
-    send an error event inside the stream (a `StreamError`). An explicit
-    ``tool_choice`` is always sent as given.
+    "length". With an output type, ``response_format`` goes on a step sent
+    with "none" or "auto", never on one forcing a call ("required", a tool's
+    name): the server follows it over the tools, so a step sent with "auto"
+    and the schema calls no tool; it answers typed. ``"auto"`` without an
+    output type lets the model choose, which small models do badly: the
+    server may then answer HTTP 500 ("does not match the expected format", a
+    `ServerError`, which ends the run) or send an error event inside the
+    stream (a `StreamError`). An explicit ``tool_choice`` is always sent as
+    given.
 
     A server that died (killed, out of memory) is started again by the next
     call. A call whose connection failed because its server had died, before
@@ -207,23 +208,19 @@ class LocalModel:
     def as_sent(self, request: ModelRequest) -> ModelRequest:
         """The request as sent: the tool-choice policy and default settings applied.
 
-        The output schema (``response_format``) goes only on a step that
-        answers: one sent with "none", or one that forces no tool ("auto") once
-        tool results came, or that asks again for a rejected answer. On a step
-        where the model may still call its first tool it is held back.
+        The output schema (``response_format``) is held back on a step that
+        forces a call ("required", a tool's name); a step sent with "none" or
+        "auto" gets it (with "auto" the model then answers and calls no tool).
         """
         changes: dict[str, Any] = {}
         choice = request.tool_choice
-        answering = _answering(request)
         if request.tools and choice is None:
-            choice = changes["tool_choice"] = "none" if answering else "required"
-        forcing = choice not in ("none", "auto")  # "required", a named tool
-        if request.output is not None and request.tools and (forcing or not answering):
+            choice = changes["tool_choice"] = "none" if _answering(request) else "required"
+        if request.output is not None and request.tools and choice not in ("none", "auto"):
             # llama-server constrains the answer to ``response_format`` whatever
-            # ``tool_choice`` says: sent with tools, no tool was ever called and the
-            # structured answer was made up. A step forcing a call never gets it; one
-            # leaving the choice to the model gets it once it answers (without it, a
-            # small model's words failed the run).
+            # ``tool_choice`` says: sent with a forced call, no tool was ever called and
+            # the structured answer was made up. With "auto" it goes as on main: the
+            # step answers typed (held back, a small model's words failed every run).
             changes["output"] = None
         missing = {k: v for k, v in DEFAULT_SETTINGS.items() if k not in request.settings}
         if missing:

@@ -90,7 +90,8 @@ def damage(path: Path, *, executable: bool = False, size: int | None = None) -> 
 
 
 def remedy(path: Path) -> str:
-    """What to do about a damaged ``path``: only the cache's own files are `clean`'s."""
+    """What to do about a damaged ``path``: a file of the cache's own is deleted alone (the
+    next use makes it again; `clean` would throw away the build and the models with it)."""
     own = os.environ.get(SERVER_ENV)
     if own and Path(own).expanduser() == path:
         return (
@@ -98,10 +99,9 @@ def remedy(path: Path) -> str:
             "build (`clean` and `build` leave that file alone)"
         )
     if path.is_relative_to(cache_dir()):
-        return (
-            "run `python -m toolfold.local clean`, then `python -m toolfold.local build` "
-            "(or the next use) makes it again"
-        )
+        if path.suffix == ".gguf":  # a model: `ensure_model` installs a missing one
+            return f"delete {path}; the next use downloads and installs it again"
+        return f"delete {path}; the next use (or `python -m toolfold.local build`) builds it again"
     return "replace it (it is not in toolfold's cache: `clean` and `build` leave it alone)"
 
 

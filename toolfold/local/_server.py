@@ -382,21 +382,28 @@ class LocalServer:
             handle, name = tempfile.mkstemp(prefix=_STARTING_LOG, suffix=".log", dir=logs)
         except OSError as exc:
             raise cache_error(logs, exc) from None
-        if sys.platform != "win32":
-            # Held by the description the watchdog and the server inherit as their
-            # output: locked while any of them runs, even after this process is gone.
-            # (a new file: never held; on a file system refusing locks, ENOLCK, the
-            # log goes unlocked, and pruning, which cannot lock it either, keeps it)
-            try_lock(handle)
-        self.log_path = Path(name)
-        self._log = os.fdopen(handle, "wb")
-        watchdog = [sys.executable, str(Path(__file__).with_name("_watchdog.py"))]
-        held: tuple[int, ...] = ()
-        # Without what would make the server answer another API than the one called.
-        environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
-        self._context = (environment.get(CONTEXT_ENV, ""), environment.get(PARALLEL_ENV, ""))
-        deadline = time.monotonic() + _START_TIMEOUT
+        # From the log's creation on, all in the try: a Ctrl-C anywhere here stops the
+        # server, if any, and closes and renames the starting log (one landing before
+        # the try left it open under its starting name).
         try:
+            self.log_path = Path(name)
+            try:
+                self._log = os.fdopen(handle, "wb")
+            except BaseException:
+                os.close(handle)  # (not the log's yet)
+                raise
+            if sys.platform != "win32":
+                # Held by the description the watchdog and the server inherit as their
+                # output: locked while any of them runs, even after this process is gone.
+                # (a new file: never held; on a file system refusing locks, ENOLCK, the
+                # log goes unlocked, and pruning, which cannot lock it either, keeps it)
+                try_lock(handle)
+            watchdog = [sys.executable, str(Path(__file__).with_name("_watchdog.py"))]
+            held: tuple[int, ...] = ()
+            # Without what would make the server answer another API than the one called.
+            environment = {k: v for k, v in os.environ.items() if k not in SERVER_ENV_DROPPED}
+            self._context = (environment.get(CONTEXT_ENV, ""), environment.get(PARALLEL_ENV, ""))
+            deadline = time.monotonic() + _START_TIMEOUT
             _STARTED.add(self)
             # No fork (another thread's) between the pipe and the close of its write
             # end (`_SPAWNING`): a child would hold that end, and the server's exit
