@@ -163,6 +163,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[
     models: list[Path] = []
 
     def make(behaviour: bytes) -> Path:
+        if behaviour in (b"exit", b"cut", b"linger"):  # its watchdog stopped: no exit status
+            monkeypatch.setattr(_server, "_WATCHDOG_FOLLOWS", 0.1)  # (to wait 5 s for)
         path = tmp_path / f"{behaviour.decode()}.gguf"
         path.write_bytes(behaviour)
         models.append(path)
@@ -268,6 +270,7 @@ def test_a_call_refused_by_a_server_that_just_died_is_sent_once_to_a_new_one(
         return ready_now
 
     monkeypatch.setattr(LocalModel, "_ready", ready_then_killed)
+    monkeypatch.setattr(_server, "_WATCHDOG_FOLLOWS", 0.1)  # (stopped: no exit status to wait for)
     assert _call(model, how) == "hi"
     assert _serving_pid(model.server()) != killed[0]
     assert len(_requests(tmp_path)) == 2  # the first call's and this one's: no duplicate

@@ -278,16 +278,19 @@ class LocalServer:
         """Wait up to ``timeout`` seconds for the server to exit; True if it has.
 
         Once it has, its watchdog (which follows it within milliseconds) is
-        waited for a short while too, so that its exit status is known.
+        waited for too, so that its exit status is known: for what is left of
+        ``timeout``, and at most `_WATCHDOG_FOLLOWS` seconds.
         """
         process = self._process
         if process is None:
             return True
+        deadline = None if timeout is None else time.monotonic() + timeout
         ended = self._exited(timeout)
         if ended is not None:
             if not ended:
                 return process.poll() is not None  # (the watchdog gone: the server follows)
-            timeout = _WATCHDOG_FOLLOWS
+            left = _WATCHDOG_FOLLOWS if deadline is None else deadline - time.monotonic()
+            timeout = max(0.0, min(left, _WATCHDOG_FOLLOWS))
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
