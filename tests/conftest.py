@@ -55,18 +55,46 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     gc.freeze()
 
 
+def _cpu() -> tuple[float, float]:
+    """CPU seconds so far: this process's, and its ended (waited for) children's."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+#: CPU seconds (pytest's own, its children's) by test file, for the summary.
+_CPU_BY_FILE: dict[str, list[float]] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Count the CPU each test file costs, its children's included (for the summary)."""
+    own, children = _cpu()
+    try:
+        return (yield)
+    finally:
+        own_after, children_after = _cpu()
+        spent = _CPU_BY_FILE.setdefault(item.location[0], [0.0, 0.0])
+        spent[0] += own_after - own
+        spent[1] += children_after - children
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """End the report with the CPU time the run used, its own and its ended children's.
+    """End the report with the CPU time the run used, its own and its ended children's,
+    and the test files that cost most of it.
 
     scripts/check runs nine suites side by side on two cores, so a suite's wall time
     says more about its neighbours than about itself; its CPU time is what it costs.
     """
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, children = _cpu()
     terminalreporter.write_line(
-        f"CPU: {own.ru_utime + own.ru_stime:.0f} s in pytest, "
-        f"{children.ru_utime + children.ru_stime:.0f} s in the processes it started and waited for"
+        f"CPU: {own:.0f} s in pytest, {children:.0f} s in the processes it started and waited for"
     )
+    costly = sorted(_CPU_BY_FILE.items(), key=lambda item: -sum(item[1]))[:10]
+    for path, (mine, theirs) in costly:
+        terminalreporter.write_line(
+            f"  {mine + theirs:6.0f} s ({theirs:.0f} s in children)  {path}"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
