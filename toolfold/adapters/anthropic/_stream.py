@@ -30,7 +30,7 @@ streams):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -182,10 +182,7 @@ def _block_start(
         text = block.get("text")
         if not isinstance(text, str) or not text:
             return state, []
-        events: list[StreamEvent] = []
-        if state.held or not text.isascii():
-            state, text = _piece(state, "text", text, events)
-        return state, [*events, TextDelta(text)] if text else events
+        return _text_piece(state, "text", text)
     if kind == "thinking":
         # The API sends both empty here and fills them with deltas; a block
         # that arrives whole (a proxy, a replay) keeps its signature too.
@@ -193,9 +190,7 @@ def _block_start(
         if not isinstance(text, str) or not isinstance(signature, (str, type(None))):
             raise malformed("$.content_block", "a thinking block", block)
         if signature is None and text and (state.held or not text.isascii()):
-            events = []
-            state, text = _piece(state, "reasoning", text, events)
-            return state, [*events, ReasoningDelta(text, None, PROVIDER)] if text else events
+            return _text_piece(state, "reasoning", text)
         if not text.isascii():
             text = wire.encodable(text)  # (whole: nothing follows it)
         return state, [ReasoningDelta(text, signature, PROVIDER)] if text or signature else []
@@ -214,7 +209,7 @@ def _block_start(
     initial = dict(state.initial)
     if isinstance(arguments, Mapping) and arguments:  # prefilled (gateways): as the blocking read
         initial[index], _ = wire.call_arguments(arguments, "$.content_block.input")
-    events = []
+    events: list[StreamEvent] = []
     if state.held:  # (a text or thinking block before it that never stopped)
         state = _let_go(state, events, wire.IN_ORDER)
     state = attrs.evolve(
@@ -235,24 +230,18 @@ def _block_delta(
         text = delta.get("text")
         if not isinstance(text, str) or not text:
             return state, []
-        events: list[StreamEvent] = []
-        if state.held or not text.isascii():
-            state, text = _piece(state, "text", text, events)
-        return state, [*events, TextDelta(text)] if text else events
+        return _text_piece(state, "text", text)
     if kind == "thinking_delta":
         text = delta.get("thinking")
         if not isinstance(text, str) or not text:
             return state, []
-        events = []
-        if state.held or not text.isascii():
-            state, text = _piece(state, "reasoning", text, events)
-        return state, [*events, ReasoningDelta(text, provider=PROVIDER)] if text else events
+        return _text_piece(state, "reasoning", text)
     if kind == "signature_delta":
         signature = delta.get("signature")
         if not isinstance(signature, str):
             raise malformed("$.delta.signature", "a string", signature)
         # The signature completes the thinking: what it held goes before it.
-        events = []
+        events: list[StreamEvent] = []
         if state.held:
             state = _let_go(state, events, ("reasoning",))
         events.append(ReasoningDelta("", signature, PROVIDER))
@@ -279,6 +268,19 @@ def _piece(
     encodable, with the high surrogate held back for the block's next piece (`wire.hold`)."""
     held, text = wire.hold(state.held, part, piece, events, PROVIDER)
     return (state if held is state.held else attrs.evolve(state, held=held)), text
+
+
+def _text_piece(
+    state: DecoderState, part: Literal["text", "reasoning"], piece: str
+) -> tuple[DecoderState, list[StreamEvent]]:
+    """A text or thinking block's piece as its events: a half held before it let go,
+    its own trailing high surrogate held (`_piece`); the rest a text or reasoning delta."""
+    events: list[StreamEvent] = []
+    if state.held or not piece.isascii():
+        state, piece = _piece(state, part, piece, events)
+    if piece:
+        events.append(TextDelta(piece) if part == "text" else ReasoningDelta(piece, None, PROVIDER))
+    return state, events
 
 
 def _let_go(
