@@ -57,9 +57,10 @@ def next_effect(state: RunState) -> Effect:
         # A loop, not a comprehension (a function object and a frame in 3.11): every step
         # of a run that is streamed or observed asks for its calls here.
         invocations = []
+        keyed = state.step + earlier_steps(state)
         for c in state.calls:
             if c.status == "to_run":
-                key = f"{state.run_id}:{state.step}:{c.index}"
+                key = f"{state.run_id}:{keyed}:{c.index}"
                 invocations.append(_invocation(c.call, c.index, state.step, key, c.child))
         return RunTools(invocations)
     if phase == "awaiting_approval":
@@ -76,6 +77,18 @@ def next_effect(state: RunState) -> Effect:
     if not isinstance(state, RunState):
         raise not_a_state("next_effect", state)
     raise RunError("the run has not started: reduce a RunStarted event first", state)
+
+
+def earlier_steps(state: RunState) -> int:
+    """The model responses before the run's own (`RunStarted.earlier_steps`), 0 if none.
+
+    Counted on by the step of its tool calls' idempotency keys: a conversation
+    continued with ``history=`` under the same run id gets new keys, a first
+    run (and a run whose log was written before they were counted) the keys
+    ``<run id>:<step>:<index>`` it always got.
+    """
+    log = state.log
+    return getattr(log[0], "earlier_steps", 0) if len(log) else 0
 
 
 _TURN_STARTS = ("run_started", "user_message_added")
