@@ -482,13 +482,14 @@ class Tool(Generic[P, R]):
 
         Raises:
             TypeError: ``value`` is a generator or another iterator (``map(...)``,
-                ``iter(...)``...) or an open file or stream, naming the tool (a run gives the model the
-                error as the call's result).
+                ``iter(...)``...), an open file or stream, or a run's ``Response``
+                or ``RunState`` (there or inside it), naming the tool (a run gives
+                the model the error as the call's result).
         """
         try:
             return _format_result(value)
-        except TypeError as exc:  # (format_result raises only for an iterator or a stream)
-            raise TypeError(f"tool {self.name!r} {exc}") from None
+        except TypeError as exc:  # (only for an iterator, a stream or a run's record)
+            raise type(exc)(f"tool {self.name!r} {exc}") from None
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options, or its function, changed (``name``, ``timeout``, ``function``...).
