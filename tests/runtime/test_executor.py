@@ -184,6 +184,63 @@ def test_async_timeout_becomes_error_result() -> None:
     assert cancelled == [True]
 
 
+@pytest.mark.parametrize("blocking", [True, False])
+def test_an_async_tool_holding_the_loop_past_its_timeout_keeps_its_result_and_warns(
+    blocking: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call that ended past its timeout (the loop held, so nothing could cancel it) is kept.
+
+    Its side effects are done: it is not reported as timed out (the model would
+    retry it), and a warning names the tool, how long it took and the timeout.
+    Before, the result came back with nothing said. The executor's clock is
+    driven by the tool (a second passes while it holds the loop): no sleeping.
+    """
+    from toolfold import Agent, generate_text
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def blocker(args: dict[str, Any]) -> str:
+        now[0] += 1.0  # as time.sleep(1.0) would: the loop runs nothing meanwhile
+        return "finished"
+
+    tool = Tool("blocker", "", SCHEMA, blocker, timeout=0.2)
+    model = ScriptedModel([ScriptedModel.call("blocker", {"x": 1}), "done"])
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        if blocking:
+            response = generate_text(model, "go", tools=[tool])
+        else:
+            response = asyncio.run(Agent(model, tools=[tool]).arun("go"))
+    (result,) = response.steps[0].tool_results
+    assert (result.content, result.is_error) == ("finished", False)
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    assert record.getMessage().startswith(
+        "tool 'blocker' ended 1 s after it began, past its timeout of 0.2 s: the event loop "
+        "was blocked (a sync call inside an async tool?), so the timeout could not stop it"
+    )
+
+
+def test_an_async_tool_ending_within_its_timeout_logs_nothing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timed call that ends in time (by the executor's clock) gives its result, no warning."""
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def quick(args: dict[str, Any]) -> str:
+        now[0] += 0.1
+        return "quick"
+
+    tool = Tool("quick", "", SCHEMA, quick, timeout=0.2)
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        (outcome,) = asyncio.run(run_calls([_inv(tool)]))
+    assert (outcome.outcome, outcome.content) == ("ok", "quick")
+    assert [r for r in caplog.records if r.name == "toolfold.runtime"] == []
+
+
 def test_sync_timeout_becomes_error_result() -> None:
     """A sync tool that outlives its timeout is reported as timed out (its thread is left)."""
     release = threading.Event()

@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import importlib
 import inspect
+import logging
 import sys
 import threading
 import time
@@ -142,6 +143,8 @@ class ToolOutcome(NamedTuple):
 
 _AT = ToolOutcome._fields.index("duration")
 _monotonic = time.monotonic
+
+_log = logging.getLogger("toolfold.runtime")
 
 
 class SubRun(NamedTuple):
@@ -633,6 +636,27 @@ def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = Non
     return _error(job, timed_out_message(job.call.name, timeout), "timeout", None, stopped)
 
 
+def _blocked_past_timeout(tool: str, took: float, timeout: float) -> None:
+    """Log that a call to the async ``tool`` ended ``took`` s after it began, past its ``timeout``.
+
+    A call ends so only when the event loop was held (a sync call inside an
+    ``async def``: ``time.sleep``, a blocking client; this tool's, or another
+    one's on the same loop): the timeout, a callback of that loop, could not
+    run to cancel it. The call did end, its side effects done, so its outcome
+    is what it returned or raised, not a timeout the model would retry; this
+    warning says why the timeout did not hold.
+    """
+    _log.warning(
+        "tool %r ended %.3g s after it began, past its timeout of %g s: the event loop was "
+        "blocked (a sync call inside an async tool?), so the timeout could not stop it, and "
+        "its result is kept. Await blocking work in a thread (asyncio.to_thread) or make "
+        "the tool sync: sync tools run in threads.",
+        tool,
+        took,
+        timeout,
+    )
+
+
 def timed_out_message(tool: str, timeout: float) -> str:
     """What the model sees of a call to ``tool`` that took longer than its ``timeout``."""
     return f"Error: tool {tool!r} timed out after {timeout:g} s."
@@ -938,6 +962,7 @@ async def _run_one(
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
+        began = _monotonic()
         done, _ = await asyncio.wait({work}, timeout=timeout)
         if done:
             try:
@@ -951,6 +976,11 @@ async def _run_one(
                 outcome = failed_outcome(job, exc)
             else:
                 outcome = _finish(job, value)
+            took = _monotonic() - began
+            # Past the deadline by more than asyncio's own "slow callback" bound: the
+            # loop was held (a call ending in the same loop round as its deadline is not).
+            if took > timeout and took - timeout > asyncio.get_running_loop().slow_callback_duration:
+                _blocked_past_timeout(job.call.name, took, timeout)
         else:
             work.cancel()
             await asyncio.gather(work, return_exceptions=True)
