@@ -34,6 +34,7 @@ from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._frozen import freeze
 from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
+from toolfold.toolkit._pydantic import is_model
 from toolfold.toolkit._results import format_result as _format_result
 
 if TYPE_CHECKING:
@@ -344,6 +345,8 @@ class Tool(Generic[P, R]):
         self._attribute = name
         if self._receiver == "instance":
             self._cache_key = _BOUND + name
+        if is_model(owner):
+            _class_var_of_model(owner, name)
 
     # Where a method tool's tool bound to an object is cached in the object (`__get__`):
     # none for other tools, for which no object has this key.
@@ -1221,3 +1224,23 @@ def _place(t: Tool[..., Any]) -> str:
     # (the file's name by string, not os.path: workflow code reaches this, and os is refused)
     name = code.co_filename.replace("\\", "/").rpartition("/")[2]
     return f"{name}:{code.co_firstlineno}"
+
+
+def _class_var_of_model(model: type, name: str) -> None:
+    """Annotate the tool ``name`` in the body of the pydantic model ``model`` as a ``ClassVar``.
+
+    pydantic takes every attribute of a model's body for a field, and refuses one
+    without an annotation ("A non-annotated attribute was detected"), at the
+    class statement; a method tool is a method, not a field. This is called from
+    `Tool.__set_name__`, when the class exists and pydantic has not read its
+    fields yet, and writes what pydantic's error tells the user to write,
+    ``name: ClassVar[Tool]``. A tool annotated already is left as it is.
+    """
+    import typing
+
+    try:
+        annotations = model.__annotations__  # (its own: made empty if its body has none)
+    except Exception:  # (3.14: an annotation naming what is not defined yet)
+        return  # pydantic's own error then says what to write
+    if name not in annotations:
+        annotations[name] = typing.ClassVar[Tool]
