@@ -97,6 +97,7 @@ from toolfold.runtime.drive._executor import (
     was_raised_in_run,
 )
 from toolfold.runtime.drive._failures import (
+    answered_cause,
     failure_cause,
     model_failure,
     nested_too_deep,
@@ -1041,6 +1042,9 @@ def _finish(state: RunState, effect: Effect, failed_by: Sequence[BaseException] 
     if isinstance(effect, Finish) and effect.error is not None:
         if failed_by:
             raise run_failure(state) from failed_by[0]
+        cause = answered_cause(state)  # (a call the core answered itself: its arguments did not read)
+        if cause is not None:
+            raise run_failure(state) from cause
         raise run_failure(state)
     return state
 
