@@ -443,6 +443,10 @@ class Tool(Generic[P, R]):
 
         Returns:
             Whatever the function returns.
+
+        Raises:
+            TypeError: The tool has no function, or its function takes a
+                RunContext (a parameter without a default) and ``context`` is None.
         """
         function: Callable[..., Any] | None = self.function
         if function is None:
@@ -457,10 +461,24 @@ class Tool(Generic[P, R]):
                 return arguments.built
         kwargs = dict(arguments)
         if self._context_param is not None:
+            if context is None and self._context_required():
+                raise TypeError(
+                    f"tool {self.name!r} takes a RunContext (parameter "
+                    f"{self._context_param!r}): pass context=RunContext(...) to invoke()"
+                )
             kwargs[self._context_param] = context
         if self._positional_only:
             return function(*self._positional_arguments(kwargs), **kwargs)
         return function(**kwargs)
+
+    def _context_required(self) -> bool:
+        """Whether the RunContext parameter has no default (``ctx: RunContext | None = None``
+        has one: None is its value). Asked only when `invoke` is given no context."""
+        try:
+            parameter = inspect.signature(self.function).parameters[self._context_param]  # type: ignore[arg-type,index]
+        except (TypeError, ValueError, KeyError):  # (no signature to read: as before)
+            return False
+        return parameter.default is inspect.Parameter.empty
 
     def _positional_arguments(self, kwargs: dict[str, Any]) -> list[Any]:
         """The positional-only arguments, taken out of ``kwargs``, up to the last one given.
