@@ -471,3 +471,52 @@ def test_an_awaitable_a_timed_tool_returns_gives_its_result_or_its_own_error(
     assert failed.is_error
     assert "upstream" in failed.content
     assert "timed out" not in failed.content
+
+
+def test_a_task_an_async_tool_left_running_is_cancelled_with_a_warning_in_a_blocking_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A blocking run cancels what a tool started and left running, and says so; ``arun`` does not.
+
+    Before, the task was cancelled with nothing said, where in ``arun`` it ran on.
+    The task waits on an event that is never set: nothing depends on timing.
+    """
+    from toolfold import Agent, generate_text
+
+    log: list[str] = []
+
+    async def fire(args: dict[str, Any]) -> str:
+        async def later() -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                log.append("cancelled")
+                raise
+
+        fire.task = asyncio.get_running_loop().create_task(later())  # type: ignore[attr-defined]
+        return "fired"
+
+    tool = Tool("fire", "", SCHEMA, fire)
+    model = ScriptedModel([ScriptedModel.call("fire", {"x": 1}), "done"])
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        generate_text(model, "go", tools=[tool])
+    assert log == ["cancelled"]
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    assert record.getMessage().startswith(
+        "a blocking run ended with 1 task(s) a tool started still running "
+        "(test_a_task_an_async_tool_left_running_is_cancelled_with_a_warning_in_a_blocking_run"
+        ".<locals>.fire.<locals>.later): they are cancelled"
+    )
+
+    async def in_arun() -> bool:
+        agent = Agent(ScriptedModel([ScriptedModel.call("fire", {"x": 1}), "done"]), tools=[tool])
+        await agent.arun("go")
+        task = fire.task  # type: ignore[attr-defined]
+        running = not task.done()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return running
+
+    caplog.clear()
+    assert asyncio.run(in_arun()) is True
+    assert [r for r in caplog.records if r.name == "toolfold.runtime"] == []
