@@ -263,15 +263,22 @@ def test_a_builtin_without_a_signature_is_a_definition_error(builtin: Any) -> No
 
 
 def test_already_a_tool() -> None:
-    """Applying @tool twice is refused."""
+    """Applying @tool twice is refused, pointing to ``replace`` for other options."""
 
     @tool
     def f() -> None:
         pass
 
+    expected = (
+        "is already a tool; apply @tool once (for a copy with other options: "
+        "f.replace(name=..., timeout=...))",
+    )
     with pytest.raises(ToolDefinitionError) as info:
         tool(f)
-    assert info.value.problems == ("is already a tool; apply @tool once",)
+    assert info.value.problems == expected
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(name="x")(f)
+    assert info.value.problems == expected
 
 
 def test_enum_and_literal_values_must_be_json() -> None:

@@ -140,7 +140,13 @@ def _make_tool(
 ) -> Tool[Any, Any]:
     """The tool of ``function``; ``stacklevel`` is the user's frame as warnings count it."""
     if isinstance(function, Tool):
-        raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
+        raise ToolDefinitionError(
+            function.name,
+            [
+                "is already a tool; apply @tool once (for a copy with other options: "
+                f"{function.name}.replace(name=..., timeout=...))"
+            ],
+        )
     if is_unapplied(function):  # tool(tool(name="x"))
         raise ToolDefinitionError("tool(...)", [_unapplied_problem()])
     if isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):
