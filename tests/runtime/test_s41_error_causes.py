@@ -135,7 +135,8 @@ def test_a_tool_whose_arguments_never_read_as_json_is_chained_to_the_json_error(
     """
     script: list[Any] = [call("pay", '{"amount": ')] * 4
     agent = Agent(ScriptedModel([*script, "ok"]), tools=[pay.replace(max_retries=3)])
-    with pytest.raises(Exceeded) as caught:
+
+    def go() -> None:
         if mode == "run":
             agent.run("go")
         elif mode == "arun":
@@ -143,6 +144,9 @@ def test_a_tool_whose_arguments_never_read_as_json_is_chained_to_the_json_error(
         else:
             for _ in agent.stream("go"):
                 pass
+
+    with pytest.raises(Exceeded) as caught:
+        go()
     cause = caught.value.__cause__
     assert isinstance(cause, toolfold.ArgumentJSONError)
     assert cause.tool_name == "pay"

@@ -1044,7 +1044,6 @@ def test_a_model_pydantic_cannot_dump_as_json_is_written_by_its_values() -> None
     )
 
 
-
 def test_a_method_tool_in_a_pydantic_model_binds_to_each_instance() -> None:
     """@tool on a method of a BaseModel is no field: each instance has its bound tool.
 
@@ -1075,9 +1074,11 @@ def test_a_method_tool_in_a_pydantic_model_binds_to_each_instance() -> None:
     response = Agent(model, tools=[rome.search]).run("go")
     assert response.steps[0].tool_results[0].content == "hi in rome"
     assert list(_Search.model_fields) == ["city"]
-    assert rome.model_dump() == {"city": "rome"} and rome == _Search(city="rome")
+    assert rome.model_dump() == {"city": "rome"}
+    assert rome == _Search(city="rome")
     assert _Search(city="oslo").search("x") == "x in oslo"
-    assert _OnlyTools().ping() == "pong" and not _OnlyTools.model_fields
+    assert _OnlyTools().ping() == "pong"
+    assert not _OnlyTools.model_fields
 
 
 def test_a_method_tool_annotated_in_a_pydantic_model_keeps_its_annotation() -> None:

@@ -424,9 +424,7 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
         raise refused(state, event.kind, f"the agent must be a str or None, got {event.agent!r}")
     earlier = event.earlier_steps
     if type(earlier) is not int or earlier < 0:
-        raise refused(
-            state, event.kind, f"earlier_steps must be an int >= 0, got {earlier!r}"
-        )
+        raise refused(state, event.kind, f"earlier_steps must be an int >= 0, got {earlier!r}")
     _refuse_bad_tools(state, event.kind, event.config)
     problem = _steps.messages_problem(event.messages, ("system", "user", "assistant", "tool"))
     if problem:

@@ -979,7 +979,10 @@ async def _run_one(
             took = _monotonic() - began
             # Past the deadline by more than asyncio's own "slow callback" bound: the
             # loop was held (a call ending in the same loop round as its deadline is not).
-            if took > timeout and took - timeout > asyncio.get_running_loop().slow_callback_duration:
+            if (
+                took > timeout
+                and took - timeout > asyncio.get_running_loop().slow_callback_duration
+            ):
                 _blocked_past_timeout(job.call.name, took, timeout)
         else:
             work.cancel()

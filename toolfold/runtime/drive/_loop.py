@@ -1042,7 +1042,8 @@ def _finish(state: RunState, effect: Effect, failed_by: Sequence[BaseException] 
     if isinstance(effect, Finish) and effect.error is not None:
         if failed_by:
             raise run_failure(state) from failed_by[0]
-        cause = answered_cause(state)  # (a call the core answered itself: its arguments did not read)
+        # A call the core answered itself (its arguments did not read) holds no exception.
+        cause = answered_cause(state)
         if cause is not None:
             raise run_failure(state) from cause
         raise run_failure(state)
