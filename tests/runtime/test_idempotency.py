@@ -276,3 +276,15 @@ def test_a_run_id_that_is_no_text_is_named_where_it_was_given(run_id: object) ->
     with pytest.raises(UsageError, match=rf"^run_id must be a str, got \w+ {run_id!r}$"):
         Agent(model).run("go", run_id=run_id)  # type: ignore[arg-type]
     assert model.requests == []
+
+
+@pytest.mark.parametrize("earlier", [-1, 1.5, "2", True])
+def test_a_run_started_with_a_count_that_is_no_count_is_refused(earlier: object) -> None:
+    """``RunStarted.earlier_steps`` must be an int >= 0: anything else is refused, named."""
+    from toolfold import InvalidEventError
+    from toolfold.runtime import RunConfig, RunStarted, reduce
+    from toolfold.runtime.core._reducer import blank_state
+
+    event = RunStarted("r", RunConfig(), (), earlier_steps=earlier)  # type: ignore[arg-type]
+    with pytest.raises(InvalidEventError, match=r"earlier_steps must be an int >= 0, got "):
+        reduce(blank_state(), event)

@@ -51,7 +51,8 @@ class ToolInvocation:
         call: The call as the model made it.
         index: Its position among the step's calls.
         step: The step that made it.
-        key: An idempotency key, ``<run id>:<step>:<index>``.
+        key: An idempotency key, ``<run id>:<step>:<index>``; its step counts on
+            from the model responses of the run's history (`RunStarted.earlier_steps`).
         child: The sub-run this call continues (an agent used as a tool that
             suspended and got the caller's answers), or None.
     """
