@@ -989,6 +989,20 @@ def test_a_step_whose_output_is_not_data_fails_naming_the_type() -> None:
         Parallel(take, Task(take, name="again"), merge=lambda outputs: Thing()).run("x")
 
 
+def test_a_step_returning_another_runs_response_fails_saying_what_to_return() -> None:
+    """A function step that returns a Response (``.text`` meant) fails with a TypeError saying so."""
+    inner = Agent(ScriptedModel(["hi"]))
+
+    def ask(x: str) -> object:
+        return inner.run(x)
+
+    response = Sequence(Task(ask, name="ask", on_error="skip"), echo("b")).run("x")
+    assert response.errors["ask"].startswith(
+        "Error: TypeError: the step returned a Response, another run's whole record: "
+        "return response.text or response.output"
+    )
+
+
 def test_on_error_retry_runs_the_step_again() -> None:
     """A retried step runs until it succeeds, within its retries; each attempt is on the record."""
     response = Sequence(Task(failing("flaky", 2), on_error="retry", retries=2)).run("x")

@@ -491,8 +491,12 @@ def plain_data(value: Any) -> Any:
             used to be kept silently (``"<Thing object at 0x...>"``).
     """
     from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._results import NoResultError
 
-    plain = get_converter().unstructure(value)
+    try:
+        plain = get_converter().unstructure(value)
+    except NoResultError as exc:  # a run's Response or RunState: a TypeError, as below
+        raise TypeError(f"the step {exc}") from None
     return json.loads(json.dumps(plain, default=_not_data))
 
 
