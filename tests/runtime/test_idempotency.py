@@ -137,7 +137,8 @@ def test_a_conversation_continued_with_history_gets_new_keys() -> None:
     )
     agent = Agent(ScriptedModel([call("charge", {"amount": 9}), "Done."]), tools=[charge])
     agent.run("charge 9", history=second.messages, run_id="conv-1")
-    assert [(c.idempotency_key, c.step) for c in seen] == [
+    # (sorted: the two calls of one step run concurrently, in threads)
+    assert sorted((c.idempotency_key, c.step) for c in seen) == [
         ("conv-1:1:0", 1),  # a first run: the key it always had
         ("conv-1:3:0", 1),  # two model responses in its history
         ("conv-1:3:1", 1),
@@ -152,7 +153,7 @@ def test_a_conversation_continued_with_history_gets_new_keys() -> None:
     state = agent.run("charge 5", run_id="conv-1").state
     state = agent.resume(state, message="charge 7 and 8").state
     agent.resume(state, message="charge 9")
-    assert [c.idempotency_key for c in resumed] == [c.idempotency_key for c in seen]
+    assert sorted(c.idempotency_key for c in resumed) == sorted(c.idempotency_key for c in seen)
 
 
 def test_a_first_run_and_a_history_without_answers_keep_their_keys() -> None:
