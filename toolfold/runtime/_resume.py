@@ -1038,8 +1038,11 @@ def _result_part(
         )
     try:
         content = value if isinstance(value, str) else _text_of(tool)(value)
-    except NoResultError as exc:  # a run's Response or RunState, there or inside it
-        found = str(exc).partition("returned ")[2]
+    except TypeError as exc:  # a run's Response or RunState, there or inside it
+        refused = exc if isinstance(exc, NoResultError) else exc.__cause__
+        if not isinstance(refused, NoResultError):
+            raise
+        found = str(refused).partition("returned ")[2]
         raise UsageError(f"tool_results[{call_id!r}] is {found}") from None
     return ToolResultPart(call_id, name, content)
 

@@ -35,6 +35,7 @@ from toolfold.toolkit._frozen import freeze
 from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._pydantic import is_model
+from toolfold.toolkit._results import NoResultError
 from toolfold.toolkit._results import format_result as _format_result
 
 if TYPE_CHECKING:
@@ -510,7 +511,9 @@ class Tool(Generic[P, R]):
         try:
             return _format_result(value)
         except TypeError as exc:  # (only for an iterator, a stream or a run's record)
-            raise type(exc)(f"tool {self.name!r} {exc}") from None
+            # A TypeError the model reads as such; a run's record stays the cause (`resume`).
+            cause = exc if isinstance(exc, NoResultError) else None
+            raise TypeError(f"tool {self.name!r} {exc}") from cause
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options, or its function, changed (``name``, ``timeout``, ``function``...).
