@@ -18,7 +18,18 @@ from toolfold import (
     generate_text,
     tool,
 )
-from toolfold.runtime import Event, RunTools, fork, next_effect, replay
+from toolfold.runtime import (
+    Event,
+    Message,
+    RunTools,
+    ToolReturned,
+    UserMessageAdded,
+    fork,
+    initial_state,
+    next_effect,
+    reduce,
+    replay,
+)
 from toolfold.testing import ScriptedModel
 
 call = ScriptedModel.call
@@ -206,6 +217,32 @@ def test_a_state_saved_before_keys_counted_on_runs_its_cut_call_again_under_its_
     agent = Agent(ScriptedModel(["done"]), tools=[_refund_tool(seen)])
     assert agent.resume(stored).text == "done"
     assert [c.idempotency_key for c in seen] == ["conv-1:1:0"]
+
+
+def test_a_continued_runs_model_requests_get_new_keys_too() -> None:
+    """A continued run's model request key (Temporal's `StreamContext.key`) counts on as its calls' do.
+
+    Before, its first request was keyed ``conv-1:1:model`` again, the first
+    run's: a stream subscriber dropping what an earlier attempt of a key sent
+    dropped the new answer.
+    """
+    agent = Agent(ScriptedModel(["Hello.", "Again."]))
+    first = agent.run("hi", run_id="conv-1")
+    assert next_effect(initial_state("hi", run_id="conv-1")).key == "conv-1:1:model"
+    messages = [*first.messages, Message.user("more")]
+    continued = initial_state(messages, run_id="conv-1")
+    assert next_effect(continued).key == "conv-1:2:model"  # as resume(message="more") keys it
+    stored = RunState.from_json(first.state.to_json())
+    resumed = reduce(stored, UserMessageAdded(Message.user("more")))
+    assert next_effect(resumed).key == "conv-1:2:model"
+
+
+def test_a_state_saved_before_keys_counted_on_keeps_its_model_request_keys() -> None:
+    """A continued run saved by a toolfold that did not count asks the model as ``conv-1:2:model``."""
+    stored = RunState.from_json((_SAVED / "history_crashed_mid_step_a118ac55.json").read_text())
+    (cut,) = stored.calls
+    answered = reduce(stored, ToolReturned(cut.call.id, "refunded"))
+    assert next_effect(answered).key == "conv-1:2:model"
 
 
 def test_tool_call_id_names_the_call_like_call_id() -> None:

@@ -34,7 +34,8 @@ class CallModel:
     Attributes:
         request: The request, built from the state.
         step: The step this call will be (1 for the first).
-        key: An idempotency key, ``<run id>:<step>:model``.
+        key: An idempotency key, ``<run id>:<step>:model``; its step counts on
+            from the model responses of the run's history (`RunStarted.earlier_steps`).
     """
 
     request: ModelRequest

@@ -52,7 +52,8 @@ def next_effect(state: RunState) -> Effect:
         raise not_a_state("next_effect", state) from None
     if phase == "awaiting_model":
         step = state.step + 1
-        return _call_model(build_request(state), step, f"{state.run_id}:{step}:model")
+        keyed = step + earlier_steps(state)
+        return _call_model(build_request(state), step, f"{state.run_id}:{keyed}:model")
     if phase == "running_tools":
         # A loop, not a comprehension (a function object and a frame in 3.11): every step
         # of a run that is streamed or observed asks for its calls here.
@@ -82,10 +83,11 @@ def next_effect(state: RunState) -> Effect:
 def earlier_steps(state: RunState) -> int:
     """The model responses before the run's own (`RunStarted.earlier_steps`), 0 if none.
 
-    Counted on by the step of its tool calls' idempotency keys: a conversation
-    continued with ``history=`` under the same run id gets new keys, a first
-    run (and a run whose log was written before they were counted) the keys
-    ``<run id>:<step>:<index>`` it always got.
+    Counted on by the step of its idempotency keys (its model requests' and
+    tool calls'): a conversation continued with ``history=`` under the same
+    run id gets new keys; a run whose history holds no model response (and a
+    run whose log was written before they were counted) the keys
+    ``<run id>:<step>:<index>`` and ``<run id>:<step>:model`` it always got.
     """
     log = state.log
     return getattr(log[0], "earlier_steps", 0) if len(log) else 0
