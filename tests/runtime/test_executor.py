@@ -217,8 +217,74 @@ def test_an_async_tool_holding_the_loop_past_its_timeout_keeps_its_result_and_wa
     (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
     assert record.getMessage().startswith(
         "tool 'blocker' ended 1 s after it began, past its timeout of 0.2 s: the event loop "
-        "was blocked (a sync call inside an async tool?), so the timeout could not stop it"
+        "was held while it ran (by it or by other code on the loop: a sync call inside an "
+        "async tool?), so the timeout could not stop it"
     )
+
+
+def test_the_warning_for_a_loop_held_by_another_tool_blames_neither(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timed tool that awaits properly, held up by another tool of its step, is not blamed.
+
+    Before, the warning said of ``polite`` that it made a sync call and should
+    be made sync, while ``hog`` (no timeout) held the loop. Now it says the loop
+    was held while ``polite`` ran, by it or by other code on the loop.
+    """
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def polite(args: dict[str, Any]) -> str:
+        await asyncio.sleep(0)  # yields: ``hog`` runs meanwhile
+        return "polite ok"
+
+    async def hog(args: dict[str, Any]) -> str:
+        now[0] += 1.0  # as time.sleep(1.0) would
+        return "hog ok"
+
+    calls = [
+        _inv(Tool("polite", "", SCHEMA, polite, timeout=0.2), call_id="c1"),
+        _inv(Tool("hog", "", SCHEMA, hog), call_id="c2"),
+    ]
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        outcomes = asyncio.run(run_calls(calls))
+    assert [o.content for o in outcomes] == ["polite ok", "hog ok"]
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    message = record.getMessage()
+    assert message.startswith("tool 'polite' ended 1 s after it began")
+    assert "held while it ran (by it or by other code on the loop" in message
+    assert "make the blocking tool sync" in message
+
+
+def test_the_held_loop_warning_does_not_read_the_loops_debug_setting(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An app that raised ``slow_callback_duration`` (to quiet asyncio's debug mode) still gets it.
+
+    Before, the margin was the loop's ``slow_callback_duration``: raised to
+    10 s, a call held 1 s past its timeout said nothing (and a custom loop
+    without the attribute failed the call with an AttributeError).
+    """
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def blocker(args: dict[str, Any]) -> str:
+        now[0] += 1.0
+        return "finished"
+
+    async def main() -> tuple[ToolOutcome, ...]:
+        asyncio.get_running_loop().slow_callback_duration = 10.0
+        return await run_calls([_inv(Tool("blocker", "", SCHEMA, blocker, timeout=0.2))])
+
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        (outcome,) = asyncio.run(main())
+    assert outcome.content == "finished"
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    assert record.getMessage().startswith("tool 'blocker' ended 1 s after it began")
 
 
 def test_an_async_tool_ending_within_its_timeout_logs_nothing(
