@@ -1042,8 +1042,7 @@ def _result_part(
         refused = exc if isinstance(exc, NoResultError) else exc.__cause__
         if not isinstance(refused, NoResultError):
             raise
-        found = str(refused).partition("returned ")[2]
-        raise UsageError(f"tool_results[{call_id!r}] is {found}") from None
+        raise UsageError(f"tool_results[{call_id!r}] is {refused.record}") from None
     return ToolResultPart(call_id, name, content)
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "iterator_kind",
     "NoResultError",
     "quoted",
+    "record_kind",
     "refuse_run",
     "run_kind",
     "stream_kind",
@@ -142,26 +143,49 @@ def _where_python() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 class NoResultError(TypeError):
-    """A tool returned a run's whole record (`run_kind`): raised through every fallback."""
+    """A tool returned a run's whole record (`run_kind`): raised through every fallback.
+
+    Attributes:
+        record: The record named without a subject (`record_kind`), for an
+            error about a value no tool returned (a workflow's input...).
+        kind: Its class's name (``"Response"``).
+        advice: What to give instead (its class's ``_no_tool_result``).
+    """
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(run_kind(value))
+        self.record = record_kind(value)
+        self.kind = type(value).__name__
+        self.advice: str = type(value)._no_tool_result
 
 
-def run_kind(value: Any) -> str:
-    """What ``value`` is when it is a run's whole record, no result ("" when it is none).
+def record_kind(value: Any) -> str:
+    """``value`` named when it is a run's whole record, no data ("" when it is none).
 
-    A class says so with a ``_no_tool_result`` text, the advice to give (the
-    runtime's ``Response`` and ``RunState``: the toolkit does not import them).
-    Its JSON would hand the model the other run's state: its instructions,
-    messages and config, never meant for it.
+    ``"a Response, another run's whole record: <advice>"``: a class says so
+    with a ``_no_tool_result`` text, the advice to give (the runtime's
+    ``Response`` and ``RunState``: the toolkit does not import them). Its JSON
+    would hand on the other run's state: its instructions, messages and
+    config, never meant for it.
     """
     advice = getattr(type(value), "_no_tool_result", None)
     if not isinstance(advice, str):
         return ""
-    return f"returned a {type(value).__name__}, another run's whole record: {advice}"
+    return f"a {type(value).__name__}, another run's whole record: {advice}"
+
+
+def run_kind(value: Any) -> str:
+    """What a tool or step returning ``value`` did, when it is a run's whole record ("" if not).
+
+    ``"returned a Response, another run's whole record: <advice>"`` (`record_kind`).
+    """
+    record = record_kind(value)
+    return f"returned {record}" if record else ""
 
 
 def refuse_run(value: Any) -> Any:
     """The converter's hook for a run's record (`run_kind`), wherever it is: refused."""
-    raise NoResultError(run_kind(value))
+    raise NoResultError(value)
 
 
 def stream_kind(value: Any) -> str:
