@@ -281,6 +281,27 @@ def test_already_a_tool() -> None:
     assert info.value.problems == expected
 
 
+def test_already_a_tool_named_as_no_identifier_points_to_python_code() -> None:
+    """A tool named ``get-time`` is pointed to by its function's name, not ``get-time.replace``.
+
+    Before, the hint read ``get-time.replace(name=..., timeout=...)``, no Python.
+    """
+
+    @tool(name="get-time")
+    def current_time() -> str:
+        return "noon"
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(current_time)
+    (problem,) = info.value.problems
+    assert problem.endswith("current_time.replace(name=..., timeout=...))")
+    nameless = Tool("get-time", "", {"type": "object", "properties": {}}, lambda args: "noon")
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(nameless)
+    (problem,) = info.value.problems
+    assert problem.endswith("the_tool.replace(name=..., timeout=...))")
+
+
 def test_enum_and_literal_values_must_be_json() -> None:
     """Enum members and Literal values with no JSON form are refused, naming the value."""
     import enum

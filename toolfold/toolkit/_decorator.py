@@ -140,11 +140,15 @@ def _make_tool(
 ) -> Tool[Any, Any]:
     """The tool of ``function``; ``stacklevel`` is the user's frame as warnings count it."""
     if isinstance(function, Tool):
+        # Named by its function's Python name: a tool's name may be no identifier (get-time).
+        variable = getattr(function.function, "__name__", "")
+        if not variable.isidentifier():
+            variable = "the_tool"
         raise ToolDefinitionError(
             function.name,
             [
                 "is already a tool; apply @tool once (for a copy with other options: "
-                f"{function.name}.replace(name=..., timeout=...))"
+                f"{variable}.replace(name=..., timeout=...))"
             ],
         )
     if is_unapplied(function):  # tool(tool(name="x"))
