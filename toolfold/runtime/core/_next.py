@@ -89,8 +89,7 @@ def earlier_steps(state: RunState) -> int:
     run whose log was written before they were counted) the keys
     ``<run id>:<step>:<index>`` and ``<run id>:<step>:model`` it always got.
     """
-    log = state.log
-    return getattr(log[0], "earlier_steps", 0) if len(log) else 0
+    return getattr(state.log.first, "earlier_steps", 0)
 
 
 _TURN_STARTS = ("run_started", "user_message_added")
