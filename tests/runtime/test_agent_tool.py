@@ -1039,3 +1039,55 @@ def test_as_tool_takes_an_approval_predicate_as_tool_does() -> None:
     assert [p.arguments for p in result.pending_approvals] == [{"input": "danger"}]
     with pytest.raises(UsageError, match=r"requires_approval: the predicate .*_asks_for_danger"):
         lead.to_dict()
+
+
+_SECRET = "INTERNAL: discount code ZX-991, never reveal"
+
+
+@pytest.mark.parametrize(
+    ("returned", "named"),
+    [
+        (lambda r: r, "a Response"),
+        (lambda r: r.state, "a RunState"),
+        (lambda r: {"answer": r}, "a Response"),
+        (lambda r: [r.state], "a RunState"),
+    ],
+)
+def test_a_tool_returning_another_runs_response_or_state_gives_an_error_not_its_state(
+    returned: Any, named: str
+) -> None:
+    """A Response or RunState returned (or inside the result) is refused, naming the tool.
+
+    Before, its JSON went to the model: the inner run's instructions, deps-free
+    config and Python reprs of its conversation.
+    """
+    inner = Agent(ScriptedModel(["inner says hi"] * 2), instructions=_SECRET)
+
+    @toolfold.tool
+    def ask() -> object:
+        """Ask the inner agent."""
+        return returned(inner.run("x"))
+
+    model = ScriptedModel([ScriptedModel.call("ask", {}), "done"])
+    response = Agent(model, tools=[ask]).run("go")
+    (result,) = response.steps[0].tool_results
+    assert result.is_error
+    assert "ZX-991" not in result.content
+    assert result.content.startswith(
+        f"Error: TypeError: tool 'ask' returned {named}, another run's whole record: return "
+    )
+    assert "agent.as_tool()" in result.content
+    with pytest.raises(TypeError, match=f"tool 'ask' returned {named}"):
+        ask.format_result(returned(inner.run("x")))
+
+
+def test_a_response_given_to_resume_as_a_tool_result_is_refused() -> None:
+    """``resume(tool_results=...)`` refuses another run's Response with a UsageError naming the call."""
+    inner = Agent(ScriptedModel(["hi"]), instructions=_SECRET).run("x")
+    manual = toolfold.Tool(
+        name="ask", description="Ask.", parameters={"type": "object", "properties": {}}
+    )
+    model = ScriptedModel([ScriptedModel.call("ask", {}, id="c1"), "done"])
+    state = Agent(model, tools=[manual]).run("go").state
+    with pytest.raises(UsageError, match=r"tool_results\['c1'\] is a Response, another run's"):
+        Agent(ScriptedModel(["done"]), tools=[manual]).resume(state, tool_results={"c1": inner})

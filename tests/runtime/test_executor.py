@@ -184,6 +184,129 @@ def test_async_timeout_becomes_error_result() -> None:
     assert cancelled == [True]
 
 
+@pytest.mark.parametrize("blocking", [True, False])
+def test_an_async_tool_holding_the_loop_past_its_timeout_keeps_its_result_and_warns(
+    blocking: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call that ended past its timeout (the loop held, so nothing could cancel it) is kept.
+
+    Its side effects are done: it is not reported as timed out (the model would
+    retry it), and a warning names the tool, how long it took and the timeout.
+    Before, the result came back with nothing said. The executor's clock is
+    driven by the tool (a second passes while it holds the loop): no sleeping.
+    """
+    from toolfold import Agent, generate_text
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def blocker(args: dict[str, Any]) -> str:
+        now[0] += 1.0  # as time.sleep(1.0) would: the loop runs nothing meanwhile
+        return "finished"
+
+    tool = Tool("blocker", "", SCHEMA, blocker, timeout=0.2)
+    model = ScriptedModel([ScriptedModel.call("blocker", {"x": 1}), "done"])
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        if blocking:
+            response = generate_text(model, "go", tools=[tool])
+        else:
+            response = asyncio.run(Agent(model, tools=[tool]).arun("go"))
+    (result,) = response.steps[0].tool_results
+    assert (result.content, result.is_error) == ("finished", False)
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    assert record.getMessage().startswith(
+        "tool 'blocker' ended 1 s after it began, past its timeout of 0.2 s: the event loop "
+        "was held while it ran (by it or by other code on the loop: a sync call inside an "
+        "async tool?), so the timeout could not stop it"
+    )
+
+
+def test_the_warning_for_a_loop_held_by_another_tool_blames_neither(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timed tool that awaits properly, held up by another tool of its step, is not blamed.
+
+    Before, the warning said of ``polite`` that it made a sync call and should
+    be made sync, while ``hog`` (no timeout) held the loop. Now it says the loop
+    was held while ``polite`` ran, by it or by other code on the loop.
+    """
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def polite(args: dict[str, Any]) -> str:
+        await asyncio.sleep(0)  # yields: ``hog`` runs meanwhile
+        return "polite ok"
+
+    async def hog(args: dict[str, Any]) -> str:
+        now[0] += 1.0  # as time.sleep(1.0) would
+        return "hog ok"
+
+    calls = [
+        _inv(Tool("polite", "", SCHEMA, polite, timeout=0.2), call_id="c1"),
+        _inv(Tool("hog", "", SCHEMA, hog), call_id="c2"),
+    ]
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        outcomes = asyncio.run(run_calls(calls))
+    assert [o.content for o in outcomes] == ["polite ok", "hog ok"]
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    message = record.getMessage()
+    assert message.startswith("tool 'polite' ended 1 s after it began")
+    assert "held while it ran (by it or by other code on the loop" in message
+    assert "make the blocking tool sync" in message
+
+
+def test_the_held_loop_warning_does_not_read_the_loops_debug_setting(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An app that raised ``slow_callback_duration`` (to quiet asyncio's debug mode) still gets it.
+
+    Before, the margin was the loop's ``slow_callback_duration``: raised to
+    10 s, a call held 1 s past its timeout said nothing (and a custom loop
+    without the attribute failed the call with an AttributeError).
+    """
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def blocker(args: dict[str, Any]) -> str:
+        now[0] += 1.0
+        return "finished"
+
+    async def main() -> tuple[ToolOutcome, ...]:
+        asyncio.get_running_loop().slow_callback_duration = 10.0
+        return await run_calls([_inv(Tool("blocker", "", SCHEMA, blocker, timeout=0.2))])
+
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        (outcome,) = asyncio.run(main())
+    assert outcome.content == "finished"
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    assert record.getMessage().startswith("tool 'blocker' ended 1 s after it began")
+
+
+def test_an_async_tool_ending_within_its_timeout_logs_nothing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A timed call that ends in time (by the executor's clock) gives its result, no warning."""
+    from toolfold.runtime.drive import _executor
+
+    now = [100.0]
+    monkeypatch.setattr(_executor, "_monotonic", lambda: now[0])
+
+    async def quick(args: dict[str, Any]) -> str:
+        now[0] += 0.1
+        return "quick"
+
+    tool = Tool("quick", "", SCHEMA, quick, timeout=0.2)
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        (outcome,) = asyncio.run(run_calls([_inv(tool)]))
+    assert (outcome.outcome, outcome.content) == ("ok", "quick")
+    assert [r for r in caplog.records if r.name == "toolfold.runtime"] == []
+
+
 def test_sync_timeout_becomes_error_result() -> None:
     """A sync tool that outlives its timeout is reported as timed out (its thread is left)."""
     release = threading.Event()
@@ -414,3 +537,52 @@ def test_an_awaitable_a_timed_tool_returns_gives_its_result_or_its_own_error(
     assert failed.is_error
     assert "upstream" in failed.content
     assert "timed out" not in failed.content
+
+
+def test_a_task_an_async_tool_left_running_is_cancelled_with_a_warning_in_a_blocking_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A blocking run cancels what a tool started and left running, and says so; ``arun`` does not.
+
+    Before, the task was cancelled with nothing said, where in ``arun`` it ran on.
+    The task waits on an event that is never set: nothing depends on timing.
+    """
+    from toolfold import Agent, generate_text
+
+    log: list[str] = []
+
+    async def fire(args: dict[str, Any]) -> str:
+        async def later() -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                log.append("cancelled")
+                raise
+
+        fire.task = asyncio.get_running_loop().create_task(later())  # type: ignore[attr-defined]
+        return "fired"
+
+    tool = Tool("fire", "", SCHEMA, fire)
+    model = ScriptedModel([ScriptedModel.call("fire", {"x": 1}), "done"])
+    with caplog.at_level("WARNING", logger="toolfold.runtime"):
+        generate_text(model, "go", tools=[tool])
+    assert log == ["cancelled"]
+    (record,) = [r for r in caplog.records if r.name == "toolfold.runtime"]
+    assert record.getMessage().startswith(
+        "a blocking run ended with 1 task(s) a tool started still running "
+        "(test_a_task_an_async_tool_left_running_is_cancelled_with_a_warning_in_a_blocking_run"
+        ".<locals>.fire.<locals>.later): they are cancelled"
+    )
+
+    async def in_arun() -> bool:
+        agent = Agent(ScriptedModel([ScriptedModel.call("fire", {"x": 1}), "done"]), tools=[tool])
+        await agent.arun("go")
+        task = fire.task  # type: ignore[attr-defined]
+        running = not task.done()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return running
+
+    caplog.clear()
+    assert asyncio.run(in_arun()) is True
+    assert [r for r in caplog.records if r.name == "toolfold.runtime"] == []

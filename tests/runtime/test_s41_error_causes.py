@@ -124,6 +124,35 @@ def test_a_tool_that_used_up_its_retries_is_chained_to_its_exception(watched: bo
     assert isinstance(caught.value.__cause__, PaymentDeclined)
 
 
+@pytest.mark.parametrize("mode", ["run", "arun", "stream"])
+def test_a_tool_whose_arguments_never_read_as_json_is_chained_to_the_json_error(
+    mode: str,
+) -> None:
+    """Arguments that are no JSON, to the last retry: the cause is the `ArgumentJSONError`.
+
+    The core answers such calls itself, so no executor's outcome held an
+    exception: the cause was None, where a schema error's was set.
+    """
+    script: list[Any] = [call("pay", '{"amount": ')] * 4
+    agent = Agent(ScriptedModel([*script, "ok"]), tools=[pay.replace(max_retries=3)])
+
+    def go() -> None:
+        if mode == "run":
+            agent.run("go")
+        elif mode == "arun":
+            asyncio.run(agent.arun("go"))
+        else:
+            for _ in agent.stream("go"):
+                pass
+
+    with pytest.raises(Exceeded) as caught:
+        go()
+    cause = caught.value.__cause__
+    assert isinstance(cause, toolfold.ArgumentJSONError)
+    assert cause.tool_name == "pay"
+    assert "the arguments are not valid JSON" in str(cause)
+
+
 def test_a_tool_that_used_up_its_retries_by_timeouts_is_chained_to_a_timeout() -> None:
     """A tool whose last failure was its timeout: ToolRetriesExceededError's cause is a TimeoutError."""
     agent = Agent(ScriptedModel([call("hang", {"x": 1}), "ok"]), tools=[hang])

@@ -989,6 +989,53 @@ def test_a_step_whose_output_is_not_data_fails_naming_the_type() -> None:
         Parallel(take, Task(take, name="again"), merge=lambda outputs: Thing()).run("x")
 
 
+def test_a_step_returning_another_runs_response_fails_saying_what_to_return() -> None:
+    """A function step that returns a Response (``.text`` meant) fails with a TypeError saying so."""
+    inner = Agent(ScriptedModel(["hi"]))
+
+    def ask(x: str) -> object:
+        return inner.run(x)
+
+    response = Sequence(Task(ask, name="ask", on_error="skip"), echo("b")).run("x")
+    assert response.errors["ask"].startswith(
+        "Error: TypeError: the step returned a Response, another run's whole record: "
+        "return response.text or response.output"
+    )
+
+
+def test_a_workflow_given_a_response_as_input_says_so_without_blaming_a_step() -> None:
+    """A Response as a workflow's input (``workflow.run(agent.run(q))``) is named as such.
+
+    Before, the error said "the step returned a Response" of an input no step
+    returned (and main said "a Log is not JSON data").
+    """
+    inner = Agent(ScriptedModel(["hi"]))
+
+    def up(x: str) -> str:
+        return x.upper()
+
+    with pytest.raises(TypeError) as raised:
+        Sequence(Task(up, name="up")).run(inner.run("q"))
+    assert str(raised.value).startswith(
+        "a Response is another run's whole record, not JSON data: "
+        "return response.text or response.output"
+    )
+    assert "step" not in str(raised.value)
+
+
+def test_a_merge_returning_a_response_is_not_said_to_be_a_step() -> None:
+    """A Parallel's merge that returns a Response fails naming it, not a step's output."""
+    inner = Agent(ScriptedModel(["hi"]))
+
+    def take(x: object) -> str:
+        return f"took {x}"
+
+    merged = Parallel(take, Task(take, name="again"), merge=lambda outputs: inner.run("q"))
+    with pytest.raises(RunError, match="a Response is another run's whole record") as raised:
+        merged.run("x")
+    assert "step returned" not in str(raised.value)
+
+
 def test_on_error_retry_runs_the_step_again() -> None:
     """A retried step runs until it succeeds, within its retries; each attempt is on the record."""
     response = Sequence(Task(failing("flaky", 2), on_error="retry", retries=2)).run("x")

@@ -263,15 +263,43 @@ def test_a_builtin_without_a_signature_is_a_definition_error(builtin: Any) -> No
 
 
 def test_already_a_tool() -> None:
-    """Applying @tool twice is refused."""
+    """Applying @tool twice is refused, pointing to ``replace`` for other options."""
 
     @tool
     def f() -> None:
         pass
 
+    expected = (
+        "is already a tool; apply @tool once (for a copy with other options: "
+        "f.replace(name=..., timeout=...))",
+    )
     with pytest.raises(ToolDefinitionError) as info:
         tool(f)
-    assert info.value.problems == ("is already a tool; apply @tool once",)
+    assert info.value.problems == expected
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(name="x")(f)
+    assert info.value.problems == expected
+
+
+def test_already_a_tool_named_as_no_identifier_points_to_python_code() -> None:
+    """A tool named ``get-time`` is pointed to by its function's name, not ``get-time.replace``.
+
+    Before, the hint read ``get-time.replace(name=..., timeout=...)``, no Python.
+    """
+
+    @tool(name="get-time")
+    def current_time() -> str:
+        return "noon"
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(current_time)
+    (problem,) = info.value.problems
+    assert problem.endswith("current_time.replace(name=..., timeout=...))")
+    nameless = Tool("get-time", "", {"type": "object", "properties": {}}, lambda args: "noon")
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(nameless)
+    (problem,) = info.value.problems
+    assert problem.endswith("the_tool.replace(name=..., timeout=...))")
 
 
 def test_enum_and_literal_values_must_be_json() -> None:

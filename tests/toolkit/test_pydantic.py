@@ -1042,3 +1042,60 @@ def test_a_model_pydantic_cannot_dump_as_json_is_written_by_its_values() -> None
     assert format_result([Blob(data=b"\xff"), {"ok": True}]) == (
         '[{"data":"/w==","day":"2024-01-02"},{"ok":true}]'
     )
+
+
+def test_a_method_tool_in_a_pydantic_model_binds_to_each_instance() -> None:
+    """@tool on a method of a BaseModel is no field: each instance has its bound tool.
+
+    Before, the class statement failed with pydantic's "A non-annotated attribute
+    was detected: `search = Tool(...)`".
+    """
+
+    class _Search(BaseModel):
+        city: str = "paris"
+
+        @tool
+        def search(self, q: str) -> str:
+            """Search in the model's city.
+
+            Args:
+                q: What to search.
+            """
+            return f"{q} in {self.city}"
+
+    class _OnlyTools(BaseModel):
+        @tool
+        def ping(self) -> str:
+            """Ping."""
+            return "pong"
+
+    rome = _Search(city="rome")
+    model = ScriptedModel([ScriptedModel.call("search", {"q": "hi"}), "done"])
+    response = Agent(model, tools=[rome.search]).run("go")
+    assert response.steps[0].tool_results[0].content == "hi in rome"
+    assert list(_Search.model_fields) == ["city"]
+    assert rome.model_dump() == {"city": "rome"}
+    assert rome == _Search(city="rome")
+    assert _Search(city="oslo").search("x") == "x in oslo"
+    assert _OnlyTools().ping() == "pong"
+    assert not _OnlyTools.model_fields
+
+
+def test_a_method_tool_annotated_in_a_pydantic_model_keeps_its_annotation() -> None:
+    """A tool the model's body annotates itself (``ClassVar[Tool]``) is left as written."""
+    from typing import ClassVar
+
+    class Annotated_(BaseModel):
+        search: ClassVar[toolfold.Tool[Any, Any]]
+
+        @tool
+        def search(self, q: str) -> str:  # type: ignore[no-redef]
+            """Search.
+
+            Args:
+                q: What to search.
+            """
+            return q
+
+    assert Annotated_.__annotations__["search"] == "ClassVar[toolfold.Tool[Any, Any]]"
+    assert Annotated_().search("x") == "x"

@@ -706,3 +706,44 @@ def test_a_method_tool_taken_from_its_class_is_refused_when_tools_are_gathered()
         check_tool_names([Shop.search.replace(name="find")])
     bound = check_tool_names([Shop("Oslo").search, Shop.currency])
     assert bound["search"].invoke({"query": "q"}) == "Oslo:q"
+
+
+def test_invoke_without_a_context_for_a_tool_that_takes_one_names_the_parameter() -> None:
+    """``invoke`` with no context, for a tool whose RunContext parameter has no default, is a TypeError.
+
+    Before, None reached the function, which failed inside with
+    ``'NoneType' object has no attribute 'deps'``.
+    """
+
+    @tool
+    def whoami(ctx: RunContext[str], greeting: str) -> str:
+        """Greet.
+
+        Args:
+            greeting: The greeting.
+        """
+        return f"{greeting}, {ctx.deps}"
+
+    with pytest.raises(TypeError) as caught:
+        whoami.invoke({"greeting": "hi"})
+    assert str(caught.value) == (
+        "tool 'whoami' takes a RunContext (parameter 'ctx'): pass context=RunContext(...) "
+        "to invoke()"
+    )
+    context = RunContext(run_id="r", step=1, call_id="c", tool_name="whoami", deps="bob")
+    assert whoami.invoke({"greeting": "hi"}, context) == "hi, bob"
+
+
+def test_invoke_without_a_context_passes_none_where_the_parameter_defaults_to_it() -> None:
+    """A RunContext parameter with a default (``ctx: RunContext | None = None``) takes None."""
+
+    @tool
+    def maybe(q: str, ctx: RunContext[Any] | None = None) -> str:
+        """Maybe use the context.
+
+        Args:
+            q: The query.
+        """
+        return f"{q} {ctx is None}"
+
+    assert maybe.invoke({"q": "x"}) == "x True"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, Union
 
 import attrs
 
@@ -174,6 +174,12 @@ class Response(_Kept, Generic[OutputT_co]):
             in pydantic-ai): where a run can stop early, check
             ``output is not None`` (or ``finish_reason``) before reading it.
     """
+
+    # What a tool returning one is told (`toolfold.toolkit._results.run_kind`): its
+    # JSON would give the model the other run's instructions, messages and config.
+    _no_tool_result: ClassVar[str] = (
+        "return response.text or response.output (or run the agent as a tool: agent.as_tool())"
+    )
 
     state: RunState
     # Typed as the output, not Optional, so `response.output.city` type-checks

@@ -80,7 +80,12 @@ from toolfold.runtime.drive._loop import (
     masked_result,
     show_event,
 )
-from toolfold.toolkit._results import describe_exception, iterator_kind, stream_kind
+from toolfold.toolkit._results import (
+    NoResultError,
+    describe_exception,
+    iterator_kind,
+    stream_kind,
+)
 from toolfold.toolkit._tool import Tool
 
 # The stored configuration a resume cannot change, by the name the user gave it.
@@ -1031,7 +1036,13 @@ def _result_part(
             f"tool_results[{call_id!r}] is {kind}, whose values were never produced: "
             "give the result itself (e.g. a list of the values)"
         )
-    content = value if isinstance(value, str) else _text_of(tool)(value)
+    try:
+        content = value if isinstance(value, str) else _text_of(tool)(value)
+    except TypeError as exc:  # a run's Response or RunState, there or inside it
+        refused = exc if isinstance(exc, NoResultError) else exc.__cause__
+        if not isinstance(refused, NoResultError):
+            raise
+        raise UsageError(f"tool_results[{call_id!r}] is {refused.record}") from None
     return ToolResultPart(call_id, name, content)
 
 

@@ -44,6 +44,7 @@ from toolfold.runtime.drive._executor import (
 from toolfold.runtime.drive._failures import handed_run, handed_to
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._problems import clip
+from toolfold.toolkit._results import run_kind
 from toolfold.toolkit._tool import Tool
 
 if TYPE_CHECKING:
@@ -491,9 +492,29 @@ def plain_data(value: Any) -> Any:
             used to be kept silently (``"<Thing object at 0x...>"``).
     """
     from toolfold.toolkit._converter import get_converter
+    from toolfold.toolkit._results import NoResultError
 
-    plain = get_converter().unstructure(value)
+    try:
+        plain = get_converter().unstructure(value)
+    except NoResultError as exc:  # a run's Response or RunState: a TypeError, as below
+        # Said of the value, not of a step: a workflow's input and a merge's output come here.
+        raise TypeError(
+            f"a {exc.kind} is another run's whole record, not JSON data: {exc.advice}"
+        ) from None
     return json.loads(json.dumps(plain, default=_not_data))
+
+
+def _step_output(value: Any) -> str:
+    """A function step's output ``value`` as JSON text (`plain_data`).
+
+    Raises:
+        TypeError: ``value`` is a run's whole record (`run_kind`: the step
+            returned it), or no data (`plain_data`).
+    """
+    returned = run_kind(value)
+    if returned:
+        raise TypeError(f"the step {returned}")
+    return json.dumps(plain_data(value))
 
 
 def _not_data(value: Any) -> Any:
@@ -844,12 +865,12 @@ def _function_runner(task: Task) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
 
         async def run_async_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
-            return json.dumps(plain_data(await fn(typed(input))))
+            return _step_output(await fn(typed(input)))
 
         return run_async_step
 
     def run_step(input: Any = None, values: dict[str, Any] | None = None) -> str:
-        return json.dumps(plain_data(fn(typed(input))))
+        return _step_output(fn(typed(input)))
 
     return run_step
 

@@ -34,8 +34,10 @@ class RunContext(Generic[DepsT]):
         deps: The user dependencies passed to ``run(deps=...)``.
         idempotency_key: ``<run id>:<step>:<call index>``, the same every time
             the engine runs this call again (a retry after a crash, a resumed
-            state): key a side effect with it to make it happen once. Empty
-            in a context built by hand.
+            state): key a side effect with it to make it happen once. Its step
+            counts the model responses of the whole conversation: in a run
+            continued with ``history=``, those of the history too (so it may
+            exceed ``step``). Empty in a context built by hand.
         sub_run: The stored state of the sub-run this call continues (an
             agent used as a tool that waited for the caller); None otherwise.
         forward: Where a sub-run sends its events, as they happen, when the

@@ -65,7 +65,7 @@ from toolfold.toolkit._hooks import HookEntry, user_hooks
 from toolfold.toolkit._jsontypes import json_type
 from toolfold.toolkit._problems import clip
 from toolfold.toolkit._pydantic import is_model, structure_model, unstructure_model
-from toolfold.toolkit._results import VIEWS
+from toolfold.toolkit._results import VIEWS, refuse_run
 
 __all__ = [
     "CheckFailedError",
@@ -776,6 +776,11 @@ def _own_fields_structure(tp: Any, converter: cattrs.Converter) -> Callable[[Any
     return _fields_structure(cls, fields, converter, lambda out: cls(**out))
 
 
+def _is_run_record(tp: Any) -> bool:
+    """Whether ``tp`` is a class of a run's whole record (`toolfold.toolkit._results.run_kind`)."""
+    return isinstance(getattr(tp, "_no_tool_result", None), str)
+
+
 def _is_enum(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Enum)
 
@@ -1006,6 +1011,8 @@ def get_converter() -> cattrs.Converter:
     # pydantic models make themselves (their validators run), recognised without importing it
     conv.register_structure_hook_func(is_model, structure_model)
     conv.register_unstructure_hook_func(is_model, unstructure_model)
+    # A run's `Response` or `RunState` in a result is refused, not written out (`run_kind`).
+    conv.register_unstructure_hook_func(_is_run_record, refuse_run)
     _apply_hooks(conv, user_hooks)  # last registered wins, so users override the above
     return conv
 

@@ -140,7 +140,17 @@ def _make_tool(
 ) -> Tool[Any, Any]:
     """The tool of ``function``; ``stacklevel`` is the user's frame as warnings count it."""
     if isinstance(function, Tool):
-        raise ToolDefinitionError(function.name, ["is already a tool; apply @tool once"])
+        # Named by its function's Python name: a tool's name may be no identifier (get-time).
+        variable = getattr(function.function, "__name__", "")
+        if not variable.isidentifier():
+            variable = "the_tool"
+        raise ToolDefinitionError(
+            function.name,
+            [
+                "is already a tool; apply @tool once (for a copy with other options: "
+                f"{variable}.replace(name=..., timeout=...))"
+            ],
+        )
     if is_unapplied(function):  # tool(tool(name="x"))
         raise ToolDefinitionError("tool(...)", [_unapplied_problem()])
     if isinstance(function, types.MethodType) and isinstance(function.__func__, Tool):

@@ -18,7 +18,9 @@
 - A generator or another iterator (``map(...)``, ``zip``, ``iter(...)``..., not
   a class of the user's own with its own ``__str__``/``__repr__``) is refused
   with a ``TypeError`` saying to return a list: its repr is no result; an
-  open file or stream (``io.IOBase``) with one saying to read it.
+  open file or stream (``io.IOBase``) with one saying to read it; a run's
+  ``Response`` or ``RunState`` (alone or inside the result) with one saying to
+  return its text or output: its JSON is the other run's whole state.
 - Nothing else here raises. A value JSON cannot hold (an arbitrary object inside a
   list, say) is written as its ``str()`` text in its place (its ``repr()``, or
   ``<unprintable T>``, when ``str()`` raises); ``NaN`` and the infinities,
@@ -60,7 +62,11 @@ __all__ = [
     "exception_text",
     "format_result",
     "iterator_kind",
+    "NoResultError",
     "quoted",
+    "record_kind",
+    "refuse_run",
+    "run_kind",
     "stream_kind",
 ]
 
@@ -134,6 +140,52 @@ def _where_python() -> tuple[tuple[str, ...], tuple[str, ...]]:
         return tuple({paths[key] for key in keys if key in paths})
 
     return of("stdlib", "platstdlib"), of("purelib", "platlib")
+
+
+class NoResultError(TypeError):
+    """A tool returned a run's whole record (`run_kind`): raised through every fallback.
+
+    Attributes:
+        record: The record named without a subject (`record_kind`), for an
+            error about a value no tool returned (a workflow's input...).
+        kind: Its class's name (``"Response"``).
+        advice: What to give instead (its class's ``_no_tool_result``).
+    """
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(run_kind(value))
+        self.record = record_kind(value)
+        self.kind = type(value).__name__
+        self.advice: str = type(value)._no_tool_result
+
+
+def record_kind(value: Any) -> str:
+    """``value`` named when it is a run's whole record, no data ("" when it is none).
+
+    ``"a Response, another run's whole record: <advice>"``: a class says so
+    with a ``_no_tool_result`` text, the advice to give (the runtime's
+    ``Response`` and ``RunState``: the toolkit does not import them). Its JSON
+    would hand on the other run's state: its instructions, messages and
+    config, never meant for it.
+    """
+    advice = getattr(type(value), "_no_tool_result", None)
+    if not isinstance(advice, str):
+        return ""
+    return f"a {type(value).__name__}, another run's whole record: {advice}"
+
+
+def run_kind(value: Any) -> str:
+    """What a tool or step returning ``value`` did, when it is a run's whole record ("" if not).
+
+    ``"returned a Response, another run's whole record: <advice>"`` (`record_kind`).
+    """
+    record = record_kind(value)
+    return f"returned {record}" if record else ""
+
+
+def refuse_run(value: Any) -> Any:
+    """The converter's hook for a run's record (`run_kind`), wherever it is: refused."""
+    raise NoResultError(value)
 
 
 def stream_kind(value: Any) -> str:
@@ -321,8 +373,9 @@ def format_result(value: Any) -> str:
         TypeError: ``value`` is a generator, an async generator or another
             iterator (``map(...)``, ``iter(...)``, ``zip``...; see
             `iterator_kind`): its values were never produced, and its repr
-            is no result; or an open file or stream (`stream_kind`), to be
-            read. The run reads the error as the call's result.
+            is no result; an open file or stream (`stream_kind`), to be
+            read; or a run's `Response` or `RunState`, there or inside it
+            (`run_kind`). The run reads the error as the call's result.
     """
     if type(value) is str:
         return value
@@ -367,6 +420,8 @@ def format_result(value: Any) -> str:
         if type(data) in _CONTAINERS and _key_of_no_text(text) and _keys_clash(data):
             return safe_repr(value)
         return text
+    except NoResultError:
+        raise
     except Exception:
         return _salvaged_text(value)
 
@@ -383,6 +438,8 @@ def _salvaged_text(value: Any) -> str:
         if type(data) in _CONTAINERS and _key_of_no_text(text) and _keys_clash(data):
             return safe_repr(value)
         return text
+    except NoResultError:
+        raise
     except Exception:
         return safe_repr(value)
 
@@ -428,6 +485,8 @@ class _Salvage:
             if data is value and not isinstance(value, _JSON_CONTAINERS):
                 dumped = _model_dump(value)
                 return value if dumped is _NOTHING else self.part(dumped)
+        except NoResultError:
+            raise  # (its fields are what must not be written)
         except Exception:
             return self._by_fields(value)
         return self.part(data) if isinstance(data, (dict, list)) else data

@@ -34,6 +34,8 @@ from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._frozen import freeze
 from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
+from toolfold.toolkit._pydantic import is_model
+from toolfold.toolkit._results import NoResultError
 from toolfold.toolkit._results import format_result as _format_result
 
 if TYPE_CHECKING:
@@ -344,6 +346,8 @@ class Tool(Generic[P, R]):
         self._attribute = name
         if self._receiver == "instance":
             self._cache_key = _BOUND + name
+        if is_model(owner):
+            _class_var_of_model(owner, name)
 
     # Where a method tool's tool bound to an object is cached in the object (`__get__`):
     # none for other tools, for which no object has this key.
@@ -440,6 +444,10 @@ class Tool(Generic[P, R]):
 
         Returns:
             Whatever the function returns.
+
+        Raises:
+            TypeError: The tool has no function, or its function takes a
+                RunContext (a parameter without a default) and ``context`` is None.
         """
         function: Callable[..., Any] | None = self.function
         if function is None:
@@ -454,10 +462,24 @@ class Tool(Generic[P, R]):
                 return arguments.built
         kwargs = dict(arguments)
         if self._context_param is not None:
+            if context is None and self._context_required():
+                raise TypeError(
+                    f"tool {self.name!r} takes a RunContext (parameter "
+                    f"{self._context_param!r}): pass context=RunContext(...) to invoke()"
+                )
             kwargs[self._context_param] = context
         if self._positional_only:
             return function(*self._positional_arguments(kwargs), **kwargs)
         return function(**kwargs)
+
+    def _context_required(self) -> bool:
+        """Whether the RunContext parameter has no default (``ctx: RunContext | None = None``
+        has one: None is its value). Asked only when `invoke` is given no context."""
+        try:
+            parameter = inspect.signature(self.function).parameters[self._context_param]  # type: ignore[arg-type,index]
+        except (TypeError, ValueError, KeyError):  # (no signature to read: as before)
+            return False
+        return parameter.default is inspect.Parameter.empty
 
     def _positional_arguments(self, kwargs: dict[str, Any]) -> list[Any]:
         """The positional-only arguments, taken out of ``kwargs``, up to the last one given.
@@ -482,13 +504,16 @@ class Tool(Generic[P, R]):
 
         Raises:
             TypeError: ``value`` is a generator or another iterator (``map(...)``,
-                ``iter(...)``...) or an open file or stream, naming the tool (a run gives the model the
-                error as the call's result).
+                ``iter(...)``...), an open file or stream, or a run's ``Response``
+                or ``RunState`` (there or inside it), naming the tool (a run gives
+                the model the error as the call's result).
         """
         try:
             return _format_result(value)
-        except TypeError as exc:  # (format_result raises only for an iterator or a stream)
-            raise TypeError(f"tool {self.name!r} {exc}") from None
+        except TypeError as exc:  # (only for an iterator, a stream or a run's record)
+            # A TypeError the model reads as such; a run's record stays the cause (`resume`).
+            cause = exc if isinstance(exc, NoResultError) else None
+            raise TypeError(f"tool {self.name!r} {exc}") from cause
 
     def replace(self, **changes: Any) -> Tool[P, R]:
         """A copy with some options, or its function, changed (``name``, ``timeout``, ``function``...).
@@ -1220,3 +1245,23 @@ def _place(t: Tool[..., Any]) -> str:
     # (the file's name by string, not os.path: workflow code reaches this, and os is refused)
     name = code.co_filename.replace("\\", "/").rpartition("/")[2]
     return f"{name}:{code.co_firstlineno}"
+
+
+def _class_var_of_model(model: type, name: str) -> None:
+    """Annotate the tool ``name`` in the body of the pydantic model ``model`` as a ``ClassVar``.
+
+    pydantic takes every attribute of a model's body for a field, and refuses one
+    without an annotation ("A non-annotated attribute was detected"), at the
+    class statement; a method tool is a method, not a field. This is called from
+    `Tool.__set_name__`, when the class exists and pydantic has not read its
+    fields yet, and writes what pydantic's error tells the user to write,
+    ``name: ClassVar[Tool]``. A tool annotated already is left as it is.
+    """
+    import typing
+
+    try:
+        annotations = model.__annotations__  # (its own: made empty if its body has none)
+    except Exception:  # (3.14: an annotation naming what is not defined yet)
+        return  # pydantic's own error then says what to write
+    if name not in annotations:
+        annotations[name] = typing.ClassVar[Tool]

@@ -241,7 +241,9 @@ class StreamContext:
         agent: The agent's name (as in activity names).
         run_id: The run's id (the workflow id given to `TemporalAgent.start`).
         step: The step this request will be (1 for the first).
-        key: The request's idempotency key, ``<run id>:<step>:model``.
+        key: The request's idempotency key, ``<run id>:<step>:model``, unique
+            across a conversation continued under one run id: its step counts on
+            from the model responses of the run's history (``step`` does not).
         attempt: Temporal's attempt number of the model activity (1 for the
             first). A retried request streams again from the start: a
             consumer drops what an earlier attempt of the same ``key`` sent.

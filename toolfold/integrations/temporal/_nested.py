@@ -272,7 +272,12 @@ def restarted(node: Node, state: RunState) -> RunState:
     """The first state ``state`` would have been with ``node``'s listed tools in its config."""
     specs = tuple(ToolSpec.from_tool(t) for t in node.tools.values())
     config = attrs.evolve(state.config, tools=specs)  # its instructions may be a step's, rendered
-    return initial_state(state.messages, config, run_id=state.run_id, agent=state.agent)
+    started = state.log[0] if len(state.log) else None
+    # Its own count, not the history's: a state a worker before it was counted started keeps 0.
+    earlier = getattr(started, "earlier_steps", 0)
+    return initial_state(
+        state.messages, config, run_id=state.run_id, agent=state.agent, earlier_steps=earlier
+    )
 
 
 @attrs.frozen

@@ -34,7 +34,8 @@ class CallModel:
     Attributes:
         request: The request, built from the state.
         step: The step this call will be (1 for the first).
-        key: An idempotency key, ``<run id>:<step>:model``.
+        key: An idempotency key, ``<run id>:<step>:model``; its step counts on
+            from the model responses of the run's history (`RunStarted.earlier_steps`).
     """
 
     request: ModelRequest
@@ -51,7 +52,8 @@ class ToolInvocation:
         call: The call as the model made it.
         index: Its position among the step's calls.
         step: The step that made it.
-        key: An idempotency key, ``<run id>:<step>:<index>``.
+        key: An idempotency key, ``<run id>:<step>:<index>``; its step counts on
+            from the model responses of the run's history (`RunStarted.earlier_steps`).
         child: The sub-run this call continues (an agent used as a tool that
             suspended and got the caller's answers), or None.
     """

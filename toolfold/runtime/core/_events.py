@@ -55,6 +55,11 @@ class RunStarted:
         config: The run's configuration.
         messages: The conversation to start from (history and the prompt).
         agent: The name of the agent that runs it, if it has one.
+        earlier_steps: The model responses in ``messages`` (the history's
+            assistant messages), counted by `initial_state`: the step in the
+            run's tool calls' idempotency keys counts on from them, so a
+            conversation continued under the same run id gets new keys. 0 in a
+            log written before they were counted, whose keys stay as they were.
     """
 
     run_id: str
@@ -62,6 +67,7 @@ class RunStarted:
     messages: tuple[Message, ...] = attrs.field(default=(), converter=_messages)
     agent: str | None = None
     kind: Literal["run_started"] = "run_started"
+    earlier_steps: int = attrs.field(default=0, kw_only=True)
 
     def __repr__(self) -> str:
         return fields(

@@ -143,6 +143,11 @@ class Log(Sequence[T], Generic[T]):
             self._tuple = tuple(self._items[: self._n])
         return self._tuple
 
+    @property
+    def first(self) -> T | None:
+        """The first item, None when empty (read for every model request: no bounds checks)."""
+        return self._items[0] if self._n else None
+
     def __len__(self) -> int:
         return self._n
 

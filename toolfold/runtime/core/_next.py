@@ -52,14 +52,16 @@ def next_effect(state: RunState) -> Effect:
         raise not_a_state("next_effect", state) from None
     if phase == "awaiting_model":
         step = state.step + 1
-        return _call_model(build_request(state), step, f"{state.run_id}:{step}:model")
+        keyed = step + earlier_steps(state)
+        return _call_model(build_request(state), step, f"{state.run_id}:{keyed}:model")
     if phase == "running_tools":
         # A loop, not a comprehension (a function object and a frame in 3.11): every step
         # of a run that is streamed or observed asks for its calls here.
         invocations = []
+        keyed = state.step + earlier_steps(state)
         for c in state.calls:
             if c.status == "to_run":
-                key = f"{state.run_id}:{state.step}:{c.index}"
+                key = f"{state.run_id}:{keyed}:{c.index}"
                 invocations.append(_invocation(c.call, c.index, state.step, key, c.child))
         return RunTools(invocations)
     if phase == "awaiting_approval":
@@ -76,6 +78,18 @@ def next_effect(state: RunState) -> Effect:
     if not isinstance(state, RunState):
         raise not_a_state("next_effect", state)
     raise RunError("the run has not started: reduce a RunStarted event first", state)
+
+
+def earlier_steps(state: RunState) -> int:
+    """The model responses before the run's own (`RunStarted.earlier_steps`), 0 if none.
+
+    Counted on by the step of its idempotency keys (its model requests' and
+    tool calls'): a conversation continued with ``history=`` under the same
+    run id gets new keys; a run whose history holds no model response (and a
+    run whose log was written before they were counted) the keys
+    ``<run id>:<step>:<index>`` and ``<run id>:<step>:model`` it always got.
+    """
+    return getattr(state.log.first, "earlier_steps", 0)
 
 
 _TURN_STARTS = ("run_started", "user_message_added")

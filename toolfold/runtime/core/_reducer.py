@@ -162,6 +162,7 @@ def initial_state(
     *,
     run_id: str,
     agent: str | None = None,
+    earlier_steps: int | None = None,
 ) -> RunState:
     """The state of a run that has just started.
 
@@ -171,6 +172,9 @@ def initial_state(
         config: The run's configuration.
         run_id: The run's id (the driver makes it; the core reads no uuid).
         agent: The name of the agent that runs it.
+        earlier_steps: `RunStarted.earlier_steps`; None counts the assistant
+            messages of ``messages`` (a run remade from a stored one passes
+            that run's, so its calls keep their idempotency keys).
 
     Raises:
         UsageError: ``run_id`` is no str, ``agent`` neither a str nor None,
@@ -208,7 +212,10 @@ def initial_state(
             f"got {type(messages).__name__} {messages!r:.60}"
         ) from None
     # `initial_state` makes the messages a tuple: the event's converter would only copy it.
-    event = _started(run_id, config or _DEFAULT_CONFIG, initial, agent)
+    earlier = earlier_steps
+    if earlier is None:  # (0 without history: a first run's keys are what they always were)
+        earlier = sum(1 for m in initial if getattr(m, "role", None) == "assistant")
+    event = _started(run_id, config or _DEFAULT_CONFIG, initial, agent, earlier_steps=earlier)
     # `reduce(blank_state(), event)` without a blank state to build per run: the
     # shared one is only read (the new state gets a log of its own). A refused
     # event goes through `reduce` on a fresh blank state, which raises the same
@@ -415,6 +422,9 @@ def _run_started(state: RunState, event: RunStarted, changes: Changes) -> None:
         raise refused(state, event.kind, f"the run id must be a str, got {event.run_id!r}")
     if event.agent is not None and not isinstance(event.agent, str):
         raise refused(state, event.kind, f"the agent must be a str or None, got {event.agent!r}")
+    earlier = event.earlier_steps
+    if type(earlier) is not int or earlier < 0:
+        raise refused(state, event.kind, f"earlier_steps must be an int >= 0, got {earlier!r}")
     _refuse_bad_tools(state, event.kind, event.config)
     problem = _steps.messages_problem(event.messages, ("system", "user", "assistant", "tool"))
     if problem:

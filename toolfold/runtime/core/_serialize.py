@@ -34,7 +34,7 @@ from toolfold._errors import InvalidEventError, SerializationError, UsageError, 
 from toolfold.runtime.core import _state
 from toolfold.runtime.core._config import RunConfig
 from toolfold.runtime.core._effects import EFFECT_TYPES, Effect
-from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted
+from toolfold.runtime.core._events import EVENT_TYPES, Event, OutputAccepted, RunStarted
 from toolfold.runtime.core._json_numbers import NON_FINITE_NUMBERS, number_text
 from toolfold.runtime.core._json_text import escape_lone_surrogates
 from toolfold.runtime.core._log import Log
@@ -336,6 +336,12 @@ def make_converter(forbid_extra_keys: bool = False) -> cattrs.Converter:
     conv.register_unstructure_hook(
         TokenBudget,
         make_dict_unstructure_fn(TokenBudget, conv, tree=override(omit_if_default=True)),
+    )
+    # ``earlier_steps`` only when the history had model responses: a first run's
+    # log reads as it always did, and one written before they were counted loads as 0.
+    conv.register_unstructure_hook(
+        RunStarted,
+        make_dict_unstructure_fn(RunStarted, conv, earlier_steps=override(omit_if_default=True)),
     )
     _log_hooks(conv)
     roots = (RunState, *EVENT_TYPES, *EFFECT_TYPES, *_COUNT_FIELDS, ToolCalled, Message)

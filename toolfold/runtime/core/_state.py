@@ -7,7 +7,7 @@ same with ten messages as with ten thousand. Only `reduce` makes new states.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, NoReturn
 
 import attrs
 
@@ -213,6 +213,12 @@ class RunState:
         agent: The name of the agent running now (the last one handed to),
             or None for an unnamed agent.
     """
+
+    # What a tool returning one is told (`toolfold.toolkit._results.run_kind`).
+    _no_tool_result: ClassVar[str] = (
+        "return its answer (state.last_text) or output, not the state (or run the agent "
+        "as a tool: agent.as_tool())"
+    )
 
     run_id: str
     phase: Phase

@@ -422,15 +422,27 @@ def _unknown_tool_message(name: str, config: RunConfig) -> str:
 
 
 def _bad_json_message(call: ToolCallPart, spec: ToolSpec) -> str:
+    return unread_arguments_error(call, spec).message_for_model
+
+
+def unread_arguments_error(
+    call: ToolCallPart, spec: ToolSpec
+) -> ArgumentJSONError | ArgumentValidationError:
+    """The error of ``call``, whose arguments did not read (``call.arguments`` is None).
+
+    The core answers such a call itself, with this error's ``message_for_model``;
+    a driver raises a run it failed from it (``__cause__``), as from a call
+    the executor checked.
+    """
     problem = argument_problem(call.arguments_text)
     schema = spec.definition.parameters
     too_large = None if problem is None else too_large_problems(call.arguments_text, schema)
     if too_large is not None:  # `1e400`: said at its path, as 400 digits would be
-        return ArgumentValidationError(call.name, too_large).message_for_model
+        return ArgumentValidationError(call.name, too_large)
     if problem is not None:
-        return ArgumentJSONError(call.name, *problem).message_for_model
+        return ArgumentJSONError(call.name, *problem)
     value = decode_arguments(call.arguments_text)
-    return ArgumentValidationError(call.name, [not_an_object(call.name, value)]).message_for_model
+    return ArgumentValidationError(call.name, [not_an_object(call.name, value)])
 
 
 # --- results and approvals -------------------------------------------------

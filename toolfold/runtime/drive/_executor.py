@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import importlib
 import inspect
+import logging
 import sys
 import threading
 import time
@@ -142,6 +143,14 @@ class ToolOutcome(NamedTuple):
 
 _AT = ToolOutcome._fields.index("duration")
 _monotonic = time.monotonic
+
+_log = logging.getLogger("toolfold.runtime")
+
+# How far past its timeout a timed async call may end before `_blocked_past_timeout`
+# warns: asyncio's default bound for a slow callback, fixed (a loop's own
+# ``slow_callback_duration`` is raised to quiet asyncio's debug mode, and is no part of
+# `asyncio.AbstractEventLoop`: a custom loop need not have it).
+_HELD_MARGIN = 0.1
 
 
 class SubRun(NamedTuple):
@@ -633,6 +642,30 @@ def _timed_out(job: ToolJob, timeout: float, stopped: BaseException | None = Non
     return _error(job, timed_out_message(job.call.name, timeout), "timeout", None, stopped)
 
 
+def _blocked_past_timeout(tool: str, took: float, timeout: float) -> None:
+    """Log that a call to the async ``tool`` ended ``took`` s after it began, past its ``timeout``.
+
+    A call ends so only when the event loop was held while it ran: by a sync
+    call inside an ``async def`` (``time.sleep``, a blocking client), this
+    tool's or other code's on the same loop (another tool of the step), which
+    the executor cannot tell apart, so the warning blames neither. The
+    timeout, a callback of that loop, could not run to cancel the call. The
+    call did end, its side effects done, so its outcome is what it returned or
+    raised, not a timeout the model would retry; this warning says why the
+    timeout did not hold.
+    """
+    _log.warning(
+        "tool %r ended %.3g s after it began, past its timeout of %g s: the event loop was "
+        "held while it ran (by it or by other code on the loop: a sync call inside an async "
+        "tool?), so the timeout could not stop it, and its result is kept. Await blocking "
+        "work in a thread (asyncio.to_thread) or make the blocking tool sync: sync tools run "
+        "in threads.",
+        tool,
+        took,
+        timeout,
+    )
+
+
 def timed_out_message(tool: str, timeout: float) -> str:
     """What the model sees of a call to ``tool`` that took longer than its ``timeout``."""
     return f"Error: tool {tool!r} timed out after {timeout:g} s."
@@ -938,6 +971,7 @@ async def _run_one(
     try:
         # asyncio.wait, not wait_for: a TimeoutError the tool raises itself
         # must read as a tool error, not as our timeout.
+        began = _monotonic()
         done, _ = await asyncio.wait({work}, timeout=timeout)
         if done:
             try:
@@ -951,6 +985,11 @@ async def _run_one(
                 outcome = failed_outcome(job, exc)
             else:
                 outcome = _finish(job, value)
+            took = _monotonic() - began
+            # Past the deadline by more than a loop round can take: the loop was held
+            # (a call ending in the same round as its deadline is not).
+            if took > timeout + _HELD_MARGIN:
+                _blocked_past_timeout(job.call.name, took, timeout)
         else:
             work.cancel()
             await asyncio.gather(work, return_exceptions=True)

@@ -35,7 +35,7 @@ from toolfold.runtime.core._events import AttemptDropped, Event, RunStarted
 from toolfold.runtime.core._messages import NO_USAGE, Usage
 from toolfold.runtime.core._reducer import countable, reduce
 from toolfold.runtime.core._state import RunState
-from toolfold.runtime.core._steps import FAILING_OUTCOMES
+from toolfold.runtime.core._steps import FAILING_OUTCOMES, unread_arguments_error
 from toolfold.runtime.core._stop import (
     StopCondition,
     StopPredicate,
@@ -226,6 +226,26 @@ def outcome_cause(outcome: ToolOutcome) -> BaseException | None:
         return outcome.exception
     if outcome.outcome == "timeout":
         return TimeoutError(outcome.content.removeprefix("Error: "))
+    return None
+
+
+def answered_cause(state: RunState) -> BaseException | None:
+    """The error of a call the core answered itself (arguments that did not read) whose tool
+    used up its retries and failed ``state``'s run, or None: no executor's outcome holds it
+    (`failure_cause`), so it is made again from the call, as the core worded it."""
+    error = state.error
+    if error is None or error.kind != "tool_retries_exceeded":
+        return None
+    spec = state.config.tool(error.tool_name) if error.tool_name is not None else None
+    if spec is None:
+        return None
+    for call in reversed(state.calls):
+        if (
+            call.call.name == error.tool_name
+            and call.outcome == "invalid_arguments"
+            and call.call.arguments is None
+        ):
+            return unread_arguments_error(call.call, spec)
     return None
 
 

@@ -15,6 +15,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import logging
 import os
 import sys
 import threading
@@ -484,9 +485,39 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
     tasks = asyncio.all_tasks(loop)
     if not tasks:
         return
+    _tell_leftovers(tasks)
     for task in tasks:
         task.cancel()
     loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+_OWN_FILES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _tell_leftovers(tasks: set[asyncio.Task[Any]]) -> None:
+    """Warn that a blocking run's loop ends with ``tasks`` a tool started still running.
+
+    They are cancelled, as ``asyncio.run`` cancels what is left when its coroutine
+    returns: the loop a blocking run made runs nothing once the run is over. In
+    ``arun`` they run on in the caller's loop, so a tool firing and forgetting one
+    would see it cut short only in ``run``. Toolfold's own tasks are not named.
+    """
+    names = []
+    for task in tasks:
+        coroutine = task.get_coro()
+        code = getattr(coroutine, "cr_code", None)
+        where = getattr(code, "co_filename", "")
+        if where.startswith(_OWN_FILES):
+            continue
+        names.append(getattr(coroutine, "__qualname__", None) or task.get_name())
+    if names:
+        logging.getLogger("toolfold.runtime").warning(
+            "a blocking run ended with %d task(s) a tool started still running (%s): they are "
+            "cancelled, as asyncio.run cancels what is left, since the run's event loop runs "
+            "nothing after it; await them in the tool, or run with arun() on a loop of your own",
+            len(names),
+            ", ".join(sorted(names)),
+        )
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -67,7 +67,7 @@ from toolfold.runtime.core._messages import (
     freeze,
     tool_calls_of,
 )
-from toolfold.runtime.core._next import next_effect
+from toolfold.runtime.core._next import earlier_steps, next_effect
 from toolfold.runtime.core._reducer import OpenStep, countable, open_step, reduce
 from toolfold.runtime.core._request import ModelResponse, ToolDefinition, without_cut_calls
 from toolfold.runtime.core._state import WAITING_PHASES, CallState, Disposition, RunState
@@ -97,6 +97,7 @@ from toolfold.runtime.drive._executor import (
     was_raised_in_run,
 )
 from toolfold.runtime.drive._failures import (
+    answered_cause,
     failure_cause,
     model_failure,
     nested_too_deep,
@@ -587,6 +588,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                     else:  # `_run_tools` for an `OpenStep`, here: no generator of its own
                         changes = opened.changes
                         run_id, number = state.run_id, changes["step"]
+                        keyed = number + earlier_steps(state)  # (as `next_effect` keys them)
                         messages = changes["conversation"]
                         # (Loops and `map`, not comprehensions: no function and frame to make a step.)
                         to_run: list[ToolJob] = []
@@ -601,7 +603,7 @@ def run_loop(live: Live, state: RunState, *, notify: bool = False) -> Loop:
                                             c.call,
                                             c.index,
                                             number,
-                                            f"{run_id}:{number}:{c.index}",
+                                            f"{run_id}:{keyed}:{c.index}",
                                             c.child,
                                         ),
                                     )
@@ -1040,6 +1042,10 @@ def _finish(state: RunState, effect: Effect, failed_by: Sequence[BaseException] 
     if isinstance(effect, Finish) and effect.error is not None:
         if failed_by:
             raise run_failure(state) from failed_by[0]
+        # A call the core answered itself (its arguments did not read) holds no exception.
+        cause = answered_cause(state)
+        if cause is not None:
+            raise run_failure(state) from cause
         raise run_failure(state)
     return state
 
