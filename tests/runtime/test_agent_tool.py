@@ -1081,6 +1081,24 @@ def test_a_tool_returning_another_runs_response_or_state_gives_an_error_not_its_
         ask.format_result(returned(inner.run("x")))
 
 
+def test_the_error_refusing_a_response_pickles_and_copies_whole() -> None:
+    """The converter's error for a run's record (which escapes through converter calls,
+    e.g. a payload converter's) pickles and copies with its attributes: made from
+    keywords, it failed when rebuilt from its ``args``."""
+    import copy
+    import pickle
+
+    from toolfold.toolkit._results import NoResultError
+
+    error = NoResultError.of(Agent(ScriptedModel(["hi"]), instructions=_SECRET).run("x"))
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert type(again) is NoResultError
+        assert str(again) == str(error)
+        assert str(error).startswith("returned a Response, another run's whole record")
+        assert (again.record, again.kind, again.advice) == (error.record, "Response", error.advice)
+        assert "ZX-991" not in str(again)
+
+
 def test_a_response_given_to_resume_as_a_tool_result_is_refused() -> None:
     """``resume(tool_results=...)`` refuses another run's Response with a UsageError naming the call."""
     inner = Agent(ScriptedModel(["hi"]), instructions=_SECRET).run("x")

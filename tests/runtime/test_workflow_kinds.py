@@ -1018,7 +1018,7 @@ def test_a_workflow_given_a_response_as_input_says_so_without_blaming_a_step() -
         Sequence(Task(up, name="up")).run(inner.run("q"))
     assert str(raised.value).startswith(
         "a Response is another run's whole record, not JSON data: "
-        "return response.text or response.output"
+        "use response.text or response.output"
     )
     assert "step" not in str(raised.value)
 

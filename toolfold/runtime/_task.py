@@ -497,9 +497,11 @@ def plain_data(value: Any) -> Any:
     try:
         plain = get_converter().unstructure(value)
     except NoResultError as exc:  # a run's Response or RunState: a TypeError, as below
-        # Said of the value, not of a step: a workflow's input and a merge's output come here.
+        # Said of the value, not of a step: a workflow's input and a merge's output come
+        # here (so the advice is to use, not to return, its text).
+        advice = exc.advice.removeprefix("return ")
         raise TypeError(
-            f"a {exc.kind} is another run's whole record, not JSON data: {exc.advice}"
+            f"a {exc.kind} is another run's whole record, not JSON data: use {advice}"
         ) from None
     return json.loads(json.dumps(plain, default=_not_data))
 

@@ -152,11 +152,32 @@ class NoResultError(TypeError):
         advice: What to give instead (its class's ``_no_tool_result``).
     """
 
-    def __init__(self, value: Any) -> None:
-        super().__init__(run_kind(value))
-        self.record = record_kind(value)
-        self.kind = type(value).__name__
-        self.advice: str = type(value)._no_tool_result
+    def __init__(self, message: str, *, record: str = "", kind: str = "", advice: str = "") -> None:
+        super().__init__(message)
+        self.record = record
+        self.kind = kind
+        self.advice = advice
+
+    @classmethod
+    def of(cls, value: Any) -> NoResultError:
+        """The error for a tool or step that returned ``value``, a run's whole record."""
+        advice: str = type(value)._no_tool_result
+        return cls(
+            run_kind(value), record=record_kind(value), kind=type(value).__name__, advice=advice
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled and copied with its attributes (the keyword arguments ``args`` lacks)."""
+        return (
+            _rebuilt_no_result,
+            (str(self), self.record, self.kind, self.advice),
+            self.__dict__,
+        )
+
+
+def _rebuilt_no_result(message: str, record: str, kind: str, advice: str) -> NoResultError:
+    """A pickled `NoResultError` made again (`NoResultError.__reduce__`)."""
+    return NoResultError(message, record=record, kind=kind, advice=advice)
 
 
 def record_kind(value: Any) -> str:
@@ -185,7 +206,7 @@ def run_kind(value: Any) -> str:
 
 def refuse_run(value: Any) -> Any:
     """The converter's hook for a run's record (`run_kind`), wherever it is: refused."""
-    raise NoResultError(value)
+    raise NoResultError.of(value)
 
 
 def stream_kind(value: Any) -> str:
