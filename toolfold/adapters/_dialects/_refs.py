@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.toolkit._jsonschema import deref, unescape
+from toolfold.toolkit._jsonschema import deref, escape, unescape
 from toolfold.toolkit._jsontypes import json_type
 
 # Keywords that change which instances validate. Everything else (title,
@@ -183,6 +183,49 @@ def merge_all_of(root: Any, parent: Mapping[str, Any], members: list[Any]) -> di
         ):
             return None
     return merged
+
+
+# Values that are data, not schemas: an "$anchor" or "$ref" key inside them means nothing.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+
+
+def anchors_as_pointers(
+    source: dict[str, Any],
+) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """``source`` with every ``$ref`` to an ``$anchor`` (``"#name"``) written as the
+    JSON pointer of the schema the anchor names, so definitions, cycles and nulls
+    are found through it as through any local reference.
+
+    Returns:
+        The rewritten copy (``source`` itself when no reference names an anchor),
+        and for each reference rewritten: where it is, the reference, the pointer.
+    """
+    anchors: dict[str, str] = {}
+    refs: list[tuple[str, str]] = []
+    todo: list[tuple[Any, str]] = [(source, "")]
+    while todo:
+        node, where = todo.pop()
+        if isinstance(node, dict):
+            anchor, ref = node.get("$anchor"), node.get("$ref")
+            if isinstance(anchor, str):
+                anchors.setdefault(anchor, where)
+            if isinstance(ref, str) and ref.startswith("#") and ref[1:2] not in ("", "/"):
+                refs.append((where, ref))
+            todo += [
+                (v, f"{where}/{escape(k)}") for k, v in node.items() if k not in _DATA_KEYWORDS
+            ]
+        elif isinstance(node, list):
+            todo += [(v, f"{where}/{i}") for i, v in enumerate(node)]
+    found = [(where, ref, f"#{anchors[ref[1:]]}") for where, ref in refs if ref[1:] in anchors]
+    if not found:
+        return source, []
+    out: dict[str, Any] = json.loads(json.dumps(source))
+    for where, _ref, pointer in found:
+        at: Any = out
+        for token in where.split("/")[1:]:
+            at = at[int(token)] if isinstance(at, list) else at[unescape(token)]
+        at["$ref"] = pointer
+    return out, found
 
 
 def cyclic_definitions(source: Mapping[str, Any], root_def: str | None) -> set[str]:

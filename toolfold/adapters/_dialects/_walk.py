@@ -71,8 +71,47 @@ _OPENAPI_TYPES = {
     "number": "NUMBER",
     "string": "STRING",
 }
+# Keywords of a union branch that make taking its parent's properties inexact.
+_OPENS_OBJECT = frozenset(
+    {"properties", "additionalProperties", "patternProperties", "unevaluatedProperties"}
+)
+# How a `$ref` to nothing is noted (`_compile` refuses a compiled schema that has one).
+UNRESOLVED = "cannot resolve"
 # Handled by `Walker._object`, after the other keywords.
 _LEFT_TO_OBJECT = frozenset({"required", "additionalProperties"})
+
+
+def _value_types(values: list[Any]) -> list[dict[str, Any]]:
+    """The OpenAPI ``Schema`` branches that accept ``values`` (JSON values, no null): one
+    per JSON type, strings as their enum, arrays with items and objects with properties
+    typed the same way from what they hold, so every value stays a valid one."""
+    by_kind: dict[str, list[Any]] = {}
+    for value in values:
+        by_kind.setdefault(json_type(value), []).append(value)
+    branches: list[dict[str, Any]] = []
+    for kind in sorted(by_kind):
+        found = by_kind[kind]
+        branch: dict[str, Any] = {"type": _OPENAPI_TYPES.get(kind, kind.upper())}
+        if kind == "string":
+            branch["enum"] = list(dict.fromkeys(found))
+        elif kind == "array":
+            branch["items"] = _one_of_types([v for array in found for v in array])
+        elif kind == "object":
+            keys = dict.fromkeys(k for obj in found for k in obj)
+            branch["properties"] = {
+                k: _one_of_types([obj[k] for obj in found if k in obj]) for k in keys
+            }
+        branches.append(branch)
+    return branches
+
+
+def _one_of_types(values: list[Any]) -> dict[str, Any]:
+    """One ``Schema`` accepting ``values`` (an array's items, an object's property):
+    nullable when null is among them; any values (none held) go as STRING."""
+    present = [v for v in values if v is not None]
+    branches = _value_types(present) if present else [{"type": "STRING"}]
+    out = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    return {**out, "nullable": True} if len(present) < len(values) else out
 
 
 def _type_of(value: Any) -> str:
@@ -89,6 +128,8 @@ class Walker:
         self.root_def = root_def
         self.rewrites: list[SchemaRewrite] = []
         self.used_defs: list[str] = []
+        # What the root moved to a description it cannot carry: the tool's (`_compile`).
+        self.root_notes: list[str] = []
         self._seen: set[SchemaRewrite] = set()
         self._stack: list[str] = []
         self._cyclic: set[str] | None = None
@@ -132,14 +173,19 @@ class Walker:
         union_key = self._normalize(schema, path, keep)
         if "$ref" in schema:
             return self._ref(schema, path, typed)
+        if profile.openapi:
+            self._type_branches(schema, path, union_key)
         if not root and ("$defs" in schema or "definitions" in schema):
             self._drop_nested_defs(schema, path)
         declared = schema.get("type")
         if isinstance(declared, list) and len(declared) > 1 and not profile.type_lists:
             return self._split_types(schema, path, typed)
         schema, types, is_object = self._types(schema, path, typed)
+        closed = self._closed_tuple(schema, keep)
         out, notes = self._keywords(schema, path, root, keep, types, union_key)
-        if profile.need_types and typed and "array" in types and "items" not in schema:
+        if closed:
+            self._tuple_end(schema, path, keep, out, notes)
+        if profile.need_types and typed and "array" in types and "items" not in out:
             label = profile.label
             self.note(
                 path, "items", "refused", f"{label} needs arrays to declare typed items", True
@@ -150,6 +196,8 @@ class Walker:
             desc = out.get("description")
             joined = "; ".join(notes)
             out["description"] = f"{desc} ({joined})" if desc else joined
+        elif notes and root:
+            self.root_notes += notes
         out = self._finish(out, path)
         if profile.openapi and typed:
             if "items" not in out and not profile.need_types:
@@ -213,12 +261,7 @@ class Walker:
         if out.get("type") != "ARRAY":
             return
         label = self.profile.label
-        branches: list[Any] = []
-        if isinstance(prefix, list):
-            for i, item in enumerate(prefix):
-                compiled = self.node(item, f"{path}/prefixItems/{i}")
-                if compiled not in branches:
-                    branches.append(compiled)
+        branches = self._prefix_branches(prefix, path)
         if len(branches) == 1:
             out["items"] = branches[0]
         elif branches:
@@ -233,6 +276,55 @@ class Walker:
             "items are sent as the tuple's item types (any of them at any position)"
         )
         self.note(path, "items", "added", detail, True)
+
+    def _prefix_branches(self, prefix: Any, path: str) -> list[Any]:
+        """A tuple's ``prefixItems`` compiled, each distinct one once."""
+        branches: list[Any] = []
+        if isinstance(prefix, list):
+            for i, item in enumerate(prefix):
+                compiled = self.node(item, f"{path}/prefixItems/{i}")
+                if compiled not in branches:
+                    branches.append(compiled)
+        return branches
+
+    def _closed_tuple(self, schema: dict[str, Any], keep: frozenset[str]) -> bool:
+        """Whether ``schema`` is a tuple closed by ``items: false`` the profile cannot send
+        as one; its ``items`` are then removed, for `_tuple_end` to replace."""
+        prefix = schema.get("prefixItems")
+        if "prefixItems" in keep or schema.get("items") is not False:
+            return False
+        if not prefix or not isinstance(prefix, list):
+            return False
+        del schema["items"]
+        return True
+
+    def _tuple_end(
+        self,
+        schema: dict[str, Any],
+        path: str,
+        keep: frozenset[str],
+        out: dict[str, Any],
+        notes: list[str],
+    ) -> None:
+        """A closed tuple whose ``prefixItems`` went to the description: ``items: false``
+        (no item at all, sent alone) becomes the tuple's item types and its end
+        ``maxItems``, so the model can still send the values the tool takes."""
+        label = self.profile.label
+        prefix = schema["prefixItems"]
+        branches = self._prefix_branches(prefix, path)
+        out["items"] = branches[0] if len(branches) == 1 else {"anyOf": branches}
+        n = len(prefix)
+        detail = (
+            f"{label} does not support prefixItems; the closed tuple's items are sent as its "
+            "item types (any of them at any position)"
+        )
+        if "maxItems" in keep:
+            out["maxItems"] = min(out.get("maxItems", n), n)
+            detail += f", at most {n} of them"
+        else:
+            notes.append(_show("items", False))
+            detail += "; items: false is moved to the description"
+        self.note(path, "items", "rewritten", detail, True)
 
     def _openapi_typed(self, out: dict[str, Any], path: str, enum: Any) -> dict[str, Any]:
         """``out`` with the type Gemini's OpenAPI ``Schema`` requires, and arrays with ``items``.
@@ -250,24 +342,45 @@ class Walker:
             self.note(path, "type", "refused", f"{label} needs a type on every schema", True)
             return out
         values = [v for v in enum if v is not None] if isinstance(enum, list) else []
-        kinds = sorted({json_type(v) for v in values})
-        if values and set(kinds) <= _OPENAPI_TYPES.keys():
-            strings = [v for v in values if isinstance(v, str)]
-            branches = [
-                {"type": _OPENAPI_TYPES[k], **({"enum": strings} if k == "string" else {})}
-                for k in kinds
-            ]
+        if values:
+            branches = _value_types(values)
             if len(branches) == 1:
                 out.update(branches[0])
             else:
                 out["anyOf"] = branches
-            sent = " or ".join(_OPENAPI_TYPES[k] for k in kinds)
+            sent = " or ".join(b["type"] for b in branches)
             detail = f"{label} needs a type on every schema; the enum's values are sent as {sent}"
         else:
             out["type"] = "STRING"
             detail = f"{label} needs a type on every schema; a value of any type is sent as STRING"
         self.note(path, "type", "added", detail, True)
         return out
+
+    def _type_branches(self, schema: dict[str, Any], path: str, union_key: str) -> None:
+        """Give each untyped ``anyOf`` branch of a typed node its parent's type (exact: the
+        parent's type applies to the branch's value anyway), where the OpenAPI form would
+        otherwise type it STRING or refuse it. An object's branch (``{"required": [..]}``)
+        takes the parent's ``properties`` too, so it is an object with declared properties.
+        """
+        kind, branches = schema.get("type"), schema.get("anyOf")
+        if not isinstance(kind, str) or not isinstance(branches, list):
+            return
+        props = schema.get("properties") if kind == "object" else None
+        typed: list[Any] = []
+        for i, branch in enumerate(branches):
+            if branch is True:
+                branch = {}
+            if not isinstance(branch, dict) or "type" in branch or "$ref" in branch:
+                typed.append(branch)
+                continue
+            new = {"type": kind, **branch}
+            detail = f"an untyped branch of a {kind} is sent with its parent's type"
+            if isinstance(props, dict) and not _OPENS_OBJECT & branch.keys():
+                new["properties"] = props
+                detail += " and properties"
+            typed.append(new)
+            self.note(f"{path}/{union_key}/{i}", "type", "added", detail)
+        schema["anyOf"] = typed
 
     def _drop_nested_defs(self, schema: dict[str, Any], path: str) -> None:
         for key in _DEFINITIONS:
@@ -389,6 +502,7 @@ class Walker:
         keep: frozenset[str],
     ) -> None:
         if self.profile.close_objects:
+            self._required_undeclared(schema, path)
             self._close(schema, path, root)
             out.setdefault("properties", {})
             out["additionalProperties"] = False
@@ -420,6 +534,25 @@ class Walker:
             else:
                 label = self.profile.label
                 self.note(path, "required", "dropped", f"{label} does not accept required", True)
+
+    def _required_undeclared(self, schema: dict[str, Any], path: str) -> None:
+        """Refuse ``required`` names that ``properties`` does not declare: in an object the
+        profile closes they could never be sent, so no call would be valid."""
+        required, props = schema.get("required"), schema.get("properties")
+        if not isinstance(required, list):
+            return
+        declared = props if isinstance(props, dict) else {}
+        missing = [name for name in required if name not in declared]
+        if missing:
+            names = ", ".join(repr(name) for name in missing)
+            self.note(
+                path,
+                "required",
+                "refused",
+                f"{self.profile.label} closes every object, and required names {names}, "
+                "which properties does not declare: no call could have it; declare it",
+                True,
+            )
 
     def _refuse_map(self, path: str) -> None:
         """Note a map (``additionalProperties`` with a schema) the profile cannot send."""
@@ -536,7 +669,24 @@ class Walker:
             union_key = self._one_of_as_any_of(schema, path)
         if self.profile.integer_exclusive and schema.get("type") == "integer":
             self._integer_bounds(schema, path, keep)
+        if isinstance(schema.get("items"), list) and "prefixItems" not in schema:
+            self._array_items(schema, path)
         return union_key
+
+    def _array_items(self, schema: dict[str, Any], path: str) -> None:
+        """Write draft 7's tuple (``items`` a list, ``additionalItems`` the rest) in
+        draft 2020-12's words (``prefixItems``, ``items``): the same tuple, walked as one."""
+        schema["prefixItems"] = schema.pop("items")
+        rest = schema.pop("additionalItems", MISSING)
+        if rest is not MISSING:
+            schema["items"] = rest
+        self.note(
+            path,
+            "items",
+            "rewritten",
+            "items as a list (draft 7's tuple) is written as prefixItems"
+            + (", additionalItems as items" if rest is not MISSING else ""),
+        )
 
     def _nullable(self, schema: dict[str, Any], path: str) -> None:
         if schema.pop("nullable") is True:
@@ -647,13 +797,12 @@ class Walker:
         ref = schema.pop("$ref")
         target = resolve_local(self.source, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
-            self.note(
-                path,
-                "$ref",
-                "refused",
-                f"cannot resolve {ref!r}: only local references are supported",
-                True,
+            where = (
+                "no definition or $anchor of the schema is there"
+                if isinstance(ref, str) and ref.startswith("#")
+                else "only references into the tool's own schema are supported"
             )
+            self.note(path, "$ref", "refused", f"{UNRESOLVED} {ref!r}: {where}", True)
             return {"$ref": ref, **schema}
         name = def_name(ref)
         if profile.inline_refs or (name is None and ref != "#"):
