@@ -190,3 +190,19 @@ def test_check_arguments_names_a_reference_to_nothing_in_the_schema_sent(ref: st
         check_arguments(compiled, {"a": 1})
     assert raised.value.tool_name == "dangling"
     assert f"$ref {ref!r}" in str(raised.value)
+
+
+def test_nulls_are_restored_through_a_reference_to_an_anchor() -> None:
+    """An optional property behind ``{"$ref": "#ship"}`` (an ``$anchor``) gets its forced
+    null removed as behind ``#/$defs/Ship``: the tool's own schema refuses that null."""
+    ship = {**ORDER["$defs"]["Ship"], "$anchor": "ship"}  # type: ignore[index]
+    schema = {
+        "type": "object",
+        "properties": {"ship": {"$ref": "#ship"}},
+        "required": ["ship"],
+        "$defs": {"Ship": ship},
+    }
+    compiled = compile_tool(ToolDefinition(name="order", parameters=schema), "openai-chat")
+    assert compiled.strict is True
+    arguments = {"ship": {"city": "Oslo", "express": None}}
+    assert check_arguments(compiled, arguments) == {"ship": {"city": "Oslo"}}

@@ -14,6 +14,7 @@ from typing import Any
 
 from toolfold._errors import SchemaCompileError
 from toolfold.adapters._dialects._model import CompiledTool
+from toolfold.adapters._dialects._refs import anchors_as_pointers
 from toolfold.runtime.core._arguments import validate_arguments
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 
@@ -32,7 +33,12 @@ def restore_arguments(compiled: CompiledTool, arguments: Mapping[str, Any]) -> M
     """
     if not compiled.restores_nulls:
         return arguments
-    root = compiled.source_schema
+    root = compiled._cache.get("restore_root")
+    if root is None:
+        # references to $anchors read as pointers, as the schema sent was compiled
+        root = compiled._cache["restore_root"] = anchors_as_pointers(dict(compiled.source_schema))[
+            0
+        ]
     restored = drop_optional_nulls(arguments, root, root)
     return restored if isinstance(restored, Mapping) else arguments
 
