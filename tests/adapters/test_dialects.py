@@ -1105,6 +1105,31 @@ def test_required_naming_an_undeclared_property_keeps_a_closing_dialect_out_of_s
     assert toolfold.check_arguments(compiled, args) == args
 
 
+@pytest.mark.parametrize("strict", [None, False, True])
+def test_gemini_openapi_refuses_a_required_name_properties_does_not_declare(
+    strict: bool | None,
+) -> None:
+    """Gemini answers such a tool with a 400 ("required[0]: property is not defined"), so it
+    is refused in every mode, naming the key and where (it was sent as written)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "where": {
+                "type": "object",
+                "properties": {"x": {"type": "integer"}},
+                "required": ["y"],
+            },
+        },
+        "required": ["city", "country"],
+    }
+    with pytest.raises(SchemaCompileError) as raised:
+        compile_tool(tool(schema), "gemini-openapi", strict=strict)
+    assert [p.split(":")[0] for p in raised.value.problems] == ["/properties/where", "(root)"]
+    assert "required names 'country'" in raised.value.problems[1]
+    assert "property is not defined" in raised.value.problems[1]
+
+
 ANCHORED = {
     "type": "object",
     "properties": {"a": {"$ref": "#pt"}},

@@ -323,11 +323,7 @@ def _compile(
             )
     final = spec.strict if used_strict else spec.loose
     if final is not None:  # (a schema passed through is the tool's own, sent as written)
-        _raise_unresolved(rewrites, name, dialect)
-    if final is not None and final.refuse_recursion:
-        fatal = [str(r) for r in rewrites if r.action == "refused" and r.keyword == "$ref"]
-        if fatal:
-            raise SchemaCompileError(name, dialect, fatal)
+        _raise_fatal(rewrites, final, name, dialect)
     return CompiledTool(
         name=name,
         dialect=dialect,
@@ -340,14 +336,24 @@ def _compile(
     )
 
 
-def _raise_unresolved(rewrites: list[SchemaRewrite], name: str, dialect: Dialect) -> None:
-    """Refuse a compiled schema with a ``$ref`` to nothing, whatever the mode: sent, it
-    would point nowhere (its definitions are inlined or dropped) and no call could be checked."""
-    unresolved = [
-        str(r) for r in rewrites if r.keyword == "$ref" and r.detail.startswith(UNRESOLVED)
+def _raise_fatal(
+    rewrites: list[SchemaRewrite], final: Profile, name: str, dialect: Dialect
+) -> None:
+    """Refuse, whatever the mode, a compiled schema the provider could not use: a ``$ref``
+    to nothing (sent, it would point nowhere once definitions are inlined or dropped),
+    recursion where the profile refuses it, an undeclared required name in Gemini's
+    OpenAPI form (a 400)."""
+    fatal = [
+        str(r)
+        for r in rewrites
+        if r.action == "refused"
+        and (
+            (r.keyword == "$ref" and (final.refuse_recursion or r.detail.startswith(UNRESOLVED)))
+            or (r.keyword == "required" and final.openapi)
+        )
     ]
-    if unresolved:
-        raise SchemaCompileError(name, dialect, unresolved)
+    if fatal:
+        raise SchemaCompileError(name, dialect, fatal)
 
 
 # How problems name a dialect's structured output (its tools' labels otherwise).

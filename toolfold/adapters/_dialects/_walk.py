@@ -501,8 +501,9 @@ class Walker:
         root: bool,
         keep: frozenset[str],
     ) -> None:
-        if self.profile.close_objects:
+        if self.profile.close_objects or self.profile.openapi:
             self._required_undeclared(schema, path)
+        if self.profile.close_objects:
             self._close(schema, path, root)
             out.setdefault("properties", {})
             out["additionalProperties"] = False
@@ -537,7 +538,8 @@ class Walker:
 
     def _required_undeclared(self, schema: dict[str, Any], path: str) -> None:
         """Refuse ``required`` names that ``properties`` does not declare: in an object the
-        profile closes they could never be sent, so no call would be valid."""
+        profile closes they could never be sent, so no call would be valid; Gemini's OpenAPI
+        form answers them with a 400 ("required[0]: property is not defined")."""
         required, props = schema.get("required"), schema.get("properties")
         if not isinstance(required, list):
             return
@@ -545,14 +547,14 @@ class Walker:
         missing = [name for name in required if name not in declared]
         if missing:
             names = ", ".join(repr(name) for name in missing)
-            self.note(
-                path,
-                "required",
-                "refused",
-                f"{self.profile.label} closes every object, and required names {names}, "
-                "which properties does not declare: no call could have it; declare it",
-                True,
+            label = self.profile.label
+            why = (
+                f"{label} closes every object, so no call could have it"
+                if self.profile.close_objects
+                else f"{label} refuses the tool (HTTP 400: property is not defined)"
             )
+            detail = f"required names {names}, which properties does not declare: {why}; declare it"
+            self.note(path, "required", "refused", detail, True)
 
     def _refuse_map(self, path: str) -> None:
         """Note a map (``additionalProperties`` with a schema) the profile cannot send."""
