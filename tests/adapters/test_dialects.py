@@ -1130,6 +1130,59 @@ def test_gemini_openapi_refuses_a_required_name_properties_does_not_declare(
     assert "property is not defined" in raised.value.problems[1]
 
 
+BASE = {"Base": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}
+REF_WITH_REQUIRED = {
+    "type": "object",
+    "properties": {"o": {"$ref": "#/$defs/Base", "required": ["id"]}},
+    "required": ["o"],
+    "$defs": BASE,
+}
+INHERITS = {
+    "type": "object",
+    "properties": {
+        "o": {
+            "type": "object",
+            "allOf": [{"$ref": "#/$defs/Base"}],
+            "properties": {"n": {"type": "integer"}},
+            "required": ["id", "n"],
+        }
+    },
+    "required": ["o"],
+    "$defs": BASE,
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "dialect", "strict"),
+    [
+        (REF_WITH_REQUIRED, "gemini-openapi", None),
+        (REF_WITH_REQUIRED, "gemini-openapi", False),
+        (INHERITS, "gemini-openapi", None),
+        (INHERITS, "gemini-openapi", False),
+        (INHERITS, "gemini-openapi", True),
+        (INHERITS, "openai-chat", True),
+        (INHERITS, "anthropic", True),
+        (INHERITS, "deepseek", True),
+    ],
+)
+def test_required_may_name_a_property_its_reference_declares(
+    schema: dict[str, Any], dialect: str, strict: bool | None
+) -> None:
+    """``required`` next to a ``$ref`` (or a one-reference ``allOf``: OpenAPI inheritance)
+    names the target's properties: no "declare it" refusal (main sent these), and the
+    inheriting object is sent merged, both properties required."""
+    compiled = compile_tool(tool(schema), dialect, strict=strict)  # type: ignore[arg-type]
+    sent = compiled.schema_sent["properties"]["o"]
+    assert "id" in sent["properties"]
+    assert "id" in sent["required"]
+    args = {"o": {"id": "x", "n": 1}} if schema is INHERITS else {"o": {"id": "x"}}
+    assert toolfold.check_arguments(compiled, args) == args
+    if schema is INHERITS:
+        assert set(sent["properties"]) == set(sent["required"]) == {"id", "n"}
+        with pytest.raises(toolfold.ArgumentValidationError):
+            toolfold.check_arguments(compiled, {"o": {"n": 1}})
+
+
 ANCHORED = {
     "type": "object",
     "properties": {"a": {"$ref": "#pt"}},

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.toolkit._jsonschema import deref, escape, unescape
+from toolfold.toolkit._jsonschema import deref, escape, resolve_local, unescape
 from toolfold.toolkit._jsontypes import json_type
 
 # Keywords that change which instances validate. Everything else (title,
@@ -183,6 +183,28 @@ def merge_all_of(root: Any, parent: Mapping[str, Any], members: list[Any]) -> di
         ):
             return None
     return merged
+
+
+def declared_names(root: Any, schema: Any) -> set[str]:
+    """The property names ``schema`` declares itself or through its ``$ref`` and ``allOf``
+    members (what a ``required`` next to a reference may name: OpenAPI inheritance)."""
+    names: set[str] = set()
+    todo, seen = [schema], set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, Mapping) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            names |= set(props)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            todo.append(resolve_local(root, ref))
+        members = node.get("allOf")
+        if isinstance(members, list):
+            todo += members
+    return names
 
 
 # Values that are data, not schemas: an "$anchor" or "$ref" key inside them means nothing.

@@ -20,6 +20,7 @@ from toolfold.adapters._dialects._refs import (
     VALIDATION_KEYWORDS,
     branches_disjoint,
     cyclic_definitions,
+    declared_names,
     def_name,
     make_nullable,
     merge_all_of,
@@ -131,6 +132,9 @@ class Walker:
         # What the root moved to a description it cannot carry: the tool's (`_compile`).
         self.root_notes: list[str] = []
         self._seen: set[SchemaRewrite] = set()
+        # Path of a $ref's siblings -> the property names its target declares, which
+        # their `required` may name (`_required_undeclared`).
+        self._inherited: dict[str, set[str]] = {}
         self._stack: list[str] = []
         self._cyclic: set[str] | None = None
 
@@ -543,7 +547,8 @@ class Walker:
         required, props = schema.get("required"), schema.get("properties")
         if not isinstance(required, list):
             return
-        declared = props if isinstance(props, dict) else {}
+        declared = set(props) if isinstance(props, dict) else set()
+        declared |= self._inherited.get(path, set())
         missing = [name for name in required if name not in declared]
         if missing:
             names = ", ".join(repr(name) for name in missing)
@@ -716,11 +721,14 @@ class Walker:
     def _all_of(self, schema: dict[str, Any], path: str) -> None:
         members = schema.pop("allOf")
         one = members[0] if len(members) == 1 else None
-        if isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in schema:
+        merged = merge_all_of(self.source, schema, members)
+        # A member that is a reference stays one, unless the node adds properties to it
+        # (OpenAPI inheritance): merged, they make one object a closing dialect can send.
+        pure_ref = isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in schema
+        if isinstance(one, dict) and pure_ref and (merged is None or "properties" not in schema):
             schema["$ref"] = one["$ref"]
             self.note(path, "allOf", "rewritten", "a one-member allOf is its member")
             return
-        merged = merge_all_of(self.source, schema, members)
         if merged is None:
             self.note(
                 path,
@@ -819,7 +827,7 @@ class Walker:
                 path, "$ref", "refused", f"{profile.label} does not support recursive schemas", True
             )
         ref_node: dict[str, Any] = {"$ref": out_ref}
-        sib = self.node(schema, path, typed=False) if schema else {}
+        sib = self._siblings(schema, target, path) if schema else {}
         if not sib:
             return ref_node
         if "anyOf" in sib:
@@ -868,7 +876,7 @@ class Walker:
         self.note(path, "$ref", "inlined", f"{ref} inlined: {profile.label} {reason}")
         if not siblings:
             return body
-        sib = self.node(siblings, path, typed=False)
+        sib = self._siblings(siblings, target, path)
         body = dict(body) if isinstance(body, dict) else {}
         for key, value in sib.items():
             if key in body and body[key] != value and key not in ("description", "title"):
@@ -878,6 +886,19 @@ class Walker:
                 continue
             body[key] = value
         return body
+
+    def _siblings(self, siblings: dict[str, Any], target: Any, path: str) -> Any:
+        """The keywords next to a ``$ref``, compiled; their ``required`` may name the
+        properties the target declares (OpenAPI inheritance)."""
+        outer = self._inherited.get(path)
+        self._inherited[path] = declared_names(self.source, target)
+        try:
+            return self.node(siblings, path, typed=False)
+        finally:
+            if outer is None:
+                del self._inherited[path]
+            else:
+                self._inherited[path] = outer
 
     def _recursive(self, out_ref: str) -> bool:
         if self._cyclic is None:
