@@ -1083,6 +1083,36 @@ def test_gemini_openapi_gives_an_untyped_branch_its_parents_type(strict: bool | 
         toolfold.check_arguments(bounded, {"n": 3})
 
 
+@pytest.mark.parametrize("strict", [None, False, True])
+@pytest.mark.parametrize(
+    "either",
+    [
+        {"type": "object", "properties": {"o": {k: v for k, v in EITHER.items() if k != "type"}}},
+        {
+            **EITHER,
+            "anyOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}],
+        },
+    ],
+    ids=["untyped-parent", "object-branches"],
+)
+def test_gemini_openapi_gives_object_branches_their_parents_properties(
+    either: dict[str, Any], strict: bool | None
+) -> None:
+    """A node with properties and no type is an object, and a branch typed ``object`` is
+    one of its parent's: both branches get the parent's properties, so their ``required``
+    names declared ones (refused in every mode in round 1; main sent them unsatisfiable)."""
+    compiled = compile_tool(tool(either), "gemini-openapi", strict=strict)
+    node = compiled.schema_sent["properties"]["o"] if "o" in either["properties"] else None
+    union = (node or compiled.schema_sent)["anyOf"]
+    assert [b["properties"] for b in union] == [
+        {"a": {"type": "STRING"}, "b": {"type": "STRING"}}
+    ] * 2
+    args = {"o": {"b": "x"}} if node is not None else {"b": "x"}
+    assert toolfold.check_arguments(compiled, args) == args
+    with pytest.raises(toolfold.ArgumentValidationError):  # neither a nor b
+        toolfold.check_arguments(compiled, {"o": {}} if node is not None else {})
+
+
 @pytest.mark.parametrize("dialect", ["openai-chat", "anthropic", "deepseek"])
 def test_required_naming_an_undeclared_property_keeps_a_closing_dialect_out_of_strict(
     dialect: str,

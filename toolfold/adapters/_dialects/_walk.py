@@ -363,27 +363,35 @@ class Walker:
     def _type_branches(self, schema: dict[str, Any], path: str, union_key: str) -> None:
         """Give each untyped ``anyOf`` branch of a typed node its parent's type (exact: the
         parent's type applies to the branch's value anyway), where the OpenAPI form would
-        otherwise type it STRING or refuse it. An object's branch (``{"required": [..]}``)
-        takes the parent's ``properties`` too, so it is an object with declared properties.
+        otherwise type it STRING or refuse it. An object's branch (``{"required": [..]}``,
+        typed ``object`` or not) takes the parent's ``properties`` too, so it is an object
+        with declared properties; a node with ``properties`` and no type is an object.
         """
         kind, branches = schema.get("type"), schema.get("anyOf")
+        props = schema.get("properties")
+        if kind is None and isinstance(props, dict):
+            kind = "object"  # (properties make it one: the branches' required name them)
         if not isinstance(kind, str) or not isinstance(branches, list):
             return
-        props = schema.get("properties") if kind == "object" else None
+        props = props if kind == "object" and isinstance(props, dict) else None
         typed: list[Any] = []
         for i, branch in enumerate(branches):
             if branch is True:
                 branch = {}
-            if not isinstance(branch, dict) or "type" in branch or "$ref" in branch:
+            if not isinstance(branch, dict) or "$ref" in branch or branch.get("type", kind) != kind:
                 typed.append(branch)
                 continue
             new = {"type": kind, **branch}
-            detail = f"an untyped branch of a {kind} is sent with its parent's type"
-            if isinstance(props, dict) and not _OPENS_OBJECT & branch.keys():
+            details = [] if "type" in branch else ["type"]
+            if props is not None and not _OPENS_OBJECT & branch.keys():
                 new["properties"] = props
-                detail += " and properties"
-            typed.append(new)
-            self.note(f"{path}/{union_key}/{i}", "type", "added", detail)
+                details.append("properties")
+            if details:
+                typed.append(new)
+                detail = f"a branch of a {kind} is sent with its parent's {' and '.join(details)}"
+                self.note(f"{path}/{union_key}/{i}", details[0], "added", detail)
+            else:
+                typed.append(branch)
         schema["anyOf"] = typed
 
     def _drop_nested_defs(self, schema: dict[str, Any], path: str) -> None:
