@@ -1242,6 +1242,77 @@ def test_a_reference_to_an_anchor_is_followed_in_every_dialect(strict: bool) -> 
     assert strict_openai.schema_sent["properties"]["a"] == {"$ref": "#/$defs/P"}
 
 
+TOOL_REFERENCES = {
+    "dynamic-anchor": {
+        "type": "object",
+        "properties": {"a": {"$ref": "#node"}},
+        "$defs": {"Node": {"$dynamicAnchor": "node", "type": "integer"}},
+    },
+    "root-id": {
+        "$id": "https://example.com/t.json",
+        "type": "object",
+        "properties": {"a": {"$ref": "https://example.com/t.json#/$defs/P"}},
+        "$defs": {"P": {"type": "integer"}},
+    },
+    "property-named-default": {
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#pt"},
+            "default": {"$ref": "#pt"},
+            "x": {"$anchor": "pt", "type": "integer"},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("strict", [None, False])
+@pytest.mark.parametrize("dialect", ["gemini", "gemini-openapi", "ollama"])
+@pytest.mark.parametrize("name", list(TOOL_REFERENCES))
+def test_every_reference_a_tool_accepts_is_followed(name: str, dialect: str, strict: bool) -> None:
+    """A ``$ref`` to a ``$dynamicAnchor``, through the root's ``$id``, or to an anchor in a
+    property named like a data keyword: Tool() accepts them, so they are followed (round 1
+    refused them in every mode; main sent Gemini and Ollama a dangling reference)."""
+    schema = TOOL_REFERENCES[name]
+    Tool(name="t", description="d", parameters=schema, function=lambda args: args)
+    compiled = compile_tool(tool(schema), dialect, strict=strict)  # type: ignore[arg-type]
+    assert compiled.schema_sent["properties"]["a"] in (
+        {"$ref": "#/$defs/Node"},
+        {"$ref": "#/$defs/P"},
+        {"type": "integer"},
+        {"type": "INTEGER"},
+    )
+    assert toolfold.check_arguments(compiled, {"a": 5}) == {"a": 5}
+    with pytest.raises(toolfold.ArgumentValidationError, match="integer"):
+        toolfold.check_arguments(compiled, {"a": "x"})
+    if "default" in schema["properties"]:  # (a property's name, not the data keyword)
+        sent = compiled.schema_sent["properties"]
+        assert sent["default"] == sent["a"]
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "gemini-openapi"])
+def test_an_anchor_of_another_resource_is_not_the_one_referenced(dialect: str) -> None:
+    """``#pt`` names the root's own anchor, not one of the same name below another ``$id``
+    (round 1 took that one: a string sent, reported lossless, where the tool takes an
+    integer)."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#pt"}},
+        "required": ["a"],
+        "$defs": {
+            "P": {"$anchor": "pt", "type": "integer"},
+            "Other": {
+                "$id": "https://e.com/o",
+                "$defs": {"Q": {"$anchor": "pt", "type": "string"}},
+            },
+        },
+    }
+    compiled = compile_tool(tool(schema), dialect, strict=True)  # type: ignore[arg-type]
+    assert compiled.rewrites[0].detail == "#pt names the $anchor at #/$defs/P"
+    assert toolfold.check_arguments(compiled, {"a": 1}) == {"a": 1}
+    with pytest.raises(toolfold.ArgumentValidationError):
+        toolfold.check_arguments(compiled, {"a": "x"})
+
+
 @pytest.mark.parametrize(
     ("dialect", "strict"),
     [

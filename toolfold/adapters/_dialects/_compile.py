@@ -289,11 +289,19 @@ def _compile(
         )
     if for_output:
         spec = _output_spec(spec)
-    # (the walk reads references to $anchors as pointers; the tool keeps its own schema)
+    # (the walk reads references to $anchors and through the root's $id as pointers;
+    # the tool keeps its own schema)
     walked_source, anchored = anchors_as_pointers(source)
     walk_root, base, root_def, pre = _prepare(walked_source)
     pre[:0] = [
-        SchemaRewrite(where, "$ref", "rewritten", f"{ref} names the $anchor at {pointer}")
+        SchemaRewrite(
+            where,
+            "$ref",
+            "rewritten",
+            f"{ref} names the $anchor at {pointer}"
+            if ref.startswith("#")
+            else f"{ref} is the tool's own schema (its $id) at {pointer}",
+        )
         for where, ref, pointer in anchored
     ]
     problems = _request_problems(spec, name, dialect, strict, walk_root)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.toolkit._jsonschema import deref, escape, resolve_local, unescape
+from toolfold.toolkit._jsonschema import anchors_and_refs, deref, resolve_local, unescape
 from toolfold.toolkit._jsontypes import json_type
 
 # Keywords that change which instances validate. Everything else (title,
@@ -207,38 +207,31 @@ def declared_names(root: Any, schema: Any) -> set[str]:
     return names
 
 
-# Values that are data, not schemas: an "$anchor" or "$ref" key inside them means nothing.
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
-
-
 def anchors_as_pointers(
     source: dict[str, Any],
 ) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
-    """``source`` with every ``$ref`` to an ``$anchor`` (``"#name"``) written as the
-    JSON pointer of the schema the anchor names, so definitions, cycles and nulls
-    are found through it as through any local reference.
+    """``source`` with every ``$ref`` that names one of its schemas other than by a plain
+    pointer written as that pointer, so definitions, cycles and nulls are found through
+    it as through any local reference: a ``"#name"`` naming an ``$anchor`` or
+    ``$dynamicAnchor``, and a reference through the root's ``$id``
+    (``"https://example.com/t.json#/$defs/P"`` in a schema of that ``$id``).
 
     Returns:
-        The rewritten copy (``source`` itself when no reference names an anchor),
+        The rewritten copy (``source`` itself when there is nothing to rewrite),
         and for each reference rewritten: where it is, the reference, the pointer.
     """
-    anchors: dict[str, str] = {}
-    refs: list[tuple[str, str]] = []
-    todo: list[tuple[Any, str]] = [(source, "")]
-    while todo:
-        node, where = todo.pop()
-        if isinstance(node, dict):
-            anchor, ref = node.get("$anchor"), node.get("$ref")
-            if isinstance(anchor, str):
-                anchors.setdefault(anchor, where)
-            if isinstance(ref, str) and ref.startswith("#") and ref[1:2] not in ("", "/"):
-                refs.append((where, ref))
-            todo += [
-                (v, f"{where}/{escape(k)}") for k, v in node.items() if k not in _DATA_KEYWORDS
-            ]
-        elif isinstance(node, list):
-            todo += [(v, f"{where}/{i}") for i, v in enumerate(node)]
-    found = [(where, ref, f"#{anchors[ref[1:]]}") for where, ref in refs if ref[1:] in anchors]
+    anchors, refs = anchors_and_refs(source)
+    root_id = source.get("$id")
+    base = root_id.rstrip("#") if isinstance(root_id, str) and root_id[:1] != "#" else ""
+    found: list[tuple[str, str, str]] = []
+    for where, ref in refs:
+        local = ref[len(base) :] if base and ref.startswith(base) else ref
+        if local[:1] not in ("", "#"):
+            continue  # another document (a tool refuses it) or a longer name than the $id
+        local = local or "#"
+        pointer = anchors.get(local[1:]) if local[1:2] not in ("", "/") else local
+        if pointer is not None and pointer != ref:
+            found.append((where, ref, pointer))
     if not found:
         return source, []
     out: dict[str, Any] = json.loads(json.dumps(source))
