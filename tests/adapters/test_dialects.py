@@ -488,9 +488,12 @@ def test_gemini_openapi_non_strict_types_tuple_items_from_prefix_items() -> None
     assert (props["to"]["minItems"], props["to"]["maxItems"]) == (2, 2)
     assert props["pair"]["items"] == {"anyOf": [{"type": "INTEGER"}, {"type": "STRING"}]}
     assert props["loose"]["items"] == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
-    added = [r for r in compiled.losses if r.keyword == "items" and r.action == "added"]
-    assert [r.path for r in added] == ["/properties/to", "/properties/pair", "/properties/loose"]
-    assert "the tuple's item types" in added[0].detail
+    # (a derived tuple ends with its maxItems: one item type sent with it is the same tuple)
+    rewritten = {r.path: r for r in compiled.rewrites if r.keyword == "items"}
+    assert list(rewritten) == ["/properties/to", "/properties/pair", "/properties/loose"]
+    assert [r.lossy for r in rewritten.values()] == [False, True, True]
+    assert props["to"]["description"] == "Target cell."  # (no prefixItems: said by items)
+    assert "its item types (any of them at any position)" in rewritten["/properties/pair"].detail
 
 
 def test_gemini_openapi_sends_a_tool_without_parameters_as_recorded() -> None:
@@ -1381,6 +1384,50 @@ def test_a_closed_tuple_is_sent_as_its_item_types_where_prefix_items_are_not(
     assert openapi.schema_sent["properties"]["t"]["items"] == {
         "anyOf": [{"type": "INTEGER"}, {"type": "STRING"}]
     }
+
+
+ZOD_TUPLE = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "coords": {
+            "type": "array",
+            "items": [{"type": "number"}, {"type": "number"}],
+            "minItems": 2,
+            "maxItems": 2,
+        }
+    },
+    "required": ["coords"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "strict"),
+    [
+        ("openai-chat", None),
+        ("openai-responses", True),
+        ("gemini", True),
+        ("gemini-openapi", False),
+        ("ollama", None),
+    ],
+)
+def test_a_tuple_ended_by_max_items_is_a_closed_tuple(dialect: str, strict: bool | None) -> None:
+    """zod's ``z.tuple`` (draft 7 list ``items``, ``maxItems`` its length, no
+    ``additionalItems``) ends like ``items: false``: sent as its item type with ``maxItems``,
+    exact, so OpenAI and Gemini stay strict (round 1 fell back or raised, and sent Gemini
+    and Ollama no items at all)."""
+    compiled = compile_tool(tool(ZOD_TUPLE), dialect, strict=strict)  # type: ignore[arg-type]
+    sent = compiled.schema_sent["properties"]["coords"]
+    assert sent["items"] in ({"type": "number"}, {"type": "NUMBER"})
+    assert "prefixItems" not in sent
+    if dialect != "ollama":
+        assert compiled.strict is (dialect != "gemini-openapi")
+        assert sent["maxItems"] == 2
+        assert not [r for r in compiled.losses if r.path == "/properties/coords"]
+    assert toolfold.check_arguments(compiled, {"coords": [1, 2.5]}) == {"coords": [1, 2.5]}
+    with pytest.raises(toolfold.ArgumentValidationError):
+        toolfold.check_arguments(compiled, {"coords": [1, "x"]})
 
 
 def test_draft7_array_items_are_walked_as_prefix_items() -> None:

@@ -187,8 +187,8 @@ class Walker:
         schema, types, is_object = self._types(schema, path, typed)
         closed = self._closed_tuple(schema, keep)
         out, notes = self._keywords(schema, path, root, keep, types, union_key)
-        if closed:
-            self._tuple_end(schema, path, keep, out, notes)
+        if closed is not None:
+            self._tuple_end(*closed, path, keep, out, notes)
         if profile.need_types and typed and "array" in types and "items" not in out:
             label = profile.label
             self.note(
@@ -291,44 +291,68 @@ class Walker:
                     branches.append(compiled)
         return branches
 
-    def _closed_tuple(self, schema: dict[str, Any], keep: frozenset[str]) -> bool:
-        """Whether ``schema`` is a tuple closed by ``items: false`` the profile cannot send
-        as one; its ``items`` are then removed, for `_tuple_end` to replace."""
+    def _closed_tuple(
+        self, schema: dict[str, Any], keep: frozenset[str]
+    ) -> tuple[list[Any], bool] | None:
+        """The ``prefixItems`` of a tuple that ends, which the profile cannot send as one, and
+        whether ``items: false`` ends it (else a ``maxItems`` no more than them: zod's
+        ``z.tuple``, draft 7's list ``items`` without ``additionalItems``). They and
+        ``items`` are then taken out of ``schema``, for `_tuple_end` to replace."""
         prefix = schema.get("prefixItems")
-        if "prefixItems" in keep or schema.get("items") is not False:
-            return False
-        if not prefix or not isinstance(prefix, list):
-            return False
-        del schema["items"]
-        return True
+        if "prefixItems" in keep or not prefix or not isinstance(prefix, list):
+            return None
+        most = schema.get("maxItems")
+        if not isinstance(most, int) or isinstance(most, bool):
+            most = None
+        elif most <= 0:
+            return None  # (no item at all: nothing to type)
+        end = most if most is not None and most <= len(prefix) else len(prefix)
+        closed_by_items = schema.get("items") is False
+        if not closed_by_items and end == len(prefix) and most != end:
+            return None  # open: more items may follow
+        del schema["prefixItems"]
+        schema.pop("items", None)
+        return prefix[:end], closed_by_items
 
     def _tuple_end(
         self,
-        schema: dict[str, Any],
+        prefix: list[Any],
+        closed_by_items: bool,
         path: str,
         keep: frozenset[str],
         out: dict[str, Any],
         notes: list[str],
     ) -> None:
-        """A closed tuple whose ``prefixItems`` went to the description: ``items: false``
-        (no item at all, sent alone) becomes the tuple's item types and its end
-        ``maxItems``, so the model can still send the values the tool takes."""
+        """A closed tuple whose dialect has no ``prefixItems``: its items are sent as the
+        tuple's item types and its end as ``maxItems``, so the model can still send the
+        values the tool takes (``items: false`` alone accepted only ``[]``). Exact when the
+        items share one type and the end can be said."""
         label = self.profile.label
-        prefix = schema["prefixItems"]
         branches = self._prefix_branches(prefix, path)
         out["items"] = branches[0] if len(branches) == 1 else {"anyOf": branches}
+        exact = len(branches) == 1
         n = len(prefix)
-        detail = (
-            f"{label} does not support prefixItems; the closed tuple's items are sent as its "
-            "item types (any of them at any position)"
+        detail = f"{label} does not support prefixItems; the closed tuple's items are sent as " + (
+            "their one item type" if exact else "its item types (any of them at any position)"
         )
         if "maxItems" in keep:
             out["maxItems"] = min(out.get("maxItems", n), n)
             detail += f", at most {n} of them"
-        else:
+        elif closed_by_items:
             notes.append(_show("items", False))
             detail += "; items: false is moved to the description"
-        self.note(path, "items", "rewritten", detail, True)
+            exact = False
+        # (else the maxItems that ends it is moved to the description, a loss said there)
+        if not exact:
+            notes.append(_show("prefixItems", prefix))
+            self.note(
+                path,
+                "prefixItems",
+                "moved_to_description",
+                f"{label} does not support prefixItems",
+                True,
+            )
+        self.note(path, "items", "rewritten", detail, not exact)
 
     def _openapi_typed(self, out: dict[str, Any], path: str, enum: Any) -> dict[str, Any]:
         """``out`` with the type Gemini's OpenAPI ``Schema`` requires, and arrays with ``items``.
