@@ -488,9 +488,12 @@ def test_gemini_openapi_non_strict_types_tuple_items_from_prefix_items() -> None
     assert (props["to"]["minItems"], props["to"]["maxItems"]) == (2, 2)
     assert props["pair"]["items"] == {"anyOf": [{"type": "INTEGER"}, {"type": "STRING"}]}
     assert props["loose"]["items"] == {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]}
-    added = [r for r in compiled.losses if r.keyword == "items" and r.action == "added"]
-    assert [r.path for r in added] == ["/properties/to", "/properties/pair", "/properties/loose"]
-    assert "the tuple's item types" in added[0].detail
+    # (a derived tuple ends with its maxItems: one item type sent with it is the same tuple)
+    rewritten = {r.path: r for r in compiled.rewrites if r.keyword == "items"}
+    assert list(rewritten) == ["/properties/to", "/properties/pair", "/properties/loose"]
+    assert [r.lossy for r in rewritten.values()] == [False, True, True]
+    assert props["to"]["description"] == "Target cell."  # (no prefixItems: said by items)
+    assert "its item types (any of them at any position)" in rewritten["/properties/pair"].detail
 
 
 def test_gemini_openapi_sends_a_tool_without_parameters_as_recorded() -> None:
@@ -1044,3 +1047,431 @@ def test_a_tool_without_parameters_stays_strict(dialect: Any, schema: dict[str, 
     assert compiled.strict is True
     assert compiled.schema_sent["additionalProperties"] is False
     assert compiled.schema_sent["properties"] == {}
+
+
+# --- what a dialect cannot say is still sent so that a valid call fits -------
+
+EITHER = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+    "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+}
+BOUNDED_UNION = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "anyOf": [{"minimum": 5}, {"maximum": 1}]}},
+    "required": ["n"],
+}
+
+
+@pytest.mark.parametrize("strict", [None, False, True])
+def test_gemini_openapi_gives_an_untyped_branch_its_parents_type(strict: bool | None) -> None:
+    """``anyOf`` branches with no type of their own under a typed node take that type (and an
+    object's properties), exactly: they were sent as STRING, and no valid call fitted."""
+    either = compile_tool(tool(EITHER), "gemini-openapi", strict=strict)
+    branch = {"type": "OBJECT", "properties": {"a": {"type": "STRING"}, "b": {"type": "STRING"}}}
+    assert either.schema_sent["anyOf"] == [
+        {**branch, "required": ["a"], "propertyOrdering": ["a", "b"]},
+        {**branch, "required": ["b"], "propertyOrdering": ["a", "b"]},
+    ]
+    assert ("/anyOf/0", "type", "added", False) in changes(either)
+    assert toolfold.check_arguments(either, {"a": "x"}) == {"a": "x"}
+    bounded = compile_tool(tool(BOUNDED_UNION), "gemini-openapi", strict=strict)
+    assert bounded.schema_sent["properties"]["n"] == {
+        "type": "INTEGER",
+        "anyOf": [{"type": "INTEGER", "minimum": 5}, {"type": "INTEGER", "maximum": 1}],
+    }
+    assert not bounded.losses
+    assert toolfold.check_arguments(bounded, {"n": 7}) == {"n": 7}
+    with pytest.raises(toolfold.ArgumentValidationError):
+        toolfold.check_arguments(bounded, {"n": 3})
+
+
+@pytest.mark.parametrize("strict", [None, False, True])
+@pytest.mark.parametrize(
+    "either",
+    [
+        {"type": "object", "properties": {"o": {k: v for k, v in EITHER.items() if k != "type"}}},
+        {
+            **EITHER,
+            "anyOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}],
+        },
+    ],
+    ids=["untyped-parent", "object-branches"],
+)
+def test_gemini_openapi_gives_object_branches_their_parents_properties(
+    either: dict[str, Any], strict: bool | None
+) -> None:
+    """A node with properties and no type is an object, and a branch typed ``object`` is
+    one of its parent's: both branches get the parent's properties, so their ``required``
+    names declared ones (refused in every mode in round 1; main sent them unsatisfiable)."""
+    compiled = compile_tool(tool(either), "gemini-openapi", strict=strict)
+    node = compiled.schema_sent["properties"]["o"] if "o" in either["properties"] else None
+    union = (node or compiled.schema_sent)["anyOf"]
+    assert [b["properties"] for b in union] == [
+        {"a": {"type": "STRING"}, "b": {"type": "STRING"}}
+    ] * 2
+    args = {"o": {"b": "x"}} if node is not None else {"b": "x"}
+    assert toolfold.check_arguments(compiled, args) == args
+    with pytest.raises(toolfold.ArgumentValidationError):  # neither a nor b
+        toolfold.check_arguments(compiled, {"o": {}} if node is not None else {})
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "anthropic", "deepseek"])
+def test_required_naming_an_undeclared_property_keeps_a_closing_dialect_out_of_strict(
+    dialect: str,
+) -> None:
+    """A closed object could never carry a required key ``properties`` does not declare: strict
+    mode is refused, naming the key (OpenAI dropped it from required, unsaid; Anthropic sent an
+    unsatisfiable schema), and strict=None sends the tool's own schema."""
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city", "country"],
+    }
+    with pytest.raises(SchemaCompileError, match="required names 'country'"):
+        compile_tool(tool(schema), dialect, strict=True)  # type: ignore[arg-type]
+    compiled = compile_tool(tool(schema), dialect, strict=None)  # type: ignore[arg-type]
+    assert compiled.strict is False
+    assert compiled.schema_sent["required"] == ["city", "country"]
+    assert [(r.keyword, r.action) for r in compiled.strict_blockers] == [("required", "refused")]
+    args = {"city": "Paris", "country": "FR"}
+    assert toolfold.check_arguments(compiled, args) == args
+
+
+@pytest.mark.parametrize("strict", [None, False, True])
+def test_gemini_openapi_refuses_a_required_name_properties_does_not_declare(
+    strict: bool | None,
+) -> None:
+    """Gemini answers such a tool with a 400 ("required[0]: property is not defined"), so it
+    is refused in every mode, naming the key and where (it was sent as written)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "where": {
+                "type": "object",
+                "properties": {"x": {"type": "integer"}},
+                "required": ["y"],
+            },
+        },
+        "required": ["city", "country"],
+    }
+    with pytest.raises(SchemaCompileError) as raised:
+        compile_tool(tool(schema), "gemini-openapi", strict=strict)
+    assert [p.split(":")[0] for p in raised.value.problems] == ["/properties/where", "(root)"]
+    assert "required names 'country'" in raised.value.problems[1]
+    assert "property is not defined" in raised.value.problems[1]
+
+
+BASE = {"Base": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}
+REF_WITH_REQUIRED = {
+    "type": "object",
+    "properties": {"o": {"$ref": "#/$defs/Base", "required": ["id"]}},
+    "required": ["o"],
+    "$defs": BASE,
+}
+INHERITS = {
+    "type": "object",
+    "properties": {
+        "o": {
+            "type": "object",
+            "allOf": [{"$ref": "#/$defs/Base"}],
+            "properties": {"n": {"type": "integer"}},
+            "required": ["id", "n"],
+        }
+    },
+    "required": ["o"],
+    "$defs": BASE,
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "dialect", "strict"),
+    [
+        (REF_WITH_REQUIRED, "gemini-openapi", None),
+        (REF_WITH_REQUIRED, "gemini-openapi", False),
+        (INHERITS, "gemini-openapi", None),
+        (INHERITS, "gemini-openapi", False),
+        (INHERITS, "gemini-openapi", True),
+        (INHERITS, "openai-chat", True),
+        (INHERITS, "anthropic", True),
+        (INHERITS, "deepseek", True),
+    ],
+)
+def test_required_may_name_a_property_its_reference_declares(
+    schema: dict[str, Any], dialect: str, strict: bool | None
+) -> None:
+    """``required`` next to a ``$ref`` (or a one-reference ``allOf``: OpenAPI inheritance)
+    names the target's properties: no "declare it" refusal (main sent these), and the
+    inheriting object is sent merged, both properties required."""
+    compiled = compile_tool(tool(schema), dialect, strict=strict)  # type: ignore[arg-type]
+    sent = compiled.schema_sent["properties"]["o"]
+    assert "id" in sent["properties"]
+    assert "id" in sent["required"]
+    args = {"o": {"id": "x", "n": 1}} if schema is INHERITS else {"o": {"id": "x"}}
+    assert toolfold.check_arguments(compiled, args) == args
+    if schema is INHERITS:
+        assert set(sent["properties"]) == set(sent["required"]) == {"id", "n"}
+        with pytest.raises(toolfold.ArgumentValidationError):
+            toolfold.check_arguments(compiled, {"o": {"n": 1}})
+
+
+ANCHORED = {
+    "type": "object",
+    "properties": {"a": {"$ref": "#pt"}},
+    "required": ["a"],
+    "$defs": {"P": {"$anchor": "pt", "type": "integer", "minimum": 3}},
+}
+
+
+@pytest.mark.parametrize("strict", [None, False])
+def test_a_reference_to_an_anchor_is_followed_in_every_dialect(strict: bool) -> None:
+    """``{"$ref": "#pt"}`` names an ``$anchor``: it is sent as its definition's pointer (or
+    inlined), never as a reference left pointing nowhere with its $defs dropped."""
+    for dialect in ("openai-chat", "anthropic", "gemini", "gemini-openapi", "ollama"):
+        compiled = compile_tool(tool(ANCHORED), dialect, strict=strict)  # type: ignore[arg-type]
+        if not compiled.strict and dialect in ("openai-chat", "anthropic"):
+            assert compiled.schema_sent == ANCHORED  # passed through as written
+            assert compiled.rewrites == ()
+        else:
+            assert ("/properties/a", "$ref", "rewritten", False) in changes(compiled), dialect
+            assert compiled.rewrites[0].detail == "#pt names the $anchor at #/$defs/P"
+        assert toolfold.check_arguments(compiled, {"a": 5}) == {"a": 5}
+        with pytest.raises(toolfold.ArgumentValidationError, match="integer"):
+            toolfold.check_arguments(compiled, {"a": "zzz"})
+    inlined = compile_tool(tool(ANCHORED), "ollama").schema_sent["properties"]["a"]
+    assert inlined == {"type": "integer", "description": "minimum: 3"}
+    strict_openai = compile_tool(tool(ANCHORED), "openai-chat", strict=True)
+    assert strict_openai.schema_sent["properties"]["a"] == {"$ref": "#/$defs/P"}
+
+
+TOOL_REFERENCES = {
+    "dynamic-anchor": {
+        "type": "object",
+        "properties": {"a": {"$ref": "#node"}},
+        "$defs": {"Node": {"$dynamicAnchor": "node", "type": "integer"}},
+    },
+    "root-id": {
+        "$id": "https://example.com/t.json",
+        "type": "object",
+        "properties": {"a": {"$ref": "https://example.com/t.json#/$defs/P"}},
+        "$defs": {"P": {"type": "integer"}},
+    },
+    "property-named-default": {
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#pt"},
+            "default": {"$ref": "#pt"},
+            "x": {"$anchor": "pt", "type": "integer"},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("strict", [None, False])
+@pytest.mark.parametrize("dialect", ["gemini", "gemini-openapi", "ollama"])
+@pytest.mark.parametrize("name", list(TOOL_REFERENCES))
+def test_every_reference_a_tool_accepts_is_followed(name: str, dialect: str, strict: bool) -> None:
+    """A ``$ref`` to a ``$dynamicAnchor``, through the root's ``$id``, or to an anchor in a
+    property named like a data keyword: Tool() accepts them, so they are followed (round 1
+    refused them in every mode; main sent Gemini and Ollama a dangling reference)."""
+    schema = TOOL_REFERENCES[name]
+    Tool(name="t", description="d", parameters=schema, function=lambda args: args)
+    compiled = compile_tool(tool(schema), dialect, strict=strict)  # type: ignore[arg-type]
+    assert compiled.schema_sent["properties"]["a"] in (
+        {"$ref": "#/$defs/Node"},
+        {"$ref": "#/$defs/P"},
+        {"type": "integer"},
+        {"type": "INTEGER"},
+    )
+    assert toolfold.check_arguments(compiled, {"a": 5}) == {"a": 5}
+    with pytest.raises(toolfold.ArgumentValidationError, match="integer"):
+        toolfold.check_arguments(compiled, {"a": "x"})
+    if "default" in schema["properties"]:  # (a property's name, not the data keyword)
+        sent = compiled.schema_sent["properties"]
+        assert sent["default"] == sent["a"]
+
+
+@pytest.mark.parametrize("dialect", ["openai-chat", "gemini-openapi"])
+def test_an_anchor_of_another_resource_is_not_the_one_referenced(dialect: str) -> None:
+    """``#pt`` names the root's own anchor, not one of the same name below another ``$id``
+    (round 1 took that one: a string sent, reported lossless, where the tool takes an
+    integer)."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#pt"}},
+        "required": ["a"],
+        "$defs": {
+            "P": {"$anchor": "pt", "type": "integer"},
+            "Other": {
+                "$id": "https://e.com/o",
+                "$defs": {"Q": {"$anchor": "pt", "type": "string"}},
+            },
+        },
+    }
+    compiled = compile_tool(tool(schema), dialect, strict=True)  # type: ignore[arg-type]
+    assert compiled.rewrites[0].detail == "#pt names the $anchor at #/$defs/P"
+    assert toolfold.check_arguments(compiled, {"a": 1}) == {"a": 1}
+    with pytest.raises(toolfold.ArgumentValidationError):
+        toolfold.check_arguments(compiled, {"a": "x"})
+
+
+@pytest.mark.parametrize(
+    ("dialect", "strict"),
+    [
+        ("openai-chat", True),  # (non-strict, the tool's own schema is passed through)
+        ("anthropic", True),
+        ("gemini", None),
+        ("gemini", False),
+        ("gemini-openapi", None),
+        ("ollama", False),
+    ],
+)
+def test_a_reference_to_nothing_is_refused_in_every_mode(dialect: str, strict: bool) -> None:
+    """A ``$ref`` that resolves nowhere is a SchemaCompileError naming it, not a dangling
+    reference sent (it was, non-strict, for Gemini and Ollama) nor said to be non-local."""
+    schema = {"type": "object", "properties": {"a": {"$ref": "#nope"}}}
+    with pytest.raises(SchemaCompileError, match="cannot resolve '#nope'") as raised:
+        compile_tool(tool(schema), dialect, strict=strict)  # type: ignore[arg-type]
+    assert "only local" not in str(raised.value)
+
+
+CLOSED_TUPLE = {
+    "type": "object",
+    "properties": {
+        "t": {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "string"}],
+            "items": False,
+            "minItems": 2,
+        }
+    },
+    "required": ["t"],
+}
+DRAFT7_TUPLE = {
+    "type": "object",
+    "properties": {
+        "t": {
+            "type": "array",
+            "items": [{"type": "integer"}, {"type": "string"}],
+            "additionalItems": False,
+        }
+    },
+    "required": ["t"],
+}
+
+
+@pytest.mark.parametrize("schema", [CLOSED_TUPLE, DRAFT7_TUPLE], ids=["2020-12", "draft-7"])
+def test_a_closed_tuple_is_sent_as_its_item_types_where_prefix_items_are_not(
+    schema: dict[str, Any],
+) -> None:
+    """``items: false`` ends a tuple; where prefixItems goes to the description it is not sent
+    alone (it accepted only ``[]``): the items are the tuple's item types, at most as many."""
+    for dialect in ("gemini", "gemini-openapi", "ollama"):
+        compiled = compile_tool(tool(schema), dialect, strict=False)  # type: ignore[arg-type]
+        sent = compiled.schema_sent["properties"]["t"]
+        assert "prefixItems" not in sent, dialect
+        assert sent["items"] is not False, dialect
+        assert toolfold.check_arguments(compiled, {"t": [1, "a"]}) == {"t": [1, "a"]}
+        rewrite = next(r for r in compiled.losses if r.keyword == "items")
+        assert "closed tuple" in rewrite.detail
+    gemini = compile_tool(tool(schema), "gemini", strict=False).schema_sent["properties"]["t"]
+    assert gemini["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert gemini["maxItems"] == 2
+    ollama = compile_tool(tool(schema), "ollama").schema_sent["properties"]["t"]
+    assert "items: false" in ollama["description"]
+    openapi = compile_tool(tool(schema), "gemini-openapi", strict=False)
+    assert openapi.schema_sent["properties"]["t"]["items"] == {
+        "anyOf": [{"type": "INTEGER"}, {"type": "STRING"}]
+    }
+
+
+ZOD_TUPLE = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "coords": {
+            "type": "array",
+            "items": [{"type": "number"}, {"type": "number"}],
+            "minItems": 2,
+            "maxItems": 2,
+        }
+    },
+    "required": ["coords"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "strict"),
+    [
+        ("openai-chat", None),
+        ("openai-responses", True),
+        ("gemini", True),
+        ("gemini-openapi", False),
+        ("ollama", None),
+    ],
+)
+def test_a_tuple_ended_by_max_items_is_a_closed_tuple(dialect: str, strict: bool | None) -> None:
+    """zod's ``z.tuple`` (draft 7 list ``items``, ``maxItems`` its length, no
+    ``additionalItems``) ends like ``items: false``: sent as its item type with ``maxItems``,
+    exact, so OpenAI and Gemini stay strict (round 1 fell back or raised, and sent Gemini
+    and Ollama no items at all)."""
+    compiled = compile_tool(tool(ZOD_TUPLE), dialect, strict=strict)  # type: ignore[arg-type]
+    sent = compiled.schema_sent["properties"]["coords"]
+    assert sent["items"] in ({"type": "number"}, {"type": "NUMBER"})
+    assert "prefixItems" not in sent
+    if dialect != "ollama":
+        assert compiled.strict is (dialect != "gemini-openapi")
+        assert sent["maxItems"] == 2
+        assert not [r for r in compiled.losses if r.path == "/properties/coords"]
+    assert toolfold.check_arguments(compiled, {"coords": [1, 2.5]}) == {"coords": [1, 2.5]}
+    with pytest.raises(toolfold.ArgumentValidationError):
+        toolfold.check_arguments(compiled, {"coords": [1, "x"]})
+
+
+def test_draft7_array_items_are_walked_as_prefix_items() -> None:
+    """A draft 7 tuple (``items`` a list) is compiled, never sent raw with lower-case types."""
+    compiled = compile_tool(tool(DRAFT7_TUPLE), "gemini-openapi", strict=False)
+    assert ("/properties/t", "items", "rewritten", False) in changes(compiled)
+    assert compiled.schema_sent["properties"]["t"]["type"] == "ARRAY"
+
+
+def test_ollama_sends_what_the_root_cannot_carry_in_the_tool_description() -> None:
+    """Ollama's root takes no description: what is moved to the description there goes into
+    the function's description (it was reported moved, and sent nowhere)."""
+    compiled = compile_tool(tool({**EITHER, "minProperties": 1}), "ollama")
+    description = compiled.payload["function"]["description"]
+    assert description == (
+        'Weather now (anyOf: [{"required": ["a"]}, {"required": ["b"]}]; minProperties: 1)'
+    )
+    assert "description" not in compiled.schema_sent
+    assert ("", "anyOf", "moved_to_description", True) in changes(compiled)
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        ({"const": {"a": 1}}, {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}}}),
+        (
+            {"enum": [[1, 2], "x"]},
+            {
+                "anyOf": [
+                    {"type": "ARRAY", "items": {"type": "INTEGER"}},
+                    {"type": "STRING", "enum": ["x"]},
+                ]
+            },
+        ),
+    ],
+)
+def test_gemini_openapi_types_an_enum_of_arrays_and_objects_by_its_values(
+    value: dict[str, Any], sent: dict[str, Any]
+) -> None:
+    """An enum or const of arrays or objects is sent as its values' types, not as STRING,
+    which refused every value the tool takes."""
+    schema = {"type": "object", "properties": {"c": value}, "required": ["c"]}
+    compiled = compile_tool(tool(schema), "gemini-openapi", strict=False)
+    prop = compiled.schema_sent["properties"]["c"]
+    assert {k: v for k, v in prop.items() if k != "description"} == sent
+    for good in value.get("enum", [value.get("const")]):
+        assert toolfold.check_arguments(compiled, {"c": good}) == {"c": good}

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from toolfold import ArgumentValidationError
+from toolfold import ArgumentValidationError, SchemaCompileError
 from toolfold.adapters import check_arguments, compile_tool, restore_arguments
 from toolfold.runtime import ToolDefinition
 
@@ -175,3 +175,34 @@ def test_gemini_openapi_arguments_are_checked_against_the_openapi_schema_meaning
     assert check_arguments(compiled, {"sku": "A", "note": None}) == {"sku": "A", "note": None}
     with pytest.raises(ArgumentValidationError, match=r"\$.ship.city"):
         check_arguments(compiled, {"sku": "A", "ship": {"city": 3}})
+
+
+@pytest.mark.parametrize("ref", ["#nope", "#/$defs/Nope"])
+def test_check_arguments_names_a_reference_to_nothing_in_the_schema_sent(ref: str) -> None:
+    """A schema passed through as written (``json-schema``) with a ``$ref`` to nothing cannot
+    check arguments: a SchemaCompileError names the tool and the reference, not jsonschema's
+    bare referencing error."""
+    definition = ToolDefinition(
+        name="dangling", parameters={"type": "object", "properties": {"a": {"$ref": ref}}}
+    )
+    compiled = compile_tool(definition, "json-schema")
+    with pytest.raises(SchemaCompileError, match="points to nothing") as raised:
+        check_arguments(compiled, {"a": 1})
+    assert raised.value.tool_name == "dangling"
+    assert f"$ref {ref!r}" in str(raised.value)
+
+
+def test_nulls_are_restored_through_a_reference_to_an_anchor() -> None:
+    """An optional property behind ``{"$ref": "#ship"}`` (an ``$anchor``) gets its forced
+    null removed as behind ``#/$defs/Ship``: the tool's own schema refuses that null."""
+    ship = {**ORDER["$defs"]["Ship"], "$anchor": "ship"}  # type: ignore[index]
+    schema = {
+        "type": "object",
+        "properties": {"ship": {"$ref": "#ship"}},
+        "required": ["ship"],
+        "$defs": {"Ship": ship},
+    }
+    compiled = compile_tool(ToolDefinition(name="order", parameters=schema), "openai-chat")
+    assert compiled.strict is True
+    arguments = {"ship": {"city": "Oslo", "express": None}}
+    assert check_arguments(compiled, arguments) == {"ship": {"city": "Oslo"}}

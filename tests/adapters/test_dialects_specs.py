@@ -45,6 +45,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             }
         },
     },
+    # What a dialect cannot say as written: untyped union branches under a typed node, a
+    # closed tuple, a const object, a reference to an $anchor.
+    "unsaid": {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "string"},
+            "n": {"type": "integer", "anyOf": [{"minimum": 5}, {"maximum": 1}]},
+            "pair": {
+                "type": "array",
+                "prefixItems": [{"type": "integer"}, {"type": "integer"}],
+                "items": False,
+            },
+            "c": {"const": {"k": 1}},
+            "p": {"$ref": "#pt"},
+        },
+        "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+        "$defs": {"P": {"$anchor": "pt", "type": "integer"}},
+    },
 }
 MODES: tuple[bool | None, ...] = (None, False)
 

@@ -13,6 +13,7 @@ from toolfold.adapters import compile_tool, restore_arguments
 from toolfold.toolkit._jsonschema import (
     MISSING,
     accepts_null,
+    anchors_and_refs,
     deref,
     drop_optional_nulls,
     escape,
@@ -163,3 +164,28 @@ def test_the_loop_and_restore_arguments_agree() -> None:
     assert compiled.strict
     assert restore_arguments(compiled, sent) == {"sku": "A", "note": None}
     assert made.validate_arguments(sent) == {"sku": "A", "note": None}
+
+
+def test_anchors_and_refs_walk_the_schemas_of_the_root_resource_only() -> None:
+    """Anchors (``$dynamicAnchor`` too) and references are found by pointer in schemas, also
+    in properties named like data keywords, never in data, nor below another ``$id``."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "default": {"$ref": "#pt"},
+            "enum": {"$dynamicAnchor": "node", "type": "object"},
+            "x": {"$anchor": "pt", "type": "integer", "default": {"$anchor": "data"}},
+        },
+        "$defs": {
+            "Other": {"$id": "https://e.com/o", "$anchor": "pt", "items": {"$ref": "#pt"}},
+            "Fragment": {"$id": "#frag", "$anchor": "kept"},
+        },
+        "examples": [{"$ref": "#data"}],
+    }
+    anchors, refs = anchors_and_refs(schema)
+    assert anchors == {
+        "node": "#/properties/enum",
+        "pt": "#/properties/x",
+        "kept": "#/$defs/Fragment",
+    }
+    assert refs == [("/properties/default", "#pt")]

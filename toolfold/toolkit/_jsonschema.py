@@ -15,6 +15,7 @@ from urllib.parse import unquote
 __all__ = [
     "MISSING",
     "accepts_null",
+    "anchors_and_refs",
     "deref",
     "drop_optional_nulls",
     "escape",
@@ -265,20 +266,61 @@ def ref_loops(root: Any) -> list[str]:
 
 def _anchors(root: Any) -> dict[str, Any]:
     """Each ``$anchor`` (and ``$dynamicAnchor``) name of ``root`` -> the schema it names."""
-    found: dict[str, Any] = {}
-    todo = [root]
+    pointers = anchors_and_refs(root)[0]
+    return {name: resolve_local(root, pointer) for name, pointer in pointers.items()}
+
+
+# Keywords whose values are data, not schemas: an "$anchor" or "$ref" key in them means
+# nothing. (A property may have one of these names: a properties map holds schemas.)
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+# Keywords whose values map names (of properties, definitions, ...) to schemas.
+_NAMED_SCHEMAS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+
+def anchors_and_refs(root: Any) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The anchors and ``$ref``s of ``root``'s own schema resource, by JSON pointer.
+
+    Schemas are walked, data is not: ``enum``, ``const``, ``default``,
+    ``examples`` and ``example`` are skipped, unless they name a property (or a
+    definition). A schema below the root with an ``$id`` of its own (not a bare
+    ``"#name"``) is another resource: its anchors are not reached by a ``"#name"``
+    of the root, and its references are relative to it, so neither is collected.
+
+    Returns:
+        Each ``$anchor`` and ``$dynamicAnchor`` name -> the pointer of the schema it
+        names (``"#/$defs/Node"``, ``"#"`` the root; the first one in document order),
+        and each ``$ref`` string with the pointer of the schema that holds it
+        (``""`` the root).
+    """
+    anchors: dict[str, str] = {}
+    refs: list[tuple[str, str]] = []
+    todo: list[tuple[Any, str]] = [(root, "")]
     while todo:
-        node = todo.pop()
-        if _is_mapping(node):
-            for key in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(key), str):
-                    found.setdefault(node[key], node)
-            todo += [
-                v for k, v in node.items() if k not in ("enum", "const", "default", "examples")
-            ]
-        elif isinstance(node, list):
-            todo += node
-    return found
+        node, where = todo.pop()
+        if isinstance(node, list):
+            todo += reversed([(v, f"{where}/{i}") for i, v in enumerate(node)])
+            continue
+        if not _is_mapping(node):
+            continue
+        own_id = node.get("$id")
+        if where and isinstance(own_id, str) and not own_id.startswith("#"):
+            continue
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(key), str):
+                anchors.setdefault(node[key], f"#{where}")
+        if isinstance(node.get("$ref"), str):
+            refs.append((where, node["$ref"]))
+        children: list[tuple[Any, str]] = []
+        for key, value in node.items():
+            here = f"{where}/{escape(str(key))}"
+            if key in _NAMED_SCHEMAS and _is_mapping(value):
+                children += [(sub, f"{here}/{escape(str(k))}") for k, sub in value.items()]
+            elif key not in _DATA_KEYWORDS:
+                children.append((value, here))
+        todo += reversed(children)
+    return anchors, refs
 
 
 def deref(root: Any, schema: Any, limit: int = 32) -> Any:

@@ -30,8 +30,8 @@ from toolfold.adapters._dialects._profiles import (
     OPENAI_STRICT,
     Profile,
 )
-from toolfold.adapters._dialects._refs import def_name
-from toolfold.adapters._dialects._walk import Walker
+from toolfold.adapters._dialects._refs import anchors_as_pointers, def_name
+from toolfold.adapters._dialects._walk import UNRESOLVED, Walker
 from toolfold.runtime.core._messages import FrozenDict
 from toolfold.runtime.core._same_json import TypedLeaves, same_json, typed_leaves
 from toolfold.toolkit._jsonschema import escape, resolve_local
@@ -289,7 +289,21 @@ def _compile(
         )
     if for_output:
         spec = _output_spec(spec)
-    walk_root, base, root_def, pre = _prepare(source)
+    # (the walk reads references to $anchors and through the root's $id as pointers;
+    # the tool keeps its own schema)
+    walked_source, anchored = anchors_as_pointers(source)
+    walk_root, base, root_def, pre = _prepare(walked_source)
+    pre[:0] = [
+        SchemaRewrite(
+            where,
+            "$ref",
+            "rewritten",
+            f"{ref} names the $anchor at {pointer}"
+            if ref.startswith("#")
+            else f"{ref} is the tool's own schema (its $id) at {pointer}",
+        )
+        for where, ref, pointer in anchored
+    ]
     problems = _request_problems(spec, name, dialect, strict, walk_root)
     if problems:
         raise SchemaCompileError(name, dialect, problems)
@@ -297,9 +311,10 @@ def _compile(
     used_strict = walked = False
     schema: dict[str, Any] = {}
     rewrites: list[SchemaRewrite] = []
+    root_notes: list[str] = []
     blockers: list[SchemaRewrite] = []
     if spec.strict is not None and strict is not False:
-        schema, rewrites = _walk(spec.strict, source, walk_root, base, root_def)
+        schema, rewrites, root_notes = _walk(spec.strict, walked_source, walk_root, base, root_def)
         walked = True
         if spec.limits:
             rewrites += check_limits(schema, spec.strict.label)
@@ -307,24 +322,46 @@ def _compile(
         used_strict = not blockers
     if not used_strict and not (walked and spec.loose is spec.strict):
         if spec.loose is None:
-            schema, rewrites = _passthrough(source, walk_root, root_def), []
+            # the tool's own schema as written: its $anchor references are not rewritten
+            walk_root, _, root_def, pre = _prepare(source)
+            schema, rewrites, root_notes = _passthrough(source, walk_root, root_def), [], []
         else:
-            schema, rewrites = _walk(spec.loose, source, walk_root, base, root_def)
+            schema, rewrites, root_notes = _walk(
+                spec.loose, walked_source, walk_root, base, root_def
+            )
     final = spec.strict if used_strict else spec.loose
-    if final is not None and final.refuse_recursion:
-        fatal = [str(r) for r in rewrites if r.action == "refused" and r.keyword == "$ref"]
-        if fatal:
-            raise SchemaCompileError(name, dialect, fatal)
+    if final is not None:  # (a schema passed through is the tool's own, sent as written)
+        _raise_fatal(rewrites, final, name, dialect)
     return CompiledTool(
         name=name,
         dialect=dialect,
-        payload=spec.build(name, description, schema, used_strict),
+        payload=spec.build(name, _described(description, root_notes), schema, used_strict),
         schema_sent=schema,
         strict=used_strict,
         rewrites=(*pre, *rewrites),
         source_schema=source,
         strict_blockers=tuple(blockers),
     )
+
+
+def _raise_fatal(
+    rewrites: list[SchemaRewrite], final: Profile, name: str, dialect: Dialect
+) -> None:
+    """Refuse, whatever the mode, a compiled schema the provider could not use: a ``$ref``
+    to nothing (sent, it would point nowhere once definitions are inlined or dropped),
+    recursion where the profile refuses it, an undeclared required name in Gemini's
+    OpenAPI form (a 400)."""
+    fatal = [
+        str(r)
+        for r in rewrites
+        if r.action == "refused"
+        and (
+            (r.keyword == "$ref" and (final.refuse_recursion or r.detail.startswith(UNRESOLVED)))
+            or (r.keyword == "required" and final.openapi)
+        )
+    ]
+    if fatal:
+        raise SchemaCompileError(name, dialect, fatal)
 
 
 # How problems name a dialect's structured output (its tools' labels otherwise).
@@ -443,7 +480,9 @@ def _walk(
     walk_root: dict[str, Any],
     base: str,
     root_def: str | None,
-) -> tuple[dict[str, Any], list[SchemaRewrite]]:
+) -> tuple[dict[str, Any], list[SchemaRewrite], list[str]]:
+    """The compiled root, the rewrites, and the root's notes for the tool's description
+    (a dialect whose root takes no description: Ollama's)."""
     walker = Walker(profile, source, root_def)
     body = walker.walk_root(walk_root, base)
     defs = {**source.get("definitions", {}), **source.get("$defs", {})}
@@ -465,7 +504,15 @@ def _walk(
             i += 1
         if compiled:
             body["$defs"] = compiled
-    return body, walker.rewrites
+    return body, walker.rewrites, walker.root_notes
+
+
+def _described(description: str, notes: list[str]) -> str:
+    """The tool's description with the root's notes (what the root could not carry)."""
+    if not notes:
+        return description
+    joined = "; ".join(notes)
+    return f"{description} ({joined})" if description else joined
 
 
 def _passthrough(

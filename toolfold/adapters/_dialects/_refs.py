@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold.toolkit._jsonschema import deref, unescape
+from toolfold.toolkit._jsonschema import anchors_and_refs, deref, resolve_local, unescape
 from toolfold.toolkit._jsontypes import json_type
 
 # Keywords that change which instances validate. Everything else (title,
@@ -183,6 +183,64 @@ def merge_all_of(root: Any, parent: Mapping[str, Any], members: list[Any]) -> di
         ):
             return None
     return merged
+
+
+def declared_names(root: Any, schema: Any) -> set[str]:
+    """The property names ``schema`` declares itself or through its ``$ref`` and ``allOf``
+    members (what a ``required`` next to a reference may name: OpenAPI inheritance)."""
+    names: set[str] = set()
+    todo, seen = [schema], set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, Mapping) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            names |= set(props)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            todo.append(resolve_local(root, ref))
+        members = node.get("allOf")
+        if isinstance(members, list):
+            todo += members
+    return names
+
+
+def anchors_as_pointers(
+    source: dict[str, Any],
+) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """``source`` with every ``$ref`` that names one of its schemas other than by a plain
+    pointer written as that pointer, so definitions, cycles and nulls are found through
+    it as through any local reference: a ``"#name"`` naming an ``$anchor`` or
+    ``$dynamicAnchor``, and a reference through the root's ``$id``
+    (``"https://example.com/t.json#/$defs/P"`` in a schema of that ``$id``).
+
+    Returns:
+        The rewritten copy (``source`` itself when there is nothing to rewrite),
+        and for each reference rewritten: where it is, the reference, the pointer.
+    """
+    anchors, refs = anchors_and_refs(source)
+    root_id = source.get("$id")
+    base = root_id.rstrip("#") if isinstance(root_id, str) and root_id[:1] != "#" else ""
+    found: list[tuple[str, str, str]] = []
+    for where, ref in refs:
+        local = ref[len(base) :] if base and ref.startswith(base) else ref
+        if local[:1] not in ("", "#"):
+            continue  # another document (a tool refuses it) or a longer name than the $id
+        local = local or "#"
+        pointer = anchors.get(local[1:]) if local[1:2] not in ("", "/") else local
+        if pointer is not None and pointer != ref:
+            found.append((where, ref, pointer))
+    if not found:
+        return source, []
+    out: dict[str, Any] = json.loads(json.dumps(source))
+    for where, _ref, pointer in found:
+        at: Any = out
+        for token in where.split("/")[1:]:
+            at = at[int(token)] if isinstance(at, list) else at[unescape(token)]
+        at["$ref"] = pointer
+    return out, found
 
 
 def cyclic_definitions(source: Mapping[str, Any], root_def: str | None) -> set[str]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toolfold._errors import SchemaCompileError
 from toolfold.adapters._dialects._model import CompiledTool
+from toolfold.adapters._dialects._refs import anchors_as_pointers
 from toolfold.runtime.core._arguments import validate_arguments
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 
@@ -31,7 +33,12 @@ def restore_arguments(compiled: CompiledTool, arguments: Mapping[str, Any]) -> M
     """
     if not compiled.restores_nulls:
         return arguments
-    root = compiled.source_schema
+    root = compiled._cache.get("restore_root")
+    if root is None:
+        # references to $anchors read as pointers, as the schema sent was compiled
+        root = compiled._cache["restore_root"] = anchors_as_pointers(dict(compiled.source_schema))[
+            0
+        ]
     restored = drop_optional_nulls(arguments, root, root)
     return restored if isinstance(restored, Mapping) else arguments
 
@@ -50,6 +57,9 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
     Raises:
         ArgumentValidationError: The arguments break the schema sent; each
             error reads ``<$.path>: <problem>``.
+        SchemaCompileError: The schema sent has a ``$ref`` to nothing (a
+            ``json-schema`` tool is passed through as written), so no
+            arguments can be checked against it.
     """
     validator = compiled._cache.get("validator")
     if validator is None:
@@ -59,7 +69,15 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
         if compiled.dialect == "gemini-openapi":
             schema = openapi_to_json_schema(schema)
         validator = compiled._cache["validator"] = Draft202012Validator(schema)
-    arguments = validate_arguments(compiled.name, validator, arguments)
+    from referencing.exceptions import Unresolvable
+
+    try:
+        arguments = validate_arguments(compiled.name, validator, arguments)
+    except Unresolvable as exc:
+        anchor = getattr(exc, "anchor", None)  # (NoSuchAnchor; a pointer's ref has no '#')
+        ref = f"#{anchor}" if anchor else f"#{exc.ref}" if exc.ref[:1] in ("", "/") else exc.ref
+        problem = f"$ref {ref!r} of the schema sent points to nothing; no arguments can be checked"
+        raise SchemaCompileError(compiled.name, compiled.dialect, [problem]) from exc
     return restore_arguments(compiled, arguments)
 
 

@@ -20,6 +20,7 @@ from toolfold.adapters._dialects._refs import (
     VALIDATION_KEYWORDS,
     branches_disjoint,
     cyclic_definitions,
+    declared_names,
     def_name,
     make_nullable,
     merge_all_of,
@@ -71,8 +72,47 @@ _OPENAPI_TYPES = {
     "number": "NUMBER",
     "string": "STRING",
 }
+# Keywords of a union branch that make taking its parent's properties inexact.
+_OPENS_OBJECT = frozenset(
+    {"properties", "additionalProperties", "patternProperties", "unevaluatedProperties"}
+)
+# How a `$ref` to nothing is noted (`_compile` refuses a compiled schema that has one).
+UNRESOLVED = "cannot resolve"
 # Handled by `Walker._object`, after the other keywords.
 _LEFT_TO_OBJECT = frozenset({"required", "additionalProperties"})
+
+
+def _value_types(values: list[Any]) -> list[dict[str, Any]]:
+    """The OpenAPI ``Schema`` branches that accept ``values`` (JSON values, no null): one
+    per JSON type, strings as their enum, arrays with items and objects with properties
+    typed the same way from what they hold, so every value stays a valid one."""
+    by_kind: dict[str, list[Any]] = {}
+    for value in values:
+        by_kind.setdefault(json_type(value), []).append(value)
+    branches: list[dict[str, Any]] = []
+    for kind in sorted(by_kind):
+        found = by_kind[kind]
+        branch: dict[str, Any] = {"type": _OPENAPI_TYPES.get(kind, kind.upper())}
+        if kind == "string":
+            branch["enum"] = list(dict.fromkeys(found))
+        elif kind == "array":
+            branch["items"] = _one_of_types([v for array in found for v in array])
+        elif kind == "object":
+            keys = dict.fromkeys(k for obj in found for k in obj)
+            branch["properties"] = {
+                k: _one_of_types([obj[k] for obj in found if k in obj]) for k in keys
+            }
+        branches.append(branch)
+    return branches
+
+
+def _one_of_types(values: list[Any]) -> dict[str, Any]:
+    """One ``Schema`` accepting ``values`` (an array's items, an object's property):
+    nullable when null is among them; any values (none held) go as STRING."""
+    present = [v for v in values if v is not None]
+    branches = _value_types(present) if present else [{"type": "STRING"}]
+    out = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    return {**out, "nullable": True} if len(present) < len(values) else out
 
 
 def _type_of(value: Any) -> str:
@@ -89,7 +129,12 @@ class Walker:
         self.root_def = root_def
         self.rewrites: list[SchemaRewrite] = []
         self.used_defs: list[str] = []
+        # What the root moved to a description it cannot carry: the tool's (`_compile`).
+        self.root_notes: list[str] = []
         self._seen: set[SchemaRewrite] = set()
+        # Path of a $ref's siblings -> the property names its target declares, which
+        # their `required` may name (`_required_undeclared`).
+        self._inherited: dict[str, set[str]] = {}
         self._stack: list[str] = []
         self._cyclic: set[str] | None = None
 
@@ -132,14 +177,19 @@ class Walker:
         union_key = self._normalize(schema, path, keep)
         if "$ref" in schema:
             return self._ref(schema, path, typed)
+        if profile.openapi:
+            self._type_branches(schema, path, union_key)
         if not root and ("$defs" in schema or "definitions" in schema):
             self._drop_nested_defs(schema, path)
         declared = schema.get("type")
         if isinstance(declared, list) and len(declared) > 1 and not profile.type_lists:
             return self._split_types(schema, path, typed)
         schema, types, is_object = self._types(schema, path, typed)
+        closed = self._closed_tuple(schema, keep)
         out, notes = self._keywords(schema, path, root, keep, types, union_key)
-        if profile.need_types and typed and "array" in types and "items" not in schema:
+        if closed is not None:
+            self._tuple_end(*closed, path, keep, out, notes)
+        if profile.need_types and typed and "array" in types and "items" not in out:
             label = profile.label
             self.note(
                 path, "items", "refused", f"{label} needs arrays to declare typed items", True
@@ -150,6 +200,8 @@ class Walker:
             desc = out.get("description")
             joined = "; ".join(notes)
             out["description"] = f"{desc} ({joined})" if desc else joined
+        elif notes and root:
+            self.root_notes += notes
         out = self._finish(out, path)
         if profile.openapi and typed:
             if "items" not in out and not profile.need_types:
@@ -213,12 +265,7 @@ class Walker:
         if out.get("type") != "ARRAY":
             return
         label = self.profile.label
-        branches: list[Any] = []
-        if isinstance(prefix, list):
-            for i, item in enumerate(prefix):
-                compiled = self.node(item, f"{path}/prefixItems/{i}")
-                if compiled not in branches:
-                    branches.append(compiled)
+        branches = self._prefix_branches(prefix, path)
         if len(branches) == 1:
             out["items"] = branches[0]
         elif branches:
@@ -233,6 +280,79 @@ class Walker:
             "items are sent as the tuple's item types (any of them at any position)"
         )
         self.note(path, "items", "added", detail, True)
+
+    def _prefix_branches(self, prefix: Any, path: str) -> list[Any]:
+        """A tuple's ``prefixItems`` compiled, each distinct one once."""
+        branches: list[Any] = []
+        if isinstance(prefix, list):
+            for i, item in enumerate(prefix):
+                compiled = self.node(item, f"{path}/prefixItems/{i}")
+                if compiled not in branches:
+                    branches.append(compiled)
+        return branches
+
+    def _closed_tuple(
+        self, schema: dict[str, Any], keep: frozenset[str]
+    ) -> tuple[list[Any], bool] | None:
+        """The ``prefixItems`` of a tuple that ends, which the profile cannot send as one, and
+        whether ``items: false`` ends it (else a ``maxItems`` no more than them: zod's
+        ``z.tuple``, draft 7's list ``items`` without ``additionalItems``). They and
+        ``items`` are then taken out of ``schema``, for `_tuple_end` to replace."""
+        prefix = schema.get("prefixItems")
+        if "prefixItems" in keep or not prefix or not isinstance(prefix, list):
+            return None
+        most = schema.get("maxItems")
+        if not isinstance(most, int) or isinstance(most, bool):
+            most = None
+        elif most <= 0:
+            return None  # (no item at all: nothing to type)
+        end = most if most is not None and most <= len(prefix) else len(prefix)
+        closed_by_items = schema.get("items") is False
+        if not closed_by_items and end == len(prefix) and most != end:
+            return None  # open: more items may follow
+        del schema["prefixItems"]
+        schema.pop("items", None)
+        return prefix[:end], closed_by_items
+
+    def _tuple_end(
+        self,
+        prefix: list[Any],
+        closed_by_items: bool,
+        path: str,
+        keep: frozenset[str],
+        out: dict[str, Any],
+        notes: list[str],
+    ) -> None:
+        """A closed tuple whose dialect has no ``prefixItems``: its items are sent as the
+        tuple's item types and its end as ``maxItems``, so the model can still send the
+        values the tool takes (``items: false`` alone accepted only ``[]``). Exact when the
+        items share one type and the end can be said."""
+        label = self.profile.label
+        branches = self._prefix_branches(prefix, path)
+        out["items"] = branches[0] if len(branches) == 1 else {"anyOf": branches}
+        exact = len(branches) == 1
+        n = len(prefix)
+        detail = f"{label} does not support prefixItems; the closed tuple's items are sent as " + (
+            "their one item type" if exact else "its item types (any of them at any position)"
+        )
+        if "maxItems" in keep:
+            out["maxItems"] = min(out.get("maxItems", n), n)
+            detail += f", at most {n} of them"
+        elif closed_by_items:
+            notes.append(_show("items", False))
+            detail += "; items: false is moved to the description"
+            exact = False
+        # (else the maxItems that ends it is moved to the description, a loss said there)
+        if not exact:
+            notes.append(_show("prefixItems", prefix))
+            self.note(
+                path,
+                "prefixItems",
+                "moved_to_description",
+                f"{label} does not support prefixItems",
+                True,
+            )
+        self.note(path, "items", "rewritten", detail, not exact)
 
     def _openapi_typed(self, out: dict[str, Any], path: str, enum: Any) -> dict[str, Any]:
         """``out`` with the type Gemini's OpenAPI ``Schema`` requires, and arrays with ``items``.
@@ -250,24 +370,53 @@ class Walker:
             self.note(path, "type", "refused", f"{label} needs a type on every schema", True)
             return out
         values = [v for v in enum if v is not None] if isinstance(enum, list) else []
-        kinds = sorted({json_type(v) for v in values})
-        if values and set(kinds) <= _OPENAPI_TYPES.keys():
-            strings = [v for v in values if isinstance(v, str)]
-            branches = [
-                {"type": _OPENAPI_TYPES[k], **({"enum": strings} if k == "string" else {})}
-                for k in kinds
-            ]
+        if values:
+            branches = _value_types(values)
             if len(branches) == 1:
                 out.update(branches[0])
             else:
                 out["anyOf"] = branches
-            sent = " or ".join(_OPENAPI_TYPES[k] for k in kinds)
+            sent = " or ".join(b["type"] for b in branches)
             detail = f"{label} needs a type on every schema; the enum's values are sent as {sent}"
         else:
             out["type"] = "STRING"
             detail = f"{label} needs a type on every schema; a value of any type is sent as STRING"
         self.note(path, "type", "added", detail, True)
         return out
+
+    def _type_branches(self, schema: dict[str, Any], path: str, union_key: str) -> None:
+        """Give each untyped ``anyOf`` branch of a typed node its parent's type (exact: the
+        parent's type applies to the branch's value anyway), where the OpenAPI form would
+        otherwise type it STRING or refuse it. An object's branch (``{"required": [..]}``,
+        typed ``object`` or not) takes the parent's ``properties`` too, so it is an object
+        with declared properties; a node with ``properties`` and no type is an object.
+        """
+        kind, branches = schema.get("type"), schema.get("anyOf")
+        props = schema.get("properties")
+        if kind is None and isinstance(props, dict):
+            kind = "object"  # (properties make it one: the branches' required name them)
+        if not isinstance(kind, str) or not isinstance(branches, list):
+            return
+        props = props if kind == "object" and isinstance(props, dict) else None
+        typed: list[Any] = []
+        for i, branch in enumerate(branches):
+            if branch is True:
+                branch = {}
+            if not isinstance(branch, dict) or "$ref" in branch or branch.get("type", kind) != kind:
+                typed.append(branch)
+                continue
+            new = {"type": kind, **branch}
+            details = [] if "type" in branch else ["type"]
+            if props is not None and not _OPENS_OBJECT & branch.keys():
+                new["properties"] = props
+                details.append("properties")
+            if details:
+                typed.append(new)
+                detail = f"a branch of a {kind} is sent with its parent's {' and '.join(details)}"
+                self.note(f"{path}/{union_key}/{i}", details[0], "added", detail)
+            else:
+                typed.append(branch)
+        schema["anyOf"] = typed
 
     def _drop_nested_defs(self, schema: dict[str, Any], path: str) -> None:
         for key in _DEFINITIONS:
@@ -388,6 +537,8 @@ class Walker:
         root: bool,
         keep: frozenset[str],
     ) -> None:
+        if self.profile.close_objects or self.profile.openapi:
+            self._required_undeclared(schema, path)
         if self.profile.close_objects:
             self._close(schema, path, root)
             out.setdefault("properties", {})
@@ -420,6 +571,27 @@ class Walker:
             else:
                 label = self.profile.label
                 self.note(path, "required", "dropped", f"{label} does not accept required", True)
+
+    def _required_undeclared(self, schema: dict[str, Any], path: str) -> None:
+        """Refuse ``required`` names that ``properties`` does not declare: in an object the
+        profile closes they could never be sent, so no call would be valid; Gemini's OpenAPI
+        form answers them with a 400 ("required[0]: property is not defined")."""
+        required, props = schema.get("required"), schema.get("properties")
+        if not isinstance(required, list):
+            return
+        declared = set(props) if isinstance(props, dict) else set()
+        declared |= self._inherited.get(path, set())
+        missing = [name for name in required if name not in declared]
+        if missing:
+            names = ", ".join(repr(name) for name in missing)
+            label = self.profile.label
+            why = (
+                f"{label} closes every object, so no call could have it"
+                if self.profile.close_objects
+                else f"{label} refuses the tool (HTTP 400: property is not defined)"
+            )
+            detail = f"required names {names}, which properties does not declare: {why}; declare it"
+            self.note(path, "required", "refused", detail, True)
 
     def _refuse_map(self, path: str) -> None:
         """Note a map (``additionalProperties`` with a schema) the profile cannot send."""
@@ -536,7 +708,24 @@ class Walker:
             union_key = self._one_of_as_any_of(schema, path)
         if self.profile.integer_exclusive and schema.get("type") == "integer":
             self._integer_bounds(schema, path, keep)
+        if isinstance(schema.get("items"), list) and "prefixItems" not in schema:
+            self._array_items(schema, path)
         return union_key
+
+    def _array_items(self, schema: dict[str, Any], path: str) -> None:
+        """Write draft 7's tuple (``items`` a list, ``additionalItems`` the rest) in
+        draft 2020-12's words (``prefixItems``, ``items``): the same tuple, walked as one."""
+        schema["prefixItems"] = schema.pop("items")
+        rest = schema.pop("additionalItems", MISSING)
+        if rest is not MISSING:
+            schema["items"] = rest
+        self.note(
+            path,
+            "items",
+            "rewritten",
+            "items as a list (draft 7's tuple) is written as prefixItems"
+            + (", additionalItems as items" if rest is not MISSING else ""),
+        )
 
     def _nullable(self, schema: dict[str, Any], path: str) -> None:
         if schema.pop("nullable") is True:
@@ -564,11 +753,14 @@ class Walker:
     def _all_of(self, schema: dict[str, Any], path: str) -> None:
         members = schema.pop("allOf")
         one = members[0] if len(members) == 1 else None
-        if isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in schema:
+        merged = merge_all_of(self.source, schema, members)
+        # A member that is a reference stays one, unless the node adds properties to it
+        # (OpenAPI inheritance): merged, they make one object a closing dialect can send.
+        pure_ref = isinstance(one, dict) and set(one) == {"$ref"} and "$ref" not in schema
+        if isinstance(one, dict) and pure_ref and (merged is None or "properties" not in schema):
             schema["$ref"] = one["$ref"]
             self.note(path, "allOf", "rewritten", "a one-member allOf is its member")
             return
-        merged = merge_all_of(self.source, schema, members)
         if merged is None:
             self.note(
                 path,
@@ -647,13 +839,12 @@ class Walker:
         ref = schema.pop("$ref")
         target = resolve_local(self.source, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
-            self.note(
-                path,
-                "$ref",
-                "refused",
-                f"cannot resolve {ref!r}: only local references are supported",
-                True,
+            where = (
+                "no definition or $anchor of the schema is there"
+                if isinstance(ref, str) and ref.startswith("#")
+                else "only references into the tool's own schema are supported"
             )
+            self.note(path, "$ref", "refused", f"{UNRESOLVED} {ref!r}: {where}", True)
             return {"$ref": ref, **schema}
         name = def_name(ref)
         if profile.inline_refs or (name is None and ref != "#"):
@@ -668,7 +859,7 @@ class Walker:
                 path, "$ref", "refused", f"{profile.label} does not support recursive schemas", True
             )
         ref_node: dict[str, Any] = {"$ref": out_ref}
-        sib = self.node(schema, path, typed=False) if schema else {}
+        sib = self._siblings(schema, target, path) if schema else {}
         if not sib:
             return ref_node
         if "anyOf" in sib:
@@ -717,7 +908,7 @@ class Walker:
         self.note(path, "$ref", "inlined", f"{ref} inlined: {profile.label} {reason}")
         if not siblings:
             return body
-        sib = self.node(siblings, path, typed=False)
+        sib = self._siblings(siblings, target, path)
         body = dict(body) if isinstance(body, dict) else {}
         for key, value in sib.items():
             if key in body and body[key] != value and key not in ("description", "title"):
@@ -727,6 +918,19 @@ class Walker:
                 continue
             body[key] = value
         return body
+
+    def _siblings(self, siblings: dict[str, Any], target: Any, path: str) -> Any:
+        """The keywords next to a ``$ref``, compiled; their ``required`` may name the
+        properties the target declares (OpenAPI inheritance)."""
+        outer = self._inherited.get(path)
+        self._inherited[path] = declared_names(self.source, target)
+        try:
+            return self.node(siblings, path, typed=False)
+        finally:
+            if outer is None:
+                del self._inherited[path]
+            else:
+                self._inherited[path] = outer
 
     def _recursive(self, out_ref: str) -> bool:
         if self._cyclic is None:
