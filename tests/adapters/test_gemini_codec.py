@@ -121,6 +121,19 @@ def test_unsigned_calls_get_the_placeholder_on_gemini_3_only(
     assert [p.get("thoughtSignature") for p in parts] == [signature, None]
 
 
+def test_a_call_made_on_geminis_openai_endpoint_keeps_its_signature_natively() -> None:
+    """A call from Gemini's OpenAI-compatible endpoint keeps its thought signature as
+    extra_content.google.thought_signature: sent back natively as its thoughtSignature
+    (noted), not replaced by the placeholder, which made Gemini 3 think afresh."""
+    extra = {"extra_content": {"google": {"thought_signature": "U0lH"}}}
+    request = turn(ToolCallPart("a", "f", "{}", {}, extra))
+    prepared = GeminiModel("gemini-3-pro-preview", api_key="k" * 20).prepare(request)
+    (part,) = prepared.body["contents"][1]["parts"]
+    assert part["thoughtSignature"] == "U0lH"
+    (note,) = prepared.report.notes
+    assert "extra_content.google.thought_signature" in note
+
+
 @pytest.mark.parametrize(
     ("choice", "tools", "config"),
     [

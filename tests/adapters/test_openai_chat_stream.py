@@ -327,6 +327,32 @@ def test_reasoning_deltas_become_a_reasoning_part() -> None:
     assert response.text == "42"
 
 
+def test_openrouter_reasoning_details_stream_to_the_blocks_of_the_whole_answer() -> None:
+    """OpenRouter's reasoning_details come in pieces: a piece of the block at the same
+    index and type extends its text; the encrypted block (Gemini 3's signature behind
+    OpenRouter) comes whole. The streamed answer keeps the blocks the whole one does,
+    to send them back unchanged."""
+    text = {"type": "reasoning.text", "format": "google-gemini-v1", "index": 0}
+    sealed = {"type": "reasoning.encrypted", "data": "U0lH", "id": "t1", "index": 0}
+    call = {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    datas = [
+        chunk({"reasoning": "I will ", "reasoning_details": [{**text, "text": "I will "}]}),
+        chunk({"reasoning": "call.", "reasoning_details": [{**text, "text": "call."}]}),
+        chunk({"reasoning_details": [sealed], "tool_calls": [{"index": 0, **call}]}),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    streamed = fold(decode(datas, "openrouter"))
+    blocks = [{**text, "text": "I will call."}, sealed]
+    answer = {"role": "assistant", "content": None, "reasoning": "I will call."}
+    answer |= {"reasoning_details": blocks, "tool_calls": [call]}
+    one = parse_response(whole(answer, "tool_calls"), "openrouter")
+    assert streamed.message.parts == one.message.parts
+    assert one.message.parts[0] == ReasoningPart(
+        "I will call.", provider="openrouter", provider_data={"reasoning_details": blocks}
+    )
+
+
 def test_a_character_split_between_two_deltas_as_two_escapes_comes_whole() -> None:
     """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00b") joins again, in
     text, reasoning and arguments alike; a half that nothing completes is U+FFFD."""

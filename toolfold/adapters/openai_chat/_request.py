@@ -33,7 +33,7 @@ from toolfold.adapters._results import (
     media_of,
     text_of,
 )
-from toolfold.adapters.openai_chat._providers import ChatProvider
+from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -276,7 +276,7 @@ def _loop_fragment(
     """The JSON of the messages every tool loop sends, or None for any other message.
 
     A prompt of one text, an assistant turn that only calls tools (without a
-    thinking field or a provider's extra content) and a message of text-only
+    thinking field or a provider's data on a call) and a message of text-only
     tool results (None when a result holds images or files): their objects
     have a fixed shape, so only their strings go through the JSON encoder; the
     text is the same as encoding `encode_messages`' dicts (a test compares
@@ -305,8 +305,8 @@ def _loop_fragment(
         return None
     calls = []
     for call in parts:
-        if type(call) is not ToolCallPart or call.provider_data.get("extra_content") is not None:
-            return None
+        if type(call) is not ToolCallPart or call.provider_data:
+            return None  # (a thought signature: sent or left out by `_call`, noted)
         call_id = call.id if rewrite_id is None else rewrite_id(call.id)
         calls.append(
             f'{{"id":{_string(call_id)},"type":"function","function":'
@@ -684,12 +684,32 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
     if audio is not None:
         message["audio"] = {"id": audio}  # a previous audio answer, by id [O4]
     if provider.reasoning_out is not None and calls:
-        # DeepSeek wants the thinking of a tool turn back, even when empty [C7].
-        reasoning = "".join(p.text for p in parts if isinstance(p, ReasoningPart))
+        # DeepSeek wants the thinking of a tool turn back, even when empty [C7]: its own
+        # only (another provider's is noted by `_left_out`).
+        reasoning = "".join(
+            p.text for p in parts if isinstance(p, ReasoningPart) and p.provider == provider.name
+        )
         message[provider.reasoning_out] = reasoning
+    if provider.reasoning_details:
+        details = _own_details(parts, provider)
+        if details is not None:
+            message[REASONING_DETAILS] = details  # OpenRouter's blocks, unchanged
     if calls:
-        message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
+        message["tool_calls"] = [_call(c, rewrite_id, provider) for c in calls]
     return message
+
+
+def _own_details(parts: Sequence[Part], provider: ChatProvider) -> Any:
+    """The ``reasoning_details`` the provider's last reasoning part in ``parts`` keeps,
+    or None. The last: a streamed answer's parts each keep the blocks so far
+    (`_stream.merge_details`), its last all of them, as the whole answer's one part."""
+    found = None
+    for part in parts:
+        if type(part) is ReasoningPart and part.provider == provider.name:
+            details = part.provider_data.get(REASONING_DETAILS)
+            if details:
+                found = details
+    return found
 
 
 def _audio_id(parts: list[Part], provider: ChatProvider) -> str | None:
@@ -730,10 +750,12 @@ def _audio_marker(part: object) -> str | None:
 def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tuple[str, ...]:
     """What `build_body` leaves out of ``messages``' reasoning, one note per part.
 
-    Chat Completions takes no reasoning back, except DeepSeek's
+    Chat Completions takes no reasoning back, except DeepSeek's own
     ``reasoning_content`` on an assistant turn that calls tools (the text: a
-    signature only its maker can verify never goes). A part with nothing in
-    it is no loss and has no note.
+    signature only its maker can verify never goes) and OpenRouter's own
+    ``reasoning_details`` (unchanged). A call's Gemini thought signature goes
+    to Gemini's OpenAI endpoint only (a native call's mapped, noted); elsewhere
+    it is left out, noted. A part with nothing in it is no loss and has no note.
     """
     notes: list[str] = []
     for position, message in enumerate(messages):
@@ -752,6 +774,12 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
     marker = None  # the marker of the media part dropped just before
     parts = message.parts
     for index, part in enumerate(parts):
+        if type(part) is ToolCallPart:
+            if part.provider_data:
+                note = _signature_note(part, provider)
+                if note is not None:
+                    reasons.append(note)
+            continue
         if isinstance(part, (ImagePart, FilePart)) and message.role == "assistant":
             found = media_marker(parts, index)
             if found is not None and _audio_marker(found) is None:
@@ -776,8 +804,22 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
             )
             continue
         hidden = part.signature or part.provider_data
+        own = part.provider == provider.name
+        if (
+            own
+            and provider.reasoning_details
+            and message.role == "assistant"
+            and part.provider_data.get(REASONING_DETAILS)
+        ):
+            continue  # sent back as its reasoning_details (`_own_details`)
         if taken:
-            if hidden:
+            if not own:
+                if part.text or hidden:
+                    reasons.append(
+                        f"reasoning from {part.provider or 'an unknown provider'} left out: "
+                        f"{provider.name} takes back its own reasoning only"
+                    )
+            elif hidden:
                 reasons.append(
                     f"reasoning's signature left out: {provider.name} takes back the text only"
                 )
@@ -788,6 +830,13 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
             why = f"{provider.name} takes no reasoning in a {message.role} message"
         elif provider.reasoning_out is not None:
             why = f"{provider.name} takes reasoning back on turns that call tools only"
+        elif provider.reasoning_details and own:
+            why = (
+                f"{provider.name} takes its reasoning back as the reasoning_details "
+                "it answered with, and this part has none"
+            )
+        elif provider.reasoning_details:
+            why = f"{provider.name} takes back only the reasoning_details it answered with"
         else:
             why = f"{provider.name} takes no reasoning back"
         reasons.append(f"reasoning left out: {why}")
@@ -820,21 +869,53 @@ def _calls_only(
     message: Body = {"role": "assistant", "content": None}
     if provider.reasoning_out is not None:
         message[provider.reasoning_out] = ""
-    message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
+    message["tool_calls"] = [_call(c, rewrite_id, provider) for c in calls]
     return message
 
 
-def _call(call: ToolCallPart, rewrite_id: Callable[[str], str]) -> Body:
+def _call(call: ToolCallPart, rewrite_id: Callable[[str], str], provider: ChatProvider) -> Body:
     encoded: Body = {
         "id": rewrite_id(call.id),
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments_text or "{}"},
     }
-    extra = call.provider_data.get("extra_content")
-    if extra is not None:
-        # Gemini's OpenAI endpoint wants its thought signature back on the call.
-        encoded["extra_content"] = extra
+    if provider.thought_signatures:
+        extra = extra_content(call.provider_data)
+        if extra is not None:
+            # Gemini's OpenAI endpoint wants its thought signature back on the call.
+            encoded["extra_content"] = extra
     return encoded
+
+
+def extra_content(data: Mapping[str, Any]) -> Any:
+    """The ``extra_content`` a call sends Gemini's OpenAI endpoint: the one it came with,
+    or a native Gemini call's ``thought_signature`` as ``google.thought_signature``
+    (the same signature [G2]); None when it has neither."""
+    extra = data.get("extra_content")
+    if extra is not None:
+        return extra
+    signature = data.get("thought_signature")
+    if isinstance(signature, str):
+        return {"google": {"thought_signature": signature}}
+    return None
+
+
+def _signature_note(call: ToolCallPart, provider: ChatProvider) -> str | None:
+    """What `_call` does with a call's Gemini thought signature, when it is worth a note."""
+    data = call.provider_data
+    if "extra_content" not in data and not isinstance(data.get("thought_signature"), str):
+        return None
+    if not provider.thought_signatures:
+        return (
+            f"call {call.id}'s Gemini thought signature left out: only Gemini "
+            f"takes it back, {provider.name} would refuse or ignore it"
+        )
+    if "extra_content" not in data:
+        return (
+            f"call {call.id}'s native Gemini thought signature sent as "
+            "extra_content.google.thought_signature"
+        )
+    return None
 
 
 def _only_text(parts: list[Part], role: str) -> str:

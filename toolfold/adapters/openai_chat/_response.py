@@ -18,7 +18,7 @@ from toolfold.adapters._codec import AUDIO
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
-from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
+from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, REASONING_FIELDS
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
@@ -342,7 +342,7 @@ def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:
     )
 
 
-_NO_REASONING = frozenset(REASONING_FIELDS).isdisjoint
+_NO_REASONING = frozenset((*REASONING_FIELDS, REASONING_DETAILS)).isdisjoint
 _MESSAGE = "$.choices[0].message"
 _CALLS = f"{_MESSAGE}.tool_calls"
 
@@ -404,11 +404,31 @@ def audio_parts(audio: Mapping[str, Any], has_text: bool, provider: str) -> list
 def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:
     # An optional extra: read when it is a string, else left alone (a server
     # that sends an object there still answers).
+    details = reasoning_details(message, _MESSAGE)
+    kept = {REASONING_DETAILS: details} if details else {}
     for field in REASONING_FIELDS:
         text = message.get(field)
         if text and type(text) is str:  # absent (None) for most answers: one test
-            return [ReasoningPart(wire.encodable(text), provider=provider)]
-    return []
+            return [ReasoningPart(wire.encodable(text), None, provider, kept)]
+    return [ReasoningPart("", None, provider, kept)] if kept else []
+
+
+def reasoning_details(message: Mapping[str, Any], at: str) -> list[Any]:
+    """OpenRouter's ``reasoning_details`` (reasoning blocks: ``reasoning.text``,
+    ``reasoning.summary``, ``reasoning.encrypted``), as they came, or ``[]``.
+
+    Kept whole to be sent back unchanged: an encrypted block is an upstream's
+    signature (Gemini's thought signature, Anthropic's thinking signature).
+
+    Raises:
+        WireError: The field is not an array of objects.
+    """
+    if message.get(REASONING_DETAILS) is None:
+        return []
+    details = wire.array(message, REASONING_DETAILS, at)
+    for index in range(len(details)):
+        wire.mapping(details, index, f"{at}.{REASONING_DETAILS}")
+    return list(wire.value(message, REASONING_DETAILS, at))
 
 
 def _content(content: list[Any], provider: str, at: str) -> list[Part]:

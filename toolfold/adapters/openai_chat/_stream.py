@@ -38,6 +38,10 @@ Rules (providers.md §1, §6 and the recorded streams):
   one or the other).
 - The legacy ``delta.function_call`` (functions API, still in the spec) is
   the one call of the answer when no ``tool_calls`` come, as in a whole body.
+- OpenRouter's ``delta.reasoning_details`` pieces join by block (`merge_details`:
+  a piece of the block at the same ``index`` and ``type`` extends its text);
+  each chunk carrying some gives the blocks so far to the reasoning part, so it
+  ends with the array a whole answer has.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import AUDIO, carries_nothing, event_json
 from toolfold.adapters.openai_chat._errors import inband_error
-from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
+from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, REASONING_FIELDS
 from toolfold.adapters.openai_chat._response import (
     arguments_text,
     audio_type,
@@ -62,6 +66,7 @@ from toolfold.adapters.openai_chat._response import (
     finish_reason,
     no_choices,
     parse_usage,
+    reasoning_details,
     refused,
     synthetic_id,
 )
@@ -117,6 +122,7 @@ class DecoderState:
         held: A high surrogate each part's last piece ended with, held back for its
             next piece (`wire.hold`): by ``"text"``, ``"reasoning"`` and each
             call's index (its arguments).
+        details: OpenRouter's ``reasoning_details`` blocks so far (`merge_details`).
     """
 
     provider: str
@@ -133,6 +139,42 @@ class DecoderState:
     audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
     transcript: Log[str] | None = None
     held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
+    details: tuple[Mapping[str, Any], ...] = ()
+
+
+#: The fields of a ``reasoning_details`` block whose pieces are appended to each other.
+_DETAIL_TEXTS = ("text", "summary", "data")
+
+
+def merge_details(
+    blocks: tuple[Mapping[str, Any], ...], pieces: Sequence[Mapping[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    """``blocks`` with the streamed ``pieces`` of ``reasoning_details`` added.
+
+    A piece with the ``type`` and ``index`` of the last block continues it:
+    its text (``text``, ``summary``, ``data``) is appended, any other field
+    it gives set (a ``signature`` at the end); any other piece is a new block.
+    """
+    out = list(blocks)
+    for piece in pieces:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and piece.get("index") is not None
+            and piece.get("index") == last.get("index")
+            and piece.get("type") == last.get("type")
+        ):
+            merged = dict(last)
+            for key, value in piece.items():
+                before = merged.get(key)
+                if key in _DETAIL_TEXTS and isinstance(value, str) and isinstance(before, str):
+                    merged[key] = before + value
+                elif value is not None:
+                    merged[key] = value
+            out[-1] = merged
+        else:
+            out.append(dict(piece))
+    return tuple(out)
 
 
 def decode_chunk(
@@ -257,6 +299,12 @@ def _choice(
             if text:
                 events.append(ReasoningDelta(text, provider=state.provider))
             break
+    if delta.get(REASONING_DETAILS) is not None:
+        details = merge_details(state.details, reasoning_details(delta, delta_at))
+        state = attrs.evolve(state, details=details)
+        # The blocks so far, in place of the part's earlier ones (`ReasoningDelta.provider_data`).
+        kept = {REASONING_DETAILS: [dict(block) for block in details]}
+        events.append(ReasoningDelta("", provider=state.provider, provider_data=kept))
     content = delta.get("content")
     if type(content) is str:
         if content:
