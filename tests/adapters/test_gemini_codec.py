@@ -134,6 +134,20 @@ def test_a_call_made_on_geminis_openai_endpoint_keeps_its_signature_natively() -
     assert "extra_content.google.thought_signature" in note
 
 
+@pytest.mark.parametrize("setting", ["thinking", "reasoning_effort"])
+def test_another_providers_reasoning_setting_is_refused_naming_thinking_config(
+    setting: str,
+) -> None:
+    """Anthropic's thinking and OpenAI's reasoning_effort are no fields of
+    GenerateContentRequest (Gemini answers 400): refused before the request, naming
+    generationConfig's thinking_config, as every adapter refuses a setting it lacks."""
+    request = ModelRequest([Message.user("x")], settings={setting: "high"})
+    with pytest.raises(ModelConfigError, match=f"'{setting}' is not a field of the Gemini API"):
+        GeminiModel("gemini-2.5-flash", api_key="k" * 20).prepare(request)
+    with pytest.raises(ModelConfigError, match="thinking_config"):
+        GeminiModel("gemini-2.5-flash", api_key="k" * 20).prepare(request)
+
+
 @pytest.mark.parametrize(
     ("choice", "tools", "config"),
     [

@@ -6,7 +6,9 @@ JSON takes an int32 as a string of digits). ``top_k``, ``stop_sequences`` and
 ``thinking``, which Chat Completions has no field for, and a ``stop`` its spec does
 not take (more than 4 sequences, no string or list of strings), are refused on
 OpenAI's own host only (a compatible server such as vLLM takes them); so are
-``thinking``, ``stop_sequences`` and ``stop`` on the Responses API, which has none.
+``thinking``, ``reasoning_effort``, ``stop_sequences`` and ``stop`` on the Responses
+API, which has none. Each provider's own reasoning setting is refused on the others'
+APIs, naming the native one (`test_a_reasoning_setting_is_refused_naming_the_native_one`).
 """
 
 from __future__ import annotations
@@ -239,6 +241,13 @@ RESPONSES_REFUSED = [
         id="thinking",
     ),
     pytest.param(
+        "reasoning_effort",
+        "high",
+        "is not a field of the OpenAI Responses API: use the setting 'reasoning' "
+        "(reasoning={'effort': 'high'}",
+        id="reasoning_effort",
+    ),
+    pytest.param(
         "stop_sequences",
         ["END"],
         "has no equivalent in the OpenAI Responses API",
@@ -284,3 +293,27 @@ def test_other_responses_servers_get_them_as_given(made: Any) -> None:
     model = made("openai-responses:qwen", base_url="http://127.0.0.1:8000/v1")
     sent = body(model, **settings)
     assert {key: sent[key] for key in settings} == settings
+
+
+@pytest.mark.parametrize(
+    ("spec", "key", "native"),
+    [
+        ("anthropic:claude-sonnet-4-5", "reasoning_effort", "'thinking'"),
+        ("gemini:gemini-2.5-flash", "reasoning_effort", "'generation_config'"),
+        ("gemini:gemini-3-pro-preview", "thinking", "'generation_config'"),
+        ("ollama:qwen3", "thinking", "'think'"),
+        ("ollama:qwen3", "reasoning_effort", "'think'"),
+    ],
+)
+def test_a_reasoning_setting_is_refused_naming_the_native_one(
+    made: Any, spec: str, key: str, native: str
+) -> None:
+    """OpenAI's reasoning_effort and Anthropic's thinking were sent to APIs that have no
+    such field (Anthropic's and Gemini's bodies refuse unknown keys: a 400; Ollama put
+    them in options, where they do nothing): refused before the request, naming the
+    provider's own setting; None sends nothing."""
+    model = made(spec)
+    with pytest.raises(ModelConfigError, match=f"^the setting {key!r} is not a field of") as caught:
+        body(model, **{key: "high"})
+    assert f"use the setting {native}" in str(caught.value)
+    assert key not in body(model, **{key: None})

@@ -47,10 +47,25 @@ STOP_REASONS: dict[str, FinishReason] = {
 
 #: Neutral settings the Messages API has no field for: ``CreateMessageParams``
 #: has ``additionalProperties: false`` [spec], so they would be a 400; refusing
-#: them before the request names the setting instead.
+#: them before the request names the setting instead (and `INSTEAD`'s equivalent).
 UNSUPPORTED_SETTINGS = frozenset(
-    {"seed", "frequency_penalty", "presence_penalty", "logit_bias", "n", "response_format"}
+    {
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "n",
+        "response_format",
+        "reasoning_effort",
+    }
 )
+
+#: What to give instead of an `UNSUPPORTED_SETTINGS` one that has an equivalent in
+#: ``CreateMessageParams`` (``thinking``, ``output_config.effort`` [spec]).
+INSTEAD = {
+    "reasoning_effort": "the setting 'thinking' (thinking={'type': 'enabled', "
+    "'budget_tokens': 2048}), or 'output_config' (output_config={'effort': 'high'})",
+}
 
 #: Neutral names the API spells differently [spec CreateMessageParams].
 RENAMED_SETTINGS = {"stop": "stop_sequences"}

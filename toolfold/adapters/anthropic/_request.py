@@ -48,6 +48,7 @@ from toolfold.adapters.anthropic._provider import (
     BETA_ONLY_FIELDS,
     DEFAULT_MAX_TOKENS,
     IMAGE_TYPES,
+    INSTEAD,
     RENAMED_SETTINGS,
     UNSUPPORTED_SETTINGS,
 )
@@ -287,7 +288,7 @@ def _add_settings(body: Body, settings: Mapping[str, Any], tool_choice: str | No
             _own_setting(body, key, value, settings, tool_choice)
             continue
         if key in UNSUPPORTED_SETTINGS:
-            raise no_equivalent(key, "the Anthropic Messages API")
+            raise no_equivalent(key, "the Anthropic Messages API", INSTEAD.get(key))
         if key == "stop" and isinstance(value, str):
             value = [value]
         body[RENAMED_SETTINGS.get(key, key)] = value

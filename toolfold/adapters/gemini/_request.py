@@ -27,6 +27,7 @@ from toolfold.adapters._codec import (
     check_token_limit,
     inline_media,
     named_tool,
+    no_equivalent,
     place_shared_setting,
     refuse_choices,
 )
@@ -35,6 +36,7 @@ from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.gemini._providers import (
     GENERATION_SETTINGS,
+    REFUSED_SETTINGS,
     SKIP_SIGNATURE,
     needs_signature,
     takes_json_schema,
@@ -98,9 +100,13 @@ def build_body(
 
     Raises:
         ModelConfigError: The request cannot be expressed for Gemini (a named
-            tool choice for an unknown tool, ``parallel_tool_calls=False``...).
+            tool choice for an unknown tool, ``parallel_tool_calls=False``, another
+            provider's reasoning setting: `REFUSED_SETTINGS`...).
         SchemaCompileError: A tool schema Gemini's form cannot express.
     """
+    for key, instead in REFUSED_SETTINGS.items():
+        if request.settings.get(key) is not None:
+            raise no_equivalent(key, "the Gemini API", instead)
     notes: list[str] = []
     system, contents = encode_messages(request.messages, model_name, notes)
     body: Body = {"contents": contents}
