@@ -687,3 +687,28 @@ def test_output_problems_name_the_structured_output_not_tool_use() -> None:
     message = str(caught.value)
     assert "(root): additionalProperties refused [lossy]: Anthropic structured output" in message
     assert "tool" not in message
+
+
+def test_a_request_without_tools_names_the_tools_its_history_calls() -> None:
+    """A handoff target without tools gets the triage agent's tool_use and tool_result
+    blocks: the API answers 400 for such blocks in a request that defines no tools
+    (anthropics/anthropic-sdk-python#494). The tools the history names go as stand-in
+    definitions the model cannot call (tool_choice none), noted; the body fits the spec."""
+    history = (
+        Message.user("refund my order"),
+        Message("assistant", (THINKING, ToolCallPart("toolu_h", "transfer_to_refunds", "{}", {}))),
+        Message.tool(ToolResultPart("toolu_h", "transfer_to_refunds", "Transferred.")),
+    )
+    request = ModelRequest(
+        history, settings={"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    )
+    prepared = AnthropicModel("claude-sonnet-4-5", api_key="k" * 20).prepare(request)
+    sent = dict(prepared.body)
+    assert [tool["name"] for tool in sent["tools"]] == ["transfer_to_refunds"]
+    assert sent["tool_choice"] == {"type": "none"}
+    assert spec_problems(sent, beta=False) == []
+    (note,) = prepared.report.notes
+    assert "transfer_to_refunds sent as stand-in definitions" in note
+    # A request with tools of its own, or no call in its history, is sent as it was.
+    assert [t["name"] for t in body(*history, tools=(WEATHER,))["tools"]] == ["get_weather"]
+    assert "tools" not in body(Message.user("Hi"))
