@@ -1086,3 +1086,33 @@ def test_a_native_gemini_signature_goes_to_geminis_openai_endpoint_as_extra_cont
     assert "thought_signature" not in json.dumps(
         build_body(ModelRequest(messages), "m", PROVIDERS["openai"])
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "placeholder"), [("gemini-3-flash-preview", True), ("gemini-2.5-flash", False)]
+)
+def test_an_unsigned_turn_gets_the_placeholder_on_gemini_3_behind_its_openai_endpoint(
+    model: str, placeholder: bool
+) -> None:
+    """A turn another provider made has no thought signature; Gemini 3 refuses a tool turn
+    whose first call has none. On its OpenAI endpoint that call gets Google's placeholder in
+    extra_content (noted), as the native adapter sends it; other Gemini models get none."""
+    calls = (
+        ToolCallPart("toolu_1", "get_time", "{}", {}),
+        ToolCallPart("toolu_2", "get_time", "{}", {}),
+    )
+    messages = (Message.user("Time?"), Message("assistant", calls))
+    chat = OpenAIChatModel(
+        model,
+        provider="openai-compatible",
+        base_url="https://generativelanguage.googleapis.com/v1beta/openai",
+        api_key="k" * 20,
+    )
+    request = ModelRequest(messages, (TIME,))
+    prepared = chat.prepare(request)
+    sent = prepared.body["messages"][1]["tool_calls"]
+    expected = {"google": {"thought_signature": "skip_thought_signature_validator"}}
+    assert [c.get("extra_content") for c in sent] == [expected if placeholder else None, None]
+    assert bool(prepared.report.notes) == placeholder
+    assert json.loads(chat._outgoing(request, False)[1]) == prepared.body
+    chat.close()

@@ -42,6 +42,10 @@ class ChatProvider:
         thought_signatures: The provider is Gemini's OpenAI-compatible endpoint:
             a call's ``extra_content`` (``google.thought_signature``) goes back
             with it; every other provider is sent none (Mistral refuses the key).
+        signature_placeholder: Each assistant turn's first call that has no
+            thought signature (history from another provider) is sent with
+            Google's placeholder, ``skip_thought_signature_validator``: Gemini 3
+            refuses such a turn (`GEMINI_3`).
         json_schema_output: ``response_format`` ``json_schema`` is supported;
             otherwise ``json_object`` plus the schema in a system message.
         dialect: The schema dialect tools compile to (see `compile_tool`).
@@ -75,6 +79,7 @@ class ChatProvider:
     reasoning_out: str | None = None
     reasoning_details: bool = False
     thought_signatures: bool = False
+    signature_placeholder: bool = False
     json_schema_output: bool = True
     dialect: str = "openai-chat"
     files: str = "openai"
@@ -194,6 +199,10 @@ SERVER_PRESETS: dict[str, ChatProvider] = {
         PROVIDERS["openai-compatible"], thinking_in_total=True, thought_signatures=True
     ),
 }
+
+#: The ``gemini`` preset for a model that needs a thought signature on each tool turn
+#: (Gemini 3: `toolfold.adapters.gemini._providers.needs_signature`), as the native adapter.
+GEMINI_3 = attrs.evolve(SERVER_PRESETS["gemini"], signature_placeholder=True)
 
 #: The host of Gemini's OpenAI-compatible endpoint (``server="gemini"`` by default there).
 GEMINI_HOST = "generativelanguage.googleapis.com"

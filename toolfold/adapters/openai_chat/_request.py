@@ -33,6 +33,7 @@ from toolfold.adapters._results import (
     media_of,
     text_of,
 )
+from toolfold.adapters.gemini._providers import SKIP_SIGNATURE
 from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -301,7 +302,7 @@ def _loop_fragment(
         if len(parts) == 1 and type(parts[0]) is TextPart:
             return f'{{"role":"user","content":{_string(parts[0].text)}}}'
         return None
-    if role != "assistant" or provider.reasoning_out is not None:
+    if role != "assistant" or provider.reasoning_out is not None or provider.signature_placeholder:
         return None
     calls = []
     for call in parts:
@@ -695,8 +696,19 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
         if details is not None:
             message[REASONING_DETAILS] = details  # OpenRouter's blocks, unchanged
     if calls:
-        message["tool_calls"] = [_call(c, rewrite_id, provider) for c in calls]
+        message["tool_calls"] = _calls(calls, rewrite_id, provider)
     return message
+
+
+def _calls(
+    calls: Sequence[ToolCallPart], rewrite_id: Callable[[str], str], provider: ChatProvider
+) -> list[Body]:
+    """An assistant turn's ``tool_calls``; on a `ChatProvider.signature_placeholder` row, the
+    first gets Google's placeholder signature when it has none (noted by `_left_out`)."""
+    encoded = [_call(c, rewrite_id, provider) for c in calls]
+    if provider.signature_placeholder and encoded and "extra_content" not in encoded[0]:
+        encoded[0]["extra_content"] = {"google": {"thought_signature": SKIP_SIGNATURE}}
+    return encoded
 
 
 def _own_details(parts: Sequence[Part], provider: ChatProvider) -> Any:
@@ -773,8 +785,15 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
     reasons: list[str] = []
     marker = None  # the marker of the media part dropped just before
     parts = message.parts
+    first_call = message.role == "assistant" and provider.signature_placeholder
     for index, part in enumerate(parts):
         if type(part) is ToolCallPart:
+            if first_call and extra_content(part.provider_data) is None:
+                reasons.append(
+                    f"call {part.id} has no Gemini thought signature; sent with the "
+                    "documented placeholder"
+                )
+            first_call = False
             if part.provider_data:
                 note = _signature_note(part, provider)
                 if note is not None:
@@ -869,7 +888,7 @@ def _calls_only(
     message: Body = {"role": "assistant", "content": None}
     if provider.reasoning_out is not None:
         message[provider.reasoning_out] = ""
-    message["tool_calls"] = [_call(c, rewrite_id, provider) for c in calls]
+    message["tool_calls"] = _calls(calls, rewrite_id, provider)
     return message
 
 
