@@ -118,6 +118,9 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 #: ``provider_data`` key, the wire's name), sent back as it came.
 REASONING_DETAILS = "reasoning_details"
 
+#: Every key of a message or delta that carries reasoning (most carry none: one set test).
+REASONING_KEYS = frozenset((*REASONING_FIELDS, REASONING_DETAILS))
+
 PROVIDERS: dict[str, ChatProvider] = {
     # OpenAI: reasoning models reject ``max_tokens`` and accept
     # ``max_completion_tokens`` on every model [O4 completion_create_params.py].

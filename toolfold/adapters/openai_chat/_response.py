@@ -18,7 +18,11 @@ from toolfold.adapters._codec import AUDIO
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
-from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, REASONING_FIELDS
+from toolfold.adapters.openai_chat._providers import (
+    REASONING_DETAILS,
+    REASONING_FIELDS,
+    REASONING_KEYS,
+)
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
@@ -342,7 +346,7 @@ def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:
     )
 
 
-_NO_REASONING = frozenset((*REASONING_FIELDS, REASONING_DETAILS)).isdisjoint
+_NO_REASONING = REASONING_KEYS.isdisjoint
 _MESSAGE = "$.choices[0].message"
 _CALLS = f"{_MESSAGE}.tool_calls"
 

@@ -56,7 +56,11 @@ from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import AUDIO, carries_nothing, event_json
 from toolfold.adapters.openai_chat._errors import inband_error
-from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, REASONING_FIELDS
+from toolfold.adapters.openai_chat._providers import (
+    REASONING_DETAILS,
+    REASONING_FIELDS,
+    REASONING_KEYS,
+)
 from toolfold.adapters.openai_chat._response import (
     arguments_text,
     audio_type,
@@ -291,20 +295,8 @@ def _choice(
 ) -> DecoderState:
     delta = wire.mapping(choice, "delta", at)
     delta_at = _FIRST_DELTA if at is _FIRST else f"{at}.delta"
-    for field in REASONING_FIELDS:
-        text = delta.get(field)
-        if text and type(text) is str:  # an optional extra, as in whole responses
-            if state.held or not text.isascii():
-                state, text = _piece(state, "reasoning", text, events)
-            if text:
-                events.append(ReasoningDelta(text, provider=state.provider))
-            break
-    if delta.get(REASONING_DETAILS) is not None:
-        details = merge_details(state.details, reasoning_details(delta, delta_at))
-        state = attrs.evolve(state, details=details)
-        # The blocks so far, in place of the part's earlier ones (`ReasoningDelta.provider_data`).
-        kept = {REASONING_DETAILS: [dict(block) for block in details]}
-        events.append(ReasoningDelta("", provider=state.provider, provider_data=kept))
+    if not _NO_REASONING(delta.keys()):  # most deltas carry none: one set operation
+        state = _reasoning(state, delta, delta_at, events)
     content = delta.get("content")
     if type(content) is str:
         if content:
@@ -481,6 +473,30 @@ def _tool_entry(
             state, fragment = _piece(state, started.index, fragment, events)
         if fragment:
             events.append(ToolCallDelta(started.index, fragment))
+    return state
+
+
+_NO_REASONING = REASONING_KEYS.isdisjoint
+
+
+def _reasoning(
+    state: DecoderState, delta: Mapping[str, Any], delta_at: str, events: list[StreamEvent]
+) -> DecoderState:
+    """A delta's reasoning text, and OpenRouter's ``reasoning_details`` pieces (`merge_details`)."""
+    for field in REASONING_FIELDS:
+        text = delta.get(field)
+        if text and type(text) is str:  # an optional extra, as in whole responses
+            if state.held or not text.isascii():
+                state, text = _piece(state, "reasoning", text, events)
+            if text:
+                events.append(ReasoningDelta(text, provider=state.provider))
+            break
+    if delta.get(REASONING_DETAILS) is not None:
+        details = merge_details(state.details, reasoning_details(delta, delta_at))
+        state = attrs.evolve(state, details=details)
+        # The blocks so far, in place of the part's earlier ones (`ReasoningDelta.provider_data`).
+        kept = {REASONING_DETAILS: [dict(block) for block in details]}
+        events.append(ReasoningDelta("", provider=state.provider, provider_data=kept))
     return state
 
 
