@@ -38,15 +38,17 @@ Rules (providers.md §1, §6 and the recorded streams):
   one or the other).
 - The legacy ``delta.function_call`` (functions API, still in the spec) is
   the one call of the answer when no ``tool_calls`` come, as in a whole body.
-- OpenRouter's ``delta.reasoning_details`` pieces join by block (`merge_details`:
-  a piece of the block at the same ``index`` and ``type`` extends its text);
-  each chunk carrying some gives the blocks so far to the reasoning part, so it
-  ends with the array a whole answer has.
+- OpenRouter's ``delta.reasoning_details`` pieces (every chunk of its stream
+  carries the key, nearly always an empty array: no event) are kept as they come
+  and joined into blocks once (`merge_details`), when the reasoning ends: the
+  first text, call or finish after them, or the end. One `ReasoningDelta`
+  gives the blocks to the reasoning part, which then keeps the array a whole
+  answer has; the text after it stays one part.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -70,7 +72,6 @@ from toolfold.adapters.openai_chat._response import (
     finish_reason,
     no_choices,
     parse_usage,
-    reasoning_details,
     refused,
     synthetic_id,
 )
@@ -126,7 +127,9 @@ class DecoderState:
         held: A high surrogate each part's last piece ended with, held back for its
             next piece (`wire.hold`): by ``"text"``, ``"reasoning"`` and each
             call's index (its arguments).
-        details: OpenRouter's ``reasoning_details`` blocks so far (`merge_details`).
+        details: OpenRouter's ``reasoning_details`` blocks given to a reasoning
+            part so far (`merge_details`).
+        detail_pieces: The ``reasoning_details`` pieces since, as they came, or None.
     """
 
     provider: str
@@ -144,41 +147,57 @@ class DecoderState:
     transcript: Log[str] | None = None
     held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
     details: tuple[Mapping[str, Any], ...] = ()
+    detail_pieces: Log[Mapping[str, Any]] | None = None
 
 
 #: The fields of a ``reasoning_details`` block whose pieces are appended to each other.
-_DETAIL_TEXTS = ("text", "summary", "data")
+_DETAIL_TEXTS = frozenset(("text", "summary", "data"))
 
 
-def merge_details(
-    blocks: tuple[Mapping[str, Any], ...], pieces: Sequence[Mapping[str, Any]]
-) -> tuple[Mapping[str, Any], ...]:
-    """``blocks`` with the streamed ``pieces`` of ``reasoning_details`` added.
+def merge_details(pieces: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``reasoning_details`` blocks the streamed ``pieces`` make.
 
-    A piece with the ``type`` and ``index`` of the last block continues it:
+    A piece with the ``type`` and ``index`` of the block before continues it:
     its text (``text``, ``summary``, ``data``) is appended, any other field
     it gives set (a ``signature`` at the end); any other piece is a new block.
+    Each text is joined once, so the cost is linear in the pieces.
     """
-    out = list(blocks)
+    out: list[dict[str, Any]] = []
+    last: dict[str, Any] | None = None
+    joins: dict[str, list[str]] = {}
     for piece in pieces:
-        last = out[-1] if out else None
+        index = piece.get("index")
         if (
             last is not None
-            and piece.get("index") is not None
-            and piece.get("index") == last.get("index")
+            and index is not None
+            and index == last.get("index")
             and piece.get("type") == last.get("type")
         ):
-            merged = dict(last)
             for key, value in piece.items():
-                before = merged.get(key)
-                if key in _DETAIL_TEXTS and isinstance(value, str) and isinstance(before, str):
-                    merged[key] = before + value
-                elif value is not None:
-                    merged[key] = value
-            out[-1] = merged
+                texts = joins.get(key)
+                if key in _DETAIL_TEXTS and type(value) is str:
+                    if texts is not None:
+                        texts.append(value)
+                        continue
+                    before = last.get(key)
+                    if type(before) is str:
+                        joins[key] = [before, value]
+                        continue
+                if value is not None:
+                    joins.pop(key, None)
+                    last[key] = value
         else:
-            out.append(dict(piece))
-    return tuple(out)
+            _settle(last, joins)
+            last, joins = dict(piece), {}
+            out.append(last)
+    _settle(last, joins)
+    return out
+
+
+def _settle(block: dict[str, Any] | None, joins: dict[str, list[str]]) -> None:
+    if block is not None:
+        for key, texts in joins.items():
+            block[key] = "".join(texts)
 
 
 def decode_chunk(
@@ -252,7 +271,7 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
         StreamError: The stream stopped before a finish reason or ``[DONE]``.
     """
     if state.done or (state.finished and not state.open):
-        return []
+        return _flush_details(state)[1]  # (pieces after the finish, without ``[DONE]``)
     pending = [c.id for c in state.calls if c.index in state.open]
     detail = f" with tool calls still open ({', '.join(pending)})" if pending else ""
     raise StreamError(
@@ -267,7 +286,7 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
-    events: list[StreamEvent] = []
+    state, events = _flush_details(state)
     if state.held:  # (the answer ends)
         state = _let_go(state, events)
     events.extend(ToolCallEnd(i) for i in state.open)
@@ -296,7 +315,8 @@ def _choice(
     delta = wire.mapping(choice, "delta", at)
     delta_at = _FIRST_DELTA if at is _FIRST else f"{at}.delta"
     if not _NO_REASONING(delta.keys()):  # most deltas carry none: one set operation
-        state = _reasoning(state, delta, delta_at, events)
+        state = _reasoning(state, delta, events)
+    mark = len(events)  # (where the reasoning of a delta ends)
     content = delta.get("content")
     if type(content) is str:
         if content:
@@ -358,6 +378,10 @@ def _choice(
             events.extend(_audio_end(state))
             events.append(StreamFinish(reason, raw))
         state = attrs.evolve(state, open=(), finished=True)
+    if state.detail_pieces is not None and len(events) > mark:
+        # The reasoning ended: its blocks go to its part before what follows it.
+        state, flushed = _flush_details(state)
+        events[mark:mark] = flushed
     return state
 
 
@@ -480,9 +504,11 @@ _NO_REASONING = REASONING_KEYS.isdisjoint
 
 
 def _reasoning(
-    state: DecoderState, delta: Mapping[str, Any], delta_at: str, events: list[StreamEvent]
+    state: DecoderState, delta: Mapping[str, Any], events: list[StreamEvent]
 ) -> DecoderState:
-    """A delta's reasoning text, and OpenRouter's ``reasoning_details`` pieces (`merge_details`)."""
+    """A delta's reasoning text, and OpenRouter's ``reasoning_details`` pieces,
+    kept for `_flush_details` (a value that is no array of objects is left alone,
+    as in a whole answer: `reasoning_details`)."""
     for field in REASONING_FIELDS:
         text = delta.get(field)
         if text and type(text) is str:  # an optional extra, as in whole responses
@@ -491,13 +517,24 @@ def _reasoning(
             if text:
                 events.append(ReasoningDelta(text, provider=state.provider))
             break
-    if delta.get(REASONING_DETAILS) is not None:
-        details = merge_details(state.details, reasoning_details(delta, delta_at))
-        state = attrs.evolve(state, details=details)
-        # The blocks so far, in place of the part's earlier ones (`ReasoningDelta.provider_data`).
-        kept = {REASONING_DETAILS: [dict(block) for block in details]}
-        events.append(ReasoningDelta("", provider=state.provider, provider_data=kept))
+    pieces = delta.get(REASONING_DETAILS)
+    if pieces and type(pieces) is list and all(type(piece) is dict for piece in pieces):
+        held = state.detail_pieces
+        state = attrs.evolve(
+            state, detail_pieces=held.extend(pieces) if held is not None else Log(pieces)
+        )
     return state
+
+
+def _flush_details(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
+    """The ``reasoning_details`` blocks so far, given to the reasoning part once
+    its reasoning ended (the whole array: it replaces what the part kept)."""
+    if state.detail_pieces is None:
+        return state, []
+    blocks = merge_details((*state.details, *state.detail_pieces))
+    state = attrs.evolve(state, details=tuple(blocks), detail_pieces=None)
+    kept = {REASONING_DETAILS: blocks}
+    return state, [ReasoningDelta("", provider=state.provider, provider_data=kept)]
 
 
 def _piece(
