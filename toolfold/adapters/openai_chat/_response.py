@@ -408,7 +408,7 @@ def audio_parts(audio: Mapping[str, Any], has_text: bool, provider: str) -> list
 def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:
     # An optional extra: read when it is a string, else left alone (a server
     # that sends an object there still answers).
-    details = reasoning_details(message, _MESSAGE)
+    details = reasoning_details(message)
     kept = {REASONING_DETAILS: details} if details else {}
     for field in REASONING_FIELDS:
         text = message.get(field)
@@ -417,22 +417,19 @@ def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:
     return [ReasoningPart("", None, provider, kept)] if kept else []
 
 
-def reasoning_details(message: Mapping[str, Any], at: str) -> list[Any]:
+def reasoning_details(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     """OpenRouter's ``reasoning_details`` (reasoning blocks: ``reasoning.text``,
     ``reasoning.summary``, ``reasoning.encrypted``), as they came, or ``[]``.
 
     Kept whole to be sent back unchanged: an encrypted block is an upstream's
     signature (Gemini's thought signature, Anthropic's thinking signature).
-
-    Raises:
-        WireError: The field is not an array of objects.
+    An optional extra, as the reasoning text: a value that is no array of
+    objects is left alone (another server may use the name otherwise).
     """
-    if message.get(REASONING_DETAILS) is None:
-        return []
-    details = wire.array(message, REASONING_DETAILS, at)
-    for index in range(len(details)):
-        wire.mapping(details, index, f"{at}.{REASONING_DETAILS}")
-    return list(wire.value(message, REASONING_DETAILS, at))
+    details = message.get(REASONING_DETAILS)
+    if details and type(details) is list and all(type(block) is dict for block in details):
+        return list(details)
+    return []
 
 
 def _content(content: list[Any], provider: str, at: str) -> list[Part]:
