@@ -1072,6 +1072,25 @@ def test_a_gemini_thought_signature_goes_to_geminis_endpoint_only(family: str) -
     assert reasoning_notes(messages, SERVER_PRESETS["gemini"]) == ()
 
 
+@pytest.mark.parametrize("server", [None, "vllm", "llama.cpp"])
+def test_any_openai_compatible_server_gets_a_calls_extra_content_back(server: str | None) -> None:
+    """Gemini 3 behind another URL (Vertex AI's OpenAI endpoint, a gateway) answers a call
+    with extra_content.google.thought_signature and refuses the next turn without it:
+    an openai-compatible server gets it back as it came, unnoted (round 1 left it out,
+    noting "only Gemini takes it back"). A native signature is not guessed into one."""
+    row = PROVIDERS["openai-compatible"] if server is None else SERVER_PRESETS[server]
+    call = ToolCallPart("call_9", "get_time", "{}", {}, EXTRA)
+    messages = (Message.user("Time?"), Message("assistant", (call,)))
+    body = build_body(ModelRequest(messages, (TIME,)), "gemini-3-pro-preview", row)
+    assert body["messages"][1]["tool_calls"][0]["extra_content"] == EXTRA["extra_content"]
+    assert reasoning_notes(messages, row) == ()
+    native = ToolCallPart("call_9", "get_time", "{}", {}, {"thought_signature": "TkFU"})
+    messages = (Message.user("Time?"), Message("assistant", (native,)))
+    assert "extra_content" not in json.dumps(build_body(ModelRequest(messages), "m", row))
+    (note,) = reasoning_notes(messages, row)
+    assert "native Gemini thought signature left out" in note
+
+
 def test_a_native_gemini_signature_goes_to_geminis_openai_endpoint_as_extra_content() -> None:
     """A call made by the native Gemini API keeps thought_signature: on Gemini's OpenAI
     endpoint it goes as extra_content.google.thought_signature (noted). It went without

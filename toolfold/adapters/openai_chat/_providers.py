@@ -41,7 +41,11 @@ class ChatProvider:
             and wants them back unchanged on the assistant message (OpenRouter).
         thought_signatures: The provider is Gemini's OpenAI-compatible endpoint:
             a call's ``extra_content`` (``google.thought_signature``) goes back
-            with it; every other provider is sent none (Mistral refuses the key).
+            with it, a native Gemini call's signature as one.
+        keeps_extra_content: A call's ``extra_content`` goes back as it came
+            (any ``openai-compatible`` server: Gemini 3 behind a gateway or
+            Vertex AI's OpenAI endpoint refuses a call without its signature).
+            A named provider is sent none (Mistral refuses the key).
         signature_placeholder: Each assistant turn's first call that has no
             thought signature (history from another provider) is sent with
             Google's placeholder, ``skip_thought_signature_validator``: Gemini 3
@@ -79,6 +83,7 @@ class ChatProvider:
     reasoning_out: str | None = None
     reasoning_details: bool = False
     thought_signatures: bool = False
+    keeps_extra_content: bool = False
     signature_placeholder: bool = False
     json_schema_output: bool = True
     dialect: str = "openai-chat"
@@ -182,6 +187,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         None,
         ("OPENAI_COMPATIBLE_API_KEY",),
         key_required=False,
+        keeps_extra_content=True,
     ),
 }
 

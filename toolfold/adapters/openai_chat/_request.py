@@ -903,6 +903,10 @@ def _call(call: ToolCallPart, rewrite_id: Callable[[str], str], provider: ChatPr
         if extra is not None:
             # Gemini's OpenAI endpoint wants its thought signature back on the call.
             encoded["extra_content"] = extra
+    elif provider.keeps_extra_content and call.provider_data:
+        extra = call.provider_data.get("extra_content")
+        if extra is not None:  # (a Gemini behind another URL wants it too)
+            encoded["extra_content"] = extra
     return encoded
 
 
@@ -924,6 +928,14 @@ def _signature_note(call: ToolCallPart, provider: ChatProvider) -> str | None:
     data = call.provider_data
     if "extra_content" not in data and not isinstance(data.get("thought_signature"), str):
         return None
+    if provider.keeps_extra_content and not provider.thought_signatures:
+        if "extra_content" in data:
+            return None  # sent as it came
+        return (
+            f"call {call.id}'s native Gemini thought signature left out: "
+            f"{provider.name} is sent only the extra_content a call came with "
+            '(server="gemini" sends it as extra_content.google.thought_signature)'
+        )
     if not provider.thought_signatures:
         return (
             f"call {call.id}'s Gemini thought signature left out: only Gemini "
