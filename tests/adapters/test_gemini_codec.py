@@ -558,30 +558,6 @@ def test_text_between_calls_streams_back_in_the_order_it_came() -> None:
     assert sent[0] == sent[1] == parts
 
 
-def test_text_ending_in_a_signed_empty_part_gives_the_same_history_whole_or_streamed() -> None:
-    """Gemini may end an answer with {"text": "", "thoughtSignature": ...}: streamed, the
-    text pieces fold into one part that carries it back; the whole answer kept "Hello "
-    and "world" apart (the signature went on "world" only). Text parts in a row are one
-    part either way now, so both give one history and send back the same parts."""
-    parts = [{"text": "Hello "}, {"text": "world"}, {"text": "", "thoughtSignature": "U0lH"}]
-    chunks = [
-        {"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}
-        for part in parts
-    ]
-    chunks[-1]["candidates"][0]["finishReason"] = "STOP"
-    state, folded = DecoderState(), StreamState()
-    for chunk in chunks:
-        state, events = decode_chunk(state, {**chunk, "responseId": "r1"})
-        for event in events:
-            folded = fold_stream(folded, event)
-    streamed = finish_stream(folded, str)
-    whole = parse_response({**chunks[0], "candidates": [{"content": {"parts": parts}}]})
-    assert streamed.message.parts == whole.message.parts
-    assert model_parts(turn(*whole.message.parts), "gemini-3-flash-preview") == [
-        {"text": "Hello world", "thoughtSignature": "U0lH"}
-    ]
-
-
 def test_a_character_split_between_two_chunks_comes_whole_in_text_and_thought() -> None:
     """An emoji a proxy cut by UTF-16 length ("\\ud83d", then "\\ude00") joins again in a
     thought and in text; a half nothing completes (the thought signed, the answer

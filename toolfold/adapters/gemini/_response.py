@@ -1,7 +1,6 @@
 """Gemini ``GenerateContentResponse`` -> neutral `ModelResponse` (pure functions).
 
-Parts map one to one [G4 Part]: ``text`` -> `TextPart` (text parts in a row
-join into one, as a stream's pieces fold: the same history either way); ``thought: true`` ->
+Parts map one to one [G4 Part]: ``text`` -> `TextPart`; ``thought: true`` ->
 `ReasoningPart` (provider ``gemini``); ``functionCall`` -> `ToolCallPart`, with
 its ``thoughtSignature`` kept in ``provider_data`` to go back unchanged [G2];
 ``inlineData``/``fileData`` (images a model generates) -> `ImagePart` or
@@ -242,13 +241,7 @@ def _response(body: Mapping[str, Any], provider: str) -> ModelResponse:
     for wire_part, at in candidate_parts(candidate):
         made = parse_part(wire_part, at, seed, calls)
         calls += sum(1 for p in made if type(p) is ToolCallPart)
-        for part in made:
-            if type(part) is TextPart and parts and type(parts[-1]) is TextPart:
-                # Text right after text is one part, as a stream's pieces fold into one:
-                # the whole answer and the streamed one give the same history.
-                parts[-1] = TextPart(parts[-1].text + part.text)
-            else:
-                parts.append(part)
+        parts.extend(made)
     if candidate is None:
         raw = block_reason(body)
         if raw is None:
