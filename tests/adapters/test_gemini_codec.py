@@ -84,6 +84,25 @@ def test_a_signed_text_part_goes_back_signed() -> None:
     assert model_parts(turn(*parsed.message.parts)) == [wire]
 
 
+@pytest.mark.parametrize(
+    "wire",
+    [
+        [{"text": "Here is the plan:\n"}, {"text": "1. do X", "thoughtSignature": "U0lH"}],
+        [
+            {"text": "A", "thoughtSignature": "UzE="},
+            {"text": "B"},
+            {"text": "C", "thoughtSignature": "UzI="},
+        ],
+    ],
+)
+def test_text_parts_of_a_whole_answer_go_back_as_they_came(wire: list[dict[str, Any]]) -> None:
+    """Google: a part with a signature is not merged with one without ("breaks the correct
+    positioning of the thought"). A whole answer's text parts go back as received, each
+    signature on its own part (round 1 joined them, the signature on the joined text)."""
+    parsed = parse_response({"candidates": [{"content": {"parts": wire}, "finishReason": "STOP"}]})
+    assert model_parts(turn(*parsed.message.parts), "gemini-3-pro-preview") == wire
+
+
 def test_thoughts_go_back_only_when_signed() -> None:
     """A signed thought part goes back as it came; an unsigned thought summary is not sent."""
     parts = model_parts(
