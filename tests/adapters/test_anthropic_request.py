@@ -712,3 +712,33 @@ def test_a_request_without_tools_names_the_tools_its_history_calls() -> None:
     # A request with tools of its own, or no call in its history, is sent as it was.
     assert [t["name"] for t in body(*history, tools=(WEATHER,))["tools"]] == ["get_weather"]
     assert "tools" not in body(Message.user("Hi"))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"tool_choice": {"type": "any"}},
+        {"tool_choice": {"type": "auto"}},
+        {"parallel_tool_calls": False},
+    ],
+)
+def test_stand_in_tools_stay_uncallable_whatever_tool_choice_a_setting_asks(
+    settings: dict[str, Any],
+) -> None:
+    """An agent without tools sharing another's settings (a tool_choice, parallel calls off):
+    the stand-ins still go with tool_choice none, the asked choice left out and noted. Round 1
+    kept {"type": "any"} next to them, so the model could call a tool that is not there."""
+    history = (
+        Message.user("refund my order"),
+        Message("assistant", (ToolCallPart("toolu_h", "transfer_to_refunds", "{}", {}),)),
+        Message.tool(ToolResultPart("toolu_h", "transfer_to_refunds", "Transferred.")),
+    )
+    prepared = AnthropicModel("claude-sonnet-4-5", api_key="k" * 20).prepare(
+        ModelRequest(history, settings=settings)
+    )
+    assert prepared.body["tool_choice"] == {"type": "none"}
+    assert spec_problems(dict(prepared.body), beta=False) == []
+    (note,) = prepared.report.notes
+    assert "stand-in definitions with tool_choice none" in note
+    if "tool_choice" in settings:
+        assert f"tool_choice {settings['tool_choice']} not sent" in note

@@ -182,12 +182,16 @@ def _tools_of_history(body: Body, messages: Iterable[Message], notes: list[str] 
         }
         for name in names
     ]
-    body.setdefault("tool_choice", {"type": "none"})
+    # Whatever a setting asked (an agent sharing another's settings): the stand-ins
+    # must not be callable, so the choice is none.
+    asked = body.get("tool_choice")
+    body["tool_choice"] = {"type": "none"}
     if notes is not None:
         notes.append(
             f"the history calls tools and the request offers none: {', '.join(names)} "
             "sent as stand-in definitions with tool_choice none (the API refuses "
             "tool_use blocks in a request without tools)"
+            + ("" if asked in (None, {"type": "none"}) else f"; tool_choice {asked} not sent")
         )
 
 
