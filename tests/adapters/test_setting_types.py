@@ -20,8 +20,9 @@ import httpx
 import pytest
 
 import toolfold
-from toolfold import Agent, ModelConfigError
+from toolfold import Agent, ModelConfigError, RunState, tool
 from toolfold.runtime import Message, ModelRequest
+from toolfold.testing import ScriptedModel
 
 SPECS = (
     "openai:gpt-4o-mini",
@@ -317,3 +318,42 @@ def test_a_reasoning_setting_is_refused_naming_the_native_one(
         body(model, **{key: "high"})
     assert f"use the setting {native}" in str(caught.value)
     assert key not in body(model, **{key: None})
+
+
+def test_a_resume_on_a_provider_refusing_a_stored_setting_runs_no_approved_call() -> None:
+    """A run saved with Anthropic's thinking, waiting for an approval, resumed on Ollama:
+    the refusal comes before the approved call runs, and the saved state resumes later on
+    the right provider with nothing run twice (round 1 ran the tool, then refused)."""
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: The city.
+        """
+        ran.append(city)
+        return f"Sunny in {city}"
+
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    first = ScriptedModel([ScriptedModel.call("get_weather", {"city": "Paris"})])
+    waiting = Agent(first, tools=[get_weather], thinking=thinking).run("Weather?")
+    saved = waiting.state.to_json()
+    (call,) = waiting.state.calls
+    ollama = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")  # never asked
+    with pytest.raises(ModelConfigError, match="'thinking' is not a field of Ollama"):
+        toolfold.resume(
+            RunState.from_json(saved),
+            model=ollama,
+            tools=[get_weather],
+            approvals={call.call.id: True},
+        )
+    assert ran == []
+    done = toolfold.resume(
+        RunState.from_json(saved),
+        model=ScriptedModel(["Sunny."]),
+        tools=[get_weather],
+        approvals={call.call.id: True},
+    )
+    assert (done.output, ran) == ("Sunny.", ["Paris"])
