@@ -742,3 +742,23 @@ def test_stand_in_tools_stay_uncallable_whatever_tool_choice_a_setting_asks(
     assert "stand-in definitions with tool_choice none" in note
     if "tool_choice" in settings:
         assert f"tool_choice {settings['tool_choice']} not sent" in note
+
+
+def test_the_advice_for_reasoning_effort_is_a_request_the_spec_takes() -> None:
+    """reasoning_effort is refused naming thinking or output_config={'effort': ...}: each
+    gives a body its endpoint's spec takes (output_config, only in BetaCreateMessageParams,
+    sends the request to the beta endpoint)."""
+    model = AnthropicModel("claude-opus-4-5", api_key="k" * 20)
+    with pytest.raises(ModelConfigError, match=re.escape("output_config={'effort': 'high'}")):
+        model.prepare(ModelRequest((Message.user("Hi"),), settings={"reasoning_effort": "high"}))
+    effort = dict(
+        model.prepare(
+            ModelRequest((Message.user("Hi"),), settings={"output_config": {"effort": "high"}})
+        ).body
+    )
+    assert is_beta(effort)
+    assert spec_problems(effort, beta=True) == []
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    sent = dict(model.prepare(ModelRequest((Message.user("Hi"),), settings=thinking)).body)
+    assert not is_beta(sent)
+    assert spec_problems(sent, beta=False) == []

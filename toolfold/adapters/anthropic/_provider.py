@@ -60,8 +60,10 @@ UNSUPPORTED_SETTINGS = frozenset(
     }
 )
 
-#: What to give instead of an `UNSUPPORTED_SETTINGS` one that has an equivalent in
-#: ``CreateMessageParams`` (``thinking``, ``output_config.effort`` [spec]).
+#: What to give instead of an `UNSUPPORTED_SETTINGS` one that has an equivalent:
+#: ``thinking`` (``CreateMessageParams``) or ``output_config.effort``, which only
+#: ``BetaCreateMessageParams`` has [spec] (a request setting ``output_config`` goes to
+#: the beta endpoint: `BETA_ONLY_FIELDS`).
 INSTEAD = {
     "reasoning_effort": "the setting 'thinking' (thinking={'type': 'enabled', "
     "'budget_tokens': 2048}), or 'output_config' (output_config={'effort': 'high'})",
