@@ -75,6 +75,7 @@ from toolfold.adapters.openai_chat._response import (
     refused,
     synthetic_id,
 )
+from toolfold.runtime.core._build import replacer
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FilePart
 from toolfold.runtime.core._request import CUT_FINISHES, FinishReason
@@ -129,7 +130,7 @@ class DecoderState:
             call's index (its arguments).
         details: OpenRouter's ``reasoning_details`` blocks given to a reasoning
             part so far (`merge_details`).
-        detail_pieces: The ``reasoning_details`` pieces since, as they came, or None.
+        detail_pieces: The ``reasoning_details`` arrays since, as they came, or None.
     """
 
     provider: str
@@ -147,7 +148,7 @@ class DecoderState:
     transcript: Log[str] | None = None
     held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
     details: tuple[Mapping[str, Any], ...] = ()
-    detail_pieces: Log[Mapping[str, Any]] | None = None
+    detail_pieces: Log[list[Any]] | None = None
 
 
 #: The fields of a ``reasoning_details`` block whose pieces are appended to each other.
@@ -315,7 +316,17 @@ def _choice(
     delta = wire.mapping(choice, "delta", at)
     delta_at = _FIRST_DELTA if at is _FIRST else f"{at}.delta"
     if not _NO_REASONING(delta.keys()):  # most deltas carry none: one set operation
-        state = _reasoning(state, delta, events)
+        for field in REASONING_FIELDS:
+            text = delta.get(field)
+            if text and type(text) is str:  # an optional extra, as in whole responses
+                if state.held or not text.isascii():
+                    state, text = _piece(state, "reasoning", text, events)
+                if text:
+                    events.append(ReasoningDelta(text, provider=state.provider))
+                break
+        pieces = delta.get(REASONING_DETAILS)
+        if pieces and type(pieces) is list:  # (OpenRouter sends [] in every chunk)
+            state = _keep_details(state, pieces)
     mark = len(events)  # (where the reasoning of a delta ends)
     content = delta.get("content")
     if type(content) is str:
@@ -503,27 +514,15 @@ def _tool_entry(
 _NO_REASONING = REASONING_KEYS.isdisjoint
 
 
-def _reasoning(
-    state: DecoderState, delta: Mapping[str, Any], events: list[StreamEvent]
-) -> DecoderState:
-    """A delta's reasoning text, and OpenRouter's ``reasoning_details`` pieces,
-    kept for `_flush_details` (a value that is no array of objects is left alone,
-    as in a whole answer: `reasoning_details`)."""
-    for field in REASONING_FIELDS:
-        text = delta.get(field)
-        if text and type(text) is str:  # an optional extra, as in whole responses
-            if state.held or not text.isascii():
-                state, text = _piece(state, "reasoning", text, events)
-            if text:
-                events.append(ReasoningDelta(text, provider=state.provider))
-            break
-    pieces = delta.get(REASONING_DETAILS)
-    if pieces and type(pieces) is list and all(type(piece) is dict for piece in pieces):
-        held = state.detail_pieces
-        state = attrs.evolve(
-            state, detail_pieces=held.extend(pieces) if held is not None else Log(pieces)
-        )
-    return state
+def _keep_details(state: DecoderState, pieces: list[Any]) -> DecoderState:
+    """A delta's OpenRouter ``reasoning_details`` array, kept as it came for
+    `_flush_details` (which checks its items once)."""
+    held = state.detail_pieces
+    # One a chunk of a reasoning stream: copied without evolve's keyword handling.
+    return _with_detail_pieces(state, held.append(pieces) if held else Log((pieces,)))
+
+
+_with_detail_pieces = replacer(DecoderState, "detail_pieces")
 
 
 def _flush_details(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
@@ -531,7 +530,17 @@ def _flush_details(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]
     its reasoning ended (the whole array: it replaces what the part kept)."""
     if state.detail_pieces is None:
         return state, []
-    blocks = merge_details((*state.details, *state.detail_pieces))
+    # An array holding anything but objects is another server's use of the name: left
+    # alone, as in a whole answer (`reasoning_details`).
+    pieces = [
+        piece
+        for array in state.detail_pieces
+        if all(type(piece) is dict for piece in array)
+        for piece in array
+    ]
+    if not pieces:
+        return attrs.evolve(state, detail_pieces=None), []
+    blocks = merge_details((*state.details, *pieces))
     state = attrs.evolve(state, details=tuple(blocks), detail_pieces=None)
     kept = {REASONING_DETAILS: blocks}
     return state, [ReasoningDelta("", provider=state.provider, provider_data=kept)]
