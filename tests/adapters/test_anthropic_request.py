@@ -687,3 +687,78 @@ def test_output_problems_name_the_structured_output_not_tool_use() -> None:
     message = str(caught.value)
     assert "(root): additionalProperties refused [lossy]: Anthropic structured output" in message
     assert "tool" not in message
+
+
+def test_a_request_without_tools_names_the_tools_its_history_calls() -> None:
+    """A handoff target without tools gets the triage agent's tool_use and tool_result
+    blocks: the API answers 400 for such blocks in a request that defines no tools
+    (anthropics/anthropic-sdk-python#494). The tools the history names go as stand-in
+    definitions the model cannot call (tool_choice none), noted; the body fits the spec."""
+    history = (
+        Message.user("refund my order"),
+        Message("assistant", (THINKING, ToolCallPart("toolu_h", "transfer_to_refunds", "{}", {}))),
+        Message.tool(ToolResultPart("toolu_h", "transfer_to_refunds", "Transferred.")),
+    )
+    request = ModelRequest(
+        history, settings={"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    )
+    prepared = AnthropicModel("claude-sonnet-4-5", api_key="k" * 20).prepare(request)
+    sent = dict(prepared.body)
+    assert [tool["name"] for tool in sent["tools"]] == ["transfer_to_refunds"]
+    assert sent["tool_choice"] == {"type": "none"}
+    assert spec_problems(sent, beta=False) == []
+    (note,) = prepared.report.notes
+    assert "transfer_to_refunds sent as stand-in definitions" in note
+    # A request with tools of its own, or no call in its history, is sent as it was.
+    assert [t["name"] for t in body(*history, tools=(WEATHER,))["tools"]] == ["get_weather"]
+    assert "tools" not in body(Message.user("Hi"))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"tool_choice": {"type": "any"}},
+        {"tool_choice": {"type": "auto"}},
+        {"parallel_tool_calls": False},
+    ],
+)
+def test_stand_in_tools_stay_uncallable_whatever_tool_choice_a_setting_asks(
+    settings: dict[str, Any],
+) -> None:
+    """An agent without tools sharing another's settings (a tool_choice, parallel calls off):
+    the stand-ins still go with tool_choice none, the asked choice left out and noted. Round 1
+    kept {"type": "any"} next to them, so the model could call a tool that is not there."""
+    history = (
+        Message.user("refund my order"),
+        Message("assistant", (ToolCallPart("toolu_h", "transfer_to_refunds", "{}", {}),)),
+        Message.tool(ToolResultPart("toolu_h", "transfer_to_refunds", "Transferred.")),
+    )
+    prepared = AnthropicModel("claude-sonnet-4-5", api_key="k" * 20).prepare(
+        ModelRequest(history, settings=settings)
+    )
+    assert prepared.body["tool_choice"] == {"type": "none"}
+    assert spec_problems(dict(prepared.body), beta=False) == []
+    (note,) = prepared.report.notes
+    assert "stand-in definitions with tool_choice none" in note
+    if "tool_choice" in settings:
+        assert f"tool_choice {settings['tool_choice']} not sent" in note
+
+
+def test_the_advice_for_reasoning_effort_is_a_request_the_spec_takes() -> None:
+    """reasoning_effort is refused naming thinking or output_config={'effort': ...}: each
+    gives a body its endpoint's spec takes (output_config, only in BetaCreateMessageParams,
+    sends the request to the beta endpoint)."""
+    model = AnthropicModel("claude-opus-4-5", api_key="k" * 20)
+    with pytest.raises(ModelConfigError, match=re.escape("output_config={'effort': 'high'}")):
+        model.prepare(ModelRequest((Message.user("Hi"),), settings={"reasoning_effort": "high"}))
+    effort = dict(
+        model.prepare(
+            ModelRequest((Message.user("Hi"),), settings={"output_config": {"effort": "high"}})
+        ).body
+    )
+    assert is_beta(effort)
+    assert spec_problems(effort, beta=True) == []
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    sent = dict(model.prepare(ModelRequest((Message.user("Hi"),), settings=thinking)).body)
+    assert not is_beta(sent)
+    assert spec_problems(sent, beta=False) == []

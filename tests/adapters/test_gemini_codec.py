@@ -84,6 +84,25 @@ def test_a_signed_text_part_goes_back_signed() -> None:
     assert model_parts(turn(*parsed.message.parts)) == [wire]
 
 
+@pytest.mark.parametrize(
+    "wire",
+    [
+        [{"text": "Here is the plan:\n"}, {"text": "1. do X", "thoughtSignature": "U0lH"}],
+        [
+            {"text": "A", "thoughtSignature": "UzE="},
+            {"text": "B"},
+            {"text": "C", "thoughtSignature": "UzI="},
+        ],
+    ],
+)
+def test_text_parts_of_a_whole_answer_go_back_as_they_came(wire: list[dict[str, Any]]) -> None:
+    """Google: a part with a signature is not merged with one without ("breaks the correct
+    positioning of the thought"). A whole answer's text parts go back as received, each
+    signature on its own part (round 1 joined them, the signature on the joined text)."""
+    parsed = parse_response({"candidates": [{"content": {"parts": wire}, "finishReason": "STOP"}]})
+    assert model_parts(turn(*parsed.message.parts), "gemini-3-pro-preview") == wire
+
+
 def test_thoughts_go_back_only_when_signed() -> None:
     """A signed thought part goes back as it came; an unsigned thought summary is not sent."""
     parts = model_parts(
@@ -119,6 +138,33 @@ def test_unsigned_calls_get_the_placeholder_on_gemini_3_only(
     calls = (ToolCallPart("a", "f", "{}", {}), ToolCallPart("b", "f", "{}", {}))
     parts = model_parts(turn(*calls), model)
     assert [p.get("thoughtSignature") for p in parts] == [signature, None]
+
+
+def test_a_call_made_on_geminis_openai_endpoint_keeps_its_signature_natively() -> None:
+    """A call from Gemini's OpenAI-compatible endpoint keeps its thought signature as
+    extra_content.google.thought_signature: sent back natively as its thoughtSignature
+    (noted), not replaced by the placeholder, which made Gemini 3 think afresh."""
+    extra = {"extra_content": {"google": {"thought_signature": "U0lH"}}}
+    request = turn(ToolCallPart("a", "f", "{}", {}, extra))
+    prepared = GeminiModel("gemini-3-pro-preview", api_key="k" * 20).prepare(request)
+    (part,) = prepared.body["contents"][1]["parts"]
+    assert part["thoughtSignature"] == "U0lH"
+    (note,) = prepared.report.notes
+    assert "extra_content.google.thought_signature" in note
+
+
+@pytest.mark.parametrize("setting", ["thinking", "reasoning_effort"])
+def test_another_providers_reasoning_setting_is_refused_naming_thinking_config(
+    setting: str,
+) -> None:
+    """Anthropic's thinking and OpenAI's reasoning_effort are no fields of
+    GenerateContentRequest (Gemini answers 400): refused before the request, naming
+    generationConfig's thinking_config, as every adapter refuses a setting it lacks."""
+    request = ModelRequest([Message.user("x")], settings={setting: "high"})
+    with pytest.raises(ModelConfigError, match=f"'{setting}' is not a field of the Gemini API"):
+        GeminiModel("gemini-2.5-flash", api_key="k" * 20).prepare(request)
+    with pytest.raises(ModelConfigError, match="thinking_config"):
+        GeminiModel("gemini-2.5-flash", api_key="k" * 20).prepare(request)
 
 
 @pytest.mark.parametrize(

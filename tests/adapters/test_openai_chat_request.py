@@ -353,11 +353,25 @@ def test_llama_cpp_has_no_named_choice() -> None:
     assert build_body(asked, "m", SERVER_PRESETS["llama.cpp"])["parallel_tool_calls"] is False
 
 
+def _by(provider: str, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """``messages`` with every reasoning part made ``provider``'s."""
+    return tuple(
+        attrs.evolve(
+            m,
+            parts=tuple(
+                attrs.evolve(p, provider=provider) if isinstance(p, ReasoningPart) else p
+                for p in m.parts
+            ),
+        )
+        for m in messages
+    )
+
+
 def test_deepseek_sends_reasoning_back_and_uses_json_object() -> None:
     """DeepSeek: reasoning_content on tool turns; output as json_object plus the schema in a system message."""
-    body = build_body(
-        _request("tool-results", None, False, OUTPUT), "deepseek-reasoner", PROVIDERS["deepseek"]
-    )
+    request = _request("tool-results", None, False, OUTPUT)
+    request = attrs.evolve(request, messages=_by("deepseek", request.messages))
+    body = build_body(request, "deepseek-reasoner", PROVIDERS["deepseek"])
     assert body["messages"][2]["reasoning_content"] == "Two cities, two calls."
     assert "reasoning_content" not in body["messages"][5]  # a text-only turn
     assert body["response_format"] == {"type": "json_object"}
@@ -365,6 +379,24 @@ def test_deepseek_sends_reasoning_back_and_uses_json_object() -> None:
     assert '"x"' in body["messages"][-1]["content"]
     openai = build_body(_request("tool-results", None, False, None), "gpt-4o", PROVIDERS["openai"])
     assert "reasoning_content" not in openai["messages"][2]
+
+
+def test_deepseek_gets_only_its_own_reasoning_back() -> None:
+    """Another provider's reasoning on a tool turn is no DeepSeek thinking: an empty
+    reasoning_content goes, and a note says what was left out (it went as DeepSeek's)."""
+    request = _request("tool-results", None, False, None)  # the reasoning is OpenAI's
+    body = build_body(request, "deepseek-reasoner", PROVIDERS["deepseek"])
+    assert body["messages"][2]["reasoning_content"] == ""
+    notes = reasoning_notes(request.messages, PROVIDERS["deepseek"])
+    assert any(
+        "reasoning from openai left out: deepseek takes back its own reasoning only" in n
+        for n in notes
+    )
+    noted: list[str] = []
+    sent = encode_body(request, "deepseek-reasoner", PROVIDERS["deepseek"], notes=noted)
+    assert sent is not None
+    assert json.loads(sent) == body
+    assert tuple(noted) == notes
 
 
 @pytest.mark.parametrize(("conversation", "choice", "parallel", "output", "stream"), MATRIX)
@@ -675,13 +707,17 @@ def test_the_memoized_body_logs_what_prepare_reports_and_sends_build_bodys_bytes
         [(logging.INFO, line) for line in expected],
         [(logging.DEBUG, line) for line in expected],
     ]
-    # DeepSeek takes the reasoning of a turn that calls tools back: nothing to note.
-    assert bool(notes) == (reasoning and family != "deepseek")
+    # The reasoning is OpenAI's: left out and noted everywhere, DeepSeek included,
+    # which takes back its own only.
+    assert bool(notes) == reasoning
     assert memoized
     if notes:
-        assert notes == (
-            f"messages[2]: reasoning left out: {model.provider.name} takes no reasoning back",
+        why = (
+            "reasoning from openai left out: deepseek takes back its own reasoning only"
+            if family == "deepseek"
+            else f"reasoning left out: {model.provider.name} takes no reasoning back"
         )
+        assert notes == (f"messages[2]: {why}",)
 
 
 def test_a_reasoning_run_encodes_each_message_once_and_notes_each_message_once_at_info(
@@ -738,12 +774,17 @@ def test_a_reasoning_run_encodes_each_message_once_and_notes_each_message_once_a
         (
             "deepseek",
             (ReasoningPart("Hm.", signature="sig", provider="anthropic"), CALL),
-            "reasoning's signature left out",
+            "reasoning from anthropic left out: deepseek takes back its own reasoning only",
         ),
-        ("deepseek", (ReasoningPart("Hm."), CALL), None),
+        ("deepseek", (ReasoningPart("Hm.", provider="deepseek"), CALL), None),
         (
             "deepseek",
-            (ReasoningPart("", signature="sig", provider="anthropic"), CALL),
+            (ReasoningPart("Hm."), CALL),
+            "reasoning from an unknown provider left out: deepseek takes back its own",
+        ),
+        (
+            "deepseek",
+            (ReasoningPart("", signature="sig", provider="deepseek"), CALL),
             "reasoning's signature left out",
         ),
     ],
@@ -934,3 +975,163 @@ def test_a_responses_output_item_marker_is_noted_by_what_it_is_not_as_reasoning(
         "messages[1]: the web_search_call output item from openai left out: "
         "openai cannot take it back",
     )
+
+
+# OpenRouter's reasoning blocks behind Gemini 3: the encrypted one is its thought signature.
+DETAILS = [
+    {"type": "reasoning.text", "text": "I will call.", "format": "google-gemini-v1", "index": 0},
+    {"type": "reasoning.encrypted", "data": "U0lH", "id": "call_9", "index": 0},
+]
+
+
+def test_openrouter_gets_its_reasoning_details_back_unchanged() -> None:
+    """OpenRouter documents that reasoning_details go back unchanged on the assistant
+    message (Gemini 3 behind it refuses a tool turn without its signature): the answer's
+    blocks are kept and sent back as they came, with no note. They were dropped, and the
+    log said "openrouter takes no reasoning back"."""
+    answer = {
+        "id": "gen-1",
+        "model": "google/gemini-3-pro-preview",
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning": "I will call.",
+                    "reasoning_details": DETAILS,
+                    "tool_calls": [
+                        {
+                            "id": "call_9",
+                            "type": "function",
+                            "function": {"name": "get_time", "arguments": "{}"},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    turn = parse_response(answer, "openrouter").message
+    messages = (
+        Message.user("Time?"),
+        turn,
+        Message.tool(ToolResultPart("call_9", "get_time", "9")),
+    )
+    request = ModelRequest(messages, (TIME,))
+    openrouter = PROVIDERS["openrouter"]
+    body = build_body(request, "google/gemini-3-pro-preview", openrouter)
+    assert body["messages"][1]["reasoning_details"] == DETAILS
+    assert reasoning_notes(messages, openrouter) == ()
+    noted: list[str] = []
+    sent = encode_body(request, "google/gemini-3-pro-preview", openrouter, notes=noted)
+    assert sent is not None
+    assert json.loads(sent) == body
+    assert noted == []
+    # Elsewhere they are left out, and said.
+    openai = build_body(request, "gpt-4o", PROVIDERS["openai"])
+    assert "reasoning_details" not in json.dumps(openai)
+    assert reasoning_notes(messages, PROVIDERS["openai"]) == (
+        "messages[1]: reasoning left out: openai takes no reasoning back",
+    )
+
+
+def test_openrouter_reasoning_without_details_is_noted_truthfully() -> None:
+    """OpenRouter reasoning that came without reasoning_details (an upstream that sends
+    only the text) is left out, and the note says why: not that OpenRouter takes none."""
+    messages = (
+        Message.user("Hi"),
+        Message("assistant", (ReasoningPart("Hm.", provider="openrouter"), CALL)),
+    )
+    (note,) = reasoning_notes(messages, PROVIDERS["openrouter"])
+    assert "takes its reasoning back as the reasoning_details it answered with" in note
+
+
+EXTRA = {"extra_content": {"google": {"thought_signature": "U0lH"}}}
+
+
+@pytest.mark.parametrize("family", ["openai", "mistral", "deepseek", "groq", "openrouter"])
+def test_a_gemini_thought_signature_goes_to_geminis_endpoint_only(family: str) -> None:
+    """A call's extra_content (Gemini's OpenAI endpoint's thought signature) went to every
+    provider: Mistral's ToolCall refuses the unknown key. It is left out elsewhere, noted."""
+    call = ToolCallPart("call_9", "get_time", "{}", {}, EXTRA)
+    messages = (Message.user("Time?"), Message("assistant", (call,)))
+    request = ModelRequest(messages, (TIME,))
+    body = build_body(request, "m", PROVIDERS[family])
+    assert "extra_content" not in json.dumps(body)
+    (note,) = reasoning_notes(messages, PROVIDERS[family])
+    assert note.startswith("messages[1]: call call_9's Gemini thought signature left out")
+    noted: list[str] = []
+    sent = encode_body(request, "m", PROVIDERS[family], notes=noted)
+    assert sent is not None
+    assert json.loads(sent) == body
+    assert noted == [note]
+    if family == "mistral":
+        assert mistral_problems(body) == []
+    gemini = build_body(request, "gemini-3-flash-preview", SERVER_PRESETS["gemini"])
+    assert gemini["messages"][1]["tool_calls"][0]["extra_content"] == EXTRA["extra_content"]
+    assert reasoning_notes(messages, SERVER_PRESETS["gemini"]) == ()
+
+
+@pytest.mark.parametrize("server", [None, "vllm", "llama.cpp"])
+def test_any_openai_compatible_server_gets_a_calls_extra_content_back(server: str | None) -> None:
+    """Gemini 3 behind another URL (Vertex AI's OpenAI endpoint, a gateway) answers a call
+    with extra_content.google.thought_signature and refuses the next turn without it:
+    an openai-compatible server gets it back as it came, unnoted (round 1 left it out,
+    noting "only Gemini takes it back"). A native signature is not guessed into one."""
+    row = PROVIDERS["openai-compatible"] if server is None else SERVER_PRESETS[server]
+    call = ToolCallPart("call_9", "get_time", "{}", {}, EXTRA)
+    messages = (Message.user("Time?"), Message("assistant", (call,)))
+    body = build_body(ModelRequest(messages, (TIME,)), "gemini-3-pro-preview", row)
+    assert body["messages"][1]["tool_calls"][0]["extra_content"] == EXTRA["extra_content"]
+    assert reasoning_notes(messages, row) == ()
+    native = ToolCallPart("call_9", "get_time", "{}", {}, {"thought_signature": "TkFU"})
+    messages = (Message.user("Time?"), Message("assistant", (native,)))
+    assert "extra_content" not in json.dumps(build_body(ModelRequest(messages), "m", row))
+    (note,) = reasoning_notes(messages, row)
+    assert "native Gemini thought signature left out" in note
+
+
+def test_a_native_gemini_signature_goes_to_geminis_openai_endpoint_as_extra_content() -> None:
+    """A call made by the native Gemini API keeps thought_signature: on Gemini's OpenAI
+    endpoint it goes as extra_content.google.thought_signature (noted). It went without
+    one, and Gemini 3 answers 400 for a call missing its signature."""
+    call = ToolCallPart("call_9", "get_time", "{}", {}, {"thought_signature": "TkFU"})
+    messages = (Message.user("Time?"), Message("assistant", (call,)))
+    body = build_body(ModelRequest(messages, (TIME,)), "m", SERVER_PRESETS["gemini"])
+    extra = body["messages"][1]["tool_calls"][0]["extra_content"]
+    assert extra == {"google": {"thought_signature": "TkFU"}}
+    (note,) = reasoning_notes(messages, SERVER_PRESETS["gemini"])
+    assert "native Gemini thought signature sent as extra_content" in note
+    assert "thought_signature" not in json.dumps(
+        build_body(ModelRequest(messages), "m", PROVIDERS["openai"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "placeholder"), [("gemini-3-flash-preview", True), ("gemini-2.5-flash", False)]
+)
+def test_an_unsigned_turn_gets_the_placeholder_on_gemini_3_behind_its_openai_endpoint(
+    model: str, placeholder: bool
+) -> None:
+    """A turn another provider made has no thought signature; Gemini 3 refuses a tool turn
+    whose first call has none. On its OpenAI endpoint that call gets Google's placeholder in
+    extra_content (noted), as the native adapter sends it; other Gemini models get none."""
+    calls = (
+        ToolCallPart("toolu_1", "get_time", "{}", {}),
+        ToolCallPart("toolu_2", "get_time", "{}", {}),
+    )
+    messages = (Message.user("Time?"), Message("assistant", calls))
+    chat = OpenAIChatModel(
+        model,
+        provider="openai-compatible",
+        base_url="https://generativelanguage.googleapis.com/v1beta/openai",
+        api_key="k" * 20,
+    )
+    request = ModelRequest(messages, (TIME,))
+    prepared = chat.prepare(request)
+    sent = prepared.body["messages"][1]["tool_calls"]
+    expected = {"google": {"thought_signature": "skip_thought_signature_validator"}}
+    assert [c.get("extra_content") for c in sent] == [expected if placeholder else None, None]
+    assert bool(prepared.report.notes) == placeholder
+    assert json.loads(chat._outgoing(request, False)[1]) == prepared.body
+    chat.close()

@@ -22,8 +22,10 @@ from toolfold.runtime import (
     FilePart,
     Log,
     ModelResponse,
+    ReasoningDelta,
     ReasoningPart,
     StreamState,
+    TextPart,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -325,6 +327,103 @@ def test_reasoning_deltas_become_a_reasoning_part() -> None:
     response = fold(decode(datas, "deepseek"))
     assert response.message.parts[0] == ReasoningPart("Think hard.", provider="deepseek")
     assert response.text == "42"
+
+
+def or_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    """A chunk as OpenRouter streams it: every delta carries ``"reasoning": null`` and
+    ``"reasoning_details": []`` unless it has some."""
+    full = {"role": "assistant", "content": "", "reasoning": None, "reasoning_details": []}
+    return chunk({**full, **delta}, finish, provider="Google")
+
+
+def test_openrouter_reasoning_details_stream_to_the_blocks_of_the_whole_answer() -> None:
+    """OpenRouter's reasoning_details come in pieces: a piece of the block at the same
+    index and type extends its text; the encrypted block (Gemini 3's signature behind
+    OpenRouter) comes whole. The streamed answer keeps the blocks the whole one does,
+    to send them back unchanged; they reach its part once, as the reasoning ends."""
+    text = {"type": "reasoning.text", "format": "google-gemini-v1", "index": 0}
+    sealed = {"type": "reasoning.encrypted", "data": "U0lH", "id": "t1", "index": 0}
+    call = {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    datas = [
+        or_chunk({"reasoning": "I will ", "reasoning_details": [{**text, "text": "I will "}]}),
+        or_chunk({"reasoning": "call.", "reasoning_details": [{**text, "text": "call."}]}),
+        or_chunk({"reasoning_details": [sealed], "tool_calls": [{"index": 0, **call}]}),
+        or_chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    events = decode(datas, "openrouter")
+    streamed = fold(events)
+    blocks = [{**text, "text": "I will call."}, sealed]
+    answer = {"role": "assistant", "content": None, "reasoning": "I will call."}
+    answer |= {"reasoning_details": blocks, "tool_calls": [call]}
+    one = parse_response(whole(answer, "tool_calls"), "openrouter")
+    assert streamed.message.parts == one.message.parts
+    assert one.message.parts[0] == ReasoningPart(
+        "I will call.", provider="openrouter", provider_data={"reasoning_details": blocks}
+    )
+    assert sum(1 for e in events if isinstance(e, ReasoningDelta) and e.provider_data) == 1
+
+
+def test_openrouter_empty_reasoning_details_in_every_chunk_leave_the_answer_one_text() -> None:
+    """OpenRouter sends "reasoning": null, "reasoning_details": [] in every chunk: a plain
+    answer streams to the one text part its whole body gives, with no reasoning events
+    (each chunk once added an empty reasoning part, splitting the text in pieces)."""
+    words = ["Salut", " tout", " le", " monde"]
+    datas = [or_chunk({}), *(or_chunk({"content": w}) for w in words), or_chunk({}, "stop")]
+    events = decode([*datas, "[DONE]"], "openrouter")
+    assert not [e for e in events if isinstance(e, ReasoningDelta)]
+    answer = {"role": "assistant", "content": "Salut tout le monde", "reasoning": None}
+    one = parse_response(whole({**answer, "reasoning_details": []}, "stop"), "openrouter")
+    assert fold(events).message.parts == one.message.parts == (TextPart("Salut tout le monde"),)
+
+
+def test_openrouter_reasoning_then_text_in_the_real_chunk_shape_is_two_parts() -> None:
+    """Reasoning pieces with their reasoning_details pieces, then many text chunks (each
+    with the empty reasoning keys): one reasoning part holding one joined block, then
+    the text whole, as the whole answer has them."""
+    piece = {"type": "reasoning.text", "format": "google-gemini-v1", "index": 0}
+    datas = [
+        or_chunk({"reasoning": f"r{i} ", "reasoning_details": [{**piece, "text": f"r{i} "}]})
+        for i in range(50)
+    ]
+    datas += [or_chunk({"content": f"w{i} "}) for i in range(50)]
+    datas += [or_chunk({}, "stop"), "[DONE]"]
+    parts = fold(decode(datas, "openrouter")).message.parts
+    reasoning = "".join(f"r{i} " for i in range(50))
+    block = {**piece, "text": reasoning}
+    assert parts == (
+        ReasoningPart(
+            reasoning, provider="openrouter", provider_data={"reasoning_details": [block]}
+        ),
+        TextPart("".join(f"w{i} " for i in range(50))),
+    )
+
+
+def test_reasoning_details_pieces_after_the_finish_still_reach_the_answer() -> None:
+    """A block that comes after the finish chunk (before [DONE], or with no [DONE]) is
+    kept: the reasoning part gets it as the stream ends."""
+    sealed = {"type": "reasoning.encrypted", "data": "U0lH", "index": 0}
+    for done in (["[DONE]"], []):
+        datas = [or_chunk({"content": "Hi"}, "stop"), or_chunk({"reasoning_details": [sealed]})]
+        parts = fold(decode([*datas, *done], "openrouter")).message.parts
+        assert parts[-1] == ReasoningPart(
+            "", provider="openrouter", provider_data={"reasoning_details": [sealed]}
+        )
+
+
+@pytest.mark.parametrize(
+    "details", ["summary text", {"type": "x"}, [{"type": "reasoning.text", "text": "a"}, "b"]]
+)
+@pytest.mark.parametrize("provider", ["openai-compatible", "openrouter"])
+def test_reasoning_details_of_another_shape_are_left_alone(details: Any, provider: str) -> None:
+    """reasoning_details is an optional extra: a value that is no array of objects (a
+    string, an object, an array holding a string) is ignored and the answer still
+    comes, whole or streamed (it was a MalformedResponseError for every Chat server)."""
+    answer = {"role": "assistant", "content": "Hi", "reasoning_details": details}
+    one = parse_response(whole(answer, "stop"), provider)
+    datas = [chunk({"content": "Hi", "reasoning_details": details}, "stop"), "[DONE]"]
+    streamed = fold(decode(datas, provider))
+    assert one.message.parts == streamed.message.parts == (TextPart("Hi"),)
 
 
 def test_a_character_split_between_two_deltas_as_two_escapes_comes_whole() -> None:

@@ -6,7 +6,9 @@ JSON takes an int32 as a string of digits). ``top_k``, ``stop_sequences`` and
 ``thinking``, which Chat Completions has no field for, and a ``stop`` its spec does
 not take (more than 4 sequences, no string or list of strings), are refused on
 OpenAI's own host only (a compatible server such as vLLM takes them); so are
-``thinking``, ``stop_sequences`` and ``stop`` on the Responses API, which has none.
+``thinking``, ``reasoning_effort``, ``stop_sequences`` and ``stop`` on the Responses
+API, which has none. Each provider's own reasoning setting is refused on the others'
+APIs, naming the native one (`test_a_reasoning_setting_is_refused_naming_the_native_one`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import httpx
 import pytest
 
 import toolfold
-from toolfold import Agent, ModelConfigError
+from toolfold import Agent, ModelConfigError, RunState, tool
 from toolfold.runtime import Message, ModelRequest
+from toolfold.testing import ScriptedModel
 
 SPECS = (
     "openai:gpt-4o-mini",
@@ -239,6 +242,13 @@ RESPONSES_REFUSED = [
         id="thinking",
     ),
     pytest.param(
+        "reasoning_effort",
+        "high",
+        "is not a field of the OpenAI Responses API: use the setting 'reasoning' "
+        "(reasoning={'effort': 'high'}",
+        id="reasoning_effort",
+    ),
+    pytest.param(
         "stop_sequences",
         ["END"],
         "has no equivalent in the OpenAI Responses API",
@@ -284,3 +294,66 @@ def test_other_responses_servers_get_them_as_given(made: Any) -> None:
     model = made("openai-responses:qwen", base_url="http://127.0.0.1:8000/v1")
     sent = body(model, **settings)
     assert {key: sent[key] for key in settings} == settings
+
+
+@pytest.mark.parametrize(
+    ("spec", "key", "native"),
+    [
+        ("anthropic:claude-sonnet-4-5", "reasoning_effort", "'thinking'"),
+        ("gemini:gemini-2.5-flash", "reasoning_effort", "'generation_config'"),
+        ("gemini:gemini-3-pro-preview", "thinking", "'generation_config'"),
+        ("ollama:qwen3", "thinking", "'think'"),
+        ("ollama:qwen3", "reasoning_effort", "'think'"),
+    ],
+)
+def test_a_reasoning_setting_is_refused_naming_the_native_one(
+    made: Any, spec: str, key: str, native: str
+) -> None:
+    """OpenAI's reasoning_effort and Anthropic's thinking were sent to APIs that have no
+    such field (Anthropic's and Gemini's bodies refuse unknown keys: a 400; Ollama put
+    them in options, where they do nothing): refused before the request, naming the
+    provider's own setting; None sends nothing."""
+    model = made(spec)
+    with pytest.raises(ModelConfigError, match=f"^the setting {key!r} is not a field of") as caught:
+        body(model, **{key: "high"})
+    assert f"use the setting {native}" in str(caught.value)
+    assert key not in body(model, **{key: None})
+
+
+def test_a_resume_on_a_provider_refusing_a_stored_setting_runs_no_approved_call() -> None:
+    """A run saved with Anthropic's thinking, waiting for an approval, resumed on Ollama:
+    the refusal comes before the approved call runs, and the saved state resumes later on
+    the right provider with nothing run twice (round 1 ran the tool, then refused)."""
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def get_weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: The city.
+        """
+        ran.append(city)
+        return f"Sunny in {city}"
+
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    first = ScriptedModel([ScriptedModel.call("get_weather", {"city": "Paris"})])
+    waiting = Agent(first, tools=[get_weather], thinking=thinking).run("Weather?")
+    saved = waiting.state.to_json()
+    (call,) = waiting.state.calls
+    ollama = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")  # never asked
+    with pytest.raises(ModelConfigError, match="'thinking' is not a field of Ollama"):
+        toolfold.resume(
+            RunState.from_json(saved),
+            model=ollama,
+            tools=[get_weather],
+            approvals={call.call.id: True},
+        )
+    assert ran == []
+    done = toolfold.resume(
+        RunState.from_json(saved),
+        model=ScriptedModel(["Sunny."]),
+        tools=[get_weather],
+        approvals={call.call.id: True},
+    )
+    assert (done.output, ran) == ("Sunny.", ["Paris"])

@@ -47,10 +47,27 @@ STOP_REASONS: dict[str, FinishReason] = {
 
 #: Neutral settings the Messages API has no field for: ``CreateMessageParams``
 #: has ``additionalProperties: false`` [spec], so they would be a 400; refusing
-#: them before the request names the setting instead.
+#: them before the request names the setting instead (and `INSTEAD`'s equivalent).
 UNSUPPORTED_SETTINGS = frozenset(
-    {"seed", "frequency_penalty", "presence_penalty", "logit_bias", "n", "response_format"}
+    {
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "n",
+        "response_format",
+        "reasoning_effort",
+    }
 )
+
+#: What to give instead of an `UNSUPPORTED_SETTINGS` one that has an equivalent:
+#: ``thinking`` (``CreateMessageParams``) or ``output_config.effort``, which only
+#: ``BetaCreateMessageParams`` has [spec] (a request setting ``output_config`` goes to
+#: the beta endpoint: `BETA_ONLY_FIELDS`).
+INSTEAD = {
+    "reasoning_effort": "the setting 'thinking' (thinking={'type': 'enabled', "
+    "'budget_tokens': 2048}), or 'output_config' (output_config={'effort': 'high'})",
+}
 
 #: Neutral names the API spells differently [spec CreateMessageParams].
 RENAMED_SETTINGS = {"stop": "stop_sequences"}

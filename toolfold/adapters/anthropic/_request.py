@@ -18,6 +18,11 @@ Rules (providers.md §3 and the spec's ``CreateMessageParams``):
 - ``tool_choice``: ``auto``, ``any`` (neutral ``required``), ``tool`` +
   ``name``, ``none``; ``parallel_tool_calls=False`` is
   ``disable_parallel_tool_use: true`` [A6 tool_choice_*_param.py].
+- A request without tools whose history holds calls or results (a handoff
+  target without tools, a run continued tool-less) names those tools with
+  stand-in definitions and ``tool_choice: none`` (`_tools_of_history`): the
+  API answers 400 "Requests which include tool_use or tool_result blocks
+  must define tools" (anthropics/anthropic-sdk-python#494).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from toolfold.adapters.anthropic._provider import (
     BETA_ONLY_FIELDS,
     DEFAULT_MAX_TOKENS,
     IMAGE_TYPES,
+    INSTEAD,
     RENAMED_SETTINGS,
     UNSUPPORTED_SETTINGS,
 )
@@ -143,9 +149,50 @@ def build_body(
     if request.output is not None:
         body["output_format"] = {"type": "json_schema", "schema": output_schema(request.output)}
     _add_settings(body, settings, request.tool_choice)
+    if "tools" not in body:
+        _tools_of_history(body, request.messages, notes)
     if stream:
         body["stream"] = True
     return body
+
+
+def _tools_of_history(body: Body, messages: Iterable[Message], notes: list[str] | None) -> None:
+    """Stand-in definitions of the tools the history's calls and results name, offered
+    with ``tool_choice: none``, in a body without tools (noted).
+
+    The API refuses ``tool_use`` or ``tool_result`` blocks in a request that defines no
+    tools (400 "Requests which include tool_use or tool_result blocks must define
+    tools", anthropics/anthropic-sdk-python#494); the conversation is sent whole, as
+    the other providers take it, and the model cannot call the stand-ins.
+    """
+    names: dict[str, None] = {}
+    for message in messages:
+        for part in message.parts:
+            if type(part) is ToolCallPart:
+                names[part.name] = None
+            elif type(part) is ToolResultPart:
+                names[part.tool_name] = None
+    if not names:
+        return
+    body["tools"] = [
+        {
+            "name": name,
+            "description": "A tool called earlier in this conversation; not offered now.",
+            "input_schema": {"type": "object"},
+        }
+        for name in names
+    ]
+    # Whatever a setting asked (an agent sharing another's settings): the stand-ins
+    # must not be callable, so the choice is none.
+    asked = body.get("tool_choice")
+    body["tool_choice"] = {"type": "none"}
+    if notes is not None:
+        notes.append(
+            f"the history calls tools and the request offers none: {', '.join(names)} "
+            "sent as stand-in definitions with tool_choice none (the API refuses "
+            "tool_use blocks in a request without tools)"
+            + ("" if asked in (None, {"type": "none"}) else f"; tool_choice {asked} not sent")
+        )
 
 
 def _system_text(message: Message) -> str:
@@ -287,7 +334,7 @@ def _add_settings(body: Body, settings: Mapping[str, Any], tool_choice: str | No
             _own_setting(body, key, value, settings, tool_choice)
             continue
         if key in UNSUPPORTED_SETTINGS:
-            raise no_equivalent(key, "the Anthropic Messages API")
+            raise no_equivalent(key, "the Anthropic Messages API", INSTEAD.get(key))
         if key == "stop" and isinstance(value, str):
             value = [value]
         body[RENAMED_SETTINGS.get(key, key)] = value

@@ -83,6 +83,16 @@ GENERATION_SETTINGS: Mapping[str, str] = {
     "candidate_count": "candidateCount",
 }
 
+#: Other providers' reasoning settings, which ``GenerateContentRequest`` has no field for
+#: (Gemini answers 400 "Unknown name"): refused before the request, naming Gemini's own,
+#: ``generationConfig.thinkingConfig`` [gemini-generativelanguage-v1beta-openapi.json
+#: ThinkingConfig: ``thinkingBudget``, ``thinkingLevel``, ``includeThoughts``].
+REFUSED_SETTINGS: Mapping[str, str] = dict.fromkeys(
+    ("thinking", "reasoning_effort"),
+    "the setting 'generation_config' (generation_config={'thinking_config': "
+    "{'thinking_budget': 2048}}; Gemini 3: {'thinking_level': 'high'})",
+)
+
 #: The error ``reason`` that means a bad key, which Gemini sends as HTTP 400
 #: INVALID_ARGUMENT (error-400-invalid-key cassette).
 BAD_KEY_REASONS = frozenset({"API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED"})

@@ -6,7 +6,9 @@
 - A tool result is a ``functionResponse`` part: ``response: {"output": ...}``,
   or ``{"error": ...}`` for a failed call (there is no error flag) [G4 FunctionResponse].
 - Model parts go back unchanged: a call's ``thoughtSignature`` (kept in
-  ``ToolCallPart.provider_data``) and signed text parts are sent as received;
+  ``ToolCallPart.provider_data``; a call made on Gemini's OpenAI endpoint keeps
+  it as ``extra_content.google.thought_signature``, sent here as its
+  ``thoughtSignature``, noted) and signed text parts are sent as received;
   thought summaries are not sent back (the API reads signatures only) [G2].
 - Reasoning from another provider cannot be verified by Gemini and is dropped,
   with a note in the `RequestReport`. A Gemini 3 turn whose first call carries
@@ -25,6 +27,7 @@ from toolfold.adapters._codec import (
     check_token_limit,
     inline_media,
     named_tool,
+    no_equivalent,
     place_shared_setting,
     refuse_choices,
 )
@@ -33,6 +36,7 @@ from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.gemini._providers import (
     GENERATION_SETTINGS,
+    REFUSED_SETTINGS,
     SKIP_SIGNATURE,
     needs_signature,
     takes_json_schema,
@@ -96,9 +100,13 @@ def build_body(
 
     Raises:
         ModelConfigError: The request cannot be expressed for Gemini (a named
-            tool choice for an unknown tool, ``parallel_tool_calls=False``...).
+            tool choice for an unknown tool, ``parallel_tool_calls=False``, another
+            provider's reasoning setting: `REFUSED_SETTINGS`...).
         SchemaCompileError: A tool schema Gemini's form cannot express.
     """
+    for key, instead in REFUSED_SETTINGS.items():
+        if request.settings.get(key) is not None:
+            raise no_equivalent(key, "the Gemini API", instead)
     notes: list[str] = []
     system, contents = encode_messages(request.messages, model_name, notes)
     body: Body = {"contents": contents}
@@ -435,6 +443,16 @@ def _reasoning(part: ReasoningPart, parts: list[Body], position: int, notes: lis
     parts.append(signed)
 
 
+def compat_signature(data: Mapping[str, Any]) -> str | None:
+    """The thought signature a call made on Gemini's OpenAI-compatible endpoint keeps
+    (``extra_content.google.thought_signature``), or None: the same signature the
+    native API calls ``thoughtSignature`` [G2]."""
+    extra = data.get("extra_content")
+    google = extra.get("google") if isinstance(extra, Mapping) else None
+    signature = google.get("thought_signature") if isinstance(google, Mapping) else None
+    return signature if isinstance(signature, str) else None
+
+
 def _signable(part: Body) -> bool:
     """Whether a signature after ``part`` was received on it (a text or media part)."""
     return "text" in part or "inlineData" in part or "fileData" in part
@@ -452,6 +470,14 @@ def _call(call: ToolCallPart, position: int, needs_sig: bool, notes: list[str]) 
             arguments = {}
     encoded: Body = {"functionCall": {"name": call.name, "args": arguments, "id": call.id}}
     signature = call.provider_data.get("thought_signature")
+    if signature is None:
+        signature = compat_signature(call.provider_data)
+        if signature is not None:
+            notes.append(
+                f"messages[{position}]: call {call.id}'s thought signature from Gemini's "
+                "OpenAI endpoint (extra_content.google.thought_signature) sent as its "
+                "thoughtSignature"
+            )
     if signature is None and needs_sig:
         signature = SKIP_SIGNATURE
         notes.append(

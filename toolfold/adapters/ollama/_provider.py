@@ -36,6 +36,13 @@ DONE_REASONS: dict[str, FinishReason] = {
 #: Body keys that sit next to ``messages``; every other setting is a model
 #: option and goes under ``options`` [L1 "Parameters", "Advanced parameters"].
 TOP_LEVEL_SETTINGS = frozenset({"think", "format", "keep_alive", "options"})
+#: Other providers' reasoning settings, which Ollama's chat API has no field for (in
+#: ``options`` the server ignores them): refused before the request, naming its own,
+#: ``think`` [L1 "Thinking"].
+REFUSED_SETTINGS: Mapping[str, str] = dict.fromkeys(
+    ("thinking", "reasoning_effort"),
+    "the setting 'think' (think=True; 'low', 'medium' or 'high' for models that take levels)",
+)
 #: Neutral setting names Ollama's ``options`` spell differently [L1 Modelfile PARAMETER].
 RENAMED_OPTIONS = {"max_tokens": "num_predict"}
 

@@ -29,12 +29,17 @@ from toolfold.adapters._codec import (
     dropped_media_note,
     inline_media,
     media_marker,
+    no_equivalent,
     place_shared_setting,
     url_excerpt,
 )
 from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
-from toolfold.adapters.ollama._provider import RENAMED_OPTIONS, TOP_LEVEL_SETTINGS
+from toolfold.adapters.ollama._provider import (
+    REFUSED_SETTINGS,
+    RENAMED_OPTIONS,
+    TOP_LEVEL_SETTINGS,
+)
 from toolfold.runtime._model import Prepared, RequestReport
 from toolfold.runtime.core._messages import (
     FilePart,
@@ -121,6 +126,8 @@ def _add_settings(body: Body, settings: Mapping[str, Any]) -> None:
             options.update(value)
         elif key in TOP_LEVEL_SETTINGS:
             body[key] = value
+        elif key in REFUSED_SETTINGS:
+            raise no_equivalent(key, "Ollama's chat API", REFUSED_SETTINGS[key])
         else:
             if key == "stop" and isinstance(value, str):
                 value = [value]

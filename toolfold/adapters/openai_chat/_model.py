@@ -13,8 +13,10 @@ from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._provider_model import UNSET, Endpoint, ProviderModel
+from toolfold.adapters.gemini._providers import needs_signature
 from toolfold.adapters.openai_chat._errors import parse_error
 from toolfold.adapters.openai_chat._providers import (
+    GEMINI_3,
     GEMINI_HOST,
     OPENAI_INSTEAD,
     OPENAI_MAX_STOP,
@@ -102,6 +104,8 @@ class OpenAIChatModel(ProviderModel):
         if server is None and provider == "openai-compatible" and GEMINI_HOST in (base_url or ""):
             server = "gemini"
         self.provider = _row(provider, server)
+        if self.provider is SERVER_PRESETS["gemini"] and needs_signature(model_name):
+            self.provider = GEMINI_3  # (its unsigned calls get the placeholder)
         self._report = RequestReport(self.provider.name)  # without notes: nothing is changed
         super().__init__(
             model_name,

@@ -36,6 +36,20 @@ class ChatProvider:
         renames: Other neutral setting names the provider spells differently.
         reasoning_out: The assistant-message field that carries reasoning back
             on tool turns, or None when reasoning is not sent back.
+        reasoning_details: The provider answers with ``reasoning_details`` (an
+            array of reasoning blocks, some encrypted: an upstream's signatures)
+            and wants them back unchanged on the assistant message (OpenRouter).
+        thought_signatures: The provider is Gemini's OpenAI-compatible endpoint:
+            a call's ``extra_content`` (``google.thought_signature``) goes back
+            with it, a native Gemini call's signature as one.
+        keeps_extra_content: A call's ``extra_content`` goes back as it came
+            (any ``openai-compatible`` server: Gemini 3 behind a gateway or
+            Vertex AI's OpenAI endpoint refuses a call without its signature).
+            A named provider is sent none (Mistral refuses the key).
+        signature_placeholder: Each assistant turn's first call that has no
+            thought signature (history from another provider) is sent with
+            Google's placeholder, ``skip_thought_signature_validator``: Gemini 3
+            refuses such a turn (`GEMINI_3`).
         json_schema_output: ``response_format`` ``json_schema`` is supported;
             otherwise ``json_object`` plus the schema in a system message.
         dialect: The schema dialect tools compile to (see `compile_tool`).
@@ -67,6 +81,10 @@ class ChatProvider:
     max_tokens_key: str = "max_tokens"
     renames: Mapping[str, str] = attrs.field(factory=dict)
     reasoning_out: str | None = None
+    reasoning_details: bool = False
+    thought_signatures: bool = False
+    keeps_extra_content: bool = False
+    signature_placeholder: bool = False
     json_schema_output: bool = True
     dialect: str = "openai-chat"
     files: str = "openai"
@@ -100,6 +118,13 @@ OPENAI_MAX_STOP = 4
 # older vLLM, Qwen servers) or ``reasoning`` (Groq, OpenRouter, newer vLLM,
 # Hugging Face router); see the groq and deepseek cassettes.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+#: Where a `ReasoningPart` keeps OpenRouter's ``reasoning_details`` array (its
+#: ``provider_data`` key, the wire's name), sent back as it came.
+REASONING_DETAILS = "reasoning_details"
+
+#: Every key of a message or delta that carries reasoning (most carry none: one set test).
+REASONING_KEYS = frozenset((*REASONING_FIELDS, REASONING_DETAILS))
 
 PROVIDERS: dict[str, ChatProvider] = {
     # OpenAI: reasoning models reject ``max_tokens`` and accept
@@ -145,9 +170,15 @@ PROVIDERS: dict[str, ChatProvider] = {
         json_schema_output=False,
         dialect="deepseek",  # strict mode accepts a narrower keyword set [C6]
     ),
-    # OpenRouter: passes parameters to the upstream; usage always sent [C8].
+    # OpenRouter: passes parameters to the upstream; usage always sent [C8]. Reasoning
+    # comes as ``reasoning`` text and ``reasoning_details`` blocks, which must go back
+    # unchanged on the assistant message (openrouter.ai/docs "Preserving reasoning
+    # blocks": Gemini 3 behind it refuses a tool turn without its signature).
     "openrouter": ChatProvider(
-        "openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",)
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        ("OPENROUTER_API_KEY",),
+        reasoning_details=True,
     ),
     # Any server speaking /v1/chat/completions (vLLM, llama.cpp, LM Studio,
     # Ollama's /v1): the user gives ``base_url``; keys are optional [C10-C13].
@@ -156,6 +187,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         None,
         ("OPENAI_COMPATIBLE_API_KEY",),
         key_required=False,
+        keeps_extra_content=True,
     ),
 }
 
@@ -171,8 +203,15 @@ SERVER_PRESETS: dict[str, ChatProvider] = {
     "lmstudio": PROVIDERS["openai-compatible"],
     "ollama": PROVIDERS["openai-compatible"],
     # Chosen by itself for a base URL on generativelanguage.googleapis.com.
-    "gemini": attrs.evolve(PROVIDERS["openai-compatible"], thinking_in_total=True),
+    # Its calls carry ``extra_content.google.thought_signature``, sent back with them.
+    "gemini": attrs.evolve(
+        PROVIDERS["openai-compatible"], thinking_in_total=True, thought_signatures=True
+    ),
 }
+
+#: The ``gemini`` preset for a model that needs a thought signature on each tool turn
+#: (Gemini 3: `toolfold.adapters.gemini._providers.needs_signature`), as the native adapter.
+GEMINI_3 = attrs.evolve(SERVER_PRESETS["gemini"], signature_placeholder=True)
 
 #: The host of Gemini's OpenAI-compatible endpoint (``server="gemini"`` by default there).
 GEMINI_HOST = "generativelanguage.googleapis.com"

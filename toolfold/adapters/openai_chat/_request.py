@@ -33,7 +33,8 @@ from toolfold.adapters._results import (
     media_of,
     text_of,
 )
-from toolfold.adapters.openai_chat._providers import ChatProvider
+from toolfold.adapters.gemini._providers import SKIP_SIGNATURE
+from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, ChatProvider
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -276,7 +277,7 @@ def _loop_fragment(
     """The JSON of the messages every tool loop sends, or None for any other message.
 
     A prompt of one text, an assistant turn that only calls tools (without a
-    thinking field or a provider's extra content) and a message of text-only
+    thinking field or a provider's data on a call) and a message of text-only
     tool results (None when a result holds images or files): their objects
     have a fixed shape, so only their strings go through the JSON encoder; the
     text is the same as encoding `encode_messages`' dicts (a test compares
@@ -301,12 +302,12 @@ def _loop_fragment(
         if len(parts) == 1 and type(parts[0]) is TextPart:
             return f'{{"role":"user","content":{_string(parts[0].text)}}}'
         return None
-    if role != "assistant" or provider.reasoning_out is not None:
+    if role != "assistant" or provider.reasoning_out is not None or provider.signature_placeholder:
         return None
     calls = []
     for call in parts:
-        if type(call) is not ToolCallPart or call.provider_data.get("extra_content") is not None:
-            return None
+        if type(call) is not ToolCallPart or call.provider_data:
+            return None  # (a thought signature: sent or left out by `_call`, noted)
         call_id = call.id if rewrite_id is None else rewrite_id(call.id)
         calls.append(
             f'{{"id":{_string(call_id)},"type":"function","function":'
@@ -684,12 +685,43 @@ def _assistant(parts: list[Part], provider: ChatProvider, rewrite_id: Callable[[
     if audio is not None:
         message["audio"] = {"id": audio}  # a previous audio answer, by id [O4]
     if provider.reasoning_out is not None and calls:
-        # DeepSeek wants the thinking of a tool turn back, even when empty [C7].
-        reasoning = "".join(p.text for p in parts if isinstance(p, ReasoningPart))
+        # DeepSeek wants the thinking of a tool turn back, even when empty [C7]: its own
+        # only (another provider's is noted by `_left_out`).
+        reasoning = "".join(
+            p.text for p in parts if isinstance(p, ReasoningPart) and p.provider == provider.name
+        )
         message[provider.reasoning_out] = reasoning
+    if provider.reasoning_details:
+        details = _own_details(parts, provider)
+        if details is not None:
+            message[REASONING_DETAILS] = details  # OpenRouter's blocks, unchanged
     if calls:
-        message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
+        message["tool_calls"] = _calls(calls, rewrite_id, provider)
     return message
+
+
+def _calls(
+    calls: Sequence[ToolCallPart], rewrite_id: Callable[[str], str], provider: ChatProvider
+) -> list[Body]:
+    """An assistant turn's ``tool_calls``; on a `ChatProvider.signature_placeholder` row, the
+    first gets Google's placeholder signature when it has none (noted by `_left_out`)."""
+    encoded = [_call(c, rewrite_id, provider) for c in calls]
+    if provider.signature_placeholder and encoded and "extra_content" not in encoded[0]:
+        encoded[0]["extra_content"] = {"google": {"thought_signature": SKIP_SIGNATURE}}
+    return encoded
+
+
+def _own_details(parts: Sequence[Part], provider: ChatProvider) -> Any:
+    """The ``reasoning_details`` the provider's last reasoning part in ``parts`` keeps,
+    or None. The last: a streamed answer's parts each keep the blocks so far
+    (`_stream.merge_details`), its last all of them, as the whole answer's one part."""
+    found = None
+    for part in parts:
+        if type(part) is ReasoningPart and part.provider == provider.name:
+            details = part.provider_data.get(REASONING_DETAILS)
+            if details:
+                found = details
+    return found
 
 
 def _audio_id(parts: list[Part], provider: ChatProvider) -> str | None:
@@ -730,10 +762,12 @@ def _audio_marker(part: object) -> str | None:
 def reasoning_notes(messages: Sequence[Message], provider: ChatProvider) -> tuple[str, ...]:
     """What `build_body` leaves out of ``messages``' reasoning, one note per part.
 
-    Chat Completions takes no reasoning back, except DeepSeek's
+    Chat Completions takes no reasoning back, except DeepSeek's own
     ``reasoning_content`` on an assistant turn that calls tools (the text: a
-    signature only its maker can verify never goes). A part with nothing in
-    it is no loss and has no note.
+    signature only its maker can verify never goes) and OpenRouter's own
+    ``reasoning_details`` (unchanged). A call's Gemini thought signature goes
+    to Gemini's OpenAI endpoint only (a native call's mapped, noted); elsewhere
+    it is left out, noted. A part with nothing in it is no loss and has no note.
     """
     notes: list[str] = []
     for position, message in enumerate(messages):
@@ -751,7 +785,20 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
     reasons: list[str] = []
     marker = None  # the marker of the media part dropped just before
     parts = message.parts
+    first_call = message.role == "assistant" and provider.signature_placeholder
     for index, part in enumerate(parts):
+        if type(part) is ToolCallPart:
+            if first_call and extra_content(part.provider_data) is None:
+                reasons.append(
+                    f"call {part.id} has no Gemini thought signature; sent with the "
+                    "documented placeholder"
+                )
+            first_call = False
+            if part.provider_data:
+                note = _signature_note(part, provider)
+                if note is not None:
+                    reasons.append(note)
+            continue
         if isinstance(part, (ImagePart, FilePart)) and message.role == "assistant":
             found = media_marker(parts, index)
             if found is not None and _audio_marker(found) is None:
@@ -776,8 +823,22 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
             )
             continue
         hidden = part.signature or part.provider_data
+        own = part.provider == provider.name
+        if (
+            own
+            and provider.reasoning_details
+            and message.role == "assistant"
+            and part.provider_data.get(REASONING_DETAILS)
+        ):
+            continue  # sent back as its reasoning_details (`_own_details`)
         if taken:
-            if hidden:
+            if not own:
+                if part.text or hidden:
+                    reasons.append(
+                        f"reasoning from {part.provider or 'an unknown provider'} left out: "
+                        f"{provider.name} takes back its own reasoning only"
+                    )
+            elif hidden:
                 reasons.append(
                     f"reasoning's signature left out: {provider.name} takes back the text only"
                 )
@@ -788,6 +849,13 @@ def _left_out(message: Message, provider: ChatProvider) -> tuple[str, ...]:
             why = f"{provider.name} takes no reasoning in a {message.role} message"
         elif provider.reasoning_out is not None:
             why = f"{provider.name} takes reasoning back on turns that call tools only"
+        elif provider.reasoning_details and own:
+            why = (
+                f"{provider.name} takes its reasoning back as the reasoning_details "
+                "it answered with, and this part has none"
+            )
+        elif provider.reasoning_details:
+            why = f"{provider.name} takes back only the reasoning_details it answered with"
         else:
             why = f"{provider.name} takes no reasoning back"
         reasons.append(f"reasoning left out: {why}")
@@ -820,21 +888,65 @@ def _calls_only(
     message: Body = {"role": "assistant", "content": None}
     if provider.reasoning_out is not None:
         message[provider.reasoning_out] = ""
-    message["tool_calls"] = [_call(c, rewrite_id) for c in calls]
+    message["tool_calls"] = _calls(calls, rewrite_id, provider)
     return message
 
 
-def _call(call: ToolCallPart, rewrite_id: Callable[[str], str]) -> Body:
+def _call(call: ToolCallPart, rewrite_id: Callable[[str], str], provider: ChatProvider) -> Body:
     encoded: Body = {
         "id": rewrite_id(call.id),
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments_text or "{}"},
     }
-    extra = call.provider_data.get("extra_content")
-    if extra is not None:
-        # Gemini's OpenAI endpoint wants its thought signature back on the call.
-        encoded["extra_content"] = extra
+    if provider.thought_signatures:
+        extra = extra_content(call.provider_data)
+        if extra is not None:
+            # Gemini's OpenAI endpoint wants its thought signature back on the call.
+            encoded["extra_content"] = extra
+    elif provider.keeps_extra_content and call.provider_data:
+        extra = call.provider_data.get("extra_content")
+        if extra is not None:  # (a Gemini behind another URL wants it too)
+            encoded["extra_content"] = extra
     return encoded
+
+
+def extra_content(data: Mapping[str, Any]) -> Any:
+    """The ``extra_content`` a call sends Gemini's OpenAI endpoint: the one it came with,
+    or a native Gemini call's ``thought_signature`` as ``google.thought_signature``
+    (the same signature [G2]); None when it has neither."""
+    extra = data.get("extra_content")
+    if extra is not None:
+        return extra
+    signature = data.get("thought_signature")
+    if isinstance(signature, str):
+        return {"google": {"thought_signature": signature}}
+    return None
+
+
+def _signature_note(call: ToolCallPart, provider: ChatProvider) -> str | None:
+    """What `_call` does with a call's Gemini thought signature, when it is worth a note."""
+    data = call.provider_data
+    if "extra_content" not in data and not isinstance(data.get("thought_signature"), str):
+        return None
+    if provider.keeps_extra_content and not provider.thought_signatures:
+        if "extra_content" in data:
+            return None  # sent as it came
+        return (
+            f"call {call.id}'s native Gemini thought signature left out: "
+            f"{provider.name} is sent only the extra_content a call came with "
+            '(server="gemini" sends it as extra_content.google.thought_signature)'
+        )
+    if not provider.thought_signatures:
+        return (
+            f"call {call.id}'s Gemini thought signature left out: only Gemini "
+            f"takes it back, {provider.name} would refuse or ignore it"
+        )
+    if "extra_content" not in data:
+        return (
+            f"call {call.id}'s native Gemini thought signature sent as "
+            "extra_content.google.thought_signature"
+        )
+    return None
 
 
 def _only_text(parts: list[Part], role: str) -> str:

@@ -18,7 +18,11 @@ from toolfold.adapters._codec import AUDIO
 from toolfold.adapters._finishes import abnormal_finish
 from toolfold.adapters._http._http_errors import status_error
 from toolfold.adapters.openai_chat._errors import parse_error
-from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
+from toolfold.adapters.openai_chat._providers import (
+    REASONING_DETAILS,
+    REASONING_FIELDS,
+    REASONING_KEYS,
+)
 from toolfold.runtime.core._arguments import parse_arguments
 from toolfold.runtime.core._build import builder
 from toolfold.runtime.core._messages import (
@@ -342,7 +346,7 @@ def _inband_error(body: Mapping[str, Any], provider: str) -> ProviderError:
     )
 
 
-_NO_REASONING = frozenset(REASONING_FIELDS).isdisjoint
+_NO_REASONING = REASONING_KEYS.isdisjoint
 _MESSAGE = "$.choices[0].message"
 _CALLS = f"{_MESSAGE}.tool_calls"
 
@@ -404,10 +408,27 @@ def audio_parts(audio: Mapping[str, Any], has_text: bool, provider: str) -> list
 def _reasoning(message: Mapping[str, Any], provider: str) -> list[Part]:
     # An optional extra: read when it is a string, else left alone (a server
     # that sends an object there still answers).
+    details = reasoning_details(message)
+    kept = {REASONING_DETAILS: details} if details else {}
     for field in REASONING_FIELDS:
         text = message.get(field)
         if text and type(text) is str:  # absent (None) for most answers: one test
-            return [ReasoningPart(wire.encodable(text), provider=provider)]
+            return [ReasoningPart(wire.encodable(text), None, provider, kept)]
+    return [ReasoningPart("", None, provider, kept)] if kept else []
+
+
+def reasoning_details(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """OpenRouter's ``reasoning_details`` (reasoning blocks: ``reasoning.text``,
+    ``reasoning.summary``, ``reasoning.encrypted``), as they came, or ``[]``.
+
+    Kept whole to be sent back unchanged: an encrypted block is an upstream's
+    signature (Gemini's thought signature, Anthropic's thinking signature).
+    An optional extra, as the reasoning text: a value that is no array of
+    objects is left alone (another server may use the name otherwise).
+    """
+    details = message.get(REASONING_DETAILS)
+    if details and type(details) is list and all(type(block) is dict for block in details):
+        return list(details)
     return []
 
 

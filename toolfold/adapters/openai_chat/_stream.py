@@ -38,11 +38,17 @@ Rules (providers.md §1, §6 and the recorded streams):
   one or the other).
 - The legacy ``delta.function_call`` (functions API, still in the spec) is
   the one call of the answer when no ``tool_calls`` come, as in a whole body.
+- OpenRouter's ``delta.reasoning_details`` pieces (every chunk of its stream
+  carries the key, nearly always an empty array: no event) are kept as they come
+  and joined into blocks once (`merge_details`), when the reasoning ends: the
+  first text, call or finish after them, or the end. One `ReasoningDelta`
+  gives the blocks to the reasoning part, which then keeps the array a whole
+  answer has; the text after it stays one part.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -52,7 +58,11 @@ from toolfold._errors import StreamError
 from toolfold.adapters import _wire as wire
 from toolfold.adapters._codec import AUDIO, carries_nothing, event_json
 from toolfold.adapters.openai_chat._errors import inband_error
-from toolfold.adapters.openai_chat._providers import REASONING_FIELDS
+from toolfold.adapters.openai_chat._providers import (
+    REASONING_DETAILS,
+    REASONING_FIELDS,
+    REASONING_KEYS,
+)
 from toolfold.adapters.openai_chat._response import (
     arguments_text,
     audio_type,
@@ -65,6 +75,7 @@ from toolfold.adapters.openai_chat._response import (
     refused,
     synthetic_id,
 )
+from toolfold.runtime.core._build import replacer
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import FilePart
 from toolfold.runtime.core._request import CUT_FINISHES, FinishReason
@@ -117,6 +128,9 @@ class DecoderState:
         held: A high surrogate each part's last piece ended with, held back for its
             next piece (`wire.hold`): by ``"text"``, ``"reasoning"`` and each
             call's index (its arguments).
+        details: OpenRouter's ``reasoning_details`` blocks given to a reasoning
+            part so far (`merge_details`).
+        detail_pieces: The ``reasoning_details`` arrays since, as they came, or None.
     """
 
     provider: str
@@ -133,6 +147,58 @@ class DecoderState:
     audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
     transcript: Log[str] | None = None
     held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
+    details: tuple[Mapping[str, Any], ...] = ()
+    detail_pieces: Log[list[Any]] | None = None
+
+
+#: The fields of a ``reasoning_details`` block whose pieces are appended to each other.
+_DETAIL_TEXTS = frozenset(("text", "summary", "data"))
+
+
+def merge_details(pieces: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``reasoning_details`` blocks the streamed ``pieces`` make.
+
+    A piece with the ``type`` and ``index`` of the block before continues it:
+    its text (``text``, ``summary``, ``data``) is appended, any other field
+    it gives set (a ``signature`` at the end); any other piece is a new block.
+    Each text is joined once, so the cost is linear in the pieces.
+    """
+    out: list[dict[str, Any]] = []
+    last: dict[str, Any] | None = None
+    joins: dict[str, list[str]] = {}
+    for piece in pieces:
+        index = piece.get("index")
+        if (
+            last is not None
+            and index is not None
+            and index == last.get("index")
+            and piece.get("type") == last.get("type")
+        ):
+            for key, value in piece.items():
+                texts = joins.get(key)
+                if key in _DETAIL_TEXTS and type(value) is str:
+                    if texts is not None:
+                        texts.append(value)
+                        continue
+                    before = last.get(key)
+                    if type(before) is str:
+                        joins[key] = [before, value]
+                        continue
+                if value is not None:
+                    joins.pop(key, None)
+                    last[key] = value
+        else:
+            _settle(last, joins)
+            last, joins = dict(piece), {}
+            out.append(last)
+    _settle(last, joins)
+    return out
+
+
+def _settle(block: dict[str, Any] | None, joins: dict[str, list[str]]) -> None:
+    if block is not None:
+        for key, texts in joins.items():
+            block[key] = "".join(texts)
 
 
 def decode_chunk(
@@ -206,7 +272,7 @@ def decode_end(state: DecoderState) -> list[StreamEvent]:
         StreamError: The stream stopped before a finish reason or ``[DONE]``.
     """
     if state.done or (state.finished and not state.open):
-        return []
+        return _flush_details(state)[1]  # (pieces after the finish, without ``[DONE]``)
     pending = [c.id for c in state.calls if c.index in state.open]
     detail = f" with tool calls still open ({', '.join(pending)})" if pending else ""
     raise StreamError(
@@ -221,7 +287,7 @@ def _groq_usage(chunk: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _end(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
-    events: list[StreamEvent] = []
+    state, events = _flush_details(state)
     if state.held:  # (the answer ends)
         state = _let_go(state, events)
     events.extend(ToolCallEnd(i) for i in state.open)
@@ -249,14 +315,19 @@ def _choice(
 ) -> DecoderState:
     delta = wire.mapping(choice, "delta", at)
     delta_at = _FIRST_DELTA if at is _FIRST else f"{at}.delta"
-    for field in REASONING_FIELDS:
-        text = delta.get(field)
-        if text and type(text) is str:  # an optional extra, as in whole responses
-            if state.held or not text.isascii():
-                state, text = _piece(state, "reasoning", text, events)
-            if text:
-                events.append(ReasoningDelta(text, provider=state.provider))
-            break
+    if not _NO_REASONING(delta.keys()):  # most deltas carry none: one set operation
+        for field in REASONING_FIELDS:
+            text = delta.get(field)
+            if text and type(text) is str:  # an optional extra, as in whole responses
+                if state.held or not text.isascii():
+                    state, text = _piece(state, "reasoning", text, events)
+                if text:
+                    events.append(ReasoningDelta(text, provider=state.provider))
+                break
+        pieces = delta.get(REASONING_DETAILS)
+        if pieces and type(pieces) is list:  # (OpenRouter sends [] in every chunk)
+            state = _keep_details(state, pieces)
+    mark = len(events)  # (where the reasoning of a delta ends)
     content = delta.get("content")
     if type(content) is str:
         if content:
@@ -318,6 +389,10 @@ def _choice(
             events.extend(_audio_end(state))
             events.append(StreamFinish(reason, raw))
         state = attrs.evolve(state, open=(), finished=True)
+    if state.detail_pieces is not None and len(events) > mark:
+        # The reasoning ended: its blocks go to its part before what follows it.
+        state, flushed = _flush_details(state)
+        events[mark:mark] = flushed
     return state
 
 
@@ -434,6 +509,41 @@ def _tool_entry(
         if fragment:
             events.append(ToolCallDelta(started.index, fragment))
     return state
+
+
+_NO_REASONING = REASONING_KEYS.isdisjoint
+
+
+def _keep_details(state: DecoderState, pieces: list[Any]) -> DecoderState:
+    """A delta's OpenRouter ``reasoning_details`` array, kept as it came for
+    `_flush_details` (which checks its items once)."""
+    held = state.detail_pieces
+    # One a chunk of a reasoning stream: copied without evolve's keyword handling.
+    return _with_detail_pieces(state, held.append(pieces) if held else Log((pieces,)))
+
+
+_with_detail_pieces = replacer(DecoderState, "detail_pieces")
+
+
+def _flush_details(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
+    """The ``reasoning_details`` blocks so far, given to the reasoning part once
+    its reasoning ended (the whole array: it replaces what the part kept)."""
+    if state.detail_pieces is None:
+        return state, []
+    # An array holding anything but objects is another server's use of the name: left
+    # alone, as in a whole answer (`reasoning_details`).
+    pieces = [
+        piece
+        for array in state.detail_pieces
+        if all(type(piece) is dict for piece in array)
+        for piece in array
+    ]
+    if not pieces:
+        return attrs.evolve(state, detail_pieces=None), []
+    blocks = merge_details((*state.details, *pieces))
+    state = attrs.evolve(state, details=tuple(blocks), detail_pieces=None)
+    kept = {REASONING_DETAILS: blocks}
+    return state, [ReasoningDelta("", provider=state.provider, provider_data=kept)]
 
 
 def _piece(

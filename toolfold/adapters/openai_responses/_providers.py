@@ -47,9 +47,9 @@ RESULT_FILE_TYPES = frozenset({"application/pdf"})
 RENAMES: Mapping[str, str] = {"max_tokens": "max_output_tokens"}
 
 #: Neutral settings ``CreateResponse`` has no field for [openai-openapi.yaml]
-#: (Chat Completions' ``stop``, ``seed``, penalties..., ``top_k``, which
-#: Anthropic, Gemini and Ollama take, and Anthropic's ``stop_sequences`` and
-#: ``thinking``): OpenAI answers 400 for an unknown parameter, so they are
+#: (Chat Completions' ``stop``, ``seed``, penalties..., ``reasoning_effort``,
+#: ``top_k``, which Anthropic, Gemini and Ollama take, and Anthropic's
+#: ``stop_sequences`` and ``thinking``): OpenAI answers 400 for an unknown parameter, so they are
 #: refused before the request, naming the setting (and `INSTEAD`'s equivalent).
 #: ``response_format`` is ``text.format`` here, which an `OutputSpec` writes.
 UNSUPPORTED_SETTINGS = frozenset(
@@ -57,6 +57,7 @@ UNSUPPORTED_SETTINGS = frozenset(
         "stop",
         "stop_sequences",
         "thinking",
+        "reasoning_effort",
         "seed",
         "frequency_penalty",
         "presence_penalty",
@@ -74,6 +75,7 @@ UNSUPPORTED_SETTINGS = frozenset(
 INSTEAD: Mapping[str, str] = {
     "thinking": "the setting 'reasoning' (reasoning={'effort': 'low'}: 'low', 'medium', "
     "'high'...; reasoning models)",
+    "reasoning_effort": "the setting 'reasoning' (reasoning={'effort': 'high'}; reasoning models)",
 }
 
 #: The least ``max_output_tokens`` ``CreateResponse`` takes (``minimum: 16``
