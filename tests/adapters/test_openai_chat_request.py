@@ -1091,6 +1091,34 @@ def test_any_openai_compatible_server_gets_a_calls_extra_content_back(server: st
     assert "native Gemini thought signature left out" in note
 
 
+@pytest.mark.parametrize("family", ["openai", "groq", "deepseek", "mistral", "openrouter"])
+def test_a_named_provider_at_a_gateway_gets_a_calls_extra_content_back(family: str) -> None:
+    """`openai:` (or `groq:`, `deepseek:`...) given a base_url of a gateway with Gemini 3
+    behind it answers a call with extra_content.google.thought_signature and refuses the
+    next turn without it: it goes back as it came, unnoted (round 2 left it out for every
+    named provider; main sent it). The provider's own host still gets none, noted."""
+    call = ToolCallPart("call_9", "get_time", "{}", {}, EXTRA)
+    request = ModelRequest((Message.user("Time?"), Message("assistant", (call,))), (TIME,))
+    key = "sk-" + "k" * 20
+    for url in ("https://gateway.example/v1", "http://127.0.0.1:4000"):
+        gateway = OpenAIChatModel(
+            "gemini-3-pro-preview", provider=family, base_url=url, api_key=key
+        )
+        prepared = gateway.prepare(request)
+        assert (
+            prepared.body["messages"][1]["tool_calls"][0]["extra_content"] == EXTRA["extra_content"]
+        )
+        assert prepared.report.notes == ()
+        sent = json.loads(gateway._outgoing(request, False)[1])
+        assert sent["messages"][1]["tool_calls"][0]["extra_content"] == EXTRA["extra_content"]
+    own = OpenAIChatModel("gemini-3-pro-preview", provider=family, api_key=key)
+    prepared = own.prepare(request)
+    assert "extra_content" not in json.dumps(prepared.body)
+    (note,) = prepared.report.notes
+    assert "thought signature left out" in note
+    assert "extra_content" not in own._outgoing(request, False)[1].decode()
+
+
 def test_a_native_gemini_signature_goes_to_geminis_openai_endpoint_as_extra_content() -> None:
     """A call made by the native Gemini API keeps thought_signature: on Gemini's OpenAI
     endpoint it goes as extra_content.google.thought_signature (noted). It went without

@@ -18,9 +18,13 @@ from toolfold import (
 )
 from toolfold.adapters._http._sse import SSEDecoder
 from toolfold.adapters.openai_chat import DecoderState, decode_chunk, decode_end, parse_response
+from toolfold.adapters.openai_chat._providers import PROVIDERS
+from toolfold.adapters.openai_chat._request import build_body
 from toolfold.runtime import (
     FilePart,
     Log,
+    Message,
+    ModelRequest,
     ModelResponse,
     ReasoningDelta,
     ReasoningPart,
@@ -362,6 +366,38 @@ def test_openrouter_reasoning_details_stream_to_the_blocks_of_the_whole_answer()
         "I will call.", provider="openrouter", provider_data={"reasoning_details": blocks}
     )
     assert sum(1 for e in events if isinstance(e, ReasoningDelta) and e.provider_data) == 1
+
+
+OR = PROVIDERS["openrouter"]
+
+
+def test_a_later_streamed_reasoning_part_keeps_only_the_blocks_new_since_the_last() -> None:
+    """Reasoning, text, then a call with the encrypted block (Gemini 3 behind OpenRouter):
+    the second reasoning part holds the encrypted block only (round 2 stored the text
+    block again in it), and the assistant message sends the whole array once, as the
+    whole answer's. A block continued across two parts goes back as one."""
+    text = {"type": "reasoning.text", "format": "google-gemini-v1", "index": 0}
+    sealed = {"type": "reasoning.encrypted", "data": "U0lH", "id": "t1", "index": 0}
+    call = {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    datas = [
+        or_chunk({"reasoning": "Think", "reasoning_details": [{**text, "text": "Think"}]}),
+        or_chunk({"reasoning": "ing", "reasoning_details": [{**text, "text": "ing"}]}),
+        or_chunk({"content": "Let me check."}),
+        or_chunk({"reasoning_details": [sealed], "tool_calls": [{"index": 0, **call}]}),
+        or_chunk({}, "tool_calls"),
+        "[DONE]",
+    ]
+    parts = fold(decode(datas, "openrouter")).message.parts
+    kept = [p.provider_data.get("reasoning_details") for p in parts if p.kind == "reasoning"]
+    assert kept == [[{**text, "text": "Thinking"}], [sealed]]
+    body = build_body(ModelRequest((Message.user("Hi"), Message("assistant", parts))), "m", OR)
+    assert body["messages"][1]["reasoning_details"] == [{**text, "text": "Thinking"}, sealed]
+    datas.insert(3, or_chunk({"reasoning_details": [{**text, "text": " more"}]}))
+    parts = fold(decode(datas, "openrouter")).message.parts
+    kept = [p.provider_data.get("reasoning_details") for p in parts if p.kind == "reasoning"]
+    assert kept == [[{**text, "text": "Thinking"}], [{**text, "text": " more"}, sealed]]
+    body = build_body(ModelRequest((Message.user("Hi"), Message("assistant", parts))), "m", OR)
+    assert body["messages"][1]["reasoning_details"] == [{**text, "text": "Thinking more"}, sealed]
 
 
 def test_openrouter_empty_reasoning_details_in_every_chunk_leave_the_answer_one_text() -> None:

@@ -320,10 +320,11 @@ def test_a_reasoning_setting_is_refused_naming_the_native_one(
     assert key not in body(model, **{key: None})
 
 
-def test_a_resume_on_a_provider_refusing_a_stored_setting_runs_no_approved_call() -> None:
-    """A run saved with Anthropic's thinking, waiting for an approval, resumed on Ollama:
-    the refusal comes before the approved call runs, and the saved state resumes later on
-    the right provider with nothing run twice (round 1 ran the tool, then refused)."""
+def test_a_resume_that_never_asks_the_model_is_not_refused_for_its_settings() -> None:
+    """A run saved with Anthropic's thinking, resumed on Ollama where no model request
+    follows (at max_steps, or with a call still waiting): the approved call runs and the
+    run ends or waits again, as on main (the setting is refused only when a request is
+    built)."""
     ran: list[str] = []
 
     @tool(requires_approval=True)
@@ -337,23 +338,25 @@ def test_a_resume_on_a_provider_refusing_a_stored_setting_runs_no_approved_call(
         return f"Sunny in {city}"
 
     thinking = {"type": "enabled", "budget_tokens": 2048}
-    first = ScriptedModel([ScriptedModel.call("get_weather", {"city": "Paris"})])
-    waiting = Agent(first, tools=[get_weather], thinking=thinking).run("Weather?")
-    saved = waiting.state.to_json()
-    (call,) = waiting.state.calls
     ollama = toolfold.model("ollama:qwen3", base_url="http://127.0.0.1:9")  # never asked
-    with pytest.raises(ModelConfigError, match="'thinking' is not a field of Ollama"):
-        toolfold.resume(
-            RunState.from_json(saved),
-            model=ollama,
-            tools=[get_weather],
-            approvals={call.call.id: True},
-        )
-    assert ran == []
+    paris = ScriptedModel.call("get_weather", {"city": "Paris"})
+    rome = ScriptedModel.call("get_weather", {"city": "Rome"})
+    last = Agent(ScriptedModel([paris]), tools=[get_weather], thinking=thinking, max_steps=1)
+    waiting = last.run("Weather?").state
     done = toolfold.resume(
-        RunState.from_json(saved),
-        model=ScriptedModel(["Sunny."]),
+        RunState.from_json(waiting.to_json()),
+        model=ollama,
         tools=[get_weather],
-        approvals={call.call.id: True},
+        approvals={waiting.calls[0].call.id: True},
     )
-    assert (done.output, ran) == ("Sunny.", ["Paris"])
+    assert (done.state.phase, ran) == ("finished", ["Paris"])
+    ran.clear()
+    two = Agent(ScriptedModel([[paris, rome]]), tools=[get_weather], thinking=thinking)
+    waiting = two.run("Weather?").state
+    again = toolfold.resume(
+        RunState.from_json(waiting.to_json()),
+        model=ollama,
+        tools=[get_weather],
+        approvals={waiting.calls[0].call.id: True},
+    )
+    assert (again.state.phase, ran) == ("awaiting_approval", ["Paris"])

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
-from toolfold._errors import InvalidEventError, ModelConfigError, UsageError
+from toolfold._errors import InvalidEventError, UsageError
 from toolfold.runtime._model import CLIENT_OPTIONS, in_force
 from toolfold.runtime._response import Step
 from toolfold.runtime._run import (
@@ -59,7 +59,6 @@ from toolfold.runtime.core._messages import (
     part_problem,
     result_content,
 )
-from toolfold.runtime.core._next import build_request
 from toolfold.runtime.core._reducer import reduce
 from toolfold.runtime.core._request import ToolDefinition
 from toolfold.runtime.core._same_json import same_json, typed_leaves
@@ -232,7 +231,6 @@ def resumed(
         live = attrs.evolve(live, definitions=sent)
     if state.phase in WAITING_PHASES if continued is None else continued.from_waiting:
         live = attrs.evolve(live, from_waiting=True)
-    _check_settings(live, state)
     messages = None if message is None else to_messages(message, resume=resume)
     if continued is not None and not tool_results and not approvals:
         waiting = continued.unshown
@@ -263,33 +261,6 @@ def resumed(
             "max_steps does not lift it: start a new turn with message=..."
         )
     return live, state
-
-
-def _check_settings(live: Live, state: RunState) -> None:
-    """Refuse a stored setting the model's provider has no equivalent for (another
-    provider's reasoning setting, ``seed`` on Anthropic) before any approved call runs.
-
-    The model's ``prepare`` (pure: no request is sent) builds the request the run's next
-    step would send; its `ModelConfigError` would otherwise come after this resume ran
-    the calls, and a retry from the saved run would run them twice. Only a run with
-    calls still to settle is checked: without one the model is asked straight away.
-    Any other error is the step's own, raised there as before.
-
-    Raises:
-        ModelConfigError: The model refuses the run's request.
-    """
-    prepare = getattr(live.model, "prepare", None)
-    if prepare is None or all(c.status == "done" for c in state.calls):
-        return
-    request = build_request(state)
-    if live.definitions is not None:
-        request = attrs.evolve(request, tools=live.definitions)
-    try:
-        prepare(request)
-    except ModelConfigError:
-        raise
-    except Exception:
-        return
 
 
 class ExtraToolsWarning(UserWarning):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
 
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import no_equivalent
@@ -140,6 +143,13 @@ class OpenAIChatModel(ProviderModel):
         openai = self.provider.name == "openai" and is_openai(self.base_url)
         self._openai = openai
         self._refused = OPENAI_UNSUPPORTED_SETTINGS if openai else frozenset()
+        # A named provider at a URL the user gave (a gateway, Vertex AI's OpenAI
+        # endpoint: maybe Gemini 3 behind it) gets a call's extra_content back, as an
+        # openai-compatible server does; only its own host is sent none.
+        row = self.provider
+        named = not (row.keeps_extra_content or row.thought_signatures)
+        at_gateway = not (openai or _same_host(self.base_url, row.base_url))
+        self._wire = attrs.evolve(row, keeps_extra_content=True) if named and at_gateway else row
 
     def _refuse_unsupported(self, settings: Mapping[str, Any]) -> None:
         """Refuse a setting OpenAI's Chat Completions API has no field for, or a ``stop``
@@ -156,9 +166,9 @@ class OpenAIChatModel(ProviderModel):
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request`` (the family's quirks applied)."""
         self._refuse_unsupported(request.settings)
-        notes = reasoning_notes(request.messages, self.provider)
+        notes = reasoning_notes(request.messages, self._wire)
         report = self._report if not notes else RequestReport(self.provider.name, notes)
-        return Prepared(build_body(request, self.model_name, self.provider, stream=stream), report)
+        return Prepared(build_body(request, self.model_name, self._wire, stream=stream), report)
 
     def _path(self, prepared: Prepared, stream: bool) -> str:
         return _PATH
@@ -172,9 +182,7 @@ class OpenAIChatModel(ProviderModel):
         if type(self).prepare is OpenAIChatModel.prepare:
             self._refuse_unsupported(request.settings)
             notes: list[str] = []
-            content = encode_body(
-                request, self.model_name, self.provider, stream=stream, notes=notes
-            )
+            content = encode_body(request, self.model_name, self._wire, stream=stream, notes=notes)
             if content is not None:
                 if notes:
                     self._log_notes(
@@ -247,6 +255,14 @@ def check_openai_stop(stop: Any) -> None:
             f"the setting 'stop' holds {len(stop)} sequences; {_API} takes at most "
             f"{OPENAI_MAX_STOP} ({takes}), got {short(stop)}"
         )
+
+
+def _same_host(url: str, own: str | None) -> bool:
+    """Whether ``url`` is on the host of ``own`` (a provider row's URL; None: no host)."""
+    if own is None:
+        return False
+    host = (urlsplit(url).hostname or "").removesuffix(".")  # (the DNS root: same host)
+    return host == urlsplit(own).hostname
 
 
 def _row(provider: str | ChatProvider, server: str | None) -> ChatProvider:

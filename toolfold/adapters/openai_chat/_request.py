@@ -35,6 +35,7 @@ from toolfold.adapters._results import (
 )
 from toolfold.adapters.gemini._providers import SKIP_SIGNATURE
 from toolfold.adapters.openai_chat._providers import REASONING_DETAILS, ChatProvider
+from toolfold.adapters.openai_chat._stream import merge_details
 from toolfold.runtime.core._messages import (
     FilePart,
     ImagePart,
@@ -712,15 +713,25 @@ def _calls(
 
 
 def _own_details(parts: Sequence[Part], provider: ChatProvider) -> Any:
-    """The ``reasoning_details`` the provider's last reasoning part in ``parts`` keeps,
-    or None. The last: a streamed answer's parts each keep the blocks so far
-    (`_stream.merge_details`), its last all of them, as the whole answer's one part."""
-    found = None
+    """The ``reasoning_details`` the provider's reasoning parts in ``parts`` keep, or None:
+    a whole answer's one part's array unchanged; a streamed answer's parts, each holding
+    the blocks new since the one before (`_stream._flush_details`), joined in order, a
+    block continued across two parts made one again (`_stream.merge_details`)."""
+    found: Any = None
     for part in parts:
         if type(part) is ReasoningPart and part.provider == provider.name:
             details = part.provider_data.get(REASONING_DETAILS)
-            if details:
+            if not details:
+                continue
+            if found is None:
                 found = details
+                continue
+            found = [*found]  # (the stored array is never changed)
+            if isinstance(found[-1], Mapping) and all(isinstance(b, Mapping) for b in details):
+                # (a part's own blocks never continue each other: merged when streamed)
+                found[-1:] = merge_details((found[-1], *details))
+            else:
+                found.extend(details)
     return found
 
 

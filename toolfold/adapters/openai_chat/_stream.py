@@ -42,8 +42,8 @@ Rules (providers.md §1, §6 and the recorded streams):
   carries the key, nearly always an empty array: no event) are kept as they come
   and joined into blocks once (`merge_details`), when the reasoning ends: the
   first text, call or finish after them, or the end. One `ReasoningDelta`
-  gives the blocks to the reasoning part, which then keeps the array a whole
-  answer has; the text after it stays one part.
+  gives the blocks new since the last such flush to the reasoning part and ends
+  it; the request joins the parts' arrays into the one a whole answer has.
 """
 
 from __future__ import annotations
@@ -128,8 +128,6 @@ class DecoderState:
         held: A high surrogate each part's last piece ended with, held back for its
             next piece (`wire.hold`): by ``"text"``, ``"reasoning"`` and each
             call's index (its arguments).
-        details: OpenRouter's ``reasoning_details`` blocks given to a reasoning
-            part so far (`merge_details`).
         detail_pieces: The ``reasoning_details`` arrays since, as they came, or None.
     """
 
@@ -147,7 +145,6 @@ class DecoderState:
     audio: tuple[str | None, int | None, Log[bytes] | None] | None = None
     transcript: Log[str] | None = None
     held: Mapping[wire.HeldKey, str] = wire.NOTHING_HELD
-    details: tuple[Mapping[str, Any], ...] = ()
     detail_pieces: Log[list[Any]] | None = None
 
 
@@ -526,8 +523,8 @@ _with_detail_pieces = replacer(DecoderState, "detail_pieces")
 
 
 def _flush_details(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]]:
-    """The ``reasoning_details`` blocks so far, given to the reasoning part once
-    its reasoning ended (the whole array: it replaces what the part kept)."""
+    """The ``reasoning_details`` blocks since the last flush, given to the reasoning
+    part once its reasoning ended."""
     if state.detail_pieces is None:
         return state, []
     # An array holding anything but objects is another server's use of the name: left
@@ -538,12 +535,13 @@ def _flush_details(state: DecoderState) -> tuple[DecoderState, list[StreamEvent]
         if all(type(piece) is dict for piece in array)
         for piece in array
     ]
+    state = attrs.evolve(state, detail_pieces=None)
     if not pieces:
-        return attrs.evolve(state, detail_pieces=None), []
-    blocks = merge_details((*state.details, *pieces))
-    state = attrs.evolve(state, details=tuple(blocks), detail_pieces=None)
-    kept = {REASONING_DETAILS: blocks}
-    return state, [ReasoningDelta("", provider=state.provider, provider_data=kept)]
+        return state, []
+    # The blocks new since the last flush (a part each: it ends here, so what comes
+    # later makes another); the request joins the parts' arrays (`_own_details`).
+    kept = {REASONING_DETAILS: merge_details(pieces)}
+    return state, [ReasoningDelta("", provider=state.provider, provider_data=kept, ends=True)]
 
 
 def _piece(
