@@ -628,6 +628,11 @@ def _format_checker() -> FormatChecker:
     return checker
 
 
+def format_conforms(value: Any, format: str) -> bool:
+    """Whether ``value`` conforms to ``format`` as the argument check judges it (`_format_checker`)."""
+    return _format_checker().conforms(value, format)
+
+
 def _string_check(parse: Callable[[str], object]) -> Callable[[object], bool]:
     def check(value: object) -> bool:
         if isinstance(value, str):  # formats apply to strings only

@@ -21,7 +21,10 @@ and anything a declared type holds unstructures into an instance that validates:
 - unions try the alternative of the value's own type first (a string stays a
   ``str`` in ``str | datetime``; an integer prefers ``int`` to ``float``), then
   the others of its JSON kind, and keep the first that structures; objects go
-  to the class whose fields fit their keys.
+  to the class whose fields fit their keys. Of several that may take the value,
+  the first whose own JSON Schema accepts it goes first (``Big`` for ``{"n": 50}``
+  in ``Small | Big``, told apart by ``le=10`` / ``gt=10`` only), as the
+  schema's ``anyOf`` that the value passed reads it.
 """
 
 from __future__ import annotations
@@ -307,11 +310,19 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
             # A set's schema has uniqueItems: the value validated against another
             # alternative (a list), which keeps its repeated items.
             candidates.sort(key=lambda p: _is_set_type(p[0]))
+        viable = candidates
         if kind == "object":
             # Classes whose fields fit the keys first: no exception on the happy path.
             present = value.keys()
-            fits = [p for p in candidates if p[3] is None or p[3][0] <= present <= p[3][1]]
-            candidates = fits + [p for p in candidates if p not in fits]
+            viable = [p for p in candidates if p[3] is None or p[3][0] <= present <= p[3][1]]
+            candidates = viable + [p for p in candidates if p not in viable]
+        if len(viable) > 1:
+            # Several may structure the value, which cattrs does without the schema's
+            # constraints (a pattern, a bound): the first whose own schema accepts it
+            # goes first, as the schema the arguments passed means (its anyOf branch).
+            chosen = next((p for p in viable if _accepts(p[0], value)), None)
+            if chosen is not None and chosen is not candidates[0]:
+                candidates = [chosen, *(p for p in candidates if p is not chosen)]
         errors: list[tuple[Any, Exception]] = []
         for arm, _p, _k, _keys, hook in candidates:
             try:
@@ -324,6 +335,42 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         raise UnionStructureError(f"expected one of {names}, got {kind}", tp, errors)
 
     return structure
+
+
+def _accepts(tp: Any, value: Any) -> bool:
+    """Whether the JSON Schema of union alternative ``tp`` accepts JSON ``value``.
+
+    False when unsure too (a type with no schema rule, a schema the fast check
+    does not compile): the alternatives are then tried in their usual order.
+    """
+    check = _SCHEMA_CHECKS.get(tp, _UNSET) if is_hashable(tp) else None
+    if check is _UNSET:
+        check = _schema_check(tp)
+        if len(_SCHEMA_CHECKS) >= _field.TYPES_KEPT:  # classes made at run time must not pile up
+            _SCHEMA_CHECKS.clear()
+        _SCHEMA_CHECKS[tp] = check
+    try:
+        return check is not None and check(value)
+    except Exception:  # (a check that cannot judge the value judges no alternative)
+        return False
+
+
+def _schema_check(tp: Any) -> Callable[[Any], bool] | None:
+    """The fast yes/no check of ``tp``'s JSON Schema (`_fastcheck`), or None when
+    ``tp`` has no schema or the check cannot be compiled."""
+    from toolfold.toolkit._arguments import format_conforms
+    from toolfold.toolkit._fastcheck import compile_check
+    from toolfold.toolkit._schema import schema_for_type
+
+    try:
+        return compile_check(schema_for_type(tp), format_conforms)
+    except Exception:
+        return None
+
+
+_UNSET: Any = object()
+# Union alternative -> its schema's check (None: none), made on first use.
+_SCHEMA_CHECKS: dict[Any, Callable[[Any], bool] | None] = {}
 
 
 def _is_set_type(tp: Any) -> bool:
