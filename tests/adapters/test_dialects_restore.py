@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import json
+from typing import Any, Literal
 
 import pytest
 
-from toolfold import ArgumentValidationError
+from toolfold import ArgumentValidationError, tool
 from toolfold.adapters import check_arguments, compile_tool, restore_arguments
 from toolfold.runtime import ToolDefinition
 
@@ -145,9 +147,6 @@ def test_compiled_validator_is_built_once() -> None:
 
 def test_a_decorated_tool_gets_its_python_defaults_back_after_strict_mode() -> None:
     """End to end: @tool schema -> OpenAI strict -> model nulls -> restored -> the tool's own checks."""
-    from typing import Literal
-
-    from toolfold import tool
 
     @tool
     def forecast(city: str, unit: Literal["c", "f"] = "c", days: int | None = None) -> str:
@@ -175,3 +174,76 @@ def test_gemini_openapi_arguments_are_checked_against_the_openapi_schema_meaning
     assert check_arguments(compiled, {"sku": "A", "note": None}) == {"sku": "A", "note": None}
     with pytest.raises(ArgumentValidationError, match=r"\$.ship.city"):
         check_arguments(compiled, {"sku": "A", "ship": {"city": 3}})
+
+
+@dataclasses.dataclass
+class Cat:
+    kind: Literal["cat"]
+    lives: int = 9
+
+
+@dataclasses.dataclass
+class Dog:
+    kind: Literal["dog"]
+    good: bool = True
+
+
+def pets(pet: Cat | Dog, m: dict[str, Dog] | None = None, odd: dict[str, int] | None = None) -> str:
+    """Pets.
+
+    Args:
+        pet: A pet.
+        m: Dogs by name.
+        odd: Numbers by key.
+    """
+    return "x"
+
+
+def pet_only(pet: Cat | Dog, more: list[Cat | Dog] | None = None) -> str:
+    """Pets.
+
+    Args:
+        pet: A pet.
+        more: More pets.
+    """
+    return "x"
+
+
+@pytest.mark.parametrize(
+    ("function", "strict", "arguments"),
+    [
+        (pets, False, {"pet": {"kind": "dog", "good": "yes"}}),
+        (pets, False, {"pet": {"kind": "cow"}}),
+        (pets, False, {"pet": {"kind": "dog", "extra": 1}}),
+        (pets, False, {"pet": {"kind": "dog"}, "m": {"my dog": {"kind": "dog", "good": 1}}}),
+        (pets, False, {"pet": {"kind": "dog"}, "odd": {"a.b": "x", "": "y", 'x"y': "w"}}),
+        (pets, False, "[1]"),
+    ],
+)
+def test_check_arguments_words_errors_as_the_tools_own_check(
+    function: Any, strict: bool, arguments: Any
+) -> None:
+    """A union's problem is its branch's field, a key that is no name reads $["a.b"],
+    a non-object names the tool: the lines the run loop gives the model."""
+    made = tool(function)
+    compiled = compile_tool(made, "openai-chat", strict=strict)
+    with pytest.raises(ArgumentValidationError) as own:
+        made.validate_arguments(arguments)
+    if isinstance(arguments, str):
+        arguments = json.loads(arguments)
+    with pytest.raises(ArgumentValidationError) as sent:
+        check_arguments(compiled, arguments)
+    assert sent.value.errors == own.value.errors
+
+
+def test_check_arguments_names_the_union_branchs_field_under_the_strict_schema() -> None:
+    """Against a strict schema (every key required, optional ones nullable) a union's
+    problem is still its branch's field, not "not valid under any of the given schemas"."""
+    compiled = compile_tool(tool(pet_only), "openai-chat", strict=True)
+    arguments = {"pet": {"kind": "dog", "good": "yes"}, "more": [{"kind": "cat", "lives": "9"}]}
+    with pytest.raises(ArgumentValidationError) as sent:
+        check_arguments(compiled, arguments)
+    assert sent.value.errors == (
+        "$.more[0].lives: '9' is not of type 'integer', 'null'",
+        "$.pet.good: 'yes' is not of type 'boolean', 'null'",
+    )
