@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 
-from toolfold import ArgumentValidationError, Tool, ToolDefinitionError, tool
+from toolfold import ArgumentValidationError, Field, Tool, ToolDefinitionError, tool
 
 HINT = "; use a supported type or register a rule with toolfold.register_schema_rule()"
 
@@ -212,6 +212,20 @@ def test_unresolvable_annotation() -> None:
         "cannot resolve the type annotations (name 'Nowhere' is not defined);"
         " import the names they use",
     )
+
+
+def test_an_annotation_that_raises_names_its_parameter_not_an_import() -> None:
+    """A typo in a Field's keywords under string annotations names the parameter and the
+    error; it does not ask to import names, which would not help."""
+
+    def f(a: int, n: Annotated[int, Field(gte=1)]) -> None:  # type: ignore[call-arg]
+        pass
+
+    (problem,) = _problems(f)
+    assert problem.startswith(
+        "parameter 'n': its annotation 'Annotated[int, Field(gte=1)]' cannot be evaluated:"
+        " TypeError: Field.__init__() got an unexpected keyword argument 'gte'"
+    )  # (Python 3.13 adds: Did you mean 'ge'?)
 
 
 def test_json_defaults_are_converted() -> None:
