@@ -202,13 +202,17 @@ def test_an_unterminated_string_is_said_once() -> None:
     )
 
 
+INTEGER_1E400 = (
+    "the integer 1e400 must be written in digits"
+    " (a number with an exponent is read as a float, at most about 1.8e308)"
+)
+
+
 def test_numbers_python_cannot_hold_are_refused() -> None:
     """1e400 (a float overflow) is too large at its path; a 5000-digit integer is a JSON error."""
     with pytest.raises(ArgumentValidationError) as info:
         explicit().check('{"query": "x", "limit": 1e400}')
-    assert list(info.value.errors) == [
-        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)"
-    ]
+    assert list(info.value.errors) == [f"$.limit: {INTEGER_1E400}"]
     with pytest.raises(ArgumentValidationError) as nested:
         explicit().check('{"query": "x", "limit": [1, -2E+999]}')
     assert list(nested.value.errors) == [
@@ -235,8 +239,58 @@ def test_a_number_too_large_for_float_leaves_the_other_problems_and_the_schema_w
         explicit().check('{"query": "x", "limit": 1e400, "filters": {"category": "Z"}}')
     assert list(both.value.errors) == [
         "$.filters.category: 'Z' is not one of ['A', 'B', 'C']",
-        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)",
+        f"$.limit: {INTEGER_1E400}",
     ]
+
+
+def test_an_integer_written_with_a_large_exponent_is_asked_for_in_digits() -> None:
+    """1e400 for an int (at any depth, optional too) is asked for in digits, which an int
+    takes, not called too large for float; a float's or a number's place still is."""
+
+    @tool
+    def nums(i: int, f: float, o: int | None = None, ns: list[int] | None = None) -> str:
+        """N.
+
+        Args:
+            i: An int.
+            f: A float.
+            o: An optional int.
+            ns: Ints.
+        """
+        return "x"
+
+    problems = problems_of(nums, '{"i": 1e400, "f": 1e400, "o": -2E+999, "ns": [1, 1.5e400]}')
+    assert problems == (
+        "$.f: the number 1e400 is too large for float (at most about 1.8e308)",
+        f"$.i: {INTEGER_1E400}",
+        "$.ns[1]: the integer 1.5e400 must be written in digits"
+        " (a number with an exponent is read as a float, at most about 1.8e308)",
+        "$.o: the integer -2E+999 must be written in digits"
+        " (a number with an exponent is read as a float, at most about 1.8e308)",
+    )
+    assert nums.validate_arguments('{"i": 1' + "0" * 400 + ', "f": 1}')["i"] == 10**400
+
+
+def test_a_path_parameter_refuses_an_empty_string_and_a_nul() -> None:
+    """ "" would become Path("."), the working directory; the format check refuses it, and NUL."""
+
+    @tool
+    def read(p: Path, q: Path | None = None) -> str:
+        """Read.
+
+        Args:
+            p: A path.
+            q: Another.
+        """
+        return "x"
+
+    assert problems_of(read, '{"p": "", "q": "a\\u0000b"}') == (
+        "$.p: '' is not a valid path: expected a file system path, got an empty string",
+        "$.q: 'a\\x00b' is not a valid path: a file system path cannot hold a NUL character",
+    )
+    assert read.validate_arguments({"p": "a/b"}) == {"p": Path("a/b")}
+    with pytest.raises(ValueError, match="empty string"):
+        get_converter().structure("", Path)
 
 
 def test_a_run_reads_every_problem_beside_a_number_too_large_for_float() -> None:

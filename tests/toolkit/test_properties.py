@@ -221,7 +221,8 @@ _FORMATS: dict[str, st.SearchStrategy[str]] = {
     "time": st.times(timezones=_ZONES).map(dt.time.isoformat),
     "uuid": st.uuids().map(str),
     "decimal": _DECIMALS.map(str),
-    "path": st.text(max_size=8),
+    # (not empty, no NUL: the path format's check)
+    "path": st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=8),
 }
 
 

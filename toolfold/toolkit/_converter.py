@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from decimal import Decimal, InvalidOperation
 from enum import Enum, Flag
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, Literal, Union
 
 import attrs
@@ -73,6 +73,7 @@ from toolfold.toolkit._results import VIEWS
 __all__ = [
     "CheckFailedError",
     "UnionStructureError",
+    "check_path",
     "get_converter",
     "parse_date",
     "parse_decimal",
@@ -133,6 +134,19 @@ def parse_time(text: str) -> dt.time:
 def parse_decimal(text: str) -> Decimal:
     """Parse a finite decimal number written as text; raise ValueError otherwise."""
     return _structure_decimal(text, Decimal)
+
+
+def check_path(text: str) -> str:
+    """``text`` if it can name a file system path; raise ValueError if it cannot.
+
+    An empty string would become ``Path(".")``, the working directory, which no
+    model means by it; no system takes a NUL character in a path.
+    """
+    if not text:
+        raise ValueError("expected a file system path, got an empty string")
+    if "\x00" in text:
+        raise ValueError("a file system path cannot hold a NUL character")
+    return text
 
 
 def parse_uuid(text: str) -> uuid.UUID:
@@ -1028,9 +1042,10 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook(dt.time, _structure_text(parse_time))
     conv.register_structure_hook(uuid.UUID, _structure_text(parse_uuid))
     conv.register_structure_hook(Decimal, _structure_decimal)
-    conv.register_structure_hook_func(
-        lambda t: isinstance(t, type) and issubclass(t, PurePath), _structure_text_path
-    )
+    # By class: cattrs' own hook for Path (which calls it with anything) wins over a
+    # predicate, and Path("") would be Path(".").
+    for path_class in (PurePath, Path):
+        conv.register_structure_hook(path_class, _structure_text_path)
     conv.register_structure_hook_func(_is_enum, _structure_enum)
     conv.register_structure_hook_factory(_is_literal, _literal_factory)
     conv.register_unstructure_hook_func(
@@ -1102,4 +1117,4 @@ _STRICT_PRIMITIVES: dict[type, Callable[[Any, Any], Any]] = {
 def _structure_text_path(value: Any, tp: Any) -> Any:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
-    return tp(value)
+    return tp(check_path(value))
