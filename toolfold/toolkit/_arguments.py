@@ -144,7 +144,7 @@ def too_large_problems(text: str, schema: Mapping[str, Any] | None = None) -> li
             stack += [((*path, i), v) for i, v in reversed(list(enumerate(item)))]
     if not marks:
         return None
-    found: list[Problem] = [(path, _too_large(item.text)) for path, item in marks]
+    found: list[Problem] = [(path, too_large(item.text)) for path, item in marks]
     if schema is None or not isinstance(value, dict):
         return render(found)
     schema = dict(schema)
@@ -157,12 +157,10 @@ def too_large_problems(text: str, schema: Mapping[str, Any] | None = None) -> li
     judged = {path for path, _ in refused}  # where the schema refuses the number, its words stand
     left = [(path, item) for path, item in marks if path not in judged]
     integers = _integer_places(stripped, left, validator)
-    return render(
-        refused + [(path, _too_large(item.text, path in integers)) for path, item in left]
-    )
+    return render(refused + [(path, too_large(item.text, path in integers)) for path, item in left])
 
 
-def _too_large(text: str, integer: bool = False) -> str:
+def too_large(text: str, integer: bool = False) -> str:
     """The problem of the number ``text``, too large for a float; for a place that takes
     the integer it is (``1e400`` for an ``int``), how to send it there."""
     if integer:
