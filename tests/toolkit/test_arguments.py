@@ -786,6 +786,35 @@ def test_a_union_of_classes_takes_the_class_whose_own_schema_accepts_the_value()
     assert hook({"n": 50}, Small | Big) == Big(50)
 
 
+class Level(int):
+    """An int whose schema a rule gives (registered in a test)."""
+
+
+@dataclasses.dataclass
+class Low:
+    n: Level
+
+
+@dataclasses.dataclass
+class High:
+    n: int
+
+
+def test_a_union_choice_follows_a_schema_rule_registered_later() -> None:
+    """The alternatives' schemas are read again once a schema rule is registered."""
+    from toolfold import register_schema_rule
+    from toolfold.toolkit import _schema
+
+    hook = get_converter().get_structure_hook(Low | High)
+    register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 5})
+    try:
+        assert hook({"n": 9}, Low | High) == High(9)
+        register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 50})
+        assert type(hook({"n": 9}, Low | High)) is Low
+    finally:
+        del _schema._class_rules[Level]
+
+
 def test_datetime_forms_accepted_on_every_python() -> None:
     """Z, lower-case t, a space, no offset and long fractions parse alike on 3.10+."""
     check = checker(when=dt.datetime)

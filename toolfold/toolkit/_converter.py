@@ -53,7 +53,7 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import add_note, reduce_error
-from toolfold.toolkit import _field
+from toolfold.toolkit import _field, _schema
 from toolfold.toolkit._field import (
     Negation,
     expand_metadata,
@@ -357,6 +357,9 @@ def _accepts(tp: Any, value: Any) -> bool:
     False when unsure too (a type with no schema rule, a schema the fast check
     does not compile): the alternatives are then tried in their usual order.
     """
+    if _SCHEMA_CHECKS_OF[0] != _schema.rules_registered:  # a rule added: schemas may differ
+        _SCHEMA_CHECKS.clear()
+        _SCHEMA_CHECKS_OF[0] = _schema.rules_registered
     check = _SCHEMA_CHECKS.get(tp, _UNSET) if is_hashable(tp) else None
     if check is _UNSET:
         check = _schema_check(tp)
@@ -374,17 +377,18 @@ def _schema_check(tp: Any) -> Callable[[Any], bool] | None:
     ``tp`` has no schema or the check cannot be compiled."""
     from toolfold.toolkit._arguments import format_conforms
     from toolfold.toolkit._fastcheck import compile_check
-    from toolfold.toolkit._schema import schema_for_type
 
     try:
-        return compile_check(schema_for_type(tp), format_conforms)
+        return compile_check(_schema.schema_for_type(tp), format_conforms)
     except Exception:
         return None
 
 
 _UNSET: Any = object()
-# Union alternative -> its schema's check (None: none), made on first use.
+# Union alternative -> its schema's check (None: none), made on first use, for
+# the schema rules registered when it was made (`_schema.rules_registered`).
 _SCHEMA_CHECKS: dict[Any, Callable[[Any], bool] | None] = {}
+_SCHEMA_CHECKS_OF = [0]
 
 
 def _is_set_type(tp: Any) -> bool:
