@@ -815,6 +815,73 @@ def test_a_union_choice_follows_a_schema_rule_registered_later() -> None:
         del _schema._class_rules[Level]
 
 
+def test_a_union_choice_made_while_a_rule_is_registered_is_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A check made from the rules before another thread registers one is not kept as new."""
+    from toolfold import register_schema_rule
+    from toolfold.toolkit import _converter, _schema
+
+    real = _converter._schema_check
+    raced: list[Any] = []
+
+    def racing(tp: Any) -> Any:
+        made = real(tp)  # made from the rules registered so far
+        if tp is Low and not raced:
+            raced.append(tp)  # meanwhile another thread registers a rule,
+            register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 50})
+            _converter._accepts(High, {"n": 1})  # and another's union choice reads the count
+        return made
+
+    hook = get_converter().get_structure_hook(Low | High)
+    register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 5})
+    try:
+        monkeypatch.setattr(_converter, "_schema_check", racing)
+        assert hook({"n": 9}, Low | High) == High(9)  # (chosen by the rules it began with)
+        assert raced == [Low]
+        assert type(hook({"n": 9}, Low | High)) is Low  # the rule registered meanwhile
+    finally:
+        del _schema._class_rules[Level]
+
+
+@dataclasses.dataclass
+class Stem:
+    name: str
+    kids: list[Stem | Shoot] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Shoot:
+    name: str
+    kids: list[Stem | Shoot] = dataclasses.field(default_factory=list)
+    weight: int = 0
+
+
+def test_a_recursive_union_of_classes_alike_but_for_keys_checks_no_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Alternatives whose schemas differ only in keys the value lacks are not told apart
+    by checking the value against each: at every level of a tree that checked it whole."""
+    from toolfold.toolkit import _converter
+
+    checked: list[Any] = []
+    real = _converter._accepts
+    monkeypatch.setattr(_converter, "_accepts", lambda tp, v: checked.append(tp) or real(tp, v))
+    tree: dict[str, Any] = {"name": "leaf"}
+    for _ in range(30):
+        tree = {"name": "x", "kids": [tree, {"name": "b", "weight": 2}]}
+    check = checker(t=Stem | Shoot)
+    result = check.check({"t": tree})["t"]
+    assert checked == []  # no schema check, where each level's checked the tree below it
+    assert type(result) is Stem
+    assert type(result.kids[1]) is Shoot
+    # alternatives that differ in what they take of a key are still told apart
+    assert check.check({"t": {"name": "x", "kids": []}}) == {"t": Stem("x")}
+    hook = get_converter().get_structure_hook(Small | Big)
+    assert hook({"n": 50}, Small | Big) == Big(50)
+    assert checked  # (the check ran: Small and Big say different things of "n")
+
+
 def test_datetime_forms_accepted_on_every_python() -> None:
     """Z, lower-case t, a space, no offset and long fractions parse alike on 3.10+."""
     check = checker(when=dt.datetime)

@@ -37,6 +37,7 @@ import functools
 import json
 import linecache
 import re
+import sys
 import types
 import typing
 import uuid
@@ -301,6 +302,23 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
     with contextlib.suppress(RecursionError):
         build()
 
+    # Keys of an object -> whether the alternatives that fit them are alike for them
+    # (`_alike_for_keys`), for the schema rules registered when it was found.
+    told: dict[tuple[Any, ...], bool] = {}
+    told_for = [_schema.rules_registered]
+
+    def alike(viable: list[_Arm], present: Any) -> bool:
+        rules = _schema.rules_registered
+        keys = tuple(present)
+        found = told.get(keys) if told_for[0] == rules else None
+        if found is None:
+            found = _alike_for_keys(viable, present)
+            if told_for[0] != rules or len(told) >= _KEY_SETS_KEPT:
+                told.clear()
+                told_for[0] = rules
+            told[keys] = found
+        return found
+
     def structure(value: Any, _: Any) -> Any:
         if value is None and optional:
             return None
@@ -325,15 +343,19 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
             # alternative (a list), which keeps its repeated items.
             candidates.sort(key=lambda p: _is_set_type(p[0]))
         viable = candidates
+        present = None
         if kind == "object":
             # Classes whose fields fit the keys first: no exception on the happy path.
             present = value.keys()
             viable = [p for p in candidates if p[3] is None or p[3][0] <= present <= p[3][1]]
             candidates = viable + [p for p in candidates if p not in viable]
-        if len(viable) > 1:
+        if len(viable) > 1 and not (present is not None and alike(viable, present)):
             # Several may structure the value, which cattrs does without the schema's
             # constraints (a pattern, a bound): the first whose own schema accepts it
             # goes first, as the schema the arguments passed means (its anyOf branch).
+            # Not where their schemas say the same of these keys: all would answer
+            # alike, and checking the value whole at every level of a recursive union
+            # would cost its depth times its size.
             chosen = next((p for p in viable if _accepts(p[0], value)), None)
             if chosen is not None and chosen is not candidates[0]:
                 candidates = [chosen, *(p for p in candidates if p is not chosen)]
@@ -357,19 +379,29 @@ def _accepts(tp: Any, value: Any) -> bool:
     False when unsure too (a type with no schema rule, a schema the fast check
     does not compile): the alternatives are then tried in their usual order.
     """
-    if _SCHEMA_CHECKS_OF[0] != _schema.rules_registered:  # a rule added: schemas may differ
-        _SCHEMA_CHECKS.clear()
-        _SCHEMA_CHECKS_OF[0] = _schema.rules_registered
-    check = _SCHEMA_CHECKS.get(tp, _UNSET) if is_hashable(tp) else None
-    if check is _UNSET:
-        check = _schema_check(tp)
-        if len(_SCHEMA_CHECKS) >= _field.TYPES_KEPT:  # classes made at run time must not pile up
-            _SCHEMA_CHECKS.clear()
-        _SCHEMA_CHECKS[tp] = check
+    check = _per_type(_SCHEMA_CHECKS, tp, _schema_check)
     try:
         return check is not None and check(value)
     except Exception:  # (a check that cannot judge the value judges no alternative)
         return False
+
+
+def _per_type(cache: dict[Any, tuple[int, Any]], tp: Any, make: Callable[[Any], Any]) -> Any:
+    """``make(tp)``, kept in ``cache`` for the schema rules registered when it was made.
+
+    The count of rules (`_schema.rules_registered`) is read before ``make`` runs: a
+    rule registered meanwhile (another thread) leaves it stale, and it is made again.
+    """
+    rules = _schema.rules_registered
+    entry = cache.get(tp) if is_hashable(tp) else None
+    if entry is not None and entry[0] == rules:
+        return entry[1]
+    made = make(tp)
+    if is_hashable(tp):
+        if len(cache) >= _field.TYPES_KEPT:  # classes made at run time must not pile up
+            cache.clear()
+        cache[tp] = (rules, made)
+    return made
 
 
 def _schema_check(tp: Any) -> Callable[[Any], bool] | None:
@@ -384,11 +416,97 @@ def _schema_check(tp: Any) -> Callable[[Any], bool] | None:
         return None
 
 
-_UNSET: Any = object()
-# Union alternative -> its schema's check (None: none), made on first use, for
-# the schema rules registered when it was made (`_schema.rules_registered`).
-_SCHEMA_CHECKS: dict[Any, Callable[[Any], bool] | None] = {}
-_SCHEMA_CHECKS_OF = [0]
+def _alike_for_keys(viable: list[_Arm], present: Any) -> bool:
+    """Whether the schemas of the object alternatives ``viable`` judge any object of the
+    keys ``present`` alike: they differ at most in keys it does not have (``M`` has an
+    ``extra`` that ``N`` lacks), so each accepts it if and only if the others do."""
+    first: _Shape | None = None
+    for arm in viable:
+        shape = _per_type(_SHAPES, arm[0], _object_shape)
+        if shape is None or not shape[2] <= present:
+            return False
+        if first is None:
+            first = shape
+        elif shape[0] is not first[0] and shape[0] != first[0]:
+            return False
+        props = shape[1]
+        for key in present:
+            mine, theirs = props.get(key), first[1].get(key)
+            if mine is None or (mine is not theirs and mine != theirs):
+                return False
+    return True
+
+
+# The key sets of objects a union keeps its judgement of (`_alike_for_keys`) for.
+_KEY_SETS_KEPT = 64
+
+# (the schema bar its properties and annotations, each property's schema, the required
+# keys): JSON text with sorted keys, interned so that equal ones are mostly identical.
+_Shape = tuple[str, dict[str, str], frozenset[str]]
+
+
+def _object_shape(tp: Any) -> _Shape | None:
+    """What ``tp``'s schema says of an object, for `_alike_for_keys`; None if unsure."""
+    from toolfold.toolkit._jsonschema import deref
+
+    try:
+        root = _schema.schema_for_type(tp)
+        # (``{"$ref": "#/$defs/N", "$defs": ...}`` for a class that names itself)
+        target = deref(root, {k: v for k, v in root.items() if k != "$defs"})
+        if not isinstance(target, dict) or not isinstance(target.get("properties"), dict):
+            return None
+        rest = {k: v for k, v in target.items() if k not in ("properties", "required")}
+        if "$defs" in root:  # (what its $refs name)
+            rest["$defs"] = root["$defs"]
+        props = {name: _text(sub) for name, sub in target["properties"].items()}
+        return _text(rest), props, frozenset(target.get("required", ()))
+    except Exception:
+        return None
+
+
+def _text(schema: Any) -> str:
+    return sys.intern(json.dumps(_bare(schema), sort_keys=True, default=repr))
+
+
+# Keywords that say nothing of what validates, and keywords whose value is data.
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$comment",
+    }
+)
+_NAMED = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+
+def _bare(schema: Any) -> Any:
+    """``schema`` without the annotations of its (sub)schemas."""
+    if isinstance(schema, list):
+        return [_bare(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in _NAMED and isinstance(value, dict):
+            out[key] = {name: _bare(sub) for name, sub in value.items()}
+        elif key in ("enum", "const"):
+            out[key] = value
+        else:
+            out[key] = _bare(value)
+    return out
+
+
+# Union alternative -> (the count of schema rules it was made for, its schema's check
+# (None: none) / what its schema says of objects), made on first use.
+_SCHEMA_CHECKS: dict[Any, tuple[int, Callable[[Any], bool] | None]] = {}
+_SHAPES: dict[Any, tuple[int, _Shape | None]] = {}
 
 
 def _is_set_type(tp: Any) -> bool:
