@@ -20,7 +20,8 @@ and anything a declared type holds unstructures into an instance that validates:
   also takes an array when called directly);
 - unions try the alternative of the value's own type first (a string stays a
   ``str`` in ``str | datetime``; an integer prefers ``int`` to ``float``), then
-  the others of its JSON kind, and keep the first that structures; objects go
+  the others of its JSON kind (in the declared order; a pydantic model's is an
+  object), then those of any kind, and keep the first that structures; objects go
   to the class whose fields fit their keys. Of several that may take the value,
   the first whose own JSON Schema accepts it goes first (``Big`` for ``{"n": 50}``
   in ``Small | Big``, told apart by ``le=10`` / ``gt=10`` only), as the
@@ -242,6 +243,10 @@ def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
         return ("object", frozenset({"object"}))
     if typing.is_typeddict(cls):
         return ("object", frozenset({"object"}))
+    if is_model(cls) and not getattr(cls, "__pydantic_root_model__", False):
+        # An object, in the declared order among the other classes of a union; its
+        # own validators may take any kind (a ``mode="before"`` one a string).
+        return ("object", _ALL_KINDS)
     if issubclass(cls, (list, tuple, AbstractSet)) or cls.__module__ == "collections.abc":
         return ("array", frozenset({"array"}))
     return ("", _ALL_KINDS)
