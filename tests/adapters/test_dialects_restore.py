@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import pytest
 
-from toolfold import ArgumentValidationError, tool
+from toolfold import ArgumentValidationError, Field, tool
 from toolfold.adapters import check_arguments, compile_tool, restore_arguments
 from toolfold.runtime import ToolDefinition
 
@@ -247,3 +249,47 @@ def test_check_arguments_names_the_union_branchs_field_under_the_strict_schema()
         "$.more[0].lives: '9' is not of type 'integer', 'null'",
         "$.pet.good: 'yes' is not of type 'boolean', 'null'",
     )
+
+
+def saves(
+    p: Path,
+    when: dt.date | None = None,
+    step: Annotated[float, Field(multiple_of=0.1)] = 0.5,
+    count: int = 0,
+) -> str:
+    """Saves.
+
+    Args:
+        p: Where.
+        when: When.
+        step: A step.
+        count: How many.
+    """
+    return "x"
+
+
+@pytest.mark.parametrize(
+    ("strict", "arguments"),
+    [
+        (False, {"p": ""}),  # (strict mode sends no "path" format: it is in the description)
+        (False, {"p": "a", "when": "2024-13-01"}),
+        (True, {"p": "a", "when": "2024-13-01"}),
+        (False, {"p": "a", "step": 10**400}),
+        (True, {"p": "a", "step": 10**400, "count": 10**400}),
+    ],
+)
+def test_check_arguments_judges_formats_and_huge_numbers_as_the_tools_own_check(
+    strict: bool, arguments: Any
+) -> None:
+    """A path's "" and a bad date are refused as the run loop refuses them (formats are
+    checked), and an integer too large for a float step is said at its path, not as
+    "the arguments could not be checked" (an int's is no problem)."""
+    made = tool(saves)
+    compiled = compile_tool(made, "openai-chat", strict=strict)
+    with pytest.raises(ArgumentValidationError) as own:
+        made.validate_arguments(arguments)
+    if strict:  # (the keys strict mode asks for, their defaults)
+        arguments = {"when": None, "step": 0.5, "count": 0, **arguments}
+    with pytest.raises(ArgumentValidationError) as sent:
+        check_arguments(compiled, arguments)
+    assert sent.value.errors == own.value.errors

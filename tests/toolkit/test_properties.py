@@ -450,10 +450,10 @@ def corrupted(draw: st.DrawFn, schema: Any) -> Any:
 
 
 def _agree(schema: Any, instance: Any) -> None:
-    from toolfold.toolkit._arguments import _compile, _format_checker
+    from toolfold.toolkit._arguments import _compile, format_checker
     from toolfold.toolkit._fastcheck import compile_check
 
-    checker = _format_checker()
+    checker = format_checker()
     fast = compile_check(schema, checker.conforms)
     assert fast is not None, schema
     # the checker's own validator: Draft 2020-12 with a decimal-exact multipleOf

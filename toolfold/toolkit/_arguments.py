@@ -630,7 +630,7 @@ def _compile(schema: dict[str, Any]) -> Validator:
     from jsonschema.validators import validator_for
 
     cls = validator_for(schema, default=Draft202012Validator)
-    validator: Validator = _decimal_multiples(cls)(schema, format_checker=_format_checker())
+    validator: Validator = _decimal_multiples(cls)(schema, format_checker=format_checker())
     return validator
 
 
@@ -649,8 +649,9 @@ def _decimal_multiples(cls: Any) -> Any:
 
 
 @functools.cache
-def _format_checker() -> FormatChecker:
-    """The formats toolfold checks, the same in every environment.
+def format_checker() -> FormatChecker:
+    """The formats toolfold checks, the same in every environment (and in
+    `check_arguments`, which judges arguments as the tool does).
 
     jsonschema's own checker depends on which optional packages are installed;
     this one checks the date/time formats with the very parsers the converter
@@ -687,8 +688,8 @@ def _format_checker() -> FormatChecker:
 
 
 def format_conforms(value: Any, format: str) -> bool:
-    """Whether ``value`` conforms to ``format`` as the argument check judges it (`_format_checker`)."""
-    return _format_checker().conforms(value, format)
+    """Whether ``value`` conforms to ``format`` as the argument check judges it (`format_checker`)."""
+    return format_checker().conforms(value, format)
 
 
 def _string_check(parse: Callable[[str], object]) -> Callable[[object], bool]:
@@ -704,7 +705,7 @@ def _fast_check(schema: dict[str, Any], validator: Validator) -> Callable[[Any],
     """The fast yes/no check of `_fastcheck`, or jsonschema's own when it cannot compile it."""
     from toolfold.toolkit._fastcheck import compile_check
 
-    check = compile_check(schema, _format_checker().conforms)
+    check = compile_check(schema, format_checker().conforms)
     return validator.is_valid if check is None else check
 
 

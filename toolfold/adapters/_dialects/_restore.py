@@ -14,6 +14,7 @@ from typing import Any
 
 from toolfold.adapters._dialects._model import CompiledTool
 from toolfold.runtime.core._arguments import validate_arguments
+from toolfold.toolkit._arguments import format_checker
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 
 
@@ -58,7 +59,9 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
         schema = compiled.schema_sent
         if compiled.dialect == "gemini-openapi":
             schema = openapi_to_json_schema(schema)
-        validator = compiled._cache["validator"] = Draft202012Validator(schema)
+        validator = compiled._cache["validator"] = Draft202012Validator(
+            schema, format_checker=format_checker()
+        )
     arguments = validate_arguments(compiled.name, validator, arguments)
     return restore_arguments(compiled, arguments)
 

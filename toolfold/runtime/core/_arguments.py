@@ -10,6 +10,7 @@ the encoding of every later request.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -20,10 +21,13 @@ from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.toolkit._arguments import MAX_DEPTH as MAX_DEPTH
 from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
 from toolfold.toolkit._problems import (
+    Problem,
     format_path,
     json_problem,
     not_an_object,
     number_problem,
+    overflow_problems,
+    render,
     schema_problems,
 )
 from toolfold.toolkit._results import describe_exception
@@ -187,5 +191,31 @@ def validate_arguments(name: str, validator: Any, arguments: Any) -> Mapping[str
             return arguments
         problems = schema_problems(validator, arguments)
     except Exception as exc:  # jsonschema itself fails, e.g. 10**400 against multipleOf 0.1
-        problems = [f"$: the arguments could not be checked ({describe_exception(exc)})"]
+        found = _overflowing(validator, arguments) if isinstance(exc, OverflowError) else []
+        problems = render(found) if found else [
+            f"$: the arguments could not be checked ({describe_exception(exc)})"
+        ]  # fmt: skip
     raise ArgumentValidationError(name, problems)
+
+
+def _overflowing(validator: Any, arguments: Mapping[str, Any]) -> list[Problem]:
+    """The integers too large for a float (`overflow_problems`) that make ``validator``
+    raise OverflowError (against a ``multipleOf`` of 0.1), each alone: not one
+    where an ``int`` takes it."""
+    found = overflow_problems(arguments)
+    culprits = []
+    for path, problem in found:
+        alone: Any = copy.deepcopy(arguments)
+        for other, _ in found:
+            if other != path:
+                place = alone
+                for key in other[:-1]:
+                    place = place[key]
+                place[other[-1]] = 0
+        try:
+            validator.is_valid(alone)
+        except OverflowError:
+            culprits.append((path, problem))
+        except Exception:  # (another failure: this number is not judged alone)
+            continue
+    return culprits
