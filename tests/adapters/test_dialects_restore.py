@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import pytest
 
-from toolfold import ArgumentValidationError, SchemaCompileError
+from toolfold import ArgumentValidationError, Field, SchemaCompileError, tool
 from toolfold.adapters import check_arguments, compile_tool, restore_arguments
 from toolfold.runtime import ToolDefinition
 
@@ -145,9 +149,6 @@ def test_compiled_validator_is_built_once() -> None:
 
 def test_a_decorated_tool_gets_its_python_defaults_back_after_strict_mode() -> None:
     """End to end: @tool schema -> OpenAI strict -> model nulls -> restored -> the tool's own checks."""
-    from typing import Literal
-
-    from toolfold import tool
 
     @tool
     def forecast(city: str, unit: Literal["c", "f"] = "c", days: int | None = None) -> str:
@@ -206,3 +207,120 @@ def test_nulls_are_restored_through_a_reference_to_an_anchor() -> None:
     assert compiled.strict is True
     arguments = {"ship": {"city": "Oslo", "express": None}}
     assert check_arguments(compiled, arguments) == {"ship": {"city": "Oslo"}}
+
+
+@dataclasses.dataclass
+class Cat:
+    kind: Literal["cat"]
+    lives: int = 9
+
+
+@dataclasses.dataclass
+class Dog:
+    kind: Literal["dog"]
+    good: bool = True
+
+
+def pets(pet: Cat | Dog, m: dict[str, Dog] | None = None, odd: dict[str, int] | None = None) -> str:
+    """Pets.
+
+    Args:
+        pet: A pet.
+        m: Dogs by name.
+        odd: Numbers by key.
+    """
+    return "x"
+
+
+def pet_only(pet: Cat | Dog, more: list[Cat | Dog] | None = None) -> str:
+    """Pets.
+
+    Args:
+        pet: A pet.
+        more: More pets.
+    """
+    return "x"
+
+
+@pytest.mark.parametrize(
+    ("function", "strict", "arguments"),
+    [
+        (pets, False, {"pet": {"kind": "dog", "good": "yes"}}),
+        (pets, False, {"pet": {"kind": "cow"}}),
+        (pets, False, {"pet": {"kind": "dog", "extra": 1}}),
+        (pets, False, {"pet": {"kind": "dog"}, "m": {"my dog": {"kind": "dog", "good": 1}}}),
+        (pets, False, {"pet": {"kind": "dog"}, "odd": {"a.b": "x", "": "y", 'x"y': "w"}}),
+        (pets, False, "[1]"),
+    ],
+)
+def test_check_arguments_words_errors_as_the_tools_own_check(
+    function: Any, strict: bool, arguments: Any
+) -> None:
+    """A union's problem is its branch's field, a key that is no name reads $["a.b"],
+    a non-object names the tool: the lines the run loop gives the model."""
+    made = tool(function)
+    compiled = compile_tool(made, "openai-chat", strict=strict)
+    with pytest.raises(ArgumentValidationError) as own:
+        made.validate_arguments(arguments)
+    if isinstance(arguments, str):
+        arguments = json.loads(arguments)
+    with pytest.raises(ArgumentValidationError) as sent:
+        check_arguments(compiled, arguments)
+    assert sent.value.errors == own.value.errors
+
+
+def test_check_arguments_names_the_union_branchs_field_under_the_strict_schema() -> None:
+    """Against a strict schema (every key required, optional ones nullable) a union's
+    problem is still its branch's field, not "not valid under any of the given schemas"."""
+    compiled = compile_tool(tool(pet_only), "openai-chat", strict=True)
+    arguments = {"pet": {"kind": "dog", "good": "yes"}, "more": [{"kind": "cat", "lives": "9"}]}
+    with pytest.raises(ArgumentValidationError) as sent:
+        check_arguments(compiled, arguments)
+    assert sent.value.errors == (
+        "$.more[0].lives: '9' is not of type 'integer', 'null'",
+        "$.pet.good: 'yes' is not of type 'boolean', 'null'",
+    )
+
+
+def saves(
+    p: Path,
+    when: dt.date | None = None,
+    step: Annotated[float, Field(multiple_of=0.1)] = 0.5,
+    count: int = 0,
+) -> str:
+    """Saves.
+
+    Args:
+        p: Where.
+        when: When.
+        step: A step.
+        count: How many.
+    """
+    return "x"
+
+
+@pytest.mark.parametrize(
+    ("strict", "arguments"),
+    [
+        (False, {"p": ""}),  # (strict mode sends no "path" format: it is in the description)
+        (False, {"p": "a", "when": "2024-13-01"}),
+        (True, {"p": "a", "when": "2024-13-01"}),
+        (False, {"p": "a", "step": 10**400}),
+        (True, {"p": "a", "step": 10**400, "count": 10**400}),
+    ],
+)
+def test_check_arguments_judges_formats_and_huge_numbers_as_the_tools_own_check(
+    strict: bool, arguments: Any
+) -> None:
+    """A path's "" and a bad date are refused as the run loop refuses them (formats are
+    checked), and an integer too large for a float step is said at its path, not as
+    "the arguments could not be checked" (an int's is no problem)."""
+    made = tool(saves)
+    compiled = compile_tool(made, "openai-chat", strict=strict)
+    with pytest.raises(ArgumentValidationError) as own:
+        made.validate_arguments(arguments)
+    if strict:  # (the keys strict mode asks for, their defaults)
+        arguments = {"when": None, "step": 0.5, "count": 0, **arguments}
+    with pytest.raises(ArgumentValidationError) as sent:
+        check_arguments(compiled, arguments)
+    assert sent.value.errors == own.value.errors

@@ -110,7 +110,8 @@ def test_testing_models_refuse_arguments_that_are_not_an_object(text: str) -> No
     request = ModelRequest((Message.user("x"),), tools=(ToolDefinition("t", "d", {}),))
     provider = toolfold.model("openai:gpt-4o", api_key="k" * 20)
     expected = _errors(provider, request, text)
-    assert expected == (f"$: {json.loads(text)!r} is not of type 'object'",)
+    assert len(expected) == 1
+    assert expected[0].startswith("$: tool 't' takes a JSON object of arguments, got ")
     for make in TEST_MODELS.values():
         assert _errors(make(), request, text) == expected
 
@@ -128,7 +129,7 @@ def test_testing_models_word_schema_errors_as_a_provider_model_does() -> None:
     text = json.dumps({"first-name": 3, "tags": list(range(12))})
     provider = toolfold.model("anthropic:claude-sonnet-4-5", api_key="k" * 20)
     expected = _errors(provider, request, text)
-    assert expected[0] == "$.first-name: 3 is not of type 'string'"
+    assert expected[0] == """$["first-name"]: 3 is not of type 'string'"""
     assert len(expected) == 13
     assert _errors(TestModel(), request, text) == expected
 

@@ -1,6 +1,7 @@
 """States an older toolfold saved with calls whose arguments did not read load, resume and round-trip.
 
-The reducer words such a call's result itself, and that wording changed (12-05, 12-06):
+The reducer words such a call's result itself, and that wording changed (12-05, 12-06,
+after a118ac55, 12-07: an integer's ``1e400`` asked for in digits):
 the states in tests/runtime/saved/bad_arguments_*.json (made by
 tests/runtime/saved/bad_arguments.md) hold the older text, which their logs replay to
 today's. Before, each was refused ("content is ... but the event log gives ...").
@@ -73,6 +74,7 @@ def _tool_texts(request: ModelRequest) -> list[str]:
 _NAMES = [
     "bad_arguments_finished_1711365d",
     "bad_arguments_finished_d3b7cbec",
+    "bad_arguments_finished_a118ac55",
     "bad_arguments_awaiting_1711365d",
     "bad_arguments_failed_1711365d",
     "bad_arguments_sub_run_1711365d",
@@ -102,7 +104,7 @@ def test_the_saved_words_are_older_than_todays() -> None:
         assert replay(holder.events) != holder, name
 
 
-@pytest.mark.parametrize("commit", ["1711365d", "d3b7cbec"])
+@pytest.mark.parametrize("commit", ["1711365d", "d3b7cbec", "a118ac55"])
 def test_a_finished_state_with_older_argument_words_resumes(commit: str) -> None:
     """A finished run resumes with a new message; the model reads the older words as they were."""
     loaded = RunState.from_json(_text(f"bad_arguments_finished_{commit}"))

@@ -202,13 +202,17 @@ def test_an_unterminated_string_is_said_once() -> None:
     )
 
 
+INTEGER_1E400 = (
+    "the integer 1e400 must be written in digits"
+    " (a number with an exponent is read as a float, at most about 1.8e308)"
+)
+
+
 def test_numbers_python_cannot_hold_are_refused() -> None:
     """1e400 (a float overflow) is too large at its path; a 5000-digit integer is a JSON error."""
     with pytest.raises(ArgumentValidationError) as info:
         explicit().check('{"query": "x", "limit": 1e400}')
-    assert list(info.value.errors) == [
-        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)"
-    ]
+    assert list(info.value.errors) == [f"$.limit: {INTEGER_1E400}"]
     with pytest.raises(ArgumentValidationError) as nested:
         explicit().check('{"query": "x", "limit": [1, -2E+999]}')
     assert list(nested.value.errors) == [
@@ -235,8 +239,58 @@ def test_a_number_too_large_for_float_leaves_the_other_problems_and_the_schema_w
         explicit().check('{"query": "x", "limit": 1e400, "filters": {"category": "Z"}}')
     assert list(both.value.errors) == [
         "$.filters.category: 'Z' is not one of ['A', 'B', 'C']",
-        "$.limit: the number 1e400 is too large for float (at most about 1.8e308)",
+        f"$.limit: {INTEGER_1E400}",
     ]
+
+
+def test_an_integer_written_with_a_large_exponent_is_asked_for_in_digits() -> None:
+    """1e400 for an int (at any depth, optional too) is asked for in digits, which an int
+    takes, not called too large for float; a float's or a number's place still is."""
+
+    @tool
+    def nums(i: int, f: float, o: int | None = None, ns: list[int] | None = None) -> str:
+        """N.
+
+        Args:
+            i: An int.
+            f: A float.
+            o: An optional int.
+            ns: Ints.
+        """
+        return "x"
+
+    problems = problems_of(nums, '{"i": 1e400, "f": 1e400, "o": -2E+999, "ns": [1, 1.5e400]}')
+    assert problems == (
+        "$.f: the number 1e400 is too large for float (at most about 1.8e308)",
+        f"$.i: {INTEGER_1E400}",
+        "$.ns[1]: the integer 1.5e400 must be written in digits"
+        " (a number with an exponent is read as a float, at most about 1.8e308)",
+        "$.o: the integer -2E+999 must be written in digits"
+        " (a number with an exponent is read as a float, at most about 1.8e308)",
+    )
+    assert nums.validate_arguments('{"i": 1' + "0" * 400 + ', "f": 1}')["i"] == 10**400
+
+
+def test_a_path_parameter_refuses_an_empty_string_and_a_nul() -> None:
+    """ "" would become Path("."), the working directory; the format check refuses it, and NUL."""
+
+    @tool
+    def read(p: Path, q: Path | None = None) -> str:
+        """Read.
+
+        Args:
+            p: A path.
+            q: Another.
+        """
+        return "x"
+
+    assert problems_of(read, '{"p": "", "q": "a\\u0000b"}') == (
+        "$.p: '' is not a valid path: expected a file system path, got an empty string",
+        "$.q: 'a\\x00b' is not a valid path: a file system path cannot hold a NUL character",
+    )
+    assert read.validate_arguments({"p": "a/b"}) == {"p": Path("a/b")}
+    with pytest.raises(ValueError, match="empty string"):
+        get_converter().structure("", Path)
 
 
 def test_a_run_reads_every_problem_beside_a_number_too_large_for_float() -> None:
@@ -692,6 +746,140 @@ def test_unions_prefer_the_alternative_of_the_values_own_type() -> None:
         "g": Decimal("0.10"),
     }
     assert type(result["a"]) is int
+
+
+@dataclasses.dataclass
+class ById:
+    key: Annotated[str, Field(pattern=r"^[0-9]+$")]
+
+
+@dataclasses.dataclass
+class ByName:
+    key: str
+
+
+@dataclasses.dataclass
+class Small:
+    n: Annotated[int, Field(le=10)]
+
+
+@dataclasses.dataclass
+class Big:
+    n: Annotated[int, Field(gt=10)]
+
+
+def test_a_union_of_classes_takes_the_class_whose_own_schema_accepts_the_value() -> None:
+    """Classes whose fields fit the same keys are told apart by their constraints, as the schema's anyOf is."""
+    check = checker(required=["q"], q=ById | ByName, size=Small | Big | None)
+    assert check.check({"q": {"key": "123"}}) == {"q": ById("123")}
+    assert check.check({"q": {"key": "alice"}, "size": {"n": 50}}) == {
+        "q": ByName("alice"),
+        "size": Big(50),
+    }
+    assert check.check({"q": {"key": "1"}, "size": {"n": 3}}) == {"q": ById("1"), "size": Small(3)}
+    assert check.check({"q": {"key": "1"}, "size": None}) == {"q": ById("1"), "size": None}
+    # scalars alike: the first alternative's bound refuses 50, the second takes it
+    low_high = checker(n=Annotated[int, Field(le=10)] | Annotated[int, Field(ge=20)])
+    assert low_high.check({"n": 50}) == {"n": 50}
+    # the converter called directly (a workflow's step) chooses alike
+    hook = get_converter().get_structure_hook(Small | Big)
+    assert hook({"n": 50}, Small | Big) == Big(50)
+
+
+class Level(int):
+    """An int whose schema a rule gives (registered in a test)."""
+
+
+@dataclasses.dataclass
+class Low:
+    n: Level
+
+
+@dataclasses.dataclass
+class High:
+    n: int
+
+
+def test_a_union_choice_follows_a_schema_rule_registered_later() -> None:
+    """The alternatives' schemas are read again once a schema rule is registered."""
+    from toolfold import register_schema_rule
+    from toolfold.toolkit import _schema
+
+    hook = get_converter().get_structure_hook(Low | High)
+    register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 5})
+    try:
+        assert hook({"n": 9}, Low | High) == High(9)
+        register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 50})
+        assert type(hook({"n": 9}, Low | High)) is Low
+    finally:
+        del _schema._class_rules[Level]
+
+
+def test_a_union_choice_made_while_a_rule_is_registered_is_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A check made from the rules before another thread registers one is not kept as new."""
+    from toolfold import register_schema_rule
+    from toolfold.toolkit import _converter, _schema
+
+    real = _converter._schema_check
+    raced: list[Any] = []
+
+    def racing(tp: Any) -> Any:
+        made = real(tp)  # made from the rules registered so far
+        if tp is Low and not raced:
+            raced.append(tp)  # meanwhile another thread registers a rule,
+            register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 50})
+            _converter._accepts(High, {"n": 1})  # and another's union choice reads the count
+        return made
+
+    hook = get_converter().get_structure_hook(Low | High)
+    register_schema_rule(Level, lambda tp, ctx: {"type": "integer", "maximum": 5})
+    try:
+        monkeypatch.setattr(_converter, "_schema_check", racing)
+        assert hook({"n": 9}, Low | High) == High(9)  # (chosen by the rules it began with)
+        assert raced == [Low]
+        assert type(hook({"n": 9}, Low | High)) is Low  # the rule registered meanwhile
+    finally:
+        del _schema._class_rules[Level]
+
+
+@dataclasses.dataclass
+class Stem:
+    name: str
+    kids: list[Stem | Shoot] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Shoot:
+    name: str
+    kids: list[Stem | Shoot] = dataclasses.field(default_factory=list)
+    weight: int = 0
+
+
+def test_a_recursive_union_of_classes_alike_but_for_keys_checks_no_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Alternatives whose schemas differ only in keys the value lacks are not told apart
+    by checking the value against each: at every level of a tree that checked it whole."""
+    from toolfold.toolkit import _converter
+
+    checked: list[Any] = []
+    real = _converter._accepts
+    monkeypatch.setattr(_converter, "_accepts", lambda tp, v: checked.append(tp) or real(tp, v))
+    tree: dict[str, Any] = {"name": "leaf"}
+    for _ in range(30):
+        tree = {"name": "x", "kids": [tree, {"name": "b", "weight": 2}]}
+    check = checker(t=Stem | Shoot)
+    result = check.check({"t": tree})["t"]
+    assert checked == []  # no schema check, where each level's checked the tree below it
+    assert type(result) is Stem
+    assert type(result.kids[1]) is Shoot
+    # alternatives that differ in what they take of a key are still told apart
+    assert check.check({"t": {"name": "x", "kids": []}}) == {"t": Stem("x")}
+    hook = get_converter().get_structure_hook(Small | Big)
+    assert hook({"n": 50}, Small | Big) == Big(50)
+    assert checked  # (the check ran: Small and Big say different things of "n")
 
 
 def test_datetime_forms_accepted_on_every_python() -> None:

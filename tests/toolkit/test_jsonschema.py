@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -189,3 +190,34 @@ def test_anchors_and_refs_walk_the_schemas_of_the_root_resource_only() -> None:
         "kept": "#/$defs/Fragment",
     }
     assert refs == [("/properties/default", "#pt")]
+
+
+def test_restore_arguments_keeps_a_null_the_union_branch_it_fits_takes() -> None:
+    """A null one union branch takes (``y: int | None``) is not read as "left out" by
+    another whose keys fit too (``y: int = 0``): restore_arguments gives the run's class."""
+
+    @dataclasses.dataclass
+    class A:
+        x: int
+        y: int = 0
+
+    @dataclasses.dataclass
+    class B:
+        x: int
+        y: int | None
+
+    def f(v: A | B) -> str:
+        """F.
+
+        Args:
+            v: A value.
+        """
+        return repr(v)
+
+    made: Tool[..., Any] = tool(f)
+    sent = {"v": {"x": 1, "y": None}}
+    compiled = compile_tool(made, "openai-chat", strict=True)
+    assert made.validate_arguments(sent) == {"v": B(1, None)}
+    restored = restore_arguments(compiled, sent)
+    assert restored == sent
+    assert made.validate_arguments(restored) == {"v": B(1, None)}

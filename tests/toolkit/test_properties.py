@@ -221,7 +221,8 @@ _FORMATS: dict[str, st.SearchStrategy[str]] = {
     "time": st.times(timezones=_ZONES).map(dt.time.isoformat),
     "uuid": st.uuids().map(str),
     "decimal": _DECIMALS.map(str),
-    "path": st.text(max_size=8),
+    # (not empty, no NUL: the path format's check)
+    "path": st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=8),
 }
 
 
@@ -449,10 +450,10 @@ def corrupted(draw: st.DrawFn, schema: Any) -> Any:
 
 
 def _agree(schema: Any, instance: Any) -> None:
-    from toolfold.toolkit._arguments import _compile, _format_checker
+    from toolfold.toolkit._arguments import _compile, format_checker
     from toolfold.toolkit._fastcheck import compile_check
 
-    checker = _format_checker()
+    checker = format_checker()
     fast = compile_check(schema, checker.conforms)
     assert fast is not None, schema
     # the checker's own validator: Draft 2020-12 with a decimal-exact multipleOf

@@ -18,6 +18,7 @@ import pydantic.dataclasses
 import pytest
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+from typing_extensions import TypedDict
 
 import toolfold
 from toolfold import (
@@ -370,6 +371,36 @@ def test_a_union_members_name_is_no_part_of_a_problems_path() -> None:
     assert ModelRefused(Pet, errors, value).problems(("request",)) == [
         (("request", "pet", "age"), "too old")
     ]
+
+
+class SmallCount(TypedDict):
+    n: int
+
+
+@dataclasses.dataclass
+class FewItems:
+    n: Annotated[int, pydantic.Field(le=10)]
+
+
+class ManyItems(BaseModel):
+    n: int = pydantic.Field(gt=10)
+
+
+def test_a_model_in_a_union_of_classes_is_tried_in_its_place() -> None:
+    """A pydantic model is an object's class like the others of a union: of those whose
+    schema accepts the value, the first declared structures it, not a later TypedDict."""
+
+    @tool
+    def count(v: FewItems | ManyItems | SmallCount) -> str:
+        """Count.
+
+        Args:
+            v: How many.
+        """
+        return repr(v)
+
+    assert count.validate_arguments({"v": {"n": 50}}) == {"v": ManyItems(n=50)}
+    assert count.validate_arguments({"v": {"n": 5}}) == {"v": FewItems(5)}
 
 
 calls: list[str] = []

@@ -7,8 +7,8 @@
    error; malformed JSON is reported with its line, column and an excerpt);
 2. validate against the tool's JSON Schema with one validator compiled per
    checker (Draft 2020-12 unless the schema names its ``$schema``), checking the
-   ``date-time``, ``date``, ``time``, ``uuid``, ``decimal``, ``email``, ``ipv4``,
-   ``ipv6`` and ``regex`` formats. The happy path asks only a yes/no check
+   ``date-time``, ``date``, ``time``, ``uuid``, ``decimal``, ``path`` (not
+   empty, no NUL), ``email``, ``ipv4``, ``ipv6`` and ``regex`` formats. The happy path asks only a yes/no check
    compiled from the schema (`_fastcheck`); jsonschema explains failures
    (`_problems` words them);
 3. structure the values into the declared parameter types with the toolkit's
@@ -24,6 +24,7 @@ nothing on the happy path. jsonschema and cattrs are imported on first use, to k
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -33,6 +34,7 @@ import types
 import typing
 import weakref
 from collections.abc import Callable, Mapping
+from decimal import Decimal, localcontext
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDefinitionError
@@ -130,30 +132,84 @@ def too_large_problems(text: str, schema: Mapping[str, Any] | None = None) -> li
         value = _MARKING.decode(text)
     except (ValueError, RecursionError):
         return None
-    found: list[Problem] = []
+    marks: list[tuple[tuple[Any, ...], _TooLarge]] = []
     stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
     while stack:  # iterative: the nesting is not checked yet
         path, item = stack.pop()
         if isinstance(item, _TooLarge):
-            found.append(
-                (path, f"the number {item.text} is too large for float (at most about 1.8e308)")
-            )
+            marks.append((path, item))
         elif isinstance(item, dict):
             stack += [((*path, k), v) for k, v in reversed(item.items())]
         elif isinstance(item, list):
             stack += [((*path, i), v) for i, v in reversed(list(enumerate(item)))]
-    if not found:
+    if not marks:
         return None
+    found: list[Problem] = [(path, too_large(item.text)) for path, item in marks]
     if schema is None or not isinstance(value, dict):
         return render(found)
     schema = dict(schema)
     try:
+        validator = _compile(schema)
         stripped = drop_optional_nulls(value, schema, schema)
-        refused = schema_problem_list(_compile(schema), stripped)
+        refused = schema_problem_list(validator, stripped)
     except Exception:  # jsonschema itself fails: the sizes alone are reported
         return render(found)
     judged = {path for path, _ in refused}  # where the schema refuses the number, its words stand
-    return render(refused + [(path, message) for path, message in found if path not in judged])
+    left = [(path, item) for path, item in marks if path not in judged]
+    integers = _integer_places(stripped, left, validator)
+    return render(refused + [(path, too_large(item.text, path in integers)) for path, item in left])
+
+
+def too_large(text: str, integer: bool = False) -> str:
+    """The problem of the number ``text``, too large for a float; for a place that takes
+    the integer it is (``1e400`` for an ``int``), how to send it there."""
+    if integer:
+        return (
+            f"the integer {text} must be written in digits"
+            " (a number with an exponent is read as a float, at most about 1.8e308)"
+        )
+    return f"the number {text} is too large for float (at most about 1.8e308)"
+
+
+def _integer_places(
+    value: Any, marks: list[tuple[tuple[Any, ...], _TooLarge]], validator: Validator
+) -> set[tuple[Any, ...]]:
+    """The paths of ``marks`` (numbers too large for a float in ``value``) where the schema
+    asks for an integer and takes the one the text writes (``1e400``: 10**400, as it
+    would in digits), but not a number with a fraction beside it (a ``float``'s place)."""
+    exact: dict[tuple[Any, ...], int] = {}
+    for path, item in marks:
+        try:
+            number = Decimal(item.text)
+        except ArithmeticError:
+            continue
+        # (the digits Python turns into text at most: the integer must be printable)
+        if number == number.to_integral_value() and number.adjusted() < 4300:
+            exact[path] = int(number)
+    if not exact:
+        return set()
+    with localcontext() as exactly:
+        exactly.prec = 4400  # (a fraction kept beside 4300 digits)
+        halves = {path: Decimal(number) + Decimal("0.5") for path, number in exact.items()}
+    try:
+        takes_integer = _refused_at(value, exact, validator)
+        takes_fraction = _refused_at(value, halves, validator)
+    except Exception:  # (too deep to copy, or jsonschema fails on the number)
+        return set()
+    return {path for path in exact if path not in takes_integer and path in takes_fraction}
+
+
+def _refused_at(
+    value: Any, numbers: Mapping[tuple[Any, ...], Any], validator: Validator
+) -> set[Any]:
+    """The paths where the schema refuses ``value`` with these numbers put in at their paths."""
+    copied = copy.deepcopy(value)
+    for path, number in numbers.items():
+        place = copied
+        for key in path[:-1]:
+            place = place[key]
+        place[path[-1]] = number
+    return {path for path, _ in schema_problem_list(validator, copied)}
 
 
 def strict_loads(text: str) -> Any:
@@ -574,7 +630,7 @@ def _compile(schema: dict[str, Any]) -> Validator:
     from jsonschema.validators import validator_for
 
     cls = validator_for(schema, default=Draft202012Validator)
-    validator: Validator = _decimal_multiples(cls)(schema, format_checker=_format_checker())
+    validator: Validator = _decimal_multiples(cls)(schema, format_checker=format_checker())
     return validator
 
 
@@ -593,8 +649,9 @@ def _decimal_multiples(cls: Any) -> Any:
 
 
 @functools.cache
-def _format_checker() -> FormatChecker:
-    """The formats toolfold checks, the same in every environment.
+def format_checker() -> FormatChecker:
+    """The formats toolfold checks, the same in every environment (and in
+    `check_arguments`, which judges arguments as the tool does).
 
     jsonschema's own checker depends on which optional packages are installed;
     this one checks the date/time formats with the very parsers the converter
@@ -605,6 +662,7 @@ def _format_checker() -> FormatChecker:
     from jsonschema import FormatChecker
 
     from toolfold.toolkit._converter import (
+        check_path,
         parse_date,
         parse_datetime,
         parse_decimal,
@@ -619,6 +677,7 @@ def _format_checker() -> FormatChecker:
         ("time", parse_time),
         ("uuid", parse_uuid),
         ("decimal", parse_decimal),
+        ("path", check_path),
         ("ipv4", ipaddress.IPv4Address),
         ("ipv6", ipaddress.IPv6Address),
         ("regex", re.compile),
@@ -626,6 +685,11 @@ def _format_checker() -> FormatChecker:
         checker.checks(name, raises=(ValueError, TypeError, re.error))(_string_check(parse))
     checker.checks("email")(lambda v: not isinstance(v, str) or "@" in v)
     return checker
+
+
+def format_conforms(value: Any, format: str) -> bool:
+    """Whether ``value`` conforms to ``format`` as the argument check judges it (`format_checker`)."""
+    return format_checker().conforms(value, format)
 
 
 def _string_check(parse: Callable[[str], object]) -> Callable[[object], bool]:
@@ -641,7 +705,7 @@ def _fast_check(schema: dict[str, Any], validator: Validator) -> Callable[[Any],
     """The fast yes/no check of `_fastcheck`, or jsonschema's own when it cannot compile it."""
     from toolfold.toolkit._fastcheck import compile_check
 
-    check = compile_check(schema, _format_checker().conforms)
+    check = compile_check(schema, format_checker().conforms)
     return validator.is_valid if check is None else check
 
 

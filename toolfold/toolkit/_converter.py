@@ -20,8 +20,12 @@ and anything a declared type holds unstructures into an instance that validates:
   also takes an array when called directly);
 - unions try the alternative of the value's own type first (a string stays a
   ``str`` in ``str | datetime``; an integer prefers ``int`` to ``float``), then
-  the others of its JSON kind, and keep the first that structures; objects go
-  to the class whose fields fit their keys.
+  the others of its JSON kind (in the declared order; a pydantic model's is an
+  object), then those of any kind, and keep the first that structures; objects go
+  to the class whose fields fit their keys. Of several that may take the value,
+  the first whose own JSON Schema accepts it goes first (``Big`` for ``{"n": 50}``
+  in ``Small | Big``, told apart by ``le=10`` / ``gt=10`` only), as the
+  schema's ``anyOf`` that the value passed reads it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import functools
 import json
 import linecache
 import re
+import sys
 import types
 import typing
 import uuid
@@ -41,7 +46,7 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from decimal import Decimal, InvalidOperation
 from enum import Enum, Flag
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, Literal, Union
 
 import attrs
@@ -50,7 +55,7 @@ from cattrs.cols import namedtuple_dict_structure_factory, namedtuple_dict_unstr
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
 from toolfold._errors import add_note, reduce_error
-from toolfold.toolkit import _field
+from toolfold.toolkit import _field, _schema
 from toolfold.toolkit._field import (
     Negation,
     expand_metadata,
@@ -70,6 +75,7 @@ from toolfold.toolkit._results import VIEWS, refuse_run
 __all__ = [
     "CheckFailedError",
     "UnionStructureError",
+    "check_path",
     "get_converter",
     "parse_date",
     "parse_decimal",
@@ -130,6 +136,19 @@ def parse_time(text: str) -> dt.time:
 def parse_decimal(text: str) -> Decimal:
     """Parse a finite decimal number written as text; raise ValueError otherwise."""
     return _structure_decimal(text, Decimal)
+
+
+def check_path(text: str) -> str:
+    """``text`` if it can name a file system path; raise ValueError if it cannot.
+
+    An empty string would become ``Path(".")``, the working directory, which no
+    model means by it; no system takes a NUL character in a path.
+    """
+    if not text:
+        raise ValueError("expected a file system path, got an empty string")
+    if "\x00" in text:
+        raise ValueError("a file system path cannot hold a NUL character")
+    return text
 
 
 def parse_uuid(text: str) -> uuid.UUID:
@@ -224,6 +243,10 @@ def _kinds(tp: Any) -> tuple[str, frozenset[str]]:
         return ("object", frozenset({"object"}))
     if typing.is_typeddict(cls):
         return ("object", frozenset({"object"}))
+    if is_model(cls) and not getattr(cls, "__pydantic_root_model__", False):
+        # An object, in the declared order among the other classes of a union; its
+        # own validators may take any kind (a ``mode="before"`` one a string).
+        return ("object", _ALL_KINDS)
     if issubclass(cls, (list, tuple, AbstractSet)) or cls.__module__ == "collections.abc":
         return ("array", frozenset({"array"}))
     return ("", _ALL_KINDS)
@@ -284,6 +307,23 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
     with contextlib.suppress(RecursionError):
         build()
 
+    # Keys of an object -> whether the alternatives that fit them are alike for them
+    # (`_alike_for_keys`), for the schema rules registered when it was found.
+    told: dict[tuple[Any, ...], bool] = {}
+    told_for = [_schema.rules_registered]
+
+    def alike(viable: list[_Arm], present: Any) -> bool:
+        rules = _schema.rules_registered
+        keys = tuple(present)
+        found = told.get(keys) if told_for[0] == rules else None
+        if found is None:
+            found = _alike_for_keys(viable, present)
+            if told_for[0] != rules or len(told) >= _KEY_SETS_KEPT:
+                told.clear()
+                told_for[0] = rules
+            told[keys] = found
+        return found
+
     def structure(value: Any, _: Any) -> Any:
         if value is None and optional:
             return None
@@ -307,11 +347,23 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
             # A set's schema has uniqueItems: the value validated against another
             # alternative (a list), which keeps its repeated items.
             candidates.sort(key=lambda p: _is_set_type(p[0]))
+        viable = candidates
+        present = None
         if kind == "object":
             # Classes whose fields fit the keys first: no exception on the happy path.
             present = value.keys()
-            fits = [p for p in candidates if p[3] is None or p[3][0] <= present <= p[3][1]]
-            candidates = fits + [p for p in candidates if p not in fits]
+            viable = [p for p in candidates if p[3] is None or p[3][0] <= present <= p[3][1]]
+            candidates = viable + [p for p in candidates if p not in viable]
+        if len(viable) > 1 and not (present is not None and alike(viable, present)):
+            # Several may structure the value, which cattrs does without the schema's
+            # constraints (a pattern, a bound): the first whose own schema accepts it
+            # goes first, as the schema the arguments passed means (its anyOf branch).
+            # Not where their schemas say the same of these keys: all would answer
+            # alike, and checking the value whole at every level of a recursive union
+            # would cost its depth times its size.
+            chosen = next((p for p in viable if _accepts(p[0], value)), None)
+            if chosen is not None and chosen is not candidates[0]:
+                candidates = [chosen, *(p for p in candidates if p is not chosen)]
         errors: list[tuple[Any, Exception]] = []
         for arm, _p, _k, _keys, hook in candidates:
             try:
@@ -324,6 +376,142 @@ def _union_factory(tp: Any, converter: cattrs.Converter) -> Callable[[Any, Any],
         raise UnionStructureError(f"expected one of {names}, got {kind}", tp, errors)
 
     return structure
+
+
+def _accepts(tp: Any, value: Any) -> bool:
+    """Whether the JSON Schema of union alternative ``tp`` accepts JSON ``value``.
+
+    False when unsure too (a type with no schema rule, a schema the fast check
+    does not compile): the alternatives are then tried in their usual order.
+    """
+    check = _per_type(_SCHEMA_CHECKS, tp, _schema_check)
+    try:
+        return check is not None and check(value)
+    except Exception:  # (a check that cannot judge the value judges no alternative)
+        return False
+
+
+def _per_type(cache: dict[Any, tuple[int, Any]], tp: Any, make: Callable[[Any], Any]) -> Any:
+    """``make(tp)``, kept in ``cache`` for the schema rules registered when it was made.
+
+    The count of rules (`_schema.rules_registered`) is read before ``make`` runs: a
+    rule registered meanwhile (another thread) leaves it stale, and it is made again.
+    """
+    rules = _schema.rules_registered
+    entry = cache.get(tp) if is_hashable(tp) else None
+    if entry is not None and entry[0] == rules:
+        return entry[1]
+    made = make(tp)
+    if is_hashable(tp):
+        if len(cache) >= _field.TYPES_KEPT:  # classes made at run time must not pile up
+            cache.clear()
+        cache[tp] = (rules, made)
+    return made
+
+
+def _schema_check(tp: Any) -> Callable[[Any], bool] | None:
+    """The fast yes/no check of ``tp``'s JSON Schema (`_fastcheck`), or None when
+    ``tp`` has no schema or the check cannot be compiled."""
+    from toolfold.toolkit._arguments import format_conforms
+    from toolfold.toolkit._fastcheck import compile_check
+
+    try:
+        return compile_check(_schema.schema_for_type(tp), format_conforms)
+    except Exception:
+        return None
+
+
+def _alike_for_keys(viable: list[_Arm], present: Any) -> bool:
+    """Whether the schemas of the object alternatives ``viable`` judge any object of the
+    keys ``present`` alike: they differ at most in keys it does not have (``M`` has an
+    ``extra`` that ``N`` lacks), so each accepts it if and only if the others do."""
+    first: _Shape | None = None
+    for arm in viable:
+        shape = _per_type(_SHAPES, arm[0], _object_shape)
+        if shape is None or not shape[2] <= present:
+            return False
+        if first is None:
+            first = shape
+        elif shape[0] is not first[0] and shape[0] != first[0]:
+            return False
+        props = shape[1]
+        for key in present:
+            mine, theirs = props.get(key), first[1].get(key)
+            if mine is None or (mine is not theirs and mine != theirs):
+                return False
+    return True
+
+
+# The key sets of objects a union keeps its judgement of (`_alike_for_keys`) for.
+_KEY_SETS_KEPT = 64
+
+# (the schema bar its properties and annotations, each property's schema, the required
+# keys): JSON text with sorted keys, interned so that equal ones are mostly identical.
+_Shape = tuple[str, dict[str, str], frozenset[str]]
+
+
+def _object_shape(tp: Any) -> _Shape | None:
+    """What ``tp``'s schema says of an object, for `_alike_for_keys`; None if unsure."""
+    from toolfold.toolkit._jsonschema import deref
+
+    try:
+        root = _schema.schema_for_type(tp)
+        # (``{"$ref": "#/$defs/N", "$defs": ...}`` for a class that names itself)
+        target = deref(root, {k: v for k, v in root.items() if k != "$defs"})
+        if not isinstance(target, dict) or not isinstance(target.get("properties"), dict):
+            return None
+        rest = {k: v for k, v in target.items() if k not in ("properties", "required")}
+        if "$defs" in root:  # (what its $refs name)
+            rest["$defs"] = root["$defs"]
+        props = {name: _text(sub) for name, sub in target["properties"].items()}
+        return _text(rest), props, frozenset(target.get("required", ()))
+    except Exception:
+        return None
+
+
+def _text(schema: Any) -> str:
+    return sys.intern(json.dumps(_bare(schema), sort_keys=True, default=repr))
+
+
+# Keywords that say nothing of what validates, and keywords whose value is data.
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$comment",
+    }
+)
+_NAMED = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+
+def _bare(schema: Any) -> Any:
+    """``schema`` without the annotations of its (sub)schemas."""
+    if isinstance(schema, list):
+        return [_bare(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in _NAMED and isinstance(value, dict):
+            out[key] = {name: _bare(sub) for name, sub in value.items()}
+        elif key in ("enum", "const"):
+            out[key] = value
+        else:
+            out[key] = _bare(value)
+    return out
+
+
+# Union alternative -> (the count of schema rules it was made for, its schema's check
+# (None: none) / what its schema says of objects), made on first use.
+_SCHEMA_CHECKS: dict[Any, tuple[int, Callable[[Any], bool] | None]] = {}
+_SHAPES: dict[Any, tuple[int, _Shape | None]] = {}
 
 
 def _is_set_type(tp: Any) -> bool:
@@ -986,9 +1174,10 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook(dt.time, _structure_text(parse_time))
     conv.register_structure_hook(uuid.UUID, _structure_text(parse_uuid))
     conv.register_structure_hook(Decimal, _structure_decimal)
-    conv.register_structure_hook_func(
-        lambda t: isinstance(t, type) and issubclass(t, PurePath), _structure_text_path
-    )
+    # By class: cattrs' own hook for Path (which calls it with anything) wins over a
+    # predicate, and Path("") would be Path(".").
+    for path_class in (PurePath, Path):
+        conv.register_structure_hook(path_class, _structure_text_path)
     conv.register_structure_hook_func(_is_enum, _structure_enum)
     conv.register_structure_hook_factory(_is_literal, _literal_factory)
     conv.register_unstructure_hook_func(
@@ -1062,4 +1251,4 @@ _STRICT_PRIMITIVES: dict[type, Callable[[Any, Any], Any]] = {
 def _structure_text_path(value: Any, tp: Any) -> Any:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
-    return tp(value)
+    return tp(check_path(value))

@@ -458,28 +458,51 @@ def _drop_in_object(value: dict[str, Any], schema: Mapping[str, Any], root: Any)
 def _branch_for(value: Any, branches: list[Any], root: Any) -> Any:
     """The union branch ``value`` was made for, or None when that is unclear.
 
-    An object goes to the branch whose properties hold all its keys and whose
-    required keys it has, an array to the first array branch; failing that, to
-    the one branch of its shape (objects: with properties, arrays: with items).
+    An object goes to a branch whose properties hold all its keys and whose
+    required keys it has, an array to an array branch: of those, the first that
+    takes the value as it is (drops none of its nulls), else the first; failing
+    that, to the one branch of its shape (objects: with properties, arrays: with
+    items). So a null that one branch takes (``y: int | None``) stays, as the
+    run keeps it when the arguments validate, though another branch would
+    read it as "left out" (``y: int = 0``).
     """
+    fits = []
     for branch in branches:
         target = deref(root, branch)
         if not _is_mapping(target):
             continue
         nested = target.get("anyOf", target.get("oneOf"))
         if isinstance(nested, list) and _branch_for(value, nested, root) is not None:
-            return branch
+            fits.append(branch)
+            continue
         t = target.get("type")
         types = set(t) if isinstance(t, list) else {t}
         if isinstance(value, dict) and ("object" in types or "properties" in target):
             props = target.get("properties", {})
             if set(value) <= set(props) and set(target.get("required", ())) <= set(value):
-                return branch
+                fits.append(branch)
         elif isinstance(value, list) and "array" in types:
-            return branch
+            fits.append(branch)
+    if len(fits) > 1 and isinstance(value, dict) and None in value.values():
+        return next((b for b in fits if not _drops_here(value, b, root)), fits[0])
+    if fits:
+        return fits[0]
     shape = "properties" if isinstance(value, dict) else "items"
     found = [b for b in branches if shape in _mapping(deref(root, b))]
     return found[0] if len(found) == 1 else None
+
+
+def _drops_here(value: dict[str, Any], branch: Any, root: Any) -> bool:
+    """Whether `_drop_in_object` would drop a null of ``value`` itself under ``branch``
+    (not one deeper in it: each branch is judged in one step, never walked whole)."""
+    target = _mapping(deref(root, branch))
+    props = _mapping(target.get("properties"))
+    required = target.get("required", ())
+    return any(
+        item is None and key in props and key not in required
+        and not accepts_null(root, props[key])
+        for key, item in value.items()
+    )  # fmt: skip
 
 
 def _mapping(schema: Any) -> Mapping[str, Any]:

@@ -395,10 +395,8 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
     if isinstance(exc, CheckFailedError):  # says what the value failed, not a conversion
         return exception_text(exc)
     if isinstance(exc, OverflowError):  # float(10**400)
-        return (
-            f"the number is too large for {type_name(tp) if tp is not None else 'a float'}"
-            " (at most about 1.8e308)"
-        )
+        return too_large_for(type_name(tp) if tp is not None else "a float")
+
     if isinstance(exc, (ValueError, TypeError)) and tp is not None:
         return f"cannot convert to {type_name(tp)}: {exception_text(exc)}"
     if isinstance(exc, LookupError) and tp is not None:
@@ -406,6 +404,30 @@ def _leaf_message(exc: BaseException, tp: Any) -> str:
         # a hook's table): no property is missing, the value could not be converted
         return f"cannot convert to {type_name(tp)}: {class_name(exc)} {exception_text(exc)}"
     return describe_exception(exc)
+
+
+def too_large_for(kind: str) -> str:
+    """The problem of an integer too large for ``kind`` (``float``), as structuring says it."""
+    return f"the number is too large for {kind} (at most about 1.8e308)"
+
+
+def overflow_problems(value: Any) -> list[Problem]:
+    """The integers in JSON ``value`` too large for a float, each at its path with
+    `too_large_for`: what a schema check that raised OverflowError could not judge."""
+    found: list[Problem] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:  # iterative: the nesting is not bounded here
+        path, item = stack.pop()
+        if isinstance(item, Mapping):
+            stack += [((*path, k), v) for k, v in item.items()]
+        elif isinstance(item, list):
+            stack += [((*path, i), v) for i, v in enumerate(item)]
+        elif isinstance(item, int) and not isinstance(item, bool):
+            try:
+                float(item)
+            except OverflowError:
+                found.append((path, too_large_for("float")))
+    return found
 
 
 def type_name(tp: Any) -> str:

@@ -98,6 +98,9 @@ _HINT = "; use a supported type or register a rule with toolfold.register_schema
 _class_rules: dict[type, Rule] = {}
 _predicate_rules: list[tuple[Callable[[Any], bool], Rule]] = []
 _cache: dict[Any, dict[str, Any]] = {}
+#: How many rules were registered: a cache of what schemas say (the converter's
+#: union choice) is stale once it changes.
+rules_registered = 0
 
 
 def register_schema_rule(match: type | Callable[[Any], bool], rule: Rule | None = None) -> Any:
@@ -115,11 +118,13 @@ def register_schema_rule(match: type | Callable[[Any], bool], rule: Rule | None 
     """
 
     def register(fn: Rule) -> Rule:
+        global rules_registered
         if isinstance(match, type):
             _class_rules[match] = fn
         else:
             _predicate_rules.insert(0, (match, fn))
         _cache.clear()
+        rules_registered += 1
         return fn
 
     return register if rule is None else register(rule)

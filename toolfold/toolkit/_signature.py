@@ -24,6 +24,7 @@ from toolfold.toolkit._classes import (
     UnresolvedHints,
     class_fields,
     default_json,
+    empty_path_default_problem,
     inherited_descriptions,
     unhashable_not_problem,
 )
@@ -32,6 +33,7 @@ from toolfold.toolkit._docstrings import STYLES, ParsedDocstring, parse_docstrin
 from toolfold.toolkit._field import field_info_default_problem, hashable_type, is_field_info
 from toolfold.toolkit._flags import with_flag_note
 from toolfold.toolkit._pydantic import is_model
+from toolfold.toolkit._results import describe_exception
 from toolfold.toolkit._schema import SchemaContext, has_own_description, type_repr
 
 _CO_VARARGS = inspect.CO_VARARGS
@@ -518,6 +520,7 @@ def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: Function
             return parameters
         python_refuses = unhashable_not_problem(exc)
         own_class = _own_class_named(exc, target)
+        failing = None if isinstance(exc, NameError) else _failing_annotation(target, localns)
         out.problems.append(
             f"cannot resolve the type annotations: {python_refuses}"
             if python_refuses
@@ -526,9 +529,49 @@ def _hints(fn: Callable[..., Any], localns: dict[str, Any] | None, out: Function
             "parameter with a type defined before the class"
             if own_class is not None
             else f"cannot resolve the type annotations ({exc}); import the names they use"
+            if isinstance(exc, NameError)
+            else failing
+            if failing is not None
+            else f"cannot resolve the type annotations ({describe_exception(exc)})"
         )
         out.unresolved = True
         return dict.fromkeys(getattr(fn, "__annotations__", None) or (), _UNRESOLVED)
+
+
+def _failing_annotation(target: Any, localns: dict[str, Any] | None) -> str | None:
+    """The problem of the first parameter whose (string) annotation raises when it is
+    evaluated, an error in the annotation's own expression (a typo in a `Field`'s
+    keywords: ``Field(gte=1)``), not a name missing; None when none fails alone."""
+    if type(target) is not types.FunctionType:
+        return None
+    try:
+        annotations = dict(target.__annotations__)
+    except Exception:  # (Python 3.14 evaluates them on access)
+        return None
+    for name, annotation in annotations.items():
+        try:
+            type_hints(_with_annotations(target, {name: annotation}), localns)
+        except NameError:
+            continue
+        except Exception as exc:
+            who = "the return annotation" if name == "return" else f"parameter {name!r}"
+            text = annotation if isinstance(annotation, str) else type_repr(annotation)
+            return f"{who}: its annotation {text!r} cannot be evaluated: {describe_exception(exc)}"
+    return None
+
+
+def _with_annotations(target: types.FunctionType, annotations: dict[str, Any]) -> Any:
+    """A copy of function ``target`` with these ``annotations`` instead of its own."""
+    copy = types.FunctionType(
+        target.__code__,
+        target.__globals__,
+        target.__name__,
+        target.__defaults__,
+        target.__closure__,
+    )
+    copy.__annotations__ = annotations
+    copy.__kwdefaults__ = target.__kwdefaults__
+    return copy
 
 
 def _parameter_hints(target: Any, localns: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -548,17 +591,8 @@ def _parameter_hints(target: Any, localns: dict[str, Any] | None) -> dict[str, A
     if "return" not in annotations:
         return None
     del annotations["return"]
-    copy = types.FunctionType(
-        target.__code__,
-        target.__globals__,
-        target.__name__,
-        target.__defaults__,
-        target.__closure__,
-    )
-    copy.__annotations__ = annotations
-    copy.__kwdefaults__ = target.__kwdefaults__
     try:
-        return type_hints(copy, localns)
+        return type_hints(_with_annotations(target, annotations), localns)
     except Exception:
         return None
 
@@ -618,6 +652,9 @@ def _parameter_schema(
         if is_field_info(default):
             out.problems.append(f"parameter {name!r}: {field_info_default_problem(default)}")
             return schema
+        problem = empty_path_default_problem(default, schema)
+        if problem is not None:
+            out.problems.append(f"parameter {name!r}: {problem}")
         try:
             schema["default"] = default_json(default, schema)
         except ValueError:

@@ -16,6 +16,7 @@ from toolfold._errors import SchemaCompileError
 from toolfold.adapters._dialects._model import CompiledTool
 from toolfold.adapters._dialects._refs import anchors_as_pointers
 from toolfold.runtime.core._arguments import validate_arguments
+from toolfold.toolkit._arguments import format_checker
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 
 
@@ -68,7 +69,9 @@ def check_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any]
         schema = compiled.schema_sent
         if compiled.dialect == "gemini-openapi":
             schema = openapi_to_json_schema(schema)
-        validator = compiled._cache["validator"] = Draft202012Validator(schema)
+        validator = compiled._cache["validator"] = Draft202012Validator(
+            schema, format_checker=format_checker()
+        )
     from referencing.exceptions import Unresolvable
 
     try:

@@ -10,6 +10,7 @@ the encoding of every later request.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -19,7 +20,17 @@ from toolfold._errors import ArgumentJSONError, ArgumentValidationError
 from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.toolkit._arguments import MAX_DEPTH as MAX_DEPTH
 from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
-from toolfold.toolkit._problems import json_problem, number_problem
+from toolfold.toolkit._problems import (
+    Problem,
+    format_path,
+    json_problem,
+    not_an_object,
+    number_problem,
+    overflow_problems,
+    render,
+    schema_problems,
+)
+from toolfold.toolkit._results import describe_exception
 
 if TYPE_CHECKING:
     from toolfold.runtime.core._messages import ToolCallPart
@@ -131,8 +142,9 @@ def _encodable(value: Any) -> Any:
 
 
 def json_path(parts: Iterable[Any]) -> str:
-    """A schema error's path as ``$.name[0].key`` (names as given: ``$.first-name``)."""
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+    """A schema error's path as a tool's own check writes it (`format_path`):
+    ``$.name[0].key``, and ``$["first-name"]``, ``$["a.b"]`` for a key that is no name."""
+    return format_path(parts)
 
 
 def call_arguments(request: ModelRequest, call: ToolCallPart) -> tuple[ToolDefinition, Any]:
@@ -163,18 +175,49 @@ def call_arguments(request: ModelRequest, call: ToolCallPart) -> tuple[ToolDefin
 def validate_arguments(name: str, validator: Any, arguments: Any) -> Mapping[str, Any]:
     """``arguments`` if ``validator`` (a jsonschema validator) finds no error and they are an object.
 
-    The second half of every model's ``check_arguments``: errors read
-    ``<$.path>: <problem>``, sorted by that path, and arguments that are not
-    an object are refused even where the schema does not say ``"type": "object"``.
+    The second half of every model's ``check_arguments``, worded as a tool's own
+    check words its arguments' problems (`toolfold.toolkit._arguments`): arguments
+    that are not an object are refused first (even where the schema does not say
+    ``"type": "object"``), then each problem reads ``<$.path>: <problem>``, sorted
+    by that path, a union's the problem of the branch the value was meant for.
 
     Raises:
         ArgumentValidationError: The arguments break the schema, or are not an object.
     """
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: json_path(e.absolute_path))
-    if errors:
-        raise ArgumentValidationError(
-            name, [f"{json_path(e.absolute_path)}: {e.message}" for e in errors]
-        )
     if not isinstance(arguments, Mapping):
-        raise ArgumentValidationError(name, [f"$: {arguments!r} is not of type 'object'"])
-    return arguments
+        raise ArgumentValidationError(name, [not_an_object(name, arguments)])
+    try:
+        if validator.is_valid(arguments):
+            return arguments
+        problems = schema_problems(validator, arguments)
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:
+        # jsonschema itself fails on the value, e.g. 10**400 against multipleOf 0.1 (not
+        # on the schema: a reference to nothing is the caller's, see check_arguments)
+        found = _overflowing(validator, arguments) if isinstance(exc, OverflowError) else []
+        problems = render(found) if found else [
+            f"$: the arguments could not be checked ({describe_exception(exc)})"
+        ]  # fmt: skip
+    raise ArgumentValidationError(name, problems)
+
+
+def _overflowing(validator: Any, arguments: Mapping[str, Any]) -> list[Problem]:
+    """The integers too large for a float (`overflow_problems`) that make ``validator``
+    raise OverflowError (against a ``multipleOf`` of 0.1), each alone: not one
+    where an ``int`` takes it."""
+    found = overflow_problems(arguments)
+    culprits = []
+    for path, problem in found:
+        alone: Any = copy.deepcopy(arguments)
+        for other, _ in found:
+            if other != path:
+                place = alone
+                for key in other[:-1]:
+                    place = place[key]
+                place[other[-1]] = 0
+        try:
+            validator.is_valid(alone)
+        except OverflowError:
+            culprits.append((path, problem))
+        except Exception:  # (another failure: this number is not judged alone)
+            continue
+    return culprits

@@ -4,7 +4,8 @@ The reducer writes the result of a call whose arguments it cannot read (not
 JSON, a NaN, ``1e400``, an array where an object goes) itself
 (`_steps._bad_json_message`): no event carries that text, so replaying a log
 words it as today's toolfold does. Its wording changed (12-05: the line,
-column and an excerpt; 12-06: ``1e400`` said at its path as too large), so a
+column and an excerpt; 12-06: ``1e400`` said at its path as too large; after a118ac55 (12-07):
+an integer's ``1e400`` asked for in digits, not too large for float), so a
 state saved before holds, in its conversation (and, in the step it stopped
 in, its call's result; a run that failed on those retries, its error), the
 text the model was sent then, which the replay no longer gives.
@@ -31,7 +32,7 @@ from toolfold.runtime.core._events import Event, HandedOff, ModelResponded, RunS
 from toolfold.runtime.core._log import Log
 from toolfold.runtime.core._messages import Message, ToolCallPart, ToolResultPart, tool_calls_of
 from toolfold.runtime.core._state import CallState, RunState
-from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
+from toolfold.toolkit._arguments import NotJSONNumber, strict_loads, too_large
 from toolfold.toolkit._problems import json_problem, not_an_object
 
 # How `_steps._settle` ends the message of a run failed on a tool's retries.
@@ -265,8 +266,24 @@ def _older(saved: object, given: object, call: ToolCallPart | None) -> bool:
         and given.call_id == call.id
         and given.tool_name == call.name
         and attrs.evolve(saved, content=given.content) == given
-        and _in_older_words(saved.content, call)
+        and (
+            _in_older_words(saved.content, call)
+            or _integer_said_too_large(saved.content, given.content)
+        )
     )
+
+
+# Today's line for an integer too large for a float (`too_large`), its number a group.
+_INTEGER_TOO_LARGE = re.compile(
+    r"(?P<number>[^ ()]+)".join(map(re.escape, too_large("\0", integer=True).split("\0")))
+)
+
+
+def _integer_said_too_large(saved: str, given: str) -> bool:
+    """Whether ``saved`` is ``given`` as toolfold said it up to a118ac55 (12-07): an integer's
+    ``1e400`` (today asked for in digits) said too large for float."""
+    older = _INTEGER_TOO_LARGE.sub(lambda found: too_large(found["number"]), given)
+    return older != given and older == saved
 
 
 def _reworded(message: str, calls: tuple[CallState, ...], replayed: RunState) -> str:
