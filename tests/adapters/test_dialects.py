@@ -1216,6 +1216,43 @@ def test_required_may_name_a_property_its_reference_declares(
             toolfold.check_arguments(compiled, {"o": {"n": 1}})
 
 
+AB = {"Base": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}}
+A_OR_B = [{"required": ["a"]}, {"required": ["b"]}]
+KIND = {"kind": {"type": "string", "enum": ["url", "path"]}, "url": {"type": "string"}}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"o": {"$ref": "#/$defs/Base", "anyOf": A_OR_B}}},
+        {"type": "object", "properties": {"o": {"$ref": "#/$defs/Base", "oneOf": A_OR_B}}},
+        {
+            "type": "object",
+            "properties": {"o": {"allOf": [{"$ref": "#/$defs/Base"}], "anyOf": A_OR_B}},
+        },
+        {
+            "type": "object",
+            "properties": {"o": {"$ref": "#/$defs/X"}},
+            "$defs": {"X": {"allOf": [{"$ref": "#/$defs/Base"}], "anyOf": A_OR_B}},
+        },
+        {
+            "type": "object",
+            "properties": KIND,
+            "oneOf": [{"properties": {"kind": {"const": "url"}}, "required": ["url"]}],
+        },
+    ],
+)
+@pytest.mark.parametrize("strict", [None, False])
+def test_gemini_openapi_sends_a_branch_requiring_names_its_parent_may_declare(
+    schema: dict[str, Any], strict: bool | None
+) -> None:
+    """A ``required`` in an anyOf/oneOf branch may name what the parent, its ``$ref`` or
+    its ``allOf`` declares: refused only where surely undeclared (main sent these)."""
+    schema = {**schema, "$defs": {**AB, **schema.get("$defs", {})}}
+    compiled = compile_tool(tool(schema), "gemini-openapi", strict=strict)
+    assert not [r for r in compiled.rewrites if r.action == "refused" and r.keyword == "required"]
+
+
 ANCHORED = {
     "type": "object",
     "properties": {"a": {"$ref": "#pt"}},
