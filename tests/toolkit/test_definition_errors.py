@@ -421,6 +421,20 @@ LOOP_TAIL = (
             },
             "# -> #/allOf/0 -> #",
         ),
+        (  # "#q" names the anchor of the nested $id resource holding the reference
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/O"}},
+                "$defs": {
+                    "O": {
+                        "$id": "https://example.com/o",
+                        "$ref": "#q",
+                        "$defs": {"Q": {"$anchor": "q", "$ref": "#q"}},
+                    }
+                },
+            },
+            "#q -> #q",
+        ),
     ],
 )
 def test_a_ref_loop_on_one_value_is_a_definition_error(schema: dict[str, Any], loop: str) -> None:

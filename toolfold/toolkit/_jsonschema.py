@@ -185,7 +185,9 @@ def ref_loops(root: Any) -> list[str]:
     """
     base = root.get("$id") if _is_mapping(root) else None
     base = base.rstrip("#") if isinstance(base, str) and base else None
-    anchors = _anchors(root)
+    # Each schema resource's anchors (a "#name" names one of the resource holding the
+    # reference: the root's, or a nested $id's), by the resource's id.
+    anchors: dict[int, dict[str, Any]] = {}
     # A $dynamicRef hops to its anchor in place as a $ref does (in one document
     # its dynamic scope finds that same anchor); so does Draft 2019-09's
     # $recursiveRef ("#": the root). Each only under the draft jsonschema checks
@@ -198,12 +200,15 @@ def ref_loops(root: Any) -> list[str]:
         refs += ("$recursiveRef",)
     places: dict[int, str] = {}  # id of each schema reached -> its pointer (its $ref's)
     hops: dict[int, list[int]] = {}  # id -> the ids of the schemas applying in place
-    todo: list[tuple[Any, str]] = [(root, "#")]
+    todo: list[tuple[Any, str, Any]] = [(root, "#", root)]
     while todo:
-        schema, where = todo.pop()
+        schema, where, resource = todo.pop()
         if not _is_mapping(schema) or id(schema) in places:
             continue
         places[id(schema)] = where
+        own_id = schema.get("$id")
+        if isinstance(own_id, str) and own_id and not own_id.startswith("#"):
+            resource = schema
         in_place: list[tuple[Any, str]] = []
         for ref_key in refs:
             ref = schema.get(ref_key)
@@ -213,7 +218,9 @@ def ref_loops(root: Any) -> list[str]:
                 ref = ref[len(base) :] or "#"
             target = resolve_local(root, ref)
             if target is MISSING and ref.startswith("#"):
-                target = anchors.get(ref[1:], MISSING)
+                if id(resource) not in anchors:
+                    anchors[id(resource)] = _anchors(resource)
+                target = anchors[id(resource)].get(ref[1:], MISSING)
             if target is not MISSING:
                 in_place.append((target, ref))
         for key in _IN_PLACE_ONE:
@@ -226,16 +233,19 @@ def ref_loops(root: Any) -> list[str]:
         if _is_mapping(dependent):
             in_place += [(s, f"{where}/dependentSchemas/{escape(k)}") for k, s in dependent.items()]
         hops[id(schema)] = [id(s) for s, _ in in_place if _is_mapping(s)]
-        todo += in_place
+        into: list[tuple[Any, str]] = []
         for key in _INTO_ONE:
             if key in schema:
-                todo.append((schema[key], f"{where}/{key}"))
+                into.append((schema[key], f"{where}/{key}"))
         for key in ("items", "prefixItems"):
             if isinstance(schema.get(key), list):
-                todo += [(s, f"{where}/{key}/{i}") for i, s in enumerate(schema[key])]
+                into += [(s, f"{where}/{key}/{i}") for i, s in enumerate(schema[key])]
         for key in _INTO_MANY:
             if _is_mapping(schema.get(key)):
-                todo += [(s, f"{where}/{key}/{escape(k)}") for k, s in schema[key].items()]
+                into += [(s, f"{where}/{key}/{escape(k)}") for k, s in schema[key].items()]
+        # (a reference's target is walked in the resource holding it, not always the
+        # right one for a target in another resource: only its anchors would differ)
+        todo += [(s, w, resource) for s, w in (*in_place, *into)]
     # A depth-first walk of the in-place hops, with an explicit stack: a hop back
     # to a schema on the path being walked closes a loop.
     loops: list[str] = []
