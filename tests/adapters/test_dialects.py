@@ -1282,6 +1282,31 @@ def test_a_reference_to_an_anchor_is_followed_in_every_dialect(strict: bool) -> 
     assert strict_openai.schema_sent["properties"]["a"] == {"$ref": "#/$defs/P"}
 
 
+@pytest.mark.parametrize("dialect", ["gemini", "gemini-openapi", "ollama"])
+def test_an_anchor_of_a_nested_resource_is_refused_saying_where_it_is(dialect: str) -> None:
+    """A "#q" inside a nested ``$id`` resource names that resource's anchor, which the
+    compiler does not follow: the refusal says so and what to do (it said no $anchor was
+    there, or that the reference was not local)."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/Other"}},
+        "$defs": {
+            "Other": {
+                "$id": "https://example.com/o",
+                "type": "object",
+                "properties": {"x": {"$ref": "#q"}},
+                "$defs": {"Q": {"$anchor": "q", "type": "string"}},
+            }
+        },
+    }
+    with pytest.raises(SchemaCompileError) as raised:
+        compile_tool(tool(schema), dialect)  # type: ignore[arg-type]
+    (problem,) = raised.value.problems
+    assert "cannot resolve '#q'" in problem
+    assert "under a nested $id" in problem
+    assert "the root's $defs" in problem
+
+
 TOOL_REFERENCES = {
     "dynamic-anchor": {
         "type": "object",

@@ -844,7 +844,9 @@ class Walker:
         target = resolve_local(self.source, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             where = (
-                "no definition or $anchor of the schema is there"
+                "no definition or $anchor of the root schema resource is there (an $anchor "
+                "under a nested $id is that resource's own: move the schema it names into "
+                "the root's $defs)"
                 if isinstance(ref, str) and ref.startswith("#")
                 else "only references into the tool's own schema are supported"
             )
