@@ -1216,6 +1216,43 @@ def test_required_may_name_a_property_its_reference_declares(
             toolfold.check_arguments(compiled, {"o": {"n": 1}})
 
 
+AB = {"Base": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}}
+A_OR_B = [{"required": ["a"]}, {"required": ["b"]}]
+KIND = {"kind": {"type": "string", "enum": ["url", "path"]}, "url": {"type": "string"}}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"o": {"$ref": "#/$defs/Base", "anyOf": A_OR_B}}},
+        {"type": "object", "properties": {"o": {"$ref": "#/$defs/Base", "oneOf": A_OR_B}}},
+        {
+            "type": "object",
+            "properties": {"o": {"allOf": [{"$ref": "#/$defs/Base"}], "anyOf": A_OR_B}},
+        },
+        {
+            "type": "object",
+            "properties": {"o": {"$ref": "#/$defs/X"}},
+            "$defs": {"X": {"allOf": [{"$ref": "#/$defs/Base"}], "anyOf": A_OR_B}},
+        },
+        {
+            "type": "object",
+            "properties": KIND,
+            "oneOf": [{"properties": {"kind": {"const": "url"}}, "required": ["url"]}],
+        },
+    ],
+)
+@pytest.mark.parametrize("strict", [None, False])
+def test_gemini_openapi_sends_a_branch_requiring_names_its_parent_may_declare(
+    schema: dict[str, Any], strict: bool | None
+) -> None:
+    """A ``required`` in an anyOf/oneOf branch may name what the parent, its ``$ref`` or
+    its ``allOf`` declares: refused only where surely undeclared (main sent these)."""
+    schema = {**schema, "$defs": {**AB, **schema.get("$defs", {})}}
+    compiled = compile_tool(tool(schema), "gemini-openapi", strict=strict)
+    assert not [r for r in compiled.rewrites if r.action == "refused" and r.keyword == "required"]
+
+
 ANCHORED = {
     "type": "object",
     "properties": {"a": {"$ref": "#pt"}},
@@ -1243,6 +1280,31 @@ def test_a_reference_to_an_anchor_is_followed_in_every_dialect(strict: bool) -> 
     assert inlined == {"type": "integer", "description": "minimum: 3"}
     strict_openai = compile_tool(tool(ANCHORED), "openai-chat", strict=True)
     assert strict_openai.schema_sent["properties"]["a"] == {"$ref": "#/$defs/P"}
+
+
+@pytest.mark.parametrize("dialect", ["gemini", "gemini-openapi", "ollama"])
+def test_an_anchor_of_a_nested_resource_is_refused_saying_where_it_is(dialect: str) -> None:
+    """A "#q" inside a nested ``$id`` resource names that resource's anchor, which the
+    compiler does not follow: the refusal says so and what to do (it said no $anchor was
+    there, or that the reference was not local)."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/Other"}},
+        "$defs": {
+            "Other": {
+                "$id": "https://example.com/o",
+                "type": "object",
+                "properties": {"x": {"$ref": "#q"}},
+                "$defs": {"Q": {"$anchor": "q", "type": "string"}},
+            }
+        },
+    }
+    with pytest.raises(SchemaCompileError) as raised:
+        compile_tool(tool(schema), dialect)  # type: ignore[arg-type]
+    (problem,) = raised.value.problems
+    assert "cannot resolve '#q'" in problem
+    assert "under a nested $id" in problem
+    assert "the root's $defs" in problem
 
 
 TOOL_REFERENCES = {

@@ -185,7 +185,9 @@ def ref_loops(root: Any) -> list[str]:
     """
     base = root.get("$id") if _is_mapping(root) else None
     base = base.rstrip("#") if isinstance(base, str) and base else None
-    anchors = _anchors(root)
+    # Each schema resource's anchors (a "#name" names one of the resource holding the
+    # reference: the root's, or a nested $id's), by the resource's id.
+    anchors: dict[int, dict[str, Any]] = {}
     # A $dynamicRef hops to its anchor in place as a $ref does (in one document
     # its dynamic scope finds that same anchor); so does Draft 2019-09's
     # $recursiveRef ("#": the root). Each only under the draft jsonschema checks
@@ -198,12 +200,15 @@ def ref_loops(root: Any) -> list[str]:
         refs += ("$recursiveRef",)
     places: dict[int, str] = {}  # id of each schema reached -> its pointer (its $ref's)
     hops: dict[int, list[int]] = {}  # id -> the ids of the schemas applying in place
-    todo: list[tuple[Any, str]] = [(root, "#")]
+    todo: list[tuple[Any, str, Any]] = [(root, "#", root)]
     while todo:
-        schema, where = todo.pop()
+        schema, where, resource = todo.pop()
         if not _is_mapping(schema) or id(schema) in places:
             continue
         places[id(schema)] = where
+        own_id = schema.get("$id")
+        if isinstance(own_id, str) and own_id and not own_id.startswith("#"):
+            resource = schema
         in_place: list[tuple[Any, str]] = []
         for ref_key in refs:
             ref = schema.get(ref_key)
@@ -213,7 +218,9 @@ def ref_loops(root: Any) -> list[str]:
                 ref = ref[len(base) :] or "#"
             target = resolve_local(root, ref)
             if target is MISSING and ref.startswith("#"):
-                target = anchors.get(ref[1:], MISSING)
+                if id(resource) not in anchors:
+                    anchors[id(resource)] = _anchors(resource)
+                target = anchors[id(resource)].get(ref[1:], MISSING)
             if target is not MISSING:
                 in_place.append((target, ref))
         for key in _IN_PLACE_ONE:
@@ -226,16 +233,19 @@ def ref_loops(root: Any) -> list[str]:
         if _is_mapping(dependent):
             in_place += [(s, f"{where}/dependentSchemas/{escape(k)}") for k, s in dependent.items()]
         hops[id(schema)] = [id(s) for s, _ in in_place if _is_mapping(s)]
-        todo += in_place
+        into: list[tuple[Any, str]] = []
         for key in _INTO_ONE:
             if key in schema:
-                todo.append((schema[key], f"{where}/{key}"))
+                into.append((schema[key], f"{where}/{key}"))
         for key in ("items", "prefixItems"):
             if isinstance(schema.get(key), list):
-                todo += [(s, f"{where}/{key}/{i}") for i, s in enumerate(schema[key])]
+                into += [(s, f"{where}/{key}/{i}") for i, s in enumerate(schema[key])]
         for key in _INTO_MANY:
             if _is_mapping(schema.get(key)):
-                todo += [(s, f"{where}/{key}/{escape(k)}") for k, s in schema[key].items()]
+                into += [(s, f"{where}/{key}/{escape(k)}") for k, s in schema[key].items()]
+        # (a reference's target is walked in the resource holding it, not always the
+        # right one for a target in another resource: only its anchors would differ)
+        todo += [(s, w, resource) for s, w in (*in_place, *into)]
     # A depth-first walk of the in-place hops, with an explicit stack: a hop back
     # to a schema on the path being walked closes a loop.
     loops: list[str] = []
@@ -279,7 +289,9 @@ _NAMED_SCHEMAS = frozenset(
 )
 
 
-def anchors_and_refs(root: Any) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def anchors_and_refs(
+    root: Any, ref_keys: tuple[str, ...] = ("$ref",)
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The anchors and ``$ref``s of ``root``'s own schema resource, by JSON pointer.
 
     Schemas are walked, data is not: ``enum``, ``const``, ``default``,
@@ -288,11 +300,16 @@ def anchors_and_refs(root: Any) -> tuple[dict[str, str], list[tuple[str, str]]]:
     ``"#name"``) is another resource: its anchors are not reached by a ``"#name"``
     of the root, and its references are relative to it, so neither is collected.
 
+    Args:
+        root: The schema.
+        ref_keys: The reference keywords collected (``"$dynamicRef"`` too, say).
+
     Returns:
         Each ``$anchor`` and ``$dynamicAnchor`` name -> the pointer of the schema it
         names (``"#/$defs/Node"``, ``"#"`` the root; the first one in document order),
-        and each ``$ref`` string with the pointer of the schema that holds it
-        (``""`` the root).
+        and each reference string with the pointer of the schema that holds it
+        (``""`` the root), with the keyword after it when ``ref_keys`` has several
+        (``"/properties/a/$dynamicRef"``).
     """
     anchors: dict[str, str] = {}
     refs: list[tuple[str, str]] = []
@@ -310,8 +327,10 @@ def anchors_and_refs(root: Any) -> tuple[dict[str, str], list[tuple[str, str]]]:
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
                 anchors.setdefault(node[key], f"#{where}")
-        if isinstance(node.get("$ref"), str):
-            refs.append((where, node["$ref"]))
+        for key in ref_keys:
+            if isinstance(node.get(key), str):
+                at = f"{where}/{key}" if len(ref_keys) > 1 else where
+                refs.append((at, node[key]))
         children: list[tuple[Any, str]] = []
         for key, value in node.items():
             here = f"{where}/{escape(str(key))}"

@@ -80,6 +80,9 @@ _OPENS_OBJECT = frozenset(
 UNRESOLVED = "cannot resolve"
 # Handled by `Walker._object`, after the other keywords.
 _LEFT_TO_OBJECT = frozenset({"required", "additionalProperties"})
+# The path of a member of anyOf, oneOf or allOf: its parent (and what the parent's
+# $ref or allOf reaches) may declare the names its ``required`` gives.
+_MEMBER_PATH = re.compile(r"/(?:anyOf|oneOf|allOf)/\d+$")
 
 
 def _value_types(values: list[Any]) -> list[dict[str, Any]]:
@@ -576,11 +579,12 @@ class Walker:
         """Refuse ``required`` names that ``properties`` does not declare: in an object the
         profile closes they could never be sent, so no call would be valid; Gemini's OpenAPI
         form answers them with a 400 ("required[0]: property is not defined")."""
-        required, props = schema.get("required"), schema.get("properties")
-        if not isinstance(required, list):
+        required = schema.get("required")
+        if not isinstance(required, list) or _MEMBER_PATH.search(path):
+            # (a branch's names may be its parent's, declared there or by what the
+            # parent references: refused only where surely undeclared, as main sent them)
             return
-        declared = set(props) if isinstance(props, dict) else set()
-        declared |= self._inherited.get(path, set())
+        declared = declared_names(self.source, schema) | self._inherited.get(path, set())
         missing = [name for name in required if name not in declared]
         if missing:
             names = ", ".join(repr(name) for name in missing)
@@ -840,7 +844,9 @@ class Walker:
         target = resolve_local(self.source, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             where = (
-                "no definition or $anchor of the schema is there"
+                "no definition or $anchor of the root schema resource is there (an $anchor "
+                "under a nested $id is that resource's own: move the schema it names into "
+                "the root's $defs)"
                 if isinstance(ref, str) and ref.startswith("#")
                 else "only references into the tool's own schema are supported"
             )
