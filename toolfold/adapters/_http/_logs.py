@@ -4,10 +4,14 @@ httpcore and httpcore2 log the response headers at DEBUG, and a server may
 echo the key in one. A filter on the ``httpcore`` logger does not see the
 records of ``httpcore.http11``, so the filter goes on each logger that emits
 (their names are fixed in those packages). Every transport adds its key here,
-and the password of its base URL (httpx logs each request's URL at INFO); the
-filter only runs for records a logger actually emits, so it costs nothing while
-DEBUG logging is off. `redact_logs` still covers handlers and loggers of the
-user's own.
+and the password of its base URL (httpx logs each request's URL at INFO), for
+as long as it lives: a key is counted once for each holder, and taken off when
+the last one is garbage-collected (not when it is closed: a closed model
+opens a client again on its next call), so a service that makes a model per
+tenant's key and drops it keeps only the live ones, and a record costs what
+they do. The filter only runs for records a logger actually emits, so it costs
+nothing while DEBUG logging is off. `redact_logs` still covers handlers and
+loggers of the user's own.
 
 The MCP SDK makes many loggers, some not under its package's name (its
 client session logs as ``client``, at WARNING with the server's message in
@@ -26,7 +30,10 @@ import functools
 import importlib.machinery
 import importlib.util
 import logging
+import os
 import pkgutil
+import threading
+import weakref
 from collections.abc import Iterator
 from types import CodeType
 
@@ -167,48 +174,101 @@ def _made(package: str, left: tuple[str, ...]) -> set[str]:
 
 
 class _KeyFilter(logging.Filter):
-    """Scrubs every key a transport was given from the records it sees.
+    """Scrubs from the records it sees every key a live holder (a transport) was given.
 
-    What to replace is worked out (`scrubs`) when a key
-    is added, not for each record; a record sees one tuple, swapped whole, so
-    a transport made on another thread never changes it under a filter.
+    Each key is counted once for each holder that added it; one added with no
+    holder stays (a proxy's password, read from the environment). What to
+    replace is worked out (`scrubs`) when the keys change, not for each
+    record; a record sees one tuple, swapped whole, so a transport made or
+    collected on another thread never changes it under a filter.
+
+    A holder collected only notes its keys as dropped (`_dropped`): the
+    collector may run inside `add` on the same thread, under the lock. They
+    are taken off by whoever holds the lock next, or at once when it is free.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.keys: frozenset[Secret] = frozenset()
+        self._held: dict[Secret, int] = {}  # each key and how many holders have it
+        self._dropped: list[tuple[Secret, ...]] = []  # the keys of holders collected
+        self._lock = threading.Lock()
         self.scrubs: Scrubs = ()
 
-    def add(self, secret: Secret) -> None:
-        """Scrub ``secret`` too."""
-        self.keys = self.keys | {secret}
-        self.scrubs = scrubs(self.keys)
+    @property
+    def keys(self) -> frozenset[Secret]:
+        """The keys scrubbed now: those of the holders still alive."""
+        with self._lock:
+            self._settle(changed=False)
+            return frozenset(self._held)
+
+    def add(self, *secrets: Secret, holder: object = None) -> None:
+        """Scrub ``secrets`` too: while ``holder`` lives, or for good without one."""
+        with self._lock:
+            changed = False
+            for secret in secrets:
+                count = self._held.get(secret, 0)
+                self._held[secret] = count + 1
+                changed = changed or count == 0
+            if holder is not None:
+                # (not at exit: a record logged as the interpreter shuts down is scrubbed)
+                weakref.finalize(holder, self._drop, secrets).atexit = False
+            self._settle(changed)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a lock another thread of the parent held is free."""
+        self._lock = threading.Lock()
+
+    def _drop(self, secrets: tuple[Secret, ...]) -> None:
+        """What a collected holder calls, from the garbage collector: maybe inside `add`."""
+        self._dropped.append(secrets)
+        if self._lock.acquire(blocking=False):  # (else its holder takes them off)
+            try:
+                self._settle(changed=False)
+            finally:
+                self._lock.release()
+
+    def _settle(self, changed: bool) -> None:
+        """Take the dropped keys off, and work out the scrubs again if the keys changed."""
+        while self._dropped:
+            for secret in self._dropped.pop():
+                count = self._held.pop(secret)
+                if count > 1:
+                    self._held[secret] = count - 1
+                else:
+                    changed = True
+        if changed:
+            self.scrubs = scrubs(list(self._held))
 
     def filter(self, record: logging.LogRecord) -> bool:
-        scrub_record(record, self.scrubs)
+        found = self.scrubs
+        if found:
+            scrub_record(record, found)
         return True
 
 
 _FILTER = _KeyFilter()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_FILTER._after_fork)
 #: The loggers to guard once there is a key, and those guarded.
 _WANTED: set[str] = set(_EMITTERS)
 _GUARDED: set[str] = set()
 
 
-def guard_logs(*secrets: Secret | None, package: str | None = None) -> None:
+def guard_logs(*secrets: Secret | None, package: str | None = None, holder: object = None) -> None:
     """Keep ``secrets`` out of the records of httpx, httpcore, httpx2, httpcore2 and aiohttp
     (and of the loggers of ``package``, an SDK's: `package_loggers`, those it is known
     to make and those made by now under its name; a logger made beforehand by the name
-    of a module not yet imported is the one that module gets)."""
+    of a module not yet imported is the one that module gets), as long as ``holder``
+    (what sends them: a transport's `Sender`) lives, or for good without one."""
     if package is not None:
         left = _LEFT.get(package, ())
         _WANTED.update(
             package_loggers(package, left), _KNOWN.get(package, ()), _made(package, left)
         )
-    for secret in secrets:
-        if secret and secret not in _FILTER.keys:
-            _FILTER.add(secret)
-    if _FILTER.keys and len(_GUARDED) < len(_WANTED):
+    given = tuple(dict.fromkeys(secret for secret in secrets if secret))
+    if given:
+        _FILTER.add(*given, holder=holder)
+    if _FILTER.scrubs and len(_GUARDED) < len(_WANTED):
         for name in sorted(_WANTED - _GUARDED):
             logging.getLogger(name).addFilter(_FILTER)
             _GUARDED.add(name)

@@ -189,7 +189,6 @@ class Transport:
             *url_secrets(self.base_url),
             *(found for name, value in hidden.items() for found in header_secrets(name, value)),
         )
-        guard_logs(*secrets)
         # What a text quoting them is masked by (`quoted_scrubs`): Secrets, which show
         # themselves masked (vars() of a transport holds no key).
         self._quoted = (
@@ -238,6 +237,9 @@ class Transport:
             random=random or _random.random,
             clock=clock or time.monotonic,
         )
+        # Out of the HTTP stacks' logs while anything that may send them lives: the
+        # sender (held by the transport, each call and each stream being read).
+        guard_logs(*secrets, holder=self._sender)
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
