@@ -5,12 +5,13 @@ from __future__ import annotations
 import gc
 import logging
 import pickle
+import threading
 
 import pytest
 from scripted_http import Reply, ScriptedServer
 
 import toolfold
-from toolfold.adapters._http import _logs
+from toolfold.adapters._http import _keys, _logs
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._transport import Transport
 
@@ -156,3 +157,90 @@ def test_a_guard_without_keys_leaves_records_as_they_are() -> None:
     assert guard.filter(record)
     assert (record.msg, record.args) == ("%s", ("gone-key-0123",))
     assert guard.scrubs == ()
+
+
+class _Holder:
+    """What holds a key in the guard (a transport's sender), here a bare object."""
+
+
+class _Blocking(Secret):
+    """A key whose value, once ``armed``, another thread reads only after ``go`` is set:
+    it stops the thread adding it inside the guard, there to be forked."""
+
+    __slots__ = ()
+    armed = threading.Event()
+    inside = threading.Event()
+    go = threading.Event()
+
+    def reveal(self) -> str:
+        if self.armed.is_set() and threading.current_thread() is not threading.main_thread():
+            self.inside.set()
+            self.go.wait()
+        return super().reveal()
+
+
+def test_a_key_being_added_when_the_process_forks_is_scrubbed_in_the_child() -> None:
+    """A fork while another thread is inside `add` (a model being made for a tenant), then
+    a model on that key made in the child: the key is scrubbed there. (The child had it
+    counted but not in the scrubs; the new model only counted it up, so the child's DEBUG
+    lines showed it.)"""
+    guard = _logs._KeyFilter()
+    key = "sk-forked-tenant-abcdefghij0123456789"
+    holder, again = _Holder(), _Holder()
+    _Blocking.armed.set()
+    adding = threading.Thread(target=guard.add, args=(_Blocking(key),), kwargs={"holder": holder})
+    adding.start()
+    try:
+        assert _Blocking.inside.wait(timeout=60)  # (a bound on a hang, not a timing)
+        guard._after_fork()  # what os.register_at_fork runs in the child, the thread gone
+        guard.add(Secret(key), holder=again)  # the child makes a model on that key
+        in_child = [value for value, *_ in guard.scrubs]
+    finally:
+        _Blocking.armed.clear()
+        _Blocking.go.set()
+        adding.join()
+    assert in_child == [key]
+
+
+def test_a_key_counted_but_left_out_of_the_scrubs_goes_in() -> None:
+    """A key counted whose scrubs were not made again (the process forked, or
+    KeyboardInterrupt came, in between) goes in in the forked child at once, and when
+    another holder adds it, though its count does not start at 0."""
+    key = Secret("sk-left-out-abcdefghij0123456789")
+    for then in ("fork", "add"):
+        guard = _logs._KeyFilter()
+        holder, again = _Holder(), _Holder()
+        guard.add(key, holder=holder)
+        guard.scrubs, guard._scrubbed = (), {}  # as between counting it and making them
+        if then == "fork":
+            guard._after_fork()
+        else:
+            guard.add(key, holder=again)
+        assert [value for value, *_ in guard.scrubs] == [key.reveal()], then
+
+
+def test_a_key_coming_or_going_works_out_only_its_own_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Adding or dropping a key with many alive works out what to scrub for that key only
+    (each key's part was worked out again each time: making and dropping a model took
+    4-6 ms with 5,000 alive)."""
+    guard = _logs._KeyFilter()
+    alive = [_Holder() for _ in range(300)]
+    for n, holder in enumerate(alive):
+        guard.add(Secret(f"sk-alive-{n:04d}-abcdefghij"), holder=holder)
+    worked_out: list[int] = []
+
+    def counted(secrets: object) -> object:
+        found = _keys.scrubs(secrets)  # type: ignore[arg-type]
+        worked_out.append(len(found))
+        return found
+
+    monkeypatch.setattr(_logs, "scrubs", counted)
+    tenant = _Holder()
+    guard.add(Secret("sk-tenant-abcdefghij0123"), holder=tenant)
+    assert len(guard.scrubs) == 301
+    del tenant
+    gc.collect()
+    assert len(guard.scrubs) == 300
+    assert sum(worked_out) <= 1

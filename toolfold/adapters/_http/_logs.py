@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Iterator
 from types import CodeType
 
-from toolfold.adapters._http._keys import Scrubs, Secret, scrub_record, scrubs
+from toolfold.adapters._http._keys import Scrub, Scrubs, Secret, scrub_record, scrubs
 
 __all__ = ["guard_logs", "package_loggers"]
 
@@ -177,10 +177,16 @@ class _KeyFilter(logging.Filter):
     """Scrubs from the records it sees every key a live holder (a transport) was given.
 
     Each key is counted once for each holder that added it; one added with no
-    holder stays (a proxy's password, read from the environment). What to
-    replace is worked out (`scrubs`) when the keys change, not for each
-    record; a record sees one tuple, swapped whole, so a transport made or
-    collected on another thread never changes it under a filter.
+    holder (a proxy's password, read from the environment) stays. Each key's part of what to replace
+    (`scrubs`) is worked out once, when it comes; the whole is put together
+    again from those parts when a key comes that it lacks or one goes, not for
+    each record. A record sees one tuple, swapped whole, so a transport made
+    or collected on another thread never changes it under a filter.
+
+    Whether a key is scrubbed is told by what `scrubs` was made from
+    (`_scrubbed`), not by its count: a key counted but never put in (the
+    process forked, or KeyboardInterrupt came, between the two) goes in when
+    it is added again, and a forked child makes its scrubs again at once.
 
     A holder collected only notes its keys as dropped (`_dropped`): the
     collector may run inside `add` on the same thread, under the lock. They
@@ -190,6 +196,8 @@ class _KeyFilter(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self._held: dict[Secret, int] = {}  # each key and how many holders have it
+        self._parts: dict[Secret, Scrub] = {}  # each key's part of the scrubs
+        self._scrubbed: dict[Secret, Scrub] = {}  # the parts `scrubs` was made from
         self._dropped: list[tuple[Secret, ...]] = []  # the keys of holders collected
         self._lock = threading.Lock()
         self.scrubs: Scrubs = ()
@@ -206,17 +214,23 @@ class _KeyFilter(logging.Filter):
         with self._lock:
             changed = False
             for secret in secrets:
-                count = self._held.get(secret, 0)
-                self._held[secret] = count + 1
-                changed = changed or count == 0
+                if secret not in self._parts:  # (its part first: never a key held and no part)
+                    parts = scrubs((secret,))
+                    if not parts:
+                        continue
+                    self._parts[secret] = parts[0]
+                self._held[secret] = self._held.get(secret, 0) + 1
+                changed = changed or secret not in self._scrubbed
             if holder is not None:
                 # (not at exit: a record logged as the interpreter shuts down is scrubbed)
                 weakref.finalize(holder, self._drop, secrets).atexit = False
             self._settle(changed)
 
     def _after_fork(self) -> None:
-        """In a forked child: a lock another thread of the parent held is free."""
+        """In a forked child: a lock another thread of the parent held is free, and the
+        keys that thread had counted but not yet put in the scrubs are put in."""
         self._lock = threading.Lock()
+        self._settle(changed=True)
 
     def _drop(self, secrets: tuple[Secret, ...]) -> None:
         """What a collected holder calls, from the garbage collector: maybe inside `add`."""
@@ -228,16 +242,18 @@ class _KeyFilter(logging.Filter):
                 self._lock.release()
 
     def _settle(self, changed: bool) -> None:
-        """Take the dropped keys off, and work out the scrubs again if the keys changed."""
+        """Take the dropped keys off, and make the scrubs again if the keys changed."""
         while self._dropped:
             for secret in self._dropped.pop():
-                count = self._held.pop(secret)
+                count = self._held.pop(secret, 0)
                 if count > 1:
                     self._held[secret] = count - 1
-                else:
+                elif self._parts.pop(secret, None) is not None:
                     changed = True
         if changed:
-            self.scrubs = scrubs(list(self._held))
+            self._scrubbed = {}  # (never more than `scrubs` has, should this stop half-way)
+            self.scrubs = tuple(self._parts.values())  # (one per value: no two alike)
+            self._scrubbed = self._parts.copy()
 
     def filter(self, record: logging.LogRecord) -> bool:
         found = self.scrubs
