@@ -7,6 +7,7 @@ import logging
 import pickle
 import threading
 
+import httpx
 import pytest
 from scripted_http import Reply, ScriptedServer
 
@@ -217,6 +218,38 @@ def test_a_key_counted_but_left_out_of_the_scrubs_goes_in() -> None:
         else:
             guard.add(key, holder=again)
         assert [value for value, *_ in guard.scrubs] == [key.reveal()], then
+
+
+def test_a_user_s_client_keeps_its_key_scrubbed_after_the_model_goes(
+    http_server: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client of the user's own carrying the key in its headers, given to a model on the
+    same key, keeps the key scrubbed while it lives, after the model is dropped (the key
+    went with the model, and the client's own requests logged it)."""
+    key = "sk-user-client-abcdefghij0123456789"
+    client = httpx.Client(headers={"authorization": f"Bearer {key}"})
+    model = toolfold.model(
+        "openai:gpt-4o-mini",
+        base_url=f"{http_server.url}/v1",
+        api_key=key,
+        http_client=client,
+        trust_env=False,
+    )
+    del model
+    assert _guarded(key)
+    assert key not in _logged(key, caplog)
+    client.close()
+    del client
+    assert not _guarded(key)
+
+
+def test_a_holder_without_weak_references_keeps_its_keys_for_good() -> None:
+    """A holder that takes no weak reference (a client class with ``__slots__``) keeps its
+    keys guarded for good rather than failing the model it is given to."""
+    guard = _logs._KeyFilter()
+    guard.add(Secret("sk-slotted-client-0123456789"), holder=object())
+    gc.collect()
+    assert [value for value, *_ in guard.scrubs] == ["sk-slotted-client-0123456789"]
 
 
 def test_a_key_coming_or_going_works_out_only_its_own_part(

@@ -177,7 +177,8 @@ class _KeyFilter(logging.Filter):
     """Scrubs from the records it sees every key a live holder (a transport) was given.
 
     Each key is counted once for each holder that added it; one added with no
-    holder (a proxy's password, read from the environment) stays. Each key's part of what to replace
+    holder (a proxy's password, read from the environment) or with one that
+    takes no weak reference stays. Each key's part of what to replace
     (`scrubs`) is worked out once, when it comes; the whole is put together
     again from those parts when a key comes that it lacks or one goes, not for
     each record. A record sees one tuple, swapped whole, so a transport made
@@ -210,7 +211,13 @@ class _KeyFilter(logging.Filter):
             return frozenset(self._held)
 
     def add(self, *secrets: Secret, holder: object = None) -> None:
-        """Scrub ``secrets`` too: while ``holder`` lives, or for good without one."""
+        """Scrub ``secrets`` too: while ``holder`` lives, or for good without one (or when
+        it takes no weak reference)."""
+        if holder is not None:
+            try:
+                weakref.ref(holder)
+            except TypeError:  # (a user's client with __slots__: its keys stay for good)
+                holder = None
         with self._lock:
             changed = False
             for secret in secrets:
@@ -275,7 +282,8 @@ def guard_logs(*secrets: Secret | None, package: str | None = None, holder: obje
     (and of the loggers of ``package``, an SDK's: `package_loggers`, those it is known
     to make and those made by now under its name; a logger made beforehand by the name
     of a module not yet imported is the one that module gets), as long as ``holder``
-    (what sends them: a transport's `Sender`) lives, or for good without one."""
+    (what sends them: a transport's `Sender`, a client the user gave it) lives, or for
+    good without one or when it takes no weak reference."""
     if package is not None:
         left = _LEFT.get(package, ())
         _WANTED.update(

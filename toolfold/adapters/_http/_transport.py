@@ -238,8 +238,11 @@ class Transport:
             clock=clock or time.monotonic,
         )
         # Out of the HTTP stacks' logs while anything that may send them lives: the
-        # sender (held by the transport, each call and each stream being read).
-        guard_logs(*secrets, holder=self._sender)
+        # sender (held by the transport, each call and each stream being read), and a
+        # client the user gave, which may carry them in its own headers after the model.
+        for holder in (self._sender, http_client, async_http_client):
+            if holder is not None:
+                guard_logs(*secrets, holder=holder)
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
