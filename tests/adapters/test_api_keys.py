@@ -586,7 +586,7 @@ def test_redact_logs_scrubs_a_traceback_on_the_given_handlers() -> None:
 
 def test_transport_log_guard_scrubs_tracebacks() -> None:
     """The filter a transport puts on toolfold.http scrubs an exception's traceback as well."""
-    Transport("openai", "http://127.0.0.1:9/v1", KEY)
+    transport = Transport("openai", "http://127.0.0.1:9/v1", KEY)  # (held: its key is guarded)
     logger = logging.getLogger("toolfold.http")
     saved = logger.propagate, logger.level
     logger.propagate = False
@@ -595,6 +595,7 @@ def test_transport_log_guard_scrubs_tracebacks() -> None:
         text = _logged(logger, None)
     finally:
         logger.propagate, logger.level = saved
+    del transport
     assert "ValueError: refused with ***" in text
     assert KEY not in text
 

@@ -306,6 +306,19 @@ def test_connection_refused(mode: str, refused_port: int) -> None:
     assert len(sleeps.delays) == 2
 
 
+def test_a_refused_plain_http_connection_under_aiohttp_names_no_tls(refused_port: int) -> None:
+    """aiohttp's text of a refused ``http://`` connection is quoted without its ``ssl:default``:
+    it read ``Cannot connect to host 127.0.0.1:<port> ssl:default [...]``, as if TLS had been
+    tried on a plain URL."""
+    url = f"http://127.0.0.1:{refused_port}"
+    with pytest.raises(ProviderConnectionError) as caught:
+        post(Transport("openai", url, None, http="aiohttp", retry=0), "async")
+    assert type(caught.value.__cause__).__name__ == "ClientConnectorError"
+    message = str(caught.value)
+    assert f"Cannot connect to host 127.0.0.1:{refused_port} [" in message
+    assert "ssl:" not in message
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_read_timeout(
     http_server: ScriptedServer, mode: str, released: list[threading.Event]

@@ -640,21 +640,24 @@ def _check_exception(value: object) -> None:
 def state_of(error: BaseException) -> RunState | None:
     """The run state an error or a cancellation carries, to inspect, save or resume.
 
-    A `RunError` (and a provider's error raised by a run) has ``.state``. So
-    has the `asyncio.CancelledError` of a cancelled `arun`, async stream or
-    workflow: the run where the interrupted model call or tool round began,
-    with the results of that round's calls that had ended (a resume runs only
-    the others). asyncio sometimes raises another exception to the awaiting
-    code: a `TimeoutError` from `asyncio.timeout` or `wait_for` (raised from
-    the cancellation), or on Python 3.10 a new `CancelledError` whose context
-    is the cancelled one. This looks at the error, then along the chain a
-    traceback shows, nearest first: its cause (``raise ... from err``) and
-    its context (an error raised while handling ``err``, as a ``raise
-    ValueError(...)`` in an ``except RunError:`` block), unless ``raise ...
-    from None`` hid it. A context is followed only from an error that is no
-    `ToolfoldError`: a toolfold error without a state is a failure of its own
-    (a fallback ``generate_text`` that fails in an ``except RunError:`` block
-    gives None, not the first run's state); its cause is still followed.
+    A `RunError` (and a provider's error raised by a run) has ``.state``. So has
+    the `asyncio.CancelledError` of a cancelled `arun`, async stream or
+    workflow: the run where the interrupted model call or tool round began, with
+    the results of that round's calls that had ended (a resume runs only the
+    others). asyncio sometimes raises another exception to the awaiting code: a
+    `TimeoutError` from `asyncio.timeout` or `wait_for` (raised from the
+    cancellation), or on Python 3.10 a new `CancelledError` whose context is the
+    cancelled one. (``asyncio.gather(..., return_exceptions=True)`` gives a
+    `CancelledError` of its own, with no state, for a cancelled task, and on
+    3.11+ so does a task asked a second time: ask the task itself once,
+    ``task.result()``, for the one with the state.) This looks at the error,
+    then along the chain a traceback shows, nearest first: its cause (``raise
+    ... from err``) and its context (an error raised while handling ``err``, as
+    a ``raise ValueError(...)`` in an ``except RunError:`` block), unless
+    ``raise ... from None`` hid it. A context is followed only from an error
+    that is no `ToolfoldError`: a toolfold error without a state is a failure of
+    its own (a fallback ``generate_text`` that fails in an ``except RunError:``
+    block gives None, not the first run's state); its cause is still followed.
 
     Example:
         >>> try:

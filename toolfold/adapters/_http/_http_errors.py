@@ -452,6 +452,12 @@ def _waited_for_a_slot(exc: BaseException) -> bool:
     return False
 
 
+#: What aiohttp's text of a failed connection says of its TLS setting (``Cannot connect to
+#: host h:80 ssl:default [...]``): its default, to verify TLS as usual, is named for a
+#: plain ``http://`` URL too, where no TLS is used, and read as if TLS had been tried.
+_AIOHTTP_TLS = re.compile(r" ssl:(?:default|True|False|None)(?= \[)")
+
+
 def transport_error(
     provider: str,
     exc: BaseException,
@@ -476,7 +482,10 @@ def transport_error(
             as `status_error` has it.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
-    detail = f" ({type(exc).__name__}: {exc})" if str(exc) else f" ({type(exc).__name__})"
+    text = str(exc)
+    if "ClientConnectorError" in names and url[:7].lower() == "http://":
+        text = _AIOHTTP_TLS.sub("", text, count=1)  # (no TLS on a plain URL)
+    detail = f" ({type(exc).__name__}: {text})" if text else f" ({type(exc).__name__})"
     where = f"{provider} at {url}"
     if names & {"ConnectTimeout", "ConnectionTimeoutError"} and not _waited_for_a_slot(exc):
         return ProviderTimeoutError(f"connecting to {where} timed out{detail}", provider=provider)

@@ -500,7 +500,10 @@ def resolve_api_key(
 #: and a pattern of it and the key, its group 1 what names the key.
 Named = tuple[str, re.Pattern[str]]
 
-Scrubs = tuple[tuple[str, int, int, Named | None], ...]
+#: One secret's part of `scrubs`: ``(value, head, tail, where)``.
+Scrub = tuple[str, int, int, Named | None]
+
+Scrubs = tuple[Scrub, ...]
 
 
 def scrubs(secrets: Iterable[Secret | None]) -> Scrubs:

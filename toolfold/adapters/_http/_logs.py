@@ -4,10 +4,14 @@ httpcore and httpcore2 log the response headers at DEBUG, and a server may
 echo the key in one. A filter on the ``httpcore`` logger does not see the
 records of ``httpcore.http11``, so the filter goes on each logger that emits
 (their names are fixed in those packages). Every transport adds its key here,
-and the password of its base URL (httpx logs each request's URL at INFO); the
-filter only runs for records a logger actually emits, so it costs nothing while
-DEBUG logging is off. `redact_logs` still covers handlers and loggers of the
-user's own.
+and the password of its base URL (httpx logs each request's URL at INFO), for
+as long as it lives: a key is counted once for each holder, and taken off when
+the last one is garbage-collected (not when it is closed: a closed model
+opens a client again on its next call), so a service that makes a model per
+tenant's key and drops it keeps only the live ones, and a record costs what
+they do. The filter only runs for records a logger actually emits, so it costs
+nothing while DEBUG logging is off. `redact_logs` still covers handlers and
+loggers of the user's own.
 
 The MCP SDK makes many loggers, some not under its package's name (its
 client session logs as ``client``, at WARNING with the server's message in
@@ -26,11 +30,14 @@ import functools
 import importlib.machinery
 import importlib.util
 import logging
+import os
 import pkgutil
+import threading
+import weakref
 from collections.abc import Iterator
 from types import CodeType
 
-from toolfold.adapters._http._keys import Scrubs, Secret, scrub_record, scrubs
+from toolfold.adapters._http._keys import Scrub, Scrubs, Secret, scrub_record, scrubs
 
 __all__ = ["guard_logs", "package_loggers"]
 
@@ -167,48 +174,125 @@ def _made(package: str, left: tuple[str, ...]) -> set[str]:
 
 
 class _KeyFilter(logging.Filter):
-    """Scrubs every key a transport was given from the records it sees.
+    """Scrubs from the records it sees every key a live holder (a transport) was given.
 
-    What to replace is worked out (`scrubs`) when a key
-    is added, not for each record; a record sees one tuple, swapped whole, so
-    a transport made on another thread never changes it under a filter.
+    Each key is counted once for each holder that added it; one added with no
+    holder (a proxy's password, read from the environment) or with one that
+    takes no weak reference stays. Each key's part of what to replace
+    (`scrubs`) is worked out once, when it comes; the whole is put together
+    again from those parts when a key comes that it lacks or one goes, not for
+    each record. A record sees one tuple, swapped whole, so a transport made
+    or collected on another thread never changes it under a filter.
+
+    Whether a key is scrubbed is told by what `scrubs` was made from
+    (`_scrubbed`), not by its count: a key counted but never put in (the
+    process forked, or KeyboardInterrupt came, between the two) goes in when
+    it is added again, and a forked child makes its scrubs again at once.
+
+    A holder collected only notes its keys as dropped (`_dropped`): the
+    collector may run inside `add` on the same thread, under the lock. They
+    are taken off by whoever holds the lock next, or at once when it is free.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.keys: frozenset[Secret] = frozenset()
+        self._held: dict[Secret, int] = {}  # each key and how many holders have it
+        self._parts: dict[Secret, Scrub] = {}  # each key's part of the scrubs
+        self._scrubbed: dict[Secret, Scrub] = {}  # the parts `scrubs` was made from
+        self._dropped: list[tuple[Secret, ...]] = []  # the keys of holders collected
+        self._lock = threading.Lock()
         self.scrubs: Scrubs = ()
 
-    def add(self, secret: Secret) -> None:
-        """Scrub ``secret`` too."""
-        self.keys = self.keys | {secret}
-        self.scrubs = scrubs(self.keys)
+    @property
+    def keys(self) -> frozenset[Secret]:
+        """The keys scrubbed now: those of the holders still alive."""
+        with self._lock:
+            self._settle(changed=False)
+            return frozenset(self._held)
+
+    def add(self, *secrets: Secret, holder: object = None) -> None:
+        """Scrub ``secrets`` too: while ``holder`` lives, or for good without one (or when
+        it takes no weak reference)."""
+        if holder is not None:
+            try:
+                weakref.ref(holder)
+            except TypeError:  # (a user's client with __slots__: its keys stay for good)
+                holder = None
+        with self._lock:
+            changed = False
+            for secret in secrets:
+                if secret not in self._parts:  # (its part first: never a key held and no part)
+                    parts = scrubs((secret,))
+                    if not parts:
+                        continue
+                    self._parts[secret] = parts[0]
+                self._held[secret] = self._held.get(secret, 0) + 1
+                changed = changed or secret not in self._scrubbed
+            if holder is not None:
+                # (not at exit: a record logged as the interpreter shuts down is scrubbed)
+                weakref.finalize(holder, self._drop, secrets).atexit = False
+            self._settle(changed)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a lock another thread of the parent held is free, and the
+        keys that thread had counted but not yet put in the scrubs are put in."""
+        self._lock = threading.Lock()
+        self._settle(changed=True)
+
+    def _drop(self, secrets: tuple[Secret, ...]) -> None:
+        """What a collected holder calls, from the garbage collector: maybe inside `add`."""
+        self._dropped.append(secrets)
+        if self._lock.acquire(blocking=False):  # (else its holder takes them off)
+            try:
+                self._settle(changed=False)
+            finally:
+                self._lock.release()
+
+    def _settle(self, changed: bool) -> None:
+        """Take the dropped keys off, and make the scrubs again if the keys changed."""
+        while self._dropped:
+            for secret in self._dropped.pop():
+                count = self._held.pop(secret, 0)
+                if count > 1:
+                    self._held[secret] = count - 1
+                elif self._parts.pop(secret, None) is not None:
+                    changed = True
+        if changed:
+            self._scrubbed = {}  # (never more than `scrubs` has, should this stop half-way)
+            self.scrubs = tuple(self._parts.values())  # (one per value: no two alike)
+            self._scrubbed = self._parts.copy()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        scrub_record(record, self.scrubs)
+        found = self.scrubs
+        if found:
+            scrub_record(record, found)
         return True
 
 
 _FILTER = _KeyFilter()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_FILTER._after_fork)
 #: The loggers to guard once there is a key, and those guarded.
 _WANTED: set[str] = set(_EMITTERS)
 _GUARDED: set[str] = set()
 
 
-def guard_logs(*secrets: Secret | None, package: str | None = None) -> None:
+def guard_logs(*secrets: Secret | None, package: str | None = None, holder: object = None) -> None:
     """Keep ``secrets`` out of the records of httpx, httpcore, httpx2, httpcore2 and aiohttp
     (and of the loggers of ``package``, an SDK's: `package_loggers`, those it is known
     to make and those made by now under its name; a logger made beforehand by the name
-    of a module not yet imported is the one that module gets)."""
+    of a module not yet imported is the one that module gets), as long as ``holder``
+    (what sends them: a transport's `Sender`, a client the user gave it) lives, or for
+    good without one or when it takes no weak reference."""
     if package is not None:
         left = _LEFT.get(package, ())
         _WANTED.update(
             package_loggers(package, left), _KNOWN.get(package, ()), _made(package, left)
         )
-    for secret in secrets:
-        if secret and secret not in _FILTER.keys:
-            _FILTER.add(secret)
-    if _FILTER.keys and len(_GUARDED) < len(_WANTED):
+    given = tuple(dict.fromkeys(secret for secret in secrets if secret))
+    if given:
+        _FILTER.add(*given, holder=holder)
+    if _FILTER.scrubs and len(_GUARDED) < len(_WANTED):
         for name in sorted(_WANTED - _GUARDED):
             logging.getLogger(name).addFilter(_FILTER)
             _GUARDED.add(name)
