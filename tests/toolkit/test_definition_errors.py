@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -227,37 +226,6 @@ def test_an_annotation_that_raises_names_its_parameter_not_an_import() -> None:
         "parameter 'n': its annotation 'Annotated[int, Field(gte=1)]' cannot be evaluated:"
         " TypeError: Field.__init__() got an unexpected keyword argument 'gte'"
     )  # (Python 3.13 adds: Did you mean 'ge'?)
-
-
-@dataclasses.dataclass
-class Upload:
-    target: Path | None = ""  # type: ignore[assignment]
-
-
-def test_a_path_defaulting_to_an_empty_string_is_refused_when_the_tool_is_made() -> None:
-    """The argument check refuses "" for a path, so a tool whose schema offers it as the
-    default would refuse its own default: the parameter (or field) is named at once."""
-    no_path = (
-        "default '' is no path: the argument check refuses '' (Path('') would be '.',"
-        " the working directory), so a model sending the default would be refused;"
-        " use None for no path, or '.' for the working directory"
-    )
-
-    def save(p: Path | None = "", q: PurePosixPath = "") -> None:  # type: ignore[assignment]
-        pass
-
-    assert _problems(save) == (f"parameter 'p': {no_path}", f"parameter 'q': {no_path}")
-
-    def upload(u: Upload) -> None:
-        pass
-
-    assert _problems(upload) == (f"parameter 'u' at u.target: field 'target' of Upload: {no_path}",)
-
-    @tool
-    def fine(p: Path | str = "", q: Path = Path("."), r: str = "") -> None:
-        """Fine: "" is a string's, and "." the working directory's."""
-
-    assert fine.validate_arguments({"p": "", "q": "."}) == {"p": "", "q": Path(".")}
 
 
 def test_json_defaults_are_converted() -> None:

@@ -7,8 +7,8 @@
    error; malformed JSON is reported with its line, column and an excerpt);
 2. validate against the tool's JSON Schema with one validator compiled per
    checker (Draft 2020-12 unless the schema names its ``$schema``), checking the
-   ``date-time``, ``date``, ``time``, ``uuid``, ``decimal``, ``path`` (not
-   empty, no NUL), ``email``, ``ipv4``, ``ipv6`` and ``regex`` formats. The happy path asks only a yes/no check
+   ``date-time``, ``date``, ``time``, ``uuid``, ``decimal``, ``path`` (no
+   NUL), ``email``, ``ipv4``, ``ipv6`` and ``regex`` formats. The happy path asks only a yes/no check
    compiled from the schema (`_fastcheck`); jsonschema explains failures
    (`_problems` words them);
 3. structure the values into the declared parameter types with the toolkit's

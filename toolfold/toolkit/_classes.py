@@ -647,9 +647,6 @@ def build_object(ctx: SchemaContext, cls: type, fields: list[FieldInfo]) -> dict
                     " which is not JSON-representable; use a JSON value or a default factory",
                     "." + name,
                 )
-            no_path = empty_path_default_problem(default, schema)
-            if no_path is not None:
-                ctx.problem(f"field {name!r} of {cls.__qualname__}: {no_path}", "." + name)
         properties[name] = schema
     schema = {"type": "object"}
     if doc.description:
@@ -671,32 +668,6 @@ def default_json(value: Any, schema: Mapping[str, Any]) -> Any:
     if schema.get("type") == "array" and isinstance(value, tuple) and hasattr(value, "_asdict"):
         return [to_json(item) for item in value]
     return to_json(value)
-
-
-def empty_path_default_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
-    """The problem of a default ``""`` where ``schema`` takes a string only as a path
-    (``Optional[Path] = ""``): the argument check refuses ``""`` there (`check_path`),
-    so a model sending the default would be refused; None for any other default."""
-    if type(value) is not str or value:
-        return None
-    from jsonschema import Draft202012Validator, FormatChecker
-
-    from toolfold.toolkit._arguments import format_conforms
-
-    paths = FormatChecker(formats=())
-    paths.checks("path")(lambda text: format_conforms(text, "path"))
-    try:
-        if Draft202012Validator(schema, format_checker=paths).is_valid(value):
-            return None
-        if not Draft202012Validator(schema).is_valid(value):
-            return None  # (refused for another reason, which is not this problem)
-    except Exception:  # (a $ref to the tool's $defs, which a path's schema has none of)
-        return None
-    return (
-        "default '' is no path: the argument check refuses '' (Path('') would be '.',"
-        " the working directory), so a model sending the default would be refused;"
-        " use None for no path, or '.' for the working directory"
-    )
 
 
 def to_json(value: Any) -> Any:

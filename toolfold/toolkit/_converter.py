@@ -141,11 +141,11 @@ def parse_decimal(text: str) -> Decimal:
 def check_path(text: str) -> str:
     """``text`` if it can name a file system path; raise ValueError if it cannot.
 
-    An empty string would become ``Path(".")``, the working directory, which no
-    model means by it; no system takes a NUL character in a path.
+    No system takes a NUL character in a path. An empty string is taken, as
+    ``Path("")`` takes it (``Path(".")``): a tool may default a path to ``""``
+    (``attrs.field(default="", converter=Path)``), and refusing it refused the
+    tool's own default.
     """
-    if not text:
-        raise ValueError("expected a file system path, got an empty string")
     if "\x00" in text:
         raise ValueError("a file system path cannot hold a NUL character")
     return text

@@ -24,7 +24,6 @@ from toolfold.toolkit._classes import (
     UnresolvedHints,
     class_fields,
     default_json,
-    empty_path_default_problem,
     inherited_descriptions,
     unhashable_not_problem,
 )
@@ -652,9 +651,6 @@ def _parameter_schema(
         if is_field_info(default):
             out.problems.append(f"parameter {name!r}: {field_info_default_problem(default)}")
             return schema
-        problem = empty_path_default_problem(default, schema)
-        if problem is not None:
-            out.problems.append(f"parameter {name!r}: {problem}")
         try:
             schema["default"] = default_json(default, schema)
         except ValueError:
