@@ -412,39 +412,6 @@ def test_explicit_schema_refs_are_resolved_when_the_tool_is_made() -> None:
     assert made.validate_arguments({"a": 1, "b": "x"}) == {"a": 1, "b": "x"}
 
 
-def test_anchors_are_those_of_the_root_resource_found_as_jsonschema_finds_them() -> None:
-    """An anchor in a property named like a data keyword (``enum``) is one jsonschema
-    follows: the tool is made (it was refused); an anchor only in a nested ``$id``
-    resource is not the root's: refused when the tool is made (every call failed with
-    a bare referencing error); a nested resource's own "#name" is left to it."""
-    from toolfold import Tool
-
-    named_enum = {
-        "type": "object",
-        "properties": {"enum": {"$anchor": "pt", "type": "integer"}, "x": {"$ref": "#pt"}},
-    }
-    made = Tool("t", "d", named_enum)
-    assert made.validate_arguments({"x": 5}) == {"x": 5}
-    with pytest.raises(ArgumentValidationError):
-        made.validate_arguments({"x": "five"})
-    other = {"$id": "https://example.com/o", "$defs": {"Q": {"$anchor": "pt", "type": "string"}}}
-    only_nested = {
-        "type": "object",
-        "properties": {"a": {"$ref": "#pt"}},
-        "$defs": {"Other": other},
-    }
-    assert _explicit(only_nested) == (
-        "$ref '#pt' at /properties/a/$ref names no $anchor of the schema",
-    )
-    inside = {
-        "type": "object",
-        "properties": {"a": {"$ref": "#/$defs/Other"}},
-        "$defs": {"Other": {**other, "type": "object", "properties": {"x": {"$ref": "#pt"}}}},
-    }
-    made = Tool("t", "d", inside)
-    assert made.validate_arguments({"a": {"x": "s"}}) == {"a": {"x": "s"}}
-
-
 LOOP_TAIL = (
     " never reaches a part of the value: checking any arguments against it would never end"
     " (a recursive type refers to itself under properties or items)"

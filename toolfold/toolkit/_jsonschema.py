@@ -289,9 +289,7 @@ _NAMED_SCHEMAS = frozenset(
 )
 
 
-def anchors_and_refs(
-    root: Any, ref_keys: tuple[str, ...] = ("$ref",)
-) -> tuple[dict[str, str], list[tuple[str, str]]]:
+def anchors_and_refs(root: Any) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The anchors and ``$ref``s of ``root``'s own schema resource, by JSON pointer.
 
     Schemas are walked, data is not: ``enum``, ``const``, ``default``,
@@ -300,16 +298,11 @@ def anchors_and_refs(
     ``"#name"``) is another resource: its anchors are not reached by a ``"#name"``
     of the root, and its references are relative to it, so neither is collected.
 
-    Args:
-        root: The schema.
-        ref_keys: The reference keywords collected (``"$dynamicRef"`` too, say).
-
     Returns:
         Each ``$anchor`` and ``$dynamicAnchor`` name -> the pointer of the schema it
         names (``"#/$defs/Node"``, ``"#"`` the root; the first one in document order),
-        and each reference string with the pointer of the schema that holds it
-        (``""`` the root), with the keyword after it when ``ref_keys`` has several
-        (``"/properties/a/$dynamicRef"``).
+        and each ``$ref`` string with the pointer of the schema that holds it
+        (``""`` the root).
     """
     anchors: dict[str, str] = {}
     refs: list[tuple[str, str]] = []
@@ -327,10 +320,8 @@ def anchors_and_refs(
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
                 anchors.setdefault(node[key], f"#{where}")
-        for key in ref_keys:
-            if isinstance(node.get(key), str):
-                at = f"{where}/{key}" if len(ref_keys) > 1 else where
-                refs.append((at, node[key]))
+        if isinstance(node.get("$ref"), str):
+            refs.append((where, node["$ref"]))
         children: list[tuple[Any, str]] = []
         for key, value in node.items():
             here = f"{where}/{escape(str(key))}"

@@ -32,13 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeVar, ov
 from toolfold._errors import RENAME_PARAMETER, ToolDefinitionError, advise_renaming
 from toolfold.toolkit._context import RunContext
 from toolfold.toolkit._frozen import freeze
-from toolfold.toolkit._jsonschema import (
-    MISSING,
-    anchors_and_refs,
-    not_json,
-    ref_loops,
-    resolve_local,
-)
+from toolfold.toolkit._jsonschema import MISSING, escape, not_json, ref_loops, resolve_local
 from toolfold.toolkit._options import OPTION_NAMES, ApprovalPolicy, ToolOptions
 from toolfold.toolkit._pydantic import is_model
 from toolfold.toolkit._results import NoResultError
@@ -980,6 +974,10 @@ def schema_problems(schema: object) -> list[str]:
     return ref_problems(schema)
 
 
+# Keywords whose values are data, not schemas: a {"$ref": ...} in them is not a reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
 def ref_problems(schema: Mapping[str, Any]) -> list[str]:
     """Every ``$ref`` that does not resolve inside the schema itself (remote ones are refused).
 
@@ -988,11 +986,9 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
     """
     root_id = schema.get("$id") if isinstance(schema.get("$id"), str) else None
     base = root_id.rstrip("#") if root_id is not None else None
-    # The anchors and references of the root's resource (a nested $id's are its own,
-    # resolved by jsonschema within it); data (enum, const...) is not walked.
-    anchors, refs = anchors_and_refs(schema, ("$ref", "$dynamicRef"))
+    refs, anchors = _references(schema)
     problems: list[str] = []
-    for where, ref in refs:
+    for ref, where in refs:
         local = (ref[len(base) :] or "#") if base is not None and ref.startswith(base) else ref
         at = f"at {where or '/'}"
         if not local.startswith("#"):
@@ -1014,6 +1010,31 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
             for loop in ref_loops(schema)
         ]
     return problems
+
+
+def _references(schema: Mapping[str, Any]) -> tuple[list[tuple[str, str]], set[str]]:
+    """Every reference with the JSON pointer where it is, and every anchor name."""
+    refs: list[tuple[str, str]] = []
+    anchors: set[str] = set()
+
+    def walk(node: Any, pointer: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in _DATA_KEYWORDS:
+                    continue
+                here = f"{pointer}/{escape(str(key))}"
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    refs.append((value, here))
+                elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
+                    anchors.add(value)
+                else:
+                    walk(value, here)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{pointer}/{i}")
+
+    walk(schema, "")
+    return refs, anchors
 
 
 def check_tool_names(
