@@ -243,26 +243,6 @@ def test_a_user_s_client_keeps_its_key_scrubbed_after_the_model_goes(
     assert not _guarded(key)
 
 
-def test_a_client_shared_by_models_on_other_keys_holds_none_of_them(
-    http_server: ScriptedServer,
-) -> None:
-    """A client of the user's given to models on tenants' keys, carrying none itself (one
-    pool for every tenant), does not keep their keys once the models are gone."""
-    client = httpx.Client()
-    key = "sk-shared-pool-tenant-abcdefghij0123"
-    model = toolfold.model(
-        "openai:gpt-4o-mini",
-        base_url=f"{http_server.url}/v1",
-        api_key=key,
-        http_client=client,
-        trust_env=False,
-    )
-    assert _guarded(key)
-    del model
-    assert not _guarded(key)
-    client.close()
-
-
 def test_a_holder_without_weak_references_keeps_its_keys_for_good() -> None:
     """A holder that takes no weak reference (a client class with ``__slots__``) keeps its
     keys guarded for good rather than failing the model it is given to."""

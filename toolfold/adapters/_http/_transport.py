@@ -89,20 +89,6 @@ _ATTRIBUTES = frozenset(
 )
 
 
-def _carries(client: Any, secrets: tuple[Secret, ...]) -> bool:
-    """Whether ``client``, one the user gave, sends one of ``secrets`` of its own: in its
-    default headers or base URL, or by an ``auth`` of its own (whose value is not read).
-    A client shared by models on other keys carries none, and holds none of theirs."""
-    try:
-        own = [str(getattr(client, "base_url", "") or "")]
-        own.extend(f"{name}: {value}" for name, value in client.headers.items())
-        if getattr(client, "auth", None) is not None:
-            return True
-    except Exception:  # (headers not readable as a mapping: assumed to carry them)
-        return True
-    return any(secret.reveal() in text for secret in secrets if secret for text in own)
-
-
 class Transport:
     """POST JSON to one provider, with retries, timeouts, limits and mapped errors.
 
@@ -253,9 +239,9 @@ class Transport:
         )
         # Out of the HTTP stacks' logs while anything that may send them lives: the
         # sender (held by the transport, each call and each stream being read), and a
-        # client the user gave that carries them itself (its own requests send them).
+        # client the user gave, which may carry them in its own headers after the model.
         for holder in (self._sender, http_client, async_http_client):
-            if holder is self._sender or (holder is not None and _carries(holder, secrets)):
+            if holder is not None:
                 guard_logs(*secrets, holder=holder)
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
