@@ -237,12 +237,13 @@ class Transport:
             random=random or _random.random,
             clock=clock or time.monotonic,
         )
-        # Out of the HTTP stacks' logs while anything that may send them lives: the
-        # sender (held by the transport, each call and each stream being read), and a
-        # client the user gave, which may carry them in its own headers after the model.
-        for holder in (self._sender, http_client, async_http_client):
-            if holder is not None:
-                guard_logs(*secrets, holder=holder)
+        # Out of the HTTP stacks' logs while the sender lives (held by the transport,
+        # each call and each stream being read). A client the user gave may send them
+        # of its own, after the model and in ways no check sees (headers set later,
+        # hooks, params, its transport): its keys stay for good, as all keys did.
+        guard_logs(*secrets, holder=self._sender)
+        if http_client is not None or async_http_client is not None:
+            guard_logs(*secrets)
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
