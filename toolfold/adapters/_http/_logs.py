@@ -237,7 +237,8 @@ class _KeyFilter(logging.Filter):
         """In a forked child: a lock another thread of the parent held is free, and the
         keys that thread had counted but not yet put in the scrubs are put in."""
         self._lock = threading.Lock()
-        self._settle(changed=True)
+        with self._lock:  # (a collection meanwhile queues its keys, see `_drop`)
+            self._settle(changed=True)
 
     def _drop(self, secrets: tuple[Secret, ...]) -> None:
         """What a collected holder calls, from the garbage collector: maybe inside `add`."""

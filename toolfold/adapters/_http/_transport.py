@@ -89,20 +89,6 @@ _ATTRIBUTES = frozenset(
 )
 
 
-def _carries(client: Any, secrets: tuple[Secret, ...]) -> bool:
-    """Whether ``client``, one the user gave, sends one of ``secrets`` of its own: in its
-    default headers or base URL, or by an ``auth`` of its own (whose value is not read).
-    A client shared by models on other keys carries none, and holds none of theirs."""
-    try:
-        own = [str(getattr(client, "base_url", "") or "")]
-        own.extend(f"{name}: {value}" for name, value in client.headers.items())
-        if getattr(client, "auth", None) is not None:
-            return True
-    except Exception:  # (headers not readable as a mapping: assumed to carry them)
-        return True
-    return any(secret.reveal() in text for secret in secrets if secret for text in own)
-
-
 class Transport:
     """POST JSON to one provider, with retries, timeouts, limits and mapped errors.
 
@@ -251,12 +237,13 @@ class Transport:
             random=random or _random.random,
             clock=clock or time.monotonic,
         )
-        # Out of the HTTP stacks' logs while anything that may send them lives: the
-        # sender (held by the transport, each call and each stream being read), and a
-        # client the user gave that carries them itself (its own requests send them).
-        for holder in (self._sender, http_client, async_http_client):
-            if holder is self._sender or (holder is not None and _carries(holder, secrets)):
-                guard_logs(*secrets, holder=holder)
+        # Out of the HTTP stacks' logs while the sender lives (held by the transport,
+        # each call and each stream being read). A client the user gave may send them
+        # of its own, after the model and in ways no check sees (headers set later,
+        # hooks, params, its transport): its keys stay for good, as all keys did.
+        guard_logs(*secrets, holder=self._sender)
+        if http_client is not None or async_http_client is not None:
+            guard_logs(*secrets)
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
