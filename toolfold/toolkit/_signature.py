@@ -541,11 +541,8 @@ def _failing_annotation(target: Any, localns: dict[str, Any] | None) -> str | No
     """The problem of the first parameter whose (string) annotation raises when it is
     evaluated, an error in the annotation's own expression (a typo in a `Field`'s
     keywords: ``Field(gte=1)``), not a name missing; None when none fails alone."""
-    if type(target) is not types.FunctionType:
-        return None
-    try:
-        annotations = dict(target.__annotations__)
-    except Exception:  # (Python 3.14 evaluates them on access)
+    annotations = _own_annotations(target)
+    if annotations is None:
         return None
     for name, annotation in annotations.items():
         try:
@@ -557,6 +554,17 @@ def _failing_annotation(target: Any, localns: dict[str, Any] | None) -> str | No
             text = annotation if isinstance(annotation, str) else type_repr(annotation)
             return f"{who}: its annotation {text!r} cannot be evaluated: {describe_exception(exc)}"
     return None
+
+
+def _own_annotations(target: Any) -> dict[str, Any] | None:
+    """The annotations of plain function ``target`` as written; None for another callable,
+    or when they fail to read (Python 3.14 evaluates them on access)."""
+    if type(target) is not types.FunctionType:
+        return None
+    try:
+        return dict(target.__annotations__)
+    except Exception:
+        return None
 
 
 def _with_annotations(target: types.FunctionType, annotations: dict[str, Any]) -> Any:
@@ -581,11 +589,8 @@ def _parameter_hints(target: Any, localns: dict[str, Any] | None) -> dict[str, A
     annotations``), which is not defined yet while the class body makes the tool.
     None when the parameters' annotations fail too (or there is no return one).
     """
-    if type(target) is not types.FunctionType:
-        return None
-    try:
-        annotations = dict(target.__annotations__)
-    except Exception:  # (Python 3.14 evaluates them on access)
+    annotations = _own_annotations(target)
+    if annotations is None:
         return None
     if "return" not in annotations:
         return None
