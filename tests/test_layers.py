@@ -78,7 +78,6 @@ CORE_MAY_IMPORT = (
     "binascii",
     "cattrs",
     "collections",
-    "copy",  # _overflowing's copies of the arguments, a number at a time: pure
     "dataclasses",
     "difflib",  # not_a_choice's near-miss search: a pure function of its strings
     "enum",

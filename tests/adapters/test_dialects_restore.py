@@ -327,6 +327,27 @@ def test_check_arguments_judges_formats_and_huge_numbers_as_the_tools_own_check(
     assert sent.value.errors == own.value.errors
 
 
+def test_numbers_too_large_for_a_float_in_frozen_arguments_are_said_at_their_paths() -> None:
+    """A call's arguments are frozen (`ToolCallPart.arguments`): judging each number alone
+    copies them plain first. ``copy.deepcopy`` gave the frozen mapping back, and zeroing
+    the others raised a bare TypeError out of the argument check (read-through, s46)."""
+    from toolfold.runtime.core import _arguments
+    from toolfold.toolkit._frozen import freeze
+
+    def steps(s: list[Annotated[float, Field(multiple_of=0.1)]]) -> str:
+        """Steps.
+
+        Args:
+            s: Steps.
+        """
+        return "x"
+
+    validator = Draft202012Validator(compile_tool(tool(steps), "openai-chat").schema_sent)
+    with pytest.raises(ArgumentValidationError) as raised:
+        _arguments.validate_arguments("steps", validator, freeze({"s": [10**400, 10**400]}))
+    assert [line.split(":")[0] for line in raised.value.errors] == ["$.s[0]", "$.s[1]"]
+
+
 def test_many_numbers_too_large_for_a_float_step_are_said_as_a_whole() -> None:
     """Each number too large for a float is judged alone by validating the arguments again
     (1,000 of them took 5.5 s): past 16 the failure is said as a whole, once."""

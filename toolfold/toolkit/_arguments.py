@@ -24,7 +24,6 @@ nothing on the happy path. jsonschema and cattrs are imported on first use, to k
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import math
@@ -41,6 +40,7 @@ from toolfold._errors import ArgumentJSONError, ArgumentValidationError, ToolDef
 from toolfold.toolkit import _field
 from toolfold.toolkit._field import has_checks, is_hashable
 from toolfold.toolkit._flags import flag_class
+from toolfold.toolkit._frozen import thaw
 from toolfold.toolkit._jsonschema import drop_optional_nulls
 from toolfold.toolkit._problems import (
     Problem,
@@ -203,13 +203,19 @@ def _refused_at(
     value: Any, numbers: Mapping[tuple[Any, ...], Any], validator: Validator
 ) -> set[Any]:
     """The paths where the schema refuses ``value`` with these numbers put in at their paths."""
-    copied = copy.deepcopy(value)
-    for path, number in numbers.items():
+    return {path for path, _ in schema_problem_list(validator, with_values_at(value, numbers))}
+
+
+def with_values_at(value: Any, values: Mapping[tuple[Any, ...], Any]) -> Any:
+    """A plain copy of decoded JSON ``value`` (`thaw`: frozen arguments too) with ``values``
+    put in at their paths (keys and list indexes from the root)."""
+    copied = thaw(value)
+    for path, number in values.items():
         place = copied
         for key in path[:-1]:
             place = place[key]
         place[path[-1]] = number
-    return {path for path, _ in schema_problem_list(validator, copied)}
+    return copied
 
 
 def strict_loads(text: str) -> Any:

@@ -10,7 +10,6 @@ the encoding of every later request.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from toolfold._errors import ArgumentJSONError, ArgumentValidationError
 from toolfold.runtime.core._json_text import LONE_SURROGATE
 from toolfold.toolkit._arguments import MAX_DEPTH as MAX_DEPTH
-from toolfold.toolkit._arguments import NotJSONNumber, strict_loads
+from toolfold.toolkit._arguments import NotJSONNumber, strict_loads, with_values_at
 from toolfold.toolkit._problems import (
     Problem,
     format_path,
@@ -214,15 +213,8 @@ def _overflowing(validator: Any, arguments: Mapping[str, Any]) -> list[Problem]:
         return []
     culprits = []
     for path, problem in found:
-        alone: Any = copy.deepcopy(arguments)
-        for other, _ in found:
-            if other != path:
-                place = alone
-                for key in other[:-1]:
-                    place = place[key]
-                place[other[-1]] = 0
-        try:
-            validator.is_valid(alone)
+        try:  # (the others zeroed: a frozen call's arguments are copied plain first)
+            validator.is_valid(with_values_at(arguments, {p: 0 for p, _ in found if p != path}))
         except OverflowError:
             culprits.append((path, problem))
         except Exception:  # (another failure: this number is not judged alone)
