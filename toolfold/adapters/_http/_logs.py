@@ -205,7 +205,8 @@ class _KeyFilter(logging.Filter):
 
     @property
     def keys(self) -> frozenset[Secret]:
-        """The keys scrubbed now: those of the holders still alive."""
+        """The keys held now: those of the holders still alive and those kept for good
+        (all of them scrubbed, a key being added among them)."""
         with self._lock:
             self._settle(changed=False)
             return frozenset(self._held)

@@ -241,9 +241,8 @@ class Transport:
         # each call and each stream being read). A client the user gave may send them
         # of its own, after the model and in ways no check sees (headers set later,
         # hooks, params, its transport): its keys stay for good, as all keys did.
-        guard_logs(*secrets, holder=self._sender)
-        if http_client is not None or async_http_client is not None:
-            guard_logs(*secrets)
+        given = http_client is not None or async_http_client is not None
+        guard_logs(*secrets, holder=None if given else self._sender)
         self._check = inband_check(provider) if inband_errors else None
         # What a stream's events and lines are masked by (`Echoes`), when there is a secret.
         self._unechoed = unechoed(self._sender.echoes) if self._sender.echoes else None
