@@ -1175,7 +1175,7 @@ def get_converter() -> cattrs.Converter:
     conv.register_structure_hook(uuid.UUID, _structure_text(parse_uuid))
     conv.register_structure_hook(Decimal, _structure_decimal)
     # By class: cattrs' own hook for Path (which calls it with anything) wins over a
-    # predicate, and Path("") would be Path(".").
+    # predicate.
     for path_class in (PurePath, Path):
         conv.register_structure_hook(path_class, _structure_text_path)
     conv.register_structure_hook_func(_is_enum, _structure_enum)

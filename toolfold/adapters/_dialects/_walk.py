@@ -67,9 +67,11 @@ _VALUE_CHECKED = frozenset({"format", "pattern", "minItems"})
 _OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties"})
 # Gemini's OpenAPI type names for the JSON types a repaired enum may hold.
 _OPENAPI_TYPES = {
+    "array": "ARRAY",
     "boolean": "BOOLEAN",
     "integer": "INTEGER",
     "number": "NUMBER",
+    "object": "OBJECT",
     "string": "STRING",
 }
 # Keywords of a union branch that make taking its parent's properties inexact.

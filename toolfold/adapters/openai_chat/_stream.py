@@ -61,9 +61,9 @@ from toolfold.adapters.openai_chat._errors import inband_error
 from toolfold.adapters.openai_chat._providers import (
     REASONING_DETAILS,
     REASONING_FIELDS,
-    REASONING_KEYS,
 )
 from toolfold.adapters.openai_chat._response import (
+    _NO_REASONING,
     arguments_text,
     audio_type,
     call_extra,
@@ -506,9 +506,6 @@ def _tool_entry(
         if fragment:
             events.append(ToolCallDelta(started.index, fragment))
     return state
-
-
-_NO_REASONING = REASONING_KEYS.isdisjoint
 
 
 def _keep_details(state: DecoderState, pieces: list[Any]) -> DecoderState:

@@ -49,6 +49,7 @@ from toolfold.runtime.core._config import RunConfig, ToolSpec
 from toolfold.runtime.core._effects import ToolInvocation
 from toolfold.runtime.core._events import ToolReturned, ToolSuspended
 from toolfold.runtime.core._messages import Message, ToolCallPart
+from toolfold.runtime.core._next import earlier_steps
 from toolfold.runtime.core._reducer import initial_state, reduce
 from toolfold.runtime.core._state import WAITING_PHASES, RunState
 from toolfold.runtime.core._stop import STOP_REASONS, handed_budget, spent_reason
@@ -272,11 +273,13 @@ def restarted(node: Node, state: RunState) -> RunState:
     """The first state ``state`` would have been with ``node``'s listed tools in its config."""
     specs = tuple(ToolSpec.from_tool(t) for t in node.tools.values())
     config = attrs.evolve(state.config, tools=specs)  # its instructions may be a step's, rendered
-    started = state.log[0] if len(state.log) else None
     # Its own count, not the history's: a state a worker before it was counted started keeps 0.
-    earlier = getattr(started, "earlier_steps", 0)
     return initial_state(
-        state.messages, config, run_id=state.run_id, agent=state.agent, earlier_steps=earlier
+        state.messages,
+        config,
+        run_id=state.run_id,
+        agent=state.agent,
+        earlier_steps=earlier_steps(state),
     )
 
 
