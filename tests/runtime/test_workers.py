@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import threading
 
 import pytest
@@ -158,3 +159,49 @@ def test_an_idle_worker_keeps_no_result_alive() -> None:
 
     asyncio.run(main())
     assert still_alive(made) == []  # (waited for: the worker lets go at its loop's end)
+
+
+async def _never_awaited() -> None:
+    """A coroutine a sync tool returns, for the run to await."""
+
+
+def test_a_coroutine_returned_to_a_cancelled_call_is_closed_not_left_to_warn() -> None:
+    """A sync call whose future was cancelled before its result was settled (its round
+    interrupted) returned a coroutine nothing will await: it is closed as it is dropped,
+    not reported as "never awaited" when collected, in whatever test or request comes next."""
+    from toolfold.runtime.drive._workers import _Inbox
+
+    coroutine = _never_awaited()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        inbox = _Inbox(loop)
+        dropped, read = loop.create_future(), loop.create_future()
+        dropped.cancel()
+        inbox.put(dropped, True, coroutine)
+        inbox.put(read, True, "read")  # (settled in the same batch, after it)
+        assert await read == "read"
+
+    asyncio.run(main())
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+def test_a_coroutine_a_round_never_read_is_closed() -> None:
+    """The result of a call's future that its interrupted round never read: a coroutine
+    never started is closed; other results, cancelled futures and no future are let be."""
+    from toolfold.runtime.drive._executor import _close_unread
+
+    unread = _never_awaited()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        holding, plain, cancelled = loop.create_future(), loop.create_future(), loop.create_future()
+        holding.set_result(unread)
+        plain.set_result("text")
+        cancelled.cancel()
+        for future in (holding, plain, cancelled, None):
+            _close_unread(future)
+        assert plain.result() == "text"
+
+    asyncio.run(main())
+    assert inspect.getcoroutinestate(unread) == inspect.CORO_CLOSED

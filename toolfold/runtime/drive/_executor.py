@@ -62,6 +62,7 @@ from toolfold.runtime.drive._workers import (
     Ticket,
     abandon,
     carried,
+    close_unstarted,
     hand_off,
     hand_off_timed,
 )
@@ -885,9 +886,11 @@ async def _run_one(
         # Kept as it ends, not once the round returns: Ctrl-C landing on the way (in the
         # join, as the loop stops) would lose it, to run again on resume.
         ticket = waits.tickets[index] = Ticket(index)
+        handed: asyncio.Future[Any] | None = None
         try:
             try:
-                value = await hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+                handed = hand_off(_call_ticketed, job, arguments, ticket, waits.inbox)
+                value = await handed
                 if type(value) is Escaped:  # (a GeneratorExit: see `Escaped`)
                     raise_escaped(value)
                 if inspect.isawaitable(value):
@@ -899,6 +902,7 @@ async def _run_one(
                 finished[index] = outcome
         except BaseException:
             _keep_ticketed(finished, index, job, ticket)
+            _close_unread(handed)
             raise
         return outcome
     # What stopped a sub-run (a cancellation carrying its state, see `interrupted`):
@@ -958,11 +962,12 @@ async def _run_one(
             check_swallowed(cancelling, before)
         except BaseException:
             note_thrown_exit(work)
-            if noted is None:  # an async tool: its task may have ended, unread
+            if job.tool.is_async:  # its task may have ended, unread
                 _keep_done(finished, index, job, work)
                 never_began(work, invoked)
             else:
                 _keep_noted(finished, index, job, noted)
+                _close_unread(work)
             raise
         return outcome
     # One block from the wait to the outcome kept in ``finished``, as above: whatever
@@ -1221,6 +1226,13 @@ def _call_noted(job: ToolJob, arguments: dict[str, Any], noted: list[tuple[bool,
         raise
     noted.append((True, value))
     return value
+
+
+def _close_unread(work: asyncio.Future[Any] | None) -> None:
+    """Close the coroutine a sync call returned, if ``work``, its future, holds one unread
+    and never started: its round was interrupted before reading it (see `close_unstarted`)."""
+    if work is not None and work.done() and not work.cancelled() and work.exception() is None:
+        close_unstarted(work.result())
 
 
 def _keep_noted(
@@ -1517,6 +1529,7 @@ async def _run_timed_sync(
             _keep_ticketed(finished, index, job, ticket)
         else:
             _keep_noted(finished, index, job, noted)
+        _close_unread(work)
         raise
     if ticket is None:
         return await _timed_outcome(job, work, timeout, deadline)

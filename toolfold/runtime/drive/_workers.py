@@ -56,10 +56,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import inspect
 import os
 import queue
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -185,6 +187,8 @@ class _Inbox:
             self._armed = False
         for future, ok, value in items:
             if future.cancelled():
+                if ok:  # (nothing reads it: a coroutine it returned never runs)
+                    close_unstarted(value)
                 continue
             if ok:
                 future.set_result(value)
@@ -197,6 +201,18 @@ class _Inbox:
                 future.set_result(Escaped(value))
             else:
                 future.set_exception(value)
+
+
+def close_unstarted(value: Any) -> None:
+    """Close ``value``, what a sync call returned, if it is a coroutine never started.
+
+    For a value nothing will read (its future was cancelled, or its round was
+    interrupted before reading it): the coroutine never runs either way (the call
+    runs again on resume), and, left unclosed, would be reported as "never awaited"
+    when collected, at a time and place that has nothing to do with it.
+    """
+    if type(value) is types.CoroutineType and inspect.getcoroutinestate(value) == "CORO_CREATED":
+        value.close()
 
 
 class _Start:
