@@ -46,7 +46,7 @@ from toolfold.adapters._codec import (
     place_shared_setting,
     url_excerpt,
 )
-from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._dialects import CompiledTool, compile_tool, sent_name
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import result_items
 from toolfold.adapters.anthropic._provider import (
@@ -554,7 +554,7 @@ def _assistant_blocks(
                 {
                     "type": "tool_use",
                     "id": anthropic_id(part.id),
-                    "name": part.name,
+                    "name": sent_name(part.name, "anthropic"),  # (a made-up name: a stand-in)
                     "input": arguments,
                 }
             )
