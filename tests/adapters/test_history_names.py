@@ -20,7 +20,7 @@ import pytest
 
 import toolfold
 from toolfold import Message
-from toolfold.adapters._dialects import DIALECTS, sent_name
+from toolfold.adapters._dialects import DIALECTS, _names, sent_name
 from toolfold.adapters._dialects._compile import _SPECS
 from toolfold.adapters._dialects._names import NAME_RULES
 from toolfold.runtime import ToolCallPart, ToolResultPart
@@ -267,3 +267,14 @@ def test_tools_are_checked_by_the_rules_history_names_are_sent_by() -> None:
     dialect's history names are made to fit."""
     for dialect in DIALECTS:
         assert _SPECS[dialect].name_rule is NAME_RULES.get(dialect), dialect
+
+
+def test_a_long_made_up_name_is_not_kept_once_sent() -> None:
+    """The lookup of names as sent keeps no name longer than any rule takes: main kept
+    every one (up to 4096 a dialect), so a model's 1 MB made-up names stayed in memory
+    after the run (200 of them held 200 MB). A long name still gives the same stand-in."""
+    long = "x." * 100_000
+    for dialect in [*NAME_RULES, "ollama"]:
+        assert sent_name(long, dialect) == sent_name(long, dialect)
+    assert sent_name(long, "ollama") == long
+    assert not any(long in names for names in _names._sent.values())
