@@ -262,6 +262,25 @@ def test_a_stand_in_fits_its_rule_and_stays_apart(dialect: str) -> None:
     assert sent[-1] == "ok_name"
 
 
+@pytest.mark.parametrize(
+    ("name", "dialect", "stand_in"),
+    [
+        ("multi_tool_use.parallel", "openai-chat", "multi_tool_use_parallel_41c06c9e"),
+        ("multi_tool_use.parallel", "openai-responses", "multi_tool_use_parallel_41c06c9e"),
+        ("default_api.get_weather", "anthropic", "default_api_get_weather_afcc8284"),
+        ("9 lives/天気", "gemini", "_9_lives____70dac042"),
+        ("x" * 70, "gemini", "x" * 55 + "_c71bd109"),
+    ],
+)
+def test_a_stand_in_is_the_name_saved_conversations_were_sent(
+    name: str, dialect: str, stand_in: str
+) -> None:
+    """Stand-ins are pinned by value: a conversation continued after an upgrade sends
+    its calls by the names it was sent before (`with_digest` is shared with MCP's
+    names, so a change made there would otherwise rename these silently)."""
+    assert sent_name(name, dialect) == stand_in
+
+
 def test_tools_are_checked_by_the_rules_history_names_are_sent_by() -> None:
     """One table of name rules: a tool's name is refused at compile time by the rule its
     dialect's history names are made to fit."""
