@@ -20,7 +20,7 @@ import pytest
 
 import toolfold
 from toolfold import Message
-from toolfold.adapters._dialects import DIALECTS, _names, sent_name
+from toolfold.adapters._dialects import DIALECTS, _names, clear_cache, sent_name
 from toolfold.adapters._dialects._compile import _SPECS
 from toolfold.adapters._dialects._names import NAME_RULES
 from toolfold.runtime import ToolCallPart, ToolResultPart
@@ -297,3 +297,10 @@ def test_a_long_made_up_name_is_not_kept_once_sent() -> None:
         assert sent_name(long, dialect) == sent_name(long, dialect)
     assert sent_name(long, "ollama") == long
     assert not any(long in names for names in _names._sent.values())
+
+
+def test_clear_cache_forgets_the_names_as_sent() -> None:
+    """``clear_cache`` (for benchmarks and tests) starts the name lookup afresh too."""
+    sent_name(MADE_UP, "openai-chat")
+    clear_cache()
+    assert _names._sent == {}

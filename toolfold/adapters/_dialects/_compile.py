@@ -20,7 +20,13 @@ import attrs
 from toolfold._errors import RENAME_PARAMETER, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
-from toolfold.adapters._dialects._names import ANTHROPIC_NAME, GEMINI_NAME, OPENAI_NAME, NameRule
+from toolfold.adapters._dialects._names import (
+    ANTHROPIC_NAME,
+    GEMINI_NAME,
+    OPENAI_NAME,
+    NameRule,
+    forget_sent_names,
+)
 from toolfold.adapters._dialects._profiles import (
     ANTHROPIC_STRICT,
     DEEPSEEK_STRICT,
@@ -259,10 +265,11 @@ def _plain_mapping(value: Any) -> Any:
 
 
 def clear_cache() -> None:
-    """Forget every memoized compilation (for benchmarks and tests)."""
+    """Forget every memoized compilation and history name as sent (for benchmarks and tests)."""
     _by_frozen.clear()
     _by_identity.clear()
     _by_content.clear()
+    forget_sent_names()
 
 
 def _compile(

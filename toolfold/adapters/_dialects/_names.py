@@ -135,3 +135,8 @@ def sent_name(name: str, dialect: Dialect | str) -> str:
         names.clear()  # (made-up names without end: the memo stays bounded)
     names[name] = sent
     return sent
+
+
+def forget_sent_names() -> None:
+    """Forget every name `sent_name` looked up (``clear_cache`` calls it)."""
+    _sent.clear()
