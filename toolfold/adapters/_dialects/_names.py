@@ -58,8 +58,13 @@ class NameRule:
     def fitted(self, name: str) -> str:
         """``name`` if the rule takes it; else each refused character made ``_`` (and
         ``_`` put first if the first is refused), ended with ``_`` and 8 hex digits of
-        ``name``'s SHA-256 (`with_digest`), within ``longest``: the same name gives the
-        same stand-in, two names two stand-ins, and neither meets a valid name."""
+        ``name``'s SHA-256 (`with_digest`), within ``longest``.
+
+        The stand-in is a name the rule takes, and the same name always gives the same
+        one. Two refused names give two stand-ins unless 32 bits of their digests agree.
+        A stand-in is not kept apart from valid names: a tool (or a valid history name)
+        written as the same text, ``_`` and those 8 hex digits included, would be sent
+        alike."""
         if self.pattern.fullmatch(name):
             return name
         fitted = self._refused.sub("_", name)
