@@ -714,6 +714,24 @@ def test_a_request_without_tools_names_the_tools_its_history_calls() -> None:
     assert "tools" not in body(Message.user("Hi"))
 
 
+def test_stand_in_tools_are_named_as_the_history_sends_its_calls() -> None:
+    """A tool-less request with a Gemini history (``default_api.get_weather``, a name the
+    model made up): the stand-ins are named as the tool_use blocks are sent, by a name
+    ``Tool.name`` takes (``^[a-zA-Z0-9_-]{1,128}$``); main copied the dotted name (400)."""
+    history = (
+        Message.user("weather?"),
+        Message("assistant", (ToolCallPart("c1", "default_api.get_weather", "{}", {}),)),
+        Message.tool(ToolResultPart("c1", "default_api.get_weather", "Unknown tool", True)),
+        Message.user("again"),
+    )
+    sent = body(*history)
+    (call,) = [b for b in sent["messages"][1]["content"] if b["type"] == "tool_use"]
+    assert call["name"].startswith("default_api_get_weather_")
+    assert [tool["name"] for tool in sent["tools"]] == [call["name"]]
+    assert sent["tool_choice"] == {"type": "none"}
+    assert spec_problems(sent, beta=False) == []
+
+
 @pytest.mark.parametrize(
     "settings",
     [

@@ -22,6 +22,7 @@ from toolfold import (
 )
 from toolfold.adapters.openai_chat import OpenAIChatModel, error_from_response, parse_response
 from toolfold.runtime import Message, ModelRequest, ToolCallPart, ToolDefinition
+from toolfold.testing import ScriptedModel
 
 PREFIXES = {
     "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
@@ -433,3 +434,67 @@ def test_a_transport_subclass_s_post_json_still_answers_async_requests() -> None
     assert response.text == "hi"
     assert [path for path, _ in posted] == ["chat/completions"]
     assert posted[0][1]["messages"] == [{"role": "user", "content": "hello"}]
+
+
+# --- OpenAI's 128 tools -----------------------------------------------------------
+
+
+def _tools(count: int) -> list[toolfold.Tool[..., Any]]:
+    """``count`` tools without a function (their calls would come back to the caller)."""
+    return [toolfold.Tool(f"t{i}", "", {"type": "object", "properties": {}}) for i in range(count)]
+
+
+def _run(base_url: str | None, tools: list[Any], **options: Any) -> list[httpx.Request]:
+    """The requests a one-step run with ``tools`` sends from an ``openai`` model at ``base_url``."""
+    seen: list[httpx.Request] = []
+    with httpx.Client(transport=_answer(seen)) as client:
+        model = toolfold.model(
+            "openai:gpt-4o-mini", api_key=SECRET, base_url=base_url, http_client=client
+        )
+        toolfold.Agent(model, tools=tools, **options).run("Hi")
+    return seen
+
+
+@pytest.mark.parametrize("base_url", [None, "https://eu.api.openai.com/v1"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_more_tools_than_openai_takes_are_refused_before_sending(
+    base_url: str | None, stream: bool
+) -> None:
+    """OpenAI's Chat Completions takes at most 128 tools ("A max of 128 functions are
+    supported"): a run offering more, handoffs counted, fails before any request, naming
+    the count, the limit and how to offer fewer (main sent 200 and OpenAI answered 400)."""
+    helper = toolfold.Agent(ScriptedModel(["ok"]), name="helper")
+    seen: list[httpx.Request] = []
+    with httpx.Client(transport=_answer(seen)) as client:
+        model = toolfold.model(
+            "openai:gpt-4o-mini", api_key=SECRET, base_url=base_url, http_client=client
+        )
+        agent = toolfold.Agent(model, tools=_tools(128), handoffs=[helper])
+        with pytest.raises(ModelConfigError) as caught:
+            list(agent.stream("Hi")) if stream else agent.run("Hi")
+    assert seen == []
+    said = str(caught.value)
+    assert said.startswith("the request offers 129 tools; the OpenAI Chat Completions API")
+    assert "at most 128" in said
+    assert "split the tools between agents" in said
+
+
+def test_a_tools_setting_counts_towards_openai_s_128() -> None:
+    """Built-in tools given as the ``tools`` setting go in the same array: counted too."""
+    request = ModelRequest(
+        (Message.user("Hi"),),
+        tools=tuple(ToolDefinition(t.name, "", t.parameters) for t in _tools(128)),
+        settings={"tools": [{"type": "function", "function": {"name": "x"}}]},
+    )
+    model = OpenAIChatModel("gpt-4o-mini", api_key=SECRET)
+    with pytest.raises(ModelConfigError, match=r"129 tools \(128 of the run's and 1 of the"):
+        model.prepare(request)
+
+
+def test_128_tools_go_to_openai_and_more_to_a_compatible_server() -> None:
+    """128 tools are OpenAI's limit, not over it; a server at another URL (vLLM, a gateway)
+    may take more, so it gets all 200."""
+    (sent,) = _run(None, _tools(128))
+    assert len(json.loads(sent.content)["tools"]) == 128
+    (sent,) = _run("http://127.0.0.1:8000/v1", _tools(200))
+    assert len(json.loads(sent.content)["tools"]) == 200

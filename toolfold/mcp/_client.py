@@ -43,6 +43,7 @@ from toolfold.toolkit._options import (
     TOOL_NAME_CHARACTERS,
     TOOL_NAME_LONGEST,
     ApprovalPolicy,
+    with_digest,
 )
 from toolfold.toolkit._results import describe_exception, format_result, quoted
 from toolfold.toolkit._tool import LEFT_OUT_WITH, MADE_AS, RENAMED_WITH
@@ -1565,8 +1566,7 @@ def model_name(listed: str, *, collides: bool = False) -> str:
     else:
         name = _REFUSED.sub("_", listed)  # (a name that fits has none to replace)
     if collides or len(name) > TOOL_NAME_LONGEST:
-        digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
-        name = f"{name[: TOOL_NAME_LONGEST - 9]}_{digest}"
+        name = with_digest(name, listed)
     return name
 
 

@@ -7,6 +7,7 @@ decorator, the constructor, bound copies of a method tool and
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import re
@@ -24,6 +25,19 @@ TOOL_NAME = re.compile(  # fullmatch: "$" would allow a final "\n"
 )
 # tool_choice values in ModelRequest: a tool with one of these names could not be forced.
 RESERVED_NAMES = frozenset({"auto", "none", "required"})
+
+
+def with_digest(name: str, original: str, longest: int = TOOL_NAME_LONGEST) -> str:
+    """``name`` ended with ``_`` and 8 hex digits of ``original``'s SHA-256, in at most
+    ``longest`` characters (``name`` keeps its first ``longest - 9``).
+
+    For a name made from ``original`` by replacing the characters a provider refuses:
+    two originals made one name stay apart, and the same original gives the same name.
+    A lone surrogate (a name read from JSON's ``"\\ud800"``) is hashed as its 3 bytes.
+    """
+    digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{name[: longest - 9]}_{digest}"
+
 
 BLOCKING_TIMEOUT_PROBLEM = (
     "blocking=False runs the tool inline on the event loop, where a timeout cannot"

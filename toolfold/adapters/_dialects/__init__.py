@@ -13,6 +13,7 @@ from toolfold.adapters._dialects._model import (
     RewriteAction,
     SchemaRewrite,
 )
+from toolfold.adapters._dialects._names import sent_name
 from toolfold.adapters._dialects._restore import check_arguments, restore_arguments
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "clear_cache",
     "compile_tool",
     "restore_arguments",
+    "sent_name",
 ]

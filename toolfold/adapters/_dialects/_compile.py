@@ -20,6 +20,13 @@ import attrs
 from toolfold._errors import RENAME_PARAMETER, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
+from toolfold.adapters._dialects._names import (
+    ANTHROPIC_NAME,
+    GEMINI_NAME,
+    OPENAI_NAME,
+    NameRule,
+    forget_sent_names,
+)
 from toolfold.adapters._dialects._profiles import (
     ANTHROPIC_STRICT,
     DEEPSEEK_STRICT,
@@ -109,44 +116,35 @@ def _plain(name: str, description: str, schema: dict[str, Any], strict: bool) ->
     return {"name": name, "description": description, "parameters": schema}
 
 
-# Gemini's own OpenAPI document (`FunctionDeclaration.name`) allows 64 characters
-# (providers.md says 128): a longer name is refused before the request, naming the tool.
-_GEMINI_NAME = (
-    re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"),
-    "a letter or _ then a-z A-Z 0-9 _ . : -, at most 64 characters",
-)
-_OPENAI_NAME = (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ -")
-
-
 @attrs.frozen
 class _Spec:
     strict: Profile | None  # None: the dialect has no strict mode
     loose: Profile | None  # None: the schema passes through unchanged
     build: Builder
-    name_rule: tuple[re.Pattern[str], str] | None
+    name_rule: NameRule | None
     limits: bool = False
     # The rule for the keys of the root's ``properties`` (None: any key).
     key_rule: tuple[re.Pattern[str], str] | None = None
 
 
 _SPECS: dict[str, _Spec] = {
-    "openai-chat": _Spec(OPENAI_STRICT, None, _openai_chat, _OPENAI_NAME, limits=True),
-    "openai-responses": _Spec(OPENAI_STRICT, None, _openai_responses, _OPENAI_NAME, limits=True),
-    "deepseek": _Spec(DEEPSEEK_STRICT, None, _openai_chat, _OPENAI_NAME, limits=True),
-    # Anthropic's own OpenAPI document allows 128 characters (providers.md says 64).
+    # (each name rule is `NAME_RULES`', which history names are sent by too)
+    "openai-chat": _Spec(OPENAI_STRICT, None, _openai_chat, OPENAI_NAME, limits=True),
+    "openai-responses": _Spec(OPENAI_STRICT, None, _openai_responses, OPENAI_NAME, limits=True),
+    "deepseek": _Spec(DEEPSEEK_STRICT, None, _openai_chat, OPENAI_NAME, limits=True),
     "anthropic": _Spec(
         ANTHROPIC_STRICT,
         None,
         _anthropic,
-        (re.compile(r"[a-zA-Z0-9_-]{1,128}"), "1-128 characters of a-z A-Z 0-9 _ -"),
+        ANTHROPIC_NAME,
         # Not in its OpenAPI document, but answered with a 400 ("Property keys should
         # match pattern '^[a-zA-Z0-9_.-]{1,64}$'"): `def f(città: str)` cannot be sent.
         key_rule=(re.compile(r"[a-zA-Z0-9_.-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ . -"),
     ),
     # Gemini has no per-tool strict flag: "strict" means the schema went through
     # without loss, so the adapter may ask for VALIDATED function calling.
-    "gemini": _Spec(GEMINI, GEMINI, _gemini, _GEMINI_NAME),
-    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI_LOOSE, _gemini_openapi, _GEMINI_NAME),
+    "gemini": _Spec(GEMINI, GEMINI, _gemini, GEMINI_NAME),
+    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI_LOOSE, _gemini_openapi, GEMINI_NAME),
     "ollama": _Spec(None, OLLAMA, _ollama, None),
     "json-schema": _Spec(None, None, _plain, None),
 }
@@ -267,10 +265,11 @@ def _plain_mapping(value: Any) -> Any:
 
 
 def clear_cache() -> None:
-    """Forget every memoized compilation (for benchmarks and tests)."""
+    """Forget every memoized compilation and history name as sent (for benchmarks and tests)."""
     _by_frozen.clear()
     _by_identity.clear()
     _by_content.clear()
+    forget_sent_names()
 
 
 def _compile(
@@ -393,8 +392,8 @@ def _request_problems(
 ) -> list[str]:
     """What makes the request itself impossible: the name, strictness, a non-object root."""
     problems: list[str] = []
-    if spec.name_rule is not None and not spec.name_rule[0].fullmatch(name):
-        problems.append(f"the tool name must be {spec.name_rule[1]}")
+    if spec.name_rule is not None and not spec.name_rule.pattern.fullmatch(name):
+        problems.append(f"the tool name must be {spec.name_rule.words}")
     properties = walk_root.get("properties")
     if spec.key_rule is not None and isinstance(properties, Mapping):
         rule, words = spec.key_rule

@@ -20,7 +20,8 @@ Rules (providers.md §3 and the spec's ``CreateMessageParams``):
   ``disable_parallel_tool_use: true`` [A6 tool_choice_*_param.py].
 - A request without tools whose history holds calls or results (a handoff
   target without tools, a run continued tool-less) names those tools with
-  stand-in definitions and ``tool_choice: none`` (`_tools_of_history`): the
+  stand-in definitions and ``tool_choice: none`` (`_tools_of_history`), by the
+  names the calls are sent by (`sent_name`: a made-up one made valid): the
   API answers 400 "Requests which include tool_use or tool_result blocks
   must define tools" (anthropics/anthropic-sdk-python#494).
 """
@@ -46,7 +47,7 @@ from toolfold.adapters._codec import (
     place_shared_setting,
     url_excerpt,
 )
-from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._dialects import CompiledTool, compile_tool, sent_name
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import result_items
 from toolfold.adapters.anthropic._provider import (
@@ -169,9 +170,9 @@ def _tools_of_history(body: Body, messages: Iterable[Message], notes: list[str] 
     for message in messages:
         for part in message.parts:
             if type(part) is ToolCallPart:
-                names[part.name] = None
+                names[sent_name(part.name, "anthropic")] = None  # (the name its call is sent by)
             elif type(part) is ToolResultPart:
-                names[part.tool_name] = None
+                names[sent_name(part.tool_name, "anthropic")] = None
     if not names:
         return
     body["tools"] = [
@@ -554,7 +555,7 @@ def _assistant_blocks(
                 {
                     "type": "tool_use",
                     "id": anthropic_id(part.id),
-                    "name": part.name,
+                    "name": sent_name(part.name, "anthropic"),  # (a made-up name: a stand-in)
                     "input": arguments,
                 }
             )

@@ -31,7 +31,7 @@ from toolfold.adapters._codec import (
     place_shared_setting,
     refuse_choices,
 )
-from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool, sent_name
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import media_of, text_of
 from toolfold.adapters.gemini._providers import (
@@ -367,7 +367,8 @@ def _user_parts(message: Message) -> list[Body]:
             parts.append({"text": part.text})
         elif isinstance(part, ToolResultPart):
             key = "error" if part.is_error else "output"
-            response: Body = {"name": part.tool_name, "response": {key: text_of(part)}}
+            name = sent_name(part.tool_name, "gemini")  # (as its call is sent: `_call`)
+            response: Body = {"name": name, "response": {key: text_of(part)}}
             if part.call_id:
                 response["id"] = part.call_id
             media = [_response_media(m) for m in media_of(part)]
@@ -468,7 +469,9 @@ def _call(call: ToolCallPart, position: int, needs_sig: bool, notes: list[str]) 
                 "object; sent as {}"
             )
             arguments = {}
-    encoded: Body = {"functionCall": {"name": call.name, "args": arguments, "id": call.id}}
+    # (a made-up name Gemini refuses goes as a valid stand-in; both dialects' rule is one)
+    name = sent_name(call.name, "gemini")
+    encoded: Body = {"functionCall": {"name": name, "args": arguments, "id": call.id}}
     signature = call.provider_data.get("thought_signature")
     if signature is None:
         signature = compat_signature(call.provider_data)

@@ -23,6 +23,7 @@ from toolfold.adapters.openai_chat._providers import (
     GEMINI_HOST,
     OPENAI_INSTEAD,
     OPENAI_MAX_STOP,
+    OPENAI_MAX_TOOLS,
     OPENAI_UNSUPPORTED_SETTINGS,
     SERVER_PRESETS,
     ChatProvider,
@@ -151,9 +152,10 @@ class OpenAIChatModel(ProviderModel):
         at_gateway = not (openai or _same_host(self.base_url, row.base_url))
         self._wire = attrs.evolve(row, keeps_extra_content=True) if named and at_gateway else row
 
-    def _refuse_unsupported(self, settings: Mapping[str, Any]) -> None:
-        """Refuse a setting OpenAI's Chat Completions API has no field for, or a ``stop``
-        it does not take (on its own host)."""
+    def _refuse_unsupported(self, request: ModelRequest) -> None:
+        """Refuse a setting OpenAI's Chat Completions API has no field for, a ``stop``
+        it does not take, or more tools than it takes (on its own host)."""
+        settings = request.settings
         if self._refused:
             for key, value in settings.items():  # (in their order: the first is named)
                 if key in self._refused and value is not None:
@@ -162,10 +164,12 @@ class OpenAIChatModel(ProviderModel):
             stop = settings.get("stop")
             if stop is not None:
                 check_openai_stop(stop)
+            if len(request.tools) > OPENAI_MAX_TOOLS or "tools" in settings:
+                check_openai_tools(request)
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:
         """The body this model sends for ``request`` (the family's quirks applied)."""
-        self._refuse_unsupported(request.settings)
+        self._refuse_unsupported(request)
         notes = reasoning_notes(request.messages, self._wire)
         report = self._report if not notes else RequestReport(self.provider.name, notes)
         return Prepared(build_body(request, self.model_name, self._wire, stream=stream), report)
@@ -180,7 +184,7 @@ class OpenAIChatModel(ProviderModel):
         # unless a subclass builds its own body; the reasoning it leaves out is logged
         # as `prepare`'s report notes it (a test holds both paths to the same log and bytes).
         if type(self).prepare is OpenAIChatModel.prepare:
-            self._refuse_unsupported(request.settings)
+            self._refuse_unsupported(request)
             notes: list[str] = []
             content = encode_body(request, self.model_name, self._wire, stream=stream, notes=notes)
             if content is not None:
@@ -255,6 +259,32 @@ def check_openai_stop(stop: Any) -> None:
             f"the setting 'stop' holds {len(stop)} sequences; {_API} takes at most "
             f"{OPENAI_MAX_STOP} ({takes}), got {short(stop)}"
         )
+
+
+def check_openai_tools(request: ModelRequest) -> None:
+    """Refuse a request that offers OpenAI's Chat Completions API more than
+    `OPENAI_MAX_TOOLS` tools: the run's (its own, an MCP source's, its handoffs') and a
+    ``tools`` setting's, all sent in one ``tools`` array. OpenAI answers 400 ("array too
+    long") after the request is sent.
+
+    Raises:
+        ModelConfigError: Naming the count, the limit and how to offer fewer.
+    """
+    extra = request.settings.get("tools")
+    added = len(extra) if isinstance(extra, (list, tuple)) else 0
+    count = len(request.tools) + added
+    if count <= OPENAI_MAX_TOOLS:
+        return
+    among = (
+        f" ({len(request.tools)} of the run's and {added} of the setting 'tools')" if added else ""
+    )
+    raise ModelConfigError(
+        f"the request offers {count} tools{among}; {_API} takes at most {OPENAI_MAX_TOOLS} "
+        '("A max of 128 functions are supported"): offer fewer, e.g. split the tools '
+        "between agents (handoffs, an agent as a tool), give each agent or call only the "
+        "tools it needs (agent.evolve(tools=...), an MCP source's include=[...]), or use a "
+        "provider that takes more"
+    )
 
 
 def _same_host(url: str, own: str | None) -> bool:

@@ -114,6 +114,14 @@ OPENAI_INSTEAD = {
 #: OpenAI's own host only: a compatible server (vLLM, Groq...) may take more.
 OPENAI_MAX_STOP = 4
 
+#: The most tools a Chat Completions request may offer OpenAI: ``tools``, "A list of tools
+#: the model may call. ... A max of 128 functions are supported." [openai-openapi.yaml
+#: ``CreateChatCompletionRequest``]; more is answered 400 ("Invalid 'tools': array too
+#: long", ``array_above_max_length``). Refused on OpenAI's own host only: a compatible
+#: server (vLLM, a gateway) may take more. (``CreateResponse`` states no limit, so the
+#: Responses adapter sends what it is given.)
+OPENAI_MAX_TOOLS = 128
+
 # Reasoning text arrives under either name: ``reasoning_content`` (DeepSeek,
 # older vLLM, Qwen servers) or ``reasoning`` (Groq, OpenRouter, newer vLLM,
 # Hugging Face router); see the groq and deepseek cassettes.

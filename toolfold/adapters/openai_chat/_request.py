@@ -23,7 +23,7 @@ from toolfold.adapters._codec import (
     refuse_choices,
     url_excerpt,
 )
-from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool
+from toolfold.adapters._dialects import CompiledTool, Dialect, compile_tool, sent_name
 from toolfold.adapters._http._json import encode_text, sendable
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import (
@@ -310,9 +310,10 @@ def _loop_fragment(
         if type(call) is not ToolCallPart or call.provider_data:
             return None  # (a thought signature: sent or left out by `_call`, noted)
         call_id = call.id if rewrite_id is None else rewrite_id(call.id)
+        name = sent_name(call.name, provider.dialect)
         calls.append(
             f'{{"id":{_string(call_id)},"type":"function","function":'
-            f'{{"name":{_string(call.name)},"arguments":{_string(call.arguments_text or "{}")}}}}}'
+            f'{{"name":{_string(name)},"arguments":{_string(call.arguments_text or "{}")}}}}}'
         )
     return f'{{"role":"assistant","content":null,"tool_calls":[{",".join(calls)}]}}'
 
@@ -658,7 +659,8 @@ def _tool_messages(
         media = media_of(result) if result.parts else []
         encoded = [m for m in (_attachment(part, provider) for part in media) if m is not None]
         if encoded:
-            head = f"Images and files returned by tool call {rewrite_id(result.call_id)} ({result.tool_name}):"
+            name = sent_name(result.tool_name, provider.dialect)  # (as its call was sent)
+            head = f"Images and files returned by tool call {rewrite_id(result.call_id)} ({name}):"
             attached.extend([{"type": "text", "text": head}, *encoded])
     return out
 
@@ -907,7 +909,11 @@ def _call(call: ToolCallPart, rewrite_id: Callable[[str], str], provider: ChatPr
     encoded: Body = {
         "id": rewrite_id(call.id),
         "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments_text or "{}"},
+        # (a name the model made up that the API refuses goes as a valid stand-in)
+        "function": {
+            "name": sent_name(call.name, provider.dialect),
+            "arguments": call.arguments_text or "{}",
+        },
     }
     if provider.thought_signatures:
         extra = extra_content(call.provider_data)

@@ -48,7 +48,7 @@ from toolfold.adapters._codec import (
     no_equivalent,
     place_shared_setting,
 )
-from toolfold.adapters._dialects import CompiledTool, compile_tool
+from toolfold.adapters._dialects import CompiledTool, compile_tool, sent_name
 from toolfold.adapters._output import compile_output
 from toolfold.adapters._results import default_filename, joins_run, result_items
 from toolfold.adapters.openai_responses._providers import (
@@ -467,7 +467,7 @@ def _call(call: ToolCallPart, orphaned: bool) -> Body:
     item: Body = {
         "type": "function_call",
         "call_id": call.id,
-        "name": call.name,
+        "name": sent_name(call.name, "openai-responses"),  # (a made-up name: a valid stand-in)
         "arguments": call.arguments_text or "{}",
     }
     item_id = call.provider_data.get("item_id")
