@@ -42,6 +42,8 @@ from toolfold.runtime._sources import (
     aopened,
     close_failed,
     opened,
+    refuse_unlisted_choice,
+    source_label,
     split_sources,
 )
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -303,7 +305,11 @@ class Agent(Generic[DepsT, OutputT_co]):
         # a name two of them share is refused naming the agent.
         owner = None if self.name is None else f"agent {self.name!r}"
         _refuse_repeated_sources(sources, owner)
-        options = make_options(**{**self._spec(), "tools": (*static, *transfers)}, owner=owner)
+        options = make_options(
+            **{**self._spec(), "tools": (*static, *transfers)},
+            owner=owner,
+            sourced=bool(sources),
+        )
         if self.name is not None:  # options are made without a name: no copy for none
             options = attrs.evolve(options, name=self.name)
         object.__setattr__(self, "_options", options)
@@ -516,6 +522,14 @@ class Agent(Generic[DepsT, OutputT_co]):
         client per run (or per handoff) would waste its connection pool.
         """
         static, _ = split_sources(self.tools)
+        # (checked here, not when the agent was made: its sources' tools were not known)
+        refuse_unlisted_choice(
+            self.tool_choice,
+            list(self._options.tools),
+            [t.name for t in listed],
+            self._sources,
+            None if self.name is None else f"agent {self.name!r}",
+        )
         agent = self.evolve(tools=(*static, *listed), model=self._options.model)
         if self._options.spec is not None:  # still resolved again by a block a run starts in
             options = attrs.evolve(agent._options, spec=self._options.spec)
@@ -1098,8 +1112,7 @@ def _refuse_repeated_sources(sources: Sequence[Any], owner: str | None) -> None:
             continue
         count = sum(source is other for other in sources)
         if count > 1:
-            name = getattr(source, "name", None)
-            label = type(source).__name__ + (f" {name!r}" if isinstance(name, str) else "")
+            label = source_label(source)
             problems.append(
                 f"the tool source {label} is listed {count} times{where}: list it once "
                 "(each of its tools would be there twice)"

@@ -94,6 +94,15 @@ def near_names(name: str, names: Sequence[str], most: int = 3) -> list[str]:
     return near[:most]
 
 
+def shown_names(names: Sequence[str], near: Sequence[str] = (), most: int = 20) -> str:
+    """``names`` joined with commas, at most ``most`` of them: all in order when they fit,
+    else ``near`` ones (`near_names`) first, then ``(and N more)``."""
+    if len(names) <= most:
+        return ", ".join(names)
+    shown = [*near, *(n for n in names if n not in near)][:most]
+    return f"{', '.join(shown)} (and {len(names) - len(shown)} more)"
+
+
 def normalization_variant(
     name: object, names: Iterable[object], there: str = "in the definition"
 ) -> str | None:

@@ -44,7 +44,7 @@ from toolfold.runtime.core._messages import (
     tool_calls_of,
     usage_problem,
 )
-from toolfold.runtime.core._repr import near_names
+from toolfold.runtime.core._repr import near_names, shown_names
 from toolfold.runtime.core._request import (
     FINISH_REASONS,
     ModelResponse,
@@ -427,11 +427,8 @@ def _unknown_tool_message(name: str, config: RunConfig) -> str:
         return f"Unknown tool {name!r}. No tools are available."
     near = near_names(name, names)
     meant = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
-    if len(names) <= _SHOWN_TOOLS:
-        return f"Unknown tool {name!r}.{meant} Available tools: {', '.join(names)}."
-    shown = [*near, *(n for n in names if n not in near)][:_SHOWN_TOOLS]
-    more = len(names) - len(shown)
-    return f"Unknown tool {name!r}.{meant} Available tools: {', '.join(shown)} (and {more} more)."
+    shown = shown_names(names, near, _SHOWN_TOOLS)
+    return f"Unknown tool {name!r}.{meant} Available tools: {shown}."
 
 
 def _bad_json_message(call: ToolCallPart, spec: ToolSpec) -> str:
