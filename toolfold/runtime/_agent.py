@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
@@ -58,7 +59,12 @@ from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._context import DepsT
-from toolfold.toolkit._options import ApprovalPolicy
+from toolfold.toolkit._options import (
+    TOOL_NAME_CHARACTERS,
+    TOOL_NAME_LONGEST,
+    ApprovalPolicy,
+    name_problems,
+)
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 Observer = Callable[[Event], object]
@@ -1074,6 +1080,9 @@ class Handoff:
             return done
 
         transfer.__dict__[MADE_AS] = f"the handoff to agent {target!r}"  # (not this function)
+        problems = name_problems(self.tool_name, self._name_hint())
+        if problems:  # (the call to fix is Handoff's, not the tool() made here)
+            raise ToolDefinitionError(f"the handoff to {target!r}", problems)
         try:
             made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(
                 transfer
@@ -1081,6 +1090,17 @@ class Handoff:
         except ToolDefinitionError as exc:  # name the handoff, not the function made here
             raise ToolDefinitionError(f"the handoff to {target!r}", exc.problems) from None
         return made
+
+    def _name_hint(self) -> str:
+        """What an invalid tool name's error says to do: give `Handoff` a ``name``."""
+        if self.name is not None:
+            return " (give Handoff(agent, name=...) another)"
+        # the agent's name made it: one such name, each other character as _, fits
+        fitting = re.sub(f"[^{TOOL_NAME_CHARACTERS}]", "_", self.tool_name)[:TOOL_NAME_LONGEST]
+        return (
+            f" (made from the agent's name: list the handoff as "
+            f"Handoff(agent, name={fitting!r}) in handoffs=[...])"
+        )
 
 
 class _Answers(NamedTuple):
