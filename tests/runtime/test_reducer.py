@@ -229,8 +229,9 @@ def test_unknown_tool_in_a_large_catalog_names_its_near_misses_first_and_caps_th
 
 
 def test_unknown_tool_near_a_few_tools_names_them_and_lists_all() -> None:
-    """A typo of one of a few tools is named ("did you mean"), the list kept whole, in order;
-    a name near none of them gets the list alone."""
+    """A typo of one of a few tools, or its name without the prefix it has (an MCP server's),
+    is named ("did you mean"), the list kept whole, in order; a name near none of them gets
+    the list alone."""
     state = reduce(start(spec("get_weather"), spec("count_words")), responded(call("c1", "wether")))
     assert state.messages[-1].tool_results[0].content == (
         "Unknown tool 'wether'. Did you mean 'get_weather'? "
@@ -239,6 +240,10 @@ def test_unknown_tool_near_a_few_tools_names_them_and_lists_all() -> None:
     state = reduce(start(spec("add"), spec("mul")), responded(call("c1", "subtract")))
     assert state.messages[-1].tool_results[0].content == (
         "Unknown tool 'subtract'. Available tools: add, mul."
+    )
+    state = reduce(start(spec("add"), spec("docs_search")), responded(call("c1", "search")))
+    assert state.messages[-1].tool_results[0].content == (
+        "Unknown tool 'search'. Did you mean 'docs_search'? Available tools: add, docs_search."
     )
 
 

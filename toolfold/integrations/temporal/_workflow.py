@@ -462,7 +462,8 @@ class AgentWorkflow:
             fresh = False
         try:
             top = listed(agent.node, self._listing)
-        except ToolDefinitionError as exc:  # a listed tool clashes with another: as locally
+        except (ToolDefinitionError, UsageError) as exc:  # a listed tool clashes with another,
+            # or tool_choice names none of them: as locally
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
         if fresh:
             self._state = restarted(top, given.state)
@@ -540,7 +541,7 @@ class AgentWorkflow:
                 self._listings[key] = await self._list_tools(agent, target)
                 try:
                     node = self._listed(first, path).running(state)
-                except ToolDefinitionError as exc:  # as locally: the run raises it
+                except (ToolDefinitionError, UsageError) as exc:  # as locally: the run raises it
                     if path:
                         raise
                     raise ApplicationError(
@@ -979,8 +980,9 @@ class AgentWorkflow:
             failure = exc.cause
             content = f"Error: {failure.type}: {failure.message}"
             return ToolReturned(call.id, content, True, "error", child=self._nested.get(here))
-        except (RunError, ToolDefinitionError) as exc:  # locally the sub-run raises it: the
-            # calling tool reports it (a listed tool that clashes with another, too), and
+        except (RunError, ToolDefinitionError, UsageError) as exc:  # locally the sub-run
+            # raises it: the calling tool reports it (a listed tool that clashes with another,
+            # or a tool_choice naming none of them, too), and
             # keeps the sub-run's state it carries (see `failed_sub_run`)
             kept = failed_sub_run(exc, call.id, state.run_id)
             content = f"Error: {describe_exception(exc)}"
