@@ -153,53 +153,6 @@ def test_a_name_starting_with_a_digit_or_dash_gets_a_leading_underscore() -> Non
     ]
 
 
-@pytest.mark.parametrize(
-    ("prefix", "why"),
-    [
-        ("文档", "has characters providers refuse in tool names ('文', '档')"),
-        ("docs.v2", "has characters providers refuse in tool names ('.')"),
-        ("my docs", "has characters providers refuse in tool names (' ')"),
-        ("2fa", "starts with a character Gemini refuses at the start of a tool name"),
-        ("-x", "starts with a character Gemini refuses at the start of a tool name"),
-    ],
-)
-def test_a_prefix_providers_refuse_is_refused_when_the_server_is_made(
-    prefix: str, why: str
-) -> None:
-    """A prefix with a character outside a-z A-Z 0-9 _ - (two such prefixes, 文档 and 时间,
-    made the same '___search') or a first character Gemini refuses is a UsageError naming
-    the server, the prefix and what a prefix takes, before any server starts."""
-    with pytest.raises(UsageError) as raised:
-        MCPServerStdio(sys.executable, ["unused.py"], name="docs", prefix=prefix)
-    assert str(raised.value) == (
-        f"MCP server 'docs': prefix {prefix!r} {why}: a prefix starts every tool name of the "
-        "server, so it takes a letter or _ first, then a-z A-Z 0-9 _ - only"
-    )
-
-
-def test_prefixes_every_provider_takes_are_kept() -> None:
-    """'_x', 'Docs-2' and 'a' are prefixes as given; '' is no prefix; a prefix of another type
-    is refused naming its type."""
-    for prefix in ("_x", "Docs-2", "a"):
-        server = MCPServerStdio(sys.executable, ["unused.py"], name="s", prefix=prefix)
-        assert [t.name for t in server.tools_from(_named("search"))] == [f"{prefix}_search"]
-    assert MCPServerStdio(sys.executable, ["unused.py"], name="s", prefix="").prefix is None
-    with pytest.raises(UsageError, match=r"prefix takes a str \(or None\), got int 5$"):
-        MCPServerStdio(sys.executable, ["unused.py"], name="s", prefix=5)
-
-
-def test_two_servers_sharing_a_prefix_are_told_to_change_the_one_given() -> None:
-    """Two servers with one prefix give tools of one name: the error says to give another
-    prefix than the one each has, not 'prefix=...' (given already)."""
-    first = MCPServerStdio(sys.executable, ["unused.py"], name="a", prefix="p")
-    second = MCPServerStdio(sys.executable, ["unused.py"], name="b", prefix="p")
-    tools = [*first.tools_from(_named("search")), *second.tools_from(_named("search"))]
-    with pytest.raises(ToolDefinitionError) as raised:
-        Agent(FunctionModel(lambda messages, info: "x"), tools=tools)
-    assert "another prefix than 'p' on MCP server 'a'" in str(raised.value)
-    assert "another prefix than 'p' on MCP server 'b'" in str(raised.value)
-
-
 def test_tools_starting_with_a_digit_or_dash_are_called_by_their_server_names() -> None:
     """The model calls '_2fa_verify' and '_-x'; the server is called as '2fa_verify' and '-x'."""
     server = MCPServerStdio(sys.executable, [SERVER, "leading"], name="leading")

@@ -142,8 +142,7 @@ class MCPServer:
     Args:
         name: A name for messages and logs.
         prefix: Put before every tool name (``prefix_toolname``) to avoid
-            collisions between servers: a letter or ``_``, then
-            ``a-z A-Z 0-9 _ -`` only.
+            collisions between servers.
         timeout: Seconds each call (and each listing) may take; a call that
             takes longer is an error result for the model.
         startup_timeout: Seconds the server may take to start and answer the
@@ -157,7 +156,7 @@ class MCPServer:
     Raises:
         UsageError: An option has the wrong type (a single string where a
             list of names is wanted, a timeout that is no positive, finite
-            number), or a ``prefix`` a provider would refuse in a tool name.
+            number).
 
     A name in ``include`` or ``requires_approval`` that the server does not
     list is a `ToolDefinitionError` when its tools are listed: a misspelt
@@ -185,7 +184,7 @@ class MCPServer:
                     f"seconds, got {value!r}"
                 )
         self.name = name
-        self.prefix = _checked_prefix(name, prefix)
+        self.prefix = prefix
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.requires_approval: ApprovalPolicy | frozenset[str] = (
@@ -619,9 +618,8 @@ class MCPServer:
         call.__qualname__ = f"{type(self).__name__}({self.name}).{remote}"
         # what a duplicate-name error names, and its remedy: an MCP tool takes no name=
         call.__dict__[MADE_AS] = f"tool {remote!r} of MCP server {self.name!r}"
-        prefix = "prefix=..." if not self.prefix else f"another prefix than {self.prefix!r}"
         call.__dict__[RENAMED_WITH] = (
-            f"{prefix} on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
+            f"prefix=... on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
         )
         # what an error about a parameter name a provider refuses says (its schema is the server's)
         call.__dict__[LEFT_OUT_WITH] = (
@@ -1186,37 +1184,6 @@ async def _with_headers(
         client.event_hooks["response"].append(on_response)
         async with streamable_http_client(url, http_client=client) as streams:
             yield streams
-
-
-def _checked_prefix(server: str, prefix: object) -> str | None:
-    """``prefix``, if every provider takes it to start a tool name (`PORTABLE_TOOL_NAME`).
-
-    A character outside ``a-z A-Z 0-9 _ -`` would become ``_`` in every name
-    (`model_name`), so that two prefixes (``文档``, ``时间``) gave the same
-    names; a digit or ``-`` first, Gemini refuses. An empty one is no prefix.
-
-    Raises:
-        UsageError: It is not one, naming it and what is allowed.
-    """
-    if prefix is None or prefix == "":
-        return None
-    if not isinstance(prefix, str):
-        raise UsageError(
-            f"MCP server {server!r}: prefix takes a str (or None), got {type(prefix).__name__} "
-            f"{prefix!r}"
-        )
-    if not PORTABLE_TOOL_NAME.match(prefix) or _REFUSED.search(prefix):
-        refused = sorted(set(_REFUSED.findall(prefix)))
-        why = (
-            f"has characters providers refuse in tool names ({', '.join(map(repr, refused))})"
-            if refused
-            else "starts with a character Gemini refuses at the start of a tool name"
-        )
-        raise UsageError(
-            f"MCP server {server!r}: prefix {prefix!r} {why}: a prefix starts every tool "
-            "name of the server, so it takes a letter or _ first, then a-z A-Z 0-9 _ - only"
-        )
-    return prefix
 
 
 def _tool_names(server: str, option: str, names: object) -> frozenset[str]:
