@@ -6,8 +6,7 @@ by. With ``clash`` as its argument it also lists ``files_read``, which a dot
 mapped to ``_`` would make ``files.read``'s twin; with ``reserved``, ``auto``,
 ``none`` and ``required`` (toolfold's reserved tool names, the ``tool_choice``
 values) and ``Auto`` (not reserved: the check is case-sensitive); with ``cjk``,
-``天気``, ``時間`` (both ``__`` once their characters become ``_``) and ``天気予報``; with
-``leading``, ``2fa_verify`` and ``-x`` (a first character Gemini refuses). With ``keys``,
+``天気``, ``時間`` (both ``__`` once their characters become ``_``) and ``天気予報``. With ``keys``,
 ``files.read`` takes a parameter ``rule_name[]`` (a key Anthropic refuses).
 """
 
@@ -21,7 +20,6 @@ EXTRA = {
     "clash": ["files_read"],
     "reserved": ["auto", "none", "required", "Auto"],
     "cjk": ["天気", "時間", "天気予報"],
-    "leading": ["2fa_verify", "-x"],
 }
 NAMES = ["files.read", LONG, *EXTRA.get(" ".join(sys.argv[1:]), [])]
 KEYS = sys.argv[1:] == ["keys"]

@@ -9,7 +9,6 @@ import pytest
 
 from tests.ecosystem.conftest import ROOT
 from toolfold import Agent, ToolDefinitionError, UsageError
-from toolfold.adapters._dialects._compile import compile_tool
 from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
@@ -130,41 +129,6 @@ def test_cjk_names_that_collide_get_their_hash_whatever_the_order_and_others_kee
     made = [t.name for t in prefixed.tools_from(_named("天気", "時間", "ok"))]
     assert made == ["jp____190cf547", "jp____ce6b3b98", "jp_ok"]  # hashes of "jp_天気"...
     assert len(set(made)) == 3
-
-
-def test_a_name_starting_with_a_digit_or_dash_gets_a_leading_underscore() -> None:
-    """'2fa_verify' and '-x' (OpenAI takes them, Gemini refuses them whole) are '_2fa_verify'
-    and '_-x', which every provider's dialect compiles; '_2fa_verify' listed too tells the two
-    apart; a prefixed name already fits and is kept."""
-    server = MCPServerStdio(sys.executable, ["unused.py"], name="s")
-    made = server.tools_from(_named("2fa_verify", "-x", "search", "9" * 64))
-    assert [t.name for t in made[:3]] == ["_2fa_verify", "_-x", "search"]
-    assert made[3].name.startswith("_999")
-    assert len(made[3].name) == 64
-    for dialect in ("openai-chat", "openai-responses", "anthropic", "gemini", "gemini-openapi"):
-        for each in made:
-            compile_tool(each, dialect)  # (raised SchemaCompileError for gemini)
-    twins = server.tools_from(_named("2fa_verify", "_2fa_verify"))
-    assert [t.name for t in twins] == ["_2fa_verify_d23b0c7a", "_2fa_verify_c29036d6"]
-    prefixed = MCPServerStdio(sys.executable, ["unused.py"], name="s", prefix="s")
-    assert [t.name for t in prefixed.tools_from(_named("2fa_verify", "-x"))] == [
-        "s_2fa_verify",
-        "s_-x",
-    ]
-
-
-def test_tools_starting_with_a_digit_or_dash_are_called_by_their_server_names() -> None:
-    """The model calls '_2fa_verify' and '_-x'; the server is called as '2fa_verify' and '-x'."""
-    server = MCPServerStdio(sys.executable, [SERVER, "leading"], name="leading")
-
-    def reply(request: ModelRequest) -> object:
-        last = request.messages[-1]
-        if last.role == "tool":
-            return " | ".join(part.content for part in last.tool_results)
-        return [FunctionModel.call(name, {}) for name in ("_2fa_verify", "_-x")]
-
-    response = Agent(FunctionModel(reply), tools=[server]).run("go")
-    assert response.text == "server called as 2fa_verify | server called as -x"
 
 
 def test_two_cjk_tools_of_a_real_server_are_both_called_by_their_own_names() -> None:

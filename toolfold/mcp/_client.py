@@ -38,8 +38,8 @@ from toolfold.runtime.drive._loop import masked_part
 from toolfold.runtime.drive._open import note_close_error, open_off_loop, when_open_cancelled
 from toolfold.toolkit import Tool
 from toolfold.toolkit._options import (
-    PORTABLE_TOOL_NAME,
     RESERVED_NAMES,
+    TOOL_NAME,
     TOOL_NAME_CHARACTERS,
     TOOL_NAME_LONGEST,
     ApprovalPolicy,
@@ -525,9 +525,8 @@ class MCPServer:
         ``toolfold/requires_approval``) requires it whatever
         ``requires_approval`` says.
 
-        A listed name a provider refuses (a ``.``, which MCP allows, a digit
-        or ``-`` first, which Gemini refuses, or over 64 characters with the
-        prefix) or toolfold reserves (``auto``, ``none``,
+        A listed name providers refuse (a ``.``, which MCP allows, or over 64
+        characters with the prefix) or toolfold reserves (``auto``, ``none``,
         ``required``) is given to the model as `model_name` makes it; calls
         go to the server under its own name. Two such names that would be
         one (``天気`` and ``時間``, both ``__``; ``files.read`` and
@@ -1532,18 +1531,15 @@ _REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")
 
 
 def model_name(listed: str, *, collides: bool = False) -> str:
-    """A listed tool's name as every provider accepts it and toolfold allows.
+    """A listed tool's name as providers accept it and toolfold allows.
 
-    Every provider takes 1 to 64 of ``a-z A-Z 0-9 _ -`` starting with a
-    letter or ``_`` (OpenAI and Anthropic take a digit or ``-`` first,
-    Gemini does not), and toolfold reserves the ``tool_choice`` values
-    ``auto``, ``none`` and ``required`` (a tool so named could not be
-    forced). A name that fits is kept. A reserved name gets a final ``_``,
-    as Python's ``class_``. Otherwise each other character (MCP allows
-    ``.``) becomes ``_``, a name starting with a digit or ``-`` gets a
-    leading ``_`` (``2fa_verify`` is ``_2fa_verify``), and a name still over
-    64 characters keeps its first 55 and ends with ``_`` and 8 hex digits
-    of its SHA-256, so that two long names stay apart. A name that
+    Providers take 1 to 64 of ``a-z A-Z 0-9 _ -``, and toolfold reserves
+    the ``tool_choice`` values ``auto``, ``none`` and ``required`` (a tool
+    so named could not be forced). A name that fits is kept. A reserved
+    name gets a final ``_``, as Python's ``class_``. Otherwise each other
+    character (MCP allows ``.``) becomes ``_``, and a name still over 64
+    characters keeps its first 55 and ends with ``_`` and 8 hex digits of
+    its SHA-256, so that two long names stay apart. A name that
     ``collides`` with another tool's of the same listing (``天気`` and
     ``時間`` are both ``__``; ``files.read`` is ``files_read``, listed too;
     see `_told_apart`) ends with ``_`` and those 8 hex digits too (within 64
@@ -1556,23 +1552,18 @@ def model_name(listed: str, *, collides: bool = False) -> str:
         'files_read'
         >>> model_name("auto")
         'auto_'
-        >>> model_name("2fa_verify")
-        '_2fa_verify'
         >>> model_name("天気", collides=True)
         '___bc79d84d'
     """
     # Safe for recorded runs: a listing with a reserved name used to be refused whole
     # (ToolDefinitionError), so no run or history holds tools made from one; nor one
-    # with two names made one (`collides`). A name starting with a digit or "-" was
-    # kept: a run saved with a call to it finds the tool renamed (see docs/mcp.md).
+    # with two names made one (`collides`).
     if listed in RESERVED_NAMES:
         name = f"{listed}_"
-    elif not listed or (not collides and PORTABLE_TOOL_NAME.fullmatch(listed)):
+    elif not listed or (not collides and TOOL_NAME.fullmatch(listed)):
         return listed
     else:
         name = _REFUSED.sub("_", listed)  # (a name that fits has none to replace)
-        if not PORTABLE_TOOL_NAME.match(name):  # (a digit or "-" first: Gemini refuses it)
-            name = f"_{name}"
     if collides or len(name) > TOOL_NAME_LONGEST:
         digest = hashlib.sha256(listed.encode("utf-8")).hexdigest()[:8]
         name = f"{name[: TOOL_NAME_LONGEST - 9]}_{digest}"

@@ -22,10 +22,6 @@ TOOL_NAME_LONGEST = 64
 TOOL_NAME = re.compile(  # fullmatch: "$" would allow a final "\n"
     f"[{TOOL_NAME_CHARACTERS}]{{1,{TOOL_NAME_LONGEST}}}"
 )
-# A name every provider takes (`mcp.model_name` makes listed names fit it): Gemini also wants
-# a letter or _ first (`_GEMINI_NAME` in adapters/_dialects/_compile.py), OpenAI and
-# Anthropic no . or : (which Gemini takes), OpenAI 64 characters at most.
-PORTABLE_TOOL_NAME = re.compile(f"[a-zA-Z_][{TOOL_NAME_CHARACTERS}]{{0,{TOOL_NAME_LONGEST - 1}}}")
 # tool_choice values in ModelRequest: a tool with one of these names could not be forced.
 RESERVED_NAMES = frozenset({"auto", "none", "required"})
 
