@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 import attrs
 
-from toolfold._errors import RENAME_PARAMETER, SchemaCompileError
+from toolfold._errors import RENAME_PARAMETER, TOOL_NAME_PROBLEM, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
 from toolfold.adapters._dialects._profiles import (
@@ -394,7 +394,7 @@ def _request_problems(
     """What makes the request itself impossible: the name, strictness, a non-object root."""
     problems: list[str] = []
     if spec.name_rule is not None and not spec.name_rule[0].fullmatch(name):
-        problems.append(f"the tool name must be {spec.name_rule[1]}")
+        problems.append(f"{TOOL_NAME_PROBLEM} {spec.name_rule[1]}")
     properties = walk_root.get("properties")
     if spec.key_rule is not None and isinstance(properties, Mapping):
         rule, words = spec.key_rule
