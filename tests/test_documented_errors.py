@@ -770,7 +770,9 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     'an `output_type` that is a value, not a type (`5`, `"str"`, an instance of a class)': (
         _output_type_value
     ),
-    "a `tool_choice` that names no tool of the run, or is no text (the AI SDK's "
+    "a `tool_choice` that names no tool of the run (when the agent is made; with tool "
+    "sources, when they are listed at the run's start, naming each source and the names its "
+    "tools are sent as; the names it is near first), or is no text (the AI SDK's "
     '`{"type": "tool", "toolName": "weather"}`, a list: the error says what `tool_choice` '
     "takes, and for a dict naming a tool, `tool_choice='weather'`)": _bad_tool_choice,
     "a run's option given to `Agent(...)`, `agent.evolve(...)`, `generate_text` or "

@@ -198,12 +198,22 @@ def _compile_message(tool_name: str, dialect: str, problems: tuple[str, ...]) ->
 #: (an MCP server's tool has parameters no one here can rename).
 RENAME_PARAMETER = "(rename the parameter)"
 
+#: How a `SchemaCompileError`'s problem about a tool name the provider refuses starts:
+#: `advise_renaming` adds how to rename a tool not named here (an MCP server's).
+TOOL_NAME_PROBLEM = "the tool name must be"
 
-def advise_renaming(error: BaseException, advice: str) -> None:
-    """Replace `RENAME_PARAMETER` in ``error``'s problems (a `SchemaCompileError`) by ``advice``."""
-    if not isinstance(error, SchemaCompileError) or advice == RENAME_PARAMETER:
+
+def advise_renaming(error: BaseException, advice: str, name_advice: str | None = None) -> None:
+    """Replace `RENAME_PARAMETER` in ``error``'s problems (a `SchemaCompileError`) by
+    ``advice``, and end its `TOOL_NAME_PROBLEM` with ``(name_advice)`` if given."""
+    if not isinstance(error, SchemaCompileError):
         return
-    problems = tuple(p.replace(RENAME_PARAMETER, advice) for p in error.problems)
+    problems = tuple(
+        f"{p} ({name_advice})"
+        if name_advice is not None and p.startswith(TOOL_NAME_PROBLEM) and name_advice not in p
+        else p.replace(RENAME_PARAMETER, advice)
+        for p in error.problems
+    )
     if problems != error.problems:  # (an output type's never has it: no key rule for output)
         error.problems = problems
         error.args = (_compile_message(error.tool_name, error.dialect, problems),)

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
+import toolfold
 from tests.ecosystem.conftest import ROOT
 from toolfold import Agent, ToolDefinitionError, UsageError
+from toolfold.adapters._dialects._compile import compile_tool
 from toolfold.mcp import MCPServerStdio
 from toolfold.runtime import ModelRequest
 from toolfold.testing import FunctionModel
@@ -210,6 +212,54 @@ def test_a_parameter_name_anthropic_refuses_in_an_mcp_tool_says_to_leave_the_too
     )
     assert "rename" not in said.replace("cannot be renamed", "")
     assert all("include=[...]" in problem for problem in raised.value.problems)
+
+
+def test_a_name_gemini_refuses_in_an_mcp_tool_names_the_server_and_prefix() -> None:
+    """'2fa_verify' is kept, as before (OpenAI and Anthropic take it, runs saved with it
+    resume); Gemini's error names the server and the way out, prefix=, which gives a name
+    it takes."""
+    from toolfold import SchemaCompileError
+
+    server = MCPServerStdio(sys.executable, ["unused.py"], name="auth")
+    tools = server.tools_from(_named("2fa_verify", "search"))
+    assert [t.name for t in tools] == ["2fa_verify", "search"]
+    gemini = toolfold.model(
+        "gemini:gemini-x", base_url="http://127.0.0.1:9", api_key="k" * 20, retry=0
+    )
+    with pytest.raises(SchemaCompileError) as raised:
+        Agent(gemini, tools=tools).run("x")  # type: ignore[arg-type]
+    assert str(raised.value).endswith(
+        "(a tool of MCP server 'auth', named by the server: give the server prefix=... "
+        "starting with a letter (prefix='s' gives 's_2fa_verify'), or include=[...] to "
+        "leave '2fa_verify' out)"
+    )
+    prefixed = MCPServerStdio(sys.executable, ["unused.py"], name="auth", prefix="s")
+    for each in prefixed.tools_from(_named("2fa_verify")):
+        compile_tool(each, "gemini")  # (no error)
+
+
+def test_two_prefixes_that_become_the_same_name_each_say_what_they_became() -> None:
+    """'文档' and '时间' are accepted, as before; both become '__', so the tools they share
+    are refused as one name, the error naming both servers, their prefixes and '__'."""
+    first = MCPServerStdio(sys.executable, ["unused.py"], name="A", prefix="文档")
+    second = MCPServerStdio(sys.executable, ["unused.py"], name="B", prefix="时间")
+    tools = [*first.tools_from(_named("search")), *second.tools_from(_named("search"))]
+    assert [t.name for t in tools] == ["___search", "___search"]
+    with pytest.raises(ToolDefinitionError) as raised:
+        Agent(FunctionModel(lambda messages, info: "x"), tools=tools)
+    said = str(raised.value)
+    for server, prefix in (("A", "文档"), ("B", "时间")):
+        assert (
+            f"another prefix than {prefix!r} (it becomes '__' in tool names: a-z A-Z 0-9 _ - "
+            f"only, a letter first) on MCP server {server!r}"
+        ) in said
+    same = MCPServerStdio(sys.executable, ["unused.py"], name="C", prefix="docs")
+    again = MCPServerStdio(sys.executable, ["unused.py"], name="D", prefix="docs")
+    with pytest.raises(ToolDefinitionError, match="another prefix than 'docs' on MCP server 'C'"):
+        Agent(
+            FunctionModel(lambda messages, info: "x"),
+            tools=[*same.tools_from(_named("search")), *again.tools_from(_named("search"))],
+        )
 
 
 def test_a_parameter_name_anthropic_refuses_in_a_function_or_schema_tool_says_what_to_rename() -> (

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.ecosystem.conftest import ROOT, children
-from toolfold import Agent, RunError, RunState, SourceCloseError
+from toolfold import Agent, RunError, RunState, SourceCloseError, UsageError, generate_text
 from toolfold.mcp import MCPError, MCPServerStdio
 from toolfold.testing import FunctionModel, ScriptedModel
 
@@ -52,6 +52,54 @@ def test_a_run_opens_the_server_calls_its_tools_and_closes_it() -> None:
     assert {"m_add", "m_shout", "m_fail"} <= request_tools
     assert not server.is_open
     assert children() == before
+
+
+def test_tool_choice_can_force_an_mcp_tool_by_the_name_the_model_is_sent() -> None:
+    """A tool_choice naming an MCP server's tool (its prefixed name) is sent as it is, from
+    Agent.run, generate_text, a stream and a server already open: it was refused when the
+    agent was made, as naming no tool of the run ("tools: none")."""
+    server = _ours(prefix="m")
+
+    def forced(run: Any) -> None:
+        model = ScriptedModel(["done"])
+        run(model)
+        assert model.requests[0].tool_choice == "m_add"
+
+    forced(lambda model: Agent(model, tools=[server], tool_choice="m_add").run("go"))
+    forced(lambda model: generate_text(model, "go", tools=[server], tool_choice="m_add"))
+    forced(lambda model: list(Agent(model, tools=[server], tool_choice="m_add").stream("go")))
+    with server:
+        forced(lambda model: Agent(model, tools=[server], tool_choice="m_add").run("go"))
+    assert not server.is_open
+
+
+def test_a_tool_choice_naming_no_listed_tool_is_refused_naming_the_servers_and_tools() -> None:
+    """A tool_choice naming no tool once the servers are listed (the server's own name of a
+    prefixed tool) is a UsageError before any model call, naming the agent's own tools, each
+    server and the names its tools are sent as, the near one first; the server is closed."""
+    server = _ours(prefix="m")
+    model = ScriptedModel(["done"])
+    agent = Agent(model, tools=[add_one, server], tool_choice="add", name="lead")
+    with pytest.raises(UsageError) as raised:
+        agent.run("go")
+    message = str(raised.value)
+    assert message.startswith(
+        "tool_choice 'add' is not a tool of agent 'lead': its own tools: add_one; the tools "
+        "its tool sources (MCPServerStdio 'ours') listed, named as the model is sent them: m_"
+    )
+    assert "m_shout" in message
+    assert message.endswith("; did you mean 'm_add' or 'add_one'?")
+    assert model.requests == []
+    assert not server.is_open
+
+
+def add_one(n: int) -> int:
+    """Add one.
+
+    Args:
+        n: A number.
+    """
+    return n + 1
 
 
 def test_async_runs_and_streams_use_the_server_too() -> None:

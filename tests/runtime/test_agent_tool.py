@@ -326,6 +326,31 @@ def test_a_bad_as_tool_or_handoff_option_names_the_agent_or_workflow() -> None:
         Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(helper, name="a b")])
 
 
+def test_a_handoff_name_made_from_an_unfit_agent_name_says_to_list_a_named_handoff() -> None:
+    """An agent named 'Billing Team' (or 60 characters long) makes a transfer tool name no
+    provider takes: the error says to list Handoff(agent, name=...) with a name that fits,
+    not 'pass name=...' (a handoff in handoffs=[...] takes none); a name given to Handoff
+    that does not fit says to give Handoff another."""
+    from toolfold import Handoff, ToolDefinitionError
+
+    for name, fitting in [
+        ("Billing Team", "transfer_to_Billing_Team"),
+        ("a" * 60, "transfer_to_" + "a" * 52),
+    ]:
+        target = Agent(ScriptedModel(["x"]), name=name)
+        with pytest.raises(ToolDefinitionError) as raised:
+            Agent(ScriptedModel(["x"]), name="lead", handoffs=[target])
+        assert str(raised.value).endswith(
+            "a-z A-Z 0-9 _ - (made from the agent's name: list the handoff as "
+            f"Handoff(agent, name={fitting!r}) in handoffs=[...])"
+        )
+        assert "pass name=" not in str(raised.value)
+        Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(target, name=fitting)])
+    with pytest.raises(ToolDefinitionError) as raised:
+        Agent(ScriptedModel(["x"]), name="lead", handoffs=[Handoff(target, name="a b")])
+    assert str(raised.value).endswith("(give Handoff(agent, name=...) another)")
+
+
 def test_streaming_parent_streams_sub_runs_tagged_with_their_path(tree: Any) -> None:
     """A streamed parent yields its sub-agents' events, each tagged with the path down the tree."""
     from toolfold import RunEndEvent, SubRunEvent, TextDelta

@@ -390,6 +390,16 @@ def test_bad_tool_choice_is_refused_up_front() -> None:
     assert model.requests == []
 
 
+def test_a_misspelt_tool_choice_is_refused_naming_the_tool_it_is_near() -> None:
+    """Without tool sources, a tool_choice near a tool's name is refused when the agent is
+    made, naming the run's tools and the one it is near."""
+    with pytest.raises(toolfold.UsageError) as raised:
+        toolfold.Agent(ScriptedModel(["x"]), tools=[add], tool_choice="Add")
+    assert str(raised.value) == (
+        "tool_choice 'Add' is not a tool of this run (tools: add); did you mean 'add'?"
+    )
+
+
 def test_stop_when_predicate() -> None:
     """A live stop predicate ends the run at a step boundary with its reason."""
     model = ScriptedModel([call("add", {"a": 1, "b": 1})] * 3)

@@ -214,6 +214,39 @@ def test_unknown_tool_gets_an_error_result_at_once() -> None:
     assert state.calls[0].outcome == "unknown_tool"
 
 
+def test_unknown_tool_in_a_large_catalog_names_its_near_misses_first_and_caps_the_list() -> None:
+    """In 250 tools, a call differing from one only by case gets that name first ("did you
+    mean"), and the list stops at 20 names, saying how many more there are."""
+    names = [f"catalog_tool_number_{i:03d}" for i in range(250)]
+    state = reduce(start(*map(spec, names)), responded(call("c1", "Catalog_Tool_Number_007")))
+    content = state.messages[-1].tool_results[0].content
+    assert content.startswith(
+        "Unknown tool 'Catalog_Tool_Number_007'. Did you mean 'catalog_tool_number_007'? "
+        "Available tools: catalog_tool_number_007, catalog_tool_number_000, "
+    )
+    assert content.endswith("catalog_tool_number_019 (and 230 more).")
+    assert len(content) < 700
+
+
+def test_unknown_tool_near_a_few_tools_names_them_and_lists_all() -> None:
+    """A typo of one of a few tools, or its name without the prefix it has (an MCP server's),
+    is named ("did you mean"), the list kept whole, in order; a name near none of them gets
+    the list alone."""
+    state = reduce(start(spec("get_weather"), spec("count_words")), responded(call("c1", "wether")))
+    assert state.messages[-1].tool_results[0].content == (
+        "Unknown tool 'wether'. Did you mean 'get_weather'? "
+        "Available tools: get_weather, count_words."
+    )
+    state = reduce(start(spec("add"), spec("mul")), responded(call("c1", "subtract")))
+    assert state.messages[-1].tool_results[0].content == (
+        "Unknown tool 'subtract'. Available tools: add, mul."
+    )
+    state = reduce(start(spec("add"), spec("docs_search")), responded(call("c1", "search")))
+    assert state.messages[-1].tool_results[0].content == (
+        "Unknown tool 'search'. Did you mean 'docs_search'? Available tools: add, docs_search."
+    )
+
+
 def test_unknown_tool_with_no_tools_says_so() -> None:
     """With no tools at all the error says none are available."""
     state = reduce(start(), responded(call("c1", "nope")))

@@ -394,3 +394,56 @@ def test_the_command_line_views_and_resumes_an_older_state(
     done = cli_main(["resume", str(state), "--file", str(agents), "--approve", "del"])
     out, err = capsys.readouterr()
     assert (done, out) == (0, "done\n"), err
+
+
+@tool
+def search(query: str) -> str:
+    """Search.
+
+    Args:
+        query: What to look for.
+    """
+    return "found " + query
+
+
+def test_a_state_saved_with_older_unknown_tool_words_loads_and_resumes() -> None:
+    """main's result of a call to an unknown tool ('Search', no "Did you mean") loads as
+    saved and the model reads it so (tests/runtime/saved/unknown_tool.md); refused before."""
+    name = "unknown_tool_finished_a408348e"
+    saved = [p["content"] for p in _document(name)["conversation"][2]["parts"]]
+    assert saved[0] == "Unknown tool 'Search'. Available tools: search."
+    loaded = RunState.from_json(_text(name))
+    sent: list[list[str]] = []
+
+    def reply(request: ModelRequest) -> str:
+        sent.append(_tool_texts(request))
+        return "7"
+
+    went_on = Agent(FunctionModel(reply), tools=[search]).resume(loaded, message="again")
+    assert sent == [saved]
+    assert RunState.from_json(went_on.state.to_json()) == went_on.state
+
+
+def test_a_state_awaiting_approval_after_older_unknown_tool_words_resumes() -> None:
+    """The step's calls hold main's words for 'serach' beside 'delete', awaiting approval."""
+    loaded = RunState.from_json(_text("unknown_tool_awaiting_a408348e"))
+    assert [c.id for c in loaded.pending_approvals] == ["del"]
+    sent: list[list[str]] = []
+
+    def reply(request: ModelRequest) -> str:
+        sent.append(_tool_texts(request))
+        return "done"
+
+    went_on = Agent(FunctionModel(reply), tools=[search, delete]).resume(
+        loaded, approvals={"del": True}
+    )
+    assert sent == [["Unknown tool 'serach'. Available tools: search, delete.", "deleted /tmp/x"]]
+    assert RunState.from_json(went_on.state.to_json()) == went_on.state
+
+
+def test_unknown_tool_words_not_older_ones_are_still_refused() -> None:
+    """Another text for the unknown tool's result is still a change the loader refuses."""
+    document = _document("unknown_tool_finished_a408348e")
+    document["conversation"][2]["parts"][0]["content"] = "Unknown tool 'Search'. Use search."
+    with pytest.raises(SerializationError, match="content is"):
+        _load(document)

@@ -63,6 +63,25 @@ def test_colliding_cjk_names_are_told_apart_in_workflow_code_as_in_a_local_run()
     assert list(alone.tools) == ["__", "____"]
 
 
+def test_a_tool_choice_naming_a_listed_tool_is_checked_in_workflow_code_as_locally() -> None:
+    """An agent whose tool_choice names an MCP tool is made (it was refused, naming no tool),
+    and its durable run takes it once the recorded listing has the tool; a tool_choice
+    naming none of the listed tools is the UsageError a local run raises."""
+    server = MCPServerStdio(sys.executable, ["unused.py"], name="jp", prefix="jp")
+    forced = Agent(FunctionModel(lambda m, i: "x"), tools=[server], name="jp", tool_choice="jp_a")
+    made = listed(node("jp", forced), (_named("a", "b"),))
+    assert made.config is not None
+    assert made.config.tool_choice == "jp_a"
+    typo = Agent(FunctionModel(lambda m, i: "x"), tools=[server], name="jp", tool_choice="a")
+    with pytest.raises(toolfold.UsageError) as raised:
+        listed(node("jp", typo), (_named("a", "b"),))
+    assert str(raised.value) == (
+        "tool_choice 'a' is not a tool of agent 'jp': its own tools: none; the tools its tool "
+        "sources (MCPServerStdio 'jp') listed, named as the model is sent them: jp_a, jp_b; "
+        "did you mean 'jp_a'?"
+    )
+
+
 def test_the_call_activity_names_a_told_apart_tool_as_the_run_does() -> None:
     """The call activity makes the tool from its entry alone ('__'), but names it as the
     run does ('___bc79d84d'): in the message of a result over the size limit too."""

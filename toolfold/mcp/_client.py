@@ -46,7 +46,7 @@ from toolfold.toolkit._options import (
     with_digest,
 )
 from toolfold.toolkit._results import describe_exception, format_result, quoted
-from toolfold.toolkit._tool import LEFT_OUT_WITH, MADE_AS, RENAMED_WITH
+from toolfold.toolkit._tool import LEFT_OUT_WITH, MADE_AS, NAME_REFUSED_WITH, RENAMED_WITH
 
 if TYPE_CHECKING:
     from toolfold.adapters._http._keys import Secret
@@ -597,6 +597,20 @@ class MCPServer:
         """A listed tool's name with the prefix: what `model_name` makes the model's name of."""
         return f"{self.prefix}_{remote}" if self.prefix else remote
 
+    def _other_prefix(self) -> str:
+        """How a message about this server's tool names asks for a prefix: ``prefix=...``,
+        or, with one given, another, saying what it becomes in a tool name if `model_name`
+        changes it (``'文档'`` and ``'时间'`` both become ``'__'``)."""
+        if not self.prefix:
+            return "prefix=..."
+        cleaned = _REFUSED.sub("_", str(self.prefix))
+        if cleaned == self.prefix:
+            return f"another prefix than {self.prefix!r}"
+        return (
+            f"another prefix than {self.prefix!r} (it becomes {cleaned!r} in tool names: "
+            "a-z A-Z 0-9 _ - only, a letter first)"
+        )
+
     def _tool(
         self, spec: Mapping[str, Any], told_apart: frozenset[str] = frozenset()
     ) -> Tool[..., Any]:
@@ -619,7 +633,14 @@ class MCPServer:
         # what a duplicate-name error names, and its remedy: an MCP tool takes no name=
         call.__dict__[MADE_AS] = f"tool {remote!r} of MCP server {self.name!r}"
         call.__dict__[RENAMED_WITH] = (
-            f"prefix=... on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
+            f"{self._other_prefix()} on MCP server {self.name!r}, or include=[...] to leave "
+            f"{remote!r} out"
+        )
+        # what an error about a tool name a provider refuses says (Gemini: a letter or _ first)
+        call.__dict__[NAME_REFUSED_WITH] = (
+            f"a tool of MCP server {self.name!r}, named by the server: give the server "
+            f"{self._other_prefix()} starting with a letter (prefix={_EXAMPLE!r} gives "
+            f"{model_name(f'{_EXAMPLE}_{remote}')!r}), or include=[...] to leave {remote!r} out"
         )
         # what an error about a parameter name a provider refuses says (its schema is the server's)
         call.__dict__[LEFT_OUT_WITH] = (
@@ -1529,6 +1550,8 @@ def _bytes(data: str, block: str) -> bytes:
 
 
 _REFUSED = re.compile(f"[^{TOOL_NAME_CHARACTERS}]")
+# The prefix a message about a refused tool name shows, as an example.
+_EXAMPLE = "s"
 
 
 def model_name(listed: str, *, collides: bool = False) -> str:

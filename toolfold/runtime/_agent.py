@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
@@ -42,6 +43,8 @@ from toolfold.runtime._sources import (
     aopened,
     close_failed,
     opened,
+    refuse_unlisted_choice,
+    source_label,
     split_sources,
 )
 from toolfold.runtime.core._config import RunConfig, ToolSpec
@@ -56,7 +59,12 @@ from toolfold.runtime.drive._handoff import Handover, started_config
 from toolfold.runtime.drive._loop import Ended, Live, OnToolError, interrupted
 from toolfold.runtime.drive._shells import drive_async, drive_sync, finish
 from toolfold.toolkit._context import DepsT
-from toolfold.toolkit._options import ApprovalPolicy
+from toolfold.toolkit._options import (
+    TOOL_NAME_CHARACTERS,
+    TOOL_NAME_LONGEST,
+    ApprovalPolicy,
+    name_problems,
+)
 from toolfold.toolkit._tool import MADE_AS, Tool, is_async_callable
 
 Observer = Callable[[Event], object]
@@ -303,7 +311,11 @@ class Agent(Generic[DepsT, OutputT_co]):
         # a name two of them share is refused naming the agent.
         owner = None if self.name is None else f"agent {self.name!r}"
         _refuse_repeated_sources(sources, owner)
-        options = make_options(**{**self._spec(), "tools": (*static, *transfers)}, owner=owner)
+        options = make_options(
+            **{**self._spec(), "tools": (*static, *transfers)},
+            owner=owner,
+            sourced=bool(sources),
+        )
         if self.name is not None:  # options are made without a name: no copy for none
             options = attrs.evolve(options, name=self.name)
         object.__setattr__(self, "_options", options)
@@ -516,6 +528,14 @@ class Agent(Generic[DepsT, OutputT_co]):
         client per run (or per handoff) would waste its connection pool.
         """
         static, _ = split_sources(self.tools)
+        # (checked here, not when the agent was made: its sources' tools were not known)
+        refuse_unlisted_choice(
+            self.tool_choice,
+            list(self._options.tools),
+            [t.name for t in listed],
+            self._sources,
+            None if self.name is None else f"agent {self.name!r}",
+        )
         agent = self.evolve(tools=(*static, *listed), model=self._options.model)
         if self._options.spec is not None:  # still resolved again by a block a run starts in
             options = attrs.evolve(agent._options, spec=self._options.spec)
@@ -1060,6 +1080,9 @@ class Handoff:
             return done
 
         transfer.__dict__[MADE_AS] = f"the handoff to agent {target!r}"  # (not this function)
+        problems = name_problems(self.tool_name, self._name_hint())
+        if problems:  # (the call to fix is Handoff's, not the tool() made here)
+            raise ToolDefinitionError(f"the handoff to {target!r}", problems)
         try:
             made: Tool[..., Any] = tool(name=self.tool_name, description=text, blocking=False)(
                 transfer
@@ -1067,6 +1090,17 @@ class Handoff:
         except ToolDefinitionError as exc:  # name the handoff, not the function made here
             raise ToolDefinitionError(f"the handoff to {target!r}", exc.problems) from None
         return made
+
+    def _name_hint(self) -> str:
+        """What an invalid tool name's error says to do: give `Handoff` a ``name``."""
+        if self.name is not None:
+            return " (give Handoff(agent, name=...) another)"
+        # the agent's name made it: one such name, each other character as _, fits
+        fitting = re.sub(f"[^{TOOL_NAME_CHARACTERS}]", "_", self.tool_name)[:TOOL_NAME_LONGEST]
+        return (
+            f" (made from the agent's name: list the handoff as "
+            f"Handoff(agent, name={fitting!r}) in handoffs=[...])"
+        )
 
 
 class _Answers(NamedTuple):
@@ -1098,8 +1132,7 @@ def _refuse_repeated_sources(sources: Sequence[Any], owner: str | None) -> None:
             continue
         count = sum(source is other for other in sources)
         if count > 1:
-            name = getattr(source, "name", None)
-            label = type(source).__name__ + (f" {name!r}" if isinstance(name, str) else "")
+            label = source_label(source)
             problems.append(
                 f"the tool source {label} is listed {count} times{where}: list it once "
                 "(each of its tools would be there twice)"

@@ -19,6 +19,7 @@ from collections.abc import (
     Generator,
     Iterable,
     Mapping,
+    Sequence,
     Sized,
 )
 from contextlib import aclosing
@@ -44,7 +45,13 @@ from toolfold.runtime.core._events import (
 from toolfold.runtime.core._messages import Message, TextPart, frozen_dict
 from toolfold.runtime.core._reducer import blank_state, history_problem, initial_state
 from toolfold.runtime.core._replay import empty_run_id
-from toolfold.runtime.core._repr import not_a_choice, short, value_or_type
+from toolfold.runtime.core._repr import (
+    near_names,
+    not_a_choice,
+    short,
+    shown_names,
+    value_or_type,
+)
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import (
     MaxSteps,
@@ -479,11 +486,15 @@ def make_options(
     on_tool_error: OnToolError = "return",
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     owner: str | None = None,
+    sourced: bool = False,
 ) -> RunOptions:
     """`RunOptions` from an `Agent`'s options (resolves the model, tools and output type).
 
     ``owner`` names whose options they are (``"agent 'billing'"``) in the
-    error for two tools of one name.
+    error for two tools of one name. ``sourced``: the run also has the tools
+    of tool sources (MCP servers), not known before they are listed, so a
+    ``tool_choice`` naming none of ``tools`` is checked then
+    (`refuse_unlisted_choice`), not here.
 
     Raises:
         UsageError: ``max_steps`` or ``max_concurrency`` not an integer >= 1, an
@@ -518,6 +529,7 @@ def make_options(
             tool_choice,
             reset_tool_choice,
             output_retries,
+            sourced,
         ),
     )
     made = _MADE.get(key) if key else None
@@ -544,9 +556,8 @@ def make_options(
         build_hooks(made_tool)
     if tool_choice is not None and type(tool_choice) is not str:
         raise UsageError(tool_choice_problem(tool_choice, by_name))
-    if tool_choice not in (None, "auto", "none", "required") and tool_choice not in by_name:
-        names = ", ".join(by_name) or "none"
-        raise UsageError(f"tool_choice {tool_choice!r} is not a tool of this run (tools: {names})")
+    if not sourced and tool_choice not in CHOICES and tool_choice not in by_name:
+        raise UsageError(unknown_choice(tool_choice, list(by_name)))
     data, predicates = split_stop(stop_when)
     config = RunConfig(
         model=resolved.name,
@@ -576,6 +587,27 @@ def make_options(
         max_concurrency=max_concurrency,
         spec=spec,
     )
+
+
+# The tool_choice values that name no tool.
+CHOICES = (None, "auto", "none", "required")
+
+
+def unknown_choice(tool_choice: str, names: Sequence[str]) -> str:
+    """The error for a ``tool_choice`` naming none of ``names``, the run's tools (those it
+    is near named)."""
+    near = near_names(tool_choice, names)
+    shown = shown_names(names, near, SHOWN_CHOICES) or "none"
+    return f"tool_choice {tool_choice!r} is not a tool of this run (tools: {shown}){meant(near)}"
+
+
+def meant(near: Sequence[str]) -> str:
+    """What an error about a name says of the ``near`` names (`near_names`), if any."""
+    return f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+
+
+# The tool names an error about a tool_choice lists at most (a catalog may have hundreds).
+SHOWN_CHOICES = 30
 
 
 def tool_choice_problem(tool_choice: object, names: Iterable[str]) -> str:

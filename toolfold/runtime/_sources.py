@@ -13,10 +13,18 @@ from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Seque
 from contextlib import aclosing
 from typing import Any
 
-from toolfold._errors import SourceCloseError
+from toolfold._errors import SourceCloseError, UsageError
 from toolfold.runtime._model import MODEL_OVERRIDE, overriding
 from toolfold.runtime._response import Response, RunStreamEvent
-from toolfold.runtime._run import RunStream, refuse_non_tool
+from toolfold.runtime._run import (
+    CHOICES,
+    SHOWN_CHOICES,
+    RunStream,
+    meant,
+    refuse_non_tool,
+    unknown_choice,
+)
+from toolfold.runtime.core._repr import near_names, shown_names
 from toolfold.runtime.drive._open import ToolSource, aopened, close_failed, opened
 from toolfold.runtime.drive._shells import throw_into
 from toolfold.toolkit._tool import Tool
@@ -27,6 +35,8 @@ __all__ = [
     "aopened",
     "close_failed",
     "opened",
+    "refuse_unlisted_choice",
+    "source_label",
     "split_sources",
 ]
 
@@ -48,6 +58,47 @@ def split_sources(
         else:  # (refused here, where ``index`` is its place in ``tools=``, sources and all)
             tools.append(refuse_non_tool(item, index))
     return tuple(tools), tuple(sources)
+
+
+def refuse_unlisted_choice(
+    tool_choice: str | None,
+    own: Sequence[str],
+    listed: Sequence[str],
+    sources: Sequence[ToolSource],
+    owner: str | None = None,
+) -> None:
+    """Refuse a ``tool_choice`` naming none of a run's tools, once its sources are listed.
+
+    Args:
+        tool_choice: The run's ``tool_choice``.
+        own: The names of the agent's own tools (its transfer tools too).
+        listed: The names of the tools its ``sources`` listed, as the model is sent them.
+        sources: The agent's tool sources (an MCP server...).
+        owner: Whose run it is (``"agent 'lead'"``), None for none in particular.
+
+    Raises:
+        UsageError: ``tool_choice`` is none of them, naming the sources and their
+            tools (the near ones first).
+    """
+    if tool_choice in CHOICES or tool_choice in own or tool_choice in listed:
+        return
+    assert tool_choice is not None  # (None is in CHOICES)
+    if not sources:
+        raise UsageError(unknown_choice(tool_choice, own))
+    near = near_names(tool_choice, [*own, *listed])
+    labels = ", ".join(source_label(source) for source in sources)
+    raise UsageError(
+        f"tool_choice {tool_choice!r} is not a tool of {owner or 'this run'}: its own tools: "
+        f"{shown_names(own, near, SHOWN_CHOICES) or 'none'}; the tools its tool sources "
+        f"({labels}) listed, named as the model is sent them: "
+        f"{shown_names(listed, near, SHOWN_CHOICES) or 'none'}{meant(near)}"
+    )
+
+
+def source_label(source: Any) -> str:
+    """A tool source as an error names it: ``MCPServerStdio 'time'``."""
+    name = getattr(source, "name", None)
+    return type(source).__name__ + (f" {name!r}" if isinstance(name, str) else "")
 
 
 def _is_source(item: Any) -> bool:

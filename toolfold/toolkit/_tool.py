@@ -1192,13 +1192,20 @@ RENAMED_WITH = "__toolfold_renamed_with__"
 LEFT_OUT_WITH = "__toolfold_left_out_with__"
 
 
+#: The attribute of a function toolfold makes for a tool whose name is not the user's
+#: (an MCP server's): how to give it one a provider takes, for an error about its name.
+NAME_REFUSED_WITH = "__toolfold_name_refused_with__"
+
+
 def advise_on_parameter_names(error: BaseException, tools: Mapping[str, Tool[..., Any]]) -> None:
     """Word the advice of a `SchemaCompileError` about refused parameter names for its tool.
 
     The compiler says "rename the parameter", right for a function's parameter.
     An MCP server's tool cannot be changed here: the error says how to leave it
     out (``include=[...]`` on its server). A tool made with an explicit schema:
-    rename the property there, or leave the tool out.
+    rename the property there, or leave the tool out. A refused tool name of an
+    MCP server's tool (``2fa_verify`` for Gemini, a letter or _ first) says how
+    to rename it (`NAME_REFUSED_WITH`: ``prefix=`` on its server).
     """
     tool_name = getattr(error, "tool_name", None)
     found = tools.get(tool_name) if isinstance(tool_name, str) else None
@@ -1214,7 +1221,8 @@ def advise_on_parameter_names(error: BaseException, tools: Mapping[str, Tool[...
         )
     else:
         advice = RENAME_PARAMETER
-    advise_renaming(error, advice)
+    name_advice = getattr(found.function, NAME_REFUSED_WITH, None)
+    advise_renaming(error, advice, name_advice if isinstance(name_advice, str) else None)
 
 
 def _made_as(function: Any) -> str | None:

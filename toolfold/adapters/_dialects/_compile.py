@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 import attrs
 
-from toolfold._errors import RENAME_PARAMETER, SchemaCompileError
+from toolfold._errors import RENAME_PARAMETER, TOOL_NAME_PROBLEM, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
 from toolfold.adapters._dialects._names import (
@@ -393,7 +393,7 @@ def _request_problems(
     """What makes the request itself impossible: the name, strictness, a non-object root."""
     problems: list[str] = []
     if spec.name_rule is not None and not spec.name_rule.pattern.fullmatch(name):
-        problems.append(f"the tool name must be {spec.name_rule.words}")
+        problems.append(f"{TOOL_NAME_PROBLEM} {spec.name_rule.words}")
     properties = walk_root.get("properties")
     if spec.key_rule is not None and isinstance(properties, Mapping):
         rule, words = spec.key_rule

@@ -42,6 +42,7 @@ from toolfold.runtime._agent_tool import (
 )
 from toolfold.runtime._response import Response
 from toolfold.runtime._run import RunOptions, start, to_tools
+from toolfold.runtime._sources import refuse_unlisted_choice
 from toolfold.runtime._task import Task, _prompt_text, _scope
 from toolfold.runtime._template import render
 from toolfold.runtime._workflow import Workflow, WorkflowResponse, _step_errors
@@ -225,6 +226,8 @@ def listed(
 
     Raises:
         ToolDefinitionError: Two tools share a name (as a local run raises).
+        UsageError: The ``tool_choice`` of an agent with sources names none of its
+            tools (as a local run raises).
     """
     made = node if listing is None else _with_listed(node, listing)
     if not node.team:
@@ -265,6 +268,10 @@ def _with_listed(node: Node, listing: Listing) -> Node:
     tools = to_tools((*own, *made, *transfers), owner)
     config = node.config
     if config is not None:
+        # (as a local run checks it once its sources are listed: see `Agent._with`)
+        refuse_unlisted_choice(
+            config.tool_choice, list(node.tools), [t.name for t in made], node.sources, owner
+        )
         config = attrs.evolve(config, tools=tuple(ToolSpec.from_tool(t) for t in tools.values()))
     return attrs.evolve(node, tools=tools, sourced=sourced, config=config)
 

@@ -462,7 +462,8 @@ class AgentWorkflow:
             fresh = False
         try:
             top = listed(agent.node, self._listing)
-        except ToolDefinitionError as exc:  # a listed tool clashes with another: as locally
+        except (ToolDefinitionError, UsageError) as exc:  # a listed tool clashes with another,
+            # or tool_choice names none of them: as locally
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
         if fresh:
             self._state = restarted(top, given.state)
@@ -540,8 +541,10 @@ class AgentWorkflow:
                 self._listings[key] = await self._list_tools(agent, target)
                 try:
                     node = self._listed(first, path).running(state)
-                except ToolDefinitionError as exc:  # as locally: the run raises it
-                    if path:
+                except (ToolDefinitionError, UsageError) as exc:  # as locally: the run raises it
+                    if path:  # (a sub-run's: the calling tool's error result)
+                        if isinstance(exc, UsageError):
+                            raise _UnusableListing(exc) from exc
                         raise
                     raise ApplicationError(
                         str(exc), type=type(exc).__name__, non_retryable=True
@@ -945,7 +948,11 @@ class AgentWorkflow:
                         non_retryable=True,
                     )
                 if fresh:  # (a listing the run cannot use raises here, as locally)
-                    child = restarted(listed(runs, listing), child)
+                    try:
+                        with_tools = listed(runs, listing)
+                    except UsageError as exc:
+                        raise _UnusableListing(exc) from exc
+                    child = restarted(with_tools, child)
             if timeout is None or not workflow.patched(NESTED_TIMEOUTS):
                 child = await self._drive(agent, runs, child, here)
             else:
@@ -979,11 +986,13 @@ class AgentWorkflow:
             failure = exc.cause
             content = f"Error: {failure.type}: {failure.message}"
             return ToolReturned(call.id, content, True, "error", child=self._nested.get(here))
-        except (RunError, ToolDefinitionError) as exc:  # locally the sub-run raises it: the
-            # calling tool reports it (a listed tool that clashes with another, too), and
-            # keeps the sub-run's state it carries (see `failed_sub_run`)
-            kept = failed_sub_run(exc, call.id, state.run_id)
-            content = f"Error: {describe_exception(exc)}"
+        except (RunError, ToolDefinitionError, _UnusableListing) as exc:  # locally the
+            # sub-run raises it: the calling tool reports it (a listed tool that clashes with
+            # another, or a tool_choice naming none of them, too: another UsageError fails the
+            # workflow task), and keeps the sub-run's state it carries (see `failed_sub_run`)
+            error = exc.error if isinstance(exc, _UnusableListing) else exc
+            kept = failed_sub_run(error, call.id, state.run_id)
+            content = f"Error: {describe_exception(error)}"
             return ToolReturned(call.id, content, True, "error", child=kept)
         finally:
             self._nested.pop(here, None)
@@ -1183,6 +1192,16 @@ async def _within(
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return None
+
+
+class _UnusableListing(Exception):
+    """A sub-run's recorded listing its agent cannot use: the `UsageError` `listed` raised
+    (a ``tool_choice`` naming none of the listed tools), which the calling tool reports,
+    as locally; any other `UsageError` of a sub-run fails the workflow task."""
+
+    def __init__(self, error: UsageError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _tool_retries(policy: RetryPolicy) -> RetryPolicy:

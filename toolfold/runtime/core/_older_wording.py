@@ -10,10 +10,15 @@ state saved before holds, in its conversation (and, in the step it stopped
 in, its call's result; a run that failed on those retries, its error), the
 text the model was sent then, which the replay no longer gives.
 
+The result of a call to an unknown tool, which the reducer writes too
+(`_steps._unknown_tool_message`), said up to 12-07 every tool of the run and no
+"Did you mean" (`unknown_in_older_words`).
+
 `with_older_wording` lets that text through, and nothing else: a result the
 reducer made itself (not one the caller gave, not one of a call that ran), saved
-with the very text an older toolfold made of that call's arguments (`older_texts`).
-Any other difference stays a difference the loader refuses.
+with the very text an older toolfold made of that call's arguments (`older_texts`)
+or of its unknown tool's name. Any other difference stays a difference the loader
+refuses.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ def with_older_wording(state: RunState, replayed: RunState) -> RunState:
     conversation = _conversation(state.conversation, replayed.conversation, replayed.log)
     if conversation is not None:
         changes["conversation"] = conversation
-    calls = _calls(state.calls, replayed.calls)
+    calls = _calls(state.calls, replayed.calls, replayed.config.tool_names)
     if calls is not None:
         changes["calls"] = calls
         error, given = state.error, replayed.error
@@ -166,11 +171,15 @@ def _json_readings(arguments: str, error: json.JSONDecodeError) -> set[tuple[str
     return readings
 
 
-def _made_here(log: Log[Event]) -> dict[int, tuple[Message, frozenset[str]]]:
+_Made = tuple[Message, frozenset[str], dict[str, tuple[str, ...]]]
+
+
+def _made_here(log: Log[Event]) -> dict[int, _Made]:
     """By the ``id`` of each answer in ``log`` (with the answer, which keeps that id its
     own), the ids of its calls whose results the reducer made for arguments that did
-    not read (`_steps._classify`): run at once, a tool of the run, no ``"return"``."""
-    made: dict[int, tuple[Message, frozenset[str]]] = {}
+    not read (`_steps._classify`): run at once, a tool of the run, no ``"return"``; and,
+    by id, the run's tool names for each call to a tool it does not have."""
+    made: dict[int, _Made] = {}
     config: RunConfig | None = None
     for event in log:
         if isinstance(event, (RunStarted, HandedOff)):
@@ -190,8 +199,9 @@ def _made_here(log: Log[Event]) -> dict[int, tuple[Message, frozenset[str]]]:
             and disposition in ("execute", "approve")
             and config.tool(call.name) is not None
         )
-        if ids:
-            made[id(message)] = (message, ids)
+        unknown = {call.id: config.tool_names for call in calls if config.tool(call.name) is None}
+        if ids or unknown:
+            made[id(message)] = (message, ids, unknown)
     return made
 
 
@@ -199,23 +209,28 @@ def _conversation(saved: Log[Message], given: Log[Message], log: Log[Event]) -> 
     """``given`` with the saved text of its argument errors, or None where nothing is taken."""
     if len(saved) != len(given) or saved == given:
         return None
-    made: dict[int, tuple[Message, frozenset[str]]] | None = None
+    made: dict[int, _Made] | None = None
     messages: list[Message] | None = None
     calls: tuple[ToolCallPart, ...] = ()  # the calls of the last answer whose results it made
+    unknown: dict[str, tuple[str, ...]] = {}  # and the run's tools, by call to another tool
     for index, (mine, theirs) in enumerate(zip(saved, given, strict=True)):
         if theirs.role == "assistant":
-            calls = ()
+            calls, unknown = (), {}
             if tool_calls_of(theirs):
                 if made is None:
                     made = _made_here(log)
                 entry = made.get(id(theirs))
                 if entry is not None and entry[0] is theirs:
                     calls = tuple(c for c in tool_calls_of(theirs) if c.id in entry[1])
+                    unknown = entry[2]
             continue
         if theirs.role != "tool" or mine == theirs or len(mine.parts) != len(theirs.parts):
             continue
         parts = [
-            a if _older(a, b, _call_of(b, calls)) else b
+            a
+            if _older(a, b, _call_of(b, calls))
+            or (type(b) is ToolResultPart and unknown_in_older_words(a, b, unknown.get(b.call_id)))
+            else b
             for a, b in zip(mine.parts, theirs.parts, strict=True)
         ]
         if any(p is not q for p, q in zip(parts, theirs.parts, strict=True)):
@@ -233,25 +248,45 @@ def _call_of(part: object, calls: tuple[ToolCallPart, ...]) -> ToolCallPart | No
 
 
 def _calls(
-    saved: tuple[CallState, ...], given: tuple[CallState, ...]
+    saved: tuple[CallState, ...], given: tuple[CallState, ...], names: tuple[str, ...]
 ) -> tuple[CallState, ...] | None:
     """``given`` with the saved result of each call the reducer found ``invalid_arguments``
-    (no other outcome of a call whose arguments did not read), or None."""
+    (no other outcome of a call whose arguments did not read), or ``unknown_tool`` (the
+    run's tools ``names``), or None."""
     if len(saved) != len(given) or saved == given:
         return None
     taken = [
         mine
-        if theirs.outcome == "invalid_arguments"
+        if theirs.outcome in ("invalid_arguments", "unknown_tool")
         and mine != theirs
         and mine.result is not None
         and attrs.evolve(mine, result=theirs.result) == theirs
-        and _older(mine.result, theirs.result, theirs.call)
+        and (
+            _older(mine.result, theirs.result, theirs.call)
+            if theirs.outcome == "invalid_arguments"
+            else unknown_in_older_words(mine.result, theirs.result, names)
+        )
         else theirs
         for mine, theirs in zip(saved, given, strict=True)
     ]
     if all(a is b for a, b in zip(taken, given, strict=True)):
         return None
     return tuple(taken)
+
+
+def unknown_in_older_words(saved: object, given: object, names: tuple[str, ...] | None) -> bool:
+    """Whether ``saved`` is ``given`` (the reducer's result for a call to a tool the run,
+    whose tools are ``names``, does not have) as toolfold said it up to e52e49a2 (12-07):
+    every tool listed, no "Did you mean"."""
+    return (
+        bool(names)
+        and type(saved) is ToolResultPart
+        and type(given) is ToolResultPart
+        and given.is_error
+        and attrs.evolve(saved, content=given.content) == given
+        and saved.content
+        == f"Unknown tool {given.tool_name!r}. Available tools: {', '.join(names or ())}."
+    )
 
 
 def _older(saved: object, given: object, call: ToolCallPart | None) -> bool:

@@ -79,6 +79,34 @@ def not_a_choice(value: Any, choices: Sequence[str]) -> str:
     return f"another str; did you mean {close[0]!r}?" if close else "another str (not shown)"
 
 
+def near_names(name: str, names: Sequence[str], most: int = 3) -> list[str]:
+    """Up to ``most`` of ``names`` that ``name`` may have meant: those equal to it but for
+    case if any, else those that are it with a prefix (``docs_search`` for ``search``: an
+    MCP server's tool), then its near misses (difflib), closest first, ignoring case. Pure."""
+    folded = name.casefold()
+    by_fold: dict[str, list[str]] = {}
+    for each in names:
+        by_fold.setdefault(each.casefold(), []).append(each)
+    near = [each for each in by_fold.get(folded, ()) if each != name]
+    if near:
+        return near[:most]
+    near = [each for each in names if folded and each.casefold().endswith(f"_{folded}")]
+    # (far longer than any name, it is no near miss: difflib would take seconds on a long one)
+    if len(near) < most and len(folded) <= 2 * max(map(len, by_fold), default=0) + 8:
+        for close in difflib.get_close_matches(folded, by_fold, n=most, cutoff=0.6):
+            near.extend(each for each in by_fold[close] if each != name and each not in near)
+    return near[:most]
+
+
+def shown_names(names: Sequence[str], near: Sequence[str] = (), most: int = 20) -> str:
+    """``names`` joined with commas, at most ``most`` of them: all in order when they fit,
+    else ``near`` ones (`near_names`) first, then ``(and N more)``."""
+    if len(names) <= most:
+        return ", ".join(names)
+    shown = [*near, *(n for n in names if n not in near)][:most]
+    return f"{', '.join(shown)} (and {len(names) - len(shown)} more)"
+
+
 def normalization_variant(
     name: object, names: Iterable[object], there: str = "in the definition"
 ) -> str | None:

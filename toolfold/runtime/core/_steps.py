@@ -44,6 +44,7 @@ from toolfold.runtime.core._messages import (
     tool_calls_of,
     usage_problem,
 )
+from toolfold.runtime.core._repr import near_names, shown_names
 from toolfold.runtime.core._request import (
     FINISH_REASONS,
     ModelResponse,
@@ -415,10 +416,19 @@ def _done(
     return _call_state(index, call, "done", result, outcome, child)
 
 
+# Names an unknown tool's result lists at most: the model reads it, and a catalog of
+# hundreds of tools made it thousands of characters (the names are in its request anyway).
+_SHOWN_TOOLS = 20
+
+
 def _unknown_tool_message(name: str, config: RunConfig) -> str:
     names = config.tool_names
-    available = f"Available tools: {', '.join(names)}." if names else "No tools are available."
-    return f"Unknown tool {name!r}. {available}"
+    if not names:
+        return f"Unknown tool {name!r}. No tools are available."
+    near = near_names(name, names)
+    meant = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+    shown = shown_names(names, near, _SHOWN_TOOLS)
+    return f"Unknown tool {name!r}.{meant} Available tools: {shown}."
 
 
 def _bad_json_message(call: ToolCallPart, spec: ToolSpec) -> str:
