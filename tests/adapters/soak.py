@@ -404,7 +404,12 @@ def soak(url: str, backend: str, runs: int, rounds: int = 3, seed: int = 8) -> R
                     outcome.made.clear()  # (the references are the test's, not the runs')
                 del made
         finally:
-            await models.aclose()
+            # A close cut at its grace (2 s: a TimeoutError from an explicit close) is the
+            # machine's load, not the soak's subject: on a CI running beside itself a
+            # loaded loop closes a thousand connections slower than that. The cut drops the
+            # connections still open, so `after` counts the same descriptors either way.
+            with contextlib.suppress(TimeoutError):
+                await models.aclose()
         return done
 
     done = asyncio.run(main())
