@@ -672,6 +672,46 @@ def test_no_proxy_with_a_leading_dot_spares_the_domain_itself_on_every_backend(
         proxy.close()
 
 
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+@pytest.mark.parametrize(
+    ("no_proxy", "direct"),
+    [
+        ("127.0.0.0/8", True),
+        ("example.com, 127.0.0.1/32", True),
+        ("127.0.0.0/8,", True),
+        ("10.0.0.0/8", False),
+        ("127.0.0.0/abc", False),  # no range: a name, which no host has
+    ],
+)
+def test_a_no_proxy_address_range_spares_its_addresses_on_every_backend(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    no_proxy: str,
+    direct: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``NO_PROXY=127.0.0.0/8`` sends requests to 127.0.0.1 directly, as curl and httpx2 read
+    it; httpx and aiohttp (the standard library's rules) took it for a host name and went
+    through the proxy."""
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        (http_server if direct else proxy).add(Reply(json={"ok": 1}))
+        target = f"http://127.0.0.1:{http_server.port}/v1"
+        assert _send(target, mode, http=name) == [{"ok": 1}]
+        if direct:
+            assert proxy.requests == []
+            assert http_server.requests[0].path == "/v1/chat/completions"
+        else:
+            assert http_server.requests == []
+            assert proxy.requests[0].path == f"{target}/chat/completions"
+    finally:
+        proxy.close()
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(
     ("name", "entry"),

@@ -416,8 +416,8 @@ def _owned_client(
     Its mounts send directly what the other backends send directly and httpx
     alone would send through a proxy: the hosts ``NO_PROXY`` names with a
     leading dot (`_dotted_no_proxy`), and ``url``'s host when ``spared`` (the
-    system's proxy settings spare it: `system_spares`), as the owned aiohttp
-    session and urllib do. With ``trust_env`` False it reads no proxy (nor
+    system's proxy settings spare it, or an address range ``NO_PROXY`` names
+    holds it: `system_spares`), as the owned aiohttp session and urllib do. With ``trust_env`` False it reads no proxy (nor
     any other) setting from the environment: httpx's own ``trust_env``.
 
     httpx reads the proxy variables when the client is made and raises
