@@ -24,9 +24,9 @@ from scripted_http import Reply, ScriptedServer, sse
 from test_transport_clients import KEY, PACKAGES
 
 import toolfold
-from toolfold import ModelConfigError, ProviderError
+from toolfold import AuthenticationError, ModelConfigError, ProviderConnectionError, ProviderError
 from toolfold.adapters._http._backends import make_sync
-from toolfold.adapters._http._retry import HttpLimits, Timeouts
+from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._transport import Transport
 
 HTTPX = [name for name in OWNED if name != "aiohttp"]
@@ -613,6 +613,66 @@ def test_a_proxys_password_never_shows_when_the_proxy_refuses(
     shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
     assert password not in shown
     assert "api.example.invalid" in str(caught.value)
+
+
+EVERY_BACKEND = [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")]
+RETRY_ONCE = RetryPolicy(max_retries=1, initial_delay=0.0, max_delay=0.0)
+
+
+@pytest.mark.parametrize(("name", "mode"), EVERY_BACKEND)
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_a_proxy_asking_for_credentials_is_an_authentication_error_never_retried(
+    http_server: ScriptedServer, name: str, mode: str, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy's 407, to the CONNECT of an https:// request or as a plain http:// request's
+    answer, is one AuthenticationError on every backend, naming the proxy's host and port
+    (not its password), sent once. It was httpx's ProxyError retried as a lost connection
+    (the bad credentials sent three times), aiohttp's bare ProviderError, and a plain
+    request's "openai returned HTTP 407", blaming the provider."""
+    password = "pr0xy-Passw0rd-XYZ"
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://user:{password}@127.0.0.1:{http_server.port}")
+    refusal = Reply(status=407, headers={"proxy-authenticate": "Basic realm=x"}, body=b"no")
+    http_server.add(refusal, refusal)
+    with pytest.raises(AuthenticationError) as caught:
+        _send(f"{scheme}://api.example.invalid/v1", mode, http=name, retry=RETRY_ONCE)
+    error = caught.value
+    assert len(http_server.requests) == 1
+    assert http_server.requests[0].method == ("CONNECT" if scheme == "https" else "POST")
+    assert (error.status_code, error.retryable) == (407, False)
+    assert str(error).startswith(f"the proxy 127.0.0.1:{http_server.port} refused the ")
+    assert ": HTTP 407 " in str(error)
+    assert f"{scheme}://api.example.invalid/v1/chat/completions" in str(error)
+    assert password not in str(error) + repr(error)
+
+
+@pytest.mark.parametrize(("name", "mode"), EVERY_BACKEND)
+@pytest.mark.parametrize(("status", "retried"), [(503, True), (502, True), (403, False)])
+def test_a_proxy_refusing_the_tunnel_is_a_connection_error_retried_on_a_5xx(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    status: int,
+    retried: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CONNECT the proxy answers with a 5xx is a ProviderConnectionError with its status,
+    retried on every backend (nothing reached the provider); another status is not retried.
+    aiohttp's was a bare ProviderError, never retried; httpx's named no status."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{http_server.port}")
+    http_server.add(Reply(status=status, body=b"down"), Reply(status=status, body=b"down"))
+    with pytest.raises(ProviderConnectionError) as caught:
+        _send("https://api.example.invalid/v1", mode, http=name, retry=RETRY_ONCE)
+    error = caught.value
+    assert [r.method for r in http_server.requests] == ["CONNECT"] * (2 if retried else 1)
+    assert error.status_code == status
+    assert error.retryable is (None if retried else False)
+    assert str(error).startswith(
+        "cannot reach openai at https://api.example.invalid/v1/chat/completions: "
+        f"the proxy 127.0.0.1:{http_server.port} "
+    )
+    assert f"its CONNECT with HTTP {status} " in str(error)
 
 
 @pytest.mark.parametrize(("name", "mode"), PAIRS)

@@ -42,6 +42,7 @@ from toolfold._errors import ModelConfigError
 from toolfold._extras import optional
 from toolfold.adapters._http._checks import utf8_headers
 from toolfold.adapters._http._deadlines import cap_socket_io
+from toolfold.adapters._http._http_errors import host_and_port
 from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
@@ -60,6 +61,7 @@ __all__ = [
     "loop_mismatch",
     "make_async",
     "make_sync",
+    "proxy_address",
 ]
 
 BACKENDS = ("httpx", "httpx2", "aiohttp")
@@ -733,6 +735,28 @@ def loop_mismatch(backend: Any, exc: BaseException) -> str | None:
             "on the loop that opened them (each asyncio.run is a new loop)"
         )
     return None
+
+
+def proxy_address(backend: Any, url: str) -> str | None:
+    """The ``host:port`` of the proxy ``backend`` sends requests to ``url`` through, or None.
+
+    For an error's message only (a proxy refused the request: `proxy_refused`),
+    so read where it is: an owned aiohttp session's proxy; an httpx/httpx2
+    client's transport for the URL, whose httpcore pool holds the proxy's URL
+    (``_proxy_url``, no user or password in it). None when there is no proxy,
+    or the client does not show it (an injected aiohttp session, a client of
+    another make).
+    """
+    if isinstance(backend, AiohttpBackend):
+        return None if backend._proxy is None else host_and_port(backend._proxy)
+    try:
+        transport = backend.client._transport_for_url(backend._url(url))
+        proxy = transport._pool._proxy_url
+        host, port = proxy.host.decode("ascii"), proxy.port
+    except Exception:  # (another client, another layout: the message says "the proxy")
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
 
 
 def _bodies_read(session: Any) -> list[Any]:
