@@ -201,6 +201,67 @@ def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
     assert http_server.connections == 0
 
 
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+@pytest.mark.parametrize(
+    ("variable", "path", "said"),
+    [
+        ("SSL_CERT_FILE", "missing.pem", "which is no file"),
+        ("SSL_CERT_FILE", "garbage.pem", "whose certificates cannot be loaded (SSLError: "),
+        ("SSL_CERT_FILE", "", "which is no file"),  # the directory itself
+        ("SSL_CERT_DIR", "missing", "which is no directory"),
+    ],
+)
+def test_a_certificates_variable_that_cannot_be_used_is_a_config_error(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    variable: str,
+    path: str,
+    said: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SSL_CERT_FILE naming no file or one of no certificates, SSL_CERT_DIR naming no
+    directory: a ModelConfigError naming the variable and its path when the client is made,
+    on every backend, nothing sent. httpx raised a bare FileNotFoundError or SSLError (a
+    run's error saying to resume it), and aiohttp ignored the variable without a word."""
+    (tmp_path / "garbage.pem").write_text("not a certificate\n")
+    value = str(tmp_path / path) if path else str(tmp_path)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ModelConfigError) as caught:
+        _send(f"https://127.0.0.1:{http_server.port}/v1", mode, http=name)
+    assert f"{variable} names {value!r}, {said}" in str(caught.value)
+    assert http_server.connections == 0
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+def test_every_backend_trusts_the_certificates_ssl_cert_file_names_when_the_model_is_made(
+    name: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose certificate a private CA signed is reached on every backend once
+    SSL_CERT_FILE names that CA, set after the clients' packages were imported: aiohttp's
+    own context read the variable when aiohttp was imported, by OpenSSL's defaults."""
+    import ssl
+
+    import trustme
+
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    authority.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    _clear_proxies(monkeypatch)
+    server = ScriptedServer(server_context)
+    try:
+        server.add(Reply(json={"ok": 1}))
+        assert _send(f"{server.url}/v1", mode, http=name) == [{"ok": 1}]
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
