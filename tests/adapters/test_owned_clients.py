@@ -262,6 +262,87 @@ def test_every_backend_trusts_the_certificates_ssl_cert_file_names_when_the_mode
         server.close()
 
 
+def _subject_hash(pem: bytes) -> str:
+    """The name OpenSSL looks a CA up by in a directory (``openssl x509 -hash``), without it."""
+    import hashlib
+    import re
+
+    from cryptography import x509
+
+    canonical = x509.Name(  # (values trimmed, spaces collapsed, lower case, as OpenSSL's)
+        [
+            x509.RelativeDistinguishedName(
+                [
+                    x509.NameAttribute(a.oid, re.sub(r"\s+", " ", str(a.value).strip()).lower())
+                    for a in rdn
+                ]
+            )
+            for rdn in x509.load_pem_x509_certificate(pem).subject.rdns
+        ]
+    ).public_bytes()
+    body = canonical[2:] if canonical[1] < 0x80 else canonical[2 + (canonical[1] & 0x7F) :]
+    return hashlib.sha1(body).digest()[3::-1].hex()
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+def test_with_both_certificates_variables_aiohttp_trusts_both_and_httpx_the_file(
+    name: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SSL_CERT_FILE naming a bundle and SSL_CERT_DIR a directory holding a private CA:
+    aiohttp trusts both, as its own context (OpenSSL's default paths) did; it took the file
+    alone and failed the private server's TLS check. httpx and httpx2 take the file alone,
+    as their own contexts do."""
+    import ssl
+
+    import trustme
+
+    authority, other = trustme.CA(), trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    other.cert_pem.write_to_path(str(tmp_path / "bundle.pem"))
+    (tmp_path / "dir").mkdir()
+    pem = authority.cert_pem.bytes()
+    (tmp_path / "dir" / f"{_subject_hash(pem)}.0").write_bytes(pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "bundle.pem"))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "dir"))
+    _clear_proxies(monkeypatch)
+    server = ScriptedServer(server_context)
+    try:
+        server.add(Reply(json={"ok": 1}))
+        if name == "aiohttp":
+            assert _send(f"{server.url}/v1", mode, http=name) == [{"ok": 1}]
+        else:
+            with pytest.raises(ProviderConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+                _send(f"{server.url}/v1", mode, http=name, retry=0)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+def test_an_ssl_key_log_file_that_cannot_be_opened_is_named_not_the_certificates(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SSLKEYLOGFILE in a directory that does not exist, beside a good SSL_CERT_FILE: the
+    error names SSLKEYLOGFILE and its path; it said SSL_CERT_FILE's certificates could not
+    be loaded (the standard library opens the key log file as it makes the context)."""
+    import trustme
+
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    keys = str(tmp_path / "missing" / "keys.log")
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSLKEYLOGFILE", keys)
+    with pytest.raises(ModelConfigError) as caught:
+        _send(f"https://127.0.0.1:{http_server.port}/v1", mode, http=name)
+    assert f"SSLKEYLOGFILE: it names {keys!r}" in str(caught.value)
+    assert "SSL_CERT_FILE" not in str(caught.value)
+    assert http_server.connections == 0
+
+
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
