@@ -757,6 +757,43 @@ def test_a_proxys_password_never_shows_when_the_proxy_refuses(
     assert "api.example.invalid" in str(caught.value)
 
 
+def test_an_injected_aiohttp_sessions_proxy_password_never_shows_when_the_proxy_refuses(
+    http_server: ScriptedServer,
+) -> None:
+    """An aiohttp session given its proxy with ``user:password@``, the proxy answering the
+    CONNECT with 407: neither the password nor the Proxy-Authorization sent shows in the
+    traceback. aiohttp's error, chained under toolfold's, held both (its ``url=...``, the
+    CONNECT's headers), and the transport cannot scrub a password it was not given."""
+    import base64
+
+    import aiohttp
+
+    password = "pr0xy-Passw0rd-XYZ"
+    sent = base64.b64encode(f"user:{password}".encode()).decode()
+    http_server.add(Reply(status=407, headers={"proxy-authenticate": "Basic realm=x"}))
+
+    async def run() -> None:
+        session = aiohttp.ClientSession(
+            proxy=f"http://user:{password}@127.0.0.1:{http_server.port}"
+        )
+        try:
+            transport = Transport(
+                "openai", "https://api.example.invalid/v1", KEY, http_client=session, retry=0
+            )
+            await transport.post_json("chat/completions", {"model": "m"})
+        finally:
+            await session.close()
+
+    with pytest.raises(AuthenticationError) as caught:
+        asyncio.run(run())
+    assert http_server.requests[0].method == "CONNECT"
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    shown += repr(caught.value.__cause__)
+    assert "aiohttp.client_exceptions.ClientHttpProxyError: 407" in shown
+    assert password not in shown
+    assert sent not in shown
+
+
 EVERY_BACKEND = [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")]
 RETRY_ONCE = RetryPolicy(max_retries=1, initial_delay=0.0, max_delay=0.0)
 

@@ -35,7 +35,13 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._codec import inband_stream_error
-from toolfold.adapters._http._keys import Secret, mask_cut_tail, mask_url_credentials, redact
+from toolfold.adapters._http._keys import (
+    MASK,
+    Secret,
+    mask_cut_tail,
+    mask_url_credentials,
+    redact,
+)
 from toolfold.adapters._http._retry import (
     header_values,
     retry_after_seconds,
@@ -580,11 +586,13 @@ def proxy_refusal(
     ``ClientHttpProxyError`` (with ``status``, ``message`` and the proxy's URL,
     without its password: see `without_credentials`). A ``ProxyError`` with no
     status (a SOCKS proxy's failure) is left to `transport_error`'s other cases.
+    The credentials an aiohttp error holds are masked in it (`_mask_proxy_credentials`).
     """
     if not is_proxy_refusal(exc):
         return None
     headers: Mapping[str, str] | None = None
     if isinstance(getattr(exc, "status", None), int):  # aiohttp's
+        _mask_proxy_credentials(exc)
         status, reason = int(getattr(exc, "status", 0)), str(getattr(exc, "message", "") or "")
         headers = getattr(exc, "headers", None)
         if proxy is None:
@@ -596,6 +604,35 @@ def proxy_refusal(
             return None
         status, reason = int(found.group(1)), found.group(2) or ""
     return proxy_refused(provider, url, proxy, status, reason, headers=headers, tunnel=True)
+
+
+def _mask_proxy_credentials(exc: BaseException) -> None:
+    """Mask, in place, the proxy credentials an aiohttp ``ClientHttpProxyError`` holds.
+
+    Its ``request_info`` (also its ``args[0]``) is the CONNECT's: the proxy's URL
+    as the session was given it (``http://user:password@host:port``, an injected
+    session's: toolfold's own give none, see `without_credentials`), which its
+    text shows, and the ``Proxy-Authorization`` header it sent. The error is
+    chained under toolfold's, so a traceback showed the password (the transport
+    does not know it, to scrub it: `redact_chain`). The request is finished:
+    editing what it holds changes nothing sent.
+    """
+    info = getattr(exc, "request_info", None)
+    if info is None or not hasattr(info, "_replace"):  # (aiohttp's RequestInfo: a NamedTuple)
+        return
+    import multidict  # aiohttp's dependencies
+    import yarl
+
+    headers = multidict.CIMultiDict(
+        (name, MASK if name.lower() in {"authorization", "proxy-authorization"} else value)
+        for name, value in info.headers.items()
+    )
+    masked = info._replace(
+        real_url=yarl.URL(mask_url_credentials(str(info.real_url))),
+        headers=multidict.CIMultiDictProxy(headers),
+    )
+    exc.request_info = masked  # type: ignore[attr-defined]
+    exc.args = (masked, *exc.args[1:])
 
 
 def proxy_refused(
