@@ -951,6 +951,30 @@ def test_a_no_proxy_address_range_spares_its_addresses_on_every_backend(
         proxy.close()
 
 
+@pytest.mark.parametrize(
+    ("no_proxy", "direct"),
+    [
+        ("[::1]/128", True),
+        ("[fd00::]/8, [::1]", True),
+        ("::1/128", True),
+        ("[::2]/128", False),
+        ("[::1/128", False),  # not closed: no range, a name
+    ],
+)
+def test_a_no_proxy_ipv6_range_in_brackets_spares_its_addresses_under_aiohttp(
+    no_proxy: str, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``NO_PROXY=[::1]/128`` (an IPv6 range written as in a URL) spares http://[::1] under
+    aiohttp, as httpx2 reads it; it went through the proxy."""
+    from toolfold.adapters._http._proxies import aiohttp_proxy
+
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    proxy = aiohttp_proxy("http://[::1]:8000/v1", urllib.request.getproxies())
+    assert proxy == (None if direct else "http://127.0.0.1:9")
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(
     ("name", "entry"),

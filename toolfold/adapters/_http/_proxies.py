@@ -121,18 +121,24 @@ def _in_no_proxy_range(host: str, proxies: Mapping[str, str]) -> bool:
     As curl and httpx2 read such an entry; the standard library's
     ``proxy_bypass_environment`` (so aiohttp's ``trust_env``) and httpx take it
     for a host name, which no host has: a base URL in the range went through the
-    proxy under those and directly under httpx2. A name is not resolved to match.
+    proxy under those and directly under httpx2. An IPv6 entry in brackets, as
+    in a URL (``[fd00::]/8``, ``[::1]``: the one address), is read without
+    them, as httpx2 reads it. A name is not resolved to match.
     """
     entries = proxies.get("no", "")
-    if "/" not in entries:
+    if "/" not in entries and "[" not in entries:
         return False
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return False
     for entry in entries.split(","):
+        entry = entry.strip()
+        if entry.startswith("["):
+            inside, closed, rest = entry[1:].partition("]")
+            entry = inside + rest if closed else entry
         try:
-            network = ipaddress.ip_network(entry.strip(), strict=False)
+            network = ipaddress.ip_network(entry, strict=False)
         except ValueError:
             continue
         if network.version == address.version and address in network:
