@@ -176,6 +176,34 @@ def test_the_google_prefix_is_the_gemini_api(env: str, monkeypatch: pytest.Monke
     assert KEY not in repr(model)
 
 
+@pytest.mark.parametrize(
+    ("base_url", "path"),
+    [
+        ("https://gw.example/google-ai-studio/v1beta", "/google-ai-studio/v1beta/models/"),
+        ("https://gw.example/google-ai-studio/v1beta/", "/google-ai-studio/v1beta/models/"),
+        ("https://gw.example/google-ai-studio", "/google-ai-studio/v1beta/models/"),
+        ("https://gw.example/v1beta/x", "/v1beta/x/v1beta/models/"),  # not its last segment
+    ],
+)
+def test_a_base_url_ending_in_the_api_version_is_not_doubled(base_url: str, path: str) -> None:
+    """A base URL ending in /v1beta, as gateways give Gemini's, is the API root without it:
+    the request went to .../v1beta/v1beta/models/..., a 404 with no hint."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        text = {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}}]}
+        return httpx.Response(200, json=text)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    model = toolfold.model(
+        "gemini:gemini-2.5-flash", base_url=base_url, api_key=KEY, http_client=client
+    )
+    assert toolfold.generate_text(model, "hello").text == "hi"
+    client.close()
+    assert seen[0].url.path == f"{path}gemini-2.5-flash:generateContent"
+
+
 def test_the_google_prefix_without_a_key_names_both_variables(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1163,3 +1163,27 @@ def test_an_unsigned_turn_gets_the_placeholder_on_gemini_3_behind_its_openai_end
     assert bool(prepared.report.notes) == placeholder
     assert json.loads(chat._outgoing(request, False)[1]) == prepared.body
     chat.close()
+
+
+VERTEX_OPENAI = "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/endpoints/openapi"
+
+
+def test_vertex_ais_openai_endpoint_with_server_gemini_gives_gemini_3_the_placeholder() -> None:
+    """Vertex AI names its models google/gemini-3-...; with server="gemini" (its host is not
+    detected as Gemini's) an unsigned turn's first call gets the placeholder there too: the
+    google/ prefix hid the model's generation, and Gemini 3 refused the turn."""
+    messages = (
+        Message.user("Time?"),
+        Message("assistant", (ToolCallPart("t1", "get_time", "{}", {}),)),
+    )
+    chat = OpenAIChatModel(
+        "google/gemini-3-flash-preview",
+        provider="openai-compatible",
+        base_url=VERTEX_OPENAI,
+        api_key="k" * 20,
+        server="gemini",
+    )
+    sent = chat.prepare(ModelRequest(messages, (TIME,))).body["messages"][1]["tool_calls"]
+    expected = {"google": {"thought_signature": "skip_thought_signature_validator"}}
+    assert sent[0].get("extra_content") == expected
+    chat.close()

@@ -24,9 +24,9 @@ from scripted_http import Reply, ScriptedServer, sse
 from test_transport_clients import KEY, PACKAGES
 
 import toolfold
-from toolfold import ModelConfigError, ProviderError
+from toolfold import AuthenticationError, ModelConfigError, ProviderConnectionError, ProviderError
 from toolfold.adapters._http._backends import make_sync
-from toolfold.adapters._http._retry import HttpLimits, Timeouts
+from toolfold.adapters._http._retry import HttpLimits, RetryPolicy, Timeouts
 from toolfold.adapters._http._transport import Transport
 
 HTTPX = [name for name in OWNED if name != "aiohttp"]
@@ -198,6 +198,148 @@ def test_a_proxy_variable_httpx_cannot_use_is_a_config_error(
     monkeypatch.setenv("ALL_PROXY", "ftp://127.0.0.1:9")
     with pytest.raises(ModelConfigError, match=r"HTTP_PROXY, HTTPS_PROXY, ALL_PROXY.*ftp"):
         _send(f"{http_server.url}/v1", mode, http=name)
+    assert http_server.connections == 0
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+@pytest.mark.parametrize(
+    ("variable", "path", "said"),
+    [
+        ("SSL_CERT_FILE", "missing.pem", "which is no file"),
+        ("SSL_CERT_FILE", "garbage.pem", "whose certificates cannot be loaded (SSLError: "),
+        ("SSL_CERT_FILE", "", "which is no file"),  # the directory itself
+        ("SSL_CERT_DIR", "missing", "which is no directory"),
+    ],
+)
+def test_a_certificates_variable_that_cannot_be_used_is_a_config_error(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    variable: str,
+    path: str,
+    said: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SSL_CERT_FILE naming no file or one of no certificates, SSL_CERT_DIR naming no
+    directory: a ModelConfigError naming the variable and its path when the client is made,
+    on every backend, nothing sent. httpx raised a bare FileNotFoundError or SSLError (a
+    run's error saying to resume it), and aiohttp ignored the variable without a word."""
+    (tmp_path / "garbage.pem").write_text("not a certificate\n")
+    value = str(tmp_path / path) if path else str(tmp_path)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ModelConfigError) as caught:
+        _send(f"https://127.0.0.1:{http_server.port}/v1", mode, http=name)
+    assert f"{variable} names {value!r}, {said}" in str(caught.value)
+    assert http_server.connections == 0
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+def test_every_backend_trusts_the_certificates_ssl_cert_file_names_when_the_model_is_made(
+    name: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose certificate a private CA signed is reached on every backend once
+    SSL_CERT_FILE names that CA, set after the clients' packages were imported: aiohttp's
+    own context read the variable when aiohttp was imported, by OpenSSL's defaults."""
+    import ssl
+
+    import trustme
+
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    authority.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    _clear_proxies(monkeypatch)
+    server = ScriptedServer(server_context)
+    try:
+        server.add(Reply(json={"ok": 1}))
+        assert _send(f"{server.url}/v1", mode, http=name) == [{"ok": 1}]
+    finally:
+        server.close()
+
+
+def _subject_hash(pem: bytes) -> str:
+    """The name OpenSSL looks a CA up by in a directory (``openssl x509 -hash``), without it."""
+    import hashlib
+    import re
+
+    from cryptography import x509
+
+    canonical = x509.Name(  # (values trimmed, spaces collapsed, lower case, as OpenSSL's)
+        [
+            x509.RelativeDistinguishedName(
+                [
+                    x509.NameAttribute(a.oid, re.sub(r"\s+", " ", str(a.value).strip()).lower())
+                    for a in rdn
+                ]
+            )
+            for rdn in x509.load_pem_x509_certificate(pem).subject.rdns
+        ]
+    ).public_bytes()
+    body = canonical[2:] if canonical[1] < 0x80 else canonical[2 + (canonical[1] & 0x7F) :]
+    return hashlib.sha1(body).digest()[3::-1].hex()
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+def test_with_both_certificates_variables_aiohttp_trusts_both_and_httpx_the_file(
+    name: str, mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SSL_CERT_FILE naming a bundle and SSL_CERT_DIR a directory holding a private CA:
+    aiohttp trusts both, as its own context (OpenSSL's default paths) did; it took the file
+    alone and failed the private server's TLS check. httpx and httpx2 take the file alone,
+    as their own contexts do."""
+    import ssl
+
+    import trustme
+
+    authority, other = trustme.CA(), trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    other.cert_pem.write_to_path(str(tmp_path / "bundle.pem"))
+    (tmp_path / "dir").mkdir()
+    pem = authority.cert_pem.bytes()
+    (tmp_path / "dir" / f"{_subject_hash(pem)}.0").write_bytes(pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "bundle.pem"))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "dir"))
+    _clear_proxies(monkeypatch)
+    server = ScriptedServer(server_context)
+    try:
+        server.add(Reply(json={"ok": 1}))
+        if name == "aiohttp":
+            assert _send(f"{server.url}/v1", mode, http=name) == [{"ok": 1}]
+        else:
+            with pytest.raises(ProviderConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+                _send(f"{server.url}/v1", mode, http=name, retry=0)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+def test_an_ssl_key_log_file_that_cannot_be_opened_is_named_not_the_certificates(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SSLKEYLOGFILE in a directory that does not exist, beside a good SSL_CERT_FILE: the
+    error names SSLKEYLOGFILE and its path; it said SSL_CERT_FILE's certificates could not
+    be loaded (the standard library opens the key log file as it makes the context)."""
+    import trustme
+
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    keys = str(tmp_path / "missing" / "keys.log")
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSLKEYLOGFILE", keys)
+    with pytest.raises(ModelConfigError) as caught:
+        _send(f"https://127.0.0.1:{http_server.port}/v1", mode, http=name)
+    assert f"SSLKEYLOGFILE: it names {keys!r}" in str(caught.value)
+    assert "SSL_CERT_FILE" not in str(caught.value)
     assert http_server.connections == 0
 
 
@@ -615,6 +757,103 @@ def test_a_proxys_password_never_shows_when_the_proxy_refuses(
     assert "api.example.invalid" in str(caught.value)
 
 
+def test_an_injected_aiohttp_sessions_proxy_password_never_shows_when_the_proxy_refuses(
+    http_server: ScriptedServer,
+) -> None:
+    """An aiohttp session given its proxy with ``user:password@``, the proxy answering the
+    CONNECT with 407: neither the password nor the Proxy-Authorization sent shows in the
+    traceback. aiohttp's error, chained under toolfold's, held both (its ``url=...``, the
+    CONNECT's headers), and the transport cannot scrub a password it was not given."""
+    import base64
+
+    import aiohttp
+
+    password = "pr0xy-Passw0rd-XYZ"
+    sent = base64.b64encode(f"user:{password}".encode()).decode()
+    http_server.add(Reply(status=407, headers={"proxy-authenticate": "Basic realm=x"}))
+
+    async def run() -> None:
+        session = aiohttp.ClientSession(
+            proxy=f"http://user:{password}@127.0.0.1:{http_server.port}"
+        )
+        try:
+            transport = Transport(
+                "openai", "https://api.example.invalid/v1", KEY, http_client=session, retry=0
+            )
+            await transport.post_json("chat/completions", {"model": "m"})
+        finally:
+            await session.close()
+
+    with pytest.raises(AuthenticationError) as caught:
+        asyncio.run(run())
+    assert http_server.requests[0].method == "CONNECT"
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+    shown += repr(caught.value.__cause__)
+    assert "aiohttp.client_exceptions.ClientHttpProxyError: 407" in shown
+    assert password not in shown
+    assert sent not in shown
+
+
+EVERY_BACKEND = [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")]
+RETRY_ONCE = RetryPolicy(max_retries=1, initial_delay=0.0, max_delay=0.0)
+
+
+@pytest.mark.parametrize(("name", "mode"), EVERY_BACKEND)
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_a_proxy_asking_for_credentials_is_an_authentication_error_never_retried(
+    http_server: ScriptedServer, name: str, mode: str, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy's 407, to the CONNECT of an https:// request or as a plain http:// request's
+    answer, is one AuthenticationError on every backend, naming the proxy's host and port
+    (not its password), sent once. It was httpx's ProxyError retried as a lost connection
+    (the bad credentials sent three times), aiohttp's bare ProviderError, and a plain
+    request's "openai returned HTTP 407", blaming the provider."""
+    password = "pr0xy-Passw0rd-XYZ"
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", f"http://user:{password}@127.0.0.1:{http_server.port}")
+    refusal = Reply(status=407, headers={"proxy-authenticate": "Basic realm=x"}, body=b"no")
+    http_server.add(refusal, refusal)
+    with pytest.raises(AuthenticationError) as caught:
+        _send(f"{scheme}://api.example.invalid/v1", mode, http=name, retry=RETRY_ONCE)
+    error = caught.value
+    assert len(http_server.requests) == 1
+    assert http_server.requests[0].method == ("CONNECT" if scheme == "https" else "POST")
+    assert (error.status_code, error.retryable) == (407, False)
+    assert str(error).startswith(f"the proxy 127.0.0.1:{http_server.port} refused the ")
+    assert ": HTTP 407 " in str(error)
+    assert f"{scheme}://api.example.invalid/v1/chat/completions" in str(error)
+    assert password not in str(error) + repr(error)
+
+
+@pytest.mark.parametrize(("name", "mode"), EVERY_BACKEND)
+@pytest.mark.parametrize(("status", "retried"), [(503, True), (502, True), (403, False)])
+def test_a_proxy_refusing_the_tunnel_is_a_connection_error_retried_on_a_5xx(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    status: int,
+    retried: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CONNECT the proxy answers with a 5xx is a ProviderConnectionError with its status,
+    retried on every backend (nothing reached the provider); another status is not retried.
+    aiohttp's was a bare ProviderError, never retried; httpx's named no status."""
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{http_server.port}")
+    http_server.add(Reply(status=status, body=b"down"), Reply(status=status, body=b"down"))
+    with pytest.raises(ProviderConnectionError) as caught:
+        _send("https://api.example.invalid/v1", mode, http=name, retry=RETRY_ONCE)
+    error = caught.value
+    assert [r.method for r in http_server.requests] == ["CONNECT"] * (2 if retried else 1)
+    assert error.status_code == status
+    assert error.retryable is (None if retried else False)
+    assert str(error).startswith(
+        "cannot reach openai at https://api.example.invalid/v1/chat/completions: "
+        f"the proxy 127.0.0.1:{http_server.port} "
+    )
+    assert f"its CONNECT with HTTP {status} " in str(error)
+
+
 @pytest.mark.parametrize(("name", "mode"), PAIRS)
 def test_no_proxy_sends_directly(
     http_server: ScriptedServer, name: str, mode: str, monkeypatch: pytest.MonkeyPatch
@@ -670,6 +909,70 @@ def test_no_proxy_with_a_leading_dot_spares_the_domain_itself_on_every_backend(
             assert proxy.requests[0].path == f"{target}/chat/completions"
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize(("name", "mode"), [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")])
+@pytest.mark.parametrize(
+    ("no_proxy", "direct"),
+    [
+        ("127.0.0.0/8", True),
+        ("example.com, 127.0.0.1/32", True),
+        ("127.0.0.0/8,", True),
+        ("10.0.0.0/8", False),
+        ("127.0.0.0/abc", False),  # no range: a name, which no host has
+    ],
+)
+def test_a_no_proxy_address_range_spares_its_addresses_on_every_backend(
+    http_server: ScriptedServer,
+    name: str,
+    mode: str,
+    no_proxy: str,
+    direct: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``NO_PROXY=127.0.0.0/8`` sends requests to 127.0.0.1 directly, as curl and httpx2 read
+    it; httpx and aiohttp (the standard library's rules) took it for a host name and went
+    through the proxy."""
+    _clear_proxies(monkeypatch)
+    proxy = ScriptedServer()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        (http_server if direct else proxy).add(Reply(json={"ok": 1}))
+        target = f"http://127.0.0.1:{http_server.port}/v1"
+        assert _send(target, mode, http=name) == [{"ok": 1}]
+        if direct:
+            assert proxy.requests == []
+            assert http_server.requests[0].path == "/v1/chat/completions"
+        else:
+            assert http_server.requests == []
+            assert proxy.requests[0].path == f"{target}/chat/completions"
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize(
+    ("no_proxy", "direct"),
+    [
+        ("[::1]/128", True),
+        ("[fd00::]/8, [::1]", True),
+        ("::1/128", True),
+        ("[::2]/128", False),
+        ("[::1/128", False),  # not closed: no range, a name
+    ],
+)
+def test_a_no_proxy_ipv6_range_in_brackets_spares_its_addresses_under_aiohttp(
+    no_proxy: str, direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``NO_PROXY=[::1]/128`` (an IPv6 range written as in a URL) spares http://[::1] under
+    aiohttp, as httpx2 reads it; it went through the proxy."""
+    from toolfold.adapters._http._proxies import aiohttp_proxy
+
+    _clear_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    proxy = aiohttp_proxy("http://[::1]:8000/v1", urllib.request.getproxies())
+    assert proxy == (None if direct else "http://127.0.0.1:9")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -30,7 +30,6 @@ import functools
 import importlib
 import inspect
 import logging
-import os
 import re
 import sys
 import urllib.parse
@@ -40,8 +39,10 @@ from typing import Any, TypeVar
 
 from toolfold._errors import ModelConfigError
 from toolfold._extras import optional
+from toolfold.adapters._http._certificates import aiohttp_ssl_context, shared_ssl_context
 from toolfold.adapters._http._checks import utf8_headers
 from toolfold.adapters._http._deadlines import cap_socket_io
+from toolfold.adapters._http._http_errors import host_and_port
 from toolfold.adapters._http._proxies import aiohttp_proxy, system_spares, without_credentials
 from toolfold.adapters._http._retry import HttpLimits, Timeouts
 
@@ -60,6 +61,7 @@ __all__ = [
     "loop_mismatch",
     "make_async",
     "make_sync",
+    "proxy_address",
 ]
 
 BACKENDS = ("httpx", "httpx2", "aiohttp")
@@ -385,7 +387,7 @@ async def make_async(
     if name == "aiohttp":
         _package(name)  # (first: reading a proxy imports yarl, which comes with aiohttp)
         proxy = await _off_loop(_aiohttp_proxy, url, proxies) if proxied else (None, None)
-        return _make_aiohttp(timeouts, limits, *proxy)
+        return _make_aiohttp(timeouts, limits, *proxy, ssl=aiohttp_ssl_context(trust_env))
     package = _package(name)
     spared = proxied and await _off_loop(system_spares, url, proxies)
     client = _owned_client(package, package.AsyncClient, timeouts, limits, url, trust_env, spared)
@@ -416,8 +418,8 @@ def _owned_client(
     Its mounts send directly what the other backends send directly and httpx
     alone would send through a proxy: the hosts ``NO_PROXY`` names with a
     leading dot (`_dotted_no_proxy`), and ``url``'s host when ``spared`` (the
-    system's proxy settings spare it: `system_spares`), as the owned aiohttp
-    session and urllib do. With ``trust_env`` False it reads no proxy (nor
+    system's proxy settings spare it, or an address range ``NO_PROXY`` names
+    holds it: `system_spares`), as the owned aiohttp session and urllib do. With ``trust_env`` False it reads no proxy (nor
     any other) setting from the environment: httpx's own ``trust_env``.
 
     httpx reads the proxy variables when the client is made and raises
@@ -429,11 +431,12 @@ def _owned_client(
     is no IDNA label; nothing toolfold mounts can stand in for it, see
     `_idna_entries`).
     """
+    verify = shared_ssl_context(package, trust_env)  # (its ModelConfigError is no proxy's)
     try:
         return make(
             limits=_pool_limits(package, limits),
             timeout=_package_timeout(package, timeouts),
-            verify=_shared_ssl_context(package, trust_env),
+            verify=verify,
             http1=True,
             follow_redirects=False,
             trust_env=trust_env,
@@ -451,38 +454,6 @@ def _owned_client(
                 f"in its xn-- form ({names}), whatever host it sends to: use http='httpx'"
             )
         raise ModelConfigError(said) from exc
-
-
-_SSL_CONTEXTS: dict[tuple[str | None, ...], Any] = {}
-
-
-def _shared_ssl_context(package: Any, trust_env: bool) -> Any:
-    """The certificate checks of every client of ``package``'s toolfold makes: one SSL context.
-
-    What the package's own client makes when given no ``verify`` (its
-    ``create_ssl_context``: the system's or certifi's certificates, the ones
-    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name when ``trust_env``), made once
-    per package and settings instead of once per client: 30-60 ms of CPU,
-    which an async client's first call spent on the event loop. Made again
-    when those variables change, or ``SSLKEYLOGFILE`` (read whatever
-    ``trust_env``). True (the client makes its own) for a package without
-    ``create_ssl_context``.
-    """
-    make = getattr(package, "create_ssl_context", None)
-    if make is None:
-        return True
-    # The certificates' variables count only when ``trust_env``; the key log file
-    # always: `ssl.create_default_context` reads ``SSLKEYLOGFILE`` whatever it is.
-    key = (
-        package.__name__,
-        str(trust_env),
-        *(os.environ.get(n) if trust_env else None for n in ("SSL_CERT_FILE", "SSL_CERT_DIR")),
-        os.environ.get("SSLKEYLOGFILE"),
-    )
-    context = _SSL_CONTEXTS.get(key)
-    if context is None:  # (two threads at once may each make one: either serves)
-        context = _SSL_CONTEXTS[key] = make(trust_env=trust_env)
-    return context
 
 
 def _idna_entries() -> str:
@@ -735,6 +706,28 @@ def loop_mismatch(backend: Any, exc: BaseException) -> str | None:
     return None
 
 
+def proxy_address(backend: Any, url: str) -> str | None:
+    """The ``host:port`` of the proxy ``backend`` sends requests to ``url`` through, or None.
+
+    For an error's message only (a proxy refused the request: `proxy_refused`),
+    so read where it is: an owned aiohttp session's proxy; an httpx/httpx2
+    client's transport for the URL, whose httpcore pool holds the proxy's URL
+    (``_proxy_url``, no user or password in it). None when there is no proxy,
+    or the client does not show it (an injected aiohttp session, a client of
+    another make).
+    """
+    if isinstance(backend, AiohttpBackend):
+        return None if backend._proxy is None else host_and_port(backend._proxy)
+    try:
+        transport = backend.client._transport_for_url(backend._url(url))
+        proxy = transport._pool._proxy_url
+        host, port = proxy.host.decode("ascii"), proxy.port
+    except Exception:  # (another client, another layout: the message says "the proxy")
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
+
+
 def _bodies_read(session: Any) -> list[Any]:
     """The bodies ``session``'s connections in use are reading (aiohttp's internals: the
     connector's ``_acquired`` protocols and their ``_payload``; none if renamed)."""
@@ -891,10 +884,11 @@ def _make_aiohttp(
     limits: HttpLimits,
     proxy: str | None,
     proxy_headers: Mapping[str, str] | None,
+    ssl: Any = True,
 ) -> AiohttpBackend:
     aiohttp = _package("aiohttp")
     connector = aiohttp.TCPConnector(
-        limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry
+        limit=limits.max_connections, keepalive_timeout=limits.keepalive_expiry, ssl=ssl
     )
     from toolfold.adapters._http._aiohttp_owned import Reply, watch_reads
 

@@ -35,7 +35,13 @@ from toolfold._errors import (
     ToolUseFailedError,
 )
 from toolfold.adapters._codec import inband_stream_error
-from toolfold.adapters._http._keys import Secret, mask_cut_tail, mask_url_credentials, redact
+from toolfold.adapters._http._keys import (
+    MASK,
+    Secret,
+    mask_cut_tail,
+    mask_url_credentials,
+    redact,
+)
 from toolfold.adapters._http._retry import (
     header_values,
     retry_after_seconds,
@@ -289,6 +295,7 @@ def status_error(
     info: ErrorInfo,
     url: str,
     secrets: Iterable[Secret | None] = (),
+    proxy: str | None = None,
 ) -> ProviderError:
     """The `ProviderError` child for an HTTP error response; never raises.
 
@@ -302,7 +309,13 @@ def status_error(
         secrets: What to mask in the ``location`` a 3xx message shows, before it is
             cut (`_location`): the caller scrubs the whole error afterwards, which
             would miss the few characters of a secret that a cut left.
+        proxy: The ``host:port`` of the proxy the request went through, when known:
+            a 407 is the proxy's answer, never the provider's (`proxy_refused`).
     """
+    if status == 407:
+        return proxy_refused(
+            provider, url, proxy, 407, "Proxy Authentication Required", body=body, headers=headers
+        )
     said = f": {info.message}" if info.message else ""
     message = f"{provider} returned HTTP {status} for POST {url}{said}"
     if 300 <= status < 400:
@@ -466,6 +479,7 @@ def transport_error(
     streaming: bool = False,
     answered: bool = False,
     secrets: Iterable[Secret | None] = (),
+    proxy: str | None = None,
 ) -> ProviderError:
     """The `ProviderError` child for an exception raised while talking HTTP.
 
@@ -480,8 +494,13 @@ def transport_error(
         secrets: What to mask before a cut: the ``location`` of a 3xx that a
             user's client raised for (``raise_for_status`` in an event hook),
             as `status_error` has it.
+        proxy: The ``host:port`` of the proxy the request went to, when known
+            (`proxy_refusal`: aiohttp's error names it itself).
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
+    refused = proxy_refusal(provider, exc, url, proxy)
+    if refused is not None:
+        return refused
     text = str(exc)
     if "ClientConnectorError" in names and url[:7].lower() == "http://":
         text = _AIOHTTP_TLS.sub("", text, count=1)  # (no TLS on a plain URL)
@@ -544,6 +563,140 @@ def transport_error(
             return malformed_error(provider, url, broken)
     # StreamConsumed / StreamClosed / CookieConflict...: a client used the wrong way.
     return ProviderError(f"HTTP client error with {where}{detail}", provider=provider)
+
+
+def is_proxy_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` says a proxy answered the tunnel's CONNECT with an error status:
+    httpx's and httpx2's ``ProxyError``, aiohttp's ``ClientHttpProxyError``."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"ProxyError", "ClientHttpProxyError"})
+
+
+#: httpcore's text of a refused CONNECT: ``407 Proxy Authentication Required``.
+_CONNECT_STATUS = re.compile(r"(\d{3})(?: (.*))?", re.DOTALL)
+
+
+def proxy_refusal(
+    provider: str, exc: BaseException, url: str, proxy: str | None = None
+) -> ProviderError | None:
+    """The error of a proxy that answered the tunnel's CONNECT with an error status, else None.
+
+    httpx and httpx2 raise ``ProxyError`` (``407 Proxy Authentication Required``:
+    a status and its reason, the proxy unnamed: ``proxy`` names it), aiohttp
+    ``ClientHttpProxyError`` (with ``status``, ``message`` and the proxy's URL,
+    without its password: see `without_credentials`). A ``ProxyError`` with no
+    status (a SOCKS proxy's failure) is left to `transport_error`'s other cases.
+    The credentials an aiohttp error holds are masked in it (`_mask_proxy_credentials`).
+    """
+    if not is_proxy_refusal(exc):
+        return None
+    headers: Mapping[str, str] | None = None
+    if isinstance(getattr(exc, "status", None), int):  # aiohttp's
+        _mask_proxy_credentials(exc)
+        status, reason = int(getattr(exc, "status", 0)), str(getattr(exc, "message", "") or "")
+        headers = getattr(exc, "headers", None)
+        if proxy is None:
+            info = getattr(exc, "request_info", None)
+            proxy = host_and_port(str(getattr(info, "real_url", "") or ""))
+    else:
+        found = _CONNECT_STATUS.fullmatch(str(exc))
+        if found is None:
+            return None
+        status, reason = int(found.group(1)), found.group(2) or ""
+    return proxy_refused(provider, url, proxy, status, reason, headers=headers, tunnel=True)
+
+
+def _mask_proxy_credentials(exc: BaseException) -> None:
+    """Mask, in place, the proxy credentials an aiohttp ``ClientHttpProxyError`` holds.
+
+    Its ``request_info`` (also its ``args[0]``) is the CONNECT's: the proxy's URL
+    as the session was given it (``http://user:password@host:port``, an injected
+    session's: toolfold's own give none, see `without_credentials`), which its
+    text shows, and the ``Proxy-Authorization`` header it sent. The error is
+    chained under toolfold's, so a traceback showed the password (the transport
+    does not know it, to scrub it: `redact_chain`). The request is finished:
+    editing what it holds changes nothing sent.
+    """
+    info = getattr(exc, "request_info", None)
+    if info is None or not hasattr(info, "_replace"):  # (aiohttp's RequestInfo: a NamedTuple)
+        return
+    import multidict  # aiohttp's dependencies
+    import yarl
+
+    headers = multidict.CIMultiDict(
+        (name, MASK if name.lower() in {"authorization", "proxy-authorization"} else value)
+        for name, value in info.headers.items()
+    )
+    masked = info._replace(
+        real_url=yarl.URL(mask_url_credentials(str(info.real_url))),
+        headers=multidict.CIMultiDictProxy(headers),
+    )
+    exc.request_info = masked  # type: ignore[attr-defined]
+    exc.args = (masked, *exc.args[1:])
+
+
+def proxy_refused(
+    provider: str,
+    url: str,
+    proxy: str | None,
+    status: int,
+    reason: str,
+    *,
+    body: str = "",
+    headers: Mapping[str, str] | None = None,
+    tunnel: bool = False,
+) -> ProviderError:
+    """The error of a proxy that refused a request with ``status``, the same on every backend.
+
+    A 407 is an `AuthenticationError` (never retried: asking again sends the
+    same credentials), whether it answered the CONNECT of an ``https://``
+    request (``tunnel``) or a plain ``http://`` request the proxy would have
+    forwarded (which read as the provider's own 407). A CONNECT refused
+    otherwise is a `ProviderConnectionError` with the proxy's status: a 5xx is
+    retried as a connection that could not be made is (the CONNECT failed, so
+    nothing reached the provider and asking again cannot bill twice), another
+    status is not (``retryable`` False). The proxy is named by its
+    ``host:port``, never its user or password.
+    """
+    by = f"the proxy {proxy}" if proxy else "a proxy"
+    said = f"HTTP {status}" + (f" {_shown(reason)}" if reason else "")
+    where = f"{provider} at {url}"
+    common: dict[str, Any] = {"provider": provider, "status_code": status, "body": body}
+    common["headers"] = headers
+    if status == 407:
+        what = "the tunnel (CONNECT) to" if tunnel else "the request to"
+        return AuthenticationError(
+            f"{by} refused {what} {where}: {said} (it asks for a user and password it was "
+            "not given, or refused those given: give them in the proxy's URL, "
+            "HTTPS_PROXY=http://user:password@host:port; asking again fails the same way)",
+            retryable=False,
+            **common,
+        )
+    if status >= 500:
+        return ProviderConnectionError(
+            f"cannot reach {where}: {by} answered its CONNECT with {said} "
+            f"(nothing reached {provider})",
+            **common,
+        )
+    return ProviderConnectionError(
+        f"cannot reach {where}: {by} refused its CONNECT with {said} "
+        "(asking again fails the same way)",
+        retryable=False,
+        **common,
+    )
+
+
+def host_and_port(url: str) -> str | None:
+    """``host:port`` of ``url`` (a proxy's), as an error names it: never a user or password."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
 
 
 # The packages whose exceptions a client chains under its own (see `malformed_answer`).

@@ -14,6 +14,7 @@ read once by the caller.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import pathlib
 import sys
@@ -96,8 +97,9 @@ def netrc_login(host: str) -> tuple[str, str] | None:
     return login or account or "", password or ""
 
 
-def _bypassed(parts: urllib.parse.SplitResult) -> bool:
-    """Whether ``urllib.request.proxy_bypass`` spares the URL's host from the proxy.
+def _bypassed(parts: urllib.parse.SplitResult, proxies: Mapping[str, str]) -> bool:
+    """Whether ``urllib.request.proxy_bypass`` spares the URL's host from the proxy,
+    or an address range ``NO_PROXY`` names holds it (`_in_no_proxy_range`).
 
     Asked with the host, then with ``host:port`` when the URL names a port:
     ``NO_PROXY`` entries name a host or a host:port (as httpx and curl read
@@ -107,8 +109,41 @@ def _bypassed(parts: urllib.parse.SplitResult) -> bool:
     host = parts.hostname
     bypass = urllib.request.proxy_bypass
     return host is not None and bool(
-        bypass(host) or (parts.port is not None and bypass(f"{host}:{parts.port}"))
+        bypass(host)
+        or (parts.port is not None and bypass(f"{host}:{parts.port}"))
+        or _in_no_proxy_range(host, proxies)
     )
+
+
+def _in_no_proxy_range(host: str, proxies: Mapping[str, str]) -> bool:
+    """Whether ``host`` is an IP address in a range ``NO_PROXY`` names (``10.0.0.0/8``, ``fd00::/8``).
+
+    As curl and httpx2 read such an entry; the standard library's
+    ``proxy_bypass_environment`` (so aiohttp's ``trust_env``) and httpx take it
+    for a host name, which no host has: a base URL in the range went through the
+    proxy under those and directly under httpx2. An IPv6 entry in brackets, as
+    in a URL (``[fd00::]/8``, ``[::1]``: the one address), is read without
+    them, as httpx2 reads it. A name is not resolved to match.
+    """
+    entries = proxies.get("no", "")
+    if "/" not in entries and "[" not in entries:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for entry in entries.split(","):
+        entry = entry.strip()
+        if entry.startswith("["):
+            inside, closed, rest = entry[1:].partition("]")
+            entry = inside + rest if closed else entry
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            continue
+        if network.version == address.version and address in network:
+            return True
+    return False
 
 
 def _applying(parts: urllib.parse.SplitResult, proxies: Mapping[str, str]) -> str | None:
@@ -117,20 +152,26 @@ def _applying(parts: urllib.parse.SplitResult, proxies: Mapping[str, str]) -> st
 
 
 def system_spares(url: str, proxies: Mapping[str, str]) -> bool:
-    """Whether the system's proxy settings name a proxy for ``url`` but spare its host.
+    """Whether the proxy settings name a proxy for ``url`` but spare its host where httpx
+    would not.
 
-    Only where no proxy variable is set (any ``*_PROXY``, ``NO_PROXY`` too),
-    so that the standard library reads the system's settings (macOS,
-    Windows): its proxies, which httpx takes too, and its list of hosts to
-    reach directly (macOS's "Bypass proxy settings for these hosts", Windows'
-    ``ProxyOverride``), which httpx does not read. False otherwise: with the
-    variables set, httpx reads ``NO_PROXY`` itself; on Linux there are only
-    the variables. ``proxies``: what ``urllib.request.getproxies`` gives.
+    Where no proxy variable is set (any ``*_PROXY``, ``NO_PROXY`` too), the
+    standard library reads the system's settings (macOS, Windows): its
+    proxies, which httpx takes too, and its list of hosts to reach directly
+    (macOS's "Bypass proxy settings for these hosts", Windows'
+    ``ProxyOverride``), which httpx does not read. With the variables set,
+    httpx reads ``NO_PROXY`` itself, but not its address ranges
+    (`_in_no_proxy_range`); on Linux there are only the variables.
+    ``proxies``: what ``urllib.request.getproxies`` gives.
     """
-    if urllib.request.getproxies_environment():
-        return False
     parts = urllib.parse.urlsplit(url)
-    return _applying(parts, proxies) is not None and _bypassed(parts)
+    if urllib.request.getproxies_environment():
+        return (
+            parts.hostname is not None
+            and _applying(parts, proxies) is not None
+            and _in_no_proxy_range(parts.hostname, proxies)
+        )
+    return _applying(parts, proxies) is not None and _bypassed(parts, proxies)
 
 
 def aiohttp_proxy(url: str, proxies: Mapping[str, str]) -> str | None:
@@ -154,7 +195,7 @@ def aiohttp_proxy(url: str, proxies: Mapping[str, str]) -> str | None:
     name = _applying(parts, proxies)
     if name is None:
         return None
-    if _bypassed(parts):  # asked only once a proxy applies (see `_bypassed`)
+    if _bypassed(parts, proxies):  # asked only once a proxy applies (see `_bypassed`)
         return None
     value = proxies[name]
     scheme = urllib.parse.urlsplit(value).scheme.lower() if "://" in value else ""

@@ -38,7 +38,12 @@ from toolfold._errors import (
     UsageError,
 )
 from toolfold.adapters._http._attempts import Failed, Plan, attempts, cut_timeouts
-from toolfold.adapters._http._backends import READ_IN_PIECES, ClosedUnderRead, loop_mismatch
+from toolfold.adapters._http._backends import (
+    READ_IN_PIECES,
+    ClosedUnderRead,
+    loop_mismatch,
+    proxy_address,
+)
 from toolfold.adapters._http._body import BodyCut, BodyError, BodyReader, plain_limit
 from toolfold.adapters._http._clients import Clients
 from toolfold.adapters._http._deadlines import sync_deadline
@@ -47,6 +52,7 @@ from toolfold.adapters._http._http_errors import (
     ErrorInfo,
     interim_answer,
     is_client_error,
+    is_proxy_refusal,
     malformed_answer,
     malformed_error,
     status_error,
@@ -151,7 +157,7 @@ class Sender:
                 deadline=call.deadline,
                 clock=self.clock,
                 random=self.random,
-                status_failure=lambda failed: self._status_failure(failed, call.url),
+                status_failure=lambda failed: self._status_failure(failed, call),
                 exception_failure=lambda exc: self._exception_failure(exc, call),
                 total_timeout=lambda: self.total_timeout(call.url),
                 # The checked base URL (no query, no fragment) and a path toolfold
@@ -582,15 +588,19 @@ class Sender:
     # --- internals: errors ----------------------------------------------------
 
     def _status_failure(
-        self, failed: Failed, url: str
+        self, failed: Failed, call: Call
     ) -> tuple[ProviderError, bool | None, float | None]:
         text = self._redact(failed.text)
         if failed.cut:  # stopped inside an echoed secret, its start would show
             text = mask_cut_tail(text, self.secrets)
         info = self.error_parser(failed.status, text, failed.headers)
+        # (a 407 is a proxy's answer: `status_error` names it)
+        proxy = proxy_address(call.backend, call.url) if failed.status == 407 else None
         error = status_error(
-            self.provider, failed.status, text, failed.headers, info, url, self.secrets
+            self.provider, failed.status, text, failed.headers, info, call.url, self.secrets, proxy
         )
+        if error.retryable is False:  # (a proxy's 407: never asked again)
+            info = attrs.evolve(info, retryable=False)
         if failed.cut:
             error.args = (f"{error.args[0]} ({failed.cut})", *error.args[1:])
         # The longest wait this transport honours: a workflow step retried after the
@@ -612,8 +622,10 @@ class Sender:
         what = malformed_answer(exc)
         if what is not None:  # answered, not lost: never sent again (see `_attempts`)
             return self.scrub(malformed_error(self.provider, call.url, what)), False
-        error = transport_error(self.provider, exc, call.url, secrets=self.secrets)
-        return self.scrub(error), None
+        proxy = proxy_address(call.backend, call.url) if is_proxy_refusal(exc) else None
+        error = transport_error(self.provider, exc, call.url, secrets=self.secrets, proxy=proxy)
+        # (False for a CONNECT a proxy refused for good: `proxy_refused`)
+        return self.scrub(error), error.retryable
 
     async def _interim(self, response: Any, url: str) -> ProviderError:
         """The error of an answer whose final status is below 200, its connection let go.

@@ -34,6 +34,20 @@ from toolfold.runtime.core._stream import StreamEvent
 _STREAM_FORMATS = ("sse", "json")
 
 
+def api_root(base_url: str) -> str:
+    """``base_url`` without a last ``/v1beta`` segment: the adapter adds the version itself.
+
+    Gateways document Gemini's base URL with its version (Cloudflare's
+    ``.../google-ai-studio/v1beta``, LiteLLM's pass-through): taken as given,
+    it became ``.../v1beta/v1beta/models/...``, a 404 with no hint.
+    """
+    root = base_url.rstrip("/")
+    return root[: -len(_VERSION_SEGMENT)] if root.endswith(_VERSION_SEGMENT) else base_url
+
+
+_VERSION_SEGMENT = f"/{API_VERSION}"
+
+
 class GeminiModel(ProviderModel):
     """A Gemini model behind ``POST /v1beta/models/{model}:generateContent``.
 
@@ -41,7 +55,9 @@ class GeminiModel(ProviderModel):
         model_name: The model id, e.g. ``"gemini-2.5-flash"``.
         provider: The prefix it was named with (``"gemini"`` or ``"google"``).
         base_url: The API root, default ``https://generativelanguage.googleapis.com``;
-            the adapter adds ``/v1beta/models/...``.
+            the adapter adds ``/v1beta/models/...``. A base URL ending in
+            ``/v1beta`` (as gateways give theirs) is taken without it, not
+            doubled (`api_root`).
         api_key: The key; by default ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``.
             Sent in the ``x-goog-api-key`` header, never in the URL.
         schema_form: ``"json-schema"`` (``parametersJsonSchema``) or ``"openapi"``
@@ -118,7 +134,7 @@ class GeminiModel(ProviderModel):
     def _endpoint(self, base_url: str | None) -> Endpoint:
         return Endpoint(
             self.provider_name,
-            base_url or BASE_URL,
+            api_root(base_url or BASE_URL),
             API_KEY_ENV,
             auth_header=KEY_HEADER,
             auth_scheme="",

@@ -104,5 +104,10 @@ def takes_json_schema(model_name: str) -> bool:
 
 
 def needs_signature(model_name: str) -> bool:
-    """Whether the model refuses a function-call turn without a thought signature."""
-    return model_name.removeprefix("models/").startswith(SIGNATURE_REQUIRED_PREFIXES)
+    """Whether the model refuses a function-call turn without a thought signature.
+
+    Named as the Gemini API names it (``gemini-3-pro``, ``models/gemini-3-pro``) or as
+    Vertex AI's OpenAI-compatible endpoint does (``google/gemini-3-pro``).
+    """
+    bare = model_name.removeprefix("models/").removeprefix("google/")
+    return bare.startswith(SIGNATURE_REQUIRED_PREFIXES)
