@@ -172,12 +172,12 @@ def test_a_worker_lets_go_of_a_calls_context_before_handing_its_end_on(ends: str
     def submit(inbox: SyncInbox, ticket: Ticket) -> None:
         in_context, in_function, in_args = _Held(), _Held(), _Held()
         refs["context"] = weakref.ref(in_context)
-        if (
-            ends == "returns"
-        ):  # (a raised error's traceback holds its frames' function and arguments)
+        # (A raised error's traceback holds its frames' function and arguments.)
+        if ends == "returns":
             refs.update(function=weakref.ref(in_function), args=weakref.ref(in_args))
 
         def call(held: _Held) -> str:
+            submitted.wait(30)  # (until the test's own frames let go of them)
             if ends == "raises":
                 raise ValueError("no")
             return f"ran with {in_function}"
@@ -188,8 +188,9 @@ def test_a_worker_lets_go_of_a_calls_context_before_handing_its_end_on(ends: str
 
         contextvars.Context().run(start)
 
-    inbox, ticket = Watched(), Ticket(0)
+    inbox, ticket, submitted = Watched(), Ticket(0), threading.Event()
     submit(inbox, ticket)
+    submitted.set()
     assert inbox.get(30)[1] is None  # (the start notice)
     assert inbox.get(30)[1] is (ends == "returns")
     assert kept == [[]]
