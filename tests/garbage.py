@@ -1,6 +1,7 @@
-"""What the tests wait to be collected: a worker thread lets go of a call (its context,
-its future holding the result, its loop's inbox) at its loop's end, a moment after it
-handed the result on; on a loaded machine the test's ``gc.collect()`` came first."""
+"""What the tests wait to be collected: a worker thread lets go of a call's future (holding
+the result, and its event loop) and its loop's inbox at its loop's end, a moment after it
+handed the result on (its context, function and arguments just before); on a loaded
+machine the test's ``gc.collect()`` came first."""
 
 from __future__ import annotations
 

@@ -29,6 +29,12 @@ from typing import Any
 import attrs
 
 SAFETY_WAIT = 10.0  # seconds a paused reply waits for its event before giving up
+# Seconds `wait_request` waits for a request before failing: a guard against a hang only.
+# The request may need much work first (a client's first call imports and sets up
+# its library, on a thread of its own), and a loaded machine (CI runs 8 suites on 2
+# cores) once took more than 10 s over it (importing aiohttp: 0.3 s of CPU, 6.5 s of wall
+# clock on this loaded machine).
+REQUEST_WAIT = 60.0
 
 
 @attrs.frozen
@@ -139,7 +145,7 @@ class ScriptedServer:
         with self._lock:
             self._replies.extend(replies)
 
-    def wait_request(self, timeout: float = SAFETY_WAIT) -> Recorded:
+    def wait_request(self, timeout: float = REQUEST_WAIT) -> Recorded:
         """Block until one more request has arrived; return the latest request."""
         if not self.received.acquire(timeout=timeout):
             raise AssertionError("the server received no request")

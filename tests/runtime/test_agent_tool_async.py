@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
+
+import pytest
 
 from toolfold import Agent, RunEndEvent, SubRunEvent, tool
 from toolfold.testing import FunctionModel, ScriptedModel
@@ -145,16 +148,43 @@ def test_a_replaced_timeout_holds_in_blocking_runs_too() -> None:
     assert "'quick' timed out" in result.content
 
 
-def _timed_lead() -> Agent:
-    """lead -> slow (as_tool(timeout=0.2)): slow calls `quick`, then `quick` and `wait_forever`."""
+_REAL_MONOTONIC = time.monotonic
+_TIMEOUT = 0.2  # the sub-agent's, in `_timed_lead`
+
+
+class _StoppedClock:
+    """``time.monotonic`` (the event loop's clock, the deadlines') standing still until
+    ``reached`` is set, then at once past the deadlines set meanwhile: a timeout cuts a run
+    where the test says, however loaded the machine (on the real clock, a run loaded for
+    ``_TIMEOUT`` was cut before its tools ran)."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self._stopped = _REAL_MONOTONIC()
+
+    def __call__(self) -> float:
+        if self.reached.is_set():  # (never back in time: the real clock once it caught up)
+            return max(_REAL_MONOTONIC(), self._stopped + _TIMEOUT)
+        return self._stopped
+
+    def stop(self) -> None:
+        """Stand still again (from now), until ``reached`` is set again."""
+        self._stopped = self()
+        self.reached.clear()
+
+
+def _timed_lead(clock: _StoppedClock) -> Agent:
+    """lead -> slow (as_tool(timeout=0.2)): slow calls `quick`, then `quick` and `wait_forever`,
+    which lets ``clock`` reach the deadline (`quick`, called on the loop, has ended by then)."""
 
     @tool
     async def wait_forever() -> str:
         """Never finish."""
+        clock.reached.set()
         await asyncio.Event().wait()
         return "unreachable"
 
-    @tool
+    @tool(blocking=False)
     def quick() -> str:
         """Answer at once."""
         return "quick result"
@@ -167,13 +197,17 @@ def _timed_lead() -> Agent:
     return Agent(
         ScriptedModel([call("slow", {"input": "go"}), "gave up"]),
         name="lead",
-        tools=[slow.as_tool(timeout=0.2)],
+        tools=[slow.as_tool(timeout=_TIMEOUT)],
     )
 
 
-def test_a_timed_out_sub_run_stays_in_the_tree_and_counts_its_usage() -> None:
+def test_a_timed_out_sub_run_stays_in_the_tree_and_counts_its_usage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A sub-agent stopped by as_tool(timeout=) rides on the call's timeout result: its model calls count in response.usage."""
-    response = asyncio.run(_timed_lead().arun("go", run_id="timed"))
+    clock = _StoppedClock()
+    monkeypatch.setattr(time, "monotonic", clock)
+    response = asyncio.run(_timed_lead(clock).arun("go", run_id="timed"))
     (result,) = response.steps[0].tool_results
     assert result.content == "Error: tool 'slow' timed out after 0.2 s."
     child = response.state.sub_runs[result.call_id]
@@ -187,6 +221,7 @@ def test_a_timed_out_sub_run_stays_in_the_tree_and_counts_its_usage() -> None:
         ("quick", "done"),
         ("wait_forever", "to_run"),
     ]
-    blocking = _timed_lead().run("go", run_id="timed")
+    clock.stop()
+    blocking = _timed_lead(clock).run("go", run_id="timed")
     assert blocking.state.sub_runs[result.call_id] == child
     assert blocking.usage == response.usage

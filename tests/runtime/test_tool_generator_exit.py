@@ -173,7 +173,7 @@ def test_a_task_running_runs_ended_by_generator_exit_keeps_no_runs_context() -> 
                 await agent.arun("go")
             current.reset(token)
             del request
-        assert still_alive(requests) == []  # (waited for: a worker lets go of its context)
+        assert still_alive(requests) == []  # (waited for: other threads' hold)
 
     asyncio.run(worker())
 

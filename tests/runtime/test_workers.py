@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import inspect
 import threading
+import weakref
+from typing import Any
 
 import pytest
 from garbage import still_alive
@@ -137,6 +140,60 @@ def test_a_blocking_call_cancelled_as_a_worker_starts_it_reports_that_it_did_not
     assert inbox.get(30) == (ticket, True, NOT_RUN)  # no start notice: it never began
     assert ticket.started is not None  # what the caller reads to know a report comes
     assert ran == []
+
+
+class _Held:
+    """What a call's context, function or arguments hold (a run's, a request's values)."""
+
+
+HELD: contextvars.ContextVar[_Held] = contextvars.ContextVar("HELD")
+
+
+@pytest.mark.parametrize("ends", ["returns", "raises"])
+def test_a_worker_lets_go_of_a_calls_context_before_handing_its_end_on(ends: str) -> None:
+    """When a worker hands a call's end on, it holds the call's context, function and
+    arguments no more: a caller that has the end and collects sees none of them kept.
+    (They were let go of at the worker's loop's end, after the hand-off: under load the
+    caller's collection came first.)"""
+    kept: list[list[str]] = []
+    refs: dict[str, weakref.ref[_Held]] = {}
+
+    class Watched(SyncInbox):
+        """Notes, as the end is handed on (on the worker's thread), what is still alive."""
+
+        __slots__ = ()
+
+        def put(self, ticket: Ticket, ok: bool | None, value: Any) -> None:
+            if ok is not None:
+                gc.collect()
+                kept.append([name for name, ref in refs.items() if ref() is not None])
+            super().put(ticket, ok, value)
+
+    def submit(inbox: SyncInbox, ticket: Ticket) -> None:
+        in_context, in_function, in_args = _Held(), _Held(), _Held()
+        refs["context"] = weakref.ref(in_context)
+        # (A raised error's traceback holds its frames' function and arguments.)
+        if ends == "returns":
+            refs.update(function=weakref.ref(in_function), args=weakref.ref(in_args))
+
+        def call(held: _Held) -> str:
+            submitted.wait(30)  # (until the test's own frames let go of them)
+            if ends == "raises":
+                raise ValueError("no")
+            return f"ran with {in_function}"
+
+        def start() -> None:
+            HELD.set(in_context)
+            submit_sync(inbox, ticket, call, in_args)
+
+        contextvars.Context().run(start)
+
+    inbox, ticket, submitted = Watched(), Ticket(0), threading.Event()
+    submit(inbox, ticket)
+    submitted.set()
+    assert inbox.get(30)[1] is None  # (the start notice)
+    assert inbox.get(30)[1] is (ends == "returns")
+    assert kept == [[]]
 
 
 def test_an_idle_worker_keeps_no_result_alive() -> None:

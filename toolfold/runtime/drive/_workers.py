@@ -385,10 +385,18 @@ class _Workers:
                 except (
                     BaseException
                 ) as exc:  # delivered to the awaiting task, as run_in_executor does
+                    del context, function, args  # (before the caller can see the end: below)
                     inbox.put(future, False, exc)
                 else:
+                    # Let go of the call's context (its context variables: a run's, a
+                    # request's), its function and arguments before its end is handed on:
+                    # a caller that has it sees nothing of the call kept alive by this
+                    # thread. (The future and the inbox are let go of at the loop's end.)
+                    del context, function, args
                     inbox.put(future, True, value)
                     del value  # (an idle worker keeps no result alive)
+            else:
+                del context, function, args
             with lock:
                 running.discard(future)
                 if self._abandoned and future in self._abandoned:
@@ -407,7 +415,7 @@ class _Workers:
                     self._backlog -= 1  # a queued call waits for a worker: this one
                 else:
                     self._idle += 1
-            del inbox, future, context, function, args
+            del inbox, future
 
     def abandon(self, token: Any) -> bool:
         """The call of ``token`` (its future) timed out while running: give its slot away.
