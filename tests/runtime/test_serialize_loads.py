@@ -16,6 +16,7 @@ import attrs
 import pytest
 from core_helpers import answer, call, responded, spec, start
 
+import toolfold
 from toolfold import (
     Agent,
     InvalidEventError,
@@ -24,6 +25,7 @@ from toolfold import (
     RunState,
     Sequence,
     SerializationError,
+    UsageError,
     tool,
 )
 from toolfold.runtime import (
@@ -471,6 +473,52 @@ def test_a_state_with_a_nan_and_a_sub_run_signed_before_still_verifies() -> None
     )
     approvals = {key: True for key, _ in loaded.keyed_pending_approvals}
     assert agent.resume(loaded, approvals=approvals).text == "done"
+
+
+def _numbered_waiting(numbers: dict[str, Any]) -> tuple[Agent, RunState]:
+    call_numbers = ScriptedModel.call("delete_numbered", {"path": "/x", "numbers": numbers})
+    first = Agent(ScriptedModel([call_numbers]), tools=[delete_numbered]).run("go")
+    assert first.finish_reason == "approval_required"
+    return Agent(ScriptedModel(["done"]), tools=[delete_numbered]), first.state
+
+
+def test_an_approval_key_still_matches_its_call_after_a_browser_round_trip() -> None:
+    """A key made for a call with 100.0 in its arguments approves the signed state after a
+    browser's JSON.parse/JSON.stringify (which writes 100): its fingerprint counts numbers
+    by value, as the signature does; it was refused as "made for another call"."""
+    agent, state = _numbered_waiting({"amount": 100.0, "zero": -0.0, "tenth": 0.1})
+    call_id = state.pending_approvals[0].id
+    key = toolfold.approval_key(state, call_id)
+    back = RunState.from_json(_as_a_browser_writes(state.to_json(key="k")), key="k")
+    assert type(back.pending_approvals[0].arguments["numbers"]["amount"]) is int
+    assert toolfold.approval_key(back, call_id) == key
+    assert [k for k, _ in back.keyed_pending_approvals] == [call_id]
+    done = agent.resume(back, approvals={key: True})
+    assert done.text == "done"
+    assert done.steps[0].tool_results[0].content == "deleted"
+
+
+def test_an_approval_key_made_before_numbers_counted_by_value_still_approves() -> None:
+    """The key toolfold a408348e made for a call with 100.0 and -0.0 in its arguments (its
+    fingerprint over the numbers as written) approves the state it saved, loaded as saved.
+
+    Made by tests/runtime/saved/signed_approval_key_a408348e.md: users hold such keys
+    (in a page, a queue) across an upgrade; today's key for the call is another one.
+    """
+    old_key = "call_1#5aade631a3611fa4211e6f0676f1912d"
+    text = (_SAVED / "signed_approval_key_a408348e.json").read_text()
+    loaded = RunState.from_json(text, key="old secret")
+    assert loaded.pending_approvals[0].arguments["numbers"]["amount"] == 100.0
+    assert toolfold.approval_key(loaded, "call_1") != old_key
+    assert toolfold.approval_key(loaded, old_key) == old_key  # (bound to its call: as it is)
+    agent = Agent(ScriptedModel(["done"]), tools=[delete_numbered])
+    assert agent.resume(loaded, approvals={old_key: True}).text == "done"
+    # Still bound: another run's call of the same id and arguments refuses it.
+    _, other = _numbered_waiting({"amount": 100.0, "zero": -0.0, "tenth": 0.1, "n": 3})
+    with pytest.raises(UsageError, match="was made for another call"):
+        agent.resume(
+            other, approvals={old_key.replace("call_1", other.pending_approvals[0].id): True}
+        )
 
 
 def test_a_workflow_suspended_after_a_nan_step_saved_before_loads_and_resumes() -> None:

@@ -9,7 +9,6 @@ cannot (the stored configuration): never silently ignored.
 
 from __future__ import annotations
 
-import hmac
 import inspect
 import json
 import os
@@ -45,7 +44,7 @@ from toolfold.runtime.core._events import (
     ToolResultsProvided,
     UserMessageAdded,
 )
-from toolfold.runtime.core._keys import BOUND_KEY, call_at, keyed
+from toolfold.runtime.core._keys import BOUND_KEY, call_at, fingerprint_matches, keyed
 from toolfold.runtime.core._keys import fingerprint as _fingerprint
 from toolfold.runtime.core._keys import named as _named
 from toolfold.runtime.core._keys import own_key as _own_key
@@ -824,7 +823,7 @@ def _bound(
     plain, fingerprint = match[1], match[2]
     named = _named(state, plain, status)
     for path, found in named:
-        if hmac.compare_digest(_fingerprint(state, path, found), fingerprint):
+        if fingerprint_matches(state, path, found, fingerprint):
             return path, found
     if not named:
         return None

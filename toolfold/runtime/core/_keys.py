@@ -11,11 +11,14 @@ checks keys with them).
 from __future__ import annotations
 
 import hashlib
-import json
+import hmac
 import re
+from typing import Any
 
 from toolfold.runtime.core._messages import ToolCallPart
+from toolfold.runtime.core._serialize import canonical_json
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
+from toolfold.toolkit._frozen import thaw
 
 # An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
 BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
@@ -28,16 +31,40 @@ def fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str
     at a later step of its caller is another call); the call with its id,
     tool, argument text and the arguments decoded from it (what the tool
     gets: a stored state cannot change one and not the other unnoticed).
+    Numbers count by value, as a signed state's signature counts them
+    (`canonical_json`): ``100.0`` and ``100`` are one argument, so a key still
+    matches its call once the state went through a browser's
+    ``JSON.parse``/``JSON.stringify``, which writes ``100.0`` as ``100``.
     """
+    return _digest(canonical_json(_held(state, path, found)))
+
+
+def fingerprint_matches(
+    state: RunState, path: tuple[str, ...], found: CallState, given: str
+) -> bool:
+    """Whether ``given`` is this call's `fingerprint`, or the one toolfold made before
+    numbers counted by value (``100.0`` and ``100`` apart): keys users hold from then
+    (in a page, a queue, a durable run's history) still answer their call."""
+    held = _held(state, path, found)
+    return any(
+        hmac.compare_digest(_digest(canonical_json(held, by_value=by_value)), given)
+        for by_value in (True, False)
+    )
+
+
+def _held(state: RunState, path: tuple[str, ...], found: CallState) -> list[Any]:
+    """What `fingerprint` digests of a call: its runs, its path, and the call, as plain JSON."""
     runs = [[state.run_id, state.step]]
     holder = state
     for suspended in path:  # (the path leads to the call: `found` was reached by it)
         holder = next(c.child for c in holder.calls if c.call.id == suspended and c.child)
         runs.append([holder.run_id, holder.step])
     call = found.call
-    who = [runs, list(path), call.id, call.name, call.arguments_text, call.arguments]
-    text = json.dumps(who, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+    return [runs, list(path), call.id, call.name, call.arguments_text, thaw(call.arguments)]
+
+
+def _digest(canonical: bytes) -> str:
+    return hashlib.sha256(canonical).hexdigest()[:32]
 
 
 def named(state: RunState, key: str, status: CallStatus) -> list[tuple[tuple[str, ...], CallState]]:

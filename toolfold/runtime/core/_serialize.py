@@ -763,12 +763,28 @@ def _canonical(data: dict[str, Any]) -> bytes:
     browser's ``JSON.parse``/``JSON.stringify``, which writes ``1.0`` as ``1``.
     The signature field, if any, is left out.
     """
-    try:
-        by_value = _by_value(data)
-    except RecursionError:  # (nested deeper than its frames go: JSON's own limit is deeper)
-        by_value = _by_value_deep(data)
+    by_value: dict[str, Any] = _by_value_any(data)
     by_value.pop(SIGNATURE_FIELD, None)
     return _canonical_before(by_value)
+
+
+def canonical_json(value: Any, *, by_value: bool = True) -> bytes:
+    """The canonical JSON of decoded JSON ``value`` as a signature reads a document
+    (`_canonical`): sorted keys, no spaces, ASCII escapes, numbers by value, so that
+    ``1.0`` and ``1`` are one number, as they are after a browser's
+    ``JSON.parse``/``JSON.stringify``. An approval key's fingerprint hashes it too.
+
+    With ``by_value=False``, numbers as written (``1.0`` and ``1`` apart), as
+    `_SCHEME_BEFORE` signatures and approval keys made before covered them.
+    """
+    return _canonical_before(_by_value_any(value) if by_value else value)
+
+
+def _by_value_any(value: Any) -> Any:
+    try:
+        return _by_value(value)
+    except RecursionError:  # (nested deeper than its frames go: JSON's own limit is deeper)
+        return _by_value_deep(value)
 
 
 # What `_by_value` goes into (anything else in decoded JSON is kept as it is).
@@ -797,11 +813,11 @@ def _by_value(value: Any) -> Any:
     return value
 
 
-def _by_value_deep(data: dict[str, Any]) -> dict[str, Any]:
-    """`_by_value` of a document, in a loop rather than a call per level: for one nested
-    deeper than Python's recursion limit lets `_by_value` go (it takes two frames a
-    level), which JSON reads and writes (one level a frame, in C)."""
-    top: dict[str, Any] = {}
+def _by_value_deep(data: Any) -> Any:
+    """`_by_value` of a document (an object or an array), in a loop rather than a call
+    per level: for one nested deeper than Python's recursion limit lets `_by_value` go
+    (it takes two frames a level), which JSON reads and writes (one level a frame, in C)."""
+    top: Any = {} if type(data) is dict else [None] * len(data)
     todo: list[tuple[Any, Any]] = [(top, data)]
     while todo:
         copy, original = todo.pop()
