@@ -530,6 +530,13 @@ def _unknown_answer() -> None:
     waiting.resume(waiting.run("go").state, approvals={"nope": True})
 
 
+def _answered_again() -> None:
+    agent = Agent(ScriptedModel([ScriptedModel.call("_asked", {}), "done"]), tools=[_asked])
+    waiting = agent.run("go").state
+    done = agent.resume(waiting, approvals={"call_1_0": True})
+    agent.resume(done.state, approvals={"call_1_0": True})
+
+
 @tool(requires_approval=True)
 def _asked() -> str:
     """Needs an approval."""
@@ -894,6 +901,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`resume` with an answer for a call id the waiting run's tree does not hold (the message "
     "lists the ids that wait, at any depth: `no tool call 'nope' waits for an approval; "
     "waiting: 'call_1_0'`)": _unknown_answer,
+    "`resume` with an answer for a call that was answered already: an approval given again, "
+    "or given to a stale state that went on or finished (by its id or its `approval_key`: "
+    "`approvals=: call 'call_2' (transfer) was already answered; nothing waits for an "
+    "approval`, or the calls that wait instead)": _answered_again,
     "`RunState.from_json` on a damaged or edited document": _damaged_document,
     "`RunState.from_json(text, key=...)` on an unsigned state or one whose signature does not match": (
         _unsigned_document

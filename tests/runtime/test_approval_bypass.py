@@ -81,6 +81,50 @@ def test_an_approval_replayed_twice_is_refused() -> None:
     assert RAN == ["/"]
 
 
+def test_an_approval_given_again_says_the_call_was_answered() -> None:
+    """An approval (or a denial) given again, by id or by bound key, to the finished run, to a
+    stale state that went on (the tool ran, the model is next) or to one waiting for a later
+    call, says the call was already answered and what waits, not the reducer's phase table;
+    nothing runs and the state is untouched."""
+    agent, state = _waiting()
+    key = toolfold.approval_key(state, "a-1")
+    done = agent.resume(state, approvals={key: True})
+    assert RAN == ["/"]
+    stream = Agent(ScriptedModel(["done and dusted"]), tools=[delete]).resume_stream(
+        state, approvals={"a-1": True}
+    )
+    for event in stream:
+        if event.kind == "text_delta":
+            break
+    went_on = stream.state
+    assert went_on.phase == "awaiting_model"
+    RAN.clear()
+    said = "approvals=: call 'a-1' (delete) was already answered; nothing waits for an approval"
+    for answered, phase in ((done.state, "finished"), (went_on, "awaiting_model")):
+        before = answered.to_json()
+        for answer_key, decision in ((key, True), ("a-1", True), ("a-1", False)):
+            with pytest.raises(InvalidEventError) as refused:
+                agent.resume(answered, approvals={answer_key: decision})
+            assert str(refused.value).endswith(said)
+            assert refused.value.phase == phase
+            assert refused.value.event == ("approval_granted" if decision else "approval_denied")
+        assert answered.to_json() == before
+    again = ScriptedModel.call("delete", {"path": "/tmp"}, id="a-2")
+    agent = Agent(
+        ScriptedModel([ScriptedModel.call("delete", {"path": "/"}, id="a-1"), again]),
+        tools=[delete],
+    )
+    second = agent.resume(agent.run("go").state, approvals={"a-1": True}).state
+    assert [c.id for c in second.pending_approvals] == ["a-2"]
+    with pytest.raises(InvalidEventError) as refused:
+        agent.resume(second, approvals={"a-1": True})
+    assert str(refused.value).endswith(
+        "approvals=: call 'a-1' (delete) was already answered; waiting for an approval: "
+        "'a-2' (delete)"
+    )
+    assert RAN == ["/"]
+
+
 def test_a_result_for_a_call_awaiting_approval_is_refused() -> None:
     """A caller cannot answer an approval-gated call with a result of its own."""
     agent, state = _waiting()

@@ -712,35 +712,45 @@ def _check_known(
     """Refuse an answer to a call the waiting run's tree does not hold at all, listing the calls
     that wait, by the keys `resume` answers them by (at any depth: a workflow's steps are not
     what waits). A call that waits for the other kind of answer (an approval given a result,
-    or the reverse) is refused saying which it waits for. A call the tree holds in another
-    state is the reducer's to refuse, saying why (it has a result...); a run that does not
-    wait, too.
+    or the reverse) is refused saying which it waits for. An answer to a call that was
+    answered already (an approval given again, or to a stale state: the call has its result,
+    or is cleared to run) is refused saying so, in a run that waits or one that goes on or
+    finished. A call the tree holds in another state (a suspended sub-run's) is the reducer's
+    to refuse, saying why; an unknown call in a run that does not wait, too.
 
     Raises:
-        InvalidEventError: An answer names no call of the tree (the run's state is untouched).
+        InvalidEventError: An answer names no call of the tree, or one answered already
+            (the run's state is untouched).
     """
+    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus], ...] = (
+        (approvals, "awaiting_approval"),
+        (tool_results, "to_return"),
+    )
     if state.phase not in WAITING_PHASES:
+        if state.phase != "failed":  # (a failed run's answers: `_refuse_held`, the reducer)
+            for given, status in checks:
+                for key, answer in (given or {}).items():
+                    _refuse_answered(state, _unbound(state, key, status), status, answer)
         return
     known: dict[str, set[CallStatus]] = {}  # a key -> the statuses of the calls it names
     for path, c in _tree_calls(state, ()):
         for key in (c.call.id, "/".join((*path, c.call.id))):
             known.setdefault(key, set()).add(c.status)
-    checks: tuple[tuple[Mapping[str, Any] | None, CallStatus], ...] = (
-        (approvals, "awaiting_approval"),
-        (tool_results, "to_return"),
-    )
     for given, status in checks:
         what, event, _ = _KINDS[status]
-        for key in given or ():
+        for key, answer in (given or {}).items():
             call_key = _unbound(state, key, status)
             statuses = known.get(call_key)
+            if statuses is not None and status not in statuses and statuses <= _NEEDS_NONE:
+                _refuse_answered(state, call_key, status, answer)
             if statuses is not None and (status in statuses or not statuses & _ANSWERED):
                 continue  # (the reducer says why a call in another state cannot take it)
             if statuses is not None:  # it waits, for the other kind of answer
-                waits, answer = _wrong_kind(status)
+                waits, where = _wrong_kind(status)
                 raise InvalidEventError(
-                    state.phase, event, f"call {call_key!r} waits for {waits}: {answer}", state
+                    state.phase, event, f"call {call_key!r} waits for {waits}: {where}", state
                 )
+            _refuse_answered(state, call_key, status, answer)  # (one of an earlier step)
             keys = answer_keys(state, status)
             listed = ", ".join(repr(k) for k, _ in keys) or "none"
             raise InvalidEventError(
@@ -753,6 +763,59 @@ def _check_known(
 
 _ANSWERED: frozenset[CallStatus] = frozenset({"awaiting_approval", "to_return"})
 """The statuses of calls waiting for the caller's answer: an approval, a result."""
+
+_NEEDS_NONE: frozenset[CallStatus] = frozenset({"to_run", "done"})
+"""The statuses of calls that need no answer any more: cleared to run, or with their result."""
+
+
+def _refuse_answered(state: RunState, call_key: str, status: CallStatus, answer: Any) -> None:
+    """Refuse ``answer`` (of ``status``'s kind) to call ``call_key`` of ``state`` if that call
+    was answered already: a call of the tree that is cleared to run or has its result (none
+    under that key still waiting), or, in a run that goes on or finished, a call of its
+    conversation. The error says so, and what waits instead, as an unknown key's does.
+
+    Raises:
+        InvalidEventError: The call was answered already (the run's state is untouched).
+    """
+    found: list[CallState] = [
+        c
+        for path, c in _tree_calls(state, ())
+        if call_key in (c.call.id, "/".join((*path, c.call.id)))
+    ]
+    if found and not all(c.status in _NEEDS_NONE for c in found):
+        return  # (one waits, or holds a sub-run: answered, or refused, elsewhere)
+    call = found[0].call if found else _conversation_call(state, call_key)
+    if call is None:
+        return
+    what, event, option = _KINDS[status]
+    if status == "awaiting_approval" and (answer is False or isinstance(answer, Denied)):
+        event = "approval_denied"
+    cleared = (
+        ": it is cleared to run when the run goes on"
+        if found and found[0].status == "to_run"
+        else ""
+    )
+    keys = answer_keys(state, status) if state.phase in WAITING_PHASES else []
+    waiting = f"waiting for {what}: {_listed(keys)}" if keys else f"nothing waits for {what}"
+    raise InvalidEventError(
+        state.phase,
+        event,
+        f"{option}: call {call_key!r} ({call.name}) was already answered{cleared}; {waiting}",
+        state,
+    )
+
+
+def _conversation_call(state: RunState, call_id: str) -> ToolCallPart | None:
+    """The tool call ``call_id`` of the run's conversation that has its result there, or None."""
+    answered = False
+    for message in reversed(state.messages):
+        for part in message.parts:
+            if isinstance(part, ToolResultPart) and part.call_id == call_id:
+                answered = True
+            elif answered and isinstance(part, ToolCallPart) and part.id == call_id:
+                return part
+    return None
+
 
 _KINDS: dict[CallStatus, tuple[str, str, str]] = {
     "awaiting_approval": ("an approval", "approval_granted", "approvals="),
