@@ -16,7 +16,6 @@ import re
 from typing import Any
 
 from toolfold.runtime.core._messages import ToolCallPart
-from toolfold.runtime.core._serialize import canonical_json
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
 from toolfold.toolkit._frozen import thaw
 
@@ -36,7 +35,7 @@ def fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str
     matches its call once the state went through a browser's
     ``JSON.parse``/``JSON.stringify``, which writes ``100.0`` as ``100``.
     """
-    return _digest(canonical_json(_held(state, path, found)))
+    return _digest(_held(state, path, found), by_value=True)
 
 
 def fingerprint_matches(
@@ -47,8 +46,7 @@ def fingerprint_matches(
     (in a page, a queue, a durable run's history) still answer their call."""
     held = _held(state, path, found)
     return any(
-        hmac.compare_digest(_digest(canonical_json(held, by_value=by_value)), given)
-        for by_value in (True, False)
+        hmac.compare_digest(_digest(held, by_value=by_value), given) for by_value in (True, False)
     )
 
 
@@ -63,8 +61,11 @@ def _held(state: RunState, path: tuple[str, ...], found: CallState) -> list[Any]
     return [runs, list(path), call.id, call.name, call.arguments_text, thaw(call.arguments)]
 
 
-def _digest(canonical: bytes) -> str:
-    return hashlib.sha256(canonical).hexdigest()[:32]
+def _digest(held: list[Any], *, by_value: bool) -> str:
+    # (imported here: the serializer is loaded once a state is, not by ``import toolfold``)
+    from toolfold.runtime.core._serialize import canonical_json
+
+    return hashlib.sha256(canonical_json(held, by_value=by_value)).hexdigest()[:32]
 
 
 def named(state: RunState, key: str, status: CallStatus) -> list[tuple[tuple[str, ...], CallState]]:
