@@ -20,6 +20,7 @@ from toolfold import (
     tool,
 )
 from toolfold.runtime import ApprovalGranted, ToolResultsProvided, reduce
+from toolfold.runtime.core._keys import fingerprint_matches
 from toolfold.runtime.core._messages import ToolResultPart
 from toolfold.testing import ScriptedModel
 
@@ -123,6 +124,28 @@ def test_an_approval_given_again_says_the_call_was_answered() -> None:
         "'a-2' (delete)"
     )
     assert RAN == ["/"]
+
+
+def test_an_approval_key_without_floats_is_checked_with_one_text(monkeypatch: Any) -> None:
+    """Checking a key against a call whose arguments hold no float that counts by value
+    writes the arguments once, as written (its by-value text is the same), whether it
+    matches or not: huge arguments cost 4x more with a by-value copy and both texts."""
+    from toolfold.runtime.core import _serialize
+
+    _, state = _waiting()
+    key = toolfold.approval_key(state, "a-1")
+    written: list[bool] = []
+    canonical = _serialize.canonical_json
+
+    def counted(value: Any, *, by_value: bool = True) -> bytes:
+        written.append(by_value)
+        return canonical(value, by_value=by_value)
+
+    monkeypatch.setattr(_serialize, "canonical_json", counted)
+    call = state.calls[0]
+    assert fingerprint_matches(state, (), call, key.split("#")[1])
+    assert not fingerprint_matches(state, (), call, "0" * 32)
+    assert written == [False, False]  # (one text each, as written: no by-value copy)
 
 
 def test_a_result_for_a_call_awaiting_approval_is_refused() -> None:

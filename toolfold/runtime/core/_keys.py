@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from toolfold.runtime.core._messages import ToolCallPart
 from toolfold.runtime.core._state import CallState, CallStatus, RunState
-from toolfold.toolkit._frozen import thaw
 
 # An approval key bound to its call: the call's key, "#", 32 hex digits (see `approval_key`).
 BOUND_KEY = re.compile(r"(.+)#([0-9a-f]{32})")
@@ -35,7 +35,7 @@ def fingerprint(state: RunState, path: tuple[str, ...], found: CallState) -> str
     matches its call once the state went through a browser's
     ``JSON.parse``/``JSON.stringify``, which writes ``100.0`` as ``100``.
     """
-    return _digest(_held(state, path, found), by_value=True)
+    return next(_digests(_held(state, path, found)))
 
 
 def fingerprint_matches(
@@ -44,10 +44,7 @@ def fingerprint_matches(
     """Whether ``given`` is this call's `fingerprint`, or the one toolfold made before
     numbers counted by value (``100.0`` and ``100`` apart): keys users hold from then
     (in a page, a queue, a durable run's history) still answer their call."""
-    held = _held(state, path, found)
-    return any(
-        hmac.compare_digest(_digest(held, by_value=by_value), given) for by_value in (True, False)
-    )
+    return any(hmac.compare_digest(made, given) for made in _digests(_held(state, path, found)))
 
 
 def _held(state: RunState, path: tuple[str, ...], found: CallState) -> list[Any]:
@@ -58,14 +55,21 @@ def _held(state: RunState, path: tuple[str, ...], found: CallState) -> list[Any]
         holder = next(c.child for c in holder.calls if c.call.id == suspended and c.child)
         runs.append([holder.run_id, holder.step])
     call = found.call
-    return [runs, list(path), call.id, call.name, call.arguments_text, thaw(call.arguments)]
+    return [runs, list(path), call.id, call.name, call.arguments_text, call.arguments]
 
 
-def _digest(held: list[Any], *, by_value: bool) -> str:
+def _digests(held: list[Any]) -> Iterator[str]:
+    """The digest `fingerprint` makes of ``held`` (numbers by value), then the one made
+    before (numbers as written), if it differs. The text as written comes first: with no
+    float that counts by value in it (most arguments), it is the by-value text too, and
+    the arguments are not copied (huge ones cost what one digest did before)."""
     # (imported here: the serializer is loaded once a state is, not by ``import toolfold``)
-    from toolfold.runtime.core._serialize import canonical_json
+    from toolfold.runtime.core._serialize import canonical_json, same_by_value
 
-    return hashlib.sha256(canonical_json(held, by_value=by_value)).hexdigest()[:32]
+    written = canonical_json(held, by_value=False)
+    if not same_by_value(written):
+        yield hashlib.sha256(canonical_json(held, by_value=True)).hexdigest()[:32]
+    yield hashlib.sha256(written).hexdigest()[:32]
 
 
 def named(state: RunState, key: str, status: CallStatus) -> list[tuple[tuple[str, ...], CallState]]:

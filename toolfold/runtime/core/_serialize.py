@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
@@ -56,6 +57,7 @@ from toolfold.runtime.core._replay import replay
 from toolfold.runtime.core._request import ModelRequest, ModelResponse, OutputSpec, ToolDefinition
 from toolfold.runtime.core._state import RunState
 from toolfold.runtime.core._stop import MaxSteps, StopCondition, TokenBudget, ToolCalled
+from toolfold.toolkit._frozen import FrozenDict, FrozenList
 
 T = TypeVar("T")
 _NOTES = "__notes__"
@@ -780,6 +782,19 @@ def canonical_json(value: Any, *, by_value: bool = True) -> bytes:
     return _canonical_before(_by_value_any(value) if by_value else value)
 
 
+# In canonical JSON as written, what only a float with no fraction (below 1e21: what
+# `_by_value` changes) is written with: ``100.0``, ``-0.0``, ``1e+16`` (or a string that
+# holds the same characters).
+_INTEGRAL_FLOAT = re.compile(rb"\.0(?![0-9])|e\+")
+
+
+def same_by_value(written: bytes) -> bool:
+    """Whether ``written``, `canonical_json` of a value with ``by_value=False``, is certainly
+    its `canonical_json` by value too: it holds no float that `_by_value` changes (read from
+    the text, in C: no walk of the value). False may be a string that only looks like one."""
+    return _INTEGRAL_FLOAT.search(written) is None
+
+
 def _by_value_any(value: Any) -> Any:
     try:
         return _by_value(value)
@@ -787,8 +802,11 @@ def _by_value_any(value: Any) -> Any:
         return _by_value_deep(value)
 
 
-# What `_by_value` goes into (anything else in decoded JSON is kept as it is).
-_BY_VALUE_TYPES = frozenset((float, dict, list))
+# What `_by_value` goes into (anything else in decoded JSON is kept as it is): a stored
+# value's frozen objects and arrays too (a call's arguments), copied as plain ones.
+_BY_VALUE_TYPES = frozenset((float, dict, list, FrozenDict, FrozenList))
+_DICTS = (dict, FrozenDict)
+_LISTS = (list, FrozenList)
 _EXACT_INTEGERS = float(2**53)
 
 
@@ -806,9 +824,9 @@ def _by_value(value: Any) -> Any:
             exact = -_EXACT_INTEGERS <= value <= _EXACT_INTEGERS
             return int(value) if exact else int(number_text(value))
         return value
-    if kind is dict:
+    if kind in _DICTS:
         return {k: _by_value(v) if type(v) in _BY_VALUE_TYPES else v for k, v in value.items()}
-    if kind is list:
+    if kind in _LISTS:
         return [_by_value(v) if type(v) in _BY_VALUE_TYPES else v for v in value]
     return value
 
@@ -817,15 +835,15 @@ def _by_value_deep(data: Any) -> Any:
     """`_by_value` of a document (an object or an array), in a loop rather than a call
     per level: for one nested deeper than Python's recursion limit lets `_by_value` go
     (it takes two frames a level), which JSON reads and writes (one level a frame, in C)."""
-    top: Any = {} if type(data) is dict else [None] * len(data)
+    top: Any = {} if type(data) in _DICTS else [None] * len(data)
     todo: list[tuple[Any, Any]] = [(top, data)]
     while todo:
         copy, original = todo.pop()
-        items = original.items() if type(original) is dict else enumerate(original)
+        items = original.items() if type(original) in _DICTS else enumerate(original)
         for k, v in items:
             kind = type(v)
-            if kind is dict or kind is list:
-                child: Any = {} if kind is dict else [None] * len(v)
+            if kind in _DICTS or kind in _LISTS:
+                child: Any = {} if kind in _DICTS else [None] * len(v)
                 copy[k] = child
                 todo.append((child, v))
             else:
