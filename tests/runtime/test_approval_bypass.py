@@ -126,6 +126,34 @@ def test_an_approval_given_again_says_the_call_was_answered() -> None:
     assert RAN == ["/"]
 
 
+def test_a_bound_key_of_another_run_given_to_an_answered_call_says_so() -> None:
+    """A bound key made for another run's call of the same id, given to a run whose call was
+    answered (it finished, or waits for a later call), says it was made for another call, as
+    a waiting run says it, not that the call was already answered; the call's own key, made
+    while it waited, is still told it was answered."""
+    agent, state = _waiting()
+    other = Agent(
+        ScriptedModel([ScriptedModel.call("delete", {"path": "/etc"}, id="a-1")]), tools=[delete]
+    ).run("go", run_id="another")
+    foreign = toolfold.approval_key(other.state, "a-1")
+    own = toolfold.approval_key(state, "a-1")
+    done = agent.resume(state, approvals={own: True}).state
+    RAN.clear()
+    with pytest.raises(UsageError, match=r"was made for another call than this state's call 'a-1'"):
+        agent.resume(done, approvals={foreign: True})
+    with pytest.raises(InvalidEventError, match="call 'a-1' \\(delete\\) was already answered"):
+        agent.resume(done, approvals={own: True})
+    again = ScriptedModel.call("delete", {"path": "/tmp"}, id="a-2")
+    two = Agent(
+        ScriptedModel([ScriptedModel.call("delete", {"path": "/"}, id="a-1"), again]),
+        tools=[delete],
+    )
+    second = two.resume(two.run("go").state, approvals={"a-1": True}).state
+    with pytest.raises(UsageError, match=r"was made for another call than this state's call 'a-1'"):
+        two.resume(second, approvals={foreign: True})
+    assert RAN == ["/"]
+
+
 def test_an_approval_key_without_floats_is_checked_with_one_text(monkeypatch: Any) -> None:
     """Checking a key against a call whose arguments hold no float that counts by value
     writes the arguments once, as written (its by-value text is the same), whether it

@@ -44,7 +44,13 @@ from toolfold.runtime.core._events import (
     ToolResultsProvided,
     UserMessageAdded,
 )
-from toolfold.runtime.core._keys import BOUND_KEY, call_at, fingerprint_matches, keyed
+from toolfold.runtime.core._keys import (
+    BOUND_KEY,
+    call_at,
+    fingerprint_matches,
+    keyed,
+    made_for_earlier,
+)
 from toolfold.runtime.core._keys import fingerprint as _fingerprint
 from toolfold.runtime.core._keys import named as _named
 from toolfold.runtime.core._keys import own_key as _own_key
@@ -730,7 +736,7 @@ def _check_known(
         if state.phase != "failed":  # (a failed run's answers: `_refuse_held`, the reducer)
             for given, status in checks:
                 for key, answer in (given or {}).items():
-                    _refuse_answered(state, _unbound(state, key, status), status, answer)
+                    _refuse_answered(state, _unbound_later(state, key, status), status, answer)
         return
     known: dict[str, set[CallStatus]] = {}  # a key -> the statuses of the calls it names
     for path, c in _tree_calls(state, ()):
@@ -865,8 +871,42 @@ def _unbound(state: RunState, key: str, status: CallStatus) -> str:
     match = BOUND_KEY.fullmatch(key)
     if match is None:
         return key
-    _bound(state, key, status)
+    if _bound(state, key, status) is None:  # (none waits under it: one answered, perhaps)
+        return _unbound_later(state, key, status)
     return match[1]
+
+
+def _unbound_later(state: RunState, key: str, status: CallStatus) -> str:
+    """`_unbound` for a call that waits for no answer (the run went on, or finished): a bound
+    key is checked against the call it names there (answered, at any depth or in the
+    conversation),
+    at the steps it may have been made at, so that a key made for another run or call is not
+    told it was answered already.
+
+    Raises:
+        UsageError: A bound key made for another call than this state's.
+    """
+    match = BOUND_KEY.fullmatch(key)
+    if match is None:
+        return key
+    plain, given = match[1], match[2]
+    calls = [
+        (path, c.call)
+        for path, c in _tree_calls(state, ())
+        if plain in (c.call.id, "/".join((*path, c.call.id)))
+    ]
+    spoken = _conversation_call(state, plain)
+    if spoken is not None:
+        calls.append(((), spoken))
+    if not calls or any(made_for_earlier(state, path, call, given) for path, call in calls):
+        return plain  # (unknown here, or this state's call: refused as such)
+    option = "approvals" if status == "awaiting_approval" else "tool_results"
+    call = calls[0][1]
+    raise UsageError(
+        f"{option}={key!r} was made for another call than this state's call {plain!r} "
+        f"({call.name} in run {state.run_id!r}): another run or other arguments; nothing "
+        f"was run, and nothing of this run waits for {_KINDS[status][0]}"
+    )
 
 
 def _bound(

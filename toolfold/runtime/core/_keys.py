@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -45,6 +46,45 @@ def fingerprint_matches(
     numbers counted by value (``100.0`` and ``100`` apart): keys users hold from then
     (in a page, a queue, a durable run's history) still answer their call."""
     return any(hmac.compare_digest(made, given) for made in _digests(_held(state, path, found)))
+
+
+def made_for_earlier(
+    state: RunState, path: tuple[str, ...], call: ToolCallPart, given: str, *, most: int = 10_000
+) -> bool:
+    """Whether ``given`` is the `fingerprint` ``call`` (of the run at ``path``, or of the run's
+    conversation: ``()``) had at any step up to where each run of the way stands now: a bound
+    key made while the call waited, read once the run went on or finished (its step then
+    moved on). The runs' ids and the call count as in `fingerprint`; only the steps are
+    tried, the call's text made once. Over ``most`` combinations of steps (deep trees of long
+    runs), True: not told apart, rather than said to be another run's.
+    """
+    from toolfold.runtime.core._serialize import canonical_json, same_by_value
+
+    ids = [(state.run_id, state.step)]
+    holder = state
+    for suspended in path:
+        child = next((c.child for c in holder.calls if c.call.id == suspended and c.child), None)
+        if child is None:
+            return True  # (not reachable as it stood: not told apart)
+        holder = child
+        ids.append((holder.run_id, holder.step))
+    combinations = 1
+    for _, step in ids:
+        combinations *= step + 1
+    if combinations > most:
+        return True
+    rest = [list(path), call.id, call.name, call.arguments_text, call.arguments]
+    written = canonical_json(rest, by_value=False)
+    tails = [written] if same_by_value(written) else [canonical_json(rest), written]
+    for steps in itertools.product(*(range(step + 1) for _, step in ids)):
+        runs = canonical_json(
+            [[run_id, step] for (run_id, _), step in zip(ids, steps, strict=True)]
+        )
+        for tail in tails:  # (the list `_held` makes, written with its first item apart)
+            made = hashlib.sha256(b"[" + runs + b"," + tail[1:]).hexdigest()[:32]
+            if hmac.compare_digest(made, given):
+                return True
+    return False
 
 
 def _held(state: RunState, path: tuple[str, ...], found: CallState) -> list[Any]:
