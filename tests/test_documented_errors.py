@@ -537,6 +537,15 @@ def _answered_again() -> None:
     agent.resume(done.state, approvals={"call_1_0": True})
 
 
+def _foreign_key() -> None:
+    agent = Agent(ScriptedModel([ScriptedModel.call("_asked", {}), "done"]), tools=[_asked])
+    other = agent.run("go", run_id="another").state
+    foreign = toolfold.approval_key(other, "call_1_0")
+    agent = Agent(ScriptedModel([ScriptedModel.call("_asked", {}), "done"]), tools=[_asked])
+    done = agent.resume(agent.run("go").state, approvals={"call_1_0": True})
+    agent.resume(done.state, approvals={foreign: True})
+
+
 @tool(requires_approval=True)
 def _asked() -> str:
     """Needs an approval."""
@@ -905,6 +914,10 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "or given to a stale state that went on or finished (by its id or its `approval_key`: "
     "`approvals=: call 'call_2' (transfer) was already answered; nothing waits for an "
     "approval`, or the calls that wait instead)": _answered_again,
+    "`resume` with an `approval_key` made for another run's call (or another step's, or other "
+    "arguments), whether this state's call waits or was answered already "
+    "(`approvals='call_1_0#3f9c...' was made for another call than this state's call "
+    "'call_1_0' ...`; nothing runs)": _foreign_key,
     "`RunState.from_json` on a damaged or edited document": _damaged_document,
     "`RunState.from_json(text, key=...)` on an unsigned state or one whose signature does not match": (
         _unsigned_document
