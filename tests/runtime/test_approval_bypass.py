@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -13,6 +13,7 @@ import toolfold
 from toolfold import (
     Agent,
     InvalidEventError,
+    ProviderError,
     RunError,
     RunState,
     SerializationError,
@@ -22,7 +23,7 @@ from toolfold import (
 from toolfold.runtime import ApprovalGranted, ToolResultsProvided, reduce
 from toolfold.runtime.core._keys import fingerprint_matches
 from toolfold.runtime.core._messages import ToolResultPart
-from toolfold.testing import ScriptedModel
+from toolfold.testing import FunctionModel, ScriptedModel
 
 RAN: list[str] = []
 
@@ -91,13 +92,14 @@ def test_an_approval_given_again_says_the_call_was_answered() -> None:
     key = toolfold.approval_key(state, "a-1")
     done = agent.resume(state, approvals={key: True})
     assert RAN == ["/"]
-    stream = Agent(ScriptedModel(["done and dusted"]), tools=[delete]).resume_stream(
-        state, approvals={"a-1": True}
-    )
-    for event in stream:
-        if event.kind == "text_delta":
-            break
-    went_on = stream.state
+
+    def down(request: object) -> NoReturn:
+        raise ProviderError("the provider is down")
+
+    with pytest.raises(ProviderError) as stopped:  # (the tool ran: the model is next)
+        Agent(FunctionModel(down), tools=[delete]).resume(state, approvals={"a-1": True})
+    went_on = toolfold.state_of(stopped.value)
+    assert went_on is not None
     assert went_on.phase == "awaiting_model"
     RAN.clear()
     said = "approvals=: call 'a-1' (delete) was already answered; nothing waits for an approval"
