@@ -14,6 +14,7 @@ credential: ``api-key``, ``Authorization``) and a URL's password are never quote
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from toolfold.adapters._http._keys import (
 from toolfold.adapters._http._retry import HttpLimits
 
 __all__ = [
+    "base_url_from_env",
     "check_base_url",
     "check_header_value",
     "check_header_name",
@@ -243,6 +245,26 @@ def check_base_url(url: object, option: str = "base_url") -> None:
         )
     if port == 0:
         raise ModelConfigError(f"{option} {shown!r} names port 0, where no server can be reached")
+
+
+def base_url_from_env(variable: str) -> str | None:
+    """The base URL the environment variable ``variable`` gives, checked as ``base_url=`` is.
+
+    What an official SDK reads when no ``base_url`` is given
+    (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``): a gateway's address, set
+    for every client of a process. Unset or empty: None, the provider's own
+    URL applies (an empty value is taken for none, as ``OLLAMA_HOST``'s is;
+    the SDKs would send to the empty URL and fail).
+
+    Raises:
+        ModelConfigError: The value is no ``http(s)://host[:port][/path]``
+            URL; the error names ``variable`` (`check_base_url`).
+    """
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    check_base_url(value, variable)
+    return value
 
 
 # A percent escape is "%" and two hex digits (RFC 3986 section 2.1).
