@@ -27,6 +27,7 @@ from toolfold.adapters._http._keys import (
     url_userinfo,
 )
 from toolfold.adapters._http._retry import HttpLimits
+from toolfold.runtime._model import QUERY_HINT
 
 __all__ = [
     "base_url_from_env",
@@ -235,8 +236,8 @@ def check_base_url(url: object, option: str = "base_url") -> None:
     if "?" in url:
         raise ModelConfigError(
             f"{option} {shown!r} must not have a ?query: each request's path is added "
-            "after the base URL and would land inside the query; send what it carries "
-            "in headers= instead"
+            "after the base URL and would land inside the query; a value the server also "
+            f"reads from a header (a key: Azure's api-key) goes in headers=; {QUERY_HINT}"
         )
     if _BAD_ESCAPE.search(url):
         raise ModelConfigError(
