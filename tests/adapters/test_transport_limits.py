@@ -1635,7 +1635,8 @@ BAD_OPTIONS = [
     # A credential given as a header is checked as api_key is: it was sent as UTF-8.
     ({"headers": {"api-key": "sk-clé"}}, r"headers\['api-key'\]: the value has non-ASCII"),
     (
-        {"headers": {"Authorization": "Bearer sk-clé"}},
+        # (no api_key: with one, the header the key goes in is refused itself)
+        {"headers": {"Authorization": "Bearer sk-clé"}, "api_key": None},
         r"'Authorization'\]: the value has non-ASCII",
     ),
     ({"headers": {"x-api-key": "sk-clé"}}, r"headers\['x-api-key'\]: the value has non-ASCII"),
