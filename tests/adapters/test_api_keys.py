@@ -553,6 +553,43 @@ def test_a_gateways_credential_header_stands_in_for_a_missing_key(
     assert "x-api-key" not in request.headers
 
 
+@pytest.mark.parametrize(
+    ("spec", "header"),
+    [
+        ("openai:gpt-4o", "x-session-id"),
+        ("openai:gpt-4o", "Helicone-Auth"),
+        ("anthropic:claude-sonnet-4-5", "Helicone-Auth"),
+        ("openai:gpt-4o", "x-team-token"),
+    ],
+)
+def test_a_credential_header_of_no_provider_key_does_not_stand_in_for_it(
+    spec: str, header: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session id or an observability tool's own key (Helicone-Auth), even as a Secret, is
+    no provider key: with none given, "no API key" as on main (the model was built and its
+    requests went out with no credential, to a 401)."""
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    for value in ("Bearer sk-helicone-0123456789", Secret("Bearer sk-helicone-0123456789")):
+        with pytest.raises(ModelConfigError, match="no API key"):
+            toolfold.model(spec, base_url="http://127.0.0.1:9/v1", headers={header: value})
+
+
+@pytest.mark.parametrize(
+    "header", ["x-litellm-api-key", "api-key", "Authorization", "X-Api-Key", "x-goog-api-key"]
+)
+def test_a_key_header_stands_in_for_a_missing_key(
+    header: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway's ...-api-key header, Azure's api-key and the providers' key headers build
+    the model with no key anywhere."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = toolfold.model(
+        "openai:gpt-4o", base_url="http://127.0.0.1:9/v1", headers={header: "k-0123456789"}
+    )
+    model.close()
+
+
 def test_redact_logs_covers_httpcore_debug_lines(http_server: ScriptedServer) -> None:
     """redact_logs scrubs httpcore.http11's DEBUG lines (echoed headers), which a filter on the
     httpx logger alone misses."""

@@ -253,7 +253,7 @@ class ProviderModel:
         if headers is not None:
             check_mapping(headers)
         endpoint = self._endpoint(base_url)
-        credentials = credential_headers(headers)
+        credentials = key_headers(endpoint, headers)
         _refuse_two_keys(endpoint, api_key, credentials)
         refusal: str | None = None
         try:
@@ -261,7 +261,7 @@ class ProviderModel:
                 endpoint.provider,
                 api_key,
                 env_vars=endpoint.key_env,
-                # A credential of headers= stands in for a missing key: a gateway's
+                # A key header of headers= stands in for a missing key: a gateway's
                 # (``x-portkey-api-key``), which holds the provider's key itself.
                 required=endpoint.key_required and not credentials,
             )
@@ -737,6 +737,29 @@ def credential_headers(headers: Mapping[str, object] | None) -> list[str]:
         name
         for name, value in (headers or {}).items()
         if isinstance(value, Secret) or is_credential_header(name.lower())
+    ]
+
+
+#: The headers that carry an API key whatever the provider (`key_headers`).
+_KEY_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
+
+
+def key_headers(endpoint: Endpoint, headers: Mapping[str, object] | None) -> list[str]:
+    """The names of ``headers`` that carry an API key in place of ``endpoint``'s, in order.
+
+    ``Authorization``, ``api-key`` (Azure), ``x-api-key``, ``x-goog-api-key``,
+    the provider's own key header, and a gateway's key header, named
+    ``...-api-key`` (``x-portkey-api-key``, ``x-litellm-api-key``): they stand
+    in for a missing key. Not every credential header (`credential_headers`):
+    a session id or an observability tool's key (``Helicone-Auth``) is no key
+    of the provider, and one given without a key is still told "no API key".
+    """
+    return [
+        name
+        for name in headers or {}
+        if (folded := name.lower()) in _KEY_HEADERS
+        or folded == endpoint.auth_header
+        or folded.endswith("-api-key")
     ]
 
 
