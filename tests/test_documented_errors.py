@@ -787,12 +787,16 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "`load(..., model=...)` a model), another (`timeout=`, `retry=`, `headers=`...) as a bare "
     "keyword (in `settings={...}` it is a request body field, and taken); so is another "
     "library's name for one as a bare keyword (the OpenAI SDK's `extra_headers=`, "
-    "`default_headers=`, `max_retries=`, `organization=`, `extra_query=`, AzureOpenAI's "
-    "`api_version=`, `azure_ad_token=`, LiteLLM's `api_base=`: a header or token given so was "
-    "sent in the body and stored in the state): the error names the option, never its value, "
-    'and shows `toolfold.model("provider:model", api_key=...)` with toolfold\'s option '
-    "(`headers=`, `retry=`, `base_url=`, `headers={'OpenAI-Organization': ...}`; for a query "
-    "parameter, an httpx client with `params=`)": (_model_option_as_setting),
+    "`default_headers=`, `max_retries=`, `extra_query=`, its `organization=` and `project=` for "
+    "an `openai:` or `openai-responses:` model only, AzureOpenAI's `api_version=`, "
+    "`azure_ad_token=`, LiteLLM's `api_base=`: a header or token given so was sent in the body "
+    "and stored in the state; generic names, `url=`, `key=`, `base=`, stay model settings): the "
+    "error names the option, never its value, and shows "
+    '`toolfold.model("provider:model", api_key=...)` with toolfold\'s option (`headers=`, '
+    "`retry=`, `base_url=`, `headers={'OpenAI-Organization': ...}`; for a query parameter, an "
+    "httpx client with `params=`), and `settings={...}` for a request body field of that name": (
+        _model_option_as_setting
+    ),
     "a run's `history=` that is no list of messages: a `Response` or a `RunState` (the error "
     "says to pass its `.messages`), a str, one dict, a number, or a list with an item that is "
     'neither a `Message` nor a `{"role", "content"}` dict (named with its index)': _history_response,

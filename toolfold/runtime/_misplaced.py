@@ -169,16 +169,16 @@ def refuse_model_options(
     ``base_url``...) is refused however given. Another option of the model
     (``timeout``, ``retry``, ``headers``...), or another library's name for
     one (`OTHER_CLIENTS_OPTIONS`: the OpenAI SDK's ``extra_headers``,
-    ``max_retries``, ``organization``, ``api_version``...), is refused only as
-    a bare keyword (``keywords``): in ``settings={...}`` it is a field of the
-    request body (orq.ai's ``timeout`` and ``retry``), or one a user's own
-    model reads.
+    ``max_retries``, ``api_version``...; ``organization`` and ``project``
+    for OpenAI's models only), is refused only as a bare keyword
+    (``keywords``): in ``settings={...}`` it is a field of the request body
+    (orq.ai's ``timeout`` and ``retry``), or one a user's own model reads.
 
     Args:
         caller: The call, as the error names it (``"Agent()"``).
         given: The model settings the caller got.
         model: The caller's model (a ``provider:model`` string is shown in
-            the hint).
+            the hint; a model's ``name`` says whether it is OpenAI's).
         keywords: The settings were given as keywords (``api_key=...``),
             not in ``settings={...}``.
         agent: How a setting of such a name is given instead, before
@@ -192,33 +192,38 @@ def refuse_model_options(
     refused = _KEYWORD_OPTIONS if keywords else CLIENT_OPTIONS
     if refused.isdisjoint(given):  # the usual case: one set test
         return
-    named = [name for name in given if name in refused]
+    name_of = getattr(model, "name", None)
+    spec = model if isinstance(model, str) else name_of if isinstance(name_of, str) else None
+    # How each is given to toolfold.model ("" for a query parameter: no option takes one;
+    # None: not refused, the OpenAI SDK's organization= to another provider's model).
+    forms = {name: _option_form(name, spec) for name in given if name in refused}
+    named = [name for name, form in forms.items() if form is not None]
+    if not named:
+        return
     shown = (
         ", ".join(f"{name}=" for name in named)
         if keywords
         else f"settings={{{', '.join(f'{name!r}: ...' for name in named)}}}"
     )
-    # How each is given to toolfold.model ("" for a query parameter: no option takes one).
-    forms = {name: _option_form(name) for name in named}
-    passed = [form for form in forms.values() if form]
-    spec = model if isinstance(model, str) else "provider:model"
-    made = f"toolfold.model({spec!r}, {', '.join(dict.fromkeys(passed))})"
+    passed = [form for name in named if (form := forms[name])]
+    example_spec = model if isinstance(model, str) else "provider:model"
+    made = f"toolfold.model({example_spec!r}, {', '.join(dict.fromkeys(passed))})"
     example = (
         f"agent.evolve(model={made})" if caller == "evolve()" else f"{caller[:-2]}({made}, ...)"
     )
     renamed = [
         f"{name}= as {form.partition('=')[0]}=" if form.endswith("=...") else f"{name}= as {form}"
-        for name, form in forms.items()
-        if form and name not in MODEL_OPTIONS
+        for name in named
+        if (form := forms[name]) and name not in MODEL_OPTIONS
     ]
     as_named = f" ({', '.join(renamed)})" if renamed else ""
     them = "them" if len(passed) > 1 else "it"
     advice = f"pass {them} to the model{as_named}, e.g. {example}" if passed else ""
     if len(passed) < len(named):  # a query parameter: toolfold.model takes none
-        queries = ", ".join(f"{name}=" for name, form in forms.items() if not form)
+        queries = ", ".join(f"{name}=" for name in named if forms[name] == "")
         advice += f"{'; ' if advice else ''}{queries} adds a query parameter: {QUERY_HINT}"
-    # (a credential or a client, however named, is no body field: api_base=, azure_ad_token=)
-    fields = [name for name in named if forms[name].partition("=")[0] not in CLIENT_OPTIONS]
+    # (another library's name may be a body field: LiteLLM's proxy reads api_base from it)
+    fields = [name for name in named if name not in CLIENT_OPTIONS]
     body = (
         f"; if {'it is a field' if len(fields) == 1 else 'they are fields'} of the provider's "
         f"request body, give {'it' if len(fields) == 1 else 'them'} in {agent}settings="
@@ -234,11 +239,11 @@ def refuse_model_options(
     )
 
 
-def _option_form(name: str) -> str:
+def _option_form(name: str, spec: str | None) -> str | None:
     """How ``name``, an option of `toolfold.model` or another library's name for one, is
-    given to `toolfold.model` (``"retry=..."``), or "" for a query parameter."""
-    form = other_clients_option(name) if name not in MODEL_OPTIONS else None
-    return f"{name}=..." if form is None else form
+    given to `toolfold.model` for the model ``spec`` (``"retry=..."``), "" for a query
+    parameter, or None if it stands for no option of that model (`other_clients_option`)."""
+    return f"{name}=..." if name in MODEL_OPTIONS else other_clients_option(name, spec)
 
 
 def client_options(given: Mapping[str, Any]) -> list[str]:

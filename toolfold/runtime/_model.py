@@ -341,31 +341,40 @@ QUERY_HINT = (
 #: keywords, as `MODEL_OPTIONS` (they were sent in every request body and stored in the
 #: run's state, a token given so included). ``endpoint`` is left out: it is a field of
 #: OpenAI's batch requests (a test checks none of these is a request body field of the
-#: providers' specs).
+#: providers' specs); so are the generic ``url``, ``key`` and ``base``, which a user's
+#: own model may read as settings.
 OTHER_CLIENTS_OPTIONS = frozenset(
-    {*_OPTION_ALIASES, *_HEADER_OPTIONS, *_QUERY_OPTIONS} - {"endpoint"}
+    {*_OPTION_ALIASES, *_HEADER_OPTIONS, *_QUERY_OPTIONS} - {"endpoint", "url", "key", "base"}
 )
 
 
-def other_clients_option(name: str) -> str | None:
+def other_clients_option(name: str, spec: str | None) -> str | None:
     """What `model` takes for ``name``, another library's name for one of its options.
 
     Args:
         name: A keyword (``"max_retries"``).
+        spec: The model's ``provider:model`` (None: not known). The OpenAI
+            SDK's ``organization=`` and ``project=`` are OpenAI's headers, for
+            OpenAI's models only (`_OPENAI_PREFIXES`).
 
     Returns:
         The option as given to `model`: ``"retry=..."``,
         ``"headers={'OpenAI-Organization': ...}"``; ``""`` for an option that
         adds a query parameter (`model` has none: `QUERY_HINT`); None if
-        ``name`` is no other library's option.
+        ``name`` is no other library's option for this model.
     """
     header = _HEADER_OPTIONS.get(name)
     if header is not None:
-        return f"headers={{{header!r}: ...}}"
+        return f"headers={{{header!r}: ...}}" if _is_openai(spec) else None
     alias = _OPTION_ALIASES.get(name)
     if alias is not None:
         return f"{alias}=..."
     return "" if name in _QUERY_OPTIONS else None
+
+
+def _is_openai(spec: str | None) -> bool:
+    """Whether ``spec`` (``provider:model``, or None) names a model of OpenAI's API."""
+    return spec is not None and spec.partition(":")[0] in _OPENAI_PREFIXES
 
 
 def _keywords(factory: ModelFactory) -> frozenset[str] | None:
@@ -416,7 +425,7 @@ def _unknown_option(spec: str, unknown: str, factory: ModelFactory | None = None
         return f"{head}; did you mean {close}=? (its options are the connection's)"
     options = ", ".join(known[:5])
     header = _HEADER_OPTIONS.get(unknown)
-    if header is not None and spec.partition(":")[0] in _OPENAI_PREFIXES:
+    if header is not None and _is_openai(spec):
         return (
             f"{head}; other clients' {unknown}= is the {header} header here: "
             f"toolfold.model({spec!r}, headers={{{header!r}: ...}})"
