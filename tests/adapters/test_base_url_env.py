@@ -117,6 +117,20 @@ def test_a_bad_variable_is_refused_naming_it(
     toolfold.model(spec, api_key=KEY, base_url="http://127.0.0.1:8/v1").close()  # not read
 
 
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "openai-responses:gpt-4o-mini"])
+def test_a_password_in_the_variable_is_refused_naming_it(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_BASE_URL=https://user:pw@gw/v1 with a bearer key: the error names the variable
+    (it said base_url=, which was never given), and not the password."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://team:pw-0123456789@gw.example/v1")
+    with pytest.raises(ModelConfigError, match=r"^OPENAI_BASE_URL carries user:password@") as e:
+        toolfold.model(spec, api_key=KEY)
+    assert "pw-0123456789" not in str(e.value)
+    with pytest.raises(ModelConfigError, match=r"^base_url carries user:password@"):
+        toolfold.model(spec, api_key=KEY, base_url="https://team:pw-0123456789@gw.example/v1")
+
+
 def test_other_providers_do_not_read_openai_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """Groq, Mistral... (OpenAI-compatible rows) keep their own URL: the variable is OpenAI's."""
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")

@@ -109,6 +109,9 @@ class Endpoint:
         base_url_from_env: ``base_url`` was read from the environment (no
             base_url given): a pickle does not carry it, the process that
             loads the model reads its own.
+        base_url_option: Where ``base_url`` came from, as an error about it
+            names it: ``"base_url"``, or the environment variable read
+            (``"OPENAI_BASE_URL"``).
     """
 
     provider: str
@@ -121,6 +124,7 @@ class Endpoint:
     error_parser: ErrorParser | None = None
     trust_env: bool = True
     base_url_from_env: bool = False
+    base_url_option: str = "base_url"
 
 
 StreamFormat = Literal["sse", "lines", "json-array"]
@@ -282,6 +286,7 @@ class ProviderModel:
             endpoint.provider,
             endpoint.base_url,
             key,
+            base_url_option=endpoint.base_url_option,
             refusal=refusal,
             auth_header=endpoint.auth_header,
             auth_scheme=endpoint.auth_scheme,

@@ -272,8 +272,10 @@ def base_url_from_env(variable: str) -> str | None:
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
-def check_url_credentials(url: str, sends_authorization: bool) -> None:
+def check_url_credentials(url: str, sends_authorization: bool, option: str = "base_url") -> None:
     """Refuse ``user:password@`` in ``url`` when an ``Authorization`` header is sent too.
+
+    ``option`` names where ``url`` came from (``base_url``, ``OPENAI_BASE_URL``).
 
     The clients turn URL credentials into a Basic ``Authorization`` header:
     httpx sent it in place of the key's, aiohttp refused the request with a
@@ -282,7 +284,7 @@ def check_url_credentials(url: str, sends_authorization: bool) -> None:
     """
     if sends_authorization and url_userinfo(url) is not None:
         raise ModelConfigError(
-            "base_url carries user:password@, whose Basic credentials would take the "
+            f"{option} carries user:password@, whose Basic credentials would take the "
             "Authorization header the API key is sent in: send them in a header "
             "(headers=) that your gateway reads, or leave them out"
         )

@@ -70,6 +70,7 @@ class AnthropicModel(ProviderModel):
             headers={"anthropic-version": API_VERSION},
             error_parser=parse_error,
             base_url_from_env=from_env is not None,
+            base_url_option="base_url" if from_env is None else BASE_URL_ENV,
         )
 
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:

@@ -132,11 +132,8 @@ class OpenAIChatModel(ProviderModel):
 
     def _endpoint(self, base_url: str | None) -> Endpoint:
         row = self.provider
-        from_env = (
-            base_url_from_env(row.base_url_env)
-            if base_url is None and row.base_url_env is not None
-            else None
-        )
+        variable = row.base_url_env if base_url is None else None  # (OPENAI_BASE_URL)
+        from_env = base_url_from_env(variable) if variable is not None else None
         url = base_url or from_env or row.base_url
         if not url:
             raise ModelConfigError(
@@ -150,6 +147,7 @@ class OpenAIChatModel(ProviderModel):
             row.key_required,
             error_parser=parse_error,
             base_url_from_env=from_env is not None,
+            base_url_option=variable if variable is not None and from_env else "base_url",
         )
 
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:

@@ -64,7 +64,13 @@ class OpenAIResponsesModel(ProviderModel):
     def _endpoint(self, base_url: str | None) -> Endpoint:
         from_env = base_url_from_env(BASE_URL_ENV) if base_url is None else None
         url = base_url or from_env or BASE_URL
-        return Endpoint(PREFIX, url, API_KEY_ENV, base_url_from_env=from_env is not None)
+        return Endpoint(
+            PREFIX,
+            url,
+            API_KEY_ENV,
+            base_url_from_env=from_env is not None,
+            base_url_option="base_url" if from_env is None else BASE_URL_ENV,
+        )
 
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         # Settings CreateResponse lacks are refused for OpenAI only (see `build_body`).
