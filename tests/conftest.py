@@ -18,6 +18,12 @@ from hypothesis import HealthCheck, settings
 # (as it does on macOS), so the Ray tests touch no network but loopback.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
+# A developer's gateway (the official SDKs' variables, which toolfold reads too when no
+# base_url= is given) must not take the requests of tests that expect the providers' own
+# URLs; the tests of these variables set them themselves.
+for _variable in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+    os.environ.pop(_variable, None)
+
 # No property test is about speed: Hypothesis's timing checks (a 200 ms deadline per
 # example, the too_slow health check on generation) only measure how loaded the
 # machine is, and a collection pause in a long run, or three suites on two cores,

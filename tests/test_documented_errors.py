@@ -803,8 +803,16 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "credential or client option (`api_key`, `base_url`, `http_client`...) as a keyword or in "
     "`settings={...}` (an agent file's `settings` too: its error says to give "
     "`load(..., model=...)` a model), another (`timeout=`, `retry=`, `headers=`...) as a bare "
-    "keyword (in `settings={...}` it is a request body field, and taken): the error names the "
-    'option, never its value, and shows `toolfold.model("provider:model", api_key=...)`': (
+    "keyword (in `settings={...}` it is a request body field, and taken); so is another "
+    "library's name for one as a bare keyword (the OpenAI SDK's `extra_headers=`, "
+    "`default_headers=`, `max_retries=`, `extra_query=`, its `organization=` and `project=` for "
+    "an `openai:` or `openai-responses:` model only, AzureOpenAI's `api_version=`, "
+    "`azure_ad_token=`, LiteLLM's `api_base=`: a header or token given so was sent in the body "
+    "and stored in the state; generic names, `url=`, `key=`, `base=`, stay model settings): the "
+    "error names the option, never its value, and shows "
+    '`toolfold.model("provider:model", api_key=...)` with toolfold\'s option (`headers=`, '
+    "`retry=`, `base_url=`, `headers={'OpenAI-Organization': ...}`; for a query parameter, an "
+    "httpx client with `params=`), and `settings={...}` for a request body field of that name": (
         _model_option_as_setting
     ),
     "a run's `history=` that is no list of messages: a `Response` or a `RunState` (the error "
@@ -821,7 +829,8 @@ TRIGGERS: dict[str, Callable[[], None]] = {
     "and the run went without it): the error names toolfold's, `system_prompt=` "
     "(`instructions=`), `result_type=` (`output_type=`), `model_settings=` (`settings=`), "
     "`retries=` (`output_retries=`; a tool's: `@tool(max_retries=...)`), `max_turns=` "
-    "(`max_steps=`), `deps_type=` (none: deps are passed with each run, `deps=`); so is "
+    "(`max_steps=`), `deps_type=` (none: deps are passed with each run, `deps=`), the OpenAI "
+    "SDK's `extra_body=` (`settings=`: a model setting is sent as it is); so is "
     "`settings=` given to `generate_text`, which takes model settings as keywords": (
         _other_library_keyword
     ),

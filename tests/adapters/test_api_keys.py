@@ -488,6 +488,108 @@ def test_user_authorization_header_wins_over_the_key(http_server: ScriptedServer
     assert http_server.requests[0].headers["authorization"] == "Token t"
 
 
+@pytest.mark.parametrize(
+    ("spec", "header"),
+    [
+        ("openai-compatible:m", "Authorization"),
+        ("openai:gpt-4o", "authorization"),
+        ("ollama:qwen3", "Authorization"),
+        ("anthropic:claude-sonnet-4-5", "X-Api-Key"),
+        ("gemini:gemini-2.5-flash", "x-goog-api-key"),
+    ],
+)
+def test_an_api_key_and_the_header_it_is_sent_in_are_refused_together(
+    spec: str, header: str
+) -> None:
+    """api_key= and headers= holding the header the key is sent in: the header won and the
+    key given was never sent; now a ModelConfigError naming both, and neither value."""
+    with pytest.raises(ModelConfigError) as raised:
+        toolfold.model(
+            spec, base_url="http://127.0.0.1:9/v1", api_key=KEY, headers={header: "Bearer tok-2"}
+        )
+    message = str(raised.value)
+    assert message.startswith(f"api_key= and headers={{{header!r}: ...}} both give")
+    assert KEY not in message
+    assert "tok-2" not in message
+
+
+def test_a_key_from_the_environment_gives_way_to_the_header_unsent(
+    http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key read from OPENAI_API_KEY and an Authorization header: the header is sent, the key not."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    http_server.add(Reply(json={}))
+    model = toolfold.model(
+        "openai:gpt-4o", base_url=http_server.url, headers={"Authorization": "Bearer tok-2"}
+    )
+    model._transport.post_json_sync("x", {})  # type: ignore[attr-defined]
+    model.close()
+    (request,) = http_server.requests
+    assert request.headers["authorization"] == "Bearer tok-2"
+    assert KEY.encode() not in request.head
+
+
+@pytest.mark.parametrize(
+    ("spec", "variable"),
+    [("openai:gpt-4o", "OPENAI_API_KEY"), ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY")],
+)
+def test_a_gateways_credential_header_stands_in_for_a_missing_key(
+    spec: str, variable: str, http_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """headers={"x-portkey-api-key": ...} with no key anywhere builds the model (the gateway
+    holds the provider's key) and sends that header alone; without it, no key is an error."""
+    monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ModelConfigError, match="no API key"):
+        toolfold.model(spec, base_url=http_server.url, headers={"x-team": "research"})
+    http_server.add(Reply(json={}))
+    model = toolfold.model(
+        spec, base_url=http_server.url, headers={"x-portkey-api-key": "pk-0123456789abcdef"}
+    )
+    model._transport.post_json_sync("x", {})  # type: ignore[attr-defined]
+    model.close()
+    (request,) = http_server.requests
+    assert request.headers["x-portkey-api-key"] == "pk-0123456789abcdef"
+    assert "authorization" not in request.headers
+    assert "x-api-key" not in request.headers
+
+
+@pytest.mark.parametrize(
+    ("spec", "header"),
+    [
+        ("openai:gpt-4o", "x-session-id"),
+        ("openai:gpt-4o", "Helicone-Auth"),
+        ("anthropic:claude-sonnet-4-5", "Helicone-Auth"),
+        ("openai:gpt-4o", "x-team-token"),
+    ],
+)
+def test_a_credential_header_of_no_provider_key_does_not_stand_in_for_it(
+    spec: str, header: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session id or an observability tool's own key (Helicone-Auth), even as a Secret, is
+    no provider key: with none given, "no API key" as on main (the model was built and its
+    requests went out with no credential, to a 401)."""
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    for value in ("Bearer sk-helicone-0123456789", Secret("Bearer sk-helicone-0123456789")):
+        with pytest.raises(ModelConfigError, match="no API key"):
+            toolfold.model(spec, base_url="http://127.0.0.1:9/v1", headers={header: value})
+
+
+@pytest.mark.parametrize(
+    "header", ["x-litellm-api-key", "api-key", "Authorization", "X-Api-Key", "x-goog-api-key"]
+)
+def test_a_key_header_stands_in_for_a_missing_key(
+    header: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway's ...-api-key header, Azure's api-key and the providers' key headers build
+    the model with no key anywhere."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = toolfold.model(
+        "openai:gpt-4o", base_url="http://127.0.0.1:9/v1", headers={header: "k-0123456789"}
+    )
+    model.close()
+
+
 def test_redact_logs_covers_httpcore_debug_lines(http_server: ScriptedServer) -> None:
     """redact_logs scrubs httpcore.http11's DEBUG lines (echoed headers), which a filter on the
     httpx logger alone misses."""

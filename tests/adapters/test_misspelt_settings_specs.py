@@ -19,6 +19,7 @@ from toolfold import Agent, UsageError, generate_text
 from toolfold.runtime._agent import _agent_parameters
 from toolfold.runtime._api import _function_parameters
 from toolfold.runtime._misplaced import _MISSPELT, _OTHER_NAMES, _PROVIDER_FIELDS, _misspelt
+from toolfold.runtime._model import _OPTION_ALIASES, OTHER_CLIENTS_OPTIONS
 from toolfold.testing import TestModel
 
 
@@ -113,3 +114,15 @@ def test_other_libraries_names_are_no_request_field(name: str) -> None:
     assert name not in _request_fields()
     with pytest.raises(UsageError, match=f"got {name}=: did you mean "):
         generate_text(TestModel(), "x", **{name: {}})
+
+
+def test_other_clients_options_refused_are_no_request_field() -> None:
+    """The other libraries' option names refused as bare keywords (``extra_headers=``,
+    ``max_retries=``, ``organization=``, ``api_version=``...) are no request field of the
+    providers' specs; ``endpoint`` (OpenAI's batch requests') is one, and is not refused."""
+    fields = _request_fields()
+    assert OTHER_CLIENTS_OPTIONS.isdisjoint(fields)
+    assert "endpoint" in _OPTION_ALIASES
+    assert "endpoint" in fields
+    assert "endpoint" not in OTHER_CLIENTS_OPTIONS
+    Agent(TestModel(), endpoint="/v1/chat/completions")

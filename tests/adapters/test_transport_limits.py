@@ -1635,7 +1635,8 @@ BAD_OPTIONS = [
     # A credential given as a header is checked as api_key is: it was sent as UTF-8.
     ({"headers": {"api-key": "sk-clé"}}, r"headers\['api-key'\]: the value has non-ASCII"),
     (
-        {"headers": {"Authorization": "Bearer sk-clé"}},
+        # (no api_key: with one, the header the key goes in is refused itself)
+        {"headers": {"Authorization": "Bearer sk-clé"}, "api_key": None},
         r"'Authorization'\]: the value has non-ASCII",
     ),
     ({"headers": {"x-api-key": "sk-clé"}}, r"headers\['x-api-key'\]: the value has non-ASCII"),
@@ -1658,7 +1659,12 @@ BAD_OPTIONS = [
     # httpx sent them instead of the key, aiohttp raised a bare ValueError.
     ({"base_url": "http://alice:pw-1234@127.0.0.1:9/v1"}, r"base_url carries user:password@"),
     (
-        {"base_url": "http://alice@127.0.0.1:9/v1", "headers": {"Authorization": "Bearer x"}},
+        # (no api_key: with one, the header the key goes in is refused itself)
+        {
+            "base_url": "http://alice@127.0.0.1:9/v1",
+            "headers": {"Authorization": "Bearer x"},
+            "api_key": None,
+        },
         r"base_url carries user:password@",
     ),
 ]
@@ -1852,6 +1858,20 @@ def test_a_base_url_requests_cannot_be_joined_to_is_refused_when_the_model_is_bu
     with pytest.raises(ModelConfigError, match=message):
         toolfold.model(model, base_url=url.format(root=http_server.url), api_key=KEY)
     assert http_server.connections == 0
+
+
+def test_a_query_in_the_base_url_is_told_where_a_query_parameter_goes() -> None:
+    """Azure's ?api-version= in base_url is told to use the v1 API or a client's params= (it
+    was told to send it in headers=, which Azure does not read it from)."""
+    url = "https://r.openai.azure.com/openai/deployments/gpt4o?api-version=2024-10-21"
+    with pytest.raises(ModelConfigError) as raised:
+        toolfold.model("openai-compatible:gpt4o", base_url=url, headers={"api-key": KEY})
+    message = str(raised.value)
+    assert "http_client=httpx.Client(params={'api-version': ...})" in message
+    assert "base_url='https://<resource>.openai.azure.com/openai/v1'" in message
+    assert "send what it carries in headers= instead" not in message
+    assert "2024-10-21" not in message
+    assert KEY not in message
 
 
 @pytest.mark.parametrize("model", PROVIDERS)

@@ -17,7 +17,14 @@ import pytest
 import toolfold
 from toolfold import Agent, AgentFileError, RunState, UsageError, agenerate_text, generate_text
 from toolfold.files import loads
-from toolfold.runtime._model import CLIENT_OPTIONS, MODEL_OPTIONS
+from toolfold.runtime._misplaced import _KEYWORD_OPTIONS
+from toolfold.runtime._model import (
+    CLIENT_OPTIONS,
+    MODEL_OPTIONS,
+    OTHER_CLIENTS_OPTIONS,
+    QUERY_HINT,
+    other_clients_option,
+)
 from toolfold.testing import ScriptedModel, TestModel, override_models
 
 SECRET = "sk-SECRET-value-123"
@@ -32,6 +39,113 @@ def test_agent_refuses_each_model_option_given_as_a_setting(option: str) -> None
     assert message.startswith(f"Agent() got {option}=: an option of the model, not a model setting")
     assert f"Agent(toolfold.model('openai:gpt-4o-mini', {option}=...), ...)" in message
     assert SECRET not in message
+
+
+@pytest.mark.parametrize("option", sorted(_KEYWORD_OPTIONS - MODEL_OPTIONS))
+def test_agent_refuses_other_clients_names_for_a_model_option(option: str) -> None:
+    """Agent(model, extra_headers=/max_retries=/organization=/api_version=...) (the OpenAI
+    SDK's, LiteLLM's names) is refused with the option of toolfold.model it stands for."""
+    with override_models(TestModel()), pytest.raises(UsageError) as raised:
+        Agent("openai:gpt-4o-mini", **{option: SECRET})
+    message = str(raised.value)
+    assert message.startswith(f"Agent() got {option}=: an option of the model, not a model setting")
+    form = other_clients_option(option, "openai:gpt-4o-mini")
+    if form:
+        assert f"Agent(toolfold.model('openai:gpt-4o-mini', {form}), ...)" in message
+    else:
+        assert QUERY_HINT in message
+    assert SECRET not in message
+
+
+def test_other_clients_options_name_their_toolfold_option() -> None:
+    """Each name says which option of toolfold.model to give instead."""
+    spec = "openai:gpt-4o"
+    assert other_clients_option("extra_headers", spec) == "headers=..."
+    assert other_clients_option("default_headers", spec) == "headers=..."
+    assert other_clients_option("max_retries", spec) == "retry=..."
+    assert other_clients_option("api_base", spec) == "base_url=..."
+    assert other_clients_option("azure_ad_token", spec) == "api_key=..."
+    assert other_clients_option("organization", spec) == "headers={'OpenAI-Organization': ...}"
+    assert other_clients_option("project", "openai-responses:gpt-5") == (
+        "headers={'OpenAI-Project': ...}"
+    )
+    assert other_clients_option("api_version", spec) == ""
+    assert other_clients_option("temperature", spec) is None
+    # OpenAI's headers, for OpenAI's models only
+    assert other_clients_option("organization", "anthropic:claude-sonnet-4-5") is None
+    assert other_clients_option("project", None) is None
+    # pydantic-ai's retries= is an agent's: refused as output_retries=, not as retry=
+    assert "retries" not in _KEYWORD_OPTIONS
+    with pytest.raises(UsageError, match="did you mean output_retries="):
+        Agent(TestModel(), retries=2)
+
+
+def test_a_header_given_to_generate_text_is_neither_sent_nor_stored() -> None:
+    """generate_text(..., extra_headers={"Helicone-Auth": secret}) was a body field, sent and
+    stored in the state's JSON: it is refused, pointing at the model's headers=."""
+    model = TestModel()
+    with pytest.raises(UsageError) as raised:
+        generate_text(model, "hi", extra_headers={"Helicone-Auth": f"Bearer {SECRET}"})
+    message = str(raised.value)
+    assert message.startswith("generate_text() got extra_headers=: an option of the model")
+    assert "(extra_headers= as headers=)" in message
+    assert SECRET not in message
+    assert model.requests == []
+    with pytest.raises(UsageError, match=r"^agenerate_text\(\) got azure_ad_token="):
+        asyncio.run(agenerate_text(model, "hi", azure_ad_token=SECRET))
+    with pytest.raises(UsageError, match=r"^evolve\(\) got max_retries=") as raised:
+        Agent(model).evolve(max_retries=3)
+    assert "agent.evolve(model=toolfold.model('provider:model', retry=...))" in str(raised.value)
+
+
+def test_another_clients_name_is_pointed_at_settings_too() -> None:
+    """api_base= / azure_ad_token= name toolfold's option, and settings= for a body field of
+    that name (LiteLLM's proxy reads api_base from the body); api_key= itself gets no such
+    advice, as on main."""
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), api_base="http://x", azure_ad_token=SECRET)
+    message = str(raised.value)
+    assert "(api_base= as base_url=, azure_ad_token= as api_key=)" in message
+    assert message.endswith(
+        "if they are fields of the provider's request body, give them in "
+        "settings={'api_base': ..., 'azure_ad_token': ...}"
+    )
+    with pytest.raises(UsageError) as raised:
+        Agent(TestModel(), api_key=SECRET)
+    assert "settings=" not in str(raised.value)
+
+
+def test_generic_names_are_model_settings_as_on_main() -> None:
+    """url=, key=, base= (other libraries' names for base_url=/api_key=) are too generic to
+    refuse: a user's own model may read them as settings, as main let it."""
+    settings = {"url": "u", "key": "k", "base": "b"}
+    agent = Agent(TestModel(), **settings)
+    assert agent.run("hi").state.config.settings == settings
+
+
+@pytest.mark.parametrize("option", ["organization", "project"])
+def test_openais_header_options_are_refused_for_openais_models_only(option: str) -> None:
+    """project=/organization= are the OpenAI SDK's headers: refused for an openai: or
+    openai-responses: model with the header named; another provider's model takes them as
+    settings, as on main (it was told to give OpenAI's header to Anthropic, whose model()
+    sent it back to Agent)."""
+    for spec in ("openai:gpt-4o-mini", "openai-responses:gpt-5-mini"):
+        with override_models(TestModel()), pytest.raises(UsageError) as raised:
+            Agent(spec, **{option: "p-1"})
+        assert f"headers={{'OpenAI-{option.title()}': ...}}" in str(raised.value)
+    with override_models(TestModel()):
+        agent = Agent("anthropic:claude-sonnet-4-5", **{option: "p-1"})
+    assert agent.run("hi").state.config.settings == {option: "p-1"}
+    assert generate_text(TestModel(), "hi", **{option: "p-1"}).state.config.settings == {
+        option: "p-1"
+    }
+
+
+def test_other_clients_names_are_body_fields_in_settings() -> None:
+    """settings={"extra_headers": ...} stays the explicit way to send a body field of that name."""
+    settings = {name: {"x": "1"} for name in sorted(OTHER_CLIENTS_OPTIONS)}
+    agent = Agent(TestModel(), settings=settings)
+    assert agent.run("hi").state.config.settings == settings
 
 
 def test_a_key_given_to_agent_never_reaches_its_state_or_repr() -> None:

@@ -109,6 +109,9 @@ class Endpoint:
         base_url_from_env: ``base_url`` was read from the environment (no
             base_url given): a pickle does not carry it, the process that
             loads the model reads its own.
+        base_url_option: Where ``base_url`` came from, as an error about it
+            names it: ``"base_url"``, or the environment variable read
+            (``"OPENAI_BASE_URL"``).
     """
 
     provider: str
@@ -121,6 +124,7 @@ class Endpoint:
     error_parser: ErrorParser | None = None
     trust_env: bool = True
     base_url_from_env: bool = False
+    base_url_option: str = "base_url"
 
 
 StreamFormat = Literal["sse", "lines", "json-array"]
@@ -253,13 +257,17 @@ class ProviderModel:
         if headers is not None:
             check_mapping(headers)
         endpoint = self._endpoint(base_url)
+        credentials = key_headers(endpoint, headers)
+        _refuse_two_keys(endpoint, api_key, credentials)
         refusal: str | None = None
         try:
             key = resolve_api_key(
                 endpoint.provider,
                 api_key,
                 env_vars=endpoint.key_env,
-                required=endpoint.key_required,
+                # A key header of headers= stands in for a missing key: a gateway's
+                # (``x-portkey-api-key``), which holds the provider's key itself.
+                required=endpoint.key_required and not credentials,
             )
         except ModelConfigError as exc:
             # Under `keys_deferred` (a process that only reads the spec) the
@@ -278,6 +286,7 @@ class ProviderModel:
             endpoint.provider,
             endpoint.base_url,
             key,
+            base_url_option=endpoint.base_url_option,
             refusal=refusal,
             auth_header=endpoint.auth_header,
             auth_scheme=endpoint.auth_scheme,
@@ -723,6 +732,63 @@ def _unbuildable(cls: type[ProviderModel], model_name: str, options: dict[str, A
     return None
 
 
+def credential_headers(headers: Mapping[str, object] | None) -> list[str]:
+    """The names of ``headers`` (a model's ``headers=``) that carry a credential, in order.
+
+    A value given as a `Secret`, or a header whose name says it carries one
+    (`is_credential_header`: ``Authorization``, ``api-key``, ``x-portkey-api-key``).
+    """
+    return [
+        name
+        for name, value in (headers or {}).items()
+        if isinstance(value, Secret) or is_credential_header(name.lower())
+    ]
+
+
+#: The headers that carry an API key whatever the provider (`key_headers`).
+_KEY_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
+
+
+def key_headers(endpoint: Endpoint, headers: Mapping[str, object] | None) -> list[str]:
+    """The names of ``headers`` that carry an API key in place of ``endpoint``'s, in order.
+
+    ``Authorization``, ``api-key`` (Azure), ``x-api-key``, ``x-goog-api-key``,
+    the provider's own key header, and a gateway's key header, named
+    ``...-api-key`` (``x-portkey-api-key``, ``x-litellm-api-key``): they stand
+    in for a missing key. Not every credential header (`credential_headers`):
+    a session id or an observability tool's key (``Helicone-Auth``) is no key
+    of the provider, and one given without a key is still told "no API key".
+    """
+    return [
+        name
+        for name in headers or {}
+        if (folded := name.lower()) in _KEY_HEADERS
+        or folded == endpoint.auth_header
+        or folded.endswith("-api-key")
+    ]
+
+
+def _refuse_two_keys(endpoint: Endpoint, api_key: object, credentials: Sequence[str]) -> None:
+    """Refuse ``api_key=`` given with a header of ``credentials`` that is the one it is sent in.
+
+    The header won, so the key given was silently never sent (``Authorization``
+    for a bearer provider, ``x-api-key`` for Anthropic, ``x-goog-api-key`` for
+    Gemini). A key read from the environment gives way to the header, unsent.
+
+    Raises:
+        ModelConfigError: Naming both, and no value.
+    """
+    if api_key is None:
+        return
+    for name in credentials:
+        if name.lower() == endpoint.auth_header:
+            raise ModelConfigError(
+                f"api_key= and headers={{{name!r}: ...}} both give the credential of provider "
+                f"{endpoint.provider!r}, whose key is sent in the {name} header: give one of "
+                "them (a gateway's own credential goes in a header of its own)"
+            )
+
+
 def _credential_given(
     api_key: object,
     http_client: object,
@@ -745,11 +811,7 @@ def _credential_given(
     elif http_client is not None or async_http_client is not None:
         why = "it was built with an HTTP client of your own (http_client=...), a live object"
     else:
-        named = [
-            name
-            for name, value in (headers or {}).items()
-            if isinstance(value, Secret) or is_credential_header(name.lower())
-        ]
+        named = credential_headers(headers)
         if named:
             why = f"its headers= carry a credential ({named[0]!r}), which never leaves its process"
         elif url is not None and shown_userinfo(url) is not None:

@@ -34,7 +34,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolfold._errors import UsageError
-from toolfold.runtime._model import CLIENT_OPTIONS, MODEL_OPTIONS
+from toolfold.runtime._model import (
+    CLIENT_OPTIONS,
+    MODEL_OPTIONS,
+    OTHER_CLIENTS_OPTIONS,
+    QUERY_HINT,
+    other_clients_option,
+)
 
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -161,7 +167,10 @@ def refuse_model_options(
 
     A credential or a client option (`CLIENT_OPTIONS`: ``api_key``,
     ``base_url``...) is refused however given. Another option of the model
-    (``timeout``, ``retry``, ``headers``...) is refused only as a bare keyword
+    (``timeout``, ``retry``, ``headers``...), or another library's name for
+    one (`OTHER_CLIENTS_OPTIONS`: the OpenAI SDK's ``extra_headers``,
+    ``max_retries``, ``api_version``...; ``organization`` and ``project``
+    for OpenAI's models only), is refused only as a bare keyword
     (``keywords``): in ``settings={...}`` it is a field of the request body
     (orq.ai's ``timeout`` and ``retry``), or one a user's own model reads.
 
@@ -169,7 +178,7 @@ def refuse_model_options(
         caller: The call, as the error names it (``"Agent()"``).
         given: The model settings the caller got.
         model: The caller's model (a ``provider:model`` string is shown in
-            the hint).
+            the hint; a model's ``name`` says whether it is OpenAI's).
         keywords: The settings were given as keywords (``api_key=...``),
             not in ``settings={...}``.
         agent: How a setting of such a name is given instead, before
@@ -177,22 +186,43 @@ def refuse_model_options(
 
     Raises:
         UsageError: A key of ``given`` is refused; the error names every such
-            key, and no value (it may be a secret).
+            key, the option of the model it stands for, and no value (it may
+            be a secret).
     """
-    refused = MODEL_OPTIONS if keywords else CLIENT_OPTIONS
+    refused = _KEYWORD_OPTIONS if keywords else CLIENT_OPTIONS
     if refused.isdisjoint(given):  # the usual case: one set test
         return
-    named = [name for name in given if name in refused]
+    name_of = getattr(model, "name", None)
+    spec = model if isinstance(model, str) else name_of if isinstance(name_of, str) else None
+    # How each is given to toolfold.model ("" for a query parameter: no option takes one;
+    # None: not refused, the OpenAI SDK's organization= to another provider's model).
+    forms = {name: _option_form(name, spec) for name in given if name in refused}
+    named = [name for name, form in forms.items() if form is not None]
+    if not named:
+        return
     shown = (
         ", ".join(f"{name}=" for name in named)
         if keywords
         else f"settings={{{', '.join(f'{name!r}: ...' for name in named)}}}"
     )
-    spec = model if isinstance(model, str) else "provider:model"
-    made = f"toolfold.model({spec!r}, {', '.join(f'{name}=...' for name in named)})"
+    passed = [form for name in named if (form := forms[name])]
+    example_spec = model if isinstance(model, str) else "provider:model"
+    made = f"toolfold.model({example_spec!r}, {', '.join(dict.fromkeys(passed))})"
     example = (
         f"agent.evolve(model={made})" if caller == "evolve()" else f"{caller[:-2]}({made}, ...)"
     )
+    renamed = [
+        f"{name}= as {form.partition('=')[0]}=" if form.endswith("=...") else f"{name}= as {form}"
+        for name in named
+        if (form := forms[name]) and name not in MODEL_OPTIONS
+    ]
+    as_named = f" ({', '.join(renamed)})" if renamed else ""
+    them = "them" if len(passed) > 1 else "it"
+    advice = f"pass {them} to the model{as_named}, e.g. {example}" if passed else ""
+    if len(passed) < len(named):  # a query parameter: toolfold.model takes none
+        queries = ", ".join(f"{name}=" for name in named if forms[name] == "")
+        advice += f"{'; ' if advice else ''}{queries} adds a query parameter: {QUERY_HINT}"
+    # (another library's name may be a body field: LiteLLM's proxy reads api_base from it)
     fields = [name for name in named if name not in CLIENT_OPTIONS]
     body = (
         f"; if {'it is a field' if len(fields) == 1 else 'they are fields'} of the provider's "
@@ -204,9 +234,16 @@ def refuse_model_options(
     raise UsageError(
         f"{caller} got {shown}: {'an option' if len(named) == 1 else 'options'} of the "
         f"model, not a model setting (it would be "
-        f"sent to the provider in every request body and stored in the run's state): pass "
-        f"it to the model, e.g. {example}{body}"
+        f"sent to the provider in every request body and stored in the run's state): "
+        f"{advice}{body}"
     )
+
+
+def _option_form(name: str, spec: str | None) -> str | None:
+    """How ``name``, an option of `toolfold.model` or another library's name for one, is
+    given to `toolfold.model` for the model ``spec`` (``"retry=..."``), "" for a query
+    parameter, or None if it stands for no option of that model (`other_clients_option`)."""
+    return f"{name}=..." if name in MODEL_OPTIONS else other_clients_option(name, spec)
 
 
 def client_options(given: Mapping[str, Any]) -> list[str]:
@@ -240,7 +277,13 @@ _OTHER_NAMES: dict[str, str | None] = {
     "retries": "output_retries",
     "max_turns": "max_steps",
     "deps_type": None,
+    # (the OpenAI SDK's fields merged into the body: a model setting is sent as it is)
+    "extra_body": "settings",
 }
+#: The keywords `refuse_model_options` refuses: the options of `toolfold.model` and
+#: other libraries' names for them, but those `_OTHER_NAMES` tells better (pydantic-ai's
+#: ``retries=`` is an agent's, not the HTTP client's).
+_KEYWORD_OPTIONS = MODEL_OPTIONS | (OTHER_CLIENTS_OPTIONS - _OTHER_NAMES.keys())
 
 
 def own_parameters(own: Callable[..., Any]) -> tuple[str, ...]:

@@ -318,7 +318,63 @@ _OPTION_ALIASES = {
     "default_headers": "headers",
     "extra_headers": "headers",
     "client": "http_client",
+    # (the OpenAI SDK's AzureOpenAI: its Entra ID token is sent as the bearer key)
+    "azure_endpoint": "base_url",
+    "azure_ad_token": "api_key",
 }
+# Options of other libraries' clients that add a query parameter to each request's URL
+# (the OpenAI SDK's ``extra_query=``, ``default_query=``; AzureOpenAI's ``api_version=``
+# sends ``?api-version=``): toolfold adds none of its own (`QUERY_HINT` says what to do).
+_QUERY_OPTIONS = frozenset({"api_version", "extra_query", "default_query"})
+#: What to do for a query parameter a server needs in each request's URL: toolfold's
+#: models add none, and refuse a ``?query`` in ``base_url`` (each request's path is
+#: added after it).
+QUERY_HINT = (
+    "a query parameter a server reads goes in an httpx client given to the model, "
+    "e.g. toolfold.model(..., base_url=..., http_client=httpx.Client(params={'api-version': "
+    "...})); for Azure OpenAI, use its v1 API (base_url='https://<resource>.openai.azure.com"
+    "/openai/v1'), which needs no api-version"
+)
+#: Other libraries' names for an option of `model` (the OpenAI SDK's ``max_retries=``,
+#: ``extra_headers=``, ``organization=``, ``api_version=``...; `other_clients_option`
+#: says which): `Agent` and `generate_text` refuse them as model settings given as
+#: keywords, as `MODEL_OPTIONS` (they were sent in every request body and stored in the
+#: run's state, a token given so included). ``endpoint`` is left out: it is a field of
+#: OpenAI's batch requests (a test checks none of these is a request body field of the
+#: providers' specs); so are the generic ``url``, ``key`` and ``base``, which a user's
+#: own model may read as settings.
+OTHER_CLIENTS_OPTIONS = frozenset(
+    {*_OPTION_ALIASES, *_HEADER_OPTIONS, *_QUERY_OPTIONS} - {"endpoint", "url", "key", "base"}
+)
+
+
+def other_clients_option(name: str, spec: str | None) -> str | None:
+    """What `model` takes for ``name``, another library's name for one of its options.
+
+    Args:
+        name: A keyword (``"max_retries"``).
+        spec: The model's ``provider:model`` (None: not known). The OpenAI
+            SDK's ``organization=`` and ``project=`` are OpenAI's headers, for
+            OpenAI's models only (`_OPENAI_PREFIXES`).
+
+    Returns:
+        The option as given to `model`: ``"retry=..."``,
+        ``"headers={'OpenAI-Organization': ...}"``; ``""`` for an option that
+        adds a query parameter (`model` has none: `QUERY_HINT`); None if
+        ``name`` is no other library's option for this model.
+    """
+    header = _HEADER_OPTIONS.get(name)
+    if header is not None:
+        return f"headers={{{header!r}: ...}}" if _is_openai(spec) else None
+    alias = _OPTION_ALIASES.get(name)
+    if alias is not None:
+        return f"{alias}=..."
+    return "" if name in _QUERY_OPTIONS else None
+
+
+def _is_openai(spec: str | None) -> bool:
+    """Whether ``spec`` (``provider:model``, or None) names a model of OpenAI's API."""
+    return spec is not None and spec.partition(":")[0] in _OPENAI_PREFIXES
 
 
 def _keywords(factory: ModelFactory) -> frozenset[str] | None:
@@ -360,6 +416,8 @@ def _unknown_option(spec: str, unknown: str, factory: ModelFactory | None = None
     taken = _keywords(factory) if factory is not None else None
     known = tuple(o for o in CONNECTION_OPTIONS if o != unknown and (taken is None or o in taken))
     head = f"model({spec!r}, {unknown}=...): {unknown!r} is no option of the model"
+    if unknown in _QUERY_OPTIONS:
+        return f"{head}: other clients' {unknown}= adds a query parameter to the URL; {QUERY_HINT}"
     alias = _OPTION_ALIASES.get(unknown)
     close = alias if alias in known else None
     close = close or next(iter(difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)), None)
@@ -367,7 +425,7 @@ def _unknown_option(spec: str, unknown: str, factory: ModelFactory | None = None
         return f"{head}; did you mean {close}=? (its options are the connection's)"
     options = ", ".join(known[:5])
     header = _HEADER_OPTIONS.get(unknown)
-    if header is not None and spec.partition(":")[0] in _OPENAI_PREFIXES:
+    if header is not None and _is_openai(spec):
         return (
             f"{head}; other clients' {unknown}= is the {header} header here: "
             f"toolfold.model({spec!r}, headers={{{header!r}: ...}})"

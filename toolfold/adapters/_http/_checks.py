@@ -14,6 +14,7 @@ credential: ``api-key``, ``Authorization``) and a URL's password are never quote
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -26,8 +27,10 @@ from toolfold.adapters._http._keys import (
     url_userinfo,
 )
 from toolfold.adapters._http._retry import HttpLimits
+from toolfold.runtime._model import QUERY_HINT
 
 __all__ = [
+    "base_url_from_env",
     "check_base_url",
     "check_header_value",
     "check_header_name",
@@ -233,8 +236,8 @@ def check_base_url(url: object, option: str = "base_url") -> None:
     if "?" in url:
         raise ModelConfigError(
             f"{option} {shown!r} must not have a ?query: each request's path is added "
-            "after the base URL and would land inside the query; send what it carries "
-            "in headers= instead"
+            "after the base URL and would land inside the query; a value the server also "
+            f"reads from a header (a key: Azure's api-key) goes in headers=; {QUERY_HINT}"
         )
     if _BAD_ESCAPE.search(url):
         raise ModelConfigError(
@@ -245,12 +248,34 @@ def check_base_url(url: object, option: str = "base_url") -> None:
         raise ModelConfigError(f"{option} {shown!r} names port 0, where no server can be reached")
 
 
+def base_url_from_env(variable: str) -> str | None:
+    """The base URL the environment variable ``variable`` gives, checked as ``base_url=`` is.
+
+    What an official SDK reads when no ``base_url`` is given
+    (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``): a gateway's address, set
+    for every client of a process. Unset or empty: None, the provider's own
+    URL applies (an empty value is taken for none, as ``OLLAMA_HOST``'s is;
+    the SDKs would send to the empty URL and fail).
+
+    Raises:
+        ModelConfigError: The value is no ``http(s)://host[:port][/path]``
+            URL; the error names ``variable`` (`check_base_url`).
+    """
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    check_base_url(value, variable)
+    return value
+
+
 # A percent escape is "%" and two hex digits (RFC 3986 section 2.1).
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
-def check_url_credentials(url: str, sends_authorization: bool) -> None:
+def check_url_credentials(url: str, sends_authorization: bool, option: str = "base_url") -> None:
     """Refuse ``user:password@`` in ``url`` when an ``Authorization`` header is sent too.
+
+    ``option`` names where ``url`` came from (``base_url``, ``OPENAI_BASE_URL``).
 
     The clients turn URL credentials into a Basic ``Authorization`` header:
     httpx sent it in place of the key's, aiohttp refused the request with a
@@ -259,7 +284,7 @@ def check_url_credentials(url: str, sends_authorization: bool) -> None:
     """
     if sends_authorization and url_userinfo(url) is not None:
         raise ModelConfigError(
-            "base_url carries user:password@, whose Basic credentials would take the "
+            f"{option} carries user:password@, whose Basic credentials would take the "
             "Authorization header the API key is sent in: send them in a header "
             "(headers=) that your gateway reads, or leave them out"
         )

@@ -154,6 +154,7 @@ class Transport:
         base_url: str,
         api_key: str | Secret | None = None,
         *,
+        base_url_option: str = "base_url",
         refusal: str | None = None,
         auth_header: str = "authorization",
         auth_scheme: str = "Bearer",
@@ -201,7 +202,9 @@ class Transport:
             ),
         )
         keyed = self._auth_value is not None and self._auth_header == "authorization"
-        check_url_credentials(base_url, keyed or "authorization" in {**self._headers, **hidden})
+        check_url_credentials(
+            base_url, keyed or "authorization" in {**self._headers, **hidden}, base_url_option
+        )
         if self._auth_value is not None and self._auth_header not in self._headers:
             # A header given by the user (headers= or per request) wins over the key.
             hidden.setdefault(self._auth_header, self._auth_value)

@@ -8,11 +8,18 @@ from typing import Any
 import attrs
 
 from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._checks import base_url_from_env
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._sse import SSEEvent
 from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.anthropic._errors import parse_error
-from toolfold.adapters.anthropic._provider import API_KEY_ENV, API_VERSION, BASE_URL, STRICT_BETA
+from toolfold.adapters.anthropic._provider import (
+    API_KEY_ENV,
+    API_VERSION,
+    BASE_URL,
+    BASE_URL_ENV,
+    STRICT_BETA,
+)
 from toolfold.adapters.anthropic._request import compiled_tool, is_beta, prepare
 from toolfold.adapters.anthropic._response import parse_response, parse_usage
 from toolfold.adapters.anthropic._stream import DecoderState, decode_end, decode_event
@@ -29,8 +36,9 @@ class AnthropicModel(ProviderModel):
 
     Args:
         model_name: Anthropic's model id, e.g. ``"claude-sonnet-4-5"``.
-        base_url: The API root (default ``https://api.anthropic.com``; the
-            adapter adds ``/v1/messages``), e.g. for a proxy.
+        base_url: The API root (default ``ANTHROPIC_BASE_URL`` when set, as the
+            SDK reads it, else ``https://api.anthropic.com``; the adapter adds
+            ``/v1/messages``), e.g. for a proxy.
         api_key: The key; by default read from ``ANTHROPIC_API_KEY``. Kept in
             a `Secret`, never printed.
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
@@ -52,14 +60,17 @@ class AnthropicModel(ProviderModel):
     """
 
     def _endpoint(self, base_url: str | None) -> Endpoint:
+        from_env = base_url_from_env(BASE_URL_ENV) if base_url is None else None
         return Endpoint(
             "anthropic",
-            base_url or BASE_URL,
+            base_url or from_env or BASE_URL,
             API_KEY_ENV,
             auth_header="x-api-key",
             auth_scheme="",
             headers={"anthropic-version": API_VERSION},
             error_parser=parse_error,
+            base_url_from_env=from_env is not None,
+            base_url_option="base_url" if from_env is None else BASE_URL_ENV,
         )
 
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:

@@ -13,6 +13,9 @@ from toolfold.runtime.core._request import FinishReason
 #: The API root; the adapter adds ``/v1/messages`` [A1].
 BASE_URL = "https://api.anthropic.com"
 API_KEY_ENV = ("ANTHROPIC_API_KEY",)
+#: The API root used when no ``base_url`` is given, if set (a gateway's), as the
+#: SDK's client reads it [A7].
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 #: The ``anthropic-version`` header every request carries [A1].
 API_VERSION = "2023-06-01"
 #: ``max_tokens`` is required by the API [spec CreateMessageParams.required]; the

@@ -53,6 +53,7 @@ class OllamaModel(ProviderModel):
             API_KEY_ENV,
             key_required=False,
             base_url_from_env=base_url is None,  # (OLLAMA_HOST: read again where it is loaded)
+            base_url_option="base_url" if base_url is not None else "OLLAMA_HOST",
         )
 
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> Prepared:

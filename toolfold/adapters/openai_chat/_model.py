@@ -11,7 +11,7 @@ import attrs
 from toolfold._errors import ModelConfigError
 from toolfold.adapters._codec import no_equivalent
 from toolfold.adapters._dialects import CompiledTool
-from toolfold.adapters._http._checks import check_base_url
+from toolfold.adapters._http._checks import base_url_from_env, check_base_url
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._http._retry import HttpLimits
 from toolfold.adapters._http._sse import SSEEvent
@@ -58,7 +58,9 @@ class OpenAIChatModel(ProviderModel):
             ``"deepseek"``, ``"openrouter"``, ``"openai-compatible"``) or a
             `ChatProvider` row of your own.
         base_url: The API root (``http://localhost:8000/v1``); required for
-            ``openai-compatible``, optional elsewhere (a proxy, a region).
+            ``openai-compatible``, optional elsewhere (a proxy, a region);
+            ``openai`` reads ``OPENAI_BASE_URL`` when none is given, as
+            openai-python does.
         api_key: The key; by default read from the provider's environment
             variable (``OPENAI_API_KEY``...). Kept in a `Secret`, never printed.
         server: For ``openai-compatible``: ``"vllm"``, ``"llama.cpp"``,
@@ -131,13 +133,23 @@ class OpenAIChatModel(ProviderModel):
 
     def _endpoint(self, base_url: str | None) -> Endpoint:
         row = self.provider
-        url = base_url or row.base_url
+        variable = row.base_url_env if base_url is None else None  # (OPENAI_BASE_URL)
+        from_env = base_url_from_env(variable) if variable is not None else None
+        url = base_url or from_env or row.base_url
         if not url:
             raise ModelConfigError(
                 f"{row.name}:{self.model_name} needs base_url=..., e.g. "
                 "'http://localhost:8000/v1' (vLLM) or 'http://localhost:11434/v1' (Ollama)"
             )
-        return Endpoint(row.name, url, row.api_key_env, row.key_required, error_parser=parse_error)
+        return Endpoint(
+            row.name,
+            url,
+            row.api_key_env,
+            row.key_required,
+            error_parser=parse_error,
+            base_url_from_env=from_env is not None,
+            base_url_option=variable if variable is not None and from_env else "base_url",
+        )
 
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         # Settings CreateChatCompletionRequest lacks are refused for OpenAI only.

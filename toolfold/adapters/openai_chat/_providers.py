@@ -23,6 +23,9 @@ class ChatProvider:
         name: The model-string prefix (``"groq"`` in ``"groq:llama-3.3-70b"``).
         base_url: The API root (``.../v1``); None when the user must give one.
         api_key_env: Environment variables tried in order for the key.
+        base_url_env: The environment variable that gives the API root when
+            no ``base_url`` is given, if set (a gateway's), as the provider's
+            official SDK reads it: ``OPENAI_BASE_URL`` (openai-python's).
         key_required: Refuse to start without a key (hosted APIs); local
             servers (vLLM, llama.cpp, LM Studio, Ollama) need none.
         required_word: The ``tool_choice`` value for "call some tool".
@@ -92,6 +95,7 @@ class ChatProvider:
     auto_strict: bool = False
     thinking_in_total: bool = False
     assistant_after_tool: str | None = None
+    base_url_env: str | None = None
 
 
 #: Neutral settings ``CreateChatCompletionRequest`` has no field for [openai-openapi.yaml]:
@@ -143,6 +147,7 @@ PROVIDERS: dict[str, ChatProvider] = {
         ("OPENAI_API_KEY",),
         max_tokens_key="max_completion_tokens",
         auto_strict=True,  # strict mode guarantees schema-valid arguments [O2]
+        base_url_env="OPENAI_BASE_URL",  # [O4 _client.py: read when base_url is None]
     ),
     # Groq: OpenAI shape; tool_use_failed errors and ``x_groq.usage`` in
     # streams are handled by the shared codec [C1, C2].

@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolfold.adapters._dialects import CompiledTool
+from toolfold.adapters._http._checks import base_url_from_env
 from toolfold.adapters._http._keys import Secret
 from toolfold.adapters._provider_model import Endpoint, ProviderModel
 from toolfold.adapters.openai_responses._providers import (
     API_KEY_ENV,
     BASE_URL,
+    BASE_URL_ENV,
     PATH,
     PREFIX,
     is_openai,
@@ -36,7 +38,8 @@ class OpenAIResponsesModel(ProviderModel):
 
     Args:
         model_name: The model id, e.g. ``"gpt-5-mini"``.
-        base_url: The API root, default ``https://api.openai.com/v1``.
+        base_url: The API root; default ``OPENAI_BASE_URL`` when set, as
+            openai-python reads it, else ``https://api.openai.com/v1``.
         api_key: The key; by default ``OPENAI_API_KEY``.
         http_client: An ``httpx.AsyncClient`` or ``httpx.Client`` to use.
         async_http_client: An async client, when ``http_client`` is the sync one.
@@ -59,7 +62,15 @@ class OpenAIResponsesModel(ProviderModel):
     _openai: bool
 
     def _endpoint(self, base_url: str | None) -> Endpoint:
-        return Endpoint(PREFIX, base_url or BASE_URL, API_KEY_ENV)
+        from_env = base_url_from_env(BASE_URL_ENV) if base_url is None else None
+        url = base_url or from_env or BASE_URL
+        return Endpoint(
+            PREFIX,
+            url,
+            API_KEY_ENV,
+            base_url_from_env=from_env is not None,
+            base_url_option="base_url" if from_env is None else BASE_URL_ENV,
+        )
 
     def _configure(self, headers: Mapping[str, str | Secret]) -> None:
         # Settings CreateResponse lacks are refused for OpenAI only (see `build_body`).

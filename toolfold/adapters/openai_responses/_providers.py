@@ -16,6 +16,9 @@ PREFIX = "openai-responses"
 #: Same key and base URL as ``openai:`` (the Chat Completions adapter).
 BASE_URL = "https://api.openai.com/v1"
 API_KEY_ENV = ("OPENAI_API_KEY",)
+#: The API root used when no ``base_url`` is given, if set (a gateway's), as
+#: openai-python's client reads it for every API (``openai:`` too).
+BASE_URL_ENV = "OPENAI_BASE_URL"
 PATH = "responses"
 
 #: The ``provider`` of the reasoning parts this API makes (and takes back).
