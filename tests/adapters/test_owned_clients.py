@@ -794,6 +794,33 @@ def test_an_injected_aiohttp_sessions_proxy_password_never_shows_when_the_proxy_
     assert sent not in shown
 
 
+def test_a_proxy_error_of_an_older_aiohttp_is_masked_too() -> None:
+    """aiohttp before 3.11 (the floor is 3.10) holds its RequestInfo as a frozen attrs class,
+    not a NamedTuple: its proxy password and Proxy-Authorization are masked all the same."""
+    import attrs
+    import multidict
+    import yarl
+
+    from toolfold.adapters._http._http_errors import _mask_proxy_credentials
+
+    @attrs.frozen
+    class RequestInfo:  # (aiohttp 3.10's shape)
+        url: yarl.URL
+        method: str
+        headers: multidict.CIMultiDictProxy[str]
+        real_url: yarl.URL
+
+    proxy = yarl.URL("http://user:pr0xy-Passw0rd@127.0.0.1:3128")
+    held = multidict.CIMultiDictProxy(multidict.CIMultiDict({"Proxy-Authorization": "Basic c2Vj"}))
+    error = Exception(RequestInfo(proxy, "CONNECT", held, proxy), ())
+    error.request_info = error.args[0]  # type: ignore[attr-defined]
+    _mask_proxy_credentials(error)
+    shown = repr(error.args) + repr(error.request_info)  # type: ignore[attr-defined]
+    assert "pr0xy-Passw0rd" not in shown
+    assert "c2Vj" not in shown
+    assert "127.0.0.1:3128" in shown
+
+
 EVERY_BACKEND = [*PAIRS, pytest.param("aiohttp", "async", id="aiohttp")]
 RETRY_ONCE = RetryPolicy(max_retries=1, initial_delay=0.0, max_delay=0.0)
 
@@ -973,6 +1000,15 @@ def test_a_no_proxy_ipv6_range_in_brackets_spares_its_addresses_under_aiohttp(
     monkeypatch.setenv("NO_PROXY", no_proxy)
     proxy = aiohttp_proxy("http://[::1]:8000/v1", urllib.request.getproxies())
     assert proxy == (None if direct else "http://127.0.0.1:9")
+
+
+def test_a_no_proxy_address_with_a_port_is_no_range() -> None:
+    """``[::1]:8080`` names an address and a port, not a range: read without its brackets it
+    was ``::1:8080``, another IPv6 address, which a host of that address then matched."""
+    from toolfold.adapters._http._proxies import _in_no_proxy_range
+
+    assert not _in_no_proxy_range("::1:8080", {"no": "[::1]:8080"})
+    assert _in_no_proxy_range("::1", {"no": "[::1]:8080, [::1]/128"})
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

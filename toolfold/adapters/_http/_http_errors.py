@@ -14,6 +14,7 @@ with another shape passes its own parser to the transport.
 
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -618,7 +619,12 @@ def _mask_proxy_credentials(exc: BaseException) -> None:
     editing what it holds changes nothing sent.
     """
     info = getattr(exc, "request_info", None)
-    if info is None or not hasattr(info, "_replace"):  # (aiohttp's RequestInfo: a NamedTuple)
+    # aiohttp's RequestInfo: a NamedTuple since 3.11, a frozen attrs class before.
+    if info is not None and hasattr(info, "_replace"):
+        replace: Any = info._replace
+    elif info is not None and attrs.has(type(info)):
+        replace = functools.partial(attrs.evolve, info)
+    else:
         return
     import multidict  # aiohttp's dependencies
     import yarl
@@ -627,7 +633,8 @@ def _mask_proxy_credentials(exc: BaseException) -> None:
         (name, MASK if name.lower() in {"authorization", "proxy-authorization"} else value)
         for name, value in info.headers.items()
     )
-    masked = info._replace(
+    masked = replace(
+        url=yarl.URL(mask_url_credentials(str(info.url))),
         real_url=yarl.URL(mask_url_credentials(str(info.real_url))),
         headers=multidict.CIMultiDictProxy(headers),
     )

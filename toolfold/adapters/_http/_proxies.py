@@ -136,7 +136,9 @@ def _in_no_proxy_range(host: str, proxies: Mapping[str, str]) -> bool:
         entry = entry.strip()
         if entry.startswith("["):
             inside, closed, rest = entry[1:].partition("]")
-            entry = inside + rest if closed else entry
+            if not closed or rest[:1] not in ("", "/"):
+                continue  # (unclosed, or a port after it: "[::1]:8080" is no address range)
+            entry = inside + rest
         try:
             network = ipaddress.ip_network(entry, strict=False)
         except ValueError:
