@@ -165,6 +165,26 @@ def test_post_and_stream_succeed(
     assert [r.headers["authorization"] for r in http_server.requests] == [f"Bearer {KEY}"] * 2
 
 
+class _TracedClient(httpx.Client):
+    """A user's own subclass of httpx.Client, in a module of theirs (here: this one)."""
+
+
+def test_a_users_subclass_of_an_httpx_client_takes_timeout(http_server: ScriptedServer) -> None:
+    """A subclass of httpx.Client defined in the user's module is httpx's client: timeout=
+    is given as httpx's Timeout (the package was read from the subclass's own module, which
+    has none, and every call failed: "'<' not supported between 'float' and 'dict'")."""
+    http_server.add(Reply(json={"ok": 1}))
+    client = _TracedClient()
+    transport = Transport(
+        "openai", f"{http_server.url}/v1", KEY, http_client=client, timeout=30.0, retry=0
+    )
+    try:
+        assert transport.post_json_sync("chat/completions", {"model": "m"}) == {"ok": 1}
+    finally:
+        transport.close()
+        client.close()
+
+
 @pytest.mark.parametrize(("kind", "mode"), CASES)
 def test_429_with_retry_after_then_success(
     http_server: ScriptedServer, kind: str, mode: str

@@ -153,7 +153,7 @@ class HttpxBackend:
         self._timeouts = timeouts
         self._defaults = None if timeouts is None else _attempt_timeouts(timeouts)
         # httpx2 refuses httpx.Timeout: hand each client its own package's class.
-        package = importlib.import_module(type(client).__module__.split(".")[0])
+        package = client_package(client)
         found = getattr(package, "Timeout", None)
         self._timeout_class: Any = found if isinstance(found, type) else None
         found = getattr(package, "URL", None)
@@ -248,7 +248,7 @@ class OwnedHttpxBackend(HttpxBackend):
 
     def __init__(self, client: Any, *, timeouts: Timeouts) -> None:
         super().__init__(client, owned=True, timeouts=timeouts)
-        package = importlib.import_module(type(client).__module__.split(".")[0])
+        package = client_package(client)
         self._transport: Any = getattr(client, "_transport", None)
         self._request_class: Any = package.Request
         self._error: type[Exception] = package.RequestError
@@ -917,7 +917,26 @@ def _aiohttp_timeout(aiohttp: Any, t: Timeouts) -> Any:
 
 def is_aiohttp_session(client: Any) -> bool:
     """Whether ``client`` is an ``aiohttp.ClientSession``."""
-    return type(client).__module__.split(".")[0] == "aiohttp"
+    return _package_name(client) == "aiohttp"
+
+
+_CLIENT_PACKAGES = ("httpx", "httpx2", "aiohttp")
+
+
+def _package_name(client: Any) -> str:
+    """The name of the package ``client`` is a client of (httpx, httpx2 or aiohttp), read from
+    its class's bases: a subclass of ``httpx.Client`` defined in a user's module is httpx's;
+    else the package of its own class."""
+    for cls in type(client).__mro__:
+        name = cls.__module__.split(".")[0]
+        if name in _CLIENT_PACKAGES:
+            return name
+    return type(client).__module__.split(".")[0]
+
+
+def client_package(client: Any) -> Any:
+    """The package ``client`` is a client of (see `_package_name`), imported."""
+    return importlib.import_module(_package_name(client))
 
 
 async def close_when_loop_ends(
