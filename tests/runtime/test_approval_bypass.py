@@ -154,6 +154,12 @@ def test_a_bound_key_of_another_run_given_to_an_answered_call_says_so() -> None:
     with pytest.raises(UsageError, match=r"was made for another call than this state's call 'a-1'"):
         two.resume(second, approvals={foreign: True})
     assert RAN == ["/"]
+    with pytest.raises(UsageError) as told:  # (what waits is said, not "nothing waits")
+        two.resume(second, approvals={foreign: True})
+    assert str(told.value).endswith("waiting for an approval: 'a-2' (delete)")
+    with pytest.raises(UsageError) as told:
+        agent.resume(done, approvals={foreign: True})
+    assert str(told.value).endswith("nothing of this run waits for an approval")
 
 
 def test_an_approval_key_without_floats_is_checked_with_one_text(monkeypatch: Any) -> None:

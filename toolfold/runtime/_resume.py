@@ -902,10 +902,15 @@ def _unbound_later(state: RunState, key: str, status: CallStatus) -> str:
         return plain  # (unknown here, or this state's call: refused as such)
     option = "approvals" if status == "awaiting_approval" else "tool_results"
     call = calls[0][1]
+    what = _KINDS[status][0]
+    keys = answer_keys(state, status) if state.phase in WAITING_PHASES else []
+    waiting = (
+        f"waiting for {what}: {_listed(keys)}" if keys else f"nothing of this run waits for {what}"
+    )
     raise UsageError(
         f"{option}={key!r} was made for another call than this state's call {plain!r} "
         f"({call.name} in run {state.run_id!r}): another run or other arguments; nothing "
-        f"was run, and nothing of this run waits for {_KINDS[status][0]}"
+        f"was run; {waiting}"
     )
 
 
