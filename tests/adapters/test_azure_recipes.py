@@ -13,22 +13,13 @@ from typing import Any
 import httpx
 import pytest
 from scripted_http import Reply, ScriptedServer
+from test_base_url_env import CHAT
 
 import toolfold
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "openai-compatible.md"
 AZURE = "https://my-resource.openai.azure.com"
 KEY = "azure-key-0123456789abcdef"
-CHAT = {
-    "id": "c1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-4o-mini",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
 
 
 def _recipes() -> list[str]:
