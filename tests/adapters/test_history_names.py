@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 import toolfold
-from toolfold import Message
+from toolfold import Message, SchemaCompileError
 from toolfold.adapters._dialects import DIALECTS, _names, clear_cache, sent_name
-from toolfold.adapters._dialects._compile import _SPECS
+from toolfold.adapters._dialects._compile import compile_tool
 from toolfold.adapters._dialects._names import NAME_RULES
 from toolfold.runtime import ToolCallPart, ToolResultPart
 
@@ -285,7 +286,16 @@ def test_tools_are_checked_by_the_rules_history_names_are_sent_by() -> None:
     """One table of name rules: a tool's name is refused at compile time by the rule its
     dialect's history names are made to fit."""
     for dialect in DIALECTS:
-        assert _SPECS[dialect].name_rule is NAME_RULES.get(dialect), dialect
+        rule = NAME_RULES.get(dialect)
+        for name in ("a.b", "a b", "ok_name"):
+            tool = SimpleNamespace(
+                name=name, description="d", parameters={"type": "object"}, strict=None
+            )
+            if rule is not None and not rule.pattern.fullmatch(name):
+                with pytest.raises(SchemaCompileError, match="the tool name must be"):
+                    compile_tool(tool, dialect)
+            else:
+                compile_tool(tool, dialect)  # (no error)
 
 
 def test_a_long_made_up_name_is_not_kept_once_sent() -> None:

@@ -20,13 +20,7 @@ import attrs
 from toolfold._errors import RENAME_PARAMETER, TOOL_NAME_PROBLEM, SchemaCompileError
 from toolfold.adapters._dialects._limits import check_limits
 from toolfold.adapters._dialects._model import DIALECTS, CompiledTool, Dialect, SchemaRewrite
-from toolfold.adapters._dialects._names import (
-    ANTHROPIC_NAME,
-    GEMINI_NAME,
-    OPENAI_NAME,
-    NameRule,
-    forget_sent_names,
-)
+from toolfold.adapters._dialects._names import NAME_RULES, forget_sent_names
 from toolfold.adapters._dialects._profiles import (
     ANTHROPIC_STRICT,
     DEEPSEEK_STRICT,
@@ -121,32 +115,29 @@ class _Spec:
     strict: Profile | None  # None: the dialect has no strict mode
     loose: Profile | None  # None: the schema passes through unchanged
     build: Builder
-    name_rule: NameRule | None
     limits: bool = False
     # The rule for the keys of the root's ``properties`` (None: any key).
     key_rule: tuple[re.Pattern[str], str] | None = None
 
 
 _SPECS: dict[str, _Spec] = {
-    # (each name rule is `NAME_RULES`', which history names are sent by too)
-    "openai-chat": _Spec(OPENAI_STRICT, None, _openai_chat, OPENAI_NAME, limits=True),
-    "openai-responses": _Spec(OPENAI_STRICT, None, _openai_responses, OPENAI_NAME, limits=True),
-    "deepseek": _Spec(DEEPSEEK_STRICT, None, _openai_chat, OPENAI_NAME, limits=True),
+    "openai-chat": _Spec(OPENAI_STRICT, None, _openai_chat, limits=True),
+    "openai-responses": _Spec(OPENAI_STRICT, None, _openai_responses, limits=True),
+    "deepseek": _Spec(DEEPSEEK_STRICT, None, _openai_chat, limits=True),
     "anthropic": _Spec(
         ANTHROPIC_STRICT,
         None,
         _anthropic,
-        ANTHROPIC_NAME,
         # Not in its OpenAPI document, but answered with a 400 ("Property keys should
         # match pattern '^[a-zA-Z0-9_.-]{1,64}$'"): `def f(città: str)` cannot be sent.
         key_rule=(re.compile(r"[a-zA-Z0-9_.-]{1,64}"), "1-64 characters of a-z A-Z 0-9 _ . -"),
     ),
     # Gemini has no per-tool strict flag: "strict" means the schema went through
     # without loss, so the adapter may ask for VALIDATED function calling.
-    "gemini": _Spec(GEMINI, GEMINI, _gemini, GEMINI_NAME),
-    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI_LOOSE, _gemini_openapi, GEMINI_NAME),
-    "ollama": _Spec(None, OLLAMA, _ollama, None),
-    "json-schema": _Spec(None, None, _plain, None),
+    "gemini": _Spec(GEMINI, GEMINI, _gemini),
+    "gemini-openapi": _Spec(GEMINI_OPENAPI, GEMINI_OPENAPI_LOOSE, _gemini_openapi),
+    "ollama": _Spec(None, OLLAMA, _ollama),
+    "json-schema": _Spec(None, None, _plain),
 }
 
 _UNSET: Any = object()
@@ -392,8 +383,9 @@ def _request_problems(
 ) -> list[str]:
     """What makes the request itself impossible: the name, strictness, a non-object root."""
     problems: list[str] = []
-    if spec.name_rule is not None and not spec.name_rule.pattern.fullmatch(name):
-        problems.append(f"{TOOL_NAME_PROBLEM} {spec.name_rule.words}")
+    rule = NAME_RULES.get(dialect)  # (the rule history names are sent by too)
+    if rule is not None and not rule.pattern.fullmatch(name):
+        problems.append(f"{TOOL_NAME_PROBLEM} {rule.words}")
     properties = walk_root.get("properties")
     if spec.key_rule is not None and isinstance(properties, Mapping):
         rule, words = spec.key_rule
