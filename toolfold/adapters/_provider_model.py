@@ -50,6 +50,7 @@ from toolfold.adapters._dialects import CompiledTool, check_arguments
 from toolfold.adapters._http._checks import check_base_url, check_mapping
 from toolfold.adapters._http._echoes import Echoes
 from toolfold.adapters._http._keys import (
+    KEY_HEADERS,
     Secret,
     is_credential_header,
     keys_are_deferred,
@@ -746,7 +747,7 @@ def credential_headers(headers: Mapping[str, object] | None) -> list[str]:
 
 
 #: The headers that carry an API key whatever the provider (`key_headers`).
-_KEY_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
+_KEY_HEADERS = frozenset({*KEY_HEADERS, "api-key"})  # (and Azure's)
 
 
 def key_headers(endpoint: Endpoint, headers: Mapping[str, object] | None) -> list[str]:

@@ -632,14 +632,14 @@ class MCPServer:
         call.__qualname__ = f"{type(self).__name__}({self.name}).{remote}"
         # what a duplicate-name error names, and its remedy: an MCP tool takes no name=
         call.__dict__[MADE_AS] = f"tool {remote!r} of MCP server {self.name!r}"
+        other = self._other_prefix()
         call.__dict__[RENAMED_WITH] = (
-            f"{self._other_prefix()} on MCP server {self.name!r}, or include=[...] to leave "
-            f"{remote!r} out"
+            f"{other} on MCP server {self.name!r}, or include=[...] to leave {remote!r} out"
         )
         # what an error about a tool name a provider refuses says (Gemini: a letter or _ first)
         call.__dict__[NAME_REFUSED_WITH] = (
             f"a tool of MCP server {self.name!r}, named by the server: give the server "
-            f"{self._other_prefix()} starting with a letter (prefix={_EXAMPLE!r} gives "
+            f"{other} starting with a letter (prefix={_EXAMPLE!r} gives "
             f"{model_name(f'{_EXAMPLE}_{remote}')!r}), or include=[...] to leave {remote!r} out"
         )
         # what an error about a parameter name a provider refuses says (its schema is the server's)

@@ -383,9 +383,9 @@ def _request_problems(
 ) -> list[str]:
     """What makes the request itself impossible: the name, strictness, a non-object root."""
     problems: list[str] = []
-    rule = NAME_RULES.get(dialect)  # (the rule history names are sent by too)
-    if rule is not None and not rule.pattern.fullmatch(name):
-        problems.append(f"{TOOL_NAME_PROBLEM} {rule.words}")
+    name_rule = NAME_RULES.get(dialect)  # (the rule history names are sent by too)
+    if name_rule is not None and not name_rule.pattern.fullmatch(name):
+        problems.append(f"{TOOL_NAME_PROBLEM} {name_rule.words}")
     properties = walk_root.get("properties")
     if spec.key_rule is not None and isinstance(properties, Mapping):
         rule, words = spec.key_rule

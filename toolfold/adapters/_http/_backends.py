@@ -920,16 +920,13 @@ def is_aiohttp_session(client: Any) -> bool:
     return _package_name(client) == "aiohttp"
 
 
-_CLIENT_PACKAGES = ("httpx", "httpx2", "aiohttp")
-
-
 def _package_name(client: Any) -> str:
     """The name of the package ``client`` is a client of (httpx, httpx2 or aiohttp), read from
     its class's bases: a subclass of ``httpx.Client`` defined in a user's module is httpx's;
     else the package of its own class."""
     for cls in type(client).__mro__:
         name = cls.__module__.split(".")[0]
-        if name in _CLIENT_PACKAGES:
+        if name in BACKENDS:
             return name
     return type(client).__module__.split(".")[0]
 

@@ -33,7 +33,7 @@ from toolfold.adapters._codec import (
     place_shared_setting,
     url_excerpt,
 )
-from toolfold.adapters._dialects import CompiledTool, compile_tool, sent_name
+from toolfold.adapters._dialects import CompiledTool, compile_tool
 from toolfold.adapters._results import beside_items, joins_run, media_of, text_of
 from toolfold.adapters.ollama._provider import (
     REFUSED_SETTINGS,
@@ -246,7 +246,7 @@ def _tool_messages(results: list[ToolResultPart], attached: list[Body]) -> list[
     out: list[Body] = [
         {
             "role": "tool",
-            "tool_name": sent_name(r.tool_name, "ollama"),
+            "tool_name": r.tool_name,
             "tool_call_id": r.call_id,
             "content": text_of(r) if r.parts else r.content,
         }
@@ -319,9 +319,8 @@ def _assistant(message: Message, position: int, notes: list[str] | None) -> Body
 
 def _call(call: ToolCallPart) -> Body:
     arguments = call.arguments if call.arguments is not None else {}
-    # (Ollama documents no rule for names: `sent_name` keeps every one)
-    name = sent_name(call.name, "ollama")
-    return {"id": call.id, "function": {"name": name, "arguments": arguments}}
+    # (Ollama documents no rule for names: each goes as the model gave it)
+    return {"id": call.id, "function": {"name": call.name, "arguments": arguments}}
 
 
 def _user_or_system(role: str, parts: Sequence[Part]) -> Body:
